@@ -1,0 +1,51 @@
+// Element types, named as ONNX and NumPy name them (float32, float16, int64, ...).
+//
+// Enumerator values equal ONNX TensorProto.DataType, so a value read from an ONNX
+// model, an executable or the wire converts by a range check only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remex {
+
+enum class DType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kUint16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUint32 = 12,
+  kUint64 = 13,
+};
+
+// Bytes per element; 0 for kUndefined or a value outside the enum.
+size_t DTypeSize(DType dtype);
+// "float32", "int64", "bool", ...; "undefined" for anything else.
+std::string_view DTypeName(DType dtype);
+// Inverse of DTypeName; nullopt for an unknown name.
+std::optional<DType> DTypeFromName(std::string_view name);
+// Accepts an ONNX TensorProto.DataType value; nullopt for types Remex does not hold
+// (string, complex, bfloat16) or values outside the enum.
+std::optional<DType> DTypeFromOnnx(int32_t onnx_type);
+
+// A tensor shape: one extent per dimension, row-major (C order). Rank 0 is a scalar.
+using Shape = std::vector<int64_t>;
+
+// Number of elements, or nullopt when a dimension is negative or the product
+// overflows int64.
+std::optional<int64_t> NumElements(const Shape& shape);
+// "[1, 3, 48, 192]".
+std::string ShapeToString(const Shape& shape);
+
+}  // namespace remex

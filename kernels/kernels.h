@@ -1,0 +1,157 @@
+// The operator library: per op its shape function (with per-input data dependence)
+// and per device its kernel, held in an explicit KernelRegistry.
+//
+// Semantics are ONNX's (https://onnx.ai/onnx/operators/, opsets 7-17). The ONNX
+// frontend normalises older opset forms before ops reach this library:
+//   - Clip: min/max always arrive as optional inputs 1 and 2 (opset 11+ form).
+//   - Slice: starts/ends/axes/steps always arrive as inputs (opset 10+ form).
+//   - Softmax: attribute `axis` (default -1); opsets < 13 are marked with the
+//     internal attribute `flatten_to_2d` = 1 (the input is seen as 2-D
+//     [prod(shape[:axis]), prod(shape[axis:])], axis default 1 there).
+//   - Constant nodes become executable constants and never reach a kernel.
+// Optional inputs that a node leaves empty arrive "absent" (see TensorRef).
+//
+// Thread-safety: a filled KernelRegistry is immutable and may be shared. An OpKernel
+// instance is used by one VM at a time (it may cache primitives between calls).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+namespace remex::kernels {
+
+enum class DeviceKind : uint8_t { kCpu = 0, kCuda = 1 };
+std::string_view DeviceKindName(DeviceKind device);
+
+// One ONNX attribute value after normalisation. Tensor-valued attributes do not
+// reach kernels (the frontend turns them into constants).
+using AttrValue =
+    std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>>;
+
+// A node's attributes by ONNX name. Getters return INVALID_ARGUMENT when the
+// attribute exists with another type, NOT_FOUND when absent and no default is given.
+class Attributes {
+ public:
+  void Set(std::string name, AttrValue value) { values_[std::move(name)] = std::move(value); }
+  bool Has(std::string_view name) const { return values_.find(name) != values_.end(); }
+  const std::map<std::string, AttrValue, std::less<>>& all() const { return values_; }
+
+  StatusOr<int64_t> Int(std::string_view name) const;
+  StatusOr<int64_t> Int(std::string_view name, int64_t default_value) const;
+  StatusOr<float> Float(std::string_view name) const;
+  StatusOr<float> Float(std::string_view name, float default_value) const;
+  StatusOr<std::string> String(std::string_view name) const;
+  StatusOr<std::string> String(std::string_view name, std::string default_value) const;
+  StatusOr<std::vector<int64_t>> Ints(std::string_view name) const;
+  StatusOr<std::vector<int64_t>> Ints(std::string_view name, std::vector<int64_t> default_value) const;
+  StatusOr<std::vector<float>> Floats(std::string_view name) const;
+  StatusOr<std::vector<float>> Floats(std::string_view name, std::vector<float> default_value) const;
+
+ private:
+  std::map<std::string, AttrValue, std::less<>> values_;
+};
+
+// A non-owning view of a dense row-major tensor in some device's memory.
+// `data == nullptr && dtype == kUndefined` marks an absent optional input.
+struct TensorRef {
+  void* data = nullptr;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+
+  bool present() const { return dtype != DType::kUndefined; }
+};
+
+// Dtype and shape of a value; what a shape function computes per output.
+struct TensorInfo {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+};
+
+// What a shape function needs of one input: its shape only, or its values too.
+// Only kData inputs are ever copied device-to-host to run a shape function.
+enum class ShapeDep : uint8_t { kShape = 0, kData = 1 };
+
+// One input as a shape function sees it. `data` points to host memory holding the
+// input's values when its ShapeDep is kData (and the input is present); it is
+// nullptr for kShape inputs.
+struct ShapeFnArg {
+  bool present = false;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  const void* data = nullptr;
+};
+
+// Computes output dtypes and shapes from inputs and attributes. Returns
+// INVALID_ARGUMENT (naming the op and the offending input/attribute) for inputs the
+// op does not accept.
+using ShapeFn = std::function<StatusOr<std::vector<TensorInfo>>(
+    const Attributes& attrs, std::span<const ShapeFnArg> inputs)>;
+
+// Device-independent description of an op.
+struct OpDef {
+  std::string name;       // ONNX op_type, e.g. "Conv".
+  int min_inputs = 1;
+  int max_inputs = 1;     // -1: variadic.
+  int min_outputs = 1;
+  int max_outputs = 1;
+  // Per input; inputs beyond the list take the last entry (variadic ops).
+  std::vector<ShapeDep> input_deps;
+  ShapeFn infer;
+
+  ShapeDep DepOf(size_t input) const {
+    if (input_deps.empty()) return ShapeDep::kShape;
+    return input < input_deps.size() ? input_deps[input] : input_deps.back();
+  }
+};
+
+// A kernel instance bound to one node's attributes (validated at creation).
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  // Destination-passing: `outputs` are allocated by the caller with the dtypes and
+  // shapes the op's shape function returned for these inputs. Returns
+  // INVALID_ARGUMENT / UNIMPLEMENTED for dtypes or shapes the kernel does not handle.
+  virtual Status Compute(std::span<const TensorRef> inputs,
+                         std::span<const TensorRef> outputs) = 0;
+};
+
+// Creates a kernel for a node's attributes; INVALID_ARGUMENT for bad attributes.
+using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const Attributes&)>;
+
+// Op definitions by name and kernel factories by (op, device). Filled explicitly by
+// RegisterOpDefs / RegisterCpuKernels (no static self-registration).
+class KernelRegistry {
+ public:
+  // ALREADY_EXISTS when the op or (op, device) is registered twice.
+  Status AddOp(OpDef def);
+  Status AddKernel(std::string_view op, DeviceKind device, KernelFactory factory);
+
+  const OpDef* FindOp(std::string_view op) const;
+  const KernelFactory* FindKernel(std::string_view op, DeviceKind device) const;
+  std::vector<std::string> OpNames() const;
+
+ private:
+  std::map<std::string, OpDef, std::less<>> ops_;
+  std::map<std::pair<std::string, DeviceKind>, KernelFactory, std::less<>> kernels_;
+};
+
+// Runs `def.infer` after checking the input count; errors name the op.
+StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,
+                                              std::span<const ShapeFnArg> inputs);
+
+// Registers the OpDef (shape function, data dependence) of every op Remex runs.
+Status RegisterOpDefs(KernelRegistry& registry);
+// Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere).
+Status RegisterCpuKernels(KernelRegistry& registry);
+
+}  // namespace remex::kernels

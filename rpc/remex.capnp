@@ -1,0 +1,190 @@
+# Remex wire protocol: one Request or Reply message per frame (see rpc/frame.h for the
+# framing). Tensor payloads never travel inside these messages: they follow the
+# message as frame attachments, raw or zstd-compressed.
+#
+# Handles are 64-bit, issued by the server, and scoped to the session (connection)
+# that created them. 0 is never a valid handle.
+@0x812cd5c312b0f8a2;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("remex::rpc::wire");
+
+# Canonical status codes (same numbering as remex::StatusCode).
+enum ErrorCode {
+  ok @0;
+  cancelled @1;
+  unknown @2;
+  invalidArgument @3;
+  deadlineExceeded @4;
+  notFound @5;
+  alreadyExists @6;
+  permissionDenied @7;
+  resourceExhausted @8;
+  failedPrecondition @9;
+  aborted @10;
+  outOfRange @11;
+  unimplemented @12;
+  internal @13;
+  unavailable @14;
+  dataLoss @15;
+}
+
+struct Error {
+  code @0 :ErrorCode;
+  message @1 :Text;
+}
+
+# dtype is an ONNX TensorProto.DataType value (1 = float32, 7 = int64, ...).
+# In function signatures a dimension of -1 is not known before the call.
+struct TensorDesc {
+  dtype @0 :Int32;
+  shape @1 :List(Int64);
+}
+
+struct ValueInfo {
+  name @0 :Text;
+  desc @1 :TensorDesc;
+}
+
+struct FunctionInfo {
+  name @0 :Text;
+  inputs @1 :List(ValueInfo);
+  outputs @2 :List(ValueInfo);
+}
+
+struct DeviceInfo {
+  name @0 :Text;          # "cpu", "cuda:0"
+  description @1 :Text;   # model name, cores, ...
+  memoryBytes @2 :UInt64;
+}
+
+struct Request {
+  union {
+    hello @0 :Hello;
+    ping @1 :Ping;
+    moduleLoad @2 :ModuleLoad;
+    vmCreate @3 :VmCreate;
+    tensorAlloc @4 :TensorAlloc;
+    tensorWrite @5 :TensorWrite;
+    tensorRead @6 :TensorRead;
+    setInput @7 :SetInput;
+    setOutput @8 :SetOutput;
+    invoke @9 :Invoke;
+    free @10 :Free;
+  }
+}
+
+# First request of a session. The frame header carries the protocol version too;
+# a major version the server does not speak is refused with FAILED_PRECONDITION.
+struct Hello {
+  protocolMajor @0 :UInt16;
+  protocolMinor @1 :UInt16;
+  clientName @2 :Text;
+}
+
+struct Ping {
+  payload @0 :UInt64;
+}
+
+# Attachment 0: the executable file (rmx format, see vm/executable.h), sent raw:
+# its constants are already zstd chunks.
+struct ModuleLoad {
+  name @0 :Text;
+}
+
+struct VmCreate {
+  module @0 :UInt64;
+  device @1 :Text;        # "cpu"; empty = the server's default device
+}
+
+struct TensorAlloc {
+  desc @0 :TensorDesc;
+  device @1 :Text;
+}
+
+# Attachment 0: the tensor's bytes, row-major, exactly shape x dtype size.
+# tensor = 0 allocates a new tensor of `desc`; otherwise `desc` must match the
+# existing tensor's.
+struct TensorWrite {
+  tensor @0 :UInt64;
+  desc @1 :TensorDesc;
+  device @2 :Text;
+}
+
+# The reply carries the bytes as attachment 0.
+struct TensorRead {
+  tensor @0 :UInt64;
+}
+
+# Binds the inputs of `function`, in signature order, to tensor handles.
+struct SetInput {
+  vm @0 :UInt64;
+  function @1 :Text;
+  inputs @2 :List(UInt64);
+}
+
+# Binds output `index` of `function` to a tensor that later invokes write into
+# (set_output / invoke_with_outputs). tensor = 0 unbinds.
+struct SetOutput {
+  vm @0 :UInt64;
+  function @1 :Text;
+  index @2 :UInt32;
+  tensor @3 :UInt64;
+}
+
+# Runs `function` on the bound inputs. Outputs stay on the server; the reply names
+# them by handle with their dtypes and shapes, never their data.
+struct Invoke {
+  vm @0 :UInt64;
+  function @1 :Text;
+}
+
+struct Free {
+  handles @0 :List(UInt64);
+}
+
+struct HelloReply {
+  protocolMajor @0 :UInt16;
+  protocolMinor @1 :UInt16;
+  serverName @2 :Text;
+  serverVersion @3 :Text;
+  sessionId @4 :UInt64;
+  devices @5 :List(DeviceInfo);
+}
+
+struct ModuleLoadReply {
+  module @0 :UInt64;
+  functions @1 :List(FunctionInfo);
+  executableBytes @2 :UInt64;
+  constantBytes @3 :UInt64;
+}
+
+struct TensorReply {
+  tensor @0 :UInt64;
+  desc @1 :TensorDesc;
+}
+
+struct OutputRef {
+  tensor @0 :UInt64;
+  desc @1 :TensorDesc;
+}
+
+struct InvokeReply {
+  outputs @0 :List(OutputRef);
+  runNanos @1 :UInt64;     # VM time on the server, steady clock
+}
+
+struct Reply {
+  union {
+    error @0 :Error;
+    hello @1 :HelloReply;
+    pong @2 :Ping;
+    moduleLoad @3 :ModuleLoadReply;
+    vmCreate @4 :UInt64;
+    tensor @5 :TensorReply;    # tensorAlloc, tensorWrite, tensorRead
+    setInput @6 :Void;
+    setOutput @7 :Void;
+    invoke @8 :InvokeReply;
+    free @9 :Void;
+  }
+}
