@@ -56,6 +56,7 @@ struct DeviceInfo {
   name @0 :Text;          # "cpu", "cuda:0"
   description @1 :Text;   # model name, cores, ...
   memoryBytes @2 :UInt64;
+  bytesInUse @3 :UInt64;  # device memory held by live tensors of all sessions
 }
 
 struct Request {
@@ -150,6 +151,7 @@ struct HelloReply {
   serverVersion @3 :Text;
   sessionId @4 :UInt64;
   devices @5 :List(DeviceInfo);
+  activeSessions @6 :UInt32;
 }
 
 struct ModuleLoadReply {
