@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Configure, build and test Remex.
+#
+# Usage: scripts/test.sh [-DVAR=VALUE ...]     (extra arguments go to cmake's configure step)
+# Builds in <repo>/build (Ninja, RelWithDebInfo), fetches the test models and reference
+# runtime (scripts/fetch-models.sh, cache in $REMEX_CACHE or <repo>/.cache), locates the ONNX
+# conformance data (scripts/conformance-dir.sh), then runs ctest with these exported:
+#   REMEX_MODELS_DIR       folder of PP-OCR .onnx models
+#   REMEX_ORT_MODULES      node_modules folder holding onnxruntime-node
+#   REMEX_ORT_RUN          tests/reference/ort_run.js (the reference runtime)
+#   REMEX_CONFORMANCE_DIR  folder holding onnx-node/ (and onnx-simple/)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+cmake --build build -j"$(nproc)"
+
+REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
+REMEX_ORT_MODULES=$(cd "$REMEX_MODELS_DIR/../../.." && pwd)
+REMEX_CONFORMANCE_DIR=$(scripts/conformance-dir.sh)
+REMEX_ORT_RUN=$repo/tests/reference/ort_run.js
+export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN
+echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
+
+exec ctest --test-dir build --output-on-failure -j2
