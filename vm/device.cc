@@ -1,0 +1,167 @@
+#include "vm/device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+namespace remex::vm {
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCpu; }
+  std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    std::string model = "cpu";
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(cpuinfo, line)) {
+      if (line.rfind("model name", 0) == 0) {
+        auto colon = line.find(':');
+        if (colon != std::string::npos) model = line.substr(colon + 2);
+        break;
+      }
+    }
+    return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
+  }
+  uint64_t memory_bytes() const override {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  }
+  StatusOr<void*> Allocate(size_t bytes) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void Deallocate(void* ptr, size_t) override { std::free(ptr); }
+  Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return OkStatus();
+  }
+  Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return OkStatus();
+  }
+  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memmove(dst, src, bytes);
+    return OkStatus();
+  }
+  Status Synchronize() override { return OkStatus(); }
+};
+
+size_t SizeClass(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  constexpr size_t kSmallStep = 512;
+  constexpr size_t kSmallLimit = 1 << 20;
+  if (bytes <= kSmallLimit) return (bytes + kSmallStep - 1) / kSmallStep * kSmallStep;
+  // Quarter steps between powers of two: at most 25% waste.
+  size_t p = size_t{1} << (63 - __builtin_clzll(bytes - 1));
+  size_t step = p / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace
+
+std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+Buffer::~Buffer() { owner_->Release(data_, size_class_); }
+
+Device& Buffer::device() const { return owner_->device(); }
+
+std::shared_ptr<Allocator> Allocator::Create(Device& device, uint64_t max_cached_bytes) {
+  return std::shared_ptr<Allocator>(new Allocator(device, max_cached_bytes));
+}
+
+Allocator::~Allocator() {
+  for (auto& [size_class, block] : cache_) device_.Deallocate(block, size_class);
+}
+
+StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
+  size_t size_class = SizeClass(bytes);
+  void* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(size_class);
+    if (it != cache_.end()) {
+      block = it->second;
+      cache_.erase(it);
+      cached_bytes_ -= size_class;
+    }
+  }
+  if (!block) {
+    auto fresh = device_.Allocate(size_class);
+    if (!fresh.ok()) {
+      Trim();
+      fresh = device_.Allocate(size_class);
+      if (!fresh.ok()) return fresh.status();
+    }
+    block = *fresh;
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.device_allocations++;
+    stats_.reserved_bytes += size_class;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.allocated_bytes += size_class;
+  stats_.live_buffers++;
+  if (stats_.allocated_bytes > stats_.peak_allocated_bytes) {
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+  return std::shared_ptr<Buffer>(new Buffer(shared_from_this(), block, bytes, size_class));
+}
+
+void Allocator::Release(void* data, size_t size_class) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.allocated_bytes -= size_class;
+  stats_.live_buffers--;
+  cache_.emplace(size_class, data);
+  cached_bytes_ += size_class;
+  if (cached_bytes_ > max_cached_bytes_) TrimLocked();
+}
+
+void Allocator::TrimLocked() {
+  for (auto& [size_class, block] : cache_) {
+    device_.Deallocate(block, size_class);
+    stats_.reserved_bytes -= size_class;
+  }
+  cache_.clear();
+  cached_bytes_ = 0;
+}
+
+void Allocator::Trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TrimLocked();
+}
+
+AllocatorStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+size_t Tensor::nbytes() const {
+  auto n = NumElements(shape);
+  return n ? static_cast<size_t>(*n) * DTypeSize(dtype) : 0;
+}
+
+StatusOr<TensorPtr> AllocateTensor(Allocator& allocator, DType dtype, const Shape& shape) {
+  auto n = NumElements(shape);
+  size_t elem = DTypeSize(dtype);
+  uint64_t bytes = 0;
+  if (elem == 0) return InvalidArgument("cannot allocate a tensor of dtype " + std::string(DTypeName(dtype)));
+  if (!n || __builtin_mul_overflow(static_cast<uint64_t>(*n), elem, &bytes) ||
+      bytes > (uint64_t{1} << 40)) {
+    return InvalidArgument("cannot allocate a tensor of shape " + ShapeToString(shape));
+  }
+  REMEX_ASSIGN_OR_RETURN(auto buffer, allocator.Allocate(bytes));
+  auto t = std::make_shared<Tensor>();
+  t->buffer = std::move(buffer);
+  t->dtype = dtype;
+  t->shape = shape;
+  return t;
+}
+
+}  // namespace remex::vm

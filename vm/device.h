@@ -1,0 +1,125 @@
+// The device API and the memory manager the VM runs on.
+//
+// A Device owns a memory space and moves bytes between it and host memory. Even the
+// CPU device is treated as a separate memory space by the VM: every transfer goes
+// through CopyToDevice / CopyToHost and is counted, so placement is observable and
+// testable without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "kernels/kernels.h"
+
+namespace remex::vm {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual kernels::DeviceKind kind() const = 0;
+  // "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+  // Human-readable model and capacity, e.g. "x86_64, 2 cores".
+  virtual std::string description() const = 0;
+  virtual uint64_t memory_bytes() const = 0;
+
+  // Allocates `bytes` (> 0) of device memory, 64-byte aligned.
+  // RESOURCE_EXHAUSTED when the device cannot provide it.
+  virtual StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Deallocate(void* ptr, size_t bytes) = 0;
+  virtual Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for all work queued on the device.
+  virtual Status Synchronize() = 0;
+};
+
+// The host CPU as a device (kernels::DeviceKind::kCpu).
+std::unique_ptr<Device> CreateCpuDevice();
+
+struct AllocatorStats {
+  uint64_t allocated_bytes = 0;  // held by live buffers (rounded to size classes)
+  uint64_t reserved_bytes = 0;   // allocated + cached for reuse
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t device_allocations = 0;  // calls that reached Device::Allocate
+  uint64_t live_buffers = 0;
+};
+
+class Allocator;
+
+// A block of device memory. Returned to its allocator's cache when the last
+// shared_ptr to it goes away.
+class Buffer {
+ public:
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Device& device() const;
+
+ private:
+  friend class Allocator;
+  Buffer(std::shared_ptr<Allocator> owner, void* data, size_t size, size_t size_class)
+      : owner_(std::move(owner)), data_(data), size_(size), size_class_(size_class) {}
+  std::shared_ptr<Allocator> owner_;
+  void* data_;
+  size_t size_;
+  size_t size_class_;
+};
+
+// Caching allocator over one device: blocks are rounded up to size classes (512 B
+// steps below 1 MiB, then quarter-powers of two) and freed blocks are kept for reuse,
+// up to `max_cached_bytes`. Thread-safe.
+class Allocator : public std::enable_shared_from_this<Allocator> {
+ public:
+  static std::shared_ptr<Allocator> Create(Device& device, uint64_t max_cached_bytes = 1ull << 30);
+  ~Allocator();
+
+  // A buffer of at least `bytes` (0 is allowed and yields a 1-byte-class block).
+  // RESOURCE_EXHAUSTED when the device is out of memory even after dropping the cache.
+  StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes);
+  AllocatorStats stats() const;
+  // Returns every cached block to the device.
+  void Trim();
+  Device& device() const { return device_; }
+
+ private:
+  friend class Buffer;
+  Allocator(Device& device, uint64_t max_cached_bytes)
+      : device_(device), max_cached_bytes_(max_cached_bytes) {}
+  void Release(void* data, size_t size_class);
+  void TrimLocked();
+
+  Device& device_;
+  const uint64_t max_cached_bytes_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> cache_;  // size class -> block
+  uint64_t cached_bytes_ = 0;
+  AllocatorStats stats_;
+};
+
+// A dense row-major tensor in device memory.
+struct Tensor {
+  std::shared_ptr<Buffer> buffer;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+
+  void* data() const { return buffer ? buffer->data() : nullptr; }
+  size_t nbytes() const;
+  kernels::TensorRef Ref() const { return {data(), dtype, shape}; }
+};
+using TensorPtr = std::shared_ptr<Tensor>;
+
+// Allocates a tensor of `dtype` and `shape`; INVALID_ARGUMENT for a negative or
+// overflowing shape, RESOURCE_EXHAUSTED when out of memory.
+StatusOr<TensorPtr> AllocateTensor(Allocator& allocator, DType dtype, const Shape& shape);
+
+}  // namespace remex::vm

@@ -1,0 +1,59 @@
+# The Remex executable (".rmx"): the metadata message of the file format described in
+# vm/executable.h. Constant payloads are not in this message: they follow it in the
+# file as zstd chunks, located by ConstantEntry.offset/wireSize.
+@0xf6c9ab6da10129d9;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("remex::vm::format");
+
+struct Attribute {
+  name @0 :Text;
+  union {
+    int @1 :Int64;
+    float @2 :Float32;
+    string @3 :Text;
+    ints @4 :List(Int64);
+    floats @5 :List(Float32);
+  }
+}
+
+# One entry of the kernel table: an ONNX op and its (normalised) attributes.
+struct KernelEntry {
+  op @0 :Text;
+  attributes @1 :List(Attribute);
+  numInputs @2 :UInt32;
+  numOutputs @3 :UInt32;
+  nodeName @4 :Text;   # the ONNX node it came from, for error messages
+}
+
+struct ConstantEntry {
+  dtype @0 :Int32;          # ONNX TensorProto.DataType value
+  shape @1 :List(Int64);
+  offset @2 :UInt64;        # into the payload section
+  wireSize @3 :UInt64;
+  rawSize @4 :UInt64;
+  compressed @5 :Bool;      # zstd frame, else raw bytes
+}
+
+struct ValueDesc {
+  name @0 :Text;
+  dtype @1 :Int32;
+  shape @2 :List(Int64);    # -1: not known before the call
+}
+
+struct Function {
+  name @0 :Text;
+  inputs @1 :List(ValueDesc);
+  outputs @2 :List(ValueDesc);
+  numRegisters @3 :UInt32;
+  code @4 :List(Int64);     # encoded instructions (vm/bytecode.h)
+}
+
+struct Executable {
+  version @0 :UInt32;
+  producer @1 :Text;
+  target @2 :Text;          # "any": runs on every device
+  functions @3 :List(Function);
+  kernels @4 :List(KernelEntry);
+  constants @5 :List(ConstantEntry);
+}

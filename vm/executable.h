@@ -1,0 +1,106 @@
+// The Remex executable: what the compiler produces and the VM loads.
+//
+// File format (".rmx"), little-endian:
+//   bytes 0-3   magic "RMXE"
+//   bytes 4-7   format version (kExecutableVersion)
+//   bytes 8-15  metadata size M (bytes, multiple of 8)
+//   bytes 16-23 payload size P (bytes)
+//   M bytes     Cap'n Proto flat message `format::Executable` (vm/executable.capnp)
+//   P bytes     constant payloads, each a zstd frame (or raw when it did not shrink)
+// Load() parses with bounded reader limits, checks every size and offset, decompresses
+// constants into exactly their declared size, resolves kernels in the registry and
+// runs the verifier. Only then does a VM trust the code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "kernels/kernels.h"
+#include "vm/bytecode.h"
+
+namespace remex::vm {
+
+inline constexpr uint32_t kExecutableVersion = 1;
+inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
+
+// Name, dtype and shape of a function input or output; -1 dims are dynamic.
+struct ValueDesc {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+};
+
+struct FunctionDef {
+  std::string name;
+  std::vector<ValueDesc> inputs;
+  std::vector<ValueDesc> outputs;
+  int32_t num_registers = 0;
+  std::vector<Instruction> code;
+};
+
+struct KernelEntry {
+  std::string op;
+  kernels::Attributes attrs;
+  int32_t num_inputs = 0;
+  int32_t num_outputs = 0;
+  std::string node_name;
+};
+
+// A constant tensor, host memory, row-major.
+struct ConstantDef {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::vector<std::byte> data;
+};
+
+// The in-memory form of an executable, as the compiler builds it.
+struct ExecutableDef {
+  std::string producer;
+  std::vector<FunctionDef> functions;
+  std::vector<KernelEntry> kernels;
+  std::vector<ConstantDef> constants;
+};
+
+// Serializes to the .rmx format; constants are zstd-compressed at `zstd_level`.
+StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def,
+                                                     int zstd_level = 3);
+
+// Parses an .rmx file without verifying code. INVALID_ARGUMENT for a bad magic,
+// sizes or offsets out of range, or corrupt constants; FAILED_PRECONDITION for an
+// unsupported format version.
+StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes);
+
+// Checks every function against the kernel table, constants and the registry:
+// register, constant and kernel indices in range, operand lists matching kernel
+// arities, dtypes valid, outputs produced by AllocOutput and returned by Ret.
+// INVALID_ARGUMENT naming the function, instruction index and the problem.
+Status VerifyExecutable(const ExecutableDef& def, const kernels::KernelRegistry& registry);
+
+// A parsed and verified executable, immutable and shareable between VMs.
+class Executable {
+ public:
+  // Parses and verifies `bytes`.
+  static StatusOr<std::shared_ptr<const Executable>> Load(
+      std::span<const std::byte> bytes, const kernels::KernelRegistry& registry);
+  // Verifies an in-memory definition (used by the compiler's tests and embedders).
+  static StatusOr<std::shared_ptr<const Executable>> FromDef(
+      ExecutableDef def, const kernels::KernelRegistry& registry);
+
+  const ExecutableDef& def() const { return def_; }
+  // Index of the function named `name`; NOT_FOUND lists the names that exist.
+  StatusOr<int> FunctionIndex(std::string_view name) const;
+  uint64_t constant_bytes() const { return constant_bytes_; }
+
+ private:
+  explicit Executable(ExecutableDef def);
+  ExecutableDef def_;
+  uint64_t constant_bytes_ = 0;
+};
+
+}  // namespace remex::vm

@@ -1,0 +1,156 @@
+// The executable verifier: run once at load so that the interpreter can trust indices.
+#include <cctype>
+#include <string>
+
+#include "vm/executable.h"
+
+namespace remex::vm {
+namespace {
+
+class FunctionVerifier {
+ public:
+  FunctionVerifier(const ExecutableDef& def, const FunctionDef& fn,
+                   const kernels::KernelRegistry& registry)
+      : def_(def), fn_(fn), registry_(registry) {}
+
+  Status Run() {
+    if (fn_.num_registers < 0) return Error(0, "negative register count");
+    for (const auto& v : fn_.inputs) REMEX_RETURN_IF_ERROR(CheckDesc(v, "input"));
+    for (const auto& v : fn_.outputs) REMEX_RETURN_IF_ERROR(CheckDesc(v, "output"));
+    if (fn_.inputs.size() > static_cast<size_t>(fn_.num_registers)) {
+      return Error(0, "fewer registers than inputs");
+    }
+    if (fn_.code.empty() || fn_.code.back().op != Opcode::kRet) {
+      return Error(fn_.code.size(), "function does not end with Ret");
+    }
+    for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
+      REMEX_RETURN_IF_ERROR(CheckInstruction(pc, fn_.code[pc]));
+    }
+    return OkStatus();
+  }
+
+ private:
+  Status Error(size_t pc, const std::string& what) const {
+    return InvalidArgument("function '" + fn_.name + "', instruction " + std::to_string(pc) +
+                           ": " + what);
+  }
+
+  Status CheckDesc(const ValueDesc& v, const char* kind) const {
+    if (DTypeSize(v.dtype) == 0) return Error(0, std::string(kind) + " '" + v.name + "' has no dtype");
+    return OkStatus();
+  }
+
+  Status CheckOperand(size_t pc, char kind, int64_t v) const {
+    auto bad = [&](const std::string& what) {
+      return Error(pc, what + " " + std::to_string(v) + " out of range");
+    };
+    switch (kind) {
+      case 'd':
+      case 'r':
+        if (v < 0 || v >= fn_.num_registers) return bad("register");
+        break;
+      case 'o':
+        if (v < -1 || v >= fn_.num_registers) return bad("register");
+        break;
+      case 'k':
+        if (v < 0 || static_cast<size_t>(v) >= def_.kernels.size()) return bad("kernel");
+        break;
+      case 'c':
+        if (v < 0 || static_cast<size_t>(v) >= def_.constants.size()) return bad("constant");
+        break;
+      case 't':
+        if (v < 0 || v > 64 || !DTypeFromOnnx(static_cast<int32_t>(v))) return bad("dtype");
+        break;
+      case 'n':
+        if (v < 0 || static_cast<size_t>(v) >= fn_.outputs.size()) return bad("output index");
+        break;
+      case 'i':
+        if (v < 0) return bad("dimension");
+        break;
+      default:
+        return Error(pc, "unknown operand kind");
+    }
+    return OkStatus();
+  }
+
+  Status CheckKernelArity(size_t pc, int64_t k, size_t num_inputs, size_t num_outputs) const {
+    const KernelEntry& entry = def_.kernels[k];
+    std::string name = "kernel " + std::to_string(k) + " (" + entry.op +
+                       (entry.node_name.empty() ? "" : ", node '" + entry.node_name + "'") + ")";
+    const kernels::OpDef* op = registry_.FindOp(entry.op);
+    if (!op) {
+      return Unimplemented("unsupported op '" + entry.op + "' in " + name);
+    }
+    if (num_inputs != static_cast<size_t>(entry.num_inputs) ||
+        num_outputs != static_cast<size_t>(entry.num_outputs)) {
+      return Error(pc, name + ": operand counts do not match the kernel table");
+    }
+    if (static_cast<int>(num_inputs) < op->min_inputs ||
+        (op->max_inputs >= 0 && static_cast<int>(num_inputs) > op->max_inputs) ||
+        static_cast<int>(num_outputs) < op->min_outputs ||
+        static_cast<int>(num_outputs) > op->max_outputs) {
+      return Error(pc, name + ": " + std::to_string(num_inputs) + " inputs and " +
+                           std::to_string(num_outputs) + " outputs is not a valid arity");
+    }
+    return OkStatus();
+  }
+
+  Status CheckInstruction(size_t pc, const Instruction& inst) const {
+    std::string_view sig = OpcodeSignature(inst.op);
+    size_t s = 0, l = 0;
+    for (char c : sig) {
+      if (std::islower(static_cast<unsigned char>(c))) {
+        if (s >= inst.scalars.size()) return Error(pc, "missing operand");
+        REMEX_RETURN_IF_ERROR(CheckOperand(pc, c, inst.scalars[s++]));
+      } else {
+        if (l >= inst.lists.size()) return Error(pc, "missing operand list");
+        char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (int64_t v : inst.lists[l++]) REMEX_RETURN_IF_ERROR(CheckOperand(pc, kind, v));
+      }
+    }
+    switch (inst.op) {
+      case Opcode::kInvokeKernel:
+      case Opcode::kInvokeShapeFunc:
+        return CheckKernelArity(pc, inst.scalars[0], inst.lists[0].size(), inst.lists[1].size());
+      case Opcode::kRet:
+        if (inst.lists[0].size() != fn_.outputs.size()) {
+          return Error(pc, "Ret returns " + std::to_string(inst.lists[0].size()) +
+                               " values for " + std::to_string(fn_.outputs.size()) + " outputs");
+        }
+        break;
+      case Opcode::kAllocOutput: {
+        const ValueDesc& out = fn_.outputs[inst.scalars[1]];
+        if (static_cast<int32_t>(out.dtype) != inst.scalars[2]) {
+          return Error(pc, "AllocOutput dtype differs from output '" + out.name + "'");
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return OkStatus();
+  }
+
+  const ExecutableDef& def_;
+  const FunctionDef& fn_;
+  const kernels::KernelRegistry& registry_;
+};
+
+}  // namespace
+
+Status VerifyExecutable(const ExecutableDef& def, const kernels::KernelRegistry& registry) {
+  if (def.functions.empty()) return InvalidArgument("executable has no functions");
+  for (size_t i = 0; i < def.kernels.size(); ++i) {
+    const KernelEntry& k = def.kernels[i];
+    if (!registry.FindOp(k.op)) {
+      return Unimplemented("unsupported op '" + k.op + "'" +
+                           (k.node_name.empty() ? "" : " in node '" + k.node_name + "'"));
+    }
+  }
+  for (const auto& fn : def.functions) {
+    REMEX_RETURN_IF_ERROR(FunctionVerifier(def, fn, registry).Run());
+  }
+  return OkStatus();
+}
+
+}  // namespace remex::vm

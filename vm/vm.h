@@ -1,0 +1,78 @@
+// The register-machine interpreter (destination-passing style).
+//
+// A VirtualMachine binds one verified Executable to one Device: it instantiates the
+// executable's kernels for the device and uploads its constants once. Calls follow
+// the set_input / set_output / invoke protocol of the Relay/Relax VMs:
+//   SetInputs(fn, tensors)      bind inputs (dtype and shape checked)
+//   SetOutput(fn, k, tensor)    bind output k to a caller buffer; later invokes write
+//                               into it until it is unbound (nullptr)
+//   Invoke(fn)                  run; returns the output tensors (bound ones included)
+// Thread-safety: one VM serves one caller at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/kernels.h"
+#include "vm/device.h"
+#include "vm/executable.h"
+
+namespace remex::vm {
+
+// Device transfers made by the VM, by direction (count and bytes).
+struct CopyStats {
+  uint64_t host_to_device_count = 0;
+  uint64_t host_to_device_bytes = 0;
+  uint64_t device_to_host_count = 0;
+  uint64_t device_to_host_bytes = 0;
+};
+
+class VirtualMachine {
+ public:
+  // UNIMPLEMENTED when an op has no kernel for `allocator.device()`, INVALID_ARGUMENT
+  // for attributes a kernel rejects (naming the node), RESOURCE_EXHAUSTED when the
+  // constants do not fit.
+  static StatusOr<std::unique_ptr<VirtualMachine>> Create(
+      std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator,
+      const kernels::KernelRegistry& registry);
+
+  const Executable& executable() const { return *executable_; }
+
+  // Binds every input of function `fn` in signature order. INVALID_ARGUMENT naming the
+  // input for a wrong count, dtype, rank or static dimension, or a tensor on another
+  // device.
+  Status SetInputs(int fn, std::vector<TensorPtr> inputs);
+  // Binds output `index` of `fn` to `tensor` (nullptr unbinds). The dtype is checked
+  // now, the shape at each invoke (dynamic outputs).
+  Status SetOutput(int fn, int index, TensorPtr tensor);
+  // Runs `fn`. FAILED_PRECONDITION when inputs are not set; errors from shape
+  // functions and kernels carry the instruction and the node they came from.
+  StatusOr<std::vector<TensorPtr>> Invoke(int fn);
+
+  const CopyStats& copy_stats() const { return copies_; }
+  uint64_t invoke_count() const { return invokes_; }
+
+ private:
+  struct FunctionState {
+    std::vector<TensorPtr> inputs;
+    std::vector<TensorPtr> bound_outputs;
+    bool inputs_set = false;
+  };
+
+  VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
+      : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
+  Status Run(int fn, std::vector<TensorPtr>& outputs);
+
+  std::shared_ptr<const Executable> executable_;
+  std::shared_ptr<Allocator> allocator_;
+  std::vector<const kernels::OpDef*> op_defs_;
+  std::vector<std::unique_ptr<kernels::OpKernel>> kernels_;
+  std::vector<TensorPtr> constants_;
+  std::vector<FunctionState> functions_;
+  CopyStats copies_;
+  uint64_t invokes_ = 0;
+};
+
+}  // namespace remex::vm

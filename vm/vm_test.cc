@@ -1,0 +1,194 @@
+#include "vm/vm.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace remex::vm {
+namespace {
+
+// Registry with the real op definitions and CPU kernels.
+const kernels::KernelRegistry& Registry() {
+  static const kernels::KernelRegistry* registry = [] {
+    auto* r = new kernels::KernelRegistry();
+    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
+    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
+    return r;
+  }();
+  return *registry;
+}
+
+ConstantDef FloatConstant(Shape shape, std::vector<float> values) {
+  ConstantDef c;
+  c.dtype = DType::kFloat32;
+  c.shape = std::move(shape);
+  c.data.resize(values.size() * 4);
+  std::memcpy(c.data.data(), values.data(), c.data.size());
+  return c;
+}
+
+// main(x: float32[?, 3]) -> y = Relu(x + c), with a runtime shape function because
+// the first dimension is dynamic.
+ExecutableDef AddReluDef() {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  def.constants.push_back(FloatConstant({3}, {1.0f, -2.0f, 0.5f}));
+  def.kernels.push_back({"Add", {}, 2, 1, "add0"});
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {-1, 3}}};
+  fn.outputs = {{"y", DType::kFloat32, {-1, 3}}};
+  fn.num_registers = 5;
+  fn.code = {
+      {Opcode::kLoadConst, {1, 0}, {}},
+      {Opcode::kInvokeShapeFunc, {0}, {{0, 1}, {2}}},
+      {Opcode::kAllocTensorReg, {3, 1, 2}, {}},
+      {Opcode::kInvokeKernel, {0}, {{0, 1}, {3}}},
+      {Opcode::kAllocOutput, {4, 0, 1, 2}, {{}}},
+      {Opcode::kInvokeKernel, {1}, {{3}, {4}}},
+      {Opcode::kKillRegister, {3}, {}},
+      {Opcode::kRet, {}, {{4}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+class VmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = CreateCpuDevice();
+    allocator_ = Allocator::Create(*device_);
+  }
+  TensorPtr Input(Shape shape, std::vector<float> values) {
+    auto t = AllocateTensor(*allocator_, DType::kFloat32, shape);
+    EXPECT_TRUE(t.ok());
+    std::memcpy((*t)->data(), values.data(), values.size() * 4);
+    return *t;
+  }
+  std::unique_ptr<Device> device_;
+  std::shared_ptr<Allocator> allocator_;
+};
+
+TEST_F(VmTest, RunsDynamicShapeFunctionAndKernels) {
+  auto bytes = SerializeExecutable(AddReluDef());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto exe = Executable::Load(*bytes, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  for (int64_t rows : {1, 2}) {
+    std::vector<float> x(rows * 3);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 2.0f;
+    ASSERT_TRUE((*vm)->SetInputs(0, {Input({rows, 3}, x)}).ok());
+    auto out = (*vm)->Invoke(0);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ((*out)[0]->shape, (Shape{rows, 3}));
+    const float* y = static_cast<const float*>((*out)[0]->data());
+    const float c[3] = {1.0f, -2.0f, 0.5f};
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], std::max(0.0f, x[i] + c[i % 3]));
+  }
+  // Add and Relu only need shapes: no device-to-host copy was made.
+  EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
+}
+
+TEST_F(VmTest, BoundOutputIsWrittenAndCheckedAndUnbound) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  TensorPtr bound = Input({2, 3}, std::vector<float>(6, -100.0f));
+  ASSERT_TRUE((*vm)->SetOutput(0, 0, bound).ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 3}, std::vector<float>(6, 3.0f))}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].get(), bound.get());
+  EXPECT_FLOAT_EQ(static_cast<float*>(bound->data())[0], 4.0f);
+  // A call whose dynamic output shape differs from the bound buffer is an error.
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({1, 3}, std::vector<float>(3, 3.0f))}).ok());
+  auto mismatch = (*vm)->Invoke(0);
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("bound to output 'y'"), std::string::npos);
+  // Unbound, a fresh buffer is used again.
+  ASSERT_TRUE((*vm)->SetOutput(0, 0, nullptr).ok());
+  out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE((*out)[0].get(), bound.get());
+}
+
+TEST_F(VmTest, RejectsWrongInputs) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  EXPECT_EQ((*vm)->Invoke(0).status().code(), StatusCode::kFailedPrecondition);
+  Status wrong_shape = (*vm)->SetInputs(0, {Input({2, 4}, std::vector<float>(8))});
+  EXPECT_EQ(wrong_shape.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong_shape.message().find("input 'x'"), std::string::npos);
+  auto i64 = AllocateTensor(*allocator_, DType::kInt64, {2, 3});
+  ASSERT_TRUE(i64.ok());
+  Status wrong_dtype = (*vm)->SetInputs(0, {*i64});
+  EXPECT_EQ(wrong_dtype.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong_dtype.message().find("float32"), std::string::npos);
+}
+
+TEST_F(VmTest, KilledRegistersReturnMemoryForReuse) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({4, 3}, std::vector<float>(12, 1.0f))}).ok());
+  ASSERT_TRUE((*vm)->Invoke(0).ok());
+  uint64_t allocations = allocator_->stats().device_allocations;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*vm)->Invoke(0).ok());
+  EXPECT_EQ(allocator_->stats().device_allocations, allocations);
+}
+
+TEST(ExecutableTest, CorruptFilesAreRejected) {
+  auto bytes = SerializeExecutable(AddReluDef());
+  ASSERT_TRUE(bytes.ok());
+  std::vector<std::byte> bad_magic = *bytes;
+  bad_magic[0] = std::byte{'X'};
+  EXPECT_EQ(ParseExecutable(bad_magic).status().code(), StatusCode::kInvalidArgument);
+
+  std::vector<std::byte> bad_version = *bytes;
+  bad_version[4] = std::byte{99};
+  EXPECT_EQ(ParseExecutable(bad_version).status().code(), StatusCode::kFailedPrecondition);
+
+  std::vector<std::byte> truncated(bytes->begin(), bytes->begin() + bytes->size() / 2);
+  EXPECT_EQ(ParseExecutable(truncated).status().code(), StatusCode::kInvalidArgument);
+
+  // Flip every byte of the metadata in turn: each parse must fail cleanly or load.
+  for (size_t i = 24; i < bytes->size(); i += 7) {
+    std::vector<std::byte> flipped = *bytes;
+    flipped[i] ^= std::byte{0x5a};
+    auto exe = Executable::Load(flipped, Registry());
+    if (exe.ok()) continue;
+    EXPECT_NE(exe.status().code(), StatusCode::kOk);
+  }
+}
+
+TEST(ExecutableTest, VerifierRejectsOutOfRangeOperands) {
+  ExecutableDef def = AddReluDef();
+  def.functions[0].code[0].scalars[1] = 7;  // constant index out of range
+  auto exe = Executable::FromDef(def, Registry());
+  EXPECT_EQ(exe.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(exe.status().message().find("constant 7 out of range"), std::string::npos);
+
+  def = AddReluDef();
+  def.functions[0].code[3].lists[0] = {0};  // Add with one input
+  EXPECT_EQ(Executable::FromDef(def, Registry()).status().code(), StatusCode::kInvalidArgument);
+
+  def = AddReluDef();
+  def.kernels[1].op = "NoSuchOp";
+  auto unknown = Executable::FromDef(def, Registry());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(unknown.status().message().find("NoSuchOp"), std::string::npos);
+
+  def = AddReluDef();
+  def.functions[0].code.pop_back();  // no Ret
+  EXPECT_EQ(Executable::FromDef(def, Registry()).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace remex::vm
