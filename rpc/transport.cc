@@ -1,0 +1,678 @@
+#include "rpc/transport.h"
+
+#include <array>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <kj/exception.h>
+
+namespace remex::rpc {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+static_assert(static_cast<int>(wire::ErrorCode::OK) == static_cast<int>(StatusCode::kOk));
+static_assert(static_cast<int>(wire::ErrorCode::INVALID_ARGUMENT) ==
+              static_cast<int>(StatusCode::kInvalidArgument));
+static_assert(static_cast<int>(wire::ErrorCode::FAILED_PRECONDITION) ==
+              static_cast<int>(StatusCode::kFailedPrecondition));
+static_assert(static_cast<int>(wire::ErrorCode::INTERNAL) ==
+              static_cast<int>(StatusCode::kInternal));
+static_assert(static_cast<int>(wire::ErrorCode::DATA_LOSS) ==
+              static_cast<int>(StatusCode::kDataLoss));
+constexpr int kMaxStatusCode = static_cast<int>(StatusCode::kDataLoss);
+
+// After an error reply the server stops sending, then reads and discards what the peer
+// still sends (so the reply is not lost to a TCP reset) for at most this long / much.
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr size_t kMaxLingerBytes = 4u << 20;
+
+std::vector<asio::const_buffer> ToBuffers(const EncodedFrame& frame) {
+  std::vector<asio::const_buffer> buffers;
+  for (std::span<const std::byte> piece : frame.Pieces()) {
+    buffers.emplace_back(piece.data(), piece.size());
+  }
+  return buffers;
+}
+
+std::string ExceptionMessage(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const kj::Exception& k) {
+    return k.getDescription().cStr();
+  } catch (const std::exception& s) {
+    return s.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Errors on the wire.
+
+Status ErrorFromReply(const wire::Reply::Reader& reply) {
+  if (!reply.isError()) return OkStatus();
+  wire::Error::Reader error = reply.getError();
+  int code = static_cast<int>(error.getCode());
+  StatusCode status_code = (code > 0 && code <= kMaxStatusCode) ? static_cast<StatusCode>(code)
+                                                                : StatusCode::kUnknown;
+  capnp::Text::Reader message = error.getMessage();
+  return Status(status_code, std::string(message.begin(), message.size()));
+}
+
+void FillError(const Status& status, wire::Error::Builder error) {
+  error.setCode(static_cast<wire::ErrorCode>(static_cast<uint16_t>(status.code())));
+  error.setMessage(status.message());
+}
+
+OutFrame MakeErrorReply(uint64_t request_id, const Status& status) {
+  OutFrame frame;
+  frame.request_id = request_id;
+  frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+  FillError(status, frame.message->initRoot<wire::Reply>().initError());
+  return frame;
+}
+
+// ---------------------------------------------------------------------------------------
+// Server.
+
+ConnectionHandler::~ConnectionHandler() = default;
+
+namespace {
+
+// One accepted connection. All its work runs on its strand (the socket's executor): a
+// single chain of reads, the handler call and the reply write, so frames are handled
+// one at a time in order. The chain's handlers hold the shared_ptr; when the chain ends
+// the Connection, and with it the ConnectionHandler, is destroyed.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), options_(options) {
+    info_.id = id;
+    info_.stats = &stats_;
+    error_code ec;
+    tcp::endpoint peer = socket_.remote_endpoint(ec);
+    if (!ec) info_.peer = peer.address().to_string() + ":" + std::to_string(peer.port());
+    socket_.set_option(tcp::no_delay(true), ec);
+  }
+
+  ~Connection() { handler_.reset(); }  // explicitly first: the handler may read stats_
+
+  const ConnectionInfo& info() const { return info_; }
+
+  void Start(std::unique_ptr<ConnectionHandler> handler) {
+    handler_ = std::move(handler);
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+  // Thread-safe: closes the socket on the connection's strand.
+  void PostClose() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+  }
+
+ private:
+  void CloseNow() {
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+    timer_.cancel();
+  }
+
+  void ReadHeader() {
+    asio::async_read(socket_, asio::buffer(header_buf_),
+                     [self = shared_from_this()](error_code ec, size_t n) {
+                       self->stats_.bytes_read += n;
+                       if (!ec) self->OnHeader();
+                     });
+  }
+
+  void OnHeader() {
+    StatusOr<FrameHeader> header = DecodeFrameHeader(header_buf_);
+    if (!header.ok()) return Fail(0, header.status());
+    header_ = *header;
+    Status status = CheckFrameHeader(header_, options_.limits);
+    if (!status.ok()) return Fail(header_.request_id, status);
+    request_ = Frame();
+    request_.request_id = header_.request_id;
+    request_.flags = header_.flags;
+    request_.major = header_.major;
+    request_.minor = header_.minor;
+    request_.message = kj::heapArray<capnp::word>(header_.message_bytes / sizeof(capnp::word));
+    asio::async_read(socket_, asio::buffer(request_.message.begin(), header_.message_bytes),
+                     [self = shared_from_this()](error_code ec, size_t n) {
+                       self->stats_.bytes_read += n;
+                       if (!ec) self->OnMessage();
+                     });
+  }
+
+  void OnMessage() {
+    Status status = ValidateMessage(request_.message.asPtr());
+    if (!status.ok()) return Fail(header_.request_id, status);
+    request_.attachments.resize(header_.attachment_count);
+    next_attachment_ = 0;
+    ReadAttachmentHeader();
+  }
+
+  void ReadAttachmentHeader() {
+    if (next_attachment_ == header_.attachment_count) return Dispatch();
+    asio::async_read(socket_, asio::buffer(attachment_header_buf_),
+                     [self = shared_from_this()](error_code ec, size_t n) {
+                       self->stats_.bytes_read += n;
+                       if (!ec) self->OnAttachmentHeader();
+                     });
+  }
+
+  void OnAttachmentHeader() {
+    StatusOr<AttachmentHeader> header =
+        DecodeAttachmentHeader(attachment_header_buf_, options_.limits);
+    Status status = header.status();
+    if (status.ok()) status = reader_.Begin(*header, &request_.attachments[next_attachment_]);
+    if (!status.ok()) {
+      return Fail(header_.request_id,
+                  status.WithContext("attachment " + std::to_string(next_attachment_)));
+    }
+    ReadAttachmentChunk();
+  }
+
+  void ReadAttachmentChunk() {
+    if (reader_.done()) {
+      ++next_attachment_;
+      return ReadAttachmentHeader();
+    }
+    std::span<std::byte> buf = reader_.NextBuffer();
+    asio::async_read(socket_, asio::buffer(buf.data(), buf.size()),
+                     [self = shared_from_this()](error_code ec, size_t n) {
+                       self->stats_.bytes_read += n;
+                       if (ec) return;
+                       Status status = self->reader_.Commit();
+                       if (!status.ok()) {
+                         return self->Fail(self->header_.request_id,
+                                           status.WithContext("attachment " +
+                                                              std::to_string(self->next_attachment_)));
+                       }
+                       self->ReadAttachmentChunk();
+                     });
+  }
+
+  void Dispatch() {
+    uint64_t id = request_.request_id;
+    OutFrame reply;
+    try {
+      reply = handler_->Handle(request_);
+    } catch (...) {
+      reply = MakeErrorReply(id, Internal("request handler failed: " +
+                                          ExceptionMessage(std::current_exception())));
+    }
+    if (reply.message == nullptr) {
+      reply = MakeErrorReply(id, Internal("request handler returned no reply message"));
+    }
+    ++stats_.frames_handled;
+    request_ = Frame();  // the request's memory is not needed while replying
+    Write(std::move(reply), id, /*close_after=*/false);
+  }
+
+  // Answers with an error and closes the connection.
+  void Fail(uint64_t request_id, const Status& status) {
+    Write(MakeErrorReply(request_id, status), request_id, /*close_after=*/true);
+  }
+
+  void Write(OutFrame reply, uint64_t request_id, bool close_after) {
+    reply.request_id = request_id;
+    EncodeOptions encode;
+    encode.compression = options_.compression;
+    encode.compression_level = options_.compression_level;
+    encode.limits = options_.limits;
+    StatusOr<EncodedFrame> encoded = EncodeFrame(reply, encode);
+    if (!encoded.ok()) {
+      OutFrame error = MakeErrorReply(request_id, encoded.status().WithContext("encoding reply"));
+      encoded = EncodeFrame(error, encode);
+      if (!encoded.ok()) return CloseNow();
+    }
+    out_.emplace(std::move(encoded).value());
+    out_buffers_ = ToBuffers(*out_);
+    asio::async_write(socket_, out_buffers_,
+                      [self = shared_from_this(), close_after](error_code ec, size_t n) {
+                        self->stats_.bytes_written += n;
+                        self->out_.reset();
+                        self->out_buffers_.clear();
+                        if (ec) return;
+                        if (close_after) {
+                          self->LingeringClose();
+                        } else {
+                          self->ReadHeader();
+                        }
+                      });
+  }
+
+  void LingeringClose() {
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return CloseNow();
+    timer_.expires_after(kLingerTime);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->CloseNow();
+    });
+    drain_buf_.resize(64 * 1024);
+    drained_ = 0;
+    Drain();
+  }
+
+  void Drain() {
+    socket_.async_read_some(asio::buffer(drain_buf_),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->stats_.bytes_read += n;
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kMaxLingerBytes) return self->CloseNow();
+                              self->Drain();
+                            });
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  const ServerOptions& options_;  // owned by the Server, which outlives its connections
+  ConnectionStats stats_;
+  ConnectionInfo info_;
+
+  std::array<std::byte, kFrameHeaderSize> header_buf_{};
+  std::array<std::byte, kAttachmentHeaderSize> attachment_header_buf_{};
+  FrameHeader header_;
+  Frame request_;
+  uint32_t next_attachment_ = 0;
+  AttachmentReader reader_;
+
+  std::optional<EncodedFrame> out_;
+  std::vector<asio::const_buffer> out_buffers_;
+
+  std::vector<std::byte> drain_buf_;
+  size_t drained_ = 0;
+
+  // Last member: destroyed before the stats it may read.
+  std::unique_ptr<ConnectionHandler> handler_;
+};
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions options, HandlerFactory factory)
+      : options_(std::move(options)),
+        factory_(std::move(factory)),
+        acceptor_(asio::make_strand(io_)),
+        retry_timer_(acceptor_.get_executor()) {}
+
+  ~Impl() { Stop(); }
+
+  Status Start() {
+    if (started_) return FailedPrecondition("server already started");
+    std::string where = options_.host + ":" + std::to_string(options_.port);
+    error_code ec;
+    tcp::resolver resolver(io_);
+    tcp::resolver::results_type results =
+        resolver.resolve(options_.host, std::to_string(options_.port),
+                         tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec) return Unavailable("resolving " + where + ": " + ec.message());
+    if (results.empty()) return Unavailable("resolving " + where + ": no address");
+    tcp::endpoint endpoint = results.begin()->endpoint();
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      error_code ignored;
+      acceptor_.close(ignored);
+      return Unavailable("listening on " + where + ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint(ec).port();
+    started_ = true;
+    Accept();
+    int threads = options_.threads > 0 ? options_.threads : 1;
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+    return OkStatus();
+  }
+
+  void Stop() {
+    if (!started_ || stopped_) return;
+    stopped_ = true;
+    asio::post(acceptor_.get_executor(), [this] {
+      error_code ec;
+      acceptor_.close(ec);
+      retry_timer_.cancel();
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      for (std::weak_ptr<Connection>& weak : connections_) {
+        if (std::shared_ptr<Connection> connection = weak.lock()) connection->PostClose();
+      }
+      connections_.clear();
+    });
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+  }
+
+  uint16_t port() const { return port_.load(); }
+
+ private:
+  void Run() {
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (...) {
+        // Handlers catch everything; this is a last resort that keeps the thread alive.
+        std::fprintf(stderr, "remex rpc server: unexpected exception: %s\n",
+                     ExceptionMessage(std::current_exception()).c_str());
+      }
+    }
+  }
+
+  // Runs on the acceptor's strand.
+  void Accept() {
+    acceptor_.async_accept(asio::make_strand(io_), [this](error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+        // Out of descriptors and the like: try again a little later.
+        retry_timer_.expires_after(std::chrono::milliseconds(50));
+        retry_timer_.async_wait([this](error_code ec) {
+          if (!ec && acceptor_.is_open()) Accept();
+        });
+        return;
+      }
+      OnAccept(std::move(socket));
+      Accept();
+    });
+  }
+
+  void OnAccept(tcp::socket socket) {
+    uint64_t id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      id = next_id_++;
+    }
+    auto connection = std::make_shared<Connection>(std::move(socket), id, options_);
+    std::unique_ptr<ConnectionHandler> handler;
+    try {
+      handler = factory_(connection->info());
+    } catch (...) {
+      std::fprintf(stderr, "remex rpc server: connection handler factory failed: %s\n",
+                   ExceptionMessage(std::current_exception()).c_str());
+    }
+    if (handler == nullptr) return;  // dropping the connection closes it
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::erase_if(connections_, [](const std::weak_ptr<Connection>& w) { return w.expired(); });
+      connections_.push_back(connection);
+    }
+    connection->Start(std::move(handler));
+  }
+
+  const ServerOptions options_;
+  HandlerFactory factory_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  std::vector<std::thread> threads_;
+  std::atomic<uint16_t> port_{0};
+  bool started_ = false;
+  bool stopped_ = false;
+
+  std::mutex mu_;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  std::vector<std::weak_ptr<Connection>> connections_;
+};
+
+Server::Server(ServerOptions options, HandlerFactory factory)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(factory))) {}
+Server::~Server() = default;
+Status Server::Start() { return impl_->Start(); }
+void Server::Stop() { impl_->Stop(); }
+uint16_t Server::port() const { return impl_->port(); }
+
+// ---------------------------------------------------------------------------------------
+// Client.
+
+class Client::Impl {
+ public:
+  Impl() : socket_(io_), timer_(io_) {}
+
+  Status Connect(const std::string& host, uint16_t port) {
+    std::string where = host + ":" + std::to_string(port);
+    tcp::resolver resolver(io_);
+    resolver_ = &resolver;
+    Arm();
+    bool done = false;
+    error_code ec;
+    tcp::resolver::results_type results;
+    resolver.async_resolve(host, std::to_string(port), tcp::resolver::numeric_service,
+                           [&](error_code e, tcp::resolver::results_type r) {
+                             ec = e;
+                             results = std::move(r);
+                             done = true;
+                           });
+    Await(done);
+    resolver_ = nullptr;
+    if (!timed_out_ && !ec) {
+      done = false;
+      asio::async_connect(socket_, results, [&](error_code e, const tcp::endpoint&) {
+        ec = e;
+        done = true;
+      });
+      Await(done);
+    }
+    Disarm();
+    if (timed_out_) {
+      return Break(DeadlineExceeded("connecting to " + where + ": no connection within " +
+                                    std::to_string(timeout_.count()) + " ms"));
+    }
+    if (ec) return Break(Unavailable("connecting to " + where + ": " + ec.message()));
+    socket_.set_option(tcp::no_delay(true), ec);
+    return OkStatus();
+  }
+
+  Status Send(OutFrame& frame) {
+    if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
+    if (frame.request_id == 0) frame.request_id = next_request_id_++;
+    REMEX_ASSIGN_OR_RETURN(EncodedFrame encoded, EncodeFrame(frame, encode_));
+    std::vector<asio::const_buffer> buffers = ToBuffers(encoded);
+    Arm();
+    bool done = false;
+    error_code ec;
+    size_t n = 0;
+    asio::async_write(socket_, buffers, [&](error_code e, size_t k) {
+      ec = e;
+      n = k;
+      done = true;
+    });
+    Await(done);
+    Disarm();
+    bytes_sent_ += n;
+    if (timed_out_) return Break(DeadlineExceeded("sending frame: " + DeadlineText()));
+    if (ec) return Break(Unavailable("sending frame: " + ec.message()));
+    return OkStatus();
+  }
+
+  StatusOr<Frame> Receive() {
+    if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
+    Arm();
+    StatusOr<Frame> frame = ReceiveFrame();
+    Disarm();
+    if (!frame.ok()) return Break(frame.status());
+    return frame;
+  }
+
+  StatusOr<Frame> Call(OutFrame& frame) {
+    REMEX_RETURN_IF_ERROR(Send(frame));
+    REMEX_ASSIGN_OR_RETURN(Frame reply, Receive());
+    if (reply.request_id != frame.request_id) {
+      Status error;
+      try {
+        capnp::FlatArrayMessageReader reader = reply.Reader();
+        error = ErrorFromReply(reader.getRoot<wire::Reply>());
+      } catch (...) {
+      }
+      Status mismatch = Internal("reply request_id " + std::to_string(reply.request_id) +
+                                 " does not match request " + std::to_string(frame.request_id));
+      // The stream is out of step; the connection cannot be used further.
+      (void)Break(mismatch);
+      if (!error.ok()) return error.WithContext("server");
+      return mismatch;
+    }
+    return reply;
+  }
+
+  void Close() {
+    error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+    if (broken_.ok()) broken_ = Unavailable("closed by the client");
+  }
+
+  asio::io_context io_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::chrono::milliseconds timeout_{0};
+  EncodeOptions encode_;
+  Limits limits_;
+  uint64_t next_request_id_ = 1;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+  Status broken_;  // not OK once the connection is unusable
+
+ private:
+  StatusOr<Frame> ReceiveFrame() {
+    std::array<std::byte, kFrameHeaderSize> header_buf;
+    REMEX_RETURN_IF_ERROR(ReadExact(header_buf));
+    StatusOr<FrameHeader> decoded = DecodeFrameHeader(header_buf);
+    if (!decoded.ok()) return decoded.status().WithContext("frame from server");
+    const FrameHeader& header = *decoded;
+    REMEX_RETURN_IF_ERROR(CheckFrameHeader(header, limits_).WithContext("frame from server"));
+    Frame frame;
+    frame.request_id = header.request_id;
+    frame.flags = header.flags;
+    frame.major = header.major;
+    frame.minor = header.minor;
+    frame.message = kj::heapArray<capnp::word>(header.message_bytes / sizeof(capnp::word));
+    REMEX_RETURN_IF_ERROR(ReadExact(std::span<std::byte>(
+        reinterpret_cast<std::byte*>(frame.message.begin()), header.message_bytes)));
+    REMEX_RETURN_IF_ERROR(
+        ValidateMessage(frame.message.asPtr()).WithContext("frame from server"));
+    frame.attachments.resize(header.attachment_count);
+    for (uint32_t i = 0; i < header.attachment_count; ++i) {
+      std::string context = "frame from server: attachment " + std::to_string(i);
+      std::array<std::byte, kAttachmentHeaderSize> attachment_buf;
+      REMEX_RETURN_IF_ERROR(ReadExact(attachment_buf));
+      StatusOr<AttachmentHeader> attachment = DecodeAttachmentHeader(attachment_buf, limits_);
+      if (!attachment.ok()) return attachment.status().WithContext(context);
+      REMEX_RETURN_IF_ERROR(reader_.Begin(*attachment, &frame.attachments[i]).WithContext(context));
+      while (!reader_.done()) {
+        REMEX_RETURN_IF_ERROR(ReadExact(reader_.NextBuffer()));
+        REMEX_RETURN_IF_ERROR(reader_.Commit().WithContext(context));
+      }
+    }
+    return frame;
+  }
+
+  Status ReadExact(std::span<std::byte> buf) {
+    if (buf.empty()) return OkStatus();
+    bool done = false;
+    error_code ec;
+    size_t n = 0;
+    asio::async_read(socket_, asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
+      ec = e;
+      n = k;
+      done = true;
+    });
+    Await(done);
+    bytes_received_ += n;
+    if (timed_out_) return DeadlineExceeded("receiving frame: " + DeadlineText());
+    if (ec == asio::error::eof) return Unavailable("connection closed by the server");
+    if (ec) return Unavailable("receiving frame: " + ec.message());
+    return OkStatus();
+  }
+
+  // Starts the deadline of one operation: on expiry the socket (and a pending resolve)
+  // is closed, which completes the pending operation with operation_aborted.
+  void Arm() {
+    timed_out_ = false;
+    if (timeout_.count() <= 0) return;
+    uint64_t generation = ++timer_generation_;
+    timer_.expires_after(timeout_);
+    timer_.async_wait([this, generation](error_code ec) {
+      if (ec || generation != timer_generation_) return;
+      timed_out_ = true;
+      if (resolver_ != nullptr) resolver_->cancel();
+      error_code ignored;
+      socket_.close(ignored);
+    });
+  }
+
+  void Disarm() {
+    ++timer_generation_;  // a wait already completed but not yet run is ignored
+    timer_.cancel();
+  }
+
+  // Runs the io_context on this thread until `done`. Handlers here never throw.
+  void Await(const bool& done) {
+    io_.restart();
+    while (!done) {
+      if (io_.run_one() == 0) io_.restart();
+    }
+  }
+
+  Status Break(Status status) {
+    error_code ec;
+    socket_.close(ec);
+    if (broken_.ok()) broken_ = status;
+    return status;
+  }
+
+  std::string DeadlineText() const {
+    return "deadline of " + std::to_string(timeout_.count()) + " ms exceeded";
+  }
+
+  AttachmentReader reader_;
+  tcp::resolver* resolver_ = nullptr;
+  bool timed_out_ = false;
+  uint64_t timer_generation_ = 0;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(std::string host, uint16_t port,
+                                                  std::chrono::milliseconds timeout) {
+  auto impl = std::make_unique<Impl>();
+  impl->timeout_ = timeout;
+  REMEX_RETURN_IF_ERROR(impl->Connect(host, port));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Status Client::Send(OutFrame& frame) { return impl_->Send(frame); }
+StatusOr<Frame> Client::Receive() { return impl_->Receive(); }
+StatusOr<Frame> Client::Call(OutFrame& frame) { return impl_->Call(frame); }
+
+void Client::SetCompression(bool enabled, int level) {
+  impl_->encode_.compression = enabled;
+  impl_->encode_.compression_level = level;
+}
+void Client::SetTimeout(std::chrono::milliseconds timeout) { impl_->timeout_ = timeout; }
+void Client::SetLimits(const Limits& limits) {
+  impl_->limits_ = limits;
+  impl_->encode_.limits = limits;
+}
+bool Client::connected() const { return impl_->broken_.ok() && impl_->socket_.is_open(); }
+void Client::Close() { impl_->Close(); }
+uint64_t Client::bytes_sent() const { return impl_->bytes_sent_; }
+uint64_t Client::bytes_received() const { return impl_->bytes_received_; }
+
+}  // namespace remex::rpc

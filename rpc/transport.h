@@ -1,0 +1,172 @@
+// Remex TCP transport: a Server that hands each connection's frames to a per-connection
+// handler, and a blocking Client. Both run on Boost.Asio; no exception crosses an Asio
+// handler, and every frame read from a socket is checked (rpc/frame.h) before use.
+//
+// Messages are remex::rpc::wire::Request (client -> server) and wire::Reply
+// (server -> client), see rpc/remex.capnp; the transport itself only checks that each
+// message is a well-formed Cap'n Proto message.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "rpc/compression.h"
+#include "rpc/frame.h"
+#include "rpc/remex.capnp.h"
+
+namespace remex::rpc {
+
+// ---------------------------------------------------------------------------------------
+// Errors on the wire.
+
+// The Status carried by `reply`: OK unless it is an `error` reply. An error code the
+// enum does not know maps to UNKNOWN.
+Status ErrorFromReply(const wire::Reply::Reader& reply);
+
+// Writes `status` (code and message) into `error`.
+void FillError(const Status& status, wire::Error::Builder error);
+
+// A frame holding a wire::Reply with `error` set from `status`.
+OutFrame MakeErrorReply(uint64_t request_id, const Status& status);
+
+// ---------------------------------------------------------------------------------------
+// Server.
+
+// Byte counts of one connection, updated by the server as it reads and writes.
+struct ConnectionStats {
+  std::atomic<uint64_t> bytes_read{0};     // every byte read from the socket
+  std::atomic<uint64_t> bytes_written{0};  // every byte written to the socket
+  std::atomic<uint64_t> frames_handled{0};
+};
+
+struct ConnectionInfo {
+  uint64_t id = 0;        // unique per Server, from 1
+  std::string peer;       // "address:port"
+  // Owned by the connection; valid for the whole life of its handler (including the
+  // handler's destructor).
+  const ConnectionStats* stats = nullptr;
+};
+
+// The server side of one connection. Handle() is called for each frame, one at a time
+// and in order, on one of the server's threads; handlers of different connections run
+// concurrently. The destructor runs when the connection ends, however it ends (peer
+// close or reset, protocol error, Server::Stop): release the session there.
+class ConnectionHandler {
+ public:
+  virtual ~ConnectionHandler();
+
+  // Returns the reply to `request`; the server sets its request_id to the request's.
+  // `request`'s attachments may be moved out. An exception, or a reply without a
+  // message, is answered with an INTERNAL error reply (the connection stays open).
+  virtual OutFrame Handle(Frame& request) = 0;
+};
+
+// Called once per accepted connection, on a server thread; may be called concurrently
+// for different connections. Returning nullptr (or throwing) closes the connection.
+using HandlerFactory = std::function<std::unique_ptr<ConnectionHandler>(const ConnectionInfo&)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = kDefaultPort;  // 0: an ephemeral port, see Server::port()
+  int threads = 4;
+  Limits limits;
+  // Reply attachments marked `compress` are zstd-compressed at this level.
+  bool compression = true;
+  int compression_level = kDefaultCompressionLevel;
+};
+
+// A TCP server on its own io_context and thread pool.
+//
+// A frame with bad magic, an unsupported major version (FAILED_PRECONDITION naming both
+// versions), lengths over `limits` (RESOURCE_EXHAUSTED), a malformed message or a
+// corrupt attachment (INVALID_ARGUMENT) is answered with a wire::Reply error, carrying
+// the frame's request_id when its header was readable (else 0), and the connection is
+// then closed. A peer that disconnects mid-frame just ends its connection.
+//
+// Start() and Stop() are not thread-safe with each other; port() is.
+class Server {
+ public:
+  Server(ServerOptions options, HandlerFactory factory);
+  // Stops the server.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, listens and starts the threads. UNAVAILABLE (with the system message) when
+  // the address cannot be resolved or bound; FAILED_PRECONDITION when already started.
+  Status Start();
+
+  // Closes the listener and every connection, waits for running handlers to return,
+  // destroys every handler and joins the threads. Idempotent. A stopped server cannot
+  // be started again.
+  void Stop();
+
+  // The bound port (the ephemeral one when options.port was 0); 0 before Start().
+  uint16_t port() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Client.
+
+// A blocking client over one connection. Each operation runs the client's own
+// io_context on the calling thread until it completes or its deadline passes.
+// Not thread-safe: one caller at a time.
+//
+// After any error on the connection (I/O error, deadline, malformed frame from the
+// server) the connection is closed and every later call returns UNAVAILABLE.
+class Client {
+ public:
+  // Resolves and connects within `timeout`, which also becomes the deadline of each
+  // later Send / Receive (see SetTimeout). UNAVAILABLE with the system message when the
+  // connection fails; DEADLINE_EXCEEDED when `timeout` passes.
+  static StatusOr<std::unique_ptr<Client>> Connect(std::string host, uint16_t port,
+                                                   std::chrono::milliseconds timeout);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Writes one frame (header, message and attachment payloads gathered, raw payloads
+  // not copied). A request_id of 0 is replaced with the next id of this client and
+  // written back to frame.request_id. The attachments' bytes are no longer used when
+  // Send returns.
+  Status Send(OutFrame& frame);
+
+  // Reads one frame. Errors as in DecodeFrame, with "frame from server" context.
+  StatusOr<Frame> Receive();
+
+  // Send + Receive. INTERNAL when the reply's request_id differs from the request's
+  // (or that reply's own error, when it is an error reply). A wire error reply with the
+  // right request_id is returned as a Frame: see ErrorFromReply.
+  StatusOr<Frame> Call(OutFrame& frame);
+
+  // Compression of attachments marked `compress` (default: enabled, level 1).
+  void SetCompression(bool enabled, int level);
+  // Deadline of each Send and each Receive (a whole frame, not a single read). Zero or
+  // negative: none.
+  void SetTimeout(std::chrono::milliseconds timeout);
+  void SetLimits(const Limits& limits);
+
+  bool connected() const;
+  // Closes the connection. Idempotent.
+  void Close();
+
+  // Every byte written to / read from the socket, headers included.
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace remex::rpc

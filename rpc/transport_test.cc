@@ -1,0 +1,416 @@
+#include "rpc/transport.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <gtest/gtest.h>
+
+namespace remex::rpc {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+// Ping payloads with a special meaning to EchoHandler.
+constexpr uint64_t kCompressReply = 1;
+constexpr uint64_t kThrow = 666;
+constexpr uint64_t kSleep = 777;
+
+struct Counters {
+  std::atomic<int> created{0};
+  std::atomic<int> destroyed{0};
+  std::atomic<uint64_t> last_bytes_read{0};
+  std::atomic<uint64_t> last_bytes_written{0};
+};
+
+// Answers ping with pong(payload) and echoes the attachments back.
+class EchoHandler : public ConnectionHandler {
+ public:
+  EchoHandler(const ConnectionInfo& info, Counters* counters)
+      : stats_(info.stats), counters_(counters) {
+    ++counters_->created;
+  }
+  ~EchoHandler() override {
+    counters_->last_bytes_read = stats_->bytes_read.load();
+    counters_->last_bytes_written = stats_->bytes_written.load();
+    ++counters_->destroyed;
+  }
+
+  OutFrame Handle(Frame& request) override {
+    capnp::FlatArrayMessageReader reader = request.Reader();
+    wire::Request::Reader r = reader.getRoot<wire::Request>();
+    if (!r.isPing()) return MakeErrorReply(0, Unimplemented("only ping"));
+    uint64_t payload = r.getPing().getPayload();
+    if (payload == kThrow) throw std::runtime_error("handler blew up");
+    if (payload == kSleep) std::this_thread::sleep_for(500ms);
+    OutFrame reply;
+    reply.message = std::make_unique<capnp::MallocMessageBuilder>();
+    reply.message->initRoot<wire::Reply>().initPong().setPayload(payload);
+    for (std::vector<std::byte>& a : request.attachments) {
+      reply.attachments.push_back(OwnedAttachment(std::move(a), payload == kCompressReply));
+    }
+    return reply;
+  }
+
+ private:
+  const ConnectionStats* stats_;
+  Counters* counters_;
+};
+
+OutFrame Ping(uint64_t payload) {
+  OutFrame f;
+  f.message = std::make_unique<capnp::MallocMessageBuilder>();
+  f.message->initRoot<wire::Request>().initPing().setPayload(payload);
+  return f;
+}
+
+uint64_t PongPayload(const Frame& frame) {
+  capnp::FlatArrayMessageReader reader = frame.Reader();
+  wire::Reply::Reader reply = reader.getRoot<wire::Reply>();
+  EXPECT_TRUE(reply.isPong()) << ErrorFromReply(reply).ToString();
+  return reply.isPong() ? reply.getPong().getPayload() : 0;
+}
+
+Status ReplyStatus(const Frame& frame) {
+  capnp::FlatArrayMessageReader reader = frame.Reader();
+  return ErrorFromReply(reader.getRoot<wire::Reply>());
+}
+
+std::vector<std::byte> Compressible(size_t n) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i / 16) % 7);
+  return v;
+}
+
+std::vector<std::byte> Random(size_t n, uint32_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t x = gen();
+    std::memcpy(&v[i], &x, 8);
+  }
+  return v;
+}
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 5s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class TransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.threads = 2;
+    server_ = std::make_unique<Server>(options, [this](const ConnectionInfo& info) {
+      return std::make_unique<EchoHandler>(info, &counters_);
+    });
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  void TearDown() override { server_->Stop(); }
+
+  std::unique_ptr<Client> Connect() {
+    StatusOr<std::unique_ptr<Client>> c = Client::Connect("127.0.0.1", server_->port(), 5s);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  // Writes `bytes` on a fresh raw socket, then reads until the server closes.
+  std::vector<std::byte> RawExchange(const std::vector<std::byte>& bytes) {
+    asio::io_context io;
+    tcp::socket socket(io);
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+    asio::write(socket, asio::buffer(bytes));
+    std::vector<std::byte> received;
+    std::array<std::byte, 4096> buf;
+    boost::system::error_code ec;
+    for (;;) {
+      size_t n = socket.read_some(asio::buffer(buf), ec);
+      received.insert(received.end(), buf.begin(), buf.begin() + n);
+      if (ec) break;
+    }
+    EXPECT_EQ(ec, asio::error::eof) << ec.message();  // closed cleanly by the server
+    return received;
+  }
+
+  Counters counters_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(TransportTest, PingRoundTrip) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (uint64_t i = 10; i < 20; ++i) {
+    OutFrame ping = Ping(i);
+    StatusOr<Frame> reply = client->Call(ping);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_NE(ping.request_id, 0u);
+    EXPECT_EQ(reply->request_id, ping.request_id);
+    EXPECT_EQ(PongPayload(*reply), i);
+  }
+  EXPECT_EQ(counters_.created, 1);
+}
+
+TEST_F(TransportTest, LargeAttachmentCompressed) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::byte> data = Compressible(16 << 20);
+  OutFrame ping = Ping(kCompressReply);
+  ping.attachments.push_back({data.data(), data.size(), true, nullptr});
+  StatusOr<Frame> reply = client->Call(ping);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->attachments.size(), 1u);
+  EXPECT_EQ(reply->attachments[0], data);
+  EXPECT_LT(client->bytes_sent(), 2u << 20);
+  EXPECT_LT(client->bytes_received(), 2u << 20);
+}
+
+TEST_F(TransportTest, LargeAttachmentRaw) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::byte> data = Random(16 << 20, 1);
+  std::vector<std::byte> text = Compressible(100000);
+  OutFrame ping = Ping(2);
+  ping.attachments.push_back({data.data(), data.size(), true, nullptr});  // incompressible
+  ping.attachments.push_back({text.data(), text.size(), false, nullptr});  // not asked
+  StatusOr<Frame> reply = client->Call(ping);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->attachments.size(), 2u);
+  EXPECT_EQ(reply->attachments[0], data);
+  EXPECT_EQ(reply->attachments[1], text);
+  EXPECT_GE(client->bytes_sent(), data.size() + text.size() + kFrameHeaderSize +
+                                      2 * kAttachmentHeaderSize);
+  EXPECT_LT(client->bytes_sent(), data.size() + text.size() + 4096);
+}
+
+TEST_F(TransportTest, ByteCountersMatchBothSides) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::byte> data = Compressible(1 << 20);
+  for (uint64_t payload : {kCompressReply, uint64_t{2}}) {
+    OutFrame ping = Ping(payload);
+    ping.attachments.push_back({data.data(), data.size(), true, nullptr});
+    ASSERT_TRUE(client->Call(ping).ok());
+  }
+  client->SetCompression(false, 1);
+  OutFrame ping = Ping(3);
+  ping.attachments.push_back({data.data(), data.size(), true, nullptr});
+  uint64_t before = client->bytes_sent();
+  ASSERT_TRUE(client->Call(ping).ok());
+  EXPECT_GE(client->bytes_sent() - before, data.size());
+
+  uint64_t sent = client->bytes_sent();
+  uint64_t received = client->bytes_received();
+  client->Close();
+  ASSERT_TRUE(WaitFor([&] { return counters_.destroyed == 1; }));
+  EXPECT_EQ(counters_.last_bytes_read, sent);
+  EXPECT_EQ(counters_.last_bytes_written, received);
+}
+
+TEST_F(TransportTest, GarbageGetsErrorReplyThenClose) {
+  std::string junk = "GET / HTTP/1.1\r\nHost: example\r\n\r\n";
+  junk.append(5000, 'x');
+  std::vector<std::byte> bytes(junk.size());
+  std::memcpy(bytes.data(), junk.data(), junk.size());
+  std::vector<std::byte> received = RawExchange(bytes);
+  StatusOr<Frame> reply = DecodeFrame(received, Limits());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id, 0u);
+  Status s = ReplyStatus(*reply);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(WaitFor([&] { return counters_.destroyed == 1; }));
+
+  // The server still serves.
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  OutFrame ping = Ping(5);
+  StatusOr<Frame> pong = client->Call(ping);
+  ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+  EXPECT_EQ(PongPayload(*pong), 5u);
+}
+
+TEST_F(TransportTest, WrongMajorVersion) {
+  OutFrame ping = Ping(1);
+  ping.request_id = 77;
+  StatusOr<EncodedFrame> encoded = EncodeFrame(ping, EncodeOptions());
+  ASSERT_TRUE(encoded.ok());
+  std::vector<std::byte> bytes = Flatten(*encoded);
+  bytes[4] = std::byte{2};  // major 2
+  StatusOr<Frame> reply = DecodeFrame(RawExchange(bytes), Limits());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id, 77u);
+  Status s = ReplyStatus(*reply);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("2.0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1.0"), std::string::npos) << s.message();
+}
+
+TEST_F(TransportTest, CorruptZstdAttachment) {
+  OutFrame ping = Ping(1);
+  ping.request_id = 9;
+  StatusOr<EncodedFrame> encoded = EncodeFrame(ping, EncodeOptions());
+  ASSERT_TRUE(encoded.ok());
+  std::vector<std::byte> bytes = Flatten(*encoded);
+  bytes[28] = std::byte{1};  // one attachment
+  auto header = EncodeAttachmentHeader({1 << 20, 5000, Codec::kZstd});
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  std::vector<std::byte> junk = Random(5000, 2);
+  bytes.insert(bytes.end(), junk.begin(), junk.end());
+  StatusOr<Frame> reply = DecodeFrame(RawExchange(bytes), Limits());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id, 9u);
+  EXPECT_EQ(ReplyStatus(*reply).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TransportTest, OversizeAttachmentRefusedBeforeAllocating) {
+  OutFrame ping = Ping(1);
+  ping.request_id = 10;
+  StatusOr<EncodedFrame> encoded = EncodeFrame(ping, EncodeOptions());
+  ASSERT_TRUE(encoded.ok());
+  std::vector<std::byte> bytes = Flatten(*encoded);
+  bytes[28] = std::byte{1};
+  uint64_t huge = uint64_t{1} << 50;
+  auto header = EncodeAttachmentHeader({huge, huge, Codec::kRaw});
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  StatusOr<Frame> reply = DecodeFrame(RawExchange(bytes), Limits());
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(ReplyStatus(*reply).code(), StatusCode::kResourceExhausted);
+}
+
+TEST_F(TransportTest, TruncatedFrameThenDisconnectDestroysHandler) {
+  OutFrame ping = Ping(1);
+  std::vector<std::byte> payload = Random(100000, 3);
+  ping.attachments.push_back({payload.data(), payload.size(), false, nullptr});
+  StatusOr<EncodedFrame> encoded = EncodeFrame(ping, EncodeOptions());
+  ASSERT_TRUE(encoded.ok());
+  std::vector<std::byte> bytes = Flatten(*encoded);
+  int expected = 0;
+  for (size_t cut : {size_t{10}, size_t{40}, bytes.size() / 2}) {
+    asio::io_context io;
+    tcp::socket socket(io);
+    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+    asio::write(socket, asio::buffer(bytes.data(), cut));
+    socket.close();
+    ++expected;
+    EXPECT_TRUE(WaitFor([&] { return counters_.destroyed == expected; })) << cut;
+  }
+  EXPECT_EQ(counters_.created, expected);
+}
+
+TEST_F(TransportTest, HandlerExceptionBecomesInternalError) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  OutFrame boom = Ping(kThrow);
+  StatusOr<Frame> reply = client->Call(boom);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  Status s = ReplyStatus(*reply);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("handler blew up"), std::string::npos) << s.message();
+  OutFrame ping = Ping(4);
+  reply = client->Call(ping);  // the connection is still usable
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(PongPayload(*reply), 4u);
+}
+
+TEST_F(TransportTest, ReceiveDeadline) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  client->SetTimeout(100ms);
+  OutFrame slow = Ping(kSleep);
+  StatusOr<Frame> reply = client->Call(slow);
+  EXPECT_EQ(reply.status().code(), StatusCode::kDeadlineExceeded) << reply.status().ToString();
+  EXPECT_FALSE(client->connected());
+  OutFrame ping = Ping(1);
+  EXPECT_EQ(client->Call(ping).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(TransportTest, ServerCloseIsUnavailable) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  OutFrame ping = Ping(1);
+  ASSERT_TRUE(client->Call(ping).ok());
+  server_->Stop();
+  EXPECT_EQ(counters_.destroyed, 1);  // Stop destroyed the handler
+  OutFrame again = Ping(2);
+  Status s = client->Call(again).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+}
+
+TEST_F(TransportTest, ConcurrentClients) {
+  constexpr int kClients = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      StatusOr<std::unique_ptr<Client>> client =
+          Client::Connect("127.0.0.1", server_->port(), 5s);
+      if (!client.ok()) return;
+      std::vector<std::byte> data = Random(100000, c);
+      for (uint64_t i = 0; i < 20; ++i) {
+        OutFrame ping = Ping(100 + i);
+        ping.attachments.push_back({data.data(), data.size(), false, nullptr});
+        StatusOr<Frame> reply = (*client)->Call(ping);
+        if (!reply.ok() || PongPayload(*reply) != 100 + i || reply->attachments.size() != 1 ||
+            reply->attachments[0] != data) {
+          return;
+        }
+      }
+      ++ok;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok, kClients);
+}
+
+TEST(ClientTest, ConnectFailureIsUnavailable) {
+  asio::io_context io;
+  tcp::acceptor probe(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  uint16_t port = probe.local_endpoint().port();
+  probe.close();  // nothing listens there now
+  StatusOr<std::unique_ptr<Client>> c = Client::Connect("127.0.0.1", port, 2s);
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
+}
+
+TEST(ServerTest, HandlerFactoryMayRefuse) {
+  ServerOptions options;
+  options.port = 0;
+  Server server(options, [](const ConnectionInfo&) { return nullptr; });
+  ASSERT_TRUE(server.Start().ok());
+  StatusOr<std::unique_ptr<Client>> c = Client::Connect("127.0.0.1", server.port(), 2s);
+  ASSERT_TRUE(c.ok());
+  OutFrame ping = Ping(1);
+  EXPECT_EQ((*c)->Call(ping).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(ErrorTest, StatusRoundTripsThroughReply) {
+  OutFrame f = MakeErrorReply(3, NotFound("no tensor 12"));
+  StatusOr<EncodedFrame> e = EncodeFrame(f, EncodeOptions());
+  ASSERT_TRUE(e.ok());
+  StatusOr<Frame> d = DecodeFrame(Flatten(*e), Limits());
+  ASSERT_TRUE(d.ok());
+  Status s = ReplyStatus(*d);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "no tensor 12");
+
+  capnp::MallocMessageBuilder pong;
+  pong.initRoot<wire::Reply>().initPong();
+  EXPECT_TRUE(ErrorFromReply(pong.getRoot<wire::Reply>().asReader()).ok());
+}
+
+}  // namespace
+}  // namespace remex::rpc
