@@ -1,0 +1,386 @@
+#include "device_server/device_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+#include <variant>
+
+#include "kernels/kernels.h"
+#include "rpc/transport.h"
+#include "vm/device.h"
+#include "vm/executable.h"
+#include "vm/vm.h"
+
+namespace remex::server {
+
+namespace wire = rpc::wire;
+
+struct DeviceServer::State {
+  kernels::KernelRegistry registry;
+  std::unique_ptr<vm::Device> device;
+  std::shared_ptr<vm::Allocator> allocator;
+  std::atomic<uint64_t> next_handle{1};
+  std::atomic<uint64_t> next_session{1};
+  std::atomic<uint64_t> active_sessions{0};
+};
+
+namespace {
+
+constexpr char kServerVersion[] = "0.1.0";
+
+struct VmObject {
+  std::unique_ptr<vm::VirtualMachine> vm;
+  // Handles bound with setOutput, per function and output index (0 = unbound).
+  std::vector<std::vector<uint64_t>> bound;
+};
+
+using Object = std::variant<std::shared_ptr<const vm::Executable>, std::shared_ptr<VmObject>,
+                            vm::TensorPtr>;
+
+const char* KindName(const Object& o) {
+  switch (o.index()) {
+    case 0: return "module";
+    case 1: return "vm";
+    default: return "tensor";
+  }
+}
+
+template <typename T>
+constexpr const char* WantName() {
+  if constexpr (std::is_same_v<T, vm::TensorPtr>) return "tensor";
+  else if constexpr (std::is_same_v<T, std::shared_ptr<VmObject>>) return "vm";
+  else return "module";
+}
+
+StatusOr<DType> ReadDType(int32_t raw) {
+  auto dtype = DTypeFromOnnx(raw);
+  if (!dtype) return InvalidArgument("unsupported dtype " + std::to_string(raw));
+  return *dtype;
+}
+
+void WriteDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& shape) {
+  out.setDtype(static_cast<int32_t>(dtype));
+  auto s = out.initShape(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) s.set(i, shape[i]);
+}
+
+// One connection's session: its handle table and request handlers.
+class Session final : public rpc::ConnectionHandler {
+ public:
+  Session(std::shared_ptr<DeviceServer::State> state, const rpc::ConnectionInfo& info)
+      : state_(std::move(state)), id_(state_->next_session++), peer_(info.peer) {
+    state_->active_sessions++;
+    spdlog::info("session {} opened by {}", id_, peer_);
+  }
+
+  ~Session() override {
+    size_t n = objects_.size();
+    objects_.clear();
+    state_->active_sessions--;
+    spdlog::info("session {} ({}) closed, {} objects freed", id_, peer_, n);
+  }
+
+  rpc::OutFrame Handle(rpc::Frame& frame) override {
+    rpc::OutFrame out;
+    out.message = std::make_unique<capnp::MallocMessageBuilder>();
+    auto reply = out.message->initRoot<wire::Reply>();
+    Status status;
+    try {
+      auto reader = frame.Reader();
+      status = Dispatch(reader.getRoot<wire::Request>(), frame, reply, out);
+    } catch (const kj::Exception& e) {
+      status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
+    } catch (const std::exception& e) {
+      status = Internal(e.what());
+    }
+    if (!status.ok()) {
+      out.attachments.clear();
+      rpc::FillError(status, reply.initError());
+    }
+    return out;
+  }
+
+ private:
+  Status Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Reply::Builder reply,
+                  rpc::OutFrame& out) {
+    if (req.which() != wire::Request::HELLO && !hello_done_) {
+      return FailedPrecondition("the session must start with hello");
+    }
+    switch (req.which()) {
+      case wire::Request::HELLO: return Hello(req.getHello(), reply.initHello());
+      case wire::Request::PING:
+        reply.initPong().setPayload(req.getPing().getPayload());
+        return OkStatus();
+      case wire::Request::MODULE_LOAD:
+        return ModuleLoad(req.getModuleLoad(), frame, reply);
+      case wire::Request::VM_CREATE: return VmCreate(req.getVmCreate(), reply);
+      case wire::Request::TENSOR_ALLOC: return TensorAlloc(req.getTensorAlloc(), reply);
+      case wire::Request::TENSOR_WRITE: return TensorWrite(req.getTensorWrite(), frame, reply);
+      case wire::Request::TENSOR_READ: return TensorRead(req.getTensorRead(), reply, out);
+      case wire::Request::SET_INPUT: return SetInput(req.getSetInput(), reply);
+      case wire::Request::SET_OUTPUT: return SetOutput(req.getSetOutput(), reply);
+      case wire::Request::INVOKE: return Invoke(req.getInvoke(), reply);
+      case wire::Request::FREE: return Free(req.getFree(), reply);
+      default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
+    }
+  }
+
+  template <typename T>
+  StatusOr<T> Lookup(uint64_t handle) {
+    auto it = objects_.find(handle);
+    if (it == objects_.end()) {
+      return NotFound("handle " + std::to_string(handle) + " does not exist in this session");
+    }
+    if (auto* v = std::get_if<T>(&it->second)) return *v;
+    return InvalidArgument("handle " + std::to_string(handle) + " is a " + KindName(it->second) +
+                           ", not a " + WantName<T>());
+  }
+
+  uint64_t Add(Object o) {
+    uint64_t h = state_->next_handle++;
+    objects_.emplace(h, std::move(o));
+    return h;
+  }
+
+  Status CheckDevice(capnp::Text::Reader device) {
+    if (device.size() == 0 || device == state_->device->name()) return OkStatus();
+    return InvalidArgument("device '" + std::string(device.cStr()) + "' is not served here (this server has '" +
+                           state_->device->name() + "')");
+  }
+
+  Status Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) {
+    if (req.getProtocolMajor() != rpc::kProtocolMajor) {
+      return FailedPrecondition("protocol version " + std::to_string(req.getProtocolMajor()) + "." +
+                                std::to_string(req.getProtocolMinor()) + " is not supported; server speaks " +
+                                std::to_string(rpc::kProtocolMajor) + "." + std::to_string(rpc::kProtocolMinor));
+    }
+    hello_done_ = true;
+    client_name_ = req.getClientName();
+    reply.setProtocolMajor(rpc::kProtocolMajor);
+    reply.setProtocolMinor(rpc::kProtocolMinor);
+    reply.setServerName("remex-server");
+    reply.setServerVersion(kServerVersion);
+    reply.setSessionId(id_);
+    reply.setActiveSessions(static_cast<uint32_t>(state_->active_sessions.load()));
+    auto devices = reply.initDevices(1);
+    devices[0].setName(state_->device->name());
+    devices[0].setDescription(state_->device->description());
+    devices[0].setMemoryBytes(state_->device->memory_bytes());
+    devices[0].setBytesInUse(state_->allocator->stats().allocated_bytes);
+    return OkStatus();
+  }
+
+  Status ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire::Reply::Builder reply) {
+    if (frame.attachments.size() != 1) {
+      return InvalidArgument("moduleLoad needs the executable as its one attachment");
+    }
+    const auto& bytes = frame.attachments[0];
+    auto exe = vm::Executable::Load(bytes, state_->registry);
+    if (!exe.ok()) return exe.status();
+    auto r = reply.initModuleLoad();
+    r.setModule(Add(*exe));
+    r.setExecutableBytes(bytes.size());
+    r.setConstantBytes((*exe)->constant_bytes());
+    const auto& functions = (*exe)->def().functions;
+    auto fns = r.initFunctions(functions.size());
+    for (size_t i = 0; i < functions.size(); ++i) {
+      fns[i].setName(functions[i].name);
+      auto fill = [](auto list, const std::vector<vm::ValueDesc>& values) {
+        for (size_t k = 0; k < values.size(); ++k) {
+          list[k].setName(values[k].name);
+          WriteDesc(list[k].initDesc(), values[k].dtype, values[k].shape);
+        }
+      };
+      fill(fns[i].initInputs(functions[i].inputs.size()), functions[i].inputs);
+      fill(fns[i].initOutputs(functions[i].outputs.size()), functions[i].outputs);
+    }
+    spdlog::info("session {}: loaded module '{}' ({} bytes)", id_, std::string(req.getName()), bytes.size());
+    return OkStatus();
+  }
+
+  Status VmCreate(wire::VmCreate::Reader req, wire::Reply::Builder reply) {
+    REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
+    REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
+    REMEX_ASSIGN_OR_RETURN(auto machine, vm::VirtualMachine::Create(exe, state_->allocator, state_->registry));
+    auto obj = std::make_shared<VmObject>();
+    obj->vm = std::move(machine);
+    for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
+    reply.setVmCreate(Add(std::move(obj)));
+    return OkStatus();
+  }
+
+  StatusOr<std::pair<DType, Shape>> ReadDesc(wire::TensorDesc::Reader desc) {
+    REMEX_ASSIGN_OR_RETURN(DType dtype, ReadDType(desc.getDtype()));
+    Shape shape(desc.getShape().begin(), desc.getShape().end());
+    return std::make_pair(dtype, std::move(shape));
+  }
+
+  Status TensorAlloc(wire::TensorAlloc::Reader req, wire::Reply::Builder reply) {
+    REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
+    REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+    REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+    auto r = reply.initTensor();
+    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    r.setTensor(Add(std::move(t)));
+    return OkStatus();
+  }
+
+  Status TensorWrite(wire::TensorWrite::Reader req, rpc::Frame& frame, wire::Reply::Builder reply) {
+    if (frame.attachments.size() != 1) {
+      return InvalidArgument("tensorWrite needs the tensor's bytes as its one attachment");
+    }
+    const auto& bytes = frame.attachments[0];
+    vm::TensorPtr t;
+    uint64_t handle = req.getTensor();
+    if (handle == 0) {
+      REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
+      REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+      REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+    } else {
+      REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
+    }
+    if (bytes.size() != t->nbytes()) {
+      return InvalidArgument("tensorWrite: " + std::to_string(bytes.size()) + " bytes for a " +
+                             std::string(DTypeName(t->dtype)) + " tensor of shape " +
+                             ShapeToString(t->shape) + " (" + std::to_string(t->nbytes()) + " bytes)");
+    }
+    // TODO(perf): read the attachment straight into device memory.
+    REMEX_RETURN_IF_ERROR(state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()));
+    auto r = reply.initTensor();
+    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    r.setTensor(handle == 0 ? Add(std::move(t)) : handle);
+    return OkStatus();
+  }
+
+  Status TensorRead(wire::TensorRead::Reader req, wire::Reply::Builder reply, rpc::OutFrame& out) {
+    REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
+    std::vector<std::byte> bytes(t->nbytes());
+    REMEX_RETURN_IF_ERROR(state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()));
+    auto r = reply.initTensor();
+    r.setTensor(req.getTensor());
+    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    out.attachments.push_back(rpc::OwnedAttachment(std::move(bytes), /*compress=*/true));
+    return OkStatus();
+  }
+
+  StatusOr<std::pair<std::shared_ptr<VmObject>, int>> LookupFunction(uint64_t vm_handle,
+                                                                     capnp::Text::Reader name) {
+    REMEX_ASSIGN_OR_RETURN(auto obj, Lookup<std::shared_ptr<VmObject>>(vm_handle));
+    std::string fn_name = name.size() ? std::string(name.cStr()) : "main";
+    REMEX_ASSIGN_OR_RETURN(int fn, obj->vm->executable().FunctionIndex(fn_name));
+    return std::make_pair(obj, fn);
+  }
+
+  Status SetInput(wire::SetInput::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+    std::vector<vm::TensorPtr> inputs;
+    for (uint64_t h : req.getInputs()) {
+      REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(h));
+      inputs.push_back(std::move(t));
+    }
+    REMEX_RETURN_IF_ERROR(target.first->vm->SetInputs(target.second, std::move(inputs)));
+    reply.setSetInput();
+    return OkStatus();
+  }
+
+  Status SetOutput(wire::SetOutput::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+    auto& [obj, fn] = target;
+    vm::TensorPtr t;
+    if (req.getTensor() != 0) {
+      REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(req.getTensor()));
+    }
+    REMEX_RETURN_IF_ERROR(obj->vm->SetOutput(fn, static_cast<int>(req.getIndex()), t));
+    obj->bound[fn][req.getIndex()] = req.getTensor();
+    reply.setSetOutput();
+    return OkStatus();
+  }
+
+  Status Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+    auto& [obj, fn] = target;
+    auto start = std::chrono::steady_clock::now();
+    REMEX_ASSIGN_OR_RETURN(auto outputs, obj->vm->Invoke(fn));
+    auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    auto r = reply.initInvoke();
+    r.setRunNanos(static_cast<uint64_t>(nanos.count()));
+    auto refs = r.initOutputs(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      uint64_t bound = obj->bound[fn][k];
+      uint64_t handle = bound != 0 && objects_.count(bound) ? bound : Add(outputs[k]);
+      refs[k].setTensor(handle);
+      WriteDesc(refs[k].initDesc(), outputs[k]->dtype, outputs[k]->shape);
+    }
+    return OkStatus();
+  }
+
+  Status Free(wire::Free::Reader req, wire::Reply::Builder reply) {
+    std::string missing;
+    for (uint64_t h : req.getHandles()) {
+      if (objects_.erase(h) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(h);
+    }
+    if (!missing.empty()) return NotFound("handles not found in this session: " + missing);
+    reply.setFree();
+    return OkStatus();
+  }
+
+  std::shared_ptr<DeviceServer::State> state_;
+  const uint64_t id_;
+  const std::string peer_;
+  bool hello_done_ = false;
+  std::string client_name_;
+  std::unordered_map<uint64_t, Object> objects_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& config) {
+  auto state = std::make_shared<State>();
+  REMEX_RETURN_IF_ERROR(kernels::RegisterOpDefs(state->registry));
+  if (config.device == "cpu") {
+    REMEX_RETURN_IF_ERROR(kernels::RegisterCpuKernels(state->registry));
+    state->device = vm::CreateCpuDevice();
+  } else {
+    return InvalidArgument("unknown device '" + config.device + "' (this build serves: cpu)");
+  }
+  state->allocator = vm::Allocator::Create(*state->device);
+
+  rpc::ServerOptions options;
+  options.host = config.host;
+  options.port = config.port;
+  options.threads = config.threads;
+  std::unique_ptr<DeviceServer> server(new DeviceServer());
+  server->state_ = state;
+  server->server_ = std::make_unique<rpc::Server>(
+      options, [state](const rpc::ConnectionInfo& info) -> std::unique_ptr<rpc::ConnectionHandler> {
+        return std::make_unique<Session>(state, info);
+      });
+  REMEX_RETURN_IF_ERROR(server->server_->Start());
+  return server;
+}
+
+DeviceServer::~DeviceServer() { Stop(); }
+
+void DeviceServer::Stop() {
+  if (server_) server_->Stop();
+}
+
+uint16_t DeviceServer::port() const { return server_->port(); }
+
+std::string DeviceServer::device_description() const {
+  return state_->device->name() + " (" + state_->device->description() + ")";
+}
+
+ServerStats DeviceServer::stats() const {
+  ServerStats s;
+  s.active_sessions = state_->active_sessions.load();
+  auto a = state_->allocator->stats();
+  s.device_bytes_in_use = a.allocated_bytes;
+  s.live_buffers = a.live_buffers;
+  return s;
+}
+
+}  // namespace remex::server

@@ -1,0 +1,77 @@
+// remex-server [--listen HOST:PORT] [--device cpu] [--threads N]
+//
+// Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
+// one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
+// connections, and stops cleanly on SIGINT or SIGTERM.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "device_server/device_server.h"
+
+namespace {
+
+bool ParseHostPort(const std::string& s, std::string& host, uint16_t& port) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  try {
+    int p = std::stoi(s.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return !host.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"remex-server: runs Remex executables on this machine's device for remote clients"};
+  std::string listen = "127.0.0.1:9190";
+  std::string device = "cpu";
+  int threads = 4;
+  bool quiet = false;
+  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--device", device, "device to serve: cpu")->capture_default_str();
+  app.add_option("--threads", threads, "request threads")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_flag("--quiet", quiet, "log warnings and errors only");
+  CLI11_PARSE(app, argc, argv);
+  if (quiet) spdlog::set_level(spdlog::level::warn);
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+
+  remex::server::ServerConfig config;
+  if (!ParseHostPort(listen, config.host, config.port)) {
+    std::fprintf(stderr, "remex-server: --listen must be HOST:PORT, got '%s'\n", listen.c_str());
+    return 2;
+  }
+  config.device = device;
+  config.threads = threads;
+
+  // Block the stop signals before any thread starts, then wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = remex::server::DeviceServer::Start(config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "remex-server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("remex-server listening on %s:%u (device %s)\n", config.host.c_str(),
+              static_cast<unsigned>((*server)->port()), (*server)->device_description().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: stopping", sig);
+  (*server)->Stop();
+  return 0;
+}

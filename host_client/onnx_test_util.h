@@ -1,0 +1,107 @@
+// Test helper: builds small ONNX models in memory with the ONNX protobuf API.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace remex::testing {
+
+class OnnxModelBuilder {
+ public:
+  explicit OnnxModelBuilder(int opset = 13) {
+    model_.set_ir_version(8);
+    auto* imp = model_.add_opset_import();
+    imp->set_domain("");
+    imp->set_version(opset);
+    model_.mutable_graph()->set_name("test");
+  }
+
+  // dims: -1 becomes a dim_param named "d<i>".
+  OnnxModelBuilder& Input(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+    SetInfo(model_.mutable_graph()->add_input(), name, elem_type, dims);
+    return *this;
+  }
+  OnnxModelBuilder& Output(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+    SetInfo(model_.mutable_graph()->add_output(), name, elem_type, dims);
+    return *this;
+  }
+  OnnxModelBuilder& FloatInit(const std::string& name, const std::vector<int64_t>& dims,
+                              const std::vector<float>& values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+    return *this;
+  }
+  OnnxModelBuilder& Int64Init(const std::string& name, const std::vector<int64_t>& dims,
+                              const std::vector<int64_t>& values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (auto d : dims) t->add_dims(d);
+    for (auto v : values) t->add_int64_data(v);
+    return *this;
+  }
+  onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& name = "") {
+    auto* n = model_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return n;
+  }
+  static void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void FloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+
+  std::vector<std::byte> Bytes() const {
+    std::string s = model_.SerializeAsString();
+    std::vector<std::byte> out(s.size());
+    std::memcpy(out.data(), s.data(), s.size());
+    return out;
+  }
+  bool Save(const std::string& path) const {
+    std::string s = model_.SerializeAsString();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
+    return std::fclose(f) == 0 && ok;
+  }
+
+ private:
+  static void SetInfo(onnx::ValueInfoProto* v, const std::string& name, int elem_type,
+                      const std::vector<int64_t>& dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_type);
+    auto* shape = tt->mutable_shape();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      auto* d = shape->add_dim();
+      if (dims[i] < 0) d->set_dim_param("d" + std::to_string(i));
+      else d->set_dim_value(dims[i]);
+    }
+  }
+  onnx::ModelProto model_;
+};
+
+}  // namespace remex::testing
