@@ -1,0 +1,249 @@
+// Conformance runner over ONNX's own backend node test cases (onnx-node/test_*), each a
+// model.onnx with test_data_set_N/{input,output}_K.pb. Every case is compiled with the
+// input shapes of its data, run on the CPU VM and compared with ONNX's expected outputs
+// (ONNX's tolerances: rtol 1e-3, atol 1e-7 for floating point; exact otherwise).
+//
+// A case is skipped, with the reason, when the compiler reports UNIMPLEMENTED (an op
+// Remex does not run yet, a data type it does not hold, sequences, training ops).
+// Every case made only of the walking skeleton's ops must pass.
+//
+// Data: $REMEX_CONFORMANCE_DIR, else ../shared/conformance or .cache/conformance beside
+// the source tree (scripts/conformance-dir.sh generates it when missing).
+// $REMEX_CONFORMANCE_REPORT names a Markdown file to write the per-op table and every
+// failure and skip to (docs/conformance.md is made this way by scripts/conformance-report.sh).
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "host_client/compare.h"
+#include "host_client/compiler.h"
+#include "host_client/onnx_frontend.h"
+#include "tests/process_util.h"
+#include "vm/vm.h"
+
+namespace remex {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The ops of the walking skeleton: every case built only from these must pass.
+const std::set<std::string> kRequiredOps = {
+    "Conv", "BatchNormalization", "Add", "Mul", "Div", "Clip", "Relu", "HardSigmoid", "GlobalAveragePool",
+    "MaxPool", "Shape", "Cast", "Slice", "Concat", "Reshape", "MatMul", "Softmax", "Constant"};
+
+enum class Outcome { kPassed, kFailed, kSkipped };
+
+struct CaseResult {
+  std::string name;
+  std::set<std::string> ops;
+  Outcome outcome = Outcome::kSkipped;
+  std::string reason;
+};
+
+std::vector<std::byte> ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(raw.size());
+  if (!raw.empty()) std::memcpy(bytes.data(), raw.data(), raw.size());
+  return bytes;
+}
+
+std::string FindDataDir() {
+  std::vector<std::string> candidates = {testing::Env("REMEX_CONFORMANCE_DIR"),
+                                         std::string(REMEX_SOURCE_DIR) + "/../shared/conformance",
+                                         std::string(REMEX_SOURCE_DIR) + "/.cache/conformance"};
+  for (const auto& c : candidates) {
+    if (!c.empty() && fs::is_directory(c + "/onnx-node")) return c;
+  }
+  return "";
+}
+
+const kernels::KernelRegistry& Registry() {
+  static const kernels::KernelRegistry* registry = [] {
+    auto* r = new kernels::KernelRegistry();
+    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
+    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
+    return r;
+  }();
+  return *registry;
+}
+
+CaseResult RunCase(const fs::path& dir) {
+  CaseResult r;
+  r.name = dir.filename().string();
+  auto model_bytes = ReadBytes(dir / "model.onnx");
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(model_bytes.data(), static_cast<int>(model_bytes.size()))) {
+    r.outcome = Outcome::kFailed;
+    r.reason = "model.onnx does not parse";
+    return r;
+  }
+  for (const auto& n : model.graph().node()) r.ops.insert(n.op_type());
+  auto skip = [&](const Status& st) {
+    r.outcome = st.code() == StatusCode::kUnimplemented ? Outcome::kSkipped : Outcome::kFailed;
+    r.reason = st.ToString();
+    return r;
+  };
+
+  fs::path data = dir / "test_data_set_0";
+  // Graph inputs in order, minus initializers.
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+  std::vector<std::string> input_names;
+  for (const auto& in : model.graph().input()) {
+    if (!initializers.count(in.name())) input_names.push_back(in.name());
+  }
+  std::map<std::string, Shape> shapes;
+  std::vector<vm::ConstantDef> inputs;
+  for (size_t i = 0; i < input_names.size(); ++i) {
+    fs::path file = data / ("input_" + std::to_string(i) + ".pb");
+    if (!fs::exists(file)) return skip(Unimplemented("input " + std::to_string(i) + " has no tensor data (optional or sequence)"));
+    auto t = compiler::TensorFromProtoBytes(ReadBytes(file));
+    if (!t.ok()) return skip(t.status().WithContext("input " + input_names[i]));
+    shapes[input_names[i]] = t->shape;
+    inputs.push_back(std::move(t).value());
+  }
+  std::vector<vm::ConstantDef> expected;
+  for (int i = 0; i < model.graph().output_size(); ++i) {
+    fs::path file = data / ("output_" + std::to_string(i) + ".pb");
+    if (!fs::exists(file)) return skip(Unimplemented("output " + std::to_string(i) + " has no tensor data"));
+    auto t = compiler::TensorFromProtoBytes(ReadBytes(file));
+    if (!t.ok()) return skip(t.status().WithContext("output " + std::to_string(i)));
+    expected.push_back(std::move(t).value());
+  }
+
+  auto graph = compiler::ImportOnnxBytes(model_bytes, Registry(), shapes);
+  if (!graph.ok()) return skip(graph.status());
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  if (!def.ok()) return skip(def.status());
+  auto exe = vm::Executable::FromDef(std::move(def).value(), Registry());
+  if (!exe.ok()) return skip(exe.status());
+  auto device = vm::CreateCpuDevice();
+  auto allocator = vm::Allocator::Create(*device);
+  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
+  if (!machine.ok()) return skip(machine.status());
+  std::vector<vm::TensorPtr> tensors;
+  for (const auto& in : inputs) {
+    auto t = vm::AllocateTensor(*allocator, in.dtype, in.shape);
+    if (!t.ok()) return skip(t.status());
+    if (!in.data.empty()) std::memcpy((*t)->data(), in.data.data(), in.data.size());
+    tensors.push_back(*t);
+  }
+  Status st = (*machine)->SetInputs(0, tensors);
+  if (!st.ok()) return skip(st);
+  auto outputs = (*machine)->Invoke(0);
+  if (!outputs.ok()) return skip(outputs.status());
+  if (outputs->size() != expected.size()) {
+    r.outcome = Outcome::kFailed;
+    r.reason = "produced " + std::to_string(outputs->size()) + " outputs, expected " + std::to_string(expected.size());
+    return r;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    npy::Array e{expected[i].dtype, expected[i].shape, expected[i].data};
+    const auto& t = (*outputs)[i];
+    npy::Array a{t->dtype, t->shape, {}};
+    a.data.resize(t->nbytes());
+    if (!a.data.empty()) std::memcpy(a.data.data(), t->data(), a.data.size());
+    bool floating = e.dtype == DType::kFloat32 || e.dtype == DType::kFloat64 || e.dtype == DType::kFloat16;
+    auto c = compare::CompareArrays(e, a, floating ? 1e-3 : 0.0, floating ? 1e-7 : 0.0);
+    if (!c.ok) {
+      r.outcome = Outcome::kFailed;
+      char buf[128];
+      std::snprintf(buf, sizeof buf, " (max abs error %.3g, first at %lld)", c.max_abs_error,
+                    static_cast<long long>(c.first_mismatch));
+      r.reason = "output " + std::to_string(i) + ": " + c.reason + buf;
+      return r;
+    }
+  }
+  r.outcome = Outcome::kPassed;
+  return r;
+}
+
+std::string OutcomeName(Outcome o) {
+  return o == Outcome::kPassed ? "passed" : o == Outcome::kFailed ? "failed" : "skipped";
+}
+
+void WriteReport(const std::string& path, const std::vector<CaseResult>& results) {
+  struct Counts { int passed = 0, failed = 0, skipped = 0; };
+  std::map<std::string, Counts> per_op;
+  Counts total;
+  for (const auto& r : results) {
+    auto bump = [&](Counts& c) {
+      (r.outcome == Outcome::kPassed ? c.passed : r.outcome == Outcome::kFailed ? c.failed : c.skipped)++;
+    };
+    bump(total);
+    std::set<std::string> ops = r.ops;
+    if (ops.size() > 1) ops.erase("Constant");
+    for (const auto& op : ops) bump(per_op[op]);
+  }
+  std::ofstream out(path);
+  out << "# ONNX conformance\n\n"
+      << "Generated by `scripts/conformance-report.sh` (the conformance runner, "
+      << "`tests/conformance_test.cc`) over ONNX 1.12's backend node cases on the CPU device. "
+      << "Tolerances are ONNX's: rtol 1e-3, atol 1e-7 for floating point, exact otherwise. "
+      << "A case counts under every op its graph uses.\n\n"
+      << "Total: " << results.size() << " cases, " << total.passed << " passed, " << total.failed << " failed, "
+      << total.skipped << " skipped.\n\n"
+      << "## By op\n\n| op | passed | failed | skipped |\n|---|---:|---:|---:|\n";
+  for (const auto& [op, c] : per_op) {
+    bool required = kRequiredOps.count(op);
+    out << "| " << op << (required ? " (skeleton)" : "") << " | " << c.passed << " | " << c.failed << " | "
+        << c.skipped << " |\n";
+  }
+  out << "\n## Failures\n\n";
+  int failures = 0;
+  for (const auto& r : results) {
+    if (r.outcome != Outcome::kFailed) continue;
+    out << "- `" << r.name << "`: " << r.reason << "\n";
+    ++failures;
+  }
+  if (!failures) out << "None.\n";
+  out << "\n## Skipped cases and why\n\n";
+  for (const auto& r : results) {
+    if (r.outcome != Outcome::kSkipped) continue;
+    std::string reason = r.reason;
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    out << "- `" << r.name << "`: " << reason << "\n";
+  }
+}
+
+TEST(ConformanceTest, OnnxNodeCases) {
+  std::string root = FindDataDir();
+  if (root.empty()) {
+    if (testing::Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "no conformance data";
+    GTEST_SKIP() << "no ONNX conformance data: run scripts/test.sh (or scripts/gen-conformance.sh)";
+  }
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(root + "/onnx-node")) {
+    if (entry.is_directory()) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  ASSERT_GT(cases.size(), 100u);
+  std::vector<CaseResult> results;
+  int passed = 0, failed = 0, skipped = 0;
+  for (const auto& dir : cases) {
+    CaseResult r = RunCase(dir);
+    (r.outcome == Outcome::kPassed ? passed : r.outcome == Outcome::kFailed ? failed : skipped)++;
+    bool required = std::all_of(r.ops.begin(), r.ops.end(), [](const std::string& op) { return kRequiredOps.count(op); });
+    if (required && r.outcome == Outcome::kFailed) {
+      ADD_FAILURE() << r.name << " (skeleton ops) failed: " << r.reason;
+    }
+    if (required && r.outcome == Outcome::kSkipped) {
+      std::printf("[conformance] %s skipped: %s\n", r.name.c_str(), r.reason.c_str());
+    }
+    results.push_back(std::move(r));
+  }
+  std::printf("[conformance] %zu cases: %d passed, %d failed, %d skipped\n", results.size(), passed, failed, skipped);
+  std::string report = testing::Env("REMEX_CONFORMANCE_REPORT");
+  if (!report.empty()) WriteReport(report, results);
+}
+
+}  // namespace
+}  // namespace remex

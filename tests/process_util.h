@@ -1,0 +1,89 @@
+// Test helpers that start real processes: a remex-server on an ephemeral loopback port
+// and CLI commands whose output and exit status are captured.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace remex::testing {
+
+// A remex-server child process listening on 127.0.0.1:<ephemeral>. Stopped with
+// SIGTERM (and reaped) on destruction.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& binary = REMEX_SERVER_BIN) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--quiet", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    // First line: "remex-server listening on 127.0.0.1:PORT (device ...)".
+    FILE* out = fdopen(fds[0], "r");
+    char line[512] = {0};
+    if (out && std::fgets(line, sizeof line, out)) {
+      std::string s(line);
+      auto colon = s.find("127.0.0.1:");
+      if (colon != std::string::npos) port_ = static_cast<uint16_t>(std::atoi(s.c_str() + colon + 10));
+    }
+    stdout_ = out;
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    if (stdout_) std::fclose(stdout_);
+  }
+  // True while the process has not exited.
+  bool alive() const {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    return waitpid(pid_, &status, WNOHANG) == 0;
+  }
+  uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  FILE* stdout_ = nullptr;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout
+};
+
+// Runs `command` through the shell, capturing stdout (stderr passes through).
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string Env(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+}  // namespace remex::testing

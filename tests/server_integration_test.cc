@@ -1,0 +1,485 @@
+// End-to-end tests against a real remex-server process on an ephemeral loopback port:
+// the request set, bad input of every kind, and session cleanup.
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "host_client/client.h"
+#include "host_client/compiler.h"
+#include "host_client/onnx_frontend.h"
+#include "host_client/onnx_test_util.h"
+#include "rpc/frame.h"
+#include "rpc/transport.h"
+#include "tests/process_util.h"
+#include "vm/executable.h"
+
+namespace remex {
+namespace {
+
+using client::Session;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+namespace asio = boost::asio;
+
+const kernels::KernelRegistry& Registry() {
+  static const kernels::KernelRegistry* registry = [] {
+    auto* r = new kernels::KernelRegistry();
+    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
+    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
+    return r;
+  }();
+  return *registry;
+}
+
+// y = Relu(x + b), x: float32 [?, 4], b: [4].
+OnnxModelBuilder AddReluModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", onnx::TensorProto::FLOAT, {-1, 4});
+  b.FloatInit("b", {4}, {0.5f, -0.5f, 1.0f, -1.0f});
+  b.Node("Add", {"x", "b"}, {"s"}, "add");
+  b.Node("Relu", {"s"}, {"y"}, "relu");
+  return b;
+}
+
+std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
+  auto graph = compiler::ImportOnnxBytes(model.Bytes(), Registry());
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  EXPECT_TRUE(def.ok()) << def.status().ToString();
+  auto bytes = vm::SerializeExecutable(*def);
+  EXPECT_TRUE(bytes.ok());
+  return *bytes;
+}
+
+npy::Array Floats(Shape shape, std::vector<float> v) {
+  npy::Array a;
+  a.dtype = DType::kFloat32;
+  a.shape = std::move(shape);
+  a.data.resize(v.size() * 4);
+  std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+
+std::vector<float> ToFloats(const npy::Array& a) {
+  std::vector<float> v(a.data.size() / 4);
+  std::memcpy(v.data(), a.data.data(), a.data.size());
+  return v;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(server_.port(), 0) << "remex-server did not start"; }
+
+  std::unique_ptr<Session> Connect() {
+    auto s = Session::Connect("127.0.0.1", server_.port());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // A live session can still load and run a model: the server keeps serving.
+  void ExpectServing() {
+    auto s = Connect();
+    ASSERT_TRUE(s);
+    auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+    ASSERT_TRUE(module.ok()) << module.status().ToString();
+    auto vm = s->CreateVm(module->handle);
+    ASSERT_TRUE(vm.ok());
+    auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
+    ASSERT_TRUE(x.ok());
+    ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
+    auto out = s->Invoke(*vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto y = s->Download(out->outputs[0].handle);
+    ASSERT_TRUE(y.ok());
+    EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+  }
+
+  uint64_t BytesInUse() {
+    auto s = Connect();
+    auto info = s->Hello();
+    EXPECT_TRUE(info.ok());
+    return info->devices.at(0).bytes_in_use;
+  }
+
+  // Waits until the server has closed every session but one (the probe's own).
+  void WaitForSessionsToClose() {
+    for (int i = 0; i < 200; ++i) {
+      auto s = Connect();
+      if (s && s->server_info().active_sessions == 1) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "sessions were not closed";
+  }
+
+  ServerProcess server_;
+};
+
+TEST_F(ServerTest, HelloReportsServerAndDevice) {
+  auto s = Connect();
+  ASSERT_TRUE(s);
+  const auto& info = s->server_info();
+  EXPECT_EQ(info.name, "remex-server");
+  EXPECT_EQ(info.protocol_major, rpc::kProtocolMajor);
+  ASSERT_EQ(info.devices.size(), 1u);
+  EXPECT_EQ(info.devices[0].name, "cpu");
+  EXPECT_GT(info.devices[0].memory_bytes, 0u);
+  EXPECT_TRUE(s->Ping().ok());
+}
+
+TEST_F(ServerTest, RunsModelAndKeepsOutputsOnServerUntilRead) {
+  ExpectServing();
+  auto s = Connect();
+  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok());
+  ASSERT_EQ(module->functions.size(), 1u);
+  EXPECT_EQ(module->functions[0].inputs[0].shape, (Shape{-1, 4}));
+  auto vm = s->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok());
+  // Dynamic batch: two calls of different shapes on one executable.
+  for (int64_t rows : {1, 3}) {
+    std::vector<float> x(rows * 4, 2.0f);
+    auto in = s->Upload(Floats({rows, 4}, x));
+    ASSERT_TRUE(in.ok());
+    ASSERT_TRUE(s->SetInputs(*vm, "main", {in->handle}).ok());
+    uint64_t received = s->bytes_received();
+    auto out = s->Invoke(*vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->outputs[0].shape, (Shape{rows, 4}));
+    EXPECT_EQ(out->outputs[0].dtype, DType::kFloat32);
+    // The invoke reply carries handles and shapes, never the data.
+    EXPECT_LT(s->bytes_received() - received, 256u);
+    auto y = s->Download(out->outputs[0].handle);
+    ASSERT_TRUE(y.ok());
+    EXPECT_EQ(y->shape, (Shape{rows, 4}));
+    EXPECT_FLOAT_EQ(ToFloats(*y)[0], 2.5f);
+    EXPECT_FLOAT_EQ(ToFloats(*y)[3], 1.0f);
+  }
+}
+
+TEST_F(ServerTest, SetOutputWritesIntoBoundBuffer) {
+  auto s = Connect();
+  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+  auto vm = s->CreateVm(module->handle);
+  auto bound = s->Alloc(DType::kFloat32, {2, 4});
+  ASSERT_TRUE(bound.ok());
+  ASSERT_TRUE(s->SetOutput(*vm, "main", 0, bound->handle).ok());
+  auto in = s->Upload(Floats({2, 4}, std::vector<float>(8, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(*vm, "main", {in->handle}).ok());
+  auto out = s->Invoke(*vm, "main");
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->outputs[0].handle, bound->handle);
+  auto y = s->Download(bound->handle);
+  EXPECT_FLOAT_EQ(ToFloats(*y)[0], 1.5f);
+  // A bound buffer of the wrong shape for this call's output is a clear error.
+  auto small = s->Upload(Floats({1, 4}, std::vector<float>(4, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(*vm, "main", {small->handle}).ok());
+  auto mismatch = s->Invoke(*vm, "main");
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("bound to output 'y'"), std::string::npos);
+  // Wrong dtype at bind time.
+  auto ints = s->Alloc(DType::kInt64, {2, 4});
+  EXPECT_EQ(s->SetOutput(*vm, "main", 0, ints->handle).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServerTest, UnknownAndFreedHandlesAreNotFound) {
+  auto s = Connect();
+  auto t = s->Upload(Floats({2}, {1, 2}));
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(s->Free({t->handle}).ok());
+  auto freed = s->Download(t->handle);
+  EXPECT_EQ(freed.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(freed.status().message().find(std::to_string(t->handle)), std::string::npos);
+  EXPECT_EQ(s->Download(987654321).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Free({t->handle}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->CreateVm(424242).status().code(), StatusCode::kNotFound);
+  // A handle of the wrong kind names both kinds.
+  auto other = s->Upload(Floats({1}, {1}));
+  auto wrong_kind = s->CreateVm(other->handle);
+  EXPECT_EQ(wrong_kind.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong_kind.status().message().find("is a tensor"), std::string::npos);
+  ExpectServing();
+}
+
+TEST_F(ServerTest, HandleOfOneSessionIsNotFoundInAnother) {
+  auto a = Connect();
+  auto b = Connect();
+  auto t = a->Upload(Floats({2}, {1, 2}));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(b->Download(t->handle).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->Free({t->handle}).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(a->Download(t->handle).ok());
+}
+
+TEST_F(ServerTest, WrongInputShapeOrDtypeIsInvalidArgument) {
+  auto s = Connect();
+  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+  auto vm = s->CreateVm(module->handle);
+  auto wrong_shape = s->Upload(Floats({2, 5}, std::vector<float>(10)));
+  Status st = s->SetInputs(*vm, "main", {wrong_shape->handle});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("input 'x'"), std::string::npos) << st.message();
+  npy::Array ints;
+  ints.dtype = DType::kInt64;
+  ints.shape = {1, 4};
+  ints.data.resize(32);
+  auto wrong_dtype = s->Upload(ints);
+  st = s->SetInputs(*vm, "main", {wrong_dtype->handle});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("float32"), std::string::npos) << st.message();
+  EXPECT_EQ(s->SetInputs(*vm, "main", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Invoke(*vm, "nope").status().code(), StatusCode::kNotFound);
+  // tensorWrite with bytes that do not match the declared shape.
+  auto t = s->Alloc(DType::kFloat32, {4});
+  std::vector<std::byte> three(12);
+  EXPECT_EQ(s->Write(t->handle, DType::kFloat32, {4}, three).code(), StatusCode::kInvalidArgument);
+  ExpectServing();
+}
+
+TEST_F(ServerTest, CorruptExecutableIsRejected) {
+  auto s = Connect();
+  std::vector<std::byte> exe = Compile(AddReluModel());
+  std::vector<std::byte> bad_magic = exe;
+  bad_magic[0] = std::byte{'Z'};
+  auto r = s->LoadModule(bad_magic, "bad");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("magic"), std::string::npos);
+  std::vector<std::byte> truncated(exe.begin(), exe.begin() + exe.size() - 9);
+  EXPECT_EQ(s->LoadModule(truncated, "bad").status().code(), StatusCode::kInvalidArgument);
+  std::vector<std::byte> garbage(exe.size(), std::byte{0x41});
+  EXPECT_FALSE(s->LoadModule(garbage, "bad").ok());
+  // Flipped bytes anywhere: an error reply or a module that still verifies, never a crash.
+  for (size_t i = 24; i < exe.size(); i += 13) {
+    std::vector<std::byte> flipped = exe;
+    flipped[i] ^= std::byte{0xa5};
+    auto loaded = s->LoadModule(flipped, "flipped");
+    if (loaded.ok()) ASSERT_TRUE(s->Free({loaded->handle}).ok());
+  }
+  ExpectServing();
+}
+
+TEST_F(ServerTest, ExecutableWithUnknownOpIsUnimplemented) {
+  auto graph = compiler::ImportOnnxBytes(AddReluModel().Bytes(), Registry());
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok());
+  def->kernels[0].op = "FancyNewOp";
+  auto bytes = vm::SerializeExecutable(*def);
+  auto s = Connect();
+  auto r = s->LoadModule(*bytes, "unknown-op");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("FancyNewOp"), std::string::npos);
+  EXPECT_NE(r.status().message().find("node 'add'"), std::string::npos) << r.status().message();
+}
+
+TEST_F(ServerTest, GarbageBytesGetAnErrorAndTheServerGoesOn) {
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), server_.port()});
+  std::string junk(64, 'j');
+  asio::write(sock, asio::buffer(junk));
+  // The server answers with an error frame, then closes.
+  std::vector<std::byte> header(rpc::kFrameHeaderSize);
+  boost::system::error_code ec;
+  asio::read(sock, asio::buffer(header), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto h = rpc::DecodeFrameHeader(header);
+  ASSERT_TRUE(h.ok());
+  std::vector<capnp::word> words(h->message_bytes / 8);
+  asio::read(sock, asio::buffer(words.data(), h->message_bytes), ec);
+  ASSERT_FALSE(ec);
+  capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
+  Status st = rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  char c;
+  asio::read(sock, asio::buffer(&c, 1), ec);
+  EXPECT_EQ(ec, asio::error::eof);
+  ExpectServing();
+}
+
+TEST_F(ServerTest, WrongProtocolVersionIsFailedPrecondition) {
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), server_.port()});
+  rpc::FrameHeader header;
+  header.major = rpc::kProtocolMajor + 1;
+  header.request_id = 77;
+  auto bytes = rpc::EncodeFrameHeader(header);
+  asio::write(sock, asio::buffer(bytes));
+  std::vector<std::byte> reply(rpc::kFrameHeaderSize);
+  boost::system::error_code ec;
+  asio::read(sock, asio::buffer(reply), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto h = rpc::DecodeFrameHeader(reply);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->request_id, 77u);
+  std::vector<capnp::word> words(h->message_bytes / 8);
+  asio::read(sock, asio::buffer(words.data(), h->message_bytes), ec);
+  capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
+  Status st = rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find(std::to_string(rpc::kProtocolMajor + 1)), std::string::npos) << st.message();
+  ExpectServing();
+}
+
+TEST_F(ServerTest, HelloWithWrongMajorIsRefused) {
+  auto c = rpc::Client::Connect("127.0.0.1", server_.port(), std::chrono::seconds(10));
+  ASSERT_TRUE(c.ok());
+  rpc::OutFrame frame;
+  frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+  auto hello = frame.message->initRoot<rpc::wire::Request>().initHello();
+  hello.setProtocolMajor(rpc::kProtocolMajor + 5);
+  auto reply = (*c)->Call(frame);
+  ASSERT_TRUE(reply.ok());
+  auto reader = reply->Reader();
+  Status st = rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  // Requests before a successful hello are refused.
+  rpc::OutFrame ping;
+  ping.message = std::make_unique<capnp::MallocMessageBuilder>();
+  ping.message->initRoot<rpc::wire::Request>().initPing().setPayload(1);
+  auto pong = (*c)->Call(ping);
+  ASSERT_TRUE(pong.ok());
+  auto pong_reader = pong->Reader();
+  EXPECT_EQ(rpc::ErrorFromReply(pong_reader.getRoot<rpc::wire::Reply>()).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ServerTest, DisconnectMidUploadLeavesNothingAllocated) {
+  uint64_t baseline = BytesInUse();
+  {
+    // A tensorWrite frame that promises 32 MiB and delivers 1 MiB, then hangs up.
+    asio::io_context io;
+    asio::ip::tcp::socket sock(io);
+    sock.connect({asio::ip::make_address("127.0.0.1"), server_.port()});
+    rpc::OutFrame hello;
+    capnp::MallocMessageBuilder hello_msg;
+    auto h = hello_msg.initRoot<rpc::wire::Request>().initHello();
+    h.setProtocolMajor(rpc::kProtocolMajor);
+    auto hello_words = capnp::messageToFlatArray(hello_msg);
+    rpc::FrameHeader fh;
+    fh.request_id = 1;
+    fh.message_bytes = static_cast<uint32_t>(hello_words.asBytes().size());
+    asio::write(sock, asio::buffer(rpc::EncodeFrameHeader(fh)));
+    asio::write(sock, asio::buffer(hello_words.asBytes().begin(), hello_words.asBytes().size()));
+
+    capnp::MallocMessageBuilder msg;
+    auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
+    w.initDesc().setDtype(1);
+    w.getDesc().initShape(1).set(0, 8 << 20);
+    auto words = capnp::messageToFlatArray(msg);
+    fh.request_id = 2;
+    fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+    fh.attachment_count = 1;
+    asio::write(sock, asio::buffer(rpc::EncodeFrameHeader(fh)));
+    asio::write(sock, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+    rpc::AttachmentHeader ah;
+    ah.raw_size = ah.wire_size = 32u << 20;
+    asio::write(sock, asio::buffer(rpc::EncodeAttachmentHeader(ah)));
+    std::vector<char> part(1 << 20, 'x');
+    asio::write(sock, asio::buffer(part));
+  }
+  {
+    // A session that allocates and uploads, then disconnects without freeing.
+    auto s = Connect();
+    ASSERT_TRUE(s->Upload(Floats({1 << 20}, std::vector<float>(1 << 20, 1.0f))).ok());
+    ASSERT_TRUE(s->Alloc(DType::kFloat32, {4 << 20}).ok());
+    auto module = s->LoadModule(Compile(AddReluModel()), "m");
+    ASSERT_TRUE(s->CreateVm(module->handle).ok());
+    EXPECT_GT(s->Hello()->devices[0].bytes_in_use, baseline);
+  }
+  WaitForSessionsToClose();
+  EXPECT_EQ(BytesInUse(), baseline);
+  ExpectServing();
+}
+
+TEST_F(ServerTest, ManySessionsAtOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      auto s = Session::Connect("127.0.0.1", server_.port());
+      if (!s.ok()) return;
+      auto module = (*s)->LoadModule(Compile(AddReluModel()), "m");
+      auto vm = (*s)->CreateVm(module->handle);
+      auto x = (*s)->Upload(Floats({1, 4}, std::vector<float>(4, static_cast<float>(i))));
+      if (!vm.ok() || !x.ok() || !(*s)->SetInputs(*vm, "main", {x->handle}).ok()) return;
+      auto out = (*s)->Invoke(*vm, "main");
+      if (!out.ok()) return;
+      auto y = (*s)->Download(out->outputs[0].handle);
+      if (y.ok() && ToFloats(*y)[0] == static_cast<float>(i) + 0.5f) ok++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+}
+
+// The CLI against this server: --fetch none keeps outputs on the server.
+TEST_F(ServerTest, CliFetchNoneMovesNoOutputBytes) {
+  std::string dir = ::testing::TempDir() + "/remex_cli_fetch";
+  std::filesystem::create_directories(dir);
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 16, 128, 128})
+      .Output("y", onnx::TensorProto::FLOAT, {1, 16, 128, 128});
+  b.Node("Relu", {"x"}, {"y"});
+  ASSERT_TRUE(b.Save(dir + "/relu.onnx"));
+  auto run = [&](const std::string& fetch) {
+    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + dir + "/relu.onnx --server " + server_.address() +
+                        " --fetch " + fetch + " --output-dir " + dir + "/out_" + fetch + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  auto none = run("none");
+  auto all = run("all");
+  EXPECT_FALSE(none["outputs"][0]["fetched"].get<bool>());
+  EXPECT_TRUE(all["outputs"][0]["fetched"].get<bool>());
+  EXPECT_EQ(none["outputs"][0]["shape"], nlohmann::json({1, 16, 128, 128}));
+  EXPECT_EQ(none["outputs"][0]["dtype"], "float32");
+  uint64_t output_bytes = 16 * 128 * 128 * 4;
+  uint64_t received_none = none["bytes"]["received"].get<uint64_t>();
+  uint64_t received_all = all["bytes"]["received"].get<uint64_t>();
+  EXPECT_LT(received_none, 8192u);                    // handles and shapes only
+  EXPECT_GT(received_all, received_none + output_bytes / 4);  // the data (zstd of Relu output)
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out_none/y.npy"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out_all/y.npy"));
+  for (const char* key : {"compile", "upload", "run", "fetch"}) {
+    EXPECT_GE(none["times_ms"][key].get<double>(), 0.0) << key;
+  }
+}
+
+TEST(CliTest, UnsupportedOpIsNamedWithItsNode) {
+  std::string dir = ::testing::TempDir() + "/remex_cli_unsupported";
+  std::filesystem::create_directories(dir);
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  b.Node("Celu", {"x"}, {"y"}, "celu_node");
+  ASSERT_TRUE(b.Save(dir + "/celu.onnx"));
+  auto r = RunCommand(std::string(REMEX_CLI_BIN) + " compile " + dir + "/celu.onnx -o " + dir + "/celu.rmx 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("UNIMPLEMENTED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'Celu'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'celu_node'"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, EmbeddedServerRunsWithoutServerFlag) {
+  std::string dir = ::testing::TempDir() + "/remex_cli_embedded";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(AddReluModel().Save(dir + "/m.onnx"));
+  auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + dir + "/m.onnx --shape x=2x4 --seed 3 --json --output-dir " +
+                      dir + "/out --save-inputs");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_NE(j["server"].get<std::string>().find("embedded"), std::string::npos);
+  auto x = npy::Read(dir + "/out/inputs/x.npy");
+  auto y = npy::Read(dir + "/out/y.npy");
+  ASSERT_TRUE(x.ok() && y.ok());
+  auto xv = ToFloats(*x), yv = ToFloats(*y);
+  const float b[4] = {0.5f, -0.5f, 1.0f, -1.0f};
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_FLOAT_EQ(yv[i], std::max(0.0f, xv[i] + b[i % 4]));
+}
+
+}  // namespace
+}  // namespace remex
