@@ -1,0 +1,254 @@
+// Conv: shape function checks and the oneDNN kernel against a direct convolution.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kernels/kernels.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+
+struct ConvCase {
+  Shape x;  // [N, C, spatial...]
+  int64_t m;
+  std::vector<int64_t> kernel;
+  int64_t group = 1;
+  std::vector<int64_t> strides;    // Empty: 1.
+  std::vector<int64_t> dilations;  // Empty: 1.
+  std::vector<int64_t> pads;       // Empty: 0.
+  std::string auto_pad = "NOTSET";
+  bool bias = true;
+};
+
+// Direct N-d convolution (up to 3 spatial dims) with explicit pads.
+std::vector<float> NaiveConv(const ConvCase& c, const std::vector<float>& x,
+                             const std::vector<float>& w, const std::vector<float>& b,
+                             const std::vector<int64_t>& pad_begin, const Shape& out_shape) {
+  const size_t nsp = c.kernel.size();
+  auto at = [](const std::vector<int64_t>& v, size_t i, int64_t def) {
+    return v.empty() ? def : v[i];
+  };
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+          d[3] = {1, 1, 1}, p[3] = {0, 0, 0};
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    in[j] = c.x[2 + i];
+    out[j] = out_shape[2 + i];
+    k[j] = c.kernel[i];
+    s[j] = at(c.strides, i, 1);
+    d[j] = at(c.dilations, i, 1);
+    p[j] = pad_begin[i];
+  }
+  const int64_t n = c.x[0], ch = c.x[1], cg = ch / c.group, mg = c.m / c.group;
+  std::vector<float> y(n * c.m * out[0] * out[1] * out[2], 0.f);
+  for (int64_t bn = 0; bn < n; ++bn)
+    for (int64_t oc = 0; oc < c.m; ++oc) {
+      const int64_t g = oc / mg;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            double acc = c.bias ? b[oc] : 0.0;
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                    const int64_t i0 = o0 * s[0] - p[0] + k0 * d[0];
+                    const int64_t i1 = o1 * s[1] - p[1] + k1 * d[1];
+                    const int64_t i2 = o2 * s[2] - p[2] + k2 * d[2];
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                      continue;
+                    const int64_t xc = g * cg + ic;
+                    const float xv = x[(((bn * ch + xc) * in[0] + i0) * in[1] + i1) * in[2] + i2];
+                    const float wv = w[(((oc * cg + ic) * k[0] + k0) * k[1] + k1) * k[2] + k2];
+                    acc += static_cast<double>(xv) * wv;
+                  }
+            y[(((bn * c.m + oc) * out[0] + o0) * out[1] + o1) * out[2] + o2] =
+                static_cast<float>(acc);
+          }
+    }
+  return y;
+}
+
+Attributes ConvAttrsOf(const ConvCase& c) {
+  Attributes a;
+  a.Set("kernel_shape", c.kernel);
+  a.Set("group", c.group);
+  if (!c.strides.empty()) a.Set("strides", c.strides);
+  if (!c.dilations.empty()) a.Set("dilations", c.dilations);
+  if (!c.pads.empty()) a.Set("pads", c.pads);
+  a.Set("auto_pad", c.auto_pad);
+  return a;
+}
+
+// Begin pads the same way ONNX defines them (reference side, written independently).
+std::vector<int64_t> BeginPads(const ConvCase& c) {
+  const size_t nsp = c.kernel.size();
+  std::vector<int64_t> p(nsp, 0);
+  for (size_t i = 0; i < nsp; ++i) {
+    if (c.auto_pad == "NOTSET") {
+      p[i] = c.pads.empty() ? 0 : c.pads[i];
+    } else if (c.auto_pad == "SAME_UPPER" || c.auto_pad == "SAME_LOWER") {
+      const int64_t in = c.x[2 + i];
+      const int64_t s = c.strides.empty() ? 1 : c.strides[i];
+      const int64_t d = c.dilations.empty() ? 1 : c.dilations[i];
+      const int64_t out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + (c.kernel[i] - 1) * d + 1 - in);
+      p[i] = c.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    }
+  }
+  return p;
+}
+
+class ConvRandomTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvRandomTest, MatchesDirectConvolution) {
+  const ConvCase& c = GetParam();
+  OpRunner r;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  Shape w_shape = {c.m, c.x[1] / c.group};
+  w_shape.insert(w_shape.end(), c.kernel.begin(), c.kernel.end());
+  std::vector<float> x(*NumElements(c.x)), w(*NumElements(w_shape)), b(c.m);
+  for (float& v : x) v = dist(rng);
+  for (float& v : w) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  std::vector<HostTensor> in = {HostTensor::Of(c.x, x), HostTensor::Of(w_shape, w)};
+  if (c.bias) in.push_back(HostTensor::Of<float>({c.m}, b));
+  const Attributes attrs = ConvAttrsOf(c);
+  auto infos = r.Infer("Conv", attrs, in);
+  ASSERT_TRUE(infos.ok()) << infos.status().ToString();
+  const Shape out_shape = (*infos)[0].shape;
+  auto factory = r.registry().FindKernel("Conv", DeviceKind::kCpu);
+  auto kernel = (*factory)(attrs);
+  ASSERT_TRUE(kernel.ok());
+  const std::vector<float> want = NaiveConv(c, x, w, b, BeginPads(c), out_shape);
+  // Twice: the second call uses the cached primitive.
+  for (int iter = 0; iter < 2; ++iter) {
+    auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> got = (*out)[0].Values<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4f) << "at " << i << " shape " << ShapeToString(out_shape);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConvRandomTest,
+    ::testing::Values(
+        ConvCase{{1, 3, 8, 8}, 4, {3, 3}, 1, {}, {}, {}},
+        ConvCase{{2, 4, 7, 9}, 6, {3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}},
+        ConvCase{{1, 8, 12, 10}, 8, {3, 3}, 8, {1, 1}, {}, {1, 1, 1, 1}},      // Depthwise.
+        ConvCase{{1, 16, 6, 24}, 16, {5, 5}, 16, {2, 2}, {}, {2, 2, 2, 2}},    // Depthwise s2.
+        ConvCase{{1, 4, 9, 9}, 4, {3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}},    // Dilated.
+        ConvCase{{1, 3, 10, 11}, 5, {3, 2}, 1, {2, 3}, {1, 2}, {1, 0, 2, 1}},  // Asymmetric.
+        ConvCase{{1, 3, 7, 7}, 2, {3, 3}, 1, {2, 2}, {}, {}, "SAME_UPPER", false},
+        ConvCase{{1, 3, 8, 8}, 2, {4, 4}, 1, {2, 2}, {}, {}, "SAME_LOWER"},
+        ConvCase{{1, 3, 8, 9}, 2, {3, 3}, 1, {2, 2}, {}, {}, "VALID"},
+        ConvCase{{1, 16, 4, 4}, 24, {1, 1}, 1, {}, {}, {}, "NOTSET", false},           // Pointwise.
+        ConvCase{{2, 4, 11}, 6, {3}, 2, {2}, {2}, {1, 2}},                             // 1-D.
+        ConvCase{{1, 2, 5, 6, 4}, 4, {3, 3, 2}, 2, {1, 2, 1}, {}, {1, 1, 0, 1, 1, 1}}  // 3-D.
+        ));
+
+TEST(ConvTest, AutoPadShapes) {
+  OpRunner r;
+  auto infer = [&](std::string auto_pad, Shape x, std::vector<int64_t> k, std::vector<int64_t> s) {
+    Shape w = {1, x[1]};
+    w.insert(w.end(), k.begin(), k.end());
+    return r.Infer("Conv", Attrs({{"auto_pad", auto_pad}, {"strides", s}}),
+                   {HostTensor::Zeros(DType::kFloat32, x), HostTensor::Zeros(DType::kFloat32, w)});
+  };
+  EXPECT_EQ((*infer("SAME_UPPER", {1, 1, 5, 5}, {3, 3}, {2, 2}))[0].shape, (Shape{1, 1, 3, 3}));
+  EXPECT_EQ((*infer("SAME_LOWER", {1, 1, 6, 5}, {3, 3}, {2, 2}))[0].shape, (Shape{1, 1, 3, 3}));
+  EXPECT_EQ((*infer("VALID", {1, 1, 5, 6}, {3, 3}, {2, 2}))[0].shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ((*infer("NOTSET", {1, 1, 5, 6}, {3, 3}, {1, 1}))[0].shape, (Shape{1, 1, 3, 4}));
+  // The MobileNetV3 stem: 48x192, 3x3 stride 2, pads 1.
+  auto stem = r.Infer(
+      "Conv",
+      Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+      {HostTensor::Zeros(DType::kFloat32, {1, 3, 48, 192}),
+       HostTensor::Zeros(DType::kFloat32, {16, 3, 3, 3}),
+       HostTensor::Zeros(DType::kFloat32, {16})});
+  ASSERT_TRUE(stem.ok());
+  EXPECT_EQ((*stem)[0].shape, (Shape{1, 16, 24, 96}));
+}
+
+TEST(ConvTest, InvalidInputsAreRefused) {
+  OpRunner r;
+  auto infer = [&](Attributes attrs, Shape x, Shape w, std::optional<Shape> b = std::nullopt,
+                   DType dt = DType::kFloat32) {
+    std::vector<HostTensor> in = {HostTensor::Zeros(dt, x), HostTensor::Zeros(dt, w)};
+    if (b) in.push_back(HostTensor::Zeros(dt, *b));
+    return r.Infer("Conv", attrs, in).status();
+  };
+  // Channel mismatch.
+  EXPECT_EQ(infer({}, {1, 3, 5, 5}, {4, 2, 3, 3}).code(), StatusCode::kInvalidArgument);
+  // Channels not divisible by group.
+  EXPECT_EQ(infer(Attrs({{"group", int64_t{2}}}), {1, 3, 5, 5}, {4, 1, 3, 3}).code(),
+            StatusCode::kInvalidArgument);
+  // Output channels not divisible by group.
+  EXPECT_EQ(infer(Attrs({{"group", int64_t{2}}}), {1, 4, 5, 5}, {3, 2, 3, 3}).code(),
+            StatusCode::kInvalidArgument);
+  // Rank mismatch.
+  EXPECT_EQ(infer({}, {1, 3, 5, 5}, {4, 3, 3}).code(), StatusCode::kInvalidArgument);
+  // Bias length.
+  EXPECT_EQ(infer({}, {1, 3, 5, 5}, {4, 3, 3, 3}, Shape{3}).code(), StatusCode::kInvalidArgument);
+  // kernel_shape differs from W.
+  EXPECT_EQ(infer(Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), {1, 3, 5, 5}, {4, 3, 3, 3})
+                .code(),
+            StatusCode::kInvalidArgument);
+  // Kernel larger than the input.
+  EXPECT_EQ(infer({}, {1, 3, 2, 2}, {4, 3, 3, 3}).code(), StatusCode::kInvalidArgument);
+  // Wrong pads length, negative pads, zero strides.
+  EXPECT_EQ(infer(Attrs({{"pads", std::vector<int64_t>{1, 1}}}), {1, 3, 5, 5}, {4, 3, 3, 3}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(infer(Attrs({{"pads", std::vector<int64_t>{-1, 0, 0, 0}}}), {1, 3, 5, 5}, {4, 3, 3, 3})
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      infer(Attrs({{"strides", std::vector<int64_t>{0, 1}}}), {1, 3, 5, 5}, {4, 3, 3, 3}).code(),
+      StatusCode::kInvalidArgument);
+  // Non-float32.
+  EXPECT_EQ(infer({}, {1, 3, 5, 5}, {4, 3, 3, 3}, std::nullopt, DType::kInt32).code(),
+            StatusCode::kInvalidArgument);
+  // The error names the op.
+  Status s = infer({}, {1, 3, 5, 5}, {4, 2, 3, 3});
+  EXPECT_EQ(s.message().rfind("Conv", 0), 0u) << s.message();
+  // Bad attributes refused at kernel creation.
+  auto factory = r.registry().FindKernel("Conv", DeviceKind::kCpu);
+  EXPECT_EQ((*factory)(Attrs({{"group", int64_t{0}}})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*factory)(Attrs({{"auto_pad", std::string("BOGUS")}})).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(ConvTest, CacheHandlesShapeChanges) {
+  OpRunner r;
+  auto factory = r.registry().FindKernel("Conv", DeviceKind::kCpu);
+  Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  auto kernel = (*factory)(attrs);
+  ASSERT_TRUE(kernel.ok());
+  std::vector<float> w(9, 1.0f);
+  for (int64_t h : {3, 5, 3}) {
+    std::vector<HostTensor> in = {HostTensor::Of<float>({1, 1, h, h}, std::vector<float>(h * h, 1)),
+                                  HostTensor::Of<float>({1, 1, 3, 3}, w)};
+    auto infos = r.Infer("Conv", attrs, in);
+    ASSERT_TRUE(infos.ok());
+    auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto v = (*out)[0].Values<float>();
+    ASSERT_EQ(v.size(), static_cast<size_t>(h * h));
+    EXPECT_EQ(v[0], 4);      // Corner.
+    EXPECT_EQ(v[h + 1], 9);  // Interior.
+  }
+}
+
+}  // namespace
+}  // namespace remex::kernels

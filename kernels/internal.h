@@ -1,0 +1,225 @@
+// Private helpers shared by the op implementations of the kernel library.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+
+namespace remex::kernels::internal {
+
+// INVALID_ARGUMENT "<op>: <message>".
+Status OpError(std::string_view op, std::string_view message);
+
+// Per-op-group registration, called by RegisterOpDefs / RegisterCpuKernels.
+Status AddElementwiseOpDefs(KernelRegistry& registry);
+Status AddElementwiseCpuKernels(KernelRegistry& registry);
+Status AddConvOpDefs(KernelRegistry& registry);
+Status AddConvCpuKernels(KernelRegistry& registry);
+Status AddPoolOpDefs(KernelRegistry& registry);
+Status AddPoolCpuKernels(KernelRegistry& registry);
+Status AddNormOpDefs(KernelRegistry& registry);  // BatchNormalization, Softmax.
+Status AddNormCpuKernels(KernelRegistry& registry);
+Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat, Reshape, Identity.
+Status AddTensorCpuKernels(KernelRegistry& registry);
+Status AddMatMulOpDefs(KernelRegistry& registry);
+Status AddMatMulCpuKernels(KernelRegistry& registry);
+
+// ---------------------------------------------------------------------------
+// Shapes.
+
+// Numpy multidirectional broadcast of two shapes; INVALID_ARGUMENT naming `op`.
+StatusOr<Shape> BroadcastShapes(std::string_view op, const Shape& a, const Shape& b);
+
+// Element count with overflow and negative-dimension checks.
+StatusOr<int64_t> CheckedNumElements(std::string_view op, const Shape& shape);
+
+// Normalises `axis` in [-rank, rank) to [0, rank).
+StatusOr<int64_t> NormalizeAxis(std::string_view op, int64_t axis, int64_t rank,
+                                std::string_view what = "axis");
+
+// Reads an int32 or int64 tensor's values (host memory) as int64.
+StatusOr<std::vector<int64_t>> ReadIndexTensor(std::string_view op, std::string_view what,
+                                               DType dtype, const Shape& shape, const void* data);
+
+// Sliding-window geometry of Conv and the pooling ops, per spatial dimension.
+struct WindowGeometry {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pad_begin;
+  std::vector<int64_t> pad_end;  // May differ from the attribute with ceil_mode.
+  std::vector<int64_t> output;
+};
+
+// Window attributes as ONNX names them (shared by Conv and MaxPool).
+struct WindowAttrs {
+  std::string auto_pad = "NOTSET";
+  std::vector<int64_t> kernel_shape;  // Empty: taken from the weights (Conv).
+  std::vector<int64_t> strides;       // Empty: all 1.
+  std::vector<int64_t> dilations;     // Empty: all 1.
+  std::vector<int64_t> pads;          // Empty: all 0. [begin..., end...].
+  bool ceil_mode = false;
+};
+
+// Reads auto_pad, kernel_shape, strides, dilations, pads (and ceil_mode when
+// `with_ceil_mode`) and checks their values (positive strides and dilations,
+// non-negative pads, known auto_pad).
+StatusOr<WindowAttrs> ParseWindowAttrs(std::string_view op, const Attributes& attrs,
+                                       bool with_ceil_mode);
+
+// Output extents and effective pads for `input` spatial extents and `kernel`.
+// INVALID_ARGUMENT when attribute lengths do not match the spatial rank or the
+// output would be empty or negative.
+StatusOr<WindowGeometry> ComputeWindowGeometry(std::string_view op, const WindowAttrs& attrs,
+                                               std::span<const int64_t> input,
+                                               std::span<const int64_t> kernel);
+
+bool IsFloatType(DType dtype);    // float16, float32, float64.
+bool IsNumericType(DType dtype);  // Every DType but bool and undefined.
+
+// ---------------------------------------------------------------------------
+// Kernels.
+
+// Views TensorRefs as shape-function arguments (data included: CPU memory).
+std::vector<ShapeFnArg> ToShapeArgs(std::span<const TensorRef> inputs);
+
+// Checks that the kernel got what the op's shape function expects: input count,
+// each present input has data (unless empty), and `outputs` match the inferred
+// dtypes and shapes.
+Status CheckAgainstShapeFn(const OpDef& def, const Attributes& attrs,
+                           std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
+
+// A CPU kernel that validates inputs and outputs against the op's definition
+// before running `Run`. Subclasses implement Run only.
+class ValidatedKernel : public OpKernel {
+ public:
+  ValidatedKernel(const OpDef& def, const Attributes& attrs) : def_(def), attrs_(attrs) {}
+
+  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final;
+
+ protected:
+  virtual Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) = 0;
+  const std::string& op() const { return def_.name; }
+  const Attributes& attrs() const { return attrs_; }
+
+ private:
+  OpDef def_;
+  Attributes attrs_;
+};
+
+// Registers a CPU kernel factory for `def.name` that builds `K(def, attrs)` after
+// `check(attrs)` (attribute validation, may be null) succeeds.
+template <typename K>
+Status AddValidatedKernel(KernelRegistry& registry, OpDef def,
+                          std::function<Status(const Attributes&)> check = nullptr) {
+  std::string name = def.name;
+  return registry.AddKernel(name, DeviceKind::kCpu,
+                            [def = std::move(def), check = std::move(check)](
+                                const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                              if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs));
+                            });
+}
+
+// ---------------------------------------------------------------------------
+// Element types.
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// The type arithmetic runs in: float for Half, T otherwise.
+template <typename T>
+using ComputeType = std::conditional_t<std::is_same_v<T, Half>, float, T>;
+
+template <typename T>
+inline ComputeType<T> Load(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return HalfToFloat(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+inline T Store(ComputeType<T> v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return FloatToHalf(v);
+  } else {
+    return v;
+  }
+}
+
+// Calls f(TypeTag<T>{}) for the C++ type of `dtype`. bool maps to bool. Returns
+// UNIMPLEMENTED naming `op` for kUndefined or unknown values.
+template <typename F>
+Status DispatchAllTypes(std::string_view op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: return f(TypeTag<float>{});
+    case DType::kFloat64: return f(TypeTag<double>{});
+    case DType::kFloat16: return f(TypeTag<Half>{});
+    case DType::kInt8: return f(TypeTag<int8_t>{});
+    case DType::kInt16: return f(TypeTag<int16_t>{});
+    case DType::kInt32: return f(TypeTag<int32_t>{});
+    case DType::kInt64: return f(TypeTag<int64_t>{});
+    case DType::kUint8: return f(TypeTag<uint8_t>{});
+    case DType::kUint16: return f(TypeTag<uint16_t>{});
+    case DType::kUint32: return f(TypeTag<uint32_t>{});
+    case DType::kUint64: return f(TypeTag<uint64_t>{});
+    case DType::kBool: return f(TypeTag<bool>{});
+    default: break;
+  }
+  return Unimplemented(std::string(op) + ": unsupported dtype " + std::string(DTypeName(dtype)));
+}
+
+// Like DispatchAllTypes without bool.
+template <typename F>
+Status DispatchNumeric(std::string_view op, DType dtype, F&& f) {
+  if (dtype == DType::kBool) {
+    return Unimplemented(std::string(op) + ": unsupported dtype bool");
+  }
+  return DispatchAllTypes(op, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      return Internal("unreachable");
+    } else {
+      return f(tag);
+    }
+  });
+}
+
+// Float types only (float16, float32, float64).
+template <typename F>
+Status DispatchFloat(std::string_view op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: return f(TypeTag<float>{});
+    case DType::kFloat64: return f(TypeTag<double>{});
+    case DType::kFloat16: return f(TypeTag<Half>{});
+    default: break;
+  }
+  return Unimplemented(std::string(op) + ": unsupported dtype " + std::string(DTypeName(dtype)) +
+                       " (float types only)");
+}
+
+template <typename T>
+inline T* DataAs(const TensorRef& t) {
+  return static_cast<T*>(t.data);
+}
+
+// "float32, int64" for error messages.
+std::string DTypeList(std::span<const DType> dtypes);
+
+}  // namespace remex::kernels::internal

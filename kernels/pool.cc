@@ -1,0 +1,232 @@
+// Pooling: MaxPool (with optional Indices) and GlobalAveragePool.
+
+#include <limits>
+#include <string>
+
+#include "kernels/internal.h"
+
+namespace remex::kernels::internal {
+namespace {
+
+constexpr std::string_view kMaxPool = "MaxPool";
+constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
+
+struct MaxPoolAttrs {
+  WindowAttrs window;
+  int64_t storage_order = 0;
+};
+
+StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
+  MaxPoolAttrs p;
+  REMEX_ASSIGN_OR_RETURN(p.window, ParseWindowAttrs(kMaxPool, attrs, /*with_ceil_mode=*/true));
+  if (p.window.kernel_shape.empty()) return OpError(kMaxPool, "kernel_shape is required");
+  StatusOr<int64_t> order = attrs.Int("storage_order", 0);
+  if (!order.ok()) return OpError(kMaxPool, order.status().message());
+  if (*order != 0 && *order != 1) return OpError(kMaxPool, "storage_order must be 0 or 1");
+  p.storage_order = *order;
+  return p;
+}
+
+bool MaxPoolType(DType dt) {
+  return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||
+         dt == DType::kInt8 || dt == DType::kUint8;
+}
+
+StatusOr<WindowGeometry> MaxPoolGeometry(const MaxPoolAttrs& p, const ShapeFnArg& x) {
+  if (!MaxPoolType(x.dtype)) {
+    return OpError(kMaxPool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  const size_t nsp = p.window.kernel_shape.size();
+  if (x.shape.size() != nsp + 2) {
+    return OpError(kMaxPool, "X " + ShapeToString(x.shape) + " must have rank " +
+                                 std::to_string(nsp + 2) + " for kernel_shape of " +
+                                 std::to_string(nsp) + " dims");
+  }
+  if (nsp < 1 || nsp > 3) return OpError(kMaxPool, "supports 1-D to 3-D pooling");
+  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
+  return ComputeWindowGeometry(kMaxPool, p.window, spatial, p.window.kernel_shape);
+}
+
+StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
+                                               std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kMaxPool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs p, ParseMaxPoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(p, in[0]));
+  Shape out = {in[0].shape[0], in[0].shape[1]};
+  out.insert(out.end(), g.output.begin(), g.output.end());
+  return std::vector<TensorInfo>{{in[0].dtype, out}, {DType::kInt64, out}};
+}
+
+OpDef MaxPoolDef() {
+  OpDef def;
+  def.name = std::string(kMaxPool);
+  def.max_outputs = 2;
+  def.infer = InferMaxPool;
+  return def;
+}
+
+class MaxPoolKernel final : public ValidatedKernel {
+ public:
+  MaxPoolKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), attrs_(*ParseMaxPoolAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(attrs_, args[0]));
+    int64_t* indices = out.size() > 1 ? DataAs<int64_t>(out[1]) : nullptr;
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]), indices);
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y, int64_t* indices) const {
+    using C = ComputeType<T>;
+    // Pad to 3 spatial dims (leading extent-1 dims).
+    const size_t nsp = g.kernel.size();
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+            d[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+    for (size_t i = 0; i < nsp; ++i) {
+      const size_t j = 3 - nsp + i;
+      in[j] = x.shape[2 + i];
+      out[j] = g.output[i];
+      k[j] = g.kernel[i];
+      s[j] = g.strides[i];
+      d[j] = g.dilations[i];
+      pb[j] = g.pad_begin[i];
+    }
+    const int64_t planes = x.shape[0] * x.shape[1];
+    const int64_t in_plane = in[0] * in[1] * in[2];
+    const int64_t out_plane = out[0] * out[1] * out[2];
+    // Column-major (storage_order 1) strides over the real spatial dims.
+    int64_t cm_stride[3] = {0, 0, 0};
+    {
+      int64_t acc = 1;
+      for (size_t i = 0; i < nsp; ++i) {
+        cm_stride[3 - nsp + i] = acc;
+        acc *= in[3 - nsp + i];
+      }
+    }
+    const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                          : std::numeric_limits<C>::lowest();
+    const T* xp = DataAs<const T>(x);
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* xplane = xp + p * in_plane;
+      T* yplane = y + p * out_plane;
+      int64_t* iplane = indices ? indices + p * out_plane : nullptr;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            C best = lowest;
+            int64_t best_pos[3] = {-1, -1, -1};
+            const int64_t st0 = o0 * s[0] - pb[0];
+            const int64_t st1 = o1 * s[1] - pb[1];
+            const int64_t st2 = o2 * s[2] - pb[2];
+            for (int64_t k0 = 0; k0 < k[0]; ++k0) {
+              const int64_t i0 = st0 + k0 * d[0];
+              if (i0 < 0 || i0 >= in[0]) continue;
+              for (int64_t k1 = 0; k1 < k[1]; ++k1) {
+                const int64_t i1 = st1 + k1 * d[1];
+                if (i1 < 0 || i1 >= in[1]) continue;
+                const T* row = xplane + (i0 * in[1] + i1) * in[2];
+                for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                  const int64_t i2 = st2 + k2 * d[2];
+                  if (i2 < 0 || i2 >= in[2]) continue;
+                  const C v = Load(row[i2]);
+                  if (best_pos[0] < 0 || v > best) {
+                    best = v;
+                    best_pos[0] = i0;
+                    best_pos[1] = i1;
+                    best_pos[2] = i2;
+                  }
+                }
+              }
+            }
+            const int64_t o = (o0 * out[1] + o1) * out[2] + o2;
+            yplane[o] = Store<T>(best_pos[0] < 0 ? lowest : best);
+            if (iplane) {
+              int64_t idx = -1;
+              if (best_pos[0] >= 0) {
+                idx = attrs_.storage_order == 0
+                          ? (best_pos[0] * in[1] + best_pos[1]) * in[2] + best_pos[2]
+                          : best_pos[0] * cm_stride[0] + best_pos[1] * cm_stride[1] +
+                                best_pos[2] * cm_stride[2];
+                idx += p * in_plane;
+              }
+              iplane[o] = idx;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  MaxPoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+
+StatusOr<std::vector<TensorInfo>> InferGlobalAveragePool(const Attributes&,
+                                                         std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kGlobalAveragePool, "expects 1 input");
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(kGlobalAveragePool, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  }
+  if (in[0].shape.size() < 3) {
+    return OpError(kGlobalAveragePool, "X must have rank >= 3, got " + ShapeToString(in[0].shape));
+  }
+  Shape out = in[0].shape;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  return std::vector<TensorInfo>{{in[0].dtype, out}};
+}
+
+class GlobalAveragePoolKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t p = 0; p < planes; ++p) {
+        double sum = 0;
+        const T* row = x + p * size;
+        for (int64_t i = 0; i < size; ++i) sum += static_cast<double>(Load(row[i]));
+        y[p] = Store<T>(static_cast<ComputeType<T>>(
+            size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size));
+      }
+      return OkStatus();
+    });
+  }
+};
+
+OpDef GlobalAveragePoolDef() {
+  OpDef def;
+  def.name = std::string(kGlobalAveragePool);
+  def.infer = InferGlobalAveragePool;
+  return def;
+}
+
+}  // namespace
+
+Status AddPoolOpDefs(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(registry.AddOp(MaxPoolDef()));
+  return registry.AddOp(GlobalAveragePoolDef());
+}
+
+Status AddPoolCpuKernels(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MaxPoolKernel>(
+      registry, MaxPoolDef(),
+      [](const Attributes& attrs) { return ParseMaxPoolAttrs(attrs).status(); }));
+  return AddValidatedKernel<GlobalAveragePoolKernel>(registry, GlobalAveragePoolDef());
+}
+
+}  // namespace remex::kernels::internal

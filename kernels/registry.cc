@@ -1,0 +1,190 @@
+// Attributes, KernelRegistry, InferShapes and the top-level registration.
+
+#include <string>
+#include <utility>
+
+#include "kernels/internal.h"
+#include "kernels/kernels.h"
+
+namespace remex::kernels {
+namespace {
+
+template <typename T>
+constexpr std::string_view AttrTypeName() {
+  if constexpr (std::is_same_v<T, int64_t>) return "int";
+  if constexpr (std::is_same_v<T, float>) return "float";
+  if constexpr (std::is_same_v<T, std::string>) return "string";
+  if constexpr (std::is_same_v<T, std::vector<int64_t>>) return "ints";
+  if constexpr (std::is_same_v<T, std::vector<float>>) return "floats";
+  return "?";
+}
+
+std::string_view HeldTypeName(const AttrValue& v) {
+  return std::visit([](const auto& x) { return AttrTypeName<std::decay_t<decltype(x)>>(); }, v);
+}
+
+template <typename T>
+StatusOr<T> Get(const std::map<std::string, AttrValue, std::less<>>& values, std::string_view name,
+                const T* default_value) {
+  auto it = values.find(name);
+  if (it == values.end()) {
+    if (default_value) return *default_value;
+    return NotFound("attribute '" + std::string(name) + "' is required");
+  }
+  if (const T* v = std::get_if<T>(&it->second)) return *v;
+  return InvalidArgument("attribute '" + std::string(name) + "' must be " +
+                         std::string(AttrTypeName<T>()) + ", got " +
+                         std::string(HeldTypeName(it->second)));
+}
+
+}  // namespace
+
+std::string_view DeviceKindName(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::kCpu: return "cpu";
+    case DeviceKind::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+StatusOr<int64_t> Attributes::Int(std::string_view name) const {
+  return Get<int64_t>(values_, name, nullptr);
+}
+StatusOr<int64_t> Attributes::Int(std::string_view name, int64_t default_value) const {
+  return Get<int64_t>(values_, name, &default_value);
+}
+StatusOr<float> Attributes::Float(std::string_view name) const {
+  return Get<float>(values_, name, nullptr);
+}
+StatusOr<float> Attributes::Float(std::string_view name, float default_value) const {
+  return Get<float>(values_, name, &default_value);
+}
+StatusOr<std::string> Attributes::String(std::string_view name) const {
+  return Get<std::string>(values_, name, nullptr);
+}
+StatusOr<std::string> Attributes::String(std::string_view name, std::string default_value) const {
+  return Get<std::string>(values_, name, &default_value);
+}
+StatusOr<std::vector<int64_t>> Attributes::Ints(std::string_view name) const {
+  return Get<std::vector<int64_t>>(values_, name, nullptr);
+}
+StatusOr<std::vector<int64_t>> Attributes::Ints(std::string_view name,
+                                                std::vector<int64_t> default_value) const {
+  return Get<std::vector<int64_t>>(values_, name, &default_value);
+}
+StatusOr<std::vector<float>> Attributes::Floats(std::string_view name) const {
+  return Get<std::vector<float>>(values_, name, nullptr);
+}
+StatusOr<std::vector<float>> Attributes::Floats(std::string_view name,
+                                                std::vector<float> default_value) const {
+  return Get<std::vector<float>>(values_, name, &default_value);
+}
+
+Status KernelRegistry::AddOp(OpDef def) {
+  if (def.name.empty()) return InvalidArgument("op definition without a name");
+  if (!def.infer) return InvalidArgument("op " + def.name + " has no shape function");
+  std::string name = def.name;
+  auto [it, inserted] = ops_.emplace(name, std::move(def));
+  if (!inserted) {
+    return {StatusCode::kAlreadyExists, "op " + name + " is already registered"};
+  }
+  return OkStatus();
+}
+
+Status KernelRegistry::AddKernel(std::string_view op, DeviceKind device, KernelFactory factory) {
+  if (!factory) return InvalidArgument("kernel for " + std::string(op) + " has no factory");
+  auto [it, inserted] =
+      kernels_.emplace(std::make_pair(std::string(op), device), std::move(factory));
+  if (!inserted) {
+    return {StatusCode::kAlreadyExists, "kernel " + std::string(op) + " on " +
+                                            std::string(DeviceKindName(device)) +
+                                            " is already registered"};
+  }
+  return OkStatus();
+}
+
+const OpDef* KernelRegistry::FindOp(std::string_view op) const {
+  auto it = ops_.find(op);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+const KernelFactory* KernelRegistry::FindKernel(std::string_view op, DeviceKind device) const {
+  auto it = kernels_.find(std::make_pair(std::string(op), device));
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KernelRegistry::OpNames() const {
+  std::vector<std::string> names;
+  names.reserve(ops_.size());
+  for (const auto& [name, def] : ops_) names.push_back(name);
+  return names;
+}
+
+StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,
+                                              std::span<const ShapeFnArg> inputs) {
+  const int64_t n = static_cast<int64_t>(inputs.size());
+  if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) {
+    std::string expected = std::to_string(def.min_inputs);
+    if (def.max_inputs != def.min_inputs) {
+      expected += def.max_inputs < 0 ? " or more" : " to " + std::to_string(def.max_inputs);
+    }
+    return InvalidArgument(def.name + ": expects " + expected + " inputs, got " +
+                           std::to_string(n));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const ShapeFnArg& arg = inputs[i];
+    if (!arg.present) {
+      if (i < def.min_inputs) {
+        return InvalidArgument(def.name + ": input " + std::to_string(i) +
+                               " is required but absent");
+      }
+      continue;
+    }
+    if (DTypeSize(arg.dtype) == 0) {
+      return InvalidArgument(def.name + ": input " + std::to_string(i) + " has invalid dtype " +
+                             std::to_string(static_cast<int>(arg.dtype)));
+    }
+    if (!NumElements(arg.shape)) {
+      return InvalidArgument(def.name + ": input " + std::to_string(i) + " has invalid shape " +
+                             ShapeToString(arg.shape));
+    }
+    if (def.DepOf(i) == ShapeDep::kData && arg.data == nullptr && *NumElements(arg.shape) > 0) {
+      return InvalidArgument(def.name + ": input " + std::to_string(i) +
+                             " is needed by value but its data was not given");
+    }
+  }
+  StatusOr<std::vector<TensorInfo>> result = def.infer(attrs, inputs);
+  if (!result.ok()) {
+    const Status& s = result.status();
+    // Make sure the op is named whatever the shape function said.
+    if (s.message().rfind(def.name, 0) == 0) return s;
+    return s.WithContext(def.name);
+  }
+  const int64_t outs = static_cast<int64_t>(result->size());
+  if (outs < def.min_outputs || (def.max_outputs >= 0 && outs > def.max_outputs)) {
+    return Internal(def.name + ": shape function returned " + std::to_string(outs) + " outputs");
+  }
+  return result;
+}
+
+Status RegisterOpDefs(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(internal::AddElementwiseOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddConvOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddPoolOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNormOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
+  return OkStatus();
+}
+
+Status RegisterCpuKernels(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(internal::AddElementwiseCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddConvCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddPoolCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNormCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));
+  return OkStatus();
+}
+
+}  // namespace remex::kernels
