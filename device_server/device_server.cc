@@ -214,7 +214,8 @@ class Session final : public rpc::ConnectionHandler {
 
   StatusOr<std::pair<DType, Shape>> ReadDesc(wire::TensorDesc::Reader desc) {
     REMEX_ASSIGN_OR_RETURN(DType dtype, ReadDType(desc.getDtype()));
-    Shape shape(desc.getShape().begin(), desc.getShape().end());
+    Shape shape;
+    for (int64_t d : desc.getShape()) shape.push_back(d);
     return std::make_pair(dtype, std::move(shape));
   }
 

@@ -45,8 +45,10 @@ class DeviceServer {
   // Closes every session and stops serving. Idempotent.
   void Stop();
 
- private:
+  // Registry, device and allocator, shared by the server's sessions (opaque).
   struct State;
+
+ private:
   DeviceServer() = default;
   std::shared_ptr<State> state_;
   std::unique_ptr<rpc::Server> server_;

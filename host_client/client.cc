@@ -29,7 +29,9 @@ void SetDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& shape) {
 StatusOr<std::pair<DType, Shape>> GetDesc(wire::TensorDesc::Reader desc) {
   auto dtype = DTypeFromOnnx(desc.getDtype());
   if (!dtype) return Internal("server sent dtype " + std::to_string(desc.getDtype()));
-  return std::make_pair(*dtype, Shape(desc.getShape().begin(), desc.getShape().end()));
+  Shape shape;
+  for (int64_t d : desc.getShape()) shape.push_back(d);
+  return std::make_pair(*dtype, std::move(shape));
 }
 
 StatusOr<RemoteTensor> ToRemote(wire::TensorReply::Reader r) {

@@ -26,13 +26,54 @@ DType FallbackDType(const Graph& g, const Node& n, size_t output) {
 
 }  // namespace
 
-Status InferShapes(Graph& graph, const kernels::KernelRegistry& registry) {
+namespace {
+
+// Evaluates `node` (all inputs constant, outputs static) with its CPU kernel; its
+// outputs become constants.
+Status FoldNode(Graph& graph, const Node& node, const kernels::KernelFactory& factory) {
+  auto kernel = factory(node.attrs);
+  if (!kernel.ok()) return kernel.status().WithContext(Where(node));
+  std::vector<kernels::TensorRef> ins(node.inputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] < 0) continue;
+    const Value& v = graph.values[node.inputs[i]];
+    if (!v.constant) {  // a shape-only input: the kernel reads its shape
+      ins[i] = {nullptr, v.dtype, v.shape};
+      continue;
+    }
+    auto& c = graph.constants[*v.constant];
+    ins[i] = {c.data.data(), c.dtype, c.shape};
+  }
+  std::vector<vm::ConstantDef> results(node.outputs.size());
+  std::vector<kernels::TensorRef> outs(node.outputs.size());
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const Value& v = graph.values[node.outputs[i]];
+    results[i].dtype = v.dtype;
+    results[i].shape = v.shape;
+    results[i].data.resize(static_cast<size_t>(*NumElements(v.shape)) * DTypeSize(v.dtype));
+    outs[i] = {results[i].data.data(), v.dtype, v.shape};
+  }
+  Status st = (*kernel)->Compute(ins, outs);
+  if (!st.ok()) return st.WithContext("folding " + Where(node));
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    graph.values[node.outputs[i]].constant = graph.constants.size();
+    graph.constants.push_back(std::move(results[i]));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<int> InferShapes(Graph& graph, const kernels::KernelRegistry& registry, bool fold_constants) {
+  int folded = 0;
+  std::vector<Node> kept;
   std::vector<kernels::ShapeFnArg> args;
   for (Node& node : graph.nodes) {
     const kernels::OpDef* op = registry.FindOp(node.op);
     if (!op) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
     args.assign(node.inputs.size(), {});
     bool computable = true;
+    bool all_constant = !node.inputs.empty();
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (node.inputs[i] < 0) continue;
       const Value& v = graph.values[node.inputs[i]];
@@ -40,6 +81,7 @@ Status InferShapes(Graph& graph, const kernels::KernelRegistry& registry) {
       args[i].dtype = v.dtype;
       args[i].shape = v.shape;
       if (!v.static_shape()) computable = false;
+      if (!v.constant && !op->reads_shapes_only) all_constant = false;
       if (op->DepOf(i) == kernels::ShapeDep::kData) {
         if (v.constant) {
           args[i].data = graph.constants[*v.constant].data.data();
@@ -64,54 +106,17 @@ Status InferShapes(Graph& graph, const kernels::KernelRegistry& registry) {
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         Value& out = graph.values[node.outputs[i]];
         out.dtype = FallbackDType(graph, node, i);
-        out.rank_known = false;
-        out.shape.clear();
+        // A graph output keeps the rank the model declares for it; others are unknown.
+        if (!out.rank_known) out.shape.clear();
       }
     }
-  }
-  return OkStatus();
-}
-
-StatusOr<int> FoldConstants(Graph& graph, const kernels::KernelRegistry& registry) {
-  int folded = 0;
-  std::vector<Node> kept;
-  for (Node& node : graph.nodes) {
-    bool all_constant = !node.inputs.empty();
-    for (int in : node.inputs) {
-      if (in >= 0 && !graph.values[in].constant) all_constant = false;
-    }
-    for (int out : node.outputs) {
-      if (!graph.values[out].static_shape()) all_constant = false;
-    }
     const kernels::KernelFactory* factory = registry.FindKernel(node.op, kernels::DeviceKind::kCpu);
-    if (!all_constant || !factory) {
-      kept.push_back(std::move(node));
+    if (fold_constants && computable && all_constant && factory) {
+      REMEX_RETURN_IF_ERROR(FoldNode(graph, node, *factory));
+      ++folded;
       continue;
     }
-    auto kernel = (*factory)(node.attrs);
-    if (!kernel.ok()) return kernel.status().WithContext(Where(node));
-    std::vector<kernels::TensorRef> ins(node.inputs.size());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.inputs[i] < 0) continue;
-      auto& c = graph.constants[*graph.values[node.inputs[i]].constant];
-      ins[i] = {c.data.data(), c.dtype, c.shape};
-    }
-    std::vector<vm::ConstantDef> results(node.outputs.size());
-    std::vector<kernels::TensorRef> outs(node.outputs.size());
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      const Value& v = graph.values[node.outputs[i]];
-      results[i].dtype = v.dtype;
-      results[i].shape = v.shape;
-      results[i].data.resize(static_cast<size_t>(*NumElements(v.shape)) * DTypeSize(v.dtype));
-      outs[i] = {results[i].data.data(), v.dtype, v.shape};
-    }
-    Status st = (*kernel)->Compute(ins, outs);
-    if (!st.ok()) return st.WithContext("folding " + Where(node));
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      graph.values[node.outputs[i]].constant = graph.constants.size();
-      graph.constants.push_back(std::move(results[i]));
-    }
-    ++folded;
+    kept.push_back(std::move(node));
   }
   graph.nodes = std::move(kept);
   return folded;
@@ -322,10 +327,7 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
                                          const CompileOptions& options, CompileStats* stats) {
   CompileStats local;
   local.nodes_in = static_cast<int>(graph.nodes.size());
-  REMEX_RETURN_IF_ERROR(InferShapes(graph, registry));
-  if (options.fold_constants) {
-    REMEX_ASSIGN_OR_RETURN(local.nodes_folded, FoldConstants(graph, registry));
-  }
+  REMEX_ASSIGN_OR_RETURN(local.nodes_folded, InferShapes(graph, registry, options.fold_constants));
   local.nodes_removed = EliminateDeadCode(graph);
   REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, Codegen(graph, registry));
   local.kernels = static_cast<int>(def.kernels.size());

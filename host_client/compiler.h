@@ -31,14 +31,14 @@ struct CompileStats {
   uint64_t constant_bytes = 0;
 };
 
-// Infers dtypes and shapes through the graph with the registry's shape functions.
-// Output shapes stay unknown (-1 / unknown rank) where they depend on dynamic dims or
-// on values only known at run time. Errors name the node.
-Status InferShapes(Graph& graph, const kernels::KernelRegistry& registry);
-
-// Replaces nodes whose inputs are all constants by their results, computed with the
-// CPU kernels. Returns the number of nodes folded.
-StatusOr<int> FoldConstants(Graph& graph, const kernels::KernelRegistry& registry);
+// Infers dtypes and shapes through the graph, in order, with the registry's shape
+// functions; with `fold_constants`, a node whose inputs are all constants is evaluated
+// with its CPU kernel and replaced by its results, so that shape chains
+// (Shape -> Slice -> Concat -> Reshape) fold away when the input shapes are static.
+// Shapes stay unknown (-1 / unknown rank) where they depend on dynamic dims or on
+// values only known at run time. Returns the number of nodes folded; errors name the
+// node.
+StatusOr<int> InferShapes(Graph& graph, const kernels::KernelRegistry& registry, bool fold_constants);
 
 // Removes nodes and constants that no graph output depends on. Returns nodes removed.
 int EliminateDeadCode(Graph& graph);

@@ -105,12 +105,14 @@ Status ParseInto(std::span<const std::byte> bytes, ExecutableDef& def) {
         case format::Attribute::FLOAT: entry.attrs.Set(name, a.getFloat()); break;
         case format::Attribute::STRING: entry.attrs.Set(name, std::string(a.getString())); break;
         case format::Attribute::INTS: {
-          std::vector<int64_t> v(a.getInts().begin(), a.getInts().end());
+          std::vector<int64_t> v;
+          for (int64_t x : a.getInts()) v.push_back(x);
           entry.attrs.Set(name, std::move(v));
           break;
         }
         case format::Attribute::FLOATS: {
-          std::vector<float> v(a.getFloats().begin(), a.getFloats().end());
+          std::vector<float> v;
+          for (float x : a.getFloats()) v.push_back(x);
           entry.attrs.Set(name, std::move(v));
           break;
         }
@@ -129,7 +131,7 @@ Status ParseInto(std::span<const std::byte> bytes, ExecutableDef& def) {
     auto dtype = DTypeFromOnnx(c.getDtype());
     if (!dtype) return InvalidArgument(what + " has unsupported dtype " + std::to_string(c.getDtype()));
     constant.dtype = *dtype;
-    constant.shape.assign(c.getShape().begin(), c.getShape().end());
+    for (int64_t d : c.getShape()) constant.shape.push_back(d);
     auto n = NumElements(constant.shape);
     uint64_t expected = 0;
     if (!n || __builtin_mul_overflow(static_cast<uint64_t>(*n), DTypeSize(constant.dtype), &expected) ||
@@ -170,7 +172,9 @@ Status ParseInto(std::span<const std::byte> bytes, ExecutableDef& def) {
       return InvalidArgument("function '" + fn.name + "' declares too many registers");
     }
     fn.num_registers = static_cast<int32_t>(f.getNumRegisters());
-    std::vector<int64_t> code(f.getCode().begin(), f.getCode().end());
+    std::vector<int64_t> code;
+    code.reserve(f.getCode().size());
+    for (int64_t w : f.getCode()) code.push_back(w);
     auto decoded = Decode(code);
     if (!decoded.ok()) return decoded.status().WithContext("function '" + fn.name + "'");
     fn.code = std::move(decoded).value();
