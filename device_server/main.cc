@@ -4,6 +4,7 @@
 // one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
 // connections, and stops cleanly on SIGINT or SIGTERM.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "request threads")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_flag("--quiet", quiet, "log warnings and errors only");
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr; stdout carries the "listening on" line only.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
   if (quiet) spdlog::set_level(spdlog::level::warn);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
 

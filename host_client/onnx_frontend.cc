@@ -1,5 +1,6 @@
 #include "host_client/onnx_frontend.h"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -10,6 +11,9 @@
 namespace remex::compiler {
 namespace {
 
+// Remex implements the operator definitions in effect from opset 7 to opset 17. A model
+// may import an older opset when every op it uses is still defined as in opset 7
+// (checked per node with ONNX's own schema registry).
 constexpr int kMinOpset = 7;
 constexpr int kMaxOpset = 17;
 
@@ -140,16 +144,32 @@ class Importer {
 
  private:
   Status ReadOpset(const onnx::ModelProto& model) {
+    std::string domains;
     for (const auto& imp : model.opset_import()) {
       if (imp.domain().empty() || imp.domain() == "ai.onnx") graph_.opset = static_cast<int>(imp.version());
+      else domains += " '" + imp.domain() + "'";
     }
-    if (graph_.opset == 0) return InvalidArgument("model imports no default-domain opset");
-    if (graph_.opset < kMinOpset || graph_.opset > kMaxOpset) {
+    if (graph_.opset == 0) {
+      return Unimplemented("model imports no default-domain opset (only" + domains + ")");
+    }
+    if (graph_.opset > kMaxOpset) {
       return Unimplemented("model uses opset " + std::to_string(graph_.opset) +
                            "; Remex supports opsets " + std::to_string(kMinOpset) + "-" +
                            std::to_string(kMaxOpset));
     }
     return OkStatus();
+  }
+
+  // UNIMPLEMENTED when the definition of `op` in the model's opset predates the one in
+  // effect at opset 7 (e.g. Reshape-1 with its shape attribute).
+  Status CheckOpVersion(const std::string& op, const std::string& where) {
+    if (graph_.opset >= kMinOpset) return OkStatus();
+    const auto* in_model = onnx::OpSchemaRegistry::Schema(op, graph_.opset, "");
+    const auto* at_min = onnx::OpSchemaRegistry::Schema(op, kMinOpset, "");
+    if (in_model && at_min && in_model->since_version() == at_min->since_version()) return OkStatus();
+    return Unimplemented(where + ": " + op + " of opset " + std::to_string(graph_.opset) +
+                         " predates the definitions Remex implements (opsets " + std::to_string(kMinOpset) +
+                         "-" + std::to_string(kMaxOpset) + ")");
   }
 
   StatusOr<Value> ValueFromInfo(const onnx::ValueInfoProto& info) {
@@ -282,10 +302,14 @@ class Importer {
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       return Unimplemented("unsupported op '" + n.domain() + "::" + n.op_type() + "' in " + where);
     }
-    if (n.op_type() == "Constant") return ImportConstant(n, where);
+    if (n.op_type() == "Constant") {
+      REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
+      return ImportConstant(n, where);
+    }
     if (!registry_.FindOp(n.op_type())) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
+    REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
     Node node;
     node.op = n.op_type();
     node.name = name;

@@ -10,6 +10,7 @@
 // talks to it over the same protocol as to a remote one.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cmath>
@@ -427,6 +428,8 @@ int main(int argc, char** argv) {
   compare->add_option("--atol", atol)->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
+  // The embedded server logs warnings and errors only.
+  spdlog::set_level(spdlog::level::warn);
   if (*compile) return Compile(model, output, shapes);
   if (*run_cmd) return Run(run);
   if (*compare) return Compare(expected, actual, rtol, atol);

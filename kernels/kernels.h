@@ -107,6 +107,10 @@ struct OpDef {
   // Per input; inputs beyond the list take the last entry (variadic ops).
   std::vector<ShapeDep> input_deps;
   ShapeFn infer;
+  // The kernel reads its inputs' dtypes and shapes, never their data (Shape, Size):
+  // inputs may arrive with data == nullptr, and the op folds to a constant whenever
+  // its input shapes are static.
+  bool reads_shapes_only = false;
 
   ShapeDep DepOf(size_t input) const {
     if (input_deps.empty()) return ShapeDep::kShape;

@@ -75,6 +75,7 @@ OpDef ShapeDef() {
   OpDef def;
   def.name = "Shape";
   def.infer = InferShape;
+  def.reads_shapes_only = true;
   return def;
 }
 

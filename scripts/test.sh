@@ -21,7 +21,9 @@ REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
 REMEX_ORT_MODULES=$(cd "$REMEX_MODELS_DIR/../../.." && pwd)
 REMEX_CONFORMANCE_DIR=$(scripts/conformance-dir.sh)
 REMEX_ORT_RUN=$repo/tests/reference/ort_run.js
-export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN
+# The model and conformance tests fail, rather than skip, when their data is missing.
+REMEX_REQUIRE_MODELS=1
+export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
 exec ctest --test-dir build --output-on-failure -j2

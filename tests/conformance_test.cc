@@ -92,6 +92,13 @@ CaseResult RunCase(const fs::path& dir) {
     return r;
   };
 
+  for (const auto* list : {&model.graph().input(), &model.graph().output()}) {
+    for (const auto& v : *list) {
+      if (!v.type().has_tensor_type()) {
+        return skip(Unimplemented("value '" + v.name() + "' is a sequence or optional, which Remex does not hold"));
+      }
+    }
+  }
   fs::path data = dir / "test_data_set_0";
   // Graph inputs in order, minus initializers.
   std::set<std::string> initializers;
