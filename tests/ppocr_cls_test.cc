@@ -7,6 +7,8 @@
 // (set REMEX_REQUIRE_MODELS=1 to make that a failure).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "host_client/compare.h"
@@ -35,7 +37,9 @@ class PpOcrClsTest : public ::testing::Test {
       if (Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "models or ONNX Runtime missing";
       GTEST_SKIP() << "REMEX_MODELS_DIR / REMEX_ORT_RUN not set: run scripts/test.sh";
     }
-    dir_ = ::testing::TempDir() + "/remex_ppocr_cls";
+    // Per test and process: ctest runs the tests of this file in parallel.
+    dir_ = ::testing::TempDir() + "/remex_ppocr_cls_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     ASSERT_NE(server_.port(), 0);
