@@ -152,8 +152,9 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{{1, 3, 7, 7}, 2, {3, 3}, 1, {2, 2}, {}, {}, "SAME_UPPER", false},
         ConvCase{{1, 3, 8, 8}, 2, {4, 4}, 1, {2, 2}, {}, {}, "SAME_LOWER"},
         ConvCase{{1, 3, 8, 9}, 2, {3, 3}, 1, {2, 2}, {}, {}, "VALID"},
-        ConvCase{{1, 16, 4, 4}, 24, {1, 1}, 1, {}, {}, {}, "NOTSET", false},           // Pointwise.
-        ConvCase{{2, 4, 11}, 6, {3}, 2, {2}, {2}, {1, 2}},                             // 1-D.
+        ConvCase{{1, 16, 4, 4}, 24, {1, 1}, 1, {}, {}, {}, "NOTSET", false},  // Pointwise.
+        ConvCase{{2, 8, 7, 9}, 4, {1, 1}, 1, {2, 2}, {}, {1, 0, 0, 1}},       // Strided 1x1.
+        ConvCase{{2, 4, 11}, 6, {3}, 2, {2}, {2}, {1, 2}},                    // 1-D.
         ConvCase{{1, 2, 5, 6, 4}, 4, {3, 3, 2}, 2, {1, 2, 1}, {}, {1, 1, 0, 1, 1, 1}}  // 3-D.
         ));
 
