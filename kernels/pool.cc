@@ -113,48 +113,55 @@ class MaxPoolKernel final : public ValidatedKernel {
     }
     const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                           : std::numeric_limits<C>::lowest();
+    // Per dim and output index, the in-bounds input positions of the window.
+    std::vector<int64_t> taps[3];
+    std::vector<int64_t> tap_begin[3];
+    for (int j = 0; j < 3; ++j) {
+      for (int64_t o = 0; o < out[j]; ++o) {
+        tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
+        for (int64_t kk = 0; kk < k[j]; ++kk) {
+          const int64_t i = o * s[j] - pb[j] + kk * d[j];
+          if (i >= 0 && i < in[j]) taps[j].push_back(i);
+        }
+      }
+      tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
+    }
     const T* xp = DataAs<const T>(x);
     for (int64_t p = 0; p < planes; ++p) {
       const T* xplane = xp + p * in_plane;
       T* yplane = y + p * out_plane;
       int64_t* iplane = indices ? indices + p * out_plane : nullptr;
+      int64_t o = 0;
       for (int64_t o0 = 0; o0 < out[0]; ++o0) {
         for (int64_t o1 = 0; o1 < out[1]; ++o1) {
-          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
             C best = lowest;
-            int64_t best_pos[3] = {-1, -1, -1};
-            const int64_t st0 = o0 * s[0] - pb[0];
-            const int64_t st1 = o1 * s[1] - pb[1];
-            const int64_t st2 = o2 * s[2] - pb[2];
-            for (int64_t k0 = 0; k0 < k[0]; ++k0) {
-              const int64_t i0 = st0 + k0 * d[0];
-              if (i0 < 0 || i0 >= in[0]) continue;
-              for (int64_t k1 = 0; k1 < k[1]; ++k1) {
-                const int64_t i1 = st1 + k1 * d[1];
-                if (i1 < 0 || i1 >= in[1]) continue;
-                const T* row = xplane + (i0 * in[1] + i1) * in[2];
-                for (int64_t k2 = 0; k2 < k[2]; ++k2) {
-                  const int64_t i2 = st2 + k2 * d[2];
-                  if (i2 < 0 || i2 >= in[2]) continue;
-                  const C v = Load(row[i2]);
-                  if (best_pos[0] < 0 || v > best) {
+            int64_t best_off = -1;  // Row-major offset in the plane.
+            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
+                const int64_t row_off = (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
+                const T* row = xplane + row_off;
+                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  const C v = Load(row[taps[2][t2]]);
+                  if (best_off < 0 || v > best) {
                     best = v;
-                    best_pos[0] = i0;
-                    best_pos[1] = i1;
-                    best_pos[2] = i2;
+                    best_off = row_off + taps[2][t2];
                   }
                 }
               }
             }
-            const int64_t o = (o0 * out[1] + o1) * out[2] + o2;
-            yplane[o] = Store<T>(best_pos[0] < 0 ? lowest : best);
+            yplane[o] = Store<T>(best);
             if (iplane) {
               int64_t idx = -1;
-              if (best_pos[0] >= 0) {
-                idx = attrs_.storage_order == 0
-                          ? (best_pos[0] * in[1] + best_pos[1]) * in[2] + best_pos[2]
-                          : best_pos[0] * cm_stride[0] + best_pos[1] * cm_stride[1] +
-                                best_pos[2] * cm_stride[2];
+              if (best_off >= 0) {
+                if (attrs_.storage_order == 0) {
+                  idx = best_off;
+                } else {
+                  const int64_t i2 = best_off % in[2];
+                  const int64_t i1 = (best_off / in[2]) % in[1];
+                  const int64_t i0 = best_off / (in[2] * in[1]);
+                  idx = i0 * cm_stride[0] + i1 * cm_stride[1] + i2 * cm_stride[2];
+                }
                 idx += p * in_plane;
               }
               iplane[o] = idx;
@@ -197,9 +204,20 @@ class GlobalAveragePoolKernel final : public ValidatedKernel {
       const T* x = DataAs<const T>(in[0]);
       T* y = DataAs<T>(out[0]);
       for (int64_t p = 0; p < planes; ++p) {
-        double sum = 0;
         const T* row = x + p * size;
-        for (int64_t i = 0; i < size; ++i) sum += static_cast<double>(Load(row[i]));
+        double sum = 0;
+        int64_t i = 0;
+        if constexpr (std::is_same_v<T, float>) {
+          // Sixteen independent float partial sums vectorise; each holds a
+          // sixteenth of the plane and they are added up in double.
+          constexpr int kLanes = 16;
+          float lanes[kLanes] = {};
+          for (; i + kLanes <= size; i += kLanes) {
+            for (int j = 0; j < kLanes; ++j) lanes[j] += row[i + j];
+          }
+          for (int j = 0; j < kLanes; ++j) sum += lanes[j];
+        }
+        for (; i < size; ++i) sum += static_cast<double>(Load(row[i]));
         y[p] = Store<T>(static_cast<ComputeType<T>>(
             size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size));
       }
