@@ -1,6 +1,8 @@
 // Shared helpers of the kernel library: shapes, index tensors, kernel validation.
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "kernels/internal.h"
@@ -266,7 +268,14 @@ Status CheckAgainstShapeFn(const OpDef& def, const Attributes& attrs,
 Status ValidatedKernel::Compute(std::span<const TensorRef> inputs,
                                 std::span<const TensorRef> outputs) {
   REMEX_RETURN_IF_ERROR(CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-  return Run(inputs, outputs);
+  // No exception leaves a kernel (scratch allocations may throw std::bad_alloc).
+  try {
+    return Run(inputs, outputs);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(def_.name + ": out of memory");
+  } catch (const std::exception& e) {
+    return Internal(def_.name + ": " + e.what());
+  }
 }
 
 }  // namespace remex::kernels::internal

@@ -1,5 +1,7 @@
 // Attributes, KernelRegistry, InferShapes and the top-level registration.
 
+#include <exception>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -153,7 +155,14 @@ StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes
                              " is needed by value but its data was not given");
     }
   }
-  StatusOr<std::vector<TensorInfo>> result = def.infer(attrs, inputs);
+  StatusOr<std::vector<TensorInfo>> result = InvalidArgument("");
+  try {
+    result = def.infer(attrs, inputs);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(def.name + ": out of memory in the shape function");
+  } catch (const std::exception& e) {
+    return Internal(def.name + ": shape function: " + e.what());
+  }
   if (!result.ok()) {
     const Status& s = result.status();
     // Make sure the op is named whatever the shape function said.
