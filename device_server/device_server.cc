@@ -4,7 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <variant>
 
@@ -18,6 +23,62 @@ namespace remex::server {
 
 namespace wire = rpc::wire;
 
+namespace {
+
+// Runs device work (VM creation with its constant upload, invokes, tensor copies) on one
+// thread per device, in submission order. Request threads block on the result. Kernel
+// libraries thus see one calling thread however many sessions are served (oneDNN's
+// OpenMP team is per calling thread; several teams on few cores oversubscribe them),
+// and the per-device stream of a GPU device has one owner.
+class DeviceWorker {
+ public:
+  DeviceWorker() : thread_([this] { Loop(); }) {}
+  ~DeviceWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  // Runs `work` on the device thread and returns its Status. An exception thrown by
+  // `work` is rethrown here, on the caller's thread.
+  Status Run(std::function<Status()> work) {
+    std::packaged_task<Status()> task(std::move(work));
+    std::future<Status> result = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::packaged_task<Status()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<Status()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the queue exists
+};
+
+}  // namespace
+
 struct DeviceServer::State {
   kernels::KernelRegistry registry;
   std::unique_ptr<vm::Device> device;
@@ -25,6 +86,7 @@ struct DeviceServer::State {
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_session{1};
   std::atomic<uint64_t> active_sessions{0};
+  DeviceWorker worker;
 };
 
 namespace {
@@ -204,9 +266,11 @@ class Session final : public rpc::ConnectionHandler {
   Status VmCreate(wire::VmCreate::Reader req, wire::Reply::Builder reply) {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
-    REMEX_ASSIGN_OR_RETURN(auto machine, vm::VirtualMachine::Create(exe, state_->allocator, state_->registry));
     auto obj = std::make_shared<VmObject>();
-    obj->vm = std::move(machine);
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, state_->registry));
+      return OkStatus();
+    }));
     for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
     reply.setVmCreate(Add(std::move(obj)));
     return OkStatus();
@@ -249,7 +313,8 @@ class Session final : public rpc::ConnectionHandler {
                              ShapeToString(t->shape) + " (" + std::to_string(t->nbytes()) + " bytes)");
     }
     // TODO(perf): read the attachment straight into device memory.
-    REMEX_RETURN_IF_ERROR(state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()));
+    REMEX_RETURN_IF_ERROR(state_->worker.Run(
+        [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
     auto r = reply.initTensor();
     WriteDesc(r.initDesc(), t->dtype, t->shape);
     r.setTensor(handle == 0 ? Add(std::move(t)) : handle);
@@ -259,7 +324,8 @@ class Session final : public rpc::ConnectionHandler {
   Status TensorRead(wire::TensorRead::Reader req, wire::Reply::Builder reply, rpc::OutFrame& out) {
     REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
     std::vector<std::byte> bytes(t->nbytes());
-    REMEX_RETURN_IF_ERROR(state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()));
+    REMEX_RETURN_IF_ERROR(state_->worker.Run(
+        [&] { return state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()); }));
     auto r = reply.initTensor();
     r.setTensor(req.getTensor());
     WriteDesc(r.initDesc(), t->dtype, t->shape);
@@ -303,9 +369,14 @@ class Session final : public rpc::ConnectionHandler {
   Status Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply) {
     REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
     auto& [obj, fn] = target;
-    auto start = std::chrono::steady_clock::now();
-    REMEX_ASSIGN_OR_RETURN(auto outputs, obj->vm->Invoke(fn));
-    auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    std::vector<vm::TensorPtr> outputs;
+    std::chrono::nanoseconds nanos{0};
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      auto start = std::chrono::steady_clock::now();
+      REMEX_ASSIGN_OR_RETURN(outputs, obj->vm->Invoke(fn));
+      nanos = std::chrono::steady_clock::now() - start;
+      return OkStatus();
+    }));
     auto r = reply.initInvoke();
     r.setRunNanos(static_cast<uint64_t>(nanos.count()));
     auto refs = r.initOutputs(outputs.size());
