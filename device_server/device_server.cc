@@ -80,7 +80,7 @@ class DeviceWorker {
 }  // namespace
 
 struct DeviceServer::State {
-  kernels::KernelRegistry registry;
+  std::unique_ptr<kernels::KernelRegistry> registry;  // op definitions and this device's kernels
   std::unique_ptr<vm::Device> device;
   std::shared_ptr<vm::Allocator> allocator;
   std::atomic<uint64_t> next_handle{1};
@@ -240,7 +240,7 @@ class Session final : public rpc::ConnectionHandler {
       return InvalidArgument("moduleLoad needs the executable as its one attachment");
     }
     const auto& bytes = frame.attachments[0];
-    auto exe = vm::Executable::Load(bytes, state_->registry);
+    auto exe = vm::Executable::Load(bytes, *state_->registry);
     if (!exe.ok()) return exe.status();
     auto r = reply.initModuleLoad();
     r.setModule(Add(*exe));
@@ -268,7 +268,7 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
     auto obj = std::make_shared<VmObject>();
     REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, state_->registry));
+      REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, *state_->registry));
       return OkStatus();
     }));
     for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
@@ -411,9 +411,8 @@ class Session final : public rpc::ConnectionHandler {
 
 StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& config) {
   auto state = std::make_shared<State>();
-  REMEX_RETURN_IF_ERROR(kernels::RegisterOpDefs(state->registry));
   if (config.device == "cpu") {
-    REMEX_RETURN_IF_ERROR(kernels::RegisterCpuKernels(state->registry));
+    REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
     state->device = vm::CreateCpuDevice();
   } else {
     return InvalidArgument("unknown device '" + config.device + "' (this build serves: cpu)");

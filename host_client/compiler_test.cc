@@ -14,13 +14,8 @@ namespace {
 using remex::testing::OnnxModelBuilder;
 
 const kernels::KernelRegistry& Registry() {
-  static const kernels::KernelRegistry* registry = [] {
-    auto* r = new kernels::KernelRegistry();
-    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
-    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
-    return r;
-  }();
-  return *registry;
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
 }
 
 int CountOp(const vm::ExecutableDef& def, vm::Opcode op) {

@@ -93,15 +93,11 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-const remex::kernels::KernelRegistry& CompilerRegistry() {
-  static const auto* registry = [] {
-    auto* r = new remex::kernels::KernelRegistry();
-    Status st = remex::kernels::RegisterOpDefs(*r);
-    if (st.ok()) st = remex::kernels::RegisterCpuKernels(*r);  // constant folding
-    if (!st.ok()) std::fprintf(stderr, "remex: %s\n", st.ToString().c_str());
-    return r;
-  }();
-  return *registry;
+// Shape functions and CPU kernels (for constant folding) of every op.
+StatusOr<const remex::kernels::KernelRegistry*> CompilerRegistry() {
+  static const auto registry = remex::kernels::CreateCpuRegistry();
+  if (!registry.ok()) return registry.status();
+  return registry->get();
 }
 
 StatusOr<std::vector<std::byte>> ReadFile(const std::string& path) {
@@ -117,7 +113,8 @@ StatusOr<std::vector<std::byte>> CompileModel(const std::string& path, const std
                                               remex::compiler::CompileStats* stats) {
   remex::compiler::CompileOptions options;
   options.input_shapes = shapes;
-  REMEX_ASSIGN_OR_RETURN(auto def, remex::compiler::CompileOnnxFile(path, CompilerRegistry(), options, stats));
+  REMEX_ASSIGN_OR_RETURN(const remex::kernels::KernelRegistry* registry, CompilerRegistry());
+  REMEX_ASSIGN_OR_RETURN(auto def, remex::compiler::CompileOnnxFile(path, *registry, options, stats));
   return remex::vm::SerializeExecutable(def, options.zstd_level);
 }
 

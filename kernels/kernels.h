@@ -158,4 +158,8 @@ Status RegisterOpDefs(KernelRegistry& registry);
 // Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere).
 Status RegisterCpuKernels(KernelRegistry& registry);
 
+// A registry with every OpDef and every CPU kernel: what the compiler (shape functions,
+// constant folding) and a CPU device server use.
+StatusOr<std::unique_ptr<KernelRegistry>> CreateCpuRegistry();
+
 }  // namespace remex::kernels

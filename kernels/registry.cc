@@ -196,4 +196,11 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   return OkStatus();
 }
 
+StatusOr<std::unique_ptr<KernelRegistry>> CreateCpuRegistry() {
+  auto registry = std::make_unique<KernelRegistry>();
+  REMEX_RETURN_IF_ERROR(RegisterOpDefs(*registry));
+  REMEX_RETURN_IF_ERROR(RegisterCpuKernels(*registry));
+  return registry;
+}
+
 }  // namespace remex::kernels

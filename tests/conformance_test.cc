@@ -66,13 +66,8 @@ std::string FindDataDir() {
 }
 
 const kernels::KernelRegistry& Registry() {
-  static const kernels::KernelRegistry* registry = [] {
-    auto* r = new kernels::KernelRegistry();
-    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
-    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
-    return r;
-  }();
-  return *registry;
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
 }
 
 CaseResult RunCase(const fs::path& dir) {

@@ -28,13 +28,8 @@ using remex::testing::ServerProcess;
 namespace asio = boost::asio;
 
 const kernels::KernelRegistry& Registry() {
-  static const kernels::KernelRegistry* registry = [] {
-    auto* r = new kernels::KernelRegistry();
-    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
-    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
-    return r;
-  }();
-  return *registry;
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
 }
 
 // y = Relu(x + b), x: float32 [?, 4], b: [4].

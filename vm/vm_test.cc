@@ -9,13 +9,8 @@ namespace {
 
 // Registry with the real op definitions and CPU kernels.
 const kernels::KernelRegistry& Registry() {
-  static const kernels::KernelRegistry* registry = [] {
-    auto* r = new kernels::KernelRegistry();
-    EXPECT_TRUE(kernels::RegisterOpDefs(*r).ok());
-    EXPECT_TRUE(kernels::RegisterCpuKernels(*r).ok());
-    return r;
-  }();
-  return *registry;
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
 }
 
 ConstantDef FloatConstant(Shape shape, std::vector<float> values) {
