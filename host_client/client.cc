@@ -77,7 +77,7 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
   REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout));
-  s->rpc_->SetCompression(options.compression, 1);
+  s->rpc_->SetCompression(options.compression.mode != CompressionMode::kNone, options.compression.level);
   REMEX_ASSIGN_OR_RETURN(s->info_, s->Hello());
   return s;
 }

@@ -78,10 +78,69 @@ struct InvokeResult {
   uint64_t run_nanos = 0;  // VM time measured on the server
 };
 
+// Time-evaluator settings, as TVM's time_evaluator (see rpc/remex.capnp Benchmark).
+struct BenchmarkOptions {
+  uint32_t number = 1;         // calls per sample
+  uint32_t repeat = 10;        // samples
+  uint32_t min_repeat_ms = 0;  // grow `number` until a sample takes this long
+  uint32_t warmup = 1;         // untimed calls first
+  uint32_t cooldown_ms = 0;    // sleep between samples
+  uint64_t l2_flush_bytes = 0; // write this many bytes on the device before each sample
+};
+
+struct BenchmarkResult {
+  uint32_t number = 0;                 // calls per sample actually used
+  std::vector<double> samples_seconds; // mean seconds per call, one per sample
+  std::string timer;                   // "steady_clock" or "cuda_event"
+};
+
+struct ProfileRow {
+  std::string name;  // op name for kernels, instruction kind otherwise
+  std::string kind;  // "kernel" or "instruction"
+  uint64_t calls = 0;
+  uint64_t total_nanos = 0;
+  uint64_t copies = 0;
+  uint64_t copy_bytes = 0;
+};
+
+struct ProfileResult {
+  std::vector<ProfileRow> rows;
+  uint64_t total_nanos = 0;
+};
+
+struct TensorStats {
+  uint64_t count = 0;
+  double min = 0, max = 0, mean = 0, std = 0;
+  uint64_t nan_count = 0, inf_count = 0;
+};
+
+struct TensorComparison {
+  uint64_t count = 0;
+  uint64_t mismatches = 0;
+  double max_abs_error = 0, max_rel_error = 0;
+  int64_t first_mismatch = -1;  // flat index
+};
+
+// Compression of tensor attachments: kAuto compresses (byte-shuffled zstd) and sends a
+// chunk raw when it does not shrink enough; kNone never compresses; kZstd always
+// compresses at `level`.
+enum class CompressionMode { kAuto, kNone, kZstd };
+struct CompressionOptions {
+  CompressionMode mode = CompressionMode::kAuto;
+  int level = 1;
+};
+
+// Attachment bytes of a session, each direction: raw (before compression) and on the
+// wire (after).
+struct CompressionStats {
+  uint64_t raw_sent = 0, wire_sent = 0;
+  uint64_t raw_received = 0, wire_received = 0;
+};
+
 struct ConnectOptions {
   std::chrono::milliseconds timeout{30000};  // connect and per-request deadline
   std::string client_name = "remex";
-  bool compression = true;  // zstd for tensor attachments
+  CompressionOptions compression;
 };
 
 class Session {
@@ -98,6 +157,12 @@ class Session {
 
   // Uploads an executable (.rmx bytes); the server parses and verifies it.
   StatusOr<ModuleInfo> LoadModule(std::span<const std::byte> executable, const std::string& name);
+  // moduleHas, then moduleLoad only when the server's module cache lacks the
+  // executable: `*uploaded` says which happened.
+  StatusOr<ModuleInfo> LoadModuleCached(std::span<const std::byte> executable, const std::string& name,
+                                        bool* uploaded = nullptr);
+  // The content hash the module cache uses: lower-case hex XXH3-128 of the bytes.
+  static std::string ContentHash(std::span<const std::byte> executable);
   StatusOr<uint64_t> CreateVm(uint64_t module, const std::string& device = "");
   StatusOr<RemoteTensor> Alloc(DType dtype, const Shape& shape, const std::string& device = "");
   // tensorWrite of a new tensor (one round trip).
@@ -109,6 +174,43 @@ class Session {
   // Binds output `index` to `tensor`; tensor 0 unbinds.
   Status SetOutput(uint64_t vm, const std::string& function, uint32_t index, uint64_t tensor);
   StatusOr<InvokeResult> Invoke(uint64_t vm, const std::string& function);
+  // Time evaluator on the server (no output data crosses the wire).
+  StatusOr<BenchmarkResult> Benchmark(uint64_t vm, const std::string& function, const BenchmarkOptions& options);
+  // One invoke with per-kernel and per-instruction timing.
+  StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function);
+  // Computed on the device; only the numbers come back.
+  StatusOr<TensorStats> Stats(uint64_t tensor);
+  // |a - b| <= atol + rtol * |b| elementwise (b the reference), on the device.
+  StatusOr<TensorComparison> Compare(uint64_t a, uint64_t b, double rtol, double atol);
+
+  // A fresh client-named handle (bit 63 set) for Pipeline results.
+  uint64_t NewResultHandle();
+
+  // Requests queued on a Pipeline go out in one write when Run() is called, and their
+  // replies are read in order: setInput -> invoke -> tensorRead costs one round trip.
+  // Later requests may use handles named for the results of earlier ones.
+  class Pipeline {
+   public:
+    explicit Pipeline(Session& session) : session_(session) {}
+    // tensorWrite of a new tensor whose handle is `result_handle` (client-named).
+    Pipeline& Upload(const npy::Array& array, uint64_t result_handle);
+    Pipeline& SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
+    // Outputs get the client-named `result_handles` (one per output, or none).
+    Pipeline& Invoke(uint64_t vm, const std::string& function, const std::vector<uint64_t>& result_handles);
+    Pipeline& Download(uint64_t tensor);
+    // Sends every queued request in one write and reads every reply. The first error
+    // reply is returned (with the request's position); downloads arrive in order.
+    struct Result {
+      std::vector<InvokeResult> invokes;
+      std::vector<npy::Array> downloads;
+    };
+    StatusOr<Result> Run();
+
+   private:
+    Session& session_;
+    struct Impl;
+    std::shared_ptr<Impl> impl_;
+  };
   Status Free(const std::vector<uint64_t>& handles);
   // Round trip with an echoed payload.
   Status Ping();
@@ -116,12 +218,14 @@ class Session {
   // Bytes on the wire in each direction, frame headers included.
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  CompressionStats compression_stats() const;
 
  private:
   Session() = default;
   std::unique_ptr<rpc::Client> rpc_;
   ServerInfo info_;
   ConnectOptions options_;
+  uint64_t next_result_handle_ = 1;
 };
 
 }  // namespace remex::client

@@ -72,6 +72,11 @@ struct Request {
     setOutput @8 :SetOutput;
     invoke @9 :Invoke;
     free @10 :Free;
+    moduleHas @11 :ModuleHas;
+    benchmark @12 :Benchmark;
+    profile @13 :Profile;
+    tensorStats @14 :TensorStats;
+    tensorCompare @15 :TensorCompare;
   }
 }
 
@@ -88,9 +93,19 @@ struct Ping {
 }
 
 # Attachment 0: the executable file (rmx format, see vm/executable.h), sent raw:
-# its constants are already zstd chunks.
+# its constants are already zstd chunks. `hash` (optional, see ModuleHas) is checked
+# against the attachment; the module then enters the server's module cache.
 struct ModuleLoad {
   name @0 :Text;
+  hash @1 :Text;
+}
+
+# Is the executable whose content hash is `hash` in the server's module cache? If so
+# the reply is a ModuleLoadReply for a new handle to it, and no upload is needed;
+# otherwise NOT_FOUND. The hash is the lower-case hex XXH3-128 of the .rmx bytes.
+struct ModuleHas {
+  hash @0 :Text;
+  name @1 :Text;
 }
 
 struct VmCreate {
@@ -110,6 +125,9 @@ struct TensorWrite {
   tensor @0 :UInt64;
   desc @1 :TensorDesc;
   device @2 :Text;
+  # With tensor = 0: the handle the new tensor gets, named by the client (see
+  # Invoke.resultHandles); 0 lets the server choose.
+  resultHandle @3 :UInt64;
 }
 
 # The reply carries the bytes as attachment 0.
@@ -135,9 +153,52 @@ struct SetOutput {
 
 # Runs `function` on the bound inputs. Outputs stay on the server; the reply names
 # them by handle with their dtypes and shapes, never their data.
+#
+# resultHandles (optional, one per output) are handles named by the client for the
+# outputs, so that requests written behind this one in the same write (tensorRead,
+# setInput of the next call) can use them before this reply arrives. Client-named
+# handles have bit 63 set; naming one that exists in the session is ALREADY_EXISTS.
+# An output bound with setOutput keeps its own handle.
 struct Invoke {
   vm @0 :UInt64;
   function @1 :Text;
+  resultHandles @2 :List(UInt64);
+}
+
+# The time evaluator, as TVM's time_evaluator: `warmup` untimed calls, then `repeat`
+# samples, each the mean time of `number` calls; with minRepeatMs > 0 `number` grows
+# until one sample takes at least that long. `cooldownMs` is slept between samples;
+# with l2FlushBytes > 0 a buffer of that size is written on the device before each
+# sample. Timed on the device (a steady clock on the CPU, CUDA events on a GPU). Inputs
+# are those bound with setInput; outputs stay on the server.
+struct Benchmark {
+  vm @0 :UInt64;
+  function @1 :Text;
+  number @2 :UInt32 = 1;
+  repeat @3 :UInt32 = 1;
+  minRepeatMs @4 :UInt32;
+  warmup @5 :UInt32;
+  cooldownMs @6 :UInt32;
+  l2FlushBytes @7 :UInt64;
+}
+
+# One invoke with per-instruction timing: see ProfileReply.
+struct Profile {
+  vm @0 :UInt64;
+  function @1 :Text;
+}
+
+# min, max, mean, std and NaN/Inf counts of a tensor, computed on the device.
+struct TensorStats {
+  tensor @0 :UInt64;
+}
+
+# Elementwise |a - b| <= atol + rtol * |b| (b is the reference), computed on the device.
+struct TensorCompare {
+  a @0 :UInt64;
+  b @1 :UInt64;
+  rtol @2 :Float64;
+  atol @3 :Float64;
 }
 
 struct Free {
@@ -176,6 +237,44 @@ struct InvokeReply {
   runNanos @1 :UInt64;     # VM time on the server, steady clock
 }
 
+struct BenchmarkReply {
+  number @0 :UInt32;               # calls per sample, after minRepeatMs adaptation
+  samplesSeconds @1 :List(Float64); # mean seconds per call, one per repeat
+  timer @2 :Text;                  # "steady_clock", "cuda_event"
+}
+
+struct ProfileRow {
+  name @0 :Text;        # op name for kernels ("Conv"), instruction kind otherwise
+  kind @1 :Text;        # "kernel" or "instruction"
+  calls @2 :UInt64;
+  totalNanos @3 :UInt64;
+  copies @4 :UInt64;    # device copies made by these rows (both directions)
+  copyBytes @5 :UInt64;
+}
+
+struct ProfileReply {
+  rows @0 :List(ProfileRow);
+  totalNanos @1 :UInt64;
+}
+
+struct TensorStatsReply {
+  count @0 :UInt64;
+  min @1 :Float64;
+  max @2 :Float64;
+  mean @3 :Float64;
+  std @4 :Float64;
+  nanCount @5 :UInt64;
+  infCount @6 :UInt64;
+}
+
+struct TensorCompareReply {
+  count @0 :UInt64;
+  mismatches @1 :UInt64;
+  maxAbsError @2 :Float64;
+  maxRelError @3 :Float64;
+  firstMismatch @4 :Int64;  # flat index, -1 when none
+}
+
 struct Reply {
   union {
     error @0 :Error;
@@ -188,5 +287,9 @@ struct Reply {
     setOutput @7 :Void;
     invoke @8 :InvokeReply;
     free @9 :Void;
+    benchmark @10 :BenchmarkReply;
+    profile @11 :ProfileReply;
+    tensorStats @12 :TensorStatsReply;
+    tensorCompare @13 :TensorCompareReply;
   }
 }
