@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -66,28 +67,138 @@ Status ZstdDecompress(std::span<const std::byte> src, std::span<std::byte> dst) 
   return OkStatus();
 }
 
+namespace {
+
+template <size_t kSize>
+void ShuffleElements(const std::byte* src, std::byte* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const std::byte* element = src + i * kSize;
+    for (size_t b = 0; b < kSize; ++b) dst[b * n + i] = element[b];
+  }
+}
+
+template <size_t kSize>
+void UnshuffleElements(const std::byte* src, std::byte* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    std::byte* element = dst + i * kSize;
+    for (size_t b = 0; b < kSize; ++b) element[b] = src[b * n + i];
+  }
+}
+
+}  // namespace
+
+void ByteShuffle(std::span<const std::byte> src, std::span<std::byte> dst, size_t element_size) {
+  size_t n = IsShuffleElementSize(element_size) ? src.size() / element_size : 0;
+  switch (n == 0 ? 0 : element_size) {
+    case 2: ShuffleElements<2>(src.data(), dst.data(), n); break;
+    case 4: ShuffleElements<4>(src.data(), dst.data(), n); break;
+    case 8: ShuffleElements<8>(src.data(), dst.data(), n); break;
+    default: break;
+  }
+  size_t done = n * (n == 0 ? 0 : element_size);
+  if (src.size() > done) std::memcpy(dst.data() + done, src.data() + done, src.size() - done);
+}
+
+void ByteUnshuffle(std::span<const std::byte> src, std::span<std::byte> dst, size_t element_size) {
+  size_t n = IsShuffleElementSize(element_size) ? src.size() / element_size : 0;
+  switch (n == 0 ? 0 : element_size) {
+    case 2: UnshuffleElements<2>(src.data(), dst.data(), n); break;
+    case 4: UnshuffleElements<4>(src.data(), dst.data(), n); break;
+    case 8: UnshuffleElements<8>(src.data(), dst.data(), n); break;
+    default: break;
+  }
+  size_t done = n * (n == 0 ? 0 : element_size);
+  if (src.size() > done) std::memcpy(dst.data() + done, src.data() + done, src.size() - done);
+}
+
+uint64_t ZstdBound(uint64_t raw_size) { return ZSTD_compressBound(static_cast<size_t>(raw_size)); }
+
+struct ZstdCodec::State {
+  ZSTD_CCtx* cctx = nullptr;
+  ZSTD_DCtx* dctx = nullptr;
+  ~State() {
+    ZSTD_freeCCtx(cctx);
+    ZSTD_freeDCtx(dctx);
+  }
+};
+
+ZstdCodec::ZstdCodec() : state_(std::make_unique<State>()) {}
+ZstdCodec::~ZstdCodec() = default;
+
+StatusOr<size_t> ZstdCodec::Compress(std::span<const std::byte> src, int level,
+                                     std::span<std::byte> dst) {
+  State& s = *state_;
+  if (s.cctx == nullptr) {
+    s.cctx = ZSTD_createCCtx();
+    if (s.cctx == nullptr) return Internal("ZSTD_createCCtx failed");
+  }
+  ZSTD_CCtx_reset(s.cctx, ZSTD_reset_session_and_parameters);
+  size_t n = ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_compressionLevel, level);
+  if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_checksumFlag, 1);
+  if (!ZSTD_isError(n)) {
+    n = ZSTD_compress2(s.cctx, dst.data(), dst.size(), src.data(), src.size());
+  }
+  if (ZSTD_isError(n)) return Internal("zstd compression failed: " + ZstdMessage(n));
+  return n;
+}
+
+Status ZstdCodec::Decompress(std::span<const std::byte> src, std::span<std::byte> dst) {
+  REMEX_RETURN_IF_ERROR(CheckContentSize(src, dst.size()));
+  State& s = *state_;
+  if (s.dctx == nullptr) {
+    s.dctx = ZSTD_createDCtx();
+    if (s.dctx == nullptr) return Internal("ZSTD_createDCtx failed");
+  }
+  size_t n = ZSTD_decompressDCtx(s.dctx, dst.data(), dst.size(), src.data(), src.size());
+  if (ZSTD_isError(n)) return InvalidArgument("corrupt zstd payload: " + ZstdMessage(n));
+  if (n != dst.size()) {
+    return InvalidArgument("zstd payload decoded to " + std::to_string(n) + " bytes, expected " +
+                           std::to_string(dst.size()));
+  }
+  return OkStatus();
+}
+
 struct ZstdStreamDecompressor::State {
   ZSTD_DCtx* dctx = nullptr;
   uint64_t raw_size = 0;
-  std::vector<std::byte>* out = nullptr;
+  std::vector<std::byte>* out = nullptr;  // growing output, or
+  std::span<std::byte> fixed;             // a fixed destination of raw_size bytes
   size_t produced = 0;
   bool started = false;
   bool frame_done = false;
 
   ~State() { ZSTD_freeDCtx(dctx); }
 
-  // Grows `out` by one step when it is full and below raw_size.
-  void EnsureSpace() {
+  Status Reset(uint64_t size) {
+    if (dctx == nullptr) {
+      dctx = ZSTD_createDCtx();
+      if (dctx == nullptr) return Internal("ZSTD_createDCtx failed");
+    }
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+    raw_size = size;
+    out = nullptr;
+    fixed = {};
+    produced = 0;
+    started = false;
+    frame_done = false;
+    return OkStatus();
+  }
+
+  // Where output may go: the fixed destination, or `out` grown by one step when it is
+  // full and below raw_size.
+  std::span<std::byte> Window() {
+    if (out == nullptr) return fixed;
     if (produced == out->size() && out->size() < raw_size) {
       out->resize(static_cast<size_t>(
           std::min<uint64_t>(raw_size, out->size() + static_cast<uint64_t>(kGrowBytes))));
     }
+    return *out;
   }
 
   // One decompression step. Returns whether any progress was made.
   StatusOr<bool> Step(ZSTD_inBuffer& in) {
-    EnsureSpace();
-    ZSTD_outBuffer o{out->data(), out->size(), produced};
+    std::span<std::byte> window = Window();
+    ZSTD_outBuffer o{window.data(), window.size(), produced};
     size_t in_before = in.pos;
     size_t r = ZSTD_decompressStream(dctx, &o, &in);
     if (ZSTD_isError(r)) return InvalidArgument("corrupt zstd payload: " + ZstdMessage(r));
@@ -103,16 +214,8 @@ ZstdStreamDecompressor::~ZstdStreamDecompressor() = default;
 
 Status ZstdStreamDecompressor::Begin(uint64_t raw_size, std::vector<std::byte>* out) {
   State& s = *state_;
-  if (s.dctx == nullptr) {
-    s.dctx = ZSTD_createDCtx();
-    if (s.dctx == nullptr) return Internal("ZSTD_createDCtx failed");
-  }
-  ZSTD_DCtx_reset(s.dctx, ZSTD_reset_session_only);
-  s.raw_size = raw_size;
+  REMEX_RETURN_IF_ERROR(s.Reset(raw_size));
   s.out = out;
-  s.produced = 0;
-  s.started = false;
-  s.frame_done = false;
   out->clear();
   try {
     out->reserve(static_cast<size_t>(raw_size));
@@ -120,6 +223,13 @@ Status ZstdStreamDecompressor::Begin(uint64_t raw_size, std::vector<std::byte>* 
     return ResourceExhausted("no memory for an attachment of " + std::to_string(raw_size) +
                              " bytes");
   }
+  return OkStatus();
+}
+
+Status ZstdStreamDecompressor::Begin(std::span<std::byte> dst) {
+  State& s = *state_;
+  REMEX_RETURN_IF_ERROR(s.Reset(dst.size()));
+  s.fixed = dst;
   return OkStatus();
 }
 
@@ -155,7 +265,7 @@ Status ZstdStreamDecompressor::Finish() {
     return InvalidArgument("zstd payload decoded to " + std::to_string(s.produced) +
                            " bytes, expected " + std::to_string(s.raw_size));
   }
-  s.out->resize(s.produced);
+  if (s.out != nullptr) s.out->resize(s.produced);
   return OkStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -146,6 +147,118 @@ TEST(CompressionTest, SenderPolicy) {
   EXPECT_FALSE(ShouldCompress(kMinCompressBytes - 1, true));
   EXPECT_TRUE(ShouldCompress(kMinCompressBytes, true));
   EXPECT_FALSE(ShouldCompress(1 << 20, false));
+}
+
+TEST(CompressionTest, PolicyModes) {
+  EXPECT_TRUE(ShouldCompress(1 << 20, true, CompressionMode::kAuto));
+  EXPECT_TRUE(ShouldCompress(1 << 20, true, CompressionMode::kZstd));
+  EXPECT_FALSE(ShouldCompress(1 << 20, true, CompressionMode::kNone));
+  EXPECT_FALSE(ShouldCompress(kMinCompressBytes - 1, true, CompressionMode::kZstd));
+  // kAuto keeps compressed data at 90 % of raw or less.
+  EXPECT_TRUE(WorthCompressing(1000, 900));
+  EXPECT_FALSE(WorthCompressing(1000, 901));
+  EXPECT_FALSE(WorthCompressing(1000, 1200));
+  EXPECT_TRUE(WorthCompressing(uint64_t{8} << 30, uint64_t{7} << 30));  // no overflow
+
+  // The setting takes both the mode and the bool of the first API.
+  CompressionSetting setting;
+  EXPECT_EQ(static_cast<CompressionMode>(setting), CompressionMode::kAuto);
+  setting = false;
+  EXPECT_EQ(static_cast<CompressionMode>(setting), CompressionMode::kNone);
+  EXPECT_FALSE(setting);
+  setting = true;
+  EXPECT_EQ(static_cast<CompressionMode>(setting), CompressionMode::kAuto);
+  setting = CompressionMode::kZstd;
+  EXPECT_EQ(static_cast<CompressionMode>(setting), CompressionMode::kZstd);
+  EXPECT_TRUE(setting);
+}
+
+TEST(CompressionTest, ShuffleLayout) {
+  // Three 2-byte elements and a 1-byte tail: bytes grouped by significance, tail in place.
+  std::vector<std::byte> src;
+  for (int b : {0xa0, 0xa1, 0xb0, 0xb1, 0xc0, 0xc1, 0xee}) src.push_back(std::byte(b));
+  std::vector<std::byte> shuffled(src.size());
+  ByteShuffle(src, shuffled, 2);
+  std::vector<std::byte> want;
+  for (int b : {0xa0, 0xb0, 0xc0, 0xa1, 0xb1, 0xc1, 0xee}) want.push_back(std::byte(b));
+  EXPECT_EQ(shuffled, want);
+
+  // Two 4-byte elements.
+  std::vector<std::byte> four;
+  for (int b = 0; b < 8; ++b) four.push_back(std::byte(b));
+  std::vector<std::byte> out(8);
+  ByteShuffle(four, out, 4);
+  std::vector<std::byte> want4;
+  for (int b : {0, 4, 1, 5, 2, 6, 3, 7}) want4.push_back(std::byte(b));
+  EXPECT_EQ(out, want4);
+}
+
+TEST(CompressionTest, ShuffleRoundTripsEverySizeAndTail) {
+  for (size_t element_size : {0, 1, 2, 4, 8}) {
+    for (size_t n : {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1001, 4099}) {
+      std::vector<std::byte> src = Random(n, static_cast<uint32_t>(n * 10 + element_size));
+      std::vector<std::byte> shuffled(n), back(n);
+      ByteShuffle(src, shuffled, element_size);
+      ByteUnshuffle(shuffled, back, element_size);
+      EXPECT_EQ(back, src) << "element size " << element_size << ", " << n << " bytes";
+      size_t tail = IsShuffleElementSize(element_size) ? n % element_size : n;
+      // The tail that is not a whole element is left where it was.
+      EXPECT_TRUE(std::equal(src.end() - tail, src.end(), shuffled.end() - tail))
+          << "element size " << element_size << ", " << n << " bytes";
+      if (element_size <= 1) EXPECT_EQ(shuffled, src);
+    }
+  }
+}
+
+TEST(CompressionTest, ShuffleHelpsSmoothFloats) {
+  std::vector<float> values(1 << 18);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + 1e-4f * static_cast<float>(i);
+  std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(values));
+  std::vector<std::byte> shuffled(bytes.size());
+  ByteShuffle(bytes, shuffled, sizeof(float));
+  StatusOr<std::vector<std::byte>> plain = ZstdCompress(bytes, 1);
+  StatusOr<std::vector<std::byte>> with_shuffle = ZstdCompress(shuffled, 1);
+  ASSERT_TRUE(plain.ok() && with_shuffle.ok());
+  EXPECT_LT(with_shuffle->size() * 2, plain->size());
+}
+
+TEST(CompressionTest, CodecReusesContexts) {
+  ZstdCodec codec;
+  for (size_t n : {size_t{100}, size_t{1} << 20, size_t{5000}, size_t{0}}) {
+    std::vector<std::byte> src = Compressible(n);
+    std::vector<std::byte> z(ZstdBound(n));
+    StatusOr<size_t> size = codec.Compress(src, 3, z);
+    ASSERT_TRUE(size.ok()) << size.status().ToString();
+    z.resize(*size);
+    std::vector<std::byte> out(n);
+    ASSERT_TRUE(codec.Decompress(z, out).ok());
+    EXPECT_EQ(out, src);
+    // Frames from the codec are ordinary zstd frames, and sizes are still checked.
+    std::vector<std::byte> other(n);
+    EXPECT_TRUE(ZstdDecompress(z, other).ok());
+    std::vector<std::byte> wrong(n + 1);
+    EXPECT_EQ(codec.Decompress(z, wrong).code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(CompressionTest, StreamIntoFixedDestination) {
+  std::vector<std::byte> src = Compressible(3 << 20);
+  StatusOr<std::vector<std::byte>> z = ZstdCompress(src, 1);
+  ASSERT_TRUE(z.ok());
+  std::vector<std::byte> dst(src.size());
+  ZstdStreamDecompressor d;
+  ASSERT_TRUE(d.Begin(dst).ok());
+  for (size_t at = 0; at < z->size(); at += 1000) {
+    size_t n = std::min<size_t>(1000, z->size() - at);
+    ASSERT_TRUE(d.Feed(std::span<const std::byte>(*z).subspan(at, n)).ok());
+  }
+  ASSERT_TRUE(d.Finish().ok());
+  EXPECT_EQ(dst, src);
+
+  // A destination of another size than the frame's content is refused.
+  std::vector<std::byte> small(src.size() - 1);
+  ASSERT_TRUE(d.Begin(small).ok());
+  EXPECT_EQ(d.Feed(*z).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

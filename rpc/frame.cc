@@ -97,6 +97,7 @@ std::array<std::byte, kAttachmentHeaderSize> EncodeAttachmentHeader(const Attach
   PutLe<uint64_t>(&out[0], h.raw_size);
   PutLe<uint64_t>(&out[8], h.wire_size);
   out[16] = static_cast<std::byte>(h.codec);
+  if (h.codec == Codec::kChunked) out[17] = static_cast<std::byte>(h.element_size);
   return out;
 }
 
@@ -131,6 +132,24 @@ StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> byt
       }
       break;
     }
+    case static_cast<uint8_t>(Codec::kChunked): {
+      h.codec = Codec::kChunked;
+      h.element_size = std::to_integer<uint8_t>(bytes[17]);
+      if (h.element_size > 1 && !IsShuffleElementSize(h.element_size)) {
+        return InvalidArgument("chunked attachment with element size " +
+                               std::to_string(h.element_size) + " (0, 1, 2, 4 or 8)");
+      }
+      // raw_size is within limits, so these do not overflow.
+      uint64_t chunks = ChunkCount(h.raw_size);
+      uint64_t table = chunks * kChunkEntrySize;
+      uint64_t most = table + chunks * ZstdBound(kAttachmentChunkBytes);
+      if (h.wire_size < table + std::min<uint64_t>(chunks, 1) || h.wire_size > most) {
+        return InvalidArgument("chunked attachment of wire size " + std::to_string(h.wire_size) +
+                               " cannot hold " + std::to_string(h.raw_size) + " bytes in " +
+                               std::to_string(chunks) + " chunks");
+      }
+      break;
+    }
     default:
       return InvalidArgument("unknown attachment codec " + std::to_string(codec));
   }
@@ -153,19 +172,25 @@ Status ValidateMessage(kj::ArrayPtr<const capnp::word> words) {
   return OkStatus();
 }
 
-OutAttachment OwnedAttachment(std::vector<std::byte> bytes, bool compress) {
+OutAttachment OwnedAttachment(std::vector<std::byte> bytes, bool compress,
+                              uint8_t element_size) {
   auto owned = std::make_shared<std::vector<std::byte>>(std::move(bytes));
   OutAttachment a;
   a.data = owned->data();
   a.size = owned->size();
   a.compress = compress;
   a.keepalive = std::move(owned);
+  a.element_size = element_size;
   return a;
 }
 
 std::vector<std::span<const std::byte>> EncodedFrame::Pieces() const {
   std::vector<std::span<const std::byte>> pieces;
-  pieces.reserve(2 + 2 * payloads_.size());
+  AppendPieces(pieces);
+  return pieces;
+}
+
+void EncodedFrame::AppendPieces(std::vector<std::span<const std::byte>>& pieces) const {
   pieces.emplace_back(header_);
   auto message = message_.asBytes();
   if (message.size() > 0) {
@@ -173,10 +198,42 @@ std::vector<std::span<const std::byte>> EncodedFrame::Pieces() const {
   }
   for (size_t i = 0; i < payloads_.size(); ++i) {
     pieces.emplace_back(attachment_headers_[i]);
-    if (!payloads_[i].empty()) pieces.push_back(payloads_[i]);
+    pieces.insert(pieces.end(), payloads_[i].begin(), payloads_[i].end());
   }
-  return pieces;
 }
+
+std::span<const std::byte> EncodedFrame::Store(std::span<const std::byte> bytes) {
+  constexpr size_t kBlockBytes = 4u << 20;
+  if (storage_.empty() || storage_.back().capacity() - storage_.back().size() < bytes.size()) {
+    storage_.emplace_back();
+    // Small frames get small blocks; large attachments fill blocks of kBlockBytes.
+    storage_.back().reserve(std::max(bytes.size(), std::min(kBlockBytes, 4 * bytes.size())));
+  }
+  std::vector<std::byte>& block = storage_.back();
+  size_t at = block.size();
+  block.insert(block.end(), bytes.begin(), bytes.end());  // within capacity: no move
+  return std::span<const std::byte>(block.data() + at, bytes.size());
+}
+
+namespace {
+
+// Appends `piece` to `pieces`, merging it into the last piece when contiguous.
+void AddPiece(std::vector<std::span<const std::byte>>& pieces, std::span<const std::byte> piece) {
+  if (piece.empty()) return;
+  if (!pieces.empty() && pieces.back().data() + pieces.back().size() == piece.data()) {
+    pieces.back() = std::span<const std::byte>(pieces.back().data(),
+                                               pieces.back().size() + piece.size());
+    return;
+  }
+  pieces.push_back(piece);
+}
+
+template <typename T>
+void PutLeVec(std::vector<std::byte>& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+}
+
+}  // namespace
 
 StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options) {
   if (frame.message == nullptr) return InvalidArgument("frame has no message");
@@ -207,6 +264,10 @@ StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options
   out.header_.assign(header_bytes.begin(), header_bytes.end());
   out.size_ = kFrameHeaderSize + message_bytes;
 
+  const bool chunked = options.peer_minor >= kMinorChunked;
+  std::unique_ptr<ZstdCodec> codec;           // created on first use
+  std::vector<std::byte> shuffled;            // one chunk, shuffled
+  std::vector<std::byte> compressed;          // one chunk (or a whole legacy attachment)
   for (OutAttachment& a : frame.attachments) {
     if (a.size > 0 && a.data == nullptr) return InvalidArgument("attachment has no data");
     if (a.size > limits.max_attachment_raw_size) {
@@ -219,21 +280,74 @@ StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options
     ah.raw_size = a.size;
     ah.wire_size = a.size;
     ah.codec = Codec::kRaw;
-    std::span<const std::byte> payload = raw;
-    if (options.compression && ShouldCompress(a.size, a.compress)) {
-      REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> z,
-                             ZstdCompress(raw, options.compression_level));
-      if (z.size() < raw.size()) {
-        ah.codec = Codec::kZstd;
-        ah.wire_size = z.size();
-        out.compressed_.push_back(std::move(z));
-        payload = out.compressed_.back();  // the vector's heap buffer does not move
+    std::vector<std::span<const std::byte>> pieces;
+    bool keep_all = options.compression == CompressionMode::kZstd;
+    if (ShouldCompress(a.size, a.compress, options.compression)) {
+      if (a.element_size > 1 && !IsShuffleElementSize(a.element_size)) {
+        return InvalidArgument("attachment element size " + std::to_string(a.element_size) +
+                               " is not 0, 1, 2, 4 or 8");
+      }
+      if (codec == nullptr) codec = std::make_unique<ZstdCodec>();
+      if (!chunked) {
+        // Minor 0 peer: one unshuffled zstd frame for the whole attachment.
+        compressed.resize(ZstdBound(a.size));
+        REMEX_ASSIGN_OR_RETURN(size_t n,
+                               codec->Compress(raw, options.compression_level, compressed));
+        if (n < a.size && (keep_all || WorthCompressing(a.size, n))) {
+          ah.codec = Codec::kZstd;
+          ah.wire_size = n;
+          pieces.push_back(out.Store(std::span<const std::byte>(compressed.data(), n)));
+        }
+      } else {
+        const bool shuffle = IsShuffleElementSize(a.element_size);
+        const uint64_t chunk_count = ChunkCount(a.size);
+        std::vector<std::byte> table;
+        table.reserve(static_cast<size_t>(chunk_count * kChunkEntrySize));
+        std::vector<std::span<const std::byte>> chunk_pieces;
+        bool any_compressed = false;
+        uint64_t wire = chunk_count * kChunkEntrySize;
+        compressed.resize(ZstdBound(kAttachmentChunkBytes));
+        for (uint64_t c = 0; c < chunk_count; ++c) {
+          std::span<const std::byte> chunk = raw.subspan(
+              c * kAttachmentChunkBytes,
+              std::min<size_t>(kAttachmentChunkBytes, a.size - c * kAttachmentChunkBytes));
+          std::span<const std::byte> input = chunk;
+          if (shuffle) {
+            shuffled.resize(chunk.size());
+            ByteShuffle(chunk, shuffled, a.element_size);
+            input = shuffled;
+          }
+          REMEX_ASSIGN_OR_RETURN(size_t n,
+                                 codec->Compress(input, options.compression_level, compressed));
+          ChunkCodec chunk_codec = ChunkCodec::kRaw;
+          std::span<const std::byte> payload = chunk;
+          if (keep_all || WorthCompressing(chunk.size(), n)) {
+            chunk_codec = shuffle ? ChunkCodec::kShuffledZstd : ChunkCodec::kZstd;
+            payload = out.Store(std::span<const std::byte>(compressed.data(), n));
+            any_compressed = true;
+          }
+          PutLeVec<uint32_t>(table, static_cast<uint32_t>(payload.size()));
+          table.push_back(static_cast<std::byte>(chunk_codec));
+          for (int i = 0; i < 3; ++i) table.push_back(std::byte{0});
+          AddPiece(chunk_pieces, payload);
+          wire += payload.size();
+        }
+        if (any_compressed) {  // else the attachment goes as plain kRaw
+          ah.codec = Codec::kChunked;
+          ah.element_size = shuffle ? a.element_size : 0;
+          ah.wire_size = wire;
+          pieces.push_back(out.Store(table));
+          for (std::span<const std::byte> piece : chunk_pieces) AddPiece(pieces, piece);
+        }
       }
     }
+    if (ah.codec == Codec::kRaw) AddPiece(pieces, raw);
     auto ah_bytes = EncodeAttachmentHeader(ah);
     out.attachment_headers_.emplace_back(ah_bytes.begin(), ah_bytes.end());
-    out.payloads_.push_back(payload);
+    out.payloads_.push_back(std::move(pieces));
     out.size_ += kAttachmentHeaderSize + ah.wire_size;
+    out.attachment_raw_bytes_ += ah.raw_size;
+    out.attachment_wire_bytes_ += ah.wire_size;
     if (a.keepalive) out.keepalive_.push_back(std::move(a.keepalive));
   }
   return out;
@@ -264,6 +378,7 @@ StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limi
   REMEX_RETURN_IF_ERROR(ValidateMessage(frame.message.asPtr()));
 
   frame.attachments.resize(header.attachment_count);
+  frame.attachment_in_place.assign(header.attachment_count, false);
   AttachmentReader reader;
   for (uint32_t i = 0; i < header.attachment_count; ++i) {
     REMEX_ASSIGN_OR_RETURN(AttachmentHeader ah, DecodeAttachmentHeader(bytes, limits));
@@ -288,11 +403,22 @@ StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limi
 AttachmentReader::AttachmentReader() = default;
 AttachmentReader::~AttachmentReader() = default;
 
-Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::byte>* out) {
+Status AttachmentReader::Start(const AttachmentHeader& header) {
   header_ = header;
-  out_ = out;
+  out_ = nullptr;
+  fixed_ = {};
+  produced_ = 0;
   wire_left_ = header.wire_size;
   pending_ = {};
+  chunks_.clear();
+  next_chunk_ = 0;
+  phase_ = header.codec == Codec::kChunked ? Phase::kTable : Phase::kWhole;
+  return OkStatus();
+}
+
+Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::byte>* out) {
+  REMEX_RETURN_IF_ERROR(Start(header));
+  out_ = out;
   out->clear();
   if (header.codec == Codec::kZstd) {
     if (zstd_ == nullptr) zstd_ = std::make_unique<ZstdStreamDecompressor>();
@@ -307,25 +433,145 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::
   return OkStatus();
 }
 
+Status AttachmentReader::Begin(const AttachmentHeader& header, std::span<std::byte> destination) {
+  if (destination.size() != header.raw_size) {
+    return InvalidArgument("destination of " + std::to_string(destination.size()) +
+                           " bytes for an attachment of " + std::to_string(header.raw_size));
+  }
+  REMEX_RETURN_IF_ERROR(Start(header));
+  fixed_ = destination;
+  if (header.codec == Codec::kZstd) {
+    if (zstd_ == nullptr) zstd_ = std::make_unique<ZstdStreamDecompressor>();
+    return zstd_->Begin(destination);
+  }
+  return OkStatus();
+}
+
+std::span<std::byte> AttachmentReader::Output(uint64_t offset, size_t n) {
+  if (out_ == nullptr) return fixed_.subspan(static_cast<size_t>(offset), n);
+  // Capacity was reserved in Begin, so growing does not reallocate.
+  if (out_->size() < offset + n) out_->resize(static_cast<size_t>(offset + n));
+  return std::span<std::byte>(out_->data() + offset, n);
+}
+
 std::span<std::byte> AttachmentReader::NextBuffer() {
-  size_t n = static_cast<size_t>(std::min<uint64_t>(wire_left_, kChunkBytes));
-  if (header_.codec == Codec::kRaw) {
-    // Capacity was reserved in Begin, so growing does not reallocate.
-    size_t old = out_->size();
-    out_->resize(old + n);
-    pending_ = std::span<std::byte>(out_->data() + old, n);
-  } else {
-    if (scratch_.size() < n) scratch_.resize(n);
-    pending_ = std::span<std::byte>(scratch_.data(), n);
+  switch (phase_) {
+    case Phase::kWhole: {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(wire_left_, kReadStepBytes));
+      if (header_.codec == Codec::kRaw) {
+        pending_ = Output(produced_, n);
+      } else {
+        if (scratch_.size() < n) scratch_.resize(n);
+        pending_ = std::span<std::byte>(scratch_.data(), n);
+      }
+      break;
+    }
+    case Phase::kTable: {
+      // Bounded: raw_size is within limits and wire_size holds the table.
+      size_t n = static_cast<size_t>(ChunkCount(header_.raw_size) * kChunkEntrySize);
+      if (scratch_.size() < n) scratch_.resize(n);
+      pending_ = std::span<std::byte>(scratch_.data(), n);
+      break;
+    }
+    case Phase::kChunk: {
+      const ChunkEntry& entry = chunks_[next_chunk_];
+      if (entry.codec == ChunkCodec::kRaw) {
+        pending_ = Output(produced_, entry.wire_size);
+      } else {
+        if (scratch_.size() < entry.wire_size) scratch_.resize(entry.wire_size);
+        pending_ = std::span<std::byte>(scratch_.data(), entry.wire_size);
+      }
+      break;
+    }
   }
   return pending_;
 }
 
+Status AttachmentReader::ParseTable() {
+  uint64_t count = ChunkCount(header_.raw_size);
+  uint64_t total = 0;
+  chunks_.resize(static_cast<size_t>(count));
+  for (uint64_t c = 0; c < count; ++c) {
+    const std::byte* p = pending_.data() + c * kChunkEntrySize;
+    uint64_t raw = std::min<uint64_t>(kAttachmentChunkBytes,
+                                      header_.raw_size - c * kAttachmentChunkBytes);
+    ChunkEntry& entry = chunks_[c];
+    entry.wire_size = GetLe<uint32_t>(p);
+    uint8_t codec = std::to_integer<uint8_t>(p[4]);
+    std::string where = "chunk " + std::to_string(c);
+    switch (codec) {
+      case static_cast<uint8_t>(ChunkCodec::kRaw):
+        entry.codec = ChunkCodec::kRaw;
+        if (entry.wire_size != raw) {
+          return InvalidArgument(where + ": raw chunk of wire size " +
+                                 std::to_string(entry.wire_size) + " != " + std::to_string(raw));
+        }
+        break;
+      case static_cast<uint8_t>(ChunkCodec::kShuffledZstd):
+        if (!IsShuffleElementSize(header_.element_size)) {
+          return InvalidArgument(where + ": shuffled chunk in an attachment of element size " +
+                                 std::to_string(header_.element_size));
+        }
+        [[fallthrough]];
+      case static_cast<uint8_t>(ChunkCodec::kZstd):
+        entry.codec = static_cast<ChunkCodec>(codec);
+        if (entry.wire_size == 0 || entry.wire_size > ZstdBound(raw)) {
+          return InvalidArgument(where + ": zstd chunk of wire size " +
+                                 std::to_string(entry.wire_size) + " cannot hold " +
+                                 std::to_string(raw) + " bytes");
+        }
+        break;
+      default:
+        return InvalidArgument(where + ": unknown chunk codec " + std::to_string(codec));
+    }
+    total += entry.wire_size;
+  }
+  if (total != wire_left_) {
+    return InvalidArgument("chunk table adds up to " + std::to_string(total) +
+                           " bytes, the attachment holds " + std::to_string(wire_left_));
+  }
+  return OkStatus();
+}
+
+Status AttachmentReader::DecodeChunk() {
+  const ChunkEntry& entry = chunks_[next_chunk_];
+  size_t raw = static_cast<size_t>(
+      std::min<uint64_t>(kAttachmentChunkBytes, header_.raw_size - produced_));
+  std::string where = "chunk " + std::to_string(next_chunk_);
+  if (entry.codec != ChunkCodec::kRaw) {
+    if (codec_ == nullptr) codec_ = std::make_unique<ZstdCodec>();
+    std::span<std::byte> dst = Output(produced_, raw);
+    if (entry.codec == ChunkCodec::kShuffledZstd) {
+      unshuffle_scratch_.resize(raw);
+      REMEX_RETURN_IF_ERROR(codec_->Decompress(pending_, unshuffle_scratch_).WithContext(where));
+      ByteUnshuffle(unshuffle_scratch_, dst, header_.element_size);
+    } else {
+      REMEX_RETURN_IF_ERROR(codec_->Decompress(pending_, dst).WithContext(where));
+    }
+  }
+  produced_ += raw;
+  ++next_chunk_;
+  return OkStatus();
+}
+
 Status AttachmentReader::Commit() {
   wire_left_ -= pending_.size();
-  if (header_.codec == Codec::kZstd) {
-    REMEX_RETURN_IF_ERROR(zstd_->Feed(pending_));
-    if (wire_left_ == 0) REMEX_RETURN_IF_ERROR(zstd_->Finish());
+  switch (phase_) {
+    case Phase::kWhole:
+      if (header_.codec == Codec::kZstd) {
+        REMEX_RETURN_IF_ERROR(zstd_->Feed(pending_));
+        if (wire_left_ == 0) REMEX_RETURN_IF_ERROR(zstd_->Finish());
+      } else {
+        produced_ += pending_.size();
+      }
+      break;
+    case Phase::kTable:
+      REMEX_RETURN_IF_ERROR(ParseTable());
+      phase_ = Phase::kChunk;
+      break;
+    case Phase::kChunk:
+      REMEX_RETURN_IF_ERROR(DecodeChunk());
+      break;
   }
   pending_ = {};
   return OkStatus();

@@ -8,8 +8,34 @@
 //   message           message_bytes bytes: one Cap'n Proto message in flat-array form
 //                     (segment table + segments, a multiple of 8 bytes)
 //   attachment_count times:
-//     AttachmentHeader  24 bytes: raw_size u64 | wire_size u64 | codec u8 | 7 reserved
-//     payload           wire_size bytes, raw or one zstd frame of raw_size bytes
+//     AttachmentHeader  24 bytes: raw_size u64 | wire_size u64 | codec u8 |
+//                       element_size u8 (chunked codec only; reserved otherwise) |
+//                       6 reserved
+//     payload           wire_size bytes, by codec:
+//       kRaw (0)        the raw_size bytes
+//       kZstd (1)       one zstd frame of raw_size bytes
+//       kChunked (2)    (minor >= 1) the attachment cut into chunks of
+//                       kAttachmentChunkBytes (1 MiB; the last one shorter), each coded
+//                       on its own:
+//                         chunk table    ChunkCount(raw_size) entries of 8 bytes:
+//                                        wire_size u32 | chunk codec u8 | 3 reserved
+//                         chunk payloads in order, each wire_size bytes:
+//                           kRaw (0)          the chunk's bytes (wire_size == its size)
+//                           kZstd (1)         one zstd frame of the chunk
+//                           kShuffledZstd (2) one zstd frame of the chunk after
+//                                             ByteShuffle (rpc/compression.h) with the
+//                                             header's element_size (2, 4 or 8); a tail
+//                                             that is not a whole element is left in
+//                                             place
+//                       The table entries' wire sizes add up to wire_size minus the
+//                       table. Chunks are independent, so a receiver decodes them one by
+//                       one straight into the destination with bounded scratch memory
+//                       (about two chunks), and a sender in CompressionMode::kAuto sends
+//                       raw the chunks that do not compress.
+//
+// Versions: a peer announces its minor in every frame header. A sender uses kChunked
+// only towards a peer whose minor is >= kMinorChunked (EncodeOptions::peer_minor); older
+// peers get kRaw / kZstd attachments as in minor 0.
 //
 // Reserved fields are written as zero and ignored when read, so that a minor version
 // may use them. Every length is checked against `Limits` before anything is allocated.
@@ -35,7 +61,9 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 0;
+inline constexpr uint16_t kProtocolMinor = 1;
+// The first minor version that understands Codec::kChunked.
+inline constexpr uint16_t kMinorChunked = 1;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},
@@ -47,6 +75,29 @@ inline constexpr size_t kAttachmentHeaderSize = 24;
 enum class Codec : uint8_t {
   kRaw = 0,
   kZstd = 1,
+  kChunked = 2,
+};
+
+// Encoding of one chunk of a kChunked attachment.
+enum class ChunkCodec : uint8_t {
+  kRaw = 0,
+  kZstd = 1,
+  kShuffledZstd = 2,
+};
+
+// Raw bytes per chunk of a kChunked attachment (the last chunk holds the rest).
+inline constexpr size_t kAttachmentChunkBytes = size_t{1} << 20;
+inline constexpr size_t kChunkEntrySize = 8;
+
+// Chunks of a kChunked attachment of `raw_size` bytes: ceil(raw_size / 1 MiB).
+inline uint64_t ChunkCount(uint64_t raw_size) {
+  return raw_size / kAttachmentChunkBytes + (raw_size % kAttachmentChunkBytes != 0 ? 1 : 0);
+}
+
+// One entry of a chunk table.
+struct ChunkEntry {
+  uint32_t wire_size = 0;
+  ChunkCodec codec = ChunkCodec::kRaw;
 };
 
 // What a receiver accepts. Checked on the declared lengths, before allocating.
@@ -74,6 +125,9 @@ struct AttachmentHeader {
   uint64_t raw_size = 0;
   uint64_t wire_size = 0;
   Codec codec = Codec::kRaw;
+  // Shuffle element size of kChunked attachments: 0 or 1 (none), 2, 4 or 8. Written
+  // only for kChunked; always 0 after decoding any other codec.
+  uint8_t element_size = 0;
 };
 
 std::array<std::byte, kFrameHeaderSize> EncodeFrameHeader(const FrameHeader& header);
@@ -91,9 +145,10 @@ Status CheckFrameHeader(const FrameHeader& header, const Limits& limits);
 std::array<std::byte, kAttachmentHeaderSize> EncodeAttachmentHeader(const AttachmentHeader& header);
 
 // Parses and checks an attachment header: INVALID_ARGUMENT for a short buffer, an
-// unknown codec, a raw attachment whose wire_size != raw_size, or a zstd attachment
-// that is empty or larger than ZSTD_compressBound(raw_size); RESOURCE_EXHAUSTED when
-// raw_size exceeds limits.max_attachment_raw_size.
+// unknown codec, a raw attachment whose wire_size != raw_size, a zstd attachment that
+// is empty or larger than ZSTD_compressBound(raw_size), or a chunked attachment whose
+// element_size is not 0, 1, 2, 4 or 8 or whose wire_size cannot hold its chunk table
+// and chunks; RESOURCE_EXHAUSTED when raw_size exceeds limits.max_attachment_raw_size.
 StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> bytes,
                                                   const Limits& limits);
 
@@ -109,14 +164,19 @@ Status ValidateMessage(kj::ArrayPtr<const capnp::word> words);
 struct OutAttachment {
   const void* data = nullptr;
   size_t size = 0;
-  // Compress with zstd when compression is enabled on the sender and size >=
-  // kMinCompressBytes; sent raw when the compressed form is not smaller.
+  // Let the sender compress this attachment as its CompressionMode says (see
+  // EncodeOptions); attachments not so marked, or under kMinCompressBytes, go raw.
   bool compress = false;
   std::shared_ptr<void> keepalive;
+  // Bytes per element of the data (a tensor's dtype size) for the byte shuffle before
+  // zstd: 2, 4 or 8 shuffle, 0 or 1 do not. Anything else is INVALID_ARGUMENT when the
+  // attachment is compressed. Used only towards peers of minor >= kMinorChunked.
+  uint8_t element_size = 0;
 };
 
 // An attachment that owns `bytes`.
-OutAttachment OwnedAttachment(std::vector<std::byte> bytes, bool compress);
+OutAttachment OwnedAttachment(std::vector<std::byte> bytes, bool compress,
+                              uint8_t element_size = 0);
 
 // A frame to send. `message` must be set.
 struct OutFrame {
@@ -127,7 +187,10 @@ struct OutFrame {
 };
 
 // A received frame. `message` has passed ValidateMessage; `attachments` hold the
-// decoded (decompressed) payloads in order.
+// decoded (decompressed) payloads in order, except those a ConnectionHandler had
+// written straight into its own memory (rpc/transport.h,
+// ConnectionHandler::AttachmentDestination): those are empty here and marked in
+// `attachment_in_place`.
 struct Frame {
   uint64_t request_id = 0;
   uint32_t flags = 0;
@@ -135,6 +198,9 @@ struct Frame {
   uint16_t minor = kProtocolMinor;
   kj::Array<capnp::word> message;
   std::vector<std::vector<std::byte>> attachments;
+  // Same length as `attachments` once the frame is received; true where the attachment
+  // went to a destination chosen by the handler instead of `attachments`.
+  std::vector<bool> attachment_in_place;
 
   // A reader over `message` with WireReaderOptions(). Borrows `message`: the Frame must
   // outlive the reader.
@@ -144,8 +210,13 @@ struct Frame {
 };
 
 struct EncodeOptions {
-  bool compression = true;
-  int compression_level = 1;
+  // What happens to attachments marked `compress` (a CompressionMode, or a bool: true =
+  // kAuto, false = kNone).
+  CompressionSetting compression = CompressionMode::kAuto;
+  int compression_level = kDefaultCompressionLevel;
+  // The receiver's protocol minor: below kMinorChunked, attachments are sent whole, raw
+  // or as one unshuffled zstd frame (kAuto keeps it when it is at most 90 % of raw).
+  uint16_t peer_minor = kProtocolMinor;
   // The sender refuses (INVALID_ARGUMENT / RESOURCE_EXHAUSTED) what a peer with these
   // limits would refuse.
   Limits limits;
@@ -159,24 +230,42 @@ class EncodedFrame {
   // The wire bytes in order: header, message, then per attachment its header and
   // payload. Empty payloads are omitted.
   std::vector<std::span<const std::byte>> Pieces() const;
+  // Appends Pieces() to `pieces`.
+  void AppendPieces(std::vector<std::span<const std::byte>>& pieces) const;
+  // Every byte of the frame.
   uint64_t size() const { return size_; }
+  // Attachment payload bytes before coding (sum of raw_size) and on the wire (sum of
+  // wire_size; attachment headers not counted).
+  uint64_t attachment_raw_bytes() const { return attachment_raw_bytes_; }
+  uint64_t attachment_wire_bytes() const { return attachment_wire_bytes_; }
 
  private:
   friend StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options);
 
+  // Copies `bytes` into storage that stays put for the life of this object.
+  std::span<const std::byte> Store(std::span<const std::byte> bytes);
+
   std::vector<std::byte> header_;
   kj::Array<capnp::word> message_;
   std::vector<std::vector<std::byte>> attachment_headers_;
-  std::vector<std::span<const std::byte>> payloads_;
-  std::vector<std::vector<std::byte>> compressed_;  // storage behind some payloads_
+  // Per attachment, its payload pieces in order (empty pieces omitted).
+  std::vector<std::vector<std::span<const std::byte>>> payloads_;
+  // Storage behind the pieces that are not borrowed: blocks that are never grown past
+  // their capacity, so their bytes do not move.
+  std::vector<std::vector<std::byte>> storage_;
   std::vector<std::shared_ptr<void>> keepalive_;
   uint64_t size_ = 0;
+  uint64_t attachment_raw_bytes_ = 0;
+  uint64_t attachment_wire_bytes_ = 0;
 };
 
-// Serializes `frame` (compressing attachments per OutAttachment::compress and
-// `options`). Moves the keepalives out of `frame`. INVALID_ARGUMENT when the message is
-// missing or an attachment has size > 0 and no data; RESOURCE_EXHAUSTED when the frame
-// exceeds options.limits.
+// Serializes `frame`, coding attachments per OutAttachment::compress / element_size and
+// `options` (see the header comment). Raw attachments and raw chunks stay borrowed from
+// `frame`; compressed chunks are held by the EncodedFrame. Moves the keepalives out of
+// `frame`. Compression runs on the calling thread. INVALID_ARGUMENT when the message is
+// missing, an attachment has size > 0 and no data, or a compressed attachment's
+// element_size is not 0, 1, 2, 4 or 8; RESOURCE_EXHAUSTED when the frame exceeds
+// options.limits; INTERNAL when zstd fails.
 StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options);
 
 // Concatenates the pieces into one buffer (tests, tools; the transport writes the
@@ -188,20 +277,26 @@ std::vector<std::byte> Flatten(const EncodedFrame& encoded);
 // truncated input, trailing bytes or a corrupt zstd payload.
 StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limits);
 
-// Receives one attachment payload in bounded steps, straight into its final vector:
-// raw bytes are read into `out` as it grows chunk by chunk (memory follows the data the
-// peer actually sent, not what it declared); zstd bytes go through a scratch buffer of
-// at most kChunkBytes and are decompressed into `out`.
+// Receives one attachment payload in bounded steps, straight into its destination:
+//  - kRaw: read into the destination in steps of at most kReadStepBytes;
+//  - kZstd: read through a scratch buffer of at most kReadStepBytes and decompressed
+//    into the destination as it arrives;
+//  - kChunked: the chunk table, then each chunk: a raw chunk is read straight into its
+//    place in the destination, a compressed one into a scratch buffer and decompressed
+//    (and unshuffled) into its place.
+// The destination is either a vector that grows as data arrives (memory follows the
+// data the peer actually sent, not what it declared), or a caller's span of exactly
+// raw_size bytes.
 //
 //   AttachmentReader r;
-//   r.Begin(header, &out);
+//   r.Begin(header, &out);   // or r.Begin(header, span)
 //   while (!r.done()) { auto buf = r.NextBuffer(); <fill all of buf>; r.Commit(); }
 //
-// TODO(perf): read raw payloads straight into a destination tensor (or pinned staging
-// buffer) instead of a std::vector.
+// After an error the reader must be restarted with Begin; the destination may be
+// partly written. Not thread-safe.
 class AttachmentReader {
  public:
-  static constexpr size_t kChunkBytes = 4u << 20;
+  static constexpr size_t kReadStepBytes = 4u << 20;
 
   AttachmentReader();
   ~AttachmentReader();
@@ -211,20 +306,40 @@ class AttachmentReader {
   // `header` must come from DecodeAttachmentHeader. `out` is cleared, its capacity
   // reserved, and must outlive the reading. RESOURCE_EXHAUSTED when that fails.
   Status Begin(const AttachmentHeader& header, std::vector<std::byte>* out);
+  // Decodes into `destination` (borrowed, must outlive the reading).
+  // INVALID_ARGUMENT unless destination.size() == header.raw_size.
+  Status Begin(const AttachmentHeader& header, std::span<std::byte> destination);
   bool done() const { return wire_left_ == 0; }
-  // The span the next wire bytes must fill completely; valid until Commit().
+  // The span the next wire bytes must fill completely; valid until Commit(). Only
+  // while !done().
   std::span<std::byte> NextBuffer();
   // Consumes the bytes written into the last NextBuffer(). INVALID_ARGUMENT for a
-  // corrupt zstd payload or one whose content size is not raw_size.
+  // corrupt zstd payload or chunk, one whose content size is not as declared, or a
+  // chunk table that does not match the header.
   Status Commit();
 
  private:
+  enum class Phase : uint8_t { kWhole, kTable, kChunk };
+
+  Status Start(const AttachmentHeader& header);
+  // The destination bytes [offset, offset + n), growing the vector if needed.
+  std::span<std::byte> Output(uint64_t offset, size_t n);
+  Status ParseTable();
+  Status DecodeChunk();
+
   AttachmentHeader header_;
-  std::vector<std::byte>* out_ = nullptr;
+  std::vector<std::byte>* out_ = nullptr;  // growing destination, or
+  std::span<std::byte> fixed_;             // a fixed one
+  uint64_t produced_ = 0;                  // raw bytes written so far (kRaw, kChunked)
   uint64_t wire_left_ = 0;
+  Phase phase_ = Phase::kWhole;
   std::span<std::byte> pending_;
   std::vector<std::byte> scratch_;
+  std::vector<std::byte> unshuffle_scratch_;
+  std::vector<ChunkEntry> chunks_;
+  size_t next_chunk_ = 0;
   std::unique_ptr<ZstdStreamDecompressor> zstd_;
+  std::unique_ptr<ZstdCodec> codec_;
 };
 
 }  // namespace remex::rpc

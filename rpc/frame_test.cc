@@ -124,8 +124,9 @@ TEST(FrameTest, WrongMajorVersion) {
   EXPECT_EQ(h->request_id, 7u);
   Status s = DecodeFrame(bytes, Limits()).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find("2.0"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("1.0"), std::string::npos) << s.message();
+  std::string minor = "." + std::to_string(kProtocolMinor);
+  EXPECT_NE(s.message().find("peer speaks 2" + minor), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("this side speaks 1" + minor), std::string::npos) << s.message();
 
   bytes[4] = std::byte{1};
   bytes[6] = std::byte{9};  // a newer minor version is accepted
@@ -249,6 +250,329 @@ TEST(FrameTest, EncodedFrameSurvivesMove) {
   StatusOr<Frame> d = DecodeFrame(Flatten(moved), Limits());
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->attachments[0], payload);
+}
+
+// Where an encoded attachment sits in a flattened frame.
+struct WireAttachment {
+  AttachmentHeader header;
+  size_t header_offset = 0;   // of its 24-byte header
+  size_t payload_offset = 0;  // of its payload
+};
+
+std::vector<WireAttachment> WalkAttachments(const std::vector<std::byte>& bytes) {
+  StatusOr<FrameHeader> h = DecodeFrameHeader(bytes);
+  EXPECT_TRUE(h.ok());
+  std::vector<WireAttachment> out;
+  size_t at = kFrameHeaderSize + h->message_bytes;
+  for (uint32_t i = 0; i < h->attachment_count; ++i) {
+    WireAttachment a;
+    a.header_offset = at;
+    StatusOr<AttachmentHeader> ah =
+        DecodeAttachmentHeader(std::span<const std::byte>(bytes).subspan(at), Limits());
+    EXPECT_TRUE(ah.ok()) << ah.status().ToString();
+    a.header = *ah;
+    a.payload_offset = at + kAttachmentHeaderSize;
+    at = a.payload_offset + ah->wire_size;
+    out.push_back(a);
+  }
+  return out;
+}
+
+ChunkEntry TableEntry(const std::vector<std::byte>& bytes, const WireAttachment& a, size_t chunk) {
+  const std::byte* p = bytes.data() + a.payload_offset + chunk * kChunkEntrySize;
+  ChunkEntry e;
+  std::memcpy(&e.wire_size, p, 4);  // little-endian host
+  e.codec = static_cast<ChunkCodec>(p[4]);
+  return e;
+}
+
+// float32 values that vary slowly: compress well once shuffled.
+std::vector<std::byte> SmoothFloats(size_t bytes) {
+  std::vector<std::byte> v(bytes);
+  for (size_t i = 0; i + 4 <= bytes; i += 4) {
+    float f = 100.0f + 0.001f * static_cast<float>(i / 4);
+    std::memcpy(&v[i], &f, 4);
+  }
+  for (size_t i = bytes / 4 * 4; i < bytes; ++i) v[i] = std::byte{0x5a};
+  return v;
+}
+
+TEST(ChunkedTest, RoundTripEverySizeElementSizeAndMode) {
+  for (size_t n : {kMinCompressBytes, kAttachmentChunkBytes - 3, kAttachmentChunkBytes,
+                   kAttachmentChunkBytes + 1, 3 * kAttachmentChunkBytes + 5}) {
+    std::vector<std::byte> data = SmoothFloats(n);
+    for (uint8_t element_size : {0, 1, 2, 4, 8}) {
+      for (CompressionMode mode : {CompressionMode::kAuto, CompressionMode::kZstd}) {
+        SCOPED_TRACE(std::to_string(n) + " bytes, element size " + std::to_string(element_size) +
+                     ", mode " + std::to_string(static_cast<int>(mode)));
+        OutFrame f = PingFrame(1, 0);
+        f.attachments.push_back({data.data(), data.size(), true, nullptr, element_size});
+        EncodeOptions options;
+        options.compression = mode;
+        std::vector<std::byte> bytes = EncodeToBytes(f, options);
+        std::vector<WireAttachment> wire = WalkAttachments(bytes);
+        ASSERT_EQ(wire.size(), 1u);
+        EXPECT_EQ(wire[0].header.codec, Codec::kChunked);
+        EXPECT_EQ(wire[0].header.element_size, element_size > 1 ? element_size : 0);
+        EXPECT_EQ(static_cast<uint8_t>(bytes[wire[0].header_offset + 17]),
+                  element_size > 1 ? element_size : 0);
+        ChunkEntry first = TableEntry(bytes, wire[0], 0);
+        EXPECT_EQ(first.codec, element_size > 1 ? ChunkCodec::kShuffledZstd : ChunkCodec::kZstd);
+        StatusOr<Frame> d = DecodeFrame(bytes, Limits());
+        ASSERT_TRUE(d.ok()) << d.status().ToString();
+        EXPECT_EQ(d->attachments[0], data);
+        EXPECT_EQ(d->attachment_in_place, std::vector<bool>{false});
+      }
+    }
+  }
+}
+
+TEST(ChunkedTest, AutoSendsIncompressibleChunksRaw) {
+  // Chunks 0-1 compress, chunks 2-3 are noise, chunk 4 (half a chunk) compresses.
+  std::vector<std::byte> data = Compressible(2 * kAttachmentChunkBytes);
+  std::vector<std::byte> noise = Random(2 * kAttachmentChunkBytes, 11);
+  data.insert(data.end(), noise.begin(), noise.end());
+  std::vector<std::byte> more = Compressible(kAttachmentChunkBytes / 2);
+  data.insert(data.end(), more.begin(), more.end());
+
+  OutFrame f = PingFrame(1, 0);
+  f.attachments.push_back({data.data(), data.size(), true, nullptr});
+  StatusOr<EncodedFrame> e = EncodeFrame(f, EncodeOptions());
+  ASSERT_TRUE(e.ok());
+  std::vector<std::byte> bytes = Flatten(*e);
+  std::vector<WireAttachment> wire = WalkAttachments(bytes);
+  ASSERT_EQ(wire[0].header.codec, Codec::kChunked);
+  std::vector<ChunkCodec> codecs;
+  for (size_t c = 0; c < 5; ++c) codecs.push_back(TableEntry(bytes, wire[0], c).codec);
+  EXPECT_EQ(codecs, (std::vector<ChunkCodec>{ChunkCodec::kZstd, ChunkCodec::kZstd, ChunkCodec::kRaw,
+                                             ChunkCodec::kRaw, ChunkCodec::kZstd}));
+  EXPECT_EQ(TableEntry(bytes, wire[0], 2).wire_size, kAttachmentChunkBytes);
+  // Noise costs nothing in size: only the table and the compressed chunks are added.
+  EXPECT_LT(wire[0].header.wire_size, noise.size() + 64 * 1024);
+  EXPECT_EQ(e->attachment_raw_bytes(), data.size());
+  EXPECT_EQ(e->attachment_wire_bytes(), wire[0].header.wire_size);
+  StatusOr<Frame> d = DecodeFrame(bytes, Limits());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->attachments[0], data);
+}
+
+TEST(ChunkedTest, ModesOnNoise) {
+  std::vector<std::byte> noise = Random(3 * kAttachmentChunkBytes / 2, 12);
+  auto encode = [&](CompressionMode mode) {
+    OutFrame f = PingFrame(1, 0);
+    f.attachments.push_back({noise.data(), noise.size(), true, nullptr, 4});
+    EncodeOptions options;
+    options.compression = mode;
+    std::vector<std::byte> bytes = EncodeToBytes(f, options);
+    StatusOr<Frame> d = DecodeFrame(bytes, Limits());
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (d.ok()) EXPECT_EQ(d->attachments[0], noise);
+    return WalkAttachments(bytes)[0].header;
+  };
+  // kAuto: no chunk is worth it, so the attachment goes plain raw.
+  AttachmentHeader h = encode(CompressionMode::kAuto);
+  EXPECT_EQ(h.codec, Codec::kRaw);
+  EXPECT_EQ(h.wire_size, noise.size());
+  h = encode(CompressionMode::kNone);
+  EXPECT_EQ(h.codec, Codec::kRaw);
+  // kZstd: every chunk compressed, whatever it costs.
+  h = encode(CompressionMode::kZstd);
+  EXPECT_EQ(h.codec, Codec::kChunked);
+  EXPECT_GT(h.wire_size, noise.size());
+}
+
+TEST(ChunkedTest, MinorZeroPeerGetsWholeZstd) {
+  std::vector<std::byte> data = SmoothFloats(3 * kAttachmentChunkBytes);
+  std::vector<std::byte> noise = Random(1 << 16, 13);
+  OutFrame f = PingFrame(1, 0);
+  f.attachments.push_back({data.data(), data.size(), true, nullptr, 4});
+  f.attachments.push_back({noise.data(), noise.size(), true, nullptr, 4});
+  EncodeOptions options;
+  options.peer_minor = 0;
+  std::vector<std::byte> bytes = EncodeToBytes(f, options);
+  std::vector<WireAttachment> wire = WalkAttachments(bytes);
+  EXPECT_EQ(wire[0].header.codec, Codec::kZstd);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[wire[0].header_offset + 17]), 0);  // reserved
+  EXPECT_EQ(wire[1].header.codec, Codec::kRaw);
+  StatusOr<Frame> d = DecodeFrame(bytes, Limits());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->attachments[0], data);
+  EXPECT_EQ(d->attachments[1], noise);
+}
+
+TEST(ChunkedTest, EncodeRejectsBadElementSize) {
+  std::vector<std::byte> data = Compressible(1 << 16);
+  OutFrame f = PingFrame(1, 0);
+  f.attachments.push_back({data.data(), data.size(), true, nullptr, 3});
+  EXPECT_EQ(EncodeFrame(f, EncodeOptions()).status().code(), StatusCode::kInvalidArgument);
+  // Not compressed: the element size does not matter.
+  OutFrame g = PingFrame(1, 0);
+  g.attachments.push_back({data.data(), data.size(), false, nullptr, 3});
+  EXPECT_TRUE(EncodeFrame(g, EncodeOptions()).ok());
+}
+
+// A valid frame with one chunked attachment (two chunks: zstd, raw) to corrupt.
+struct ChunkedFrame {
+  std::vector<std::byte> data;
+  std::vector<std::byte> bytes;
+  WireAttachment wire;
+};
+
+ChunkedFrame MakeChunkedFrame() {
+  ChunkedFrame c;
+  c.data = SmoothFloats(kAttachmentChunkBytes);
+  std::vector<std::byte> noise = Random(1000, 14);
+  c.data.insert(c.data.end(), noise.begin(), noise.end());
+  OutFrame f = PingFrame(1, 0);
+  f.attachments.push_back({c.data.data(), c.data.size(), true, nullptr, 4});
+  c.bytes = EncodeToBytes(f);
+  c.wire = WalkAttachments(c.bytes)[0];
+  EXPECT_EQ(c.wire.header.codec, Codec::kChunked);
+  EXPECT_EQ(TableEntry(c.bytes, c.wire, 0).codec, ChunkCodec::kShuffledZstd);
+  EXPECT_EQ(TableEntry(c.bytes, c.wire, 1).codec, ChunkCodec::kRaw);
+  return c;
+}
+
+TEST(ChunkedTest, BadHeadersAndTables) {
+  Limits limits;
+  AttachmentHeader a;
+  a.codec = Codec::kChunked;
+  a.raw_size = 3 * kAttachmentChunkBytes;
+  a.wire_size = 3 * kChunkEntrySize;  // no room for any chunk
+  EXPECT_EQ(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).status().code(),
+            StatusCode::kInvalidArgument);
+  a.wire_size = 4 * kAttachmentChunkBytes;  // more than 3 chunks can take
+  EXPECT_EQ(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).status().code(),
+            StatusCode::kInvalidArgument);
+  a.wire_size = kAttachmentChunkBytes;
+  EXPECT_TRUE(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).ok());
+  a.element_size = 3;
+  EXPECT_EQ(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).status().code(),
+            StatusCode::kInvalidArgument);
+  // The element-size byte is reserved, and ignored, for the other codecs.
+  auto raw = EncodeAttachmentHeader({100, 100, Codec::kRaw});
+  raw[17] = std::byte{3};
+  StatusOr<AttachmentHeader> decoded = DecodeAttachmentHeader(raw, limits);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->element_size, 0);
+
+  ChunkedFrame good = MakeChunkedFrame();
+  ASSERT_TRUE(DecodeFrame(good.bytes, Limits()).ok());
+  auto expect_invalid = [](std::vector<std::byte> bytes, const std::string& what) {
+    Status s = DecodeFrame(bytes, Limits()).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what << ": " << s.ToString();
+  };
+  size_t table = good.wire.payload_offset;
+  {
+    std::vector<std::byte> b = good.bytes;  // raw chunk that claims another size
+    b[table + 8] = static_cast<std::byte>(static_cast<uint8_t>(b[table + 8]) + 1);
+    expect_invalid(b, "raw chunk size");
+  }
+  {
+    std::vector<std::byte> b = good.bytes;  // unknown chunk codec
+    b[table + 4] = std::byte{9};
+    expect_invalid(b, "chunk codec");
+  }
+  {
+    std::vector<std::byte> b = good.bytes;  // shuffled chunk without an element size
+    b[good.wire.header_offset + 17] = std::byte{0};
+    expect_invalid(b, "element size");
+  }
+  {
+    std::vector<std::byte> b = good.bytes;  // empty zstd chunk
+    std::fill(b.begin() + table, b.begin() + table + 4, std::byte{0});
+    expect_invalid(b, "empty chunk");
+  }
+  {
+    std::vector<std::byte> b = good.bytes;  // chunk sizes that do not add up
+    b[table] = static_cast<std::byte>(static_cast<uint8_t>(b[table]) ^ 1);
+    expect_invalid(b, "table sum");
+  }
+  {
+    std::vector<std::byte> b = good.bytes;  // a corrupt compressed chunk
+    size_t chunk0 = table + 2 * kChunkEntrySize;
+    for (size_t i = 20; i < 40; ++i) b[chunk0 + i] ^= std::byte{0xff};
+    expect_invalid(b, "corrupt chunk");
+  }
+}
+
+TEST(ChunkedTest, TruncatedAtManyLengths) {
+  ChunkedFrame good = MakeChunkedFrame();
+  // Every length through the headers and the table, then a stride through the chunks.
+  size_t dense = good.wire.payload_offset + 2 * kChunkEntrySize + 64;
+  for (size_t n = 0; n < good.bytes.size(); n += (n < dense ? 1 : 997)) {
+    Status s = DecodeFrame(std::span<const std::byte>(good.bytes).first(n), Limits()).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << n;
+  }
+  Status s = DecodeFrame(std::span<const std::byte>(good.bytes).first(good.bytes.size() - 1),
+                         Limits())
+                 .status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+// Feeds the payload of `wire` from `bytes` to `reader` as a socket would.
+Status Feed(AttachmentReader& reader, const std::vector<std::byte>& bytes,
+            const WireAttachment& wire) {
+  size_t at = wire.payload_offset;
+  while (!reader.done()) {
+    std::span<std::byte> buf = reader.NextBuffer();
+    if (at + buf.size() > bytes.size()) return InvalidArgument("out of bytes");
+    std::memcpy(buf.data(), bytes.data() + at, buf.size());
+    at += buf.size();
+    REMEX_RETURN_IF_ERROR(reader.Commit());
+  }
+  return OkStatus();
+}
+
+TEST(AttachmentReaderTest, DecodesEveryCodecIntoAFixedDestination) {
+  std::vector<std::byte> data = SmoothFloats(2 * kAttachmentChunkBytes + 12345);
+  for (uint16_t peer_minor : {uint16_t{0}, kProtocolMinor}) {
+    for (CompressionMode mode :
+         {CompressionMode::kNone, CompressionMode::kAuto, CompressionMode::kZstd}) {
+      OutFrame f = PingFrame(1, 0);
+      f.attachments.push_back({data.data(), data.size(), true, nullptr, 4});
+      EncodeOptions options;
+      options.compression = mode;
+      options.peer_minor = peer_minor;
+      std::vector<std::byte> bytes = EncodeToBytes(f, options);
+      WireAttachment wire = WalkAttachments(bytes)[0];
+      Codec want = mode == CompressionMode::kNone ? Codec::kRaw
+                   : peer_minor == 0              ? Codec::kZstd
+                                                  : Codec::kChunked;
+      EXPECT_EQ(wire.header.codec, want);
+
+      std::vector<std::byte> destination(data.size(), std::byte{0x11});
+      AttachmentReader reader;
+      ASSERT_TRUE(reader.Begin(wire.header, std::span<std::byte>(destination)).ok());
+      Status s = Feed(reader, bytes, wire);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(destination, data) << "codec " << static_cast<int>(want);
+
+      std::vector<std::byte> wrong(data.size() - 1);
+      EXPECT_EQ(reader.Begin(wire.header, std::span<std::byte>(wrong)).code(),
+                StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(AttachmentReaderTest, ChunkedIntoVectorGrowsWithTheData) {
+  ChunkedFrame good = MakeChunkedFrame();
+  std::vector<std::byte> out;
+  AttachmentReader reader;
+  ASSERT_TRUE(reader.Begin(good.wire.header, &out).ok());
+  size_t reads = 0;
+  size_t at = good.wire.payload_offset;
+  while (!reader.done()) {
+    std::span<std::byte> buf = reader.NextBuffer();
+    EXPECT_LE(buf.size(), ZstdBound(kAttachmentChunkBytes));  // bounded scratch
+    std::memcpy(buf.data(), good.bytes.data() + at, buf.size());
+    at += buf.size();
+    ASSERT_TRUE(reader.Commit().ok());
+    ++reads;
+    if (reads == 1) EXPECT_TRUE(out.empty());  // the table: no output yet
+  }
+  EXPECT_EQ(reads, 3u);  // table, chunk 0, chunk 1
+  EXPECT_EQ(out, good.data);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "rpc/transport.h"
 
 #include <array>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -40,6 +43,15 @@ std::vector<asio::const_buffer> ToBuffers(const EncodedFrame& frame) {
   for (std::span<const std::byte> piece : frame.Pieces()) {
     buffers.emplace_back(piece.data(), piece.size());
   }
+  return buffers;
+}
+
+std::vector<asio::const_buffer> ToBuffers(const std::vector<EncodedFrame>& frames) {
+  std::vector<std::span<const std::byte>> pieces;
+  for (const EncodedFrame& frame : frames) frame.AppendPieces(pieces);
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(pieces.size());
+  for (std::span<const std::byte> piece : pieces) buffers.emplace_back(piece.data(), piece.size());
   return buffers;
 }
 
@@ -87,6 +99,12 @@ OutFrame MakeErrorReply(uint64_t request_id, const Status& status) {
 // Server.
 
 ConnectionHandler::~ConnectionHandler() = default;
+
+std::span<std::byte> ConnectionHandler::AttachmentDestination(const Frame& /*request_so_far*/,
+                                                             size_t /*index*/,
+                                                             uint64_t /*raw_size*/) {
+  return {};
+}
 
 namespace {
 
@@ -159,6 +177,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Status status = ValidateMessage(request_.message.asPtr());
     if (!status.ok()) return Fail(header_.request_id, status);
     request_.attachments.resize(header_.attachment_count);
+    request_.attachment_in_place.assign(header_.attachment_count, false);
     next_attachment_ = 0;
     ReadAttachmentHeader();
   }
@@ -173,19 +192,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnAttachmentHeader() {
+    std::string context = "attachment " + std::to_string(next_attachment_);
     StatusOr<AttachmentHeader> header =
         DecodeAttachmentHeader(attachment_header_buf_, options_.limits);
-    Status status = header.status();
-    if (status.ok()) status = reader_.Begin(*header, &request_.attachments[next_attachment_]);
-    if (!status.ok()) {
+    if (!header.ok()) return Fail(header_.request_id, header.status().WithContext(context));
+    attachment_ = *header;
+    std::span<std::byte> destination;
+    try {
+      destination = handler_->AttachmentDestination(request_, next_attachment_, attachment_.raw_size);
+    } catch (...) {
       return Fail(header_.request_id,
-                  status.WithContext("attachment " + std::to_string(next_attachment_)));
+                  Internal("choosing the destination of " + context + ": " +
+                           ExceptionMessage(std::current_exception())));
     }
+    Status status;
+    if (destination.empty()) {
+      status = reader_.Begin(attachment_, &request_.attachments[next_attachment_]);
+    } else if (destination.size() != attachment_.raw_size) {
+      status = Internal("the handler chose a destination of " +
+                        std::to_string(destination.size()) + " bytes for " +
+                        std::to_string(attachment_.raw_size));
+    } else {
+      request_.attachment_in_place[next_attachment_] = true;
+      status = reader_.Begin(attachment_, destination);
+    }
+    if (!status.ok()) return Fail(header_.request_id, status.WithContext(context));
     ReadAttachmentChunk();
   }
 
   void ReadAttachmentChunk() {
     if (reader_.done()) {
+      stats_.attachment_raw_received += attachment_.raw_size;
+      stats_.attachment_wire_received += attachment_.wire_size;
       ++next_attachment_;
       return ReadAttachmentHeader();
     }
@@ -206,6 +244,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Dispatch() {
     uint64_t id = request_.request_id;
+    uint16_t peer_minor = request_.minor;
     OutFrame reply;
     try {
       reply = handler_->Handle(request_);
@@ -218,19 +257,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     ++stats_.frames_handled;
     request_ = Frame();  // the request's memory is not needed while replying
-    Write(std::move(reply), id, /*close_after=*/false);
+    Write(std::move(reply), id, peer_minor, /*close_after=*/false);
   }
 
   // Answers with an error and closes the connection.
   void Fail(uint64_t request_id, const Status& status) {
-    Write(MakeErrorReply(request_id, status), request_id, /*close_after=*/true);
+    Write(MakeErrorReply(request_id, status), request_id, /*peer_minor=*/0,
+          /*close_after=*/true);
   }
 
-  void Write(OutFrame reply, uint64_t request_id, bool close_after) {
+  void Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after) {
     reply.request_id = request_id;
     EncodeOptions encode;
     encode.compression = options_.compression;
     encode.compression_level = options_.compression_level;
+    encode.peer_minor = peer_minor;
     encode.limits = options_.limits;
     StatusOr<EncodedFrame> encoded = EncodeFrame(reply, encode);
     if (!encoded.ok()) {
@@ -243,6 +284,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::async_write(socket_, out_buffers_,
                       [self = shared_from_this(), close_after](error_code ec, size_t n) {
                         self->stats_.bytes_written += n;
+                        if (!ec) {
+                          self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
+                          self->stats_.attachment_wire_sent += self->out_->attachment_wire_bytes();
+                        }
                         self->out_.reset();
                         self->out_buffers_.clear();
                         if (ec) return;
@@ -288,6 +333,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   FrameHeader header_;
   Frame request_;
   uint32_t next_attachment_ = 0;
+  AttachmentHeader attachment_;  // of attachment next_attachment_
   AttachmentReader reader_;
 
   std::optional<EncodedFrame> out_;
@@ -443,7 +489,7 @@ uint16_t Server::port() const { return impl_->port(); }
 
 class Client::Impl {
  public:
-  Impl() : socket_(io_), timer_(io_) {}
+  Impl() : socket_(io_), timer_(io_) { encode_.peer_minor = 0; }  // until the server speaks
 
   Status Connect(const std::string& host, uint16_t port) {
     std::string where = host + ":" + std::to_string(port);
@@ -482,23 +528,25 @@ class Client::Impl {
   Status Send(OutFrame& frame) {
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     if (frame.request_id == 0) frame.request_id = next_request_id_++;
-    REMEX_ASSIGN_OR_RETURN(EncodedFrame encoded, EncodeFrame(frame, encode_));
-    std::vector<asio::const_buffer> buffers = ToBuffers(encoded);
-    Arm();
-    bool done = false;
-    error_code ec;
-    size_t n = 0;
-    asio::async_write(socket_, buffers, [&](error_code e, size_t k) {
-      ec = e;
-      n = k;
-      done = true;
-    });
-    Await(done);
-    Disarm();
-    bytes_sent_ += n;
-    if (timed_out_) return Break(DeadlineExceeded("sending frame: " + DeadlineText()));
-    if (ec) return Break(Unavailable("sending frame: " + ec.message()));
-    return OkStatus();
+    std::vector<EncodedFrame> encoded;
+    REMEX_ASSIGN_OR_RETURN(EncodedFrame e, EncodeFrame(frame, encode_));
+    encoded.push_back(std::move(e));
+    return Write(encoded, /*read_meanwhile=*/false);
+  }
+
+  Status SendMany(std::vector<OutFrame>& frames) {
+    if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
+    std::vector<EncodedFrame> encoded;
+    encoded.reserve(frames.size());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      OutFrame& frame = frames[i];
+      if (frame.request_id == 0) frame.request_id = next_request_id_++;
+      StatusOr<EncodedFrame> e = EncodeFrame(frame, encode_);
+      if (!e.ok()) return e.status().WithContext("frame " + std::to_string(i));
+      encoded.push_back(std::move(e).value());
+    }
+    if (encoded.empty()) return OkStatus();
+    return Write(encoded, /*read_meanwhile=*/true);
   }
 
   StatusOr<Frame> Receive() {
@@ -546,9 +594,53 @@ class Client::Impl {
   uint64_t next_request_id_ = 1;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+  AttachmentStats attachment_stats_;
   Status broken_;  // not OK once the connection is unusable
 
  private:
+  // Writes the frames with one gather write. With `read_meanwhile`, bytes that arrive
+  // while the write is in progress are appended to inbound_.
+  Status Write(const std::vector<EncodedFrame>& frames, bool read_meanwhile) {
+    std::vector<asio::const_buffer> buffers = ToBuffers(frames);
+    Arm();
+    bool done = false;
+    error_code ec;
+    size_t n = 0;
+    asio::async_write(socket_, buffers, [&](error_code e, size_t k) {
+      ec = e;
+      n = k;
+      done = true;
+    });
+    bool read_idle = true;
+    std::array<std::byte, 64 * 1024> read_buf;
+    std::function<void()> read_some = [&] {
+      read_idle = false;
+      socket_.async_read_some(asio::buffer(read_buf), [&](error_code e, size_t k) {
+        read_idle = true;
+        bytes_received_ += k;
+        inbound_.insert(inbound_.end(), read_buf.begin(), read_buf.begin() + k);
+        // A read error is left for Receive to find on the socket again.
+        if (!e && !done) read_some();
+      });
+    };
+    if (read_meanwhile) read_some();
+    Await(done);
+    if (!read_idle) {
+      error_code ignored;
+      socket_.cancel(ignored);  // completes the read (with operation_aborted, or its data)
+      Await(read_idle);
+    }
+    Disarm();
+    bytes_sent_ += n;
+    if (timed_out_) return Break(DeadlineExceeded("sending frame: " + DeadlineText()));
+    if (ec) return Break(Unavailable("sending frame: " + ec.message()));
+    for (const EncodedFrame& frame : frames) {
+      attachment_stats_.raw_sent += frame.attachment_raw_bytes();
+      attachment_stats_.wire_sent += frame.attachment_wire_bytes();
+    }
+    return OkStatus();
+  }
+
   StatusOr<Frame> ReceiveFrame() {
     std::array<std::byte, kFrameHeaderSize> header_buf;
     REMEX_RETURN_IF_ERROR(ReadExact(header_buf));
@@ -556,6 +648,7 @@ class Client::Impl {
     if (!decoded.ok()) return decoded.status().WithContext("frame from server");
     const FrameHeader& header = *decoded;
     REMEX_RETURN_IF_ERROR(CheckFrameHeader(header, limits_).WithContext("frame from server"));
+    encode_.peer_minor = std::min(header.minor, kProtocolMinor);
     Frame frame;
     frame.request_id = header.request_id;
     frame.flags = header.flags;
@@ -567,6 +660,7 @@ class Client::Impl {
     REMEX_RETURN_IF_ERROR(
         ValidateMessage(frame.message.asPtr()).WithContext("frame from server"));
     frame.attachments.resize(header.attachment_count);
+    frame.attachment_in_place.assign(header.attachment_count, false);
     for (uint32_t i = 0; i < header.attachment_count; ++i) {
       std::string context = "frame from server: attachment " + std::to_string(i);
       std::array<std::byte, kAttachmentHeaderSize> attachment_buf;
@@ -578,11 +672,24 @@ class Client::Impl {
         REMEX_RETURN_IF_ERROR(ReadExact(reader_.NextBuffer()));
         REMEX_RETURN_IF_ERROR(reader_.Commit().WithContext(context));
       }
+      attachment_stats_.raw_received += attachment->raw_size;
+      attachment_stats_.wire_received += attachment->wire_size;
     }
     return frame;
   }
 
   Status ReadExact(std::span<std::byte> buf) {
+    if (inbound_pos_ < inbound_.size()) {  // bytes read ahead by SendMany first
+      size_t k = std::min(buf.size(), inbound_.size() - inbound_pos_);
+      std::memcpy(buf.data(), inbound_.data() + inbound_pos_, k);
+      inbound_pos_ += k;
+      if (inbound_pos_ == inbound_.size()) {
+        inbound_.clear();
+        inbound_.shrink_to_fit();
+        inbound_pos_ = 0;
+      }
+      buf = buf.subspan(k);
+    }
     if (buf.empty()) return OkStatus();
     bool done = false;
     error_code ec;
@@ -641,6 +748,10 @@ class Client::Impl {
   }
 
   AttachmentReader reader_;
+  // Bytes from the server read during SendMany and not yet consumed by Receive, from
+  // inbound_pos_ on.
+  std::vector<std::byte> inbound_;
+  size_t inbound_pos_ = 0;
   tcp::resolver* resolver_ = nullptr;
   bool timed_out_ = false;
   uint64_t timer_generation_ = 0;
@@ -658,12 +769,16 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(std::string host, uint16_t por
 }
 
 Status Client::Send(OutFrame& frame) { return impl_->Send(frame); }
+Status Client::SendMany(std::vector<OutFrame>& frames) { return impl_->SendMany(frames); }
 StatusOr<Frame> Client::Receive() { return impl_->Receive(); }
 StatusOr<Frame> Client::Call(OutFrame& frame) { return impl_->Call(frame); }
 
-void Client::SetCompression(bool enabled, int level) {
-  impl_->encode_.compression = enabled;
+void Client::SetCompression(CompressionMode mode, int level) {
+  impl_->encode_.compression = mode;
   impl_->encode_.compression_level = level;
+}
+void Client::SetCompression(bool enabled, int level) {
+  SetCompression(enabled ? CompressionMode::kAuto : CompressionMode::kNone, level);
 }
 void Client::SetTimeout(std::chrono::milliseconds timeout) { impl_->timeout_ = timeout; }
 void Client::SetLimits(const Limits& limits) {
@@ -674,5 +789,6 @@ bool Client::connected() const { return impl_->broken_.ok() && impl_->socket_.is
 void Client::Close() { impl_->Close(); }
 uint64_t Client::bytes_sent() const { return impl_->bytes_sent_; }
 uint64_t Client::bytes_received() const { return impl_->bytes_received_; }
+AttachmentStats Client::attachment_stats() const { return impl_->attachment_stats_; }
 
 }  // namespace remex::rpc

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "rpc/compression.h"
@@ -37,11 +39,34 @@ OutFrame MakeErrorReply(uint64_t request_id, const Status& status);
 // ---------------------------------------------------------------------------------------
 // Server.
 
-// Byte counts of one connection, updated by the server as it reads and writes.
+// Attachment payload bytes of one side of a connection, each direction: `raw` before
+// coding (the sum of raw_size), `wire` as sent or received (the sum of wire_size, chunk
+// tables included, attachment headers not). Counted per attachment, when it has been
+// encoded for a write that succeeded / received whole.
+struct AttachmentStats {
+  uint64_t raw_sent = 0;
+  uint64_t wire_sent = 0;
+  uint64_t raw_received = 0;
+  uint64_t wire_received = 0;
+};
+
+// Byte counts of one connection, updated by the server as it reads and writes. The
+// fields are atomics: any thread may read them at any time.
 struct ConnectionStats {
   std::atomic<uint64_t> bytes_read{0};     // every byte read from the socket
   std::atomic<uint64_t> bytes_written{0};  // every byte written to the socket
   std::atomic<uint64_t> frames_handled{0};
+  // AttachmentStats, `sent` being replies and `received` requests.
+  std::atomic<uint64_t> attachment_raw_sent{0};
+  std::atomic<uint64_t> attachment_wire_sent{0};
+  std::atomic<uint64_t> attachment_raw_received{0};
+  std::atomic<uint64_t> attachment_wire_received{0};
+
+  // A snapshot of the four attachment counters (each read on its own).
+  AttachmentStats attachment_stats() const {
+    return {attachment_raw_sent.load(), attachment_wire_sent.load(),
+            attachment_raw_received.load(), attachment_wire_received.load()};
+  }
 };
 
 struct ConnectionInfo {
@@ -64,6 +89,26 @@ class ConnectionHandler {
   // `request`'s attachments may be moved out. An exception, or a reply without a
   // message, is answered with an INTERNAL error reply (the connection stays open).
   virtual OutFrame Handle(Frame& request) = 0;
+
+  // Called before attachment `index` of a request is read, to choose where its
+  // `raw_size` decoded bytes land. `request_so_far` holds the frame's header fields
+  // and validated message; its attachments before `index` are complete (in
+  // `attachments`, or in place), the others still empty.
+  //
+  // Return an empty span (the default) to let the transport receive the attachment into
+  // request.attachments[index] as usual, or a span of exactly `raw_size` bytes (say, a
+  // tensor's memory or a staging buffer) that the transport fills directly: raw chunks
+  // are read from the socket into it, compressed ones decompressed into it. The span is
+  // borrowed; it must stay valid until Handle() is called for this request or the
+  // connection ends. Handle() then sees an empty attachments[index] and
+  // attachment_in_place[index] set.
+  //
+  // If the frame fails after this (a corrupt payload, a disconnect), the handler is not
+  // told: the destination may be partly written, and Handle() is not called for the
+  // frame. Runs on the connection's thread like Handle(). A span of another size, or an
+  // exception, answers the frame with an INTERNAL error and closes the connection.
+  virtual std::span<std::byte> AttachmentDestination(const Frame& request_so_far, size_t index,
+                                                     uint64_t raw_size);
 };
 
 // Called once per accepted connection, on a server thread; may be called concurrently
@@ -75,8 +120,10 @@ struct ServerOptions {
   uint16_t port = kDefaultPort;  // 0: an ephemeral port, see Server::port()
   int threads = 4;
   Limits limits;
-  // Reply attachments marked `compress` are zstd-compressed at this level.
-  bool compression = true;
+  // What happens to reply attachments marked `compress` (CompressionMode, or a bool:
+  // true = kAuto, false = kNone), and the zstd level. Replies to a client of protocol
+  // minor 0 use that minor's encoding (see EncodeOptions::peer_minor).
+  CompressionSetting compression = CompressionMode::kAuto;
   int compression_level = kDefaultCompressionLevel;
 };
 
@@ -137,8 +184,18 @@ class Client {
   // Writes one frame (header, message and attachment payloads gathered, raw payloads
   // not copied). A request_id of 0 is replaced with the next id of this client and
   // written back to frame.request_id. The attachments' bytes are no longer used when
-  // Send returns.
+  // Send returns. Errors as in EncodeFrame (nothing is written then, the connection
+  // stays open), UNAVAILABLE on an I/O error, DEADLINE_EXCEEDED.
   Status Send(OutFrame& frame);
+
+  // Pipelining: encodes every frame (ids assigned as in Send, in order), then writes
+  // them all with one gather write, so that N requests cost one round trip. The caller
+  // then calls Receive() once per frame; the server answers in order. While the write
+  // is in progress, bytes the server already sends back are read and kept for the
+  // following Receive() calls, so large requests and large replies cannot deadlock
+  // each other. When an encoding fails nothing is written (ids already assigned stay
+  // assigned). The deadline (SetTimeout) covers the whole write. Errors as in Send.
+  Status SendMany(std::vector<OutFrame>& frames);
 
   // Reads one frame. Errors as in DecodeFrame, with "frame from server" context.
   StatusOr<Frame> Receive();
@@ -148,7 +205,12 @@ class Client {
   // right request_id is returned as a Frame: see ErrorFromReply.
   StatusOr<Frame> Call(OutFrame& frame);
 
-  // Compression of attachments marked `compress` (default: enabled, level 1).
+  // What happens to attachments marked `compress`, and the zstd level (default: kAuto,
+  // level 1). Until the first frame from the server has been received, attachments are
+  // sent in the encoding of protocol minor 0 (whole, unshuffled); afterwards in that
+  // of the server's minor.
+  void SetCompression(CompressionMode mode, int level);
+  // The first API: true = kAuto, false = kNone.
   void SetCompression(bool enabled, int level);
   // Deadline of each Send and each Receive (a whole frame, not a single read). Zero or
   // negative: none.
@@ -162,6 +224,8 @@ class Client {
   // Every byte written to / read from the socket, headers included.
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  // Attachment payload bytes sent and received on this connection (see AttachmentStats).
+  AttachmentStats attachment_stats() const;
 
  private:
   class Impl;
