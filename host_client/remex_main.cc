@@ -1,27 +1,40 @@
-// remex: compile ONNX models to Remex executables and run them on a device server.
+// remex: compile ONNX models to Remex executables, and run, benchmark and check them
+// on a device server.
 //
 //   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]...
 //   remex run MODEL.onnx|MODEL.rmx [--server HOST:PORT] [--input NAME=FILE.npy]...
 //             [--shape NAME=1x3x48x192]... [--seed N] [--fetch all|none|NAME[,NAME]]
-//             [--output-dir DIR] [--json]
+//             [--output-dir DIR] [--save-inputs] [--compression auto|none|zstd[:LEVEL]] [--json]
+//   remex bench MODEL [--server ...] [--input ...] [--shape ...] [--seed N] [--number N]
+//             [--repeat N] [--min-repeat-ms MS] [--warmup N] [--cooldown-ms MS]
+//             [--l2-flush-bytes B] [--stable-window K] [--stable-threshold F] [--profile]
+//             [--compression ...] [--json]
+//   remex check MODEL --reference DIR [--server ...] [--input ...] [--shape ...] [--seed N]
+//             [--rtol R] [--atol A] [--compression ...] [--json]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A]
 //
-// Without --server, `run` starts an embedded device server on a loopback port and
-// talks to it over the same protocol as to a remote one.
+// Without --server, run/bench/check start an embedded device server on a loopback port
+// and talk to it over the same protocol as to a remote one. Exit status: 0 on success,
+// 1 on an error or (check, compare) a mismatch, 2 on a usage error.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "device_server/device_server.h"
+#include "host_client/bench_stats.h"
 #include "host_client/client.h"
 #include "host_client/compare.h"
 #include "host_client/compiler.h"
@@ -33,10 +46,14 @@ namespace fs = std::filesystem;
 using remex::Shape;
 using remex::Status;
 using remex::StatusOr;
+using remex::client::Session;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
 
 double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -44,7 +61,13 @@ double MsSince(Clock::time_point t) {
 
 int Fail(const Status& status) {
   std::fprintf(stderr, "remex: %s\n", status.ToString().c_str());
-  return 1;
+  return kExitError;
+}
+
+// A usage error: bad or missing arguments.
+int Usage(const Status& status) {
+  std::fprintf(stderr, "remex: %s\n", status.ToString().c_str());
+  return kExitUsage;
 }
 
 StatusOr<Shape> ParseDims(const std::string& text) {
@@ -169,125 +192,325 @@ std::string Summary(const remex::npy::Array& a) {
   return buf;
 }
 
-struct RunArgs {
+// ---------------------------------------------------------------------------------------
+// What run, bench and check share: arguments, the executable, the server connection,
+// the module upload and the inputs.
+
+struct CommonArgs {
   std::string model;
   std::string server;
   std::vector<std::string> inputs;
   std::vector<std::string> shapes;
   uint64_t seed = 0;
+  std::string compression = "auto";
+  bool json = false;
+};
+
+void AddCommonOptions(CLI::App* cmd, CommonArgs& args) {
+  cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required();
+  cmd->add_option("--server", args.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
+  cmd->add_option("--input", args.inputs, "NAME=FILE.npy (repeatable); other inputs are random");
+  cmd->add_option("--shape", args.shapes, "NAME=DIMS for inputs and compilation (repeatable)");
+  cmd->add_option("--seed", args.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--compression", args.compression,
+                  "tensor attachments: auto (zstd where it pays), none, or zstd[:LEVEL]")
+      ->capture_default_str();
+  cmd->add_flag("--json", args.json, "print one JSON object");
+}
+
+// "auto", "none", "zstd" or "zstd:LEVEL" (1-22). INVALID_ARGUMENT otherwise.
+StatusOr<remex::client::CompressionOptions> ParseCompression(const std::string& text) {
+  using remex::client::CompressionMode;
+  remex::client::CompressionOptions options;
+  if (text == "auto") {
+    options.mode = CompressionMode::kAuto;
+  } else if (text == "none") {
+    options.mode = CompressionMode::kNone;
+  } else if (text == "zstd" || text.rfind("zstd:", 0) == 0) {
+    options.mode = CompressionMode::kZstd;
+    if (text.size() > 5) {
+      std::string level = text.substr(5);
+      char* end = nullptr;
+      long v = std::strtol(level.c_str(), &end, 10);
+      if (level.empty() || *end != '\0' || v < 1 || v > 22) {
+        return remex::InvalidArgument("--compression zstd:LEVEL needs a level from 1 to 22, got '" + level + "'");
+      }
+      options.level = static_cast<int>(v);
+    }
+  } else {
+    return remex::InvalidArgument("--compression must be auto, none, zstd or zstd:LEVEL, got '" + text + "'");
+  }
+  return options;
+}
+
+// NAME=FILE.npy specs by input name.
+StatusOr<std::map<std::string, std::string>> ParseInputSpecs(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> files;
+  for (const auto& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return remex::InvalidArgument("--input must be NAME=FILE.npy, got '" + spec + "'");
+    }
+    files[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  return files;
+}
+
+StatusOr<std::pair<std::string, uint16_t>> ParseServer(const std::string& server) {
+  auto colon = server.rfind(':');
+  if (colon == std::string::npos || colon == 0) return remex::InvalidArgument("--server must be HOST:PORT");
+  std::string port_text = server.substr(colon + 1);
+  char* end = nullptr;
+  long port = std::strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port < 1 || port > 65535) {
+    return remex::InvalidArgument("--server must be HOST:PORT, got '" + server + "'");
+  }
+  return std::make_pair(server.substr(0, colon), static_cast<uint16_t>(port));
+}
+
+// Arguments of run/bench/check checked before any work; failures are usage errors.
+struct Parsed {
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, std::string> input_files;
+  remex::client::CompressionOptions compression;
+};
+
+StatusOr<Parsed> ParseCommon(const CommonArgs& args) {
+  Parsed p;
+  REMEX_ASSIGN_OR_RETURN(p.shapes, ParseShapes(args.shapes));
+  REMEX_ASSIGN_OR_RETURN(p.input_files, ParseInputSpecs(args.inputs));
+  REMEX_ASSIGN_OR_RETURN(p.compression, ParseCompression(args.compression));
+  if (!args.server.empty()) REMEX_RETURN_IF_ERROR(ParseServer(args.server).status());
+  return p;
+}
+
+// The executable: read from a .rmx file, or compiled from ONNX.
+StatusOr<std::vector<std::byte>> LoadExecutable(const std::string& model, const std::map<std::string, Shape>& shapes) {
+  if (EndsWith(model, ".rmx")) return ReadFile(model);
+  remex::compiler::CompileStats stats;
+  return CompileModel(model, shapes, &stats);
+}
+
+// A session with a remote server, or with an embedded one on loopback. The session
+// is declared after the server, so it closes first.
+struct Connection {
+  std::unique_ptr<remex::server::DeviceServer> embedded;
+  std::unique_ptr<Session> session;
+  std::string server;  // "HOST:PORT" or "embedded 127.0.0.1:PORT"
+  std::string device;  // "cpu (description)"
+};
+
+StatusOr<Connection> ConnectServer(const std::string& server, const remex::client::CompressionOptions& compression) {
+  Connection c;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  if (server.empty()) {
+    remex::server::ServerConfig config;
+    config.port = 0;
+    config.threads = 2;
+    auto started = remex::server::DeviceServer::Start(config);
+    if (!started.ok()) return started.status().WithContext("starting the embedded server");
+    c.embedded = std::move(started).value();
+    port = c.embedded->port();
+    c.server = "embedded " + host + ":" + std::to_string(port);
+  } else {
+    REMEX_ASSIGN_OR_RETURN(auto address, ParseServer(server));
+    std::tie(host, port) = address;
+    c.server = server;
+  }
+  remex::client::ConnectOptions options;
+  options.compression = compression;
+  auto session = Session::Connect(host, port, options);
+  if (!session.ok()) return session.status().WithContext("connecting to " + host + ":" + std::to_string(port));
+  c.session = std::move(session).value();
+  const auto& info = c.session->server_info();
+  c.device = info.devices.empty() ? "?" : info.devices[0].name + " (" + info.devices[0].description + ")";
+  return c;
+}
+
+// The module on the server (uploaded only when the server's module cache lacks it)
+// and a VM for it.
+struct Loaded {
+  remex::client::ModuleInfo module;
+  uint64_t vm = 0;
+  bool uploaded = false;
+  const remex::client::FunctionInfo& main() const { return module.functions.at(0); }
+};
+
+StatusOr<Loaded> LoadOnServer(Session& session, const std::vector<std::byte>& executable, const std::string& model) {
+  Loaded l;
+  auto module = session.LoadModuleCached(executable, fs::path(model).filename().string(), &l.uploaded);
+  if (!module.ok()) return module.status().WithContext("loading the module");
+  l.module = std::move(module).value();
+  if (l.module.functions.empty()) return remex::InvalidArgument("the module has no function");
+  auto vm = session.CreateVm(l.module.handle);
+  if (!vm.ok()) return vm.status().WithContext("creating the VM");
+  l.vm = *vm;
+  return l;
+}
+
+// The input arrays of `fn` in signature order: from --input files, else from
+// `default_dir`/NAME.npy (NAME sanitized) when that exists, else seeded random data.
+// A --input naming no input of `fn`, or a dynamic input with neither a file nor a
+// --shape, sets *usage.
+StatusOr<std::vector<remex::npy::Array>> MakeInputs(const remex::client::FunctionInfo& fn, const Parsed& parsed,
+                                                    uint64_t seed, const std::string& default_dir, bool* usage) {
+  *usage = false;
+  for (const auto& [name, file] : parsed.input_files) {
+    bool known = false;
+    for (const auto& in : fn.inputs) known |= in.name == name;
+    if (!known) {
+      *usage = true;
+      return remex::InvalidArgument("--input names '" + name + "', which is not an input of the model");
+    }
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<remex::npy::Array> arrays;
+  for (const auto& in : fn.inputs) {
+    std::string file;
+    auto given_file = parsed.input_files.find(in.name);
+    if (given_file != parsed.input_files.end()) {
+      file = given_file->second;
+    } else if (!default_dir.empty()) {
+      std::string candidate = (fs::path(default_dir) / (SanitizeName(in.name) + ".npy")).string();
+      if (fs::exists(candidate)) file = candidate;
+    }
+    if (!file.empty()) {
+      auto read = remex::npy::Read(file);
+      if (!read.ok()) return read.status().WithContext("input '" + in.name + "'");
+      arrays.push_back(std::move(read).value());
+      continue;
+    }
+    Shape shape = in.shape;
+    auto given = parsed.shapes.find(in.name);
+    if (given != parsed.shapes.end()) shape = given->second;
+    for (int64_t d : shape) {
+      if (d < 0) {
+        *usage = true;
+        return remex::InvalidArgument("input '" + in.name + "' has dynamic shape " + DeclaredShape(in.shape) +
+                                      ": give --shape " + in.name + "=DIMS or --input " + in.name + "=FILE.npy");
+      }
+    }
+    arrays.push_back(RandomArray(in.dtype, shape, rng));
+  }
+  return arrays;
+}
+
+// Uploads `arrays` and binds them as the inputs of `fn`; returns their handles.
+StatusOr<std::vector<uint64_t>> BindInputs(Session& session, uint64_t vm, const remex::client::FunctionInfo& fn,
+                                           const std::vector<remex::npy::Array>& arrays) {
+  std::vector<uint64_t> handles;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    auto up = session.Upload(arrays[i]);
+    if (!up.ok()) return up.status().WithContext("uploading input '" + fn.inputs[i].name + "'");
+    handles.push_back(up->handle);
+  }
+  REMEX_RETURN_IF_ERROR(session.SetInputs(vm, fn.name, handles));
+  return handles;
+}
+
+// Everything up to bound inputs, shared by run, bench and check.
+struct Prepared {
+  std::vector<std::byte> executable;
+  Connection conn;
+  Loaded loaded;
+  std::vector<remex::npy::Array> inputs;
+  std::vector<uint64_t> input_handles;
+  double compile_ms = 0;
+  double upload_ms = 0;
+};
+
+// Returns the exit status on failure (usage or error), 0 on success.
+int Prepare(const CommonArgs& args, const std::string& default_input_dir, Prepared& p) {
+  auto parsed = ParseCommon(args);
+  if (!parsed.ok()) return Usage(parsed.status());
+  auto t = Clock::now();
+  auto executable = LoadExecutable(args.model, parsed->shapes);
+  if (!executable.ok()) return Fail(executable.status());
+  p.executable = std::move(executable).value();
+  p.compile_ms = MsSince(t);
+
+  auto conn = ConnectServer(args.server, parsed->compression);
+  if (!conn.ok()) return Fail(conn.status());
+  p.conn = std::move(conn).value();
+
+  t = Clock::now();
+  auto loaded = LoadOnServer(*p.conn.session, p.executable, args.model);
+  if (!loaded.ok()) return Fail(loaded.status());
+  p.loaded = std::move(loaded).value();
+  bool usage = false;
+  auto inputs = MakeInputs(p.loaded.main(), *parsed, args.seed, default_input_dir, &usage);
+  if (!inputs.ok()) return usage ? Usage(inputs.status()) : Fail(inputs.status());
+  p.inputs = std::move(inputs).value();
+  auto handles = BindInputs(*p.conn.session, p.loaded.vm, p.loaded.main(), p.inputs);
+  if (!handles.ok()) return Fail(handles.status());
+  p.input_handles = std::move(handles).value();
+  p.upload_ms = MsSince(t);
+  return 0;
+}
+
+// Frees what Prepare created plus `more` handles.
+Status Release(Prepared& p, std::vector<uint64_t> more) {
+  std::vector<uint64_t> handles = p.input_handles;
+  handles.insert(handles.end(), more.begin(), more.end());
+  handles.push_back(p.loaded.vm);
+  handles.push_back(p.loaded.module.handle);
+  return p.conn.session->Free(handles).WithContext("freeing");
+}
+
+// The JSON fields every command reports: server, device, wire bytes, attachment
+// compression and the module cache.
+void ReportCommon(const CommonArgs& args, const Prepared& p, nlohmann::json& report) {
+  const Session& s = *p.conn.session;
+  report["model"] = args.model;
+  report["server"] = p.conn.server;
+  report["device"] = p.conn.device;
+  report["bytes"] = {{"sent", s.bytes_sent()},
+                     {"received", s.bytes_received()},
+                     {"executable", p.executable.size()},
+                     {"executable_uploaded", p.loaded.uploaded ? p.executable.size() : 0}};
+  auto c = s.compression_stats();
+  report["compression"] = {{"mode", args.compression},
+                           {"raw_sent", c.raw_sent},
+                           {"wire_sent", c.wire_sent},
+                           {"raw_received", c.raw_received},
+                           {"wire_received", c.wire_received}};
+  report["module_cache"] = {{"hit", !p.loaded.uploaded}, {"hash", Session::ContentHash(p.executable)}};
+}
+
+void PrintCommon(const CommonArgs& args, const Prepared& p) {
+  std::printf("model   %s\ndevice  %s on %s\n", args.model.c_str(), p.conn.device.c_str(), p.conn.server.c_str());
+  if (p.loaded.uploaded) {
+    std::printf("module  %zu bytes uploaded\n", p.executable.size());
+  } else {
+    std::printf("module  in the server's module cache (0 of %zu bytes uploaded)\n", p.executable.size());
+  }
+}
+
+void PrintWire(const Session& s) {
+  auto c = s.compression_stats();
+  std::printf("wire    %llu bytes sent, %llu bytes received; attachments %llu -> %llu bytes sent, "
+              "%llu -> %llu bytes received (raw -> wire)\n",
+              static_cast<unsigned long long>(s.bytes_sent()), static_cast<unsigned long long>(s.bytes_received()),
+              static_cast<unsigned long long>(c.raw_sent), static_cast<unsigned long long>(c.wire_sent),
+              static_cast<unsigned long long>(c.raw_received), static_cast<unsigned long long>(c.wire_received));
+}
+
+// ---------------------------------------------------------------------------------------
+// remex run
+
+struct RunArgs : CommonArgs {
   std::string fetch = "all";
   std::string output_dir;
-  bool json = false;
   bool save_inputs = false;
 };
 
 int Run(const RunArgs& args) {
-  auto shapes = ParseShapes(args.shapes);
-  if (!shapes.ok()) return Fail(shapes.status());
-  nlohmann::json report;
-  report["model"] = args.model;
+  Prepared p;
+  if (int rc = Prepare(args, "", p); rc != 0) return rc;
+  Session& session = *p.conn.session;
+  const auto& fn = p.loaded.main();
 
-  // 1. The executable.
-  auto t = Clock::now();
-  std::vector<std::byte> executable;
-  remex::compiler::CompileStats stats;
-  if (EndsWith(args.model, ".rmx")) {
-    auto bytes = ReadFile(args.model);
-    if (!bytes.ok()) return Fail(bytes.status());
-    executable = std::move(bytes).value();
-  } else {
-    auto bytes = CompileModel(args.model, *shapes, &stats);
-    if (!bytes.ok()) return Fail(bytes.status());
-    executable = std::move(bytes).value();
-  }
-  double compile_ms = MsSince(t);
-
-  // 2. The server: remote, or embedded on loopback.
-  std::unique_ptr<remex::server::DeviceServer> embedded;
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;
-  if (args.server.empty()) {
-    remex::server::ServerConfig config;
-    config.port = 0;
-    config.threads = 2;
-    auto server = remex::server::DeviceServer::Start(config);
-    if (!server.ok()) return Fail(server.status().WithContext("starting the embedded server"));
-    embedded = std::move(server).value();
-    port = embedded->port();
-  } else {
-    auto colon = args.server.rfind(':');
-    if (colon == std::string::npos) return Fail(remex::InvalidArgument("--server must be HOST:PORT"));
-    host = args.server.substr(0, colon);
-    try {
-      port = static_cast<uint16_t>(std::stoi(args.server.substr(colon + 1)));
-    } catch (...) {
-      return Fail(remex::InvalidArgument("--server must be HOST:PORT"));
-    }
-  }
-  auto session_or = remex::client::Session::Connect(host, port);
-  if (!session_or.ok()) return Fail(session_or.status().WithContext("connecting to " + host + ":" + std::to_string(port)));
-  auto& session = *session_or;
-  const auto& info = session->server_info();
-  std::string device = info.devices.empty() ? "?" : info.devices[0].name + " (" + info.devices[0].description + ")";
-  report["server"] = embedded ? "embedded " + host + ":" + std::to_string(port) : args.server;
-  report["device"] = device;
-
-  // 3. Upload: module, VM, inputs.
-  t = Clock::now();
-  auto module = session->LoadModule(executable, fs::path(args.model).filename().string());
-  if (!module.ok()) return Fail(module.status().WithContext("loading the module"));
-  auto vm = session->CreateVm(module->handle);
-  if (!vm.ok()) return Fail(vm.status().WithContext("creating the VM"));
-  const auto& fn = module->functions.at(0);
-  std::map<std::string, std::string> input_files;
-  for (const auto& spec : args.inputs) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos) return Fail(remex::InvalidArgument("--input must be NAME=FILE.npy, got '" + spec + "'"));
-    input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
-  }
-  for (const auto& [name, file] : input_files) {
-    bool known = false;
-    for (const auto& in : fn.inputs) known |= in.name == name;
-    if (!known) return Fail(remex::InvalidArgument("--input names '" + name + "', which is not an input of the model"));
-  }
-  std::mt19937_64 rng(args.seed);
-  std::vector<uint64_t> input_handles;
-  std::vector<remex::npy::Array> input_arrays;
-  for (const auto& in : fn.inputs) {
-    remex::npy::Array array;
-    auto file = input_files.find(in.name);
-    if (file != input_files.end()) {
-      auto read = remex::npy::Read(file->second);
-      if (!read.ok()) return Fail(read.status().WithContext("input '" + in.name + "'"));
-      array = std::move(read).value();
-    } else {
-      Shape shape = in.shape;
-      auto given = shapes->find(in.name);
-      if (given != shapes->end()) shape = given->second;
-      for (int64_t d : shape) {
-        if (d < 0) {
-          return Fail(remex::InvalidArgument("input '" + in.name + "' has dynamic shape " + DeclaredShape(in.shape) +
-                                             ": give --shape " + in.name + "=DIMS or --input " + in.name + "=FILE.npy"));
-        }
-      }
-      array = RandomArray(in.dtype, shape, rng);
-    }
-    auto up = session->Upload(array);
-    if (!up.ok()) return Fail(up.status().WithContext("uploading input '" + in.name + "'"));
-    input_handles.push_back(up->handle);
-    input_arrays.push_back(std::move(array));
-  }
-  auto set = session->SetInputs(*vm, fn.name, input_handles);
-  if (!set.ok()) return Fail(set);
-  double upload_ms = MsSince(t);
-
-  // 4. Run: outputs stay on the server.
-  t = Clock::now();
-  auto result = session->Invoke(*vm, fn.name);
-  if (!result.ok()) return Fail(result.status().WithContext("invoke"));
-  double run_ms = MsSince(t);
-
-  // 5. Fetch what was asked for.
   std::set<std::string> wanted;
   bool fetch_all = args.fetch == "all";
   if (!fetch_all && args.fetch != "none") {
@@ -296,16 +519,24 @@ int Run(const RunArgs& args) {
     while (std::getline(ss, name, ',')) {
       bool known = false;
       for (const auto& o : fn.outputs) known |= o.name == name;
-      if (!known) return Fail(remex::InvalidArgument("--fetch names '" + name + "', which is not an output"));
+      if (!known) return Usage(remex::InvalidArgument("--fetch names '" + name + "', which is not an output"));
       wanted.insert(name);
     }
   }
+
+  // Run: outputs stay on the server.
+  auto t = Clock::now();
+  auto result = session.Invoke(p.loaded.vm, fn.name);
+  if (!result.ok()) return Fail(result.status().WithContext("invoke"));
+  double run_ms = MsSince(t);
+
+  // Fetch what was asked for.
   if (!args.output_dir.empty()) fs::create_directories(args.output_dir);
   if (args.save_inputs && !args.output_dir.empty()) {
     fs::create_directories(fs::path(args.output_dir) / "inputs");
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
-      Status st = remex::npy::Write((fs::path(args.output_dir) / "inputs" / (SanitizeName(fn.inputs[i].name) + ".npy")).string(),
-                                    input_arrays[i]);
+      Status st = remex::npy::Write(
+          (fs::path(args.output_dir) / "inputs" / (SanitizeName(fn.inputs[i].name) + ".npy")).string(), p.inputs[i]);
       if (!st.ok()) return Fail(st);
     }
   }
@@ -321,7 +552,7 @@ int Run(const RunArgs& args) {
     std::string line = "  " + name + ": " + std::string(remex::DTypeName(out.dtype)) + " " +
                        remex::ShapeToString(out.shape);
     if (fetch) {
-      auto array = session->Download(out.handle);
+      auto array = session.Download(out.handle);
       if (!array.ok()) return Fail(array.status().WithContext("fetching '" + name + "'"));
       line += "  " + Summary(*array);
       if (!args.output_dir.empty()) {
@@ -339,37 +570,259 @@ int Run(const RunArgs& args) {
   }
   double fetch_ms = MsSince(t);
 
-  std::vector<uint64_t> handles = input_handles;
-  for (const auto& out : result->outputs) handles.push_back(out.handle);
-  handles.push_back(*vm);
-  handles.push_back(module->handle);
-  Status freed = session->Free(handles);
-  if (!freed.ok()) return Fail(freed.WithContext("freeing"));
+  std::vector<uint64_t> output_handles;
+  for (const auto& out : result->outputs) output_handles.push_back(out.handle);
+  if (Status st = Release(p, output_handles); !st.ok()) return Fail(st);
 
+  nlohmann::json report;
+  ReportCommon(args, p, report);
   report["outputs"] = outputs;
-  report["bytes"] = {{"sent", session->bytes_sent()}, {"received", session->bytes_received()},
-                     {"executable", executable.size()}};
-  report["times_ms"] = {{"compile", compile_ms}, {"upload", upload_ms}, {"run", run_ms}, {"fetch", fetch_ms},
-                        {"server_run", result->run_nanos / 1e6}};
+  report["times_ms"] = {{"compile", p.compile_ms}, {"upload", p.upload_ms}, {"run", run_ms},
+                        {"fetch", fetch_ms}, {"server_run", result->run_nanos / 1e6}};
   if (args.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
-    std::printf("model   %s\ndevice  %s on %s\n", args.model.c_str(), device.c_str(),
-                report["server"].get<std::string>().c_str());
+    PrintCommon(args, p);
     std::printf("outputs\n");
     for (const auto& line : lines) std::printf("%s\n", line.c_str());
-    std::printf("wire    %llu bytes sent, %llu bytes received\n",
-                static_cast<unsigned long long>(session->bytes_sent()),
-                static_cast<unsigned long long>(session->bytes_received()));
+    PrintWire(session);
     std::printf("time    compile %.1f ms, upload %.1f ms, run %.2f ms (server %.2f ms), fetch %.2f ms\n",
-                compile_ms, upload_ms, run_ms, result->run_nanos / 1e6, fetch_ms);
+                p.compile_ms, p.upload_ms, run_ms, result->run_nanos / 1e6, fetch_ms);
   }
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// remex bench
+
+struct BenchArgs : CommonArgs {
+  remex::client::BenchmarkOptions options;
+  size_t stable_window = remex::bench::kDefaultStableWindow;
+  double stable_threshold = remex::bench::kDefaultStableThreshold;
+  bool profile = false;
+};
+
+std::string Format(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// The profile as an aligned table sorted by total time (largest first), and as JSON.
+nlohmann::json ProfileReport(const remex::client::ProfileResult& profile, std::vector<std::string>* table) {
+  auto rows = profile.rows;
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.total_nanos > b.total_nanos; });
+  uint64_t total = profile.total_nanos;
+  if (total == 0) {
+    for (const auto& r : rows) total += r.total_nanos;
+  }
+  std::vector<std::array<std::string, 8>> cells;
+  cells.push_back({"name", "kind", "calls", "total ms", "mean us", "share %", "copies", "copy bytes"});
+  nlohmann::json json_rows = nlohmann::json::array();
+  for (const auto& r : rows) {
+    double total_ms = r.total_nanos / 1e6;
+    double mean_us = r.calls ? r.total_nanos / 1e3 / static_cast<double>(r.calls) : 0.0;
+    double share = total ? 100.0 * static_cast<double>(r.total_nanos) / static_cast<double>(total) : 0.0;
+    cells.push_back({r.name, r.kind, std::to_string(r.calls), Format("%.3f", total_ms), Format("%.1f", mean_us),
+                     Format("%.1f", share), std::to_string(r.copies), std::to_string(r.copy_bytes)});
+    json_rows.push_back({{"name", r.name}, {"kind", r.kind}, {"calls", r.calls}, {"total_ms", total_ms},
+                         {"mean_us", mean_us}, {"share_percent", share}, {"copies", r.copies},
+                         {"copy_bytes", r.copy_bytes}});
+  }
+  std::array<size_t, 8> width{};
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : cells) {
+    std::string line = " ";
+    for (size_t i = 0; i < row.size(); ++i) {
+      std::string pad(width[i] - row[i].size(), ' ');
+      line += " " + (i < 2 ? row[i] + pad : pad + row[i]);  // text left, numbers right
+    }
+    table->push_back(line);
+  }
+  return {{"rows", json_rows}, {"total_ms", profile.total_nanos / 1e6}};
+}
+
+int Bench(const BenchArgs& args) {
+  if (args.options.number < 1 || args.options.repeat < 1) {
+    return Usage(remex::InvalidArgument("--number and --repeat must be at least 1"));
+  }
+  if (args.stable_threshold < 0) return Usage(remex::InvalidArgument("--stable-threshold must be >= 0"));
+  Prepared p;
+  if (int rc = Prepare(args, "", p); rc != 0) return rc;
+  Session& session = *p.conn.session;
+  const auto& fn = p.loaded.main();
+
+  auto t = Clock::now();
+  auto result = session.Benchmark(p.loaded.vm, fn.name, args.options);
+  if (!result.ok()) return Fail(result.status().WithContext("benchmark"));
+  double bench_ms = MsSince(t);
+  std::vector<double> samples_ms;
+  for (double s : result->samples_seconds) samples_ms.push_back(s * 1e3);
+  auto stats = remex::bench::Summarize(samples_ms);
+  auto stability = remex::bench::CheckStability(samples_ms, args.stable_window, args.stable_threshold);
+
+  nlohmann::json profile_json;
+  std::vector<std::string> table;
+  if (args.profile) {
+    auto profile = session.Profile(p.loaded.vm, fn.name);
+    if (!profile.ok()) return Fail(profile.status().WithContext("profile"));
+    profile_json = ProfileReport(*profile, &table);
+  }
+  if (Status st = Release(p, {}); !st.ok()) return Fail(st);
+
+  nlohmann::json report;
+  ReportCommon(args, p, report);
+  report["benchmark"] = {
+      {"function", fn.name},
+      {"number", result->number},
+      {"repeat", result->samples_seconds.size()},
+      {"warmup", args.options.warmup},
+      {"min_repeat_ms", args.options.min_repeat_ms},
+      {"cooldown_ms", args.options.cooldown_ms},
+      {"l2_flush_bytes", args.options.l2_flush_bytes},
+      {"timer", result->timer},
+      {"samples_ms", samples_ms},
+      {"mean_ms", stats.mean},
+      {"median_ms", stats.median},
+      {"p90_ms", stats.p90},
+      {"p99_ms", stats.p99},
+      {"min_ms", stats.min},
+      {"max_ms", stats.max},
+      {"std_ms", stats.std},
+      {"std_kind", "population"},
+      {"stable", stability.stable},
+      {"stability", {{"verdict", stability.verdict}, {"window", stability.window},
+                     {"threshold", stability.threshold}, {"max_over_min", stability.max_over_min}}}};
+  if (args.profile) report["profile"] = profile_json;
+  report["times_ms"] = {{"compile", p.compile_ms}, {"upload", p.upload_ms}, {"benchmark", bench_ms}};
+  if (args.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+    return 0;
+  }
+  PrintCommon(args, p);
+  std::printf("bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n", fn.name.c_str(),
+              samples_ms.size(), result->number, args.options.warmup, result->timer.c_str());
+  std::printf("        mean %.4f  median %.4f  p90 %.4f  p99 %.4f  min %.4f  max %.4f  std %.4f\n", stats.mean,
+              stats.median, stats.p90, stats.p99, stats.min, stats.max, stats.std);
+  if (stability.max_over_min > 0) {
+    std::printf("        %s: last %zu samples max/min %.3f (threshold %.3f)\n", stability.verdict.c_str(),
+                stability.window, stability.max_over_min, 1.0 + stability.threshold);
+  } else {
+    std::printf("        %s (window %zu)\n", stability.verdict.c_str(), stability.window);
+  }
+  if (args.profile) {
+    std::printf("profile one invoke, %.3f ms on the device\n", profile_json["total_ms"].get<double>());
+    for (const auto& line : table) std::printf("%s\n", line.c_str());
+  }
+  PrintWire(session);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// remex check
+
+struct CheckArgs : CommonArgs {
+  std::string reference;
+  double rtol = 1e-4;
+  double atol = 1e-5;
+};
+
+int Check(const CheckArgs& args) {
+  if (!fs::is_directory(args.reference)) {
+    return Usage(remex::InvalidArgument("--reference '" + args.reference + "' is not a folder"));
+  }
+  Prepared p;
+  if (int rc = Prepare(args, (fs::path(args.reference) / "inputs").string(), p); rc != 0) return rc;
+  Session& session = *p.conn.session;
+  const auto& fn = p.loaded.main();
+
+  auto t = Clock::now();
+  auto result = session.Invoke(p.loaded.vm, fn.name);
+  if (!result.ok()) return Fail(result.status().WithContext("invoke"));
+  double run_ms = MsSince(t);
+
+  // Compare each output with its reference on the device: only the verdict returns.
+  t = Clock::now();
+  bool all_match = true;
+  nlohmann::json outputs = nlohmann::json::array();
+  std::vector<std::string> lines;
+  std::vector<uint64_t> to_free;
+  for (size_t k = 0; k < result->outputs.size(); ++k) {
+    const auto& out = result->outputs[k];
+    to_free.push_back(out.handle);
+    const std::string& name = fn.outputs[k].name;
+    std::string file = (fs::path(args.reference) / (SanitizeName(name) + ".npy")).string();
+    nlohmann::json o = {{"name", name}, {"shape", out.shape}, {"dtype", remex::DTypeName(out.dtype)},
+                        {"reference", file}};
+    std::string line = "  " + name + ": " + std::string(remex::DTypeName(out.dtype)) + " " +
+                       remex::ShapeToString(out.shape) + "  ";
+    std::string reason;
+    auto ref = remex::npy::Read(file);
+    if (!ref.ok()) {
+      reason = "no usable reference: " + ref.status().ToString();
+    } else if (ref->dtype != out.dtype) {
+      reason = "reference dtype is " + std::string(remex::DTypeName(ref->dtype));
+    } else if (ref->shape != out.shape) {
+      reason = "reference shape is " + remex::ShapeToString(ref->shape);
+    }
+    if (!reason.empty()) {
+      all_match = false;
+      o["match"] = false;
+      o["reason"] = reason;
+      outputs.push_back(o);
+      lines.push_back(line + "MISMATCH  (" + reason + ")");
+      continue;
+    }
+    auto uploaded = session.Upload(*ref);
+    if (!uploaded.ok()) return Fail(uploaded.status().WithContext("uploading the reference of '" + name + "'"));
+    to_free.push_back(uploaded->handle);
+    auto cmp = session.Compare(out.handle, uploaded->handle, args.rtol, args.atol);
+    if (!cmp.ok()) return Fail(cmp.status().WithContext("comparing '" + name + "'"));
+    bool match = cmp->mismatches == 0;
+    all_match &= match;
+    o["match"] = match;
+    o["count"] = cmp->count;
+    o["mismatches"] = cmp->mismatches;
+    o["max_abs_error"] = cmp->max_abs_error;
+    o["max_rel_error"] = cmp->max_rel_error;
+    o["first_mismatch"] = cmp->first_mismatch;
+    outputs.push_back(o);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s  (%llu of %llu elements mismatch, max abs error %.3g, max rel error %.3g",
+                  match ? "ok" : "MISMATCH", static_cast<unsigned long long>(cmp->mismatches),
+                  static_cast<unsigned long long>(cmp->count), cmp->max_abs_error, cmp->max_rel_error);
+    line += buf;
+    if (!match) line += ", first at flat index " + std::to_string(cmp->first_mismatch);
+    lines.push_back(line + ")");
+  }
+  double compare_ms = MsSince(t);
+  if (Status st = Release(p, to_free); !st.ok()) return Fail(st);
+
+  nlohmann::json report;
+  ReportCommon(args, p, report);
+  report["match"] = all_match;
+  report["rtol"] = args.rtol;
+  report["atol"] = args.atol;
+  report["outputs"] = outputs;
+  report["times_ms"] = {{"compile", p.compile_ms}, {"upload", p.upload_ms}, {"run", run_ms},
+                        {"compare", compare_ms}, {"server_run", result->run_nanos / 1e6}};
+  if (args.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    PrintCommon(args, p);
+    std::printf("check   against %s (rtol %g, atol %g)\n", args.reference.c_str(), args.rtol, args.atol);
+    for (const auto& line : lines) std::printf("%s\n", line.c_str());
+    PrintWire(session);
+    std::printf("%s\n", all_match ? "match" : "MISMATCH");
+  }
+  return all_match ? 0 : kExitError;
+}
+
 int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs) {
   auto shapes = ParseShapes(shape_specs);
-  if (!shapes.ok()) return Fail(shapes.status());
+  if (!shapes.ok()) return Usage(shapes.status());
   remex::compiler::CompileStats stats;
   auto bytes = CompileModel(model, *shapes, &stats);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -394,7 +847,7 @@ int Compare(const std::string& expected, const std::string& actual, double rtol,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"remex: compile ONNX models and run them on a Remex device server"};
+  CLI::App app{"remex: compile ONNX models, and run, benchmark and check them on a Remex device server"};
   app.require_subcommand(1);
 
   std::string model, output;
@@ -406,15 +859,39 @@ int main(int argc, char** argv) {
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "run a model on a device server and fetch its outputs");
-  run_cmd->add_option("model", run.model, "MODEL.onnx or MODEL.rmx")->required();
-  run_cmd->add_option("--server", run.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
-  run_cmd->add_option("--input", run.inputs, "NAME=FILE.npy (repeatable); other inputs are random");
-  run_cmd->add_option("--shape", run.shapes, "NAME=DIMS for inputs and compilation (repeatable)");
-  run_cmd->add_option("--seed", run.seed, "seed of the random inputs")->capture_default_str();
+  AddCommonOptions(run_cmd, run);
   run_cmd->add_option("--fetch", run.fetch, "outputs to fetch: all, none or NAME[,NAME]")->capture_default_str();
   run_cmd->add_option("--output-dir", run.output_dir, "write each fetched output as DIR/NAME.npy");
   run_cmd->add_flag("--save-inputs", run.save_inputs, "also write the inputs as DIR/inputs/NAME.npy");
-  run_cmd->add_flag("--json", run.json, "print one JSON object");
+
+  BenchArgs bench;
+  auto* bench_cmd = app.add_subcommand("bench", "time a model on a device server (no output data is fetched)");
+  AddCommonOptions(bench_cmd, bench);
+  bench_cmd->add_option("--number", bench.options.number, "calls per sample")->capture_default_str();
+  bench_cmd->add_option("--repeat", bench.options.repeat, "samples")->capture_default_str();
+  bench_cmd->add_option("--min-repeat-ms", bench.options.min_repeat_ms,
+                        "grow --number until one sample takes at least this long")
+      ->capture_default_str();
+  bench_cmd->add_option("--warmup", bench.options.warmup, "untimed calls first")->capture_default_str();
+  bench_cmd->add_option("--cooldown-ms", bench.options.cooldown_ms, "sleep between samples")->capture_default_str();
+  bench_cmd->add_option("--l2-flush-bytes", bench.options.l2_flush_bytes,
+                        "write this many bytes on the device before each sample")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-window", bench.stable_window, "samples the stability verdict looks at (the last K)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-threshold", bench.stable_threshold,
+                        "stable when max/min of the window <= 1 + F (0.1 = 10 %)")
+      ->capture_default_str();
+  bench_cmd->add_flag("--profile", bench.profile, "also profile one invoke per op and instruction kind");
+
+  CheckArgs check;
+  auto* check_cmd = app.add_subcommand("check", "run a model and compare its outputs with references on the device");
+  AddCommonOptions(check_cmd, check);
+  check_cmd->add_option("--reference", check.reference,
+                        "folder of NAME.npy references (inputs from DIR/inputs/NAME.npy when present)")
+      ->required();
+  check_cmd->add_option("--rtol", check.rtol)->capture_default_str();
+  check_cmd->add_option("--atol", check.atol)->capture_default_str();
 
   std::string expected, actual;
   double rtol = 1e-4, atol = 1e-5;
@@ -424,11 +901,18 @@ int main(int argc, char** argv) {
   compare->add_option("--rtol", rtol)->capture_default_str();
   compare->add_option("--atol", atol)->capture_default_str();
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : kExitUsage;
+  }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
   if (*compile) return Compile(model, output, shapes);
   if (*run_cmd) return Run(run);
+  if (*bench_cmd) return Bench(bench);
+  if (*check_cmd) return Check(check);
   if (*compare) return Compare(expected, actual, rtol, atol);
-  return 2;
+  return kExitUsage;
 }
