@@ -594,6 +594,7 @@ class Client::Impl {
   uint64_t next_request_id_ = 1;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+  uint64_t writes_ = 0;
   AttachmentStats attachment_stats_;
   Status broken_;  // not OK once the connection is unusable
 
@@ -602,6 +603,7 @@ class Client::Impl {
   // while the write is in progress are appended to inbound_.
   Status Write(const std::vector<EncodedFrame>& frames, bool read_meanwhile) {
     std::vector<asio::const_buffer> buffers = ToBuffers(frames);
+    ++writes_;
     Arm();
     bool done = false;
     error_code ec;
@@ -790,5 +792,6 @@ void Client::Close() { impl_->Close(); }
 uint64_t Client::bytes_sent() const { return impl_->bytes_sent_; }
 uint64_t Client::bytes_received() const { return impl_->bytes_received_; }
 AttachmentStats Client::attachment_stats() const { return impl_->attachment_stats_; }
+uint64_t Client::writes() const { return impl_->writes_; }
 
 }  // namespace remex::rpc

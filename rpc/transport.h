@@ -226,6 +226,10 @@ class Client {
   uint64_t bytes_received() const;
   // Attachment payload bytes sent and received on this connection (see AttachmentStats).
   AttachmentStats attachment_stats() const;
+  // Socket writes issued: one per Send, one per non-empty SendMany (each a gather
+  // write of all its frames, which Asio may split into several system calls only when
+  // the socket buffer is full).
+  uint64_t writes() const;
 
  private:
   class Impl;
