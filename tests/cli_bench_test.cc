@@ -1,0 +1,243 @@
+// The benchmarking and checking commands of the remex CLI against a real remex-server
+// process: `remex bench` (statistics, profile, no output data on the wire), `remex
+// check` (device-side comparison with a reference folder), the module cache seen from
+// the CLI, and --compression.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "host_client/npy.h"
+#include "host_client/onnx_test_util.h"
+#include "tests/process_util.h"
+
+namespace remex {
+namespace {
+
+namespace fs = std::filesystem;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+
+constexpr int64_t kChannels = 16, kSide = 64;
+constexpr uint64_t kOutputBytes = kChannels * kSide * kSide * 4;  // 256 KiB
+const float kBias[4] = {0.5f, -0.5f, 1.0f, -1.0f};
+
+// y = Relu(x + b): x float32 [1, 16, 64, 64], b [64] broadcast along the last axis.
+std::string SaveModel(const std::string& dir) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, kChannels, kSide, kSide})
+      .Output("y", onnx::TensorProto::FLOAT, {1, kChannels, kSide, kSide});
+  std::vector<float> bias(kSide);
+  for (int64_t i = 0; i < kSide; ++i) bias[i] = kBias[i % 4];
+  b.FloatInit("b", {kSide}, bias);
+  b.Node("Add", {"x", "b"}, {"s"}, "add");
+  b.Node("Relu", {"s"}, {"y"}, "relu");
+  std::string path = dir + "/add_relu.onnx";
+  EXPECT_TRUE(b.Save(path));
+  return path;
+}
+
+npy::Array Floats(const std::vector<float>& v) {
+  npy::Array a;
+  a.dtype = DType::kFloat32;
+  a.shape = {1, kChannels, kSide, kSide};
+  a.data.resize(v.size() * 4);
+  std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+
+// A reference folder computed on the host: DIR/inputs/x.npy and DIR/y.npy.
+void WriteReference(const std::string& dir, float perturb_at_5 = 0.0f) {
+  fs::create_directories(dir + "/inputs");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(kChannels * kSide * kSide), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = dist(rng);
+    y[i] = std::max(0.0f, x[i] + kBias[(i % kSide) % 4]);
+  }
+  y[5] += perturb_at_5;
+  ASSERT_TRUE(npy::Write(dir + "/inputs/x.npy", Floats(x)).ok());
+  ASSERT_TRUE(npy::Write(dir + "/y.npy", Floats(y)).ok());
+}
+
+class CliBenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(server_.port(), 0) << "remex-server did not start";
+    dir_ = ::testing::TempDir() + "/remex_cli_bench_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    model_ = SaveModel(dir_);
+  }
+
+  remex::testing::CommandResult Cli(const std::string& args) {
+    return RunCommand(std::string(REMEX_CLI_BIN) + " " + args);
+  }
+  nlohmann::json Json(const remex::testing::CommandResult& r) {
+    auto j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(j.is_discarded()) << r.output;
+    return j;
+  }
+
+  ServerProcess server_;
+  std::string dir_;
+  std::string model_;
+};
+
+TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
+  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --number 3 --repeat 5 --warmup 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r);
+  const auto& b = j["benchmark"];
+  EXPECT_GE(b["number"].get<int>(), 1);
+  ASSERT_EQ(b["samples_ms"].size(), 5u);
+  EXPECT_EQ(b["repeat"].get<int>(), 5);
+  for (const char* key : {"mean_ms", "median_ms", "p90_ms", "p99_ms", "min_ms", "max_ms", "std_ms"}) {
+    ASSERT_TRUE(b.contains(key)) << key;
+    EXPECT_GE(b[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_LE(b["min_ms"].get<double>(), b["median_ms"].get<double>());
+  EXPECT_LE(b["median_ms"].get<double>(), b["p90_ms"].get<double>());
+  EXPECT_LE(b["p90_ms"].get<double>(), b["p99_ms"].get<double>());
+  EXPECT_LE(b["p99_ms"].get<double>(), b["max_ms"].get<double>());
+  EXPECT_GT(b["min_ms"].get<double>(), 0.0);
+  EXPECT_TRUE(b["stable"].is_boolean());
+  EXPECT_EQ(b["stability"]["window"].get<int>(), 3);
+  // Handles, shapes and timings only: far less than one output (256 KiB).
+  uint64_t received = j["bytes"]["received"].get<uint64_t>();
+  EXPECT_LT(received, 16384u);
+  EXPECT_LT(received, kOutputBytes / 8);
+  EXPECT_EQ(j["compression"]["raw_received"].get<uint64_t>(), 0u);
+}
+
+TEST_F(CliBenchTest, BenchTextShowsTheVerdict) {
+  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 4 --stable-window 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("median"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("p99"), std::string::npos) << r.output;
+  EXPECT_TRUE(r.output.find("stable") != std::string::npos) << r.output;
+}
+
+TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
+  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r);
+  ASSERT_TRUE(j.contains("profile")) << r.output;
+  std::set<std::string> kernels;
+  for (const auto& row : j["profile"]["rows"]) {
+    if (row["kind"] == "kernel") {
+      kernels.insert(row["name"].get<std::string>());
+      EXPECT_GE(row["calls"].get<uint64_t>(), 1u);
+    }
+  }
+  EXPECT_TRUE(kernels.count("Relu")) << r.output;
+  EXPECT_TRUE(kernels.count("Add")) << r.output;
+
+  auto text = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("share %"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("Relu"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("Add"), std::string::npos) << text.output;
+}
+
+TEST_F(CliBenchTest, CheckPassesAgainstACorrectReference) {
+  WriteReference(dir_ + "/ref");
+  auto r = Cli("check " + model_ + " --server " + server_.address() + " --reference " + dir_ + "/ref --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r);
+  EXPECT_TRUE(j["match"].get<bool>());
+  ASSERT_EQ(j["outputs"].size(), 1u);
+  const auto& o = j["outputs"][0];
+  EXPECT_EQ(o["name"], "y");
+  EXPECT_TRUE(o["match"].get<bool>());
+  EXPECT_EQ(o["mismatches"].get<uint64_t>(), 0u);
+  EXPECT_EQ(o["count"].get<uint64_t>(), kOutputBytes / 4);
+  EXPECT_EQ(o["first_mismatch"].get<int64_t>(), -1);
+  // The verdict comes back, not the output.
+  EXPECT_LT(j["bytes"]["received"].get<uint64_t>(), kOutputBytes / 8);
+
+  auto text = Cli("check " + model_ + " --server " + server_.address() + " --reference " + dir_ + "/ref");
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("match"), std::string::npos) << text.output;
+}
+
+TEST_F(CliBenchTest, CheckFailsAgainstAPerturbedReference) {
+  WriteReference(dir_ + "/bad", 0.25f);
+  auto r = Cli("check " + model_ + " --server " + server_.address() + " --reference " + dir_ + "/bad --json");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  auto j = Json(r);
+  EXPECT_FALSE(j["match"].get<bool>());
+  const auto& o = j["outputs"][0];
+  EXPECT_FALSE(o["match"].get<bool>());
+  EXPECT_EQ(o["mismatches"].get<uint64_t>(), 1u);
+  EXPECT_EQ(o["first_mismatch"].get<int64_t>(), 5);
+  EXPECT_NEAR(o["max_abs_error"].get<double>(), 0.25, 1e-6);
+
+  auto text = Cli("check " + model_ + " --server " + server_.address() + " --reference " + dir_ + "/bad");
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.output.find("MISMATCH"), std::string::npos) << text.output;
+}
+
+TEST_F(CliBenchTest, CheckUsageErrorsExitWithTwo) {
+  EXPECT_EQ(Cli("check " + model_ + " --server " + server_.address() + " 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("check " + model_ + " --reference " + dir_ + "/none 2>/dev/null").exit_code, 2);
+  fs::create_directories(dir_ + "/ref");
+  EXPECT_EQ(Cli("check " + model_ + " --reference " + dir_ + "/ref --compression lz4 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("check " + model_ + " --reference " + dir_ + "/ref --input nope=x.npy 2>/dev/null").exit_code, 2);
+}
+
+TEST_F(CliBenchTest, SecondRunUploadsNoExecutableBytes) {
+  auto run = [&] {
+    auto r = Cli("run " + model_ + " --server " + server_.address() + " --fetch none --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Json(r);
+  };
+  auto first = run();
+  auto second = run();
+  uint64_t executable = first["bytes"]["executable"].get<uint64_t>();
+  EXPECT_GT(executable, 0u);
+  EXPECT_EQ(first["bytes"]["executable_uploaded"].get<uint64_t>(), executable);
+  EXPECT_FALSE(first["module_cache"]["hit"].get<bool>());
+  EXPECT_EQ(second["bytes"]["executable_uploaded"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(second["module_cache"]["hit"].get<bool>());
+  EXPECT_EQ(first["module_cache"]["hash"], second["module_cache"]["hash"]);
+  EXPECT_LE(second["bytes"]["sent"].get<uint64_t>() + executable, first["bytes"]["sent"].get<uint64_t>() + 256);
+  // The fields run always had stay.
+  for (const char* key : {"compile", "upload", "run", "fetch"}) EXPECT_TRUE(second["times_ms"].contains(key)) << key;
+  EXPECT_FALSE(second["outputs"][0]["fetched"].get<bool>());
+}
+
+TEST_F(CliBenchTest, CompressionOptionReachesTheWire) {
+  // All-zero input: compresses to almost nothing unless compression is off.
+  std::vector<float> zeros(kChannels * kSide * kSide, 0.0f);
+  ASSERT_TRUE(npy::Write(dir_ + "/zeros.npy", Floats(zeros)).ok());
+  auto run = [&](const std::string& mode) {
+    auto r = Cli("run " + model_ + " --server " + server_.address() + " --input x=" + dir_ +
+                 "/zeros.npy --fetch none --json --compression " + mode);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Json(r);
+  };
+  auto none = run("none");
+  auto zstd = run("zstd:3");
+  auto automatic = run("auto");
+  // The input (256 KiB) is an attachment in every run; the executable only in the first.
+  auto saved = [](const nlohmann::json& j) {
+    return j["compression"]["raw_sent"].get<uint64_t>() - j["compression"]["wire_sent"].get<uint64_t>();
+  };
+  EXPECT_GE(none["compression"]["raw_sent"].get<uint64_t>(), kOutputBytes);
+  EXPECT_EQ(saved(none), 0u);
+  EXPECT_GE(zstd["compression"]["raw_sent"].get<uint64_t>(), kOutputBytes);
+  EXPECT_GT(saved(zstd), kOutputBytes * 9 / 10);
+  EXPECT_GT(saved(automatic), kOutputBytes * 9 / 10);
+  EXPECT_EQ(Cli("run " + model_ + " --compression zstd:99 2>/dev/null").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace remex
