@@ -641,6 +641,7 @@ nlohmann::json ProfileReport(const remex::client::ProfileResult& profile, std::v
     }
     table->push_back(line);
   }
+  table->push_back("  (kernel rows break down the InvokeKernel row; shares are of the whole invoke)");
   return {{"rows", json_rows}, {"total_ms", profile.total_nanos / 1e6}};
 }
 
