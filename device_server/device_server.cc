@@ -9,14 +9,19 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <variant>
 
+#include "device_server/module_cache.h"
+#include "device_server/time_evaluator.h"
 #include "kernels/kernels.h"
 #include "rpc/transport.h"
+#include "vm/content_hash.h"
 #include "vm/device.h"
 #include "vm/executable.h"
+#include "vm/tensor_ops.h"
 #include "vm/vm.h"
 
 namespace remex::server {
@@ -86,12 +91,20 @@ struct DeviceServer::State {
   std::atomic<uint64_t> next_handle{1};
   std::atomic<uint64_t> next_session{1};
   std::atomic<uint64_t> active_sessions{0};
+  std::unique_ptr<ModuleCache> module_cache;
+  std::chrono::milliseconds benchmark_time_limit{0};
   DeviceWorker worker;
 };
 
 namespace {
 
 constexpr char kServerVersion[] = "0.1.0";
+// Handles with this bit set are named by the client; the server never issues them.
+constexpr uint64_t kClientHandleBit = uint64_t{1} << 63;
+
+std::string HandleString(uint64_t h) {
+  return std::to_string(h) + (h & kClientHandleBit ? " (client-named)" : "");
+}
 
 struct VmObject {
   std::unique_ptr<vm::VirtualMachine> vm;
@@ -158,11 +171,44 @@ class Session final : public rpc::ConnectionHandler {
     } catch (const std::exception& e) {
       status = Internal(e.what());
     }
+    pending_write_.reset();
     if (!status.ok()) {
       out.attachments.clear();
       rpc::FillError(status, reply.initError());
     }
     return out;
+  }
+
+  // The bytes of a tensorWrite that creates a tensor on the CPU device are received
+  // straight into the new tensor's memory: no host buffer, no copy. Anything else
+  // (another request, an existing tensor, a request the handler will refuse) is
+  // received as usual and checked in Handle().
+  std::span<std::byte> AttachmentDestination(const rpc::Frame& request, size_t index, uint64_t raw_size) override {
+    pending_write_.reset();
+    if (index != 0 || raw_size == 0 || !hello_done_ || state_->device->kind() != kernels::DeviceKind::kCpu) {
+      return {};
+    }
+    try {
+      auto reader = request.Reader();
+      auto req = reader.getRoot<wire::Request>();
+      if (req.which() != wire::Request::TENSOR_WRITE) return {};
+      auto w = req.getTensorWrite();
+      if (w.getTensor() != 0 || !CheckDevice(w.getDevice()).ok()) return {};
+      auto desc = ReadDesc(w.getDesc());
+      if (!desc.ok()) return {};
+      auto n = NumElements(desc->second);
+      size_t element = DTypeSize(desc->first);
+      if (!n || element == 0 || static_cast<uint64_t>(*n) > raw_size / element ||
+          static_cast<uint64_t>(*n) * element != raw_size) {
+        return {};
+      }
+      auto t = vm::AllocateTensor(*state_->allocator, desc->first, desc->second);
+      if (!t.ok()) return {};
+      pending_write_ = std::move(t).value();
+      return {static_cast<std::byte*>(pending_write_->data()), raw_size};
+    } catch (const kj::Exception&) {
+      return {};
+    }
   }
 
  private:
@@ -186,6 +232,11 @@ class Session final : public rpc::ConnectionHandler {
       case wire::Request::SET_OUTPUT: return SetOutput(req.getSetOutput(), reply);
       case wire::Request::INVOKE: return Invoke(req.getInvoke(), reply);
       case wire::Request::FREE: return Free(req.getFree(), reply);
+      case wire::Request::MODULE_HAS: return ModuleHas(req.getModuleHas(), reply);
+      case wire::Request::BENCHMARK: return Benchmark(req.getBenchmark(), reply);
+      case wire::Request::PROFILE: return Profile(req.getProfile(), reply);
+      case wire::Request::TENSOR_STATS: return TensorStats(req.getTensorStats(), reply);
+      case wire::Request::TENSOR_COMPARE: return TensorCompare(req.getTensorCompare(), reply);
       default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
     }
   }
@@ -194,17 +245,30 @@ class Session final : public rpc::ConnectionHandler {
   StatusOr<T> Lookup(uint64_t handle) {
     auto it = objects_.find(handle);
     if (it == objects_.end()) {
-      return NotFound("handle " + std::to_string(handle) + " does not exist in this session");
+      return NotFound("handle " + HandleString(handle) + " does not exist in this session");
     }
     if (auto* v = std::get_if<T>(&it->second)) return *v;
-    return InvalidArgument("handle " + std::to_string(handle) + " is a " + KindName(it->second) +
+    return InvalidArgument("handle " + HandleString(handle) + " is a " + KindName(it->second) +
                            ", not a " + WantName<T>());
   }
 
+  // Adds `o` under a new server-issued handle (bit 63 clear).
   uint64_t Add(Object o) {
     uint64_t h = state_->next_handle++;
     objects_.emplace(h, std::move(o));
     return h;
+  }
+
+  // Checks that `handle` may name a new object: bit 63 set, not in use.
+  Status CheckClientHandle(uint64_t handle) const {
+    if (!(handle & kClientHandleBit)) {
+      return InvalidArgument("result handle " + std::to_string(handle) +
+                             " is not client-named (client-named handles have bit 63 set)");
+    }
+    if (objects_.count(handle)) {
+      return Status(StatusCode::kAlreadyExists, "handle " + HandleString(handle) + " already exists in this session");
+    }
+    return OkStatus();
   }
 
   Status CheckDevice(capnp::Text::Reader device) {
@@ -235,18 +299,12 @@ class Session final : public rpc::ConnectionHandler {
     return OkStatus();
   }
 
-  Status ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire::Reply::Builder reply) {
-    if (frame.attachments.size() != 1) {
-      return InvalidArgument("moduleLoad needs the executable as its one attachment");
-    }
-    const auto& bytes = frame.attachments[0];
-    auto exe = vm::Executable::Load(bytes, *state_->registry);
-    if (!exe.ok()) return exe.status();
-    auto r = reply.initModuleLoad();
-    r.setModule(Add(*exe));
-    r.setExecutableBytes(bytes.size());
-    r.setConstantBytes((*exe)->constant_bytes());
-    const auto& functions = (*exe)->def().functions;
+  // Replies with a new handle to `exe`, its functions and sizes.
+  void FillModuleLoadReply(std::shared_ptr<const vm::Executable> exe, uint64_t file_bytes,
+                           wire::ModuleLoadReply::Builder r) {
+    const auto& functions = exe->def().functions;
+    r.setExecutableBytes(file_bytes);
+    r.setConstantBytes(exe->constant_bytes());
     auto fns = r.initFunctions(functions.size());
     for (size_t i = 0; i < functions.size(); ++i) {
       fns[i].setName(functions[i].name);
@@ -259,7 +317,46 @@ class Session final : public rpc::ConnectionHandler {
       fill(fns[i].initInputs(functions[i].inputs.size()), functions[i].inputs);
       fill(fns[i].initOutputs(functions[i].outputs.size()), functions[i].outputs);
     }
-    spdlog::info("session {}: loaded module '{}' ({} bytes)", id_, std::string(req.getName()), bytes.size());
+    r.setModule(Add(std::move(exe)));
+  }
+
+  static Status CheckHashForm(const std::string& hash) {
+    if (!vm::IsContentHash(hash)) {
+      return InvalidArgument("module hash '" + hash.substr(0, 64) +
+                             "' is not a content hash (32 lower-case hex digits of XXH3-128)");
+    }
+    return OkStatus();
+  }
+
+  Status ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire::Reply::Builder reply) {
+    if (frame.attachments.size() != 1) {
+      return InvalidArgument("moduleLoad needs the executable as its one attachment");
+    }
+    const auto& bytes = frame.attachments[0];
+    std::string hash = req.getHash();
+    if (!hash.empty()) {
+      REMEX_RETURN_IF_ERROR(CheckHashForm(hash));
+      std::string actual = vm::ContentHash(bytes);
+      if (actual != hash) {
+        return InvalidArgument("moduleLoad: hash " + hash + " does not match the executable's content hash " +
+                               actual);
+      }
+    }
+    REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->registry));
+    if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
+    FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
+    spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),
+                 hash.empty() ? "" : ", hash " + hash);
+    return OkStatus();
+  }
+
+  Status ModuleHas(wire::ModuleHas::Reader req, wire::Reply::Builder reply) {
+    std::string hash = req.getHash();
+    REMEX_RETURN_IF_ERROR(CheckHashForm(hash));
+    CachedModule cached = state_->module_cache->Find(hash);
+    if (!cached.exe) return NotFound("module " + hash + " is not in the server's module cache");
+    FillModuleLoadReply(std::move(cached.exe), cached.file_bytes, reply.initModuleLoad());
+    spdlog::info("session {}: module '{}' from the cache (hash {})", id_, std::string(req.getName()), hash);
     return OkStatus();
   }
 
@@ -298,26 +395,46 @@ class Session final : public rpc::ConnectionHandler {
       return InvalidArgument("tensorWrite needs the tensor's bytes as its one attachment");
     }
     const auto& bytes = frame.attachments[0];
+    const bool in_place = frame.attachment_in_place.size() == 1 && frame.attachment_in_place[0];
+    if (in_place && !pending_write_) return Internal("tensorWrite: the received tensor went missing");
     vm::TensorPtr t;
     uint64_t handle = req.getTensor();
+    uint64_t named = req.getResultHandle();
+    if (named != 0) {
+      if (handle != 0) return InvalidArgument("tensorWrite: resultHandle names a new tensor only (tensor = 0)");
+      REMEX_RETURN_IF_ERROR(CheckClientHandle(named));
+    }
     if (handle == 0) {
       REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
-      REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
-      REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+      if (in_place) {
+        t = std::move(pending_write_);  // allocated and filled by AttachmentDestination
+      } else {
+        REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+        REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+      }
     } else {
       REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
     }
-    if (bytes.size() != t->nbytes()) {
+    if (!in_place && bytes.size() != t->nbytes()) {
       return InvalidArgument("tensorWrite: " + std::to_string(bytes.size()) + " bytes for a " +
                              std::string(DTypeName(t->dtype)) + " tensor of shape " +
                              ShapeToString(t->shape) + " (" + std::to_string(t->nbytes()) + " bytes)");
     }
-    // TODO(perf): read the attachment straight into device memory.
-    REMEX_RETURN_IF_ERROR(state_->worker.Run(
-        [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
+    if (!in_place) {
+      // TODO(perf): a pinned staging buffer for devices other than the CPU, and writes
+      // into existing tensors in place.
+      REMEX_RETURN_IF_ERROR(state_->worker.Run(
+          [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
+    }
     auto r = reply.initTensor();
     WriteDesc(r.initDesc(), t->dtype, t->shape);
-    r.setTensor(handle == 0 ? Add(std::move(t)) : handle);
+    if (handle == 0 && named != 0) {
+      objects_.emplace(named, std::move(t));
+      handle = named;
+    } else if (handle == 0) {
+      handle = Add(std::move(t));
+    }
+    r.setTensor(handle);
     return OkStatus();
   }
 
@@ -369,6 +486,25 @@ class Session final : public rpc::ConnectionHandler {
   Status Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply) {
     REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
     auto& [obj, fn] = target;
+    // Client-named result handles are checked before anything runs, so a bad list
+    // leaves the session as it was.
+    auto named = req.getResultHandles();
+    const size_t n_outputs = obj->bound[fn].size();
+    if (named.size() != 0) {
+      if (named.size() != n_outputs) {
+        return InvalidArgument("invoke: " + std::to_string(named.size()) + " result handles for " +
+                               std::to_string(n_outputs) + " outputs");
+      }
+      for (size_t k = 0; k < named.size(); ++k) {
+        if (named[k] == 0) continue;
+        REMEX_RETURN_IF_ERROR(CheckClientHandle(named[k]).WithContext("output " + std::to_string(k)));
+        for (size_t j = 0; j < k; ++j) {
+          if (named[j] == named[k]) {
+            return InvalidArgument("invoke: result handle " + HandleString(named[k]) + " is named twice");
+          }
+        }
+      }
+    }
     std::vector<vm::TensorPtr> outputs;
     std::chrono::nanoseconds nanos{0};
     REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
@@ -382,17 +518,109 @@ class Session final : public rpc::ConnectionHandler {
     auto refs = r.initOutputs(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       uint64_t bound = obj->bound[fn][k];
-      uint64_t handle = bound != 0 && objects_.count(bound) ? bound : Add(outputs[k]);
+      uint64_t handle;
+      if (bound != 0 && objects_.count(bound)) {
+        handle = bound;  // a bound output keeps its own handle
+      } else if (named.size() != 0 && named[k] != 0) {
+        handle = named[k];
+        objects_.emplace(handle, outputs[k]);
+      } else {
+        handle = Add(outputs[k]);
+      }
       refs[k].setTensor(handle);
       WriteDesc(refs[k].initDesc(), outputs[k]->dtype, outputs[k]->shape);
     }
     return OkStatus();
   }
 
+  Status Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+    auto& [obj, fn] = target;
+    TimeEvaluatorOptions options;
+    options.number = req.getNumber();
+    options.repeat = req.getRepeat();
+    options.min_repeat_ms = req.getMinRepeatMs();
+    options.warmup = req.getWarmup();
+    options.cooldown_ms = req.getCooldownMs();
+    options.l2_flush_bytes = req.getL2FlushBytes();
+    REMEX_RETURN_IF_ERROR(ValidateTimeEvaluatorOptions(options, state_->benchmark_time_limit));
+    TimeEvaluatorResult result;
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      // Outputs are dropped after each call (bound outputs are written).
+      auto call = [&]() -> Status { return obj->vm->Invoke(fn).status(); };
+      REMEX_ASSIGN_OR_RETURN(result, RunTimeEvaluator(call, *state_->allocator, options, state_->benchmark_time_limit));
+      return OkStatus();
+    }));
+    auto r = reply.initBenchmark();
+    r.setNumber(result.number);
+    r.setTimer(result.timer);
+    auto samples = r.initSamplesSeconds(result.samples_seconds.size());
+    for (size_t i = 0; i < result.samples_seconds.size(); ++i) samples.set(i, result.samples_seconds[i]);
+    return OkStatus();
+  }
+
+  Status Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+    auto& [obj, fn] = target;
+    vm::Profiler profiler;
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
+      return state_->device->Synchronize();
+    }));
+    auto rows = profiler.Rows(obj->vm->executable().def());
+    auto r = reply.initProfile();
+    r.setTotalNanos(profiler.total_nanos);
+    auto out = r.initRows(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out[i].setName(rows[i].name);
+      out[i].setKind(rows[i].kind);
+      out[i].setCalls(rows[i].counter.calls);
+      out[i].setTotalNanos(rows[i].counter.total_nanos);
+      out[i].setCopies(rows[i].counter.copies);
+      out[i].setCopyBytes(rows[i].counter.copy_bytes);
+    }
+    return OkStatus();
+  }
+
+  Status TensorStats(wire::TensorStats::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
+    vm::TensorStats stats;
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      REMEX_ASSIGN_OR_RETURN(stats, vm::ComputeStats(*state_->device, *t));
+      return OkStatus();
+    }));
+    auto r = reply.initTensorStats();
+    r.setCount(stats.count);
+    r.setMin(stats.min);
+    r.setMax(stats.max);
+    r.setMean(stats.mean);
+    r.setStd(stats.std);
+    r.setNanCount(stats.nan_count);
+    r.setInfCount(stats.inf_count);
+    return OkStatus();
+  }
+
+  Status TensorCompare(wire::TensorCompare::Reader req, wire::Reply::Builder reply) {
+    REMEX_ASSIGN_OR_RETURN(auto a, Lookup<vm::TensorPtr>(req.getA()));
+    REMEX_ASSIGN_OR_RETURN(auto b, Lookup<vm::TensorPtr>(req.getB()));
+    vm::Comparison cmp;
+    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
+      REMEX_ASSIGN_OR_RETURN(cmp, vm::CompareTensors(*state_->device, *a, *b, req.getRtol(), req.getAtol()));
+      return OkStatus();
+    }));
+    auto r = reply.initTensorCompare();
+    r.setCount(cmp.count);
+    r.setMismatches(cmp.mismatches);
+    r.setMaxAbsError(cmp.max_abs_error);
+    r.setMaxRelError(cmp.max_rel_error);
+    r.setFirstMismatch(cmp.first_mismatch);
+    return OkStatus();
+  }
+
   Status Free(wire::Free::Reader req, wire::Reply::Builder reply) {
     std::string missing;
     for (uint64_t h : req.getHandles()) {
-      if (objects_.erase(h) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(h);
+      if (objects_.erase(h) == 0) missing += (missing.empty() ? "" : ", ") + HandleString(h);
     }
     if (!missing.empty()) return NotFound("handles not found in this session: " + missing);
     reply.setFree();
@@ -405,6 +633,8 @@ class Session final : public rpc::ConnectionHandler {
   bool hello_done_ = false;
   std::string client_name_;
   std::unordered_map<uint64_t, Object> objects_;
+  // The tensor AttachmentDestination allocated for the frame being received.
+  vm::TensorPtr pending_write_;
 };
 
 }  // namespace
@@ -418,6 +648,8 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
     return InvalidArgument("unknown device '" + config.device + "' (this build serves: cpu)");
   }
   state->allocator = vm::Allocator::Create(*state->device);
+  state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);
+  state->benchmark_time_limit = config.benchmark_time_limit;
 
   rpc::ServerOptions options;
   options.host = config.host;
@@ -451,6 +683,11 @@ ServerStats DeviceServer::stats() const {
   auto a = state_->allocator->stats();
   s.device_bytes_in_use = a.allocated_bytes;
   s.live_buffers = a.live_buffers;
+  auto m = state_->module_cache->stats();
+  s.module_cache_entries = m.entries;
+  s.module_cache_bytes = m.bytes;
+  s.module_cache_hits = m.hits;
+  s.module_cache_misses = m.misses;
   return s;
 }
 

@@ -3,10 +3,17 @@
 //
 // Every request of a session is answered by a result or a structured error
 // {code, message}; objects are named by server-issued 64-bit handles, unique across
-// the server's sessions, so a handle of one session is NOT_FOUND in another. When a
-// connection ends, however it ends, everything its session created is freed.
+// the server's sessions, so a handle of one session is NOT_FOUND in another. Handles
+// with bit 63 set are named by the client (tensorWrite.resultHandle,
+// invoke.resultHandles) so that pipelined requests can refer to results before their
+// replies arrive; server-issued handles never have bit 63 set. When a connection ends,
+// however it ends, everything its session created is freed.
+//
+// Executables loaded with a content hash enter a server-wide module cache (see
+// device_server/module_cache.h) that `moduleHas` consults, across sessions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,12 +31,21 @@ struct ServerConfig {
   uint16_t port = 9190;  // 0: an ephemeral port
   std::string device = "cpu";
   int threads = 4;       // I/O and request threads
+  // Bound of the module cache: .rmx bytes plus decompressed constants of the cached
+  // executables. 0 disables caching.
+  uint64_t module_cache_bytes = uint64_t{1} << 30;
+  // Longest a `benchmark` request may keep the device (DEADLINE_EXCEEDED past it).
+  std::chrono::milliseconds benchmark_time_limit{std::chrono::minutes(10)};
 };
 
 struct ServerStats {
   uint64_t active_sessions = 0;
   uint64_t device_bytes_in_use = 0;
   uint64_t live_buffers = 0;
+  uint64_t module_cache_entries = 0;
+  uint64_t module_cache_bytes = 0;
+  uint64_t module_cache_hits = 0;
+  uint64_t module_cache_misses = 0;
 };
 
 class DeviceServer {

@@ -1,4 +1,5 @@
-// remex-server [--listen HOST:PORT] [--device cpu] [--threads N]
+// remex-server [--listen HOST:PORT] [--device cpu] [--threads N] [--module-cache-bytes N]
+//              [--benchmark-time-limit-s S]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
@@ -37,10 +38,18 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   int threads = 4;
   bool quiet = false;
+  uint64_t module_cache_bytes = uint64_t{1} << 30;
+  uint32_t benchmark_limit_s = 600;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--device", device, "device to serve: cpu")->capture_default_str();
   app.add_option("--threads", threads, "request threads")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--module-cache-bytes", module_cache_bytes,
+                 "bound of the module cache shared by all sessions (.rmx bytes + constants; 0: no cache)")
+      ->capture_default_str();
+  app.add_option("--benchmark-time-limit-s", benchmark_limit_s, "longest one benchmark request may run")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   app.add_flag("--quiet", quiet, "log warnings and errors only");
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr; stdout carries the "listening on" line only.
@@ -55,6 +64,8 @@ int main(int argc, char** argv) {
   }
   config.device = device;
   config.threads = threads;
+  config.module_cache_bytes = module_cache_bytes;
+  config.benchmark_time_limit = std::chrono::seconds(benchmark_limit_s);
 
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t signals;

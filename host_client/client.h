@@ -206,9 +206,10 @@ class Session {
     };
     StatusOr<Result> Run();
 
+    struct Impl;
+
    private:
     Session& session_;
-    struct Impl;
     std::shared_ptr<Impl> impl_;
   };
   Status Free(const std::vector<uint64_t>& handles);
@@ -222,6 +223,8 @@ class Session {
 
  private:
   Session() = default;
+  StatusOr<ModuleInfo> LoadModuleWithHash(std::span<const std::byte> executable, const std::string& name,
+                                          const std::string& hash);
   std::unique_ptr<rpc::Client> rpc_;
   ServerInfo info_;
   ConnectOptions options_;

@@ -236,16 +236,22 @@ class CodeGenerator {
     return static_cast<int64_t>(def_.kernels.size() - 1);
   }
 
+  // Copies value `v` (an input, a constant or an output produced elsewhere) into the
+  // buffer of output `k` with an Identity kernel; a dynamic shape is taken from the
+  // source at run time.
   StatusOr<int64_t> EmitCopyToOutput(int v, int k, int64_t src) {
     const Value& value = g_.values[v];
-    if (!value.static_shape()) {
-      return Unimplemented("output '" + value.name + "' repeats an input or output of dynamic shape");
-    }
     vm::KernelEntry entry{"Identity", {}, 1, 1, "copy to output '" + value.name + "'"};
     def_.kernels.push_back(std::move(entry));
     int64_t kernel = static_cast<int64_t>(def_.kernels.size() - 1);
     int64_t dst = next_reg_++;
-    Emit(vm::Opcode::kAllocOutput, {dst, k, static_cast<int64_t>(value.dtype), -1}, {value.shape});
+    if (value.static_shape()) {
+      Emit(vm::Opcode::kAllocOutput, {dst, k, static_cast<int64_t>(value.dtype), -1}, {value.shape});
+    } else {
+      int64_t shape_reg = next_reg_++;
+      Emit(vm::Opcode::kInvokeShapeFunc, {kernel}, {{src}, {shape_reg}});
+      Emit(vm::Opcode::kAllocOutput, {dst, k, static_cast<int64_t>(value.dtype), shape_reg}, {{}});
+    }
     Emit(vm::Opcode::kInvokeKernel, {kernel}, {{src}, {dst}});
     return dst;
   }

@@ -18,7 +18,14 @@ namespace remex::testing {
 // SIGTERM (and reaped) on destruction.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::string& binary = REMEX_SERVER_BIN) {
+  explicit ServerProcess(const std::string& binary = REMEX_SERVER_BIN) : ServerProcess(std::vector<std::string>{}, binary) {}
+  // With `extra_args` after the listen and quiet flags (e.g. {"--module-cache-bytes", "0"}).
+  explicit ServerProcess(const std::vector<std::string>& extra_args, const std::string& binary = REMEX_SERVER_BIN) {
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--quiet"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int fds[2];
     if (pipe(fds) != 0) return;
     pid_ = fork();
@@ -26,7 +33,7 @@ class ServerProcess {
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
       close(fds[1]);
-      execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--quiet", static_cast<char*>(nullptr));
+      execv(binary.c_str(), argv.data());
       _exit(127);
     }
     close(fds[1]);

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 namespace remex::vm {
 namespace {
@@ -51,6 +53,10 @@ class CpuDevice final : public Device {
     if (bytes) std::memmove(dst, src, bytes);
     return OkStatus();
   }
+  Status Memset(void* dst, uint8_t value, size_t bytes) override {
+    if (bytes) std::memset(dst, value, bytes);
+    return OkStatus();
+  }
   Status Synchronize() override { return OkStatus(); }
 };
 
@@ -66,6 +72,16 @@ size_t SizeClass(size_t bytes) {
 }
 
 }  // namespace
+
+Status Device::Memset(void* dst, uint8_t value, size_t bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<uint8_t> chunk(std::min(bytes, kChunk), value);
+  for (size_t done = 0; done < bytes; done += chunk.size()) {
+    size_t n = std::min(chunk.size(), bytes - done);
+    REMEX_RETURN_IF_ERROR(CopyToDevice(static_cast<uint8_t*>(dst) + done, chunk.data(), n));
+  }
+  return OkStatus();
+}
 
 std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
 

@@ -36,6 +36,10 @@ class Device {
   virtual Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual Status CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  // Sets `bytes` of device memory at `dst` to `value` (the time evaluator's cache
+  // flush writes a buffer with it). The default copies from a host buffer in chunks;
+  // devices override it with their own fill.
+  virtual Status Memset(void* dst, uint8_t value, size_t bytes);
   // Waits for all work queued on the device.
   virtual Status Synchronize() = 0;
 };

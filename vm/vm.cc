@@ -1,5 +1,6 @@
 #include "vm/vm.h"
 
+#include <chrono>
 #include <variant>
 
 namespace remex::vm {
@@ -23,6 +24,11 @@ std::string DeclaredShapeString(const Shape& shape) {
     s += shape[i] < 0 ? "?" : std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+uint64_t ElapsedNanos(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace
@@ -114,7 +120,7 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
   return OkStatus();
 }
 
-StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn) {
+StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profiler) {
   if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) {
     return NotFound("function index " + std::to_string(fn));
   }
@@ -123,12 +129,21 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn) {
                               "' are not set");
   }
   std::vector<TensorPtr> outputs;
-  REMEX_RETURN_IF_ERROR(Run(fn, outputs));
+  if (profiler) {
+    profiler->kernels.resize(executable_->def().kernels.size());
+    auto start = std::chrono::steady_clock::now();
+    Status st = Run(fn, outputs, profiler);
+    profiler->total_nanos += ElapsedNanos(start);
+    profiler->invokes++;
+    REMEX_RETURN_IF_ERROR(st);
+  } else {
+    REMEX_RETURN_IF_ERROR(Run(fn, outputs, nullptr));
+  }
   ++invokes_;
   return outputs;
 }
 
-Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs) {
+Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profiler* profiler) {
   const FunctionDef& fn = executable_->def().functions[fn_index];
   FunctionState& state = functions_[fn_index];
   Device& device = allocator_->device();
@@ -157,6 +172,12 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs) {
     auto not_tensor = [&](int64_t r) {
       return fail(Internal("register %" + std::to_string(r) + " holds no tensor"));
     };
+    std::chrono::steady_clock::time_point start;
+    CopyStats copies_before;
+    if (profiler) {
+      copies_before = copies_;
+      start = std::chrono::steady_clock::now();
+    }
 
     switch (inst.op) {
       case Opcode::kMove:
@@ -260,6 +281,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs) {
         break;
       }
       case Opcode::kRet: {
+        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
         outputs.clear();
         for (int64_t r : inst.lists[0]) {
           const TensorPtr* t = tensor_at(r);
@@ -270,6 +292,15 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs) {
       }
       case Opcode::kCount:
         return fail(Internal("invalid opcode"));
+    }
+    if (profiler) {
+      uint64_t nanos = ElapsedNanos(start);
+      uint64_t n_copies = copies_.host_to_device_count + copies_.device_to_host_count -
+                          copies_before.host_to_device_count - copies_before.device_to_host_count;
+      uint64_t n_bytes = copies_.host_to_device_bytes + copies_.device_to_host_bytes -
+                         copies_before.host_to_device_bytes - copies_before.device_to_host_bytes;
+      profiler->instructions[static_cast<int>(inst.op)].Add(nanos, n_copies, n_bytes);
+      if (inst.op == Opcode::kInvokeKernel) profiler->kernels[s[0]].Add(nanos, n_copies, n_bytes);
     }
   }
   return Internal("function '" + fn.name + "' fell off its end");

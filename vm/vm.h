@@ -7,6 +7,8 @@
 //   SetOutput(fn, k, tensor)    bind output k to a caller buffer; later invokes write
 //                               into it until it is unbound (nullptr)
 //   Invoke(fn)                  run; returns the output tensors (bound ones included)
+// A Profiler passed to Invoke records per-instruction and per-kernel times and copies
+// (vm/profiler.h).
 // Thread-safety: one VM serves one caller at a time.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "vm/device.h"
 #include "vm/executable.h"
+#include "vm/profiler.h"
 
 namespace remex::vm {
 
@@ -48,8 +51,9 @@ class VirtualMachine {
   // now, the shape at each invoke (dynamic outputs).
   Status SetOutput(int fn, int index, TensorPtr tensor);
   // Runs `fn`. FAILED_PRECONDITION when inputs are not set; errors from shape
-  // functions and kernels carry the instruction and the node they came from.
-  StatusOr<std::vector<TensorPtr>> Invoke(int fn);
+  // functions and kernels carry the instruction and the node they came from. With a
+  // `profiler` (not owned; nullptr: none), every instruction run is recorded in it.
+  StatusOr<std::vector<TensorPtr>> Invoke(int fn, Profiler* profiler = nullptr);
 
   const CopyStats& copy_stats() const { return copies_; }
   uint64_t invoke_count() const { return invokes_; }
@@ -63,7 +67,7 @@ class VirtualMachine {
 
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
-  Status Run(int fn, std::vector<TensorPtr>& outputs);
+  Status Run(int fn, std::vector<TensorPtr>& outputs, Profiler* profiler);
 
   std::shared_ptr<const Executable> executable_;
   std::shared_ptr<Allocator> allocator_;

@@ -139,6 +139,45 @@ TEST_F(VmTest, KilledRegistersReturnMemoryForReuse) {
   EXPECT_EQ(allocator_->stats().device_allocations, allocations);
 }
 
+TEST_F(VmTest, ProfilerCountsInstructionsKernelsAndCopies) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 3}, std::vector<float>(6, 1.0f))}).ok());
+  Profiler profiler;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*vm)->Invoke(0, &profiler).ok());
+  EXPECT_EQ(profiler.invokes, 2u);
+  EXPECT_GT(profiler.total_nanos, 0u);
+  auto count = [&](Opcode op) { return profiler.instructions[static_cast<int>(op)].calls; };
+  EXPECT_EQ(count(Opcode::kInvokeKernel), 4u);
+  EXPECT_EQ(count(Opcode::kRet), 2u);
+  EXPECT_EQ(count(Opcode::kInvokeShapeFunc), 2u);
+  auto rows = profiler.Rows((*exe)->def());
+  // Kernel rows first (Add, Relu), then one row per opcode that ran.
+  ASSERT_GE(rows.size(), 2u + 6u);
+  EXPECT_EQ(rows[0].kind, "kernel");
+  EXPECT_EQ(rows[1].kind, "kernel");
+  uint64_t kernel_nanos = 0, instruction_nanos = 0;
+  for (const auto& r : rows) {
+    if (r.kind == "kernel") {
+      EXPECT_TRUE(r.name == "Add" || r.name == "Relu") << r.name;
+      EXPECT_EQ(r.counter.calls, 2u);
+      kernel_nanos += r.counter.total_nanos;
+    } else {
+      EXPECT_EQ(r.kind, "instruction");
+      instruction_nanos += r.counter.total_nanos;
+    }
+  }
+  EXPECT_LE(kernel_nanos, instruction_nanos);
+  EXPECT_LE(instruction_nanos, profiler.total_nanos);
+  // Add and Relu need no data on the host: no copies recorded.
+  for (const auto& r : rows) EXPECT_EQ(r.counter.copies, 0u) << r.name;
+  // Invokes without a profiler still run and record nothing.
+  ASSERT_TRUE((*vm)->Invoke(0).ok());
+  EXPECT_EQ(profiler.invokes, 2u);
+}
+
 TEST(ExecutableTest, CorruptFilesAreRejected) {
   auto bytes = SerializeExecutable(AddReluDef());
   ASSERT_TRUE(bytes.ok());

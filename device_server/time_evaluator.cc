@@ -1,0 +1,111 @@
+#include "device_server/time_evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+namespace remex::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Status ValidateTimeEvaluatorOptions(const TimeEvaluatorOptions& o, std::chrono::milliseconds time_limit) {
+  auto range = [](const char* name, uint64_t v, uint64_t lo, uint64_t hi) -> Status {
+    if (v < lo || v > hi) {
+      return InvalidArgument(std::string("benchmark: ") + name + " must be in [" + std::to_string(lo) + ", " +
+                             std::to_string(hi) + "], got " + std::to_string(v));
+    }
+    return OkStatus();
+  };
+  REMEX_RETURN_IF_ERROR(range("repeat", o.repeat, 1, kMaxRepeat));
+  REMEX_RETURN_IF_ERROR(range("number", o.number, 1, kMaxNumber));
+  REMEX_RETURN_IF_ERROR(range("warmup", o.warmup, 0, kMaxWarmup));
+  REMEX_RETURN_IF_ERROR(range("minRepeatMs", o.min_repeat_ms, 0, kMaxRepeatMs));
+  REMEX_RETURN_IF_ERROR(range("cooldownMs", o.cooldown_ms, 0, kMaxRepeatMs));
+  REMEX_RETURN_IF_ERROR(range("l2FlushBytes", o.l2_flush_bytes, 0, kMaxL2FlushBytes));
+  uint64_t floor_ms = uint64_t{o.repeat} * (uint64_t{o.min_repeat_ms} + o.cooldown_ms);
+  if (floor_ms > static_cast<uint64_t>(time_limit.count())) {
+    return InvalidArgument("benchmark: repeat x (minRepeatMs + cooldownMs) is " + std::to_string(floor_ms) +
+                           " ms, over the server's limit of " + std::to_string(time_limit.count()) + " ms");
+  }
+  return OkStatus();
+}
+
+StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
+                                               const TimeEvaluatorOptions& o,
+                                               std::chrono::milliseconds time_limit) {
+  REMEX_RETURN_IF_ERROR(ValidateTimeEvaluatorOptions(o, time_limit));
+  vm::Device& device = allocator.device();
+  const auto deadline = Clock::now() + time_limit;
+  auto over_time = [&](const std::string& when) {
+    return DeadlineExceeded("benchmark: " + when + " would exceed the server's limit of " +
+                            std::to_string(time_limit.count()) + " ms");
+  };
+  auto run = [&](uint64_t n, uint64_t first) -> Status {
+    for (uint64_t i = 0; i < n; ++i) {
+      Status st = call();
+      if (!st.ok()) return st.WithContext("benchmark call " + std::to_string(first + i));
+    }
+    return device.Synchronize();
+  };
+
+  std::shared_ptr<vm::Buffer> flush;
+  if (o.l2_flush_bytes > 0) {
+    REMEX_ASSIGN_OR_RETURN(flush, allocator.Allocate(o.l2_flush_bytes));
+  }
+  uint8_t flush_value = 0;
+  auto flush_cache = [&]() -> Status {
+    if (!flush) return OkStatus();
+    REMEX_RETURN_IF_ERROR(device.Memset(flush->data(), ++flush_value, o.l2_flush_bytes));
+    return device.Synchronize();
+  };
+
+  uint64_t calls = 0;
+  // Warmup, untimed for the result but used to foresee the run's length.
+  double per_call = 0;
+  if (o.warmup > 0) {
+    auto start = Clock::now();
+    REMEX_RETURN_IF_ERROR(run(o.warmup, calls));
+    calls += o.warmup;
+    per_call = Seconds(Clock::now() - start) / o.warmup;
+  }
+
+  TimeEvaluatorResult result;
+  result.timer = "steady_clock";
+  uint64_t number = o.number;
+  const double min_seconds = o.min_repeat_ms / 1000.0;
+  for (uint32_t r = 0; r < o.repeat; ++r) {
+    if (r > 0 && o.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.cooldown_ms));
+    for (;;) {
+      if (per_call > 0) {
+        double remaining = Seconds(deadline - Clock::now());
+        double needed = per_call * static_cast<double>(number) * (o.repeat - r);
+        if (needed > remaining) return over_time("sample " + std::to_string(r));
+      } else if (Clock::now() > deadline) {
+        return over_time("sample " + std::to_string(r));
+      }
+      REMEX_RETURN_IF_ERROR(flush_cache());
+      auto start = Clock::now();
+      REMEX_RETURN_IF_ERROR(run(number, calls));
+      double elapsed = Seconds(Clock::now() - start);
+      calls += number;
+      per_call = elapsed / static_cast<double>(number);
+      if (elapsed >= min_seconds || number >= kMaxNumber) {
+        result.samples_seconds.push_back(per_call);
+        break;
+      }
+      // Too short: grow `number` toward min_repeat_ms and take the sample again.
+      double scale = elapsed > 0 ? min_seconds / elapsed * 1.618 : 1000.0;
+      scale = std::clamp(scale, 1.618, 1000.0);
+      number = std::min<uint64_t>(kMaxNumber, static_cast<uint64_t>(std::ceil(static_cast<double>(number) * scale)));
+    }
+  }
+  result.number = static_cast<uint32_t>(number);
+  return result;
+}
+
+}  // namespace remex::server

@@ -1,0 +1,61 @@
+// The time evaluator behind the `benchmark` request, as TVM's time_evaluator:
+// `warmup` untimed calls, then `repeat` samples, each the mean time of `number` calls.
+// With min_repeat_ms > 0, `number` grows (by the ratio still missing, times 1.618, at
+// least x1.618, at most x1000 a step, up to kMaxNumber) until a sample takes at least
+// that long; samples that were too short are discarded, and the grown `number` is kept
+// for the following samples. `cooldown_ms` is slept between samples. With
+// l2_flush_bytes > 0 a device buffer of that size is written before each sample, so
+// that the calls do not find their data in the cache.
+//
+// Timing: a steady clock on the calling thread around the `number` calls and a device
+// Synchronize (on the CPU device that is the whole story; a GPU device will time with
+// its own events). Runs on the device thread: it blocks other device work meanwhile.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "vm/device.h"
+
+namespace remex::server {
+
+struct TimeEvaluatorOptions {
+  uint32_t number = 1;
+  uint32_t repeat = 1;
+  uint32_t min_repeat_ms = 0;
+  uint32_t warmup = 0;
+  uint32_t cooldown_ms = 0;
+  uint64_t l2_flush_bytes = 0;
+};
+
+struct TimeEvaluatorResult {
+  uint32_t number = 0;                  // calls per sample, after adaptation
+  std::vector<double> samples_seconds;  // mean seconds per call, one per sample
+  std::string timer;                    // "steady_clock"
+};
+
+inline constexpr uint32_t kMaxRepeat = 100000;
+inline constexpr uint32_t kMaxNumber = 10000000;
+inline constexpr uint32_t kMaxWarmup = 100000;
+inline constexpr uint32_t kMaxRepeatMs = 60000;   // min_repeat_ms and cooldown_ms
+inline constexpr uint64_t kMaxL2FlushBytes = uint64_t{1} << 30;
+
+// INVALID_ARGUMENT naming the field when an option is out of range (repeat and number
+// 1..kMax*, warmup <= kMaxWarmup, min_repeat_ms and cooldown_ms <= kMaxRepeatMs,
+// l2_flush_bytes <= kMaxL2FlushBytes) or when the requested sleeps and minimum sample
+// times alone exceed `time_limit`.
+Status ValidateTimeEvaluatorOptions(const TimeEvaluatorOptions& options, std::chrono::milliseconds time_limit);
+
+// Runs `call` as described above. Errors: the first error of `call` (with the call's
+// position), RESOURCE_EXHAUSTED when the flush buffer cannot be allocated,
+// DEADLINE_EXCEEDED when the run would take longer than `time_limit` (checked after
+// the warmup, from its measured call time, and between samples).
+StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
+                                               const TimeEvaluatorOptions& options,
+                                               std::chrono::milliseconds time_limit);
+
+}  // namespace remex::server

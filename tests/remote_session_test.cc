@@ -1,0 +1,802 @@
+// Remote sessions for benchmarking and CI, end to end against a real remex-server
+// process: the module cache, the time evaluator, profiles, device-side statistics and
+// comparisons, client-named result handles and pipelining, and invoke_with_outputs
+// (bound outputs, outputs fed back as inputs, several outputs and functions).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "host_client/client.h"
+#include "host_client/compiler.h"
+#include "host_client/onnx_frontend.h"
+#include "host_client/onnx_test_util.h"
+#include "rpc/transport.h"
+#include "tests/process_util.h"
+#include "vm/executable.h"
+
+namespace remex {
+namespace {
+
+using client::Session;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::ServerProcess;
+
+const kernels::KernelRegistry& Registry() {
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
+}
+
+std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
+  auto graph = compiler::ImportOnnxBytes(model.Bytes(), Registry());
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return {};
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  EXPECT_TRUE(def.ok()) << def.status().ToString();
+  if (!def.ok()) return {};
+  auto bytes = vm::SerializeExecutable(*def);
+  EXPECT_TRUE(bytes.ok());
+  return bytes.ok() ? *bytes : std::vector<std::byte>{};
+}
+
+// y = Relu(x + b), x: float32 [?, 4], b: [4].
+OnnxModelBuilder AddReluModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", onnx::TensorProto::FLOAT, {-1, 4});
+  b.FloatInit("b", {4}, {0.5f, -0.5f, 1.0f, -1.0f});
+  b.Node("Add", {"x", "b"}, {"s"}, "add");
+  b.Node("Relu", {"s"}, {"y"}, "relu");
+  return b;
+}
+
+// y = x + 1, x: float32 [4] (a recurrent step).
+OnnxModelBuilder PlusOneModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4}).Output("y", onnx::TensorProto::FLOAT, {4});
+  b.FloatInit("one", {4}, {1, 1, 1, 1});
+  b.Node("Add", {"x", "one"}, {"y"}, "add");
+  return b;
+}
+
+npy::Array Floats(Shape shape, std::vector<float> v) {
+  npy::Array a;
+  a.dtype = DType::kFloat32;
+  a.shape = std::move(shape);
+  a.data.resize(v.size() * 4);
+  std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+
+std::vector<float> ToFloats(const npy::Array& a) {
+  std::vector<float> v(a.data.size() / 4);
+  std::memcpy(v.data(), a.data.data(), a.data.size());
+  return v;
+}
+
+class RemoteSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(server_.port(), 0) << "remex-server did not start"; }
+
+  std::unique_ptr<Session> Connect(uint16_t port = 0) {
+    auto s = Session::Connect("127.0.0.1", port ? port : server_.port());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Loads `model`, creates a VM and returns its handle.
+  uint64_t LoadVm(Session& s, const OnnxModelBuilder& model) {
+    auto module = s.LoadModule(Compile(model), "m");
+    EXPECT_TRUE(module.ok()) << module.status().ToString();
+    if (!module.ok()) return 0;
+    auto vm = s.CreateVm(module->handle);
+    EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+    return vm.ok() ? *vm : 0;
+  }
+
+  ServerProcess server_;
+};
+
+// A raw rpc client that has said hello, for requests the Session API does not make.
+std::unique_ptr<rpc::Client> RawClient(uint16_t port) {
+  auto c = rpc::Client::Connect("127.0.0.1", port, std::chrono::seconds(10));
+  EXPECT_TRUE(c.ok());
+  rpc::OutFrame hello;
+  hello.message = std::make_unique<capnp::MallocMessageBuilder>();
+  hello.message->initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
+  auto reply = (*c)->Call(hello);
+  EXPECT_TRUE(reply.ok());
+  return std::move(c).value();
+}
+
+Status RawCall(rpc::Client& c, rpc::OutFrame& frame) {
+  auto reply = c.Call(frame);
+  if (!reply.ok()) return reply.status();
+  auto reader = reply->Reader();
+  return rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+}
+
+// ---------------------------------------------------------------------------------------
+// Module cache.
+
+TEST_F(RemoteSessionTest, ModuleCacheSkipsTheUploadAcrossSessions) {
+  std::vector<std::byte> exe = Compile(AddReluModel());
+  std::string hash = Session::ContentHash(exe);
+  EXPECT_EQ(hash.size(), 32u);
+  EXPECT_EQ(hash, Session::ContentHash(exe));
+  auto a = Connect();
+  bool uploaded = false;
+  auto first = a->LoadModuleCached(exe, "add_relu", &uploaded);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(uploaded);
+  EXPECT_EQ(first->executable_bytes, exe.size());
+
+  // A second session finds it: a moduleHas costs bytes, not the executable.
+  auto b = Connect();
+  uint64_t sent = b->bytes_sent();
+  auto second = b->LoadModuleCached(exe, "add_relu", &uploaded);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(uploaded);
+  EXPECT_LT(b->bytes_sent() - sent, 256u);
+  EXPECT_LT(b->bytes_sent() - sent, exe.size());
+  EXPECT_NE(second->handle, first->handle);
+  EXPECT_EQ(second->executable_bytes, exe.size());
+  ASSERT_EQ(second->functions.size(), 1u);
+  EXPECT_EQ(second->functions[0].inputs[0].shape, (Shape{-1, 4}));
+
+  // The cached module runs, and survives the session that uploaded it.
+  a.reset();
+  auto vm = b->CreateVm(second->handle);
+  ASSERT_TRUE(vm.ok());
+  auto x = b->Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(b->SetInputs(*vm, "main", {x->handle}).ok());
+  auto out = b->Invoke(*vm, "main");
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(ToFloats(*b->Download(out->outputs[0].handle)), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+  // A freed handle leaves the cache entry in place.
+  ASSERT_TRUE(b->Free({second->handle}).ok());
+  auto c = Connect();
+  ASSERT_TRUE(c->LoadModuleCached(exe, "add_relu", &uploaded).ok());
+  EXPECT_FALSE(uploaded);
+  // Another executable is a miss.
+  ASSERT_TRUE(c->LoadModuleCached(Compile(PlusOneModel()), "plus_one", &uploaded).ok());
+  EXPECT_TRUE(uploaded);
+}
+
+TEST_F(RemoteSessionTest, ModuleHashIsChecked) {
+  std::vector<std::byte> exe = Compile(AddReluModel());
+  auto c = RawClient(server_.port());
+  auto load = [&](const std::string& hash) {
+    rpc::OutFrame f;
+    f.message = std::make_unique<capnp::MallocMessageBuilder>();
+    auto r = f.message->initRoot<rpc::wire::Request>().initModuleLoad();
+    r.setName("m");
+    r.setHash(hash);
+    f.attachments.push_back({exe.data(), exe.size(), false, nullptr});
+    return RawCall(*c, f);
+  };
+  auto has = [&](const std::string& hash) {
+    rpc::OutFrame f;
+    f.message = std::make_unique<capnp::MallocMessageBuilder>();
+    f.message->initRoot<rpc::wire::Request>().initModuleHas().setHash(hash);
+    return RawCall(*c, f);
+  };
+  std::string good = Session::ContentHash(exe);
+  std::string wrong = std::string(32, 'a');
+  Status mismatch = load(wrong);
+  EXPECT_EQ(mismatch.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.message().find(good), std::string::npos) << mismatch.message();
+  EXPECT_EQ(has(wrong).code(), StatusCode::kNotFound);
+  EXPECT_EQ(has("not-a-hash").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(has(std::string(32, 'A')).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(has(good).code(), StatusCode::kNotFound);  // the mismatched load cached nothing
+  EXPECT_TRUE(load(good).ok());
+  EXPECT_TRUE(has(good).ok());
+}
+
+TEST(ModuleCacheBoundTest, EvictedModulesStayAliveWhileHeld) {
+  std::vector<std::byte> a = Compile(AddReluModel());
+  std::vector<std::byte> b = Compile(PlusOneModel());
+  // Room for one of the two (each costs its file size plus its constants).
+  uint64_t bound = std::max(a.size(), b.size()) + 64;
+  ServerProcess server(std::vector<std::string>{"--module-cache-bytes", std::to_string(bound)});
+  ASSERT_NE(server.port(), 0);
+  auto s = Session::Connect("127.0.0.1", server.port());
+  ASSERT_TRUE(s.ok());
+  bool uploaded = false;
+  auto ma = (*s)->LoadModuleCached(a, "a", &uploaded);
+  ASSERT_TRUE(ma.ok() && uploaded);
+  ASSERT_TRUE((*s)->LoadModuleCached(b, "b", &uploaded).ok());
+  EXPECT_TRUE(uploaded);
+  // a was evicted by b: uploaded again.
+  ASSERT_TRUE((*s)->LoadModuleCached(a, "a", &uploaded).ok());
+  EXPECT_TRUE(uploaded);
+  // The first handle to a still works after its eviction.
+  auto vm = (*s)->CreateVm(ma->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = (*s)->Upload(Floats({1, 4}, {0, 0, 0, 0}));
+  ASSERT_TRUE((*s)->SetInputs(*vm, "main", {x->handle}).ok());
+  ASSERT_TRUE((*s)->Invoke(*vm, "main").ok());
+  // With the cache off nothing is ever found.
+  ServerProcess off(std::vector<std::string>{"--module-cache-bytes", "0"});
+  auto t = Session::Connect("127.0.0.1", off.port());
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*t)->LoadModuleCached(a, "a", &uploaded).ok());
+  ASSERT_TRUE((*t)->LoadModuleCached(a, "a", &uploaded).ok());
+  EXPECT_TRUE(uploaded);
+}
+
+// ---------------------------------------------------------------------------------------
+// Time evaluator and profile.
+
+TEST_F(RemoteSessionTest, BenchmarkTakesSamplesOnTheServer) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  client::BenchmarkOptions o;
+  o.repeat = 5;
+  o.number = 3;
+  o.warmup = 2;
+  // Inputs must be bound first.
+  EXPECT_EQ(s->Benchmark(vm, "main", o).status().code(), StatusCode::kFailedPrecondition);
+  auto x = s->Upload(Floats({64, 4}, std::vector<float>(256, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  uint64_t received = s->bytes_received();
+  auto r = s->Benchmark(vm, "main", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->number, 3u);
+  EXPECT_EQ(r->timer, "steady_clock");
+  ASSERT_EQ(r->samples_seconds.size(), 5u);
+  for (double v : r->samples_seconds) {
+    EXPECT_GT(v, 0.0);
+    EXPECT_LT(v, 1.0);
+  }
+  EXPECT_LT(s->bytes_received() - received, 512u);  // numbers only, no outputs
+
+  // number grows until a sample lasts min_repeat_ms; a flush buffer is written.
+  o = {};
+  o.repeat = 2;
+  o.min_repeat_ms = 20;
+  o.l2_flush_bytes = 1 << 20;
+  r = s->Benchmark(vm, "main", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->number, 1u);
+  for (double v : r->samples_seconds) EXPECT_GE(v * r->number, 0.020 * 0.99);
+
+  // A bound output is written by the benchmark's calls.
+  auto bound = s->Alloc(DType::kFloat32, {64, 4});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, bound->handle).ok());
+  ASSERT_TRUE(s->Benchmark(vm, "main", {}).ok());
+  EXPECT_FLOAT_EQ(ToFloats(*s->Download(bound->handle))[0], 1.5f);
+
+  // Bad arguments.
+  using Edit = void (*)(client::BenchmarkOptions&);
+  for (Edit bad : std::initializer_list<Edit>{[](client::BenchmarkOptions& b) { b.repeat = 0; },
+                   [](client::BenchmarkOptions& b) { b.number = 0; },
+                   [](client::BenchmarkOptions& b) { b.repeat = 200000; },
+                   [](client::BenchmarkOptions& b) { b.l2_flush_bytes = uint64_t{1} << 40; },
+                   [](client::BenchmarkOptions& b) {
+                     b.repeat = 100000;
+                     b.cooldown_ms = 60000;
+                   }}) {
+    client::BenchmarkOptions b;
+    bad(b);
+    EXPECT_EQ(s->Benchmark(vm, "main", b).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(s->Benchmark(vm, "nope", {}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Benchmark(987654, "main", {}).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(RemoteSessionTest, ProfileBreaksDownKernelsAndInstructions) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  auto x = s->Upload(Floats({8, 4}, std::vector<float>(32, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto p = s->Profile(vm, "main");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_GT(p->total_nanos, 0u);
+  std::map<std::string, client::ProfileRow> kernels, instructions;
+  for (const auto& row : p->rows) (row.kind == "kernel" ? kernels : instructions)[row.name] = row;
+  ASSERT_TRUE(kernels.count("Add") && kernels.count("Relu"));
+  EXPECT_EQ(kernels["Add"].calls, 1u);
+  EXPECT_EQ(kernels["Relu"].calls, 1u);
+  ASSERT_TRUE(instructions.count("InvokeKernel"));
+  EXPECT_EQ(instructions["InvokeKernel"].calls, 2u);
+  EXPECT_EQ(instructions["Ret"].calls, 1u);
+  uint64_t sum = 0;
+  for (auto& [name, row] : instructions) sum += row.total_nanos;
+  EXPECT_LE(sum, p->total_nanos);
+  EXPECT_LE(kernels["Add"].total_nanos + kernels["Relu"].total_nanos, instructions["InvokeKernel"].total_nanos);
+  // The dynamic batch needs shape functions, which read shapes only: no copies.
+  EXPECT_EQ(instructions["InvokeShapeFunc"].copies, 0u);
+}
+
+// ---------------------------------------------------------------------------------------
+// Device-side checks.
+
+TEST_F(RemoteSessionTest, StatsAndCompareRunOnTheDevice) {
+  auto s = Connect();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto t = s->Upload(Floats({2, 3}, {1, 2, 3, 4, nan, INFINITY}));
+  ASSERT_TRUE(t.ok());
+  uint64_t sent = s->bytes_sent(), received = s->bytes_received();
+  auto st = s->Stats(t->handle);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->count, 6u);
+  EXPECT_EQ(st->nan_count, 1u);
+  EXPECT_EQ(st->inf_count, 1u);
+  EXPECT_DOUBLE_EQ(st->min, 1);
+  EXPECT_DOUBLE_EQ(st->max, 4);
+  EXPECT_DOUBLE_EQ(st->mean, 2.5);
+  EXPECT_NEAR(st->std, std::sqrt(1.25), 1e-12);
+  EXPECT_LT(s->bytes_sent() - sent + s->bytes_received() - received, 512u);
+
+  // The model's output against an uploaded reference, without downloading either.
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok());
+  auto expected = s->Upload(Floats({1, 4}, {1.5f, 0.5f, 0.0f, 2.0f}));
+  auto cmp = s->Compare(out->outputs[0].handle, expected->handle, 1e-6, 1e-7);
+  ASSERT_TRUE(cmp.ok()) << cmp.status().ToString();
+  EXPECT_EQ(cmp->count, 4u);
+  EXPECT_EQ(cmp->mismatches, 0u);
+  EXPECT_EQ(cmp->first_mismatch, -1);
+  auto off = s->Upload(Floats({1, 4}, {1.5f, 0.5f, 0.25f, 2.0f}));
+  cmp = s->Compare(out->outputs[0].handle, off->handle, 1e-3, 1e-3);
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp->mismatches, 1u);
+  EXPECT_EQ(cmp->first_mismatch, 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(cmp->max_abs_error), 0.25f);
+  EXPECT_FLOAT_EQ(static_cast<float>(cmp->max_rel_error), 1.0f);
+
+  // Shapes and dtypes must match; tolerances must be sane; handles must exist.
+  auto other_shape = s->Upload(Floats({4}, {1.5f, 0.5f, 0.0f, 2.0f}));
+  Status bad = s->Compare(out->outputs[0].handle, other_shape->handle, 0, 0).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("[1, 4]"), std::string::npos) << bad.message();
+  npy::Array ints;
+  ints.dtype = DType::kInt64;
+  ints.shape = {1, 4};
+  ints.data.resize(32);
+  auto i64 = s->Upload(ints);
+  EXPECT_EQ(s->Compare(out->outputs[0].handle, i64->handle, 0, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Compare(out->outputs[0].handle, expected->handle, -1, 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Compare(out->outputs[0].handle, 424242, 0, 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Stats(424242).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Stats(vm).status().code(), StatusCode::kInvalidArgument);  // a vm, not a tensor
+  auto i64_stats = s->Stats(i64->handle);
+  ASSERT_TRUE(i64_stats.ok());
+  EXPECT_DOUBLE_EQ(i64_stats->max, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Client-named handles and pipelining.
+
+TEST_F(RemoteSessionTest, PipelineRunsUploadSetInputInvokeAndReadInOneGo) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  uint64_t x = s->NewResultHandle();
+  uint64_t y = s->NewResultHandle();
+  EXPECT_NE(x, y);
+  EXPECT_TRUE(x >> 63);
+  Session::Pipeline p(*s);
+  p.Upload(Floats({2, 4}, {1, 1, -3, 3, 0, 0, 0, 0}), x)
+      .SetInputs(vm, "main", {x})
+      .Invoke(vm, "main", {y})
+      .Download(y);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->invokes.size(), 1u);
+  EXPECT_EQ(r->invokes[0].outputs[0].handle, y);
+  EXPECT_EQ(r->invokes[0].outputs[0].shape, (Shape{2, 4}));
+  ASSERT_EQ(r->downloads.size(), 1u);
+  EXPECT_EQ(ToFloats(r->downloads[0]), (std::vector<float>{1.5f, 0.5f, 0, 2, 0.5f, 0, 1, 0}));
+  // The named handles are ordinary handles afterwards.
+  EXPECT_TRUE(s->Download(y).ok());
+  EXPECT_TRUE(s->Free({x, y}).ok());
+  // An empty pipeline does nothing.
+  auto empty = Session::Pipeline(*s).Run();
+  EXPECT_TRUE(empty.ok());
+
+  // Several invokes chained by named handles in one pipeline: y2 = f(f(x)).
+  uint64_t x2 = s->NewResultHandle(), h1 = s->NewResultHandle(), h2 = s->NewResultHandle();
+  Session::Pipeline chain(*s);
+  chain.Upload(Floats({1, 4}, {1, 2, 3, 4}), x2)
+      .SetInputs(vm, "main", {x2})
+      .Invoke(vm, "main", {h1})
+      .SetInputs(vm, "main", {h1})
+      .Invoke(vm, "main", {h2})
+      .Download(h1)
+      .Download(h2);
+  r = chain.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->invokes.size(), 2u);
+  EXPECT_EQ(ToFloats(r->downloads[0]), (std::vector<float>{1.5f, 1.5f, 4, 3}));
+  EXPECT_EQ(ToFloats(r->downloads[1]), (std::vector<float>{2, 1, 5, 2}));
+}
+
+TEST_F(RemoteSessionTest, PipelineReportsTheFirstErrorAndStaysInStep) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  uint64_t x = s->NewResultHandle();
+  Session::Pipeline p(*s);
+  p.Upload(Floats({1, 5}, {1, 2, 3, 4, 5}), x)  // wrong shape for the model
+      .SetInputs(vm, "main", {x})
+      .Invoke(vm, "main", {s->NewResultHandle()})
+      .Download(x);
+  auto r = p.Run();
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("pipeline request 1 (setInput)"), std::string::npos) << r.status().message();
+  // Every reply was read: the session goes on normally.
+  EXPECT_TRUE(s->Ping().ok());
+  auto back = s->Download(x);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->shape, (Shape{1, 5}));
+}
+
+TEST_F(RemoteSessionTest, ClientNamedHandlesAreChecked) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  uint64_t x = s->NewResultHandle();
+  auto run = [&](Session::Pipeline& p) { return p.Run().status(); };
+  {
+    Session::Pipeline p(*s);
+    p.Upload(Floats({1, 4}, {1, 2, 3, 4}), x);
+    ASSERT_TRUE(run(p).ok());
+  }
+  {
+    Session::Pipeline p(*s);  // the same name again
+    p.Upload(Floats({1, 4}, {1, 2, 3, 4}), x);
+    EXPECT_EQ(run(p).code(), StatusCode::kAlreadyExists);
+  }
+  {
+    Session::Pipeline p(*s);  // bit 63 clear
+    p.Upload(Floats({1, 4}, {1, 2, 3, 4}), 12345);
+    Status st = run(p);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("bit 63"), std::string::npos) << st.message();
+  }
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x}).ok());
+  {
+    Session::Pipeline p(*s);  // one output, two names
+    p.Invoke(vm, "main", {s->NewResultHandle(), s->NewResultHandle()});
+    Status st = run(p);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("2 result handles for 1 outputs"), std::string::npos) << st.message();
+  }
+  {
+    Session::Pipeline p(*s);  // an output named like an existing tensor
+    p.Invoke(vm, "main", {x});
+    EXPECT_EQ(run(p).code(), StatusCode::kAlreadyExists);
+  }
+  // Server-issued handles never have bit 63 set.
+  auto t = s->Upload(Floats({1}, {1}));
+  EXPECT_FALSE(t->handle >> 63);
+  // Client-named handles are per session: another session may use the same name, and
+  // cannot see this one's.
+  auto other = Connect();
+  EXPECT_EQ(other->Download(x).status().code(), StatusCode::kNotFound);
+  Session::Pipeline p(*other);
+  p.Upload(Floats({1, 4}, {9, 9, 9, 9}), x).Download(x);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ToFloats(r->downloads[0])[0], 9.0f);
+  EXPECT_EQ(ToFloats(*s->Download(x))[0], 1.0f);
+}
+
+// ---------------------------------------------------------------------------------------
+// invoke_with_outputs.
+
+TEST_F(RemoteSessionTest, BoundOutputPersistsAcrossInvokesUntilUnbound) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  auto bound = s->Alloc(DType::kFloat32, {1, 4});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, bound->handle).ok());
+  for (float v : {1.0f, 2.0f, 3.0f}) {
+    auto x = s->Upload(Floats({1, 4}, std::vector<float>(4, v)));
+    ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+    auto out = s->Invoke(vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->outputs[0].handle, bound->handle);
+    EXPECT_FLOAT_EQ(ToFloats(*s->Download(bound->handle))[0], v + 0.5f);
+  }
+  // Named result handles do not apply to a bound output: it keeps its handle.
+  Session::Pipeline p(*s);
+  p.Invoke(vm, "main", {s->NewResultHandle()});
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->invokes[0].outputs[0].handle, bound->handle);
+  // Unbound: each invoke gets a fresh tensor again, and the old buffer keeps its value.
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, 0).ok());
+  auto x = s->Upload(Floats({1, 4}, std::vector<float>(4, 10.0f)));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE(out->outputs[0].handle, bound->handle);
+  EXPECT_FLOAT_EQ(ToFloats(*s->Download(out->outputs[0].handle))[0], 10.5f);
+  EXPECT_FLOAT_EQ(ToFloats(*s->Download(bound->handle))[0], 3.5f);
+  // A bound buffer of the wrong shape for this call's dynamic output is a clear error.
+  auto small = s->Alloc(DType::kFloat32, {2, 4});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, small->handle).ok());
+  auto mismatch = s->Invoke(vm, "main");
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("bound to output 'y' is float32 [2, 4]"), std::string::npos)
+      << mismatch.status().message();
+  EXPECT_NE(mismatch.status().message().find("[1, 4]"), std::string::npos);
+  // A static dim that cannot match is refused at binding.
+  auto wrong = s->Alloc(DType::kFloat32, {1, 5});
+  EXPECT_EQ(s->SetOutput(vm, "main", 0, wrong->handle).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->SetOutput(vm, "main", 1, small->handle).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RemoteSessionTest, RecurrentStateStaysOnTheDevice) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, PlusOneModel());
+  auto x = s->Upload(Floats({4}, {0, 10, 20, 30}));
+  ASSERT_TRUE(x.ok());
+  uint64_t state = x->handle;
+  uint64_t sent = s->bytes_sent(), received = s->bytes_received();
+  for (int step = 0; step < 5; ++step) {
+    ASSERT_TRUE(s->SetInputs(vm, "main", {state}).ok());
+    auto out = s->Invoke(vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_TRUE(s->Free({state}).ok());
+    state = out->outputs[0].handle;
+  }
+  // Five steps cost handles and shapes only, no tensor bytes either way.
+  EXPECT_LT(s->bytes_sent() - sent, 5 * 400u);
+  EXPECT_LT(s->bytes_received() - received, 5 * 300u);
+  EXPECT_EQ(ToFloats(*s->Download(state)), (std::vector<float>{5, 15, 25, 35}));
+
+  // The same with client-named handles, all five steps in one pipeline.
+  uint64_t h = s->NewResultHandle();
+  Session::Pipeline p(*s);
+  p.Upload(Floats({4}, {0, 0, 0, 0}), h);
+  for (int step = 0; step < 5; ++step) {
+    uint64_t next = s->NewResultHandle();
+    p.SetInputs(vm, "main", {h}).Invoke(vm, "main", {next});
+    h = next;
+  }
+  p.Download(h);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ToFloats(r->downloads[0]), (std::vector<float>{5, 5, 5, 5}));
+}
+
+TEST_F(RemoteSessionTest, SeveralOutputsOneBoundOneFree) {
+  // y1 = x + 1, y2 = Relu(x).
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4})
+      .Output("y1", onnx::TensorProto::FLOAT, {4})
+      .Output("y2", onnx::TensorProto::FLOAT, {4});
+  b.FloatInit("one", {4}, {1, 1, 1, 1});
+  b.Node("Add", {"x", "one"}, {"y1"});
+  b.Node("Relu", {"x"}, {"y2"});
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, b);
+  auto bound = s->Alloc(DType::kFloat32, {4});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 1, bound->handle).ok());
+  auto x = s->Upload(Floats({4}, {-2, -1, 1, 2}));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->outputs.size(), 2u);
+  EXPECT_NE(out->outputs[0].handle, bound->handle);
+  EXPECT_EQ(out->outputs[1].handle, bound->handle);
+  EXPECT_EQ(ToFloats(*s->Download(out->outputs[0].handle)), (std::vector<float>{-1, 0, 2, 3}));
+  EXPECT_EQ(ToFloats(*s->Download(bound->handle)), (std::vector<float>{0, 0, 1, 2}));
+  // Named results: one name per output; the bound one keeps its handle.
+  uint64_t n0 = s->NewResultHandle(), n1 = s->NewResultHandle();
+  Session::Pipeline p(*s);
+  p.Invoke(vm, "main", {n0, n1}).Download(n0);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->invokes[0].outputs[0].handle, n0);
+  EXPECT_EQ(r->invokes[0].outputs[1].handle, bound->handle);
+  EXPECT_EQ(ToFloats(r->downloads[0]), (std::vector<float>{-1, 0, 2, 3}));
+  EXPECT_EQ(s->Download(n1).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(RemoteSessionTest, OutputsThatAliasAnInputOrAConstantAreCopiedIntoTheBoundBuffer) {
+  // Outputs: x itself, the initializer c, and x + c.
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2})
+      .Output("x", onnx::TensorProto::FLOAT, {2})
+      .Output("c", onnx::TensorProto::FLOAT, {2})
+      .Output("sum", onnx::TensorProto::FLOAT, {2});
+  b.FloatInit("c", {2}, {10, 20});
+  b.Node("Add", {"x", "c"}, {"sum"});
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, b);
+  ASSERT_NE(vm, 0u);
+  auto bx = s->Alloc(DType::kFloat32, {2});
+  auto bc = s->Alloc(DType::kFloat32, {2});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, bx->handle).ok());
+  ASSERT_TRUE(s->SetOutput(vm, "main", 1, bc->handle).ok());
+  auto x = s->Upload(Floats({2}, {1, 2}));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->outputs.size(), 3u);
+  EXPECT_EQ(out->outputs[0].handle, bx->handle);
+  EXPECT_EQ(out->outputs[1].handle, bc->handle);
+  EXPECT_EQ(ToFloats(*s->Download(bx->handle)), (std::vector<float>{1, 2}));
+  EXPECT_EQ(ToFloats(*s->Download(bc->handle)), (std::vector<float>{10, 20}));
+  EXPECT_EQ(ToFloats(*s->Download(out->outputs[2].handle)), (std::vector<float>{11, 22}));
+  // The copies are copies: writing the input later does not change the bound buffer.
+  std::vector<float> three = {3, 3};
+  ASSERT_TRUE(s->Write(x->handle, DType::kFloat32, {2}, std::as_bytes(std::span(three))).ok());
+  EXPECT_EQ(ToFloats(*s->Download(bx->handle)), (std::vector<float>{1, 2}));
+  // Unbound, each output is still a tensor of its own.
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, 0).ok());
+  out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE(out->outputs[0].handle, x->handle);
+  EXPECT_EQ(ToFloats(*s->Download(out->outputs[0].handle)), (std::vector<float>{3, 3}));
+}
+
+TEST_F(RemoteSessionTest, OutputThatAliasesADynamicInputIsCopied) {
+  // y = x with a dynamic shape: the copy's shape comes from the input at run time.
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 2})
+      .Output("x", onnx::TensorProto::FLOAT, {-1, 2})
+      .Output("r", onnx::TensorProto::FLOAT, {-1, 2});
+  b.Node("Relu", {"x"}, {"r"});
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, b);
+  ASSERT_NE(vm, 0u);
+  for (int64_t rows : {1, 3}) {
+    auto x = s->Upload(Floats({rows, 2}, std::vector<float>(rows * 2, -1.0f)));
+    ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+    auto out = s->Invoke(vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_NE(out->outputs[0].handle, x->handle);
+    EXPECT_EQ(out->outputs[0].shape, (Shape{rows, 2}));
+    EXPECT_EQ(ToFloats(*s->Download(out->outputs[0].handle)), std::vector<float>(rows * 2, -1.0f));
+  }
+  auto bound = s->Alloc(DType::kFloat32, {2, 2});
+  ASSERT_TRUE(s->SetOutput(vm, "main", 0, bound->handle).ok());
+  auto mismatch = s->Invoke(vm, "main");  // inputs are [3, 2]
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("bound to output 'x'"), std::string::npos) << mismatch.status().message();
+}
+
+// An executable built by hand with two functions: main(x) = x + c, double(x) = x + x.
+vm::ExecutableDef TwoFunctionDef() {
+  vm::ExecutableDef def;
+  def.producer = "remote_session_test";
+  vm::ConstantDef c;
+  c.dtype = DType::kFloat32;
+  c.shape = {3};
+  std::vector<float> values = {1, 2, 3};
+  c.data.resize(12);
+  std::memcpy(c.data.data(), values.data(), 12);
+  def.constants.push_back(std::move(c));
+  def.kernels.push_back({"Add", {}, 2, 1, "add_c"});
+  def.kernels.push_back({"Add", {}, 2, 1, "add_self"});
+  vm::FunctionDef main;
+  main.name = "main";
+  main.inputs = {{"x", DType::kFloat32, {3}}};
+  main.outputs = {{"y", DType::kFloat32, {3}}};
+  main.num_registers = 3;
+  main.code = {{vm::Opcode::kLoadConst, {1, 0}, {}},
+               {vm::Opcode::kAllocOutput, {2, 0, 1, -1}, {{3}}},
+               {vm::Opcode::kInvokeKernel, {0}, {{0, 1}, {2}}},
+               {vm::Opcode::kRet, {}, {{2}}}};
+  vm::FunctionDef twice;
+  twice.name = "double";
+  twice.inputs = {{"x", DType::kFloat32, {-1}}};
+  twice.outputs = {{"y", DType::kFloat32, {-1}}};
+  twice.num_registers = 3;
+  twice.code = {{vm::Opcode::kInvokeShapeFunc, {1}, {{0, 0}, {1}}},
+                {vm::Opcode::kAllocOutput, {2, 0, 1, 1}, {{}}},
+                {vm::Opcode::kInvokeKernel, {1}, {{0, 0}, {2}}},
+                {vm::Opcode::kRet, {}, {{2}}}};
+  def.functions.push_back(std::move(main));
+  def.functions.push_back(std::move(twice));
+  return def;
+}
+
+TEST_F(RemoteSessionTest, ExecutableWithSeveralFunctions) {
+  auto bytes = vm::SerializeExecutable(TwoFunctionDef());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto s = Connect();
+  auto module = s->LoadModuleCached(*bytes, "two");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  ASSERT_EQ(module->functions.size(), 2u);
+  EXPECT_EQ(module->functions[0].name, "main");
+  EXPECT_EQ(module->functions[1].name, "double");
+  EXPECT_EQ(module->functions[1].inputs[0].shape, (Shape{-1}));
+  auto vm = s->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = s->Upload(Floats({3}, {10, 20, 30}));
+  auto y = s->Upload(Floats({5}, {1, 2, 3, 4, 5}));
+  ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
+  ASSERT_TRUE(s->SetInputs(*vm, "double", {y->handle}).ok());
+  // Inputs are bound per function: invoking one leaves the other's binding alone.
+  auto a = s->Invoke(*vm, "main");
+  auto b = s->Invoke(*vm, "double");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+  EXPECT_EQ(ToFloats(*s->Download(a->outputs[0].handle)), (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(ToFloats(*s->Download(b->outputs[0].handle)), (std::vector<float>{2, 4, 6, 8, 10}));
+  // Outputs bound per function too; one function's output feeds the other.
+  auto bound = s->Alloc(DType::kFloat32, {3});
+  ASSERT_TRUE(s->SetOutput(*vm, "double", 0, bound->handle).ok());
+  ASSERT_TRUE(s->SetInputs(*vm, "double", {a->outputs[0].handle}).ok());
+  auto c = s->Invoke(*vm, "double");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->outputs[0].handle, bound->handle);
+  EXPECT_EQ(ToFloats(*s->Download(bound->handle)), (std::vector<float>{22, 44, 66}));
+  auto again = s->Invoke(*vm, "main");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->outputs[0].handle, bound->handle);
+  auto p = s->Profile(*vm, "double");
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->rows.empty());
+  EXPECT_EQ(s->Invoke(*vm, "triple").status().code(), StatusCode::kNotFound);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sessions.
+
+TEST_F(RemoteSessionTest, ManySessionsAtOnceShareTheModuleCache) {
+  std::vector<std::byte> exe = Compile(AddReluModel());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  std::atomic<int> uploads{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      auto s = Session::Connect("127.0.0.1", server_.port());
+      if (!s.ok()) return;
+      bool uploaded = false;
+      auto module = (*s)->LoadModuleCached(exe, "m", &uploaded);
+      if (!module.ok()) return;
+      if (uploaded) uploads++;
+      auto vm = (*s)->CreateVm(module->handle);
+      if (!vm.ok()) return;
+      uint64_t x = (*s)->NewResultHandle(), y = (*s)->NewResultHandle();
+      Session::Pipeline p(**s);
+      p.Upload(Floats({1, 4}, std::vector<float>(4, static_cast<float>(i))), x)
+          .SetInputs(*vm, "main", {x})
+          .Invoke(*vm, "main", {y})
+          .Download(y);
+      auto r = p.Run();
+      if (!r.ok()) return;
+      auto stats = (*s)->Stats(y);
+      if (!stats.ok()) return;
+      if (ToFloats(r->downloads[0])[0] == static_cast<float>(i) + 0.5f &&
+          stats->max == std::max(0.0, i + 1.0) && (*s)->Benchmark(*vm, "main", {}).ok()) {
+        ok++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_GE(uploads.load(), 1);
+}
+
+TEST_F(RemoteSessionTest, HandlesOfOneSessionAreNotFoundInAnother) {
+  auto a = Connect();
+  auto b = Connect();
+  uint64_t vm = LoadVm(*a, AddReluModel());
+  auto t = a->Upload(Floats({1, 4}, {1, 2, 3, 4}));
+  ASSERT_TRUE(a->SetInputs(vm, "main", {t->handle}).ok());
+  EXPECT_EQ(b->Stats(t->handle).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->Compare(t->handle, t->handle, 0, 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->Benchmark(vm, "main", {}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->Profile(vm, "main").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->SetOutput(vm, "main", 0, 0).code(), StatusCode::kNotFound);
+  auto bt = b->Upload(Floats({1, 4}, {1, 2, 3, 4}));
+  EXPECT_EQ(a->SetInputs(vm, "main", {bt->handle}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(a->SetOutput(vm, "main", 0, bt->handle).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(a->Compare(t->handle, t->handle, 0, 0).ok());
+}
+
+}  // namespace
+}  // namespace remex

@@ -1,0 +1,163 @@
+#include "vm/tensor_ops.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/float16.h"
+
+namespace remex::vm {
+namespace {
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) for the C++ type of `dtype`.
+template <typename F>
+Status VisitDType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    case DType::kFloat16: return f(Tag<kernels::Half>{});
+    case DType::kUint8: return f(Tag<uint8_t>{});
+    case DType::kInt8: return f(Tag<int8_t>{});
+    case DType::kUint16: return f(Tag<uint16_t>{});
+    case DType::kInt16: return f(Tag<int16_t>{});
+    case DType::kInt32: return f(Tag<int32_t>{});
+    case DType::kInt64: return f(Tag<int64_t>{});
+    case DType::kUint32: return f(Tag<uint32_t>{});
+    case DType::kUint64: return f(Tag<uint64_t>{});
+    case DType::kBool: return f(Tag<bool>{});
+    default: return InvalidArgument("tensor of dtype " + std::string(DTypeName(dtype)) + " holds no numbers");
+  }
+}
+
+template <typename T>
+double ToDouble(const T& v) {
+  if constexpr (std::is_same_v<T, kernels::Half>) {
+    return static_cast<double>(kernels::HalfToFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// The tensor's bytes as the host can read them: in place on the CPU device, else a
+// host copy kept in `scratch`.
+StatusOr<const void*> HostView(Device& device, const Tensor& t, std::vector<std::byte>& scratch) {
+  if (t.nbytes() == 0) return static_cast<const void*>(nullptr);
+  if (device.kind() == kernels::DeviceKind::kCpu) return static_cast<const void*>(t.data());
+  // TODO(perf): reduce on the device instead of copying the whole tensor.
+  scratch.resize(t.nbytes());
+  REMEX_RETURN_IF_ERROR(device.CopyToHost(scratch.data(), t.data(), scratch.size()));
+  return static_cast<const void*>(scratch.data());
+}
+
+StatusOr<size_t> ElementCount(const Tensor& t) {
+  auto n = NumElements(t.shape);
+  if (!n) return InvalidArgument("tensor shape " + ShapeToString(t.shape) + " is not valid");
+  return static_cast<size_t>(*n);
+}
+
+}  // namespace
+
+StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor) {
+  REMEX_ASSIGN_OR_RETURN(size_t n, ElementCount(tensor));
+  std::vector<std::byte> scratch;
+  TensorStats stats;
+  stats.count = n;
+  Status st = VisitDType(tensor.dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    REMEX_ASSIGN_OR_RETURN(const void* raw, HostView(device, tensor, scratch));
+    const T* data = static_cast<const T*>(raw);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    // Two passes (mean, then squared deviations) keep the variance accurate.
+    double sum = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    uint64_t finite = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double v = ToDouble(data[i]);
+      if (std::isnan(v)) {
+        stats.nan_count++;
+      } else if (std::isinf(v)) {
+        stats.inf_count++;
+      } else {
+        ++finite;
+        sum += v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      }
+    }
+    if (finite == 0) {
+      stats.min = stats.max = stats.mean = stats.std = nan;
+      return OkStatus();
+    }
+    double mean = sum / static_cast<double>(finite);
+    double sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double v = ToDouble(data[i]);
+      if (std::isfinite(v)) sq += (v - mean) * (v - mean);
+    }
+    stats.min = lo;
+    stats.max = hi;
+    stats.mean = mean;
+    stats.std = std::sqrt(sq / static_cast<double>(finite));
+    return OkStatus();
+  });
+  REMEX_RETURN_IF_ERROR(st);
+  return stats;
+}
+
+StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (a.dtype != b.dtype) {
+    return InvalidArgument("cannot compare a " + std::string(DTypeName(a.dtype)) + " tensor with a " +
+                           std::string(DTypeName(b.dtype)) + " tensor");
+  }
+  if (a.shape != b.shape) {
+    return InvalidArgument("cannot compare tensors of shapes " + ShapeToString(a.shape) + " and " +
+                           ShapeToString(b.shape));
+  }
+  if (!(rtol >= 0) || !(atol >= 0) || !std::isfinite(rtol) || !std::isfinite(atol)) {
+    return InvalidArgument("rtol and atol must be finite and >= 0, got rtol " + std::to_string(rtol) + ", atol " +
+                           std::to_string(atol));
+  }
+  REMEX_ASSIGN_OR_RETURN(size_t n, ElementCount(a));
+  std::vector<std::byte> scratch_a, scratch_b;
+  Comparison cmp;
+  cmp.count = n;
+  Status st = VisitDType(a.dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    REMEX_ASSIGN_OR_RETURN(const void* raw_a, HostView(device, a, scratch_a));
+    REMEX_ASSIGN_OR_RETURN(const void* raw_b, HostView(device, b, scratch_b));
+    const T* pa = static_cast<const T*>(raw_a);
+    const T* pb = static_cast<const T*>(raw_b);
+    const double inf = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      double x = ToDouble(pa[i]);
+      double y = ToDouble(pb[i]);
+      bool match;
+      if (std::isfinite(x) && std::isfinite(y)) {
+        double err = std::fabs(x - y);
+        if constexpr (std::is_integral_v<T>) {
+          if (pa[i] == pb[i]) err = 0;  // exact, whatever float64 rounding does
+        }
+        match = err <= atol + rtol * std::fabs(y);
+        double rel = y != 0 ? err / std::fabs(y) : (err > 0 ? inf : 0.0);
+        if (err > cmp.max_abs_error) cmp.max_abs_error = err;
+        if (rel > cmp.max_rel_error) cmp.max_rel_error = rel;
+      } else {
+        match = std::isinf(x) && x == y;  // NaN never matches
+      }
+      if (!match) {
+        if (cmp.first_mismatch < 0) cmp.first_mismatch = static_cast<int64_t>(i);
+        cmp.mismatches++;
+      }
+    }
+    return OkStatus();
+  });
+  REMEX_RETURN_IF_ERROR(st);
+  return cmp;
+}
+
+}  // namespace remex::vm
