@@ -440,6 +440,69 @@ TEST_F(RemoteSessionTest, PipelineReportsTheFirstErrorAndStaysInStep) {
   EXPECT_EQ(back->shape, (Shape{1, 5}));
 }
 
+TEST_F(RemoteSessionTest, PipelineWithLargeUploadsAndDownloads) {
+  // Large replies early and large requests late: the write and the replies overlap.
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1}).Output("y", onnx::TensorProto::FLOAT, {-1});
+  b.Node("Relu", {"x"}, {"y"});
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, b);
+  const int64_t n = 4 << 20;  // 16 MiB of float32 per tensor
+  std::vector<float> values(n);
+  uint32_t state = 12345;
+  for (auto& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int32_t>(state)) / 1e9f;  // incompressible-ish
+  }
+  npy::Array big = Floats({n}, values);
+  Session::Pipeline p(*s);
+  std::vector<uint64_t> outs;
+  for (int i = 0; i < 3; ++i) {
+    uint64_t x = s->NewResultHandle(), y = s->NewResultHandle();
+    p.Upload(big, x).SetInputs(vm, "main", {x}).Invoke(vm, "main", {y}).Download(y);
+    outs.push_back(y);
+  }
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->downloads.size(), 3u);
+  for (const auto& d : r->downloads) {
+    auto got = ToFloats(d);
+    ASSERT_EQ(got.size(), values.size());
+    for (size_t i = 0; i < got.size(); i += 4099) ASSERT_EQ(got[i], std::max(0.0f, values[i])) << i;
+  }
+}
+
+TEST_F(RemoteSessionTest, CompressionOptionsAndStats) {
+  npy::Array zeros = Floats({1 << 18}, std::vector<float>(1 << 18, 0.0f));  // 1 MiB
+  const uint64_t raw = zeros.data.size();
+  auto connect = [&](client::CompressionMode mode) {
+    client::ConnectOptions o;
+    o.compression.mode = mode;
+    auto s = Session::Connect("127.0.0.1", server_.port(), o);
+    EXPECT_TRUE(s.ok());
+    return std::move(s).value();
+  };
+  auto none = connect(client::CompressionMode::kNone);
+  ASSERT_TRUE(none->Upload(zeros).ok());
+  auto c = none->compression_stats();
+  EXPECT_EQ(c.raw_sent, raw);
+  EXPECT_EQ(c.wire_sent, raw);
+  auto zstd = connect(client::CompressionMode::kZstd);
+  auto t = zstd->Upload(zeros);
+  ASSERT_TRUE(t.ok());
+  c = zstd->compression_stats();
+  EXPECT_EQ(c.raw_sent, raw);
+  EXPECT_LT(c.wire_sent, raw / 10);
+  EXPECT_LT(zstd->bytes_sent(), raw / 10);
+  // Replies are compressed by the server; the client counts what it received.
+  auto back = zstd->Download(t->handle);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->data, zeros.data);
+  c = zstd->compression_stats();
+  EXPECT_EQ(c.raw_received, raw);
+  EXPECT_LT(c.wire_received, raw / 10);
+}
+
 TEST_F(RemoteSessionTest, ClientNamedHandlesAreChecked) {
   auto s = Connect();
   uint64_t vm = LoadVm(*s, AddReluModel());

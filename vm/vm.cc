@@ -154,6 +154,10 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
   std::vector<kernels::ShapeFnArg> args;
   std::vector<std::vector<std::byte>> host_copies;
 
+  // Profiling state, used only with a profiler.
+  std::chrono::steady_clock::time_point start;
+  CopyStats copies_before;
+
   for (size_t pc = 0; pc < fn.code.size(); ++pc) {
     const Instruction& inst = fn.code[pc];
     const auto& s = inst.scalars;
@@ -172,8 +176,6 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
     auto not_tensor = [&](int64_t r) {
       return fail(Internal("register %" + std::to_string(r) + " holds no tensor"));
     };
-    std::chrono::steady_clock::time_point start;
-    CopyStats copies_before;
     if (profiler) {
       copies_before = copies_;
       start = std::chrono::steady_clock::now();
