@@ -193,7 +193,16 @@ class Session final : public rpc::ConnectionHandler {
       auto req = reader.getRoot<wire::Request>();
       if (req.which() != wire::Request::TENSOR_WRITE) return {};
       auto w = req.getTensorWrite();
-      if (w.getTensor() != 0 || !CheckDevice(w.getDevice()).ok()) return {};
+      if (w.getTensor() != 0) {
+        // An existing tensor of exactly this size is written in place.
+        auto it = objects_.find(w.getTensor());
+        if (it == objects_.end()) return {};
+        auto* t = std::get_if<vm::TensorPtr>(&it->second);
+        if (!t || (*t)->nbytes() != raw_size) return {};
+        pending_write_ = *t;
+        return {static_cast<std::byte*>(pending_write_->data()), raw_size};
+      }
+      if (!CheckDevice(w.getDevice()).ok()) return {};
       auto desc = ReadDesc(w.getDesc());
       if (!desc.ok()) return {};
       auto n = NumElements(desc->second);
@@ -413,7 +422,17 @@ class Session final : public rpc::ConnectionHandler {
         REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
       }
     } else {
+      pending_write_.reset();  // when in place, it was this very tensor
       REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
+      if (req.getDesc().getDtype() != 0) {
+        REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+        if (desc.first != t->dtype || desc.second != t->shape) {
+          return InvalidArgument("tensorWrite: tensor " + std::to_string(handle) + " is " +
+                                 std::string(DTypeName(t->dtype)) + " " + ShapeToString(t->shape) +
+                                 ", the request describes " + std::string(DTypeName(desc.first)) + " " +
+                                 ShapeToString(desc.second));
+        }
+      }
     }
     if (!in_place && bytes.size() != t->nbytes()) {
       return InvalidArgument("tensorWrite: " + std::to_string(bytes.size()) + " bytes for a " +
@@ -421,8 +440,7 @@ class Session final : public rpc::ConnectionHandler {
                              ShapeToString(t->shape) + " (" + std::to_string(t->nbytes()) + " bytes)");
     }
     if (!in_place) {
-      // TODO(perf): a pinned staging buffer for devices other than the CPU, and writes
-      // into existing tensors in place.
+      // TODO(perf): a pinned staging buffer for devices other than the CPU.
       REMEX_RETURN_IF_ERROR(state_->worker.Run(
           [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
     }
@@ -440,13 +458,21 @@ class Session final : public rpc::ConnectionHandler {
 
   Status TensorRead(wire::TensorRead::Reader req, wire::Reply::Builder reply, rpc::OutFrame& out) {
     REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
-    std::vector<std::byte> bytes(t->nbytes());
-    REMEX_RETURN_IF_ERROR(state_->worker.Run(
-        [&] { return state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()); }));
     auto r = reply.initTensor();
     r.setTensor(req.getTensor());
     WriteDesc(r.initDesc(), t->dtype, t->shape);
-    out.attachments.push_back(rpc::OwnedAttachment(std::move(bytes), /*compress=*/true));
+    const auto element_size = static_cast<uint8_t>(DTypeSize(t->dtype));
+    if (state_->device->kind() == kernels::DeviceKind::kCpu) {
+      // CPU device memory is host memory: the reply is sent straight from the tensor,
+      // which the attachment keeps alive. Nothing else of this session runs before the
+      // reply is written (requests are served one at a time).
+      out.attachments.push_back({t->data(), t->nbytes(), /*compress=*/true, t, element_size});
+      return OkStatus();
+    }
+    std::vector<std::byte> bytes(t->nbytes());
+    REMEX_RETURN_IF_ERROR(state_->worker.Run(
+        [&] { return state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()); }));
+    out.attachments.push_back(rpc::OwnedAttachment(std::move(bytes), /*compress=*/true, element_size));
     return OkStatus();
   }
 

@@ -283,6 +283,32 @@ StatusOr<npy::Array> Session::Download(uint64_t tensor) {
   return array;
 }
 
+StatusOr<RemoteTensor> Session::DownloadInto(uint64_t tensor, std::span<std::byte> destination) {
+  Request req;
+  req.root.initTensorRead().setTensor(tensor);
+  REMEX_RETURN_IF_ERROR(rpc_->Send(req.frame));
+  REMEX_ASSIGN_OR_RETURN(rpc::Frame frame,
+                         rpc_->Receive([&](const rpc::Frame&, size_t index, uint64_t raw_size) {
+                           return index == 0 && raw_size == destination.size() ? destination
+                                                                               : std::span<std::byte>();
+                         }));
+  if (frame.request_id != req.frame.request_id) {
+    rpc_->Close();
+    return Internal("reply out of step with its request; connection closed");
+  }
+  RemoteTensor result;
+  REMEX_RETURN_IF_ERROR(ReadReply(frame, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame& f) {
+    REMEX_ASSIGN_OR_RETURN(result, ToRemote(reply.getTensor()));
+    if (f.attachment_in_place.size() != 1 || !f.attachment_in_place[0]) {
+      return InvalidArgument("tensor " + std::to_string(tensor) + " is " +
+                             std::to_string(f.attachments.empty() ? 0 : f.attachments[0].size()) +
+                             " bytes, the destination " + std::to_string(destination.size()));
+    }
+    return OkStatus();
+  }));
+  return result;
+}
+
 Status Session::SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs) {
   Request req;
   FillSetInput(req.root.initSetInput(), vm, function, inputs);

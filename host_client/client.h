@@ -170,6 +170,10 @@ class Session {
   // tensorWrite into an existing tensor; `bytes` must be its exact size.
   Status Write(uint64_t tensor, DType dtype, const Shape& shape, std::span<const std::byte> bytes);
   StatusOr<npy::Array> Download(uint64_t tensor);
+  // tensorRead straight into `destination` (e.g. a buffer reused across downloads),
+  // which must be exactly the tensor's size: INVALID_ARGUMENT otherwise. Returns the
+  // tensor's handle, dtype and shape.
+  StatusOr<RemoteTensor> DownloadInto(uint64_t tensor, std::span<std::byte> destination);
   Status SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
   // Binds output `index` to `tensor`; tensor 0 unbinds.
   Status SetOutput(uint64_t vm, const std::string& function, uint32_t index, uint64_t tensor);

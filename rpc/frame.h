@@ -112,6 +112,11 @@ struct Limits {
 // and nesting 64.
 capnp::ReaderOptions WireReaderOptions();
 
+// Frame flags (FrameHeader.flags).
+// Set by a client whose compression mode is kNone: the reply to this request carries
+// its attachments uncompressed, so neither side spends time on zstd.
+inline constexpr uint32_t kFlagUncompressedReply = 1u << 0;
+
 struct FrameHeader {
   uint16_t major = kProtocolMajor;
   uint16_t minor = kProtocolMinor;

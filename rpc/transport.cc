@@ -245,6 +245,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Dispatch() {
     uint64_t id = request_.request_id;
     uint16_t peer_minor = request_.minor;
+    bool uncompressed = (request_.flags & kFlagUncompressedReply) != 0;
     OutFrame reply;
     try {
       reply = handler_->Handle(request_);
@@ -257,7 +258,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     ++stats_.frames_handled;
     request_ = Frame();  // the request's memory is not needed while replying
-    Write(std::move(reply), id, peer_minor, /*close_after=*/false);
+    Write(std::move(reply), id, peer_minor, /*close_after=*/false, uncompressed);
   }
 
   // Answers with an error and closes the connection.
@@ -266,10 +267,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
           /*close_after=*/true);
   }
 
-  void Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after) {
+  void Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after,
+             bool uncompressed = false) {
     reply.request_id = request_id;
     EncodeOptions encode;
-    encode.compression = options_.compression;
+    encode.compression = uncompressed ? CompressionSetting(CompressionMode::kNone) : options_.compression;
     encode.compression_level = options_.compression_level;
     encode.peer_minor = peer_minor;
     encode.limits = options_.limits;
@@ -525,9 +527,15 @@ class Client::Impl {
     return OkStatus();
   }
 
+  // A client that sends uncompressed asks for uncompressed replies too.
+  void MarkFlags(OutFrame& frame) const {
+    if (encode_.compression == CompressionMode::kNone) frame.flags |= kFlagUncompressedReply;
+  }
+
   Status Send(OutFrame& frame) {
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     if (frame.request_id == 0) frame.request_id = next_request_id_++;
+    MarkFlags(frame);
     std::vector<EncodedFrame> encoded;
     REMEX_ASSIGN_OR_RETURN(EncodedFrame e, EncodeFrame(frame, encode_));
     encoded.push_back(std::move(e));
@@ -541,6 +549,7 @@ class Client::Impl {
     for (size_t i = 0; i < frames.size(); ++i) {
       OutFrame& frame = frames[i];
       if (frame.request_id == 0) frame.request_id = next_request_id_++;
+      MarkFlags(frame);
       StatusOr<EncodedFrame> e = EncodeFrame(frame, encode_);
       if (!e.ok()) return e.status().WithContext("frame " + std::to_string(i));
       encoded.push_back(std::move(e).value());
@@ -549,10 +558,10 @@ class Client::Impl {
     return Write(encoded, /*read_meanwhile=*/true);
   }
 
-  StatusOr<Frame> Receive() {
+  StatusOr<Frame> Receive(const Client::ReceiveDestination& destination = nullptr) {
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     Arm();
-    StatusOr<Frame> frame = ReceiveFrame();
+    StatusOr<Frame> frame = ReceiveFrame(destination);
     Disarm();
     if (!frame.ok()) return Break(frame.status());
     return frame;
@@ -643,7 +652,7 @@ class Client::Impl {
     return OkStatus();
   }
 
-  StatusOr<Frame> ReceiveFrame() {
+  StatusOr<Frame> ReceiveFrame(const Client::ReceiveDestination& destination) {
     std::array<std::byte, kFrameHeaderSize> header_buf;
     REMEX_RETURN_IF_ERROR(ReadExact(header_buf));
     StatusOr<FrameHeader> decoded = DecodeFrameHeader(header_buf);
@@ -669,7 +678,14 @@ class Client::Impl {
       REMEX_RETURN_IF_ERROR(ReadExact(attachment_buf));
       StatusOr<AttachmentHeader> attachment = DecodeAttachmentHeader(attachment_buf, limits_);
       if (!attachment.ok()) return attachment.status().WithContext(context);
-      REMEX_RETURN_IF_ERROR(reader_.Begin(*attachment, &frame.attachments[i]).WithContext(context));
+      std::span<std::byte> in_place;
+      if (destination) in_place = destination(frame, i, attachment->raw_size);
+      if (!in_place.empty() && in_place.size() == attachment->raw_size) {
+        REMEX_RETURN_IF_ERROR(reader_.Begin(*attachment, in_place).WithContext(context));
+        frame.attachment_in_place[i] = true;
+      } else {
+        REMEX_RETURN_IF_ERROR(reader_.Begin(*attachment, &frame.attachments[i]).WithContext(context));
+      }
       while (!reader_.done()) {
         REMEX_RETURN_IF_ERROR(ReadExact(reader_.NextBuffer()));
         REMEX_RETURN_IF_ERROR(reader_.Commit().WithContext(context));
@@ -773,6 +789,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(std::string host, uint16_t por
 Status Client::Send(OutFrame& frame) { return impl_->Send(frame); }
 Status Client::SendMany(std::vector<OutFrame>& frames) { return impl_->SendMany(frames); }
 StatusOr<Frame> Client::Receive() { return impl_->Receive(); }
+StatusOr<Frame> Client::Receive(const ReceiveDestination& destination) { return impl_->Receive(destination); }
 StatusOr<Frame> Client::Call(OutFrame& frame) { return impl_->Call(frame); }
 
 void Client::SetCompression(CompressionMode mode, int level) {

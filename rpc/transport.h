@@ -200,6 +200,16 @@ class Client {
   // Reads one frame. Errors as in DecodeFrame, with "frame from server" context.
   StatusOr<Frame> Receive();
 
+  // Where an attachment of a received frame lands: called with the frame's header and
+  // message (no attachments yet), the attachment's index and its raw size. A span of
+  // exactly raw_size receives the bytes in place (Frame::attachment_in_place); an empty
+  // span lets the client allocate as usual.
+  using ReceiveDestination =
+      std::function<std::span<std::byte>(const Frame& so_far, size_t index, uint64_t raw_size)>;
+  // Receive() with attachments read straight into caller memory (e.g. a reused buffer
+  // for repeated downloads).
+  StatusOr<Frame> Receive(const ReceiveDestination& destination);
+
   // Send + Receive. INTERNAL when the reply's request_id differs from the request's
   // (or that reply's own error, when it is an error reply). A wire error reply with the
   // right request_id is returned as a Frame: see ErrorFromReply.

@@ -501,6 +501,40 @@ TEST_F(RemoteSessionTest, CompressionOptionsAndStats) {
   c = zstd->compression_stats();
   EXPECT_EQ(c.raw_received, raw);
   EXPECT_LT(c.wire_received, raw / 10);
+  // A client that sends uncompressed gets uncompressed replies, even of zeros.
+  auto on_none = none->Upload(zeros);
+  ASSERT_TRUE(on_none.ok());
+  auto raw_back = none->Download(on_none->handle);
+  ASSERT_TRUE(raw_back.ok());
+  EXPECT_EQ(raw_back->data, zeros.data);
+  c = none->compression_stats();
+  EXPECT_EQ(c.raw_received, raw);
+  EXPECT_EQ(c.wire_received, raw);
+}
+
+TEST_F(RemoteSessionTest, DownloadIntoACallerBufferAndWriteInPlace) {
+  auto s = Connect();
+  std::vector<float> v(1 << 16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f;
+  auto t = s->Upload(Floats({1 << 16}, v));
+  ASSERT_TRUE(t.ok());
+  std::vector<std::byte> buffer(v.size() * 4);
+  auto got = s->DownloadInto(t->handle, buffer);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->shape, (Shape{1 << 16}));
+  EXPECT_EQ(std::memcmp(buffer.data(), v.data(), buffer.size()), 0);
+  // A destination of the wrong size is refused; the session goes on.
+  std::vector<std::byte> small(16);
+  EXPECT_EQ(s->DownloadInto(t->handle, small).status().code(), StatusCode::kInvalidArgument);
+  // tensorWrite into the existing tensor (received in place), then read back.
+  for (float& x : v) x = -x;
+  std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(v.data()), v.size() * 4);
+  ASSERT_TRUE(s->Write(t->handle, DType::kFloat32, {1 << 16}, bytes).ok());
+  ASSERT_TRUE(s->DownloadInto(t->handle, buffer).ok());
+  EXPECT_EQ(std::memcmp(buffer.data(), v.data(), buffer.size()), 0);
+  // A description that does not match the existing tensor is refused.
+  EXPECT_EQ(s->Write(t->handle, DType::kFloat32, {2, 1 << 15}, bytes).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s->Ping().ok());
 }
 
 TEST_F(RemoteSessionTest, ClientNamedHandlesAreChecked) {
