@@ -96,12 +96,16 @@ int Main(int argc, char** argv) {
   std::string pin = "none";
   std::string server;
   bool json = false;
+  int server_threads = 1;
   app.add_option("--iterations", iterations, "calls per measurement")->capture_default_str();
   app.add_option("--elements", elements, "float32 elements of the Relu tensor")->capture_default_str();
   app.add_option("--pin", pin, "none, same (client and server threads on CPU 0) or different (client 0, server 1)")
       ->check(CLI::IsMember({"none", "same", "different"}))
       ->capture_default_str();
   app.add_option("--server", server, "HOST:PORT of a separate remex-server (then only the client is pinned)");
+  app.add_option("--server-threads", server_threads, "request threads of the in-process server")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_flag("--json", json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -125,6 +129,7 @@ int Main(int argc, char** argv) {
   if (server.empty()) {
     server::ServerConfig config;
     config.port = 0;
+    config.threads = server_threads;
     auto started = server::DeviceServer::Start(config);
     if (!started.ok()) return Fail("starting the server", started.status());
     embedded = std::move(started).value();

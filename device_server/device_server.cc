@@ -44,26 +44,46 @@ class DeviceWorker {
       stopping_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    if (OnWorker()) {
+      thread_.detach();  // the last task released the server: let the loop end by itself
+    } else {
+      thread_.join();
+    }
   }
 
-  // Runs `work` on the device thread and returns its Status. An exception thrown by
-  // `work` is rethrown here, on the caller's thread.
+  bool OnWorker() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+  // Runs `work` on the device thread and returns its Status; inline when called from
+  // the device thread. An exception thrown by `work` is rethrown on the caller's thread.
   Status Run(std::function<Status()> work) {
+    if (OnWorker()) return work();
     std::packaged_task<Status()> task(std::move(work));
     std::future<Status> result = task.get_future();
+    Enqueue(std::packaged_task<void()>([task = std::move(task)]() mutable { task(); }));
+    return result.get();
+  }
+
+  // Queues `work` on the device thread and returns at once. `work` must not throw.
+  void Post(std::function<void()> work) { Enqueue(std::packaged_task<void()>(std::move(work))); }
+
+  // Waits until every task queued before the call has run and been destroyed.
+  void Drain() {
+    if (OnWorker()) return;
+    (void)Run([] { return OkStatus(); });
+  }
+
+ private:
+  void Enqueue(std::packaged_task<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
     }
     cv_.notify_one();
-    return result.get();
   }
 
- private:
   void Loop() {
     for (;;) {
-      std::packaged_task<Status()> task;
+      std::packaged_task<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
@@ -77,7 +97,7 @@ class DeviceWorker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::packaged_task<Status()>> tasks_;
+  std::deque<std::packaged_task<void()>> tasks_;
   bool stopping_ = false;
   std::thread thread_;  // last: starts after the queue exists
 };
@@ -158,6 +178,16 @@ class Session final : public rpc::ConnectionHandler {
     spdlog::info("session {} ({}) closed, {} objects freed", id_, peer_, n);
   }
 
+  // hello and ping are answered on the I/O thread; every other request runs on the
+  // device worker, and the I/O thread serves other connections meanwhile.
+  void HandleAsync(rpc::Frame& frame, ReplyFn reply) override {
+    if (AnsweredOnIoThread(frame)) {
+      reply(Handle(frame));
+      return;
+    }
+    state_->worker.Post([this, &frame, reply = std::move(reply)] { reply(Handle(frame)); });
+  }
+
   rpc::OutFrame Handle(rpc::Frame& frame) override {
     rpc::OutFrame out;
     out.message = std::make_unique<capnp::MallocMessageBuilder>();
@@ -221,6 +251,16 @@ class Session final : public rpc::ConnectionHandler {
   }
 
  private:
+  static bool AnsweredOnIoThread(const rpc::Frame& frame) {
+    try {
+      auto reader = frame.Reader();
+      auto which = reader.getRoot<wire::Request>().which();
+      return which == wire::Request::HELLO || which == wire::Request::PING;
+    } catch (const kj::Exception&) {
+      return true;  // Handle() answers it with the error
+    }
+  }
+
   Status Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Reply::Builder reply,
                   rpc::OutFrame& out) {
     if (req.which() != wire::Request::HELLO && !hello_done_) {
@@ -694,7 +734,11 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
 DeviceServer::~DeviceServer() { Stop(); }
 
 void DeviceServer::Stop() {
-  if (server_) server_->Stop();
+  if (!server_) return;
+  server_->Stop();
+  // Requests still on the device worker finish and hand their replies to the stopped
+  // I/O context before it can be destroyed.
+  state_->worker.Drain();
 }
 
 uint16_t DeviceServer::port() const { return server_->port(); }

@@ -30,7 +30,9 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 9190;  // 0: an ephemeral port
   std::string device = "cpu";
-  int threads = 4;       // I/O and request threads
+  // I/O threads. Device work runs on the device's own worker thread, so one I/O thread
+  // serves many sessions; more help when many clients move large tensors at once.
+  int threads = 1;
   // Bound of the module cache: .rmx bytes plus decompressed constants of the cached
   // executables. 0 disables caching.
   uint64_t module_cache_bytes = uint64_t{1} << 30;

@@ -36,14 +36,14 @@ int main(int argc, char** argv) {
   CLI::App app{"remex-server: runs Remex executables on this machine's device for remote clients"};
   std::string listen = "127.0.0.1:9190";
   std::string device = "cpu";
-  int threads = 4;
+  int threads = 1;
   bool quiet = false;
   uint64_t module_cache_bytes = uint64_t{1} << 30;
   uint32_t benchmark_limit_s = 600;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--device", device, "device to serve: cpu")->capture_default_str();
-  app.add_option("--threads", threads, "request threads")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--threads", threads, "I/O threads (device work runs on its own thread)")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--module-cache-bytes", module_cache_bytes,
                  "bound of the module cache shared by all sessions (.rmx bytes + constants; 0: no cache)")
       ->capture_default_str();

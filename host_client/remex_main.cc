@@ -307,7 +307,6 @@ StatusOr<Connection> ConnectServer(const std::string& server, const remex::clien
   if (server.empty()) {
     remex::server::ServerConfig config;
     config.port = 0;
-    config.threads = 2;
     auto started = remex::server::DeviceServer::Start(config);
     if (!started.ok()) return started.status().WithContext("starting the embedded server");
     c.embedded = std::move(started).value();

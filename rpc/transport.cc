@@ -100,6 +100,8 @@ OutFrame MakeErrorReply(uint64_t request_id, const Status& status) {
 
 ConnectionHandler::~ConnectionHandler() = default;
 
+void ConnectionHandler::HandleAsync(Frame& request, ReplyFn reply) { reply(Handle(request)); }
+
 std::span<std::byte> ConnectionHandler::AttachmentDestination(const Frame& /*request_so_far*/,
                                                              size_t /*index*/,
                                                              uint64_t /*raw_size*/) {
@@ -246,13 +248,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     uint64_t id = request_.request_id;
     uint16_t peer_minor = request_.minor;
     bool uncompressed = (request_.flags & kFlagUncompressedReply) != 0;
-    OutFrame reply;
+    auto replied = std::make_shared<std::atomic<bool>>(false);
+    auto self = shared_from_this();
+    auto reply_fn = [self, id, peer_minor, uncompressed, replied](OutFrame reply) {
+      if (replied->exchange(true)) return;  // one reply per request
+      auto frame = std::make_shared<OutFrame>(std::move(reply));
+      asio::dispatch(self->socket_.get_executor(), [self, id, peer_minor, uncompressed, frame] {
+        self->Finish(std::move(*frame), id, peer_minor, uncompressed);
+      });
+    };
     try {
-      reply = handler_->Handle(request_);
+      handler_->HandleAsync(request_, reply_fn);
     } catch (...) {
-      reply = MakeErrorReply(id, Internal("request handler failed: " +
-                                          ExceptionMessage(std::current_exception())));
+      reply_fn(MakeErrorReply(id, Internal("request handler failed: " +
+                                           ExceptionMessage(std::current_exception()))));
     }
+  }
+
+  // Writes the reply to the request being handled, then reads the next frame.
+  void Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool uncompressed) {
     if (reply.message == nullptr) {
       reply = MakeErrorReply(id, Internal("request handler returned no reply message"));
     }

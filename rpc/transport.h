@@ -90,6 +90,16 @@ class ConnectionHandler {
   // message, is answered with an INTERNAL error reply (the connection stays open).
   virtual OutFrame Handle(Frame& request) = 0;
 
+  // The asynchronous form, which the server calls: the handler calls `reply` exactly
+  // once, from any thread, when the reply is ready; the connection reads nothing more
+  // until then, and `request` stays valid until then. The default calls Handle() and
+  // replies at once. A handler that moves work to another thread (a device worker)
+  // keeps the server's I/O threads free for other connections meanwhile. An exception
+  // thrown before `reply` is called is answered with an INTERNAL error reply; none may
+  // be thrown after.
+  using ReplyFn = std::function<void(OutFrame)>;
+  virtual void HandleAsync(Frame& request, ReplyFn reply);
+
   // Called before attachment `index` of a request is read, to choose where its
   // `raw_size` decoded bytes land. `request_so_far` holds the frame's header fields
   // and validated message; its attachments before `index` are complete (in

@@ -290,6 +290,29 @@ TEST_F(RemoteSessionTest, BenchmarkTakesSamplesOnTheServer) {
   EXPECT_EQ(s->Benchmark(987654, "main", {}).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(RemoteSessionTest, LongDeviceWorkDoesNotStallOtherSessions) {
+  auto busy = Connect();
+  uint64_t vm = LoadVm(*busy, AddReluModel());
+  auto x = busy->Upload(Floats({1, 4}, {1, 2, 3, 4}));
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(busy->SetInputs(vm, "main", {x->handle}).ok());
+  std::atomic<bool> benchmark_done{false};
+  std::thread worker([&] {
+    client::BenchmarkOptions o;
+    o.repeat = 4;
+    o.cooldown_ms = 300;  // about a second on the device worker
+    EXPECT_TRUE(busy->Benchmark(vm, "main", o).ok());
+    benchmark_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Another session is answered meanwhile: the I/O thread is not held by device work.
+  auto other = Connect();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(other->Ping().ok());
+  EXPECT_FALSE(benchmark_done.load());
+  worker.join();
+  EXPECT_TRUE(benchmark_done.load());
+}
+
 TEST_F(RemoteSessionTest, ProfileBreaksDownKernelsAndInstructions) {
   auto s = Connect();
   uint64_t vm = LoadVm(*s, AddReluModel());
