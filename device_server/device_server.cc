@@ -178,10 +178,11 @@ class Session final : public rpc::ConnectionHandler {
     spdlog::info("session {} ({}) closed, {} objects freed", id_, peer_, n);
   }
 
-  // hello and ping are answered on the I/O thread; every other request runs on the
-  // device worker, and the I/O thread serves other connections meanwhile.
+  // hello, ping and (on the CPU device, whose memory the reply is sent from directly)
+  // tensorRead are answered on the I/O thread; every other request runs on the device
+  // worker, and the I/O thread serves other connections meanwhile.
   void HandleAsync(rpc::Frame& frame, ReplyFn reply) override {
-    if (AnsweredOnIoThread(frame)) {
+    if (AnsweredOnIoThread(frame, state_->device->kind())) {
       reply(Handle(frame));
       return;
     }
@@ -251,11 +252,12 @@ class Session final : public rpc::ConnectionHandler {
   }
 
  private:
-  static bool AnsweredOnIoThread(const rpc::Frame& frame) {
+  static bool AnsweredOnIoThread(const rpc::Frame& frame, kernels::DeviceKind device) {
     try {
       auto reader = frame.Reader();
       auto which = reader.getRoot<wire::Request>().which();
-      return which == wire::Request::HELLO || which == wire::Request::PING;
+      return which == wire::Request::HELLO || which == wire::Request::PING ||
+             (which == wire::Request::TENSOR_READ && device == kernels::DeviceKind::kCpu);
     } catch (const kj::Exception&) {
       return true;  // Handle() answers it with the error
     }
