@@ -15,6 +15,7 @@
 #include "host_client/onnx_test_util.h"
 #include "rpc/frame.h"
 #include "rpc/transport.h"
+#include "tests/model_util.h"
 #include "tests/process_util.h"
 #include "vm/executable.h"
 
@@ -22,50 +23,15 @@ namespace remex {
 namespace {
 
 using client::Session;
+using remex::testing::AddReluModel;
+using remex::testing::Compile;
+using remex::testing::Floats;
 using remex::testing::OnnxModelBuilder;
+using remex::testing::Registry;
+using remex::testing::ToFloats;
 using remex::testing::RunCommand;
 using remex::testing::ServerProcess;
 namespace asio = boost::asio;
-
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
-
-// y = Relu(x + b), x: float32 [?, 4], b: [4].
-OnnxModelBuilder AddReluModel() {
-  OnnxModelBuilder b(13);
-  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", onnx::TensorProto::FLOAT, {-1, 4});
-  b.FloatInit("b", {4}, {0.5f, -0.5f, 1.0f, -1.0f});
-  b.Node("Add", {"x", "b"}, {"s"}, "add");
-  b.Node("Relu", {"s"}, {"y"}, "relu");
-  return b;
-}
-
-std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
-  auto graph = compiler::ImportOnnxBytes(model.Bytes(), Registry());
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
-  EXPECT_TRUE(def.ok()) << def.status().ToString();
-  auto bytes = vm::SerializeExecutable(*def);
-  EXPECT_TRUE(bytes.ok());
-  return *bytes;
-}
-
-npy::Array Floats(Shape shape, std::vector<float> v) {
-  npy::Array a;
-  a.dtype = DType::kFloat32;
-  a.shape = std::move(shape);
-  a.data.resize(v.size() * 4);
-  std::memcpy(a.data.data(), v.data(), a.data.size());
-  return a;
-}
-
-std::vector<float> ToFloats(const npy::Array& a) {
-  std::vector<float> v(a.data.size() / 4);
-  std::memcpy(v.data(), a.data.data(), a.data.size());
-  return v;
-}
 
 class ServerTest : public ::testing::Test {
  protected:

@@ -1,0 +1,63 @@
+// Shared helpers of the server-level tests: the CPU registry, compiling an in-memory
+// ONNX model to .rmx bytes, the AddRelu test model and float32 arrays.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "host_client/compiler.h"
+#include "host_client/npy.h"
+#include "host_client/onnx_frontend.h"
+#include "host_client/onnx_test_util.h"
+#include "kernels/kernels.h"
+#include "vm/executable.h"
+
+namespace remex::testing {
+
+inline const kernels::KernelRegistry& Registry() {
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
+}
+
+// Compiles `model` (all passes) and serializes it; a failure is a test failure and
+// yields no bytes.
+inline std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
+  auto graph = compiler::ImportOnnxBytes(model.Bytes(), Registry());
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return {};
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  EXPECT_TRUE(def.ok()) << def.status().ToString();
+  if (!def.ok()) return {};
+  auto bytes = vm::SerializeExecutable(*def);
+  EXPECT_TRUE(bytes.ok());
+  return bytes.ok() ? *bytes : std::vector<std::byte>{};
+}
+
+// y = Relu(x + b), x: float32 [?, 4], b = [0.5, -0.5, 1, -1]; nodes "add" and "relu".
+inline OnnxModelBuilder AddReluModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", onnx::TensorProto::FLOAT, {-1, 4});
+  b.FloatInit("b", {4}, {0.5f, -0.5f, 1.0f, -1.0f});
+  b.Node("Add", {"x", "b"}, {"s"}, "add");
+  b.Node("Relu", {"s"}, {"y"}, "relu");
+  return b;
+}
+
+inline npy::Array Floats(Shape shape, const std::vector<float>& v) {
+  npy::Array a;
+  a.dtype = DType::kFloat32;
+  a.shape = std::move(shape);
+  a.data.resize(v.size() * 4);
+  if (!v.empty()) std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+
+inline std::vector<float> ToFloats(const npy::Array& a) {
+  std::vector<float> v(a.data.size() / 4);
+  if (!v.empty()) std::memcpy(v.data(), a.data.data(), a.data.size());
+  return v;
+}
+
+}  // namespace remex::testing
