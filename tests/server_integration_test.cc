@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <random>
 #include <thread>
 
 #include "host_client/client.h"
@@ -202,6 +204,17 @@ TEST_F(ServerTest, WrongInputShapeOrDtypeIsInvalidArgument) {
   ExpectServing();
 }
 
+TEST_F(ServerTest, TensorLargerThanTheDeviceIsResourceExhausted) {
+  auto s = Connect();
+  uint64_t memory = s->server_info().devices.at(0).memory_bytes;
+  ASSERT_GT(memory, 0u);
+  // Twice the device's memory in float32 elements.
+  auto t = s->Alloc(DType::kFloat32, {static_cast<int64_t>(memory / 2)});
+  EXPECT_EQ(t.status().code(), StatusCode::kResourceExhausted) << t.status().ToString();
+  EXPECT_EQ(s->Hello()->devices[0].bytes_in_use, 0u);
+  ExpectServing();
+}
+
 TEST_F(ServerTest, CorruptExecutableIsRejected) {
   auto s = Connect();
   std::vector<std::byte> exe = Compile(AddReluModel());
@@ -307,6 +320,57 @@ TEST_F(ServerTest, HelloWithWrongMajorIsRefused) {
   ASSERT_TRUE(pong.ok());
   auto pong_reader = pong->Reader();
   EXPECT_EQ(rpc::ErrorFromReply(pong_reader.getRoot<rpc::wire::Reply>()).code(), StatusCode::kFailedPrecondition);
+}
+
+// Valid request frames with random bytes flipped, each on its own connection after a
+// valid hello: every one gets an answer or a closed connection, never a dead server.
+TEST_F(ServerTest, MutatedFramesNeverStopTheServer) {
+  std::vector<std::byte> exe = Compile(AddReluModel());
+  std::vector<float> x(8, 1.5f);
+  auto encode = [](std::function<void(rpc::wire::Request::Builder)> fill, const void* attachment = nullptr,
+                   size_t size = 0, uint8_t element_size = 0) {
+    rpc::OutFrame frame;
+    frame.request_id = 9;
+    frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+    fill(frame.message->initRoot<rpc::wire::Request>());
+    if (attachment) frame.attachments.push_back({attachment, size, true, nullptr, element_size});
+    rpc::EncodeOptions options;
+    auto encoded = rpc::EncodeFrame(frame, options);
+    EXPECT_TRUE(encoded.ok());
+    return rpc::Flatten(*encoded);
+  };
+  std::vector<std::vector<std::byte>> frames = {
+      encode([](auto r) { r.initHello().setProtocolMajor(rpc::kProtocolMajor); }),
+      encode([](auto r) { r.initModuleLoad().setName("m"); }, exe.data(), exe.size()),
+      encode(
+          [](auto r) {
+            auto w = r.initTensorWrite();
+            w.initDesc().setDtype(1);
+            w.getDesc().initShape(2).set(0, 2);
+            w.getDesc().getShape().set(1, 4);
+          },
+          x.data(), x.size() * 4, 4),
+      encode([](auto r) { r.initInvoke().setVm(1); }),
+      encode([](auto r) { r.initFree().initHandles(2).set(0, 5); }),
+  };
+  const std::vector<std::byte>& hello = frames[0];
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 150; ++i) {
+    std::vector<std::byte> frame = frames[rng() % frames.size()];
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) frame[rng() % frame.size()] ^= std::byte(1 + rng() % 255);
+    asio::io_context io;
+    asio::ip::tcp::socket sock(io);
+    sock.connect({asio::ip::make_address("127.0.0.1"), server_.port()});
+    boost::system::error_code ec;
+    asio::write(sock, asio::buffer(hello), ec);
+    asio::write(sock, asio::buffer(frame), ec);
+    sock.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    std::vector<char> sink(1 << 16);
+    while (!ec) sock.read_some(asio::buffer(sink), ec);  // until the server closes
+    if (i % 50 == 49) ExpectServing();
+  }
+  ExpectServing();
 }
 
 TEST_F(ServerTest, DisconnectMidUploadLeavesNothingAllocated) {

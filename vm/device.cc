@@ -12,8 +12,17 @@
 namespace remex::vm {
 namespace {
 
+// Physical memory of this machine (bytes); 0 when it cannot be read.
+uint64_t PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
 class CpuDevice final : public Device {
  public:
+  CpuDevice() : memory_bytes_(PhysicalMemoryBytes() ? PhysicalMemoryBytes() : UINT64_MAX) {}
+
   kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCpu; }
   std::string name() const override { return "cpu"; }
   std::string description() const override {
@@ -29,12 +38,14 @@ class CpuDevice final : public Device {
     }
     return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
   }
-  uint64_t memory_bytes() const override {
-    long pages = sysconf(_SC_PHYS_PAGES);
-    long page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  }
+  uint64_t memory_bytes() const override { return memory_bytes_; }
   StatusOr<void*> Allocate(size_t bytes) override {
+    // More than the machine's memory can never be served: refuse it up front rather
+    // than count on the kernel's overcommit policy.
+    if (bytes > memory_bytes_) {
+      return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
+                               std::to_string(memory_bytes_) + " bytes of memory");
+    }
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
@@ -58,6 +69,9 @@ class CpuDevice final : public Device {
     return OkStatus();
   }
   Status Synchronize() override { return OkStatus(); }
+
+ private:
+  const uint64_t memory_bytes_;
 };
 
 size_t SizeClass(size_t bytes) {
