@@ -30,11 +30,12 @@ namespace wire = rpc::wire;
 
 namespace {
 
-// Runs device work (VM creation with its constant upload, invokes, tensor copies) on one
-// thread per device, in submission order. Request threads block on the result. Kernel
-// libraries thus see one calling thread however many sessions are served (oneDNN's
-// OpenMP team is per calling thread; several teams on few cores oversubscribe them),
-// and the per-device stream of a GPU device has one owner.
+// Runs device work on one thread per device, in submission order: the sessions'
+// requests (Post, see Session::HandleAsync) and, inline on that thread, the Run calls
+// they make. Kernel libraries thus see one calling thread however many sessions are
+// served (oneDNN's OpenMP team is per calling thread; several teams on few cores
+// oversubscribe them). Buffers are still allocated and freed from I/O threads (in-place
+// receives, session teardown); the Allocator is thread-safe for that.
 class DeviceWorker {
  public:
   DeviceWorker() : thread_([this] { Loop(); }) {}
@@ -44,11 +45,9 @@ class DeviceWorker {
       stopping_ = true;
     }
     cv_.notify_one();
-    if (OnWorker()) {
-      thread_.detach();  // the last task released the server: let the loop end by itself
-    } else {
-      thread_.join();
-    }
+    // DeviceServer::Stop drains the queue first, so the last reference to the server's
+    // state is never dropped on this thread.
+    thread_.join();
   }
 
   bool OnWorker() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -199,6 +198,8 @@ class Session final : public rpc::ConnectionHandler {
       status = Dispatch(reader.getRoot<wire::Request>(), frame, reply, out);
     } catch (const kj::Exception& e) {
       status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
+    } catch (const std::bad_alloc&) {
+      status = ResourceExhausted("out of host memory while serving the request");
     } catch (const std::exception& e) {
       status = Internal(e.what());
     }
@@ -225,11 +226,19 @@ class Session final : public rpc::ConnectionHandler {
       if (req.which() != wire::Request::TENSOR_WRITE) return {};
       auto w = req.getTensorWrite();
       if (w.getTensor() != 0) {
-        // An existing tensor of exactly this size is written in place.
+        // An existing tensor is written in place only when TensorWrite would accept the
+        // request: exactly its size, a matching description if one is given, one
+        // attachment and no resultHandle. Anything else goes through a host buffer and
+        // is refused there, leaving the tensor as it was.
+        if (request.attachments.size() != 1 || w.getResultHandle() != 0) return {};
         auto it = objects_.find(w.getTensor());
         if (it == objects_.end()) return {};
         auto* t = std::get_if<vm::TensorPtr>(&it->second);
         if (!t || (*t)->nbytes() != raw_size) return {};
+        if (w.getDesc().getDtype() != 0) {
+          auto desc = ReadDesc(w.getDesc());
+          if (!desc.ok() || desc->first != (*t)->dtype || desc->second != (*t)->shape) return {};
+        }
         pending_write_ = *t;
         return {static_cast<std::byte*>(pending_write_->data()), raw_size};
       }
@@ -336,6 +345,7 @@ class Session final : public rpc::ConnectionHandler {
     }
     hello_done_ = true;
     client_name_ = req.getClientName();
+    spdlog::info("session {}: hello from client '{}'", id_, client_name_);
     reply.setProtocolMajor(rpc::kProtocolMajor);
     reply.setProtocolMinor(rpc::kProtocolMinor);
     reply.setServerName("remex-server");
@@ -393,7 +403,9 @@ class Session final : public rpc::ConnectionHandler {
                                actual);
       }
     }
-    REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->registry));
+    // Constants beyond the device's memory could never be uploaded: refuse them before
+    // decompressing anything.
+    REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->registry, state_->device->memory_bytes()));
     if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
     FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
     spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),
@@ -587,8 +599,10 @@ class Session final : public rpc::ConnectionHandler {
     for (size_t k = 0; k < outputs.size(); ++k) {
       uint64_t bound = obj->bound[fn][k];
       uint64_t handle;
-      if (bound != 0 && objects_.count(bound)) {
-        handle = bound;  // a bound output keeps its own handle
+      auto it = bound != 0 ? objects_.find(bound) : objects_.end();
+      const vm::TensorPtr* held = it != objects_.end() ? std::get_if<vm::TensorPtr>(&it->second) : nullptr;
+      if (held && *held == outputs[k]) {
+        handle = bound;  // a bound output keeps its own handle (if it still names that tensor)
       } else if (named.size() != 0 && named[k] != 0) {
         handle = named[k];
         objects_.emplace(handle, outputs[k]);
@@ -685,12 +699,14 @@ class Session final : public rpc::ConnectionHandler {
     return OkStatus();
   }
 
+  // All or nothing: when a handle is unknown, nothing is freed.
   Status Free(wire::Free::Reader req, wire::Reply::Builder reply) {
     std::string missing;
     for (uint64_t h : req.getHandles()) {
-      if (objects_.erase(h) == 0) missing += (missing.empty() ? "" : ", ") + HandleString(h);
+      if (!objects_.count(h)) missing += (missing.empty() ? "" : ", ") + HandleString(h);
     }
-    if (!missing.empty()) return NotFound("handles not found in this session: " + missing);
+    if (!missing.empty()) return NotFound("handles not found in this session (none freed): " + missing);
+    for (uint64_t h : req.getHandles()) objects_.erase(h);
     reply.setFree();
     return OkStatus();
   }

@@ -60,7 +60,9 @@ class DeviceServer {
   uint16_t port() const;
   std::string device_description() const;
   ServerStats stats() const;
-  // Closes every session and stops serving. Idempotent.
+  // Stops serving: closes the listener and every connection, and waits for device work
+  // in progress. Sessions end by then, except one whose request was still on the device
+  // worker, which ends when the DeviceServer is destroyed. Idempotent.
   void Stop();
 
   // Registry, device and allocator, shared by the server's sessions (opaque).

@@ -47,6 +47,9 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   };
   auto run = [&](uint64_t n, uint64_t first) -> Status {
     for (uint64_t i = 0; i < n; ++i) {
+      // Checked before every call, so no warmup or sample outlives the limit by more
+      // than one call.
+      if (Clock::now() > deadline) return over_time("call " + std::to_string(first + i));
       Status st = call();
       if (!st.ok()) return st.WithContext("benchmark call " + std::to_string(first + i));
     }

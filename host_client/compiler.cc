@@ -167,6 +167,10 @@ class CodeGenerator {
     fn.name = "main";
     for (int in : g_.inputs) {
       const Value& v = g_.values[in];
+      if (!v.rank_known) {
+        return Unimplemented("the model does not give the rank of input '" + v.name +
+                             "': give its shape (--shape " + v.name + "=DIMS)");
+      }
       fn.inputs.push_back({v.name, v.dtype, v.shape});
       reg_[in] = next_reg_++;
     }
@@ -257,6 +261,7 @@ class CodeGenerator {
   }
 
   Status EmitNode(const Node& node, size_t index) {
+    if (!registry_.FindOp(node.op)) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
     std::vector<int64_t> ins;
     for (int in : node.inputs) {
       if (in < 0) {

@@ -390,6 +390,12 @@ StatusOr<std::vector<remex::npy::Array>> MakeInputs(const remex::client::Functio
                                       ": give --shape " + in.name + "=DIMS or --input " + in.name + "=FILE.npy");
       }
     }
+    auto n = remex::NumElements(shape);
+    if (!n || static_cast<uint64_t>(*n) > (uint64_t{1} << 34)) {
+      *usage = true;
+      return remex::InvalidArgument("input '" + in.name + "': shape " + remex::ShapeToString(shape) +
+                                    " is too large for random data");
+    }
     arrays.push_back(RandomArray(in.dtype, shape, rng));
   }
   return arrays;
@@ -530,9 +536,12 @@ int Run(const RunArgs& args) {
   double run_ms = MsSince(t);
 
   // Fetch what was asked for.
-  if (!args.output_dir.empty()) fs::create_directories(args.output_dir);
+  std::error_code dir_error;
+  if (!args.output_dir.empty()) fs::create_directories(args.output_dir, dir_error);
+  if (dir_error) return Fail(remex::InvalidArgument("cannot create '" + args.output_dir + "': " + dir_error.message()));
   if (args.save_inputs && !args.output_dir.empty()) {
-    fs::create_directories(fs::path(args.output_dir) / "inputs");
+    fs::create_directories(fs::path(args.output_dir) / "inputs", dir_error);
+    if (dir_error) return Fail(remex::InvalidArgument("cannot create the inputs folder: " + dir_error.message()));
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
       Status st = remex::npy::Write(
           (fs::path(args.output_dir) / "inputs" / (SanitizeName(fn.inputs[i].name) + ".npy")).string(), p.inputs[i]);

@@ -413,6 +413,7 @@ TEST_F(ServerTest, DisconnectMidUploadLeavesNothingAllocated) {
     ASSERT_TRUE(s->Upload(Floats({1 << 20}, std::vector<float>(1 << 20, 1.0f))).ok());
     ASSERT_TRUE(s->Alloc(DType::kFloat32, {4 << 20}).ok());
     auto module = s->LoadModule(Compile(AddReluModel()), "m");
+    ASSERT_TRUE(module.ok()) << module.status().ToString();
     ASSERT_TRUE(s->CreateVm(module->handle).ok());
     EXPECT_GT(s->Hello()->devices[0].bytes_in_use, baseline);
   }

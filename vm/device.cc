@@ -124,6 +124,22 @@ StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
     }
   }
   if (!block) {
+    // The device's memory bounds everything this allocator holds, live and cached:
+    // running out is RESOURCE_EXHAUSTED, never the kernel's OOM killer.
+    const uint64_t capacity = device_.memory_bytes();
+    auto over = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stats_.reserved_bytes + size_class > capacity;
+    };
+    if (over()) {
+      Trim();
+      if (over()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return ResourceExhausted(device_.name() + ": " + std::to_string(size_class) + " bytes requested, " +
+                                 std::to_string(stats_.allocated_bytes) + " of " + std::to_string(capacity) +
+                                 " bytes in use");
+      }
+    }
     auto fresh = device_.Allocate(size_class);
     if (!fresh.ok()) {
       Trim();

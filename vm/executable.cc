@@ -51,7 +51,7 @@ StatusOr<std::vector<ValueDesc>> ReadValues(capnp::List<format::ValueDesc>::Read
   return out;
 }
 
-Status ParseInto(std::span<const std::byte> bytes, ExecutableDef& def) {
+Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, ExecutableDef& def) {
   if (bytes.size() < kHeaderBytes) {
     return InvalidArgument("executable is " + std::to_string(bytes.size()) +
                            " bytes, shorter than its header");
@@ -124,6 +124,15 @@ Status ParseInto(std::span<const std::byte> bytes, ExecutableDef& def) {
     def.kernels.push_back(std::move(entry));
   }
 
+  // The sum of all constants is bounded before anything is decompressed, so a small
+  // file cannot make the loader allocate without limit.
+  uint64_t total = 0;
+  for (auto c : exe.getConstants()) {
+    if (__builtin_add_overflow(total, c.getRawSize(), &total) || total > max_constant_bytes) {
+      return ResourceExhausted("executable constants exceed " + std::to_string(max_constant_bytes) +
+                               " bytes");
+    }
+  }
   size_t index = 0;
   for (auto c : exe.getConstants()) {
     std::string what = "constant " + std::to_string(index++);
@@ -275,11 +284,13 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
   return file;
 }
 
-StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes) {
+StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes, uint64_t max_constant_bytes) {
   ExecutableDef def;
   Status status;
   try {
-    status = ParseInto(bytes, def);
+    status = ParseInto(bytes, max_constant_bytes, def);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("loading executable: out of memory");
   } catch (const kj::Exception& e) {
     // Cap'n Proto reports malformed messages and exceeded limits by exception.
     return InvalidArgument("corrupt executable metadata: " +
@@ -302,8 +313,8 @@ StatusOr<std::shared_ptr<const Executable>> Executable::FromDef(
 }
 
 StatusOr<std::shared_ptr<const Executable>> Executable::Load(
-    std::span<const std::byte> bytes, const kernels::KernelRegistry& registry) {
-  REMEX_ASSIGN_OR_RETURN(ExecutableDef def, ParseExecutable(bytes));
+    std::span<const std::byte> bytes, const kernels::KernelRegistry& registry, uint64_t max_constant_bytes) {
+  REMEX_ASSIGN_OR_RETURN(ExecutableDef def, ParseExecutable(bytes, max_constant_bytes));
   return FromDef(std::move(def), registry);
 }
 

@@ -71,10 +71,15 @@ struct ExecutableDef {
 StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def,
                                                      int zstd_level = 3);
 
+// Default bound on the sum of an executable's decompressed constants.
+inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
+
 // Parses an .rmx file without verifying code. INVALID_ARGUMENT for a bad magic,
 // sizes or offsets out of range, or corrupt constants; FAILED_PRECONDITION for an
-// unsupported format version.
-StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes);
+// unsupported format version; RESOURCE_EXHAUSTED when the constants add up to more
+// than `max_constant_bytes` (checked before decompressing) or memory runs out.
+StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes,
+                                        uint64_t max_constant_bytes = kDefaultMaxConstantBytes);
 
 // Checks every function against the kernel table, constants and the registry:
 // register, constant and kernel indices in range, operand lists matching kernel
@@ -87,7 +92,8 @@ class Executable {
  public:
   // Parses and verifies `bytes`.
   static StatusOr<std::shared_ptr<const Executable>> Load(
-      std::span<const std::byte> bytes, const kernels::KernelRegistry& registry);
+      std::span<const std::byte> bytes, const kernels::KernelRegistry& registry,
+      uint64_t max_constant_bytes = kDefaultMaxConstantBytes);
   // Verifies an in-memory definition (used by the compiler's tests and embedders).
   static StatusOr<std::shared_ptr<const Executable>> FromDef(
       ExecutableDef def, const kernels::KernelRegistry& registry);

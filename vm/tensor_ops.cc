@@ -30,7 +30,7 @@ Status VisitDType(DType dtype, F&& f) {
     case DType::kInt64: return f(Tag<int64_t>{});
     case DType::kUint32: return f(Tag<uint32_t>{});
     case DType::kUint64: return f(Tag<uint64_t>{});
-    case DType::kBool: return f(Tag<bool>{});
+    case DType::kBool: return f(Tag<uint8_t>{});  // bytes from the wire: any value, nonzero is true
     default: return InvalidArgument("tensor of dtype " + std::string(DTypeName(dtype)) + " holds no numbers");
   }
 }
@@ -140,7 +140,12 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
       if (std::isfinite(x) && std::isfinite(y)) {
         double err = std::fabs(x - y);
         if constexpr (std::is_integral_v<T>) {
-          if (pa[i] == pb[i]) err = 0;  // exact, whatever float64 rounding does
+          // Exact for integers, whatever float64 rounding does to large values.
+          if (pa[i] == pb[i]) {
+            err = 0;
+          } else if (err == 0) {
+            err = 1;  // distinct beyond 2^53: still a difference of at least one
+          }
         }
         match = err <= atol + rtol * std::fabs(y);
         double rel = y != 0 ? err / std::fabs(y) : (err > 0 ? inf : 0.0);

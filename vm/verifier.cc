@@ -1,6 +1,7 @@
 // The executable verifier: run once at load so that the interpreter can trust indices.
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include "vm/executable.h"
 
@@ -25,6 +26,50 @@ class FunctionVerifier {
     }
     for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
       REMEX_RETURN_IF_ERROR(CheckInstruction(pc, fn_.code[pc]));
+    }
+    return CheckWrites();
+  }
+
+  // What a register holds at a point of the (straight-line) code.
+  enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput };
+
+  // Kernels write only into tensors the function allocated itself, and the function
+  // returns only tensors made by AllocOutput: a hostile executable can neither
+  // overwrite its constants or the caller's inputs nor return them in place of an
+  // output (which would leave a bound output buffer unwritten). Functions have no
+  // jumps yet, so one forward scan is exact; If/Goto will make this a dataflow pass.
+  Status CheckWrites() const {
+    std::vector<Holds> regs(static_cast<size_t>(fn_.num_registers), Holds::kNothing);
+    for (size_t i = 0; i < fn_.inputs.size(); ++i) regs[i] = Holds::kReadOnly;
+    for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
+      const Instruction& inst = fn_.code[pc];
+      const auto& s = inst.scalars;
+      switch (inst.op) {
+        case Opcode::kMove: regs[s[0]] = regs[s[1]]; break;
+        case Opcode::kLoadConst: regs[s[0]] = Holds::kReadOnly; break;
+        case Opcode::kAllocTensor:
+        case Opcode::kAllocTensorReg: regs[s[0]] = Holds::kAllocated; break;
+        case Opcode::kAllocOutput: regs[s[0]] = Holds::kOutput; break;
+        case Opcode::kKillRegister: regs[s[0]] = Holds::kNothing; break;
+        case Opcode::kInvokeShapeFunc:
+          for (int64_t r : inst.lists[1]) regs[r] = Holds::kNothing;
+          break;
+        case Opcode::kInvokeKernel:
+          for (int64_t r : inst.lists[1]) {
+            if (regs[r] != Holds::kAllocated && regs[r] != Holds::kOutput) {
+              return Error(pc, "kernel output %" + std::to_string(r) + " is not a tensor this function allocated");
+            }
+          }
+          break;
+        case Opcode::kRet:
+          for (int64_t r : inst.lists[0]) {
+            if (regs[r] != Holds::kOutput) {
+              return Error(pc, "Ret of %" + std::to_string(r) + ", which AllocOutput did not make");
+            }
+          }
+          break;
+        case Opcode::kCount: break;
+      }
     }
     return OkStatus();
   }
