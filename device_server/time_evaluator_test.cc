@@ -106,6 +106,20 @@ TEST_F(TimeEvaluatorTest, BadOptionsAndErrorsAndTimeLimit) {
   o.repeat = 10;
   auto deadline = RunTimeEvaluator(slow, *allocator_, o, milliseconds(500));
   EXPECT_EQ(deadline.status().code(), StatusCode::kDeadlineExceeded);
+  // Nothing foreseen (no warmup timing, a long warmup): the limit still holds per call.
+  o = {};
+  o.warmup = 1000;
+  auto start = std::chrono::steady_clock::now();
+  auto long_warmup = RunTimeEvaluator(slow, *allocator_, o, milliseconds(300));
+  EXPECT_EQ(long_warmup.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
+  o = {};
+  o.warmup = 0;
+  o.number = 1000;
+  start = std::chrono::steady_clock::now();
+  auto long_sample = RunTimeEvaluator(slow, *allocator_, o, milliseconds(300));
+  EXPECT_EQ(long_sample.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
 }
 
 }  // namespace
