@@ -15,7 +15,7 @@ Array Floats(Shape shape, std::vector<float> v) {
   a.dtype = DType::kFloat32;
   a.shape = std::move(shape);
   a.data.resize(v.size() * 4);
-  std::memcpy(a.data.data(), v.data(), a.data.size());
+  if (!v.empty()) std::memcpy(a.data.data(), v.data(), a.data.size());
   return a;
 }
 
