@@ -18,6 +18,7 @@
 #include "device_server/time_evaluator.h"
 #include "kernels/kernels.h"
 #include "rpc/transport.h"
+#include "rpc/wire_util.h"
 #include "vm/content_hash.h"
 #include "vm/device.h"
 #include "vm/executable.h"
@@ -119,10 +120,8 @@ namespace {
 
 constexpr char kServerVersion[] = "0.1.0";
 // Handles with this bit set are named by the client; the server never issues them.
-constexpr uint64_t kClientHandleBit = uint64_t{1} << 63;
-
 std::string HandleString(uint64_t h) {
-  return std::to_string(h) + (h & kClientHandleBit ? " (client-named)" : "");
+  return std::to_string(h) + (h & rpc::kClientHandleBit ? " (client-named)" : "");
 }
 
 struct VmObject {
@@ -147,18 +146,6 @@ constexpr const char* WantName() {
   if constexpr (std::is_same_v<T, vm::TensorPtr>) return "tensor";
   else if constexpr (std::is_same_v<T, std::shared_ptr<VmObject>>) return "vm";
   else return "module";
-}
-
-StatusOr<DType> ReadDType(int32_t raw) {
-  auto dtype = DTypeFromOnnx(raw);
-  if (!dtype) return InvalidArgument("unsupported dtype " + std::to_string(raw));
-  return *dtype;
-}
-
-void WriteDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& shape) {
-  out.setDtype(static_cast<int32_t>(dtype));
-  auto s = out.initShape(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) s.set(i, shape[i]);
 }
 
 // One connection's session: its handle table and request handlers.
@@ -236,14 +223,14 @@ class Session final : public rpc::ConnectionHandler {
         auto* t = std::get_if<vm::TensorPtr>(&it->second);
         if (!t || (*t)->nbytes() != raw_size) return {};
         if (w.getDesc().getDtype() != 0) {
-          auto desc = ReadDesc(w.getDesc());
+          auto desc = rpc::ReadTensorDesc(w.getDesc());
           if (!desc.ok() || desc->first != (*t)->dtype || desc->second != (*t)->shape) return {};
         }
         pending_write_ = *t;
         return {static_cast<std::byte*>(pending_write_->data()), raw_size};
       }
       if (!CheckDevice(w.getDevice()).ok()) return {};
-      auto desc = ReadDesc(w.getDesc());
+      auto desc = rpc::ReadTensorDesc(w.getDesc());
       if (!desc.ok()) return {};
       auto n = NumElements(desc->second);
       size_t element = DTypeSize(desc->first);
@@ -321,7 +308,7 @@ class Session final : public rpc::ConnectionHandler {
 
   // Checks that `handle` may name a new object: bit 63 set, not in use.
   Status CheckClientHandle(uint64_t handle) const {
-    if (!(handle & kClientHandleBit)) {
+    if (!(handle & rpc::kClientHandleBit)) {
       return InvalidArgument("result handle " + std::to_string(handle) +
                              " is not client-named (client-named handles have bit 63 set)");
     }
@@ -372,7 +359,7 @@ class Session final : public rpc::ConnectionHandler {
       auto fill = [](auto list, const std::vector<vm::ValueDesc>& values) {
         for (size_t k = 0; k < values.size(); ++k) {
           list[k].setName(values[k].name);
-          WriteDesc(list[k].initDesc(), values[k].dtype, values[k].shape);
+          rpc::WriteTensorDesc(list[k].initDesc(), values[k].dtype, values[k].shape);
         }
       };
       fill(fns[i].initInputs(functions[i].inputs.size()), functions[i].inputs);
@@ -436,19 +423,12 @@ class Session final : public rpc::ConnectionHandler {
     return OkStatus();
   }
 
-  StatusOr<std::pair<DType, Shape>> ReadDesc(wire::TensorDesc::Reader desc) {
-    REMEX_ASSIGN_OR_RETURN(DType dtype, ReadDType(desc.getDtype()));
-    Shape shape;
-    for (int64_t d : desc.getShape()) shape.push_back(d);
-    return std::make_pair(dtype, std::move(shape));
-  }
-
   Status TensorAlloc(wire::TensorAlloc::Reader req, wire::Reply::Builder reply) {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
-    REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+    REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
     REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
     auto r = reply.initTensor();
-    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
     r.setTensor(Add(std::move(t)));
     return OkStatus();
   }
@@ -472,14 +452,14 @@ class Session final : public rpc::ConnectionHandler {
       if (in_place) {
         t = std::move(pending_write_);  // allocated and filled by AttachmentDestination
       } else {
-        REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+        REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
         REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
       }
     } else {
       pending_write_.reset();  // when in place, it was this very tensor
       REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
       if (req.getDesc().getDtype() != 0) {
-        REMEX_ASSIGN_OR_RETURN(auto desc, ReadDesc(req.getDesc()));
+        REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
         if (desc.first != t->dtype || desc.second != t->shape) {
           return InvalidArgument("tensorWrite: tensor " + std::to_string(handle) + " is " +
                                  std::string(DTypeName(t->dtype)) + " " + ShapeToString(t->shape) +
@@ -499,7 +479,7 @@ class Session final : public rpc::ConnectionHandler {
           [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
     }
     auto r = reply.initTensor();
-    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
     if (handle == 0 && named != 0) {
       objects_.emplace(named, std::move(t));
       handle = named;
@@ -514,7 +494,7 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
     auto r = reply.initTensor();
     r.setTensor(req.getTensor());
-    WriteDesc(r.initDesc(), t->dtype, t->shape);
+    rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
     const auto element_size = static_cast<uint8_t>(DTypeSize(t->dtype));
     if (state_->device->kind() == kernels::DeviceKind::kCpu) {
       // CPU device memory is host memory: the reply is sent straight from the tensor,
@@ -610,7 +590,7 @@ class Session final : public rpc::ConnectionHandler {
         handle = Add(outputs[k]);
       }
       refs[k].setTensor(handle);
-      WriteDesc(refs[k].initDesc(), outputs[k]->dtype, outputs[k]->shape);
+      rpc::WriteTensorDesc(refs[k].initDesc(), outputs[k]->dtype, outputs[k]->shape);
     }
     return OkStatus();
   }

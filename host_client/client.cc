@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "rpc/transport.h"
+#include "rpc/wire_util.h"
 #include "vm/content_hash.h"
 
 namespace remex::client {
@@ -12,8 +13,6 @@ namespace wire = rpc::wire;
 namespace {
 
 // Handles with this bit set are named by the client (see NewResultHandle).
-constexpr uint64_t kClientHandleBit = uint64_t{1} << 63;
-
 // A request under construction.
 struct Request {
   rpc::OutFrame frame;
@@ -24,22 +23,8 @@ struct Request {
   }
 };
 
-void SetDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& shape) {
-  out.setDtype(static_cast<int32_t>(dtype));
-  auto s = out.initShape(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) s.set(i, shape[i]);
-}
-
-StatusOr<std::pair<DType, Shape>> GetDesc(wire::TensorDesc::Reader desc) {
-  auto dtype = DTypeFromOnnx(desc.getDtype());
-  if (!dtype) return Internal("server sent dtype " + std::to_string(desc.getDtype()));
-  Shape shape;
-  for (int64_t d : desc.getShape()) shape.push_back(d);
-  return std::make_pair(*dtype, std::move(shape));
-}
-
 StatusOr<RemoteTensor> ToRemote(wire::TensorReply::Reader r) {
-  REMEX_ASSIGN_OR_RETURN(auto desc, GetDesc(r.getDesc()));
+  REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(r.getDesc()));
   return RemoteTensor{r.getTensor(), desc.first, std::move(desc.second)};
 }
 
@@ -87,11 +72,11 @@ StatusOr<ModuleInfo> ToModuleInfo(wire::ModuleLoadReply::Reader m) {
     FunctionInfo fn;
     fn.name = f.getName();
     for (auto v : f.getInputs()) {
-      REMEX_ASSIGN_OR_RETURN(auto desc, GetDesc(v.getDesc()));
+      REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(v.getDesc()));
       fn.inputs.push_back({v.getName(), desc.first, desc.second});
     }
     for (auto v : f.getOutputs()) {
-      REMEX_ASSIGN_OR_RETURN(auto desc, GetDesc(v.getDesc()));
+      REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(v.getDesc()));
       fn.outputs.push_back({v.getName(), desc.first, desc.second});
     }
     info.functions.push_back(std::move(fn));
@@ -103,7 +88,7 @@ StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
   InvokeResult result;
   result.run_nanos = inv.getRunNanos();
   for (auto o : inv.getOutputs()) {
-    REMEX_ASSIGN_OR_RETURN(auto desc, GetDesc(o.getDesc()));
+    REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(o.getDesc()));
     result.outputs.push_back({o.getTensor(), desc.first, std::move(desc.second)});
   }
   return result;
@@ -112,7 +97,7 @@ StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
 // The tensor of a tensorRead reply, its bytes taken from the frame.
 StatusOr<npy::Array> ToArray(wire::TensorReply::Reader tensor, rpc::Frame& frame) {
   npy::Array array;
-  REMEX_ASSIGN_OR_RETURN(auto desc, GetDesc(tensor.getDesc()));
+  REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(tensor.getDesc()));
   array.dtype = desc.first;
   array.shape = std::move(desc.second);
   if (frame.attachments.size() != 1) return Internal("tensorRead reply carries no data");
@@ -135,7 +120,7 @@ rpc::OutAttachment TensorAttachment(const void* data, size_t size, DType dtype) 
 void FillTensorWrite(wire::TensorWrite::Builder r, const npy::Array& array, const std::string& device,
                      uint64_t result_handle) {
   r.setTensor(0);
-  SetDesc(r.initDesc(), array.dtype, array.shape);
+  rpc::WriteTensorDesc(r.initDesc(), array.dtype, array.shape);
   r.setDevice(device);
   r.setResultHandle(result_handle);
 }
@@ -241,7 +226,7 @@ StatusOr<uint64_t> Session::CreateVm(uint64_t module, const std::string& device)
 StatusOr<RemoteTensor> Session::Alloc(DType dtype, const Shape& shape, const std::string& device) {
   Request req;
   auto r = req.root.initTensorAlloc();
-  SetDesc(r.initDesc(), dtype, shape);
+  rpc::WriteTensorDesc(r.initDesc(), dtype, shape);
   r.setDevice(device);
   RemoteTensor t;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame&) {
@@ -267,7 +252,7 @@ Status Session::Write(uint64_t tensor, DType dtype, const Shape& shape, std::spa
   Request req;
   auto r = req.root.initTensorWrite();
   r.setTensor(tensor);
-  SetDesc(r.initDesc(), dtype, shape);
+  rpc::WriteTensorDesc(r.initDesc(), dtype, shape);
   req.frame.attachments.push_back(TensorAttachment(bytes.data(), bytes.size(), dtype));
   return Call(*rpc_, req, wire::Reply::TENSOR, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
 }
@@ -417,7 +402,7 @@ StatusOr<TensorComparison> Session::Compare(uint64_t a, uint64_t b, double rtol,
   return cmp;
 }
 
-uint64_t Session::NewResultHandle() { return kClientHandleBit | next_result_handle_++; }
+uint64_t Session::NewResultHandle() { return rpc::kClientHandleBit | next_result_handle_++; }
 
 // ---------------------------------------------------------------------------------------
 // Pipeline.

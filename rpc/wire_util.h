@@ -1,0 +1,24 @@
+// Helpers shared by both ends of the wire schema (rpc/remex.capnp).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "rpc/remex.capnp.h"
+
+namespace remex::rpc {
+
+// Handles with this bit set are named by the client (Invoke.resultHandles,
+// TensorWrite.resultHandle); the server never issues one.
+inline constexpr uint64_t kClientHandleBit = uint64_t{1} << 63;
+
+// Fills a TensorDesc: dtype as its ONNX TensorProto.DataType value, shape as given
+// (-1 for a dimension not known before a call).
+void WriteTensorDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& shape);
+
+// Reads a TensorDesc; INVALID_ARGUMENT for a dtype Remex does not hold.
+StatusOr<std::pair<DType, Shape>> ReadTensorDesc(wire::TensorDesc::Reader desc);
+
+}  // namespace remex::rpc
