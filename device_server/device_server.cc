@@ -32,10 +32,9 @@ namespace wire = rpc::wire;
 namespace {
 
 // Runs device work on one thread per device, in submission order: the sessions'
-// requests (Post, see Session::HandleAsync) and, inline on that thread, the Run calls
-// they make. Kernel libraries thus see one calling thread however many sessions are
-// served (oneDNN's OpenMP team is per calling thread; several teams on few cores
-// oversubscribe them). Buffers are still allocated and freed from I/O threads (in-place
+// requests (Post, see Session::HandleAsync). Kernel libraries thus see one calling
+// thread however many sessions are served (oneDNN's OpenMP team is per calling thread;
+// several teams on few cores oversubscribe them). Buffers are still allocated and freed from I/O threads (in-place
 // receives, session teardown); the Allocator is thread-safe for that.
 class DeviceWorker {
  public:
@@ -51,25 +50,16 @@ class DeviceWorker {
     thread_.join();
   }
 
-  bool OnWorker() const { return std::this_thread::get_id() == thread_.get_id(); }
-
-  // Runs `work` on the device thread and returns its Status; inline when called from
-  // the device thread. An exception thrown by `work` is rethrown on the caller's thread.
-  Status Run(std::function<Status()> work) {
-    if (OnWorker()) return work();
-    std::packaged_task<Status()> task(std::move(work));
-    std::future<Status> result = task.get_future();
-    Enqueue(std::packaged_task<void()>([task = std::move(task)]() mutable { task(); }));
-    return result.get();
-  }
-
   // Queues `work` on the device thread and returns at once. `work` must not throw.
   void Post(std::function<void()> work) { Enqueue(std::packaged_task<void()>(std::move(work))); }
 
-  // Waits until every task queued before the call has run and been destroyed.
+  // Waits until every task queued before the call has run and been destroyed. Not to
+  // be called from the device thread.
   void Drain() {
-    if (OnWorker()) return;
-    (void)Run([] { return OkStatus(); });
+    std::packaged_task<void()> marker([] {});
+    std::future<void> done = marker.get_future();
+    Enqueue(std::move(marker));
+    done.wait();
   }
 
  private:
@@ -414,10 +404,7 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
     auto obj = std::make_shared<VmObject>();
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, *state_->registry));
-      return OkStatus();
-    }));
+    REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, *state_->registry));
     for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
     reply.setVmCreate(Add(std::move(obj)));
     return OkStatus();
@@ -475,8 +462,7 @@ class Session final : public rpc::ConnectionHandler {
     }
     if (!in_place) {
       // TODO(perf): a pinned staging buffer for devices other than the CPU.
-      REMEX_RETURN_IF_ERROR(state_->worker.Run(
-          [&] { return state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()); }));
+      REMEX_RETURN_IF_ERROR(state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()));
     }
     auto r = reply.initTensor();
     rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
@@ -504,8 +490,7 @@ class Session final : public rpc::ConnectionHandler {
       return OkStatus();
     }
     std::vector<std::byte> bytes(t->nbytes());
-    REMEX_RETURN_IF_ERROR(state_->worker.Run(
-        [&] { return state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()); }));
+    REMEX_RETURN_IF_ERROR(state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()));
     out.attachments.push_back(rpc::OwnedAttachment(std::move(bytes), /*compress=*/true, element_size));
     return OkStatus();
   }
@@ -565,14 +550,9 @@ class Session final : public rpc::ConnectionHandler {
         }
       }
     }
-    std::vector<vm::TensorPtr> outputs;
-    std::chrono::nanoseconds nanos{0};
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      auto start = std::chrono::steady_clock::now();
-      REMEX_ASSIGN_OR_RETURN(outputs, obj->vm->Invoke(fn));
-      nanos = std::chrono::steady_clock::now() - start;
-      return OkStatus();
-    }));
+    auto start = std::chrono::steady_clock::now();
+    REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> outputs, obj->vm->Invoke(fn));
+    std::chrono::nanoseconds nanos = std::chrono::steady_clock::now() - start;
     auto r = reply.initInvoke();
     r.setRunNanos(static_cast<uint64_t>(nanos.count()));
     auto refs = r.initOutputs(outputs.size());
@@ -606,13 +586,10 @@ class Session final : public rpc::ConnectionHandler {
     options.cooldown_ms = req.getCooldownMs();
     options.l2_flush_bytes = req.getL2FlushBytes();
     REMEX_RETURN_IF_ERROR(ValidateTimeEvaluatorOptions(options, state_->benchmark_time_limit));
-    TimeEvaluatorResult result;
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      // Outputs are dropped after each call (bound outputs are written).
-      auto call = [&]() -> Status { return obj->vm->Invoke(fn).status(); };
-      REMEX_ASSIGN_OR_RETURN(result, RunTimeEvaluator(call, *state_->allocator, options, state_->benchmark_time_limit));
-      return OkStatus();
-    }));
+    // Outputs are dropped after each call (bound outputs are written).
+    auto call = [&]() -> Status { return obj->vm->Invoke(fn).status(); };
+    REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
+                           RunTimeEvaluator(call, *state_->allocator, options, state_->benchmark_time_limit));
     auto r = reply.initBenchmark();
     r.setNumber(result.number);
     r.setTimer(result.timer);
@@ -625,10 +602,8 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
     auto& [obj, fn] = target;
     vm::Profiler profiler;
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
-      return state_->device->Synchronize();
-    }));
+    REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
+    REMEX_RETURN_IF_ERROR(state_->device->Synchronize());
     auto rows = profiler.Rows(obj->vm->executable().def());
     auto r = reply.initProfile();
     r.setTotalNanos(profiler.total_nanos);
@@ -646,11 +621,7 @@ class Session final : public rpc::ConnectionHandler {
 
   Status TensorStats(wire::TensorStats::Reader req, wire::Reply::Builder reply) {
     REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
-    vm::TensorStats stats;
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      REMEX_ASSIGN_OR_RETURN(stats, vm::ComputeStats(*state_->device, *t));
-      return OkStatus();
-    }));
+    REMEX_ASSIGN_OR_RETURN(vm::TensorStats stats, vm::ComputeStats(*state_->device, *t));
     auto r = reply.initTensorStats();
     r.setCount(stats.count);
     r.setMin(stats.min);
@@ -665,11 +636,8 @@ class Session final : public rpc::ConnectionHandler {
   Status TensorCompare(wire::TensorCompare::Reader req, wire::Reply::Builder reply) {
     REMEX_ASSIGN_OR_RETURN(auto a, Lookup<vm::TensorPtr>(req.getA()));
     REMEX_ASSIGN_OR_RETURN(auto b, Lookup<vm::TensorPtr>(req.getB()));
-    vm::Comparison cmp;
-    REMEX_RETURN_IF_ERROR(state_->worker.Run([&]() -> Status {
-      REMEX_ASSIGN_OR_RETURN(cmp, vm::CompareTensors(*state_->device, *a, *b, req.getRtol(), req.getAtol()));
-      return OkStatus();
-    }));
+    REMEX_ASSIGN_OR_RETURN(vm::Comparison cmp,
+                           vm::CompareTensors(*state_->device, *a, *b, req.getRtol(), req.getAtol()));
     auto r = reply.initTensorCompare();
     r.setCount(cmp.count);
     r.setMismatches(cmp.mismatches);
