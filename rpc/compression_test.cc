@@ -8,21 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include "rpc/test_data.h"
+
 namespace remex::rpc {
 namespace {
 
-std::vector<std::byte> Compressible(size_t n) {
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i / 16) % 7);
-  return v;
-}
-
-std::vector<std::byte> Random(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v) b = static_cast<std::byte>(gen());
-  return v;
-}
+using testing::Compressible;
+using testing::Random;
+using testing::SmoothFloats;
 
 TEST(CompressionTest, RoundTrip) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20}) {

@@ -6,23 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include "rpc/test_data.h"
+
 #include "rpc/remex.capnp.h"
 
 namespace remex::rpc {
 namespace {
 
-std::vector<std::byte> Compressible(size_t n) {
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i / 16) % 7);
-  return v;
-}
-
-std::vector<std::byte> Random(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v) b = static_cast<std::byte>(gen());
-  return v;
-}
+using testing::Compressible;
+using testing::Random;
+using testing::SmoothFloats;
 
 OutFrame PingFrame(uint64_t request_id, uint64_t payload) {
   OutFrame f;
@@ -284,17 +277,6 @@ ChunkEntry TableEntry(const std::vector<std::byte>& bytes, const WireAttachment&
   std::memcpy(&e.wire_size, p, 4);  // little-endian host
   e.codec = static_cast<ChunkCodec>(p[4]);
   return e;
-}
-
-// float32 values that vary slowly: compress well once shuffled.
-std::vector<std::byte> SmoothFloats(size_t bytes) {
-  std::vector<std::byte> v(bytes);
-  for (size_t i = 0; i + 4 <= bytes; i += 4) {
-    float f = 100.0f + 0.001f * static_cast<float>(i / 4);
-    std::memcpy(&v[i], &f, 4);
-  }
-  for (size_t i = bytes / 4 * 4; i < bytes; ++i) v[i] = std::byte{0x5a};
-  return v;
 }
 
 TEST(ChunkedTest, RoundTripEverySizeElementSizeAndMode) {

@@ -10,8 +10,14 @@
 #include <boost/asio.hpp>
 #include <gtest/gtest.h>
 
+#include "rpc/test_data.h"
+
 namespace remex::rpc {
 namespace {
+
+using testing::Compressible;
+using testing::Random;
+using testing::SmoothFloats;
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -87,30 +93,22 @@ Status ReplyStatus(const Frame& frame) {
   return ErrorFromReply(reader.getRoot<wire::Reply>());
 }
 
-std::vector<std::byte> Compressible(size_t n) {
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i / 16) % 7);
-  return v;
-}
-
-std::vector<std::byte> Random(size_t n, uint32_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t x = gen();
-    std::memcpy(&v[i], &x, 8);
+// Writes `bytes` on a fresh raw socket to `port`, then reads until the server closes.
+std::vector<std::byte> RawExchange(uint16_t port, const std::vector<std::byte>& bytes) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  asio::write(socket, asio::buffer(bytes));
+  std::vector<std::byte> received;
+  std::array<std::byte, 4096> buf;
+  boost::system::error_code ec;
+  for (;;) {
+    size_t n = socket.read_some(asio::buffer(buf), ec);
+    received.insert(received.end(), buf.begin(), buf.begin() + n);
+    if (ec) break;
   }
-  return v;
-}
-
-// float32 values that vary slowly: compress well once shuffled.
-std::vector<std::byte> SmoothFloats(size_t n) {
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i + 4 <= n; i += 4) {
-    float f = 100.0f + 0.001f * static_cast<float>(i / 4);
-    std::memcpy(&v[i], &f, 4);
-  }
-  return v;
+  EXPECT_EQ(ec, asio::error::eof) << ec.message();  // closed cleanly by the server
+  return received;
 }
 
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 5s) {
@@ -145,22 +143,8 @@ class TransportTest : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
-  // Writes `bytes` on a fresh raw socket, then reads until the server closes.
   std::vector<std::byte> RawExchange(const std::vector<std::byte>& bytes) {
-    asio::io_context io;
-    tcp::socket socket(io);
-    socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
-    asio::write(socket, asio::buffer(bytes));
-    std::vector<std::byte> received;
-    std::array<std::byte, 4096> buf;
-    boost::system::error_code ec;
-    for (;;) {
-      size_t n = socket.read_some(asio::buffer(buf), ec);
-      received.insert(received.end(), buf.begin(), buf.begin() + n);
-      if (ec) break;
-    }
-    EXPECT_EQ(ec, asio::error::eof) << ec.message();  // closed cleanly by the server
-    return received;
+    return remex::rpc::RawExchange(server_->port(), bytes);
   }
 
   Counters counters_;
@@ -742,19 +726,7 @@ TEST_F(InPlaceTest, CorruptChunkAfterDestinationChosen) {
   ASSERT_TRUE(e.ok());
   std::vector<std::byte> bytes = Flatten(*e);
   for (size_t i = bytes.size() - 100; i < bytes.size() - 50; ++i) bytes[i] ^= std::byte{0x5a};
-  asio::io_context io;
-  tcp::socket socket(io);
-  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
-  asio::write(socket, asio::buffer(bytes));
-  std::vector<std::byte> received;
-  std::array<std::byte, 4096> buf;
-  boost::system::error_code ec;
-  for (;;) {
-    size_t n = socket.read_some(asio::buffer(buf), ec);
-    received.insert(received.end(), buf.begin(), buf.begin() + n);
-    if (ec) break;
-  }
-  StatusOr<Frame> reply = DecodeFrame(received, Limits());
+  StatusOr<Frame> reply = DecodeFrame(RawExchange(server_->port(), bytes), Limits());
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(ReplyStatus(*reply).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(handled_, 0);
