@@ -63,7 +63,7 @@ std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
-    s += std::to_string(shape[i]);
+    s += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
   }
   s += "]";
   return s;

@@ -45,7 +45,7 @@ using Shape = std::vector<int64_t>;
 // Number of elements, or nullopt when a dimension is negative or the product
 // overflows int64.
 std::optional<int64_t> NumElements(const Shape& shape);
-// "[1, 3, 48, 192]".
+// "[1, 3, 48, 192]"; a negative (not yet known) dimension prints as "?": "[?, 3, 48, ?]".
 std::string ShapeToString(const Shape& shape);
 
 }  // namespace remex

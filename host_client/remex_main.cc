@@ -163,12 +163,6 @@ remex::npy::Array RandomArray(remex::DType dtype, const Shape& shape, std::mt199
   return a;
 }
 
-std::string DeclaredShape(const Shape& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
-  return s + "]";
-}
-
 // A short human summary of a fetched tensor: values when few, else min/max/mean.
 std::string Summary(const remex::npy::Array& a) {
   size_t n = static_cast<size_t>(*remex::NumElements(a.shape));
@@ -386,7 +380,7 @@ StatusOr<std::vector<remex::npy::Array>> MakeInputs(const remex::client::Functio
     for (int64_t d : shape) {
       if (d < 0) {
         *usage = true;
-        return remex::InvalidArgument("input '" + in.name + "' has dynamic shape " + DeclaredShape(in.shape) +
+        return remex::InvalidArgument("input '" + in.name + "' has dynamic shape " + remex::ShapeToString(in.shape) +
                                       ": give --shape " + in.name + "=DIMS or --input " + in.name + "=FILE.npy");
       }
     }

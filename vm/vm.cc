@@ -17,15 +17,6 @@ bool ShapeMatches(const Shape& declared, const Shape& actual) {
   return true;
 }
 
-std::string DeclaredShapeString(const Shape& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += shape[i] < 0 ? "?" : std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 uint64_t ElapsedNanos(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
@@ -88,7 +79,7 @@ Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
     }
     if (!ShapeMatches(want.shape, t->shape)) {
       return InvalidArgument("input '" + want.name + "' must have shape " +
-                             DeclaredShapeString(want.shape) + ", got " + ShapeToString(t->shape));
+                             ShapeToString(want.shape) + ", got " + ShapeToString(t->shape));
     }
   }
   functions_[fn].inputs = std::move(inputs);
@@ -113,7 +104,7 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
       return InvalidArgument("buffer for output '" + want.name + "' is " +
                              std::string(DTypeName(tensor->dtype)) + " " + ShapeToString(tensor->shape) +
                              ", output is " + std::string(DTypeName(want.dtype)) + " " +
-                             DeclaredShapeString(want.shape));
+                             ShapeToString(want.shape));
     }
   }
   functions_[fn].bound_outputs[index] = std::move(tensor);
