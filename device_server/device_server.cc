@@ -561,9 +561,13 @@ class Session final : public rpc::ConnectionHandler {
       uint64_t handle;
       auto it = bound != 0 ? objects_.find(bound) : objects_.end();
       const vm::TensorPtr* held = it != objects_.end() ? std::get_if<vm::TensorPtr>(&it->second) : nullptr;
+      const bool has_name = named.size() != 0 && named[k] != 0;
       if (held && *held == outputs[k]) {
         handle = bound;  // a bound output keeps its own handle (if it still names that tensor)
-      } else if (named.size() != 0 && named[k] != 0) {
+        // A name given for it is a second handle to the same tensor, so requests
+        // pipelined behind this one can use it.
+        if (has_name) objects_.emplace(named[k], outputs[k]);
+      } else if (has_name) {
         handle = named[k];
         objects_.emplace(handle, outputs[k]);
       } else {

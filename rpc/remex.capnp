@@ -158,7 +158,8 @@ struct SetOutput {
 # outputs, so that requests written behind this one in the same write (tensorRead,
 # setInput of the next call) can use them before this reply arrives. Client-named
 # handles have bit 63 set; naming one that exists in the session is ALREADY_EXISTS.
-# An output bound with setOutput keeps its own handle.
+# An output bound with setOutput keeps its own handle in the reply; a name given for
+# it becomes a second handle to the same tensor.
 struct Invoke {
   vm @0 :UInt64;
   function @1 :Text;
