@@ -165,6 +165,8 @@ class Session final : public rpc::ConnectionHandler {
     state_->worker.Post([this, &frame, reply = std::move(reply)] { reply(Handle(frame)); });
   }
 
+  // Serves one request. Runs on the device worker (see HandleAsync), except for the
+  // requests AnsweredOnIoThread names.
   rpc::OutFrame Handle(rpc::Frame& frame) override {
     rpc::OutFrame out;
     out.message = std::make_unique<capnp::MallocMessageBuilder>();
