@@ -317,6 +317,10 @@ class Importer {
       REMEX_ASSIGN_OR_RETURN(auto value, ConvertAttribute(a, where));
       node.attrs.Set(a.name(), std::move(value));
     }
+    // Kernels whose semantics changed between versions read the op version in effect.
+    if (const auto* schema = onnx::OpSchemaRegistry::Schema(node.op, graph_.opset, "")) {
+      node.attrs.Set("since_version", static_cast<int64_t>(schema->since_version()));
+    }
     for (const auto& in : n.input()) {
       if (in.empty()) {
         node.inputs.push_back(-1);

@@ -35,6 +35,19 @@ Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat
 Status AddTensorCpuKernels(KernelRegistry& registry);
 Status AddMatMulOpDefs(KernelRegistry& registry);
 Status AddMatMulCpuKernels(KernelRegistry& registry);
+// Transpose, Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, Split, Pad, Range,
+// ConstantOfShape, Size, DepthToSpace, SpaceToDepth (kernels/transform.cc).
+Status AddTransformOpDefs(KernelRegistry& registry);
+Status AddTransformCpuKernels(KernelRegistry& registry);
+// Resize (kernels/resize.cc).
+Status AddResizeOpDefs(KernelRegistry& registry);
+Status AddResizeCpuKernels(KernelRegistry& registry);
+// ReduceMean/Sum/Max/Min/Prod, ArgMax, TopK (kernels/reduce.cc).
+Status AddReduceOpDefs(KernelRegistry& registry);
+Status AddReduceCpuKernels(KernelRegistry& registry);
+// LSTM, GRU (kernels/rnn.cc).
+Status AddRnnOpDefs(KernelRegistry& registry);
+Status AddRnnCpuKernels(KernelRegistry& registry);
 
 // ---------------------------------------------------------------------------
 // Shapes.

@@ -9,6 +9,13 @@
 //     internal attribute `flatten_to_2d` = 1 (the input is seen as 2-D
 //     [prod(shape[:axis]), prod(shape[axis:])], axis default 1 there).
 //   - Constant nodes become executable constants and never reach a kernel.
+//   - Every node carries the internal attribute `since_version`: the version of the
+//     op's definition in effect at the model's opset (ONNX OpSchema::since_version), for
+//     ops whose semantics changed between versions (Resize, Dropout, ...). Absent in
+//     graphs not built by the frontend: ops then assume their latest definition.
+//   - Attributes that later versions turned into inputs (Squeeze/Unsqueeze axes, Split
+//     split, ReduceSum axes, Pad pads, TopK k, ...) are accepted in either form by the
+//     shape function and the kernel.
 // Optional inputs that a node leaves empty arrive "absent" (see TensorRef).
 //
 // Thread-safety: a filled KernelRegistry is immutable and may be shared. An OpKernel

@@ -183,6 +183,10 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddNormOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTransformOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddResizeOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddReduceOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddRnnOpDefs(registry));
   return OkStatus();
 }
 
@@ -193,6 +197,10 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddNormCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTransformCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddResizeCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddReduceCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddRnnCpuKernels(registry));
   return OkStatus();
 }
 
