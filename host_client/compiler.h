@@ -1,5 +1,32 @@
-// The compiler pipeline: graph IR -> shape/type inference -> constant folding ->
-// dead-code elimination -> codegen to a VM executable.
+// The compiler pipeline: graph IR -> symbolic shape/type inference with constant
+// folding -> dead-code elimination -> placement (host or device) -> codegen to a VM
+// executable.
+//
+// Symbolic shapes. Every dynamic dimension of a graph input is a symbol: its ONNX
+// dim_param ("W"), or "<input>:<axis>" when the model gives none; inputs that share
+// a dim_param share the symbol. Symbols may have bounds (CompileOptions::bounds).
+// Inference evaluates each op's own shape function at a few assignments of the
+// symbols ("samples", chosen inside the bounds), carrying the values of small integer
+// tensors (Shape -> Gather -> Concat -> Reshape chains) along, so it reaches through
+// data-dependent shape functions without a symbolic rewrite of each op. From the
+// samples it knows per dimension whether it is static, and names dynamic ones by the
+// simplest expression that fits every sample ("W/4", "N*W", "H+1"; "?" otherwise).
+// Bounds of derived dims come from evaluating at the symbols' lower and upper bounds
+// (exact for shape functions monotone in their input dims, which all ops here are).
+// Compile-time shapes are never trusted at run time where an input dim is dynamic:
+// the VM reruns the shape function (InvokeShapeFunc), so one executable serves every
+// input shape.
+//
+// Placement. A node whose outputs are small integer tensors (at most 64 elements,
+// static shape) and which reads only constants, host values or shapes (Shape, Size)
+// runs on the host: shape arithmetic then costs no device-to-host copy. Inputs an
+// op declares ShapeDep::kData are read from host memory; a device value feeding one
+// is copied by an explicit, counted CopyToHost.
+//
+// Control flow. If and Loop regions are emitted inline in the function: branches
+// behind If/Goto, the loop body between a LoopCheck and a back-edge Goto, with
+// loop-carried values moved in parallel at the end of each iteration and scan
+// outputs gathered into tensor lists and stacked.
 #pragma once
 
 #include <map>
@@ -16,8 +43,13 @@ struct CompileOptions {
   // Overrides of graph input shapes (e.g. {"x", {1, 3, 48, 192}}); dims left dynamic
   // are computed at run time by shape functions.
   std::map<std::string, Shape> input_shapes;
+  // Bounds of input symbols by name (e.g. {"W", {32, 2048}}); checked by the VM at
+  // every call, and used for the bounds of derived dims.
+  std::map<std::string, DimBounds> bounds;
   // Evaluate nodes whose inputs are all constants at compile time.
   bool fold_constants = true;
+  // Place small integer shape computations on the host.
+  bool place_on_host = true;
   // zstd level of the executable's constant chunks.
   int zstd_level = 3;
 };
@@ -27,21 +59,26 @@ struct CompileStats {
   int nodes_folded = 0;
   int nodes_removed = 0;
   int kernels = 0;
+  int host_kernels = 0;             // kernels placed on the host
   int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time
+  int copies_to_host = 0;           // explicit CopyToHost instructions
   uint64_t constant_bytes = 0;
 };
 
-// Infers dtypes and shapes through the graph, in order, with the registry's shape
-// functions; with `fold_constants`, a node whose inputs are all constants is evaluated
-// with its CPU kernel and replaced by its results, so that shape chains
-// (Shape -> Slice -> Concat -> Reshape) fold away when the input shapes are static.
-// Shapes stay unknown (-1 / unknown rank) where they depend on dynamic dims or on
-// values only known at run time. Returns the number of nodes folded; errors name the
-// node.
-StatusOr<int> InferShapes(Graph& graph, const kernels::KernelRegistry& registry, bool fold_constants);
+// Infers dtypes and (symbolic) shapes through the graph and its regions with the
+// registry's shape functions; with `fold_constants`, a node whose inputs are all
+// constants is evaluated with its CPU kernel and replaced by its results. Dims stay
+// unknown (-1, "?") where they depend on values only known at run time. Returns the
+// number of nodes folded; errors name the node.
+StatusOr<int> InferShapes(Graph& graph, const kernels::KernelRegistry& registry, bool fold_constants,
+                          const std::map<std::string, DimBounds>& bounds = {});
 
 // Removes nodes and constants that no graph output depends on. Returns nodes removed.
 int EliminateDeadCode(Graph& graph);
+
+// Marks the nodes and values that run on the host (see the placement rule above).
+// Returns the number of host nodes.
+int PlaceOnHost(Graph& graph, const kernels::KernelRegistry& registry);
 
 // Lowers the graph to an executable with one function, "main".
 StatusOr<vm::ExecutableDef> Codegen(const Graph& graph, const kernels::KernelRegistry& registry);
@@ -55,5 +92,8 @@ StatusOr<vm::ExecutableDef> CompileOnnxFile(const std::string& path,
 StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegistry& registry,
                                          const CompileOptions& options,
                                          CompileStats* stats = nullptr);
+
+// "[N, 3, H/2, 64]" from a value's shape and symbolic dims.
+std::string SymbolicShapeString(const Value& v);
 
 }  // namespace remex::compiler

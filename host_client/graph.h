@@ -1,6 +1,11 @@
 // The compiler's graph IR: values and nodes in topological order, with ONNX op names
 // and (normalised) attributes. Built by the ONNX frontend, rewritten by the passes,
 // lowered to VM bytecode by codegen.
+//
+// Control flow: an ONNX If or Loop node holds its subgraphs as Regions (If:
+// then_branch, else_branch; Loop: body). All values of the model, those of every
+// region included, live in the one Graph::values table, so a region's nodes name
+// outer-scope values directly.
 #pragma once
 
 #include <optional>
@@ -13,14 +18,36 @@
 
 namespace remex::compiler {
 
+// Inclusive bounds of a dimension; max -1: unbounded.
+struct DimBounds {
+  int64_t min = 0;
+  int64_t max = -1;
+};
+
 struct Value {
   std::string name;
   DType dtype = DType::kUndefined;
-  // Known rank with -1 for unknown dims; meaningful only when rank_known.
+  // Known rank with -1 for dims not known at compile time; meaningful only when
+  // rank_known.
   Shape shape;
   bool rank_known = false;
   // Index into Graph::constants when the value is a compile-time constant.
   std::optional<size_t> constant;
+
+  // Symbolic view of the dims (one entry per dim when rank_known; "" for static
+  // dims): a graph input's symbol ("W"), or the expression the compiler found for a
+  // derived dim ("W/4", "N*W"), or "?" when it has no closed form.
+  std::vector<std::string> dims;
+  // Per-dim bounds when the input symbols have bounds (empty otherwise).
+  std::vector<DimBounds> bounds;
+  // Symbolic shape inference evaluates the graph at a few assignments of the input
+  // symbols ("samples"): the value's shape in each (empty: not evaluated), and the
+  // values of small integer tensors (shape computations) in each.
+  std::vector<Shape> samples;
+  std::vector<std::vector<std::byte>> sample_data;
+  // Placement: computed on the host (small integer shape arithmetic) rather than on
+  // the device.
+  bool host = false;
 
   bool static_shape() const {
     if (!rank_known) return false;
@@ -29,12 +56,25 @@ struct Value {
   }
 };
 
+struct Node;
+
+// A subgraph: its nodes, its formal inputs (Loop body: iteration number, condition,
+// loop-carried values) and its outputs (value ids, which may be outer values).
+struct Region {
+  std::vector<Node> nodes;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+};
+
 struct Node {
   std::string op;    // ONNX op_type
   std::string name;  // ONNX node name (or "<op>_<index>" when the model gives none)
   kernels::Attributes attrs;
   std::vector<int> inputs;   // value ids; -1 = absent optional input
   std::vector<int> outputs;  // value ids
+  // If: {then_branch, else_branch}; Loop: {body}; empty for other ops.
+  std::vector<Region> regions;
+  bool host = false;  // placed on the host (see Value::host)
 };
 
 struct Graph {

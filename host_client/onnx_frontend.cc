@@ -119,6 +119,7 @@ class Importer {
         return InvalidArgument("--shape names '" + name + "', which is not an input of the model");
       }
     }
+    nodes_ = &graph_.nodes;
     for (int i = 0; i < g.node_size(); ++i) {
       REMEX_RETURN_IF_ERROR(ImportNode(g.node(i), i));
     }
@@ -189,7 +190,9 @@ class Importer {
     if (tt.has_shape()) {
       v.rank_known = true;
       for (const auto& d : tt.shape().dim()) {
-        v.shape.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+        bool known = d.has_dim_value() && d.dim_value() >= 0;
+        v.shape.push_back(known ? d.dim_value() : -1);
+        v.dims.push_back(known ? "" : d.dim_param());
       }
     }
     return v;
@@ -208,6 +211,7 @@ class Importer {
       if (d < 0) return InvalidArgument("shape for input '" + v.name + "' has a negative dimension");
     }
     v.shape = shape;
+    v.dims.assign(shape.size(), "");
     v.rank_known = true;
     return OkStatus();
   }
@@ -306,7 +310,8 @@ class Importer {
       REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
       return ImportConstant(n, where);
     }
-    if (!registry_.FindOp(n.op_type())) {
+    const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
+    if (!control_flow && !registry_.FindOp(n.op_type())) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
     REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
@@ -314,6 +319,7 @@ class Importer {
     node.op = n.op_type();
     node.name = name;
     for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH && control_flow) continue;
       REMEX_ASSIGN_OR_RETURN(auto value, ConvertAttribute(a, where));
       node.attrs.Set(a.name(), std::move(value));
     }
@@ -343,14 +349,91 @@ class Importer {
       node.outputs.push_back(id);
     }
     REMEX_RETURN_IF_ERROR(Normalise(node, where));
-    graph_.nodes.push_back(std::move(node));
+    if (control_flow) {
+      // Subgraphs are read after the node's inputs (outer scope) are resolved and
+      // before its outputs become visible.
+      std::vector<std::string> names = n.op_type() == "If" ? std::vector<std::string>{"then_branch", "else_branch"}
+                                                           : std::vector<std::string>{"body"};
+      for (const auto& attr_name : names) {
+        const onnx::AttributeProto* attr = nullptr;
+        for (const auto& a : n.attribute()) if (a.name() == attr_name) attr = &a;
+        if (!attr || attr->type() != onnx::AttributeProto::GRAPH) {
+          return InvalidArgument(where + " has no graph attribute '" + attr_name + "'");
+        }
+        // The node's own outputs must not be visible inside its subgraphs.
+        std::map<std::string, int> outer = ids_;
+        for (int i = 0; i < n.output_size(); ++i) outer.erase(n.output(i));
+        std::swap(ids_, outer);
+        auto region = ImportRegion(attr->g(), where + " " + attr_name);
+        std::swap(ids_, outer);
+        if (!region.ok()) return region.status();
+        node.regions.push_back(std::move(region).value());
+      }
+      if (n.op_type() == "Loop") {
+        const Region& body = node.regions[0];
+        size_t carried = node.inputs.size() < 2 ? 0 : node.inputs.size() - 2;
+        if (node.inputs.size() < 2 || body.inputs.size() != carried + 2 || body.outputs.size() < carried + 1 ||
+            node.outputs.size() > body.outputs.size() - 1) {
+          return InvalidArgument(where + ": Loop body signature does not match the node (" +
+                                 std::to_string(body.inputs.size()) + " body inputs, " +
+                                 std::to_string(node.inputs.size()) + " node inputs)");
+        }
+      } else if (node.regions[0].outputs.size() != node.outputs.size() ||
+                 node.regions[1].outputs.size() != node.outputs.size()) {
+        return InvalidArgument(where + ": If branches must produce one value per output");
+      }
+    }
+    nodes_->push_back(std::move(node));
     return OkStatus();
+  }
+
+  // Imports a subgraph of If or Loop. Its initializers become constants, its inputs
+  // new values; names resolve innermost first, then in the enclosing scopes.
+  StatusOr<Region> ImportRegion(const onnx::GraphProto& g, const std::string& where) {
+    if (++depth_ > 16) return InvalidArgument(where + ": subgraphs nested more than 16 deep");
+    Region region;
+    for (const auto& init : g.initializer()) {
+      auto c = ConvertTensor(init);
+      if (!c.ok()) return c.status().WithContext(where + " initializer '" + init.name() + "'");
+      ids_[init.name()] = graph_.AddConstant(init.name(), std::move(c).value());
+    }
+    for (const auto& in : g.input()) {
+      Value v;
+      v.name = in.name();
+      if (in.type().has_tensor_type()) {
+        REMEX_ASSIGN_OR_RETURN(v, ValueFromInfo(in));
+      } else if (in.has_type()) {
+        return Unimplemented(where + ": input '" + in.name() + "' is not a tensor");
+      }
+      int id = graph_.AddValue(std::move(v));
+      ids_[in.name()] = id;
+      region.inputs.push_back(id);
+    }
+    std::vector<Node>* saved = nodes_;
+    nodes_ = &region.nodes;
+    for (int i = 0; i < g.node_size(); ++i) {
+      Status st = ImportNode(g.node(i), i);
+      if (!st.ok()) {
+        nodes_ = saved;
+        return st.WithContext(where);
+      }
+    }
+    nodes_ = saved;
+    for (const auto& out : g.output()) {
+      auto it = ids_.find(out.name());
+      if (it == ids_.end()) return InvalidArgument(where + ": output '" + out.name() + "' is produced by no node");
+      region.outputs.push_back(it->second);
+    }
+    --depth_;
+    return region;
   }
 
   const kernels::KernelRegistry& registry_;
   const std::map<std::string, Shape>& input_shapes_;
   Graph graph_;
   std::map<std::string, int> ids_;
+  std::vector<Node>* nodes_ = nullptr;  // where ImportNode appends
+  int depth_ = 0;
 };
 
 }  // namespace

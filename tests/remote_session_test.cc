@@ -776,7 +776,7 @@ vm::ExecutableDef TwoFunctionDef() {
   main.inputs = {{"x", DType::kFloat32, {3}}};
   main.outputs = {{"y", DType::kFloat32, {3}}};
   main.num_registers = 3;
-  main.code = {{vm::Opcode::kLoadConst, {1, 0}, {}},
+  main.code = {{vm::Opcode::kLoadConst, {1, 0, 0}, {}},
                {vm::Opcode::kAllocOutput, {2, 0, 1, -1}, {{3}}},
                {vm::Opcode::kInvokeKernel, {0}, {{0, 1}, {2}}},
                {vm::Opcode::kRet, {}, {{2}}}};

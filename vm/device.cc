@@ -21,10 +21,11 @@ uint64_t PhysicalMemoryBytes() {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() : memory_bytes_(PhysicalMemoryBytes() ? PhysicalMemoryBytes() : UINT64_MAX) {}
+  explicit CpuDevice(std::string name = "cpu")
+      : name_(std::move(name)), memory_bytes_(PhysicalMemoryBytes() ? PhysicalMemoryBytes() : UINT64_MAX) {}
 
   kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCpu; }
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return name_; }
   std::string description() const override {
     std::string model = "cpu";
     std::ifstream cpuinfo("/proc/cpuinfo");
@@ -71,6 +72,7 @@ class CpuDevice final : public Device {
   Status Synchronize() override { return OkStatus(); }
 
  private:
+  std::string name_;
   const uint64_t memory_bytes_;
 };
 
@@ -98,6 +100,11 @@ Status Device::Memset(void* dst, uint8_t value, size_t bytes) {
 }
 
 std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+Device& HostDevice() {
+  static CpuDevice* host = new CpuDevice("host");
+  return *host;
+}
 
 Buffer::~Buffer() { owner_->Release(data_, size_class_); }
 

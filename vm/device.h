@@ -47,6 +47,11 @@ class Device {
 // The host CPU as a device (kernels::DeviceKind::kCpu).
 std::unique_ptr<Device> CreateCpuDevice();
 
+// Host memory, as the VM's second memory space: a process-wide CPU device named
+// "host". Tensors the VM keeps on the host (host kernels' values, copies of kData
+// inputs) live here, distinct from any device's memory, the CPU device's included.
+Device& HostDevice();
+
 struct AllocatorStats {
   uint64_t allocated_bytes = 0;  // held by live buffers (rounded to size classes)
   uint64_t reserved_bytes = 0;   // allocated + cached for reuse

@@ -24,6 +24,7 @@ struct KernelEntry {
   numInputs @2 :UInt32;
   numOutputs @3 :UInt32;
   nodeName @4 :Text;   # the ONNX node it came from, for error messages
+  host @5 :Bool;       # runs on the host (CPU kernel, host memory), not on the device
 }
 
 struct ConstantEntry {
@@ -39,6 +40,14 @@ struct ValueDesc {
   name @0 :Text;
   dtype @1 :Int32;
   shape @2 :List(Int64);    # -1: not known before the call
+  dims @3 :List(Text);      # per dimension: "" (static), a symbol ("W") or an expression ("W/4")
+}
+
+# A symbolic input dimension (ONNX dim_param) and its bounds, inclusive.
+struct Symbol {
+  name @0 :Text;
+  min @1 :Int64;
+  max @2 :Int64;            # -1: unbounded
 }
 
 struct Function {
@@ -56,4 +65,5 @@ struct Executable {
   functions @3 :List(Function);
   kernels @4 :List(KernelEntry);
   constants @5 :List(ConstantEntry);
+  symbols @6 :List(Symbol);
 }

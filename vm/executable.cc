@@ -29,6 +29,8 @@ void WriteValues(capnp::List<format::ValueDesc>::Builder out, const std::vector<
     out[i].setDtype(static_cast<int32_t>(in[i].dtype));
     auto shape = out[i].initShape(in[i].shape.size());
     for (size_t k = 0; k < in[i].shape.size(); ++k) shape.set(k, in[i].shape[k]);
+    auto dims = out[i].initDims(in[i].dims.size());
+    for (size_t k = 0; k < in[i].dims.size(); ++k) dims.set(k, in[i].dims[k]);
   }
 }
 
@@ -45,6 +47,11 @@ StatusOr<std::vector<ValueDesc>> ReadValues(capnp::List<format::ValueDesc>::Read
       if (dim < -1) return InvalidArgument("value '" + d.name + "' has dimension " +
                                            std::to_string(dim));
       d.shape.push_back(dim);
+    }
+    for (auto name : v.getDims()) d.dims.push_back(name);
+    if (!d.dims.empty() && d.dims.size() != d.shape.size()) {
+      return InvalidArgument("value '" + d.name + "' names " + std::to_string(d.dims.size()) +
+                             " dimensions of " + std::to_string(d.shape.size()));
     }
     out.push_back(std::move(d));
   }
@@ -93,6 +100,7 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
     KernelEntry entry;
     entry.op = k.getOp();
     entry.node_name = k.getNodeName();
+    entry.host = k.getHost();
     entry.num_inputs = static_cast<int32_t>(k.getNumInputs());
     entry.num_outputs = static_cast<int32_t>(k.getNumOutputs());
     if (k.getNumInputs() > 4096 || k.getNumOutputs() > 4096) {
@@ -189,6 +197,14 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
     fn.code = std::move(decoded).value();
     def.functions.push_back(std::move(fn));
   }
+  for (auto s : exe.getSymbols()) {
+    SymbolDef sym{s.getName(), s.getMin(), s.getMax()};
+    if (sym.name.empty() || sym.min < 0 || sym.max < -1 || (sym.max >= 0 && sym.max < sym.min)) {
+      return InvalidArgument("symbol '" + sym.name + "' has invalid bounds [" + std::to_string(sym.min) +
+                             ", " + std::to_string(sym.max) + "]");
+    }
+    def.symbols.push_back(std::move(sym));
+  }
   return OkStatus();
 }
 
@@ -207,6 +223,7 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
     auto out = kernels[i];
     out.setOp(k.op);
     out.setNodeName(k.node_name);
+    out.setHost(k.host);
     out.setNumInputs(static_cast<uint32_t>(k.num_inputs));
     out.setNumOutputs(static_cast<uint32_t>(k.num_outputs));
     auto attrs = out.initAttributes(k.attrs.all().size());
@@ -268,6 +285,13 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
     for (const auto& inst : f.code) REMEX_RETURN_IF_ERROR(Encode(inst, code));
     auto list = out.initCode(code.size());
     for (size_t k = 0; k < code.size(); ++k) list.set(k, code[k]);
+  }
+
+  auto symbols = exe.initSymbols(def.symbols.size());
+  for (size_t i = 0; i < def.symbols.size(); ++i) {
+    symbols[i].setName(def.symbols[i].name);
+    symbols[i].setMin(def.symbols[i].min);
+    symbols[i].setMax(def.symbols[i].max);
   }
 
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);

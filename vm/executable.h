@@ -26,14 +26,27 @@
 
 namespace remex::vm {
 
-inline constexpr uint32_t kExecutableVersion = 1;
+inline constexpr uint32_t kExecutableVersion = 2;
 inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
 
 // Name, dtype and shape of a function input or output; -1 dims are dynamic.
+// `dims` (empty, or one entry per dimension) names each dynamic dimension: a symbol
+// of ExecutableDef::symbols ("W") or, for outputs, the expression the compiler found
+// ("W/4", "N*W"); "" for static or unnamed dimensions.
 struct ValueDesc {
   std::string name;
   DType dtype = DType::kUndefined;
   Shape shape;
+  std::vector<std::string> dims;
+};
+
+// A symbolic dimension of the function inputs (ONNX dim_param) with inclusive bounds;
+// `max` -1 is unbounded. The VM binds each symbol once per call: inputs sharing a
+// symbol must agree, and its value must lie in [min, max].
+struct SymbolDef {
+  std::string name;
+  int64_t min = 0;
+  int64_t max = -1;
 };
 
 struct FunctionDef {
@@ -50,6 +63,9 @@ struct KernelEntry {
   int32_t num_inputs = 0;
   int32_t num_outputs = 0;
   std::string node_name;
+  // Runs on the host: the CPU kernel, on host-memory tensors (small integer shape
+  // computations the compiler placed there, so they cost no device copy).
+  bool host = false;
 };
 
 // A constant tensor, host memory, row-major.
@@ -65,6 +81,7 @@ struct ExecutableDef {
   std::vector<FunctionDef> functions;
   std::vector<KernelEntry> kernels;
   std::vector<ConstantDef> constants;
+  std::vector<SymbolDef> symbols;
 };
 
 // Serializes to the .rmx format; constants are zstd-compressed at `zstd_level`.

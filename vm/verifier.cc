@@ -30,27 +30,61 @@ class FunctionVerifier {
     return CheckWrites();
   }
 
-  // What a register holds at a point of the (straight-line) code.
-  enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput };
+  // What a register holds at a point of the code.
+  enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput, kList };
 
   // Kernels write only into tensors the function allocated itself, and the function
   // returns only tensors made by AllocOutput: a hostile executable can neither
   // overwrite its constants or the caller's inputs nor return them in place of an
-  // output (which would leave a bound output buffer unwritten). Functions have no
-  // jumps yet, so one forward scan is exact; If/Goto will make this a dataflow pass.
+  // output (which would leave a bound output buffer unwritten). A forward dataflow
+  // pass over the control-flow graph (If, Goto and LoopCheck jump): where paths join,
+  // a register that holds different things on them holds "nothing" for the check.
   Status CheckWrites() const {
-    std::vector<Holds> regs(static_cast<size_t>(fn_.num_registers), Holds::kNothing);
-    for (size_t i = 0; i < fn_.inputs.size(); ++i) regs[i] = Holds::kReadOnly;
-    for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
+    const size_t n = fn_.code.size();
+    const size_t nregs = static_cast<size_t>(fn_.num_registers);
+    std::vector<std::vector<Holds>> in_state(n);
+    std::vector<bool> seen(n, false);
+    std::vector<size_t> work;
+    std::vector<Holds> entry(nregs, Holds::kNothing);
+    for (size_t i = 0; i < fn_.inputs.size(); ++i) entry[i] = Holds::kReadOnly;
+    auto flow = [&](size_t to, const std::vector<Holds>& state) {
+      if (!seen[to]) {
+        seen[to] = true;
+        in_state[to] = state;
+        work.push_back(to);
+        return;
+      }
+      bool changed = false;
+      for (size_t r = 0; r < nregs; ++r) {
+        if (in_state[to][r] != state[r] && in_state[to][r] != Holds::kNothing) {
+          in_state[to][r] = Holds::kNothing;
+          changed = true;
+        }
+      }
+      if (changed) work.push_back(to);
+    };
+    flow(0, entry);
+    while (!work.empty()) {
+      size_t pc = work.back();
+      work.pop_back();
+      std::vector<Holds> regs = in_state[pc];
       const Instruction& inst = fn_.code[pc];
       const auto& s = inst.scalars;
       switch (inst.op) {
         case Opcode::kMove: regs[s[0]] = regs[s[1]]; break;
         case Opcode::kLoadConst: regs[s[0]] = Holds::kReadOnly; break;
         case Opcode::kAllocTensor:
-        case Opcode::kAllocTensorReg: regs[s[0]] = Holds::kAllocated; break;
+        case Opcode::kAllocTensorReg:
+        case Opcode::kCopyToHost:
+        case Opcode::kCopyToDevice:
+        case Opcode::kIncrement:
+        case Opcode::kListStack: regs[s[0]] = Holds::kAllocated; break;
         case Opcode::kAllocOutput: regs[s[0]] = Holds::kOutput; break;
         case Opcode::kKillRegister: regs[s[0]] = Holds::kNothing; break;
+        case Opcode::kListNew: regs[s[0]] = Holds::kList; break;
+        case Opcode::kListAppend:
+          if (regs[s[0]] != Holds::kList) return Error(pc, "ListAppend to %" + std::to_string(s[0]) + ", which holds no list");
+          break;
         case Opcode::kInvokeShapeFunc:
           for (int64_t r : inst.lists[1]) regs[r] = Holds::kNothing;
           break;
@@ -67,9 +101,20 @@ class FunctionVerifier {
               return Error(pc, "Ret of %" + std::to_string(r) + ", which AllocOutput did not make");
             }
           }
+          continue;  // no successor
+        case Opcode::kGoto:
+          flow(static_cast<size_t>(s[0]), regs);
+          continue;
+        case Opcode::kIf:
+          flow(static_cast<size_t>(s[1]), regs);
+          break;
+        case Opcode::kLoopCheck:
+          flow(static_cast<size_t>(s[3]), regs);
           break;
         case Opcode::kCount: break;
       }
+      if (pc + 1 >= n) return Error(pc, "control falls off the end of the function");
+      flow(pc + 1, regs);
     }
     return OkStatus();
   }
@@ -111,6 +156,12 @@ class FunctionVerifier {
         break;
       case 'i':
         if (v < 0) return bad("dimension");
+        break;
+      case 'm':
+        if (v != 0 && v != 1) return bad("memory space");
+        break;
+      case 'j':
+        if (v < 0 || static_cast<size_t>(v) >= fn_.code.size()) return bad("jump target");
         break;
       default:
         return Error(pc, "unknown operand kind");

@@ -1,13 +1,17 @@
 #include "vm/vm.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <variant>
 
 namespace remex::vm {
 namespace {
 
 // What a register holds.
-using Object = std::variant<std::monostate, TensorPtr, Shape>;
+using TensorList = std::shared_ptr<std::vector<TensorPtr>>;
+using Object = std::variant<std::monostate, TensorPtr, Shape, TensorList>;
 
 bool ShapeMatches(const Shape& declared, const Shape& actual) {
   if (declared.size() != actual.size()) return false;
@@ -28,33 +32,90 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
     std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator,
     const kernels::KernelRegistry& registry) {
   std::unique_ptr<VirtualMachine> vm(new VirtualMachine(std::move(executable), std::move(allocator)));
+  vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
   const ExecutableDef& def = vm->executable_->def();
   Device& device = vm->allocator_->device();
   for (const KernelEntry& entry : def.kernels) {
     std::string where = "op '" + entry.op + "'" +
                         (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
+    Device& runs_on = entry.host ? HostDevice() : device;
     const kernels::OpDef* op = registry.FindOp(entry.op);
-    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, device.kind());
+    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, runs_on.kind());
     if (!op || !factory) {
-      return Unimplemented(where + " has no kernel for device " + device.name());
+      return Unimplemented(where + " has no kernel for " + (entry.host ? "the host" : "device " + device.name()));
     }
     auto kernel = (*factory)(entry.attrs);
     if (!kernel.ok()) return kernel.status().WithContext(where);
     vm->op_defs_.push_back(op);
     vm->kernels_.push_back(std::move(kernel).value());
   }
-  for (const ConstantDef& c : def.constants) {
-    REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(*vm->allocator_, c.dtype, c.shape));
-    REMEX_RETURN_IF_ERROR(device.CopyToDevice(t->data(), c.data.data(), c.data.size()));
-    vm->copies_.host_to_device_count++;
-    vm->copies_.host_to_device_bytes += c.data.size();
-    vm->constants_.push_back(std::move(t));
+  // Each constant goes to the memory spaces its LoadConst instructions name.
+  std::vector<bool> on_device(def.constants.size()), on_host(def.constants.size());
+  for (const FunctionDef& fn : def.functions) {
+    for (const Instruction& inst : fn.code) {
+      if (inst.op != Opcode::kLoadConst) continue;
+      (inst.scalars[2] == 1 ? on_host : on_device)[inst.scalars[1]] = true;
+    }
+  }
+  vm->constants_.resize(def.constants.size());
+  vm->host_constants_.resize(def.constants.size());
+  for (size_t i = 0; i < def.constants.size(); ++i) {
+    const ConstantDef& c = def.constants[i];
+    if (on_device[i]) {
+      REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(*vm->allocator_, c.dtype, c.shape));
+      REMEX_RETURN_IF_ERROR(device.CopyToDevice(t->data(), c.data.data(), c.data.size()));
+      vm->copies_.host_to_device_count++;
+      vm->copies_.host_to_device_bytes += c.data.size();
+      vm->constants_[i] = std::move(t);
+    }
+    if (on_host[i]) {
+      REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(*vm->host_allocator_, c.dtype, c.shape));
+      if (!c.data.empty()) std::memcpy(t->data(), c.data.data(), c.data.size());
+      vm->host_constants_[i] = std::move(t);
+    }
   }
   vm->functions_.resize(def.functions.size());
   for (size_t i = 0; i < def.functions.size(); ++i) {
     vm->functions_[i].bound_outputs.resize(def.functions[i].outputs.size());
   }
   return vm;
+}
+
+StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& t) {
+  if (OnHost(*t)) return t;
+  REMEX_ASSIGN_OR_RETURN(TensorPtr h, AllocateTensor(*host_allocator_, t->dtype, t->shape));
+  REMEX_RETURN_IF_ERROR(allocator_->device().CopyToHost(h->data(), t->data(), t->nbytes()));
+  copies_.device_to_host_count++;
+  copies_.device_to_host_bytes += t->nbytes();
+  return h;
+}
+
+StatusOr<TensorPtr> VirtualMachine::ToDevice(const TensorPtr& t) {
+  if (!OnHost(*t)) return t;
+  REMEX_ASSIGN_OR_RETURN(TensorPtr d, AllocateTensor(*allocator_, t->dtype, t->shape));
+  REMEX_RETURN_IF_ERROR(allocator_->device().CopyToDevice(d->data(), t->data(), t->nbytes()));
+  copies_.host_to_device_count++;
+  copies_.host_to_device_bytes += t->nbytes();
+  return d;
+}
+
+StatusOr<int64_t> VirtualMachine::ReadScalar(const TensorPtr& t, const char* what) {
+  auto n = NumElements(t->shape);
+  if (!n || *n != 1) {
+    return InvalidArgument(std::string(what) + " must hold one element, got shape " + ShapeToString(t->shape));
+  }
+  REMEX_ASSIGN_OR_RETURN(TensorPtr h, ToHost(t));
+  const void* p = h->data();
+  switch (h->dtype) {
+    case DType::kBool: case DType::kUint8: return *static_cast<const uint8_t*>(p);
+    case DType::kInt8: return *static_cast<const int8_t*>(p);
+    case DType::kInt32: return *static_cast<const int32_t*>(p);
+    case DType::kInt64: return *static_cast<const int64_t*>(p);
+    case DType::kUint32: return *static_cast<const uint32_t*>(p);
+    case DType::kUint64: return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
+    default: break;
+  }
+  return InvalidArgument(std::string(what) + " must be bool or an integer, got " + std::string(DTypeName(h->dtype)));
 }
 
 Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
@@ -80,6 +141,32 @@ Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
     if (!ShapeMatches(want.shape, t->shape)) {
       return InvalidArgument("input '" + want.name + "' must have shape " +
                              ShapeToString(want.shape) + ", got " + ShapeToString(t->shape));
+    }
+  }
+  // Symbolic dimensions: one value per symbol across all inputs, within its bounds.
+  const auto& symbols = executable_->def().symbols;
+  if (!symbols.empty()) {
+    std::map<std::string_view, std::pair<int64_t, std::string_view>> bound;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ValueDesc& want = def.inputs[i];
+      for (size_t d = 0; d < want.dims.size() && d < inputs[i]->shape.size(); ++d) {
+        const std::string& name = want.dims[d];
+        if (name.empty()) continue;
+        int64_t value = inputs[i]->shape[d];
+        auto it = std::find_if(symbols.begin(), symbols.end(), [&](const SymbolDef& s) { return s.name == name; });
+        if (it != symbols.end() && (value < it->min || (it->max >= 0 && value > it->max))) {
+          return InvalidArgument("input '" + want.name + "' dimension " + std::to_string(d) + " (" + name +
+                                 ") is " + std::to_string(value) + ", outside its bounds [" +
+                                 std::to_string(it->min) + ", " +
+                                 (it->max >= 0 ? std::to_string(it->max) : std::string("inf")) + "]");
+        }
+        auto [pos, inserted] = bound.try_emplace(name, value, want.name);
+        if (!inserted && pos->second.first != value) {
+          return InvalidArgument("symbol " + name + " is " + std::to_string(pos->second.first) + " in input '" +
+                                 std::string(pos->second.second) + "' but " + std::to_string(value) +
+                                 " in input '" + want.name + "'");
+        }
+      }
     }
   }
   functions_[fn].inputs = std::move(inputs);
@@ -120,16 +207,21 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profil
                               "' are not set");
   }
   std::vector<TensorPtr> outputs;
+  const CopyStats before = copies_;
   if (profiler) {
     profiler->kernels.resize(executable_->def().kernels.size());
     auto start = std::chrono::steady_clock::now();
     Status st = Run(fn, outputs, profiler);
     profiler->total_nanos += ElapsedNanos(start);
     profiler->invokes++;
+    last_copies_ = copies_ - before;
     REMEX_RETURN_IF_ERROR(st);
   } else {
-    REMEX_RETURN_IF_ERROR(Run(fn, outputs, nullptr));
+    Status st = Run(fn, outputs, nullptr);
+    last_copies_ = copies_ - before;
+    REMEX_RETURN_IF_ERROR(st);
   }
+  last_copies_ = copies_ - before;
   ++invokes_;
   return outputs;
 }
@@ -143,13 +235,15 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
 
   std::vector<kernels::TensorRef> in_refs, out_refs;
   std::vector<kernels::ShapeFnArg> args;
-  std::vector<std::vector<std::byte>> host_copies;
+  std::vector<TensorPtr> host_copies;
 
   // Profiling state, used only with a profiler.
   std::chrono::steady_clock::time_point start;
   CopyStats copies_before;
 
-  for (size_t pc = 0; pc < fn.code.size(); ++pc) {
+  size_t next = 0;
+  for (size_t pc = 0; pc < fn.code.size(); pc = next) {
+    next = pc + 1;
     const Instruction& inst = fn.code[pc];
     const auto& s = inst.scalars;
     auto fail = [&](const Status& status) {
@@ -162,11 +256,13 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
       return status.WithContext(where + ")");
     };
     auto tensor_at = [&](int64_t r) -> const TensorPtr* {
-      return std::get_if<TensorPtr>(&regs[r]);
+      const TensorPtr* t = std::get_if<TensorPtr>(&regs[r]);
+      return t && *t ? t : nullptr;
     };
     auto not_tensor = [&](int64_t r) {
       return fail(Internal("register %" + std::to_string(r) + " holds no tensor"));
     };
+    auto alloc_in = [&](int64_t space) -> Allocator& { return space == 1 ? *host_allocator_ : *allocator_; };
     if (profiler) {
       copies_before = copies_;
       start = std::chrono::steady_clock::now();
@@ -179,11 +275,14 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
       case Opcode::kKillRegister:
         regs[s[0]] = std::monostate{};
         break;
-      case Opcode::kLoadConst:
-        regs[s[0]] = constants_[s[1]];
+      case Opcode::kLoadConst: {
+        const TensorPtr& c = s[2] == 1 ? host_constants_[s[1]] : constants_[s[1]];
+        if (!c) return fail(Internal("constant " + std::to_string(s[1]) + " was not loaded"));
+        regs[s[0]] = c;
         break;
+      }
       case Opcode::kAllocTensor: {
-        auto t = AllocateTensor(*allocator_, static_cast<DType>(s[1]), inst.lists[0]);
+        auto t = AllocateTensor(alloc_in(s[2]), static_cast<DType>(s[1]), inst.lists[0]);
         if (!t.ok()) return fail(t.status());
         regs[s[0]] = std::move(t).value();
         break;
@@ -191,7 +290,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
       case Opcode::kAllocTensorReg: {
         const Shape* shape = std::get_if<Shape>(&regs[s[2]]);
         if (!shape) return fail(Internal("register %" + std::to_string(s[2]) + " holds no shape"));
-        auto t = AllocateTensor(*allocator_, static_cast<DType>(s[1]), *shape);
+        auto t = AllocateTensor(alloc_in(s[3]), static_cast<DType>(s[1]), *shape);
         if (!t.ok()) return fail(t.status());
         regs[s[0]] = std::move(t).value();
         break;
@@ -225,7 +324,6 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
         const auto& ins = inst.lists[0];
         args.assign(ins.size(), {});
         host_copies.clear();
-        host_copies.reserve(ins.size());
         for (size_t i = 0; i < ins.size(); ++i) {
           if (ins[i] < 0) continue;
           const TensorPtr* t = tensor_at(ins[i]);
@@ -234,13 +332,11 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
           args[i].dtype = (*t)->dtype;
           args[i].shape = (*t)->shape;
           if (op.DepOf(i) == kernels::ShapeDep::kData) {
-            // Only data-dependent inputs cross to the host.
-            auto& copy = host_copies.emplace_back((*t)->nbytes());
-            Status st = device.CopyToHost(copy.data(), (*t)->data(), copy.size());
-            if (!st.ok()) return fail(st);
-            copies_.device_to_host_count++;
-            copies_.device_to_host_bytes += copy.size();
-            args[i].data = copy.data();
+            // Only data-dependent inputs are read; a device-resident one is copied.
+            auto h = ToHost(*t);
+            if (!h.ok()) return fail(h.status());
+            args[i].data = (*h)->data();
+            host_copies.push_back(std::move(h).value());
           }
         }
         auto infos = kernels::InferShapes(op, entry.attrs, args);
@@ -271,6 +367,101 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
         }
         Status st = kernels_[s[0]]->Compute(in_refs, out_refs);
         if (!st.ok()) return fail(st);
+        break;
+      }
+      case Opcode::kCopyToHost:
+      case Opcode::kCopyToDevice: {
+        const TensorPtr* t = tensor_at(s[1]);
+        if (!t) return not_tensor(s[1]);
+        auto c = inst.op == Opcode::kCopyToHost ? ToHost(*t) : ToDevice(*t);
+        if (!c.ok()) return fail(c.status());
+        regs[s[0]] = std::move(c).value();
+        break;
+      }
+      case Opcode::kIf: {
+        const TensorPtr* t = tensor_at(s[0]);
+        if (!t) return not_tensor(s[0]);
+        auto v = ReadScalar(*t, "If condition");
+        if (!v.ok()) return fail(v.status());
+        if (*v == 0) next = static_cast<size_t>(s[1]);
+        break;
+      }
+      case Opcode::kGoto:
+        next = static_cast<size_t>(s[0]);
+        break;
+      case Opcode::kLoopCheck: {
+        const TensorPtr* it = tensor_at(s[0]);
+        if (!it) return not_tensor(s[0]);
+        auto i = ReadScalar(*it, "Loop iteration");
+        if (!i.ok()) return fail(i.status());
+        bool done = false;
+        if (s[1] >= 0) {
+          const TensorPtr* m = tensor_at(s[1]);
+          if (!m) return not_tensor(s[1]);
+          auto max = ReadScalar(*m, "Loop trip count M");
+          if (!max.ok()) return fail(max.status());
+          done = *i >= *max;
+        }
+        if (!done && s[2] >= 0) {
+          const TensorPtr* c = tensor_at(s[2]);
+          if (!c) return not_tensor(s[2]);
+          auto cond = ReadScalar(*c, "Loop condition");
+          if (!cond.ok()) return fail(cond.status());
+          done = *cond == 0;
+        }
+        if (done) next = static_cast<size_t>(s[3]);
+        break;
+      }
+      case Opcode::kIncrement: {
+        const TensorPtr* t = tensor_at(s[1]);
+        if (!t) return not_tensor(s[1]);
+        auto v = ReadScalar(*t, "Increment operand");
+        if (!v.ok()) return fail(v.status());
+        auto n = AllocateTensor(*host_allocator_, DType::kInt64, {});
+        if (!n.ok()) return fail(n.status());
+        *static_cast<int64_t*>((*n)->data()) = *v + 1;
+        regs[s[0]] = std::move(n).value();
+        break;
+      }
+      case Opcode::kListNew:
+        regs[s[0]] = std::make_shared<std::vector<TensorPtr>>();
+        break;
+      case Opcode::kListAppend: {
+        const TensorList* list = std::get_if<TensorList>(&regs[s[0]]);
+        if (!list || !*list) return fail(Internal("register %" + std::to_string(s[0]) + " holds no list"));
+        const TensorPtr* t = tensor_at(s[1]);
+        if (!t) return not_tensor(s[1]);
+        auto d = ToDevice(*t);
+        if (!d.ok()) return fail(d.status());
+        (*list)->push_back(std::move(d).value());
+        break;
+      }
+      case Opcode::kListStack: {
+        const TensorList* list = std::get_if<TensorList>(&regs[s[2]]);
+        if (!list || !*list) return fail(Internal("register %" + std::to_string(s[2]) + " holds no list"));
+        const auto& items = **list;
+        Shape shape = inst.lists[0];
+        DType dtype = static_cast<DType>(s[1]);
+        if (!items.empty()) {
+          shape = items[0]->shape;
+          for (const auto& t : items) {
+            if (t->shape != shape || t->dtype != dtype) {
+              return fail(InvalidArgument("Loop scan output changes from " + std::string(DTypeName(dtype)) + " " +
+                                          ShapeToString(shape) + " to " + std::string(DTypeName(t->dtype)) +
+                                          " " + ShapeToString(t->shape) + " between iterations"));
+            }
+          }
+        }
+        shape.insert(shape.begin(), static_cast<int64_t>(items.size()));
+        auto out = AllocateTensor(*allocator_, dtype, shape);
+        if (!out.ok()) return fail(out.status());
+        size_t offset = 0;
+        for (const auto& t : items) {
+          Status st = device.CopyOnDevice(static_cast<std::byte*>((*out)->data()) + offset, t->data(), t->nbytes());
+          if (!st.ok()) return fail(st);
+          offset += t->nbytes();
+        }
+        regs[s[0]] = std::move(out).value();
         break;
       }
       case Opcode::kRet: {

@@ -30,6 +30,11 @@ struct CopyStats {
   uint64_t host_to_device_bytes = 0;
   uint64_t device_to_host_count = 0;
   uint64_t device_to_host_bytes = 0;
+
+  CopyStats operator-(const CopyStats& o) const {
+    return {host_to_device_count - o.host_to_device_count, host_to_device_bytes - o.host_to_device_bytes,
+            device_to_host_count - o.device_to_host_count, device_to_host_bytes - o.device_to_host_bytes};
+  }
 };
 
 class VirtualMachine {
@@ -44,8 +49,9 @@ class VirtualMachine {
   const Executable& executable() const { return *executable_; }
 
   // Binds every input of function `fn` in signature order. INVALID_ARGUMENT naming the
-  // input for a wrong count, dtype, rank or static dimension, or a tensor on another
-  // device.
+  // input for a wrong count, dtype, rank or static dimension, a tensor on another
+  // device, a symbolic dimension outside its bounds, or inputs that give one symbol
+  // two values.
   Status SetInputs(int fn, std::vector<TensorPtr> inputs);
   // Binds output `index` of `fn` to `tensor` (nullptr unbinds). The dtype is checked
   // now, the shape at each invoke (dynamic outputs).
@@ -55,7 +61,10 @@ class VirtualMachine {
   // `profiler` (not owned; nullptr: none), every instruction run is recorded in it.
   StatusOr<std::vector<TensorPtr>> Invoke(int fn, Profiler* profiler = nullptr);
 
+  // Every transfer since Create (constants' upload included).
   const CopyStats& copy_stats() const { return copies_; }
+  // The transfers of the last Invoke alone.
+  const CopyStats& last_invoke_copies() const { return last_copies_; }
   uint64_t invoke_count() const { return invokes_; }
 
  private:
@@ -68,14 +77,24 @@ class VirtualMachine {
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
   Status Run(int fn, std::vector<TensorPtr>& outputs, Profiler* profiler);
+  bool OnHost(const Tensor& t) const { return &t.buffer->device() == &HostDevice(); }
+  // A host tensor holding `t`'s values: `t` itself when it is on the host, else a
+  // counted device-to-host copy.
+  StatusOr<TensorPtr> ToHost(const TensorPtr& t);
+  StatusOr<TensorPtr> ToDevice(const TensorPtr& t);
+  // Reads a one-element bool or integer tensor (If conditions, Loop counts).
+  StatusOr<int64_t> ReadScalar(const TensorPtr& t, const char* what);
 
   std::shared_ptr<const Executable> executable_;
   std::shared_ptr<Allocator> allocator_;
+  std::shared_ptr<Allocator> host_allocator_;  // HostDevice() memory
   std::vector<const kernels::OpDef*> op_defs_;
   std::vector<std::unique_ptr<kernels::OpKernel>> kernels_;
-  std::vector<TensorPtr> constants_;
+  std::vector<TensorPtr> constants_;       // device copies (null when only the host uses one)
+  std::vector<TensorPtr> host_constants_;  // host copies (null when only the device uses one)
   std::vector<FunctionState> functions_;
   CopyStats copies_;
+  CopyStats last_copies_;
   uint64_t invokes_ = 0;
 };
 

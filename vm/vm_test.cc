@@ -36,9 +36,9 @@ ExecutableDef AddReluDef() {
   fn.outputs = {{"y", DType::kFloat32, {-1, 3}}};
   fn.num_registers = 5;
   fn.code = {
-      {Opcode::kLoadConst, {1, 0}, {}},
+      {Opcode::kLoadConst, {1, 0, 0}, {}},
       {Opcode::kInvokeShapeFunc, {0}, {{0, 1}, {2}}},
-      {Opcode::kAllocTensorReg, {3, 1, 2}, {}},
+      {Opcode::kAllocTensorReg, {3, 1, 2, 0}, {}},
       {Opcode::kInvokeKernel, {0}, {{0, 1}, {3}}},
       {Opcode::kAllocOutput, {4, 0, 1, 2}, {{}}},
       {Opcode::kInvokeKernel, {1}, {{3}, {4}}},
