@@ -604,6 +604,11 @@ TEST(LstmTest, MatchesReference) {
   big.direction = "bidirectional";
   big.lens = {5, 2, 4};
   cases.push_back(big);
+  // More than a few batch entries: the recurrent products run on sgemm too.
+  big.batch = 10;
+  big.layout = 1;
+  big.lens = {5, 2, 4, 0, 1, 5, 5, 3, 3, 2};
+  cases.push_back(big);
   for (const RnnCase& k : cases) CheckRnn<float>(k, 1e-5);
   for (const RnnCase& k : cases) CheckRnn<double>(k, 1e-12);
   CheckRnn<Half>(cases[2], 1e-2);
@@ -641,6 +646,11 @@ TEST(GruTest, MatchesReference) {
   cases.push_back(big);
   big.lbr = true;
   big.direction = "bidirectional";
+  cases.push_back(big);
+  big.batch = 11;
+  big.lens = {};
+  cases.push_back(big);
+  big.lbr = false;
   cases.push_back(big);
   for (const RnnCase& k : cases) CheckRnn<float>(k, 1e-5);
   for (const RnnCase& k : cases) CheckRnn<double>(k, 1e-12);
