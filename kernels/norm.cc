@@ -1,4 +1,21 @@
-// BatchNormalization (inference) and Softmax.
+// BatchNormalization (inference), Softmax, InstanceNormalization and LayerNormalization.
+//
+// InstanceNormalization (opsets 6+; https://onnx.ai/onnx/operators/onnx__InstanceNormalization.html)
+//   input [N, C, D1, ...] (rank >= 3), scale [C], B [C]; float16, float32, float64.
+//   y = scale * (x - mean) / sqrt(var + epsilon) + B, mean and (biased) variance per
+//   (n, c) over the spatial dims. Attribute epsilon (default 1e-5).
+//
+// LayerNormalization (opset 17; https://onnx.ai/onnx/operators/onnx__LayerNormalization.html)
+//   X (rank >= 1), Scale, optional B; float16, float32, float64. Scale and B have X's
+//   dtype and broadcast (numpy, unidirectionally) to X's shape. Normalises over the
+//   dims [axis, rank): Y = (X - mean) * InvStdDev * Scale + B with
+//   InvStdDev = 1 / sqrt(var + epsilon). Attributes axis (default -1, in [-rank, rank)),
+//   epsilon (default 1e-5), stash_type (1 = float32, the default, or 11 = float64): the
+//   dtype of the optional outputs Mean and InvStdDev, each of shape
+//   X.shape[:axis] + [1] * (rank - axis).
+//
+// Statistics accumulate in float32 (float64 for float64 data or stash_type 11), mean
+// first, then the variance about it.
 
 #include <cmath>
 #include <string>
@@ -217,10 +234,345 @@ class SoftmaxKernel final : public ValidatedKernel {
   SoftmaxAttrs attrs_;
 };
 
+// ---------------------------------------------------------------------------
+// Shared by InstanceNormalization and LayerNormalization: mean and biased variance of
+// n values, accumulated in A over 8 lanes (vectorisable, and less rounding error than
+// one running sum).
+
+template <typename T, typename A>
+void MeanAndVariance(const T* x, int64_t n, A& mean, A& var) {
+  constexpr int kLanes = 8;
+  A lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<A>(Load(x[i + l]));
+  }
+  A sum = 0;
+  for (; i < n; ++i) sum += static_cast<A>(Load(x[i]));
+  for (int l = 0; l < kLanes; ++l) sum += lane[l];
+  mean = n > 0 ? sum / static_cast<A>(n) : A(0);
+  A sq[kLanes] = {};
+  i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const A d = static_cast<A>(Load(x[i + l])) - mean;
+      sq[l] += d * d;
+    }
+  }
+  A ss = 0;
+  for (; i < n; ++i) {
+    const A d = static_cast<A>(Load(x[i])) - mean;
+    ss += d * d;
+  }
+  for (int l = 0; l < kLanes; ++l) ss += sq[l];
+  var = n > 0 ? ss / static_cast<A>(n) : A(0);
+}
+
+StatusOr<float> ParseEpsilon(std::string_view op, const Attributes& attrs) {
+  StatusOr<float> eps = attrs.Float("epsilon", 1e-5f);
+  if (!eps.ok()) return OpError(op, eps.status().message());
+  if (!(*eps >= 0)) return OpError(op, "epsilon must be non-negative");
+  return *eps;
+}
+
+// ---------------------------------------------------------------------------
+// InstanceNormalization.
+
+constexpr std::string_view kInstanceNorm = "InstanceNormalization";
+
+StatusOr<std::vector<TensorInfo>> InferInstanceNorm(const Attributes& attrs,
+                                                    std::span<const ShapeFnArg> in) {
+  if (in.size() != 3) return OpError(kInstanceNorm, "expects 3 inputs (input, scale, B)");
+  REMEX_RETURN_IF_ERROR(ParseEpsilon(kInstanceNorm, attrs).status());
+  const ShapeFnArg& x = in[0];
+  if (!IsFloatType(x.dtype)) {
+    return OpError(kInstanceNorm, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  if (x.shape.size() < 3) {
+    return OpError(kInstanceNorm, "input must have rank >= 3, got " + ShapeToString(x.shape));
+  }
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(kInstanceNorm, x.shape).status());
+  static constexpr const char* kNames[] = {"input", "scale", "B"};
+  for (size_t i = 1; i < 3; ++i) {
+    if (in[i].dtype != x.dtype) {
+      return OpError(kInstanceNorm, std::string(kNames[i]) + " has dtype " +
+                                        std::string(DTypeName(in[i].dtype)) + ", input has " +
+                                        std::string(DTypeName(x.dtype)));
+    }
+    if (in[i].shape != Shape{x.shape[1]}) {
+      return OpError(kInstanceNorm, std::string(kNames[i]) + " must have shape [" +
+                                        std::to_string(x.shape[1]) + "], got " +
+                                        ShapeToString(in[i].shape));
+    }
+  }
+  return std::vector<TensorInfo>{{x.dtype, x.shape}};
+}
+
+OpDef InstanceNormDef() {
+  OpDef def;
+  def.name = std::string(kInstanceNorm);
+  def.min_inputs = def.max_inputs = 3;
+  def.input_deps = {ShapeDep::kShape};
+  def.infer = InferInstanceNorm;
+  return def;
+}
+
+class InstanceNormKernel final : public ValidatedKernel {
+ public:
+  InstanceNormKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), epsilon_(*ParseEpsilon(kInstanceNorm, attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& shape = in[0].shape;
+    const int64_t n = shape[0], c = shape[1];
+    int64_t inner = 1;
+    for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* x = DataAs<const T>(in[0]);
+      const T* scale = DataAs<const T>(in[1]);
+      const T* bias = DataAs<const T>(in[2]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int64_t off = (b * c + ch) * inner;
+          C mean, var;
+          MeanAndVariance<T, C>(x + off, inner, mean, var);
+          const C mul = Load(scale[ch]) / std::sqrt(var + static_cast<C>(epsilon_));
+          const C add = Load(bias[ch]) - mean * mul;
+          for (int64_t i = 0; i < inner; ++i) y[off + i] = Store<T>(Load(x[off + i]) * mul + add);
+        }
+      }
+      return OkStatus();
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+// ---------------------------------------------------------------------------
+// LayerNormalization.
+
+constexpr std::string_view kLayerNorm = "LayerNormalization";
+
+struct LayerNormAttrs {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+  DType stash = DType::kFloat32;
+};
+
+StatusOr<LayerNormAttrs> ParseLayerNormAttrs(const Attributes& attrs) {
+  LayerNormAttrs a;
+  StatusOr<int64_t> axis = attrs.Int("axis", -1);
+  if (!axis.ok()) return OpError(kLayerNorm, axis.status().message());
+  a.axis = *axis;
+  REMEX_ASSIGN_OR_RETURN(a.epsilon, ParseEpsilon(kLayerNorm, attrs));
+  StatusOr<int64_t> stash = attrs.Int("stash_type", 1);
+  if (!stash.ok()) return OpError(kLayerNorm, stash.status().message());
+  if (*stash == 1) {
+    a.stash = DType::kFloat32;
+  } else if (*stash == 11) {
+    a.stash = DType::kFloat64;
+  } else {
+    return Unimplemented("LayerNormalization: stash_type " + std::to_string(*stash) +
+                         " is not supported (1 = float32, 11 = float64)");
+  }
+  return a;
+}
+
+// X seen as [outer, inner] around the normalised dims.
+struct LayerNormView {
+  int64_t axis = 0, outer = 1, inner = 1;
+};
+
+StatusOr<LayerNormView> LayerNormViewOf(const LayerNormAttrs& a, std::span<const ShapeFnArg> in) {
+  if (in.size() < 2 || in.size() > 3) return OpError(kLayerNorm, "expects 2 or 3 inputs");
+  const ShapeFnArg& x = in[0];
+  if (!IsFloatType(x.dtype)) {
+    return OpError(kLayerNorm, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0) return OpError(kLayerNorm, "X must have rank >= 1");
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(kLayerNorm, x.shape).status());
+  LayerNormView v;
+  REMEX_ASSIGN_OR_RETURN(v.axis, NormalizeAxis(kLayerNorm, a.axis, rank));
+  for (int64_t i = 0; i < v.axis; ++i) v.outer *= x.shape[i];
+  for (int64_t i = v.axis; i < rank; ++i) v.inner *= x.shape[i];
+  static constexpr const char* kNames[] = {"X", "Scale", "B"};
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (!in[i].present) {
+      if (i == 1) return OpError(kLayerNorm, "Scale is required");
+      continue;
+    }
+    if (in[i].dtype != x.dtype) {
+      return OpError(kLayerNorm, std::string(kNames[i]) + " has dtype " +
+                                     std::string(DTypeName(in[i].dtype)) + ", X has " +
+                                     std::string(DTypeName(x.dtype)));
+    }
+    const Shape& s = in[i].shape;
+    bool ok = s.size() <= x.shape.size();
+    for (size_t d = 0; ok && d < s.size(); ++d) {
+      const int64_t xd = x.shape[x.shape.size() - s.size() + d];
+      ok = s[d] == 1 || s[d] == xd;
+    }
+    if (!ok) {
+      return OpError(kLayerNorm, std::string(kNames[i]) + " of shape " + ShapeToString(s) +
+                                     " does not broadcast to X's shape " +
+                                     ShapeToString(x.shape));
+    }
+  }
+  return v;
+}
+
+StatusOr<std::vector<TensorInfo>> InferLayerNorm(const Attributes& attrs,
+                                                 std::span<const ShapeFnArg> in) {
+  REMEX_ASSIGN_OR_RETURN(LayerNormAttrs a, ParseLayerNormAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(LayerNormView v, LayerNormViewOf(a, in));
+  Shape stats(in[0].shape.begin(), in[0].shape.begin() + v.axis);
+  stats.resize(in[0].shape.size(), 1);
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}, {a.stash, stats}, {a.stash, stats}};
+}
+
+OpDef LayerNormDef() {
+  OpDef def;
+  def.name = std::string(kLayerNorm);
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.max_outputs = 3;
+  def.input_deps = {ShapeDep::kShape};
+  def.infer = InferLayerNorm;
+  return def;
+}
+
+// Element offsets into a tensor of shape `s`, broadcast to `x` (s right-aligned), for
+// every flat index over x's dims [begin, end).
+std::vector<int64_t> BroadcastOffsets(const Shape& x, const Shape& s, size_t begin, size_t end) {
+  const size_t lead = x.size() - s.size();
+  std::vector<int64_t> stride(x.size(), 0);
+  int64_t st = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    stride[lead + d] = s[d] == 1 ? 0 : st;
+    st *= s[d];
+  }
+  int64_t count = 1;
+  for (size_t d = begin; d < end; ++d) count *= x[d];
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  std::vector<int64_t> idx(x.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    offsets[i] = off;
+    for (size_t d = end; d-- > begin;) {
+      off += stride[d];
+      if (++idx[d] < x[d]) break;
+      off -= stride[d] * x[d];
+      idx[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+class LayerNormKernel final : public ValidatedKernel {
+ public:
+  LayerNormKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), attrs_(*ParseLayerNormAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(LayerNormView v, LayerNormViewOf(attrs_, args));
+    if (v.outer == 0) return OkStatus();
+    const bool wide = in[0].dtype == DType::kFloat64 || attrs_.stash == DType::kFloat64;
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if (wide) return RunTyped<T, double>(in, out, v);
+      if constexpr (std::is_same_v<T, double>) {
+        return Internal("unreachable");
+      } else {
+        return RunTyped<T, float>(in, out, v);
+      }
+    });
+  }
+
+ private:
+  template <typename T, typename A>
+  Status RunTyped(std::span<const TensorRef> in, std::span<const TensorRef> out,
+                  const LayerNormView& v) {
+    const Shape& xs = in[0].shape;
+    const size_t rank = xs.size();
+    const size_t axis = static_cast<size_t>(v.axis);
+    const T* x = DataAs<const T>(in[0]);
+    T* y = DataAs<T>(out[0]);
+    // Scale and B per normalised row: each row's values are expanded once per
+    // distinct outer offset (once in all when they do not vary over the outer dims).
+    struct Param {
+      const T* data = nullptr;
+      std::vector<int64_t> outer_off, inner_off;
+      std::vector<A> row;
+      int64_t row_of = -1;
+    };
+    Param params[2];
+    for (size_t p = 0; p < 2; ++p) {
+      const size_t i = p + 1;
+      if (i >= in.size() || !in[i].present()) continue;
+      params[p].data = DataAs<const T>(in[i]);
+      params[p].outer_off = BroadcastOffsets(xs, in[i].shape, 0, axis);
+      params[p].inner_off = BroadcastOffsets(xs, in[i].shape, axis, rank);
+      params[p].row.resize(static_cast<size_t>(v.inner));
+    }
+    const DType stash = attrs_.stash;
+    void* mean_out = out.size() > 1 ? out[1].data : nullptr;
+    void* inv_out = out.size() > 2 ? out[2].data : nullptr;
+    auto put = [stash](void* dst, int64_t i, A value) {
+      if (stash == DType::kFloat64) {
+        static_cast<double*>(dst)[i] = static_cast<double>(value);
+      } else {
+        static_cast<float*>(dst)[i] = static_cast<float>(value);
+      }
+    };
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (Param& p : params) {
+        if (!p.data || p.outer_off[o] == p.row_of) continue;
+        p.row_of = p.outer_off[o];
+        for (int64_t i = 0; i < v.inner; ++i) {
+          p.row[i] = static_cast<A>(Load(p.data[p.row_of + p.inner_off[i]]));
+        }
+      }
+      const T* xr = x + o * v.inner;
+      T* yr = y + o * v.inner;
+      A mean, var;
+      MeanAndVariance<T, A>(xr, v.inner, mean, var);
+      const A inv = A(1) / std::sqrt(var + static_cast<A>(attrs_.epsilon));
+      if (mean_out) put(mean_out, o, mean);
+      if (inv_out) put(inv_out, o, inv);
+      const A* scale = params[0].row.data();
+      if (params[1].data) {
+        const A* bias = params[1].row.data();
+        for (int64_t i = 0; i < v.inner; ++i) {
+          yr[i] = Store<T>(static_cast<ComputeType<T>>(
+              (static_cast<A>(Load(xr[i])) - mean) * inv * scale[i] + bias[i]));
+        }
+      } else {
+        for (int64_t i = 0; i < v.inner; ++i) {
+          yr[i] = Store<T>(
+              static_cast<ComputeType<T>>((static_cast<A>(Load(xr[i])) - mean) * inv * scale[i]));
+        }
+      }
+    }
+    return OkStatus();
+  }
+
+  LayerNormAttrs attrs_;
+};
+
 }  // namespace
 
 Status AddNormOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(BatchNormDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(InstanceNormDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LayerNormDef()));
   return registry.AddOp(SoftmaxDef());
 }
 
@@ -228,6 +580,12 @@ Status AddNormCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<BatchNormKernel>(
       registry, BatchNormDef(),
       [](const Attributes& attrs) { return ParseBatchNormAttrs(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<InstanceNormKernel>(
+      registry, InstanceNormDef(),
+      [](const Attributes& attrs) { return ParseEpsilon(kInstanceNorm, attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LayerNormKernel>(
+      registry, LayerNormDef(),
+      [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); }));
   return AddValidatedKernel<SoftmaxKernel>(registry, SoftmaxDef(), [](const Attributes& attrs) {
     return ParseSoftmaxAttrs(attrs).status();
   });
