@@ -557,6 +557,12 @@ class Session final : public rpc::ConnectionHandler {
     std::chrono::nanoseconds nanos = std::chrono::steady_clock::now() - start;
     auto r = reply.initInvoke();
     r.setRunNanos(static_cast<uint64_t>(nanos.count()));
+    const vm::CopyStats& copies = obj->vm->last_invoke_copies();
+    auto c = r.initCopies();
+    c.setHostToDeviceCount(copies.host_to_device_count);
+    c.setHostToDeviceBytes(copies.host_to_device_bytes);
+    c.setDeviceToHostCount(copies.device_to_host_count);
+    c.setDeviceToHostBytes(copies.device_to_host_bytes);
     auto refs = r.initOutputs(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       uint64_t bound = obj->bound[fn][k];

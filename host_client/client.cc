@@ -87,6 +87,9 @@ StatusOr<ModuleInfo> ToModuleInfo(wire::ModuleLoadReply::Reader m) {
 StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
   InvokeResult result;
   result.run_nanos = inv.getRunNanos();
+  auto c = inv.getCopies();
+  result.copies = {c.getHostToDeviceCount(), c.getHostToDeviceBytes(), c.getDeviceToHostCount(),
+                   c.getDeviceToHostBytes()};
   for (auto o : inv.getOutputs()) {
     REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(o.getDesc()));
     result.outputs.push_back({o.getTensor(), desc.first, std::move(desc.second)});

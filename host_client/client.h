@@ -73,9 +73,18 @@ struct ModuleInfo {
   uint64_t constant_bytes = 0;
 };
 
+// Transfers one invoke made between the device's memory and host memory.
+struct DeviceCopies {
+  uint64_t host_to_device_count = 0;
+  uint64_t host_to_device_bytes = 0;
+  uint64_t device_to_host_count = 0;
+  uint64_t device_to_host_bytes = 0;
+};
+
 struct InvokeResult {
   std::vector<RemoteTensor> outputs;
   uint64_t run_nanos = 0;  // VM time measured on the server
+  DeviceCopies copies;     // device<->host transfers of this call (outputs not fetched)
 };
 
 // Time-evaluator settings, as TVM's time_evaluator (see rpc/remex.capnp Benchmark).

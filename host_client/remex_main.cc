@@ -132,13 +132,53 @@ StatusOr<std::vector<std::byte>> ReadFile(const std::string& path) {
   return bytes;
 }
 
-StatusOr<std::vector<std::byte>> CompileModel(const std::string& path, const std::map<std::string, Shape>& shapes,
-                                              remex::compiler::CompileStats* stats) {
+StatusOr<remex::vm::ExecutableDef> CompileToDef(const std::string& path, const std::map<std::string, Shape>& shapes,
+                                                const std::map<std::string, remex::compiler::DimBounds>& bounds,
+                                                remex::compiler::CompileStats* stats) {
   remex::compiler::CompileOptions options;
   options.input_shapes = shapes;
+  options.bounds = bounds;
   REMEX_ASSIGN_OR_RETURN(const remex::kernels::KernelRegistry* registry, CompilerRegistry());
-  REMEX_ASSIGN_OR_RETURN(auto def, remex::compiler::CompileOnnxFile(path, *registry, options, stats));
-  return remex::vm::SerializeExecutable(def, options.zstd_level);
+  return remex::compiler::CompileOnnxFile(path, *registry, options, stats);
+}
+
+StatusOr<std::vector<std::byte>> CompileModel(const std::string& path, const std::map<std::string, Shape>& shapes,
+                                              remex::compiler::CompileStats* stats) {
+  REMEX_ASSIGN_OR_RETURN(auto def, CompileToDef(path, shapes, {}, stats));
+  return remex::vm::SerializeExecutable(def);
+}
+
+// NAME=MIN:MAX (MAX may be empty: unbounded) for --bound.
+StatusOr<std::map<std::string, remex::compiler::DimBounds>> ParseBounds(const std::vector<std::string>& specs) {
+  std::map<std::string, remex::compiler::DimBounds> out;
+  for (const auto& spec : specs) {
+    auto eq = spec.rfind('=');
+    auto colon = spec.rfind(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq) {
+      return remex::InvalidArgument("--bound '" + spec + "' is not NAME=MIN:MAX");
+    }
+    try {
+      remex::compiler::DimBounds b;
+      b.min = std::stoll(spec.substr(eq + 1, colon - eq - 1));
+      std::string max = spec.substr(colon + 1);
+      b.max = max.empty() ? -1 : std::stoll(max);
+      out[spec.substr(0, eq)] = b;
+    } catch (const std::exception&) {
+      return remex::InvalidArgument("--bound '" + spec + "' is not NAME=MIN:MAX");
+    }
+  }
+  return out;
+}
+
+// "x: float32 [N, 3, 48, W]".
+std::string DescribeValue(const remex::vm::ValueDesc& v) {
+  std::string s = v.name + ": " + std::string(remex::DTypeName(v.dtype)) + " [";
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (d) s += ", ";
+    if (v.shape[d] >= 0) s += std::to_string(v.shape[d]);
+    else s += d < v.dims.size() && !v.dims[d].empty() ? v.dims[d] : "?";
+  }
+  return s + "]";
 }
 
 // Seeded input data: uniform in [-1, 1) for floats, [0, 10) for integers.
@@ -581,6 +621,11 @@ int Run(const RunArgs& args) {
   report["outputs"] = outputs;
   report["times_ms"] = {{"compile", p.compile_ms}, {"upload", p.upload_ms}, {"run", run_ms},
                         {"fetch", fetch_ms}, {"server_run", result->run_nanos / 1e6}};
+  const auto& copies = result->copies;
+  report["device_copies"] = {{"host_to_device", {{"count", copies.host_to_device_count},
+                                                 {"bytes", copies.host_to_device_bytes}}},
+                             {"device_to_host", {{"count", copies.device_to_host_count},
+                                                 {"bytes", copies.device_to_host_bytes}}}};
   if (args.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
@@ -588,6 +633,11 @@ int Run(const RunArgs& args) {
     std::printf("outputs\n");
     for (const auto& line : lines) std::printf("%s\n", line.c_str());
     PrintWire(session);
+    std::printf("copies  device->host %llu (%llu B), host->device %llu (%llu B) in the inference\n",
+                static_cast<unsigned long long>(copies.device_to_host_count),
+                static_cast<unsigned long long>(copies.device_to_host_bytes),
+                static_cast<unsigned long long>(copies.host_to_device_count),
+                static_cast<unsigned long long>(copies.host_to_device_bytes));
     std::printf("time    compile %.1f ms, upload %.1f ms, run %.2f ms (server %.2f ms), fetch %.2f ms\n",
                 p.compile_ms, p.upload_ms, run_ms, result->run_nanos / 1e6, fetch_ms);
   }
@@ -811,6 +861,10 @@ int Check(const CheckArgs& args) {
   report["outputs"] = outputs;
   report["times_ms"] = {{"compile", p.compile_ms}, {"upload", p.upload_ms}, {"run", run_ms},
                         {"compare", compare_ms}, {"server_run", result->run_nanos / 1e6}};
+  report["device_copies"] = {{"host_to_device", {{"count", result->copies.host_to_device_count},
+                                                 {"bytes", result->copies.host_to_device_bytes}}},
+                             {"device_to_host", {{"count", result->copies.device_to_host_count},
+                                                 {"bytes", result->copies.device_to_host_bytes}}}};
   if (args.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
@@ -823,12 +877,32 @@ int Check(const CheckArgs& args) {
   return all_match ? 0 : kExitError;
 }
 
-int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs) {
+int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs,
+            const std::vector<std::string>& bound_specs, bool print_stats) {
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Usage(shapes.status());
+  auto bounds = ParseBounds(bound_specs);
+  if (!bounds.ok()) return Usage(bounds.status());
   remex::compiler::CompileStats stats;
-  auto bytes = CompileModel(model, *shapes, &stats);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats);
+  if (!def.ok()) return Fail(def.status());
+  auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
+  const auto& fn = def->functions[0];
+  for (const auto& v : fn.inputs) std::printf("input   %s\n", DescribeValue(v).c_str());
+  for (const auto& v : fn.outputs) std::printf("output  %s\n", DescribeValue(v).c_str());
+  for (const auto& s : def->symbols) {
+    std::printf("symbol  %s in [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
+                s.max >= 0 ? std::to_string(s.max).c_str() : "inf");
+  }
+  if (print_stats) {
+    std::map<std::string, int> by_op;
+    for (const auto& k : def->kernels) by_op[k.op + (k.host ? " (host)" : "")]++;
+    std::printf("kernels by op:\n");
+    for (const auto& [op, n] : by_op) std::printf("  %-28s %d\n", op.c_str(), n);
+    std::printf("host kernels %d, shape functions at run time %d, explicit copies to host %d, bytecode %zu instructions\n",
+                stats.host_kernels, stats.runtime_shape_functions, stats.copies_to_host, fn.code.size());
+  }
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
   if (!out) return Fail(remex::DataLoss("cannot write '" + output + "'"));
@@ -859,6 +933,10 @@ int main(int argc, char** argv) {
   compile->add_option("model", model, "MODEL.onnx")->required();
   compile->add_option("-o,--output", output, "MODEL.rmx")->required();
   compile->add_option("--shape", shapes, "NAME=DIMS, e.g. x=1x3x48x192 (repeatable)");
+  std::vector<std::string> bounds;
+  bool compile_stats = false;
+  compile->add_option("--bound", bounds, "SYMBOL=MIN:MAX bounds of a symbolic input dim, e.g. W=32:2048 (repeatable)");
+  compile->add_flag("--stats", compile_stats, "print kernels by op and placement figures");
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "run a model on a device server and fetch its outputs");
@@ -912,7 +990,7 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
-  if (*compile) return Compile(model, output, shapes);
+  if (*compile) return Compile(model, output, shapes, bounds, compile_stats);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
   if (*check_cmd) return Check(check);

@@ -236,6 +236,17 @@ struct OutputRef {
 struct InvokeReply {
   outputs @0 :List(OutputRef);
   runNanos @1 :UInt64;     # VM time on the server, steady clock
+  copies @2 :DeviceCopies; # transfers this call made between device and host memory
+}
+
+# Transfers between the device's memory and host memory made by the VM in one call
+# (shape functions' data inputs, explicit copies, If/Loop conditions). Outputs left
+# on the server are not copied, so a call that needs no host values counts zero.
+struct DeviceCopies {
+  hostToDeviceCount @0 :UInt64;
+  hostToDeviceBytes @1 :UInt64;
+  deviceToHostCount @2 :UInt64;
+  deviceToHostBytes @3 :UInt64;
 }
 
 struct BenchmarkReply {
