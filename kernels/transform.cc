@@ -58,6 +58,10 @@
 #include <limits>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/internal.h"
 
 namespace remex::kernels::internal {
@@ -230,12 +234,49 @@ OpDef TransposeDef() {
   return def;
 }
 
+// One 2-D tile: dst[r * rs + c] = src[c * cs + r] for r in [r0, r1), c in [c0, c1).
+template <typename E>
+inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                          int64_t cs, int64_t rs) {
+  int64_t r = r0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(E) == 4) {
+    // 4x4 blocks in registers: four strided row loads, four contiguous stores.
+    for (; r + 4 <= r1; r += 4) {
+      int64_t c = c0;
+      for (; c + 4 <= c1; c += 4) {
+        const E* s = src + c * cs + r;
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + cs));
+        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * cs));
+        const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * cs));
+        const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ef_lo = _mm_unpacklo_epi32(e, f);
+        const __m128i ab_hi = _mm_unpackhi_epi32(a, b), ef_hi = _mm_unpackhi_epi32(e, f);
+        E* d = dst + r * rs + c;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + rs), _mm_unpackhi_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * rs), _mm_unpacklo_epi64(ab_hi, ef_hi));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * rs), _mm_unpackhi_epi64(ab_hi, ef_hi));
+      }
+      for (; c < c1; ++c) {
+        for (int64_t i = 0; i < 4; ++i) dst[(r + i) * rs + c] = src[c * cs + r + i];
+      }
+    }
+  }
+#endif
+  for (; r < r1; ++r) {
+    const E* s = src + r;
+    E* d = dst + r * rs;
+    for (int64_t c = c0; c < c1; ++c) d[c] = s[c * cs];
+  }
+}
+
 // Transposes with the input's contiguous dim at output dim j and another dim last:
 // per combination of the other dims, a 2-D transpose in square tiles so that both
 // the strided reads and the contiguous writes stay in cache.
 template <typename E>
 void TiledTranspose(const E* src, E* dst, const StridedPlan& p, size_t j, int64_t total) {
-  constexpr int64_t kTile = 64 / sizeof(E) < 8 ? 8 : 64 / sizeof(E);
+  constexpr int64_t kTile = sizeof(E) == 4 ? 32 : (64 / sizeof(E) < 8 ? 8 : 64 / sizeof(E));
   const size_t k = p.dims.size();
   std::vector<int64_t> out_stride(k);
   int64_t acc = 1;
@@ -269,11 +310,7 @@ void TiledTranspose(const E* src, E* dst, const StridedPlan& p, size_t j, int64_
       const int64_t r1 = std::min(rows, r0 + kTile);
       for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
         const int64_t c1 = std::min(cols, c0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
-          const E* s = s0 + r;
-          E* d = d0 + r * row_stride;
-          for (int64_t c = c0; c < c1; ++c) d[c] = s[c * col_stride];
-        }
+        TransposeTile(s0, d0, r0, r1, c0, c1, col_stride, row_stride);
       }
     }
     Step(outer, n_outer, idx, in_off);
