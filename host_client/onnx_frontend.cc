@@ -225,11 +225,25 @@ class Importer {
         return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
       case onnx::AttributeProto::FLOATS:
         return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+      case onnx::AttributeProto::TENSOR: {
+        // ConstantOfShape's one-element `value` travels as the ints {onnx_dtype, bits}
+        // (the element's bytes in a zeroed int64; see kernels/transform.cc).
+        if (a.name() != "value") break;
+        auto c = ConvertTensor(a.t());
+        if (!c.ok()) return c.status().WithContext("attribute 'value' of " + where);
+        if (NumElements(c->shape) != 1) {
+          return InvalidArgument("attribute 'value' of " + where + " must hold one element");
+        }
+        int64_t bits = 0;
+        std::memcpy(&bits, c->data.data(), c->data.size());
+        return kernels::AttrValue(std::vector<int64_t>{static_cast<int64_t>(c->dtype), bits});
+      }
       default:
-        return Unimplemented("attribute '" + a.name() + "' of " + where + " has a kind (" +
-                             onnx::AttributeProto::AttributeType_Name(a.type()) +
-                             ") Remex does not support");
+        break;
     }
+    return Unimplemented("attribute '" + a.name() + "' of " + where + " has a kind (" +
+                         onnx::AttributeProto::AttributeType_Name(a.type()) +
+                         ") Remex does not support");
   }
 
   Status ImportConstant(const onnx::NodeProto& n, const std::string& where) {
