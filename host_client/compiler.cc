@@ -23,12 +23,22 @@ bool IsIndexType(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
 
 // Output dtypes of a node when its shapes cannot be inferred at compile time.
 DType FallbackDType(const Graph& g, const Node& n, size_t output) {
-  if (n.op == "Shape" || n.op == "Size" || n.op == "ArgMax") return DType::kInt64;
+  if (n.op == "Shape" || n.op == "Size" || n.op == "ArgMax" || n.op == "ArgMin") return DType::kInt64;
   if ((n.op == "MaxPool" || n.op == "TopK") && output == 1) return DType::kInt64;
   if (n.op == "Equal" || n.op == "Less" || n.op == "Greater" || n.op == "Not" || n.op == "And" || n.op == "Or") {
     return DType::kBool;
   }
   if (n.op == "Dropout" && output == 1) return DType::kBool;
+  if (n.op == "ConstantOfShape") {
+    // `value` is {onnx_dtype, bits} (see kernels/transform.cc); float32 without it.
+    auto it = n.attrs.all().find("value");
+    if (it == n.attrs.all().end()) return DType::kFloat32;
+    auto* v = std::get_if<std::vector<int64_t>>(&it->second);
+    if (v && v->size() == 2 && (*v)[0] > 0 && (*v)[0] <= INT32_MAX) {
+      if (auto dtype = DTypeFromOnnx(static_cast<int32_t>((*v)[0]))) return *dtype;
+    }
+    return DType::kFloat32;
+  }
   if (n.op == "Cast") {
     auto to = n.attrs.Int("to");
     if (to.ok()) {

@@ -352,6 +352,12 @@ class Importer {
       }
       node.inputs.push_back(it->second);
     }
+    // Split without `split` divides into one equal part per output (opset 18's
+    // num_outputs), a count the shape function cannot see otherwise.
+    if (node.op == "Split" && !node.attrs.Has("split") && !node.attrs.Has("num_outputs") &&
+        (n.input_size() < 2 || n.input(1).empty())) {
+      node.attrs.Set("num_outputs", static_cast<int64_t>(n.output_size()));
+    }
     // Trailing optional outputs the model leaves unnamed are not produced.
     int num_outputs = n.output_size();
     while (num_outputs > 0 && n.output(num_outputs - 1).empty()) --num_outputs;

@@ -137,7 +137,22 @@ class ConvKernel final : public ValidatedKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {
-      return Unimplemented("Conv: empty X or W with a non-empty output");
+      // A sum over no input channels: every output is the bias (or zero).
+      const Shape& y = out[0].shape;
+      const int64_t batch = y[0], channels = y[1];
+      const int64_t spatial = *NumElements(y) / std::max<int64_t>(batch * channels, 1);
+      return DispatchFloat(op(), out[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        T* dst = DataAs<T>(out[0]);
+        const T* b = in.size() > 2 && in[2].present() ? DataAs<T>(in[2]) : nullptr;
+        for (int64_t n = 0; n < batch; ++n) {
+          for (int64_t m = 0; m < channels; ++m) {
+            T v = b ? b[m] : Store<T>(0);
+            std::fill_n(dst + (n * channels + m) * spatial, spatial, v);
+          }
+        }
+        return OkStatus();
+      });
     }
     try {
       return RunDnnl(in, out);

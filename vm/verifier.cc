@@ -184,7 +184,7 @@ class FunctionVerifier {
     if (static_cast<int>(num_inputs) < op->min_inputs ||
         (op->max_inputs >= 0 && static_cast<int>(num_inputs) > op->max_inputs) ||
         static_cast<int>(num_outputs) < op->min_outputs ||
-        static_cast<int>(num_outputs) > op->max_outputs) {
+        (op->max_outputs >= 0 && static_cast<int>(num_outputs) > op->max_outputs)) {
       return Error(pc, name + ": " + std::to_string(num_inputs) + " inputs and " +
                            std::to_string(num_outputs) + " outputs is not a valid arity");
     }
