@@ -267,6 +267,8 @@ ReducePlan MakeReducePlan(const Shape& shape, const std::vector<bool>& reduced) 
 //   Acc Init(int64_t o) const;                        the identity for output o
 //   Acc Step(Acc a, T x) const;                       one more element
 //   Acc Run(Acc a, const T* x, int64_t n) const;      n more contiguous elements
+// and optionally, for sums whose rows accumulate faster in a narrower type:
+//   using Partial; Partial PartialStep(Partial s, T x) const; with acc += partial.
 template <typename T, typename P, typename E>
 void ReduceLoop(const ReducePlan& plan, const T* x, const P& p, E&& emit) {
   using Acc = decltype(p.Init(0));
@@ -304,10 +306,26 @@ void ReduceLoop(const ReducePlan& plan, const T* x, const P& p, E&& emit) {
       for (int64_t k = 0; k < tn; ++k) acc[k] = p.Init(o0 + k);
       const T* base = x + kept.offset() + t0;
       red.Reset();
-      for (int64_t r = 0; r < plan.red_count; ++r) {
-        const T* row = base + red.offset();
-        for (int64_t k = 0; k < tn; ++k) acc[k] = p.Step(acc[k], row[k]);
-        red.Next();
+      if constexpr (requires { typename P::Partial; }) {
+        // Partial sums over up to kFlush rows in the compute type, folded into acc.
+        constexpr int64_t kFlush = 64;
+        typename P::Partial part[kTile];
+        for (int64_t r0 = 0; r0 < plan.red_count; r0 += kFlush) {
+          const int64_t rn = std::min(kFlush, plan.red_count - r0);
+          for (int64_t k = 0; k < tn; ++k) part[k] = 0;
+          for (int64_t r = 0; r < rn; ++r) {
+            const T* row = base + red.offset();
+            for (int64_t k = 0; k < tn; ++k) part[k] = p.PartialStep(part[k], row[k]);
+            red.Next();
+          }
+          for (int64_t k = 0; k < tn; ++k) acc[k] += part[k];
+        }
+      } else {
+        for (int64_t r = 0; r < plan.red_count; ++r) {
+          const T* row = base + red.offset();
+          for (int64_t k = 0; k < tn; ++k) acc[k] = p.Step(acc[k], row[k]);
+          red.Next();
+        }
       }
       for (int64_t k = 0; k < tn; ++k) emit(o0 + k, acc[k]);
     }
@@ -363,6 +381,16 @@ struct SumReducer {
     }
     if constexpr (kKind == ReduceKind::kSumSquare) return u * u;
     return u;
+  }
+
+  // Rows summed in float32 (float16, float32) before joining the float64 total.
+  using Partial = std::conditional_t<kFloat, C, uint64_t>;
+  Partial PartialStep(Partial s, T x) const {
+    if constexpr (kFloat) {
+      return s + MapFloat(Load(x));
+    } else {
+      return s + MapInt(x);
+    }
   }
 
   Acc Init(int64_t) const { return 0; }
