@@ -554,5 +554,72 @@ TEST(TopKTest, Errors) {
   EXPECT_EQ((*factory)(Attrs({{"largest", int64_t{3}}})).status().code(), kBad);
 }
 
+// ---------------------------------------------------------------------------
+// Random inputs and attributes: a shape function that accepts must be followed by a
+// kernel that succeeds; one that refuses must be matched by the kernel refusing.
+
+TEST(ReduceRobustnessTest, RandomInputsAndAttributes) {
+  OpRunner r;
+  std::mt19937 rng(99);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  constexpr DType kTypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8,
+                              DType::kUint8,   DType::kInt32,   DType::kInt64,   DType::kBool};
+  std::vector<std::string> ops(std::begin(kReduceOps), std::end(kReduceOps));
+  ops.insert(ops.end(), {"ArgMax", "ArgMin", "TopK"});
+  int ran = 0;
+  for (int iter = 0; iter < 6000; ++iter) {
+    const std::string& op = ops[iter % ops.size()];
+    const int rank = pick(5);
+    Shape shape(rank);
+    for (int64_t& d : shape) d = pick(10) == 0 ? 0 : 1 + pick(4);
+    HostTensor x = HostTensor::Zeros(kTypes[pick(std::size(kTypes))], shape);
+    for (uint8_t& b : x.bytes) b = static_cast<uint8_t>(rng());
+    if (x.dtype == DType::kBool) {
+      for (uint8_t& b : x.bytes) b &= 1;
+    }
+    auto small = [&] { return static_cast<int64_t>(pick(11)) - 5; };
+    std::vector<int64_t> list(pick(4));
+    for (int64_t& v : list) v = small();
+    Attributes attrs;
+    std::vector<HostTensor> in = {x};
+    if (op == "TopK") {
+      if (pick(3) == 0) {
+        attrs.Set("k", small());
+      } else {
+        in.push_back(HostTensor::Of<int64_t>({1}, {small()}));
+      }
+      if (pick(2)) attrs.Set("axis", small());
+      if (pick(2)) attrs.Set("largest", static_cast<int64_t>(pick(3)));
+      if (pick(2)) attrs.Set("sorted", static_cast<int64_t>(pick(2)));
+    } else if (op == "ArgMax" || op == "ArgMin") {
+      if (pick(2)) attrs.Set("axis", small());
+      if (pick(2)) attrs.Set("keepdims", static_cast<int64_t>(pick(3)));
+      if (pick(2)) attrs.Set("select_last_index", static_cast<int64_t>(pick(2)));
+    } else {
+      const int form = pick(3);
+      if (form == 1) attrs.Set("axes", list);
+      if (form == 2) in.push_back(Axes(list));
+      if (pick(2)) attrs.Set("keepdims", static_cast<int64_t>(pick(3)));
+      if (pick(4) == 0) attrs.Set("noop_with_empty_axes", static_cast<int64_t>(pick(2)));
+    }
+    auto infos = r.Infer(op, attrs, in);
+    auto kernel = (*r.registry().FindKernel(op, DeviceKind::kCpu))(attrs);
+    if (!kernel.ok()) {
+      EXPECT_FALSE(infos.ok()) << op;
+      continue;
+    }
+    if (infos.ok()) {
+      ++ran;
+      auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+      EXPECT_TRUE(out.ok()) << op << ": " << out.status().ToString();
+    } else {
+      EXPECT_EQ(infos.status().code(), StatusCode::kInvalidArgument) << infos.status().ToString();
+      std::vector<TensorInfo> fake = {{DType::kFloat32, {1}}};
+      EXPECT_FALSE(OpRunner::RunKernel(**kernel, fake, in, std::nullopt).ok()) << op;
+    }
+  }
+  EXPECT_GT(ran, 1500);
+}
+
 }  // namespace
 }  // namespace remex::kernels
