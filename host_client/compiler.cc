@@ -148,6 +148,11 @@ class ShapeInference {
         v.samples.push_back(std::move(s));
       }
       Describe(v);
+      // An input's bounds are its symbols' own, corners or not.
+      v.bounds.clear();
+      for (size_t d = 0; d < v.shape.size(); ++d) {
+        v.bounds.push_back(v.shape[d] >= 0 ? DimBounds{v.shape[d], v.shape[d]} : bounds_of_[v.dims[d]]);
+      }
     }
     return OkStatus();
   }
@@ -260,6 +265,7 @@ class ShapeInference {
       }
     }
     const kernels::KernelFactory* factory = registry_.FindKernel(node.op, kernels::DeviceKind::kCpu);
+    std::vector<std::vector<kernels::TensorInfo>> per_sample;
     if (all_static) {
       // Exact: errors are the model's.
       REMEX_ASSIGN_OR_RETURN(auto infos, Evaluate(node, *op, 0));
@@ -275,14 +281,15 @@ class ShapeInference {
         REMEX_RETURN_IF_ERROR(Fold(node, *factory));
         return true;
       }
-      return false;
-    }
-    if (!sampled || NumSamples() == 0) {
+      bool carries_samples = false;
+      for (int in : node.inputs) carries_samples = carries_samples || (in >= 0 && !g_.values[in].sample_data.empty());
+      if (!carries_samples || !data_known) return false;
+      per_sample.assign(NumSamples(), infos);
+    } else if (!sampled || NumSamples() == 0) {
       SetUnknown(node);
       return false;
     }
-    std::vector<std::vector<kernels::TensorInfo>> per_sample;
-    for (size_t k = 0; k < NumSamples(); ++k) {
+    for (size_t k = per_sample.size(); !all_static && k < NumSamples(); ++k) {
       auto infos = Evaluate(node, *op, k);
       if (!infos.ok()) {
         if (k < kSamples) {
@@ -295,7 +302,7 @@ class ShapeInference {
       per_sample.push_back(std::move(infos).value());
     }
     bool with_corners = per_sample.size() == NumSamples() && corners_;
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
+    for (size_t i = 0; i < node.outputs.size() && !all_static; ++i) {
       Value& out = g_.values[node.outputs[i]];
       const auto& first = per_sample[0][i];
       out.dtype = first.dtype;
