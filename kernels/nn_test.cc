@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernels/kernels.h"
@@ -968,6 +969,146 @@ TEST(GemmTest, ShapeErrors) {
       {HostTensor::Zeros(DType::kFloat32, {4, 3}), HostTensor::Zeros(DType::kFloat32, {5, 4})});
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ((*info)[0].shape, (Shape{3, 5}));
+}
+
+// ---------------------------------------------------------------------------
+// Random inputs and attributes: every call answers with a Status.
+
+TEST(NnRobustnessTest, RandomInputsNeverCrash) {
+  OpRunner r;
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> pick(0, 99);
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt8,
+                          DType::kInt32,   DType::kInt64,   DType::kBool};
+  auto tensor = [&](bool index_like, int rank) {
+    DType dt = dtypes[pick(rng) % std::size(dtypes)];
+    if (index_like) dt = pick(rng) < 60 ? DType::kInt64 : DType::kFloat32;
+    if (pick(rng) < 60) dt = index_like ? dt : DType::kFloat32;
+    Shape shape(rank);
+    for (int64_t& d : shape) d = pick(rng) < 5 ? 0 : 1 + pick(rng) % 5;
+    HostTensor t = HostTensor::Zeros(dt, shape);
+    for (uint8_t& b : t.bytes) b = static_cast<uint8_t>(pick(rng));
+    if (dt == DType::kBool) {
+      for (uint8_t& b : t.bytes) b &= 1;
+    }
+    if (index_like && dt == DType::kInt64) {
+      for (size_t i = 0; i < t.bytes.size() / 8; ++i) {
+        const int64_t v =
+            pick(rng) < 90 ? pick(rng) % 9 - 2 : (pick(rng) < 50 ? INT64_MAX : INT64_MIN);
+        std::memcpy(t.bytes.data() + i * 8, &v, 8);
+      }
+    }
+    if (index_like && dt == DType::kFloat32) {
+      for (size_t i = 0; i < t.bytes.size() / 4; ++i) {
+        const float v = pick(rng) < 90 ? (pick(rng) % 13 - 3) / 4.0f : std::nanf("");
+        std::memcpy(t.bytes.data() + i * 4, &v, 4);
+      }
+    }
+    return t;
+  };
+  struct OpCase {
+    const char* op;
+    std::vector<Attributes> attrs;
+  };
+  const std::vector<OpCase> ops = {
+      {"Resize",
+       {Attributes{}, Attrs({{"since_version", int64_t{10}}}),
+        Attrs({{"mode", std::string("linear")},
+               {"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}),
+        Attrs({{"mode", std::string("cubic")}, {"exclude_outside", int64_t{1}}}),
+        Attrs({{"mode", std::string("nearest")},
+               {"coordinate_transformation_mode", std::string("align_corners")},
+               {"nearest_mode", std::string("ceil")}})}},
+      {"ConvTranspose",
+       {Attributes{}, Attrs({{"group", int64_t{2}}, {"strides", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"output_shape", std::vector<int64_t>{4, 9}}}),
+        Attrs({{"auto_pad", std::string("SAME_LOWER")}, {"strides", std::vector<int64_t>{3}}}),
+        Attrs({{"pads", std::vector<int64_t>{1, 2, 2, 1}},
+               {"output_padding", std::vector<int64_t>{3, 3}}})}},
+      {"AveragePool",
+       {Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"kernel_shape", std::vector<int64_t>{3}},
+               {"ceil_mode", int64_t{1}},
+               {"count_include_pad", int64_t{1}},
+               {"pads", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"kernel_shape", std::vector<int64_t>{2, 1, 2}},
+               {"auto_pad", std::string("SAME_UPPER")}})}},
+      {"LRN", {Attrs({{"size", int64_t{3}}}), Attrs({{"size", int64_t{INT64_MAX}}})}},
+      {"Gemm",
+       {Attributes{}, Attrs({{"transA", int64_t{1}}, {"alpha", 2.0f}}),
+        Attrs({{"transB", int64_t{1}}, {"beta", 0.0f}})}},
+  };
+  for (const OpCase& c : ops) {
+    int ran = 0;
+    const OpDef* def = r.registry().FindOp(c.op);
+    ASSERT_NE(def, nullptr) << c.op;
+    const auto* factory = r.registry().FindKernel(c.op, DeviceKind::kCpu);
+    for (int iter = 0; iter < 800; ++iter) {
+      const Attributes& attrs = c.attrs[pick(rng) % c.attrs.size()];
+      const int n = def->min_inputs + pick(rng) % (def->max_inputs - def->min_inputs + 1);
+      const int rank = pick(rng) % 6;
+      std::vector<HostTensor> in;
+      for (int i = 0; i < n; ++i) {
+        const bool index_like = def->DepOf(i) == ShapeDep::kData;
+        if (i >= def->min_inputs && pick(rng) < 20) {
+          in.push_back(HostTensor::Absent());
+        } else {
+          in.push_back(
+              tensor(index_like, index_like ? 1 : (pick(rng) < 70 ? rank : pick(rng) % 6)));
+        }
+      }
+      // Mostly shapes that fit together, so that kernels run.
+      if (pick(rng) < 85 && !in.empty() && in[0].dtype != DType::kUndefined) {
+        const Shape xs = in[0].shape;
+        const int64_t xr = static_cast<int64_t>(xs.size());
+        auto floats = [&](int64_t len, float lo, float hi) {
+          std::vector<float> v(len);
+          for (float& e : v) e = lo + (hi - lo) * pick(rng) / 99.0f;
+          return HostTensor::Of<float>({len}, v);
+        };
+        const std::string op = c.op;
+        if (op == "Resize" && xr > 0) {
+          const bool v10 = attrs.Has("since_version");
+          const bool use_sizes = !v10 && pick(rng) < 50;
+          std::vector<int64_t> sz(xr);
+          for (int64_t& e : sz) e = pick(rng) % 7;
+          in = {in[0]};
+          if (!v10) in.push_back(pick(rng) < 70 ? floats(2 * xr, -0.5f, 1.5f) : EmptyFloats());
+          in.push_back(use_sizes ? EmptyFloats() : floats(xr, 0.1f, 3.0f));
+          if (use_sizes) in.push_back(Sizes(sz));
+        } else if (op == "ConvTranspose" && xr >= 3 && xr <= 5) {
+          const int64_t g = pick(rng) < 50 ? 1 : 2;
+          Shape ws = {xs[1], 1 + pick(rng) % 3};
+          for (int64_t d = 2; d < xr; ++d) ws.push_back(1 + pick(rng) % 3);
+          in[0].dtype = DType::kFloat32;
+          in[0].bytes.assign(static_cast<size_t>(*NumElements(xs)) * 4, 0);
+          in[1] = HostTensor::Of<float>(ws, RandomFloats(*NumElements(ws), 1));
+          if (in.size() > 2) in[2] = floats(ws[1] * g, -1, 1);
+        } else if (op == "Gemm") {
+          const int64_t m = pick(rng) % 4, k = pick(rng) % 4, nn = pick(rng) % 4;
+          const bool ta = attrs.Has("transA"), tb = attrs.Has("transB");
+          in[0] = HostTensor::Of<float>(ta ? Shape{k, m} : Shape{m, k}, RandomFloats(m * k, 1));
+          in[1] = HostTensor::Of<float>(tb ? Shape{nn, k} : Shape{k, nn}, RandomFloats(k * nn, 2));
+          if (in.size() > 2) {
+            const Shape cs = pick(rng) < 50 ? Shape{m, nn} : Shape{pick(rng) < 50 ? 1 : nn};
+            in[2] = HostTensor::Of<float>(cs, RandomFloats(*NumElements(cs), 3));
+          }
+        }
+      }
+      auto infos = r.Infer(c.op, attrs, in);
+      auto kernel = (*factory)(attrs);
+      if (!kernel.ok()) continue;
+      if (infos.ok()) {
+        ++ran;
+        auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+        EXPECT_TRUE(out.ok()) << c.op << ": " << out.status().ToString();
+      } else {
+        std::vector<TensorInfo> fake = {{DType::kFloat32, {1}}};
+        EXPECT_FALSE(OpRunner::RunKernel(**kernel, fake, in, std::nullopt).ok()) << c.op;
+      }
+    }
+    EXPECT_GT(ran, 10) << c.op << ": too few valid random cases";
+  }
 }
 
 }  // namespace
