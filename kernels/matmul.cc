@@ -1,7 +1,19 @@
 // MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims
 // broadcast. float32 runs on oneDNN's sgemm, other types on a plain loop.
+//
+// Gemm (https://onnx.ai/onnx/operators/onnx__Gemm.html), opsets 7, 9, 11, 13:
+//   Y = alpha * A' * B' + beta * C, A' = transA ? A^T : A ([M, K]), B' = transB ? B^T : B
+//   ([K, N]). A and B are 2-D; C (optional from opset 11; absent means 0) is
+//   unidirectionally broadcast to [M, N] (shape [], [N], [1], [M, 1], [1, N], [M, N]...).
+//   dtypes: float16, float32, float64, int32, int64, uint32, uint64, one for all inputs.
+//   float32 runs on oneDNN's sgemm; other types accumulate in float (float16), double
+//   or (integers, wrapping) uint64, then alpha and beta apply (integers: exactly when
+//   both are 1, else in double and truncated toward zero).
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
@@ -150,12 +162,226 @@ class MatMulKernel final : public ValidatedKernel {
   }
 };
 
+// ---------------------------------------------------------------------------
+// Gemm.
+
+constexpr std::string_view kGemm = "Gemm";
+
+struct GemmAttrs {
+  float alpha = 1.0f, beta = 1.0f;
+  bool trans_a = false, trans_b = false;
+};
+
+StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs) {
+  auto wrap = [](const Status& s) { return OpError(kGemm, s.message()); };
+  GemmAttrs g;
+  StatusOr<float> alpha = attrs.Float("alpha", 1.0f);
+  if (!alpha.ok()) return wrap(alpha.status());
+  StatusOr<float> beta = attrs.Float("beta", 1.0f);
+  if (!beta.ok()) return wrap(beta.status());
+  StatusOr<int64_t> ta = attrs.Int("transA", 0);
+  if (!ta.ok()) return wrap(ta.status());
+  StatusOr<int64_t> tb = attrs.Int("transB", 0);
+  if (!tb.ok()) return wrap(tb.status());
+  if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1)) {
+    return OpError(kGemm, "transA and transB must be 0 or 1");
+  }
+  g.alpha = *alpha;
+  g.beta = *beta;
+  g.trans_a = *ta == 1;
+  g.trans_b = *tb == 1;
+  return g;
+}
+
+bool GemmType(DType dt) {
+  return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||
+         dt == DType::kInt32 || dt == DType::kInt64 || dt == DType::kUint32 || dt == DType::kUint64;
+}
+
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  bool has_c = false;
+  int64_t c_rows = 1, c_cols = 1;  // C seen as [c_rows, c_cols], each 1 or M / N.
+};
+
+StatusOr<GemmShape> ComputeGemmShape(const GemmAttrs& g, std::span<const ShapeFnArg> in) {
+  const ShapeFnArg& a = in[0];
+  const ShapeFnArg& b = in[1];
+  if (!GemmType(a.dtype)) {
+    return OpError(kGemm, "unsupported dtype " + std::string(DTypeName(a.dtype)));
+  }
+  if (b.dtype != a.dtype) {
+    return OpError(kGemm, "A is " + std::string(DTypeName(a.dtype)) + ", B is " +
+                              std::string(DTypeName(b.dtype)));
+  }
+  if (a.shape.size() != 2 || b.shape.size() != 2) {
+    return OpError(kGemm, "A and B must be 2-D, got " + ShapeToString(a.shape) + " and " +
+                              ShapeToString(b.shape));
+  }
+  GemmShape s;
+  s.m = g.trans_a ? a.shape[1] : a.shape[0];
+  s.k = g.trans_a ? a.shape[0] : a.shape[1];
+  const int64_t kb = g.trans_b ? b.shape[1] : b.shape[0];
+  s.n = g.trans_b ? b.shape[0] : b.shape[1];
+  if (kb != s.k) {
+    return OpError(kGemm, "inner dims differ: A " + ShapeToString(a.shape) + " (transA " +
+                              std::to_string(g.trans_a) + "), B " + ShapeToString(b.shape) +
+                              " (transB " + std::to_string(g.trans_b) + ")");
+  }
+  if (in.size() > 2 && in[2].present) {
+    const ShapeFnArg& c = in[2];
+    if (c.dtype != a.dtype) {
+      return OpError(kGemm, "C is " + std::string(DTypeName(c.dtype)) + ", A is " +
+                                std::string(DTypeName(a.dtype)));
+    }
+    if (c.shape.size() > 2) {
+      return OpError(kGemm, "C must have rank <= 2, got " + ShapeToString(c.shape));
+    }
+    s.has_c = true;
+    if (c.shape.size() >= 1) s.c_cols = c.shape.back();
+    if (c.shape.size() == 2) s.c_rows = c.shape[0];
+    if ((s.c_rows != 1 && s.c_rows != s.m) || (s.c_cols != 1 && s.c_cols != s.n)) {
+      return OpError(kGemm, "C " + ShapeToString(c.shape) + " does not broadcast to [" +
+                                std::to_string(s.m) + ", " + std::to_string(s.n) + "]");
+    }
+  }
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(kGemm, Shape{s.m, s.n}).status());
+  return s;
+}
+
+StatusOr<std::vector<TensorInfo>> InferGemm(const Attributes& attrs,
+                                            std::span<const ShapeFnArg> in) {
+  if (in.size() < 2) return OpError(kGemm, "expects inputs A and B");
+  REMEX_ASSIGN_OR_RETURN(GemmAttrs g, ParseGemmAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(GemmShape s, ComputeGemmShape(g, in));
+  return std::vector<TensorInfo>{{in[0].dtype, Shape{s.m, s.n}}};
+}
+
+OpDef GemmDef() {
+  OpDef def;
+  def.name = std::string(kGemm);
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.infer = InferGemm;
+  return def;
+}
+
+// Gemm on a plain loop for the types sgemm does not take.
+template <typename T>
+void GemmGeneric(const GemmAttrs& g, const GemmShape& s, const T* a, const T* b, const T* c, T* y) {
+  using C = ComputeType<T>;
+  using Acc = std::conditional_t<std::is_integral_v<C>, uint64_t, C>;
+  const int64_t m = s.m, k = s.k, n = s.n;
+  // B' as [K, N] row-major: copy when transposed so the inner loop runs along rows.
+  std::vector<T> bt;
+  const T* bp = b;
+  if (g.trans_b) {
+    bt.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p) bt[p * n + j] = b[j * k + p];
+    }
+    bp = bt.data();
+  }
+  std::vector<Acc> row(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(row.begin(), row.end(), Acc(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const Acc av = static_cast<Acc>(Load(g.trans_a ? a[p * m + i] : a[i * k + p]));
+      const T* brow = bp + p * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += av * static_cast<Acc>(Load(brow[j]));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const C cv =
+          s.has_c ? Load(c[(s.c_rows == 1 ? 0 : i) * s.c_cols + (s.c_cols == 1 ? 0 : j)]) : C(0);
+      if constexpr (std::is_integral_v<C>) {
+        if (g.alpha == 1.0f && g.beta == 1.0f) {
+          y[i * n + j] = static_cast<T>(row[j] + static_cast<uint64_t>(cv));
+        } else {
+          const double v =
+              static_cast<double>(g.alpha) * static_cast<double>(static_cast<C>(row[j])) +
+              static_cast<double>(g.beta) * static_cast<double>(cv);
+          constexpr double lo = static_cast<double>(std::numeric_limits<C>::lowest());
+          constexpr double hi = static_cast<double>(std::numeric_limits<C>::max());
+          y[i * n + j] = std::isnan(v) ? T(0)
+                         : v <= lo     ? std::numeric_limits<C>::lowest()
+                         : v >= hi     ? std::numeric_limits<C>::max()
+                                       : static_cast<T>(v);
+        }
+      } else {
+        C v = static_cast<C>(g.alpha) * row[j];
+        if (s.has_c) v += static_cast<C>(g.beta) * cv;
+        y[i * n + j] = Store<T>(v);
+      }
+    }
+  }
+}
+
+class GemmKernel final : public ValidatedKernel {
+ public:
+  GemmKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), attrs_(*ParseGemmAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(GemmShape s, ComputeGemmShape(attrs_, args));
+    if (s.m == 0 || s.n == 0) return OkStatus();
+    const void* c = s.has_c ? in[2].data : nullptr;
+    if (in[0].dtype != DType::kFloat32) {
+      return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        GemmGeneric<T>(attrs_, s, DataAs<const T>(in[0]), DataAs<const T>(in[1]),
+                       static_cast<const T*>(c), DataAs<T>(out[0]));
+        return OkStatus();
+      });
+    }
+    float* y = DataAs<float>(out[0]);
+    const float* cf = static_cast<const float*>(c);
+    // Y = C broadcast (or 0), then Y = alpha * A' * B' + beta * Y.
+    for (int64_t i = 0; i < s.m; ++i) {
+      float* yr = y + i * s.n;
+      if (!s.has_c) {
+        std::fill(yr, yr + s.n, 0.0f);
+      } else {
+        const float* cr = cf + (s.c_rows == 1 ? 0 : i) * s.c_cols;
+        if (s.c_cols == 1) {
+          std::fill(yr, yr + s.n, cr[0]);
+        } else {
+          std::memcpy(yr, cr, sizeof(float) * s.n);
+        }
+      }
+    }
+    const float beta = s.has_c ? attrs_.beta : 0.0f;
+    if (s.k == 0) {
+      for (int64_t i = 0; i < s.m * s.n; ++i) y[i] *= beta;
+      return OkStatus();
+    }
+    dnnl::status st =
+        dnnl::sgemm(attrs_.trans_a ? 'T' : 'N', attrs_.trans_b ? 'T' : 'N', s.m, s.n, s.k,
+                    attrs_.alpha, DataAs<const float>(in[0]), attrs_.trans_a ? s.m : s.k,
+                    DataAs<const float>(in[1]), attrs_.trans_b ? s.k : s.n, beta, y, s.n);
+    if (st != dnnl::status::success) {
+      return Internal("Gemm: oneDNN sgemm failed with status " +
+                      std::to_string(static_cast<int>(st)));
+    }
+    return OkStatus();
+  }
+
+ private:
+  GemmAttrs attrs_;
+};
+
 }  // namespace
 
-Status AddMatMulOpDefs(KernelRegistry& registry) { return registry.AddOp(MatMulDef()); }
+Status AddMatMulOpDefs(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(registry.AddOp(MatMulDef()));
+  return registry.AddOp(GemmDef());
+}
 
 Status AddMatMulCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<MatMulKernel>(registry, MatMulDef());
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MatMulKernel>(registry, MatMulDef()));
+  return AddValidatedKernel<GemmKernel>(
+      registry, GemmDef(), [](const Attributes& attrs) { return ParseGemmAttrs(attrs).status(); });
 }
 
 }  // namespace remex::kernels::internal

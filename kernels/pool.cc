@@ -1,7 +1,24 @@
-// Pooling: MaxPool (with optional Indices) and GlobalAveragePool.
+// Pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool and LRN.
+//
+// AveragePool (https://onnx.ai/onnx/operators/onnx__AveragePool.html), opsets 7, 10, 11:
+//   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))].
+//   Attributes: kernel_shape (required), strides, pads, auto_pad (NOTSET, SAME_UPPER,
+//   SAME_LOWER, VALID), ceil_mode (opset 10+), count_include_pad (default 0: the
+//   divisor counts the window positions inside X; 1: it also counts those in the pads,
+//   not those past the end pad that ceil_mode adds). `dilations` (opset 19) is honoured
+//   when present.
+//
+// LRN (https://onnx.ai/onnx/operators/onnx__LRN.html), opsets 1 and 13:
+//   X float16/float32/float64 [N, C, ...] -> Y of the same shape,
+//   Y[n, c, ...] = X[n, c, ...] / (bias + alpha / size * sum(X[n, c', ...]^2))^beta over
+//   c' in [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] inside [0, C).
+//   Attributes: size (required, >= 1), alpha (1e-4), beta (0.75), bias (1.0).
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "kernels/internal.h"
 
@@ -10,6 +27,8 @@ namespace {
 
 constexpr std::string_view kMaxPool = "MaxPool";
 constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
+constexpr std::string_view kAveragePool = "AveragePool";
+constexpr std::string_view kLrn = "LRN";
 
 struct MaxPoolAttrs {
   WindowAttrs window;
@@ -233,10 +252,242 @@ OpDef GlobalAveragePoolDef() {
   return def;
 }
 
+// ---------------------------------------------------------------------------
+// AveragePool.
+
+struct AveragePoolAttrs {
+  WindowAttrs window;
+  bool count_include_pad = false;
+};
+
+StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs) {
+  AveragePoolAttrs p;
+  REMEX_ASSIGN_OR_RETURN(p.window, ParseWindowAttrs(kAveragePool, attrs, /*with_ceil_mode=*/true));
+  if (p.window.kernel_shape.empty()) return OpError(kAveragePool, "kernel_shape is required");
+  StatusOr<int64_t> cip = attrs.Int("count_include_pad", 0);
+  if (!cip.ok()) return OpError(kAveragePool, cip.status().message());
+  if (*cip != 0 && *cip != 1) return OpError(kAveragePool, "count_include_pad must be 0 or 1");
+  p.count_include_pad = *cip == 1;
+  return p;
+}
+
+StatusOr<WindowGeometry> AveragePoolGeometry(const AveragePoolAttrs& p, const ShapeFnArg& x) {
+  if (!IsFloatType(x.dtype)) {
+    return OpError(kAveragePool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  const size_t nsp = p.window.kernel_shape.size();
+  if (x.shape.size() != nsp + 2) {
+    return OpError(kAveragePool, "X " + ShapeToString(x.shape) + " must have rank " +
+                                     std::to_string(nsp + 2) + " for kernel_shape of " +
+                                     std::to_string(nsp) + " dims");
+  }
+  if (nsp < 1 || nsp > 3) return OpError(kAveragePool, "supports 1-D to 3-D pooling");
+  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
+  return ComputeWindowGeometry(kAveragePool, p.window, spatial, p.window.kernel_shape);
+}
+
+StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
+                                                   std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kAveragePool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs p, ParseAveragePoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(p, in[0]));
+  Shape out = {in[0].shape[0], in[0].shape[1]};
+  out.insert(out.end(), g.output.begin(), g.output.end());
+  return std::vector<TensorInfo>{{in[0].dtype, out}};
+}
+
+OpDef AveragePoolDef() {
+  OpDef def;
+  def.name = std::string(kAveragePool);
+  def.infer = InferAveragePool;
+  return def;
+}
+
+class AveragePoolKernel final : public ValidatedKernel {
+ public:
+  AveragePoolKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), attrs_(*ParseAveragePoolAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(attrs_, args[0]));
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]));
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
+    using C = ComputeType<T>;
+    const size_t nsp = g.kernel.size();
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+            d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+    for (size_t i = 0; i < nsp; ++i) {
+      const size_t j = 3 - nsp + i;
+      in[j] = x.shape[2 + i];
+      out[j] = g.output[i];
+      k[j] = g.kernel[i];
+      s[j] = g.strides[i];
+      d[j] = g.dilations[i];
+      pb[j] = g.pad_begin[i];
+      pe[j] = g.pad_end[i];
+    }
+    const int64_t planes = x.shape[0] * x.shape[1];
+    const int64_t in_plane = in[0] * in[1] * in[2];
+    const int64_t out_plane = out[0] * out[1] * out[2];
+    // Per dim and output index: the in-bounds input positions of the window, and how
+    // many window positions the divisor counts.
+    std::vector<int64_t> taps[3], tap_begin[3], counted[3];
+    for (int j = 0; j < 3; ++j) {
+      for (int64_t o = 0; o < out[j]; ++o) {
+        tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
+        int64_t padded = 0;
+        for (int64_t kk = 0; kk < k[j]; ++kk) {
+          const int64_t i = o * s[j] - pb[j] + kk * d[j];
+          if (i >= 0 && i < in[j]) taps[j].push_back(i);
+          if (i >= -pb[j] && i < in[j] + pe[j]) ++padded;
+        }
+        counted[j].push_back(attrs_.count_include_pad
+                                 ? padded
+                                 : static_cast<int64_t>(taps[j].size()) - tap_begin[j].back());
+      }
+      tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
+    }
+    const T* xp = DataAs<const T>(x);
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* xplane = xp + p * in_plane;
+      T* yplane = y + p * out_plane;
+      int64_t o = 0;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          const int64_t count01 = counted[0][o0] * counted[1][o1];
+          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+            C sum = 0;
+            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
+                const T* row = xplane + (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
+                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  sum += Load(row[taps[2][t2]]);
+                }
+              }
+            }
+            const int64_t count = count01 * counted[2][o2];
+            yplane[o] = Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN()
+                                            : sum / static_cast<C>(count));
+          }
+        }
+      }
+    }
+  }
+
+  AveragePoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+// LRN.
+
+struct LrnAttrs {
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+  int64_t size = 1;
+};
+
+StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
+  auto wrap = [](const Status& s) { return OpError(kLrn, s.message()); };
+  LrnAttrs l;
+  StatusOr<int64_t> size = attrs.Int("size");
+  if (!size.ok()) return wrap(size.status());
+  if (*size < 1) return OpError(kLrn, "size must be positive");
+  l.size = *size;
+  for (auto [name, dest, def] : {std::tuple<const char*, float*, float>{"alpha", &l.alpha, 1e-4f},
+                                 {"beta", &l.beta, 0.75f},
+                                 {"bias", &l.bias, 1.0f}}) {
+    StatusOr<float> v = attrs.Float(name, def);
+    if (!v.ok()) return wrap(v.status());
+    *dest = *v;
+  }
+  return l;
+}
+
+StatusOr<std::vector<TensorInfo>> InferLrn(const Attributes& attrs,
+                                           std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kLrn, "expects 1 input");
+  REMEX_RETURN_IF_ERROR(ParseLrnAttrs(attrs).status());
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(kLrn, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  }
+  if (in[0].shape.size() < 2) {
+    return OpError(kLrn, "X must have rank >= 2 ([N, C, ...]), got " + ShapeToString(in[0].shape));
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
+}
+
+OpDef LrnDef() {
+  OpDef def;
+  def.name = std::string(kLrn);
+  def.infer = InferLrn;
+  return def;
+}
+
+class LrnKernel final : public ValidatedKernel {
+ public:
+  LrnKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), attrs_(*ParseLrnAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& shape = in[0].shape;
+    const int64_t n = shape[0], c = shape[1];
+    int64_t inner = 1;
+    for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+    const int64_t lo = (attrs_.size - 1) / 2;
+    const int64_t hi = attrs_.size - 1 - lo;  // ceil((size - 1) / 2).
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      const C alpha_over_size = static_cast<C>(attrs_.alpha) / static_cast<C>(attrs_.size);
+      const C bias = attrs_.bias, beta = attrs_.beta;
+      std::vector<C> sq(static_cast<size_t>(inner));
+      for (int64_t b = 0; b < n; ++b) {
+        const T* xb = x + b * c * inner;
+        T* yb = y + b * c * inner;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          std::fill(sq.begin(), sq.end(), C(0));
+          const int64_t first = std::max<int64_t>(0, ch - lo);
+          const int64_t last = std::min<int64_t>(c - 1, ch + hi);
+          for (int64_t cc = first; cc <= last; ++cc) {
+            const T* row = xb + cc * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              const C v = Load(row[i]);
+              sq[i] += v * v;
+            }
+          }
+          const T* xr = xb + ch * inner;
+          T* yr = yb + ch * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            yr[i] = Store<T>(Load(xr[i]) / std::pow(bias + alpha_over_size * sq[i], beta));
+          }
+        }
+      }
+      return OkStatus();
+    });
+  }
+
+ private:
+  LrnAttrs attrs_;
+};
+
 }  // namespace
 
 Status AddPoolOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(MaxPoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(AveragePoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LrnDef()));
   return registry.AddOp(GlobalAveragePoolDef());
 }
 
@@ -244,6 +495,11 @@ Status AddPoolCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<MaxPoolKernel>(
       registry, MaxPoolDef(),
       [](const Attributes& attrs) { return ParseMaxPoolAttrs(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<AveragePoolKernel>(
+      registry, AveragePoolDef(),
+      [](const Attributes& attrs) { return ParseAveragePoolAttrs(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LrnKernel>(
+      registry, LrnDef(), [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); }));
   return AddValidatedKernel<GlobalAveragePoolKernel>(registry, GlobalAveragePoolDef());
 }
 

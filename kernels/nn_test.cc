@@ -1,0 +1,1115 @@
+// Resize, ConvTranspose, AveragePool, LRN and Gemm: hand-checked cases, naive reference
+// loops, shape function errors and data-dependence declarations.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/kernels.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> Iota(size_t n, float start = 1) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                const std::string& what = "") {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+  }
+}
+
+void ExpectErrorMentions(const Status& s, std::string_view op) {
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(op), std::string::npos) << s.message();
+}
+
+// ---------------------------------------------------------------------------
+// Resize.
+
+HostTensor Scales(std::vector<float> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return HostTensor::Of<float>({n}, v);
+}
+HostTensor Sizes(std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return HostTensor::Of<int64_t>({n}, v);
+}
+HostTensor EmptyFloats() { return HostTensor::Of<float>({0}, {}); }
+
+TEST(ResizeTest, DeclaresRoiScalesSizesAsData) {
+  OpRunner r;
+  const OpDef* def = r.registry().FindOp("Resize");
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->DepOf(0), ShapeDep::kShape);
+  EXPECT_EQ(def->DepOf(1), ShapeDep::kData);
+  EXPECT_EQ(def->DepOf(2), ShapeDep::kData);
+  EXPECT_EQ(def->DepOf(3), ShapeDep::kData);
+  EXPECT_NE(r.registry().FindKernel("Resize", DeviceKind::kCpu), nullptr);
+}
+
+// PP-OCR's neck: Resize-11 nearest, asymmetric, floor, scale 2 on H and W.
+template <typename T>
+void CheckNearestDouble(OpRunner& r) {
+  const Shape xs = {2, 3, 5, 7};
+  const int64_t n = *NumElements(xs);
+  std::vector<T> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(i % 100);
+  const Attributes a = Attrs({{"since_version", int64_t{11}},
+                              {"mode", std::string("nearest")},
+                              {"coordinate_transformation_mode", std::string("asymmetric")},
+                              {"nearest_mode", std::string("floor")}});
+  auto out = r.Run("Resize", a, {HostTensor::Of<T>(xs, x), EmptyFloats(), Scales({1, 1, 2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ((*out)[0].shape, (Shape{2, 3, 10, 14}));
+  std::vector<T> got = (*out)[0].template Values<T>();
+  for (int64_t p = 0; p < 6; ++p)
+    for (int64_t h = 0; h < 10; ++h)
+      for (int64_t w = 0; w < 14; ++w)
+        ASSERT_EQ(got[(p * 10 + h) * 14 + w], x[(p * 5 + h / 2) * 7 + w / 2]) << p << h << w;
+}
+
+TEST(ResizeTest, NearestDoubleFastPath) {
+  OpRunner r;
+  CheckNearestDouble<float>(r);
+  CheckNearestDouble<int8_t>(r);
+  CheckNearestDouble<int64_t>(r);
+  CheckNearestDouble<uint16_t>(r);
+}
+
+TEST(ResizeTest, NearestBoolAndHalf) {
+  OpRunner r;
+  const Attributes a = Attrs({{"mode", std::string("nearest")}});
+  HostTensor b = HostTensor::Zeros(DType::kBool, {1, 2});
+  b.bytes = {1, 0};
+  auto out = r.Run("Resize", a, {b, HostTensor::Absent(), HostTensor::Absent(), Sizes({1, 4})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // half_pixel, round_prefer_floor: x = (o + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25.
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 1, 0, 0}));
+  out = r.Run("Resize", a,
+              {HostTensor::Of<Half>({2}, {FloatToHalf(1.5f), FloatToHalf(-2.f)}),
+               HostTensor::Absent(), Scales({2})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<Half> h = (*out)[0].Values<Half>();
+  ASSERT_EQ(h.size(), 4u);
+  EXPECT_EQ(HalfToFloat(h[1]), 1.5f);
+  EXPECT_EQ(HalfToFloat(h[2]), -2.f);
+}
+
+TEST(ResizeTest, NearestModes) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Of<float>({4}, {1, 2, 3, 4});
+  // asymmetric: x = o / 2 = 0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5.
+  struct Case {
+    const char* mode;
+    std::vector<float> want;
+  } cases[] = {
+      {"round_prefer_floor", {1, 1, 2, 2, 3, 3, 4, 4}},
+      {"round_prefer_ceil", {1, 2, 2, 3, 3, 4, 4, 4}},
+      {"floor", {1, 1, 2, 2, 3, 3, 4, 4}},
+      {"ceil", {1, 2, 2, 3, 3, 4, 4, 4}},
+  };
+  for (const Case& c : cases) {
+    const Attributes a = Attrs({{"coordinate_transformation_mode", std::string("asymmetric")},
+                                {"nearest_mode", std::string(c.mode)}});
+    auto out = r.Run("Resize", a, {x, HostTensor::Absent(), HostTensor::Absent(), Sizes({8})});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ((*out)[0].Values<float>(), c.want) << c.mode;
+  }
+  // ONNX's resize_downsample_scales_nearest: half_pixel, round_prefer_floor.
+  auto out = r.Run(
+      "Resize", {},
+      {HostTensor::Of<float>({1, 1, 2, 4}, Iota(8)), EmptyFloats(), Scales({1, 1, 0.6f, 0.6f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 1, 1, 2}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 3}));
+}
+
+TEST(ResizeTest, Resize10UsesAsymmetricFloorUpCeilDown) {
+  OpRunner r;
+  const Attributes a = Attrs({{"since_version", int64_t{10}}});
+  const HostTensor x = HostTensor::Of<float>({1, 1, 1, 4}, {1, 2, 3, 4});
+  // Up by 1.5: x = 0, 0.667, 1.333, 2, 2.667, 3.333 -> floor.
+  auto out = r.Run("Resize", a, {x, Scales({1, 1, 1, 1.5f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 1, 2, 3, 3, 4}));
+  // Down by 0.75: x = 0, 1.333, 2.667 -> ceil.
+  out = r.Run("Resize", a, {x, Scales({1, 1, 1, 0.75f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 3, 4}));
+  // Linear, asymmetric: x = o / 2.
+  const Attributes lin = Attrs({{"since_version", int64_t{10}}, {"mode", std::string("linear")}});
+  out = r.Run("Resize", lin, {x, Scales({1, 1, 1, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 1.5, 2, 2.5, 3, 3.5, 4, 4}));
+  // Resize-10 has two inputs and no cubic.
+  EXPECT_FALSE(r.Infer("Resize", a, {x, EmptyFloats(), Scales({1, 1, 1, 2})}).ok());
+  ExpectErrorMentions(
+      r.Infer("Resize", Attrs({{"since_version", int64_t{10}}, {"mode", std::string("cubic")}}),
+              {x, Scales({1, 1, 1, 2})})
+          .status(),
+      "Resize");
+}
+
+TEST(ResizeTest, LinearHandChecked) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto out = r.Run("Resize", Attrs({{"mode", std::string("linear")}}),
+                   {x, EmptyFloats(), Scales({1, 1, 2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear((*out)[0].Values<float>(),
+             {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4},
+             1e-6f, "half_pixel");
+  out = r.Run("Resize",
+              Attrs({{"mode", std::string("linear")},
+                     {"coordinate_transformation_mode", std::string("align_corners")}}),
+              {x, EmptyFloats(), Scales({1, 1, 2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const float t = 1.f / 3, u = 2.f / 3;
+  ExpectNear(
+      (*out)[0].Values<float>(),
+      {1, 1 + t, 1 + u, 2, 1 + 2 * t, 2, 2 + t, 2 + u, 2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4},
+      1e-5f, "align_corners");
+  // Integer results round to nearest: 127.5 -> 128 (ties to even).
+  out = r.Run("Resize",
+              Attrs({{"mode", std::string("linear")},
+                     {"coordinate_transformation_mode", std::string("align_corners")}}),
+              {HostTensor::Of<uint8_t>({2}, {0, 255}), HostTensor::Absent(), HostTensor::Absent(),
+               Sizes({3})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{0, 128, 255}));
+}
+
+// Direct (non-separable) N-D linear interpolation with half_pixel coordinates.
+std::vector<double> NaiveLinear(const Shape& in, const Shape& out, const std::vector<double>& x) {
+  const size_t rank = in.size();
+  std::vector<double> y(*NumElements(out));
+  std::vector<int64_t> o(rank, 0);
+  for (size_t e = 0; e < y.size(); ++e) {
+    // Per axis the two taps and weights.
+    std::vector<int64_t> i0(rank), i1(rank);
+    std::vector<double> w1(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      const double scale = static_cast<double>(out[d]) / in[d];
+      double c = (o[d] + 0.5) / scale - 0.5;
+      c = std::min(std::max(c, 0.0), static_cast<double>(in[d] - 1));
+      i0[d] = static_cast<int64_t>(std::floor(c));
+      i1[d] = std::min(i0[d] + 1, in[d] - 1);
+      w1[d] = c - i0[d];
+    }
+    double sum = 0;
+    for (uint32_t mask = 0; mask < (1u << rank); ++mask) {
+      double w = 1;
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        const bool hi = (mask >> d) & 1;
+        w *= hi ? w1[d] : 1 - w1[d];
+        off = off * in[d] + (hi ? i1[d] : i0[d]);
+      }
+      sum += w * x[off];
+    }
+    y[e] = sum;
+    for (size_t d = rank; d-- > 0;) {
+      if (++o[d] < out[d]) break;
+      o[d] = 0;
+    }
+  }
+  return y;
+}
+
+TEST(ResizeTest, LinearMatchesDirectInterpolation) {
+  OpRunner r;
+  struct Case {
+    Shape in, out;
+  } cases[] = {
+      {{1, 2, 5, 7}, {1, 2, 9, 4}},
+      {{2, 1, 3, 4, 5}, {2, 1, 7, 2, 11}},  // Trilinear.
+      {{3, 6}, {5, 6}},                     // Only the outer axis.
+      {{2, 3, 4}, {4, 5, 4}},               // Batch axis scaled too.
+  };
+  for (const Case& c : cases) {
+    const std::vector<float> xf = RandomFloats(*NumElements(c.in), 7);
+    std::vector<double> xd(xf.begin(), xf.end());
+    const std::vector<double> want = NaiveLinear(c.in, c.out, xd);
+    const Attributes a = Attrs({{"mode", std::string("linear")}});
+    auto out = r.Run("Resize", a,
+                     {HostTensor::Of<float>(c.in, xf), HostTensor::Absent(), HostTensor::Absent(),
+                      Sizes(c.out)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ((*out)[0].shape, c.out);
+    std::vector<float> got = (*out)[0].Values<float>();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << i;
+    out = r.Run("Resize", a,
+                {HostTensor::Of<double>(c.in, xd), HostTensor::Absent(), HostTensor::Absent(),
+                 Sizes(c.out)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<double> gotd = (*out)[0].Values<double>();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(gotd[i], want[i], 1e-12) << i;
+    std::vector<Half> xh(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i) xh[i] = FloatToHalf(xf[i]);
+    out = r.Run(
+        "Resize", a,
+        {HostTensor::Of<Half>(c.in, xh), HostTensor::Absent(), HostTensor::Absent(), Sizes(c.out)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<Half> goth = (*out)[0].Values<Half>();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(HalfToFloat(goth[i]), want[i], 3e-3) << i;
+  }
+}
+
+// Direct 2-D bicubic over the last two axes of [P, H, W] with half_pixel coordinates.
+std::vector<float> NaiveCubic(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const std::vector<float>& x, double a, bool exclude) {
+  auto kernel = [a](double t) {
+    t = std::fabs(t);
+    if (t <= 1) return ((a + 2) * t - (a + 3)) * t * t + 1;
+    if (t < 2) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
+    return 0.0;
+  };
+  auto taps = [&](int64_t o, int64_t in, int64_t out, int64_t idx[4], double wt[4]) {
+    const double c = (o + 0.5) * in / out - 0.5;
+    const int64_t f = static_cast<int64_t>(std::floor(c));
+    double sum = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = f - 1 + j;
+      wt[j] = kernel(c - i);
+      if (exclude && (i < 0 || i >= in)) wt[j] = 0;
+      sum += wt[j];
+      idx[j] = std::min(std::max<int64_t>(i, 0), in - 1);
+    }
+    if (exclude)
+      for (int j = 0; j < 4; ++j) wt[j] /= sum;
+  };
+  std::vector<float> y(planes * oh * ow);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t hi[4], wi[4];
+        double hw[4], ww[4];
+        taps(i, h, oh, hi, hw);
+        taps(j, w, ow, wi, ww);
+        double s = 0;
+        for (int u = 0; u < 4; ++u)
+          for (int v = 0; v < 4; ++v) s += hw[u] * ww[v] * x[(p * h + hi[u]) * w + wi[v]];
+        y[(p * oh + i) * ow + j] = static_cast<float>(s);
+      }
+  return y;
+}
+
+TEST(ResizeTest, CubicMatchesDirectInterpolation) {
+  OpRunner r;
+  for (bool exclude : {false, true}) {
+    for (auto [oh, ow] : {std::pair<int64_t, int64_t>{13, 5}, {3, 17}}) {
+      const std::vector<float> x = RandomFloats(2 * 6 * 8, 3);
+      const double a = exclude ? -0.5 : -0.75;
+      const std::vector<float> want = NaiveCubic(2, 6, 8, oh, ow, x, a, exclude);
+      Attributes attrs =
+          Attrs({{"mode", std::string("cubic")}, {"exclude_outside", int64_t{exclude ? 1 : 0}}});
+      if (exclude) attrs.Set("cubic_coeff_a", -0.5f);
+      auto out = r.Run("Resize", attrs,
+                       {HostTensor::Of<float>({1, 2, 6, 8}, x), EmptyFloats(), EmptyFloats(),
+                        Sizes({1, 2, oh, ow})});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectNear((*out)[0].Values<float>(), want, 1e-5f, exclude ? "exclude" : "include");
+    }
+  }
+}
+
+TEST(ResizeTest, TfCropAndResizeExtrapolates) {
+  OpRunner r;
+  // H: x = 1.2, 2.4, 3.6 (outside); W: x = 1.8, 3.45 (outside), 5.1 (outside).
+  const Attributes a = Attrs({{"mode", std::string("linear")},
+                              {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                              {"extrapolation_value", 10.0f}});
+  auto out = r.Run("Resize", a,
+                   {HostTensor::Of<float>({1, 1, 4, 4}, Iota(16)),
+                    HostTensor::Of<float>({8}, {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f}), EmptyFloats(),
+                    Sizes({1, 1, 3, 3})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear((*out)[0].Values<float>(), {7.6f, 10, 10, 12.4f, 10, 10, 10, 10, 10}, 1e-4f);
+  // Nearest: rows 1.2 -> 1, 2.4 -> 2; cols 1.8 -> 2.
+  Attributes n = a;
+  n.Set("mode", std::string("nearest"));
+  out = r.Run("Resize", n,
+              {HostTensor::Of<float>({1, 1, 4, 4}, Iota(16)),
+               HostTensor::Of<float>({8}, {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f}), EmptyFloats(),
+               Sizes({1, 1, 3, 3})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{7, 10, 10, 11, 10, 10, 10, 10, 10}));
+  // roi is required and must have 2 * rank values.
+  ExpectErrorMentions(r.Infer("Resize", a,
+                              {HostTensor::Zeros(DType::kFloat32, {1, 1, 4, 4}), EmptyFloats(),
+                               EmptyFloats(), Sizes({1, 1, 3, 3})})
+                          .status(),
+                      "roi");
+  ExpectErrorMentions(
+      r.Infer("Resize", a,
+              {HostTensor::Zeros(DType::kFloat32, {1, 1, 4, 4}), HostTensor::Of<float>({2}, {0, 1}),
+               EmptyFloats(), Sizes({1, 1, 3, 3})})
+          .status(),
+      "roi");
+}
+
+TEST(ResizeTest, ShapeErrors) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Zeros(DType::kFloat32, {1, 1, 4, 4});
+  auto err = [&](Attributes a, std::vector<HostTensor> in) {
+    in.insert(in.begin(), x);
+    return r.Infer("Resize", a, in).status();
+  };
+  ExpectErrorMentions(err({}, {EmptyFloats(), Scales({1, 1, 2, 2}), Sizes({1, 1, 8, 8})}),
+                      "only one");
+  ExpectErrorMentions(err({}, {EmptyFloats(), EmptyFloats(), HostTensor::Absent()}), "one of");
+  ExpectErrorMentions(err({}, {EmptyFloats(), Scales({2, 2})}), "scales has 2");
+  ExpectErrorMentions(err({}, {EmptyFloats(), Scales({1, 1, -2, 2})}), "positive");
+  ExpectErrorMentions(err({}, {EmptyFloats(), Scales({1, 1, 0, 2})}), "positive");
+  ExpectErrorMentions(err({}, {EmptyFloats(), EmptyFloats(), Sizes({1, 1, -1, 2})}),
+                      "non-negative");
+  ExpectErrorMentions(err({}, {EmptyFloats(), EmptyFloats(), Sizes({1, 8})}), "sizes has 2");
+  ExpectErrorMentions(
+      err(Attrs({{"mode", std::string("area")}}), {EmptyFloats(), Scales({1, 1, 2, 2})}), "mode");
+  ExpectErrorMentions(
+      err(Attrs({{"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}),
+          {EmptyFloats(), Scales({1, 1, 2, 2})}),
+      "coordinate_transformation_mode");
+  EXPECT_TRUE(err(Attrs({{"since_version", int64_t{11}},
+                         {"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}),
+                  {EmptyFloats(), Scales({1, 1, 2, 2})})
+                  .ok());
+  ExpectErrorMentions(
+      err(Attrs({{"nearest_mode", std::string("nearest")}}), {EmptyFloats(), Scales({1, 1, 2, 2})}),
+      "nearest_mode");
+  ExpectErrorMentions(err({}, {EmptyFloats(), HostTensor::Of<double>({4}, {1, 1, 2, 2})}),
+                      "float32");
+  // Output extents: floor(in * scale).
+  auto info = r.Infer("Resize", {}, {x, EmptyFloats(), Scales({1, 1, 1.7f, 0.3f})});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ((*info)[0].shape, (Shape{1, 1, 6, 1}));
+  // A kernel built for invalid attributes is refused.
+  auto factory = r.registry().FindKernel("Resize", DeviceKind::kCpu);
+  EXPECT_FALSE((*factory)(Attrs({{"exclude_outside", int64_t{2}}})).ok());
+  // Linear on bool is not run.
+  EXPECT_EQ(r.Infer("Resize", Attrs({{"mode", std::string("linear")}}),
+                    {HostTensor::Zeros(DType::kBool, {2}), EmptyFloats(), Scales({2})})
+                .status()
+                .code(),
+            StatusCode::kUnimplemented);
+}
+
+// ---------------------------------------------------------------------------
+// ConvTranspose.
+
+struct ConvTransposeCase {
+  Shape x = {};  // [N, C, spatial...]
+  int64_t m;
+  std::vector<int64_t> kernel = {};
+  int64_t group = 1;
+  std::vector<int64_t> strides = {};
+  std::vector<int64_t> dilations = {};
+  std::vector<int64_t> pads = {};
+  std::vector<int64_t> output_padding = {};
+  std::vector<int64_t> output_shape = {};
+  std::string auto_pad = "NOTSET";
+  bool bias = true;
+};
+
+// Output extents and begin pads as ONNX defines them (reference side).
+void ReferenceGeometry(const ConvTransposeCase& c, Shape& out, std::vector<int64_t>& pad_begin) {
+  const size_t nsp = c.kernel.size();
+  out = {c.x[0], c.m};
+  pad_begin.assign(nsp, 0);
+  auto at = [](const std::vector<int64_t>& v, size_t i, int64_t def) {
+    return v.empty() ? def : v[i];
+  };
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t s = at(c.strides, i, 1), d = at(c.dilations, i, 1);
+    const int64_t op = at(c.output_padding, i, 0);
+    const int64_t full = s * (c.x[2 + i] - 1) + op + (c.kernel[i] - 1) * d + 1;
+    if (!c.output_shape.empty() || c.auto_pad == "SAME_UPPER" || c.auto_pad == "SAME_LOWER") {
+      const int64_t o = c.output_shape.empty() ? c.x[2 + i] * s : c.output_shape[i];
+      const int64_t total = full - o;
+      // Python's floor division.
+      const int64_t half = static_cast<int64_t>(std::floor(total / 2.0));
+      pad_begin[i] = c.auto_pad == "SAME_UPPER" ? half : total - half;
+      out.push_back(o);
+    } else {
+      const int64_t pb = c.pads.empty() ? 0 : c.pads[i];
+      const int64_t pe = c.pads.empty() ? 0 : c.pads[i + nsp];
+      pad_begin[i] = pb;
+      out.push_back(full - pb - pe);
+    }
+  }
+}
+
+std::vector<float> NaiveConvTranspose(const ConvTransposeCase& c, const std::vector<float>& x,
+                                      const std::vector<float>& w, const std::vector<float>& b,
+                                      const Shape& out_shape,
+                                      const std::vector<int64_t>& pad_begin) {
+  const size_t nsp = c.kernel.size();
+  auto at = [](const std::vector<int64_t>& v, size_t i, int64_t def) {
+    return v.empty() ? def : v[i];
+  };
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+          d[3] = {1, 1, 1}, p[3] = {0, 0, 0};
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    in[j] = c.x[2 + i];
+    out[j] = out_shape[2 + i];
+    k[j] = c.kernel[i];
+    s[j] = at(c.strides, i, 1);
+    d[j] = at(c.dilations, i, 1);
+    p[j] = pad_begin[i];
+  }
+  const int64_t n = c.x[0], ch = c.x[1], cg = ch / c.group, mg = c.m / c.group;
+  const int64_t oplane = out[0] * out[1] * out[2];
+  std::vector<double> y(n * c.m * oplane, 0.0);
+  for (int64_t bn = 0; bn < n; ++bn)
+    for (int64_t oc = 0; oc < c.m; ++oc)
+      for (int64_t o = 0; o < oplane; ++o) y[(bn * c.m + oc) * oplane + o] = c.bias ? b[oc] : 0;
+  for (int64_t bn = 0; bn < n; ++bn)
+    for (int64_t ic = 0; ic < ch; ++ic) {
+      const int64_t g = ic / cg;
+      for (int64_t om = 0; om < mg; ++om) {
+        const int64_t oc = g * mg + om;
+        for (int64_t i0 = 0; i0 < in[0]; ++i0)
+          for (int64_t i1 = 0; i1 < in[1]; ++i1)
+            for (int64_t i2 = 0; i2 < in[2]; ++i2) {
+              const float xv = x[(((bn * ch + ic) * in[0] + i0) * in[1] + i1) * in[2] + i2];
+              for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                    const int64_t o0 = i0 * s[0] + k0 * d[0] - p[0];
+                    const int64_t o1 = i1 * s[1] + k1 * d[1] - p[1];
+                    const int64_t o2 = i2 * s[2] + k2 * d[2] - p[2];
+                    if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1] || o2 < 0 || o2 >= out[2])
+                      continue;
+                    const float wv = w[(((ic * mg + om) * k[0] + k0) * k[1] + k1) * k[2] + k2];
+                    y[(bn * c.m + oc) * oplane + (o0 * out[1] + o1) * out[2] + o2] +=
+                        static_cast<double>(xv) * wv;
+                  }
+            }
+      }
+    }
+  return std::vector<float>(y.begin(), y.end());
+}
+
+class ConvTransposeRandomTest : public ::testing::TestWithParam<ConvTransposeCase> {};
+
+TEST_P(ConvTransposeRandomTest, MatchesDirectComputation) {
+  const ConvTransposeCase& c = GetParam();
+  OpRunner r;
+  Shape w_shape = {c.x[1], c.m / c.group};
+  w_shape.insert(w_shape.end(), c.kernel.begin(), c.kernel.end());
+  const std::vector<float> x = RandomFloats(*NumElements(c.x), 1);
+  const std::vector<float> w = RandomFloats(*NumElements(w_shape), 2);
+  const std::vector<float> b = RandomFloats(c.m, 3);
+  std::vector<HostTensor> in = {HostTensor::Of(c.x, x), HostTensor::Of(w_shape, w)};
+  if (c.bias) in.push_back(HostTensor::Of<float>({c.m}, b));
+  Attributes a;
+  a.Set("group", c.group);
+  a.Set("auto_pad", c.auto_pad);
+  if (!c.strides.empty()) a.Set("strides", c.strides);
+  if (!c.dilations.empty()) a.Set("dilations", c.dilations);
+  if (!c.pads.empty()) a.Set("pads", c.pads);
+  if (!c.output_padding.empty()) a.Set("output_padding", c.output_padding);
+  if (!c.output_shape.empty()) a.Set("output_shape", c.output_shape);
+  Shape want_shape;
+  std::vector<int64_t> pad_begin;
+  ReferenceGeometry(c, want_shape, pad_begin);
+  auto infos = r.Infer("ConvTranspose", a, in);
+  ASSERT_TRUE(infos.ok()) << infos.status().ToString();
+  ASSERT_EQ((*infos)[0].shape, want_shape);
+  const std::vector<float> want = NaiveConvTranspose(c, x, w, b, want_shape, pad_begin);
+  auto kernel = (*r.registry().FindKernel("ConvTranspose", DeviceKind::kCpu))(a);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  for (int iter = 0; iter < 2; ++iter) {  // The second call reuses the cached primitive.
+    auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectNear((*out)[0].Values<float>(), want, 1e-4f, ShapeToString(want_shape));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConvTransposeRandomTest,
+    ::testing::Values(ConvTransposeCase{.x = {1, 8, 6, 5},
+                                        .m = 4,
+                                        .kernel = {2, 2},
+                                        .strides = {2, 2}},  // PP-OCR det: 2x2 stride 2.
+                      ConvTransposeCase{.x = {2, 3, 4, 4}, .m = 2, .kernel = {3, 3}},
+                      ConvTransposeCase{.x = {1, 4, 5, 6},
+                                        .m = 6,
+                                        .kernel = {3, 3},
+                                        .group = 2,
+                                        .strides = {2, 1},
+                                        .pads = {1, 0, 0, 1}},
+                      ConvTransposeCase{.x = {1, 4, 5, 5},
+                                        .m = 4,
+                                        .kernel = {3, 3},
+                                        .group = 4,
+                                        .strides = {2, 2},
+                                        .pads = {1, 1, 1, 1}},  // Depthwise.
+                      ConvTransposeCase{.x = {1, 2, 4, 5},
+                                        .m = 3,
+                                        .kernel = {3, 2},
+                                        .strides = {1, 2},
+                                        .dilations = {2, 2}},  // Dilated.
+                      ConvTransposeCase{.x = {1, 2, 3, 3},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {3, 2},
+                                        .output_padding = {1, 1}},  // output_padding.
+                      ConvTransposeCase{.x = {1, 2, 3, 3},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {3, 2},
+                                        .pads = {1, 0, 0, 1},
+                                        .output_padding = {1, 1}},
+                      ConvTransposeCase{.x = {1, 1, 3, 3},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {3, 2},
+                                        .output_shape = {10, 8}},
+                      ConvTransposeCase{.x = {1, 1, 3, 3},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {3, 2},
+                                        .output_shape = {7, 5}},
+                      ConvTransposeCase{.x = {1, 2, 3, 4},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {2, 2},
+                                        .auto_pad = "SAME_UPPER"},
+                      ConvTransposeCase{.x = {1, 2, 3, 4},
+                                        .m = 2,
+                                        .kernel = {3, 3},
+                                        .strides = {2, 2},
+                                        .auto_pad = "SAME_LOWER"},
+                      ConvTransposeCase{.x = {1, 2, 3, 4},
+                                        .m = 2,
+                                        .kernel = {1, 1},
+                                        .strides = {3, 3},
+                                        .auto_pad = "SAME_UPPER"},
+                      ConvTransposeCase{.x = {2, 3, 7},
+                                        .m = 4,
+                                        .kernel = {3},
+                                        .strides = {2},
+                                        .pads = {1, 2},
+                                        .auto_pad = "NOTSET",
+                                        .bias = false},  // 1-D.
+                      ConvTransposeCase{.x = {1, 2, 3, 4, 3},
+                                        .m = 3,
+                                        .kernel = {2, 3, 2},
+                                        .strides = {2, 1, 2}}));  // 3-D.
+
+TEST(ConvTransposeTest, HandChecked) {
+  OpRunner r;
+  // ONNX's convtranspose_1d: x = [0, 1, 2], two output channels of ones.
+  auto out = r.Run("ConvTranspose", {},
+                   {HostTensor::Of<float>({1, 1, 3}, {0, 1, 2}),
+                    HostTensor::Of<float>({1, 2, 3}, {1, 1, 1, 1, 1, 1})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 2, 5}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 1, 3, 3, 2, 0, 1, 3, 3, 2}));
+}
+
+TEST(ConvTransposeTest, ShapeErrors) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Zeros(DType::kFloat32, {1, 4, 5, 5});
+  const HostTensor w = HostTensor::Zeros(DType::kFloat32, {4, 2, 3, 3});
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", {}, {x, HostTensor::Zeros(DType::kFloat32, {3, 2, 3, 3})}).status(),
+      "ConvTranspose");
+  ExpectErrorMentions(r.Infer("ConvTranspose", Attrs({{"group", int64_t{3}}}), {x, w}).status(),
+                      "group");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", {}, {x, w, HostTensor::Zeros(DType::kFloat32, {3})}).status(), "B");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", Attrs({{"strides", std::vector<int64_t>{2}}}), {x, w}).status(),
+      "strides");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", Attrs({{"output_shape", std::vector<int64_t>{1, 2, 3}}}), {x, w})
+          .status(),
+      "output_shape");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", Attrs({{"pads", std::vector<int64_t>{4, 4, 4, 4}}}), {x, w})
+          .status(),
+      "empty");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), {x, w})
+          .status(),
+      "kernel_shape");
+  ExpectErrorMentions(
+      r.Infer("ConvTranspose", {}, {HostTensor::Zeros(DType::kFloat64, {1, 4, 5, 5}), w}).status(),
+      "float32");
+  // Full output 7 per axis, group 2 doubles M.
+  auto info = r.Infer("ConvTranspose", Attrs({{"group", int64_t{2}}}), {x, w});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ((*info)[0].shape, (Shape{1, 4, 7, 7}));
+}
+
+// ---------------------------------------------------------------------------
+// AveragePool.
+
+struct AvgPoolCase {
+  Shape x = {};
+  std::vector<int64_t> kernel = {};
+  std::vector<int64_t> strides = {};
+  std::vector<int64_t> pads = {};
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  std::string auto_pad = "NOTSET";
+};
+
+class AveragePoolRandomTest : public ::testing::TestWithParam<AvgPoolCase> {};
+
+TEST_P(AveragePoolRandomTest, MatchesDirectComputation) {
+  const AvgPoolCase& c = GetParam();
+  const size_t nsp = c.kernel.size();
+  OpRunner r;
+  Attributes a;
+  a.Set("kernel_shape", c.kernel);
+  if (!c.strides.empty()) a.Set("strides", c.strides);
+  if (!c.pads.empty()) a.Set("pads", c.pads);
+  a.Set("ceil_mode", int64_t{c.ceil_mode});
+  a.Set("count_include_pad", int64_t{c.count_include_pad});
+  a.Set("auto_pad", c.auto_pad);
+  const std::vector<float> x = RandomFloats(*NumElements(c.x), 5);
+  auto out = r.Run("AveragePool", a, {HostTensor::Of(c.x, x)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const Shape& os = (*out)[0].shape;
+  // Reference: pads and extents computed here per ONNX.
+  int64_t in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+          pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    in[j] = c.x[2 + i];
+    k[j] = c.kernel[i];
+    s[j] = c.strides.empty() ? 1 : c.strides[i];
+    if (c.auto_pad == "SAME_UPPER" || c.auto_pad == "SAME_LOWER") {
+      const int64_t o = (in[j] + s[j] - 1) / s[j];
+      const int64_t total = std::max<int64_t>(0, (o - 1) * s[j] + k[j] - in[j]);
+      pb[j] = c.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe[j] = total - pb[j];
+      on[j] = o;
+    } else {
+      pb[j] = c.pads.empty() ? 0 : c.pads[i];
+      pe[j] = c.pads.empty() ? 0 : c.pads[i + nsp];
+      const double q = static_cast<double>(in[j] + pb[j] + pe[j] - k[j]) / s[j];
+      on[j] = static_cast<int64_t>(c.ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
+      if (c.ceil_mode && (on[j] - 1) * s[j] >= in[j] + pb[j]) --on[j];
+    }
+    ASSERT_EQ(os[2 + i], on[j]);
+  }
+  const int64_t planes = c.x[0] * c.x[1];
+  std::vector<float> want;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t o0 = 0; o0 < on[0]; ++o0)
+      for (int64_t o1 = 0; o1 < on[1]; ++o1)
+        for (int64_t o2 = 0; o2 < on[2]; ++o2) {
+          double sum = 0;
+          int64_t inside = 0, padded = 0;
+          for (int64_t k0 = 0; k0 < k[0]; ++k0)
+            for (int64_t k1 = 0; k1 < k[1]; ++k1)
+              for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                const int64_t i0 = o0 * s[0] - pb[0] + k0, i1 = o1 * s[1] - pb[1] + k1,
+                              i2 = o2 * s[2] - pb[2] + k2;
+                if (i0 < in[0] + pe[0] && i1 < in[1] + pe[1] && i2 < in[2] + pe[2]) ++padded;
+                if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                  continue;
+                ++inside;
+                sum += x[((p * in[0] + i0) * in[1] + i1) * in[2] + i2];
+              }
+          want.push_back(static_cast<float>(sum / (c.count_include_pad ? padded : inside)));
+        }
+  ExpectNear((*out)[0].Values<float>(), want, 1e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AveragePoolRandomTest,
+    ::testing::Values(
+        AvgPoolCase{.x = {1, 3, 8, 8}, .kernel = {2, 2}, .strides = {2, 2}},
+        AvgPoolCase{.x = {2, 2, 7, 9}, .kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}},
+        AvgPoolCase{.x = {2, 2, 7, 9},
+                    .kernel = {3, 3},
+                    .strides = {2, 2},
+                    .pads = {1, 1, 1, 1},
+                    .ceil_mode = false,
+                    .count_include_pad = true},
+        AvgPoolCase{.x = {1, 2, 8, 7},
+                    .kernel = {3, 2},
+                    .strides = {2, 3},
+                    .ceil_mode = true,
+                    .count_include_pad = false},
+        AvgPoolCase{.x = {1, 2, 8, 7},
+                    .kernel = {3, 3},
+                    .strides = {2, 2},
+                    .pads = {1, 0, 1, 1},
+                    .ceil_mode = true,
+                    .count_include_pad = true},
+        AvgPoolCase{.x = {1, 2, 5, 6},
+                    .kernel = {3, 2},
+                    .strides = {2, 2},
+                    .ceil_mode = false,
+                    .count_include_pad = false,
+                    .auto_pad = "SAME_UPPER"},
+        AvgPoolCase{.x = {1, 2, 5, 6},
+                    .kernel = {3, 2},
+                    .strides = {2, 2},
+                    .ceil_mode = false,
+                    .count_include_pad = true,
+                    .auto_pad = "SAME_LOWER"},
+        AvgPoolCase{.x = {2, 3, 11},
+                    .kernel = {4},
+                    .strides = {3},
+                    .pads = {2, 1},
+                    .ceil_mode = false,
+                    .count_include_pad = true},                                          // 1-D.
+        AvgPoolCase{.x = {1, 2, 4, 5, 6}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}}));  // 3-D.
+
+TEST(AveragePoolTest, HandCheckedAndErrors) {
+  OpRunner r;
+  // 3x3 window, pads 1, stride 1 on [[1, 2], [3, 4]]: every window covers all four.
+  const HostTensor x = HostTensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto out = r.Run("AveragePool",
+                   Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                          {"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+                   {x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{2.5, 2.5, 2.5, 2.5}));
+  out = r.Run("AveragePool",
+              Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                     {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                     {"count_include_pad", int64_t{1}}}),
+              {x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear((*out)[0].Values<float>(), {10.f / 9, 10.f / 9, 10.f / 9, 10.f / 9}, 1e-6f);
+  // float16 and float64.
+  out = r.Run("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}}),
+              {HostTensor::Of<double>({1, 1, 3}, {1, 2, 4})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<double>(), (std::vector<double>{1.5, 3}));
+  out = r.Run("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}}),
+              {HostTensor::Of<Half>({1, 1, 3}, {FloatToHalf(1), FloatToHalf(2), FloatToHalf(4)})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[1]), 3.f);
+  ExpectErrorMentions(r.Infer("AveragePool", {}, {x}).status(), "kernel_shape");
+  ExpectErrorMentions(
+      r.Infer("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{3}}}), {x}).status(),
+      "AveragePool");
+  ExpectErrorMentions(r.Infer("AveragePool",
+                              Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                     {"count_include_pad", int64_t{3}}}),
+                              {x})
+                          .status(),
+                      "count_include_pad");
+  ExpectErrorMentions(r.Infer("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}),
+                              {HostTensor::Zeros(DType::kInt32, {1, 1, 2, 2})})
+                          .status(),
+                      "dtype");
+}
+
+// ---------------------------------------------------------------------------
+// LRN.
+
+TEST(LrnTest, MatchesDirectComputation) {
+  OpRunner r;
+  for (int64_t size : {1, 2, 3, 5}) {
+    const Shape xs = {2, 6, 3, 4};
+    const std::vector<float> x = RandomFloats(*NumElements(xs), 9);
+    const float alpha = 0.02f, beta = 0.6f, bias = 1.5f;
+    auto out =
+        r.Run("LRN", Attrs({{"size", size}, {"alpha", alpha}, {"beta", beta}, {"bias", bias}}),
+              {HostTensor::Of(xs, x)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> want(x.size());
+    const int64_t inner = 12;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 6; ++c)
+        for (int64_t i = 0; i < inner; ++i) {
+          double sq = 0;
+          const int64_t lo = c - (size - 1) / 2;
+          const int64_t hi = c + size / 2;  // ceil((size - 1) / 2).
+          for (int64_t cc = std::max<int64_t>(0, lo); cc <= std::min<int64_t>(5, hi); ++cc) {
+            const double v = x[(n * 6 + cc) * inner + i];
+            sq += v * v;
+          }
+          const size_t e = (n * 6 + c) * inner + i;
+          want[e] = static_cast<float>(x[e] / std::pow(bias + alpha / size * sq, beta));
+        }
+    ExpectNear((*out)[0].Values<float>(), want, 1e-5f, "size " + std::to_string(size));
+  }
+  // Defaults: alpha 1e-4, beta 0.75, bias 1.
+  auto out = r.Run("LRN", Attrs({{"size", int64_t{1}}}), {HostTensor::Of<double>({1, 1}, {10})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_NEAR((*out)[0].Values<double>()[0], 10 / std::pow(1 + 1e-4 * 100, 0.75), 1e-6);
+  ExpectErrorMentions(r.Infer("LRN", {}, {HostTensor::Zeros(DType::kFloat32, {1, 2, 2})}).status(),
+                      "size");
+  ExpectErrorMentions(
+      r.Infer("LRN", Attrs({{"size", int64_t{0}}}), {HostTensor::Zeros(DType::kFloat32, {1, 2})})
+          .status(),
+      "size");
+  ExpectErrorMentions(
+      r.Infer("LRN", Attrs({{"size", int64_t{3}}}), {HostTensor::Zeros(DType::kInt32, {1, 2})})
+          .status(),
+      "LRN");
+}
+
+// ---------------------------------------------------------------------------
+// Gemm.
+
+template <typename T>
+void CheckGemm(OpRunner& r, bool ta, bool tb, float alpha, float beta, Shape c_shape, bool has_c,
+               double tol) {
+  const int64_t m = 5, k = 7, n = 4;
+  const Shape as = ta ? Shape{k, m} : Shape{m, k};
+  const Shape bs = tb ? Shape{n, k} : Shape{k, n};
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> dist(-4, 4);
+  auto fill = [&](const Shape& s) {
+    std::vector<double> v(*NumElements(s));
+    for (double& e : v) e = dist(rng);
+    return v;
+  };
+  const std::vector<double> a = fill(as), b = fill(bs), c = fill(c_shape);
+  auto cast = [](const std::vector<double>& v) {
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, Half>) {
+        out[i] = FloatToHalf(static_cast<float>(v[i]));
+      } else {
+        out[i] = static_cast<T>(v[i]);
+      }
+    }
+    return out;
+  };
+  Attributes attrs =
+      Attrs({{"alpha", alpha}, {"beta", beta}, {"transA", int64_t{ta}}, {"transB", int64_t{tb}}});
+  std::vector<HostTensor> in = {HostTensor::Of<T>(as, cast(a)), HostTensor::Of<T>(bs, cast(b))};
+  if (has_c) in.push_back(HostTensor::Of<T>(c_shape, cast(c)));
+  auto out = r.Run("Gemm", attrs, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ((*out)[0].shape, (Shape{m, n}));
+  std::vector<T> got = (*out)[0].template Values<T>();
+  const int64_t cr = c_shape.size() == 2 ? c_shape[0] : 1;
+  const int64_t cc = c_shape.empty() ? 1 : c_shape.back();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        acc += (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+      }
+      double want = alpha * acc;
+      if (has_c) want += beta * c[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
+      double g;
+      if constexpr (std::is_same_v<T, Half>) {
+        g = HalfToFloat(got[i * n + j]);
+      } else {
+        g = static_cast<double>(got[i * n + j]);
+      }
+      ASSERT_NEAR(g, want, tol) << i << "," << j << " transA " << ta << " transB " << tb << " C "
+                                << ShapeToString(c_shape);
+    }
+}
+
+TEST(GemmTest, MatchesDirectComputation) {
+  OpRunner r;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const Shape& cs : {Shape{5, 4}, Shape{4}, Shape{1}, Shape{}, Shape{5, 1}, Shape{1, 4}}) {
+        CheckGemm<float>(r, ta, tb, 0.5f, 2.0f, cs, true, 1e-4);
+        CheckGemm<double>(r, ta, tb, 1.5f, -1.0f, cs, true, 1e-9);
+      }
+  CheckGemm<float>(r, false, true, 1.0f, 1.0f, {}, false, 1e-4);
+  CheckGemm<float>(r, true, false, 2.0f, 0.0f, {5, 4}, true, 1e-4);
+  CheckGemm<Half>(r, true, true, 1.0f, 1.0f, {4}, true, 1e-2);
+  CheckGemm<int32_t>(r, false, false, 1.0f, 1.0f, {5, 4}, true, 0);
+  CheckGemm<int64_t>(r, true, true, 1.0f, 1.0f, {1, 4}, true, 0);
+}
+
+TEST(GemmTest, ShapeErrors) {
+  OpRunner r;
+  const HostTensor a = HostTensor::Zeros(DType::kFloat32, {3, 4});
+  const HostTensor b = HostTensor::Zeros(DType::kFloat32, {4, 5});
+  ExpectErrorMentions(r.Infer("Gemm", {}, {a, a}).status(), "inner dims");
+  ExpectErrorMentions(
+      r.Infer("Gemm", {}, {a, b, HostTensor::Zeros(DType::kFloat32, {3, 4})}).status(), "C");
+  ExpectErrorMentions(
+      r.Infer("Gemm", {}, {a, b, HostTensor::Zeros(DType::kFloat32, {1, 3, 5})}).status(), "C");
+  ExpectErrorMentions(
+      r.Infer("Gemm", {}, {HostTensor::Zeros(DType::kFloat32, {3, 4, 1}), b}).status(), "2-D");
+  ExpectErrorMentions(r.Infer("Gemm", {}, {a, HostTensor::Zeros(DType::kFloat64, {4, 5})}).status(),
+                      "Gemm");
+  ExpectErrorMentions(
+      r.Infer("Gemm", {},
+              {HostTensor::Zeros(DType::kInt8, {3, 4}), HostTensor::Zeros(DType::kInt8, {4, 5})})
+          .status(),
+      "dtype");
+  ExpectErrorMentions(r.Infer("Gemm", Attrs({{"transA", int64_t{2}}}), {a, b}).status(), "transA");
+  auto info = r.Infer(
+      "Gemm", Attrs({{"transA", int64_t{1}}, {"transB", int64_t{1}}}),
+      {HostTensor::Zeros(DType::kFloat32, {4, 3}), HostTensor::Zeros(DType::kFloat32, {5, 4})});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ((*info)[0].shape, (Shape{3, 5}));
+}
+
+// ---------------------------------------------------------------------------
+// Random inputs and attributes: every call answers with a Status.
+
+TEST(NnRobustnessTest, RandomInputsNeverCrash) {
+  OpRunner r;
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> pick(0, 99);
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt8,
+                          DType::kInt32,   DType::kInt64,   DType::kBool};
+  auto tensor = [&](bool index_like, int rank) {
+    DType dt = dtypes[pick(rng) % std::size(dtypes)];
+    if (index_like) dt = pick(rng) < 60 ? DType::kInt64 : DType::kFloat32;
+    if (pick(rng) < 60) dt = index_like ? dt : DType::kFloat32;
+    Shape shape(rank);
+    for (int64_t& d : shape) d = pick(rng) < 5 ? 0 : 1 + pick(rng) % 5;
+    HostTensor t = HostTensor::Zeros(dt, shape);
+    for (uint8_t& b : t.bytes) b = static_cast<uint8_t>(pick(rng));
+    if (dt == DType::kBool) {
+      for (uint8_t& b : t.bytes) b &= 1;
+    }
+    if (index_like && dt == DType::kInt64) {
+      for (size_t i = 0; i < t.bytes.size() / 8; ++i) {
+        const int64_t v =
+            pick(rng) < 90 ? pick(rng) % 9 - 2 : (pick(rng) < 50 ? INT64_MAX : INT64_MIN);
+        std::memcpy(t.bytes.data() + i * 8, &v, 8);
+      }
+    }
+    if (index_like && dt == DType::kFloat32) {
+      for (size_t i = 0; i < t.bytes.size() / 4; ++i) {
+        const float v = pick(rng) < 90 ? (pick(rng) % 13 - 3) / 4.0f : std::nanf("");
+        std::memcpy(t.bytes.data() + i * 4, &v, 4);
+      }
+    }
+    return t;
+  };
+  struct OpCase {
+    const char* op;
+    std::vector<Attributes> attrs;
+  };
+  const std::vector<OpCase> ops = {
+      {"Resize",
+       {Attributes{}, Attrs({{"since_version", int64_t{10}}}),
+        Attrs({{"mode", std::string("linear")},
+               {"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}),
+        Attrs({{"mode", std::string("cubic")}, {"exclude_outside", int64_t{1}}}),
+        Attrs({{"mode", std::string("nearest")},
+               {"coordinate_transformation_mode", std::string("align_corners")},
+               {"nearest_mode", std::string("ceil")}})}},
+      {"ConvTranspose",
+       {Attributes{}, Attrs({{"group", int64_t{2}}, {"strides", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"output_shape", std::vector<int64_t>{4, 9}}}),
+        Attrs({{"auto_pad", std::string("SAME_LOWER")}, {"strides", std::vector<int64_t>{3}}}),
+        Attrs({{"pads", std::vector<int64_t>{1, 2, 2, 1}},
+               {"output_padding", std::vector<int64_t>{3, 3}}})}},
+      {"AveragePool",
+       {Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"kernel_shape", std::vector<int64_t>{3}},
+               {"ceil_mode", int64_t{1}},
+               {"count_include_pad", int64_t{1}},
+               {"pads", std::vector<int64_t>{2, 2}}}),
+        Attrs({{"kernel_shape", std::vector<int64_t>{2, 1, 2}},
+               {"auto_pad", std::string("SAME_UPPER")}})}},
+      {"LRN", {Attrs({{"size", int64_t{3}}}), Attrs({{"size", int64_t{INT64_MAX}}})}},
+      {"Gemm",
+       {Attributes{}, Attrs({{"transA", int64_t{1}}, {"alpha", 2.0f}}),
+        Attrs({{"transB", int64_t{1}}, {"beta", 0.0f}})}},
+  };
+  for (const OpCase& c : ops) {
+    int ran = 0;
+    const OpDef* def = r.registry().FindOp(c.op);
+    ASSERT_NE(def, nullptr) << c.op;
+    const auto* factory = r.registry().FindKernel(c.op, DeviceKind::kCpu);
+    for (int iter = 0; iter < 800; ++iter) {
+      const Attributes& attrs = c.attrs[pick(rng) % c.attrs.size()];
+      const int n = def->min_inputs + pick(rng) % (def->max_inputs - def->min_inputs + 1);
+      const int rank = pick(rng) % 6;
+      std::vector<HostTensor> in;
+      for (int i = 0; i < n; ++i) {
+        const bool index_like = def->DepOf(i) == ShapeDep::kData;
+        if (i >= def->min_inputs && pick(rng) < 20) {
+          in.push_back(HostTensor::Absent());
+        } else {
+          in.push_back(
+              tensor(index_like, index_like ? 1 : (pick(rng) < 70 ? rank : pick(rng) % 6)));
+        }
+      }
+      // Mostly shapes that fit together, so that kernels run.
+      if (pick(rng) < 85 && !in.empty() && in[0].dtype != DType::kUndefined) {
+        const Shape xs = in[0].shape;
+        const int64_t xr = static_cast<int64_t>(xs.size());
+        auto floats = [&](int64_t len, float lo, float hi) {
+          std::vector<float> v(len);
+          for (float& e : v) e = lo + (hi - lo) * pick(rng) / 99.0f;
+          return HostTensor::Of<float>({len}, v);
+        };
+        const std::string op = c.op;
+        if (op == "Resize" && xr > 0) {
+          const bool v10 = attrs.Has("since_version");
+          const bool use_sizes = !v10 && pick(rng) < 50;
+          std::vector<int64_t> sz(xr);
+          for (int64_t& e : sz) e = pick(rng) % 7;
+          in = {in[0]};
+          if (!v10) in.push_back(pick(rng) < 70 ? floats(2 * xr, -0.5f, 1.5f) : EmptyFloats());
+          in.push_back(use_sizes ? EmptyFloats() : floats(xr, 0.1f, 3.0f));
+          if (use_sizes) in.push_back(Sizes(sz));
+        } else if (op == "ConvTranspose" && xr >= 3 && xr <= 5) {
+          const int64_t g = pick(rng) < 50 ? 1 : 2;
+          Shape ws = {xs[1], 1 + pick(rng) % 3};
+          for (int64_t d = 2; d < xr; ++d) ws.push_back(1 + pick(rng) % 3);
+          in[0].dtype = DType::kFloat32;
+          in[0].bytes.assign(static_cast<size_t>(*NumElements(xs)) * 4, 0);
+          in[1] = HostTensor::Of<float>(ws, RandomFloats(*NumElements(ws), 1));
+          if (in.size() > 2) in[2] = floats(ws[1] * g, -1, 1);
+        } else if (op == "Gemm") {
+          const int64_t m = pick(rng) % 4, k = pick(rng) % 4, nn = pick(rng) % 4;
+          const bool ta = attrs.Has("transA"), tb = attrs.Has("transB");
+          in[0] = HostTensor::Of<float>(ta ? Shape{k, m} : Shape{m, k}, RandomFloats(m * k, 1));
+          in[1] = HostTensor::Of<float>(tb ? Shape{nn, k} : Shape{k, nn}, RandomFloats(k * nn, 2));
+          if (in.size() > 2) {
+            const Shape cs = pick(rng) < 50 ? Shape{m, nn} : Shape{pick(rng) < 50 ? 1 : nn};
+            in[2] = HostTensor::Of<float>(cs, RandomFloats(*NumElements(cs), 3));
+          }
+        }
+      }
+      auto infos = r.Infer(c.op, attrs, in);
+      auto kernel = (*factory)(attrs);
+      if (!kernel.ok()) continue;
+      if (infos.ok()) {
+        ++ran;
+        auto out = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+        EXPECT_TRUE(out.ok()) << c.op << ": " << out.status().ToString();
+      } else {
+        std::vector<TensorInfo> fake = {{DType::kFloat32, {1}}};
+        EXPECT_FALSE(OpRunner::RunKernel(**kernel, fake, in, std::nullopt).ok()) << c.op;
+      }
+    }
+    EXPECT_GT(ran, 10) << c.op << ": too few valid random cases";
+  }
+}
+
+}  // namespace
+}  // namespace remex::kernels
