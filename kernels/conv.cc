@@ -13,6 +13,9 @@
 //   total padding full - O is split as the ONNX specification gives it: SAME_UPPER puts
 //   floor(total / 2) at the begin, everything else puts it at the end. A negative total
 //   extends the output with positions no input reaches (they hold the bias).
+//   2-D ConvTranspose with stride equal to the kernel, no dilation, padding or groups
+//   (PP-OCR's 2x2 stride-2 upsampling) runs as one oneDNN sgemm per image plus a scatter
+//   of the kernel-sized patches; every other case on the deconvolution primitive.
 
 #include <algorithm>
 #include <cstring>
@@ -500,6 +503,11 @@ class ConvTransposeKernel final : public ValidatedKernel {
       return OkStatus();
     }
     try {
+      if (in[0].shape.size() == 4 && attrs_.group == 1) {
+        std::vector<ShapeFnArg> args = ToShapeArgs(in);
+        REMEX_ASSIGN_OR_RETURN(ConvTransposeShape s, ComputeConvTransposeShape(attrs_, args));
+        if (IsPatchScatter(s)) return RunPatchScatter(s, in, out, has_bias);
+      }
       return RunDnnl(in, out, has_bias);
     } catch (const dnnl::error& e) {
       return Internal("ConvTranspose: oneDNN: " + std::string(e.what()));
@@ -507,6 +515,62 @@ class ConvTransposeKernel final : public ValidatedKernel {
   }
 
  private:
+  // 2-D, stride equal to the kernel, no dilation or padding: every output pixel gets
+  // exactly one input pixel's contribution (PP-OCR's 2x2 stride-2 upsampling).
+  static bool IsPatchScatter(const ConvTransposeShape& s) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (s.strides[i] != s.kernel[i] || s.dilations[i] != 1 || s.pad_begin[i] != 0 ||
+          s.pad_end[i] != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Per image one GEMM, T[M * kh * kw, H * W] = W[C, M * kh * kw]^T X[C, H * W] (oneDNN
+  // sgemm), then each column of T becomes a kh x kw output patch.
+  Status RunPatchScatter(const ConvTransposeShape& s, std::span<const TensorRef> in,
+                         std::span<const TensorRef> out, bool has_bias) {
+    const int64_t h = in[0].shape[2], w = in[0].shape[3];
+    const int64_t kh = s.kernel[0], kw = s.kernel[1];
+    const int64_t hw = h * w, mk = s.m * kh * kw, ow = w * kw;
+    patches_.resize(static_cast<size_t>(mk * hw));
+    const float* x = DataAs<const float>(in[0]);
+    const float* wt = DataAs<const float>(in[1]);
+    const float* bias = has_bias ? DataAs<const float>(in[2]) : nullptr;
+    float* y = DataAs<float>(out[0]);
+    for (int64_t n = 0; n < s.n; ++n) {
+      dnnl::status st = dnnl::sgemm('T', 'N', mk, hw, s.c, 1.0f, wt, mk, x + n * s.c * hw, hw, 0.0f,
+                                    patches_.data(), hw);
+      if (st != dnnl::status::success) {
+        return Internal("ConvTranspose: oneDNN sgemm failed with status " +
+                        std::to_string(static_cast<int>(st)));
+      }
+      for (int64_t m = 0; m < s.m; ++m) {
+        const float b = bias ? bias[m] : 0.0f;
+        float* ym = y + (n * s.m + m) * h * kh * ow;
+        for (int64_t i = 0; i < kh; ++i) {
+          const float* t = patches_.data() + (m * kh + i) * kw * hw;
+          for (int64_t r = 0; r < h; ++r) {
+            float* yr = ym + (r * kh + i) * ow;
+            const float* tr = t + r * w;
+            if (kw == 2) {
+              for (int64_t c = 0; c < w; ++c) {
+                yr[2 * c] = tr[c] + b;
+                yr[2 * c + 1] = tr[hw + c] + b;
+              }
+            } else {
+              for (int64_t c = 0; c < w; ++c) {
+                for (int64_t j = 0; j < kw; ++j) yr[c * kw + j] = tr[j * hw + c] + b;
+              }
+            }
+          }
+        }
+      }
+    }
+    return OkStatus();
+  }
+
   Status RunDnnl(std::span<const TensorRef> in, std::span<const TensorRef> out, bool has_bias) {
     Shape key = in[0].shape;
     key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
@@ -673,6 +737,7 @@ class ConvTransposeKernel final : public ValidatedKernel {
 
   static constexpr size_t kMaxCached = 16;
   ConvTransposeAttrs attrs_;
+  std::vector<float> patches_;  // RunPatchScatter's GEMM result.
   std::unique_ptr<dnnl::engine> engine_;
   std::unique_ptr<dnnl::stream> stream_;
   std::map<Shape, CompiledDeconv> cache_;
