@@ -1,7 +1,18 @@
-// Elementwise ops: Add, Mul, Div (numpy broadcasting), Clip, Relu, HardSigmoid.
+// Elementwise ops.
+//
+// Binary with numpy broadcasting: Add, Sub, Mul, Div, Pow (base and exponent dtypes may
+// differ), Equal, Less, Greater (bool output), And, Or (bool), PRelu (slope broadcast
+// to X only). Variadic with broadcasting: Min, Max. Ternary: Where.
+// Unary: Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt,
+// Neg, Abs, Reciprocal, Not, Clip. Dropout (inference: identity).
+//
+// Integer arithmetic wraps (no signed-overflow UB); float16 computes in float.
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -10,27 +21,257 @@
 namespace remex::kernels::internal {
 namespace {
 
-// ---------------------------------------------------------------------------
-// Binary arithmetic with broadcasting.
+std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
 
-enum class BinaryKind { kAdd, kMul, kDiv };
+// ---------------------------------------------------------------------------
+// Broadcast iteration.
+
+// Iteration plan over the numpy broadcast of N inputs to `out`: dims of extent 1 in
+// the output dropped, adjacent dims with the same broadcast pattern merged. Strides are
+// in elements, 0 where the input broadcasts. `dims` is never empty.
+template <size_t N>
+struct BroadcastPlan {
+  std::vector<int64_t> dims;
+  std::array<std::vector<int64_t>, N> strides;
+};
+
+// Every input's rank is at most out's, and each input dim is 1 or out's (the shape
+// functions have checked this).
+template <size_t N>
+BroadcastPlan<N> MakePlan(const std::array<const Shape*, N>& in, const Shape& out) {
+  static_assert(N <= 32);
+  const size_t rank = out.size();
+  std::vector<int64_t> dims;
+  std::vector<uint32_t> pattern;  // Bit k: input k broadcasts along the dim.
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] == 1) continue;
+    uint32_t p = 0;
+    for (size_t k = 0; k < N; ++k) {
+      const Shape& s = *in[k];
+      const size_t lead = rank - s.size();
+      if ((i < lead ? 1 : s[i - lead]) == 1) p |= uint32_t{1} << k;
+    }
+    if (!dims.empty() && pattern.back() == p) {
+      dims.back() *= out[i];
+    } else {
+      dims.push_back(out[i]);
+      pattern.push_back(p);
+    }
+  }
+  if (dims.empty()) {  // A single element.
+    dims.push_back(1);
+    pattern.push_back((uint32_t{1} << N) - 1);
+  }
+  BroadcastPlan<N> plan;
+  plan.dims = std::move(dims);
+  for (size_t k = 0; k < N; ++k) {
+    std::vector<int64_t>& st = plan.strides[k];
+    st.resize(plan.dims.size());
+    int64_t s = 1;
+    for (size_t j = plan.dims.size(); j-- > 0;) {
+      const bool bcast = (pattern[j] >> k) & 1;
+      st[j] = bcast ? 0 : s;
+      if (!bcast) s *= plan.dims[j];
+    }
+  }
+  return plan;
+}
+
+// Calls body(offsets, o, inner) for each row of the plan's innermost dim: outputs
+// [o, o + inner), input k starting at element offsets[k] with stride strides[k].back().
+template <size_t N, typename Body>
+void ForEachRow(const BroadcastPlan<N>& plan, Body&& body) {
+  const size_t r = plan.dims.size();
+  const int64_t inner = plan.dims[r - 1];
+  int64_t rows = 1;
+  for (size_t k = 0; k + 1 < r; ++k) rows *= plan.dims[k];
+  std::vector<int64_t> idx(r, 0);
+  std::array<int64_t, N> off{};
+  for (int64_t row = 0, o = 0; row < rows; ++row, o += inner) {
+    body(off, o, inner);
+    // Advance the outer index (dims 0..r-2).
+    for (size_t k = r - 1; k-- > 0;) {
+      for (size_t j = 0; j < N; ++j) off[j] += plan.strides[j][k];
+      if (++idx[k] < plan.dims[k]) break;
+      for (size_t j = 0; j < N; ++j) off[j] -= plan.strides[j][k] * plan.dims[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+// out = f(a, b) elementwise, a and b broadcast (numpy) to out_shape, which may be larger
+// than their own broadcast (variadic ops). f takes and returns storage types. `out` may
+// alias an input of out's element count (same index, read before written).
+template <typename A, typename B, typename O, typename F>
+void BroadcastBinary(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, O* out,
+                     const Shape& out_shape, F f) {
+  const int64_t n = *NumElements(out_shape);
+  if (n == 0) return;
+  const int64_t na = *NumElements(a_shape);
+  const int64_t nb = *NumElements(b_shape);
+  if (na == n && nb == n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+  if (na == n && nb == 1) {
+    const B bv = b[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+    return;
+  }
+  if (na == 1 && nb == n) {
+    const A av = a[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+    return;
+  }
+  const BroadcastPlan<2> plan = MakePlan<2>({&a_shape, &b_shape}, out_shape);
+  const int64_t ia = plan.strides[0].back();
+  const int64_t ib = plan.strides[1].back();
+  ForEachRow(plan, [&](const std::array<int64_t, 2>& off, int64_t o, int64_t inner) {
+    const A* pa = a + off[0];
+    const B* pb = b + off[1];
+    O* po = out + o;
+    if (ia == 1 && ib == 1) {
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (ia == 1) {
+      const B bv = *pb;
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], bv);
+    } else if (ib == 1) {
+      const A av = *pa;
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(av, pb[i]);
+    } else {  // Both broadcast along the dim (a third input does not).
+      const O v = f(*pa, *pb);
+      for (int64_t i = 0; i < inner; ++i) po[i] = v;
+    }
+  });
+}
+
+// Shape of the numpy broadcast of every input (all present).
+StatusOr<Shape> BroadcastAll(std::string_view op, std::span<const ShapeFnArg> in) {
+  Shape out = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    REMEX_ASSIGN_OR_RETURN(out, BroadcastShapes(op, out, in[i].shape));
+  }
+  return out;
+}
+
+Status CheckAllPresent(std::string_view op, std::span<const ShapeFnArg> in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i].present) return OpError(op, "input " + std::to_string(i) + " is absent");
+  }
+  return OkStatus();
+}
+
+Status CheckSameDTypes(std::string_view op, std::span<const ShapeFnArg> in) {
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].dtype != in[0].dtype) {
+      return OpError(op, "input dtypes differ: " + DTypeStr(in[0].dtype) + " (input 0) and " +
+                             DTypeStr(in[i].dtype) + " (input " + std::to_string(i) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Math helpers.
+
+// exp(x) for float, written to auto-vectorise: Cephes-style reduction x = n ln2 + r,
+// |r| <= ln2/2, a degree-7 polynomial for exp(r), and 2^n applied as two factors so that
+// overflow (inf) and the subnormal range come out right. About 1 ulp; NaN propagates.
+inline float FastExp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;  // Few mantissa bits: n * kLn2Hi is exact.
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer.
+  // Beyond these the result is inf / 0 anyway; the clamp keeps n in [-150, 129].
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  const float t = xc * kLog2e + kRound;
+  const float nf = t - kRound;
+  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
+  const float r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t n1 = n >> 1;
+  const int32_t n2 = n - n1;
+  const float s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+template <typename C>
+inline C Exp(C v) {
+  if constexpr (std::is_same_v<C, float>) {
+    return FastExp(v);
+  } else {
+    return std::exp(v);
+  }
+}
+
+// Two's-complement negation of an integer without signed-overflow UB.
+template <typename C>
+inline C WrapNeg(C v) {
+  return static_cast<C>(uint64_t{0} - static_cast<uint64_t>(v));
+}
+
+// Float to integer: NaN -> 0, out of range saturates.
+template <typename I>
+inline I SaturatingCast(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<I>::lowest())) {
+    return std::numeric_limits<I>::lowest();
+  }
+  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+// Integer power, wrapping on overflow. A negative exponent gives the truncated
+// quotient: 1 for base 1, +-1 for base -1, 0 otherwise (0 for base 0 too).
+template <typename I>
+inline I IntPow(I base, int64_t e) {
+  if (e < 0) {
+    if (base == 1) return 1;
+    if constexpr (std::is_signed_v<I>) {
+      if (base == -1) return (e & 1) ? I(-1) : I(1);
+    }
+    return 0;
+  }
+  uint64_t result = 1;
+  uint64_t b = static_cast<uint64_t>(base);
+  for (uint64_t u = static_cast<uint64_t>(e); u != 0; u >>= 1) {
+    if (u & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<I>(result);
+}
+
+// ---------------------------------------------------------------------------
+// Binary arithmetic with broadcasting: Add, Sub, Mul, Div.
+
+enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 
 // Wrapping integer arithmetic (no signed-overflow UB); float arithmetic as IEEE.
 template <BinaryKind kKind, typename C>
 inline C Apply(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     if constexpr (kKind == BinaryKind::kAdd) return a + b;
+    if constexpr (kKind == BinaryKind::kSub) return a - b;
     if constexpr (kKind == BinaryKind::kMul) return a * b;
     if constexpr (kKind == BinaryKind::kDiv) return a / b;
   } else {
     const uint64_t ua = static_cast<uint64_t>(a);
     const uint64_t ub = static_cast<uint64_t>(b);
     if constexpr (kKind == BinaryKind::kAdd) return static_cast<C>(ua + ub);
+    if constexpr (kKind == BinaryKind::kSub) return static_cast<C>(ua - ub);
     if constexpr (kKind == BinaryKind::kMul) return static_cast<C>(ua * ub);
     if constexpr (kKind == BinaryKind::kDiv) {
       // The caller has rejected b == 0. Truncates toward zero like C; MIN / -1 wraps.
       if constexpr (std::is_signed_v<C>) {
-        if (b == -1) return static_cast<C>(uint64_t{0} - ua);
+        if (b == -1) return WrapNeg(a);
       }
       return static_cast<C>(a / b);
     }
@@ -42,104 +283,14 @@ inline T ApplyT(T a, T b) {
   return Store<T>(Apply<kKind, ComputeType<T>>(Load(a), Load(b)));
 }
 
-// Broadcast iteration plan: dims of extent 1 in the output dropped, adjacent dims
-// with the same broadcast pattern merged. Strides are in elements; 0 = broadcast.
-struct BroadcastPlan {
-  std::vector<int64_t> dims;
-  std::vector<int64_t> a_strides;
-  std::vector<int64_t> b_strides;
-};
-
-BroadcastPlan MakePlan(const Shape& a, const Shape& b, const Shape& out) {
-  const size_t rank = out.size();
-  std::vector<int64_t> dims;
-  std::vector<uint8_t> pattern;  // bit 0: a broadcast, bit 1: b broadcast.
-  for (size_t i = 0; i < rank; ++i) {
-    if (out[i] == 1) continue;
-    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    const uint8_t p = static_cast<uint8_t>((da == 1 ? 1 : 0) | (db == 1 ? 2 : 0));
-    if (!dims.empty() && pattern.back() == p) {
-      dims.back() *= out[i];
-    } else {
-      dims.push_back(out[i]);
-      pattern.push_back(p);
-    }
-  }
-  BroadcastPlan plan;
-  plan.dims = dims;
-  plan.a_strides.resize(dims.size());
-  plan.b_strides.resize(dims.size());
-  int64_t sa = 1, sb = 1;
-  for (size_t k = dims.size(); k-- > 0;) {
-    plan.a_strides[k] = (pattern[k] & 1) ? 0 : sa;
-    plan.b_strides[k] = (pattern[k] & 2) ? 0 : sb;
-    if (!(pattern[k] & 1)) sa *= dims[k];
-    if (!(pattern[k] & 2)) sb *= dims[k];
-  }
-  return plan;
-}
-
-template <BinaryKind kKind, typename T>
-void BinaryLoop(const T* a, const T* b, T* out, const Shape& a_shape, const Shape& b_shape,
-                const Shape& out_shape, int64_t n) {
-  const int64_t na = *NumElements(a_shape);
-  const int64_t nb = *NumElements(b_shape);
-  if (na == n && nb == n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = ApplyT<kKind>(a[i], b[i]);
-    return;
-  }
-  if (nb == 1) {
-    const T bv = b[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = ApplyT<kKind>(a[i], bv);
-    return;
-  }
-  if (na == 1) {
-    const T av = a[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = ApplyT<kKind>(av, b[i]);
-    return;
-  }
-  BroadcastPlan plan = MakePlan(a_shape, b_shape, out_shape);
-  const size_t r = plan.dims.size();  // >= 1 here since n > 1.
-  const int64_t inner = plan.dims[r - 1];
-  const int64_t ia = plan.a_strides[r - 1];
-  const int64_t ib = plan.b_strides[r - 1];
-  std::vector<int64_t> idx(r, 0);
-  int64_t off_a = 0, off_b = 0;
-  for (int64_t o = 0; o < n; o += inner) {
-    const T* pa = a + off_a;
-    const T* pb = b + off_b;
-    T* po = out + o;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) po[i] = ApplyT<kKind>(pa[i], pb[i]);
-    } else if (ia == 1) {
-      const T bv = *pb;
-      for (int64_t i = 0; i < inner; ++i) po[i] = ApplyT<kKind>(pa[i], bv);
-    } else {
-      const T av = *pa;
-      for (int64_t i = 0; i < inner; ++i) po[i] = ApplyT<kKind>(av, pb[i]);
-    }
-    // Advance the outer index (dims 0..r-2).
-    for (size_t k = r - 1; k-- > 0;) {
-      off_a += plan.a_strides[k];
-      off_b += plan.b_strides[k];
-      if (++idx[k] < plan.dims[k]) break;
-      off_a -= plan.a_strides[k] * plan.dims[k];
-      off_b -= plan.b_strides[k] * plan.dims[k];
-      idx[k] = 0;
-    }
-  }
-}
-
 StatusOr<std::vector<TensorInfo>> InferBinary(std::string_view op, const Attributes&,
                                               std::span<const ShapeFnArg> in) {
   if (in.size() != 2) return OpError(op, "expects 2 inputs");
   if (in[0].dtype != in[1].dtype) {
-    return OpError(op, "input dtypes differ: " + std::string(DTypeName(in[0].dtype)) + " and " +
-                           std::string(DTypeName(in[1].dtype)));
+    return OpError(op, "input dtypes differ: " + DTypeStr(in[0].dtype) + " and " + DTypeStr(in[1].dtype));
   }
   if (!IsNumericType(in[0].dtype)) {
-    return OpError(op, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+    return OpError(op, "unsupported dtype " + DTypeStr(in[0].dtype));
   }
   REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(op, in[0].shape, in[1].shape));
   return std::vector<TensorInfo>{{in[0].dtype, std::move(out)}};
@@ -164,7 +315,8 @@ class BinaryKernel final : public ValidatedKernel {
           if (b[i] == 0) return OpError(op(), "integer division by zero");
         }
       }
-      BinaryLoop<kKind, T>(a, b, DataAs<T>(out[0]), in[0].shape, in[1].shape, out[0].shape, n);
+      BroadcastBinary(a, in[0].shape, b, in[1].shape, DataAs<T>(out[0]), out[0].shape,
+                      [](T x, T y) { return ApplyT<kKind>(x, y); });
       return OkStatus();
     });
   }
@@ -181,7 +333,432 @@ OpDef BinaryDef(std::string name) {
 }
 
 // ---------------------------------------------------------------------------
+// Pow: base X (int32, int64, float16/32/64), exponent Y of any numeric dtype (Pow-12+);
+// the output has X's dtype. Float bases compute in their compute type (float for
+// float16); integer bases use exact integer powers for integer exponents and
+// double pow, truncated and saturated, for float exponents.
+
+bool IsPowBaseType(DType dt) { return dt == DType::kInt32 || dt == DType::kInt64 || IsFloatType(dt); }
+
+StatusOr<std::vector<TensorInfo>> InferPow(const Attributes&, std::span<const ShapeFnArg> in) {
+  if (in.size() != 2) return OpError("Pow", "expects 2 inputs");
+  if (!IsPowBaseType(in[0].dtype)) {
+    return OpError(
+        "Pow", "unsupported base dtype " + DTypeStr(in[0].dtype) + " (int32, int64 and float types only)");
+  }
+  if (!IsNumericType(in[1].dtype)) {
+    return OpError("Pow", "unsupported exponent dtype " + DTypeStr(in[1].dtype));
+  }
+  REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastShapes("Pow", in[0].shape, in[1].shape));
+  return std::vector<TensorInfo>{{in[0].dtype, std::move(out)}};
+}
+
+// A tensor's values converted to E (host memory).
+template <typename E>
+StatusOr<std::vector<E>> ConvertValues(std::string_view op, const TensorRef& t) {
+  const int64_t n = *NumElements(t.shape);
+  std::vector<E> v(static_cast<size_t>(n));
+  REMEX_RETURN_IF_ERROR(DispatchNumeric(op, t.dtype, [&](auto tag) -> Status {
+    using S = typename decltype(tag)::type;
+    const S* src = DataAs<const S>(t);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<E>(Load(src[i]));
+    return OkStatus();
+  }));
+  return v;
+}
+
+class PowKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (*NumElements(out[0].shape) == 0) return OkStatus();
+    const bool int_exponent = !IsFloatType(in[1].dtype);
+    return DispatchAllTypes(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half>) {
+        return RunFloat<T>(in, out[0]);
+      } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+        if (int_exponent) return RunInt<T, int64_t>(in, out[0]);
+        return RunInt<T, double>(in, out[0]);
+      } else {
+        return OpError(op(), "unsupported base dtype " + DTypeStr(in[0].dtype));
+      }
+    });
+  }
+
+ private:
+  template <typename T>
+  Status RunFloat(std::span<const TensorRef> in, const TensorRef& out) {
+    using C = ComputeType<T>;
+    const T* x = DataAs<const T>(in[0]);
+    T* y = DataAs<T>(out);
+    if (*NumElements(in[1].shape) == 1) {
+      // A scalar exponent (one element: same flat order as X).
+      REMEX_ASSIGN_OR_RETURN(std::vector<C> e, ConvertValues<C>(op(), in[1]));
+      const C ev = e[0];
+      const int64_t n = *NumElements(out.shape);
+      if (ev == C(2)) {
+        for (int64_t i = 0; i < n; ++i) {
+          const C v = Load(x[i]);
+          y[i] = Store<T>(v * v);
+        }
+      } else if (ev == C(1)) {
+        if (y != x) std::memmove(y, x, static_cast<size_t>(n) * sizeof(T));
+      } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(std::pow(Load(x[i]), ev));
+      }
+      return OkStatus();
+    }
+    auto f = [](T a, C b) { return Store<T>(std::pow(Load(a), b)); };
+    if constexpr (!std::is_same_v<T, Half>) {
+      if (in[1].dtype == in[0].dtype) {
+        BroadcastBinary(x, in[0].shape, DataAs<const T>(in[1]), in[1].shape, y, out.shape, f);
+        return OkStatus();
+      }
+    }
+    REMEX_ASSIGN_OR_RETURN(std::vector<C> e, ConvertValues<C>(op(), in[1]));
+    BroadcastBinary(x, in[0].shape, e.data(), in[1].shape, y, out.shape, f);
+    return OkStatus();
+  }
+
+  // E: int64_t for integer exponents, double for float ones.
+  template <typename T, typename E>
+  Status RunInt(std::span<const TensorRef> in, const TensorRef& out) {
+    REMEX_ASSIGN_OR_RETURN(std::vector<E> e, ConvertValues<E>(op(), in[1]));
+    BroadcastBinary(DataAs<const T>(in[0]), in[0].shape, e.data(), in[1].shape, DataAs<T>(out), out.shape,
+                    [](T a, E b) -> T {
+                      if constexpr (std::is_same_v<E, int64_t>) {
+                        return IntPow<T>(a, b);
+                      } else {
+                        return SaturatingCast<T>(std::pow(static_cast<double>(a), b));
+                      }
+                    });
+    return OkStatus();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Comparisons (Equal, Less, Greater) and logical ops (And, Or): bool outputs.
+
+enum class CompareKind { kEqual, kLess, kGreater, kAnd, kOr };
+
+StatusOr<std::vector<TensorInfo>> InferCompare(std::string_view op, CompareKind kind,
+                                               std::span<const ShapeFnArg> in) {
+  if (in.size() != 2) return OpError(op, "expects 2 inputs");
+  if (in[0].dtype != in[1].dtype) {
+    return OpError(op, "input dtypes differ: " + DTypeStr(in[0].dtype) + " and " + DTypeStr(in[1].dtype));
+  }
+  const DType dt = in[0].dtype;
+  const bool ok = kind == CompareKind::kAnd || kind == CompareKind::kOr ? dt == DType::kBool
+                  : kind == CompareKind::kEqual ? dt == DType::kBool || IsNumericType(dt)
+                                                : IsNumericType(dt);
+  if (!ok) return OpError(op, "unsupported dtype " + DTypeStr(dt));
+  REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(op, in[0].shape, in[1].shape));
+  return std::vector<TensorInfo>{{DType::kBool, std::move(out)}};
+}
+
+template <CompareKind kKind>
+class CompareKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    bool* y = DataAs<bool>(out[0]);
+    if constexpr (kKind == CompareKind::kAnd || kKind == CompareKind::kOr) {
+      // Bool bytes are read as bytes: any nonzero byte is true.
+      BroadcastBinary(DataAs<const uint8_t>(in[0]), in[0].shape, DataAs<const uint8_t>(in[1]), in[1].shape, y,
+                      out[0].shape, [](uint8_t x, uint8_t z) -> bool {
+                        return kKind == CompareKind::kAnd ? (x != 0) & (z != 0) : (x != 0) | (z != 0);
+                      });
+      return OkStatus();
+    } else {
+      return DispatchAllTypes(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, bool>) {  // Equal only (the shape function checks).
+          BroadcastBinary(DataAs<const uint8_t>(in[0]), in[0].shape, DataAs<const uint8_t>(in[1]),
+                          in[1].shape, y, out[0].shape,
+                          [](uint8_t x, uint8_t z) -> bool { return (x != 0) == (z != 0); });
+          return OkStatus();
+        }
+        BroadcastBinary(DataAs<const T>(in[0]), in[0].shape, DataAs<const T>(in[1]), in[1].shape, y,
+                        out[0].shape, [](T x, T z) -> bool {
+                          if constexpr (kKind == CompareKind::kEqual) return Load(x) == Load(z);
+                          if constexpr (kKind == CompareKind::kLess) return Load(x) < Load(z);
+                          return Load(x) > Load(z);
+                        });
+        return OkStatus();
+      });
+    }
+  }
+};
+
+OpDef CompareDef(std::string name, CompareKind kind) {
+  OpDef def;
+  def.name = name;
+  def.min_inputs = def.max_inputs = 2;
+  def.infer = [name, kind](const Attributes&, std::span<const ShapeFnArg> in) {
+    return InferCompare(name, kind, in);
+  };
+  return def;
+}
+
+// ---------------------------------------------------------------------------
+// PRelu: y = x < 0 ? slope * x : x, slope broadcast unidirectionally to X.
+
+StatusOr<std::vector<TensorInfo>> InferPRelu(const Attributes&, std::span<const ShapeFnArg> in) {
+  if (in.size() != 2) return OpError("PRelu", "expects 2 inputs");
+  if (in[0].dtype != in[1].dtype) {
+    return OpError("PRelu", "slope has dtype " + DTypeStr(in[1].dtype) + ", X has " + DTypeStr(in[0].dtype));
+  }
+  if (!IsNumericType(in[0].dtype)) {
+    return OpError("PRelu", "unsupported dtype " + DTypeStr(in[0].dtype));
+  }
+  StatusOr<Shape> b = BroadcastShapes("PRelu", in[0].shape, in[1].shape);
+  if (!b.ok() || *b != in[0].shape) {
+    return OpError("PRelu", "slope shape " + ShapeToString(in[1].shape) +
+                                " does not broadcast to X's shape " + ShapeToString(in[0].shape));
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
+}
+
+class PReluKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      BroadcastBinary(DataAs<const T>(in[0]), in[0].shape, DataAs<const T>(in[1]), in[1].shape,
+                      DataAs<T>(out[0]), out[0].shape, [](T x, T s) -> T {
+                        const C v = Load(x);
+                        if constexpr (std::is_unsigned_v<C>) {
+                          return x;
+                        } else {
+                          return v < C(0) ? Store<T>(Apply<BinaryKind::kMul, C>(Load(s), v)) : x;
+                        }
+                      });
+      return OkStatus();
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Min, Max: variadic, numpy broadcasting over all inputs. A NaN operand gives NaN.
+
+StatusOr<std::vector<TensorInfo>> InferVariadic(std::string_view op, std::span<const ShapeFnArg> in) {
+  if (in.empty()) return OpError(op, "expects at least 1 input");
+  REMEX_RETURN_IF_ERROR(CheckAllPresent(op, in));
+  REMEX_RETURN_IF_ERROR(CheckSameDTypes(op, in));
+  if (!IsNumericType(in[0].dtype)) {
+    return OpError(op, "unsupported dtype " + DTypeStr(in[0].dtype));
+  }
+  REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastAll(op, in));
+  return std::vector<TensorInfo>{{in[0].dtype, std::move(out)}};
+}
+
+template <bool kMax>
+class MinMaxKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (*NumElements(out[0].shape) == 0) return OkStatus();
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      auto pick = [](T a, T b) -> T {
+        const C x = Load(a);
+        const C y = Load(b);
+        if constexpr (std::is_floating_point_v<C>) {
+          if (x != x) return a;  // NaN.
+        }
+        if constexpr (kMax) {
+          return x > y ? a : b;
+        } else {
+          return x < y ? a : b;
+        }
+      };
+      T* y = DataAs<T>(out[0]);
+      // The operation is commutative: start from an input that shares the output's
+      // buffer, if any, so that no input is overwritten before it is read.
+      size_t first = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].data == out[0].data) first = i;
+      }
+      if (in.size() == 1) {
+        if (y != in[0].data) {
+          std::memmove(y, in[0].data, static_cast<size_t>(*NumElements(out[0].shape)) * sizeof(T));
+        }
+        return OkStatus();
+      }
+      bool started = false;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (i == first) continue;
+        if (!started) {
+          BroadcastBinary(DataAs<const T>(in[first]), in[first].shape, DataAs<const T>(in[i]), in[i].shape, y,
+                          out[0].shape, pick);
+          started = true;
+        } else {
+          BroadcastBinary(static_cast<const T*>(y), out[0].shape, DataAs<const T>(in[i]), in[i].shape, y,
+                          out[0].shape, pick);
+        }
+      }
+      return OkStatus();
+    });
+  }
+};
+
+OpDef VariadicDef(std::string name) {
+  OpDef def;
+  def.name = name;
+  def.min_inputs = 1;
+  def.max_inputs = -1;
+  def.infer = [name](const Attributes&, std::span<const ShapeFnArg> in) { return InferVariadic(name, in); };
+  return def;
+}
+
+// ---------------------------------------------------------------------------
+// Where(condition, X, Y): 3-way broadcast; the output has X's dtype.
+
+StatusOr<std::vector<TensorInfo>> InferWhere(const Attributes&, std::span<const ShapeFnArg> in) {
+  if (in.size() != 3) return OpError("Where", "expects 3 inputs");
+  if (in[0].dtype != DType::kBool) {
+    return OpError("Where", "condition has dtype " + DTypeStr(in[0].dtype) + ", expects bool");
+  }
+  if (in[1].dtype != in[2].dtype) {
+    return OpError("Where",
+                   "X and Y dtypes differ: " + DTypeStr(in[1].dtype) + " and " + DTypeStr(in[2].dtype));
+  }
+  if (DTypeSize(in[1].dtype) == 0) {
+    return OpError("Where", "unsupported dtype " + DTypeStr(in[1].dtype));
+  }
+  REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastAll("Where", in));
+  return std::vector<TensorInfo>{{in[1].dtype, std::move(out)}};
+}
+
+template <typename U>
+void WhereLoop(std::span<const TensorRef> in, const TensorRef& out) {
+  const uint8_t* c = DataAs<const uint8_t>(in[0]);  // Any nonzero byte is true.
+  const U* x = DataAs<const U>(in[1]);
+  const U* z = DataAs<const U>(in[2]);
+  U* y = DataAs<U>(out);
+  const int64_t n = *NumElements(out.shape);
+  if (*NumElements(in[0].shape) == n && *NumElements(in[1].shape) == n && *NumElements(in[2].shape) == n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? x[i] : z[i];
+    return;
+  }
+  const BroadcastPlan<3> plan = MakePlan<3>({&in[0].shape, &in[1].shape, &in[2].shape}, out.shape);
+  const int64_t sc = plan.strides[0].back();
+  const int64_t sx = plan.strides[1].back();
+  const int64_t sz = plan.strides[2].back();
+  ForEachRow(plan, [&](const std::array<int64_t, 3>& off, int64_t o, int64_t inner) {
+    const uint8_t* pc = c + off[0];
+    const U* px = x + off[1];
+    const U* pz = z + off[2];
+    U* po = y + o;
+    for (int64_t i = 0; i < inner; ++i) po[i] = pc[i * sc] ? px[i * sx] : pz[i * sz];
+  });
+}
+
+class WhereKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (*NumElements(out[0].shape) == 0) return OkStatus();
+    // Values are only copied: dispatch on the element size.
+    switch (DTypeSize(in[1].dtype)) {
+      case 1:
+        WhereLoop<uint8_t>(in, out[0]);
+        return OkStatus();
+      case 2:
+        WhereLoop<uint16_t>(in, out[0]);
+        return OkStatus();
+      case 4:
+        WhereLoop<uint32_t>(in, out[0]);
+        return OkStatus();
+      case 8:
+        WhereLoop<uint64_t>(in, out[0]);
+        return OkStatus();
+      default:
+        break;
+    }
+    return Unimplemented("Where: unsupported dtype " + DTypeStr(in[1].dtype));
+  }
+};
+
+// ---------------------------------------------------------------------------
 // Unary ops.
+
+enum class UnaryKind {
+  kRelu,
+  kLeakyRelu,
+  kHardSigmoid,
+  kHardSwish,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kErf,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kReciprocal,
+};
+
+// Which dtypes an op takes.
+enum class TypeClass { kFloat, kNumeric, kSigned, kBool };
+
+bool AcceptsType(TypeClass tc, DType dt) {
+  switch (tc) {
+    case TypeClass::kFloat:
+      return IsFloatType(dt);
+    case TypeClass::kNumeric:
+      return IsNumericType(dt);
+    case TypeClass::kSigned:
+      return IsFloatType(dt) || dt == DType::kInt8 || dt == DType::kInt16 || dt == DType::kInt32 ||
+             dt == DType::kInt64;
+    case TypeClass::kBool:
+      return dt == DType::kBool;
+  }
+  return false;
+}
+
+std::string_view TypeClassName(TypeClass tc) {
+  switch (tc) {
+    case TypeClass::kFloat:
+      return " (float types only)";
+    case TypeClass::kSigned:
+      return " (signed types only)";
+    case TypeClass::kBool:
+      return " (bool only)";
+    default:
+      return "";
+  }
+}
+
+struct UnaryParams {
+  float alpha = 0;
+  float beta = 0;
+};
+
+StatusOr<UnaryParams> ParseUnaryParams(UnaryKind kind, const Attributes& attrs) {
+  UnaryParams p;
+  if (kind == UnaryKind::kLeakyRelu) {
+    REMEX_ASSIGN_OR_RETURN(p.alpha, attrs.Float("alpha", 0.01f));
+  } else if (kind == UnaryKind::kHardSigmoid) {
+    REMEX_ASSIGN_OR_RETURN(p.alpha, attrs.Float("alpha", 0.2f));
+    REMEX_ASSIGN_OR_RETURN(p.beta, attrs.Float("beta", 0.5f));
+  }
+  return p;
+}
 
 template <typename T, typename F>
 void MapUnary(const TensorRef& in, const TensorRef& out, F f) {
@@ -191,73 +768,160 @@ void MapUnary(const TensorRef& in, const TensorRef& out, F f) {
   for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(f(Load(x[i])));
 }
 
-OpDef UnaryDef(std::string name, bool float_only) {
+template <UnaryKind kKind, typename C>
+inline C ApplyUnary(C v, C alpha, C beta) {
+  if constexpr (kKind == UnaryKind::kRelu) {
+    return v < C(0) ? C(0) : v;
+  } else if constexpr (kKind == UnaryKind::kLeakyRelu) {
+    return v < C(0) ? alpha * v : v;
+  } else if constexpr (kKind == UnaryKind::kHardSigmoid) {
+    C r = alpha * v + beta;
+    r = r < C(0) ? C(0) : r;
+    return r > C(1) ? C(1) : r;
+  } else if constexpr (kKind == UnaryKind::kHardSwish) {
+    // x * max(0, min(1, x / 6 + 1/2)).
+    C r = v * C(1.0 / 6.0) + C(0.5);
+    r = r < C(0) ? C(0) : r;
+    r = r > C(1) ? C(1) : r;
+    return v * r;
+  } else if constexpr (kKind == UnaryKind::kSigmoid) {
+    // exp(-v) overflows to inf for v < -88.7 (float): the result is then 0, as it
+    // should be to within the smallest subnormal.
+    return C(1) / (C(1) + Exp(-v));
+  } else if constexpr (kKind == UnaryKind::kTanh) {
+    return std::tanh(v);
+  } else if constexpr (kKind == UnaryKind::kExp) {
+    return Exp(v);
+  } else if constexpr (kKind == UnaryKind::kLog) {
+    return std::log(v);
+  } else if constexpr (kKind == UnaryKind::kErf) {
+    return std::erf(v);
+  } else if constexpr (kKind == UnaryKind::kSqrt) {
+    return std::sqrt(v);
+  } else if constexpr (kKind == UnaryKind::kNeg) {
+    if constexpr (std::is_integral_v<C>) {
+      return WrapNeg(v);
+    } else {
+      return -v;
+    }
+  } else if constexpr (kKind == UnaryKind::kAbs) {
+    if constexpr (std::is_unsigned_v<C>) {
+      return v;
+    } else if constexpr (std::is_integral_v<C>) {
+      return v < C(0) ? WrapNeg(v) : v;
+    } else {
+      return std::fabs(v);
+    }
+  } else if constexpr (kKind == UnaryKind::kReciprocal) {
+    return C(1) / v;
+  }
+}
+
+constexpr bool IsFloatOnly(UnaryKind kind) {
+  return kind != UnaryKind::kRelu && kind != UnaryKind::kNeg && kind != UnaryKind::kAbs;
+}
+
+template <UnaryKind kKind>
+class UnaryKernel final : public ValidatedKernel {
+ public:
+  UnaryKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(kKind, attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    auto body = [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const C alpha = static_cast<C>(params_.alpha);
+      const C beta = static_cast<C>(params_.beta);
+      MapUnary<T>(in[0], out[0], [alpha, beta](C v) { return ApplyUnary<kKind, C>(v, alpha, beta); });
+      return OkStatus();
+    };
+    if constexpr (IsFloatOnly(kKind)) {
+      return DispatchFloat(op(), in[0].dtype, body);
+    } else {
+      return DispatchNumeric(op(), in[0].dtype, body);
+    }
+  }
+
+ private:
+  UnaryParams params_;
+};
+
+class NotKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = *NumElements(in[0].shape);
+    const uint8_t* x = DataAs<const uint8_t>(in[0]);
+    uint8_t* y = DataAs<uint8_t>(out[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
+    return OkStatus();
+  }
+};
+
+OpDef UnaryDef(std::string name, TypeClass types, std::optional<UnaryKind> params = std::nullopt) {
   OpDef def;
   def.name = name;
-  def.infer = [name, float_only](
-                  const Attributes&,
-                  std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+  def.infer = [name, types, params](const Attributes& attrs,
+                                    std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
     if (in.size() != 1) return OpError(name, "expects 1 input");
+    if (params) {
+      StatusOr<UnaryParams> p = ParseUnaryParams(*params, attrs);
+      if (!p.ok()) return OpError(name, p.status().message());
+    }
     const DType dt = in[0].dtype;
-    if (float_only ? !IsFloatType(dt) : !IsNumericType(dt)) {
-      return OpError(name, "unsupported dtype " + std::string(DTypeName(dt)));
+    if (!AcceptsType(types, dt)) {
+      return OpError(name, "unsupported dtype " + DTypeStr(dt) + std::string(TypeClassName(types)));
     }
     return std::vector<TensorInfo>{{dt, in[0].shape}};
   };
   return def;
 }
 
-class ReluKernel final : public ValidatedKernel {
- public:
-  using ValidatedKernel::ValidatedKernel;
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
-      MapUnary<T>(in[0], out[0], [](C v) { return v < C(0) ? C(0) : v; });
-      return OkStatus();
-    });
-  }
+struct UnaryOp {
+  const char* name;
+  UnaryKind kind;
+  TypeClass types;
+  bool has_params;
 };
 
-struct HardSigmoidParams {
-  float alpha;
-  float beta;
+constexpr UnaryOp kUnaryOps[] = {
+    {"Relu", UnaryKind::kRelu, TypeClass::kNumeric, false},
+    {"LeakyRelu", UnaryKind::kLeakyRelu, TypeClass::kFloat, true},
+    {"HardSigmoid", UnaryKind::kHardSigmoid, TypeClass::kFloat, true},
+    {"HardSwish", UnaryKind::kHardSwish, TypeClass::kFloat, false},
+    {"Sigmoid", UnaryKind::kSigmoid, TypeClass::kFloat, false},
+    {"Tanh", UnaryKind::kTanh, TypeClass::kFloat, false},
+    {"Exp", UnaryKind::kExp, TypeClass::kFloat, false},
+    {"Log", UnaryKind::kLog, TypeClass::kFloat, false},
+    {"Erf", UnaryKind::kErf, TypeClass::kFloat, false},
+    {"Sqrt", UnaryKind::kSqrt, TypeClass::kFloat, false},
+    {"Neg", UnaryKind::kNeg, TypeClass::kSigned, false},
+    {"Abs", UnaryKind::kAbs, TypeClass::kNumeric, false},
+    {"Reciprocal", UnaryKind::kReciprocal, TypeClass::kFloat, false},
 };
 
-StatusOr<HardSigmoidParams> ParseHardSigmoid(const Attributes& attrs) {
-  HardSigmoidParams p;
-  REMEX_ASSIGN_OR_RETURN(p.alpha, attrs.Float("alpha", 0.2f));
-  REMEX_ASSIGN_OR_RETURN(p.beta, attrs.Float("beta", 0.5f));
-  return p;
+OpDef UnaryOpDef(const UnaryOp& u) {
+  return UnaryDef(u.name, u.types, u.has_params ? std::optional<UnaryKind>(u.kind) : std::nullopt);
 }
 
-class HardSigmoidKernel final : public ValidatedKernel {
- public:
-  HardSigmoidKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), params_(*ParseHardSigmoid(attrs)) {}
+template <typename K>
+Status AddKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
+  return AddValidatedKernel<K>(registry, *defs.FindOp(name));
+}
 
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
-      const C alpha = static_cast<C>(params_.alpha);
-      const C beta = static_cast<C>(params_.beta);
-      MapUnary<T>(in[0], out[0], [alpha, beta](C v) {
-        C r = alpha * v + beta;
-        r = r < C(0) ? C(0) : r;
-        return r > C(1) ? C(1) : r;
-      });
-      return OkStatus();
-    });
-  }
-
- private:
-  HardSigmoidParams params_;
-};
+template <UnaryKind kKind>
+Status AddUnaryKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
+  return AddValidatedKernel<UnaryKernel<kKind>>(registry, *defs.FindOp(name),
+                                                [name](const Attributes& attrs) -> Status {
+                                                  StatusOr<UnaryParams> p = ParseUnaryParams(kKind, attrs);
+                                                  if (!p.ok()) return OpError(name, p.status().message());
+                                                  return OkStatus();
+                                                });
+}
 
 // ---------------------------------------------------------------------------
 // Clip: inputs x, optional min, optional max (scalars of x's dtype).
@@ -266,19 +930,18 @@ StatusOr<std::vector<TensorInfo>> InferClip(const Attributes&, std::span<const S
   if (in.empty()) return OpError("Clip", "expects an input");
   const DType dt = in[0].dtype;
   if (!IsNumericType(dt)) {
-    return OpError("Clip", "unsupported dtype " + std::string(DTypeName(dt)));
+    return OpError("Clip", "unsupported dtype " + DTypeStr(dt));
   }
   for (size_t i = 1; i < in.size(); ++i) {
     if (!in[i].present) continue;
     const char* what = i == 1 ? "min" : "max";
     if (in[i].dtype != dt) {
-      return OpError("Clip", std::string(what) + " has dtype " +
-                                 std::string(DTypeName(in[i].dtype)) + ", input has " +
-                                 std::string(DTypeName(dt)));
+      return OpError(
+          "Clip", std::string(what) + " has dtype " + DTypeStr(in[i].dtype) + ", input has " + DTypeStr(dt));
     }
     if (in[i].shape.size() > 1 || NumElements(in[i].shape).value_or(0) != 1) {
-      return OpError(
-          "Clip", std::string(what) + " must be a scalar, got shape " + ShapeToString(in[i].shape));
+      return OpError("Clip",
+                     std::string(what) + " must be a scalar, got shape " + ShapeToString(in[i].shape));
     }
   }
   return std::vector<TensorInfo>{{dt, in[0].shape}};
@@ -313,48 +976,153 @@ class ClipKernel final : public ValidatedKernel {
   }
 };
 
+// ---------------------------------------------------------------------------
+// Dropout, inference only: output = data; the optional mask is all true (all ones of
+// data's dtype for Dropout-7, whose mask has type T). Inputs (Dropout-12+): data,
+// optional ratio (float scalar, ignored), optional training_mode (bool scalar);
+// Dropout-7/10 take ratio as an attribute. training_mode is read by the shape function
+// (ShapeDep::kData): true is UNIMPLEMENTED.
+
+int64_t SinceVersion(const Attributes& attrs, int64_t latest) {
+  StatusOr<int64_t> v = attrs.Int("since_version", latest);
+  return v.ok() ? *v : latest;
+}
+
+StatusOr<std::vector<TensorInfo>> InferDropout(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  if (in.empty() || in.size() > 3) return OpError("Dropout", "expects 1 to 3 inputs");
+  StatusOr<float> ratio_attr = attrs.Float("ratio", 0.5f);
+  if (!ratio_attr.ok()) return OpError("Dropout", ratio_attr.status().message());
+  const DType dt = in[0].dtype;
+  if (DTypeSize(dt) == 0) return OpError("Dropout", "unsupported dtype " + DTypeStr(dt));
+  if (in.size() > 1 && in[1].present) {
+    if (!IsFloatType(in[1].dtype)) {
+      return OpError("Dropout", "ratio has dtype " + DTypeStr(in[1].dtype) + ", expects a float type");
+    }
+    if (NumElements(in[1].shape).value_or(0) != 1) {
+      return OpError("Dropout", "ratio must be a scalar, got shape " + ShapeToString(in[1].shape));
+    }
+  }
+  if (in.size() > 2 && in[2].present) {
+    if (in[2].dtype != DType::kBool) {
+      return OpError("Dropout", "training_mode has dtype " + DTypeStr(in[2].dtype) + ", expects bool");
+    }
+    if (NumElements(in[2].shape).value_or(0) != 1) {
+      return OpError("Dropout", "training_mode must be a scalar, got shape " + ShapeToString(in[2].shape));
+    }
+    if (in[2].data == nullptr) return OpError("Dropout", "training_mode has no data");
+    if (*static_cast<const uint8_t*>(in[2].data) != 0) {
+      return Unimplemented(
+          "Dropout: training_mode = true (random dropout) is not supported; Remex runs "
+          "inference only");
+    }
+  }
+  const DType mask = SinceVersion(attrs, 13) < 10 ? dt : DType::kBool;
+  return std::vector<TensorInfo>{{dt, in[0].shape}, {mask, in[0].shape}};
+}
+
+// The shape function, run on the inputs before Run, has refused training_mode = true.
+class DropoutKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
+    if (bytes > 0 && out[0].data != in[0].data) std::memmove(out[0].data, in[0].data, bytes);
+    if (out.size() > 1) {
+      return DispatchAllTypes(op(), out[1].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        const int64_t n = *NumElements(out[1].shape);
+        T* m = DataAs<T>(out[1]);
+        const T one = Store<T>(ComputeType<T>(1));
+        for (int64_t i = 0; i < n; ++i) m[i] = one;
+        return OkStatus();
+      });
+    }
+    return OkStatus();
+  }
+};
+
 }  // namespace
 
 Status AddElementwiseOpDefs(KernelRegistry& registry) {
-  for (const char* name : {"Add", "Mul", "Div"}) {
+  for (const char* name : {"Add", "Sub", "Mul", "Div"}) {
     REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef(name)));
   }
-  REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryDef("Relu", /*float_only=*/false)));
-  OpDef hs = UnaryDef("HardSigmoid", /*float_only=*/true);
-  ShapeFn base = hs.infer;
-  hs.infer = [base](const Attributes& attrs,
-                    std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
-    StatusOr<HardSigmoidParams> p = ParseHardSigmoid(attrs);
-    if (!p.ok()) return OpError("HardSigmoid", p.status().message());
-    return base(attrs, in);
-  };
-  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(hs)));
+  OpDef pow;
+  pow.name = "Pow";
+  pow.min_inputs = pow.max_inputs = 2;
+  pow.infer = InferPow;
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(pow)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Equal", CompareKind::kEqual)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Less", CompareKind::kLess)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Greater", CompareKind::kGreater)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("And", CompareKind::kAnd)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Or", CompareKind::kOr)));
+  OpDef prelu;
+  prelu.name = "PRelu";
+  prelu.min_inputs = prelu.max_inputs = 2;
+  prelu.infer = InferPRelu;
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(prelu)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min")));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max")));
+  OpDef where;
+  where.name = "Where";
+  where.min_inputs = where.max_inputs = 3;
+  where.infer = InferWhere;
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(where)));
+  for (const UnaryOp& u : kUnaryOps) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryDef("Not", TypeClass::kBool)));
   OpDef clip;
   clip.name = "Clip";
   clip.min_inputs = 1;
   clip.max_inputs = 3;
   clip.infer = InferClip;
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(clip)));
+  OpDef dropout;
+  dropout.name = "Dropout";
+  dropout.min_inputs = 1;
+  dropout.max_inputs = 3;
+  dropout.max_outputs = 2;
+  dropout.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
+  dropout.infer = InferDropout;
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(dropout)));
   return OkStatus();
 }
 
 Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   KernelRegistry defs;
   REMEX_RETURN_IF_ERROR(AddElementwiseOpDefs(defs));
-  REMEX_RETURN_IF_ERROR(
-      AddValidatedKernel<BinaryKernel<BinaryKind::kAdd>>(registry, *defs.FindOp("Add")));
-  REMEX_RETURN_IF_ERROR(
-      AddValidatedKernel<BinaryKernel<BinaryKind::kMul>>(registry, *defs.FindOp("Mul")));
-  REMEX_RETURN_IF_ERROR(
-      AddValidatedKernel<BinaryKernel<BinaryKind::kDiv>>(registry, *defs.FindOp("Div")));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ReluKernel>(registry, *defs.FindOp("Relu")));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ClipKernel>(registry, *defs.FindOp("Clip")));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<HardSigmoidKernel>(
-      registry, *defs.FindOp("HardSigmoid"), [](const Attributes& attrs) -> Status {
-        StatusOr<HardSigmoidParams> p = ParseHardSigmoid(attrs);
-        if (!p.ok()) return OpError("HardSigmoid", p.status().message());
-        return OkStatus();
-      }));
+  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kAdd>>(registry, defs, "Add"));
+  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kSub>>(registry, defs, "Sub"));
+  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kMul>>(registry, defs, "Mul"));
+  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kDiv>>(registry, defs, "Div"));
+  REMEX_RETURN_IF_ERROR(AddKernel<PowKernel>(registry, defs, "Pow"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kEqual>>(registry, defs, "Equal"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kLess>>(registry, defs, "Less"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kGreater>>(registry, defs, "Greater"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kAnd>>(registry, defs, "And"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kOr>>(registry, defs, "Or"));
+  REMEX_RETURN_IF_ERROR(AddKernel<PReluKernel>(registry, defs, "PRelu"));
+  REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<false>>(registry, defs, "Min"));
+  REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<true>>(registry, defs, "Max"));
+  REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, defs, "Where"));
+  REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
+  REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
+  REMEX_RETURN_IF_ERROR(AddKernel<DropoutKernel>(registry, defs, "Dropout"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kRelu>(registry, defs, "Relu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kLeakyRelu>(registry, defs, "LeakyRelu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kHardSigmoid>(registry, defs, "HardSigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kHardSwish>(registry, defs, "HardSwish"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kSigmoid>(registry, defs, "Sigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kTanh>(registry, defs, "Tanh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kExp>(registry, defs, "Exp"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kLog>(registry, defs, "Log"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kErf>(registry, defs, "Erf"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kSqrt>(registry, defs, "Sqrt"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kNeg>(registry, defs, "Neg"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kAbs>(registry, defs, "Abs"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kReciprocal>(registry, defs, "Reciprocal"));
   return OkStatus();
 }
 
