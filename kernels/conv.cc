@@ -1,6 +1,14 @@
 // Conv and ConvTranspose: shape functions and CPU kernels on oneDNN's
 // convolution_forward and deconvolution_forward.
 //
+// Conv (https://onnx.ai/onnx/operators/onnx__Conv.html), opsets 1, 11:
+//   X float32 [N, C, D1 (, D2 (, D3))], W float32 [M, C / group, k1 (, k2 (, k3))],
+//   optional B float32 [M] -> Y float32 [N, M, O1 (, O2 (, O3))].
+//   Internal attribute `layout` (set by the compiler's layout pass, never by ONNX):
+//   "NCHW" (default) or "NHWC": X and Y are then channels-last, X [N, D1.., C] and
+//   Y [N, O1.., M] (oneDNN's nwc / nhwc / ndhwc memory formats); W and B keep their
+//   ONNX layouts. The semantics are unchanged: Y_nhwc = transpose(Conv(X_nchw)).
+//
 // ConvTranspose (https://onnx.ai/onnx/operators/onnx__ConvTranspose.html), opsets 1, 11:
 //   X float32 [N, C, D1 (, D2 (, D3))], W float32 [C, M / group, k1 (, k2 (, k3))],
 //   optional B float32 [M] -> Y float32 [N, M, O1 (, O2 (, O3))].
@@ -34,7 +42,25 @@ constexpr std::string_view kConv = "Conv";
 struct ConvAttrs {
   WindowAttrs window;
   int64_t group = 1;
+  bool channels_last = false;  // `layout` "NHWC".
 };
+
+// Channels-first shape of a channels-last one: [N, D.., C] -> [N, C, D..].
+Shape ToChannelsFirst(const Shape& s) {
+  if (s.size() < 2) return s;
+  Shape out = {s[0], s.back()};
+  out.insert(out.end(), s.begin() + 1, s.end() - 1);
+  return out;
+}
+
+// Channels-last shape of a channels-first one: [N, C, D..] -> [N, D.., C].
+Shape ToChannelsLast(const Shape& s) {
+  if (s.size() < 2) return s;
+  Shape out = {s[0]};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  out.push_back(s[1]);
+  return out;
+}
 
 StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
   ConvAttrs c;
@@ -43,6 +69,12 @@ StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
   if (!group.ok()) return OpError(kConv, group.status().message());
   if (*group < 1) return OpError(kConv, "group must be positive");
   c.group = *group;
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok()) return OpError(kConv, layout.status().message());
+  if (*layout != "NCHW" && *layout != "NHWC") {
+    return OpError(kConv, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+  }
+  c.channels_last = *layout == "NHWC";
   return c;
 }
 
@@ -53,8 +85,11 @@ struct ConvShape {
   Shape output;
 };
 
+// Shapes in `s` are channels-first (ONNX's) whatever the layout; `output` is in the
+// node's layout.
 StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const ShapeFnArg> in) {
-  const ShapeFnArg& x = in[0];
+  ShapeFnArg x = in[0];
+  if (attrs.channels_last) x.shape = ToChannelsFirst(x.shape);
   const ShapeFnArg& w = in[1];
   if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
     return OpError(kConv, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) +
@@ -104,6 +139,7 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
   REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(kConv, attrs.window, spatial, kernel));
   s.output = {s.n, s.m};
   s.output.insert(s.output.end(), s.geometry.output.begin(), s.geometry.output.end());
+  if (attrs.channels_last) s.output = ToChannelsLast(s.output);
   return s;
 }
 
@@ -137,6 +173,25 @@ dnnl::memory::format_tag PlainTag(size_t rank) {
   }
 }
 
+// Channels-last layout of a tensor of `rank` dims (nwc, nhwc, ndhwc).
+dnnl::memory::format_tag ChannelsLastTag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+    case 3: return tag::acb;
+    case 4: return tag::acdb;
+    case 5: return tag::acdeb;
+    default: return tag::undef;
+  }
+}
+
+// Y [N, ..., M] (channels-last) = bias[m] (0 without bias) everywhere.
+void FillBiasChannelsLast(const TensorRef& y, const float* bias) {
+  const int64_t m = y.shape.back();
+  const int64_t total = *NumElements(y.shape);
+  float* p = DataAs<float>(y);
+  for (int64_t i = 0; i < total; ++i) p[i] = bias ? bias[i % m] : 0.f;
+}
+
 // Y [N, M, ...] = bias[m] (0 without bias) everywhere.
 void FillBias(const TensorRef& y, const float* bias) {
   const int64_t n = y.shape[0], m = y.shape[1];
@@ -167,7 +222,12 @@ class ConvKernel final : public ValidatedKernel {
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {
       // No input channel (or only padding) reaches the output: Y holds the bias.
-      FillBias(out[0], in.size() > 2 && in[2].present() ? DataAs<const float>(in[2]) : nullptr);
+      const float* bias = in.size() > 2 && in[2].present() ? DataAs<const float>(in[2]) : nullptr;
+      if (attrs_.channels_last) {
+        FillBiasChannelsLast(out[0], bias);
+      } else {
+        FillBias(out[0], bias);
+      }
       return OkStatus();
     }
     try {
@@ -220,8 +280,12 @@ class ConvKernel final : public ValidatedKernel {
     REMEX_ASSIGN_OR_RETURN(ConvShape s, ComputeConvShape(attrs_, args));
     const size_t rank = in[0].shape.size();
     const int64_t g = attrs_.group;
-    memory::dims src_dims(in[0].shape.begin(), in[0].shape.end());
-    memory::dims dst_dims(s.output.begin(), s.output.end());
+    // oneDNN dims are always channels-first; the memory format carries the layout.
+    const Shape src_shape = attrs_.channels_last ? ToChannelsFirst(in[0].shape) : in[0].shape;
+    const Shape dst_shape = attrs_.channels_last ? ToChannelsFirst(s.output) : s.output;
+    const memory::format_tag user_tag = attrs_.channels_last ? ChannelsLastTag(rank) : PlainTag(rank);
+    memory::dims src_dims(src_shape.begin(), src_shape.end());
+    memory::dims dst_dims(dst_shape.begin(), dst_shape.end());
     memory::dims w_dims;
     memory::format_tag w_tag;
     if (g == 1) {
@@ -241,16 +305,18 @@ class ConvKernel final : public ValidatedKernel {
     const auto f32 = memory::data_type::f32;
     // Pointwise convolutions run as a GEMM on the plain layout faster than a blocked
     // convolution plus the reorders of X and Y; everything else (depthwise above all)
-    // gets the layouts oneDNN prefers.
+    // gets the layouts oneDNN prefers. Channels-last activations stay channels-last
+    // (oneDNN's nhwc convolutions), so X and Y are never reordered.
     bool pointwise = g == 1;
     for (int64_t k : s.geometry.kernel) pointwise = pointwise && k == 1;
-    const memory::format_tag act_tag = pointwise ? PlainTag(rank) : memory::format_tag::any;
+    const memory::format_tag act_tag =
+        attrs_.channels_last ? user_tag : pointwise ? PlainTag(rank) : memory::format_tag::any;
     memory::desc src_any(src_dims, f32, act_tag);
     memory::desc w_any(w_dims, f32, memory::format_tag::any);
     memory::desc dst_any(dst_dims, f32, act_tag);
-    memory::desc user_src_md(src_dims, f32, PlainTag(rank));
+    memory::desc user_src_md(src_dims, f32, user_tag);
     memory::desc user_w_md(w_dims, f32, w_tag);
-    memory::desc user_dst_md(dst_dims, f32, PlainTag(rank));
+    memory::desc user_dst_md(dst_dims, f32, user_tag);
     memory::desc bias_md({s.m}, f32, memory::format_tag::a);
     auto desc =
         has_bias ? dnnl::convolution_forward::desc(

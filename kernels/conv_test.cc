@@ -251,5 +251,94 @@ TEST(ConvTest, CacheHandlesShapeChanges) {
   }
 }
 
+// Channels-last Conv (`layout` NHWC) against the NCHW kernel between transposes, on
+// random shapes, groups, strides, dilations and pads.
+std::vector<float> ToNhwc(const std::vector<float>& x, const Shape& s) {
+  const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  std::vector<float> y(x.size());
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t b = 0; b < c; ++b)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j) y[((a * h + i) * w + j) * c + b] = x[((a * c + b) * h + i) * w + j];
+  return y;
+}
+
+TEST(ConvNhwcTest, MatchesNchwBetweenTransposes) {
+  OpRunner r;
+  std::mt19937 rng(5);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int iter = 0; iter < 30; ++iter) {
+    const int64_t group = pick(1, 3);
+    const int64_t c = group * pick(1, 4), m = group * pick(1, 4), n = pick(1, 2);
+    const int64_t kh = pick(1, 3), kw = pick(1, 3), sh = pick(1, 2), sw = pick(1, 2), dh = pick(1, 2);
+    const int64_t h = (kh - 1) * dh + pick(1, 9), w = (kw - 1) + pick(1, 9);
+    const std::vector<int64_t> pads = {pick(0, 1), pick(0, 1), pick(0, 1), pick(0, 1)};
+    const bool bias = pick(0, 1) == 1;
+    const Shape xs = {n, c, h, w}, ws = {m, c / group, kh, kw};
+    std::vector<float> x(*NumElements(xs)), wt(*NumElements(ws)), b(m);
+    for (float& v : x) v = dist(rng);
+    for (float& v : wt) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    Attributes a;
+    a.Set("group", group);
+    a.Set("strides", std::vector<int64_t>{sh, sw});
+    a.Set("dilations", std::vector<int64_t>{dh, 1});
+    a.Set("pads", pads);
+    std::vector<HostTensor> nchw_in = {HostTensor::Of(xs, x), HostTensor::Of(ws, wt)};
+    if (bias) nchw_in.push_back(HostTensor::Of<float>({m}, b));
+    auto want = r.Run("Conv", a, nchw_in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const Shape ys = (*want)[0].shape;
+    Attributes a_nhwc = a;
+    a_nhwc.Set("layout", std::string("NHWC"));
+    std::vector<HostTensor> nhwc_in = nchw_in;
+    nhwc_in[0] = HostTensor::Of(Shape{n, h, w, c}, ToNhwc(x, xs));
+    // Twice: the second call uses the cached primitive.
+    for (int call = 0; call < 2; ++call) {
+      auto got = r.Run("Conv", a_nhwc, nhwc_in);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ((*got)[0].shape, (Shape{ys[0], ys[2], ys[3], ys[1]}));
+      const std::vector<float> expect = ToNhwc((*want)[0].Values<float>(), ys);
+      const std::vector<float> actual = (*got)[0].Values<float>();
+      for (size_t i = 0; i < expect.size(); ++i) {
+        ASSERT_NEAR(actual[i], expect[i], 1e-4f) << "at " << i << " x " << ShapeToString(xs) << " w "
+                                                 << ShapeToString(ws) << " group " << group;
+      }
+    }
+  }
+}
+
+TEST(ConvNhwcTest, ShapesAndErrors) {
+  OpRunner r;
+  Attributes a;
+  a.Set("layout", std::string("NHWC"));
+  a.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  // X [1, 5, 7, 3] (NHWC, C = 3), W [8, 3, 3, 3] -> Y [1, 5, 7, 8].
+  auto infos = r.Infer("Conv", a, {HostTensor::Zeros(DType::kFloat32, {1, 5, 7, 3}),
+                                   HostTensor::Zeros(DType::kFloat32, {8, 3, 3, 3})});
+  ASSERT_TRUE(infos.ok()) << infos.status().ToString();
+  EXPECT_EQ((*infos)[0].shape, (Shape{1, 5, 7, 8}));
+  // The channel count is read from the last dim: C = 7 does not match W.
+  auto bad = r.Infer("Conv", a, {HostTensor::Zeros(DType::kFloat32, {1, 5, 3, 7}),
+                                 HostTensor::Zeros(DType::kFloat32, {8, 3, 3, 3})});
+  EXPECT_FALSE(bad.ok());
+  Attributes wrong;
+  wrong.Set("layout", std::string("CHWN"));
+  auto refused = r.Infer("Conv", wrong, {HostTensor::Zeros(DType::kFloat32, {1, 3, 5, 5}),
+                                         HostTensor::Zeros(DType::kFloat32, {8, 3, 3, 3})});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("unknown layout 'CHWN'"), std::string::npos);
+  // An empty input channel count: Y holds the bias, channels-last.
+  Attributes e;
+  e.Set("layout", std::string("NHWC"));
+  auto out = r.Run("Conv", e, {HostTensor::Zeros(DType::kFloat32, {1, 2, 2, 0}),
+                               HostTensor::Zeros(DType::kFloat32, {2, 0, 1, 1}),
+                               HostTensor::Of<float>({2}, {1.5f, -2.f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 2, 2, 2}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1.5f, -2.f, 1.5f, -2.f, 1.5f, -2.f, 1.5f, -2.f}));
+}
+
 }  // namespace
 }  // namespace remex::kernels

@@ -642,5 +642,65 @@ TEST(DepthToSpaceTest, BadAttributesAndShapes) {
             StatusCode::kInvalidArgument);
 }
 
+// ---------------------------------------------------------------------------
+// Channels-last (`layout` NHWC) DepthToSpace and SpaceToDepth against the NCHW kernels
+// between transposes, on random shapes.
+
+namespace nhwc {
+
+Shape ToNhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
+
+TEST(BlockNhwcTest, MatchesNchwBetweenTransposes) {
+  OpRunner r;
+  std::mt19937 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int iter = 0; iter < 40; ++iter) {
+    const int64_t b = pick(1, 3), n = pick(1, 2), c = pick(1, 5), h = pick(1, 6), w = pick(1, 7);
+    for (const char* op : {"DepthToSpace", "SpaceToDepth"}) {
+      const bool d2s = std::string(op) == "DepthToSpace";
+      const Shape nchw = d2s ? Shape{n, c * b * b, h, w} : Shape{n, c, h * b, w * b};
+      const std::vector<float> x = Iota(*NumElements(nchw));
+      const std::vector<float> x_nhwc = NaiveTranspose(x, nchw, {0, 2, 3, 1});
+      for (const char* mode : {"DCR", "CRD"}) {
+        if (!d2s && std::string(mode) == "CRD") continue;
+        Attributes a = Attrs({{"blocksize", b}});
+        if (d2s) a.Set("mode", std::string(mode));
+        auto want = r.Run(op, a, {HostTensor::Of<float>(nchw, x)});
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        a.Set("layout", std::string("NHWC"));
+        auto got = r.Run(op, a, {HostTensor::Of<float>(ToNhwc(nchw), x_nhwc)});
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        const Shape out_nchw = (*want)[0].shape;
+        ASSERT_EQ((*got)[0].shape, ToNhwc(out_nchw)) << op << " " << mode;
+        EXPECT_EQ((*got)[0].Values<float>(), NaiveTranspose((*want)[0].Values<float>(), out_nchw, {0, 2, 3, 1}))
+            << op << " " << mode << " b " << b << " " << ShapeToString(nchw);
+      }
+    }
+  }
+}
+
+TEST(BlockNhwcTest, OtherElementSizesAndBadLayouts) {
+  OpRunner r;
+  // int64 data through the channels-last CRD path: [1, 1, 1, 4] -> [1, 2, 2, 1].
+  Attributes a = Attrs({{"blocksize", int64_t{2}}});
+  a.Set("mode", std::string("CRD"));
+  a.Set("layout", std::string("NHWC"));
+  auto out = r.Run("DepthToSpace", a, {HostTensor::Of<int64_t>({1, 1, 1, 4}, {10, 11, 12, 13})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 2, 2, 1}));
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{10, 11, 12, 13}));
+  // NHWC channels not divisible by b^2 name the channels.
+  auto bad = r.Infer("DepthToSpace", a, {HostTensor::Zeros(DType::kFloat32, {1, 2, 2, 6})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("channels 6"), std::string::npos) << bad.status().ToString();
+  Attributes wrong = Attrs({{"blocksize", int64_t{2}}});
+  wrong.Set("layout", std::string("NCWH"));
+  auto refused = r.Infer("SpaceToDepth", wrong, {HostTensor::Zeros(DType::kFloat32, {1, 1, 2, 2})});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("layout"), std::string::npos);
+}
+
+}  // namespace nhwc
+
 }  // namespace
 }  // namespace remex::kernels
