@@ -1017,6 +1017,13 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
                          InferShapes(graph, registry, options.fold_constants, options.bounds));
   local.nodes_removed = EliminateDeadCode(graph);
+  if (options.layout == Layout::kNhwc) {
+    REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));
+    EliminateDeadCode(graph);  // constants replaced by their NHWC forms
+  }
+  const TransposeCount transposes = CountTransposes(graph);
+  local.transposes = transposes.total;
+  local.transposes_at_edges = transposes.at_edges;
   if (options.place_on_host) PlaceOnHost(graph, registry);
   CodeGenerator gen(graph, registry);
   REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, gen.Run());

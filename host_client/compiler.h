@@ -34,6 +34,7 @@
 
 #include "base/status.h"
 #include "host_client/graph.h"
+#include "host_client/layout.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 
@@ -52,6 +53,9 @@ struct CompileOptions {
   bool place_on_host = true;
   // zstd level of the executable's constant chunks.
   int zstd_level = 3;
+  // Activation layout between convolutions (see host_client/layout.h); graph inputs
+  // and outputs stay NCHW either way.
+  Layout layout = Layout::kNchw;
 };
 
 struct CompileStats {
@@ -63,6 +67,9 @@ struct CompileStats {
   int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time
   int copies_to_host = 0;           // explicit CopyToHost instructions
   uint64_t constant_bytes = 0;
+  int transposes = 0;           // Transpose kernels, the model's own included
+  int transposes_at_edges = 0;  // of those, reading a graph input or writing an output
+  LayoutStats layout;           // what the layout pass did (CompileOptions::layout)
 };
 
 // Infers dtypes and (symbolic) shapes through the graph and its regions with the

@@ -1,7 +1,9 @@
 // remex: compile ONNX models to Remex executables, and run, benchmark and check them
 // on a device server.
 //
-//   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]...
+//   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]... [--bound SYM=MIN:MAX]...
+//             [--layout NCHW|NHWC] [--stats]
+//   remex gen-sr -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //   remex run MODEL.onnx|MODEL.rmx [--server HOST:PORT] [--input NAME=FILE.npy]...
 //             [--shape NAME=1x3x48x192]... [--seed N] [--fetch all|none|NAME[,NAME]]
 //             [--output-dir DIR] [--save-inputs] [--compression auto|none|zstd[:LEVEL]] [--json]
@@ -39,6 +41,7 @@
 #include "host_client/compare.h"
 #include "host_client/compiler.h"
 #include "host_client/npy.h"
+#include "host_client/sr_model.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 
@@ -134,10 +137,12 @@ StatusOr<std::vector<std::byte>> ReadFile(const std::string& path) {
 
 StatusOr<remex::vm::ExecutableDef> CompileToDef(const std::string& path, const std::map<std::string, Shape>& shapes,
                                                 const std::map<std::string, remex::compiler::DimBounds>& bounds,
-                                                remex::compiler::CompileStats* stats) {
+                                                remex::compiler::CompileStats* stats,
+                                                remex::compiler::Layout layout = remex::compiler::Layout::kNchw) {
   remex::compiler::CompileOptions options;
   options.input_shapes = shapes;
   options.bounds = bounds;
+  options.layout = layout;
   REMEX_ASSIGN_OR_RETURN(const remex::kernels::KernelRegistry* registry, CompilerRegistry());
   return remex::compiler::CompileOnnxFile(path, *registry, options, stats);
 }
@@ -878,13 +883,15 @@ int Check(const CheckArgs& args) {
 }
 
 int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs,
-            const std::vector<std::string>& bound_specs, bool print_stats) {
+            const std::vector<std::string>& bound_specs, const std::string& layout_name, bool print_stats) {
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Usage(shapes.status());
   auto bounds = ParseBounds(bound_specs);
   if (!bounds.ok()) return Usage(bounds.status());
+  auto layout = remex::compiler::ParseLayout(layout_name);
+  if (!layout.ok()) return Usage(layout.status());
   remex::compiler::CompileStats stats;
-  auto def = CompileToDef(model, *shapes, *bounds, &stats);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout);
   if (!def.ok()) return Fail(def.status());
   auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -902,6 +909,13 @@ int Compile(const std::string& model, const std::string& output, const std::vect
     for (const auto& [op, n] : by_op) std::printf("  %-28s %d\n", op.c_str(), n);
     std::printf("host kernels %d, shape functions at run time %d, explicit copies to host %d, bytecode %zu instructions\n",
                 stats.host_kernels, stats.runtime_shape_functions, stats.copies_to_host, fn.code.size());
+    std::printf("transpose kernels %d: %d at the edges, %d in the body\n", stats.transposes,
+                stats.transposes_at_edges, stats.transposes - stats.transposes_at_edges);
+    const auto& l = stats.layout;
+    std::printf("layout %s: %d layout changes (%d at the edges, %d in the body), %d nodes NHWC, %d constants permuted\n",
+                *layout == remex::compiler::Layout::kNhwc ? "NHWC" : "NCHW",
+                l.transposes_at_edges + l.transposes_in_body, l.transposes_at_edges, l.transposes_in_body,
+                l.nodes_nhwc, l.constants_permuted);
   }
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
@@ -910,6 +924,27 @@ int Compile(const std::string& model, const std::string& output, const std::vect
               "%.1f KiB constants, %zu bytes written to %s\n",
               model.c_str(), stats.nodes_in, stats.kernels, stats.nodes_folded, stats.nodes_removed,
               stats.runtime_shape_functions, stats.constant_bytes / 1024.0, bytes->size(), output.c_str());
+  return 0;
+}
+
+int GenSr(const std::string& output, int64_t height, int64_t width, const std::string& dtype_name, uint64_t seed) {
+  remex::sr::SrModelOptions options;
+  options.height = height;
+  options.width = width;
+  options.seed = seed;
+  if (dtype_name == "float32") {
+    options.dtype = remex::DType::kFloat32;
+  } else if (dtype_name == "float16") {
+    options.dtype = remex::DType::kFloat16;
+  } else {
+    return Usage(remex::InvalidArgument("--dtype must be float32 or float16, got '" + dtype_name + "'"));
+  }
+  Status st = remex::sr::WriteSrModel(options, output);
+  if (st.code() == remex::StatusCode::kInvalidArgument) return Usage(st);
+  if (!st.ok()) return Fail(st);
+  std::printf("super-resolution x4 model %s [1, 3, %lld, %lld] -> [1, 3, %lld, %lld] written to %s\n",
+              dtype_name.c_str(), static_cast<long long>(height), static_cast<long long>(width),
+              static_cast<long long>(4 * height), static_cast<long long>(4 * width), output.c_str());
   return 0;
 }
 
@@ -936,7 +971,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> bounds;
   bool compile_stats = false;
   compile->add_option("--bound", bounds, "SYMBOL=MIN:MAX bounds of a symbolic input dim, e.g. W=32:2048 (repeatable)");
-  compile->add_flag("--stats", compile_stats, "print kernels by op and placement figures");
+  compile->add_flag("--stats", compile_stats, "print kernels by op, placement and layout figures");
+  std::string layout = "NCHW";
+  compile->add_option("--layout", layout, "activation layout between convolutions: NCHW or NHWC")
+      ->capture_default_str();
+
+  std::string sr_output, sr_dtype = "float32";
+  int64_t sr_height = 720, sr_width = 1280;
+  uint64_t sr_seed = 1;
+  auto* gen_sr = app.add_subcommand("gen-sr", "write a synthetic EDSR-style x4 super-resolution ONNX model");
+  gen_sr->add_option("-o,--output", sr_output, "SR.onnx")->required();
+  gen_sr->add_option("--height", sr_height, "input height")->capture_default_str();
+  gen_sr->add_option("--width", sr_width, "input width")->capture_default_str();
+  gen_sr->add_option("--dtype", sr_dtype, "float32 or float16")->capture_default_str();
+  gen_sr->add_option("--seed", sr_seed, "weight generator seed")->capture_default_str();
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "run a model on a device server and fetch its outputs");
@@ -990,7 +1038,8 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
-  if (*compile) return Compile(model, output, shapes, bounds, compile_stats);
+  if (*compile) return Compile(model, output, shapes, bounds, layout, compile_stats);
+  if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
   if (*check_cmd) return Check(check);

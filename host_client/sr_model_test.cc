@@ -1,0 +1,116 @@
+// The synthetic super-resolution model: structure, shapes, dtypes, determinism and
+// option checks.
+#include "host_client/sr_model.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <map>
+
+#include "host_client/compiler.h"
+#include "host_client/onnx_frontend.h"
+
+namespace remex::sr {
+namespace {
+
+const kernels::KernelRegistry& Registry() {
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
+}
+
+onnx::ModelProto Parse(const std::vector<std::byte>& bytes) {
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+  return m;
+}
+
+TEST(SrModelTest, StructureAndShapes) {
+  SrModelOptions o;
+  o.height = 5;
+  o.width = 7;
+  auto bytes = BuildSrModel(o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  onnx::ModelProto m = Parse(*bytes);
+  std::map<std::string, int> ops;
+  for (const auto& n : m.graph().node()) ops[n.op_type()]++;
+  EXPECT_EQ(ops["Conv"], 9);  // head, 2 x 2 in the blocks, body end, 2 upsampling, tail
+  EXPECT_EQ(ops["LeakyRelu"], 2);
+  EXPECT_EQ(ops["Add"], 3);
+  EXPECT_EQ(ops["DepthToSpace"], 2);
+  EXPECT_EQ(ops.size(), 4u);
+  for (const auto& n : m.graph().node()) {
+    for (const auto& a : n.attribute()) {
+      if (n.op_type() == "DepthToSpace" && a.name() == "mode") EXPECT_EQ(a.s(), "CRD");
+      if (n.op_type() == "LeakyRelu") EXPECT_FLOAT_EQ(a.f(), 0.1f);
+    }
+  }
+  // Shapes through the compiler's own inference.
+  auto graph = compiler::ImportOnnxBytes(*bytes, Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  ASSERT_TRUE(compiler::InferShapes(*graph, Registry(), /*fold_constants=*/true).ok());
+  const compiler::Value& y = graph->values[graph->outputs[0]];
+  EXPECT_EQ(y.shape, (Shape{1, 3, 20, 28}));
+  EXPECT_EQ(y.dtype, DType::kFloat32);
+  const compiler::Value& x = graph->values[graph->inputs[0]];
+  EXPECT_EQ(x.shape, (Shape{1, 3, 5, 7}));
+}
+
+TEST(SrModelTest, WeightsAreSeededAndHeScaled) {
+  SrModelOptions o;
+  o.height = 4;
+  o.width = 4;
+  auto a = BuildSrModel(o);
+  auto b = BuildSrModel(o);
+  o.seed = 2;
+  auto c = BuildSrModel(o);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  // The 64->64 weights' standard deviation is sqrt(2 / 576) ~ 0.059.
+  onnx::ModelProto m = Parse(*a);
+  for (const auto& t : m.graph().initializer()) {
+    if (t.name() != "body_end.weight") continue;
+    ASSERT_EQ(t.raw_data().size(), 64u * 64 * 9 * 4);
+    const float* w = reinterpret_cast<const float*>(t.raw_data().data());
+    double sum2 = 0;
+    for (size_t i = 0; i < 64 * 64 * 9; ++i) sum2 += double(w[i]) * w[i];
+    EXPECT_NEAR(std::sqrt(sum2 / (64 * 64 * 9)), std::sqrt(2.0 / 576), 0.003);
+  }
+}
+
+TEST(SrModelTest, Float16) {
+  SrModelOptions o;
+  o.height = 8;
+  o.width = 8;
+  o.dtype = DType::kFloat16;
+  auto bytes = BuildSrModel(o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  onnx::ModelProto m = Parse(*bytes);
+  EXPECT_EQ(m.graph().input(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT16);
+  EXPECT_EQ(m.graph().output(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT16);
+  for (const auto& t : m.graph().initializer()) {
+    EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT16) << t.name();
+    int64_t n = 1;
+    for (int64_t d : t.dims()) n *= d;
+    EXPECT_EQ(t.raw_data().size(), static_cast<size_t>(n) * 2) << t.name();
+  }
+}
+
+TEST(SrModelTest, BadOptionsAreRefused) {
+  SrModelOptions o;
+  o.height = 0;
+  EXPECT_EQ(BuildSrModel(o).status().code(), StatusCode::kInvalidArgument);
+  o.height = 8;
+  o.width = 1 << 20;
+  EXPECT_EQ(BuildSrModel(o).status().code(), StatusCode::kInvalidArgument);
+  o.width = 8;
+  o.dtype = DType::kInt32;
+  auto bad = BuildSrModel(o);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("int32"), std::string::npos) << bad.status().ToString();
+  EXPECT_EQ(WriteSrModel({}, "/nonexistent-dir/sr.onnx").code(), StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace remex::sr
