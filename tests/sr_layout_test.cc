@@ -1,0 +1,114 @@
+// The synthetic x4 super-resolution model (`remex gen-sr`) compiled NCHW and NHWC
+// (`remex compile --layout`), both run by `remex run` on a real remex-server's CPU
+// device at 1x3x24x40: the two agree (atol 1e-4), the NHWC compile changes layout only
+// at the graph's two edges (read from `remex compile --stats`), and the NCHW result
+// matches ONNX Runtime (onnxruntime-node through tests/reference/ort_run.js, atol 1e-4)
+// on the same input.
+//
+// The ONNX Runtime comparison needs REMEX_ORT_RUN (set by scripts/test.sh) and skips
+// itself without it; everything else needs only the Remex binaries.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "host_client/compare.h"
+#include "host_client/npy.h"
+#include "tests/process_util.h"
+
+namespace remex {
+namespace {
+
+namespace fs = std::filesystem;
+using remex::testing::Env;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+
+constexpr double kAtol = 1e-4;
+
+class SrLayoutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/remex_sr_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           "_" + std::to_string(getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ASSERT_NE(server_.port(), 0);
+    auto g = RunCommand(Cli() + " gen-sr -o " + Model() + " --height 24 --width 40");
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string Cli() { return REMEX_CLI_BIN; }
+  std::string Model() const { return dir_ + "/sr.onnx"; }
+
+  // Compiles with `layout`; returns the --stats text.
+  std::string Compile(const std::string& layout) {
+    auto c = RunCommand(Cli() + " compile " + Model() + " -o " + dir_ + "/sr_" + layout + ".rmx --layout " + layout +
+                        " --stats");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    return c.output;
+  }
+
+  // Runs the `layout` executable on `input` (a .npy path; empty: seeded random input);
+  // outputs go to DIR/out_<layout>.
+  void Run(const std::string& layout, const std::string& input) {
+    std::string cmd = Cli() + " run " + dir_ + "/sr_" + layout + ".rmx --server " + server_.address() +
+                      " --output-dir " + dir_ + "/out_" + layout;
+    cmd += input.empty() ? " --seed 7 --save-inputs" : " --input x=" + input;
+    auto r = RunCommand(cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+
+  compare::ArrayComparison CompareFiles(const std::string& expected, const std::string& actual, Shape* shape) {
+    auto e = npy::Read(expected);
+    auto a = npy::Read(actual);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    if (!e.ok() || !a.ok()) return {};
+    if (shape) *shape = a->shape;
+    return compare::CompareArrays(*e, *a, 0.0, kAtol);
+  }
+
+  std::string dir_;
+  ServerProcess server_;
+};
+
+TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
+  const std::string nchw = Compile("NCHW");
+  const std::string nhwc = Compile("NHWC");
+  std::printf("%s%s", nchw.c_str(), nhwc.c_str());
+  EXPECT_NE(nchw.find("transpose kernels 0: 0 at the edges, 0 in the body"), std::string::npos) << nchw;
+  // Exactly the input's and the output's layout change; none in the body.
+  EXPECT_NE(nhwc.find("transpose kernels 2: 2 at the edges, 0 in the body"), std::string::npos) << nhwc;
+  EXPECT_NE(nhwc.find("layout NHWC: 2 layout changes (2 at the edges, 0 in the body), 16 nodes NHWC"),
+            std::string::npos)
+      << nhwc;
+  EXPECT_NE(nhwc.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << nhwc;
+  Run("NCHW", "");
+  Run("NHWC", dir_ + "/out_NCHW/inputs/x.npy");
+  Shape shape;
+  auto c = CompareFiles(dir_ + "/out_NCHW/y.npy", dir_ + "/out_NHWC/y.npy", &shape);
+  EXPECT_EQ(shape, (Shape{1, 3, 96, 160}));
+  EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
+  std::printf("[sr] NHWC vs NCHW: max abs error %.3g\n", c.max_abs_error);
+}
+
+TEST_F(SrLayoutTest, NchwMatchesOnnxRuntime) {
+  const std::string ort_run = Env("REMEX_ORT_RUN");
+  if (ort_run.empty()) GTEST_SKIP() << "REMEX_ORT_RUN not set: run scripts/test.sh";
+  Compile("NCHW");
+  Run("NCHW", "");
+  const std::string ort = dir_ + "/ort";
+  auto o = RunCommand("node " + ort_run + " " + Model() + " " + ort + " x=" + dir_ + "/out_NCHW/inputs/x.npy");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  Shape shape;
+  auto c = CompareFiles(ort + "/y.npy", dir_ + "/out_NCHW/y.npy", &shape);
+  EXPECT_EQ(shape, (Shape{1, 3, 96, 160}));
+  EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
+  std::printf("[sr] NCHW vs ONNX Runtime: max abs error %.3g\n", c.max_abs_error);
+}
+
+}  // namespace
+}  // namespace remex
