@@ -16,10 +16,12 @@
 
 #include "device_server/module_cache.h"
 #include "device_server/time_evaluator.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "rpc/transport.h"
 #include "rpc/wire_util.h"
 #include "vm/content_hash.h"
+#include "vm/cuda_device.h"
 #include "vm/device.h"
 #include "vm/executable.h"
 #include "vm/tensor_ops.h"
@@ -683,13 +685,32 @@ class Session final : public rpc::ConnectionHandler {
 
 }  // namespace
 
+namespace {
+
+// The GPU ordinal of "cuda" (0) or "cuda:N"; -1 for any other name.
+int ParseCudaDevice(const std::string& name) {
+  if (name == "cuda") return 0;
+  if (name.rfind("cuda:", 0) != 0) return -1;
+  const std::string digits = name.substr(5);
+  if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(digits);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& config) {
   auto state = std::make_shared<State>();
   if (config.device == "cpu") {
     REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
     state->device = vm::CreateCpuDevice();
+  } else if (const int ordinal = ParseCudaDevice(config.device); ordinal >= 0) {
+    // Host kernels run the CPU kernels, so the registry holds both.
+    REMEX_ASSIGN_OR_RETURN(state->device, vm::CreateCudaDevice(ordinal));
+    REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
+    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(
+        *state->registry, {vm::CudaOrdinalOf(*state->device), vm::CudaStreamOf(*state->device)}));
   } else {
-    return InvalidArgument("unknown device '" + config.device + "' (this build serves: cpu)");
+    return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
   state->allocator = vm::Allocator::Create(*state->device);
   state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);

@@ -52,8 +52,10 @@ struct ServerStats {
 
 class DeviceServer {
  public:
-  // Creates the device and starts listening. INVALID_ARGUMENT for an unknown device
-  // name, UNAVAILABLE when the address cannot be bound.
+  // Creates the device ("cpu", or "cuda:N" / "cuda" for GPU N / 0) and starts
+  // listening. INVALID_ARGUMENT for an unknown device name or a GPU ordinal past the
+  // visible GPUs; UNAVAILABLE when no GPU or driver is usable or the address cannot be
+  // bound; UNIMPLEMENTED for a CUDA device in a build without CUDA.
   static StatusOr<std::unique_ptr<DeviceServer>> Start(const ServerConfig& config);
   ~DeviceServer();
 

@@ -1,9 +1,11 @@
-// remex-server [--listen HOST:PORT] [--device cpu] [--threads N] [--module-cache-bytes N]
+// remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
 //              [--benchmark-time-limit-s S]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
-// connections, and stops cleanly on SIGINT or SIGTERM.
+// connections, and stops cleanly on SIGINT or SIGTERM. Exits with status 1 and the
+// reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
+// or a build without CUDA).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
   uint32_t benchmark_limit_s = 600;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
-  app.add_option("--device", device, "device to serve: cpu")->capture_default_str();
+  app.add_option("--device", device, "device to serve: cpu, or cuda:N (GPU N; needs a CUDA build)")->capture_default_str();
   app.add_option("--threads", threads, "I/O threads (device work runs on its own thread)")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--module-cache-bytes", module_cache_bytes,
                  "bound of the module cache shared by all sessions (.rmx bytes + constants; 0: no cache)")

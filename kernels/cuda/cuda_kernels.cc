@@ -1,0 +1,21 @@
+// RegisterCudaKernels: the CUDA kernels of every op group, or UNIMPLEMENTED in a build
+// without CUDA.
+
+#include "kernels/cuda/cuda_kernels.h"
+
+#if REMEX_HAVE_CUDA
+#include "kernels/cuda/cuda_internal.h"
+#endif
+
+namespace remex::kernels {
+
+Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+#if REMEX_HAVE_CUDA
+  REMEX_RETURN_IF_ERROR(cuda::AddElementwiseCudaKernels(registry, context));
+  return OkStatus();
+#else
+  return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");
+#endif
+}
+
+}  // namespace remex::kernels

@@ -1,0 +1,160 @@
+// Device code of the CUDA elementwise kernels. Includes only CUDA and plain headers.
+//
+// Every kernel is a grid-stride loop over the output. float16 values are loaded as
+// float, computed in float and stored rounded to nearest even (__float2half_rn), as the
+// CPU kernels do (kernels/float16.h).
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/elementwise_impl.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+
+__device__ __forceinline__ float Load(float v) { return v; }
+__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T Store(float v);
+template <>
+__device__ __forceinline__ float Store<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half Store<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+template <BinaryOp kOp>
+__device__ __forceinline__ float ApplyBinary(float x, float y) {
+  if constexpr (kOp == BinaryOp::kAdd) {
+    return x + y;
+  } else if constexpr (kOp == BinaryOp::kSub) {
+    return x - y;
+  } else if constexpr (kOp == BinaryOp::kMul) {
+    return x * y;
+  } else {
+    return x / y;  // IEEE division (nvcc's default -prec-div=true).
+  }
+}
+
+template <UnaryOp kOp>
+__device__ __forceinline__ float ApplyUnary(float x) {
+  if constexpr (kOp == UnaryOp::kRelu) {
+    return x < 0.0f ? 0.0f : x;  // NaN stays NaN.
+  } else {
+    // expf(-x) overflows to inf for x < -88.7: the result is then 0.
+    return 1.0f / (1.0f + expf(-x));
+  }
+}
+
+// Broadcasting: output element i -> offsets into a and b through the plan.
+template <typename T, BinaryOp kOp>
+__global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n,
+                             BroadcastPlan plan) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t rest = i;
+    int64_t ia = 0;
+    int64_t ib = 0;
+#pragma unroll
+    for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
+      if (d < plan.rank) {
+        const int64_t c = rest % plan.dims[d];
+        rest /= plan.dims[d];
+        ia += c * plan.a_strides[d];
+        ib += c * plan.b_strides[d];
+      }
+    }
+    out[i] = Store<T>(ApplyBinary<kOp>(Load(a[ia]), Load(b[ib])));
+  }
+}
+
+// One merged dim: both inputs are contiguous or scalar (stride 1 or 0), no divisions.
+template <typename T, BinaryOp kOp>
+__global__ void BinaryFlatKernel(const T* a, const T* b, T* out, int64_t n,
+                                 int64_t a_stride, int64_t b_stride) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    out[i] = Store<T>(ApplyBinary<kOp>(Load(a[i * a_stride]), Load(b[i * b_stride])));
+  }
+}
+
+template <typename T, UnaryOp kOp>
+__global__ void UnaryKernel(const T* x, T* y, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i])));
+  }
+}
+
+unsigned Blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
+
+template <typename T, BinaryOp kOp>
+cudaError_t LaunchBinaryTyped(const void* a, const void* b, void* out, int64_t n, const BroadcastPlan& plan,
+                              cudaStream_t stream) {
+  const T* ta = static_cast<const T*>(a);
+  const T* tb = static_cast<const T*>(b);
+  T* tout = static_cast<T*>(out);
+  if (plan.rank == 1) {
+    BinaryFlatKernel<T, kOp><<<Blocks(n), kThreads, 0, stream>>>(ta, tb, tout, n, plan.a_strides[0],
+                                                                 plan.b_strides[0]);
+  } else {
+    BinaryKernel<T, kOp><<<Blocks(n), kThreads, 0, stream>>>(ta, tb, tout, n, plan);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchBinaryOp(BinaryOp op, const void* a, const void* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
+  switch (op) {
+    case BinaryOp::kAdd: return LaunchBinaryTyped<T, BinaryOp::kAdd>(a, b, out, n, plan, stream);
+    case BinaryOp::kSub: return LaunchBinaryTyped<T, BinaryOp::kSub>(a, b, out, n, plan, stream);
+    case BinaryOp::kMul: return LaunchBinaryTyped<T, BinaryOp::kMul>(a, b, out, n, plan, stream);
+    case BinaryOp::kDiv: return LaunchBinaryTyped<T, BinaryOp::kDiv>(a, b, out, n, plan, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t LaunchUnaryOp(UnaryOp op, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  const T* tx = static_cast<const T*>(x);
+  T* ty = static_cast<T*>(y);
+  switch (op) {
+    case UnaryOp::kRelu: UnaryKernel<T, UnaryOp::kRelu><<<Blocks(n), kThreads, 0, stream>>>(tx, ty, n); break;
+    case UnaryOp::kSigmoid: UnaryKernel<T, UnaryOp::kSigmoid><<<Blocks(n), kThreads, 0, stream>>>(tx, ty, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void* out, int64_t n,
+                         const BroadcastPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
+  switch (type) {
+    case ElemType::kFloat32: return LaunchBinaryOp<float>(op, a, b, out, n, plan, stream);
+    case ElemType::kFloat16: return LaunchBinaryOp<__half>(op, a, b, out, n, plan, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchUnary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case ElemType::kFloat32: return LaunchUnaryOp<float>(op, x, y, n, stream);
+    case ElemType::kFloat16: return LaunchUnaryOp<__half>(op, x, y, n, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,337 @@
+#include "vm/cuda_device.h"
+
+#include <string>
+#include <string_view>
+
+#if REMEX_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#endif
+
+namespace remex::vm {
+
+#if REMEX_HAVE_CUDA
+namespace {
+
+// The function name of a call expression: "cudaMemcpyAsync(dst, ...)" -> "cudaMemcpyAsync".
+std::string_view CallName(std::string_view call) { return call.substr(0, call.find('(')); }
+
+// A failed CUDA call as a Status: "<who>: <call> failed: <cudaErrorName>: <message>".
+// The runtime's per-thread last error is cleared, so that a later launch check does
+// not see this one again.
+Status CudaCallError(std::string_view who, std::string_view call, cudaError_t error) {
+  (void)cudaGetLastError();
+  std::string message = std::string(who) + ": " + std::string(CallName(call)) + " failed: " +
+                        cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+  switch (error) {
+    case cudaErrorMemoryAllocation:
+      return ResourceExhausted(std::move(message));
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInitializationError:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+      return Unavailable(std::move(message));
+    default:
+      return Internal(std::move(message));
+  }
+}
+
+#define REMEX_CUDA_RETURN_IF_ERROR(who, call)                                    \
+  do {                                                                           \
+    cudaError_t remex_cuda_error_ = (call);                                      \
+    if (remex_cuda_error_ != cudaSuccess) return CudaCallError(who, #call, remex_cuda_error_); \
+  } while (0)
+
+std::string VersionString(int version) {
+  // CUDA encodes versions as 1000 * major + 10 * minor.
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+class CudaDevice final : public Device {
+ public:
+  static StatusOr<std::unique_ptr<Device>> Create(int ordinal) {
+    const std::string name = "cuda:" + std::to_string(ordinal);
+    if (ordinal < 0) return InvalidArgument(name + ": a CUDA device ordinal must be >= 0");
+    int count = 0;
+    cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+      Status s = CudaCallError(name, "cudaGetDeviceCount", error);
+      return Unavailable(s.message() + " (no usable CUDA driver or GPU on this machine)");
+    }
+    if (count == 0) return Unavailable(name + ": no CUDA GPU is visible to this process");
+    if (ordinal >= count) {
+      return InvalidArgument(name + ": only " + std::to_string(count) + " CUDA GPU(s) are visible (cuda:0 to cuda:" +
+                             std::to_string(count - 1) + ")");
+    }
+    std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal, name));
+    REMEX_RETURN_IF_ERROR(device->Init());
+    return std::unique_ptr<Device>(std::move(device));
+  }
+
+  ~CudaDevice() override {
+    // Errors cannot be reported from here; a device in an error state is released as
+    // far as CUDA allows.
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return;
+    if (stream_) {
+      (void)cudaStreamSynchronize(stream_);
+      (void)cudaStreamDestroy(stream_);
+    }
+    for (cudaEvent_t& event : staging_done_) {
+      if (event) (void)cudaEventDestroy(event);
+    }
+    if (staging_) (void)cudaFreeHost(staging_);
+    (void)cudaGetLastError();
+  }
+
+  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCuda; }
+  std::string name() const override { return name_; }
+  std::string description() const override { return description_; }
+  uint64_t memory_bytes() const override { return memory_bytes_; }
+
+  StatusOr<void*> Allocate(size_t bytes) override {
+    if (bytes > memory_bytes_) {
+      return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
+                               std::to_string(memory_bytes_) + " bytes of memory");
+    }
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    void* ptr = nullptr;
+    const size_t n = bytes == 0 ? 1 : bytes;
+    cudaError_t error = use_pool_ ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
+    if (error != cudaSuccess) {
+      Status s = CudaCallError(name_, use_pool_ ? "cudaMallocAsync" : "cudaMalloc", error);
+      std::string message = s.message() + " (" + std::to_string(bytes) + " bytes requested)";
+      return Status(s.code(), std::move(message));
+    }
+    return ptr;
+  }
+
+  void Deallocate(void* ptr, size_t) override {
+    if (!ptr || cudaSetDevice(ordinal_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    // Deallocate cannot fail by contract: an error here (a device already in an error
+    // state) leaves the block to the driver, which reclaims it with the context.
+    if (use_pool_) {
+      (void)cudaFreeAsync(ptr, stream_);
+    } else {
+      (void)cudaFree(ptr);
+    }
+    (void)cudaGetLastError();
+  }
+
+  Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    if (bytes > kCudaStagingThreshold) {
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      REMEX_ASSIGN_OR_RETURN(bool staged, EnsureStagingLocked());
+      if (staged) return StagedCopyToDeviceLocked(dst, src, bytes);
+    }
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    // The source may be pinned memory, which cudaMemcpyAsync reads after returning.
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    if (bytes > kCudaStagingThreshold) {
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      REMEX_ASSIGN_OR_RETURN(bool staged, EnsureStagingLocked());
+      if (staged) return StagedCopyToHostLocked(dst, src, bytes);
+    }
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return OkStatus();
+  }
+
+  Status Memset(void* dst, uint8_t value, size_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemsetAsync(dst, value, bytes, stream_));
+    return OkStatus();
+  }
+
+  Status Synchronize() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+
+  Status Init() {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    cudaDeviceProp prop;
+    std::memset(&prop, 0, sizeof(prop));
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaGetDeviceProperties(&prop, ordinal_));
+    int driver = 0;
+    int runtime = 0;
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaDriverGetVersion(&driver));
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaRuntimeGetVersion(&runtime));
+    int pools = 0;
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal_));
+    use_pool_ = pools != 0;
+    // A blocking stream: work a kernel queues on the legacy default stream is still
+    // ordered with the device's own.
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamCreate(&stream_));
+    memory_bytes_ = prop.totalGlobalMem;
+    char memory[32];
+    std::snprintf(memory, sizeof(memory), "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1ull << 30));
+    description_ = std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
+                   std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " + memory +
+                   ", driver " + VersionString(driver) + ", runtime " + VersionString(runtime);
+    return OkStatus();
+  }
+
+  Status MakeCurrent() {
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaSetDevice(ordinal_));
+    return OkStatus();
+  }
+
+  // Allocates the two pinned staging buffers on first use. false when pinned memory
+  // cannot be had: transfers then go directly, which is slower but correct.
+  StatusOr<bool> EnsureStagingLocked() {
+    if (staging_) return true;
+    if (staging_failed_) return false;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, 2 * kCudaStagingChunk, cudaHostAllocDefault) != cudaSuccess) {
+      (void)cudaGetLastError();
+      staging_failed_ = true;
+      return false;
+    }
+    for (cudaEvent_t& event : staging_done_) {
+      cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      if (error != cudaSuccess) {
+        Status s = CudaCallError(name_, "cudaEventCreateWithFlags", error);
+        for (cudaEvent_t& e : staging_done_) {
+          if (e) (void)cudaEventDestroy(e);
+          e = nullptr;
+        }
+        (void)cudaFreeHost(p);
+        return s;
+      }
+    }
+    staging_ = static_cast<uint8_t*>(p);
+    staging_used_[0] = staging_used_[1] = false;
+    return true;
+  }
+
+  // Host -> pinned chunk -> device, alternating between the two buffers: the DMA of
+  // one chunk runs while the host fills the other. Returns when every source byte is
+  // in a staging buffer; the last DMAs may still be running (the buffers' events
+  // guard their reuse).
+  Status StagedCopyToDeviceLocked(void* dst, const void* src, size_t bytes) {
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    for (size_t done = 0, k = 0; done < bytes; done += kCudaStagingChunk, k ^= 1) {
+      const size_t n = std::min(kCudaStagingChunk, bytes - done);
+      uint8_t* buffer = staging_ + k * kCudaStagingChunk;
+      if (staging_used_[k]) REMEX_CUDA_RETURN_IF_ERROR(name_, cudaEventSynchronize(staging_done_[k]));
+      std::memcpy(buffer, in + done, n);
+      REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(out + done, buffer, n, cudaMemcpyHostToDevice, stream_));
+      REMEX_CUDA_RETURN_IF_ERROR(name_, cudaEventRecord(staging_done_[k], stream_));
+      staging_used_[k] = true;
+    }
+    return OkStatus();
+  }
+
+  // Device -> pinned chunk -> host: chunk i+1 is in flight while the host copies out
+  // chunk i. Returns when every byte is in `dst`.
+  Status StagedCopyToHostLocked(void* dst, const void* src, size_t bytes) {
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    const size_t chunks = (bytes + kCudaStagingChunk - 1) / kCudaStagingChunk;
+    auto issue = [&](size_t i) -> Status {
+      const size_t k = i & 1;
+      const size_t offset = i * kCudaStagingChunk;
+      const size_t n = std::min(kCudaStagingChunk, bytes - offset);
+      REMEX_CUDA_RETURN_IF_ERROR(
+          name_, cudaMemcpyAsync(staging_ + k * kCudaStagingChunk, in + offset, n, cudaMemcpyDeviceToHost, stream_));
+      REMEX_CUDA_RETURN_IF_ERROR(name_, cudaEventRecord(staging_done_[k], stream_));
+      staging_used_[k] = true;
+      return OkStatus();
+    };
+    REMEX_RETURN_IF_ERROR(issue(0));
+    for (size_t i = 0; i < chunks; ++i) {
+      // Buffer (i+1)&1 held chunk i-1, which the host has already copied out.
+      if (i + 1 < chunks) REMEX_RETURN_IF_ERROR(issue(i + 1));
+      const size_t k = i & 1;
+      const size_t offset = i * kCudaStagingChunk;
+      REMEX_CUDA_RETURN_IF_ERROR(name_, cudaEventSynchronize(staging_done_[k]));
+      std::memcpy(out + offset, staging_ + k * kCudaStagingChunk, std::min(kCudaStagingChunk, bytes - offset));
+    }
+    return OkStatus();
+  }
+
+  const int ordinal_;
+  const std::string name_;
+  std::string description_;
+  uint64_t memory_bytes_ = 0;
+  bool use_pool_ = false;
+  cudaStream_t stream_ = nullptr;
+
+  std::mutex staging_mu_;
+  uint8_t* staging_ = nullptr;  // 2 * kCudaStagingChunk pinned bytes
+  bool staging_failed_ = false;
+  cudaEvent_t staging_done_[2] = {nullptr, nullptr};  // recorded after each buffer's last DMA
+  bool staging_used_[2] = {false, false};
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) { return CudaDevice::Create(ordinal); }
+
+void* CudaStreamOf(const Device& device) {
+  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
+  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
+}
+
+int CudaOrdinalOf(const Device& device) {
+  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
+  return cuda ? cuda->ordinal() : -1;
+}
+
+#else  // !REMEX_HAVE_CUDA
+
+int CudaDeviceCount() { return 0; }
+
+StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
+  return Unimplemented("cuda:" + std::to_string(ordinal) + ": Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");
+}
+
+void* CudaStreamOf(const Device&) { return nullptr; }
+
+int CudaOrdinalOf(const Device&) { return -1; }
+
+#endif  // REMEX_HAVE_CUDA
+
+}  // namespace remex::vm

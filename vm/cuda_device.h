@@ -1,0 +1,57 @@
+// The CUDA device: one GPU as a vm::Device (kernels::DeviceKind::kCuda), named "cuda:N".
+//
+// Memory comes from the CUDA runtime (cudaMallocAsync on the device's stream where the
+// GPU supports stream-ordered pools, cudaMalloc otherwise). Every copy, memset and
+// kernel of the device runs on one CUDA stream per device, in issue order:
+//   - CopyToDevice returns once the source bytes have been read (the caller may reuse
+//     them); the transfer itself may still be in flight on the stream.
+//   - CopyToHost returns once the bytes are in host memory.
+//   - CopyOnDevice and Memset are queued on the stream and return at once.
+//   - Synchronize waits for the stream.
+// Host <-> device transfers above kCudaStagingThreshold go through two pinned staging
+// buffers (kCudaStagingChunk bytes each) so that the DMA of one chunk overlaps the
+// host copy of the next; smaller ones are single cudaMemcpyAsync calls.
+//
+// Errors: every CUDA call is checked where it is made; a failure is a Status naming the
+// call and carrying CUDA's own message (cudaGetErrorString). Out of device memory is
+// RESOURCE_EXHAUSTED. An error raised by an earlier asynchronous kernel surfaces at the
+// next checked call (CUDA reports it there).
+//
+// Thread-safety: all methods may be called from any thread; staging buffers are
+// guarded by a mutex. Each call makes the device current on the calling thread.
+//
+// This header is plain C++ (no CUDA headers); without REMEX_HAVE_CUDA the factory
+// returns UNIMPLEMENTED and CudaDeviceCount() returns 0.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "base/status.h"
+#include "vm/device.h"
+
+namespace remex::vm {
+
+// Transfers of more bytes than this go through the pinned staging buffers.
+inline constexpr size_t kCudaStagingThreshold = size_t{1} << 20;
+// Size of each of the two pinned staging buffers.
+inline constexpr size_t kCudaStagingChunk = size_t{8} << 20;
+
+// Number of CUDA GPUs visible to this process; 0 without a GPU, without a driver, or
+// in a build without CUDA.
+int CudaDeviceCount();
+
+// Creates the device for GPU `ordinal` ("cuda:<ordinal>"). INVALID_ARGUMENT for a
+// negative ordinal or one past the visible GPUs; UNAVAILABLE (with CUDA's reason) when
+// there is no GPU or no usable driver; UNIMPLEMENTED "built without CUDA" in a build
+// without REMEX_HAVE_CUDA.
+StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
+
+// The CUDA stream (a cudaStream_t) on which `device` queues its work, for kernels that
+// must be ordered with it; nullptr when `device` is not a CUDA device.
+void* CudaStreamOf(const Device& device);
+
+// The GPU ordinal of `device`; -1 when it is not a CUDA device.
+int CudaOrdinalOf(const Device& device);
+
+}  // namespace remex::vm

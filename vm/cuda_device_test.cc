@@ -1,0 +1,600 @@
+// Tests of the CUDA device (vm/cuda_device.h) and the CUDA kernels
+// (kernels/cuda/cuda_kernels.h). Tests that need a GPU skip themselves when none is
+// visible; the factory's failure without a GPU, the broadcast plan and the kernels'
+// argument checks (which run before any CUDA call) are tested everywhere.
+
+#include "vm/cuda_device.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/broadcast.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "vm/device.h"
+#include "vm/executable.h"
+#include "vm/vm.h"
+
+namespace remex::vm {
+namespace {
+
+using kernels::DeviceKind;
+using kernels::TensorRef;
+
+#define SKIP_WITHOUT_GPU()                                                                       \
+  if (CudaDeviceCount() == 0) {                                                                  \
+    GTEST_SKIP() << "no CUDA GPU visible (or Remex built without CUDA): GPU test not run";        \
+  }
+
+std::unique_ptr<Device> MustCreate(int ordinal) {
+  auto device = CreateCudaDevice(ordinal);
+  EXPECT_TRUE(device.ok()) << device.status().ToString();
+  return device.ok() ? std::move(*device) : nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Without a GPU.
+
+TEST(CudaDeviceFactory, FailsCleanlyWithoutGpu) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA GPU is visible: the no-GPU path is not reachable";
+  auto device = CreateCudaDevice(0);
+  ASSERT_FALSE(device.ok());
+  EXPECT_TRUE(device.status().code() == StatusCode::kUnavailable ||
+              device.status().code() == StatusCode::kUnimplemented)
+      << device.status().ToString();
+  EXPECT_NE(device.status().message().find("cuda:0"), std::string::npos) << device.status().ToString();
+  std::printf("CreateCudaDevice(0) without a GPU: %s\n", device.status().ToString().c_str());
+}
+
+TEST(CudaDeviceFactory, RejectsNegativeOrdinal) {
+  auto device = CreateCudaDevice(-1);
+  ASSERT_FALSE(device.ok());
+  EXPECT_TRUE(device.status().code() == StatusCode::kInvalidArgument ||
+              device.status().code() == StatusCode::kUnimplemented)
+      << device.status().ToString();
+}
+
+TEST(CudaDeviceFactory, RejectsOrdinalPastTheVisibleGpus) {
+  SKIP_WITHOUT_GPU();
+  auto device = CreateCudaDevice(CudaDeviceCount());
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), StatusCode::kInvalidArgument) << device.status().ToString();
+}
+
+TEST(CudaBroadcastPlan, MergesAndDropsDims) {
+  using kernels::cuda::ComputeBroadcastPlan;
+  // [2,3,4] op [3,1]: b spans the middle dim only.
+  auto plan = ComputeBroadcastPlan({2, 3, 4}, {3, 1}, {2, 3, 4});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->rank, 3);
+  EXPECT_EQ(std::vector<int64_t>(plan->dims, plan->dims + 3), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(std::vector<int64_t>(plan->a_strides, plan->a_strides + 3), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(std::vector<int64_t>(plan->b_strides, plan->b_strides + 3), (std::vector<int64_t>{0, 1, 0}));
+
+  // Equal shapes merge into one contiguous dim.
+  plan = ComputeBroadcastPlan({2, 3, 4}, {2, 3, 4}, {2, 3, 4});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->rank, 1);
+  EXPECT_EQ(plan->dims[0], 24);
+  EXPECT_EQ(plan->a_strides[0], 1);
+  EXPECT_EQ(plan->b_strides[0], 1);
+
+  // A scalar broadcasts with stride 0.
+  plan = ComputeBroadcastPlan({5, 6}, {}, {5, 6});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->rank, 1);
+  EXPECT_EQ(plan->dims[0], 30);
+  EXPECT_EQ(plan->b_strides[0], 0);
+
+  // Size-1 output dims are dropped.
+  plan = ComputeBroadcastPlan({1, 5, 1, 6}, {6}, {1, 5, 1, 6});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->rank, 2);
+  EXPECT_EQ(plan->dims[0], 5);
+  EXPECT_EQ(plan->dims[1], 6);
+  EXPECT_EQ(plan->a_strides[0], 6);
+  EXPECT_EQ(plan->b_strides[0], 0);
+  EXPECT_EQ(plan->b_strides[1], 1);
+
+  // Every output dim 1: one element.
+  plan = ComputeBroadcastPlan({1, 1}, {1}, {1, 1});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->rank, 1);
+  EXPECT_EQ(plan->dims[0], 1);
+}
+
+TEST(CudaBroadcastPlan, RejectsBadShapes) {
+  using kernels::cuda::ComputeBroadcastPlan;
+  EXPECT_EQ(ComputeBroadcastPlan({3}, {4}, {4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComputeBroadcastPlan({2, 3}, {3}, {3}).status().code(), StatusCode::kInvalidArgument);
+  // Nine alternating dims cannot be merged below kMaxBroadcastRank.
+  EXPECT_EQ(ComputeBroadcastPlan({2, 1, 2, 1, 2, 1, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2, 1},
+                                 {2, 2, 2, 2, 2, 2, 2, 2, 2})
+                .status()
+                .code(),
+            StatusCode::kUnimplemented);
+}
+
+// Random shapes broadcast to `out`: each input keeps a suffix of out's dims and sets
+// some of them to 1.
+Shape RandomInputShape(const Shape& out, std::mt19937& rng) {
+  size_t keep = std::uniform_int_distribution<size_t>(0, out.size())(rng);
+  Shape s(out.end() - static_cast<std::ptrdiff_t>(keep), out.end());
+  for (int64_t& d : s) {
+    if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) d = 1;
+  }
+  return s;
+}
+
+Shape RandomOutputShape(std::mt19937& rng) {
+  Shape s(std::uniform_int_distribution<size_t>(0, 5)(rng));
+  for (int64_t& d : s) d = std::uniform_int_distribution<int64_t>(1, 6)(rng);
+  return s;
+}
+
+// The offset of output element `i` in an input of shape `in` broadcast to `out`,
+// computed directly from numpy's rules.
+int64_t DirectOffset(int64_t i, const Shape& in, const Shape& out) {
+  int64_t offset = 0;
+  int64_t stride = 1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const size_t d = out.size() - 1 - k;
+    const int64_t c = i % out[d];
+    i /= out[d];
+    if (k < in.size()) {
+      const int64_t extent = in[in.size() - 1 - k];
+      if (extent != 1) offset += c * stride;
+      stride *= extent;
+    }
+  }
+  return offset;
+}
+
+TEST(CudaBroadcastPlan, MatchesNumpyIndexingOnRandomShapes) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    Shape out = RandomOutputShape(rng);
+    Shape a = RandomInputShape(out, rng);
+    Shape b = RandomInputShape(out, rng);
+    // The output of a broadcasting op is the broadcast of its inputs.
+    Shape full(out.size(), 1);
+    for (const Shape* in : {&a, &b}) {
+      for (size_t k = 0; k < in->size(); ++k) {
+        int64_t& f = full[out.size() - 1 - k];
+        f = std::max(f, (*in)[in->size() - 1 - k]);
+      }
+    }
+    auto plan = kernels::cuda::ComputeBroadcastPlan(a, b, full);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const int64_t n = *NumElements(full);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest = i;
+      int64_t ia = 0;
+      int64_t ib = 0;
+      for (int d = plan->rank - 1; d >= 0; --d) {
+        const int64_t c = rest % plan->dims[d];
+        rest /= plan->dims[d];
+        ia += c * plan->a_strides[d];
+        ib += c * plan->b_strides[d];
+      }
+      ASSERT_EQ(ia, DirectOffset(i, a, full)) << ShapeToString(a) << " to " << ShapeToString(full) << " at " << i;
+      ASSERT_EQ(ib, DirectOffset(i, b, full)) << ShapeToString(b) << " to " << ShapeToString(full) << " at " << i;
+    }
+  }
+}
+
+// A registry with every OpDef, the CPU kernels and the CUDA kernels for `context`;
+// nullptr (and a skip reason) in a build without CUDA.
+std::unique_ptr<kernels::KernelRegistry> CudaRegistry(kernels::CudaKernelContext context, std::string* why) {
+  auto registry = kernels::CreateCpuRegistry();
+  if (!registry.ok()) {
+    *why = registry.status().ToString();
+    return nullptr;
+  }
+  Status s = kernels::RegisterCudaKernels(**registry, context);
+  if (!s.ok()) {
+    *why = s.ToString();
+    return nullptr;
+  }
+  return std::move(*registry);
+}
+
+// Argument checks happen on the host before any CUDA call, so they run without a GPU
+// (the data pointers below are never dereferenced).
+TEST(CudaKernels, RejectBadCallsBeforeLaunch) {
+  std::string why;
+  auto registry = CudaRegistry({}, &why);
+  if (!registry) GTEST_SKIP() << "CUDA kernels not available: " << why;
+  uint8_t dummy[16];
+  auto add = (*registry->FindKernel("Add", DeviceKind::kCuda))(kernels::Attributes());
+  ASSERT_TRUE(add.ok());
+
+  // Output shape not what the shape function says.
+  std::vector<TensorRef> in = {{dummy, DType::kFloat32, {2, 3}}, {dummy, DType::kFloat32, {3}}};
+  std::vector<TensorRef> out = {{dummy, DType::kFloat32, {3, 2}}};
+  EXPECT_EQ((*add)->Compute(in, out).code(), StatusCode::kInvalidArgument);
+  // Inputs that do not broadcast.
+  in = {{dummy, DType::kFloat32, {2, 3}}, {dummy, DType::kFloat32, {2}}};
+  out = {{dummy, DType::kFloat32, {2, 3}}};
+  EXPECT_EQ((*add)->Compute(in, out).code(), StatusCode::kInvalidArgument);
+  // A dtype without a CUDA kernel.
+  in = {{dummy, DType::kInt64, {2}}, {dummy, DType::kInt64, {2}}};
+  out = {{dummy, DType::kInt64, {2}}};
+  Status s = (*add)->Compute(in, out);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("int64"), std::string::npos) << s.ToString();
+
+  auto relu = (*registry->FindKernel("Relu", DeviceKind::kCuda))(kernels::Attributes());
+  ASSERT_TRUE(relu.ok());
+  in = {{dummy, DType::kFloat32, {4}}};
+  out = {{dummy, DType::kFloat32, {5}}};
+  EXPECT_EQ((*relu)->Compute(in, out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaKernels, RegistrationNeedsOpDefs) {
+  kernels::KernelRegistry empty;
+  Status s = kernels::RegisterCudaKernels(empty);
+  EXPECT_TRUE(s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kUnimplemented)
+      << s.ToString();
+}
+
+// ---------------------------------------------------------------------------
+// With a GPU.
+
+TEST(CudaDevice, DescribesItself) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  EXPECT_EQ(device->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(device->name(), "cuda:0");
+  EXPECT_GT(device->memory_bytes(), 0u);
+  EXPECT_NE(device->description().find("compute capability"), std::string::npos) << device->description();
+  EXPECT_NE(device->description().find("driver"), std::string::npos) << device->description();
+  EXPECT_NE(CudaStreamOf(*device), nullptr);
+  EXPECT_EQ(CudaOrdinalOf(*device), 0);
+  EXPECT_EQ(CudaStreamOf(HostDevice()), nullptr);
+}
+
+TEST(CudaDevice, CopiesRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::mt19937 rng(1);
+  // Direct copies, one staged chunk, several staged chunks with a partial last one.
+  for (size_t bytes : {size_t{1}, size_t{4097}, kCudaStagingThreshold, kCudaStagingThreshold + 1,
+                       3 * kCudaStagingChunk + 12345}) {
+    SCOPED_TRACE(bytes);
+    std::vector<uint8_t> src(bytes + 3);
+    for (auto& v : src) v = static_cast<uint8_t>(rng());
+    auto d1 = device->Allocate(bytes);
+    auto d2 = device->Allocate(bytes);
+    ASSERT_TRUE(d1.ok() && d2.ok());
+    // Unaligned host pointers on both sides.
+    ASSERT_TRUE(device->CopyToDevice(*d1, src.data() + 3, bytes).ok());
+    ASSERT_TRUE(device->CopyOnDevice(*d2, *d1, bytes).ok());
+    std::vector<uint8_t> back(bytes + 1, 0);
+    ASSERT_TRUE(device->CopyToHost(back.data() + 1, *d2, bytes).ok());
+    EXPECT_EQ(std::memcmp(back.data() + 1, src.data() + 3, bytes), 0);
+
+    ASSERT_TRUE(device->Memset(*d2, 0xA5, bytes).ok());
+    ASSERT_TRUE(device->CopyToHost(back.data(), *d2, bytes).ok());
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(back[i], 0xA5) << i;
+    // d1 is untouched by the memset of d2.
+    ASSERT_TRUE(device->CopyToHost(back.data(), *d1, bytes).ok());
+    EXPECT_EQ(std::memcmp(back.data(), src.data() + 3, bytes), 0);
+    device->Deallocate(*d1, bytes);
+    device->Deallocate(*d2, bytes);
+  }
+  EXPECT_TRUE(device->Synchronize().ok());
+}
+
+TEST(CudaDevice, BackToBackStagedUploadsDoNotOverwriteEachOther) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  // Two staged uploads in a row reuse the staging buffers while the first one's DMA
+  // may still run; the source is overwritten right after each call returns.
+  const size_t bytes = 2 * kCudaStagingChunk + 100;
+  std::vector<uint8_t> src(bytes);
+  std::vector<std::vector<uint8_t>> expected;
+  std::vector<void*> blocks;
+  for (int k = 0; k < 3; ++k) {
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + k * 13);
+    expected.push_back(src);
+    auto d = device->Allocate(bytes);
+    ASSERT_TRUE(d.ok());
+    blocks.push_back(*d);
+    ASSERT_TRUE(device->CopyToDevice(*d, src.data(), bytes).ok());
+    std::fill(src.begin(), src.end(), 0);
+  }
+  std::vector<uint8_t> back(bytes);
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE(device->CopyToHost(back.data(), blocks[k], bytes).ok());
+    EXPECT_EQ(back, expected[k]) << "upload " << k;
+    device->Deallocate(blocks[k], bytes);
+  }
+}
+
+TEST(CudaDevice, OutOfMemoryIsResourceExhausted) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  // More than the device has: refused before CUDA is asked.
+  auto too_big = device->Allocate(device->memory_bytes() + 1);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted) << too_big.status().ToString();
+  // All of the device's memory: CUDA itself refuses (the context holds some).
+  auto all = device->Allocate(device->memory_bytes());
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().code(), StatusCode::kResourceExhausted) << all.status().ToString();
+  // The device still works afterwards.
+  auto small = device->Allocate(256);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  uint32_t v = 0xDEADBEEF;
+  uint32_t back = 0;
+  ASSERT_TRUE(device->CopyToDevice(*small, &v, 4).ok());
+  ASSERT_TRUE(device->CopyToHost(&back, *small, 4).ok());
+  EXPECT_EQ(back, v);
+  device->Deallocate(*small, 256);
+
+  // Through the caching allocator as the VM uses it.
+  auto allocator = Allocator::Create(*device);
+  auto buffer = allocator->Allocate(device->memory_bytes());
+  ASSERT_FALSE(buffer.ok());
+  EXPECT_EQ(buffer.status().code(), StatusCode::kResourceExhausted) << buffer.status().ToString();
+}
+
+// Host values for an elementwise test: float32 bits, or float16 bits of values that
+// are exactly representable in float16.
+struct HostValues {
+  DType dtype;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+  float At(size_t i) const {
+    if (dtype == DType::kFloat32) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * i, 4);
+      return f;
+    }
+    kernels::Half h;
+    std::memcpy(&h.bits, bytes.data() + 2 * i, 2);
+    return kernels::HalfToFloat(h);
+  }
+};
+
+HostValues RandomValues(DType dtype, const Shape& shape, bool away_from_zero, std::mt19937& rng) {
+  HostValues v{dtype, shape, {}};
+  const size_t n = static_cast<size_t>(*NumElements(shape));
+  v.bytes.resize(n * DTypeSize(dtype));
+  std::uniform_real_distribution<float> mag(away_from_zero ? 0.5f : 0.0f, 4.0f);
+  for (size_t i = 0; i < n; ++i) {
+    float f = mag(rng) * (rng() & 1 ? 1.0f : -1.0f);
+    if (dtype == DType::kFloat32) {
+      std::memcpy(v.bytes.data() + 4 * i, &f, 4);
+    } else {
+      kernels::Half h = kernels::FloatToHalf(f);
+      std::memcpy(v.bytes.data() + 2 * i, &h.bits, 2);
+    }
+  }
+  return v;
+}
+
+// Runs `op` on the CPU kernel (host memory) and on the CUDA kernel (device memory)
+// and returns both outputs.
+struct Outputs {
+  HostValues cpu;
+  HostValues gpu;
+};
+
+Outputs RunBoth(kernels::KernelRegistry& registry, Device& device, Allocator& allocator, const std::string& op,
+                const std::vector<HostValues>& inputs, const Shape& out_shape) {
+  const DType dtype = inputs[0].dtype;
+  Outputs r{{dtype, out_shape, {}}, {dtype, out_shape, {}}};
+  const size_t out_bytes = static_cast<size_t>(*NumElements(out_shape)) * DTypeSize(dtype);
+  r.cpu.bytes.resize(out_bytes);
+  r.gpu.bytes.resize(out_bytes);
+
+  std::vector<std::vector<uint8_t>> cpu_in;
+  std::vector<TensorRef> cpu_refs;
+  for (const HostValues& v : inputs) cpu_in.push_back(v.bytes);
+  for (size_t i = 0; i < inputs.size(); ++i) cpu_refs.push_back({cpu_in[i].data(), dtype, inputs[i].shape});
+  std::vector<TensorRef> cpu_out = {{r.cpu.bytes.data(), dtype, out_shape}};
+  auto cpu_kernel = (*registry.FindKernel(op, DeviceKind::kCpu))(kernels::Attributes());
+  EXPECT_TRUE(cpu_kernel.ok());
+  Status s = (*cpu_kernel)->Compute(cpu_refs, cpu_out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+
+  std::vector<TensorPtr> dev_in;
+  std::vector<TensorRef> dev_refs;
+  for (const HostValues& v : inputs) {
+    auto t = AllocateTensor(allocator, dtype, v.shape);
+    EXPECT_TRUE(t.ok());
+    EXPECT_TRUE(device.CopyToDevice((*t)->data(), v.bytes.data(), v.bytes.size()).ok());
+    dev_refs.push_back((*t)->Ref());
+    dev_in.push_back(*t);
+  }
+  auto out = AllocateTensor(allocator, dtype, out_shape);
+  EXPECT_TRUE(out.ok());
+  std::vector<TensorRef> dev_out = {(*out)->Ref()};
+  auto cuda_kernel = (*registry.FindKernel(op, DeviceKind::kCuda))(kernels::Attributes());
+  EXPECT_TRUE(cuda_kernel.ok());
+  s = (*cuda_kernel)->Compute(dev_refs, dev_out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = device.CopyToHost(r.gpu.bytes.data(), (*out)->data(), out_bytes);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return r;
+}
+
+void ExpectClose(const Outputs& r, float rtol, float atol, const std::string& what) {
+  const size_t n = static_cast<size_t>(*NumElements(r.cpu.shape));
+  for (size_t i = 0; i < n; ++i) {
+    const float want = r.cpu.At(i);
+    const float got = r.gpu.At(i);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << what << " at " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(got - want), atol + rtol * std::fabs(want)) << what << " at " << i << ": cuda " << got
+                                                                       << ", cpu " << want;
+  }
+}
+
+TEST(CudaKernels, ElementwiseMatchesCpuOnRandomBroadcasts) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::string why;
+  auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+  ASSERT_TRUE(registry) << why;
+  auto allocator = Allocator::Create(*device);
+  std::mt19937 rng(11);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    // float16: both sides compute in float32 and round to nearest even, so results
+    // should agree to the last bit; the tolerance allows one float16 ulp.
+    const float rtol = dtype == DType::kFloat32 ? 1e-6f : 1e-3f;
+    const float atol = dtype == DType::kFloat32 ? 1e-6f : 1e-3f;
+    for (int trial = 0; trial < 40; ++trial) {
+      Shape out = RandomOutputShape(rng);
+      Shape a = RandomInputShape(out, rng);
+      Shape b = RandomInputShape(out, rng);
+      if (rng() & 1) std::swap(a, b);
+      Shape full(out.size(), 1);
+      for (const Shape* in : {&a, &b}) {
+        for (size_t k = 0; k < in->size(); ++k) {
+          int64_t& f = full[out.size() - 1 - k];
+          f = std::max(f, (*in)[in->size() - 1 - k]);
+        }
+      }
+      // Drop leading 1s the inputs do not have: the output rank is the larger input rank.
+      const size_t rank = std::max(a.size(), b.size());
+      full.erase(full.begin(), full.end() - static_cast<std::ptrdiff_t>(rank));
+      for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+        const bool div = std::string(op) == "Div";
+        std::vector<HostValues> in = {RandomValues(dtype, a, false, rng), RandomValues(dtype, b, div, rng)};
+        Outputs r = RunBoth(*registry, *device, *allocator, op, in, full);
+        ExpectClose(r, rtol, atol,
+                    std::string(op) + " " + std::string(DTypeName(dtype)) + " " + ShapeToString(a) + " " +
+                        ShapeToString(b));
+      }
+    }
+    // Unary ops on random shapes, and a large tensor (many blocks, grid-stride loop).
+    for (Shape shape : {Shape{}, Shape{7}, Shape{3, 5, 2}, Shape{1 << 22}}) {
+      for (const char* op : {"Relu", "Sigmoid"}) {
+        HostValues x = RandomValues(dtype, shape, false, rng);
+        Outputs r = RunBoth(*registry, *device, *allocator, op, {x}, shape);
+        // The CPU's Sigmoid uses a polynomial exp (a few ulps); CUDA's expf differs.
+        const bool sigmoid = std::string(op) == "Sigmoid";
+        ExpectClose(r, sigmoid && dtype == DType::kFloat32 ? 1e-5f : rtol, atol, std::string(op) + " " + std::string(DTypeName(dtype)) + " " + ShapeToString(shape));
+      }
+    }
+    // A large broadcast with the general (multi-dim) kernel.
+    {
+      Shape a = {64, 1, 1024};
+      Shape b = {1, 96, 1};
+      std::vector<HostValues> in = {RandomValues(dtype, a, false, rng), RandomValues(dtype, b, false, rng)};
+      Outputs r = RunBoth(*registry, *device, *allocator, "Mul", in, {64, 96, 1024});
+      ExpectClose(r, rtol, atol, "large Mul");
+    }
+  }
+}
+
+TEST(CudaKernels, SigmoidSaturatesAndReluKeepsNan) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::string why;
+  auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+  ASSERT_TRUE(registry) << why;
+  auto allocator = Allocator::Create(*device);
+  const std::vector<float> xs = {-1000.0f, -100.0f, 0.0f, 100.0f, 1000.0f, NAN, INFINITY, -INFINITY};
+  HostValues x{DType::kFloat32, {static_cast<int64_t>(xs.size())}, std::vector<uint8_t>(xs.size() * 4)};
+  std::memcpy(x.bytes.data(), xs.data(), x.bytes.size());
+  Outputs sig = RunBoth(*registry, *device, *allocator, "Sigmoid", {x}, x.shape);
+  EXPECT_EQ(sig.gpu.At(0), 0.0f);
+  EXPECT_EQ(sig.gpu.At(2), 0.5f);
+  EXPECT_EQ(sig.gpu.At(4), 1.0f);
+  EXPECT_TRUE(std::isnan(sig.gpu.At(5)));
+  EXPECT_EQ(sig.gpu.At(6), 1.0f);
+  EXPECT_EQ(sig.gpu.At(7), 0.0f);
+  Outputs relu = RunBoth(*registry, *device, *allocator, "Relu", {x}, x.shape);
+  EXPECT_EQ(relu.gpu.At(0), 0.0f);
+  EXPECT_EQ(relu.gpu.At(3), 100.0f);
+  EXPECT_TRUE(std::isnan(relu.gpu.At(5)));
+  EXPECT_EQ(relu.gpu.At(6), INFINITY);
+  EXPECT_EQ(relu.gpu.At(7), 0.0f);
+}
+
+// main(x: float32[?, 3]) -> y = Relu(x + c) (as in vm_test.cc), run by the VM on the
+// GPU: constants uploaded, a runtime shape function, the CUDA kernels, a bound-free
+// output read back.
+ExecutableDef AddReluDef() {
+  ExecutableDef def;
+  def.producer = "cuda_device_test";
+  ConstantDef c;
+  c.dtype = DType::kFloat32;
+  c.shape = {3};
+  const float values[3] = {1.0f, -2.0f, 0.5f};
+  c.data.resize(sizeof(values));
+  std::memcpy(c.data.data(), values, sizeof(values));
+  def.constants.push_back(std::move(c));
+  def.kernels.push_back({"Add", {}, 2, 1, "add0"});
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {-1, 3}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {-1, 3}, {}}};
+  fn.num_registers = 5;
+  fn.code = {
+      {Opcode::kLoadConst, {1, 0, 0}, {}},
+      {Opcode::kInvokeShapeFunc, {0}, {{0, 1}, {2}}},
+      {Opcode::kAllocTensorReg, {3, 1, 2, 0}, {}},
+      {Opcode::kInvokeKernel, {0}, {{0, 1}, {3}}},
+      {Opcode::kAllocOutput, {4, 0, 1, 2}, {{}}},
+      {Opcode::kInvokeKernel, {1}, {{3}, {4}}},
+      {Opcode::kKillRegister, {3}, {}},
+      {Opcode::kRet, {}, {{4}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+TEST(CudaVm, RunsAddReluOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::string why;
+  auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+  ASSERT_TRUE(registry) << why;
+  auto allocator = Allocator::Create(*device);
+  auto exe = Executable::FromDef(AddReluDef(), *registry);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator, *registry);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  for (int64_t rows : {1, 5, 1000}) {
+    std::vector<float> x(rows * 3);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    auto input = AllocateTensor(*allocator, DType::kFloat32, {rows, 3});
+    ASSERT_TRUE(input.ok());
+    ASSERT_TRUE(device->CopyToDevice((*input)->data(), x.data(), x.size() * 4).ok());
+    ASSERT_TRUE((*vm)->SetInputs(0, {*input}).ok());
+    auto out = (*vm)->Invoke(0);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ((*out)[0]->shape, (Shape{rows, 3}));
+    std::vector<float> y(x.size());
+    ASSERT_TRUE(device->CopyToHost(y.data(), (*out)[0]->data(), y.size() * 4).ok());
+    const float c[3] = {1.0f, -2.0f, 0.5f};
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], std::max(0.0f, x[i] + c[i % 3])) << i;
+  }
+  EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
+}
+
+}  // namespace
+}  // namespace remex::vm
