@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "host_client/fusion.h"
 #include "host_client/onnx_frontend.h"
 
 namespace remex::compiler {
@@ -1017,6 +1018,11 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
                          InferShapes(graph, registry, options.fold_constants, options.bounds));
   local.nodes_removed = EliminateDeadCode(graph);
+  if (options.fuse_elementwise) {
+    FusionStats fusion = FuseElementwise(graph, registry);
+    local.fused_kernels = fusion.fused_kernels;
+    local.nodes_fused = fusion.nodes_fused;
+  }
   if (options.place_on_host) PlaceOnHost(graph, registry);
   CodeGenerator gen(graph, registry);
   REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, gen.Run());

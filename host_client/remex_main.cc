@@ -902,6 +902,8 @@ int Compile(const std::string& model, const std::string& output, const std::vect
     for (const auto& [op, n] : by_op) std::printf("  %-28s %d\n", op.c_str(), n);
     std::printf("host kernels %d, shape functions at run time %d, explicit copies to host %d, bytecode %zu instructions\n",
                 stats.host_kernels, stats.runtime_shape_functions, stats.copies_to_host, fn.code.size());
+    std::printf("fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
+                stats.nodes_fused);
   }
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
