@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
@@ -384,6 +387,81 @@ TEST(FusionTest, HigherRankScalarKeepsTheOutputRank) {
   auto y = RunVm(*def, {{3}}, {{-5.0f, 0.0f, 1.0f}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0], (std::vector<float>{0.0f, 2.0f, 3.0f}));
+}
+
+// Occurrences of x * Clip(x + 3, 0, 6) / 6 in a FusedElementwise program.
+int CountHardSwish(const std::vector<int64_t>& p, const std::vector<float>& imms, int num_inputs) {
+  using kernels::FusedOpcode;
+  const int64_t first_result = num_inputs + static_cast<int64_t>(imms.size());
+  auto instr = [&](int64_t slot) -> const int64_t* {
+    if (slot < first_result) return nullptr;
+    return &p[static_cast<size_t>((slot - first_result) * kernels::kFusedWidth)];
+  };
+  auto is = [&](int64_t slot, float v) {
+    return slot >= num_inputs && slot < first_result && imms[static_cast<size_t>(slot - num_inputs)] == v;
+  };
+  auto op = [](const int64_t* e, FusedOpcode o) { return e && e[0] == static_cast<int64_t>(o); };
+  int count = 0;
+  for (size_t j = 0; j < p.size(); j += kernels::kFusedWidth) {
+    const int64_t* div = &p[j];
+    if (!op(div, FusedOpcode::kDiv) || !is(div[2], 6.0f)) continue;
+    const int64_t* mul = instr(div[1]);
+    if (!op(mul, FusedOpcode::kMul)) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int64_t x = mul[1 + side];
+      const int64_t* clip = instr(mul[2 - side]);
+      if (!op(clip, FusedOpcode::kClip) || !is(clip[2], 0.0f) || !is(clip[3], 6.0f)) continue;
+      const int64_t* add = instr(clip[1]);
+      if (op(add, FusedOpcode::kAdd) && ((add[1] == x && is(add[2], 3.0f)) || (add[2] == x && is(add[1], 3.0f)))) {
+        ++count;
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+// PP-OCRv4 rec (REMEX_MODELS_DIR, see scripts/test.sh): its hard-swish/Mul/Add chains
+// fuse, and the fused executable computes what the unfused one does.
+TEST(FusionTest, PpOcrRecHardSwishChainsFuseAndMatchUnfused) {
+  const char* dir = std::getenv("REMEX_MODELS_DIR");
+  const std::string model = std::string(dir ? dir : "") + "/ch_PP-OCRv4_rec_infer.onnx";
+  if (!dir || !std::filesystem::exists(model)) GTEST_SKIP() << "REMEX_MODELS_DIR not set";
+  const Shape shape = {1, 3, 48, 160};
+  CompileOptions options;
+  options.input_shapes["x"] = shape;
+  CompileStats fused_stats, unfused_stats;
+  auto fused = CompileOnnxFile(model, Registry(), options, &fused_stats);
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  options.fuse_elementwise = false;
+  auto unfused = CompileOnnxFile(model, Registry(), options, &unfused_stats);
+  ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+  EXPECT_EQ(unfused_stats.fused_kernels, 0);
+  EXPECT_GE(fused_stats.fused_kernels, 20);
+  EXPECT_EQ(fused_stats.kernels, unfused_stats.kernels - fused_stats.nodes_fused + fused_stats.fused_kernels);
+  // PaddlePaddle exports hard-swish as x * Clip(x + 3, 0, 6) / 6 between affine
+  // Mul/Add pairs: count the fused programs that hold the whole pattern.
+  int hardswish_chains = 0;
+  for (const auto& k : fused->kernels) {
+    if (k.op != "FusedElementwise") continue;
+    auto program = k.attrs.Ints("program");
+    auto imms = k.attrs.Floats("immediates", {});
+    ASSERT_TRUE(program.ok() && imms.ok());
+    hardswish_chains += CountHardSwish(*program, *imms, k.num_inputs);
+  }
+  EXPECT_GE(hardswish_chains, 20);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(*NumElements(shape)));
+  for (float& v : x) v = u(rng);
+  auto a = RunVm(*fused, {shape}, {x});
+  auto b = RunVm(*unfused, {shape}, {x});
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(a[0].size(), b[0].size());
+  double max_err = 0;
+  for (size_t i = 0; i < a[0].size(); ++i) max_err = std::max(max_err, std::fabs(double(a[0][i]) - b[0][i]));
+  EXPECT_LE(max_err, 1e-5);
 }
 
 }  // namespace
