@@ -97,56 +97,81 @@ struct Program {
   int64_t num_inputs = 0;
 };
 
-// Parses and checks `program` / `immediates` for `num_inputs` inputs; without
-// `num_inputs` (kernel creation, before the inputs are known), operand upper bounds
-// are checked later by the shape function.
-StatusOr<Program> ParseProgram(const Attributes& attrs, std::optional<int64_t> num_inputs) {
-  StatusOr<std::vector<int64_t>> ints = attrs.Ints("program");
-  if (!ints.ok()) return OpError(kOp, ints.status().message());
-  StatusOr<std::vector<float>> imms = attrs.Floats("immediates", {});
-  if (!imms.ok()) return OpError(kOp, imms.status().message());
-  const std::vector<int64_t>& p = *ints;
+// The `program` and `immediates` attributes, viewed in place.
+struct ProgramView {
+  const std::vector<int64_t>* program = nullptr;
+  const std::vector<float>* immediates = nullptr;  // Null: none.
+};
+
+StatusOr<ProgramView> ViewProgram(const Attributes& attrs) {
+  ProgramView view;
+  const auto& all = attrs.all();
+  auto p = all.find("program");
+  if (p == all.end()) return OpError(kOp, "attribute 'program' is required");
+  view.program = std::get_if<std::vector<int64_t>>(&p->second);
+  if (!view.program) return OpError(kOp, "attribute 'program' must be ints");
+  if (auto i = all.find("immediates"); i != all.end()) {
+    view.immediates = std::get_if<std::vector<float>>(&i->second);
+    if (!view.immediates) return OpError(kOp, "attribute 'immediates' must be floats");
+  }
+  return view;
+}
+
+// Checks the program for `num_inputs` inputs; without `num_inputs` (kernel creation,
+// before the inputs are known), operand upper bounds are left to the shape function.
+// Allocates only to report an error: it runs at every shape-function call.
+Status CheckProgram(const ProgramView& view, std::optional<int64_t> num_inputs) {
+  const std::vector<int64_t>& p = *view.program;
   if (p.empty()) return OpError(kOp, "program is empty (it needs at least one instruction)");
   if (p.size() % kFusedWidth != 0) {
     return OpError(kOp, "program has " + std::to_string(p.size()) + " entries, not a multiple of " +
                             std::to_string(kFusedWidth));
   }
-  Program prog;
-  prog.immediates = std::move(*imms);
-  prog.num_inputs = num_inputs.value_or(0);
+  const int64_t nin = num_inputs.value_or(0);
   const int64_t count = static_cast<int64_t>(p.size()) / kFusedWidth;
-  const int64_t nimm = static_cast<int64_t>(prog.immediates.size());
-  if (prog.num_inputs + nimm + count > kFusedMaxSlots) {
-    return OpError(kOp, std::to_string(prog.num_inputs) + " inputs, " + std::to_string(nimm) + " immediates and " +
+  const int64_t nimm = view.immediates ? static_cast<int64_t>(view.immediates->size()) : 0;
+  if (nin + nimm + count > kFusedMaxSlots) {
+    return OpError(kOp, std::to_string(nin) + " inputs, " + std::to_string(nimm) + " immediates and " +
                             std::to_string(count) + " instructions exceed the limit of " +
                             std::to_string(kFusedMaxSlots) + " slots");
   }
-  prog.code.reserve(static_cast<size_t>(count));
   for (int64_t j = 0; j < count; ++j) {
     const int64_t* e = &p[static_cast<size_t>(j * kFusedWidth)];
     const int arity = FusedOperandCount(e[0]);
-    const std::string where = "instruction " + std::to_string(j);
-    if (arity == 0) return OpError(kOp, where + ": unknown opcode " + std::to_string(e[0]));
-    const std::string name(FusedOpcodeName(e[0]));
+    if (arity == 0) {
+      return OpError(kOp, "instruction " + std::to_string(j) + ": unknown opcode " + std::to_string(e[0]));
+    }
     // Slots this instruction may read: inputs, immediates, earlier results.
-    const int64_t limit = prog.num_inputs + nimm + j;
+    const int64_t limit = nin + nimm + j;
     for (int t = 0; t < 3; ++t) {
       const int64_t v = e[1 + t];
+      const bool ok = t >= arity ? v == -1 : v >= 0 && (!num_inputs || v < limit);
+      if (ok) continue;
+      const std::string where =
+          "instruction " + std::to_string(j) + " (" + std::string(FusedOpcodeName(e[0])) + "): operand " +
+          std::to_string(t);
       if (t >= arity) {
-        if (v != -1) {
-          return OpError(kOp, where + " (" + name + "): operand " + std::to_string(t) + " must be -1 (" + name +
-                                  " takes " + std::to_string(arity) + ")");
-        }
-        continue;
+        return OpError(kOp, where + " must be -1 (" + std::string(FusedOpcodeName(e[0])) + " takes " +
+                                std::to_string(arity) + ")");
       }
-      if (v < 0 || (num_inputs && v >= limit)) {
-        return OpError(kOp, where + " (" + name + "): operand " + std::to_string(t) + " is slot " +
-                                std::to_string(v) + ", expects a slot in [0, " + std::to_string(limit) +
-                                ") (inputs, immediates, earlier results)");
-      }
+      return OpError(kOp, where + " is slot " + std::to_string(v) + ", expects a slot in [0, " +
+                              std::to_string(limit) + ") (inputs, immediates, earlier results)");
     }
-    prog.code.push_back({static_cast<FusedOpcode>(e[0]), static_cast<int32_t>(e[1]), static_cast<int32_t>(e[2]),
-                         static_cast<int32_t>(e[3])});
+  }
+  return OkStatus();
+}
+
+// The checked program for `num_inputs` inputs, decoded.
+StatusOr<Program> ParseProgram(const Attributes& attrs, int64_t num_inputs) {
+  REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+  REMEX_RETURN_IF_ERROR(CheckProgram(view, num_inputs));
+  Program prog;
+  prog.num_inputs = num_inputs;
+  if (view.immediates) prog.immediates = *view.immediates;
+  const std::vector<int64_t>& p = *view.program;
+  for (size_t j = 0; j < p.size(); j += kFusedWidth) {
+    prog.code.push_back({static_cast<FusedOpcode>(p[j]), static_cast<int32_t>(p[j + 1]),
+                         static_cast<int32_t>(p[j + 2]), static_cast<int32_t>(p[j + 3])});
   }
   return prog;
 }
@@ -166,7 +191,8 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
   if (!IsFloatType(in[0].dtype)) {
     return OpError(kOp, "unsupported dtype " + std::string(DTypeName(in[0].dtype)) + " (float types only)");
   }
-  REMEX_RETURN_IF_ERROR(ParseProgram(attrs, static_cast<int64_t>(in.size())).status());
+  REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+  REMEX_RETURN_IF_ERROR(CheckProgram(view, static_cast<int64_t>(in.size())));
   Shape out = in[0].shape;
   for (size_t i = 1; i < in.size(); ++i) {
     REMEX_ASSIGN_OR_RETURN(out, BroadcastShapes(kOp, out, in[i].shape));
@@ -399,15 +425,20 @@ class FusedKernel final : public ValidatedKernel {
     const size_t ncode = p.code.size();
     const size_t nslots = nin + nimm + ncode;
     const int64_t n = *NumElements(out.shape);
+    // Elements per block actually used: a smaller output needs smaller fills.
+    const int64_t block = std::min(kBlock, n);
     std::vector<C>& scratch = Scratch<C>();
     scratch.resize(nslots * kBlock);
     auto buf = [&](size_t slot) { return scratch.data() + slot * kBlock; };
     std::vector<const C*> ptr(nslots, nullptr);
-    std::vector<bool> uniform(nslots, false);
-    std::vector<InputKind> kind(nin);
-    std::vector<GatherPlan> plans(nin);
+    uniform_.assign(nslots, false);
+    std::vector<bool>& uniform = uniform_;
+    kind_.resize(nin);
+    std::vector<InputKind>& kind = kind_;
+    plans_.resize(nin);
+    std::vector<GatherPlan>& plans = plans_;
     for (size_t i = 0; i < nimm; ++i) {
-      std::fill_n(buf(nin + i), kBlock, static_cast<C>(p.immediates[i]));
+      std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
       ptr[nin + i] = buf(nin + i);
       uniform[nin + i] = true;
     }
@@ -418,7 +449,7 @@ class FusedKernel final : public ValidatedKernel {
         ptr[k] = buf(k);
       } else if (nk == 1) {
         kind[k] = InputKind::kScalar;
-        std::fill_n(buf(k), kBlock, Load(*DataAs<const T>(in[k])));
+        std::fill_n(buf(k), block, Load(*DataAs<const T>(in[k])));
         ptr[k] = buf(k);
         uniform[k] = true;
       } else {
@@ -429,7 +460,7 @@ class FusedKernel final : public ValidatedKernel {
     }
     T* y = DataAs<T>(out);
     const size_t last = nin + nimm + ncode - 1;
-    std::vector<int64_t> idx;
+    std::vector<int64_t>& idx = idx_;
     for (int64_t o = 0; o < n; o += kBlock) {
       const int64_t len = std::min(kBlock, n - o);
       for (size_t k = 0; k < nin; ++k) {
@@ -470,6 +501,11 @@ class FusedKernel final : public ValidatedKernel {
   }
 
   std::optional<Program> program_;
+  // Per-call state, kept to spare allocations.
+  std::vector<bool> uniform_;
+  std::vector<InputKind> kind_;
+  std::vector<GatherPlan> plans_;
+  std::vector<int64_t> idx_;
   std::vector<float> scratch_f_;
   std::vector<double> scratch_d_;
 };
@@ -489,7 +525,8 @@ Status AddFusedOpDefs(KernelRegistry& registry) { return registry.AddOp(FusedDef
 
 Status AddFusedCpuKernels(KernelRegistry& registry) {
   return AddValidatedKernel<FusedKernel>(registry, FusedDef(), [](const Attributes& attrs) -> Status {
-    return ParseProgram(attrs, std::nullopt).status();
+    REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+    return CheckProgram(view, std::nullopt);
   });
 }
 
