@@ -43,22 +43,33 @@ std::optional<double> ScalarConstant(const Graph& g, int v) {
     return static_cast<double>(x);
   };
   switch (c.dtype) {
-    case DType::kFloat32: return read(float{});
-    case DType::kFloat64: return read(double{});
+    case DType::kFloat32:
+      return read(float{});
+    case DType::kFloat64:
+      return read(double{});
     case DType::kFloat16: {
       kernels::Half h;
       std::memcpy(&h, c.data.data(), sizeof(h));
       return static_cast<double>(kernels::HalfToFloat(h));
     }
-    case DType::kInt8: return read(int8_t{});
-    case DType::kInt16: return read(int16_t{});
-    case DType::kInt32: return read(int32_t{});
-    case DType::kInt64: return read(int64_t{});
-    case DType::kUint8: return read(uint8_t{});
-    case DType::kUint16: return read(uint16_t{});
-    case DType::kUint32: return read(uint32_t{});
-    case DType::kUint64: return read(uint64_t{});
-    default: return std::nullopt;
+    case DType::kInt8:
+      return read(int8_t{});
+    case DType::kInt16:
+      return read(int16_t{});
+    case DType::kInt32:
+      return read(int32_t{});
+    case DType::kInt64:
+      return read(int64_t{});
+    case DType::kUint8:
+      return read(uint8_t{});
+    case DType::kUint16:
+      return read(uint16_t{});
+    case DType::kUint32:
+      return read(uint32_t{});
+    case DType::kUint64:
+      return read(uint64_t{});
+    default:
+      return std::nullopt;
   }
 }
 
@@ -74,8 +85,8 @@ std::optional<float> AsImmediate(std::optional<double> x) {
 // What a fusible node computes.
 struct Op {
   FusedOpcode code;
-  std::vector<int> data;         // Inputs read as values (Min/Max: all of them).
-  std::vector<float> params;     // Fixed scalar operands after the data ones.
+  std::vector<int> data;      // Inputs read as values (Min/Max: all of them).
+  std::vector<float> params;  // Fixed scalar operands after the data ones.
 };
 
 std::optional<Op> Classify(const Graph& g, const Node& n) {
@@ -271,9 +282,15 @@ std::vector<int64_t> Encode(const Built& b) {
       }
       const Operand& o = b.code[j][t];
       switch (o.kind) {
-        case Operand::kInput: program.push_back(o.index); break;
-        case Operand::kImmediate: program.push_back(nin + o.index); break;
-        case Operand::kResult: program.push_back(nin + nimm + o.index); break;
+        case Operand::kInput:
+          program.push_back(o.index);
+          break;
+        case Operand::kImmediate:
+          program.push_back(nin + o.index);
+          break;
+        case Operand::kResult:
+          program.push_back(nin + nimm + o.index);
+          break;
       }
     }
   }
@@ -375,7 +392,8 @@ FusionStats FuseElementwise(Graph& graph, const kernels::KernelRegistry& registr
     }
     if (b.inputs.empty() || max_rank(b) != out_rank) continue;
     if (static_cast<int64_t>(b.inputs.size()) > kernels::kFusedMaxInputs ||
-        static_cast<int64_t>(b.inputs.size() + b.immediates.size() + b.code.size()) > kernels::kFusedMaxSlots) {
+        static_cast<int64_t>(b.inputs.size() + b.immediates.size() + b.code.size()) >
+            kernels::kFusedMaxSlots) {
       continue;
     }
     Node node;

@@ -412,7 +412,8 @@ int CountHardSwish(const std::vector<int64_t>& p, const std::vector<float>& imms
       const int64_t* clip = instr(mul[2 - side]);
       if (!op(clip, FusedOpcode::kClip) || !is(clip[2], 0.0f) || !is(clip[3], 6.0f)) continue;
       const int64_t* add = instr(clip[1]);
-      if (op(add, FusedOpcode::kAdd) && ((add[1] == x && is(add[2], 3.0f)) || (add[2] == x && is(add[1], 3.0f)))) {
+      if (op(add, FusedOpcode::kAdd) &&
+          ((add[1] == x && is(add[2], 3.0f)) || (add[2] == x && is(add[1], 3.0f)))) {
         ++count;
         break;
       }

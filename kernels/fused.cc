@@ -53,27 +53,48 @@ int FusedOperandCount(int64_t op) {
 
 std::string_view FusedOpcodeName(int64_t op) {
   switch (static_cast<FusedOpcode>(op)) {
-    case FusedOpcode::kAdd: return "Add";
-    case FusedOpcode::kSub: return "Sub";
-    case FusedOpcode::kMul: return "Mul";
-    case FusedOpcode::kDiv: return "Div";
-    case FusedOpcode::kPow: return "Pow";
-    case FusedOpcode::kMin: return "Min";
-    case FusedOpcode::kMax: return "Max";
-    case FusedOpcode::kRelu: return "Relu";
-    case FusedOpcode::kSigmoid: return "Sigmoid";
-    case FusedOpcode::kTanh: return "Tanh";
-    case FusedOpcode::kExp: return "Exp";
-    case FusedOpcode::kLog: return "Log";
-    case FusedOpcode::kSqrt: return "Sqrt";
-    case FusedOpcode::kNeg: return "Neg";
-    case FusedOpcode::kAbs: return "Abs";
-    case FusedOpcode::kReciprocal: return "Reciprocal";
-    case FusedOpcode::kErf: return "Erf";
-    case FusedOpcode::kHardSwish: return "HardSwish";
-    case FusedOpcode::kLeakyRelu: return "LeakyRelu";
-    case FusedOpcode::kHardSigmoid: return "HardSigmoid";
-    case FusedOpcode::kClip: return "Clip";
+    case FusedOpcode::kAdd:
+      return "Add";
+    case FusedOpcode::kSub:
+      return "Sub";
+    case FusedOpcode::kMul:
+      return "Mul";
+    case FusedOpcode::kDiv:
+      return "Div";
+    case FusedOpcode::kPow:
+      return "Pow";
+    case FusedOpcode::kMin:
+      return "Min";
+    case FusedOpcode::kMax:
+      return "Max";
+    case FusedOpcode::kRelu:
+      return "Relu";
+    case FusedOpcode::kSigmoid:
+      return "Sigmoid";
+    case FusedOpcode::kTanh:
+      return "Tanh";
+    case FusedOpcode::kExp:
+      return "Exp";
+    case FusedOpcode::kLog:
+      return "Log";
+    case FusedOpcode::kSqrt:
+      return "Sqrt";
+    case FusedOpcode::kNeg:
+      return "Neg";
+    case FusedOpcode::kAbs:
+      return "Abs";
+    case FusedOpcode::kReciprocal:
+      return "Reciprocal";
+    case FusedOpcode::kErf:
+      return "Erf";
+    case FusedOpcode::kHardSwish:
+      return "HardSwish";
+    case FusedOpcode::kLeakyRelu:
+      return "LeakyRelu";
+    case FusedOpcode::kHardSigmoid:
+      return "HardSigmoid";
+    case FusedOpcode::kClip:
+      return "Clip";
   }
   return "";
 }
@@ -147,9 +168,8 @@ Status CheckProgram(const ProgramView& view, std::optional<int64_t> num_inputs) 
       const int64_t v = e[1 + t];
       const bool ok = t >= arity ? v == -1 : v >= 0 && (!num_inputs || v < limit);
       if (ok) continue;
-      const std::string where =
-          "instruction " + std::to_string(j) + " (" + std::string(FusedOpcodeName(e[0])) + "): operand " +
-          std::to_string(t);
+      const std::string where = "instruction " + std::to_string(j) + " (" +
+                                std::string(FusedOpcodeName(e[0])) + "): operand " + std::to_string(t);
       if (t >= arity) {
         return OpError(kOp, where + " must be -1 (" + std::string(FusedOpcodeName(e[0])) + " takes " +
                                 std::to_string(arity) + ")");
@@ -179,7 +199,8 @@ StatusOr<Program> ParseProgram(const Attributes& attrs, int64_t num_inputs) {
 StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   if (in.empty()) return OpError(kOp, "expects at least 1 input");
   if (static_cast<int64_t>(in.size()) > kFusedMaxInputs) {
-    return OpError(kOp, std::to_string(in.size()) + " inputs exceed the limit of " + std::to_string(kFusedMaxInputs));
+    return OpError(
+        kOp, std::to_string(in.size()) + " inputs exceed the limit of " + std::to_string(kFusedMaxInputs));
   }
   for (size_t i = 0; i < in.size(); ++i) {
     if (!in[i].present) return OpError(kOp, "input " + std::to_string(i) + " is absent");
@@ -489,8 +510,8 @@ class FusedKernel final : public ValidatedKernel {
         if constexpr (kDirect) {
           if (slot == last) d = y + o;
         }
-        Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d, len,
-                ins.b >= 0 && uniform[ins.b]);
+        Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
+                len, ins.b >= 0 && uniform[ins.b]);
         ptr[slot] = d;
       }
       if constexpr (!kDirect) {

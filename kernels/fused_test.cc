@@ -57,8 +57,8 @@ HostTensor Convert(const HostTensor& t, DType to) {
 HostTensor Scalar(DType dtype, double v) { return Convert(HostTensor::Of<double>({}, {v}), dtype); }
 
 // |a - b| <= atol + rtol * |b|, NaN matching NaN and infinities of the same sign.
-void ExpectClose(const std::vector<double>& actual, const std::vector<double>& expected, double rtol, double atol,
-                 const std::string& what) {
+void ExpectClose(const std::vector<double>& actual, const std::vector<double>& expected, double rtol,
+                 double atol, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   for (size_t i = 0; i < actual.size(); ++i) {
     const double a = actual[i], e = expected[i];
@@ -67,7 +67,8 @@ void ExpectClose(const std::vector<double>& actual, const std::vector<double>& e
     } else if (std::isinf(e)) {
       EXPECT_EQ(a, e) << what << " at " << i;
     } else {
-      EXPECT_LE(std::fabs(a - e), atol + rtol * std::fabs(e)) << what << " at " << i << ": " << a << " vs " << e;
+      EXPECT_LE(std::fabs(a - e), atol + rtol * std::fabs(e))
+          << what << " at " << i << ": " << a << " vs " << e;
     }
     if (::testing::Test::HasFailure()) return;
   }
@@ -81,8 +82,8 @@ TEST(FusedElementwiseTest, OutputIsTheBroadcastOfTheInputs) {
   // (x0 + x1) * x2
   Attributes a = Program({Op(FusedOpcode::kAdd), 0, 1, -1, Op(FusedOpcode::kMul), 3, 2, -1});
   auto info = r.Infer("FusedElementwise", a,
-                      {HostTensor::Zeros(DType::kFloat32, {2, 1, 4}), HostTensor::Zeros(DType::kFloat32, {3, 1}),
-                       HostTensor::Zeros(DType::kFloat32, {4})});
+                      {HostTensor::Zeros(DType::kFloat32, {2, 1, 4}),
+                       HostTensor::Zeros(DType::kFloat32, {3, 1}), HostTensor::Zeros(DType::kFloat32, {4})});
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ((*info)[0].dtype, DType::kFloat32);
   EXPECT_EQ((*info)[0].shape, (Shape{2, 3, 4}));
@@ -128,7 +129,8 @@ TEST(FusedElementwiseTest, BadProgramsAreRefusedWithAReason) {
   auto mixed = r.Infer("FusedElementwise", add,
                        {HostTensor::Zeros(DType::kFloat32, {3}), HostTensor::Zeros(DType::kFloat64, {3})});
   EXPECT_NE(mixed.status().message().find("dtypes differ"), std::string::npos) << mixed.status().message();
-  auto absent = r.Infer("FusedElementwise", add, {HostTensor::Zeros(DType::kFloat32, {3}), HostTensor::Absent()});
+  auto absent =
+      r.Infer("FusedElementwise", add, {HostTensor::Zeros(DType::kFloat32, {3}), HostTensor::Absent()});
   EXPECT_EQ(absent.status().code(), StatusCode::kInvalidArgument);
 
   // The kernel factory refuses what it can check without the inputs.
@@ -165,15 +167,17 @@ TEST(FusedElementwiseTest, NaNPropagatesThroughMinAndMaxAndClipOrdersBounds) {
   OpRunner r;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // Max(x0, x1), Min(x0, x1), Clip(x0, 2, 1) (lo > hi: every value becomes hi).
-  auto max = r.Run("FusedElementwise", Program({Op(FusedOpcode::kMax), 0, 1, -1}),
-                   {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
+  auto max =
+      r.Run("FusedElementwise", Program({Op(FusedOpcode::kMax), 0, 1, -1}),
+            {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
   ASSERT_TRUE(max.ok());
   auto mv = (*max)[0].Values<float>();
   EXPECT_TRUE(std::isnan(mv[0]));
   EXPECT_TRUE(std::isnan(mv[1]));
   EXPECT_EQ(mv[2], 3.0f);
-  auto min = r.Run("FusedElementwise", Program({Op(FusedOpcode::kMin), 0, 1, -1}),
-                   {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
+  auto min =
+      r.Run("FusedElementwise", Program({Op(FusedOpcode::kMin), 0, 1, -1}),
+            {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
   ASSERT_TRUE(min.ok());
   auto nv = (*min)[0].Values<float>();
   EXPECT_TRUE(std::isnan(nv[0]));
@@ -240,16 +244,17 @@ RandomProgram MakeRandomProgram(std::mt19937& rng) {
     p.inputs.push_back(HostTensor::Of<double>(s, v));
   }
   const int nimm = 1 + pick(3);
-  for (int i = 0; i < nimm; ++i) p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
+  for (int i = 0; i < nimm; ++i)
+    p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
   // Pow exponents come from their own immediates.
   const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
-  const FusedOpcode kOps[] = {FusedOpcode::kAdd,     FusedOpcode::kSub,       FusedOpcode::kMul,
-                              FusedOpcode::kDiv,     FusedOpcode::kPow,       FusedOpcode::kMin,
-                              FusedOpcode::kMax,     FusedOpcode::kRelu,      FusedOpcode::kSigmoid,
-                              FusedOpcode::kTanh,    FusedOpcode::kExp,       FusedOpcode::kLog,
-                              FusedOpcode::kSqrt,    FusedOpcode::kNeg,       FusedOpcode::kAbs,
-                              FusedOpcode::kReciprocal, FusedOpcode::kErf,    FusedOpcode::kHardSwish,
-                              FusedOpcode::kLeakyRelu, FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
+  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
+                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
+                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
+                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
+                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
+                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
+                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
   const int count = 1 + pick(8);
   // Slots are numbered after all immediates are known: keep operands symbolic
   // (>= 0: input or result, via `slot`; < 0: immediate -1 - i) until the end.
@@ -325,8 +330,10 @@ StatusOr<HostTensor> EvalUnfused(OpRunner& r, const RandomProgram& p, DType dtyp
     slots.push_back(std::move(res[0]));
   }
   std::vector<int64_t> dims(out.begin(), out.end());
-  REMEX_ASSIGN_OR_RETURN(std::vector<HostTensor> expanded,
-                         r.Run("Expand", {}, {slots.back(), HostTensor::Of<int64_t>({static_cast<int64_t>(dims.size())}, dims)}));
+  REMEX_ASSIGN_OR_RETURN(
+      std::vector<HostTensor> expanded,
+      r.Run("Expand", {},
+            {slots.back(), HostTensor::Of<int64_t>({static_cast<int64_t>(dims.size())}, dims)}));
   return expanded[0];
 }
 
