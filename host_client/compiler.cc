@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "host_client/fusion.h"
 #include "host_client/onnx_frontend.h"
 
 namespace remex::compiler {
@@ -1024,6 +1025,11 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   const TransposeCount transposes = CountTransposes(graph);
   local.transposes = transposes.total;
   local.transposes_at_edges = transposes.at_edges;
+  if (options.fuse_elementwise) {
+    FusionStats fusion = FuseElementwise(graph, registry);
+    local.fused_kernels = fusion.fused_kernels;
+    local.nodes_fused = fusion.nodes_fused;
+  }
   if (options.place_on_host) PlaceOnHost(graph, registry);
   CodeGenerator gen(graph, registry);
   REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, gen.Run());

@@ -49,6 +49,8 @@ struct CompileOptions {
   std::map<std::string, DimBounds> bounds;
   // Evaluate nodes whose inputs are all constants at compile time.
   bool fold_constants = true;
+  // Fuse chains of elementwise float ops into FusedElementwise nodes (fusion.h).
+  bool fuse_elementwise = true;
   // Place small integer shape computations on the host.
   bool place_on_host = true;
   // zstd level of the executable's constant chunks.
@@ -62,6 +64,8 @@ struct CompileStats {
   int nodes_in = 0;
   int nodes_folded = 0;
   int nodes_removed = 0;
+  int fused_kernels = 0;  // FusedElementwise nodes made by fusion
+  int nodes_fused = 0;    // nodes they replace
   int kernels = 0;
   int host_kernels = 0;             // kernels placed on the host
   int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time

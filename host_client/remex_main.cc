@@ -916,6 +916,8 @@ int Compile(const std::string& model, const std::string& output, const std::vect
                 *layout == remex::compiler::Layout::kNhwc ? "NHWC" : "NCHW",
                 l.transposes_at_edges + l.transposes_in_body, l.transposes_at_edges, l.transposes_in_body,
                 l.nodes_nhwc, l.constants_permuted);
+    std::printf("fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
+                stats.nodes_fused);
   }
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));

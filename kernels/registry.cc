@@ -187,6 +187,7 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddResizeOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
   return OkStatus();
 }
 
@@ -201,6 +202,7 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddResizeCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
   return OkStatus();
 }
 

@@ -82,6 +82,13 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
     for (int64_t to : {1, 2, 3, 6, 7, 9, 10, 11, 13}) a.push_back(Attrs({{"to", to}}));
   } else if (op == "Reshape") {
     a.push_back(Attrs({{"allowzero", int64_t{1}}}));
+  } else if (op == "FusedElementwise") {
+    // Sigmoid(x0 + x1); HardSigmoid(x0 * slot 1, slot 1, slot 1) (slot 1: an input or the
+    // immediate, depending on the input count); an operand past the slots of 1 input.
+    a.push_back(Attrs({{"program", std::vector<int64_t>{0, 0, 1, -1, 17, 2, -1, -1}}}));
+    a.push_back(Attrs({{"program", std::vector<int64_t>{2, 0, 1, -1, 33, 2, 1, 1}},
+                       {"immediates", std::vector<float>{0.5f}}}));
+    a.push_back(Attrs({{"program", std::vector<int64_t>{34, 0, 1, 2}}, {"immediates", std::vector<float>{-1.0f}}}));
   } else if (op == "Shape") {
     a.push_back(Attrs({{"start", int64_t{-2}}, {"end", int64_t{INT64_MAX}}}));
   }

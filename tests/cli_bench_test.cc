@@ -137,14 +137,14 @@ TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
       EXPECT_GE(row["calls"].get<uint64_t>(), 1u);
     }
   }
-  EXPECT_TRUE(kernels.count("Relu")) << r.output;
-  EXPECT_TRUE(kernels.count("Add")) << r.output;
+  // The CLI compiles with elementwise fusion: Add and Relu run as one kernel.
+  EXPECT_TRUE(kernels.count("FusedElementwise")) << r.output;
+  EXPECT_EQ(kernels.size(), 1u) << r.output;
 
   auto text = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile");
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("share %"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("Relu"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("Add"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("FusedElementwise"), std::string::npos) << text.output;
 }
 
 TEST_F(CliBenchTest, CheckPassesAgainstACorrectReference) {

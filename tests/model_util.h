@@ -21,13 +21,13 @@ inline const kernels::KernelRegistry& Registry() {
   return **registry;
 }
 
-// Compiles `model` (all passes) and serializes it; a failure is a test failure and
-// yields no bytes.
-inline std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
+// Compiles `model` (all passes, unless `options` turns some off) and serializes it; a
+// failure is a test failure and yields no bytes.
+inline std::vector<std::byte> Compile(const OnnxModelBuilder& model, const compiler::CompileOptions& options = {}) {
   auto graph = compiler::ImportOnnxBytes(model.Bytes(), Registry());
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   if (!graph.ok()) return {};
-  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), options);
   EXPECT_TRUE(def.ok()) << def.status().ToString();
   if (!def.ok()) return {};
   auto bytes = vm::SerializeExecutable(*def);
@@ -35,7 +35,8 @@ inline std::vector<std::byte> Compile(const OnnxModelBuilder& model) {
   return bytes.ok() ? *bytes : std::vector<std::byte>{};
 }
 
-// y = Relu(x + b), x: float32 [?, 4], b = [0.5, -0.5, 1, -1]; nodes "add" and "relu".
+// y = Relu(x + b), x: float32 [?, 4], b = [0.5, -0.5, 1, -1]; nodes "add" and "relu"
+// (one FusedElementwise kernel "add+relu" unless fusion is turned off).
 inline OnnxModelBuilder AddReluModel() {
   OnnxModelBuilder b(13);
   b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", onnx::TensorProto::FLOAT, {-1, 4});
@@ -43,6 +44,13 @@ inline OnnxModelBuilder AddReluModel() {
   b.Node("Add", {"x", "b"}, {"s"}, "add");
   b.Node("Relu", {"s"}, {"y"}, "relu");
   return b;
+}
+
+// Compile options that keep every node a kernel of its own.
+inline compiler::CompileOptions WithoutFusion() {
+  compiler::CompileOptions options;
+  options.fuse_elementwise = false;
+  return options;
 }
 
 inline npy::Array Floats(Shape shape, const std::vector<float>& v) {

@@ -53,8 +53,8 @@ class RemoteSessionTest : public ::testing::Test {
   }
 
   // Loads `model`, creates a VM and returns its handle.
-  uint64_t LoadVm(Session& s, const OnnxModelBuilder& model) {
-    auto module = s.LoadModule(Compile(model), "m");
+  uint64_t LoadVm(Session& s, const OnnxModelBuilder& model, const compiler::CompileOptions& options = {}) {
+    auto module = s.LoadModule(Compile(model, options), "m");
     EXPECT_TRUE(module.ok()) << module.status().ToString();
     if (!module.ok()) return 0;
     auto vm = s.CreateVm(module->handle);
@@ -279,7 +279,8 @@ TEST_F(RemoteSessionTest, LongDeviceWorkDoesNotStallOtherSessions) {
 
 TEST_F(RemoteSessionTest, ProfileBreaksDownKernelsAndInstructions) {
   auto s = Connect();
-  uint64_t vm = LoadVm(*s, AddReluModel());
+  // Unfused: Add and Relu are two kernels.
+  uint64_t vm = LoadVm(*s, AddReluModel(), remex::testing::WithoutFusion());
   auto x = s->Upload(Floats({8, 4}, std::vector<float>(32, 1.0f)));
   ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
   auto p = s->Profile(vm, "main");

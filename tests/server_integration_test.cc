@@ -239,7 +239,8 @@ TEST_F(ServerTest, CorruptExecutableIsRejected) {
 
 TEST_F(ServerTest, ExecutableWithUnknownOpIsUnimplemented) {
   auto graph = compiler::ImportOnnxBytes(AddReluModel().Bytes(), Registry());
-  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), {});
+  // Unfused, so that kernel 0 is the node "add".
+  auto def = compiler::CompileGraph(std::move(graph).value(), Registry(), remex::testing::WithoutFusion());
   ASSERT_TRUE(def.ok());
   def->kernels[0].op = "FancyNewOp";
   auto bytes = vm::SerializeExecutable(*def);
