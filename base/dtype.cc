@@ -59,11 +59,12 @@ std::optional<int64_t> NumElements(const Shape& shape) {
   return n;
 }
 
-std::string ShapeToString(const Shape& shape) {
+std::string ShapeToString(const Shape& shape, const std::vector<std::string>& dim_names) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
-    s += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+    if (shape[i] >= 0) s += std::to_string(shape[i]);
+    else s += i < dim_names.size() && !dim_names[i].empty() ? dim_names[i] : std::string("?");
   }
   s += "]";
   return s;

@@ -46,6 +46,8 @@ using Shape = std::vector<int64_t>;
 // overflows int64.
 std::optional<int64_t> NumElements(const Shape& shape);
 // "[1, 3, 48, 192]"; a negative (not yet known) dimension prints as "?": "[?, 3, 48, ?]".
-std::string ShapeToString(const Shape& shape);
+// With `dim_names` (one per dimension, or empty), a negative dimension prints as its
+// non-empty name instead: "[N, 3, 48, W]".
+std::string ShapeToString(const Shape& shape, const std::vector<std::string>& dim_names = {});
 
 }  // namespace remex

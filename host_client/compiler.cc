@@ -290,15 +290,15 @@ class ShapeInference {
       SetUnknown(node);
       return false;
     }
-    for (size_t k = per_sample.size(); !all_static && k < NumSamples(); ++k) {
+    // (Static inputs filled per_sample above; this runs for symbolic ones only.)
+    for (size_t k = per_sample.size(); k < NumSamples(); ++k) {
       auto infos = Evaluate(node, *op, k);
       if (!infos.ok()) {
         if (k < kSamples) {
           SetUnknown(node);
           return false;
         }
-        corner_failed_ = true;
-        break;
+        break;  // a corner the op refuses: the outputs get no bounds
       }
       per_sample.push_back(std::move(infos).value());
     }
@@ -526,7 +526,6 @@ class ShapeInference {
   std::map<std::string, std::vector<int64_t>> symbols_;  // sample values per symbol
   std::map<std::string, DimBounds> bounds_of_;
   bool corners_ = false;
-  bool corner_failed_ = false;
   int folded_ = 0;
 };
 
@@ -542,14 +541,7 @@ void CollectReads(const Node& node, std::vector<int>& out) {
 }  // namespace
 
 std::string SymbolicShapeString(const Value& v) {
-  if (!v.rank_known) return "[?]";
-  std::string s = "[";
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    if (d) s += ", ";
-    if (v.shape[d] >= 0) s += std::to_string(v.shape[d]);
-    else s += d < v.dims.size() && !v.dims[d].empty() ? v.dims[d] : "?";
-  }
-  return s + "]";
+  return v.rank_known ? ShapeToString(v.shape, v.dims) : "[?]";
 }
 
 StatusOr<int> InferShapes(Graph& graph, const kernels::KernelRegistry& registry, bool fold_constants,

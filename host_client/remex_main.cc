@@ -177,13 +177,7 @@ StatusOr<std::map<std::string, remex::compiler::DimBounds>> ParseBounds(const st
 
 // "x: float32 [N, 3, 48, W]".
 std::string DescribeValue(const remex::vm::ValueDesc& v) {
-  std::string s = v.name + ": " + std::string(remex::DTypeName(v.dtype)) + " [";
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    if (d) s += ", ";
-    if (v.shape[d] >= 0) s += std::to_string(v.shape[d]);
-    else s += d < v.dims.size() && !v.dims[d].empty() ? v.dims[d] : "?";
-  }
-  return s + "]";
+  return v.name + ": " + std::string(remex::DTypeName(v.dtype)) + " " + remex::ShapeToString(v.shape, v.dims);
 }
 
 // Seeded input data: uniform in [-1, 1) for floats, [0, 10) for integers.
