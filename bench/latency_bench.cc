@@ -40,8 +40,14 @@ namespace {
 StatusOr<std::vector<std::byte>> ReluExecutable(const kernels::KernelRegistry& registry, int64_t elements) {
   compiler::Graph g;
   g.opset = 13;
-  compiler::Value x{"x", DType::kFloat32, {1, elements}, true, std::nullopt};
-  compiler::Value y{"y", DType::kFloat32, {1, elements}, true, std::nullopt};
+  compiler::Value x, y;
+  x.name = "x";
+  y.name = "y";
+  for (compiler::Value* v : {&x, &y}) {
+    v->dtype = DType::kFloat32;
+    v->shape = {1, elements};
+    v->rank_known = true;
+  }
   int xi = g.AddValue(x), yi = g.AddValue(y);
   compiler::Node relu;
   relu.op = "Relu";

@@ -26,8 +26,8 @@ std::shared_ptr<const vm::Executable> MakeExecutable(size_t constant_floats) {
   def.kernels.push_back({"Relu", {}, 1, 1, "relu"});
   vm::FunctionDef fn;
   fn.name = "main";
-  fn.inputs = {{"x", DType::kFloat32, {4}}};
-  fn.outputs = {{"y", DType::kFloat32, {4}}};
+  fn.inputs = {{"x", DType::kFloat32, {4}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {4}, {}}};
   fn.num_registers = 2;
   fn.code = {{vm::Opcode::kAllocOutput, {1, 0, 1, -1}, {{4}}},
              {vm::Opcode::kInvokeKernel, {0}, {{0}, {1}}},

@@ -774,8 +774,8 @@ vm::ExecutableDef TwoFunctionDef() {
   def.kernels.push_back({"Add", {}, 2, 1, "add_self"});
   vm::FunctionDef main;
   main.name = "main";
-  main.inputs = {{"x", DType::kFloat32, {3}}};
-  main.outputs = {{"y", DType::kFloat32, {3}}};
+  main.inputs = {{"x", DType::kFloat32, {3}, {}}};
+  main.outputs = {{"y", DType::kFloat32, {3}, {}}};
   main.num_registers = 3;
   main.code = {{vm::Opcode::kLoadConst, {1, 0, 0}, {}},
                {vm::Opcode::kAllocOutput, {2, 0, 1, -1}, {{3}}},
@@ -783,8 +783,8 @@ vm::ExecutableDef TwoFunctionDef() {
                {vm::Opcode::kRet, {}, {{2}}}};
   vm::FunctionDef twice;
   twice.name = "double";
-  twice.inputs = {{"x", DType::kFloat32, {-1}}};
-  twice.outputs = {{"y", DType::kFloat32, {-1}}};
+  twice.inputs = {{"x", DType::kFloat32, {-1}, {}}};
+  twice.outputs = {{"y", DType::kFloat32, {-1}, {}}};
   twice.num_registers = 3;
   twice.code = {{vm::Opcode::kInvokeShapeFunc, {1}, {{0, 0}, {1}}},
                 {vm::Opcode::kAllocOutput, {2, 0, 1, 1}, {{}}},

@@ -32,8 +32,8 @@ ExecutableDef AddReluDef() {
   def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
   FunctionDef fn;
   fn.name = "main";
-  fn.inputs = {{"x", DType::kFloat32, {-1, 3}}};
-  fn.outputs = {{"y", DType::kFloat32, {-1, 3}}};
+  fn.inputs = {{"x", DType::kFloat32, {-1, 3}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {-1, 3}, {}}};
   fn.num_registers = 5;
   fn.code = {
       {Opcode::kLoadConst, {1, 0, 0}, {}},
