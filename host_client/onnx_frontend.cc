@@ -225,6 +225,8 @@ class Importer {
         return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
       case onnx::AttributeProto::FLOATS:
         return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+      case onnx::AttributeProto::STRINGS:
+        return kernels::AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
       case onnx::AttributeProto::TENSOR: {
         // ConstantOfShape's one-element `value` travels as the ints {onnx_dtype, bits}
         // (the element's bytes in a zeroed int64; see kernels/transform.cc).

@@ -42,8 +42,8 @@ std::string_view DeviceKindName(DeviceKind device);
 
 // One ONNX attribute value after normalisation. Tensor-valued attributes do not
 // reach kernels (the frontend turns them into constants).
-using AttrValue =
-    std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>>;
+using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
+                               std::vector<std::string>>;
 
 // A node's attributes by ONNX name. Getters return INVALID_ARGUMENT when the
 // attribute exists with another type, NOT_FOUND when absent and no default is given.
@@ -63,6 +63,8 @@ class Attributes {
   StatusOr<std::vector<int64_t>> Ints(std::string_view name, std::vector<int64_t> default_value) const;
   StatusOr<std::vector<float>> Floats(std::string_view name) const;
   StatusOr<std::vector<float>> Floats(std::string_view name, std::vector<float> default_value) const;
+  StatusOr<std::vector<std::string>> Strings(std::string_view name) const;
+  StatusOr<std::vector<std::string>> Strings(std::string_view name, std::vector<std::string> default_value) const;
 
  private:
   std::map<std::string, AttrValue, std::less<>> values_;

@@ -18,6 +18,7 @@ constexpr std::string_view AttrTypeName() {
   if constexpr (std::is_same_v<T, std::string>) return "string";
   if constexpr (std::is_same_v<T, std::vector<int64_t>>) return "ints";
   if constexpr (std::is_same_v<T, std::vector<float>>) return "floats";
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) return "strings";
   return "?";
 }
 
@@ -80,6 +81,13 @@ StatusOr<std::vector<float>> Attributes::Floats(std::string_view name) const {
 StatusOr<std::vector<float>> Attributes::Floats(std::string_view name,
                                                 std::vector<float> default_value) const {
   return Get<std::vector<float>>(values_, name, &default_value);
+}
+StatusOr<std::vector<std::string>> Attributes::Strings(std::string_view name) const {
+  return Get<std::vector<std::string>>(values_, name, nullptr);
+}
+StatusOr<std::vector<std::string>> Attributes::Strings(std::string_view name,
+                                                       std::vector<std::string> default_value) const {
+  return Get<std::vector<std::string>>(values_, name, &default_value);
 }
 
 Status KernelRegistry::AddOp(OpDef def) {

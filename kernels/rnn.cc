@@ -32,8 +32,8 @@
 //                      Sigmoid, Tanh, Tanh), forward's first. A bidirectional node may
 //                      give one direction's list, used by both. Names (case-insensitive):
 //                      Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu,
-//                      ScaledTanh, HardSigmoid, Elu, Softsign, Softplus. Attributes hold
-//                      ONNX's string list as one string of comma-separated names.
+//                      ScaledTanh, HardSigmoid, Elu, Softsign, Softplus (ONNX's
+//                      string list, an Attributes::Strings value).
 //   activation_alpha,  consumed in order by the activations that take them; missing ones
 //   activation_beta    take ONNX's defaults (LeakyRelu 0.01, ThresholdedRelu 1, Elu 1,
 //                      Affine 1/0, ScaledTanh 1/1, HardSigmoid 0.2/0.5).
@@ -204,19 +204,9 @@ StatusOr<RnnAttrs> ParseRnnAttrs(const RnnSpec& spec, const Attributes& attrs) {
 
   std::vector<std::string> names;
   if (attrs.Has("activations")) {
-    // ONNX's string list arrives as one string of comma-separated names.
-    StatusOr<std::string> joined = attrs.String("activations");
-    if (!joined.ok()) return wrap(joined.status());
-    size_t start = 0;
-    while (start <= joined->size()) {
-      size_t end = joined->find(',', start);
-      if (end == std::string::npos) end = joined->size();
-      std::string name = joined->substr(start, end - start);
-      const size_t first = name.find_first_not_of(' ');
-      name = first == std::string::npos ? "" : name.substr(first, name.find_last_not_of(' ') - first + 1);
-      names.push_back(std::move(name));
-      start = end + 1;
-    }
+    StatusOr<std::vector<std::string>> listed = attrs.Strings("activations");
+    if (!listed.ok()) return wrap(listed.status());
+    names = std::move(listed).value();
   } else {
     switch (spec.kind) {
       case RnnKind::kRnn: names = {"Tanh"}; break;

@@ -14,6 +14,7 @@ struct Attribute {
     string @3 :Text;
     ints @4 :List(Int64);
     floats @5 :List(Float32);
+    strings @6 :List(Text);
   }
 }
 

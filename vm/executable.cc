@@ -124,6 +124,12 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
           entry.attrs.Set(name, std::move(v));
           break;
         }
+        case format::Attribute::STRINGS: {
+          std::vector<std::string> v;
+          for (auto x : a.getStrings()) v.emplace_back(x);
+          entry.attrs.Set(name, std::move(v));
+          break;
+        }
         default:
           return InvalidArgument("attribute '" + name + "' of kernel '" + entry.op +
                                  "' has an unknown kind");
@@ -239,6 +245,9 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
         for (size_t j = 0; j < v->size(); ++j) l.set(j, (*v)[j]);
       } else if (auto* v = std::get_if<std::vector<float>>(&value)) {
         auto l = attr.initFloats(v->size());
+        for (size_t j = 0; j < v->size(); ++j) l.set(j, (*v)[j]);
+      } else if (auto* v = std::get_if<std::vector<std::string>>(&value)) {
+        auto l = attr.initStrings(v->size());
         for (size_t j = 0; j < v->size(); ++j) l.set(j, (*v)[j]);
       }
     }

@@ -254,3 +254,37 @@ TEST(ExecutableTest, VerifierRejectsOutOfRangeOperands) {
 
 }  // namespace
 }  // namespace remex::vm
+
+namespace remex::vm {
+namespace {
+
+// Every attribute kind survives the .rmx round trip, string lists (LSTM's
+// `activations`) included, along with kernel placement and symbols.
+TEST(ExecutableTest, AttributesPlacementAndSymbolsRoundTrip) {
+  ExecutableDef def = AddReluDef();
+  kernels::Attributes& a = def.kernels[0].attrs;
+  a.Set("i", int64_t{-7});
+  a.Set("f", 0.25f);
+  a.Set("s", std::string("half_pixel"));
+  a.Set("ints", std::vector<int64_t>{1, -2});
+  a.Set("floats", std::vector<float>{0.5f});
+  a.Set("strings", std::vector<std::string>{"Sigmoid", "", "Tanh"});
+  def.kernels[1].host = true;
+  def.symbols = {{"N", 1, 64}};
+  def.functions[0].inputs[0].dims = {"N", ""};
+  auto bytes = SerializeExecutable(def);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto parsed = ParseExecutable(*bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->kernels[0].attrs.all(), a.all());
+  EXPECT_EQ(*parsed->kernels[0].attrs.Strings("strings"), (std::vector<std::string>{"Sigmoid", "", "Tanh"}));
+  EXPECT_FALSE(parsed->kernels[0].host);
+  EXPECT_TRUE(parsed->kernels[1].host);
+  ASSERT_EQ(parsed->symbols.size(), 1u);
+  EXPECT_EQ(parsed->symbols[0].name, "N");
+  EXPECT_EQ(parsed->symbols[0].max, 64);
+  EXPECT_EQ(parsed->functions[0].inputs[0].dims, (std::vector<std::string>{"N", ""}));
+}
+
+}  // namespace
+}  // namespace remex::vm
