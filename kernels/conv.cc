@@ -62,13 +62,40 @@ Shape ToChannelsLast(const Shape& s) {
   return out;
 }
 
+// The `group` attribute (default 1) of Conv or ConvTranspose; it must be positive.
+StatusOr<int64_t> ParseGroup(std::string_view op, const Attributes& attrs) {
+  StatusOr<int64_t> group = attrs.Int("group", 1);
+  if (!group.ok()) return OpError(op, group.status().message());
+  if (*group < 1) return OpError(op, "group must be positive");
+  return *group;
+}
+
+// Checks that X and W are float32, the only type Conv and ConvTranspose run.
+Status CheckFloat32(std::string_view op, const ShapeFnArg& x, const ShapeFnArg& w) {
+  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
+    return OpError(op, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) + ", W " +
+                           std::string(DTypeName(w.dtype)));
+  }
+  return OkStatus();
+}
+
+// Checks the optional bias in[2], when present: float32 of shape [m].
+Status CheckBias(std::string_view op, std::span<const ShapeFnArg> in, int64_t m) {
+  if (in.size() > 2 && in[2].present) {
+    const ShapeFnArg& b = in[2];
+    if (b.dtype != DType::kFloat32) return OpError(op, "B must be float32");
+    if (b.shape != Shape{m}) {
+      return OpError(op,
+                     "B must have shape [" + std::to_string(m) + "], got " + ShapeToString(b.shape));
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
   ConvAttrs c;
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(kConv, attrs, /*with_ceil_mode=*/false));
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(kConv, group.status().message());
-  if (*group < 1) return OpError(kConv, "group must be positive");
-  c.group = *group;
+  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(kConv, attrs));
   StatusOr<std::string> layout = attrs.String("layout", "NCHW");
   if (!layout.ok()) return OpError(kConv, layout.status().message());
   if (*layout != "NCHW" && *layout != "NHWC") {
@@ -91,10 +118,7 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
   ShapeFnArg x = in[0];
   if (attrs.channels_last) x.shape = ToChannelsFirst(x.shape);
   const ShapeFnArg& w = in[1];
-  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
-    return OpError(kConv, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) +
-                              ", W " + std::string(DTypeName(w.dtype)));
-  }
+  REMEX_RETURN_IF_ERROR(CheckFloat32(kConv, x, w));
   if (x.shape.size() < 3 || x.shape.size() > 5) {
     return OpError(
         kConv, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x.shape));
@@ -127,14 +151,7 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
                   attrs.window.kernel_shape.end())) {
     return OpError(kConv, "kernel_shape does not match W " + ShapeToString(w.shape));
   }
-  if (in.size() > 2 && in[2].present) {
-    const ShapeFnArg& b = in[2];
-    if (b.dtype != DType::kFloat32) return OpError(kConv, "B must be float32");
-    if (b.shape != Shape{s.m}) {
-      return OpError(
-          kConv, "B must have shape [" + std::to_string(s.m) + "], got " + ShapeToString(b.shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckBias(kConv, in, s.m));
   std::span<const int64_t> spatial(x.shape.data() + 2, x.shape.size() - 2);
   REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(kConv, attrs.window, spatial, kernel));
   s.output = {s.n, s.m};
@@ -421,10 +438,7 @@ StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const Attributes& attrs) {
   constexpr std::string_view op = kConvTranspose;
   ConvTransposeAttrs c;
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(op, group.status().message());
-  if (*group < 1) return OpError(op, "group must be positive");
-  c.group = *group;
+  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(op, attrs));
   StatusOr<std::vector<int64_t>> output_padding = attrs.Ints("output_padding", {});
   if (!output_padding.ok()) return OpError(op, output_padding.status().message());
   c.output_padding = *output_padding;
@@ -451,10 +465,7 @@ StatusOr<ConvTransposeShape> ComputeConvTransposeShape(const ConvTransposeAttrs&
   constexpr std::string_view op = kConvTranspose;
   const ShapeFnArg& x = in[0];
   const ShapeFnArg& w = in[1];
-  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
-    return OpError(op, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) + ", W " +
-                           std::string(DTypeName(w.dtype)));
-  }
+  REMEX_RETURN_IF_ERROR(CheckFloat32(op, x, w));
   if (x.shape.size() < 3 || x.shape.size() > 5) {
     return OpError(op, "X must have rank 3 to 5 (1-D to 3-D), got " + ShapeToString(x.shape));
   }
@@ -483,14 +494,7 @@ StatusOr<ConvTransposeShape> ComputeConvTransposeShape(const ConvTransposeAttrs&
   if (!attrs.window.kernel_shape.empty() && attrs.window.kernel_shape != s.kernel) {
     return OpError(op, "kernel_shape does not match W " + ShapeToString(w.shape));
   }
-  if (in.size() > 2 && in[2].present) {
-    const ShapeFnArg& b = in[2];
-    if (b.dtype != DType::kFloat32) return OpError(op, "B must be float32");
-    if (b.shape != Shape{s.m}) {
-      return OpError(
-          op, "B must have shape [" + std::to_string(s.m) + "], got " + ShapeToString(b.shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckBias(op, in, s.m));
   auto check_len = [&](const std::vector<int64_t>& v, size_t want, const char* name) -> Status {
     if (!v.empty() && v.size() != want) {
       return OpError(op, std::string(name) + " has " + std::to_string(v.size()) +
