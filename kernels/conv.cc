@@ -62,13 +62,40 @@ Shape ToChannelsLast(const Shape& s) {
   return out;
 }
 
+// The `group` attribute (default 1) of Conv or ConvTranspose; it must be positive.
+StatusOr<int64_t> ParseGroup(std::string_view op, const Attributes& attrs) {
+  StatusOr<int64_t> group = attrs.Int("group", 1);
+  if (!group.ok()) return OpError(op, group.status().message());
+  if (*group < 1) return OpError(op, "group must be positive");
+  return *group;
+}
+
+// Checks that X and W are float32, the only type Conv and ConvTranspose run.
+Status CheckFloat32(std::string_view op, const ShapeFnArg& x, const ShapeFnArg& w) {
+  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
+    return OpError(op, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) + ", W " +
+                           std::string(DTypeName(w.dtype)));
+  }
+  return OkStatus();
+}
+
+// Checks the optional bias in[2], when present: float32 of shape [m].
+Status CheckBias(std::string_view op, std::span<const ShapeFnArg> in, int64_t m) {
+  if (in.size() > 2 && in[2].present) {
+    const ShapeFnArg& b = in[2];
+    if (b.dtype != DType::kFloat32) return OpError(op, "B must be float32");
+    if (b.shape != Shape{m}) {
+      return OpError(op,
+                     "B must have shape [" + std::to_string(m) + "], got " + ShapeToString(b.shape));
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
   ConvAttrs c;
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(kConv, attrs, /*with_ceil_mode=*/false));
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(kConv, group.status().message());
-  if (*group < 1) return OpError(kConv, "group must be positive");
-  c.group = *group;
+  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(kConv, attrs));
   StatusOr<std::string> layout = attrs.String("layout", "NCHW");
   if (!layout.ok()) return OpError(kConv, layout.status().message());
   if (*layout != "NCHW" && *layout != "NHWC") {
@@ -91,10 +118,7 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
   ShapeFnArg x = in[0];
   if (attrs.channels_last) x.shape = ToChannelsFirst(x.shape);
   const ShapeFnArg& w = in[1];
-  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
-    return OpError(kConv, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) +
-                              ", W " + std::string(DTypeName(w.dtype)));
-  }
+  REMEX_RETURN_IF_ERROR(CheckFloat32(kConv, x, w));
   if (x.shape.size() < 3 || x.shape.size() > 5) {
     return OpError(
         kConv, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x.shape));
@@ -127,14 +151,7 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
                   attrs.window.kernel_shape.end())) {
     return OpError(kConv, "kernel_shape does not match W " + ShapeToString(w.shape));
   }
-  if (in.size() > 2 && in[2].present) {
-    const ShapeFnArg& b = in[2];
-    if (b.dtype != DType::kFloat32) return OpError(kConv, "B must be float32");
-    if (b.shape != Shape{s.m}) {
-      return OpError(
-          kConv, "B must have shape [" + std::to_string(s.m) + "], got " + ShapeToString(b.shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckBias(kConv, in, s.m));
   std::span<const int64_t> spatial(x.shape.data() + 2, x.shape.size() - 2);
   REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(kConv, attrs.window, spatial, kernel));
   s.output = {s.n, s.m};
@@ -202,14 +219,109 @@ void FillBias(const TensorRef& y, const float* bias) {
   }
 }
 
-// One compiled convolution for one (X shape, W shape, bias) combination, with the
-// buffers its reorders need.
-struct CompiledConv {
-  dnnl::convolution_forward primitive;
+// One compiled oneDNN convolution_forward or deconvolution_forward for one (X shape,
+// W shape, bias) combination: the primitive, memories over the caller's buffers in
+// their own (user) layouts, and the reorders to and from the layouts the primitive
+// chose where those differ.
+struct DnnlConvPrimitive {
+  dnnl::primitive primitive;
+  bool has_bias = false;
   dnnl::memory user_src, user_weights, user_dst, bias;
-  dnnl::memory src, weights, dst;  // Primitive formats; alias user_* when equal.
+  dnnl::memory src, weights, dst;  // Primitive formats; used only when reordered.
   bool reorder_src = false, reorder_weights = false, reorder_dst = false;
   dnnl::reorder src_reorder, weights_reorder, dst_reorder;
+};
+
+// Builds the Primitive (dnnl::convolution_forward or dnnl::deconvolution_forward) of
+// `pd` with memories in the user layouts (no data yet; bias_md is ignored without
+// bias) and a reorder for each operand whose layout the primitive changed.
+template <typename Primitive>
+DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primitive_desc& pd,
+                                        const dnnl::engine& engine,
+                                        const dnnl::memory::desc& user_src_md,
+                                        const dnnl::memory::desc& user_w_md,
+                                        const dnnl::memory::desc& user_dst_md, bool has_bias,
+                                        const dnnl::memory::desc& bias_md) {
+  using dnnl::memory;
+  DnnlConvPrimitive c;
+  c.primitive = Primitive(pd);
+  c.has_bias = has_bias;
+  c.user_src = memory(user_src_md, engine, nullptr);
+  c.user_weights = memory(user_w_md, engine, nullptr);
+  c.user_dst = memory(user_dst_md, engine, nullptr);
+  if (has_bias) c.bias = memory(bias_md, engine, nullptr);
+  if (pd.src_desc() != user_src_md) {
+    c.reorder_src = true;
+    c.src = memory(pd.src_desc(), engine);
+    c.src_reorder = dnnl::reorder(c.user_src, c.src);
+  }
+  if (pd.weights_desc() != user_w_md) {
+    c.reorder_weights = true;
+    c.weights = memory(pd.weights_desc(), engine);
+    c.weights_reorder = dnnl::reorder(c.user_weights, c.weights);
+  }
+  if (pd.dst_desc() != user_dst_md) {
+    c.reorder_dst = true;
+    c.dst = memory(pd.dst_desc(), engine);
+    c.dst_reorder = dnnl::reorder(c.dst, c.user_dst);
+  }
+  return c;
+}
+
+// Runs `c` on the given buffers in the user layouts (`bias` is read only when `c` has
+// a bias): reorders X and W in, executes, reorders Y out, and waits for `stream`.
+void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, void* weights,
+                     void* dst, void* bias) {
+  c.user_src.set_data_handle(src);
+  c.user_weights.set_data_handle(weights);
+  c.user_dst.set_data_handle(dst);
+  if (c.has_bias) c.bias.set_data_handle(bias);
+  if (c.reorder_src) c.src_reorder.execute(stream, c.user_src, c.src);
+  // TODO(perf): keep reordered weights when they are known to be constant.
+  if (c.reorder_weights) c.weights_reorder.execute(stream, c.user_weights, c.weights);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
+      {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
+      {DNNL_ARG_DST, c.reorder_dst ? c.dst : c.user_dst}};
+  if (c.has_bias) args[DNNL_ARG_BIAS] = c.bias;
+  c.primitive.execute(stream, args);
+  if (c.reorder_dst) c.dst_reorder.execute(stream, c.dst, c.user_dst);
+  stream.wait();
+}
+
+// The compiled primitives of one kernel by (X shape, W shape, bias), at most
+// kMaxCached (all dropped when full), and the CPU engine and stream they run on.
+template <typename Compiled>
+class DnnlConvCache {
+ public:
+  dnnl::engine& engine() { return *engine_; }
+  dnnl::stream& stream() { return *stream_; }
+
+  // The entry for `in`, made by `compile()` (which may use engine()) when missing.
+  template <typename CompileFn>
+  StatusOr<Compiled*> FindOrCompile(std::span<const TensorRef> in, bool has_bias,
+                                    CompileFn compile) {
+    Shape key = in[0].shape;
+    key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
+    key.push_back(has_bias ? 1 : 0);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      if (!engine_) {
+        engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+        stream_ = std::make_unique<dnnl::stream>(*engine_);
+      }
+      REMEX_ASSIGN_OR_RETURN(Compiled compiled, compile());
+      if (cache_.size() >= kMaxCached) cache_.clear();
+      it = cache_.emplace(std::move(key), std::move(compiled)).first;
+    }
+    return &it->second;
+  }
+
+ private:
+  static constexpr size_t kMaxCached = 16;
+  std::unique_ptr<dnnl::engine> engine_;
+  std::unique_ptr<dnnl::stream> stream_;
+  std::map<Shape, Compiled> cache_;
 };
 
 class ConvKernel final : public ValidatedKernel {
@@ -242,40 +354,16 @@ class ConvKernel final : public ValidatedKernel {
  private:
   Status RunDnnl(std::span<const TensorRef> in, std::span<const TensorRef> out) {
     const bool has_bias = in.size() > 2 && in[2].present();
-    Shape key = in[0].shape;
-    key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
-    key.push_back(has_bias ? 1 : 0);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      REMEX_ASSIGN_OR_RETURN(CompiledConv compiled, Compile(in, has_bias));
-      if (cache_.size() >= kMaxCached) cache_.clear();
-      it = cache_.emplace(std::move(key), std::move(compiled)).first;
-    }
-    CompiledConv& c = it->second;
-    c.user_src.set_data_handle(in[0].data);
-    c.user_weights.set_data_handle(in[1].data);
-    c.user_dst.set_data_handle(out[0].data);
-    if (has_bias) c.bias.set_data_handle(in[2].data);
-    if (c.reorder_src) c.src_reorder.execute(*stream_, c.user_src, c.src);
-    // TODO(perf): keep reordered weights when they are known to be constant.
-    if (c.reorder_weights) c.weights_reorder.execute(*stream_, c.user_weights, c.weights);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
-        {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
-        {DNNL_ARG_DST, c.reorder_dst ? c.dst : c.user_dst}};
-    if (has_bias) args[DNNL_ARG_BIAS] = c.bias;
-    c.primitive.execute(*stream_, args);
-    if (c.reorder_dst) c.dst_reorder.execute(*stream_, c.dst, c.user_dst);
-    stream_->wait();
+    REMEX_ASSIGN_OR_RETURN(DnnlConvPrimitive * c, cache_.FindOrCompile(in, has_bias, [&] {
+      return Compile(in, has_bias);
+    }));
+    ExecuteDnnlConv(*c, cache_.stream(), in[0].data, in[1].data, out[0].data,
+                    has_bias ? in[2].data : nullptr);
     return OkStatus();
   }
 
-  StatusOr<CompiledConv> Compile(std::span<const TensorRef> in, bool has_bias) {
+  StatusOr<DnnlConvPrimitive> Compile(std::span<const TensorRef> in, bool has_bias) {
     using dnnl::memory;
-    if (!engine_) {
-      engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
-      stream_ = std::make_unique<dnnl::stream>(*engine_);
-    }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(ConvShape s, ComputeConvShape(attrs_, args));
     const size_t rank = in[0].shape.size();
@@ -325,36 +413,13 @@ class ConvKernel final : public ValidatedKernel {
                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                    dnnl::algorithm::convolution_direct, src_any,
                                                    w_any, dst_any, strides, dilates, pad_l, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, *engine_);
-    CompiledConv c;
-    c.primitive = dnnl::convolution_forward(pd);
-    c.user_src = memory(user_src_md, *engine_, nullptr);
-    c.user_weights = memory(user_w_md, *engine_, nullptr);
-    c.user_dst = memory(user_dst_md, *engine_, nullptr);
-    if (has_bias) c.bias = memory(bias_md, *engine_, nullptr);
-    if (pd.src_desc() != user_src_md) {
-      c.reorder_src = true;
-      c.src = memory(pd.src_desc(), *engine_);
-      c.src_reorder = dnnl::reorder(c.user_src, c.src);
-    }
-    if (pd.weights_desc() != user_w_md) {
-      c.reorder_weights = true;
-      c.weights = memory(pd.weights_desc(), *engine_);
-      c.weights_reorder = dnnl::reorder(c.user_weights, c.weights);
-    }
-    if (pd.dst_desc() != user_dst_md) {
-      c.reorder_dst = true;
-      c.dst = memory(pd.dst_desc(), *engine_);
-      c.dst_reorder = dnnl::reorder(c.dst, c.user_dst);
-    }
-    return c;
+    dnnl::convolution_forward::primitive_desc pd(desc, cache_.engine());
+    return MakeDnnlConvPrimitive<dnnl::convolution_forward>(
+        pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
   }
 
-  static constexpr size_t kMaxCached = 16;
   ConvAttrs attrs_;
-  std::unique_ptr<dnnl::engine> engine_;
-  std::unique_ptr<dnnl::stream> stream_;
-  std::map<Shape, CompiledConv> cache_;
+  DnnlConvCache<DnnlConvPrimitive> cache_;
 };
 
 // ---------------------------------------------------------------------------
@@ -373,10 +438,7 @@ StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const Attributes& attrs) {
   constexpr std::string_view op = kConvTranspose;
   ConvTransposeAttrs c;
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(op, group.status().message());
-  if (*group < 1) return OpError(op, "group must be positive");
-  c.group = *group;
+  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(op, attrs));
   StatusOr<std::vector<int64_t>> output_padding = attrs.Ints("output_padding", {});
   if (!output_padding.ok()) return OpError(op, output_padding.status().message());
   c.output_padding = *output_padding;
@@ -403,10 +465,7 @@ StatusOr<ConvTransposeShape> ComputeConvTransposeShape(const ConvTransposeAttrs&
   constexpr std::string_view op = kConvTranspose;
   const ShapeFnArg& x = in[0];
   const ShapeFnArg& w = in[1];
-  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
-    return OpError(op, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) + ", W " +
-                           std::string(DTypeName(w.dtype)));
-  }
+  REMEX_RETURN_IF_ERROR(CheckFloat32(op, x, w));
   if (x.shape.size() < 3 || x.shape.size() > 5) {
     return OpError(op, "X must have rank 3 to 5 (1-D to 3-D), got " + ShapeToString(x.shape));
   }
@@ -435,14 +494,7 @@ StatusOr<ConvTransposeShape> ComputeConvTransposeShape(const ConvTransposeAttrs&
   if (!attrs.window.kernel_shape.empty() && attrs.window.kernel_shape != s.kernel) {
     return OpError(op, "kernel_shape does not match W " + ShapeToString(w.shape));
   }
-  if (in.size() > 2 && in[2].present) {
-    const ShapeFnArg& b = in[2];
-    if (b.dtype != DType::kFloat32) return OpError(op, "B must be float32");
-    if (b.shape != Shape{s.m}) {
-      return OpError(
-          op, "B must have shape [" + std::to_string(s.m) + "], got " + ShapeToString(b.shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckBias(op, in, s.m));
   auto check_len = [&](const std::vector<int64_t>& v, size_t want, const char* name) -> Status {
     if (!v.empty() && v.size() != want) {
       return OpError(op, std::string(name) + " has " + std::to_string(v.size()) +
@@ -542,11 +594,7 @@ OpDef ConvTransposeDef() {
 // is negative the primitive runs with the pads clamped to 0 into `scratch`, which is
 // then placed into Y (`offset` per spatial axis: Y index + offset = scratch index).
 struct CompiledDeconv {
-  dnnl::deconvolution_forward primitive;
-  dnnl::memory user_src, user_weights, user_dst, bias;
-  dnnl::memory src, weights, dst;
-  bool reorder_src = false, reorder_weights = false, reorder_dst = false;
-  dnnl::reorder src_reorder, weights_reorder, dst_reorder;
+  DnnlConvPrimitive deconv;
   bool all_bias = false;
   bool use_scratch = false;
   std::vector<float> scratch;
@@ -638,34 +686,17 @@ class ConvTransposeKernel final : public ValidatedKernel {
   }
 
   Status RunDnnl(std::span<const TensorRef> in, std::span<const TensorRef> out, bool has_bias) {
-    Shape key = in[0].shape;
-    key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
-    key.push_back(has_bias ? 1 : 0);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      REMEX_ASSIGN_OR_RETURN(CompiledDeconv compiled, Compile(in, has_bias));
-      if (cache_.size() >= kMaxCached) cache_.clear();
-      it = cache_.emplace(std::move(key), std::move(compiled)).first;
-    }
-    CompiledDeconv& c = it->second;
+    REMEX_ASSIGN_OR_RETURN(CompiledDeconv * cp, cache_.FindOrCompile(in, has_bias, [&] {
+      return Compile(in, has_bias);
+    }));
+    CompiledDeconv& c = *cp;
     if (c.all_bias) {
       FillBias(out[0], has_bias ? DataAs<const float>(in[2]) : nullptr);
       return OkStatus();
     }
-    c.user_src.set_data_handle(in[0].data);
-    c.user_weights.set_data_handle(in[1].data);
-    c.user_dst.set_data_handle(c.use_scratch ? c.scratch.data() : out[0].data);
-    if (has_bias) c.bias.set_data_handle(in[2].data);
-    if (c.reorder_src) c.src_reorder.execute(*stream_, c.user_src, c.src);
-    if (c.reorder_weights) c.weights_reorder.execute(*stream_, c.user_weights, c.weights);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
-        {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
-        {DNNL_ARG_DST, c.reorder_dst ? c.dst : c.user_dst}};
-    if (has_bias) args[DNNL_ARG_BIAS] = c.bias;
-    c.primitive.execute(*stream_, args);
-    if (c.reorder_dst) c.dst_reorder.execute(*stream_, c.dst, c.user_dst);
-    stream_->wait();
+    ExecuteDnnlConv(c.deconv, cache_.stream(), in[0].data, in[1].data,
+                    c.use_scratch ? c.scratch.data() : out[0].data,
+                    has_bias ? in[2].data : nullptr);
     if (c.use_scratch) PlaceScratch(c, out[0], has_bias ? DataAs<const float>(in[2]) : nullptr);
     return OkStatus();
   }
@@ -704,10 +735,6 @@ class ConvTransposeKernel final : public ValidatedKernel {
 
   StatusOr<CompiledDeconv> Compile(std::span<const TensorRef> in, bool has_bias) {
     using dnnl::memory;
-    if (!engine_) {
-      engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
-      stream_ = std::make_unique<dnnl::stream>(*engine_);
-    }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(ConvTransposeShape s, ComputeConvTransposeShape(attrs_, args));
     const size_t rank = in[0].shape.size();
@@ -777,36 +804,15 @@ class ConvTransposeKernel final : public ValidatedKernel {
                     : dnnl::deconvolution_forward::desc(
                           dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
                           src_any, w_any, dst_any, strides, dilates, pad_l, pad_r);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, *engine_);
-    c.primitive = dnnl::deconvolution_forward(pd);
-    c.user_src = memory(user_src_md, *engine_, nullptr);
-    c.user_weights = memory(user_w_md, *engine_, nullptr);
-    c.user_dst = memory(user_dst_md, *engine_, nullptr);
-    if (has_bias) c.bias = memory(bias_md, *engine_, nullptr);
-    if (pd.src_desc() != user_src_md) {
-      c.reorder_src = true;
-      c.src = memory(pd.src_desc(), *engine_);
-      c.src_reorder = dnnl::reorder(c.user_src, c.src);
-    }
-    if (pd.weights_desc() != user_w_md) {
-      c.reorder_weights = true;
-      c.weights = memory(pd.weights_desc(), *engine_);
-      c.weights_reorder = dnnl::reorder(c.user_weights, c.weights);
-    }
-    if (pd.dst_desc() != user_dst_md) {
-      c.reorder_dst = true;
-      c.dst = memory(pd.dst_desc(), *engine_);
-      c.dst_reorder = dnnl::reorder(c.dst, c.user_dst);
-    }
+    dnnl::deconvolution_forward::primitive_desc pd(desc, cache_.engine());
+    c.deconv = MakeDnnlConvPrimitive<dnnl::deconvolution_forward>(
+        pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
     return c;
   }
 
-  static constexpr size_t kMaxCached = 16;
   ConvTransposeAttrs attrs_;
   std::vector<float> patches_;  // RunPatchScatter's GEMM result.
-  std::unique_ptr<dnnl::engine> engine_;
-  std::unique_ptr<dnnl::stream> stream_;
-  std::map<Shape, CompiledDeconv> cache_;
+  DnnlConvCache<CompiledDeconv> cache_;
 };
 
 }  // namespace

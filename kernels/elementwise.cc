@@ -174,15 +174,6 @@ Status CheckSameDTypes(std::string_view op, std::span<const ShapeFnArg> in) {
 // ---------------------------------------------------------------------------
 // Math helpers.
 
-template <typename C>
-inline C Exp(C v) {
-  if constexpr (std::is_same_v<C, float>) {
-    return FastExp(v);
-  } else {
-    return std::exp(v);
-  }
-}
-
 // Two's-complement negation of an integer without signed-overflow UB.
 template <typename C>
 inline C WrapNeg(C v) {

@@ -224,15 +224,6 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
 // ---------------------------------------------------------------------------
 // Evaluation.
 
-template <typename C>
-inline C ExpOf(C v) {
-  if constexpr (std::is_same_v<C, float>) {
-    return FastExp(v);
-  } else {
-    return std::exp(v);
-  }
-}
-
 // d[i] = op(a[i], b[i], c[i]) for i < len, with the arithmetic of the unfused kernels
 // (kernels/elementwise.cc). `b_uniform`: every b[i] is b[0] (an immediate or a
 // one-element input), which lets Pow take the same shortcuts as the Pow kernel.
@@ -271,13 +262,13 @@ void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
       for (int64_t i = 0; i < len; ++i) d[i] = a[i] < C(0) ? C(0) : a[i];
       return;
     case FusedOpcode::kSigmoid:
-      for (int64_t i = 0; i < len; ++i) d[i] = C(1) / (C(1) + ExpOf(-a[i]));
+      for (int64_t i = 0; i < len; ++i) d[i] = C(1) / (C(1) + Exp(-a[i]));
       return;
     case FusedOpcode::kTanh:
       for (int64_t i = 0; i < len; ++i) d[i] = std::tanh(a[i]);
       return;
     case FusedOpcode::kExp:
-      for (int64_t i = 0; i < len; ++i) d[i] = ExpOf(a[i]);
+      for (int64_t i = 0; i < len; ++i) d[i] = Exp(a[i]);
       return;
     case FusedOpcode::kLog:
       for (int64_t i = 0; i < len; ++i) d[i] = std::log(a[i]);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -261,6 +262,17 @@ inline float FastExp(float x) {
   const float s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
   return p * s1 * s2;
+}
+
+// exp(v) in the compute type C: FastExp for float, std::exp otherwise. The one exp
+// of the elementwise kernels and of FusedElementwise, so that both agree.
+template <typename C>
+inline C Exp(C v) {
+  if constexpr (std::is_same_v<C, float>) {
+    return FastExp(v);
+  } else {
+    return std::exp(v);
+  }
 }
 
 template <typename T>

@@ -28,16 +28,40 @@ namespace {
 constexpr std::string_view kBatchNorm = "BatchNormalization";
 constexpr std::string_view kSoftmax = "Softmax";
 
+// The `epsilon` attribute (default 1e-5) of a normalization op; it must be >= 0.
+StatusOr<float> ParseEpsilon(std::string_view op, const Attributes& attrs) {
+  StatusOr<float> eps = attrs.Float("epsilon", 1e-5f);
+  if (!eps.ok()) return OpError(op, eps.status().message());
+  if (!(*eps >= 0)) return OpError(op, "epsilon must be non-negative");
+  return *eps;
+}
+
+// Checks that each per-channel input in[i], i >= 1, named names[i], has the dtype of
+// in[0] (named names[0]) and shape [c].
+Status CheckPerChannelInputs(std::string_view op, std::span<const ShapeFnArg> in,
+                             std::span<const char* const> names, int64_t c) {
+  const ShapeFnArg& x = in[0];
+  for (size_t i = 1; i < names.size(); ++i) {
+    if (in[i].dtype != x.dtype) {
+      return OpError(op, std::string(names[i]) + " has dtype " +
+                             std::string(DTypeName(in[i].dtype)) + ", " + names[0] + " has " +
+                             std::string(DTypeName(x.dtype)));
+    }
+    if (in[i].shape != Shape{c}) {
+      return OpError(op, std::string(names[i]) + " must have shape [" + std::to_string(c) +
+                             "], got " + ShapeToString(in[i].shape));
+    }
+  }
+  return OkStatus();
+}
+
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
 };
 
 StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const Attributes& attrs) {
   BatchNormAttrs b;
-  StatusOr<float> eps = attrs.Float("epsilon", 1e-5f);
-  if (!eps.ok()) return OpError(kBatchNorm, eps.status().message());
-  if (!(*eps >= 0)) return OpError(kBatchNorm, "epsilon must be non-negative");
-  b.epsilon = *eps;
+  REMEX_ASSIGN_OR_RETURN(b.epsilon, ParseEpsilon(kBatchNorm, attrs));
   StatusOr<int64_t> training = attrs.Int("training_mode", 0);
   if (!training.ok()) return OpError(kBatchNorm, training.status().message());
   if (*training != 0) return Unimplemented("BatchNormalization: training_mode is not supported");
@@ -62,17 +86,7 @@ StatusOr<std::vector<TensorInfo>> InferBatchNorm(const Attributes& attrs,
   }
   const int64_t c = x.shape[1];
   static constexpr const char* kNames[] = {"X", "scale", "B", "mean", "var"};
-  for (size_t i = 1; i < 5; ++i) {
-    if (in[i].dtype != x.dtype) {
-      return OpError(kBatchNorm, std::string(kNames[i]) + " has dtype " +
-                                     std::string(DTypeName(in[i].dtype)) + ", X has " +
-                                     std::string(DTypeName(x.dtype)));
-    }
-    if (in[i].shape != Shape{c}) {
-      return OpError(kBatchNorm, std::string(kNames[i]) + " must have shape [" + std::to_string(c) +
-                                     "], got " + ShapeToString(in[i].shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckPerChannelInputs(kBatchNorm, in, kNames, c));
   (void)b;
   return std::vector<TensorInfo>{{x.dtype, x.shape}};
 }
@@ -268,13 +282,6 @@ void MeanAndVariance(const T* x, int64_t n, A& mean, A& var) {
   var = n > 0 ? ss / static_cast<A>(n) : A(0);
 }
 
-StatusOr<float> ParseEpsilon(std::string_view op, const Attributes& attrs) {
-  StatusOr<float> eps = attrs.Float("epsilon", 1e-5f);
-  if (!eps.ok()) return OpError(op, eps.status().message());
-  if (!(*eps >= 0)) return OpError(op, "epsilon must be non-negative");
-  return *eps;
-}
-
 // ---------------------------------------------------------------------------
 // InstanceNormalization.
 
@@ -293,18 +300,7 @@ StatusOr<std::vector<TensorInfo>> InferInstanceNorm(const Attributes& attrs,
   }
   REMEX_RETURN_IF_ERROR(CheckedNumElements(kInstanceNorm, x.shape).status());
   static constexpr const char* kNames[] = {"input", "scale", "B"};
-  for (size_t i = 1; i < 3; ++i) {
-    if (in[i].dtype != x.dtype) {
-      return OpError(kInstanceNorm, std::string(kNames[i]) + " has dtype " +
-                                        std::string(DTypeName(in[i].dtype)) + ", input has " +
-                                        std::string(DTypeName(x.dtype)));
-    }
-    if (in[i].shape != Shape{x.shape[1]}) {
-      return OpError(kInstanceNorm, std::string(kNames[i]) + " must have shape [" +
-                                        std::to_string(x.shape[1]) + "], got " +
-                                        ShapeToString(in[i].shape));
-    }
-  }
+  REMEX_RETURN_IF_ERROR(CheckPerChannelInputs(kInstanceNorm, in, kNames, x.shape[1]));
   return std::vector<TensorInfo>{{x.dtype, x.shape}};
 }
 

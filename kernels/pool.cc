@@ -46,6 +46,72 @@ StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
   return p;
 }
 
+// Geometry of a MaxPool or AveragePool window over X [N, C, D1 (, D2 (, D3))]; the
+// caller has checked X's dtype.
+StatusOr<WindowGeometry> PoolGeometry(std::string_view op, const WindowAttrs& window,
+                                      const ShapeFnArg& x) {
+  const size_t nsp = window.kernel_shape.size();
+  if (x.shape.size() != nsp + 2) {
+    return OpError(op, "X " + ShapeToString(x.shape) + " must have rank " +
+                           std::to_string(nsp + 2) + " for kernel_shape of " +
+                           std::to_string(nsp) + " dims");
+  }
+  if (nsp < 1 || nsp > 3) return OpError(op, "supports 1-D to 3-D pooling");
+  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
+  return ComputeWindowGeometry(op, window, spatial, window.kernel_shape);
+}
+
+// Y's shape [N, C, O1 (, O2 (, O3))] for X [N, C, ...] and geometry `g`.
+Shape PoolOutputShape(const Shape& x, const WindowGeometry& g) {
+  Shape out = {x[0], x[1]};
+  out.insert(out.end(), g.output.begin(), g.output.end());
+  return out;
+}
+
+// The windows of a pooling over X with geometry `g`, the spatial dims padded to 3
+// with leading extent-1 dims. Per dim j and output index o, the window's in-bounds
+// input positions are taps[j][tap_begin[j][o]] .. taps[j][tap_begin[j][o + 1] - 1],
+// and padded[j][o] counts its positions inside X or its pads.
+struct PoolWindows {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t planes = 0, in_plane = 0, out_plane = 0;  // N * C and the per-plane sizes.
+  std::vector<int64_t> taps[3], tap_begin[3], padded[3];
+};
+
+PoolWindows MakePoolWindows(const Shape& x, const WindowGeometry& g) {
+  PoolWindows w;
+  const size_t nsp = g.kernel.size();
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
+          pe[3] = {0, 0, 0};
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    w.in[j] = x[2 + i];
+    w.out[j] = g.output[i];
+    k[j] = g.kernel[i];
+    s[j] = g.strides[i];
+    d[j] = g.dilations[i];
+    pb[j] = g.pad_begin[i];
+    pe[j] = g.pad_end[i];
+  }
+  w.planes = x[0] * x[1];
+  w.in_plane = w.in[0] * w.in[1] * w.in[2];
+  w.out_plane = w.out[0] * w.out[1] * w.out[2];
+  for (int j = 0; j < 3; ++j) {
+    for (int64_t o = 0; o < w.out[j]; ++o) {
+      w.tap_begin[j].push_back(static_cast<int64_t>(w.taps[j].size()));
+      int64_t padded = 0;
+      for (int64_t kk = 0; kk < k[j]; ++kk) {
+        const int64_t i = o * s[j] - pb[j] + kk * d[j];
+        if (i >= 0 && i < w.in[j]) w.taps[j].push_back(i);
+        if (i >= -pb[j] && i < w.in[j] + pe[j]) ++padded;
+      }
+      w.padded[j].push_back(padded);
+    }
+    w.tap_begin[j].push_back(static_cast<int64_t>(w.taps[j].size()));
+  }
+  return w;
+}
+
 bool MaxPoolType(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||
          dt == DType::kInt8 || dt == DType::kUint8;
@@ -55,15 +121,7 @@ StatusOr<WindowGeometry> MaxPoolGeometry(const MaxPoolAttrs& p, const ShapeFnArg
   if (!MaxPoolType(x.dtype)) {
     return OpError(kMaxPool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
   }
-  const size_t nsp = p.window.kernel_shape.size();
-  if (x.shape.size() != nsp + 2) {
-    return OpError(kMaxPool, "X " + ShapeToString(x.shape) + " must have rank " +
-                                 std::to_string(nsp + 2) + " for kernel_shape of " +
-                                 std::to_string(nsp) + " dims");
-  }
-  if (nsp < 1 || nsp > 3) return OpError(kMaxPool, "supports 1-D to 3-D pooling");
-  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
-  return ComputeWindowGeometry(kMaxPool, p.window, spatial, p.window.kernel_shape);
+  return PoolGeometry(kMaxPool, p.window, x);
 }
 
 StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
@@ -71,8 +129,7 @@ StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
   if (in.size() != 1) return OpError(kMaxPool, "expects 1 input");
   REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs p, ParseMaxPoolAttrs(attrs));
   REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(p, in[0]));
-  Shape out = {in[0].shape[0], in[0].shape[1]};
-  out.insert(out.end(), g.output.begin(), g.output.end());
+  const Shape out = PoolOutputShape(in[0].shape, g);
   return std::vector<TensorInfo>{{in[0].dtype, out}, {DType::kInt64, out}};
 }
 
@@ -105,22 +162,12 @@ class MaxPoolKernel final : public ValidatedKernel {
   template <typename T>
   void Pool(const TensorRef& x, const WindowGeometry& g, T* y, int64_t* indices) const {
     using C = ComputeType<T>;
-    // Pad to 3 spatial dims (leading extent-1 dims).
+    const PoolWindows w = MakePoolWindows(x.shape, g);
     const size_t nsp = g.kernel.size();
-    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
-            d[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
-    for (size_t i = 0; i < nsp; ++i) {
-      const size_t j = 3 - nsp + i;
-      in[j] = x.shape[2 + i];
-      out[j] = g.output[i];
-      k[j] = g.kernel[i];
-      s[j] = g.strides[i];
-      d[j] = g.dilations[i];
-      pb[j] = g.pad_begin[i];
-    }
-    const int64_t planes = x.shape[0] * x.shape[1];
-    const int64_t in_plane = in[0] * in[1] * in[2];
-    const int64_t out_plane = out[0] * out[1] * out[2];
+    const int64_t *in = w.in, *out = w.out;
+    const int64_t planes = w.planes, in_plane = w.in_plane, out_plane = w.out_plane;
+    const auto& taps = w.taps;
+    const auto& tap_begin = w.tap_begin;
     // Column-major (storage_order 1) strides over the real spatial dims.
     int64_t cm_stride[3] = {0, 0, 0};
     {
@@ -132,19 +179,6 @@ class MaxPoolKernel final : public ValidatedKernel {
     }
     const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                           : std::numeric_limits<C>::lowest();
-    // Per dim and output index, the in-bounds input positions of the window.
-    std::vector<int64_t> taps[3];
-    std::vector<int64_t> tap_begin[3];
-    for (int j = 0; j < 3; ++j) {
-      for (int64_t o = 0; o < out[j]; ++o) {
-        tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
-        for (int64_t kk = 0; kk < k[j]; ++kk) {
-          const int64_t i = o * s[j] - pb[j] + kk * d[j];
-          if (i >= 0 && i < in[j]) taps[j].push_back(i);
-        }
-      }
-      tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
-    }
     const T* xp = DataAs<const T>(x);
     for (int64_t p = 0; p < planes; ++p) {
       const T* xplane = xp + p * in_plane;
@@ -275,15 +309,7 @@ StatusOr<WindowGeometry> AveragePoolGeometry(const AveragePoolAttrs& p, const Sh
   if (!IsFloatType(x.dtype)) {
     return OpError(kAveragePool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
   }
-  const size_t nsp = p.window.kernel_shape.size();
-  if (x.shape.size() != nsp + 2) {
-    return OpError(kAveragePool, "X " + ShapeToString(x.shape) + " must have rank " +
-                                     std::to_string(nsp + 2) + " for kernel_shape of " +
-                                     std::to_string(nsp) + " dims");
-  }
-  if (nsp < 1 || nsp > 3) return OpError(kAveragePool, "supports 1-D to 3-D pooling");
-  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
-  return ComputeWindowGeometry(kAveragePool, p.window, spatial, p.window.kernel_shape);
+  return PoolGeometry(kAveragePool, p.window, x);
 }
 
 StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
@@ -291,9 +317,7 @@ StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
   if (in.size() != 1) return OpError(kAveragePool, "expects 1 input");
   REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs p, ParseAveragePoolAttrs(attrs));
   REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(p, in[0]));
-  Shape out = {in[0].shape[0], in[0].shape[1]};
-  out.insert(out.end(), g.output.begin(), g.output.end());
-  return std::vector<TensorInfo>{{in[0].dtype, out}};
+  return std::vector<TensorInfo>{{in[0].dtype, PoolOutputShape(in[0].shape, g)}};
 }
 
 OpDef AveragePoolDef() {
@@ -323,39 +347,18 @@ class AveragePoolKernel final : public ValidatedKernel {
   template <typename T>
   void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
     using C = ComputeType<T>;
-    const size_t nsp = g.kernel.size();
-    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
-            d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
-    for (size_t i = 0; i < nsp; ++i) {
-      const size_t j = 3 - nsp + i;
-      in[j] = x.shape[2 + i];
-      out[j] = g.output[i];
-      k[j] = g.kernel[i];
-      s[j] = g.strides[i];
-      d[j] = g.dilations[i];
-      pb[j] = g.pad_begin[i];
-      pe[j] = g.pad_end[i];
-    }
-    const int64_t planes = x.shape[0] * x.shape[1];
-    const int64_t in_plane = in[0] * in[1] * in[2];
-    const int64_t out_plane = out[0] * out[1] * out[2];
-    // Per dim and output index: the in-bounds input positions of the window, and how
-    // many window positions the divisor counts.
-    std::vector<int64_t> taps[3], tap_begin[3], counted[3];
+    const PoolWindows w = MakePoolWindows(x.shape, g);
+    const int64_t *in = w.in, *out = w.out;
+    const int64_t planes = w.planes, in_plane = w.in_plane, out_plane = w.out_plane;
+    const auto& taps = w.taps;
+    const auto& tap_begin = w.tap_begin;
+    // Per dim and output index, how many window positions the divisor counts.
+    std::vector<int64_t> counted[3];
     for (int j = 0; j < 3; ++j) {
       for (int64_t o = 0; o < out[j]; ++o) {
-        tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
-        int64_t padded = 0;
-        for (int64_t kk = 0; kk < k[j]; ++kk) {
-          const int64_t i = o * s[j] - pb[j] + kk * d[j];
-          if (i >= 0 && i < in[j]) taps[j].push_back(i);
-          if (i >= -pb[j] && i < in[j] + pe[j]) ++padded;
-        }
-        counted[j].push_back(attrs_.count_include_pad
-                                 ? padded
-                                 : static_cast<int64_t>(taps[j].size()) - tap_begin[j].back());
+        counted[j].push_back(attrs_.count_include_pad ? w.padded[j][o]
+                                                      : tap_begin[j][o + 1] - tap_begin[j][o]);
       }
-      tap_begin[j].push_back(static_cast<int64_t>(taps[j].size()));
     }
     const T* xp = DataAs<const T>(x);
     for (int64_t p = 0; p < planes; ++p) {

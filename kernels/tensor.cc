@@ -31,7 +31,8 @@ void CopyBytes(const TensorRef& from, const TensorRef& to) {
   if (bytes > 0 && from.data != to.data) std::memmove(to.data, from.data, bytes);
 }
 
-class IdentityKernel final : public ValidatedKernel {
+// Y = X byte for byte: Identity, and Reshape (the same bytes under a new shape).
+class CopyKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
 
@@ -495,17 +496,6 @@ OpDef ReshapeDef() {
   return def;
 }
 
-class ReshapeKernel final : public ValidatedKernel {
- public:
-  using ValidatedKernel::ValidatedKernel;
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    CopyBytes(in[0], out[0]);
-    return OkStatus();
-  }
-};
-
 Status CheckAllowZero(const Attributes& attrs) {
   StatusOr<int64_t> allowzero = attrs.Int("allowzero", 0);
   if (!allowzero.ok()) return OpError("Reshape", allowzero.status().message());
@@ -523,7 +513,7 @@ Status AddTensorOpDefs(KernelRegistry& registry) {
 }
 
 Status AddTensorCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<IdentityKernel>(registry, IdentityDef()));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, IdentityDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ShapeKernel>(
       registry, ShapeDef(),
       [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
@@ -536,7 +526,7 @@ Status AddTensorCpuKernels(KernelRegistry& registry) {
                    ? OkStatus()
                    : OpError("Concat", "attribute 'axis' is required and must be an int");
       }));
-  return AddValidatedKernel<ReshapeKernel>(registry, ReshapeDef(), CheckAllowZero);
+  return AddValidatedKernel<CopyKernel>(registry, ReshapeDef(), CheckAllowZero);
 }
 
 }  // namespace remex::kernels::internal
