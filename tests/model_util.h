@@ -1,5 +1,5 @@
-// Shared helpers of the server-level tests: the CPU registry, compiling an in-memory
-// ONNX model to .rmx bytes, the AddRelu test model and float32 arrays.
+// Shared helpers of the server-level tests: compiling an in-memory ONNX model to .rmx
+// bytes, the AddRelu test model and float32 arrays.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,11 +15,6 @@
 #include "vm/executable.h"
 
 namespace remex::testing {
-
-inline const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
 
 // Compiles `model` (all passes, unless `options` turns some off) and serializes it; a
 // failure is a test failure and yields no bytes.
