@@ -12,11 +12,7 @@ namespace remex::compiler {
 namespace {
 
 using remex::testing::OnnxModelBuilder;
-
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+using remex::testing::Registry;
 
 int CountOp(const vm::ExecutableDef& def, vm::Opcode op) {
   int n = 0;

@@ -14,11 +14,7 @@ namespace remex::compiler {
 namespace {
 
 using remex::testing::OnnxModelBuilder;
-
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+using remex::testing::Registry;
 
 // A CPU VM over an executable, with helpers for float and int inputs.
 struct Machine {

@@ -22,11 +22,7 @@ namespace remex::compiler {
 namespace {
 
 using remex::testing::OnnxModelBuilder;
-
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+using remex::testing::Registry;
 
 int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
   int n = 0;

@@ -18,11 +18,7 @@ namespace remex::compiler {
 namespace {
 
 using remex::testing::OnnxModelBuilder;
-
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+using remex::testing::Registry;
 
 std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.f) {
   std::mt19937 rng(seed);

@@ -1,4 +1,5 @@
-// Test helper: builds small ONNX models in memory with the ONNX protobuf API.
+// Test helpers of the compiler tests: the CPU kernel registry, and small ONNX models
+// built in memory with the ONNX protobuf API.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -7,7 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels.h"
+
 namespace remex::testing {
+
+// The CPU kernel registry (kernels::CreateCpuRegistry), created on first use and kept for
+// the life of the test process.
+inline const kernels::KernelRegistry& Registry() {
+  static const auto registry = kernels::CreateCpuRegistry();
+  return **registry;
+}
 
 class OnnxModelBuilder {
  public:

@@ -10,14 +10,12 @@
 
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
+#include "host_client/onnx_test_util.h"
 
 namespace remex::sr {
 namespace {
 
-const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+using remex::testing::Registry;
 
 onnx::ModelProto Parse(const std::vector<std::byte>& bytes) {
   onnx::ModelProto m;

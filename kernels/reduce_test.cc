@@ -15,15 +15,10 @@ namespace {
 
 using testing::Attrs;
 using testing::HostTensor;
+using testing::Iota;
 using testing::OpRunner;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<float> Iota(int64_t n, float start = 0) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
 
 HostTensor Axes(std::vector<int64_t> axes) {
   const int64_t n = static_cast<int64_t>(axes.size());

@@ -13,13 +13,8 @@ namespace {
 
 using testing::Attrs;
 using testing::HostTensor;
+using testing::Iota;
 using testing::OpRunner;
-
-std::vector<float> Iota(int64_t n) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
-  return v;
-}
 
 // ---------------------------------------------------------------------------
 

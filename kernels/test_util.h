@@ -1,5 +1,5 @@
-// Test helpers: host tensors and a runner that infers shapes, allocates outputs and
-// runs a CPU kernel the way the VM does.
+// Test helpers: host tensors, a runner that infers shapes, allocates outputs and runs a
+// CPU kernel the way the VM does, and float test data.
 #pragma once
 
 #include <cstring>
@@ -142,6 +142,13 @@ inline Attributes Attrs(std::initializer_list<std::pair<std::string, AttrValue>>
   Attributes a;
   for (const auto& [k, v] : list) a.Set(k, v);
   return a;
+}
+
+// n float32 values start, start + 1, ..., start + n - 1 (test data).
+inline std::vector<float> Iota(int64_t n, float start = 0) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
 }
 
 }  // namespace remex::kernels::testing

@@ -16,13 +16,8 @@ namespace {
 
 using testing::Attrs;
 using testing::HostTensor;
+using testing::Iota;
 using testing::OpRunner;
-
-std::vector<float> Iota(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
-  return v;
-}
 
 HostTensor I64(std::vector<int64_t> v) {
   return HostTensor::Of<int64_t>({static_cast<int64_t>(v.size())}, v);

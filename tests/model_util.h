@@ -1,25 +1,42 @@
-// Shared helpers of the server-level tests: the CPU registry, compiling an in-memory
-// ONNX model to .rmx bytes, the AddRelu test model and float32 arrays.
+// Shared helpers of the server-level tests: a fixture with a remex-server of its own,
+// compiling an in-memory ONNX model to .rmx bytes, the AddRelu test model and float32
+// arrays.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "host_client/client.h"
 #include "host_client/compiler.h"
 #include "host_client/npy.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
 #include "kernels/kernels.h"
+#include "tests/process_util.h"
 #include "vm/executable.h"
 
 namespace remex::testing {
 
-inline const kernels::KernelRegistry& Registry() {
-  static const auto registry = kernels::CreateCpuRegistry();
-  return **registry;
-}
+// A test with a remex-server process of its own (started with the fixture, on an
+// ephemeral loopback port, stopped after the test) and client sessions to it.
+class ServerSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(server_.port(), 0) << "remex-server did not start"; }
+
+  // A new session to the server (or to the server on 127.0.0.1:`port`, when nonzero); a
+  // failure is a test failure and yields null.
+  std::unique_ptr<client::Session> Connect(uint16_t port = 0) {
+    auto s = client::Session::Connect("127.0.0.1", port ? port : server_.port());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  ServerProcess server_;
+};
 
 // Compiles `model` (all passes, unless `options` turns some off) and serializes it; a
 // failure is a test failure and yields no bytes.

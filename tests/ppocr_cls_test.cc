@@ -7,66 +7,46 @@
 // (set REMEX_REQUIRE_MODELS=1 to make that a failure).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
+#include <cstdio>
+#include <string>
 
 #include "host_client/compare.h"
 #include "host_client/npy.h"
+#include "tests/model_test_util.h"
 #include "tests/process_util.h"
 
 namespace remex {
 namespace {
 
-namespace fs = std::filesystem;
-using remex::testing::Env;
 using remex::testing::RunCommand;
-using remex::testing::ServerProcess;
 
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-5;
+constexpr char kModel[] = "ch_ppocr_mobile_v2.0_cls_infer.onnx";
 constexpr char kOutput[] = "softmax_0.tmp_0.npy";
 
-class PpOcrClsTest : public ::testing::Test {
+class PpOcrClsTest : public remex::testing::ModelTest {
  protected:
+  PpOcrClsTest() : ModelTest("remex_ppocr_cls", kModel) {}
+
   void SetUp() override {
-    models_ = Env("REMEX_MODELS_DIR");
-    ort_run_ = Env("REMEX_ORT_RUN");
-    model_ = models_ + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
-    if (models_.empty() || ort_run_.empty() || !fs::exists(model_)) {
-      if (Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "models or ONNX Runtime missing";
-      GTEST_SKIP() << "REMEX_MODELS_DIR / REMEX_ORT_RUN not set: run scripts/test.sh";
-    }
-    // Per test and process: ctest runs the tests of this file in parallel.
-    dir_ = ::testing::TempDir() + "/remex_ppocr_cls_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    ASSERT_NE(server_.port(), 0);
+    ModelTest::SetUp();
+    model_ = models_ + "/" + kModel;
   }
 
   // Runs `remex run` then ONNX Runtime on the inputs remex generated, and compares.
   void RunAndCompare(const std::string& model_arg, const std::string& shape, int seed) {
-    std::string out = dir_ + "/remex_" + shape + "_" + std::to_string(seed);
-    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + model_arg + " --server " + server_.address() +
-                        " --shape x=" + shape + " --seed " + std::to_string(seed) + " --output-dir " + out +
-                        " --save-inputs");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::string ort = out + "/ort";
-    auto o = RunCommand("node " + ort_run_ + " " + model_ + " " + ort + " x=" + out + "/inputs/x.npy");
-    ASSERT_EQ(o.exit_code, 0) << o.output;
-    auto expected = npy::Read(ort + "/" + kOutput);
-    auto actual = npy::Read(out + "/" + kOutput);
-    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-    auto c = compare::CompareArrays(*expected, *actual, kRtol, kAtol);
+    npy::Array expected, actual;
+    ASSERT_NO_FATAL_FAILURE(RunRemexAndOnnxRuntime(model_arg, model_, shape, seed,
+                                                   dir_ + "/remex_" + shape + "_" + std::to_string(seed),
+                                                   kOutput, &expected, &actual));
+    auto c = compare::CompareArrays(expected, actual, kRtol, kAtol);
     EXPECT_TRUE(c.ok) << shape << ": " << c.reason << ", max abs error " << c.max_abs_error;
     std::printf("[ppocr-cls] %s seed %d: max abs error %.3g, max rel error %.3g\n", shape.c_str(), seed,
                 c.max_abs_error, c.max_rel_error);
   }
 
-  std::string models_, ort_run_, model_, dir_;
-  ServerProcess server_;
+  std::string model_;
 };
 
 TEST_F(PpOcrClsTest, OnnxModelMatchesOnnxRuntime) {

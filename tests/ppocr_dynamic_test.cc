@@ -9,38 +9,25 @@
 // Environment as in ppocr_cls_test.cc (set by scripts/test.sh).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "host_client/compare.h"
 #include "host_client/npy.h"
+#include "tests/model_test_util.h"
 #include "tests/process_util.h"
 
 namespace remex {
 namespace {
 
 namespace fs = std::filesystem;
-using remex::testing::Env;
 using remex::testing::RunCommand;
-using remex::testing::ServerProcess;
 
-class PpOcrDynamicTest : public ::testing::Test {
+class PpOcrDynamicTest : public remex::testing::ModelTest {
  protected:
-  void SetUp() override {
-    models_ = Env("REMEX_MODELS_DIR");
-    ort_run_ = Env("REMEX_ORT_RUN");
-    if (models_.empty() || ort_run_.empty() || !fs::exists(models_ + "/ch_PP-OCRv4_rec_infer.onnx")) {
-      if (Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "models or ONNX Runtime missing";
-      GTEST_SKIP() << "REMEX_MODELS_DIR / REMEX_ORT_RUN not set: run scripts/test.sh";
-    }
-    dir_ = ::testing::TempDir() + "/remex_ppocr_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    ASSERT_NE(server_.port(), 0);
-  }
+  PpOcrDynamicTest() : ModelTest("remex_ppocr", "ch_PP-OCRv4_rec_infer.onnx") {}
 
   // Compiles `model` once; returns the .rmx path.
   std::string CompileOnce(const std::string& model) {
@@ -55,25 +42,14 @@ class PpOcrDynamicTest : public ::testing::Test {
   // `output` within `atol` (rtol 0).
   void RunAndCompare(const std::string& model, const std::string& rmx, const std::string& shape,
                      const std::string& output, double atol) {
-    std::string out = dir_ + "/remex_" + shape;
-    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() +
-                        " --shape x=" + shape + " --seed 7 --output-dir " + out + " --save-inputs");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::string ort = out + "/ort";
-    auto o = RunCommand("node " + ort_run_ + " " + models_ + "/" + model + " " + ort + " x=" + out + "/inputs/x.npy");
-    ASSERT_EQ(o.exit_code, 0) << o.output;
-    auto expected = npy::Read(ort + "/" + output + ".npy");
-    auto actual = npy::Read(out + "/" + output + ".npy");
-    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-    auto c = compare::CompareArrays(*expected, *actual, 0.0, atol);
+    npy::Array expected, actual;
+    ASSERT_NO_FATAL_FAILURE(RunRemexAndOnnxRuntime(
+        rmx, models_ + "/" + model, shape, 7, dir_ + "/remex_" + shape, output + ".npy", &expected, &actual));
+    auto c = compare::CompareArrays(expected, actual, 0.0, atol);
     EXPECT_TRUE(c.ok) << model << " " << shape << ": " << c.reason << ", max abs error " << c.max_abs_error;
     std::printf("[ppocr] %s %s -> %s: max abs error %.3g\n", model.c_str(), shape.c_str(),
-                ShapeToString(actual->shape).c_str(), c.max_abs_error);
+                ShapeToString(actual.shape).c_str(), c.max_abs_error);
   }
-
-  std::string models_, ort_run_, dir_;
-  ServerProcess server_;
 };
 
 TEST_F(PpOcrDynamicTest, DetOneExecutableMatchesOnnxRuntimeAtEveryShape) {

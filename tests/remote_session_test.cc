@@ -42,16 +42,8 @@ OnnxModelBuilder PlusOneModel() {
   return b;
 }
 
-class RemoteSessionTest : public ::testing::Test {
+class RemoteSessionTest : public remex::testing::ServerSessionTest {
  protected:
-  void SetUp() override { ASSERT_NE(server_.port(), 0) << "remex-server did not start"; }
-
-  std::unique_ptr<Session> Connect(uint16_t port = 0) {
-    auto s = Session::Connect("127.0.0.1", port ? port : server_.port());
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
-
   // Loads `model`, creates a VM and returns its handle.
   uint64_t LoadVm(Session& s, const OnnxModelBuilder& model, const compiler::CompileOptions& options = {}) {
     auto module = s.LoadModule(Compile(model, options), "m");
@@ -61,8 +53,6 @@ class RemoteSessionTest : public ::testing::Test {
     EXPECT_TRUE(vm.ok()) << vm.status().ToString();
     return vm.ok() ? *vm : 0;
   }
-
-  ServerProcess server_;
 };
 
 // A raw rpc client that has said hello, for requests the Session API does not make.

@@ -32,19 +32,10 @@ using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
 using remex::testing::ToFloats;
 using remex::testing::RunCommand;
-using remex::testing::ServerProcess;
 namespace asio = boost::asio;
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public remex::testing::ServerSessionTest {
  protected:
-  void SetUp() override { ASSERT_NE(server_.port(), 0) << "remex-server did not start"; }
-
-  std::unique_ptr<Session> Connect() {
-    auto s = Session::Connect("127.0.0.1", server_.port());
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
-
   // A live session can still load and run a model: the server keeps serving.
   void ExpectServing() {
     auto s = Connect();
@@ -79,8 +70,6 @@ class ServerTest : public ::testing::Test {
     }
     ADD_FAILURE() << "sessions were not closed";
   }
-
-  ServerProcess server_;
 };
 
 TEST_F(ServerTest, HelloReportsServerAndDevice) {

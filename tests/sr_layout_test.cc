@@ -9,32 +9,30 @@
 // itself without it; everything else needs only the Remex binaries.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
+#include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "host_client/compare.h"
 #include "host_client/npy.h"
+#include "tests/model_test_util.h"
 #include "tests/process_util.h"
 
 namespace remex {
 namespace {
 
 namespace fs = std::filesystem;
-using remex::testing::Env;
 using remex::testing::RunCommand;
-using remex::testing::ServerProcess;
+using remex::testing::RunOnnxRuntime;
 
 constexpr double kAtol = 1e-4;
 
-class SrLayoutTest : public ::testing::Test {
+class SrLayoutTest : public remex::testing::ModelTest {
  protected:
+  SrLayoutTest() : ModelTest("remex_sr") {}
+
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/remex_sr_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-           "_" + std::to_string(getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    ASSERT_NE(server_.port(), 0);
+    ASSERT_NO_FATAL_FAILURE(ModelTest::SetUp());
     auto g = RunCommand(Cli() + " gen-sr -o " + Model() + " --height 24 --width 40");
     ASSERT_EQ(g.exit_code, 0) << g.output;
   }
@@ -70,9 +68,6 @@ class SrLayoutTest : public ::testing::Test {
     if (shape) *shape = a->shape;
     return compare::CompareArrays(*e, *a, 0.0, kAtol);
   }
-
-  std::string dir_;
-  ServerProcess server_;
 };
 
 TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
@@ -96,12 +91,11 @@ TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
 }
 
 TEST_F(SrLayoutTest, NchwMatchesOnnxRuntime) {
-  const std::string ort_run = Env("REMEX_ORT_RUN");
-  if (ort_run.empty()) GTEST_SKIP() << "REMEX_ORT_RUN not set: run scripts/test.sh";
+  if (ort_run_.empty()) GTEST_SKIP() << "REMEX_ORT_RUN not set: run scripts/test.sh";
   Compile("NCHW");
   Run("NCHW", "");
   const std::string ort = dir_ + "/ort";
-  auto o = RunCommand("node " + ort_run + " " + Model() + " " + ort + " x=" + dir_ + "/out_NCHW/inputs/x.npy");
+  auto o = RunOnnxRuntime(ort_run_, Model(), ort, dir_ + "/out_NCHW/inputs/x.npy");
   ASSERT_EQ(o.exit_code, 0) << o.output;
   Shape shape;
   auto c = CompareFiles(ort + "/y.npy", dir_ + "/out_NCHW/y.npy", &shape);
