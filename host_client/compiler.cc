@@ -22,33 +22,12 @@ constexpr int64_t kMaxHostElements = 64;
 
 bool IsIndexType(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
 
-// Output dtypes of a node when its shapes cannot be inferred at compile time.
-DType FallbackDType(const Graph& g, const Node& n, size_t output) {
-  if (n.op == "Shape" || n.op == "Size" || n.op == "ArgMax" || n.op == "ArgMin") return DType::kInt64;
-  if ((n.op == "MaxPool" || n.op == "TopK") && output == 1) return DType::kInt64;
-  if (n.op == "Equal" || n.op == "Less" || n.op == "Greater" || n.op == "Not" || n.op == "And" || n.op == "Or") {
-    return DType::kBool;
-  }
-  if (n.op == "Dropout" && output == 1) return DType::kBool;
-  if (n.op == "ConstantOfShape") {
-    // `value` is {onnx_dtype, bits} (see kernels/transform.cc); float32 without it.
-    auto it = n.attrs.all().find("value");
-    if (it == n.attrs.all().end()) return DType::kFloat32;
-    auto* v = std::get_if<std::vector<int64_t>>(&it->second);
-    if (v && v->size() == 2 && (*v)[0] > 0 && (*v)[0] <= INT32_MAX) {
-      if (auto dtype = DTypeFromOnnx(static_cast<int32_t>((*v)[0]))) return *dtype;
-    }
-    return DType::kFloat32;
-  }
-  if (n.op == "Cast") {
-    auto to = n.attrs.Int("to");
-    if (to.ok()) {
-      auto dtype = DTypeFromOnnx(static_cast<int32_t>(*to));
-      if (dtype) return *dtype;
-    }
-  }
-  if (n.op == "Where" && n.inputs.size() > 1 && n.inputs[1] >= 0) return g.values[n.inputs[1]].dtype;
-  return n.inputs.empty() || n.inputs[0] < 0 ? DType::kUndefined : g.values[n.inputs[0]].dtype;
+// Output dtypes of a node when its shapes cannot be inferred at compile time: the
+// op's own OpDef::output_dtypes.
+DType FallbackDType(const Graph& g, const kernels::OpDef& op, const Node& n, size_t output) {
+  std::vector<DType> in;
+  for (int v : n.inputs) in.push_back(v < 0 ? DType::kUndefined : g.values[v].dtype);
+  return kernels::OutputDTypes(op, n.attrs, in, n.outputs.size())[output];
 }
 
 // Runs `node`'s CPU kernel on host buffers.
@@ -236,10 +215,10 @@ class ShapeInference {
     return OkStatus();
   }
 
-  void SetUnknown(const Node& node) {
+  void SetUnknown(const Node& node, const kernels::OpDef& op) {
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       Value& out = g_.values[node.outputs[i]];
-      out.dtype = FallbackDType(g_, node, i);
+      out.dtype = FallbackDType(g_, op, node, i);
       out.samples.clear();
       out.sample_data.clear();
       // A graph output keeps the rank the model declares for it; others are unknown.
@@ -287,7 +266,7 @@ class ShapeInference {
       if (!carries_samples || !data_known) return false;
       per_sample.assign(NumSamples(), infos);
     } else if (!sampled || NumSamples() == 0) {
-      SetUnknown(node);
+      SetUnknown(node, *op);
       return false;
     }
     // (Static inputs filled per_sample above; this runs for symbolic ones only.)
@@ -295,7 +274,7 @@ class ShapeInference {
       auto infos = Evaluate(node, *op, k);
       if (!infos.ok()) {
         if (k < kSamples) {
-          SetUnknown(node);
+          SetUnknown(node, *op);
           return false;
         }
         break;  // a corner the op refuses: the outputs get no bounds

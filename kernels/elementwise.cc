@@ -464,6 +464,7 @@ OpDef CompareDef(std::string name, CompareKind kind) {
   def.infer = [name, kind](const Attributes&, std::span<const ShapeFnArg> in) {
     return InferCompare(name, kind, in);
   };
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
   return def;
 }
 
@@ -1032,9 +1033,14 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   where.name = "Where";
   where.min_inputs = where.max_inputs = 3;
   where.infer = InferWhere;
+  where.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.size() > 1 ? in[1] : DType::kUndefined};
+  };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(where)));
   for (const UnaryOp& u : kUnaryOps) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryDef("Not", TypeClass::kBool)));
+  OpDef not_def = UnaryDef("Not", TypeClass::kBool);
+  not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
   OpDef clip;
   clip.name = "Clip";
   clip.min_inputs = 1;
@@ -1048,6 +1054,10 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   dropout.max_outputs = 2;
   dropout.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
   dropout.infer = InferDropout;
+  dropout.output_dtypes = [](const Attributes& attrs, std::span<const DType> in) {
+    const DType dt = in.empty() ? DType::kUndefined : in[0];
+    return std::vector<DType>{dt, SinceVersion(attrs, 13) < 10 ? dt : DType::kBool};  // output, mask
+  };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(dropout)));
   return OkStatus();
 }

@@ -106,6 +106,11 @@ struct ShapeFnArg {
 using ShapeFn = std::function<StatusOr<std::vector<TensorInfo>>(
     const Attributes& attrs, std::span<const ShapeFnArg> inputs)>;
 
+// Output dtypes from the attributes and the inputs' dtypes alone (kUndefined for
+// absent inputs): what the compiler knows of a node whose shapes are unknown at
+// compile time. Entries beyond the returned list take input 0's dtype.
+using DTypeFn = std::function<std::vector<DType>(const Attributes& attrs, std::span<const DType> inputs)>;
+
 // Device-independent description of an op.
 struct OpDef {
   std::string name;       // ONNX op_type, e.g. "Conv".
@@ -116,6 +121,8 @@ struct OpDef {
   // Per input; inputs beyond the list take the last entry (variadic ops).
   std::vector<ShapeDep> input_deps;
   ShapeFn infer;
+  // Null: every output has input 0's dtype (elementwise, data movement, ...).
+  DTypeFn output_dtypes;
   // The kernel reads its inputs' dtypes and shapes, never their data (Shape, Size):
   // inputs may arrive with data == nullptr, and the op folds to a constant whenever
   // its input shapes are static.
@@ -157,6 +164,10 @@ class KernelRegistry {
   std::map<std::string, OpDef, std::less<>> ops_;
   std::map<std::pair<std::string, DeviceKind>, KernelFactory, std::less<>> kernels_;
 };
+
+// The dtypes of `num_outputs` outputs from input dtypes alone (see DTypeFn).
+std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::span<const DType> inputs,
+                                size_t num_outputs);
 
 // Runs `def.infer` after checking the input count; errors name the op.
 StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,

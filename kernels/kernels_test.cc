@@ -589,3 +589,35 @@ TEST(MatMulTest, Float32AndIntegersMatchReference) {
 
 }  // namespace
 }  // namespace remex::kernels
+
+namespace remex::kernels {
+namespace {
+
+// What the compiler knows of a node whose shapes are unknown: the op's own dtype rule.
+TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
+  auto registry = CreateCpuRegistry();
+  ASSERT_TRUE(registry.ok());
+  auto dtypes = [&](const char* op, const Attributes& attrs, std::vector<DType> in, size_t n) {
+    return OutputDTypes(*(*registry)->FindOp(op), attrs, in, n);
+  };
+  const DType f16 = DType::kFloat16, i64 = DType::kInt64, b = DType::kBool;
+  EXPECT_EQ(dtypes("Add", {}, {f16, f16}, 1), std::vector<DType>{f16});
+  EXPECT_EQ(dtypes("TopK", {}, {f16, i64}, 2), (std::vector<DType>{f16, i64}));
+  EXPECT_EQ(dtypes("MaxPool", {}, {f16}, 2), (std::vector<DType>{f16, i64}));
+  EXPECT_EQ(dtypes("Shape", {}, {f16}, 1), std::vector<DType>{i64});
+  EXPECT_EQ(dtypes("ArgMin", {}, {f16}, 1), std::vector<DType>{i64});
+  EXPECT_EQ(dtypes("Less", {}, {f16, f16}, 1), std::vector<DType>{b});
+  EXPECT_EQ(dtypes("Where", {}, {b, i64, i64}, 1), std::vector<DType>{i64});
+  Attributes cast;
+  cast.Set("to", int64_t{7});
+  EXPECT_EQ(dtypes("Cast", cast, {f16}, 1), std::vector<DType>{i64});
+  // Dropout's mask is bool from opset 10, the data's dtype before.
+  Attributes dropout9;
+  dropout9.Set("since_version", int64_t{7});
+  EXPECT_EQ(dtypes("Dropout", {}, {f16}, 2), (std::vector<DType>{f16, b}));
+  EXPECT_EQ(dtypes("Dropout", dropout9, {f16}, 2), (std::vector<DType>{f16, f16}));
+  EXPECT_EQ(dtypes("ConstantOfShape", {}, {i64}, 1), std::vector<DType>{DType::kFloat32});
+}
+
+}  // namespace
+}  // namespace remex::kernels

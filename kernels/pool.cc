@@ -136,6 +136,9 @@ StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
 OpDef MaxPoolDef() {
   OpDef def;
   def.name = std::string(kMaxPool);
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.empty() ? DType::kUndefined : in[0], DType::kInt64};  // Y, Indices
+  };
   def.max_outputs = 2;
   def.infer = InferMaxPool;
   return def;

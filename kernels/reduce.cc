@@ -604,6 +604,7 @@ StatusOr<ArgSpec> ParseArg(std::string_view op, const Attributes& attrs, int64_t
 OpDef ArgDef(std::string name) {
   OpDef def;
   def.name = name;
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kInt64}; };
   def.infer = [name](const Attributes& attrs,
                      std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
     if (in.size() != 1) return OpError(name, "expects 1 input");
@@ -784,6 +785,9 @@ OpDef TopKDef() {
   def.max_outputs = 2;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData};
   def.infer = InferTopK;
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.empty() ? DType::kUndefined : in[0], DType::kInt64};
+  };
   return def;
 }
 

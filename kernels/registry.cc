@@ -184,6 +184,15 @@ StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes
   return result;
 }
 
+std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::span<const DType> inputs,
+                                size_t num_outputs) {
+  std::vector<DType> out;
+  if (def.output_dtypes) out = def.output_dtypes(attrs, inputs);
+  const DType first = inputs.empty() ? DType::kUndefined : inputs[0];
+  out.resize(num_outputs, first);
+  return out;
+}
+
 Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddElementwiseOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddConvOpDefs(registry));

@@ -76,6 +76,7 @@ OpDef ShapeDef() {
   OpDef def;
   def.name = "Shape";
   def.infer = InferShape;
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kInt64}; };
   def.reads_shapes_only = true;
   return def;
 }
@@ -123,6 +124,10 @@ OpDef CastDef() {
   OpDef def;
   def.name = "Cast";
   def.infer = InferCast;
+  def.output_dtypes = [](const Attributes& attrs, std::span<const DType>) {
+    auto to = CastTarget(attrs);
+    return to.ok() ? std::vector<DType>{*to} : std::vector<DType>{DType::kUndefined};
+  };
   return def;
 }
 

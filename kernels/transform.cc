@@ -1101,6 +1101,10 @@ OpDef ConstantOfShapeDef() {
   def.name = "ConstantOfShape";
   def.input_deps = {ShapeDep::kData};
   def.infer = InferConstantOfShape;
+  def.output_dtypes = [](const Attributes& attrs, std::span<const DType>) {
+    auto v = FillValueOf(attrs);
+    return std::vector<DType>{v.ok() ? v->dtype : DType::kUndefined};
+  };
   return def;
 }
 
@@ -1136,6 +1140,7 @@ OpDef SizeDef() {
   def.name = "Size";
   def.input_deps = {ShapeDep::kShape};
   def.infer = InferSize;
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kInt64}; };
   def.reads_shapes_only = true;
   return def;
 }
