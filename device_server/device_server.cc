@@ -565,6 +565,9 @@ class Session final : public rpc::ConnectionHandler {
     c.setHostToDeviceBytes(copies.host_to_device_bytes);
     c.setDeviceToHostCount(copies.device_to_host_count);
     c.setDeviceToHostBytes(copies.device_to_host_bytes);
+    const int served = obj->vm->last_invoke_function();
+    if (served >= 0) r.setFunction(obj->vm->executable().def().functions[served].name);
+    r.setAllocations(obj->vm->last_invoke_allocations());
     auto refs = r.initOutputs(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       uint64_t bound = obj->bound[fn][k];

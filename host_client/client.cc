@@ -87,6 +87,8 @@ StatusOr<ModuleInfo> ToModuleInfo(wire::ModuleLoadReply::Reader m) {
 StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
   InvokeResult result;
   result.run_nanos = inv.getRunNanos();
+  result.function = inv.getFunction();
+  result.allocations = inv.getAllocations();
   auto c = inv.getCopies();
   result.copies = {c.getHostToDeviceCount(), c.getHostToDeviceBytes(), c.getDeviceToHostCount(),
                    c.getDeviceToHostBytes()};

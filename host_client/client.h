@@ -85,6 +85,10 @@ struct InvokeResult {
   std::vector<RemoteTensor> outputs;
   uint64_t run_nanos = 0;  // VM time measured on the server
   DeviceCopies copies;     // device<->host transfers of this call (outputs not fetched)
+  // The function whose body ran the call: the one called, or the shape bucket its
+  // dispatcher chose ("main[W=33..64]").
+  std::string function;
+  uint64_t allocations = 0;  // buffers the server's VM allocated in this call
 };
 
 // Time-evaluator settings, as TVM's time_evaluator (see rpc/remex.capnp Benchmark).

@@ -1,7 +1,9 @@
 #include "host_client/compiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -151,7 +153,8 @@ class ShapeInference {
       for (size_t k = 0; k < kSamples; ++k) f.push_back(v.samples[k][d]);
       v.dims[d] = Fit(f);
     }
-    if (corners_) {
+    // Bounds need both corners; a node whose evaluation at a corner failed has none.
+    if (corners_ && v.samples.size() >= kSamples + 2) {
       for (size_t d = 0; d < v.shape.size(); ++d) {
         int64_t a = v.samples[kSamples][d], b = v.samples[kSamples + 1][d];
         v.bounds.push_back(v.shape[d] >= 0 ? DimBounds{v.shape[d], v.shape[d]}
@@ -327,6 +330,11 @@ class ShapeInference {
         for (size_t i = 0; i < node.inputs.size(); ++i) {
           if (node.inputs[i] < 0) continue;
           const Value& v = g_.values[node.inputs[i]];
+          if ((!v.constant && !v.sample_data.empty() && k >= v.sample_data.size()) ||
+              (!v.samples.empty() && k >= v.samples.size())) {
+            small_ints = false;  // an input without this (corner) sample
+            break;
+          }
           const void* data = v.constant ? g_.constants[*v.constant].data.data()
                              : v.sample_data.empty() ? nullptr : v.sample_data[k].data();
           ins[i] = {const_cast<void*>(data), v.dtype, SampleShape(v, k)};
@@ -337,6 +345,7 @@ class ShapeInference {
           results[i].emplace_back(static_cast<size_t>(*NumElements(s)) * DTypeSize(v.dtype));
           outs[i] = {results[i].back().data(), v.dtype, s};
         }
+        if (!small_ints) break;
         if (!RunKernel(node, *factory, ins, outs).ok()) small_ints = false;
       }
       if (small_ints) {
@@ -352,6 +361,11 @@ class ShapeInference {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (node.inputs[i] < 0) continue;
       const Value& v = g_.values[node.inputs[i]];
+      // An input left without corner samples (its own corner failed) has no sample k.
+      if ((!v.samples.empty() && k >= v.samples.size()) ||
+          (op.DepOf(i) == kernels::ShapeDep::kData && !v.constant && k >= v.sample_data.size())) {
+        return FailedPrecondition(Where(node) + ": input '" + v.name + "' has no sample " + std::to_string(k));
+      }
       args[i].present = true;
       args[i].dtype = v.dtype;
       args[i].shape = SampleShape(v, k);
@@ -666,6 +680,28 @@ class CodeGenerator {
  private:
   void Emit(vm::Opcode op, std::vector<int64_t> scalars, std::vector<std::vector<int64_t>> lists) {
     fn_.code.push_back({op, std::move(scalars), std::move(lists)});
+    bound_bytes_.push_back(-1);
+  }
+
+ public:
+  // Per instruction: for an AllocTensor / AllocTensorReg, an upper bound on the bytes
+  // of the tensor it makes (-1: unbounded); -1 for the others. For PlanMemory.
+  const std::vector<int64_t>& bound_bytes() const { return bound_bytes_; }
+
+ private:
+  // Upper bound on the bytes of `v` from its static dims and the bounds of its
+  // dynamic ones; -1 when a dim is unbounded.
+  static int64_t BoundBytes(const Value& v) {
+    if (!v.rank_known) return -1;
+    int64_t n = static_cast<int64_t>(DTypeSize(v.dtype));
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      int64_t dim = v.shape[d];
+      if (dim < 0) dim = d < v.bounds.size() ? v.bounds[d].max : -1;
+      if (dim < 0) return -1;
+      if (dim > 0 && n > std::numeric_limits<int64_t>::max() / dim) return -1;
+      n *= dim;
+    }
+    return n;
   }
   int64_t Here() const { return static_cast<int64_t>(fn_.code.size()); }
 
@@ -824,8 +860,10 @@ class CodeGenerator {
         produced_.insert(v);
       } else if (all_static) {
         Emit(vm::Opcode::kAllocTensor, {dst, dtype, space}, {value.shape});
+        bound_bytes_.back() = BoundBytes(value);
       } else {
         Emit(vm::Opcode::kAllocTensorReg, {dst, dtype, shape_regs[i], space}, {});
+        bound_bytes_.back() = BoundBytes(value);
       }
       Define(v, dst);
       outs.push_back(dst);
@@ -974,6 +1012,7 @@ class CodeGenerator {
   int64_t next_reg_ = 0;
   int depth_ = 0;
   int copies_to_host_ = 0;
+  std::vector<int64_t> bound_bytes_;
 };
 
 }  // namespace
@@ -984,6 +1023,8 @@ StatusOr<vm::ExecutableDef> Codegen(const Graph& graph, const kernels::KernelReg
 
 StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegistry& registry,
                                          const CompileOptions& options, CompileStats* stats) {
+  if (!options.dispatch.empty()) return CompileDispatched(graph, registry, options, stats);
+  const auto start = std::chrono::steady_clock::now();
   CompileStats local;
   local.nodes_in = static_cast<int>(graph.nodes.size());
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
@@ -1004,6 +1045,7 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   if (options.place_on_host) PlaceOnHost(graph, registry);
   CodeGenerator gen(graph, registry);
   REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, gen.Run());
+  if (options.plan_memory) local.memory = PlanMemory(def.functions[0], gen.bound_bytes());
   local.copies_to_host = gen.copies_to_host();
   local.kernels = static_cast<int>(def.kernels.size());
   for (const auto& k : def.kernels) local.host_kernels += k.host ? 1 : 0;
@@ -1011,8 +1053,33 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
     if (inst.op == vm::Opcode::kInvokeShapeFunc) local.runtime_shape_functions++;
   }
   for (const auto& c : def.constants) local.constant_bytes += c.data.size();
+  local.constant_bytes_unshared = local.constant_bytes;
+  REMEX_ASSIGN_OR_RETURN(FunctionStats fs, DescribeFunction(def, 0, "generic"));
+  fs.memory = local.memory;
+  local.functions = {fs};
+  local.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats) *stats = local;
   return def;
+}
+
+StatusOr<FunctionStats> DescribeFunction(const vm::ExecutableDef& def, size_t index, std::string role) {
+  const vm::FunctionDef& fn = def.functions[index];
+  FunctionStats fs;
+  fs.name = fn.name;
+  fs.role = std::move(role);
+  fs.instructions = static_cast<int>(fn.code.size());
+  std::set<int64_t> kernels;
+  std::vector<int64_t> words;
+  for (const auto& inst : fn.code) {
+    REMEX_RETURN_IF_ERROR(vm::Encode(inst, words));
+    if (inst.op == vm::Opcode::kInvokeShapeFunc) fs.runtime_shape_functions++;
+    if (inst.op == vm::Opcode::kInvokeShapeFunc || inst.op == vm::Opcode::kInvokeKernel) kernels.insert(inst.scalars[0]);
+  }
+  fs.code_bytes = words.size() * sizeof(int64_t);
+  fs.kernels = static_cast<int>(kernels.size());
+  fs.memory.arena_bytes[0] = fn.arena_bytes[0];
+  fs.memory.arena_bytes[1] = fn.arena_bytes[1];
+  return fs;
 }
 
 StatusOr<vm::ExecutableDef> CompileOnnxFile(const std::string& path,

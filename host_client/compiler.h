@@ -33,8 +33,10 @@
 #include <string>
 
 #include "base/status.h"
+#include "host_client/dispatch.h"
 #include "host_client/graph.h"
 #include "host_client/layout.h"
+#include "host_client/memory_plan.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 
@@ -58,6 +60,25 @@ struct CompileOptions {
   // Activation layout between convolutions (see host_client/layout.h); graph inputs
   // and outputs stay NCHW either way.
   Layout layout = Layout::kNchw;
+  // Shape buckets (host_client/dispatch.h): one clone of the function per bucket of
+  // these symbols' values, behind a dispatcher. Empty: one generic function.
+  std::vector<DispatchSpec> dispatch;
+  // With `dispatch`: a shape outside every bucket is an error, not the generic path.
+  bool strict_dispatch = false;
+  // Plan the memory of tensors with bounded sizes statically (memory_plan.h). On in
+  // bucket clones.
+  bool plan_memory = false;
+};
+
+// One function of a compiled executable, as `remex compile --stats` lists it.
+struct FunctionStats {
+  std::string name;
+  std::string role;  // "dispatcher", "bucket", "generic"
+  int kernels = 0;   // kernel-table entries the function uses
+  int instructions = 0;
+  uint64_t code_bytes = 0;  // encoded bytecode
+  int runtime_shape_functions = 0;
+  MemoryPlanStats memory;
 };
 
 struct CompileStats {
@@ -74,6 +95,13 @@ struct CompileStats {
   int transposes = 0;           // Transpose kernels, the model's own included
   int transposes_at_edges = 0;  // of those, reading a graph input or writing an output
   LayoutStats layout;           // what the layout pass did (CompileOptions::layout)
+  MemoryPlanStats memory;       // CompileOptions::plan_memory
+  // Every function of the executable, and with dispatch: the bucket count, the bytes
+  // the constants would take if each clone kept its own, and the compile's wall time.
+  std::vector<FunctionStats> functions;
+  int buckets = 0;
+  uint64_t constant_bytes_unshared = 0;
+  double compile_seconds = 0;
 };
 
 // Infers dtypes and (symbolic) shapes through the graph and its regions with the
@@ -103,6 +131,16 @@ StatusOr<vm::ExecutableDef> CompileOnnxFile(const std::string& path,
 StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegistry& registry,
                                          const CompileOptions& options,
                                          CompileStats* stats = nullptr);
+
+// CompileGraph with options.dispatch: the generic function, one clone per bucket and
+// the dispatcher, linked into one executable with shared constants (dispatch.h).
+// INVALID_ARGUMENT when a spec names no symbolic input dim or leaves no bucket.
+StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels::KernelRegistry& registry,
+                                              const CompileOptions& options, CompileStats* stats);
+
+// Kernels, instructions, encoded bytes, shape functions and arenas of function
+// `index` of `def`; INVALID_ARGUMENT when its code does not encode.
+StatusOr<FunctionStats> DescribeFunction(const vm::ExecutableDef& def, size_t index, std::string role);
 
 // "[N, 3, H/2, 64]" from a value's shape and symbolic dims.
 std::string SymbolicShapeString(const Value& v);

@@ -2,7 +2,7 @@
 // on a device server.
 //
 //   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]... [--bound SYM=MIN:MAX]...
-//             [--layout NCHW|NHWC] [--stats]
+//                 [--dispatch SPEC]... [--strict] [--layout NCHW|NHWC] [--stats]
 //   remex gen-sr -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //   remex run MODEL.onnx|MODEL.rmx [--server HOST:PORT] [--input NAME=FILE.npy]...
 //             [--shape NAME=1x3x48x192]... [--seed N] [--fetch all|none|NAME[,NAME]]
@@ -138,11 +138,15 @@ StatusOr<std::vector<std::byte>> ReadFile(const std::string& path) {
 StatusOr<remex::vm::ExecutableDef> CompileToDef(const std::string& path, const std::map<std::string, Shape>& shapes,
                                                 const std::map<std::string, remex::compiler::DimBounds>& bounds,
                                                 remex::compiler::CompileStats* stats,
-                                                remex::compiler::Layout layout = remex::compiler::Layout::kNchw) {
+                                                remex::compiler::Layout layout = remex::compiler::Layout::kNchw,
+                                                const std::vector<remex::compiler::DispatchSpec>& dispatch = {},
+                                                bool strict_dispatch = false) {
   remex::compiler::CompileOptions options;
   options.input_shapes = shapes;
   options.bounds = bounds;
   options.layout = layout;
+  options.dispatch = dispatch;
+  options.strict_dispatch = strict_dispatch;
   REMEX_ASSIGN_OR_RETURN(const remex::kernels::KernelRegistry* registry, CompilerRegistry());
   return remex::compiler::CompileOnnxFile(path, *registry, options, stats);
 }
@@ -625,6 +629,8 @@ int Run(const RunArgs& args) {
                                                  {"bytes", copies.host_to_device_bytes}}},
                              {"device_to_host", {{"count", copies.device_to_host_count},
                                                  {"bytes", copies.device_to_host_bytes}}}};
+  report["function"] = result->function;
+  report["allocations"] = result->allocations;
   if (args.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
@@ -637,6 +643,8 @@ int Run(const RunArgs& args) {
                 static_cast<unsigned long long>(copies.device_to_host_bytes),
                 static_cast<unsigned long long>(copies.host_to_device_count),
                 static_cast<unsigned long long>(copies.host_to_device_bytes));
+    std::printf("served  by function %s, %llu buffer allocations in the inference\n", result->function.c_str(),
+                static_cast<unsigned long long>(result->allocations));
     std::printf("time    compile %.1f ms, upload %.1f ms, run %.2f ms (server %.2f ms), fetch %.2f ms\n",
                 p.compile_ms, p.upload_ms, run_ms, result->run_nanos / 1e6, fetch_ms);
   }
@@ -876,16 +884,48 @@ int Check(const CheckArgs& args) {
   return all_match ? 0 : kExitError;
 }
 
+// The functions of a compiled executable, one line each (`remex compile --stats`).
+void PrintFunctions(const remex::compiler::CompileStats& stats, uint64_t executable_bytes) {
+  if (stats.buckets > 0) std::printf("buckets %d\n", stats.buckets);
+  std::printf("%-44s %-10s %7s %7s %9s %6s %12s %10s %9s\n", "function", "role", "kernels", "instrs", "code B",
+              "shapefn", "arena B", "host B", "planned");
+  for (const auto& f : stats.functions) {
+    std::string planned = f.role == "bucket" ? std::to_string(f.memory.planned) + "/" +
+                                                   std::to_string(f.memory.planned + f.memory.dynamic)
+                                             : "-";
+    std::printf("%-44s %-10s %7d %7d %9llu %6d %12llu %10llu %9s\n", f.name.c_str(), f.role.c_str(), f.kernels,
+                f.instructions, static_cast<unsigned long long>(f.code_bytes), f.runtime_shape_functions,
+                static_cast<unsigned long long>(f.memory.arena_bytes[0]),
+                static_cast<unsigned long long>(f.memory.arena_bytes[1]), planned.c_str());
+  }
+  uint64_t code_bytes = 0;
+  for (const auto& f : stats.functions) code_bytes += f.code_bytes;
+  std::printf("bytecode %llu bytes in %zu functions; constants %llu bytes (%llu if each function kept its own); "
+              "executable %llu bytes; compiled in %.2f s\n",
+              static_cast<unsigned long long>(code_bytes), stats.functions.size(),
+              static_cast<unsigned long long>(stats.constant_bytes),
+              static_cast<unsigned long long>(stats.constant_bytes_unshared),
+              static_cast<unsigned long long>(executable_bytes), stats.compile_seconds);
+}
+
 int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs,
-            const std::vector<std::string>& bound_specs, const std::string& layout_name, bool print_stats) {
+            const std::vector<std::string>& bound_specs, const std::vector<std::string>& dispatch_specs,
+            bool strict, const std::string& layout_name, bool print_stats) {
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Usage(shapes.status());
   auto bounds = ParseBounds(bound_specs);
   if (!bounds.ok()) return Usage(bounds.status());
   auto layout = remex::compiler::ParseLayout(layout_name);
   if (!layout.ok()) return Usage(layout.status());
+  std::vector<remex::compiler::DispatchSpec> dispatch;
+  for (const auto& text : dispatch_specs) {
+    auto spec = remex::compiler::ParseDispatchSpec(text);
+    if (!spec.ok()) return Usage(spec.status());
+    dispatch.push_back(*spec);
+  }
+  if (strict && dispatch.empty()) return Usage(remex::InvalidArgument("--strict needs --dispatch"));
   remex::compiler::CompileStats stats;
-  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict);
   if (!def.ok()) return Fail(def.status());
   auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -912,6 +952,7 @@ int Compile(const std::string& model, const std::string& output, const std::vect
                 l.nodes_nhwc, l.constants_permuted);
     std::printf("fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
                 stats.nodes_fused);
+    PrintFunctions(stats, bytes->size());
   }
   std::ofstream out(output, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
@@ -967,7 +1008,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> bounds;
   bool compile_stats = false;
   compile->add_option("--bound", bounds, "SYMBOL=MIN:MAX bounds of a symbolic input dim, e.g. W=32:2048 (repeatable)");
-  compile->add_flag("--stats", compile_stats, "print kernels by op, placement and layout figures");
+  compile->add_flag("--stats", compile_stats, "print kernels by op, placement, layout, buckets and functions");
+  std::vector<std::string> dispatch;
+  bool strict = false;
+  compile->add_option("--dispatch", dispatch,
+                      "shape buckets of a symbolic input dim: SYMBOL=log:BASE[:MIN:MAX], SYMBOL=uniform:STEP[:MIN:MAX] "
+                      "or SYMBOL=edges:E1,E2,... (repeatable: a grid)");
+  compile->add_flag("--strict", strict, "with --dispatch: refuse shapes outside every bucket instead of running "
+                                        "the generic function");
   std::string layout = "NCHW";
   compile->add_option("--layout", layout, "activation layout between convolutions: NCHW or NHWC")
       ->capture_default_str();
@@ -1034,7 +1082,7 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
-  if (*compile) return Compile(model, output, shapes, bounds, layout, compile_stats);
+  if (*compile) return Compile(model, output, shapes, bounds, dispatch, strict, layout, compile_stats);
   if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);

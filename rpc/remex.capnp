@@ -237,6 +237,10 @@ struct InvokeReply {
   outputs @0 :List(OutputRef);
   runNanos @1 :UInt64;     # VM time on the server, steady clock
   copies @2 :DeviceCopies; # transfers this call made between device and host memory
+  function @3 :Text;       # the function whose body ran the call: the called one, or the
+                           # shape bucket its dispatcher chose ("main[W=33..64]")
+  allocations @4 :UInt64;  # buffers the VM allocated in this call (planned arena slots and
+                           # outputs written into bound buffers are not allocations)
 }
 
 # Transfers between the device's memory and host memory made by the VM in one call

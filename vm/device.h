@@ -115,13 +115,15 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   AllocatorStats stats_;
 };
 
-// A dense row-major tensor in device memory.
+// A dense row-major tensor in device memory: its own buffer, or a slot of a larger one
+// (a function's planned arena) at byte `offset`.
 struct Tensor {
   std::shared_ptr<Buffer> buffer;
   DType dtype = DType::kUndefined;
   Shape shape;
+  size_t offset = 0;
 
-  void* data() const { return buffer ? buffer->data() : nullptr; }
+  void* data() const { return buffer ? static_cast<std::byte*>(buffer->data()) + offset : nullptr; }
   size_t nbytes() const;
   kernels::TensorRef Ref() const { return {data(), dtype, shape}; }
 };

@@ -57,6 +57,7 @@ struct Function {
   outputs @2 :List(ValueDesc);
   numRegisters @3 :UInt32;
   code @4 :List(Int64);     # encoded instructions (vm/bytecode.h)
+  arenaBytes @5 :List(UInt64);  # planned memory per memory space: [device, host]
 }
 
 struct Executable {

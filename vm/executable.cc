@@ -201,6 +201,15 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
     auto decoded = Decode(code);
     if (!decoded.ok()) return decoded.status().WithContext("function '" + fn.name + "'");
     fn.code = std::move(decoded).value();
+    auto arenas = f.getArenaBytes();
+    if (arenas.size() > 2) return InvalidArgument("function '" + fn.name + "' has more than two arenas");
+    for (size_t m = 0; m < arenas.size(); ++m) {
+      if (arenas[m] > kMaxArenaBytes) {
+        return InvalidArgument("function '" + fn.name + "' declares an arena of " + std::to_string(arenas[m]) +
+                               " bytes");
+      }
+      fn.arena_bytes[m] = arenas[m];
+    }
     def.functions.push_back(std::move(fn));
   }
   for (auto s : exe.getSymbols()) {
@@ -294,6 +303,11 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
     for (const auto& inst : f.code) REMEX_RETURN_IF_ERROR(Encode(inst, code));
     auto list = out.initCode(code.size());
     for (size_t k = 0; k < code.size(); ++k) list.set(k, code[k]);
+    if (f.arena_bytes[0] || f.arena_bytes[1]) {
+      auto arenas = out.initArenaBytes(2);
+      arenas.set(0, f.arena_bytes[0]);
+      arenas.set(1, f.arena_bytes[1]);
+    }
   }
 
   auto symbols = exe.initSymbols(def.symbols.size());

@@ -26,7 +26,7 @@
 
 namespace remex::vm {
 
-inline constexpr uint32_t kExecutableVersion = 2;
+inline constexpr uint32_t kExecutableVersion = 3;
 inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
 
 // Name, dtype and shape of a function input or output; -1 dims are dynamic.
@@ -55,6 +55,10 @@ struct FunctionDef {
   std::vector<ValueDesc> outputs;
   int32_t num_registers = 0;
   std::vector<Instruction> code;
+  // Bytes of the function's arena in each memory space (0 device, 1 host): the
+  // statically planned memory its AllocPlanned instructions place tensors in. The VM
+  // allocates an arena on the function's first call and reuses it on every later one.
+  uint64_t arena_bytes[2] = {0, 0};
 };
 
 struct KernelEntry {
@@ -87,6 +91,9 @@ struct ExecutableDef {
 // Serializes to the .rmx format; constants are zstd-compressed at `zstd_level`.
 StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def,
                                                      int zstd_level = 3);
+
+// Largest arena a function may declare (FunctionDef::arena_bytes).
+inline constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
 
 // Default bound on the sum of an executable's decompressed constants.
 inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;

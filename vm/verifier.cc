@@ -21,8 +21,8 @@ class FunctionVerifier {
     if (fn_.inputs.size() > static_cast<size_t>(fn_.num_registers)) {
       return Error(0, "fewer registers than inputs");
     }
-    if (fn_.code.empty() || fn_.code.back().op != Opcode::kRet) {
-      return Error(fn_.code.size(), "function does not end with Ret");
+    if (fn_.code.empty() || (fn_.code.back().op != Opcode::kRet && fn_.code.back().op != Opcode::kTailCall)) {
+      return Error(fn_.code.size(), "function does not end with Ret or TailCall");
     }
     for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
       REMEX_RETURN_IF_ERROR(CheckInstruction(pc, fn_.code[pc]));
@@ -75,6 +75,7 @@ class FunctionVerifier {
         case Opcode::kLoadConst: regs[s[0]] = Holds::kReadOnly; break;
         case Opcode::kAllocTensor:
         case Opcode::kAllocTensorReg:
+        case Opcode::kAllocPlanned:
         case Opcode::kCopyToHost:
         case Opcode::kCopyToDevice:
         case Opcode::kIncrement:
@@ -102,9 +103,14 @@ class FunctionVerifier {
             }
           }
           continue;  // no successor
+        case Opcode::kTailCall:
+          continue;  // no successor: the callee's outputs are this function's
         case Opcode::kGoto:
           flow(static_cast<size_t>(s[0]), regs);
           continue;
+        case Opcode::kIfDimIn:
+          flow(static_cast<size_t>(s[4]), regs);
+          break;
         case Opcode::kIf:
           flow(static_cast<size_t>(s[1]), regs);
           break;
@@ -162,6 +168,9 @@ class FunctionVerifier {
         break;
       case 'j':
         if (v < 0 || static_cast<size_t>(v) >= fn_.code.size()) return bad("jump target");
+        break;
+      case 'f':
+        if (v < 0 || static_cast<size_t>(v) >= def_.functions.size()) return bad("function");
         break;
       default:
         return Error(pc, "unknown operand kind");
@@ -221,8 +230,60 @@ class FunctionVerifier {
         }
         break;
       }
+      case Opcode::kAllocPlanned: {
+        const auto& s = inst.scalars;  // d t o m offset size
+        const uint64_t arena = fn_.arena_bytes[s[3]];
+        if (static_cast<uint64_t>(s[4]) > arena || static_cast<uint64_t>(s[5]) > arena - static_cast<uint64_t>(s[4])) {
+          return Error(pc, "slot [" + std::to_string(s[4]) + ", +" + std::to_string(s[5]) +
+                               ") lies outside the arena of " + std::to_string(arena) + " bytes");
+        }
+        if (s[2] < 0) {
+          auto n = NumElements(inst.lists[0]);
+          size_t esize = DTypeSize(static_cast<DType>(s[1]));
+          if (!n || (esize && *n > s[5] / static_cast<int64_t>(esize))) {
+            return Error(pc, "static shape " + ShapeToString(inst.lists[0]) + " does not fit its slot of " +
+                                 std::to_string(s[5]) + " bytes");
+          }
+        }
+        break;
+      }
+      case Opcode::kTailCall:
+        return CheckTailCall(pc, inst);
       default:
         break;
+    }
+    return OkStatus();
+  }
+
+  // The callee takes this function's inputs (same count, dtypes and ranks; it may fix
+  // dims this function leaves dynamic, checked at run time), returns the same outputs,
+  // and makes no TailCall itself, so calls cannot recurse.
+  Status CheckTailCall(size_t pc, const Instruction& inst) const {
+    const FunctionDef& callee = def_.functions[inst.scalars[0]];
+    const std::string name = "TailCall of '" + callee.name + "'";
+    if (&callee == &fn_) return Error(pc, name + ": a function cannot call itself");
+    for (const Instruction& i : callee.code) {
+      if (i.op == Opcode::kTailCall) return Error(pc, name + ", which makes TailCalls itself");
+    }
+    if (inst.lists[0].size() != callee.inputs.size() || callee.inputs.size() != fn_.inputs.size()) {
+      return Error(pc, name + ": passes " + std::to_string(inst.lists[0].size()) + " inputs; the callee takes " +
+                           std::to_string(callee.inputs.size()) + " and this function " +
+                           std::to_string(fn_.inputs.size()));
+    }
+    for (size_t i = 0; i < callee.inputs.size(); ++i) {
+      if (callee.inputs[i].dtype != fn_.inputs[i].dtype || callee.inputs[i].shape.size() != fn_.inputs[i].shape.size()) {
+        return Error(pc, name + ": input " + std::to_string(i) + " differs in dtype or rank");
+      }
+    }
+    if (callee.outputs.size() != fn_.outputs.size()) {
+      return Error(pc, name + ": the callee has " + std::to_string(callee.outputs.size()) + " outputs, this function " +
+                           std::to_string(fn_.outputs.size()));
+    }
+    for (size_t i = 0; i < callee.outputs.size(); ++i) {
+      if (callee.outputs[i].dtype != fn_.outputs[i].dtype ||
+          callee.outputs[i].shape.size() != fn_.outputs[i].shape.size()) {
+        return Error(pc, name + ": output " + std::to_string(i) + " differs in dtype or rank");
+      }
     }
     return OkStatus();
   }

@@ -62,14 +62,14 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
   for (size_t i = 0; i < def.constants.size(); ++i) {
     const ConstantDef& c = def.constants[i];
     if (on_device[i]) {
-      REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(*vm->allocator_, c.dtype, c.shape));
+      REMEX_ASSIGN_OR_RETURN(TensorPtr t, vm->Allocate(*vm->allocator_, c.dtype, c.shape));
       REMEX_RETURN_IF_ERROR(device.CopyToDevice(t->data(), c.data.data(), c.data.size()));
       vm->copies_.host_to_device_count++;
       vm->copies_.host_to_device_bytes += c.data.size();
       vm->constants_[i] = std::move(t);
     }
     if (on_host[i]) {
-      REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(*vm->host_allocator_, c.dtype, c.shape));
+      REMEX_ASSIGN_OR_RETURN(TensorPtr t, vm->Allocate(*vm->host_allocator_, c.dtype, c.shape));
       if (!c.data.empty()) std::memcpy(t->data(), c.data.data(), c.data.size());
       vm->host_constants_[i] = std::move(t);
     }
@@ -81,9 +81,40 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
   return vm;
 }
 
+StatusOr<TensorPtr> VirtualMachine::Allocate(Allocator& allocator, DType dtype, const Shape& shape) {
+  ++allocations_;
+  return AllocateTensor(allocator, dtype, shape);
+}
+
+StatusOr<TensorPtr> VirtualMachine::PlacedTensor(int fn, int64_t space, DType dtype, const Shape& shape,
+                                                 int64_t offset, int64_t slot_bytes) {
+  auto n = NumElements(shape);
+  if (!n) return InvalidArgument("invalid shape " + ShapeToString(shape));
+  const size_t esize = DTypeSize(dtype);
+  if (esize && *n > slot_bytes / static_cast<int64_t>(esize)) {
+    // The plan bounds each slot by the bucket's upper edge; a shape function that
+    // grows past it would otherwise write over a neighbour.
+    return Internal(std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " (" +
+                    std::to_string(*n * static_cast<int64_t>(esize)) + " bytes) exceeds its planned slot of " +
+                    std::to_string(slot_bytes) + " bytes");
+  }
+  std::shared_ptr<Buffer>& arena = functions_[fn].arenas[space];
+  if (!arena) {
+    Allocator& allocator = space == 1 ? *host_allocator_ : *allocator_;
+    ++allocations_;
+    REMEX_ASSIGN_OR_RETURN(arena, allocator.Allocate(executable_->def().functions[fn].arena_bytes[space]));
+  }
+  auto t = std::make_shared<Tensor>();
+  t->buffer = arena;
+  t->dtype = dtype;
+  t->shape = shape;
+  t->offset = static_cast<size_t>(offset);
+  return t;
+}
+
 StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& t) {
   if (OnHost(*t)) return t;
-  REMEX_ASSIGN_OR_RETURN(TensorPtr h, AllocateTensor(*host_allocator_, t->dtype, t->shape));
+  REMEX_ASSIGN_OR_RETURN(TensorPtr h, Allocate(*host_allocator_, t->dtype, t->shape));
   REMEX_RETURN_IF_ERROR(allocator_->device().CopyToHost(h->data(), t->data(), t->nbytes()));
   copies_.device_to_host_count++;
   copies_.device_to_host_bytes += t->nbytes();
@@ -92,7 +123,7 @@ StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& t) {
 
 StatusOr<TensorPtr> VirtualMachine::ToDevice(const TensorPtr& t) {
   if (!OnHost(*t)) return t;
-  REMEX_ASSIGN_OR_RETURN(TensorPtr d, AllocateTensor(*allocator_, t->dtype, t->shape));
+  REMEX_ASSIGN_OR_RETURN(TensorPtr d, Allocate(*allocator_, t->dtype, t->shape));
   REMEX_RETURN_IF_ERROR(allocator_->device().CopyToDevice(d->data(), t->data(), t->nbytes()));
   copies_.host_to_device_count++;
   copies_.host_to_device_bytes += t->nbytes();
@@ -208,30 +239,36 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profil
   }
   std::vector<TensorPtr> outputs;
   const CopyStats before = copies_;
+  const uint64_t allocations_before = allocations_;
+  const FunctionState& state = functions_[fn];
+  last_function_ = -1;
   if (profiler) {
     profiler->kernels.resize(executable_->def().kernels.size());
     auto start = std::chrono::steady_clock::now();
-    Status st = Run(fn, outputs, profiler);
+    Status st = Run(fn, state.inputs, state.bound_outputs, outputs, profiler);
     profiler->total_nanos += ElapsedNanos(start);
     profiler->invokes++;
     last_copies_ = copies_ - before;
+    last_allocations_ = allocations_ - allocations_before;
     REMEX_RETURN_IF_ERROR(st);
   } else {
-    Status st = Run(fn, outputs, nullptr);
+    Status st = Run(fn, state.inputs, state.bound_outputs, outputs, nullptr);
     last_copies_ = copies_ - before;
+    last_allocations_ = allocations_ - allocations_before;
     REMEX_RETURN_IF_ERROR(st);
   }
-  last_copies_ = copies_ - before;
   ++invokes_;
   return outputs;
 }
 
-Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profiler* profiler) {
+Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
+                           const std::vector<TensorPtr>& bound_outputs, std::vector<TensorPtr>& outputs,
+                           Profiler* profiler) {
   const FunctionDef& fn = executable_->def().functions[fn_index];
-  FunctionState& state = functions_[fn_index];
   Device& device = allocator_->device();
+  last_function_ = fn_index;
   std::vector<Object> regs(fn.num_registers);
-  for (size_t i = 0; i < state.inputs.size(); ++i) regs[i] = state.inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) regs[i] = inputs[i];
 
   std::vector<kernels::TensorRef> in_refs, out_refs;
   std::vector<kernels::ShapeFnArg> args;
@@ -282,7 +319,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
         break;
       }
       case Opcode::kAllocTensor: {
-        auto t = AllocateTensor(alloc_in(s[2]), static_cast<DType>(s[1]), inst.lists[0]);
+        auto t = Allocate(alloc_in(s[2]), static_cast<DType>(s[1]), inst.lists[0]);
         if (!t.ok()) return fail(t.status());
         regs[s[0]] = std::move(t).value();
         break;
@@ -290,7 +327,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
       case Opcode::kAllocTensorReg: {
         const Shape* shape = std::get_if<Shape>(&regs[s[2]]);
         if (!shape) return fail(Internal("register %" + std::to_string(s[2]) + " holds no shape"));
-        auto t = AllocateTensor(alloc_in(s[3]), static_cast<DType>(s[1]), *shape);
+        auto t = Allocate(alloc_in(s[3]), static_cast<DType>(s[1]), *shape);
         if (!t.ok()) return fail(t.status());
         regs[s[0]] = std::move(t).value();
         break;
@@ -302,7 +339,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
           if (!shape) return fail(Internal("register %" + std::to_string(s[3]) + " holds no shape"));
         }
         DType dtype = static_cast<DType>(s[2]);
-        const TensorPtr& bound = state.bound_outputs[s[1]];
+        const TensorPtr& bound = bound_outputs[s[1]];
         if (bound) {
           if (bound->dtype != dtype || bound->shape != *shape) {
             return fail(InvalidArgument(
@@ -312,11 +349,50 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
           }
           regs[s[0]] = bound;
         } else {
-          auto t = AllocateTensor(*allocator_, dtype, *shape);
+          auto t = Allocate(*allocator_, dtype, *shape);
           if (!t.ok()) return fail(t.status());
           regs[s[0]] = std::move(t).value();
         }
         break;
+      }
+      case Opcode::kAllocPlanned: {
+        const Shape* shape = &inst.lists[0];
+        if (s[2] >= 0) {
+          shape = std::get_if<Shape>(&regs[s[2]]);
+          if (!shape) return fail(Internal("register %" + std::to_string(s[2]) + " holds no shape"));
+        }
+        auto t = PlacedTensor(fn_index, s[3], static_cast<DType>(s[1]), *shape, s[4], s[5]);
+        if (!t.ok()) return fail(t.status());
+        regs[s[0]] = std::move(t).value();
+        break;
+      }
+      case Opcode::kIfDimIn: {
+        const TensorPtr* t = tensor_at(s[0]);
+        if (!t) return not_tensor(s[0]);
+        if (static_cast<size_t>(s[1]) >= (*t)->shape.size()) {
+          return fail(Internal("tensor %" + std::to_string(s[0]) + " of shape " + ShapeToString((*t)->shape) +
+                               " has no dimension " + std::to_string(s[1])));
+        }
+        const int64_t dim = (*t)->shape[s[1]];
+        if (dim < s[2] || dim > s[3]) next = static_cast<size_t>(s[4]);
+        break;
+      }
+      case Opcode::kTailCall: {
+        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
+        const FunctionDef& callee = executable_->def().functions[s[0]];
+        std::vector<TensorPtr> args;
+        for (size_t i = 0; i < inst.lists[0].size(); ++i) {
+          const TensorPtr* t = tensor_at(inst.lists[0][i]);
+          if (!t) return not_tensor(inst.lists[0][i]);
+          if (!ShapeMatches(callee.inputs[i].shape, (*t)->shape)) {
+            return fail(InvalidArgument("input '" + callee.inputs[i].name + "' of shape " +
+                                        ShapeToString((*t)->shape) + " does not fit function '" + callee.name +
+                                        "', which takes " + ShapeToString(callee.inputs[i].shape)));
+          }
+          args.push_back(*t);
+        }
+        regs.clear();  // the caller's registers are done with
+        return Run(static_cast<int>(s[0]), args, bound_outputs, outputs, profiler);
       }
       case Opcode::kInvokeShapeFunc: {
         const kernels::OpDef& op = *op_defs_[s[0]];
@@ -417,7 +493,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
         if (!t) return not_tensor(s[1]);
         auto v = ReadScalar(*t, "Increment operand");
         if (!v.ok()) return fail(v.status());
-        auto n = AllocateTensor(*host_allocator_, DType::kInt64, {});
+        auto n = Allocate(*host_allocator_, DType::kInt64, {});
         if (!n.ok()) return fail(n.status());
         *static_cast<int64_t*>((*n)->data()) = *v + 1;
         regs[s[0]] = std::move(n).value();
@@ -453,7 +529,7 @@ Status VirtualMachine::Run(int fn_index, std::vector<TensorPtr>& outputs, Profil
           }
         }
         shape.insert(shape.begin(), static_cast<int64_t>(items.size()));
-        auto out = AllocateTensor(*allocator_, dtype, shape);
+        auto out = Allocate(*allocator_, dtype, shape);
         if (!out.ok()) return fail(out.status());
         size_t offset = 0;
         for (const auto& t : items) {

@@ -67,16 +67,36 @@ class VirtualMachine {
   const CopyStats& last_invoke_copies() const { return last_copies_; }
   uint64_t invoke_count() const { return invokes_; }
 
+  // Buffers the VM requested from its allocators (device and host memory) since
+  // Create, constants included: every tensor it allocates, copy it makes and arena
+  // it creates. Tensors placed in a function's planned arena (AllocPlanned) are not
+  // allocations, and neither is an output written into a buffer bound by SetOutput.
+  uint64_t allocation_count() const { return allocations_; }
+  // The allocations of the last Invoke alone.
+  uint64_t last_invoke_allocations() const { return last_allocations_; }
+  // The function whose body ran the last Invoke: the called function itself, or the
+  // one it passed the call to with TailCall (the shape bucket that served it). -1
+  // before the first successful Invoke.
+  int last_invoke_function() const { return last_function_; }
+
  private:
   struct FunctionState {
     std::vector<TensorPtr> inputs;
     std::vector<TensorPtr> bound_outputs;
     bool inputs_set = false;
+    std::shared_ptr<Buffer> arenas[2];  // planned memory, made on first use
   };
 
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
-  Status Run(int fn, std::vector<TensorPtr>& outputs, Profiler* profiler);
+  // Runs function `fn` on `inputs`, writing outputs into `bound_outputs` where set.
+  Status Run(int fn, const std::vector<TensorPtr>& inputs, const std::vector<TensorPtr>& bound_outputs,
+             std::vector<TensorPtr>& outputs, Profiler* profiler);
+  // AllocateTensor, counted.
+  StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
+  // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.
+  StatusOr<TensorPtr> PlacedTensor(int fn, int64_t space, DType dtype, const Shape& shape, int64_t offset,
+                                   int64_t slot_bytes);
   bool OnHost(const Tensor& t) const { return &t.buffer->device() == &HostDevice(); }
   // A host tensor holding `t`'s values: `t` itself when it is on the host, else a
   // counted device-to-host copy.
@@ -96,6 +116,9 @@ class VirtualMachine {
   CopyStats copies_;
   CopyStats last_copies_;
   uint64_t invokes_ = 0;
+  uint64_t allocations_ = 0;
+  uint64_t last_allocations_ = 0;
+  int last_function_ = -1;
 };
 
 }  // namespace remex::vm
