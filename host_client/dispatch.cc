@@ -106,8 +106,9 @@ StatusOr<std::vector<std::pair<int64_t, int64_t>>> BucketRanges(const DispatchSp
       return InvalidArgument("--dispatch for '" + spec.symbol + "' needs MIN:MAX or an upper bound (--bound " +
                              spec.symbol + "=MIN:MAX)");
     }
-    if (spec.kind == DispatchSpec::Kind::kLogarithmic) lo = std::max<int64_t>(lo, 1);
-    for (int64_t e = lo;; ) {
+    int64_t first = std::max<int64_t>(lo, 1);
+    if (spec.kind == DispatchSpec::Kind::kUniform) first = (first + spec.step - 1) / spec.step * spec.step;
+    for (int64_t e = first;;) {
       edges.push_back(e);
       if (e >= hi) break;
       e = spec.kind == DispatchSpec::Kind::kLogarithmic ? e * spec.base : e + spec.step;

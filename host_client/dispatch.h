@@ -20,12 +20,15 @@
 //
 // SPEC, per symbol (several specs multiply into a grid of buckets):
 //   SYMBOL=log:BASE[:MIN:MAX]     upper edges MIN, MIN*BASE, MIN*BASE^2, ... up to MAX
-//   SYMBOL=uniform:STEP[:MIN:MAX] upper edges MIN, MIN+STEP, MIN+2*STEP, ... up to MAX
+//   SYMBOL=uniform:STEP[:MIN:MAX] upper edges the multiples of STEP from MIN up to MAX
 //   SYMBOL=edges:E1,E2,...        explicit upper edges, increasing
 // MIN:MAX default to the symbol's bounds (--bound). The first bucket starts at the
 // symbol's lower bound, each next one just above the previous edge; the last edge
 // generated is the first one >= MAX. Buckets wholly outside the symbol's bounds are
-// dropped and the rest clipped to them.
+// dropped and the rest clipped to them. Examples, with W bounded to [1, 2048]:
+//   W=log:2:32:2048   [1,32] [33,64] [65,128] ... [1025,2048]      7 buckets
+//   W=uniform:512     [1,512] [513,1024] [1025,1536] [1537,2048]   4 buckets
+//   W=edges:320,640   [1,320] [321,640], and wider inputs run the generic function
 #pragma once
 
 #include <cstdint>

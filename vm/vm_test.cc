@@ -286,5 +286,123 @@ TEST(ExecutableTest, AttributesPlacementAndSymbolsRoundTrip) {
   EXPECT_EQ(parsed->functions[0].inputs[0].dims, (std::vector<std::string>{"N", ""}));
 }
 
+
+// main(x: float32[?, 3]) -> y = Relu(Relu(x)), where the intermediate lives in a
+// planned arena slot of `slot_bytes` (device arena of `arena_bytes`).
+ExecutableDef PlannedDef(int64_t slot_bytes, uint64_t arena_bytes) {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu1"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {-1, 3}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {-1, 3}, {}}};
+  fn.num_registers = 4;
+  fn.arena_bytes[0] = arena_bytes;
+  fn.code = {
+      {Opcode::kInvokeShapeFunc, {0}, {{0}, {1}}},
+      {Opcode::kAllocPlanned, {2, 1, 1, 0, 0, slot_bytes}, {{}}},
+      {Opcode::kInvokeKernel, {0}, {{0}, {2}}},
+      {Opcode::kAllocOutput, {3, 0, 1, 1}, {{}}},
+      {Opcode::kInvokeKernel, {1}, {{2}, {3}}},
+      {Opcode::kRet, {}, {{3}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+TEST_F(VmTest, PlannedSlotsAreReusedAndOverflowIsAnError) {
+  auto exe = Executable::FromDef(PlannedDef(64, 64), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  // 4 rows of float32[3] = 48 bytes fit the 64-byte slot.
+  std::vector<float> x = {-1, 2, -3, 4, -5, 6, -7, 8, -9, 10, -11, 12};
+  std::vector<uint64_t> allocations;
+  for (int call = 0; call < 3; ++call) {
+    ASSERT_TRUE((*vm)->SetInputs(0, {Input({4, 3}, x)}).ok());
+    auto out = (*vm)->Invoke(0);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const float* y = static_cast<const float*>((*out)[0]->data());
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[11], 12.0f);
+    allocations.push_back((*vm)->last_invoke_allocations());
+  }
+  EXPECT_EQ(allocations[0], 2u);  // the arena, then the output
+  EXPECT_EQ(allocations[1], 1u);  // the output only: the arena is reused
+  EXPECT_EQ(allocations[2], 1u);
+  EXPECT_EQ((*vm)->last_invoke_function(), 0);
+  // 6 rows (72 bytes) exceed the slot: an error, not a write past it.
+  std::vector<float> big(18, 1.0f);
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({6, 3}, big)}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("exceeds its planned slot of 64 bytes"), std::string::npos)
+      << out.status().ToString();
+}
+
+TEST(ExecutableTest, VerifierChecksSlotsAndTailCalls) {
+  // A slot past the arena's end.
+  auto bad_slot = Executable::FromDef(PlannedDef(128, 64), Registry());
+  ASSERT_FALSE(bad_slot.ok());
+  EXPECT_NE(bad_slot.status().message().find("outside the arena"), std::string::npos) << bad_slot.status().ToString();
+  // The arena size survives the file format.
+  auto bytes = SerializeExecutable(PlannedDef(64, 64));
+  ASSERT_TRUE(bytes.ok());
+  auto parsed = ParseExecutable(*bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->functions[0].arena_bytes[0], 64u);
+
+  // A dispatcher: main tail-calls "bucket" when dim 0 is in [1, 4], else "generic".
+  auto dispatcher = [](std::vector<Instruction> code) {
+    ExecutableDef def = AddReluDef();
+    FunctionDef generic = def.functions[0];
+    generic.name = "generic";
+    FunctionDef bucket = def.functions[0];
+    bucket.name = "bucket";
+    FunctionDef main;
+    main.name = "main";
+    main.inputs = generic.inputs;
+    main.outputs = generic.outputs;
+    main.num_registers = 1;
+    main.code = std::move(code);
+    def.functions = {main, bucket, generic};
+    return def;
+  };
+  auto good = Executable::FromDef(dispatcher({{Opcode::kIfDimIn, {0, 0, 1, 4, 2}, {}},
+                                              {Opcode::kTailCall, {1}, {{0}}},
+                                              {Opcode::kTailCall, {2}, {{0}}}}),
+                                  Registry());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  auto device = CreateCpuDevice();
+  auto allocator = Allocator::Create(*device);
+  auto vm = VirtualMachine::Create(*good, allocator, Registry());
+  ASSERT_TRUE(vm.ok());
+  for (int64_t rows : {4, 5}) {
+    auto x = AllocateTensor(*allocator, DType::kFloat32, {rows, 3});
+    ASSERT_TRUE(x.ok());
+    std::memset((*x)->data(), 0, (*x)->nbytes());
+    ASSERT_TRUE((*vm)->SetInputs(0, {*x}).ok());
+    auto out = (*vm)->Invoke(0);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ((*out)[0]->shape, (Shape{rows, 3}));
+    const float* y = static_cast<const float*>((*out)[0]->data());
+    EXPECT_EQ(y[0], 1.0f);  // Relu(0 + 1)
+    EXPECT_EQ((*vm)->last_invoke_function(), rows <= 4 ? 1 : 2);
+  }
+
+  auto refused = [&](std::vector<Instruction> code, const std::string& what) {
+    auto exe = Executable::FromDef(dispatcher(std::move(code)), Registry());
+    ASSERT_FALSE(exe.ok()) << what;
+    EXPECT_NE(exe.status().message().find(what), std::string::npos) << exe.status().ToString();
+  };
+  refused({{Opcode::kTailCall, {0}, {{0}}}}, "cannot call itself");
+  refused({{Opcode::kTailCall, {1}, {{0, 0}}}}, "passes 2 inputs");
+  refused({{Opcode::kTailCall, {3}, {{0}}}}, "function 3 out of range");
+  refused({{Opcode::kIfDimIn, {0, 0, 1, 4, 9}, {}}, {Opcode::kTailCall, {1}, {{0}}}}, "jump target 9 out of range");
+  refused({{Opcode::kIfDimIn, {0, 0, 1, 4, 1}, {}}}, "does not end with Ret or TailCall");
+}
+
 }  // namespace
 }  // namespace remex::vm
