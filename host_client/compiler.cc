@@ -105,13 +105,28 @@ class ShapeInference {
       if (it != bounds_.end()) b = it->second;
       if (b.max < 0) corners_ = false;
       std::vector<int64_t>& vals = symbols_[order[i]];
+      bool nice_fit = true;
       for (size_t k = 0; k < kSamples; ++k) {
         int64_t v = kNice[(i * 3 + k * 7) % 10];
-        if (v < b.min || (b.max >= 0 && v > b.max)) {
-          int64_t hi = b.max >= 0 ? b.max : b.min + 1024;
-          v = b.min + static_cast<int64_t>(k + 1) * (hi - b.min) / static_cast<int64_t>(kSamples + 1);
-        }
+        nice_fit = nice_fit && v >= b.min && (b.max < 0 || v <= b.max);
         vals.push_back(v);
+      }
+      if (!nice_fit) {
+        // Spread over the range on the coarsest grid of multiples that has room
+        // (models often need multiples of 32): [257, 512] gives 384, 448, 512;
+        // [1, 2] gives 1, 2, 2.
+        const int64_t hi = b.max >= 0 ? b.max : b.min + 1024;
+        for (int64_t g : {64, 32, 16, 8, 4, 2, 1}) {
+          const int64_t first = std::max<int64_t>((b.min + g - 1) / g * g, 1), last = hi / g * g;
+          if (first > last) continue;
+          const int64_t count = (last - first) / g + 1;
+          if (count < static_cast<int64_t>(kSamples) && g > 1) continue;
+          for (size_t k = 0; k < kSamples; ++k) {
+            int64_t idx = std::min(count - 1, static_cast<int64_t>(k + 1) * count / static_cast<int64_t>(kSamples + 1));
+            vals[k] = std::max(first + idx * g, b.min);
+          }
+          break;
+        }
       }
       bounds_of_[order[i]] = b;
     }
@@ -157,8 +172,9 @@ class ShapeInference {
     if (corners_ && v.samples.size() >= kSamples + 2) {
       for (size_t d = 0; d < v.shape.size(); ++d) {
         int64_t a = v.samples[kSamples][d], b = v.samples[kSamples + 1][d];
-        v.bounds.push_back(v.shape[d] >= 0 ? DimBounds{v.shape[d], v.shape[d]}
-                                           : DimBounds{std::min(a, b), std::max(a, b)});
+        v.bounds.push_back(v.shape[d] >= 0          ? DimBounds{v.shape[d], v.shape[d]}
+                           : v.lower_corner_unknown ? DimBounds{0, std::max(a, b)}
+                                                    : DimBounds{std::min(a, b), std::max(a, b)});
       }
     }
   }
@@ -273,6 +289,12 @@ class ShapeInference {
       return false;
     }
     // (Static inputs filled per_sample above; this runs for symbolic ones only.)
+    // An op may refuse the lower corner (a model that needs multiples of 32 at a
+    // bucket starting at 257): the upper corner alone still bounds the outputs from
+    // above, which is what memory planning needs. The lower corner then repeats the
+    // upper one, and the outputs' lower bounds are marked unknown.
+    bool lower_corner_unknown = false;
+    for (int in : node.inputs) lower_corner_unknown = lower_corner_unknown || (in >= 0 && g_.values[in].lower_corner_unknown);
     for (size_t k = per_sample.size(); k < NumSamples(); ++k) {
       auto infos = Evaluate(node, *op, k);
       if (!infos.ok()) {
@@ -280,11 +302,19 @@ class ShapeInference {
           SetUnknown(node, *op);
           return false;
         }
-        break;  // a corner the op refuses: the outputs get no bounds
+        if (k == kSamples) {
+          lower_corner_unknown = true;
+          per_sample.emplace_back();  // filled from the upper corner below
+          continue;
+        }
+        if (lower_corner_unknown && per_sample.size() == kSamples + 1 && per_sample.back().empty()) per_sample.pop_back();
+        break;  // the upper corner refused: the outputs get no bounds
       }
       per_sample.push_back(std::move(infos).value());
     }
+    if (per_sample.size() == kSamples + 2 && per_sample[kSamples].empty()) per_sample[kSamples] = per_sample[kSamples + 1];
     bool with_corners = per_sample.size() == NumSamples() && corners_;
+    for (int o : node.outputs) g_.values[o].lower_corner_unknown = with_corners && lower_corner_unknown;
     for (size_t i = 0; i < node.outputs.size() && !all_static; ++i) {
       Value& out = g_.values[node.outputs[i]];
       const auto& first = per_sample[0][i];
@@ -303,7 +333,10 @@ class ShapeInference {
         Describe(out);
         continue;
       }
-      for (size_t k = 0; k < kSamples; ++k) {
+      // A dim is static only if every sample, the corners included, agrees: with
+      // shape functions monotone in their inputs, equal corners mean a constant dim
+      // over the whole box, even where the samples happen to coincide.
+      for (size_t k = 0; k < per_sample.size(); ++k) {
         for (size_t d = 0; d < out.shape.size(); ++d) {
           if (per_sample[k][i].shape[d] != out.shape[d]) out.shape[d] = -1;
         }

@@ -45,6 +45,9 @@ struct Value {
   // values of small integer tensors (shape computations) in each.
   std::vector<Shape> samples;
   std::vector<std::vector<std::byte>> sample_data;
+  // The lower-corner sample repeats the upper one (an op refused the lower corner):
+  // `bounds` then hold upper bounds only, with min 0.
+  bool lower_corner_unknown = false;
   // Placement: computed on the host (small integer shape arithmetic) rather than on
   // the device.
   bool host = false;
