@@ -12,7 +12,9 @@
 // wall time of SetInputs + Invoke, and the buffers the VM allocated
 // (VirtualMachine::last_invoke_allocations). Outputs are written into buffers bound
 // beforehand (SetOutput, as invoke_with_outputs does), so the count is the call's
-// own: a bucketed call after warm-up allocates nothing.
+// own: a bucketed call after warm-up allocates nothing. "dev allocs/call" counts
+// those of the allocator's requests its cache could not serve (Device::Allocate). The two executables run on
+// separate VMs and allocators and take turns round by round.
 //   rec: x [1, 3, 48, W], W uniform in [32, 1024] (multiples of 8);
 //        buckets p2o.DynamicDimension.1=log:2:32:2048 (7)
 //   det: x [1, 3, H, W], H and W uniform in [256, 640] (multiples of 32);
@@ -26,7 +28,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "bench/bench_util.h"
@@ -82,85 +86,119 @@ StatusOr<vm::ExecutableDef> Compile(const std::string& path, const kernels::Kern
 struct SequenceFigures {
   std::vector<double> ms;           // per timed call
   std::vector<double> allocations;  // per timed call
+  std::vector<double> misses;       // per timed call: allocations that reached the device (cache misses)
   std::map<std::string, int> served;
 };
 
-// Runs `shapes` once untimed, then `rounds` times timed.
-StatusOr<SequenceFigures> RunSequence(const vm::ExecutableDef& def, const kernels::KernelRegistry& registry,
-                                      const std::vector<Shape>& shapes, int rounds) {
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::FromDef(def, registry));
-  REMEX_ASSIGN_OR_RETURN(auto machine, vm::VirtualMachine::Create(exe, allocator, registry));
-  // Inputs and output buffers for every shape, made before anything is timed.
-  std::vector<vm::TensorPtr> inputs, outputs;
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::map<Shape, std::pair<vm::TensorPtr, vm::TensorPtr>> made;
-  for (const Shape& s : shapes) {
-    auto& io = made[s];
-    if (!io.first) {
-      REMEX_ASSIGN_OR_RETURN(io.first, vm::AllocateTensor(*allocator, DType::kFloat32, s));
-      float* p = static_cast<float*>(io.first->data());
-      for (int64_t i = 0; i < *NumElements(s); ++i) p[i] = dist(rng);
-      // The output's shape: from an unbound call.
-      REMEX_RETURN_IF_ERROR(machine->SetInputs(0, {io.first}));
-      REMEX_ASSIGN_OR_RETURN(auto out, machine->Invoke(0));
-      REMEX_ASSIGN_OR_RETURN(io.second, vm::AllocateTensor(*allocator, out[0]->dtype, out[0]->shape));
+// One executable on its own CPU VM, with inputs and bound output buffers for every
+// shape of the sequence, made before anything is timed.
+class Runner {
+ public:
+  static StatusOr<std::unique_ptr<Runner>> Create(const vm::ExecutableDef& def, const kernels::KernelRegistry& registry,
+                                                  const std::vector<Shape>& shapes) {
+    auto r = std::unique_ptr<Runner>(new Runner);
+    r->def_ = def;
+    REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::FromDef(def, registry));
+    REMEX_ASSIGN_OR_RETURN(r->machine_, vm::VirtualMachine::Create(exe, r->allocator_, registry));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::map<Shape, std::pair<vm::TensorPtr, vm::TensorPtr>> made;
+    for (const Shape& s : shapes) {
+      auto& io = made[s];
+      if (!io.first) {
+        REMEX_ASSIGN_OR_RETURN(io.first, vm::AllocateTensor(*r->allocator_, DType::kFloat32, s));
+        float* p = static_cast<float*>(io.first->data());
+        for (int64_t i = 0; i < *NumElements(s); ++i) p[i] = dist(rng);
+        // The output's shape: from an unbound call.
+        REMEX_RETURN_IF_ERROR(r->machine_->SetInputs(0, {io.first}));
+        REMEX_ASSIGN_OR_RETURN(auto out, r->machine_->Invoke(0));
+        REMEX_ASSIGN_OR_RETURN(io.second, vm::AllocateTensor(*r->allocator_, out[0]->dtype, out[0]->shape));
+      }
+      r->inputs_.push_back(io.first);
+      r->outputs_.push_back(io.second);
     }
-    inputs.push_back(io.first);
-    outputs.push_back(io.second);
+    return r;
   }
-  SequenceFigures f;
-  for (int round = -1; round < rounds; ++round) {
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      REMEX_RETURN_IF_ERROR(machine->SetOutput(0, 0, outputs[i]));
+
+  // One pass over the sequence; recorded in `f` unless null (warm-up).
+  Status Pass(SequenceFigures* f) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      REMEX_RETURN_IF_ERROR(machine_->SetOutput(0, 0, outputs_[i]));
+      const uint64_t device_before = allocator_->stats().device_allocations;
       auto start = Clock::now();
-      REMEX_RETURN_IF_ERROR(machine->SetInputs(0, {inputs[i]}));
-      REMEX_ASSIGN_OR_RETURN(auto out, machine->Invoke(0));
+      REMEX_RETURN_IF_ERROR(machine_->SetInputs(0, {inputs_[i]}));
+      REMEX_RETURN_IF_ERROR(machine_->Invoke(0).status());
       double s = SecondsSince(start);
-      if (round < 0) continue;  // warm-up
-      f.ms.push_back(s * 1e3);
-      f.allocations.push_back(static_cast<double>(machine->last_invoke_allocations()));
-      f.served[def.functions[machine->last_invoke_function()].name]++;
+      if (!f) continue;
+      f->ms.push_back(s * 1e3);
+      f->allocations.push_back(static_cast<double>(machine_->last_invoke_allocations()));
+      f->misses.push_back(static_cast<double>(allocator_->stats().device_allocations - device_before));
+      f->served[def_.functions[machine_->last_invoke_function()].name]++;
     }
+    return OkStatus();
   }
-  return f;
+
+ private:
+  Runner() = default;
+  vm::ExecutableDef def_;
+  std::unique_ptr<vm::Device> device_ = vm::CreateCpuDevice();
+  std::shared_ptr<vm::Allocator> allocator_ = vm::Allocator::Create(*device_);
+  std::unique_ptr<vm::VirtualMachine> machine_;
+  std::vector<vm::TensorPtr> inputs_, outputs_;
+};
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "dispatch_bench: %s\n", st.ToString().c_str());
+  return 1;
 }
 
+// Generic and bucketed run the same sequence, in alternating order round by round
+// (so that drift of the machine falls on both), after one untimed round each.
 int RunPreset(const Preset& p, const std::string& models, const kernels::KernelRegistry& registry, int calls,
               int rounds, uint32_t seed, nlohmann::json& report) {
   const std::string path = models + "/" + p.model;
   std::mt19937 rng(seed);
   std::vector<Shape> shapes;
   for (int i = 0; i < calls; ++i) shapes.push_back(p.shape(rng));
-  nlohmann::json out;
   std::printf("== %s: %d calls of varying shape, %d timed rounds after one warm-up round\n", p.name.c_str(), calls,
               rounds);
-  std::printf("%-10s %10s %10s %10s %12s %10s\n", "function", "mean ms", "median ms", "p90 ms", "allocs/call",
-              "arena MiB");
-  for (bool bucketed : {false, true}) {
+  std::unique_ptr<Runner> runners[2];
+  uint64_t arena[2] = {0, 0};
+  for (int b = 0; b < 2; ++b) {
     compiler::CompileStats stats;
-    auto def = Compile(path, registry, p, bucketed ? p.specs : std::vector<std::string>{}, &stats);
-    if (!def.ok()) {
-      std::fprintf(stderr, "dispatch_bench: %s\n", def.status().ToString().c_str());
-      return 1;
+    auto def = Compile(path, registry, p, b ? p.specs : std::vector<std::string>{}, &stats);
+    if (!def.ok()) return Fail(def.status());
+    auto r = Runner::Create(*def, registry, shapes);
+    if (!r.ok()) return Fail(r.status());
+    runners[b] = std::move(r).value();
+    for (const auto& fn : stats.functions) arena[b] += fn.memory.arena_bytes[0] + fn.memory.arena_bytes[1];
+    if (Status st = runners[b]->Pass(nullptr); !st.ok()) return Fail(st);
+  }
+  SequenceFigures figures[2];
+  for (int round = 0; round < rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const int b = (round + k) % 2;
+      if (Status st = runners[b]->Pass(&figures[b]); !st.ok()) return Fail(st);
     }
-    auto f = RunSequence(*def, registry, shapes, rounds);
-    if (!f.ok()) {
-      std::fprintf(stderr, "dispatch_bench: %s\n", f.status().ToString().c_str());
-      return 1;
-    }
-    SampleStats ms = Summarize(f->ms);
-    SampleStats allocs = Summarize(f->allocations);
-    uint64_t arena = 0;
-    for (const auto& fn : stats.functions) arena += fn.memory.arena_bytes[0] + fn.memory.arena_bytes[1];
-    const char* name = bucketed ? "bucketed" : "generic";
-    std::printf("%-10s %10.2f %10.2f %10.2f %12.2f %10.1f\n", name, ms.mean, ms.median, ms.p90, allocs.mean,
-                arena / 1048576.0);
-    out[name] = {{"mean_ms", ms.mean},         {"median_ms", ms.median},      {"p90_ms", ms.p90},
-                 {"allocations_per_call", allocs.mean}, {"max_allocations", allocs.max},
-                 {"arena_bytes_all_buckets", arena},    {"served", f->served}};
+  }
+  std::printf("%-10s %10s %10s %10s %12s %14s %10s\n", "function", "mean ms", "median ms", "p90 ms", "allocs/call",
+              "dev allocs/call", "arena MiB");
+  nlohmann::json out;
+  for (int b = 0; b < 2; ++b) {
+    SampleStats ms = Summarize(figures[b].ms);
+    SampleStats allocs = Summarize(figures[b].allocations);
+    SampleStats misses = Summarize(figures[b].misses);
+    const char* name = b ? "bucketed" : "generic";
+    std::printf("%-10s %10.2f %10.2f %10.2f %12.2f %14.2f %10.1f\n", name, ms.mean, ms.median, ms.p90, allocs.mean,
+                misses.mean, arena[b] / 1048576.0);
+    out[name] = {{"mean_ms", ms.mean},
+                 {"median_ms", ms.median},
+                 {"p90_ms", ms.p90},
+                 {"allocations_per_call", allocs.mean},
+                 {"max_allocations", allocs.max},
+                 {"device_allocations_per_call", misses.mean},
+                 {"arena_bytes_all_buckets", arena[b]},
+                 {"served", figures[b].served}};
   }
   report[p.name] = out;
   return 0;
