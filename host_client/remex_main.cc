@@ -936,6 +936,10 @@ int Compile(const std::string& model, const std::string& output, const std::vect
     std::printf("symbol  %s in [%lld, %s]\n", s.name.c_str(), static_cast<long long>(s.min),
                 s.max >= 0 ? std::to_string(s.max).c_str() : "inf");
   }
+  if (stats.buckets > 0) {
+    std::printf("dispatch %d buckets over %zu symbols: %zu functions (dispatcher, %d clones%s)\n", stats.buckets,
+                dispatch.size(), def->functions.size(), stats.buckets, strict ? "; --strict" : ", generic");
+  }
   if (print_stats) {
     std::map<std::string, int> by_op;
     for (const auto& k : def->kernels) by_op[k.op + (k.host ? " (host)" : "")]++;
