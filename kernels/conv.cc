@@ -70,20 +70,21 @@ StatusOr<int64_t> ParseGroup(std::string_view op, const Attributes& attrs) {
   return *group;
 }
 
-// Checks that X and W are float32, the only type Conv and ConvTranspose run.
+// Checks that X and W are both float32 or both float16, the types Conv and
+// ConvTranspose run (float16 is computed in float32, see RunAsFloat32).
 Status CheckFloat32(std::string_view op, const ShapeFnArg& x, const ShapeFnArg& w) {
-  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
-    return OpError(op, "supports float32 only, got X " + std::string(DTypeName(x.dtype)) + ", W " +
-                           std::string(DTypeName(w.dtype)));
+  if ((x.dtype != DType::kFloat32 && x.dtype != DType::kFloat16) || w.dtype != x.dtype) {
+    return OpError(op, "supports float32 and float16 (X and W alike), got X " + std::string(DTypeName(x.dtype)) +
+                           ", W " + std::string(DTypeName(w.dtype)));
   }
   return OkStatus();
 }
 
-// Checks the optional bias in[2], when present: float32 of shape [m].
+// Checks the optional bias in[2], when present: X's dtype, shape [m].
 Status CheckBias(std::string_view op, std::span<const ShapeFnArg> in, int64_t m) {
   if (in.size() > 2 && in[2].present) {
     const ShapeFnArg& b = in[2];
-    if (b.dtype != DType::kFloat32) return OpError(op, "B must be float32");
+    if (b.dtype != in[0].dtype) return OpError(op, "B must have X's dtype " + std::string(DTypeName(in[0].dtype)));
     if (b.shape != Shape{m}) {
       return OpError(op,
                      "B must have shape [" + std::to_string(m) + "], got " + ShapeToString(b.shape));
@@ -165,7 +166,7 @@ StatusOr<std::vector<TensorInfo>> InferConv(const Attributes& attrs,
   if (in.size() < 2) return OpError(kConv, "expects inputs X and W");
   REMEX_ASSIGN_OR_RETURN(ConvAttrs c, ParseConvAttrs(attrs));
   REMEX_ASSIGN_OR_RETURN(ConvShape s, ComputeConvShape(c, in));
-  return std::vector<TensorInfo>{{DType::kFloat32, s.output}};
+  return std::vector<TensorInfo>{{in[0].dtype, s.output}};
 }
 
 OpDef ConvDef() {
@@ -324,6 +325,37 @@ class DnnlConvCache {
   std::map<Shape, Compiled> cache_;
 };
 
+// Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
+// the float32 path computes, and each output is rounded to float16 once, on store.
+// Float32 tensors pass through untouched.
+template <typename Run>
+Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run) {
+  std::vector<std::vector<float>> buffers;
+  buffers.reserve(in.size() + out.size());
+  auto widen = [&](const TensorRef& t, bool copy) {
+    if (!t.present() || t.dtype != DType::kFloat16) return t;
+    const int64_t n = NumElements(t.shape).value_or(0);
+    std::vector<float>& b = buffers.emplace_back(static_cast<size_t>(n));
+    if (copy) {
+      const Half* src = static_cast<const Half*>(t.data);
+      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
+    }
+    return TensorRef{b.data(), DType::kFloat32, t.shape};
+  };
+  std::vector<TensorRef> in32, out32;
+  for (const TensorRef& t : in) in32.push_back(widen(t, true));
+  for (const TensorRef& t : out) out32.push_back(widen(t, false));
+  REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k].dtype != DType::kFloat16) continue;
+    const float* src = static_cast<const float*>(out32[k].data);
+    Half* dst = static_cast<Half*>(out[k].data);
+    const int64_t n = NumElements(out[k].shape).value_or(0);
+    for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+  }
+  return OkStatus();
+}
+
 class ConvKernel final : public ValidatedKernel {
  public:
   ConvKernel(const OpDef& def, const Attributes& attrs)
@@ -331,6 +363,9 @@ class ConvKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {
       // No input channel (or only padding) reaches the output: Y holds the bias.
@@ -578,7 +613,7 @@ StatusOr<std::vector<TensorInfo>> InferConvTranspose(const Attributes& attrs,
   if (in.size() < 2) return OpError(kConvTranspose, "expects inputs X and W");
   REMEX_ASSIGN_OR_RETURN(ConvTransposeAttrs c, ParseConvTransposeAttrs(attrs));
   REMEX_ASSIGN_OR_RETURN(ConvTransposeShape s, ComputeConvTransposeShape(c, in));
-  return std::vector<TensorInfo>{{DType::kFloat32, s.output}};
+  return std::vector<TensorInfo>{{in[0].dtype, s.output}};
 }
 
 OpDef ConvTransposeDef() {
@@ -609,6 +644,9 @@ class ConvTransposeKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     const bool has_bias = in.size() > 2 && in[2].present();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
 
@@ -338,6 +339,56 @@ TEST(ConvNhwcTest, ShapesAndErrors) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].shape, (Shape{1, 2, 2, 2}));
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1.5f, -2.f, 1.5f, -2.f, 1.5f, -2.f, 1.5f, -2.f}));
+}
+
+// float16 Conv and ConvTranspose compute in float32 and round once on store: they
+// equal the float32 kernels run on the same (float16-representable) values, rounded.
+TEST(ConvFloat16Test, MatchesFloat32OnTheSameValuesRoundedOnce) {
+  OpRunner r;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto halves = [&](size_t n) {
+    std::vector<float> f(n);
+    for (float& v : f) v = HalfToFloat(FloatToHalf(dist(rng)));  // exactly representable
+    return f;
+  };
+  auto to_half = [](const std::vector<float>& f) {
+    std::vector<Half> h;
+    for (float v : f) h.push_back(FloatToHalf(v));
+    return h;
+  };
+  struct Case {
+    const char* op;
+    Shape x, w;
+    Attributes attrs;
+  };
+  const Case cases[] = {
+      {"Conv", {1, 3, 9, 7}, {4, 3, 3, 3}, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+      {"Conv", {2, 4, 6, 6}, {4, 1, 3, 3}, Attrs({{"group", int64_t{4}}, {"strides", std::vector<int64_t>{2, 2}}})},
+      {"ConvTranspose", {1, 4, 5, 5}, {4, 3, 2, 2}, Attrs({{"strides", std::vector<int64_t>{2, 2}}})},
+      {"ConvTranspose", {1, 2, 4, 3}, {2, 3, 3, 3}, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+  };
+  for (const Case& c : cases) {
+    const int64_t m = c.op == std::string("Conv") ? c.w[0] : c.w[1];
+    std::vector<float> x = halves(*NumElements(c.x)), w = halves(*NumElements(c.w)), b = halves(m);
+    auto want = r.Run(c.op, c.attrs, {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w), HostTensor::Of<float>({m}, b)});
+    ASSERT_TRUE(want.ok()) << c.op << ": " << want.status().ToString();
+    auto got = r.Run(c.op, c.attrs,
+                     {HostTensor::Of(c.x, to_half(x)), HostTensor::Of(c.w, to_half(w)), HostTensor::Of({m}, to_half(b))});
+    ASSERT_TRUE(got.ok()) << c.op << ": " << got.status().ToString();
+    ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
+    ASSERT_EQ((*got)[0].shape, (*want)[0].shape);
+    std::vector<float> f32 = (*want)[0].Values<float>();
+    std::vector<Half> f16 = (*got)[0].Values<Half>();
+    for (size_t i = 0; i < f32.size(); ++i) {
+      ASSERT_EQ(f16[i].bits, FloatToHalf(f32[i]).bits) << c.op << " at " << i;
+    }
+  }
+  // X and W must agree.
+  auto mixed = r.Infer("Conv", {}, {HostTensor::Zeros(DType::kFloat16, {1, 3, 5, 5}),
+                                    HostTensor::Zeros(DType::kFloat32, {4, 3, 3, 3})});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("X and W alike"), std::string::npos) << mixed.status().ToString();
 }
 
 }  // namespace
