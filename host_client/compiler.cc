@@ -1067,6 +1067,12 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));
     EliminateDeadCode(graph);  // constants replaced by their NHWC forms
   }
+  if (options.dtype == DType::kFloat16) {
+    REMEX_ASSIGN_OR_RETURN(local.precision, ConvertToFloat16(graph, registry));
+    EliminateDeadCode(graph);  // casts of inputs only shape readers use
+  } else if (options.dtype != DType::kFloat32) {
+    return InvalidArgument("--dtype must be float32 or float16, got " + std::string(DTypeName(options.dtype)));
+  }
   const TransposeCount transposes = CountTransposes(graph);
   local.transposes = transposes.total;
   local.transposes_at_edges = transposes.at_edges;

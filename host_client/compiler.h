@@ -37,6 +37,7 @@
 #include "host_client/graph.h"
 #include "host_client/layout.h"
 #include "host_client/memory_plan.h"
+#include "host_client/precision.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 
@@ -60,6 +61,9 @@ struct CompileOptions {
   // Activation layout between convolutions (see host_client/layout.h); graph inputs
   // and outputs stay NCHW either way.
   Layout layout = Layout::kNchw;
+  // Activation and weight dtype: kFloat32 (as the model is) or kFloat16
+  // (host_client/precision.h; the graph's inputs and outputs stay float32).
+  DType dtype = DType::kFloat32;
   // Shape buckets (host_client/dispatch.h): one clone of the function per bucket of
   // these symbols' values, behind a dispatcher. Empty: one generic function.
   std::vector<DispatchSpec> dispatch;
@@ -96,6 +100,7 @@ struct CompileStats {
   int transposes_at_edges = 0;  // of those, reading a graph input or writing an output
   LayoutStats layout;           // what the layout pass did (CompileOptions::layout)
   MemoryPlanStats memory;       // CompileOptions::plan_memory
+  PrecisionStats precision;     // CompileOptions::dtype
   // Every function of the executable, and with dispatch: the bucket count, the bytes
   // the constants would take if each clone kept its own, and the compile's wall time.
   std::vector<FunctionStats> functions;

@@ -354,6 +354,7 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
   local.fused_kernels = generic_stats.fused_kernels;
   local.nodes_fused = generic_stats.nodes_fused;
   local.layout = generic_stats.layout;
+  local.precision = generic_stats.precision;
   local.transposes = generic_stats.transposes;
   local.transposes_at_edges = generic_stats.transposes_at_edges;
   local.copies_to_host = generic_stats.copies_to_host;

@@ -2,7 +2,7 @@
 // on a device server.
 //
 //   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]... [--bound SYM=MIN:MAX]...
-//                 [--dispatch SPEC]... [--strict] [--layout NCHW|NHWC] [--stats]
+//                 [--dispatch SPEC]... [--strict] [--layout NCHW|NHWC] [--dtype float32|float16] [--stats]
 //   remex gen-sr -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //   remex run MODEL.onnx|MODEL.rmx [--server HOST:PORT] [--input NAME=FILE.npy]...
 //             [--shape NAME=1x3x48x192]... [--seed N] [--fetch all|none|NAME[,NAME]]
@@ -140,13 +140,14 @@ StatusOr<remex::vm::ExecutableDef> CompileToDef(const std::string& path, const s
                                                 remex::compiler::CompileStats* stats,
                                                 remex::compiler::Layout layout = remex::compiler::Layout::kNchw,
                                                 const std::vector<remex::compiler::DispatchSpec>& dispatch = {},
-                                                bool strict_dispatch = false) {
+                                                bool strict_dispatch = false, remex::DType dtype = remex::DType::kFloat32) {
   remex::compiler::CompileOptions options;
   options.input_shapes = shapes;
   options.bounds = bounds;
   options.layout = layout;
   options.dispatch = dispatch;
   options.strict_dispatch = strict_dispatch;
+  options.dtype = dtype;
   REMEX_ASSIGN_OR_RETURN(const remex::kernels::KernelRegistry* registry, CompilerRegistry());
   return remex::compiler::CompileOnnxFile(path, *registry, options, stats);
 }
@@ -910,7 +911,7 @@ void PrintFunctions(const remex::compiler::CompileStats& stats, uint64_t executa
 
 int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs,
             const std::vector<std::string>& bound_specs, const std::vector<std::string>& dispatch_specs,
-            bool strict, const std::string& layout_name, bool print_stats) {
+            bool strict, const std::string& layout_name, const std::string& dtype_name, bool print_stats) {
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Usage(shapes.status());
   auto bounds = ParseBounds(bound_specs);
@@ -924,8 +925,14 @@ int Compile(const std::string& model, const std::string& output, const std::vect
     dispatch.push_back(*spec);
   }
   if (strict && dispatch.empty()) return Usage(remex::InvalidArgument("--strict needs --dispatch"));
+  remex::DType dtype = remex::DType::kFloat32;
+  if (dtype_name == "float16") {
+    dtype = remex::DType::kFloat16;
+  } else if (dtype_name != "float32") {
+    return Usage(remex::InvalidArgument("--dtype must be float32 or float16, got '" + dtype_name + "'"));
+  }
   remex::compiler::CompileStats stats;
-  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict, dtype);
   if (!def.ok()) return Fail(def.status());
   auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -956,6 +963,9 @@ int Compile(const std::string& model, const std::string& output, const std::vect
                 l.nodes_nhwc, l.constants_permuted);
     std::printf("fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
                 stats.nodes_fused);
+    std::printf("dtype %s: %d nodes converted to float16, %d constants converted, %d casts inserted\n",
+                dtype_name.c_str(), stats.precision.nodes_converted, stats.precision.constants_converted,
+                stats.precision.casts_inserted);
     PrintFunctions(stats, bytes->size());
   }
   std::ofstream out(output, std::ios::binary);
@@ -1023,6 +1033,10 @@ int main(int argc, char** argv) {
   std::string layout = "NCHW";
   compile->add_option("--layout", layout, "activation layout between convolutions: NCHW or NHWC")
       ->capture_default_str();
+  std::string compile_dtype = "float32";
+  compile->add_option("--dtype", compile_dtype,
+                      "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
+      ->capture_default_str();
 
   std::string sr_output, sr_dtype = "float32";
   int64_t sr_height = 720, sr_width = 1280;
@@ -1086,7 +1100,7 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
-  if (*compile) return Compile(model, output, shapes, bounds, dispatch, strict, layout, compile_stats);
+  if (*compile) return Compile(model, output, shapes, bounds, dispatch, strict, layout, compile_dtype, compile_stats);
   if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
