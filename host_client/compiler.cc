@@ -1067,15 +1067,17 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));
     EliminateDeadCode(graph);  // constants replaced by their NHWC forms
   }
+  // Counted before the precision pass, whose casts would sit between a transpose
+  // and the graph's edge.
+  const TransposeCount transposes = CountTransposes(graph);
+  local.transposes = transposes.total;
+  local.transposes_at_edges = transposes.at_edges;
   if (options.dtype == DType::kFloat16) {
     REMEX_ASSIGN_OR_RETURN(local.precision, ConvertToFloat16(graph, registry));
     EliminateDeadCode(graph);  // casts of inputs only shape readers use
   } else if (options.dtype != DType::kFloat32) {
     return InvalidArgument("--dtype must be float32 or float16, got " + std::string(DTypeName(options.dtype)));
   }
-  const TransposeCount transposes = CountTransposes(graph);
-  local.transposes = transposes.total;
-  local.transposes_at_edges = transposes.at_edges;
   if (options.fuse_elementwise) {
     FusionStats fusion = FuseElementwise(graph, registry);
     local.fused_kernels = fusion.fused_kernels;

@@ -84,5 +84,35 @@ TEST_F(PpOcrDynamicTest, RecInferenceCopiesNothingDeviceToHost) {
   }
 }
 
+// `remex compile --dtype float16`: rec's weights and activations in float16 (inputs and
+// outputs stay float32), run on the CPU device, within float16 precision of the
+// float32 executable on the same input (the output holds probabilities).
+TEST_F(PpOcrDynamicTest, RecFloat16StaysWithinHalfPrecisionOfFloat32) {
+  const std::string model = models_ + "/ch_PP-OCRv4_rec_infer.onnx";
+  const std::string f32 = dir_ + "/rec_f32.rmx", f16 = dir_ + "/rec_f16.rmx";
+  auto c32 = RunCommand(std::string(REMEX_CLI_BIN) + " compile " + model + " -o " + f32);
+  ASSERT_EQ(c32.exit_code, 0) << c32.output;
+  auto c16 = RunCommand(std::string(REMEX_CLI_BIN) + " compile " + model + " -o " + f16 + " --dtype float16 --stats");
+  ASSERT_EQ(c16.exit_code, 0) << c16.output;
+  EXPECT_NE(c16.output.find("output  softmax_11.tmp_0: float32"), std::string::npos) << c16.output;
+  EXPECT_LT(fs::file_size(f16), fs::file_size(f32) * 6 / 10);  // weights halved
+  npy::Array arrays[2];
+  const std::string* files[2] = {&f32, &f16};
+  for (int k = 0; k < 2; ++k) {
+    const std::string out = dir_ + "/rec_out" + std::to_string(k);
+    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + *files[k] + " --server " + server_.address() +
+                        " --shape x=1x3x48x320 --seed 7 --output-dir " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto a = npy::Read(out + "/softmax_11.tmp_0.npy");
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    arrays[k] = std::move(a).value();
+  }
+  EXPECT_EQ(arrays[1].dtype, DType::kFloat32);
+  auto c = compare::CompareArrays(arrays[0], arrays[1], 0.0, 2e-2);
+  EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
+  EXPECT_GT(c.max_abs_error, 0.0) << "float16 gave exactly the float32 result";
+  std::printf("[ppocr] rec float16 vs float32 at 1x3x48x320: max abs error %.3g\n", c.max_abs_error);
+}
+
 }  // namespace
 }  // namespace remex

@@ -3,7 +3,8 @@
 // device at 1x3x24x40: the two agree (atol 1e-4), the NHWC compile changes layout only
 // at the graph's two edges (read from `remex compile --stats`), and the NCHW result
 // matches ONNX Runtime (onnxruntime-node through tests/reference/ort_run.js, atol 1e-4)
-// on the same input.
+// on the same input. Compiled NHWC with `--dtype float16`, the body still has no layout
+// change and the result stays within float16 precision of the float32 one.
 //
 // The ONNX Runtime comparison needs REMEX_ORT_RUN (set by scripts/test.sh) and skips
 // itself without it; everything else needs only the Remex binaries.
@@ -41,10 +42,12 @@ class SrLayoutTest : public remex::testing::ModelTest {
   static std::string Cli() { return REMEX_CLI_BIN; }
   std::string Model() const { return dir_ + "/sr.onnx"; }
 
-  // Compiles with `layout`; returns the --stats text.
-  std::string Compile(const std::string& layout) {
-    auto c = RunCommand(Cli() + " compile " + Model() + " -o " + dir_ + "/sr_" + layout + ".rmx --layout " + layout +
-                        " --stats");
+  // Compiles with `layout` (and `extra` options) to sr_<name>.rmx, `name` defaulting
+  // to the layout; returns the --stats text.
+  std::string Compile(const std::string& layout, const std::string& extra = "", std::string name = "") {
+    if (name.empty()) name = layout;
+    auto c = RunCommand(Cli() + " compile " + Model() + " -o " + dir_ + "/sr_" + name + ".rmx --layout " + layout +
+                        " --stats " + extra);
     EXPECT_EQ(c.exit_code, 0) << c.output;
     return c.output;
   }
@@ -59,14 +62,15 @@ class SrLayoutTest : public remex::testing::ModelTest {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
-  compare::ArrayComparison CompareFiles(const std::string& expected, const std::string& actual, Shape* shape) {
+  compare::ArrayComparison CompareFiles(const std::string& expected, const std::string& actual, Shape* shape,
+                                        double rtol = 0.0, double atol = kAtol) {
     auto e = npy::Read(expected);
     auto a = npy::Read(actual);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     EXPECT_TRUE(a.ok()) << a.status().ToString();
     if (!e.ok() || !a.ok()) return {};
     if (shape) *shape = a->shape;
-    return compare::CompareArrays(*e, *a, 0.0, kAtol);
+    return compare::CompareArrays(*e, *a, rtol, atol);
   }
 };
 
@@ -88,6 +92,29 @@ TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
   EXPECT_EQ(shape, (Shape{1, 3, 96, 160}));
   EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
   std::printf("[sr] NHWC vs NCHW: max abs error %.3g\n", c.max_abs_error);
+}
+
+// `--dtype float16` with `--layout NHWC`: the body still has no layout change (the
+// float16 casts sit at the edges, outside the transposes), and the result stays
+// within float16 precision of the float32 NCHW one (outputs up to about 18 here).
+TEST_F(SrLayoutTest, Float16NhwcKeepsLayoutChangesAtTheEdgesAndMatchesFloat32) {
+  Compile("NCHW");
+  const std::string f16 = Compile("NHWC", "--dtype float16", "NHWC_f16");
+  std::printf("%s", f16.c_str());
+  EXPECT_NE(f16.find("transpose kernels 2: 2 at the edges, 0 in the body"), std::string::npos) << f16;
+  EXPECT_NE(f16.find("dtype float16: 18 nodes converted to float16, 18 constants converted, 2 casts inserted"),
+            std::string::npos)
+      << f16;
+  EXPECT_NE(f16.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << f16;
+  Run("NCHW", "");
+  Run("NHWC_f16", dir_ + "/out_NCHW/inputs/x.npy");
+  Shape shape;
+  // float16's spacing is 1/64 between 16 and 32: atol 3e-2 is two steps there.
+  auto c = CompareFiles(dir_ + "/out_NCHW/y.npy", dir_ + "/out_NHWC_f16/y.npy", &shape, 1e-2, 3e-2);
+  EXPECT_EQ(shape, (Shape{1, 3, 96, 160}));
+  EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
+  EXPECT_GT(c.max_abs_error, 0.0) << "float16 gave exactly the float32 result";
+  std::printf("[sr] float16 NHWC vs float32 NCHW: max abs error %.3g\n", c.max_abs_error);
 }
 
 TEST_F(SrLayoutTest, NchwMatchesOnnxRuntime) {
