@@ -23,7 +23,19 @@ inline Status CudaCheck(std::string_view op, std::string_view call, cudaError_t 
   return Internal(std::move(message));
 }
 
-// Per-op-group registration, called by RegisterCudaKernels.
+// Per-op-group registration, called by RegisterCudaKernels. Each group lives in its
+// own files and its own CMake fragment (kernels/cuda/<group>.cmake).
 Status AddElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// Data movement: Transpose, Slice, Concat, Gather, Pad, Cast, Where, Identity and
+// the reshaping copies, DepthToSpace / SpaceToDepth (transform.cc).
+Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// Reductions, Softmax, pooling, Resize, normalisation and the remaining unary and
+// binary elementwise ops (nn.cc).
+Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// Library-backed kernels: cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm
+// (libraries.cc).
+Status AddLibraryCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// FusedElementwise, compiled from its program with NVRTC (fused.cc).
+Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda

@@ -12,6 +12,10 @@ namespace remex::kernels {
 Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
 #if REMEX_HAVE_CUDA
   REMEX_RETURN_IF_ERROR(cuda::AddElementwiseCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddTransformCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddNnCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddLibraryCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddFusedCudaKernels(registry, context));
   return OkStatus();
 #else
   return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");

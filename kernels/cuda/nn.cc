@@ -1,0 +1,352 @@
+// CUDA kernels of the nn group (host side): reductions, ArgMax/ArgMin, Softmax and
+// normalisation here; pooling and Resize in nn_pool.cc; the remaining elementwise ops
+// in nn_elementwise.cc. Device code in nn_*_impl.cu.
+//
+// Semantics are the CPU kernels' (kernels/reduce.cc, kernels/norm.cc), which follow
+// ONNX:
+//   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, opsets 1-18: axes
+//     as the attribute or as input 1 (host memory, ShapeDep::kData), keepdims,
+//     noop_with_empty_axes. float32 and float16, accumulated in float32 (the CPU
+//     kernels fold float32 partial sums into float64, so sums agree to float32
+//     rounding). Max/Min propagate NaN; empty reductions give the CPU's identities.
+//   - ArgMax/ArgMin, opsets 1-13: axis, keepdims, select_last_index; int64 output.
+//   - Softmax, opsets 1-13: opset 13 per axis; older opsets (marked flatten_to_2d = 1
+//     by the frontend) over the flattened [axis:] dims.
+//   - BatchNormalization (opsets 7-15, inference), InstanceNormalization (opset 6),
+//     LayerNormalization (opset 17, stash_type 1 only; Mean and InvStdDev outputs).
+// Other dtypes are UNIMPLEMENTED naming the op and dtype.
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/nn_common.h"
+
+namespace remex::kernels::cuda {
+
+StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted) {
+  const bool ints = accepted == NnTypes::kFloatAndInt || accepted == NnTypes::kCompare;
+  const bool floats = accepted != NnTypes::kBool;
+  const bool bools = accepted == NnTypes::kBool || accepted == NnTypes::kCompare;
+  switch (dtype) {
+    case DType::kFloat32:
+      if (floats) return NnType::kFloat32;
+      break;
+    case DType::kFloat16:
+      if (floats) return NnType::kFloat16;
+      break;
+    case DType::kInt32:
+      if (ints) return NnType::kInt32;
+      break;
+    case DType::kInt64:
+      if (ints) return NnType::kInt64;
+      break;
+    case DType::kBool:
+      if (bools) return NnType::kBool;
+      break;
+    default:
+      break;
+  }
+  const char* which = "float32 and float16 are";
+  if (accepted == NnTypes::kFloatAndInt) which = "float32, float16, int32 and int64 are";
+  if (accepted == NnTypes::kBool) which = "bool is";
+  if (accepted == NnTypes::kCompare) which = "float32, float16, int32, int64 and bool are";
+  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
+                       " is not implemented (" + which + ")");
+}
+
+Status NnKernel::Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+  REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+  bool empty = true;
+  for (const TensorRef& t : outputs) empty = empty && Count(t.shape) == 0;
+  if (empty) return OkStatus();
+  return Run(inputs, outputs);
+}
+
+Status AddNnKernel(KernelRegistry& registry, std::string_view name, NnMake make) {
+  const OpDef* def = registry.FindOp(name);
+  if (!def) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
+                              " has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(
+      name, DeviceKind::kCuda,
+      [def = *def, make = std::move(make)](const Attributes& attrs) { return make(def, attrs); });
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Reduce*.
+
+StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name, int64_t def) {
+  StatusOr<int64_t> v = attrs.Int(name, def);
+  if (!v.ok()) return internal::OpError(op, v.status().message());
+  if (*v != 0 && *v != 1) return internal::OpError(op, std::string(name) + " must be 0 or 1");
+  return *v == 1;
+}
+
+// Per input dim, whether it is reduced (kernels/reduce.cc's ParseReduce; the shape
+// function has already accepted the attributes and the axes).
+StatusOr<std::vector<bool>> ReducedDims(std::string_view op, const Attributes& attrs,
+                                        std::span<const TensorRef> in) {
+  REMEX_ASSIGN_OR_RETURN(bool noop, BoolAttr(op, attrs, "noop_with_empty_axes", 0));
+  std::vector<int64_t> axes;
+  if (attrs.Has("axes")) {
+    REMEX_ASSIGN_OR_RETURN(axes, attrs.Ints("axes"));
+  } else if (in.size() > 1 && in[1].present()) {
+    // Input 1 is ShapeDep::kData: host memory.
+    REMEX_ASSIGN_OR_RETURN(axes, internal::ReadIndexTensor(op, "axes", in[1].dtype, in[1].shape, in[1].data));
+  }
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !noop);
+  for (int64_t a : axes) {
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op, a, rank, "axes value"));
+    reduced[axis] = true;
+  }
+  return reduced;
+}
+
+StatusOr<ReducePlan> MakeReducePlan(std::string_view op, const Shape& shape,
+                                    const std::vector<bool>& reduced) {
+  struct Group {
+    int64_t extent, stride;
+    bool reduced;
+  };
+  std::vector<Group> groups;  // Outermost first.
+  ReducePlan plan;
+  plan.out_count = 1;
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (reduced[d] ? plan.red_count : plan.out_count) *= shape[d];
+    if (shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().reduced == reduced[d]) {
+      groups.back().extent *= shape[d];
+      groups.back().stride = strides[d];
+    } else {
+      groups.push_back({shape[d], strides[d], reduced[d]});
+    }
+  }
+  for (const Group& g : groups) {
+    int& n = g.reduced ? plan.num_red : plan.num_kept;
+    if (n == kMaxReduceGroups) {
+      return Unimplemented(std::string(op) + " on cuda: " + ShapeToString(shape) + " needs more than " +
+                           std::to_string(kMaxReduceGroups) + " groups of kept or reduced dims");
+    }
+    (g.reduced ? plan.red_dims : plan.kept_dims)[n] = g.extent;
+    (g.reduced ? plan.red_strides : plan.kept_strides)[n] = g.stride;
+    ++n;
+  }
+  plan.inner_reduced = !groups.empty() && groups.back().reduced;
+  return plan;
+}
+
+class ReduceKernel final : public NnKernel {
+ public:
+  ReduceKernel(OpDef def, Attributes attrs, CudaKernelContext context, ReduceKind kind)
+      : NnKernel(std::move(def), std::move(attrs), context), kind_(kind) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedDims(op(), attrs(), in));
+    REMEX_ASSIGN_OR_RETURN(ReducePlan plan, MakeReducePlan(op(), in[0].shape, reduced));
+    return Launch([&] { return LaunchReduce(kind_, type, in[0].data, out[0].data, plan, stream()); });
+  }
+
+ private:
+  const ReduceKind kind_;
+};
+
+// ---------------------------------------------------------------------------
+// ArgMax, ArgMin.
+
+class ArgKernel final : public NnKernel {
+ public:
+  ArgKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool is_max)
+      : NnKernel(std::move(def), std::move(attrs), context), is_max_(is_max) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    const Shape& shape = in[0].shape;
+    REMEX_ASSIGN_OR_RETURN(int64_t axis_attr, attrs().Int("axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis,
+                           internal::NormalizeAxis(op(), axis_attr, static_cast<int64_t>(shape.size())));
+    REMEX_ASSIGN_OR_RETURN(bool select_last, BoolAttr(op(), attrs(), "select_last_index", 0));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    return Launch([&] {
+      return LaunchArgExtremum(is_max_, select_last, type, in[0].data, static_cast<int64_t*>(out[0].data),
+                               outer, shape[axis], inner, stream());
+    });
+  }
+
+ private:
+  const bool is_max_;
+};
+
+// ---------------------------------------------------------------------------
+// Softmax.
+
+class SoftmaxKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(int64_t flatten, attrs().Int("flatten_to_2d", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, attrs().Int("axis", flatten ? 1 : -1));
+    const Shape& shape = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t outer = 1, n = 1, inner = 1;
+    if (flatten) {
+      // Opsets < 13: [prod(shape[:axis]), prod(shape[axis:])], axis in [-rank, rank].
+      if (axis < 0) axis += rank;
+      for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : n) *= shape[i];
+    } else {
+      REMEX_ASSIGN_OR_RETURN(axis, internal::NormalizeAxis(op(), axis, rank));
+      for (int64_t i = 0; i < rank; ++i) {
+        if (i < axis) outer *= shape[i];
+        if (i > axis) inner *= shape[i];
+      }
+      n = shape[axis];
+    }
+    return Launch([&] { return LaunchSoftmax(type, in[0].data, out[0].data, outer, n, inner, stream()); });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// BatchNormalization, InstanceNormalization, LayerNormalization.
+
+// [n, c, inner] view of a [N, C, ...] shape.
+void ChannelView(const Shape& shape, int64_t& n, int64_t& c, int64_t& inner) {
+  n = shape[0];
+  c = shape[1];
+  inner = 1;
+  for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+}
+
+class BatchNormKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
+    int64_t n, c, inner;
+    ChannelView(in[0].shape, n, c, inner);
+    return Launch([&] {
+      return LaunchBatchNorm(type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data, n,
+                             c, inner, epsilon, stream());
+    });
+  }
+};
+
+class InstanceNormKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
+    int64_t n, c, inner;
+    ChannelView(in[0].shape, n, c, inner);
+    return Launch([&] {
+      return LaunchInstanceNorm(type, in[0].data, in[1].data, in[2].data, out[0].data, n, c, inner, epsilon,
+                                stream());
+    });
+  }
+};
+
+// Strides of a parameter of shape `s` broadcast (right-aligned) to `x`, 0 where it
+// broadcasts; whether it is one row over the dims [axis, rank).
+void ParamStrides(const Shape& x, const Shape& s, size_t axis, int64_t* strides, bool& is_row) {
+  const size_t lead = x.size() - s.size();
+  int64_t st = 1;
+  is_row = true;
+  for (size_t d = x.size(); d-- > 0;) {
+    const int64_t extent = d < lead ? 1 : s[d - lead];
+    strides[d] = extent == 1 ? 0 : st;
+    st *= extent;
+    if (d < axis ? extent != 1 : extent != x[d]) is_row = false;
+  }
+}
+
+class LayerNormKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(int64_t stash, attrs().Int("stash_type", 1));
+    if (stash != 1) {
+      return Unimplemented(op() + " on cuda: stash_type " + std::to_string(stash) +
+                           " is not implemented (1 is)");
+    }
+    REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis_attr, attrs().Int("axis", -1));
+    const Shape& xs = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(xs.size());
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), axis_attr, rank));
+    if (rank > kMaxLayerNormRank) {
+      return Unimplemented(op() + " on cuda: rank " + std::to_string(rank) + " is above " +
+                           std::to_string(kMaxLayerNormRank));
+    }
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= xs[i];
+    if (outer == 0) return OkStatus();
+    ParamBroadcast pb;
+    pb.rank = static_cast<int>(rank);
+    for (int64_t i = 0; i < rank; ++i) pb.dims[i] = xs[i];
+    ParamStrides(xs, in[1].shape, static_cast<size_t>(axis), pb.scale_strides, pb.scale_is_row);
+    const bool has_bias = in.size() > 2 && in[2].present();
+    if (has_bias) ParamStrides(xs, in[2].shape, static_cast<size_t>(axis), pb.bias_strides, pb.bias_is_row);
+    float* mean_out = out.size() > 1 ? static_cast<float*>(out[1].data) : nullptr;
+    float* inv_out = out.size() > 2 ? static_cast<float*>(out[2].data) : nullptr;
+    return Launch([&] {
+      return LaunchLayerNorm(type, in[0].data, in[1].data, has_bias ? in[2].data : nullptr, out[0].data,
+                             mean_out, inv_out, outer, inner, pb, epsilon, stream());
+    });
+  }
+};
+
+struct ReduceOpName {
+  const char* name;
+  ReduceKind kind;
+};
+
+constexpr ReduceOpName kReduceOps[] = {
+    {"ReduceSum", ReduceKind::kSum},       {"ReduceMean", ReduceKind::kMean},
+    {"ReduceProd", ReduceKind::kProd},     {"ReduceMax", ReduceKind::kMax},
+    {"ReduceMin", ReduceKind::kMin},       {"ReduceL1", ReduceKind::kL1},
+    {"ReduceL2", ReduceKind::kL2},         {"ReduceSumSquare", ReduceKind::kSumSquare},
+    {"ReduceLogSum", ReduceKind::kLogSum}, {"ReduceLogSumExp", ReduceKind::kLogSumExp},
+};
+
+}  // namespace
+
+Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  for (const ReduceOpName& r : kReduceOps) {
+    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, r.name, MakeNn<ReduceKernel>(context, r.kind)));
+  }
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "ArgMax", MakeNn<ArgKernel>(context, true)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "ArgMin", MakeNn<ArgKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Softmax", MakeNn<SoftmaxKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "BatchNormalization", MakeNn<BatchNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "InstanceNormalization", MakeNn<InstanceNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "LayerNormalization", MakeNn<LayerNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddNnPoolCudaKernels(registry, context));
+  return AddNnElementwiseCudaKernels(registry, context);
+}
+
+}  // namespace remex::kernels::cuda

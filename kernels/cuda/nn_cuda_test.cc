@@ -1,0 +1,782 @@
+// Differential tests of the nn group's CUDA kernels (reductions, ArgMax/ArgMin,
+// Softmax, pooling, Resize, normalisation, elementwise) against the CPU kernels on
+// random data: odd extents, extent-1 and empty dims, negative axes, broadcasting and
+// the attribute settings each op takes, in float32 and float16 (float16 with
+// tolerances of a few float16 ulps).
+//
+// Tests that run kernels skip themselves when no CUDA GPU is visible; registration and
+// the checks that precede any CUDA call (dtypes, attributes) are tested everywhere.
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+
+int GpuCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+constexpr DType kF32 = DType::kFloat32;
+constexpr DType kF16 = DType::kFloat16;
+constexpr DType kFloatTypes[] = {kF32, kF16};
+
+// A device allocation freed on destruction.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) data_ = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (data_) (void)cudaFree(data_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// Absolute and relative tolerances per float dtype: |got - want| <= abs + rel * |want|.
+struct Tolerance {
+  double f32_abs = 1e-6, f32_rel = 1e-5;
+  double f16_abs = 2e-3, f16_rel = 4e-3;
+};
+
+constexpr Tolerance kExact = {0, 0, 0, 0};
+constexpr Tolerance kSums = {1e-4, 1e-4, 4e-3, 4e-3};
+
+std::vector<double> AsDoubles(const HostTensor& t) {
+  std::vector<double> v;
+  if (t.dtype == kF32) {
+    for (float x : t.Values<float>()) v.push_back(x);
+  } else if (t.dtype == kF16) {
+    for (Half x : t.Values<Half>()) v.push_back(HalfToFloat(x));
+  }
+  return v;
+}
+
+class NnCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA GPU: the nn CUDA kernels are not run";
+    ASSERT_TRUE(RegisterOpDefs(gpu_).ok());
+    Status s = RegisterCudaKernels(gpu_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  // Random values in [lo, hi] of `dtype` (floats; integers rounded; bool by sign).
+  HostTensor Random(DType dtype, Shape shape, double lo = -2, double hi = 2) {
+    const int64_t n = NumElements(shape).value_or(0);
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = dist(rng_);
+    return Make(dtype, std::move(shape), v);
+  }
+
+  // Integer-valued floats (ties for ArgMax, comparisons).
+  HostTensor RandomInts(DType dtype, Shape shape, int lo, int hi) {
+    const int64_t n = NumElements(shape).value_or(0);
+    std::uniform_int_distribution<int> dist(lo, hi);
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = dist(rng_);
+    return Make(dtype, std::move(shape), v);
+  }
+
+  static HostTensor Make(DType dtype, Shape shape, const std::vector<double>& v) {
+    switch (dtype) {
+      case kF32:
+        return HostTensor::Of<float>(std::move(shape), Convert<float>(v));
+      case kF16: {
+        std::vector<Half> h;
+        for (double x : v) h.push_back(FloatToHalf(static_cast<float>(x)));
+        return HostTensor::Of<Half>(std::move(shape), h);
+      }
+      case DType::kInt32:
+        return HostTensor::Of<int32_t>(std::move(shape), Convert<int32_t>(v));
+      case DType::kInt64:
+        return HostTensor::Of<int64_t>(std::move(shape), Convert<int64_t>(v));
+      case DType::kBool: {
+        HostTensor t = HostTensor::Zeros(DType::kBool, std::move(shape));
+        for (size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i] > 0 ? 1 : 0;
+        return t;
+      }
+      default:
+        break;
+    }
+    std::abort();
+  }
+
+  template <typename T>
+  static std::vector<T> Convert(const std::vector<double>& v) {
+    std::vector<T> out;
+    for (double x : v) out.push_back(static_cast<T>(x));
+    return out;
+  }
+
+  // Sets element i of a float tensor to NaN.
+  static void PutNan(HostTensor& t, size_t i) {
+    if (t.dtype == kF32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(t.bytes.data() + i * 4, &nan, 4);
+    } else {
+      const Half nan = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+      std::memcpy(t.bytes.data() + i * 2, &nan, 2);
+    }
+  }
+
+  // Runs `op` on the CPU and on the GPU (inputs declared ShapeDep::kData stay in host
+  // memory, as the VM passes them) and compares every output.
+  void Check(std::string_view op, const Attributes& attrs, std::vector<HostTensor> inputs, Tolerance tol = {},
+             std::optional<size_t> num_outputs = std::nullopt) {
+    StatusOr<std::vector<HostTensor>> want = cpu_.Run(op, attrs, inputs, num_outputs);
+    ASSERT_TRUE(want.ok()) << "CPU " << op << ": " << want.status().ToString();
+    StatusOr<std::vector<HostTensor>> got = RunGpu(op, attrs, inputs, *want);
+    ASSERT_TRUE(got.ok()) << "CUDA " << op << ": " << got.status().ToString();
+    for (size_t k = 0; k < want->size(); ++k) {
+      SCOPED_TRACE(std::string(op) + " output " + std::to_string(k) + " " + ShapeToString((*want)[k].shape) +
+                   " " + std::string(DTypeName((*want)[k].dtype)));
+      Compare((*got)[k], (*want)[k], tol);
+    }
+  }
+
+  StatusOr<std::vector<HostTensor>> RunGpu(std::string_view op, const Attributes& attrs,
+                                           std::vector<HostTensor>& inputs,
+                                           const std::vector<HostTensor>& like) {
+    const OpDef* def = gpu_.FindOp(op);
+    const KernelFactory* factory = gpu_.FindKernel(op, DeviceKind::kCuda);
+    if (!def || !factory) return NotFound("no CUDA kernel for " + std::string(op));
+    REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(attrs));
+    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+    std::vector<TensorRef> in_refs, out_refs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      TensorRef r = inputs[i].Ref();
+      if (r.present() && def->DepOf(i) == ShapeDep::kShape && !inputs[i].bytes.empty()) {
+        buffers.push_back(std::make_unique<DeviceBuffer>(inputs[i].bytes.size()));
+        r.data = buffers.back()->data();
+        if (!r.data) return ResourceExhausted("cudaMalloc");
+        if (cudaMemcpy(r.data, inputs[i].bytes.data(), inputs[i].bytes.size(), cudaMemcpyHostToDevice) !=
+            cudaSuccess) {
+          return Internal("cudaMemcpy to the device failed");
+        }
+      }
+      in_refs.push_back(r);
+    }
+    std::vector<HostTensor> outputs;
+    for (const HostTensor& w : like) {
+      outputs.push_back(HostTensor::Zeros(w.dtype, w.shape));
+      TensorRef r;
+      r.dtype = w.dtype;
+      r.shape = w.shape;
+      if (!w.bytes.empty()) {
+        buffers.push_back(std::make_unique<DeviceBuffer>(w.bytes.size()));
+        r.data = buffers.back()->data();
+        if (!r.data) return ResourceExhausted("cudaMalloc");
+        // Poison: elements a kernel fails to write show up as NaN / garbage.
+        if (cudaMemset(r.data, 0xff, w.bytes.size()) != cudaSuccess) return Internal("cudaMemset failed");
+      }
+      out_refs.push_back(r);
+    }
+    REMEX_RETURN_IF_ERROR(kernel->Compute(in_refs, out_refs));
+    if (cudaDeviceSynchronize() != cudaSuccess)
+      return Internal("kernel failed: " + std::string(cudaGetErrorString(cudaGetLastError())));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k].bytes.empty()) continue;
+      if (cudaMemcpy(outputs[k].bytes.data(), out_refs[k].data, outputs[k].bytes.size(),
+                     cudaMemcpyDeviceToHost) != cudaSuccess) {
+        return Internal("cudaMemcpy to the host failed");
+      }
+    }
+    return outputs;
+  }
+
+  static void Compare(const HostTensor& got, const HostTensor& want, Tolerance tol) {
+    ASSERT_EQ(got.dtype, want.dtype);
+    ASSERT_EQ(got.shape, want.shape);
+    if (want.dtype != kF32 && want.dtype != kF16) {
+      ASSERT_EQ(got.bytes.size(), want.bytes.size());
+      if (want.dtype == DType::kInt64) {
+        EXPECT_EQ(got.Values<int64_t>(), want.Values<int64_t>());
+      } else {
+        EXPECT_EQ(got.bytes, want.bytes);
+      }
+      return;
+    }
+    const std::vector<double> g = AsDoubles(got);
+    const std::vector<double> w = AsDoubles(want);
+    const double abs = want.dtype == kF32 ? tol.f32_abs : tol.f16_abs;
+    const double rel = want.dtype == kF32 ? tol.f32_rel : tol.f16_rel;
+    int failures = 0;
+    for (size_t i = 0; i < w.size() && failures < 5; ++i) {
+      const bool ok = std::isnan(w[i])   ? std::isnan(g[i])
+                      : std::isinf(w[i]) ? g[i] == w[i]
+                                         : std::fabs(g[i] - w[i]) <= abs + rel * std::fabs(w[i]);
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << "element " << i << ": cuda " << g[i] << ", cpu " << w[i];
+      }
+    }
+  }
+
+  OpRunner cpu_;
+  KernelRegistry gpu_;
+  std::mt19937 rng_{20240607};
+};
+
+HostTensor Int64s(Shape shape, std::vector<int64_t> v) {
+  return HostTensor::Of<int64_t>(std::move(shape), v);
+}
+HostTensor Floats(Shape shape, std::vector<float> v) { return HostTensor::Of<float>(std::move(shape), v); }
+
+// ---------------------------------------------------------------------------
+// Reductions.
+
+struct ReduceCase {
+  Shape shape;
+  std::vector<int64_t> axes;
+  bool axes_given;
+  int64_t keepdims;
+  int64_t noop;
+};
+
+const ReduceCase kReduceCases[] = {
+    {{7, 1, 5, 3}, {1, 3}, true, 1, 0},  // Inner reduced, extent-1 dim.
+    {{4, 9, 6}, {-1}, true, 0, 0},       // Rows, negative axis.
+    {{4, 9, 6}, {0}, true, 1, 0},        // Columns.
+    {{3, 5, 2, 7}, {0, 2}, true, 0, 0},  // Alternating groups, inner kept.
+    {{3, 5, 2, 7}, {1, 3}, true, 1, 0},  // Alternating groups, inner reduced.
+    {{2, 3, 4}, {}, false, 1, 0},        // Every dim.
+    {{2, 3, 4}, {}, true, 0, 1},         // Empty axes with noop_with_empty_axes.
+    {{1, 1, 301}, {2}, true, 1, 0},      // Long rows.
+    {{517, 3}, {0}, true, 0, 0},         // Long columns.
+    {{3, 0, 4}, {1}, true, 1, 0},        // Empty reductions: the identity.
+    {{5}, {0}, true, 0, 0},              // Scalar output.
+    {{2, 1, 3}, {1}, true, 0, 0},
+    {{3, 70, 2, 50}, {1, 3}, true, 1, 0},  // Long rows over two reduced groups.
+    {{6, 130}, {-1}, true, 0, 0},          // Long contiguous rows.        // Reducing an extent-1 dim only.
+};
+
+class NnCudaReduceTest : public NnCudaTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(NnCudaReduceTest, MatchesCpu) {
+  const std::string op = GetParam();
+  double lo = -2, hi = 2;
+  if (op == "ReduceProd") lo = 0.6, hi = 1.4;
+  if (op == "ReduceLogSum") lo = 0.1;
+  for (DType dt : kFloatTypes) {
+    for (const ReduceCase& c : kReduceCases) {
+      for (bool as_input : {false, true}) {
+        if (!c.axes_given && as_input) continue;
+        SCOPED_TRACE(op + " " + std::string(DTypeName(dt)) + " " + ShapeToString(c.shape) + " axes " +
+                     ShapeToString(c.axes) + (as_input ? " (input)" : " (attribute)") +
+                     " keepdims=" + std::to_string(c.keepdims));
+        Attributes attrs = Attrs({{"keepdims", c.keepdims}, {"noop_with_empty_axes", c.noop}});
+        std::vector<HostTensor> in = {Random(dt, c.shape, lo, hi)};
+        if (c.axes_given) {
+          if (as_input) {
+            in.push_back(Int64s({static_cast<int64_t>(c.axes.size())}, c.axes));
+          } else {
+            attrs.Set("axes", c.axes);
+          }
+        }
+        Check(op, attrs, std::move(in), kSums);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, NnCudaReduceTest,
+                         ::testing::Values("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                           "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                                           "ReduceLogSumExp"));
+
+TEST_F(NnCudaTest, ReductionsPropagateNan) {
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceSum", "ReduceLogSumExp"}) {
+    for (DType dt : kFloatTypes) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(DTypeName(dt)));
+      HostTensor x = Random(dt, {4, 6, 5});
+      PutNan(x, 7);
+      PutNan(x, 100);
+      Check(op, Attrs({{"axes", std::vector<int64_t>{1}}}), {x}, kSums);
+      Check(op, Attrs({{"axes", std::vector<int64_t>{2}}}), {x}, kSums);
+      Check(op, Attrs({{"axes", std::vector<int64_t>{0, 2}}}), {x}, kSums);
+    }
+  }
+}
+
+TEST_F(NnCudaTest, ArgMaxArgMin) {
+  const Shape shapes[] = {{4, 7, 5}, {6, 1}, {3, 33, 2}, {100}, {2, 70}};
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : shapes) {
+        HostTensor x = RandomInts(dt, shape, -3, 3);  // Many ties.
+        if (*NumElements(shape) > 20) PutNan(x, 13);
+        const int64_t rank = static_cast<int64_t>(shape.size());
+        for (int64_t axis = -rank; axis < rank; ++axis) {
+          for (int64_t keepdims : {0, 1}) {
+            for (int64_t last : {0, 1}) {
+              SCOPED_TRACE(std::string(op) + " " + ShapeToString(shape) + " axis " + std::to_string(axis) +
+                           " keepdims " + std::to_string(keepdims) + " select_last_index " +
+                           std::to_string(last));
+              Check(op, Attrs({{"axis", axis}, {"keepdims", keepdims}, {"select_last_index", last}}), {x},
+                    kExact);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(NnCudaTest, Softmax) {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+    int64_t flatten;
+  };
+  const Case cases[] = {
+      {{3, 5, 7}, -1, 0}, {{3, 5, 7}, 0, 0},  {{3, 5, 7}, 1, 0},       {{2, 1000}, -1, 0},
+      {{4, 1, 3}, 1, 0},  {{9}, 0, 0},        {{3, 5, 7}, 1, 1},       {{3, 5, 7}, 0, 1},
+      {{3, 5, 7}, 2, 1},  {{3, 5, 7}, -1, 1}, {{2, 3, 1, 300}, -2, 0},
+  };
+  for (DType dt : kFloatTypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(ShapeToString(c.shape) + " axis " + std::to_string(c.axis) + " flatten " +
+                   std::to_string(c.flatten));
+      Attributes attrs = Attrs({{"axis", c.axis}});
+      if (c.flatten) attrs.Set("flatten_to_2d", int64_t{1});
+      Check("Softmax", attrs, {Random(dt, c.shape, -6, 6)}, {1e-7, 1e-5, 1e-3, 4e-3});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Pooling.
+
+struct PoolCase {
+  Shape x;
+  Attributes attrs;
+};
+
+std::vector<PoolCase> PoolCases() {
+  using V = std::vector<int64_t>;
+  return {
+      {{2, 3, 9, 11}, Attrs({{"kernel_shape", V{3, 3}}})},
+      {{2, 3, 9, 11}, Attrs({{"kernel_shape", V{3, 2}}, {"strides", V{2, 3}}, {"pads", V{1, 0, 1, 1}}})},
+      {{1, 2, 10, 9},
+       Attrs({{"kernel_shape", V{3, 3}},
+              {"strides", V{2, 2}},
+              {"pads", V{1, 1, 0, 0}},
+              {"ceil_mode", int64_t{1}}})},
+      {{1, 2, 12, 13}, Attrs({{"kernel_shape", V{3, 3}}, {"dilations", V{2, 2}}, {"pads", V{2, 2, 2, 2}}})},
+      {{1, 2, 9, 8},
+       Attrs({{"kernel_shape", V{4, 3}}, {"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}})},
+      {{1, 2, 9, 8},
+       Attrs({{"kernel_shape", V{4, 3}}, {"strides", V{2, 1}}, {"auto_pad", std::string("SAME_LOWER")}})},
+      {{1, 2, 9, 8},
+       Attrs({{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"auto_pad", std::string("VALID")}})},
+      {{3, 4, 17}, Attrs({{"kernel_shape", V{4}}, {"strides", V{3}}, {"pads", V{2, 1}}})},
+      {{1, 2, 5, 6, 7},
+       Attrs({{"kernel_shape", V{2, 3, 2}}, {"strides", V{2, 2, 1}}, {"pads", V{1, 0, 1, 1, 1, 0}}})},
+      {{1, 1, 1, 1}, Attrs({{"kernel_shape", V{1, 1}}})},
+  };
+}
+
+TEST_F(NnCudaTest, MaxPool) {
+  for (DType dt : kFloatTypes) {
+    for (const PoolCase& c : PoolCases()) {
+      SCOPED_TRACE(ShapeToString(c.x));
+      HostTensor x = Random(dt, c.x);
+      Check("MaxPool", c.attrs, {x}, kExact, 1);
+      for (int64_t order : {0, 1}) {
+        Attributes attrs = c.attrs;
+        attrs.Set("storage_order", order);
+        Check("MaxPool", attrs, {x}, kExact, 2);  // With Indices.
+      }
+    }
+  }
+}
+
+TEST_F(NnCudaTest, AveragePool) {
+  for (DType dt : kFloatTypes) {
+    for (const PoolCase& c : PoolCases()) {
+      for (int64_t include : {0, 1}) {
+        SCOPED_TRACE(ShapeToString(c.x) + " count_include_pad " + std::to_string(include));
+        Attributes attrs = c.attrs;
+        attrs.Set("count_include_pad", include);
+        Check("AveragePool", attrs, {Random(dt, c.x)}, {1e-6, 1e-6, 1e-3, 2e-3});
+      }
+    }
+  }
+}
+
+TEST_F(NnCudaTest, GlobalAveragePool) {
+  for (DType dt : kFloatTypes) {
+    for (const Shape& s : {Shape{2, 3, 7, 5}, Shape{1, 4, 1}, Shape{2, 2, 33, 17}, Shape{1, 3, 2, 2, 2}}) {
+      SCOPED_TRACE(ShapeToString(s));
+      Check("GlobalAveragePool", {}, {Random(dt, s)}, kSums);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Resize.
+
+struct ResizeCase {
+  Attributes attrs;
+  std::vector<float> scales;   // Empty: sizes.
+  std::vector<int64_t> sizes;  // Empty: scales.
+  std::vector<float> roi;      // Empty: absent.
+};
+
+std::vector<ResizeCase> ResizeCases() {
+  std::vector<ResizeCase> cases;
+  auto attrs = [](std::string mode, std::string coord, std::string nearest = "round_prefer_floor") {
+    return Attrs({{"mode", mode}, {"coordinate_transformation_mode", coord}, {"nearest_mode", nearest}});
+  };
+  for (const char* coord : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}) {
+    for (const char* nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+      cases.push_back({attrs("nearest", coord, nearest), {1, 1, 2, 2}, {}, {}});
+      cases.push_back({attrs("nearest", coord, nearest), {1, 1, 0.6f, 1.5f}, {}, {}});
+    }
+    cases.push_back({attrs("nearest", coord), {}, {2, 3, 3, 10}, {}});
+    cases.push_back({attrs("linear", coord), {1, 1, 2, 1.5f}, {}, {}});
+    cases.push_back({attrs("linear", coord), {1, 1, 0.5f, 0.8f}, {}, {}});
+    cases.push_back({attrs("linear", coord), {}, {2, 3, 8, 1}, {}});
+    cases.push_back({attrs("cubic", coord), {1, 1, 1.7f, 2.3f}, {}, {}});
+  }
+  Attributes cubic = attrs("cubic", "half_pixel");
+  cubic.Set("exclude_outside", int64_t{1});
+  cubic.Set("cubic_coeff_a", -0.5f);
+  cases.push_back({cubic, {1, 1, 2.5f, 0.7f}, {}, {}});
+  Attributes nn11 = attrs("nearest", "tf_half_pixel_for_nn");
+  nn11.Set("since_version", int64_t{11});
+  cases.push_back({nn11, {1, 1, 1.5f, 2}, {}, {}});
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    Attributes crop = attrs(mode, "tf_crop_and_resize");
+    crop.Set("extrapolation_value", 7.5f);
+    cases.push_back({crop, {}, {2, 3, 6, 9}, {0, 0, -0.2f, 0.1f, 1, 1, 1.1f, 0.9f}});
+    cases.push_back({crop, {}, {2, 3, 1, 4}, {0, 0, 0.3f, 0, 1, 1, 0.6f, 1}});
+  }
+  return cases;
+}
+
+TEST_F(NnCudaTest, Resize) {
+  const Shape x_shape = {2, 3, 5, 7};
+  for (DType dt : kFloatTypes) {
+    for (const ResizeCase& c : ResizeCases()) {
+      SCOPED_TRACE(*c.attrs.String("mode") + " " + *c.attrs.String("coordinate_transformation_mode") + " " +
+                   *c.attrs.String("nearest_mode") + (c.sizes.empty() ? " scales" : " sizes"));
+      std::vector<HostTensor> in = {Random(dt, x_shape)};
+      in.push_back(c.roi.empty() ? HostTensor::Absent() : Floats({8}, c.roi));
+      in.push_back(c.scales.empty() ? Floats({0}, {}) : Floats({4}, c.scales));
+      if (!c.sizes.empty()) in.push_back(Int64s({4}, c.sizes));
+      Check("Resize", c.attrs, std::move(in), {1e-5, 1e-5, 2e-3, 4e-3});
+    }
+  }
+}
+
+TEST_F(NnCudaTest, ResizeOpset10AndOtherDtypes) {
+  for (const char* mode : {"nearest", "linear"}) {
+    for (const std::vector<float>& scales :
+         {std::vector<float>{1, 1, 2, 3}, std::vector<float>{1, 1, 0.5f, 0.7f}}) {
+      Attributes attrs = Attrs({{"mode", std::string(mode)}, {"since_version", int64_t{10}}});
+      Check("Resize", attrs, {Random(kF32, {1, 2, 6, 5}), Floats({4}, scales)});
+    }
+  }
+  // Nearest moves any element size; rank 3 and 5 too.
+  Check("Resize", Attrs({{"mode", std::string("nearest")}}),
+        {RandomInts(DType::kInt64, {2, 3, 5, 7}, -100, 100), HostTensor::Absent(),
+         Floats({4}, {1, 1, 1.5f, 0.5f})});
+  Check("Resize", Attrs({{"mode", std::string("nearest")}}),
+        {Random(DType::kBool, {3, 4, 5}), HostTensor::Absent(), Floats({3}, {1, 2, 0.6f})});
+  Check("Resize", Attrs({{"mode", std::string("linear")}}),
+        {Random(kF32, {1, 2, 3, 4, 5}), HostTensor::Absent(), Floats({5}, {1, 1, 2, 1.5f, 0.5f})});
+}
+
+// ---------------------------------------------------------------------------
+// Normalisation.
+
+TEST_F(NnCudaTest, BatchNormalization) {
+  for (DType dt : kFloatTypes) {
+    for (const Shape& s : {Shape{2, 3, 5, 4}, Shape{4, 6}, Shape{1, 5, 1, 3, 3}}) {
+      SCOPED_TRACE(ShapeToString(s));
+      const Shape c = {s[1]};
+      Check("BatchNormalization", Attrs({{"epsilon", 1e-3f}}),
+            {Random(dt, s), Random(dt, c), Random(dt, c), Random(dt, c), Random(dt, c, 0.5, 2)});
+    }
+  }
+}
+
+TEST_F(NnCudaTest, InstanceNormalization) {
+  for (DType dt : kFloatTypes) {
+    for (const Shape& s : {Shape{2, 3, 5, 7}, Shape{1, 4, 300}, Shape{3, 1, 1, 1}}) {
+      SCOPED_TRACE(ShapeToString(s));
+      const Shape c = {s[1]};
+      Check("InstanceNormalization", Attrs({{"epsilon", 1e-4f}}),
+            {Random(dt, s), Random(dt, c), Random(dt, c)}, {1e-5, 1e-4, 4e-3, 4e-3});
+    }
+  }
+}
+
+TEST_F(NnCudaTest, LayerNormalization) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+    Shape scale;
+    std::optional<Shape> bias;
+  };
+  const Case cases[] = {
+      {{3, 5, 7}, -1, {7}, Shape{7}},        {{3, 5, 7}, 1, {5, 7}, Shape{5, 7}},
+      {{3, 5, 7}, -1, {1, 7}, std::nullopt}, {{3, 5, 7}, 1, {5, 1}, Shape{7}},
+      {{2, 600}, 1, {600}, Shape{600}},      {{4, 3, 5}, 0, {3, 5}, Shape{1}},
+      {{3, 5, 7}, 2, {3, 1, 7}, Shape{7}},
+  };
+  for (DType dt : kFloatTypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(ShapeToString(c.x) + " axis " + std::to_string(c.axis) + " scale " +
+                   ShapeToString(c.scale));
+      std::vector<HostTensor> in = {Random(dt, c.x), Random(dt, c.scale)};
+      if (c.bias) in.push_back(Random(dt, *c.bias));
+      const Tolerance tol = {1e-5, 1e-4, 4e-3, 4e-3};
+      Check("LayerNormalization", Attrs({{"axis", c.axis}, {"epsilon", 1e-5f}}), in, tol, 1);
+      Check("LayerNormalization", Attrs({{"axis", c.axis}}), in, tol, 3);  // Mean and InvStdDev.
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise.
+
+TEST_F(NnCudaTest, UnaryOps) {
+  struct Case {
+    const char* op;
+    double lo, hi;
+  };
+  const Case cases[] = {{"LeakyRelu", -4, 4}, {"HardSigmoid", -6, 6}, {"HardSwish", -5, 5},  {"Tanh", -5, 5},
+                        {"Exp", -10, 10},     {"Log", 0.01, 50},      {"Erf", -3, 3},        {"Sqrt", 0, 50},
+                        {"Neg", -4, 4},       {"Abs", -4, 4},         {"Reciprocal", 0.1, 5}};
+  for (DType dt : kFloatTypes) {
+    for (const Case& c : cases) {
+      for (const Shape& s : {Shape{3, 7, 5}, Shape{1}, Shape{}, Shape{1030}}) {
+        SCOPED_TRACE(std::string(c.op) + " " + ShapeToString(s));
+        Check(c.op, {}, {Random(dt, s, c.lo, c.hi)}, {1e-6, 2e-6, 1e-3, 2e-3});
+      }
+    }
+    Check("LeakyRelu", Attrs({{"alpha", 0.3f}}), {Random(dt, {4, 9})});
+    Check("HardSigmoid", Attrs({{"alpha", 0.3f}, {"beta", 0.4f}}), {Random(dt, {4, 9}, -5, 5)});
+    Check("Reciprocal", {}, {Random(dt, {4, 9}, -5, -0.1)});
+  }
+}
+
+TEST_F(NnCudaTest, Clip) {
+  for (DType dt : kFloatTypes) {
+    const HostTensor x = Random(dt, {5, 7}, -3, 3);
+    Check("Clip", {}, {x});
+    Check("Clip", {}, {x, Make(dt, {}, {-1})});
+    Check("Clip", {}, {x, HostTensor::Absent(), Make(dt, {1}, {0.5})});
+    Check("Clip", {}, {x, Make(dt, {}, {-0.25}), Make(dt, {}, {1.5})});
+    Check("Clip", {}, {x, Make(dt, {}, {1}), Make(dt, {}, {-1})});  // min > max: every value is max.
+  }
+}
+
+TEST_F(NnCudaTest, Pow) {
+  for (DType dt : kFloatTypes) {
+    const HostTensor x = Random(dt, {4, 5}, 0.1, 3);
+    Check("Pow", {}, {x, Random(dt, {4, 5}, -2, 2)});
+    Check("Pow", {}, {x, Random(dt, {5}, -2, 2)});
+    Check("Pow", {}, {Random(dt, {5, 1}, 0.1, 3), Random(dt, {2, 1, 3}, -2, 2)});
+    for (double e : {2.0, 1.0, 0.5, -1.5}) Check("Pow", {}, {x, Make(dt, {}, {e})});
+    Check("Pow", {}, {Random(dt, {4, 5}, -3, 3), RandomInts(DType::kInt64, {5}, -2, 3)});
+    Check("Pow", {}, {Random(dt, {4, 5}, -3, 3), RandomInts(DType::kInt32, {4, 1}, -2, 3)});
+    Check("Pow", {}, {x, Random(dt == kF32 ? kF16 : kF32, {1, 5}, -2, 2)});  // Mixed float exponent.
+  }
+}
+
+TEST_F(NnCudaTest, PRelu) {
+  for (DType dt : kFloatTypes) {
+    const HostTensor x = Random(dt, {2, 3, 4, 5});
+    for (const Shape& s : {Shape{3, 1, 1}, Shape{5}, Shape{1}, Shape{2, 3, 4, 5}}) {
+      SCOPED_TRACE(ShapeToString(s));
+      Check("PRelu", {}, {x, Random(dt, s, 0, 1)});
+    }
+  }
+}
+
+TEST_F(NnCudaTest, MaxMin) {
+  for (const char* op : {"Max", "Min"}) {
+    for (DType dt : {kF32, kF16, DType::kInt32, DType::kInt64}) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(DTypeName(dt)));
+      HostTensor a = Random(dt, {3, 1, 5}, -50, 50);
+      HostTensor b = Random(dt, {4, 1}, -50, 50);
+      if (dt == kF32 || dt == kF16) {
+        PutNan(a, 2);
+        PutNan(b, 1);
+      }
+      Check(op, {}, {a}, kExact);
+      Check(op, {}, {a, b}, kExact);
+      Check(op, {}, {b, a}, kExact);
+      Check(op, {}, {Random(dt, {2, 3, 4}, -50, 50), Random(dt, {4}, -50, 50), Random(dt, {3, 1}, -50, 50)},
+            kExact);
+      Check(op, {}, {Random(dt, {}, -50, 50), Random(dt, {2, 1}, -50, 50), Random(dt, {1, 3}, -50, 50)},
+            kExact);
+    }
+  }
+}
+
+TEST_F(NnCudaTest, Comparisons) {
+  for (const char* op : {"Equal", "Less", "Greater"}) {
+    for (DType dt : {kF32, kF16, DType::kInt32, DType::kInt64}) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(DTypeName(dt)));
+      Check(op, {}, {RandomInts(dt, {3, 4}, -2, 2), RandomInts(dt, {4}, -2, 2)});
+      Check(op, {}, {RandomInts(dt, {2, 1, 5}, -2, 2), RandomInts(dt, {3, 1}, -2, 2)});
+      Check(op, {}, {RandomInts(dt, {7}, -2, 2), RandomInts(dt, {}, -2, 2)});
+    }
+  }
+  Check("Equal", {}, {Random(DType::kBool, {3, 4}), Random(DType::kBool, {4})});
+  for (const char* op : {"And", "Or"}) {
+    Check(op, {}, {Random(DType::kBool, {3, 4}), Random(DType::kBool, {4})});
+    Check(op, {}, {Random(DType::kBool, {2, 1, 6}), Random(DType::kBool, {5, 1})});
+  }
+  Check("Not", {}, {Random(DType::kBool, {3, 17})});
+}
+
+TEST_F(NnCudaTest, EmptyTensors) {
+  Check("ReduceSum", Attrs({{"axes", std::vector<int64_t>{1}}}), {Random(kF32, {0, 3})});
+  Check("Softmax", {}, {Random(kF32, {2, 0})});
+  Check("Tanh", {}, {Random(kF32, {0})});
+  Check("Max", {}, {Random(kF32, {0, 2}), Random(kF32, {2})});
+  Check("Resize", Attrs({{"mode", std::string("linear")}}),
+        {Random(kF32, {1, 1, 2, 2}), HostTensor::Absent(), HostTensor::Absent(), Int64s({4}, {1, 1, 0, 3})});
+}
+
+// ---------------------------------------------------------------------------
+// Without a GPU: registration, and refusals that precede any CUDA call.
+
+KernelRegistry CudaRegistry() {
+  KernelRegistry r;
+  EXPECT_TRUE(RegisterOpDefs(r).ok());
+  EXPECT_TRUE(RegisterCudaKernels(r).ok());
+  return r;
+}
+
+TEST(NnCudaRegistration, RegistersEveryOp) {
+  KernelRegistry r = CudaRegistry();
+  for (const char* op : {"ReduceSum",
+                         "ReduceMean",
+                         "ReduceMax",
+                         "ReduceMin",
+                         "ReduceProd",
+                         "ReduceL1",
+                         "ReduceL2",
+                         "ReduceSumSquare",
+                         "ReduceLogSum",
+                         "ReduceLogSumExp",
+                         "ArgMax",
+                         "ArgMin",
+                         "Softmax",
+                         "MaxPool",
+                         "AveragePool",
+                         "GlobalAveragePool",
+                         "Resize",
+                         "BatchNormalization",
+                         "InstanceNormalization",
+                         "LayerNormalization",
+                         "LeakyRelu",
+                         "HardSigmoid",
+                         "HardSwish",
+                         "Tanh",
+                         "Exp",
+                         "Log",
+                         "Erf",
+                         "Sqrt",
+                         "Neg",
+                         "Abs",
+                         "Reciprocal",
+                         "Clip",
+                         "Pow",
+                         "PRelu",
+                         "Max",
+                         "Min",
+                         "Equal",
+                         "Less",
+                         "Greater",
+                         "And",
+                         "Or",
+                         "Not"}) {
+    EXPECT_NE(r.FindKernel(op, DeviceKind::kCuda), nullptr) << op;
+  }
+}
+
+// Runs a CUDA kernel on host buffers that it must refuse before touching them.
+Status ComputeOnHost(KernelRegistry& r, std::string_view op, const Attributes& attrs,
+                     std::vector<HostTensor> inputs) {
+  OpRunner cpu;
+  REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, cpu.Infer(op, attrs, inputs));
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*r.FindKernel(op, DeviceKind::kCuda))(attrs));
+  return OpRunner::RunKernel(*kernel, infos, inputs, std::nullopt).status();
+}
+
+TEST(NnCudaRegistration, UnsupportedDtypesAreUnimplemented) {
+  KernelRegistry r = CudaRegistry();
+  struct Case {
+    const char* op;
+    Attributes attrs;
+    std::vector<HostTensor> in;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"ReduceSum", {}, {HostTensor::Of<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  cases.push_back({"Softmax", {}, {HostTensor::Of<double>({2}, {1, 2})}});
+  cases.push_back({"MaxPool",
+                   Attrs({{"kernel_shape", std::vector<int64_t>{1}}}),
+                   {HostTensor::Of<int8_t>({1, 1, 2}, {1, 2})}});
+  cases.push_back({"Resize",
+                   Attrs({{"mode", std::string("linear")}}),
+                   {HostTensor::Of<int32_t>({2}, {1, 2}), HostTensor::Absent(), Floats({1}, {2})}});
+  cases.push_back({"Abs", {}, {HostTensor::Of<int64_t>({2}, {-1, 2})}});
+  cases.push_back({"LayerNormalization",
+                   Attrs({{"stash_type", int64_t{11}}}),
+                   {Floats({2}, {1, 2}), Floats({2}, {1, 1})}});
+  for (Case& c : cases) {
+    Status s = ComputeOnHost(r, c.op, c.attrs, std::move(c.in));
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << c.op << ": " << s.ToString();
+    EXPECT_NE(s.message().find("on cuda"), std::string::npos) << s.ToString();
+  }
+}
+
+TEST(NnCudaRegistration, BadAttributesAreRefusedAtCreation) {
+  KernelRegistry r = CudaRegistry();
+  EXPECT_FALSE((*r.FindKernel("MaxPool", DeviceKind::kCuda))(Attributes{}).ok());
+  EXPECT_FALSE((*r.FindKernel("AveragePool", DeviceKind::kCuda))(
+                   Attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"count_include_pad", int64_t{2}}}))
+                   .ok());
+  EXPECT_FALSE((*r.FindKernel("Resize", DeviceKind::kCuda))(Attrs({{"mode", std::string("bicubic")}})).ok());
+  EXPECT_FALSE((*r.FindKernel("LeakyRelu", DeviceKind::kCuda))(Attrs({{"alpha", int64_t{1}}})).ok());
+}
+
+}  // namespace
+}  // namespace remex::kernels

@@ -1,0 +1,58 @@
+// Device helpers shared by the nn group's .cu files: float/half loads and stores,
+// launch sizes and block-wide reductions. CUDA headers only.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace remex::kernels::cuda::nn {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+
+inline unsigned Blocks(int64_t n, int per_block = kThreads) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, kMaxBlocks)));
+}
+
+__device__ __forceinline__ float Load(float v) { return v; }
+__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T Store(float v);
+template <>
+__device__ __forceinline__ float Store<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half Store<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Block-wide reduction of one float per thread with `combine` (associative and
+// commutative); every thread gets the result. blockDim.x is a multiple of 32 and at
+// most 1024; `scratch` holds 32 floats. Ends with a barrier, so scratch may be reused.
+template <typename F>
+__device__ float BlockReduce(float v, F combine, float* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  __syncthreads();  // Earlier readers of scratch are done.
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < warps; ++w) v = combine(v, scratch[w]);
+  __syncthreads();
+  return v;
+}
+
+}  // namespace remex::kernels::cuda::nn

@@ -1,0 +1,212 @@
+// CUDA kernels of the nn group (host side): the elementwise ops beyond those of
+// elementwise.cc. Device code in nn_elementwise_impl.cu.
+//
+// Semantics are the CPU kernels' (kernels/elementwise.cc), which follow ONNX:
+//   - Unary, float32 and float16: LeakyRelu (alpha, default 0.01), HardSigmoid (alpha
+//     0.2, beta 0.5), HardSwish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal.
+//   - Clip (opsets 11-13 form: optional min and max as one-element inputs, read on the
+//     device; the frontend turns Clip-6's attributes into inputs), float32 and float16.
+//   - Pow (opset 15): float32/float16 base, float32/float16/int32/int64 exponent,
+//     numpy broadcasting.
+//   - PRelu (opset 16): slope broadcast to X, float32 and float16.
+//   - Max, Min (opset 13): variadic with numpy broadcasting; a NaN operand gives NaN.
+//     float32, float16, int32, int64.
+//   - Equal, Less, Greater (opset 13): bool output; float32, float16, int32, int64 (and
+//     bool for Equal). And, Or, Not (opset 7 / 1): bool.
+// Other dtypes are UNIMPLEMENTED naming the op and dtype.
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/broadcast.h"
+#include "kernels/cuda/nn_common.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+class UnaryKernel final : public NnKernel {
+ public:
+  UnaryKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnUnaryOp unary, float alpha,
+              float beta)
+      : NnKernel(std::move(def), std::move(attrs), context), unary_(unary), alpha_(alpha), beta_(beta) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    return Launch([&] {
+      return LaunchNnUnary(unary_, type, in[0].data, out[0].data, Count(out[0].shape), alpha_, beta_,
+                           stream());
+    });
+  }
+
+ private:
+  const NnUnaryOp unary_;
+  const float alpha_, beta_;
+};
+
+// LeakyRelu's alpha, HardSigmoid's alpha and beta (defaults as ONNX and the CPU kernels).
+NnMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
+  return [context, unary](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+    float alpha = 0.0f, beta = 0.0f;
+    if (unary == NnUnaryOp::kLeakyRelu) {
+      StatusOr<float> a = attrs.Float("alpha", 0.01f);
+      if (!a.ok()) return internal::OpError(def.name, a.status().message());
+      alpha = *a;
+    } else if (unary == NnUnaryOp::kHardSigmoid) {
+      StatusOr<float> a = attrs.Float("alpha", 0.2f);
+      if (!a.ok()) return internal::OpError(def.name, a.status().message());
+      StatusOr<float> b = attrs.Float("beta", 0.5f);
+      if (!b.ok()) return internal::OpError(def.name, b.status().message());
+      alpha = *a;
+      beta = *b;
+    }
+    return std::unique_ptr<OpKernel>(std::make_unique<UnaryKernel>(def, attrs, context, unary, alpha, beta));
+  };
+}
+
+class ClipKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    const void* lo = in.size() > 1 && in[1].present() ? in[1].data : nullptr;
+    const void* hi = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
+    return Launch(
+        [&] { return LaunchClip(type, in[0].data, lo, hi, out[0].data, Count(out[0].shape), stream()); });
+  }
+};
+
+class BinaryKernel final : public NnKernel {
+ public:
+  BinaryKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, NnTypes types)
+      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary), types_(types) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType a_type, ToNnType(op(), in[0].dtype, types_));
+    NnType b_type = a_type;
+    if (binary_ == NnBinaryOp::kPow) {
+      auto b = ToNnType(op() + " exponent", in[1].dtype, NnTypes::kFloatAndInt);
+      if (!b.ok()) return b.status();
+      b_type = *b;
+    }
+    StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(in[0].shape, in[1].shape, out[0].shape);
+    if (!plan.ok()) return plan.status().WithContext(op());
+    return Launch([&] {
+      return LaunchNnBinary(binary_, a_type, b_type, in[0].data, in[1].data, out[0].data, Count(out[0].shape),
+                            *plan, stream());
+    });
+  }
+
+ private:
+  const NnBinaryOp binary_;
+  const NnTypes types_;
+};
+
+// Max, Min: folded pairwise into the output.
+class MinMaxKernel final : public NnKernel {
+ public:
+  MinMaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary)
+      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype, NnTypes::kFloatAndInt));
+    const TensorRef& y = out[0];
+    const int64_t n = Count(y.shape);
+    if (in.size() == 1) {
+      if (y.data == in[0].data) return OkStatus();
+      REMEX_RETURN_IF_ERROR(UseDevice());
+      return CudaCheck(op(), "cudaMemcpyAsync",
+                       cudaMemcpyAsync(y.data, in[0].data, static_cast<size_t>(n) * DTypeSize(y.dtype),
+                                       cudaMemcpyDeviceToDevice, stream()));
+    }
+    // Start from an input that shares the output's buffer, if any, so that no input
+    // is overwritten before it is read (as the CPU kernel does).
+    size_t first = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].data == y.data) first = i;
+    }
+    const TensorRef* acc = &in[first];
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (i == first) continue;
+      StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(acc->shape, in[i].shape, y.shape);
+      if (!plan.ok()) return plan.status().WithContext(op());
+      REMEX_RETURN_IF_ERROR(Launch([&] {
+        return LaunchNnBinary(binary_, type, type, acc->data, in[i].data, y.data, n, *plan, stream());
+      }));
+      acc = &y;
+    }
+    return OkStatus();
+  }
+
+ private:
+  const NnBinaryOp binary_;
+};
+
+class NotKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_RETURN_IF_ERROR(ToNnType(op(), in[0].dtype, NnTypes::kBool).status());
+    return Launch([&] { return LaunchNot(in[0].data, out[0].data, Count(out[0].shape), stream()); });
+  }
+};
+
+struct UnaryName {
+  const char* name;
+  NnUnaryOp op;
+};
+
+constexpr UnaryName kUnaryOps[] = {
+    {"LeakyRelu", NnUnaryOp::kLeakyRelu},
+    {"HardSigmoid", NnUnaryOp::kHardSigmoid},
+    {"HardSwish", NnUnaryOp::kHardSwish},
+    {"Tanh", NnUnaryOp::kTanh},
+    {"Exp", NnUnaryOp::kExp},
+    {"Log", NnUnaryOp::kLog},
+    {"Erf", NnUnaryOp::kErf},
+    {"Sqrt", NnUnaryOp::kSqrt},
+    {"Neg", NnUnaryOp::kNeg},
+    {"Abs", NnUnaryOp::kAbs},
+    {"Reciprocal", NnUnaryOp::kReciprocal},
+};
+
+struct BinaryName {
+  const char* name;
+  NnBinaryOp op;
+  NnTypes types;
+};
+
+constexpr BinaryName kBinaryOps[] = {
+    {"Pow", NnBinaryOp::kPow, NnTypes::kFloat},
+    {"PRelu", NnBinaryOp::kPRelu, NnTypes::kFloat},
+    {"Equal", NnBinaryOp::kEqual, NnTypes::kCompare},
+    {"Less", NnBinaryOp::kLess, NnTypes::kFloatAndInt},
+    {"Greater", NnBinaryOp::kGreater, NnTypes::kFloatAndInt},
+    {"And", NnBinaryOp::kAnd, NnTypes::kBool},
+    {"Or", NnBinaryOp::kOr, NnTypes::kBool},
+};
+
+}  // namespace
+
+Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  for (const UnaryName& u : kUnaryOps) {
+    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, u.name, MakeUnary(context, u.op)));
+  }
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Clip", MakeNn<ClipKernel>(context)));
+  for (const BinaryName& b : kBinaryOps) {
+    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, b.name, MakeNn<BinaryKernel>(context, b.op, b.types)));
+  }
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Max", MakeNn<MinMaxKernel>(context, NnBinaryOp::kMax)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Min", MakeNn<MinMaxKernel>(context, NnBinaryOp::kMin)));
+  return AddNnKernel(registry, "Not", MakeNn<NotKernel>(context));
+}
+
+}  // namespace remex::kernels::cuda

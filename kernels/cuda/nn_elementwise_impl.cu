@@ -1,0 +1,356 @@
+// Device code of the nn group's elementwise ops (ONNX semantics as kernels/elementwise.cc:
+// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Tanh-13, Exp-13, Log-13, Erf-13, Sqrt-13,
+// Neg-13, Abs-13, Reciprocal-13, Clip-13, Pow-15, PRelu-16, Max-13, Min-13, Equal-13,
+// Less-13, Greater-13, And-7, Or-7, Not-1). Includes only CUDA and plain headers.
+//
+// Grid-stride loops over the output; broadcasting through the BroadcastPlan of
+// kernels/cuda/broadcast.h. float16 is computed in float and stored rounded to nearest
+// even; integer comparisons and Max/Min compare the integers themselves. Compiled
+// without fused multiply-adds (nn.cmake), so HardSigmoid and HardSwish round as the
+// CPU kernels do; tanh, exp, log, erf and pow are CUDA's (within 2 ulp).
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/nn_device.cuh"
+#include "kernels/cuda/nn_impl.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+using nn::Blocks;
+using nn::GlobalThread;
+using nn::GridThreads;
+using nn::kThreads;
+using nn::Load;
+using nn::Store;
+
+// The value an element compares or computes as: float for float16, else itself.
+__device__ __forceinline__ float Value(float v) { return v; }
+__device__ __forceinline__ float Value(__half v) { return __half2float(v); }
+__device__ __forceinline__ int32_t Value(int32_t v) { return v; }
+__device__ __forceinline__ int64_t Value(int64_t v) { return v; }
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v) {
+  return static_cast<float>(Value(v));
+}
+
+template <typename V>
+__device__ __forceinline__ bool IsNan(V v) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Unary.
+
+template <NnUnaryOp kOp>
+__device__ __forceinline__ float ApplyUnary(float v, float alpha, float beta) {
+  if constexpr (kOp == NnUnaryOp::kLeakyRelu) {
+    return v < 0.0f ? alpha * v : v;
+  } else if constexpr (kOp == NnUnaryOp::kHardSigmoid) {
+    float r = alpha * v + beta;
+    r = r < 0.0f ? 0.0f : r;
+    return r > 1.0f ? 1.0f : r;
+  } else if constexpr (kOp == NnUnaryOp::kHardSwish) {
+    float r = v * static_cast<float>(1.0 / 6.0) + 0.5f;
+    r = r < 0.0f ? 0.0f : r;
+    r = r > 1.0f ? 1.0f : r;
+    return v * r;
+  } else if constexpr (kOp == NnUnaryOp::kTanh) {
+    return tanhf(v);
+  } else if constexpr (kOp == NnUnaryOp::kExp) {
+    return expf(v);
+  } else if constexpr (kOp == NnUnaryOp::kLog) {
+    return logf(v);
+  } else if constexpr (kOp == NnUnaryOp::kErf) {
+    return erff(v);
+  } else if constexpr (kOp == NnUnaryOp::kSqrt) {
+    return sqrtf(v);
+  } else if constexpr (kOp == NnUnaryOp::kNeg) {
+    return -v;
+  } else if constexpr (kOp == NnUnaryOp::kAbs) {
+    return fabsf(v);
+  } else {
+    return 1.0f / v;
+  }
+}
+
+template <typename T, NnUnaryOp kOp>
+__global__ void UnaryKernel(const T* x, T* y, int64_t n, float alpha, float beta) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i]), alpha, beta));
+  }
+}
+
+template <typename T>
+cudaError_t LaunchUnaryTyped(NnUnaryOp op, const void* x, void* y, int64_t n, float alpha, float beta,
+                             cudaStream_t stream) {
+  const T* tx = static_cast<const T*>(x);
+  T* ty = static_cast<T*>(y);
+  const unsigned blocks = Blocks(n);
+#define REMEX_NN_UNARY(OP)                                                                  \
+  case NnUnaryOp::OP:                                                                       \
+    UnaryKernel<T, NnUnaryOp::OP><<<blocks, kThreads, 0, stream>>>(tx, ty, n, alpha, beta); \
+    break
+  switch (op) {
+    REMEX_NN_UNARY(kLeakyRelu);
+    REMEX_NN_UNARY(kHardSigmoid);
+    REMEX_NN_UNARY(kHardSwish);
+    REMEX_NN_UNARY(kTanh);
+    REMEX_NN_UNARY(kExp);
+    REMEX_NN_UNARY(kLog);
+    REMEX_NN_UNARY(kErf);
+    REMEX_NN_UNARY(kSqrt);
+    REMEX_NN_UNARY(kNeg);
+    REMEX_NN_UNARY(kAbs);
+    REMEX_NN_UNARY(kReciprocal);
+    default:
+      return cudaErrorInvalidValue;
+  }
+#undef REMEX_NN_UNARY
+  return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void ClipKernel(const T* x, const T* min, const T* max, T* y, int64_t n) {
+  const float lo = min ? Load(*min) : -INFINITY;
+  const float hi = max ? Load(*max) : INFINITY;
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    // min(max(x, lo), hi): when lo > hi every value becomes hi, as ONNX specifies.
+    const float v = Load(x[i]);
+    const float r = v < lo ? lo : v;
+    y[i] = Store<T>(r > hi ? hi : r);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Binary with broadcasting. Functors take the stored values and return the stored
+// output.
+
+struct PowOp {
+  template <typename A, typename B>
+  __device__ A operator()(A a, B b) const {
+    const float x = Load(a);
+    const float e = ToFloat(b);
+    return Store<A>(e == 2.0f ? x * x : (e == 1.0f ? x : powf(x, e)));
+  }
+};
+
+struct PReluOp {
+  template <typename A>
+  __device__ A operator()(A x, A s) const {
+    const float v = Load(x);
+    return v < 0.0f ? Store<A>(Load(s) * v) : x;
+  }
+};
+
+template <bool kMax>
+struct MinMaxOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    const auto x = Value(a);
+    const auto y = Value(b);
+    if (IsNan(x)) return a;
+    if constexpr (kMax) {
+      return x > y ? a : b;
+    } else {
+      return x < y ? a : b;
+    }
+  }
+};
+
+template <NnBinaryOp kOp>
+struct CompareOp {
+  template <typename A>
+  __device__ uint8_t operator()(A a, A b) const {
+    const auto x = Value(a);
+    const auto y = Value(b);
+    if constexpr (kOp == NnBinaryOp::kEqual) return x == y;
+    if constexpr (kOp == NnBinaryOp::kLess) return x < y;
+    return x > y;
+  }
+};
+
+// Bool bytes: any nonzero byte is true.
+template <NnBinaryOp kOp>
+struct LogicalOp {
+  __device__ uint8_t operator()(uint8_t a, uint8_t b) const {
+    if constexpr (kOp == NnBinaryOp::kAnd) return (a != 0) & (b != 0);
+    if constexpr (kOp == NnBinaryOp::kOr) return (a != 0) | (b != 0);
+    return (a != 0) == (b != 0);  // Equal on bool.
+  }
+};
+
+template <typename A, typename B, typename O, typename F>
+__global__ void BroadcastKernel(const A* a, const B* b, O* out, int64_t n, BroadcastPlan plan, F f) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t ia = 0;
+    int64_t ib = 0;
+    if (plan.rank == 1) {
+      ia = i * plan.a_strides[0];
+      ib = i * plan.b_strides[0];
+    } else {
+      int64_t rest = i;
+#pragma unroll
+      for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
+        if (d < plan.rank) {
+          const int64_t c = rest % plan.dims[d];
+          rest /= plan.dims[d];
+          ia += c * plan.a_strides[d];
+          ib += c * plan.b_strides[d];
+        }
+      }
+    }
+    out[i] = f(a[ia], b[ib]);
+  }
+}
+
+template <typename A, typename B, typename O, typename F>
+cudaError_t Broadcast(F f, const void* a, const void* b, void* out, int64_t n, const BroadcastPlan& plan,
+                      cudaStream_t stream) {
+  BroadcastKernel<A, B, O, F><<<Blocks(n), kThreads, 0, stream>>>(
+      static_cast<const A*>(a), static_cast<const B*>(b), static_cast<O*>(out), n, plan, f);
+  return cudaGetLastError();
+}
+
+template <typename A>
+cudaError_t LaunchPow(NnType b_type, const void* a, const void* b, void* out, int64_t n,
+                      const BroadcastPlan& plan, cudaStream_t stream) {
+  switch (b_type) {
+    case NnType::kFloat32:
+      return Broadcast<A, float, A>(PowOp{}, a, b, out, n, plan, stream);
+    case NnType::kFloat16:
+      return Broadcast<A, __half, A>(PowOp{}, a, b, out, n, plan, stream);
+    case NnType::kInt32:
+      return Broadcast<A, int32_t, A>(PowOp{}, a, b, out, n, plan, stream);
+    case NnType::kInt64:
+      return Broadcast<A, int64_t, A>(PowOp{}, a, b, out, n, plan, stream);
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Ops whose inputs share one dtype, among float32, float16, int32, int64 (`ints`: the
+// integer types are accepted, kInts) and O the output (A itself when void).
+template <typename O, bool kInts, typename F>
+cudaError_t LaunchSameType(F f, NnType type, const void* a, const void* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
+  auto go = [&](auto tag) {
+    using A = decltype(tag);
+    using Out = std::conditional_t<std::is_void_v<O>, A, O>;
+    return Broadcast<A, A, Out>(f, a, b, out, n, plan, stream);
+  };
+  switch (type) {
+    case NnType::kFloat32:
+      return go(float{});
+    case NnType::kFloat16:
+      return go(__half{});
+    case NnType::kInt32:
+      if constexpr (kInts) return go(int32_t{});
+      break;
+    case NnType::kInt64:
+      if constexpr (kInts) return go(int64_t{});
+      break;
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+__global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] == 0;
+}
+
+}  // namespace
+
+cudaError_t LaunchNnUnary(NnUnaryOp op, NnType type, const void* x, void* y, int64_t n, float alpha,
+                          float beta, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case NnType::kFloat32:
+      return LaunchUnaryTyped<float>(op, x, y, n, alpha, beta, stream);
+    case NnType::kFloat16:
+      return LaunchUnaryTyped<__half>(op, x, y, n, alpha, beta, stream);
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchClip(NnType type, const void* x, const void* min, const void* max, void* y, int64_t n,
+                       cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case NnType::kFloat32:
+      ClipKernel<float>
+          <<<Blocks(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(min),
+                                               static_cast<const float*>(max), static_cast<float*>(y), n);
+      break;
+    case NnType::kFloat16:
+      ClipKernel<__half>
+          <<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<const __half*>(min),
+                                               static_cast<const __half*>(max), static_cast<__half*>(y), n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const void* a, const void* b,
+                           void* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
+  if (op != NnBinaryOp::kPow && a_type != b_type) return cudaErrorInvalidValue;
+  switch (op) {
+    case NnBinaryOp::kPow:
+      if (a_type == NnType::kFloat32) return LaunchPow<float>(b_type, a, b, out, n, plan, stream);
+      if (a_type == NnType::kFloat16) return LaunchPow<__half>(b_type, a, b, out, n, plan, stream);
+      return cudaErrorInvalidValue;
+    case NnBinaryOp::kPRelu:
+      return LaunchSameType<void, false>(PReluOp{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kMax:
+      return LaunchSameType<void, true>(MinMaxOp<true>{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kMin:
+      return LaunchSameType<void, true>(MinMaxOp<false>{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kEqual:
+      if (a_type == NnType::kBool) {
+        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kEqual>{}, a, b, out, n, plan,
+                                                    stream);
+      }
+      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kEqual>{}, a_type, a, b, out, n, plan,
+                                           stream);
+    case NnBinaryOp::kLess:
+      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kLess>{}, a_type, a, b, out, n, plan,
+                                           stream);
+    case NnBinaryOp::kGreater:
+      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kGreater>{}, a_type, a, b, out, n, plan,
+                                           stream);
+    case NnBinaryOp::kAnd:
+    case NnBinaryOp::kOr:
+      if (a_type != NnType::kBool) return cudaErrorInvalidValue;
+      if (op == NnBinaryOp::kAnd) {
+        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kAnd>{}, a, b, out, n, plan,
+                                                    stream);
+      }
+      return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kOr>{}, a, b, out, n, plan, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  NotKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n);
+  return cudaGetLastError();
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,229 @@
+// Launchers of the CUDA kernels of the "nn" op group: reductions, ArgMax/ArgMin,
+// Softmax, pooling, Resize, normalisation (nn_reduce_impl.cu, nn_pool_impl.cu) and the
+// elementwise ops beyond Add/Sub/Mul/Div/Relu/Sigmoid (nn_elementwise_impl.cu).
+//
+// Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
+// launcher queues its work on `stream` and returns the launch error (cudaSuccess when
+// queued); pointers are device pointers unless a comment says otherwise. float16 data
+// is loaded as float, computed and accumulated in float and stored rounded to nearest
+// even. The host side (nn*.cc) has validated shapes and attributes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/broadcast_plan.h"
+
+namespace remex::kernels::cuda {
+
+// Element types of the nn kernels. Not every launcher takes every type (see each).
+enum class NnType : uint8_t { kFloat32, kFloat16, kInt32, kInt64, kBool };
+
+// ---------------------------------------------------------------------------
+// Reductions (ONNX Reduce*, opsets 1-18).
+
+enum class ReduceKind : uint8_t {
+  kSum,
+  kMean,
+  kProd,
+  kMax,
+  kMin,
+  kL1,
+  kL2,
+  kSumSquare,
+  kLogSum,
+  kLogSumExp,
+};
+
+inline constexpr int kMaxReduceGroups = 8;
+
+// The input seen as kept and reduced groups of dims (extent-1 dims dropped, adjacent
+// dims of one kind merged), outermost first, strides in elements. Output element o
+// (row-major over the kept groups) reduces the red_count elements at
+// kept_offset(o) + red_offset(r). `inner_reduced`: the innermost group is reduced.
+struct ReducePlan {
+  int64_t out_count = 0;
+  int64_t red_count = 1;
+  int num_kept = 0;
+  int num_red = 0;
+  bool inner_reduced = false;
+  int64_t kept_dims[kMaxReduceGroups] = {};
+  int64_t kept_strides[kMaxReduceGroups] = {};
+  int64_t red_dims[kMaxReduceGroups] = {};
+  int64_t red_strides[kMaxReduceGroups] = {};
+};
+
+// y[o] = reduction of x over the plan; float32 or float16. out_count > 0.
+cudaError_t LaunchReduce(ReduceKind kind, NnType type, const void* x, void* y, const ReducePlan& plan,
+                         cudaStream_t stream);
+
+// ArgMax (is_max) / ArgMin of x viewed as [outer, n, inner] along n (n >= 1): int64 y
+// of [outer, inner]. NaN counts as the extremum; ties pick the first index, or the
+// last with select_last. float32 or float16. outer * inner > 0.
+cudaError_t LaunchArgExtremum(bool is_max, bool select_last, NnType type, const void* x, int64_t* y,
+                              int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
+
+// Softmax of x viewed as [outer, n, inner] along n: exp(x - max) / sum. float32 or
+// float16. outer * n * inner > 0.
+cudaError_t LaunchSoftmax(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Pooling (ONNX MaxPool-12, AveragePool-11/19, GlobalAveragePool-1).
+
+// A 1-D to 3-D window over [planes, in0, in1, in2] (missing leading spatial dims have
+// extent 1, kernel 1, stride 1, no pads).
+struct PoolGeometry {
+  int64_t planes = 0;
+  int64_t in[3] = {1, 1, 1};
+  int64_t out[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t pad_begin[3] = {0, 0, 0};
+  int64_t pad_end[3] = {0, 0, 0};
+  // Column-major strides of the real spatial dims (MaxPool storage_order = 1).
+  int64_t col_stride[3] = {0, 0, 0};
+};
+
+// MaxPool: y = max over the window's positions inside x (first maximum; -inf for a
+// window with none). `indices` (may be null): int64 flat index of the maximum in x
+// (row-major, or column-major within the plane when storage_order = 1), -1 when none.
+cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices, bool column_major,
+                          const PoolGeometry& g, cudaStream_t stream);
+
+// AveragePool: sum over the window's positions inside x divided by their count, or
+// with count_include_pad by the count of positions inside x or its pads; NaN for a
+// zero count.
+cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
+                              const PoolGeometry& g, cudaStream_t stream);
+
+// GlobalAveragePool: y[p] = mean of the `size` elements of plane p (NaN when size is 0).
+cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
+                                    cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Resize (ONNX Resize-10/11/13).
+
+inline constexpr int kMaxResizeRank = 8;
+
+enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
+enum class ResizeCoord : uint8_t {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize
+};
+// kSimple: Resize-10's nearest (floor when upscaling, ceil when downscaling).
+enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+
+struct ResizeParams {
+  int rank = 0;
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  bool exclude_outside = false;
+  double cubic_a = -0.75;
+  int64_t in[kMaxResizeRank] = {};
+  int64_t out[kMaxResizeRank] = {};
+  double scale[kMaxResizeRank] = {};
+  double length[kMaxResizeRank] = {};  // length_resized of the coordinate transform.
+  double roi_start[kMaxResizeRank] = {};
+  double roi_end[kMaxResizeRank] = {};
+};
+
+// Nearest: any element of `elem_size` bytes (1, 2, 4 or 8); `extrapolation` holds the
+// bytes of the value written outside the roi (tf_crop_and_resize).
+cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
+                                uint64_t extrapolation, cudaStream_t stream);
+// Linear and cubic: float32 or float16, accumulated in float; taps whose weight is 0
+// are skipped (an axis that is not resized thus reads its own index with weight 1).
+cudaError_t LaunchResizeInterp(NnType type, const void* x, void* y, int64_t n_out, const ResizeParams& p,
+                               float extrapolation, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Normalisation (ONNX BatchNormalization-15 inference, InstanceNormalization-6,
+// LayerNormalization-17).
+
+// y = x * m + a, m = scale / sqrt(var + eps), a = B - mean * m per channel; x is
+// [n, c, inner].
+cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const void* bias, const void* mean,
+                            const void* var, void* y, int64_t n, int64_t c, int64_t inner, float epsilon,
+                            cudaStream_t stream);
+
+// Per (n, c) plane of `inner` elements: y = scale * (x - mean) / sqrt(var + eps) + B.
+cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
+                               int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream);
+
+inline constexpr int kMaxLayerNormRank = 8;
+
+// Offsets of a parameter broadcast to X: X's dims and the parameter's strides (0 where
+// it broadcasts).
+struct ParamBroadcast {
+  int rank = 0;
+  int64_t dims[kMaxLayerNormRank] = {};
+  int64_t scale_strides[kMaxLayerNormRank] = {};
+  int64_t bias_strides[kMaxLayerNormRank] = {};
+  // The parameter holds exactly one row of `inner` values, the same for every row:
+  // element i of a row reads parameter element i.
+  bool scale_is_row = false;
+  bool bias_is_row = false;
+};
+
+// Per row of `inner` elements (X as [outer, inner]): Y = (X - mean) * inv * Scale + B,
+// inv = 1 / sqrt(var + eps). `bias`, `mean_out`, `inv_out` (float32 [outer]) may be null.
+cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
+                            float* mean_out, float* inv_out, int64_t outer, int64_t inner,
+                            const ParamBroadcast& params, float epsilon, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Elementwise (ONNX opsets 6-18 as kernels/elementwise.cc).
+
+enum class NnUnaryOp : uint8_t {
+  kLeakyRelu,
+  kHardSigmoid,
+  kHardSwish,
+  kTanh,
+  kExp,
+  kLog,
+  kErf,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kReciprocal,
+};
+
+// y[i] = op(x[i]); float32 or float16. alpha, beta: LeakyRelu's alpha, HardSigmoid's.
+cudaError_t LaunchNnUnary(NnUnaryOp op, NnType type, const void* x, void* y, int64_t n, float alpha,
+                          float beta, cudaStream_t stream);
+
+// Clip: y = min(max(x, lo), hi), lo / hi read from the one-element device tensors
+// `min` / `max` (null: unbounded). float32 or float16.
+cudaError_t LaunchClip(NnType type, const void* x, const void* min, const void* max, void* y, int64_t n,
+                       cudaStream_t stream);
+
+enum class NnBinaryOp : uint8_t {
+  kPow,    // float base (a_type), exponent b_type float32/float16/int32/int64;
+           // exponent 2 is x * x and exponent 1 is x, as on the CPU.
+  kPRelu,  // a < 0 ? b * a : a.
+  kMax,    // NaN operand gives NaN.
+  kMin,
+  kEqual,  // bool output; float32/float16/int32/int64/bool inputs.
+  kLess,
+  kGreater,
+  kAnd,  // bool inputs and output.
+  kOr,
+};
+
+// out[i] = a[.] op b[.] over `n` output elements with the broadcast plan. The output
+// has a_type (bool for the comparisons and logical ops).
+cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const void* a, const void* b,
+                           void* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream);
+
+// Not: y[i] = x[i] == 0 (bool bytes).
+cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream);
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,352 @@
+// CUDA kernels of the nn group (host side): MaxPool, AveragePool, GlobalAveragePool and
+// Resize. Device code in nn_pool_impl.cu.
+//
+// Semantics are the CPU kernels' (kernels/pool.cc, kernels/resize.cc), which follow ONNX:
+//   - MaxPool (opsets 1-12: kernel_shape, strides, pads, auto_pad, dilations, ceil_mode,
+//     storage_order; the optional Indices output) and AveragePool (opsets 7-19:
+//     count_include_pad, ceil_mode, dilations), 1-D to 3-D over NCHW-ordered [N, C, ...]
+//     (the CPU kernels take no layout attribute). float32 and float16.
+//   - GlobalAveragePool (opset 1), float32 and float16.
+//   - Resize-10, -11 and -13, any rank up to 8: nearest (every nearest_mode, any dtype
+//     of 1, 2, 4 or 8 bytes), linear and cubic (cubic_coeff_a, exclude_outside;
+//     float32 and float16); every coordinate_transformation_mode the CPU kernel takes,
+//     tf_crop_and_resize with extrapolation_value. roi, scales and sizes are data inputs
+//     of the shape function, in host memory.
+// Other dtypes are UNIMPLEMENTED naming the op and dtype.
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/nn_common.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Pooling.
+
+// The window attributes; INVALID_ARGUMENT as the CPU kernel's factory.
+StatusOr<internal::WindowAttrs> PoolAttrs(std::string_view op, const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w,
+                         internal::ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/true));
+  if (w.kernel_shape.empty()) return internal::OpError(op, "kernel_shape is required");
+  return w;
+}
+
+StatusOr<PoolGeometry> MakePoolGeometry(std::string_view op, const internal::WindowAttrs& w, const Shape& x) {
+  const size_t nsp = w.kernel_shape.size();
+  if (x.size() != nsp + 2 || nsp < 1 || nsp > 3) {
+    return internal::OpError(op, "X " + ShapeToString(x) + " does not fit kernel_shape of " +
+                                     std::to_string(nsp) + " dims (1-D to 3-D pooling)");
+  }
+  std::span<const int64_t> spatial(x.data() + 2, nsp);
+  REMEX_ASSIGN_OR_RETURN(internal::WindowGeometry wg,
+                         internal::ComputeWindowGeometry(op, w, spatial, w.kernel_shape));
+  PoolGeometry g;
+  g.planes = x[0] * x[1];
+  int64_t col = 1;
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    g.in[j] = x[2 + i];
+    g.out[j] = wg.output[i];
+    g.kernel[j] = wg.kernel[i];
+    g.stride[j] = wg.strides[i];
+    g.dilation[j] = wg.dilations[i];
+    g.pad_begin[j] = wg.pad_begin[i];
+    g.pad_end[j] = wg.pad_end[i];
+    g.col_stride[j] = col;
+    col *= x[2 + i];
+  }
+  return g;
+}
+
+class MaxPoolKernel final : public NnKernel {
+ public:
+  MaxPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
+                bool column_major)
+      : NnKernel(std::move(def), std::move(attrs), context),
+        window_(std::move(window)),
+        column_major_(column_major) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(PoolGeometry g, MakePoolGeometry(op(), window_, in[0].shape));
+    int64_t* indices = out.size() > 1 ? static_cast<int64_t*>(out[1].data) : nullptr;
+    return Launch(
+        [&] { return LaunchMaxPool(type, in[0].data, out[0].data, indices, column_major_, g, stream()); });
+  }
+
+ private:
+  const internal::WindowAttrs window_;
+  const bool column_major_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const OpDef& def,
+                                                const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w, PoolAttrs(def.name, attrs));
+  StatusOr<int64_t> order = attrs.Int("storage_order", 0);
+  if (!order.ok()) return internal::OpError(def.name, order.status().message());
+  if (*order != 0 && *order != 1) return internal::OpError(def.name, "storage_order must be 0 or 1");
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(w), *order == 1));
+}
+
+class AveragePoolKernel final : public NnKernel {
+ public:
+  AveragePoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
+                    bool count_include_pad)
+      : NnKernel(std::move(def), std::move(attrs), context),
+        window_(std::move(window)),
+        count_include_pad_(count_include_pad) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(PoolGeometry g, MakePoolGeometry(op(), window_, in[0].shape));
+    return Launch(
+        [&] { return LaunchAveragePool(type, in[0].data, out[0].data, count_include_pad_, g, stream()); });
+  }
+
+ private:
+  const internal::WindowAttrs window_;
+  const bool count_include_pad_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, const OpDef& def,
+                                                    const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w, PoolAttrs(def.name, attrs));
+  StatusOr<int64_t> cip = attrs.Int("count_include_pad", 0);
+  if (!cip.ok()) return internal::OpError(def.name, cip.status().message());
+  if (*cip != 0 && *cip != 1) return internal::OpError(def.name, "count_include_pad must be 0 or 1");
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(w), *cip == 1));
+}
+
+class GlobalAveragePoolKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
+    return Launch(
+        [&] { return LaunchGlobalAveragePool(type, in[0].data, out[0].data, planes, size, stream()); });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Resize.
+
+struct ResizeAttrs {
+  int64_t version = 13;
+  ResizeParams params;  // Mode, coordinates, nearest, cubic; the extents come later.
+  double extrapolation = 0.0;
+};
+
+template <typename E>
+StatusOr<E> Choice(std::string_view op, const Attributes& attrs, std::string_view name, std::string def,
+                   std::initializer_list<std::pair<const char*, E>> choices) {
+  StatusOr<std::string> v = attrs.String(name, std::move(def));
+  if (!v.ok()) return internal::OpError(op, v.status().message());
+  for (const auto& [text, value] : choices) {
+    if (*v == text) return value;
+  }
+  return internal::OpError(op, "unknown " + std::string(name) + " '" + *v + "'");
+}
+
+// kernels/resize.cc's ParseResizeAttrs.
+StatusOr<ResizeAttrs> ParseResizeAttrs(std::string_view op, const Attributes& attrs) {
+  ResizeAttrs r;
+  ResizeParams& p = r.params;
+  StatusOr<int64_t> version = attrs.Int("since_version", 13);
+  if (!version.ok()) return internal::OpError(op, version.status().message());
+  if (*version < 10)
+    return internal::OpError(op, "since_version " + std::to_string(*version) + " is not a Resize version");
+  r.version = *version;
+  REMEX_ASSIGN_OR_RETURN(p.mode, Choice<ResizeMode>(op, attrs, "mode", "nearest",
+                                                    {{"nearest", ResizeMode::kNearest},
+                                                     {"linear", ResizeMode::kLinear},
+                                                     {"cubic", ResizeMode::kCubic}}));
+  if (r.version == 10) {
+    if (p.mode == ResizeMode::kCubic)
+      return internal::OpError(op, "unknown mode 'cubic' (Resize-10: nearest or linear)");
+    p.coord = ResizeCoord::kAsymmetric;
+    p.nearest = ResizeNearest::kSimple;
+    return r;
+  }
+  REMEX_ASSIGN_OR_RETURN(p.coord,
+                         Choice<ResizeCoord>(op, attrs, "coordinate_transformation_mode", "half_pixel",
+                                             {{"half_pixel", ResizeCoord::kHalfPixel},
+                                              {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
+                                              {"align_corners", ResizeCoord::kAlignCorners},
+                                              {"asymmetric", ResizeCoord::kAsymmetric},
+                                              {"tf_crop_and_resize", ResizeCoord::kTfCropAndResize},
+                                              {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNn}}));
+  if (p.coord == ResizeCoord::kTfHalfPixelForNn && r.version != 11) {
+    return internal::OpError(op, "unknown coordinate_transformation_mode 'tf_half_pixel_for_nn'");
+  }
+  REMEX_ASSIGN_OR_RETURN(p.nearest,
+                         Choice<ResizeNearest>(op, attrs, "nearest_mode", "round_prefer_floor",
+                                               {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
+                                                {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
+                                                {"floor", ResizeNearest::kFloor},
+                                                {"ceil", ResizeNearest::kCeil}}));
+  StatusOr<float> a = attrs.Float("cubic_coeff_a", -0.75f);
+  if (!a.ok()) return internal::OpError(op, a.status().message());
+  p.cubic_a = *a;
+  StatusOr<int64_t> exclude = attrs.Int("exclude_outside", 0);
+  if (!exclude.ok()) return internal::OpError(op, exclude.status().message());
+  p.exclude_outside = *exclude == 1;
+  StatusOr<float> e = attrs.Float("extrapolation_value", 0.0f);
+  if (!e.ok()) return internal::OpError(op, e.status().message());
+  r.extrapolation = *e;
+  return r;
+}
+
+bool Given(std::span<const TensorRef> in, size_t i) {
+  return i < in.size() && in[i].present() && Count(in[i].shape) > 0;
+}
+
+// A float16/32/64 host tensor's values as double.
+std::vector<double> HostDoubles(const TensorRef& t) {
+  const int64_t n = Count(t.shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::kFloat32:
+        v[i] = static_cast<const float*>(t.data)[i];
+        break;
+      case DType::kFloat64:
+        v[i] = static_cast<const double*>(t.data)[i];
+        break;
+      case DType::kFloat16:
+        v[i] = HalfToFloat(static_cast<const Half*>(t.data)[i]);
+        break;
+      default:
+        break;
+    }
+  }
+  return v;
+}
+
+// The extents, scales and roi of a Resize whose inputs the shape function accepted
+// (kernels/resize.cc's PlanResize).
+Status PlanResize(std::string_view op, int64_t version, std::span<const TensorRef> in, ResizeParams& p) {
+  const Shape& x = in[0].shape;
+  const size_t rank = x.size();
+  if (rank > static_cast<size_t>(kMaxResizeRank)) {
+    return Unimplemented(std::string(op) + " on cuda: rank " + std::to_string(rank) + " is above " +
+                         std::to_string(kMaxResizeRank));
+  }
+  p.rank = static_cast<int>(rank);
+  const size_t scales_at = version == 10 ? 1 : 2;
+  if (Given(in, scales_at)) {
+    const std::vector<double> s = HostDoubles(in[scales_at]);
+    for (size_t i = 0; i < rank; ++i) {
+      p.out[i] = static_cast<int64_t>(std::floor(s[i] * static_cast<double>(x[i])));
+      p.scale[i] = s[i];
+      p.length[i] = s[i] * static_cast<double>(x[i]);
+    }
+  } else {
+    REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> s,
+                           internal::ReadIndexTensor(op, "sizes", in[3].dtype, in[3].shape, in[3].data));
+    for (size_t i = 0; i < rank; ++i) {
+      p.out[i] = s[i];
+      p.length[i] = static_cast<double>(s[i]);
+      p.scale[i] = x[i] == 0 ? 1.0 : static_cast<double>(s[i]) / static_cast<double>(x[i]);
+    }
+  }
+  std::vector<double> roi;
+  if (p.coord == ResizeCoord::kTfCropAndResize) roi = HostDoubles(in[1]);
+  for (size_t i = 0; i < rank; ++i) {
+    p.in[i] = x[i];
+    p.roi_start[i] = roi.empty() ? 0.0 : roi[i];
+    p.roi_end[i] = roi.empty() ? 1.0 : roi[i + rank];
+  }
+  return OkStatus();
+}
+
+// The bytes of the extrapolation value in `dtype`: float types converted, integers
+// rounded to nearest and saturated (NaN: 0), bool nonzero (kernels/resize.cc's
+// FromCompute).
+uint64_t ExtrapolationBits(DType dtype, double v) {
+  uint64_t bits = 0;
+  (void)internal::DispatchAllTypes("Resize", dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T value;
+    if constexpr (std::is_same_v<T, Half>) {
+      value = FloatToHalf(static_cast<float>(v));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      value = static_cast<T>(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      value = v != 0.0;
+    } else {
+      const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
+      constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+      constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+      value = r <= lo   ? std::numeric_limits<T>::lowest()
+              : r >= hi ? std::numeric_limits<T>::max()
+                        : static_cast<T>(r);
+    }
+    std::memcpy(&bits, &value, sizeof(T));
+    return OkStatus();
+  });
+  return bits;
+}
+
+class ResizeKernel final : public NnKernel {
+ public:
+  ResizeKernel(OpDef def, Attributes attrs, CudaKernelContext context, ResizeAttrs resize)
+      : NnKernel(std::move(def), std::move(attrs), context), resize_(resize) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    ResizeParams p = resize_.params;
+    REMEX_RETURN_IF_ERROR(PlanResize(op(), resize_.version, in, p));
+    const int64_t n_out = Count(out[0].shape);
+    if (p.mode == ResizeMode::kNearest) {
+      const size_t size = DTypeSize(in[0].dtype);
+      if (size != 1 && size != 2 && size != 4 && size != 8) {
+        return Unimplemented(op() + " on cuda: dtype " + std::string(DTypeName(in[0].dtype)) +
+                             " is not implemented");
+      }
+      return Launch([&] {
+        return LaunchResizeNearest(static_cast<int>(size), in[0].data, out[0].data, n_out, p,
+                                   ExtrapolationBits(in[0].dtype, resize_.extrapolation), stream());
+      });
+    }
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op() + " (linear and cubic modes)", in[0].dtype));
+    return Launch([&] {
+      return LaunchResizeInterp(type, in[0].data, out[0].data, n_out, p,
+                                static_cast<float>(resize_.extrapolation), stream());
+    });
+  }
+
+ private:
+  const ResizeAttrs resize_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeResize(CudaKernelContext context, const OpDef& def,
+                                               const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(ResizeAttrs r, ParseResizeAttrs(def.name, attrs));
+  return std::unique_ptr<OpKernel>(std::make_unique<ResizeKernel>(def, attrs, context, r));
+}
+
+}  // namespace
+
+Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  using std::placeholders::_1;
+  using std::placeholders::_2;
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "GlobalAveragePool", MakeNn<GlobalAveragePoolKernel>(context)));
+  return AddNnKernel(registry, "Resize", std::bind(MakeResize, context, _1, _2));
+}
+
+}  // namespace remex::kernels::cuda

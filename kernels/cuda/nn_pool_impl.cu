@@ -1,0 +1,518 @@
+// Device code of the nn group's pooling (ONNX MaxPool-12, AveragePool-11/19,
+// GlobalAveragePool-1), Resize (Resize-10/11/13) and normalisation
+// (BatchNormalization-15 inference, InstanceNormalization-6, LayerNormalization-17).
+// Includes only CUDA and plain headers.
+//
+// This file is compiled without contraction into fused multiply-adds (nn.cmake):
+// MaxPool, AveragePool, nearest Resize (coordinates in double) and BatchNormalization
+// then compute what the CPU kernels compute, in the same order and rounding; the rest
+// accumulates in float in another order and agrees to rounding.
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/nn_device.cuh"
+#include "kernels/cuda/nn_impl.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+using nn::BlockReduce;
+using nn::Blocks;
+using nn::GlobalThread;
+using nn::GridThreads;
+using nn::kThreads;
+using nn::Load;
+using nn::Store;
+
+__device__ __forceinline__ float Add(float a, float b) { return a + b; }
+
+// ---------------------------------------------------------------------------
+// MaxPool, AveragePool, GlobalAveragePool.
+
+struct OutPos {
+  int64_t p, o[3];
+};
+
+__device__ __forceinline__ OutPos Decompose(int64_t i, const PoolGeometry& g) {
+  OutPos r;
+  r.o[2] = i % g.out[2];
+  i /= g.out[2];
+  r.o[1] = i % g.out[1];
+  i /= g.out[1];
+  r.o[0] = i % g.out[0];
+  r.p = i / g.out[0];
+  return r;
+}
+
+template <typename T>
+__global__ void MaxPoolKernel(const T* x, T* y, int64_t* indices, bool column_major, PoolGeometry g) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const OutPos pos = Decompose(i, g);
+    const T* plane = x + pos.p * in_plane;
+    float best = -INFINITY;
+    int64_t best_off = -1;
+    int64_t best_pos[3] = {0, 0, 0};
+    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+      if (i0 < 0 || i0 >= g.in[0]) continue;
+      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+        if (i1 < 0 || i1 >= g.in[1]) continue;
+        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
+        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+          if (i2 < 0 || i2 >= g.in[2]) continue;
+          const float v = Load(plane[row + i2]);
+          if (best_off < 0 || v > best) {  // The first position, then strictly greater.
+            best = v;
+            best_off = row + i2;
+            best_pos[0] = i0;
+            best_pos[1] = i1;
+            best_pos[2] = i2;
+          }
+        }
+      }
+    }
+    y[i] = Store<T>(best);
+    if (indices) {
+      int64_t idx = -1;
+      if (best_off >= 0) {
+        idx = column_major ? best_pos[0] * g.col_stride[0] + best_pos[1] * g.col_stride[1] +
+                                 best_pos[2] * g.col_stride[2]
+                           : best_off;
+        idx += pos.p * in_plane;
+      }
+      indices[i] = idx;
+    }
+  }
+}
+
+// Window positions along one dim: inside x (`taps`) and inside x or its pads.
+__device__ __forceinline__ void CountWindow(const PoolGeometry& g, int d, int64_t o, int64_t& taps,
+                                            int64_t& padded) {
+  taps = 0;
+  padded = 0;
+  for (int64_t k = 0; k < g.kernel[d]; ++k) {
+    const int64_t i = o * g.stride[d] - g.pad_begin[d] + k * g.dilation[d];
+    if (i >= 0 && i < g.in[d]) ++taps;
+    if (i >= -g.pad_begin[d] && i < g.in[d] + g.pad_end[d]) ++padded;
+  }
+}
+
+template <typename T>
+__global__ void AveragePoolKernel(const T* x, T* y, bool count_include_pad, PoolGeometry g) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const OutPos pos = Decompose(i, g);
+    const T* plane = x + pos.p * in_plane;
+    float sum = 0.0f;
+    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+      if (i0 < 0 || i0 >= g.in[0]) continue;
+      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+        if (i1 < 0 || i1 >= g.in[1]) continue;
+        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
+        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+          if (i2 < 0 || i2 >= g.in[2]) continue;
+          sum += Load(plane[row + i2]);
+        }
+      }
+    }
+    int64_t count = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t taps, padded;
+      CountWindow(g, d, pos.o[d], taps, padded);
+      count *= count_include_pad ? padded : taps;
+    }
+    y[i] = Store<T>(count == 0 ? NAN : __fdiv_rn(sum, static_cast<float>(count)));
+  }
+}
+
+template <typename T>
+__global__ void GlobalAveragePoolKernel(const T* x, T* y, int64_t planes, int64_t size) {
+  __shared__ float scratch[32];
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const T* row = x + p * size;
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) sum += Load(row[j]);
+    sum = BlockReduce(sum, Add, scratch);
+    if (threadIdx.x == 0) y[p] = Store<T>(size == 0 ? NAN : sum / static_cast<float>(size));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Resize. Coordinates are computed in double with the CPU kernel's formulas
+// (kernels/resize.cc), so nearest picks the same source indices.
+
+__device__ double OriginalCoord(const ResizeParams& p, int d, double x) {
+  const double len_in = static_cast<double>(p.in[d]);
+  const double out = p.length[d];
+  const double scale = p.scale[d];
+  switch (p.coord) {
+    case ResizeCoord::kHalfPixel:
+      return (x + 0.5) / scale - 0.5;
+    case ResizeCoord::kPytorchHalfPixel:
+      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+    case ResizeCoord::kAlignCorners:
+      return out == 1 ? 0.0 : x * (len_in - 1) / (out - 1);
+    case ResizeCoord::kAsymmetric:
+      return x / scale;
+    case ResizeCoord::kTfHalfPixelForNn:
+      return (x + 0.5) / scale;
+    case ResizeCoord::kTfCropAndResize: {
+      const double rs = p.roi_start[d];
+      const double re = p.roi_end[d];
+      return out > 1 ? rs * (len_in - 1) + x * (re - rs) * (len_in - 1) / (out - 1)
+                     : 0.5 * (rs + re) * (len_in - 1);
+    }
+  }
+  return 0.0;
+}
+
+__device__ __forceinline__ int64_t ClampIndex(double v, int64_t in) {
+  if (!(v > 0)) return 0;  // Also NaN.
+  const double hi = static_cast<double>(in - 1);
+  return v >= hi ? in - 1 : static_cast<int64_t>(v);
+}
+
+__device__ __forceinline__ int64_t ClampInt(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+__device__ int64_t NearestIndex(ResizeNearest m, double x, bool downscale, int64_t in) {
+  const double f = floor(x);
+  double r = f;
+  if (x != f) {
+    switch (m) {
+      case ResizeNearest::kRoundPreferFloor:
+        r = x - f <= 0.5 ? f : f + 1;
+        break;
+      case ResizeNearest::kRoundPreferCeil:
+        r = x - f < 0.5 ? f : f + 1;
+        break;
+      case ResizeNearest::kFloor:
+        r = f;
+        break;
+      case ResizeNearest::kCeil:
+        r = f + 1;
+        break;
+      case ResizeNearest::kSimple:
+        r = downscale ? f + 1 : f;
+        break;
+    }
+  }
+  return ClampIndex(r, in);
+}
+
+__device__ __forceinline__ bool Outside(const ResizeParams& p, int d, double x) {
+  return p.coord == ResizeCoord::kTfCropAndResize && (x < 0 || x > static_cast<double>(p.in[d] - 1));
+}
+
+template <typename U>
+__global__ void ResizeNearestKernel(const U* x, U* y, int64_t n_out, ResizeParams p, U extrapolation) {
+  for (int64_t i = GlobalThread(); i < n_out; i += GridThreads()) {
+    int64_t rest = i;
+    int64_t off = 0;
+    int64_t stride = 1;
+    bool outside = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t o = rest % p.out[d];
+      rest /= p.out[d];
+      const double xc = OriginalCoord(p, d, static_cast<double>(o));
+      if (Outside(p, d, xc)) outside = true;
+      off += NearestIndex(p.nearest, xc, p.scale[d] < 1.0, p.in[d]) * stride;
+      stride *= p.in[d];
+    }
+    y[i] = outside ? extrapolation : x[off];
+  }
+}
+
+// Up to 4 taps of axis d for output index o: input indices and float weights.
+__device__ int AxisTaps(const ResizeParams& p, int d, int64_t o, int64_t idx[4], float w[4], bool& outside) {
+  const int64_t in = p.in[d];
+  const double x = OriginalCoord(p, d, static_cast<double>(o));
+  if (Outside(p, d, x)) {
+    outside = true;
+    return 0;
+  }
+  const double hi = static_cast<double>(in - 1);
+  const double xc = x < -4.0 ? -4.0 : (x > hi + 4.0 ? hi + 4.0 : x);
+  const double f = floor(xc);
+  const double t = xc - f;
+  const int64_t base = static_cast<int64_t>(f);
+  if (p.mode == ResizeMode::kLinear) {
+    w[0] = static_cast<float>(1 - t);
+    w[1] = static_cast<float>(t);
+    idx[0] = ClampInt(base, 0, in - 1);
+    idx[1] = ClampInt(base + 1, 0, in - 1);
+    return 2;
+  }
+  const double a = p.cubic_a;
+  auto near = [a](double s) { return ((a + 2) * s - (a + 3)) * s * s + 1; };
+  auto far = [a](double s) { return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a; };
+  double c[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+  double sum = 0;
+  for (int j = 0; j < 4; ++j) {
+    const int64_t k = base - 1 + j;
+    if (p.exclude_outside && (k < 0 || k >= in)) c[j] = 0;
+    sum += c[j];
+    idx[j] = ClampInt(k, 0, in - 1);
+  }
+  for (int j = 0; j < 4; ++j) w[j] = static_cast<float>(p.exclude_outside && sum != 0 ? c[j] / sum : c[j]);
+  return 4;
+}
+
+template <typename T>
+__global__ void ResizeInterpKernel(const T* x, T* y, int64_t n_out, ResizeParams p, float extrapolation) {
+  for (int64_t i = GlobalThread(); i < n_out; i += GridThreads()) {
+    int64_t idx[kMaxResizeRank][4];
+    float w[kMaxResizeRank][4];
+    int taps[kMaxResizeRank];
+    int64_t stride[kMaxResizeRank];
+    int64_t rest = i;
+    int64_t st = 1;
+    bool outside = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t o = rest % p.out[d];
+      rest /= p.out[d];
+      taps[d] = AxisTaps(p, d, o, idx[d], w[d], outside);
+      stride[d] = st;
+      st *= p.in[d];
+    }
+    if (outside) {
+      y[i] = Store<T>(extrapolation);
+      continue;
+    }
+    // Every combination of one tap per axis, odometer over the axes.
+    int pick[kMaxResizeRank] = {};
+    float sum = 0.0f;
+    while (true) {
+      float weight = 1.0f;
+      int64_t off = 0;
+      for (int d = 0; d < p.rank; ++d) {
+        weight *= w[d][pick[d]];
+        off += idx[d][pick[d]] * stride[d];
+      }
+      if (weight != 0.0f) sum += weight * Load(x[off]);
+      int d = p.rank - 1;
+      for (; d >= 0; --d) {
+        // Skip zero-weight taps of this axis.
+        do {
+          ++pick[d];
+        } while (pick[d] < taps[d] && w[d][pick[d]] == 0.0f);
+        if (pick[d] < taps[d]) break;
+        pick[d] = 0;
+      }
+      if (d < 0) break;
+    }
+    y[i] = Store<T>(sum);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Normalisation.
+
+template <typename T>
+__global__ void BatchNormKernel(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                                int64_t total, int64_t c, int64_t inner, float epsilon) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t ch = (i / inner) % c;
+    const float m = Load(scale[ch]) / sqrtf(Load(var[ch]) + epsilon);
+    const float a = Load(bias[ch]) - Load(mean[ch]) * m;
+    y[i] = Store<T>(Load(x[i]) * m + a);
+  }
+}
+
+// Mean and biased variance (about the mean) of the block's row of n elements.
+template <typename T>
+__device__ void RowMoments(const T* row, int64_t n, float* scratch, float& mean, float& var) {
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += Load(row[j]);
+  s = BlockReduce(s, Add, scratch);
+  mean = n > 0 ? s / static_cast<float>(n) : 0.0f;
+  float q = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float dv = Load(row[j]) - mean;
+    q += dv * dv;
+  }
+  q = BlockReduce(q, Add, scratch);
+  var = n > 0 ? q / static_cast<float>(n) : 0.0f;
+}
+
+template <typename T>
+__global__ void InstanceNormKernel(const T* x, const T* scale, const T* bias, T* y, int64_t planes, int64_t c,
+                                   int64_t inner, float epsilon) {
+  __shared__ float scratch[32];
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const T* row = x + p * inner;
+    T* out = y + p * inner;
+    float mean, var;
+    RowMoments(row, inner, scratch, mean, var);
+    const int64_t ch = p % c;
+    const float mul = Load(scale[ch]) / sqrtf(var + epsilon);
+    const float add = Load(bias[ch]) - mean * mul;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) out[j] = Store<T>(Load(row[j]) * mul + add);
+  }
+}
+
+__device__ __forceinline__ int64_t ParamOffset(int64_t flat, const ParamBroadcast& pb,
+                                               const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = pb.rank - 1; d >= 0; --d) {
+    off += (flat % pb.dims[d]) * strides[d];
+    flat /= pb.dims[d];
+  }
+  return off;
+}
+
+template <typename T>
+__global__ void LayerNormKernel(const T* x, const T* scale, const T* bias, T* y, float* mean_out,
+                                float* inv_out, int64_t outer, int64_t inner, ParamBroadcast pb,
+                                float epsilon) {
+  __shared__ float scratch[32];
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    const T* row = x + o * inner;
+    T* out = y + o * inner;
+    float mean, var;
+    RowMoments(row, inner, scratch, mean, var);
+    const float inv = 1.0f / sqrtf(var + epsilon);
+    if (threadIdx.x == 0) {
+      if (mean_out) mean_out[o] = mean;
+      if (inv_out) inv_out[o] = inv;
+    }
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      const int64_t flat = o * inner + j;
+      const float s = Load(scale[pb.scale_is_row ? j : ParamOffset(flat, pb, pb.scale_strides)]);
+      float v = (Load(row[j]) - mean) * inv * s;
+      if (bias) v += Load(bias[pb.bias_is_row ? j : ParamOffset(flat, pb, pb.bias_strides)]);
+      out[j] = Store<T>(v);
+    }
+  }
+}
+
+template <typename T>
+const T* As(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Launchers.
+
+#define REMEX_NN_DISPATCH_FLOAT(type, CALL) \
+  switch (type) {                           \
+    case NnType::kFloat32: {                \
+      using T = float;                      \
+      CALL;                                 \
+      return cudaGetLastError();            \
+    }                                       \
+    case NnType::kFloat16: {                \
+      using T = __half;                     \
+      CALL;                                 \
+      return cudaGetLastError();            \
+    }                                       \
+    default:                                \
+      break;                                \
+  }                                         \
+  return cudaErrorInvalidValue
+
+cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices, bool column_major,
+                          const PoolGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  if (n <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (MaxPoolKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
+                                    As<T>(x), static_cast<T*>(y), indices, column_major, g)));
+}
+
+cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
+                              const PoolGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  if (n <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (AveragePoolKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
+                                    As<T>(x), static_cast<T*>(y), count_include_pad, g)));
+}
+
+cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
+                                    cudaStream_t stream) {
+  if (planes <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (GlobalAveragePoolKernel<T><<<Blocks(planes, 1), kThreads, 0, stream>>>(
+                                    As<T>(x), static_cast<T*>(y), planes, size)));
+}
+
+cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
+                                uint64_t extrapolation, cudaStream_t stream) {
+  if (n_out <= 0 || p.rank < 1 || p.rank > kMaxResizeRank) return cudaErrorInvalidValue;
+  const unsigned blocks = Blocks(n_out);
+  switch (elem_size) {
+    case 1:
+      ResizeNearestKernel<uint8_t><<<blocks, kThreads, 0, stream>>>(
+          As<uint8_t>(x), static_cast<uint8_t*>(y), n_out, p, static_cast<uint8_t>(extrapolation));
+      break;
+    case 2:
+      ResizeNearestKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
+          As<uint16_t>(x), static_cast<uint16_t*>(y), n_out, p, static_cast<uint16_t>(extrapolation));
+      break;
+    case 4:
+      ResizeNearestKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
+          As<uint32_t>(x), static_cast<uint32_t*>(y), n_out, p, static_cast<uint32_t>(extrapolation));
+      break;
+    case 8:
+      ResizeNearestKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(
+          As<uint64_t>(x), static_cast<uint64_t*>(y), n_out, p, extrapolation);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchResizeInterp(NnType type, const void* x, void* y, int64_t n_out, const ResizeParams& p,
+                               float extrapolation, cudaStream_t stream) {
+  if (n_out <= 0 || p.rank < 1 || p.rank > kMaxResizeRank || p.mode == ResizeMode::kNearest) {
+    return cudaErrorInvalidValue;
+  }
+  REMEX_NN_DISPATCH_FLOAT(type, (ResizeInterpKernel<T><<<Blocks(n_out), kThreads, 0, stream>>>(
+                                    As<T>(x), static_cast<T*>(y), n_out, p, extrapolation)));
+}
+
+cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const void* bias, const void* mean,
+                            const void* var, void* y, int64_t n, int64_t c, int64_t inner, float epsilon,
+                            cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (BatchNormKernel<T><<<Blocks(total), kThreads, 0, stream>>>(
+                                    As<T>(x), As<T>(scale), As<T>(bias), As<T>(mean), As<T>(var),
+                                    static_cast<T*>(y), total, c, inner, epsilon)));
+}
+
+cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
+                               int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream) {
+  const int64_t planes = n * c;
+  if (planes <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (InstanceNormKernel<T><<<Blocks(planes, 1), kThreads, 0, stream>>>(
+                As<T>(x), As<T>(scale), As<T>(bias), static_cast<T*>(y), planes, c, inner, epsilon)));
+}
+
+cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
+                            float* mean_out, float* inv_out, int64_t outer, int64_t inner,
+                            const ParamBroadcast& params, float epsilon, cudaStream_t stream) {
+  if (outer <= 0 || params.rank > kMaxLayerNormRank) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (LayerNormKernel<T><<<Blocks(outer, 1), kThreads, 0, stream>>>(
+                                    As<T>(x), As<T>(scale), As<T>(bias), static_cast<T*>(y), mean_out,
+                                    inv_out, outer, inner, params, epsilon)));
+}
+
+#undef REMEX_NN_DISPATCH_FLOAT
+
+}  // namespace remex::kernels::cuda
