@@ -1,8 +1,218 @@
-// CUDA kernels: FusedElementwise through NVRTC. No kernel is registered yet.
+// CUDA kernels: FusedElementwise (program format in kernels/fused.h; semantics of the
+// CPU kernel kernels/fused.cc, i.e. of the ONNX ops the opcodes are named after,
+// opsets 13-17), for float32, float16 (computed in float, rounded to nearest even on
+// store) and float64.
+//
+// Per (input count, dtype) a kernel instance generates the program's CUDA C source
+// (fused_codegen.h), compiles it with NVRTC to PTX for the GPU's compute capability
+// (fused_nvrtc.h, cached process-wide per (source, architecture)), loads it with the
+// CUDA driver API (cuModuleLoadDataEx, cached process-wide per (source, device): a
+// module is loaded once per device and lives until exit) and launches it with
+// cuLaunchKernel on the context's stream. This happens in the first Compute for that
+// input count and dtype; later calls only plan the broadcast and launch.
+//
+// The driver API's entry points are looked up through the runtime
+// (cudaGetDriverEntryPointByVersion), so that the driver library is loaded only when a
+// GPU is used and binaries that link these kernels start on machines without one.
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/fused_codegen.h"
+#include "kernels/cuda/fused_nvrtc.h"
+#include "kernels/fused.h"
+#include "kernels/internal.h"
 
 namespace remex::kernels::cuda {
+namespace {
 
-Status AddFusedCudaKernels(KernelRegistry&, CudaKernelContext) { return OkStatus(); }
+constexpr std::string_view kOp = "FusedElementwise";
+constexpr unsigned kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+
+// The driver API functions the kernel uses.
+struct DriverApi {
+  decltype(&cuModuleLoadDataEx) module_load_data_ex = nullptr;
+  decltype(&cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&cuGetErrorName) get_error_name = nullptr;
+};
+
+Status LookUp(const char* symbol, void** fn) {
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  REMEX_RETURN_IF_ERROR(CudaCheck(kOp, std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")",
+                                  cudaGetDriverEntryPointByVersion(symbol, fn, 12000, cudaEnableDefault, &found)));
+  if (found != cudaDriverEntryPointSuccess || *fn == nullptr) {
+    return Unavailable(std::string(kOp) + " on cuda: the CUDA driver has no " + symbol);
+  }
+  return OkStatus();
+}
+
+// The entry points, looked up once per process.
+StatusOr<const DriverApi*> GetDriverApi() {
+  static std::once_flag once;
+  static DriverApi api;
+  static Status status;
+  std::call_once(once, [] {
+    status = LookUp("cuModuleLoadDataEx", reinterpret_cast<void**>(&api.module_load_data_ex));
+    if (status.ok()) status = LookUp("cuModuleGetFunction", reinterpret_cast<void**>(&api.module_get_function));
+    if (status.ok()) status = LookUp("cuLaunchKernel", reinterpret_cast<void**>(&api.launch_kernel));
+    if (status.ok()) status = LookUp("cuGetErrorName", reinterpret_cast<void**>(&api.get_error_name));
+  });
+  if (!status.ok()) return status;
+  return &api;
+}
+
+Status DriverCheck(const DriverApi& api, std::string_view call, CUresult r) {
+  if (r == CUDA_SUCCESS) return OkStatus();
+  const char* name = nullptr;
+  if (api.get_error_name(r, &name) != CUDA_SUCCESS || name == nullptr) name = "unknown CUresult";
+  std::string message = std::string(kOp) + " on cuda: " + std::string(call) + " failed: " + name;
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return ResourceExhausted(std::move(message));
+  return Internal(std::move(message));
+}
+
+// Loaded kernels by (source, device), process-wide; modules are never unloaded.
+struct ModuleCache {
+  std::mutex mu;
+  std::map<std::pair<std::string, int>, CUfunction> functions;
+};
+
+ModuleCache& Modules() {
+  static ModuleCache* cache = new ModuleCache();  // Never destroyed: used until exit.
+  return *cache;
+}
+
+// The loaded kernel of `source` on `device` (the current device), compiled for the
+// device's compute capability.
+StatusOr<CUfunction> LoadKernel(const std::string& source, int device) {
+  ModuleCache& cache = Modules();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto key = std::make_pair(source, device);
+  if (auto it = cache.functions.find(key); it != cache.functions.end()) return it->second;
+  REMEX_ASSIGN_OR_RETURN(const DriverApi* api, GetDriverApi());
+  int major = 0, minor = 0;
+  REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaDeviceGetAttribute",
+                                  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)));
+  REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaDeviceGetAttribute",
+                                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)));
+  REMEX_ASSIGN_OR_RETURN(int arch, FusedTargetArch(major * 10 + minor));
+  REMEX_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> ptx, CachedFusedKernelPtx(source, arch));
+  CUmodule module = nullptr;
+  REMEX_RETURN_IF_ERROR(
+      DriverCheck(*api, "cuModuleLoadDataEx", api->module_load_data_ex(&module, ptx->c_str(), 0, nullptr, nullptr)));
+  CUfunction function = nullptr;
+  REMEX_RETURN_IF_ERROR(
+      DriverCheck(*api, "cuModuleGetFunction", api->module_get_function(&function, module, kFusedKernelName)));
+  cache.functions.emplace(std::move(key), function);
+  return function;
+}
+
+// The program's format, checked before the inputs are known (the CPU kernel's factory
+// checks the same); slot bounds are checked with the input count in Compute.
+Status CheckProgramFormat(const Attributes& attrs) {
+  StatusOr<std::vector<int64_t>> program = attrs.Ints("program");
+  if (!program.ok()) return internal::OpError(kOp, program.status().message());
+  StatusOr<std::vector<float>> immediates = attrs.Floats("immediates", {});
+  if (!immediates.ok()) return internal::OpError(kOp, immediates.status().message());
+  if (program->empty() || program->size() % kFusedWidth != 0) {
+    return internal::OpError(kOp, "program has " + std::to_string(program->size()) +
+                                      " entries, expects a positive multiple of " + std::to_string(kFusedWidth));
+  }
+  for (size_t j = 0; j < program->size(); j += kFusedWidth) {
+    const int arity = FusedOperandCount((*program)[j]);
+    if (arity == 0) {
+      return internal::OpError(kOp, "instruction " + std::to_string(j / kFusedWidth) + ": unknown opcode " +
+                                        std::to_string((*program)[j]));
+    }
+    for (int t = 0; t < 3; ++t) {
+      const int64_t v = (*program)[j + 1 + t];
+      if (t >= arity ? v != -1 : v < 0) {
+        return internal::OpError(kOp, "instruction " + std::to_string(j / kFusedWidth) + ": operand " +
+                                          std::to_string(t) + " is slot " + std::to_string(v));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+class FusedCudaKernel final : public OpKernel {
+ public:
+  FusedCudaKernel(OpDef def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
+                  CudaKernelContext context)
+      : def_(std::move(def)),
+        attrs_(std::move(attrs)),
+        program_(std::move(program)),
+        immediates_(std::move(immediates)),
+        context_(context) {}
+
+  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
+    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+    const TensorRef& out = outputs[0];
+    REMEX_ASSIGN_OR_RETURN(FusedElemType type, FusedElemTypeOf(out.dtype));
+    const int64_t n = *NumElements(out.shape);
+    if (n == 0) return OkStatus();
+    shapes_.clear();
+    for (const TensorRef& t : inputs) shapes_.push_back(t.shape);
+    REMEX_RETURN_IF_ERROR(PlanFusedBroadcast(shapes_, out.shape, params_));
+    params_.n = n;
+    for (size_t k = 0; k < inputs.size(); ++k) params_.inputs[k] = inputs[k].data;
+    params_.output = out.data;
+    REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaSetDevice", cudaSetDevice(context_.device)));
+    REMEX_ASSIGN_OR_RETURN(CUfunction function, Function(static_cast<int64_t>(inputs.size()), type));
+    REMEX_ASSIGN_OR_RETURN(const DriverApi* api, GetDriverApi());
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+    void* args[] = {&params_};
+    return DriverCheck(*api, "cuLaunchKernel",
+                       api->launch_kernel(function, blocks, 1, 1, kThreads, 1, 1, 0,
+                                          static_cast<CUstream>(context_.stream), args, nullptr));
+  }
+
+ private:
+  // The loaded kernel for `num_inputs` inputs of `type`, generated on first use.
+  StatusOr<CUfunction> Function(int64_t num_inputs, FusedElemType type) {
+    const auto key = std::make_pair(num_inputs, type);
+    if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+    REMEX_ASSIGN_OR_RETURN(std::string source, GenerateFusedKernelSource(program_, immediates_, num_inputs, type));
+    REMEX_ASSIGN_OR_RETURN(CUfunction function, LoadKernel(source, context_.device));
+    functions_.emplace(key, function);
+    return function;
+  }
+
+  const OpDef def_;
+  const Attributes attrs_;
+  const std::vector<int64_t> program_;
+  const std::vector<float> immediates_;
+  const CudaKernelContext context_;
+  std::map<std::pair<int64_t, FusedElemType>, CUfunction> functions_;
+  // Per-call state, kept to spare allocations.
+  std::vector<Shape> shapes_;
+  FusedParams params_;
+};
+
+}  // namespace
+
+Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  const OpDef* def = registry.FindOp(kOp);
+  if (!def) {
+    return FailedPrecondition("RegisterCudaKernels: op FusedElementwise has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(
+      kOp, DeviceKind::kCuda, [def = *def, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
+        return std::unique_ptr<OpKernel>(std::make_unique<FusedCudaKernel>(
+            def, attrs, *attrs.Ints("program"), *attrs.Floats("immediates", {}), context));
+      });
+}
 
 }  // namespace remex::kernels::cuda

@@ -1,2 +1,15 @@
-# CUDA kernels: FusedElementwise through NVRTC.
-target_sources(remex_kernels_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fused.cc)
+# CUDA kernels: FusedElementwise through NVRTC. The code generator (fused_codegen.cc)
+# is plain C++; fused_nvrtc.cc compiles its source with NVRTC; fused.cc loads and
+# launches the PTX with the driver API, whose entry points it looks up through the
+# runtime (cudaGetDriverEntryPointByVersion) instead of linking CUDA::cuda_driver: the
+# driver library is then needed only when a GPU is used.
+target_sources(remex_kernels_cuda PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/fused.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fused_nvrtc.cc)
+target_link_libraries(remex_kernels_cuda PRIVATE CUDA::nvrtc)
+
+# NVRTC compile tests run everywhere; the kernel tests skip without a GPU.
+add_executable(fused_cuda_test ${CMAKE_CURRENT_LIST_DIR}/fused_cuda_test.cc)
+target_link_libraries(fused_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
+gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS cuda)

@@ -1,8 +1,31 @@
-// CUDA kernels: cuDNN and cuBLASLt. No kernel is registered yet.
+// CUDA kernels on NVIDIA's libraries: Conv and ConvTranspose on cuDNN
+// (libraries_conv.cc, built when cuDNN is found: REMEX_HAVE_CUDNN), MatMul and Gemm on
+// cuBLASLt (libraries_gemm.cc).
+
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/libraries_internal.h"
 
 namespace remex::kernels::cuda {
 
-Status AddLibraryCudaKernels(KernelRegistry&, CudaKernelContext) { return OkStatus(); }
+StatusOr<void*> StreamWorkspace::Allocate(size_t bytes) {
+  if (ptr_) return Internal(std::string(op_) + " on cuda: workspace allocated twice");
+  if (bytes == 0) return nullptr;
+  REMEX_RETURN_IF_ERROR(CudaCheck(op_, "cudaMallocAsync", cudaMallocAsync(&ptr_, bytes, stream_)));
+  return ptr_;
+}
+
+Status StreamWorkspace::Release() {
+  if (!ptr_) return OkStatus();
+  void* p = ptr_;
+  ptr_ = nullptr;
+  return CudaCheck(op_, "cudaFreeAsync", cudaFreeAsync(p, stream_));
+}
+
+Status AddLibraryCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+#if REMEX_HAVE_CUDNN
+  REMEX_RETURN_IF_ERROR(AddConvCudaKernels(registry, context));
+#endif
+  return AddGemmCudaKernels(registry, context);
+}
 
 }  // namespace remex::kernels::cuda

@@ -1,0 +1,298 @@
+// FusedElementwise on CUDA: the CUDA C source of a program and its broadcast plan
+// (fused_codegen.h). Semantics follow kernels/fused.cc, which follows the ONNX ops
+// the opcodes are named after (opsets 13-17).
+
+#include "kernels/cuda/fused_codegen.h"
+
+#include <bit>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remex::kernels::cuda {
+namespace {
+
+constexpr std::string_view kOp = "FusedElementwise";
+
+Status OpError(std::string_view message) { return InvalidArgument(std::string(kOp) + ": " + std::string(message)); }
+
+// The math function names of one compute type: "expf" for float, "exp" for double.
+struct MathNames {
+  std::string_view type;  // Compute type.
+  std::string_view suffix;
+};
+
+MathNames NamesOf(FusedElemType type) {
+  return type == FusedElemType::kFloat64 ? MathNames{"double", ""} : MathNames{"float", "f"};
+}
+
+std::string Slot(int64_t s) { return "s" + std::to_string(s); }
+
+// One instruction's value as a C expression over the slot variables. `b_imm`: the
+// value of operand b when it is an immediate (Pow specialises exponents 2 and 1 as
+// the CPU kernel does).
+std::string Expression(FusedOpcode op, const std::string& a, const std::string& b, const std::string& c,
+                       const float* b_imm, const MathNames& m) {
+  auto fn = [&](std::string_view name, const std::string& x) {
+    return std::string(name) + std::string(m.suffix) + "(" + x + ")";
+  };
+  switch (op) {
+    case FusedOpcode::kAdd: return a + " + " + b;
+    case FusedOpcode::kSub: return a + " - " + b;
+    case FusedOpcode::kMul: return a + " * " + b;
+    case FusedOpcode::kDiv: return a + " / " + b;
+    case FusedOpcode::kPow:
+      // Exponent 2 is a * a, 1 is a itself (the CPU kernel's shortcuts; both equal pow).
+      if (b_imm && *b_imm == 2.0f) return a + " * " + a;
+      if (b_imm && *b_imm == 1.0f) return a;
+      if (b_imm) return fn("pow", a + ", " + b);
+      return "(" + b + " == (R)2 ? " + a + " * " + a + " : " + b + " == (R)1 ? " + a + " : " + fn("pow", a + ", " + b) +
+             ")";
+    case FusedOpcode::kMin:  // NaN in either operand gives NaN.
+      return "(" + a + " != " + a + " ? " + a + " : (" + a + " < " + b + " ? " + a + " : " + b + "))";
+    case FusedOpcode::kMax:
+      return "(" + a + " != " + a + " ? " + a + " : (" + a + " > " + b + " ? " + a + " : " + b + "))";
+    case FusedOpcode::kRelu: return "(" + a + " < (R)0 ? (R)0 : " + a + ")";  // NaN stays NaN.
+    case FusedOpcode::kSigmoid: return "(R)1 / ((R)1 + " + fn("exp", "-" + a) + ")";
+    case FusedOpcode::kTanh: return fn("tanh", a);
+    case FusedOpcode::kExp: return fn("exp", a);
+    case FusedOpcode::kLog: return fn("log", a);
+    case FusedOpcode::kSqrt: return fn("sqrt", a);
+    case FusedOpcode::kNeg: return "-" + a;
+    case FusedOpcode::kAbs: return fn("fabs", a);
+    case FusedOpcode::kReciprocal: return "(R)1 / " + a;
+    case FusedOpcode::kErf: return fn("erf", a);
+    case FusedOpcode::kHardSwish: return "remex_hardswish(" + a + ")";
+    case FusedOpcode::kLeakyRelu: return "(" + a + " < (R)0 ? " + b + " * " + a + " : " + a + ")";
+    case FusedOpcode::kHardSigmoid: return "remex_clamp01(" + b + " * " + a + " + " + c + ")";
+    case FusedOpcode::kClip: return "remex_clip(" + a + ", " + b + ", " + c + ")";
+  }
+  return "";
+}
+
+// Checks the program as the CPU kernel does (kernels/fused.cc CheckProgram).
+Status CheckProgram(std::span<const int64_t> p, int64_t nin, int64_t nimm) {
+  if (nin < 1 || nin > kFusedMaxInputs) {
+    return OpError(std::to_string(nin) + " inputs, expects 1 to " + std::to_string(kFusedMaxInputs));
+  }
+  if (p.empty()) return OpError("program is empty (it needs at least one instruction)");
+  if (p.size() % kFusedWidth != 0) {
+    return OpError("program has " + std::to_string(p.size()) + " entries, not a multiple of " +
+                   std::to_string(kFusedWidth));
+  }
+  const int64_t count = static_cast<int64_t>(p.size()) / kFusedWidth;
+  if (nin + nimm + count > kFusedMaxSlots) {
+    return OpError(std::to_string(nin) + " inputs, " + std::to_string(nimm) + " immediates and " +
+                   std::to_string(count) + " instructions exceed the limit of " + std::to_string(kFusedMaxSlots) +
+                   " slots");
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t* e = &p[static_cast<size_t>(j * kFusedWidth)];
+    const int arity = FusedOperandCount(e[0]);
+    if (arity == 0) return OpError("instruction " + std::to_string(j) + ": unknown opcode " + std::to_string(e[0]));
+    const int64_t limit = nin + nimm + j;
+    for (int t = 0; t < 3; ++t) {
+      const int64_t v = e[1 + t];
+      if (t >= arity ? v == -1 : v >= 0 && v < limit) continue;
+      return OpError("instruction " + std::to_string(j) + " (" + std::string(FusedOpcodeName(e[0])) + "): operand " +
+                     std::to_string(t) + " is slot " + std::to_string(v) +
+                     (t >= arity ? ", must be -1" : ", expects a slot in [0, " + std::to_string(limit) + ")"));
+    }
+  }
+  return OkStatus();
+}
+
+// Helpers shared by every generated kernel, in the compute type R.
+constexpr std::string_view kHelpers = R"(
+__device__ __forceinline__ R remex_clamp01(R r) {
+  r = r < (R)0 ? (R)0 : r;
+  return r > (R)1 ? (R)1 : r;
+}
+// x * max(0, min(1, x / 6 + 1/2)), as the CPU kernel evaluates it.
+__device__ __forceinline__ R remex_hardswish(R v) {
+  R r = v * (R)(1.0 / 6.0) + (R)0.5;
+  r = r < (R)0 ? (R)0 : r;
+  r = r > (R)1 ? (R)1 : r;
+  return v * r;
+}
+// min(max(x, lo), hi): with lo > hi every value becomes hi.
+__device__ __forceinline__ R remex_clip(R x, R lo, R hi) {
+  const R r = x < lo ? lo : x;
+  return r > hi ? hi : r;
+}
+)";
+
+// float16 as its bits, converted with PTX's cvt as cuda_fp16.h's __half2float and
+// __float2half_rn do.
+constexpr std::string_view kHalfHelpers = R"(
+typedef unsigned short remex_half;  // float16 bits (__half's storage).
+__device__ __forceinline__ float remex_load(remex_half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ remex_half remex_store(float f) {
+  remex_half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+)";
+
+std::string ImmediateLiteral(float v, const MathNames& m) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "__int_as_float((int)0x%08xu) /* %.9g */", std::bit_cast<uint32_t>(v),
+                static_cast<double>(v));
+  return m.type == "double" ? "(R)" + std::string(buf) : std::string(buf);
+}
+
+}  // namespace
+
+StatusOr<FusedElemType> FusedElemTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return FusedElemType::kFloat32;
+    case DType::kFloat16: return FusedElemType::kFloat16;
+    case DType::kFloat64: return FusedElemType::kFloat64;
+    default: break;
+  }
+  return Unimplemented(std::string(kOp) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
+                       " is not implemented (float32, float16 and float64 are)");
+}
+
+StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program, const std::vector<float>& immediates,
+                                                int64_t num_inputs, FusedElemType type) {
+  const int64_t nin = num_inputs;
+  const int64_t nimm = static_cast<int64_t>(immediates.size());
+  REMEX_RETURN_IF_ERROR(CheckProgram(program, nin, nimm));
+  const MathNames m = NamesOf(type);
+  const bool half = type == FusedElemType::kFloat16;
+  const std::string storage = half ? "remex_half" : std::string(m.type);
+  const int64_t count = static_cast<int64_t>(program.size()) / kFusedWidth;
+  std::string s;
+  s += "// FusedElementwise: " + std::to_string(nin) + " inputs, " + std::to_string(count) + " instructions, " +
+       (half ? "float16 (computed in float)" : std::string(m.type)) + ".\n";
+  s += "typedef " + std::string(m.type) + " R;  // Compute type.\n";
+  s += half ? std::string(kHalfHelpers)
+            : "__device__ __forceinline__ R remex_load(R v) { return v; }\n"
+              "__device__ __forceinline__ R remex_store(R v) { return v; }\n";
+  s += kHelpers;
+  s += "struct RemexFusedParams {\n"
+       "  long long n;\n"
+       "  int rank;\n"
+       "  int pad;\n"
+       "  long long dims[" + std::to_string(kFusedMaxRank) + "];\n"
+       "  long long strides[" + std::to_string(kFusedMaxInputs) + "][" + std::to_string(kFusedMaxRank) + "];\n"
+       "  const void* inputs[" + std::to_string(kFusedMaxInputs) + "];\n"
+       "  void* output;\n"
+       "};\n\n";
+  s += "extern \"C\" __global__ void " + std::string(kFusedKernelName) + "(const RemexFusedParams p) {\n";
+  for (int64_t k = 0; k < nin; ++k) {
+    s += "  const " + storage + "* x" + std::to_string(k) + " = static_cast<const " + storage +
+         "*>(p.inputs[" + std::to_string(k) + "]);\n";
+  }
+  s += "  " + storage + "* y = static_cast<" + storage + "*>(p.output);\n";
+  s += "  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;\n";
+  s += "  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += step) {\n";
+  // Offsets: one merged dim needs no division.
+  for (int64_t k = 0; k < nin; ++k) s += "    long long o" + std::to_string(k) + " = 0;\n";
+  s += "    if (p.rank == 1) {\n";
+  for (int64_t k = 0; k < nin; ++k) {
+    s += "      o" + std::to_string(k) + " = i * p.strides[" + std::to_string(k) + "][0];\n";
+  }
+  s += "    } else {\n"
+       "      long long rest = i;\n"
+       "#pragma unroll\n"
+       "      for (int d = " + std::to_string(kFusedMaxRank - 1) + "; d >= 0; --d) {\n"
+       "        if (d < p.rank) {\n"
+       "          const long long c = rest % p.dims[d];\n"
+       "          rest /= p.dims[d];\n";
+  for (int64_t k = 0; k < nin; ++k) {
+    s += "          o" + std::to_string(k) + " += c * p.strides[" + std::to_string(k) + "][d];\n";
+  }
+  s += "        }\n"
+       "      }\n"
+       "    }\n";
+  for (int64_t k = 0; k < nin; ++k) {
+    s += "    const R " + Slot(k) + " = remex_load(x" + std::to_string(k) + "[o" + std::to_string(k) + "]);\n";
+  }
+  for (int64_t i = 0; i < nimm; ++i) {
+    s += "    const R " + Slot(nin + i) + " = " + ImmediateLiteral(immediates[static_cast<size_t>(i)], m) + ";\n";
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t* e = &program[static_cast<size_t>(j * kFusedWidth)];
+    const auto op = static_cast<FusedOpcode>(e[0]);
+    const bool b_is_imm = e[2] >= nin && e[2] < nin + nimm;
+    const float* b_imm = b_is_imm ? &immediates[static_cast<size_t>(e[2] - nin)] : nullptr;
+    s += "    const R " + Slot(nin + nimm + j) + " = " +
+         Expression(op, Slot(e[1]), e[2] >= 0 ? Slot(e[2]) : "", e[3] >= 0 ? Slot(e[3]) : "", b_imm, m) + ";  // " +
+         std::string(FusedOpcodeName(e[0])) + "\n";
+  }
+  s += "    y[i] = remex_store(" + Slot(nin + nimm + count - 1) + ");\n";
+  s += "  }\n}\n";
+  return s;
+}
+
+Status PlanFusedBroadcast(std::span<const Shape> inputs, const Shape& out, FusedParams& params) {
+  const size_t nin = inputs.size();
+  if (nin < 1 || nin > static_cast<size_t>(kFusedMaxInputs)) {
+    return OpError(std::to_string(nin) + " inputs, expects 1 to " + std::to_string(kFusedMaxInputs));
+  }
+  const size_t rank = out.size();
+  // Per kept output dim: its extent and which inputs span it (bit k: input k).
+  struct Dim {
+    int64_t extent;
+    uint64_t full;
+  };
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t o = out[i];
+    if (o < 0) return OpError("output shape " + ShapeToString(out) + " has a negative dim");
+    uint64_t full = 0;
+    for (size_t k = 0; k < nin; ++k) {
+      const Shape& s = inputs[k];
+      if (s.size() > rank) {
+        return OpError("input " + std::to_string(k) + " " + ShapeToString(s) + " has a higher rank than the output " +
+                       ShapeToString(out));
+      }
+      const size_t lead = rank - s.size();
+      const int64_t d = i < lead ? 1 : s[i - lead];
+      if (d != o && d != 1) {
+        return OpError("input " + std::to_string(k) + " " + ShapeToString(s) + " does not broadcast to " +
+                       ShapeToString(out));
+      }
+      if (d == o) full |= uint64_t{1} << k;
+    }
+    if (o == 1) continue;  // Contributes nothing to any offset.
+    if (!dims.empty() && dims.back().full == full) {
+      dims.back().extent *= o;
+    } else {
+      dims.push_back({o, full});
+    }
+  }
+  if (dims.size() > static_cast<size_t>(kFusedMaxRank)) {
+    return Unimplemented(std::string(kOp) + " on cuda: the input shapes need " + std::to_string(dims.size()) +
+                         " output dims after merging, the kernel handles at most " + std::to_string(kFusedMaxRank));
+  }
+  for (auto& row : params.strides) {
+    for (int64_t& v : row) v = 0;
+  }
+  for (int64_t& v : params.dims) v = 0;
+  if (dims.empty()) {
+    params.rank = 1;
+    params.dims[0] = 1;
+    return OkStatus();
+  }
+  params.rank = static_cast<int32_t>(dims.size());
+  for (size_t k = 0; k < nin; ++k) {
+    int64_t stride = 1;
+    for (int d = params.rank - 1; d >= 0; --d) {
+      const bool spans = (dims[d].full >> k) & 1;
+      params.strides[k][d] = spans ? stride : 0;
+      if (spans) stride *= dims[d].extent;
+    }
+  }
+  for (int d = 0; d < params.rank; ++d) params.dims[d] = dims[d].extent;
+  return OkStatus();
+}
+
+}  // namespace remex::kernels::cuda

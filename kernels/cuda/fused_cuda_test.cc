@@ -1,0 +1,386 @@
+// FusedElementwise on CUDA. Without a GPU: the code generator's source for many
+// programs compiles with NVRTC to PTX for compute_90 (nvrtcCompileProgram needs no
+// GPU) and contains what each opcode needs; the broadcast plan; the PTX cache. With a
+// GPU (skipped otherwise): the NVRTC kernel against the CPU kernel on random programs
+// over random broadcasting shapes, in float32, float16 and float64.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/fused_codegen.h"
+#include "kernels/cuda/fused_nvrtc.h"
+#include "kernels/cuda/libraries_test_util.h"
+#include "kernels/fused.h"
+
+namespace remex::kernels {
+namespace {
+
+using cuda::CompileFusedKernelToPtx;
+using cuda::FusedElemType;
+using cuda::FusedParams;
+using cuda::GenerateFusedKernelSource;
+using testing::HostTensor;
+
+constexpr int64_t Op(FusedOpcode op) { return static_cast<int64_t>(op); }
+
+constexpr FusedElemType kTypes[] = {FusedElemType::kFloat32, FusedElemType::kFloat16, FusedElemType::kFloat64};
+
+std::string TypeName(FusedElemType t) {
+  return t == FusedElemType::kFloat32 ? "float32" : t == FusedElemType::kFloat16 ? "float16" : "float64";
+}
+
+// Generates and compiles for compute_90; checks the PTX has the kernel's entry.
+void ExpectCompiles(const std::vector<int64_t>& program, const std::vector<float>& immediates, int64_t nin,
+                    FusedElemType type) {
+  auto source = GenerateFusedKernelSource(program, immediates, nin, type);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  auto ptx = CompileFusedKernelToPtx(*source, 90);
+  ASSERT_TRUE(ptx.ok()) << ptx.status().ToString() << "\nsource:\n" << *source;
+  EXPECT_NE(ptx->find(".entry remex_fused_elementwise"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find(".target sm_90"), std::string::npos);
+}
+
+// Every opcode once: inputs 0..2, immediates 3..5 (0.25, 2, -1.5), results from 6.
+std::vector<int64_t> EveryOpcode() {
+  const FusedOpcode unary[] = {FusedOpcode::kRelu, FusedOpcode::kSigmoid,    FusedOpcode::kTanh,
+                               FusedOpcode::kExp,  FusedOpcode::kLog,        FusedOpcode::kSqrt,
+                               FusedOpcode::kNeg,  FusedOpcode::kAbs,        FusedOpcode::kReciprocal,
+                               FusedOpcode::kErf,  FusedOpcode::kHardSwish};
+  const FusedOpcode binary[] = {FusedOpcode::kAdd, FusedOpcode::kSub, FusedOpcode::kMul, FusedOpcode::kDiv,
+                                FusedOpcode::kPow, FusedOpcode::kMin, FusedOpcode::kMax};
+  std::vector<int64_t> p;
+  int64_t last = 0;
+  int64_t slot = 6;
+  auto emit = [&](std::initializer_list<int64_t> ins) {
+    p.insert(p.end(), ins);
+    last = slot++;
+  };
+  for (FusedOpcode op : binary) emit({Op(op), last, 1, -1});
+  emit({Op(FusedOpcode::kPow), last, 4, -1});  // Immediate exponent 2.
+  emit({Op(FusedOpcode::kPow), last, 5, -1});  // Immediate exponent -1.5.
+  for (FusedOpcode op : unary) emit({Op(op), last, -1, -1});
+  emit({Op(FusedOpcode::kLeakyRelu), last, 3, -1});
+  emit({Op(FusedOpcode::kHardSigmoid), last, 3, 2});
+  emit({Op(FusedOpcode::kClip), last, 5, 4});
+  return p;
+}
+
+TEST(FusedCudaCodegen, EveryOpcodeCompilesWithNvrtcInEveryDtype) {
+  for (FusedElemType type : kTypes) {
+    SCOPED_TRACE(TypeName(type));
+    ExpectCompiles(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, type);
+  }
+}
+
+TEST(FusedCudaCodegen, ThirtyTwoInputsCompile) {
+  // x0 + x1 + ... + x31.
+  std::vector<int64_t> p = {Op(FusedOpcode::kAdd), 0, 1, -1};
+  for (int64_t k = 2; k < kFusedMaxInputs; ++k) {
+    p.insert(p.end(), {Op(FusedOpcode::kAdd), kFusedMaxInputs + k - 2, k, -1});
+  }
+  ExpectCompiles(p, {}, kFusedMaxInputs, FusedElemType::kFloat16);
+  auto source = GenerateFusedKernelSource(p, {}, kFusedMaxInputs, FusedElemType::kFloat32);
+  ASSERT_TRUE(source.ok());
+  EXPECT_NE(source->find("p.strides[31][d]"), std::string::npos);
+}
+
+TEST(FusedCudaCodegen, SourceSpellsOutEachOpcodesSemantics) {
+  auto f32 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat32);
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  const std::string& s = *f32;
+  EXPECT_NE(s.find("extern \"C\" __global__ void remex_fused_elementwise(const RemexFusedParams p)"),
+            std::string::npos);
+  EXPECT_NE(s.find("i += step"), std::string::npos) << "grid-stride loop";
+  // Immediates as exact bit patterns.
+  EXPECT_NE(s.find("0x3e800000"), std::string::npos) << "0.25";
+  EXPECT_NE(s.find("0xbfc00000"), std::string::npos) << "-1.5";
+  // Min and Max: a NaN first operand wins, a NaN second one loses every comparison.
+  EXPECT_NE(s.find("(s10 != s10 ? s10 : (s10 < s1 ? s10 : s1))"), std::string::npos) << s;
+  EXPECT_NE(s.find("(s11 != s11 ? s11 : (s11 > s1 ? s11 : s1))"), std::string::npos) << s;
+  // Pow: a dynamic exponent keeps the 2 and 1 shortcuts, immediate 2 is a square,
+  // other immediates call powf.
+  EXPECT_NE(s.find("s1 == (R)2 ?"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s13 = s12 * s12;  // Pow"), std::string::npos) << s;
+  EXPECT_NE(s.find("powf(s13, s5)"), std::string::npos) << s;
+  EXPECT_NE(s.find("expf(-s15)"), std::string::npos) << "sigmoid";
+  EXPECT_NE(s.find("erff("), std::string::npos);
+  EXPECT_NE(s.find("remex_hardswish("), std::string::npos);
+  EXPECT_NE(s.find("remex_clip(s27, s5, s4)"), std::string::npos) << s;
+  EXPECT_NE(s.find("remex_clamp01(s3 * s26 + s2)"), std::string::npos) << s;
+  EXPECT_EQ(s.find("#include"), std::string::npos) << "the source must be self-contained";
+
+  auto f16 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat16);
+  ASSERT_TRUE(f16.ok());
+  EXPECT_NE(f16->find("typedef float R;"), std::string::npos) << "float16 computes in float";
+  EXPECT_NE(f16->find("cvt.rn.f16.f32"), std::string::npos) << "rounded to nearest even on store";
+  EXPECT_NE(f16->find("const remex_half* x2"), std::string::npos);
+
+  auto f64 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat64);
+  ASSERT_TRUE(f64.ok());
+  EXPECT_NE(f64->find("typedef double R;"), std::string::npos);
+  EXPECT_NE(f64->find("erf(s"), std::string::npos);
+  EXPECT_EQ(f64->find("erff("), std::string::npos);
+}
+
+TEST(FusedCudaCodegen, RejectsMalformedPrograms) {
+  struct Case {
+    std::vector<int64_t> program;
+    int64_t nin;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{}, 1, "empty"},
+      {{Op(FusedOpcode::kAdd), 0, 1}, 2, "multiple of 4"},
+      {{99, 0, 1, -1}, 2, "unknown opcode 99"},
+      {{Op(FusedOpcode::kAdd), 0, 2, -1}, 2, "operand 1 is slot 2"},
+      {{Op(FusedOpcode::kRelu), 0, 1, -1}, 2, "must be -1"},
+      {{Op(FusedOpcode::kRelu), 0, -1, -1}, 0, "0 inputs"},
+      {{Op(FusedOpcode::kRelu), 0, -1, -1}, kFusedMaxInputs + 1, "inputs"},
+  };
+  for (const Case& c : cases) {
+    auto s = GenerateFusedKernelSource(c.program, {}, c.nin, FusedElemType::kFloat32);
+    ASSERT_FALSE(s.ok()) << c.message;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(c.message), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find("FusedElementwise"), std::string::npos);
+  }
+  EXPECT_EQ(cuda::FusedElemTypeOf(DType::kInt32).status().code(), StatusCode::kUnimplemented);
+}
+
+// A random valid program over `nin` inputs and `nimm` immediates (exponents of Pow
+// drawn from {2, 1, 0.5, 3, -1, 1.5}).
+struct RandomProgram {
+  std::vector<int64_t> program;
+  std::vector<float> immediates;
+};
+
+RandomProgram MakeRandomProgram(std::mt19937& rng, int nin) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
+                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
+                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
+                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
+                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
+                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
+                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
+  const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
+  RandomProgram p;
+  std::uniform_real_distribution<double> value(-2.0, 2.0);
+  // Immediates: three plain values then the six exponents.
+  for (int i = 0; i < 3; ++i) p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
+  for (float e : kExponents) p.immediates.push_back(e);
+  const int nimm = static_cast<int>(p.immediates.size());
+  const int count = 1 + pick(8);
+  for (int j = 0; j < count; ++j) {
+    const FusedOpcode op = kOps[pick(static_cast<int>(std::size(kOps)))];
+    const int arity = FusedOperandCount(Op(op));
+    // An input or an earlier result.
+    auto value_slot = [&]() -> int64_t {
+      const int v = pick(nin + j);
+      return v < nin ? v : nin + nimm + (v - nin);
+    };
+    auto plain_imm = [&]() -> int64_t { return nin + pick(3); };
+    int64_t a = value_slot(), b = -1, c = -1;
+    if (op == FusedOpcode::kPow) {
+      b = nin + 3 + pick(6);
+    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kHardSigmoid || op == FusedOpcode::kClip) {
+      b = plain_imm();
+      if (arity == 3) c = plain_imm();
+    } else if (arity == 2) {
+      b = pick(5) == 0 ? plain_imm() : value_slot();
+    }
+    p.program.insert(p.program.end(), {Op(op), a, b, c});
+  }
+  return p;
+}
+
+TEST(FusedCudaCodegen, RandomProgramsCompileWithNvrtc) {
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 12; ++iter) {
+    const int nin = 1 + static_cast<int>(rng() % 4);
+    RandomProgram p = MakeRandomProgram(rng, nin);
+    const FusedElemType type = kTypes[iter % 3];
+    SCOPED_TRACE("program " + std::to_string(iter) + " in " + TypeName(type));
+    ExpectCompiles(p.program, p.immediates, nin, type);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(FusedCudaNvrtc, TargetsTheNewestArchitectureNotAboveTheGpus) {
+  auto a90 = cuda::FusedTargetArch(90);
+  ASSERT_TRUE(a90.ok()) << a90.status().ToString();
+  EXPECT_EQ(*a90, 90);
+  auto a91 = cuda::FusedTargetArch(91);
+  ASSERT_TRUE(a91.ok());
+  EXPECT_EQ(*a91, 90);
+  EXPECT_EQ(cuda::FusedTargetArch(10).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST(FusedCudaNvrtc, CompileErrorsCarryNvrtcsLog) {
+  auto ptx = CompileFusedKernelToPtx("extern \"C\" __global__ void k() { undeclared_thing(); }\n", 90);
+  ASSERT_FALSE(ptx.ok());
+  EXPECT_EQ(ptx.status().code(), StatusCode::kInternal);
+  EXPECT_NE(ptx.status().message().find("undeclared_thing"), std::string::npos) << ptx.status().message();
+}
+
+TEST(FusedCudaNvrtc, CacheCompilesEachSourceOncePerArchitecture) {
+  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, FusedElemType::kFloat32);
+  ASSERT_TRUE(source.ok());
+  auto first = cuda::CachedFusedKernelPtx(*source, 90);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto again = cuda::CachedFusedKernelPtx(*source, 90);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(first->get(), again->get());
+  auto other = cuda::CachedFusedKernelPtx(*source, 80);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(first->get(), other->get());
+  EXPECT_NE((*other)->find(".target sm_80"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Broadcast plan.
+
+TEST(FusedCudaBroadcastPlan, MergesDimsThatEveryInputBroadcastsAlike) {
+  FusedParams p;
+  // [2,3,4] with [3,1] and [4]: no two neighbours alike.
+  std::vector<Shape> in = {{2, 3, 4}, {3, 1}, {4}};
+  ASSERT_TRUE(cuda::PlanFusedBroadcast(in, {2, 3, 4}, p).ok());
+  ASSERT_EQ(p.rank, 3);
+  EXPECT_EQ(std::vector<int64_t>(p.dims, p.dims + 3), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(std::vector<int64_t>(p.strides[0], p.strides[0] + 3), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(std::vector<int64_t>(p.strides[1], p.strides[1] + 3), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(std::vector<int64_t>(p.strides[2], p.strides[2] + 3), (std::vector<int64_t>{0, 0, 1}));
+
+  // Equal shapes and a scalar: one dim.
+  in = {{5, 6}, {5, 6}, {}};
+  ASSERT_TRUE(cuda::PlanFusedBroadcast(in, {5, 6}, p).ok());
+  ASSERT_EQ(p.rank, 1);
+  EXPECT_EQ(p.dims[0], 30);
+  EXPECT_EQ(p.strides[0][0], 1);
+  EXPECT_EQ(p.strides[1][0], 1);
+  EXPECT_EQ(p.strides[2][0], 0);
+
+  // Size-1 output dims drop; [7, 1, 5, 6] and [5, 6]: the last two merge.
+  in = {{7, 1, 5, 6}, {5, 6}};
+  ASSERT_TRUE(cuda::PlanFusedBroadcast(in, {7, 1, 5, 6}, p).ok());
+  ASSERT_EQ(p.rank, 2);
+  EXPECT_EQ(p.dims[0], 7);
+  EXPECT_EQ(p.dims[1], 30);
+  EXPECT_EQ(p.strides[1][0], 0);
+  EXPECT_EQ(p.strides[1][1], 1);
+
+  // One element.
+  in = {{1, 1}, {1}};
+  ASSERT_TRUE(cuda::PlanFusedBroadcast(in, {1, 1}, p).ok());
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.dims[0], 1);
+}
+
+TEST(FusedCudaBroadcastPlan, RejectsShapesThatDoNotBroadcast) {
+  FusedParams p;
+  std::vector<Shape> in = {{3}, {4}};
+  EXPECT_EQ(cuda::PlanFusedBroadcast(in, {4}, p).code(), StatusCode::kInvalidArgument);
+  in = {{2, 1, 2, 1, 2, 1, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2, 1}};
+  EXPECT_EQ(cuda::PlanFusedBroadcast(in, {2, 2, 2, 2, 2, 2, 2, 2, 2}, p).code(), StatusCode::kUnimplemented);
+}
+
+// ---------------------------------------------------------------------------
+// On a GPU: the NVRTC kernel against the CPU kernel.
+
+Attributes ProgramAttrs(const RandomProgram& p) {
+  Attributes a;
+  a.Set("program", p.program);
+  a.Set("immediates", p.immediates);
+  return a;
+}
+
+TEST(FusedCudaKernel, RandomProgramsMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  testing::OpRunner cpu;
+  testing::CudaRunner gpu;
+  std::mt19937 rng(20240611);
+  const int64_t kDims[] = {1, 2, 3, 7, 17, 64, 700};
+  for (int iter = 0; iter < 60; ++iter) {
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    Shape out(pick(5));
+    int64_t elems = 1;
+    for (int64_t& d : out) {
+      d = kDims[pick(elems > 2000 ? 5 : 7)];
+      elems *= d;
+    }
+    const int nin = 1 + pick(4);
+    std::vector<HostTensor> inputs;
+    std::uniform_real_distribution<double> value(-2.0, 2.0);
+    for (int k = 0; k < nin; ++k) {
+      const size_t rank = static_cast<size_t>(pick(static_cast<int>(out.size()) + 1));
+      Shape s(out.end() - static_cast<std::ptrdiff_t>(rank), out.end());
+      for (int64_t& d : s) {
+        if (pick(10) < 3) d = 1;
+      }
+      std::vector<double> v(static_cast<size_t>(*NumElements(s)));
+      for (double& x : v) x = std::round(value(rng) * 64.0) / 64.0;
+      inputs.push_back(HostTensor::Of<double>(s, v));
+    }
+    RandomProgram p = MakeRandomProgram(rng, nin);
+    const Attributes attrs = ProgramAttrs(p);
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+      std::vector<HostTensor> in;
+      for (const HostTensor& t : inputs) in.push_back(testing::ConvertFloat(t, dtype));
+      auto want = cpu.Run("FusedElementwise", attrs, in);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      auto got = gpu.Run("FusedElementwise", attrs, in);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const std::string what = "program " + std::to_string(iter) + " in " + std::string(DTypeName(dtype)) +
+                               ", output " + ShapeToString(out);
+      ASSERT_EQ((*got)[0].shape, (*want)[0].shape) << what;
+      // The GPU's exp, tanh, erf, log, pow differ from the CPU's by a few ulp.
+      const double tol = dtype == DType::kFloat64 ? 1e-12 : dtype == DType::kFloat32 ? 2e-5 : 2e-3;
+      testing::ExpectAllClose(testing::FloatValues((*got)[0]), testing::FloatValues((*want)[0]), tol, tol, what);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(FusedCudaKernel, NaNRulesOfMinMaxAndClipBounds) {
+  REMEX_SKIP_WITHOUT_GPU();
+  testing::CudaRunner gpu;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Attributes a;
+  // Max(x0, x1) then Min(that, x1), then Clip(x0, 2, 1) in a separate program.
+  a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kMax), 0, 1, -1});
+  auto max = gpu.Run("FusedElementwise", a,
+                     {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
+  ASSERT_TRUE(max.ok()) << max.status().ToString();
+  auto mv = (*max)[0].Values<float>();
+  EXPECT_TRUE(std::isnan(mv[0]));
+  EXPECT_TRUE(std::isnan(mv[1]));
+  EXPECT_EQ(mv[2], 3.0f);
+  Attributes clip;
+  clip.Set("program", std::vector<int64_t>{Op(FusedOpcode::kClip), 0, 1, 2});
+  clip.Set("immediates", std::vector<float>{2.0f, 1.0f});
+  auto c = gpu.Run("FusedElementwise", clip, {HostTensor::Of<float>({3}, {-5.0f, 1.5f, 5.0f})});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)[0].Values<float>(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
+}
+
+TEST(FusedCudaKernel, FactoryRefusesMalformedPrograms) {
+  // Runs without a GPU: the factory checks the program before any CUDA call.
+  testing::CudaRunner gpu;
+  const KernelFactory* factory = gpu.registry().FindKernel("FusedElementwise", DeviceKind::kCuda);
+  ASSERT_NE(factory, nullptr);
+  Attributes bad;
+  bad.Set("program", std::vector<int64_t>{99, 0, 1, -1});
+  EXPECT_EQ((*factory)(bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE((*factory)(Attributes{}).ok());
+  Attributes good;
+  good.Set("program", std::vector<int64_t>{Op(FusedOpcode::kAdd), 0, 1, -1});
+  EXPECT_TRUE((*factory)(good).ok());
+}
+
+}  // namespace
+}  // namespace remex::kernels

@@ -1,0 +1,645 @@
+// CUDA kernels: Conv and ConvTranspose on cuDNN 9's convolution API
+// (cudnnConvolutionForward, cudnnConvolutionBackwardData). Semantics as the CPU
+// kernels (kernels/conv.cc), which follow ONNX Conv and ConvTranspose (opsets 1, 11):
+// group, strides, dilations, pads, auto_pad, the optional bias B [M]; Conv's internal
+// `layout` attribute (NCHW, or NHWC: X and Y channels-last, W and B in their ONNX
+// layouts); ConvTranspose's output_padding and output_shape. 1-D, 2-D and 3-D.
+//
+// dtypes: float32 (FMA math: no TF32, to stay within the CPU kernel's tolerances) and
+// float16 (tensor-core math, CUDNN_TENSOR_OP_MATH, accumulating in float32). Conv's
+// and ConvTranspose's OpDefs accept float32 only today, so float16 calls are checked
+// against the shape function with their dtypes read as float32.
+//
+// Per kernel instance: one cudnnHandle bound to the context's stream, and per (X shape,
+// W shape, bias, dtype) a plan (descriptors and the algorithm) built at the first call.
+// The algorithm is cuDNN's heuristic pick (cudnnGet*Algorithm_v7), or the fastest
+// measured one (cudnnFind*Algorithm, which runs and synchronizes once per plan) when
+// the environment variable REMEX_CUDNN_EXHAUSTIVE=1 is set at kernel creation.
+// Workspace and scratch buffers are stream-ordered (StreamWorkspace). The bias is added
+// by cudnnAddTensor after the convolution.
+//
+// cuDNN pads symmetrically. Conv with asymmetric pads copies X into a zero-filled
+// padded buffer (cudnnTransformTensor) and runs unpadded. ConvTranspose whose pads are
+// asymmetric or negative computes the unpadded result into a scratch buffer and copies
+// the part inside Y into a zero-filled Y.
+
+#include <cudnn.h>
+
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/libraries_internal.h"
+#include "kernels/internal.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+constexpr std::string_view kConv = "Conv";
+constexpr std::string_view kConvTranspose = "ConvTranspose";
+constexpr size_t kMaxPlans = 16;
+const float kOne = 1.0f;
+const float kZero = 0.0f;
+const uint64_t kZeroBits = 0;  // A zero of any float dtype, for cudnnSetTensor.
+
+Status CudnnCheck(std::string_view op, std::string_view call, cudnnStatus_t s) {
+  if (s == CUDNN_STATUS_SUCCESS) return OkStatus();
+  std::string message = std::string(op) + " on cuda: " + std::string(call) + " failed: " + cudnnGetErrorString(s);
+  if (s == CUDNN_STATUS_ALLOC_FAILED) return ResourceExhausted(std::move(message));
+  if (s == CUDNN_STATUS_NOT_SUPPORTED) return Unimplemented(std::move(message));
+  return Internal(std::move(message));
+}
+
+struct HandleDeleter {
+  void operator()(cudnnContext* h) const { cudnnDestroy(h); }
+};
+struct TensorDescDeleter {
+  void operator()(cudnnTensorStruct* d) const { cudnnDestroyTensorDescriptor(d); }
+};
+struct FilterDescDeleter {
+  void operator()(cudnnFilterStruct* d) const { cudnnDestroyFilterDescriptor(d); }
+};
+struct ConvDescDeleter {
+  void operator()(cudnnConvolutionStruct* d) const { cudnnDestroyConvolutionDescriptor(d); }
+};
+using Handle = std::unique_ptr<cudnnContext, HandleDeleter>;
+using TensorDesc = std::unique_ptr<cudnnTensorStruct, TensorDescDeleter>;
+using FilterDesc = std::unique_ptr<cudnnFilterStruct, FilterDescDeleter>;
+using ConvDesc = std::unique_ptr<cudnnConvolutionStruct, ConvDescDeleter>;
+
+struct TypeInfo {
+  cudnnDataType_t data;
+  cudnnMathType_t math;
+  size_t size;
+};
+
+StatusOr<TypeInfo> TypeOf(std::string_view op, DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return TypeInfo{CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, 4};
+    case DType::kFloat16: return TypeInfo{CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH, 2};
+    default: break;
+  }
+  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
+                       " is not implemented (float32 and float16 are)");
+}
+
+bool ExhaustiveSearch() {
+  const char* v = std::getenv("REMEX_CUDNN_EXHAUSTIVE");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+// Checks a call against the op's shape function; float16 calls (every input and output
+// float16) are checked with their dtypes read as float32, the only one the OpDef takes.
+Status CheckCall(const OpDef& def, const Attributes& attrs, std::span<const TensorRef> in,
+                 std::span<const TensorRef> out) {
+  if (in.empty() || in[0].dtype != DType::kFloat16) return internal::CheckAgainstShapeFn(def, attrs, in, out);
+  std::vector<TensorRef> in32(in.begin(), in.end()), out32(out.begin(), out.end());
+  for (auto* v : {&in32, &out32}) {
+    for (TensorRef& t : *v) {
+      if (!t.present()) continue;
+      if (t.dtype != DType::kFloat16) {
+        return internal::OpError(def.name, "mixes float16 and " + std::string(DTypeName(t.dtype)));
+      }
+      t.dtype = DType::kFloat32;
+    }
+  }
+  return internal::CheckAgainstShapeFn(def, attrs, in32, out32);
+}
+
+// ---------------------------------------------------------------------------
+// Descriptors.
+
+// A dense tensor's cuDNN dims (channels-first order, at least 4: a 1-D tensor gets a
+// spatial dim of 1 in front of its own) and element strides.
+struct Layout {
+  std::vector<int64_t> dims, strides;
+};
+
+// `cf`: channels-first dims [N, C, S...]; the memory is channels-first or -last.
+Layout DenseLayout(const Shape& cf, bool channels_last) {
+  Layout l;
+  l.dims = cf;
+  if (l.dims.size() == 3) l.dims.insert(l.dims.begin() + 2, 1);
+  const size_t r = l.dims.size();
+  l.strides.assign(r, 1);
+  if (!channels_last) {
+    for (size_t i = r - 1; i-- > 0;) l.strides[i] = l.strides[i + 1] * l.dims[i + 1];
+  } else {
+    int64_t acc = l.dims[1];
+    for (size_t i = r; i-- > 2;) {
+      l.strides[i] = acc;
+      acc *= l.dims[i];
+    }
+    l.strides[0] = acc;
+  }
+  return l;
+}
+
+// The index in Layout::dims of spatial dim `i` of a tensor with `nsp` spatial dims.
+size_t SpatialIndex(size_t nsp, size_t i) { return 2 + i + (nsp == 1 ? 1 : 0); }
+
+StatusOr<std::vector<int>> ToInts(std::string_view op, const std::vector<int64_t>& v) {
+  std::vector<int> out;
+  for (int64_t x : v) {
+    if (x < INT_MIN || x > INT_MAX) {
+      return Unimplemented(std::string(op) + " on cuda: a dim, stride or pad of " + std::to_string(x) +
+                           " exceeds cuDNN's 32-bit range");
+    }
+    out.push_back(static_cast<int>(x));
+  }
+  return out;
+}
+
+StatusOr<TensorDesc> MakeTensorDesc(std::string_view op, cudnnDataType_t type, const Layout& l) {
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> dims, ToInts(op, l.dims));
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> strides, ToInts(op, l.strides));
+  cudnnTensorDescriptor_t d = nullptr;
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnCreateTensorDescriptor", cudnnCreateTensorDescriptor(&d)));
+  TensorDesc desc(d);
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnSetTensorNdDescriptor",
+                                   cudnnSetTensorNdDescriptor(d, type, static_cast<int>(dims.size()), dims.data(),
+                                                              strides.data())));
+  return desc;
+}
+
+// Filter [K, C / group, k...] in its ONNX (NCHW-like) layout.
+StatusOr<FilterDesc> MakeFilterDesc(std::string_view op, cudnnDataType_t type, const Shape& w) {
+  Shape dims = w;
+  if (dims.size() == 3) dims.insert(dims.begin() + 2, 1);
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> d32, ToInts(op, dims));
+  cudnnFilterDescriptor_t d = nullptr;
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnCreateFilterDescriptor", cudnnCreateFilterDescriptor(&d)));
+  FilterDesc desc(d);
+  REMEX_RETURN_IF_ERROR(CudnnCheck(
+      op, "cudnnSetFilterNdDescriptor",
+      cudnnSetFilterNdDescriptor(d, type, CUDNN_TENSOR_NCHW, static_cast<int>(d32.size()), d32.data())));
+  return desc;
+}
+
+// Per spatial dim (in ONNX order) the symmetric pad, stride and dilation.
+StatusOr<ConvDesc> MakeConvDesc(std::string_view op, const TypeInfo& type, std::vector<int64_t> pads,
+                                std::vector<int64_t> strides, std::vector<int64_t> dilations, int64_t group) {
+  if (pads.size() == 1) {  // 1-D: the added spatial dim of extent 1 in front.
+    pads.insert(pads.begin(), 0);
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+  }
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> p, ToInts(op, pads));
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> s, ToInts(op, strides));
+  REMEX_ASSIGN_OR_RETURN(std::vector<int> d, ToInts(op, dilations));
+  cudnnConvolutionDescriptor_t c = nullptr;
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnCreateConvolutionDescriptor", cudnnCreateConvolutionDescriptor(&c)));
+  ConvDesc desc(c);
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnSetConvolutionNdDescriptor",
+                                   cudnnSetConvolutionNdDescriptor(c, static_cast<int>(p.size()), p.data(), s.data(),
+                                                                   d.data(), CUDNN_CROSS_CORRELATION,
+                                                                   CUDNN_DATA_FLOAT)));
+  REMEX_RETURN_IF_ERROR(
+      CudnnCheck(op, "cudnnSetConvolutionGroupCount", cudnnSetConvolutionGroupCount(c, static_cast<int>(group))));
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnSetConvolutionMathType", cudnnSetConvolutionMathType(c, type.math)));
+  return desc;
+}
+
+// The first algorithm cuDNN reports usable, from heuristics or measurement.
+template <typename Perf>
+StatusOr<Perf> FirstUsable(std::string_view op, const Perf* perf, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
+  }
+  return Unimplemented(std::string(op) + " on cuda: cuDNN has no algorithm for this convolution");
+}
+
+// Y = bias (0 without bias): the result when no input reaches the output.
+Status FillBias(std::string_view op, cudnnHandle_t h, cudnnTensorDescriptor_t y_desc, void* y,
+                cudnnTensorDescriptor_t bias_desc, const void* bias) {
+  REMEX_RETURN_IF_ERROR(CudnnCheck(op, "cudnnSetTensor", cudnnSetTensor(h, y_desc, y, &kZeroBits)));
+  if (!bias) return OkStatus();
+  return CudnnCheck(op, "cudnnAddTensor", cudnnAddTensor(h, &kOne, bias_desc, bias, &kOne, y_desc, y));
+}
+
+// Bias B [M] as a [1, M, 1, ...] tensor of `rank` cuDNN dims.
+StatusOr<TensorDesc> MakeBiasDesc(std::string_view op, cudnnDataType_t type, int64_t m, size_t rank) {
+  Shape dims(rank, 1);
+  dims[1] = m;
+  Layout l = DenseLayout(dims, false);
+  return MakeTensorDesc(op, type, l);
+}
+
+// What Conv and ConvTranspose share: the handle, the plans by call signature.
+template <typename Plan>
+class CudnnKernel : public OpKernel {
+ public:
+  CudnnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context), exhaustive_(ExhaustiveSearch()) {}
+
+  Status Compute(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
+    REMEX_RETURN_IF_ERROR(CheckCall(def_, attrs_, in, out));
+    REMEX_ASSIGN_OR_RETURN(TypeInfo type, TypeOf(def_.name, out[0].dtype));
+    if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)));
+    if (!handle_) {
+      cudnnHandle_t h = nullptr;
+      REMEX_RETURN_IF_ERROR(CudnnCheck(def_.name, "cudnnCreate", cudnnCreate(&h)));
+      handle_.reset(h);
+      REMEX_RETURN_IF_ERROR(CudnnCheck(def_.name, "cudnnSetStream", cudnnSetStream(h, stream())));
+    }
+    const bool has_bias = in.size() > 2 && in[2].present();
+    Shape key = in[0].shape;
+    key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
+    key.push_back(has_bias ? 1 : 0);
+    key.push_back(static_cast<int64_t>(type.data));
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      REMEX_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, Build(in, out[0], has_bias, type));
+      if (plans_.size() >= kMaxPlans) plans_.clear();
+      it = plans_.emplace(std::move(key), std::move(plan)).first;
+    }
+    return Run(*it->second, in, out[0], has_bias, type);
+  }
+
+ protected:
+  virtual StatusOr<std::unique_ptr<Plan>> Build(std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
+                                                const TypeInfo& type) = 0;
+  virtual Status Run(const Plan& plan, std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
+                     const TypeInfo& type) = 0;
+
+  std::string_view op() const { return def_.name; }
+  cudnnHandle_t handle() const { return handle_.get(); }
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  bool exhaustive() const { return exhaustive_; }
+
+ private:
+  const OpDef def_;
+  const Attributes attrs_;
+  const CudaKernelContext context_;
+  const bool exhaustive_;
+  Handle handle_;
+  std::map<Shape, std::unique_ptr<Plan>> plans_;
+};
+
+// ---------------------------------------------------------------------------
+// Conv.
+
+struct ConvAttrs {
+  internal::WindowAttrs window;
+  int64_t group = 1;
+  bool channels_last = false;
+};
+
+StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
+  ConvAttrs c;
+  REMEX_ASSIGN_OR_RETURN(c.window, internal::ParseWindowAttrs(kConv, attrs, /*with_ceil_mode=*/false));
+  StatusOr<int64_t> group = attrs.Int("group", 1);
+  if (!group.ok()) return internal::OpError(kConv, group.status().message());
+  if (*group < 1) return internal::OpError(kConv, "group must be positive");
+  c.group = *group;
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok()) return internal::OpError(kConv, layout.status().message());
+  if (*layout != "NCHW" && *layout != "NHWC") {
+    return internal::OpError(kConv, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+  }
+  c.channels_last = *layout == "NHWC";
+  return c;
+}
+
+// [N, D.., C] -> [N, C, D..].
+Shape ToChannelsFirst(const Shape& s) {
+  Shape out = {s[0], s.back()};
+  out.insert(out.end(), s.begin() + 1, s.end() - 1);
+  return out;
+}
+
+struct ConvPlan {
+  bool all_bias = false;  // No input channel reaches Y: Y = bias.
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace = 0;
+  // Asymmetric pads: X is copied into the interior of a zero-filled buffer described by
+  // `x` (its extents padded), `interior` views X's place in it.
+  bool pad_input = false;
+  TensorDesc x_in, interior;
+  size_t padded_bytes = 0;
+  int64_t interior_offset = 0;  // Elements.
+};
+
+class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
+ public:
+  ConvCudaKernel(OpDef def, Attributes attrs, ConvAttrs conv, CudaKernelContext context)
+      : CudnnKernel(std::move(def), std::move(attrs), context), attrs_(std::move(conv)) {}
+
+ protected:
+  StatusOr<std::unique_ptr<ConvPlan>> Build(std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
+                                            const TypeInfo& type) override {
+    auto plan = std::make_unique<ConvPlan>();
+    const Shape x_cf = attrs_.channels_last ? ToChannelsFirst(in[0].shape) : in[0].shape;
+    const Shape y_cf = attrs_.channels_last ? ToChannelsFirst(out.shape) : out.shape;
+    const Shape& w = in[1].shape;
+    const size_t nsp = x_cf.size() - 2;
+    const Layout y_layout = DenseLayout(y_cf, attrs_.channels_last);
+    REMEX_ASSIGN_OR_RETURN(plan->y, MakeTensorDesc(op(), type.data, y_layout));
+    REMEX_ASSIGN_OR_RETURN(plan->bias, MakeBiasDesc(op(), type.data, y_cf[1], y_layout.dims.size()));
+    if (NumElements(x_cf).value_or(0) == 0 || NumElements(w).value_or(0) == 0) {
+      plan->all_bias = true;
+      return plan;
+    }
+    std::span<const int64_t> spatial(x_cf.data() + 2, nsp);
+    std::span<const int64_t> kernel(w.data() + 2, nsp);
+    REMEX_ASSIGN_OR_RETURN(internal::WindowGeometry g,
+                           internal::ComputeWindowGeometry(kConv, attrs_.window, spatial, kernel));
+    const Layout x_layout = DenseLayout(x_cf, attrs_.channels_last);
+    REMEX_ASSIGN_OR_RETURN(plan->x_in, MakeTensorDesc(op(), type.data, x_layout));
+    std::vector<int64_t> pads = g.pad_begin;
+    plan->pad_input = g.pad_begin != g.pad_end;
+    if (plan->pad_input) {
+      Shape padded = x_cf;
+      for (size_t i = 0; i < nsp; ++i) padded[2 + i] += g.pad_begin[i] + g.pad_end[i];
+      const Layout p_layout = DenseLayout(padded, attrs_.channels_last);
+      REMEX_ASSIGN_OR_RETURN(plan->x, MakeTensorDesc(op(), type.data, p_layout));
+      Layout interior{x_layout.dims, p_layout.strides};
+      REMEX_ASSIGN_OR_RETURN(plan->interior, MakeTensorDesc(op(), type.data, interior));
+      for (size_t i = 0; i < nsp; ++i) plan->interior_offset += g.pad_begin[i] * p_layout.strides[SpatialIndex(nsp, i)];
+      plan->padded_bytes = static_cast<size_t>(*NumElements(padded)) * type.size;
+      pads.assign(nsp, 0);
+    } else {
+      REMEX_ASSIGN_OR_RETURN(plan->x, MakeTensorDesc(op(), type.data, x_layout));
+    }
+    REMEX_ASSIGN_OR_RETURN(plan->w, MakeFilterDesc(op(), type.data, w));
+    REMEX_ASSIGN_OR_RETURN(plan->conv, MakeConvDesc(op(), type, pads, g.strides, g.dilations, attrs_.group));
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    if (exhaustive()) {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnFindConvolutionForwardAlgorithm",
+                                       cudnnFindConvolutionForwardAlgorithm(
+                                           handle(), plan->x.get(), plan->w.get(), plan->conv.get(), plan->y.get(),
+                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf)));
+    } else {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionForwardAlgorithm_v7",
+                                       cudnnGetConvolutionForwardAlgorithm_v7(
+                                           handle(), plan->x.get(), plan->w.get(), plan->conv.get(), plan->y.get(),
+                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf)));
+    }
+    REMEX_ASSIGN_OR_RETURN(cudnnConvolutionFwdAlgoPerf_t best, FirstUsable(op(), perf, count));
+    plan->algo = best.algo;
+    REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionForwardWorkspaceSize",
+                                     cudnnGetConvolutionForwardWorkspaceSize(handle(), plan->x.get(), plan->w.get(),
+                                                                             plan->conv.get(), plan->y.get(),
+                                                                             plan->algo, &plan->workspace)));
+    return plan;
+  }
+
+  Status Run(const ConvPlan& plan, std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
+             const TypeInfo& type) override {
+    const void* bias = has_bias ? in[2].data : nullptr;
+    if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
+    StreamWorkspace padded(op(), stream());
+    StreamWorkspace workspace(op(), stream());
+    const void* x = in[0].data;
+    if (plan.pad_input) {
+      REMEX_ASSIGN_OR_RETURN(void* buf, padded.Allocate(plan.padded_bytes));
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnSetTensor", cudnnSetTensor(handle(), plan.x.get(), buf, &kZeroBits)));
+      void* interior = static_cast<char*>(buf) + plan.interior_offset * static_cast<int64_t>(type.size);
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnTransformTensor",
+                                       cudnnTransformTensor(handle(), &kOne, plan.x_in.get(), x, &kZero,
+                                                            plan.interior.get(), interior)));
+      x = buf;
+    }
+    REMEX_ASSIGN_OR_RETURN(void* ws, workspace.Allocate(plan.workspace));
+    REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnConvolutionForward",
+                                     cudnnConvolutionForward(handle(), &kOne, plan.x.get(), x, plan.w.get(),
+                                                             in[1].data, plan.conv.get(), plan.algo, ws,
+                                                             plan.workspace, &kZero, plan.y.get(), out.data)));
+    if (bias) {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(
+          op(), "cudnnAddTensor", cudnnAddTensor(handle(), &kOne, plan.bias.get(), bias, &kOne, plan.y.get(), out.data)));
+    }
+    REMEX_RETURN_IF_ERROR(workspace.Release());
+    return padded.Release();
+  }
+
+ private:
+  const ConvAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+// ConvTranspose: the data gradient of the Conv whose filter is W [C, M / group, k...]
+// (X plays that Conv's output, Y its input).
+
+struct ConvTransposeAttrs {
+  internal::WindowAttrs window;
+  int64_t group = 1;
+  std::vector<int64_t> output_padding;
+  std::vector<int64_t> output_shape;
+};
+
+StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const Attributes& attrs) {
+  constexpr std::string_view op = kConvTranspose;
+  ConvTransposeAttrs c;
+  REMEX_ASSIGN_OR_RETURN(c.window, internal::ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
+  StatusOr<int64_t> group = attrs.Int("group", 1);
+  if (!group.ok()) return internal::OpError(op, group.status().message());
+  if (*group < 1) return internal::OpError(op, "group must be positive");
+  c.group = *group;
+  StatusOr<std::vector<int64_t>> output_padding = attrs.Ints("output_padding", {});
+  if (!output_padding.ok()) return internal::OpError(op, output_padding.status().message());
+  c.output_padding = *output_padding;
+  StatusOr<std::vector<int64_t>> output_shape = attrs.Ints("output_shape", {});
+  if (!output_shape.ok()) return internal::OpError(op, output_shape.status().message());
+  c.output_shape = *output_shape;
+  return c;
+}
+
+// Per spatial dim: Y index o is position o + pad_begin of the region the inputs reach
+// (reach = stride * (in - 1) + (k - 1) * dilation + 1), as kernels/conv.cc computes it
+// (output_padding and output_shape folded into the pads, which may be negative).
+struct TransposeGeometry {
+  std::vector<int64_t> strides, dilations, pad_begin, reach;
+};
+
+TransposeGeometry ComputeTransposeGeometry(const ConvTransposeAttrs& a, const Shape& x, const Shape& w,
+                                           const Shape& y) {
+  const size_t nsp = x.size() - 2;
+  const internal::WindowAttrs& wa = a.window;
+  TransposeGeometry g;
+  g.strides = wa.strides.empty() ? std::vector<int64_t>(nsp, 1) : wa.strides;
+  g.dilations = wa.dilations.empty() ? std::vector<int64_t>(nsp, 1) : wa.dilations;
+  auto half_down = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+  const bool same = wa.auto_pad == "SAME_UPPER" || wa.auto_pad == "SAME_LOWER";
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t reach = g.strides[i] * (x[2 + i] - 1) + (w[2 + i] - 1) * g.dilations[i] + 1;
+    const int64_t full = reach + (a.output_padding.empty() ? 0 : a.output_padding[i]);
+    int64_t pb = 0;
+    if (!a.output_shape.empty() || same) {
+      const int64_t total = full - y[2 + i];
+      pb = wa.auto_pad == "SAME_UPPER" ? half_down(total) : total - half_down(total);
+    } else if (wa.auto_pad == "NOTSET" && !wa.pads.empty()) {
+      pb = wa.pads[i];
+    }
+    g.pad_begin.push_back(pb);
+    g.reach.push_back(reach);
+  }
+  return g;
+}
+
+struct ConvTransposePlan {
+  bool all_bias = false;
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  size_t workspace = 0;
+  // Asymmetric or negative pads: the result over the whole reach goes to a scratch
+  // buffer (`dst` describes it), then its part inside Y is copied into Y.
+  bool use_scratch = false;
+  TensorDesc dst, scratch_view, y_view;
+  size_t scratch_bytes = 0;
+  int64_t scratch_offset = 0, y_offset = 0;  // Elements.
+};
+
+class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
+ public:
+  ConvTransposeCudaKernel(OpDef def, Attributes attrs, ConvTransposeAttrs conv, CudaKernelContext context)
+      : CudnnKernel(std::move(def), std::move(attrs), context), attrs_(std::move(conv)) {}
+
+ protected:
+  StatusOr<std::unique_ptr<ConvTransposePlan>> Build(std::span<const TensorRef> in, const TensorRef& out,
+                                                     bool has_bias, const TypeInfo& type) override {
+    auto plan = std::make_unique<ConvTransposePlan>();
+    const Shape& x = in[0].shape;
+    const Shape& w = in[1].shape;
+    const Shape& y = out.shape;
+    const size_t nsp = x.size() - 2;
+    const Layout y_layout = DenseLayout(y, false);
+    REMEX_ASSIGN_OR_RETURN(plan->y, MakeTensorDesc(op(), type.data, y_layout));
+    REMEX_ASSIGN_OR_RETURN(plan->bias, MakeBiasDesc(op(), type.data, y[1], y_layout.dims.size()));
+    if (NumElements(x).value_or(0) == 0 || NumElements(w).value_or(0) == 0) {
+      plan->all_bias = true;
+      return plan;
+    }
+    const TransposeGeometry g = ComputeTransposeGeometry(attrs_, x, w, y);
+    std::vector<int64_t> pads(nsp, 0);
+    bool symmetric = true;
+    for (size_t i = 0; i < nsp; ++i) {
+      const int64_t pe = g.reach[i] - g.pad_begin[i] - y[2 + i];
+      symmetric = symmetric && g.pad_begin[i] >= 0 && g.pad_begin[i] == pe;
+    }
+    if (symmetric) {
+      pads = g.pad_begin;
+      REMEX_ASSIGN_OR_RETURN(plan->dst, MakeTensorDesc(op(), type.data, y_layout));
+    } else {
+      plan->use_scratch = true;
+      Shape scratch = {y[0], y[1]};
+      scratch.insert(scratch.end(), g.reach.begin(), g.reach.end());
+      const Layout s_layout = DenseLayout(scratch, false);
+      REMEX_ASSIGN_OR_RETURN(plan->dst, MakeTensorDesc(op(), type.data, s_layout));
+      plan->scratch_bytes = static_cast<size_t>(*NumElements(scratch)) * type.size;
+      // Y indices [lo, hi) lie inside the reach: scratch index = Y index + pad_begin.
+      Layout s_view = s_layout, y_view = y_layout;
+      for (size_t i = 0; i < nsp; ++i) {
+        const int64_t lo = std::max<int64_t>(0, -g.pad_begin[i]);
+        const int64_t hi = std::min<int64_t>(y[2 + i], g.reach[i] - g.pad_begin[i]);
+        if (hi <= lo) {
+          plan->all_bias = true;  // The pads crop away everything the inputs reach.
+          return plan;
+        }
+        const size_t d = SpatialIndex(nsp, i);
+        s_view.dims[d] = y_view.dims[d] = hi - lo;
+        plan->scratch_offset += (lo + g.pad_begin[i]) * s_layout.strides[d];
+        plan->y_offset += lo * y_layout.strides[d];
+      }
+      REMEX_ASSIGN_OR_RETURN(plan->scratch_view, MakeTensorDesc(op(), type.data, s_view));
+      REMEX_ASSIGN_OR_RETURN(plan->y_view, MakeTensorDesc(op(), type.data, y_view));
+    }
+    REMEX_ASSIGN_OR_RETURN(plan->x, MakeTensorDesc(op(), type.data, DenseLayout(x, false)));
+    REMEX_ASSIGN_OR_RETURN(plan->w, MakeFilterDesc(op(), type.data, w));
+    REMEX_ASSIGN_OR_RETURN(plan->conv, MakeConvDesc(op(), type, pads, g.strides, g.dilations, attrs_.group));
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    if (exhaustive()) {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnFindConvolutionBackwardDataAlgorithm",
+                                       cudnnFindConvolutionBackwardDataAlgorithm(
+                                           handle(), plan->w.get(), plan->x.get(), plan->conv.get(), plan->dst.get(),
+                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)));
+    } else {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                                       cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                           handle(), plan->w.get(), plan->x.get(), plan->conv.get(), plan->dst.get(),
+                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)));
+    }
+    REMEX_ASSIGN_OR_RETURN(cudnnConvolutionBwdDataAlgoPerf_t best, FirstUsable(op(), perf, count));
+    plan->algo = best.algo;
+    REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                                     cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                         handle(), plan->w.get(), plan->x.get(), plan->conv.get(), plan->dst.get(),
+                                         plan->algo, &plan->workspace)));
+    return plan;
+  }
+
+  Status Run(const ConvTransposePlan& plan, std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
+             const TypeInfo& type) override {
+    const void* bias = has_bias ? in[2].data : nullptr;
+    if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
+    StreamWorkspace scratch(op(), stream());
+    StreamWorkspace workspace(op(), stream());
+    void* dst = out.data;
+    if (plan.use_scratch) {
+      REMEX_ASSIGN_OR_RETURN(dst, scratch.Allocate(plan.scratch_bytes));
+    }
+    REMEX_ASSIGN_OR_RETURN(void* ws, workspace.Allocate(plan.workspace));
+    REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnConvolutionBackwardData",
+                                     cudnnConvolutionBackwardData(handle(), &kOne, plan.w.get(), in[1].data,
+                                                                  plan.x.get(), in[0].data, plan.conv.get(), plan.algo,
+                                                                  ws, plan.workspace, &kZero, plan.dst.get(), dst)));
+    if (plan.use_scratch) {
+      const int64_t size = static_cast<int64_t>(type.size);
+      REMEX_RETURN_IF_ERROR(
+          CudnnCheck(op(), "cudnnSetTensor", cudnnSetTensor(handle(), plan.y.get(), out.data, &kZeroBits)));
+      REMEX_RETURN_IF_ERROR(CudnnCheck(
+          op(), "cudnnTransformTensor",
+          cudnnTransformTensor(handle(), &kOne, plan.scratch_view.get(),
+                               static_cast<const char*>(dst) + plan.scratch_offset * size, &kZero, plan.y_view.get(),
+                               static_cast<char*>(out.data) + plan.y_offset * size)));
+    }
+    if (bias) {
+      REMEX_RETURN_IF_ERROR(CudnnCheck(
+          op(), "cudnnAddTensor", cudnnAddTensor(handle(), &kOne, plan.bias.get(), bias, &kOne, plan.y.get(), out.data)));
+    }
+    REMEX_RETURN_IF_ERROR(workspace.Release());
+    return scratch.Release();
+  }
+
+ private:
+  const ConvTransposeAttrs attrs_;
+};
+
+template <typename K, typename ParsedAttrs>
+Status AddCudnnKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
+                      StatusOr<ParsedAttrs> (*parse)(const Attributes&)) {
+  const OpDef* def = registry.FindOp(name);
+  if (!def) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + " has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(name, DeviceKind::kCuda,
+                            [def = *def, context, parse](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                              REMEX_ASSIGN_OR_RETURN(ParsedAttrs parsed, parse(attrs));
+                              return std::unique_ptr<OpKernel>(
+                                  std::make_unique<K>(def, attrs, std::move(parsed), context));
+                            });
+}
+
+}  // namespace
+
+Status AddConvCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  Status conv = AddCudnnKernel<ConvCudaKernel, ConvAttrs>(registry, kConv, context, ParseConvAttrs);
+  if (!conv.ok()) return conv;
+  return AddCudnnKernel<ConvTransposeCudaKernel, ConvTransposeAttrs>(registry, kConvTranspose, context,
+                                                                      ParseConvTransposeAttrs);
+}
+
+}  // namespace remex::kernels::cuda

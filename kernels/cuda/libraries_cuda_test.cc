@@ -1,0 +1,299 @@
+// The library-backed CUDA kernels (Conv, ConvTranspose on cuDNN; MatMul, Gemm on
+// cuBLASLt) against the CPU kernels on random shapes and attributes, in float32 and
+// float16 (the CPU reference then runs in float32 on the float16-rounded inputs). GPU
+// tests skip themselves without a GPU; the factories' attribute checks and the dtype
+// checks, which run before any CUDA call, are tested everywhere.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/libraries_test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::ConvertFloat;
+using testing::CudaRunner;
+using testing::FloatValues;
+using testing::HostTensor;
+using testing::OpRunner;
+
+int Pick(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// float32 values in [-1, 1], multiples of 1/8 (exact in float16).
+HostTensor RandomTensor(std::mt19937& rng, Shape shape) {
+  std::vector<float> v(static_cast<size_t>(*NumElements(shape)));
+  for (float& x : v) x = static_cast<float>(Pick(rng, -8, 8)) / 8.0f;
+  return HostTensor::Of<float>(std::move(shape), v);
+}
+
+// Runs `op` on the CPU in float32 and on the GPU in `dtype` (inputs converted), and
+// compares. float16 tolerances scale with `terms`, the products summed per output.
+void CompareWithCpu(const std::string& op, const Attributes& attrs, const std::vector<HostTensor>& inputs32,
+                    DType dtype, int64_t terms, const std::string& what) {
+  OpRunner cpu;
+  CudaRunner gpu;
+  std::vector<HostTensor> in;
+  for (const HostTensor& t : inputs32) in.push_back(t.dtype == DType::kUndefined ? t : ConvertFloat(t, dtype));
+  auto want = cpu.Run(op, attrs, inputs32);
+  ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+  const TensorInfo info{dtype, (*want)[0].shape};
+  auto got = gpu.RunWithOutputs(op, attrs, in, {info});
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+  const double scale = std::sqrt(static_cast<double>(std::max<int64_t>(terms, 1)));
+  const double tol = dtype == DType::kFloat16 ? 2e-3 * scale + 1e-3 : 1e-5 * scale + 1e-6;
+  testing::ExpectAllClose(FloatValues((*got)[0]), FloatValues((*want)[0]), dtype == DType::kFloat16 ? 2e-3 : 1e-5,
+                          tol, what);
+}
+
+std::string Join(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// ---------------------------------------------------------------------------
+// Without a GPU.
+
+TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
+  CudaRunner gpu;
+  const KernelRegistry& r = gpu.registry();
+  for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose"}) {
+    ASSERT_NE(r.FindKernel(op, DeviceKind::kCuda), nullptr) << op;
+  }
+  EXPECT_EQ((*r.FindKernel("Gemm", DeviceKind::kCuda))(Attrs({{"transA", int64_t{2}}})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r.FindKernel("Conv", DeviceKind::kCuda))(Attrs({{"layout", std::string("NCWH")}})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r.FindKernel("ConvTranspose", DeviceKind::kCuda))(Attrs({{"group", int64_t{0}}})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*r.FindKernel("Conv", DeviceKind::kCuda))(Attrs({{"layout", std::string("NHWC")}})).ok());
+}
+
+TEST(LibraryCudaKernels, UnsupportedDtypesAreUnimplementedBeforeAnyCudaCall) {
+  CudaRunner gpu;
+  auto kernel = (*gpu.registry().FindKernel("MatMul", DeviceKind::kCuda))(Attributes{});
+  ASSERT_TRUE(kernel.ok());
+  int32_t dummy[6] = {};
+  std::vector<TensorRef> in = {{dummy, DType::kInt32, {2, 3}}, {dummy, DType::kInt32, {3, 2}}};
+  std::vector<TensorRef> out = {{dummy, DType::kInt32, {2, 2}}};
+  Status s = (*kernel)->Compute(in, out);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_NE(s.message().find("MatMul on cuda"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("int32"), std::string::npos) << s.ToString();
+}
+
+// ---------------------------------------------------------------------------
+// Conv.
+
+struct ConvCase {
+  Attributes attrs;
+  std::vector<HostTensor> inputs;
+  int64_t terms = 0;
+  std::string what;
+};
+
+ConvCase RandomConv(std::mt19937& rng, bool transpose) {
+  ConvCase c;
+  const int nsp = Pick(rng, 1, transpose ? 2 : 3);
+  const int64_t g = Pick(rng, 0, 3) == 0 ? Pick(rng, 2, 3) : 1;
+  const int64_t n = Pick(rng, 1, 2);
+  const int64_t cin = g * Pick(rng, 1, 3);
+  const int64_t cout = g * Pick(rng, 1, 3);
+  std::vector<int64_t> kernel, strides, dilations, pads(2 * nsp), spatial, out_pad;
+  for (int i = 0; i < nsp; ++i) {
+    kernel.push_back(Pick(rng, 1, 3));
+    strides.push_back(Pick(rng, 1, 2));
+    dilations.push_back(Pick(rng, 1, 2));
+    spatial.push_back(Pick(rng, 5, nsp == 3 ? 7 : 11));
+  }
+  for (int i = 0; i < nsp; ++i) {
+    const int64_t keff = (kernel[i] - 1) * dilations[i] + 1;
+    pads[i] = Pick(rng, 0, static_cast<int>(keff - 1));
+    pads[i + nsp] = Pick(rng, 0, static_cast<int>(keff - 1));
+    out_pad.push_back(Pick(rng, 0, static_cast<int>(std::max(strides[i], dilations[i]) - 1)));
+  }
+  c.attrs.Set("group", g);
+  c.attrs.Set("strides", strides);
+  c.attrs.Set("dilations", dilations);
+  c.attrs.Set("kernel_shape", kernel);
+  const int pad_mode = Pick(rng, 0, 4);  // 0-1 explicit pads, 2 SAME_UPPER, 3 SAME_LOWER, 4 VALID.
+  const char* kAuto[] = {"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  if (pad_mode < 2) c.attrs.Set("pads", pads);
+  if (pad_mode >= 2) c.attrs.Set("auto_pad", std::string(kAuto[pad_mode]));
+  const bool channels_last = !transpose && Pick(rng, 0, 1) == 1;
+  if (channels_last) c.attrs.Set("layout", std::string("NHWC"));
+  if (transpose && Pick(rng, 0, 1) == 1) c.attrs.Set("output_padding", out_pad);
+  Shape x = {n, cin};
+  x.insert(x.end(), spatial.begin(), spatial.end());
+  if (channels_last) {
+    x = {n};
+    x.insert(x.end(), spatial.begin(), spatial.end());
+    x.push_back(cin);
+  }
+  Shape w = transpose ? Shape{cin, cout / g} : Shape{cout, cin / g};
+  w.insert(w.end(), kernel.begin(), kernel.end());
+  c.inputs = {RandomTensor(rng, x), RandomTensor(rng, w)};
+  if (Pick(rng, 0, 1) == 1) c.inputs.push_back(RandomTensor(rng, {cout}));
+  c.terms = cin / g;
+  for (int64_t k : kernel) c.terms *= k;
+  c.what = std::string(transpose ? "ConvTranspose" : "Conv") + " x " + ShapeToString(x) + " w " + ShapeToString(w) +
+           " group " + std::to_string(g) + " strides " + Join(strides) + " dilations " + Join(dilations) +
+           " pads " + (pad_mode < 2 ? Join(pads) : kAuto[pad_mode]) + (channels_last ? " NHWC" : "") +
+           (c.attrs.Has("output_padding") ? " output_padding " + Join(out_pad) : "") +
+           (c.inputs.size() > 2 ? " bias" : "");
+  return c;
+}
+
+TEST(ConvCudaKernel, RandomConvolutionsMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 80; ++iter) {
+    ConvCase c = RandomConv(rng, /*transpose=*/false);
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      CompareWithCpu("Conv", c.attrs, c.inputs, dtype, c.terms, c.what + " " + std::string(DTypeName(dtype)));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(ConvCudaKernel, PointwiseAndDepthwiseInBothLayouts) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (const char* layout : {"NCHW", "NHWC"}) {
+    const bool nhwc = std::string(layout) == "NHWC";
+    // Pointwise 1x1, 16 -> 24 channels, and depthwise 3x3 stride 2 over 16 channels.
+    Attributes pw = Attrs({{"layout", std::string(layout)}});
+    Attributes dw = Attrs({{"layout", std::string(layout)},
+                           {"group", int64_t{16}},
+                           {"strides", std::vector<int64_t>{2, 2}},
+                           {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    const Shape x = nhwc ? Shape{2, 9, 13, 16} : Shape{2, 16, 9, 13};
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      CompareWithCpu("Conv", pw, {RandomTensor(rng, x), RandomTensor(rng, {24, 16, 1, 1}), RandomTensor(rng, {24})},
+                     dtype, 16, std::string("pointwise ") + layout);
+      CompareWithCpu("Conv", dw, {RandomTensor(rng, x), RandomTensor(rng, {16, 1, 3, 3})}, dtype, 9,
+                     std::string("depthwise ") + layout);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(ConvTransposeCudaKernel, RandomTransposedConvolutionsMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  for (int iter = 0; iter < 80; ++iter) {
+    ConvCase c = RandomConv(rng, /*transpose=*/true);
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      CompareWithCpu("ConvTranspose", c.attrs, c.inputs, dtype, c.terms,
+                     c.what + " " + std::string(DTypeName(dtype)));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(ConvTransposeCudaKernel, OutputShapeAndNegativePads) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  const std::vector<HostTensor> in = {RandomTensor(rng, {1, 4, 5, 6}), RandomTensor(rng, {4, 3, 3, 3}),
+                                      RandomTensor(rng, {3})};
+  // output_shape larger than the reach (negative total padding), then smaller.
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{14, 15}, std::vector<int64_t>{9, 10}}) {
+    Attributes a = Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"output_shape", shape}});
+    CompareWithCpu("ConvTranspose", a, in, DType::kFloat32, 12, "output_shape " + Join(shape));
+  }
+  // 2x2 stride-2 upsampling (the CPU's patch-scatter path).
+  Attributes up = Attrs({{"strides", std::vector<int64_t>{2, 2}}});
+  CompareWithCpu("ConvTranspose", up, {RandomTensor(rng, {2, 8, 7, 5}), RandomTensor(rng, {8, 4, 2, 2})},
+                 DType::kFloat32, 8, "upsampling");
+  CompareWithCpu("ConvTranspose", up, {RandomTensor(rng, {2, 8, 7, 5}), RandomTensor(rng, {8, 4, 2, 2})},
+                 DType::kFloat16, 8, "upsampling float16");
+}
+
+// ---------------------------------------------------------------------------
+// MatMul and Gemm.
+
+TEST(MatMulCudaKernel, BroadcastBatchesAndVectorsMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(21);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{5, 7}, {7, 3}},
+      {{7}, {7, 3}},                 // 1-D A.
+      {{5, 7}, {7}},                 // 1-D B.
+      {{7}, {7}},                    // Dot product.
+      {{4, 5, 7}, {7, 3}},           // A's batch folds into M.
+      {{5, 7}, {4, 7, 3}},           // B batched, A broadcast.
+      {{2, 1, 5, 7}, {3, 7, 3}},     // Both broadcast: [2, 3] batch.
+      {{2, 3, 5, 7}, {2, 3, 7, 3}},  // Full batches.
+      {{2, 1, 3, 5, 7}, {1, 4, 1, 7, 3}},
+      {{3, 1, 7}, {3, 7, 1}},
+      {{6}, {2, 6, 4}},
+      {{2, 33, 65}, {65, 17}},
+      {{3, 0}, {0, 4}},  // K = 0: zeros.
+  };
+  for (const auto& [a, b] : cases) {
+    const int64_t k = a.back();
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      CompareWithCpu("MatMul", Attributes{}, {RandomTensor(rng, a), RandomTensor(rng, b)}, dtype, k,
+                     "MatMul " + ShapeToString(a) + " x " + ShapeToString(b) + " " + std::string(DTypeName(dtype)));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  // Random shapes.
+  for (int iter = 0; iter < 40; ++iter) {
+    const int64_t m = Pick(rng, 1, 40), k = Pick(rng, 1, 40), n = Pick(rng, 1, 40);
+    Shape a = {m, k}, b = {k, n};
+    const int ba = Pick(rng, 0, 2), bb = Pick(rng, 0, 2);
+    const int64_t b1 = Pick(rng, 1, 3), b2 = Pick(rng, 1, 3);
+    if (ba >= 1) a.insert(a.begin(), Pick(rng, 0, 1) ? b2 : 1);
+    if (ba == 2) a.insert(a.begin(), Pick(rng, 0, 1) ? b1 : 1);
+    if (bb >= 1) b.insert(b.begin(), Pick(rng, 0, 1) ? b2 : 1);
+    if (bb == 2) b.insert(b.begin(), Pick(rng, 0, 1) ? b1 : 1);
+    CompareWithCpu("MatMul", Attributes{}, {RandomTensor(rng, a), RandomTensor(rng, b)}, DType::kFloat32, k,
+                   "MatMul " + ShapeToString(a) + " x " + ShapeToString(b));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(GemmCudaKernel, TransposesAndEveryFormOfCMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(22);
+  const int64_t m = 13, k = 21, n = 9;
+  const std::vector<Shape> c_shapes = {{}, {1}, {n}, {1, n}, {m, 1}, {m, n}, {1, 1}};
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      const Shape a = ta ? Shape{k, m} : Shape{m, k};
+      const Shape b = tb ? Shape{n, k} : Shape{k, n};
+      for (float beta : {1.0f, 0.5f, 0.0f}) {
+        for (int ci = -1; ci < static_cast<int>(c_shapes.size()); ++ci) {
+          Attributes attrs = Attrs({{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", 0.75f}, {"beta", beta}});
+          std::vector<HostTensor> in = {RandomTensor(rng, a), RandomTensor(rng, b)};
+          std::string what = "Gemm transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " beta " +
+                             std::to_string(beta) + " C ";
+          if (ci >= 0) {
+            in.push_back(RandomTensor(rng, c_shapes[ci]));
+            what += ShapeToString(c_shapes[ci]);
+          } else {
+            what += "absent";
+          }
+          for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+            CompareWithCpu("Gemm", attrs, in, dtype, k, what + " " + std::string(DTypeName(dtype)));
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+  // K = 0: Y = beta * C.
+  CompareWithCpu("Gemm", Attrs({{"beta", 2.0f}}),
+                 {RandomTensor(rng, {4, 0}), RandomTensor(rng, {0, 3}), RandomTensor(rng, {3})}, DType::kFloat32, 1,
+                 "Gemm K = 0");
+}
+
+}  // namespace
+}  // namespace remex::kernels
