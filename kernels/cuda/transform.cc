@@ -1,8 +1,770 @@
-// CUDA kernels: data movement. No kernel is registered yet.
+// CUDA kernels of the data-movement ops (host side): checks against the op's shape
+// function, the index plans and the launches (transform_impl.cu). Semantics are those
+// of the CPU kernels in kernels/transform.cc, kernels/tensor.cc and
+// kernels/elementwise.cc (Where), which follow the ONNX operators of opsets 7-17:
+//
+//   Identity-16, Reshape-14, Flatten-13 (negative axis from 11), Squeeze-13 and
+//     Unsqueeze-13 (axes as attribute or input): one device-to-device copy.
+//   Transpose-13 (perm, default reversed), Slice-13 (starts/ends/axes/steps inputs,
+//     negative steps), Concat-13 (negative axis), Split-13 (split attribute or input,
+//     or num_outputs), Expand-13, Tile-13, DepthToSpace-13 (DCR, CRD) and
+//     SpaceToDepth-13, both with Remex's `layout` attribute NCHW or NHWC: one strided
+//     copy each (per input for Concat, per output for Split).
+//   Gather-13 (axis, int32 / int64 indices, negative indices).
+//   Pad-13 (constant, reflect, edge; pads and constant_value as attributes before 11,
+//     as inputs from 11).
+//   Where-16 (bool condition, multidirectional broadcasting).
+//   Cast-13 between float16/32/64, int8-64, uint8-64 and bool, with the CPU kernel's
+//     rounding: float16 results rounded to nearest even, float to integer truncated
+//     toward zero and saturated with NaN -> 0, integer narrowing wrapping.
+//
+// Every op but Cast moves raw elements, so it handles every dtype (element sizes 1, 2,
+// 4 and 8 bytes). Index plans hold at most kMaxCopyRank (8) dims after dropping
+// extent-1 dims and merging dims walked contiguously; more is UNIMPLEMENTED.
+//
+// Differences from the CPU kernels: a Gather index out of range writes zeros instead
+// of failing (the indices live on the GPU and are not read back).
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/transform_impl.h"
+#include "kernels/internal.h"
 
 namespace remex::kernels::cuda {
+namespace {
 
-Status AddTransformCudaKernels(KernelRegistry&, CudaKernelContext) { return OkStatus(); }
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// attrs.Int with errors naming the op.
+StatusOr<int64_t> IntAttr(std::string_view op, const Attributes& attrs, std::string_view name,
+                          int64_t default_value) {
+  StatusOr<int64_t> v = attrs.Int(name, default_value);
+  if (!v.ok()) return internal::OpError(op, v.status().message());
+  return *v;
+}
+
+// Row-major element strides of `shape`.
+std::vector<int64_t> Strides(std::span<const int64_t> shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
+// The element size of a dtype the kernels move as raw bits.
+StatusOr<int> ElemSize(std::string_view op, DType dtype) {
+  const size_t size = DTypeSize(dtype);
+  if (size == 1 || size == 2 || size == 4 || size == 8) return static_cast<int>(size);
+  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
+}
+
+// ---------------------------------------------------------------------------
+// Index plans.
+
+// A walk over `dims` with K stride sets, extent-1 dims dropped and neighbours merged
+// where every stride set walks them as one dim (outer stride = inner stride * extent).
+template <size_t K>
+struct Walk {
+  std::vector<int64_t> dims;
+  std::array<std::vector<int64_t>, K> strides;
+};
+
+template <size_t K>
+Walk<K> Coalesce(std::span<const int64_t> dims, const std::array<std::vector<int64_t>, K>& strides) {
+  Walk<K> w;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    bool merge = !w.dims.empty();
+    for (size_t k = 0; k < K && merge; ++k) merge = w.strides[k].back() == strides[k][i] * dims[i];
+    if (merge) {
+      w.dims.back() *= dims[i];
+      for (size_t k = 0; k < K; ++k) w.strides[k].back() = strides[k][i];
+    } else {
+      w.dims.push_back(dims[i]);
+      for (size_t k = 0; k < K; ++k) w.strides[k].push_back(strides[k][i]);
+    }
+  }
+  if (w.dims.empty()) {  // One element.
+    w.dims.push_back(1);
+    for (size_t k = 0; k < K; ++k) w.strides[k].push_back(0);
+  }
+  return w;
+}
+
+Status TooManyDims(std::string_view op, size_t rank) {
+  return Unimplemented(std::string(op) + " on cuda: the index mapping needs " + Str(static_cast<int64_t>(rank)) +
+                       " dims after merging, at most " + Str(kMaxCopyRank) + " are implemented");
+}
+
+StatusOr<CopyPlan> MakeCopyPlan(std::string_view op, std::span<const int64_t> dims, std::vector<int64_t> src_strides,
+                                std::vector<int64_t> dst_strides, int64_t src_base, int64_t dst_base) {
+  const Walk<2> w = Coalesce<2>(dims, {std::move(src_strides), std::move(dst_strides)});
+  if (w.dims.size() > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op, w.dims.size());
+  CopyPlan plan;
+  plan.rank = static_cast<int>(w.dims.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.dims[d] = w.dims[d];
+    plan.src_strides[d] = w.strides[0][d];
+    plan.dst_strides[d] = w.strides[1][d];
+  }
+  plan.src_base = src_base;
+  plan.dst_base = dst_base;
+  return plan;
+}
+
+// Views the copy in the widest unit (up to 16 bytes) that divides its contiguous
+// innermost run, every stride and base, and the pointers' alignment.
+void Widen(CopyPlan& plan, int& elem_size, const void* src, const void* dst) {
+  const int last = plan.rank - 1;
+  if (plan.src_strides[last] != 1 || plan.dst_strides[last] != 1) return;
+  for (int unit = 16; unit > elem_size; unit /= 2) {
+    const int64_t f = unit / elem_size;
+    bool ok = plan.dims[last] % f == 0 && plan.src_base % f == 0 && plan.dst_base % f == 0 &&
+              reinterpret_cast<uintptr_t>(src) % unit == 0 && reinterpret_cast<uintptr_t>(dst) % unit == 0;
+    for (int d = 0; d < last && ok; ++d) ok = plan.src_strides[d] % f == 0 && plan.dst_strides[d] % f == 0;
+    if (!ok) continue;
+    plan.dims[last] /= f;
+    for (int d = 0; d < last; ++d) {
+      plan.src_strides[d] /= f;
+      plan.dst_strides[d] /= f;
+    }
+    plan.src_base /= f;
+    plan.dst_base /= f;
+    elem_size = unit;
+    return;
+  }
+}
+
+int64_t PlanSize(const CopyPlan& plan) {
+  int64_t n = 1;
+  for (int d = 0; d < plan.rank; ++d) n *= plan.dims[d];
+  return n;
+}
+
+// Runs `plan` from src to dst: one cudaMemcpyAsync when both sides are contiguous,
+// the strided-copy kernel otherwise.
+Status RunCopy(std::string_view op, int elem_size, const void* src, void* dst, CopyPlan plan, cudaStream_t stream) {
+  const int64_t n = PlanSize(plan);
+  if (n == 0) return OkStatus();
+  if (plan.rank == 1 && plan.src_strides[0] == 1 && plan.dst_strides[0] == 1) {
+    const char* s = static_cast<const char*>(src) + plan.src_base * elem_size;
+    char* d = static_cast<char*>(dst) + plan.dst_base * elem_size;
+    return CudaCheck(op, "cudaMemcpyAsync",
+                     cudaMemcpyAsync(d, s, static_cast<size_t>(n) * elem_size, cudaMemcpyDeviceToDevice, stream));
+  }
+  Widen(plan, elem_size, src, dst);
+  return CudaCheck(op, "kernel launch", LaunchStridedCopy(elem_size, src, dst, PlanSize(plan), plan, stream));
+}
+
+// Writes the contiguous output dst = view permuted by `perm` (dst dim i is view dim
+// perm[i]), for a contiguous input seen as `view`.
+Status RunPermuted(std::string_view op, int elem_size, const void* src, void* dst, std::span<const int64_t> view,
+                   std::span<const int64_t> perm, cudaStream_t stream) {
+  const std::vector<int64_t> view_strides = Strides(view);
+  std::vector<int64_t> dims(perm.size());
+  std::vector<int64_t> src_strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    dims[i] = view[perm[i]];
+    src_strides[i] = view_strides[perm[i]];
+  }
+  std::vector<int64_t> dst_strides = Strides(dims);
+  REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op, dims, std::move(src_strides), std::move(dst_strides), 0, 0));
+  return RunCopy(op, elem_size, src, dst, plan, stream);
+}
+
+// ---------------------------------------------------------------------------
+// The kernel base: validation against the op's shape function, then Run when there
+// is anything to write.
+
+class TransformKernel : public OpKernel {
+ public:
+  TransformKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
+
+  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
+    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+    bool empty = true;
+    for (const TensorRef& t : outputs) empty = empty && *NumElements(t.shape) == 0;
+    if (empty) return OkStatus();
+    REMEX_RETURN_IF_ERROR(CudaCheck(op(), "cudaSetDevice", cudaSetDevice(context_.device)));
+    return Run(inputs, outputs);
+  }
+
+ protected:
+  // Inputs and outputs match the shape function; at least one output is non-empty.
+  virtual Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
+
+  const std::string& op() const { return def_.name; }
+  const Attributes& attrs() const { return attrs_; }
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  Status Check(std::string_view call, cudaError_t error) const { return CudaCheck(op(), call, error); }
+
+ private:
+  const OpDef def_;
+  const Attributes attrs_;
+  const CudaKernelContext context_;
+};
+
+// ---------------------------------------------------------------------------
+// Identity, Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape.
+
+class CopyKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
+    if (in[0].data == out[0].data) return OkStatus();
+    return Check("cudaMemcpyAsync",
+                 cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Transpose.
+
+class TransposeKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    std::vector<int64_t> perm;
+    if (attrs().Has("perm")) {
+      REMEX_ASSIGN_OR_RETURN(perm, attrs().Ints("perm"));  // Checked by the shape function.
+    } else {
+      for (size_t i = s.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    }
+    return RunPermuted(op(), es, in[0].data, out[0].data, s, perm, stream());
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Slice: data, starts, ends, [axes], [steps] (host inputs); as ComputeSlice in
+// kernels/tensor.cc, whose checks the shape function has already applied.
+
+struct SliceDim {
+  int64_t start = 0;
+  int64_t step = 1;
+};
+
+StatusOr<std::vector<SliceDim>> SliceDims(std::span<const TensorRef> in) {
+  constexpr std::string_view op = "Slice";
+  const Shape& shape = in[0].shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  auto read = [&](size_t i, std::string_view what) {
+    return internal::ReadIndexTensor(op, what, in[i].dtype, in[i].shape, in[i].data);
+  };
+  REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> starts, read(1, "starts"));
+  REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> ends, read(2, "ends"));
+  std::vector<int64_t> axes;
+  std::vector<int64_t> steps(starts.size(), 1);
+  if (in.size() > 3 && in[3].present()) {
+    REMEX_ASSIGN_OR_RETURN(axes, read(3, "axes"));
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (in.size() > 4 && in[4].present()) {
+    REMEX_ASSIGN_OR_RETURN(steps, read(4, "steps"));
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return internal::OpError(op, "starts, ends, axes and steps have different lengths");
+  }
+  std::vector<SliceDim> dims(static_cast<size_t>(rank));
+  for (size_t i = 0; i < starts.size(); ++i) {
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op, axes[i], rank, "axes value"));
+    const int64_t dim = shape[axis];
+    const int64_t step = steps[i];
+    if (step == 0) return internal::OpError(op, "steps must be non-zero");
+    int64_t start = starts[i];
+    if (start < 0) start += dim;
+    start = step > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
+    dims[axis] = {start, step};
+  }
+  return dims;
+}
+
+class SliceKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(in));
+    // The output extents come from the shape function; an axis with a non-empty
+    // output has a valid start.
+    const Shape& o = out[0].shape;
+    const std::vector<int64_t> in_strides = Strides(in[0].shape);
+    std::vector<int64_t> src_strides(o.size());
+    int64_t base = 0;
+    for (size_t d = 0; d < o.size(); ++d) {
+      src_strides[d] = dims[d].step * in_strides[d];
+      base += dims[d].start * in_strides[d];
+    }
+    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), base, 0));
+    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Concat and Split: per input (output), a [outer, rows] block of the output (input).
+
+class ConcatKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), out[0].dtype));
+    const Shape& shape = out[0].shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    REMEX_ASSIGN_OR_RETURN(int64_t a, attrs().Int("axis"));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
+    int64_t outer = 1;
+    int64_t inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const int64_t out_row = shape[axis] * inner;
+    int64_t col = 0;
+    for (const TensorRef& t : in) {
+      const int64_t row = t.shape[axis] * inner;
+      if (row > 0) {
+        const int64_t dims[2] = {outer, row};
+        REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, {row, 1}, {out_row, 1}, 0, col));
+        REMEX_RETURN_IF_ERROR(RunCopy(op(), es, t.data, out[0].data, plan, stream()));
+      }
+      col += row;
+    }
+    return OkStatus();
+  }
+};
+
+class SplitKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, static_cast<int64_t>(s.size())));
+    int64_t outer = 1;
+    int64_t inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= s[d];
+    for (size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+    const int64_t in_row = s[axis] * inner;
+    int64_t col = 0;
+    for (const TensorRef& t : out) {  // Each output's extent along axis is its part.
+      const int64_t row = t.shape[axis] * inner;
+      if (row > 0 && outer > 0) {
+        const int64_t dims[2] = {outer, row};
+        REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, {in_row, 1}, {row, 1}, col, 0));
+        REMEX_RETURN_IF_ERROR(RunCopy(op(), es, in[0].data, t.data, plan, stream()));
+      }
+      col += row;
+    }
+    return OkStatus();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Expand and Tile: broadcast copies (stride 0 along the repeated dims).
+
+class ExpandKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const Shape& o = out[0].shape;
+    const size_t lead = o.size() - s.size();
+    const std::vector<int64_t> in_strides = Strides(s);
+    std::vector<int64_t> src_strides(o.size(), 0);
+    for (size_t i = lead; i < o.size(); ++i) src_strides[i] = s[i - lead] == 1 ? 0 : in_strides[i - lead];
+    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), 0, 0));
+    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+  }
+};
+
+class TileKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    // The output seen as [r0, s0, r1, s1, ...] with r_d = out_d / s_d (s_d > 0 here:
+    // the output is not empty).
+    const std::vector<int64_t> in_strides = Strides(s);
+    std::vector<int64_t> dims;
+    std::vector<int64_t> src_strides;
+    for (size_t d = 0; d < s.size(); ++d) {
+      dims.insert(dims.end(), {out[0].shape[d] / s[d], s[d]});
+      src_strides.insert(src_strides.end(), {0, in_strides[d]});
+    }
+    std::vector<int64_t> dst_strides = Strides(dims);
+    REMEX_ASSIGN_OR_RETURN(CopyPlan plan,
+                           MakeCopyPlan(op(), dims, std::move(src_strides), std::move(dst_strides), 0, 0));
+    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+  }
+};
+
+// ---------------------------------------------------------------------------
+// DepthToSpace and SpaceToDepth: a 6-D transpose of the input.
+
+struct BlockAttrs {
+  int64_t blocksize = 0;
+  bool crd = false;
+  bool channels_last = false;
+};
+
+// As BlockAttrsOf in kernels/transform.cc.
+StatusOr<BlockAttrs> BlockAttrsOf(std::string_view op, const Attributes& attrs) {
+  BlockAttrs b;
+  StatusOr<int64_t> bs = attrs.Int("blocksize");
+  if (!bs.ok()) return internal::OpError(op, "attribute 'blocksize' is required and must be an int");
+  if (*bs < 1) return internal::OpError(op, "blocksize must be positive, got " + Str(*bs));
+  b.blocksize = *bs;
+  if (op == "DepthToSpace") {
+    StatusOr<std::string> mode = attrs.String("mode", "DCR");
+    if (!mode.ok()) return internal::OpError(op, mode.status().message());
+    if (*mode != "DCR" && *mode != "CRD") return internal::OpError(op, "unknown mode '" + *mode + "' (DCR or CRD)");
+    b.crd = *mode == "CRD";
+  }
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok()) return internal::OpError(op, layout.status().message());
+  if (*layout != "NCHW" && *layout != "NHWC") {
+    return internal::OpError(op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+  }
+  b.channels_last = *layout == "NHWC";
+  return b;
+}
+
+template <bool kDepthToSpace>
+class BlockKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(BlockAttrs b, BlockAttrsOf(op(), attrs()));
+    const int64_t bs = b.blocksize;
+    const Shape& x = in[0].shape;
+    std::array<int64_t, 6> view;
+    std::array<int64_t, 6> perm;
+    if (kDepthToSpace) {
+      // Output [N, c, H, b1, W, b2] (NCHW) or [N, H, b1, W, b2, c] (NHWC).
+      if (!b.channels_last) {
+        const int64_t n = x[0], c = x[1] / (bs * bs), h = x[2], w = x[3];
+        if (b.crd) {
+          view = {n, c, bs, bs, h, w};  // Channel c * b^2 + i * b + j.
+          perm = {0, 1, 4, 2, 5, 3};
+        } else {
+          view = {n, bs, bs, c, h, w};  // Channel (i * b + j) * c' + c.
+          perm = {0, 3, 4, 1, 5, 2};
+        }
+      } else {
+        const int64_t n = x[0], h = x[1], w = x[2], c = x[3] / (bs * bs);
+        if (b.crd) {
+          view = {n, h, w, c, bs, bs};
+          perm = {0, 1, 4, 2, 5, 3};
+        } else {
+          view = {n, h, w, bs, bs, c};
+          perm = {0, 1, 3, 2, 4, 5};
+        }
+      }
+    } else if (!b.channels_last) {
+      // [N, C, H, b1, W, b2] -> [N, b1, b2, C, H, W].
+      view = {x[0], x[1], x[2] / bs, bs, x[3] / bs, bs};
+      perm = {0, 3, 5, 1, 2, 4};
+    } else {
+      // [N, H, b1, W, b2, C] -> [N, H, W, b1, b2, C].
+      view = {x[0], x[1] / bs, bs, x[2] / bs, bs, x[3]};
+      perm = {0, 1, 3, 2, 4, 5};
+    }
+    return RunPermuted(op(), es, in[0].data, out[0].data, view, perm, stream());
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Gather: data, indices (both on the device).
+
+class GatherKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
+    GatherPlan plan;
+    plan.outer = 1;
+    plan.inner = 1;
+    for (int64_t d = 0; d < axis; ++d) plan.outer *= s[d];
+    for (int64_t d = axis + 1; d < rank; ++d) plan.inner *= s[d];
+    plan.axis_extent = s[axis];
+    plan.num_indices = *NumElements(in[1].shape);
+    // Non-empty output: every extent is positive, except an empty axis, whose every
+    // index is out of range.
+    if (plan.axis_extent == 0) {
+      return internal::OpError(op(), "indices into axis " + Str(axis) + " of extent 0 are out of range");
+    }
+    // Rows of whole elements: move them in the widest unit that divides them.
+    for (int unit = 16; unit > es; unit /= 2) {
+      const int64_t f = unit / es;
+      if (plan.inner % f == 0 && reinterpret_cast<uintptr_t>(in[0].data) % unit == 0 &&
+          reinterpret_cast<uintptr_t>(out[0].data) % unit == 0) {
+        plan.inner /= f;
+        es = unit;
+        break;
+      }
+    }
+    return Check("kernel launch", LaunchGather(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
+                                               out[0].data, plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Pad: data, pads (host), [constant_value (device)]; attributes pads and value before
+// opset 11.
+
+StatusOr<PadMode> PadModeOf(const Attributes& attrs) {
+  StatusOr<std::string> mode = attrs.String("mode", "constant");
+  if (!mode.ok()) return internal::OpError("Pad", mode.status().message());
+  if (*mode == "constant") return PadMode::kConstant;
+  if (*mode == "reflect") return PadMode::kReflect;
+  if (*mode == "edge") return PadMode::kEdge;
+  return internal::OpError("Pad", "unknown mode '" + *mode + "' (constant, reflect or edge)");
+}
+
+// The float attribute `value` in `dtype` (FromDouble in kernels/transform.cc):
+// integers saturate with NaN -> 0, bool is v != 0; the element's bytes, zero-extended.
+StatusOr<uint64_t> PadConstantBits(DType dtype, double v) {
+  uint64_t bits = 0;
+  REMEX_RETURN_IF_ERROR(internal::DispatchAllTypes("Pad", dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T c;
+    if constexpr (std::is_same_v<T, bool>) {
+      c = v != 0;
+    } else if constexpr (std::is_same_v<T, Half>) {
+      c = DoubleToHalf(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      c = static_cast<T>(v);
+    } else if (std::isnan(v)) {
+      c = T(0);
+    } else if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+      c = std::numeric_limits<T>::lowest();
+    } else if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
+      c = std::numeric_limits<T>::max();
+    } else {
+      c = static_cast<T>(v);
+    }
+    std::memcpy(&bits, &c, sizeof(T));
+    return OkStatus();
+  }));
+  return bits;
+}
+
+class PadKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const Shape& o = out[0].shape;
+    const size_t rank = s.size();
+    if (rank == 0) {
+      return Check("cudaMemcpyAsync",
+                   cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
+    }
+    if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
+    REMEX_ASSIGN_OR_RETURN(PadMode mode, PadModeOf(attrs()));
+    std::vector<int64_t> pads;
+    if (attrs().Has("pads")) {
+      REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
+    } else {
+      REMEX_ASSIGN_OR_RETURN(pads, internal::ReadIndexTensor(op(), "pads", in[1].dtype, in[1].shape, in[1].data));
+    }
+    StatusOr<float> value = attrs().Float("value", 0.f);
+    if (!value.ok()) return internal::OpError(op(), value.status().message());
+    PadPlan plan;
+    plan.rank = static_cast<int>(rank);
+    plan.mode = mode;
+    const std::vector<int64_t> in_strides = Strides(s);
+    for (size_t d = 0; d < rank; ++d) {
+      plan.out_dims[d] = o[d];
+      plan.in_dims[d] = s[d];
+      plan.in_strides[d] = in_strides[d];
+      plan.pads_begin[d] = pads[d];
+    }
+    REMEX_ASSIGN_OR_RETURN(plan.constant_bits, PadConstantBits(in[0].dtype, *value));
+    const void* constant = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
+    return Check("kernel launch",
+                 LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Where: condition, X, Y broadcast to the output.
+
+class WhereKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[1].dtype));
+    const Shape& o = out[0].shape;
+    // Per input, its element strides along the output dims (0 where it broadcasts).
+    std::array<std::vector<int64_t>, 3> strides;
+    for (size_t k = 0; k < 3; ++k) {
+      const Shape& s = in[k].shape;
+      const size_t lead = o.size() - s.size();
+      const std::vector<int64_t> own = Strides(s);
+      strides[k].assign(o.size(), 0);
+      for (size_t i = lead; i < o.size(); ++i) strides[k][i] = s[i - lead] == 1 ? 0 : own[i - lead];
+    }
+    const Walk<3> w = Coalesce<3>(o, strides);
+    if (w.dims.size() > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), w.dims.size());
+    WherePlan plan;
+    plan.rank = static_cast<int>(w.dims.size());
+    for (int d = 0; d < plan.rank; ++d) {
+      plan.dims[d] = w.dims[d];
+      plan.cond_strides[d] = w.strides[0][d];
+      plan.x_strides[d] = w.strides[1][d];
+      plan.y_strides[d] = w.strides[2][d];
+    }
+    return Check("kernel launch", LaunchWhere(es, in[0].data, in[1].data, in[2].data, out[0].data,
+                                              *NumElements(o), plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Cast.
+
+StatusOr<CastType> CastTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return CastType::kFloat16;
+    case DType::kFloat32: return CastType::kFloat32;
+    case DType::kFloat64: return CastType::kFloat64;
+    case DType::kInt8: return CastType::kInt8;
+    case DType::kInt16: return CastType::kInt16;
+    case DType::kInt32: return CastType::kInt32;
+    case DType::kInt64: return CastType::kInt64;
+    case DType::kUint8: return CastType::kUint8;
+    case DType::kUint16: return CastType::kUint16;
+    case DType::kUint32: return CastType::kUint32;
+    case DType::kUint64: return CastType::kUint64;
+    case DType::kBool: return CastType::kBool;
+    default: break;
+  }
+  return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
+}
+
+class CastKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = *NumElements(in[0].shape);
+    if (in[0].dtype == out[0].dtype) {
+      return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
+                                                      cudaMemcpyDeviceToDevice, stream()));
+    }
+    REMEX_ASSIGN_OR_RETURN(CastType from, CastTypeOf(in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(CastType to, CastTypeOf(out[0].dtype));
+    return Check("kernel launch", LaunchCast(from, to, in[0].data, out[0].data, n, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Registration.
+
+// Attribute checks at kernel creation, as the CPU kernels make them.
+using AttrCheck = Status (*)(const OpDef&, const Attributes&);
+
+Status NoCheck(const OpDef&, const Attributes&) { return OkStatus(); }
+
+Status CheckConcat(const OpDef&, const Attributes& attrs) {
+  return attrs.Int("axis").ok() ? OkStatus()
+                                : internal::OpError("Concat", "attribute 'axis' is required and must be an int");
+}
+Status CheckPad(const OpDef&, const Attributes& attrs) { return PadModeOf(attrs).status(); }
+Status CheckBlock(const OpDef& def, const Attributes& attrs) { return BlockAttrsOf(def.name, attrs).status(); }
+// Cast's target type `to`, checked by the shape function on a scalar float32 input.
+Status CheckCast(const OpDef& def, const Attributes& attrs) {
+  ShapeFnArg arg;
+  arg.present = true;
+  arg.dtype = DType::kFloat32;
+  return InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status();
+}
+
+template <typename K>
+Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
+                 AttrCheck check = NoCheck) {
+  const OpDef* def = registry.FindOp(name);
+  if (!def) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
+                              " has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(
+      name, DeviceKind::kCuda,
+      [def = *def, context, check](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_RETURN_IF_ERROR(check(def, attrs));
+        return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+      });
+}
+
+}  // namespace
+
+Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  for (std::string_view name : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}) {
+    REMEX_RETURN_IF_ERROR(AddKernel<CopyKernel>(registry, name, context));
+  }
+  REMEX_RETURN_IF_ERROR(AddKernel<TransposeKernel>(registry, "Transpose", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<SliceKernel>(registry, "Slice", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<ConcatKernel>(registry, "Concat", context, CheckConcat));
+  REMEX_RETURN_IF_ERROR(AddKernel<SplitKernel>(registry, "Split", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<ExpandKernel>(registry, "Expand", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<TileKernel>(registry, "Tile", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
+  REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<CastKernel>(registry, "Cast", context, CheckCast));
+  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<true>>(registry, "DepthToSpace", context, CheckBlock));
+  return AddKernel<BlockKernel<false>>(registry, "SpaceToDepth", context, CheckBlock);
+}
 
 }  // namespace remex::kernels::cuda

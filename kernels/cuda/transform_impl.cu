@@ -1,0 +1,434 @@
+// Device code of the CUDA data-movement kernels. Includes only CUDA and plain headers.
+//
+// Every kernel is a grid-stride loop over its output. Kernels that only move elements
+// are instantiated per element size (1, 2, 4, 8 and, for the strided copy and Gather,
+// 16 bytes) and copy raw bits. Index arithmetic runs in 32 bits when every index and
+// offset of the launch fits, in 64 bits otherwise.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/transform_impl.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+constexpr int64_t kMax32 = int64_t{1} << 30;  // Headroom below INT32_MAX for sums.
+
+unsigned Blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
+
+__device__ __forceinline__ int64_t FirstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t GridStep() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Calls f(E{}) with the unsigned type of `elem_size` bytes (uint4 for 16 when kAllow16).
+template <bool kAllow16, typename F>
+cudaError_t DispatchElemSize(int elem_size, F&& f) {
+  switch (elem_size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    case 16:
+      if constexpr (kAllow16) return f(uint4{});
+      break;
+    default: break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+// The largest |offset| a walk over `dims` with `strides` from `base` reaches.
+int64_t MaxOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t base) {
+  int64_t m = base < 0 ? -base : base;
+  for (int d = 0; d < rank; ++d) m += (dims[d] - 1) * (strides[d] < 0 ? -strides[d] : strides[d]);
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+// Strided copy.
+
+template <typename E, typename I>
+__global__ void StridedCopyKernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, CopyPlan plan) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+    I rest = static_cast<I>(i);
+    I s = static_cast<I>(plan.src_base);
+    I d = static_cast<I>(plan.dst_base);
+#pragma unroll
+    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
+      if (k < plan.rank) {
+        const I extent = static_cast<I>(plan.dims[k]);
+        const I c = rest % extent;
+        rest /= extent;
+        s += c * static_cast<I>(plan.src_strides[k]);
+        d += c * static_cast<I>(plan.dst_strides[k]);
+      }
+    }
+    dst[d] = src[s];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Gather.
+
+template <typename E, typename Idx, typename I>
+__global__ void GatherKernel(const E* __restrict__ data, const Idx* __restrict__ indices, E* __restrict__ out,
+                             int64_t n, GatherPlan plan) {
+  const I inner = static_cast<I>(plan.inner);
+  const I num_indices = static_cast<I>(plan.num_indices);
+  const I extent = static_cast<I>(plan.axis_extent);
+  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+    const I t = static_cast<I>(i);
+    const I k = t % inner;
+    const I row = t / inner;
+    const I j = row % num_indices;
+    const I o = row / num_indices;
+    int64_t index = static_cast<int64_t>(indices[j]);
+    if (index < 0) index += plan.axis_extent;
+    if (index >= 0 && index < plan.axis_extent) {
+      out[i] = data[(o * extent + static_cast<I>(index)) * inner + k];
+    } else {
+      out[i] = E{};
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Pad.
+
+template <typename E, typename I>
+__global__ void PadKernel(const E* __restrict__ src, const E* __restrict__ constant, E* __restrict__ dst, int64_t n,
+                          PadPlan plan) {
+  const E fill = constant != nullptr ? *constant : static_cast<E>(plan.constant_bits);
+  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+    I rest = static_cast<I>(i);
+    I offset = 0;
+    bool inside = true;
+    for (int k = plan.rank - 1; k >= 0; --k) {
+      const I out_extent = static_cast<I>(plan.out_dims[k]);
+      const I in_extent = static_cast<I>(plan.in_dims[k]);
+      I s = rest % out_extent - static_cast<I>(plan.pads_begin[k]);
+      rest /= out_extent;
+      if (s < 0 || s >= in_extent) {
+        if (plan.mode == PadMode::kConstant) {
+          inside = false;
+          break;
+        } else if (plan.mode == PadMode::kEdge) {
+          s = s < 0 ? 0 : in_extent - 1;
+        } else if (in_extent == 1) {
+          s = 0;
+        } else {
+          const I period = 2 * (in_extent - 1);
+          s %= period;
+          if (s < 0) s += period;
+          if (s >= in_extent) s = period - s;
+        }
+      }
+      offset += s * static_cast<I>(plan.in_strides[k]);
+    }
+    dst[i] = inside ? src[offset] : fill;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Where.
+
+template <typename E, typename I>
+__global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restrict__ x, const E* __restrict__ y,
+                            E* __restrict__ out, int64_t n, WherePlan plan) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+    I rest = static_cast<I>(i);
+    I ic = 0;
+    I ix = 0;
+    I iy = 0;
+#pragma unroll
+    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
+      if (k < plan.rank) {
+        const I extent = static_cast<I>(plan.dims[k]);
+        const I c = rest % extent;
+        rest /= extent;
+        ic += c * static_cast<I>(plan.cond_strides[k]);
+        ix += c * static_cast<I>(plan.x_strides[k]);
+        iy += c * static_cast<I>(plan.y_strides[k]);
+      }
+    }
+    out[i] = cond[ic] != 0 ? x[ix] : y[iy];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Cast: the conversions of kernels/tensor.cc (Convert) and kernels/float16.h.
+
+struct F16 {
+  uint16_t bits;
+};
+struct Bool {
+  uint8_t byte;
+};
+
+template <typename T>
+struct IntLimits;
+#define REMEX_INT_LIMITS(T, LO, HI_EXCL, MIN, MAX) \
+  template <>                                     \
+  struct IntLimits<T> {                           \
+    static constexpr double kLo = LO;             \
+    static constexpr double kHiExcl = HI_EXCL;    \
+    static constexpr T kMin = MIN;                \
+    static constexpr T kMax = MAX;                \
+  };
+REMEX_INT_LIMITS(int8_t, -128.0, 128.0, -128, 127)
+REMEX_INT_LIMITS(int16_t, -32768.0, 32768.0, -32768, 32767)
+REMEX_INT_LIMITS(int32_t, -2147483648.0, 2147483648.0, INT32_MIN, INT32_MAX)
+REMEX_INT_LIMITS(int64_t, -9223372036854775808.0, 9223372036854775808.0, INT64_MIN, INT64_MAX)
+REMEX_INT_LIMITS(uint8_t, 0.0, 256.0, 0, UINT8_MAX)
+REMEX_INT_LIMITS(uint16_t, 0.0, 65536.0, 0, UINT16_MAX)
+REMEX_INT_LIMITS(uint32_t, 0.0, 4294967296.0, 0, UINT32_MAX)
+REMEX_INT_LIMITS(uint64_t, 0.0, 18446744073709551616.0, 0, UINT64_MAX)
+#undef REMEX_INT_LIMITS
+
+template <typename T>
+constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// Float to integer: NaN becomes 0, out-of-range values saturate, in-range values
+// truncate toward zero.
+template <typename To>
+__device__ __forceinline__ To FloatToInt(double d) {
+  if (d != d) return To(0);
+  if (d <= IntLimits<To>::kLo) return IntLimits<To>::kMin;
+  if (d >= IntLimits<To>::kHiExcl) return IntLimits<To>::kMax;
+  return static_cast<To>(d);
+}
+
+// binary16 from the raw fields of an IEEE value with kMantBits mantissa bits and
+// exponent bias kBias, rounded to nearest even (float16_internal::RoundToHalf).
+template <int kMantBits, int kBias>
+__device__ uint16_t RoundToHalf(uint16_t sign, int64_t exp_field, uint64_t mant, int64_t exp_max) {
+  if (exp_field == exp_max) {
+    if (mant == 0) return sign | 0x7c00;
+    return static_cast<uint16_t>(sign | 0x7e00 | ((mant >> (kMantBits - 10)) & 0x3ff));
+  }
+  if (exp_field == 0) return sign;  // Zero, or a subnormal far below half's range.
+  const int64_t e = exp_field - kBias + 15;
+  if (e >= 31) return sign | 0x7c00;
+  uint64_t m = mant | (uint64_t{1} << kMantBits);
+  int shift;
+  uint64_t base;
+  if (e <= 0) {
+    const int64_t s = kMantBits - 10 + (1 - e);
+    if (s > kMantBits + 1) return sign;
+    shift = static_cast<int>(s);
+    base = 0;
+  } else {
+    shift = kMantBits - 10;
+    m = mant;
+    base = static_cast<uint64_t>(e) << 10;
+  }
+  const uint64_t r = m >> shift;
+  const uint64_t rem = m & ((uint64_t{1} << shift) - 1);
+  const uint64_t halfway = uint64_t{1} << (shift - 1);
+  uint64_t out = base + r;
+  if (rem > halfway || (rem == halfway && (r & 1))) ++out;
+  return static_cast<uint16_t>(sign | out);
+}
+
+__device__ __forceinline__ F16 FloatToHalf(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return F16{RoundToHalf<23, 127>(static_cast<uint16_t>((b >> 16) & 0x8000), (b >> 23) & 0xff, b & 0x7fffff, 0xff)};
+}
+
+__device__ __forceinline__ F16 DoubleToHalf(double d) {
+  const uint64_t b = static_cast<uint64_t>(__double_as_longlong(d));
+  return F16{RoundToHalf<52, 1023>(static_cast<uint16_t>((b >> 48) & 0x8000), static_cast<int64_t>((b >> 52) & 0x7ff),
+                                   b & ((uint64_t{1} << 52) - 1), 0x7ff)};
+}
+
+// Exact (kernels/float16.h HalfToFloat).
+__device__ __forceinline__ float HalfToFloat(F16 h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000) << 16;
+  const uint32_t exp = (h.bits >> 10) & 0x1f;
+  uint32_t mant = h.bits & 0x3ff;
+  uint32_t out;
+  if (exp == 0x1f) {
+    out = sign | 0x7f800000 | (mant << 13);
+  } else if (exp == 0) {
+    if (mant == 0) {
+      out = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      out = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else {
+    out = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return __uint_as_float(out);
+}
+
+template <typename From, typename To>
+__device__ __forceinline__ To Convert(From v) {
+  if constexpr (std::is_same_v<From, F16>) {
+    return Convert<float, To>(HalfToFloat(v));
+  } else if constexpr (std::is_same_v<From, Bool>) {
+    return Convert<uint8_t, To>(v.byte != 0 ? 1 : 0);
+  } else if constexpr (std::is_same_v<To, Bool>) {
+    return Bool{static_cast<uint8_t>(v != From(0) ? 1 : 0)};
+  } else if constexpr (std::is_same_v<To, F16>) {
+    if constexpr (std::is_same_v<From, float>) {
+      return FloatToHalf(v);
+    } else {
+      return DoubleToHalf(static_cast<double>(v));
+    }
+  } else if constexpr (kIsFloat<From> && !kIsFloat<To>) {
+    return FloatToInt<To>(static_cast<double>(v));
+  } else {
+    return static_cast<To>(v);  // Integer narrowing wraps (two's complement).
+  }
+}
+
+template <typename From, typename To>
+__global__ void CastKernel(const From* __restrict__ in, To* __restrict__ out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStep()) out[i] = Convert<From, To>(in[i]);
+}
+
+template <typename F>
+cudaError_t DispatchCastType(CastType type, F&& f) {
+  switch (type) {
+    case CastType::kFloat16: return f(F16{});
+    case CastType::kFloat32: return f(float{});
+    case CastType::kFloat64: return f(double{});
+    case CastType::kInt8: return f(int8_t{});
+    case CastType::kInt16: return f(int16_t{});
+    case CastType::kInt32: return f(int32_t{});
+    case CastType::kInt64: return f(int64_t{});
+    case CastType::kUint8: return f(uint8_t{});
+    case CastType::kUint16: return f(uint16_t{});
+    case CastType::kUint32: return f(uint32_t{});
+    case CastType::kUint64: return f(uint64_t{});
+    case CastType::kBool: return f(Bool{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, int64_t n, const CopyPlan& plan,
+                              cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank) return cudaErrorInvalidValue;
+  const bool small = n < kMax32 && MaxOffset(plan.rank, plan.dims, plan.src_strides, plan.src_base) < kMax32 &&
+                     MaxOffset(plan.rank, plan.dims, plan.dst_strides, plan.dst_base) < kMax32;
+  return DispatchElemSize<true>(
+      elem_size,
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E* s = static_cast<const E*>(src);
+        E* d = static_cast<E*>(dst);
+        if (small) {
+          StridedCopyKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(s, d, n, plan);
+        } else {
+          StridedCopyKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(s, d, n, plan);
+        }
+        return cudaGetLastError();
+      });
+}
+
+cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, bool indices_int64, void* out,
+                         const GatherPlan& plan, cudaStream_t stream) {
+  if (plan.outer <= 0 || plan.axis_extent <= 0 || plan.num_indices <= 0 || plan.inner <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t n = plan.outer * plan.num_indices * plan.inner;
+  const bool small = n < kMax32 && plan.outer * plan.axis_extent * plan.inner < kMax32;
+  return DispatchElemSize<true>(
+      elem_size,
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E* x = static_cast<const E*>(data);
+        E* y = static_cast<E*>(out);
+        const unsigned blocks = Blocks(n);
+        if (indices_int64) {
+          const int64_t* idx = static_cast<const int64_t*>(indices);
+          if (small) {
+            GatherKernel<E, int64_t, int32_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+          } else {
+            GatherKernel<E, int64_t, int64_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+          }
+        } else {
+          const int32_t* idx = static_cast<const int32_t*>(indices);
+          if (small) {
+            GatherKernel<E, int32_t, int32_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+          } else {
+            GatherKernel<E, int32_t, int64_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+          }
+        }
+        return cudaGetLastError();
+      });
+}
+
+cudaError_t LaunchPad(int elem_size, const void* src, const void* constant, void* dst, int64_t n,
+                      const PadPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank) return cudaErrorInvalidValue;
+  int64_t in_elems = 1;
+  for (int d = 0; d < plan.rank; ++d) in_elems *= std::max<int64_t>(plan.in_dims[d], 1);
+  int64_t max_pad = 0;
+  for (int d = 0; d < plan.rank; ++d) max_pad = std::max(max_pad, std::abs(plan.pads_begin[d]) + plan.out_dims[d]);
+  const bool small = n < kMax32 && in_elems < kMax32 && max_pad < kMax32;
+  return DispatchElemSize<false>(
+      elem_size,
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E* s = static_cast<const E*>(src);
+        const E* c = static_cast<const E*>(constant);
+        E* d = static_cast<E*>(dst);
+        if (small) {
+          PadKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(s, c, d, n, plan);
+        } else {
+          PadKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(s, c, d, n, plan);
+        }
+        return cudaGetLastError();
+      });
+}
+
+cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const void* y, void* out, int64_t n,
+                        const WherePlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank) return cudaErrorInvalidValue;
+  const bool small = n < kMax32 && MaxOffset(plan.rank, plan.dims, plan.cond_strides, 0) < kMax32 &&
+                     MaxOffset(plan.rank, plan.dims, plan.x_strides, 0) < kMax32 &&
+                     MaxOffset(plan.rank, plan.dims, plan.y_strides, 0) < kMax32;
+  const uint8_t* c = static_cast<const uint8_t*>(cond);
+  return DispatchElemSize<false>(
+      elem_size,
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E* a = static_cast<const E*>(x);
+        const E* b = static_cast<const E*>(y);
+        E* o = static_cast<E*>(out);
+        if (small) {
+          WhereKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(c, a, b, o, n, plan);
+        } else {
+          WhereKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(c, a, b, o, n, plan);
+        }
+        return cudaGetLastError();
+      });
+}
+
+cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  return DispatchCastType(from, [&](auto from_tag) {
+    using From = decltype(from_tag);
+    return DispatchCastType(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      CastKernel<From, To><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const From*>(in), static_cast<To*>(out), n);
+      return cudaGetLastError();
+    });
+  });
+}
+
+}  // namespace remex::kernels::cuda

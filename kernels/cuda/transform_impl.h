@@ -1,0 +1,100 @@
+// Launchers of the CUDA data-movement kernels (transform_impl.cu). Plain C++ and the
+// CUDA runtime API only: included by .cu and .cc files alike.
+//
+// Offsets and strides count elements of the launch's element size (`elem_size`
+// bytes: 1, 2, 4, 8 or 16; the host may view a tensor in wider units than its dtype).
+// Every launcher queues its kernel on `stream` and returns the launch error;
+// cudaErrorInvalidValue for arguments it does not accept.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace remex::kernels::cuda {
+
+inline constexpr int kMaxCopyRank = 8;
+
+// An index mapping over `rank` dims of extents `dims` (row-major order of the walk):
+// the element with coordinates c goes from src[src_base + sum c[d] * src_strides[d]]
+// to dst[dst_base + sum c[d] * dst_strides[d]]. Strides may be negative (Slice with
+// negative steps) or 0 (a broadcast source). A one-element walk has rank 1, dims {1}.
+struct CopyPlan {
+  int rank = 0;
+  int64_t dims[kMaxCopyRank] = {};
+  int64_t src_strides[kMaxCopyRank] = {};
+  int64_t dst_strides[kMaxCopyRank] = {};
+  int64_t src_base = 0;
+  int64_t dst_base = 0;
+};
+
+// Copies the `n` = prod(dims) elements of `plan` (n > 0).
+cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, int64_t n, const CopyPlan& plan,
+                              cudaStream_t stream);
+
+// Gather along one axis of data seen as [outer, axis_extent, inner]:
+// out[o, j, k] = data[o, index[j] (+ axis_extent if negative), k] for j < num_indices.
+// An index outside [-axis_extent, axis_extent) writes zeros (no error can be raised
+// from the GPU without a synchronisation).
+struct GatherPlan {
+  int64_t outer = 0;
+  int64_t axis_extent = 0;
+  int64_t num_indices = 0;
+  int64_t inner = 0;  // In elements of elem_size bytes.
+};
+cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, bool indices_int64, void* out,
+                         const GatherPlan& plan, cudaStream_t stream);
+
+// Pad over `rank` dims (rank >= 1): output coordinate o[d] reads input coordinate
+// o[d] - pads_begin[d] when inside [0, in_dims[d]); outside, constant mode writes the
+// constant (read from `constant` on the device when not null, else `constant_bits`,
+// the element's bytes in the low bytes), edge mode clamps, reflect mode mirrors
+// without repeating the border (period 2 * (in_dims[d] - 1)).
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+struct PadPlan {
+  int rank = 0;
+  PadMode mode = PadMode::kConstant;
+  int64_t out_dims[kMaxCopyRank] = {};
+  int64_t in_dims[kMaxCopyRank] = {};
+  int64_t in_strides[kMaxCopyRank] = {};
+  int64_t pads_begin[kMaxCopyRank] = {};
+  uint64_t constant_bits = 0;
+};
+cudaError_t LaunchPad(int elem_size, const void* src, const void* constant, void* dst, int64_t n,
+                      const PadPlan& plan, cudaStream_t stream);
+
+// Where over a broadcast output of `rank` dims: out[i] = cond[.] ? x[.] : y[.], the
+// offsets taken through the per-input strides (0 along broadcast dims). `cond` holds
+// one byte per element, any non-zero byte is true.
+struct WherePlan {
+  int rank = 0;
+  int64_t dims[kMaxCopyRank] = {};
+  int64_t cond_strides[kMaxCopyRank] = {};
+  int64_t x_strides[kMaxCopyRank] = {};
+  int64_t y_strides[kMaxCopyRank] = {};
+};
+cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const void* y, void* out, int64_t n,
+                        const WherePlan& plan, cudaStream_t stream);
+
+// Element types of Cast.
+enum class CastType : uint8_t {
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUint8,
+  kUint16,
+  kUint32,
+  kUint64,
+  kBool,
+};
+// out[i] = convert(in[i]) for `n` elements (n > 0), with the CPU kernel's rules: float
+// to integer truncates toward zero, saturates, NaN -> 0; to bool is v != 0; integer
+// narrowing wraps; to float16 rounds to nearest even once (from float64 and integers
+// via float64, from float32 directly; float16 to anything goes through float32).
+cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, cudaStream_t stream);
+
+}  // namespace remex::kernels::cuda
