@@ -6,10 +6,13 @@
 // return without waiting for the GPU. Errors of a launch are returned by Compute;
 // errors of the kernel's execution surface at the device's next synchronizing call.
 //
-// Ops with CUDA kernels today: Add, Sub, Mul, Div (ONNX multidirectional broadcasting)
-// and Relu, Sigmoid, for float32 and float16 (float16 is computed in float32 and
-// rounded to nearest even on store, as the CPU kernels do). Other dtypes are
-// UNIMPLEMENTED naming the op and dtype.
+// Op groups (kernels/cuda/<group>.cc, listed in docs/ARCHITECTURE.md): elementwise
+// (Add, Sub, Mul, Div, Relu, Sigmoid), transform (data movement, Cast, DepthToSpace /
+// SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
+// elementwise ops), libraries (cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm) and
+// fused (FusedElementwise through NVRTC). Float ops take float32 and float16 (float16
+// is computed in float32 and rounded to nearest even on store, as the CPU kernels
+// do). Other dtypes are UNIMPLEMENTED naming the op and dtype.
 //
 // This header is plain C++ (no CUDA headers).
 #pragma once

@@ -1,0 +1,37 @@
+// Which ops of the CPU device have a CUDA kernel: registration needs no GPU, so this
+// runs everywhere. The ops left on the CPU only are listed here, each with why, and
+// the list must stay exact: a new CPU op without a CUDA kernel fails the test until it
+// is either given one or listed.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernels.h"
+
+namespace remex::kernels {
+namespace {
+
+TEST(CudaCoverage, EveryCpuOpHasACudaKernelExceptTheListedOnes) {
+  auto registry = CreateCpuRegistry();
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  ASSERT_TRUE(RegisterCudaKernels(**registry).ok());
+  // Ops whose kernels run on the host (shape arithmetic, placed there by the
+  // compiler) or that no CUDA kernel has been written for yet.
+  const std::set<std::string> cpu_only = {
+      // Shape arithmetic: small integer tensors the compiler places on the host.
+      "Shape", "Size", "Range", "ConstantOfShape",
+      // Not written for CUDA yet.
+      "Dropout", "TopK", "LRN", "LSTM", "GRU", "RNN"};
+  std::set<std::string> missing;
+  for (const std::string& op : (*registry)->OpNames()) {
+    if ((*registry)->FindKernel(op, DeviceKind::kCpu) && !(*registry)->FindKernel(op, DeviceKind::kCuda)) {
+      missing.insert(op);
+    }
+  }
+  EXPECT_EQ(missing, cpu_only);
+}
+
+}  // namespace
+}  // namespace remex::kernels
