@@ -45,7 +45,12 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
     return DeadlineExceeded("benchmark: " + when + " would exceed the server's limit of " +
                             std::to_string(time_limit.count()) + " ms");
   };
-  auto run = [&](uint64_t n, uint64_t first) -> Status {
+  // The device's own timer where it has one (CUDA events), else the steady clock.
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<vm::DeviceTimer> timer, device.CreateTimer());
+  // With `timer`, it is started before the first call and stopped after the last,
+  // on the device's queue.
+  auto run = [&](uint64_t n, uint64_t first, vm::DeviceTimer* timer) -> Status {
+    if (timer) REMEX_RETURN_IF_ERROR(timer->Start());
     for (uint64_t i = 0; i < n; ++i) {
       // Checked before every call, so no warmup or sample outlives the limit by more
       // than one call.
@@ -53,6 +58,7 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
       Status st = call();
       if (!st.ok()) return st.WithContext("benchmark call " + std::to_string(first + i));
     }
+    if (timer) REMEX_RETURN_IF_ERROR(timer->Stop());
     return device.Synchronize();
   };
 
@@ -72,13 +78,13 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   double per_call = 0;
   if (o.warmup > 0) {
     auto start = Clock::now();
-    REMEX_RETURN_IF_ERROR(run(o.warmup, calls));
+    REMEX_RETURN_IF_ERROR(run(o.warmup, calls, nullptr));
     calls += o.warmup;
     per_call = Seconds(Clock::now() - start) / o.warmup;
   }
 
   TimeEvaluatorResult result;
-  result.timer = "steady_clock";
+  result.timer = timer ? timer->name() : "steady_clock";
   uint64_t number = o.number;
   const double min_seconds = o.min_repeat_ms / 1000.0;
   for (uint32_t r = 0; r < o.repeat; ++r) {
@@ -93,8 +99,11 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
       }
       REMEX_RETURN_IF_ERROR(flush_cache());
       auto start = Clock::now();
-      REMEX_RETURN_IF_ERROR(run(number, calls));
+      REMEX_RETURN_IF_ERROR(run(number, calls, timer.get()));
       double elapsed = Seconds(Clock::now() - start);
+      if (timer) {
+        REMEX_ASSIGN_OR_RETURN(elapsed, timer->ElapsedSeconds());
+      }
       calls += number;
       per_call = elapsed / static_cast<double>(number);
       if (elapsed >= min_seconds || number >= kMaxNumber) {

@@ -7,9 +7,11 @@
 // l2_flush_bytes > 0 a device buffer of that size is written before each sample, so
 // that the calls do not find their data in the cache.
 //
-// Timing: a steady clock on the calling thread around the `number` calls and a device
-// Synchronize (on the CPU device that is the whole story; a GPU device will time with
-// its own events). Runs on the device thread: it blocks other device work meanwhile.
+// Timing: the device's own timer where it has one (Device::CreateTimer; on a GPU,
+// CUDA events recorded on the device's stream before the first and after the last of
+// the `number` calls, result `timer` "cuda_event"), else a steady clock on the calling
+// thread around the calls and a device Synchronize ("steady_clock", the CPU device).
+// Runs on the device thread: it blocks other device work meanwhile.
 #pragma once
 
 #include <chrono>
@@ -35,7 +37,7 @@ struct TimeEvaluatorOptions {
 struct TimeEvaluatorResult {
   uint32_t number = 0;                  // calls per sample, after adaptation
   std::vector<double> samples_seconds;  // mean seconds per call, one per sample
-  std::string timer;                    // "steady_clock"
+  std::string timer;                    // "steady_clock" or "cuda_event"
 };
 
 inline constexpr uint32_t kMaxRepeat = 100000;

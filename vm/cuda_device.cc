@@ -173,8 +173,11 @@ class CudaDevice final : public Device {
     return OkStatus();
   }
 
+  StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() override;
+
   int ordinal() const { return ordinal_; }
   cudaStream_t stream() const { return stream_; }
+  Status MakeCurrentForTimer() { return MakeCurrent(); }
 
  private:
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
@@ -306,6 +309,52 @@ int CudaDeviceCount() {
     return 0;
   }
   return count;
+}
+
+// CUDA events recorded on the device's stream around the timed work
+// (cudaEventElapsedTime: milliseconds, about 0.5 us resolution).
+class CudaTimer final : public DeviceTimer {
+ public:
+  explicit CudaTimer(CudaDevice& device) : device_(device) {}
+  ~CudaTimer() override {
+    if (start_) (void)cudaEventDestroy(start_);
+    if (stop_) (void)cudaEventDestroy(stop_);
+  }
+  Status Init() {
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventCreate(&start_));
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventCreate(&stop_));
+    return OkStatus();
+  }
+  Status Start() override {
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventRecord(start_, device_.stream()));
+    return OkStatus();
+  }
+  Status Stop() override {
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventRecord(stop_, device_.stream()));
+    return OkStatus();
+  }
+  StatusOr<double> ElapsedSeconds() override {
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventSynchronize(stop_));
+    float ms = 0;
+    REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventElapsedTime(&ms, start_, stop_));
+    return ms / 1000.0;
+  }
+  std::string name() const override { return "cuda_event"; }
+
+ private:
+  CudaDevice& device_;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+StatusOr<std::unique_ptr<DeviceTimer>> CudaDevice::CreateTimer() {
+  auto timer = std::make_unique<CudaTimer>(*this);
+  REMEX_RETURN_IF_ERROR(timer->Init());
+  return std::unique_ptr<DeviceTimer>(std::move(timer));
 }
 
 StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) { return CudaDevice::Create(ordinal); }

@@ -596,5 +596,33 @@ TEST(CudaVm, RunsAddReluOnTheGpu) {
   EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
 }
 
+TEST(CudaDevice, TimerMeasuresQueuedWork) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  auto timer = device->CreateTimer();
+  ASSERT_TRUE(timer.ok()) << timer.status().ToString();
+  ASSERT_NE(*timer, nullptr);
+  EXPECT_EQ((*timer)->name(), "cuda_event");
+  auto buffer = device->Allocate(256 << 20);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  auto time_memsets = [&](int count) -> double {
+    EXPECT_TRUE((*timer)->Start().ok());
+    for (int i = 0; i < count; ++i) EXPECT_TRUE(device->Memset(*buffer, static_cast<uint8_t>(i), 256 << 20).ok());
+    EXPECT_TRUE((*timer)->Stop().ok());
+    auto s = (*timer)->ElapsedSeconds();
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : 0.0;
+  };
+  const double one = time_memsets(1), eight = time_memsets(8);
+  EXPECT_GT(one, 0.0);
+  EXPECT_GT(eight, 2 * one);  // eight 256 MiB writes take longer than one
+  device->Deallocate(*buffer, 256 << 20);
+  // The CPU device has no timer of its own.
+  auto cpu = CreateCpuDevice()->CreateTimer();
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(*cpu, nullptr);
+}
+
 }  // namespace
 }  // namespace remex::vm

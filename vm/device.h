@@ -19,6 +19,20 @@
 
 namespace remex::vm {
 
+// A clock of the device's own: Start and Stop are recorded in the device's queue, so
+// the elapsed time is the device's time between them (CUDA events on a GPU), not the
+// calling thread's.
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  virtual Status Start() = 0;
+  virtual Status Stop() = 0;
+  // Seconds between the last Start and Stop; waits for Stop to be reached.
+  virtual StatusOr<double> ElapsedSeconds() = 0;
+  // "cuda_event".
+  virtual std::string name() const = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -42,6 +56,9 @@ class Device {
   virtual Status Memset(void* dst, uint8_t value, size_t bytes);
   // Waits for all work queued on the device.
   virtual Status Synchronize() = 0;
+  // A timer on the device's queue, or nullptr when the device has none (the CPU
+  // device: its work runs on the calling thread, which a steady clock times).
+  virtual StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() { return std::unique_ptr<DeviceTimer>(); }
 };
 
 // The host CPU as a device (kernels::DeviceKind::kCpu).
