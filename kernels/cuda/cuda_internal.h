@@ -37,5 +37,7 @@ Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddLibraryCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // FusedElementwise, compiled from its program with NVRTC (fused.cc).
 Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// Shape, Size, ConstantOfShape, Range, Dropout, TopK and LRN (misc.cc).
+Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda

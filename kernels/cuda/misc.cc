@@ -1,0 +1,456 @@
+// CUDA kernels of the misc group (host side): the shape-arithmetic ops, Dropout,
+// TopK and LRN. Device code in misc_impl.cu.
+//
+// Semantics are the CPU kernels' (kernels/tensor.cc, kernels/transform.cc,
+// kernels/elementwise.cc, kernels/reduce.cc, kernels/pool.cc), which follow ONNX:
+//   - Shape, opsets 1-15: opset 15's start/end (clamped to [0, rank]). Size, opsets
+//     1-13. Both read the input's shape only and write int64 values to device memory.
+//   - ConstantOfShape, opset 9-20: the shape input in host memory (ShapeDep::kData);
+//     the `value` attribute as the frontend encodes it (float, int64, or {ONNX dtype,
+//     bits}); any dtype. Default: float32 zero.
+//   - Range, opset 11: start, limit and delta are scalars in host memory
+//     (ShapeDep::kData); every numeric dtype. Integers wrap modulo 2^64 as on the CPU;
+//     float16 is computed in float32 and rounded to nearest even.
+//   - Dropout, opsets 7-13, inference only: output = input; the optional mask is all
+//     true (all ones of the input's dtype for opsets < 10). training_mode = true is
+//     UNIMPLEMENTED (refused by the shape function, as on the CPU).
+//   - TopK, opsets 1-11: axis, largest, sorted; k as the attribute (opset 1) or as input
+//     1 (host memory, ShapeDep::kData). float32, float16, float64, int32, int64 values,
+//     int64 indices. The output is always sorted (the wanted end first, NaN above
+//     every number, equal values by ascending index), as the CPU kernel does.
+//   - LRN, opsets 1-13: size, alpha, beta, bias; float32, float16 (computed in
+//     float32) and float64.
+// Other dtypes are UNIMPLEMENTED naming the op and dtype.
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/misc_impl.h"
+#include "kernels/internal.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+using internal::OpError;
+
+int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
+
+// A CUDA kernel of the misc group: Compute checks the inputs and outputs against the
+// op's shape function and calls Run, which queues the work on stream().
+class MiscKernel : public OpKernel {
+ public:
+  MiscKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
+
+  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
+    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+    return Run(inputs, outputs);
+  }
+
+ protected:
+  virtual Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) = 0;
+
+  const std::string& op() const { return def_.name; }
+  const Attributes& attrs() const { return attrs_; }
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  // Selects the kernel's device (for the launches and copies that follow).
+  Status UseDevice() const { return CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)); }
+  // Selects the device and calls `launch` (returning a launcher's cudaError_t).
+  template <typename F>
+  Status Launch(F&& launch) const {
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    return CudaCheck(def_.name, "kernel launch", launch());
+  }
+  Status Unsupported(DType dtype, std::string_view accepted) const {
+    return Unimplemented(def_.name + " on cuda: dtype " + std::string(DTypeName(dtype)) +
+                         " is not implemented (" + std::string(accepted) + ")");
+  }
+
+ private:
+  const OpDef def_;
+  const Attributes attrs_;
+  const CudaKernelContext context_;
+};
+
+// ---------------------------------------------------------------------------
+// Shape and Size.
+
+struct ShapeRange {
+  int64_t start, end;
+};
+
+// kernels/tensor.cc's ShapeRangeOf: start/end clamped to [0, rank], end >= start.
+StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank) {
+  StatusOr<int64_t> start = attrs.Int("start", 0);
+  if (!start.ok()) return OpError("Shape", start.status().message());
+  StatusOr<int64_t> end = attrs.Int("end", rank);
+  if (!end.ok()) return OpError("Shape", end.status().message());
+  auto clamp = [rank](int64_t v) {
+    if (v < 0) v = v < -rank ? 0 : v + rank;
+    return v > rank ? rank : v;
+  };
+  ShapeRange r{clamp(*start), clamp(*end)};
+  if (r.end < r.start) r.end = r.start;
+  return r;
+}
+
+class ShapeKernel final : public MiscKernel {
+ public:
+  using MiscKernel::MiscKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& shape = in[0].shape;
+    REMEX_ASSIGN_OR_RETURN(ShapeRange r, ShapeRangeOf(attrs(), static_cast<int64_t>(shape.size())));
+    if (r.end == r.start) return OkStatus();
+    return Launch([&] {
+      return LaunchWriteInt64s(static_cast<int64_t*>(out[0].data), shape.data() + r.start, r.end - r.start,
+                               stream());
+    });
+  }
+};
+
+class SizeKernel final : public MiscKernel {
+ public:
+  using MiscKernel::MiscKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t size = Count(in[0].shape);
+    return Launch([&] { return LaunchWriteInt64s(static_cast<int64_t*>(out[0].data), &size, 1, stream()); });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// ConstantOfShape.
+
+struct FillValue {
+  DType dtype = DType::kFloat32;
+  uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
+};
+
+// kernels/transform.cc's FillValueOf: float, int64 or {ONNX dtype, bits}.
+StatusOr<FillValue> FillValueOf(const Attributes& attrs) {
+  constexpr std::string_view op = "ConstantOfShape";
+  FillValue v;
+  auto it = attrs.all().find("value");
+  if (it == attrs.all().end()) return v;
+  if (const float* f = std::get_if<float>(&it->second)) {
+    std::memcpy(&v.bits, f, sizeof(float));
+  } else if (const int64_t* i = std::get_if<int64_t>(&it->second)) {
+    v.dtype = DType::kInt64;
+    std::memcpy(&v.bits, i, sizeof(int64_t));
+  } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&it->second)) {
+    if (ints->size() != 2) {
+      return OpError(op, "value must be {dtype, bits}, got " + std::to_string(ints->size()) + " ints");
+    }
+    const int64_t t = (*ints)[0];
+    std::optional<DType> dt;
+    if (t > 0 && t <= std::numeric_limits<int32_t>::max()) dt = DTypeFromOnnx(static_cast<int32_t>(t));
+    if (!dt) return OpError(op, "value has an unsupported dtype " + std::to_string(t));
+    v.dtype = *dt;
+    std::memcpy(&v.bits, &(*ints)[1], sizeof(int64_t));
+    uint64_t check = 0;
+    std::memcpy(&check, &v.bits, DTypeSize(v.dtype));
+    if (check != v.bits) return OpError(op, "value bits do not fit its dtype");
+  } else {
+    return OpError(op, "value must be a one-element tensor");
+  }
+  return v;
+}
+
+class ConstantOfShapeKernel final : public MiscKernel {
+ public:
+  ConstantOfShapeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : MiscKernel(std::move(def), attrs, context), value_(*FillValueOf(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef>, std::span<const TensorRef> out) override {
+    const int64_t n = Count(out[0].shape);
+    if (n == 0) return OkStatus();
+    const int size = static_cast<int>(DTypeSize(out[0].dtype));
+    return Launch([&] { return LaunchFill(out[0].data, n, size, value_.bits, stream()); });
+  }
+
+ private:
+  const FillValue value_;
+};
+
+// ---------------------------------------------------------------------------
+// Range.
+
+template <typename T>
+T HostScalar(const TensorRef& t) {
+  T v;
+  std::memcpy(&v, t.data, sizeof(T));
+  return v;
+}
+
+class RangeKernel final : public MiscKernel {
+ public:
+  using MiscKernel::MiscKernel;
+
+ protected:
+  // start, limit and delta are ShapeDep::kData: host memory.
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = out[0].shape[0];
+    if (n == 0) return OkStatus();
+    RangeArgs args;
+    args.elem_size = static_cast<int>(DTypeSize(in[0].dtype));
+    REMEX_RETURN_IF_ERROR(internal::DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral_v<T>) {
+        args.type = RangeType::kInteger;
+        args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
+        args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
+      } else {
+        if constexpr (std::is_same_v<T, Half>) {
+          args.type = RangeType::kFloat16;
+        } else if constexpr (std::is_same_v<T, float>) {
+          args.type = RangeType::kFloat32;
+        } else {
+          args.type = RangeType::kFloat64;
+        }
+        args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
+        args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
+      }
+      return OkStatus();
+    }));
+    return Launch([&] { return LaunchRange(args, out[0].data, n, stream()); });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Dropout.
+
+// The bytes of 1 in `dtype` (true for bool).
+std::optional<uint64_t> OneBits(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return uint64_t{0x3f800000};
+    case DType::kFloat16:
+      return uint64_t{0x3c00};
+    case DType::kFloat64:
+      return uint64_t{0x3ff0000000000000};
+    case DType::kBool:
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kUint8:
+    case DType::kUint16:
+    case DType::kUint32:
+    case DType::kUint64:
+      return uint64_t{1};
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The shape function, run by Compute on the inputs (training_mode in host memory,
+// ShapeDep::kData), has refused training_mode = true.
+class DropoutKernel final : public MiscKernel {
+ public:
+  using MiscKernel::MiscKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = Count(in[0].shape);
+    if (n == 0) return OkStatus();
+    std::optional<uint64_t> one;
+    if (out.size() > 1) {
+      one = OneBits(out[1].dtype);
+      if (!one) return Unsupported(out[1].dtype, "the mask takes bool and the numeric dtypes");
+    }
+    const size_t bytes = static_cast<size_t>(n) * DTypeSize(in[0].dtype);
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    if (out[0].data != in[0].data) {
+      REMEX_RETURN_IF_ERROR(
+          CudaCheck(op(), "cudaMemcpyAsync",
+                    cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream())));
+    }
+    if (!one) return OkStatus();
+    const int size = static_cast<int>(DTypeSize(out[1].dtype));
+    return CudaCheck(op(), "kernel launch", LaunchFill(out[1].data, n, size, *one, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// TopK.
+
+StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name, int64_t def) {
+  StatusOr<int64_t> v = attrs.Int(name, def);
+  if (!v.ok()) return OpError(op, v.status().message());
+  if (*v != 0 && *v != 1)
+    return OpError(op, std::string(name) + " must be 0 or 1, got " + std::to_string(*v));
+  return *v == 1;
+}
+
+// kernels/reduce.cc's CheckTopKAttrs.
+Status CheckTopKAttrs(const Attributes& attrs) {
+  constexpr std::string_view op = "TopK";
+  StatusOr<int64_t> axis = attrs.Int("axis", -1);
+  if (!axis.ok()) return OpError(op, axis.status().message());
+  REMEX_RETURN_IF_ERROR(BoolAttr(op, attrs, "largest", 1).status());
+  REMEX_RETURN_IF_ERROR(BoolAttr(op, attrs, "sorted", 1).status());
+  if (attrs.Has("k") && !attrs.Int("k").ok()) return OpError(op, attrs.Int("k").status().message());
+  return OkStatus();
+}
+
+// The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
+std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MiscType::kFloat32;
+    case DType::kFloat16:
+      return MiscType::kFloat16;
+    case DType::kFloat64:
+      return MiscType::kFloat64;
+    case DType::kInt32:
+      if (with_ints) return MiscType::kInt32;
+      break;
+    case DType::kInt64:
+      if (with_ints) return MiscType::kInt64;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+class TopKKernel final : public MiscKernel {
+ public:
+  using MiscKernel::MiscKernel;
+
+ protected:
+  // The shape function has accepted axis and k (attribute or input 1): k is the
+  // outputs' extent along the axis.
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& shape = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), *attrs().Int("axis", -1), rank));
+    const bool largest = *attrs().Int("largest", 1) == 1;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const int64_t n = shape[axis];
+    const int64_t k = out[0].shape[axis];
+    if (outer * inner * k == 0) return OkStatus();
+    int64_t* indices = out.size() > 1 ? static_cast<int64_t*>(out[1].data) : nullptr;
+    return Launch([&] {
+      return LaunchTopK(*type, in[0].data, out[0].data, indices, outer, n, inner, k, largest, stream());
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// LRN.
+
+struct LrnAttrs {
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+  int64_t size = 1;
+};
+
+// kernels/pool.cc's ParseLrnAttrs.
+StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
+  constexpr std::string_view op = "LRN";
+  LrnAttrs l;
+  StatusOr<int64_t> size = attrs.Int("size");
+  if (!size.ok()) return OpError(op, size.status().message());
+  if (*size < 1) return OpError(op, "size must be positive");
+  l.size = *size;
+  for (auto [name, dest, def] : {std::tuple<const char*, float*, float>{"alpha", &l.alpha, 1e-4f},
+                                 {"beta", &l.beta, 0.75f},
+                                 {"bias", &l.bias, 1.0f}}) {
+    StatusOr<float> v = attrs.Float(name, def);
+    if (!v.ok()) return OpError(op, v.status().message());
+    *dest = *v;
+  }
+  return l;
+}
+
+class LrnKernel final : public MiscKernel {
+ public:
+  LrnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : MiscKernel(std::move(def), attrs, context), lrn_(*ParseLrnAttrs(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/false);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
+    const Shape& shape = in[0].shape;
+    LrnArgs args;
+    args.batch = shape[0];
+    args.channels = shape[1];
+    args.inner = 1;
+    for (size_t d = 2; d < shape.size(); ++d) args.inner *= shape[d];
+    if (args.batch * args.channels * args.inner == 0) return OkStatus();
+    args.lo = (lrn_.size - 1) / 2;
+    args.hi = lrn_.size - 1 - args.lo;
+    // As the CPU kernel: alpha / size in the compute type (float for float16).
+    if (*type == MiscType::kFloat64) {
+      args.alpha_over_size = static_cast<double>(lrn_.alpha) / static_cast<double>(lrn_.size);
+    } else {
+      args.alpha_over_size = static_cast<double>(lrn_.alpha / static_cast<float>(lrn_.size));
+    }
+    args.bias = lrn_.bias;
+    args.beta = lrn_.beta;
+    return Launch([&] { return LaunchLrn(*type, in[0].data, out[0].data, args, stream()); });
+  }
+
+ private:
+  const LrnAttrs lrn_;
+};
+
+// ---------------------------------------------------------------------------
+// Registration.
+
+using AttrCheck = std::function<Status(const Attributes&)>;
+
+template <typename K>
+Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
+                     AttrCheck check = nullptr) {
+  const OpDef* def = registry.FindOp(name);
+  if (!def) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
+                              " has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(name, DeviceKind::kCuda,
+                            [def = *def, context, check = std::move(check)](
+                                const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                              if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+                            });
+}
+
+}  // namespace
+
+Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ShapeKernel>(
+      registry, "Shape", context, [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<SizeKernel>(registry, "Size", context));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ConstantOfShapeKernel>(
+      registry, "ConstantOfShape", context,
+      [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<RangeKernel>(registry, "Range", context));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<DropoutKernel>(registry, "Dropout", context));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
+  return AddMiscKernel<LrnKernel>(registry, "LRN", context,
+                                  [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,319 @@
+// Device code of the misc group's CUDA kernels (misc_impl.h). Includes only CUDA and
+// plain headers. Compiled with -fmad=false: products and sums round separately, as in
+// the CPU kernels.
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/misc_impl.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+
+unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
+}
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Loads and stores in the compute type: float for float16, the type itself otherwise.
+__device__ __forceinline__ float Load(float v) { return v; }
+__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+__device__ __forceinline__ double Load(double v) { return v; }
+__device__ __forceinline__ int32_t Load(int32_t v) { return v; }
+__device__ __forceinline__ int64_t Load(int64_t v) { return v; }
+
+template <typename T>
+struct Compute {
+  using type = T;
+};
+template <>
+struct Compute<__half> {
+  using type = float;
+};
+
+template <typename T, typename C>
+__device__ __forceinline__ T Store(C v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Fill and small writes.
+
+template <typename E>
+__global__ void FillKernel(E* out, int64_t n, E value) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = value;
+}
+
+template <typename E>
+cudaError_t LaunchFillTyped(void* out, int64_t n, uint64_t bits, cudaStream_t stream) {
+  E value;
+  static_assert(sizeof(E) <= sizeof(bits));
+  std::memcpy(&value, &bits, sizeof(E));
+  FillKernel<E><<<Blocks(n), kThreads, 0, stream>>>(static_cast<E*>(out), n, value);
+  return cudaGetLastError();
+}
+
+constexpr int kValuesPerLaunch = 32;
+
+struct Int64Chunk {
+  int64_t v[kValuesPerLaunch];
+};
+
+__global__ void WriteInt64sKernel(int64_t* out, int count, Int64Chunk chunk) {
+  if (static_cast<int>(threadIdx.x) < count) out[threadIdx.x] = chunk.v[threadIdx.x];
+}
+
+// ---------------------------------------------------------------------------
+// Range.
+
+template <typename E>
+__global__ void RangeIntKernel(E* out, int64_t n, uint64_t start, uint64_t delta) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    out[i] = static_cast<E>(start + static_cast<uint64_t>(i) * delta);
+  }
+}
+
+template <typename T>
+__global__ void RangeFloatKernel(T* out, int64_t n, float start, float delta) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    out[i] = Store<T>(__fadd_rn(start, __fmul_rn(static_cast<float>(i), delta)));
+  }
+}
+
+__global__ void RangeDoubleKernel(double* out, int64_t n, double start, double delta) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    out[i] = __dadd_rn(start, __dmul_rn(static_cast<double>(i), delta));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// TopK: each element's rank in the row's total order (the number of elements before
+// it), counted against the row in shared-memory tiles; ranks below k are written.
+
+template <typename C>
+__device__ __forceinline__ bool IsNan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// a > b with NaN above every number (kernels/reduce.cc's Above).
+template <typename C>
+__device__ __forceinline__ bool Above(C a, C b) {
+  return a > b || (IsNan(a) && !IsNan(b));
+}
+
+// Whether (u at index iu) comes before (v at index iv).
+template <typename C>
+__device__ __forceinline__ bool Before(C u, int64_t iu, C v, int64_t iv, bool largest) {
+  const bool first = largest ? Above(u, v) : Above(v, u);
+  const bool second = largest ? Above(v, u) : Above(u, v);
+  return first || (!second && iu < iv);
+}
+
+template <typename T>
+__global__ void TopKKernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t n, int64_t inner,
+                           int64_t k, bool largest, int64_t chunks) {
+  using C = typename Compute<T>::type;
+  __shared__ C tile[kThreads];
+  for (int64_t b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
+    const int64_t row = b / chunks;
+    const int64_t o = row / inner;
+    const int64_t i = row % inner;
+    const T* src = x + o * n * inner + i;
+    const int64_t j = (b % chunks) * kThreads + threadIdx.x;
+    const bool active = j < n;
+    const C v = active ? Load(src[j * inner]) : C(0);
+    int64_t rank = 0;
+    for (int64_t t0 = 0; t0 < n; t0 += kThreads) {
+      __syncthreads();  // The previous tile's readers are done.
+      if (t0 + threadIdx.x < n) tile[threadIdx.x] = Load(src[(t0 + threadIdx.x) * inner]);
+      __syncthreads();
+      if (!active || rank >= k) continue;
+      const int m = static_cast<int>(min(static_cast<int64_t>(kThreads), n - t0));
+      for (int q = 0; q < m; ++q) rank += Before(tile[q], t0 + q, v, j, largest) ? 1 : 0;
+    }
+    if (active && rank < k) {
+      const int64_t dst = o * k * inner + rank * inner + i;
+      values[dst] = src[j * inner];
+      if (indices) indices[dst] = j;
+    }
+  }
+}
+
+template <typename T>
+cudaError_t LaunchTopKTyped(const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                            int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  const int64_t chunks = (n + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows * chunks, kMaxBlocks));
+  TopKKernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(values), indices,
+                                                 rows, n, inner, k, largest, chunks);
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------
+// LRN: one thread per output element.
+
+__device__ __forceinline__ float Pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double Pow(double x, double y) { return pow(x, y); }
+
+template <typename T>
+__global__ void LrnKernel(const T* x, T* y, LrnArgs a, typename Compute<T>::type alpha_over_size,
+                          typename Compute<T>::type bias, typename Compute<T>::type beta) {
+  using C = typename Compute<T>::type;
+  const int64_t total = a.batch * a.channels * a.inner;
+  for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
+    const int64_t i = e % a.inner;
+    const int64_t ch = (e / a.inner) % a.channels;
+    const int64_t base = e - (ch * a.inner + i);  // Start of the batch item.
+    const int64_t first = ch - a.lo < 0 ? 0 : ch - a.lo;
+    const int64_t last = ch + a.hi > a.channels - 1 ? a.channels - 1 : ch + a.hi;
+    C sq = 0;
+    for (int64_t cc = first; cc <= last; ++cc) {
+      const C v = Load(x[base + cc * a.inner + i]);
+      sq += v * v;
+    }
+    y[e] = Store<T>(Load(x[e]) / Pow(bias + alpha_over_size * sq, beta));
+  }
+}
+
+template <typename T>
+cudaError_t LaunchLrnTyped(const void* x, void* y, const LrnArgs& a, cudaStream_t stream) {
+  using C = typename Compute<T>::type;
+  const int64_t total = a.batch * a.channels * a.inner;
+  LrnKernel<T><<<Blocks(total), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), a,
+                                                       static_cast<C>(a.alpha_over_size),
+                                                       static_cast<C>(a.bias), static_cast<C>(a.beta));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchFill(void* out, int64_t n, int elem_size, uint64_t bits, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  switch (elem_size) {
+    case 1:
+      return LaunchFillTyped<uint8_t>(out, n, bits, stream);
+    case 2:
+      return LaunchFillTyped<uint16_t>(out, n, bits, stream);
+    case 4:
+      return LaunchFillTyped<uint32_t>(out, n, bits, stream);
+    case 8:
+      return LaunchFillTyped<uint64_t>(out, n, bits, stream);
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchWriteInt64s(int64_t* out, const int64_t* values, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return cudaErrorInvalidValue;
+  for (int64_t at = 0; at < count; at += kValuesPerLaunch) {
+    const int m = static_cast<int>(std::min<int64_t>(kValuesPerLaunch, count - at));
+    Int64Chunk chunk{};
+    std::copy(values + at, values + at + m, chunk.v);
+    WriteInt64sKernel<<<1, kValuesPerLaunch, 0, stream>>>(out + at, m, chunk);
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchRange(const RangeArgs& a, void* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  const unsigned blocks = Blocks(n);
+  switch (a.type) {
+    case RangeType::kInteger:
+      switch (a.elem_size) {
+        case 1:
+          RangeIntKernel<uint8_t>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(out), n, a.int_start, a.int_delta);
+          break;
+        case 2:
+          RangeIntKernel<uint16_t>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(out), n, a.int_start, a.int_delta);
+          break;
+        case 4:
+          RangeIntKernel<uint32_t>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<uint32_t*>(out), n, a.int_start, a.int_delta);
+          break;
+        case 8:
+          RangeIntKernel<uint64_t>
+              <<<blocks, kThreads, 0, stream>>>(static_cast<uint64_t*>(out), n, a.int_start, a.int_delta);
+          break;
+        default:
+          return cudaErrorInvalidValue;
+      }
+      break;
+    case RangeType::kFloat16:
+      RangeFloatKernel<__half><<<blocks, kThreads, 0, stream>>>(
+          static_cast<__half*>(out), n, static_cast<float>(a.float_start), static_cast<float>(a.float_delta));
+      break;
+    case RangeType::kFloat32:
+      RangeFloatKernel<float><<<blocks, kThreads, 0, stream>>>(
+          static_cast<float*>(out), n, static_cast<float>(a.float_start), static_cast<float>(a.float_delta));
+      break;
+    case RangeType::kFloat64:
+      RangeDoubleKernel<<<blocks, kThreads, 0, stream>>>(static_cast<double*>(out), n, a.float_start,
+                                                         a.float_delta);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchTopK(MiscType type, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                       int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
+  if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
+  switch (type) {
+    case MiscType::kFloat32:
+      return LaunchTopKTyped<float>(x, values, indices, outer, n, inner, k, largest, stream);
+    case MiscType::kFloat16:
+      return LaunchTopKTyped<__half>(x, values, indices, outer, n, inner, k, largest, stream);
+    case MiscType::kFloat64:
+      return LaunchTopKTyped<double>(x, values, indices, outer, n, inner, k, largest, stream);
+    case MiscType::kInt32:
+      return LaunchTopKTyped<int32_t>(x, values, indices, outer, n, inner, k, largest, stream);
+    case MiscType::kInt64:
+      return LaunchTopKTyped<int64_t>(x, values, indices, outer, n, inner, k, largest, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchLrn(MiscType type, const void* x, void* y, const LrnArgs& args, cudaStream_t stream) {
+  if (args.batch <= 0 || args.channels <= 0 || args.inner <= 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case MiscType::kFloat32:
+      return LaunchLrnTyped<float>(x, y, args, stream);
+    case MiscType::kFloat16:
+      return LaunchLrnTyped<__half>(x, y, args, stream);
+    case MiscType::kFloat64:
+      return LaunchLrnTyped<double>(x, y, args, stream);
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,62 @@
+// Launchers of the misc group's CUDA kernels (misc_impl.cu). Plain C++ and the CUDA
+// runtime API only: included by .cu and .cc files alike. Every launcher queues its work
+// on `stream` and returns the launch error (cudaErrorInvalidValue for arguments it
+// does not accept).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace remex::kernels::cuda {
+
+// out[i] = the element whose bytes are the low `elem_size` bytes of `bits` (little
+// endian), for `n` elements (n > 0) of `elem_size` 1, 2, 4 or 8 bytes.
+cudaError_t LaunchFill(void* out, int64_t n, int elem_size, uint64_t bits, cudaStream_t stream);
+
+// out[i] = values[i] for `count` int64 values (count > 0) held in host memory; the
+// values travel as kernel arguments, so `values` may be released once this returns.
+cudaError_t LaunchWriteInt64s(int64_t* out, const int64_t* values, int64_t count, cudaStream_t stream);
+
+// Element types of Range.
+enum class RangeType : uint8_t { kInteger, kFloat16, kFloat32, kFloat64 };
+
+// Range's y[i] = start + i * delta for i in [0, n) (n > 0).
+//   kInteger: `elem_size` 1, 2, 4 or 8; start and delta are the values converted to
+//     uint64 (sign-extended for signed types) and the result wraps modulo 2^64 before
+//     it is truncated to the element (the CPU kernel's wrapping arithmetic).
+//   kFloat16 / kFloat32: start and delta as float (float16 converted exactly); the
+//     product and sum are rounded in float (no fused multiply-add), float16 stored
+//     rounded to nearest even.
+//   kFloat64: start and delta as double, computed in double.
+struct RangeArgs {
+  RangeType type = RangeType::kInteger;
+  int elem_size = 0;
+  uint64_t int_start = 0, int_delta = 0;
+  double float_start = 0, float_delta = 0;
+};
+cudaError_t LaunchRange(const RangeArgs& args, void* out, int64_t n, cudaStream_t stream);
+
+// Element types of TopK and LRN.
+enum class MiscType : uint8_t { kFloat32, kFloat16, kFloat64, kInt32, kInt64 };
+
+// TopK over rows of `n` elements: x is [outer, n, inner], values and indices are
+// [outer, k, inner] (indices may be null). The order is total: the largest (or, with
+// !largest, the smallest) first, NaN above every number and NaNs equal to each other,
+// equal values by ascending index; so the output is always sorted. 0 < k <= n,
+// outer * inner > 0.
+cudaError_t LaunchTopK(MiscType type, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                       int64_t inner, int64_t k, bool largest, cudaStream_t stream);
+
+// LRN over x [batch, channels, inner] (float32, float16 or float64; batch * channels *
+// inner > 0): y = x / (bias + alpha_over_size * sum(x[c']^2))^beta over c' in
+// [c - lo, c + hi] inside [0, channels), summed in channel order in float (double for
+// float64) with no fused multiply-add.
+struct LrnArgs {
+  int64_t batch = 0, channels = 0, inner = 0;
+  int64_t lo = 0, hi = 0;
+  double alpha_over_size = 0, bias = 0, beta = 0;  // Rounded to float for float32 / float16.
+};
+cudaError_t LaunchLrn(MiscType type, const void* x, void* y, const LrnArgs& args, cudaStream_t stream);
+
+}  // namespace remex::kernels::cuda
