@@ -63,7 +63,14 @@ class ModelTest : public ::testing::Test {
   void RunRemexAndOnnxRuntime(const std::string& executable, const std::string& onnx_model,
                               const std::string& shape, int seed, const std::string& out,
                               const std::string& output, npy::Array* expected, npy::Array* actual) {
-    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + executable + " --server " + server_.address() +
+    RunRemexAndOnnxRuntimeOn(server_.address(), executable, onnx_model, shape, seed, out, output, expected, actual);
+  }
+  // The same on the server at `address`.
+  void RunRemexAndOnnxRuntimeOn(const std::string& address, const std::string& executable,
+                                const std::string& onnx_model, const std::string& shape, int seed,
+                                const std::string& out, const std::string& output, npy::Array* expected,
+                                npy::Array* actual) {
+    auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + executable + " --server " + address +
                         " --shape x=" + shape + " --seed " + std::to_string(seed) + " --output-dir " + out +
                         " --save-inputs");
     ASSERT_EQ(r.exit_code, 0) << r.output;
