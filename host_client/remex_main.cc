@@ -4,6 +4,7 @@
 //   remex compile MODEL.onnx -o MODEL.rmx [--shape NAME=DIMS]... [--bound SYM=MIN:MAX]...
 //                 [--dispatch SPEC]... [--strict] [--layout NCHW|NHWC] [--dtype float32|float16] [--stats]
 //   remex gen-sr -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
+//                [--depth-to-space native|reshape]
 //   remex run MODEL.onnx|MODEL.rmx [--server HOST:PORT] [--input NAME=FILE.npy]...
 //             [--shape NAME=1x3x48x192]... [--seed N] [--fetch all|none|NAME[,NAME]]
 //             [--output-dir DIR] [--save-inputs] [--compression auto|none|zstd[:LEVEL]] [--json]
@@ -978,11 +979,17 @@ int Compile(const std::string& model, const std::string& output, const std::vect
   return 0;
 }
 
-int GenSr(const std::string& output, int64_t height, int64_t width, const std::string& dtype_name, uint64_t seed) {
+int GenSr(const std::string& output, int64_t height, int64_t width, const std::string& dtype_name, uint64_t seed,
+          const std::string& depth_to_space) {
   remex::sr::SrModelOptions options;
   options.height = height;
   options.width = width;
   options.seed = seed;
+  if (depth_to_space == "reshape") {
+    options.depth_to_space_as_reshape = true;
+  } else if (depth_to_space != "native") {
+    return Usage(remex::InvalidArgument("--depth-to-space must be native or reshape, got '" + depth_to_space + "'"));
+  }
   if (dtype_name == "float32") {
     options.dtype = remex::DType::kFloat32;
   } else if (dtype_name == "float16") {
@@ -996,6 +1003,8 @@ int GenSr(const std::string& output, int64_t height, int64_t width, const std::s
   std::printf("super-resolution x4 model %s [1, 3, %lld, %lld] -> [1, 3, %lld, %lld] written to %s\n",
               dtype_name.c_str(), static_cast<long long>(height), static_cast<long long>(width),
               static_cast<long long>(4 * height), static_cast<long long>(4 * width), output.c_str());
+  std::printf("convolutions: %.3f GFLOP per inference (2 per multiply-add), depth_to_space %s\n",
+              remex::sr::SrModelFlops(options) / 1e9, depth_to_space.c_str());
   return 0;
 }
 
@@ -1047,6 +1056,10 @@ int main(int argc, char** argv) {
   gen_sr->add_option("--width", sr_width, "input width")->capture_default_str();
   gen_sr->add_option("--dtype", sr_dtype, "float32 or float16")->capture_default_str();
   gen_sr->add_option("--seed", sr_seed, "weight generator seed")->capture_default_str();
+  std::string sr_d2s = "native";
+  gen_sr->add_option("--depth-to-space", sr_d2s,
+                     "native (DepthToSpace nodes) or reshape (their Reshape-Transpose-Reshape definition)")
+      ->capture_default_str();
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "run a model on a device server and fetch its outputs");
@@ -1101,7 +1114,7 @@ int main(int argc, char** argv) {
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
   if (*compile) return Compile(model, output, shapes, bounds, dispatch, strict, layout, compile_dtype, compile_stats);
-  if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed);
+  if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed, sr_d2s);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
   if (*check_cmd) return Check(check);

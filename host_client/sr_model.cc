@@ -95,7 +95,25 @@ class Builder {
     for (int64_t x : v) a->add_ints(x);
   }
 
-  std::string DepthToSpace(const std::string& name, const std::string& x) {
+  void Int64Init(const std::string& name, const std::vector<int64_t>& values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+
+  // DepthToSpace (blocksize 2, CRD) of x [1, c, h, w].
+  std::string DepthToSpace(const std::string& name, const std::string& x, int64_t c, int64_t h, int64_t w) {
+    if (options_.depth_to_space_as_reshape) {
+      Int64Init(name + ".split", {1, c / 4, 2, 2, h, w});
+      Int64Init(name + ".merge", {1, c / 4, 2 * h, 2 * w});
+      Node("Reshape", name + ".reshape1", {x, name + ".split"}, name + ".split.out");
+      auto* t = Node("Transpose", name + ".transpose", {name + ".split.out"}, name + ".transpose.out");
+      Ints(t, "perm", {0, 1, 4, 2, 5, 3});
+      Node("Reshape", name + ".reshape2", {name + ".transpose.out", name + ".merge"}, name + ".out");
+      return name + ".out";
+    }
     auto* n = Node("DepthToSpace", name, {x}, name + ".out");
     auto* b = n->add_attribute();
     b->set_name("blocksize");
@@ -129,9 +147,9 @@ class Builder {
     const std::string body = Conv("body_end", r, kFeatures, kFeatures);
     Node("Add", "skip", {body, head}, "skip.out");
     std::string u = Conv("up1.conv", "skip.out", kFeatures, 2 * kFeatures);
-    u = DepthToSpace("up1.shuffle", u);
+    u = DepthToSpace("up1.shuffle", u, 2 * kFeatures, h, w);
     u = Conv("up2.conv", u, kFeatures / 2, kFeatures);
-    u = DepthToSpace("up2.shuffle", u);
+    u = DepthToSpace("up2.shuffle", u, kFeatures, 2 * h, 2 * w);
     Conv("tail", u, kFeatures / 4, 3, 1.f, "y");
     return model_;
   }
@@ -157,6 +175,15 @@ StatusOr<std::vector<std::byte>> BuildSrModel(const SrModelOptions& options) {
   std::vector<std::byte> out(bytes.size());
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
+}
+
+uint64_t SrModelFlops(const SrModelOptions& options) {
+  const uint64_t px = static_cast<uint64_t>(options.height) * static_cast<uint64_t>(options.width);
+  const uint64_t f = kFeatures;
+  // head, 2 blocks x 2 convs, body_end, up1 at H x W; up2 at 2H x 2W; tail at 4H x 4W.
+  const uint64_t macs = 9 * px * (3 * f + 2 * 2 * f * f + f * f + f * 2 * f) + 9 * 4 * px * (f / 2 * f) +
+                        9 * 16 * px * (f / 4 * 3);
+  return 2 * macs;
 }
 
 Status WriteSrModel(const SrModelOptions& options, const std::string& path) {

@@ -30,7 +30,15 @@ struct SrModelOptions {
   // Input, output and weight dtype: float32 or float16 (weights rounded to nearest even).
   DType dtype = DType::kFloat32;
   uint64_t seed = 1;  // weight generator seed
+  // Each DepthToSpace written as its ONNX definition instead (CRD: Reshape to
+  // [N, C/4, 2, 2, H, W], Transpose perm [0, 1, 4, 2, 5, 3], Reshape to
+  // [N, C/4, 2H, 2W]), the baseline a native depth_to_space is measured against.
+  bool depth_to_space_as_reshape = false;
 };
+
+// Floating-point operations of one inference: 2 per multiply-add of the convolutions
+// (9 * Cin * Cout per output pixel); bias, activations and adds are not counted.
+uint64_t SrModelFlops(const SrModelOptions& options);
 
 // The serialized ModelProto. INVALID_ARGUMENT for a size out of range or another dtype.
 StatusOr<std::vector<std::byte>> BuildSrModel(const SrModelOptions& options);

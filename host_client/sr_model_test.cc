@@ -11,6 +11,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "vm/vm.h"
 
 namespace remex::sr {
 namespace {
@@ -108,6 +109,61 @@ TEST(SrModelTest, BadOptionsAreRefused) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("int32"), std::string::npos) << bad.status().ToString();
   EXPECT_EQ(WriteSrModel({}, "/nonexistent-dir/sr.onnx").code(), StatusCode::kDataLoss);
+}
+
+// The Reshape-Transpose-Reshape form of DepthToSpace computes exactly what the native
+// op does: both models, compiled and run on the CPU VM, give the same bytes.
+TEST(SrModelTest, DepthToSpaceAsReshapeEqualsNative) {
+  SrModelOptions o;
+  o.height = 6;
+  o.width = 10;
+  SrModelOptions r = o;
+  r.depth_to_space_as_reshape = true;
+  auto native = BuildSrModel(o), reshaped = BuildSrModel(r);
+  ASSERT_TRUE(native.ok() && reshaped.ok());
+  std::map<std::string, int> ops;
+  const onnx::ModelProto reshaped_model = Parse(*reshaped);
+  for (const auto& n : reshaped_model.graph().node()) ops[n.op_type()]++;
+  EXPECT_EQ(ops.count("DepthToSpace"), 0u);
+  EXPECT_EQ(ops["Reshape"], 4);
+  EXPECT_EQ(ops["Transpose"], 2);
+  std::vector<float> outputs[2];
+  const std::vector<std::byte>* models[2] = {&*native, &*reshaped};
+  for (int k = 0; k < 2; ++k) {
+    auto g = compiler::ImportOnnxBytes(*models[k], Registry());
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto def = compiler::CompileGraph(std::move(*g), Registry(), {});
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    auto device = vm::CreateCpuDevice();
+    auto allocator = vm::Allocator::Create(*device);
+    auto exe = vm::Executable::FromDef(*def, Registry());
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
+    ASSERT_TRUE(machine.ok());
+    auto x = vm::AllocateTensor(*allocator, DType::kFloat32, {1, 3, 6, 10});
+    float* p = static_cast<float*>((*x)->data());
+    for (int i = 0; i < 180; ++i) p[i] = static_cast<float>((i * 13) % 29) / 29.0f;
+    ASSERT_TRUE((*machine)->SetInputs(0, {*x}).ok());
+    auto y = (*machine)->Invoke(0);
+    ASSERT_TRUE(y.ok()) << y.status().ToString();
+    const float* q = static_cast<const float*>((*y)[0]->data());
+    outputs[k].assign(q, q + *NumElements((*y)[0]->shape));
+  }
+  EXPECT_EQ(outputs[0].size(), 3u * 24 * 40);
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
+TEST(SrModelTest, FlopsCountTheConvolutions) {
+  SrModelOptions o;
+  o.height = 24;
+  o.width = 40;
+  // Per pixel of the input: 9 * (3*64 + 4*64*64 + 64*64 + 64*128) multiply-adds at H x W,
+  // 9 * 32*64 at 2H x 2W (4 pixels), 9 * 16*3 at 4H x 4W (16 pixels).
+  const uint64_t per_pixel = 9 * (192 + 16384 + 4096 + 8192) + 4 * 9 * 2048 + 16 * 9 * 48;
+  EXPECT_EQ(SrModelFlops(o), 2 * per_pixel * 24 * 40);
+  o.height = 720;
+  o.width = 1280;
+  EXPECT_NEAR(SrModelFlops(o) / 1e9, 627.5, 0.5);
 }
 
 }  // namespace
