@@ -11,6 +11,7 @@
 #include "host_client/dispatch.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -124,18 +125,9 @@ StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, const CompileOpti
   return CompileGraph(std::move(g), Registry(), options, stats);
 }
 
-struct Machine {
-  std::unique_ptr<vm::Device> device = vm::CreateCpuDevice();
-  std::shared_ptr<vm::Allocator> allocator = vm::Allocator::Create(*device);
-  std::unique_ptr<vm::VirtualMachine> vm;
-
-  explicit Machine(const vm::ExecutableDef& def) {
-    auto exe = vm::Executable::FromDef(def, Registry());
-    EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-    auto m = vm::VirtualMachine::Create(*exe, allocator, Registry());
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    vm = std::move(m).value();
-  }
+struct Machine : remex::testing::CpuMachine {
+  using CpuMachine::CpuMachine;
+  using CpuMachine::Run;
   vm::TensorPtr Input(int64_t width) {
     auto t = vm::AllocateTensor(*allocator, DType::kFloat32, {1, 3, 8, width});
     float* p = static_cast<float*>((*t)->data());
@@ -143,8 +135,7 @@ struct Machine {
     return *t;
   }
   StatusOr<std::vector<float>> Run(int64_t width) {
-    REMEX_RETURN_IF_ERROR(vm->SetInputs(0, {Input(width)}));
-    REMEX_ASSIGN_OR_RETURN(auto out, vm->Invoke(0));
+    REMEX_ASSIGN_OR_RETURN(auto out, Run(std::vector<vm::TensorPtr>{Input(width)}));
     const float* p = static_cast<const float*>(out[0]->data());
     return std::vector<float>(p, p + *NumElements(out[0]->shape));
   }

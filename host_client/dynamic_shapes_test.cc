@@ -8,6 +8,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -16,31 +17,7 @@ namespace {
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
 
-// A CPU VM over an executable, with helpers for float and int inputs.
-struct Machine {
-  std::unique_ptr<vm::Device> device = vm::CreateCpuDevice();
-  std::shared_ptr<vm::Allocator> allocator = vm::Allocator::Create(*device);
-  std::unique_ptr<vm::VirtualMachine> vm;
-
-  explicit Machine(const vm::ExecutableDef& def) {
-    auto exe = vm::Executable::FromDef(def, Registry());
-    EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-    auto m = vm::VirtualMachine::Create(*exe, allocator, Registry());
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    vm = std::move(m).value();
-  }
-  template <typename T>
-  vm::TensorPtr Tensor(DType dtype, const Shape& shape, const std::vector<T>& values) {
-    auto t = vm::AllocateTensor(*allocator, dtype, shape);
-    EXPECT_TRUE(t.ok());
-    if (!values.empty()) std::memcpy((*t)->data(), values.data(), values.size() * sizeof(T));
-    return *t;
-  }
-  StatusOr<std::vector<vm::TensorPtr>> Run(std::vector<vm::TensorPtr> inputs) {
-    REMEX_RETURN_IF_ERROR(vm->SetInputs(0, std::move(inputs)));
-    return vm->Invoke(0);
-  }
-};
+using Machine = remex::testing::CpuMachine;
 
 std::vector<float> Floats(const vm::TensorPtr& t) {
   const float* p = static_cast<const float*>(t->data());

@@ -9,6 +9,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -84,16 +85,8 @@ TEST(PrecisionTest, ActivationsAndWeightsBecomeFloat16AndShapeArithmeticDoesNot)
 }
 
 std::vector<float> RunOnCpu(const vm::ExecutableDef& def, const std::vector<float>& x) {
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  auto exe = vm::Executable::FromDef(def, Registry());
-  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-  EXPECT_TRUE(machine.ok()) << machine.status().ToString();
-  auto in = vm::AllocateTensor(*allocator, DType::kFloat32, {1, 3, 8, 8});
-  std::memcpy((*in)->data(), x.data(), x.size() * sizeof(float));
-  EXPECT_TRUE((*machine)->SetInputs(0, {*in}).ok());
-  auto out = (*machine)->Invoke(0);
+  remex::testing::CpuMachine m(def);
+  auto out = m.Run({m.Tensor(DType::kFloat32, {1, 3, 8, 8}, x)});
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   if (!out.ok()) return {};
   EXPECT_EQ((*out)[0]->dtype, DType::kFloat32);

@@ -11,7 +11,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
-#include "vm/vm.h"
+#include "host_client/vm_test_util.h"
 
 namespace remex::sr {
 namespace {
@@ -134,17 +134,10 @@ TEST(SrModelTest, DepthToSpaceAsReshapeEqualsNative) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     auto def = compiler::CompileGraph(std::move(*g), Registry(), {});
     ASSERT_TRUE(def.ok()) << def.status().ToString();
-    auto device = vm::CreateCpuDevice();
-    auto allocator = vm::Allocator::Create(*device);
-    auto exe = vm::Executable::FromDef(*def, Registry());
-    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
-    auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-    ASSERT_TRUE(machine.ok());
-    auto x = vm::AllocateTensor(*allocator, DType::kFloat32, {1, 3, 6, 10});
-    float* p = static_cast<float*>((*x)->data());
-    for (int i = 0; i < 180; ++i) p[i] = static_cast<float>((i * 13) % 29) / 29.0f;
-    ASSERT_TRUE((*machine)->SetInputs(0, {*x}).ok());
-    auto y = (*machine)->Invoke(0);
+    remex::testing::CpuMachine m(*def);
+    std::vector<float> x(180);
+    for (int i = 0; i < 180; ++i) x[i] = static_cast<float>((i * 13) % 29) / 29.0f;
+    auto y = m.Run({m.Tensor(DType::kFloat32, {1, 3, 6, 10}, x)});
     ASSERT_TRUE(y.ok()) << y.status().ToString();
     const float* q = static_cast<const float*>((*y)[0]->data());
     outputs[k].assign(q, q + *NumElements((*y)[0]->shape));
