@@ -351,15 +351,23 @@ TEST(FusedCudaKernel, NaNRulesOfMinMaxAndClipBounds) {
   testing::CudaRunner gpu;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Attributes a;
-  // Max(x0, x1) then Min(that, x1), then Clip(x0, 2, 1) in a separate program.
+  // Max(x0, x1) and Min(x0, x1), each its own program, then Clip(x0, 2, 1).
+  const std::vector<HostTensor> xs = {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}),
+                                      HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})};
   a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kMax), 0, 1, -1});
-  auto max = gpu.Run("FusedElementwise", a,
-                     {HostTensor::Of<float>({3}, {nan, 1.0f, 3.0f}), HostTensor::Of<float>({3}, {0.0f, nan, 2.0f})});
+  auto max = gpu.Run("FusedElementwise", a, xs);
   ASSERT_TRUE(max.ok()) << max.status().ToString();
   auto mv = (*max)[0].Values<float>();
   EXPECT_TRUE(std::isnan(mv[0]));
   EXPECT_TRUE(std::isnan(mv[1]));
   EXPECT_EQ(mv[2], 3.0f);
+  a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kMin), 0, 1, -1});
+  auto min = gpu.Run("FusedElementwise", a, xs);
+  ASSERT_TRUE(min.ok()) << min.status().ToString();
+  auto nv = (*min)[0].Values<float>();
+  EXPECT_TRUE(std::isnan(nv[0]));
+  EXPECT_TRUE(std::isnan(nv[1]));
+  EXPECT_EQ(nv[2], 2.0f);
   Attributes clip;
   clip.Set("program", std::vector<int64_t>{Op(FusedOpcode::kClip), 0, 1, 2});
   clip.Set("immediates", std::vector<float>{2.0f, 1.0f});

@@ -245,8 +245,9 @@ class CudnnKernel : public OpKernel {
     if (!handle_) {
       cudnnHandle_t h = nullptr;
       REMEX_RETURN_IF_ERROR(CudnnCheck(def_.name, "cudnnCreate", cudnnCreate(&h)));
-      handle_.reset(h);
+      Handle handle(h);  // Kept only once bound to the stream; destroyed otherwise.
       REMEX_RETURN_IF_ERROR(CudnnCheck(def_.name, "cudnnSetStream", cudnnSetStream(h, stream())));
+      handle_ = std::move(handle);
     }
     const bool has_bias = in.size() > 2 && in[2].present();
     Shape key = in[0].shape;

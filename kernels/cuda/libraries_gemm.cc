@@ -13,8 +13,9 @@
 // the column-major Y^T = B^T A^T, i.e. with the operands swapped and each row-major
 // matrix read as its column-major transpose. Batch dims of MatMul are merged where A
 // and B broadcast alike; the innermost merged dim runs as one strided-batched call
-// (stride 0 where an operand broadcasts), the outer ones as a loop of such calls. A
-// batch over A alone folds into M (one GEMM).
+// (stride 0 where an operand broadcasts), the outer ones as a loop of such calls, whose
+// pointers lie at whole-matrix offsets: the heuristic is told their alignment (cuBLASLt
+// otherwise assumes 256 bytes). A batch over A alone folds into M (one GEMM).
 //
 // Gemm's C: [M, N] is read as cuBLASLt's C with beta; a row [N] (or [1, N]) with
 // beta = 1 is added by the CUBLASLT_EPILOGUE_BIAS epilogue; every other form is first
@@ -89,6 +90,9 @@ struct Problem {
   int64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0, y_stride = 0;  // Elements between batch entries.
   bool bias = false;                                 // CUBLASLT_EPILOGUE_BIAS over n.
+  // Alignment in bytes the pointers of every call are guaranteed (cuBLASLt's default
+  // and what cudaMalloc gives; less where calls run at offsets into the tensors).
+  uint32_t align_a = 256, align_b = 256, align_y = 256;
 };
 
 // A compiled cuBLASLt matmul for one Problem.
@@ -152,6 +156,16 @@ StatusOr<LtMatmul> BuildMatmul(std::string_view op, cublasLtHandle_t handle, con
   REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmulPreferenceSetAttribute",
                                 cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                      &max_ws, sizeof max_ws)));
+  // cuBLASLt's A is the row-major B and its B the row-major A (see above); C and D are Y.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_y},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_y}};
+  for (const auto& [attr, bytes] : aligns) {
+    REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmulPreferenceSetAttribute",
+                                  cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &bytes, sizeof bytes)));
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmulAlgoGetHeuristic",
@@ -181,6 +195,13 @@ Status RunMatmul(std::string_view op, cublasLtHandle_t handle, const LtMatmul& m
 }
 
 size_t ElemSize(cudaDataType_t t) { return t == CUDA_R_16F ? 2 : 4; }
+
+// The alignment of base + i * step_bytes for every i, base 256-byte aligned: the largest
+// power of two dividing step_bytes, at most 256.
+uint32_t StepAlignment(int64_t step_bytes) {
+  const uint64_t low = static_cast<uint64_t>(step_bytes) & (~static_cast<uint64_t>(step_bytes) + 1);
+  return low == 0 || low > 256 ? 256 : static_cast<uint32_t>(low);
+}
 
 // What MatMul and Gemm share: the handle, the plans by input signature.
 template <typename Plan>
@@ -306,6 +327,12 @@ class MatMulCudaKernel final : public LtKernel<MatMulPlan> {
         plan->outer_dims.push_back(dims[i].extent);
         plan->outer_a.push_back(sa[i]);
         plan->outer_b.push_back(sb[i]);
+      }
+      if (!plan->outer_dims.empty()) {  // Run offsets A, B and Y by whole matrices.
+        const auto elem = static_cast<int64_t>(plan->elem);
+        p.align_a = StepAlignment(plan->m * plan->k * elem);
+        p.align_b = StepAlignment(plan->k * plan->n * elem);
+        p.align_y = StepAlignment(plan->inner * plan->m * plan->n * elem);
       }
     }
     REMEX_ASSIGN_OR_RETURN(plan->mm, BuildMatmul(op(), handle(), p));
