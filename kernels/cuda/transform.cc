@@ -313,13 +313,15 @@ class SliceKernel final : public TransformKernel {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(in));
     // The output extents come from the shape function; an axis with a non-empty
-    // output has a valid start.
+    // output has a valid start. An axis that keeps at most one element walks with
+    // step 1 (as kernels/tensor.cc does): its step is never taken and may be huge.
     const Shape& o = out[0].shape;
     const std::vector<int64_t> in_strides = Strides(in[0].shape);
     std::vector<int64_t> src_strides(o.size());
     int64_t base = 0;
     for (size_t d = 0; d < o.size(); ++d) {
-      src_strides[d] = dims[d].step * in_strides[d];
+      const int64_t step = o[d] > 1 ? dims[d].step : 1;
+      src_strides[d] = step * in_strides[d];
       base += dims[d].start * in_strides[d];
     }
     REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), base, 0));

@@ -383,6 +383,10 @@ TEST_F(TransformCudaTest, Slice) {
   Check("Slice", {},
         {RandomTensor(DType::kFloat16, {5, 7}, rng_), Ints({-1, 0}), Ints({std::numeric_limits<int64_t>::min(), 7}),
          HostTensor::Absent(), Ints({-1, 2})});
+  // Axes that keep one element with steps whose product with the stride would overflow.
+  Check("Slice", {},
+        {RandomTensor(DType::kFloat32, {5, 7, 3}, rng_), Ints({2, 4}), Ints({3, 0}), Ints({0, 1}),
+         Ints({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()})});
 }
 
 TEST_F(TransformCudaTest, SliceWithOffsetsBeyond32Bits) {
