@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -167,10 +168,7 @@ class MatMulKernel final : public ValidatedKernel {
 
 constexpr std::string_view kGemm = "Gemm";
 
-struct GemmAttrs {
-  float alpha = 1.0f, beta = 1.0f;
-  bool trans_a = false, trans_b = false;
-};
+}  // namespace
 
 StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs) {
   auto wrap = [](const Status& s) { return OpError(kGemm, s.message()); };
@@ -192,6 +190,8 @@ StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs) {
   g.trans_b = *tb == 1;
   return g;
 }
+
+namespace {
 
 bool GemmType(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||

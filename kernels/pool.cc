@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -396,10 +397,7 @@ class AveragePoolKernel final : public ValidatedKernel {
 // ---------------------------------------------------------------------------
 // LRN.
 
-struct LrnAttrs {
-  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
-  int64_t size = 1;
-};
+}  // namespace
 
 StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
   auto wrap = [](const Status& s) { return OpError(kLrn, s.message()); };
@@ -417,6 +415,8 @@ StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
   }
   return l;
 }
+
+namespace {
 
 StatusOr<std::vector<TensorInfo>> InferLrn(const Attributes& attrs,
                                            std::span<const ShapeFnArg> in) {

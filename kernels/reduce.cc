@@ -48,6 +48,7 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -87,6 +88,8 @@ constexpr ReduceOpInfo kReduceOps[] = {
     {"ReduceLogSumExp", ReduceKind::kLogSumExp, true},
 };
 
+}  // namespace
+
 // Reads an attribute that must be 0 or 1.
 StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name,
                         int64_t default_value) {
@@ -97,12 +100,6 @@ StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::strin
   }
   return *v == 1;
 }
-
-// Which input dimensions a Reduce* node reduces, and whether they stay as extent 1.
-struct ReduceSpec {
-  std::vector<bool> reduced;  // Per input dimension.
-  bool keepdims = true;
-};
 
 StatusOr<ReduceSpec> ParseReduce(std::string_view op, const Attributes& attrs,
                                  std::span<const ShapeFnArg> in) {
@@ -132,6 +129,8 @@ StatusOr<ReduceSpec> ParseReduce(std::string_view op, const Attributes& attrs,
   }
   return spec;
 }
+
+namespace {
 
 Shape ReducedShape(const Shape& shape, const ReduceSpec& spec) {
   Shape out;
@@ -723,6 +722,8 @@ struct TopKSpec {
   bool largest = true;
 };
 
+}  // namespace
+
 Status CheckTopKAttrs(const Attributes& attrs) {
   constexpr std::string_view op = "TopK";
   StatusOr<int64_t> axis = attrs.Int("axis", -1);
@@ -732,6 +733,8 @@ Status CheckTopKAttrs(const Attributes& attrs) {
   if (attrs.Has("k") && !attrs.Int("k").ok()) return OpError(op, attrs.Int("k").status().message());
   return OkStatus();
 }
+
+namespace {
 
 StatusOr<TopKSpec> ParseTopK(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   constexpr std::string_view op = "TopK";

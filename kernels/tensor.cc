@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -46,9 +47,7 @@ class CopyKernel final : public ValidatedKernel {
 // ---------------------------------------------------------------------------
 // Shape (opset 15 start/end).
 
-struct ShapeRange {
-  int64_t start, end;
-};
+}  // namespace
 
 StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank) {
   StatusOr<int64_t> start = attrs.Int("start", 0);
@@ -63,6 +62,8 @@ StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank) {
   if (r.end < r.start) r.end = r.start;
   return r;
 }
+
+namespace {
 
 StatusOr<std::vector<TensorInfo>> InferShape(const Attributes& attrs,
                                              std::span<const ShapeFnArg> in) {

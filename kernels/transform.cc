@@ -68,6 +68,7 @@
 #endif
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -1048,10 +1049,7 @@ class RangeKernel final : public ValidatedKernel {
 // ---------------------------------------------------------------------------
 // ConstantOfShape: shape.
 
-struct FillValue {
-  DType dtype = DType::kFloat32;
-  uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
-};
+}  // namespace
 
 StatusOr<FillValue> FillValueOf(const Attributes& attrs) {
   constexpr std::string_view op = "ConstantOfShape";
@@ -1083,6 +1081,8 @@ StatusOr<FillValue> FillValueOf(const Attributes& attrs) {
   }
   return v;
 }
+
+namespace {
 
 StatusOr<std::vector<TensorInfo>> InferConstantOfShape(const Attributes& attrs,
                                                        std::span<const ShapeFnArg> in) {

@@ -37,9 +37,13 @@
 #include "kernels/cuda/libraries_impl.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
+
+using internal::GemmAttrs;
+using internal::ParseGemmAttrs;
 
 constexpr std::string_view kMatMul = "MatMul";
 constexpr std::string_view kGemm = "Gemm";
@@ -372,30 +376,6 @@ class MatMulCudaKernel final : public LtKernel<MatMulPlan> {
 
 // ---------------------------------------------------------------------------
 // Gemm.
-
-struct GemmAttrs {
-  float alpha = 1.0f, beta = 1.0f;
-  bool trans_a = false, trans_b = false;
-};
-
-StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs) {
-  auto wrap = [](const Status& s) { return internal::OpError(kGemm, s.message()); };
-  GemmAttrs g;
-  StatusOr<float> alpha = attrs.Float("alpha", 1.0f);
-  if (!alpha.ok()) return wrap(alpha.status());
-  StatusOr<float> beta = attrs.Float("beta", 1.0f);
-  if (!beta.ok()) return wrap(beta.status());
-  StatusOr<int64_t> ta = attrs.Int("transA", 0);
-  if (!ta.ok()) return wrap(ta.status());
-  StatusOr<int64_t> tb = attrs.Int("transB", 0);
-  if (!tb.ok()) return wrap(tb.status());
-  if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1)) return internal::OpError(kGemm, "transA and transB must be 0 or 1");
-  g.alpha = *alpha;
-  g.beta = *beta;
-  g.trans_a = *ta == 1;
-  g.trans_b = *tb == 1;
-  return g;
-}
 
 enum class CMode : uint8_t {
   kNone,         // No C (or beta = 0): beta * C is not computed.

@@ -26,11 +26,9 @@
 
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,11 +36,18 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/misc_impl.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
-using internal::OpError;
+using internal::CheckTopKAttrs;
+using internal::FillValue;
+using internal::FillValueOf;
+using internal::LrnAttrs;
+using internal::ParseLrnAttrs;
+using internal::ShapeRange;
+using internal::ShapeRangeOf;
 
 int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
@@ -86,25 +91,6 @@ class MiscKernel : public OpKernel {
 // ---------------------------------------------------------------------------
 // Shape and Size.
 
-struct ShapeRange {
-  int64_t start, end;
-};
-
-// kernels/tensor.cc's ShapeRangeOf: start/end clamped to [0, rank], end >= start.
-StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank) {
-  StatusOr<int64_t> start = attrs.Int("start", 0);
-  if (!start.ok()) return OpError("Shape", start.status().message());
-  StatusOr<int64_t> end = attrs.Int("end", rank);
-  if (!end.ok()) return OpError("Shape", end.status().message());
-  auto clamp = [rank](int64_t v) {
-    if (v < 0) v = v < -rank ? 0 : v + rank;
-    return v > rank ? rank : v;
-  };
-  ShapeRange r{clamp(*start), clamp(*end)};
-  if (r.end < r.start) r.end = r.start;
-  return r;
-}
-
 class ShapeKernel final : public MiscKernel {
  public:
   using MiscKernel::MiscKernel;
@@ -134,41 +120,6 @@ class SizeKernel final : public MiscKernel {
 
 // ---------------------------------------------------------------------------
 // ConstantOfShape.
-
-struct FillValue {
-  DType dtype = DType::kFloat32;
-  uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
-};
-
-// kernels/transform.cc's FillValueOf: float, int64 or {ONNX dtype, bits}.
-StatusOr<FillValue> FillValueOf(const Attributes& attrs) {
-  constexpr std::string_view op = "ConstantOfShape";
-  FillValue v;
-  auto it = attrs.all().find("value");
-  if (it == attrs.all().end()) return v;
-  if (const float* f = std::get_if<float>(&it->second)) {
-    std::memcpy(&v.bits, f, sizeof(float));
-  } else if (const int64_t* i = std::get_if<int64_t>(&it->second)) {
-    v.dtype = DType::kInt64;
-    std::memcpy(&v.bits, i, sizeof(int64_t));
-  } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&it->second)) {
-    if (ints->size() != 2) {
-      return OpError(op, "value must be {dtype, bits}, got " + std::to_string(ints->size()) + " ints");
-    }
-    const int64_t t = (*ints)[0];
-    std::optional<DType> dt;
-    if (t > 0 && t <= std::numeric_limits<int32_t>::max()) dt = DTypeFromOnnx(static_cast<int32_t>(t));
-    if (!dt) return OpError(op, "value has an unsupported dtype " + std::to_string(t));
-    v.dtype = *dt;
-    std::memcpy(&v.bits, &(*ints)[1], sizeof(int64_t));
-    uint64_t check = 0;
-    std::memcpy(&check, &v.bits, DTypeSize(v.dtype));
-    if (check != v.bits) return OpError(op, "value bits do not fit its dtype");
-  } else {
-    return OpError(op, "value must be a one-element tensor");
-  }
-  return v;
-}
 
 class ConstantOfShapeKernel final : public MiscKernel {
  public:
@@ -290,25 +241,6 @@ class DropoutKernel final : public MiscKernel {
 // ---------------------------------------------------------------------------
 // TopK.
 
-StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name, int64_t def) {
-  StatusOr<int64_t> v = attrs.Int(name, def);
-  if (!v.ok()) return OpError(op, v.status().message());
-  if (*v != 0 && *v != 1)
-    return OpError(op, std::string(name) + " must be 0 or 1, got " + std::to_string(*v));
-  return *v == 1;
-}
-
-// kernels/reduce.cc's CheckTopKAttrs.
-Status CheckTopKAttrs(const Attributes& attrs) {
-  constexpr std::string_view op = "TopK";
-  StatusOr<int64_t> axis = attrs.Int("axis", -1);
-  if (!axis.ok()) return OpError(op, axis.status().message());
-  REMEX_RETURN_IF_ERROR(BoolAttr(op, attrs, "largest", 1).status());
-  REMEX_RETURN_IF_ERROR(BoolAttr(op, attrs, "sorted", 1).status());
-  if (attrs.Has("k") && !attrs.Int("k").ok()) return OpError(op, attrs.Int("k").status().message());
-  return OkStatus();
-}
-
 // The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
 std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
   switch (dtype) {
@@ -359,29 +291,6 @@ class TopKKernel final : public MiscKernel {
 
 // ---------------------------------------------------------------------------
 // LRN.
-
-struct LrnAttrs {
-  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
-  int64_t size = 1;
-};
-
-// kernels/pool.cc's ParseLrnAttrs.
-StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
-  constexpr std::string_view op = "LRN";
-  LrnAttrs l;
-  StatusOr<int64_t> size = attrs.Int("size");
-  if (!size.ok()) return OpError(op, size.status().message());
-  if (*size < 1) return OpError(op, "size must be positive");
-  l.size = *size;
-  for (auto [name, dest, def] : {std::tuple<const char*, float*, float>{"alpha", &l.alpha, 1e-4f},
-                                 {"beta", &l.beta, 0.75f},
-                                 {"bias", &l.bias, 1.0f}}) {
-    StatusOr<float> v = attrs.Float(name, def);
-    if (!v.ok()) return OpError(op, v.status().message());
-    *dest = *v;
-  }
-  return l;
-}
 
 class LrnKernel final : public MiscKernel {
  public:

@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/nn_common.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 
@@ -82,32 +83,13 @@ namespace {
 // ---------------------------------------------------------------------------
 // Reduce*.
 
-StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name, int64_t def) {
-  StatusOr<int64_t> v = attrs.Int(name, def);
-  if (!v.ok()) return internal::OpError(op, v.status().message());
-  if (*v != 0 && *v != 1) return internal::OpError(op, std::string(name) + " must be 0 or 1");
-  return *v == 1;
-}
-
-// Per input dim, whether it is reduced (kernels/reduce.cc's ParseReduce; the shape
-// function has already accepted the attributes and the axes).
+// Per input dim, whether it is reduced (the shape function has already accepted the
+// attributes and the axes; input 1 is ShapeDep::kData: host memory).
 StatusOr<std::vector<bool>> ReducedDims(std::string_view op, const Attributes& attrs,
                                         std::span<const TensorRef> in) {
-  REMEX_ASSIGN_OR_RETURN(bool noop, BoolAttr(op, attrs, "noop_with_empty_axes", 0));
-  std::vector<int64_t> axes;
-  if (attrs.Has("axes")) {
-    REMEX_ASSIGN_OR_RETURN(axes, attrs.Ints("axes"));
-  } else if (in.size() > 1 && in[1].present()) {
-    // Input 1 is ShapeDep::kData: host memory.
-    REMEX_ASSIGN_OR_RETURN(axes, internal::ReadIndexTensor(op, "axes", in[1].dtype, in[1].shape, in[1].data));
-  }
-  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
-  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !noop);
-  for (int64_t a : axes) {
-    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op, a, rank, "axes value"));
-    reduced[axis] = true;
-  }
-  return reduced;
+  REMEX_ASSIGN_OR_RETURN(internal::ReduceSpec spec,
+                         internal::ParseReduce(op, attrs, internal::ToShapeArgs(in)));
+  return std::move(spec.reduced);
 }
 
 StatusOr<ReducePlan> MakeReducePlan(std::string_view op, const Shape& shape,
@@ -177,7 +159,7 @@ class ArgKernel final : public NnKernel {
     REMEX_ASSIGN_OR_RETURN(int64_t axis_attr, attrs().Int("axis", 0));
     REMEX_ASSIGN_OR_RETURN(int64_t axis,
                            internal::NormalizeAxis(op(), axis_attr, static_cast<int64_t>(shape.size())));
-    REMEX_ASSIGN_OR_RETURN(bool select_last, BoolAttr(op(), attrs(), "select_last_index", 0));
+    REMEX_ASSIGN_OR_RETURN(bool select_last, internal::BoolAttr(op(), attrs(), "select_last_index", 0));
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
     for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];

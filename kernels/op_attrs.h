@@ -1,0 +1,64 @@
+// Attribute parsing shared by the CPU kernels and the CUDA kernels' host code, so that
+// both read a node's attributes (defaults, checks, error messages) the same way. Each
+// function is defined next to its CPU kernel (the file named in its comment) and
+// follows the ONNX operator spec as that kernel does. Errors: INVALID_ARGUMENT
+// "<op>: <message>".
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "kernels/kernels.h"
+
+namespace remex::kernels::internal {
+
+// An integer attribute that must be 0 or 1, read as a bool (kernels/reduce.cc).
+StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name,
+                        int64_t default_value);
+
+// Shape-15's start and end, clamped to [0, rank], end >= start (kernels/tensor.cc).
+struct ShapeRange {
+  int64_t start, end;
+};
+StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank);
+
+// ConstantOfShape's `value` as the frontend encodes it: float, int64, or {ONNX dtype,
+// bits}; float32 zero when absent (kernels/transform.cc).
+struct FillValue {
+  DType dtype = DType::kFloat32;
+  uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
+};
+StatusOr<FillValue> FillValueOf(const Attributes& attrs);
+
+// Reduce*: which input dimensions a node reduces (from the axes attribute or input 1,
+// whose data must be in host memory), and whether they stay as extent 1; the axes are
+// checked (in range, not repeated) (kernels/reduce.cc).
+struct ReduceSpec {
+  std::vector<bool> reduced;  // Per input dimension.
+  bool keepdims = true;
+};
+StatusOr<ReduceSpec> ParseReduce(std::string_view op, const Attributes& attrs,
+                                 std::span<const ShapeFnArg> in);
+
+// TopK's axis, largest, sorted and (opset 1) k attributes (kernels/reduce.cc).
+Status CheckTopKAttrs(const Attributes& attrs);
+
+// LRN's attributes; size must be positive (kernels/pool.cc).
+struct LrnAttrs {
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+  int64_t size = 1;
+};
+StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs);
+
+// Gemm's alpha, beta, transA and transB (kernels/matmul.cc).
+struct GemmAttrs {
+  float alpha = 1.0f, beta = 1.0f;
+  bool trans_a = false, trans_b = false;
+};
+StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
+
+}  // namespace remex::kernels::internal
