@@ -1,8 +1,17 @@
 // IEEE 754 binary16 (float16) conversions with round-to-nearest-even.
+//
+// A plain header: CUDA device code includes it too (compiled by nvcc, the conversions
+// are __host__ __device__), so the CPU and CUDA kernels round the same way.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#ifdef __CUDACC__
+#define REMEX_FLOAT16_HD __host__ __device__
+#else
+#define REMEX_FLOAT16_HD
+#endif
 
 namespace remex::kernels {
 
@@ -13,11 +22,41 @@ struct Half {
 
 namespace float16_internal {
 
+REMEX_FLOAT16_HD inline uint32_t FloatBits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+#endif
+}
+
+REMEX_FLOAT16_HD inline uint64_t DoubleBits(double d) {
+#ifdef __CUDA_ARCH__
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+#endif
+}
+
+REMEX_FLOAT16_HD inline float FloatFromBits(uint32_t b) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(b);
+#else
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+#endif
+}
+
 // Rounds the IEEE value with `kMantBits` mantissa bits and exponent bias `kBias`,
 // given by its raw sign/exponent/mantissa fields, to binary16 (RNE). NaN stays NaN
 // (quiet), overflow becomes infinity, underflow goes through the subnormals to zero.
 template <int kMantBits, int kBias>
-inline uint16_t RoundToHalf(uint16_t sign, int64_t exp_field, uint64_t mant, int64_t exp_max) {
+REMEX_FLOAT16_HD inline uint16_t RoundToHalf(uint16_t sign, int64_t exp_field, uint64_t mant, int64_t exp_max) {
   if (exp_field == exp_max) {  // Inf or NaN.
     if (mant == 0) return sign | 0x7c00;
     return static_cast<uint16_t>(sign | 0x7e00 | ((mant >> (kMantBits - 10)) & 0x3ff));
@@ -51,23 +90,21 @@ inline uint16_t RoundToHalf(uint16_t sign, int64_t exp_field, uint64_t mant, int
 
 }  // namespace float16_internal
 
-inline Half FloatToHalf(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
+REMEX_FLOAT16_HD inline Half FloatToHalf(float f) {
+  const uint32_t b = float16_internal::FloatBits(f);
   return Half{float16_internal::RoundToHalf<23, 127>(static_cast<uint16_t>((b >> 16) & 0x8000),
                                                      (b >> 23) & 0xff, b & 0x7fffff, 0xff)};
 }
 
-inline Half DoubleToHalf(double d) {
-  uint64_t b;
-  std::memcpy(&b, &d, sizeof b);
+REMEX_FLOAT16_HD inline Half DoubleToHalf(double d) {
+  const uint64_t b = float16_internal::DoubleBits(d);
   return Half{float16_internal::RoundToHalf<52, 1023>(static_cast<uint16_t>((b >> 48) & 0x8000),
                                                       static_cast<int64_t>((b >> 52) & 0x7ff),
                                                       b & ((uint64_t{1} << 52) - 1), 0x7ff)};
 }
 
 // Exact.
-inline float HalfToFloat(Half h) {
+REMEX_FLOAT16_HD inline float HalfToFloat(Half h) {
   uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000) << 16;
   uint32_t exp = (h.bits >> 10) & 0x1f;
   uint32_t mant = h.bits & 0x3ff;
@@ -90,9 +127,7 @@ inline float HalfToFloat(Half h) {
   } else {
     out = sign | ((exp - 15 + 127) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &out, sizeof f);
-  return f;
+  return float16_internal::FloatFromBits(out);
 }
 
 }  // namespace remex::kernels

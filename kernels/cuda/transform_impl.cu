@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/transform_impl.h"
+#include "kernels/float16.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -162,11 +163,10 @@ __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restric
 }
 
 // ---------------------------------------------------------------------------
-// Cast: the conversions of kernels/tensor.cc (Convert) and kernels/float16.h.
+// Cast: the conversions of kernels/tensor.cc (Convert) and, for float16, those of
+// kernels/float16.h itself (its conversions are __host__ __device__).
 
-struct F16 {
-  uint16_t bits;
-};
+using F16 = Half;
 struct Bool {
   uint8_t byte;
 };
@@ -202,74 +202,6 @@ __device__ __forceinline__ To FloatToInt(double d) {
   if (d <= IntLimits<To>::kLo) return IntLimits<To>::kMin;
   if (d >= IntLimits<To>::kHiExcl) return IntLimits<To>::kMax;
   return static_cast<To>(d);
-}
-
-// binary16 from the raw fields of an IEEE value with kMantBits mantissa bits and
-// exponent bias kBias, rounded to nearest even (float16_internal::RoundToHalf).
-template <int kMantBits, int kBias>
-__device__ uint16_t RoundToHalf(uint16_t sign, int64_t exp_field, uint64_t mant, int64_t exp_max) {
-  if (exp_field == exp_max) {
-    if (mant == 0) return sign | 0x7c00;
-    return static_cast<uint16_t>(sign | 0x7e00 | ((mant >> (kMantBits - 10)) & 0x3ff));
-  }
-  if (exp_field == 0) return sign;  // Zero, or a subnormal far below half's range.
-  const int64_t e = exp_field - kBias + 15;
-  if (e >= 31) return sign | 0x7c00;
-  uint64_t m = mant | (uint64_t{1} << kMantBits);
-  int shift;
-  uint64_t base;
-  if (e <= 0) {
-    const int64_t s = kMantBits - 10 + (1 - e);
-    if (s > kMantBits + 1) return sign;
-    shift = static_cast<int>(s);
-    base = 0;
-  } else {
-    shift = kMantBits - 10;
-    m = mant;
-    base = static_cast<uint64_t>(e) << 10;
-  }
-  const uint64_t r = m >> shift;
-  const uint64_t rem = m & ((uint64_t{1} << shift) - 1);
-  const uint64_t halfway = uint64_t{1} << (shift - 1);
-  uint64_t out = base + r;
-  if (rem > halfway || (rem == halfway && (r & 1))) ++out;
-  return static_cast<uint16_t>(sign | out);
-}
-
-__device__ __forceinline__ F16 FloatToHalf(float f) {
-  const uint32_t b = __float_as_uint(f);
-  return F16{RoundToHalf<23, 127>(static_cast<uint16_t>((b >> 16) & 0x8000), (b >> 23) & 0xff, b & 0x7fffff, 0xff)};
-}
-
-__device__ __forceinline__ F16 DoubleToHalf(double d) {
-  const uint64_t b = static_cast<uint64_t>(__double_as_longlong(d));
-  return F16{RoundToHalf<52, 1023>(static_cast<uint16_t>((b >> 48) & 0x8000), static_cast<int64_t>((b >> 52) & 0x7ff),
-                                   b & ((uint64_t{1} << 52) - 1), 0x7ff)};
-}
-
-// Exact (kernels/float16.h HalfToFloat).
-__device__ __forceinline__ float HalfToFloat(F16 h) {
-  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000) << 16;
-  const uint32_t exp = (h.bits >> 10) & 0x1f;
-  uint32_t mant = h.bits & 0x3ff;
-  uint32_t out;
-  if (exp == 0x1f) {
-    out = sign | 0x7f800000 | (mant << 13);
-  } else if (exp == 0) {
-    if (mant == 0) {
-      out = sign;
-    } else {
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400) == 0);
-      out = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
-    }
-  } else {
-    out = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  return __uint_as_float(out);
 }
 
 template <typename From, typename To>
