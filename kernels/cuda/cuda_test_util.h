@@ -128,6 +128,18 @@ inline StatusOr<std::vector<HostTensor>> RunOnDevice(OpKernel& kernel, const OpD
   return results;
 }
 
+// The shape function's view of `inputs` for op `def`: kData inputs with their values.
+inline std::vector<ShapeFnArg> ShapeArgs(const OpDef& def, const std::vector<HostTensor>& inputs) {
+  std::vector<ShapeFnArg> args(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args[i].present = inputs[i].dtype != DType::kUndefined;
+    args[i].dtype = inputs[i].dtype;
+    args[i].shape = inputs[i].shape;
+    if (args[i].present && def.DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
+  }
+  return args;
+}
+
 // The outputs of one op from its CPU kernel and from its CUDA kernel.
 struct CpuAndCudaOutputs {
   std::vector<HostTensor> cpu, cuda;
@@ -146,14 +158,7 @@ inline StatusOr<CpuAndCudaOutputs> RunOnCpuAndCuda(const KernelRegistry& registr
   const OpDef* def = registry.FindOp(op);
   EXPECT_TRUE(def) << name;
   if (!def) return NotFound(name);
-  std::vector<ShapeFnArg> args(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    args[i].present = inputs[i].dtype != DType::kUndefined;
-    args[i].dtype = inputs[i].dtype;
-    args[i].shape = inputs[i].shape;
-    if (args[i].present && def->DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-  }
-  auto infos = InferShapes(*def, attrs, args);
+  auto infos = InferShapes(*def, attrs, ShapeArgs(*def, inputs));
   EXPECT_TRUE(infos.ok()) << name << ": " << infos.status().ToString();
   if (!infos.ok()) return infos.status();
   const KernelFactory* cpu_factory = registry.FindKernel(op, DeviceKind::kCpu);
@@ -178,6 +183,24 @@ inline StatusOr<CpuAndCudaOutputs> RunOnCpuAndCuda(const KernelRegistry& registr
   return out;
 }
 
+// A fixture whose tests skip without a GPU and run CUDA kernels of a CudaRegistry on
+// a non-blocking stream of their own.
+class CudaStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REMEX_SKIP_WITHOUT_GPU();
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+    registry_ = CudaRegistry({0, stream_});
+    ASSERT_TRUE(registry_);
+  }
+  void TearDown() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::unique_ptr<KernelRegistry> registry_;
+  cudaStream_t stream_ = nullptr;
+};
+
 // Runs CUDA kernels of CudaRegistry() on the default stream of GPU 0, every input
 // uploaded, outputs poisoned with 0xff bytes (NaN in every float dtype).
 class CudaRunner {
@@ -193,14 +216,7 @@ class CudaRunner {
                                         std::vector<HostTensor> inputs) {
     const OpDef* def = registry_->FindOp(op);
     if (!def) return NotFound("no op " + std::string(op));
-    std::vector<ShapeFnArg> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i].present = inputs[i].dtype != DType::kUndefined;
-      args[i].dtype = inputs[i].dtype;
-      args[i].shape = inputs[i].shape;
-      if (args[i].present && def->DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-    }
-    REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, InferShapes(*def, attrs, args));
+    REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, InferShapes(*def, attrs, ShapeArgs(*def, inputs)));
     return RunWithOutputs(op, attrs, std::move(inputs), infos);
   }
 

@@ -133,18 +133,8 @@ HostTensor RandomBytes(DType dtype, Shape shape, std::mt19937& rng) {
 // ---------------------------------------------------------------------------
 // The differential runner.
 
-class MiscCudaTest : public ::testing::Test {
+class MiscCudaTest : public testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    REMEX_SKIP_WITHOUT_GPU();
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
-    registry_ = CudaRegistry({0, stream_});
-    ASSERT_TRUE(registry_);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-
   // Runs `op` on the CPU and on the GPU (kData inputs stay in host memory, as the VM
   // places them; the others are uploaded) and returns the CUDA kernel's status; on OK
   // the outputs must match within `tol`.
@@ -170,8 +160,6 @@ class MiscCudaTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << op << " on cuda: " << st.ToString();
   }
 
-  std::unique_ptr<KernelRegistry> registry_;
-  cudaStream_t stream_ = nullptr;
   std::mt19937 rng_{20240613};
 };
 

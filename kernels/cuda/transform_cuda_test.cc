@@ -71,18 +71,8 @@ DType RandomMoveType(std::mt19937& rng) {
 // ---------------------------------------------------------------------------
 // The differential runner.
 
-class TransformCudaTest : public ::testing::Test {
+class TransformCudaTest : public testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    REMEX_SKIP_WITHOUT_GPU();
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
-    registry_ = CudaRegistry({0, stream_});
-    ASSERT_TRUE(registry_);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-
   // Runs `op` on the CPU and on the GPU (kData inputs stay in host memory, as the VM
   // places them; output buffers start as 0xCD bytes) and returns the CUDA kernel's
   // status; on OK the outputs must match bit for bit.
@@ -103,8 +93,6 @@ class TransformCudaTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << op << " on cuda: " << st.ToString();
   }
 
-  std::unique_ptr<KernelRegistry> registry_;
-  cudaStream_t stream_ = nullptr;
   std::mt19937 rng_{20240611};
 };
 
