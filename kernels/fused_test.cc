@@ -194,14 +194,8 @@ RandomProgram MakeRandomProgram(std::mt19937& rng) {
   for (int i = 0; i < nimm; ++i)
     p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
   // Pow exponents come from their own immediates.
-  const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
-  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
-                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
-                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
-                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
-                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
-                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
-                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
+  const auto& kExponents = testing::kRandomPowExponents;
+  const auto& kOps = testing::kRandomProgramOpcodes;
   const int count = 1 + pick(8);
   // Slots are numbered after all immediates are known: keep operands symbolic
   // (>= 0: input or result, via `slot`; < 0: immediate -1 - i) until the end.

@@ -1,5 +1,6 @@
 // Test helpers of FusedElementwise (kernels/fused.h), shared by the CPU and the CUDA
-// tests: random inputs that broadcast to a random output shape.
+// tests: the opcodes and Pow exponents of random programs, and random inputs that
+// broadcast to a random output shape.
 #pragma once
 
 #include <cmath>
@@ -8,10 +9,23 @@
 #include <random>
 #include <vector>
 
+#include "kernels/fused.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels::testing {
+
+// The opcodes random programs draw from: every one.
+inline constexpr FusedOpcode kRandomProgramOpcodes[] = {
+    FusedOpcode::kAdd,     FusedOpcode::kSub,       FusedOpcode::kMul,       FusedOpcode::kDiv,
+    FusedOpcode::kPow,     FusedOpcode::kMin,       FusedOpcode::kMax,       FusedOpcode::kRelu,
+    FusedOpcode::kSigmoid, FusedOpcode::kTanh,      FusedOpcode::kExp,       FusedOpcode::kLog,
+    FusedOpcode::kSqrt,    FusedOpcode::kNeg,       FusedOpcode::kAbs,       FusedOpcode::kReciprocal,
+    FusedOpcode::kErf,     FusedOpcode::kHardSwish, FusedOpcode::kLeakyRelu, FusedOpcode::kHardSigmoid,
+    FusedOpcode::kClip};
+
+// The exponents of Pow in random programs (immediates).
+inline constexpr float kRandomPowExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
 
 // A random output shape and 1 to 4 float64 inputs that broadcast to it.
 struct BroadcastInputs {

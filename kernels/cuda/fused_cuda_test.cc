@@ -162,14 +162,8 @@ struct RandomProgram {
 
 RandomProgram MakeRandomProgram(std::mt19937& rng, int nin) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
-                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
-                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
-                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
-                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
-                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
-                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
-  const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
+  const auto& kOps = testing::kRandomProgramOpcodes;
+  const auto& kExponents = testing::kRandomPowExponents;
   RandomProgram p;
   std::uniform_real_distribution<double> value(-2.0, 2.0);
   // Immediates: three plain values then the six exponents.
