@@ -12,14 +12,20 @@
 #include <string>
 
 #include "kernels/float16.h"
+#include "kernels/float_test_util.h"
+#include "kernels/fused_test_util.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::ConvertFloat;
+using testing::ExpectAllClose;
+using testing::FloatValues;
 using testing::HostTensor;
 using testing::OpRunner;
+using testing::RandomBroadcastInputs;
 
 constexpr int64_t Op(FusedOpcode op) { return static_cast<int64_t>(op); }
 
@@ -30,49 +36,7 @@ Attributes Program(std::vector<int64_t> program, std::vector<float> immediates =
   return a;
 }
 
-std::vector<double> AsDoubles(const HostTensor& t) {
-  std::vector<double> out;
-  if (t.dtype == DType::kFloat32) {
-    for (float v : t.Values<float>()) out.push_back(v);
-  } else if (t.dtype == DType::kFloat64) {
-    for (double v : t.Values<double>()) out.push_back(v);
-  } else if (t.dtype == DType::kFloat16) {
-    for (Half v : t.Values<Half>()) out.push_back(HalfToFloat(v));
-  }
-  return out;
-}
-
-HostTensor Convert(const HostTensor& t, DType to) {
-  std::vector<double> v = AsDoubles(t);
-  if (to == DType::kFloat32) {
-    std::vector<float> f(v.begin(), v.end());
-    return HostTensor::Of<float>(t.shape, f);
-  }
-  if (to == DType::kFloat64) return HostTensor::Of<double>(t.shape, v);
-  std::vector<Half> h;
-  for (double x : v) h.push_back(FloatToHalf(static_cast<float>(x)));
-  return HostTensor::Of<Half>(t.shape, h);
-}
-
-HostTensor Scalar(DType dtype, double v) { return Convert(HostTensor::Of<double>({}, {v}), dtype); }
-
-// |a - b| <= atol + rtol * |b|, NaN matching NaN and infinities of the same sign.
-void ExpectClose(const std::vector<double>& actual, const std::vector<double>& expected, double rtol,
-                 double atol, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const double a = actual[i], e = expected[i];
-    if (std::isnan(e)) {
-      EXPECT_TRUE(std::isnan(a)) << what << " at " << i << ": " << a << " vs NaN";
-    } else if (std::isinf(e)) {
-      EXPECT_EQ(a, e) << what << " at " << i;
-    } else {
-      EXPECT_LE(std::fabs(a - e), atol + rtol * std::fabs(e))
-          << what << " at " << i << ": " << a << " vs " << e;
-    }
-    if (::testing::Test::HasFailure()) return;
-  }
-}
+HostTensor Scalar(DType dtype, double v) { return ConvertFloat(HostTensor::Of<double>({}, {v}), dtype); }
 
 // ---------------------------------------------------------------------------
 // Shape function and program checks.
@@ -160,7 +124,7 @@ TEST(FusedElementwiseTest, HardSwishTimesScalePlusBias) {
     const double hs = v * std::min(1.0, std::max(0.0, v / 6.0 + 0.5));
     expected.push_back(i < 3 ? hs * 2.0 + 0.5 : hs * -1.0 + 10.0);
   }
-  ExpectClose(AsDoubles((*out)[0]), expected, 1e-6, 1e-6, "hardswish");
+  ExpectAllClose(FloatValues((*out)[0]), expected, 1e-6, 1e-6, "hardswish");
 }
 
 TEST(FusedElementwiseTest, NaNPropagatesThroughMinAndMaxAndClipOrdersBounds) {
@@ -207,7 +171,7 @@ TEST(FusedElementwiseTest, OutputMayShareAnInputsBuffer) {
   EXPECT_EQ(in[0].Values<float>(), (*expected)[0].Values<float>());
   std::vector<double> want;
   for (float v : x) want.push_back(v / (1.0 + std::exp(-static_cast<double>(v))) + 0.5);
-  ExpectClose(AsDoubles(in[0]), want, 1e-5, 1e-6, "aliased");
+  ExpectAllClose(FloatValues(in[0]), want, 1e-5, 1e-6, "aliased");
 }
 
 // ---------------------------------------------------------------------------
@@ -223,38 +187,15 @@ RandomProgram MakeRandomProgram(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   RandomProgram p;
   // Output shape, then inputs broadcasting to it.
-  const int64_t kDims[] = {1, 2, 3, 7, 17, 64, 700};
-  Shape out(pick(5));
-  int64_t elems = 1;
-  for (int64_t& d : out) {
-    d = kDims[pick(elems > 2000 ? 5 : 7)];
-    elems *= d;
-  }
-  const int nin = 1 + pick(4);
+  p.inputs = RandomBroadcastInputs(rng).inputs;
+  const int nin = static_cast<int>(p.inputs.size());
   std::uniform_real_distribution<double> value(-2.0, 2.0);
-  for (int k = 0; k < nin; ++k) {
-    const size_t rank = static_cast<size_t>(pick(static_cast<int>(out.size()) + 1));
-    Shape s(out.end() - static_cast<std::ptrdiff_t>(rank), out.end());
-    for (int64_t& d : s) {
-      if (pick(10) < 3) d = 1;
-    }
-    std::vector<double> v(static_cast<size_t>(*NumElements(s)));
-    // Quarters are exact in every float type.
-    for (double& x : v) x = std::round(value(rng) * 64.0) / 64.0;
-    p.inputs.push_back(HostTensor::Of<double>(s, v));
-  }
   const int nimm = 1 + pick(3);
   for (int i = 0; i < nimm; ++i)
     p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
   // Pow exponents come from their own immediates.
-  const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
-  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
-                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
-                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
-                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
-                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
-                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
-                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
+  const auto& kExponents = testing::kRandomPowExponents;
+  const auto& kOps = testing::kRandomProgramOpcodes;
   const int count = 1 + pick(8);
   // Slots are numbered after all immediates are known: keep operands symbolic
   // (>= 0: input or result, via `slot`; < 0: immediate -1 - i) until the end.
@@ -303,7 +244,7 @@ RandomProgram MakeRandomProgram(std::mt19937& rng) {
 StatusOr<HostTensor> EvalUnfused(OpRunner& r, const RandomProgram& p, DType dtype, const Shape& out) {
   const size_t nin = p.inputs.size();
   std::vector<HostTensor> slots;
-  for (const HostTensor& t : p.inputs) slots.push_back(Convert(t, dtype));
+  for (const HostTensor& t : p.inputs) slots.push_back(ConvertFloat(t, dtype));
   for (float f : p.immediates) slots.push_back(Scalar(dtype, f));
   auto imm = [&](int64_t s) { return p.immediates[static_cast<size_t>(s) - nin]; };
   for (size_t j = 0; j < p.program.size() / kFusedWidth; ++j) {
@@ -346,7 +287,7 @@ TEST(FusedElementwiseTest, RandomProgramsMatchTheUnfusedOps) {
     const Attributes attrs = Program(p.program, p.immediates);
     for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
       std::vector<HostTensor> in;
-      for (const HostTensor& t : p.inputs) in.push_back(Convert(t, dtype));
+      for (const HostTensor& t : p.inputs) in.push_back(ConvertFloat(t, dtype));
       auto fused = r.Run("FusedElementwise", attrs, in);
       ASSERT_TRUE(fused.ok()) << fused.status().ToString();
       const Shape& out = (*fused)[0].shape;
@@ -356,13 +297,14 @@ TEST(FusedElementwiseTest, RandomProgramsMatchTheUnfusedOps) {
         // float16 computes in float32 and rounds once: the float32 chain, rounded.
         auto ref = EvalUnfused(r, p, DType::kFloat32, out);
         ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-        ExpectClose(AsDoubles((*fused)[0]), AsDoubles(Convert(*ref, DType::kFloat16)), 1e-3, 1e-7, what);
+        ExpectAllClose(FloatValues((*fused)[0]), FloatValues(ConvertFloat(*ref, DType::kFloat16)), 1e-3, 1e-7,
+                       what);
       } else {
         auto ref = EvalUnfused(r, p, dtype, out);
         ASSERT_TRUE(ref.ok()) << ref.status().ToString();
         ASSERT_EQ(ref->shape, out) << what;
         const double rtol = dtype == DType::kFloat32 ? 1e-6 : 1e-13;
-        ExpectClose(AsDoubles((*fused)[0]), AsDoubles(*ref), rtol, rtol, what);
+        ExpectAllClose(FloatValues((*fused)[0]), FloatValues(*ref), rtol, rtol, what);
       }
       if (::testing::Test::HasFailure()) return;
       elements += static_cast<int>(*NumElements(out));

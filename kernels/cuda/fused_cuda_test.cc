@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/fused_codegen.h"
 #include "kernels/cuda/fused_nvrtc.h"
-#include "kernels/cuda/libraries_test_util.h"
 #include "kernels/fused.h"
+#include "kernels/fused_test_util.h"
 
 namespace remex::kernels {
 namespace {
@@ -161,14 +162,8 @@ struct RandomProgram {
 
 RandomProgram MakeRandomProgram(std::mt19937& rng, int nin) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const FusedOpcode kOps[] = {FusedOpcode::kAdd,        FusedOpcode::kSub,         FusedOpcode::kMul,
-                              FusedOpcode::kDiv,        FusedOpcode::kPow,         FusedOpcode::kMin,
-                              FusedOpcode::kMax,        FusedOpcode::kRelu,        FusedOpcode::kSigmoid,
-                              FusedOpcode::kTanh,       FusedOpcode::kExp,         FusedOpcode::kLog,
-                              FusedOpcode::kSqrt,       FusedOpcode::kNeg,         FusedOpcode::kAbs,
-                              FusedOpcode::kReciprocal, FusedOpcode::kErf,         FusedOpcode::kHardSwish,
-                              FusedOpcode::kLeakyRelu,  FusedOpcode::kHardSigmoid, FusedOpcode::kClip};
-  const float kExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
+  const auto& kOps = testing::kRandomProgramOpcodes;
+  const auto& kExponents = testing::kRandomPowExponents;
   RandomProgram p;
   std::uniform_real_distribution<double> value(-2.0, 2.0);
   // Immediates: three plain values then the six exponents.
@@ -304,28 +299,11 @@ TEST(FusedCudaKernel, RandomProgramsMatchTheCpuKernel) {
   testing::OpRunner cpu;
   testing::CudaRunner gpu;
   std::mt19937 rng(20240611);
-  const int64_t kDims[] = {1, 2, 3, 7, 17, 64, 700};
   for (int iter = 0; iter < 60; ++iter) {
-    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-    Shape out(pick(5));
-    int64_t elems = 1;
-    for (int64_t& d : out) {
-      d = kDims[pick(elems > 2000 ? 5 : 7)];
-      elems *= d;
-    }
-    const int nin = 1 + pick(4);
-    std::vector<HostTensor> inputs;
-    std::uniform_real_distribution<double> value(-2.0, 2.0);
-    for (int k = 0; k < nin; ++k) {
-      const size_t rank = static_cast<size_t>(pick(static_cast<int>(out.size()) + 1));
-      Shape s(out.end() - static_cast<std::ptrdiff_t>(rank), out.end());
-      for (int64_t& d : s) {
-        if (pick(10) < 3) d = 1;
-      }
-      std::vector<double> v(static_cast<size_t>(*NumElements(s)));
-      for (double& x : v) x = std::round(value(rng) * 64.0) / 64.0;
-      inputs.push_back(HostTensor::Of<double>(s, v));
-    }
+    const testing::BroadcastInputs b = testing::RandomBroadcastInputs(rng);
+    const Shape& out = b.out;
+    const std::vector<HostTensor>& inputs = b.inputs;
+    const int nin = static_cast<int>(inputs.size());
     RandomProgram p = MakeRandomProgram(rng, nin);
     const Attributes attrs = ProgramAttrs(p);
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {

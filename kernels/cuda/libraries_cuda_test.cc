@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/libraries_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace remex::kernels {
 namespace {

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
@@ -32,40 +32,9 @@ namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::CudaRegistry;
+using testing::DeviceBuffer;
 using testing::HostTensor;
-
-int GpuCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-// Device memory freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) data_ = nullptr;
-  }
-  ~DeviceBuffer() {
-    if (data_) (void)cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
-
-std::unique_ptr<KernelRegistry> CudaRegistry(CudaKernelContext context) {
-  auto registry = CreateCpuRegistry();
-  if (!registry.ok()) return nullptr;
-  if (!RegisterCudaKernels(**registry, context).ok()) return nullptr;
-  return std::move(registry).value();
-}
 
 // |cuda - cpu| <= rel * |cpu| for float outputs; 0: bit for bit.
 struct Tolerance {
@@ -128,26 +97,6 @@ void PutValue(DType dtype, uint8_t* p, double v) {
   }
 }
 
-double GetValue(DType dtype, const uint8_t* p) {
-  auto get = [p](auto x) {
-    std::memcpy(&x, p, sizeof(x));
-    return x;
-  };
-  switch (dtype) {
-    case DType::kFloat32:
-      return get(float{});
-    case DType::kFloat16: {
-      Half h;
-      h.bits = get(uint16_t{});
-      return HalfToFloat(h);
-    }
-    case DType::kFloat64:
-      return get(double{});
-    default:
-      std::abort();
-  }
-}
-
 HostTensor FromDoubles(DType dtype, Shape shape, const std::vector<double>& v) {
   HostTensor t = HostTensor::Zeros(dtype, std::move(shape));
   const size_t es = DTypeSize(dtype);
@@ -181,89 +130,26 @@ HostTensor RandomBytes(DType dtype, Shape shape, std::mt19937& rng) {
   return t;
 }
 
-bool IsNanAt(DType dtype, const uint8_t* p) { return IsFloat(dtype) && std::isnan(GetValue(dtype, p)); }
-
 // ---------------------------------------------------------------------------
 // The differential runner.
 
-class MiscCudaTest : public ::testing::Test {
+class MiscCudaTest : public testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA GPU: cudaGetDeviceCount found none, GPU test not run";
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
-    registry_ = CudaRegistry({0, stream_});
-    ASSERT_TRUE(registry_);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-
   // Runs `op` on the CPU and on the GPU (kData inputs stay in host memory, as the VM
   // places them; the others are uploaded) and returns the CUDA kernel's status; on OK
   // the outputs must match within `tol`.
   Status RunBoth(const std::string& op, const Attributes& attrs, std::vector<HostTensor> inputs,
                  std::optional<size_t> num_outputs = std::nullopt, Tolerance tol = {}) {
-    const OpDef* def = registry_->FindOp(op);
-    EXPECT_TRUE(def) << op;
-    if (!def) return NotFound(op);
-    std::vector<ShapeFnArg> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i].present = inputs[i].dtype != DType::kUndefined;
-      args[i].dtype = inputs[i].dtype;
-      args[i].shape = inputs[i].shape;
-      if (args[i].present && def->DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-    }
-    auto infos = InferShapes(*def, attrs, args);
-    EXPECT_TRUE(infos.ok()) << op << ": " << infos.status().ToString();
-    if (!infos.ok()) return infos.status();
-    const size_t n_out = num_outputs.value_or(infos->size());
-
-    auto cpu_kernel = (*registry_->FindKernel(op, DeviceKind::kCpu))(attrs);
-    EXPECT_TRUE(cpu_kernel.ok()) << cpu_kernel.status().ToString();
-    if (!cpu_kernel.ok()) return cpu_kernel.status();
-    auto expected = testing::OpRunner::RunKernel(**cpu_kernel, *infos, inputs, n_out);
-    EXPECT_TRUE(expected.ok()) << op << " on cpu: " << expected.status().ToString();
-    if (!expected.ok()) return expected.status();
-
-    const KernelFactory* factory = registry_->FindKernel(op, DeviceKind::kCuda);
-    EXPECT_TRUE(factory) << op << " has no CUDA kernel";
-    if (!factory) return NotFound(op);
-    auto kernel = (*factory)(attrs);
-    if (!kernel.ok()) return kernel.status();
-    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-    std::vector<TensorRef> in_refs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      TensorRef r = inputs[i].Ref();
-      if (r.present() && def->DepOf(i) == ShapeDep::kShape && !inputs[i].bytes.empty()) {
-        buffers.push_back(std::make_unique<DeviceBuffer>(inputs[i].bytes.size()));
-        EXPECT_EQ(cudaMemcpy(buffers.back()->data(), inputs[i].bytes.data(), inputs[i].bytes.size(),
-                             cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        r.data = buffers.back()->data();
-      }
-      in_refs.push_back(r);
-    }
-    std::vector<TensorRef> out_refs;
-    for (size_t i = 0; i < n_out; ++i) {
-      const HostTensor& e = (*expected)[i];
-      buffers.push_back(std::make_unique<DeviceBuffer>(e.bytes.size()));
-      // A pattern the kernel must overwrite.
-      if (!e.bytes.empty()) {
-        EXPECT_EQ(cudaMemset(buffers.back()->data(), 0xCD, e.bytes.size()), cudaSuccess);
-      }
-      out_refs.push_back(TensorRef{buffers.back()->data(), e.dtype, e.shape});
-    }
-    Status st = (*kernel)->Compute(in_refs, out_refs);
-    if (!st.ok()) return st;
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess)
-        << op << ": " << cudaGetErrorString(cudaGetLastError());
-    for (size_t i = 0; i < n_out; ++i) {
-      const HostTensor& e = (*expected)[i];
-      std::vector<uint8_t> got(e.bytes.size());
-      if (!got.empty()) {
-        EXPECT_EQ(cudaMemcpy(got.data(), out_refs[i].data, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      }
-      Compare(op, e, got, i, tol);
+    REMEX_ASSIGN_OR_RETURN(
+        testing::CpuAndCudaOutputs out,
+        testing::RunOnCpuAndCuda(*registry_, op, attrs, inputs, num_outputs, stream_, 0xCD));
+    for (size_t i = 0; i < out.cpu.size(); ++i) {
+      const DType dtype = out.cpu[i].dtype;
+      const double rel = dtype == DType::kFloat32   ? tol.f32
+                         : dtype == DType::kFloat16 ? tol.f16
+                         : dtype == DType::kFloat64 ? tol.f64
+                                                    : 0;
+      testing::ExpectSameElements(op, out.cpu[i], out.cuda[i].bytes, i, rel);
     }
     return OkStatus();
   }
@@ -274,38 +160,6 @@ class MiscCudaTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << op << " on cuda: " << st.ToString();
   }
 
-  static void Compare(const std::string& op, const HostTensor& e, const std::vector<uint8_t>& got,
-                      size_t output, Tolerance tol) {
-    const size_t es = DTypeSize(e.dtype);
-    const double rel = e.dtype == DType::kFloat32   ? tol.f32
-                       : e.dtype == DType::kFloat16 ? tol.f16
-                       : e.dtype == DType::kFloat64 ? tol.f64
-                                                    : 0;
-    size_t mismatches = 0;
-    for (size_t i = 0; i * es < e.bytes.size() && mismatches < 5; ++i) {
-      const uint8_t* a = e.bytes.data() + i * es;
-      const uint8_t* b = got.data() + i * es;
-      if (std::memcmp(a, b, es) == 0 || (IsNanAt(e.dtype, a) && IsNanAt(e.dtype, b))) continue;
-      if (rel > 0) {
-        const double want = GetValue(e.dtype, a), have = GetValue(e.dtype, b);
-        if (std::isfinite(want) && std::fabs(have - want) <= rel * std::fabs(want)) continue;
-      }
-      ++mismatches;
-      std::string want, have;
-      for (size_t k = es; k-- > 0;) {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%02x", a[k]);
-        want += buf;
-        std::snprintf(buf, sizeof buf, "%02x", b[k]);
-        have += buf;
-      }
-      ADD_FAILURE() << op << " output " << output << " " << DTypeName(e.dtype) << ShapeToString(e.shape)
-                    << " element " << i << ": cpu 0x" << want << ", cuda 0x" << have;
-    }
-  }
-
-  std::unique_ptr<KernelRegistry> registry_;
-  cudaStream_t stream_ = nullptr;
   std::mt19937 rng_{20240613};
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
@@ -28,38 +29,14 @@ namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::CudaRegistry;
+using testing::FloatValues;
 using testing::HostTensor;
 using testing::OpRunner;
-
-int GpuCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
 
 constexpr DType kF32 = DType::kFloat32;
 constexpr DType kF16 = DType::kFloat16;
 constexpr DType kFloatTypes[] = {kF32, kF16};
-
-// A device allocation freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) data_ = nullptr;
-  }
-  ~DeviceBuffer() {
-    if (data_) (void)cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
 
 // Absolute and relative tolerances per float dtype: |got - want| <= abs + rel * |want|.
 struct Tolerance {
@@ -70,23 +47,12 @@ struct Tolerance {
 constexpr Tolerance kExact = {0, 0, 0, 0};
 constexpr Tolerance kSums = {1e-4, 1e-4, 4e-3, 4e-3};
 
-std::vector<double> AsDoubles(const HostTensor& t) {
-  std::vector<double> v;
-  if (t.dtype == kF32) {
-    for (float x : t.Values<float>()) v.push_back(x);
-  } else if (t.dtype == kF16) {
-    for (Half x : t.Values<Half>()) v.push_back(HalfToFloat(x));
-  }
-  return v;
-}
-
 class NnCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA GPU: the nn CUDA kernels are not run";
-    ASSERT_TRUE(RegisterOpDefs(gpu_).ok());
-    Status s = RegisterCudaKernels(gpu_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    REMEX_SKIP_WITHOUT_GPU();
+    registry_ = CudaRegistry();
+    ASSERT_TRUE(registry_);
   }
 
   // Random values in [lo, hi] of `dtype` (floats; integers rounded; bool by sign).
@@ -153,65 +119,14 @@ class NnCudaTest : public ::testing::Test {
   // memory, as the VM passes them) and compares every output.
   void Check(std::string_view op, const Attributes& attrs, std::vector<HostTensor> inputs, Tolerance tol = {},
              std::optional<size_t> num_outputs = std::nullopt) {
-    StatusOr<std::vector<HostTensor>> want = cpu_.Run(op, attrs, inputs, num_outputs);
-    ASSERT_TRUE(want.ok()) << "CPU " << op << ": " << want.status().ToString();
-    StatusOr<std::vector<HostTensor>> got = RunGpu(op, attrs, inputs, *want);
-    ASSERT_TRUE(got.ok()) << "CUDA " << op << ": " << got.status().ToString();
-    for (size_t k = 0; k < want->size(); ++k) {
-      SCOPED_TRACE(std::string(op) + " output " + std::to_string(k) + " " + ShapeToString((*want)[k].shape) +
-                   " " + std::string(DTypeName((*want)[k].dtype)));
-      Compare((*got)[k], (*want)[k], tol);
+    auto out = testing::RunOnCpuAndCuda(*registry_, op, attrs, inputs, num_outputs, nullptr, 0xff);
+    ASSERT_TRUE(out.ok()) << "CUDA " << op << ": " << out.status().ToString();
+    const std::vector<HostTensor>& want = out->cpu;
+    for (size_t k = 0; k < want.size(); ++k) {
+      SCOPED_TRACE(std::string(op) + " output " + std::to_string(k) + " " + ShapeToString(want[k].shape) +
+                   " " + std::string(DTypeName(want[k].dtype)));
+      Compare(out->cuda[k], want[k], tol);
     }
-  }
-
-  StatusOr<std::vector<HostTensor>> RunGpu(std::string_view op, const Attributes& attrs,
-                                           std::vector<HostTensor>& inputs,
-                                           const std::vector<HostTensor>& like) {
-    const OpDef* def = gpu_.FindOp(op);
-    const KernelFactory* factory = gpu_.FindKernel(op, DeviceKind::kCuda);
-    if (!def || !factory) return NotFound("no CUDA kernel for " + std::string(op));
-    REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(attrs));
-    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-    std::vector<TensorRef> in_refs, out_refs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      TensorRef r = inputs[i].Ref();
-      if (r.present() && def->DepOf(i) == ShapeDep::kShape && !inputs[i].bytes.empty()) {
-        buffers.push_back(std::make_unique<DeviceBuffer>(inputs[i].bytes.size()));
-        r.data = buffers.back()->data();
-        if (!r.data) return ResourceExhausted("cudaMalloc");
-        if (cudaMemcpy(r.data, inputs[i].bytes.data(), inputs[i].bytes.size(), cudaMemcpyHostToDevice) !=
-            cudaSuccess) {
-          return Internal("cudaMemcpy to the device failed");
-        }
-      }
-      in_refs.push_back(r);
-    }
-    std::vector<HostTensor> outputs;
-    for (const HostTensor& w : like) {
-      outputs.push_back(HostTensor::Zeros(w.dtype, w.shape));
-      TensorRef r;
-      r.dtype = w.dtype;
-      r.shape = w.shape;
-      if (!w.bytes.empty()) {
-        buffers.push_back(std::make_unique<DeviceBuffer>(w.bytes.size()));
-        r.data = buffers.back()->data();
-        if (!r.data) return ResourceExhausted("cudaMalloc");
-        // Poison: elements a kernel fails to write show up as NaN / garbage.
-        if (cudaMemset(r.data, 0xff, w.bytes.size()) != cudaSuccess) return Internal("cudaMemset failed");
-      }
-      out_refs.push_back(r);
-    }
-    REMEX_RETURN_IF_ERROR(kernel->Compute(in_refs, out_refs));
-    if (cudaDeviceSynchronize() != cudaSuccess)
-      return Internal("kernel failed: " + std::string(cudaGetErrorString(cudaGetLastError())));
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      if (outputs[k].bytes.empty()) continue;
-      if (cudaMemcpy(outputs[k].bytes.data(), out_refs[k].data, outputs[k].bytes.size(),
-                     cudaMemcpyDeviceToHost) != cudaSuccess) {
-        return Internal("cudaMemcpy to the host failed");
-      }
-    }
-    return outputs;
   }
 
   static void Compare(const HostTensor& got, const HostTensor& want, Tolerance tol) {
@@ -226,8 +141,8 @@ class NnCudaTest : public ::testing::Test {
       }
       return;
     }
-    const std::vector<double> g = AsDoubles(got);
-    const std::vector<double> w = AsDoubles(want);
+    const std::vector<double> g = FloatValues(got);
+    const std::vector<double> w = FloatValues(want);
     const double abs = want.dtype == kF32 ? tol.f32_abs : tol.f16_abs;
     const double rel = want.dtype == kF32 ? tol.f32_rel : tol.f16_rel;
     int failures = 0;
@@ -242,8 +157,7 @@ class NnCudaTest : public ::testing::Test {
     }
   }
 
-  OpRunner cpu_;
-  KernelRegistry gpu_;
+  std::unique_ptr<KernelRegistry> registry_;
   std::mt19937 rng_{20240607};
 };
 
@@ -677,15 +591,9 @@ TEST_F(NnCudaTest, EmptyTensors) {
 // ---------------------------------------------------------------------------
 // Without a GPU: registration, and refusals that precede any CUDA call.
 
-KernelRegistry CudaRegistry() {
-  KernelRegistry r;
-  EXPECT_TRUE(RegisterOpDefs(r).ok());
-  EXPECT_TRUE(RegisterCudaKernels(r).ok());
-  return r;
-}
-
 TEST(NnCudaRegistration, RegistersEveryOp) {
-  KernelRegistry r = CudaRegistry();
+  auto r = CudaRegistry();
+  ASSERT_TRUE(r);
   for (const char* op : {"ReduceSum",
                          "ReduceMean",
                          "ReduceMax",
@@ -728,12 +636,12 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
                          "And",
                          "Or",
                          "Not"}) {
-    EXPECT_NE(r.FindKernel(op, DeviceKind::kCuda), nullptr) << op;
+    EXPECT_NE(r->FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
 }
 
 // Runs a CUDA kernel on host buffers that it must refuse before touching them.
-Status ComputeOnHost(KernelRegistry& r, std::string_view op, const Attributes& attrs,
+Status ComputeOnHost(const KernelRegistry& r, std::string_view op, const Attributes& attrs,
                      std::vector<HostTensor> inputs) {
   OpRunner cpu;
   REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, cpu.Infer(op, attrs, inputs));
@@ -742,7 +650,8 @@ Status ComputeOnHost(KernelRegistry& r, std::string_view op, const Attributes& a
 }
 
 TEST(NnCudaRegistration, UnsupportedDtypesAreUnimplemented) {
-  KernelRegistry r = CudaRegistry();
+  auto r = CudaRegistry();
+  ASSERT_TRUE(r);
   struct Case {
     const char* op;
     Attributes attrs;
@@ -762,20 +671,21 @@ TEST(NnCudaRegistration, UnsupportedDtypesAreUnimplemented) {
                    Attrs({{"stash_type", int64_t{11}}}),
                    {Floats({2}, {1, 2}), Floats({2}, {1, 1})}});
   for (Case& c : cases) {
-    Status s = ComputeOnHost(r, c.op, c.attrs, std::move(c.in));
+    Status s = ComputeOnHost(*r, c.op, c.attrs, std::move(c.in));
     EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << c.op << ": " << s.ToString();
     EXPECT_NE(s.message().find("on cuda"), std::string::npos) << s.ToString();
   }
 }
 
 TEST(NnCudaRegistration, BadAttributesAreRefusedAtCreation) {
-  KernelRegistry r = CudaRegistry();
-  EXPECT_FALSE((*r.FindKernel("MaxPool", DeviceKind::kCuda))(Attributes{}).ok());
-  EXPECT_FALSE((*r.FindKernel("AveragePool", DeviceKind::kCuda))(
+  auto r = CudaRegistry();
+  ASSERT_TRUE(r);
+  EXPECT_FALSE((*r->FindKernel("MaxPool", DeviceKind::kCuda))(Attributes{}).ok());
+  EXPECT_FALSE((*r->FindKernel("AveragePool", DeviceKind::kCuda))(
                    Attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"count_include_pad", int64_t{2}}}))
                    .ok());
-  EXPECT_FALSE((*r.FindKernel("Resize", DeviceKind::kCuda))(Attrs({{"mode", std::string("bicubic")}})).ok());
-  EXPECT_FALSE((*r.FindKernel("LeakyRelu", DeviceKind::kCuda))(Attrs({{"alpha", int64_t{1}}})).ok());
+  EXPECT_FALSE((*r->FindKernel("Resize", DeviceKind::kCuda))(Attrs({{"mode", std::string("bicubic")}})).ok());
+  EXPECT_FALSE((*r->FindKernel("LeakyRelu", DeviceKind::kCuda))(Attrs({{"alpha", int64_t{1}}})).ok());
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
@@ -27,47 +27,10 @@
 namespace remex::kernels {
 namespace {
 
+using testing::Attrs;
+using testing::CudaRegistry;
+using testing::DeviceBuffer;
 using testing::HostTensor;
-
-int GpuCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-#define SKIP_WITHOUT_GPU()                                                              \
-  if (GpuCount() == 0) {                                                                \
-    GTEST_SKIP() << "no CUDA GPU: cudaGetDeviceCount found none, GPU test not run";     \
-  }
-
-// Device memory freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) data_ = nullptr;
-  }
-  ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-};
-
-std::unique_ptr<KernelRegistry> CudaRegistry(CudaKernelContext context) {
-  auto registry = CreateCpuRegistry();
-  if (!registry.ok()) return nullptr;
-  if (!RegisterCudaKernels(**registry, context).ok()) return nullptr;
-  return std::move(registry).value();
-}
 
 // ---------------------------------------------------------------------------
 // Random data.
@@ -105,96 +68,21 @@ DType RandomMoveType(std::mt19937& rng) {
   return kMoveTypes[Uniform(rng, 0, static_cast<int64_t>(std::size(kMoveTypes)) - 1)];
 }
 
-Attributes Attrs(std::initializer_list<std::pair<std::string, AttrValue>> values) {
-  Attributes a;
-  for (const auto& [k, v] : values) a.Set(k, v);
-  return a;
-}
-
 // ---------------------------------------------------------------------------
 // The differential runner.
 
-class TransformCudaTest : public ::testing::Test {
+class TransformCudaTest : public testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA GPU: cudaGetDeviceCount found none, GPU test not run";
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
-    registry_ = CudaRegistry({0, stream_});
-    ASSERT_TRUE(registry_);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-
   // Runs `op` on the CPU and on the GPU (kData inputs stay in host memory, as the VM
-  // places them) and returns the CUDA kernel's status; on OK the outputs must match.
+  // places them; output buffers start as 0xCD bytes) and returns the CUDA kernel's
+  // status; on OK the outputs must match bit for bit.
   Status RunBoth(const std::string& op, const Attributes& attrs, std::vector<HostTensor> inputs,
                  std::optional<size_t> num_outputs = std::nullopt) {
-    const OpDef* def = registry_->FindOp(op);
-    EXPECT_TRUE(def) << op;
-    if (!def) return NotFound(op);
-    std::vector<ShapeFnArg> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i].present = inputs[i].dtype != DType::kUndefined;
-      args[i].dtype = inputs[i].dtype;
-      args[i].shape = inputs[i].shape;
-      if (args[i].present && def->DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-    }
-    auto infos = InferShapes(*def, attrs, args);
-    EXPECT_TRUE(infos.ok()) << op << ": " << infos.status().ToString();
-    if (!infos.ok()) return infos.status();
-    const size_t n_out = num_outputs.value_or(infos->size());
-
-    // CPU.
-    auto cpu_kernel = (*registry_->FindKernel(op, DeviceKind::kCpu))(attrs);
-    EXPECT_TRUE(cpu_kernel.ok()) << cpu_kernel.status().ToString();
-    if (!cpu_kernel.ok()) return cpu_kernel.status();
-    auto expected = testing::OpRunner::RunKernel(**cpu_kernel, *infos, inputs, n_out);
-    EXPECT_TRUE(expected.ok()) << op << " on cpu: " << expected.status().ToString();
-    if (!expected.ok()) return expected.status();
-
-    // CUDA.
-    const KernelFactory* factory = registry_->FindKernel(op, DeviceKind::kCuda);
-    EXPECT_TRUE(factory) << op << " has no CUDA kernel";
-    if (!factory) return NotFound(op);
-    auto kernel = (*factory)(attrs);
-    if (!kernel.ok()) return kernel.status();
-    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-    std::vector<TensorRef> in_refs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      TensorRef r = inputs[i].Ref();
-      if (r.present() && def->DepOf(i) == ShapeDep::kShape && !inputs[i].bytes.empty()) {
-        buffers.push_back(std::make_unique<DeviceBuffer>(inputs[i].bytes.size()));
-        EXPECT_EQ(cudaMemcpy(buffers.back()->data(), inputs[i].bytes.data(), inputs[i].bytes.size(),
-                             cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        r.data = buffers.back()->data();
-      }
-      in_refs.push_back(r);
-    }
-    std::vector<TensorRef> out_refs;
-    std::vector<DeviceBuffer*> out_buffers;
-    for (size_t i = 0; i < n_out; ++i) {
-      const HostTensor& e = (*expected)[i];
-      buffers.push_back(std::make_unique<DeviceBuffer>(e.bytes.size()));
-      // A pattern the kernel must overwrite.
-      if (!e.bytes.empty()) {
-        EXPECT_EQ(cudaMemset(buffers.back()->data(), 0xCD, e.bytes.size()), cudaSuccess);
-      }
-      out_buffers.push_back(buffers.back().get());
-      out_refs.push_back(TensorRef{buffers.back()->data(), e.dtype, e.shape});
-    }
-    Status st = (*kernel)->Compute(in_refs, out_refs);
-    if (!st.ok()) return st;
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << op << ": " << cudaGetErrorString(cudaGetLastError());
-    for (size_t i = 0; i < n_out; ++i) {
-      const HostTensor& e = (*expected)[i];
-      std::vector<uint8_t> got(e.bytes.size());
-      if (!got.empty()) {
-        EXPECT_EQ(cudaMemcpy(got.data(), out_buffers[i]->data(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      }
-      ExpectSameBytes(op, e, got, i);
-    }
+    REMEX_ASSIGN_OR_RETURN(
+        testing::CpuAndCudaOutputs out,
+        testing::RunOnCpuAndCuda(*registry_, op, attrs, inputs, num_outputs, stream_, 0xCD));
+    for (size_t i = 0; i < out.cpu.size(); ++i)
+      testing::ExpectSameElements(op, out.cpu[i], out.cuda[i].bytes, i);
     return OkStatus();
   }
 
@@ -205,51 +93,6 @@ class TransformCudaTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << op << " on cuda: " << st.ToString();
   }
 
-  static bool IsNan(DType dtype, const uint8_t* p) {
-    switch (dtype) {
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, p, 4);
-        return std::isnan(v);
-      }
-      case DType::kFloat64: {
-        double v;
-        std::memcpy(&v, p, 8);
-        return std::isnan(v);
-      }
-      case DType::kFloat16: {
-        Half h;
-        std::memcpy(&h.bits, p, 2);
-        return std::isnan(HalfToFloat(h));
-      }
-      default: return false;
-    }
-  }
-
-  static void ExpectSameBytes(const std::string& op, const HostTensor& e, const std::vector<uint8_t>& got,
-                              size_t output) {
-    const size_t es = DTypeSize(e.dtype);
-    size_t mismatches = 0;
-    for (size_t i = 0; i * es < e.bytes.size() && mismatches < 5; ++i) {
-      const uint8_t* a = e.bytes.data() + i * es;
-      const uint8_t* b = got.data() + i * es;
-      if (std::memcmp(a, b, es) == 0 || (IsNan(e.dtype, a) && IsNan(e.dtype, b))) continue;
-      ++mismatches;
-      std::string want, have;
-      for (size_t k = es; k-- > 0;) {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%02x", a[k]);
-        want += buf;
-        std::snprintf(buf, sizeof buf, "%02x", b[k]);
-        have += buf;
-      }
-      ADD_FAILURE() << op << " output " << output << " " << DTypeName(e.dtype) << ShapeToString(e.shape)
-                    << " element " << i << ": cpu 0x" << want << ", cuda 0x" << have;
-    }
-  }
-
-  std::unique_ptr<KernelRegistry> registry_;
-  cudaStream_t stream_ = nullptr;
   std::mt19937 rng_{20240611};
 };
 
