@@ -61,4 +61,42 @@ struct GemmAttrs {
 };
 StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
 
+// LSTM, GRU and RNN (kernels/rnn.cc): an activation function with its alpha and beta
+// (ONNX's defaults where the node gives none).
+enum class RnnAct : uint8_t {
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
+};
+struct RnnActivation {
+  RnnAct kind = RnnAct::kTanh;
+  float alpha = 0;
+  float beta = 0;
+};
+// The attributes of an LSTM, GRU or RNN node. `acts` holds the activations per
+// direction (RNN 1, GRU 2, LSTM 3), forward's first; a bidirectional node's single
+// list is repeated for the reverse direction.
+struct RnnAttrs {
+  int64_t hidden_size = -1;  // -1: taken from W.
+  int num_directions = 1;
+  bool reverse = false;  // direction == "reverse".
+  std::vector<RnnActivation> acts;
+  bool has_clip = false;
+  float clip = 0;
+  bool linear_before_reset = false;  // GRU only.
+  bool input_forget = false;         // LSTM only.
+  int64_t layout = 0;
+};
+// `op` is "LSTM", "GRU" or "RNN" (INVALID_ARGUMENT otherwise). UNIMPLEMENTED for
+// output_sequence != 0 (opset 1).
+StatusOr<RnnAttrs> ParseRnnAttrs(std::string_view op, const Attributes& attrs);
+
 }  // namespace remex::kernels::internal

@@ -53,6 +53,7 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -75,25 +76,8 @@ constexpr RnnSpec kLstmSpec{"LSTM", RnnKind::kLstm, 4, 3, 8, 3};
 // ---------------------------------------------------------------------------
 // Activations.
 
-enum class Act {
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kAffine,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus
-};
-
-struct Activation {
-  Act kind = Act::kTanh;
-  float alpha = 0;
-  float beta = 0;
-};
+using Act = RnnAct;
+using Activation = RnnActivation;
 
 struct ActInfo {
   std::string_view name;  // Lower case.
@@ -163,24 +147,12 @@ void ApplyActivation(const Activation& a, C* v, int64_t n) {
 // ---------------------------------------------------------------------------
 // Attributes.
 
-struct RnnAttrs {
-  int64_t hidden_size = -1;  // -1: taken from W.
-  int num_directions = 1;
-  bool reverse = false;  // direction == "reverse".
-  std::vector<Activation> acts;  // num_acts per direction, forward's first.
-  bool has_clip = false;
-  float clip = 0;
-  bool linear_before_reset = false;
-  bool input_forget = false;
-  int64_t layout = 0;
-};
-
 std::string Lower(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
 
-StatusOr<RnnAttrs> ParseRnnAttrs(const RnnSpec& spec, const Attributes& attrs) {
+StatusOr<RnnAttrs> ParseSpecAttrs(const RnnSpec& spec, const Attributes& attrs) {
   const std::string_view op = spec.name;
   auto wrap = [op](const Status& s) { return OpError(op, s.message()); };
   RnnAttrs a;
@@ -372,7 +344,7 @@ StatusOr<RnnDims> ComputeRnnDims(const RnnSpec& spec, const RnnAttrs& a,
 
 StatusOr<std::vector<TensorInfo>> InferRnn(const RnnSpec& spec, const Attributes& attrs,
                                            std::span<const ShapeFnArg> in) {
-  REMEX_ASSIGN_OR_RETURN(RnnAttrs a, ParseRnnAttrs(spec, attrs));
+  REMEX_ASSIGN_OR_RETURN(RnnAttrs a, ParseSpecAttrs(spec, attrs));
   REMEX_ASSIGN_OR_RETURN(RnnDims d, ComputeRnnDims(spec, a, in));
   const DType dtype = in[kX].dtype;
   std::vector<TensorInfo> out = {{dtype, d.y}, {dtype, d.state}};
@@ -690,7 +662,7 @@ class RnnRunner {
 class RnnKernel final : public ValidatedKernel {
  public:
   RnnKernel(const RnnSpec& spec, const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), spec_(spec), attrs_(*ParseRnnAttrs(spec, attrs)) {}
+      : ValidatedKernel(def, attrs), spec_(spec), attrs_(*ParseSpecAttrs(spec, attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -762,12 +734,19 @@ Status AddRnnKernel(KernelRegistry& registry, const RnnSpec& spec) {
   return registry.AddKernel(
       name, DeviceKind::kCpu,
       [def = std::move(def), &spec](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        REMEX_RETURN_IF_ERROR(ParseRnnAttrs(spec, attrs).status());
+        REMEX_RETURN_IF_ERROR(ParseSpecAttrs(spec, attrs).status());
         return std::unique_ptr<OpKernel>(std::make_unique<RnnKernel>(spec, def, attrs));
       });
 }
 
 }  // namespace
+
+StatusOr<RnnAttrs> ParseRnnAttrs(std::string_view op, const Attributes& attrs) {
+  for (const RnnSpec* spec : {&kLstmSpec, &kGruSpec, &kRnnSpec}) {
+    if (spec->name == op) return ParseSpecAttrs(*spec, attrs);
+  }
+  return InvalidArgument("ParseRnnAttrs: " + std::string(op) + " is not LSTM, GRU or RNN");
+}
 
 Status AddRnnOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(RnnDef(kLstmSpec)));

@@ -10,10 +10,10 @@
 // (Add, Sub, Mul, Div, Relu, Sigmoid), transform (data movement, Cast, DepthToSpace /
 // SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
 // elementwise ops), libraries (cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm),
-// fused (FusedElementwise through NVRTC) and misc (Shape, Size, ConstantOfShape, Range,
-// Dropout, TopK, LRN). LSTM, GRU and RNN run on the CPU only. Float ops take float32 and float16 (float16
-// is computed in float32 and rounded to nearest even on store, as the CPU kernels
-// do). Other dtypes are UNIMPLEMENTED naming the op and dtype.
+// fused (FusedElementwise through NVRTC), misc (Shape, Size, ConstantOfShape, Range,
+// Dropout, TopK, LRN) and rnn (LSTM, GRU, RNN). Float ops take float32 and float16
+// (float16 is computed in float32 and rounded to nearest even on store, as the CPU
+// kernels do). Other dtypes are UNIMPLEMENTED naming the op and dtype.
 //
 // This header is plain C++ (no CUDA headers).
 #pragma once
