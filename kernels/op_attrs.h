@@ -13,6 +13,7 @@
 #include "base/dtype.h"
 #include "base/status.h"
 #include "kernels/kernels.h"
+#include "kernels/rnn_activation.h"
 
 namespace remex::kernels::internal {
 
@@ -63,19 +64,7 @@ StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
 
 // LSTM, GRU and RNN (kernels/rnn.cc): an activation function with its alpha and beta
 // (ONNX's defaults where the node gives none).
-enum class RnnAct : uint8_t {
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kAffine,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus
-};
+using ::remex::kernels::RnnAct;  // kernels/rnn_activation.h
 struct RnnActivation {
   RnnAct kind = RnnAct::kTanh;
   float alpha = 0;

@@ -37,11 +37,6 @@ namespace {
 using internal::RnnAct;
 using internal::RnnAttrs;
 
-// rnn_impl.h mirrors the activation order of kernels/op_attrs.h.
-static_assert(static_cast<int>(RnnActFn::kRelu) == static_cast<int>(RnnAct::kRelu));
-static_assert(static_cast<int>(RnnActFn::kSoftplus) == static_cast<int>(RnnAct::kSoftplus));
-static_assert(static_cast<int>(RnnActFn::kHardSigmoid) == static_cast<int>(RnnAct::kHardSigmoid));
-
 constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInitC = 6, kP = 7;
 
 struct CellInfo {
@@ -123,7 +118,7 @@ class RnnCudaKernel final : public OpKernel {
     p.linear_before_reset = parsed_.linear_before_reset;
     p.input_forget = parsed_.input_forget;
     for (size_t i = 0; i < parsed_.acts.size() && i < static_cast<size_t>(kRnnMaxActs); ++i) {
-      p.acts[i] = {static_cast<RnnActFn>(parsed_.acts[i].kind), parsed_.acts[i].alpha, parsed_.acts[i].beta};
+      p.acts[i] = {parsed_.acts[i].kind, parsed_.acts[i].alpha, parsed_.acts[i].beta};
     }
     return p;
   }

@@ -7,25 +7,15 @@
 
 #include <cstdint>
 
+#include "kernels/rnn_activation.h"
+
 namespace remex::kernels::cuda {
 
 enum class RnnCell : uint8_t { kRnn, kGru, kLstm };
 enum class RnnElem : uint8_t { kFloat32, kFloat16 };
 
-// Activation functions, in the order of internal::RnnAct (kernels/op_attrs.h).
-enum class RnnActFn : uint8_t {
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kAffine,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus
-};
+// Activation functions: the CPU kernels' own list (kernels/rnn_activation.h).
+using RnnActFn = ::remex::kernels::RnnAct;
 
 struct RnnActParams {
   RnnActFn fn = RnnActFn::kTanh;
