@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/elementwise_impl.h"
+#include "kernels/cuda/half_io.cuh"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -18,19 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65536;
 
-__device__ __forceinline__ float Load(float v) { return v; }
-__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T Store(float v);
-template <>
-__device__ __forceinline__ float Store<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half Store<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 template <BinaryOp kOp>
 __device__ __forceinline__ float ApplyBinary(float x, float y) {

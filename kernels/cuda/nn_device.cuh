@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/half_io.cuh"
+
 namespace remex::kernels::cuda::nn {
 
 constexpr int kThreads = 256;
@@ -18,19 +20,9 @@ inline unsigned Blocks(int64_t n, int per_block = kThreads) {
       std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, kMaxBlocks)));
 }
 
-__device__ __forceinline__ float Load(float v) { return v; }
-__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T Store(float v);
-template <>
-__device__ __forceinline__ float Store<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half Store<__half>(float v) {
-  return __float2half_rn(v);
-}
+// float32/float16 loads and stores (half_io.cuh), beside the overloads files add here.
+using cuda::Load;
+using cuda::Store;
 
 __device__ __forceinline__ int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

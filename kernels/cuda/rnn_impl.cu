@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/rnn_impl.h"
+#include "kernels/cuda/half_io.cuh"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -25,19 +26,6 @@ constexpr int kThreads = 128;
 constexpr int64_t kMaxBlocks = 1 << 20;
 constexpr int kTile = 16;
 
-__device__ __forceinline__ float Load(float v) { return v; }
-__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
-
-template <typename T>
-__device__ __forceinline__ T Store(float v);
-template <>
-__device__ __forceinline__ float Store<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half Store<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 // std::clamp's result: lo when v < lo, hi when hi < v, else v (NaN stays NaN).
 __device__ __forceinline__ float Clamp(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }

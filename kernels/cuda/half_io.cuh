@@ -1,0 +1,24 @@
+// Device-side loads and stores of float32 and float16 elements for the CUDA kernels:
+// float16 is computed in float32 and stored rounded to nearest even (as the CPU's
+// kernels/float16.h does). Include only from .cu files.
+#pragma once
+
+#include <cuda_fp16.h>
+
+namespace remex::kernels::cuda {
+
+__device__ __forceinline__ float Load(float v) { return v; }
+__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T Store(float v);
+template <>
+__device__ __forceinline__ float Store<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half Store<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+}  // namespace remex::kernels::cuda
