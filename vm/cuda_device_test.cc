@@ -4,6 +4,7 @@
 // argument checks (which run before any CUDA call) are tested everywhere.
 
 #include "vm/cuda_device.h"
+#include "vm/vm_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -531,39 +532,9 @@ TEST(CudaKernels, SigmoidSaturatesAndReluKeepsNan) {
   EXPECT_EQ(relu.gpu.At(7), 0.0f);
 }
 
-// main(x: float32[?, 3]) -> y = Relu(x + c) (as in vm_test.cc), run by the VM on the
+// main(x: float32[?, 3]) -> y = Relu(x + c) (vm_test_util.h), run by the VM on the
 // GPU: constants uploaded, a runtime shape function, the CUDA kernels, a bound-free
 // output read back.
-ExecutableDef AddReluDef() {
-  ExecutableDef def;
-  def.producer = "cuda_device_test";
-  ConstantDef c;
-  c.dtype = DType::kFloat32;
-  c.shape = {3};
-  const float values[3] = {1.0f, -2.0f, 0.5f};
-  c.data.resize(sizeof(values));
-  std::memcpy(c.data.data(), values, sizeof(values));
-  def.constants.push_back(std::move(c));
-  def.kernels.push_back({"Add", {}, 2, 1, "add0"});
-  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
-  FunctionDef fn;
-  fn.name = "main";
-  fn.inputs = {{"x", DType::kFloat32, {-1, 3}, {}}};
-  fn.outputs = {{"y", DType::kFloat32, {-1, 3}, {}}};
-  fn.num_registers = 5;
-  fn.code = {
-      {Opcode::kLoadConst, {1, 0, 0}, {}},
-      {Opcode::kInvokeShapeFunc, {0}, {{0, 1}, {2}}},
-      {Opcode::kAllocTensorReg, {3, 1, 2, 0}, {}},
-      {Opcode::kInvokeKernel, {0}, {{0, 1}, {3}}},
-      {Opcode::kAllocOutput, {4, 0, 1, 2}, {{}}},
-      {Opcode::kInvokeKernel, {1}, {{3}, {4}}},
-      {Opcode::kKillRegister, {3}, {}},
-      {Opcode::kRet, {}, {{4}}},
-  };
-  def.functions.push_back(std::move(fn));
-  return def;
-}
 
 TEST(CudaVm, RunsAddReluOnTheGpu) {
   SKIP_WITHOUT_GPU();

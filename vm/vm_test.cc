@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "vm/vm_test_util.h"
+
 namespace remex::vm {
 namespace {
 
@@ -11,42 +13,6 @@ namespace {
 const kernels::KernelRegistry& Registry() {
   static const auto registry = kernels::CreateCpuRegistry();
   return **registry;
-}
-
-ConstantDef FloatConstant(Shape shape, std::vector<float> values) {
-  ConstantDef c;
-  c.dtype = DType::kFloat32;
-  c.shape = std::move(shape);
-  c.data.resize(values.size() * 4);
-  std::memcpy(c.data.data(), values.data(), c.data.size());
-  return c;
-}
-
-// main(x: float32[?, 3]) -> y = Relu(x + c), with a runtime shape function because
-// the first dimension is dynamic.
-ExecutableDef AddReluDef() {
-  ExecutableDef def;
-  def.producer = "vm_test";
-  def.constants.push_back(FloatConstant({3}, {1.0f, -2.0f, 0.5f}));
-  def.kernels.push_back({"Add", {}, 2, 1, "add0"});
-  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
-  FunctionDef fn;
-  fn.name = "main";
-  fn.inputs = {{"x", DType::kFloat32, {-1, 3}, {}}};
-  fn.outputs = {{"y", DType::kFloat32, {-1, 3}, {}}};
-  fn.num_registers = 5;
-  fn.code = {
-      {Opcode::kLoadConst, {1, 0, 0}, {}},
-      {Opcode::kInvokeShapeFunc, {0}, {{0, 1}, {2}}},
-      {Opcode::kAllocTensorReg, {3, 1, 2, 0}, {}},
-      {Opcode::kInvokeKernel, {0}, {{0, 1}, {3}}},
-      {Opcode::kAllocOutput, {4, 0, 1, 2}, {{}}},
-      {Opcode::kInvokeKernel, {1}, {{3}, {4}}},
-      {Opcode::kKillRegister, {3}, {}},
-      {Opcode::kRet, {}, {{4}}},
-  };
-  def.functions.push_back(std::move(fn));
-  return def;
 }
 
 class VmTest : public ::testing::Test {
