@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -157,6 +158,15 @@ StatusOr<std::vector<std::byte>> CompileModel(const std::string& path, const std
                                               remex::compiler::CompileStats* stats) {
   REMEX_ASSIGN_OR_RETURN(auto def, CompileToDef(path, shapes, {}, stats));
   return remex::vm::SerializeExecutable(def);
+}
+
+// --dtype of compile and gen-sr: float32 or float16 (names as base/dtype.h gives them).
+StatusOr<remex::DType> ParseFloatDType(const std::string& name) {
+  std::optional<remex::DType> dtype = remex::DTypeFromName(name);
+  if (!dtype || (*dtype != remex::DType::kFloat32 && *dtype != remex::DType::kFloat16)) {
+    return remex::InvalidArgument("--dtype must be float32 or float16, got '" + name + "'");
+  }
+  return *dtype;
 }
 
 // NAME=MIN:MAX (MAX may be empty: unbounded) for --bound.
@@ -926,14 +936,10 @@ int Compile(const std::string& model, const std::string& output, const std::vect
     dispatch.push_back(*spec);
   }
   if (strict && dispatch.empty()) return Usage(remex::InvalidArgument("--strict needs --dispatch"));
-  remex::DType dtype = remex::DType::kFloat32;
-  if (dtype_name == "float16") {
-    dtype = remex::DType::kFloat16;
-  } else if (dtype_name != "float32") {
-    return Usage(remex::InvalidArgument("--dtype must be float32 or float16, got '" + dtype_name + "'"));
-  }
+  auto dtype = ParseFloatDType(dtype_name);
+  if (!dtype.ok()) return Usage(dtype.status());
   remex::compiler::CompileStats stats;
-  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict, dtype);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict, *dtype);
   if (!def.ok()) return Fail(def.status());
   auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -990,13 +996,9 @@ int GenSr(const std::string& output, int64_t height, int64_t width, const std::s
   } else if (depth_to_space != "native") {
     return Usage(remex::InvalidArgument("--depth-to-space must be native or reshape, got '" + depth_to_space + "'"));
   }
-  if (dtype_name == "float32") {
-    options.dtype = remex::DType::kFloat32;
-  } else if (dtype_name == "float16") {
-    options.dtype = remex::DType::kFloat16;
-  } else {
-    return Usage(remex::InvalidArgument("--dtype must be float32 or float16, got '" + dtype_name + "'"));
-  }
+  auto dtype = ParseFloatDType(dtype_name);
+  if (!dtype.ok()) return Usage(dtype.status());
+  options.dtype = *dtype;
   Status st = remex::sr::WriteSrModel(options, output);
   if (st.code() == remex::StatusCode::kInvalidArgument) return Usage(st);
   if (!st.ok()) return Fail(st);
