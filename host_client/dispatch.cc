@@ -278,9 +278,14 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
   dispatcher.num_registers = static_cast<int32_t>(signature.inputs.size());
   out.functions.push_back(dispatcher);  // filled in below, once the clones have indices
   Linker linker(out);
-  CompileStats local;
+  // The graph-level figures (folding, fusion, layout, precision, transposes) are the
+  // generic compile's; the executable-level ones are recounted below.
+  CompileStats local = generic_stats;
   local.buckets = static_cast<int>(buckets.size());
-  local.functions.push_back({});
+  local.functions = {FunctionStats{}};
+  local.memory = {};
+  local.host_kernels = local.runtime_shape_functions = 0;
+  local.constant_bytes = 0;
 
   std::vector<size_t> clone_index;
   for (const Bucket& bucket : buckets) {
@@ -345,21 +350,11 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
   }
 
   REMEX_ASSIGN_OR_RETURN(local.functions[0], DescribeFunction(out, 0, "dispatcher"));
-  local.nodes_in = generic_stats.nodes_in;
   local.kernels = static_cast<int>(out.kernels.size());
   for (const auto& k : out.kernels) local.host_kernels += k.host ? 1 : 0;
   for (const auto& f : local.functions) local.runtime_shape_functions += f.runtime_shape_functions;
   for (const auto& c : out.constants) local.constant_bytes += c.data.size();
   local.constant_bytes_unshared = linker.unshared_bytes();
-  local.fused_kernels = generic_stats.fused_kernels;
-  local.nodes_fused = generic_stats.nodes_fused;
-  local.layout = generic_stats.layout;
-  local.precision = generic_stats.precision;
-  local.transposes = generic_stats.transposes;
-  local.transposes_at_edges = generic_stats.transposes_at_edges;
-  local.copies_to_host = generic_stats.copies_to_host;
-  local.nodes_folded = generic_stats.nodes_folded;
-  local.nodes_removed = generic_stats.nodes_removed;
   local.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats) *stats = local;
   return out;
