@@ -13,6 +13,7 @@
 #include "base/dtype.h"
 #include "base/status.h"
 #include "kernels/kernels.h"
+#include "kernels/conv_epilogue.h"
 #include "kernels/rnn_activation.h"
 
 namespace remex::kernels::internal {
@@ -87,5 +88,16 @@ struct RnnAttrs {
 // `op` is "LSTM", "GRU" or "RNN" (INVALID_ARGUMENT otherwise). UNIMPLEMENTED for
 // output_sequence != 0 (opset 1).
 StatusOr<RnnAttrs> ParseRnnAttrs(std::string_view op, const Attributes& attrs);
+
+// FusedConv (kernels/conv.cc): the epilogue attributes `activation` and
+// `activation_params` (kernels/conv_epilogue.h). INVALID_ARGUMENT naming `op` for an
+// unknown activation or a wrong parameter count (LeakyRelu [alpha], Clip [min, max],
+// HardSigmoid [alpha, beta], the others none).
+struct ConvEpilogue {
+  ConvActivation activation = ConvActivation::kNone;
+  float alpha = 0;
+  float beta = 0;
+};
+StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& attrs);
 
 }  // namespace remex::kernels::internal
