@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "kernels/kernels.h"
 #include "kernels/conv_epilogue.h"
+#include "kernels/op_enums.h"
 #include "kernels/rnn_activation.h"
 
 namespace remex::kernels::internal {
@@ -35,6 +36,21 @@ struct FillValue {
   uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
 };
 StatusOr<FillValue> FillValueOf(const Attributes& attrs);
+
+// The Reduce* ops: name, kind and whether only float dtypes are taken (ReduceL2,
+// ReduceLogSum, ReduceLogSumExp), in ReduceKind order (kernels/reduce.cc).
+using ::remex::kernels::ReduceKind;  // kernels/op_enums.h
+struct ReduceOpInfo {
+  const char* name;
+  ReduceKind kind;
+  bool float_only;
+};
+std::span<const ReduceOpInfo> ReduceOps();
+
+// Pad's `mode`: constant (the default), reflect or edge (kernels/transform.cc).
+// INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
+using ::remex::kernels::PadMode;  // kernels/op_enums.h
+StatusOr<PadMode> PadModeOf(const Attributes& attrs);
 
 // Reduce*: which input dimensions a node reduces (from the axes attribute or input 1,
 // whose data must be in host memory), and whether they stay as extent 1; the axes are
@@ -63,6 +79,26 @@ struct GemmAttrs {
 };
 StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
 
+// Resize-10/11/13 (kernels/resize.cc): since_version (13 when absent; below 10
+// refused), mode, coordinate_transformation_mode (tf_half_pixel_for_nn in Resize-11
+// only), nearest_mode, cubic_coeff_a (finite), exclude_outside (0 or 1) and
+// extrapolation_value, with ONNX's defaults. Resize-10 takes mode nearest or linear
+// only; its coordinates are asymmetric and its nearest is ResizeNearest::kSimple.
+// INVALID_ARGUMENT "Resize: ...".
+using ::remex::kernels::ResizeCoord;    // kernels/op_enums.h
+using ::remex::kernels::ResizeMode;     // kernels/op_enums.h
+using ::remex::kernels::ResizeNearest;  // kernels/op_enums.h
+struct ResizeAttrs {
+  int64_t version = 13;
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0.0;
+};
+StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs);
+
 // LSTM, GRU and RNN (kernels/rnn.cc): an activation function with its alpha and beta
 // (ONNX's defaults where the node gives none).
 using ::remex::kernels::RnnAct;  // kernels/rnn_activation.h
@@ -74,7 +110,11 @@ struct RnnActivation {
 // The attributes of an LSTM, GRU or RNN node. `acts` holds the activations per
 // direction (RNN 1, GRU 2, LSTM 3), forward's first; a bidirectional node's single
 // list is repeated for the reverse direction.
+using ::remex::kernels::RnnCell;  // kernels/op_enums.h
 struct RnnAttrs {
+  RnnCell cell = RnnCell::kRnn;  // From `op`.
+  int gates = 1;                 // G: RNN 1, GRU 3 (z, r, h), LSTM 4 (i, o, f, c).
+  int num_acts = 1;              // Activations per direction: RNN 1, GRU 2, LSTM 3.
   int64_t hidden_size = -1;  // -1: taken from W.
   int num_directions = 1;
   bool reverse = false;  // direction == "reverse".

@@ -56,25 +56,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Reduce*: attributes, axes and output shapes.
 
-enum class ReduceKind {
-  kSum,
-  kMean,
-  kProd,
-  kMax,
-  kMin,
-  kL1,
-  kL2,
-  kSumSquare,
-  kLogSum,
-  kLogSumExp,
-};
-
-struct ReduceOpInfo {
-  const char* name;
-  ReduceKind kind;
-  bool float_only;
-};
-
 constexpr ReduceOpInfo kReduceOps[] = {
     {"ReduceSum", ReduceKind::kSum, false},
     {"ReduceMean", ReduceKind::kMean, false},
@@ -89,6 +70,8 @@ constexpr ReduceOpInfo kReduceOps[] = {
 };
 
 }  // namespace
+
+std::span<const ReduceOpInfo> ReduceOps() { return kReduceOps; }
 
 // Reads an attribute that must be 0 or 1.
 StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name,

@@ -44,33 +44,14 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
 
 constexpr std::string_view kResize = "Resize";
 
-enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-// kSimple: Resize-10's nearest (floor when upscaling, ceil when downscaling).
-enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
-
-struct ResizeAttrs {
-  int64_t version = 13;
-  Mode mode = Mode::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  NearestMode nearest = NearestMode::kRoundPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0.0;
-};
+}  // namespace
 
 StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs) {
   auto wrap = [](const Status& s) { return OpError(kResize, s.message()); };
@@ -85,47 +66,47 @@ StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs) {
   StatusOr<std::string> mode = attrs.String("mode", "nearest");
   if (!mode.ok()) return wrap(mode.status());
   if (*mode == "nearest") {
-    r.mode = Mode::kNearest;
+    r.mode = ResizeMode::kNearest;
   } else if (*mode == "linear") {
-    r.mode = Mode::kLinear;
+    r.mode = ResizeMode::kLinear;
   } else if (*mode == "cubic" && r.version >= 11) {
-    r.mode = Mode::kCubic;
+    r.mode = ResizeMode::kCubic;
   } else {
     return OpError(kResize, "unknown mode '" + *mode + "'" +
                                 (r.version == 10 ? " (Resize-10: nearest or linear)" : ""));
   }
   if (r.version == 10) {
-    r.coord = Coord::kAsymmetric;
-    r.nearest = NearestMode::kSimple;
+    r.coord = ResizeCoord::kAsymmetric;
+    r.nearest = ResizeNearest::kSimple;
     return r;
   }
   StatusOr<std::string> coord = attrs.String("coordinate_transformation_mode", "half_pixel");
   if (!coord.ok()) return wrap(coord.status());
   if (*coord == "half_pixel") {
-    r.coord = Coord::kHalfPixel;
+    r.coord = ResizeCoord::kHalfPixel;
   } else if (*coord == "pytorch_half_pixel") {
-    r.coord = Coord::kPytorchHalfPixel;
+    r.coord = ResizeCoord::kPytorchHalfPixel;
   } else if (*coord == "align_corners") {
-    r.coord = Coord::kAlignCorners;
+    r.coord = ResizeCoord::kAlignCorners;
   } else if (*coord == "asymmetric") {
-    r.coord = Coord::kAsymmetric;
+    r.coord = ResizeCoord::kAsymmetric;
   } else if (*coord == "tf_crop_and_resize") {
-    r.coord = Coord::kTfCropAndResize;
+    r.coord = ResizeCoord::kTfCropAndResize;
   } else if (*coord == "tf_half_pixel_for_nn" && r.version == 11) {
-    r.coord = Coord::kTfHalfPixelForNn;
+    r.coord = ResizeCoord::kTfHalfPixelForNn;
   } else {
     return OpError(kResize, "unknown coordinate_transformation_mode '" + *coord + "'");
   }
   StatusOr<std::string> nearest = attrs.String("nearest_mode", "round_prefer_floor");
   if (!nearest.ok()) return wrap(nearest.status());
   if (*nearest == "round_prefer_floor") {
-    r.nearest = NearestMode::kRoundPreferFloor;
+    r.nearest = ResizeNearest::kRoundPreferFloor;
   } else if (*nearest == "round_prefer_ceil") {
-    r.nearest = NearestMode::kRoundPreferCeil;
+    r.nearest = ResizeNearest::kRoundPreferCeil;
   } else if (*nearest == "floor") {
-    r.nearest = NearestMode::kFloor;
+    r.nearest = ResizeNearest::kFloor;
   } else if (*nearest == "ceil") {
-    r.nearest = NearestMode::kCeil;
+    r.nearest = ResizeNearest::kCeil;
   } else {
     return OpError(kResize, "unknown nearest_mode '" + *nearest + "'");
   }
@@ -142,6 +123,8 @@ StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs) {
   r.extrapolation = *extrapolation;
   return r;
 }
+
+namespace {
 
 // Output extents and the per-axis scales and roi the coordinate transform uses.
 struct ResizePlan {
@@ -195,7 +178,7 @@ StatusOr<ResizePlan> PlanResize(const ResizeAttrs& a, std::span<const ShapeFnArg
     if (in.size() > 3) sizes = &in[3];
   }
   if (DTypeSize(x.dtype) == 0) return OpError(kResize, "X has an invalid dtype");
-  if (a.mode != Mode::kNearest && x.dtype == DType::kBool) {
+  if (a.mode != ResizeMode::kNearest && x.dtype == DType::kBool) {
     return Unimplemented("Resize: linear and cubic modes do not take bool X");
   }
   const size_t rank = x.shape.size();
@@ -256,7 +239,7 @@ StatusOr<ResizePlan> PlanResize(const ResizeAttrs& a, std::span<const ShapeFnArg
           x.shape[i] == 0 ? 1.0 : static_cast<double>(s[i]) / static_cast<double>(x.shape[i]);
     }
   }
-  if (a.coord == Coord::kTfCropAndResize) {
+  if (a.coord == ResizeCoord::kTfCropAndResize) {
     if (!Given(roi)) return OpError(kResize, "tf_crop_and_resize needs roi");
     REMEX_ASSIGN_OR_RETURN(p.roi, ReadFloats("roi", *roi));
     if (p.roi.size() != 2 * rank) {
@@ -307,17 +290,17 @@ double OriginalCoord(const ResizeAttrs& a, double x, double scale, int64_t in, d
                      double roi_start, double roi_end) {
   const double len_in = static_cast<double>(in);
   switch (a.coord) {
-    case Coord::kHalfPixel:
+    case ResizeCoord::kHalfPixel:
       return (x + 0.5) / scale - 0.5;
-    case Coord::kPytorchHalfPixel:
+    case ResizeCoord::kPytorchHalfPixel:
       return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case Coord::kAlignCorners:
+    case ResizeCoord::kAlignCorners:
       return out == 1 ? 0.0 : x * (len_in - 1) / (out - 1);
-    case Coord::kAsymmetric:
+    case ResizeCoord::kAsymmetric:
       return x / scale;
-    case Coord::kTfHalfPixelForNn:
+    case ResizeCoord::kTfHalfPixelForNn:
       return (x + 0.5) / scale;
-    case Coord::kTfCropAndResize:
+    case ResizeCoord::kTfCropAndResize:
       return out > 1
                  ? roi_start * (len_in - 1) + x * (roi_end - roi_start) * (len_in - 1) / (out - 1)
                  : 0.5 * (roi_start + roi_end) * (len_in - 1);
@@ -331,24 +314,24 @@ int64_t ClampIndex(double v, int64_t in) {
   return v >= hi ? in - 1 : static_cast<int64_t>(v);
 }
 
-int64_t NearestIndex(NearestMode m, double x, bool downscale, int64_t in) {
+int64_t NearestIndex(ResizeNearest m, double x, bool downscale, int64_t in) {
   const double f = std::floor(x);
   double r = f;
   if (x != f) {
     switch (m) {
-      case NearestMode::kRoundPreferFloor:
+      case ResizeNearest::kRoundPreferFloor:
         r = x - f <= 0.5 ? f : f + 1;
         break;
-      case NearestMode::kRoundPreferCeil:
+      case ResizeNearest::kRoundPreferCeil:
         r = x - f < 0.5 ? f : f + 1;
         break;
-      case NearestMode::kFloor:
+      case ResizeNearest::kFloor:
         r = f;
         break;
-      case NearestMode::kCeil:
+      case ResizeNearest::kCeil:
         r = f + 1;
         break;
-      case NearestMode::kSimple:
+      case ResizeNearest::kSimple:
         r = downscale ? f + 1 : f;
         break;
     }
@@ -370,10 +353,10 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
   AxisMap m;
   m.in = in;
   m.out = out;
-  m.taps = a.mode == Mode::kNearest ? 1 : a.mode == Mode::kLinear ? 2 : 4;
+  m.taps = a.mode == ResizeMode::kNearest ? 1 : a.mode == ResizeMode::kLinear ? 2 : 4;
   const size_t n = static_cast<size_t>(m.taps);
   m.index.assign(static_cast<size_t>(out) * n, 0);
-  if (a.mode != Mode::kNearest) m.weight.assign(static_cast<size_t>(out) * n, 0.0);
+  if (a.mode != ResizeMode::kNearest) m.weight.assign(static_cast<size_t>(out) * n, 0.0);
   if (in == 0) {
     m.identity = true;
     return m;
@@ -383,12 +366,12 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
     const double x =
         OriginalCoord(a, static_cast<double>(o), scale, in, length, roi_start, roi_end);
     int64_t* idx = &m.index[o * n];
-    if (a.coord == Coord::kTfCropAndResize && (x < 0 || x > hi)) {
+    if (a.coord == ResizeCoord::kTfCropAndResize && (x < 0 || x > hi)) {
       if (m.outside.empty()) m.outside.assign(static_cast<size_t>(out), 0);
       m.outside[o] = 1;
       continue;
     }
-    if (a.mode == Mode::kNearest) {
+    if (a.mode == ResizeMode::kNearest) {
       idx[0] = NearestIndex(a.nearest, x, scale < 1.0, in);
       continue;
     }
@@ -398,7 +381,7 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
     const double t = xc - f;
     const int64_t base = static_cast<int64_t>(f);
     double* w = &m.weight[o * n];
-    if (a.mode == Mode::kLinear) {
+    if (a.mode == ResizeMode::kLinear) {
       w[0] = 1 - t;
       w[1] = t;
       idx[0] = std::clamp<int64_t>(base, 0, in - 1);
@@ -420,7 +403,7 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
   // Identity: every output index samples exactly its own input index.
   m.identity = in == out && m.outside.empty();
   for (int64_t o = 0; m.identity && o < out; ++o) {
-    if (a.mode == Mode::kNearest) {
+    if (a.mode == ResizeMode::kNearest) {
       m.identity = m.index[o] == o;
       continue;
     }
@@ -654,7 +637,7 @@ class ResizeKernel final : public ValidatedKernel {
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(ResizePlan plan, PlanResize(attrs_, args));
     const std::vector<AxisMap> maps = BuildAxisMaps(attrs_, plan, in[0].shape);
-    if (attrs_.mode == Mode::kNearest) {
+    if (attrs_.mode == ResizeMode::kNearest) {
       return DispatchAllTypes(op(), in[0].dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         const T e = FromCompute<T, double>(attrs_.extrapolation);

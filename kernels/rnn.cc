@@ -58,20 +58,18 @@
 namespace remex::kernels::internal {
 namespace {
 
-enum class RnnKind { kRnn, kGru, kLstm };
-
 struct RnnSpec {
   std::string_view name;
-  RnnKind kind;
+  RnnCell cell;
   int gates;      // G.
   int num_acts;   // Activations per direction.
   int max_inputs;
   int max_outputs;
 };
 
-constexpr RnnSpec kRnnSpec{"RNN", RnnKind::kRnn, 1, 1, 6, 2};
-constexpr RnnSpec kGruSpec{"GRU", RnnKind::kGru, 3, 2, 6, 2};
-constexpr RnnSpec kLstmSpec{"LSTM", RnnKind::kLstm, 4, 3, 8, 3};
+constexpr RnnSpec kRnnSpec{"RNN", RnnCell::kRnn, 1, 1, 6, 2};
+constexpr RnnSpec kGruSpec{"GRU", RnnCell::kGru, 3, 2, 6, 2};
+constexpr RnnSpec kLstmSpec{"LSTM", RnnCell::kLstm, 4, 3, 8, 3};
 
 // ---------------------------------------------------------------------------
 // Activations.
@@ -156,6 +154,9 @@ StatusOr<RnnAttrs> ParseSpecAttrs(const RnnSpec& spec, const Attributes& attrs) 
   const std::string_view op = spec.name;
   auto wrap = [op](const Status& s) { return OpError(op, s.message()); };
   RnnAttrs a;
+  a.cell = spec.cell;
+  a.gates = spec.gates;
+  a.num_acts = spec.num_acts;
   StatusOr<int64_t> hidden = attrs.Int("hidden_size", -1);
   if (!hidden.ok()) return wrap(hidden.status());
   if (attrs.Has("hidden_size") && *hidden <= 0) {
@@ -180,10 +181,10 @@ StatusOr<RnnAttrs> ParseSpecAttrs(const RnnSpec& spec, const Attributes& attrs) 
     if (!listed.ok()) return wrap(listed.status());
     names = std::move(listed).value();
   } else {
-    switch (spec.kind) {
-      case RnnKind::kRnn: names = {"Tanh"}; break;
-      case RnnKind::kGru: names = {"Sigmoid", "Tanh"}; break;
-      case RnnKind::kLstm: names = {"Sigmoid", "Tanh", "Tanh"}; break;
+    switch (spec.cell) {
+      case RnnCell::kRnn: names = {"Tanh"}; break;
+      case RnnCell::kGru: names = {"Sigmoid", "Tanh"}; break;
+      case RnnCell::kLstm: names = {"Sigmoid", "Tanh", "Tanh"}; break;
     }
   }
   const size_t want = static_cast<size_t>(spec.num_acts * a.num_directions);
@@ -220,12 +221,12 @@ StatusOr<RnnAttrs> ParseSpecAttrs(const RnnSpec& spec, const Attributes& attrs) 
     a.has_clip = true;
     a.clip = *clip;
   }
-  if (spec.kind == RnnKind::kGru) {
+  if (spec.cell == RnnCell::kGru) {
     StatusOr<int64_t> lbr = attrs.Int("linear_before_reset", 0);
     if (!lbr.ok()) return wrap(lbr.status());
     a.linear_before_reset = *lbr != 0;
   }
-  if (spec.kind == RnnKind::kLstm) {
+  if (spec.cell == RnnCell::kLstm) {
     StatusOr<int64_t> input_forget = attrs.Int("input_forget", 0);
     if (!input_forget.ok()) return wrap(input_forget.status());
     a.input_forget = *input_forget != 0;
@@ -348,7 +349,7 @@ StatusOr<std::vector<TensorInfo>> InferRnn(const RnnSpec& spec, const Attributes
   REMEX_ASSIGN_OR_RETURN(RnnDims d, ComputeRnnDims(spec, a, in));
   const DType dtype = in[kX].dtype;
   std::vector<TensorInfo> out = {{dtype, d.y}, {dtype, d.state}};
-  if (spec.kind == RnnKind::kLstm) out.push_back({dtype, d.state});
+  if (spec.cell == RnnCell::kLstm) out.push_back({dtype, d.state});
   return out;
 }
 
@@ -452,8 +453,8 @@ class RnnRunner {
     hr_.resize(static_cast<size_t>(d_.batch * g * h));
     h_.resize(static_cast<size_t>(d_.batch * h));
     gates_.resize(static_cast<size_t>(g * h));
-    if (spec_.kind == RnnKind::kLstm) c_.resize(h_.size());
-    if (spec_.kind == RnnKind::kGru) rh_.resize(h_.size());
+    if (spec_.cell == RnnCell::kLstm) c_.resize(h_.size());
+    if (spec_.cell == RnnCell::kGru) rh_.resize(h_.size());
     for (int64_t dir = 0; dir < d_.dirs; ++dir) REMEX_RETURN_IF_ERROR(RunDirection(dir));
     return OkStatus();
   }
@@ -472,7 +473,7 @@ class RnnRunner {
     const C* bias = io_.b ? io_.b + dir * 2 * gh : nullptr;
     const C* peep = io_.p ? io_.p + dir * 3 * h : nullptr;
     const Activation* acts = a_.acts.data() + dir * spec_.num_acts;
-    const bool lbr = spec_.kind == RnnKind::kGru && a_.linear_before_reset;
+    const bool lbr = spec_.cell == RnnCell::kGru && a_.linear_before_reset;
 
     // Input products for every step at once, rows in X's order, with the biases that
     // are plain sums (the GRU h gate's R bias stays apart under linear_before_reset).
@@ -502,7 +503,7 @@ class RnnRunner {
       } else {
         std::fill(hb, hb + h, C(0));
       }
-      if (spec_.kind == RnnKind::kLstm) {
+      if (spec_.cell == RnnCell::kLstm) {
         C* cb = c_.data() + b * h;
         if (io_.init_c) {
           std::copy(io_.init_c + StateOffset(dir, b), io_.init_c + StateOffset(dir, b) + h, cb);
@@ -515,9 +516,9 @@ class RnnRunner {
     for (int64_t s = 0; s < d_.seq; ++s) {
       // Recurrent products of the previous hidden state (GRU without
       // linear_before_reset: z and r gates only, the h gate needs r first).
-      const int64_t n = spec_.kind == RnnKind::kGru && !lbr ? 2 * h : gh;
+      const int64_t n = spec_.cell == RnnCell::kGru && !lbr ? 2 * h : gh;
       REMEX_RETURN_IF_ERROR(GemmABt<C>(h_.data(), h, r, h, hr_.data(), gh, d_.batch, n, h, false));
-      if (spec_.kind == RnnKind::kGru && !lbr) {
+      if (spec_.cell == RnnCell::kGru && !lbr) {
         for (int64_t b = 0; b < d_.batch; ++b) {
           if (s >= lens_[b]) continue;
           C* gt = GatePreActivations(b, s, reverse, 2 * h);
@@ -540,10 +541,10 @@ class RnnRunner {
         if (s >= lens_[b]) continue;
         const int64_t t = reverse ? lens_[b] - 1 - s : s;
         C* hb = h_.data() + b * h;
-        switch (spec_.kind) {
-          case RnnKind::kRnn: StepRnn(b, t, hb, acts); break;
-          case RnnKind::kGru: StepGru(b, t, hb, acts, lbr); break;
-          case RnnKind::kLstm: StepLstm(b, t, hb, acts, peep); break;
+        switch (spec_.cell) {
+          case RnnCell::kRnn: StepRnn(b, t, hb, acts); break;
+          case RnnCell::kGru: StepGru(b, t, hb, acts, lbr); break;
+          case RnnCell::kLstm: StepLstm(b, t, hb, acts, peep); break;
         }
         if (io_.y) {
           C* yrow = io_.y + (d_.layout0() ? (t * d_.dirs + dir) * d_.batch + b

@@ -766,7 +766,7 @@ class SplitKernel final : public ValidatedKernel {
 // ---------------------------------------------------------------------------
 // Pad: data, pads, [constant_value] (attributes pads and value before opset 11).
 
-enum class PadMode { kConstant, kReflect, kEdge };
+}  // namespace
 
 StatusOr<PadMode> PadModeOf(const Attributes& attrs) {
   StatusOr<std::string> mode = attrs.String("mode", "constant");
@@ -776,6 +776,8 @@ StatusOr<PadMode> PadModeOf(const Attributes& attrs) {
   if (*mode == "edge") return PadMode::kEdge;
   return OpError("Pad", "unknown mode '" + *mode + "' (constant, reflect or edge)");
 }
+
+namespace {
 
 StatusOr<std::vector<int64_t>> PadAmounts(const Attributes& attrs,
                                           std::span<const ShapeFnArg> in) {

@@ -302,23 +302,10 @@ class LayerNormKernel final : public NnKernel {
   }
 };
 
-struct ReduceOpName {
-  const char* name;
-  ReduceKind kind;
-};
-
-constexpr ReduceOpName kReduceOps[] = {
-    {"ReduceSum", ReduceKind::kSum},       {"ReduceMean", ReduceKind::kMean},
-    {"ReduceProd", ReduceKind::kProd},     {"ReduceMax", ReduceKind::kMax},
-    {"ReduceMin", ReduceKind::kMin},       {"ReduceL1", ReduceKind::kL1},
-    {"ReduceL2", ReduceKind::kL2},         {"ReduceSumSquare", ReduceKind::kSumSquare},
-    {"ReduceLogSum", ReduceKind::kLogSum}, {"ReduceLogSumExp", ReduceKind::kLogSumExp},
-};
-
 }  // namespace
 
 Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  for (const ReduceOpName& r : kReduceOps) {
+  for (const internal::ReduceOpInfo& r : internal::ReduceOps()) {
     REMEX_RETURN_IF_ERROR(AddNnKernel(registry, r.name, MakeNn<ReduceKernel>(context, r.kind)));
   }
   REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "ArgMax", MakeNn<ArgKernel>(context, true)));

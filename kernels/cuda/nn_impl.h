@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/broadcast_plan.h"
+#include "kernels/op_enums.h"
 
 namespace remex::kernels::cuda {
 
@@ -23,18 +24,8 @@ enum class NnType : uint8_t { kFloat32, kFloat16, kInt32, kInt64, kBool };
 // ---------------------------------------------------------------------------
 // Reductions (ONNX Reduce*, opsets 1-18).
 
-enum class ReduceKind : uint8_t {
-  kSum,
-  kMean,
-  kProd,
-  kMax,
-  kMin,
-  kL1,
-  kL2,
-  kSumSquare,
-  kLogSum,
-  kLogSumExp,
-};
+// The kind of reduction: the CPU kernels' own enum (kernels/op_enums.h).
+using ::remex::kernels::ReduceKind;
 
 inline constexpr int kMaxReduceGroups = 8;
 
@@ -108,17 +99,11 @@ cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t
 
 inline constexpr int kMaxResizeRank = 8;
 
-enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
-enum class ResizeCoord : uint8_t {
-  kHalfPixel,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-// kSimple: Resize-10's nearest (floor when upscaling, ceil when downscaling).
-enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+// Mode, coordinate transform and nearest rounding: the CPU kernel's own enums
+// (kernels/op_enums.h).
+using ::remex::kernels::ResizeCoord;
+using ::remex::kernels::ResizeMode;
+using ::remex::kernels::ResizeNearest;
 
 struct ResizeParams {
   int rank = 0;

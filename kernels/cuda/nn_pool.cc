@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cuda/nn_common.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -143,70 +144,16 @@ class GlobalAveragePoolKernel final : public NnKernel {
 // ---------------------------------------------------------------------------
 // Resize.
 
-struct ResizeAttrs {
-  int64_t version = 13;
-  ResizeParams params;  // Mode, coordinates, nearest, cubic; the extents come later.
-  double extrapolation = 0.0;
-};
-
-template <typename E>
-StatusOr<E> Choice(std::string_view op, const Attributes& attrs, std::string_view name, std::string def,
-                   std::initializer_list<std::pair<const char*, E>> choices) {
-  StatusOr<std::string> v = attrs.String(name, std::move(def));
-  if (!v.ok()) return internal::OpError(op, v.status().message());
-  for (const auto& [text, value] : choices) {
-    if (*v == text) return value;
-  }
-  return internal::OpError(op, "unknown " + std::string(name) + " '" + *v + "'");
-}
-
-// kernels/resize.cc's ParseResizeAttrs.
-StatusOr<ResizeAttrs> ParseResizeAttrs(std::string_view op, const Attributes& attrs) {
-  ResizeAttrs r;
-  ResizeParams& p = r.params;
-  StatusOr<int64_t> version = attrs.Int("since_version", 13);
-  if (!version.ok()) return internal::OpError(op, version.status().message());
-  if (*version < 10)
-    return internal::OpError(op, "since_version " + std::to_string(*version) + " is not a Resize version");
-  r.version = *version;
-  REMEX_ASSIGN_OR_RETURN(p.mode, Choice<ResizeMode>(op, attrs, "mode", "nearest",
-                                                    {{"nearest", ResizeMode::kNearest},
-                                                     {"linear", ResizeMode::kLinear},
-                                                     {"cubic", ResizeMode::kCubic}}));
-  if (r.version == 10) {
-    if (p.mode == ResizeMode::kCubic)
-      return internal::OpError(op, "unknown mode 'cubic' (Resize-10: nearest or linear)");
-    p.coord = ResizeCoord::kAsymmetric;
-    p.nearest = ResizeNearest::kSimple;
-    return r;
-  }
-  REMEX_ASSIGN_OR_RETURN(p.coord,
-                         Choice<ResizeCoord>(op, attrs, "coordinate_transformation_mode", "half_pixel",
-                                             {{"half_pixel", ResizeCoord::kHalfPixel},
-                                              {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
-                                              {"align_corners", ResizeCoord::kAlignCorners},
-                                              {"asymmetric", ResizeCoord::kAsymmetric},
-                                              {"tf_crop_and_resize", ResizeCoord::kTfCropAndResize},
-                                              {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNn}}));
-  if (p.coord == ResizeCoord::kTfHalfPixelForNn && r.version != 11) {
-    return internal::OpError(op, "unknown coordinate_transformation_mode 'tf_half_pixel_for_nn'");
-  }
-  REMEX_ASSIGN_OR_RETURN(p.nearest,
-                         Choice<ResizeNearest>(op, attrs, "nearest_mode", "round_prefer_floor",
-                                               {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
-                                                {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
-                                                {"floor", ResizeNearest::kFloor},
-                                                {"ceil", ResizeNearest::kCeil}}));
-  StatusOr<float> a = attrs.Float("cubic_coeff_a", -0.75f);
-  if (!a.ok()) return internal::OpError(op, a.status().message());
-  p.cubic_a = *a;
-  StatusOr<int64_t> exclude = attrs.Int("exclude_outside", 0);
-  if (!exclude.ok()) return internal::OpError(op, exclude.status().message());
-  p.exclude_outside = *exclude == 1;
-  StatusOr<float> e = attrs.Float("extrapolation_value", 0.0f);
-  if (!e.ok()) return internal::OpError(op, e.status().message());
-  r.extrapolation = *e;
-  return r;
+// The launchers' parameters from the attributes (kernels/resize.cc's
+// ParseResizeAttrs); the extents come later (PlanResize).
+ResizeParams ParamsOf(const internal::ResizeAttrs& a) {
+  ResizeParams p;
+  p.mode = a.mode;
+  p.coord = a.coord;
+  p.nearest = a.nearest;
+  p.exclude_outside = a.exclude_outside;
+  p.cubic_a = a.cubic_a;
+  return p;
 }
 
 bool Given(std::span<const TensorRef> in, size_t i) {
@@ -302,12 +249,12 @@ uint64_t ExtrapolationBits(DType dtype, double v) {
 
 class ResizeKernel final : public NnKernel {
  public:
-  ResizeKernel(OpDef def, Attributes attrs, CudaKernelContext context, ResizeAttrs resize)
+  ResizeKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::ResizeAttrs resize)
       : NnKernel(std::move(def), std::move(attrs), context), resize_(resize) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    ResizeParams p = resize_.params;
+    ResizeParams p = ParamsOf(resize_);
     REMEX_RETURN_IF_ERROR(PlanResize(op(), resize_.version, in, p));
     const int64_t n_out = Count(out[0].shape);
     if (p.mode == ResizeMode::kNearest) {
@@ -329,12 +276,12 @@ class ResizeKernel final : public NnKernel {
   }
 
  private:
-  const ResizeAttrs resize_;
+  const internal::ResizeAttrs resize_;
 };
 
 StatusOr<std::unique_ptr<OpKernel>> MakeResize(CudaKernelContext context, const OpDef& def,
                                                const Attributes& attrs) {
-  REMEX_ASSIGN_OR_RETURN(ResizeAttrs r, ParseResizeAttrs(def.name, attrs));
+  REMEX_ASSIGN_OR_RETURN(internal::ResizeAttrs r, internal::ParseResizeAttrs(attrs));
   return std::unique_ptr<OpKernel>(std::make_unique<ResizeKernel>(def, attrs, context, r));
 }
 

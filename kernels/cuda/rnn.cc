@@ -39,18 +39,6 @@ using internal::RnnAttrs;
 
 constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInitC = 6, kP = 7;
 
-struct CellInfo {
-  RnnCell cell;
-  int gates;
-  int num_acts;
-};
-
-CellInfo CellOf(std::string_view op) {
-  if (op == "LSTM") return {RnnCell::kLstm, 4, 3};
-  if (op == "GRU") return {RnnCell::kGru, 3, 2};
-  return {RnnCell::kRnn, 1, 1};
-}
-
 bool Present(std::span<const TensorRef> t, size_t i) { return i < t.size() && t[i].present(); }
 
 class RnnCudaKernel final : public OpKernel {
@@ -100,17 +88,16 @@ class RnnCudaKernel final : public OpKernel {
  private:
   // Sizes from the inputs, which the shape function has checked.
   RnnParams ParamsOf(std::span<const TensorRef> in) const {
-    const CellInfo info = CellOf(def_.name);
     RnnParams p;
-    p.cell = info.cell;
-    p.gates = info.gates;
-    p.num_acts = info.num_acts;
+    p.cell = parsed_.cell;
+    p.gates = parsed_.gates;
+    p.num_acts = parsed_.num_acts;
     p.layout1 = parsed_.layout == 1;
     const Shape& xs = in[kX].shape;
     p.seq = p.layout1 ? xs[1] : xs[0];
     p.batch = p.layout1 ? xs[0] : xs[1];
     p.input = xs[2];
-    p.hidden = in[kW].shape[1] / info.gates;
+    p.hidden = in[kW].shape[1] / parsed_.gates;
     p.dirs = parsed_.num_directions;
     p.reverse = parsed_.reverse;
     p.has_clip = parsed_.has_clip;

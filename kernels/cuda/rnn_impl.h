@@ -7,11 +7,13 @@
 
 #include <cstdint>
 
+#include "kernels/op_enums.h"
 #include "kernels/rnn_activation.h"
 
 namespace remex::kernels::cuda {
 
-enum class RnnCell : uint8_t { kRnn, kGru, kLstm };
+// The cell kind: the CPU kernels' own enum (kernels/op_enums.h).
+using ::remex::kernels::RnnCell;
 enum class RnnElem : uint8_t { kFloat32, kFloat16 };
 
 // Activation functions: the CPU kernels' own list (kernels/rnn_activation.h).

@@ -43,6 +43,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/transform_impl.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -559,15 +560,6 @@ class GatherKernel final : public TransformKernel {
 // Pad: data, pads (host), [constant_value (device)]; attributes pads and value before
 // opset 11.
 
-StatusOr<PadMode> PadModeOf(const Attributes& attrs) {
-  StatusOr<std::string> mode = attrs.String("mode", "constant");
-  if (!mode.ok()) return internal::OpError("Pad", mode.status().message());
-  if (*mode == "constant") return PadMode::kConstant;
-  if (*mode == "reflect") return PadMode::kReflect;
-  if (*mode == "edge") return PadMode::kEdge;
-  return internal::OpError("Pad", "unknown mode '" + *mode + "' (constant, reflect or edge)");
-}
-
 // The float attribute `value` in `dtype` (FromDouble in kernels/transform.cc):
 // integers saturate with NaN -> 0, bool is v != 0; the element's bytes, zero-extended.
 StatusOr<uint64_t> PadConstantBits(DType dtype, double v) {
@@ -611,7 +603,7 @@ class PadKernel final : public TransformKernel {
                    cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
     }
     if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
-    REMEX_ASSIGN_OR_RETURN(PadMode mode, PadModeOf(attrs()));
+    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs()));
     std::vector<int64_t> pads;
     if (attrs().Has("pads")) {
       REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
@@ -723,7 +715,7 @@ Status CheckConcat(const OpDef&, const Attributes& attrs) {
   return attrs.Int("axis").ok() ? OkStatus()
                                 : internal::OpError("Concat", "attribute 'axis' is required and must be an int");
 }
-Status CheckPad(const OpDef&, const Attributes& attrs) { return PadModeOf(attrs).status(); }
+Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
 Status CheckBlock(const OpDef& def, const Attributes& attrs) { return BlockAttrsOf(def.name, attrs).status(); }
 // Cast's target type `to`, checked by the shape function on a scalar float32 input.
 Status CheckCast(const OpDef& def, const Attributes& attrs) {

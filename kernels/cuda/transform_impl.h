@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/op_enums.h"
+
 namespace remex::kernels::cuda {
 
 inline constexpr int kMaxCopyRank = 8;
@@ -49,8 +51,9 @@ cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, b
 // o[d] - pads_begin[d] when inside [0, in_dims[d]); outside, constant mode writes the
 // constant (read from `constant` on the device when not null, else `constant_bits`,
 // the element's bytes in the low bytes), edge mode clamps, reflect mode mirrors
-// without repeating the border (period 2 * (in_dims[d] - 1)).
-enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+// without repeating the border (period 2 * (in_dims[d] - 1)). The mode is the CPU
+// kernel's own enum (kernels/op_enums.h).
+using ::remex::kernels::PadMode;
 struct PadPlan {
   int rank = 0;
   PadMode mode = PadMode::kConstant;
