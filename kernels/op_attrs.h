@@ -12,6 +12,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "kernels/internal.h"
 #include "kernels/kernels.h"
 #include "kernels/conv_epilogue.h"
 #include "kernels/op_enums.h"
@@ -64,6 +65,22 @@ StatusOr<ReduceSpec> ParseReduce(std::string_view op, const Attributes& attrs,
 
 // TopK's axis, largest, sorted and (opset 1) k attributes (kernels/reduce.cc).
 Status CheckTopKAttrs(const Attributes& attrs);
+
+// MaxPool's window attributes (kernel_shape required, ceil_mode read) and
+// storage_order (0 or 1) (kernels/pool.cc). INVALID_ARGUMENT "MaxPool: ...".
+struct MaxPoolAttrs {
+  WindowAttrs window;
+  int64_t storage_order = 0;
+};
+StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs);
+
+// AveragePool's window attributes (kernel_shape required, ceil_mode read) and
+// count_include_pad (0 or 1) (kernels/pool.cc). INVALID_ARGUMENT "AveragePool: ...".
+struct AveragePoolAttrs {
+  WindowAttrs window;
+  bool count_include_pad = false;
+};
+StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs);
 
 // LRN's attributes; size must be positive (kernels/pool.cc).
 struct LrnAttrs {

@@ -31,10 +31,7 @@ constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
 constexpr std::string_view kAveragePool = "AveragePool";
 constexpr std::string_view kLrn = "LRN";
 
-struct MaxPoolAttrs {
-  WindowAttrs window;
-  int64_t storage_order = 0;
-};
+}  // namespace
 
 StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
   MaxPoolAttrs p;
@@ -46,6 +43,8 @@ StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
   p.storage_order = *order;
   return p;
 }
+
+namespace {
 
 // Geometry of a MaxPool or AveragePool window over X [N, C, D1 (, D2 (, D3))]; the
 // caller has checked X's dtype.
@@ -293,10 +292,7 @@ OpDef GlobalAveragePoolDef() {
 // ---------------------------------------------------------------------------
 // AveragePool.
 
-struct AveragePoolAttrs {
-  WindowAttrs window;
-  bool count_include_pad = false;
-};
+}  // namespace
 
 StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs) {
   AveragePoolAttrs p;
@@ -308,6 +304,8 @@ StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs) {
   p.count_include_pad = *cip == 1;
   return p;
 }
+
+namespace {
 
 StatusOr<WindowGeometry> AveragePoolGeometry(const AveragePoolAttrs& p, const ShapeFnArg& x) {
   if (!IsFloatType(x.dtype)) {

@@ -12,6 +12,8 @@
 //     float32 and float16); every coordinate_transformation_mode the CPU kernel takes,
 //     tf_crop_and_resize with extrapolation_value. roi, scales and sizes are data inputs
 //     of the shape function, in host memory.
+// The attributes are read with the CPU kernels' parsers (kernels/op_attrs.h), so the
+// same values are refused with the same errors.
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
 
 #include <cmath>
@@ -28,14 +30,6 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // Pooling.
-
-// The window attributes; INVALID_ARGUMENT as the CPU kernel's factory.
-StatusOr<internal::WindowAttrs> PoolAttrs(std::string_view op, const Attributes& attrs) {
-  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w,
-                         internal::ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/true));
-  if (w.kernel_shape.empty()) return internal::OpError(op, "kernel_shape is required");
-  return w;
-}
 
 StatusOr<PoolGeometry> MakePoolGeometry(std::string_view op, const internal::WindowAttrs& w, const Shape& x) {
   const size_t nsp = w.kernel_shape.size();
@@ -88,12 +82,9 @@ class MaxPoolKernel final : public NnKernel {
 
 StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const OpDef& def,
                                                 const Attributes& attrs) {
-  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w, PoolAttrs(def.name, attrs));
-  StatusOr<int64_t> order = attrs.Int("storage_order", 0);
-  if (!order.ok()) return internal::OpError(def.name, order.status().message());
-  if (*order != 0 && *order != 1) return internal::OpError(def.name, "storage_order must be 0 or 1");
+  REMEX_ASSIGN_OR_RETURN(internal::MaxPoolAttrs a, internal::ParseMaxPoolAttrs(attrs));
   return std::unique_ptr<OpKernel>(
-      std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(w), *order == 1));
+      std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(a.window), a.storage_order == 1));
 }
 
 class AveragePoolKernel final : public NnKernel {
@@ -119,12 +110,9 @@ class AveragePoolKernel final : public NnKernel {
 
 StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, const OpDef& def,
                                                     const Attributes& attrs) {
-  REMEX_ASSIGN_OR_RETURN(internal::WindowAttrs w, PoolAttrs(def.name, attrs));
-  StatusOr<int64_t> cip = attrs.Int("count_include_pad", 0);
-  if (!cip.ok()) return internal::OpError(def.name, cip.status().message());
-  if (*cip != 0 && *cip != 1) return internal::OpError(def.name, "count_include_pad must be 0 or 1");
+  REMEX_ASSIGN_OR_RETURN(internal::AveragePoolAttrs a, internal::ParseAveragePoolAttrs(attrs));
   return std::unique_ptr<OpKernel>(
-      std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(w), *cip == 1));
+      std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(a.window), a.count_include_pad));
 }
 
 class GlobalAveragePoolKernel final : public NnKernel {
