@@ -52,6 +52,11 @@ std::span<const ReduceOpInfo> ReduceOps();
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h
 StatusOr<PadMode> PadModeOf(const Attributes& attrs);
+// Pad's float attribute `value` (before opset 11) as an element of `dtype`, as the CPU
+// kernel converts it: float types converted (float16 from double directly), integers
+// saturated (NaN: 0), bool v != 0. The element's bytes, zero-extended (kernels/transform.cc).
+// UNIMPLEMENTED "Pad: ..." for a dtype Remex does not hold.
+StatusOr<uint64_t> PadValueBits(DType dtype, double v);
 
 // Reduce*: which input dimensions a node reduces (from the axes attribute or input 1,
 // whose data must be in host memory), and whether they stay as extent 1; the axes are
@@ -115,6 +120,11 @@ struct ResizeAttrs {
   double extrapolation = 0.0;
 };
 StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs);
+// The extrapolation value as an element of `dtype`, as the CPU kernel stores it: float
+// types converted (float16 through float32), integers rounded to nearest and saturated
+// (NaN: 0), bool v != 0. The element's bytes, zero-extended; 0 for a dtype Remex does
+// not hold (kernels/resize.cc).
+uint64_t ResizeExtrapolationBits(DType dtype, double v);
 
 // LSTM, GRU and RNN (kernels/rnn.cc): an activation function with its alpha and beta
 // (ONNX's defaults where the node gives none).

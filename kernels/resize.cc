@@ -660,6 +660,17 @@ class ResizeKernel final : public ValidatedKernel {
 
 }  // namespace
 
+uint64_t ResizeExtrapolationBits(DType dtype, double v) {
+  uint64_t bits = 0;
+  (void)DispatchAllTypes(kResize, dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T value = FromCompute<T, double>(v);
+    std::memcpy(&bits, &value, sizeof(T));
+    return OkStatus();
+  });
+  return bits;
+}
+
 Status AddResizeOpDefs(KernelRegistry& registry) { return registry.AddOp(ResizeDef()); }
 
 Status AddResizeCpuKernels(KernelRegistry& registry) {

@@ -865,6 +865,21 @@ T FromDouble(double v) {
   }
 }
 
+}  // namespace
+
+StatusOr<uint64_t> PadValueBits(DType dtype, double v) {
+  uint64_t bits = 0;
+  REMEX_RETURN_IF_ERROR(DispatchAllTypes("Pad", dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T c = FromDouble<T>(v);
+    std::memcpy(&bits, &c, sizeof(T));
+    return OkStatus();
+  }));
+  return bits;
+}
+
+namespace {
+
 // Input index read for output index o of one dim (-1: the constant).
 int64_t PadSource(int64_t o, int64_t begin, int64_t n, PadMode mode) {
   const int64_t i = o - begin;

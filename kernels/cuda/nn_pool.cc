@@ -17,8 +17,6 @@
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
 
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -207,34 +205,6 @@ Status PlanResize(std::string_view op, int64_t version, std::span<const TensorRe
   return OkStatus();
 }
 
-// The bytes of the extrapolation value in `dtype`: float types converted, integers
-// rounded to nearest and saturated (NaN: 0), bool nonzero (kernels/resize.cc's
-// FromCompute).
-uint64_t ExtrapolationBits(DType dtype, double v) {
-  uint64_t bits = 0;
-  (void)internal::DispatchAllTypes("Resize", dtype, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    T value;
-    if constexpr (std::is_same_v<T, Half>) {
-      value = FloatToHalf(static_cast<float>(v));
-    } else if constexpr (std::is_floating_point_v<T>) {
-      value = static_cast<T>(v);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      value = v != 0.0;
-    } else {
-      const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
-      constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
-      constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
-      value = r <= lo   ? std::numeric_limits<T>::lowest()
-              : r >= hi ? std::numeric_limits<T>::max()
-                        : static_cast<T>(r);
-    }
-    std::memcpy(&bits, &value, sizeof(T));
-    return OkStatus();
-  });
-  return bits;
-}
-
 class ResizeKernel final : public NnKernel {
  public:
   ResizeKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::ResizeAttrs resize)
@@ -251,9 +221,10 @@ class ResizeKernel final : public NnKernel {
         return Unimplemented(op() + " on cuda: dtype " + std::string(DTypeName(in[0].dtype)) +
                              " is not implemented");
       }
+      const uint64_t extrapolation = internal::ResizeExtrapolationBits(in[0].dtype, resize_.extrapolation);
       return Launch([&] {
-        return LaunchResizeNearest(static_cast<int>(size), in[0].data, out[0].data, n_out, p,
-                                   ExtrapolationBits(in[0].dtype, resize_.extrapolation), stream());
+        return LaunchResizeNearest(static_cast<int>(size), in[0].data, out[0].data, n_out, p, extrapolation,
+                                   stream());
       });
     }
     REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op() + " (linear and cubic modes)", in[0].dtype));

@@ -29,13 +29,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -560,34 +556,6 @@ class GatherKernel final : public TransformKernel {
 // Pad: data, pads (host), [constant_value (device)]; attributes pads and value before
 // opset 11.
 
-// The float attribute `value` in `dtype` (FromDouble in kernels/transform.cc):
-// integers saturate with NaN -> 0, bool is v != 0; the element's bytes, zero-extended.
-StatusOr<uint64_t> PadConstantBits(DType dtype, double v) {
-  uint64_t bits = 0;
-  REMEX_RETURN_IF_ERROR(internal::DispatchAllTypes("Pad", dtype, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    T c;
-    if constexpr (std::is_same_v<T, bool>) {
-      c = v != 0;
-    } else if constexpr (std::is_same_v<T, Half>) {
-      c = DoubleToHalf(v);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      c = static_cast<T>(v);
-    } else if (std::isnan(v)) {
-      c = T(0);
-    } else if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
-      c = std::numeric_limits<T>::lowest();
-    } else if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
-      c = std::numeric_limits<T>::max();
-    } else {
-      c = static_cast<T>(v);
-    }
-    std::memcpy(&bits, &c, sizeof(T));
-    return OkStatus();
-  }));
-  return bits;
-}
-
 class PadKernel final : public TransformKernel {
  public:
   using TransformKernel::TransformKernel;
@@ -622,7 +590,7 @@ class PadKernel final : public TransformKernel {
       plan.in_strides[d] = in_strides[d];
       plan.pads_begin[d] = pads[d];
     }
-    REMEX_ASSIGN_OR_RETURN(plan.constant_bits, PadConstantBits(in[0].dtype, *value));
+    REMEX_ASSIGN_OR_RETURN(plan.constant_bits, internal::PadValueBits(in[0].dtype, *value));
     const void* constant = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
     return Check("kernel launch",
                  LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
