@@ -15,8 +15,10 @@
 // The algorithm is cuDNN's heuristic pick (cudnnGet*Algorithm_v7), or the fastest
 // measured one (cudnnFind*Algorithm, which runs and synchronizes once per plan) when
 // the environment variable REMEX_CUDNN_EXHAUSTIVE=1 is set at kernel creation.
-// Workspace and scratch buffers are stream-ordered (StreamWorkspace). The bias is added
-// by cudnnAddTensor after the convolution.
+// Workspace and scratch buffers come from the context's provider (the device server's
+// caching allocator) and are held for one call; without a provider they are
+// stream-ordered cudaMallocAsync blocks (StreamWorkspace). The bias is added by
+// cudnnAddTensor after the convolution.
 //
 // cuDNN pads symmetrically. Conv with asymmetric pads copies X into a zero-filled
 // padded buffer (cudnnTransformTensor) and runs unpadded. ConvTranspose whose pads are
@@ -272,6 +274,8 @@ class CudnnKernel : public OpKernel {
   std::string_view op() const { return def_.name; }
   cudnnHandle_t handle() const { return handle_.get(); }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  // Where workspaces come from (StreamWorkspace's provider).
+  const CudaWorkspaceFn* provider() const { return &context_.workspace; }
   bool exhaustive() const { return exhaustive_; }
 
  private:
@@ -399,8 +403,8 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
              const TypeInfo& type) override {
     const void* bias = has_bias ? in[2].data : nullptr;
     if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
-    StreamWorkspace padded(op(), stream());
-    StreamWorkspace workspace(op(), stream());
+    StreamWorkspace padded(op(), stream(), provider());
+    StreamWorkspace workspace(op(), stream(), provider());
     const void* x = in[0].data;
     if (plan.pad_input) {
       REMEX_ASSIGN_OR_RETURN(void* buf, padded.Allocate(plan.padded_bytes));
@@ -586,8 +590,8 @@ class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
              const TypeInfo& type) override {
     const void* bias = has_bias ? in[2].data : nullptr;
     if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
-    StreamWorkspace scratch(op(), stream());
-    StreamWorkspace workspace(op(), stream());
+    StreamWorkspace scratch(op(), stream(), provider());
+    StreamWorkspace workspace(op(), stream(), provider());
     void* dst = out.data;
     if (plan.use_scratch) {
       REMEX_ASSIGN_OR_RETURN(dst, scratch.Allocate(plan.scratch_bytes));
