@@ -111,6 +111,9 @@ TEST(FusionTest, ChainBecomesOneKernel) {
   EXPECT_EQ(stats.kernels, 1);
   ASSERT_EQ(CountKernels(*def, "FusedElementwise"), 1);
   EXPECT_EQ(def->kernels[0].node_name, "HardSwish_0+Mul_1+Add_2");
+  // The signature kernels specialise on when created (kernels/fused.h).
+  EXPECT_EQ(def->kernels[0].attrs.Int("num_inputs").value_or(-1), def->kernels[0].num_inputs);
+  EXPECT_EQ(def->kernels[0].attrs.String("dtype").value_or(""), "float32");
   auto x = Ramp(30, 0.5f, -7.0f);
   auto y = RunVm(*def, {{2, 3, 5}}, {x});
   ASSERT_EQ(y.size(), 1u);
