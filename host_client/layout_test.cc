@@ -98,7 +98,11 @@ TEST(LayoutTest, SrModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
   EXPECT_EQ(nhwc_stats.layout.transposes_at_edges, 2);
   EXPECT_EQ(nhwc_stats.layout.transposes_in_body, 0);
   EXPECT_EQ(KernelsOf(*nhwc, "Transpose"), 2);
-  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 9);
+  // Conv + LeakyRelu and Conv + Add pairs are FusedConv (conv_fusion.h), NHWC too.
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 4);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 5);
+  EXPECT_EQ(KernelsOf(*nhwc, "FusedConv"), 5);
+  EXPECT_EQ(KernelsOf(*nchw, "FusedConv"), 5);
   EXPECT_EQ(KernelsWithLayout(*nhwc, "DepthToSpace"), 2);
   EXPECT_EQ(nhwc_stats.kernels, nchw_stats.kernels + 2);
   ASSERT_EQ(nhwc->functions[0].outputs.size(), 1u);
@@ -146,7 +150,8 @@ TEST(LayoutTest, ConstantsAreTransformedAndUnsupportedOpsGetTransposesAround) {
   EXPECT_EQ(stats.transposes_at_edges, 2);
   EXPECT_EQ(stats.layout.constants_permuted, 2);  // c [4,1,1] and d [6]
   EXPECT_EQ(stats.layout.nodes_nhwc, 5);          // 2 Conv, Add, Mul, Relu
-  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 2);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 1);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 1);  // conv2 + Relu
   const std::vector<float> x = Random(120, 9);
   ExpectNear(RunLocal(*nhwc, {1, 4, 5, 6}, x), RunLocal(*nchw, {1, 4, 5, 6}, x), 1e-5f);
 }
@@ -159,7 +164,8 @@ TEST(LayoutTest, DynamicInputShapes) {
   auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
   ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
   ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
-  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 2);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 1);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 1);  // conv2 + Relu
   EXPECT_GT(stats.runtime_shape_functions, 0);
   for (const Shape& s : {Shape{1, 4, 3, 6}, Shape{2, 4, 7, 6}}) {
     const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 4);

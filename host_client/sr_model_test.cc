@@ -146,6 +146,35 @@ TEST(SrModelTest, DepthToSpaceAsReshapeEqualsNative) {
   EXPECT_EQ(outputs[0], outputs[1]);
 }
 
+// Compiled NHWC (float32 and float16), the model's Conv + LeakyRelu and Conv + Add
+// pairs become FusedConv kernels and the body keeps no layout change.
+TEST(SrModelTest, NhwcCompileFusesConvEpiloguesWithoutTransposesInTheBody) {
+  SrModelOptions o;
+  o.height = 6;
+  o.width = 10;
+  auto bytes = BuildSrModel(o);
+  ASSERT_TRUE(bytes.ok());
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    auto g = compiler::ImportOnnxBytes(*bytes, Registry());
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    compiler::CompileOptions options;
+    options.layout = compiler::Layout::kNhwc;
+    options.dtype = dtype;
+    compiler::CompileStats stats;
+    auto def = compiler::CompileGraph(std::move(*g), Registry(), options, &stats);
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    std::map<std::string, int> kernels;
+    for (const auto& k : def->kernels) kernels[k.op]++;
+    EXPECT_EQ(kernels["FusedConv"], 5);  // 2 x (conv1 + LeakyRelu), 2 x (conv2 + Add), body_end + skip
+    EXPECT_EQ(kernels["Conv"], 4);       // head, 2 upsampling, tail
+    EXPECT_EQ(kernels.count("LeakyRelu"), 0u);
+    EXPECT_EQ(kernels.count("Add"), 0u);
+    EXPECT_EQ(stats.fused_convs, 5);
+    EXPECT_EQ(stats.conv_epilogue_nodes, 5);
+    EXPECT_EQ(stats.transposes - stats.transposes_at_edges, 0);
+  }
+}
+
 TEST(SrModelTest, FlopsCountTheConvolutions) {
   SrModelOptions o;
   o.height = 24;

@@ -8,6 +8,24 @@
 //   "NCHW" (default) or "NHWC": X and Y are then channels-last, X [N, D1.., C] and
 //   Y [N, O1.., M] (oneDNN's nwc / nhwc / ndhwc memory formats); W and B keep their
 //   ONNX layouts. The semantics are unchanged: Y_nhwc = transpose(Conv(X_nchw)).
+//   float16 X, W, B are computed in float32 and Y rounded once on store.
+//
+// FusedConv (internal; the compiler's conv-epilogue fusion creates it, never ONNX):
+//   Y = activation(Conv(X, W, B) + Z), Conv's inputs, attributes (`layout` included)
+//   and output, plus
+//     Z  optional 4th input, X's dtype and exactly Y's shape (in the node's layout; no
+//        broadcasting), INVALID_ARGUMENT "FusedConv: ..." otherwise;
+//     activation         "" / absent (none), "Relu", "LeakyRelu", "Clip", "Sigmoid",
+//                        "Tanh", "HardSigmoid", "HardSwish" (INVALID_ARGUMENT otherwise);
+//     activation_params  LeakyRelu [alpha], Clip [min, max], HardSigmoid [alpha, beta],
+//                        the others [] (INVALID_ARGUMENT for another count).
+//   Each activation is its ONNX operator's (kernels/conv_epilogue.h: Relu-14,
+//   LeakyRelu-6, Clip-13, Sigmoid-13, Tanh-13, HardSigmoid-6, HardSwish-14).
+//   The CPU kernel is Conv's oneDNN convolution with post-ops: Z through a sum post-op
+//   (Z is copied into Y, or reordered into the primitive's blocked Y, first), then the
+//   activation as eltwise post-ops (relu with alpha, clip, logistic, tanh, hardswish
+//   = x * relu6(x + 3) / 6, and HardSigmoid as linear(alpha, beta) then clip(0, 1)).
+//   float16 runs as Conv's: in float32, Y rounded once on store.
 //
 // ConvTranspose (https://onnx.ai/onnx/operators/onnx__ConvTranspose.html), opsets 1, 11:
 //   X float32 [N, C, D1 (, D2 (, D3))], W float32 [C, M / group, k1 (, k2 (, k3))],
@@ -32,17 +50,22 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/conv_epilogue.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
 
 constexpr std::string_view kConv = "Conv";
+constexpr std::string_view kFusedConv = "FusedConv";
 
 struct ConvAttrs {
+  std::string_view op = kConv;  // "Conv" or "FusedConv", for error messages.
   WindowAttrs window;
   int64_t group = 1;
   bool channels_last = false;  // `layout` "NHWC".
+  ConvEpilogue epilogue;       // FusedConv only; none for Conv.
 };
 
 // Channels-first shape of a channels-last one: [N, D.., C] -> [N, C, D..].
@@ -93,16 +116,21 @@ Status CheckBias(std::string_view op, std::span<const ShapeFnArg> in, int64_t m)
   return OkStatus();
 }
 
-StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
+// Conv's attributes, and FusedConv's epilogue too when `op` is "FusedConv".
+StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs, std::string_view op = kConv) {
   ConvAttrs c;
-  REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(kConv, attrs, /*with_ceil_mode=*/false));
-  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(kConv, attrs));
+  c.op = op == kFusedConv ? kFusedConv : kConv;
+  REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(c.op, attrs, /*with_ceil_mode=*/false));
+  REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(c.op, attrs));
   StatusOr<std::string> layout = attrs.String("layout", "NCHW");
-  if (!layout.ok()) return OpError(kConv, layout.status().message());
+  if (!layout.ok()) return OpError(c.op, layout.status().message());
   if (*layout != "NCHW" && *layout != "NHWC") {
-    return OpError(kConv, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+    return OpError(c.op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
   }
   c.channels_last = *layout == "NHWC";
+  if (c.op == kFusedConv) {
+    REMEX_ASSIGN_OR_RETURN(c.epilogue, ParseConvEpilogue(c.op, attrs));
+  }
   return c;
 }
 
@@ -116,16 +144,17 @@ struct ConvShape {
 // Shapes in `s` are channels-first (ONNX's) whatever the layout; `output` is in the
 // node's layout.
 StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const ShapeFnArg> in) {
+  const std::string_view op = attrs.op;
   ShapeFnArg x = in[0];
   if (attrs.channels_last) x.shape = ToChannelsFirst(x.shape);
   const ShapeFnArg& w = in[1];
-  REMEX_RETURN_IF_ERROR(CheckFloat32(kConv, x, w));
+  REMEX_RETURN_IF_ERROR(CheckFloat32(op, x, w));
   if (x.shape.size() < 3 || x.shape.size() > 5) {
     return OpError(
-        kConv, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x.shape));
+        op, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x.shape));
   }
   if (w.shape.size() != x.shape.size()) {
-    return OpError(kConv, "W " + ShapeToString(w.shape) + " must have the rank of X " +
+    return OpError(op, "W " + ShapeToString(w.shape) + " must have the rank of X " +
                               ShapeToString(x.shape));
   }
   ConvShape s;
@@ -134,27 +163,27 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
   s.m = w.shape[0];
   const int64_t g = attrs.group;
   if (s.c % g != 0) {
-    return OpError(kConv, "input channels " + std::to_string(s.c) + " are not divisible by group " +
+    return OpError(op, "input channels " + std::to_string(s.c) + " are not divisible by group " +
                               std::to_string(g));
   }
   if (w.shape[1] != s.c / g) {
-    return OpError(kConv, "W " + ShapeToString(w.shape) + " expects " +
+    return OpError(op, "W " + ShapeToString(w.shape) + " expects " +
                               std::to_string(w.shape[1] * g) + " input channels with group " +
                               std::to_string(g) + ", X has " + std::to_string(s.c));
   }
   if (s.m % g != 0) {
-    return OpError(kConv, "output channels " + std::to_string(s.m) +
+    return OpError(op, "output channels " + std::to_string(s.m) +
                               " are not divisible by group " + std::to_string(g));
   }
   std::span<const int64_t> kernel(w.shape.data() + 2, w.shape.size() - 2);
   if (!attrs.window.kernel_shape.empty() &&
       !std::equal(kernel.begin(), kernel.end(), attrs.window.kernel_shape.begin(),
                   attrs.window.kernel_shape.end())) {
-    return OpError(kConv, "kernel_shape does not match W " + ShapeToString(w.shape));
+    return OpError(op, "kernel_shape does not match W " + ShapeToString(w.shape));
   }
-  REMEX_RETURN_IF_ERROR(CheckBias(kConv, in, s.m));
+  REMEX_RETURN_IF_ERROR(CheckBias(op, in, s.m));
   std::span<const int64_t> spatial(x.shape.data() + 2, x.shape.size() - 2);
-  REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(kConv, attrs.window, spatial, kernel));
+  REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(op, attrs.window, spatial, kernel));
   s.output = {s.n, s.m};
   s.output.insert(s.output.end(), s.geometry.output.begin(), s.geometry.output.end());
   if (attrs.channels_last) s.output = ToChannelsLast(s.output);
@@ -175,6 +204,35 @@ OpDef ConvDef() {
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.infer = InferConv;
+  return def;
+}
+
+// Conv's shape function plus the residual Z (input 3): X's dtype, exactly Y's shape.
+StatusOr<std::vector<TensorInfo>> InferFusedConv(const Attributes& attrs,
+                                                 std::span<const ShapeFnArg> in) {
+  if (in.size() < 2) return OpError(kFusedConv, "expects inputs X and W");
+  REMEX_ASSIGN_OR_RETURN(ConvAttrs c, ParseConvAttrs(attrs, kFusedConv));
+  REMEX_ASSIGN_OR_RETURN(ConvShape s, ComputeConvShape(c, in));
+  if (in.size() > 3 && in[3].present) {
+    const ShapeFnArg& z = in[3];
+    if (z.dtype != in[0].dtype) {
+      return OpError(kFusedConv, "Z must have X's dtype " + std::string(DTypeName(in[0].dtype)) + ", got " +
+                                     std::string(DTypeName(z.dtype)));
+    }
+    if (z.shape != s.output) {
+      return OpError(kFusedConv, "Z must have Y's shape " + ShapeToString(s.output) + ", got " +
+                                     ShapeToString(z.shape));
+    }
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, s.output}};
+}
+
+OpDef FusedConvDef() {
+  OpDef def;
+  def.name = std::string(kFusedConv);
+  def.min_inputs = 2;
+  def.max_inputs = 4;
+  def.infer = InferFusedConv;
   return def;
 }
 
@@ -231,6 +289,11 @@ struct DnnlConvPrimitive {
   dnnl::memory src, weights, dst;  // Primitive formats; used only when reordered.
   bool reorder_src = false, reorder_weights = false, reorder_dst = false;
   dnnl::reorder src_reorder, weights_reorder, dst_reorder;
+  // FusedConv's residual Z through a sum post-op: Z is copied into Y before the
+  // primitive runs (reordered into `dst` when Y is reordered; `user_z` in Y's layout).
+  bool has_sum = false;
+  dnnl::memory user_z;
+  dnnl::reorder z_reorder;
 };
 
 // Builds the Primitive (dnnl::convolution_forward or dnnl::deconvolution_forward) of
@@ -270,9 +333,10 @@ DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primitive_desc
 }
 
 // Runs `c` on the given buffers in the user layouts (`bias` is read only when `c` has
-// a bias): reorders X and W in, executes, reorders Y out, and waits for `stream`.
+// a bias, `z` only when it has a sum post-op): reorders X and W in, places Z in Y,
+// executes, reorders Y out, and waits for `stream`.
 void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, void* weights,
-                     void* dst, void* bias) {
+                     void* dst, void* bias, void* z = nullptr) {
   c.user_src.set_data_handle(src);
   c.user_weights.set_data_handle(weights);
   c.user_dst.set_data_handle(dst);
@@ -280,6 +344,14 @@ void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, void
   if (c.reorder_src) c.src_reorder.execute(stream, c.user_src, c.src);
   // TODO(perf): keep reordered weights when they are known to be constant.
   if (c.reorder_weights) c.weights_reorder.execute(stream, c.user_weights, c.weights);
+  if (c.has_sum) {
+    if (c.reorder_dst) {
+      c.user_z.set_data_handle(z);
+      c.z_reorder.execute(stream, c.user_z, c.dst);
+    } else if (z != dst) {
+      std::memcpy(dst, z, c.user_dst.get_desc().get_size());
+    }
+  }
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
       {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
@@ -290,7 +362,8 @@ void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, void
   stream.wait();
 }
 
-// The compiled primitives of one kernel by (X shape, W shape, bias), at most
+// The compiled primitives of one kernel by (X shape, W shape, variant: which optional
+// inputs are present), at most
 // kMaxCached (all dropped when full), and the CPU engine and stream they run on.
 template <typename Compiled>
 class DnnlConvCache {
@@ -300,11 +373,11 @@ class DnnlConvCache {
 
   // The entry for `in`, made by `compile()` (which may use engine()) when missing.
   template <typename CompileFn>
-  StatusOr<Compiled*> FindOrCompile(std::span<const TensorRef> in, bool has_bias,
+  StatusOr<Compiled*> FindOrCompile(std::span<const TensorRef> in, int64_t variant,
                                     CompileFn compile) {
     Shape key = in[0].shape;
     key.insert(key.end(), in[1].shape.begin(), in[1].shape.end());
-    key.push_back(has_bias ? 1 : 0);
+    key.push_back(variant);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       if (!engine_) {
@@ -356,10 +429,46 @@ Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> ou
   return OkStatus();
 }
 
+// Appends FusedConv's activation to `po` as oneDNN eltwise post-ops; each algorithm's
+// formula is the ONNX operator's (see the head of this file).
+void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e) {
+  using alg = dnnl::algorithm;
+  switch (e.activation) {
+    case ConvActivation::kNone:
+      return;
+    case ConvActivation::kRelu:
+      return po.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+    case ConvActivation::kLeakyRelu:
+      return po.append_eltwise(1.f, alg::eltwise_relu, e.alpha, 0.f);
+    case ConvActivation::kClip:
+      return po.append_eltwise(1.f, alg::eltwise_clip, e.alpha, e.beta);
+    case ConvActivation::kSigmoid:
+      return po.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
+    case ConvActivation::kTanh:
+      return po.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
+    case ConvActivation::kHardSigmoid:
+      po.append_eltwise(1.f, alg::eltwise_linear, e.alpha, e.beta);
+      return po.append_eltwise(1.f, alg::eltwise_clip, 0.f, 1.f);
+    case ConvActivation::kHardSwish:
+      return po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
+  }
+}
+
+// Y = activation(Y + Z) elementwise (Z may be null), for outputs no convolution
+// reaches (they hold the bias).
+void ApplyEpilogue(const ConvEpilogue& e, const TensorRef& y, const float* z) {
+  float* p = DataAs<float>(y);
+  const int64_t n = NumElements(y.shape).value_or(0);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = ApplyConvActivation(e.activation, z ? p[i] + z[i] : p[i], e.alpha, e.beta);
+  }
+}
+
+// Conv, and FusedConv (`def.name` "FusedConv": the epilogue attributes and Z are read).
 class ConvKernel final : public ValidatedKernel {
  public:
   ConvKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseConvAttrs(attrs)) {}
+      : ValidatedKernel(def, attrs), attrs_(*ParseConvAttrs(attrs, def.name)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -375,29 +484,35 @@ class ConvKernel final : public ValidatedKernel {
       } else {
         FillBias(out[0], bias);
       }
+      if (attrs_.op == kFusedConv) ApplyEpilogue(attrs_.epilogue, out[0], HasZ(in) ? DataAs<const float>(in[3]) : nullptr);
       return OkStatus();
     }
     try {
       return RunDnnl(in, out);
     } catch (const dnnl::error& e) {
-      return Internal("Conv: oneDNN: " + std::string(e.what()));
+      return Internal(std::string(attrs_.op) + ": oneDNN: " + std::string(e.what()));
     } catch (const std::exception& e) {
-      return Internal("Conv: " + std::string(e.what()));
+      return Internal(std::string(attrs_.op) + ": " + std::string(e.what()));
     }
   }
 
  private:
+  static bool HasZ(std::span<const TensorRef> in) { return in.size() > 3 && in[3].present(); }
+
   Status RunDnnl(std::span<const TensorRef> in, std::span<const TensorRef> out) {
     const bool has_bias = in.size() > 2 && in[2].present();
-    REMEX_ASSIGN_OR_RETURN(DnnlConvPrimitive * c, cache_.FindOrCompile(in, has_bias, [&] {
-      return Compile(in, has_bias);
+    const bool has_z = HasZ(in);
+    REMEX_ASSIGN_OR_RETURN(DnnlConvPrimitive * c, cache_.FindOrCompile(in, int64_t{has_bias} | int64_t{has_z} << 1, [&] {
+      return Compile(in, has_bias, has_z);
     }));
     ExecuteDnnlConv(*c, cache_.stream(), in[0].data, in[1].data, out[0].data,
-                    has_bias ? in[2].data : nullptr);
+                    has_bias ? in[2].data : nullptr, has_z ? in[3].data : nullptr);
     return OkStatus();
   }
 
-  StatusOr<DnnlConvPrimitive> Compile(std::span<const TensorRef> in, bool has_bias) {
+  // The convolution of `in`, with FusedConv's epilogue as post-ops (the sum of Z when
+  // `has_z`, then the activation).
+  StatusOr<DnnlConvPrimitive> Compile(std::span<const TensorRef> in, bool has_bias, bool has_z) {
     using dnnl::memory;
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(ConvShape s, ComputeConvShape(attrs_, args));
@@ -448,9 +563,22 @@ class ConvKernel final : public ValidatedKernel {
                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                    dnnl::algorithm::convolution_direct, src_any,
                                                    w_any, dst_any, strides, dilates, pad_l, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, cache_.engine());
-    return MakeDnnlConvPrimitive<dnnl::convolution_forward>(
+    dnnl::post_ops post_ops;
+    if (has_z) post_ops.append_sum(1.f);
+    AppendActivation(post_ops, attrs_.epilogue);
+    dnnl::primitive_attr pattr;
+    pattr.set_post_ops(post_ops);
+    dnnl::convolution_forward::primitive_desc pd(desc, pattr, cache_.engine());
+    DnnlConvPrimitive c = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
         pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
+    if (has_z) {
+      c.has_sum = true;
+      if (c.reorder_dst) {
+        c.user_z = memory(user_dst_md, cache_.engine(), nullptr);
+        c.z_reorder = dnnl::reorder(c.user_z, c.dst);
+      }
+    }
+    return c;
   }
 
   ConvAttrs attrs_;
@@ -855,14 +983,54 @@ class ConvTransposeKernel final : public ValidatedKernel {
 
 }  // namespace
 
+StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& attrs) {
+  struct Kind {
+    std::string_view name;
+    ConvActivation activation;
+    size_t params;
+  };
+  static constexpr Kind kKinds[] = {
+      {"", ConvActivation::kNone, 0},          {"Relu", ConvActivation::kRelu, 0},
+      {"LeakyRelu", ConvActivation::kLeakyRelu, 1}, {"Clip", ConvActivation::kClip, 2},
+      {"Sigmoid", ConvActivation::kSigmoid, 0},    {"Tanh", ConvActivation::kTanh, 0},
+      {"HardSigmoid", ConvActivation::kHardSigmoid, 2}, {"HardSwish", ConvActivation::kHardSwish, 0},
+  };
+  StatusOr<std::string> name = attrs.String("activation", "");
+  if (!name.ok()) return OpError(op, name.status().message());
+  StatusOr<std::vector<float>> params = attrs.Floats("activation_params", {});
+  if (!params.ok()) return OpError(op, params.status().message());
+  const Kind* kind = nullptr;
+  for (const Kind& k : kKinds) {
+    if (k.name == *name) kind = &k;
+  }
+  if (!kind) {
+    return OpError(op, "unknown activation '" + *name +
+                           "' (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish or none)");
+  }
+  if (params->size() != kind->params) {
+    return OpError(op, "activation " + (name->empty() ? std::string("none") : *name) + " takes " +
+                           std::to_string(kind->params) + " activation_params, got " +
+                           std::to_string(params->size()));
+  }
+  ConvEpilogue e;
+  e.activation = kind->activation;
+  if (!params->empty()) e.alpha = (*params)[0];
+  if (params->size() > 1) e.beta = (*params)[1];
+  return e;
+}
+
 Status AddConvOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(ConvDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(FusedConvDef()));
   return registry.AddOp(ConvTransposeDef());
 }
 
 Status AddConvCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConvKernel>(
       registry, ConvDef(), [](const Attributes& attrs) { return ParseConvAttrs(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConvKernel>(registry, FusedConvDef(), [](const Attributes& attrs) {
+    return ParseConvAttrs(attrs, kFusedConv).status();
+  }));
   return AddValidatedKernel<ConvTransposeKernel>(
       registry, ConvTransposeDef(),
       [](const Attributes& attrs) { return ParseConvTransposeAttrs(attrs).status(); });

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
 #include <random>
 
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
+#include "kernels/op_attrs.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -389,6 +392,238 @@ TEST(ConvFloat16Test, MatchesFloat32OnTheSameValuesRoundedOnce) {
                                     HostTensor::Zeros(DType::kFloat32, {4, 3, 3, 3})});
   ASSERT_FALSE(mixed.ok());
   EXPECT_NE(mixed.status().message().find("X and W alike"), std::string::npos) << mixed.status().ToString();
+}
+
+// FusedConv = activation(Conv(X, W, B) + Z): against the registry's Conv, Add and
+// activation kernels run one after the other.
+struct Activation {
+  std::string name;  // "" for none.
+  std::vector<float> params;
+};
+
+const std::vector<Activation>& AllActivations() {
+  static const std::vector<Activation> kAll = {
+      {"", {}},          {"Relu", {}},    {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
+      {"Sigmoid", {}},   {"Tanh", {}},    {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
+  };
+  return kAll;
+}
+
+// The unfused reference: Conv, then Add of Z when given, then the activation op.
+StatusOr<HostTensor> UnfusedConv(OpRunner& r, const Attributes& conv_attrs, std::vector<HostTensor> conv_in,
+                                 const std::optional<HostTensor>& z, const Activation& act) {
+  REMEX_ASSIGN_OR_RETURN(std::vector<HostTensor> y, r.Run("Conv", conv_attrs, conv_in));
+  if (z) {
+    REMEX_ASSIGN_OR_RETURN(y, r.Run("Add", {}, {y[0], *z}));
+  }
+  if (act.name.empty()) return y[0];
+  Attributes a;
+  std::vector<HostTensor> in = {y[0]};
+  if (act.name == "LeakyRelu") a.Set("alpha", act.params[0]);
+  if (act.name == "HardSigmoid") {
+    a.Set("alpha", act.params[0]);
+    a.Set("beta", act.params[1]);
+  }
+  if (act.name == "Clip") {
+    in.push_back(HostTensor::Of<float>({}, {act.params[0]}));
+    in.push_back(HostTensor::Of<float>({}, {act.params[1]}));
+  }
+  REMEX_ASSIGN_OR_RETURN(y, r.Run(act.name, a, in));
+  return y[0];
+}
+
+Attributes FusedAttrs(Attributes conv_attrs, const Activation& act) {
+  if (!act.name.empty()) conv_attrs.Set("activation", act.name);
+  if (!act.params.empty()) conv_attrs.Set("activation_params", act.params);
+  return conv_attrs;
+}
+
+struct FusedCase {
+  Shape x, w;
+  Attributes attrs;
+};
+
+std::vector<FusedCase> FusedCases() {
+  return {
+      {{1, 3, 9, 7}, {4, 3, 3, 3}, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+      {{2, 6, 8, 8}, {6, 2, 3, 3}, Attrs({{"group", int64_t{3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+      {{1, 8, 9, 6}, {8, 1, 3, 3},
+       Attrs({{"group", int64_t{8}}, {"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+      {{1, 16, 5, 7}, {24, 16, 1, 1}, {}},  // Pointwise.
+  };
+}
+
+TEST(FusedConvTest, MatchesConvAddActivation) {
+  OpRunner r;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random = [&](const Shape& s) {
+    std::vector<float> v(*NumElements(s));
+    for (float& f : v) f = dist(rng);
+    return v;
+  };
+  int checked = 0;
+  for (const FusedCase& c : FusedCases()) {
+    const int64_t m = c.w[0];
+    const std::vector<float> x = random(c.x), w = random(c.w), b = random({m});
+    auto infos = r.Infer("Conv", c.attrs, {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w)});
+    ASSERT_TRUE(infos.ok()) << infos.status().ToString();
+    const Shape ys = (*infos)[0].shape;
+    const std::vector<float> z = random(ys);
+    for (const Activation& act : AllActivations()) {
+      for (int variant = 0; variant < 8; ++variant) {
+        const bool bias = variant & 1, residual = variant & 2, nhwc = variant & 4;
+        std::vector<HostTensor> conv_in = {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w)};
+        if (bias) conv_in.push_back(HostTensor::Of<float>({m}, b));
+        std::optional<HostTensor> zt;
+        if (residual) zt = HostTensor::Of(ys, z);
+        auto want = UnfusedConv(r, c.attrs, conv_in, zt, act);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        std::vector<float> expect = want->Values<float>();
+        Attributes fa = FusedAttrs(c.attrs, act);
+        std::vector<HostTensor> fused_in = conv_in;
+        Shape out_shape = ys;
+        if (nhwc) {
+          fa.Set("layout", std::string("NHWC"));
+          fused_in[0] = HostTensor::Of(Shape{c.x[0], c.x[2], c.x[3], c.x[1]}, ToNhwc(x, c.x));
+          out_shape = {ys[0], ys[2], ys[3], ys[1]};
+          expect = ToNhwc(expect, ys);
+        }
+        if (residual) {
+          if (!bias) fused_in.push_back(HostTensor::Absent());
+          fused_in.push_back(HostTensor::Of(out_shape, nhwc ? ToNhwc(z, ys) : z));
+        }
+        // Twice: the second call uses the cached primitive.
+        for (int call = 0; call < 2; ++call) {
+          auto got = r.Run("FusedConv", fa, fused_in);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          ASSERT_EQ((*got)[0].shape, out_shape);
+          const std::vector<float> actual = (*got)[0].Values<float>();
+          for (size_t i = 0; i < expect.size(); ++i) {
+            ASSERT_NEAR(actual[i], expect[i], 1e-4f)
+                << "activation '" << act.name << "' at " << i << " x " << ShapeToString(c.x) << " w "
+                << ShapeToString(c.w) << " bias " << bias << " Z " << residual << " NHWC " << nhwc;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 8 * 8);
+}
+
+// float16 computes in float32 and rounds once: within float16 precision of the
+// float32 reference on the same values.
+TEST(FusedConvTest, Float16MatchesFloat32WithinTolerance) {
+  OpRunner r;
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto halves = [&](const Shape& s) {
+    std::vector<float> f(*NumElements(s));
+    for (float& v : f) v = HalfToFloat(FloatToHalf(dist(rng)));
+    return f;
+  };
+  auto to_half = [](const std::vector<float>& f) {
+    std::vector<Half> h;
+    for (float v : f) h.push_back(FloatToHalf(v));
+    return h;
+  };
+  for (const FusedCase& c : FusedCases()) {
+    const int64_t m = c.w[0];
+    const std::vector<float> x = halves(c.x), w = halves(c.w), b = halves({m});
+    auto infos = r.Infer("Conv", c.attrs, {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w)});
+    ASSERT_TRUE(infos.ok());
+    const Shape ys = (*infos)[0].shape;
+    const std::vector<float> z = halves(ys);
+    for (const Activation& act : AllActivations()) {
+      const Attributes fa = FusedAttrs(c.attrs, act);
+      auto want = r.Run("FusedConv", fa,
+                        {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w), HostTensor::Of<float>({m}, b), HostTensor::Of(ys, z)});
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      auto got = r.Run("FusedConv", fa,
+                       {HostTensor::Of(c.x, to_half(x)), HostTensor::Of(c.w, to_half(w)), HostTensor::Of({m}, to_half(b)),
+                        HostTensor::Of(ys, to_half(z))});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
+      const std::vector<float> f32 = (*want)[0].Values<float>();
+      const std::vector<Half> f16 = (*got)[0].Values<Half>();
+      ASSERT_EQ(f16.size(), f32.size());
+      for (size_t i = 0; i < f32.size(); ++i) {
+        ASSERT_NEAR(HalfToFloat(f16[i]), f32[i], 1e-3f + 1e-3f * std::fabs(f32[i])) << act.name << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(FusedConvTest, EmptyInputChannelsHoldTheEpilogueOfTheBias) {
+  OpRunner r;
+  Attributes a = Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{-1.f, 1.f}}});
+  auto out = r.Run("FusedConv", a,
+                   {HostTensor::Zeros(DType::kFloat32, {1, 0, 1, 2}), HostTensor::Zeros(DType::kFloat32, {2, 0, 1, 1}),
+                    HostTensor::Of<float>({2}, {1.5f, -2.f}), HostTensor::Of<float>({1, 2, 1, 2}, {0.f, -1.f, 1.f, 2.5f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1.f, 0.5f, -1.f, 0.5f}));
+}
+
+TEST(FusedConvTest, InvalidInputsAndAttributesAreRefused) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Zeros(DType::kFloat32, {1, 3, 5, 5});
+  const HostTensor w = HostTensor::Zeros(DType::kFloat32, {4, 3, 3, 3});
+  const HostTensor b = HostTensor::Zeros(DType::kFloat32, {4});
+  auto infer = [&](const Attributes& a, std::vector<HostTensor> extra) {
+    std::vector<HostTensor> in = {x, w};
+    in.insert(in.end(), extra.begin(), extra.end());
+    return r.Infer("FusedConv", a, in).status();
+  };
+  // Y is [1, 4, 3, 3].
+  EXPECT_TRUE(infer({}, {b, HostTensor::Zeros(DType::kFloat32, {1, 4, 3, 3})}).ok());
+  Status s = infer({}, {b, HostTensor::Zeros(DType::kFloat32, {1, 4, 1, 3})});  // Broadcastable, refused.
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("FusedConv", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find("Y's shape"), std::string::npos) << s.message();
+  s = infer({}, {b, HostTensor::Zeros(DType::kFloat16, {1, 4, 3, 3})});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("dtype"), std::string::npos) << s.message();
+  // Z must be in the node's layout: the NCHW shape is wrong with layout NHWC.
+  Attributes nhwc = Attrs({{"layout", std::string("NHWC")}});
+  EXPECT_EQ(r.Infer("FusedConv", nhwc,
+                    {HostTensor::Zeros(DType::kFloat32, {1, 5, 5, 3}), w, b, HostTensor::Zeros(DType::kFloat32, {1, 4, 3, 3})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  // Conv's own checks name FusedConv.
+  s = r.Infer("FusedConv", {}, {x, HostTensor::Zeros(DType::kFloat32, {4, 2, 3, 3})}).status();
+  EXPECT_EQ(s.message().rfind("FusedConv", 0), 0u) << s.message();
+  // Unknown activation, wrong parameter counts: in the shape function and at kernel creation.
+  auto factory = r.registry().FindKernel("FusedConv", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  const Attributes bad[] = {
+      Attrs({{"activation", std::string("Gelu")}}),
+      Attrs({{"activation", std::string("LeakyRelu")}}),
+      Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{0.f}}}),
+      Attrs({{"activation", std::string("Relu")}, {"activation_params", std::vector<float>{0.f}}}),
+      Attrs({{"activation_params", std::vector<float>{1.f}}}),
+  };
+  for (const Attributes& a : bad) {
+    s = infer(a, {});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message().rfind("FusedConv", 0), 0u) << s.message();
+    EXPECT_EQ((*factory)(a).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_NE(infer(bad[0], {}).message().find("unknown activation 'Gelu'"), std::string::npos);
+  EXPECT_NE(infer(bad[2], {}).message().find("takes 2 activation_params, got 1"), std::string::npos);
+}
+
+TEST(FusedConvTest, ParseConvEpilogue) {
+  auto e = internal::ParseConvEpilogue(
+      "FusedConv", Attrs({{"activation", std::string("HardSigmoid")}, {"activation_params", std::vector<float>{0.2f, 0.5f}}}));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->activation, ConvActivation::kHardSigmoid);
+  EXPECT_EQ(e->alpha, 0.2f);
+  EXPECT_EQ(e->beta, 0.5f);
+  auto none = internal::ParseConvEpilogue("FusedConv", {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->activation, ConvActivation::kNone);
 }
 
 }  // namespace

@@ -59,7 +59,12 @@ HostTensor RandomTensor(std::mt19937& rng, bool index_like) {
 
 std::vector<Attributes> AttributeChoices(std::string_view op) {
   std::vector<Attributes> a = {Attributes{}};
-  if (op == "Conv") {
+  if (op == "Conv" || op == "FusedConv") {
+    if (op == "FusedConv") {
+      a.push_back(Attrs({{"activation", std::string("LeakyRelu")}, {"activation_params", std::vector<float>{0.2f}}}));
+      a.push_back(Attrs({{"activation", std::string("HardSigmoid")}, {"activation_params", std::vector<float>{0.2f, 0.5f}},
+                         {"layout", std::string("NHWC")}}));
+    }
     a.push_back(Attrs({{"group", int64_t{2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
     a.push_back(
         Attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", std::vector<int64_t>{2, 2}}}));

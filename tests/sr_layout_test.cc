@@ -85,6 +85,13 @@ TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
             std::string::npos)
       << nhwc;
   EXPECT_NE(nhwc.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << nhwc;
+  // The blocks' Conv + LeakyRelu and Conv + Add pairs and the skip's Conv + Add are
+  // FusedConv kernels, in either layout.
+  for (const std::string* text : {&nchw, &nhwc}) {
+    EXPECT_NE(text->find("fused conv epilogues: 5 FusedConv kernels absorb 5 Add and activation nodes"),
+              std::string::npos)
+        << *text;
+  }
   Run("NCHW", "");
   Run("NHWC", dir_ + "/out_NCHW/inputs/x.npy");
   Shape shape;
@@ -106,6 +113,9 @@ TEST_F(SrLayoutTest, Float16NhwcKeepsLayoutChangesAtTheEdgesAndMatchesFloat32) {
             std::string::npos)
       << f16;
   EXPECT_NE(f16.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << f16;
+  EXPECT_NE(f16.find("fused conv epilogues: 5 FusedConv kernels absorb 5 Add and activation nodes"),
+            std::string::npos)
+      << f16;
   Run("NCHW", "");
   Run("NHWC_f16", dir_ + "/out_NCHW/inputs/x.npy");
   Shape shape;
