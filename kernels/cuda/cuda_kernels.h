@@ -9,7 +9,7 @@
 // Op groups (kernels/cuda/<group>.cc, listed in docs/ARCHITECTURE.md): elementwise
 // (Add, Sub, Mul, Div, Relu, Sigmoid), transform (data movement, Cast, DepthToSpace /
 // SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
-// elementwise ops), libraries (cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm),
+// elementwise ops), libraries (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt MatMul / Gemm),
 // fused (FusedElementwise through NVRTC), misc (Shape, Size, ConstantOfShape, Range,
 // Dropout, TopK, LRN) and rnn (LSTM, GRU, RNN). Float ops take float32 and float16
 // (float16 is computed in float32 and rounded to nearest even on store, as the CPU
@@ -45,7 +45,7 @@ using CudaWorkspaceFn = std::function<StatusOr<std::shared_ptr<void>>(size_t byt
 struct CudaKernelContext {
   int device = 0;          // CUDA ordinal the kernels run on.
   void* stream = nullptr;  // cudaStream_t; nullptr: the legacy default stream.
-  // Where the library-backed kernels (cuDNN Conv / ConvTranspose, cuBLASLt
+  // Where the library-backed kernels (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt
   // MatMul / Gemm) take their workspaces; the device server passes its caching
   // allocator here, so that the memory shows in its statistics. Empty: they use
   // cudaMallocAsync / cudaFreeAsync on `stream` (the CUDA runtime's stream-ordered

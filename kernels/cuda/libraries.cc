@@ -1,4 +1,4 @@
-// CUDA kernels on NVIDIA's libraries: Conv and ConvTranspose on cuDNN
+// CUDA kernels on NVIDIA's libraries: Conv, FusedConv and ConvTranspose on cuDNN
 // (libraries_conv.cc, built when cuDNN is found: REMEX_HAVE_CUDNN), MatMul and Gemm on
 // cuBLASLt (libraries_gemm.cc).
 
