@@ -703,19 +703,21 @@ int ParseCudaDevice(const std::string& name) {
 
 StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& config) {
   auto state = std::make_shared<State>();
+  const int ordinal = ParseCudaDevice(config.device);
   if (config.device == "cpu") {
-    REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
     state->device = vm::CreateCpuDevice();
-  } else if (const int ordinal = ParseCudaDevice(config.device); ordinal >= 0) {
-    // Host kernels run the CPU kernels, so the registry holds both.
+  } else if (ordinal >= 0) {
     REMEX_ASSIGN_OR_RETURN(state->device, vm::CreateCudaDevice(ordinal));
-    REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
-    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(
-        *state->registry, {vm::CudaOrdinalOf(*state->device), vm::CudaStreamOf(*state->device)}));
   } else {
     return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
   state->allocator = vm::Allocator::Create(*state->device);
+  // Host kernels run the CPU kernels, so a GPU's registry holds both. The CUDA kernels
+  // take their workspaces from the allocator (it exists first), which thus counts them.
+  REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
+  if (ordinal >= 0) {
+    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(*state->registry, vm::CudaKernelContextFor(state->allocator)));
+  }
   state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);
   state->benchmark_time_limit = config.benchmark_time_limit;
 

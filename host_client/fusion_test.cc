@@ -111,6 +111,13 @@ TEST(FusionTest, ChainBecomesOneKernel) {
   EXPECT_EQ(stats.kernels, 1);
   ASSERT_EQ(CountKernels(*def, "FusedElementwise"), 1);
   EXPECT_EQ(def->kernels[0].node_name, "HardSwish_0+Mul_1+Add_2");
+  // The signature kernels specialise on when created (kernels/fused.h).
+  auto num_inputs = def->kernels[0].attrs.Int("num_inputs");
+  ASSERT_TRUE(num_inputs.ok()) << num_inputs.status().ToString();
+  EXPECT_EQ(*num_inputs, def->kernels[0].num_inputs);
+  auto dtype = def->kernels[0].attrs.String("dtype");
+  ASSERT_TRUE(dtype.ok()) << dtype.status().ToString();
+  EXPECT_EQ(*dtype, "float32");
   auto x = Ramp(30, 0.5f, -7.0f);
   auto y = RunVm(*def, {{2, 3, 5}}, {x});
   ASSERT_EQ(y.size(), 1u);

@@ -196,6 +196,30 @@ StatusOr<Program> ParseProgram(const Attributes& attrs, int64_t num_inputs) {
   return prog;
 }
 
+// The optional `num_inputs` and `dtype` attributes against the node's inputs (`in`
+// non-empty). Allocates only to report an error, as CheckProgram.
+Status CheckSignature(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  const auto& all = attrs.all();
+  if (auto it = all.find("num_inputs"); it != all.end()) {
+    const int64_t* n = std::get_if<int64_t>(&it->second);
+    if (!n) return OpError(kOp, "attribute 'num_inputs' must be an int");
+    if (*n != static_cast<int64_t>(in.size())) {
+      return OpError(kOp, "attribute 'num_inputs' is " + std::to_string(*n) + " but the node has " +
+                              std::to_string(in.size()) + " inputs");
+    }
+  }
+  if (auto it = all.find("dtype"); it != all.end()) {
+    const std::string* name = std::get_if<std::string>(&it->second);
+    if (!name) return OpError(kOp, "attribute 'dtype' must be a string");
+    const std::optional<DType> dtype = DTypeFromName(*name);
+    if (!dtype || *dtype != in[0].dtype) {
+      return OpError(kOp, "attribute 'dtype' is '" + *name + "' but the inputs are " +
+                              std::string(DTypeName(in[0].dtype)));
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   if (in.empty()) return OpError(kOp, "expects at least 1 input");
   if (static_cast<int64_t>(in.size()) > kFusedMaxInputs) {
@@ -212,6 +236,7 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
   if (!IsFloatType(in[0].dtype)) {
     return OpError(kOp, "unsupported dtype " + std::string(DTypeName(in[0].dtype)) + " (float types only)");
   }
+  REMEX_RETURN_IF_ERROR(CheckSignature(attrs, in));
   REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
   REMEX_RETURN_IF_ERROR(CheckProgram(view, static_cast<int64_t>(in.size())));
   Shape out = in[0].shape;

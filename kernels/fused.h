@@ -7,6 +7,11 @@
 //     [opcode, a, b, c]; operands a, b, c index "slots", -1 where the opcode takes
 //     fewer operands.
 //   - `immediates` (floats, optional): scalar constants.
+//   - `num_inputs` (int) and `dtype` (string, base/dtype.h's name: "float32"), optional:
+//     the node's input count and dtype, which the compiler's fusion pass records so that
+//     a kernel can be specialised when it is created, before any input is seen (the CUDA
+//     kernel compiles its program with NVRTC then). When present, each must match the
+//     node's inputs (the shape function checks them: INVALID_ARGUMENT otherwise).
 // Slots are numbered: inputs 0..n-1, then immediates n..n+m-1, then the result of
 // instruction j at n+m+j. An instruction reads only earlier slots. The op's result is
 // the last instruction's slot. Inputs broadcast like numpy across each other (the

@@ -57,6 +57,32 @@ TEST(FusedElementwiseTest, OutputIsTheBroadcastOfTheInputs) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(FusedElementwiseTest, SignatureAttributesMustMatchTheInputs) {
+  OpRunner r;
+  Attributes a = Program({Op(FusedOpcode::kAdd), 0, 1, -1});
+  a.Set("num_inputs", int64_t{2});
+  a.Set("dtype", std::string("float16"));
+  const std::vector<HostTensor> half = {HostTensor::Zeros(DType::kFloat16, {3}),
+                                        HostTensor::Zeros(DType::kFloat16, {1})};
+  auto ok = r.Infer("FusedElementwise", a, half);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].dtype, DType::kFloat16);
+  // Another dtype, another input count, a wrongly typed attribute.
+  const std::vector<HostTensor> single = {HostTensor::Zeros(DType::kFloat32, {3}),
+                                          HostTensor::Zeros(DType::kFloat32, {1})};
+  auto dtype = r.Infer("FusedElementwise", a, single);
+  EXPECT_EQ(dtype.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dtype.status().message().find("'dtype' is 'float16'"), std::string::npos) << dtype.status().message();
+  Attributes three = a;
+  three.Set("num_inputs", int64_t{3});
+  auto count = r.Infer("FusedElementwise", three, half);
+  EXPECT_EQ(count.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(count.status().message().find("'num_inputs' is 3"), std::string::npos) << count.status().message();
+  Attributes typed = a;
+  typed.Set("dtype", int64_t{10});
+  EXPECT_EQ(r.Infer("FusedElementwise", typed, half).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(FusedElementwiseTest, BadProgramsAreRefusedWithAReason) {
   OpRunner r;
   const std::vector<HostTensor> two = {HostTensor::Zeros(DType::kFloat32, {3}),

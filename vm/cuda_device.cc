@@ -383,4 +383,22 @@ int CudaOrdinalOf(const Device&) { return -1; }
 
 #endif  // REMEX_HAVE_CUDA
 
+kernels::CudaWorkspaceFn AllocatorWorkspace(const std::shared_ptr<Allocator>& allocator) {
+  return [weak = std::weak_ptr<Allocator>(allocator)](size_t bytes) -> StatusOr<std::shared_ptr<void>> {
+    std::shared_ptr<Allocator> owner = weak.lock();
+    if (!owner) return FailedPrecondition("kernel workspace: the device's allocator no longer exists");
+    REMEX_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, owner->Allocate(bytes));
+    void* data = buffer->data();
+    return std::shared_ptr<void>(std::move(buffer), data);  // Shares the buffer's ownership.
+  };
+}
+
+kernels::CudaKernelContext CudaKernelContextFor(const std::shared_ptr<Allocator>& allocator) {
+  kernels::CudaKernelContext context;
+  context.device = CudaOrdinalOf(allocator->device());
+  context.stream = CudaStreamOf(allocator->device());
+  context.workspace = AllocatorWorkspace(allocator);
+  return context;
+}
+
 }  // namespace remex::vm

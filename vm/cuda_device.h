@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "base/status.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "vm/device.h"
 
 namespace remex::vm {
@@ -53,5 +54,18 @@ void* CudaStreamOf(const Device& device);
 
 // The GPU ordinal of `device`; -1 when it is not a CUDA device.
 int CudaOrdinalOf(const Device& device);
+
+// A workspace provider for the CUDA kernels (kernels::CudaWorkspaceFn) over `allocator`:
+// each block is one of its buffers (whole device blocks: 256-byte aligned on a CUDA
+// device), counted in its stats while held and returned to its cache when released.
+// Reuse right after release is safe because the CUDA device queues all its work on its
+// one stream (see CudaWorkspaceFn). The provider refers to the allocator weakly (kernel
+// factories may outlive it): FAILED_PRECONDITION once the allocator is gone; a held
+// block keeps it alive. RESOURCE_EXHAUSTED as Allocator::Allocate.
+kernels::CudaWorkspaceFn AllocatorWorkspace(const std::shared_ptr<Allocator>& allocator);
+
+// The context of the CUDA kernels running on `allocator`'s device: its ordinal and
+// stream, workspaces from `allocator` (AllocatorWorkspace).
+kernels::CudaKernelContext CudaKernelContextFor(const std::shared_ptr<Allocator>& allocator);
 
 }  // namespace remex::vm

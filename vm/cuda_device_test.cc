@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/broadcast.h"
@@ -244,6 +246,64 @@ TEST(CudaKernels, RegistrationNeedsOpDefs) {
   Status s = kernels::RegisterCudaKernels(empty);
   EXPECT_TRUE(s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kUnimplemented)
       << s.ToString();
+}
+
+// The workspace provider the device server gives the CUDA kernels, over an allocator
+// of the CPU device (the provider itself makes no CUDA call): blocks are the
+// allocator's buffers, counted while held and cached for reuse once released.
+TEST(CudaKernelWorkspace, AllocatorProviderHoldsAndReturnsBlocks) {
+  std::unique_ptr<Device> cpu = CreateCpuDevice();
+  auto allocator = Allocator::Create(*cpu);
+  kernels::CudaWorkspaceFn provider = AllocatorWorkspace(allocator);
+  ASSERT_TRUE(provider);
+  {
+    auto block = provider(1000);
+    ASSERT_TRUE(block.ok()) << block.status().ToString();
+    ASSERT_NE(block->get(), nullptr);
+    std::memset(block->get(), 0x5a, 1000);  // All 1000 bytes are usable.
+    EXPECT_GE(allocator->stats().allocated_bytes, 1000u);
+    EXPECT_EQ(allocator->stats().live_buffers, 1u);
+    std::shared_ptr<void> copy = *block;  // Copies share the one block.
+    block->reset();
+    EXPECT_EQ(allocator->stats().live_buffers, 1u);
+  }
+  AllocatorStats released = allocator->stats();
+  EXPECT_EQ(released.allocated_bytes, 0u);
+  EXPECT_EQ(released.live_buffers, 0u);
+  EXPECT_GE(released.reserved_bytes, 1000u);  // Cached, not returned to the device.
+  EXPECT_GE(released.peak_allocated_bytes, 1000u);
+  // The next request of that size class reuses the cached block.
+  {
+    auto again = provider(900);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(allocator->stats().device_allocations, released.device_allocations);
+  }
+  // A zero-byte request still yields a block.
+  auto empty = provider(0);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_NE(empty->get(), nullptr);
+
+  // The provider does not keep the allocator alive, a held block does.
+  std::weak_ptr<Allocator> weak = allocator;
+  allocator.reset();
+  EXPECT_FALSE(weak.expired());
+  auto while_held = provider(64);
+  EXPECT_TRUE(while_held.ok()) << while_held.status().ToString();
+  while_held->reset();
+  empty->reset();
+  EXPECT_TRUE(weak.expired());
+  auto gone = provider(64);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kFailedPrecondition) << gone.status().ToString();
+}
+
+TEST(CudaKernelWorkspace, ContextForANonCudaDeviceHasNoStream) {
+  std::unique_ptr<Device> cpu = CreateCpuDevice();
+  auto allocator = Allocator::Create(*cpu);
+  kernels::CudaKernelContext context = CudaKernelContextFor(allocator);
+  EXPECT_EQ(context.device, -1);
+  EXPECT_EQ(context.stream, nullptr);
+  EXPECT_TRUE(context.workspace);
 }
 
 // ---------------------------------------------------------------------------
@@ -565,6 +625,82 @@ TEST(CudaVm, RunsAddReluOnTheGpu) {
     for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], std::max(0.0f, x[i] + c[i % 3])) << i;
   }
   EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
+}
+
+// The library kernels take their workspaces from the allocator the context names: a
+// Conv with asymmetric pads copies X into a padded buffer (and cuDNN may want a
+// workspace); both are the allocator's blocks while the kernel runs and are back in
+// its cache when Compute returns.
+TEST(CudaKernels, ConvWorkspacesComeFromTheAllocator) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::shared_ptr<Allocator> allocator = Allocator::Create(*device);
+  std::string why;
+  auto registry = CudaRegistry(CudaKernelContextFor(allocator), &why);
+  ASSERT_TRUE(registry) << why;
+
+  const Shape xs = {1, 3, 9, 8}, ws = {4, 3, 3, 3}, bs = {4}, ys = {1, 4, 8, 9};
+  kernels::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{0, 1, 1, 2});  // Asymmetric: X is padded.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto random = [&](const Shape& s) {
+    std::vector<float> v(static_cast<size_t>(*NumElements(s)));
+    for (float& f : v) f = dist(rng);
+    return v;
+  };
+  std::vector<float> x = random(xs), w = random(ws), b = random(bs), want(static_cast<size_t>(*NumElements(ys)));
+  auto cpu = (*registry->FindKernel("Conv", DeviceKind::kCpu))(attrs);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  std::vector<TensorRef> cpu_in = {{x.data(), DType::kFloat32, xs}, {w.data(), DType::kFloat32, ws},
+                                   {b.data(), DType::kFloat32, bs}};
+  std::vector<TensorRef> cpu_out = {{want.data(), DType::kFloat32, ys}};
+  ASSERT_TRUE((*cpu)->Compute(cpu_in, cpu_out).ok());
+
+  std::vector<TensorPtr> dev;
+  std::vector<TensorRef> dev_in;
+  for (auto [values, shape] : {std::pair{&x, xs}, std::pair{&w, ws}, std::pair{&b, bs}}) {
+    auto t = AllocateTensor(*allocator, DType::kFloat32, shape);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE(device->CopyToDevice((*t)->data(), values->data(), values->size() * 4).ok());
+    dev_in.push_back((*t)->Ref());
+    dev.push_back(*t);
+  }
+  auto y = AllocateTensor(*allocator, DType::kFloat32, ys);
+  ASSERT_TRUE(y.ok()) << y.status().ToString();
+  std::vector<TensorRef> dev_out = {(*y)->Ref()};
+  const AllocatorStats tensors = allocator->stats();
+
+  {
+    const kernels::KernelFactory* factory = registry->FindKernel("Conv", DeviceKind::kCuda);
+    if (!factory) GTEST_SKIP() << "Conv has no CUDA kernel (Remex built without cuDNN)";
+    auto conv = (*factory)(attrs);
+    ASSERT_TRUE(conv.ok()) << conv.status().ToString();
+    for (int call = 0; call < 2; ++call) {
+      Status s = (*conv)->Compute(dev_in, dev_out);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      const AllocatorStats after = allocator->stats();
+      // The padded copy of X (1 x 3 x 10 x 11 floats) was the allocator's...
+      EXPECT_GE(after.peak_allocated_bytes, tensors.allocated_bytes + 3 * 10 * 11 * 4) << "call " << call;
+      EXPECT_GT(after.reserved_bytes, tensors.reserved_bytes) << "call " << call;
+      // ... and was given back (to the cache) before Compute returned.
+      EXPECT_EQ(after.allocated_bytes, tensors.allocated_bytes) << "call " << call;
+      EXPECT_EQ(after.live_buffers, tensors.live_buffers) << "call " << call;
+    }
+    ASSERT_TRUE(device->Synchronize().ok());
+  }
+  // The kernel is gone: nothing of it is held.
+  EXPECT_EQ(allocator->stats().allocated_bytes, tensors.allocated_bytes);
+  EXPECT_EQ(allocator->stats().live_buffers, tensors.live_buffers);
+
+  std::vector<float> got(want.size());
+  ASSERT_TRUE(device->CopyToHost(got.data(), (*y)->data(), got.size() * 4).ok());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4f) << i;
+  dev.clear();
+  y->reset();
+  EXPECT_EQ(allocator->stats().allocated_bytes, 0u);
+  EXPECT_EQ(allocator->stats().live_buffers, 0u);
 }
 
 TEST(CudaDevice, TimerMeasuresQueuedWork) {

@@ -9,7 +9,7 @@
 // Op groups (kernels/cuda/<group>.cc, listed in docs/ARCHITECTURE.md): elementwise
 // (Add, Sub, Mul, Div, Relu, Sigmoid), transform (data movement, Cast, DepthToSpace /
 // SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
-// elementwise ops), libraries (cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm),
+// elementwise ops), libraries (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt MatMul / Gemm),
 // fused (FusedElementwise through NVRTC), misc (Shape, Size, ConstantOfShape, Range,
 // Dropout, TopK, LRN) and rnn (LSTM, GRU, RNN). Float ops take float32 and float16
 // (float16 is computed in float32 and rounded to nearest even on store, as the CPU
@@ -18,14 +18,39 @@
 // This header is plain C++ (no CUDA headers).
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <memory>
+
 #include "base/status.h"
 #include "kernels/kernels.h"
 
 namespace remex::kernels {
 
+// Device memory for a kernel's scratch (cuDNN and cuBLASLt workspaces, padded copies):
+// a held block of at least `bytes` bytes of the context's GPU, aligned to at least 256
+// bytes (cudaMalloc's alignment, which cuBLASLt and cuDNN assume), or an error
+// (RESOURCE_EXHAUSTED when out of memory). The block is given back when the last
+// shared_ptr to it goes away; `bytes` may be 0.
+//
+// A kernel holds its blocks only while it queues work: it releases them before Compute
+// returns, while that work may still be pending on the GPU. The provider may then hand
+// the same memory to the next request at once. That is safe because every kernel,
+// copy and memset of the device is queued on the one stream of the context, so any
+// later user of the block runs after the work that used it (stream order: the rule of
+// PyTorch's caching allocator for memory used on one stream). A provider serving
+// several streams would have to record events instead.
+using CudaWorkspaceFn = std::function<StatusOr<std::shared_ptr<void>>(size_t bytes)>;
+
 struct CudaKernelContext {
   int device = 0;          // CUDA ordinal the kernels run on.
   void* stream = nullptr;  // cudaStream_t; nullptr: the legacy default stream.
+  // Where the library-backed kernels (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt
+  // MatMul / Gemm) take their workspaces; the device server passes its caching
+  // allocator here, so that the memory shows in its statistics. Empty: they use
+  // cudaMallocAsync / cudaFreeAsync on `stream` (the CUDA runtime's stream-ordered
+  // pool).
+  CudaWorkspaceFn workspace = nullptr;
 };
 
 // Registers the CUDA kernels of every op listed above; the ops' OpDefs must already be

@@ -8,8 +8,13 @@
 // (fused_nvrtc.h, cached process-wide per (source, architecture)), loads it with the
 // CUDA driver API (cuModuleLoadDataEx, cached process-wide per (source, device): a
 // module is loaded once per device and lives until exit) and launches it with
-// cuLaunchKernel on the context's stream. This happens in the first Compute for that
-// input count and dtype; later calls only plan the broadcast and launch.
+// cuLaunchKernel on the context's stream. When the node carries the signature the
+// compiler records (attributes `num_inputs` and `dtype`, kernels/fused.h), this happens
+// in the kernel factory, i.e. when the VM creates its kernels as it loads the
+// executable (VirtualMachine::Create): an NVRTC error then fails the load, naming the
+// op and carrying NVRTC's log, and the first Compute only plans the broadcast and
+// launches. Nodes without the signature (hand-built ones) compile at their first
+// Compute for each input count and dtype.
 //
 // The driver API's entry points are looked up through the runtime
 // (cudaGetDriverEntryPointByVersion), so that the driver library is loaded only when a
@@ -22,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,6 +151,30 @@ Status CheckProgramFormat(const Attributes& attrs) {
   return OkStatus();
 }
 
+// The signature the compiler records on the node (kernels/fused.h): its input count and
+// dtype. nullopt when the node lacks either attribute; INVALID_ARGUMENT for a malformed
+// one, UNIMPLEMENTED for a dtype without a kernel.
+struct Signature {
+  int64_t num_inputs = 0;
+  FusedElemType type = FusedElemType::kFloat32;
+};
+
+StatusOr<std::optional<Signature>> ParseSignature(const Attributes& attrs) {
+  if (!attrs.Has("num_inputs") || !attrs.Has("dtype")) return std::optional<Signature>();
+  StatusOr<int64_t> n = attrs.Int("num_inputs");
+  if (!n.ok()) return internal::OpError(kOp, n.status().message());
+  if (*n < 1 || *n > kFusedMaxInputs) {
+    return internal::OpError(kOp, "attribute 'num_inputs' is " + std::to_string(*n) + ", expects 1 to " +
+                                      std::to_string(kFusedMaxInputs));
+  }
+  StatusOr<std::string> name = attrs.String("dtype");
+  if (!name.ok()) return internal::OpError(kOp, name.status().message());
+  std::optional<DType> dtype = DTypeFromName(*name);
+  if (!dtype) return internal::OpError(kOp, "attribute 'dtype' names no dtype: '" + *name + "'");
+  REMEX_ASSIGN_OR_RETURN(FusedElemType type, FusedElemTypeOf(*dtype));
+  return std::optional<Signature>(Signature{*n, type});
+}
+
 class FusedCudaKernel final : public OpKernel {
  public:
   FusedCudaKernel(OpDef def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
@@ -153,7 +183,12 @@ class FusedCudaKernel final : public OpKernel {
         attrs_(std::move(attrs)),
         program_(std::move(program)),
         immediates_(std::move(immediates)),
-        context_(context) {}
+        context_(std::move(context)) {}
+
+  // Generates, compiles and loads the kernel for `signature` ahead of the first call.
+  Status Prepare(const Signature& signature) {
+    return Function(signature.num_inputs, signature.type).status();
+  }
 
   Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
@@ -167,7 +202,6 @@ class FusedCudaKernel final : public OpKernel {
     params_.n = n;
     for (size_t k = 0; k < inputs.size(); ++k) params_.inputs[k] = inputs[k].data;
     params_.output = out.data;
-    REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaSetDevice", cudaSetDevice(context_.device)));
     REMEX_ASSIGN_OR_RETURN(CUfunction function, Function(static_cast<int64_t>(inputs.size()), type));
     REMEX_ASSIGN_OR_RETURN(const DriverApi* api, GetDriverApi());
     const unsigned blocks =
@@ -179,11 +213,18 @@ class FusedCudaKernel final : public OpKernel {
   }
 
  private:
-  // The loaded kernel for `num_inputs` inputs of `type`, generated on first use.
+  // The loaded kernel for `num_inputs` inputs of `type`, generated on first use; makes
+  // the context's GPU current either way. The source is generated (and the program
+  // checked for that input count) before any CUDA call.
   StatusOr<CUfunction> Function(int64_t num_inputs, FusedElemType type) {
     const auto key = std::make_pair(num_inputs, type);
-    if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+    auto it = functions_.find(key);
+    if (it != functions_.end()) {
+      REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaSetDevice", cudaSetDevice(context_.device)));
+      return it->second;
+    }
     REMEX_ASSIGN_OR_RETURN(std::string source, GenerateFusedKernelSource(program_, immediates_, num_inputs, type));
+    REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaSetDevice", cudaSetDevice(context_.device)));
     REMEX_ASSIGN_OR_RETURN(CUfunction function, LoadKernel(source, context_.device));
     functions_.emplace(key, function);
     return function;
@@ -210,8 +251,11 @@ Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
   return registry.AddKernel(
       kOp, DeviceKind::kCuda, [def = *def, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
-        return std::unique_ptr<OpKernel>(std::make_unique<FusedCudaKernel>(
-            def, attrs, *attrs.Ints("program"), *attrs.Floats("immediates", {}), context));
+        REMEX_ASSIGN_OR_RETURN(std::optional<Signature> signature, ParseSignature(attrs));
+        auto kernel = std::make_unique<FusedCudaKernel>(def, attrs, *attrs.Ints("program"),
+                                                         *attrs.Floats("immediates", {}), context);
+        if (signature) REMEX_RETURN_IF_ERROR(kernel->Prepare(*signature));
+        return std::unique_ptr<OpKernel>(std::move(kernel));
       });
 }
 

@@ -2,7 +2,9 @@
 // programs compiles with NVRTC to PTX for compute_90 (nvrtcCompileProgram needs no
 // GPU) and contains what each opcode needs; the broadcast plan; the PTX cache. With a
 // GPU (skipped otherwise): the NVRTC kernel against the CPU kernel on random programs
-// over random broadcasting shapes, in float32, float16 and float64.
+// over random broadcasting shapes, in float32, float16 and float64. The kernel
+// factory's checks of the signature attributes (`num_inputs`, `dtype`) run without a
+// GPU; the compilation they trigger at kernel creation needs one.
 
 #include <gtest/gtest.h>
 
@@ -366,6 +368,86 @@ TEST(FusedCudaKernel, FactoryRefusesMalformedPrograms) {
   Attributes good;
   good.Set("program", std::vector<int64_t>{Op(FusedOpcode::kAdd), 0, 1, -1});
   EXPECT_TRUE((*factory)(good).ok());
+}
+
+TEST(FusedCudaKernel, FactoryChecksTheSignatureBeforeAnyCudaCall) {
+  // Runs without a GPU: every failure below comes before the first CUDA call.
+  testing::CudaRunner gpu;
+  const KernelFactory* factory = gpu.registry().FindKernel("FusedElementwise", DeviceKind::kCuda);
+  ASSERT_NE(factory, nullptr);
+  auto with = [](int64_t num_inputs, AttrValue dtype) {
+    Attributes a;
+    a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kAdd), 0, 1, -1});
+    a.Set("num_inputs", num_inputs);
+    a.Set("dtype", std::move(dtype));
+    return a;
+  };
+  EXPECT_EQ((*factory)(with(0, std::string("float32"))).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*factory)(with(kFusedMaxInputs + 1, std::string("float32"))).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*factory)(with(2, std::string("nonsense"))).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*factory)(with(2, int64_t{1})).status().code(), StatusCode::kInvalidArgument);
+  auto ints = (*factory)(with(2, std::string("int32")));
+  EXPECT_EQ(ints.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(ints.status().message().find("FusedElementwise"), std::string::npos) << ints.status().message();
+  // Add reads slots 0 and 1: with one input and no immediate, slot 1 is its own result.
+  auto one = (*factory)(with(1, std::string("float32")));
+  EXPECT_EQ(one.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(one.status().message().find("FusedElementwise"), std::string::npos) << one.status().message();
+  // Half a signature is none: the kernel compiles at its first Compute.
+  Attributes no_dtype;
+  no_dtype.Set("program", std::vector<int64_t>{Op(FusedOpcode::kAdd), 0, 1, -1});
+  no_dtype.Set("num_inputs", int64_t{2});
+  EXPECT_TRUE((*factory)(no_dtype).ok());
+}
+
+TEST(FusedCudaKernel, SignatureNeedsTheGpuWhenTheKernelIsCreated) {
+  if (testing::CudaGpuCount() > 0) GTEST_SKIP() << "a CUDA GPU is visible: the no-GPU path is not reachable";
+  testing::CudaRunner gpu;
+  const KernelFactory* factory = gpu.registry().FindKernel("FusedElementwise", DeviceKind::kCuda);
+  ASSERT_NE(factory, nullptr);
+  Attributes a;
+  a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kAdd), 0, 1, -1});
+  a.Set("num_inputs", int64_t{2});
+  a.Set("dtype", std::string("float32"));
+  // The compilation (and its GPU query) happens in the factory, so creation fails here.
+  auto kernel = (*factory)(a);
+  ASSERT_FALSE(kernel.ok());
+  EXPECT_NE(kernel.status().message().find("FusedElementwise on cuda"), std::string::npos)
+      << kernel.status().message();
+}
+
+TEST(FusedCudaKernel, SignatureCompilesWhenTheKernelIsCreated) {
+  REMEX_SKIP_WITHOUT_GPU();
+  testing::OpRunner cpu;
+  testing::CudaRunner gpu;
+  const KernelFactory* factory = gpu.registry().FindKernel("FusedElementwise", DeviceKind::kCuda);
+  ASSERT_NE(factory, nullptr);
+  // (x0 * 0.828125 + x1) -> Tanh, an immediate no other test uses: a source not yet cached.
+  Attributes a;
+  a.Set("program", std::vector<int64_t>{Op(FusedOpcode::kMul), 0, 2, -1, Op(FusedOpcode::kAdd), 3, 1, -1,
+                                        Op(FusedOpcode::kTanh), 4, -1, -1});
+  a.Set("immediates", std::vector<float>{0.828125f});
+  a.Set("num_inputs", int64_t{2});
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    a.Set("dtype", std::string(DTypeName(dtype)));
+    const size_t before = cuda::FusedPtxCacheEntries();
+    auto kernel = (*factory)(a);
+    ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+    EXPECT_EQ(cuda::FusedPtxCacheEntries(), before + 1) << "compiled when created, " << DTypeName(dtype);
+    // Another kernel of the same node: no new compilation, and the CPU's results.
+    std::vector<HostTensor> in = {
+        testing::ConvertFloat(HostTensor::Of<float>({2, 3}, {-2.0f, -1.0f, 0.0f, 0.5f, 1.0f, 3.0f}), dtype),
+        testing::ConvertFloat(HostTensor::Of<float>({3}, {0.25f, -0.5f, 1.0f}), dtype)};
+    auto want = cpu.Run("FusedElementwise", a, in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = gpu.Run("FusedElementwise", a, in);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(cuda::FusedPtxCacheEntries(), before + 1);
+    const double tol = dtype == DType::kFloat32 ? 2e-5 : 2e-3;
+    testing::ExpectAllClose(testing::FloatValues((*got)[0]), testing::FloatValues((*want)[0]), tol, tol,
+                            std::string(DTypeName(dtype)));
+  }
 }
 
 }  // namespace

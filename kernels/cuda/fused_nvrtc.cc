@@ -115,4 +115,10 @@ StatusOr<std::shared_ptr<const std::string>> CachedFusedKernelPtx(const std::str
   return cache.entries.emplace(std::move(key), std::move(entry)).first->second;
 }
 
+size_t FusedPtxCacheEntries() {
+  PtxCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return cache.entries.size();
+}
+
 }  // namespace remex::kernels::cuda

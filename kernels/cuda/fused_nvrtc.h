@@ -3,6 +3,7 @@
 // host alone. Plain C++ (no CUDA headers).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -24,5 +25,9 @@ StatusOr<std::string> CompileFusedKernelToPtx(const std::string& source, int arc
 // source is hashed for the lookup and compared in full. Thread-safe. Entries live as
 // long as the process (a program set is small: one per fused node shape class).
 StatusOr<std::shared_ptr<const std::string>> CachedFusedKernelPtx(const std::string& source, int arch);
+
+// Entries in CachedFusedKernelPtx's cache: the NVRTC compilations of the process so
+// far. Thread-safe.
+size_t FusedPtxCacheEntries();
 
 }  // namespace remex::kernels::cuda

@@ -1,9 +1,25 @@
-// CUDA kernels: Conv and ConvTranspose on cuDNN 9's convolution API
-// (cudnnConvolutionForward, cudnnConvolutionBackwardData). Semantics as the CPU
-// kernels (kernels/conv.cc), which follow ONNX Conv and ConvTranspose (opsets 1, 11):
-// group, strides, dilations, pads, auto_pad, the optional bias B [M]; Conv's internal
-// `layout` attribute (NCHW, or NHWC: X and Y channels-last, W and B in their ONNX
-// layouts); ConvTranspose's output_padding and output_shape. 1-D, 2-D and 3-D.
+// CUDA kernels: Conv, FusedConv and ConvTranspose on cuDNN 9's convolution API
+// (cudnnConvolutionForward, cudnnConvolutionBiasActivationForward,
+// cudnnConvolutionBackwardData). Semantics as the CPU kernels (kernels/conv.cc), which
+// follow ONNX Conv and ConvTranspose (opsets 1, 11): group, strides, dilations, pads,
+// auto_pad, the optional bias B [M]; Conv's internal `layout` attribute (NCHW, or NHWC:
+// X and Y channels-last, W and B in their ONNX layouts); ConvTranspose's output_padding
+// and output_shape. 1-D, 2-D and 3-D.
+//
+// FusedConv (Remex's internal op, kernels/conv.cc): Y = activation(Conv(X, W, B) + Z),
+// Conv's attributes plus `activation` / `activation_params` (parsed by
+// ParseConvEpilogue; each activation is its ONNX operator's, kernels/conv_epilogue.h)
+// and the optional residual Z (input 3, Y's shape and layout). It shares Conv's kernel
+// class and plan cache. With B and activation none or Relu it is one
+// cudnnConvolutionBiasActivationForward (y = act(conv(x) + alpha2 * z + bias); alpha2 =
+// 1 with Z, 0 without, z then being Y itself; identity requires the
+// IMPLICIT_PRECOMP_GEMM algorithm, so that case uses it whatever the heuristic picks).
+// Every other case, and any case cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED, at plan
+// time or on the first call, after which the plan stays unfused), is
+// cudnnConvolutionForward into Y followed by one epilogue kernel over Y (bias, Z and
+// activation in one pass, libraries_impl.cu). float16 there: the convolution's result
+// is rounded to float16 by cuDNN as it writes Y, the epilogue then computes in float32
+// and rounds once on store.
 //
 // dtypes: float32 (FMA math: no TF32, to stay within the CPU kernel's tolerances) and
 // float16 (tensor-core math, CUDNN_TENSOR_OP_MATH, accumulating in float32). Conv's
@@ -15,8 +31,10 @@
 // The algorithm is cuDNN's heuristic pick (cudnnGet*Algorithm_v7), or the fastest
 // measured one (cudnnFind*Algorithm, which runs and synchronizes once per plan) when
 // the environment variable REMEX_CUDNN_EXHAUSTIVE=1 is set at kernel creation.
-// Workspace and scratch buffers are stream-ordered (StreamWorkspace). The bias is added
-// by cudnnAddTensor after the convolution.
+// Workspace and scratch buffers come from the context's provider (the device server's
+// caching allocator) and are held for one call; without a provider they are
+// stream-ordered cudaMallocAsync blocks (StreamWorkspace). The bias is added by
+// cudnnAddTensor after the convolution.
 //
 // cuDNN pads symmetrically. Conv with asymmetric pads copies X into a zero-filled
 // padded buffer (cudnnTransformTensor) and runs unpadded. ConvTranspose whose pads are
@@ -33,14 +51,18 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/conv_epilogue.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/libraries_impl.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
 constexpr std::string_view kConv = "Conv";
+constexpr std::string_view kFusedConv = "FusedConv";
 constexpr std::string_view kConvTranspose = "ConvTranspose";
 constexpr size_t kMaxPlans = 16;
 const float kOne = 1.0f;
@@ -67,10 +89,14 @@ struct FilterDescDeleter {
 struct ConvDescDeleter {
   void operator()(cudnnConvolutionStruct* d) const { cudnnDestroyConvolutionDescriptor(d); }
 };
+struct ActivationDescDeleter {
+  void operator()(cudnnActivationStruct* d) const { cudnnDestroyActivationDescriptor(d); }
+};
 using Handle = std::unique_ptr<cudnnContext, HandleDeleter>;
 using TensorDesc = std::unique_ptr<cudnnTensorStruct, TensorDescDeleter>;
 using FilterDesc = std::unique_ptr<cudnnFilterStruct, FilterDescDeleter>;
 using ConvDesc = std::unique_ptr<cudnnConvolutionStruct, ConvDescDeleter>;
+using ActivationDesc = std::unique_ptr<cudnnActivationStruct, ActivationDescDeleter>;
 
 struct TypeInfo {
   cudnnDataType_t data;
@@ -272,6 +298,8 @@ class CudnnKernel : public OpKernel {
   std::string_view op() const { return def_.name; }
   cudnnHandle_t handle() const { return handle_.get(); }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  // Where workspaces come from (StreamWorkspace's provider).
+  const CudaWorkspaceFn* provider() const { return &context_.workspace; }
   bool exhaustive() const { return exhaustive_; }
 
  private:
@@ -290,23 +318,33 @@ struct ConvAttrs {
   internal::WindowAttrs window;
   int64_t group = 1;
   bool channels_last = false;
+  bool fused = false;               // FusedConv: `epilogue` and Z apply.
+  internal::ConvEpilogue epilogue;  // FusedConv's activation.
 };
 
-StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) {
+// Conv's attributes as `op` ("Conv" or "FusedConv") reads them, FusedConv's epilogue too.
+StatusOr<ConvAttrs> ParseConvAttrsOf(std::string_view op, const Attributes& attrs) {
   ConvAttrs c;
-  REMEX_ASSIGN_OR_RETURN(c.window, internal::ParseWindowAttrs(kConv, attrs, /*with_ceil_mode=*/false));
+  REMEX_ASSIGN_OR_RETURN(c.window, internal::ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
   StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return internal::OpError(kConv, group.status().message());
-  if (*group < 1) return internal::OpError(kConv, "group must be positive");
+  if (!group.ok()) return internal::OpError(op, group.status().message());
+  if (*group < 1) return internal::OpError(op, "group must be positive");
   c.group = *group;
   StatusOr<std::string> layout = attrs.String("layout", "NCHW");
-  if (!layout.ok()) return internal::OpError(kConv, layout.status().message());
+  if (!layout.ok()) return internal::OpError(op, layout.status().message());
   if (*layout != "NCHW" && *layout != "NHWC") {
-    return internal::OpError(kConv, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+    return internal::OpError(op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
   }
   c.channels_last = *layout == "NHWC";
+  if (op == kFusedConv) {
+    c.fused = true;
+    REMEX_ASSIGN_OR_RETURN(c.epilogue, internal::ParseConvEpilogue(op, attrs));
+  }
   return c;
 }
+
+StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs) { return ParseConvAttrsOf(kConv, attrs); }
+StatusOr<ConvAttrs> ParseFusedConvAttrs(const Attributes& attrs) { return ParseConvAttrsOf(kFusedConv, attrs); }
 
 // [N, D.., C] -> [N, C, D..].
 Shape ToChannelsFirst(const Shape& s) {
@@ -328,6 +366,14 @@ struct ConvPlan {
   TensorDesc x_in, interior;
   size_t padded_bytes = 0;
   int64_t interior_offset = 0;  // Elements.
+  // FusedConv: the epilogue's channel count and stride (see LaunchConvEpilogue), and
+  // cudnnConvolutionBiasActivationForward's setup where it computes the whole op.
+  // `fused` is cleared (for good) when cuDNN refuses the fused call.
+  int64_t channels = 0, inner = 1;
+  mutable bool fused = false;
+  ActivationDesc activation;
+  cudnnConvolutionFwdAlgo_t fused_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t fused_workspace = 0;
 };
 
 class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
@@ -346,6 +392,10 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
     const Layout y_layout = DenseLayout(y_cf, attrs_.channels_last);
     REMEX_ASSIGN_OR_RETURN(plan->y, MakeTensorDesc(op(), type.data, y_layout));
     REMEX_ASSIGN_OR_RETURN(plan->bias, MakeBiasDesc(op(), type.data, y_cf[1], y_layout.dims.size()));
+    plan->channels = y_cf[1];
+    if (!attrs_.channels_last) {
+      for (size_t i = 2; i < y_cf.size(); ++i) plan->inner *= y_cf[i];
+    }
     if (NumElements(x_cf).value_or(0) == 0 || NumElements(w).value_or(0) == 0) {
       plan->all_bias = true;
       return plan;
@@ -353,7 +403,7 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
     std::span<const int64_t> spatial(x_cf.data() + 2, nsp);
     std::span<const int64_t> kernel(w.data() + 2, nsp);
     REMEX_ASSIGN_OR_RETURN(internal::WindowGeometry g,
-                           internal::ComputeWindowGeometry(kConv, attrs_.window, spatial, kernel));
+                           internal::ComputeWindowGeometry(op(), attrs_.window, spatial, kernel));
     const Layout x_layout = DenseLayout(x_cf, attrs_.channels_last);
     REMEX_ASSIGN_OR_RETURN(plan->x_in, MakeTensorDesc(op(), type.data, x_layout));
     std::vector<int64_t> pads = g.pad_begin;
@@ -392,15 +442,58 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
                                      cudnnGetConvolutionForwardWorkspaceSize(handle(), plan->x.get(), plan->w.get(),
                                                                              plan->conv.get(), plan->y.get(),
                                                                              plan->algo, &plan->workspace)));
+    if (attrs_.fused) REMEX_RETURN_IF_ERROR(PlanFused(*plan, has_bias));
     return plan;
+  }
+
+  // Sets `plan` up for cudnnConvolutionBiasActivationForward where cuDNN's legacy API
+  // covers FusedConv: a bias, and activation none (identity, which needs the
+  // IMPLICIT_PRECOMP_GEMM algorithm) or Relu (the heuristic's algorithm). Leaves it
+  // unfused otherwise, or when cuDNN does not support that algorithm here.
+  Status PlanFused(ConvPlan& plan, bool has_bias) {
+    const ConvActivation kind = attrs_.epilogue.activation;
+    if (!has_bias || (kind != ConvActivation::kNone && kind != ConvActivation::kRelu)) return OkStatus();
+    plan.fused_algo = plan.algo;
+    plan.fused_workspace = plan.workspace;
+    if (kind == ConvActivation::kNone) {
+      plan.fused_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+      const cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(
+          handle(), plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(), plan.fused_algo, &plan.fused_workspace);
+      if (st == CUDNN_STATUS_NOT_SUPPORTED) return OkStatus();
+      REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionForwardWorkspaceSize", st));
+    }
+    cudnnActivationDescriptor_t a = nullptr;
+    REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnCreateActivationDescriptor", cudnnCreateActivationDescriptor(&a)));
+    plan.activation.reset(a);
+    // NaN propagates, as the CPU's Relu (x < 0 ? 0 : x) lets it.
+    REMEX_RETURN_IF_ERROR(CudnnCheck(
+        op(), "cudnnSetActivationDescriptor",
+        cudnnSetActivationDescriptor(
+            a, kind == ConvActivation::kRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+            CUDNN_PROPAGATE_NAN, 0.0)));
+    plan.fused = true;
+    return OkStatus();
+  }
+
+  // FusedConv's epilogue over Y (bias when `bias`, Z when `z`, then the activation).
+  Status Epilogue(const ConvPlan& plan, const TensorRef& out, const void* bias, const void* z, const TypeInfo& type) {
+    const internal::ConvEpilogue& e = attrs_.epilogue;
+    return CudaCheck(op(), "conv epilogue launch",
+                     LaunchConvEpilogue(type.data == CUDNN_DATA_HALF, out.data, bias, z, *NumElements(out.shape),
+                                        plan.channels, plan.inner, e.activation, e.alpha, e.beta, stream()));
   }
 
   Status Run(const ConvPlan& plan, std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
              const TypeInfo& type) override {
     const void* bias = has_bias ? in[2].data : nullptr;
-    if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
-    StreamWorkspace padded(op(), stream());
-    StreamWorkspace workspace(op(), stream());
+    const void* z = attrs_.fused && in.size() > 3 && in[3].present() ? in[3].data : nullptr;
+    const bool epilogue = attrs_.fused && (z || attrs_.epilogue.activation != ConvActivation::kNone);
+    if (plan.all_bias) {
+      REMEX_RETURN_IF_ERROR(FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias));
+      return epilogue ? Epilogue(plan, out, nullptr, z, type) : OkStatus();
+    }
+    StreamWorkspace padded(op(), stream(), provider());
+    StreamWorkspace workspace(op(), stream(), provider());
     const void* x = in[0].data;
     if (plan.pad_input) {
       REMEX_ASSIGN_OR_RETURN(void* buf, padded.Allocate(plan.padded_bytes));
@@ -411,12 +504,30 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
                                                             plan.interior.get(), interior)));
       x = buf;
     }
+    if (plan.fused) {
+      REMEX_ASSIGN_OR_RETURN(void* ws, workspace.Allocate(plan.fused_workspace));
+      // Without Z, z is Y itself, scaled by alpha2 = 0.
+      const float alpha2 = z ? 1.0f : 0.0f;
+      const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+          handle(), &kOne, plan.x.get(), x, plan.w.get(), in[1].data, plan.conv.get(), plan.fused_algo, ws,
+          plan.fused_workspace, &alpha2, plan.y.get(), z ? z : out.data, plan.bias.get(), bias, plan.activation.get(),
+          plan.y.get(), out.data);
+      if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+        REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnConvolutionBiasActivationForward", st));
+        REMEX_RETURN_IF_ERROR(workspace.Release());
+        return padded.Release();
+      }
+      plan.fused = false;  // Refused before any launch: the unfused path, from now on.
+      REMEX_RETURN_IF_ERROR(workspace.Release());
+    }
     REMEX_ASSIGN_OR_RETURN(void* ws, workspace.Allocate(plan.workspace));
     REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnConvolutionForward",
                                      cudnnConvolutionForward(handle(), &kOne, plan.x.get(), x, plan.w.get(),
                                                              in[1].data, plan.conv.get(), plan.algo, ws,
                                                              plan.workspace, &kZero, plan.y.get(), out.data)));
-    if (bias) {
+    if (epilogue) {
+      REMEX_RETURN_IF_ERROR(Epilogue(plan, out, bias, z, type));
+    } else if (bias) {
       REMEX_RETURN_IF_ERROR(CudnnCheck(
           op(), "cudnnAddTensor", cudnnAddTensor(handle(), &kOne, plan.bias.get(), bias, &kOne, plan.y.get(), out.data)));
     }
@@ -586,8 +697,8 @@ class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
              const TypeInfo& type) override {
     const void* bias = has_bias ? in[2].data : nullptr;
     if (plan.all_bias) return FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias);
-    StreamWorkspace scratch(op(), stream());
-    StreamWorkspace workspace(op(), stream());
+    StreamWorkspace scratch(op(), stream(), provider());
+    StreamWorkspace workspace(op(), stream(), provider());
     void* dst = out.data;
     if (plan.use_scratch) {
       REMEX_ASSIGN_OR_RETURN(dst, scratch.Allocate(plan.scratch_bytes));
@@ -639,6 +750,8 @@ Status AddCudnnKernel(KernelRegistry& registry, std::string_view name, CudaKerne
 Status AddConvCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   Status conv = AddCudnnKernel<ConvCudaKernel, ConvAttrs>(registry, kConv, context, ParseConvAttrs);
   if (!conv.ok()) return conv;
+  Status fused = AddCudnnKernel<ConvCudaKernel, ConvAttrs>(registry, kFusedConv, context, ParseFusedConvAttrs);
+  if (!fused.ok()) return fused;
   return AddCudnnKernel<ConvTransposeCudaKernel, ConvTransposeAttrs>(registry, kConvTranspose, context,
                                                                       ParseConvTransposeAttrs);
 }

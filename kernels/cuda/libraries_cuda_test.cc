@@ -1,5 +1,5 @@
-// The library-backed CUDA kernels (Conv, ConvTranspose on cuDNN; MatMul, Gemm on
-// cuBLASLt) against the CPU kernels on random shapes and attributes, in float32 and
+// The library-backed CUDA kernels (Conv, FusedConv, ConvTranspose on cuDNN; MatMul,
+// Gemm on cuBLASLt) against the CPU kernels on random shapes and attributes, in float32 and
 // float16 (the CPU reference then runs in float32 on the float16-rounded inputs). GPU
 // tests skip themselves without a GPU; the factories' attribute checks and the dtype
 // checks, which run before any CUDA call, are tested everywhere.
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,7 +64,7 @@ std::string Join(const std::vector<int64_t>& v) {
 TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
   CudaRunner gpu;
   const KernelRegistry& r = gpu.registry();
-  for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose"}) {
+  for (const char* op : {"MatMul", "Gemm", "Conv", "FusedConv", "ConvTranspose"}) {
     ASSERT_NE(r.FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
   EXPECT_EQ((*r.FindKernel("Gemm", DeviceKind::kCuda))(Attrs({{"transA", int64_t{2}}})).status().code(),
@@ -73,6 +74,20 @@ TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
   EXPECT_EQ((*r.FindKernel("ConvTranspose", DeviceKind::kCuda))(Attrs({{"group", int64_t{0}}})).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE((*r.FindKernel("Conv", DeviceKind::kCuda))(Attrs({{"layout", std::string("NHWC")}})).ok());
+  // FusedConv's epilogue attributes (ParseConvEpilogue, as the CPU kernel).
+  const KernelFactory& fused = *r.FindKernel("FusedConv", DeviceKind::kCuda);
+  auto unknown = fused(Attrs({{"activation", std::string("Gelu")}}));
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("FusedConv"), std::string::npos) << unknown.status().ToString();
+  EXPECT_EQ(fused(Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{1.0f}}}))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(fused(Attrs({{"layout", std::string("NCWH")}})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fused(Attrs({{"activation", std::string("HardSigmoid")},
+                           {"activation_params", std::vector<float>{0.2f, 0.5f}},
+                           {"layout", std::string("NHWC")}}))
+                  .ok());
 }
 
 TEST(LibraryCudaKernels, UnsupportedDtypesAreUnimplementedBeforeAnyCudaCall) {
@@ -179,6 +194,95 @@ TEST(ConvCudaKernel, PointwiseAndDepthwiseInBothLayouts) {
                      dtype, 16, std::string("pointwise ") + layout);
       CompareWithCpu("Conv", dw, {RandomTensor(rng, x), RandomTensor(rng, {16, 1, 3, 3})}, dtype, 9,
                      std::string("depthwise ") + layout);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// FusedConv: Y = activation(Conv(X, W, B) + Z).
+
+struct Activation {
+  const char* name;
+  std::vector<float> params;
+};
+
+const Activation kActivations[] = {{"", {}},
+                                   {"Relu", {}},
+                                   {"LeakyRelu", {0.1f}},
+                                   {"Clip", {-0.5f, 0.75f}},
+                                   {"Sigmoid", {}},
+                                   {"Tanh", {}},
+                                   {"HardSigmoid", {0.2f, 0.5f}},
+                                   {"HardSwish", {}}};
+
+// Adds FusedConv's epilogue attributes for `act`.
+void AddEpilogue(Attributes& attrs, const Activation& act) {
+  if (*act.name) attrs.Set("activation", std::string(act.name));
+  if (!act.params.empty()) attrs.Set("activation_params", act.params);
+}
+
+// FusedConv's inputs: X, W, then B and Z as asked (an absent B before Z; Z random, of
+// the shape `conv_attrs`' Conv gives).
+std::vector<HostTensor> FusedInputs(std::mt19937& rng, const Attributes& conv_attrs, HostTensor x, HostTensor w,
+                                    bool with_b, bool with_z) {
+  const int64_t m = w.shape[0];
+  std::vector<HostTensor> in = {x, w};
+  if (with_b || with_z) in.push_back(with_b ? RandomTensor(rng, {m}) : HostTensor());
+  if (with_z) {
+    auto y = OpRunner().Run("Conv", conv_attrs, {x, w});
+    EXPECT_TRUE(y.ok()) << y.status().ToString();
+    in.push_back(RandomTensor(rng, y.ok() ? (*y)[0].shape : Shape{}));
+  }
+  return in;
+}
+
+TEST(FusedConvCudaKernel, EveryActivationWithAndWithoutBAndZInBothLayouts) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(23);
+  for (const char* layout : {"NCHW", "NHWC"}) {
+    const bool nhwc = std::string(layout) == "NHWC";
+    // Symmetric pads (cuDNN pads itself) and asymmetric ones (X copied into a padded buffer).
+    for (const std::vector<int64_t>& pads : {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{0, 1, 2, 1}}) {
+      const Attributes conv = Attrs({{"layout", std::string(layout)},
+                                     {"pads", pads},
+                                     {"strides", std::vector<int64_t>{1, 2}}});
+      const Shape xs = nhwc ? Shape{2, 7, 9, 5} : Shape{2, 5, 7, 9};
+      for (const Activation& act : kActivations) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_b = variant & 1, with_z = variant & 2;
+          Attributes attrs = conv;
+          AddEpilogue(attrs, act);
+          std::vector<HostTensor> in =
+              FusedInputs(rng, conv, RandomTensor(rng, xs), RandomTensor(rng, {6, 5, 3, 3}), with_b, with_z);
+          for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+            const std::string what = std::string("FusedConv ") + layout + " pads " + Join(pads) + " activation '" +
+                                     act.name + "'" + (with_b ? " B" : "") + (with_z ? " Z" : "") + " " +
+                                     std::string(DTypeName(dtype));
+            CompareWithCpu("FusedConv", attrs, in, dtype, 45, what);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedConvCudaKernel, RandomConvolutionsMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(29);
+  for (int iter = 0; iter < 48; ++iter) {
+    ConvCase c = RandomConv(rng, /*transpose=*/false);
+    const Activation& act = kActivations[iter % std::size(kActivations)];
+    const bool with_z = Pick(rng, 0, 1) == 1;
+    Attributes attrs = c.attrs;
+    AddEpilogue(attrs, act);
+    std::vector<HostTensor> in = FusedInputs(rng, c.attrs, c.inputs[0], c.inputs[1], c.inputs.size() > 2, with_z);
+    if (c.inputs.size() > 2) in[2] = c.inputs[2];
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      CompareWithCpu("FusedConv", attrs, in, dtype, c.terms,
+                     c.what + " activation '" + act.name + "'" + (with_z ? " Z " : " ") +
+                         std::string(DTypeName(dtype)));
       if (::testing::Test::HasFatalFailure()) return;
     }
   }

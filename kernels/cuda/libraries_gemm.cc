@@ -22,8 +22,10 @@
 // broadcast into Y (libraries_impl.cu), which is then cuBLASLt's C and D.
 //
 // Per kernel instance: one cublasLtHandle; per input signature a plan (descriptors,
-// layouts and the heuristic's algorithm). Workspace: StreamWorkspace (cudaMallocAsync
-// before the call, cudaFreeAsync after it, on the context's stream), at most 32 MiB.
+// layouts and the heuristic's algorithm). Workspace (at most 32 MiB): a block of the
+// context's provider (the device server's caching allocator), held for the call, or
+// without one cudaMallocAsync before the call and cudaFreeAsync after it, on the
+// context's stream (StreamWorkspace).
 
 #include <cublasLt.h>
 
@@ -186,10 +188,12 @@ StatusOr<LtMatmul> BuildMatmul(std::string_view op, cublasLtHandle_t handle, con
 }
 
 // Runs `mm`: Y = alpha * op(A) op(B) + beta * C (C read from `c`, laid out as Y).
+// The workspace comes from the context's provider (cudaMallocAsync without one).
 Status RunMatmul(std::string_view op, cublasLtHandle_t handle, const LtMatmul& mm, const void* a, const void* b,
-                 const void* c, void* y, float alpha, float beta, const void* bias, cudaStream_t stream) {
+                 const void* c, void* y, float alpha, float beta, const void* bias, const CudaKernelContext& context) {
   if (bias) REMEX_RETURN_IF_ERROR(SetDescAttr(op, mm.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
-  StreamWorkspace workspace(op, stream);
+  const cudaStream_t stream = static_cast<cudaStream_t>(context.stream);
+  StreamWorkspace workspace(op, stream, &context.workspace);
   REMEX_ASSIGN_OR_RETURN(void* ws, workspace.Allocate(mm.workspace));
   REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmul",
                                 cublasLtMatmul(handle, mm.desc.get(), &alpha, b, mm.lhs.get(), a, mm.rhs.get(), &beta,
@@ -246,6 +250,7 @@ class LtKernel : public OpKernel {
   std::string_view op() const { return def_.name; }
   cublasLtHandle_t handle() const { return handle_.get(); }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
+  const CudaKernelContext& context() const { return context_; }
 
  private:
   const OpDef def_;
@@ -360,7 +365,7 @@ class MatMulCudaKernel final : public LtKernel<MatMulPlan> {
       const char* a = static_cast<const char*>(in[0].data) + oa * a_mat;
       const char* b = static_cast<const char*>(in[1].data) + ob * b_mat;
       char* y = static_cast<char*>(out.data) + o * plan.inner * y_mat;
-      REMEX_RETURN_IF_ERROR(RunMatmul(op(), handle(), plan.mm, a, b, nullptr, y, 1.0f, 0.0f, nullptr, stream()));
+      REMEX_RETURN_IF_ERROR(RunMatmul(op(), handle(), plan.mm, a, b, nullptr, y, 1.0f, 0.0f, nullptr, context()));
       for (size_t d = r; d-- > 0;) {  // Next outer index.
         oa += plan.outer_a[d];
         ob += plan.outer_b[d];
@@ -455,19 +460,19 @@ class GemmCudaKernel final : public LtKernel<GemmPlan> {
     switch (plan.c_mode) {
       case CMode::kNone:
         return RunMatmul(op(), handle(), plan.mm, in[0].data, in[1].data, nullptr, out.data, attrs_.alpha, 0.0f,
-                         nullptr, stream());
+                         nullptr, context());
       case CMode::kFull:
         return RunMatmul(op(), handle(), plan.mm, in[0].data, in[1].data, c, out.data, attrs_.alpha, attrs_.beta,
-                         nullptr, stream());
+                         nullptr, context());
       case CMode::kBias:
         return RunMatmul(op(), handle(), plan.mm, in[0].data, in[1].data, nullptr, out.data, attrs_.alpha, 0.0f, c,
-                         stream());
+                         context());
       case CMode::kMaterialize:
         REMEX_RETURN_IF_ERROR(CudaCheck(
             op(), "C broadcast launch",
             LaunchBroadcastFill(half, out.data, c, plan.m, plan.n, plan.c_rows, plan.c_cols, 1.0f, stream())));
         return RunMatmul(op(), handle(), plan.mm, in[0].data, in[1].data, out.data, out.data, attrs_.alpha,
-                         attrs_.beta, nullptr, stream());
+                         attrs_.beta, nullptr, context());
     }
     return Internal("Gemm on cuda: unknown C mode");
   }

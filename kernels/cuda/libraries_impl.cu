@@ -1,4 +1,5 @@
-// Device code of the library-backed CUDA kernels: Gemm's broadcast of C into Y.
+// Device code of the library-backed CUDA kernels: Gemm's broadcast of C into Y,
+// FusedConv's epilogue (bias, residual Z and activation over the convolution's Y).
 // Includes only CUDA and plain headers.
 
 #include <cuda_fp16.h>
@@ -32,7 +33,35 @@ __global__ void BroadcastFillKernel(T* y, const T* c, int64_t m, int64_t n, int6
   }
 }
 
+template <typename T>
+__global__ void ConvEpilogueKernel(T* y, const T* bias, const T* z, int64_t n, int64_t channels, int64_t inner,
+                                   ConvActivation activation, float alpha, float beta) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    float v = Load(y[i]);
+    if (bias) v += Load(bias[(i / inner) % channels]);
+    if (z) v += Load(z[i]);
+    Store(&y[i], ApplyConvActivation(activation, v, alpha, beta));
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchConvEpilogue(bool half, void* y, const void* bias, const void* z, int64_t n, int64_t channels,
+                               int64_t inner, ConvActivation activation, float alpha, float beta,
+                               cudaStream_t stream) {
+  const int blocks = static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+  if (half) {
+    ConvEpilogueKernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(y), static_cast<const __half*>(bias),
+                                                         static_cast<const __half*>(z), n, channels, inner,
+                                                         activation, alpha, beta);
+  } else {
+    ConvEpilogueKernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(bias),
+                                                         static_cast<const float*>(z), n, channels, inner,
+                                                         activation, alpha, beta);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchBroadcastFill(bool half, void* y, const void* c, int64_t m, int64_t n, int64_t c_rows,
                                 int64_t c_cols, float scale, cudaStream_t stream) {
