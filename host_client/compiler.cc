@@ -7,7 +7,7 @@
 #include <numeric>
 #include <set>
 
-#include "host_client/conv_fusion.h"
+#include "host_client/epilogue_fusion.h"
 #include "host_client/fusion.h"
 #include "host_client/onnx_frontend.h"
 
@@ -1079,10 +1079,11 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   } else if (options.dtype != DType::kFloat32) {
     return InvalidArgument("--dtype must be float32 or float16, got " + std::string(DTypeName(options.dtype)));
   }
-  if (options.fuse_conv_epilogues) {
-    ConvFusionStats conv_fusion = FuseConvEpilogues(graph, registry);
-    local.fused_convs = conv_fusion.fused_convs;
-    local.conv_epilogue_nodes = conv_fusion.epilogue_nodes;
+  if (options.fuse_epilogues) {
+    EpilogueFusionStats epilogues = FuseEpilogues(graph, registry);
+    local.fused_convs = epilogues.fused_convs;
+    local.fused_matmuls = epilogues.fused_matmuls;
+    local.epilogue_nodes = epilogues.epilogue_nodes;
   }
   if (options.fuse_elementwise) {
     FusionStats fusion = FuseElementwise(graph, registry);

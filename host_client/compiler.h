@@ -54,9 +54,10 @@ struct CompileOptions {
   bool fold_constants = true;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (fusion.h).
   bool fuse_elementwise = true;
-  // Fuse Conv with the residual Add and the activation after it into FusedConv nodes
-  // (conv_fusion.h); runs before elementwise fusion.
-  bool fuse_conv_epilogues = true;
+  // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
+  // and MatMul by a constant with the bias Add and the activation after it into
+  // FusedMatMul nodes (epilogue_fusion.h); runs before elementwise fusion.
+  bool fuse_epilogues = true;
   // Place small integer shape computations on the host.
   bool place_on_host = true;
   // zstd level of the executable's constant chunks.
@@ -94,8 +95,9 @@ struct CompileStats {
   int nodes_removed = 0;
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
   int nodes_fused = 0;    // nodes they replace
-  int fused_convs = 0;             // FusedConv nodes made by conv-epilogue fusion
-  int conv_epilogue_nodes = 0;     // Add and activation nodes they absorbed
+  int fused_convs = 0;     // FusedConv nodes made by epilogue fusion
+  int fused_matmuls = 0;   // FusedMatMul nodes made by epilogue fusion
+  int epilogue_nodes = 0;  // Add and activation nodes both absorbed
   int kernels = 0;
   int host_kernels = 0;             // kernels placed on the host
   int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time

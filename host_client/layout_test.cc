@@ -98,7 +98,7 @@ TEST(LayoutTest, SrModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
   EXPECT_EQ(nhwc_stats.layout.transposes_at_edges, 2);
   EXPECT_EQ(nhwc_stats.layout.transposes_in_body, 0);
   EXPECT_EQ(KernelsOf(*nhwc, "Transpose"), 2);
-  // Conv + LeakyRelu and Conv + Add pairs are FusedConv (conv_fusion.h), NHWC too.
+  // Conv + LeakyRelu and Conv + Add pairs are FusedConv (epilogue_fusion.h), NHWC too.
   EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 4);
   EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 5);
   EXPECT_EQ(KernelsOf(*nhwc, "FusedConv"), 5);

@@ -143,9 +143,9 @@ StatusOr<remex::vm::ExecutableDef> CompileToDef(const std::string& path, const s
                                                 remex::compiler::Layout layout = remex::compiler::Layout::kNchw,
                                                 const std::vector<remex::compiler::DispatchSpec>& dispatch = {},
                                                 bool strict_dispatch = false, remex::DType dtype = remex::DType::kFloat32,
-                                                bool fuse_conv_epilogues = true) {
+                                                bool fuse_epilogues = true) {
   remex::compiler::CompileOptions options;
-  options.fuse_conv_epilogues = fuse_conv_epilogues;
+  options.fuse_epilogues = fuse_epilogues;
   options.input_shapes = shapes;
   options.bounds = bounds;
   options.layout = layout;
@@ -925,7 +925,7 @@ void PrintFunctions(const remex::compiler::CompileStats& stats, uint64_t executa
 int Compile(const std::string& model, const std::string& output, const std::vector<std::string>& shape_specs,
             const std::vector<std::string>& bound_specs, const std::vector<std::string>& dispatch_specs,
             bool strict, const std::string& layout_name, const std::string& dtype_name, bool print_stats,
-            bool fuse_conv_epilogues) {
+            bool fuse_epilogues) {
   auto shapes = ParseShapes(shape_specs);
   if (!shapes.ok()) return Usage(shapes.status());
   auto bounds = ParseBounds(bound_specs);
@@ -942,7 +942,7 @@ int Compile(const std::string& model, const std::string& output, const std::vect
   auto dtype = ParseFloatDType(dtype_name);
   if (!dtype.ok()) return Usage(dtype.status());
   remex::compiler::CompileStats stats;
-  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict, *dtype, fuse_conv_epilogues);
+  auto def = CompileToDef(model, *shapes, *bounds, &stats, *layout, dispatch, strict, *dtype, fuse_epilogues);
   if (!def.ok()) return Fail(def.status());
   auto bytes = remex::vm::SerializeExecutable(*def);
   if (!bytes.ok()) return Fail(bytes.status());
@@ -971,8 +971,8 @@ int Compile(const std::string& model, const std::string& output, const std::vect
                 *layout == remex::compiler::Layout::kNhwc ? "NHWC" : "NCHW",
                 l.transposes_at_edges + l.transposes_in_body, l.transposes_at_edges, l.transposes_in_body,
                 l.nodes_nhwc, l.constants_permuted);
-    std::printf("fused conv epilogues: %d FusedConv kernels absorb %d Add and activation nodes\n",
-                stats.fused_convs, stats.conv_epilogue_nodes);
+    std::printf("fused epilogues: %d FusedConv and %d FusedMatMul kernels absorb %d Add and activation nodes\n",
+                stats.fused_convs, stats.fused_matmuls, stats.epilogue_nodes);
     std::printf("fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
                 stats.nodes_fused);
     std::printf("dtype %s: %d nodes converted to float16, %d constants converted, %d casts inserted\n",
@@ -1053,9 +1053,10 @@ int main(int argc, char** argv) {
   compile->add_option("--dtype", compile_dtype,
                       "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
       ->capture_default_str();
-  bool no_fuse_conv = false;
-  compile->add_flag("--no-fuse-conv", no_fuse_conv,
-                    "keep Conv, its residual Add and its activation as separate kernels (no FusedConv)");
+  bool no_fuse_epilogues = false;
+  compile->add_flag("--no-fuse-epilogues,--no-fuse-conv", no_fuse_epilogues,
+                    "keep Conv and MatMul, their Add and their activation as separate kernels (no FusedConv, "
+                    "no FusedMatMul)");
 
   std::string sr_output, sr_dtype = "float32";
   int64_t sr_height = 720, sr_width = 1280;
@@ -1125,7 +1126,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   if (*compile) {
     return Compile(model, output, shapes, bounds, dispatch, strict, layout, compile_dtype, compile_stats,
-                   !no_fuse_conv);
+                   !no_fuse_epilogues);
   }
   if (*gen_sr) return GenSr(sr_output, sr_height, sr_width, sr_dtype, sr_seed, sr_d2s);
   if (*run_cmd) return Run(run);

@@ -170,7 +170,7 @@ TEST(SrModelTest, NhwcCompileFusesConvEpiloguesWithoutTransposesInTheBody) {
     EXPECT_EQ(kernels.count("LeakyRelu"), 0u);
     EXPECT_EQ(kernels.count("Add"), 0u);
     EXPECT_EQ(stats.fused_convs, 5);
-    EXPECT_EQ(stats.conv_epilogue_nodes, 5);
+    EXPECT_EQ(stats.epilogue_nodes, 5);
     EXPECT_EQ(stats.transposes - stats.transposes_at_edges, 0);
   }
 }

@@ -51,6 +51,7 @@
 #include <unordered_map>
 
 #include "kernels/conv_epilogue.h"
+#include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -397,62 +398,6 @@ class DnnlConvCache {
   std::unique_ptr<dnnl::stream> stream_;
   std::map<Shape, Compiled> cache_;
 };
-
-// Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
-// the float32 path computes, and each output is rounded to float16 once, on store.
-// Float32 tensors pass through untouched.
-template <typename Run>
-Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run) {
-  std::vector<std::vector<float>> buffers;
-  buffers.reserve(in.size() + out.size());
-  auto widen = [&](const TensorRef& t, bool copy) {
-    if (!t.present() || t.dtype != DType::kFloat16) return t;
-    const int64_t n = NumElements(t.shape).value_or(0);
-    std::vector<float>& b = buffers.emplace_back(static_cast<size_t>(n));
-    if (copy) {
-      const Half* src = static_cast<const Half*>(t.data);
-      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
-    }
-    return TensorRef{b.data(), DType::kFloat32, t.shape};
-  };
-  std::vector<TensorRef> in32, out32;
-  for (const TensorRef& t : in) in32.push_back(widen(t, true));
-  for (const TensorRef& t : out) out32.push_back(widen(t, false));
-  REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k].dtype != DType::kFloat16) continue;
-    const float* src = static_cast<const float*>(out32[k].data);
-    Half* dst = static_cast<Half*>(out[k].data);
-    const int64_t n = NumElements(out[k].shape).value_or(0);
-    for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
-  }
-  return OkStatus();
-}
-
-// Appends FusedConv's activation to `po` as oneDNN eltwise post-ops; each algorithm's
-// formula is the ONNX operator's (see the head of this file).
-void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e) {
-  using alg = dnnl::algorithm;
-  switch (e.activation) {
-    case ConvActivation::kNone:
-      return;
-    case ConvActivation::kRelu:
-      return po.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
-    case ConvActivation::kLeakyRelu:
-      return po.append_eltwise(1.f, alg::eltwise_relu, e.alpha, 0.f);
-    case ConvActivation::kClip:
-      return po.append_eltwise(1.f, alg::eltwise_clip, e.alpha, e.beta);
-    case ConvActivation::kSigmoid:
-      return po.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
-    case ConvActivation::kTanh:
-      return po.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
-    case ConvActivation::kHardSigmoid:
-      po.append_eltwise(1.f, alg::eltwise_linear, e.alpha, e.beta);
-      return po.append_eltwise(1.f, alg::eltwise_clip, 0.f, 1.f);
-    case ConvActivation::kHardSwish:
-      return po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
-  }
-}
 
 // Y = activation(Y + Z) elementwise (Z may be null), for outputs no convolution
 // reaches (they hold the bias).
@@ -982,6 +927,30 @@ class ConvTransposeKernel final : public ValidatedKernel {
 };
 
 }  // namespace
+
+// Declared in kernels/dnnl_epilogue.h.
+void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e) {
+  using alg = dnnl::algorithm;
+  switch (e.activation) {
+    case ConvActivation::kNone:
+      return;
+    case ConvActivation::kRelu:
+      return po.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+    case ConvActivation::kLeakyRelu:
+      return po.append_eltwise(1.f, alg::eltwise_relu, e.alpha, 0.f);
+    case ConvActivation::kClip:
+      return po.append_eltwise(1.f, alg::eltwise_clip, e.alpha, e.beta);
+    case ConvActivation::kSigmoid:
+      return po.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
+    case ConvActivation::kTanh:
+      return po.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
+    case ConvActivation::kHardSigmoid:
+      po.append_eltwise(1.f, alg::eltwise_linear, e.alpha, e.beta);
+      return po.append_eltwise(1.f, alg::eltwise_clip, 0.f, 1.f);
+    case ConvActivation::kHardSwish:
+      return po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
+  }
+}
 
 StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& attrs) {
   struct Kind {

@@ -9,14 +9,34 @@
 //   float32 runs on oneDNN's sgemm; other types accumulate in float (float16), double
 //   or (integers, wrapping) uint64, then alpha and beta apply (integers: exactly when
 //   both are 1, else in double and truncated toward zero).
+//
+// FusedMatMul (internal; the compiler's epilogue fusion creates it, never ONNX):
+//   Y = activation(MatMul(A, B) + bias), inputs (min 2, max 3)
+//     A     float32 or float16, rank >= 2: [..., M, K] (batch dims allowed)
+//     B     A's dtype, 2-D [K, N]
+//     bias  optional, A's dtype, [N] (added along Y's last dim)
+//   -> Y [..., M, N], A's dtype (MatMul's shape). Attributes `activation` and
+//   `activation_params` exactly as FusedConv's (kernels/conv.cc, ParseConvEpilogue;
+//   each activation its ONNX operator's, kernels/conv_epilogue.h). Any other shape or
+//   dtype: INVALID_ARGUMENT "FusedMatMul: ...".
+//   The CPU kernel is oneDNN's matmul primitive over A as one [batch * M, K] matrix,
+//   with the bias as its bias ([1, N]) and the activation as eltwise post-ops (as
+//   FusedConv's, kernels/dnnl_epilogue.h). float16 is computed in float32 (product,
+//   bias and activation) and Y rounded once on store. K = 0: Y = activation(bias),
+//   or activation(0) without bias.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <unordered_map>
 
+#include "kernels/conv_epilogue.h"
+#include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -161,6 +181,154 @@ class MatMulKernel final : public ValidatedKernel {
       return OkStatus();
     });
   }
+};
+
+// ---------------------------------------------------------------------------
+// FusedMatMul.
+
+constexpr std::string_view kFusedMatMul = "FusedMatMul";
+
+struct FusedMatMulShape {
+  int64_t rows = 0;  // batch * M: A as one [rows, K] matrix.
+  int64_t k = 0, n = 0;
+  bool has_bias = false;
+  Shape output;
+};
+
+StatusOr<FusedMatMulShape> ComputeFusedMatMulShape(std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = kFusedMatMul;
+  if (in.size() < 2 || in.size() > 3 || !in[0].present || !in[1].present) {
+    return OpError(op, "expects inputs A, B and an optional bias");
+  }
+  const ShapeFnArg& a = in[0];
+  const ShapeFnArg& b = in[1];
+  if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat16) {
+    return OpError(op, "A must be float32 or float16, got " + std::string(DTypeName(a.dtype)));
+  }
+  if (b.dtype != a.dtype) {
+    return OpError(op, "B must have A's dtype " + std::string(DTypeName(a.dtype)) + ", got " +
+                           std::string(DTypeName(b.dtype)));
+  }
+  if (a.shape.size() < 2) return OpError(op, "A must have rank >= 2, got " + ShapeToString(a.shape));
+  if (b.shape.size() != 2) return OpError(op, "B must be 2-D [K, N], got " + ShapeToString(b.shape));
+  FusedMatMulShape s;
+  s.k = a.shape.back();
+  s.n = b.shape[1];
+  if (b.shape[0] != s.k) {
+    return OpError(op, "inner dims differ: A " + ShapeToString(a.shape) + " x B " + ShapeToString(b.shape));
+  }
+  if (in.size() > 2 && in[2].present) {
+    const ShapeFnArg& bias = in[2];
+    if (bias.dtype != a.dtype) {
+      return OpError(op, "bias must have A's dtype " + std::string(DTypeName(a.dtype)) + ", got " +
+                             std::string(DTypeName(bias.dtype)));
+    }
+    if (bias.shape != Shape{s.n}) {
+      return OpError(op, "bias must be [N] = [" + std::to_string(s.n) + "], got " + ShapeToString(bias.shape));
+    }
+    s.has_bias = true;
+  }
+  s.output.assign(a.shape.begin(), a.shape.end() - 1);
+  s.output.push_back(s.n);
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(op, s.output).status());
+  REMEX_ASSIGN_OR_RETURN(s.rows, CheckedNumElements(op, Shape(a.shape.begin(), a.shape.end() - 1)));
+  return s;
+}
+
+StatusOr<std::vector<TensorInfo>> InferFusedMatMul(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  REMEX_RETURN_IF_ERROR(ParseConvEpilogue(kFusedMatMul, attrs).status());
+  REMEX_ASSIGN_OR_RETURN(FusedMatMulShape s, ComputeFusedMatMulShape(in));
+  return std::vector<TensorInfo>{{in[0].dtype, s.output}};
+}
+
+OpDef FusedMatMulDef() {
+  OpDef def;
+  def.name = std::string(kFusedMatMul);
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  def.infer = InferFusedMatMul;
+  return def;
+}
+
+// One compiled oneDNN matmul: [rows, K] x [K, N] (+ bias [1, N]) with the epilogue's
+// post-ops, plain row-major memories.
+struct DnnlMatMul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst;
+};
+
+class FusedMatMulKernel final : public ValidatedKernel {
+ public:
+  FusedMatMulKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), epilogue_(*ParseConvEpilogue(kFusedMatMul, attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(FusedMatMulShape s, ComputeFusedMatMulShape(args));
+    if (s.rows == 0 || s.n == 0) return OkStatus();
+    const float* bias = s.has_bias ? DataAs<const float>(in[2]) : nullptr;
+    float* y = DataAs<float>(out[0]);
+    if (s.k == 0) {  // No product: Y = activation(bias), or activation(0).
+      for (int64_t i = 0; i < s.rows * s.n; ++i) {
+        y[i] = ApplyConvActivation(epilogue_.activation, bias ? bias[i % s.n] : 0.f, epilogue_.alpha, epilogue_.beta);
+      }
+      return OkStatus();
+    }
+    try {
+      REMEX_ASSIGN_OR_RETURN(DnnlMatMul * mm, FindOrCompile(s));
+      dnnl::memory src(mm->src, *engine_, const_cast<void*>(in[0].data));
+      dnnl::memory weights(mm->weights, *engine_, const_cast<void*>(in[1].data));
+      dnnl::memory dst(mm->dst, *engine_, out[0].data);
+      std::unordered_map<int, dnnl::memory> exec_args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+      if (bias) exec_args[DNNL_ARG_BIAS] = dnnl::memory(mm->bias, *engine_, const_cast<float*>(bias));
+      mm->primitive.execute(*stream_, exec_args);
+      stream_->wait();
+    } catch (const dnnl::error& e) {
+      return Internal("FusedMatMul: oneDNN: " + std::string(e.what()));
+    }
+    return OkStatus();
+  }
+
+ private:
+  // The primitive for `s`, compiled on first use (at most kMaxCached kept; all dropped
+  // when full).
+  StatusOr<DnnlMatMul*> FindOrCompile(const FusedMatMulShape& s) {
+    const std::array<int64_t, 4> key = {s.rows, s.k, s.n, int64_t{s.has_bias}};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return &it->second;
+    if (!engine_) {
+      engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+      stream_ = std::make_unique<dnnl::stream>(*engine_);
+    }
+    using dnnl::memory;
+    const auto f32 = memory::data_type::f32;
+    const auto ab = memory::format_tag::ab;
+    DnnlMatMul mm;
+    mm.src = memory::desc({s.rows, s.k}, f32, ab);
+    mm.weights = memory::desc({s.k, s.n}, f32, ab);
+    mm.bias = memory::desc({1, s.n}, f32, ab);
+    mm.dst = memory::desc({s.rows, s.n}, f32, ab);
+    auto desc = s.has_bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
+                           : dnnl::matmul::desc(mm.src, mm.weights, mm.dst);
+    dnnl::post_ops post_ops;
+    AppendActivation(post_ops, epilogue_);
+    dnnl::primitive_attr pattr;
+    pattr.set_post_ops(post_ops);
+    mm.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, pattr, *engine_));
+    if (cache_.size() >= kMaxCached) cache_.clear();
+    return &cache_.emplace(key, std::move(mm)).first->second;
+  }
+
+  static constexpr size_t kMaxCached = 16;
+  ConvEpilogue epilogue_;
+  std::unique_ptr<dnnl::engine> engine_;
+  std::unique_ptr<dnnl::stream> stream_;
+  std::map<std::array<int64_t, 4>, DnnlMatMul> cache_;
 };
 
 // ---------------------------------------------------------------------------
@@ -375,11 +543,15 @@ class GemmKernel final : public ValidatedKernel {
 
 Status AddMatMulOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(MatMulDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(FusedMatMulDef()));
   return registry.AddOp(GemmDef());
 }
 
 Status AddMatMulCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<MatMulKernel>(registry, MatMulDef()));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<FusedMatMulKernel>(registry, FusedMatMulDef(), [](const Attributes& attrs) {
+    return ParseConvEpilogue(kFusedMatMul, attrs).status();
+  }));
   return AddValidatedKernel<GemmKernel>(
       registry, GemmDef(), [](const Attributes& attrs) { return ParseGemmAttrs(attrs).status(); });
 }

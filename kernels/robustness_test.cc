@@ -70,6 +70,9 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
         Attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", std::vector<int64_t>{2, 2}}}));
     a.push_back(
         Attrs({{"dilations", std::vector<int64_t>{2}}, {"strides", std::vector<int64_t>{3}}}));
+  } else if (op == "FusedMatMul") {
+    a.push_back(Attrs({{"activation", std::string("Tanh")}}));
+    a.push_back(Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{-1.f, 1.f}}}));
   } else if (op == "MaxPool") {
     a.push_back(Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}));
     a.push_back(Attrs({{"kernel_shape", std::vector<int64_t>{3}},

@@ -88,7 +88,7 @@ TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
   // The blocks' Conv + LeakyRelu and Conv + Add pairs and the skip's Conv + Add are
   // FusedConv kernels, in either layout.
   for (const std::string* text : {&nchw, &nhwc}) {
-    EXPECT_NE(text->find("fused conv epilogues: 5 FusedConv kernels absorb 5 Add and activation nodes"),
+    EXPECT_NE(text->find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
               std::string::npos)
         << *text;
   }
@@ -113,7 +113,7 @@ TEST_F(SrLayoutTest, Float16NhwcKeepsLayoutChangesAtTheEdgesAndMatchesFloat32) {
             std::string::npos)
       << f16;
   EXPECT_NE(f16.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << f16;
-  EXPECT_NE(f16.find("fused conv epilogues: 5 FusedConv kernels absorb 5 Add and activation nodes"),
+  EXPECT_NE(f16.find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
             std::string::npos)
       << f16;
   Run("NCHW", "");

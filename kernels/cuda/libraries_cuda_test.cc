@@ -1,5 +1,5 @@
 // The library-backed CUDA kernels (Conv, FusedConv, ConvTranspose on cuDNN; MatMul,
-// Gemm on cuBLASLt) against the CPU kernels on random shapes and attributes, in float32 and
+// FusedMatMul, Gemm on cuBLASLt) against the CPU kernels on random shapes and attributes, in float32 and
 // float16 (the CPU reference then runs in float32 on the float16-rounded inputs). GPU
 // tests skip themselves without a GPU; the factories' attribute checks and the dtype
 // checks, which run before any CUDA call, are tested everywhere.
@@ -64,7 +64,7 @@ std::string Join(const std::vector<int64_t>& v) {
 TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
   CudaRunner gpu;
   const KernelRegistry& r = gpu.registry();
-  for (const char* op : {"MatMul", "Gemm", "Conv", "FusedConv", "ConvTranspose"}) {
+  for (const char* op : {"MatMul", "FusedMatMul", "Gemm", "Conv", "FusedConv", "ConvTranspose"}) {
     ASSERT_NE(r.FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
   EXPECT_EQ((*r.FindKernel("Gemm", DeviceKind::kCuda))(Attrs({{"transA", int64_t{2}}})).status().code(),
@@ -87,6 +87,17 @@ TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
   EXPECT_TRUE(fused(Attrs({{"activation", std::string("HardSigmoid")},
                            {"activation_params", std::vector<float>{0.2f, 0.5f}},
                            {"layout", std::string("NHWC")}}))
+                  .ok());
+  // FusedMatMul's, likewise.
+  const KernelFactory& fused_matmul = *r.FindKernel("FusedMatMul", DeviceKind::kCuda);
+  auto gelu = fused_matmul(Attrs({{"activation", std::string("Gelu")}}));
+  EXPECT_EQ(gelu.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(gelu.status().message().find("FusedMatMul"), std::string::npos) << gelu.status().ToString();
+  EXPECT_EQ(fused_matmul(Attrs({{"activation", std::string("Relu")}, {"activation_params", std::vector<float>{1.0f}}}))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fused_matmul(Attrs({{"activation", std::string("LeakyRelu")}, {"activation_params", std::vector<float>{0.1f}}}))
                   .ok());
 }
 
@@ -397,6 +408,61 @@ TEST(GemmCudaKernel, TransposesAndEveryFormOfCMatchTheCpuKernel) {
   CompareWithCpu("Gemm", Attrs({{"beta", 2.0f}}),
                  {RandomTensor(rng, {4, 0}), RandomTensor(rng, {0, 3}), RandomTensor(rng, {3})}, DType::kFloat32, 1,
                  "Gemm K = 0");
+}
+
+// FusedMatMul: Y = activation(MatMul(A, B) + bias), B 2-D. Every activation with and
+// without the bias covers each path: cuBLASLt's BIAS, RELU_BIAS and RELU epilogues, and
+// the default one followed by the epilogue kernel.
+TEST(FusedMatMulCudaKernel, EveryActivationWithAndWithoutBiasMatchesTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(24);
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{5, 7}, 3},
+      {{1, 1}, 1},
+      {{4, 5, 7}, 3},         // A's batch folds into M.
+      {{2, 3, 33, 65}, 17},   // Two batch dims, odd sizes.
+      {{1, 40, 120}, 96},
+      {{3, 0}, 4},            // K = 0: Y = activation(bias).
+  };
+  for (const auto& [a, n] : cases) {
+    const int64_t k = a.back();
+    for (const Activation& act : kActivations) {
+      for (bool with_bias : {false, true}) {
+        Attributes attrs;
+        AddEpilogue(attrs, act);
+        std::vector<HostTensor> in = {RandomTensor(rng, a), RandomTensor(rng, {k, n})};
+        if (with_bias) in.push_back(RandomTensor(rng, {n}));
+        for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+          const std::string what = "FusedMatMul " + ShapeToString(a) + " x [" + std::to_string(k) + ", " +
+                                   std::to_string(n) + "] activation '" + act.name + "'" +
+                                   (with_bias ? " bias " : " ") + std::string(DTypeName(dtype));
+          CompareWithCpu("FusedMatMul", attrs, in, dtype, k + 1, what);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedMatMulCudaKernel, RandomShapesMatchTheCpuKernel) {
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(25);
+  for (int iter = 0; iter < 40; ++iter) {
+    const int64_t m = Pick(rng, 1, 40), k = Pick(rng, 1, 70), n = Pick(rng, 1, 40);
+    Shape a = {m, k};
+    for (int d = Pick(rng, 0, 2); d > 0; --d) a.insert(a.begin(), Pick(rng, 1, 3));
+    const Activation& act = kActivations[iter % std::size(kActivations)];
+    const bool with_bias = Pick(rng, 0, 1) == 1;
+    Attributes attrs;
+    AddEpilogue(attrs, act);
+    std::vector<HostTensor> in = {RandomTensor(rng, a), RandomTensor(rng, {k, n})};
+    if (with_bias) in.push_back(RandomTensor(rng, {n}));
+    const DType dtype = iter % 2 ? DType::kFloat16 : DType::kFloat32;
+    CompareWithCpu("FusedMatMul", attrs, in, dtype, k + 1,
+                   "FusedMatMul " + ShapeToString(a) + " N " + std::to_string(n) + " activation '" + act.name + "'" +
+                       (with_bias ? " bias " : " ") + std::string(DTypeName(dtype)));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 }  // namespace

@@ -1,10 +1,14 @@
-// CUDA kernels: MatMul and Gemm on cuBLASLt. Semantics as the CPU kernels
+// CUDA kernels: MatMul, FusedMatMul and Gemm on cuBLASLt. Semantics as the CPU kernels
 // (kernels/matmul.cc):
 //   MatMul (ONNX opsets 1, 9, 13): numpy matmul; a 1-D A is [1, K] and a 1-D B is
 //   [K, 1], their dim dropped from Y; batch dims broadcast (numpy rules).
 //   Gemm (ONNX opsets 7, 9, 11, 13): Y = alpha * A' * B' + beta * C with transA /
 //   transB, C (optional) unidirectionally broadcast to [M, N]; without C, or with
 //   beta = 0, C is not read.
+//   FusedMatMul (Remex's internal op): Y = activation(MatMul(A, B) + bias), A
+//   [..., M, K], B 2-D [K, N], bias [N] optional; `activation` / `activation_params`
+//   as FusedConv's (ParseConvEpilogue; each activation its ONNX operator's,
+//   kernels/conv_epilogue.h).
 // dtypes: float32 (CUBLAS_COMPUTE_32F: exact float32 arithmetic, no TF32) and float16
 // (float16 operands, CUBLAS_COMPUTE_32F accumulation, rounded once on store). Others
 // are UNIMPLEMENTED.
@@ -20,6 +24,17 @@
 // Gemm's C: [M, N] is read as cuBLASLt's C with beta; a row [N] (or [1, N]) with
 // beta = 1 is added by the CUBLASLT_EPILOGUE_BIAS epilogue; every other form is first
 // broadcast into Y (libraries_impl.cu), which is then cuBLASLt's C and D.
+//
+// FusedMatMul: A is one [batch * M, K] matrix (B is 2-D), one GEMM. The epilogue is
+// cuBLASLt's where it has it: CUBLASLT_EPILOGUE_BIAS (bias, no activation),
+// CUBLASLT_EPILOGUE_RELU_BIAS (bias, Relu), CUBLASLT_EPILOGUE_RELU (Relu, no bias).
+// Every other case, and any cuBLASLt has no algorithm for, is CUBLASLT_EPILOGUE_DEFAULT
+// followed by FusedConv's epilogue kernel in its channels-last form (bias along Y's
+// last dim, then the activation; libraries_impl.cu). float16 there: cuBLASLt rounds
+// the product to float16 as it writes Y, the epilogue computes in float32 and rounds
+// once more on store. K = 0: Y = activation(bias), or activation(0), by the epilogue
+// kernel over a zeroed Y. (cuBLASLt does not document how its ReLU epilogue treats
+// NaN; the CPU kernel's Relu keeps NaN.)
 //
 // Per kernel instance: one cublasLtHandle; per input signature a plan (descriptors,
 // layouts and the heuristic's algorithm). Workspace (at most 32 MiB): a block of the
@@ -44,10 +59,13 @@
 namespace remex::kernels::cuda {
 namespace {
 
+using internal::ConvEpilogue;
 using internal::GemmAttrs;
+using internal::ParseConvEpilogue;
 using internal::ParseGemmAttrs;
 
 constexpr std::string_view kMatMul = "MatMul";
+constexpr std::string_view kFusedMatMul = "FusedMatMul";
 constexpr std::string_view kGemm = "Gemm";
 constexpr size_t kMaxPlans = 16;
 constexpr size_t kMaxWorkspace = size_t{32} << 20;
@@ -95,7 +113,9 @@ struct Problem {
   bool trans_a = false, trans_b = false;
   int64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0, y_stride = 0;  // Elements between batch entries.
-  bool bias = false;                                 // CUBLASLT_EPILOGUE_BIAS over n.
+  // cuBLASLt's epilogue: DEFAULT, or BIAS, RELU or RELU_BIAS (bias over n, read from
+  // RunMatmul's `bias`).
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   // Alignment in bytes the pointers of every call are guaranteed (cuBLASLt's default
   // and what cudaMalloc gives; less where calls run at offsets into the tensors).
   uint32_t align_a = 256, align_b = 256, align_y = 256;
@@ -146,8 +166,8 @@ StatusOr<LtMatmul> BuildMatmul(std::string_view op, cublasLtHandle_t handle, con
   const cublasOperation_t op_rhs = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   REMEX_RETURN_IF_ERROR(SetDescAttr(op, d, CUBLASLT_MATMUL_DESC_TRANSA, op_lhs));
   REMEX_RETURN_IF_ERROR(SetDescAttr(op, d, CUBLASLT_MATMUL_DESC_TRANSB, op_rhs));
-  if (p.bias) {
-    REMEX_RETURN_IF_ERROR(SetDescAttr(op, d, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS));
+  if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    REMEX_RETURN_IF_ERROR(SetDescAttr(op, d, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue));
   }
   // Stored row-major B: [k, n] (ld n) or, transposed, [n, k] (ld k); read column-major.
   REMEX_ASSIGN_OR_RETURN(mm.lhs, p.trans_b ? MakeLayout(op, p.type, p.k, p.n, p.k, p.batch, p.b_stride)
@@ -180,7 +200,9 @@ StatusOr<LtMatmul> BuildMatmul(std::string_view op, cublasLtHandle_t handle, con
   if (count == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     return Unimplemented(std::string(op) + " on cuda: cuBLASLt has no algorithm for [" + std::to_string(p.m) + ", " +
                          std::to_string(p.k) + "] x [" + std::to_string(p.k) + ", " + std::to_string(p.n) + "]" +
-                         (p.bias ? " with a bias epilogue" : ""));
+                         (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT
+                              ? " with epilogue " + std::to_string(static_cast<int>(p.epilogue))
+                              : std::string()));
   }
   mm.algo = result.algo;
   mm.workspace = result.workspaceSize;
@@ -380,6 +402,81 @@ class MatMulCudaKernel final : public LtKernel<MatMulPlan> {
 };
 
 // ---------------------------------------------------------------------------
+// FusedMatMul.
+
+struct FusedMatMulPlan {
+  int64_t rows = 0, k = 0, n = 0;  // A as [rows, k] (batch * M rows).
+  bool lt_bias = false;            // cuBLASLt's epilogue adds the bias.
+  bool post = false;               // The epilogue kernel runs after the GEMM.
+  LtMatmul mm;                     // Unused when k = 0.
+};
+
+class FusedMatMulCudaKernel final : public LtKernel<FusedMatMulPlan> {
+ public:
+  FusedMatMulCudaKernel(OpDef def, Attributes attrs, ConvEpilogue epilogue, CudaKernelContext context)
+      : LtKernel(std::move(def), std::move(attrs), context), epilogue_(epilogue) {}
+
+ protected:
+  StatusOr<std::unique_ptr<FusedMatMulPlan>> Build(std::span<const TensorRef> in, cudaDataType_t type) override {
+    auto plan = std::make_unique<FusedMatMulPlan>();
+    const Shape& a = in[0].shape;
+    plan->k = a.back();
+    plan->n = in[1].shape[1];
+    plan->rows = 1;
+    for (size_t i = 0; i + 1 < a.size(); ++i) plan->rows *= a[i];
+    const bool has_bias = in.size() > 2 && in[2].present();
+    const bool relu = epilogue_.activation == ConvActivation::kRelu;
+    const bool none = epilogue_.activation == ConvActivation::kNone;
+    if (plan->k == 0) {  // Y = activation(bias), or activation(0): the epilogue over zeros.
+      plan->post = true;
+      return plan;
+    }
+    Problem p;
+    p.type = type;
+    p.m = plan->rows;
+    p.n = plan->n;
+    p.k = plan->k;
+    if (has_bias && none) {
+      p.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    } else if (relu) {
+      p.epilogue = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    }
+    StatusOr<LtMatmul> mm = BuildMatmul(op(), handle(), p);
+    if (!mm.ok() && p.epilogue != CUBLASLT_EPILOGUE_DEFAULT && mm.status().code() == StatusCode::kUnimplemented) {
+      p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;  // No algorithm with the epilogue: the kernel's.
+      mm = BuildMatmul(op(), handle(), p);
+    }
+    if (!mm.ok()) return mm.status();
+    plan->mm = std::move(*mm);
+    plan->lt_bias = p.epilogue == CUBLASLT_EPILOGUE_BIAS || p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    const bool lt_relu = p.epilogue == CUBLASLT_EPILOGUE_RELU || p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    plan->post = (has_bias && !plan->lt_bias) || (!none && !lt_relu);
+    return plan;
+  }
+
+  Status Run(const FusedMatMulPlan& plan, std::span<const TensorRef> in, const TensorRef& out) override {
+    const bool half = out.dtype == DType::kFloat16;
+    const void* bias = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
+    if (plan.k == 0) {
+      REMEX_RETURN_IF_ERROR(CudaCheck(
+          op(), "cudaMemsetAsync",
+          cudaMemsetAsync(out.data, 0, static_cast<size_t>(plan.rows * plan.n) * (half ? 2 : 4), stream())));
+    } else {
+      REMEX_RETURN_IF_ERROR(RunMatmul(op(), handle(), plan.mm, in[0].data, in[1].data, nullptr, out.data, 1.0f, 0.0f,
+                                      plan.lt_bias ? bias : nullptr, context()));
+    }
+    if (!plan.post) return OkStatus();
+    // Channels-last form: the bias indexed by i % n (inner 1, n channels).
+    return CudaCheck(op(), "matmul epilogue launch",
+                     LaunchConvEpilogue(half, out.data, plan.lt_bias ? nullptr : bias, nullptr, plan.rows * plan.n,
+                                        plan.n, 1, epilogue_.activation, epilogue_.alpha, epilogue_.beta, stream()));
+  }
+
+ private:
+  const ConvEpilogue epilogue_;
+};
+
+// ---------------------------------------------------------------------------
 // Gemm.
 
 enum class CMode : uint8_t {
@@ -432,12 +529,12 @@ class GemmCudaKernel final : public LtKernel<GemmPlan> {
     p.k = plan->k;
     p.trans_a = attrs_.trans_a;
     p.trans_b = attrs_.trans_b;
-    p.bias = plan->c_mode == CMode::kBias;
+    if (plan->c_mode == CMode::kBias) p.epilogue = CUBLASLT_EPILOGUE_BIAS;
     StatusOr<LtMatmul> mm = BuildMatmul(op(), handle(), p);
-    if (!mm.ok() && p.bias && mm.status().code() == StatusCode::kUnimplemented) {
+    if (!mm.ok() && plan->c_mode == CMode::kBias && mm.status().code() == StatusCode::kUnimplemented) {
       // No algorithm with the epilogue: broadcast C into Y instead.
       plan->c_mode = CMode::kMaterialize;
-      p.bias = false;
+      p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
       mm = BuildMatmul(op(), handle(), p);
     }
     if (!mm.ok()) return mm.status();
@@ -500,6 +597,14 @@ Status AddGemmCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
       kMatMul, DeviceKind::kCuda,
       [def = *matmul, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         return std::unique_ptr<OpKernel>(std::make_unique<MatMulCudaKernel>(def, attrs, context));
+      }));
+  const OpDef* fused = FindDef(registry, kFusedMatMul, status);
+  if (!fused) return status;
+  REMEX_RETURN_IF_ERROR(registry.AddKernel(
+      kFusedMatMul, DeviceKind::kCuda,
+      [def = *fused, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_ASSIGN_OR_RETURN(ConvEpilogue e, ParseConvEpilogue(kFusedMatMul, attrs));
+        return std::unique_ptr<OpKernel>(std::make_unique<FusedMatMulCudaKernel>(def, attrs, e, context));
       }));
   const OpDef* gemm = FindDef(registry, kGemm, status);
   if (!gemm) return status;

@@ -1,6 +1,6 @@
-// Conv-epilogue fusion (see conv_fusion.h).
+// Epilogue fusion (see epilogue_fusion.h).
 
-#include "host_client/conv_fusion.h"
+#include "host_client/epilogue_fusion.h"
 
 #include <cstring>
 #include <limits>
@@ -15,6 +15,7 @@ namespace remex::compiler {
 namespace {
 
 constexpr std::string_view kFusedConv = "FusedConv";
+constexpr std::string_view kFusedMatMul = "FusedMatMul";
 
 // The value of a one-element float32 or float16 constant.
 std::optional<float> FloatScalar(const Graph& g, int v) {
@@ -52,7 +53,7 @@ bool SameTensorType(const Value& a, const Value& b) {
   return true;
 }
 
-// An activation node's FusedConv attributes: the name and its parameters.
+// An activation node's FusedConv / FusedMatMul attributes: the name and its parameters.
 struct Activation {
   std::string name;
   std::vector<float> params;
@@ -105,15 +106,30 @@ void CountReads(const Node& node, std::vector<int>& reads) {
   }
 }
 
-bool IsFusibleConv(const Graph& g, const Node& n) {
-  if (n.op != "Conv" || n.host || !n.regions.empty() || n.outputs.size() != 1) return false;
-  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
-  const Value& y = g.values[n.outputs[0]];
+// A float32 or float16 device value of known rank.
+bool FloatOutput(const Value& y) {
   return (y.dtype == DType::kFloat32 || y.dtype == DType::kFloat16) && y.rank_known && !y.host;
 }
 
-// Whether FusedConv's shape function gives `node`'s output dtype and shape, where the
-// shapes are static (elsewhere the chain's checks decide alone).
+bool IsFusibleConv(const Graph& g, const Node& n) {
+  if (n.op != "Conv" || n.host || !n.regions.empty() || n.outputs.size() != 1) return false;
+  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  return FloatOutput(g.values[n.outputs[0]]);
+}
+
+// A MatMul of A (known rank >= 2) by a constant B of static shape [K, N].
+bool IsFusibleMatMul(const Graph& g, const Node& n) {
+  if (n.op != "MatMul" || n.host || !n.regions.empty() || n.outputs.size() != 1) return false;
+  if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  const Value& a = g.values[n.inputs[0]];
+  const Value& b = g.values[n.inputs[1]];
+  if (!a.rank_known || a.shape.size() < 2 || a.host) return false;
+  if (!b.constant || !b.static_shape() || b.shape.size() != 2 || b.dtype != a.dtype) return false;
+  return FloatOutput(g.values[n.outputs[0]]);
+}
+
+// Whether the fused op's shape function (`def`) gives `node`'s output dtype and
+// shape, where the shapes are static (elsewhere the chain's checks decide alone).
 bool ShapeAgrees(const Graph& g, const kernels::OpDef& def, const Node& node) {
   const Value& y = g.values[node.outputs[0]];
   if (!y.static_shape()) return true;
@@ -134,10 +150,11 @@ bool ShapeAgrees(const Graph& g, const kernels::OpDef& def, const Node& node) {
 
 }  // namespace
 
-ConvFusionStats FuseConvEpilogues(Graph& graph, const kernels::KernelRegistry& registry) {
-  ConvFusionStats stats;
-  const kernels::OpDef* def = registry.FindOp(kFusedConv);
-  if (!def) return stats;
+EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& registry) {
+  EpilogueFusionStats stats;
+  const kernels::OpDef* conv_def = registry.FindOp(kFusedConv);
+  const kernels::OpDef* matmul_def = registry.FindOp(kFusedMatMul);
+  if (!conv_def && !matmul_def) return stats;
   Graph& g = graph;
   const size_t count = g.nodes.size();
   std::vector<int> reads(g.values.size(), 0);
@@ -151,7 +168,7 @@ ConvFusionStats FuseConvEpilogues(Graph& graph, const kernels::KernelRegistry& r
       if (in >= 0) reader[in] = static_cast<int>(i);
     }
   }
-  std::vector<bool> removed(count, false);  // Taken by a FusedConv.
+  std::vector<bool> removed(count, false);  // Taken by a fused node.
   // The node reading `v` when that is its only read (a top-level node not yet taken)
   // and `v` is not a graph output; -1 otherwise.
   auto sole_reader = [&](int v) {
@@ -163,18 +180,26 @@ ConvFusionStats FuseConvEpilogues(Graph& graph, const kernels::KernelRegistry& r
 
   std::vector<std::optional<Node>> replacement(count);
   for (size_t i = 0; i < count; ++i) {
-    const Node& conv = g.nodes[i];
-    if (!IsFusibleConv(g, conv)) continue;
-    const int y = conv.outputs[0];
+    const Node& head = g.nodes[i];
+    const bool conv = conv_def && IsFusibleConv(g, head);
+    const bool matmul = !conv && matmul_def && IsFusibleMatMul(g, head);
+    if (!conv && !matmul) continue;
     std::vector<int> chain = {static_cast<int>(i)};
-    int cur = y, z = -1;
+    int cur = head.outputs[0], addend = -1;  // Z of a Conv, the bias of a MatMul.
     int next = sole_reader(cur);
     if (next >= 0 && g.nodes[next].op == "Add" && g.nodes[next].inputs.size() == 2) {
       const Node& add = g.nodes[next];
       const int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
-      if (other >= 0 && other != cur && SameTensorType(g.values[other], g.values[cur]) &&
-          SameTensorType(g.values[add.outputs[0]], g.values[cur]) && !g.values[other].host) {
-        z = other;
+      bool fits = other >= 0 && other != cur && !g.values[other].host &&
+                  SameTensorType(g.values[add.outputs[0]], g.values[cur]);
+      if (fits && conv) fits = SameTensorType(g.values[other], g.values[cur]);
+      if (fits && matmul) {
+        const Value& bias = g.values[other];
+        const int64_t n = g.values[head.inputs[1]].shape[1];
+        fits = bias.constant && bias.dtype == g.values[cur].dtype && bias.static_shape() && bias.shape == Shape{n};
+      }
+      if (fits) {
+        addend = other;
         chain.push_back(next);
         cur = add.outputs[0];
         next = sole_reader(cur);
@@ -189,27 +214,32 @@ ConvFusionStats FuseConvEpilogues(Graph& graph, const kernels::KernelRegistry& r
     }
     if (chain.size() < 2) continue;
     Node node;
-    node.op = std::string(kFusedConv);
+    node.op = std::string(conv ? kFusedConv : kFusedMatMul);
     for (int m : chain) node.name += (node.name.empty() ? "" : "+") + g.nodes[m].name;
-    node.attrs = conv.attrs;
+    if (conv) node.attrs = head.attrs;
     if (act) {
       node.attrs.Set("activation", act->name);
       if (!act->params.empty()) node.attrs.Set("activation_params", act->params);
     }
-    node.inputs = {conv.inputs[0], conv.inputs[1], conv.inputs.size() > 2 ? conv.inputs[2] : -1};
-    if (z >= 0) {
-      node.inputs.push_back(z);
-    } else if (node.inputs[2] < 0) {
-      node.inputs.pop_back();
+    if (conv) {
+      node.inputs = {head.inputs[0], head.inputs[1], head.inputs.size() > 2 ? head.inputs[2] : -1};
+      if (addend >= 0) {
+        node.inputs.push_back(addend);
+      } else if (node.inputs[2] < 0) {
+        node.inputs.pop_back();
+      }
+    } else {
+      node.inputs = {head.inputs[0], head.inputs[1]};
+      if (addend >= 0) node.inputs.push_back(addend);
     }
     node.outputs = g.nodes[chain.back()].outputs;
-    if (!ShapeAgrees(g, *def, node)) continue;
+    if (!ShapeAgrees(g, conv ? *conv_def : *matmul_def, node)) continue;
     for (int m : chain) removed[m] = true;
     replacement[chain.back()] = std::move(node);
-    ++stats.fused_convs;
+    ++(conv ? stats.fused_convs : stats.fused_matmuls);
     stats.epilogue_nodes += static_cast<int>(chain.size()) - 1;
   }
-  if (stats.fused_convs == 0) return stats;
+  if (stats.fused_convs + stats.fused_matmuls == 0) return stats;
   std::vector<Node> nodes;
   for (size_t i = 0; i < count; ++i) {
     if (replacement[i]) {

@@ -1,8 +1,8 @@
-// The conv-epilogue fusion pass: what fuses into FusedConv and what must not (an
-// intermediate with another reader, a graph output, a broadcasting Add), and compiled
-// graphs run on the CPU VM against the same graphs compiled without the pass, in NCHW,
-// NHWC and float16.
-#include "host_client/conv_fusion.h"
+// The epilogue fusion pass: what fuses into FusedConv and FusedMatMul and what must
+// not (an intermediate with another reader, a graph output, a broadcasting Add, a
+// MatMul by a non-constant), and compiled graphs run on the CPU VM against the same
+// graphs compiled without the pass, in NCHW, NHWC and float16.
+#include "host_client/epilogue_fusion.h"
 
 #include <gtest/gtest.h>
 
@@ -73,7 +73,7 @@ struct Variant {
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, Variant v, CompileStats* stats = nullptr) {
   REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));
   CompileOptions options;
-  options.fuse_conv_epilogues = v.fuse;
+  options.fuse_epilogues = v.fuse;
   options.layout = v.layout;
   options.dtype = v.dtype;
   options.fuse_elementwise = v.elementwise;
@@ -100,11 +100,12 @@ OnnxModelBuilder Base() {
 }
 
 // Compiles `b` with and without the pass (in the given layout and dtype), expects
-// `fused` FusedConv kernels absorbing `nodes` Add and activation nodes, and equal
-// outputs. Kernel counts: without elementwise fusion the pass saves `nodes` kernels;
-// with it, one per FusedConv in these graphs (elementwise fusion would otherwise have
-// merged an Add and its activation into one kernel).
-void ExpectFusion(const OnnxModelBuilder& b, int fused, int nodes, Variant v = {}, float tol = 1e-5f) {
+// `fused` kernels of `op` (FusedConv or FusedMatMul) absorbing `nodes` Add and
+// activation nodes, and equal outputs. Kernel counts: without elementwise fusion the
+// pass saves `nodes` kernels; with it, one per fused node in these graphs (elementwise
+// fusion would otherwise have merged an Add and its activation into one kernel).
+void ExpectFusion(const OnnxModelBuilder& b, int fused, int nodes, Variant v = {}, float tol = 1e-5f,
+                  const std::string& op = "FusedConv") {
   CompileStats with_stats, without_stats;
   Variant off = v;
   off.fuse = false;
@@ -112,11 +113,13 @@ void ExpectFusion(const OnnxModelBuilder& b, int fused, int nodes, Variant v = {
   auto without = Compile(b, off, &without_stats);
   ASSERT_TRUE(with.ok()) << with.status().ToString();
   ASSERT_TRUE(without.ok()) << without.status().ToString();
-  EXPECT_EQ(CountKernels(*with, "FusedConv"), fused);
-  EXPECT_EQ(CountKernels(*without, "FusedConv"), 0);
-  EXPECT_EQ(with_stats.fused_convs, fused);
-  EXPECT_EQ(with_stats.conv_epilogue_nodes, nodes);
-  EXPECT_EQ(without_stats.fused_convs, 0);
+  const bool conv = op == "FusedConv";
+  EXPECT_EQ(CountKernels(*with, op), fused);
+  EXPECT_EQ(CountKernels(*without, op), 0);
+  EXPECT_EQ(conv ? with_stats.fused_convs : with_stats.fused_matmuls, fused);
+  EXPECT_EQ(conv ? with_stats.fused_matmuls : with_stats.fused_convs, 0);
+  EXPECT_EQ(with_stats.epilogue_nodes, nodes);
+  EXPECT_EQ(without_stats.fused_convs + without_stats.fused_matmuls, 0);
   EXPECT_EQ(with_stats.kernels, without_stats.kernels - fused);
   Variant plain = v, plain_off = off;
   plain.elementwise = plain_off.elementwise = false;
@@ -146,17 +149,17 @@ OnnxModelBuilder ConvAddRelu() {
   return b;
 }
 
-TEST(ConvFusionTest, ConvAddRelu) { ExpectFusion(ConvAddRelu(), 1, 2); }
+TEST(EpilogueFusionTest, ConvAddRelu) { ExpectFusion(ConvAddRelu(), 1, 2); }
 
-TEST(ConvFusionTest, ConvAddReluNhwc) { ExpectFusion(ConvAddRelu(), 1, 2, {true, Layout::kNhwc}); }
+TEST(EpilogueFusionTest, ConvAddReluNhwc) { ExpectFusion(ConvAddRelu(), 1, 2, {true, Layout::kNhwc}); }
 
-TEST(ConvFusionTest, ConvAddReluFloat16) {
+TEST(EpilogueFusionTest, ConvAddReluFloat16) {
   // float16 rounds once in FusedConv and after every op unfused.
   ExpectFusion(ConvAddRelu(), 1, 2, {true, Layout::kNchw, DType::kFloat16}, 5e-3f);
   ExpectFusion(ConvAddRelu(), 1, 2, {true, Layout::kNhwc, DType::kFloat16}, 5e-3f);
 }
 
-TEST(ConvFusionTest, ConvLeakyRelu) {
+TEST(EpilogueFusionTest, ConvLeakyRelu) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 2);
   OnnxModelBuilder::FloatAttr(b.Node("LeakyRelu", {"c"}, {"y"}, "lrelu"), "alpha", 0.2f);
@@ -165,7 +168,7 @@ TEST(ConvFusionTest, ConvLeakyRelu) {
   ExpectFusion(b, 1, 1, {true, Layout::kNhwc});
 }
 
-TEST(ConvFusionTest, ConvAddOnly) {
+TEST(EpilogueFusionTest, ConvAddOnly) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 3);
   b.Node("Add", {"x", "c"}, {"y"}, "add");  // The Conv's output second.
@@ -175,7 +178,7 @@ TEST(ConvFusionTest, ConvAddOnly) {
 
 // Every activation after Conv + Add, the residual another Conv's output (defined after
 // the first Conv, before the Add).
-TEST(ConvFusionTest, EveryActivationAfterAResidualConv) {
+TEST(EpilogueFusionTest, ConvEveryActivationAfterAResidualConv) {
   struct Act {
     std::string op;
     std::vector<std::pair<std::string, float>> attrs;
@@ -204,7 +207,7 @@ TEST(ConvFusionTest, EveryActivationAfterAResidualConv) {
   }
 }
 
-TEST(ConvFusionTest, ClipWithAbsentBoundFuses) {
+TEST(EpilogueFusionTest, ConvClipWithAbsentBoundFuses) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 8);
   b.FloatInit("lo", {}, {0.1f});
@@ -213,7 +216,7 @@ TEST(ConvFusionTest, ClipWithAbsentBoundFuses) {
   ExpectFusion(b, 1, 1);
 }
 
-TEST(ConvFusionTest, ConvOutputReadElsewhereDoesNotFuse) {
+TEST(EpilogueFusionTest, ConvOutputReadElsewhereDoesNotFuse) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 9);
   b.Node("Relu", {"c"}, {"y"}, "relu");
@@ -223,7 +226,7 @@ TEST(ConvFusionTest, ConvOutputReadElsewhereDoesNotFuse) {
   ExpectFusion(b, 0, 0);
 }
 
-TEST(ConvFusionTest, AddOutputReadElsewhereKeepsTheActivation) {
+TEST(EpilogueFusionTest, ConvAddOutputReadElsewhereKeepsTheActivation) {
   // Conv + Add fuse; the Add's output has two readers, so the Relu stays.
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 10);
@@ -235,7 +238,7 @@ TEST(ConvFusionTest, AddOutputReadElsewhereKeepsTheActivation) {
   ExpectFusion(b, 1, 1);
 }
 
-TEST(ConvFusionTest, ConvOutputThatIsAGraphOutputDoesNotFuse) {
+TEST(EpilogueFusionTest, ConvOutputThatIsAGraphOutputDoesNotFuse) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 11);
   b.Node("Relu", {"c"}, {"y"}, "relu");
@@ -244,7 +247,7 @@ TEST(ConvFusionTest, ConvOutputThatIsAGraphOutputDoesNotFuse) {
   ExpectFusion(b, 0, 0);
 }
 
-TEST(ConvFusionTest, BroadcastingAddDoesNotFuse) {
+TEST(EpilogueFusionTest, ConvBroadcastingAddDoesNotFuse) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 12);
   b.FloatInit("bias", {4, 1, 1}, Random(4, 13));
@@ -254,7 +257,7 @@ TEST(ConvFusionTest, BroadcastingAddDoesNotFuse) {
   ExpectFusion(b, 0, 0);
 }
 
-TEST(ConvFusionTest, AddOfTheConvOutputWithItselfDoesNotFuse) {
+TEST(EpilogueFusionTest, ConvAddOfTheConvOutputWithItselfDoesNotFuse) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 14);
   b.Node("Add", {"c", "c"}, {"y"}, "add");
@@ -262,7 +265,7 @@ TEST(ConvFusionTest, AddOfTheConvOutputWithItselfDoesNotFuse) {
   ExpectFusion(b, 0, 0);
 }
 
-TEST(ConvFusionTest, GroupedAndPointwiseConvsFuse) {
+TEST(EpilogueFusionTest, ConvGroupedAndPointwiseConvsFuse) {
   OnnxModelBuilder b = Base();
   b.FloatInit("dw.w", {4, 1, 3, 3}, Random(36, 15));
   auto* dw = b.Node("Conv", {"x", "dw.w"}, {"d"}, "dw");
@@ -278,7 +281,7 @@ TEST(ConvFusionTest, GroupedAndPointwiseConvsFuse) {
 }
 
 // Dynamic H and W: the Add's operands agree by their symbolic dims.
-TEST(ConvFusionTest, SymbolicShapesFuse) {
+TEST(EpilogueFusionTest, ConvSymbolicShapesFuse) {
   OnnxModelBuilder b;
   b.Input("x", kFloat, {1, 4, -1, -1});
   AddConv(b, "conv", "x", "c", 17);
@@ -293,6 +296,167 @@ TEST(ConvFusionTest, SymbolicShapesFuse) {
   ASSERT_TRUE(plain.ok());
   for (const Shape& s : {Shape{1, 4, 5, 9}, Shape{1, 4, 8, 3}}) {
     const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 18);
+    auto got = RunVm(*def, s, x);
+    auto want = RunVm(*plain, s, x);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].size(), want[0].size());
+    for (size_t i = 0; i < got[0].size(); ++i) ASSERT_NEAR(got[0][i], want[0][i], 1e-5f) << "at " << i;
+  }
+}
+
+// MatMul chains: x [1, 4, 6, 7] (batch dims [1, 4]) times the constant w [7, 5].
+constexpr int64_t kN = 5;
+const Shape kY = {1, 4, 6, kN};
+
+OnnxModelBuilder& AddMatMul(OnnxModelBuilder& b, const std::string& out, uint32_t seed) {
+  b.FloatInit("w", {kX.back(), kN}, Random(static_cast<size_t>(kX.back() * kN), seed));
+  b.Node("MatMul", {"x", "w"}, {out}, "matmul");
+  return b;
+}
+
+void ExpectMatMulFusion(const OnnxModelBuilder& b, int fused, int nodes, Variant v = {}, float tol = 1e-5f) {
+  ExpectFusion(b, fused, nodes, v, tol, "FusedMatMul");
+}
+
+// y = Relu(MatMul(x, w) + bias).
+OnnxModelBuilder MatMulAddRelu(bool bias_first) {
+  OnnxModelBuilder b = Base();
+  AddMatMul(b, "m", 30);
+  b.FloatInit("bias", {kN}, Random(kN, 31));
+  b.Node("Add", bias_first ? std::vector<std::string>{"bias", "m"} : std::vector<std::string>{"m", "bias"}, {"a"},
+         "add");
+  b.Node("Relu", {"a"}, {"y"}, "relu");
+  b.Output("y", kFloat, kY);
+  return b;
+}
+
+TEST(EpilogueFusionTest, MatMulAddRelu) {
+  ExpectMatMulFusion(MatMulAddRelu(false), 1, 2);
+  ExpectMatMulFusion(MatMulAddRelu(true), 1, 2);  // The bias as the Add's first operand.
+}
+
+TEST(EpilogueFusionTest, MatMulAddReluFloat16) {
+  ExpectMatMulFusion(MatMulAddRelu(false), 1, 2, {true, Layout::kNchw, DType::kFloat16}, 5e-3f);
+}
+
+TEST(EpilogueFusionTest, MatMulAddOnly) {
+  OnnxModelBuilder b = Base();
+  AddMatMul(b, "m", 32);
+  b.FloatInit("bias", {kN}, Random(kN, 33));
+  b.Node("Add", {"bias", "m"}, {"y"}, "add");
+  b.Output("y", kFloat, kY);
+  ExpectMatMulFusion(b, 1, 1);
+}
+
+TEST(EpilogueFusionTest, MatMulWithEveryActivation) {
+  struct Act {
+    std::string op;
+    std::vector<std::pair<std::string, float>> attrs;
+    std::vector<float> clip;
+  };
+  const Act acts[] = {{"Relu", {}, {}},         {"LeakyRelu", {{"alpha", 0.3f}}, {}},
+                      {"Clip", {}, {-0.25f, 0.5f}}, {"Sigmoid", {}, {}},
+                      {"Tanh", {}, {}},         {"HardSigmoid", {{"alpha", 0.3f}, {"beta", 0.4f}}, {}},
+                      {"HardSwish", {}, {}}};
+  for (const Act& act : acts) {
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE(act.op + (bias ? " with bias" : ""));
+      OnnxModelBuilder b = Base();
+      AddMatMul(b, "m", 34);
+      std::string v = "m";
+      if (bias) {
+        b.FloatInit("bias", {kN}, Random(kN, 35));
+        b.Node("Add", {"m", "bias"}, {"a"}, "add");
+        v = "a";
+      }
+      std::vector<std::string> in = {v};
+      if (!act.clip.empty()) {
+        b.FloatInit("lo", {}, {act.clip[0]});
+        b.FloatInit("hi", {}, {act.clip[1]});
+        in = {v, "lo", "hi"};
+      }
+      auto* n = b.Node(act.op, in, {"y"}, "act");
+      for (const auto& [name, value] : act.attrs) OnnxModelBuilder::FloatAttr(n, name, value);
+      b.Output("y", kFloat, kY);
+      ExpectMatMulFusion(b, 1, bias ? 2 : 1);
+    }
+  }
+}
+
+TEST(EpilogueFusionTest, MatMulBiasThatBroadcastsOtherwiseDoesNotFuse) {
+  // [6, 5] and [1, 5] broadcast too, but are not FusedMatMul's [N] bias.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, kN}, std::vector<int64_t>{1, kN}}) {
+    OnnxModelBuilder b = Base();
+    AddMatMul(b, "m", 36);
+    b.FloatInit("bias", shape, Random(static_cast<size_t>(shape[0] * shape[1]), 37));
+    b.Node("Add", {"m", "bias"}, {"a"}, "add");
+    b.Node("Relu", {"a"}, {"y"}, "relu");
+    b.Output("y", kFloat, kY);
+    ExpectMatMulFusion(b, 0, 0);
+  }
+}
+
+TEST(EpilogueFusionTest, MatMulOutputReadElsewhereOrAGraphOutputDoesNotFuse) {
+  OnnxModelBuilder b = Base();
+  AddMatMul(b, "m", 38);
+  b.Node("Relu", {"m"}, {"y"}, "relu");
+  b.Node("Sigmoid", {"m"}, {"z"}, "sigmoid");
+  b.Output("y", kFloat, kY);
+  b.Output("z", kFloat, kY);
+  ExpectMatMulFusion(b, 0, 0);
+  OnnxModelBuilder c = Base();
+  AddMatMul(c, "m", 39);
+  c.Node("Tanh", {"m"}, {"y"}, "tanh");
+  c.Output("m", kFloat, kY);
+  c.Output("y", kFloat, kY);
+  ExpectMatMulFusion(c, 0, 0);
+}
+
+// B an input rather than an initializer, and a bias that is an input: compiled only
+// (RunVm feeds one input).
+TEST(EpilogueFusionTest, MatMulByANonConstantOrWithANonConstantBias) {
+  OnnxModelBuilder b = Base();
+  b.Input("w", kFloat, {kX.back(), kN});
+  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
+  b.Node("Relu", {"m"}, {"y"}, "relu");
+  b.Output("y", kFloat, kY);
+  CompileStats stats;
+  auto def = Compile(b, {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(CountKernels(*def, "FusedMatMul"), 0);
+  EXPECT_EQ(stats.fused_matmuls, 0);
+  // A constant B, the bias an input: MatMul and the activation do not meet (the Add
+  // stays between them), so nothing fuses.
+  OnnxModelBuilder c = Base();
+  c.Input("bias", kFloat, {kN});
+  AddMatMul(c, "m", 40);
+  c.Node("Add", {"m", "bias"}, {"a"}, "add");
+  c.Node("Relu", {"a"}, {"y"}, "relu");
+  c.Output("y", kFloat, kY);
+  def = Compile(c, {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(CountKernels(*def, "FusedMatMul"), 0);
+}
+
+// A 2-D A (no batch dims) with a dynamic row count.
+TEST(EpilogueFusionTest, MatMulWithADynamicRowCountFuses) {
+  OnnxModelBuilder b;
+  b.Input("x", kFloat, {-1, 7});
+  b.FloatInit("w", {7, kN}, Random(7 * kN, 41));
+  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
+  b.FloatInit("bias", {kN}, Random(kN, 42));
+  b.Node("Add", {"m", "bias"}, {"a"}, "add");
+  b.Node("Sigmoid", {"a"}, {"y"}, "sigmoid");
+  b.Output("y", kFloat, {-1, kN});
+  CompileStats stats;
+  auto def = Compile(b, {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(CountKernels(*def, "FusedMatMul"), 1);
+  EXPECT_EQ(stats.epilogue_nodes, 2);
+  auto plain = Compile(b, {false});
+  ASSERT_TRUE(plain.ok());
+  for (const Shape& s : {Shape{1, 7}, Shape{13, 7}}) {
+    const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 43);
     auto got = RunVm(*def, s, x);
     auto want = RunVm(*plain, s, x);
     ASSERT_EQ(got.size(), 1u);

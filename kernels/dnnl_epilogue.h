@@ -1,0 +1,53 @@
+// oneDNN helpers shared by the CPU kernels of FusedConv (kernels/conv.cc) and
+// FusedMatMul (kernels/matmul.cc): the epilogue's activation as eltwise post-ops, and
+// float16 tensors computed through float32 copies.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <span>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/op_attrs.h"
+
+namespace remex::kernels::internal {
+
+// Appends the epilogue's activation `e` to `po` as oneDNN eltwise post-ops, each the
+// ONNX operator's formula (kernels/conv_epilogue.h): relu with alpha 0 (Relu) or alpha
+// (LeakyRelu), clip (Clip), logistic (Sigmoid), tanh, linear(alpha, beta) then
+// clip(0, 1) (HardSigmoid), hardswish = x * relu6(x + 3) / 6 (HardSwish). Nothing for
+// no activation (defined in kernels/conv.cc).
+void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
+
+// Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
+// the float32 path computes, and each output is rounded to float16 once, on store.
+// Float32 tensors and absent inputs pass through untouched.
+template <typename Run>
+Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run) {
+  std::vector<std::vector<float>> buffers;
+  buffers.reserve(in.size() + out.size());
+  auto widen = [&](const TensorRef& t, bool copy) {
+    if (!t.present() || t.dtype != DType::kFloat16) return t;
+    const int64_t n = NumElements(t.shape).value_or(0);
+    std::vector<float>& b = buffers.emplace_back(static_cast<size_t>(n));
+    if (copy) {
+      const Half* src = static_cast<const Half*>(t.data);
+      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
+    }
+    return TensorRef{b.data(), DType::kFloat32, t.shape};
+  };
+  std::vector<TensorRef> in32, out32;
+  for (const TensorRef& t : in) in32.push_back(widen(t, true));
+  for (const TensorRef& t : out) out32.push_back(widen(t, false));
+  REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k].dtype != DType::kFloat16) continue;
+    const float* src = static_cast<const float*>(out32[k].data);
+    Half* dst = static_cast<Half*>(out[k].data);
+    const int64_t n = NumElements(out[k].shape).value_or(0);
+    for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+  }
+  return OkStatus();
+}
+
+}  // namespace remex::kernels::internal

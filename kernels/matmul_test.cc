@@ -1,0 +1,214 @@
+// FusedMatMul (kernels/matmul.cc): against the registry's MatMul, Add and activation
+// kernels run one after the other; float16 against float32; its errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/float16.h"
+#include "kernels/kernels.h"
+#include "kernels/op_attrs.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+
+struct Activation {
+  std::string name;  // "" for none.
+  std::vector<float> params;
+};
+
+const std::vector<Activation>& AllActivations() {
+  static const std::vector<Activation> kAll = {
+      {"", {}},        {"Relu", {}}, {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
+      {"Sigmoid", {}}, {"Tanh", {}}, {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
+  };
+  return kAll;
+}
+
+Attributes FusedAttrs(const Activation& act) {
+  Attributes a;
+  if (!act.name.empty()) a.Set("activation", act.name);
+  if (!act.params.empty()) a.Set("activation_params", act.params);
+  return a;
+}
+
+// The unfused reference: MatMul, then Add of the bias when given, then the activation op.
+StatusOr<HostTensor> Unfused(OpRunner& r, const HostTensor& a, const HostTensor& b, const HostTensor* bias,
+                             const Activation& act) {
+  REMEX_ASSIGN_OR_RETURN(std::vector<HostTensor> y, r.Run("MatMul", {}, {a, b}));
+  if (bias) {
+    REMEX_ASSIGN_OR_RETURN(y, r.Run("Add", {}, {y[0], *bias}));
+  }
+  if (act.name.empty()) return y[0];
+  Attributes at;
+  std::vector<HostTensor> in = {y[0]};
+  if (act.name == "LeakyRelu") at.Set("alpha", act.params[0]);
+  if (act.name == "HardSigmoid") {
+    at.Set("alpha", act.params[0]);
+    at.Set("beta", act.params[1]);
+  }
+  if (act.name == "Clip") {
+    in.push_back(HostTensor::Of<float>({}, {act.params[0]}));
+    in.push_back(HostTensor::Of<float>({}, {act.params[1]}));
+  }
+  REMEX_ASSIGN_OR_RETURN(y, r.Run(act.name, at, in));
+  return y[0];
+}
+
+// A's shape and N: 2-D, batch dims, odd and size-1 extents.
+struct Case {
+  Shape a;
+  int64_t n;
+};
+
+std::vector<Case> Cases() {
+  return {{{5, 7}, 3}, {{1, 1}, 1}, {{2, 3, 17}, 9}, {{2, 1, 4, 33}, 65}, {{3, 40, 96}, 120}, {{1, 25, 1}, 6}};
+}
+
+std::vector<float> Random(std::mt19937& rng, const Shape& s, bool half_exact = false) {
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(*NumElements(s));
+  for (float& f : v) f = half_exact ? HalfToFloat(FloatToHalf(dist(rng))) : dist(rng);
+  return v;
+}
+
+std::vector<Half> ToHalf(const std::vector<float>& f) {
+  std::vector<Half> h;
+  for (float v : f) h.push_back(FloatToHalf(v));
+  return h;
+}
+
+TEST(FusedMatMulTest, MatchesMatMulAddActivation) {
+  OpRunner r;
+  std::mt19937 rng(21);
+  int checked = 0;
+  for (const Case& c : Cases()) {
+    const int64_t k = c.a.back();
+    const HostTensor a = HostTensor::Of(c.a, Random(rng, c.a));
+    const HostTensor b = HostTensor::Of(Shape{k, c.n}, Random(rng, {k, c.n}));
+    const HostTensor bias = HostTensor::Of(Shape{c.n}, Random(rng, {c.n}));
+    for (const Activation& act : AllActivations()) {
+      for (bool with_bias : {false, true}) {
+        auto want = Unfused(r, a, b, with_bias ? &bias : nullptr, act);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        std::vector<HostTensor> in = {a, b};
+        if (with_bias) in.push_back(bias);
+        // Twice: the second call uses the cached primitive.
+        for (int call = 0; call < 2; ++call) {
+          auto got = r.Run("FusedMatMul", FusedAttrs(act), in);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          ASSERT_EQ((*got)[0].shape, want->shape);
+          const std::vector<float> expect = want->Values<float>(), actual = (*got)[0].Values<float>();
+          for (size_t i = 0; i < expect.size(); ++i) {
+            ASSERT_NEAR(actual[i], expect[i], 1e-4f + 1e-5f * std::fabs(expect[i]))
+                << "activation '" << act.name << "' at " << i << " A " << ShapeToString(c.a) << " N " << c.n
+                << " bias " << with_bias;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 6 * 8 * 2);
+}
+
+// float16 computes in float32 and rounds once: within float16 precision of the float32
+// kernel on the same values.
+TEST(FusedMatMulTest, Float16MatchesFloat32WithinTolerance) {
+  OpRunner r;
+  std::mt19937 rng(22);
+  for (const Case& c : Cases()) {
+    const int64_t k = c.a.back();
+    const std::vector<float> a = Random(rng, c.a, true), b = Random(rng, {k, c.n}, true),
+                             bias = Random(rng, {c.n}, true);
+    for (const Activation& act : AllActivations()) {
+      for (bool with_bias : {false, true}) {
+        std::vector<HostTensor> in32 = {HostTensor::Of(c.a, a), HostTensor::Of(Shape{k, c.n}, b)};
+        std::vector<HostTensor> in16 = {HostTensor::Of(c.a, ToHalf(a)), HostTensor::Of(Shape{k, c.n}, ToHalf(b))};
+        if (with_bias) {
+          in32.push_back(HostTensor::Of(Shape{c.n}, bias));
+          in16.push_back(HostTensor::Of(Shape{c.n}, ToHalf(bias)));
+        }
+        auto want = r.Run("FusedMatMul", FusedAttrs(act), in32);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        auto got = r.Run("FusedMatMul", FusedAttrs(act), in16);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
+        const std::vector<float> f32 = (*want)[0].Values<float>();
+        const std::vector<Half> f16 = (*got)[0].Values<Half>();
+        ASSERT_EQ(f16.size(), f32.size());
+        for (size_t i = 0; i < f32.size(); ++i) {
+          ASSERT_NEAR(HalfToFloat(f16[i]), f32[i], 1e-3f + 1e-3f * std::fabs(f32[i])) << act.name << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedMatMulTest, EmptyInnerDimHoldsTheActivationOfTheBias) {
+  OpRunner r;
+  const Attributes a = Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{-1.f, 1.f}}});
+  auto out = r.Run("FusedMatMul", a,
+                   {HostTensor::Zeros(DType::kFloat32, {2, 0}), HostTensor::Zeros(DType::kFloat32, {0, 3}),
+                    HostTensor::Of<float>({3}, {1.5f, -2.f, 0.25f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1.f, -1.f, 0.25f, 1.f, -1.f, 0.25f}));
+  auto empty = r.Run("FusedMatMul", {}, {HostTensor::Zeros(DType::kFloat32, {2, 0, 4}), HostTensor::Zeros(DType::kFloat32, {4, 3})});
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ((*empty)[0].shape, (Shape{2, 0, 3}));
+}
+
+TEST(FusedMatMulTest, InvalidInputsAndAttributesAreRefused) {
+  OpRunner r;
+  const HostTensor a = HostTensor::Zeros(DType::kFloat32, {2, 3, 4});
+  const HostTensor b = HostTensor::Zeros(DType::kFloat32, {4, 5});
+  auto infer = [&](const Attributes& at, std::vector<HostTensor> in) { return r.Infer("FusedMatMul", at, in); };
+  auto ok = infer({}, {a, b, HostTensor::Zeros(DType::kFloat32, {5})});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].shape, (Shape{2, 3, 5}));
+  struct Bad {
+    std::vector<HostTensor> in;
+    std::string message;
+  };
+  const Bad bad[] = {
+      {{HostTensor::Zeros(DType::kFloat32, {4}), b}, "A must have rank >= 2"},
+      {{a, HostTensor::Zeros(DType::kFloat32, {2, 4, 5})}, "B must be 2-D"},
+      {{a, HostTensor::Zeros(DType::kFloat32, {3, 5})}, "inner dims differ"},
+      {{a, HostTensor::Zeros(DType::kFloat16, {4, 5})}, "B must have A's dtype"},
+      {{HostTensor::Zeros(DType::kInt32, {2, 4}), HostTensor::Zeros(DType::kInt32, {4, 5})}, "float32 or float16"},
+      {{a, b, HostTensor::Zeros(DType::kFloat32, {1, 5})}, "bias must be [N] = [5]"},
+      {{a, b, HostTensor::Zeros(DType::kFloat32, {4})}, "bias must be [N]"},
+      {{a, b, HostTensor::Zeros(DType::kFloat16, {5})}, "bias must have A's dtype"},
+  };
+  for (const Bad& c : bad) {
+    Status s = infer({}, c.in).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(s.message().rfind("FusedMatMul: ", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.message();
+  }
+  // Unknown activation, wrong parameter counts: in the shape function and at kernel creation.
+  auto factory = r.registry().FindKernel("FusedMatMul", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  const Attributes bad_attrs[] = {
+      Attrs({{"activation", std::string("Gelu")}}),
+      Attrs({{"activation", std::string("HardSigmoid")}, {"activation_params", std::vector<float>{0.f}}}),
+      Attrs({{"activation_params", std::vector<float>{1.f}}}),
+  };
+  for (const Attributes& at : bad_attrs) {
+    Status s = infer(at, {a, b}).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message().rfind("FusedMatMul", 0), 0u) << s.message();
+    EXPECT_EQ((*factory)(at).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace remex::kernels
