@@ -9,6 +9,7 @@
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/op_attrs.h"
+#include "kernels/epilogue_test_util.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -396,46 +397,16 @@ TEST(ConvFloat16Test, MatchesFloat32OnTheSameValuesRoundedOnce) {
 
 // FusedConv = activation(Conv(X, W, B) + Z): against the registry's Conv, Add and
 // activation kernels run one after the other.
-struct Activation {
-  std::string name;  // "" for none.
-  std::vector<float> params;
-};
-
-const std::vector<Activation>& AllActivations() {
-  static const std::vector<Activation> kAll = {
-      {"", {}},          {"Relu", {}},    {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
-      {"Sigmoid", {}},   {"Tanh", {}},    {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
-  };
-  return kAll;
-}
+using testing::AllEpilogueActivations;
+using testing::EpilogueActivation;
+using testing::RunUnfusedEpilogue;
+using testing::WithEpilogue;
 
 // The unfused reference: Conv, then Add of Z when given, then the activation op.
 StatusOr<HostTensor> UnfusedConv(OpRunner& r, const Attributes& conv_attrs, std::vector<HostTensor> conv_in,
-                                 const std::optional<HostTensor>& z, const Activation& act) {
+                                 const std::optional<HostTensor>& z, const EpilogueActivation& act) {
   REMEX_ASSIGN_OR_RETURN(std::vector<HostTensor> y, r.Run("Conv", conv_attrs, conv_in));
-  if (z) {
-    REMEX_ASSIGN_OR_RETURN(y, r.Run("Add", {}, {y[0], *z}));
-  }
-  if (act.name.empty()) return y[0];
-  Attributes a;
-  std::vector<HostTensor> in = {y[0]};
-  if (act.name == "LeakyRelu") a.Set("alpha", act.params[0]);
-  if (act.name == "HardSigmoid") {
-    a.Set("alpha", act.params[0]);
-    a.Set("beta", act.params[1]);
-  }
-  if (act.name == "Clip") {
-    in.push_back(HostTensor::Of<float>({}, {act.params[0]}));
-    in.push_back(HostTensor::Of<float>({}, {act.params[1]}));
-  }
-  REMEX_ASSIGN_OR_RETURN(y, r.Run(act.name, a, in));
-  return y[0];
-}
-
-Attributes FusedAttrs(Attributes conv_attrs, const Activation& act) {
-  if (!act.name.empty()) conv_attrs.Set("activation", act.name);
-  if (!act.params.empty()) conv_attrs.Set("activation_params", act.params);
-  return conv_attrs;
+  return RunUnfusedEpilogue(r, y[0], z ? &*z : nullptr, act);
 }
 
 struct FusedCase {
@@ -470,7 +441,7 @@ TEST(FusedConvTest, MatchesConvAddActivation) {
     ASSERT_TRUE(infos.ok()) << infos.status().ToString();
     const Shape ys = (*infos)[0].shape;
     const std::vector<float> z = random(ys);
-    for (const Activation& act : AllActivations()) {
+    for (const EpilogueActivation& act : AllEpilogueActivations()) {
       for (int variant = 0; variant < 8; ++variant) {
         const bool bias = variant & 1, residual = variant & 2, nhwc = variant & 4;
         std::vector<HostTensor> conv_in = {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w)};
@@ -480,7 +451,7 @@ TEST(FusedConvTest, MatchesConvAddActivation) {
         auto want = UnfusedConv(r, c.attrs, conv_in, zt, act);
         ASSERT_TRUE(want.ok()) << want.status().ToString();
         std::vector<float> expect = want->Values<float>();
-        Attributes fa = FusedAttrs(c.attrs, act);
+        Attributes fa = WithEpilogue(c.attrs, act);
         std::vector<HostTensor> fused_in = conv_in;
         Shape out_shape = ys;
         if (nhwc) {
@@ -535,8 +506,8 @@ TEST(FusedConvTest, Float16MatchesFloat32WithinTolerance) {
     ASSERT_TRUE(infos.ok());
     const Shape ys = (*infos)[0].shape;
     const std::vector<float> z = halves(ys);
-    for (const Activation& act : AllActivations()) {
-      const Attributes fa = FusedAttrs(c.attrs, act);
+    for (const EpilogueActivation& act : AllEpilogueActivations()) {
+      const Attributes fa = WithEpilogue(c.attrs, act);
       auto want = r.Run("FusedConv", fa,
                         {HostTensor::Of(c.x, x), HostTensor::Of(c.w, w), HostTensor::Of<float>({m}, b), HostTensor::Of(ys, z)});
       ASSERT_TRUE(want.ok()) << want.status().ToString();

@@ -11,6 +11,7 @@
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/op_attrs.h"
+#include "kernels/epilogue_test_util.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -20,47 +21,18 @@ using testing::Attrs;
 using testing::HostTensor;
 using testing::OpRunner;
 
-struct Activation {
-  std::string name;  // "" for none.
-  std::vector<float> params;
-};
+using testing::AllEpilogueActivations;
+using testing::EpilogueActivation;
+using testing::RunUnfusedEpilogue;
+using testing::WithEpilogue;
 
-const std::vector<Activation>& AllActivations() {
-  static const std::vector<Activation> kAll = {
-      {"", {}},        {"Relu", {}}, {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
-      {"Sigmoid", {}}, {"Tanh", {}}, {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
-  };
-  return kAll;
-}
-
-Attributes FusedAttrs(const Activation& act) {
-  Attributes a;
-  if (!act.name.empty()) a.Set("activation", act.name);
-  if (!act.params.empty()) a.Set("activation_params", act.params);
-  return a;
-}
+Attributes FusedAttrs(const EpilogueActivation& act) { return WithEpilogue({}, act); }
 
 // The unfused reference: MatMul, then Add of the bias when given, then the activation op.
 StatusOr<HostTensor> Unfused(OpRunner& r, const HostTensor& a, const HostTensor& b, const HostTensor* bias,
-                             const Activation& act) {
+                             const EpilogueActivation& act) {
   REMEX_ASSIGN_OR_RETURN(std::vector<HostTensor> y, r.Run("MatMul", {}, {a, b}));
-  if (bias) {
-    REMEX_ASSIGN_OR_RETURN(y, r.Run("Add", {}, {y[0], *bias}));
-  }
-  if (act.name.empty()) return y[0];
-  Attributes at;
-  std::vector<HostTensor> in = {y[0]};
-  if (act.name == "LeakyRelu") at.Set("alpha", act.params[0]);
-  if (act.name == "HardSigmoid") {
-    at.Set("alpha", act.params[0]);
-    at.Set("beta", act.params[1]);
-  }
-  if (act.name == "Clip") {
-    in.push_back(HostTensor::Of<float>({}, {act.params[0]}));
-    in.push_back(HostTensor::Of<float>({}, {act.params[1]}));
-  }
-  REMEX_ASSIGN_OR_RETURN(y, r.Run(act.name, at, in));
-  return y[0];
+  return RunUnfusedEpilogue(r, y[0], bias, act);
 }
 
 // A's shape and N: 2-D, batch dims, odd and size-1 extents.
@@ -95,7 +67,7 @@ TEST(FusedMatMulTest, MatchesMatMulAddActivation) {
     const HostTensor a = HostTensor::Of(c.a, Random(rng, c.a));
     const HostTensor b = HostTensor::Of(Shape{k, c.n}, Random(rng, {k, c.n}));
     const HostTensor bias = HostTensor::Of(Shape{c.n}, Random(rng, {c.n}));
-    for (const Activation& act : AllActivations()) {
+    for (const EpilogueActivation& act : AllEpilogueActivations()) {
       for (bool with_bias : {false, true}) {
         auto want = Unfused(r, a, b, with_bias ? &bias : nullptr, act);
         ASSERT_TRUE(want.ok()) << want.status().ToString();
@@ -129,7 +101,7 @@ TEST(FusedMatMulTest, Float16MatchesFloat32WithinTolerance) {
     const int64_t k = c.a.back();
     const std::vector<float> a = Random(rng, c.a, true), b = Random(rng, {k, c.n}, true),
                              bias = Random(rng, {c.n}, true);
-    for (const Activation& act : AllActivations()) {
+    for (const EpilogueActivation& act : AllEpilogueActivations()) {
       for (bool with_bias : {false, true}) {
         std::vector<HostTensor> in32 = {HostTensor::Of(c.a, a), HostTensor::Of(Shape{k, c.n}, b)};
         std::vector<HostTensor> in16 = {HostTensor::Of(c.a, ToHalf(a)), HostTensor::Of(Shape{k, c.n}, ToHalf(b))};

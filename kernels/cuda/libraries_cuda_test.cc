@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/epilogue_test_util.h"
 
 namespace remex::kernels {
 namespace {
@@ -213,25 +214,9 @@ TEST(ConvCudaKernel, PointwiseAndDepthwiseInBothLayouts) {
 // ---------------------------------------------------------------------------
 // FusedConv: Y = activation(Conv(X, W, B) + Z).
 
-struct Activation {
-  const char* name;
-  std::vector<float> params;
-};
-
-const Activation kActivations[] = {{"", {}},
-                                   {"Relu", {}},
-                                   {"LeakyRelu", {0.1f}},
-                                   {"Clip", {-0.5f, 0.75f}},
-                                   {"Sigmoid", {}},
-                                   {"Tanh", {}},
-                                   {"HardSigmoid", {0.2f, 0.5f}},
-                                   {"HardSwish", {}}};
-
-// Adds FusedConv's epilogue attributes for `act`.
-void AddEpilogue(Attributes& attrs, const Activation& act) {
-  if (*act.name) attrs.Set("activation", std::string(act.name));
-  if (!act.params.empty()) attrs.Set("activation_params", act.params);
-}
+using testing::AllEpilogueActivations;
+using testing::EpilogueActivation;
+using testing::WithEpilogue;
 
 // FusedConv's inputs: X, W, then B and Z as asked (an absent B before Z; Z random, of
 // the shape `conv_attrs`' Conv gives).
@@ -259,11 +244,11 @@ TEST(FusedConvCudaKernel, EveryActivationWithAndWithoutBAndZInBothLayouts) {
                                      {"pads", pads},
                                      {"strides", std::vector<int64_t>{1, 2}}});
       const Shape xs = nhwc ? Shape{2, 7, 9, 5} : Shape{2, 5, 7, 9};
-      for (const Activation& act : kActivations) {
+      for (const EpilogueActivation& act : AllEpilogueActivations()) {
         for (int variant = 0; variant < 4; ++variant) {
           const bool with_b = variant & 1, with_z = variant & 2;
           Attributes attrs = conv;
-          AddEpilogue(attrs, act);
+          attrs = WithEpilogue(attrs, act);
           std::vector<HostTensor> in =
               FusedInputs(rng, conv, RandomTensor(rng, xs), RandomTensor(rng, {6, 5, 3, 3}), with_b, with_z);
           for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
@@ -284,10 +269,10 @@ TEST(FusedConvCudaKernel, RandomConvolutionsMatchTheCpuKernel) {
   std::mt19937 rng(29);
   for (int iter = 0; iter < 48; ++iter) {
     ConvCase c = RandomConv(rng, /*transpose=*/false);
-    const Activation& act = kActivations[iter % std::size(kActivations)];
+    const EpilogueActivation& act = AllEpilogueActivations()[iter % AllEpilogueActivations().size()];
     const bool with_z = Pick(rng, 0, 1) == 1;
     Attributes attrs = c.attrs;
-    AddEpilogue(attrs, act);
+    attrs = WithEpilogue(attrs, act);
     std::vector<HostTensor> in = FusedInputs(rng, c.attrs, c.inputs[0], c.inputs[1], c.inputs.size() > 2, with_z);
     if (c.inputs.size() > 2) in[2] = c.inputs[2];
     for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
@@ -426,10 +411,10 @@ TEST(FusedMatMulCudaKernel, EveryActivationWithAndWithoutBiasMatchesTheCpuKernel
   };
   for (const auto& [a, n] : cases) {
     const int64_t k = a.back();
-    for (const Activation& act : kActivations) {
+    for (const EpilogueActivation& act : AllEpilogueActivations()) {
       for (bool with_bias : {false, true}) {
         Attributes attrs;
-        AddEpilogue(attrs, act);
+        attrs = WithEpilogue(attrs, act);
         std::vector<HostTensor> in = {RandomTensor(rng, a), RandomTensor(rng, {k, n})};
         if (with_bias) in.push_back(RandomTensor(rng, {n}));
         for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
@@ -451,10 +436,10 @@ TEST(FusedMatMulCudaKernel, RandomShapesMatchTheCpuKernel) {
     const int64_t m = Pick(rng, 1, 40), k = Pick(rng, 1, 70), n = Pick(rng, 1, 40);
     Shape a = {m, k};
     for (int d = Pick(rng, 0, 2); d > 0; --d) a.insert(a.begin(), Pick(rng, 1, 3));
-    const Activation& act = kActivations[iter % std::size(kActivations)];
+    const EpilogueActivation& act = AllEpilogueActivations()[iter % AllEpilogueActivations().size()];
     const bool with_bias = Pick(rng, 0, 1) == 1;
     Attributes attrs;
-    AddEpilogue(attrs, act);
+    attrs = WithEpilogue(attrs, act);
     std::vector<HostTensor> in = {RandomTensor(rng, a), RandomTensor(rng, {k, n})};
     if (with_bias) in.push_back(RandomTensor(rng, {n}));
     const DType dtype = iter % 2 ? DType::kFloat16 : DType::kFloat32;
