@@ -95,17 +95,6 @@ std::optional<Activation> ClassifyActivation(const Graph& g, const Node& n, int 
   return std::nullopt;
 }
 
-// Reads of each value by `node`, reads inside its regions included.
-void CountReads(const Node& node, std::vector<int>& reads) {
-  for (int in : node.inputs) {
-    if (in >= 0) ++reads[in];
-  }
-  for (const Region& r : node.regions) {
-    for (const Node& n : r.nodes) CountReads(n, reads);
-    for (int o : r.outputs) ++reads[o];
-  }
-}
-
 // A float32 or float16 device value of known rank.
 bool FloatOutput(const Value& y) {
   return (y.dtype == DType::kFloat32 || y.dtype == DType::kFloat16) && y.rank_known && !y.host;

@@ -188,17 +188,6 @@ std::optional<Op> Classify(const Graph& g, const Node& n) {
   return op;
 }
 
-// Reads of each value by `node`, reads inside its regions included.
-void CountReads(const Node& node, std::vector<int>& reads) {
-  for (int in : node.inputs) {
-    if (in >= 0) ++reads[in];
-  }
-  for (const Region& r : node.regions) {
-    for (const Node& n : r.nodes) CountReads(n, reads);
-    for (int o : r.outputs) ++reads[o];
-  }
-}
-
 // An instruction operand before slots are numbered.
 struct Operand {
   enum Kind { kInput, kImmediate, kResult } kind;

@@ -104,4 +104,17 @@ struct Graph {
   }
 };
 
+// Adds to `reads[v]` each read of value v by `node`: its inputs, and the inputs and
+// outputs of the nodes of its regions (If branches, Loop bodies), recursively. `reads`
+// holds one entry per value of the graph.
+inline void CountReads(const Node& node, std::vector<int>& reads) {
+  for (int in : node.inputs) {
+    if (in >= 0) ++reads[in];
+  }
+  for (const Region& r : node.regions) {
+    for (const Node& n : r.nodes) CountReads(n, reads);
+    for (int o : r.outputs) ++reads[o];
+  }
+}
+
 }  // namespace remex::compiler
