@@ -6,6 +6,7 @@
 
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -13,31 +14,12 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::RunFloat32;
 
 int CountOp(const vm::ExecutableDef& def, vm::Opcode op) {
   int n = 0;
   for (const auto& inst : def.functions[0].code) n += inst.op == op;
   return n;
-}
-
-// Runs `def` on the CPU VM with one float input.
-std::vector<float> RunLocal(const vm::ExecutableDef& def, const Shape& shape, const std::vector<float>& x,
-                            Shape* out_shape = nullptr) {
-  auto exe = vm::Executable::FromDef(def, Registry());
-  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-  EXPECT_TRUE(machine.ok()) << machine.status().ToString();
-  auto in = vm::AllocateTensor(*allocator, DType::kFloat32, shape);
-  std::memcpy((*in)->data(), x.data(), x.size() * 4);
-  EXPECT_TRUE((*machine)->SetInputs(0, {*in}).ok());
-  auto out = (*machine)->Invoke(0);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (!out.ok()) return {};
-  if (out_shape) *out_shape = (*out)[0]->shape;
-  const float* p = static_cast<const float*>((*out)[0]->data());
-  return std::vector<float>(p, p + *NumElements((*out)[0]->shape));
 }
 
 // x -> Shape -> Slice[0:1] -> Concat with [-1] -> Reshape(x): the flatten chain of
@@ -66,7 +48,7 @@ TEST(CompilerTest, StaticShapesFoldTheShapeChain) {
   std::vector<float> x(24);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
   Shape out_shape;
-  EXPECT_EQ(RunLocal(*def, {2, 3, 4}, x, &out_shape), x);
+  EXPECT_EQ(RunFloat32(*def, {2, 3, 4}, x, &out_shape), x);
   EXPECT_EQ(out_shape, (Shape{2, 12}));
 }
 
@@ -83,7 +65,7 @@ TEST(CompilerTest, DynamicShapesUseRuntimeShapeFunctions) {
     std::vector<float> x(*NumElements(shape));
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
     Shape out_shape;
-    EXPECT_EQ(RunLocal(*def, shape, x, &out_shape), x);
+    EXPECT_EQ(RunFloat32(*def, shape, x, &out_shape), x);
     EXPECT_EQ(out_shape, (Shape{shape[0], shape[1] * shape[2]}));
   }
 }
@@ -132,7 +114,7 @@ TEST(CompilerTest, OldClipAttributesBecomeInputs) {
   ASSERT_EQ(graph->nodes[0].inputs.size(), 3u);
   auto def = CompileGraph(std::move(graph).value(), Registry(), {});
   ASSERT_TRUE(def.ok()) << def.status().ToString();
-  EXPECT_EQ(RunLocal(*def, {4}, {-1.0f, 2.0f, 7.0f, 6.5f}), (std::vector<float>{0.0f, 2.0f, 6.0f, 6.0f}));
+  EXPECT_EQ(RunFloat32(*def, {4}, {-1.0f, 2.0f, 7.0f, 6.5f}), (std::vector<float>{0.0f, 2.0f, 6.0f, 6.0f}));
 }
 
 TEST(CompilerTest, OutputThatIsAnInputIsCopied) {
@@ -145,7 +127,7 @@ TEST(CompilerTest, OutputThatIsAnInputIsCopied) {
   auto def = CompileGraph(std::move(graph).value(), Registry(), {});
   ASSERT_TRUE(def.ok()) << def.status().ToString();
   EXPECT_EQ(CountOp(*def, vm::Opcode::kAllocOutput), 2);
-  EXPECT_EQ(RunLocal(*def, {3}, {-1.0f, 0.5f, 2.0f}), (std::vector<float>{-1.0f, 0.5f, 2.0f}));
+  EXPECT_EQ(RunFloat32(*def, {3}, {-1.0f, 0.5f, 2.0f}), (std::vector<float>{-1.0f, 0.5f, 2.0f}));
 }
 
 TEST(CompilerTest, ExecutableSurvivesSerialization) {
@@ -159,7 +141,7 @@ TEST(CompilerTest, ExecutableSurvivesSerialization) {
   auto parsed = vm::ParseExecutable(*bytes);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->functions[0].code.size(), compiled->functions[0].code.size());
-  EXPECT_EQ(RunLocal(*parsed, {3, 2}, {1, 2, 3, 4, 5, 6}), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(RunFloat32(*parsed, {3, 2}, {1, 2, 3, 4, 5, 6}), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -22,6 +23,7 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
@@ -37,30 +39,6 @@ std::vector<float> Random(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// Runs `def` on the CPU VM with one float input x; returns every output's values.
-std::vector<std::vector<float>> RunVm(const vm::ExecutableDef& def, const Shape& shape, const std::vector<float>& x) {
-  auto exe = vm::Executable::FromDef(def, Registry());
-  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  if (!exe.ok()) return {};
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-  EXPECT_TRUE(machine.ok()) << machine.status().ToString();
-  if (!machine.ok()) return {};
-  auto t = vm::AllocateTensor(*allocator, DType::kFloat32, shape);
-  std::memcpy((*t)->data(), x.data(), x.size() * 4);
-  EXPECT_TRUE((*machine)->SetInputs(0, {*t}).ok());
-  auto out = (*machine)->Invoke(0);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (!out.ok()) return {};
-  std::vector<std::vector<float>> result;
-  for (const auto& o : *out) {
-    const float* p = static_cast<const float*>(o->data());
-    result.emplace_back(p, p + *NumElements(o->shape));
-  }
-  return result;
 }
 
 struct Variant {
@@ -128,8 +106,8 @@ void ExpectFusion(const OnnxModelBuilder& b, int fused, int nodes, Variant v = {
   ASSERT_TRUE(Compile(b, plain_off, &plain_off_stats).ok());
   EXPECT_EQ(plain_stats.kernels, plain_off_stats.kernels - nodes);
   const std::vector<float> x = Random(static_cast<size_t>(*NumElements(kX)), 77);
-  auto got = RunVm(*with, kX, x);
-  auto want = RunVm(*without, kX, x);
+  auto got = RunFloat32Outputs(*with, {kX}, {x});
+  auto want = RunFloat32Outputs(*without, {kX}, {x});
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < got.size(); ++o) {
     ASSERT_EQ(got[o].size(), want[o].size());
@@ -296,8 +274,8 @@ TEST(EpilogueFusionTest, ConvSymbolicShapesFuse) {
   ASSERT_TRUE(plain.ok());
   for (const Shape& s : {Shape{1, 4, 5, 9}, Shape{1, 4, 8, 3}}) {
     const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 18);
-    auto got = RunVm(*def, s, x);
-    auto want = RunVm(*plain, s, x);
+    auto got = RunFloat32Outputs(*def, {s}, {x});
+    auto want = RunFloat32Outputs(*plain, {s}, {x});
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(got[0].size(), want[0].size());
     for (size_t i = 0; i < got[0].size(); ++i) ASSERT_NEAR(got[0][i], want[0][i], 1e-5f) << "at " << i;
@@ -413,7 +391,7 @@ TEST(EpilogueFusionTest, MatMulOutputReadElsewhereOrAGraphOutputDoesNotFuse) {
 }
 
 // B an input rather than an initializer, and a bias that is an input: compiled only
-// (RunVm feeds one input).
+// (the runs feed one input).
 TEST(EpilogueFusionTest, MatMulByANonConstantOrWithANonConstantBias) {
   OnnxModelBuilder b = Base();
   b.Input("w", kFloat, {kX.back(), kN});
@@ -457,8 +435,8 @@ TEST(EpilogueFusionTest, MatMulWithADynamicRowCountFuses) {
   ASSERT_TRUE(plain.ok());
   for (const Shape& s : {Shape{1, 7}, Shape{13, 7}}) {
     const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 43);
-    auto got = RunVm(*def, s, x);
-    auto want = RunVm(*plain, s, x);
+    auto got = RunFloat32Outputs(*def, {s}, {x});
+    auto want = RunFloat32Outputs(*plain, {s}, {x});
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(got[0].size(), want[0].size());
     for (size_t i = 0; i < got[0].size(); ++i) ASSERT_NEAR(got[0][i], want[0][i], 1e-5f) << "at " << i;

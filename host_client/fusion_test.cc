@@ -15,6 +15,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "kernels/fused.h"
 #include "vm/vm.h"
 
@@ -23,39 +24,12 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::RunFloat32Outputs;
 
 int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
   int n = 0;
   for (const auto& k : def.kernels) n += k.op == op;
   return n;
-}
-
-// Runs `def` on the CPU VM with float inputs; returns every output's values.
-std::vector<std::vector<float>> RunVm(const vm::ExecutableDef& def, const std::vector<Shape>& shapes,
-                                      const std::vector<std::vector<float>>& inputs) {
-  auto exe = vm::Executable::FromDef(def, Registry());
-  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  if (!exe.ok()) return {};
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-  EXPECT_TRUE(machine.ok()) << machine.status().ToString();
-  std::vector<vm::TensorPtr> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto t = vm::AllocateTensor(*allocator, DType::kFloat32, shapes[i]);
-    std::memcpy((*t)->data(), inputs[i].data(), inputs[i].size() * 4);
-    in.push_back(*t);
-  }
-  EXPECT_TRUE((*machine)->SetInputs(0, in).ok());
-  auto out = (*machine)->Invoke(0);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (!out.ok()) return {};
-  std::vector<std::vector<float>> result;
-  for (const auto& t : *out) {
-    const float* p = static_cast<const float*>(t->data());
-    result.emplace_back(p, p + *NumElements(t->shape));
-  }
-  return result;
 }
 
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool fuse, CompileStats* stats = nullptr) {
@@ -119,7 +93,7 @@ TEST(FusionTest, ChainBecomesOneKernel) {
   ASSERT_TRUE(dtype.ok()) << dtype.status().ToString();
   EXPECT_EQ(*dtype, "float32");
   auto x = Ramp(30, 0.5f, -7.0f);
-  auto y = RunVm(*def, {{2, 3, 5}}, {x});
+  auto y = RunFloat32Outputs(*def, {{2, 3, 5}}, {x});
   ASSERT_EQ(y.size(), 1u);
   ExpectNear(y[0], HardSwishScaleBiasReference(x, 5), 1e-6);
 
@@ -127,7 +101,7 @@ TEST(FusionTest, ChainBecomesOneKernel) {
   ASSERT_TRUE(unfused.ok());
   EXPECT_EQ(CountKernels(*unfused, "FusedElementwise"), 0);
   EXPECT_EQ(unfused->kernels.size(), 3u);
-  EXPECT_EQ(RunVm(*unfused, {{2, 3, 5}}, {x}), y);
+  EXPECT_EQ(RunFloat32Outputs(*unfused, {{2, 3, 5}}, {x}), y);
 }
 
 TEST(FusionTest, DynamicShapesRunAtEveryShape) {
@@ -139,7 +113,7 @@ TEST(FusionTest, DynamicShapesRunAtEveryShape) {
   for (Shape shape : {Shape{1, 3, 1}, Shape{2, 3, 700}}) {
     const int64_t n = *NumElements(shape);
     auto x = Ramp(static_cast<size_t>(n), 0.01f, -5.0f);
-    auto y = RunVm(*def, {shape}, {x});
+    auto y = RunFloat32Outputs(*def, {shape}, {x});
     ASSERT_EQ(y.size(), 1u);
     ExpectNear(y[0], HardSwishScaleBiasReference(x, shape[2]), 1e-6);
   }
@@ -169,7 +143,7 @@ TEST(FusionTest, ScalarConstantsBecomeImmediates) {
   ASSERT_TRUE(imms.ok());
   EXPECT_EQ(imms->size(), 5u);  // 0.5, 3, 0, 6, 2 (6 once).
   std::vector<float> x = {-10.0f, -2.0f, 1.0f, 20.0f};
-  auto y = RunVm(*def, {{4}}, {x});
+  auto y = RunFloat32Outputs(*def, {{4}}, {x});
   std::vector<double> want;
   for (float v : x) {
     const double c = std::min(6.0, std::max(0.0, v * 0.5 + 3.0)) / 6.0;
@@ -182,7 +156,7 @@ TEST(FusionTest, ScalarConstantsBecomeImmediates) {
   ASSERT_TRUE(bytes.ok());
   auto parsed = vm::ParseExecutable(*bytes);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ(RunVm(*parsed, {{4}}, {x}), y);
+  EXPECT_EQ(RunFloat32Outputs(*parsed, {{4}}, {x}), y);
 }
 
 TEST(FusionTest, SharedIntermediateInsideTheGroupFusesAsADag) {
@@ -208,7 +182,7 @@ TEST(FusionTest, SharedIntermediateInsideTheGroupFusesAsADag) {
     const double t = x[i] * w[i % 4] + bias[i / 4];
     want.push_back(t / (1.0 + std::exp(-t)));
   }
-  auto y = RunVm(*def, {{2, 4}}, {x});
+  auto y = RunFloat32Outputs(*def, {{2, 4}}, {x});
   ASSERT_EQ(y.size(), 1u);
   ExpectNear(y[0], want, 1e-6);
 }
@@ -232,7 +206,7 @@ TEST(FusionTest, IntermediateWithAnotherReaderStaysOutside) {
   EXPECT_EQ(CountKernels(*def, "Reshape"), 1);
   EXPECT_EQ(CountKernels(*def, "Relu") + CountKernels(*def, "Mul"), 0);
   auto x = Ramp(6, 1.0f, -3.0f);
-  auto out = RunVm(*def, {{2, 3}}, {x});
+  auto out = RunFloat32Outputs(*def, {{2, 3}}, {x});
   ASSERT_EQ(out.size(), 2u);
   std::vector<float> y, z;
   for (float v : x) {
@@ -257,7 +231,7 @@ TEST(FusionTest, GraphOutputsAreNotFusedAway) {
   EXPECT_EQ(CountKernels(*def, "Sigmoid"), 1);
   EXPECT_EQ(CountKernels(*def, "Mul"), 1);
   std::vector<float> x = {-1.0f, 0.0f, 2.0f};
-  auto out = RunVm(*def, {{3}}, {x});
+  auto out = RunFloat32Outputs(*def, {{3}}, {x});
   ASSERT_EQ(out.size(), 2u);
   for (size_t i = 0; i < 3; ++i) {
     const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])));
@@ -387,7 +361,7 @@ TEST(FusionTest, HigherRankScalarKeepsTheOutputRank) {
   EXPECT_EQ(stats.fused_kernels, 1);
   EXPECT_EQ(def->kernels[0].num_inputs, 2);
   EXPECT_EQ(def->functions[0].outputs[0].shape, (Shape{1, 3}));
-  auto y = RunVm(*def, {{3}}, {{-5.0f, 0.0f, 1.0f}});
+  auto y = RunFloat32Outputs(*def, {{3}}, {{-5.0f, 0.0f, 1.0f}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0], (std::vector<float>{0.0f, 2.0f, 3.0f}));
 }
@@ -458,8 +432,8 @@ TEST(FusionTest, PpOcrRecHardSwishChainsFuseAndMatchUnfused) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(*NumElements(shape)));
   for (float& v : x) v = u(rng);
-  auto a = RunVm(*fused, {shape}, {x});
-  auto b = RunVm(*unfused, {shape}, {x});
+  auto a = RunFloat32Outputs(*fused, {shape}, {x});
+  auto b = RunFloat32Outputs(*unfused, {shape}, {x});
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(b.size(), 1u);
   ASSERT_EQ(a[0].size(), b[0].size());

@@ -11,6 +11,7 @@
 #include "host_client/compiler.h"
 #include "host_client/onnx_frontend.h"
 #include "host_client/onnx_test_util.h"
+#include "host_client/vm_test_util.h"
 #include "host_client/sr_model.h"
 #include "vm/vm.h"
 
@@ -19,6 +20,7 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::RunFloat32;
 
 std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.f) {
   std::mt19937 rng(seed);
@@ -33,29 +35,6 @@ StatusOr<vm::ExecutableDef> CompileBytes(const std::vector<std::byte>& model, La
   CompileOptions options;
   options.layout = layout;
   return CompileGraph(std::move(graph), Registry(), options, stats);
-}
-
-// Runs `def` on the CPU VM with one float input; returns output 0.
-std::vector<float> RunLocal(const vm::ExecutableDef& def, const Shape& shape, const std::vector<float>& x,
-                            Shape* out_shape = nullptr) {
-  auto exe = vm::Executable::FromDef(def, Registry());
-  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  if (!exe.ok()) return {};
-  auto device = vm::CreateCpuDevice();
-  auto allocator = vm::Allocator::Create(*device);
-  auto machine = vm::VirtualMachine::Create(*exe, allocator, Registry());
-  EXPECT_TRUE(machine.ok()) << machine.status().ToString();
-  if (!machine.ok()) return {};
-  auto in = vm::AllocateTensor(*allocator, DType::kFloat32, shape);
-  std::memcpy((*in)->data(), x.data(), x.size() * 4);
-  Status st = (*machine)->SetInputs(0, {*in});
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  auto out = (*machine)->Invoke(0);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (!out.ok()) return {};
-  if (out_shape) *out_shape = (*out)[0]->shape;
-  const float* p = static_cast<const float*>((*out)[0]->data());
-  return std::vector<float>(p, p + *NumElements((*out)[0]->shape));
 }
 
 void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol) {
@@ -110,8 +89,8 @@ TEST(LayoutTest, SrModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
   const Shape in_shape = {1, 3, 6, 10};
   const std::vector<float> x = Random(180, 3);
   Shape s1, s2;
-  const std::vector<float> a = RunLocal(*nchw, in_shape, x, &s1);
-  const std::vector<float> b = RunLocal(*nhwc, in_shape, x, &s2);
+  const std::vector<float> a = RunFloat32(*nchw, in_shape, x, &s1);
+  const std::vector<float> b = RunFloat32(*nhwc, in_shape, x, &s2);
   EXPECT_EQ(s1, (Shape{1, 3, 24, 40}));
   EXPECT_EQ(s2, s1);
   ExpectNear(b, a, 1e-4f);
@@ -153,7 +132,7 @@ TEST(LayoutTest, ConstantsAreTransformedAndUnsupportedOpsGetTransposesAround) {
   EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 1);
   EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 1);  // conv2 + Relu
   const std::vector<float> x = Random(120, 9);
-  ExpectNear(RunLocal(*nhwc, {1, 4, 5, 6}, x), RunLocal(*nchw, {1, 4, 5, 6}, x), 1e-5f);
+  ExpectNear(RunFloat32(*nhwc, {1, 4, 5, 6}, x), RunFloat32(*nchw, {1, 4, 5, 6}, x), 1e-5f);
 }
 
 TEST(LayoutTest, DynamicInputShapes) {
@@ -170,8 +149,8 @@ TEST(LayoutTest, DynamicInputShapes) {
   for (const Shape& s : {Shape{1, 4, 3, 6}, Shape{2, 4, 7, 6}}) {
     const std::vector<float> x = Random(static_cast<size_t>(*NumElements(s)), 4);
     Shape got_shape, want_shape;
-    const std::vector<float> got = RunLocal(*nhwc, s, x, &got_shape);
-    const std::vector<float> want = RunLocal(*nchw, s, x, &want_shape);
+    const std::vector<float> got = RunFloat32(*nhwc, s, x, &got_shape);
+    const std::vector<float> want = RunFloat32(*nchw, s, x, &want_shape);
     EXPECT_EQ(got_shape, want_shape);
     EXPECT_EQ(got_shape, (Shape{s[0], 4, s[2], 6}));
     ExpectNear(got, want, 1e-5f);

@@ -43,4 +43,37 @@ struct CpuMachine {
   }
 };
 
+// Runs function 0 of `def` on a CPU machine of its own with float32 inputs (input i of
+// shape `shapes[i]` holding `inputs[i]`). Returns each output's values, which must be
+// float32, and their shapes in `out_shapes` when given. Failures are test failures and
+// return {}.
+inline std::vector<std::vector<float>> RunFloat32Outputs(const vm::ExecutableDef& def, const std::vector<Shape>& shapes,
+                                                         const std::vector<std::vector<float>>& inputs,
+                                                         std::vector<Shape>* out_shapes = nullptr) {
+  CpuMachine m(def);
+  std::vector<vm::TensorPtr> in;
+  for (size_t i = 0; i < inputs.size(); ++i) in.push_back(m.Tensor(DType::kFloat32, shapes[i], inputs[i]));
+  auto out = m.Run(std::move(in));
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  if (!out.ok()) return {};
+  std::vector<std::vector<float>> result;
+  for (const vm::TensorPtr& t : *out) {
+    EXPECT_EQ(t->dtype, DType::kFloat32);
+    const float* p = static_cast<const float*>(t->data());
+    result.emplace_back(p, p + t->nbytes() / sizeof(float));
+    if (out_shapes) out_shapes->push_back(t->shape);
+  }
+  return result;
+}
+
+// RunFloat32Outputs with one input; returns output 0 (and its shape in `out_shape`).
+inline std::vector<float> RunFloat32(const vm::ExecutableDef& def, const Shape& shape, const std::vector<float>& x,
+                                     Shape* out_shape = nullptr) {
+  std::vector<Shape> shapes;
+  std::vector<std::vector<float>> out = RunFloat32Outputs(def, {shape}, {x}, &shapes);
+  if (out.empty()) return {};
+  if (out_shape) *out_shape = shapes[0];
+  return out[0];
+}
+
 }  // namespace remex::testing
