@@ -40,8 +40,12 @@ TEST(SrModelTest, StructureAndShapes) {
   EXPECT_EQ(ops.size(), 4u);
   for (const auto& n : m.graph().node()) {
     for (const auto& a : n.attribute()) {
-      if (n.op_type() == "DepthToSpace" && a.name() == "mode") EXPECT_EQ(a.s(), "CRD");
-      if (n.op_type() == "LeakyRelu") EXPECT_FLOAT_EQ(a.f(), 0.1f);
+      if (n.op_type() == "DepthToSpace" && a.name() == "mode") {
+        EXPECT_EQ(a.s(), "CRD");
+      }
+      if (n.op_type() == "LeakyRelu") {
+        EXPECT_FLOAT_EQ(a.f(), 0.1f);
+      }
     }
   }
   // Shapes through the compiler's own inference.

@@ -221,7 +221,9 @@ TEST_F(ServerTest, CorruptExecutableIsRejected) {
     std::vector<std::byte> flipped = exe;
     flipped[i] ^= std::byte{0xa5};
     auto loaded = s->LoadModule(flipped, "flipped");
-    if (loaded.ok()) ASSERT_TRUE(s->Free({loaded->handle}).ok());
+    if (loaded.ok()) {
+      ASSERT_TRUE(s->Free({loaded->handle}).ok());
+    }
   }
   ExpectServing();
 }
