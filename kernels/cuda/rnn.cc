@@ -16,7 +16,8 @@
 // batch entry's Y rows, Y_h and Y_c are NaN instead.
 //
 // Scratch memory: seq * batch * D * G * H + 5 * D * batch * H floats (rnn_impl.h),
-// allocated stream-ordered for each call (StreamWorkspace).
+// held for each call from the context's workspace hook (the device's caching allocator),
+// or allocated stream-ordered without one (StreamWorkspace).
 
 #include <cuda_runtime_api.h>
 
@@ -76,7 +77,7 @@ class RnnCudaKernel final : public OpKernel {
 
     REMEX_RETURN_IF_ERROR(CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)));
     const cudaStream_t stream = static_cast<cudaStream_t>(context_.stream);
-    StreamWorkspace workspace(def_.name, stream);
+    StreamWorkspace workspace(def_.name, stream, &context_.workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch, workspace.Allocate(static_cast<size_t>(floats) * sizeof(float)));
     REMEX_RETURN_IF_ERROR(CudaCheck(
         def_.name, "kernel launch",
