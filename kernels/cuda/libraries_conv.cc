@@ -14,8 +14,9 @@
 // cudnnConvolutionBiasActivationForward (y = act(conv(x) + alpha2 * z + bias); alpha2 =
 // 1 with Z, 0 without, z then being Y itself; identity requires the
 // IMPLICIT_PRECOMP_GEMM algorithm, so that case uses it whatever the heuristic picks).
-// Every other case, and any case cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED, at plan
-// time or on the first call, after which the plan stays unfused), is
+// Every other case, and any case cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED or one of
+// its specific codes such as CUDNN_STATUS_NOT_SUPPORTED_SHAPE, at plan time or on the
+// first call, after which the plan stays unfused), is
 // cudnnConvolutionForward into Y followed by one epilogue kernel over Y (bias, Z and
 // activation in one pass, libraries_impl.cu). float16 there: the convolution's result
 // is rounded to float16 by cuDNN as it writes Y, the epilogue then computes in float32
@@ -69,11 +70,19 @@ const float kOne = 1.0f;
 const float kZero = 0.0f;
 const uint64_t kZeroBits = 0;  // A zero of any float dtype, for cudnnSetTensor.
 
+// Whether `s` is any of cuDNN 9's NOT_SUPPORTED codes: the category
+// CUDNN_STATUS_NOT_SUPPORTED (3000) and its specific codes (3001..., such as
+// CUDNN_STATUS_NOT_SUPPORTED_SHAPE), which cuDNN returns in its place.
+bool IsNotSupported(cudnnStatus_t s) { return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED; }
+
 Status CudnnCheck(std::string_view op, std::string_view call, cudnnStatus_t s) {
   if (s == CUDNN_STATUS_SUCCESS) return OkStatus();
   std::string message = std::string(op) + " on cuda: " + std::string(call) + " failed: " + cudnnGetErrorString(s);
-  if (s == CUDNN_STATUS_ALLOC_FAILED) return ResourceExhausted(std::move(message));
-  if (s == CUDNN_STATUS_NOT_SUPPORTED) return Unimplemented(std::move(message));
+  if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+      s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
+    return ResourceExhausted(std::move(message));
+  }
+  if (IsNotSupported(s)) return Unimplemented(std::move(message));
   return Internal(std::move(message));
 }
 
@@ -459,7 +468,7 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
       plan.fused_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
       const cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(
           handle(), plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(), plan.fused_algo, &plan.fused_workspace);
-      if (st == CUDNN_STATUS_NOT_SUPPORTED) return OkStatus();
+      if (IsNotSupported(st)) return OkStatus();
       REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionForwardWorkspaceSize", st));
     }
     cudnnActivationDescriptor_t a = nullptr;
@@ -512,7 +521,7 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
           handle(), &kOne, plan.x.get(), x, plan.w.get(), in[1].data, plan.conv.get(), plan.fused_algo, ws,
           plan.fused_workspace, &alpha2, plan.y.get(), z ? z : out.data, plan.bias.get(), bias, plan.activation.get(),
           plan.y.get(), out.data);
-      if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+      if (!IsNotSupported(st)) {
         REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnConvolutionBiasActivationForward", st));
         REMEX_RETURN_IF_ERROR(workspace.Release());
         return padded.Release();
