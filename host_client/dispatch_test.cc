@@ -202,6 +202,18 @@ TEST(DispatchTest, ClonesPlanTheirMemoryAndShareTheWeights) {
     // t0 and t2 share a slot: the arena holds two intermediates, not three.
     EXPECT_LT(f.memory.arena_bytes[0], f.memory.unshared_bytes[0]) << f.name;
   }
+  // Every slot starts and ends on a 256-byte boundary (what cuBLASLt assumes of its
+  // operands), whatever the tensor sizes.
+  int planned = 0;
+  for (const vm::FunctionDef& fn : def->functions) {
+    for (const vm::Instruction& inst : fn.code) {
+      if (inst.op != vm::Opcode::kAllocPlanned) continue;
+      ++planned;
+      EXPECT_EQ(inst.scalars[4] % 256, 0) << fn.name << " slot offset " << inst.scalars[4];
+      EXPECT_EQ(inst.scalars[5] % 256, 0) << fn.name << " slot size " << inst.scalars[5];
+    }
+  }
+  EXPECT_EQ(planned, 9);
   // The width-16 bucket plans for its upper edge: [1, 4, 8, 16] float32 per slot.
   EXPECT_EQ(stats.functions[1].memory.arena_bytes[0], 2u * 4 * 8 * 16 * 4);
   // A single-size bucket is static: no shape function at run time.

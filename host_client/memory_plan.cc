@@ -7,7 +7,11 @@
 namespace remex::compiler {
 namespace {
 
-constexpr uint64_t kAlignment = 64;
+// Slot offsets and sizes are multiples of 256 bytes: the alignment cudaMalloc gives and
+// that cuBLASLt's heuristic assumes of A, B, C and D by default
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), so that a tensor in a slot is as aligned
+// as one in a buffer of its own.
+constexpr uint64_t kAlignment = 256;
 
 uint64_t AlignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 

@@ -9,7 +9,7 @@
 // Each planned tensor lives from its allocation to the last instruction that reads it
 // or a register it was moved into. Slots are assigned greedily by size, largest first,
 // at the lowest offset that overlaps no slot live at the same time (the "greedy by
-// size" offset assignment of TFLite's and ONNX Runtime's planners), aligned to 64
+// size" offset assignment of TFLite's and ONNX Runtime's planners), aligned to 256
 // bytes. Planned allocations become AllocPlanned; the VM checks at run time that each
 // tensor fits its slot.
 //
