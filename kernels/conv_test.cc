@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -595,6 +596,36 @@ TEST(FusedConvTest, ParseConvEpilogue) {
   auto none = internal::ParseConvEpilogue("FusedConv", {});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->activation, ConvActivation::kNone);
+}
+
+// ApplyConvActivation (kernels/conv_epilogue.h) is what the CUDA epilogue kernel
+// computes per element; here, compiled for the host, against each activation's own
+// ONNX op on the CPU, at the edges: signed zeros, the kinks, infinities and NaN.
+TEST(FusedConvTest, ApplyConvActivationIsEachOnnxActivation) {
+  OpRunner r;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {-inf, -100.0f, -6.0f, -3.5f, -3.0f, -1.0f, -0.5f, -0.0f, 0.0f, 0.25f,
+                                0.7f,  1.0f,    2.9f,  3.0f,  6.0f,  100.0f, inf, std::nanf("")};
+  int checked = 0;
+  for (const EpilogueActivation& act : AllEpilogueActivations()) {
+    auto parsed = internal::ParseConvEpilogue("FusedConv", WithEpilogue({}, act));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto want = RunUnfusedEpilogue(r, HostTensor::Of<float>({static_cast<int64_t>(x.size())}, x), nullptr, act);
+    ASSERT_TRUE(want.ok()) << act.name << ": " << want.status().ToString();
+    const float* w = reinterpret_cast<const float*>(want->bytes.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float got = ApplyConvActivation(parsed->activation, x[i], parsed->alpha, parsed->beta);
+      if (std::isnan(w[i])) {
+        EXPECT_TRUE(std::isnan(got)) << act.name << "(" << x[i] << ") = " << got << ", want NaN";
+      } else if (std::isinf(w[i])) {
+        EXPECT_EQ(got, w[i]) << act.name << "(" << x[i] << ")";
+      } else {
+        EXPECT_NEAR(got, w[i], 1e-6f * std::max(1.0f, std::fabs(w[i]))) << act.name << "(" << x[i] << ")";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 8 * 18);
 }
 
 }  // namespace
