@@ -373,7 +373,12 @@ class PowKernel final : public ValidatedKernel {
       }
       return OkStatus();
     }
-    auto f = [](T a, C b) { return Store<T>(std::pow(Load(a), b)); };
+    // Per element, the scalar exponent's shortcuts: 2 squares exactly (pow need not
+    // round a square correctly: glibc's powf(70000, 2) does not), 1 is the base.
+    auto f = [](T a, C b) {
+      const C x = Load(a);
+      return Store<T>(b == C(2) ? x * x : b == C(1) ? x : std::pow(x, b));
+    };
     if constexpr (!std::is_same_v<T, Half>) {
       if (in[1].dtype == in[0].dtype) {
         BroadcastBinary(x, in[0].shape, DataAs<const T>(in[1]), in[1].shape, y, out.shape, f);

@@ -251,7 +251,7 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
 
 // d[i] = op(a[i], b[i], c[i]) for i < len, with the arithmetic of the unfused kernels
 // (kernels/elementwise.cc). `b_uniform`: every b[i] is b[0] (an immediate or a
-// one-element input), which lets Pow take the same shortcuts as the Pow kernel.
+// one-element input), which lets Pow test its exponent once.
 template <typename C>
 void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len, bool b_uniform) {
   switch (op) {
@@ -273,7 +273,11 @@ void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
       } else if (b_uniform && b[0] == C(1)) {
         if (d != a) std::memmove(d, a, static_cast<size_t>(len) * sizeof(C));
       } else {
-        for (int64_t i = 0; i < len; ++i) d[i] = std::pow(a[i], b[i]);
+        // Per element, the same shortcuts as the Pow kernel (and the CUDA kernels): an
+        // exponent of 2 squares exactly, where pow need not round correctly.
+        for (int64_t i = 0; i < len; ++i) {
+          d[i] = b[i] == C(2) ? a[i] * a[i] : b[i] == C(1) ? a[i] : std::pow(a[i], b[i]);
+        }
       }
       return;
     case FusedOpcode::kMin:

@@ -179,6 +179,31 @@ TEST(FusedElementwiseTest, NaNPropagatesThroughMinAndMaxAndClipOrdersBounds) {
   EXPECT_EQ((*clip)[0].Values<float>(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
 }
 
+TEST(FusedElementwiseTest, PowSquaresExactlyWhateverTheExponentsShape) {
+  // 70000^2 = 4.9e9 lies halfway between two floats: x * x rounds to even, glibc's
+  // powf rounds up. Exponent 2 squares and 1 copies, per element, as in the Pow
+  // kernels and the CUDA kernel's generated source, whether the exponent is an
+  // immediate, a scalar input, a tensor or a one-element output's input.
+  OpRunner r;
+  const float x = 70000.0f, square = x * x;
+  const std::vector<int64_t> pow = {Op(FusedOpcode::kPow), 0, 1, -1};
+  auto imm = r.Run("FusedElementwise", Program({Op(FusedOpcode::kPow), 0, 1, -1}, {2.0f}),
+                   {HostTensor::Of<float>({2}, {x, -x})});
+  ASSERT_TRUE(imm.ok()) << imm.status().ToString();
+  EXPECT_EQ((*imm)[0].Values<float>(), (std::vector<float>{square, square}));
+  auto tensor = r.Run("FusedElementwise", Program(pow),
+                      {HostTensor::Of<float>({4}, {x, x, 3.0f, 0.25f}), HostTensor::Of<float>({4}, {2, 1, 2, 0.5f})});
+  ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+  EXPECT_EQ((*tensor)[0].Values<float>(), (std::vector<float>{square, x, 9.0f, 0.5f}));
+  auto one = r.Run("FusedElementwise", Program(pow), {HostTensor::Of<float>({1}, {x}), HostTensor::Of<float>({}, {2})});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ((*one)[0].Values<float>(), (std::vector<float>{square}));
+  // The unfused Pow kernel agrees.
+  auto unfused = r.Run("Pow", {}, {HostTensor::Of<float>({3}, {x, x, 3.0f}), HostTensor::Of<float>({3}, {2, 1, 2})});
+  ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+  EXPECT_EQ((*unfused)[0].Values<float>(), (std::vector<float>{square, x, 9.0f}));
+}
+
 TEST(FusedElementwiseTest, OutputMayShareAnInputsBuffer) {
   OpRunner r;
   // Sigmoid(x0) * x0 + x1 over 3 blocks, the output written over x0.

@@ -43,7 +43,7 @@ std::string Expression(FusedOpcode op, const std::string& a, const std::string& 
     case FusedOpcode::kMul: return a + " * " + b;
     case FusedOpcode::kDiv: return a + " / " + b;
     case FusedOpcode::kPow:
-      // Exponent 2 is a * a, 1 is a itself (the CPU kernel's shortcuts; both equal pow).
+      // Exponent 2 is a * a, 1 is a itself: the CPU kernel's shortcuts, per element.
       if (b_imm && *b_imm == 2.0f) return a + " * " + a;
       if (b_imm && *b_imm == 1.0f) return a;
       if (b_imm) return fn("pow", a + ", " + b);
