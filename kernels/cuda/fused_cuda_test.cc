@@ -155,52 +155,14 @@ TEST(FusedCudaCodegen, RejectsMalformedPrograms) {
   EXPECT_EQ(cuda::FusedElemTypeOf(DType::kInt32).status().code(), StatusCode::kUnimplemented);
 }
 
-// A random valid program over `nin` inputs and `nimm` immediates (exponents of Pow
-// drawn from {2, 1, 0.5, 3, -1, 1.5}).
-struct RandomProgram {
-  std::vector<int64_t> program;
-  std::vector<float> immediates;
-};
-
-RandomProgram MakeRandomProgram(std::mt19937& rng, int nin) {
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const auto& kOps = testing::kRandomProgramOpcodes;
-  const auto& kExponents = testing::kRandomPowExponents;
-  RandomProgram p;
-  std::uniform_real_distribution<double> value(-2.0, 2.0);
-  // Immediates: three plain values then the six exponents.
-  for (int i = 0; i < 3; ++i) p.immediates.push_back(static_cast<float>(std::round(value(rng) * 8.0) / 8.0));
-  for (float e : kExponents) p.immediates.push_back(e);
-  const int nimm = static_cast<int>(p.immediates.size());
-  const int count = 1 + pick(8);
-  for (int j = 0; j < count; ++j) {
-    const FusedOpcode op = kOps[pick(static_cast<int>(std::size(kOps)))];
-    const int arity = FusedOperandCount(Op(op));
-    // An input or an earlier result.
-    auto value_slot = [&]() -> int64_t {
-      const int v = pick(nin + j);
-      return v < nin ? v : nin + nimm + (v - nin);
-    };
-    auto plain_imm = [&]() -> int64_t { return nin + pick(3); };
-    int64_t a = value_slot(), b = -1, c = -1;
-    if (op == FusedOpcode::kPow) {
-      b = nin + 3 + pick(6);
-    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kHardSigmoid || op == FusedOpcode::kClip) {
-      b = plain_imm();
-      if (arity == 3) c = plain_imm();
-    } else if (arity == 2) {
-      b = pick(5) == 0 ? plain_imm() : value_slot();
-    }
-    p.program.insert(p.program.end(), {Op(op), a, b, c});
-  }
-  return p;
-}
+using RandomProgram = testing::RandomFusedProgram;
+using testing::MakeRandomFusedProgram;
 
 TEST(FusedCudaCodegen, RandomProgramsCompileWithNvrtc) {
   std::mt19937 rng(7);
   for (int iter = 0; iter < 12; ++iter) {
     const int nin = 1 + static_cast<int>(rng() % 4);
-    RandomProgram p = MakeRandomProgram(rng, nin);
+    RandomProgram p = MakeRandomFusedProgram(rng, nin);
     const FusedElemType type = kTypes[iter % 3];
     SCOPED_TRACE("program " + std::to_string(iter) + " in " + TypeName(type));
     ExpectCompiles(p.program, p.immediates, nin, type);
@@ -306,7 +268,7 @@ TEST(FusedCudaKernel, RandomProgramsMatchTheCpuKernel) {
     const Shape& out = b.out;
     const std::vector<HostTensor>& inputs = b.inputs;
     const int nin = static_cast<int>(inputs.size());
-    RandomProgram p = MakeRandomProgram(rng, nin);
+    RandomProgram p = MakeRandomFusedProgram(rng, nin);
     const Attributes attrs = ProgramAttrs(p);
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
       std::vector<HostTensor> in;
