@@ -13,3 +13,12 @@ target_link_libraries(remex_kernels_cuda PRIVATE CUDA::nvrtc)
 add_executable(fused_cuda_test ${CMAKE_CURRENT_LIST_DIR}/fused_cuda_test.cc)
 target_link_libraries(fused_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
 gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS cuda)
+
+# The generated source compiled with the host C++ compiler (the one building Remex) and
+# run on the CPU against the CPU kernel (fused_host_shim.h adapts it): needs no GPU and
+# no CUDA library, so it is not labelled `cuda` and runs in every ctest run.
+add_executable(fused_host_test ${CMAKE_CURRENT_LIST_DIR}/fused_host_test.cc ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc)
+target_link_libraries(fused_host_test PRIVATE remex_kernels GTest::gtest_main ${CMAKE_DL_LIBS})
+target_compile_definitions(fused_host_test PRIVATE REMEX_HOST_CXX="${CMAKE_CXX_COMPILER}"
+                           REMEX_HOST_INCLUDE_DIR="${CMAKE_CURRENT_LIST_DIR}/../..")
+gtest_discover_tests(fused_host_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)

@@ -123,10 +123,15 @@ __device__ __forceinline__ R remex_clip(R x, R lo, R hi) {
 }
 )";
 
-// float16 as its bits, converted with PTX's cvt as cuda_fp16.h's __half2float and
-// __float2half_rn do.
+// float16 as its bits. On the device (NVRTC defines __CUDACC_RTC__ and __CUDA_ARCH__)
+// converted with PTX's cvt as cuda_fp16.h's __half2float and __float2half_rn do. The
+// other branch is the host build of the source, which only tests compile (with the
+// shim kernels/cuda/fused_host_shim.h included first) to run the kernel on the CPU
+// against the CPU kernel: the shim supplies the two conversions, exact and round to
+// nearest even as kernels/float16.h's.
 constexpr std::string_view kHalfHelpers = R"(
 typedef unsigned short remex_half;  // float16 bits (__half's storage).
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
 __device__ __forceinline__ float remex_load(remex_half h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -137,6 +142,10 @@ __device__ __forceinline__ remex_half remex_store(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+#else  // Host build (tests): conversions from the host shim.
+__device__ __forceinline__ float remex_load(remex_half h) { return remex_host_half_to_float(h); }
+__device__ __forceinline__ remex_half remex_store(float f) { return remex_host_float_to_half_rn(f); }
+#endif
 )";
 
 std::string ImmediateLiteral(float v, const MathNames& m) {

@@ -19,6 +19,14 @@
 // program, the immediates, the input count and the dtype, never on the shapes.
 // The output may share its buffer with an input of the output's shape: element i's
 // inputs are read before element i is written, and no other element is read there.
+//
+// The float16 conversions are the source's only PTX (inline asm), guarded by
+// `#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)`, which NVRTC always takes.
+// The other branch, which Remex never compiles, is for tests: it calls
+// remex_host_half_to_float and remex_host_float_to_half_rn, so that a host C++
+// compiler can build the very same text after kernels/cuda/fused_host_shim.h (which
+// maps __global__, blockIdx and the like to one CPU thread) and fused_host_test can run
+// the kernel against the CPU kernel without a GPU.
 #pragma once
 
 #include <cstdint>

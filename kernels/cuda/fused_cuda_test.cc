@@ -4,7 +4,8 @@
 // GPU (skipped otherwise): the NVRTC kernel against the CPU kernel on random programs
 // over random broadcasting shapes, in float32, float16 and float64. The kernel
 // factory's checks of the signature attributes (`num_inputs`, `dtype`) run without a
-// GPU; the compilation they trigger at kernel creation needs one.
+// GPU; the compilation they trigger at kernel creation needs one. The source's
+// semantics without a GPU: fused_host_test.cc runs it on the host against the CPU kernel.
 
 #include <gtest/gtest.h>
 
@@ -78,6 +79,18 @@ TEST(FusedCudaCodegen, EveryOpcodeCompilesWithNvrtcInEveryDtype) {
     SCOPED_TRACE(TypeName(type));
     ExpectCompiles(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, type);
   }
+}
+
+TEST(FusedCudaCodegen, NvrtcTakesTheFloat16ConversionsOfTheDevice) {
+  // The source's float16 helpers have a device branch (PTX cvt) and a host branch
+  // (for fused_host_test); NVRTC must compile the first.
+  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, FusedElemType::kFloat16);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  auto ptx = CompileFusedKernelToPtx(*source, 90);
+  ASSERT_TRUE(ptx.ok()) << ptx.status().ToString();
+  EXPECT_NE(ptx->find("cvt.rn.f16.f32"), std::string::npos) << *ptx;
+  EXPECT_NE(ptx->find("cvt.f32.f16"), std::string::npos) << *ptx;
+  EXPECT_EQ(ptx->find("remex_host_"), std::string::npos) << *ptx;
 }
 
 TEST(FusedCudaCodegen, ThirtyTwoInputsCompile) {
