@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/float16.h"
+#include "kernels/float_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/op_attrs.h"
 #include "kernels/epilogue_test_util.h"
@@ -517,12 +518,9 @@ TEST(FusedConvTest, Float16MatchesFloat32WithinTolerance) {
                         HostTensor::Of(ys, to_half(z))});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
-      const std::vector<float> f32 = (*want)[0].Values<float>();
-      const std::vector<Half> f16 = (*got)[0].Values<Half>();
-      ASSERT_EQ(f16.size(), f32.size());
-      for (size_t i = 0; i < f32.size(); ++i) {
-        ASSERT_NEAR(HalfToFloat(f16[i]), f32[i], 1e-3f + 1e-3f * std::fabs(f32[i])) << act.name << " at " << i;
-      }
+      testing::ExpectAllClose(testing::FloatValues((*got)[0]), testing::FloatValues((*want)[0]), 1e-3, 1e-3,
+                              "float16 " + act.name);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
