@@ -74,6 +74,19 @@ struct HostTensor {
   }
 };
 
+// Shape-function arguments for `inputs` of op `def`, with data (pointing into
+// `inputs`) exactly where the op's ShapeDep asks for it.
+inline std::vector<ShapeFnArg> ShapeArgs(const OpDef& def, const std::vector<HostTensor>& inputs) {
+  std::vector<ShapeFnArg> args(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args[i].present = inputs[i].dtype != DType::kUndefined;
+    args[i].dtype = inputs[i].dtype;
+    args[i].shape = inputs[i].shape;
+    if (args[i].present && def.DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
+  }
+  return args;
+}
+
 class OpRunner {
  public:
   OpRunner() {
@@ -84,25 +97,11 @@ class OpRunner {
 
   const KernelRegistry& registry() const { return registry_; }
 
-  // Shape-function arguments for `inputs`, with data exactly where the op's
-  // ShapeDep asks for it.
-  std::vector<ShapeFnArg> Args(const OpDef& def, std::vector<HostTensor>& inputs) const {
-    std::vector<ShapeFnArg> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i].present = inputs[i].dtype != DType::kUndefined;
-      args[i].dtype = inputs[i].dtype;
-      args[i].shape = inputs[i].shape;
-      if (args[i].present && def.DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-    }
-    return args;
-  }
-
   StatusOr<std::vector<TensorInfo>> Infer(std::string_view op, const Attributes& attrs,
                                           std::vector<HostTensor> inputs) const {
     const OpDef* def = registry_.FindOp(op);
     if (!def) return NotFound("no op");
-    std::vector<ShapeFnArg> args = Args(*def, inputs);
-    return InferShapes(*def, attrs, args);
+    return InferShapes(*def, attrs, ShapeArgs(*def, inputs));
   }
 
   // Infers output shapes, allocates `num_outputs` outputs (all the shape function

@@ -73,6 +73,22 @@ inline std::unique_ptr<KernelRegistry> CudaRegistry(CudaKernelContext context = 
   return std::move(registry).value();
 }
 
+// The CUDA kernel of `op` for `attrs` from `registry`, which must hold one; a test
+// failure, and nullptr, when the factory refuses the attributes.
+inline std::unique_ptr<OpKernel> CreateCudaKernel(const KernelRegistry& registry, std::string_view op,
+                                                  const Attributes& attrs) {
+  const KernelFactory* factory = registry.FindKernel(op, DeviceKind::kCuda);
+  EXPECT_NE(factory, nullptr) << op << " has no CUDA kernel";
+  if (!factory) return nullptr;
+  StatusOr<std::unique_ptr<OpKernel>> k = (*factory)(attrs);
+  EXPECT_TRUE(k.ok()) << op << ": " << k.status().ToString();
+  return k.ok() ? std::move(k).value() : nullptr;
+}
+
+// A device address no kernel check dereferences: the tensors of calls that must be
+// refused before anything is launched point there.
+inline void* UnreadDevicePointer() { return reinterpret_cast<void*>(uintptr_t{0x1000}); }
+
 // Runs `kernel` on device copies of `inputs` and returns its outputs (dtypes and shapes
 // `outputs`) downloaded. Inputs that `def` marks ShapeDep::kData stay in host memory,
 // as the VM passes them (every input is uploaded when `def` is nullptr). Output buffers
@@ -126,18 +142,6 @@ inline StatusOr<std::vector<HostTensor>> RunOnDevice(OpKernel& kernel, const OpD
     }
   }
   return results;
-}
-
-// The shape function's view of `inputs` for op `def`: kData inputs with their values.
-inline std::vector<ShapeFnArg> ShapeArgs(const OpDef& def, const std::vector<HostTensor>& inputs) {
-  std::vector<ShapeFnArg> args(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    args[i].present = inputs[i].dtype != DType::kUndefined;
-    args[i].dtype = inputs[i].dtype;
-    args[i].shape = inputs[i].shape;
-    if (args[i].present && def.DepOf(i) == ShapeDep::kData) args[i].data = inputs[i].bytes.data();
-  }
-  return args;
 }
 
 // The outputs of one op from its CPU kernel and from its CUDA kernel.

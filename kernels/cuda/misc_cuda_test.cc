@@ -32,7 +32,9 @@ namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::CreateCudaKernel;
 using testing::CudaRegistry;
+using testing::UnreadDevicePointer;
 using testing::DeviceBuffer;
 using testing::HostTensor;
 
@@ -211,13 +213,8 @@ TEST(MiscCudaRegistration, RejectsBadAttributesAtCreationAsTheCpuDoes) {
 TEST(MiscCudaRegistration, RejectsBadCallsBeforeLaunch) {
   auto registry = CudaRegistry({});
   ASSERT_TRUE(registry);
-  auto create = [&](const char* op, const Attributes& attrs) {
-    auto k = (*registry->FindKernel(op, DeviceKind::kCuda))(attrs);
-    EXPECT_TRUE(k.ok()) << op << ": " << k.status().ToString();
-    return std::move(k).value();
-  };
-  // Fake device pointers: the checks fail before anything reads them.
-  void* fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  auto create = [&](const char* op, const Attributes& attrs) { return CreateCudaKernel(*registry, op, attrs); };
+  void* fake = UnreadDevicePointer();  // the checks fail before anything reads it
 
   // Dropout in training mode (training_mode in host memory) is refused, as on the CPU.
   auto dropout = create("Dropout", {});
@@ -286,7 +283,7 @@ TEST(MiscCudaRegistration, EmptyOutputsNeedNoLaunch) {
   run("TopK", {}, {{nullptr, DType::kFloat32, {3, 0}}, {&k0, DType::kInt64, {1}}},
       {{nullptr, DType::kFloat32, {3, 0}}, {nullptr, DType::kInt64, {3, 0}}});
   run("TopK", {},
-      {{reinterpret_cast<void*>(uintptr_t{0x1000}), DType::kFloat32, {3, 4}}, {&k0, DType::kInt64, {1}}},
+      {{UnreadDevicePointer(), DType::kFloat32, {3, 4}}, {&k0, DType::kInt64, {1}}},
       {{nullptr, DType::kFloat32, {3, 0}}, {nullptr, DType::kInt64, {3, 0}}});
   run("Dropout", {}, {{nullptr, DType::kFloat16, {0, 7}}},
       {{nullptr, DType::kFloat16, {0, 7}}, {nullptr, DType::kBool, {0, 7}}});

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
@@ -29,39 +30,11 @@ namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::CreateCudaKernel;
+using testing::CudaRegistry;
+using testing::DeviceBuffer;
 using testing::HostTensor;
-
-int GpuCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0 && cudaMalloc(&data_, bytes) != cudaSuccess) data_ = nullptr;
-  }
-  ~DeviceBuffer() {
-    if (data_) (void)cudaFree(data_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
-
-std::unique_ptr<KernelRegistry> CudaRegistry(CudaKernelContext context) {
-  auto registry = CreateCpuRegistry();
-  if (!registry.ok()) return nullptr;
-  if (!RegisterCudaKernels(**registry, context).ok()) return nullptr;
-  return std::move(registry).value();
-}
+using testing::UnreadDevicePointer;
 
 float GetFloat(DType dtype, const uint8_t* p) {
   if (dtype == DType::kFloat32) {
@@ -252,7 +225,7 @@ Tolerance ToleranceFor(DType dtype) {
 class RnnCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA GPU: cudaGetDeviceCount found none, GPU test not run";
+    REMEX_SKIP_WITHOUT_GPU();
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
     registry_ = CudaRegistry({0, stream_});
     ASSERT_TRUE(registry_);
@@ -268,13 +241,7 @@ class RnnCudaTest : public ::testing::Test {
     std::vector<HostTensor> inputs = c.MakeInputs(rng_);
     const OpDef* def = registry_->FindOp(c.op);
     ASSERT_TRUE(def);
-    std::vector<ShapeFnArg> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i].present = inputs[i].dtype != DType::kUndefined;
-      args[i].dtype = inputs[i].dtype;
-      args[i].shape = inputs[i].shape;
-    }
-    auto infos = InferShapes(*def, attrs, args);
+    auto infos = InferShapes(*def, attrs, testing::ShapeArgs(*def, inputs));
     ASSERT_TRUE(infos.ok()) << infos.status().ToString();
     auto cpu_kernel = (*registry_->FindKernel(c.op, DeviceKind::kCpu))(attrs);
     ASSERT_TRUE(cpu_kernel.ok()) << cpu_kernel.status().ToString();
@@ -387,13 +354,8 @@ TEST(RnnCudaRegistration, RejectsBadAttributesAtCreationAsTheCpuDoes) {
 TEST(RnnCudaRegistration, RejectsBadCallsBeforeLaunch) {
   auto registry = CudaRegistry({});
   ASSERT_TRUE(registry);
-  auto create = [&](const char* op, const Attributes& attrs) {
-    auto k = (*registry->FindKernel(op, DeviceKind::kCuda))(attrs);
-    EXPECT_TRUE(k.ok()) << op << ": " << k.status().ToString();
-    return std::move(k).value();
-  };
-  // Fake device pointers: the checks fail before anything reads them.
-  void* fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  auto create = [&](const char* op, const Attributes& attrs) { return CreateCudaKernel(*registry, op, attrs); };
+  void* fake = UnreadDevicePointer();  // the checks fail before anything reads it
 
   // float64 is taken by the CPU kernel only.
   auto rnn = create("RNN", {});
@@ -429,7 +391,7 @@ TEST(RnnCudaRegistration, EmptyOutputsNeedNoLaunch) {
   ASSERT_TRUE(registry);
   auto k = (*registry->FindKernel("LSTM", DeviceKind::kCuda))({});
   ASSERT_TRUE(k.ok()) << k.status().ToString();
-  void* fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  void* fake = UnreadDevicePointer();
   // batch 0: every output is empty.
   std::vector<TensorRef> ins = {{nullptr, DType::kFloat32, {3, 0, 4}}, {fake, DType::kFloat32, {1, 8, 4}},
                                 {fake, DType::kFloat32, {1, 8, 2}}};

@@ -28,7 +28,9 @@ namespace remex::kernels {
 namespace {
 
 using testing::Attrs;
+using testing::CreateCudaKernel;
 using testing::CudaRegistry;
+using testing::UnreadDevicePointer;
 using testing::DeviceBuffer;
 using testing::HostTensor;
 
@@ -131,8 +133,7 @@ TEST(TransformCudaRegistration, RejectsBadAttributesAtCreation) {
 TEST(TransformCudaRegistration, RejectsBadCallsBeforeLaunch) {
   auto registry = CudaRegistry({});
   ASSERT_TRUE(registry);
-  // Fake device pointers: the checks fail before anything reads them.
-  void* fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  void* fake = UnreadDevicePointer();  // the checks fail before anything reads it
   auto transpose = (*registry->FindKernel("Transpose", DeviceKind::kCuda))(Attrs({{"perm", std::vector<int64_t>{1, 0}}}));
   ASSERT_TRUE(transpose.ok());
   TensorRef x{fake, DType::kFloat32, {2, 3}};
