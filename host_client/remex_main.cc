@@ -1054,7 +1054,7 @@ int main(int argc, char** argv) {
                       "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
       ->capture_default_str();
   bool no_fuse_epilogues = false;
-  compile->add_flag("--no-fuse-epilogues,--no-fuse-conv", no_fuse_epilogues,
+  compile->add_flag("--no-fuse-epilogues", no_fuse_epilogues,
                     "keep Conv and MatMul, their Add and their activation as separate kernels (no FusedConv, "
                     "no FusedMatMul)");
 
