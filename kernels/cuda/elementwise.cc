@@ -12,6 +12,7 @@
 #include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/elementwise_impl.h"
 #include "kernels/internal.h"
 
@@ -77,28 +78,15 @@ class UnaryKernel final : public OpKernel {
   const CudaKernelContext context_;
 };
 
-template <typename K, typename Op>
-Status AddKernel(KernelRegistry& registry, std::string_view name, Op op, CudaKernelContext context) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(name, DeviceKind::kCuda,
-                            [def = *def, op, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, op, context));
-                            });
-}
-
 }  // namespace
 
 Status AddElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Add", BinaryOp::kAdd, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Sub", BinaryOp::kSub, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Mul", BinaryOp::kMul, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Div", BinaryOp::kDiv, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<UnaryKernel>(registry, "Relu", UnaryOp::kRelu, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<UnaryKernel>(registry, "Sigmoid", UnaryOp::kSigmoid, context));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Add", MakeCudaKernel<BinaryKernel>(BinaryOp::kAdd, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sub", MakeCudaKernel<BinaryKernel>(BinaryOp::kSub, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Mul", MakeCudaKernel<BinaryKernel>(BinaryOp::kMul, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Div", MakeCudaKernel<BinaryKernel>(BinaryOp::kDiv, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Relu", MakeCudaKernel<UnaryKernel>(UnaryOp::kRelu, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sigmoid", MakeCudaKernel<UnaryKernel>(UnaryOp::kSigmoid, context)));
   return OkStatus();
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/misc_impl.h"
 #include "kernels/internal.h"
@@ -333,17 +334,12 @@ using AttrCheck = std::function<Status(const Attributes&)>;
 template <typename K>
 Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                      AttrCheck check = nullptr) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(name, DeviceKind::kCuda,
-                            [def = *def, context, check = std::move(check)](
-                                const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                              if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-                            });
+  return AddCudaKernel(registry, name,
+                       [context, check = std::move(check)](
+                           const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                         if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+                         return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+                       });
 }
 
 }  // namespace

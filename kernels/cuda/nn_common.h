@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/nn_impl.h"
 #include "kernels/internal.h"
@@ -63,23 +64,6 @@ class NnKernel : public OpKernel {
   const Attributes attrs_;
   const CudaKernelContext context_;
 };
-
-// Makes a kernel for a node's attributes (INVALID_ARGUMENT / UNIMPLEMENTED for
-// attributes the kernel refuses).
-using NnMake = std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
-
-// Registers `make` as the CUDA kernel of `name`; FAILED_PRECONDITION when the op has no
-// OpDef in `registry`.
-Status AddNnKernel(KernelRegistry& registry, std::string_view name, NnMake make);
-
-// A factory for K(def, attrs, context, args...).
-template <typename K, typename... Args>
-NnMake MakeNn(CudaKernelContext context, Args... args) {
-  return
-      [context, args...](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context, args...));
-      };
-}
 
 // Element count of a shape the shape function has accepted.
 inline int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/cuda/rnn_impl.h"
@@ -118,14 +119,8 @@ class RnnCudaKernel final : public OpKernel {
 };
 
 Status AddRnnKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, name, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_ASSIGN_OR_RETURN(RnnAttrs parsed, internal::ParseRnnAttrs(def.name, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<RnnCudaKernel>(def, attrs, std::move(parsed), context));
       });

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/transform_impl.h"
 #include "kernels/internal.h"
@@ -696,14 +697,9 @@ Status CheckCast(const OpDef& def, const Attributes& attrs) {
 template <typename K>
 Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                  AttrCheck check = NoCheck) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, context, check](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, name,
+      [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_RETURN_IF_ERROR(check(def, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
       });
