@@ -59,14 +59,6 @@ StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted) {
                        " is not implemented (" + which + ")");
 }
 
-Status NnKernel::Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-  bool empty = true;
-  for (const TensorRef& t : outputs) empty = empty && Count(t.shape) == 0;
-  if (empty) return OkStatus();
-  return Run(inputs, outputs);
-}
-
 namespace {
 
 // ---------------------------------------------------------------------------

@@ -188,36 +188,26 @@ Status RunPermuted(std::string_view op, int elem_size, const void* src, void* ds
 }
 
 // ---------------------------------------------------------------------------
-// The kernel base: validation against the op's shape function, then Run when there
-// is anything to write.
+// The kernel base: validation against the op's shape function, then RunOnDevice on
+// the kernel's device when there is anything to write.
 
-class TransformKernel : public OpKernel {
+class TransformKernel : public CudaKernel {
  public:
   TransformKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
-
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-    bool empty = true;
-    for (const TensorRef& t : outputs) empty = empty && *NumElements(t.shape) == 0;
-    if (empty) return OkStatus();
-    REMEX_RETURN_IF_ERROR(CudaCheck(op(), "cudaSetDevice", cudaSetDevice(context_.device)));
-    return Run(inputs, outputs);
-  }
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
-  // Inputs and outputs match the shape function; at least one output is non-empty.
-  virtual Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
+  // Inputs and outputs match the shape function; at least one output is non-empty;
+  // the kernel's device is selected.
+  virtual Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
 
-  const std::string& op() const { return def_.name; }
-  const Attributes& attrs() const { return attrs_; }
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
   Status Check(std::string_view call, cudaError_t error) const { return CudaCheck(op(), call, error); }
 
  private:
-  const OpDef def_;
-  const Attributes attrs_;
-  const CudaKernelContext context_;
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    return RunOnDevice(in, out);
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -228,7 +218,7 @@ class CopyKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
     if (in[0].data == out[0].data) return OkStatus();
     return Check("cudaMemcpyAsync",
@@ -244,7 +234,7 @@ class TransposeKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     std::vector<int64_t> perm;
@@ -307,7 +297,7 @@ class SliceKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(in));
     // The output extents come from the shape function; an axis with a non-empty
@@ -335,7 +325,7 @@ class ConcatKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), out[0].dtype));
     const Shape& shape = out[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
@@ -365,7 +355,7 @@ class SplitKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
@@ -397,7 +387,7 @@ class ExpandKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const Shape& o = out[0].shape;
@@ -415,7 +405,7 @@ class TileKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     // The output seen as [r0, s0, r1, s1, ...] with r_d = out_d / s_d (s_d > 0 here:
@@ -471,7 +461,7 @@ class BlockKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(BlockAttrs b, BlockAttrsOf(op(), attrs()));
     const int64_t bs = b.blocksize;
@@ -520,7 +510,7 @@ class GatherKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const int64_t rank = static_cast<int64_t>(s.size());
@@ -562,7 +552,7 @@ class PadKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const Shape& o = out[0].shape;
@@ -606,7 +596,7 @@ class WhereKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[1].dtype));
     const Shape& o = out[0].shape;
     // Per input, its element strides along the output dims (0 where it broadcasts).
@@ -660,7 +650,7 @@ class CastKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = *NumElements(in[0].shape);
     if (in[0].dtype == out[0].dtype) {
       return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
