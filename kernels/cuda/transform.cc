@@ -202,6 +202,15 @@ class TransformKernel : public CudaKernel {
   virtual Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
 
   Status Check(std::string_view call, cudaError_t error) const { return CudaCheck(op(), call, error); }
+  // Copies `dims` elements of `elem_size` bytes from src (strides src_strides, offset
+  // src_base elements) to dst (dst_strides, dst_base) on stream().
+  Status StridedCopy(int elem_size, const void* src, void* dst, std::span<const int64_t> dims,
+                     std::vector<int64_t> src_strides, std::vector<int64_t> dst_strides, int64_t src_base,
+                     int64_t dst_base) const {
+    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, std::move(src_strides), std::move(dst_strides),
+                                                       src_base, dst_base));
+    return RunCopy(op(), elem_size, src, dst, plan, stream());
+  }
 
  private:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
@@ -312,8 +321,7 @@ class SliceKernel final : public TransformKernel {
       src_strides[d] = step * in_strides[d];
       base += dims[d].start * in_strides[d];
     }
-    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), base, 0));
-    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), base, 0);
   }
 };
 
@@ -395,8 +403,7 @@ class ExpandKernel final : public TransformKernel {
     const std::vector<int64_t> in_strides = Strides(s);
     std::vector<int64_t> src_strides(o.size(), 0);
     for (size_t i = lead; i < o.size(); ++i) src_strides[i] = s[i - lead] == 1 ? 0 : in_strides[i - lead];
-    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), 0, 0));
-    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), 0, 0);
   }
 };
 
