@@ -12,6 +12,7 @@
 #include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/elementwise_impl.h"
 #include "kernels/internal.h"
 
@@ -28,77 +29,54 @@ StatusOr<ElemType> ToElemType(std::string_view op, DType dtype) {
                        " is not implemented (float32 and float16 are)");
 }
 
-class BinaryKernel final : public OpKernel {
+class BinaryKernel final : public CudaKernel {
  public:
   BinaryKernel(OpDef def, Attributes attrs, BinaryOp op, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), op_(op), context_(context) {}
+      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
 
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+ protected:
+  Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     const TensorRef& out = outputs[0];
-    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(def_.name, out.dtype));
+    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(op(), out.dtype));
     const int64_t n = *NumElements(out.shape);
     if (n == 0) return OkStatus();
     auto plan = ComputeBroadcastPlan(inputs[0].shape, inputs[1].shape, out.shape);
-    if (!plan.ok()) return plan.status().WithContext(def_.name);
-    REMEX_RETURN_IF_ERROR(CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)));
-    return CudaCheck(def_.name, "kernel launch",
-                     LaunchBinary(op_, type, inputs[0].data, inputs[1].data, out.data, n, *plan,
-                                  static_cast<cudaStream_t>(context_.stream)));
+    if (!plan.ok()) return plan.status().WithContext(op());
+    return Launch(
+        [&] { return LaunchBinary(op_, type, inputs[0].data, inputs[1].data, out.data, n, *plan, stream()); });
   }
 
  private:
-  const OpDef def_;
-  const Attributes attrs_;
   const BinaryOp op_;
-  const CudaKernelContext context_;
 };
 
-class UnaryKernel final : public OpKernel {
+class UnaryKernel final : public CudaKernel {
  public:
   UnaryKernel(OpDef def, Attributes attrs, UnaryOp op, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), op_(op), context_(context) {}
+      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
 
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
+ protected:
+  Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     const TensorRef& out = outputs[0];
-    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(def_.name, out.dtype));
+    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(op(), out.dtype));
     const int64_t n = *NumElements(out.shape);
     if (n == 0) return OkStatus();
-    REMEX_RETURN_IF_ERROR(CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)));
-    return CudaCheck(def_.name, "kernel launch",
-                     LaunchUnary(op_, type, inputs[0].data, out.data, n, static_cast<cudaStream_t>(context_.stream)));
+    return Launch([&] { return LaunchUnary(op_, type, inputs[0].data, out.data, n, stream()); });
   }
 
  private:
-  const OpDef def_;
-  const Attributes attrs_;
   const UnaryOp op_;
-  const CudaKernelContext context_;
 };
-
-template <typename K, typename Op>
-Status AddKernel(KernelRegistry& registry, std::string_view name, Op op, CudaKernelContext context) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(name, DeviceKind::kCuda,
-                            [def = *def, op, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, op, context));
-                            });
-}
 
 }  // namespace
 
 Status AddElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Add", BinaryOp::kAdd, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Sub", BinaryOp::kSub, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Mul", BinaryOp::kMul, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel>(registry, "Div", BinaryOp::kDiv, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<UnaryKernel>(registry, "Relu", UnaryOp::kRelu, context));
-  REMEX_RETURN_IF_ERROR(AddKernel<UnaryKernel>(registry, "Sigmoid", UnaryOp::kSigmoid, context));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Add", MakeCudaKernel<BinaryKernel>(BinaryOp::kAdd, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sub", MakeCudaKernel<BinaryKernel>(BinaryOp::kSub, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Mul", MakeCudaKernel<BinaryKernel>(BinaryOp::kMul, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Div", MakeCudaKernel<BinaryKernel>(BinaryOp::kDiv, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Relu", MakeCudaKernel<UnaryKernel>(UnaryOp::kRelu, context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sigmoid", MakeCudaKernel<UnaryKernel>(UnaryOp::kSigmoid, context)));
   return OkStatus();
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/fused_codegen.h"
 #include "kernels/cuda/fused_nvrtc.h"
 #include "kernels/fused.h"
@@ -244,12 +245,8 @@ class FusedCudaKernel final : public OpKernel {
 }  // namespace
 
 Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  const OpDef* def = registry.FindOp(kOp);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op FusedElementwise has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      kOp, DeviceKind::kCuda, [def = *def, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, kOp, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
         REMEX_ASSIGN_OR_RETURN(std::optional<Signature> signature, ParseSignature(attrs));
         auto kernel = std::make_unique<FusedCudaKernel>(def, attrs, *attrs.Ints("program"),

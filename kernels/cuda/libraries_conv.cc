@@ -54,6 +54,7 @@
 
 #include "kernels/conv_epilogue.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/libraries_impl.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/internal.h"
@@ -742,12 +743,8 @@ class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
 template <typename K, typename ParsedAttrs>
 Status AddCudnnKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                       StatusOr<ParsedAttrs> (*parse)(const Attributes&)) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(name, DeviceKind::kCuda,
-                            [def = *def, context, parse](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(registry, name,
+                       [context, parse](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
                               REMEX_ASSIGN_OR_RETURN(ParsedAttrs parsed, parse(attrs));
                               return std::unique_ptr<OpKernel>(
                                   std::make_unique<K>(def, attrs, std::move(parsed), context));

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/libraries_impl.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/internal.h"
@@ -578,38 +579,18 @@ class GemmCudaKernel final : public LtKernel<GemmPlan> {
   const GemmAttrs attrs_;
 };
 
-const OpDef* FindDef(const KernelRegistry& registry, std::string_view name, Status& status) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    status = FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                                " has no OpDef; call RegisterOpDefs first");
-  }
-  return def;
-}
-
 }  // namespace
 
 Status AddGemmCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  Status status;
-  const OpDef* matmul = FindDef(registry, kMatMul, status);
-  if (!matmul) return status;
-  REMEX_RETURN_IF_ERROR(registry.AddKernel(
-      kMatMul, DeviceKind::kCuda,
-      [def = *matmul, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        return std::unique_ptr<OpKernel>(std::make_unique<MatMulCudaKernel>(def, attrs, context));
-      }));
-  const OpDef* fused = FindDef(registry, kFusedMatMul, status);
-  if (!fused) return status;
-  REMEX_RETURN_IF_ERROR(registry.AddKernel(
-      kFusedMatMul, DeviceKind::kCuda,
-      [def = *fused, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, kMatMul, MakeCudaKernel<MatMulCudaKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(
+      registry, kFusedMatMul,
+      [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_ASSIGN_OR_RETURN(ConvEpilogue e, ParseConvEpilogue(kFusedMatMul, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<FusedMatMulCudaKernel>(def, attrs, e, context));
       }));
-  const OpDef* gemm = FindDef(registry, kGemm, status);
-  if (!gemm) return status;
-  return registry.AddKernel(
-      kGemm, DeviceKind::kCuda, [def = *gemm, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, kGemm, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_ASSIGN_OR_RETURN(GemmAttrs g, ParseGemmAttrs(attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<GemmCudaKernel>(def, attrs, g, context));
       });

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/misc_impl.h"
 #include "kernels/internal.h"
@@ -51,49 +52,12 @@ using internal::ShapeRangeOf;
 
 int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
-// A CUDA kernel of the misc group: Compute checks the inputs and outputs against the
-// op's shape function and calls Run, which queues the work on stream().
-class MiscKernel : public OpKernel {
- public:
-  MiscKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
-
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-    return Run(inputs, outputs);
-  }
-
- protected:
-  virtual Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) = 0;
-
-  const std::string& op() const { return def_.name; }
-  const Attributes& attrs() const { return attrs_; }
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
-  // Selects the kernel's device (for the launches and copies that follow).
-  Status UseDevice() const { return CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)); }
-  // Selects the device and calls `launch` (returning a launcher's cudaError_t).
-  template <typename F>
-  Status Launch(F&& launch) const {
-    REMEX_RETURN_IF_ERROR(UseDevice());
-    return CudaCheck(def_.name, "kernel launch", launch());
-  }
-  Status Unsupported(DType dtype, std::string_view accepted) const {
-    return Unimplemented(def_.name + " on cuda: dtype " + std::string(DTypeName(dtype)) +
-                         " is not implemented (" + std::string(accepted) + ")");
-  }
-
- private:
-  const OpDef def_;
-  const Attributes attrs_;
-  const CudaKernelContext context_;
-};
-
 // ---------------------------------------------------------------------------
 // Shape and Size.
 
-class ShapeKernel final : public MiscKernel {
+class ShapeKernel final : public CudaKernel {
  public:
-  using MiscKernel::MiscKernel;
+  using CudaKernel::CudaKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -107,9 +71,9 @@ class ShapeKernel final : public MiscKernel {
   }
 };
 
-class SizeKernel final : public MiscKernel {
+class SizeKernel final : public CudaKernel {
  public:
-  using MiscKernel::MiscKernel;
+  using CudaKernel::CudaKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -121,10 +85,10 @@ class SizeKernel final : public MiscKernel {
 // ---------------------------------------------------------------------------
 // ConstantOfShape.
 
-class ConstantOfShapeKernel final : public MiscKernel {
+class ConstantOfShapeKernel final : public CudaKernel {
  public:
   ConstantOfShapeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : MiscKernel(std::move(def), attrs, context), value_(*FillValueOf(attrs)) {}
+      : CudaKernel(std::move(def), attrs, context), value_(*FillValueOf(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef>, std::span<const TensorRef> out) override {
@@ -148,9 +112,9 @@ T HostScalar(const TensorRef& t) {
   return v;
 }
 
-class RangeKernel final : public MiscKernel {
+class RangeKernel final : public CudaKernel {
  public:
-  using MiscKernel::MiscKernel;
+  using CudaKernel::CudaKernel;
 
  protected:
   // start, limit and delta are ShapeDep::kData: host memory.
@@ -212,9 +176,9 @@ std::optional<uint64_t> OneBits(DType dtype) {
 
 // The shape function, run by Compute on the inputs (training_mode in host memory,
 // ShapeDep::kData), has refused training_mode = true.
-class DropoutKernel final : public MiscKernel {
+class DropoutKernel final : public CudaKernel {
  public:
-  using MiscKernel::MiscKernel;
+  using CudaKernel::CudaKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -262,9 +226,9 @@ std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
   return std::nullopt;
 }
 
-class TopKKernel final : public MiscKernel {
+class TopKKernel final : public CudaKernel {
  public:
-  using MiscKernel::MiscKernel;
+  using CudaKernel::CudaKernel;
 
  protected:
   // The shape function has accepted axis and k (attribute or input 1): k is the
@@ -292,10 +256,10 @@ class TopKKernel final : public MiscKernel {
 // ---------------------------------------------------------------------------
 // LRN.
 
-class LrnKernel final : public MiscKernel {
+class LrnKernel final : public CudaKernel {
  public:
   LrnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : MiscKernel(std::move(def), attrs, context), lrn_(*ParseLrnAttrs(attrs)) {}
+      : CudaKernel(std::move(def), attrs, context), lrn_(*ParseLrnAttrs(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -333,17 +297,12 @@ using AttrCheck = std::function<Status(const Attributes&)>;
 template <typename K>
 Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                      AttrCheck check = nullptr) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(name, DeviceKind::kCuda,
-                            [def = *def, context, check = std::move(check)](
-                                const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                              if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-                            });
+  return AddCudaKernel(registry, name,
+                       [context, check = std::move(check)](
+                           const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                         if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+                         return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+                       });
 }
 
 }  // namespace

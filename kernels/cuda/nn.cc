@@ -59,25 +59,6 @@ StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted) {
                        " is not implemented (" + which + ")");
 }
 
-Status NnKernel::Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-  bool empty = true;
-  for (const TensorRef& t : outputs) empty = empty && Count(t.shape) == 0;
-  if (empty) return OkStatus();
-  return Run(inputs, outputs);
-}
-
-Status AddNnKernel(KernelRegistry& registry, std::string_view name, NnMake make) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, make = std::move(make)](const Attributes& attrs) { return make(def, attrs); });
-}
-
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -306,14 +287,14 @@ class LayerNormKernel final : public NnKernel {
 
 Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   for (const internal::ReduceOpInfo& r : internal::ReduceOps()) {
-    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, r.name, MakeNn<ReduceKernel>(context, r.kind)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, r.name, MakeCudaKernel<ReduceKernel>(context, r.kind)));
   }
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "ArgMax", MakeNn<ArgKernel>(context, true)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "ArgMin", MakeNn<ArgKernel>(context, false)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Softmax", MakeNn<SoftmaxKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "BatchNormalization", MakeNn<BatchNormKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "InstanceNormalization", MakeNn<InstanceNormKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "LayerNormalization", MakeNn<LayerNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMax", MakeCudaKernel<ArgKernel>(context, true)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMin", MakeCudaKernel<ArgKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", MakeCudaKernel<SoftmaxKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "BatchNormalization", MakeCudaKernel<BatchNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "InstanceNormalization", MakeCudaKernel<InstanceNormKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LayerNormalization", MakeCudaKernel<LayerNormKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddNnPoolCudaKernels(registry, context));
   return AddNnElementwiseCudaKernels(registry, context);
 }

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/nn_impl.h"
 #include "kernels/internal.h"
@@ -31,55 +32,13 @@ enum class NnTypes : uint8_t {
 // The NnType of `dtype`, or UNIMPLEMENTED "<op> on cuda: dtype ... is not implemented".
 StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted = NnTypes::kFloat);
 
-// A CUDA kernel of the nn group: Compute checks the inputs and outputs against the op's
-// shape function, returns early when every output is empty and calls Run, which checks
-// dtypes and attributes (before any CUDA call) and queues the work on stream() through
-// Launch.
-class NnKernel : public OpKernel {
+// A CUDA kernel of the nn group: a CudaKernel that returns early when every output is
+// empty.
+class NnKernel : public CudaKernel {
  public:
   NnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
-
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final;
-
- protected:
-  virtual Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) = 0;
-
-  const std::string& op() const { return def_.name; }
-  const Attributes& attrs() const { return attrs_; }
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
-  // Selects the kernel's device (for the launches and copies that follow).
-  Status UseDevice() const { return CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)); }
-  // Selects the device and calls `launch` (returning a launcher's cudaError_t): OK, or
-  // "<op> on cuda: kernel launch failed: ...".
-  template <typename F>
-  Status Launch(F&& launch) const {
-    REMEX_RETURN_IF_ERROR(UseDevice());
-    return CudaCheck(def_.name, "kernel launch", launch());
-  }
-
- private:
-  const OpDef def_;
-  const Attributes attrs_;
-  const CudaKernelContext context_;
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
 };
-
-// Makes a kernel for a node's attributes (INVALID_ARGUMENT / UNIMPLEMENTED for
-// attributes the kernel refuses).
-using NnMake = std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
-
-// Registers `make` as the CUDA kernel of `name`; FAILED_PRECONDITION when the op has no
-// OpDef in `registry`.
-Status AddNnKernel(KernelRegistry& registry, std::string_view name, NnMake make);
-
-// A factory for K(def, attrs, context, args...).
-template <typename K, typename... Args>
-NnMake MakeNn(CudaKernelContext context, Args... args) {
-  return
-      [context, args...](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context, args...));
-      };
-}
 
 // Element count of a shape the shape function has accepted.
 inline int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }

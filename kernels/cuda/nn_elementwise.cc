@@ -47,7 +47,7 @@ class UnaryKernel final : public NnKernel {
 };
 
 // LeakyRelu's alpha, HardSigmoid's alpha and beta (defaults as ONNX and the CPU kernels).
-NnMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
+CudaKernelMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
   return [context, unary](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
     float alpha = 0.0f, beta = 0.0f;
     if (unary == NnUnaryOp::kLeakyRelu) {
@@ -198,15 +198,15 @@ constexpr BinaryName kBinaryOps[] = {
 
 Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   for (const UnaryName& u : kUnaryOps) {
-    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, u.name, MakeUnary(context, u.op)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, u.name, MakeUnary(context, u.op)));
   }
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Clip", MakeNn<ClipKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Clip", MakeCudaKernel<ClipKernel>(context)));
   for (const BinaryName& b : kBinaryOps) {
-    REMEX_RETURN_IF_ERROR(AddNnKernel(registry, b.name, MakeNn<BinaryKernel>(context, b.op, b.types)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, b.name, MakeCudaKernel<BinaryKernel>(context, b.op, b.types)));
   }
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Max", MakeNn<MinMaxKernel>(context, NnBinaryOp::kMax)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "Min", MakeNn<MinMaxKernel>(context, NnBinaryOp::kMin)));
-  return AddNnKernel(registry, "Not", MakeNn<NotKernel>(context));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Max", MakeCudaKernel<MinMaxKernel>(context, NnBinaryOp::kMax)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Min", MakeCudaKernel<MinMaxKernel>(context, NnBinaryOp::kMin)));
+  return AddCudaKernel(registry, "Not", MakeCudaKernel<NotKernel>(context));
 }
 
 }  // namespace remex::kernels::cuda

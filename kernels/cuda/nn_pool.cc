@@ -249,10 +249,10 @@ StatusOr<std::unique_ptr<OpKernel>> MakeResize(CudaKernelContext context, const 
 Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   using std::placeholders::_1;
   using std::placeholders::_2;
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
-  REMEX_RETURN_IF_ERROR(AddNnKernel(registry, "GlobalAveragePool", MakeNn<GlobalAveragePoolKernel>(context)));
-  return AddNnKernel(registry, "Resize", std::bind(MakeResize, context, _1, _2));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalAveragePoolKernel>(context)));
+  return AddCudaKernel(registry, "Resize", std::bind(MakeResize, context, _1, _2));
 }
 
 }  // namespace remex::kernels::cuda

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/libraries_internal.h"
 #include "kernels/cuda/rnn_impl.h"
@@ -42,22 +43,19 @@ constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInit
 
 bool Present(std::span<const TensorRef> t, size_t i) { return i < t.size() && t[i].present(); }
 
-class RnnCudaKernel final : public OpKernel {
+class RnnCudaKernel final : public CudaKernel {
  public:
   RnnCudaKernel(OpDef def, Attributes attrs, RnnAttrs parsed, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), parsed_(std::move(parsed)), context_(context) {}
+      : CudaKernel(std::move(def), std::move(attrs), context), parsed_(std::move(parsed)) {}
 
-  Status Compute(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, in, out));
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const DType dtype = in[kX].dtype;
-    if (dtype != DType::kFloat32 && dtype != DType::kFloat16) {
-      return Unimplemented(def_.name + " on cuda: dtype " + std::string(DTypeName(dtype)) +
-                           " is not implemented (float32 and float16 are)");
-    }
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat16) return Unsupported(dtype, "float32 and float16 are");
     const RnnParams p = ParamsOf(in);
     if (p.batch * p.hidden == 0) return OkStatus();  // Every output is empty.
     const int64_t floats = RnnWorkspaceFloats(p);
-    if (floats < 0) return InvalidArgument(def_.name + " on cuda: X and W are too large");
+    if (floats < 0) return InvalidArgument(op() + " on cuda: X and W are too large");
 
     RnnTensors t;
     t.x = in[kX].data;
@@ -75,14 +73,13 @@ class RnnCudaKernel final : public OpKernel {
     t.y_h = Present(out, 1) ? out[1].data : nullptr;
     t.y_c = Present(out, 2) ? out[2].data : nullptr;
 
-    REMEX_RETURN_IF_ERROR(CudaCheck(def_.name, "cudaSetDevice", cudaSetDevice(context_.device)));
-    const cudaStream_t stream = static_cast<cudaStream_t>(context_.stream);
-    StreamWorkspace workspace(def_.name, stream, &context_.workspace);
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    StreamWorkspace workspace(op(), stream(), &context().workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch, workspace.Allocate(static_cast<size_t>(floats) * sizeof(float)));
-    REMEX_RETURN_IF_ERROR(CudaCheck(
-        def_.name, "kernel launch",
-        LaunchRnn(p, dtype == DType::kFloat16 ? RnnElem::kFloat16 : RnnElem::kFloat32, t,
-                  static_cast<float*>(scratch), stream)));
+    REMEX_RETURN_IF_ERROR(Launch([&] {
+      return LaunchRnn(p, dtype == DType::kFloat16 ? RnnElem::kFloat16 : RnnElem::kFloat32, t,
+                       static_cast<float*>(scratch), stream());
+    }));
     return workspace.Release();
   }
 
@@ -111,21 +108,12 @@ class RnnCudaKernel final : public OpKernel {
     return p;
   }
 
-  const OpDef def_;
-  const Attributes attrs_;
   const RnnAttrs parsed_;
-  const CudaKernelContext context_;
 };
 
 Status AddRnnKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, context](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, name, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_ASSIGN_OR_RETURN(RnnAttrs parsed, internal::ParseRnnAttrs(def.name, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<RnnCudaKernel>(def, attrs, std::move(parsed), context));
       });

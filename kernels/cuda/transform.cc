@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/transform_impl.h"
 #include "kernels/internal.h"
@@ -187,36 +188,35 @@ Status RunPermuted(std::string_view op, int elem_size, const void* src, void* ds
 }
 
 // ---------------------------------------------------------------------------
-// The kernel base: validation against the op's shape function, then Run when there
-// is anything to write.
+// The kernel base: validation against the op's shape function, then RunOnDevice on
+// the kernel's device when there is anything to write.
 
-class TransformKernel : public OpKernel {
+class TransformKernel : public CudaKernel {
  public:
   TransformKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
-
-  Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
-    REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
-    bool empty = true;
-    for (const TensorRef& t : outputs) empty = empty && *NumElements(t.shape) == 0;
-    if (empty) return OkStatus();
-    REMEX_RETURN_IF_ERROR(CudaCheck(op(), "cudaSetDevice", cudaSetDevice(context_.device)));
-    return Run(inputs, outputs);
-  }
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
-  // Inputs and outputs match the shape function; at least one output is non-empty.
-  virtual Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
+  // Inputs and outputs match the shape function; at least one output is non-empty;
+  // the kernel's device is selected.
+  virtual Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
 
-  const std::string& op() const { return def_.name; }
-  const Attributes& attrs() const { return attrs_; }
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
   Status Check(std::string_view call, cudaError_t error) const { return CudaCheck(op(), call, error); }
+  // Copies `dims` elements of `elem_size` bytes from src (strides src_strides, offset
+  // src_base elements) to dst (dst_strides, dst_base) on stream().
+  Status StridedCopy(int elem_size, const void* src, void* dst, std::span<const int64_t> dims,
+                     std::vector<int64_t> src_strides, std::vector<int64_t> dst_strides, int64_t src_base,
+                     int64_t dst_base) const {
+    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, std::move(src_strides), std::move(dst_strides),
+                                                       src_base, dst_base));
+    return RunCopy(op(), elem_size, src, dst, plan, stream());
+  }
 
  private:
-  const OpDef def_;
-  const Attributes attrs_;
-  const CudaKernelContext context_;
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    return RunOnDevice(in, out);
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class CopyKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
     if (in[0].data == out[0].data) return OkStatus();
     return Check("cudaMemcpyAsync",
@@ -243,7 +243,7 @@ class TransposeKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     std::vector<int64_t> perm;
@@ -306,7 +306,7 @@ class SliceKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(in));
     // The output extents come from the shape function; an axis with a non-empty
@@ -321,8 +321,7 @@ class SliceKernel final : public TransformKernel {
       src_strides[d] = step * in_strides[d];
       base += dims[d].start * in_strides[d];
     }
-    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), base, 0));
-    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), base, 0);
   }
 };
 
@@ -334,7 +333,7 @@ class ConcatKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), out[0].dtype));
     const Shape& shape = out[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
@@ -364,7 +363,7 @@ class SplitKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
@@ -396,7 +395,7 @@ class ExpandKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const Shape& o = out[0].shape;
@@ -404,8 +403,7 @@ class ExpandKernel final : public TransformKernel {
     const std::vector<int64_t> in_strides = Strides(s);
     std::vector<int64_t> src_strides(o.size(), 0);
     for (size_t i = lead; i < o.size(); ++i) src_strides[i] = s[i - lead] == 1 ? 0 : in_strides[i - lead];
-    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), o, std::move(src_strides), Strides(o), 0, 0));
-    return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), 0, 0);
   }
 };
 
@@ -414,7 +412,7 @@ class TileKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     // The output seen as [r0, s0, r1, s1, ...] with r_d = out_d / s_d (s_d > 0 here:
@@ -470,7 +468,7 @@ class BlockKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(BlockAttrs b, BlockAttrsOf(op(), attrs()));
     const int64_t bs = b.blocksize;
@@ -519,7 +517,7 @@ class GatherKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const int64_t rank = static_cast<int64_t>(s.size());
@@ -561,7 +559,7 @@ class PadKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
     const Shape& s = in[0].shape;
     const Shape& o = out[0].shape;
@@ -605,7 +603,7 @@ class WhereKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[1].dtype));
     const Shape& o = out[0].shape;
     // Per input, its element strides along the output dims (0 where it broadcasts).
@@ -659,7 +657,7 @@ class CastKernel final : public TransformKernel {
   using TransformKernel::TransformKernel;
 
  protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = *NumElements(in[0].shape);
     if (in[0].dtype == out[0].dtype) {
       return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
@@ -696,14 +694,9 @@ Status CheckCast(const OpDef& def, const Attributes& attrs) {
 template <typename K>
 Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                  AttrCheck check = NoCheck) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, context, check](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return AddCudaKernel(
+      registry, name,
+      [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_RETURN_IF_ERROR(check(def, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
       });
