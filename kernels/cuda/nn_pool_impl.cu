@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
+#include "kernels/resize_coords.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -151,66 +152,14 @@ __global__ void GlobalAveragePoolKernel(const T* x, T* y, int64_t planes, int64_
 
 // ---------------------------------------------------------------------------
 // Resize. Coordinates are computed in double with the CPU kernel's formulas
-// (kernels/resize.cc), so nearest picks the same source indices.
+// (kernels/resize_coords.h), so nearest picks the same source indices.
 
-__device__ double OriginalCoord(const ResizeParams& p, int d, double x) {
-  const double len_in = static_cast<double>(p.in[d]);
-  const double out = p.length[d];
-  const double scale = p.scale[d];
-  switch (p.coord) {
-    case ResizeCoord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case ResizeCoord::kPytorchHalfPixel:
-      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners:
-      return out == 1 ? 0.0 : x * (len_in - 1) / (out - 1);
-    case ResizeCoord::kAsymmetric:
-      return x / scale;
-    case ResizeCoord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
-    case ResizeCoord::kTfCropAndResize: {
-      const double rs = p.roi_start[d];
-      const double re = p.roi_end[d];
-      return out > 1 ? rs * (len_in - 1) + x * (re - rs) * (len_in - 1) / (out - 1)
-                     : 0.5 * (rs + re) * (len_in - 1);
-    }
-  }
-  return 0.0;
-}
-
-__device__ __forceinline__ int64_t ClampIndex(double v, int64_t in) {
-  if (!(v > 0)) return 0;  // Also NaN.
-  const double hi = static_cast<double>(in - 1);
-  return v >= hi ? in - 1 : static_cast<int64_t>(v);
+__device__ __forceinline__ double OriginalCoord(const ResizeParams& p, int d, double x) {
+  return ResizeOriginalCoord(p.coord, x, p.scale[d], p.in[d], p.length[d], p.roi_start[d], p.roi_end[d]);
 }
 
 __device__ __forceinline__ int64_t ClampInt(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : (v > hi ? hi : v);
-}
-
-__device__ int64_t NearestIndex(ResizeNearest m, double x, bool downscale, int64_t in) {
-  const double f = floor(x);
-  double r = f;
-  if (x != f) {
-    switch (m) {
-      case ResizeNearest::kRoundPreferFloor:
-        r = x - f <= 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kRoundPreferCeil:
-        r = x - f < 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kFloor:
-        r = f;
-        break;
-      case ResizeNearest::kCeil:
-        r = f + 1;
-        break;
-      case ResizeNearest::kSimple:
-        r = downscale ? f + 1 : f;
-        break;
-    }
-  }
-  return ClampIndex(r, in);
 }
 
 __device__ __forceinline__ bool Outside(const ResizeParams& p, int d, double x) {
@@ -229,7 +178,7 @@ __global__ void ResizeNearestKernel(const U* x, U* y, int64_t n_out, ResizeParam
       rest /= p.out[d];
       const double xc = OriginalCoord(p, d, static_cast<double>(o));
       if (Outside(p, d, xc)) outside = true;
-      off += NearestIndex(p.nearest, xc, p.scale[d] < 1.0, p.in[d]) * stride;
+      off += ResizeNearestIndex(p.nearest, xc, p.scale[d] < 1.0, p.in[d]) * stride;
       stride *= p.in[d];
     }
     y[i] = outside ? extrapolation : x[off];
@@ -256,10 +205,8 @@ __device__ int AxisTaps(const ResizeParams& p, int d, int64_t o, int64_t idx[4],
     idx[1] = ClampInt(base + 1, 0, in - 1);
     return 2;
   }
-  const double a = p.cubic_a;
-  auto near = [a](double s) { return ((a + 2) * s - (a + 3)) * s * s + 1; };
-  auto far = [a](double s) { return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a; };
-  double c[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+  double c[4];
+  ResizeCubicCoeffs(t, p.cubic_a, c);
   double sum = 0;
   for (int j = 0; j < 4; ++j) {
     const int64_t k = base - 1 + j;
