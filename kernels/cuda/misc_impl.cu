@@ -10,23 +10,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/misc_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
-unsigned Blocks(int64_t n) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
-}
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Loads and stores in the compute type: float for float16, the type itself otherwise.
 __device__ __forceinline__ float Load(float v) { return v; }

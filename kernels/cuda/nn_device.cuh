@@ -9,25 +9,20 @@
 #include <cstdint>
 
 #include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace remex::kernels::cuda::nn {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
-inline unsigned Blocks(int64_t n, int per_block = kThreads) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, kMaxBlocks)));
-}
+// Launch sizes and the grid-stride loop's index and stride (launch.cuh).
+using cuda::Blocks;
+using cuda::GlobalThread;
+using cuda::GridThreads;
+using cuda::kMaxBlocks;
+using cuda::kThreads;
 
 // float32/float16 loads and stores (half_io.cuh), beside the overloads files add here.
 using cuda::Load;
 using cuda::Store;
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/broadcast_index.cuh"
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
 
@@ -199,16 +200,7 @@ __global__ void BroadcastKernel(const A* a, const B* b, O* out, int64_t n, Broad
       ia = i * plan.a_strides[0];
       ib = i * plan.b_strides[0];
     } else {
-      int64_t rest = i;
-#pragma unroll
-      for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
-        if (d < plan.rank) {
-          const int64_t c = rest % plan.dims[d];
-          rest /= plan.dims[d];
-          ia += c * plan.a_strides[d];
-          ib += c * plan.b_strides[d];
-        }
-      }
+      BroadcastOffsets(plan, i, ia, ib);
     }
     out[i] = f(a[ia], b[ib]);
   }

@@ -13,20 +13,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/transform_impl.h"
 #include "kernels/float16.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
 constexpr int64_t kMax32 = int64_t{1} << 30;  // Headroom below INT32_MAX for sums.
-
-unsigned Blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
-
-__device__ __forceinline__ int64_t FirstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ int64_t GridStep() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Calls f(E{}) with the unsigned type of `elem_size` bytes (uint4 for 16 when kAllow16).
 template <bool kAllow16, typename F>
@@ -56,7 +50,7 @@ int64_t MaxOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t
 
 template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, CopyPlan plan) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I rest = static_cast<I>(i);
     I s = static_cast<I>(plan.src_base);
     I d = static_cast<I>(plan.dst_base);
@@ -83,7 +77,7 @@ __global__ void GatherKernel(const E* __restrict__ data, const Idx* __restrict__
   const I inner = static_cast<I>(plan.inner);
   const I num_indices = static_cast<I>(plan.num_indices);
   const I extent = static_cast<I>(plan.axis_extent);
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     const I t = static_cast<I>(i);
     const I k = t % inner;
     const I row = t / inner;
@@ -106,7 +100,7 @@ template <typename E, typename I>
 __global__ void PadKernel(const E* __restrict__ src, const E* __restrict__ constant, E* __restrict__ dst, int64_t n,
                           PadPlan plan) {
   const E fill = constant != nullptr ? *constant : static_cast<E>(plan.constant_bits);
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I rest = static_cast<I>(i);
     I offset = 0;
     bool inside = true;
@@ -142,7 +136,7 @@ __global__ void PadKernel(const E* __restrict__ src, const E* __restrict__ const
 template <typename E, typename I>
 __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restrict__ x, const E* __restrict__ y,
                             E* __restrict__ out, int64_t n, WherePlan plan) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I rest = static_cast<I>(i);
     I ic = 0;
     I ix = 0;
@@ -227,7 +221,7 @@ __device__ __forceinline__ To Convert(From v) {
 
 template <typename From, typename To>
 __global__ void CastKernel(const From* __restrict__ in, To* __restrict__ out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) out[i] = Convert<From, To>(in[i]);
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Convert<From, To>(in[i]);
 }
 
 template <typename F>
