@@ -49,6 +49,26 @@ __device__ __forceinline__ OutPos Decompose(int64_t i, const PoolGeometry& g) {
   return r;
 }
 
+// Calls f(off, i0, i1, i2) for each window position of output `pos` inside x, in
+// row-major order: (i0, i1, i2) its input coordinates, off its offset in the plane.
+template <typename F>
+__device__ __forceinline__ void ForEachWindowTap(const PoolGeometry& g, const OutPos& pos, F f) {
+  for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+    const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+    if (i0 < 0 || i0 >= g.in[0]) continue;
+    for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+      const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+      if (i1 < 0 || i1 >= g.in[1]) continue;
+      const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
+      for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+        const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+        if (i2 < 0 || i2 >= g.in[2]) continue;
+        f(row + i2, i0, i1, i2);
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void MaxPoolKernel(const T* x, T* y, int64_t* indices, bool column_major, PoolGeometry g) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
@@ -59,27 +79,16 @@ __global__ void MaxPoolKernel(const T* x, T* y, int64_t* indices, bool column_ma
     float best = -INFINITY;
     int64_t best_off = -1;
     int64_t best_pos[3] = {0, 0, 0};
-    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
-      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-      if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
-        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-        if (i1 < 0 || i1 >= g.in[1]) continue;
-        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
-        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
-          if (i2 < 0 || i2 >= g.in[2]) continue;
-          const float v = Load(plane[row + i2]);
-          if (best_off < 0 || v > best) {  // The first position, then strictly greater.
-            best = v;
-            best_off = row + i2;
-            best_pos[0] = i0;
-            best_pos[1] = i1;
-            best_pos[2] = i2;
-          }
-        }
+    ForEachWindowTap(g, pos, [&](int64_t off, int64_t i0, int64_t i1, int64_t i2) {
+      const float v = Load(plane[off]);
+      if (best_off < 0 || v > best) {  // The first position, then strictly greater.
+        best = v;
+        best_off = off;
+        best_pos[0] = i0;
+        best_pos[1] = i1;
+        best_pos[2] = i2;
       }
-    }
+    });
     y[i] = Store<T>(best);
     if (indices) {
       int64_t idx = -1;
@@ -114,20 +123,7 @@ __global__ void AveragePoolKernel(const T* x, T* y, bool count_include_pad, Pool
     const OutPos pos = Decompose(i, g);
     const T* plane = x + pos.p * in_plane;
     float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
-      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-      if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
-        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-        if (i1 < 0 || i1 >= g.in[1]) continue;
-        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
-        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
-          if (i2 < 0 || i2 >= g.in[2]) continue;
-          sum += Load(plane[row + i2]);
-        }
-      }
-    }
+    ForEachWindowTap(g, pos, [&](int64_t off, int64_t, int64_t, int64_t) { sum += Load(plane[off]); });
     int64_t count = 1;
     for (int d = 0; d < 3; ++d) {
       int64_t taps, padded;
