@@ -45,25 +45,34 @@ int64_t MaxOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t
   return m;
 }
 
+// Calls f(k, c) with each coordinate c of row-major element `i` over the `rank`
+// extents `dims`, from the last dim to the first, in index type I.
+template <typename I, typename F>
+__device__ __forceinline__ void ForEachCoord(int rank, const int64_t (&dims)[kMaxCopyRank], int64_t i, F f) {
+  I rest = static_cast<I>(i);
+#pragma unroll
+  for (int k = kMaxCopyRank - 1; k >= 0; --k) {
+    if (k < rank) {
+      const I extent = static_cast<I>(dims[k]);
+      const I c = rest % extent;
+      rest /= extent;
+      f(k, c);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Strided copy.
 
 template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, CopyPlan plan) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    I rest = static_cast<I>(i);
     I s = static_cast<I>(plan.src_base);
     I d = static_cast<I>(plan.dst_base);
-#pragma unroll
-    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
-      if (k < plan.rank) {
-        const I extent = static_cast<I>(plan.dims[k]);
-        const I c = rest % extent;
-        rest /= extent;
-        s += c * static_cast<I>(plan.src_strides[k]);
-        d += c * static_cast<I>(plan.dst_strides[k]);
-      }
-    }
+    ForEachCoord<I>(plan.rank, plan.dims, i, [&](int k, I c) {
+      s += c * static_cast<I>(plan.src_strides[k]);
+      d += c * static_cast<I>(plan.dst_strides[k]);
+    });
     dst[d] = src[s];
   }
 }
@@ -137,21 +146,14 @@ template <typename E, typename I>
 __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restrict__ x, const E* __restrict__ y,
                             E* __restrict__ out, int64_t n, WherePlan plan) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    I rest = static_cast<I>(i);
     I ic = 0;
     I ix = 0;
     I iy = 0;
-#pragma unroll
-    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
-      if (k < plan.rank) {
-        const I extent = static_cast<I>(plan.dims[k]);
-        const I c = rest % extent;
-        rest /= extent;
-        ic += c * static_cast<I>(plan.cond_strides[k]);
-        ix += c * static_cast<I>(plan.x_strides[k]);
-        iy += c * static_cast<I>(plan.y_strides[k]);
-      }
-    }
+    ForEachCoord<I>(plan.rank, plan.dims, i, [&](int k, I c) {
+      ic += c * static_cast<I>(plan.cond_strides[k]);
+      ix += c * static_cast<I>(plan.x_strides[k]);
+      iy += c * static_cast<I>(plan.y_strides[k]);
+    });
     out[i] = cond[ic] != 0 ? x[ix] : y[iy];
   }
 }
