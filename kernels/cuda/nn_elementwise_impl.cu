@@ -41,15 +41,6 @@ __device__ __forceinline__ float ToFloat(T v) {
   return static_cast<float>(Value(v));
 }
 
-template <typename V>
-__device__ __forceinline__ bool IsNan(V v) {
-  if constexpr (std::is_floating_point_v<V>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Unary.
 
