@@ -314,30 +314,7 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
       idx[0] = ResizeNearestIndex(a.nearest, x, scale < 1.0, in);
       continue;
     }
-    // Coordinates far outside X sample the edge either way; bound them for the casts.
-    const double xc = std::clamp(x, -4.0, hi + 4.0);
-    const double f = std::floor(xc);
-    const double t = xc - f;
-    const int64_t base = static_cast<int64_t>(f);
-    double* w = &m.weight[o * n];
-    if (a.mode == ResizeMode::kLinear) {
-      w[0] = 1 - t;
-      w[1] = t;
-      idx[0] = std::clamp<int64_t>(base, 0, in - 1);
-      idx[1] = std::clamp<int64_t>(base + 1, 0, in - 1);
-      continue;
-    }
-    ResizeCubicCoeffs(t, a.cubic_a, w);
-    double sum = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = base - 1 + j;
-      if (a.exclude_outside && (i < 0 || i >= in)) w[j] = 0;
-      sum += w[j];
-      idx[j] = std::clamp<int64_t>(i, 0, in - 1);
-    }
-    if (a.exclude_outside && sum != 0) {
-      for (int j = 0; j < 4; ++j) w[j] /= sum;
-    }
+    ResizeInterpTaps(a.mode, x, in, a.cubic_a, a.exclude_outside, idx, &m.weight[o * n]);
   }
   // Identity: every output index samples exactly its own input index.
   m.identity = in == out && m.outside.empty();

@@ -1,7 +1,7 @@
 // The per-axis coordinate math of ONNX Resize-10/11/13, shared by the CPU kernel
 // (kernels/resize.cc) and the CUDA kernel (kernels/cuda/nn_pool_impl.cu) so both pick
 // the same source indices and weights: the coordinate transformation, the nearest
-// rounding modes and the cubic coefficients. Computed in double. A plain header: no
+// rounding modes and the linear and cubic taps. Computed in double. A plain header: no
 // CUDA, no Remex headers beyond kernels/op_enums.h, so .cu files include it.
 #pragma once
 
@@ -89,6 +89,41 @@ REMEX_RESIZE_COORDS_FN void ResizeCubicCoeffs(double t, double a, double c[4]) {
   c[1] = near(t);
   c[2] = near(1 - t);
   c[3] = far(2 - t);
+}
+
+// The taps of linear (`mode` kLinear: 2) or cubic (otherwise: 4) interpolation at
+// coordinate `x` of an axis of `in` >= 1 elements: the input indices `idx`, clamped
+// into [0, in - 1], and their weights `w`; cubic uses cubic_coeff_a `cubic_a` and, with
+// `exclude_outside`, zeroes the taps outside the axis and renormalizes the rest.
+// Returns the number of taps.
+REMEX_RESIZE_COORDS_FN int ResizeInterpTaps(ResizeMode mode, double x, int64_t in, double cubic_a,
+                                            bool exclude_outside, int64_t idx[4], double w[4]) {
+  auto clamp_index = [in](int64_t i) { return i < 0 ? int64_t{0} : (i > in - 1 ? in - 1 : i); };
+  // Coordinates far outside the axis sample the edge either way; bound them for the casts.
+  const double hi = static_cast<double>(in - 1);
+  const double xc = x < -4.0 ? -4.0 : (x > hi + 4.0 ? hi + 4.0 : x);
+  const double f = std::floor(xc);
+  const double t = xc - f;
+  const int64_t base = static_cast<int64_t>(f);
+  if (mode == ResizeMode::kLinear) {
+    w[0] = 1 - t;
+    w[1] = t;
+    idx[0] = clamp_index(base);
+    idx[1] = clamp_index(base + 1);
+    return 2;
+  }
+  ResizeCubicCoeffs(t, cubic_a, w);
+  double sum = 0;
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = base - 1 + j;
+    if (exclude_outside && (i < 0 || i >= in)) w[j] = 0;
+    sum += w[j];
+    idx[j] = clamp_index(i);
+  }
+  if (exclude_outside && sum != 0) {
+    for (int j = 0; j < 4; ++j) w[j] /= sum;
+  }
+  return 4;
 }
 
 }  // namespace remex::kernels

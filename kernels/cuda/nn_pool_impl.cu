@@ -154,10 +154,6 @@ __device__ __forceinline__ double OriginalCoord(const ResizeParams& p, int d, do
   return ResizeOriginalCoord(p.coord, x, p.scale[d], p.in[d], p.length[d], p.roi_start[d], p.roi_end[d]);
 }
 
-__device__ __forceinline__ int64_t ClampInt(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v);
-}
-
 __device__ __forceinline__ bool Outside(const ResizeParams& p, int d, double x) {
   return p.coord == ResizeCoord::kTfCropAndResize && (x < 0 || x > static_cast<double>(p.in[d] - 1));
 }
@@ -189,29 +185,10 @@ __device__ int AxisTaps(const ResizeParams& p, int d, int64_t o, int64_t idx[4],
     outside = true;
     return 0;
   }
-  const double hi = static_cast<double>(in - 1);
-  const double xc = x < -4.0 ? -4.0 : (x > hi + 4.0 ? hi + 4.0 : x);
-  const double f = floor(xc);
-  const double t = xc - f;
-  const int64_t base = static_cast<int64_t>(f);
-  if (p.mode == ResizeMode::kLinear) {
-    w[0] = static_cast<float>(1 - t);
-    w[1] = static_cast<float>(t);
-    idx[0] = ClampInt(base, 0, in - 1);
-    idx[1] = ClampInt(base + 1, 0, in - 1);
-    return 2;
-  }
   double c[4];
-  ResizeCubicCoeffs(t, p.cubic_a, c);
-  double sum = 0;
-  for (int j = 0; j < 4; ++j) {
-    const int64_t k = base - 1 + j;
-    if (p.exclude_outside && (k < 0 || k >= in)) c[j] = 0;
-    sum += c[j];
-    idx[j] = ClampInt(k, 0, in - 1);
-  }
-  for (int j = 0; j < 4; ++j) w[j] = static_cast<float>(p.exclude_outside && sum != 0 ? c[j] / sum : c[j]);
-  return 4;
+  const int taps = ResizeInterpTaps(p.mode, x, in, p.cubic_a, p.exclude_outside, idx, c);
+  for (int j = 0; j < taps; ++j) w[j] = static_cast<float>(c[j]);
+  return taps;
 }
 
 template <typename T>
