@@ -1,5 +1,6 @@
-// Device helpers shared by the nn group's .cu files: float/half loads and stores,
-// launch sizes and block-wide reductions. CUDA headers only.
+// Device helpers shared by the nn group's .cu files: the block-wide reduction, beside
+// the float/half loads and stores (half_io.cuh) and launch sizes (launch.cuh) they
+// include. CUDA headers only.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -12,17 +13,6 @@
 #include "kernels/cuda/launch.cuh"
 
 namespace remex::kernels::cuda::nn {
-
-// Launch sizes and the grid-stride loop's index and stride (launch.cuh).
-using cuda::Blocks;
-using cuda::GlobalThread;
-using cuda::GridThreads;
-using cuda::kMaxBlocks;
-using cuda::kThreads;
-
-// float32/float16 loads and stores (half_io.cuh), beside the overloads files add here.
-using cuda::Load;
-using cuda::Store;
 
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at

@@ -23,13 +23,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-using nn::Blocks;
-using nn::GlobalThread;
-using nn::GridThreads;
-using nn::kThreads;
-using nn::Load;
-using nn::Store;
-
 // The value an element compares or computes as: float for float16, else itself.
 __device__ __forceinline__ float Value(float v) { return v; }
 __device__ __forceinline__ float Value(__half v) { return __half2float(v); }

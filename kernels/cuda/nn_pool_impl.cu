@@ -22,12 +22,6 @@ namespace remex::kernels::cuda {
 namespace {
 
 using nn::BlockReduce;
-using nn::Blocks;
-using nn::GlobalThread;
-using nn::GridThreads;
-using nn::kThreads;
-using nn::Load;
-using nn::Store;
 
 __device__ __forceinline__ float Add(float a, float b) { return a + b; }
 
