@@ -45,6 +45,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/resize_coords.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -286,68 +287,6 @@ struct AxisMap {
   std::vector<uint8_t> outside;  // Empty when no output index is outside.
 };
 
-double OriginalCoord(const ResizeAttrs& a, double x, double scale, int64_t in, double out,
-                     double roi_start, double roi_end) {
-  const double len_in = static_cast<double>(in);
-  switch (a.coord) {
-    case ResizeCoord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case ResizeCoord::kPytorchHalfPixel:
-      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners:
-      return out == 1 ? 0.0 : x * (len_in - 1) / (out - 1);
-    case ResizeCoord::kAsymmetric:
-      return x / scale;
-    case ResizeCoord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
-    case ResizeCoord::kTfCropAndResize:
-      return out > 1
-                 ? roi_start * (len_in - 1) + x * (roi_end - roi_start) * (len_in - 1) / (out - 1)
-                 : 0.5 * (roi_start + roi_end) * (len_in - 1);
-  }
-  return 0.0;
-}
-
-int64_t ClampIndex(double v, int64_t in) {
-  if (!(v > 0)) return 0;  // Also NaN.
-  const double hi = static_cast<double>(in - 1);
-  return v >= hi ? in - 1 : static_cast<int64_t>(v);
-}
-
-int64_t NearestIndex(ResizeNearest m, double x, bool downscale, int64_t in) {
-  const double f = std::floor(x);
-  double r = f;
-  if (x != f) {
-    switch (m) {
-      case ResizeNearest::kRoundPreferFloor:
-        r = x - f <= 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kRoundPreferCeil:
-        r = x - f < 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kFloor:
-        r = f;
-        break;
-      case ResizeNearest::kCeil:
-        r = f + 1;
-        break;
-      case ResizeNearest::kSimple:
-        r = downscale ? f + 1 : f;
-        break;
-    }
-  }
-  return ClampIndex(r, in);
-}
-
-void CubicCoeffs(double t, double a, double c[4]) {
-  auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
-  auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
-  c[0] = far(t + 1);
-  c[1] = near(t);
-  c[2] = near(1 - t);
-  c[3] = far(2 - t);
-}
-
 AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double length, double scale,
                      double roi_start, double roi_end) {
   AxisMap m;
@@ -364,7 +303,7 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
   const double hi = static_cast<double>(in - 1);
   for (int64_t o = 0; o < out; ++o) {
     const double x =
-        OriginalCoord(a, static_cast<double>(o), scale, in, length, roi_start, roi_end);
+        ResizeOriginalCoord(a.coord, static_cast<double>(o), scale, in, length, roi_start, roi_end);
     int64_t* idx = &m.index[o * n];
     if (a.coord == ResizeCoord::kTfCropAndResize && (x < 0 || x > hi)) {
       if (m.outside.empty()) m.outside.assign(static_cast<size_t>(out), 0);
@@ -372,33 +311,10 @@ AxisMap BuildAxisMap(const ResizeAttrs& a, int64_t in, int64_t out, double lengt
       continue;
     }
     if (a.mode == ResizeMode::kNearest) {
-      idx[0] = NearestIndex(a.nearest, x, scale < 1.0, in);
+      idx[0] = ResizeNearestIndex(a.nearest, x, scale < 1.0, in);
       continue;
     }
-    // Coordinates far outside X sample the edge either way; bound them for the casts.
-    const double xc = std::clamp(x, -4.0, hi + 4.0);
-    const double f = std::floor(xc);
-    const double t = xc - f;
-    const int64_t base = static_cast<int64_t>(f);
-    double* w = &m.weight[o * n];
-    if (a.mode == ResizeMode::kLinear) {
-      w[0] = 1 - t;
-      w[1] = t;
-      idx[0] = std::clamp<int64_t>(base, 0, in - 1);
-      idx[1] = std::clamp<int64_t>(base + 1, 0, in - 1);
-      continue;
-    }
-    CubicCoeffs(t, a.cubic_a, w);
-    double sum = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = base - 1 + j;
-      if (a.exclude_outside && (i < 0 || i >= in)) w[j] = 0;
-      sum += w[j];
-      idx[j] = std::clamp<int64_t>(i, 0, in - 1);
-    }
-    if (a.exclude_outside && sum != 0) {
-      for (int j = 0; j < 4; ++j) w[j] /= sum;
-    }
+    ResizeInterpTaps(a.mode, x, in, a.cubic_a, a.exclude_outside, idx, &m.weight[o * n]);
   }
   // Identity: every output index samples exactly its own input index.
   m.identity = in == out && m.outside.empty();

@@ -11,14 +11,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/elementwise_impl.h"
+#include "kernels/cuda/broadcast_index.cuh"
 #include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace remex::kernels::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
 
 template <BinaryOp kOp>
 __device__ __forceinline__ float ApplyBinary(float x, float y) {
@@ -47,20 +45,10 @@ __device__ __forceinline__ float ApplyUnary(float x) {
 template <typename T, BinaryOp kOp>
 __global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n,
                              BroadcastPlan plan) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    int64_t rest = i;
-    int64_t ia = 0;
-    int64_t ib = 0;
-#pragma unroll
-    for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
-      if (d < plan.rank) {
-        const int64_t c = rest % plan.dims[d];
-        rest /= plan.dims[d];
-        ia += c * plan.a_strides[d];
-        ib += c * plan.b_strides[d];
-      }
-    }
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t ia;
+    int64_t ib;
+    BroadcastOffsets(plan, i, ia, ib);
     out[i] = Store<T>(ApplyBinary<kOp>(Load(a[ia]), Load(b[ib])));
   }
 }
@@ -69,21 +57,17 @@ __global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n,
 template <typename T, BinaryOp kOp>
 __global__ void BinaryFlatKernel(const T* a, const T* b, T* out, int64_t n,
                                  int64_t a_stride, int64_t b_stride) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     out[i] = Store<T>(ApplyBinary<kOp>(Load(a[i * a_stride]), Load(b[i * b_stride])));
   }
 }
 
 template <typename T, UnaryOp kOp>
 __global__ void UnaryKernel(const T* x, T* y, int64_t n) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i])));
   }
 }
-
-unsigned Blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
 
 template <typename T, BinaryOp kOp>
 cudaError_t LaunchBinaryTyped(const void* a, const void* b, void* out, int64_t n, const BroadcastPlan& plan,

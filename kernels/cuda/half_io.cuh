@@ -1,9 +1,12 @@
 // Device-side loads and stores of float32 and float16 elements for the CUDA kernels:
 // float16 is computed in float32 and stored rounded to nearest even (as the CPU's
-// kernels/float16.h does). Include only from .cu files.
+// kernels/float16.h does), and the NaN test of a value in its compute type. Include
+// only from .cu files.
 #pragma once
 
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 namespace remex::kernels::cuda {
 
@@ -19,6 +22,17 @@ __device__ __forceinline__ float Store<float>(float v) {
 template <>
 __device__ __forceinline__ __half Store<__half>(float v) {
   return __float2half_rn(v);
+}
+
+// Whether `v` (a value in its compute type: float for float16) is NaN; false for
+// integer types.
+template <typename C>
+__device__ __forceinline__ bool IsNan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return v != v;
+  } else {
+    return false;
+  }
 }
 
 }  // namespace remex::kernels::cuda

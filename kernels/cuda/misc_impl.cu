@@ -10,27 +10,15 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/misc_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
-unsigned Blocks(int64_t n) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
-}
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
 // Loads and stores in the compute type: float for float16, the type itself otherwise.
-__device__ __forceinline__ float Load(float v) { return v; }
-__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+using cuda::Load;  // float and float16 (half_io.cuh).
 __device__ __forceinline__ double Load(double v) { return v; }
 __device__ __forceinline__ int32_t Load(int32_t v) { return v; }
 __device__ __forceinline__ int64_t Load(int64_t v) { return v; }
@@ -106,15 +94,6 @@ __global__ void RangeDoubleKernel(double* out, int64_t n, double start, double d
 // ---------------------------------------------------------------------------
 // TopK: each element's rank in the row's total order (the number of elements before
 // it), counted against the row in shared-memory tiles; ranks below k are written.
-
-template <typename C>
-__device__ __forceinline__ bool IsNan(C v) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
 
 // a > b with NaN above every number (kernels/reduce.cc's Above).
 template <typename C>

@@ -1,5 +1,6 @@
-// Device helpers shared by the nn group's .cu files: float/half loads and stores,
-// launch sizes and block-wide reductions. CUDA headers only.
+// Device helpers shared by the nn group's .cu files: the block-wide reduction, beside
+// the float/half loads and stores (half_io.cuh) and launch sizes (launch.cuh) they
+// include. CUDA headers only.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -9,25 +10,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace remex::kernels::cuda::nn {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
-inline unsigned Blocks(int64_t n, int per_block = kThreads) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, kMaxBlocks)));
-}
-
-// float32/float16 loads and stores (half_io.cuh), beside the overloads files add here.
-using cuda::Load;
-using cuda::Store;
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at

@@ -16,18 +16,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/broadcast_index.cuh"
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
-
-using nn::Blocks;
-using nn::GlobalThread;
-using nn::GridThreads;
-using nn::kThreads;
-using nn::Load;
-using nn::Store;
 
 // The value an element compares or computes as: float for float16, else itself.
 __device__ __forceinline__ float Value(float v) { return v; }
@@ -38,15 +32,6 @@ __device__ __forceinline__ int64_t Value(int64_t v) { return v; }
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v) {
   return static_cast<float>(Value(v));
-}
-
-template <typename V>
-__device__ __forceinline__ bool IsNan(V v) {
-  if constexpr (std::is_floating_point_v<V>) {
-    return v != v;
-  } else {
-    return false;
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -199,16 +184,7 @@ __global__ void BroadcastKernel(const A* a, const B* b, O* out, int64_t n, Broad
       ia = i * plan.a_strides[0];
       ib = i * plan.b_strides[0];
     } else {
-      int64_t rest = i;
-#pragma unroll
-      for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
-        if (d < plan.rank) {
-          const int64_t c = rest % plan.dims[d];
-          rest /= plan.dims[d];
-          ia += c * plan.a_strides[d];
-          ib += c * plan.b_strides[d];
-        }
-      }
+      BroadcastOffsets(plan, i, ia, ib);
     }
     out[i] = f(a[ia], b[ib]);
   }

@@ -16,17 +16,12 @@
 
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
+#include "kernels/resize_coords.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
 using nn::BlockReduce;
-using nn::Blocks;
-using nn::GlobalThread;
-using nn::GridThreads;
-using nn::kThreads;
-using nn::Load;
-using nn::Store;
 
 __device__ __forceinline__ float Add(float a, float b) { return a + b; }
 
@@ -48,6 +43,26 @@ __device__ __forceinline__ OutPos Decompose(int64_t i, const PoolGeometry& g) {
   return r;
 }
 
+// Calls f(off, i0, i1, i2) for each window position of output `pos` inside x, in
+// row-major order: (i0, i1, i2) its input coordinates, off its offset in the plane.
+template <typename F>
+__device__ __forceinline__ void ForEachWindowTap(const PoolGeometry& g, const OutPos& pos, F f) {
+  for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+    const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+    if (i0 < 0 || i0 >= g.in[0]) continue;
+    for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+      const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+      if (i1 < 0 || i1 >= g.in[1]) continue;
+      const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
+      for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+        const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+        if (i2 < 0 || i2 >= g.in[2]) continue;
+        f(row + i2, i0, i1, i2);
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void MaxPoolKernel(const T* x, T* y, int64_t* indices, bool column_major, PoolGeometry g) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
@@ -58,27 +73,16 @@ __global__ void MaxPoolKernel(const T* x, T* y, int64_t* indices, bool column_ma
     float best = -INFINITY;
     int64_t best_off = -1;
     int64_t best_pos[3] = {0, 0, 0};
-    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
-      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-      if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
-        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-        if (i1 < 0 || i1 >= g.in[1]) continue;
-        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
-        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
-          if (i2 < 0 || i2 >= g.in[2]) continue;
-          const float v = Load(plane[row + i2]);
-          if (best_off < 0 || v > best) {  // The first position, then strictly greater.
-            best = v;
-            best_off = row + i2;
-            best_pos[0] = i0;
-            best_pos[1] = i1;
-            best_pos[2] = i2;
-          }
-        }
+    ForEachWindowTap(g, pos, [&](int64_t off, int64_t i0, int64_t i1, int64_t i2) {
+      const float v = Load(plane[off]);
+      if (best_off < 0 || v > best) {  // The first position, then strictly greater.
+        best = v;
+        best_off = off;
+        best_pos[0] = i0;
+        best_pos[1] = i1;
+        best_pos[2] = i2;
       }
-    }
+    });
     y[i] = Store<T>(best);
     if (indices) {
       int64_t idx = -1;
@@ -113,20 +117,7 @@ __global__ void AveragePoolKernel(const T* x, T* y, bool count_include_pad, Pool
     const OutPos pos = Decompose(i, g);
     const T* plane = x + pos.p * in_plane;
     float sum = 0.0f;
-    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
-      const int64_t i0 = pos.o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-      if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
-        const int64_t i1 = pos.o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-        if (i1 < 0 || i1 >= g.in[1]) continue;
-        const int64_t row = (i0 * g.in[1] + i1) * g.in[2];
-        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-          const int64_t i2 = pos.o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
-          if (i2 < 0 || i2 >= g.in[2]) continue;
-          sum += Load(plane[row + i2]);
-        }
-      }
-    }
+    ForEachWindowTap(g, pos, [&](int64_t off, int64_t, int64_t, int64_t) { sum += Load(plane[off]); });
     int64_t count = 1;
     for (int d = 0; d < 3; ++d) {
       int64_t taps, padded;
@@ -151,66 +142,10 @@ __global__ void GlobalAveragePoolKernel(const T* x, T* y, int64_t planes, int64_
 
 // ---------------------------------------------------------------------------
 // Resize. Coordinates are computed in double with the CPU kernel's formulas
-// (kernels/resize.cc), so nearest picks the same source indices.
+// (kernels/resize_coords.h), so nearest picks the same source indices.
 
-__device__ double OriginalCoord(const ResizeParams& p, int d, double x) {
-  const double len_in = static_cast<double>(p.in[d]);
-  const double out = p.length[d];
-  const double scale = p.scale[d];
-  switch (p.coord) {
-    case ResizeCoord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case ResizeCoord::kPytorchHalfPixel:
-      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners:
-      return out == 1 ? 0.0 : x * (len_in - 1) / (out - 1);
-    case ResizeCoord::kAsymmetric:
-      return x / scale;
-    case ResizeCoord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
-    case ResizeCoord::kTfCropAndResize: {
-      const double rs = p.roi_start[d];
-      const double re = p.roi_end[d];
-      return out > 1 ? rs * (len_in - 1) + x * (re - rs) * (len_in - 1) / (out - 1)
-                     : 0.5 * (rs + re) * (len_in - 1);
-    }
-  }
-  return 0.0;
-}
-
-__device__ __forceinline__ int64_t ClampIndex(double v, int64_t in) {
-  if (!(v > 0)) return 0;  // Also NaN.
-  const double hi = static_cast<double>(in - 1);
-  return v >= hi ? in - 1 : static_cast<int64_t>(v);
-}
-
-__device__ __forceinline__ int64_t ClampInt(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v);
-}
-
-__device__ int64_t NearestIndex(ResizeNearest m, double x, bool downscale, int64_t in) {
-  const double f = floor(x);
-  double r = f;
-  if (x != f) {
-    switch (m) {
-      case ResizeNearest::kRoundPreferFloor:
-        r = x - f <= 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kRoundPreferCeil:
-        r = x - f < 0.5 ? f : f + 1;
-        break;
-      case ResizeNearest::kFloor:
-        r = f;
-        break;
-      case ResizeNearest::kCeil:
-        r = f + 1;
-        break;
-      case ResizeNearest::kSimple:
-        r = downscale ? f + 1 : f;
-        break;
-    }
-  }
-  return ClampIndex(r, in);
+__device__ __forceinline__ double OriginalCoord(const ResizeParams& p, int d, double x) {
+  return ResizeOriginalCoord(p.coord, x, p.scale[d], p.in[d], p.length[d], p.roi_start[d], p.roi_end[d]);
 }
 
 __device__ __forceinline__ bool Outside(const ResizeParams& p, int d, double x) {
@@ -229,7 +164,7 @@ __global__ void ResizeNearestKernel(const U* x, U* y, int64_t n_out, ResizeParam
       rest /= p.out[d];
       const double xc = OriginalCoord(p, d, static_cast<double>(o));
       if (Outside(p, d, xc)) outside = true;
-      off += NearestIndex(p.nearest, xc, p.scale[d] < 1.0, p.in[d]) * stride;
+      off += ResizeNearestIndex(p.nearest, xc, p.scale[d] < 1.0, p.in[d]) * stride;
       stride *= p.in[d];
     }
     y[i] = outside ? extrapolation : x[off];
@@ -244,31 +179,10 @@ __device__ int AxisTaps(const ResizeParams& p, int d, int64_t o, int64_t idx[4],
     outside = true;
     return 0;
   }
-  const double hi = static_cast<double>(in - 1);
-  const double xc = x < -4.0 ? -4.0 : (x > hi + 4.0 ? hi + 4.0 : x);
-  const double f = floor(xc);
-  const double t = xc - f;
-  const int64_t base = static_cast<int64_t>(f);
-  if (p.mode == ResizeMode::kLinear) {
-    w[0] = static_cast<float>(1 - t);
-    w[1] = static_cast<float>(t);
-    idx[0] = ClampInt(base, 0, in - 1);
-    idx[1] = ClampInt(base + 1, 0, in - 1);
-    return 2;
-  }
-  const double a = p.cubic_a;
-  auto near = [a](double s) { return ((a + 2) * s - (a + 3)) * s * s + 1; };
-  auto far = [a](double s) { return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a; };
-  double c[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
-  double sum = 0;
-  for (int j = 0; j < 4; ++j) {
-    const int64_t k = base - 1 + j;
-    if (p.exclude_outside && (k < 0 || k >= in)) c[j] = 0;
-    sum += c[j];
-    idx[j] = ClampInt(k, 0, in - 1);
-  }
-  for (int j = 0; j < 4; ++j) w[j] = static_cast<float>(p.exclude_outside && sum != 0 ? c[j] / sum : c[j]);
-  return 4;
+  double c[4];
+  const int taps = ResizeInterpTaps(p.mode, x, in, p.cubic_a, p.exclude_outside, idx, c);
+  for (int j = 0; j < taps; ++j) w[j] = static_cast<float>(c[j]);
+  return taps;
 }
 
 template <typename T>

@@ -18,10 +18,6 @@ namespace remex::kernels::cuda {
 namespace {
 
 using nn::BlockReduce;
-using nn::Blocks;
-using nn::kThreads;
-using nn::Load;
-using nn::Store;
 
 // ---------------------------------------------------------------------------
 // Reduce*.
@@ -218,7 +214,7 @@ __device__ __forceinline__ bool Beats(float v, int64_t i, float w, int64_t j, bo
 template <typename T, bool kMax>
 __global__ void ArgKernel(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool select_last) {
   const int lane = threadIdx.x % 32;
-  const int64_t warps = nn::GridThreads() / 32;
+  const int64_t warps = GridThreads() / 32;
   for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < outer * inner;
        w += warps) {
     const int64_t o = w / inner;
@@ -287,7 +283,7 @@ __global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t outer, int64_t n) {
 // on adjacent columns.
 template <typename T>
 __global__ void SoftmaxColumnsKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
-  for (int64_t c = nn::GlobalThread(); c < outer * inner; c += nn::GridThreads()) {
+  for (int64_t c = GlobalThread(); c < outer * inner; c += GridThreads()) {
     const int64_t base = (c / inner) * n * inner + c % inner;
     float m = -INFINITY;
     for (int64_t j = 0; j < n; ++j) m = MaxSkipNan(m, Load(x[base + j * inner]));

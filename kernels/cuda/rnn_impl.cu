@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/rnn_impl.h"
 #include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -131,9 +132,7 @@ struct DeviceTensors {
   float* rh;
 };
 
-#define REMEX_RNN_GRID_LOOP(i, n)                                                             \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+#define REMEX_RNN_GRID_LOOP(i, n) for (int64_t i = GlobalThread(); i < (n); i += GridThreads())
 
 template <typename T>
 __global__ void InitStateKernel(RnnParams p, DeviceTensors<T> d) {

@@ -13,20 +13,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/transform_impl.h"
 #include "kernels/float16.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
 constexpr int64_t kMax32 = int64_t{1} << 30;  // Headroom below INT32_MAX for sums.
-
-unsigned Blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
-
-__device__ __forceinline__ int64_t FirstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ int64_t GridStep() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Calls f(E{}) with the unsigned type of `elem_size` bytes (uint4 for 16 when kAllow16).
 template <bool kAllow16, typename F>
@@ -51,25 +45,34 @@ int64_t MaxOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t
   return m;
 }
 
+// Calls f(k, c) with each coordinate c of row-major element `i` over the `rank`
+// extents `dims`, from the last dim to the first, in index type I.
+template <typename I, typename F>
+__device__ __forceinline__ void ForEachCoord(int rank, const int64_t (&dims)[kMaxCopyRank], int64_t i, F f) {
+  I rest = static_cast<I>(i);
+#pragma unroll
+  for (int k = kMaxCopyRank - 1; k >= 0; --k) {
+    if (k < rank) {
+      const I extent = static_cast<I>(dims[k]);
+      const I c = rest % extent;
+      rest /= extent;
+      f(k, c);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Strided copy.
 
 template <typename E, typename I>
 __global__ void StridedCopyKernel(const E* __restrict__ src, E* __restrict__ dst, int64_t n, CopyPlan plan) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
-    I rest = static_cast<I>(i);
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I s = static_cast<I>(plan.src_base);
     I d = static_cast<I>(plan.dst_base);
-#pragma unroll
-    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
-      if (k < plan.rank) {
-        const I extent = static_cast<I>(plan.dims[k]);
-        const I c = rest % extent;
-        rest /= extent;
-        s += c * static_cast<I>(plan.src_strides[k]);
-        d += c * static_cast<I>(plan.dst_strides[k]);
-      }
-    }
+    ForEachCoord<I>(plan.rank, plan.dims, i, [&](int k, I c) {
+      s += c * static_cast<I>(plan.src_strides[k]);
+      d += c * static_cast<I>(plan.dst_strides[k]);
+    });
     dst[d] = src[s];
   }
 }
@@ -83,7 +86,7 @@ __global__ void GatherKernel(const E* __restrict__ data, const Idx* __restrict__
   const I inner = static_cast<I>(plan.inner);
   const I num_indices = static_cast<I>(plan.num_indices);
   const I extent = static_cast<I>(plan.axis_extent);
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     const I t = static_cast<I>(i);
     const I k = t % inner;
     const I row = t / inner;
@@ -106,7 +109,7 @@ template <typename E, typename I>
 __global__ void PadKernel(const E* __restrict__ src, const E* __restrict__ constant, E* __restrict__ dst, int64_t n,
                           PadPlan plan) {
   const E fill = constant != nullptr ? *constant : static_cast<E>(plan.constant_bits);
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I rest = static_cast<I>(i);
     I offset = 0;
     bool inside = true;
@@ -142,22 +145,15 @@ __global__ void PadKernel(const E* __restrict__ src, const E* __restrict__ const
 template <typename E, typename I>
 __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restrict__ x, const E* __restrict__ y,
                             E* __restrict__ out, int64_t n, WherePlan plan) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) {
-    I rest = static_cast<I>(i);
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     I ic = 0;
     I ix = 0;
     I iy = 0;
-#pragma unroll
-    for (int k = kMaxCopyRank - 1; k >= 0; --k) {
-      if (k < plan.rank) {
-        const I extent = static_cast<I>(plan.dims[k]);
-        const I c = rest % extent;
-        rest /= extent;
-        ic += c * static_cast<I>(plan.cond_strides[k]);
-        ix += c * static_cast<I>(plan.x_strides[k]);
-        iy += c * static_cast<I>(plan.y_strides[k]);
-      }
-    }
+    ForEachCoord<I>(plan.rank, plan.dims, i, [&](int k, I c) {
+      ic += c * static_cast<I>(plan.cond_strides[k]);
+      ix += c * static_cast<I>(plan.x_strides[k]);
+      iy += c * static_cast<I>(plan.y_strides[k]);
+    });
     out[i] = cond[ic] != 0 ? x[ix] : y[iy];
   }
 }
@@ -227,7 +223,7 @@ __device__ __forceinline__ To Convert(From v) {
 
 template <typename From, typename To>
 __global__ void CastKernel(const From* __restrict__ in, To* __restrict__ out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStep()) out[i] = Convert<From, To>(in[i]);
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Convert<From, To>(in[i]);
 }
 
 template <typename F>
