@@ -212,12 +212,31 @@ class TransformKernel : public CudaKernel {
     return RunCopy(op(), elem_size, src, dst, plan, stream());
   }
 
+  // Concat's and Split's block copy: `outer` rows of `row` elements from src (rows
+  // `src_row` elements apart, starting at column src_col) to dst (rows dst_row apart,
+  // from column dst_col); nothing for an empty block.
+  Status CopyRows(int elem_size, const void* src, int64_t src_row, int64_t src_col, void* dst, int64_t dst_row,
+                  int64_t dst_col, int64_t outer, int64_t row) const {
+    if (row <= 0 || outer <= 0) return OkStatus();
+    const int64_t dims[2] = {outer, row};
+    return StridedCopy(elem_size, src, dst, dims, {src_row, 1}, {dst_row, 1}, src_col, dst_col);
+  }
+
  private:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
     REMEX_RETURN_IF_ERROR(UseDevice());
     return RunOnDevice(in, out);
   }
 };
+
+// The extents of `shape` before `axis` (outer) and after it (inner), multiplied out.
+std::pair<int64_t, int64_t> OuterInner(const Shape& shape, int64_t axis) {
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  return {outer, inner};
+}
 
 // ---------------------------------------------------------------------------
 // Identity, Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape.
@@ -339,19 +358,12 @@ class ConcatKernel final : public TransformKernel {
     const int64_t rank = static_cast<int64_t>(shape.size());
     REMEX_ASSIGN_OR_RETURN(int64_t a, attrs().Int("axis"));
     REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
-    int64_t outer = 1;
-    int64_t inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const auto [outer, inner] = OuterInner(shape, axis);
     const int64_t out_row = shape[axis] * inner;
     int64_t col = 0;
     for (const TensorRef& t : in) {
       const int64_t row = t.shape[axis] * inner;
-      if (row > 0) {
-        const int64_t dims[2] = {outer, row};
-        REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, {row, 1}, {out_row, 1}, 0, col));
-        REMEX_RETURN_IF_ERROR(RunCopy(op(), es, t.data, out[0].data, plan, stream()));
-      }
+      REMEX_RETURN_IF_ERROR(CopyRows(es, t.data, row, 0, out[0].data, out_row, col, outer, row));
       col += row;
     }
     return OkStatus();
@@ -368,19 +380,12 @@ class SplitKernel final : public TransformKernel {
     const Shape& s = in[0].shape;
     REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
     REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, static_cast<int64_t>(s.size())));
-    int64_t outer = 1;
-    int64_t inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= s[d];
-    for (size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+    const auto [outer, inner] = OuterInner(s, axis);
     const int64_t in_row = s[axis] * inner;
     int64_t col = 0;
     for (const TensorRef& t : out) {  // Each output's extent along axis is its part.
       const int64_t row = t.shape[axis] * inner;
-      if (row > 0 && outer > 0) {
-        const int64_t dims[2] = {outer, row};
-        REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, {in_row, 1}, {row, 1}, col, 0));
-        REMEX_RETURN_IF_ERROR(RunCopy(op(), es, in[0].data, t.data, plan, stream()));
-      }
+      REMEX_RETURN_IF_ERROR(CopyRows(es, in[0].data, in_row, col, t.data, row, 0, outer, row));
       col += row;
     }
     return OkStatus();
