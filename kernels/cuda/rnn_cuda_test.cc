@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/float16.h"
+#include "kernels/float_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
 
@@ -32,20 +33,8 @@ namespace {
 using testing::Attrs;
 using testing::CreateCudaKernel;
 using testing::CudaRegistry;
-using testing::DeviceBuffer;
 using testing::HostTensor;
 using testing::UnreadDevicePointer;
-
-float GetFloat(DType dtype, const uint8_t* p) {
-  if (dtype == DType::kFloat32) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  Half h;
-  std::memcpy(&h.bits, p, 2);
-  return HalfToFloat(h);
-}
 
 HostTensor RandomFloats(DType dtype, Shape shape, std::mt19937& rng, float scale) {
   HostTensor t = HostTensor::Zeros(dtype, std::move(shape));
@@ -222,73 +211,19 @@ Tolerance ToleranceFor(DType dtype) {
   return dtype == DType::kFloat32 ? Tolerance{2e-5, 2e-4} : Tolerance{1e-3, 2e-3};
 }
 
-class RnnCudaTest : public ::testing::Test {
+class RnnCudaTest : public testing::CudaStreamTest {
  protected:
-  void SetUp() override {
-    REMEX_SKIP_WITHOUT_GPU();
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
-    registry_ = CudaRegistry({0, stream_});
-    ASSERT_TRUE(registry_);
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-
   // Runs the case on the CPU and the GPU and compares every output.
   void Check(const RnnCase& c) {
     SCOPED_TRACE(c.Describe());
-    const Attributes attrs = c.MakeAttrs();
     std::vector<HostTensor> inputs = c.MakeInputs(rng_);
-    const OpDef* def = registry_->FindOp(c.op);
-    ASSERT_TRUE(def);
-    auto infos = InferShapes(*def, attrs, testing::ShapeArgs(*def, inputs));
-    ASSERT_TRUE(infos.ok()) << infos.status().ToString();
-    auto cpu_kernel = (*registry_->FindKernel(c.op, DeviceKind::kCpu))(attrs);
-    ASSERT_TRUE(cpu_kernel.ok()) << cpu_kernel.status().ToString();
-    auto expected = testing::OpRunner::RunKernel(**cpu_kernel, *infos, inputs, c.outputs);
-    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-
-    auto kernel = (*registry_->FindKernel(c.op, DeviceKind::kCuda))(attrs);
-    ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
-    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-    std::vector<TensorRef> in_refs, out_refs;
-    for (HostTensor& t : inputs) {
-      TensorRef r = t.Ref();
-      if (r.present() && !t.bytes.empty()) {
-        buffers.push_back(std::make_unique<DeviceBuffer>(t.bytes.size()));
-        ASSERT_EQ(cudaMemcpy(buffers.back()->data(), t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        r.data = buffers.back()->data();
-      }
-      in_refs.push_back(r);
-    }
-    for (const HostTensor& e : *expected) {
-      buffers.push_back(std::make_unique<DeviceBuffer>(e.bytes.size()));
-      if (!e.bytes.empty()) {
-        ASSERT_EQ(cudaMemset(buffers.back()->data(), 0xCD, e.bytes.size()), cudaSuccess);
-      }
-      out_refs.push_back(TensorRef{buffers.back()->data(), e.dtype, e.shape});
-    }
-    const Status st = (*kernel)->Compute(in_refs, out_refs);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+    auto out = testing::RunOnCpuAndCuda(*registry_, c.op, c.MakeAttrs(), inputs, c.outputs, stream_, 0xff);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
     const Tolerance tol = ToleranceFor(c.dtype);
-    for (size_t k = 0; k < expected->size(); ++k) {
-      const HostTensor& e = (*expected)[k];
-      std::vector<uint8_t> got(e.bytes.size());
-      if (!got.empty()) {
-        ASSERT_EQ(cudaMemcpy(got.data(), out_refs[k].data, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      }
-      const size_t es = DTypeSize(e.dtype);
-      int mismatches = 0;
-      for (size_t i = 0; i * es < got.size() && mismatches < 5; ++i) {
-        const float want = GetFloat(e.dtype, e.bytes.data() + i * es);
-        const float have = GetFloat(e.dtype, got.data() + i * es);
-        if (std::fabs(have - want) <= tol.atol + tol.rtol * std::fabs(want)) continue;
-        ++mismatches;
-        ADD_FAILURE() << c.op << " output " << k << ShapeToString(e.shape) << " element " << i << ": cpu " << want
-                      << ", cuda " << have;
-      }
+    for (size_t k = 0; k < out->cpu.size(); ++k) {
+      testing::ExpectAllClose(testing::FloatValues(out->cuda[k]), testing::FloatValues(out->cpu[k]), tol.rtol, tol.atol,
+                              c.op + " output " + std::to_string(k) + " " + ShapeToString(out->cpu[k].shape));
+      if (HasFatalFailure()) return;
     }
   }
 
@@ -298,8 +233,6 @@ class RnnCudaTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<KernelRegistry> registry_;
-  cudaStream_t stream_ = nullptr;
   std::mt19937 rng_{20240917};
 };
 
