@@ -209,6 +209,16 @@ std::string DTypeList(std::span<const DType> dtypes) {
   return s;
 }
 
+std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
 std::vector<ShapeFnArg> ToShapeArgs(std::span<const TensorRef> inputs) {
   std::vector<ShapeFnArg> args(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -113,6 +113,10 @@ bool IsNumericType(DType dtype);  // Every DType but bool and undefined.
 // Views TensorRefs as shape-function arguments (data included: CPU memory).
 std::vector<ShapeFnArg> ToShapeArgs(std::span<const TensorRef> inputs);
 
+// Row-major element strides of a tensor of dims `shape`: the last dim's is 1, each
+// other dim's is the product of the dims after it.
+std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape);
+
 // Checks that the kernel got what the op's shape function expects: input count,
 // each present input has data (unless empty), and `outputs` match the inferred
 // dtypes and shapes.

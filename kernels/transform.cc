@@ -105,17 +105,6 @@ Status DispatchBySize(std::string_view op, DType dtype, F&& f) {
   return Unimplemented(std::string(op) + ": unsupported dtype " + std::string(DTypeName(dtype)));
 }
 
-// Row-major element strides of `shape`.
-std::vector<int64_t> Strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    s[d] = acc;
-    acc *= shape[d];
-  }
-  return s;
-}
-
 // An output walk: output dims (row-major, contiguous) with the input element stride
 // of each (0 = broadcast), after dropping extent-1 dims and merging dims that the
 // input also walks contiguously.
@@ -334,7 +323,7 @@ class TransposeKernel final : public ValidatedKernel {
                            TransposePerm(attrs(), static_cast<int64_t>(s.size())));
     const int64_t total = *NumElements(s);
     if (total == 0) return OkStatus();
-    const std::vector<int64_t> in_stride = Strides(s);
+    const std::vector<int64_t> in_stride = RowMajorStrides(s);
     std::vector<int64_t> dims(s.size()), strides(s.size());
     for (size_t i = 0; i < s.size(); ++i) {
       dims[i] = s[perm[i]];
@@ -514,7 +503,7 @@ class ExpandKernel final : public ValidatedKernel {
     const Shape& o = out[0].shape;
     const int64_t total = *NumElements(o);
     const size_t lead = o.size() - s.size();
-    const std::vector<int64_t> in_stride = Strides(s);
+    const std::vector<int64_t> in_stride = RowMajorStrides(s);
     std::vector<int64_t> strides(o.size(), 0);
     for (size_t i = lead; i < o.size(); ++i) {
       strides[i] = s[i - lead] == 1 ? 0 : in_stride[i - lead];
@@ -577,7 +566,7 @@ class TileKernel final : public ValidatedKernel {
     const Shape& s = in[0].shape;
     const int64_t total = *NumElements(out[0].shape);
     // The output seen as [r0, s0, r1, s1, ...]: the repeat dims read with stride 0.
-    const std::vector<int64_t> in_stride = Strides(s);
+    const std::vector<int64_t> in_stride = RowMajorStrides(s);
     std::vector<int64_t> dims, strides;
     for (size_t d = 0; d < s.size(); ++d) {
       dims.insert(dims.end(), {repeats[d], s[d]});
@@ -920,7 +909,7 @@ class PadKernel final : public ValidatedKernel {
       src[d].resize(static_cast<size_t>(o[d]));
       for (int64_t i = 0; i < o[d]; ++i) src[d][i] = PadSource(i, pads[d], s[d], mode);
     }
-    const std::vector<int64_t> in_stride = Strides(s);
+    const std::vector<int64_t> in_stride = RowMajorStrides(s);
     return DispatchAllTypes(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T c = FromDouble<T>(*value_attr);

@@ -55,17 +55,6 @@ StatusOr<int64_t> IntAttr(std::string_view op, const Attributes& attrs, std::str
   return *v;
 }
 
-// Row-major element strides of `shape`.
-std::vector<int64_t> Strides(std::span<const int64_t> shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    s[d] = acc;
-    acc *= shape[d];
-  }
-  return s;
-}
-
 // The element size of a dtype the kernels move as raw bits.
 StatusOr<int> ElemSize(std::string_view op, DType dtype) {
   const size_t size = DTypeSize(dtype);
@@ -175,14 +164,14 @@ Status RunCopy(std::string_view op, int elem_size, const void* src, void* dst, C
 // perm[i]), for a contiguous input seen as `view`.
 Status RunPermuted(std::string_view op, int elem_size, const void* src, void* dst, std::span<const int64_t> view,
                    std::span<const int64_t> perm, cudaStream_t stream) {
-  const std::vector<int64_t> view_strides = Strides(view);
+  const std::vector<int64_t> view_strides = internal::RowMajorStrides(view);
   std::vector<int64_t> dims(perm.size());
   std::vector<int64_t> src_strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
     dims[i] = view[perm[i]];
     src_strides[i] = view_strides[perm[i]];
   }
-  std::vector<int64_t> dst_strides = Strides(dims);
+  std::vector<int64_t> dst_strides = internal::RowMajorStrides(dims);
   REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op, dims, std::move(src_strides), std::move(dst_strides), 0, 0));
   return RunCopy(op, elem_size, src, dst, plan, stream);
 }
@@ -332,7 +321,7 @@ class SliceKernel final : public TransformKernel {
     // output has a valid start. An axis that keeps at most one element walks with
     // step 1 (as kernels/tensor.cc does): its step is never taken and may be huge.
     const Shape& o = out[0].shape;
-    const std::vector<int64_t> in_strides = Strides(in[0].shape);
+    const std::vector<int64_t> in_strides = internal::RowMajorStrides(in[0].shape);
     std::vector<int64_t> src_strides(o.size());
     int64_t base = 0;
     for (size_t d = 0; d < o.size(); ++d) {
@@ -340,7 +329,7 @@ class SliceKernel final : public TransformKernel {
       src_strides[d] = step * in_strides[d];
       base += dims[d].start * in_strides[d];
     }
-    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), base, 0);
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), internal::RowMajorStrides(o), base, 0);
   }
 };
 
@@ -405,10 +394,10 @@ class ExpandKernel final : public TransformKernel {
     const Shape& s = in[0].shape;
     const Shape& o = out[0].shape;
     const size_t lead = o.size() - s.size();
-    const std::vector<int64_t> in_strides = Strides(s);
+    const std::vector<int64_t> in_strides = internal::RowMajorStrides(s);
     std::vector<int64_t> src_strides(o.size(), 0);
     for (size_t i = lead; i < o.size(); ++i) src_strides[i] = s[i - lead] == 1 ? 0 : in_strides[i - lead];
-    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), Strides(o), 0, 0);
+    return StridedCopy(es, in[0].data, out[0].data, o, std::move(src_strides), internal::RowMajorStrides(o), 0, 0);
   }
 };
 
@@ -422,14 +411,14 @@ class TileKernel final : public TransformKernel {
     const Shape& s = in[0].shape;
     // The output seen as [r0, s0, r1, s1, ...] with r_d = out_d / s_d (s_d > 0 here:
     // the output is not empty).
-    const std::vector<int64_t> in_strides = Strides(s);
+    const std::vector<int64_t> in_strides = internal::RowMajorStrides(s);
     std::vector<int64_t> dims;
     std::vector<int64_t> src_strides;
     for (size_t d = 0; d < s.size(); ++d) {
       dims.insert(dims.end(), {out[0].shape[d] / s[d], s[d]});
       src_strides.insert(src_strides.end(), {0, in_strides[d]});
     }
-    std::vector<int64_t> dst_strides = Strides(dims);
+    std::vector<int64_t> dst_strides = internal::RowMajorStrides(dims);
     REMEX_ASSIGN_OR_RETURN(CopyPlan plan,
                            MakeCopyPlan(op(), dims, std::move(src_strides), std::move(dst_strides), 0, 0));
     return RunCopy(op(), es, in[0].data, out[0].data, plan, stream());
@@ -586,7 +575,7 @@ class PadKernel final : public TransformKernel {
     PadPlan plan;
     plan.rank = static_cast<int>(rank);
     plan.mode = mode;
-    const std::vector<int64_t> in_strides = Strides(s);
+    const std::vector<int64_t> in_strides = internal::RowMajorStrides(s);
     for (size_t d = 0; d < rank; ++d) {
       plan.out_dims[d] = o[d];
       plan.in_dims[d] = s[d];
@@ -616,7 +605,7 @@ class WhereKernel final : public TransformKernel {
     for (size_t k = 0; k < 3; ++k) {
       const Shape& s = in[k].shape;
       const size_t lead = o.size() - s.size();
-      const std::vector<int64_t> own = Strides(s);
+      const std::vector<int64_t> own = internal::RowMajorStrides(s);
       strides[k].assign(o.size(), 0);
       for (size_t i = lead; i < o.size(); ++i) strides[k][i] = s[i - lead] == 1 ? 0 : own[i - lead];
     }
