@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Install the Debian packages Remex needs to build and test (Debian 12).
+# Install the Debian packages Remex needs to build and test (Debian 12), then check that
+# they are enough.
 #
 # Usage: scripts/setup-deps.sh
-# Idempotent: apt is skipped entirely when every package is already installed.
-# Uses sudo only when not running as root. nodejs/npm are added only if `node` is missing.
+# Idempotent: apt is skipped when every package is already installed. Uses sudo only when
+# not running as root. Installs with --no-install-recommends, so every package the build
+# needs is named here, recommended ones included (ocl-icd-opencl-dev: oneDNN's CMake
+# config looks for OpenCL). nodejs and npm are each added only when its command is
+# missing, so a Node.js from elsewhere is kept.
+#
+# The check, run every time: the tools the build, the model fetch and the tests call are
+# on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh runs) can import onnx and numpy, and CMake resolves every library of the build
+# (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
+# check fails with every listed package installed, this list misses a package: the
+# message says so and names what is missing.
 set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -12,12 +24,13 @@ packages=(
   libboost-dev libboost-program-options-dev
   libzstd-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev googletest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libxxhash-dev
-  python3-onnx python3-numpy   # ONNX conformance case generation
+  python3 python3-onnx python3-numpy   # ONNX conformance case generation
 )
-command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,12 +40,30 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup-deps: all ${#packages[@]} packages already installed"
-  exit 0
+else
+  sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  echo "setup-deps: installing ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-sudo=()
-((EUID == 0)) || sudo=(sudo)
-echo "setup-deps: installing ${missing[*]}"
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y --no-install-recommends "${missing[@]}"
+# The check.
+gap() {
+  echo "setup-deps: $1" >&2
+  echo "setup-deps: every package of scripts/setup-deps.sh is installed, so its list misses" \
+    "what provides this; please report it" >&2
+  exit 1
+}
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3; do
+  command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
+done
+/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || gap "/usr/bin/python3 cannot import onnx and numpy"
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then
+  grep -v '^--' "$probe/log" >&2 || true
+  gap "CMake cannot find a library of the build (above)"
+fi
+echo "setup-deps: the build's tools and libraries are all found"

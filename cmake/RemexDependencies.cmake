@@ -1,0 +1,15 @@
+# The third-party libraries Remex builds against, found once for the build and for
+# scripts/setup-deps.sh's check (cmake/deps-check). Each comes from a Debian 12 package
+# that scripts/setup-deps.sh installs.
+find_package(Threads REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # libboost-program-options-dev
+find_package(CapnProto REQUIRED)                               # libcapnp-dev, capnproto
+find_package(zstd REQUIRED)                                    # libzstd-dev
+find_package(dnnl REQUIRED)                                    # libdnnl-dev, ocl-icd-opencl-dev
+find_package(ONNX REQUIRED)                                    # libonnx-dev
+find_package(Protobuf REQUIRED)                                # libprotobuf-dev, protobuf-compiler
+find_package(nlohmann_json REQUIRED)                           # nlohmann-json3-dev
+find_package(CLI11 CONFIG REQUIRED)                            # libcli11-dev
+find_package(GTest REQUIRED)                                   # libgtest-dev, libgmock-dev
+find_package(spdlog REQUIRED)                                  # libspdlog-dev
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)                   # libxxhash-dev (header-only use)
