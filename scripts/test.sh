@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configure, build and test Remex.
 #
-# Usage: scripts/test.sh [-DVAR=VALUE ...]     (extra arguments go to cmake's configure step)
+# Usage: scripts/test.sh [-DVAR=VALUE ...] [-- CTEST_ARGS ...]
+#   Arguments before `--` go to cmake's configure step, those after it to ctest
+#   (for example `scripts/test.sh -- -L rpc` runs one label).
 # Builds in <repo>/build (Ninja, RelWithDebInfo), fetches the test models and reference
 # runtime (scripts/fetch-models.sh, cache in $REMEX_CACHE or <repo>/.cache), locates the ONNX
 # conformance data (scripts/conformance-dir.sh), then runs ctest with these exported:
@@ -14,7 +16,13 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+cmake_args=() ctest_args=()
+while (($#)); do
+  if [[ $1 == -- ]]; then shift; ctest_args=("$@"); break; fi
+  cmake_args+=("$1"); shift
+done
+
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
 cmake --build build -j"$(nproc)"
 
 REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
@@ -26,4 +34,4 @@ REMEX_REQUIRE_MODELS=1
 export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
-exec ctest --test-dir build --output-on-failure -j2
+exec ctest --test-dir build --output-on-failure -j2 "${ctest_args[@]}"
