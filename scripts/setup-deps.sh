@@ -2,7 +2,7 @@
 # Install the Debian packages Remex needs to build and test (Debian 12), then check that
 # they are enough.
 #
-# Usage: scripts/setup-deps.sh
+# Usage: scripts/setup-deps.sh [--check]     (--check: install nothing, only run the check)
 # Idempotent: apt is skipped when every package is already installed. Uses sudo only when
 # not running as root. Installs with --no-install-recommends, so every package the build
 # needs is named here, recommended ones included (ocl-icd-opencl-dev: oneDNN's CMake
@@ -17,6 +17,12 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+check_only=0
+case ${1:-} in
+  "") ;;
+  --check) check_only=1 ;;
+  *) echo "usage: scripts/setup-deps.sh [--check]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -40,6 +46,9 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup-deps: all ${#packages[@]} packages already installed"
+elif ((check_only)); then
+  echo "setup-deps: not installed: ${missing[*]} (run scripts/setup-deps.sh to install them)" >&2
+  exit 1
 else
   sudo=()
   ((EUID == 0)) || sudo=(sudo)
@@ -63,7 +72,7 @@ done
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then
-  grep -v '^--' "$probe/log" >&2 || true
+  grep -v -e '^--' -e '^See also' "$probe/log" >&2 || true
   gap "CMake cannot find a library of the build (above)"
 fi
 echo "setup-deps: the build's tools and libraries are all found"
