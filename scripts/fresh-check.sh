@@ -27,8 +27,9 @@
 #                holds object files only: CMake's configure, the package checks and every
 #                link still run from scratch, and a missing header still fails the build.
 #
-# The throwaway system's dpkg runs with force-unsafe-io (no fsync per unpacked file, as
-# Debian's own build chroots do); what gets installed is the same.
+# The throwaway system's dpkg, debootstrap's included, runs with force-unsafe-io (no
+# fsync per unpacked file, as Debian's own build chroots do); what gets installed is the
+# same.
 #
 # Needs root (debootstrap, chroot and mount) and debootstrap (apt-get install debootstrap).
 set -euo pipefail
@@ -121,6 +122,8 @@ step_done() { echo "== fresh-check: $1: $((SECONDS - step_start)) s"; timings+=(
 timings=()
 
 step "debootstrap --variant=minbase $suite from $mirror"
+mkdir -p "$root/etc/dpkg/dpkg.cfg.d"
+echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
 debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
   >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
 step_done "debootstrap"
@@ -145,7 +148,6 @@ for f in /etc/npmrc /usr/etc/npmrc "$HOME/.npmrc"; do
   fi
 done
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
 
 for m in proc sys dev dev/pts; do
   mkdir -p "$root/$m"
