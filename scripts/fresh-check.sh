@@ -34,6 +34,9 @@
 # Needs root (debootstrap, chroot and mount) and debootstrap (apt-get install debootstrap).
 set -euo pipefail
 
+# The whole script is one block, read before any of it runs, so that a change to this
+# file (a checkout, an edit) during a run cannot change the running check.
+{
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 suite=bookworm
 dir=""
@@ -189,3 +192,5 @@ fi
 
 echo "== fresh-check: passed on Debian $(cat "$root/etc/debian_version") minbase ($commit)"
 printf '   %s\n' "${timings[@]}"
+exit 0
+}
