@@ -15,7 +15,8 @@
 # Debian package sources (main, updates and security, as `apt-get indextargets` lists
 # them), apt's proxy and validity settings, the CA certificates added under
 # /usr/local/share/ca-certificates, the npm configuration (/etc/npmrc, /usr/etc/npmrc,
-# ~/.npmrc) and /etc/resolv.conf. Nothing else of this host is visible inside.
+# ~/.npmrc), /etc/resolv.conf and the proxy variables (http_proxy, https_proxy,
+# no_proxy) where set. Nothing else of this host is visible inside.
 #
 # Options:
 #   --dir DIR    build the system in DIR (must not exist; default: a new folder under
@@ -168,10 +169,14 @@ if [[ -n $ccache_dir ]]; then
   mounted+=("$root/root/.cache/ccache")
 fi
 
+# A clean environment, with the host's proxy variables where it has them.
+environment=(HOME=/root USER=root LOGNAME=root SHELL=/bin/bash LANG=C.UTF-8 TERM=dumb
+             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [[ -z ${!v:-} ]] || environment+=("$v=${!v}")
+done
 in_root() {  # in_root COMMAND: runs COMMAND with bash as root in the fresh system
-  chroot "$root" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    TERM=dumb /bin/bash -c "$1"
+  chroot "$root" /usr/bin/env -i "${environment[@]}" /bin/bash -c "$1"
 }
 in_root update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the fresh system"
 
