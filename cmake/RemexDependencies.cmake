@@ -2,7 +2,7 @@
 # scripts/setup-deps.sh's check (cmake/deps-check). Each comes from a Debian 12 package
 # that scripts/setup-deps.sh installs.
 find_package(Threads REQUIRED)
-find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # libboost-program-options-dev
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options context)  # libboost-program-options-dev, libboost-context-dev
 find_package(CapnProto REQUIRED)                               # libcapnp-dev, capnproto
 find_package(zstd REQUIRED)                                    # libzstd-dev
 find_package(dnnl REQUIRED)                                    # libdnnl-dev, ocl-icd-opencl-dev

@@ -27,7 +27,7 @@ esac
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   capnproto libcapnp-dev
-  libboost-dev libboost-program-options-dev
+  libboost-dev libboost-program-options-dev libboost-context-dev
   libzstd-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev

@@ -4,7 +4,8 @@
 # Usage: scripts/test.sh [-DVAR=VALUE ...] [-- CTEST_ARGS ...]
 #   Arguments before `--` go to cmake's configure step, those after it to ctest
 #   (for example `scripts/test.sh -- -L rpc` runs one label).
-# Builds in <repo>/build (Ninja, RelWithDebInfo), fetches the test models and reference
+# Builds in <repo>/build (Ninja, RelWithDebInfo; another folder with REMEX_BUILD_DIR, and
+# only the targets named in REMEX_BUILD_TARGETS when set), fetches the test models and reference
 # runtime (scripts/fetch-models.sh, cache in $REMEX_CACHE or <repo>/.cache), locates the ONNX
 # conformance data (scripts/conformance-dir.sh), then runs ctest with these exported:
 #   REMEX_MODELS_DIR       folder of PP-OCR .onnx models
@@ -22,8 +23,14 @@ while (($#)); do
   cmake_args+=("$1"); shift
 done
 
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
-cmake --build build -j"$(nproc)"
+build=${REMEX_BUILD_DIR:-build}
+targets=()
+if [[ -n ${REMEX_BUILD_TARGETS:-} ]]; then
+  read -r -d '' -a names <<<"$REMEX_BUILD_TARGETS" || true  # Names split on any whitespace.
+  targets=(--target "${names[@]}")
+fi
+cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
+cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 
 REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
 REMEX_ORT_MODULES=$(cd "$REMEX_MODELS_DIR/../../.." && pwd)
@@ -34,4 +41,4 @@ REMEX_REQUIRE_MODELS=1
 export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
-exec ctest --test-dir build --output-on-failure -j2 "${ctest_args[@]}"
+exec ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}"

@@ -33,8 +33,12 @@ class ModelTest : public ::testing::Test {
   // `dir_prefix` names the test's folder, TempDir()/<dir_prefix>_<test name>_<pid>.
   // `required_model` (a file name in REMEX_MODELS_DIR; empty: none) is what the test
   // needs besides REMEX_MODELS_DIR and REMEX_ORT_RUN; with none, neither is required.
-  explicit ModelTest(std::string dir_prefix, std::string required_model = "")
-      : dir_prefix_(std::move(dir_prefix)), required_model_(std::move(required_model)) {}
+  // With `reference_optional`, a missing REMEX_ORT_RUN is no reason to skip: the test
+  // then compares with the CPU device instead (ort_run_ is empty).
+  explicit ModelTest(std::string dir_prefix, std::string required_model = "", bool reference_optional = false)
+      : dir_prefix_(std::move(dir_prefix)),
+        required_model_(std::move(required_model)),
+        reference_optional_(reference_optional) {}
 
   // Reads the environment, skips (or fails) without the required model, then creates the
   // test's empty folder `dir_` and checks that the server started.
@@ -42,8 +46,8 @@ class ModelTest : public ::testing::Test {
     namespace fs = std::filesystem;
     models_ = Env("REMEX_MODELS_DIR");
     ort_run_ = Env("REMEX_ORT_RUN");
-    if (!required_model_.empty() &&
-        (models_.empty() || ort_run_.empty() || !fs::exists(models_ + "/" + required_model_))) {
+    if (!required_model_.empty() && (models_.empty() || (ort_run_.empty() && !reference_optional_) ||
+                                     !fs::exists(models_ + "/" + required_model_))) {
       if (Env("REMEX_REQUIRE_MODELS") == "1") FAIL() << "models or ONNX Runtime missing";
       GTEST_SKIP() << "REMEX_MODELS_DIR / REMEX_ORT_RUN not set: run scripts/test.sh";
     }
@@ -90,6 +94,7 @@ class ModelTest : public ::testing::Test {
 
  private:
   std::string dir_prefix_, required_model_;
+  bool reference_optional_ = false;
 };
 
 }  // namespace remex::testing

@@ -14,6 +14,21 @@
 
 namespace remex::testing {
 
+// The path of a binary the tests start: the environment variable `name` when set (a
+// bundle unpacked elsewhere, scripts/gpu-bundle), else where the build put it.
+inline const char* TestBinary(const char* name, const char* built) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : built;
+}
+
+}  // namespace remex::testing
+
+// remex-server and remex, as REMEX_SERVER_BIN / REMEX_CLI_BIN name them or as built.
+#define REMEX_SERVER_BIN ::remex::testing::TestBinary("REMEX_SERVER_BIN", REMEX_SERVER_BIN_BUILT)
+#define REMEX_CLI_BIN ::remex::testing::TestBinary("REMEX_CLI_BIN", REMEX_CLI_BIN_BUILT)
+
+namespace remex::testing {
+
 // A remex-server child process listening on 127.0.0.1:<ephemeral>. Stopped with
 // SIGTERM (and reaped) on destruction.
 class ServerProcess {

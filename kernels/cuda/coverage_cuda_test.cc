@@ -2,9 +2,19 @@
 // runs everywhere. The ops left on the CPU only are listed here, each with why, and
 // the list must stay exact: a new CPU op without a CUDA kernel fails the test until it
 // is either given one or listed.
+//
+// In an emulation build (REMEX_CUDA_EMULATION) it also checks that every __global__
+// kernel of kernels/cuda/*.cu ran at least once in the suite: the other cuda-emu tests
+// append the kernels they launched to REMEX_CUDA_EMULATION_TRACE (CTest runs them
+// first: they are this test's fixture setup, after a reset of the file).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -27,6 +37,40 @@ TEST(CudaCoverage, EveryCpuOpHasACudaKernelExceptTheListedOnes) {
   }
   EXPECT_EQ(missing, cpu_only);
 }
+
+#if defined(REMEX_CUDA_EMULATION)
+TEST(CudaCoverage, EveryCudaKernelRanUnderEmulation) {
+  const char* trace_path = std::getenv("REMEX_CUDA_EMULATION_TRACE");
+  ASSERT_TRUE(trace_path && *trace_path)
+      << "REMEX_CUDA_EMULATION_TRACE is not set: run this test through ctest";
+  std::set<std::string> ran;
+  std::ifstream trace(trace_path);
+  for (std::string line; std::getline(trace, line);) {
+    if (!line.empty()) ran.insert(line);
+  }
+  std::set<std::string> kernels;
+  const std::regex global(R"(__global__\s+void\s+(\w+)\s*\()");
+  for (const auto& entry : std::filesystem::directory_iterator(REMEX_CUDA_SOURCE_DIR)) {
+    if (entry.path().extension() != ".cu") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string source = text.str();
+    for (std::sregex_iterator it(source.begin(), source.end(), global), end; it != end; ++it) {
+      kernels.insert((*it)[1].str());
+    }
+  }
+  ASSERT_GT(kernels.size(), 30u) << "found too few kernels in " << REMEX_CUDA_SOURCE_DIR;
+  std::set<std::string> never;
+  for (const std::string& k : kernels) {
+    if (!ran.count(k)) never.insert(k);
+  }
+  std::string list;
+  for (const std::string& k : never) list += " " + k;
+  EXPECT_TRUE(never.empty()) << never.size() << " of " << kernels.size()
+                             << " CUDA kernels never ran:" << list;
+}
+#endif
 
 }  // namespace
 }  // namespace remex::kernels

@@ -76,10 +76,10 @@ cudaError_t LaunchBinaryTyped(const void* a, const void* b, void* out, int64_t n
   const T* tb = static_cast<const T*>(b);
   T* tout = static_cast<T*>(out);
   if (plan.rank == 1) {
-    BinaryFlatKernel<T, kOp><<<Blocks(n), kThreads, 0, stream>>>(ta, tb, tout, n, plan.a_strides[0],
-                                                                 plan.b_strides[0]);
+    LaunchKernel<BinaryFlatKernel<T, kOp>>(Blocks(n), kThreads, 0, stream, ta, tb, tout, n, plan.a_strides[0],
+                                           plan.b_strides[0]);
   } else {
-    BinaryKernel<T, kOp><<<Blocks(n), kThreads, 0, stream>>>(ta, tb, tout, n, plan);
+    LaunchKernel<BinaryKernel<T, kOp>>(Blocks(n), kThreads, 0, stream, ta, tb, tout, n, plan);
   }
   return cudaGetLastError();
 }
@@ -101,8 +101,12 @@ cudaError_t LaunchUnaryOp(UnaryOp op, const void* x, void* y, int64_t n, cudaStr
   const T* tx = static_cast<const T*>(x);
   T* ty = static_cast<T*>(y);
   switch (op) {
-    case UnaryOp::kRelu: UnaryKernel<T, UnaryOp::kRelu><<<Blocks(n), kThreads, 0, stream>>>(tx, ty, n); break;
-    case UnaryOp::kSigmoid: UnaryKernel<T, UnaryOp::kSigmoid><<<Blocks(n), kThreads, 0, stream>>>(tx, ty, n); break;
+    case UnaryOp::kRelu:
+      LaunchKernel<UnaryKernel<T, UnaryOp::kRelu>>(Blocks(n), kThreads, 0, stream, tx, ty, n);
+      break;
+    case UnaryOp::kSigmoid:
+      LaunchKernel<UnaryKernel<T, UnaryOp::kSigmoid>>(Blocks(n), kThreads, 0, stream, tx, ty, n);
+      break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

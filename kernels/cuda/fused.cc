@@ -19,8 +19,16 @@
 // The driver API's entry points are looked up through the runtime
 // (cudaGetDriverEntryPointByVersion), so that the driver library is loaded only when a
 // GPU is used and binaries that link these kernels start on machines without one.
+//
+// Under the host emulation of CUDA (REMEX_CUDA_EMULATION) there is no NVRTC and no
+// driver: the kernel generates its source as on a GPU (so codegen errors surface where
+// they would), plans the broadcast, checks that every operand is device memory, and
+// then computes with the CPU kernel (kernels/fused.cc) on the emulated device's memory.
+// The generated source itself is run on the host by fused_host_test.
 
+#if !REMEX_CUDA_EMULATION
 #include <cuda.h>
+#endif
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,6 +54,7 @@ constexpr std::string_view kOp = "FusedElementwise";
 constexpr unsigned kThreads = 256;
 constexpr int64_t kMaxBlocks = 65536;
 
+#if !REMEX_CUDA_EMULATION
 // The driver API functions the kernel uses.
 struct DriverApi {
   decltype(&cuModuleLoadDataEx) module_load_data_ex = nullptr;
@@ -123,6 +132,10 @@ StatusOr<CUfunction> LoadKernel(const std::string& source, int device) {
   cache.functions.emplace(std::move(key), function);
   return function;
 }
+#else
+// The emulation's stand-in for a loaded kernel: the CPU kernel that computes it.
+using CUfunction = OpKernel*;
+#endif
 
 // The program's format, checked before the inputs are known (the CPU kernel's factory
 // checks the same); slot bounds are checked with the input count in Compute.
@@ -204,6 +217,18 @@ class FusedCudaKernel final : public OpKernel {
     for (size_t k = 0; k < inputs.size(); ++k) params_.inputs[k] = inputs[k].data;
     params_.output = out.data;
     REMEX_ASSIGN_OR_RETURN(CUfunction function, Function(static_cast<int64_t>(inputs.size()), type));
+#if REMEX_CUDA_EMULATION
+    for (const TensorRef& t : inputs) {
+      if (!cuda_emulation::IsDeviceRange(t.data,
+                                         static_cast<size_t>(*NumElements(t.shape)) * DTypeSize(t.dtype))) {
+        return Internal(std::string(kOp) + " on cuda: an input is not in device memory");
+      }
+    }
+    if (!cuda_emulation::IsDeviceRange(out.data, static_cast<size_t>(n) * DTypeSize(out.dtype))) {
+      return Internal(std::string(kOp) + " on cuda: the output is not in device memory");
+    }
+    return function->Compute(inputs, outputs);
+#else
     REMEX_ASSIGN_OR_RETURN(const DriverApi* api, GetDriverApi());
     const unsigned blocks =
         static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
@@ -211,6 +236,7 @@ class FusedCudaKernel final : public OpKernel {
     return DriverCheck(*api, "cuLaunchKernel",
                        api->launch_kernel(function, blocks, 1, 1, kThreads, 1, 1, 0,
                                           static_cast<CUstream>(context_.stream), args, nullptr));
+#endif
   }
 
  private:
@@ -226,7 +252,15 @@ class FusedCudaKernel final : public OpKernel {
     }
     REMEX_ASSIGN_OR_RETURN(std::string source, GenerateFusedKernelSource(program_, immediates_, num_inputs, type));
     REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaSetDevice", cudaSetDevice(context_.device)));
+#if REMEX_CUDA_EMULATION
+    if (!host_) {
+      if (!host_factory_) return Internal(std::string(kOp) + " on cuda: the CPU kernel is not registered");
+      REMEX_ASSIGN_OR_RETURN(host_, (*host_factory_)(attrs_));
+    }
+    CUfunction function = host_.get();
+#else
     REMEX_ASSIGN_OR_RETURN(CUfunction function, LoadKernel(source, context_.device));
+#endif
     functions_.emplace(key, function);
     return function;
   }
@@ -237,6 +271,13 @@ class FusedCudaKernel final : public OpKernel {
   const std::vector<float> immediates_;
   const CudaKernelContext context_;
   std::map<std::pair<int64_t, FusedElemType>, CUfunction> functions_;
+#if REMEX_CUDA_EMULATION
+ public:
+  std::optional<KernelFactory> host_factory_;  // The CPU kernel's, set at registration.
+
+ private:
+  std::unique_ptr<OpKernel> host_;
+#endif
   // Per-call state, kept to spare allocations.
   std::vector<Shape> shapes_;
   FusedParams params_;
@@ -245,15 +286,25 @@ class FusedCudaKernel final : public OpKernel {
 }  // namespace
 
 Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  return AddCudaKernel(
-      registry, kOp, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
-        REMEX_ASSIGN_OR_RETURN(std::optional<Signature> signature, ParseSignature(attrs));
-        auto kernel = std::make_unique<FusedCudaKernel>(def, attrs, *attrs.Ints("program"),
-                                                         *attrs.Floats("immediates", {}), context);
-        if (signature) REMEX_RETURN_IF_ERROR(kernel->Prepare(*signature));
-        return std::unique_ptr<OpKernel>(std::move(kernel));
-      });
+  std::optional<KernelFactory> host_factory;
+#if REMEX_CUDA_EMULATION
+  if (const KernelFactory* f = registry.FindKernel(kOp, DeviceKind::kCpu)) host_factory = *f;
+#endif
+  return AddCudaKernel(registry, kOp,
+                       [context, host_factory](
+                           const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+                         REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
+                         REMEX_ASSIGN_OR_RETURN(std::optional<Signature> signature, ParseSignature(attrs));
+                         auto kernel = std::make_unique<FusedCudaKernel>(
+                             def, attrs, *attrs.Ints("program"), *attrs.Floats("immediates", {}), context);
+#if REMEX_CUDA_EMULATION
+                         kernel->host_factory_ = host_factory;
+#else
+        (void)host_factory;
+#endif
+                         if (signature) REMEX_RETURN_IF_ERROR(kernel->Prepare(*signature));
+                         return std::unique_ptr<OpKernel>(std::move(kernel));
+                       });
 }
 
 }  // namespace remex::kernels::cuda

@@ -3,16 +3,20 @@
 # launches the PTX with the driver API, whose entry points it looks up through the
 # runtime (cudaGetDriverEntryPointByVersion) instead of linking CUDA::cuda_driver: the
 # driver library is then needed only when a GPU is used.
+# Under emulation there is no NVRTC: fused.cc computes with the CPU kernel after its
+# CUDA-side checks, and fused_cuda_test leaves out its NVRTC tests.
 target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/fused.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fused_nvrtc.cc)
-target_link_libraries(remex_kernels_cuda PRIVATE CUDA::nvrtc)
+  ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc)
+if(NOT REMEX_CUDA_EMULATION)
+  target_sources(remex_kernels_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fused_nvrtc.cc)
+  target_link_libraries(remex_kernels_cuda PRIVATE CUDA::nvrtc)
+endif()
 
 # NVRTC compile tests run everywhere; the kernel tests skip without a GPU.
 add_executable(fused_cuda_test ${CMAKE_CURRENT_LIST_DIR}/fused_cuda_test.cc)
 target_link_libraries(fused_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS cuda)
+gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
 
 # The generated source compiled with the host C++ compiler (the one building Remex) and
 # run on the CPU against the CPU kernel (fused_host_shim.h adapts it): needs no GPU and

@@ -74,6 +74,10 @@ std::vector<int64_t> EveryOpcode() {
   return p;
 }
 
+using RandomProgram = testing::RandomFusedProgram;
+using testing::MakeRandomFusedProgram;
+
+#if !defined(REMEX_CUDA_EMULATION)  // NVRTC runs on a CUDA toolkit only.
 TEST(FusedCudaCodegen, EveryOpcodeCompilesWithNvrtcInEveryDtype) {
   for (FusedElemType type : kTypes) {
     SCOPED_TRACE(TypeName(type));
@@ -168,9 +172,6 @@ TEST(FusedCudaCodegen, RejectsMalformedPrograms) {
   EXPECT_EQ(cuda::FusedElemTypeOf(DType::kInt32).status().code(), StatusCode::kUnimplemented);
 }
 
-using RandomProgram = testing::RandomFusedProgram;
-using testing::MakeRandomFusedProgram;
-
 TEST(FusedCudaCodegen, RandomProgramsCompileWithNvrtc) {
   std::mt19937 rng(7);
   for (int iter = 0; iter < 12; ++iter) {
@@ -216,6 +217,8 @@ TEST(FusedCudaNvrtc, CacheCompilesEachSourceOncePerArchitecture) {
 
 // ---------------------------------------------------------------------------
 // Broadcast plan.
+
+#endif
 
 TEST(FusedCudaBroadcastPlan, MergesDimsThatEveryInputBroadcastsAlike) {
   FusedParams p;
@@ -376,6 +379,7 @@ TEST(FusedCudaKernel, FactoryChecksTheSignatureBeforeAnyCudaCall) {
   EXPECT_TRUE((*factory)(no_dtype).ok());
 }
 
+#if !defined(REMEX_CUDA_EMULATION)  // These count NVRTC compilations.
 TEST(FusedCudaKernel, SignatureNeedsTheGpuWhenTheKernelIsCreated) {
   if (testing::CudaGpuCount() > 0) GTEST_SKIP() << "a CUDA GPU is visible: the no-GPU path is not reachable";
   testing::CudaRunner gpu;
@@ -424,6 +428,8 @@ TEST(FusedCudaKernel, SignatureCompilesWhenTheKernelIsCreated) {
                             std::string(DTypeName(dtype)));
   }
 }
+
+#endif
 
 }  // namespace
 }  // namespace remex::kernels

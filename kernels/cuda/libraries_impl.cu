@@ -8,13 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/libraries_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
 
 __device__ __forceinline__ float Load(float v) { return v; }
 __device__ __forceinline__ float Load(__half v) { return __half2float(v); }
@@ -50,15 +48,15 @@ __global__ void ConvEpilogueKernel(T* y, const T* bias, const T* z, int64_t n, i
 cudaError_t LaunchConvEpilogue(bool half, void* y, const void* bias, const void* z, int64_t n, int64_t channels,
                                int64_t inner, ConvActivation activation, float alpha, float beta,
                                cudaStream_t stream) {
-  const int blocks = static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+  const unsigned blocks = Blocks(n);
   if (half) {
-    ConvEpilogueKernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(y), static_cast<const __half*>(bias),
-                                                         static_cast<const __half*>(z), n, channels, inner,
-                                                         activation, alpha, beta);
+    LaunchKernel<ConvEpilogueKernel<__half>>(blocks, kThreads, 0, stream, static_cast<__half*>(y),
+                                             static_cast<const __half*>(bias), static_cast<const __half*>(z),
+                                             n, channels, inner, activation, alpha, beta);
   } else {
-    ConvEpilogueKernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(bias),
-                                                         static_cast<const float*>(z), n, channels, inner,
-                                                         activation, alpha, beta);
+    LaunchKernel<ConvEpilogueKernel<float>>(blocks, kThreads, 0, stream, static_cast<float*>(y),
+                                            static_cast<const float*>(bias), static_cast<const float*>(z), n,
+                                            channels, inner, activation, alpha, beta);
   }
   return cudaGetLastError();
 }
@@ -66,13 +64,13 @@ cudaError_t LaunchConvEpilogue(bool half, void* y, const void* bias, const void*
 cudaError_t LaunchBroadcastFill(bool half, void* y, const void* c, int64_t m, int64_t n, int64_t c_rows,
                                 int64_t c_cols, float scale, cudaStream_t stream) {
   if (m <= 0 || n <= 0) return cudaErrorInvalidValue;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((m * n + kThreads - 1) / kThreads, kMaxBlocks));
+  const unsigned blocks = Blocks(m * n);
   if (half) {
-    BroadcastFillKernel<__half><<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(y), static_cast<const __half*>(c),
-                                                                  m, n, c_rows, c_cols, scale);
+    LaunchKernel<BroadcastFillKernel<__half>>(blocks, kThreads, 0, stream, static_cast<__half*>(y),
+                                              static_cast<const __half*>(c), m, n, c_rows, c_cols, scale);
   } else {
-    BroadcastFillKernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<float*>(y), static_cast<const float*>(c),
-                                                                 m, n, c_rows, c_cols, scale);
+    LaunchKernel<BroadcastFillKernel<float>>(blocks, kThreads, 0, stream, static_cast<float*>(y),
+                                             static_cast<const float*>(c), m, n, c_rows, c_cols, scale);
   }
   return cudaGetLastError();
 }

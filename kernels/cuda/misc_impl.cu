@@ -54,7 +54,7 @@ cudaError_t LaunchFillTyped(void* out, int64_t n, uint64_t bits, cudaStream_t st
   E value;
   static_assert(sizeof(E) <= sizeof(bits));
   std::memcpy(&value, &bits, sizeof(E));
-  FillKernel<E><<<Blocks(n), kThreads, 0, stream>>>(static_cast<E*>(out), n, value);
+  LaunchKernel<FillKernel<E>>(Blocks(n), kThreads, 0, stream, static_cast<E*>(out), n, value);
   return cudaGetLastError();
 }
 
@@ -145,8 +145,8 @@ cudaError_t LaunchTopKTyped(const void* x, void* values, int64_t* indices, int64
   const int64_t rows = outer * inner;
   const int64_t chunks = (n + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows * chunks, kMaxBlocks));
-  TopKKernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(values), indices,
-                                                 rows, n, inner, k, largest, chunks);
+  LaunchKernel<TopKKernel<T>>(blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(values),
+                              indices, rows, n, inner, k, largest, chunks);
   return cudaGetLastError();
 }
 
@@ -180,9 +180,9 @@ template <typename T>
 cudaError_t LaunchLrnTyped(const void* x, void* y, const LrnArgs& a, cudaStream_t stream) {
   using C = typename Compute<T>::type;
   const int64_t total = a.batch * a.channels * a.inner;
-  LrnKernel<T><<<Blocks(total), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), a,
-                                                       static_cast<C>(a.alpha_over_size),
-                                                       static_cast<C>(a.bias), static_cast<C>(a.beta));
+  LaunchKernel<LrnKernel<T>>(Blocks(total), kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y),
+                             a, static_cast<C>(a.alpha_over_size), static_cast<C>(a.bias),
+                             static_cast<C>(a.beta));
   return cudaGetLastError();
 }
 
@@ -211,7 +211,7 @@ cudaError_t LaunchWriteInt64s(int64_t* out, const int64_t* values, int64_t count
     const int m = static_cast<int>(std::min<int64_t>(kValuesPerLaunch, count - at));
     Int64Chunk chunk{};
     std::copy(values + at, values + at + m, chunk.v);
-    WriteInt64sKernel<<<1, kValuesPerLaunch, 0, stream>>>(out + at, m, chunk);
+    LaunchKernel<WriteInt64sKernel>(1, kValuesPerLaunch, 0, stream, out + at, m, chunk);
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
   }
@@ -225,36 +225,38 @@ cudaError_t LaunchRange(const RangeArgs& a, void* out, int64_t n, cudaStream_t s
     case RangeType::kInteger:
       switch (a.elem_size) {
         case 1:
-          RangeIntKernel<uint8_t>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(out), n, a.int_start, a.int_delta);
+          LaunchKernel<RangeIntKernel<uint8_t>>(blocks, kThreads, 0, stream, static_cast<uint8_t*>(out), n,
+                                                a.int_start, a.int_delta);
           break;
         case 2:
-          RangeIntKernel<uint16_t>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(out), n, a.int_start, a.int_delta);
+          LaunchKernel<RangeIntKernel<uint16_t>>(blocks, kThreads, 0, stream, static_cast<uint16_t*>(out), n,
+                                                 a.int_start, a.int_delta);
           break;
         case 4:
-          RangeIntKernel<uint32_t>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<uint32_t*>(out), n, a.int_start, a.int_delta);
+          LaunchKernel<RangeIntKernel<uint32_t>>(blocks, kThreads, 0, stream, static_cast<uint32_t*>(out), n,
+                                                 a.int_start, a.int_delta);
           break;
         case 8:
-          RangeIntKernel<uint64_t>
-              <<<blocks, kThreads, 0, stream>>>(static_cast<uint64_t*>(out), n, a.int_start, a.int_delta);
+          LaunchKernel<RangeIntKernel<uint64_t>>(blocks, kThreads, 0, stream, static_cast<uint64_t*>(out), n,
+                                                 a.int_start, a.int_delta);
           break;
         default:
           return cudaErrorInvalidValue;
       }
       break;
     case RangeType::kFloat16:
-      RangeFloatKernel<__half><<<blocks, kThreads, 0, stream>>>(
-          static_cast<__half*>(out), n, static_cast<float>(a.float_start), static_cast<float>(a.float_delta));
+      LaunchKernel<RangeFloatKernel<__half>>(blocks, kThreads, 0, stream, static_cast<__half*>(out), n,
+                                             static_cast<float>(a.float_start),
+                                             static_cast<float>(a.float_delta));
       break;
     case RangeType::kFloat32:
-      RangeFloatKernel<float><<<blocks, kThreads, 0, stream>>>(
-          static_cast<float*>(out), n, static_cast<float>(a.float_start), static_cast<float>(a.float_delta));
+      LaunchKernel<RangeFloatKernel<float>>(blocks, kThreads, 0, stream, static_cast<float*>(out), n,
+                                            static_cast<float>(a.float_start),
+                                            static_cast<float>(a.float_delta));
       break;
     case RangeType::kFloat64:
-      RangeDoubleKernel<<<blocks, kThreads, 0, stream>>>(static_cast<double*>(out), n, a.float_start,
-                                                         a.float_delta);
+      LaunchKernel<RangeDoubleKernel>(blocks, kThreads, 0, stream, static_cast<double*>(out), n,
+                                      a.float_start, a.float_delta);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -11,9 +11,9 @@ target_sources(remex_kernels_cuda PRIVATE
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/nn_pool_impl.cu
   ${CMAKE_CURRENT_LIST_DIR}/nn_elementwise_impl.cu
-  PROPERTIES COMPILE_OPTIONS "-fmad=false")
+  PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Differential tests of the nn kernels against the CPU kernels; they skip without a GPU.
 add_executable(nn_cuda_test ${CMAKE_CURRENT_LIST_DIR}/nn_cuda_test.cc)
 target_link_libraries(nn_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(nn_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS cuda)
+gtest_discover_tests(nn_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

@@ -82,9 +82,9 @@ cudaError_t LaunchUnaryTyped(NnUnaryOp op, const void* x, void* y, int64_t n, fl
   const T* tx = static_cast<const T*>(x);
   T* ty = static_cast<T*>(y);
   const unsigned blocks = Blocks(n);
-#define REMEX_NN_UNARY(OP)                                                                  \
-  case NnUnaryOp::OP:                                                                       \
-    UnaryKernel<T, NnUnaryOp::OP><<<blocks, kThreads, 0, stream>>>(tx, ty, n, alpha, beta); \
+#define REMEX_NN_UNARY(OP)                                                                            \
+  case NnUnaryOp::OP:                                                                                 \
+    LaunchKernel<UnaryKernel<T, NnUnaryOp::OP>>(blocks, kThreads, 0, stream, tx, ty, n, alpha, beta); \
     break
   switch (op) {
     REMEX_NN_UNARY(kLeakyRelu);
@@ -193,8 +193,8 @@ __global__ void BroadcastKernel(const A* a, const B* b, O* out, int64_t n, Broad
 template <typename A, typename B, typename O, typename F>
 cudaError_t Broadcast(F f, const void* a, const void* b, void* out, int64_t n, const BroadcastPlan& plan,
                       cudaStream_t stream) {
-  BroadcastKernel<A, B, O, F><<<Blocks(n), kThreads, 0, stream>>>(
-      static_cast<const A*>(a), static_cast<const B*>(b), static_cast<O*>(out), n, plan, f);
+  LaunchKernel<BroadcastKernel<A, B, O, F>>(Blocks(n), kThreads, 0, stream, static_cast<const A*>(a),
+                                            static_cast<const B*>(b), static_cast<O*>(out), n, plan, f);
   return cudaGetLastError();
 }
 
@@ -268,14 +268,14 @@ cudaError_t LaunchClip(NnType type, const void* x, const void* min, const void* 
   if (n <= 0) return cudaErrorInvalidValue;
   switch (type) {
     case NnType::kFloat32:
-      ClipKernel<float>
-          <<<Blocks(n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<const float*>(min),
-                                               static_cast<const float*>(max), static_cast<float*>(y), n);
+      LaunchKernel<ClipKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<const float*>(x),
+                                      static_cast<const float*>(min), static_cast<const float*>(max),
+                                      static_cast<float*>(y), n);
       break;
     case NnType::kFloat16:
-      ClipKernel<__half>
-          <<<Blocks(n), kThreads, 0, stream>>>(static_cast<const __half*>(x), static_cast<const __half*>(min),
-                                               static_cast<const __half*>(max), static_cast<__half*>(y), n);
+      LaunchKernel<ClipKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<const __half*>(x),
+                                       static_cast<const __half*>(min), static_cast<const __half*>(max),
+                                       static_cast<__half*>(y), n);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -325,7 +325,8 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
 
 cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  NotKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n);
+  LaunchKernel<NotKernel>(Blocks(n), kThreads, 0, stream, static_cast<const uint8_t*>(x),
+                          static_cast<uint8_t*>(y), n);
   return cudaGetLastError();
 }
 

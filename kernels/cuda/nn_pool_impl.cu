@@ -344,23 +344,26 @@ cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices,
                           const PoolGeometry& g, cudaStream_t stream) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
   if (n <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (MaxPoolKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
-                                    As<T>(x), static_cast<T*>(y), indices, column_major, g)));
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (LaunchKernel<MaxPoolKernel<T>>(Blocks(n), kThreads, 0, stream, As<T>(x), static_cast<T*>(y),
+                                            indices, column_major, g)));
 }
 
 cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
                               const PoolGeometry& g, cudaStream_t stream) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
   if (n <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (AveragePoolKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
-                                    As<T>(x), static_cast<T*>(y), count_include_pad, g)));
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (LaunchKernel<AveragePoolKernel<T>>(Blocks(n), kThreads, 0, stream, As<T>(x), static_cast<T*>(y),
+                                                count_include_pad, g)));
 }
 
 cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
                                     cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (GlobalAveragePoolKernel<T><<<Blocks(planes, 1), kThreads, 0, stream>>>(
-                                    As<T>(x), static_cast<T*>(y), planes, size)));
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (LaunchKernel<GlobalAveragePoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
+                                                      static_cast<T*>(y), planes, size)));
 }
 
 cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
@@ -369,20 +372,23 @@ cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n
   const unsigned blocks = Blocks(n_out);
   switch (elem_size) {
     case 1:
-      ResizeNearestKernel<uint8_t><<<blocks, kThreads, 0, stream>>>(
-          As<uint8_t>(x), static_cast<uint8_t*>(y), n_out, p, static_cast<uint8_t>(extrapolation));
+      LaunchKernel<ResizeNearestKernel<uint8_t>>(blocks, kThreads, 0, stream, As<uint8_t>(x),
+                                                 static_cast<uint8_t*>(y), n_out, p,
+                                                 static_cast<uint8_t>(extrapolation));
       break;
     case 2:
-      ResizeNearestKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
-          As<uint16_t>(x), static_cast<uint16_t*>(y), n_out, p, static_cast<uint16_t>(extrapolation));
+      LaunchKernel<ResizeNearestKernel<uint16_t>>(blocks, kThreads, 0, stream, As<uint16_t>(x),
+                                                  static_cast<uint16_t*>(y), n_out, p,
+                                                  static_cast<uint16_t>(extrapolation));
       break;
     case 4:
-      ResizeNearestKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
-          As<uint32_t>(x), static_cast<uint32_t*>(y), n_out, p, static_cast<uint32_t>(extrapolation));
+      LaunchKernel<ResizeNearestKernel<uint32_t>>(blocks, kThreads, 0, stream, As<uint32_t>(x),
+                                                  static_cast<uint32_t*>(y), n_out, p,
+                                                  static_cast<uint32_t>(extrapolation));
       break;
     case 8:
-      ResizeNearestKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(
-          As<uint64_t>(x), static_cast<uint64_t*>(y), n_out, p, extrapolation);
+      LaunchKernel<ResizeNearestKernel<uint64_t>>(blocks, kThreads, 0, stream, As<uint64_t>(x),
+                                                  static_cast<uint64_t*>(y), n_out, p, extrapolation);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -395,8 +401,9 @@ cudaError_t LaunchResizeInterp(NnType type, const void* x, void* y, int64_t n_ou
   if (n_out <= 0 || p.rank < 1 || p.rank > kMaxResizeRank || p.mode == ResizeMode::kNearest) {
     return cudaErrorInvalidValue;
   }
-  REMEX_NN_DISPATCH_FLOAT(type, (ResizeInterpKernel<T><<<Blocks(n_out), kThreads, 0, stream>>>(
-                                    As<T>(x), static_cast<T*>(y), n_out, p, extrapolation)));
+  REMEX_NN_DISPATCH_FLOAT(type,
+                          (LaunchKernel<ResizeInterpKernel<T>>(Blocks(n_out), kThreads, 0, stream, As<T>(x),
+                                                               static_cast<T*>(y), n_out, p, extrapolation)));
 }
 
 cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const void* bias, const void* mean,
@@ -404,27 +411,28 @@ cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const
                             cudaStream_t stream) {
   const int64_t total = n * c * inner;
   if (total <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (BatchNormKernel<T><<<Blocks(total), kThreads, 0, stream>>>(
-                                    As<T>(x), As<T>(scale), As<T>(bias), As<T>(mean), As<T>(var),
-                                    static_cast<T*>(y), total, c, inner, epsilon)));
+  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<BatchNormKernel<T>>(
+                                    Blocks(total), kThreads, 0, stream, As<T>(x), As<T>(scale), As<T>(bias),
+                                    As<T>(mean), As<T>(var), static_cast<T*>(y), total, c, inner, epsilon)));
 }
 
 cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
                                int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream) {
   const int64_t planes = n * c;
   if (planes <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (InstanceNormKernel<T><<<Blocks(planes, 1), kThreads, 0, stream>>>(
-                As<T>(x), As<T>(scale), As<T>(bias), static_cast<T*>(y), planes, c, inner, epsilon)));
+  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<InstanceNormKernel<T>>(
+                                    Blocks(planes, 1), kThreads, 0, stream, As<T>(x), As<T>(scale),
+                                    As<T>(bias), static_cast<T*>(y), planes, c, inner, epsilon)));
 }
 
 cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
                             float* mean_out, float* inv_out, int64_t outer, int64_t inner,
                             const ParamBroadcast& params, float epsilon, cudaStream_t stream) {
   if (outer <= 0 || params.rank > kMaxLayerNormRank) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LayerNormKernel<T><<<Blocks(outer, 1), kThreads, 0, stream>>>(
-                                    As<T>(x), As<T>(scale), As<T>(bias), static_cast<T*>(y), mean_out,
-                                    inv_out, outer, inner, params, epsilon)));
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (LaunchKernel<LayerNormKernel<T>>(Blocks(outer, 1), kThreads, 0, stream, As<T>(x), As<T>(scale),
+                                              As<T>(bias), static_cast<T*>(y), mean_out, inv_out, outer,
+                                              inner, params, epsilon)));
 }
 
 #undef REMEX_NN_DISPATCH_FLOAT

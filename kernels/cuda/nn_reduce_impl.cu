@@ -160,9 +160,10 @@ cudaError_t LaunchReduceTyped(const void* x, void* y, const ReducePlan& plan, cu
   // Short rows would leave most of a block idle: the column kernel (any layout) then
   // gives each thread its own output.
   if (plan.inner_reduced && plan.red_count >= kShortRow) {
-    ReduceRowsKernel<T, kKind><<<Blocks(plan.out_count, 1), kThreads, 0, stream>>>(tx, ty, plan);
+    LaunchKernel<ReduceRowsKernel<T, kKind>>(Blocks(plan.out_count, 1), kThreads, 0, stream, tx, ty, plan);
   } else {
-    ReduceColumnsKernel<T, kKind><<<Blocks(plan.out_count, kColumns), kThreads, 0, stream>>>(tx, ty, plan);
+    LaunchKernel<ReduceColumnsKernel<T, kKind>>(Blocks(plan.out_count, kColumns), kThreads, 0, stream, tx, ty,
+                                                plan);
   }
   return cudaGetLastError();
 }
@@ -247,9 +248,9 @@ cudaError_t LaunchArgTyped(bool is_max, bool select_last, const void* x, int64_t
   const T* tx = static_cast<const T*>(x);
   const unsigned blocks = Blocks(outer * inner, kThreads / 32);
   if (is_max) {
-    ArgKernel<T, true><<<blocks, kThreads, 0, stream>>>(tx, y, outer, n, inner, select_last);
+    LaunchKernel<ArgKernel<T, true>>(blocks, kThreads, 0, stream, tx, y, outer, n, inner, select_last);
   } else {
-    ArgKernel<T, false><<<blocks, kThreads, 0, stream>>>(tx, y, outer, n, inner, select_last);
+    LaunchKernel<ArgKernel<T, false>>(blocks, kThreads, 0, stream, tx, y, outer, n, inner, select_last);
   }
   return cudaGetLastError();
 }
@@ -300,9 +301,10 @@ cudaError_t LaunchSoftmaxTyped(const void* x, void* y, int64_t outer, int64_t n,
   const T* tx = static_cast<const T*>(x);
   T* ty = static_cast<T*>(y);
   if (inner == 1 && n >= kShortRow) {
-    SoftmaxRowsKernel<T><<<Blocks(outer, 1), kThreads, 0, stream>>>(tx, ty, outer, n);
+    LaunchKernel<SoftmaxRowsKernel<T>>(Blocks(outer, 1), kThreads, 0, stream, tx, ty, outer, n);
   } else {
-    SoftmaxColumnsKernel<T><<<Blocks(outer * inner), kThreads, 0, stream>>>(tx, ty, outer, n, inner);
+    LaunchKernel<SoftmaxColumnsKernel<T>>(Blocks(outer * inner), kThreads, 0, stream, tx, ty, outer, n,
+                                          inner);
   }
   return cudaGetLastError();
 }

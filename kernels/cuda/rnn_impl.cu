@@ -341,33 +341,33 @@ cudaError_t Run(const RnnParams& p, const RnnTensors& t, float* workspace, cudaS
     const int64_t row_tiles = (rows + kTile - 1) / kTile;
     const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                     static_cast<unsigned>(std::min<int64_t>(row_tiles, 65535)));
-    InputProductKernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(t.x), static_cast<const T*>(t.w), d.b,
-                                                       xw, rows, cols, p.input, gh, H,
-                                                       p.cell == RnnCell::kGru && p.linear_before_reset);
+    LaunchKernel<InputProductKernel<T>>(grid, block, 0, stream, static_cast<const T*>(t.x),
+                                        static_cast<const T*>(t.w), d.b, xw, rows, cols, p.input, gh, H,
+                                        p.cell == RnnCell::kGru && p.linear_before_reset);
   }
   const unsigned blocks = BlocksFor(state);
-  InitStateKernel<T><<<blocks, kThreads, 0, stream>>>(p, d);
+  LaunchKernel<InitStateKernel<T>>(blocks, kThreads, 0, stream, p, d);
   for (int64_t s = 0; s < p.seq; ++s) {
     switch (p.cell) {
       case RnnCell::kRnn:
-        StepKernel<T, RnnCell::kRnn><<<blocks, kThreads, 0, stream>>>(p, d, s);
+        LaunchKernel<StepKernel<T, RnnCell::kRnn>>(blocks, kThreads, 0, stream, p, d, s);
         break;
       case RnnCell::kLstm:
-        StepKernel<T, RnnCell::kLstm><<<blocks, kThreads, 0, stream>>>(p, d, s);
+        LaunchKernel<StepKernel<T, RnnCell::kLstm>>(blocks, kThreads, 0, stream, p, d, s);
         break;
       case RnnCell::kGru:
         if (p.linear_before_reset) {
-          StepKernel<T, RnnCell::kGru><<<blocks, kThreads, 0, stream>>>(p, d, s);
+          LaunchKernel<StepKernel<T, RnnCell::kGru>>(blocks, kThreads, 0, stream, p, d, s);
         } else {
-          GruGatesKernel<T><<<blocks, kThreads, 0, stream>>>(p, d, s);
-          GruOutputKernel<T><<<blocks, kThreads, 0, stream>>>(p, d, s);
+          LaunchKernel<GruGatesKernel<T>>(blocks, kThreads, 0, stream, p, d, s);
+          LaunchKernel<GruOutputKernel<T>>(blocks, kThreads, 0, stream, p, d, s);
         }
         break;
     }
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
-  FinishKernel<T><<<blocks, kThreads, 0, stream>>>(p, d, d.h[p.seq & 1]);
+  LaunchKernel<FinishKernel<T>>(blocks, kThreads, 0, stream, p, d, d.h[p.seq & 1]);
   return cudaGetLastError();
 }
 

@@ -259,9 +259,9 @@ cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, int64_t
         const E* s = static_cast<const E*>(src);
         E* d = static_cast<E*>(dst);
         if (small) {
-          StridedCopyKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(s, d, n, plan);
+          LaunchKernel<StridedCopyKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, s, d, n, plan);
         } else {
-          StridedCopyKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(s, d, n, plan);
+          LaunchKernel<StridedCopyKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, s, d, n, plan);
         }
         return cudaGetLastError();
       });
@@ -284,16 +284,16 @@ cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, b
         if (indices_int64) {
           const int64_t* idx = static_cast<const int64_t*>(indices);
           if (small) {
-            GatherKernel<E, int64_t, int32_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+            LaunchKernel<GatherKernel<E, int64_t, int32_t>>(blocks, kThreads, 0, stream, x, idx, y, n, plan);
           } else {
-            GatherKernel<E, int64_t, int64_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+            LaunchKernel<GatherKernel<E, int64_t, int64_t>>(blocks, kThreads, 0, stream, x, idx, y, n, plan);
           }
         } else {
           const int32_t* idx = static_cast<const int32_t*>(indices);
           if (small) {
-            GatherKernel<E, int32_t, int32_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+            LaunchKernel<GatherKernel<E, int32_t, int32_t>>(blocks, kThreads, 0, stream, x, idx, y, n, plan);
           } else {
-            GatherKernel<E, int32_t, int64_t><<<blocks, kThreads, 0, stream>>>(x, idx, y, n, plan);
+            LaunchKernel<GatherKernel<E, int32_t, int64_t>>(blocks, kThreads, 0, stream, x, idx, y, n, plan);
           }
         }
         return cudaGetLastError();
@@ -316,9 +316,9 @@ cudaError_t LaunchPad(int elem_size, const void* src, const void* constant, void
         const E* c = static_cast<const E*>(constant);
         E* d = static_cast<E*>(dst);
         if (small) {
-          PadKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(s, c, d, n, plan);
+          LaunchKernel<PadKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, s, c, d, n, plan);
         } else {
-          PadKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(s, c, d, n, plan);
+          LaunchKernel<PadKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, s, c, d, n, plan);
         }
         return cudaGetLastError();
       });
@@ -339,9 +339,9 @@ cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const vo
         const E* b = static_cast<const E*>(y);
         E* o = static_cast<E*>(out);
         if (small) {
-          WhereKernel<E, int32_t><<<Blocks(n), kThreads, 0, stream>>>(c, a, b, o, n, plan);
+          LaunchKernel<WhereKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, c, a, b, o, n, plan);
         } else {
-          WhereKernel<E, int64_t><<<Blocks(n), kThreads, 0, stream>>>(c, a, b, o, n, plan);
+          LaunchKernel<WhereKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, c, a, b, o, n, plan);
         }
         return cudaGetLastError();
       });
@@ -353,7 +353,8 @@ cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, in
     using From = decltype(from_tag);
     return DispatchCastType(to, [&](auto to_tag) {
       using To = decltype(to_tag);
-      CastKernel<From, To><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const From*>(in), static_cast<To*>(out), n);
+      LaunchKernel<CastKernel<From, To>>(Blocks(n), kThreads, 0, stream, static_cast<const From*>(in),
+                                         static_cast<To*>(out), n);
       return cudaGetLastError();
     });
   });

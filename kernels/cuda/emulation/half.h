@@ -1,0 +1,38 @@
+// __half on the host for the CUDA emulation: IEEE 754 binary16 held as its bits, with
+// the conversions of cuda_fp16.h. float -> half rounds to nearest even through the host
+// compiler's _Float16 (IEEE conversion, independent of Remex's own kernels/float16.h,
+// so the emulation can disagree with the CPU kernels where the GPU would); a NaN
+// becomes the GPU's canonical NaN 0x7fff, as PTX's cvt.rn.f16.f32 produces.
+// Include as <cuda_fp16.h>.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+struct __half {
+  uint16_t bits;
+  __half() = default;
+};
+
+inline __half __float2half_rn(float f) {
+  __half h;
+  if (f != f) {
+    h.bits = 0x7fff;
+    return h;
+  }
+  const _Float16 v = static_cast<_Float16>(f);
+  std::memcpy(&h.bits, &v, sizeof(h.bits));
+  return h;
+}
+inline __half __float2half(float f) { return __float2half_rn(f); }
+inline float __half2float(__half h) {
+  _Float16 v;
+  std::memcpy(&v, &h.bits, sizeof(v));
+  return static_cast<float>(v);
+}
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline __half __ushort_as_half(unsigned short bits) {
+  __half h;
+  h.bits = bits;
+  return h;
+}

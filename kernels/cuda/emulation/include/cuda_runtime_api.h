@@ -1,0 +1,3 @@
+// CUDA emulation: the runtime API (kernels/cuda/emulation/runtime.h).
+#pragma once
+#include "kernels/cuda/emulation/runtime.h"
