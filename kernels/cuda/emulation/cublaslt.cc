@@ -31,16 +31,9 @@ cublasStatus_t SetValue(T* field, const void* buf, size_t size, const char* call
 
 size_t ElemBytes(cudaDataType_t t) { return t == CUDA_R_16F ? 2 : 4; }
 
-float LoadAt(const void* base, cudaDataType_t t, int64_t i) {
-  if (t == CUDA_R_16F) return __half2float(static_cast<const __half*>(base)[i]);
-  return static_cast<const float*>(base)[i];
-}
+float LoadAt(const void* base, cudaDataType_t t, int64_t i) { return LoadAsFloat(base, t == CUDA_R_16F, i); }
 void StoreAt(void* base, cudaDataType_t t, int64_t i, float v) {
-  if (t == CUDA_R_16F) {
-    static_cast<__half*>(base)[i] = __float2half_rn(v);
-  } else {
-    static_cast<float*>(base)[i] = v;
-  }
+  StoreFromFloat(base, t == CUDA_R_16F, i, v);
 }
 
 // The bytes a layout spans: the last batch entry's last element, plus one.

@@ -29,15 +29,10 @@ cudnnStatus_t Report(cudnnStatus_t status, const char* call, const std::string& 
 
 size_t ElemBytes(cudnnDataType_t t) { return t == CUDNN_DATA_HALF ? 2 : 4; }
 float LoadAt(const void* base, cudnnDataType_t t, int64_t i) {
-  if (t == CUDNN_DATA_HALF) return __half2float(static_cast<const __half*>(base)[i]);
-  return static_cast<const float*>(base)[i];
+  return LoadAsFloat(base, t == CUDNN_DATA_HALF, i);
 }
 void StoreAt(void* base, cudnnDataType_t t, int64_t i, float v) {
-  if (t == CUDNN_DATA_HALF) {
-    static_cast<__half*>(base)[i] = __float2half_rn(v);
-  } else {
-    static_cast<float*>(base)[i] = v;
-  }
+  StoreFromFloat(base, t == CUDNN_DATA_HALF, i, v);
 }
 
 int64_t Count(const int* dims, int rank) {

@@ -36,3 +36,21 @@ inline __half __ushort_as_half(unsigned short bits) {
   h.bits = bits;
   return h;
 }
+
+namespace remex::cuda_emulation {
+
+// Element i of a float16 (`half`) or float32 array, as float; and its store, float16
+// rounded to nearest even. The libraries' reference loops read and write through these.
+inline float LoadAsFloat(const void* base, bool half, int64_t i) {
+  if (half) return __half2float(static_cast<const __half*>(base)[i]);
+  return static_cast<const float*>(base)[i];
+}
+inline void StoreFromFloat(void* base, bool half, int64_t i, float v) {
+  if (half) {
+    static_cast<__half*>(base)[i] = __float2half_rn(v);
+  } else {
+    static_cast<float*>(base)[i] = v;
+  }
+}
+
+}  // namespace remex::cuda_emulation
