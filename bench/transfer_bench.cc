@@ -9,7 +9,8 @@
 // to a thread of this program that reads them into a preallocated buffer and answers
 // with one byte (host -> server), and sent by that thread into a preallocated buffer
 // (server -> host). Without --server the Remex server runs in this process (its own
-// threads, real loopback TCP). Reports the median and best of --repeat runs in GB/s
+// threads, real loopback TCP). Also a tensorAlloc of the same size, which the server
+// clears before handing it out. Reports the median and best of --repeat runs in GB/s
 // (1e9 bytes per second) and the Remex / raw ratio.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -110,7 +111,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "transfer_bench: %s\n", remote.status().ToString().c_str());
     return 1;
   }
-  std::vector<double> write_s, read_s, read_into_s;
+  std::vector<double> write_s, read_s, read_into_s, alloc_s;
   std::vector<std::byte> destination(bytes);  // reused, as the raw receive's buffer is
   for (int i = 0; i < repeat; ++i) {
     auto t = Clock::now();
@@ -142,6 +143,18 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "transfer_bench: tensorRead into a buffer returned other bytes\n");
       return 1;
     }
+  }
+  // tensorAlloc of the same size, freed again each time: the server clears what it
+  // hands out (the cost of never showing another session's data).
+  for (int i = 0; i < repeat; ++i) {
+    auto t = Clock::now();
+    auto fresh = (*session)->Alloc(tensor.dtype, tensor.shape);
+    alloc_s.push_back(SecondsSince(t));
+    if (!fresh.ok()) {
+      std::fprintf(stderr, "transfer_bench: tensorAlloc: %s\n", fresh.status().ToString().c_str());
+      return 1;
+    }
+    (void)(*session)->Free({fresh->handle});
   }
   auto cstats = (*session)->compression_stats();
   (void)(*session)->Free({remote->handle});
@@ -201,6 +214,7 @@ int Main(int argc, char** argv) {
       {"remex_write_gbps", gbps(write_s, false)},
       {"remex_read_gbps", gbps(read_s, false)},
       {"remex_read_into_gbps", gbps(read_into_s, false)},
+      {"remex_alloc_cleared_gbps", gbps(alloc_s, false)},
       {"raw_send_gbps", gbps(raw_send_s, false)},
       {"raw_recv_gbps", gbps(raw_recv_s, false)},
       {"remex_write_best_gbps", gbps(write_s, true)},
@@ -229,6 +243,8 @@ int Main(int argc, char** argv) {
               gbps(read_into_s, true));
   std::printf("  %-34s %7.2f GB/s %7.2f GB/s\n", "raw TCP receive (peer -> host)", gbps(raw_recv_s, false),
               gbps(raw_recv_s, true));
+  std::printf("  %-34s %7.2f GB/s %7.2f GB/s\n", "Remex tensorAlloc, cleared", gbps(alloc_s, false),
+              gbps(alloc_s, true));
   std::printf("  ratio Remex / raw (medians): write %.2f, read into a buffer %.2f (fresh buffer %.2f)\n",
               report["write_ratio"].get<double>(), report["read_ratio"].get<double>(),
               report["read_fresh_buffer_ratio"].get<double>());

@@ -418,6 +418,9 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
     REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+    // The allocator reuses blocks other sessions freed: a tensor handed out unwritten
+    // is cleared first, so that it never shows another session's data.
+    REMEX_RETURN_IF_ERROR(state_->device->Memset(t->data(), 0, t->nbytes()));
     auto r = reply.initTensor();
     rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
     r.setTensor(Add(std::move(t)));

@@ -77,6 +77,36 @@ Status RawCall(rpc::Client& c, rpc::OutFrame& frame) {
 // ---------------------------------------------------------------------------------------
 // Module cache.
 
+// An attacker's session allocates tensors of the size another session uploaded and
+// freed, and reads them: it must see zeros, never the other session's bytes (the
+// caching allocator hands the freed block out again).
+TEST_F(RemoteSessionTest, AllocatedTensorsNeverShowAnotherSessionsData) {
+  constexpr size_t kCount = 256 * 1024;  // 1 MiB of float32.
+  npy::Array secret;
+  secret.dtype = DType::kFloat32;
+  secret.shape = {static_cast<int64_t>(kCount)};
+  secret.data.resize(kCount * 4);
+  for (size_t i = 0; i < secret.data.size(); ++i) secret.data[i] = static_cast<std::byte>(0x5a ^ (i * 7));
+  auto victim = Connect();
+  ASSERT_TRUE(victim);
+  auto uploaded = victim->Upload(secret);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().ToString();
+  ASSERT_TRUE(victim->Free({uploaded->handle}).ok());
+
+  auto attacker = Connect();
+  ASSERT_TRUE(attacker);
+  for (int k = 0; k < 4; ++k) {
+    auto t = attacker->Alloc(DType::kFloat32, secret.shape);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    auto read = attacker->Download(t->handle);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->data.size(), secret.data.size());
+    size_t nonzero = 0;
+    for (std::byte b : read->data) nonzero += b != std::byte{0};
+    EXPECT_EQ(nonzero, 0u) << "allocation " << k << " shows " << nonzero << " bytes it was never given";
+  }
+}
+
 TEST_F(RemoteSessionTest, ModuleCacheSkipsTheUploadAcrossSessions) {
   std::vector<std::byte> exe = Compile(AddReluModel());
   std::string hash = Session::ContentHash(exe);
