@@ -183,6 +183,9 @@ class Session final : public rpc::ConnectionHandler {
       status = ResourceExhausted("out of host memory while serving the request");
     } catch (const std::exception& e) {
       status = Internal(e.what());
+    } catch (...) {
+      // Whatever was thrown, the client gets an answer (it would otherwise wait forever).
+      status = Internal("an exception of unknown type was thrown while serving the request");
     }
     pending_write_.reset();
     if (!status.ok()) {
