@@ -238,12 +238,54 @@ TEST_F(TransformCudaTest, SliceWithOffsetsBeyond32Bits) {
 #if defined(REMEX_CUDA_EMULATION)
   // The emulated device's memory is the host's: the 3 GiB input and its copies take
   // over 10 GiB of host memory, more than CI machines can spare.
-  GTEST_SKIP() << "needs 3 GiB device buffers: runs on a real GPU only (label cuda)";
+  GTEST_SKIP() << "needs 3 GiB host copies of the input: runs on a real GPU only (label cuda); "
+                  "SliceWithOffsetsBeyond32BitsOnTheDevice covers the path here";
 #endif
   const Shape s = {3, int64_t{1} << 30};
   HostTensor x = HostTensor::Zeros(DType::kUint8, s);
   for (size_t i = x.bytes.size() - 5000; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 31);
   Check("Slice", {}, {std::move(x), Ints({2, -1000}), Ints({3, -1}), Ints({0, 1}), Ints({1, 3})});
+}
+
+// The same 64-bit index path with the input left on the device: only the bytes the
+// slice reads are written and compared, so no 3 GiB host copies (this one also runs
+// under the host emulation, whose device memory is host memory).
+TEST_F(TransformCudaTest, SliceWithOffsetsBeyond32BitsOnTheDevice) {
+  constexpr int64_t kCols = int64_t{1} << 30;
+  const size_t bytes = static_cast<size_t>(3 * kCols);
+  void* x = nullptr;
+  if (cudaMalloc(&x, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    GTEST_SKIP() << "3 GiB of device memory are not available";
+  }
+  // The last 5000 bytes of row 2 (offsets beyond 2^31) hold a pattern.
+  std::vector<uint8_t> tail(5000);
+  for (size_t i = 0; i < tail.size(); ++i) tail[i] = static_cast<uint8_t>(i * 31 + 7);
+  const size_t tail_at = bytes - tail.size();
+  ASSERT_EQ(cudaMemcpy(static_cast<uint8_t*>(x) + tail_at, tail.data(), tail.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  // x[2:3, -1000:-1:3]: 333 bytes from offset 3 * 2^30 - 1000.
+  constexpr int64_t kOut = 333;
+  void* y = nullptr;
+  ASSERT_EQ(cudaMalloc(&y, kOut), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y, 0xCD, kOut), cudaSuccess);
+  auto kernel = testing::CreateCudaKernel(*registry_, "Slice", {});
+  ASSERT_TRUE(kernel);
+  HostTensor starts = Ints({2, -1000}), ends = Ints({3, -1}), axes = Ints({0, 1}), steps = Ints({1, 3});
+  const std::vector<TensorRef> in = {TensorRef{x, DType::kUint8, {3, kCols}}, starts.Ref(), ends.Ref(), axes.Ref(),
+                                     steps.Ref()};
+  const std::vector<TensorRef> out = {TensorRef{y, DType::kUint8, {1, kOut}}};
+  Status st = kernel->Compute(in, out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  std::vector<uint8_t> got(kOut);
+  ASSERT_EQ(cudaMemcpy(got.data(), y, kOut, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t j = 0; j < kOut; ++j) {
+    const size_t offset = bytes - 1000 + static_cast<size_t>(3 * j);
+    ASSERT_EQ(got[j], tail[offset - tail_at]) << "element " << j;
+  }
+  cudaFree(x);
+  cudaFree(y);
 }
 
 TEST_F(TransformCudaTest, Concat) {
