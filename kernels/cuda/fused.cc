@@ -191,13 +191,16 @@ StatusOr<std::optional<Signature>> ParseSignature(const Attributes& attrs) {
 
 class FusedCudaKernel final : public OpKernel {
  public:
+  // `host_factory`: the CPU kernel's factory, which computes under emulation (unused,
+  // and empty, on a GPU build).
   FusedCudaKernel(OpDef def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
-                  CudaKernelContext context)
+                  CudaKernelContext context, std::optional<KernelFactory> host_factory)
       : def_(std::move(def)),
         attrs_(std::move(attrs)),
         program_(std::move(program)),
         immediates_(std::move(immediates)),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        host_factory_(std::move(host_factory)) {}
 
   // Generates, compiles and loads the kernel for `signature` ahead of the first call.
   Status Prepare(const Signature& signature) {
@@ -271,11 +274,8 @@ class FusedCudaKernel final : public OpKernel {
   const std::vector<float> immediates_;
   const CudaKernelContext context_;
   std::map<std::pair<int64_t, FusedElemType>, CUfunction> functions_;
+  const std::optional<KernelFactory> host_factory_;
 #if REMEX_CUDA_EMULATION
- public:
-  std::optional<KernelFactory> host_factory_;  // The CPU kernel's, set at registration.
-
- private:
   std::unique_ptr<OpKernel> host_;
 #endif
   // Per-call state, kept to spare allocations.
@@ -295,13 +295,9 @@ Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
                            const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
                          REMEX_RETURN_IF_ERROR(CheckProgramFormat(attrs));
                          REMEX_ASSIGN_OR_RETURN(std::optional<Signature> signature, ParseSignature(attrs));
-                         auto kernel = std::make_unique<FusedCudaKernel>(
-                             def, attrs, *attrs.Ints("program"), *attrs.Floats("immediates", {}), context);
-#if REMEX_CUDA_EMULATION
-                         kernel->host_factory_ = host_factory;
-#else
-        (void)host_factory;
-#endif
+                         auto kernel = std::make_unique<FusedCudaKernel>(def, attrs, *attrs.Ints("program"),
+                                                                         *attrs.Floats("immediates", {}),
+                                                                         context, host_factory);
                          if (signature) REMEX_RETURN_IF_ERROR(kernel->Prepare(*signature));
                          return std::unique_ptr<OpKernel>(std::move(kernel));
                        });

@@ -46,14 +46,19 @@ constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr unsigned kMaxGridDim[3] = {0x7fffffffu, 65535, 65535};
 constexpr size_t kMaxSharedBytes = 48 << 10;
 
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
 // A fiber stack from mmap, with an inaccessible guard page below it, so that an
 // overflow faults instead of corrupting a neighbour.
 struct Stack {
   void* base = nullptr;  // Lowest address (the guard page).
   size_t bytes = 0;      // Including the guard page.
   void* top() const { return static_cast<char*>(base) + bytes; }
-  size_t usable() const { return bytes - static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
-  void* bottom() const { return static_cast<char*>(base) + sysconf(_SC_PAGESIZE); }
+  size_t usable() const { return bytes - PageSize(); }
+  void* bottom() const { return static_cast<char*>(base) + PageSize(); }
 };
 
 // Stacks are reused by later blocks of the same host thread.
@@ -76,7 +81,7 @@ class StackPool {
       std::fprintf(stderr, "remex cuda emulation: mmap of a %zu-byte fiber stack failed\n", s.bytes);
       std::abort();
     }
-    mprotect(s.base, static_cast<size_t>(sysconf(_SC_PAGESIZE)), PROT_NONE);
+    mprotect(s.base, PageSize(), PROT_NONE);
     return s;
   }
   void Put(Stack s) { free_.push_back(s); }
@@ -398,7 +403,10 @@ cudaError_t CheckPointerParameter(const char* kernel, int index, const void* ptr
 
 cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                     const std::function<void()>& thread) {
-  const std::string name = ShortName(kernel);
+  // The kernel's readable name is worked out only for a failure's message.
+  auto fail = [kernel](cudaError_t error, const char* detail) {
+    return Fail(error, ShortName(kernel).c_str(), detail);
+  };
   char detail[200];
   const unsigned g[3] = {grid.x, grid.y, grid.z};
   const unsigned k[3] = {block.x, block.y, block.z};
@@ -407,22 +415,22 @@ cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_byt
       std::snprintf(detail, sizeof(detail),
                     "grid (%u, %u, %u) x block (%u, %u, %u) is out of the device's limits", g[0], g[1], g[2],
                     k[0], k[1], k[2]);
-      return Fail(cudaErrorInvalidConfiguration, name.c_str(), detail);
+      return fail(cudaErrorInvalidConfiguration, detail);
     }
   }
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (threads > kMaxThreadsPerBlock) {
     std::snprintf(detail, sizeof(detail), "%llu threads per block (at most %u)",
                   static_cast<unsigned long long>(threads), kMaxThreadsPerBlock);
-    return Fail(cudaErrorInvalidConfiguration, name.c_str(), detail);
+    return fail(cudaErrorInvalidConfiguration, detail);
   }
   if (shared_bytes > kMaxSharedBytes) {
     std::snprintf(detail, sizeof(detail), "%zu bytes of dynamic shared memory (at most %zu)", shared_bytes,
                   kMaxSharedBytes);
-    return Fail(cudaErrorInvalidConfiguration, name.c_str(), detail);
+    return fail(cudaErrorInvalidConfiguration, detail);
   }
   if (!IsValidStream(stream)) {
-    return Fail(cudaErrorInvalidResourceHandle, name.c_str(), "stream was destroyed or never created");
+    return fail(cudaErrorInvalidResourceHandle, "stream was destroyed or never created");
   }
   Trace::Get().Add(kernel);
 
@@ -467,7 +475,7 @@ cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_byt
   blockIdx = saved_block;
   blockDim = saved_block_dim;
   gridDim = saved_grid_dim;
-  if (!fault.empty()) return Fail(cudaErrorLaunchFailure, name.c_str(), fault.c_str());
+  if (!fault.empty()) return fail(cudaErrorLaunchFailure, fault.c_str());
   return cudaSuccess;
 }
 

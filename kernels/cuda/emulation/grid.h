@@ -45,9 +45,7 @@ template <typename P>
 cudaError_t CheckParameter(const char* kernel, int index, const P& p) {
   if constexpr (std::is_pointer_v<P>) {
     return CheckPointerParameter(kernel, index,
-                                 static_cast<const volatile void*>(p) == nullptr
-                                     ? nullptr
-                                     : const_cast<const void*>(static_cast<const volatile void*>(p)));
+                                 const_cast<const void*>(static_cast<const volatile void*>(p)));
   } else {
     return cudaSuccess;
   }

@@ -137,10 +137,6 @@ cudaError_t Release(void* ptr, MemoryKind kind, const char* call) {
   return Ok();
 }
 
-// Whether [p, p + bytes) may be the device side of a copy: device memory, or pinned
-// host memory (which the device reads through unified addressing).
-bool DeviceSide(const void* p, size_t bytes) { return IsDeviceRange(p, bytes); }
-
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
                  const char* call) {
   if (!IsValidStream(stream))
@@ -165,7 +161,7 @@ cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
         static_cast<int>(kind), dst, dst_device ? "device" : "host", src, src_device ? "device" : "host");
     return Fail(cudaErrorInvalidValue, call, detail);
   }
-  if ((want_dst_device && !DeviceSide(dst, bytes)) || (want_src_device && !DeviceSide(src, bytes))) {
+  if ((want_dst_device && !IsDeviceRange(dst, bytes)) || (want_src_device && !IsDeviceRange(src, bytes))) {
     std::snprintf(detail, sizeof(detail), "%zu bytes run past the end of a device allocation", bytes);
     return Fail(cudaErrorInvalidValue, call, detail);
   }
@@ -177,7 +173,7 @@ cudaError_t Set(void* dst, int value, size_t bytes, cudaStream_t stream, const c
   if (!IsValidStream(stream))
     return Fail(cudaErrorInvalidResourceHandle, call, "stream was destroyed or never created");
   if (bytes == 0) return Ok();
-  if (KindOf(dst) != MemoryKind::kDevice || !DeviceSide(dst, bytes)) {
+  if (KindOf(dst) != MemoryKind::kDevice || !IsDeviceRange(dst, bytes)) {
     char detail[120];
     std::snprintf(detail, sizeof(detail), "[%p, +%zu bytes) is not inside one device allocation", dst, bytes);
     return Fail(cudaErrorInvalidValue, call, detail);
