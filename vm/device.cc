@@ -114,60 +114,114 @@ std::shared_ptr<Allocator> Allocator::Create(Device& device, uint64_t max_cached
   return std::shared_ptr<Allocator>(new Allocator(device, max_cached_bytes));
 }
 
+std::shared_ptr<Allocator> Allocator::CreateWithQuota(std::shared_ptr<Allocator> parent, uint64_t quota_bytes,
+                                                      std::string owner) {
+  auto a = std::shared_ptr<Allocator>(new Allocator(parent->device(), 0));
+  a->parent_ = std::move(parent);
+  a->quota_bytes_ = quota_bytes;
+  a->owner_ = std::move(owner);
+  return a;
+}
+
 Allocator::~Allocator() {
   for (auto& [size_class, block] : cache_) device_.Deallocate(block, size_class);
 }
 
-StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
-  size_t size_class = SizeClass(bytes);
-  void* block = nullptr;
+StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
+  *from_device = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(size_class);
     if (it != cache_.end()) {
-      block = it->second;
+      void* block = it->second;
       cache_.erase(it);
       cached_bytes_ -= size_class;
+      stats_.allocated_bytes += size_class;
+      stats_.live_buffers++;
+      stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+      return block;
     }
   }
-  if (!block) {
-    // The device's memory bounds everything this allocator holds, live and cached:
-    // running out is RESOURCE_EXHAUSTED, never the kernel's OOM killer.
-    const uint64_t capacity = device_.memory_bytes();
-    auto over = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return stats_.reserved_bytes + size_class > capacity;
-    };
-    if (over()) {
-      Trim();
-      if (over()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        return ResourceExhausted(device_.name() + ": " + std::to_string(size_class) + " bytes requested, " +
-                                 std::to_string(stats_.allocated_bytes) + " of " + std::to_string(capacity) +
-                                 " bytes in use");
-      }
-    }
-    auto fresh = device_.Allocate(size_class);
-    if (!fresh.ok()) {
-      Trim();
-      fresh = device_.Allocate(size_class);
-      if (!fresh.ok()) return fresh.status();
-    }
-    block = *fresh;
+  // The device's memory bounds everything this allocator holds, live and cached:
+  // running out is RESOURCE_EXHAUSTED, never the kernel's OOM killer. The capacity is
+  // checked and reserved under one lock, so two threads cannot both take the last of it.
+  const uint64_t capacity = device_.memory_bytes();
+  auto reserve = [&] {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.device_allocations++;
+    if (stats_.reserved_bytes + size_class > capacity) return false;
     stats_.reserved_bytes += size_class;
+    return true;
+  };
+  if (!reserve()) {
+    Trim();
+    if (!reserve()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return ResourceExhausted(device_.name() + ": " + std::to_string(size_class) + " bytes requested, " +
+                               std::to_string(stats_.allocated_bytes) + " of " + std::to_string(capacity) +
+                               " bytes in use");
+    }
+  }
+  auto fresh = device_.Allocate(size_class);
+  if (!fresh.ok()) {
+    Trim();
+    fresh = device_.Allocate(size_class);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!fresh.ok()) {
+    stats_.reserved_bytes -= size_class;
+    return fresh.status();
+  }
+  *from_device = true;
+  stats_.device_allocations++;
   stats_.allocated_bytes += size_class;
   stats_.live_buffers++;
-  if (stats_.allocated_bytes > stats_.peak_allocated_bytes) {
-    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return *fresh;
+}
+
+StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
+  const size_t size_class = SizeClass(bytes);
+  if (!parent_) {
+    bool from_device = false;
+    REMEX_ASSIGN_OR_RETURN(void* block, AllocateBlock(size_class, &from_device));
+    return std::shared_ptr<Buffer>(new Buffer(shared_from_this(), block, bytes, size_class));
   }
-  return std::shared_ptr<Buffer>(new Buffer(shared_from_this(), block, bytes, size_class));
+  {
+    // Charged before the parent is asked, so that concurrent requests cannot overshoot.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stats_.allocated_bytes + size_class > quota_bytes_) {
+      return ResourceExhausted(owner_ + ": " + std::to_string(size_class) +
+                               " bytes requested, over its memory quota of " + std::to_string(quota_bytes_) +
+                               " bytes (" + std::to_string(stats_.allocated_bytes) + " in use)");
+    }
+    stats_.allocated_bytes += size_class;
+    stats_.reserved_bytes = stats_.allocated_bytes;
+  }
+  bool from_device = false;
+  auto block = parent_->AllocateBlock(size_class, &from_device);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!block.ok()) {
+    stats_.allocated_bytes -= size_class;
+    stats_.reserved_bytes = stats_.allocated_bytes;
+    return block.status();
+  }
+  if (from_device) stats_.device_allocations++;
+  stats_.live_buffers++;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return std::shared_ptr<Buffer>(new Buffer(shared_from_this(), *block, bytes, size_class));
 }
 
 void Allocator::Release(void* data, size_t size_class) {
+  if (parent_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.allocated_bytes -= size_class;
+      stats_.reserved_bytes = stats_.allocated_bytes;
+      stats_.live_buffers--;
+    }
+    parent_->Release(data, size_class);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.allocated_bytes -= size_class;
   stats_.live_buffers--;
@@ -186,6 +240,10 @@ void Allocator::TrimLocked() {
 }
 
 void Allocator::Trim() {
+  if (parent_) {
+    parent_->Trim();
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   TrimLocked();
 }

@@ -104,28 +104,47 @@ class Buffer {
 // Caching allocator over one device: blocks are rounded up to size classes (512 B
 // steps below 1 MiB, then quarter-powers of two) and freed blocks are kept for reuse,
 // up to `max_cached_bytes`. Thread-safe.
+//
+// An allocator made with CreateWithQuota takes its blocks from a parent allocator (its
+// cache and the device's capacity) and charges each block's size class to its own
+// quota: a session's allocator, so that one session cannot take the memory of all.
+// Its stats() count its own blocks only (reserved_bytes = allocated_bytes there).
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
   static std::shared_ptr<Allocator> Create(Device& device, uint64_t max_cached_bytes = 1ull << 30);
+  // An allocator drawing on `parent` whose live blocks may total at most `quota_bytes`
+  // (size classes). `owner` names it in errors ("session 7").
+  static std::shared_ptr<Allocator> CreateWithQuota(std::shared_ptr<Allocator> parent, uint64_t quota_bytes,
+                                                    std::string owner);
   ~Allocator();
 
   // A buffer of at least `bytes` (0 is allowed and yields a 1-byte-class block).
-  // RESOURCE_EXHAUSTED when the device is out of memory even after dropping the cache.
+  // RESOURCE_EXHAUSTED when the device is out of memory even after dropping the cache,
+  // or when the block would take a quota past its bound (the message names the quota,
+  // its bound and what is in use).
   StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes);
   AllocatorStats stats() const;
-  // Returns every cached block to the device.
+  // Returns every cached block to the device (the parent's cache, for a quota).
   void Trim();
   Device& device() const { return device_; }
+  // The bound of a quota allocator; 0 for a root one.
+  uint64_t quota_bytes() const { return quota_bytes_; }
 
  private:
   friend class Buffer;
   Allocator(Device& device, uint64_t max_cached_bytes)
       : device_(device), max_cached_bytes_(max_cached_bytes) {}
+  // A block of `size_class` bytes from the cache or the device, counted in stats_.
+  // `from_device` tells which.
+  StatusOr<void*> AllocateBlock(size_t size_class, bool* from_device);
   void Release(void* data, size_t size_class);
   void TrimLocked();
 
   Device& device_;
   const uint64_t max_cached_bytes_;
+  std::shared_ptr<Allocator> parent_;  // quota allocators only
+  uint64_t quota_bytes_ = 0;
+  std::string owner_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> cache_;  // size class -> block
   uint64_t cached_bytes_ = 0;

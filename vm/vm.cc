@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <variant>
 
@@ -229,6 +230,18 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
   return OkStatus();
 }
 
+Status RunControl::Check() const {
+  if (cancelled.load(std::memory_order_acquire)) return Cancelled(reason);
+  const auto now = std::chrono::steady_clock::now();
+  if (shutdown_at && now.time_since_epoch().count() >= shutdown_at->load(std::memory_order_relaxed)) {
+    return Unavailable("the server is shutting down");
+  }
+  if (deadline != std::chrono::steady_clock::time_point::max() && now > deadline) {
+    return DeadlineExceeded("the run passed its deadline of " + std::to_string(budget.count()) + " ms");
+  }
+  return OkStatus();
+}
+
 StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profiler) {
   if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) {
     return NotFound("function index " + std::to_string(fn));
@@ -279,9 +292,19 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
   CopyStats copies_before;
 
   size_t next = 0;
-  for (size_t pc = 0; pc < fn.code.size(); pc = next) {
+  size_t last_pc = 0;
+  bool first = true;
+  for (size_t pc = 0; pc < fn.code.size(); last_pc = pc, pc = next) {
     next = pc + 1;
     const Instruction& inst = fn.code[pc];
+    if (control_ && !first && pc <= last_pc) {
+      // A backward jump (a Loop iteration, or any Goto back): a run that loops, however
+      // legitimately, still stops when cancelled or late.
+      if (Status st = control_->Check(); !st.ok()) {
+        return st.WithContext("function '" + fn.name + "', instruction " + std::to_string(pc) + " (after a backward jump)");
+      }
+    }
+    first = false;
     const auto& s = inst.scalars;
     auto fail = [&](const Status& status) {
       std::string where = "function '" + fn.name + "', instruction " + std::to_string(pc) + " (" +
@@ -443,6 +466,11 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
         }
         Status st = kernels_[s[0]]->Compute(in_refs, out_refs);
         if (!st.ok()) return fail(st);
+        // Between kernels: a cancelled or late run stops here.
+        if (control_) {
+          st = control_->Check();
+          if (!st.ok()) return fail(st);
+        }
         break;
       }
       case Opcode::kCopyToHost:
@@ -493,6 +521,9 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
         if (!t) return not_tensor(s[1]);
         auto v = ReadScalar(*t, "Increment operand");
         if (!v.ok()) return fail(v.status());
+        if (*v == std::numeric_limits<int64_t>::max()) {
+          return fail(OutOfRange("Increment of the largest int64 (the Loop counter would overflow)"));
+        }
         auto n = Allocate(*host_allocator_, DType::kInt64, {});
         if (!n.ok()) return fail(n.status());
         *static_cast<int64_t*>((*n)->data()) = *v + 1;

@@ -12,8 +12,11 @@
 // Thread-safety: one VM serves one caller at a time.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -35,6 +38,24 @@ struct CopyStats {
     return {host_to_device_count - o.host_to_device_count, host_to_device_bytes - o.host_to_device_bytes,
             device_to_host_count - o.device_to_host_count, device_to_host_bytes - o.device_to_host_bytes};
   }
+};
+
+// Bounds on a run, shared by the VM and whoever may stop it (a server session): checked
+// between kernels, at every backward jump and at every Loop iteration, so a run stops
+// within one kernel of being cancelled or of its deadline, however the executable loops.
+struct RunControl {
+  // Set from any thread: the run stops with CANCELLED and `reason`.
+  std::atomic<bool> cancelled{false};
+  std::string reason = "cancelled";  // written before `cancelled` is set
+  // A run past it stops with DEADLINE_EXCEEDED; time_point::max(): none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::chrono::milliseconds budget{0};  // the deadline's duration, for the error message
+  // When set and past (steady-clock ticks): the run stops with UNAVAILABLE (the server
+  // is shutting down). Not owned.
+  const std::atomic<int64_t>* shutdown_at = nullptr;
+
+  // OK, or the error that stops the run.
+  Status Check() const;
 };
 
 class VirtualMachine {
@@ -60,6 +81,11 @@ class VirtualMachine {
   // functions and kernels carry the instruction and the node they came from. With a
   // `profiler` (not owned; nullptr: none), every instruction run is recorded in it.
   StatusOr<std::vector<TensorPtr>> Invoke(int fn, Profiler* profiler = nullptr);
+
+  // Bounds later runs by `control` (not owned, must outlive the VM's runs; nullptr:
+  // unbounded). A run it stops returns CANCELLED or DEADLINE_EXCEEDED naming the
+  // instruction it stopped at; the VM stays usable.
+  void set_run_control(const RunControl* control) { control_ = control; }
 
   // Every transfer since Create (constants' upload included).
   const CopyStats& copy_stats() const { return copies_; }
@@ -108,6 +134,7 @@ class VirtualMachine {
   std::shared_ptr<const Executable> executable_;
   std::shared_ptr<Allocator> allocator_;
   std::shared_ptr<Allocator> host_allocator_;  // HostDevice() memory
+  const RunControl* control_ = nullptr;
   std::vector<const kernels::OpDef*> op_defs_;
   std::vector<std::unique_ptr<kernels::OpKernel>> kernels_;
   std::vector<TensorPtr> constants_;       // device copies (null when only the host uses one)
