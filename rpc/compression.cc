@@ -217,8 +217,10 @@ Status ZstdStreamDecompressor::Begin(uint64_t raw_size, std::vector<std::byte>* 
   REMEX_RETURN_IF_ERROR(s.Reset(raw_size));
   s.out = out;
   out->clear();
+  // Only the first bytes are reserved: a declared size is a claim, and the output
+  // grows (geometrically) only as the payload really decompresses.
   try {
-    out->reserve(static_cast<size_t>(raw_size));
+    out->reserve(static_cast<size_t>(std::min<uint64_t>(raw_size, kInitialReserveBytes)));
   } catch (const std::exception&) {
     return ResourceExhausted("no memory for an attachment of " + std::to_string(raw_size) +
                              " bytes");

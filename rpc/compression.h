@@ -18,6 +18,9 @@ namespace remex::rpc {
 // Attachments smaller than this are always sent raw.
 inline constexpr size_t kMinCompressBytes = 4 * 1024;
 inline constexpr int kDefaultCompressionLevel = 1;
+// What a receiver reserves up front for an attachment that lands in a growing vector;
+// beyond it the vector grows as bytes arrive, never on the strength of a declared size.
+inline constexpr uint64_t kInitialReserveBytes = uint64_t{16} << 20;
 
 // Sender policy for attachments marked `compress` (OutAttachment::compress); attachments
 // not so marked, and those under kMinCompressBytes, are always sent raw.

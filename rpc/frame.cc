@@ -92,6 +92,15 @@ Status CheckFrameHeader(const FrameHeader& h, const Limits& limits) {
   return OkStatus();
 }
 
+Status CheckFrameAttachmentBytes(uint64_t frame_raw_bytes, const Limits& limits) {
+  if (frame_raw_bytes > limits.max_frame_attachment_bytes) {
+    return ResourceExhausted("attachments of " + std::to_string(frame_raw_bytes) +
+                             " bytes in one frame exceed the limit of " +
+                             std::to_string(limits.max_frame_attachment_bytes) + " bytes per frame");
+  }
+  return OkStatus();
+}
+
 std::array<std::byte, kAttachmentHeaderSize> EncodeAttachmentHeader(const AttachmentHeader& h) {
   std::array<std::byte, kAttachmentHeaderSize> out{};
   PutLe<uint64_t>(&out[0], h.raw_size);
@@ -243,6 +252,12 @@ StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options
                              " attachments exceed the limit of " +
                              std::to_string(limits.max_attachments));
   }
+  uint64_t frame_raw_bytes = 0;
+  for (const OutAttachment& a : frame.attachments) {
+    // Each is checked against max_attachment_raw_size below; saturate meanwhile.
+    frame_raw_bytes += std::min<uint64_t>(a.size, limits.max_attachment_raw_size + 1);
+  }
+  REMEX_RETURN_IF_ERROR(CheckFrameAttachmentBytes(frame_raw_bytes, limits));
   EncodedFrame out;
   try {
     out.message_ = capnp::messageToFlatArray(*frame.message);
@@ -380,8 +395,11 @@ StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limi
   frame.attachments.resize(header.attachment_count);
   frame.attachment_in_place.assign(header.attachment_count, false);
   AttachmentReader reader;
+  uint64_t frame_raw_bytes = 0;
   for (uint32_t i = 0; i < header.attachment_count; ++i) {
     REMEX_ASSIGN_OR_RETURN(AttachmentHeader ah, DecodeAttachmentHeader(bytes, limits));
+    frame_raw_bytes += ah.raw_size;  // each raw_size is within limits: no overflow
+    REMEX_RETURN_IF_ERROR(CheckFrameAttachmentBytes(frame_raw_bytes, limits));
     bytes = bytes.subspan(kAttachmentHeaderSize);
     if (bytes.size() < ah.wire_size) {
       return InvalidArgument("truncated attachment " + std::to_string(i));
@@ -424,8 +442,10 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::
     if (zstd_ == nullptr) zstd_ = std::make_unique<ZstdStreamDecompressor>();
     return zstd_->Begin(header.raw_size, out);
   }
+  // Only the first bytes are reserved: a declared size is a claim, and the vector
+  // grows (geometrically) only as the payload's bytes really arrive.
   try {
-    out->reserve(static_cast<size_t>(header.raw_size));
+    out->reserve(static_cast<size_t>(std::min<uint64_t>(header.raw_size, kInitialReserveBytes)));
   } catch (const std::exception&) {
     return ResourceExhausted("no memory for an attachment of " +
                              std::to_string(header.raw_size) + " bytes");
@@ -449,7 +469,7 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::span<std::by
 
 std::span<std::byte> AttachmentReader::Output(uint64_t offset, size_t n) {
   if (out_ == nullptr) return fixed_.subspan(static_cast<size_t>(offset), n);
-  // Capacity was reserved in Begin, so growing does not reallocate.
+  // The vector grows geometrically, so receiving N bytes copies O(N) bytes in all.
   if (out_->size() < offset + n) out_->resize(static_cast<size_t>(offset + n));
   return std::span<std::byte>(out_->data() + offset, n);
 }

@@ -105,7 +105,14 @@ struct Limits {
   uint32_t max_message_bytes = 64u << 20;              // 64 MiB
   uint32_t max_attachments = 64;
   uint64_t max_attachment_raw_size = uint64_t{8} << 30;  // 8 GiB
+  // Raw bytes of all the attachments of one frame together (RESOURCE_EXHAUSTED past it,
+  // checked as each attachment header arrives, before its payload is read).
+  uint64_t max_frame_attachment_bytes = uint64_t{8} << 30;  // 8 GiB
 };
+
+// RESOURCE_EXHAUSTED when attachments of `frame_raw_bytes` raw bytes in all, the next
+// one included, exceed limits.max_frame_attachment_bytes.
+Status CheckFrameAttachmentBytes(uint64_t frame_raw_bytes, const Limits& limits);
 
 // Cap'n Proto reader limits for messages from the wire: 64 Mi words traversal
 // (512 MiB, well above max_message_bytes, so a handler may read fields more than once)

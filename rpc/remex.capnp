@@ -164,6 +164,10 @@ struct Invoke {
   vm @0 :UInt64;
   function @1 :Text;
   resultHandles @2 :List(UInt64);
+  # Longest the run may take, in ms; 0: the server's limit (remex-server
+  # --max-invoke-ms), which also caps a larger value. A run past it stops within one
+  # kernel with DEADLINE_EXCEEDED.
+  deadlineMs @3 :UInt32;
 }
 
 # The time evaluator, as TVM's time_evaluator: `warmup` untimed calls, then `repeat`

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -102,6 +103,13 @@ ConnectionHandler::~ConnectionHandler() = default;
 
 void ConnectionHandler::HandleAsync(Frame& request, ReplyFn reply) { reply(Handle(request)); }
 
+void ConnectionHandler::OnPeerClosed() {}
+
+Status ConnectionHandler::AdmitAttachment(const Frame& /*request_so_far*/, size_t /*index*/,
+                                          uint64_t /*frame_raw_bytes*/) {
+  return OkStatus();
+}
+
 std::span<std::byte> ConnectionHandler::AttachmentDestination(const Frame& /*request_so_far*/,
                                                              size_t /*index*/,
                                                              uint64_t /*raw_size*/) {
@@ -117,13 +125,26 @@ namespace {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, uint64_t id, const ServerOptions& options)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), options_(options) {
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), deadline_(socket_.get_executor()),
+        options_(options) {
     info_.id = id;
     info_.stats = &stats_;
     error_code ec;
     tcp::endpoint peer = socket_.remote_endpoint(ec);
-    if (!ec) info_.peer = peer.address().to_string() + ":" + std::to_string(peer.port());
+    if (!ec) {
+      address_ = peer.address().to_string();
+      info_.peer = address_ + ":" + std::to_string(peer.port());
+    }
     socket_.set_option(tcp::no_delay(true), ec);
+  }
+
+  // The peer's address without its port ("" when unknown).
+  const std::string& address() const { return address_; }
+  bool closed() const { return closed_.load(); }
+
+  // Answers with `status` (request_id 0) and closes, without a handler.
+  void Refuse(const Status& status) {
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), status] { self->Fail(0, status); });
   }
 
   ~Connection() { handler_.reset(); }  // explicitly first: the handler may read stats_
@@ -146,9 +167,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
     timer_.cancel();
+    deadline_.cancel();
+    closed_ = true;
+  }
+
+  // (Re)arms the connection's deadline: `after` from now the socket is closed, unless
+  // the deadline is armed again or cancelled first. Zero: none.
+  void ArmDeadline(std::chrono::milliseconds after, const char* what) {
+    deadline_.cancel();
+    if (after.count() <= 0) return;
+    deadline_.expires_after(after);
+    // A weak reference: a pending deadline must not keep an ended connection (and its
+    // session) alive.
+    deadline_.async_wait([weak = weak_from_this(), what, after](error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;  // cancelled, re-armed, or the connection is gone
+      std::fprintf(stderr, "remex rpc server: closing connection %s: %s (%lld ms)\n", self->info_.peer.c_str(),
+                   what, static_cast<long long>(after.count()));
+      self->CloseNow();
+    });
   }
 
   void ReadHeader() {
+    ArmDeadline(options_.idle_timeout, "idle past the idle timeout");
     asio::async_read(socket_, asio::buffer(header_buf_),
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->stats_.bytes_read += n;
@@ -156,7 +197,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      });
   }
 
+  // Every read of a frame in progress must complete within the read timeout.
+  void FrameProgress() { ArmDeadline(options_.read_timeout, "no progress on a frame past the read timeout"); }
+
   void OnHeader() {
+    FrameProgress();
     StatusOr<FrameHeader> header = DecodeFrameHeader(header_buf_);
     if (!header.ok()) return Fail(0, header.status());
     header_ = *header;
@@ -176,11 +221,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnMessage() {
+    FrameProgress();
     Status status = ValidateMessage(request_.message.asPtr());
     if (!status.ok()) return Fail(header_.request_id, status);
     request_.attachments.resize(header_.attachment_count);
     request_.attachment_in_place.assign(header_.attachment_count, false);
     next_attachment_ = 0;
+    frame_raw_bytes_ = 0;
     ReadAttachmentHeader();
   }
 
@@ -194,13 +241,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnAttachmentHeader() {
+    FrameProgress();
     std::string context = "attachment " + std::to_string(next_attachment_);
     StatusOr<AttachmentHeader> header =
         DecodeAttachmentHeader(attachment_header_buf_, options_.limits);
     if (!header.ok()) return Fail(header_.request_id, header.status().WithContext(context));
     attachment_ = *header;
+    // Before anything is allocated for it: the frame's attachments together stay bounded.
+    frame_raw_bytes_ += attachment_.raw_size;
+    Status total = CheckFrameAttachmentBytes(frame_raw_bytes_, options_.limits);
+    if (!total.ok()) return Fail(header_.request_id, total.WithContext(context));
     std::span<std::byte> destination;
     try {
+      Status admitted = handler_->AdmitAttachment(request_, next_attachment_, frame_raw_bytes_);
+      if (!admitted.ok()) return Fail(header_.request_id, admitted.WithContext(context));
       destination = handler_->AttachmentDestination(request_, next_attachment_, attachment_.raw_size);
     } catch (...) {
       return Fail(header_.request_id,
@@ -234,6 +288,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->stats_.bytes_read += n;
                        if (ec) return;
+                       self->FrameProgress();
                        Status status = self->reader_.Commit();
                        if (!status.ok()) {
                          return self->Fail(self->header_.request_id,
@@ -257,6 +312,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         self->Finish(std::move(*frame), id, peer_minor, uncompressed);
       });
     };
+    // No deadline while the server works; the peer hanging up meanwhile is noticed.
+    deadline_.cancel();
+    handling_ = true;
+    WatchPeer();
     try {
       handler_->HandleAsync(request_, reply_fn);
     } catch (...) {
@@ -265,12 +324,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // While a request is handled, waits for the socket to turn readable: either the next
+  // (pipelined) frame, left unread, or the end of the connection, which the handler is
+  // told about so that it can cancel the request's work.
+  void WatchPeer() {
+    socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->handling_) return;
+      // Readable with nothing to read: the peer closed (or reset) the connection.
+      error_code available_ec;
+      size_t n = self->socket_.available(available_ec);
+      if ((n == 0 || available_ec) && self->handler_) self->handler_->OnPeerClosed();
+      // Data (a pipelined frame): stop watching; it is read after the reply.
+    });
+  }
+
   // Writes the reply to the request being handled, then reads the next frame.
   void Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool uncompressed) {
     if (reply.message == nullptr) {
       reply = MakeErrorReply(id, Internal("request handler returned no reply message"));
     }
     ++stats_.frames_handled;
+    handling_ = false;
+    error_code ignored;
+    socket_.cancel(ignored);  // ends WatchPeer's wait
     request_ = Frame();  // the request's memory is not needed while replying
     Write(std::move(reply), id, peer_minor, /*close_after=*/false, uncompressed);
   }
@@ -339,8 +416,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   tcp::socket socket_;
-  asio::steady_timer timer_;
+  asio::steady_timer timer_;     // lingering close
+  asio::steady_timer deadline_;  // idle and read deadlines
   const ServerOptions& options_;  // owned by the Server, which outlives its connections
+  std::string address_;
+  std::atomic<bool> closed_{false};
+  bool handling_ = false;  // a request of this connection is with the handler
+  uint64_t frame_raw_bytes_ = 0;  // attachment bytes of the frame being read
   ConnectionStats stats_;
   ConnectionInfo info_;
 
@@ -422,6 +504,19 @@ class Server::Impl {
 
   uint16_t port() const { return port_.load(); }
 
+  void StopAccepting() {
+    if (!started_ || stopped_) return;
+    std::promise<void> closed;
+    auto done = closed.get_future();
+    asio::post(acceptor_.get_executor(), [this, &closed] {
+      error_code ec;
+      acceptor_.close(ec);
+      retry_timer_.cancel();
+      closed.set_value();
+    });
+    done.wait();
+  }
+
  private:
   void Run() {
     for (;;) {
@@ -461,6 +556,34 @@ class Server::Impl {
       id = next_id_++;
     }
     auto connection = std::make_shared<Connection>(std::move(socket), id, options_);
+    {
+      // Connection caps: counted over the connections still open.
+      std::lock_guard<std::mutex> lock(mu_);
+      std::erase_if(connections_, [](const std::weak_ptr<Connection>& w) {
+        auto c = w.lock();
+        return !c || c->closed();
+      });
+      size_t from_address = 0;
+      for (const std::weak_ptr<Connection>& w : connections_) {
+        if (auto c = w.lock(); c && c->address() == connection->address()) ++from_address;
+      }
+      Status refused;
+      if (options_.max_connections && connections_.size() >= options_.max_connections) {
+        refused = ResourceExhausted("the server serves at most " + std::to_string(options_.max_connections) +
+                                    " connections at once (max_connections)");
+      } else if (options_.max_connections_per_address && from_address >= options_.max_connections_per_address) {
+        refused = ResourceExhausted("the server serves at most " +
+                                    std::to_string(options_.max_connections_per_address) +
+                                    " connections at once from one address (max_connections_per_address; " +
+                                    connection->address() + " has " + std::to_string(from_address) + ")");
+      }
+      if (!refused.ok()) {
+        // Tracked until it is closed, so that Stop() still closes it.
+        connections_.push_back(connection);
+        connection->Refuse(refused);
+        return;
+      }
+    }
     std::unique_ptr<ConnectionHandler> handler;
     try {
       handler = factory_(connection->info());
@@ -471,7 +594,6 @@ class Server::Impl {
     if (handler == nullptr) return;  // dropping the connection closes it
     {
       std::lock_guard<std::mutex> lock(mu_);
-      std::erase_if(connections_, [](const std::weak_ptr<Connection>& w) { return w.expired(); });
       connections_.push_back(connection);
     }
     connection->Start(std::move(handler));
@@ -498,6 +620,7 @@ Server::Server(ServerOptions options, HandlerFactory factory)
 Server::~Server() = default;
 Status Server::Start() { return impl_->Start(); }
 void Server::Stop() { impl_->Stop(); }
+void Server::StopAccepting() { impl_->StopAccepting(); }
 uint16_t Server::port() const { return impl_->port(); }
 
 // ---------------------------------------------------------------------------------------
@@ -686,12 +809,15 @@ class Client::Impl {
         ValidateMessage(frame.message.asPtr()).WithContext("frame from server"));
     frame.attachments.resize(header.attachment_count);
     frame.attachment_in_place.assign(header.attachment_count, false);
+    uint64_t frame_raw_bytes = 0;
     for (uint32_t i = 0; i < header.attachment_count; ++i) {
       std::string context = "frame from server: attachment " + std::to_string(i);
       std::array<std::byte, kAttachmentHeaderSize> attachment_buf;
       REMEX_RETURN_IF_ERROR(ReadExact(attachment_buf));
       StatusOr<AttachmentHeader> attachment = DecodeAttachmentHeader(attachment_buf, limits_);
       if (!attachment.ok()) return attachment.status().WithContext(context);
+      frame_raw_bytes += attachment->raw_size;
+      REMEX_RETURN_IF_ERROR(CheckFrameAttachmentBytes(frame_raw_bytes, limits_).WithContext(context));
       std::span<std::byte> in_place;
       if (destination) in_place = destination(frame, i, attachment->raw_size);
       if (!in_place.empty() && in_place.size() == attachment->raw_size) {

@@ -100,6 +100,12 @@ class ConnectionHandler {
   using ReplyFn = std::function<void(OutFrame)>;
   virtual void HandleAsync(Frame& request, ReplyFn reply);
 
+  // Called on the connection's thread when the peer closes or resets the connection
+  // while a request of it is being handled (the reply cannot be delivered): a handler
+  // cancels the work it still runs for the peer. Not called when the peer had sent
+  // further frames (pipelining) before closing. The default does nothing.
+  virtual void OnPeerClosed();
+
   // Called before attachment `index` of a request is read, to choose where its
   // `raw_size` decoded bytes land. `request_so_far` holds the frame's header fields
   // and validated message; its attachments before `index` are complete (in
@@ -119,6 +125,13 @@ class ConnectionHandler {
   // exception, answers the frame with an INTERNAL error and closes the connection.
   virtual std::span<std::byte> AttachmentDestination(const Frame& request_so_far, size_t index,
                                                      uint64_t raw_size);
+
+  // Called before attachment `index` is read (and before AttachmentDestination), with
+  // `frame_raw_bytes`, the raw bytes of the frame's attachments up to and including
+  // this one: a handler refuses what it will not hold (a session's memory quota). An
+  // error answers the frame with it and closes the connection, before any of the
+  // attachment's bytes are read or decompressed. The default admits everything.
+  virtual Status AdmitAttachment(const Frame& request_so_far, size_t index, uint64_t frame_raw_bytes);
 };
 
 // Called once per accepted connection, on a server thread; may be called concurrently
@@ -135,6 +148,16 @@ struct ServerOptions {
   // minor 0 use that minor's encoding (see EncodeOptions::peer_minor).
   CompressionSetting compression = CompressionMode::kAuto;
   int compression_level = kDefaultCompressionLevel;
+  // Connections served at once, in all and from one peer address; one more is answered
+  // with a RESOURCE_EXHAUSTED error reply (request_id 0) naming the limit, then closed.
+  // 0: no limit.
+  uint32_t max_connections = 1024;
+  uint32_t max_connections_per_address = 64;
+  // A connection that starts no frame for `idle_timeout` while none of its requests is
+  // being handled is closed; so is one whose frame, once started, makes no progress
+  // (a read step of at most 4 MiB) for `read_timeout`. Zero: no deadline.
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
 };
 
 // A TCP server on its own io_context and thread pool.
@@ -157,6 +180,10 @@ class Server {
   // Binds, listens and starts the threads. UNAVAILABLE (with the system message) when
   // the address cannot be resolved or bound; FAILED_PRECONDITION when already started.
   Status Start();
+
+  // Closes the listener (no new connections); the connections open go on being
+  // served. Thread-safe with Stop(); idempotent.
+  void StopAccepting();
 
   // Closes the listener and every connection, waits for running handlers to return,
   // destroys every handler and joins the threads. Idempotent. A stopped server cannot
