@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -105,6 +106,12 @@ struct DeviceServer::State {
   std::atomic<uint64_t> active_sessions{0};
   std::unique_ptr<ModuleCache> module_cache;
   std::chrono::milliseconds benchmark_time_limit{0};
+  ServerConfig config;
+  uint64_t session_memory_bytes = 0;  // config's, resolved against the device
+  // Set by Stop(): new requests are refused, and runs stop once `shutdown_at` (steady
+  // clock ticks; max: not stopping) has passed.
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> shutdown_at{std::numeric_limits<int64_t>::max()};
   DeviceWorker worker;
 };
 
@@ -145,6 +152,9 @@ class Session final : public rpc::ConnectionHandler {
  public:
   Session(std::shared_ptr<DeviceServer::State> state, const rpc::ConnectionInfo& info)
       : state_(std::move(state)), id_(state_->next_session++), peer_(info.peer) {
+    allocator_ = vm::Allocator::CreateWithQuota(state_->allocator, state_->session_memory_bytes,
+                                                "session " + std::to_string(id_));
+    control_.shutdown_at = &state_->shutdown_at;
     state_->active_sessions++;
     spdlog::info("session {} opened by {}", id_, peer_);
   }
@@ -158,13 +168,35 @@ class Session final : public rpc::ConnectionHandler {
 
   // hello, ping and (on the CPU device, whose memory the reply is sent from directly)
   // tensorRead are answered on the I/O thread; every other request runs on the device
-  // worker, and the I/O thread serves other connections meanwhile.
+  // worker, and the I/O thread serves other connections meanwhile. A request of a
+  // client that has hung up by the time the worker reaches it is not run.
   void HandleAsync(rpc::Frame& frame, ReplyFn reply) override {
+    if (state_->draining.load()) {
+      reply(rpc::MakeErrorReply(frame.request_id, Unavailable("the server is shutting down")));
+      return;
+    }
     if (AnsweredOnIoThread(frame, state_->device->kind())) {
       reply(Handle(frame));
       return;
     }
-    state_->worker.Post([this, &frame, reply = std::move(reply)] { reply(Handle(frame)); });
+    state_->worker.Post([this, &frame, reply = std::move(reply)] {
+      if (control_.cancelled.load(std::memory_order_acquire)) {
+        reply(rpc::MakeErrorReply(frame.request_id, Cancelled(control_.reason).WithContext("request not run")));
+        return;
+      }
+      rpc::OutFrame out = Handle(frame);
+      // A deadline belongs to one run.
+      control_.deadline = std::chrono::steady_clock::time_point::max();
+      reply(std::move(out));
+    });
+  }
+
+  // The client hung up while its request was queued or running: the run stops within
+  // one kernel (it could never be answered).
+  void OnPeerClosed() override {
+    control_.reason = "the client closed the connection";
+    control_.cancelled.store(true, std::memory_order_release);
+    spdlog::info("session {} ({}): client gone, its request is cancelled", id_, peer_);
   }
 
   // Serves one request. Runs on the device worker (see HandleAsync), except for the
@@ -193,6 +225,22 @@ class Session final : public rpc::ConnectionHandler {
       rpc::FillError(status, reply.initError());
     }
     return out;
+  }
+
+  // A request's attachments are held in memory before the request runs (decompressed,
+  // when they came compressed): together they may not exceed what remains of the
+  // session's memory quota, checked before any of their bytes are read.
+  Status AdmitAttachment(const rpc::Frame& /*request*/, size_t /*index*/, uint64_t frame_raw_bytes) override {
+    const uint64_t quota = allocator_->quota_bytes();
+    const uint64_t used = allocator_->stats().allocated_bytes;
+    const uint64_t left = used < quota ? quota - used : 0;
+    if (frame_raw_bytes > left) {
+      return ResourceExhausted("session " + std::to_string(id_) + ": a request with " +
+                               std::to_string(frame_raw_bytes) + " bytes of attachments, over what is left (" +
+                               std::to_string(left) + " bytes) of its memory quota of " + std::to_string(quota) +
+                               " bytes (--session-memory-bytes)");
+    }
+    return OkStatus();
   }
 
   // The bytes of a tensorWrite that creates a tensor on the CPU device are received
@@ -235,7 +283,7 @@ class Session final : public rpc::ConnectionHandler {
           static_cast<uint64_t>(*n) * element != raw_size) {
         return {};
       }
-      auto t = vm::AllocateTensor(*state_->allocator, desc->first, desc->second);
+      auto t = vm::AllocateTensor(*allocator_, desc->first, desc->second);
       if (!t.ok()) return {};
       pending_write_ = std::move(t).value();
       return {static_cast<std::byte*>(pending_write_->data()), raw_size};
@@ -260,6 +308,18 @@ class Session final : public rpc::ConnectionHandler {
                   rpc::OutFrame& out) {
     if (req.which() != wire::Request::HELLO && !hello_done_) {
       return FailedPrecondition("the session must start with hello");
+    }
+    switch (req.which()) {
+      case wire::Request::MODULE_LOAD:
+      case wire::Request::MODULE_HAS:
+      case wire::Request::VM_CREATE:
+      case wire::Request::TENSOR_ALLOC:
+      case wire::Request::TENSOR_WRITE:
+      case wire::Request::INVOKE:
+        REMEX_RETURN_IF_ERROR(CheckHandleRoom(1));
+        break;
+      default:
+        break;
     }
     switch (req.which()) {
       case wire::Request::HELLO: return Hello(req.getHello(), reply.initHello());
@@ -294,6 +354,17 @@ class Session final : public rpc::ConnectionHandler {
     if (auto* v = std::get_if<T>(&it->second)) return *v;
     return InvalidArgument("handle " + HandleString(handle) + " is a " + KindName(it->second) +
                            ", not a " + WantName<T>());
+  }
+
+  // RESOURCE_EXHAUSTED unless `n` more handles fit under the session's cap.
+  Status CheckHandleRoom(size_t n) const {
+    const uint32_t cap = state_->config.max_handles_per_session;
+    if (objects_.size() + n > cap) {
+      return ResourceExhausted("session " + std::to_string(id_) + " holds " + std::to_string(objects_.size()) +
+                               " handles; the limit is " + std::to_string(cap) +
+                               " per session (--max-handles-per-session): free some first");
+    }
+    return OkStatus();
   }
 
   // Adds `o` under a new server-issued handle (bit 63 clear).
@@ -411,7 +482,8 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
     auto obj = std::make_shared<VmObject>();
-    REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, state_->allocator, *state_->registry));
+    REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, allocator_, *state_->registry));
+    obj->vm->set_run_control(&control_);
     for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
     reply.setVmCreate(Add(std::move(obj)));
     return OkStatus();
@@ -420,7 +492,7 @@ class Session final : public rpc::ConnectionHandler {
   Status TensorAlloc(wire::TensorAlloc::Reader req, wire::Reply::Builder reply) {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
-    REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+    REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*allocator_, desc.first, desc.second));
     // The allocator reuses blocks other sessions freed: a tensor handed out unwritten
     // is cleared first, so that it never shows another session's data.
     REMEX_RETURN_IF_ERROR(state_->device->Memset(t->data(), 0, t->nbytes()));
@@ -450,7 +522,7 @@ class Session final : public rpc::ConnectionHandler {
         t = std::move(pending_write_);  // allocated and filled by AttachmentDestination
       } else {
         REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
-        REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*state_->allocator, desc.first, desc.second));
+        REMEX_ASSIGN_OR_RETURN(t, vm::AllocateTensor(*allocator_, desc.first, desc.second));
       }
     } else {
       pending_write_.reset();  // when in place, it was this very tensor
@@ -503,6 +575,14 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_RETURN_IF_ERROR(state_->device->CopyToHost(bytes.data(), t->data(), bytes.size()));
     out.attachments.push_back(rpc::OwnedAttachment(std::move(bytes), /*compress=*/true, element_size));
     return OkStatus();
+  }
+
+  // The next run's deadline: `client_ms` (0: none asked) capped at --max-invoke-ms.
+  void ArmRunDeadline(uint32_t client_ms) {
+    std::chrono::milliseconds budget = state_->config.max_invoke_time;
+    if (client_ms != 0 && std::chrono::milliseconds(client_ms) < budget) budget = std::chrono::milliseconds(client_ms);
+    control_.budget = budget;
+    control_.deadline = std::chrono::steady_clock::now() + budget;
   }
 
   StatusOr<std::pair<std::shared_ptr<VmObject>, int>> LookupFunction(uint64_t vm_handle,
@@ -560,7 +640,9 @@ class Session final : public rpc::ConnectionHandler {
         }
       }
     }
+    REMEX_RETURN_IF_ERROR(CheckHandleRoom(n_outputs));
     auto start = std::chrono::steady_clock::now();
+    ArmRunDeadline(req.getDeadlineMs());
     REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> outputs, obj->vm->Invoke(fn));
     std::chrono::nanoseconds nanos = std::chrono::steady_clock::now() - start;
     auto r = reply.initInvoke();
@@ -609,10 +691,13 @@ class Session final : public rpc::ConnectionHandler {
     options.cooldown_ms = req.getCooldownMs();
     options.l2_flush_bytes = req.getL2FlushBytes();
     REMEX_RETURN_IF_ERROR(ValidateTimeEvaluatorOptions(options, state_->benchmark_time_limit));
-    // Outputs are dropped after each call (bound outputs are written).
+    // Outputs are dropped after each call (bound outputs are written). The whole
+    // benchmark is one run for the run control: its time limit is the deadline.
+    control_.budget = state_->benchmark_time_limit;
+    control_.deadline = std::chrono::steady_clock::now() + state_->benchmark_time_limit;
     auto call = [&]() -> Status { return obj->vm->Invoke(fn).status(); };
     REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
-                           RunTimeEvaluator(call, *state_->allocator, options, state_->benchmark_time_limit));
+                           RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit));
     auto r = reply.initBenchmark();
     r.setNumber(result.number);
     r.setTimer(result.timer);
@@ -625,6 +710,7 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
     auto& [obj, fn] = target;
     vm::Profiler profiler;
+    ArmRunDeadline(0);
     REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
     REMEX_RETURN_IF_ERROR(state_->device->Synchronize());
     auto rows = profiler.Rows(obj->vm->executable().def());
@@ -690,6 +776,10 @@ class Session final : public rpc::ConnectionHandler {
   std::unordered_map<uint64_t, Object> objects_;
   // The tensor AttachmentDestination allocated for the frame being received.
   vm::TensorPtr pending_write_;
+  // This session's memory: the server's allocator under the session's quota.
+  std::shared_ptr<vm::Allocator> allocator_;
+  // Bounds this session's runs: its deadline, its cancellation (client gone), server stop.
+  vm::RunControl control_;
 };
 
 }  // namespace
@@ -726,11 +816,19 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   }
   state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);
   state->benchmark_time_limit = config.benchmark_time_limit;
+  state->config = config;
+  state->session_memory_bytes =
+      config.session_memory_bytes != 0 ? config.session_memory_bytes : state->device->memory_bytes() / 2;
 
   rpc::ServerOptions options;
   options.host = config.host;
   options.port = config.port;
   options.threads = config.threads;
+  options.max_connections = config.max_connections;
+  options.max_connections_per_address = config.max_connections_per_address;
+  options.idle_timeout = config.idle_timeout;
+  options.read_timeout = config.read_timeout;
+  options.limits.max_frame_attachment_bytes = config.max_frame_bytes;
   std::unique_ptr<DeviceServer> server(new DeviceServer());
   server->state_ = state;
   server->server_ = std::make_unique<rpc::Server>(
@@ -745,6 +843,14 @@ DeviceServer::~DeviceServer() { Stop(); }
 
 void DeviceServer::Stop() {
   if (!server_) return;
+  if (!state_->draining.exchange(true)) {
+    // Drain: no new connections or requests; what runs may finish until the deadline,
+    // after which every run stops within one kernel (UNAVAILABLE).
+    server_->StopAccepting();
+    auto at = std::chrono::steady_clock::now() + state_->config.drain_timeout;
+    state_->shutdown_at.store(at.time_since_epoch().count());
+    state_->worker.Drain();
+  }
   server_->Stop();
   // Requests still on the device worker finish and hand their replies to the stopped
   // I/O context before it can be destroyed.

@@ -38,6 +38,28 @@ struct ServerConfig {
   uint64_t module_cache_bytes = uint64_t{1} << 30;
   // Longest a `benchmark` request may keep the device (DEADLINE_EXCEEDED past it).
   std::chrono::milliseconds benchmark_time_limit{std::chrono::minutes(10)};
+
+  // Budgets (RESOURCE_EXHAUSTED past each, the message naming the limit and its value).
+  // Device memory one session's tensors, VM constants and arenas may hold at once;
+  // 0: half the device's memory.
+  uint64_t session_memory_bytes = 0;
+  // Objects (modules, VMs, tensors) one session may hold handles to at once.
+  uint32_t max_handles_per_session = 65536;
+  // Connections served at once, in all and from one client address (0: no limit).
+  uint32_t max_connections = 1024;
+  uint32_t max_connections_per_address = 64;
+  // Raw bytes of all the attachments of one request frame.
+  uint64_t max_frame_bytes = uint64_t{8} << 30;
+  // A connection idle this long between requests is closed; so is one whose request,
+  // once started, makes no progress for read_timeout (0: no deadline).
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // Longest one invoke or profile may run (a client's invoke deadline is capped at it):
+  // DEADLINE_EXCEEDED, checked between kernels and at every backward jump.
+  std::chrono::milliseconds max_invoke_time{std::chrono::minutes(10)};
+  // On Stop (SIGTERM): how long requests already running may take to finish before
+  // they are cancelled (UNAVAILABLE) and the server stops.
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};
 };
 
 struct ServerStats {
@@ -62,9 +84,11 @@ class DeviceServer {
   uint16_t port() const;
   std::string device_description() const;
   ServerStats stats() const;
-  // Stops serving: closes the listener and every connection, and waits for device work
-  // in progress. Sessions end by then, except one whose request was still on the device
-  // worker, which ends when the DeviceServer is destroyed. Idempotent.
+  // Stops serving: closes the listener, refuses new requests (UNAVAILABLE), lets the
+  // requests already running finish for up to config.drain_timeout and then cancels
+  // them (each stops within one kernel), then closes every connection. Sessions end by
+  // then, except one whose request was still on the device worker, which ends when the
+  // DeviceServer is destroyed. Idempotent.
   void Stop();
 
   // Registry, device and allocator, shared by the server's sessions (opaque).

@@ -1,5 +1,5 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
-//              [--benchmark-time-limit-s S]
+//              [--benchmark-time-limit-s S] [budgets and deadlines: see --help]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
@@ -53,6 +53,48 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
   app.add_flag("--quiet", quiet, "log warnings and errors only");
+
+  // Budgets and deadlines: each refusal names the limit (RESOURCE_EXHAUSTED /
+  // DEADLINE_EXCEEDED). Defaults are ServerConfig's.
+  remex::server::ServerConfig defaults;
+  uint64_t session_memory_bytes = defaults.session_memory_bytes;
+  uint32_t max_handles = defaults.max_handles_per_session;
+  uint32_t max_connections = defaults.max_connections;
+  uint32_t max_connections_per_address = defaults.max_connections_per_address;
+  uint64_t max_frame_bytes = defaults.max_frame_bytes;
+  uint32_t idle_timeout_s = static_cast<uint32_t>(defaults.idle_timeout.count() / 1000);
+  uint32_t read_timeout_s = static_cast<uint32_t>(defaults.read_timeout.count() / 1000);
+  uint32_t max_invoke_ms = static_cast<uint32_t>(defaults.max_invoke_time.count());
+  uint32_t drain_timeout_s = static_cast<uint32_t>(defaults.drain_timeout.count() / 1000);
+  app.add_option("--session-memory-bytes", session_memory_bytes,
+                 "device memory one session may hold at once: tensors, VM constants and arenas, and the "
+                 "attachments of a request being received (0: half the device's memory)")
+      ->capture_default_str();
+  app.add_option("--max-handles-per-session", max_handles, "objects (modules, VMs, tensors) one session may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
+  app.add_option("--max-connections", max_connections, "connections served at once (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-connections-per-address", max_connections_per_address,
+                 "connections served at once from one client address (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-frame-bytes", max_frame_bytes, "raw bytes of all the attachments of one request")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
+  app.add_option("--idle-timeout-s", idle_timeout_s, "close a connection idle this long between requests (0: never)")
+      ->capture_default_str();
+  app.add_option("--read-timeout-s", read_timeout_s,
+                 "close a connection whose request, once started, makes no progress this long (0: never)")
+      ->capture_default_str();
+  app.add_option("--max-invoke-ms", max_invoke_ms,
+                 "longest one invoke or profile may run; caps a client's deadline (checked between kernels and "
+                 "at every loop iteration)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 86400u * 1000u));
+  app.add_option("--drain-timeout-s", drain_timeout_s,
+                 "on SIGTERM/SIGINT, how long running requests may take to finish before they are cancelled")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 3600u));
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr; stdout carries the "listening on" line only.
   spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
@@ -68,6 +110,15 @@ int main(int argc, char** argv) {
   config.threads = threads;
   config.module_cache_bytes = module_cache_bytes;
   config.benchmark_time_limit = std::chrono::seconds(benchmark_limit_s);
+  config.session_memory_bytes = session_memory_bytes;
+  config.max_handles_per_session = max_handles;
+  config.max_connections = max_connections;
+  config.max_connections_per_address = max_connections_per_address;
+  config.max_frame_bytes = max_frame_bytes;
+  config.idle_timeout = std::chrono::seconds(idle_timeout_s);
+  config.read_timeout = std::chrono::seconds(read_timeout_s);
+  config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
+  config.drain_timeout = std::chrono::seconds(drain_timeout_s);
 
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t signals;

@@ -315,11 +315,15 @@ Status Session::SetOutput(uint64_t vm, const std::string& function, uint32_t ind
   return Call(*rpc_, req, wire::Reply::SET_OUTPUT, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
 }
 
-StatusOr<InvokeResult> Session::Invoke(uint64_t vm, const std::string& function) {
+StatusOr<InvokeResult> Session::Invoke(uint64_t vm, const std::string& function,
+                                       std::chrono::milliseconds deadline) {
   Request req;
   auto r = req.root.initInvoke();
   r.setVm(vm);
   r.setFunction(function);
+  if (deadline.count() > 0) {
+    r.setDeadlineMs(static_cast<uint32_t>(std::min<int64_t>(deadline.count(), UINT32_MAX)));
+  }
   InvokeResult result;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::INVOKE, [&](wire::Reply::Reader reply, rpc::Frame&) {
     REMEX_ASSIGN_OR_RETURN(result, ToInvokeResult(reply.getInvoke()));

@@ -190,7 +190,10 @@ class Session {
   Status SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
   // Binds output `index` to `tensor`; tensor 0 unbinds.
   Status SetOutput(uint64_t vm, const std::string& function, uint32_t index, uint64_t tensor);
-  StatusOr<InvokeResult> Invoke(uint64_t vm, const std::string& function);
+  // `deadline` (> 0) bounds the run on the server, which caps it at its own limit
+  // (DEADLINE_EXCEEDED past it); 0: the server's limit.
+  StatusOr<InvokeResult> Invoke(uint64_t vm, const std::string& function,
+                                std::chrono::milliseconds deadline = std::chrono::milliseconds(0));
   // Time evaluator on the server (no output data crosses the wire).
   StatusOr<BenchmarkResult> Benchmark(uint64_t vm, const std::string& function, const BenchmarkOptions& options);
   // One invoke with per-kernel and per-instruction timing.

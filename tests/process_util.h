@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -78,6 +80,23 @@ class ServerProcess {
   }
   uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` and waits up to `timeout` for the process to exit: true when it did
+  // (it is then reaped), false when it is still running.
+  bool SignalAndWait(int sig, std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return false;
+    kill(pid_, sig);
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
 
  private:
   pid_t pid_ = -1;

@@ -1,0 +1,399 @@
+// Budgets, deadlines and cancellation of remex-server, tested as an attacker would: each
+// test starts a real server process on loopback with a small limit, breaks it with a
+// real client or hand-written frames, checks the error that names the limit, and then
+// checks that the server still serves everyone else.
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "host_client/client.h"
+#include "host_client/onnx_test_util.h"
+#include "rpc/compression.h"
+#include "rpc/frame.h"
+#include "rpc/transport.h"
+#include "tests/model_util.h"
+#include "tests/process_util.h"
+
+namespace remex {
+namespace {
+
+using client::Session;
+using remex::testing::AddReluModel;
+using remex::testing::Compile;
+using remex::testing::Floats;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::ServerProcess;
+using remex::testing::ToFloats;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+std::unique_ptr<Session> Connect(const ServerProcess& server, std::chrono::milliseconds timeout = 30s) {
+  client::ConnectOptions options;
+  options.timeout = timeout;
+  auto s = Session::Connect("127.0.0.1", server.port(), options);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// Runs AddRelu on a fresh session: the server still serves.
+void ExpectServing(const ServerProcess& server) {
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto vm = s->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
+  auto out = s->Invoke(*vm, "main");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto y = s->Download(out->outputs[0].handle);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+}
+
+// v_final = x * (trip count + 1), by an ONNX Loop (opset 13) whose body adds x to the
+// carried value: Loop(m, true, x), body (i, c, v) -> (c, v + x). With a huge m it spins
+// for as long as nobody stops it, holding only two floats.
+OnnxModelBuilder SpinLoopModel() {
+  OnnxModelBuilder b(13);
+  b.Input("m", onnx::TensorProto::INT64, {}).Input("x", onnx::TensorProto::FLOAT, {2});
+  b.Output("v_final", onnx::TensorProto::FLOAT, {2});
+  auto* t = b.Node("Constant", {}, {"true"});
+  auto* a = t->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  a->mutable_t()->add_int32_data(1);
+  onnx::GraphProto body;
+  auto info = [](onnx::ValueInfoProto* v, const std::string& name, int type, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = body.add_node();
+    n->set_op_type(op);
+    n->set_name(out[0]);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+  };
+  info(body.add_input(), "i", onnx::TensorProto::INT64, {});
+  info(body.add_input(), "c", onnx::TensorProto::BOOL, {});
+  info(body.add_input(), "v", onnx::TensorProto::FLOAT, {2});
+  node("Identity", {"c"}, {"c_out"});
+  node("Add", {"v", "x"}, {"v_out"});
+  info(body.add_output(), "c_out", onnx::TensorProto::BOOL, {});
+  info(body.add_output(), "v_out", onnx::TensorProto::FLOAT, {2});
+  auto* loop = b.Node("Loop", {"m", "true", "x"}, {"v_final"});
+  auto* g = loop->add_attribute();
+  g->set_name("body");
+  g->set_type(onnx::AttributeProto::GRAPH);
+  *g->mutable_g() = body;
+  return b;
+}
+
+// A session with the spin loop loaded and its inputs bound: m = `trips`, x = [1, 2].
+struct SpinSession {
+  std::unique_ptr<Session> session;
+  uint64_t vm = 0;
+};
+
+SpinSession StartSpin(const ServerProcess& server, int64_t trips, std::chrono::milliseconds timeout = 60s) {
+  SpinSession s;
+  s.session = Connect(server, timeout);
+  if (!s.session) return s;
+  auto module = s.session->LoadModule(Compile(SpinLoopModel()), "spin");
+  EXPECT_TRUE(module.ok()) << module.status().ToString();
+  if (!module.ok()) return s;
+  auto vm = s.session->CreateVm(module->handle);
+  EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+  if (!vm.ok()) return s;
+  npy::Array m;
+  m.dtype = DType::kInt64;
+  m.shape = {};
+  m.data.resize(8);
+  std::memcpy(m.data.data(), &trips, 8);
+  auto mt = s.session->Upload(m);
+  auto x = s.session->Upload(Floats({2}, {1, 2}));
+  EXPECT_TRUE(mt.ok() && x.ok());
+  if (!mt.ok() || !x.ok()) return s;
+  EXPECT_TRUE(s.session->SetInputs(*vm, "main", {mt->handle, x->handle}).ok());
+  s.vm = *vm;
+  return s;
+}
+
+constexpr int64_t kForever = int64_t{1} << 62;
+
+// A raw connection that has said hello, for hand-written frames.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) : sock_(io_) {
+    sock_.connect({asio::ip::make_address("127.0.0.1"), port});
+    capnp::MallocMessageBuilder msg;
+    msg.initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
+    WriteMessage(msg, 1, 0);
+    auto reply = ReadReply();
+    EXPECT_TRUE(reply.ok()) << reply.ToString();
+  }
+
+  void WriteMessage(capnp::MessageBuilder& msg, uint64_t request_id, uint32_t attachments) {
+    auto words = capnp::messageToFlatArray(msg);
+    rpc::FrameHeader fh;
+    fh.request_id = request_id;
+    fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+    fh.attachment_count = attachments;
+    asio::write(sock_, asio::buffer(rpc::EncodeFrameHeader(fh)));
+    asio::write(sock_, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+  }
+
+  void WriteAttachmentHeader(const rpc::AttachmentHeader& ah) {
+    asio::write(sock_, asio::buffer(rpc::EncodeAttachmentHeader(ah)));
+  }
+  void WriteBytes(const void* data, size_t n) { asio::write(sock_, asio::buffer(data, n)); }
+
+  // Reads one reply frame (no attachments expected) and returns the Status it carries.
+  Status ReadReply() {
+    std::array<std::byte, rpc::kFrameHeaderSize> hb;
+    boost::system::error_code ec;
+    asio::read(sock_, asio::buffer(hb), ec);
+    if (ec) return Unavailable("connection: " + ec.message());
+    auto fh = rpc::DecodeFrameHeader(hb);
+    if (!fh.ok()) return fh.status();
+    std::vector<capnp::word> words(fh->message_bytes / sizeof(capnp::word));
+    asio::read(sock_, asio::buffer(words.data(), fh->message_bytes), ec);
+    if (ec) return Unavailable("connection: " + ec.message());
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+    return rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+  }
+
+  // True when the server closes the connection within `timeout` (reads until EOF).
+  bool ClosedWithin(std::chrono::milliseconds timeout) {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    sock_.non_blocking(true);
+    std::vector<char> sink(1 << 16);
+    while (std::chrono::steady_clock::now() < until) {
+      boost::system::error_code ec;
+      sock_.read_some(asio::buffer(sink), ec);
+      if (ec == asio::error::would_block) {
+        std::this_thread::sleep_for(20ms);
+        continue;
+      }
+      if (ec) return true;  // eof or reset
+    }
+    return false;
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket sock_;
+};
+
+TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
+  ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
+  ASSERT_NE(server.port(), 0);
+  auto a = Connect(server);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->Alloc(DType::kFloat32, {12 << 20}).ok());  // 48 MiB
+  auto over = a->Alloc(DType::kFloat32, {12 << 20});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("memory quota of 67108864 bytes"), std::string::npos)
+      << over.status().ToString();
+  // An upload past the quota is refused before its bytes are taken in, and the
+  // session's own tensor is still there.
+  auto upload = a->Upload(Floats({8 << 20}, std::vector<float>(8 << 20, 1.0f)));
+  EXPECT_FALSE(upload.ok());
+  // Another session has its own quota.
+  auto b = Connect(server);
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->Alloc(DType::kFloat32, {12 << 20}).ok());
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, HandleCapRefusesTheNextObjectUntilOneIsFreed) {
+  ServerProcess server(std::vector<std::string>{"--max-handles-per-session", "8"});
+  ASSERT_NE(server.port(), 0);
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 8; ++i) {
+    auto t = s->Alloc(DType::kFloat32, {4});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    handles.push_back(t->handle);
+  }
+  auto ninth = s->Alloc(DType::kFloat32, {4});
+  ASSERT_FALSE(ninth.ok());
+  EXPECT_EQ(ninth.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(ninth.status().message().find("--max-handles-per-session"), std::string::npos);
+  ASSERT_TRUE(s->Free({handles[0]}).ok());
+  EXPECT_TRUE(s->Alloc(DType::kFloat32, {4}).ok());
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, FrameAttachmentTotalIsRefusedBeforeAnyPayload) {
+  ServerProcess server(std::vector<std::string>{"--max-frame-bytes", std::to_string(1 << 20)});
+  ASSERT_NE(server.port(), 0);
+  RawConnection c(server.port());
+  // Two attachments of 768 KiB each: each under the per-attachment limit, together over
+  // the frame's. The second header alone is answered; no payload is sent.
+  capnp::MallocMessageBuilder msg;
+  msg.initRoot<rpc::wire::Request>().initModuleLoad().setName("two");
+  c.WriteMessage(msg, 2, 2);
+  rpc::AttachmentHeader ah;
+  ah.raw_size = ah.wire_size = 768 << 10;
+  c.WriteAttachmentHeader(ah);
+  std::vector<char> payload(768 << 10, 'x');
+  c.WriteBytes(payload.data(), payload.size());
+  c.WriteAttachmentHeader(ah);
+  Status reply = c.ReadReply();
+  EXPECT_EQ(reply.code(), StatusCode::kResourceExhausted) << reply.ToString();
+  EXPECT_NE(reply.message().find("limit of 1048576 bytes per frame"), std::string::npos) << reply.ToString();
+  EXPECT_TRUE(c.ClosedWithin(5s));
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, ZstdBombIsRefusedBeforeDecompression) {
+  // 1 GiB of zeros compresses to about 36 KB; the session's quota is 64 MiB.
+  ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
+  ASSERT_NE(server.port(), 0);
+  std::vector<std::byte> zeros(size_t{1} << 30);
+  auto bomb = rpc::ZstdCompress(zeros, 1);
+  ASSERT_TRUE(bomb.ok());
+  zeros = {};
+  ASSERT_LT(bomb->size(), 1u << 20);
+  RawConnection c(server.port());
+  capnp::MallocMessageBuilder msg;
+  msg.initRoot<rpc::wire::Request>().initModuleLoad().setName("bomb");
+  c.WriteMessage(msg, 2, 1);
+  rpc::AttachmentHeader ah;
+  ah.raw_size = uint64_t{1} << 30;
+  ah.wire_size = bomb->size();
+  ah.codec = rpc::Codec::kZstd;
+  c.WriteAttachmentHeader(ah);
+  Status reply = c.ReadReply();
+  EXPECT_EQ(reply.code(), StatusCode::kResourceExhausted) << reply.ToString();
+  EXPECT_NE(reply.message().find("memory quota"), std::string::npos) << reply.ToString();
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
+  ServerProcess server(std::vector<std::string>{"--read-timeout-s", "1"});
+  ASSERT_NE(server.port(), 0);
+  RawConnection c(server.port());
+  // A tensorWrite of 8 MiB that delivers 1 MiB and stalls.
+  capnp::MallocMessageBuilder msg;
+  auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
+  w.initDesc().setDtype(1);
+  w.getDesc().initShape(1).set(0, 2 << 20);
+  c.WriteMessage(msg, 2, 1);
+  rpc::AttachmentHeader ah;
+  ah.raw_size = ah.wire_size = 8 << 20;
+  c.WriteAttachmentHeader(ah);
+  std::vector<char> part(1 << 20, 'x');
+  c.WriteBytes(part.data(), part.size());
+  EXPECT_TRUE(c.ClosedWithin(10s)) << "a stalled upload held its connection past the read timeout";
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, IdleConnectionIsClosedAtTheIdleTimeout) {
+  ServerProcess server(std::vector<std::string>{"--idle-timeout-s", "1"});
+  ASSERT_NE(server.port(), 0);
+  RawConnection c(server.port());
+  EXPECT_TRUE(c.ClosedWithin(10s)) << "an idle connection outlived the idle timeout";
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, ConnectionsPerAddressAreCapped) {
+  ServerProcess server(std::vector<std::string>{"--max-connections-per-address", "3"});
+  ASSERT_NE(server.port(), 0);
+  std::vector<std::unique_ptr<Session>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(Connect(server));
+    ASSERT_TRUE(held.back());
+  }
+  auto fourth = Session::Connect("127.0.0.1", server.port());
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_EQ(fourth.status().code(), StatusCode::kResourceExhausted) << fourth.status().ToString();
+  EXPECT_NE(fourth.status().message().find("max_connections_per_address"), std::string::npos);
+  // The held sessions still work, and a freed slot is served again.
+  EXPECT_TRUE(held[0]->Ping().ok());
+  held.pop_back();
+  for (int i = 0; i < 100; ++i) {
+    auto again = Session::Connect("127.0.0.1", server.port());
+    if (again.ok()) return;
+    std::this_thread::sleep_for(50ms);
+  }
+  ADD_FAILURE() << "a closed connection's slot was not given back";
+}
+
+TEST(ServerBudgetTest, InvokeDeadlineStopsARunawayLoopAndTheSessionGoesOn) {
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "2000"});
+  ASSERT_NE(server.port(), 0);
+  // The spin loop itself is correct: a few trips give x * (trips + 1).
+  auto s = StartSpin(server, 3);
+  ASSERT_NE(s.vm, 0u);
+  auto small = s.session->Invoke(s.vm, "main");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  auto y = s.session->Download(small->outputs[0].handle);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(ToFloats(*y), (std::vector<float>{4, 8}));
+
+  auto spin = StartSpin(server, kForever);
+  ASSERT_NE(spin.vm, 0u);
+  // The client's deadline.
+  auto start = std::chrono::steady_clock::now();
+  auto out = spin.session->Invoke(spin.vm, "main", 300ms);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("deadline of 300 ms"), std::string::npos) << out.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // No deadline asked: the server's cap (2000 ms) applies.
+  out = spin.session->Invoke(spin.vm, "main");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("deadline of 2000 ms"), std::string::npos) << out.status().ToString();
+  // The session and the server go on.
+  EXPECT_TRUE(spin.session->Ping().ok());
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, ClientThatHangsUpMidRunFreesTheDeviceForOthers) {
+  // The server's cap is far away: only the disconnect can stop the run.
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "600000"});
+  ASSERT_NE(server.port(), 0);
+  auto spin = StartSpin(server, kForever, 3s);
+  ASSERT_NE(spin.vm, 0u);
+  // The invoke times out on the client (3 s), which closes its connection.
+  auto out = spin.session->Invoke(spin.vm, "main");
+  ASSERT_FALSE(out.ok());
+  spin.session.reset();
+  // Another session's request runs (it would wait for ever behind the spinning run).
+  auto start = std::chrono::steady_clock::now();
+  ExpectServing(server);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+}
+
+TEST(ServerBudgetTest, SigtermDuringARunawayLoopStopsWithinTheDrainTimeout) {
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "600000", "--drain-timeout-s", "1"});
+  ASSERT_NE(server.port(), 0);
+  auto spin = StartSpin(server, kForever);
+  ASSERT_NE(spin.vm, 0u);
+  auto running = std::async(std::launch::async, [&] { return spin.session->Invoke(spin.vm, "main").status(); });
+  std::this_thread::sleep_for(300ms);  // the run is on the device
+  EXPECT_TRUE(server.SignalAndWait(SIGTERM, 15s)) << "remex-server did not stop after SIGTERM";
+  Status st = running.get();
+  EXPECT_FALSE(st.ok());
+}
+
+}  // namespace
+}  // namespace remex
