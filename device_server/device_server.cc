@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +18,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "base/fiber.h"
 #include "device_server/module_cache.h"
 #include "device_server/time_evaluator.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -34,11 +38,18 @@ namespace wire = rpc::wire;
 
 namespace {
 
-// Runs device work on one thread per device, in submission order: the sessions'
-// requests (Post, see Session::HandleAsync). Kernel libraries thus see one calling
-// thread however many sessions are served (oneDNN's OpenMP team is per calling thread;
-// several teams on few cores oversubscribe them). Buffers are still allocated and freed from I/O threads (in-place
-// receives, session teardown); the Allocator is thread-safe for that.
+// Runs device work on one thread per device: the sessions' requests (Post, see
+// Session::HandleAsync). Kernel libraries thus see one calling thread however many
+// sessions are served (oneDNN's OpenMP team is per calling thread; several teams on few
+// cores oversubscribe them). Buffers are still allocated and freed from I/O threads
+// (in-place receives, session teardown); the Allocator is thread-safe for that.
+//
+// Each request runs as a fiber (base/fiber.h), and the fibers take turns: a run yields
+// between kernels (Yield, called by the VM through RunControl::yield), and the worker
+// then resumes the next ready request in arrival order. One session's long run thus
+// delays another session's request by at most one kernel. Exclusive work (benchmarks
+// and profiles, whose timings must be their own) does not yield: it runs to its end
+// once started, and other requests wait meanwhile.
 class DeviceWorker {
  public:
   DeviceWorker() : thread_([this] { Loop(); }) {}
@@ -54,19 +65,42 @@ class DeviceWorker {
   }
 
   // Queues `work` on the device thread and returns at once. `work` must not throw.
-  void Post(std::function<void()> work) { Enqueue(std::packaged_task<void()>(std::move(work))); }
+  // With `exclusive`, Yield() does nothing inside it.
+  void Post(std::function<void()> work, bool exclusive = false) {
+    auto task = std::make_unique<Task>();
+    task->exclusive = exclusive;
+    task->fiber = std::make_unique<Fiber>(std::move(work));
+    Enqueue(std::move(task));
+  }
+
+  // From device work: lets the other ready requests run one step each (up to their
+  // next yield) before this one goes on. Does nothing outside the worker's fibers and
+  // inside exclusive work.
+  static void Yield() {
+    Task* task = t_task;
+    if (task == nullptr || task->exclusive) return;
+    Fiber::Suspend();
+  }
 
   // Waits until every task queued before the call has run and been destroyed. Not to
   // be called from the device thread.
   void Drain() {
-    std::packaged_task<void()> marker([] {});
-    std::future<void> done = marker.get_future();
-    Enqueue(std::move(marker));
-    done.wait();
+    std::promise<void> done;
+    std::future<void> finished = done.get_future();
+    Post([&done] { done.set_value(); });
+    finished.wait();
+    // The marker's fiber is destroyed right after it returns; wait for that too.
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [this] { return tasks_.empty() && running_ == nullptr; });
   }
 
  private:
-  void Enqueue(std::packaged_task<void()> task) {
+  struct Task {
+    std::unique_ptr<Fiber> fiber;
+    bool exclusive = false;
+  };
+
+  void Enqueue(std::unique_ptr<Task> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
@@ -76,24 +110,40 @@ class DeviceWorker {
 
   void Loop() {
     for (;;) {
-      std::packaged_task<void()> task;
+      std::unique_ptr<Task> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        running_ = task.get();
       }
-      task();
+      t_task = task.get();
+      const bool finished = task->fiber->Resume();
+      t_task = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        running_ = nullptr;
+        if (!finished) tasks_.push_back(std::move(task));  // behind everything that is ready
+        task.reset();  // a finished task's fiber
+      }
+      idle_cv_.notify_all();
     }
   }
 
+  static thread_local Task* t_task;
+
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::packaged_task<void()>> tasks_;
+  std::condition_variable idle_cv_;
+  std::deque<std::unique_ptr<Task>> tasks_;
+  Task* running_ = nullptr;
   bool stopping_ = false;
   std::thread thread_;  // last: starts after the queue exists
 };
+
+thread_local DeviceWorker::Task* DeviceWorker::t_task = nullptr;
 
 }  // namespace
 
@@ -112,6 +162,8 @@ struct DeviceServer::State {
   // clock ticks; max: not stopping) has passed.
   std::atomic<bool> draining{false};
   std::atomic<int64_t> shutdown_at{std::numeric_limits<int64_t>::max()};
+  // Host-only request work (module parsing and verification), off the device thread.
+  boost::asio::thread_pool host_pool{2};
   DeviceWorker worker;
 };
 
@@ -155,6 +207,7 @@ class Session final : public rpc::ConnectionHandler {
     allocator_ = vm::Allocator::CreateWithQuota(state_->allocator, state_->session_memory_bytes,
                                                 "session " + std::to_string(id_));
     control_.shutdown_at = &state_->shutdown_at;
+    control_.yield = &DeviceWorker::Yield;
     state_->active_sessions++;
     spdlog::info("session {} opened by {}", id_, peer_);
   }
@@ -179,7 +232,7 @@ class Session final : public rpc::ConnectionHandler {
       reply(Handle(frame));
       return;
     }
-    state_->worker.Post([this, &frame, reply = std::move(reply)] {
+    auto work = [this, &frame, reply = std::move(reply)] {
       if (control_.cancelled.load(std::memory_order_acquire)) {
         reply(rpc::MakeErrorReply(frame.request_id, Cancelled(control_.reason).WithContext("request not run")));
         return;
@@ -188,7 +241,22 @@ class Session final : public rpc::ConnectionHandler {
       // A deadline belongs to one run.
       control_.deadline = std::chrono::steady_clock::time_point::max();
       reply(std::move(out));
-    });
+    };
+    switch (Kind(frame)) {
+      case wire::Request::MODULE_LOAD:
+      case wire::Request::MODULE_HAS:
+        // Parsing, decompression and verification need no device: they run on the
+        // host pool, and the device goes on serving other sessions meanwhile.
+        boost::asio::post(state_->host_pool, std::move(work));
+        return;
+      case wire::Request::BENCHMARK:
+      case wire::Request::PROFILE:
+        state_->worker.Post(std::move(work), /*exclusive=*/true);  // timings of its own
+        return;
+      default:
+        state_->worker.Post(std::move(work));
+        return;
+    }
   }
 
   // The client hung up while its request was queued or running: the run stops within
@@ -293,6 +361,17 @@ class Session final : public rpc::ConnectionHandler {
   }
 
  private:
+  // The request's kind; HELLO for a frame that is not a readable request (Handle()
+  // answers it with the error).
+  static wire::Request::Which Kind(const rpc::Frame& frame) {
+    try {
+      auto reader = frame.Reader();
+      return reader.getRoot<wire::Request>().which();
+    } catch (const kj::Exception&) {
+      return wire::Request::HELLO;
+    }
+  }
+
   static bool AnsweredOnIoThread(const rpc::Frame& frame, kernels::DeviceKind device) {
     try {
       auto reader = frame.Reader();
@@ -850,6 +929,7 @@ void DeviceServer::Stop() {
     auto at = std::chrono::steady_clock::now() + state_->config.drain_timeout;
     state_->shutdown_at.store(at.time_since_epoch().count());
     state_->worker.Drain();
+    state_->host_pool.join();
   }
   server_->Stop();
   // Requests still on the device worker finish and hand their replies to the stopped

@@ -221,7 +221,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnMessage() {
-    FrameProgress();
     Status status = ValidateMessage(request_.message.asPtr());
     if (!status.ok()) return Fail(header_.request_id, status);
     request_.attachments.resize(header_.attachment_count);

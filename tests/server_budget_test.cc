@@ -367,6 +367,39 @@ TEST(ServerBudgetTest, InvokeDeadlineStopsARunawayLoopAndTheSessionGoesOn) {
   ExpectServing(server);
 }
 
+TEST(ServerBudgetTest, ARunawaySessionDoesNotHoldTheDeviceFromAnotherThatBenchmarks) {
+  // Only the cap could stop the spinning run, and it is far away (60 s): the other
+  // session's requests must be served between the spinner's kernels meanwhile.
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "60000"});
+  ASSERT_NE(server.port(), 0);
+  auto spin = StartSpin(server, kForever, 120s);
+  ASSERT_NE(spin.vm, 0u);
+  auto spinning = std::async(std::launch::async, [&] { return spin.session->Invoke(spin.vm, "main").status(); });
+  std::this_thread::sleep_for(200ms);  // the spin is on the device
+  auto start = std::chrono::steady_clock::now();
+  ExpectServing(server);  // load, upload, invoke, download
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok());
+  auto vm = s->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok());
+  auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
+  client::BenchmarkOptions options;
+  options.warmup = 2;
+  options.repeat = 5;
+  auto bench = s->Benchmark(*vm, "main", options);
+  ASSERT_TRUE(bench.ok()) << bench.status().ToString();
+  EXPECT_EQ(bench->samples_seconds.size(), 5u);
+  // All of it long before the spinner's 60 s cap, while the spinner still runs.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(spinning.wait_for(0s), std::future_status::timeout) << "the spinning run ended early";
+  spin.session.reset();  // hang up: the spin is cancelled
+  spinning.wait();
+}
+
 TEST(ServerBudgetTest, ClientThatHangsUpMidRunFreesTheDeviceForOthers) {
   // The server's cap is far away: only the disconnect can stop the run.
   ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "600000"});

@@ -470,6 +470,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
         if (control_) {
           st = control_->Check();
           if (!st.ok()) return fail(st);
+          if (control_->yield) control_->yield();
         }
         break;
       }

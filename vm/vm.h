@@ -43,6 +43,7 @@ struct CopyStats {
 // Bounds on a run, shared by the VM and whoever may stop it (a server session): checked
 // between kernels, at every backward jump and at every Loop iteration, so a run stops
 // within one kernel of being cancelled or of its deadline, however the executable loops.
+// Between kernels the run also yields to its scheduler, when it has one.
 struct RunControl {
   // Set from any thread: the run stops with CANCELLED and `reason`.
   std::atomic<bool> cancelled{false};
@@ -53,6 +54,9 @@ struct RunControl {
   // When set and past (steady-clock ticks): the run stops with UNAVAILABLE (the server
   // is shutting down). Not owned.
   const std::atomic<int64_t>* shutdown_at = nullptr;
+  // Called between kernels, after the checks: lets a scheduler run other work (the
+  // device server's worker interleaves sessions there). nullptr: none.
+  void (*yield)() = nullptr;
 
   // OK, or the error that stops the run.
   Status Check() const;
