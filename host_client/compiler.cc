@@ -497,6 +497,10 @@ class ShapeInference {
     };
     set_input(body.inputs[0], DType::kInt64, nullptr);
     set_input(body.inputs[1], DType::kBool, nullptr);
+    // Where the code generator keeps them (EmitLoop): the iteration counter in host
+    // memory (the VM's Increment makes it there), the condition in device memory.
+    g_.values[body.inputs[0]].host = true;
+    g_.values[body.inputs[1]].host = false;
     for (size_t k = 0; k < carried; ++k) {
       int init = node.inputs[2 + k];
       if (init < 0) return InvalidArgument(Where(node) + ": loop-carried input " + std::to_string(k) + " is absent");
@@ -861,11 +865,11 @@ class CodeGenerator {
       if (!v.static_shape()) inputs_static = false;
       bool data = op->DepOf(i) == kernels::ShapeDep::kData;
       if (data && !v.constant) inputs_static = false;
-      // Where the reader needs the value: host kernels read host memory, device
-      // kernels device memory except for kData inputs; shape-only readers take it
-      // where it is.
-      bool host = node.host || data;
-      if (op->reads_shapes_only && !v.constant) host = v.host;
+      // Where the reader needs the value (kernels::InputMemoryOf); a shape-only
+      // reader takes a computed value where it is, a constant where a data reader would.
+      const kernels::InputMemory where = kernels::InputMemoryOf(*op, i, node.host);
+      bool host = where == kernels::InputMemory::kHost;
+      if (where == kernels::InputMemory::kAny) host = v.constant ? (node.host || data) : v.host;
       REMEX_ASSIGN_OR_RETURN(int64_t r, Use(in, host));
       ins.push_back(r);
     }
@@ -971,14 +975,17 @@ class CodeGenerator {
       REMEX_ASSIGN_OR_RETURN(max_trips, Use(node.inputs[0], g_.values[node.inputs[0]].host));
     }
     REMEX_ASSIGN_OR_RETURN(int64_t iter, HostScalarConstant(DType::kInt64, 0));
+    // The condition stays in device memory on every path into the loop head (the body's
+    // results are, see EmitRegion), the counter in host memory (Increment makes it
+    // there): the body's readers get each where the verifier checks it.
     int64_t cond_reg = next_reg_++;
     if (node.inputs[1] >= 0) {
-      REMEX_ASSIGN_OR_RETURN(int64_t c, Use(node.inputs[1], g_.values[node.inputs[1]].host));
+      REMEX_ASSIGN_OR_RETURN(int64_t c, Use(node.inputs[1], /*host=*/false));
       Emit(vm::Opcode::kMove, {cond_reg, c}, {});
       cond = cond_reg;
     } else {
       REMEX_ASSIGN_OR_RETURN(int64_t c, HostScalarConstant(DType::kBool, 1));
-      Emit(vm::Opcode::kMove, {cond_reg, c}, {});
+      Emit(vm::Opcode::kCopyToDevice, {cond_reg, c}, {});
     }
     std::vector<int64_t> state;
     for (size_t k = 0; k < carried; ++k) {

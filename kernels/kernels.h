@@ -134,6 +134,13 @@ struct OpDef {
   }
 };
 
+// Where a kernel reads input `input` from, which the compiler places it in and the VM's
+// verifier checks: a host kernel reads host memory; a device kernel reads device memory,
+// except for kData inputs, which its host-side code reads (kHost); a kernel that reads
+// shapes only (OpDef::reads_shapes_only) takes an input wherever it is (kAny).
+enum class InputMemory : uint8_t { kDevice, kHost, kAny };
+InputMemory InputMemoryOf(const OpDef& def, size_t input, bool host_kernel);
+
 // A kernel instance bound to one node's attributes (validated at creation).
 class OpKernel {
  public:

@@ -184,6 +184,12 @@ StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes
   return result;
 }
 
+InputMemory InputMemoryOf(const OpDef& def, size_t input, bool host_kernel) {
+  if (def.reads_shapes_only) return InputMemory::kAny;
+  if (host_kernel || def.DepOf(input) == ShapeDep::kData) return InputMemory::kHost;
+  return InputMemory::kDevice;
+}
+
 std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::span<const DType> inputs,
                                 size_t num_outputs) {
   std::vector<DType> out;

@@ -1,4 +1,5 @@
 // The executable verifier: run once at load so that the interpreter can trust indices.
+#include <algorithm>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -7,6 +8,14 @@
 
 namespace remex::vm {
 namespace {
+
+// Block-register states the dataflow pass may keep for one function (2 bytes each):
+// beyond it the executable is refused rather than verified with gigabytes.
+constexpr size_t kMaxVerifierStates = size_t{1} << 26;
+// Work the pass may do for one function (instructions walked plus registers copied):
+// a fixpoint is linear for real executables, but a crafted one (a chain of Moves around
+// a loop) could make it quadratic; it is refused past this bound (about a second).
+constexpr uint64_t kMaxVerifierSteps = uint64_t{1} << 28;
 
 class FunctionVerifier {
  public:
@@ -27,100 +36,224 @@ class FunctionVerifier {
     for (size_t pc = 0; pc < fn_.code.size(); ++pc) {
       REMEX_RETURN_IF_ERROR(CheckInstruction(pc, fn_.code[pc]));
     }
-    return CheckWrites();
+    return CheckDataflow();
   }
 
   // What a register holds at a point of the code.
   enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput, kList };
+  // Where a register's tensor lives: the VM's two memory spaces (the device's memory,
+  // and host memory for host kernels and data-dependent values). kMixed: different
+  // spaces on different paths into this point.
+  enum class Space : uint8_t { kNone, kDevice, kHost, kMixed };
+  struct Reg {
+    Holds holds = Holds::kNothing;
+    Space space = Space::kNone;
+    bool operator==(const Reg&) const = default;
+  };
 
-  // Kernels write only into tensors the function allocated itself, and the function
-  // returns only tensors made by AllocOutput: a hostile executable can neither
-  // overwrite its constants or the caller's inputs nor return them in place of an
-  // output (which would leave a bound output buffer unwritten). A forward dataflow
-  // pass over the control-flow graph (If, Goto and LoopCheck jump): where paths join,
-  // a register that holds different things on them holds "nothing" for the check.
-  Status CheckWrites() const {
+  // One forward dataflow pass over the control-flow graph (If, IfDimIn, Goto and
+  // LoopCheck jump) checks that
+  //  - kernels write only into tensors the function allocated itself, and the function
+  //    returns only tensors made by AllocOutput: a hostile executable can neither
+  //    overwrite its constants or the caller's inputs nor return them in place of an
+  //    output (which would leave a bound output buffer unwritten);
+  //  - every tensor a kernel reads or writes lives where the kernel reads or writes it
+  //    (kernels::InputMemoryOf: host kernels and kData inputs in host memory, the rest
+  //    in the device's; outputs in the kernel's own), and every tensor a Loop scan list
+  //    collects is in device memory: a device pointer handed to a host kernel would be
+  //    dereferenced on the host, and a host pointer in a device kernel is an illegal
+  //    address that breaks a GPU context for every session. (Shape functions' data
+  //    inputs, If and Loop conditions are read through a counted copy wherever they live.)
+  // Where paths join, a register that holds different things on them holds "nothing",
+  // and one in different spaces is kMixed, which no kernel accepts. State is kept at
+  // the entries of basic blocks only; each (block, register) can only go down the
+  // lattice, so the propagation ends after at most blocks x registers changes; then
+  // each reachable block is walked once more from its final entry state to check.
+  Status CheckDataflow() const {
     const size_t n = fn_.code.size();
     const size_t nregs = static_cast<size_t>(fn_.num_registers);
-    std::vector<std::vector<Holds>> in_state(n);
-    std::vector<bool> seen(n, false);
-    std::vector<size_t> work;
-    std::vector<Holds> entry(nregs, Holds::kNothing);
-    for (size_t i = 0; i < fn_.inputs.size(); ++i) entry[i] = Holds::kReadOnly;
-    auto flow = [&](size_t to, const std::vector<Holds>& state) {
-      if (!seen[to]) {
-        seen[to] = true;
-        in_state[to] = state;
-        work.push_back(to);
+    // Block leaders: the entry, every jump target, and every instruction after a jump.
+    std::vector<int32_t> block_of(n, -1);
+    auto lead = [&](size_t pc) {
+      if (pc < n) block_of[pc] = 0;
+    };
+    lead(0);
+    for (size_t pc = 0; pc < n; ++pc) {
+      const Instruction& inst = fn_.code[pc];
+      const auto& s = inst.scalars;
+      switch (inst.op) {
+        case Opcode::kGoto: lead(static_cast<size_t>(s[0])); lead(pc + 1); break;
+        case Opcode::kIf: lead(static_cast<size_t>(s[1])); lead(pc + 1); break;
+        case Opcode::kLoopCheck: lead(static_cast<size_t>(s[3])); lead(pc + 1); break;
+        case Opcode::kIfDimIn: lead(static_cast<size_t>(s[4])); lead(pc + 1); break;
+        case Opcode::kRet:
+        case Opcode::kTailCall: lead(pc + 1); break;
+        default: break;
+      }
+    }
+    size_t blocks = 0;
+    for (size_t pc = 0; pc < n; ++pc) {
+      if (block_of[pc] == 0) block_of[pc] = static_cast<int32_t>(blocks++);
+    }
+    if (blocks * nregs > kMaxVerifierStates) {
+      return ResourceExhausted("function '" + fn_.name + "': " + std::to_string(blocks) + " blocks x " +
+                               std::to_string(nregs) + " registers exceed what the verifier tracks (" +
+                               std::to_string(kMaxVerifierStates) + " block-register states)");
+    }
+    std::vector<Reg> in_state(blocks * nregs);
+    std::vector<bool> seen(blocks, false);
+    std::vector<size_t> work;  // block leaders' pcs
+    std::vector<size_t> leader(blocks);
+    for (size_t pc = 0; pc < n; ++pc) {
+      if (block_of[pc] >= 0) leader[static_cast<size_t>(block_of[pc])] = pc;
+    }
+    std::vector<Reg> entry(nregs);
+    for (size_t i = 0; i < fn_.inputs.size(); ++i) entry[i] = {Holds::kReadOnly, Space::kDevice};
+    auto flow = [&](size_t to, const std::vector<Reg>& state) {
+      const size_t b = static_cast<size_t>(block_of[to]);
+      Reg* into = &in_state[b * nregs];
+      if (!seen[b]) {
+        seen[b] = true;
+        std::copy(state.begin(), state.end(), into);
+        work.push_back(b);
         return;
       }
       bool changed = false;
       for (size_t r = 0; r < nregs; ++r) {
-        if (in_state[to][r] != state[r] && in_state[to][r] != Holds::kNothing) {
-          in_state[to][r] = Holds::kNothing;
+        Reg& have = into[r];
+        const Reg& got = state[r];
+        if (have.holds != got.holds && have.holds != Holds::kNothing) {
+          have.holds = Holds::kNothing;
+          changed = true;
+        }
+        if (have.space != got.space && have.space != Space::kMixed) {
+          have.space = Space::kMixed;
           changed = true;
         }
       }
-      if (changed) work.push_back(to);
+      if (changed) work.push_back(b);
+    };
+    auto space_of = [](int64_t m) { return m == 1 ? Space::kHost : Space::kDevice; };
+    auto space_name = [](Space sp) {
+      switch (sp) {
+        case Space::kDevice: return "device memory";
+        case Space::kHost: return "host memory";
+        case Space::kMixed: return "device or host memory, depending on the path taken";
+        default: return "no tensor";
+      }
     };
     flow(0, entry);
-    while (!work.empty()) {
-      size_t pc = work.back();
-      work.pop_back();
-      std::vector<Holds> regs = in_state[pc];
-      const Instruction& inst = fn_.code[pc];
-      const auto& s = inst.scalars;
-      switch (inst.op) {
-        case Opcode::kMove: regs[s[0]] = regs[s[1]]; break;
-        case Opcode::kLoadConst: regs[s[0]] = Holds::kReadOnly; break;
-        case Opcode::kAllocTensor:
-        case Opcode::kAllocTensorReg:
-        case Opcode::kAllocPlanned:
-        case Opcode::kCopyToHost:
-        case Opcode::kCopyToDevice:
-        case Opcode::kIncrement:
-        case Opcode::kListStack: regs[s[0]] = Holds::kAllocated; break;
-        case Opcode::kAllocOutput: regs[s[0]] = Holds::kOutput; break;
-        case Opcode::kKillRegister: regs[s[0]] = Holds::kNothing; break;
-        case Opcode::kListNew: regs[s[0]] = Holds::kList; break;
-        case Opcode::kListAppend:
-          if (regs[s[0]] != Holds::kList) return Error(pc, "ListAppend to %" + std::to_string(s[0]) + ", which holds no list");
-          break;
-        case Opcode::kInvokeShapeFunc:
-          for (int64_t r : inst.lists[1]) regs[r] = Holds::kNothing;
-          break;
-        case Opcode::kInvokeKernel:
-          for (int64_t r : inst.lists[1]) {
-            if (regs[r] != Holds::kAllocated && regs[r] != Holds::kOutput) {
-              return Error(pc, "kernel output %" + std::to_string(r) + " is not a tensor this function allocated");
+    std::vector<Reg> regs(nregs);
+    uint64_t steps = 0;
+    // Walks block b from its entry state: with `check`, every rule is checked (on the
+    // final states, after the fixpoint); without, the state only flows to successors.
+    auto walk = [&](size_t b, bool check) -> Status {
+      std::copy(&in_state[b * nregs], &in_state[b * nregs] + nregs, regs.begin());
+      steps += nregs;
+      for (size_t pc = leader[b];; ++pc) {
+        if (++steps > kMaxVerifierSteps) {
+          return ResourceExhausted("function '" + fn_.name + "': verification needs more than " +
+                                   std::to_string(kMaxVerifierSteps) + " steps (" + std::to_string(blocks) +
+                                   " blocks, " + std::to_string(nregs) + " registers)");
+        }
+        const Instruction& inst = fn_.code[pc];
+        const auto& s = inst.scalars;
+        bool falls_through = true;
+        auto jump = [&](int64_t to) {
+          if (!check) flow(static_cast<size_t>(to), regs);
+        };
+        switch (inst.op) {
+          case Opcode::kMove: regs[s[0]] = regs[s[1]]; break;
+          case Opcode::kLoadConst: regs[s[0]] = {Holds::kReadOnly, space_of(s[2])}; break;
+          case Opcode::kAllocTensor: regs[s[0]] = {Holds::kAllocated, space_of(s[2])}; break;
+          case Opcode::kAllocTensorReg: regs[s[0]] = {Holds::kAllocated, space_of(s[3])}; break;
+          case Opcode::kAllocPlanned: regs[s[0]] = {Holds::kAllocated, space_of(s[3])}; break;
+          case Opcode::kCopyToHost: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
+          case Opcode::kCopyToDevice: regs[s[0]] = {Holds::kAllocated, Space::kDevice}; break;
+          case Opcode::kIncrement: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
+          case Opcode::kListStack: regs[s[0]] = {Holds::kAllocated, Space::kDevice}; break;
+          case Opcode::kAllocOutput: regs[s[0]] = {Holds::kOutput, Space::kDevice}; break;
+          case Opcode::kKillRegister: regs[s[0]] = {}; break;
+          case Opcode::kListNew: regs[s[0]] = {Holds::kList, Space::kNone}; break;
+          case Opcode::kListAppend:
+            if (check && regs[s[0]].holds != Holds::kList) {
+              return Error(pc, "ListAppend to %" + std::to_string(s[0]) + ", which holds no list");
             }
-          }
-          break;
-        case Opcode::kRet:
-          for (int64_t r : inst.lists[0]) {
-            if (regs[r] != Holds::kOutput) {
-              return Error(pc, "Ret of %" + std::to_string(r) + ", which AllocOutput did not make");
+            if (check && regs[s[1]].space != Space::kDevice) {
+              return Error(pc, "ListAppend of %" + std::to_string(s[1]) + ", which holds " +
+                                   space_name(regs[s[1]].space) + ", to a list stacked in device memory");
             }
+            break;
+          case Opcode::kInvokeShapeFunc:
+            for (int64_t r : inst.lists[1]) regs[r] = {};
+            break;
+          case Opcode::kInvokeKernel: {
+            if (!check) break;
+            const KernelEntry& k = def_.kernels[s[0]];
+            const kernels::OpDef& op = *registry_.FindOp(k.op);  // checked by CheckKernelArity
+            auto check_space = [&](int64_t r, Space want, const std::string& role) -> Status {
+              if (regs[r].space == want) return OkStatus();
+              return Error(pc, role + " %" + std::to_string(r) + " of " + (k.host ? "host" : "device") + " kernel " +
+                                   std::to_string(s[0]) + " (" + k.op + ") holds " + space_name(regs[r].space) +
+                                   ", not " + space_name(want));
+            };
+            const auto& ins = inst.lists[0];
+            for (size_t i = 0; i < ins.size(); ++i) {
+              if (ins[i] < 0) continue;
+              switch (kernels::InputMemoryOf(op, i, k.host)) {
+                case kernels::InputMemory::kHost:
+                  REMEX_RETURN_IF_ERROR(check_space(ins[i], Space::kHost, "input " + std::to_string(i)));
+                  break;
+                case kernels::InputMemory::kDevice:
+                  REMEX_RETURN_IF_ERROR(check_space(ins[i], Space::kDevice, "input " + std::to_string(i)));
+                  break;
+                case kernels::InputMemory::kAny:  // its data is never read
+                  break;
+              }
+            }
+            for (int64_t r : inst.lists[1]) {
+              if (regs[r].holds != Holds::kAllocated && regs[r].holds != Holds::kOutput) {
+                return Error(pc, "kernel output %" + std::to_string(r) + " is not a tensor this function allocated");
+              }
+              REMEX_RETURN_IF_ERROR(check_space(r, k.host ? Space::kHost : Space::kDevice, "output"));
+            }
+            break;
           }
-          continue;  // no successor
-        case Opcode::kTailCall:
-          continue;  // no successor: the callee's outputs are this function's
-        case Opcode::kGoto:
-          flow(static_cast<size_t>(s[0]), regs);
-          continue;
-        case Opcode::kIfDimIn:
-          flow(static_cast<size_t>(s[4]), regs);
-          break;
-        case Opcode::kIf:
-          flow(static_cast<size_t>(s[1]), regs);
-          break;
-        case Opcode::kLoopCheck:
-          flow(static_cast<size_t>(s[3]), regs);
-          break;
-        case Opcode::kCount: break;
+          case Opcode::kRet:
+            for (int64_t r : inst.lists[0]) {
+              if (check && regs[r].holds != Holds::kOutput) {
+                return Error(pc, "Ret of %" + std::to_string(r) + ", which AllocOutput did not make");
+              }
+            }
+            falls_through = false;
+            break;
+          case Opcode::kTailCall:
+            falls_through = false;  // the callee's outputs are this function's
+            break;
+          case Opcode::kGoto:
+            jump(s[0]);
+            falls_through = false;
+            break;
+          case Opcode::kIfDimIn: jump(s[4]); break;
+          case Opcode::kIf: jump(s[1]); break;
+          case Opcode::kLoopCheck: jump(s[3]); break;
+          case Opcode::kCount: break;
+        }
+        if (!falls_through) return OkStatus();
+        if (pc + 1 >= n) return Error(pc, "control falls off the end of the function");
+        if (block_of[pc + 1] >= 0) {  // the next block starts: hand the state over
+          jump(static_cast<int64_t>(pc + 1));
+          return OkStatus();
+        }
       }
-      if (pc + 1 >= n) return Error(pc, "control falls off the end of the function");
-      flow(pc + 1, regs);
+    };
+    while (!work.empty()) {
+      const size_t b = work.back();
+      work.pop_back();
+      REMEX_RETURN_IF_ERROR(walk(b, /*check=*/false));
+    }
+    for (size_t b = 0; b < blocks; ++b) {
+      if (seen[b]) REMEX_RETURN_IF_ERROR(walk(b, /*check=*/true));
     }
     return OkStatus();
   }
