@@ -1,5 +1,6 @@
 #include "device_server/device_server.h"
 
+#include <capnp/dynamic.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
@@ -19,6 +20,7 @@
 #include <variant>
 
 #include "base/fiber.h"
+#include "device_server/metrics.h"
 #include "device_server/module_cache.h"
 #include "device_server/time_evaluator.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -82,6 +84,14 @@ class DeviceWorker {
     Fiber::Suspend();
   }
 
+  // How long the device thread has been in its current step of work (one request up
+  // to its next yield: one kernel, or a whole exclusive benchmark); zero when idle.
+  std::chrono::nanoseconds current_step() const {
+    const int64_t started = step_started_.load();
+    if (started == 0) return std::chrono::nanoseconds(0);
+    return std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() - started);
+  }
+
   // Waits until every task queued before the call has run and been destroyed. Not to
   // be called from the device thread.
   void Drain() {
@@ -120,7 +130,9 @@ class DeviceWorker {
         running_ = task.get();
       }
       t_task = task.get();
+      step_started_.store(std::chrono::steady_clock::now().time_since_epoch().count());
       const bool finished = task->fiber->Resume();
+      step_started_.store(0);
       t_task = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -140,6 +152,7 @@ class DeviceWorker {
   std::deque<std::unique_ptr<Task>> tasks_;
   Task* running_ = nullptr;
   bool stopping_ = false;
+  std::atomic<int64_t> step_started_{0};  // steady-clock ticks; 0: idle
   std::thread thread_;  // last: starts after the queue exists
 };
 
@@ -164,6 +177,7 @@ struct DeviceServer::State {
   std::atomic<int64_t> shutdown_at{std::numeric_limits<int64_t>::max()};
   // Host-only request work (module parsing and verification), off the device thread.
   boost::asio::thread_pool host_pool{2};
+  RequestMetrics requests;
   DeviceWorker worker;
 };
 
@@ -274,9 +288,12 @@ class Session final : public rpc::ConnectionHandler {
     out.message = std::make_unique<capnp::MallocMessageBuilder>();
     auto reply = out.message->initRoot<wire::Reply>();
     Status status;
+    std::string kind = "malformed";
     try {
       auto reader = frame.Reader();
-      status = Dispatch(reader.getRoot<wire::Request>(), frame, reply, out);
+      auto request = reader.getRoot<wire::Request>();
+      kind = RequestKindName(request);
+      status = Dispatch(request, frame, reply, out);
     } catch (const kj::Exception& e) {
       status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
     } catch (const std::bad_alloc&) {
@@ -292,6 +309,7 @@ class Session final : public rpc::ConnectionHandler {
       out.attachments.clear();
       rpc::FillError(status, reply.initError());
     }
+    state_->requests.Count(kind, status.code());
     return out;
   }
 
@@ -361,6 +379,12 @@ class Session final : public rpc::ConnectionHandler {
   }
 
  private:
+  // The request's field name in the protocol ("invoke", "tensorWrite", ...).
+  static std::string RequestKindName(wire::Request::Reader request) {
+    KJ_IF_MAYBE(field, capnp::toDynamic(request).which()) { return field->getProto().getName(); }
+    return "unknown";
+  }
+
   // The request's kind; HELLO for a frame that is not a readable request (Handle()
   // answers it with the error).
   static wire::Request::Which Kind(const rpc::Frame& frame) {
@@ -485,12 +509,14 @@ class Session final : public rpc::ConnectionHandler {
     reply.setServerName("remex-server");
     reply.setServerVersion(kServerVersion);
     reply.setSessionId(id_);
-    reply.setActiveSessions(static_cast<uint32_t>(state_->active_sessions.load()));
+    // Other sessions are none of this client's business: no count, and only this
+    // session's own bytes.
+    reply.setActiveSessions(0);
     auto devices = reply.initDevices(1);
     devices[0].setName(state_->device->name());
     devices[0].setDescription(state_->device->description());
     devices[0].setMemoryBytes(state_->device->memory_bytes());
-    devices[0].setBytesInUse(state_->allocator->stats().allocated_bytes);
+    devices[0].setBytesInUse(allocator_->stats().allocated_bytes);
     return OkStatus();
   }
 
@@ -724,6 +750,7 @@ class Session final : public rpc::ConnectionHandler {
     ArmRunDeadline(req.getDeadlineMs());
     REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> outputs, obj->vm->Invoke(fn));
     std::chrono::nanoseconds nanos = std::chrono::steady_clock::now() - start;
+    state_->requests.ObserveInvoke(nanos);
     auto r = reply.initInvoke();
     r.setRunNanos(static_cast<uint64_t>(nanos.count()));
     const vm::CopyStats& copies = obj->vm->last_invoke_copies();
@@ -915,8 +942,78 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
         return std::make_unique<Session>(state, info);
       });
   REMEX_RETURN_IF_ERROR(server->server_->Start());
+  if (config.metrics_port >= 0) {
+    DeviceServer* self = server.get();
+    REMEX_ASSIGN_OR_RETURN(server->metrics_,
+                           HttpEndpoint::Start(config.metrics_host, static_cast<uint16_t>(config.metrics_port),
+                                               [self](std::string_view target) { return self->Serve(target); }));
+  }
   return server;
 }
+
+HttpResponse DeviceServer::Serve(std::string_view target) const {
+  if (target == "/metrics") return {200, RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
+  if (target == "/healthz") {
+    // Stuck: one step (a kernel, or an exclusive benchmark or profile) longer than any
+    // run may last, plus a margin.
+    const auto limit = std::max(state_->config.max_invoke_time, state_->benchmark_time_limit) + std::chrono::seconds(30);
+    const auto step = state_->worker.current_step();
+    if (step > limit) {
+      return {503, "stuck: the device thread has been in one step for " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(step).count()) +
+                       " s (limit " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
+                       " s)\n"};
+    }
+    return {200, "ok\n"};
+  }
+  if (target == "/readyz") {
+    if (state_->draining.load()) return {503, "stopping\n"};
+    auto probe = std::make_shared<std::promise<void>>();
+    auto answered = probe->get_future();
+    state_->worker.Post([probe] { probe->set_value(); });
+    if (answered.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+      return {503, "busy: the device worker did not answer within 1 s\n"};
+    }
+    return {200, "ready\n"};
+  }
+  return {404, "not found: /metrics, /healthz, /readyz\n"};
+}
+
+std::string DeviceServer::RenderMetrics() const {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, const std::string& labels, double value, bool counter = false) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + (counter ? " counter\n" : " gauge\n");
+    char v[64];
+    std::snprintf(v, sizeof v, "%.17g", value);
+    out += std::string(name) + labels + " " + v + "\n";
+  };
+  const std::string device = "{device=\"" + state_->device->name() + "\"}";
+  const auto a = state_->allocator->stats();
+  gauge("remex_sessions", "Sessions open.", "", static_cast<double>(state_->active_sessions.load()));
+  gauge("remex_device_memory_bytes", "Device memory held by live tensors of all sessions.", device,
+        static_cast<double>(a.allocated_bytes));
+  gauge("remex_device_memory_peak_bytes", "Peak of remex_device_memory_bytes since the start.", device,
+        static_cast<double>(a.peak_allocated_bytes));
+  gauge("remex_device_memory_reserved_bytes", "Device memory taken from the device: live plus cached blocks.",
+        device, static_cast<double>(a.reserved_bytes));
+  gauge("remex_device_memory_capacity_bytes", "The device's memory.", device,
+        static_cast<double>(state_->device->memory_bytes()));
+  const rpc::ConnectionStats& t = server_->totals();
+  gauge("remex_received_bytes_total", "Bytes read from clients.", "", static_cast<double>(t.bytes_read.load()), true);
+  gauge("remex_sent_bytes_total", "Bytes written to clients.", "", static_cast<double>(t.bytes_written.load()), true);
+  const auto m = state_->module_cache->stats();
+  gauge("remex_module_cache_hits_total", "moduleHas requests the cache answered.", "",
+        static_cast<double>(m.hits), true);
+  gauge("remex_module_cache_misses_total", "moduleHas requests the cache could not answer.", "",
+        static_cast<double>(m.misses), true);
+  gauge("remex_module_cache_entries", "Executables in the module cache.", "", static_cast<double>(m.entries));
+  gauge("remex_module_cache_bytes", "Bytes the module cache holds.", "", static_cast<double>(m.bytes));
+  gauge("remex_draining", "1 while the server is stopping.", "", state_->draining.load() ? 1 : 0);
+  state_->requests.Render(out);
+  return out;
+}
+
+uint16_t DeviceServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 DeviceServer::~DeviceServer() { Stop(); }
 
@@ -931,6 +1028,7 @@ void DeviceServer::Stop() {
     state_->worker.Drain();
     state_->host_pool.join();
   }
+  metrics_.reset();
   server_->Stop();
   // Requests still on the device worker finish and hand their replies to the stopped
   // I/O context before it can be destroyed.

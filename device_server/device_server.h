@@ -11,17 +11,25 @@
 //
 // Executables loaded with a content hash enter a server-wide module cache (see
 // device_server/module_cache.h) that `moduleHas` consults, across sessions.
+//
+// A session learns nothing of the others: `hello` reports the bytes its own tensors and
+// VMs hold, and no session count. Server-wide figures are on the metrics endpoint.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
 namespace remex::rpc {
 class Server;
+}
+namespace remex::server {
+class HttpEndpoint;
+struct HttpResponse;
 }
 
 namespace remex::server {
@@ -60,6 +68,11 @@ struct ServerConfig {
   // On Stop (SIGTERM): how long requests already running may take to finish before
   // they are cancelled (UNAVAILABLE) and the server stops.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};
+
+  // The metrics and health endpoint (device_server/metrics.h): /metrics, /healthz,
+  // /readyz on metrics_host:metrics_port (0: any free port); none when metrics_port < 0.
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = -1;
 };
 
 struct ServerStats {
@@ -82,6 +95,8 @@ class DeviceServer {
   ~DeviceServer();
 
   uint16_t port() const;
+  // The metrics endpoint's port; 0 when there is none.
+  uint16_t metrics_port() const;
   std::string device_description() const;
   ServerStats stats() const;
   // Stops serving: closes the listener, refuses new requests (UNAVAILABLE), lets the
@@ -96,8 +111,12 @@ class DeviceServer {
 
  private:
   DeviceServer() = default;
+  // The metrics endpoint's answer to GET `target`.
+  HttpResponse Serve(std::string_view target) const;
+  std::string RenderMetrics() const;
   std::shared_ptr<State> state_;
   std::unique_ptr<rpc::Server> server_;
+  std::unique_ptr<HttpEndpoint> metrics_;
 };
 
 }  // namespace remex::server

@@ -1,9 +1,10 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
-//              [--benchmark-time-limit-s S] [budgets and deadlines: see --help]
+//              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [budgets and deadlines: see --help]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
-// one). Prints "remex-server listening on HOST:PORT" on stdout once it accepts
-// connections, and stops cleanly on SIGINT or SIGTERM. Exits with status 1 and the
+// one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
+// connections (followed by ", metrics on HOST:PORT" with --metrics), and stops cleanly
+// on SIGINT or SIGTERM. Exits with status 1 and the
 // reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
 // or a build without CUDA).
 #include <CLI/CLI.hpp>
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
                  "on SIGTERM/SIGINT, how long running requests may take to finish before they are cancelled")
       ->capture_default_str()
       ->check(CLI::Range(0u, 3600u));
+  std::string metrics;
+  app.add_option("--metrics", metrics,
+                 "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
+                 "one; default: no endpoint)");
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr; stdout carries the "listening on" line only.
   spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
@@ -119,6 +124,14 @@ int main(int argc, char** argv) {
   config.read_timeout = std::chrono::seconds(read_timeout_s);
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
+  if (!metrics.empty()) {
+    uint16_t metrics_port = 0;
+    if (!ParseHostPort(metrics, config.metrics_host, metrics_port)) {
+      std::fprintf(stderr, "remex-server: --metrics must be HOST:PORT, got '%s'\n", metrics.c_str());
+      return 2;
+    }
+    config.metrics_port = metrics_port;
+  }
 
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t signals;
@@ -132,8 +145,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remex-server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("remex-server listening on %s:%u (device %s)\n", config.host.c_str(),
-              static_cast<unsigned>((*server)->port()), (*server)->device_description().c_str());
+  std::string metrics_line;
+  if ((*server)->metrics_port() != 0) {
+    metrics_line = ", metrics on " + config.metrics_host + ":" + std::to_string((*server)->metrics_port());
+  }
+  std::printf("remex-server listening on %s:%u (device %s)%s\n", config.host.c_str(),
+              static_cast<unsigned>((*server)->port()), (*server)->device_description().c_str(),
+              metrics_line.c_str());
   std::fflush(stdout);
 
   int sig = 0;

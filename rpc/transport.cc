@@ -124,9 +124,9 @@ namespace {
 // the Connection, and with it the ConnectionHandler, is destroyed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options)
+  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), deadline_(socket_.get_executor()),
-        options_(options) {
+        options_(options), totals_(totals) {
     info_.id = id;
     info_.stats = &stats_;
     error_code ec;
@@ -171,6 +171,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     closed_ = true;
   }
 
+  void CountRead(size_t n) {
+    stats_.bytes_read += n;
+    totals_.bytes_read += n;
+  }
+  void CountWritten(size_t n) {
+    stats_.bytes_written += n;
+    totals_.bytes_written += n;
+  }
+
   // (Re)arms the connection's deadline: `after` from now the socket is closed, unless
   // the deadline is armed again or cancelled first. Zero: none.
   void ArmDeadline(std::chrono::milliseconds after, const char* what) {
@@ -192,7 +201,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ArmDeadline(options_.idle_timeout, "idle past the idle timeout");
     asio::async_read(socket_, asio::buffer(header_buf_),
                      [self = shared_from_this()](error_code ec, size_t n) {
-                       self->stats_.bytes_read += n;
+                       self->CountRead(n);
                        if (!ec) self->OnHeader();
                      });
   }
@@ -215,7 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_.message = kj::heapArray<capnp::word>(header_.message_bytes / sizeof(capnp::word));
     asio::async_read(socket_, asio::buffer(request_.message.begin(), header_.message_bytes),
                      [self = shared_from_this()](error_code ec, size_t n) {
-                       self->stats_.bytes_read += n;
+                       self->CountRead(n);
                        if (!ec) self->OnMessage();
                      });
   }
@@ -234,7 +243,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (next_attachment_ == header_.attachment_count) return Dispatch();
     asio::async_read(socket_, asio::buffer(attachment_header_buf_),
                      [self = shared_from_this()](error_code ec, size_t n) {
-                       self->stats_.bytes_read += n;
+                       self->CountRead(n);
                        if (!ec) self->OnAttachmentHeader();
                      });
   }
@@ -279,13 +288,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (reader_.done()) {
       stats_.attachment_raw_received += attachment_.raw_size;
       stats_.attachment_wire_received += attachment_.wire_size;
+      totals_.attachment_raw_received += attachment_.raw_size;
+      totals_.attachment_wire_received += attachment_.wire_size;
       ++next_attachment_;
       return ReadAttachmentHeader();
     }
     std::span<std::byte> buf = reader_.NextBuffer();
     asio::async_read(socket_, asio::buffer(buf.data(), buf.size()),
                      [self = shared_from_this()](error_code ec, size_t n) {
-                       self->stats_.bytes_read += n;
+                       self->CountRead(n);
                        if (ec) return;
                        self->FrameProgress();
                        Status status = self->reader_.Commit();
@@ -344,6 +355,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       reply = MakeErrorReply(id, Internal("request handler returned no reply message"));
     }
     ++stats_.frames_handled;
+    ++totals_.frames_handled;
     handling_ = false;
     error_code ignored;
     socket_.cancel(ignored);  // ends WatchPeer's wait
@@ -375,10 +387,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_buffers_ = ToBuffers(*out_);
     asio::async_write(socket_, out_buffers_,
                       [self = shared_from_this(), close_after](error_code ec, size_t n) {
-                        self->stats_.bytes_written += n;
+                        self->CountWritten(n);
                         if (!ec) {
                           self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
                           self->stats_.attachment_wire_sent += self->out_->attachment_wire_bytes();
+                          self->totals_.attachment_raw_sent += self->out_->attachment_raw_bytes();
+                          self->totals_.attachment_wire_sent += self->out_->attachment_wire_bytes();
                         }
                         self->out_.reset();
                         self->out_buffers_.clear();
@@ -407,7 +421,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Drain() {
     socket_.async_read_some(asio::buffer(drain_buf_),
                             [self = shared_from_this()](error_code ec, size_t n) {
-                              self->stats_.bytes_read += n;
+                              self->CountRead(n);
                               self->drained_ += n;
                               if (ec || self->drained_ > kMaxLingerBytes) return self->CloseNow();
                               self->Drain();
@@ -418,6 +432,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;     // lingering close
   asio::steady_timer deadline_;  // idle and read deadlines
   const ServerOptions& options_;  // owned by the Server, which outlives its connections
+  ConnectionStats& totals_;       // the Server's, likewise
   std::string address_;
   std::atomic<bool> closed_{false};
   bool handling_ = false;  // a request of this connection is with the handler
@@ -554,7 +569,7 @@ class Server::Impl {
       if (stopping_) return;
       id = next_id_++;
     }
-    auto connection = std::make_shared<Connection>(std::move(socket), id, options_);
+    auto connection = std::make_shared<Connection>(std::move(socket), id, options_, totals_);
     {
       // Connection caps: counted over the connections still open.
       std::lock_guard<std::mutex> lock(mu_);
@@ -612,6 +627,9 @@ class Server::Impl {
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   std::vector<std::weak_ptr<Connection>> connections_;
+
+ public:
+  ConnectionStats totals_;
 };
 
 Server::Server(ServerOptions options, HandlerFactory factory)
@@ -620,6 +638,7 @@ Server::~Server() = default;
 Status Server::Start() { return impl_->Start(); }
 void Server::Stop() { impl_->Stop(); }
 void Server::StopAccepting() { impl_->StopAccepting(); }
+const ConnectionStats& Server::totals() const { return impl_->totals_; }
 uint16_t Server::port() const { return impl_->port(); }
 
 // ---------------------------------------------------------------------------------------

@@ -192,6 +192,8 @@ class Server {
 
   // The bound port (the ephemeral one when options.port was 0); 0 before Start().
   uint16_t port() const;
+  // Byte and frame counts of all the server's connections together, since Start().
+  const ConnectionStats& totals() const;
 
  private:
   class Impl;

@@ -2,7 +2,10 @@
 // and CLI commands whose output and exit status are captured.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remex::testing {
@@ -38,7 +42,7 @@ class ServerProcess {
   explicit ServerProcess(const std::string& binary = REMEX_SERVER_BIN) : ServerProcess(std::vector<std::string>{}, binary) {}
   // With `extra_args` after the listen and quiet flags (e.g. {"--module-cache-bytes", "0"}).
   explicit ServerProcess(const std::vector<std::string>& extra_args, const std::string& binary = REMEX_SERVER_BIN) {
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--quiet"};
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--quiet", "--metrics", "127.0.0.1:0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -54,13 +58,15 @@ class ServerProcess {
       _exit(127);
     }
     close(fds[1]);
-    // First line: "remex-server listening on 127.0.0.1:PORT (device ...)".
+    // First line: "remex-server listening on 127.0.0.1:PORT (device ...), metrics on 127.0.0.1:PORT".
     FILE* out = fdopen(fds[0], "r");
     char line[512] = {0};
     if (out && std::fgets(line, sizeof line, out)) {
       std::string s(line);
       auto colon = s.find("127.0.0.1:");
       if (colon != std::string::npos) port_ = static_cast<uint16_t>(std::atoi(s.c_str() + colon + 10));
+      auto metrics = s.find("metrics on 127.0.0.1:");
+      if (metrics != std::string::npos) metrics_port_ = static_cast<uint16_t>(std::atoi(s.c_str() + metrics + 21));
     }
     stdout_ = out;
   }
@@ -81,6 +87,45 @@ class ServerProcess {
   uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   pid_t pid() const { return pid_; }
+  uint16_t metrics_port() const { return metrics_port_; }
+
+  // GET `path` from the server's metrics endpoint: the HTTP status and the body
+  // ({0, ""} when it cannot be reached). Plain POSIX sockets, HTTP/1.0.
+  std::pair<int, std::string> HttpGet(const std::string& path) const {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return {0, ""};
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(metrics_port_);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string response;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+      if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof buf, 0)) > 0) response.append(buf, static_cast<size_t>(n));
+      }
+    }
+    close(fd);
+    auto space = response.find(' ');
+    auto body = response.find("\r\n\r\n");
+    if (space == std::string::npos || body == std::string::npos) return {0, ""};
+    return {std::atoi(response.c_str() + space + 1), response.substr(body + 4)};
+  }
+
+  // The value of the sample `name` (with its labels, e.g. `remex_sessions` or
+  // `remex_device_memory_bytes{device="cpu"}`) on /metrics; -1 when absent.
+  double Metric(const std::string& name) const {
+    auto [status, body] = HttpGet("/metrics");
+    if (status != 200) return -1;
+    size_t at = 0;
+    while ((at = body.find(name + " ", at)) != std::string::npos) {
+      if (at == 0 || body[at - 1] == '\n') return std::atof(body.c_str() + at + name.size() + 1);
+      at += name.size();
+    }
+    return -1;
+  }
   // Sends `sig` and waits up to `timeout` for the process to exit: true when it did
   // (it is then reaped), false when it is still running.
   bool SignalAndWait(int sig, std::chrono::milliseconds timeout) {
@@ -101,6 +146,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  uint16_t metrics_port_ = 0;
   FILE* stdout_ = nullptr;
 };
 

@@ -430,3 +430,74 @@ TEST(ServerBudgetTest, SigtermDuringARunawayLoopStopsWithinTheDrainTimeout) {
 
 }  // namespace
 }  // namespace remex
+
+namespace remex {
+namespace {
+
+TEST(ServerMetricsTest, HelloDisclosesNothingOfOtherSessions) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  auto a = Connect(server);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->Alloc(DType::kFloat32, {4 << 20}).ok());  // 16 MiB held by session a
+  auto b = Connect(server);
+  ASSERT_TRUE(b);
+  auto info = b->Hello();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->active_sessions, 0u);
+  EXPECT_EQ(info->devices.at(0).bytes_in_use, 0u);
+  // Its own bytes it does see.
+  ASSERT_TRUE(b->Alloc(DType::kFloat32, {1024}).ok());
+  EXPECT_EQ(b->Hello()->devices.at(0).bytes_in_use, 4096u);
+  // The operator sees everything on the metrics endpoint.
+  EXPECT_EQ(server.Metric("remex_sessions"), 2);
+  EXPECT_GE(server.Metric("remex_device_memory_bytes{device=\"cpu\"}"), (16 << 20) + 4096);
+}
+
+TEST(ServerMetricsTest, MetricsCountRequestsByKindAndCodeAndTimeInvokes) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  ExpectServing(server);
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->Free({12345}).ok());  // NOT_FOUND
+  auto [status, body] = server.HttpGet("/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_NE(body.find("# TYPE remex_requests_total counter"), std::string::npos) << body;
+  EXPECT_EQ(server.Metric("remex_requests_total{kind=\"invoke\",code=\"OK\"}"), 1) << body;
+  EXPECT_EQ(server.Metric("remex_requests_total{kind=\"free\",code=\"NOT_FOUND\"}"), 1) << body;
+  EXPECT_EQ(server.Metric("remex_invoke_seconds_count"), 1) << body;
+  EXPECT_EQ(server.Metric("remex_invoke_seconds_bucket{le=\"+Inf\"}"), 1) << body;
+  EXPECT_GT(server.Metric("remex_received_bytes_total"), 0);
+  EXPECT_EQ(server.HttpGet("/nothing").first, 404);
+  EXPECT_EQ(server.HttpGet("/healthz"), (std::pair<int, std::string>{200, "ok\n"}));
+  EXPECT_EQ(server.HttpGet("/readyz"), (std::pair<int, std::string>{200, "ready\n"}));
+}
+
+TEST(ServerMetricsTest, ReadinessSaysBusyWhileABenchmarkHoldsTheDevice) {
+  // A ping is answered on the I/O thread whatever the device does; /readyz asks the
+  // device worker itself.
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  auto spin = StartSpin(server, 200000);  // a few ms per call
+  ASSERT_NE(spin.vm, 0u);
+  client::BenchmarkOptions options;
+  options.warmup = 0;
+  options.repeat = 3;
+  options.min_repeat_ms = 1500;  // about 4.5 s on the device, exclusively
+  auto bench = std::async(std::launch::async,
+                          [&] { return spin.session->Benchmark(spin.vm, "main", options).status(); });
+  std::this_thread::sleep_for(500ms);
+  auto pinger = Connect(server);
+  ASSERT_TRUE(pinger);
+  EXPECT_TRUE(pinger->Ping().ok());
+  auto [status, body] = server.HttpGet("/readyz");
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_NE(body.find("busy"), std::string::npos) << body;
+  EXPECT_EQ(server.HttpGet("/healthz").first, 200);  // busy, not stuck
+  EXPECT_TRUE(bench.get().ok());
+  EXPECT_EQ(server.HttpGet("/readyz").first, 200);
+}
+
+}  // namespace
+}  // namespace remex
