@@ -229,7 +229,10 @@ class Session final : public rpc::ConnectionHandler {
   ~Session() override {
     size_t n = objects_.size();
     objects_.clear();
-    state_->active_sessions--;
+    pending_write_.reset();
+    // The last session out returns the allocator's cache to the device: memory goes
+    // back to its baseline once nobody is served.
+    if (--state_->active_sessions == 0) state_->allocator->Trim();
     spdlog::info("session {} ({}) closed, {} objects freed", id_, peer_, n);
   }
 
@@ -913,7 +916,7 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   } else {
     return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
-  state->allocator = vm::Allocator::Create(*state->device);
+  state->allocator = vm::Allocator::Create(*state->device, config.allocator_cache_bytes);
   // Host kernels run the CPU kernels, so a GPU's registry holds both. The CUDA kernels
   // take their workspaces from the allocator (it exists first), which thus counts them.
   REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());

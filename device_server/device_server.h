@@ -44,6 +44,10 @@ struct ServerConfig {
   // Bound of the module cache: .rmx bytes plus decompressed constants of the cached
   // executables. 0 disables caching.
   uint64_t module_cache_bytes = uint64_t{1} << 30;
+  // Bound of the device allocator's cache of freed blocks kept for reuse (past it the
+  // cache is returned to the device). The whole cache is returned whenever the last
+  // session closes.
+  uint64_t allocator_cache_bytes = uint64_t{256} << 20;
   // Longest a `benchmark` request may keep the device (DEADLINE_EXCEEDED past it).
   std::chrono::milliseconds benchmark_time_limit{std::chrono::minutes(10)};
 

@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
                  "on SIGTERM/SIGINT, how long running requests may take to finish before they are cancelled")
       ->capture_default_str()
       ->check(CLI::Range(0u, 3600u));
+  uint64_t allocator_cache_bytes = defaults.allocator_cache_bytes;
+  app.add_option("--allocator-cache-bytes", allocator_cache_bytes,
+                 "freed device memory kept for reuse (all of it is returned when the last session closes)")
+      ->capture_default_str();
   std::string metrics;
   app.add_option("--metrics", metrics,
                  "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   config.read_timeout = std::chrono::seconds(read_timeout_s);
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
+  config.allocator_cache_bytes = allocator_cache_bytes;
   if (!metrics.empty()) {
     uint16_t metrics_port = 0;
     if (!ParseHostPort(metrics, config.metrics_host, metrics_port)) {

@@ -501,3 +501,55 @@ TEST(ServerMetricsTest, ReadinessSaysBusyWhileABenchmarkHoldsTheDevice) {
 
 }  // namespace
 }  // namespace remex
+
+namespace remex {
+namespace {
+
+// Resident set of process `pid` in bytes (VmRSS), 0 when unreadable.
+uint64_t ResidentBytes(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtoull(line + 6, nullptr, 10);
+  }
+  std::fclose(f);
+  return kib << 10;
+}
+
+bool WaitForNoSessions(const ServerProcess& server) {
+  for (int i = 0; i < 500; ++i) {
+    if (server.Metric("remex_sessions") == 0) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(ServerSoakTest, SessionsThatComeAndGoLeaveMemoryAtItsBaseline) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  ExpectServing(server);  // warm: code paths, thread stacks, the first allocations
+  ASSERT_TRUE(WaitForNoSessions(server));
+  const uint64_t baseline = ResidentBytes(server.pid());
+  ASSERT_GT(baseline, 0u);
+  // 200 sessions, each uploading a different 1 MiB tensor and running a model, then
+  // hanging up without freeing anything.
+  for (int i = 0; i < 200; ++i) {
+    auto s = Connect(server);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->Upload(Floats({1 << 18}, std::vector<float>(1 << 18, static_cast<float>(i)))).ok());
+    if (i % 50 == 0) ExpectServing(server);
+  }
+  ASSERT_TRUE(WaitForNoSessions(server));
+  EXPECT_EQ(server.Metric("remex_device_memory_bytes{device=\"cpu\"}"), 0);
+  EXPECT_EQ(server.Metric("remex_device_memory_reserved_bytes{device=\"cpu\"}"), 0)
+      << "freed blocks stayed cached after the last session left";
+  const uint64_t after = ResidentBytes(server.pid());
+  EXPECT_LT(after, baseline + (32u << 20)) << "resident " << (after >> 20) << " MiB against a baseline of "
+                                           << (baseline >> 20) << " MiB";
+  ExpectServing(server);
+}
+
+}  // namespace
+}  // namespace remex

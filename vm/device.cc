@@ -1,5 +1,6 @@
 #include "vm/device.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,8 @@ class CpuDevice final : public Device {
     return OkStatus();
   }
   Status Synchronize() override { return OkStatus(); }
+  // glibc keeps freed blocks below its (adaptive) mmap threshold in its heap.
+  void ReleaseFreedMemory() override { malloc_trim(0); }
 
  private:
   std::string name_;
@@ -244,8 +247,11 @@ void Allocator::Trim() {
     parent_->Trim();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  TrimLocked();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TrimLocked();
+  }
+  device_.ReleaseFreedMemory();
 }
 
 AllocatorStats Allocator::stats() const {

@@ -56,6 +56,9 @@ class Device {
   virtual Status Memset(void* dst, uint8_t value, size_t bytes);
   // Waits for all work queued on the device.
   virtual Status Synchronize() = 0;
+  // Hands memory freed with Deallocate back to the system where the device's heap keeps
+  // it (the CPU device: malloc_trim). Called after an allocator drops its cache.
+  virtual void ReleaseFreedMemory() {}
   // A timer on the device's queue, or nullptr when the device has none (the CPU
   // device: its work runs on the calling thread, which a steady clock times).
   virtual StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() { return std::unique_ptr<DeviceTimer>(); }
