@@ -17,6 +17,7 @@
 #include <span>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 
 #include "base/fiber.h"
@@ -25,6 +26,7 @@
 #include "device_server/time_evaluator.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
+#include "rpc/auth.h"
 #include "rpc/transport.h"
 #include "rpc/wire_util.h"
 #include "vm/content_hash.h"
@@ -320,6 +322,8 @@ class Session final : public rpc::ConnectionHandler {
   // when they came compressed): together they may not exceed what remains of the
   // session's memory quota, checked before any of their bytes are read.
   Status AdmitAttachment(const rpc::Frame& /*request*/, size_t /*index*/, uint64_t frame_raw_bytes) override {
+    // Nothing is taken in from a client that has not proven the token.
+    if (!authenticated()) return PermissionDenied(NotAuthenticatedMessage());
     const uint64_t quota = allocator_->quota_bytes();
     const uint64_t used = allocator_->stats().allocated_bytes;
     const uint64_t left = used < quota ? quota - used : 0;
@@ -403,7 +407,7 @@ class Session final : public rpc::ConnectionHandler {
     try {
       auto reader = frame.Reader();
       auto which = reader.getRoot<wire::Request>().which();
-      return which == wire::Request::HELLO || which == wire::Request::PING ||
+      return which == wire::Request::HELLO || which == wire::Request::PING || which == wire::Request::AUTHENTICATE ||
              (which == wire::Request::TENSOR_READ && device == kernels::DeviceKind::kCpu);
     } catch (const kj::Exception&) {
       return true;  // Handle() answers it with the error
@@ -414,6 +418,9 @@ class Session final : public rpc::ConnectionHandler {
                   rpc::OutFrame& out) {
     if (req.which() != wire::Request::HELLO && !hello_done_) {
       return FailedPrecondition("the session must start with hello");
+    }
+    if (!authenticated() && req.which() != wire::Request::HELLO && req.which() != wire::Request::AUTHENTICATE) {
+      return PermissionDenied(NotAuthenticatedMessage());
     }
     switch (req.which()) {
       case wire::Request::MODULE_LOAD:
@@ -447,6 +454,7 @@ class Session final : public rpc::ConnectionHandler {
       case wire::Request::PROFILE: return Profile(req.getProfile(), reply);
       case wire::Request::TENSOR_STATS: return TensorStats(req.getTensorStats(), reply);
       case wire::Request::TENSOR_COMPARE: return TensorCompare(req.getTensorCompare(), reply);
+      case wire::Request::AUTHENTICATE: return Authenticate(req.getAuthenticate(), reply);
       default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
     }
   }
@@ -498,6 +506,41 @@ class Session final : public rpc::ConnectionHandler {
                            state_->device->name() + "')");
   }
 
+  bool authenticated() const { return state_->config.token.empty() || authenticated_; }
+
+  std::string NotAuthenticatedMessage() const {
+    return auth_failed_ ? "authentication failed earlier in this session: reconnect"
+                        : "this server requires a token: authenticate after hello (clients: --token-file FILE or "
+                          "REMEX_TOKEN)";
+  }
+
+  // Checks the client's proof of the token against this session's challenge (single
+  // use), and proves the server's knowledge of it in return.
+  Status Authenticate(wire::Authenticate::Reader req, wire::Reply::Builder reply) {
+    const std::string& token = state_->config.token;
+    if (token.empty()) return FailedPrecondition("this server requires no authentication");
+    if (authenticated_) return FailedPrecondition("the session is authenticated already");
+    if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
+    if (challenge_.empty()) return FailedPrecondition("authenticate answers hello's challenge: say hello first");
+    auto nonce = req.getClientNonce();
+    auto proof = req.getProof();
+    const std::string client_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+    const std::string client_proof(reinterpret_cast<const char*>(proof.begin()), proof.size());
+    const std::string challenge = std::exchange(challenge_, std::string());
+    if (client_nonce.size() != rpc::kAuthNonceBytes ||
+        !rpc::ProofsEqual(client_proof, rpc::AuthProof(token, "client", challenge, client_nonce))) {
+      auth_failed_ = true;
+      spdlog::warn("session {} ({}): authentication failed", id_, peer_);
+      return PermissionDenied("authentication failed: the proof does not match this server's token");
+    }
+    authenticated_ = true;
+    const std::string server_proof = rpc::AuthProof(token, "server", challenge, client_nonce);
+    reply.initAuthenticate().setServerProof(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(server_proof.data()), server_proof.size()));
+    spdlog::info("session {} ({}): authenticated", id_, peer_);
+    return OkStatus();
+  }
+
   Status Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) {
     if (req.getProtocolMajor() != rpc::kProtocolMajor) {
       return FailedPrecondition("protocol version " + std::to_string(req.getProtocolMajor()) + "." +
@@ -520,6 +563,11 @@ class Session final : public rpc::ConnectionHandler {
     devices[0].setDescription(state_->device->description());
     devices[0].setMemoryBytes(state_->device->memory_bytes());
     devices[0].setBytesInUse(allocator_->stats().allocated_bytes);
+    if (!authenticated() && !auth_failed_) {
+      REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
+      reply.setAuthChallenge(
+          capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
+    }
     return OkStatus();
   }
 
@@ -882,6 +930,11 @@ class Session final : public rpc::ConnectionHandler {
   const std::string peer_;
   bool hello_done_ = false;
   std::string client_name_;
+  // Token authentication (when the server has a token): the challenge of the last
+  // hello, whether the session proved the token, and whether it failed to.
+  std::string challenge_;
+  bool authenticated_ = false;
+  bool auth_failed_ = false;
   std::unordered_map<uint64_t, Object> objects_;
   // The tensor AttachmentDestination allocated for the frame being received.
   vm::TensorPtr pending_write_;

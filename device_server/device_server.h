@@ -73,6 +73,10 @@ struct ServerConfig {
   // they are cancelled (UNAVAILABLE) and the server stops.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};
 
+  // The shared secret sessions must prove (rpc/auth.h) before any other request;
+  // empty: no authentication.
+  std::string token;
+
   // The metrics and health endpoint (device_server/metrics.h): /metrics, /healthz,
   // /readyz on metrics_host:metrics_port (0: any free port); none when metrics_port < 0.
   std::string metrics_host = "127.0.0.1";

@@ -1,20 +1,24 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
-//              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [budgets and deadlines: see --help]
+//              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
+//              [budgets and deadlines: see --help]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
 // connections (followed by ", metrics on HOST:PORT" with --metrics), and stops cleanly
-// on SIGINT or SIGTERM. Exits with status 1 and the
+// on SIGINT or SIGTERM. Refuses (status 2) to serve a non-loopback address without
+// --token-file unless --insecure says so. Exits with status 1 and the
 // reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
 // or a build without CUDA).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
 
 #include "device_server/device_server.h"
+#include "rpc/auth.h"
 
 namespace {
 
@@ -31,6 +35,14 @@ bool ParseHostPort(const std::string& s, std::string& host, uint16_t& port) {
     return false;
   }
   return !host.empty();
+}
+
+// Whether `host` names this machine only: localhost, 127.0.0.0/8 or ::1.
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  auto address = boost::asio::ip::make_address(host, ec);
+  return !ec && address.is_loopback();
 }
 
 }  // namespace
@@ -96,6 +108,13 @@ int main(int argc, char** argv) {
                  "on SIGTERM/SIGINT, how long running requests may take to finish before they are cancelled")
       ->capture_default_str()
       ->check(CLI::Range(0u, 3600u));
+  std::string token_file;
+  bool insecure = false;
+  app.add_option("--token-file", token_file,
+                 "require every session to prove this shared secret (at least 16 bytes; clients pass the same "
+                 "--token-file or set REMEX_TOKEN); the token never crosses the wire");
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback address without --token-file: anyone who reaches the port can use the device");
   uint64_t allocator_cache_bytes = defaults.allocator_cache_bytes;
   app.add_option("--allocator-cache-bytes", allocator_cache_bytes,
                  "freed device memory kept for reuse (all of it is returned when the last session closes)")
@@ -129,6 +148,21 @@ int main(int argc, char** argv) {
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;
+  if (!token_file.empty()) {
+    auto token = remex::rpc::ReadTokenFile(token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "remex-server: %s\n", token.status().message().c_str());
+      return 2;
+    }
+    config.token = std::move(token).value();
+  }
+  if (config.token.empty() && !insecure && !IsLoopback(config.host)) {
+    std::fprintf(stderr,
+                 "remex-server: refusing to serve %s without authentication: pass --token-file FILE (clients then "
+                 "need the same token), or --insecure on a network you trust\n",
+                 config.host.c_str());
+    return 2;
+  }
   if (!metrics.empty()) {
     uint16_t metrics_port = 0;
     if (!ParseHostPort(metrics, config.metrics_host, metrics_port)) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "rpc/auth.h"
 #include "rpc/transport.h"
 #include "rpc/wire_util.h"
 #include "vm/content_hash.h"
@@ -36,6 +37,7 @@ ServerInfo ToInfo(wire::HelloReply::Reader r) {
   info.protocol_minor = r.getProtocolMinor();
   info.session_id = r.getSessionId();
   info.active_sessions = r.getActiveSessions();
+  info.requires_token = r.hasAuthChallenge() && r.getAuthChallenge().size() != 0;
   for (auto d : r.getDevices()) {
     info.devices.push_back({d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse()});
   }
@@ -154,11 +156,38 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
     case CompressionMode::kZstd: mode = rpc::CompressionMode::kZstd; break;
   }
   s->rpc_->SetCompression(mode, options.compression.level);
-  REMEX_ASSIGN_OR_RETURN(s->info_, s->Hello());
+  std::string challenge;
+  REMEX_ASSIGN_OR_RETURN(s->info_, s->Hello(&challenge));
+  if (!challenge.empty()) {
+    if (options.token.empty()) {
+      return PermissionDenied("the server at " + host + ":" + std::to_string(port) +
+                              " requires a token: pass --token-file FILE or set REMEX_TOKEN");
+    }
+    REMEX_RETURN_IF_ERROR(s->Authenticate(challenge));
+  }
   return s;
 }
 
-StatusOr<ServerInfo> Session::Hello() {
+Status Session::Authenticate(const std::string& challenge) {
+  REMEX_ASSIGN_OR_RETURN(std::string nonce, rpc::RandomBytes(rpc::kAuthNonceBytes));
+  const std::string proof = rpc::AuthProof(options_.token, "client", challenge, nonce);
+  Request req;
+  auto a = req.root.initAuthenticate();
+  a.setClientNonce(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(nonce.data()), nonce.size()));
+  a.setProof(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(proof.data()), proof.size()));
+  std::string server_proof;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::AUTHENTICATE, [&](wire::Reply::Reader r, rpc::Frame&) {
+    auto p = r.getAuthenticate().getServerProof();
+    server_proof.assign(reinterpret_cast<const char*>(p.begin()), p.size());
+    return OkStatus();
+  }));
+  if (!rpc::ProofsEqual(server_proof, rpc::AuthProof(options_.token, "server", challenge, nonce))) {
+    return PermissionDenied("the server could not prove it knows the token");
+  }
+  return OkStatus();
+}
+
+StatusOr<ServerInfo> Session::Hello(std::string* challenge) {
   Request req;
   auto hello = req.root.initHello();
   hello.setProtocolMajor(rpc::kProtocolMajor);
@@ -167,6 +196,10 @@ StatusOr<ServerInfo> Session::Hello() {
   ServerInfo info;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::HELLO, [&](wire::Reply::Reader r, rpc::Frame&) {
     info = ToInfo(r.getHello());
+    if (challenge) {
+      auto c = r.getHello().getAuthChallenge();
+      challenge->assign(reinterpret_cast<const char*>(c.begin()), c.size());
+    }
     return OkStatus();
   }));
   return info;

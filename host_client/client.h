@@ -43,8 +43,10 @@ struct ServerInfo {
   uint16_t protocol_major = 0;
   uint16_t protocol_minor = 0;
   uint64_t session_id = 0;
-  uint32_t active_sessions = 0;
-  std::vector<DeviceInfo> devices;
+  uint32_t active_sessions = 0;  // the server discloses no count: always 0
+  std::vector<DeviceInfo> devices;  // bytes_in_use: this session's own
+  // The server asked for proof of its token (remex-server --token-file).
+  bool requires_token = false;
 };
 
 // A tensor on the server: its handle, dtype and shape.
@@ -154,19 +156,26 @@ struct ConnectOptions {
   std::chrono::milliseconds timeout{30000};  // connect and per-request deadline
   std::string client_name = "remex";
   CompressionOptions compression;
+  // The server's shared secret (rpc/auth.h), proven by challenge-response right after
+  // hello when the server asks; never sent. Empty: none.
+  std::string token;
 };
 
 class Session {
  public:
-  // Connects and says hello (protocol version check). UNAVAILABLE when the server
-  // cannot be reached, FAILED_PRECONDITION on a protocol version mismatch.
+  // Connects and says hello (protocol version check), then proves options.token when
+  // the server asks for it. UNAVAILABLE when the server cannot be reached,
+  // FAILED_PRECONDITION on a protocol version mismatch, PERMISSION_DENIED when the
+  // server wants a token and none was given, or the proof fails either way (the
+  // server's proof of the token is checked too).
   static StatusOr<std::unique_ptr<Session>> Connect(const std::string& host, uint16_t port,
                                                     const ConnectOptions& options = {});
   ~Session();
 
   const ServerInfo& server_info() const { return info_; }
-  // Says hello again and returns fresh server information (bytes in use, sessions).
-  StatusOr<ServerInfo> Hello();
+  // Says hello again and returns fresh server information (this session's bytes in
+  // use). `challenge`, when given, receives the server's authentication challenge.
+  StatusOr<ServerInfo> Hello(std::string* challenge = nullptr);
 
   // Uploads an executable (.rmx bytes); the server parses and verifies it.
   StatusOr<ModuleInfo> LoadModule(std::span<const std::byte> executable, const std::string& name);
@@ -243,6 +252,8 @@ class Session {
 
  private:
   Session() = default;
+  // Answers hello's `challenge` with a proof of options_.token and checks the server's.
+  Status Authenticate(const std::string& challenge);
   StatusOr<ModuleInfo> LoadModuleWithHash(std::span<const std::byte> executable, const std::string& name,
                                           const std::string& hash);
   std::unique_ptr<rpc::Client> rpc_;

@@ -16,6 +16,8 @@
 //             [--rtol R] [--atol A] [--compression ...] [--json]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A]
 //
+// With --server, run/bench/check prove the server's token when it asks (--token-file FILE,
+// else the REMEX_TOKEN environment variable).
 // Without --server, run/bench/check start an embedded device server on a loopback port
 // and talk to it over the same protocol as to a remote one. Exit status: 0 on success,
 // 1 on an error or (check, compare) a mismatch, 2 on a usage error.
@@ -28,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +43,7 @@
 #include "device_server/device_server.h"
 #include "host_client/bench_stats.h"
 #include "host_client/client.h"
+#include "rpc/auth.h"
 #include "host_client/compare.h"
 #include "host_client/compiler.h"
 #include "host_client/npy.h"
@@ -254,6 +258,7 @@ struct CommonArgs {
   std::vector<std::string> shapes;
   uint64_t seed = 0;
   std::string compression = "auto";
+  std::string token_file;
   bool json = false;
 };
 
@@ -266,7 +271,22 @@ void AddCommonOptions(CLI::App* cmd, CommonArgs& args) {
   cmd->add_option("--compression", args.compression,
                   "tensor attachments: auto (zstd where it pays), none, or zstd[:LEVEL]")
       ->capture_default_str();
+  cmd->add_option("--token-file", args.token_file,
+                  "the server's token (remex-server --token-file); default: the REMEX_TOKEN environment variable");
   cmd->add_flag("--json", args.json, "print one JSON object");
+}
+
+// The token for --server: --token-file's, else REMEX_TOKEN's, else none.
+StatusOr<std::string> ClientToken(const CommonArgs& args) {
+  if (!args.token_file.empty()) return remex::rpc::ReadTokenFile(args.token_file);
+  const char* env = std::getenv("REMEX_TOKEN");
+  if (env == nullptr || *env == '\0') return std::string();
+  std::string token(env);
+  if (token.size() < remex::rpc::kMinTokenBytes) {
+    return remex::InvalidArgument("REMEX_TOKEN has " + std::to_string(token.size()) + " bytes; tokens have at least " +
+                                  std::to_string(remex::rpc::kMinTokenBytes));
+  }
+  return token;
 }
 
 // "auto", "none", "zstd" or "zstd:LEVEL" (1-22). INVALID_ARGUMENT otherwise.
@@ -324,6 +344,7 @@ struct Parsed {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::string> input_files;
   remex::client::CompressionOptions compression;
+  std::string token;
 };
 
 StatusOr<Parsed> ParseCommon(const CommonArgs& args) {
@@ -332,6 +353,7 @@ StatusOr<Parsed> ParseCommon(const CommonArgs& args) {
   REMEX_ASSIGN_OR_RETURN(p.input_files, ParseInputSpecs(args.inputs));
   REMEX_ASSIGN_OR_RETURN(p.compression, ParseCompression(args.compression));
   if (!args.server.empty()) REMEX_RETURN_IF_ERROR(ParseServer(args.server).status());
+  REMEX_ASSIGN_OR_RETURN(p.token, ClientToken(args));
   return p;
 }
 
@@ -351,7 +373,8 @@ struct Connection {
   std::string device;  // "cpu (description)"
 };
 
-StatusOr<Connection> ConnectServer(const std::string& server, const remex::client::CompressionOptions& compression) {
+StatusOr<Connection> ConnectServer(const std::string& server, const remex::client::CompressionOptions& compression,
+                                   const std::string& token) {
   Connection c;
   std::string host = "127.0.0.1";
   uint16_t port = 0;
@@ -370,6 +393,7 @@ StatusOr<Connection> ConnectServer(const std::string& server, const remex::clien
   }
   remex::client::ConnectOptions options;
   options.compression = compression;
+  if (!c.embedded) options.token = token;  // the embedded server needs none
   auto session = Session::Connect(host, port, options);
   if (!session.ok()) return session.status().WithContext("connecting to " + host + ":" + std::to_string(port));
   c.session = std::move(session).value();
@@ -486,7 +510,7 @@ int Prepare(const CommonArgs& args, const std::string& default_input_dir, Prepar
   p.executable = std::move(executable).value();
   p.compile_ms = MsSince(t);
 
-  auto conn = ConnectServer(args.server, parsed->compression);
+  auto conn = ConnectServer(args.server, parsed->compression, parsed->token);
   if (!conn.ok()) return Fail(conn.status());
   p.conn = std::move(conn).value();
 

@@ -77,7 +77,25 @@ struct Request {
     profile @13 :Profile;
     tensorStats @14 :TensorStats;
     tensorCompare @15 :TensorCompare;
+    authenticate @16 :Authenticate;
   }
+}
+
+# Proof of the server's shared token (remex-server --token-file), the second request of
+# a session when hello's reply carries an authChallenge; every other request is
+# PERMISSION_DENIED until it succeeds. The token itself never crosses the wire:
+#   proof = HMAC-SHA256(token, "remex-auth-v1 client" || challenge || clientNonce)
+# (rpc/auth.h). A wrong proof is PERMISSION_DENIED, and the session then refuses
+# everything: the client must reconnect.
+struct Authenticate {
+  clientNonce @0 :Data;  # 32 random bytes of the client's
+  proof @1 :Data;        # 32 bytes
+}
+
+# The server's proof that it knows the token too:
+#   serverProof = HMAC-SHA256(token, "remex-auth-v1 server" || challenge || clientNonce)
+struct AuthenticateReply {
+  serverProof @0 :Data;
 }
 
 # First request of a session. The frame header carries the protocol version too;
@@ -218,6 +236,9 @@ struct HelloReply {
   sessionId @4 :UInt64;
   devices @5 :List(DeviceInfo);
   activeSessions @6 :UInt32;
+  # 32 random bytes when the server requires a token: answer with authenticate.
+  # Empty: no authentication.
+  authChallenge @7 :Data;
 }
 
 struct ModuleLoadReply {
@@ -311,5 +332,6 @@ struct Reply {
     profile @11 :ProfileReply;
     tensorStats @12 :TensorStatsReply;
     tensorCompare @13 :TensorCompareReply;
+    authenticate @14 :AuthenticateReply;
   }
 }

@@ -28,7 +28,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   capnproto libcapnp-dev
   libboost-dev libboost-program-options-dev libboost-context-dev
-  libzstd-dev
+  libzstd-dev libssl-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev googletest

@@ -1,0 +1,223 @@
+// Token authentication of remex-server (--token-file), tested as an attacker would
+// against a real server process on loopback: no token, a wrong token, requests and
+// uploads before authenticating, a replayed proof, and the refusal to serve a
+// non-loopback address without a token.
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "host_client/client.h"
+#include "rpc/auth.h"
+#include "rpc/frame.h"
+#include "rpc/transport.h"
+#include "tests/model_util.h"
+#include "tests/process_util.h"
+
+namespace remex {
+namespace {
+
+using client::Session;
+using remex::testing::AddReluModel;
+using remex::testing::Compile;
+using remex::testing::Floats;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+namespace asio = boost::asio;
+
+constexpr char kToken[] = "s3cret-token-of-the-farm-0123456789";
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    token_file_ = (std::filesystem::temp_directory_path() / ("remex_auth_" + std::to_string(::getpid()))).string();
+    std::ofstream(token_file_) << kToken << "\n";
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--token-file", token_file_});
+    ASSERT_NE(server_->port(), 0) << "remex-server did not start";
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove(token_file_);
+  }
+
+  StatusOr<std::unique_ptr<Session>> Connect(const std::string& token) {
+    client::ConnectOptions options;
+    options.token = token;
+    return Session::Connect("127.0.0.1", server_->port(), options);
+  }
+
+  std::string token_file_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+// A raw connection for hand-written requests; Call sends one and returns the reply's
+// status and, for hello, the challenge.
+class Raw {
+ public:
+  explicit Raw(uint16_t port) : sock_(io_) { sock_.connect({asio::ip::make_address("127.0.0.1"), port}); }
+
+  Status Call(capnp::MessageBuilder& msg, std::string* challenge = nullptr, std::string* server_proof = nullptr) {
+    auto words = capnp::messageToFlatArray(msg);
+    rpc::FrameHeader fh;
+    fh.request_id = ++id_;
+    fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+    asio::write(sock_, asio::buffer(rpc::EncodeFrameHeader(fh)));
+    asio::write(sock_, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+    std::array<std::byte, rpc::kFrameHeaderSize> hb;
+    boost::system::error_code ec;
+    asio::read(sock_, asio::buffer(hb), ec);
+    if (ec) return Unavailable(ec.message());
+    auto rh = rpc::DecodeFrameHeader(hb);
+    if (!rh.ok()) return rh.status();
+    std::vector<capnp::word> reply(rh->message_bytes / sizeof(capnp::word));
+    asio::read(sock_, asio::buffer(reply.data(), rh->message_bytes), ec);
+    if (ec) return Unavailable(ec.message());
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(reply.data(), reply.size()));
+    auto root = reader.getRoot<rpc::wire::Reply>();
+    if (challenge && root.isHello()) {
+      auto c = root.getHello().getAuthChallenge();
+      challenge->assign(reinterpret_cast<const char*>(c.begin()), c.size());
+    }
+    if (server_proof && root.isAuthenticate()) {
+      auto p = root.getAuthenticate().getServerProof();
+      server_proof->assign(reinterpret_cast<const char*>(p.begin()), p.size());
+    }
+    return rpc::ErrorFromReply(root);
+  }
+
+  Status Hello(std::string* challenge) {
+    capnp::MallocMessageBuilder msg;
+    msg.initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
+    return Call(msg, challenge);
+  }
+
+  Status Authenticate(const std::string& nonce, const std::string& proof, std::string* server_proof = nullptr) {
+    capnp::MallocMessageBuilder msg;
+    auto a = msg.initRoot<rpc::wire::Request>().initAuthenticate();
+    a.setClientNonce(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(nonce.data()), nonce.size()));
+    a.setProof(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(proof.data()), proof.size()));
+    return Call(msg, nullptr, server_proof);
+  }
+
+  Status Alloc() {
+    capnp::MallocMessageBuilder msg;
+    auto t = msg.initRoot<rpc::wire::Request>().initTensorAlloc();
+    t.initDesc().setDtype(1);
+    t.getDesc().initShape(1).set(0, 4);
+    return Call(msg);
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket sock_;
+  uint64_t id_ = 0;
+};
+
+TEST_F(AuthTest, TheRightTokenServesAsBefore) {
+  auto s = Connect(kToken);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->server_info().requires_token);
+  auto module = (*s)->LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  EXPECT_TRUE((*s)->Upload(Floats({1, 4}, {1, 2, 3, 4})).ok());
+  EXPECT_TRUE((*s)->Ping().ok());
+}
+
+TEST_F(AuthTest, NoTokenOrAWrongOneIsPermissionDenied) {
+  auto none = Connect("");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(none.status().message().find("requires a token"), std::string::npos) << none.status().ToString();
+  auto wrong = Connect("not-the-token-of-this-server");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(wrong.status().message().find("authentication failed"), std::string::npos) << wrong.status().ToString();
+}
+
+TEST_F(AuthTest, NothingIsServedBeforeAuthenticationAndAFailureIsFinal) {
+  Raw raw(server_->port());
+  std::string challenge;
+  ASSERT_TRUE(raw.Hello(&challenge).ok());
+  EXPECT_EQ(challenge.size(), rpc::kAuthNonceBytes);
+  Status alloc = raw.Alloc();
+  EXPECT_EQ(alloc.code(), StatusCode::kPermissionDenied) << alloc.ToString();
+  // A wrong proof, then the right one: the session stays refused.
+  std::string nonce(rpc::kAuthNonceBytes, 'n');
+  EXPECT_EQ(raw.Authenticate(nonce, std::string(32, 'x')).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(raw.Authenticate(nonce, rpc::AuthProof(kToken, "client", challenge, nonce)).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(raw.Alloc().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(AuthTest, AProofIsGoodForItsOwnChallengeOnly) {
+  Raw first(server_->port());
+  std::string challenge;
+  ASSERT_TRUE(first.Hello(&challenge).ok());
+  const std::string nonce(rpc::kAuthNonceBytes, 'a');
+  const std::string proof = rpc::AuthProof(kToken, "client", challenge, nonce);
+  std::string server_proof;
+  ASSERT_TRUE(first.Authenticate(nonce, proof, &server_proof).ok());
+  // The server proved the token in return.
+  EXPECT_TRUE(rpc::ProofsEqual(server_proof, rpc::AuthProof(kToken, "server", challenge, nonce)));
+  EXPECT_TRUE(first.Alloc().ok());
+  // Replayed on another session (another challenge): refused.
+  Raw second(server_->port());
+  std::string other;
+  ASSERT_TRUE(second.Hello(&other).ok());
+  EXPECT_NE(other, challenge);
+  EXPECT_EQ(second.Authenticate(nonce, proof).code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(AuthTest, AnUploadBeforeAuthenticationIsRefusedAtItsHeader) {
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), server_->port()});
+  capnp::MallocMessageBuilder hello;
+  hello.initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
+  capnp::MallocMessageBuilder write;
+  auto w = write.initRoot<rpc::wire::Request>().initTensorWrite();
+  w.initDesc().setDtype(1);
+  w.getDesc().initShape(1).set(0, 64 << 20);
+  uint64_t id = 0;
+  for (auto* msg : {static_cast<capnp::MessageBuilder*>(&hello), static_cast<capnp::MessageBuilder*>(&write)}) {
+    auto words = capnp::messageToFlatArray(*msg);
+    rpc::FrameHeader fh;
+    fh.request_id = ++id;
+    fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+    fh.attachment_count = id == 2 ? 1 : 0;
+    asio::write(sock, asio::buffer(rpc::EncodeFrameHeader(fh)));
+    asio::write(sock, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+  }
+  rpc::AttachmentHeader ah;
+  ah.raw_size = ah.wire_size = uint64_t{256} << 20;  // declared, never sent
+  asio::write(sock, asio::buffer(rpc::EncodeAttachmentHeader(ah)));
+  // Replies: hello's, then the refusal, then the connection closes.
+  std::vector<char> all;
+  std::array<char, 4096> buf;
+  boost::system::error_code ec;
+  while (!ec) {
+    size_t n = sock.read_some(asio::buffer(buf), ec);
+    all.insert(all.end(), buf.begin(), buf.begin() + n);
+  }
+  const std::string text(all.begin(), all.end());
+  EXPECT_NE(text.find("requires a token"), std::string::npos);
+}
+
+TEST(AuthListenTest, ANonLoopbackAddressNeedsATokenOrInsecure) {
+  const std::string server = REMEX_SERVER_BIN;
+  auto refused = RunCommand(server + " --listen 0.0.0.0:0 --quiet 2>&1");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("refusing to serve 0.0.0.0 without authentication"), std::string::npos)
+      << refused.output;
+  // With --insecure it serves (until `timeout` stops it with SIGTERM).
+  auto insecure = RunCommand("timeout -s TERM 2 " + server + " --listen 0.0.0.0:0 --insecure --quiet");
+  EXPECT_NE(insecure.output.find("remex-server listening on 0.0.0.0:"), std::string::npos) << insecure.output;
+  EXPECT_EQ(insecure.exit_code, 124);  // timeout's status: the server ran until it was stopped
+}
+
+}  // namespace
+}  // namespace remex
