@@ -368,15 +368,15 @@ TEST(ServerBudgetTest, InvokeDeadlineStopsARunawayLoopAndTheSessionGoesOn) {
 }
 
 TEST(ServerBudgetTest, ARunawaySessionDoesNotHoldTheDeviceFromAnotherThatBenchmarks) {
-  // Only the cap could stop the spinning run, and it is far away (60 s): the other
+  // Only the server's cap stops the spinning run, 15 s after it starts: the other
   // session's requests must be served between the spinner's kernels meanwhile.
-  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "60000"});
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "15000"});
   ASSERT_NE(server.port(), 0);
   auto spin = StartSpin(server, kForever, 120s);
   ASSERT_NE(spin.vm, 0u);
+  // The spinning session is used by this thread only, and waited for below.
   auto spinning = std::async(std::launch::async, [&] { return spin.session->Invoke(spin.vm, "main").status(); });
   std::this_thread::sleep_for(200ms);  // the spin is on the device
-  auto start = std::chrono::steady_clock::now();
   ExpectServing(server);  // load, upload, invoke, download
   auto s = Connect(server);
   ASSERT_TRUE(s);
@@ -393,11 +393,10 @@ TEST(ServerBudgetTest, ARunawaySessionDoesNotHoldTheDeviceFromAnotherThatBenchma
   auto bench = s->Benchmark(*vm, "main", options);
   ASSERT_TRUE(bench.ok()) << bench.status().ToString();
   EXPECT_EQ(bench->samples_seconds.size(), 5u);
-  // All of it long before the spinner's 60 s cap, while the spinner still runs.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  // All of it while the spinner still runs: it was never held behind the spin.
   EXPECT_EQ(spinning.wait_for(0s), std::future_status::timeout) << "the spinning run ended early";
-  spin.session.reset();  // hang up: the spin is cancelled
-  spinning.wait();
+  Status spun = spinning.get();
+  EXPECT_EQ(spun.code(), StatusCode::kDeadlineExceeded) << spun.ToString();
 }
 
 TEST(ServerBudgetTest, ClientThatHangsUpMidRunFreesTheDeviceForOthers) {
