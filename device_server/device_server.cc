@@ -614,9 +614,18 @@ class Session final : public rpc::ConnectionHandler {
                                actual);
       }
     }
-    // Constants beyond the device's memory could never be uploaded: refuse them before
-    // decompressing anything.
-    REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->registry, state_->device->memory_bytes()));
+    // Constants beyond what is left of the session's memory quota could never be
+    // uploaded: refuse them before decompressing anything (a few kilobytes of zstd can
+    // declare gigabytes of zeros).
+    const uint64_t quota = allocator_->quota_bytes();
+    const uint64_t used = allocator_->stats().allocated_bytes;
+    const uint64_t left = std::min(state_->device->memory_bytes(), used < quota ? quota - used : 0);
+    auto loaded = vm::Executable::Load(bytes, *state_->registry, left);
+    if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted) {
+      return loaded.status().WithContext("session " + std::to_string(id_) + " has " + std::to_string(left) +
+                                         " bytes left of its memory quota (--session-memory-bytes)");
+    }
+    REMEX_ASSIGN_OR_RETURN(auto exe, std::move(loaded));
     if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
     FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
     spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),

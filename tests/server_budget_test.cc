@@ -221,6 +221,28 @@ TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
   ExpectServing(server);
 }
 
+TEST(ServerBudgetTest, ExecutableConstantsBeyondTheQuotaAreRefusedBeforeDecompression) {
+  // 96 MiB of zero weights: the executable's zstd chunks are a few hundred kilobytes.
+  OnnxModelBuilder b(13);
+  // y = w[i]: a Gather by a run-time index, which no constant folding removes.
+  b.Input("i", onnx::TensorProto::INT64, {1, 4}).Output("y", onnx::TensorProto::FLOAT, {1, 4});
+  b.FloatInit("w", {24 << 20}, std::vector<float>(24 << 20, 0.0f));
+  b.Node("Gather", {"w", "i"}, {"y"});
+  const std::vector<std::byte> exe = Compile(b);
+  ASSERT_FALSE(exe.empty());
+  ASSERT_LT(exe.size(), 8u << 20);
+  ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
+  ASSERT_NE(server.port(), 0);
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  auto module = s->LoadModule(exe, "zeros");
+  ASSERT_FALSE(module.ok());
+  EXPECT_EQ(module.status().code(), StatusCode::kResourceExhausted) << module.status().ToString();
+  EXPECT_NE(module.status().message().find("left of its memory quota"), std::string::npos)
+      << module.status().ToString();
+  ExpectServing(server);
+}
+
 TEST(ServerBudgetTest, HandleCapRefusesTheNextObjectUntilOneIsFreed) {
   ServerProcess server(std::vector<std::string>{"--max-handles-per-session", "8"});
   ASSERT_NE(server.port(), 0);
