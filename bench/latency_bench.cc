@@ -25,6 +25,7 @@
 #include <functional>
 
 #include "bench/bench_util.h"
+#include "bench/relu_model.h"
 #include "device_server/device_server.h"
 #include "host_client/bench_stats.h"
 #include "host_client/client.h"
@@ -37,29 +38,6 @@
 namespace remex::bench {
 namespace {
 
-StatusOr<std::vector<std::byte>> ReluExecutable(const kernels::KernelRegistry& registry, int64_t elements) {
-  compiler::Graph g;
-  g.opset = 13;
-  compiler::Value x, y;
-  x.name = "x";
-  y.name = "y";
-  for (compiler::Value* v : {&x, &y}) {
-    v->dtype = DType::kFloat32;
-    v->shape = {1, elements};
-    v->rank_known = true;
-  }
-  int xi = g.AddValue(x), yi = g.AddValue(y);
-  compiler::Node relu;
-  relu.op = "Relu";
-  relu.name = "relu";
-  relu.inputs = {xi};
-  relu.outputs = {yi};
-  g.nodes.push_back(relu);
-  g.inputs = {xi};
-  g.outputs = {yi};
-  REMEX_ASSIGN_OR_RETURN(auto def, compiler::CompileGraph(std::move(g), registry, {}));
-  return vm::SerializeExecutable(def);
-}
 
 // The raw peer: reads `request` bytes, writes `reply` bytes, until the client closes.
 void RawEcho(Socket listener, size_t request, size_t reply) {

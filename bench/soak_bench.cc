@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "bench/bench_util.h"
+#include "bench/relu_model.h"
 #include "host_client/client.h"
 #include "host_client/compiler.h"
 #include "host_client/graph.h"
@@ -47,29 +48,6 @@ namespace {
 
 constexpr int64_t kElements = 4096;
 
-StatusOr<std::vector<std::byte>> ReluExecutable(const kernels::KernelRegistry& registry) {
-  compiler::Graph g;
-  g.opset = 13;
-  compiler::Value x, y;
-  x.name = "x";
-  y.name = "y";
-  for (compiler::Value* v : {&x, &y}) {
-    v->dtype = DType::kFloat32;
-    v->shape = {1, kElements};
-    v->rank_known = true;
-  }
-  int xi = g.AddValue(x), yi = g.AddValue(y);
-  compiler::Node relu;
-  relu.op = "Relu";
-  relu.name = "relu";
-  relu.inputs = {xi};
-  relu.outputs = {yi};
-  g.nodes.push_back(relu);
-  g.inputs = {xi};
-  g.outputs = {yi};
-  REMEX_ASSIGN_OR_RETURN(auto def, compiler::CompileGraph(std::move(g), registry, {}));
-  return vm::SerializeExecutable(def);
-}
 
 struct Address {
   std::string host;
@@ -221,7 +199,7 @@ int Run(int argc, char** argv) {
   }
   auto registry = kernels::CreateCpuRegistry();
   if (!registry.ok()) return 1;
-  auto exe = ReluExecutable(**registry);
+  auto exe = ReluExecutable(**registry, kElements);
   if (!exe.ok()) return std::fprintf(stderr, "soak_bench: %s\n", exe.status().ToString().c_str()), 1;
 
   Phase baseline("baseline");

@@ -85,4 +85,21 @@ inline std::vector<float> ToFloats(const npy::Array& a) {
   return v;
 }
 
+// Loads AddReluModel on `s`, runs it on one input and checks the output: the server
+// behind `s` still serves. Failures are test failures.
+inline void ExpectServesAddRelu(client::Session& s) {
+  auto module = s.LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto vm = s.CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = s.Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(s.SetInputs(*vm, "main", {x->handle}).ok());
+  auto out = s.Invoke(*vm, "main");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto y = s.Download(out->outputs[0].handle);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+}
+
 }  // namespace remex::testing

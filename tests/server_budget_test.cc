@@ -46,18 +46,7 @@ std::unique_ptr<Session> Connect(const ServerProcess& server, std::chrono::milli
 void ExpectServing(const ServerProcess& server) {
   auto s = Connect(server);
   ASSERT_TRUE(s);
-  auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
-  ASSERT_TRUE(module.ok()) << module.status().ToString();
-  auto vm = s->CreateVm(module->handle);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-  auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
-  ASSERT_TRUE(x.ok());
-  ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
-  auto out = s->Invoke(*vm, "main");
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
-  auto y = s->Download(out->outputs[0].handle);
-  ASSERT_TRUE(y.ok());
-  EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+  remex::testing::ExpectServesAddRelu(*s);
 }
 
 // v_final = x * (trip count + 1), by an ONNX Loop (opset 13) whose body adds x to the

@@ -40,18 +40,7 @@ class ServerTest : public remex::testing::ServerSessionTest {
   void ExpectServing() {
     auto s = Connect();
     ASSERT_TRUE(s);
-    auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
-    ASSERT_TRUE(module.ok()) << module.status().ToString();
-    auto vm = s->CreateVm(module->handle);
-    ASSERT_TRUE(vm.ok());
-    auto x = s->Upload(Floats({1, 4}, {1, 1, -3, 3}));
-    ASSERT_TRUE(x.ok());
-    ASSERT_TRUE(s->SetInputs(*vm, "main", {x->handle}).ok());
-    auto out = s->Invoke(*vm, "main");
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    auto y = s->Download(out->outputs[0].handle);
-    ASSERT_TRUE(y.ok());
-    EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+    remex::testing::ExpectServesAddRelu(*s);
   }
 
   // Device bytes held by all sessions, from the metrics endpoint.
