@@ -5,7 +5,7 @@ find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options context)  # libboost-program-options-dev, libboost-context-dev
 find_package(CapnProto REQUIRED)                               # libcapnp-dev, capnproto
 find_package(zstd REQUIRED)                                    # libzstd-dev
-find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)             # libssl-dev
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)         # libssl-dev
 find_package(dnnl REQUIRED)                                    # libdnnl-dev, ocl-icd-opencl-dev
 find_package(ONNX REQUIRED)                                    # libonnx-dev
 find_package(Protobuf REQUIRED)                                # libprotobuf-dev, protobuf-compiler

@@ -861,7 +861,7 @@ class Session final : public rpc::ConnectionHandler {
     // benchmark is one run for the run control: its time limit is the deadline.
     control_.budget = state_->benchmark_time_limit;
     control_.deadline = std::chrono::steady_clock::now() + state_->benchmark_time_limit;
-    auto call = [&]() -> Status { return obj->vm->Invoke(fn).status(); };
+    auto call = [&vm = *obj->vm, fn = fn]() -> Status { return vm.Invoke(fn).status(); };
     REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
                            RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit));
     auto r = reply.initBenchmark();
@@ -1000,6 +1000,7 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.idle_timeout = config.idle_timeout;
   options.read_timeout = config.read_timeout;
   options.limits.max_frame_attachment_bytes = config.max_frame_bytes;
+  options.tls = config.tls;
   std::unique_ptr<DeviceServer> server(new DeviceServer());
   server->state_ = state;
   server->server_ = std::make_unique<rpc::Server>(

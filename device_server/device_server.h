@@ -19,10 +19,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
+#include "rpc/tls.h"
 
 namespace remex::rpc {
 class Server;
@@ -76,6 +78,9 @@ struct ServerConfig {
   // The shared secret sessions must prove (rpc/auth.h) before any other request;
   // empty: no authentication.
   std::string token;
+  // Set: connections speak TLS, optionally mutual (rpc/tls.h, rpc/transport.h
+  // ServerOptions::tls). Start() fails with INVALID_ARGUMENT naming a file it cannot use.
+  std::optional<rpc::TlsServerConfig> tls;
 
   // The metrics and health endpoint (device_server/metrics.h): /metrics, /healthz,
   // /readyz on metrics_host:metrics_port (0: any free port); none when metrics_port < 0.

@@ -1,12 +1,14 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
 //              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
+//              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //              [budgets and deadlines: see --help]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
 // connections (followed by ", metrics on HOST:PORT" with --metrics), and stops cleanly
 // on SIGINT or SIGTERM. Refuses (status 2) to serve a non-loopback address without
-// --token-file unless --insecure says so. Exits with status 1 and the
+// authentication (--token-file, or mutual TLS with --tls-client-ca) unless --insecure
+// says so. Exits with status 1 and the
 // reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
 // or a build without CUDA).
 #include <CLI/CLI.hpp>
@@ -115,6 +117,13 @@ int main(int argc, char** argv) {
                  "--token-file or set REMEX_TOKEN); the token never crosses the wire");
   app.add_flag("--insecure", insecure,
                "serve a non-loopback address without --token-file: anyone who reaches the port can use the device");
+  std::string tls_cert, tls_key, tls_client_ca;
+  app.add_option("--tls-cert", tls_cert,
+                 "serve TLS (1.2 or later) with this PEM certificate chain; clients connect with --tls-ca");
+  app.add_option("--tls-key", tls_key, "the PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "mutual TLS: require a client certificate signed by a CA of this PEM file (clients pass --tls-cert "
+                 "and --tls-key)");
   uint64_t allocator_cache_bytes = defaults.allocator_cache_bytes;
   app.add_option("--allocator-cache-bytes", allocator_cache_bytes,
                  "freed device memory kept for reuse (all of it is returned when the last session closes)")
@@ -156,10 +165,19 @@ int main(int argc, char** argv) {
     }
     config.token = std::move(token).value();
   }
-  if (config.token.empty() && !insecure && !IsLoopback(config.host)) {
+  if (tls_cert.empty() != tls_key.empty()) {
+    std::fprintf(stderr, "remex-server: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (!tls_client_ca.empty() && tls_cert.empty()) {
+    std::fprintf(stderr, "remex-server: --tls-client-ca needs --tls-cert and --tls-key\n");
+    return 2;
+  }
+  if (!tls_cert.empty()) config.tls = remex::rpc::TlsServerConfig{tls_cert, tls_key, tls_client_ca};
+  if (config.token.empty() && tls_client_ca.empty() && !insecure && !IsLoopback(config.host)) {
     std::fprintf(stderr,
                  "remex-server: refusing to serve %s without authentication: pass --token-file FILE (clients then "
-                 "need the same token), or --insecure on a network you trust\n",
+                 "need the same token) or mutual TLS (--tls-client-ca), or --insecure on a network you trust\n",
                  config.host.c_str());
     return 2;
   }

@@ -148,7 +148,7 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
                                                     const ConnectOptions& options) {
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
-  REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout));
+  REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout, options.tls));
   rpc::CompressionMode mode = rpc::CompressionMode::kAuto;
   switch (options.compression.mode) {
     case CompressionMode::kAuto: mode = rpc::CompressionMode::kAuto; break;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "base/dtype.h"
 #include "base/status.h"
 #include "host_client/npy.h"
+#include "rpc/tls.h"
 
 namespace remex::rpc {
 class Client;
@@ -159,6 +161,9 @@ struct ConnectOptions {
   // The server's shared secret (rpc/auth.h), proven by challenge-response right after
   // hello when the server asks; never sent. Empty: none.
   std::string token;
+  // Set: connect over TLS (rpc/transport.h, TlsClientConfig: the CA the server's
+  // certificate must chain to, and optionally a client certificate for mutual TLS).
+  std::optional<rpc::TlsClientConfig> tls;
 };
 
 class Session {
@@ -167,7 +172,9 @@ class Session {
   // the server asks for it. UNAVAILABLE when the server cannot be reached,
   // FAILED_PRECONDITION on a protocol version mismatch, PERMISSION_DENIED when the
   // server wants a token and none was given, or the proof fails either way (the
-  // server's proof of the token is checked too).
+  // server's proof of the token is checked too). With options.tls, the TLS errors of
+  // rpc::Client::Connect (a CA or key file that cannot be read, a server certificate
+  // that does not verify).
   static StatusOr<std::unique_ptr<Session>> Connect(const std::string& host, uint16_t port,
                                                     const ConnectOptions& options = {});
   ~Session();

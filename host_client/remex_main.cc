@@ -259,6 +259,7 @@ struct CommonArgs {
   uint64_t seed = 0;
   std::string compression = "auto";
   std::string token_file;
+  std::string tls_ca, tls_cert, tls_key;
   bool json = false;
 };
 
@@ -273,7 +274,26 @@ void AddCommonOptions(CLI::App* cmd, CommonArgs& args) {
       ->capture_default_str();
   cmd->add_option("--token-file", args.token_file,
                   "the server's token (remex-server --token-file); default: the REMEX_TOKEN environment variable");
+  cmd->add_option("--tls-ca", args.tls_ca,
+                  "connect to --server over TLS; PEM file of the CA the server's certificate must chain to");
+  cmd->add_option("--tls-cert", args.tls_cert, "with --tls-ca: this client's PEM certificate (mutual TLS)");
+  cmd->add_option("--tls-key", args.tls_key, "with --tls-cert: its PEM private key");
   cmd->add_flag("--json", args.json, "print one JSON object");
+}
+
+// --tls-ca/--tls-cert/--tls-key as the client's TLS settings; none without --tls-ca.
+StatusOr<std::optional<remex::rpc::TlsClientConfig>> ClientTls(const CommonArgs& args) {
+  if (args.tls_ca.empty()) {
+    if (!args.tls_cert.empty() || !args.tls_key.empty()) {
+      return remex::InvalidArgument("--tls-cert and --tls-key need --tls-ca (the CA of the server's certificate)");
+    }
+    return std::optional<remex::rpc::TlsClientConfig>();
+  }
+  if (args.server.empty()) return remex::InvalidArgument("--tls-ca needs --server (the embedded server speaks plaintext)");
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    return remex::InvalidArgument("--tls-cert and --tls-key go together");
+  }
+  return std::optional<remex::rpc::TlsClientConfig>(remex::rpc::TlsClientConfig{args.tls_ca, args.tls_cert, args.tls_key});
 }
 
 // The token for --server: --token-file's, else REMEX_TOKEN's, else none.
@@ -345,6 +365,7 @@ struct Parsed {
   std::map<std::string, std::string> input_files;
   remex::client::CompressionOptions compression;
   std::string token;
+  std::optional<remex::rpc::TlsClientConfig> tls;
 };
 
 StatusOr<Parsed> ParseCommon(const CommonArgs& args) {
@@ -354,6 +375,7 @@ StatusOr<Parsed> ParseCommon(const CommonArgs& args) {
   REMEX_ASSIGN_OR_RETURN(p.compression, ParseCompression(args.compression));
   if (!args.server.empty()) REMEX_RETURN_IF_ERROR(ParseServer(args.server).status());
   REMEX_ASSIGN_OR_RETURN(p.token, ClientToken(args));
+  REMEX_ASSIGN_OR_RETURN(p.tls, ClientTls(args));
   return p;
 }
 
@@ -374,7 +396,8 @@ struct Connection {
 };
 
 StatusOr<Connection> ConnectServer(const std::string& server, const remex::client::CompressionOptions& compression,
-                                   const std::string& token) {
+                                   const std::string& token,
+                                   const std::optional<remex::rpc::TlsClientConfig>& tls) {
   Connection c;
   std::string host = "127.0.0.1";
   uint16_t port = 0;
@@ -393,7 +416,10 @@ StatusOr<Connection> ConnectServer(const std::string& server, const remex::clien
   }
   remex::client::ConnectOptions options;
   options.compression = compression;
-  if (!c.embedded) options.token = token;  // the embedded server needs none
+  if (!c.embedded) {  // the embedded server needs neither
+    options.token = token;
+    options.tls = tls;
+  }
   auto session = Session::Connect(host, port, options);
   if (!session.ok()) return session.status().WithContext("connecting to " + host + ":" + std::to_string(port));
   c.session = std::move(session).value();
@@ -510,7 +536,7 @@ int Prepare(const CommonArgs& args, const std::string& default_input_dir, Prepar
   p.executable = std::move(executable).value();
   p.compile_ms = MsSince(t);
 
-  auto conn = ConnectServer(args.server, parsed->compression, parsed->token);
+  auto conn = ConnectServer(args.server, parsed->compression, parsed->token, parsed->tls);
   if (!conn.ok()) return Fail(conn.status());
   p.conn = std::move(conn).value();
 

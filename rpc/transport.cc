@@ -14,6 +14,9 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <kj/exception.h>
 
 namespace remex::rpc {
@@ -118,15 +121,152 @@ std::span<std::byte> ConnectionHandler::AttachmentDestination(const Frame& /*req
 
 namespace {
 
+// ---------------------------------------------------------------------------------------
+// TLS.
+
+// The first byte of a TLS handshake record (RFC 8446, ContentType handshake(22)).
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+
+// Applies what every Remex TLS context shares: TLS 1.2 or later, no compression.
+void HardenContext(asio::ssl::context& context) {
+  context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                      asio::ssl::context::no_tlsv1_1 | asio::ssl::context::no_compression);
+  SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
+}
+
+Status TlsFileError(const char* what, const std::string& file, const error_code& ec) {
+  return InvalidArgument("TLS " + std::string(what) + " '" + file + "': " + ec.message());
+}
+
+// A key that cannot be read, or (OpenSSL checks it as the key loads) that is not the
+// certificate's.
+Status TlsKeyError(const std::string& key_file, const std::string& cert_file, const error_code& ec) {
+  return InvalidArgument("TLS key '" + key_file + "' cannot be used with certificate '" + cert_file +
+                         "': " + ec.message());
+}
+
+StatusOr<std::unique_ptr<asio::ssl::context>> MakeServerContext(const TlsServerConfig& config) {
+  if (config.cert_file.empty() || config.key_file.empty()) {
+    return InvalidArgument("TLS needs both a certificate file and a key file");
+  }
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  HardenContext(*context);
+  error_code ec;
+  context->use_certificate_chain_file(config.cert_file, ec);
+  if (ec) return TlsFileError("certificate", config.cert_file, ec);
+  context->use_private_key_file(config.key_file, asio::ssl::context::pem, ec);
+  if (ec) return TlsKeyError(config.key_file, config.cert_file, ec);
+  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+    return InvalidArgument("TLS key '" + config.key_file + "' cannot be used with certificate '" + config.cert_file +
+                           "': key values mismatch");
+  }
+  if (!config.client_ca_file.empty()) {
+    context->load_verify_file(config.client_ca_file, ec);
+    if (ec) return TlsFileError("client CA file", config.client_ca_file, ec);
+    context->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+  return context;
+}
+
+StatusOr<std::unique_ptr<asio::ssl::context>> MakeClientContext(const TlsClientConfig& config) {
+  if (config.ca_file.empty()) return InvalidArgument("TLS needs the CA file the server's certificate chains to");
+  if (config.cert_file.empty() != config.key_file.empty()) {
+    return InvalidArgument("a TLS client certificate needs its key, and a key its certificate");
+  }
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  HardenContext(*context);
+  error_code ec;
+  context->load_verify_file(config.ca_file, ec);
+  if (ec) return TlsFileError("CA file", config.ca_file, ec);
+  context->set_verify_mode(asio::ssl::verify_peer);
+  if (!config.cert_file.empty()) {
+    context->use_certificate_chain_file(config.cert_file, ec);
+    if (ec) return TlsFileError("client certificate", config.cert_file, ec);
+    context->use_private_key_file(config.key_file, asio::ssl::context::pem, ec);
+    if (ec) return TlsKeyError(config.key_file, config.cert_file, ec);
+    if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+      return InvalidArgument("TLS key '" + config.key_file + "' cannot be used with certificate '" +
+                             config.cert_file + "': key values mismatch");
+    }
+  }
+  return context;
+}
+
+// A connection's byte stream: the TCP socket, or TLS over it. Reads and writes go
+// through TLS once it is enabled; socket() is always the TCP socket (readiness waits,
+// cancel, shutdown and close act on it).
+class Stream {
+ public:
+  explicit Stream(tcp::socket socket) : socket_(std::move(socket)) {}
+  template <typename ExecutionContext>
+  explicit Stream(ExecutionContext& io) : socket_(io) {}
+
+  tcp::socket& socket() { return socket_; }
+  const tcp::socket& socket() const { return socket_; }
+  void EnableTls(asio::ssl::context& context) { tls_.emplace(socket_, context); }
+  // Later reads and writes bypass TLS (a plaintext answer to a plaintext peer).
+  void DropTls() { tls_.reset(); }
+  bool tls() const { return tls_.has_value(); }
+  SSL* ssl() { return tls_ ? tls_->native_handle() : nullptr; }
+
+  template <typename Handler>
+  void AsyncHandshake(asio::ssl::stream_base::handshake_type type, Handler&& handler) {
+    tls_->async_handshake(type, std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncRead(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      asio::async_read(*tls_, buffers, std::forward<Handler>(handler));
+    } else {
+      asio::async_read(socket_, buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncReadSome(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      socket_.async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncWrite(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      asio::async_write(*tls_, buffers, std::forward<Handler>(handler));
+    } else {
+      asio::async_write(socket_, buffers, std::forward<Handler>(handler));
+    }
+  }
+
+ private:
+  tcp::socket socket_;
+  std::optional<asio::ssl::stream<tcp::socket&>> tls_;
+};
+
+// Why a TLS handshake failed, as OpenSSL says it: the certificate check's reason when
+// that is what failed.
+std::string TlsFailure(Stream& stream, const error_code& ec) {
+  std::string reason = ec.message();
+  if (SSL* ssl = stream.ssl()) {
+    long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) reason += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+  }
+  return reason;
+}
+
 // One accepted connection. All its work runs on its strand (the socket's executor): a
 // single chain of reads, the handler call and the reply write, so frames are handled
 // one at a time in order. The chain's handlers hold the shared_ptr; when the chain ends
 // the Connection, and with it the ConnectionHandler, is destroyed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), deadline_(socket_.get_executor()),
-        options_(options), totals_(totals) {
+  // `tls` (the server's context, which outlives its connections): the connection
+  // speaks TLS; nullptr: plaintext.
+  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals,
+             asio::ssl::context* tls)
+      : stream_(std::move(socket)), socket_(stream_.socket()), timer_(socket_.get_executor()),
+        deadline_(socket_.get_executor()), options_(options), totals_(totals), tls_context_(tls) {
     info_.id = id;
     info_.stats = &stats_;
     error_code ec;
@@ -153,7 +293,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Start(std::unique_ptr<ConnectionHandler> handler) {
     handler_ = std::move(handler);
-    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+    asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->tls_context_ != nullptr) return self->DetectTls();
+      self->ReadHeader();
+    });
   }
 
   // Thread-safe: closes the socket on the connection's strand.
@@ -197,9 +340,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // TLS connections: the first byte tells a TLS handshake from a plaintext Remex frame,
+  // which is answered in plaintext (its client would not understand TLS alerts).
+  void DetectTls() {
+    ArmDeadline(options_.read_timeout, "no TLS handshake past the read timeout");
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+      if (ec) return self->CloseNow();
+      unsigned char first = 0;
+      error_code peek_ec;
+      size_t n = self->socket_.receive(asio::buffer(&first, 1), tcp::socket::message_peek, peek_ec);
+      if (peek_ec || n == 0) return self->CloseNow();
+      if (first != kTlsHandshakeRecord) {
+        return self->Fail(0, FailedPrecondition("this server accepts TLS connections only: connect with "
+                                                "--tls-ca CA.pem (a plaintext Remex frame arrived)"));
+      }
+      self->stream_.EnableTls(*self->tls_context_);
+      self->stream_.AsyncHandshake(asio::ssl::stream_base::server, [self](error_code ec) {
+        if (ec) {
+          std::fprintf(stderr, "remex rpc server: TLS handshake with %s failed: %s\n", self->info_.peer.c_str(),
+                       TlsFailure(self->stream_, ec).c_str());
+          return self->CloseNow();
+        }
+        self->ReadHeader();
+      });
+    });
+  }
+
   void ReadHeader() {
     ArmDeadline(options_.idle_timeout, "idle past the idle timeout");
-    asio::async_read(socket_, asio::buffer(header_buf_),
+    stream_.AsyncRead(asio::buffer(header_buf_),
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->CountRead(n);
                        if (!ec) self->OnHeader();
@@ -222,7 +391,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_.major = header_.major;
     request_.minor = header_.minor;
     request_.message = kj::heapArray<capnp::word>(header_.message_bytes / sizeof(capnp::word));
-    asio::async_read(socket_, asio::buffer(request_.message.begin(), header_.message_bytes),
+    stream_.AsyncRead(asio::buffer(request_.message.begin(), header_.message_bytes),
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->CountRead(n);
                        if (!ec) self->OnMessage();
@@ -241,7 +410,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void ReadAttachmentHeader() {
     if (next_attachment_ == header_.attachment_count) return Dispatch();
-    asio::async_read(socket_, asio::buffer(attachment_header_buf_),
+    stream_.AsyncRead(asio::buffer(attachment_header_buf_),
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->CountRead(n);
                        if (!ec) self->OnAttachmentHeader();
@@ -294,7 +463,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return ReadAttachmentHeader();
     }
     std::span<std::byte> buf = reader_.NextBuffer();
-    asio::async_read(socket_, asio::buffer(buf.data(), buf.size()),
+    stream_.AsyncRead(asio::buffer(buf.data(), buf.size()),
                      [self = shared_from_this()](error_code ec, size_t n) {
                        self->CountRead(n);
                        if (ec) return;
@@ -385,7 +554,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     out_.emplace(std::move(encoded).value());
     out_buffers_ = ToBuffers(*out_);
-    asio::async_write(socket_, out_buffers_,
+    stream_.AsyncWrite(out_buffers_,
                       [self = shared_from_this(), close_after](error_code ec, size_t n) {
                         self->CountWritten(n);
                         if (!ec) {
@@ -428,11 +597,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             });
   }
 
-  tcp::socket socket_;
+  Stream stream_;
+  tcp::socket& socket_;          // stream_'s TCP socket
   asio::steady_timer timer_;     // lingering close
   asio::steady_timer deadline_;  // idle and read deadlines
   const ServerOptions& options_;  // owned by the Server, which outlives its connections
   ConnectionStats& totals_;       // the Server's, likewise
+  asio::ssl::context* tls_context_;  // the Server's, likewise; nullptr: plaintext
   std::string address_;
   std::atomic<bool> closed_{false};
   bool handling_ = false;  // a request of this connection is with the handler
@@ -472,6 +643,9 @@ class Server::Impl {
 
   Status Start() {
     if (started_) return FailedPrecondition("server already started");
+    if (options_.tls) {
+      REMEX_ASSIGN_OR_RETURN(tls_context_, MakeServerContext(*options_.tls));
+    }
     std::string where = options_.host + ":" + std::to_string(options_.port);
     error_code ec;
     tcp::resolver resolver(io_);
@@ -569,7 +743,7 @@ class Server::Impl {
       if (stopping_) return;
       id = next_id_++;
     }
-    auto connection = std::make_shared<Connection>(std::move(socket), id, options_, totals_);
+    auto connection = std::make_shared<Connection>(std::move(socket), id, options_, totals_, tls_context_.get());
     {
       // Connection caps: counted over the connections still open.
       std::lock_guard<std::mutex> lock(mu_);
@@ -614,6 +788,7 @@ class Server::Impl {
   }
 
   const ServerOptions options_;
+  std::unique_ptr<asio::ssl::context> tls_context_;  // set by Start() with options_.tls
   HandlerFactory factory_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -646,9 +821,12 @@ uint16_t Server::port() const { return impl_->port(); }
 
 class Client::Impl {
  public:
-  Impl() : socket_(io_), timer_(io_) { encode_.peer_minor = 0; }  // until the server speaks
+  Impl() : stream_(io_), socket_(stream_.socket()), timer_(io_) { encode_.peer_minor = 0; }  // until the server speaks
 
-  Status Connect(const std::string& host, uint16_t port) {
+  Status Connect(const std::string& host, uint16_t port, const std::optional<TlsClientConfig>& tls) {
+    if (tls) {
+      REMEX_ASSIGN_OR_RETURN(tls_context_, MakeClientContext(*tls));
+    }
     std::string where = host + ":" + std::to_string(port);
     tcp::resolver resolver(io_);
     resolver_ = &resolver;
@@ -679,6 +857,45 @@ class Client::Impl {
     }
     if (ec) return Break(Unavailable("connecting to " + where + ": " + ec.message()));
     socket_.set_option(tcp::no_delay(true), ec);
+    if (tls_context_ != nullptr) return Handshake(host, where);
+    return OkStatus();
+  }
+
+  // The client's TLS handshake, under the connect deadline: the server's certificate
+  // must chain to the CA and name `host` (a DNS name or an IP address).
+  Status Handshake(const std::string& host, const std::string& where) {
+    stream_.EnableTls(*tls_context_);
+    error_code address_ec;
+    asio::ip::make_address(host, address_ec);
+    if (address_ec) SSL_set_tlsext_host_name(stream_.ssl(), host.c_str());  // SNI, for names only
+    SSL_set_verify(stream_.ssl(), SSL_VERIFY_PEER, nullptr);
+    X509_VERIFY_PARAM* param = SSL_get0_param(stream_.ssl());
+    if (address_ec) {
+      X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+    } else {
+      X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+    }
+    Arm();
+    bool done = false;
+    error_code ec;
+    stream_.AsyncHandshake(asio::ssl::stream_base::client, [&](error_code e) {
+      ec = e;
+      done = true;
+    });
+    Await(done);
+    Disarm();
+    if (timed_out_) {
+      return Break(DeadlineExceeded("TLS handshake with " + where + ": not done within " +
+                                    std::to_string(timeout_.count()) + " ms"));
+    }
+    if (ec) {
+      std::string reason = TlsFailure(stream_, ec);
+      if (reason.find("wrong version number") != std::string::npos ||
+          reason.find("packet length too long") != std::string::npos) {
+        reason += " (the server does not speak TLS: is it listening with --tls-cert?)";
+      }
+      return Break(Unavailable("TLS handshake with " + where + " failed: " + reason));
+    }
     return OkStatus();
   }
 
@@ -750,7 +967,9 @@ class Client::Impl {
   }
 
   asio::io_context io_;
-  tcp::socket socket_;
+  std::unique_ptr<asio::ssl::context> tls_context_;  // with TLS; outlives stream_
+  Stream stream_;
+  tcp::socket& socket_;  // stream_'s TCP socket
   asio::steady_timer timer_;
   std::chrono::milliseconds timeout_{0};
   EncodeOptions encode_;
@@ -772,7 +991,7 @@ class Client::Impl {
     bool done = false;
     error_code ec;
     size_t n = 0;
-    asio::async_write(socket_, buffers, [&](error_code e, size_t k) {
+    stream_.AsyncWrite(buffers, [&](error_code e, size_t k) {
       ec = e;
       n = k;
       done = true;
@@ -781,7 +1000,7 @@ class Client::Impl {
     std::array<std::byte, 64 * 1024> read_buf;
     std::function<void()> read_some = [&] {
       read_idle = false;
-      socket_.async_read_some(asio::buffer(read_buf), [&](error_code e, size_t k) {
+      stream_.AsyncReadSome(asio::buffer(read_buf), [&](error_code e, size_t k) {
         read_idle = true;
         bytes_received_ += k;
         inbound_.insert(inbound_.end(), read_buf.begin(), read_buf.begin() + k);
@@ -870,7 +1089,7 @@ class Client::Impl {
     bool done = false;
     error_code ec;
     size_t n = 0;
-    asio::async_read(socket_, asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
+    stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
       ec = e;
       n = k;
       done = true;
@@ -937,10 +1156,11 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(std::string host, uint16_t port,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::optional<TlsClientConfig>& tls) {
   auto impl = std::make_unique<Impl>();
   impl->timeout_ = timeout;
-  REMEX_RETURN_IF_ERROR(impl->Connect(host, port));
+  REMEX_RETURN_IF_ERROR(impl->Connect(host, port, tls));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "rpc/compression.h"
 #include "rpc/frame.h"
 #include "rpc/remex.capnp.h"
+#include "rpc/tls.h"
 
 namespace remex::rpc {
 
@@ -158,6 +160,12 @@ struct ServerOptions {
   // (a read step of at most 4 MiB) for `read_timeout`. Zero: no deadline.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // Set: every connection speaks TLS. A client that sends a plaintext frame instead of a
+  // TLS handshake is answered, in plaintext, with FAILED_PRECONDITION ("this server
+  // accepts TLS connections only") and closed; a failed handshake (a wrong or missing
+  // client certificate under mutual TLS) closes the connection. The handshake must
+  // finish within read_timeout.
+  std::optional<TlsServerConfig> tls;
 };
 
 // A TCP server on its own io_context and thread pool.
@@ -178,7 +186,9 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Binds, listens and starts the threads. UNAVAILABLE (with the system message) when
-  // the address cannot be resolved or bound; FAILED_PRECONDITION when already started.
+  // the address cannot be resolved or bound; FAILED_PRECONDITION when already started;
+  // INVALID_ARGUMENT naming the file when a TLS certificate, key or CA file cannot be
+  // read or the key does not match the certificate.
   Status Start();
 
   // Closes the listener (no new connections); the connections open go on being
@@ -213,9 +223,14 @@ class Client {
  public:
   // Resolves and connects within `timeout`, which also becomes the deadline of each
   // later Send / Receive (see SetTimeout). UNAVAILABLE with the system message when the
-  // connection fails; DEADLINE_EXCEEDED when `timeout` passes.
+  // connection fails; DEADLINE_EXCEEDED when `timeout` passes. With `tls`, the TLS
+  // handshake is part of connecting: INVALID_ARGUMENT naming the file when a CA,
+  // certificate or key file cannot be read; UNAVAILABLE naming the reason when the
+  // handshake fails (the server's certificate does not chain to the CA or does not name
+  // `host`, or the server does not speak TLS).
   static StatusOr<std::unique_ptr<Client>> Connect(std::string host, uint16_t port,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::optional<TlsClientConfig>& tls = std::nullopt);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
