@@ -316,6 +316,31 @@ class Importer {
     return OkStatus();
   }
 
+  // The node's input and output counts against its OpDef, and its required inputs
+  // present: checked here for every node, because shape inference may not reach a node
+  // (dims known only at run time) and the executable verifier refuses a kernel of the
+  // wrong arity.
+  static Status CheckArity(const Node& node, const kernels::OpDef& op, const std::string& where) {
+    auto range = [](int lo, int hi) {
+      if (hi == lo) return std::to_string(lo);
+      return std::to_string(lo) + (hi < 0 ? " or more" : " to " + std::to_string(hi));
+    };
+    const int inputs = static_cast<int>(node.inputs.size());
+    const int outputs = static_cast<int>(node.outputs.size());
+    if (inputs < op.min_inputs || (op.max_inputs >= 0 && inputs > op.max_inputs)) {
+      return InvalidArgument(where + ": " + std::to_string(inputs) + " inputs; " + node.op + " takes " +
+                             range(op.min_inputs, op.max_inputs));
+    }
+    for (int i = 0; i < op.min_inputs; ++i) {
+      if (node.inputs[i] < 0) return InvalidArgument(where + ": required input " + std::to_string(i) + " is empty");
+    }
+    if (outputs < op.min_outputs || (op.max_outputs >= 0 && outputs > op.max_outputs)) {
+      return InvalidArgument(where + ": " + std::to_string(outputs) + " outputs; " + node.op + " has " +
+                             range(op.min_outputs, op.max_outputs));
+    }
+    return OkStatus();
+  }
+
   Status ImportNode(const onnx::NodeProto& n, int index) {
     std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
     std::string where = "node '" + name + "' (" + n.op_type() + ", #" + std::to_string(index) + ")";
@@ -371,6 +396,7 @@ class Importer {
       node.outputs.push_back(id);
     }
     REMEX_RETURN_IF_ERROR(Normalise(node, where));
+    if (!control_flow) REMEX_RETURN_IF_ERROR(CheckArity(node, *registry_.FindOp(node.op), where));
     if (control_flow) {
       // Subgraphs are read after the node's inputs (outer scope) are resolved and
       // before its outputs become visible.

@@ -111,7 +111,8 @@ class FunctionVerifier {
     for (size_t i = 0; i < fn_.inputs.size(); ++i) entry[i] = {Holds::kReadOnly, Space::kDevice};
     auto flow = [&](size_t to, const std::vector<Reg>& state) {
       const size_t b = static_cast<size_t>(block_of[to]);
-      Reg* into = &in_state[b * nregs];
+      // data() + offset, not &in_state[...]: a function may have no registers at all.
+      Reg* into = in_state.data() + b * nregs;
       if (!seen[b]) {
         seen[b] = true;
         std::copy(state.begin(), state.end(), into);
@@ -148,7 +149,7 @@ class FunctionVerifier {
     // Walks block b from its entry state: with `check`, every rule is checked (on the
     // final states, after the fixpoint); without, the state only flows to successors.
     auto walk = [&](size_t b, bool check) -> Status {
-      std::copy(&in_state[b * nregs], &in_state[b * nregs] + nregs, regs.begin());
+      std::copy(in_state.data() + b * nregs, in_state.data() + (b + 1) * nregs, regs.begin());
       steps += nregs;
       for (size_t pc = leader[b];; ++pc) {
         if (++steps > kMaxVerifierSteps) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fuzz one Remex target with libFuzzer under AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+# Usage: scripts/fuzz.sh TARGET SECONDS [LIBFUZZER_ARGS ...]
+#        scripts/fuzz.sh all SECONDS [LIBFUZZER_ARGS ...]     (each target in turn)
+# TARGET: fuzz_frame, fuzz_server, fuzz_executable or fuzz_onnx_import (tests/fuzz/).
+#
+# Builds the tree REMEX_FUZZ_BUILD_DIR (default <repo>/build-fuzz) with clang-14,
+# -fsanitize=fuzzer-no-link,address,undefined and REMEX_FUZZ=ON, no CUDA; makes the seed
+# corpus once (scripts/fuzz_seeds.py: real client sessions recorded on loopback,
+# executables compiled by `remex compile`, ONNX models of the conformance cases) in
+# BUILD/fuzz/seeds; then fuzzes for SECONDS. Inputs that reach new code are kept in
+# BUILD/fuzz/corpus/TARGET; a crash, leak, sanitizer report, timeout (30 s) or
+# out-of-memory (4 GiB) is written to BUILD/fuzz/findings/TARGET/ and ends the run with
+# status 1. The last line printed per target: "fuzz: TARGET: N executions in S s, K
+# corpus inputs, F findings".
+# Needs clang-14 (Debian: clang-14, libclang-rt-14-dev; scripts/setup-deps.sh installs them).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+targets_all=(fuzz_frame fuzz_server fuzz_executable fuzz_onnx_import)
+if (($# < 2)); then
+  echo "usage: scripts/fuzz.sh TARGET|all SECONDS [LIBFUZZER_ARGS ...]" >&2
+  echo "targets: ${targets_all[*]}" >&2
+  exit 2
+fi
+target=$1 seconds=$2
+shift 2
+if [[ $target == all ]]; then
+  targets=("${targets_all[@]}")
+elif [[ " ${targets_all[*]} " == *" $target "* ]]; then
+  targets=("$target")
+else
+  echo "fuzz: unknown target '$target' (targets: ${targets_all[*]})" >&2
+  exit 2
+fi
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number" >&2; exit 2; }
+
+build=${REMEX_FUZZ_BUILD_DIR:-$repo/build-fuzz}
+flags="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+link="-fsanitize=address,undefined"
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DREMEX_CUDA=OFF -DREMEX_FUZZ=ON \
+    "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
+    "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" >/dev/null
+fi
+ninja -C "$build" "${targets[@]}" remex remex-server
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+seeds=$build/fuzz/seeds
+if [[ ! -f $seeds/done ]]; then
+  rm -rf "$seeds"
+  /usr/bin/python3 "$repo/scripts/fuzz_seeds.py" --build "$build" --out "$seeds"
+  touch "$seeds/done"
+fi
+
+status=0
+for t in "${targets[@]}"; do
+  corpus=$build/fuzz/corpus/$t findings=$build/fuzz/findings/$t
+  mkdir -p "$corpus" "$findings"
+  log=$build/fuzz/$t.log
+  start=$SECONDS
+  set +e
+  "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$findings/" "$@" \
+    "$corpus" "$seeds/$t" "$repo/tests/fuzz/regressions/$t" >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  found=$(find "$findings" -type f | wc -l)
+  echo "fuzz: $t: ${execs:-0} executions in $((SECONDS - start)) s, $(find "$corpus" -type f | wc -l) corpus inputs, $found findings (log: $log)"
+  if ((rc != 0)); then
+    grep -E "ERROR|SUMMARY|runtime error|fuzz_server:|verifier refuses|Test unit written" "$log" | head -20 >&2 || true
+    status=1
+  fi
+done
+exit $status
