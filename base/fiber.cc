@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "base/sanitizers.h"
+#if REMEX_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define REMEX_FIBER_ASAN 1
 #endif
@@ -69,6 +71,11 @@ class StackPool {
     return base;
   }
   void Give(void* base, size_t bytes) {
+#if defined(REMEX_FIBER_ASAN)
+    // The frames a finished fiber switched away from never returned, so their redzones
+    // are still poisoned: clear them before another fiber runs on this stack.
+    __asan_unpoison_memory_region(static_cast<char*>(base) + PageSize(), bytes - PageSize());
+#endif
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (free_.size() < kMaxPooled) {

@@ -25,7 +25,8 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "base/sanitizers.h"
+#if REMEX_ASAN
 #include <sanitizer/common_interface_defs.h>
 #define REMEX_EMULATION_ASAN 1
 #endif
