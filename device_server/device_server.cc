@@ -999,6 +999,8 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.max_connections_per_address = config.max_connections_per_address;
   options.idle_timeout = config.idle_timeout;
   options.read_timeout = config.read_timeout;
+  options.write_timeout = config.write_timeout;
+  options.encode_threads = config.encode_threads;
   options.limits.max_frame_attachment_bytes = config.max_frame_bytes;
   options.tls = config.tls;
   std::unique_ptr<DeviceServer> server(new DeviceServer());

@@ -68,6 +68,12 @@ struct ServerConfig {
   // once started, makes no progress for read_timeout (0: no deadline).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // A connection whose client takes no byte of a reply for this long is closed (0: no
+  // deadline).
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(60)};
+  // Threads that compress large replies (1 MiB or more of compressible attachments) off
+  // the I/O threads; 0: on the I/O threads.
+  int encode_threads = 2;
   // Longest one invoke or profile may run (a client's invoke deadline is capped at it):
   // DEADLINE_EXCEEDED, checked between kernels and at every backward jump.
   std::chrono::milliseconds max_invoke_time{std::chrono::minutes(10)};

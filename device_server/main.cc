@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   uint64_t max_frame_bytes = defaults.max_frame_bytes;
   uint32_t idle_timeout_s = static_cast<uint32_t>(defaults.idle_timeout.count() / 1000);
   uint32_t read_timeout_s = static_cast<uint32_t>(defaults.read_timeout.count() / 1000);
+  uint32_t write_timeout_s = static_cast<uint32_t>(defaults.write_timeout.count() / 1000);
+  int encode_threads = defaults.encode_threads;
   uint32_t max_invoke_ms = static_cast<uint32_t>(defaults.max_invoke_time.count());
   uint32_t drain_timeout_s = static_cast<uint32_t>(defaults.drain_timeout.count() / 1000);
   app.add_option("--session-memory-bytes", session_memory_bytes,
@@ -101,6 +103,13 @@ int main(int argc, char** argv) {
   app.add_option("--read-timeout-s", read_timeout_s,
                  "close a connection whose request, once started, makes no progress this long (0: never)")
       ->capture_default_str();
+  app.add_option("--write-timeout-s", write_timeout_s,
+                 "close a connection whose client takes no byte of a reply this long (0: never)")
+      ->capture_default_str();
+  app.add_option("--encode-threads", encode_threads,
+                 "threads that compress large replies (1 MiB or more), off the I/O threads (0: on them)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_option("--max-invoke-ms", max_invoke_ms,
                  "longest one invoke or profile may run; caps a client's deadline (checked between kernels and "
                  "at every loop iteration)")
@@ -154,6 +163,8 @@ int main(int argc, char** argv) {
   config.max_frame_bytes = max_frame_bytes;
   config.idle_timeout = std::chrono::seconds(idle_timeout_s);
   config.read_timeout = std::chrono::seconds(read_timeout_s);
+  config.write_timeout = std::chrono::seconds(write_timeout_s);
+  config.encode_threads = encode_threads;
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;

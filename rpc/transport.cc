@@ -41,6 +41,9 @@ constexpr int kMaxStatusCode = static_cast<int>(StatusCode::kDataLoss);
 // still sends (so the reply is not lost to a TCP reset) for at most this long / much.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kMaxLingerBytes = 4u << 20;
+// Replies whose compressible attachments reach this many bytes are encoded on the
+// server's encode threads (ServerOptions::encode_threads), not on the I/O thread.
+constexpr uint64_t kOffThreadEncodeBytes = uint64_t{1} << 20;
 
 std::vector<asio::const_buffer> ToBuffers(const EncodedFrame& frame) {
   std::vector<asio::const_buffer> buffers;
@@ -238,6 +241,20 @@ class Stream {
       asio::async_write(socket_, buffers, std::forward<Handler>(handler));
     }
   }
+  // AsyncWrite that calls `progress()` before each write step (so at every step of
+  // progress the peer lets the write make).
+  template <typename Buffers, typename Progress, typename Handler>
+  void AsyncWrite(const Buffers& buffers, Progress progress, Handler&& handler) {
+    auto condition = [progress](const error_code& ec, size_t) -> size_t {
+      progress();
+      return ec ? 0 : 65536;
+    };
+    if (tls_) {
+      asio::async_write(*tls_, buffers, condition, std::forward<Handler>(handler));
+    } else {
+      asio::async_write(socket_, buffers, condition, std::forward<Handler>(handler));
+    }
+  }
 
  private:
   tcp::socket socket_;
@@ -263,10 +280,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `tls` (the server's context, which outlives its connections): the connection
   // speaks TLS; nullptr: plaintext.
+  // `encode_pool` (the server's, likewise; nullptr: none) encodes large replies.
   Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals,
-             asio::ssl::context* tls)
+             asio::ssl::context* tls, asio::thread_pool* encode_pool)
       : stream_(std::move(socket)), socket_(stream_.socket()), timer_(socket_.get_executor()),
-        deadline_(socket_.get_executor()), options_(options), totals_(totals), tls_context_(tls) {
+        deadline_(socket_.get_executor()), options_(options), totals_(totals), tls_context_(tls),
+        encode_pool_(encode_pool) {
     info_.id = id;
     info_.stats = &stats_;
     error_code ec;
@@ -546,7 +565,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     encode.compression_level = options_.compression_level;
     encode.peer_minor = peer_minor;
     encode.limits = options_.limits;
-    StatusOr<EncodedFrame> encoded = EncodeFrame(reply, encode);
+    uint64_t compressible = 0;
+    for (const OutAttachment& a : reply.attachments) compressible += a.compress ? a.size : 0;
+    const bool compresses = static_cast<bool>(encode.compression);
+    if (encode_pool_ != nullptr && compresses && compressible >= kOffThreadEncodeBytes) {
+      // Off the I/O thread: the connection reads nothing until this reply is written, so
+      // nothing else of it runs meanwhile; the write itself goes back to its strand.
+      auto frame = std::make_shared<OutFrame>(std::move(reply));
+      asio::post(*encode_pool_, [self = shared_from_this(), frame, encode, request_id, close_after] {
+        auto encoded = std::make_shared<StatusOr<EncodedFrame>>(EncodeFrame(*frame, encode));
+        asio::dispatch(self->socket_.get_executor(), [self, encoded, encode, request_id, close_after] {
+          self->WriteEncoded(std::move(*encoded), encode, request_id, close_after);
+        });
+      });
+      return;
+    }
+    WriteEncoded(EncodeFrame(reply, encode), encode, request_id, close_after);
+  }
+
+  void WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode, uint64_t request_id,
+                    bool close_after) {
     if (!encoded.ok()) {
       OutFrame error = MakeErrorReply(request_id, encoded.status().WithContext("encoding reply"));
       encoded = EncodeFrame(error, encode);
@@ -554,8 +592,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     out_.emplace(std::move(encoded).value());
     out_buffers_ = ToBuffers(*out_);
+    ArmWriteDeadline();
     stream_.AsyncWrite(out_buffers_,
+                      [weak = weak_from_this()] {
+                        if (auto self = weak.lock()) self->write_progress_at_ = std::chrono::steady_clock::now();
+                      },
                       [self = shared_from_this(), close_after](error_code ec, size_t n) {
+                        self->deadline_.cancel();
                         self->CountWritten(n);
                         if (!ec) {
                           self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
@@ -572,6 +615,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
                           self->ReadHeader();
                         }
                       });
+  }
+
+  // Closes the connection once the peer has taken no byte of the reply being written
+  // for options_.write_timeout (a client that stops reading holds no connection).
+  void ArmWriteDeadline() {
+    deadline_.cancel();
+    if (options_.write_timeout.count() <= 0) return;
+    write_progress_at_ = std::chrono::steady_clock::now();
+    deadline_.expires_after(options_.write_timeout);
+    deadline_.async_wait([weak = weak_from_this()](error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
+    });
+  }
+
+  void OnWriteDeadline() {
+    if (!out_) return;  // the write has ended
+    const auto due = write_progress_at_ + options_.write_timeout;
+    if (std::chrono::steady_clock::now() < due) {  // progress since: wait for the rest
+      deadline_.expires_at(due);
+      deadline_.async_wait([weak = weak_from_this()](error_code ec) {
+        if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
+      });
+      return;
+    }
+    std::fprintf(stderr, "remex rpc server: closing connection %s: the peer read nothing of a reply past the "
+                 "write timeout (%lld ms)\n", info_.peer.c_str(), static_cast<long long>(options_.write_timeout.count()));
+    CloseNow();
   }
 
   void LingeringClose() {
@@ -604,6 +674,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const ServerOptions& options_;  // owned by the Server, which outlives its connections
   ConnectionStats& totals_;       // the Server's, likewise
   asio::ssl::context* tls_context_;  // the Server's, likewise; nullptr: plaintext
+  asio::thread_pool* encode_pool_;   // the Server's, likewise; nullptr: none
+  std::chrono::steady_clock::time_point write_progress_at_;  // the reply's last write step
   std::string address_;
   std::atomic<bool> closed_{false};
   bool handling_ = false;  // a request of this connection is with the handler
@@ -646,6 +718,9 @@ class Server::Impl {
     if (options_.tls) {
       REMEX_ASSIGN_OR_RETURN(tls_context_, MakeServerContext(*options_.tls));
     }
+    if (options_.encode_threads > 0) {
+      encode_pool_ = std::make_unique<asio::thread_pool>(static_cast<size_t>(options_.encode_threads));
+    }
     std::string where = options_.host + ":" + std::to_string(options_.port);
     error_code ec;
     tcp::resolver resolver(io_);
@@ -686,6 +761,8 @@ class Server::Impl {
       }
       connections_.clear();
     });
+    // Replies being encoded finish first; their writes then fail on the closed sockets.
+    if (encode_pool_) encode_pool_->join();
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
   }
@@ -743,7 +820,8 @@ class Server::Impl {
       if (stopping_) return;
       id = next_id_++;
     }
-    auto connection = std::make_shared<Connection>(std::move(socket), id, options_, totals_, tls_context_.get());
+    auto connection =
+        std::make_shared<Connection>(std::move(socket), id, options_, totals_, tls_context_.get(), encode_pool_.get());
     {
       // Connection caps: counted over the connections still open.
       std::lock_guard<std::mutex> lock(mu_);
@@ -791,6 +869,8 @@ class Server::Impl {
   std::unique_ptr<asio::ssl::context> tls_context_;  // set by Start() with options_.tls
   HandlerFactory factory_;
   asio::io_context io_;
+  // Declared after io_, so destroyed (joined) before it.
+  std::unique_ptr<asio::thread_pool> encode_pool_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::vector<std::thread> threads_;

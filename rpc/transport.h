@@ -160,6 +160,14 @@ struct ServerOptions {
   // (a read step of at most 4 MiB) for `read_timeout`. Zero: no deadline.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // A reply the peer does not read (no byte of it taken for `write_timeout`) closes the
+  // connection. Zero: no deadline.
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(60)};
+  // Threads that encode (compress) replies whose compressible attachments add up to at
+  // least 1 MiB, so that a large tensorRead does not hold an I/O thread that other
+  // connections share; smaller replies are encoded on the I/O thread. 0: every reply
+  // is encoded on its I/O thread.
+  int encode_threads = 2;
   // Set: every connection speaks TLS. A client that sends a plaintext frame instead of a
   // TLS handshake is answered, in plaintext, with FAILED_PRECONDITION ("this server
   // accepts TLS connections only") and closed; a failed handshake (a wrong or missing

@@ -136,9 +136,10 @@ class RawConnection {
     EXPECT_TRUE(reply.ok()) << reply.ToString();
   }
 
-  void WriteMessage(capnp::MessageBuilder& msg, uint64_t request_id, uint32_t attachments) {
+  void WriteMessage(capnp::MessageBuilder& msg, uint64_t request_id, uint32_t attachments, uint32_t flags = 0) {
     auto words = capnp::messageToFlatArray(msg);
     rpc::FrameHeader fh;
+    fh.flags = flags;
     fh.request_id = request_id;
     fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
     fh.attachment_count = attachments;
@@ -164,6 +165,19 @@ class RawConnection {
     if (ec) return Unavailable("connection: " + ec.message());
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
     return rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+  }
+
+  // Reads one reply frame and returns the tensor handle of a tensor reply (0 otherwise).
+  uint64_t ReadTensorHandle() {
+    std::array<std::byte, rpc::kFrameHeaderSize> hb;
+    asio::read(sock_, asio::buffer(hb));
+    auto fh = rpc::DecodeFrameHeader(hb);
+    if (!fh.ok()) return 0;
+    std::vector<capnp::word> words(fh->message_bytes / sizeof(capnp::word));
+    asio::read(sock_, asio::buffer(words.data(), fh->message_bytes));
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
+    auto reply = reader.getRoot<rpc::wire::Reply>();
+    return reply.isTensor() ? reply.getTensor().getTensor() : 0;
   }
 
   // True when the server closes the connection within `timeout` (reads until EOF).
@@ -314,6 +328,30 @@ TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
   std::vector<char> part(1 << 20, 'x');
   c.WriteBytes(part.data(), part.size());
   EXPECT_TRUE(c.ClosedWithin(10s)) << "a stalled upload held its connection past the read timeout";
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, AClientThatStopsReadingAReplyIsClosedAtTheWriteTimeout) {
+  ServerProcess server(std::vector<std::string>{"--write-timeout-s", "1"});
+  ASSERT_NE(server.port(), 0);
+  RawConnection c(server.port());
+  capnp::MallocMessageBuilder alloc;
+  auto a = alloc.initRoot<rpc::wire::Request>().initTensorAlloc();
+  a.initDesc().setDtype(1);
+  a.getDesc().initShape(1).set(0, 64 << 20);  // 256 MiB of float32
+  c.WriteMessage(alloc, 2, 0);
+  uint64_t tensor = c.ReadTensorHandle();
+  ASSERT_NE(tensor, 0u);
+  // Read it back uncompressed (far more than the socket buffers hold), and read nothing.
+  capnp::MallocMessageBuilder read;
+  read.initRoot<rpc::wire::Request>().initTensorRead().setTensor(tensor);
+  c.WriteMessage(read, 3, 0, rpc::kFlagUncompressedReply);
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (server.Metric("remex_sessions") != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(server.Metric("remex_sessions"), 0) << "a client that stopped reading held its session";
+  EXPECT_EQ(server.Metric("remex_device_memory_bytes{device=\"cpu\"}"), 0);
   ExpectServing(server);
 }
 
