@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz one Remex target with libFuzzer under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
-# Usage: scripts/fuzz.sh TARGET SECONDS [LIBFUZZER_ARGS ...]
-#        scripts/fuzz.sh all SECONDS [LIBFUZZER_ARGS ...]     (each target in turn)
+# Usage: scripts/fuzz.sh [--install-deps] TARGET SECONDS [LIBFUZZER_ARGS ...]
+#        scripts/fuzz.sh [--install-deps] all SECONDS [LIBFUZZER_ARGS ...]   (each target in turn)
 # TARGET: fuzz_frame, fuzz_server, fuzz_executable or fuzz_onnx_import (tests/fuzz/).
 #
 # Builds the tree REMEX_FUZZ_BUILD_DIR (default <repo>/build-fuzz) with clang-14,
@@ -14,13 +14,32 @@
 # out-of-memory (4 GiB) is written to BUILD/fuzz/findings/TARGET/ and ends the run with
 # status 1. The last line printed per target: "fuzz: TARGET: N executions in S s, K
 # corpus inputs, F findings".
-# Needs clang-14 (Debian: clang-14, libclang-rt-14-dev; scripts/setup-deps.sh installs them).
+# Needs clang 14 with libFuzzer (Debian 12: clang-14, libclang-rt-14-dev) besides what
+# scripts/setup-deps.sh installs; --install-deps installs them with apt-get when missing.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+fuzz_packages=(clang-14 libclang-rt-14-dev)
+if [[ ${1:-} == --install-deps ]]; then
+  shift
+  missing=()
+  for p in "${fuzz_packages[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    sudo=()
+    ((EUID == 0)) || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
+if ! command -v clang++-14 >/dev/null 2>&1 || ! compgen -G "/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null; then
+  echo "fuzz: needs clang 14 and libFuzzer: apt-get install ${fuzz_packages[*]} (or pass --install-deps)" >&2
+  exit 2
+fi
 targets_all=(fuzz_frame fuzz_server fuzz_executable fuzz_onnx_import)
 if (($# < 2)); then
-  echo "usage: scripts/fuzz.sh TARGET|all SECONDS [LIBFUZZER_ARGS ...]" >&2
+  echo "usage: scripts/fuzz.sh [--install-deps] TARGET|all SECONDS [LIBFUZZER_ARGS ...]" >&2
   echo "targets: ${targets_all[*]}" >&2
   exit 2
 fi

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer, with the
+# CUDA device built on the host emulation of CUDA (-DREMEX_CUDA_EMULATION=ON,
+# kernels/cuda/emulation/README.md), in <repo>/build-emu: every test of scripts/test.sh,
+# the `cuda-emu` tests (per-group differential tests, CUDA device tests, whole models on
+# `remex-server --device cuda:0`, kernel coverage) and the fuzz targets' regression
+# inputs included. Needs no GPU and no nvcc. A leak, a heap or stack error or undefined
+# behaviour fails the test that hits it.
+#
+# Usage: scripts/test-sanitized.sh [-- CTEST_ARGS ...]
+# REMEX_BUILD_TARGETS limits the build as in scripts/test.sh (scripts/test-emulation.sh
+# uses it to build and run the `cuda-emu` tests only).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+export REMEX_BUILD_DIR=${REMEX_BUILD_DIR:-$repo/build-emu}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+ctest_args=()
+if [[ ${1:-} == -- ]]; then shift; ctest_args+=("$@"); fi
+exec "$repo/scripts/test.sh" -DREMEX_CUDA_EMULATION=ON -DCMAKE_BUILD_TYPE=Debug \
+  "-DCMAKE_CXX_FLAGS=-O1 -g $sanitize" "-DCMAKE_C_FLAGS=-O1 -g $sanitize" \
+  "-DCMAKE_EXE_LINKER_FLAGS=$sanitize" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitize" -- "${ctest_args[@]}"
