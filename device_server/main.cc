@@ -123,6 +123,12 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics,
                  "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
                  "one; default: no endpoint)");
+  uint64_t inject_device_fault = 0;
+  app.add_option("--inject-device-fault", inject_device_fault,
+                 "TEST ONLY: the Nth kernel launched on the device fails, once, with a device fault (as a "
+                 "poisoned CUDA context would), so that the recovery (the invoke fails, every session is closed, "
+                 "the device is reset) can be exercised without a faulty GPU; never in production (0: off)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr; stdout carries the "listening on" line only.
   spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
@@ -148,6 +154,7 @@ int main(int argc, char** argv) {
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;
+  config.inject_device_fault_at_kernel = inject_device_fault;
   if (!token_file.empty()) {
     auto token = remex::rpc::ReadTokenFile(token_file);
     if (!token.ok()) {
