@@ -1,6 +1,6 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
 //              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
-//              [budgets and deadlines: see --help]
+//              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
@@ -8,7 +8,8 @@
 // on SIGINT or SIGTERM. Refuses (status 2) to serve a non-loopback address without
 // --token-file unless --insecure says so. Exits with status 1 and the
 // reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
-// or a build without CUDA).
+// or a build without CUDA). After a device fault it closes every session, resets the
+// device and goes on serving (docs/security.md, "Device faults").
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
