@@ -17,6 +17,7 @@
 #include <span>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 
@@ -160,10 +161,15 @@ class DeviceWorker {
 
 thread_local DeviceWorker::Task* DeviceWorker::t_task = nullptr;
 
+class Session;
+
 }  // namespace
 
 struct DeviceServer::State {
-  std::unique_ptr<kernels::KernelRegistry> registry;  // op definitions and this device's kernels
+  // Op definitions and this device's kernels. Replaced when the device is reset (the
+  // CUDA kernels hold the device's stream): take it with Registry().
+  std::shared_ptr<const kernels::KernelRegistry> registry;
+  std::mutex registry_mu;
   std::unique_ptr<vm::Device> device;
   std::shared_ptr<vm::Allocator> allocator;
   std::atomic<uint64_t> next_handle{1};
@@ -180,7 +186,25 @@ struct DeviceServer::State {
   // Host-only request work (module parsing and verification), off the device thread.
   boost::asio::thread_pool host_pool{2};
   RequestMetrics requests;
-  DeviceWorker worker;
+
+  // Device faults (see HandleDeviceFault): every open session, and the fault the
+  // server is recovering from. Guarded by sessions_mu, with each Session's fault
+  // fields.
+  std::mutex sessions_mu;
+  std::unordered_set<Session*> sessions;
+  Status fault;                       // non-OK from a fault until the device is reset
+  bool reset_failed = false;          // the reset failed: the device stays unusable
+  uint64_t sessions_to_release = 0;   // closed sessions still holding objects
+  std::atomic<bool> faulted{false};   // !fault.ok(), read without the lock
+  std::atomic<uint64_t> device_faults{0};
+  std::atomic<uint64_t> device_resets{0};
+
+  DeviceWorker worker;  // last: destroyed first, running what is still queued
+
+  std::shared_ptr<const kernels::KernelRegistry> Registry() {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    return registry;
+  }
 };
 
 namespace {
@@ -192,6 +216,8 @@ std::string HandleString(uint64_t h) {
 }
 
 struct VmObject {
+  // The VM refers to the registry's op definitions: it keeps the one it was made with.
+  std::shared_ptr<const kernels::KernelRegistry> registry;
   std::unique_ptr<vm::VirtualMachine> vm;
   // Handles bound with setOutput, per function and output index (0 = unbound).
   std::vector<std::vector<uint64_t>> bound;
@@ -215,6 +241,14 @@ constexpr const char* WantName() {
   else return "module";
 }
 
+// Device faults: called on the device worker when a request there failed and the
+// device reports a fault (Device::Health). Closes every session (see
+// Session::CloseLocked) and, once all of them have released their objects, resets the
+// device on the worker (ResetAfterFault). Does nothing while a fault is being handled.
+void HandleDeviceFault(DeviceServer::State& state, const Status& fault);
+// A session closed by a fault has released its objects: the last one posts the reset.
+void SessionReleasedAfterFault(DeviceServer::State& state);
+
 // One connection's session: its handle table and request handlers.
 class Session final : public rpc::ConnectionHandler {
  public:
@@ -225,13 +259,23 @@ class Session final : public rpc::ConnectionHandler {
     control_.shutdown_at = &state_->shutdown_at;
     control_.yield = &DeviceWorker::Yield;
     state_->active_sessions++;
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      state_->sessions.insert(this);
+    }
     spdlog::info("session {} opened by {}", id_, peer_);
   }
 
   ~Session() override {
+    bool counted = false;
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      state_->sessions.erase(this);
+      counted = std::exchange(release_counted_, false);
+    }
     size_t n = objects_.size();
-    objects_.clear();
-    pending_write_.reset();
+    ReleaseObjects();
+    if (counted) SessionReleasedAfterFault(*state_);
     // The last session out returns the allocator's cache to the device: memory goes
     // back to its baseline once nobody is served.
     if (--state_->active_sessions == 0) state_->allocator->Trim();
@@ -241,31 +285,33 @@ class Session final : public rpc::ConnectionHandler {
   // hello, ping and (on the CPU device, whose memory the reply is sent from directly)
   // tensorRead are answered on the I/O thread; every other request runs on the device
   // worker, and the I/O thread serves other connections meanwhile. A request of a
-  // client that has hung up by the time the worker reaches it is not run.
+  // client that has hung up by the time the worker reaches it is not run; nor is any
+  // request of a session a device fault closed (ABORTED, naming the fault).
   void HandleAsync(rpc::Frame& frame, ReplyFn reply) override {
-    if (state_->draining.load()) {
-      reply(rpc::MakeErrorReply(frame.request_id, Unavailable("the server is shutting down")));
-      return;
-    }
-    if (AnsweredOnIoThread(frame, state_->device->kind())) {
-      reply(Handle(frame));
-      return;
-    }
-    auto work = [this, &frame, reply = std::move(reply)] {
-      if (control_.cancelled.load(std::memory_order_acquire)) {
-        reply(rpc::MakeErrorReply(frame.request_id, Cancelled(control_.reason).WithContext("request not run")));
-        return;
+    const bool open = BeginRequest();
+    if (!open || state_->draining.load() || AnsweredOnIoThread(frame, state_->device->kind())) {
+      rpc::OutFrame out;
+      if (open) {
+        out = state_->draining.load()
+                  ? rpc::MakeErrorReply(frame.request_id, Unavailable("the server is shutting down"))
+                  : Handle(frame);
       }
-      rpc::OutFrame out = Handle(frame);
-      // A deadline belongs to one run.
-      control_.deadline = std::chrono::steady_clock::time_point::max();
+      EndRequest(out, frame.request_id);
+      reply(std::move(out));
+      return;
+    }
+    const wire::Request::Which kind = Kind(frame);
+    // Module parsing, decompression and verification need no device.
+    const bool on_device = kind != wire::Request::MODULE_LOAD && kind != wire::Request::MODULE_HAS;
+    auto work = [this, &frame, reply = std::move(reply), on_device] {
+      rpc::OutFrame out = Serve(frame, on_device);
+      EndRequest(out, frame.request_id);
       reply(std::move(out));
     };
-    switch (Kind(frame)) {
+    switch (kind) {
       case wire::Request::MODULE_LOAD:
       case wire::Request::MODULE_HAS:
-        // Parsing, decompression and verification need no device: they run on the
-        // host pool, and the device goes on serving other sessions meanwhile.
+        // On the host pool: the device goes on serving other sessions meanwhile.
         boost::asio::post(state_->host_pool, std::move(work));
         return;
       case wire::Request::BENCHMARK:
@@ -278,11 +324,37 @@ class Session final : public rpc::ConnectionHandler {
     }
   }
 
+  // Closes the session after a device fault; called by HandleDeviceFault with
+  // state_->sessions_mu held. The run in progress, if any, stops at its next kernel
+  // boundary and every later request is refused with `why` (ABORTED). The objects are
+  // released now when no request of the session is being served, else when that
+  // request ends (EndRequest; the session is then counted in sessions_to_release).
+  void CloseLocked(const Status& why) {
+    if (!closed_.ok()) return;
+    closed_ = why;
+    if (!control_.cancelled.load(std::memory_order_acquire)) {
+      control_.reason = why.message();
+      control_.cancelled.store(true, std::memory_order_release);
+    }
+    if (busy_) {
+      release_counted_ = true;
+      state_->sessions_to_release++;
+    } else {
+      ReleaseObjects();
+    }
+    spdlog::warn("session {} ({}) closed by the device fault", id_, peer_);
+  }
+
   // The client hung up while its request was queued or running: the run stops within
   // one kernel (it could never be answered).
   void OnPeerClosed() override {
-    control_.reason = "the client closed the connection";
-    control_.cancelled.store(true, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);  // against CloseLocked
+      if (!control_.cancelled.load(std::memory_order_acquire)) {
+        control_.reason = "the client closed the connection";
+        control_.cancelled.store(true, std::memory_order_release);
+      }
+    }
     spdlog::info("session {} ({}): client gone, its request is cancelled", id_, peer_);
   }
 
@@ -314,6 +386,7 @@ class Session final : public rpc::ConnectionHandler {
       out.attachments.clear();
       rpc::FillError(status, reply.initError());
     }
+    last_failed_ = !status.ok();
     state_->requests.Count(kind, status.code());
     return out;
   }
@@ -341,10 +414,13 @@ class Session final : public rpc::ConnectionHandler {
   // (another request, an existing tensor, a request the handler will refuse) is
   // received as usual and checked in Handle().
   std::span<std::byte> AttachmentDestination(const rpc::Frame& request, size_t index, uint64_t raw_size) override {
+    // pending_write_ is only ever set below.
+    if (!hello_done_ || state_->device->kind() != kernels::DeviceKind::kCpu) return {};
+    // From here the frame's request counts as served (its HandleAsync ends it): a
+    // device fault leaves the objects, and the tensor received into, to EndRequest.
+    if (!BeginRequest()) return {};
     pending_write_.reset();
-    if (index != 0 || raw_size == 0 || !hello_done_ || state_->device->kind() != kernels::DeviceKind::kCpu) {
-      return {};
-    }
+    if (index != 0 || raw_size == 0) return {};
     try {
       auto reader = request.Reader();
       auto req = reader.getRoot<wire::Request>();
@@ -386,6 +462,60 @@ class Session final : public rpc::ConnectionHandler {
   }
 
  private:
+  // Marks a request of the session as being served (see CloseLocked); false when a
+  // device fault closed the session.
+  bool BeginRequest() {
+    std::lock_guard<std::mutex> lock(state_->sessions_mu);
+    if (!closed_.ok()) return false;
+    busy_ = true;
+    return true;
+  }
+
+  // Ends serving a request. When a device fault closed the session, the reply becomes
+  // the fault's error, and objects left to this request are released.
+  void EndRequest(rpc::OutFrame& out, uint64_t request_id) {
+    Status closed;
+    bool release = false;
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      busy_ = false;
+      closed = closed_;
+      release = std::exchange(release_counted_, false);
+    }
+    if (closed.ok()) return;
+    out = rpc::MakeErrorReply(request_id, closed);
+    if (release) {
+      ReleaseObjects();
+      SessionReleasedAfterFault(*state_);
+    }
+  }
+
+  // Everything the session holds on the device.
+  void ReleaseObjects() {
+    objects_.clear();
+    pending_write_.reset();
+  }
+
+  // Runs a request on the device worker (`on_device`) or the host pool.
+  rpc::OutFrame Serve(rpc::Frame& frame, bool on_device) {
+    if (control_.cancelled.load(std::memory_order_acquire)) {
+      return rpc::MakeErrorReply(frame.request_id, Cancelled(control_.reason).WithContext("request not run"));
+    }
+    if (on_device && state_->faulted.load()) {
+      pending_write_.reset();
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      return rpc::MakeErrorReply(frame.request_id, state_->fault);
+    }
+    rpc::OutFrame out = Handle(frame);
+    // A deadline belongs to one run.
+    control_.deadline = std::chrono::steady_clock::time_point::max();
+    if (on_device && last_failed_) {
+      Status fault = state_->device->Health();
+      if (!fault.ok()) HandleDeviceFault(*state_, fault);  // closes this session too
+    }
+    return out;
+  }
+
   // The request's field name in the protocol ("invoke", "tensorWrite", ...).
   static std::string RequestKindName(wire::Request::Reader request) {
     KJ_IF_MAYBE(field, capnp::toDynamic(request).which()) { return field->getProto().getName(); }
@@ -620,7 +750,7 @@ class Session final : public rpc::ConnectionHandler {
     const uint64_t quota = allocator_->quota_bytes();
     const uint64_t used = allocator_->stats().allocated_bytes;
     const uint64_t left = std::min(state_->device->memory_bytes(), used < quota ? quota - used : 0);
-    auto loaded = vm::Executable::Load(bytes, *state_->registry, left);
+    auto loaded = vm::Executable::Load(bytes, *state_->Registry(), left);
     if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted) {
       return loaded.status().WithContext("session " + std::to_string(id_) + " has " + std::to_string(left) +
                                          " bytes left of its memory quota (--session-memory-bytes)");
@@ -647,7 +777,8 @@ class Session final : public rpc::ConnectionHandler {
     REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
     REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
     auto obj = std::make_shared<VmObject>();
-    REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, allocator_, *state_->registry));
+    obj->registry = state_->Registry();
+    REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, allocator_, *obj->registry));
     obj->vm->set_run_control(&control_);
     for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
     reply.setVmCreate(Add(std::move(obj)));
@@ -949,9 +1080,87 @@ class Session final : public rpc::ConnectionHandler {
   vm::TensorPtr pending_write_;
   // This session's memory: the server's allocator under the session's quota.
   std::shared_ptr<vm::Allocator> allocator_;
-  // Bounds this session's runs: its deadline, its cancellation (client gone), server stop.
+  // Bounds this session's runs: its deadline, its cancellation (client gone, device
+  // fault), server stop.
   vm::RunControl control_;
+  bool last_failed_ = false;  // the last request Handle() served failed
+  // Device faults, guarded by state_->sessions_mu: a request is being served (or
+  // received in place), the reason the session was closed, and whether it is counted
+  // in state_->sessions_to_release.
+  bool busy_ = false;
+  Status closed_;
+  bool release_counted_ = false;
 };
+
+// The kernel registry of `device`: the CPU kernels (host kernels run them, so a GPU's
+// registry holds both) and, for a GPU, the CUDA kernels, whose workspaces come from
+// `allocator` (so it counts them) and whose work goes on the device's stream.
+StatusOr<std::shared_ptr<const kernels::KernelRegistry>> CreateRegistry(
+    const vm::Device& device, const std::shared_ptr<vm::Allocator>& allocator) {
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<kernels::KernelRegistry> registry, kernels::CreateCpuRegistry());
+  if (device.kind() == kernels::DeviceKind::kCuda) {
+    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(*registry, vm::CudaKernelContextFor(allocator)));
+  }
+  return std::shared_ptr<const kernels::KernelRegistry>(std::move(registry));
+}
+
+// Runs on the device worker once every session the fault closed has released its
+// objects: nothing refers to the device's memory or stream any more. Drops the
+// allocator's cache, resets the device, checks it is healthy and makes a new kernel
+// registry on its new stream. On failure the device stays faulted: device requests
+// are refused (UNAVAILABLE) and /healthz reports it, for a supervisor to restart the
+// server.
+void ResetAfterFault(DeviceServer::State& state) {
+  if (state.draining.load()) return;  // stopping: nothing left to serve
+  const std::string name = state.device->name();
+  state.allocator->Trim();
+  Status reset = state.device->Reset();
+  if (reset.ok()) reset = state.device->Health();
+  StatusOr<std::shared_ptr<const kernels::KernelRegistry>> registry = reset.ok()
+      ? CreateRegistry(*state.device, state.allocator)
+      : StatusOr<std::shared_ptr<const kernels::KernelRegistry>>(reset);
+  if (registry.ok()) {
+    std::lock_guard<std::mutex> lock(state.registry_mu);
+    state.registry = *std::move(registry);
+  }
+  std::lock_guard<std::mutex> lock(state.sessions_mu);
+  if (!registry.ok()) {
+    state.reset_failed = true;
+    state.fault = Unavailable(name + ": the device could not be reset after a device fault (" +
+                              registry.status().message() + "); restart the server");
+    spdlog::error("{}", state.fault.message());
+    return;
+  }
+  state.fault = OkStatus();
+  state.faulted.store(false);
+  state.device_resets++;
+  spdlog::warn("{}: device reset after the fault; serving again", name);
+}
+
+void HandleDeviceFault(DeviceServer::State& state, const Status& fault) {
+  std::lock_guard<std::mutex> lock(state.sessions_mu);
+  if (state.faulted.load()) return;
+  state.device_faults++;
+  spdlog::error("{}; closing {} session(s) and resetting the device", fault.message(), state.sessions.size());
+  // What the sessions' clients are told, and (UNAVAILABLE) new sessions' device
+  // requests until the reset is done.
+  const Status why = Aborted(fault.message() + "; the server closed every session on " + state.device->name() +
+                             " and resets the device: reconnect");
+  state.fault = Unavailable(fault.message() + "; the server is resetting " + state.device->name() +
+                            ": retry shortly");
+  state.faulted.store(true);
+  for (Session* session : state.sessions) session->CloseLocked(why);
+  if (state.sessions_to_release == 0) {
+    state.worker.Post([&state] { ResetAfterFault(state); }, /*exclusive=*/true);
+  }
+}
+
+void SessionReleasedAfterFault(DeviceServer::State& state) {
+  std::lock_guard<std::mutex> lock(state.sessions_mu);
+  if (--state.sessions_to_release == 0 && state.faulted.load() && !state.reset_failed) {
+    state.worker.Post([&state] { ResetAfterFault(state); }, /*exclusive=*/true);
+  }
+}
 
 }  // namespace
 
@@ -979,11 +1188,11 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
     return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
   state->allocator = vm::Allocator::Create(*state->device, config.allocator_cache_bytes);
-  // Host kernels run the CPU kernels, so a GPU's registry holds both. The CUDA kernels
-  // take their workspaces from the allocator (it exists first), which thus counts them.
-  REMEX_ASSIGN_OR_RETURN(state->registry, kernels::CreateCpuRegistry());
-  if (ordinal >= 0) {
-    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(*state->registry, vm::CudaKernelContextFor(state->allocator)));
+  REMEX_ASSIGN_OR_RETURN(state->registry, CreateRegistry(*state->device, state->allocator));
+  if (config.inject_device_fault_at_kernel != 0) {
+    spdlog::warn("{}: test-only fault injection: kernel launch {} will fail with a device fault",
+                 state->device->name(), config.inject_device_fault_at_kernel);
+    state->device->InjectFaultAtKernel(config.inject_device_fault_at_kernel);
   }
   state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);
   state->benchmark_time_limit = config.benchmark_time_limit;
@@ -1022,6 +1231,10 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
 HttpResponse DeviceServer::Serve(std::string_view target) const {
   if (target == "/metrics") return {200, RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
   if (target == "/healthz") {
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      if (state_->reset_failed) return {503, "unhealthy: " + state_->fault.message() + "\n"};
+    }
     // Stuck: one step (a kernel, or an exclusive benchmark or profile) longer than any
     // run may last, plus a margin.
     const auto limit = std::max(state_->config.max_invoke_time, state_->benchmark_time_limit) + std::chrono::seconds(30);
@@ -1036,6 +1249,10 @@ HttpResponse DeviceServer::Serve(std::string_view target) const {
   }
   if (target == "/readyz") {
     if (state_->draining.load()) return {503, "stopping\n"};
+    if (state_->faulted.load()) {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      return {503, "device fault: " + state_->fault.message() + "\n"};
+    }
     auto probe = std::make_shared<std::promise<void>>();
     auto answered = probe->get_future();
     state_->worker.Post([probe] { probe->set_value(); });
@@ -1077,6 +1294,12 @@ std::string DeviceServer::RenderMetrics() const {
   gauge("remex_module_cache_entries", "Executables in the module cache.", "", static_cast<double>(m.entries));
   gauge("remex_module_cache_bytes", "Bytes the module cache holds.", "", static_cast<double>(m.bytes));
   gauge("remex_draining", "1 while the server is stopping.", "", state_->draining.load() ? 1 : 0);
+  gauge("remex_device_faults_total", "Device faults met (a poisoned CUDA context, or an injected fault).", device,
+        static_cast<double>(state_->device_faults.load()), true);
+  gauge("remex_device_resets_total", "Device resets done after a fault.", device,
+        static_cast<double>(state_->device_resets.load()), true);
+  gauge("remex_device_faulted", "1 from a device fault until the device is reset.", device,
+        state_->faulted.load() ? 1 : 0);
   state_->requests.Render(out);
   return out;
 }
@@ -1120,6 +1343,8 @@ ServerStats DeviceServer::stats() const {
   s.module_cache_bytes = m.bytes;
   s.module_cache_hits = m.hits;
   s.module_cache_misses = m.misses;
+  s.device_faults = state_->device_faults.load();
+  s.device_resets = state_->device_resets.load();
   return s;
 }
 

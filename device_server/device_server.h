@@ -14,6 +14,21 @@
 //
 // A session learns nothing of the others: `hello` reports the bytes its own tensors and
 // VMs hold, and no session count. Server-wide figures are on the metrics endpoint.
+//
+// Device faults. When a request on the device worker fails and the device reports a
+// fault (vm::Device::Health: on a GPU, a CUDA error that poisons the context, such as
+// an illegal address or a launch failure), the server:
+//   - answers that request with ABORTED "<device>: device fault: <CUDA's error>; the
+//     server closed every session on <device> and resets the device: reconnect";
+//   - closes every session: each releases its handles, VMs and tensors (a request of
+//     it in progress stops at its next kernel boundary, and releases them as it ends),
+//     and every later request of it is answered with that same error;
+//   - once all are released, drops the allocator's cache and resets the device on the
+//     worker (vm::Device::Reset), and makes a new kernel registry for it;
+//   - meanwhile answers device requests of new sessions with UNAVAILABLE ("retry
+//     shortly"), and /readyz with 503;
+//   - then serves again, counting the reset (remex_device_resets_total). A device that
+//     cannot be reset stays unusable: UNAVAILABLE, and /healthz 503.
 #pragma once
 
 #include <chrono>
@@ -92,6 +107,11 @@ struct ServerConfig {
   // /readyz on metrics_host:metrics_port (0: any free port); none when metrics_port < 0.
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;
+
+  // Test only: the Nth kernel launched on the device (counted over all sessions, from
+  // 1) fails with a device fault, once, as one that hit an illegal address would, so
+  // that recovery (see "Device faults" below) runs without a faulty GPU. 0: none.
+  uint64_t inject_device_fault_at_kernel = 0;
 };
 
 struct ServerStats {
@@ -102,6 +122,8 @@ struct ServerStats {
   uint64_t module_cache_bytes = 0;
   uint64_t module_cache_hits = 0;
   uint64_t module_cache_misses = 0;
+  uint64_t device_faults = 0;  // faults met, and resets done after them
+  uint64_t device_resets = 0;
 };
 
 class DeviceServer {

@@ -1,7 +1,7 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
 //              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
 //              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
-//              [budgets and deadlines: see --help]
+//              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
@@ -10,7 +10,8 @@
 // authentication (--token-file, or mutual TLS with --tls-client-ca) unless --insecure
 // says so. Exits with status 1 and the
 // reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
-// or a build without CUDA).
+// or a build without CUDA). After a device fault it closes every session, resets the
+// device and goes on serving (docs/security.md, "Device faults").
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -141,6 +142,12 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics,
                  "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
                  "one; default: no endpoint)");
+  uint64_t inject_device_fault = 0;
+  app.add_option("--inject-device-fault", inject_device_fault,
+                 "TEST ONLY: the Nth kernel launched on the device fails, once, with a device fault (as a "
+                 "poisoned CUDA context would), so that the recovery (the invoke fails, every session is closed, "
+                 "the device is reset) can be exercised without a faulty GPU; never in production (0: off)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr; stdout carries the "listening on" line only.
   spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
@@ -168,6 +175,7 @@ int main(int argc, char** argv) {
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;
+  config.inject_device_fault_at_kernel = inject_device_fault;
   if (!token_file.empty()) {
     auto token = remex::rpc::ReadTokenFile(token_file);
     if (!token.ok()) {

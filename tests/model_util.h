@@ -1,13 +1,15 @@
 // Shared helpers of the server-level tests: a fixture with a remex-server of its own,
-// compiling an in-memory ONNX model to .rmx bytes, the AddRelu test model and float32
-// arrays.
+// compiling an in-memory ONNX model to .rmx bytes, the AddRelu and spin-loop test
+// models and float32 arrays.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "host_client/client.h"
@@ -101,5 +103,89 @@ inline void ExpectServesAddRelu(client::Session& s) {
   ASSERT_TRUE(y.ok());
   EXPECT_EQ(ToFloats(*y), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
 }
+
+// v_final = x * (trip count + 1), by an ONNX Loop (opset 13) whose body adds x to the
+// carried value: Loop(m, true, x), body (i, c, v) -> (c, v + x). With a huge m it spins
+// for as long as nobody stops it, holding only two floats.
+inline OnnxModelBuilder SpinLoopModel() {
+  OnnxModelBuilder b(13);
+  b.Input("m", onnx::TensorProto::INT64, {}).Input("x", onnx::TensorProto::FLOAT, {2});
+  b.Output("v_final", onnx::TensorProto::FLOAT, {2});
+  auto* t = b.Node("Constant", {}, {"true"});
+  auto* a = t->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  a->mutable_t()->add_int32_data(1);
+  onnx::GraphProto body;
+  auto info = [](onnx::ValueInfoProto* v, const std::string& name, int type, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = body.add_node();
+    n->set_op_type(op);
+    n->set_name(out[0]);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+  };
+  info(body.add_input(), "i", onnx::TensorProto::INT64, {});
+  info(body.add_input(), "c", onnx::TensorProto::BOOL, {});
+  info(body.add_input(), "v", onnx::TensorProto::FLOAT, {2});
+  node("Identity", {"c"}, {"c_out"});
+  node("Add", {"v", "x"}, {"v_out"});
+  info(body.add_output(), "c_out", onnx::TensorProto::BOOL, {});
+  info(body.add_output(), "v_out", onnx::TensorProto::FLOAT, {2});
+  auto* loop = b.Node("Loop", {"m", "true", "x"}, {"v_final"});
+  auto* g = loop->add_attribute();
+  g->set_name("body");
+  g->set_type(onnx::AttributeProto::GRAPH);
+  *g->mutable_g() = body;
+  return b;
+}
+
+// A session with the spin loop loaded and its inputs bound (StartSpin).
+struct SpinSession {
+  std::unique_ptr<client::Session> session;
+  uint64_t vm = 0;
+};
+
+// A new session to `server` (connect and request timeout `timeout`) with the spin loop
+// loaded and its inputs bound: m = `trips`, x = [1, 2]. Failures are test failures and
+// leave `vm` 0.
+inline SpinSession StartSpin(const ServerProcess& server, int64_t trips,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  SpinSession s;
+  client::ConnectOptions options;
+  options.timeout = timeout;
+  auto connected = client::Session::Connect("127.0.0.1", server.port(), options);
+  EXPECT_TRUE(connected.ok()) << connected.status().ToString();
+  if (!connected.ok()) return s;
+  s.session = std::move(connected).value();
+  auto module = s.session->LoadModule(Compile(SpinLoopModel()), "spin");
+  EXPECT_TRUE(module.ok()) << module.status().ToString();
+  if (!module.ok()) return s;
+  auto vm = s.session->CreateVm(module->handle);
+  EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+  if (!vm.ok()) return s;
+  npy::Array m;
+  m.dtype = DType::kInt64;
+  m.shape = {};
+  m.data.resize(8);
+  std::memcpy(m.data.data(), &trips, 8);
+  auto mt = s.session->Upload(m);
+  auto x = s.session->Upload(Floats({2}, {1, 2}));
+  EXPECT_TRUE(mt.ok() && x.ok());
+  if (!mt.ok() || !x.ok()) return s;
+  EXPECT_TRUE(s.session->SetInputs(*vm, "main", {mt->handle, x->handle}).ok());
+  s.vm = *vm;
+  return s;
+}
+
+// A trip count no run reaches.
+inline constexpr int64_t kForever = int64_t{1} << 62;
 
 }  // namespace remex::testing

@@ -20,6 +20,7 @@
 #include "rpc/transport.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
+#include "tests/raw_connection.h"
 
 namespace remex {
 namespace {
@@ -28,8 +29,13 @@ using client::Session;
 using remex::testing::AddReluModel;
 using remex::testing::Compile;
 using remex::testing::Floats;
+using remex::testing::kForever;
 using remex::testing::OnnxModelBuilder;
+using remex::testing::RawConnection;
 using remex::testing::ServerProcess;
+using remex::testing::SpinLoopModel;
+using remex::testing::SpinSession;
+using remex::testing::StartSpin;
 using remex::testing::ToFloats;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -48,159 +54,6 @@ void ExpectServing(const ServerProcess& server) {
   ASSERT_TRUE(s);
   remex::testing::ExpectServesAddRelu(*s);
 }
-
-// v_final = x * (trip count + 1), by an ONNX Loop (opset 13) whose body adds x to the
-// carried value: Loop(m, true, x), body (i, c, v) -> (c, v + x). With a huge m it spins
-// for as long as nobody stops it, holding only two floats.
-OnnxModelBuilder SpinLoopModel() {
-  OnnxModelBuilder b(13);
-  b.Input("m", onnx::TensorProto::INT64, {}).Input("x", onnx::TensorProto::FLOAT, {2});
-  b.Output("v_final", onnx::TensorProto::FLOAT, {2});
-  auto* t = b.Node("Constant", {}, {"true"});
-  auto* a = t->add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
-  a->mutable_t()->add_int32_data(1);
-  onnx::GraphProto body;
-  auto info = [](onnx::ValueInfoProto* v, const std::string& name, int type, std::vector<int64_t> dims) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    auto* shape = tt->mutable_shape();
-    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-  };
-  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
-    auto* n = body.add_node();
-    n->set_op_type(op);
-    n->set_name(out[0]);
-    for (auto& i : in) n->add_input(i);
-    for (auto& o : out) n->add_output(o);
-  };
-  info(body.add_input(), "i", onnx::TensorProto::INT64, {});
-  info(body.add_input(), "c", onnx::TensorProto::BOOL, {});
-  info(body.add_input(), "v", onnx::TensorProto::FLOAT, {2});
-  node("Identity", {"c"}, {"c_out"});
-  node("Add", {"v", "x"}, {"v_out"});
-  info(body.add_output(), "c_out", onnx::TensorProto::BOOL, {});
-  info(body.add_output(), "v_out", onnx::TensorProto::FLOAT, {2});
-  auto* loop = b.Node("Loop", {"m", "true", "x"}, {"v_final"});
-  auto* g = loop->add_attribute();
-  g->set_name("body");
-  g->set_type(onnx::AttributeProto::GRAPH);
-  *g->mutable_g() = body;
-  return b;
-}
-
-// A session with the spin loop loaded and its inputs bound: m = `trips`, x = [1, 2].
-struct SpinSession {
-  std::unique_ptr<Session> session;
-  uint64_t vm = 0;
-};
-
-SpinSession StartSpin(const ServerProcess& server, int64_t trips, std::chrono::milliseconds timeout = 60s) {
-  SpinSession s;
-  s.session = Connect(server, timeout);
-  if (!s.session) return s;
-  auto module = s.session->LoadModule(Compile(SpinLoopModel()), "spin");
-  EXPECT_TRUE(module.ok()) << module.status().ToString();
-  if (!module.ok()) return s;
-  auto vm = s.session->CreateVm(module->handle);
-  EXPECT_TRUE(vm.ok()) << vm.status().ToString();
-  if (!vm.ok()) return s;
-  npy::Array m;
-  m.dtype = DType::kInt64;
-  m.shape = {};
-  m.data.resize(8);
-  std::memcpy(m.data.data(), &trips, 8);
-  auto mt = s.session->Upload(m);
-  auto x = s.session->Upload(Floats({2}, {1, 2}));
-  EXPECT_TRUE(mt.ok() && x.ok());
-  if (!mt.ok() || !x.ok()) return s;
-  EXPECT_TRUE(s.session->SetInputs(*vm, "main", {mt->handle, x->handle}).ok());
-  s.vm = *vm;
-  return s;
-}
-
-constexpr int64_t kForever = int64_t{1} << 62;
-
-// A raw connection that has said hello, for hand-written frames.
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) : sock_(io_) {
-    sock_.connect({asio::ip::make_address("127.0.0.1"), port});
-    capnp::MallocMessageBuilder msg;
-    msg.initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
-    WriteMessage(msg, 1, 0);
-    auto reply = ReadReply();
-    EXPECT_TRUE(reply.ok()) << reply.ToString();
-  }
-
-  void WriteMessage(capnp::MessageBuilder& msg, uint64_t request_id, uint32_t attachments, uint32_t flags = 0) {
-    auto words = capnp::messageToFlatArray(msg);
-    rpc::FrameHeader fh;
-    fh.flags = flags;
-    fh.request_id = request_id;
-    fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
-    fh.attachment_count = attachments;
-    asio::write(sock_, asio::buffer(rpc::EncodeFrameHeader(fh)));
-    asio::write(sock_, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
-  }
-
-  void WriteAttachmentHeader(const rpc::AttachmentHeader& ah) {
-    asio::write(sock_, asio::buffer(rpc::EncodeAttachmentHeader(ah)));
-  }
-  void WriteBytes(const void* data, size_t n) { asio::write(sock_, asio::buffer(data, n)); }
-
-  // Reads one reply frame (no attachments expected) and returns the Status it carries.
-  Status ReadReply() {
-    std::array<std::byte, rpc::kFrameHeaderSize> hb;
-    boost::system::error_code ec;
-    asio::read(sock_, asio::buffer(hb), ec);
-    if (ec) return Unavailable("connection: " + ec.message());
-    auto fh = rpc::DecodeFrameHeader(hb);
-    if (!fh.ok()) return fh.status();
-    std::vector<capnp::word> words(fh->message_bytes / sizeof(capnp::word));
-    asio::read(sock_, asio::buffer(words.data(), fh->message_bytes), ec);
-    if (ec) return Unavailable("connection: " + ec.message());
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
-    return rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
-  }
-
-  // Reads one reply frame and returns the tensor handle of a tensor reply (0 otherwise).
-  uint64_t ReadTensorHandle() {
-    std::array<std::byte, rpc::kFrameHeaderSize> hb;
-    asio::read(sock_, asio::buffer(hb));
-    auto fh = rpc::DecodeFrameHeader(hb);
-    if (!fh.ok()) return 0;
-    std::vector<capnp::word> words(fh->message_bytes / sizeof(capnp::word));
-    asio::read(sock_, asio::buffer(words.data(), fh->message_bytes));
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
-    auto reply = reader.getRoot<rpc::wire::Reply>();
-    return reply.isTensor() ? reply.getTensor().getTensor() : 0;
-  }
-
-  // True when the server closes the connection within `timeout` (reads until EOF).
-  bool ClosedWithin(std::chrono::milliseconds timeout) {
-    auto until = std::chrono::steady_clock::now() + timeout;
-    sock_.non_blocking(true);
-    std::vector<char> sink(1 << 16);
-    while (std::chrono::steady_clock::now() < until) {
-      boost::system::error_code ec;
-      sock_.read_some(asio::buffer(sink), ec);
-      if (ec == asio::error::would_block) {
-        std::this_thread::sleep_for(20ms);
-        continue;
-      }
-      if (ec) return true;  // eof or reset
-    }
-    return false;
-  }
-
- private:
-  asio::io_context io_;
-  asio::ip::tcp::socket sock_;
-};
 
 TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
   ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+
+#include "kernels/cuda/cuda_faults.h"
 #endif
 
 namespace remex::vm {
@@ -20,13 +22,20 @@ namespace {
 // The function name of a call expression: "cudaMemcpyAsync(dst, ...)" -> "cudaMemcpyAsync".
 std::string_view CallName(std::string_view call) { return call.substr(0, call.find('(')); }
 
-// A failed CUDA call as a Status: "<who>: <call> failed: <cudaErrorName>: <message>".
-// The runtime's per-thread last error is cleared, so that a later launch check does
-// not see this one again.
+// A device fault as a Status: ABORTED "<who>: device fault: <cudaErrorName>: <message>".
+Status CudaDeviceFault(std::string_view who, cudaError_t error) {
+  return Aborted(std::string(who) + ": device fault: " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
+}
+
+// A failed CUDA call as a Status: "<who>: <call> failed: <cudaErrorName>: <message>",
+// ABORTED with "device fault" for an error that poisons the context. The runtime's
+// per-thread last error is cleared, so that a later launch check does not see this one
+// again.
 Status CudaCallError(std::string_view who, std::string_view call, cudaError_t error) {
   (void)cudaGetLastError();
   std::string message = std::string(who) + ": " + std::string(CallName(call)) + " failed: " +
                         cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+  if (kernels::cuda::IsCudaDeviceFault(error)) return Aborted(std::move(message) + " (device fault)");
   switch (error) {
     case cudaErrorMemoryAllocation:
       return ResourceExhausted(std::move(message));
@@ -78,15 +87,8 @@ class CudaDevice final : public Device {
     // Errors cannot be reported from here; a device in an error state is released as
     // far as CUDA allows.
     if (cudaSetDevice(ordinal_) != cudaSuccess) return;
-    if (stream_) {
-      (void)cudaStreamSynchronize(stream_);
-      (void)cudaStreamDestroy(stream_);
-    }
-    for (cudaEvent_t& event : staging_done_) {
-      if (event) (void)cudaEventDestroy(event);
-    }
-    if (staging_) (void)cudaFreeHost(staging_);
-    (void)cudaGetLastError();
+    if (stream_) (void)cudaStreamSynchronize(stream_);
+    ReleaseStreamAndStaging();
   }
 
   kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCuda; }
@@ -179,7 +181,55 @@ class CudaDevice final : public Device {
   cudaStream_t stream() const { return stream_; }
   Status MakeCurrentForTimer() { return MakeCurrent(); }
 
+ protected:
+  // A sticky error shows in every call once the context is poisoned: the stream's
+  // query (which does not wait) reports it.
+  Status DeviceHealth() override {
+    {
+      std::lock_guard<std::mutex> lock(fault_mu_);
+      if (!fault_.ok()) return fault_;
+    }
+    cudaError_t error = cudaSetDevice(ordinal_);
+    if (error == cudaSuccess) error = cudaStreamQuery(stream_);
+    (void)cudaGetLastError();
+    if (!kernels::cuda::IsCudaDeviceFault(error)) return OkStatus();
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    fault_ = CudaDeviceFault(name_, error);
+    return fault_;
+  }
+
+  // Destroys the stream and the staging buffers (which fails quietly on a poisoned
+  // context), resets the device's primary context, which frees everything allocated in
+  // it, forgets the kernels' per-GPU state of the old context, and makes a new stream.
+  Status ResetDevice() override {
+    std::lock_guard<std::mutex> staging_lock(staging_mu_);
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    ReleaseStreamAndStaging();
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaDeviceReset());
+    kernels::ForgetCudaDeviceState(ordinal_);
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamCreate(&stream_));
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    fault_ = OkStatus();
+    return OkStatus();
+  }
+
  private:
+  // Frees the stream, the staging buffers and their events; errors are dropped.
+  void ReleaseStreamAndStaging() {
+    if (stream_) (void)cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    for (cudaEvent_t& event : staging_done_) {
+      if (event) (void)cudaEventDestroy(event);
+      event = nullptr;
+    }
+    if (staging_) (void)cudaFreeHost(staging_);
+    staging_ = nullptr;
+    staging_failed_ = false;
+    staging_used_[0] = staging_used_[1] = false;
+    (void)cudaGetLastError();
+  }
+
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
 
   Status Init() {
@@ -298,6 +348,9 @@ class CudaDevice final : public Device {
   bool staging_failed_ = false;
   cudaEvent_t staging_done_[2] = {nullptr, nullptr};  // recorded after each buffer's last DMA
   bool staging_used_[2] = {false, false};
+
+  std::mutex fault_mu_;
+  Status fault_;  // the sticky error seen by DeviceHealth, until ResetDevice
 };
 
 }  // namespace

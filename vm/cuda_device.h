@@ -17,6 +17,17 @@
 // RESOURCE_EXHAUSTED. An error raised by an earlier asynchronous kernel surfaces at the
 // next checked call (CUDA reports it there).
 //
+// Device faults: an error that poisons the context (kernels::cuda::IsCudaDeviceFault:
+// an illegal address, a launch failure, a device-side assertion, ...) is ABORTED
+// "device fault" wherever it surfaces, and Health() reports it ("cuda:N: device fault:
+// <cudaErrorName>: <message>", found by querying the stream) until Reset(), which
+// resets the GPU's primary context (cudaDeviceReset: every allocation of the process
+// on that GPU is gone), forgets the kernels' per-GPU state (ForgetCudaDeviceState) and
+// creates a new stream: kernels must be registered again with the new one
+// (CudaKernelContextFor). CUDA's documentation asks for a process restart after these
+// errors; where the reset does not bring the context back, Reset or the Health check
+// after it fails, and the device stays unusable.
+//
 // Thread-safety: all methods may be called from any thread; staging buffers are
 // guarded by a mutex. Each call makes the device current on the calling thread.
 //

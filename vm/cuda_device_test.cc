@@ -627,6 +627,48 @@ TEST(CudaVm, RunsAddReluOnTheGpu) {
   EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
 }
 
+// A fault fails the VM's run and holds until Reset; after the reset (a new context and
+// stream: every earlier allocation and kernel is gone) a new registry and VM run
+// correctly on the device.
+TEST(CudaVm, AFaultHoldsUntilResetAndTheResetDeviceRunsAgain) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  EXPECT_TRUE(device->Health().ok());
+  auto run = [&](int64_t rows) -> Status {
+    std::string why;
+    auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+    if (!registry) return Internal(why);
+    auto allocator = Allocator::Create(*device);
+    REMEX_ASSIGN_OR_RETURN(auto exe, Executable::FromDef(AddReluDef(), *registry));
+    REMEX_ASSIGN_OR_RETURN(auto vm, VirtualMachine::Create(exe, allocator, *registry));
+    std::vector<float> x(rows * 3, 1.0f);
+    REMEX_ASSIGN_OR_RETURN(auto input, AllocateTensor(*allocator, DType::kFloat32, {rows, 3}));
+    REMEX_RETURN_IF_ERROR(device->CopyToDevice(input->data(), x.data(), x.size() * 4));
+    REMEX_RETURN_IF_ERROR(vm->SetInputs(0, {input}));
+    REMEX_ASSIGN_OR_RETURN(auto out, vm->Invoke(0));
+    std::vector<float> y(x.size());
+    REMEX_RETURN_IF_ERROR(device->CopyToHost(y.data(), out[0]->data(), y.size() * 4));
+    const float want[3] = {2.0f, 0.0f, 1.5f};
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (y[i] != want[i % 3]) return Internal("wrong result at " + std::to_string(i));
+    }
+    return OkStatus();
+  };
+  ASSERT_TRUE(run(4).ok());
+  device->InjectFaultAtKernel(1);
+  Status faulted = run(4);
+  EXPECT_EQ(faulted.code(), StatusCode::kAborted) << faulted.ToString();
+  EXPECT_NE(faulted.message().find("cuda:0: device fault"), std::string::npos) << faulted.ToString();
+  EXPECT_EQ(device->Health().code(), StatusCode::kAborted);
+  ASSERT_TRUE(device->Reset().ok());
+  EXPECT_TRUE(device->Health().ok());
+  EXPECT_NE(CudaStreamOf(*device), nullptr);
+  Status again = run(1000);
+  EXPECT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(device->Health().ok());
+}
+
 // The library kernels take their workspaces from the allocator the context names: a
 // Conv with asymmetric pads copies X into a padded buffer (and cuDNN may want a
 // workspace); both are the allocator's blocks while the kernel runs and are back in

@@ -102,6 +102,38 @@ Status Device::Memset(void* dst, uint8_t value, size_t bytes) {
   return OkStatus();
 }
 
+Status Device::Health() {
+  {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    if (!injected_fault_.ok()) return injected_fault_;
+  }
+  return DeviceHealth();
+}
+
+Status Device::Reset() {
+  REMEX_RETURN_IF_ERROR(ResetDevice());
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  injected_fault_ = OkStatus();
+  return OkStatus();
+}
+
+void Device::InjectFaultAtKernel(uint64_t n) { fault_countdown_.store(n, std::memory_order_relaxed); }
+
+Status Device::BeforeKernelLaunch() {
+  uint64_t left = fault_countdown_.load(std::memory_order_relaxed);
+  while (left != 0) {
+    if (!fault_countdown_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) continue;
+    if (left != 1) return OkStatus();
+    Status fault = Aborted(name() +
+                           ": device fault: injected at a kernel launch (test-only fault injection), as a kernel "
+                           "that hit an illegal address would fail");
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    injected_fault_ = fault;
+    return fault;
+  }
+  return OkStatus();
+}
+
 std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
 
 Device& HostDevice() {

@@ -6,6 +6,7 @@
 // testable without a GPU.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -62,6 +63,47 @@ class Device {
   // A timer on the device's queue, or nullptr when the device has none (the CPU
   // device: its work runs on the calling thread, which a steady clock times).
   virtual StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() { return std::unique_ptr<DeviceTimer>(); }
+
+  // Device faults. A fault leaves the device unusable until Reset: on a GPU, a CUDA
+  // error that poisons the context (an illegal address, a launch failure, a failed
+  // device-side assertion, ...; see cuda_device.h), after which every CUDA call on it
+  // fails with that error. The work that meets it fails; the device's owner then
+  // releases everything allocated on the device and calls Reset.
+  //
+  // OK while the device is usable; ABORTED "<name>: device fault: <what>" from a fault
+  // (a real one, or one injected with InjectFaultAtKernel) until Reset. Thread-safe;
+  // cheap enough to ask after every failed request (the CUDA device queries its
+  // stream, without waiting).
+  Status Health();
+  // Brings the device back after a fault: the CUDA device resets its context
+  // (cudaDeviceReset) and re-creates its stream and staging buffers; every device
+  // clears an injected fault. Every pointer the device handed out before is invalid
+  // afterwards, and so is its stream: release all device memory first (Deallocate
+  // on a faulted CUDA device frees nothing; the reset reclaims it) and drop whatever
+  // holds the old stream. Not thread-safe with any other use of the device. An error
+  // (the device stays faulted) when the device cannot be brought back.
+  Status Reset();
+
+  // Test-only fault injection: the `n`th kernel launched on the device from now on
+  // (1: the next) fails with a device fault instead of running, as one that hit an
+  // illegal address would, and the device is faulted (Health) until Reset. Fires
+  // once; 0 disarms it. Thread-safe.
+  void InjectFaultAtKernel(uint64_t n);
+  // Called by the VM before each kernel it launches on the device: OK, or the
+  // injected fault when it fires (the kernel must then not run). One atomic load
+  // while no fault is armed.
+  Status BeforeKernelLaunch();
+
+ protected:
+  // The device's own part of Health and Reset: OK, nothing to do (the CPU device has
+  // no faults of its own).
+  virtual Status DeviceHealth() { return OkStatus(); }
+  virtual Status ResetDevice() { return OkStatus(); }
+
+ private:
+  std::atomic<uint64_t> fault_countdown_{0};  // launches to the injected fault; 0: none armed
+  std::mutex fault_mu_;
+  Status injected_fault_;  // guarded by fault_mu_
 };
 
 // The host CPU as a device (kernels::DeviceKind::kCpu).

@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
     if (!kernel.ok()) return kernel.status().WithContext(where);
     vm->op_defs_.push_back(op);
     vm->kernels_.push_back(std::move(kernel).value());
+    vm->kernel_devices_.push_back(&runs_on);
   }
   // Each constant goes to the memory spaces its LoadConst instructions name.
   std::vector<bool> on_device(def.constants.size()), on_host(def.constants.size());
@@ -464,13 +465,19 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
           if (!t) return not_tensor(outs[i]);
           out_refs[i] = (*t)->Ref();
         }
-        Status st = kernels_[s[0]]->Compute(in_refs, out_refs);
+        Status st = kernel_devices_[s[0]]->BeforeKernelLaunch();
+        if (st.ok()) st = kernels_[s[0]]->Compute(in_refs, out_refs);
         if (!st.ok()) return fail(st);
-        // Between kernels: a cancelled or late run stops here.
+        // Between kernels: a cancelled or late run stops here, and again after other
+        // work had its turn (it may have cancelled this run meanwhile).
         if (control_) {
           st = control_->Check();
           if (!st.ok()) return fail(st);
-          if (control_->yield) control_->yield();
+          if (control_->yield) {
+            control_->yield();
+            st = control_->Check();
+            if (!st.ok()) return fail(st);
+          }
         }
         break;
       }

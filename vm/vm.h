@@ -54,8 +54,9 @@ struct RunControl {
   // When set and past (steady-clock ticks): the run stops with UNAVAILABLE (the server
   // is shutting down). Not owned.
   const std::atomic<int64_t>* shutdown_at = nullptr;
-  // Called between kernels, after the checks: lets a scheduler run other work (the
-  // device server's worker interleaves sessions there). nullptr: none.
+  // Called between kernels, after the checks, which are made again when it returns:
+  // lets a scheduler run other work (the device server's worker interleaves sessions
+  // there), which may cancel this run meanwhile. nullptr: none.
   void (*yield)() = nullptr;
 
   // OK, or the error that stops the run.
@@ -82,7 +83,8 @@ class VirtualMachine {
   // now, the shape at each invoke (dynamic outputs).
   Status SetOutput(int fn, int index, TensorPtr tensor);
   // Runs `fn`. FAILED_PRECONDITION when inputs are not set; errors from shape
-  // functions and kernels carry the instruction and the node they came from. With a
+  // functions and kernels carry the instruction and the node they came from; ABORTED
+  // "device fault" when the device faulted (Device::Health), its code kept. With a
   // `profiler` (not owned; nullptr: none), every instruction run is recorded in it.
   StatusOr<std::vector<TensorPtr>> Invoke(int fn, Profiler* profiler = nullptr);
 
@@ -141,6 +143,7 @@ class VirtualMachine {
   const RunControl* control_ = nullptr;
   std::vector<const kernels::OpDef*> op_defs_;
   std::vector<std::unique_ptr<kernels::OpKernel>> kernels_;
+  std::vector<Device*> kernel_devices_;    // where each kernel runs (the device or the host)
   std::vector<TensorPtr> constants_;       // device copies (null when only the host uses one)
   std::vector<TensorPtr> host_constants_;  // host copies (null when only the device uses one)
   std::vector<FunctionState> functions_;

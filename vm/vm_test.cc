@@ -483,6 +483,68 @@ TEST_F(VmTest, RunControlStopsABackwardJumpLoopAtItsDeadlineOrWhenCancelled) {
   EXPECT_EQ(stopped.status().code(), StatusCode::kUnavailable) << stopped.status().ToString();
 }
 
+TEST_F(VmTest, RunControlIsCheckedAgainAfterTheYieldSoWorkThatRanMeanwhileCanStopTheRun) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  // The "other work" of the yield after Add cancels the run: it stops there, before
+  // Relu, whose launch would meet the fault armed here.
+  static RunControl* control = nullptr;
+  static int turns = 0;
+  RunControl c;
+  control = &c;
+  turns = 0;
+  c.yield = [] {
+    ++turns;
+    control->reason = "cancelled while other work ran";
+    control->cancelled.store(true);
+  };
+  (*vm)->set_run_control(&c);
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({1, 3}, {-1, 0, 1})}).ok());
+  device_->InjectFaultAtKernel(2);
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("cancelled while other work ran"), std::string::npos);
+  EXPECT_EQ(turns, 1);
+  EXPECT_TRUE(device_->Health().ok()) << "a kernel ran after the run was cancelled";
+  device_->InjectFaultAtKernel(0);
+  control = nullptr;
+}
+
+TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
+  auto exe = Executable::FromDef(SpinDef(), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  RunControl control;
+  (*vm)->set_run_control(&control);
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {-1, 0, 1})}).ok());
+  EXPECT_TRUE(device_->Health().ok());
+  // The spin loop launches one Relu per turn until something stops it: the 5th launch.
+  device_->InjectFaultAtKernel(5);
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kAborted) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("cpu: device fault"), std::string::npos) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("node 'relu'"), std::string::npos) << out.status().ToString();
+  Status health = device_->Health();
+  EXPECT_EQ(health.code(), StatusCode::kAborted) << health.ToString();
+  EXPECT_NE(health.message().find("device fault"), std::string::npos);
+  // The fault fired once; the device stays faulted until it is reset.
+  EXPECT_FALSE(device_->Health().ok());
+  ASSERT_TRUE(device_->Reset().ok());
+  EXPECT_TRUE(device_->Health().ok());
+  control.budget = std::chrono::milliseconds(20);
+  control.deadline = std::chrono::steady_clock::now() + control.budget;
+  auto again = (*vm)->Invoke(0);
+  EXPECT_EQ(again.status().code(), StatusCode::kDeadlineExceeded) << again.status().ToString();
+  EXPECT_TRUE(device_->Health().ok());
+  // Host kernels run on the host device, which the injection does not touch.
+  EXPECT_TRUE(HostDevice().Health().ok());
+}
+
 // A device whose allocations are slow (1 ms) and whose memory is 4 blocks of 1 MiB.
 class SlowSmallDevice final : public Device {
  public:

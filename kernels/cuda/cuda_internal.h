@@ -7,12 +7,14 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "kernels/cuda/cuda_faults.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace remex::kernels::cuda {
 
 // OK for cudaSuccess; otherwise "<op> on cuda: <call> failed: <name>: <CUDA's message>",
-// RESOURCE_EXHAUSTED for cudaErrorMemoryAllocation, INTERNAL otherwise. Clears the
+// RESOURCE_EXHAUSTED for cudaErrorMemoryAllocation, ABORTED (with "device fault") for an
+// error that poisons the context (IsCudaDeviceFault), INTERNAL otherwise. Clears the
 // runtime's per-thread last error.
 inline Status CudaCheck(std::string_view op, std::string_view call, cudaError_t error) {
   if (error == cudaSuccess) return OkStatus();
@@ -20,8 +22,13 @@ inline Status CudaCheck(std::string_view op, std::string_view call, cudaError_t 
   std::string message = std::string(op) + " on cuda: " + std::string(call) + " failed: " + cudaGetErrorName(error) +
                         ": " + cudaGetErrorString(error);
   if (error == cudaErrorMemoryAllocation) return ResourceExhausted(std::move(message));
+  if (IsCudaDeviceFault(error)) return Aborted(std::move(message) + " (device fault)");
   return Internal(std::move(message));
 }
+
+// Forgets the FusedElementwise modules loaded on GPU `device` (fused.cc): they belonged
+// to its context, which a reset destroyed.
+void ForgetFusedModules(int device);
 
 // Per-op-group registration, called by RegisterCudaKernels. Each group lives in its
 // own files and its own CMake fragment (kernels/cuda/<group>.cmake).

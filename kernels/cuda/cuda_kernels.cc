@@ -24,4 +24,12 @@ Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
 #endif
 }
 
+void ForgetCudaDeviceState(int device) {
+#if REMEX_HAVE_CUDA
+  cuda::ForgetFusedModules(device);
+#else
+  (void)device;
+#endif
+}
+
 }  // namespace remex::kernels

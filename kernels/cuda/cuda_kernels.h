@@ -58,4 +58,12 @@ struct CudaKernelContext {
 // UNIMPLEMENTED "built without CUDA" in a build without REMEX_HAVE_CUDA.
 Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context = {});
 
+// After GPU `device`'s context was reset (cudaDeviceReset, see vm::Device::Reset): drops
+// what the CUDA kernels keep per GPU beyond their own instances (the FusedElementwise
+// modules loaded on it), which belonged to the old context. Kernel instances made
+// before the reset hold the old stream and library handles: destroy them before it,
+// and register new ones. Not thread-safe with kernels running on `device`. Does
+// nothing in a build without CUDA.
+void ForgetCudaDeviceState(int device);
+
 }  // namespace remex::kernels

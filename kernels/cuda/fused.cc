@@ -137,6 +137,21 @@ StatusOr<CUfunction> LoadKernel(const std::string& source, int device) {
 using CUfunction = OpKernel*;
 #endif
 
+}  // namespace
+
+void ForgetFusedModules(int device) {
+#if !REMEX_CUDA_EMULATION
+  // The modules themselves went with the context; only the cache's entries remain.
+  ModuleCache& cache = Modules();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  std::erase_if(cache.functions, [device](const auto& entry) { return entry.first.second == device; });
+#else
+  (void)device;  // no modules are loaded under emulation
+#endif
+}
+
+namespace {
+
 // The program's format, checked before the inputs are known (the CPU kernel's factory
 // checks the same); slot bounds are checked with the input count in Compute.
 Status CheckProgramFormat(const Attributes& attrs) {

@@ -202,11 +202,20 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorDevicesUnavailable, "cudaErrorDevicesUnavailable",
      "CUDA-capable device(s) is/are busy or unavailable"},
+    {cudaErrorECCUncorrectable, "cudaErrorECCUncorrectable", "uncorrectable ECC error encountered"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
     {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
      "too many resources requested for launch"},
+    {cudaErrorLaunchTimeout, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
+    {cudaErrorAssert, "cudaErrorAssert", "device-side assert triggered"},
+    {cudaErrorHardwareStackError, "cudaErrorHardwareStackError", "hardware stack error"},
+    {cudaErrorIllegalInstruction, "cudaErrorIllegalInstruction", "an illegal instruction was encountered"},
+    {cudaErrorMisalignedAddress, "cudaErrorMisalignedAddress", "misaligned address"},
+    {cudaErrorInvalidAddressSpace, "cudaErrorInvalidAddressSpace",
+     "operation not supported on global/shared address space"},
+    {cudaErrorInvalidPc, "cudaErrorInvalidPc", "invalid program counter"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorSystemDriverMismatch, "cudaErrorSystemDriverMismatch",
      "system has unsupported display driver / cuda driver combination"},
@@ -328,6 +337,18 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceReset() {
+  State& s = GlobalState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& [address, allocation] : s.allocations) std::free(reinterpret_cast<void*>(address));
+  s.allocations.clear();
+  s.device_bytes = 0;
+  for (cudaStream_t stream : s.streams) delete stream;
+  s.streams.clear();
+  for (cudaEvent_t event : s.events) delete event;
+  s.events.clear();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   return Allocate(ptr, bytes, MemoryKind::kDevice, "cudaMalloc");
