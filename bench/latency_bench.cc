@@ -2,7 +2,7 @@
 // VM, over loopback.
 //
 //   latency_bench [--iterations 10000] [--elements 16] [--pin none|same|different]
-//                 [--server HOST:PORT] [--json]
+//                 [--server HOST:PORT] [--busy-read-mib N] [--encode-threads N] [--json]
 //
 // Medians (and p99) of --iterations calls each of:
 //   invoke      invoke of a one-op model (Relu on float32 [--elements]) whose output is
@@ -13,6 +13,9 @@
 //               thread of this program
 //   local       VirtualMachine::Invoke of the same executable in this process (no RPC)
 //   read        tensorRead of the [--elements] input tensor (one round trip)
+//   ping_busy   with --busy-read-mib N: the ping again, back to back, while a second
+//               session reads an N MiB compressible tensor 3 times; the server's
+//               reply compression runs on --encode-threads threads (0: on its I/O thread)
 // --pin same puts the client thread and every server thread (the in-process server's
 // I/O and device threads and the raw TCP peer) on CPU 0; --pin different puts the
 // client on CPU 0 and the server threads on CPU 1. Threads inherit the mask of the
@@ -21,8 +24,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <functional>
+#include <optional>
 
 #include "bench/bench_util.h"
 #include "bench/relu_model.h"
@@ -90,6 +96,15 @@ int Main(int argc, char** argv) {
   app.add_option("--server-threads", server_threads, "request threads of the in-process server")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  int busy_read_mib = 0;
+  int encode_threads = server::ServerConfig().encode_threads;
+  app.add_option("--busy-read-mib", busy_read_mib,
+                 "also time ping while another session reads a compressible tensor of this many MiB in a loop")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--encode-threads", encode_threads, "reply encode threads of the in-process server (0: I/O thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_flag("--json", json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -114,6 +129,7 @@ int Main(int argc, char** argv) {
     server::ServerConfig config;
     config.port = 0;
     config.threads = server_threads;
+    config.encode_threads = encode_threads;
     auto started = server::DeviceServer::Start(config);
     if (!started.ok()) return Fail("starting the server", started.status());
     embedded = std::move(started).value();
@@ -176,6 +192,52 @@ int Main(int argc, char** argv) {
         auto r = session->Download(xr->handle);
         return r.ok() ? OkStatus() : r.status();
       })) return 1;
+
+  if (busy_read_mib > 0) {
+    auto reader = client::Session::Connect(host, port);
+    if (!reader.ok()) return Fail("connect (busy reader)", reader.status());
+    npy::Array big;
+    big.dtype = DType::kFloat32;
+    const int64_t n = int64_t{busy_read_mib} << 18;  // float32 elements in N MiB
+    big.shape = {n};
+    big.data.resize(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = static_cast<float>(i % 4096) * 0.25f;  // compressible, not trivially
+      std::memcpy(big.data.data() + i * 4, &v, 4);
+    }
+    auto br = (*reader)->Upload(big);
+    if (!br.ok()) return Fail("tensorWrite (busy reader)", br.status());
+    std::atomic<bool> stop{false};
+    std::atomic<int> reads{0};
+    std::thread busy([&] {
+      while (!stop.load()) {
+        if (!(*reader)->Download(br->handle).ok()) return;
+        ++reads;
+      }
+    });
+    while (reads.load() == 0 && busy.joinable() && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Pings until three more reads have completed (at most 60 s), so that the samples
+    // cover whole reads: their encoding as well as their transfer.
+    const int first = reads.load();
+    std::vector<double> us;
+    Status ping_status;
+    const auto window_end = Clock::now() + std::chrono::seconds(60);
+    while (reads.load() < first + 3 && Clock::now() < window_end) {
+      auto t = Clock::now();
+      ping_status = session->Ping();
+      us.push_back(SecondsSince(t) * 1e6);
+      if (!ping_status.ok()) break;
+    }
+    stop = true;
+    busy.join();
+    if (!ping_status.ok()) return Fail("ping_busy", ping_status);
+    std::optional<SampleStats> s = Summarize(us);
+    series.push_back({"ping_busy",
+                      "ping while another session reads " + std::to_string(busy_read_mib) + " MiB in a loop (" +
+                          std::to_string(reads.load()) + " reads; encode threads " + std::to_string(encode_threads) +
+                          ")",
+                      *s});
+  }
 
   // Raw TCP ping-pong with the ping's sizes. The peer thread is created from the
   // client thread, so it is pinned to the server's CPU explicitly.
@@ -241,6 +303,7 @@ int Main(int argc, char** argv) {
   for (const auto& s : series) {
     report["median_us"][s.name] = s.us.median;
     report["p99_us"][s.name] = s.us.p99;
+    report["max_us"][s.name] = s.us.max;
   }
   if (json) {
     std::printf("%s\n", report.dump(2).c_str());
@@ -248,9 +311,9 @@ int Main(int argc, char** argv) {
   }
   std::printf("latency_bench: %d calls each, Relu on float32 [1, %lld], pin %s (client CPU %s, server CPU %s)\n",
               iterations, static_cast<long long>(elements), pin.c_str(), client_cpus.c_str(), server_cpus.c_str());
-  std::printf("  %-8s %10s %10s  %s\n", "", "median us", "p99 us", "");
+  std::printf("  %-9s %10s %10s %10s  %s\n", "", "median us", "p99 us", "max us", "");
   for (const auto& s : series) {
-    std::printf("  %-8s %10.1f %10.1f  %s\n", s.name.c_str(), s.us.median, s.us.p99, s.what.c_str());
+    std::printf("  %-9s %10.1f %10.1f %10.1f  %s\n", s.name.c_str(), s.us.median, s.us.p99, s.us.max, s.what.c_str());
   }
   std::printf("  ping - raw: %.1f us; invoke - raw: %.1f us\n", median("ping") - median("raw"),
               median("invoke") - median("raw"));
