@@ -24,6 +24,8 @@
 #include <memory>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "device_server/device_server.h"
 
 namespace {
@@ -32,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 remex::server::DeviceServer& Server() {
   static remex::server::DeviceServer* server = [] {
+    spdlog::set_level(spdlog::level::warn);  // a log line per session would drown the fuzzer's output
     remex::server::ServerConfig config;
     config.port = 0;
     config.device = "cpu";
