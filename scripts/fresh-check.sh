@@ -2,13 +2,15 @@
 # Check the README's set-up commands on a fresh minimal Debian 12 system.
 #
 # Usage: scripts/fresh-check.sh [--dir DIR] [--keep] [--tests 'CTEST ARGS'] [--ccache DIR]
+#                              [--targets 'TARGET ...']
 #
 # Builds a minbase Debian 12 (bookworm) system with debootstrap, adds only git and
 # ca-certificates, clones this repository's committed HEAD into it (uncommitted changes
 # are not part of the check) and, chrooted there as root, runs:
 #   1. the README's first set-up command, exactly as the README writes it;
 #   2. a smoke test of the second: the same command with `-- CTEST ARGS` appended
-#      (default `-L integration`: the whole suite is built, the tests of one label run).
+#      (default `-L integration`: the whole suite is built, unless --targets names what
+#      to build, and the tests of one label run).
 # Prints the wall time of each step and exits non-zero on the first failure.
 #
 # The fresh system takes what a user's own machine would have of its own: this host's
@@ -27,6 +29,11 @@
 #                that a later check compiles only what changed. Off by default. The cache
 #                holds object files only: CMake's configure, the package checks and every
 #                link still run from scratch, and a missing header still fails the build.
+#                Objects are keyed by the compiler's content and paths relative to the
+#                clone, so a build of the same sources by the same Debian compiler
+#                elsewhere (CI's own build, with CCACHE_DIR=DIR) can reuse them.
+#   --targets 'T ...'  build only these targets in the smoke test (REMEX_BUILD_TARGETS of
+#                scripts/test.sh) instead of the whole suite
 #
 # The throwaway system's dpkg, debootstrap's included, runs with force-unsafe-io (no
 # fsync per unpacked file, as Debian's own build chroots do); what gets installed is the
@@ -44,6 +51,7 @@ dir=""
 keep=0
 test_args="-L integration"
 ccache_dir=""
+smoke_targets=""
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "fresh-check: $*" >&2; exit 2; }
@@ -54,6 +62,7 @@ while (($#)); do
     --keep) keep=1; shift ;;
     --tests) (($# >= 2)) || die "--tests needs ctest arguments"; test_args=$2; shift 2 ;;
     --ccache) (($# >= 2)) || die "--ccache needs a folder"; ccache_dir=$2; shift 2 ;;
+    --targets) (($# >= 2)) || die "--targets needs target names"; smoke_targets=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -175,6 +184,9 @@ environment=(HOME=/root USER=root LOGNAME=root SHELL=/bin/bash LANG=C.UTF-8 TERM
 for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
   [[ -z ${!v:-} ]] || environment+=("$v=${!v}")
 done
+if [[ -n $ccache_dir ]]; then
+  environment+=(CCACHE_BASEDIR=/root/remex CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content)
+fi
 in_root() {  # in_root COMMAND: runs COMMAND with bash as root in the fresh system
   chroot "$root" /usr/bin/env -i "${environment[@]}" /bin/bash -c "$1"
 }
@@ -191,7 +203,9 @@ step_done "$install_command"
 
 if [[ $test_args != none ]]; then
   step "$test_command -- $test_args"
-  in_root "cd /root/remex && $test_command -- $test_args"
+  targets_env=""
+  [[ -z $smoke_targets ]] || targets_env="REMEX_BUILD_TARGETS='$smoke_targets' "
+  in_root "cd /root/remex && $targets_env$test_command -- $test_args"
   step_done "$test_command -- $test_args"
 fi
 
