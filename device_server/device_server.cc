@@ -1211,6 +1211,7 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.write_timeout = config.write_timeout;
   options.encode_threads = config.encode_threads;
   options.limits.max_frame_attachment_bytes = config.max_frame_bytes;
+  options.limits.max_decompression_ratio = config.max_decompression_ratio;
   options.tls = config.tls;
   std::unique_ptr<DeviceServer> server(new DeviceServer());
   server->state_ = state;

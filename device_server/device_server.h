@@ -79,6 +79,10 @@ struct ServerConfig {
   uint32_t max_connections_per_address = 64;
   // Raw bytes of all the attachments of one request frame.
   uint64_t max_frame_bytes = uint64_t{8} << 30;
+  // Largest raw / wire size of a compressed request attachment (rpc/frame.h
+  // Limits::max_decompression_ratio); 0: no cap (the session quota bounds what an
+  // attachment may decompress to either way).
+  uint32_t max_decompression_ratio = 0;
   // A connection idle this long between requests is closed; so is one whose request,
   // once started, makes no progress for read_timeout (0: no deadline).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};

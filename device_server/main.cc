@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   uint32_t max_connections = defaults.max_connections;
   uint32_t max_connections_per_address = defaults.max_connections_per_address;
   uint64_t max_frame_bytes = defaults.max_frame_bytes;
+  uint32_t max_decompression_ratio = defaults.max_decompression_ratio;
   uint32_t idle_timeout_s = static_cast<uint32_t>(defaults.idle_timeout.count() / 1000);
   uint32_t read_timeout_s = static_cast<uint32_t>(defaults.read_timeout.count() / 1000);
   uint32_t write_timeout_s = static_cast<uint32_t>(defaults.write_timeout.count() / 1000);
@@ -99,6 +100,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-frame-bytes", max_frame_bytes, "raw bytes of all the attachments of one request")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
+  app.add_option("--max-decompression-ratio", max_decompression_ratio,
+                 "largest raw / wire size of a compressed request attachment, checked before its payload is read "
+                 "(0: no cap; a zero-filled tensor compresses about 20000:1)")
+      ->capture_default_str();
   app.add_option("--idle-timeout-s", idle_timeout_s, "close a connection idle this long between requests (0: never)")
       ->capture_default_str();
   app.add_option("--read-timeout-s", read_timeout_s,
@@ -168,6 +173,7 @@ int main(int argc, char** argv) {
   config.max_connections = max_connections;
   config.max_connections_per_address = max_connections_per_address;
   config.max_frame_bytes = max_frame_bytes;
+  config.max_decompression_ratio = max_decompression_ratio;
   config.idle_timeout = std::chrono::seconds(idle_timeout_s);
   config.read_timeout = std::chrono::seconds(read_timeout_s);
   config.write_timeout = std::chrono::seconds(write_timeout_s);

@@ -162,6 +162,12 @@ StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> byt
     default:
       return InvalidArgument("unknown attachment codec " + std::to_string(codec));
   }
+  if (h.codec != Codec::kRaw && limits.max_decompression_ratio != 0 &&
+      h.raw_size / limits.max_decompression_ratio > h.wire_size) {
+    return ResourceExhausted("compressed attachment declares " + std::to_string(h.raw_size) + " bytes from " +
+                             std::to_string(h.wire_size) + " on the wire, over the decompression ratio limit of " +
+                             std::to_string(limits.max_decompression_ratio) + " (max_decompression_ratio)");
+  }
   return h;
 }
 

@@ -108,6 +108,11 @@ struct Limits {
   // Raw bytes of all the attachments of one frame together (RESOURCE_EXHAUSTED past it,
   // checked as each attachment header arrives, before its payload is read).
   uint64_t max_frame_attachment_bytes = uint64_t{8} << 30;  // 8 GiB
+  // Largest raw size / wire size of a compressed (zstd or chunked) attachment, checked on
+  // its header before any payload is read (RESOURCE_EXHAUSTED past it). 0: no cap. A
+  // 1 MiB chunk of zeros compresses about 20,000 to 1, so a cap below that refuses
+  // such tensors from clients that compress.
+  uint32_t max_decompression_ratio = 0;
 };
 
 // RESOURCE_EXHAUSTED when attachments of `frame_raw_bytes` raw bytes in all, the next
@@ -160,7 +165,8 @@ std::array<std::byte, kAttachmentHeaderSize> EncodeAttachmentHeader(const Attach
 // unknown codec, a raw attachment whose wire_size != raw_size, a zstd attachment that
 // is empty or larger than ZSTD_compressBound(raw_size), or a chunked attachment whose
 // element_size is not 0, 1, 2, 4 or 8 or whose wire_size cannot hold its chunk table
-// and chunks; RESOURCE_EXHAUSTED when raw_size exceeds limits.max_attachment_raw_size.
+// and chunks; RESOURCE_EXHAUSTED when raw_size exceeds limits.max_attachment_raw_size or
+// a compressed attachment's raw_size / wire_size exceeds limits.max_decompression_ratio.
 StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> bytes,
                                                   const Limits& limits);
 

@@ -182,6 +182,27 @@ TEST(FrameTest, BadAttachmentHeaders) {
   EXPECT_EQ(DecodeAttachmentHeader(bytes, limits).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(FrameTest, DecompressionRatioCapAppliesToCompressedAttachmentsOnly) {
+  Limits limits;
+  limits.max_decompression_ratio = 100;
+  AttachmentHeader a{uint64_t{1} << 20, 10000, Codec::kZstd};  // about 105:1
+  auto over = DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits);
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("max_decompression_ratio"), std::string::npos);
+  a.wire_size = 11000;  // about 95:1
+  EXPECT_TRUE(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).ok());
+  a.codec = Codec::kChunked;
+  a.wire_size = 9000;  // 1 chunk: an 8-byte table and 8992 bytes of chunk, about 116:1
+  EXPECT_EQ(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).status().code(),
+            StatusCode::kResourceExhausted);
+  a.codec = Codec::kRaw;
+  a.wire_size = a.raw_size;
+  EXPECT_TRUE(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).ok());
+  limits.max_decompression_ratio = 0;  // no cap
+  a = {uint64_t{1} << 20, 40, Codec::kZstd};
+  EXPECT_TRUE(DecodeAttachmentHeader(EncodeAttachmentHeader(a), limits).ok());
+}
+
 TEST(FrameTest, TruncatedAtEveryLength) {
   std::vector<std::byte> payload = Compressible(20000);
   std::vector<std::byte> raw = Random(50, 5);

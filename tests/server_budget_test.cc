@@ -165,6 +165,42 @@ TEST(ServerBudgetTest, ZstdBombIsRefusedBeforeDecompression) {
   ExpectServing(server);
 }
 
+TEST(ServerBudgetTest, DecompressionRatioCapRefusesABombThatFitsTheQuota) {
+  // 48 MiB of zeros, well inside the default quota, compressed to a few KB: refused at
+  // its header by --max-decompression-ratio 1000, while an upload of the same size
+  // that compresses less still lands.
+  ServerProcess server(std::vector<std::string>{"--max-decompression-ratio", "1000"});
+  ASSERT_NE(server.port(), 0);
+  std::vector<std::byte> zeros(size_t{48} << 20);
+  auto bomb = rpc::ZstdCompress(zeros, 1);
+  ASSERT_TRUE(bomb.ok());
+  ASSERT_LT(bomb->size() * 1000, zeros.size());
+  RawConnection c(server.port());
+  capnp::MallocMessageBuilder msg;
+  auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
+  w.initDesc().setDtype(1);
+  w.getDesc().initShape(1).set(0, 12 << 20);
+  c.WriteMessage(msg, 2, 1);
+  rpc::AttachmentHeader ah;
+  ah.raw_size = zeros.size();
+  ah.wire_size = bomb->size();
+  ah.codec = rpc::Codec::kZstd;
+  c.WriteAttachmentHeader(ah);
+  Status reply = c.ReadReply();
+  EXPECT_EQ(reply.code(), StatusCode::kResourceExhausted) << reply.ToString();
+  EXPECT_NE(reply.message().find("max_decompression_ratio"), std::string::npos) << reply.ToString();
+  EXPECT_TRUE(c.ClosedWithin(10s));
+  // Random floats compress far less than 1000:1: served.
+  auto s = Connect(server);
+  ASSERT_TRUE(s);
+  std::vector<float> values(1 << 20);
+  uint32_t state = 7;
+  for (float& v : values) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8);
+  auto x = s->Upload(remex::testing::Floats({static_cast<int64_t>(values.size())}, values));
+  EXPECT_TRUE(x.ok()) << x.status().ToString();
+  ExpectServing(server);
+}
+
 TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
   ServerProcess server(std::vector<std::string>{"--read-timeout-s", "1"});
   ASSERT_NE(server.port(), 0);
