@@ -13,6 +13,7 @@
 #include <future>
 #include <thread>
 
+#include "base/sanitizers.h"
 #include "host_client/client.h"
 #include "host_client/onnx_test_util.h"
 #include "rpc/compression.h"
@@ -483,8 +484,16 @@ TEST(ServerSoakTest, SessionsThatComeAndGoLeaveMemoryAtItsBaseline) {
   EXPECT_EQ(server.Metric("remex_device_memory_reserved_bytes{device=\"cpu\"}"), 0)
       << "freed blocks stayed cached after the last session left";
   const uint64_t after = ResidentBytes(server.pid());
+#if REMEX_ASAN
+  // The server of a sanitizer build keeps freed memory in ASan's quarantine (256 MiB)
+  // instead of giving it back, so its resident set says nothing about the allocator's
+  // trim; the device-memory figures above still hold, and ASan checks the leaks.
+  std::printf("resident %llu MiB against a baseline of %llu MiB: not compared under AddressSanitizer\n",
+              static_cast<unsigned long long>(after >> 20), static_cast<unsigned long long>(baseline >> 20));
+#else
   EXPECT_LT(after, baseline + (32u << 20)) << "resident " << (after >> 20) << " MiB against a baseline of "
                                            << (baseline >> 20) << " MiB";
+#endif
   ExpectServing(server);
 }
 
