@@ -1,6 +1,7 @@
 #include "device_server/device_server.h"
 
 #include <capnp/dynamic.h>
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
@@ -481,6 +482,10 @@ class Session final : public rpc::ConnectionHandler {
       busy_ = false;
       closed = closed_;
       release = std::exchange(release_counted_, false);
+      // A cancel request cancels one request: the session serves the next one.
+      if (std::exchange(cancel_requested_, false) && closed_.ok()) {
+        control_.cancelled.store(false, std::memory_order_release);
+      }
     }
     if (closed.ok()) return;
     out = rpc::MakeErrorReply(request_id, closed);
@@ -538,6 +543,7 @@ class Session final : public rpc::ConnectionHandler {
       auto reader = frame.Reader();
       auto which = reader.getRoot<wire::Request>().which();
       return which == wire::Request::HELLO || which == wire::Request::PING || which == wire::Request::AUTHENTICATE ||
+             which == wire::Request::CANCEL ||
              (which == wire::Request::TENSOR_READ && device == kernels::DeviceKind::kCpu);
     } catch (const kj::Exception&) {
       return true;  // Handle() answers it with the error
@@ -585,6 +591,7 @@ class Session final : public rpc::ConnectionHandler {
       case wire::Request::TENSOR_STATS: return TensorStats(req.getTensorStats(), reply);
       case wire::Request::TENSOR_COMPARE: return TensorCompare(req.getTensorCompare(), reply);
       case wire::Request::AUTHENTICATE: return Authenticate(req.getAuthenticate(), reply);
+      case wire::Request::CANCEL: return Cancel(req.getCancel(), reply);
       default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
     }
   }
@@ -693,11 +700,45 @@ class Session final : public rpc::ConnectionHandler {
     devices[0].setDescription(state_->device->description());
     devices[0].setMemoryBytes(state_->device->memory_bytes());
     devices[0].setBytesInUse(allocator_->stats().allocated_bytes);
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);  // Cancel reads it from other sessions
+      if (cancel_key_.empty()) {
+        REMEX_ASSIGN_OR_RETURN(cancel_key_, rpc::RandomBytes(kCancelKeyBytes));
+      }
+      reply.setCancelKey(
+          capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(cancel_key_.data()), cancel_key_.size()));
+    }
     if (!authenticated() && !auth_failed_) {
       REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
       reply.setAuthChallenge(
           capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
     }
+    return OkStatus();
+  }
+
+  // Cancels the request session `sessionId` has in progress (see wire::Cancel).
+  Status Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
+    const auto key = req.getCancelKey();
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      Session* target = nullptr;
+      for (Session* s : state_->sessions) {
+        if (s->id_ == req.getSessionId()) target = s;
+      }
+      if (target == nullptr || target->cancel_key_.empty() || key.size() != target->cancel_key_.size() ||
+          CRYPTO_memcmp(key.begin(), target->cancel_key_.data(), key.size()) != 0) {
+        return NotFound("no open session " + std::to_string(req.getSessionId()) + " with that cancel key");
+      }
+      if (target->busy_ && !target->control_.cancelled.load(std::memory_order_acquire)) {
+        target->control_.reason = "cancelled by a cancel request (session " + std::to_string(id_) + ")";
+        target->cancel_requested_ = true;
+        target->control_.cancelled.store(true, std::memory_order_release);
+        cancelled = true;
+      }
+    }
+    if (cancelled) spdlog::info("session {}: cancelled session {}'s request", id_, req.getSessionId());
+    reply.initCancel().setCancelled(cancelled);
     return OkStatus();
   }
 
@@ -1069,6 +1110,10 @@ class Session final : public rpc::ConnectionHandler {
   const uint64_t id_;
   const std::string peer_;
   bool hello_done_ = false;
+  // With id_, what a Cancel request must name (made at hello); guarded by sessions_mu.
+  static constexpr size_t kCancelKeyBytes = 16;
+  std::string cancel_key_;
+  bool cancel_requested_ = false;  // control_ was cancelled by a Cancel request; sessions_mu
   std::string client_name_;
   // Token authentication (when the server has a token): the challenge of the last
   // hello, whether the session proved the token, and whether it failed to.

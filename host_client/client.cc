@@ -38,6 +38,8 @@ ServerInfo ToInfo(wire::HelloReply::Reader r) {
   info.session_id = r.getSessionId();
   info.active_sessions = r.getActiveSessions();
   info.requires_token = r.hasAuthChallenge() && r.getAuthChallenge().size() != 0;
+  auto key = r.getCancelKey();
+  info.cancel_key.assign(reinterpret_cast<const char*>(key.begin()), key.size());
   for (auto d : r.getDevices()) {
     info.devices.push_back({d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse()});
   }
@@ -148,6 +150,8 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
                                                     const ConnectOptions& options) {
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
+  s->host_ = host;
+  s->port_ = port;
   REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout, options.tls));
   rpc::CompressionMode mode = rpc::CompressionMode::kAuto;
   switch (options.compression.mode) {
@@ -579,6 +583,24 @@ Status Session::Ping() {
   return Call(*rpc_, req, wire::Reply::PONG, [&](wire::Reply::Reader reply, rpc::Frame&) {
     return reply.getPong().getPayload() == payload ? OkStatus() : Internal("ping payload mismatch");
   });
+}
+
+StatusOr<bool> Session::Cancel() const {
+  if (info_.cancel_key.empty()) return Unimplemented("the server gave this session no cancel key");
+  ConnectOptions options = options_;
+  options.client_name = options_.client_name + " (cancel)";
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<Session> other, Session::Connect(host_, port_, options));
+  Request req;
+  auto cancel = req.root.initCancel();
+  cancel.setSessionId(info_.session_id);
+  cancel.setCancelKey(
+      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(info_.cancel_key.data()), info_.cancel_key.size()));
+  bool cancelled = false;
+  REMEX_RETURN_IF_ERROR(Call(*other->rpc_, req, wire::Reply::CANCEL, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    cancelled = reply.getCancel().getCancelled();
+    return OkStatus();
+  }));
+  return cancelled;
 }
 
 uint64_t Session::bytes_sent() const { return rpc_->bytes_sent(); }

@@ -49,6 +49,9 @@ struct ServerInfo {
   std::vector<DeviceInfo> devices;  // bytes_in_use: this session's own
   // The server asked for proof of its token (remex-server --token-file).
   bool requires_token = false;
+  // With session_id, what Session::Cancel sends to cancel this session's request in
+  // progress (empty from a server without cancel requests).
+  std::string cancel_key;
 };
 
 // A tensor on the server: its handle, dtype and shape.
@@ -252,6 +255,16 @@ class Session {
   // Round trip with an echoed payload.
   Status Ping();
 
+  // Cancels this session's request in progress, from another thread while that
+  // request's call blocks: a queued request is not run, and a running invoke, profile or
+  // benchmark stops at its next kernel boundary; that call then returns CANCELLED.
+  // Connects again to the same server with the same options (token, TLS) to say so,
+  // since this session's connection reads nothing while its request runs. Returns
+  // whether a request was in progress. Thread-safe with every other call of the
+  // session. UNAVAILABLE when the server cannot be reached, NOT_FOUND when the server
+  // no longer has this session.
+  StatusOr<bool> Cancel() const;
+
   // Bytes on the wire in each direction, frame headers included.
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
@@ -266,6 +279,8 @@ class Session {
   std::unique_ptr<rpc::Client> rpc_;
   ServerInfo info_;
   ConnectOptions options_;
+  std::string host_;  // where Cancel connects
+  uint16_t port_ = 0;
   uint64_t next_result_handle_ = 1;
 };
 

@@ -78,7 +78,24 @@ struct Request {
     tensorStats @14 :TensorStats;
     tensorCompare @15 :TensorCompare;
     authenticate @16 :Authenticate;
+    cancel @17 :Cancel;
   }
+}
+
+# Cancels the request another session has in progress: its queued request is not run,
+# and its running invoke, profile or benchmark stops at the next kernel boundary (or
+# backward jump, or Loop iteration); either is answered with CANCELLED. Sent on a
+# connection of its own, since a session's connection reads nothing while its request
+# runs. `sessionId` and `cancelKey` are from that session's hello reply. NOT_FOUND when
+# no open session has that id and key. A session with no request in progress is left
+# as it is (`cancelled` false).
+struct Cancel {
+  sessionId @0 :UInt64;
+  cancelKey @1 :Data;
+}
+
+struct CancelReply {
+  cancelled @0 :Bool;  # a request was in progress and is cancelled
 }
 
 # Proof of the server's shared token (remex-server --token-file), the second request of
@@ -239,6 +256,9 @@ struct HelloReply {
   # 32 random bytes when the server requires a token: answer with authenticate.
   # Empty: no authentication.
   authChallenge @7 :Data;
+  # 16 random bytes that, with sessionId, let another connection cancel this session's
+  # request in progress (Cancel).
+  cancelKey @8 :Data;
 }
 
 struct ModuleLoadReply {
@@ -333,5 +353,6 @@ struct Reply {
     tensorStats @12 :TensorStatsReply;
     tensorCompare @13 :TensorCompareReply;
     authenticate @14 :AuthenticateReply;
+    cancel @15 :CancelReply;
   }
 }

@@ -354,6 +354,55 @@ TEST(ServerBudgetTest, ClientThatHangsUpMidRunFreesTheDeviceForOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
 }
 
+TEST(ServerBudgetTest, ACancelRequestStopsARunawayLoopAndTheSessionGoesOn) {
+  // Neither the server's cap nor a client deadline is near: only the cancel stops it.
+  ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "600000"});
+  ASSERT_NE(server.port(), 0);
+  auto spin = StartSpin(server, kForever, 120s);
+  ASSERT_NE(spin.vm, 0u);
+  // Nothing in progress yet: nothing to cancel, and the session is untouched.
+  auto idle = spin.session->Cancel();
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_FALSE(*idle);
+  auto run = std::async(std::launch::async, [&] { return spin.session->Invoke(spin.vm, "main").status(); });
+  // Cancel until it finds the run in progress (the invoke may not have reached the
+  // server yet).
+  bool cancelled = false;
+  for (int i = 0; i < 200 && !cancelled; ++i) {
+    auto c = spin.session->Cancel();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    cancelled = *c;
+    if (!cancelled) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(cancelled);
+  ASSERT_EQ(run.wait_for(60s), std::future_status::ready) << "the cancelled run went on";
+  Status st = run.get();
+  EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  EXPECT_NE(st.message().find("cancel request"), std::string::npos) << st.ToString();
+  // The session serves its next request.
+  EXPECT_TRUE(spin.session->Ping().ok());
+  remex::testing::ExpectServesAddRelu(*spin.session);
+}
+
+TEST(ServerBudgetTest, ACancelNeedsTheSessionsKey) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  auto victim = Connect(server);
+  auto attacker = Connect(server);
+  ASSERT_TRUE(victim && attacker);
+  RawConnection c(server.port());
+  capnp::MallocMessageBuilder msg;
+  auto cancel = msg.initRoot<rpc::wire::Request>().initCancel();
+  cancel.setSessionId(victim->server_info().session_id);
+  std::string guess(16, 'x');
+  cancel.setCancelKey(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(guess.data()), guess.size()));
+  c.WriteMessage(msg, 2, 0);
+  Status reply = c.ReadReply();
+  EXPECT_EQ(reply.code(), StatusCode::kNotFound) << reply.ToString();
+  EXPECT_TRUE(victim->Ping().ok());
+  remex::testing::ExpectServesAddRelu(*victim);
+}
+
 TEST(ServerBudgetTest, SigtermDuringARunawayLoopStopsWithinTheDrainTimeout) {
   ServerProcess server(std::vector<std::string>{"--max-invoke-ms", "600000", "--drain-timeout-s", "1"});
   ASSERT_NE(server.port(), 0);
