@@ -495,6 +495,27 @@ class Session final : public rpc::ConnectionHandler {
     }
   }
 
+  // A tensorWrite frame failed after AttachmentDestination chose its memory: an
+  // existing tensor written in place is now partly written, so its handle is dropped
+  // (later requests naming it get NOT_FOUND, never its half-old, half-new bytes); a new
+  // tensor never got a handle. The frame's request ends here (HandleAsync never runs).
+  void OnRequestFailed(const rpc::Frame& request_so_far, const Status& why) override {
+    if (pending_write_) {
+      for (auto it = objects_.begin(); it != objects_.end(); ++it) {
+        auto* t = std::get_if<vm::TensorPtr>(&it->second);
+        if (t && *t == pending_write_) {
+          spdlog::warn("session {}: tensor {} dropped: an upload into it failed part way ({})", id_, it->first,
+                       why.message());
+          objects_.erase(it);
+          break;
+        }
+      }
+      pending_write_.reset();
+    }
+    rpc::OutFrame unused;
+    EndRequest(unused, request_so_far.request_id);
+  }
+
   // Everything the session holds on the device.
   void ReleaseObjects() {
     objects_.clear();

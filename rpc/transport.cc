@@ -111,6 +111,8 @@ void ConnectionHandler::HandleAsync(Frame& request, ReplyFn reply) { reply(Handl
 
 void ConnectionHandler::OnPeerClosed() {}
 
+void ConnectionHandler::OnRequestFailed(const Frame& /*request_so_far*/, const Status& /*why*/) {}
+
 Status ConnectionHandler::AdmitAttachment(const Frame& /*request_so_far*/, size_t /*index*/,
                                           uint64_t /*frame_raw_bytes*/) {
   return OkStatus();
@@ -553,6 +555,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Answers with an error and closes the connection.
   void Fail(uint64_t request_id, const Status& status) {
+    const auto& in_place = request_.attachment_in_place;
+    if (handler_ && std::find(in_place.begin(), in_place.end(), true) != in_place.end()) {
+      try {
+        handler_->OnRequestFailed(request_, status);
+      } catch (...) {
+        std::fprintf(stderr, "remex rpc server: OnRequestFailed threw: %s\n",
+                     ExceptionMessage(std::current_exception()).c_str());
+      }
+    }
     Write(MakeErrorReply(request_id, status), request_id, /*peer_minor=*/0,
           /*close_after=*/true);
   }

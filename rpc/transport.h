@@ -121,12 +121,19 @@ class ConnectionHandler {
   // connection ends. Handle() then sees an empty attachments[index] and
   // attachment_in_place[index] set.
   //
-  // If the frame fails after this (a corrupt payload, a disconnect), the handler is not
-  // told: the destination may be partly written, and Handle() is not called for the
-  // frame. Runs on the connection's thread like Handle(). A span of another size, or an
+  // If the frame fails after this (a corrupt payload), OnRequestFailed says so (a
+  // disconnect ends the handler instead): the destination may be partly written, and
+  // Handle() is not called for the frame. Runs on the connection's thread like Handle(). A span of another size, or an
   // exception, answers the frame with an INTERNAL error and closes the connection.
   virtual std::span<std::byte> AttachmentDestination(const Frame& request_so_far, size_t index,
                                                      uint64_t raw_size);
+
+  // Called on the connection's thread when a request frame fails after this handler
+  // chose the destination of one of its attachments (a corrupt or truncated payload, a
+  // limit): the destination may be partly written, so a handler that received into an
+  // object of its own (a tensor) must no longer trust it. Handle() is not called for the
+  // frame, and the connection then closes. The default does nothing.
+  virtual void OnRequestFailed(const Frame& request_so_far, const Status& why);
 
   // Called before attachment `index` is read (and before AttachmentDestination), with
   // `frame_raw_bytes`, the raw bytes of the frame's attachments up to and including

@@ -609,7 +609,11 @@ TEST(PipelineTest, SendManyIsOneWrite) {
 // with a pong and the buffer as attachment.
 class InPlaceHandler : public ConnectionHandler {
  public:
-  explicit InPlaceHandler(std::atomic<int>* handled) : handled_(handled) {}
+  InPlaceHandler(std::atomic<int>* handled, std::atomic<int>* failed) : handled_(handled), failed_(failed) {}
+
+  void OnRequestFailed(const Frame& request_so_far, const Status& why) override {
+    if (why.code() == StatusCode::kInvalidArgument && request_so_far.attachment_in_place.at(0)) ++*failed_;
+  }
 
   std::span<std::byte> AttachmentDestination(const Frame& request_so_far, size_t index,
                                              uint64_t raw_size) override {
@@ -637,6 +641,7 @@ class InPlaceHandler : public ConnectionHandler {
 
  private:
   std::atomic<int>* handled_;
+  std::atomic<int>* failed_;
   std::vector<std::byte> buffer_;
   uint64_t seen_raw_size_ = 0;
 };
@@ -648,7 +653,7 @@ class InPlaceTest : public ::testing::Test {
     options.port = 0;
     options.threads = 1;
     server_ = std::make_unique<Server>(options, [this](const ConnectionInfo&) {
-      return std::make_unique<InPlaceHandler>(&handled_);
+      return std::make_unique<InPlaceHandler>(&handled_, &failed_);
     });
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -660,6 +665,7 @@ class InPlaceTest : public ::testing::Test {
   }
 
   std::atomic<int> handled_{0};
+  std::atomic<int> failed_{0};
   std::unique_ptr<Server> server_;
 };
 
@@ -718,7 +724,8 @@ TEST_F(InPlaceTest, BadDestinationFailsTheFrame) {
 
 TEST_F(InPlaceTest, CorruptChunkAfterDestinationChosen) {
   // A chunked attachment whose second chunk is corrupt: the frame fails after the
-  // handler chose its destination; Handle is never called.
+  // handler chose its destination; Handle is never called, OnRequestFailed is (the
+  // reply is written after it, so it has run by the time the reply arrives).
   std::vector<std::byte> data = SmoothFloats(2 * kAttachmentChunkBytes);
   OutFrame f = Ping(1);
   f.attachments.push_back({data.data(), data.size(), true, nullptr, 4});
@@ -730,6 +737,7 @@ TEST_F(InPlaceTest, CorruptChunkAfterDestinationChosen) {
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(ReplyStatus(*reply).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(handled_, 0);
+  EXPECT_EQ(failed_, 1) << "the handler was not told that its destination may be partly written";
 }
 
 }  // namespace
