@@ -259,7 +259,7 @@ struct CommonArgs {
   uint64_t seed = 0;
   std::string compression = "auto";
   std::string token_file;
-  std::string tls_ca, tls_cert, tls_key;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
   bool json = false;
 };
 
@@ -278,14 +278,17 @@ void AddCommonOptions(CLI::App* cmd, CommonArgs& args) {
                   "connect to --server over TLS; PEM file of the CA the server's certificate must chain to");
   cmd->add_option("--tls-cert", args.tls_cert, "with --tls-ca: this client's PEM certificate (mutual TLS)");
   cmd->add_option("--tls-key", args.tls_key, "with --tls-cert: its PEM private key");
+  cmd->add_option("--tls-server-name", args.tls_server_name,
+                  "with --tls-ca: the name the server's certificate must carry, when --server's host is not it");
   cmd->add_flag("--json", args.json, "print one JSON object");
 }
 
 // --tls-ca/--tls-cert/--tls-key as the client's TLS settings; none without --tls-ca.
 StatusOr<std::optional<remex::rpc::TlsClientConfig>> ClientTls(const CommonArgs& args) {
   if (args.tls_ca.empty()) {
-    if (!args.tls_cert.empty() || !args.tls_key.empty()) {
-      return remex::InvalidArgument("--tls-cert and --tls-key need --tls-ca (the CA of the server's certificate)");
+    if (!args.tls_cert.empty() || !args.tls_key.empty() || !args.tls_server_name.empty()) {
+      return remex::InvalidArgument(
+          "--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA of the server's certificate)");
     }
     return std::optional<remex::rpc::TlsClientConfig>();
   }
@@ -293,7 +296,8 @@ StatusOr<std::optional<remex::rpc::TlsClientConfig>> ClientTls(const CommonArgs&
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     return remex::InvalidArgument("--tls-cert and --tls-key go together");
   }
-  return std::optional<remex::rpc::TlsClientConfig>(remex::rpc::TlsClientConfig{args.tls_ca, args.tls_cert, args.tls_key});
+  return std::optional<remex::rpc::TlsClientConfig>(
+      remex::rpc::TlsClientConfig{args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name});
 }
 
 // The token for --server: --token-file's, else REMEX_TOKEN's, else none.

@@ -25,6 +25,10 @@ struct TlsClientConfig {
   // Optional (mutual TLS): the client's certificate and key, both or neither.
   std::string cert_file;
   std::string key_file;
+  // The name the server's certificate must carry (and SNI sends) instead of the host
+  // connected to: for reaching a server by an address its certificate does not name
+  // (a tunnel, a raw IP). Empty: the host.
+  std::string server_name;
 };
 
 }  // namespace remex::rpc

@@ -917,6 +917,7 @@ class Client::Impl {
   Status Connect(const std::string& host, uint16_t port, const std::optional<TlsClientConfig>& tls) {
     if (tls) {
       REMEX_ASSIGN_OR_RETURN(tls_context_, MakeClientContext(*tls));
+      tls_server_name_ = tls->server_name;
     }
     std::string where = host + ":" + std::to_string(port);
     tcp::resolver resolver(io_);
@@ -948,12 +949,13 @@ class Client::Impl {
     }
     if (ec) return Break(Unavailable("connecting to " + where + ": " + ec.message()));
     socket_.set_option(tcp::no_delay(true), ec);
-    if (tls_context_ != nullptr) return Handshake(host, where);
+    if (tls_context_ != nullptr) return Handshake(tls_server_name_.empty() ? host : tls_server_name_, where);
     return OkStatus();
   }
 
   // The client's TLS handshake, under the connect deadline: the server's certificate
-  // must chain to the CA and name `host` (a DNS name or an IP address).
+  // must chain to the CA and name `host` (a DNS name or an IP address: the host
+  // connected to, or TlsClientConfig::server_name).
   Status Handshake(const std::string& host, const std::string& where) {
     stream_.EnableTls(*tls_context_);
     error_code address_ec;
@@ -1059,6 +1061,7 @@ class Client::Impl {
 
   asio::io_context io_;
   std::unique_ptr<asio::ssl::context> tls_context_;  // with TLS; outlives stream_
+  std::string tls_server_name_;                      // TlsClientConfig::server_name
   Stream stream_;
   tcp::socket& socket_;  // stream_'s TCP socket
   asio::steady_timer timer_;

@@ -38,7 +38,7 @@ StatusOr<std::unique_ptr<Session>> Connect(uint16_t port, std::optional<rpc::Tls
   return Session::Connect(host, port, options);
 }
 
-rpc::TlsClientConfig TrustingTestCa() { return {Pki("ca.pem"), "", ""}; }
+rpc::TlsClientConfig TrustingTestCa() { return {Pki("ca.pem"), "", "", ""}; }
 
 TEST(TlsTest, AVerifiedServerServesOverTls) {
   ServerProcess server(TlsServerArgs());
@@ -46,10 +46,17 @@ TEST(TlsTest, AVerifiedServerServesOverTls) {
   auto session = Connect(server.port(), TrustingTestCa());
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ExpectServesAddRelu(**session);
-  // By name as well as by address: the certificate names both.
-  auto by_name = Connect(server.port(), TrustingTestCa(), "localhost");
+  // By its DNS name as well as by address (the certificate names both): connected by
+  // address, verified against the name, as when a tunnel or raw IP leads to a server.
+  rpc::TlsClientConfig by_name_tls = TrustingTestCa();
+  by_name_tls.server_name = "localhost";
+  auto by_name = Connect(server.port(), by_name_tls);
   ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
   ExpectServesAddRelu(**by_name);
+  by_name_tls.server_name = "elsewhere.example";  // a name the certificate does not carry
+  auto wrong_name = Connect(server.port(), by_name_tls);
+  ASSERT_FALSE(wrong_name.ok());
+  EXPECT_NE(wrong_name.status().message().find("mismatch"), std::string::npos) << wrong_name.status().ToString();
 }
 
 // 48 MiB each way: many TLS records, compressed and raw chunks, and a reply larger than
@@ -89,7 +96,7 @@ TEST(TlsTest, APlaintextClientIsToldTheServerSpeaksTls) {
 TEST(TlsTest, AServerCertificateFromAnotherCaIsRefused) {
   ServerProcess server(TlsServerArgs());
   ASSERT_NE(server.port(), 0);
-  auto session = Connect(server.port(), rpc::TlsClientConfig{Pki("other-ca.pem"), "", ""});
+  auto session = Connect(server.port(), rpc::TlsClientConfig{Pki("other-ca.pem"), "", "", ""});
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(session.status().message().find("certificate verify failed"), std::string::npos)
@@ -128,9 +135,9 @@ TEST(TlsTest, MutualTlsServesOnlyClientsWithACertificateOfItsCa) {
   ASSERT_FALSE(anonymous.ok());
   EXPECT_EQ(anonymous.status().code(), StatusCode::kUnavailable) << anonymous.status().ToString();
   // The server's own certificate is not a client certificate (extendedKeyUsage serverAuth).
-  auto server_cert = Connect(server.port(), rpc::TlsClientConfig{Pki("ca.pem"), Pki("server.pem"), Pki("server.key")});
+  auto server_cert = Connect(server.port(), rpc::TlsClientConfig{Pki("ca.pem"), Pki("server.pem"), Pki("server.key"), ""});
   ASSERT_FALSE(server_cert.ok());
-  auto session = Connect(server.port(), rpc::TlsClientConfig{Pki("ca.pem"), Pki("client.pem"), Pki("client.key")});
+  auto session = Connect(server.port(), rpc::TlsClientConfig{Pki("ca.pem"), Pki("client.pem"), Pki("client.key"), ""});
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ExpectServesAddRelu(**session);
 }
@@ -167,7 +174,7 @@ TEST(TlsTest, UnusableFilesAreNamed) {
   auto alone = RunCommand(server + " --listen 127.0.0.1:0 --quiet --tls-cert " + Pki("server.pem") + " 2>&1");
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.output.find("--tls-cert and --tls-key go together"), std::string::npos) << alone.output;
-  auto client = Connect(1, rpc::TlsClientConfig{"/nonexistent-ca.pem", "", ""});
+  auto client = Connect(1, rpc::TlsClientConfig{"/nonexistent-ca.pem", "", "", ""});
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(client.status().message().find("/nonexistent-ca.pem"), std::string::npos) << client.status().ToString();
