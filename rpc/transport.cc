@@ -144,8 +144,8 @@ Status TlsFileError(const char* what, const std::string& file, const error_code&
   return InvalidArgument("TLS " + std::string(what) + " '" + file + "': " + ec.message());
 }
 
-// A key that cannot be read, or (OpenSSL checks it as the key loads) that is not the
-// certificate's.
+// A key that cannot be read, or that is not the certificate's (OpenSSL checks the key
+// against the certificate loaded before it).
 Status TlsKeyError(const std::string& key_file, const std::string& cert_file, const error_code& ec) {
   return InvalidArgument("TLS key '" + key_file + "' cannot be used with certificate '" + cert_file +
                          "': " + ec.message());
@@ -162,10 +162,6 @@ StatusOr<std::unique_ptr<asio::ssl::context>> MakeServerContext(const TlsServerC
   if (ec) return TlsFileError("certificate", config.cert_file, ec);
   context->use_private_key_file(config.key_file, asio::ssl::context::pem, ec);
   if (ec) return TlsKeyError(config.key_file, config.cert_file, ec);
-  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
-    return InvalidArgument("TLS key '" + config.key_file + "' cannot be used with certificate '" + config.cert_file +
-                           "': key values mismatch");
-  }
   if (!config.client_ca_file.empty()) {
     context->load_verify_file(config.client_ca_file, ec);
     if (ec) return TlsFileError("client CA file", config.client_ca_file, ec);
@@ -190,10 +186,6 @@ StatusOr<std::unique_ptr<asio::ssl::context>> MakeClientContext(const TlsClientC
     if (ec) return TlsFileError("client certificate", config.cert_file, ec);
     context->use_private_key_file(config.key_file, asio::ssl::context::pem, ec);
     if (ec) return TlsKeyError(config.key_file, config.cert_file, ec);
-    if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
-      return InvalidArgument("TLS key '" + config.key_file + "' cannot be used with certificate '" +
-                             config.cert_file + "': key values mismatch");
-    }
   }
   return context;
 }
@@ -961,7 +953,6 @@ class Client::Impl {
     error_code address_ec;
     asio::ip::make_address(host, address_ec);
     if (address_ec) SSL_set_tlsext_host_name(stream_.ssl(), host.c_str());  // SNI, for names only
-    SSL_set_verify(stream_.ssl(), SSL_VERIFY_PEER, nullptr);
     X509_VERIFY_PARAM* param = SSL_get0_param(stream_.ssl());
     if (address_ec) {
       X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());

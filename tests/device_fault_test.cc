@@ -23,7 +23,9 @@ namespace {
 
 using client::Session;
 using remex::testing::AddReluModel;
+using remex::testing::ConnectTo;
 using remex::testing::Compile;
+using remex::testing::Eventually;
 using remex::testing::Floats;
 using remex::testing::kForever;
 using remex::testing::RawConnection;
@@ -31,22 +33,6 @@ using remex::testing::ServerProcess;
 using remex::testing::SpinSession;
 using remex::testing::StartSpin;
 using namespace std::chrono_literals;
-
-std::unique_ptr<Session> Connect(const ServerProcess& server) {
-  auto s = Session::Connect("127.0.0.1", server.port());
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(s).value() : nullptr;
-}
-
-// Polls `condition` until it holds; false when it still does not after `limit`.
-bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 30s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
 
 // The error of a request met by (or closed by) the device fault: ABORTED, naming the
 // fault and what the server did.
@@ -68,7 +54,7 @@ void ExpectRecovered(const ServerProcess& server) {
   EXPECT_EQ(server.Metric("remex_device_memory_reserved_bytes{device=\"cpu\"}"), 0);
   EXPECT_EQ(server.HttpGet("/readyz"), (std::pair<int, std::string>{200, "ready\n"}));
   EXPECT_EQ(server.HttpGet("/healthz").first, 200);
-  auto fresh = Connect(server);
+  auto fresh = ConnectTo(server);
   ASSERT_TRUE(fresh);
   remex::testing::ExpectServesAddRelu(*fresh);
   EXPECT_EQ(server.Metric("remex_device_resets_total{device=\"cpu\"}"), 1);
@@ -82,7 +68,7 @@ struct AddReluSession {
 
 AddReluSession LoadAddRelu(const ServerProcess& server) {
   AddReluSession s;
-  s.session = Connect(server);
+  s.session = ConnectTo(server);
   if (!s.session) return s;
   auto module = s.session->LoadModule(Compile(AddReluModel()), "add_relu");
   EXPECT_TRUE(module.ok()) << module.status().ToString();
@@ -147,14 +133,9 @@ TEST(DeviceFaultTest, ReadinessSaysNotReadyUntilTheLastClosedSessionHasReleasedI
   ServerProcess server(std::vector<std::string>{"--inject-device-fault", "1"});
   ASSERT_NE(server.port(), 0);
   RawConnection upload(server.port());
-  capnp::MallocMessageBuilder msg;
-  auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
-  w.initDesc().setDtype(1);  // float32
-  w.getDesc().initShape(1).set(0, 2 << 20);
-  upload.WriteMessage(msg, 2, 1);
   rpc::AttachmentHeader ah;
   ah.raw_size = ah.wire_size = 8 << 20;
-  upload.WriteAttachmentHeader(ah);
+  upload.BeginTensorWrite(2, 2 << 20, ah);
   std::vector<char> part(1 << 20, 'x');
   upload.WriteBytes(part.data(), part.size());
   ASSERT_TRUE(Eventually([&] { return server.Metric("remex_device_memory_bytes{device=\"cpu\"}") >= (8 << 20); }))
@@ -173,7 +154,7 @@ TEST(DeviceFaultTest, ReadinessSaysNotReadyUntilTheLastClosedSessionHasReleasedI
   EXPECT_EQ(server.HttpGet("/healthz").first, 200);
   EXPECT_EQ(server.Metric("remex_device_faulted{device=\"cpu\"}"), 1);
   EXPECT_EQ(server.Metric("remex_device_resets_total{device=\"cpu\"}"), 0);
-  auto c = Connect(server);
+  auto c = ConnectTo(server);
   ASSERT_TRUE(c);
   auto refused = c->Alloc(DType::kFloat32, {4});
   ASSERT_FALSE(refused.ok());

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host_client/client.h"
@@ -79,6 +81,37 @@ inline npy::Array Floats(Shape shape, const std::vector<float>& v) {
   a.data.resize(v.size() * 4);
   if (!v.empty()) std::memcpy(a.data.data(), v.data(), a.data.size());
   return a;
+}
+
+// `n` float32 values from a linear congruential generator seeded with `seed`: data
+// that zstd barely compresses (upload tests that must not be compressible).
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::vector<float> values(n);
+  for (float& v : values) v = static_cast<float>((seed = seed * 1664525u + 1013904223u) >> 8);
+  return values;
+}
+
+// A new session to `server` with requests bounded by `timeout`; nullptr (and a test
+// failure) when it cannot connect.
+inline std::unique_ptr<client::Session> ConnectTo(const ServerProcess& server,
+                                                  std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  client::ConnectOptions options;
+  options.timeout = timeout;
+  auto s = client::Session::Connect("127.0.0.1", server.port(), options);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// Polls `condition` every 10 ms until it holds; false when it still does not after
+// `limit` (servers end sessions and free memory asynchronously).
+inline bool Eventually(const std::function<bool()>& condition,
+                       std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 inline std::vector<float> ToFloats(const npy::Array& a) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/status.h"
 #include "rpc/frame.h"
 #include "rpc/transport.h"
@@ -40,6 +41,17 @@ class RawConnection {
     fh.attachment_count = attachments;
     boost::asio::write(sock_, boost::asio::buffer(rpc::EncodeFrameHeader(fh)));
     boost::asio::write(sock_, boost::asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+  }
+
+  // A tensorWrite of a new float32 tensor of `elements` with one attachment, up to the
+  // attachment's header `ah` (its payload is the caller's to write, or withhold).
+  void BeginTensorWrite(uint64_t request_id, int64_t elements, const rpc::AttachmentHeader& ah) {
+    capnp::MallocMessageBuilder msg;
+    auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
+    w.initDesc().setDtype(static_cast<int32_t>(DType::kFloat32));
+    w.getDesc().initShape(1).set(0, elements);
+    WriteMessage(msg, request_id, 1);
+    WriteAttachmentHeader(ah);
   }
 
   void WriteAttachmentHeader(const rpc::AttachmentHeader& ah) {

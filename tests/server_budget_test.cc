@@ -41,17 +41,12 @@ using remex::testing::ToFloats;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-std::unique_ptr<Session> Connect(const ServerProcess& server, std::chrono::milliseconds timeout = 30s) {
-  client::ConnectOptions options;
-  options.timeout = timeout;
-  auto s = Session::Connect("127.0.0.1", server.port(), options);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(s).value() : nullptr;
-}
+using remex::testing::ConnectTo;
+using remex::testing::Eventually;
 
 // Runs AddRelu on a fresh session: the server still serves.
 void ExpectServing(const ServerProcess& server) {
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
   remex::testing::ExpectServesAddRelu(*s);
 }
@@ -59,7 +54,7 @@ void ExpectServing(const ServerProcess& server) {
 TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
   ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
   ASSERT_NE(server.port(), 0);
-  auto a = Connect(server);
+  auto a = ConnectTo(server);
   ASSERT_TRUE(a);
   ASSERT_TRUE(a->Alloc(DType::kFloat32, {12 << 20}).ok());  // 48 MiB
   auto over = a->Alloc(DType::kFloat32, {12 << 20});
@@ -72,7 +67,7 @@ TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
   auto upload = a->Upload(Floats({8 << 20}, std::vector<float>(8 << 20, 1.0f)));
   EXPECT_FALSE(upload.ok());
   // Another session has its own quota.
-  auto b = Connect(server);
+  auto b = ConnectTo(server);
   ASSERT_TRUE(b);
   EXPECT_TRUE(b->Alloc(DType::kFloat32, {12 << 20}).ok());
   ExpectServing(server);
@@ -90,7 +85,7 @@ TEST(ServerBudgetTest, ExecutableConstantsBeyondTheQuotaAreRefusedBeforeDecompre
   ASSERT_LT(exe.size(), 8u << 20);
   ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
   ASSERT_NE(server.port(), 0);
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
   auto module = s->LoadModule(exe, "zeros");
   ASSERT_FALSE(module.ok());
@@ -103,7 +98,7 @@ TEST(ServerBudgetTest, ExecutableConstantsBeyondTheQuotaAreRefusedBeforeDecompre
 TEST(ServerBudgetTest, HandleCapRefusesTheNextObjectUntilOneIsFreed) {
   ServerProcess server(std::vector<std::string>{"--max-handles-per-session", "8"});
   ASSERT_NE(server.port(), 0);
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
   std::vector<uint64_t> handles;
   for (int i = 0; i < 8; ++i) {
@@ -177,27 +172,19 @@ TEST(ServerBudgetTest, DecompressionRatioCapRefusesABombThatFitsTheQuota) {
   ASSERT_TRUE(bomb.ok());
   ASSERT_LT(bomb->size() * 1000, zeros.size());
   RawConnection c(server.port());
-  capnp::MallocMessageBuilder msg;
-  auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
-  w.initDesc().setDtype(1);
-  w.getDesc().initShape(1).set(0, 12 << 20);
-  c.WriteMessage(msg, 2, 1);
   rpc::AttachmentHeader ah;
   ah.raw_size = zeros.size();
   ah.wire_size = bomb->size();
   ah.codec = rpc::Codec::kZstd;
-  c.WriteAttachmentHeader(ah);
+  c.BeginTensorWrite(2, 12 << 20, ah);
   Status reply = c.ReadReply();
   EXPECT_EQ(reply.code(), StatusCode::kResourceExhausted) << reply.ToString();
   EXPECT_NE(reply.message().find("max_decompression_ratio"), std::string::npos) << reply.ToString();
   EXPECT_TRUE(c.ClosedWithin(10s));
   // Random floats compress far less than 1000:1: served.
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
-  std::vector<float> values(1 << 20);
-  uint32_t state = 7;
-  for (float& v : values) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8);
-  auto x = s->Upload(remex::testing::Floats({static_cast<int64_t>(values.size())}, values));
+  auto x = s->Upload(Floats({1 << 20}, remex::testing::RandomFloats(1 << 20, 7)));
   EXPECT_TRUE(x.ok()) << x.status().ToString();
   ExpectServing(server);
 }
@@ -207,14 +194,9 @@ TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
   ASSERT_NE(server.port(), 0);
   RawConnection c(server.port());
   // A tensorWrite of 8 MiB that delivers 1 MiB and stalls.
-  capnp::MallocMessageBuilder msg;
-  auto w = msg.initRoot<rpc::wire::Request>().initTensorWrite();
-  w.initDesc().setDtype(1);
-  w.getDesc().initShape(1).set(0, 2 << 20);
-  c.WriteMessage(msg, 2, 1);
   rpc::AttachmentHeader ah;
   ah.raw_size = ah.wire_size = 8 << 20;
-  c.WriteAttachmentHeader(ah);
+  c.BeginTensorWrite(2, 2 << 20, ah);
   std::vector<char> part(1 << 20, 'x');
   c.WriteBytes(part.data(), part.size());
   EXPECT_TRUE(c.ClosedWithin(10s)) << "a stalled upload held its connection past the read timeout";
@@ -236,11 +218,8 @@ TEST(ServerBudgetTest, AClientThatStopsReadingAReplyIsClosedAtTheWriteTimeout) {
   capnp::MallocMessageBuilder read;
   read.initRoot<rpc::wire::Request>().initTensorRead().setTensor(tensor);
   c.WriteMessage(read, 3, 0, rpc::kFlagUncompressedReply);
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (server.Metric("remex_sessions") != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_EQ(server.Metric("remex_sessions"), 0) << "a client that stopped reading held its session";
+  EXPECT_TRUE(Eventually([&] { return server.Metric("remex_sessions") == 0; }, 20s))
+      << "a client that stopped reading held its session";
   EXPECT_EQ(server.Metric("remex_device_memory_bytes{device=\"cpu\"}"), 0);
   ExpectServing(server);
 }
@@ -258,7 +237,7 @@ TEST(ServerBudgetTest, ConnectionsPerAddressAreCapped) {
   ASSERT_NE(server.port(), 0);
   std::vector<std::unique_ptr<Session>> held;
   for (int i = 0; i < 3; ++i) {
-    held.push_back(Connect(server));
+    held.push_back(ConnectTo(server));
     ASSERT_TRUE(held.back());
   }
   auto fourth = Session::Connect("127.0.0.1", server.port());
@@ -317,7 +296,7 @@ TEST(ServerBudgetTest, ARunawaySessionDoesNotHoldTheDeviceFromAnotherThatBenchma
   auto spinning = std::async(std::launch::async, [&] { return spin.session->Invoke(spin.vm, "main").status(); });
   std::this_thread::sleep_for(200ms);  // the spin is on the device
   ExpectServing(server);  // load, upload, invoke, download
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
   auto module = s->LoadModule(Compile(AddReluModel()), "add_relu");
   ASSERT_TRUE(module.ok());
@@ -387,9 +366,8 @@ TEST(ServerBudgetTest, ACancelRequestStopsARunawayLoopAndTheSessionGoesOn) {
 TEST(ServerBudgetTest, ACancelNeedsTheSessionsKey) {
   ServerProcess server;
   ASSERT_NE(server.port(), 0);
-  auto victim = Connect(server);
-  auto attacker = Connect(server);
-  ASSERT_TRUE(victim && attacker);
+  auto victim = ConnectTo(server);
+  ASSERT_TRUE(victim);
   RawConnection c(server.port());
   capnp::MallocMessageBuilder msg;
   auto cancel = msg.initRoot<rpc::wire::Request>().initCancel();
@@ -424,10 +402,10 @@ namespace {
 TEST(ServerMetricsTest, HelloDisclosesNothingOfOtherSessions) {
   ServerProcess server;
   ASSERT_NE(server.port(), 0);
-  auto a = Connect(server);
+  auto a = ConnectTo(server);
   ASSERT_TRUE(a);
   ASSERT_TRUE(a->Alloc(DType::kFloat32, {4 << 20}).ok());  // 16 MiB held by session a
-  auto b = Connect(server);
+  auto b = ConnectTo(server);
   ASSERT_TRUE(b);
   auto info = b->Hello();
   ASSERT_TRUE(info.ok());
@@ -445,7 +423,7 @@ TEST(ServerMetricsTest, MetricsCountRequestsByKindAndCodeAndTimeInvokes) {
   ServerProcess server;
   ASSERT_NE(server.port(), 0);
   ExpectServing(server);
-  auto s = Connect(server);
+  auto s = ConnectTo(server);
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->Free({12345}).ok());  // NOT_FOUND
   auto [status, body] = server.HttpGet("/metrics");
@@ -475,7 +453,7 @@ TEST(ServerMetricsTest, ReadinessSaysBusyWhileABenchmarkHoldsTheDevice) {
   auto bench = std::async(std::launch::async,
                           [&] { return spin.session->Benchmark(spin.vm, "main", options).status(); });
   std::this_thread::sleep_for(500ms);
-  auto pinger = Connect(server);
+  auto pinger = ConnectTo(server);
   ASSERT_TRUE(pinger);
   EXPECT_TRUE(pinger->Ping().ok());
   auto [status, body] = server.HttpGet("/readyz");
@@ -506,11 +484,7 @@ uint64_t ResidentBytes(pid_t pid) {
 }
 
 bool WaitForNoSessions(const ServerProcess& server) {
-  for (int i = 0; i < 500; ++i) {
-    if (server.Metric("remex_sessions") == 0) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
+  return Eventually([&] { return server.Metric("remex_sessions") == 0; }, 5s);
 }
 
 TEST(ServerSoakTest, SessionsThatComeAndGoLeaveMemoryAtItsBaseline) {
@@ -523,7 +497,7 @@ TEST(ServerSoakTest, SessionsThatComeAndGoLeaveMemoryAtItsBaseline) {
   // 200 sessions, each uploading a different 1 MiB tensor and running a model, then
   // hanging up without freeing anything.
   for (int i = 0; i < 200; ++i) {
-    auto s = Connect(server);
+    auto s = ConnectTo(server);
     ASSERT_TRUE(s);
     ASSERT_TRUE(s->Upload(Floats({1 << 18}, std::vector<float>(1 << 18, static_cast<float>(i)))).ok());
     if (i % 50 == 0) ExpectServing(server);

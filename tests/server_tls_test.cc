@@ -66,13 +66,9 @@ TEST(TlsTest, LargeTensorsCrossTlsIntact) {
   ASSERT_NE(server.port(), 0);
   auto session = Connect(server.port(), TrustingTestCa());
   ASSERT_TRUE(session.ok()) << session.status().ToString();
-  std::vector<float> values(12u << 20);
-  uint32_t state = 12345;
-  for (size_t i = 0; i < values.size(); ++i) {
-    state = state * 1664525u + 1013904223u;
-    // Half the tensor compresses (a ramp), half does not (noise).
-    values[i] = i < values.size() / 2 ? static_cast<float>(i % 1000) : static_cast<float>(state >> 8);
-  }
+  // Half the tensor compresses (a ramp), half does not (noise).
+  std::vector<float> values = testing::RandomFloats(12u << 20, 12345);
+  for (size_t i = 0; i < values.size() / 2; ++i) values[i] = static_cast<float>(i % 1000);
   auto x = (*session)->Upload(testing::Floats({static_cast<int64_t>(values.size())}, values));
   ASSERT_TRUE(x.ok()) << x.status().ToString();
   auto back = (*session)->Download(x->handle);

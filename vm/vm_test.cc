@@ -33,6 +33,10 @@ class VmTest : public ::testing::Test {
     std::memcpy((*t)->data(), values.data(), values.size() * 4);
     return *t;
   }
+  // A VM of SpinDef (below) with its input bound, run under `control` (which must
+  // outlive it); nullptr, and a test failure, when it cannot be made.
+  std::unique_ptr<VirtualMachine> SpinVm(RunControl& control);
+
   std::unique_ptr<Device> device_;
   std::shared_ptr<Allocator> allocator_;
 };
@@ -445,18 +449,27 @@ ExecutableDef SpinDef() {
   return def;
 }
 
-TEST_F(VmTest, RunControlStopsABackwardJumpLoopAtItsDeadlineOrWhenCancelled) {
+std::unique_ptr<VirtualMachine> VmTest::SpinVm(RunControl& control) {
   auto exe = Executable::FromDef(SpinDef(), Registry());
-  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
+  if (!exe.ok()) return nullptr;
   auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-  RunControl control;
+  EXPECT_TRUE(vm.ok()) << vm.status().ToString();
+  if (!vm.ok()) return nullptr;
   (*vm)->set_run_control(&control);
-  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {-1, 0, 1})}).ok());
+  Status bound = (*vm)->SetInputs(0, {Input({3}, {-1, 0, 1})});
+  EXPECT_TRUE(bound.ok()) << bound.ToString();
+  return bound.ok() ? std::move(vm).value() : nullptr;
+}
+
+TEST_F(VmTest, RunControlStopsABackwardJumpLoopAtItsDeadlineOrWhenCancelled) {
+  RunControl control;
+  std::unique_ptr<VirtualMachine> vm = SpinVm(control);
+  ASSERT_NE(vm, nullptr);
 
   control.budget = std::chrono::milliseconds(50);
   control.deadline = std::chrono::steady_clock::now() + control.budget;
-  auto late = (*vm)->Invoke(0);
+  auto late = vm->Invoke(0);
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().ToString() << " ";
   EXPECT_NE(late.status().message().find("deadline of 50 ms"), std::string::npos);
@@ -468,7 +481,7 @@ TEST_F(VmTest, RunControlStopsABackwardJumpLoopAtItsDeadlineOrWhenCancelled) {
     control.reason = "stopped by the test";
     control.cancelled.store(true);
   });
-  auto cancelled = (*vm)->Invoke(0);
+  auto cancelled = vm->Invoke(0);
   canceller.join();
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled) << cancelled.status().ToString();
@@ -478,7 +491,7 @@ TEST_F(VmTest, RunControlStopsABackwardJumpLoopAtItsDeadlineOrWhenCancelled) {
   control.cancelled = false;
   std::atomic<int64_t> shutdown_at{std::chrono::steady_clock::now().time_since_epoch().count()};
   control.shutdown_at = &shutdown_at;
-  auto stopped = (*vm)->Invoke(0);
+  auto stopped = vm->Invoke(0);
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.status().code(), StatusCode::kUnavailable) << stopped.status().ToString();
 }
@@ -514,17 +527,13 @@ TEST_F(VmTest, RunControlIsCheckedAgainAfterTheYieldSoWorkThatRanMeanwhileCanSto
 }
 
 TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
-  auto exe = Executable::FromDef(SpinDef(), Registry());
-  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
-  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   RunControl control;
-  (*vm)->set_run_control(&control);
-  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {-1, 0, 1})}).ok());
+  std::unique_ptr<VirtualMachine> vm = SpinVm(control);
+  ASSERT_NE(vm, nullptr);
   EXPECT_TRUE(device_->Health().ok());
   // The spin loop launches one Relu per turn until something stops it: the 5th launch.
   device_->InjectFaultAtKernel(5);
-  auto out = (*vm)->Invoke(0);
+  auto out = vm->Invoke(0);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kAborted) << out.status().ToString();
   EXPECT_NE(out.status().message().find("cpu: device fault"), std::string::npos) << out.status().ToString();
@@ -538,7 +547,7 @@ TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
   EXPECT_TRUE(device_->Health().ok());
   control.budget = std::chrono::milliseconds(20);
   control.deadline = std::chrono::steady_clock::now() + control.budget;
-  auto again = (*vm)->Invoke(0);
+  auto again = vm->Invoke(0);
   EXPECT_EQ(again.status().code(), StatusCode::kDeadlineExceeded) << again.status().ToString();
   EXPECT_TRUE(device_->Health().ok());
   // Host kernels run on the host device, which the injection does not touch.
