@@ -23,7 +23,7 @@
 #include <fstream>
 
 #include "bench/bench_util.h"
-#include "host_client/onnx_frontend.h"
+#include "host_client/compiler/onnx_import.h"
 #include "rpc/compression.h"
 #include "rpc/frame.h"
 

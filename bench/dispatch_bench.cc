@@ -34,8 +34,8 @@
 #include <random>
 
 #include "bench/bench_util.h"
-#include "host_client/bench_stats.h"
-#include "host_client/compiler.h"
+#include "host_client/tooling/bench_stats.h"
+#include "host_client/compiler/compiler.h"
 #include "vm/vm.h"
 
 namespace remex::bench {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "host_client/compiler.h"
-#include "host_client/graph.h"
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/graph.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 

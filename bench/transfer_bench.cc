@@ -22,8 +22,8 @@
 
 #include "bench/bench_util.h"
 #include "device_server/device_server.h"
-#include "host_client/bench_stats.h"
-#include "host_client/client.h"
+#include "host_client/tooling/bench_stats.h"
+#include "host_client/client/client.h"
 
 namespace remex::bench {
 namespace {

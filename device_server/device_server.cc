@@ -31,7 +31,7 @@
 #include "rpc/auth.h"
 #include "rpc/transport.h"
 #include "rpc/wire_util.h"
-#include "vm/content_hash.h"
+#include "base/content_hash.h"
 #include "vm/cuda_device.h"
 #include "vm/device.h"
 #include "vm/executable.h"
@@ -785,7 +785,7 @@ class Session final : public rpc::ConnectionHandler {
   }
 
   static Status CheckHashForm(const std::string& hash) {
-    if (!vm::IsContentHash(hash)) {
+    if (!remex::IsContentHash(hash)) {
       return InvalidArgument("module hash '" + hash.substr(0, 64) +
                              "' is not a content hash (32 lower-case hex digits of XXH3-128)");
     }
@@ -800,7 +800,7 @@ class Session final : public rpc::ConnectionHandler {
     std::string hash = req.getHash();
     if (!hash.empty()) {
       REMEX_RETURN_IF_ERROR(CheckHashForm(hash));
-      std::string actual = vm::ContentHash(bytes);
+      std::string actual = remex::ContentHash(bytes);
       if (actual != hash) {
         return InvalidArgument("moduleLoad: hash " + hash + " does not match the executable's content hash " +
                                actual);

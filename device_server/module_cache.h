@@ -1,5 +1,5 @@
 // The server-wide module cache: parsed and verified executables keyed by content hash
-// (vm/content_hash.h), shared by every session, so that a client that has loaded an
+// (base/content_hash.h), shared by every session, so that a client that has loaded an
 // executable once (in any session) can skip the upload next time (moduleHas).
 //
 // Bounded in bytes: an entry costs its .rmx size plus its decompressed constant bytes.

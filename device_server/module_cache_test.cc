@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "vm/content_hash.h"
+#include "base/content_hash.h"
 
 namespace remex::server {
 namespace {
@@ -76,13 +76,13 @@ TEST(ModuleCacheTest, FindsInsertedAndEvictsLeastRecentlyUsed) {
 TEST(ContentHashTest, IsLowerCaseHexXxh128) {
   std::vector<std::byte> empty;
   // xxh128sum of the empty input.
-  EXPECT_EQ(vm::ContentHash(empty), "99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ(remex::ContentHash(empty), "99aa06d3014798d86001c324468d497f");
   std::string abc = "abc";
-  auto h = vm::ContentHash(std::as_bytes(std::span(abc)));
-  EXPECT_TRUE(vm::IsContentHash(h));
-  EXPECT_NE(h, vm::ContentHash(empty));
-  EXPECT_FALSE(vm::IsContentHash("99AA06D3014798D86001C324468D497F"));
-  EXPECT_FALSE(vm::IsContentHash("99aa06d3"));
+  auto h = remex::ContentHash(std::as_bytes(std::span(abc)));
+  EXPECT_TRUE(remex::IsContentHash(h));
+  EXPECT_NE(h, remex::ContentHash(empty));
+  EXPECT_FALSE(remex::IsContentHash("99AA06D3014798D86001C324468D497F"));
+  EXPECT_FALSE(remex::IsContentHash("99aa06d3"));
 }
 
 }  // namespace

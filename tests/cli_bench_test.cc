@@ -11,8 +11,8 @@
 #include <random>
 #include <set>
 
-#include "host_client/npy.h"
-#include "host_client/onnx_test_util.h"
+#include "host_client/client/npy.h"
+#include "host_client/compiler/onnx_test_util.h"
 #include "tests/process_util.h"
 
 namespace remex {

@@ -22,9 +22,9 @@
 #include <map>
 #include <set>
 
-#include "host_client/compare.h"
-#include "host_client/compiler.h"
-#include "host_client/onnx_frontend.h"
+#include "host_client/tooling/compare.h"
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
 #include "tests/process_util.h"
 #include "vm/vm.h"
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "host_client/compare.h"
-#include "host_client/npy.h"
+#include "host_client/tooling/compare.h"
+#include "host_client/client/npy.h"
 #include "tests/model_test_util.h"
 #include "tests/process_util.h"
 #include "vm/cuda_device.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "host_client/client.h"
+#include "host_client/client/client.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
 #include "tests/raw_connection.h"

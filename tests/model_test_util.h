@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "host_client/npy.h"
+#include "host_client/client/npy.h"
 #include "tests/process_util.h"
 
 namespace remex::testing {

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "host_client/client.h"
-#include "host_client/compiler.h"
-#include "host_client/npy.h"
-#include "host_client/onnx_frontend.h"
-#include "host_client/onnx_test_util.h"
+#include "host_client/client/client.h"
+#include "host_client/compiler/compiler.h"
+#include "host_client/client/npy.h"
+#include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_test_util.h"
 #include "kernels/kernels.h"
 #include "tests/process_util.h"
 #include "vm/executable.h"

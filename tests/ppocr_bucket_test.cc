@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "host_client/compare.h"
-#include "host_client/npy.h"
+#include "host_client/tooling/compare.h"
+#include "host_client/client/npy.h"
 #include "tests/model_test_util.h"
 #include "tests/process_util.h"
 

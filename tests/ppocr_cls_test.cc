@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <string>
 
-#include "host_client/compare.h"
-#include "host_client/npy.h"
+#include "host_client/tooling/compare.h"
+#include "host_client/client/npy.h"
 #include "tests/model_test_util.h"
 #include "tests/process_util.h"
 

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "host_client/compare.h"
-#include "host_client/npy.h"
+#include "host_client/tooling/compare.h"
+#include "host_client/client/npy.h"
 #include "tests/model_test_util.h"
 #include "tests/process_util.h"
 

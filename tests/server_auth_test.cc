@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "host_client/client.h"
+#include "host_client/client/client.h"
 #include "rpc/auth.h"
 #include "rpc/frame.h"
 #include "rpc/transport.h"

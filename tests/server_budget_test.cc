@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "base/sanitizers.h"
-#include "host_client/client.h"
-#include "host_client/onnx_test_util.h"
+#include "host_client/client/client.h"
+#include "host_client/compiler/onnx_test_util.h"
 #include "rpc/compression.h"
 #include "rpc/frame.h"
 #include "rpc/transport.h"

@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "host_client/client.h"
-#include "host_client/compiler.h"
-#include "host_client/onnx_frontend.h"
-#include "host_client/onnx_test_util.h"
+#include "host_client/client/client.h"
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_test_util.h"
 #include "rpc/frame.h"
 #include "rpc/transport.h"
 #include "tests/model_util.h"

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "host_client/client.h"
+#include "host_client/client/client.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
 

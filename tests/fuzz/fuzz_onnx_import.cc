@@ -1,4 +1,4 @@
-// Fuzz target: the ONNX importer (host_client/onnx_frontend.h) and the compiler behind it.
+// Fuzz target: the ONNX importer (host_client/compiler/onnx_import.h) and the compiler behind it.
 //
 // The input is an ONNX model (a serialized ModelProto). ImportOnnxBytes parses it;
 // a graph it accepts is compiled without constant folding (folding evaluates the
@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <span>
 
-#include "host_client/compiler.h"
-#include "host_client/onnx_frontend.h"
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 

@@ -1,0 +1,614 @@
+#include "host_client/client/client.h"
+
+#include <cstring>
+
+#include "rpc/auth.h"
+#include "rpc/transport.h"
+#include "rpc/wire_util.h"
+#include "base/content_hash.h"
+
+namespace remex::client {
+
+namespace wire = rpc::wire;
+
+namespace {
+
+// Handles with this bit set are named by the client (see NewResultHandle).
+// A request under construction.
+struct Request {
+  rpc::OutFrame frame;
+  wire::Request::Builder root;
+  Request() : frame(), root(nullptr) {
+    frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+    root = frame.message->initRoot<wire::Request>();
+  }
+};
+
+StatusOr<RemoteTensor> ToRemote(wire::TensorReply::Reader r) {
+  REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(r.getDesc()));
+  return RemoteTensor{r.getTensor(), desc.first, std::move(desc.second)};
+}
+
+ServerInfo ToInfo(wire::HelloReply::Reader r) {
+  ServerInfo info;
+  info.name = r.getServerName();
+  info.version = r.getServerVersion();
+  info.protocol_major = r.getProtocolMajor();
+  info.protocol_minor = r.getProtocolMinor();
+  info.session_id = r.getSessionId();
+  info.active_sessions = r.getActiveSessions();
+  info.requires_token = r.hasAuthChallenge() && r.getAuthChallenge().size() != 0;
+  auto key = r.getCancelKey();
+  info.cancel_key.assign(reinterpret_cast<const char*>(key.begin()), key.size());
+  for (auto d : r.getDevices()) {
+    info.devices.push_back({d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse()});
+  }
+  return info;
+}
+
+// Checks `frame` (a reply) and hands its root (non-error) to `read`.
+template <typename F>
+Status ReadReply(rpc::Frame& frame, wire::Reply::Which expected, F&& read) {
+  try {
+    auto reader = frame.Reader();
+    auto reply = reader.getRoot<wire::Reply>();
+    REMEX_RETURN_IF_ERROR(rpc::ErrorFromReply(reply));
+    if (reply.which() != expected) return Internal("server answered with the wrong reply kind");
+    return read(reply, frame);
+  } catch (const kj::Exception& e) {
+    return Internal(std::string("malformed reply from server: ") + e.getDescription().cStr());
+  }
+}
+
+// Sends `req`, receives its reply and hands the reply root (non-error) to `read`.
+template <typename F>
+Status Call(rpc::Client& client, Request& req, wire::Reply::Which expected, F&& read) {
+  REMEX_ASSIGN_OR_RETURN(rpc::Frame frame, client.Call(req.frame));
+  return ReadReply(frame, expected, std::forward<F>(read));
+}
+
+StatusOr<ModuleInfo> ToModuleInfo(wire::ModuleLoadReply::Reader m) {
+  ModuleInfo info;
+  info.handle = m.getModule();
+  info.executable_bytes = m.getExecutableBytes();
+  info.constant_bytes = m.getConstantBytes();
+  for (auto f : m.getFunctions()) {
+    FunctionInfo fn;
+    fn.name = f.getName();
+    for (auto v : f.getInputs()) {
+      REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(v.getDesc()));
+      fn.inputs.push_back({v.getName(), desc.first, desc.second});
+    }
+    for (auto v : f.getOutputs()) {
+      REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(v.getDesc()));
+      fn.outputs.push_back({v.getName(), desc.first, desc.second});
+    }
+    info.functions.push_back(std::move(fn));
+  }
+  return info;
+}
+
+StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
+  InvokeResult result;
+  result.run_nanos = inv.getRunNanos();
+  result.function = inv.getFunction();
+  result.allocations = inv.getAllocations();
+  auto c = inv.getCopies();
+  result.copies = {c.getHostToDeviceCount(), c.getHostToDeviceBytes(), c.getDeviceToHostCount(),
+                   c.getDeviceToHostBytes()};
+  for (auto o : inv.getOutputs()) {
+    REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(o.getDesc()));
+    result.outputs.push_back({o.getTensor(), desc.first, std::move(desc.second)});
+  }
+  return result;
+}
+
+// The tensor of a tensorRead reply, its bytes taken from the frame.
+StatusOr<npy::Array> ToArray(wire::TensorReply::Reader tensor, rpc::Frame& frame) {
+  npy::Array array;
+  REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(tensor.getDesc()));
+  array.dtype = desc.first;
+  array.shape = std::move(desc.second);
+  if (frame.attachments.size() != 1) return Internal("tensorRead reply carries no data");
+  array.data = std::move(frame.attachments[0]);
+  auto n = NumElements(array.shape);
+  if (!n || array.data.size() != static_cast<size_t>(*n) * DTypeSize(array.dtype)) {
+    return Internal("tensorRead reply size does not match its shape");
+  }
+  return array;
+}
+
+// The attachment of a tensor's bytes: compressed per the session's options, with the
+// dtype's element size for the byte shuffle.
+rpc::OutAttachment TensorAttachment(const void* data, size_t size, DType dtype) {
+  rpc::OutAttachment a{data, size, true, nullptr};
+  a.element_size = static_cast<uint8_t>(DTypeSize(dtype));
+  return a;
+}
+
+void FillTensorWrite(wire::TensorWrite::Builder r, const npy::Array& array, const std::string& device,
+                     uint64_t result_handle) {
+  r.setTensor(0);
+  rpc::WriteTensorDesc(r.initDesc(), array.dtype, array.shape);
+  r.setDevice(device);
+  r.setResultHandle(result_handle);
+}
+
+void FillSetInput(wire::SetInput::Builder r, uint64_t vm, const std::string& function,
+                  const std::vector<uint64_t>& inputs) {
+  r.setVm(vm);
+  r.setFunction(function);
+  auto list = r.initInputs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) list.set(i, inputs[i]);
+}
+
+}  // namespace
+
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uint16_t port,
+                                                    const ConnectOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->options_ = options;
+  s->host_ = host;
+  s->port_ = port;
+  REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout, options.tls));
+  rpc::CompressionMode mode = rpc::CompressionMode::kAuto;
+  switch (options.compression.mode) {
+    case CompressionMode::kAuto: mode = rpc::CompressionMode::kAuto; break;
+    case CompressionMode::kNone: mode = rpc::CompressionMode::kNone; break;
+    case CompressionMode::kZstd: mode = rpc::CompressionMode::kZstd; break;
+  }
+  s->rpc_->SetCompression(mode, options.compression.level);
+  std::string challenge;
+  REMEX_ASSIGN_OR_RETURN(s->info_, s->Hello(&challenge));
+  if (!challenge.empty()) {
+    if (options.token.empty()) {
+      return PermissionDenied("the server at " + host + ":" + std::to_string(port) +
+                              " requires a token: pass --token-file FILE or set REMEX_TOKEN");
+    }
+    REMEX_RETURN_IF_ERROR(s->Authenticate(challenge));
+  }
+  return s;
+}
+
+Status Session::Authenticate(const std::string& challenge) {
+  REMEX_ASSIGN_OR_RETURN(std::string nonce, rpc::RandomBytes(rpc::kAuthNonceBytes));
+  const std::string proof = rpc::AuthProof(options_.token, "client", challenge, nonce);
+  Request req;
+  auto a = req.root.initAuthenticate();
+  a.setClientNonce(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(nonce.data()), nonce.size()));
+  a.setProof(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(proof.data()), proof.size()));
+  std::string server_proof;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::AUTHENTICATE, [&](wire::Reply::Reader r, rpc::Frame&) {
+    auto p = r.getAuthenticate().getServerProof();
+    server_proof.assign(reinterpret_cast<const char*>(p.begin()), p.size());
+    return OkStatus();
+  }));
+  if (!rpc::ProofsEqual(server_proof, rpc::AuthProof(options_.token, "server", challenge, nonce))) {
+    return PermissionDenied("the server could not prove it knows the token");
+  }
+  return OkStatus();
+}
+
+StatusOr<ServerInfo> Session::Hello(std::string* challenge) {
+  Request req;
+  auto hello = req.root.initHello();
+  hello.setProtocolMajor(rpc::kProtocolMajor);
+  hello.setProtocolMinor(rpc::kProtocolMinor);
+  hello.setClientName(options_.client_name);
+  ServerInfo info;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::HELLO, [&](wire::Reply::Reader r, rpc::Frame&) {
+    info = ToInfo(r.getHello());
+    if (challenge) {
+      auto c = r.getHello().getAuthChallenge();
+      challenge->assign(reinterpret_cast<const char*>(c.begin()), c.size());
+    }
+    return OkStatus();
+  }));
+  return info;
+}
+
+StatusOr<ModuleInfo> Session::LoadModule(std::span<const std::byte> executable, const std::string& name) {
+  return LoadModuleWithHash(executable, name, "");
+}
+
+StatusOr<ModuleInfo> Session::LoadModuleWithHash(std::span<const std::byte> executable, const std::string& name,
+                                                 const std::string& hash) {
+  Request req;
+  auto r = req.root.initModuleLoad();
+  r.setName(name);
+  r.setHash(hash);
+  // Constants inside an executable are zstd chunks already: send it raw.
+  req.frame.attachments.push_back({executable.data(), executable.size(), false, nullptr});
+  ModuleInfo info;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::MODULE_LOAD, [&](wire::Reply::Reader r, rpc::Frame&) {
+    REMEX_ASSIGN_OR_RETURN(info, ToModuleInfo(r.getModuleLoad()));
+    return OkStatus();
+  }));
+  return info;
+}
+
+std::string Session::ContentHash(std::span<const std::byte> executable) { return remex::ContentHash(executable); }
+
+StatusOr<ModuleInfo> Session::LoadModuleCached(std::span<const std::byte> executable, const std::string& name,
+                                               bool* uploaded) {
+  std::string hash = ContentHash(executable);
+  Request req;
+  auto r = req.root.initModuleHas();
+  r.setHash(hash);
+  r.setName(name);
+  ModuleInfo info;
+  Status st = Call(*rpc_, req, wire::Reply::MODULE_LOAD, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    REMEX_ASSIGN_OR_RETURN(info, ToModuleInfo(reply.getModuleLoad()));
+    return OkStatus();
+  });
+  if (st.ok()) {
+    if (uploaded) *uploaded = false;
+    return info;
+  }
+  if (st.code() != StatusCode::kNotFound) return st;
+  if (uploaded) *uploaded = true;
+  return LoadModuleWithHash(executable, name, hash);
+}
+
+StatusOr<uint64_t> Session::CreateVm(uint64_t module, const std::string& device) {
+  Request req;
+  auto r = req.root.initVmCreate();
+  r.setModule(module);
+  r.setDevice(device);
+  uint64_t vm = 0;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::VM_CREATE, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    vm = reply.getVmCreate();
+    return OkStatus();
+  }));
+  return vm;
+}
+
+StatusOr<RemoteTensor> Session::Alloc(DType dtype, const Shape& shape, const std::string& device) {
+  Request req;
+  auto r = req.root.initTensorAlloc();
+  rpc::WriteTensorDesc(r.initDesc(), dtype, shape);
+  r.setDevice(device);
+  RemoteTensor t;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    REMEX_ASSIGN_OR_RETURN(t, ToRemote(reply.getTensor()));
+    return OkStatus();
+  }));
+  return t;
+}
+
+StatusOr<RemoteTensor> Session::Upload(const npy::Array& array, const std::string& device) {
+  Request req;
+  FillTensorWrite(req.root.initTensorWrite(), array, device, 0);
+  req.frame.attachments.push_back(TensorAttachment(array.data.data(), array.data.size(), array.dtype));
+  RemoteTensor t;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    REMEX_ASSIGN_OR_RETURN(t, ToRemote(reply.getTensor()));
+    return OkStatus();
+  }));
+  return t;
+}
+
+Status Session::Write(uint64_t tensor, DType dtype, const Shape& shape, std::span<const std::byte> bytes) {
+  Request req;
+  auto r = req.root.initTensorWrite();
+  r.setTensor(tensor);
+  rpc::WriteTensorDesc(r.initDesc(), dtype, shape);
+  req.frame.attachments.push_back(TensorAttachment(bytes.data(), bytes.size(), dtype));
+  return Call(*rpc_, req, wire::Reply::TENSOR, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+StatusOr<npy::Array> Session::Download(uint64_t tensor) {
+  Request req;
+  req.root.initTensorRead().setTensor(tensor);
+  npy::Array array;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame& frame) {
+    REMEX_ASSIGN_OR_RETURN(array, ToArray(reply.getTensor(), frame));
+    return OkStatus();
+  }));
+  return array;
+}
+
+StatusOr<RemoteTensor> Session::DownloadInto(uint64_t tensor, std::span<std::byte> destination) {
+  Request req;
+  req.root.initTensorRead().setTensor(tensor);
+  REMEX_RETURN_IF_ERROR(rpc_->Send(req.frame));
+  REMEX_ASSIGN_OR_RETURN(rpc::Frame frame,
+                         rpc_->Receive([&](const rpc::Frame&, size_t index, uint64_t raw_size) {
+                           return index == 0 && raw_size == destination.size() ? destination
+                                                                               : std::span<std::byte>();
+                         }));
+  if (frame.request_id != req.frame.request_id) {
+    rpc_->Close();
+    return Internal("reply out of step with its request; connection closed");
+  }
+  RemoteTensor result;
+  REMEX_RETURN_IF_ERROR(ReadReply(frame, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame& f) {
+    REMEX_ASSIGN_OR_RETURN(result, ToRemote(reply.getTensor()));
+    if (f.attachment_in_place.size() != 1 || !f.attachment_in_place[0]) {
+      return InvalidArgument("tensor " + std::to_string(tensor) + " is " +
+                             std::to_string(f.attachments.empty() ? 0 : f.attachments[0].size()) +
+                             " bytes, the destination " + std::to_string(destination.size()));
+    }
+    return OkStatus();
+  }));
+  return result;
+}
+
+Status Session::SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs) {
+  Request req;
+  FillSetInput(req.root.initSetInput(), vm, function, inputs);
+  return Call(*rpc_, req, wire::Reply::SET_INPUT, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+Status Session::SetOutput(uint64_t vm, const std::string& function, uint32_t index, uint64_t tensor) {
+  Request req;
+  auto r = req.root.initSetOutput();
+  r.setVm(vm);
+  r.setFunction(function);
+  r.setIndex(index);
+  r.setTensor(tensor);
+  return Call(*rpc_, req, wire::Reply::SET_OUTPUT, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+StatusOr<InvokeResult> Session::Invoke(uint64_t vm, const std::string& function,
+                                       std::chrono::milliseconds deadline) {
+  Request req;
+  auto r = req.root.initInvoke();
+  r.setVm(vm);
+  r.setFunction(function);
+  if (deadline.count() > 0) {
+    r.setDeadlineMs(static_cast<uint32_t>(std::min<int64_t>(deadline.count(), UINT32_MAX)));
+  }
+  InvokeResult result;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::INVOKE, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    REMEX_ASSIGN_OR_RETURN(result, ToInvokeResult(reply.getInvoke()));
+    return OkStatus();
+  }));
+  return result;
+}
+
+StatusOr<BenchmarkResult> Session::Benchmark(uint64_t vm, const std::string& function,
+                                             const BenchmarkOptions& options) {
+  Request req;
+  auto r = req.root.initBenchmark();
+  r.setVm(vm);
+  r.setFunction(function);
+  r.setNumber(options.number);
+  r.setRepeat(options.repeat);
+  r.setMinRepeatMs(options.min_repeat_ms);
+  r.setWarmup(options.warmup);
+  r.setCooldownMs(options.cooldown_ms);
+  r.setL2FlushBytes(options.l2_flush_bytes);
+  BenchmarkResult result;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::BENCHMARK, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto b = reply.getBenchmark();
+    result.number = b.getNumber();
+    result.timer = b.getTimer();
+    for (double v : b.getSamplesSeconds()) result.samples_seconds.push_back(v);
+    return OkStatus();
+  }));
+  return result;
+}
+
+StatusOr<ProfileResult> Session::Profile(uint64_t vm, const std::string& function) {
+  Request req;
+  auto r = req.root.initProfile();
+  r.setVm(vm);
+  r.setFunction(function);
+  ProfileResult result;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::PROFILE, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto p = reply.getProfile();
+    result.total_nanos = p.getTotalNanos();
+    for (auto row : p.getRows()) {
+      result.rows.push_back({row.getName(), row.getKind(), row.getCalls(), row.getTotalNanos(), row.getCopies(),
+                             row.getCopyBytes()});
+    }
+    return OkStatus();
+  }));
+  return result;
+}
+
+StatusOr<TensorStats> Session::Stats(uint64_t tensor) {
+  Request req;
+  req.root.initTensorStats().setTensor(tensor);
+  TensorStats stats;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR_STATS, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto s = reply.getTensorStats();
+    stats.count = s.getCount();
+    stats.min = s.getMin();
+    stats.max = s.getMax();
+    stats.mean = s.getMean();
+    stats.std = s.getStd();
+    stats.nan_count = s.getNanCount();
+    stats.inf_count = s.getInfCount();
+    return OkStatus();
+  }));
+  return stats;
+}
+
+StatusOr<TensorComparison> Session::Compare(uint64_t a, uint64_t b, double rtol, double atol) {
+  Request req;
+  auto r = req.root.initTensorCompare();
+  r.setA(a);
+  r.setB(b);
+  r.setRtol(rtol);
+  r.setAtol(atol);
+  TensorComparison cmp;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR_COMPARE, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto c = reply.getTensorCompare();
+    cmp.count = c.getCount();
+    cmp.mismatches = c.getMismatches();
+    cmp.max_abs_error = c.getMaxAbsError();
+    cmp.max_rel_error = c.getMaxRelError();
+    cmp.first_mismatch = c.getFirstMismatch();
+    return OkStatus();
+  }));
+  return cmp;
+}
+
+uint64_t Session::NewResultHandle() { return rpc::kClientHandleBit | next_result_handle_++; }
+
+// ---------------------------------------------------------------------------------------
+// Pipeline.
+
+struct Session::Pipeline::Impl {
+  enum class Kind { kUpload, kSetInputs, kInvoke, kDownload };
+  struct Entry {
+    Kind kind;
+    std::string what;  // for error context
+  };
+  std::vector<Entry> entries;
+  std::vector<rpc::OutFrame> frames;
+};
+
+namespace {
+
+std::shared_ptr<Session::Pipeline::Impl>& Lazy(std::shared_ptr<Session::Pipeline::Impl>& impl) {
+  if (!impl) impl = std::make_shared<Session::Pipeline::Impl>();
+  return impl;
+}
+
+}  // namespace
+
+Session::Pipeline& Session::Pipeline::Upload(const npy::Array& array, uint64_t result_handle) {
+  Request req;
+  FillTensorWrite(req.root.initTensorWrite(), array, "", result_handle);
+  // The frame owns a copy of the array: it is written only at Run().
+  // TODO(perf): borrow the caller's bytes where their lifetime allows.
+  auto copy = std::make_shared<npy::Array>(array);
+  rpc::OutAttachment a = TensorAttachment(copy->data.data(), copy->data.size(), copy->dtype);
+  a.keepalive = copy;
+  req.frame.attachments.push_back(std::move(a));
+  Lazy(impl_)->entries.push_back({Impl::Kind::kUpload, "tensorWrite"});
+  impl_->frames.push_back(std::move(req.frame));
+  return *this;
+}
+
+Session::Pipeline& Session::Pipeline::SetInputs(uint64_t vm, const std::string& function,
+                                                const std::vector<uint64_t>& inputs) {
+  Request req;
+  FillSetInput(req.root.initSetInput(), vm, function, inputs);
+  Lazy(impl_)->entries.push_back({Impl::Kind::kSetInputs, "setInput"});
+  impl_->frames.push_back(std::move(req.frame));
+  return *this;
+}
+
+Session::Pipeline& Session::Pipeline::Invoke(uint64_t vm, const std::string& function,
+                                             const std::vector<uint64_t>& result_handles) {
+  Request req;
+  auto r = req.root.initInvoke();
+  r.setVm(vm);
+  r.setFunction(function);
+  auto list = r.initResultHandles(result_handles.size());
+  for (size_t i = 0; i < result_handles.size(); ++i) list.set(i, result_handles[i]);
+  Lazy(impl_)->entries.push_back({Impl::Kind::kInvoke, "invoke"});
+  impl_->frames.push_back(std::move(req.frame));
+  return *this;
+}
+
+Session::Pipeline& Session::Pipeline::Download(uint64_t tensor) {
+  Request req;
+  req.root.initTensorRead().setTensor(tensor);
+  Lazy(impl_)->entries.push_back({Impl::Kind::kDownload, "tensorRead"});
+  impl_->frames.push_back(std::move(req.frame));
+  return *this;
+}
+
+StatusOr<Session::Pipeline::Result> Session::Pipeline::Run() {
+  Result result;
+  if (!impl_ || impl_->frames.empty()) return result;
+  // Taken out first: the pipeline is empty again whatever happens below.
+  std::vector<rpc::OutFrame> frames = std::move(impl_->frames);
+  std::vector<Impl::Entry> entries = std::move(impl_->entries);
+  impl_->frames.clear();
+  impl_->entries.clear();
+  rpc::Client& client = *session_.rpc_;
+  // One gather write for every request; replies the server sends meanwhile are kept
+  // by the transport for the Receive calls below.
+  REMEX_RETURN_IF_ERROR(client.SendMany(frames).WithContext("pipeline of " + std::to_string(frames.size()) +
+                                                            " requests"));
+  Status first_error;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    auto context = [&] { return "pipeline request " + std::to_string(i) + " (" + entries[i].what + ")"; };
+    auto frame = client.Receive();
+    if (!frame.ok()) return frame.status().WithContext(context());
+    if (frame->request_id != frames[i].request_id) {
+      client.Close();
+      return Internal("pipeline reply " + std::to_string(frame->request_id) + " does not answer request " +
+                      std::to_string(frames[i].request_id));
+    }
+    Status st;
+    switch (entries[i].kind) {
+      case Impl::Kind::kUpload:
+        st = ReadReply(*frame, wire::Reply::TENSOR, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+        break;
+      case Impl::Kind::kSetInputs:
+        st = ReadReply(*frame, wire::Reply::SET_INPUT, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+        break;
+      case Impl::Kind::kInvoke:
+        st = ReadReply(*frame, wire::Reply::INVOKE, [&](wire::Reply::Reader reply, rpc::Frame&) {
+          REMEX_ASSIGN_OR_RETURN(auto inv, ToInvokeResult(reply.getInvoke()));
+          result.invokes.push_back(std::move(inv));
+          return OkStatus();
+        });
+        break;
+      case Impl::Kind::kDownload:
+        st = ReadReply(*frame, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame& f) {
+          REMEX_ASSIGN_OR_RETURN(auto array, ToArray(reply.getTensor(), f));
+          result.downloads.push_back(std::move(array));
+          return OkStatus();
+        });
+        break;
+    }
+    // Every reply is read, so the connection stays in step; the first error wins.
+    if (!st.ok() && first_error.ok()) first_error = st.WithContext(context());
+  }
+  if (!first_error.ok()) return first_error;
+  return result;
+}
+
+Status Session::Free(const std::vector<uint64_t>& handles) {
+  Request req;
+  auto list = req.root.initFree().initHandles(handles.size());
+  for (size_t i = 0; i < handles.size(); ++i) list.set(i, handles[i]);
+  return Call(*rpc_, req, wire::Reply::FREE, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+Status Session::Ping() {
+  Request req;
+  const uint64_t payload = 0x52454d4558ull;
+  req.root.initPing().setPayload(payload);
+  return Call(*rpc_, req, wire::Reply::PONG, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    return reply.getPong().getPayload() == payload ? OkStatus() : Internal("ping payload mismatch");
+  });
+}
+
+StatusOr<bool> Session::Cancel() const {
+  if (info_.cancel_key.empty()) return Unimplemented("the server gave this session no cancel key");
+  ConnectOptions options = options_;
+  options.client_name = options_.client_name + " (cancel)";
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<Session> other, Session::Connect(host_, port_, options));
+  Request req;
+  auto cancel = req.root.initCancel();
+  cancel.setSessionId(info_.session_id);
+  cancel.setCancelKey(
+      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(info_.cancel_key.data()), info_.cancel_key.size()));
+  bool cancelled = false;
+  REMEX_RETURN_IF_ERROR(Call(*other->rpc_, req, wire::Reply::CANCEL, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    cancelled = reply.getCancel().getCancelled();
+    return OkStatus();
+  }));
+  return cancelled;
+}
+
+uint64_t Session::bytes_sent() const { return rpc_->bytes_sent(); }
+uint64_t Session::bytes_received() const { return rpc_->bytes_received(); }
+
+CompressionStats Session::compression_stats() const {
+  rpc::AttachmentStats a = rpc_->attachment_stats();
+  return {a.raw_sent, a.wire_sent, a.raw_received, a.wire_received};
+}
+
+}  // namespace remex::client

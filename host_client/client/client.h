@@ -1,0 +1,287 @@
+// The Remex client library: a session with a remote device server, driven by handles.
+//
+//   auto session = Session::Connect("gpu-box", 9190);
+//   auto module  = session->LoadModule(executable_bytes, "model");
+//   auto vm      = session->CreateVm(module->handle);
+//   auto x       = session->Upload(input);             // tensorWrite
+//   session->SetInputs(*vm, "main", {x->handle});
+//   auto outputs = session->Invoke(*vm, "main");        // shapes and dtypes only
+//   auto y       = session->Download(outputs->at(0).handle);  // tensorRead
+//
+// Every call is one request and one reply on the session's connection. Errors from
+// the server arrive as the Status it sent (code and message); transport errors are
+// UNAVAILABLE or DEADLINE_EXCEEDED. Not thread-safe: one caller at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "host_client/client/npy.h"
+#include "rpc/tls.h"
+
+namespace remex::rpc {
+class Client;
+}
+
+namespace remex::client {
+
+struct DeviceInfo {
+  std::string name;
+  std::string description;
+  uint64_t memory_bytes = 0;
+  uint64_t bytes_in_use = 0;
+};
+
+struct ServerInfo {
+  std::string name;
+  std::string version;
+  uint16_t protocol_major = 0;
+  uint16_t protocol_minor = 0;
+  uint64_t session_id = 0;
+  uint32_t active_sessions = 0;  // the server discloses no count: always 0
+  std::vector<DeviceInfo> devices;  // bytes_in_use: this session's own
+  // The server asked for proof of its token (remex-server --token-file).
+  bool requires_token = false;
+  // With session_id, what Session::Cancel sends to cancel this session's request in
+  // progress (empty from a server without cancel requests).
+  std::string cancel_key;
+};
+
+// A tensor on the server: its handle, dtype and shape.
+struct RemoteTensor {
+  uint64_t handle = 0;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;  // -1: dynamic
+};
+
+struct FunctionInfo {
+  std::string name;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+};
+
+struct ModuleInfo {
+  uint64_t handle = 0;
+  std::vector<FunctionInfo> functions;
+  uint64_t executable_bytes = 0;
+  uint64_t constant_bytes = 0;
+};
+
+// Transfers one invoke made between the device's memory and host memory.
+struct DeviceCopies {
+  uint64_t host_to_device_count = 0;
+  uint64_t host_to_device_bytes = 0;
+  uint64_t device_to_host_count = 0;
+  uint64_t device_to_host_bytes = 0;
+};
+
+struct InvokeResult {
+  std::vector<RemoteTensor> outputs;
+  uint64_t run_nanos = 0;  // VM time measured on the server
+  DeviceCopies copies;     // device<->host transfers of this call (outputs not fetched)
+  // The function whose body ran the call: the one called, or the shape bucket its
+  // dispatcher chose ("main[W=33..64]").
+  std::string function;
+  uint64_t allocations = 0;  // buffers the server's VM allocated in this call
+};
+
+// Time-evaluator settings, as TVM's time_evaluator (see rpc/remex.capnp Benchmark).
+struct BenchmarkOptions {
+  uint32_t number = 1;         // calls per sample
+  uint32_t repeat = 10;        // samples
+  uint32_t min_repeat_ms = 0;  // grow `number` until a sample takes this long
+  uint32_t warmup = 1;         // untimed calls first
+  uint32_t cooldown_ms = 0;    // sleep between samples
+  uint64_t l2_flush_bytes = 0; // write this many bytes on the device before each sample
+};
+
+struct BenchmarkResult {
+  uint32_t number = 0;                 // calls per sample actually used
+  std::vector<double> samples_seconds; // mean seconds per call, one per sample
+  std::string timer;                   // "steady_clock" or "cuda_event"
+};
+
+struct ProfileRow {
+  std::string name;  // op name for kernels, instruction kind otherwise
+  std::string kind;  // "kernel" or "instruction"
+  uint64_t calls = 0;
+  uint64_t total_nanos = 0;
+  uint64_t copies = 0;
+  uint64_t copy_bytes = 0;
+};
+
+struct ProfileResult {
+  std::vector<ProfileRow> rows;
+  uint64_t total_nanos = 0;
+};
+
+struct TensorStats {
+  uint64_t count = 0;
+  double min = 0, max = 0, mean = 0, std = 0;
+  uint64_t nan_count = 0, inf_count = 0;
+};
+
+struct TensorComparison {
+  uint64_t count = 0;
+  uint64_t mismatches = 0;
+  double max_abs_error = 0, max_rel_error = 0;
+  int64_t first_mismatch = -1;  // flat index
+};
+
+// Compression of tensor attachments: kAuto compresses (byte-shuffled zstd) and sends a
+// chunk raw when it does not shrink enough; kNone never compresses; kZstd always
+// compresses at `level`.
+enum class CompressionMode { kAuto, kNone, kZstd };
+struct CompressionOptions {
+  CompressionMode mode = CompressionMode::kAuto;
+  int level = 1;
+};
+
+// Attachment bytes of a session, each direction: raw (before compression) and on the
+// wire (after).
+struct CompressionStats {
+  uint64_t raw_sent = 0, wire_sent = 0;
+  uint64_t raw_received = 0, wire_received = 0;
+};
+
+struct ConnectOptions {
+  std::chrono::milliseconds timeout{30000};  // connect and per-request deadline
+  std::string client_name = "remex";
+  CompressionOptions compression;
+  // The server's shared secret (rpc/auth.h), proven by challenge-response right after
+  // hello when the server asks; never sent. Empty: none.
+  std::string token;
+  // Set: connect over TLS (rpc/transport.h, TlsClientConfig: the CA the server's
+  // certificate must chain to, and optionally a client certificate for mutual TLS).
+  std::optional<rpc::TlsClientConfig> tls;
+};
+
+class Session {
+ public:
+  // Connects and says hello (protocol version check), then proves options.token when
+  // the server asks for it. UNAVAILABLE when the server cannot be reached,
+  // FAILED_PRECONDITION on a protocol version mismatch, PERMISSION_DENIED when the
+  // server wants a token and none was given, or the proof fails either way (the
+  // server's proof of the token is checked too). With options.tls, the TLS errors of
+  // rpc::Client::Connect (a CA or key file that cannot be read, a server certificate
+  // that does not verify).
+  static StatusOr<std::unique_ptr<Session>> Connect(const std::string& host, uint16_t port,
+                                                    const ConnectOptions& options = {});
+  ~Session();
+
+  const ServerInfo& server_info() const { return info_; }
+  // Says hello again and returns fresh server information (this session's bytes in
+  // use). `challenge`, when given, receives the server's authentication challenge.
+  StatusOr<ServerInfo> Hello(std::string* challenge = nullptr);
+
+  // Uploads an executable (.rmx bytes); the server parses and verifies it.
+  StatusOr<ModuleInfo> LoadModule(std::span<const std::byte> executable, const std::string& name);
+  // moduleHas, then moduleLoad only when the server's module cache lacks the
+  // executable: `*uploaded` says which happened.
+  StatusOr<ModuleInfo> LoadModuleCached(std::span<const std::byte> executable, const std::string& name,
+                                        bool* uploaded = nullptr);
+  // The content hash the module cache uses: lower-case hex XXH3-128 of the bytes.
+  static std::string ContentHash(std::span<const std::byte> executable);
+  StatusOr<uint64_t> CreateVm(uint64_t module, const std::string& device = "");
+  StatusOr<RemoteTensor> Alloc(DType dtype, const Shape& shape, const std::string& device = "");
+  // tensorWrite of a new tensor (one round trip).
+  StatusOr<RemoteTensor> Upload(const npy::Array& array, const std::string& device = "");
+  // tensorWrite into an existing tensor; `bytes` must be its exact size.
+  Status Write(uint64_t tensor, DType dtype, const Shape& shape, std::span<const std::byte> bytes);
+  StatusOr<npy::Array> Download(uint64_t tensor);
+  // tensorRead straight into `destination` (e.g. a buffer reused across downloads),
+  // which must be exactly the tensor's size: INVALID_ARGUMENT otherwise. Returns the
+  // tensor's handle, dtype and shape.
+  StatusOr<RemoteTensor> DownloadInto(uint64_t tensor, std::span<std::byte> destination);
+  Status SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
+  // Binds output `index` to `tensor`; tensor 0 unbinds.
+  Status SetOutput(uint64_t vm, const std::string& function, uint32_t index, uint64_t tensor);
+  // `deadline` (> 0) bounds the run on the server, which caps it at its own limit
+  // (DEADLINE_EXCEEDED past it); 0: the server's limit.
+  StatusOr<InvokeResult> Invoke(uint64_t vm, const std::string& function,
+                                std::chrono::milliseconds deadline = std::chrono::milliseconds(0));
+  // Time evaluator on the server (no output data crosses the wire).
+  StatusOr<BenchmarkResult> Benchmark(uint64_t vm, const std::string& function, const BenchmarkOptions& options);
+  // One invoke with per-kernel and per-instruction timing.
+  StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function);
+  // Computed on the device; only the numbers come back.
+  StatusOr<TensorStats> Stats(uint64_t tensor);
+  // |a - b| <= atol + rtol * |b| elementwise (b the reference), on the device.
+  StatusOr<TensorComparison> Compare(uint64_t a, uint64_t b, double rtol, double atol);
+
+  // A fresh client-named handle (bit 63 set) for Pipeline results.
+  uint64_t NewResultHandle();
+
+  // Requests queued on a Pipeline go out in one write when Run() is called, and their
+  // replies are read in order: setInput -> invoke -> tensorRead costs one round trip.
+  // Later requests may use handles named for the results of earlier ones.
+  class Pipeline {
+   public:
+    explicit Pipeline(Session& session) : session_(session) {}
+    // tensorWrite of a new tensor whose handle is `result_handle` (client-named).
+    Pipeline& Upload(const npy::Array& array, uint64_t result_handle);
+    Pipeline& SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
+    // Outputs get the client-named `result_handles` (one per output, or none).
+    Pipeline& Invoke(uint64_t vm, const std::string& function, const std::vector<uint64_t>& result_handles);
+    Pipeline& Download(uint64_t tensor);
+    // Sends every queued request in one write and reads every reply. The first error
+    // reply is returned (with the request's position); downloads arrive in order.
+    struct Result {
+      std::vector<InvokeResult> invokes;
+      std::vector<npy::Array> downloads;
+    };
+    StatusOr<Result> Run();
+
+    struct Impl;
+
+   private:
+    Session& session_;
+    std::shared_ptr<Impl> impl_;
+  };
+  Status Free(const std::vector<uint64_t>& handles);
+  // Round trip with an echoed payload.
+  Status Ping();
+
+  // Cancels this session's request in progress, from another thread while that
+  // request's call blocks: a queued request is not run, and a running invoke, profile or
+  // benchmark stops at its next kernel boundary; that call then returns CANCELLED.
+  // Connects again to the same server with the same options (token, TLS) to say so,
+  // since this session's connection reads nothing while its request runs. Returns
+  // whether a request was in progress. Thread-safe with every other call of the
+  // session. UNAVAILABLE when the server cannot be reached, NOT_FOUND when the server
+  // no longer has this session.
+  StatusOr<bool> Cancel() const;
+
+  // Bytes on the wire in each direction, frame headers included.
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+  CompressionStats compression_stats() const;
+
+ private:
+  Session() = default;
+  // Answers hello's `challenge` with a proof of options_.token and checks the server's.
+  Status Authenticate(const std::string& challenge);
+  StatusOr<ModuleInfo> LoadModuleWithHash(std::span<const std::byte> executable, const std::string& name,
+                                          const std::string& hash);
+  std::unique_ptr<rpc::Client> rpc_;
+  ServerInfo info_;
+  ConnectOptions options_;
+  std::string host_;  // where Cancel connects
+  uint16_t port_ = 0;
+  uint64_t next_result_handle_ = 1;
+};
+
+}  // namespace remex::client

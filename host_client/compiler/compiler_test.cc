@@ -1,0 +1,148 @@
+#include "host_client/compiler/compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_test_util.h"
+#include "host_client/compiler/vm_test_util.h"
+#include "vm/vm.h"
+
+namespace remex::compiler {
+namespace {
+
+using remex::testing::OnnxModelBuilder;
+using remex::testing::Registry;
+using remex::testing::RunFloat32;
+
+int CountOp(const vm::ExecutableDef& def, vm::Opcode op) {
+  int n = 0;
+  for (const auto& inst : def.functions[0].code) n += inst.op == op;
+  return n;
+}
+
+// x -> Shape -> Slice[0:1] -> Concat with [-1] -> Reshape(x): the flatten chain of
+// PaddlePaddle exports (as in the PP-OCR classifier).
+OnnxModelBuilder FlattenChain(std::vector<int64_t> dims) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, dims).Output("y", onnx::TensorProto::FLOAT, {-1, -1});
+  b.Int64Init("starts", {1}, {0}).Int64Init("ends", {1}, {1}).Int64Init("minus_one", {1}, {-1});
+  b.Node("Shape", {"x"}, {"s"});
+  b.Node("Slice", {"s", "starts", "ends"}, {"n"});
+  auto* concat = b.Node("Concat", {"n", "minus_one"}, {"shape"});
+  OnnxModelBuilder::IntAttr(concat, "axis", 0);
+  b.Node("Reshape", {"x", "shape"}, {"y"});
+  return b;
+}
+
+TEST(CompilerTest, StaticShapesFoldTheShapeChain) {
+  auto graph = ImportOnnxBytes(FlattenChain({2, 3, 4}).Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CompileStats stats;
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.nodes_folded, 3);
+  EXPECT_EQ(stats.kernels, 1);  // only the Reshape runs
+  EXPECT_EQ(CountOp(*def, vm::Opcode::kInvokeShapeFunc), 0);
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  Shape out_shape;
+  EXPECT_EQ(RunFloat32(*def, {2, 3, 4}, x, &out_shape), x);
+  EXPECT_EQ(out_shape, (Shape{2, 12}));
+}
+
+TEST(CompilerTest, DynamicShapesUseRuntimeShapeFunctions) {
+  auto graph = ImportOnnxBytes(FlattenChain({-1, 3, -1}).Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CompileStats stats;
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.nodes_folded, 0);
+  EXPECT_GT(CountOp(*def, vm::Opcode::kInvokeShapeFunc), 0);
+  EXPECT_EQ(def->functions[0].inputs[0].shape, (Shape{-1, 3, -1}));
+  for (Shape shape : {Shape{1, 3, 5}, Shape{4, 3, 2}}) {
+    std::vector<float> x(*NumElements(shape));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+    Shape out_shape;
+    EXPECT_EQ(RunFloat32(*def, shape, x, &out_shape), x);
+    EXPECT_EQ(out_shape, (Shape{shape[0], shape[1] * shape[2]}));
+  }
+}
+
+TEST(CompilerTest, ShapeOverrideMakesTheGraphStatic) {
+  CompileOptions options;
+  options.input_shapes["x"] = {2, 3, 7};
+  auto graph = ImportOnnxBytes(FlattenChain({-1, 3, -1}).Bytes(), Registry(), options.input_shapes);
+  ASSERT_TRUE(graph.ok());
+  auto def = CompileGraph(std::move(graph).value(), Registry(), options);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(CountOp(*def, vm::Opcode::kInvokeShapeFunc), 0);
+  EXPECT_EQ(def->functions[0].outputs[0].shape, (Shape{2, 21}));
+
+  auto bad = ImportOnnxBytes(FlattenChain({-1, 3, -1}).Bytes(), Registry(), {{"x", {2, 4, 7}}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  auto unknown = ImportOnnxBytes(FlattenChain({-1, 3, -1}).Bytes(), Registry(), {{"z", {1}}});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CompilerTest, UnsupportedOpNamesOpAndNode) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  b.Node("Relu", {"x"}, {"r"});
+  b.Node("Celu", {"r"}, {"y"}, "my_celu");
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(graph.status().message().find("'Celu'"), std::string::npos) << graph.status().message();
+  EXPECT_NE(graph.status().message().find("'my_celu'"), std::string::npos) << graph.status().message();
+}
+
+TEST(CompilerTest, NotAnOnnxModelIsInvalidArgument) {
+  std::vector<std::byte> junk(100, std::byte{0xff});
+  EXPECT_EQ(ImportOnnxBytes(junk, Registry()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CompilerTest, OldClipAttributesBecomeInputs) {
+  OnnxModelBuilder b(9);
+  b.Input("x", onnx::TensorProto::FLOAT, {4}).Output("y", onnx::TensorProto::FLOAT, {4});
+  auto* clip = b.Node("Clip", {"x"}, {"y"});
+  OnnxModelBuilder::FloatAttr(clip, "min", 0.0f);
+  OnnxModelBuilder::FloatAttr(clip, "max", 6.0f);
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  ASSERT_EQ(graph->nodes[0].inputs.size(), 3u);
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(RunFloat32(*def, {4}, {-1.0f, 2.0f, 7.0f, 6.5f}), (std::vector<float>{0.0f, 2.0f, 6.0f, 6.0f}));
+}
+
+TEST(CompilerTest, OutputThatIsAnInputIsCopied) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {3}).Output("x", onnx::TensorProto::FLOAT, {3});
+  b.Output("y", onnx::TensorProto::FLOAT, {3});
+  b.Node("Relu", {"x"}, {"y"});
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_TRUE(graph.ok());
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(CountOp(*def, vm::Opcode::kAllocOutput), 2);
+  EXPECT_EQ(RunFloat32(*def, {3}, {-1.0f, 0.5f, 2.0f}), (std::vector<float>{-1.0f, 0.5f, 2.0f}));
+}
+
+TEST(CompilerTest, ExecutableSurvivesSerialization) {
+  auto def = CompileOnnxFile("/nonexistent.onnx", Registry(), {});
+  EXPECT_EQ(def.status().code(), StatusCode::kNotFound);
+  auto graph = ImportOnnxBytes(FlattenChain({-1, 2}).Bytes(), Registry());
+  auto compiled = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(compiled.ok());
+  auto bytes = vm::SerializeExecutable(*compiled);
+  ASSERT_TRUE(bytes.ok());
+  auto parsed = vm::ParseExecutable(*bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->functions[0].code.size(), compiled->functions[0].code.size());
+  EXPECT_EQ(RunFloat32(*parsed, {3, 2}, {1, 2, 3, 4, 5, 6}), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+}  // namespace
+}  // namespace remex::compiler

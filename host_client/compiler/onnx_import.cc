@@ -1,0 +1,520 @@
+#include "host_client/compiler/onnx_import.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+
+namespace remex::compiler {
+namespace {
+
+// Remex implements the operator definitions in effect from opset 7 to opset 17. A model
+// may import an older opset when every op it uses is still defined as in opset 7
+// (checked per node with ONNX's own schema registry).
+constexpr int kMinOpset = 7;
+constexpr int kMaxOpset = 17;
+
+template <typename Src, typename Dst>
+void CopyConverted(const google::protobuf::RepeatedField<Src>& src, std::vector<std::byte>& out) {
+  out.resize(src.size() * sizeof(Dst));
+  Dst* dst = reinterpret_cast<Dst*>(out.data());
+  for (int i = 0; i < src.size(); ++i) dst[i] = static_cast<Dst>(src.Get(i));
+}
+
+StatusOr<vm::ConstantDef> ConvertTensor(const onnx::TensorProto& t) {
+  std::string what = "tensor '" + t.name() + "'";
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    return Unimplemented(what + " uses external data, which Remex does not read yet");
+  }
+  auto dtype = DTypeFromOnnx(t.data_type());
+  if (!dtype) {
+    return Unimplemented(what + " has ONNX data type " + std::to_string(t.data_type()) +
+                         ", which Remex does not support");
+  }
+  vm::ConstantDef c;
+  c.dtype = *dtype;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return InvalidArgument(what + " has a negative dimension");
+    c.shape.push_back(d);
+  }
+  auto n = NumElements(c.shape);
+  if (!n || static_cast<uint64_t>(*n) > (uint64_t{1} << 36)) {
+    return InvalidArgument(what + " has an invalid shape " + ShapeToString(c.shape));
+  }
+  size_t bytes = static_cast<size_t>(*n) * DTypeSize(c.dtype);
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != bytes) {
+      return InvalidArgument(what + ": raw_data holds " + std::to_string(t.raw_data().size()) +
+                             " bytes, shape " + ShapeToString(c.shape) + " needs " + std::to_string(bytes));
+    }
+    c.data.resize(bytes);
+    if (bytes) std::memcpy(c.data.data(), t.raw_data().data(), bytes);
+    return c;
+  }
+  switch (c.dtype) {
+    case DType::kFloat32: CopyConverted<float, float>(t.float_data(), c.data); break;
+    case DType::kFloat64: CopyConverted<double, double>(t.double_data(), c.data); break;
+    case DType::kInt64: CopyConverted<int64_t, int64_t>(t.int64_data(), c.data); break;
+    case DType::kUint64: CopyConverted<uint64_t, uint64_t>(t.uint64_data(), c.data); break;
+    case DType::kUint32: CopyConverted<uint64_t, uint32_t>(t.uint64_data(), c.data); break;
+    case DType::kInt32: CopyConverted<int32_t, int32_t>(t.int32_data(), c.data); break;
+    case DType::kInt16: CopyConverted<int32_t, int16_t>(t.int32_data(), c.data); break;
+    case DType::kUint16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
+    case DType::kFloat16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
+    case DType::kInt8: CopyConverted<int32_t, int8_t>(t.int32_data(), c.data); break;
+    case DType::kUint8: CopyConverted<int32_t, uint8_t>(t.int32_data(), c.data); break;
+    case DType::kBool: CopyConverted<int32_t, uint8_t>(t.int32_data(), c.data); break;
+    default: return Unimplemented(what + ": unsupported data type");
+  }
+  if (c.data.size() != bytes) {
+    return InvalidArgument(what + " holds " + std::to_string(c.data.size() / DTypeSize(c.dtype)) +
+                           " values, shape " + ShapeToString(c.shape) + " needs " + std::to_string(*n));
+  }
+  return c;
+}
+
+template <typename T>
+vm::ConstantDef MakeConstant(DType dtype, Shape shape, const std::vector<T>& values) {
+  vm::ConstantDef c;
+  c.dtype = dtype;
+  c.shape = std::move(shape);
+  c.data.resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(c.data.data(), values.data(), c.data.size());
+  return c;
+}
+
+class Importer {
+ public:
+  Importer(const kernels::KernelRegistry& registry, const std::map<std::string, Shape>& shapes)
+      : registry_(registry), input_shapes_(shapes) {}
+
+  StatusOr<Graph> Import(const onnx::ModelProto& model) {
+    REMEX_RETURN_IF_ERROR(ReadOpset(model));
+    const onnx::GraphProto& g = model.graph();
+    std::set<std::string> initializer_names;
+    for (const auto& init : g.initializer()) {
+      auto c = ConvertTensor(init);
+      if (!c.ok()) return c.status().WithContext("initializer '" + init.name() + "'");
+      ids_[init.name()] = graph_.AddConstant(init.name(), std::move(c).value());
+      initializer_names.insert(init.name());
+    }
+    std::set<std::string> used_overrides;
+    for (const auto& in : g.input()) {
+      if (initializer_names.count(in.name())) continue;
+      REMEX_ASSIGN_OR_RETURN(Value v, ValueFromInfo(in));
+      auto it = input_shapes_.find(in.name());
+      if (it != input_shapes_.end()) {
+        used_overrides.insert(in.name());
+        REMEX_RETURN_IF_ERROR(ApplyOverride(v, it->second));
+      }
+      int id = graph_.AddValue(std::move(v));
+      ids_[in.name()] = id;
+      graph_.inputs.push_back(id);
+    }
+    for (const auto& [name, shape] : input_shapes_) {
+      if (!used_overrides.count(name)) {
+        return InvalidArgument("--shape names '" + name + "', which is not an input of the model");
+      }
+    }
+    nodes_ = &graph_.nodes;
+    for (int i = 0; i < g.node_size(); ++i) {
+      REMEX_RETURN_IF_ERROR(ImportNode(g.node(i), i));
+    }
+    for (const auto& out : g.output()) {
+      auto it = ids_.find(out.name());
+      if (it == ids_.end()) {
+        return InvalidArgument("graph output '" + out.name() + "' is produced by no node");
+      }
+      Value& v = graph_.values[it->second];
+      // Keep the model's declared type where inference may not reach.
+      if (!v.rank_known && out.type().tensor_type().has_shape()) {
+        auto declared = ValueFromInfo(out);
+        if (declared.ok()) {
+          v.shape = declared->shape;
+          v.rank_known = true;
+          if (v.dtype == DType::kUndefined) v.dtype = declared->dtype;
+        }
+      }
+      graph_.outputs.push_back(it->second);
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  Status ReadOpset(const onnx::ModelProto& model) {
+    std::string domains;
+    for (const auto& imp : model.opset_import()) {
+      if (imp.domain().empty() || imp.domain() == "ai.onnx") graph_.opset = static_cast<int>(imp.version());
+      else domains += " '" + imp.domain() + "'";
+    }
+    if (graph_.opset == 0) {
+      return Unimplemented("model imports no default-domain opset (only" + domains + ")");
+    }
+    if (graph_.opset > kMaxOpset) {
+      return Unimplemented("model uses opset " + std::to_string(graph_.opset) +
+                           "; Remex supports opsets " + std::to_string(kMinOpset) + "-" +
+                           std::to_string(kMaxOpset));
+    }
+    return OkStatus();
+  }
+
+  // UNIMPLEMENTED when the definition of `op` in the model's opset predates the one in
+  // effect at opset 7 (e.g. Reshape-1 with its shape attribute).
+  Status CheckOpVersion(const std::string& op, const std::string& where) {
+    if (graph_.opset >= kMinOpset) return OkStatus();
+    const auto* in_model = onnx::OpSchemaRegistry::Schema(op, graph_.opset, "");
+    const auto* at_min = onnx::OpSchemaRegistry::Schema(op, kMinOpset, "");
+    if (in_model && at_min && in_model->since_version() == at_min->since_version()) return OkStatus();
+    return Unimplemented(where + ": " + op + " of opset " + std::to_string(graph_.opset) +
+                         " predates the definitions Remex implements (opsets " + std::to_string(kMinOpset) +
+                         "-" + std::to_string(kMaxOpset) + ")");
+  }
+
+  StatusOr<Value> ValueFromInfo(const onnx::ValueInfoProto& info) {
+    Value v;
+    v.name = info.name();
+    if (!info.type().has_tensor_type()) {
+      return Unimplemented("value '" + info.name() + "' is not a tensor (sequences, maps and "
+                           "optionals are not supported)");
+    }
+    const auto& tt = info.type().tensor_type();
+    auto dtype = DTypeFromOnnx(tt.elem_type());
+    if (!dtype) {
+      return Unimplemented("value '" + info.name() + "' has ONNX data type " +
+                           std::to_string(tt.elem_type()) + ", which Remex does not support");
+    }
+    v.dtype = *dtype;
+    if (tt.has_shape()) {
+      v.rank_known = true;
+      for (const auto& d : tt.shape().dim()) {
+        bool known = d.has_dim_value() && d.dim_value() >= 0;
+        v.shape.push_back(known ? d.dim_value() : -1);
+        v.dims.push_back(known ? "" : d.dim_param());
+      }
+    }
+    return v;
+  }
+
+  Status ApplyOverride(Value& v, const Shape& shape) {
+    if (v.rank_known) {
+      bool ok = v.shape.size() == shape.size();
+      for (size_t i = 0; ok && i < shape.size(); ++i) ok = v.shape[i] < 0 || v.shape[i] == shape[i];
+      if (!ok) {
+        return InvalidArgument("shape " + ShapeToString(shape) + " given for input '" + v.name +
+                               "' does not fit its declared shape " + ShapeToString(v.shape));
+      }
+    }
+    for (int64_t d : shape) {
+      if (d < 0) return InvalidArgument("shape for input '" + v.name + "' has a negative dimension");
+    }
+    v.shape = shape;
+    v.dims.assign(shape.size(), "");
+    v.rank_known = true;
+    return OkStatus();
+  }
+
+  StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& a, const std::string& where) {
+    switch (a.type()) {
+      case onnx::AttributeProto::INT: return kernels::AttrValue(static_cast<int64_t>(a.i()));
+      case onnx::AttributeProto::FLOAT: return kernels::AttrValue(a.f());
+      case onnx::AttributeProto::STRING: return kernels::AttrValue(a.s());
+      case onnx::AttributeProto::INTS:
+        return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+      case onnx::AttributeProto::FLOATS:
+        return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+      case onnx::AttributeProto::STRINGS:
+        return kernels::AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+      case onnx::AttributeProto::TENSOR: {
+        // ConstantOfShape's one-element `value` travels as the ints {onnx_dtype, bits}
+        // (the element's bytes in a zeroed int64; see kernels/transform.cc).
+        if (a.name() != "value") break;
+        auto c = ConvertTensor(a.t());
+        if (!c.ok()) return c.status().WithContext("attribute 'value' of " + where);
+        if (NumElements(c->shape) != 1) {
+          return InvalidArgument("attribute 'value' of " + where + " must hold one element");
+        }
+        int64_t bits = 0;
+        std::memcpy(&bits, c->data.data(), c->data.size());
+        return kernels::AttrValue(std::vector<int64_t>{static_cast<int64_t>(c->dtype), bits});
+      }
+      default:
+        break;
+    }
+    return Unimplemented("attribute '" + a.name() + "' of " + where + " has a kind (" +
+                         onnx::AttributeProto::AttributeType_Name(a.type()) +
+                         ") Remex does not support");
+  }
+
+  Status ImportConstant(const onnx::NodeProto& n, const std::string& where) {
+    if (n.output_size() != 1 || n.attribute_size() != 1) {
+      return InvalidArgument(where + " must have one output and one value attribute");
+    }
+    const auto& a = n.attribute(0);
+    vm::ConstantDef c;
+    if (a.name() == "value") {
+      REMEX_ASSIGN_OR_RETURN(c, ConvertTensor(a.t()));
+    } else if (a.name() == "value_float") {
+      c = MakeConstant<float>(DType::kFloat32, {}, {a.f()});
+    } else if (a.name() == "value_floats") {
+      std::vector<float> v(a.floats().begin(), a.floats().end());
+      c = MakeConstant<float>(DType::kFloat32, {static_cast<int64_t>(v.size())}, v);
+    } else if (a.name() == "value_int") {
+      c = MakeConstant<int64_t>(DType::kInt64, {}, {a.i()});
+    } else if (a.name() == "value_ints") {
+      std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+      c = MakeConstant<int64_t>(DType::kInt64, {static_cast<int64_t>(v.size())}, v);
+    } else {
+      return Unimplemented(where + ": Constant attribute '" + a.name() + "' is not supported");
+    }
+    ids_[n.output(0)] = graph_.AddConstant(n.output(0), std::move(c));
+    return OkStatus();
+  }
+
+  // Moves attributes that later opsets turned into inputs to inputs.
+  Status Normalise(Node& node, const std::string& where) {
+    auto take_ints = [&](const char* name) -> std::optional<std::vector<int64_t>> {
+      auto it = node.attrs.all().find(name);
+      if (it == node.attrs.all().end()) return std::nullopt;
+      auto* v = std::get_if<std::vector<int64_t>>(&it->second);
+      return v ? std::optional(*v) : std::nullopt;
+    };
+    if (node.op == "Clip" && graph_.opset < 11) {
+      node.inputs.resize(1);
+      for (const char* bound : {"min", "max"}) {
+        if (node.attrs.Has(bound)) {
+          REMEX_ASSIGN_OR_RETURN(float v, node.attrs.Float(bound));
+          node.inputs.push_back(graph_.AddConstant(node.name + "." + bound,
+                                                   MakeConstant<float>(DType::kFloat32, {}, {v})));
+        } else {
+          node.inputs.push_back(-1);
+        }
+      }
+      node.attrs = kernels::Attributes();
+    } else if (node.op == "Slice" && graph_.opset < 10) {
+      auto starts = take_ints("starts");
+      auto ends = take_ints("ends");
+      if (!starts || !ends) return InvalidArgument(where + ": Slice needs starts and ends");
+      auto axes = take_ints("axes");
+      node.inputs.resize(1);
+      auto add = [&](const char* name, const std::vector<int64_t>& v) {
+        node.inputs.push_back(graph_.AddConstant(
+            node.name + "." + name,
+            MakeConstant<int64_t>(DType::kInt64, {static_cast<int64_t>(v.size())}, v)));
+      };
+      add("starts", *starts);
+      add("ends", *ends);
+      if (axes) add("axes", *axes);
+      node.attrs = kernels::Attributes();
+    } else if (node.op == "Softmax" && graph_.opset < 13) {
+      REMEX_ASSIGN_OR_RETURN(int64_t axis, node.attrs.Int("axis", 1));
+      node.attrs.Set("axis", axis);
+      node.attrs.Set("flatten_to_2d", int64_t{1});
+    }
+    return OkStatus();
+  }
+
+  // The node's input and output counts against its OpDef, and its required inputs
+  // present: checked here for every node, because shape inference may not reach a node
+  // (dims known only at run time) and the executable verifier refuses a kernel of the
+  // wrong arity.
+  static Status CheckArity(const Node& node, const kernels::OpDef& op, const std::string& where) {
+    auto range = [](int lo, int hi) {
+      if (hi == lo) return std::to_string(lo);
+      return std::to_string(lo) + (hi < 0 ? " or more" : " to " + std::to_string(hi));
+    };
+    const int inputs = static_cast<int>(node.inputs.size());
+    const int outputs = static_cast<int>(node.outputs.size());
+    if (inputs < op.min_inputs || (op.max_inputs >= 0 && inputs > op.max_inputs)) {
+      return InvalidArgument(where + ": " + std::to_string(inputs) + " inputs; " + node.op + " takes " +
+                             range(op.min_inputs, op.max_inputs));
+    }
+    for (int i = 0; i < op.min_inputs; ++i) {
+      if (node.inputs[i] < 0) return InvalidArgument(where + ": required input " + std::to_string(i) + " is empty");
+    }
+    if (outputs < op.min_outputs || (op.max_outputs >= 0 && outputs > op.max_outputs)) {
+      return InvalidArgument(where + ": " + std::to_string(outputs) + " outputs; " + node.op + " has " +
+                             range(op.min_outputs, op.max_outputs));
+    }
+    return OkStatus();
+  }
+
+  Status ImportNode(const onnx::NodeProto& n, int index) {
+    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+    std::string where = "node '" + name + "' (" + n.op_type() + ", #" + std::to_string(index) + ")";
+    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+      return Unimplemented("unsupported op '" + n.domain() + "::" + n.op_type() + "' in " + where);
+    }
+    if (n.op_type() == "Constant") {
+      REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
+      return ImportConstant(n, where);
+    }
+    const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
+    if (!control_flow && !registry_.FindOp(n.op_type())) {
+      return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
+    }
+    REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
+    Node node;
+    node.op = n.op_type();
+    node.name = name;
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH && control_flow) continue;
+      REMEX_ASSIGN_OR_RETURN(auto value, ConvertAttribute(a, where));
+      node.attrs.Set(a.name(), std::move(value));
+    }
+    // Kernels whose semantics changed between versions read the op version in effect.
+    if (const auto* schema = onnx::OpSchemaRegistry::Schema(node.op, graph_.opset, "")) {
+      node.attrs.Set("since_version", static_cast<int64_t>(schema->since_version()));
+    }
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      auto it = ids_.find(in);
+      if (it == ids_.end()) {
+        return InvalidArgument(where + " reads '" + in + "', which is not defined before it");
+      }
+      node.inputs.push_back(it->second);
+    }
+    // Split without `split` divides into one equal part per output (opset 18's
+    // num_outputs), a count the shape function cannot see otherwise.
+    if (node.op == "Split" && !node.attrs.Has("split") && !node.attrs.Has("num_outputs") &&
+        (n.input_size() < 2 || n.input(1).empty())) {
+      node.attrs.Set("num_outputs", static_cast<int64_t>(n.output_size()));
+    }
+    // Trailing optional outputs the model leaves unnamed are not produced.
+    int num_outputs = n.output_size();
+    while (num_outputs > 0 && n.output(num_outputs - 1).empty()) --num_outputs;
+    for (int i = 0; i < num_outputs; ++i) {
+      Value v;
+      v.name = n.output(i).empty() ? name + ".unused" + std::to_string(i) : n.output(i);
+      int id = graph_.AddValue(std::move(v));
+      if (!n.output(i).empty()) ids_[n.output(i)] = id;
+      node.outputs.push_back(id);
+    }
+    REMEX_RETURN_IF_ERROR(Normalise(node, where));
+    if (!control_flow) REMEX_RETURN_IF_ERROR(CheckArity(node, *registry_.FindOp(node.op), where));
+    if (control_flow) {
+      // Subgraphs are read after the node's inputs (outer scope) are resolved and
+      // before its outputs become visible.
+      std::vector<std::string> names = n.op_type() == "If" ? std::vector<std::string>{"then_branch", "else_branch"}
+                                                           : std::vector<std::string>{"body"};
+      for (const auto& attr_name : names) {
+        const onnx::AttributeProto* attr = nullptr;
+        for (const auto& a : n.attribute()) if (a.name() == attr_name) attr = &a;
+        if (!attr || attr->type() != onnx::AttributeProto::GRAPH) {
+          return InvalidArgument(where + " has no graph attribute '" + attr_name + "'");
+        }
+        // The node's own outputs must not be visible inside its subgraphs.
+        std::map<std::string, int> outer = ids_;
+        for (int i = 0; i < n.output_size(); ++i) outer.erase(n.output(i));
+        std::swap(ids_, outer);
+        auto region = ImportRegion(attr->g(), where + " " + attr_name);
+        std::swap(ids_, outer);
+        if (!region.ok()) return region.status();
+        node.regions.push_back(std::move(region).value());
+      }
+      if (n.op_type() == "Loop") {
+        const Region& body = node.regions[0];
+        size_t carried = node.inputs.size() < 2 ? 0 : node.inputs.size() - 2;
+        if (node.inputs.size() < 2 || body.inputs.size() != carried + 2 || body.outputs.size() < carried + 1 ||
+            node.outputs.size() > body.outputs.size() - 1) {
+          return InvalidArgument(where + ": Loop body signature does not match the node (" +
+                                 std::to_string(body.inputs.size()) + " body inputs, " +
+                                 std::to_string(node.inputs.size()) + " node inputs)");
+        }
+      } else if (node.regions[0].outputs.size() != node.outputs.size() ||
+                 node.regions[1].outputs.size() != node.outputs.size()) {
+        return InvalidArgument(where + ": If branches must produce one value per output");
+      }
+    }
+    nodes_->push_back(std::move(node));
+    return OkStatus();
+  }
+
+  // Imports a subgraph of If or Loop. Its initializers become constants, its inputs
+  // new values; names resolve innermost first, then in the enclosing scopes.
+  StatusOr<Region> ImportRegion(const onnx::GraphProto& g, const std::string& where) {
+    if (++depth_ > 16) return InvalidArgument(where + ": subgraphs nested more than 16 deep");
+    Region region;
+    for (const auto& init : g.initializer()) {
+      auto c = ConvertTensor(init);
+      if (!c.ok()) return c.status().WithContext(where + " initializer '" + init.name() + "'");
+      ids_[init.name()] = graph_.AddConstant(init.name(), std::move(c).value());
+    }
+    for (const auto& in : g.input()) {
+      Value v;
+      v.name = in.name();
+      if (in.type().has_tensor_type()) {
+        REMEX_ASSIGN_OR_RETURN(v, ValueFromInfo(in));
+      } else if (in.has_type()) {
+        return Unimplemented(where + ": input '" + in.name() + "' is not a tensor");
+      }
+      int id = graph_.AddValue(std::move(v));
+      ids_[in.name()] = id;
+      region.inputs.push_back(id);
+    }
+    std::vector<Node>* saved = nodes_;
+    nodes_ = &region.nodes;
+    for (int i = 0; i < g.node_size(); ++i) {
+      Status st = ImportNode(g.node(i), i);
+      if (!st.ok()) {
+        nodes_ = saved;
+        return st.WithContext(where);
+      }
+    }
+    nodes_ = saved;
+    for (const auto& out : g.output()) {
+      auto it = ids_.find(out.name());
+      if (it == ids_.end()) return InvalidArgument(where + ": output '" + out.name() + "' is produced by no node");
+      region.outputs.push_back(it->second);
+    }
+    --depth_;
+    return region;
+  }
+
+  const kernels::KernelRegistry& registry_;
+  const std::map<std::string, Shape>& input_shapes_;
+  Graph graph_;
+  std::map<std::string, int> ids_;
+  std::vector<Node>* nodes_ = nullptr;  // where ImportNode appends
+  int depth_ = 0;
+};
+
+}  // namespace
+
+StatusOr<Graph> ImportOnnxBytes(std::span<const std::byte> bytes,
+                                const kernels::KernelRegistry& registry,
+                                const std::map<std::string, Shape>& input_shapes) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return Unimplemented("ONNX models over 2 GiB (external data) are not supported");
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("not a valid ONNX model (protobuf parse failed)");
+  }
+  return Importer(registry, input_shapes).Import(model);
+}
+
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const kernels::KernelRegistry& registry,
+                               const std::map<std::string, Shape>& input_shapes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open ONNX model '" + path + "'");
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto graph = ImportOnnxBytes(std::as_bytes(std::span(data)), registry, input_shapes);
+  if (!graph.ok()) return graph.status().WithContext(path);
+  return graph;
+}
+
+StatusOr<vm::ConstantDef> TensorFromProtoBytes(std::span<const std::byte> bytes) {
+  onnx::TensorProto t;
+  if (!t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("not a valid ONNX TensorProto");
+  }
+  return ConvertTensor(t);
+}
+
+}  // namespace remex::compiler

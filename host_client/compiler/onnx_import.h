@@ -1,0 +1,32 @@
+// ONNX frontend: an ONNX ModelProto (libonnx protobuf) to the graph IR.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "host_client/compiler/graph.h"
+#include "kernels/kernels.h"
+
+namespace remex::compiler {
+
+// Reads an ONNX model (opsets 7-17 of the default domain) into a Graph.
+// Initializers and Constant nodes become constants; older opset forms are normalised
+// (see kernels/kernels.h). Graph input shapes come from the model (dim_param and
+// missing dims are -1) unless `input_shapes` overrides them (rank and static dims must
+// agree with the model's).
+// Errors: NOT_FOUND (file), INVALID_ARGUMENT (not an ONNX model, malformed tensors,
+// shape override mismatch), UNIMPLEMENTED naming the op and node for an op Remex
+// does not run, or an unsupported opset / data type / external data.
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const kernels::KernelRegistry& registry,
+                               const std::map<std::string, Shape>& input_shapes = {});
+StatusOr<Graph> ImportOnnxBytes(std::span<const std::byte> bytes,
+                                const kernels::KernelRegistry& registry,
+                                const std::map<std::string, Shape>& input_shapes = {});
+
+// Converts an ONNX TensorProto to a constant (raw_data or typed fields).
+// Exposed for the conformance runner, which reads ONNX's .pb test tensors.
+StatusOr<vm::ConstantDef> TensorFromProtoBytes(std::span<const std::byte> bytes);
+
+}  // namespace remex::compiler

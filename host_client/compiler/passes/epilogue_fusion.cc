@@ -1,0 +1,244 @@
+// Epilogue fusion (see epilogue_fusion.h).
+
+#include "host_client/compiler/passes/epilogue_fusion.h"
+
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/float16.h"
+
+namespace remex::compiler {
+namespace {
+
+constexpr std::string_view kFusedConv = "FusedConv";
+constexpr std::string_view kFusedMatMul = "FusedMatMul";
+
+// The value of a one-element float32 or float16 constant.
+std::optional<float> FloatScalar(const Graph& g, int v) {
+  const Value& value = g.values[v];
+  if (!value.constant) return std::nullopt;
+  const vm::ConstantDef& c = g.constants[*value.constant];
+  auto n = NumElements(c.shape);
+  if (!n || *n != 1 || c.data.size() != DTypeSize(c.dtype)) return std::nullopt;
+  if (c.dtype == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, c.data.data(), sizeof(f));
+    return f;
+  }
+  if (c.dtype == DType::kFloat16) {
+    kernels::Half h;
+    std::memcpy(&h, c.data.data(), sizeof(h));
+    return kernels::HalfToFloat(h);
+  }
+  return std::nullopt;
+}
+
+// Whether a and b have the same dtype and the same shape, dim by dim: static and
+// equal, or both dynamic with one known symbolic expression.
+bool SameTensorType(const Value& a, const Value& b) {
+  if (a.dtype != b.dtype || !a.rank_known || !b.rank_known || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    if (a.shape[i] >= 0 || b.shape[i] >= 0) {
+      if (a.shape[i] != b.shape[i]) return false;
+      continue;
+    }
+    if (a.dims.size() != a.shape.size() || b.dims.size() != b.shape.size()) return false;
+    const std::string& s = a.dims[i];
+    if (s.empty() || s == "?" || s != b.dims[i]) return false;
+  }
+  return true;
+}
+
+// An activation node's FusedConv / FusedMatMul attributes: the name and its parameters.
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+};
+
+std::optional<Activation> ClassifyActivation(const Graph& g, const Node& n, int in) {
+  if (n.inputs.empty() || n.inputs[0] != in || n.outputs.size() != 1) return std::nullopt;
+  const size_t nin = n.inputs.size();
+  if (n.op == "Relu" || n.op == "Sigmoid" || n.op == "Tanh" || n.op == "HardSwish") {
+    if (nin != 1) return std::nullopt;
+    return Activation{n.op, {}};
+  }
+  if (n.op == "LeakyRelu") {
+    auto alpha = n.attrs.Float("alpha", 0.01f);
+    if (nin != 1 || !alpha.ok()) return std::nullopt;
+    return Activation{n.op, {*alpha}};
+  }
+  if (n.op == "HardSigmoid") {
+    auto alpha = n.attrs.Float("alpha", 0.2f);
+    auto beta = n.attrs.Float("beta", 0.5f);
+    if (nin != 1 || !alpha.ok() || !beta.ok()) return std::nullopt;
+    return Activation{n.op, {*alpha, *beta}};
+  }
+  if (n.op == "Clip") {
+    if (nin > 3) return std::nullopt;
+    const float inf = std::numeric_limits<float>::infinity();
+    Activation a{n.op, {-inf, inf}};
+    for (size_t i = 1; i < nin; ++i) {
+      const int v = n.inputs[i];
+      if (v < 0) continue;
+      if (g.values[v].dtype != g.values[in].dtype) return std::nullopt;
+      auto bound = FloatScalar(g, v);
+      if (!bound) return std::nullopt;
+      a.params[i - 1] = *bound;
+    }
+    if (!(a.params[0] <= a.params[1])) return std::nullopt;
+    return a;
+  }
+  return std::nullopt;
+}
+
+// A float32 or float16 device value of known rank.
+bool FloatOutput(const Value& y) {
+  return (y.dtype == DType::kFloat32 || y.dtype == DType::kFloat16) && y.rank_known && !y.host;
+}
+
+bool IsFusibleConv(const Graph& g, const Node& n) {
+  if (n.op != "Conv" || n.host || !n.regions.empty() || n.outputs.size() != 1) return false;
+  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  return FloatOutput(g.values[n.outputs[0]]);
+}
+
+// A MatMul of A (known rank >= 2) by a constant B of static shape [K, N].
+bool IsFusibleMatMul(const Graph& g, const Node& n) {
+  if (n.op != "MatMul" || n.host || !n.regions.empty() || n.outputs.size() != 1) return false;
+  if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  const Value& a = g.values[n.inputs[0]];
+  const Value& b = g.values[n.inputs[1]];
+  if (!a.rank_known || a.shape.size() < 2 || a.host) return false;
+  if (!b.constant || !b.static_shape() || b.shape.size() != 2 || b.dtype != a.dtype) return false;
+  return FloatOutput(g.values[n.outputs[0]]);
+}
+
+// Whether the fused op's shape function (`def`) gives `node`'s output dtype and
+// shape, where the shapes are static (elsewhere the chain's checks decide alone).
+bool ShapeAgrees(const Graph& g, const kernels::OpDef& def, const Node& node) {
+  const Value& y = g.values[node.outputs[0]];
+  if (!y.static_shape()) return true;
+  std::vector<kernels::ShapeFnArg> args;
+  for (int v : node.inputs) {
+    kernels::ShapeFnArg a;
+    if (v >= 0) {
+      if (!g.values[v].static_shape()) return true;
+      a.present = true;
+      a.dtype = g.values[v].dtype;
+      a.shape = g.values[v].shape;
+    }
+    args.push_back(std::move(a));
+  }
+  auto info = kernels::InferShapes(def, node.attrs, args);
+  return info.ok() && info->size() == 1 && (*info)[0].dtype == y.dtype && (*info)[0].shape == y.shape;
+}
+
+}  // namespace
+
+EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& registry) {
+  EpilogueFusionStats stats;
+  const kernels::OpDef* conv_def = registry.FindOp(kFusedConv);
+  const kernels::OpDef* matmul_def = registry.FindOp(kFusedMatMul);
+  if (!conv_def && !matmul_def) return stats;
+  Graph& g = graph;
+  const size_t count = g.nodes.size();
+  std::vector<int> reads(g.values.size(), 0);
+  std::vector<int> reader(g.values.size(), -1);  // A top-level node reading the value.
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int o : g.outputs) is_output[o] = true;
+  for (size_t i = 0; i < count; ++i) {
+    const Node& n = g.nodes[i];
+    CountReads(n, reads);
+    for (int in : n.inputs) {
+      if (in >= 0) reader[in] = static_cast<int>(i);
+    }
+  }
+  std::vector<bool> removed(count, false);  // Taken by a fused node.
+  // The node reading `v` when that is its only read (a top-level node not yet taken)
+  // and `v` is not a graph output; -1 otherwise.
+  auto sole_reader = [&](int v) {
+    if (is_output[v] || reads[v] != 1 || reader[v] < 0 || removed[reader[v]]) return -1;
+    const Node& n = g.nodes[reader[v]];
+    if (n.host || !n.regions.empty() || n.outputs.size() != 1) return -1;
+    return reader[v];
+  };
+
+  std::vector<std::optional<Node>> replacement(count);
+  for (size_t i = 0; i < count; ++i) {
+    const Node& head = g.nodes[i];
+    const bool conv = conv_def && IsFusibleConv(g, head);
+    const bool matmul = !conv && matmul_def && IsFusibleMatMul(g, head);
+    if (!conv && !matmul) continue;
+    std::vector<int> chain = {static_cast<int>(i)};
+    int cur = head.outputs[0], addend = -1;  // Z of a Conv, the bias of a MatMul.
+    int next = sole_reader(cur);
+    if (next >= 0 && g.nodes[next].op == "Add" && g.nodes[next].inputs.size() == 2) {
+      const Node& add = g.nodes[next];
+      const int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
+      bool fits = other >= 0 && other != cur && !g.values[other].host &&
+                  SameTensorType(g.values[add.outputs[0]], g.values[cur]);
+      if (fits && conv) fits = SameTensorType(g.values[other], g.values[cur]);
+      if (fits && matmul) {
+        const Value& bias = g.values[other];
+        const int64_t n = g.values[head.inputs[1]].shape[1];
+        fits = bias.constant && bias.dtype == g.values[cur].dtype && bias.static_shape() && bias.shape == Shape{n};
+      }
+      if (fits) {
+        addend = other;
+        chain.push_back(next);
+        cur = add.outputs[0];
+        next = sole_reader(cur);
+      }
+    }
+    std::optional<Activation> act;
+    if (next >= 0) act = ClassifyActivation(g, g.nodes[next], cur);
+    if (act && SameTensorType(g.values[g.nodes[next].outputs[0]], g.values[cur])) {
+      chain.push_back(next);
+    } else {
+      act.reset();
+    }
+    if (chain.size() < 2) continue;
+    Node node;
+    node.op = std::string(conv ? kFusedConv : kFusedMatMul);
+    for (int m : chain) node.name += (node.name.empty() ? "" : "+") + g.nodes[m].name;
+    if (conv) node.attrs = head.attrs;
+    if (act) {
+      node.attrs.Set("activation", act->name);
+      if (!act->params.empty()) node.attrs.Set("activation_params", act->params);
+    }
+    if (conv) {
+      node.inputs = {head.inputs[0], head.inputs[1], head.inputs.size() > 2 ? head.inputs[2] : -1};
+      if (addend >= 0) {
+        node.inputs.push_back(addend);
+      } else if (node.inputs[2] < 0) {
+        node.inputs.pop_back();
+      }
+    } else {
+      node.inputs = {head.inputs[0], head.inputs[1]};
+      if (addend >= 0) node.inputs.push_back(addend);
+    }
+    node.outputs = g.nodes[chain.back()].outputs;
+    if (!ShapeAgrees(g, conv ? *conv_def : *matmul_def, node)) continue;
+    for (int m : chain) removed[m] = true;
+    replacement[chain.back()] = std::move(node);
+    ++(conv ? stats.fused_convs : stats.fused_matmuls);
+    stats.epilogue_nodes += static_cast<int>(chain.size()) - 1;
+  }
+  if (stats.fused_convs + stats.fused_matmuls == 0) return stats;
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < count; ++i) {
+    if (replacement[i]) {
+      nodes.push_back(std::move(*replacement[i]));
+    } else if (!removed[i]) {
+      nodes.push_back(std::move(g.nodes[i]));
+    }
+  }
+  g.nodes = std::move(nodes);
+  return stats;
+}
+
+}  // namespace remex::compiler

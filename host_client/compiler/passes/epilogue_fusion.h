@@ -1,0 +1,49 @@
+// Epilogue fusion: replaces a Conv or a MatMul by a constant, the Add after it and the
+// activation after that with one FusedConv or FusedMatMul node (kernels/conv.cc:
+// Y = activation(Conv(X, W, B) + Z); kernels/matmul.cc: Y = activation(MatMul(A, B) +
+// bias)), so that the product's output is written once and its intermediates are never
+// allocated.
+//
+// What fuses. Top-level nodes (not inside If/Loop regions), not placed on the host:
+//   a Conv with float32 or float16 output of known rank, then
+//     optionally an Add (two inputs) of the chain's value and another operand Z of
+//     exactly its dtype and shape (same rank; each dim static and equal, or dynamic
+//     with the same symbolic expression: no broadcasting);
+//   or a MatMul with float32 or float16 output whose A has known rank >= 2 and whose B
+//     is a constant (initializer) of static shape [K, N], then
+//     optionally an Add (two inputs, either order) of the chain's value and a constant
+//     of shape [N] and its dtype (the bias, broadcast along the last dim);
+//   then, for both, optionally one activation: Relu, LeakyRelu (alpha), Clip (min/max
+//     absent or one-element constants of the output's dtype, min <= max), Sigmoid,
+//     Tanh, HardSigmoid (alpha, beta), HardSwish;
+// at least two nodes. Each intermediate value (the product's output, the Add's output
+// when an activation follows) must be read only by the next node of the chain,
+// anywhere in the graph (regions included), and must not be a graph output. The fused
+// node gets `activation` and `activation_params`; a FusedConv keeps the Conv's
+// attributes (`layout` included) and reads X, W, B (absent: -1) and Z; a FusedMatMul
+// reads A, B and the bias. It takes the last node's place in the node order, after
+// Z's definition.
+//
+// The pass runs after the layout pass (NHWC Convs fuse with their layout) and the
+// precision pass (float16 chains fuse; the fused kernels compute them in float32 and
+// round once, where the unfused kernels round after each op), and before elementwise
+// fusion, which then sees no Add or activation that a Conv or MatMul took.
+#pragma once
+
+#include "host_client/compiler/graph.h"
+#include "kernels/kernels.h"
+
+namespace remex::compiler {
+
+struct EpilogueFusionStats {
+  int fused_convs = 0;     // FusedConv nodes created
+  int fused_matmuls = 0;   // FusedMatMul nodes created
+  int epilogue_nodes = 0;  // Add and activation nodes they absorbed
+};
+
+// Runs the pass on `graph` after shape inference (it reads value dtypes, shapes and
+// symbolic dims). Conv chains fuse only when `registry` has the FusedConv op, MatMul
+// chains only when it has FusedMatMul.
+EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& registry);
+
+}  // namespace remex::compiler

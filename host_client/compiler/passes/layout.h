@@ -1,0 +1,64 @@
+// The layout pass: runs convolution-heavy graphs channels-last (NHWC) end to end.
+//
+// ONNX defines Conv, DepthToSpace and SpaceToDepth on NCHW tensors. Channels-last
+// activations let oneDNN's (and, later, cuDNN's tensor-core) convolutions run without
+// reordering X and Y around every call. The pass rewrites the top-level graph so that
+// 4-D values between such ops are held as NHWC ([N, H, W, C]) and the layout changes
+// only where the graph meets the outside:
+//   - Conv with a 4-D X (2-D convolution), DepthToSpace and SpaceToDepth get the
+//     internal attribute `layout` = "NHWC" (see kernels/conv.cc, kernels/transform.cc);
+//     Conv's W and B stay as they are (ONNX layouts).
+//   - Elementwise ops (Add, Mul, Relu, LeakyRelu, Clip, Where, ...) whose non-constant
+//     inputs are all 4-D (or scalars) and at least one of them NHWC run on the NHWC
+//     values unchanged: same-layout operands broadcast exactly as the NCHW ones did.
+//     A constant operand of rank 1 to 4 with more than one element (a per-channel
+//     [C, 1, 1] bias) is transformed at compile time: padded to rank 4 on the left
+//     (ONNX broadcasting aligns trailing dims) and permuted to NHWC ([1, 1, 1, C]).
+//   - A Transpose NCHW->NHWC (perm [0, 2, 3, 1]) is inserted where an NHWC op reads an
+//     NCHW value (a graph input, or the result of an op that cannot run NHWC), and a
+//     Transpose NHWC->NCHW (perm [0, 3, 1, 2]) where an NCHW reader (any other op, an
+//     If/Loop region, a graph output) needs an NHWC value. Each such value is
+//     transposed once, however many readers it has.
+// Value shapes (static dims, symbolic dims, bounds, inference samples) are permuted
+// with the data, and every rewritten node with static inputs is checked against its
+// op's shape function, so codegen sees consistent types. Ops inside If/Loop regions
+// are left NCHW.
+#pragma once
+
+#include "base/status.h"
+#include "host_client/compiler/graph.h"
+#include "kernels/kernels.h"
+
+namespace remex::compiler {
+
+enum class Layout : uint8_t {
+  kNchw = 0,  // ONNX's layout; the pass does nothing.
+  kNhwc = 1,  // Channels-last between convolutions (see above).
+};
+
+// "NCHW" / "NHWC" (case-insensitive); INVALID_ARGUMENT otherwise.
+StatusOr<Layout> ParseLayout(std::string_view text);
+
+struct LayoutStats {
+  int nodes_nhwc = 0;          // nodes rewritten to run on NHWC values
+  int constants_permuted = 0;  // constant operands transformed at compile time
+  int transposes_at_edges = 0;  // layout changes of graph inputs and outputs
+  int transposes_in_body = 0;   // layout changes around ops that cannot run NHWC
+};
+
+// Rewrites `graph` (after shape inference and dead-code elimination, before
+// placement) to run channels-last; does nothing to a graph without a 2-D Conv,
+// DepthToSpace or SpaceToDepth on a 4-D float value. INTERNAL when a rewritten node's
+// shape function disagrees with the permuted types (a bug in the pass, never the
+// model's).
+StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry);
+
+// Transpose nodes of a graph (top level and regions), and how many of them read a
+// graph input or write a graph output.
+struct TransposeCount {
+  int total = 0;
+  int at_edges = 0;
+};
+TransposeCount CountTransposes(const Graph& graph);
+
+}  // namespace remex::compiler
