@@ -35,6 +35,19 @@ std::string_view OpcodeSignature(Opcode op) {
   return (i >= 0 && i < kOpcodeCount) ? kOps[i].signature : "";
 }
 
+bool IsOperandLetter(char letter) {
+  const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(letter)));
+  return std::string_view("drokctnimjf").find(c) != std::string_view::npos;
+}
+
+bool TransfersControl(Opcode op) {
+  for (char c : OpcodeSignature(op)) {
+    const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == 'j' || lower == 'f') return true;
+  }
+  return false;
+}
+
 Status Encode(const Instruction& inst, std::vector<int64_t>& out) {
   if (static_cast<int64_t>(inst.op) < 0 || static_cast<int64_t>(inst.op) >= kOpcodeCount) {
     return InvalidArgument("encode: invalid opcode");

@@ -276,9 +276,21 @@ TEST(DispatchTest, SpecsMustNameSymbolicInputDims) {
   o.dispatch = {*ParseDispatchSpec("W=edges:16")};
   auto def = Compile(ConvChain(), o);
   ASSERT_FALSE(def.ok());
-  EXPECT_NE(def.status().message().find("'W', which is no symbolic input dimension (the model's: d3)"),
+  EXPECT_NE(def.status().message().find("'W', which is no symbolic input dimension; the model's: d3 (x:3)"),
             std::string::npos)
       << def.status().ToString();
+  // A symbol may be named by its site INPUT:AXIS, in --dispatch and --bound alike.
+  o.dispatch = {*ParseDispatchSpec("x:3=edges:16")};
+  o.bounds = {{"x:3", {1, 32}}};
+  def = Compile(ConvChain(), o);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(def->functions[1].name, "main[d3=1..16]");
+  EXPECT_EQ(def->symbols.at(0).max, 32);
+  o.bounds = {{"x:2", {1, 32}}};  // a static dim
+  def = Compile(ConvChain(), o);
+  ASSERT_FALSE(def.ok());
+  EXPECT_NE(def.status().message().find("--bound names 'x:2'"), std::string::npos) << def.status().ToString();
+  o.bounds = {};
   o.dispatch = {*ParseDispatchSpec("d3=log:2")};  // no bounds, no MIN:MAX
   def = Compile(ConvChain(), o);
   ASSERT_FALSE(def.ok());

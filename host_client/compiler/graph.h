@@ -117,4 +117,19 @@ inline void CountReads(const Node& node, std::vector<int>& reads) {
   }
 }
 
+// Appends to `out` every value `node` reads, those read inside its regions included.
+inline void CollectReads(const Node& node, std::vector<int>& out) {
+  for (int in : node.inputs) if (in >= 0) out.push_back(in);
+  for (const Region& r : node.regions) {
+    for (const Node& n : r.nodes) CollectReads(n, out);
+    for (int o : r.outputs) out.push_back(o);
+  }
+}
+
+// "node 'NAME' (OP)", for error messages.
+inline std::string Where(const Node& n) { return "node '" + n.name + "' (" + n.op + ")"; }
+
+// Whether a dtype is an index type (int64, int32): the dtypes of shape arithmetic.
+inline bool IsIndexType(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
+
 }  // namespace remex::compiler

@@ -1,7 +1,6 @@
 #include "host_client/compiler/bytecode/memory_plan.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 
 namespace remex::compiler {
@@ -28,20 +27,10 @@ struct Slot {
 // those it (re)defines, from the opcode's signature.
 template <typename Read, typename Write>
 void ForOperands(const vm::Instruction& inst, Read read, Write write) {
-  size_t si = 0, li = 0;
-  for (char c : vm::OpcodeSignature(inst.op)) {
-    if (std::islower(static_cast<unsigned char>(c))) {
-      int64_t v = inst.scalars[si++];
-      if ((c == 'r' || c == 'o') && v >= 0) read(v);
-      if (c == 'd') write(v);
-    } else {
-      const auto& list = inst.lists[li++];
-      for (int64_t v : list) {
-        if ((c == 'R' || c == 'O') && v >= 0) read(v);
-        if (c == 'D') write(v);
-      }
-    }
-  }
+  vm::VisitOperands(inst, [&](char kind, int64_t v) {
+    if ((kind == 'r' || kind == 'o') && v >= 0) read(v);
+    if (kind == 'd') write(v);
+  });
 }
 
 }  // namespace
@@ -49,8 +38,7 @@ void ForOperands(const vm::Instruction& inst, Read read, Write write) {
 MemoryPlanStats PlanMemory(vm::FunctionDef& fn, const std::vector<int64_t>& bound_bytes) {
   MemoryPlanStats stats;
   for (const vm::Instruction& inst : fn.code) {
-    if (inst.op == vm::Opcode::kIf || inst.op == vm::Opcode::kGoto || inst.op == vm::Opcode::kLoopCheck ||
-        inst.op == vm::Opcode::kTailCall || inst.op == vm::Opcode::kIfDimIn) {
+    if (vm::TransfersControl(inst.op)) {
       stats.not_planned = "control flow";
       break;
     }

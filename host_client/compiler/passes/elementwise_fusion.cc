@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/passes/dead_code.h"
 #include "kernels/float16.h"
 #include "kernels/fused.h"
 

@@ -46,8 +46,6 @@ bool IsAllOnes(const Value& v) {
   return std::all_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d == 1; });
 }
 
-std::string Where(const Node& n) { return "node '" + n.name + "' (" + n.op + ")"; }
-
 class NhwcPass {
  public:
   NhwcPass(Graph& g, const kernels::KernelRegistry& registry) : g_(g), registry_(registry) {}
@@ -78,14 +76,6 @@ class NhwcPass {
   }
 
  private:
-  static void CollectReads(const Node& node, std::vector<int>& out) {
-    for (int in : node.inputs) if (in >= 0) out.push_back(in);
-    for (const Region& r : node.regions) {
-      for (const Node& n : r.nodes) CollectReads(n, out);
-      for (int o : r.outputs) out.push_back(o);
-    }
-  }
-
   // Conv on a 4-D float32 X, DepthToSpace, SpaceToDepth on a 4-D value.
   bool IsSeed(const Node& n) const {
     if (!n.regions.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return false;

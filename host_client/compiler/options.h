@@ -1,0 +1,92 @@
+// What a compile is asked to do (CompileOptions) and what it did (CompileStats): the
+// one definition shared by every stage, the tooling layer and the front ends.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "host_client/compiler/buckets.h"
+#include "host_client/compiler/bytecode/memory_plan.h"
+#include "host_client/compiler/graph.h"
+#include "host_client/compiler/passes/layout.h"
+#include "host_client/compiler/passes/precision.h"
+
+namespace remex::compiler {
+
+struct CompileOptions {
+  // Overrides of graph input shapes (e.g. {"x", {1, 3, 48, 192}}); dims left dynamic
+  // are computed at run time by shape functions.
+  std::map<std::string, Shape> input_shapes;
+  // Bounds of input symbols by name (e.g. {"W", {32, 2048}}); checked by the VM at
+  // every call, and used for the bounds of derived dims.
+  std::map<std::string, DimBounds> bounds;
+  // Evaluate nodes whose inputs are all constants at compile time.
+  bool fold_constants = true;
+  // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h).
+  bool fuse_elementwise = true;
+  // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
+  // and MatMul by a constant with the bias Add and the activation after it into
+  // FusedMatMul nodes (passes/epilogue_fusion.h); runs before elementwise fusion.
+  bool fuse_epilogues = true;
+  // Place small integer shape computations on the host.
+  bool place_on_host = true;
+  // zstd level of the executable's constant chunks.
+  int zstd_level = 3;
+  // Activation layout between convolutions (see host_client/compiler/passes/layout.h); graph inputs
+  // and outputs stay NCHW either way.
+  Layout layout = Layout::kNchw;
+  // Activation and weight dtype: kFloat32 (as the model is) or kFloat16
+  // (host_client/compiler/passes/precision.h; the graph's inputs and outputs stay float32).
+  DType dtype = DType::kFloat32;
+  // Shape buckets (buckets.h, dispatch.h): one clone of the function per bucket of
+  // these symbols' values, behind a dispatcher. Empty: one generic function.
+  std::vector<DispatchSpec> dispatch;
+  // With `dispatch`: a shape outside every bucket is an error, not the generic path.
+  bool strict_dispatch = false;
+  // Plan the memory of tensors with bounded sizes statically (bytecode/memory_plan.h). On in
+  // bucket clones.
+  bool plan_memory = false;
+};
+
+// One function of a compiled executable, as `remex compile --stats` lists it.
+struct FunctionStats {
+  std::string name;
+  std::string role;  // "dispatcher", "bucket", "generic"
+  int kernels = 0;   // kernel-table entries the function uses
+  int instructions = 0;
+  uint64_t code_bytes = 0;  // encoded bytecode
+  int runtime_shape_functions = 0;
+  MemoryPlanStats memory;
+};
+
+struct CompileStats {
+  int nodes_in = 0;
+  int nodes_folded = 0;
+  int nodes_removed = 0;
+  int fused_kernels = 0;  // FusedElementwise nodes made by fusion
+  int nodes_fused = 0;    // nodes they replace
+  int fused_convs = 0;     // FusedConv nodes made by epilogue fusion
+  int fused_matmuls = 0;   // FusedMatMul nodes made by epilogue fusion
+  int epilogue_nodes = 0;  // Add and activation nodes both absorbed
+  int kernels = 0;
+  int host_kernels = 0;             // kernels placed on the host
+  int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time
+  int copies_to_host = 0;           // explicit CopyToHost instructions
+  uint64_t constant_bytes = 0;
+  int transposes = 0;           // Transpose kernels, the model's own included
+  int transposes_at_edges = 0;  // of those, reading a graph input or writing an output
+  LayoutStats layout;           // what the layout pass did (CompileOptions::layout)
+  MemoryPlanStats memory;       // CompileOptions::plan_memory
+  PrecisionStats precision;     // CompileOptions::dtype
+  // Every function of the executable, and with dispatch: the bucket count, the bytes
+  // the constants would take if each clone kept its own, and the compile's wall time.
+  std::vector<FunctionStats> functions;
+  int buckets = 0;
+  uint64_t constant_bytes_unshared = 0;
+  double compile_seconds = 0;
+};
+
+}  // namespace remex::compiler
