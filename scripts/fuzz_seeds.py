@@ -9,7 +9,7 @@
   fuzz_onnx_import: the ONNX models of the conformance cases (each under 64 KiB).
 
 Usage: scripts/fuzz_seeds.py --build BUILD_DIR --out OUT_DIR
-BUILD_DIR holds host_client/remex and device_server/remex-server. The conformance cases
+BUILD_DIR holds host_client/cli/remex and device_server/remex-server. The conformance cases
 come from scripts/conformance-dir.sh.
 """
 import argparse
@@ -117,7 +117,7 @@ def main():
     parser.add_argument("--build", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    remex = os.path.join(args.build, "host_client", "remex")
+    remex = os.path.join(args.build, "host_client", "cli", "remex")
     server_bin = os.path.join(args.build, "device_server", "remex-server")
     conformance = subprocess.run([os.path.join(REPO, "scripts", "conformance-dir.sh")], check=True,
                                  stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]

@@ -29,11 +29,11 @@ address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$out.server")
 echo "== remex-server listening on $address"
 
 echo "== remex run $(basename "$model")"
-build/host_client/remex run "$model" --server "$address" --shape x=1x3x48x192 --seed 0 \
+build/host_client/cli/remex run "$model" --server "$address" --shape x=1x3x48x192 --seed 0 \
   --output-dir "$out" --save-inputs
 
 echo "== ONNX Runtime on the same input"
 node tests/reference/ort_run.js --modules "$(cd "$models/../../.." && pwd)" "$model" "$out/ort" x="$out/inputs/x.npy"
 
 echo "== check"
-build/host_client/remex compare "$out/ort" "$out" --rtol 1e-4 --atol 1e-5
+build/host_client/cli/remex compare "$out/ort" "$out" --rtol 1e-4 --atol 1e-5

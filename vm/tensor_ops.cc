@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/allclose.h"
 #include "kernels/float16.h"
 
 namespace remex::vm {
@@ -124,44 +125,30 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
   }
   REMEX_ASSIGN_OR_RETURN(size_t n, ElementCount(a));
   std::vector<std::byte> scratch_a, scratch_b;
-  Comparison cmp;
-  cmp.count = n;
+  AllcloseAccumulator acc(rtol, atol);
   Status st = VisitDType(a.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     REMEX_ASSIGN_OR_RETURN(const void* raw_a, HostView(device, a, scratch_a));
     REMEX_ASSIGN_OR_RETURN(const void* raw_b, HostView(device, b, scratch_b));
     const T* pa = static_cast<const T*>(raw_a);
     const T* pb = static_cast<const T*>(raw_b);
-    const double inf = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < n; ++i) {
-      double x = ToDouble(pa[i]);
-      double y = ToDouble(pb[i]);
-      bool match;
-      if (std::isfinite(x) && std::isfinite(y)) {
-        double err = std::fabs(x - y);
-        if constexpr (std::is_integral_v<T>) {
-          // Exact for integers, whatever float64 rounding does to large values.
-          if (pa[i] == pb[i]) {
-            err = 0;
-          } else if (err == 0) {
-            err = 1;  // distinct beyond 2^53: still a difference of at least one
-          }
-        }
-        match = err <= atol + rtol * std::fabs(y);
-        double rel = y != 0 ? err / std::fabs(y) : (err > 0 ? inf : 0.0);
-        if (err > cmp.max_abs_error) cmp.max_abs_error = err;
-        if (rel > cmp.max_rel_error) cmp.max_rel_error = rel;
+      if constexpr (std::is_integral_v<T>) {
+        acc.Add(ToDouble(pa[i]), ToDouble(pb[i]), pa[i] == pb[i]);
       } else {
-        match = std::isinf(x) && x == y;  // NaN never matches
-      }
-      if (!match) {
-        if (cmp.first_mismatch < 0) cmp.first_mismatch = static_cast<int64_t>(i);
-        cmp.mismatches++;
+        acc.Add(ToDouble(pa[i]), ToDouble(pb[i]));
       }
     }
     return OkStatus();
   });
   REMEX_RETURN_IF_ERROR(st);
+  const AllcloseStats& r = acc.stats();
+  Comparison cmp;
+  cmp.count = r.count;
+  cmp.mismatches = r.mismatches;
+  cmp.max_abs_error = r.max_abs_error;
+  cmp.max_rel_error = r.max_rel_error;
+  cmp.first_mismatch = r.first_mismatch;
   return cmp;
 }
 

@@ -152,7 +152,9 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
   s->options_ = options;
   s->host_ = host;
   s->port_ = port;
-  REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, options.timeout, options.tls));
+  const auto connect_timeout = options.connect_timeout.count() > 0 ? options.connect_timeout : options.timeout;
+  REMEX_ASSIGN_OR_RETURN(s->rpc_, rpc::Client::Connect(host, port, connect_timeout, options.tls));
+  s->rpc_->SetTimeout(options.timeout);
   rpc::CompressionMode mode = rpc::CompressionMode::kAuto;
   switch (options.compression.mode) {
     case CompressionMode::kAuto: mode = rpc::CompressionMode::kAuto; break;

@@ -158,7 +158,9 @@ struct CompressionStats {
 };
 
 struct ConnectOptions {
-  std::chrono::milliseconds timeout{30000};  // connect and per-request deadline
+  std::chrono::milliseconds timeout{30000};  // per-request deadline (and connect's, by default)
+  // Deadline of connecting (TCP, TLS handshake); zero: `timeout`.
+  std::chrono::milliseconds connect_timeout{0};
   std::string client_name = "remex";
   CompressionOptions compression;
   // The server's shared secret (rpc/auth.h), proven by challenge-response right after

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <vector>
 
 namespace remex::bench {
 
@@ -46,12 +48,28 @@ Stability CheckStability(std::span<const double> samples, size_t window, double 
   auto last = samples.subspan(samples.size() - window);
   auto [mn, mx] = std::minmax_element(last.begin(), last.end());
   if (*mn <= 0) {
-    st.verdict = "unstable";
+    st.verdict = "unstable: a sample of 0 or less";
     return st;
   }
   st.max_over_min = *mx / *mn;
-  st.stable = st.max_over_min <= 1.0 + threshold;
-  st.verdict = st.stable ? "stable" : "unstable";
+  std::vector<double> sorted(samples.begin(), samples.end());
+  std::sort(sorted.begin(), sorted.end());
+  const double median = Percentile(sorted, 50);
+  st.iqr_over_median = median > 0 ? (Percentile(sorted, 75) - Percentile(sorted, 25)) / median : 0;
+  char buf[160];
+  if (st.max_over_min > 1.0 + threshold) {
+    std::snprintf(buf, sizeof buf, "unstable: the last %zu samples spread %.3fx (max/min), more than %.3fx", window,
+                  st.max_over_min, 1.0 + threshold);
+    st.verdict = buf;
+  } else if (st.iqr_over_median > threshold) {
+    std::snprintf(buf, sizeof buf,
+                  "unstable: the samples spread %.1f %% of the median (interquartile range), more than %.1f %%",
+                  100 * st.iqr_over_median, 100 * threshold);
+    st.verdict = buf;
+  } else {
+    st.stable = true;
+    st.verdict = "stable";
+  }
   return st;
 }
 

@@ -30,14 +30,21 @@ double Percentile(std::span<const double> sorted, double q);
 // Statistics of `samples` (any order). All zero for an empty span.
 SampleStats Summarize(std::span<const double> samples);
 
-// Stability of a run, modelled on perf_analyzer's --stability-percentage: the run is
-// stable when the last `window` samples satisfy max / min <= 1 + threshold.
+// Stability of a run, modelled on perf_analyzer's --stability-percentage, judged on two
+// scales:
+//   - the last `window` samples: max / min <= 1 + threshold (the run has settled);
+//   - the whole sample set: interquartile range / median <= threshold (the run did not
+//     wander: 35 ms .. 880 ms samples are not stable, whatever the last few say).
+// Both must hold.
 struct Stability {
   size_t window = 0;          // samples looked at (the last `window`)
   double threshold = 0;       // allowed spread, 0.10 = 10 %
   double max_over_min = 0;    // measured spread of the window (0 when undefined)
+  double iqr_over_median = 0; // measured spread of the whole set (0 when undefined)
   bool stable = false;
-  std::string verdict;        // "stable", "unstable" or "too few samples"
+  // "stable", "unstable: the last K samples spread ...", "unstable: the samples spread
+  // ..." or "too few samples".
+  std::string verdict;
 };
 
 // Defaults: 3 samples, 10 %. Fewer than `window` samples (or window < 2) is "too few
@@ -46,5 +53,9 @@ inline constexpr size_t kDefaultStableWindow = 3;
 inline constexpr double kDefaultStableThreshold = 0.10;
 Stability CheckStability(std::span<const double> samples, size_t window = kDefaultStableWindow,
                          double threshold = kDefaultStableThreshold);
+
+// The fewest samples whose p99 means something (one sample in a hundred above it):
+// reports print p99 from this count on.
+inline constexpr size_t kMinSamplesForP99 = 100;
 
 }  // namespace remex::bench

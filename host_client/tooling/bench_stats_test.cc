@@ -51,9 +51,23 @@ TEST(BenchStatsTest, StabilityLooksAtTheLastWindow) {
   std::vector<double> w = {1.0, 1.0, 1.2};
   auto un = CheckStability(w, 3, 0.10);
   EXPECT_FALSE(un.stable);
-  EXPECT_EQ(un.verdict, "unstable");
+  EXPECT_EQ(un.verdict.rfind("unstable: the last 3 samples spread 1.200x", 0), 0u) << un.verdict;
   EXPECT_TRUE(CheckStability(w, 3, 0.25).stable);
   EXPECT_FALSE(CheckStability(w, 2, 0.0).stable);  // last two: 1.0, 1.2
+}
+
+// A run that wandered from 35.7 ms to 880 ms is not stable because its last samples
+// happen to agree.
+TEST(BenchStatsTest, StabilityLooksAtTheWholeSampleSetToo) {
+  std::vector<double> v = {35.7, 880.0, 120.0, 410.0, 36.0, 650.0, 90.0, 36.1, 36.2, 36.3};
+  auto st = CheckStability(v);
+  EXPECT_NEAR(st.max_over_min, 36.3 / 36.1, 1e-12);
+  EXPECT_GT(st.iqr_over_median, 1.0);
+  EXPECT_FALSE(st.stable);
+  EXPECT_EQ(st.verdict.rfind("unstable: the samples spread", 0), 0u) << st.verdict;
+  // The same spread within 10 % is stable.
+  std::vector<double> steady = {10.0, 10.2, 10.1, 9.9, 10.0, 10.3, 10.1, 10.0, 10.1, 10.2};
+  EXPECT_TRUE(CheckStability(steady).stable) << CheckStability(steady).verdict;
 }
 
 TEST(BenchStatsTest, TooFewSamplesIsNotStable) {

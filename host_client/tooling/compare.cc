@@ -36,40 +36,71 @@ double At(const npy::Array& a, size_t i) {
   }
 }
 
+bool IsIntegral(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kInt16: case DType::kInt32: case DType::kInt64:
+    case DType::kUint8: case DType::kUint16: case DType::kUint32: case DType::kUint64: case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+Status CheckTolerances(double rtol, double atol) {
+  if (!(rtol >= 0) || !(atol >= 0) || !std::isfinite(rtol) || !std::isfinite(atol)) {
+    return InvalidArgument("--rtol and --atol must be finite and >= 0, got " + std::to_string(rtol) + " and " +
+                           std::to_string(atol));
+  }
+  return OkStatus();
+}
 
 ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol) {
   ArrayComparison r;
+  if (Status st = CheckTolerances(rtol, atol); !st.ok()) {
+    r.reason = st.message();
+    return r;
+  }
   if (expected.dtype != actual.dtype) {
-    r.reason = "dtype " + std::string(DTypeName(actual.dtype)) + ", expected " + std::string(DTypeName(expected.dtype));
+    r.reason = "cannot compare a " + std::string(DTypeName(actual.dtype)) + " array with an expected " +
+               std::string(DTypeName(expected.dtype)) + " one";
     return r;
   }
   if (expected.shape != actual.shape) {
-    r.reason = "shape " + ShapeToString(actual.shape) + ", expected " + ShapeToString(expected.shape);
+    r.reason = "cannot compare an array of shape " + ShapeToString(actual.shape) + " with an expected one of shape " +
+               ShapeToString(expected.shape);
     return r;
   }
-  size_t n = static_cast<size_t>(NumElements(expected.shape).value_or(0));
+  const size_t n = static_cast<size_t>(NumElements(expected.shape).value_or(0));
+  const bool integral = IsIntegral(expected.dtype);
+  const size_t esize = DTypeSize(expected.dtype);
+  AllcloseAccumulator acc(rtol, atol);
   for (size_t i = 0; i < n; ++i) {
-    double e = At(expected, i), a = At(actual, i);
-    double err = std::fabs(a - e);
-    bool close = err <= atol + rtol * std::fabs(e) || (std::isinf(e) && a == e);
-    if (!std::isnan(err)) {
-      r.max_abs_error = std::max(r.max_abs_error, err);
-      if (e != 0) r.max_rel_error = std::max(r.max_rel_error, err / std::fabs(e));
-    }
-    if (!close) {
-      if (r.mismatches == 0) r.first_mismatch = static_cast<int64_t>(i);
-      r.mismatches++;
-    }
+    std::optional<bool> equal;
+    if (integral) equal = std::memcmp(actual.data.data() + i * esize, expected.data.data() + i * esize, esize) == 0;
+    acc.Add(At(actual, i), At(expected, i), equal);
   }
+  static_cast<AllcloseStats&>(r) = acc.stats();
+  r.comparable = true;
   r.ok = r.mismatches == 0;
   if (!r.ok) r.reason = std::to_string(r.mismatches) + " of " + std::to_string(n) + " values differ";
   return r;
 }
 
+bool PathComparison::match() const {
+  for (const auto& f : files) {
+    if (!f.match()) return false;
+  }
+  return !files.empty();
+}
+
 StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::string& actual, double rtol,
                                       double atol) {
   namespace fs = std::filesystem;
+  REMEX_RETURN_IF_ERROR(CheckTolerances(rtol, atol));
+  std::error_code ec;
+  if (!fs::exists(expected, ec)) return NotFound("'" + expected + "' does not exist");
   std::vector<std::pair<std::string, std::string>> pairs;
   if (fs::is_directory(expected)) {
     for (const auto& entry : fs::directory_iterator(expected)) {
@@ -82,21 +113,22 @@ StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::st
     pairs.emplace_back(expected, actual);
   }
   PathComparison result;
-  result.ok = true;
   for (const auto& [e, a] : pairs) {
-    std::string name = fs::path(e).filename().string();
-    if (!fs::exists(a)) {
-      result.ok = false;
-      result.lines.push_back(name + ": missing from '" + actual + "'");
+    FileComparison f;
+    f.name = fs::path(e).filename().string();
+    f.expected = e;
+    f.actual = a;
+    if (!fs::exists(a, ec)) {
+      f.missing = true;
+      result.files.push_back(std::move(f));
       continue;
     }
     REMEX_ASSIGN_OR_RETURN(npy::Array ea, npy::Read(e));
     REMEX_ASSIGN_OR_RETURN(npy::Array aa, npy::Read(a));
     ArrayComparison c = CompareArrays(ea, aa, rtol, atol);
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "max abs error %.3g, max rel error %.3g", c.max_abs_error, c.max_rel_error);
-    result.lines.push_back(name + ": " + (c.ok ? "ok" : "MISMATCH (" + c.reason + ")") + ", " + buf);
-    result.ok &= c.ok;
+    if (!c.comparable) return InvalidArgument(f.name + ": " + c.reason);
+    f.stats = c;
+    result.files.push_back(std::move(f));
   }
   return result;
 }

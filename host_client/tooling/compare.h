@@ -1,35 +1,50 @@
-// Host-side comparison of .npy results, with numpy.allclose semantics:
-// |actual - expected| <= atol + rtol * |expected| elementwise, NaN never equal.
+// Host-side comparison of .npy results (`remex compare`), with the same rule and the
+// same metrics as the device-side comparison of `remex check` (base/allclose.h:
+// numpy.allclose, |actual - expected| <= atol + rtol * |expected|, NaN never equal).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "base/allclose.h"
 #include "base/status.h"
 #include "host_client/client/npy.h"
 
 namespace remex::compare {
 
-struct ArrayComparison {
-  bool ok = false;
-  std::string reason;        // why not ok: dtype, shape or values
-  int64_t mismatches = 0;
-  int64_t first_mismatch = -1;  // flat index
-  double max_abs_error = 0;
-  double max_rel_error = 0;
+// Checks rtol and atol: finite and >= 0. INVALID_ARGUMENT naming them otherwise.
+Status CheckTolerances(double rtol, double atol);
+
+struct ArrayComparison : AllcloseStats {
+  bool comparable = false;  // same dtype and shape, valid tolerances
+  bool ok = false;          // comparable and every element matches
+  std::string reason;       // why not ok: the dtypes, the shapes, or "N of M values differ"
 };
 
-// Dtypes and shapes must be equal; float32, float64, float16 and integer/bool arrays
-// are compared as doubles.
+// Compares arrays of one dtype and shape element by element (float16, float32,
+// float64, integers and bool as doubles; integers exactly). Arrays whose dtypes or
+// shapes differ, or bad tolerances, are not comparable (the reason says why).
 ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol);
 
+// One compared pair of files.
+struct FileComparison {
+  std::string name;      // the expected file's name
+  std::string expected;  // paths
+  std::string actual;
+  bool missing = false;  // the actual file does not exist: a mismatch
+  AllcloseStats stats;
+  bool match() const { return !missing && stats.mismatches == 0; }
+};
+
 struct PathComparison {
-  bool ok = false;
-  std::vector<std::string> lines;  // one per compared array
+  std::vector<FileComparison> files;
+  bool match() const;
 };
 
 // Compares two .npy files, or every EXPECTED/NAME.npy with ACTUAL/NAME.npy (a file
-// missing from ACTUAL is a mismatch). NOT_FOUND / INVALID_ARGUMENT for unreadable files.
+// missing from ACTUAL is a mismatch). NOT_FOUND when EXPECTED does not exist or holds
+// no .npy file; npy::Read's errors; INVALID_ARGUMENT for bad tolerances or a pair of
+// arrays whose dtypes or shapes differ (naming the file).
 StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::string& actual, double rtol,
                                       double atol);
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "host_client/compiler/compiler.h"
+#include "host_client/compiler/shape_inference.h"
 #include "host_client/compiler/onnx_import.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "host_client/compiler/vm_test_util.h"

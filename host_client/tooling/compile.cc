@@ -1,0 +1,92 @@
+#include "host_client/tooling/compile.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
+
+namespace remex::tooling {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The status of a failed file operation, with the OS reason.
+Status FileError(const std::string& what, const std::string& path, int error) {
+  const std::string message = what + " '" + path + "': " + std::strerror(error);
+  if (error == ENOENT || error == ENOTDIR) return NotFound(message);
+  if (error == EACCES || error == EPERM || error == EROFS) return PermissionDenied(message);
+  return DataLoss(message);
+}
+
+}  // namespace
+
+StatusOr<const kernels::KernelRegistry*> CompilerRegistry() {
+  static const auto registry = kernels::CreateCpuRegistry();
+  if (!registry.ok()) return registry.status();
+  return registry->get();
+}
+
+StatusOr<std::vector<std::byte>> ReadFileBytes(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return FileError("cannot open", path, errno);
+  std::vector<std::byte> bytes;
+  std::byte buffer[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f.get())) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
+  if (std::ferror(f.get())) return FileError("cannot read", path, errno);
+  return bytes;
+}
+
+Status WriteFileBytes(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) return FileError("cannot write", path, errno);
+  if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) return FileError("cannot write", path, errno);
+  if (std::fclose(f.release()) != 0) return FileError("cannot write", path, errno);
+  return OkStatus();
+}
+
+StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compiler::CompileOptions& options) {
+  REMEX_ASSIGN_OR_RETURN(const kernels::KernelRegistry* registry, CompilerRegistry());
+  CompileReport report;
+  report.model = onnx_path;
+  REMEX_ASSIGN_OR_RETURN(compiler::Graph graph,
+                         compiler::ImportOnnxFile(onnx_path, *registry, options.input_shapes));
+  report.options = options;
+  REMEX_RETURN_IF_ERROR(compiler::ResolveSymbolNames(graph, report.options));
+  REMEX_ASSIGN_OR_RETURN(report.executable,
+                         compiler::CompileGraph(std::move(graph), *registry, report.options, &report.stats));
+  REMEX_ASSIGN_OR_RETURN(report.bytes, vm::SerializeExecutable(report.executable));
+  for (const auto& k : report.executable.kernels) report.kernels_by_op[k.op + (k.host ? " (host)" : "")]++;
+  return report;
+}
+
+StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compiler::CompileOptions& options,
+                                          bool changes_compilation) {
+  LoadedExecutable out;
+  if (EndsWith(model, ".rmx")) {
+    if (changes_compilation) {
+      return InvalidArgument("'" + model + "' is compiled already: --bound, --dispatch, --strict, --layout, --dtype "
+                             "and --no-fuse-epilogues apply to .onnx models");
+    }
+    REMEX_ASSIGN_OR_RETURN(out.bytes, ReadFileBytes(model));
+    return out;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(model, options));
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  out.bytes = report.bytes;
+  out.compiled = std::move(report);
+  return out;
+}
+
+std::string DescribeValue(const vm::ValueDesc& v) {
+  return v.name + ": " + std::string(DTypeName(v.dtype)) + " " + ShapeToString(v.shape, v.dims);
+}
+
+}  // namespace remex::tooling

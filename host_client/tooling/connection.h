@@ -1,0 +1,56 @@
+// A session with a device server for the front ends: a remote remex-server, or one
+// embedded in this process on a loopback port (spoken to over the same protocol).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "device_server/device_server.h"
+#include "host_client/client/client.h"
+#include "rpc/tls.h"
+
+namespace remex::tooling {
+
+struct ServerOptions {
+  // "HOST:PORT" of a remex-server; empty: start an embedded server.
+  std::string address;
+  // The server's token (rpc/auth.h); empty: none. TokenFromFileOrEnvironment finds it.
+  std::string token;
+  std::optional<rpc::TlsClientConfig> tls;  // remote servers only
+  client::CompressionOptions compression;
+  std::chrono::milliseconds connect_timeout{10000};   // TCP and TLS handshake
+  std::chrono::milliseconds request_timeout{30000};   // per request
+};
+
+// The token for a server: the file's (rpc::ReadTokenFile) when `token_file` is set,
+// else the REMEX_TOKEN environment variable's, else none. INVALID_ARGUMENT for a token
+// too short; the file's errors.
+StatusOr<std::string> TokenFromFileOrEnvironment(const std::string& token_file);
+
+// The TLS settings of --tls-ca/--tls-cert/--tls-key/--tls-server-name; none without a
+// CA. INVALID_ARGUMENT when they do not go together or name no remote server.
+StatusOr<std::optional<rpc::TlsClientConfig>> TlsFromFlags(const std::string& address, const std::string& ca,
+                                                          const std::string& cert, const std::string& key,
+                                                          const std::string& server_name);
+
+// A connected session. The embedded server (if any) outlives the session.
+struct Connection {
+  std::unique_ptr<server::DeviceServer> embedded;
+  std::unique_ptr<client::Session> session;
+  std::string server;  // "HOST:PORT" or "embedded 127.0.0.1:PORT"
+  std::string device;  // "cpu (description)"
+  ~Connection();
+  Connection() = default;
+  Connection(Connection&&) = default;
+  Connection& operator=(Connection&&) = default;
+};
+
+// Connects (starting the embedded server first when options.address is empty).
+// INVALID_ARGUMENT for a bad address; the session's errors (UNAVAILABLE,
+// DEADLINE_EXCEEDED, PERMISSION_DENIED, FAILED_PRECONDITION) with "connecting to ...".
+StatusOr<Connection> Connect(const ServerOptions& options);
+
+}  // namespace remex::tooling

@@ -1,0 +1,201 @@
+#include "host_client/tooling/report_json.h"
+
+namespace remex::tooling {
+namespace {
+
+using nlohmann::json;
+
+// The fields every report of run, bench and check has.
+void AddSession(const SessionReport& s, json& j) {
+  j["model"] = s.model;
+  j["server"] = s.server;
+  j["device"] = s.device;
+  j["bytes"] = {{"sent", s.bytes_sent},
+                {"received", s.bytes_received},
+                {"executable", s.executable_bytes},
+                {"executable_uploaded", s.module_cache_hit ? 0 : s.executable_bytes}};
+  j["compression"] = {{"raw_sent", s.compression.raw_sent},
+                      {"wire_sent", s.compression.wire_sent},
+                      {"raw_received", s.compression.raw_received},
+                      {"wire_received", s.compression.wire_received}};
+  j["module_cache"] = {{"hit", s.module_cache_hit}, {"hash", s.module_hash}};
+}
+
+json Copies(const client::DeviceCopies& c) {
+  return {{"host_to_device", {{"count", c.host_to_device_count}, {"bytes", c.host_to_device_bytes}}},
+          {"device_to_host", {{"count", c.device_to_host_count}, {"bytes", c.device_to_host_bytes}}}};
+}
+
+json Stats(const AllcloseStats& s) {
+  return {{"count", s.count},
+          {"mismatches", s.mismatches},
+          {"max_abs_error", s.max_abs_error},
+          {"max_rel_error", std::isinf(s.max_rel_error) ? json("inf") : json(s.max_rel_error)},
+          {"first_mismatch", s.first_mismatch}};
+}
+
+json Value(const vm::ValueDesc& v) {
+  json dims = json::array();
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] >= 0) dims.push_back(v.shape[d]);
+    else dims.push_back(d < v.dims.size() && !v.dims[d].empty() ? json(v.dims[d]) : json("?"));
+  }
+  return {{"name", v.name}, {"dtype", DTypeName(v.dtype)}, {"shape", dims}};
+}
+
+}  // namespace
+
+json ToJson(const CompileReport& r) {
+  const auto& s = r.stats;
+  json j;
+  j["model"] = r.model;
+  j["executable_bytes"] = r.bytes.size();
+  json inputs = json::array(), outputs = json::array(), symbols = json::array(), functions = json::array();
+  for (const auto& v : r.executable.functions.at(0).inputs) inputs.push_back(Value(v));
+  for (const auto& v : r.executable.functions.at(0).outputs) outputs.push_back(Value(v));
+  for (const auto& sym : r.executable.symbols) {
+    symbols.push_back({{"name", sym.name}, {"min", sym.min}, {"max", sym.max >= 0 ? json(sym.max) : json(nullptr)}});
+  }
+  for (const auto& f : s.functions) {
+    functions.push_back({{"name", f.name},
+                         {"role", f.role},
+                         {"kernels", f.kernels},
+                         {"instructions", f.instructions},
+                         {"code_bytes", f.code_bytes},
+                         {"runtime_shape_functions", f.runtime_shape_functions},
+                         {"arena_bytes", {{"device", f.memory.arena_bytes[0]}, {"host", f.memory.arena_bytes[1]}}},
+                         {"planned", f.memory.planned},
+                         {"dynamic", f.memory.dynamic}});
+  }
+  j["inputs"] = inputs;
+  j["outputs"] = outputs;
+  j["symbols"] = symbols;
+  j["functions"] = functions;
+  j["kernels_by_op"] = r.kernels_by_op;
+  j["options"] = {{"layout", r.options.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
+                  {"dtype", DTypeName(r.options.dtype)},
+                  {"buckets", s.buckets},
+                  {"strict", r.options.strict_dispatch},
+                  {"fuse_epilogues", r.options.fuse_epilogues}};
+  j["stats"] = {{"nodes_in", s.nodes_in},
+                {"nodes_folded", s.nodes_folded},
+                {"nodes_removed", s.nodes_removed},
+                {"kernels", s.kernels},
+                {"host_kernels", s.host_kernels},
+                {"runtime_shape_functions", s.runtime_shape_functions},
+                {"copies_to_host", s.copies_to_host},
+                {"constant_bytes", s.constant_bytes},
+                {"constant_bytes_unshared", s.constant_bytes_unshared},
+                {"transposes", s.transposes},
+                {"transposes_at_edges", s.transposes_at_edges},
+                {"layout", {{"transposes_at_edges", s.layout.transposes_at_edges},
+                            {"transposes_in_body", s.layout.transposes_in_body},
+                            {"nodes_nhwc", s.layout.nodes_nhwc},
+                            {"constants_permuted", s.layout.constants_permuted}}},
+                {"fused_convs", s.fused_convs},
+                {"fused_matmuls", s.fused_matmuls},
+                {"epilogue_nodes", s.epilogue_nodes},
+                {"fused_kernels", s.fused_kernels},
+                {"nodes_fused", s.nodes_fused},
+                {"precision", {{"nodes_converted", s.precision.nodes_converted},
+                               {"constants_converted", s.precision.constants_converted},
+                               {"casts_inserted", s.precision.casts_inserted}}},
+                {"compile_ms", s.compile_seconds * 1e3}};
+  return j;
+}
+
+json ToJson(const RunReport& r) {
+  json j;
+  AddSession(r.session, j);
+  json outputs = json::array();
+  for (const auto& o : r.outputs) {
+    json e = {{"name", o.name}, {"shape", o.shape}, {"dtype", DTypeName(o.dtype)}, {"fetched", o.fetched}};
+    if (!o.file.empty()) e["file"] = o.file;
+    outputs.push_back(e);
+  }
+  j["outputs"] = outputs;
+  j["times_ms"] = {{"compile", r.session.compile_ms}, {"upload", r.session.upload_ms}, {"run", r.run_ms},
+                   {"fetch", r.fetch_ms}, {"server_run", r.server_run_ms}};
+  j["device_copies"] = Copies(r.copies);
+  j["function"] = r.function;
+  j["allocations"] = r.allocations;
+  return j;
+}
+
+json ToJson(const BenchReport& r) {
+  json j;
+  AddSession(r.session, j);
+  const auto& s = r.stats;
+  const auto& o = r.options.timing;
+  j["benchmark"] = {
+      {"function", r.function},
+      {"number", r.number},
+      {"repeat", r.samples_ms.size()},
+      {"warmup", o.warmup},
+      {"min_repeat_ms", o.min_repeat_ms},
+      {"cooldown_ms", o.cooldown_ms},
+      {"l2_flush_bytes", o.l2_flush_bytes},
+      {"timer", r.timer},
+      {"samples_ms", r.samples_ms},
+      {"mean_ms", s.mean},
+      {"median_ms", s.median},
+      {"p90_ms", s.p90},
+      // Only from bench::kMinSamplesForP99 samples on; null below.
+      {"p99_ms", r.has_p99 ? json(s.p99) : json(nullptr)},
+      {"min_ms", s.min},
+      {"max_ms", s.max},
+      {"std_ms", s.std},
+      {"std_kind", "population"},
+      {"stable", r.stability.stable},
+      {"stability", {{"verdict", r.stability.verdict},
+                     {"window", r.stability.window},
+                     {"threshold", r.stability.threshold},
+                     {"max_over_min", r.stability.max_over_min},
+                     {"iqr_over_median", r.stability.iqr_over_median}}}};
+  if (r.profile_total_ms) {
+    json rows = json::array();
+    for (const auto& e : r.profile) {
+      rows.push_back({{"name", e.name}, {"kind", e.kind}, {"calls", e.calls}, {"total_ms", e.total_ms},
+                      {"mean_us", e.mean_us}, {"share_percent", e.share_percent}, {"copies", e.copies},
+                      {"copy_bytes", e.copy_bytes}});
+    }
+    j["profile"] = {{"rows", rows}, {"total_ms", *r.profile_total_ms}};
+  }
+  j["times_ms"] = {{"compile", r.session.compile_ms}, {"upload", r.session.upload_ms}, {"benchmark", r.bench_ms}};
+  return j;
+}
+
+json ToJson(const CheckReport& r) {
+  json j;
+  AddSession(r.session, j);
+  j["match"] = r.match;
+  j["missing_reference"] = r.missing_reference;
+  j["rtol"] = r.options.rtol;
+  j["atol"] = r.options.atol;
+  json outputs = json::array();
+  for (const auto& o : r.outputs) {
+    json e = {{"name", o.name}, {"shape", o.shape}, {"dtype", DTypeName(o.dtype)}, {"reference", o.reference},
+              {"verdict", o.verdict}, {"match", o.verdict == "match"}};
+    if (!o.reason.empty()) e["reason"] = o.reason;
+    if (o.stats.count) e.update(Stats(o.stats));
+    outputs.push_back(e);
+  }
+  j["outputs"] = outputs;
+  j["times_ms"] = {{"compile", r.session.compile_ms}, {"upload", r.session.upload_ms}, {"run", r.run_ms},
+                   {"compare", r.compare_ms}, {"server_run", r.server_run_ms}};
+  j["device_copies"] = Copies(r.copies);
+  return j;
+}
+
+json ToJson(const compare::PathComparison& r, double rtol, double atol) {
+  json files = json::array();
+  for (const auto& f : r.files) {
+    json e = {{"name", f.name}, {"expected", f.expected}, {"actual", f.actual}, {"match", f.match()},
+              {"missing", f.missing}};
+    if (!f.missing) e.update(Stats(f.stats));
+    files.push_back(e);
+  }
+  return {{"match", r.match()}, {"rtol", rtol}, {"atol", atol}, {"files", files}};
+}
+
+}  // namespace remex::tooling

@@ -1,0 +1,71 @@
+// What a user types, parsed: the text forms of shapes, bounds, compression, server
+// addresses and compile settings that every front end (the remex CLI, the shell, the
+// Python client) accepts, and their one parser each. Errors are INVALID_ARGUMENT,
+// name the flag ("--shape", ...) and say what was expected.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "host_client/client/client.h"
+#include "host_client/compiler/options.h"
+
+namespace remex::tooling {
+
+// "1x3x48x192" (or "scalar" / "" for rank 0) -> {1, 3, 48, 192}; dims >= 0.
+StatusOr<Shape> ParseDims(const std::string& text);
+
+// --shape NAME=DIMS, repeatable, by input name.
+StatusOr<std::map<std::string, Shape>> ParseShapeSpecs(const std::vector<std::string>& specs);
+
+// --bound SYMBOL=MIN:MAX or INPUT:AXIS=MIN:MAX (MAX empty: unbounded), by the name
+// given; the compiler resolves INPUT:AXIS to the symbol (compiler.h,
+// ResolveSymbolNames). 0 <= MIN <= MAX.
+StatusOr<std::map<std::string, compiler::DimBounds>> ParseBoundSpecs(const std::vector<std::string>& specs);
+
+// --input NAME=FILE.npy, repeatable, by input name.
+StatusOr<std::map<std::string, std::string>> ParseInputSpecs(const std::vector<std::string>& specs);
+
+// --dtype of compile and gen-sr: float32 or float16 (base/dtype.h names).
+StatusOr<DType> ParseFloatDType(const std::string& name);
+
+// --compression: auto, none, zstd or zstd:LEVEL (1-22).
+StatusOr<client::CompressionOptions> ParseCompression(const std::string& text);
+
+// --server HOST:PORT (port 1-65535; HOST may be a name, IPv4, or [IPv6]).
+StatusOr<std::pair<std::string, uint16_t>> ParseServerAddress(const std::string& text);
+
+// --fetch: all, none, or output names separated by commas.
+struct FetchSpec {
+  bool all = true;
+  std::set<std::string> names;  // when !all; empty: none
+};
+StatusOr<FetchSpec> ParseFetch(const std::string& text);
+
+// The compile settings every subcommand that takes an .onnx accepts (remex compile,
+// run, bench, check), as typed. Defaults are the compiler's.
+struct CompileSpecs {
+  std::vector<std::string> shapes;    // --shape NAME=DIMS
+  std::vector<std::string> bounds;    // --bound SYMBOL=MIN:MAX | INPUT:AXIS=MIN:MAX
+  std::vector<std::string> dispatch;  // --dispatch SYMBOL=log:2[:MIN:MAX] ... (compiler/buckets.h)
+  bool strict = false;                // --strict: no generic function behind the buckets
+  std::string layout = "NCHW";        // --layout NCHW | NHWC
+  std::string dtype = "float32";      // --dtype float32 | float16
+  bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
+
+  // Whether any setting other than --shape differs from the default: such settings
+  // apply only when compiling, so they contradict an .rmx model.
+  bool ChangesCompilation() const;
+};
+
+// The compiler's options from the specs. INVALID_ARGUMENT naming the flag.
+StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs);
+
+}  // namespace remex::tooling

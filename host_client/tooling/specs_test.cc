@@ -1,0 +1,93 @@
+#include "host_client/tooling/specs.h"
+
+#include <gtest/gtest.h>
+
+namespace remex::tooling {
+namespace {
+
+TEST(SpecsTest, DimsAndShapes) {
+  EXPECT_EQ(*ParseDims("1x3x48x192"), (Shape{1, 3, 48, 192}));
+  EXPECT_EQ(*ParseDims("scalar"), Shape{});
+  EXPECT_FALSE(ParseDims("1x-3").ok());
+  EXPECT_FALSE(ParseDims("1x3x").ok());
+  EXPECT_FALSE(ParseDims("1xx3").ok());
+  auto twice = ParseShapeSpecs({"x=1x3", "x=1x4"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("twice"), std::string::npos);
+}
+
+TEST(SpecsTest, BoundsNameASymbolOrASite) {
+  auto b = ParseBoundSpecs({"W=32:2048", "x:3=1:", "p2o.DynamicDimension.1=8:64"});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->at("W").min, 32);
+  EXPECT_EQ(b->at("W").max, 2048);
+  EXPECT_EQ(b->at("x:3").max, -1);
+  EXPECT_EQ(b->at("p2o.DynamicDimension.1").min, 8);
+  EXPECT_FALSE(ParseBoundSpecs({"W=64:32"}).ok());
+  EXPECT_FALSE(ParseBoundSpecs({"W=-1:32"}).ok());
+  EXPECT_FALSE(ParseBoundSpecs({"W=a:b"}).ok());
+  EXPECT_FALSE(ParseBoundSpecs({"W"}).ok());
+}
+
+TEST(SpecsTest, CompileSpecsFillCompileOptions) {
+  CompileSpecs specs;
+  EXPECT_FALSE(specs.ChangesCompilation());
+  specs.shapes = {"x=1x3x48x320"};
+  EXPECT_FALSE(specs.ChangesCompilation()) << "--shape also shapes random inputs of an .rmx";
+  specs.layout = "nhwc";
+  specs.dtype = "float16";
+  specs.bounds = {"x:3=32:2048"};
+  specs.dispatch = {"x:3=log:2:32:2048"};
+  specs.strict = true;
+  specs.fuse_epilogues = false;
+  EXPECT_TRUE(specs.ChangesCompilation());
+  auto o = ParseCompileSpecs(specs);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->layout, compiler::Layout::kNhwc);
+  EXPECT_EQ(o->dtype, DType::kFloat16);
+  EXPECT_EQ(o->input_shapes.at("x"), (Shape{1, 3, 48, 320}));
+  EXPECT_EQ(o->bounds.at("x:3").max, 2048);
+  ASSERT_EQ(o->dispatch.size(), 1u);
+  EXPECT_EQ(o->dispatch[0].symbol, "x:3");
+  EXPECT_TRUE(o->strict_dispatch);
+  EXPECT_FALSE(o->fuse_epilogues);
+
+  CompileSpecs bad;
+  bad.layout = "NCWH";
+  auto layout = ParseCompileSpecs(bad);
+  ASSERT_FALSE(layout.ok());
+  EXPECT_NE(layout.status().message().find("--layout"), std::string::npos) << layout.status().ToString();
+  bad = {};
+  bad.dtype = "int8";
+  EXPECT_FALSE(ParseCompileSpecs(bad).ok());
+  bad = {};
+  bad.strict = true;
+  EXPECT_FALSE(ParseCompileSpecs(bad).ok()) << "--strict without --dispatch";
+}
+
+TEST(SpecsTest, FetchServerAndCompression) {
+  EXPECT_TRUE(ParseFetch("all")->all);
+  auto none = ParseFetch("none");
+  EXPECT_FALSE(none->all);
+  EXPECT_TRUE(none->names.empty());
+  auto some = ParseFetch("y,z");
+  EXPECT_EQ(some->names, (std::set<std::string>{"y", "z"}));
+  auto bad = ParseFetch("y,,z");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("all, none or output names"), std::string::npos);
+
+  auto v6 = ParseServerAddress("[::1]:9000");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->first, "::1");
+  EXPECT_EQ(v6->second, 9000);
+  EXPECT_FALSE(ParseServerAddress("host:0").ok());
+  EXPECT_FALSE(ParseServerAddress("host:70000").ok());
+  EXPECT_FALSE(ParseServerAddress("host").ok());
+
+  EXPECT_EQ(ParseCompression("zstd:7")->level, 7);
+  EXPECT_FALSE(ParseCompression("zstd:0").ok());
+  EXPECT_FALSE(ParseCompression("lz4").ok());
+}
+
+}  // namespace
+}  // namespace remex::tooling
