@@ -128,7 +128,7 @@ int Main(int argc, char** argv) {
   if (server.empty()) {
     server::ServerConfig config;
     config.port = 0;
-    config.threads = server_threads;
+    config.io_threads = server_threads;
     config.encode_threads = encode_threads;
     auto started = server::DeviceServer::Start(config);
     if (!started.ok()) return Fail("starting the server", started.status());

@@ -7,6 +7,7 @@ find_package(CapnProto REQUIRED)                               # libcapnp-dev, c
 find_package(zstd REQUIRED)                                    # libzstd-dev
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)         # libssl-dev
 find_package(dnnl REQUIRED)                                    # libdnnl-dev, ocl-icd-opencl-dev
+find_package(OpenMP REQUIRED COMPONENTS CXX)                   # libgomp (gcc; oneDNN's CPU runtime)
 find_package(ONNX REQUIRED)                                    # libonnx-dev
 find_package(Protobuf REQUIRED)                                # libprotobuf-dev, protobuf-compiler
 find_package(nlohmann_json REQUIRED)                           # nlohmann-json3-dev

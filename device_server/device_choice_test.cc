@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "device_server/device_server.h"
+#include "kernels/kernels.h"
 #include "vm/cuda_device.h"
 
 namespace remex::server {
@@ -46,6 +47,31 @@ TEST(DeviceChoice, CudaServesTheGpu) {
   auto past = DeviceServer::Start(LoopbackConfig("cuda:" + std::to_string(vm::CudaDeviceCount())));
   ASSERT_FALSE(past.ok());
   EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument) << past.status().ToString();
+}
+
+TEST(DeviceChoice, ComputeThreadsAreACpuDeviceSetting) {
+  ServerConfig gpu = LoopbackConfig("cuda:0");
+  gpu.compute_threads = 2;
+  auto refused = DeviceServer::Start(gpu);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("cpu device"), std::string::npos) << refused.status().ToString();
+
+  for (int bad : {-1, kernels::kMaxCpuComputeThreads + 1}) {
+    ServerConfig cpu = LoopbackConfig("cpu");
+    cpu.compute_threads = bad;
+    auto out_of_range = DeviceServer::Start(cpu);
+    ASSERT_FALSE(out_of_range.ok()) << bad;
+    EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument) << out_of_range.status().ToString();
+  }
+
+  ServerConfig cpu = LoopbackConfig("cpu");
+  cpu.compute_threads = 2;
+  auto server = DeviceServer::Start(cpu);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_NE((*server)->device_description().find(", 2 compute threads"), std::string::npos)
+      << (*server)->device_description();
+  (*server)->Stop();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "device_server/device_server.h"
 
-#include <capnp/dynamic.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
@@ -210,7 +209,7 @@ struct DeviceServer::State {
 
 namespace {
 
-constexpr char kServerVersion[] = "0.1.0";
+constexpr char kServerVersion[] = REMEX_VERSION;  // CMake's project version
 // Handles with this bit set are named by the client; the server never issues them.
 std::string HandleString(uint64_t h) {
   return std::to_string(h) + (h & rpc::kClientHandleBit ? " (client-named)" : "");
@@ -298,6 +297,7 @@ class Session final : public rpc::ConnectionHandler {
                   : Handle(frame);
       }
       EndRequest(out, frame.request_id);
+      LogError(frame, out);
       reply(std::move(out));
       return;
     }
@@ -307,6 +307,7 @@ class Session final : public rpc::ConnectionHandler {
     auto work = [this, &frame, reply = std::move(reply), on_device] {
       rpc::OutFrame out = Serve(frame, on_device);
       EndRequest(out, frame.request_id);
+      LogError(frame, out);
       reply(std::move(out));
     };
     switch (kind) {
@@ -370,7 +371,7 @@ class Session final : public rpc::ConnectionHandler {
     try {
       auto reader = frame.Reader();
       auto request = reader.getRoot<wire::Request>();
-      kind = RequestKindName(request);
+      kind = rpc::RequestKindName(request);
       status = Dispatch(request, frame, reply, out);
     } catch (const kj::Exception& e) {
       status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
@@ -472,6 +473,23 @@ class Session final : public rpc::ConnectionHandler {
     return true;
   }
 
+  // Logs a reply that is an error, at info level, one line: the session and its peer,
+  // the request's kind and id, the status code and message. Every reply of the session
+  // passes here once (frames the transport refuses are logged by it: ServerOptions::log).
+  void LogError(const rpc::Frame& frame, const rpc::OutFrame& out) const {
+    if (out.message == nullptr) return;
+    auto reply = out.message->getRoot<wire::Reply>().asReader();
+    if (!reply.isError()) return;
+    std::string kind = "unreadable";
+    try {
+      auto reader = frame.Reader();
+      kind = rpc::RequestKindName(reader.getRoot<wire::Request>());
+    } catch (const kj::Exception&) {
+    }
+    spdlog::info("session {} ({}): {} request {} failed: {}", id_, peer_, kind, frame.request_id,
+                 rpc::ErrorFromReply(reply).ToString());
+  }
+
   // Ends serving a request. When a device fault closed the session, the reply becomes
   // the fault's error, and objects left to this request are released.
   void EndRequest(rpc::OutFrame& out, uint64_t request_id) {
@@ -540,12 +558,6 @@ class Session final : public rpc::ConnectionHandler {
       if (!fault.ok()) HandleDeviceFault(*state_, fault);  // closes this session too
     }
     return out;
-  }
-
-  // The request's field name in the protocol ("invoke", "tensorWrite", ...).
-  static std::string RequestKindName(wire::Request::Reader request) {
-    KJ_IF_MAYBE(field, capnp::toDynamic(request).which()) { return field->getProto().getName(); }
-    return "unknown";
   }
 
   // The request's kind; HELLO for a frame that is not a readable request (Handle()
@@ -1246,8 +1258,16 @@ int ParseCudaDevice(const std::string& name) {
 StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& config) {
   auto state = std::make_shared<State>();
   const int ordinal = ParseCudaDevice(config.device);
+  if (config.compute_threads != 0 && config.device != "cpu") {
+    return InvalidArgument("compute threads are a setting of the cpu device; " + config.device +
+                           " runs its kernels on the GPU");
+  }
+  if (config.compute_threads < 0 || config.compute_threads > kernels::kMaxCpuComputeThreads) {
+    return InvalidArgument("compute threads must be 1 to " + std::to_string(kernels::kMaxCpuComputeThreads) +
+                           " (0: OpenMP's default), got " + std::to_string(config.compute_threads));
+  }
   if (config.device == "cpu") {
-    state->device = vm::CreateCpuDevice();
+    state->device = vm::CreateCpuDevice(config.compute_threads);
   } else if (ordinal >= 0) {
     REMEX_ASSIGN_OR_RETURN(state->device, vm::CreateCudaDevice(ordinal));
   } else {
@@ -1260,6 +1280,8 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
                  state->device->name(), config.inject_device_fault_at_kernel);
     state->device->InjectFaultAtKernel(config.inject_device_fault_at_kernel);
   }
+  // The worker's first task, before any session exists: every kernel runs after it.
+  state->worker.Post([device = state->device.get()] { device->PrepareKernelThread(); });
   state->module_cache = std::make_unique<ModuleCache>(config.module_cache_bytes);
   state->benchmark_time_limit = config.benchmark_time_limit;
   state->config = config;
@@ -1269,7 +1291,7 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   rpc::ServerOptions options;
   options.host = config.host;
   options.port = config.port;
-  options.threads = config.threads;
+  options.threads = config.io_threads;
   options.max_connections = config.max_connections;
   options.max_connections_per_address = config.max_connections_per_address;
   options.idle_timeout = config.idle_timeout;
@@ -1279,6 +1301,7 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.limits.max_frame_attachment_bytes = config.max_frame_bytes;
   options.limits.max_decompression_ratio = config.max_decompression_ratio;
   options.tls = config.tls;
+  options.log = [](const std::string& line) { spdlog::info("{}", line); };
   std::unique_ptr<DeviceServer> server(new DeviceServer());
   server->state_ = state;
   server->server_ = std::make_unique<rpc::Server>(

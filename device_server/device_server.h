@@ -57,7 +57,11 @@ struct ServerConfig {
   std::string device = "cpu";
   // I/O threads. Device work runs on the device's own worker thread, so one I/O thread
   // serves many sessions; more help when many clients move large tensors at once.
-  int threads = 1;
+  int io_threads = 1;
+  // The CPU device's compute threads (vm::CreateCpuDevice): 1 to
+  // kernels::kMaxCpuComputeThreads, or 0 for OpenMP's default (OMP_NUM_THREADS, else one
+  // per CPU the server may run on). Only for device "cpu": INVALID_ARGUMENT otherwise.
+  int compute_threads = 0;
   // Bound of the module cache: .rmx bytes plus decompressed constants of the cached
   // executables. 0 disables caching.
   uint64_t module_cache_bytes = uint64_t{1} << 30;

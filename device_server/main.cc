@@ -1,17 +1,23 @@
-// remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--module-cache-bytes N]
+// remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--io-threads N]
+//              [--module-cache-bytes N]
 //              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
 //              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
-// connections (followed by ", metrics on HOST:PORT" with --metrics), and stops cleanly
-// on SIGINT or SIGTERM. Refuses (status 2) to serve a non-loopback address without
-// authentication (--token-file, or mutual TLS with --tls-client-ca) unless --insecure
-// says so. Exits with status 1 and the
-// reason on stderr when the device cannot be created (for cuda:N: no GPU, no driver,
+// connections (followed by ", metrics on HOST:PORT" with --metrics; for the CPU device D
+// names its compute threads), and stops cleanly on SIGINT or SIGTERM. A usage error (an
+// unknown flag, a value out of range) exits with status 2 and names the flag on stderr;
+// --version prints "remex-server VERSION". Refuses (status 2) to serve a non-loopback
+// address without authentication (--token-file, or mutual TLS with --tls-client-ca)
+// unless --insecure says so. Exits with status 1 and the reason on stderr when the
+// device cannot be created (for cuda:N: no GPU, no driver,
 // or a build without CUDA). After a device fault it closes every session, resets the
-// device and goes on serving (docs/security.md, "Device faults").
+// device and goes on serving (docs/security.md, "Device faults"). Logs go to stderr, at
+// info level unless --quiet: sessions opened and closed, and once per event a request
+// answered with an error or a frame the transport refused, naming the client's address
+// and port, the request's kind and id, the status code and message.
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -19,8 +25,10 @@
 #include <boost/asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "device_server/device_server.h"
+#include "kernels/kernels.h"
 #include "rpc/auth.h"
 
 namespace {
@@ -54,14 +62,23 @@ int main(int argc, char** argv) {
   CLI::App app{"remex-server: runs Remex executables on this machine's device for remote clients"};
   std::string listen = "127.0.0.1:9190";
   std::string device = "cpu";
-  int threads = 1;
+  int io_threads = 1;
+  int compute_threads = 0;
   bool quiet = false;
   uint64_t module_cache_bytes = uint64_t{1} << 30;
   uint32_t benchmark_limit_s = 600;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--device", device, "device to serve: cpu, or cuda:N (GPU N; needs a CUDA build)")->capture_default_str();
-  app.add_option("--threads", threads, "I/O threads (device work runs on its own thread)")->capture_default_str()->check(CLI::Range(1, 256));
+  app.set_version_flag("--version", std::string("remex-server ") + REMEX_VERSION);
+  app.add_option("--threads", compute_threads,
+                 "compute threads of the cpu device: the OpenMP team its oneDNN kernels (Conv, MatMul, ...) run "
+                 "with; the other kernels run on the device thread alone (default: OMP_NUM_THREADS when set, else "
+                 "one per CPU the server may run on; not with --device cuda:N)")
+      ->check(CLI::Range(1, remex::kernels::kMaxCpuComputeThreads));
+  app.add_option("--io-threads", io_threads, "I/O threads (device work runs on its own thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--module-cache-bytes", module_cache_bytes,
                  "bound of the module cache shared by all sessions (.rmx bytes + constants; 0: no cache)")
       ->capture_default_str();
@@ -153,7 +170,18 @@ int main(int argc, char** argv) {
                  "poisoned CUDA context would), so that the recovery (the invoke fails, every session is closed, "
                  "the device is reset) can be exercised without a faulty GPU; never in production (0: off)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a usage error 2, after CLI11's message naming the flag.
+    const int status = app.exit(e);
+    return status == 0 ? 0 : 2;
+  }
+  if (compute_threads != 0 && device != "cpu") {
+    std::fprintf(stderr, "remex-server: --threads sets the compute threads of the cpu device; --device %s runs its "
+                 "kernels on the GPU\n", device.c_str());
+    return 2;
+  }
   // Logs go to stderr; stdout carries the "listening on" line only.
   spdlog::set_default_logger(spdlog::stderr_color_mt("remex-server"));
   if (quiet) spdlog::set_level(spdlog::level::warn);
@@ -165,7 +193,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.device = device;
-  config.threads = threads;
+  config.io_threads = io_threads;
+  config.compute_threads = compute_threads;
   config.module_cache_bytes = module_cache_bytes;
   config.benchmark_time_limit = std::chrono::seconds(benchmark_limit_s);
   config.session_memory_bytes = session_memory_bytes;

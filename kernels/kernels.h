@@ -185,6 +185,18 @@ Status RegisterOpDefs(KernelRegistry& registry);
 // Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere).
 Status RegisterCpuKernels(KernelRegistry& registry);
 
+// Compute threads of the CPU kernels: the size of the OpenMP team oneDNN runs Conv,
+// MatMul and the other oneDNN primitives with (the C++ kernels run on the calling thread
+// alone). OpenMP keeps this setting per thread, so it applies to kernels launched from
+// the calling thread only: call it on the thread that runs them, before the first.
+// `threads` >= 1; kMaxCpuComputeThreads bounds what a server accepts.
+void SetCpuComputeThreads(int threads);
+// The team size of kernels launched from the calling thread: the last
+// SetCpuComputeThreads on it, else OpenMP's default (OMP_NUM_THREADS when set, else one
+// per CPU this process may run on).
+int CpuComputeThreads();
+inline constexpr int kMaxCpuComputeThreads = 1024;
+
 // A registry with every OpDef and every CPU kernel: what the compiler (shape functions,
 // constant folding) and a CPU device server use.
 StatusOr<std::unique_ptr<KernelRegistry>> CreateCpuRegistry();

@@ -19,6 +19,8 @@
 #include <openssl/x509.h>
 #include <kj/exception.h>
 
+#include "rpc/wire_util.h"
+
 namespace remex::rpc {
 namespace {
 
@@ -72,6 +74,19 @@ std::string ExceptionMessage(std::exception_ptr e) {
   } catch (...) {
     return "unknown exception";
   }
+}
+
+// One line of the server's connection log (ServerOptions::log; stderr when unset).
+void LogLine(const ServerOptions& options, const std::string& line) {
+  if (options.log) {
+    try {
+      options.log(line);
+    } catch (...) {
+      std::fprintf(stderr, "remex rpc server: %s (the log sink threw)\n", line.c_str());
+    }
+    return;
+  }
+  std::fprintf(stderr, "remex rpc server: %s\n", line.c_str());
 }
 
 }  // namespace
@@ -297,7 +312,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Answers with `status` (request_id 0) and closes, without a handler.
   void Refuse(const Status& status) {
-    asio::dispatch(socket_.get_executor(), [self = shared_from_this(), status] { self->Fail(0, status); });
+    asio::dispatch(socket_.get_executor(),
+                   [self = shared_from_this(), status] { self->Fail(0, status, "connection refused"); });
   }
 
   ~Connection() { handler_.reset(); }  // explicitly first: the handler may read stats_
@@ -347,8 +363,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     deadline_.async_wait([weak = weak_from_this(), what, after](error_code ec) {
       auto self = weak.lock();
       if (ec || !self) return;  // cancelled, re-armed, or the connection is gone
-      std::fprintf(stderr, "remex rpc server: closing connection %s: %s (%lld ms)\n", self->info_.peer.c_str(),
-                   what, static_cast<long long>(after.count()));
+      LogLine(self->options_, "closing connection " + self->info_.peer + ": " + what + " (" +
+                                  std::to_string(after.count()) + " ms)");
       self->CloseNow();
     });
   }
@@ -364,14 +380,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       size_t n = self->socket_.receive(asio::buffer(&first, 1), tcp::socket::message_peek, peek_ec);
       if (peek_ec || n == 0) return self->CloseNow();
       if (first != kTlsHandshakeRecord) {
-        return self->Fail(0, FailedPrecondition("this server accepts TLS connections only: connect with "
-                                                "--tls-ca CA.pem (a plaintext Remex frame arrived)"));
+        return self->Fail(0,
+                          FailedPrecondition("this server accepts TLS connections only: connect with "
+                                             "--tls-ca CA.pem (a plaintext Remex frame arrived)"),
+                          "plaintext frame refused");
       }
       self->stream_.EnableTls(*self->tls_context_);
       self->stream_.AsyncHandshake(asio::ssl::stream_base::server, [self](error_code ec) {
         if (ec) {
-          std::fprintf(stderr, "remex rpc server: TLS handshake with %s failed: %s\n", self->info_.peer.c_str(),
-                       TlsFailure(self->stream_, ec).c_str());
+          LogLine(self->options_,
+                  "TLS handshake with " + self->info_.peer + " failed: " + TlsFailure(self->stream_, ec));
           return self->CloseNow();
         }
         self->ReadHeader();
@@ -394,10 +412,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnHeader() {
     FrameProgress();
     StatusOr<FrameHeader> header = DecodeFrameHeader(header_buf_);
-    if (!header.ok()) return Fail(0, header.status());
+    if (!header.ok()) return Fail(0, header.status(), "frame header refused");
     header_ = *header;
     Status status = CheckFrameHeader(header_, options_.limits);
-    if (!status.ok()) return Fail(header_.request_id, status);
+    if (!status.ok()) {
+      return Fail(header_.request_id, status,
+                  "frame header of request " + std::to_string(header_.request_id) + " refused");
+    }
     request_ = Frame();
     request_.request_id = header_.request_id;
     request_.flags = header_.flags;
@@ -413,7 +434,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnMessage() {
     Status status = ValidateMessage(request_.message.asPtr());
-    if (!status.ok()) return Fail(header_.request_id, status);
+    if (!status.ok()) {
+      return Fail(header_.request_id, status, "message of request " + std::to_string(header_.request_id) + " refused");
+    }
     request_.attachments.resize(header_.attachment_count);
     request_.attachment_in_place.assign(header_.attachment_count, false);
     next_attachment_ = 0;
@@ -435,21 +458,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string context = "attachment " + std::to_string(next_attachment_);
     StatusOr<AttachmentHeader> header =
         DecodeAttachmentHeader(attachment_header_buf_, options_.limits);
-    if (!header.ok()) return Fail(header_.request_id, header.status().WithContext(context));
+    if (!header.ok()) return Fail(header_.request_id, header.status().WithContext(context), Refused());
     attachment_ = *header;
     // Before anything is allocated for it: the frame's attachments together stay bounded.
     frame_raw_bytes_ += attachment_.raw_size;
     Status total = CheckFrameAttachmentBytes(frame_raw_bytes_, options_.limits);
-    if (!total.ok()) return Fail(header_.request_id, total.WithContext(context));
+    if (!total.ok()) return Fail(header_.request_id, total.WithContext(context), Refused());
     std::span<std::byte> destination;
     try {
       Status admitted = handler_->AdmitAttachment(request_, next_attachment_, frame_raw_bytes_);
-      if (!admitted.ok()) return Fail(header_.request_id, admitted.WithContext(context));
+      if (!admitted.ok()) return Fail(header_.request_id, admitted.WithContext(context), Refused());
       destination = handler_->AttachmentDestination(request_, next_attachment_, attachment_.raw_size);
     } catch (...) {
       return Fail(header_.request_id,
                   Internal("choosing the destination of " + context + ": " +
-                           ExceptionMessage(std::current_exception())));
+                           ExceptionMessage(std::current_exception())),
+                  Refused());
     }
     Status status;
     if (destination.empty()) {
@@ -462,7 +486,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       request_.attachment_in_place[next_attachment_] = true;
       status = reader_.Begin(attachment_, destination);
     }
-    if (!status.ok()) return Fail(header_.request_id, status.WithContext(context));
+    if (!status.ok()) return Fail(header_.request_id, status.WithContext(context), Refused());
     ReadAttachmentChunk();
   }
 
@@ -485,7 +509,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        if (!status.ok()) {
                          return self->Fail(self->header_.request_id,
                                            status.WithContext("attachment " +
-                                                              std::to_string(self->next_attachment_)));
+                                                              std::to_string(self->next_attachment_)),
+                                           self->Refused());
                        }
                        self->ReadAttachmentChunk();
                      });
@@ -545,15 +570,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Write(std::move(reply), id, peer_minor, /*close_after=*/false, uncompressed);
   }
 
-  // Answers with an error and closes the connection.
-  void Fail(uint64_t request_id, const Status& status) {
+  // "<kind> request <id> refused", for a frame whose message has been validated.
+  std::string Refused() const {
+    std::string kind = "unreadable";
+    try {
+      auto reader = request_.Reader();
+      kind = RequestKindName(reader.getRoot<wire::Request>());
+    } catch (...) {
+    }
+    return kind + " request " + std::to_string(header_.request_id) + " refused";
+  }
+
+  // Answers with an error and closes the connection; logs one line naming the peer,
+  // `what` was refused, and the status.
+  void Fail(uint64_t request_id, const Status& status, const std::string& what) {
+    LogLine(options_, info_.peer + ": " + what + ": " + status.ToString() + "; closing the connection");
     const auto& in_place = request_.attachment_in_place;
     if (handler_ && std::find(in_place.begin(), in_place.end(), true) != in_place.end()) {
       try {
         handler_->OnRequestFailed(request_, status);
       } catch (...) {
-        std::fprintf(stderr, "remex rpc server: OnRequestFailed threw: %s\n",
-                     ExceptionMessage(std::current_exception()).c_str());
+        LogLine(options_, "OnRequestFailed threw: " + ExceptionMessage(std::current_exception()));
       }
     }
     Write(MakeErrorReply(request_id, status), request_id, /*peer_minor=*/0,
@@ -589,6 +626,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode, uint64_t request_id,
                     bool close_after) {
     if (!encoded.ok()) {
+      LogLine(options_, info_.peer + ": the reply to request " + std::to_string(request_id) +
+                            " could not be encoded: " + encoded.status().ToString());
       OutFrame error = MakeErrorReply(request_id, encoded.status().WithContext("encoding reply"));
       encoded = EncodeFrame(error, encode);
       if (!encoded.ok()) return CloseNow();
@@ -642,8 +681,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       });
       return;
     }
-    std::fprintf(stderr, "remex rpc server: closing connection %s: the peer read nothing of a reply past the "
-                 "write timeout (%lld ms)\n", info_.peer.c_str(), static_cast<long long>(options_.write_timeout.count()));
+    LogLine(options_, "closing connection " + info_.peer + ": the peer read nothing of a reply past the write timeout (" +
+                          std::to_string(options_.write_timeout.count()) + " ms)");
     CloseNow();
   }
 
@@ -793,8 +832,7 @@ class Server::Impl {
         return;
       } catch (...) {
         // Handlers catch everything; this is a last resort that keeps the thread alive.
-        std::fprintf(stderr, "remex rpc server: unexpected exception: %s\n",
-                     ExceptionMessage(std::current_exception()).c_str());
+        LogLine(options_, "unexpected exception: " + ExceptionMessage(std::current_exception()));
       }
     }
   }
@@ -857,8 +895,7 @@ class Server::Impl {
     try {
       handler = factory_(connection->info());
     } catch (...) {
-      std::fprintf(stderr, "remex rpc server: connection handler factory failed: %s\n",
-                   ExceptionMessage(std::current_exception()).c_str());
+      LogLine(options_, "connection handler factory failed: " + ExceptionMessage(std::current_exception()));
     }
     if (handler == nullptr) return;  // dropping the connection closes it
     {

@@ -181,6 +181,13 @@ struct ServerOptions {
   // client certificate under mutual TLS) closes the connection. The handshake must
   // finish within read_timeout.
   std::optional<TlsServerConfig> tls;
+  // Where the transport's connection events go, one line each, naming the peer: a
+  // connection refused (the caps above), a frame refused (a protocol error: what was
+  // being read, the request it belonged to when known, the status code and message),
+  // after which the connection is closed, and connections closed by a timeout or a
+  // failed TLS handshake. Called on I/O threads; must not throw. Unset: stderr, each
+  // line prefixed "remex rpc server: ".
+  std::function<void(const std::string& line)> log;
 };
 
 // A TCP server on its own io_context and thread pool.

@@ -1,5 +1,7 @@
 #include "rpc/wire_util.h"
 
+#include <capnp/dynamic.h>
+
 #include <string>
 
 namespace remex::rpc {
@@ -17,6 +19,11 @@ StatusOr<std::pair<DType, Shape>> ReadTensorDesc(wire::TensorDesc::Reader desc) 
   shape.reserve(desc.getShape().size());
   for (int64_t d : desc.getShape()) shape.push_back(d);
   return std::make_pair(*dtype, std::move(shape));
+}
+
+std::string RequestKindName(wire::Request::Reader request) {
+  KJ_IF_MAYBE(field, capnp::toDynamic(request).which()) { return field->getProto().getName(); }
+  return "unknown";
 }
 
 }  // namespace remex::rpc

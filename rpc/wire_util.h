@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "base/dtype.h"
@@ -20,5 +21,9 @@ void WriteTensorDesc(wire::TensorDesc::Builder out, DType dtype, const Shape& sh
 
 // Reads a TensorDesc; INVALID_ARGUMENT for a dtype Remex does not hold.
 StatusOr<std::pair<DType, Shape>> ReadTensorDesc(wire::TensorDesc::Reader desc);
+
+// The request's field name in the protocol ("invoke", "tensorWrite", ...); "unknown"
+// for a union member this build's schema does not know.
+std::string RequestKindName(wire::Request::Reader request);
 
 }  // namespace remex::rpc

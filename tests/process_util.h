@@ -14,6 +14,8 @@
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,8 +43,20 @@ class ServerProcess {
  public:
   explicit ServerProcess(const std::string& binary = REMEX_SERVER_BIN) : ServerProcess(std::vector<std::string>{}, binary) {}
   // With `extra_args` after the listen and quiet flags (e.g. {"--module-cache-bytes", "0"}).
-  explicit ServerProcess(const std::vector<std::string>& extra_args, const std::string& binary = REMEX_SERVER_BIN) {
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--quiet", "--metrics", "127.0.0.1:0"};
+  explicit ServerProcess(const std::vector<std::string>& extra_args, const std::string& binary = REMEX_SERVER_BIN)
+      : ServerProcess(extra_args, binary, "") {}
+  // A server that logs at info level (no --quiet) to `log_path` (its stderr, appended).
+  static std::unique_ptr<ServerProcess> Logging(const std::string& log_path,
+                                                const std::vector<std::string>& extra_args = {}) {
+    return std::unique_ptr<ServerProcess>(new ServerProcess(extra_args, REMEX_SERVER_BIN, log_path));
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+ private:
+  ServerProcess(const std::vector<std::string>& extra_args, const std::string& binary, const std::string& log_path) {
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"};
+    if (log_path.empty()) args.push_back("--quiet");
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -51,6 +65,10 @@ class ServerProcess {
     if (pipe(fds) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      if (!log_path.empty()) {
+        int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (log >= 0) dup2(log, STDERR_FILENO);
+      }
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
       close(fds[1]);
@@ -63,6 +81,7 @@ class ServerProcess {
     char line[512] = {0};
     if (out && std::fgets(line, sizeof line, out)) {
       std::string s(line);
+      banner_ = s;
       auto colon = s.find("127.0.0.1:");
       if (colon != std::string::npos) port_ = static_cast<uint16_t>(std::atoi(s.c_str() + colon + 10));
       auto metrics = s.find("metrics on 127.0.0.1:");
@@ -70,6 +89,8 @@ class ServerProcess {
     }
     stdout_ = out;
   }
+
+ public:
   ~ServerProcess() {
     if (pid_ > 0) {
       kill(pid_, SIGTERM);
@@ -85,6 +106,8 @@ class ServerProcess {
     return waitpid(pid_, &status, WNOHANG) == 0;
   }
   uint16_t port() const { return port_; }
+  // The first line the server printed ("remex-server listening on ...").
+  const std::string& banner() const { return banner_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   pid_t pid() const { return pid_; }
   uint16_t metrics_port() const { return metrics_port_; }
@@ -147,6 +170,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   uint16_t metrics_port_ = 0;
+  std::string banner_;
   FILE* stdout_ = nullptr;
 };
 

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -58,6 +59,11 @@ class RawConnection {
     boost::asio::write(sock_, boost::asio::buffer(rpc::EncodeAttachmentHeader(ah)));
   }
   void WriteBytes(const void* data, size_t n) { boost::asio::write(sock_, boost::asio::buffer(data, n)); }
+  // This end's "127.0.0.1:PORT", as the server names its peer.
+  std::string local_address() const {
+    auto e = sock_.local_endpoint();
+    return e.address().to_string() + ":" + std::to_string(e.port());
+  }
 
   // Reads one reply frame and returns the tensor handle of a tensor reply (0 otherwise).
   uint64_t ReadTensorHandle() {

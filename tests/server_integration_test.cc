@@ -7,8 +7,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "host_client/client/client.h"
@@ -19,6 +21,7 @@
 #include "rpc/transport.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
+#include "tests/raw_connection.h"
 #include "vm/executable.h"
 
 namespace remex {
@@ -486,6 +489,148 @@ TEST(CliTest, EmbeddedServerRunsWithoutServerFlag) {
   auto xv = ToFloats(*x), yv = ToFloats(*y);
   const float b[4] = {0.5f, -0.5f, 1.0f, -1.0f};
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_FLOAT_EQ(yv[i], std::max(0.0f, xv[i] + b[i % 4]));
+}
+
+// ---------------------------------------------------------------------------------------
+// remex-server's command line and log.
+
+// Threads of process `pid` (its /proc/PID/task entries).
+int ThreadCount(pid_t pid) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// y = Conv(x, w): x float32 [1, 32, 56, 56], w [32, 32, 3, 3], pads 1: a oneDNN kernel
+// large enough to be split over every compute thread.
+OnnxModelBuilder ConvModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 32, 56, 56}).Output("y", onnx::TensorProto::FLOAT, {1, 32, 56, 56});
+  std::vector<float> w(32 * 32 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.01f;
+  b.FloatInit("w", {32, 32, 3, 3}, w);
+  auto* conv = b.Node("Conv", {"x", "w"}, {"y"}, "conv");
+  OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  return b;
+}
+
+// The log file's lines that contain every one of `parts`.
+std::vector<std::string> LogLines(const std::string& path, const std::vector<std::string>& parts) {
+  std::ifstream in(path);
+  std::vector<std::string> found;
+  std::string line;
+  while (std::getline(in, line)) {
+    bool all = true;
+    for (const auto& p : parts) all = all && line.find(p) != std::string::npos;
+    if (all) found.push_back(line);
+  }
+  return found;
+}
+
+TEST(ServerCliTest, ThreadsSetsTheComputeThreadsOfTheCpuDevice) {
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("--threads " + std::to_string(threads));
+    remex::testing::ServerProcess server(std::vector<std::string>{"--threads", std::to_string(threads)});
+    ASSERT_NE(server.port(), 0) << "remex-server did not start";
+    const std::string named = ", " + std::to_string(threads) + " compute threads";
+    EXPECT_NE(server.banner().find(named), std::string::npos) << server.banner();
+    auto s = client::Session::Connect("127.0.0.1", server.port());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_EQ((*s)->server_info().devices.size(), 1u);
+    EXPECT_NE((*s)->server_info().devices[0].description.find(named), std::string::npos)
+        << (*s)->server_info().devices[0].description;
+
+    // The setting reaches the thread that runs the kernels: the first oneDNN kernel
+    // starts an OpenMP team of `threads` (the device thread and threads - 1 more), and
+    // no other thread appears.
+    const int before = ThreadCount(server.pid());
+    auto module = (*s)->LoadModule(Compile(ConvModel()), "conv");
+    ASSERT_TRUE(module.ok()) << module.status().ToString();
+    auto vm = (*s)->CreateVm(module->handle);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    std::vector<float> x(32 * 56 * 56, 0.5f);
+    auto input = (*s)->Upload(Floats({1, 32, 56, 56}, x));
+    ASSERT_TRUE(input.ok());
+    ASSERT_TRUE((*s)->SetInputs(*vm, "main", {input->handle}).ok());
+    auto out = (*s)->Invoke(*vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(ThreadCount(server.pid()) - before, threads - 1);
+    auto y = (*s)->Download(out->outputs[0].handle);
+    ASSERT_TRUE(y.ok());
+    // An interior point sees all 3x3x32 weights: 0.5 * sum(w over one output channel).
+    const std::vector<float> yv = ToFloats(*y);
+    float expected = 0;
+    for (int i = 0; i < 32 * 9; ++i) expected += 0.5f * static_cast<float>(i % 7) * 0.01f;
+    EXPECT_NEAR(yv[56 + 1], expected, 1e-3f);
+  }
+}
+
+TEST(ServerCliTest, ThreadsOutOfRangeIsAUsageError) {
+  const std::string server = REMEX_SERVER_BIN;
+  for (const char* value : {"0", "1025", "-2", "many"}) {
+    auto r = RunCommand(server + " --listen 127.0.0.1:0 --threads " + value + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << value << ": " << r.output;
+    EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+    if (std::string(value) != "many") EXPECT_NE(r.output.find("1024"), std::string::npos) << r.output;
+  }
+  // The CPU device's setting: a GPU device refuses it before looking for a GPU.
+  auto r = RunCommand(server + " --listen 127.0.0.1:0 --device cuda:0 --threads 2 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--threads sets the compute threads of the cpu device"), std::string::npos) << r.output;
+  // Any other usage error exits 2 as well.
+  r = RunCommand(server + " --no-such-flag 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--no-such-flag"), std::string::npos) << r.output;
+}
+
+TEST(ServerCliTest, VersionIsTheProjectVersion) {
+  auto r = RunCommand(std::string(REMEX_SERVER_BIN) + " --version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, std::string("remex-server ") + REMEX_VERSION + "\n");
+  remex::testing::ServerProcess server;
+  auto s = client::Session::Connect("127.0.0.1", server.port());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->server_info().version, REMEX_VERSION);
+}
+
+TEST(ServerLogTest, RefusedRequestsAndProtocolErrorsAreLoggedOnce) {
+  const std::string log = ::testing::TempDir() + "/remex_server_refusals.log";
+  std::filesystem::remove(log);
+  auto server = remex::testing::ServerProcess::Logging(log);
+  ASSERT_NE(server->port(), 0) << "remex-server did not start";
+
+  // A request the session refuses: tensorRead of a handle it never issued.
+  remex::testing::RawConnection raw(server->port());
+  capnp::MallocMessageBuilder msg;
+  msg.initRoot<rpc::wire::Request>().initTensorRead().setTensor(4242);
+  raw.WriteMessage(msg, 7, 0);
+  Status refused = raw.ReadReply();
+  ASSERT_EQ(refused.code(), StatusCode::kNotFound) << refused.ToString();
+
+  // A protocol error: a frame with bad magic, answered and then closed by the transport.
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), server->port()});
+  const std::string junk_peer =
+      sock.local_endpoint().address().to_string() + ":" + std::to_string(sock.local_endpoint().port());
+  asio::write(sock, asio::buffer(std::string(64, 'j')));
+  std::vector<char> sink(4096);
+  boost::system::error_code ec;
+  while (!ec) sock.read_some(asio::buffer(sink), ec);  // the error reply, then EOF
+  EXPECT_EQ(ec, asio::error::eof);
+
+  // Each reply is sent after its line is written.
+  auto request_lines = LogLines(log, {"[info]", raw.local_address(), "tensorRead request 7", "NOT_FOUND", "4242"});
+  EXPECT_EQ(request_lines.size(), 1u) << "log:\n" << std::ifstream(log).rdbuf();
+  auto protocol_lines = LogLines(log, {"[info]", junk_peer, "frame header refused", "INVALID_ARGUMENT",
+                                       "closing the connection"});
+  EXPECT_EQ(protocol_lines.size(), 1u) << "log:\n" << std::ifstream(log).rdbuf();
+  // No other line names either event.
+  EXPECT_EQ(LogLines(log, {"4242"}).size(), 1u);
+  EXPECT_EQ(LogLines(log, {junk_peer, "INVALID_ARGUMENT"}).size(), 1u);
 }
 
 }  // namespace

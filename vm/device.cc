@@ -22,8 +22,10 @@ uint64_t PhysicalMemoryBytes() {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(std::string name = "cpu")
-      : name_(std::move(name)), memory_bytes_(PhysicalMemoryBytes() ? PhysicalMemoryBytes() : UINT64_MAX) {}
+  explicit CpuDevice(std::string name = "cpu", int compute_threads = 0)
+      : name_(std::move(name)),
+        memory_bytes_(PhysicalMemoryBytes() ? PhysicalMemoryBytes() : UINT64_MAX),
+        compute_threads_(compute_threads) {}
 
   kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCpu; }
   std::string name() const override { return name_; }
@@ -38,9 +40,15 @@ class CpuDevice final : public Device {
         break;
       }
     }
-    return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
+    // OpenMP's default is a process-wide setting: any thread that set none reads it.
+    const int compute = compute_threads_ > 0 ? compute_threads_ : kernels::CpuComputeThreads();
+    return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads, " +
+           std::to_string(compute) + " compute threads";
   }
   uint64_t memory_bytes() const override { return memory_bytes_; }
+  void PrepareKernelThread() override {
+    if (compute_threads_ > 0) kernels::SetCpuComputeThreads(compute_threads_);
+  }
   StatusOr<void*> Allocate(size_t bytes) override {
     // More than the machine's memory can never be served: refuse it up front rather
     // than count on the kernel's overcommit policy.
@@ -77,6 +85,7 @@ class CpuDevice final : public Device {
  private:
   std::string name_;
   const uint64_t memory_bytes_;
+  const int compute_threads_;  // 0: OpenMP's default
 };
 
 size_t SizeClass(size_t bytes) {
@@ -134,7 +143,9 @@ Status Device::BeforeKernelLaunch() {
   return OkStatus();
 }
 
-std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> CreateCpuDevice(int compute_threads) {
+  return std::make_unique<CpuDevice>("cpu", compute_threads);
+}
 
 Device& HostDevice() {
   static CpuDevice* host = new CpuDevice("host");

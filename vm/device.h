@@ -43,6 +43,11 @@ class Device {
   // Human-readable model and capacity, e.g. "x86_64, 2 cores".
   virtual std::string description() const = 0;
   virtual uint64_t memory_bytes() const = 0;
+  // Prepares the calling thread to launch this device's kernels: called on the thread
+  // that runs them (a server's device worker), before the first. The CPU device sets
+  // its compute threads there (kernels::SetCpuComputeThreads: OpenMP's team size is a
+  // per-thread setting); other devices need nothing.
+  virtual void PrepareKernelThread() {}
 
   // Allocates `bytes` (> 0) of device memory, 64-byte aligned.
   // RESOURCE_EXHAUSTED when the device cannot provide it.
@@ -106,8 +111,11 @@ class Device {
   Status injected_fault_;  // guarded by fault_mu_
 };
 
-// The host CPU as a device (kernels::DeviceKind::kCpu).
-std::unique_ptr<Device> CreateCpuDevice();
+// The host CPU as a device (kernels::DeviceKind::kCpu). `compute_threads`: the team
+// size of its oneDNN kernels on the thread PrepareKernelThread is called on, 1 to
+// kernels::kMaxCpuComputeThreads; 0 leaves OpenMP's default (OMP_NUM_THREADS, else one
+// per CPU this process may run on). The description names the count.
+std::unique_ptr<Device> CreateCpuDevice(int compute_threads = 0);
 
 // Host memory, as the VM's second memory space: a process-wide CPU device named
 // "host". Tensors the VM keeps on the host (host kernels' values, copies of kData
