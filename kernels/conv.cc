@@ -939,7 +939,8 @@ void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e) {
     case ConvActivation::kLeakyRelu:
       return po.append_eltwise(1.f, alg::eltwise_relu, e.alpha, 0.f);
     case ConvActivation::kClip:
-      return po.append_eltwise(1.f, alg::eltwise_clip, e.alpha, e.beta);
+      // ONNX Clip with min > max gives max everywhere: clip(max, max).
+      return po.append_eltwise(1.f, alg::eltwise_clip, e.alpha > e.beta ? e.beta : e.alpha, e.beta);
     case ConvActivation::kSigmoid:
       return po.append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
     case ConvActivation::kTanh:

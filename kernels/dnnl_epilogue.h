@@ -12,11 +12,14 @@
 
 namespace remex::kernels::internal {
 
-// Appends the epilogue's activation `e` to `po` as oneDNN eltwise post-ops, each the
-// ONNX operator's formula (kernels/conv_epilogue.h): relu with alpha 0 (Relu) or alpha
-// (LeakyRelu), clip (Clip), logistic (Sigmoid), tanh, linear(alpha, beta) then
-// clip(0, 1) (HardSigmoid), hardswish = x * relu6(x + 3) / 6 (HardSwish). Nothing for
-// no activation (defined in kernels/conv.cc).
+// Appends the epilogue's activation `e` to `po` as oneDNN eltwise post-ops: oneDNN's
+// own algorithms, for speed, which compute each ONNX operator's formula to within
+// their rounding (the reference formula, which the non-oneDNN paths compute, is
+// kernels/scalar_ops.h's through kernels/conv_epilogue.h): relu with alpha 0 (Relu) or
+// alpha (LeakyRelu), clip (Clip; clip(max, max) when min > max), logistic (Sigmoid),
+// tanh, linear(alpha, beta) then clip(0, 1) (HardSigmoid), hardswish =
+// x * relu6(x + 3) / 6 (HardSwish). Nothing for no activation (defined in
+// kernels/conv.cc).
 void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
 
 // Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,

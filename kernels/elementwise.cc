@@ -6,7 +6,10 @@
 // Unary: Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt,
 // Neg, Abs, Reciprocal, Not, Clip. Dropout (inference: identity).
 //
-// Integer arithmetic wraps (no signed-overflow UB); float16 computes in float.
+// Integer arithmetic wraps (no signed-overflow UB); float16 computes in float. Float
+// formulas are kernels/scalar_ops.h's functors, which every other implementation of
+// these ops (FusedElementwise, the epilogues, CUDA) shares. Each OpDef carries the
+// traits the compiler's passes read (kernels.h OpTraits).
 
 #include <algorithm>
 #include <array>
@@ -220,10 +223,10 @@ enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 template <BinaryKind kKind, typename C>
 inline C Apply(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
-    if constexpr (kKind == BinaryKind::kAdd) return a + b;
-    if constexpr (kKind == BinaryKind::kSub) return a - b;
-    if constexpr (kKind == BinaryKind::kMul) return a * b;
-    if constexpr (kKind == BinaryKind::kDiv) return a / b;
+    if constexpr (kKind == BinaryKind::kAdd) return scalar::Add()(a, b);
+    if constexpr (kKind == BinaryKind::kSub) return scalar::Sub()(a, b);
+    if constexpr (kKind == BinaryKind::kMul) return scalar::Mul()(a, b);
+    if constexpr (kKind == BinaryKind::kDiv) return scalar::Div()(a, b);
   } else {
     const uint64_t ua = static_cast<uint64_t>(a);
     const uint64_t ub = static_cast<uint64_t>(b);
@@ -284,10 +287,21 @@ class BinaryKernel final : public ValidatedKernel {
   }
 };
 
-OpDef BinaryDef(std::string name) {
+// Traits of an elementwise op, FusedElementwise's `opcode` when fusable.
+OpTraits ElementwiseTraits(std::optional<FusedOpcode> opcode = std::nullopt, std::vector<ScalarParam> params = {}) {
+  OpTraits t;
+  t.elementwise = true;
+  t.layout_agnostic = true;
+  t.fused_opcode = opcode;
+  t.params = std::move(params);
+  return t;
+}
+
+OpDef BinaryDef(std::string name, FusedOpcode opcode) {
   OpDef def;
   def.name = name;
   def.min_inputs = def.max_inputs = 2;
+  def.traits = ElementwiseTraits(opcode);
   def.infer = [name](const Attributes& attrs, std::span<const ShapeFnArg> in) {
     return InferBinary(name, attrs, in);
   };
@@ -373,12 +387,8 @@ class PowKernel final : public ValidatedKernel {
       }
       return OkStatus();
     }
-    // Per element, the scalar exponent's shortcuts: 2 squares exactly (pow need not
-    // round a square correctly: glibc's powf(70000, 2) does not), 1 is the base.
-    auto f = [](T a, C b) {
-      const C x = Load(a);
-      return Store<T>(b == C(2) ? x * x : b == C(1) ? x : std::pow(x, b));
-    };
+    // Per element, the scalar exponent's shortcuts (scalar::Pow).
+    auto f = [](T a, C b) { return Store<T>(scalar::Pow()(Load(a), b)); };
     if constexpr (!std::is_same_v<T, Half>) {
       if (in[1].dtype == in[0].dtype) {
         BroadcastBinary(x, in[0].shape, DataAs<const T>(in[1]), in[1].shape, y, out.shape, f);
@@ -470,6 +480,7 @@ OpDef CompareDef(std::string name, CompareKind kind) {
     return InferCompare(name, kind, in);
   };
   def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
+  def.traits = ElementwiseTraits();
   return def;
 }
 
@@ -539,17 +550,11 @@ class MinMaxKernel final : public ValidatedKernel {
     if (*NumElements(out[0].shape) == 0) return OkStatus();
     return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
       auto pick = [](T a, T b) -> T {
-        const C x = Load(a);
-        const C y = Load(b);
-        if constexpr (std::is_floating_point_v<C>) {
-          if (x != x) return a;  // NaN.
-        }
         if constexpr (kMax) {
-          return x > y ? a : b;
+          return Store<T>(scalar::Max()(Load(a), Load(b)));
         } else {
-          return x < y ? a : b;
+          return Store<T>(scalar::Min()(Load(a), Load(b)));
         }
       };
       T* y = DataAs<T>(out[0]);
@@ -582,11 +587,12 @@ class MinMaxKernel final : public ValidatedKernel {
   }
 };
 
-OpDef VariadicDef(std::string name) {
+OpDef VariadicDef(std::string name, FusedOpcode opcode) {
   OpDef def;
   def.name = name;
   def.min_inputs = 1;
   def.max_inputs = -1;
+  def.traits = ElementwiseTraits(opcode);
   def.infer = [name](const Attributes&, std::span<const ShapeFnArg> in) { return InferVariadic(name, in); };
   return def;
 }
@@ -665,22 +671,6 @@ class WhereKernel final : public ValidatedKernel {
 // ---------------------------------------------------------------------------
 // Unary ops.
 
-enum class UnaryKind {
-  kRelu,
-  kLeakyRelu,
-  kHardSigmoid,
-  kHardSwish,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kErf,
-  kSqrt,
-  kNeg,
-  kAbs,
-  kReciprocal,
-};
-
 // Which dtypes an op takes.
 enum class TypeClass { kFloat, kNumeric, kSigned, kBool };
 
@@ -712,20 +702,19 @@ std::string_view TypeClassName(TypeClass tc) {
   }
 }
 
+// The attribute parameters of a unary op (OpTraits::params: LeakyRelu's alpha,
+// HardSigmoid's alpha and beta), their defaults where absent.
 struct UnaryParams {
   float alpha = 0;
   float beta = 0;
 };
 
-StatusOr<UnaryParams> ParseUnaryParams(UnaryKind kind, const Attributes& attrs) {
-  UnaryParams p;
-  if (kind == UnaryKind::kLeakyRelu) {
-    REMEX_ASSIGN_OR_RETURN(p.alpha, attrs.Float("alpha", 0.01f));
-  } else if (kind == UnaryKind::kHardSigmoid) {
-    REMEX_ASSIGN_OR_RETURN(p.alpha, attrs.Float("alpha", 0.2f));
-    REMEX_ASSIGN_OR_RETURN(p.beta, attrs.Float("beta", 0.5f));
+StatusOr<UnaryParams> ParseUnaryParams(std::span<const ScalarParam> params, const Attributes& attrs) {
+  float values[2] = {0, 0};
+  for (size_t i = 0; i < params.size() && i < 2; ++i) {
+    REMEX_ASSIGN_OR_RETURN(values[i], attrs.Float(params[i].attribute, params[i].default_value.value_or(0.0f)));
   }
-  return p;
+  return UnaryParams{values[0], values[1]};
 }
 
 template <typename T, typename F>
@@ -736,64 +725,38 @@ void MapUnary(const TensorRef& in, const TensorRef& out, F f) {
   for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(f(Load(x[i])));
 }
 
-template <UnaryKind kKind, typename C>
-inline C ApplyUnary(C v, C alpha, C beta) {
-  if constexpr (kKind == UnaryKind::kRelu) {
-    return v < C(0) ? C(0) : v;
-  } else if constexpr (kKind == UnaryKind::kLeakyRelu) {
-    return v < C(0) ? alpha * v : v;
-  } else if constexpr (kKind == UnaryKind::kHardSigmoid) {
-    C r = alpha * v + beta;
-    r = r < C(0) ? C(0) : r;
-    return r > C(1) ? C(1) : r;
-  } else if constexpr (kKind == UnaryKind::kHardSwish) {
-    // x * max(0, min(1, x / 6 + 1/2)).
-    C r = v * C(1.0 / 6.0) + C(0.5);
-    r = r < C(0) ? C(0) : r;
-    r = r > C(1) ? C(1) : r;
-    return v * r;
-  } else if constexpr (kKind == UnaryKind::kSigmoid) {
-    // exp(-v) overflows to inf for v < -88.7 (float): the result is then 0, as it
-    // should be to within the smallest subnormal.
-    return C(1) / (C(1) + Exp(-v));
-  } else if constexpr (kKind == UnaryKind::kTanh) {
-    return std::tanh(v);
-  } else if constexpr (kKind == UnaryKind::kExp) {
-    return Exp(v);
-  } else if constexpr (kKind == UnaryKind::kLog) {
-    return std::log(v);
-  } else if constexpr (kKind == UnaryKind::kErf) {
-    return std::erf(v);
-  } else if constexpr (kKind == UnaryKind::kSqrt) {
-    return std::sqrt(v);
-  } else if constexpr (kKind == UnaryKind::kNeg) {
+// Neg and Abs of any numeric type: integers wrap (no signed-overflow UB), floats are
+// scalar_ops.h's.
+struct NumericNeg {
+  template <typename C>
+  C operator()(C v) const {
     if constexpr (std::is_integral_v<C>) {
       return WrapNeg(v);
     } else {
-      return -v;
+      return scalar::Neg()(v);
     }
-  } else if constexpr (kKind == UnaryKind::kAbs) {
+  }
+};
+struct NumericAbs {
+  template <typename C>
+  C operator()(C v) const {
     if constexpr (std::is_unsigned_v<C>) {
       return v;
     } else if constexpr (std::is_integral_v<C>) {
       return v < C(0) ? WrapNeg(v) : v;
     } else {
-      return std::fabs(v);
+      return scalar::Abs()(v);
     }
-  } else if constexpr (kKind == UnaryKind::kReciprocal) {
-    return C(1) / v;
   }
-}
+};
 
-constexpr bool IsFloatOnly(UnaryKind kind) {
-  return kind != UnaryKind::kRelu && kind != UnaryKind::kNeg && kind != UnaryKind::kAbs;
-}
-
-template <UnaryKind kKind>
+// y = F(x, params...) with the op's attribute parameters (alpha, beta) as F takes
+// them; F is a scalar_ops.h functor. Float dtypes, or every numeric one with kNumeric.
+template <typename F, bool kNumeric>
 class UnaryKernel final : public ValidatedKernel {
  public:
   UnaryKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(kKind, attrs)) {}
+      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(def.traits.params, attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -802,13 +765,21 @@ class UnaryKernel final : public ValidatedKernel {
       using C = ComputeType<T>;
       const C alpha = static_cast<C>(params_.alpha);
       const C beta = static_cast<C>(params_.beta);
-      MapUnary<T>(in[0], out[0], [alpha, beta](C v) { return ApplyUnary<kKind, C>(v, alpha, beta); });
+      MapUnary<T>(in[0], out[0], [alpha, beta](C v) {
+        if constexpr (std::is_invocable_v<F, C, C, C>) {
+          return F()(v, alpha, beta);
+        } else if constexpr (std::is_invocable_v<F, C, C>) {
+          return F()(v, alpha);
+        } else {
+          return F()(v);
+        }
+      });
       return OkStatus();
     };
-    if constexpr (IsFloatOnly(kKind)) {
-      return DispatchFloat(op(), in[0].dtype, body);
-    } else {
+    if constexpr (kNumeric) {
       return DispatchNumeric(op(), in[0].dtype, body);
+    } else {
+      return DispatchFloat(op(), in[0].dtype, body);
     }
   }
 
@@ -830,14 +801,15 @@ class NotKernel final : public ValidatedKernel {
   }
 };
 
-OpDef UnaryDef(std::string name, TypeClass types, std::optional<UnaryKind> params = std::nullopt) {
+OpDef UnaryDef(std::string name, TypeClass types, OpTraits traits) {
   OpDef def;
   def.name = name;
-  def.infer = [name, types, params](const Attributes& attrs,
-                                    std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+  def.traits = std::move(traits);
+  def.infer = [name, types, params = def.traits.params](
+                  const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
     if (in.size() != 1) return OpError(name, "expects 1 input");
-    if (params) {
-      StatusOr<UnaryParams> p = ParseUnaryParams(*params, attrs);
+    if (!params.empty()) {
+      StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
       if (!p.ok()) return OpError(name, p.status().message());
     }
     const DType dt = in[0].dtype;
@@ -849,31 +821,40 @@ OpDef UnaryDef(std::string name, TypeClass types, std::optional<UnaryKind> param
   return def;
 }
 
+// A unary op: its dtypes, FusedElementwise opcode, whether an epilogue may apply it,
+// and its attribute parameters with their ONNX defaults.
 struct UnaryOp {
   const char* name;
-  UnaryKind kind;
   TypeClass types;
-  bool has_params;
+  FusedOpcode opcode;
+  bool epilogue;
+  std::vector<ScalarParam> params;
 };
 
-constexpr UnaryOp kUnaryOps[] = {
-    {"Relu", UnaryKind::kRelu, TypeClass::kNumeric, false},
-    {"LeakyRelu", UnaryKind::kLeakyRelu, TypeClass::kFloat, true},
-    {"HardSigmoid", UnaryKind::kHardSigmoid, TypeClass::kFloat, true},
-    {"HardSwish", UnaryKind::kHardSwish, TypeClass::kFloat, false},
-    {"Sigmoid", UnaryKind::kSigmoid, TypeClass::kFloat, false},
-    {"Tanh", UnaryKind::kTanh, TypeClass::kFloat, false},
-    {"Exp", UnaryKind::kExp, TypeClass::kFloat, false},
-    {"Log", UnaryKind::kLog, TypeClass::kFloat, false},
-    {"Erf", UnaryKind::kErf, TypeClass::kFloat, false},
-    {"Sqrt", UnaryKind::kSqrt, TypeClass::kFloat, false},
-    {"Neg", UnaryKind::kNeg, TypeClass::kSigned, false},
-    {"Abs", UnaryKind::kAbs, TypeClass::kNumeric, false},
-    {"Reciprocal", UnaryKind::kReciprocal, TypeClass::kFloat, false},
-};
+const std::vector<UnaryOp>& UnaryOps() {
+  static const std::vector<UnaryOp> ops = {
+      {"Relu", TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
+      {"LeakyRelu", TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
+      {"HardSigmoid", TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
+       {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}}},
+      {"HardSwish", TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
+      {"Sigmoid", TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
+      {"Tanh", TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
+      {"Exp", TypeClass::kFloat, FusedOpcode::kExp, false, {}},
+      {"Log", TypeClass::kFloat, FusedOpcode::kLog, false, {}},
+      {"Erf", TypeClass::kFloat, FusedOpcode::kErf, false, {}},
+      {"Sqrt", TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
+      {"Neg", TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
+      {"Abs", TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
+      {"Reciprocal", TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
+  };
+  return ops;
+}
 
 OpDef UnaryOpDef(const UnaryOp& u) {
-  return UnaryDef(u.name, u.types, u.has_params ? std::optional<UnaryKind>(u.kind) : std::nullopt);
+  OpTraits traits = ElementwiseTraits(u.opcode, u.params);
+  traits.epilogue_activation = u.epilogue;
+  return UnaryDef(u.name, u.types, std::move(traits));
 }
 
 template <typename K>
@@ -881,11 +862,12 @@ Status AddKernel(KernelRegistry& registry, const KernelRegistry& defs, const cha
   return AddValidatedKernel<K>(registry, *defs.FindOp(name));
 }
 
-template <UnaryKind kKind>
+template <typename F, bool kNumeric = false>
 Status AddUnaryKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
-  return AddValidatedKernel<UnaryKernel<kKind>>(registry, *defs.FindOp(name),
-                                                [name](const Attributes& attrs) -> Status {
-                                                  StatusOr<UnaryParams> p = ParseUnaryParams(kKind, attrs);
+  const OpDef& def = *defs.FindOp(name);
+  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(registry, def,
+                                                [name, params = def.traits.params](const Attributes& attrs) -> Status {
+                                                  StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
                                                   if (!p.ok()) return OpError(name, p.status().message());
                                                   return OkStatus();
                                                 });
@@ -934,11 +916,7 @@ class ClipKernel final : public ValidatedKernel {
       }
       if (in.size() > 1 && in[1].present()) lo = Load(*DataAs<const T>(in[1]));
       if (in.size() > 2 && in[2].present()) hi = Load(*DataAs<const T>(in[2]));
-      // min(max(x, lo), hi): when lo > hi every value becomes hi, as ONNX specifies.
-      MapUnary<T>(in[0], out[0], [lo, hi](C v) {
-        C r = v < lo ? lo : v;
-        return r > hi ? hi : r;
-      });
+      MapUnary<T>(in[0], out[0], [lo, hi](C v) { return scalar::Clip()(v, lo, hi); });
       return OkStatus();
     });
   }
@@ -1014,13 +992,16 @@ class DropoutKernel final : public ValidatedKernel {
 }  // namespace
 
 Status AddElementwiseOpDefs(KernelRegistry& registry) {
-  for (const char* name : {"Add", "Sub", "Mul", "Div"}) {
-    REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef(name)));
-  }
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Add", FusedOpcode::kAdd)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Sub", FusedOpcode::kSub)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Mul", FusedOpcode::kMul)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Div", FusedOpcode::kDiv)));
   OpDef pow;
   pow.name = "Pow";
   pow.min_inputs = pow.max_inputs = 2;
   pow.infer = InferPow;
+  // The exponent fuses as an immediate when it is a one-element constant.
+  pow.traits = ElementwiseTraits(FusedOpcode::kPow, {{"", 1, std::nullopt}});
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(pow)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Equal", CompareKind::kEqual)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Less", CompareKind::kLess)));
@@ -1031,19 +1012,21 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   prelu.name = "PRelu";
   prelu.min_inputs = prelu.max_inputs = 2;
   prelu.infer = InferPRelu;
+  prelu.traits = ElementwiseTraits();
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(prelu)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min")));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max")));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min", FusedOpcode::kMin)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max", FusedOpcode::kMax)));
   OpDef where;
   where.name = "Where";
   where.min_inputs = where.max_inputs = 3;
   where.infer = InferWhere;
+  where.traits = ElementwiseTraits();
   where.output_dtypes = [](const Attributes&, std::span<const DType> in) {
     return std::vector<DType>{in.size() > 1 ? in[1] : DType::kUndefined};
   };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(where)));
-  for (const UnaryOp& u : kUnaryOps) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
-  OpDef not_def = UnaryDef("Not", TypeClass::kBool);
+  for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
+  OpDef not_def = UnaryDef("Not", TypeClass::kBool, ElementwiseTraits());
   not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
   OpDef clip;
@@ -1051,6 +1034,10 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   clip.min_inputs = 1;
   clip.max_inputs = 3;
   clip.infer = InferClip;
+  // min and max: one-element constants fuse as immediates, absent ones are unbounded.
+  const float inf = std::numeric_limits<float>::infinity();
+  clip.traits = ElementwiseTraits(FusedOpcode::kClip, {{"", 1, -inf}, {"", 2, inf}});
+  clip.traits.epilogue_activation = true;
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(clip)));
   OpDef dropout;
   dropout.name = "Dropout";
@@ -1087,19 +1074,19 @@ Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
   REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
   REMEX_RETURN_IF_ERROR(AddKernel<DropoutKernel>(registry, defs, "Dropout"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kRelu>(registry, defs, "Relu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kLeakyRelu>(registry, defs, "LeakyRelu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kHardSigmoid>(registry, defs, "HardSigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kHardSwish>(registry, defs, "HardSwish"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kSigmoid>(registry, defs, "Sigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kTanh>(registry, defs, "Tanh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kExp>(registry, defs, "Exp"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kLog>(registry, defs, "Log"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kErf>(registry, defs, "Erf"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kSqrt>(registry, defs, "Sqrt"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kNeg>(registry, defs, "Neg"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kAbs>(registry, defs, "Abs"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<UnaryKind::kReciprocal>(registry, defs, "Reciprocal"));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Relu, true>(registry, defs, "Relu")));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::LeakyRelu>(registry, defs, "LeakyRelu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSigmoid>(registry, defs, "HardSigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSwish>(registry, defs, "HardSwish"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sigmoid>(registry, defs, "Sigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tanh>(registry, defs, "Tanh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Exp>(registry, defs, "Exp"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Log>(registry, defs, "Log"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Erf>(registry, defs, "Erf"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sqrt>(registry, defs, "Sqrt"));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericNeg, true>(registry, defs, "Neg")));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericAbs, true>(registry, defs, "Abs")));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Reciprocal>(registry, defs, "Reciprocal"));
   return OkStatus();
 }
 

@@ -249,101 +249,56 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
 // ---------------------------------------------------------------------------
 // Evaluation.
 
-// d[i] = op(a[i], b[i], c[i]) for i < len, with the arithmetic of the unfused kernels
-// (kernels/elementwise.cc). `b_uniform`: every b[i] is b[0] (an immediate or a
-// one-element input), which lets Pow test its exponent once.
+// d[i] = f(a[i]), f(a[i], b[i]) or f(a[i], b[i], c[i]) for i < len.
+template <typename F, typename C>
+void Map1(F f, const C* a, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i]);
+}
+template <typename F, typename C>
+void Map2(F f, const C* a, const C* b, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i]);
+}
+template <typename F, typename C>
+void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i], c[i]);
+}
+
+// d[i] = op(a[i], b[i], c[i]) for i < len: the functor of op's name in
+// kernels/scalar_ops.h, as the unfused kernels compute it. `b_uniform`: every b[i] is
+// b[0] (an immediate or a one-element input), which lets Pow test its exponent once.
 template <typename C>
 void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len, bool b_uniform) {
   switch (op) {
-    case FusedOpcode::kAdd:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] + b[i];
-      return;
-    case FusedOpcode::kSub:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] - b[i];
-      return;
-    case FusedOpcode::kMul:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] * b[i];
-      return;
-    case FusedOpcode::kDiv:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] / b[i];
-      return;
+    case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len);
+    case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len);
+    case FusedOpcode::kMul: return Map2(scalar::Mul(), a, b, d, len);
+    case FusedOpcode::kDiv: return Map2(scalar::Div(), a, b, d, len);
     case FusedOpcode::kPow:
+      // scalar::Pow's shortcuts, tested once for a uniform exponent.
       if (b_uniform && b[0] == C(2)) {
         for (int64_t i = 0; i < len; ++i) d[i] = a[i] * a[i];
       } else if (b_uniform && b[0] == C(1)) {
         if (d != a) std::memmove(d, a, static_cast<size_t>(len) * sizeof(C));
       } else {
-        // Per element, the same shortcuts as the Pow kernel (and the CUDA kernels): an
-        // exponent of 2 squares exactly, where pow need not round correctly.
-        for (int64_t i = 0; i < len; ++i) {
-          d[i] = b[i] == C(2) ? a[i] * a[i] : b[i] == C(1) ? a[i] : std::pow(a[i], b[i]);
-        }
+        Map2(scalar::Pow(), a, b, d, len);
       }
       return;
-    case FusedOpcode::kMin:
-      // A NaN operand gives NaN: a when a is NaN; b when b is (x < NaN is false).
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] != a[i] ? a[i] : (a[i] < b[i] ? a[i] : b[i]);
-      return;
-    case FusedOpcode::kMax:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] != a[i] ? a[i] : (a[i] > b[i] ? a[i] : b[i]);
-      return;
-    case FusedOpcode::kRelu:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] < C(0) ? C(0) : a[i];
-      return;
-    case FusedOpcode::kSigmoid:
-      for (int64_t i = 0; i < len; ++i) d[i] = C(1) / (C(1) + Exp(-a[i]));
-      return;
-    case FusedOpcode::kTanh:
-      for (int64_t i = 0; i < len; ++i) d[i] = std::tanh(a[i]);
-      return;
-    case FusedOpcode::kExp:
-      for (int64_t i = 0; i < len; ++i) d[i] = Exp(a[i]);
-      return;
-    case FusedOpcode::kLog:
-      for (int64_t i = 0; i < len; ++i) d[i] = std::log(a[i]);
-      return;
-    case FusedOpcode::kSqrt:
-      for (int64_t i = 0; i < len; ++i) d[i] = std::sqrt(a[i]);
-      return;
-    case FusedOpcode::kNeg:
-      for (int64_t i = 0; i < len; ++i) d[i] = -a[i];
-      return;
-    case FusedOpcode::kAbs:
-      for (int64_t i = 0; i < len; ++i) d[i] = std::fabs(a[i]);
-      return;
-    case FusedOpcode::kReciprocal:
-      for (int64_t i = 0; i < len; ++i) d[i] = C(1) / a[i];
-      return;
-    case FusedOpcode::kErf:
-      for (int64_t i = 0; i < len; ++i) d[i] = std::erf(a[i]);
-      return;
-    case FusedOpcode::kHardSwish:
-      // x * max(0, min(1, x / 6 + 1/2)).
-      for (int64_t i = 0; i < len; ++i) {
-        const C v = a[i];
-        C r = v * C(1.0 / 6.0) + C(0.5);
-        r = r < C(0) ? C(0) : r;
-        r = r > C(1) ? C(1) : r;
-        d[i] = v * r;
-      }
-      return;
-    case FusedOpcode::kLeakyRelu:
-      for (int64_t i = 0; i < len; ++i) d[i] = a[i] < C(0) ? b[i] * a[i] : a[i];
-      return;
-    case FusedOpcode::kHardSigmoid:
-      for (int64_t i = 0; i < len; ++i) {
-        C r = b[i] * a[i] + c[i];
-        r = r < C(0) ? C(0) : r;
-        d[i] = r > C(1) ? C(1) : r;
-      }
-      return;
-    case FusedOpcode::kClip:
-      // min(max(x, lo), hi): with lo > hi every value becomes hi, as ONNX specifies.
-      for (int64_t i = 0; i < len; ++i) {
-        const C r = a[i] < b[i] ? b[i] : a[i];
-        d[i] = r > c[i] ? c[i] : r;
-      }
-      return;
+    case FusedOpcode::kMin: return Map2(scalar::Min(), a, b, d, len);
+    case FusedOpcode::kMax: return Map2(scalar::Max(), a, b, d, len);
+    case FusedOpcode::kRelu: return Map1(scalar::Relu(), a, d, len);
+    case FusedOpcode::kSigmoid: return Map1(scalar::Sigmoid(), a, d, len);
+    case FusedOpcode::kTanh: return Map1(scalar::Tanh(), a, d, len);
+    case FusedOpcode::kExp: return Map1(scalar::Exp(), a, d, len);
+    case FusedOpcode::kLog: return Map1(scalar::Log(), a, d, len);
+    case FusedOpcode::kSqrt: return Map1(scalar::Sqrt(), a, d, len);
+    case FusedOpcode::kNeg: return Map1(scalar::Neg(), a, d, len);
+    case FusedOpcode::kAbs: return Map1(scalar::Abs(), a, d, len);
+    case FusedOpcode::kReciprocal: return Map1(scalar::Reciprocal(), a, d, len);
+    case FusedOpcode::kErf: return Map1(scalar::Erf(), a, d, len);
+    case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
+    case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len);
+    case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
+    case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
   }
 }
 

@@ -22,7 +22,8 @@
 //
 // Each opcode has the semantics of the ONNX op it is named after (opset 13-17
 // definitions), with the same arithmetic as Remex's unfused CPU kernels for float32
-// and float64.
+// and float64: every implementation evaluates opcode X with the functor scalar::X of
+// kernels/scalar_ops.h, its operands a, b, c in order.
 #pragma once
 
 #include <cstdint>

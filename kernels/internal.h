@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
+#include "kernels/scalar_ops.h"
 
 namespace remex::kernels::internal {
 
@@ -234,49 +235,6 @@ Status DispatchFloat(std::string_view op, DType dtype, F&& f) {
   }
   return Unimplemented(std::string(op) + ": unsupported dtype " + std::string(DTypeName(dtype)) +
                        " (float types only)");
-}
-
-// ---------------------------------------------------------------------------
-// Math.
-
-// exp(x) for float, written to auto-vectorise: Cephes-style reduction x = n ln2 + r,
-// |r| <= ln2/2, a degree-7 polynomial for exp(r), and 2^n applied as two factors so that
-// overflow (inf) and the subnormal range come out right. About 1 ulp; NaN propagates.
-inline float FastExp(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // Few mantissa bits: n * kLn2Hi is exact.
-  constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer.
-  // Beyond these the result is inf / 0 anyway; the clamp keeps n in [-150, 129].
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
-  const float t = xc * kLog2e + kRound;
-  const float nf = t - kRound;
-  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
-  const float r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t n1 = n >> 1;
-  const int32_t n2 = n - n1;
-  const float s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
-  const float s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
-  return p * s1 * s2;
-}
-
-// exp(v) in the compute type C: FastExp for float, std::exp otherwise. The one exp
-// of the elementwise kernels and of FusedElementwise, so that both agree.
-template <typename C>
-inline C Exp(C v) {
-  if constexpr (std::is_same_v<C, float>) {
-    return FastExp(v);
-  } else {
-    return std::exp(v);
-  }
 }
 
 template <typename T>

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "kernels/fused.h"
 
 namespace remex::kernels {
 
@@ -111,6 +113,40 @@ using ShapeFn = std::function<StatusOr<std::vector<TensorInfo>>(
 // compile time. Entries beyond the returned list take input 0's dtype.
 using DTypeFn = std::function<std::vector<DType>(const Attributes& attrs, std::span<const DType> inputs)>;
 
+// A scalar parameter of an op's formula: a float attribute, or a one-element input
+// that the compiler's passes read when it is a constant. What FusedElementwise takes as
+// an immediate and FusedConv / FusedMatMul as `activation_params`, in this order.
+struct ScalarParam {
+  std::string attribute;  // Non-empty: the float attribute holding the parameter.
+  int input = -1;         // Otherwise: the input holding it.
+  std::optional<float> default_value;  // The ONNX default when absent; nullopt: required.
+};
+
+// What the compiler's graph passes (host_client/compiler/passes/) know of an op: they
+// read these traits, never lists of op names, so an op registered with its traits is
+// taken up by every pass. kernels/op_traits_test.cc checks each trait against the
+// op's CPU kernel.
+struct OpTraits {
+  // Each output element is a function of the input elements at the same index under
+  // ONNX multidirectional broadcasting, whatever the index: the op commutes with any
+  // permutation of its operands' axes.
+  bool elementwise = false;
+  // Runs on NHWC operands unchanged (the layout pass keeps such an op in NHWC between
+  // Convs): elementwise ops, whose attributes name no axis.
+  bool layout_agnostic = false;
+  // The FusedElementwise opcode (kernels/fused.h) computing the op on float inputs: its
+  // data operands (all inputs not in `params`; a variadic op folds the binary opcode
+  // over them), then `params` as immediates. nullopt: not fusable.
+  std::optional<FusedOpcode> fused_opcode;
+  // FusedConv and FusedMatMul may apply the op (one data input) as their epilogue
+  // `activation` (kernels/conv_epilogue.h), with `params` as `activation_params`.
+  bool epilogue_activation = false;
+  // The formula's scalar parameters after its data operands (kernels/scalar_ops.h
+  // operand order): LeakyRelu [alpha], HardSigmoid [alpha, beta], Clip [min, max],
+  // Pow [exponent].
+  std::vector<ScalarParam> params;
+};
+
 // Device-independent description of an op.
 struct OpDef {
   std::string name;       // ONNX op_type, e.g. "Conv".
@@ -127,6 +163,8 @@ struct OpDef {
   // inputs may arrive with data == nullptr, and the op folds to a constant whenever
   // its input shapes are static.
   bool reads_shapes_only = false;
+  // What graph passes may assume of the op.
+  OpTraits traits;
 
   ShapeDep DepOf(size_t input) const {
     if (input_deps.empty()) return ShapeDep::kShape;

@@ -23,6 +23,7 @@ OpDef IdentityDef() {
   OpDef def;
   def.name = "Identity";
   def.infer = InferIdentity;
+  def.traits.elementwise = def.traits.layout_agnostic = true;
   return def;
 }
 
@@ -124,6 +125,7 @@ StatusOr<std::vector<TensorInfo>> InferCast(const Attributes& attrs,
 OpDef CastDef() {
   OpDef def;
   def.name = "Cast";
+  def.traits.elementwise = def.traits.layout_agnostic = true;
   def.infer = InferCast;
   def.output_dtypes = [](const Attributes& attrs, std::span<const DType>) {
     auto to = CastTarget(attrs);

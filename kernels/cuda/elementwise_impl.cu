@@ -14,30 +14,31 @@
 #include "kernels/cuda/broadcast_index.cuh"
 #include "kernels/cuda/half_io.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/scalar_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
+// The formulas are kernels/scalar_ops.h's, which the CPU kernels share.
 template <BinaryOp kOp>
 __device__ __forceinline__ float ApplyBinary(float x, float y) {
   if constexpr (kOp == BinaryOp::kAdd) {
-    return x + y;
+    return scalar::Add()(x, y);
   } else if constexpr (kOp == BinaryOp::kSub) {
-    return x - y;
+    return scalar::Sub()(x, y);
   } else if constexpr (kOp == BinaryOp::kMul) {
-    return x * y;
+    return scalar::Mul()(x, y);
   } else {
-    return x / y;  // IEEE division (nvcc's default -prec-div=true).
+    return scalar::Div()(x, y);  // IEEE division (nvcc's default -prec-div=true).
   }
 }
 
 template <UnaryOp kOp>
 __device__ __forceinline__ float ApplyUnary(float x) {
   if constexpr (kOp == UnaryOp::kRelu) {
-    return x < 0.0f ? 0.0f : x;  // NaN stays NaN.
+    return scalar::Relu()(x);
   } else {
-    // expf(-x) overflows to inf for x < -88.7: the result is then 0.
-    return 1.0f / (1.0f + expf(-x));
+    return scalar::Sigmoid()(x);
   }
 }
 

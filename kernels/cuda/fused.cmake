@@ -5,9 +5,21 @@
 # driver library is then needed only when a GPU is used.
 # Under emulation there is no NVRTC: fused.cc computes with the CPU kernel after its
 # CUDA-side checks, and fused_cuda_test leaves out its NVRTC tests.
+# The generator embeds kernels/scalar_ops.h's text (the functors every FusedElementwise
+# instruction calls) as a string literal, made at build time.
+set(REMEX_SCALAR_OPS_INC ${CMAKE_CURRENT_BINARY_DIR}/generated/kernels/scalar_ops_source.inc)
+add_custom_command(
+  OUTPUT ${REMEX_SCALAR_OPS_INC}
+  COMMAND ${CMAKE_COMMAND} -DINPUT=${CMAKE_CURRENT_LIST_DIR}/../scalar_ops.h -DOUTPUT=${REMEX_SCALAR_OPS_INC}
+          -P ${PROJECT_SOURCE_DIR}/cmake/EmbedText.cmake
+  DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../scalar_ops.h ${PROJECT_SOURCE_DIR}/cmake/EmbedText.cmake
+  COMMENT "Embedding kernels/scalar_ops.h"
+  VERBATIM)
 target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/fused.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc
+  ${REMEX_SCALAR_OPS_INC})
+target_include_directories(remex_kernels_cuda PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 if(NOT REMEX_CUDA_EMULATION)
   target_sources(remex_kernels_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fused_nvrtc.cc)
   target_link_libraries(remex_kernels_cuda PRIVATE CUDA::nvrtc)
@@ -21,7 +33,9 @@ gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUD
 # The generated source compiled with the host C++ compiler (the one building Remex) and
 # run on the CPU against the CPU kernel (fused_host_shim.h adapts it): needs no GPU and
 # no CUDA library, so it is not labelled `cuda` and runs in every ctest run.
-add_executable(fused_host_test ${CMAKE_CURRENT_LIST_DIR}/fused_host_test.cc ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc)
+add_executable(fused_host_test ${CMAKE_CURRENT_LIST_DIR}/fused_host_test.cc ${CMAKE_CURRENT_LIST_DIR}/fused_codegen.cc
+                               ${REMEX_SCALAR_OPS_INC})
+target_include_directories(fused_host_test PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 target_link_libraries(fused_host_test PRIVATE remex_kernels GTest::gtest_main ${CMAKE_DL_LIBS})
 target_compile_definitions(fused_host_test PRIVATE REMEX_HOST_CXX="${CMAKE_CXX_COMPILER}"
                            REMEX_HOST_INCLUDE_DIR="${CMAKE_CURRENT_LIST_DIR}/../..")

@@ -17,58 +17,23 @@ constexpr std::string_view kOp = "FusedElementwise";
 
 Status OpError(std::string_view message) { return InvalidArgument(std::string(kOp) + ": " + std::string(message)); }
 
-// The math function names of one compute type: "expf" for float, "exp" for double.
-struct MathNames {
-  std::string_view type;  // Compute type.
-  std::string_view suffix;
-};
+// The compute type's C name.
+std::string_view TypeName(FusedElemType type) { return type == FusedElemType::kFloat64 ? "double" : "float"; }
 
-MathNames NamesOf(FusedElemType type) {
-  return type == FusedElemType::kFloat64 ? MathNames{"double", ""} : MathNames{"float", "f"};
+std::string Slot(int64_t s) {
+  std::string name = "s";
+  return name += std::to_string(s);
 }
 
-std::string Slot(int64_t s) { return "s" + std::to_string(s); }
-
-// One instruction's value as a C expression over the slot variables. `b_imm`: the
-// value of operand b when it is an immediate (Pow specialises exponents 2 and 1 as
-// the CPU kernel does).
-std::string Expression(FusedOpcode op, const std::string& a, const std::string& b, const std::string& c,
-                       const float* b_imm, const MathNames& m) {
-  auto fn = [&](std::string_view name, const std::string& x) {
-    return std::string(name) + std::string(m.suffix) + "(" + x + ")";
-  };
-  switch (op) {
-    case FusedOpcode::kAdd: return a + " + " + b;
-    case FusedOpcode::kSub: return a + " - " + b;
-    case FusedOpcode::kMul: return a + " * " + b;
-    case FusedOpcode::kDiv: return a + " / " + b;
-    case FusedOpcode::kPow:
-      // Exponent 2 is a * a, 1 is a itself: the CPU kernel's shortcuts, per element.
-      if (b_imm && *b_imm == 2.0f) return a + " * " + a;
-      if (b_imm && *b_imm == 1.0f) return a;
-      if (b_imm) return fn("pow", a + ", " + b);
-      return "(" + b + " == (R)2 ? " + a + " * " + a + " : " + b + " == (R)1 ? " + a + " : " + fn("pow", a + ", " + b) +
-             ")";
-    case FusedOpcode::kMin:  // NaN in either operand gives NaN.
-      return "(" + a + " != " + a + " ? " + a + " : (" + a + " < " + b + " ? " + a + " : " + b + "))";
-    case FusedOpcode::kMax:
-      return "(" + a + " != " + a + " ? " + a + " : (" + a + " > " + b + " ? " + a + " : " + b + "))";
-    case FusedOpcode::kRelu: return "(" + a + " < (R)0 ? (R)0 : " + a + ")";  // NaN stays NaN.
-    case FusedOpcode::kSigmoid: return "(R)1 / ((R)1 + " + fn("exp", "-" + a) + ")";
-    case FusedOpcode::kTanh: return fn("tanh", a);
-    case FusedOpcode::kExp: return fn("exp", a);
-    case FusedOpcode::kLog: return fn("log", a);
-    case FusedOpcode::kSqrt: return fn("sqrt", a);
-    case FusedOpcode::kNeg: return "-" + a;
-    case FusedOpcode::kAbs: return fn("fabs", a);
-    case FusedOpcode::kReciprocal: return "(R)1 / " + a;
-    case FusedOpcode::kErf: return fn("erf", a);
-    case FusedOpcode::kHardSwish: return "remex_hardswish(" + a + ")";
-    case FusedOpcode::kLeakyRelu: return "(" + a + " < (R)0 ? " + b + " * " + a + " : " + a + ")";
-    case FusedOpcode::kHardSigmoid: return "remex_clamp01(" + b + " * " + a + " + " + c + ")";
-    case FusedOpcode::kClip: return "remex_clip(" + a + ", " + b + ", " + c + ")";
-  }
-  return "";
+// One instruction's value as a C expression over the slot variables: a call of the
+// functor of kernels/scalar_ops.h named as the opcode (its operands in the opcode's
+// order), which the CPU kernels call too.
+std::string Expression(FusedOpcode op, const std::string& a, const std::string& b, const std::string& c) {
+  const int arity = FusedOperandCount(static_cast<int64_t>(op));
+  std::string args = a;
+  if (arity > 1) args += ", " + b;
+  if (arity > 2) args += ", " + c;
+  return "remex_scalar::" + std::string(FusedOpcodeName(static_cast<int64_t>(op))) + "()(" + args + ")";
 }
 
 // Checks the program as the CPU kernel does (kernels/fused.cc CheckProgram).
@@ -103,25 +68,12 @@ Status CheckProgram(std::span<const int64_t> p, int64_t nin, int64_t nimm) {
   return OkStatus();
 }
 
-// Helpers shared by every generated kernel, in the compute type R.
-constexpr std::string_view kHelpers = R"(
-__device__ __forceinline__ R remex_clamp01(R r) {
-  r = r < (R)0 ? (R)0 : r;
-  return r > (R)1 ? (R)1 : r;
-}
-// x * max(0, min(1, x / 6 + 1/2)), as the CPU kernel evaluates it.
-__device__ __forceinline__ R remex_hardswish(R v) {
-  R r = v * (R)(1.0 / 6.0) + (R)0.5;
-  r = r < (R)0 ? (R)0 : r;
-  r = r > (R)1 ? (R)1 : r;
-  return v * r;
-}
-// min(max(x, lo), hi): with lo > hi every value becomes hi.
-__device__ __forceinline__ R remex_clip(R x, R lo, R hi) {
-  const R r = x < lo ? lo : x;
-  return r > hi ? hi : r;
-}
-)";
+// kernels/scalar_ops.h's text (made a string literal at build time by
+// cmake/EmbedText.cmake, without its #pragma once), which every generated kernel starts
+// with: NVRTC needs no include path, and the kernel's formulas are the CPU kernels'.
+constexpr std::string_view kScalarOps =
+#include "kernels/scalar_ops_source.inc"
+    ;
 
 // float16 as its bits. On the device (NVRTC defines __CUDACC_RTC__ and __CUDA_ARCH__)
 // converted with PTX's cvt as cuda_fp16.h's __half2float and __float2half_rn do. The
@@ -148,11 +100,11 @@ __device__ __forceinline__ remex_half remex_store(float f) { return remex_host_f
 #endif
 )";
 
-std::string ImmediateLiteral(float v, const MathNames& m) {
+std::string ImmediateLiteral(float v, FusedElemType type) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "__int_as_float((int)0x%08xu) /* %.9g */", std::bit_cast<uint32_t>(v),
                 static_cast<double>(v));
-  return m.type == "double" ? "(R)" + std::string(buf) : std::string(buf);
+  return type == FusedElemType::kFloat64 ? "(R)" + std::string(buf) : std::string(buf);
 }
 
 }  // namespace
@@ -173,18 +125,20 @@ StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& prog
   const int64_t nin = num_inputs;
   const int64_t nimm = static_cast<int64_t>(immediates.size());
   REMEX_RETURN_IF_ERROR(CheckProgram(program, nin, nimm));
-  const MathNames m = NamesOf(type);
+  const std::string type_name(TypeName(type));
   const bool half = type == FusedElemType::kFloat16;
-  const std::string storage = half ? "remex_half" : std::string(m.type);
+  const std::string storage = half ? "remex_half" : type_name;
   const int64_t count = static_cast<int64_t>(program.size()) / kFusedWidth;
   std::string s;
   s += "// FusedElementwise: " + std::to_string(nin) + " inputs, " + std::to_string(count) + " instructions, " +
-       (half ? "float16 (computed in float)" : std::string(m.type)) + ".\n";
-  s += "typedef " + std::string(m.type) + " R;  // Compute type.\n";
+       (half ? "float16 (computed in float)" : type_name) + ".\n";
+  s += "#define REMEX_SCALAR_OPS_EMBEDDED 1\n";
+  s += kScalarOps;
+  s += "namespace remex_scalar = remex::kernels::scalar;\n";
+  s += "typedef " + type_name + " R;  // Compute type.\n";
   s += half ? std::string(kHalfHelpers)
             : "__device__ __forceinline__ R remex_load(R v) { return v; }\n"
               "__device__ __forceinline__ R remex_store(R v) { return v; }\n";
-  s += kHelpers;
   s += "struct RemexFusedParams {\n"
        "  long long n;\n"
        "  int rank;\n"
@@ -225,16 +179,13 @@ StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& prog
     s += "    const R " + Slot(k) + " = remex_load(x" + std::to_string(k) + "[o" + std::to_string(k) + "]);\n";
   }
   for (int64_t i = 0; i < nimm; ++i) {
-    s += "    const R " + Slot(nin + i) + " = " + ImmediateLiteral(immediates[static_cast<size_t>(i)], m) + ";\n";
+    s += "    const R " + Slot(nin + i) + " = " + ImmediateLiteral(immediates[static_cast<size_t>(i)], type) + ";\n";
   }
   for (int64_t j = 0; j < count; ++j) {
     const int64_t* e = &program[static_cast<size_t>(j * kFusedWidth)];
     const auto op = static_cast<FusedOpcode>(e[0]);
-    const bool b_is_imm = e[2] >= nin && e[2] < nin + nimm;
-    const float* b_imm = b_is_imm ? &immediates[static_cast<size_t>(e[2] - nin)] : nullptr;
     s += "    const R " + Slot(nin + nimm + j) + " = " +
-         Expression(op, Slot(e[1]), e[2] >= 0 ? Slot(e[2]) : "", e[3] >= 0 ? Slot(e[3]) : "", b_imm, m) + ";  // " +
-         std::string(FusedOpcodeName(e[0])) + "\n";
+         Expression(op, Slot(e[1]), e[2] >= 0 ? Slot(e[2]) : "", e[3] >= 0 ? Slot(e[3]) : "") + ";\n";
   }
   s += "    y[i] = remex_store(" + Slot(nin + nimm + count - 1) + ");\n";
   s += "  }\n}\n";

@@ -119,19 +119,20 @@ TEST(FusedCudaCodegen, SourceSpellsOutEachOpcodesSemantics) {
   // Immediates as exact bit patterns.
   EXPECT_NE(s.find("0x3e800000"), std::string::npos) << "0.25";
   EXPECT_NE(s.find("0xbfc00000"), std::string::npos) << "-1.5";
-  // Min and Max: a NaN first operand wins, a NaN second one loses every comparison.
-  EXPECT_NE(s.find("(s10 != s10 ? s10 : (s10 < s1 ? s10 : s1))"), std::string::npos) << s;
-  EXPECT_NE(s.find("(s11 != s11 ? s11 : (s11 > s1 ? s11 : s1))"), std::string::npos) << s;
-  // Pow: a dynamic exponent keeps the 2 and 1 shortcuts, immediate 2 is a square,
-  // other immediates call powf.
-  EXPECT_NE(s.find("s1 == (R)2 ?"), std::string::npos) << s;
-  EXPECT_NE(s.find("const R s13 = s12 * s12;  // Pow"), std::string::npos) << s;
-  EXPECT_NE(s.find("powf(s13, s5)"), std::string::npos) << s;
-  EXPECT_NE(s.find("expf(-s15)"), std::string::npos) << "sigmoid";
-  EXPECT_NE(s.find("erff("), std::string::npos);
-  EXPECT_NE(s.find("remex_hardswish("), std::string::npos);
-  EXPECT_NE(s.find("remex_clip(s27, s5, s4)"), std::string::npos) << s;
-  EXPECT_NE(s.find("remex_clamp01(s3 * s26 + s2)"), std::string::npos) << s;
+  // Each instruction calls the functor of kernels/scalar_ops.h named as its opcode, with
+  // the instruction's operands in order; the header's text comes first.
+  EXPECT_NE(s.find("#define REMEX_SCALAR_OPS_EMBEDDED 1"), std::string::npos);
+  EXPECT_NE(s.find("namespace remex::kernels::scalar {"), std::string::npos);
+  EXPECT_NE(s.find("const R s6 = remex_scalar::Add()(s0, s1);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s10 = remex_scalar::Pow()(s9, s1);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s11 = remex_scalar::Min()(s10, s1);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s12 = remex_scalar::Max()(s11, s1);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s14 = remex_scalar::Pow()(s13, s5);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s16 = remex_scalar::Sigmoid()(s15);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s25 = remex_scalar::HardSwish()(s24);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s26 = remex_scalar::LeakyRelu()(s25, s3);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s27 = remex_scalar::HardSigmoid()(s26, s3, s2);"), std::string::npos) << s;
+  EXPECT_NE(s.find("const R s28 = remex_scalar::Clip()(s27, s5, s4);"), std::string::npos) << s;
   EXPECT_EQ(s.find("#include"), std::string::npos) << "the source must be self-contained";
 
   auto f16 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat16);
@@ -143,8 +144,7 @@ TEST(FusedCudaCodegen, SourceSpellsOutEachOpcodesSemantics) {
   auto f64 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat64);
   ASSERT_TRUE(f64.ok());
   EXPECT_NE(f64->find("typedef double R;"), std::string::npos);
-  EXPECT_NE(f64->find("erf(s"), std::string::npos);
-  EXPECT_EQ(f64->find("erff("), std::string::npos);
+  EXPECT_NE(f64->find("const R s24 = remex_scalar::Erf()(s23);"), std::string::npos) << *f64;
 }
 
 TEST(FusedCudaCodegen, RejectsMalformedPrograms) {

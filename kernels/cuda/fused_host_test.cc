@@ -10,11 +10,12 @@
 // entry that runs the kernel over a FusedParams filled by PlanFusedBroadcast. The
 // output is compared with the CPU kernel's on the same inputs, bitwise in float32,
 // float16 and float64 (NaN matches any NaN):
-//   - The two sides evaluate the same expressions in the same order with the same
-//     functions: the C library's tanhf, logf, erff, powf, ... (the shared object runs
-//     in this process, against the same libm), and for float exp the CPU kernel's own
-//     (internal::FastExp, which the shim's expf calls; the GPU uses CUDA's expf, which
-//     only the GPU tests can compare, within their tolerances).
+//   - The two sides call the same functors (kernels/scalar_ops.h, which the source
+//     embeds) with the same functions: the C library's tanhf, logf, erff, powf, ...
+//     (the shared object runs in this process, against the same libm), and for float
+//     exp the CPU kernel's own (scalar::math::FastExp, which the shim's expf calls; the
+//     GPU uses CUDA's expf, which only the GPU tests can compare, within their
+//     tolerances).
 //   - float16 is computed in float on both sides and rounded to nearest even once, on
 //     store, by float16.h on both sides (on the GPU by cvt.rn, also nearest even).
 // What this checks is the generated source's semantics: operand wiring, each opcode's
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -46,6 +48,7 @@
 #include "kernels/fused.h"
 #include "kernels/fused_test_util.h"
 #include "kernels/internal.h"
+#include "kernels/scalar_ops.h"
 #include "kernels/test_util.h"
 
 #ifndef REMEX_HOST_CXX
@@ -150,7 +153,7 @@ class HostKernels {
     ASSERT_NE(handle_, nullptr) << dlerror();
     auto set_exp = reinterpret_cast<void (*)(float (*)(float))>(dlsym(handle_, "remex_host_set_float_exp"));
     ASSERT_NE(set_exp, nullptr) << dlerror();
-    set_exp(&internal::FastExp);
+    set_exp(&scalar::math::FastExp);
     for (size_t k = 0; k < count_; ++k) {
       const std::string name = "remex_host_run_" + std::to_string(k);
       auto entry = reinterpret_cast<Entry>(dlsym(handle_, name.c_str()));
@@ -330,6 +333,28 @@ std::vector<Case> SpecialCases(DType dtype) {
   add("Max(Min(x0, x1), Log(x1))", {Op(FusedOpcode::kMin), 0, 1, -1, Op(FusedOpcode::kLog), 1, -1, -1,
                                     Op(FusedOpcode::kMax), 10, 11, -1});
   return cases;
+}
+
+// The source embeds kernels/scalar_ops.h as it is now (the build regenerates the string
+// when the header changes): every line of the header but its #pragma once and its
+// #includes is in the generated source, in order.
+TEST(FusedHostRun, SourceEmbedsTheScalarOpsHeader) {
+  std::ifstream header(std::string(REMEX_HOST_INCLUDE_DIR) + "/kernels/scalar_ops.h");
+  ASSERT_TRUE(header.good());
+  auto source = cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1,
+                                                FusedElemType::kFloat32);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  size_t at = 0;
+  int lines = 0;
+  for (std::string line; std::getline(header, line);) {
+    if (line.rfind("#pragma once", 0) == 0 || line.rfind("#include", 0) == 0) continue;
+    const size_t found = source->find(line + "\n", at);
+    ASSERT_NE(found, std::string::npos) << "header line missing from the source: " << line;
+    at = found + line.size();
+    ++lines;
+  }
+  EXPECT_GT(lines, 100);
+  EXPECT_EQ(source->find("#include"), std::string::npos) << "the source must be self-contained";
 }
 
 TEST(FusedHostRun, EveryOpcodeAtSpecialValuesMatchesTheCpuKernel) {

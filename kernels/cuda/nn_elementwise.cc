@@ -46,23 +46,19 @@ class UnaryKernel final : public NnKernel {
   const float alpha_, beta_;
 };
 
-// LeakyRelu's alpha, HardSigmoid's alpha and beta (defaults as ONNX and the CPU kernels).
+// The op's attribute parameters (OpTraits::params: LeakyRelu's alpha, HardSigmoid's
+// alpha and beta), their ONNX defaults where absent, as the CPU kernels read them.
 CudaKernelMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
   return [context, unary](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    float alpha = 0.0f, beta = 0.0f;
-    if (unary == NnUnaryOp::kLeakyRelu) {
-      StatusOr<float> a = attrs.Float("alpha", 0.01f);
-      if (!a.ok()) return internal::OpError(def.name, a.status().message());
-      alpha = *a;
-    } else if (unary == NnUnaryOp::kHardSigmoid) {
-      StatusOr<float> a = attrs.Float("alpha", 0.2f);
-      if (!a.ok()) return internal::OpError(def.name, a.status().message());
-      StatusOr<float> b = attrs.Float("beta", 0.5f);
-      if (!b.ok()) return internal::OpError(def.name, b.status().message());
-      alpha = *a;
-      beta = *b;
+    float values[2] = {0.0f, 0.0f};
+    for (size_t k = 0; k < def.traits.params.size() && k < 2; ++k) {
+      const ScalarParam& p = def.traits.params[k];
+      StatusOr<float> v = attrs.Float(p.attribute, p.default_value.value_or(0.0f));
+      if (!v.ok()) return internal::OpError(def.name, v.status().message());
+      values[k] = *v;
     }
-    return std::unique_ptr<OpKernel>(std::make_unique<UnaryKernel>(def, attrs, context, unary, alpha, beta));
+    return std::unique_ptr<OpKernel>(
+        std::make_unique<UnaryKernel>(def, attrs, context, unary, values[0], values[1]));
   };
 }
 
@@ -165,17 +161,9 @@ struct UnaryName {
 };
 
 constexpr UnaryName kUnaryOps[] = {
-    {"LeakyRelu", NnUnaryOp::kLeakyRelu},
-    {"HardSigmoid", NnUnaryOp::kHardSigmoid},
-    {"HardSwish", NnUnaryOp::kHardSwish},
-    {"Tanh", NnUnaryOp::kTanh},
-    {"Exp", NnUnaryOp::kExp},
-    {"Log", NnUnaryOp::kLog},
-    {"Erf", NnUnaryOp::kErf},
-    {"Sqrt", NnUnaryOp::kSqrt},
-    {"Neg", NnUnaryOp::kNeg},
-    {"Abs", NnUnaryOp::kAbs},
-    {"Reciprocal", NnUnaryOp::kReciprocal},
+#define REMEX_NN_UNARY_NAME(name) {#name, NnUnaryOp::k##name},
+    REMEX_NN_UNARY_OPS(REMEX_NN_UNARY_NAME)
+#undef REMEX_NN_UNARY_NAME
 };
 
 struct BinaryName {

@@ -4,10 +4,11 @@
 // Less-13, Greater-13, And-7, Or-7, Not-1). Includes only CUDA and plain headers.
 //
 // Grid-stride loops over the output; broadcasting through the BroadcastPlan of
-// kernels/cuda/broadcast.h. float16 is computed in float and stored rounded to nearest
-// even; integer comparisons and Max/Min compare the integers themselves. Compiled
-// without fused multiply-adds (nn.cmake), so HardSigmoid and HardSwish round as the
-// CPU kernels do; tanh, exp, log, erf and pow are CUDA's (within 2 ulp).
+// kernels/cuda/broadcast.h; float formulas from kernels/scalar_ops.h. float16 is
+// computed in float and stored rounded to nearest even; integer comparisons and
+// Max/Min compare the integers themselves. Compiled without fused multiply-adds
+// (nn.cmake), so HardSigmoid and HardSwish round as the CPU kernels do; tanh, exp, log,
+// erf and pow are CUDA's (within 2 ulp).
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/broadcast_index.cuh"
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
+#include "kernels/scalar_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -37,42 +39,19 @@ __device__ __forceinline__ float ToFloat(T v) {
 // ---------------------------------------------------------------------------
 // Unary.
 
-template <NnUnaryOp kOp>
-__device__ __forceinline__ float ApplyUnary(float v, float alpha, float beta) {
-  if constexpr (kOp == NnUnaryOp::kLeakyRelu) {
-    return v < 0.0f ? alpha * v : v;
-  } else if constexpr (kOp == NnUnaryOp::kHardSigmoid) {
-    float r = alpha * v + beta;
-    r = r < 0.0f ? 0.0f : r;
-    return r > 1.0f ? 1.0f : r;
-  } else if constexpr (kOp == NnUnaryOp::kHardSwish) {
-    float r = v * static_cast<float>(1.0 / 6.0) + 0.5f;
-    r = r < 0.0f ? 0.0f : r;
-    r = r > 1.0f ? 1.0f : r;
-    return v * r;
-  } else if constexpr (kOp == NnUnaryOp::kTanh) {
-    return tanhf(v);
-  } else if constexpr (kOp == NnUnaryOp::kExp) {
-    return expf(v);
-  } else if constexpr (kOp == NnUnaryOp::kLog) {
-    return logf(v);
-  } else if constexpr (kOp == NnUnaryOp::kErf) {
-    return erff(v);
-  } else if constexpr (kOp == NnUnaryOp::kSqrt) {
-    return sqrtf(v);
-  } else if constexpr (kOp == NnUnaryOp::kNeg) {
-    return -v;
-  } else if constexpr (kOp == NnUnaryOp::kAbs) {
-    return fabsf(v);
-  } else {
-    return 1.0f / v;
-  }
-}
-
-template <typename T, NnUnaryOp kOp>
+// y = F(x) with the op's parameters as F takes them; F is the kernels/scalar_ops.h
+// functor, which the CPU kernels share.
+template <typename T, typename F>
 __global__ void UnaryKernel(const T* x, T* y, int64_t n, float alpha, float beta) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    y[i] = Store<T>(ApplyUnary<kOp>(Load(x[i]), alpha, beta));
+    const float v = Load(x[i]);
+    if constexpr (std::is_invocable_v<F, float, float, float>) {
+      y[i] = Store<T>(F()(v, alpha, beta));
+    } else if constexpr (std::is_invocable_v<F, float, float>) {
+      y[i] = Store<T>(F()(v, alpha));
+    } else {
+      y[i] = Store<T>(F()(v));
+    }
   }
 }
 
@@ -82,26 +61,16 @@ cudaError_t LaunchUnaryTyped(NnUnaryOp op, const void* x, void* y, int64_t n, fl
   const T* tx = static_cast<const T*>(x);
   T* ty = static_cast<T*>(y);
   const unsigned blocks = Blocks(n);
-#define REMEX_NN_UNARY(OP)                                                                            \
-  case NnUnaryOp::OP:                                                                                 \
-    LaunchKernel<UnaryKernel<T, NnUnaryOp::OP>>(blocks, kThreads, 0, stream, tx, ty, n, alpha, beta); \
-    break
+#define REMEX_NN_UNARY_CASE(name)                                                                          \
+  case NnUnaryOp::k##name:                                                                                 \
+    LaunchKernel<UnaryKernel<T, scalar::name>>(blocks, kThreads, 0, stream, tx, ty, n, alpha, beta); \
+    break;
   switch (op) {
-    REMEX_NN_UNARY(kLeakyRelu);
-    REMEX_NN_UNARY(kHardSigmoid);
-    REMEX_NN_UNARY(kHardSwish);
-    REMEX_NN_UNARY(kTanh);
-    REMEX_NN_UNARY(kExp);
-    REMEX_NN_UNARY(kLog);
-    REMEX_NN_UNARY(kErf);
-    REMEX_NN_UNARY(kSqrt);
-    REMEX_NN_UNARY(kNeg);
-    REMEX_NN_UNARY(kAbs);
-    REMEX_NN_UNARY(kReciprocal);
+    REMEX_NN_UNARY_OPS(REMEX_NN_UNARY_CASE)
     default:
       return cudaErrorInvalidValue;
   }
-#undef REMEX_NN_UNARY
+#undef REMEX_NN_UNARY_CASE
   return cudaGetLastError();
 }
 
@@ -109,12 +78,7 @@ template <typename T>
 __global__ void ClipKernel(const T* x, const T* min, const T* max, T* y, int64_t n) {
   const float lo = min ? Load(*min) : -INFINITY;
   const float hi = max ? Load(*max) : INFINITY;
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    // min(max(x, lo), hi): when lo > hi every value becomes hi, as ONNX specifies.
-    const float v = Load(x[i]);
-    const float r = v < lo ? lo : v;
-    y[i] = Store<T>(r > hi ? hi : r);
-  }
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = Store<T>(scalar::Clip()(Load(x[i]), lo, hi));
 }
 
 // ---------------------------------------------------------------------------
@@ -124,9 +88,7 @@ __global__ void ClipKernel(const T* x, const T* min, const T* max, T* y, int64_t
 struct PowOp {
   template <typename A, typename B>
   __device__ A operator()(A a, B b) const {
-    const float x = Load(a);
-    const float e = ToFloat(b);
-    return Store<A>(e == 2.0f ? x * x : (e == 1.0f ? x : powf(x, e)));
+    return Store<A>(scalar::Pow()(Load(a), ToFloat(b)));
   }
 };
 
@@ -134,7 +96,7 @@ struct PReluOp {
   template <typename A>
   __device__ A operator()(A x, A s) const {
     const float v = Load(x);
-    return v < 0.0f ? Store<A>(Load(s) * v) : x;
+    return v < 0.0f ? Store<A>(scalar::LeakyRelu()(v, Load(s))) : x;
   }
 };
 

@@ -167,21 +167,21 @@ cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const
 // ---------------------------------------------------------------------------
 // Elementwise (ONNX opsets 6-18 as kernels/elementwise.cc).
 
+// The unary ops, X(Name) each: the kernel of op Name computes the kernels/scalar_ops.h
+// functor scalar::Name (with alpha, or alpha and beta, where the functor takes them:
+// the op's OpTraits::params). This list is all a new unary op with a functor needs
+// here: the enum, the launcher's dispatch and the registration come from it.
+#define REMEX_NN_UNARY_OPS(X) \
+  X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Tanh) X(Exp) X(Log) X(Erf) X(Sqrt) X(Neg) X(Abs) X(Reciprocal)
+
 enum class NnUnaryOp : uint8_t {
-  kLeakyRelu,
-  kHardSigmoid,
-  kHardSwish,
-  kTanh,
-  kExp,
-  kLog,
-  kErf,
-  kSqrt,
-  kNeg,
-  kAbs,
-  kReciprocal,
+#define REMEX_NN_UNARY_ENUM(name) k##name,
+  REMEX_NN_UNARY_OPS(REMEX_NN_UNARY_ENUM)
+#undef REMEX_NN_UNARY_ENUM
 };
 
-// y[i] = op(x[i]); float32 or float16. alpha, beta: LeakyRelu's alpha, HardSigmoid's.
+// y[i] = op(x[i]); float32 or float16. alpha, beta: the op's first and second scalar
+// parameters (LeakyRelu's alpha, HardSigmoid's alpha and beta), 0 when it has none.
 cudaError_t LaunchNnUnary(NnUnaryOp op, NnType type, const void* x, void* y, int64_t n, float alpha,
                           float beta, cudaStream_t stream);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "host_client/compiler/passes/dead_code.h"
+#include "host_client/compiler/passes/scalar_params.h"
 #include "kernels/float16.h"
 #include "kernels/fused.h"
 
@@ -29,162 +30,45 @@ constexpr size_t kMaxGroupNodes = 64;
 
 bool IsFloat(DType t) { return t == DType::kFloat16 || t == DType::kFloat32 || t == DType::kFloat64; }
 
-// The value of a one-element constant, as double; nullopt for other values.
-std::optional<double> ScalarConstant(const Graph& g, int v) {
-  if (v < 0) return std::nullopt;
-  const Value& value = g.values[v];
-  if (!value.constant) return std::nullopt;
-  const vm::ConstantDef& c = g.constants[*value.constant];
-  auto n = NumElements(c.shape);
-  if (!n || *n != 1 || c.data.size() != DTypeSize(c.dtype)) return std::nullopt;
-  auto read = [&](auto zero) {
-    decltype(zero) x;
-    std::memcpy(&x, c.data.data(), sizeof(x));
-    return static_cast<double>(x);
-  };
-  switch (c.dtype) {
-    case DType::kFloat32:
-      return read(float{});
-    case DType::kFloat64:
-      return read(double{});
-    case DType::kFloat16: {
-      kernels::Half h;
-      std::memcpy(&h, c.data.data(), sizeof(h));
-      return static_cast<double>(kernels::HalfToFloat(h));
-    }
-    case DType::kInt8:
-      return read(int8_t{});
-    case DType::kInt16:
-      return read(int16_t{});
-    case DType::kInt32:
-      return read(int32_t{});
-    case DType::kInt64:
-      return read(int64_t{});
-    case DType::kUint8:
-      return read(uint8_t{});
-    case DType::kUint16:
-      return read(uint16_t{});
-    case DType::kUint32:
-      return read(uint32_t{});
-    case DType::kUint64:
-      return read(uint64_t{});
-    default:
-      return std::nullopt;
-  }
-}
-
-// `x` as the float32 an immediate holds, when that is exact (NaN and infinities too).
-std::optional<float> AsImmediate(std::optional<double> x) {
-  if (!x) return std::nullopt;
-  const float f = static_cast<float>(*x);
-  if (std::isnan(*x)) return f;
-  if (static_cast<double>(f) != *x) return std::nullopt;
-  return f;
-}
-
 // What a fusible node computes.
 struct Op {
   FusedOpcode code;
-  std::vector<int> data;      // Inputs read as values (Min/Max: all of them).
+  std::vector<int> data;      // Inputs read as values (a variadic op: all of them).
   std::vector<float> params;  // Fixed scalar operands after the data ones.
+  bool fold = false;          // A variadic op: a left fold of the binary opcode over `data`.
 };
 
-std::optional<Op> Classify(const Graph& g, const Node& n) {
+// The node as a FusedElementwise instruction: its op's traits (OpTraits::fused_opcode
+// and params) say which opcode and which scalar operands.
+std::optional<Op> Classify(const Graph& g, const Node& n, const kernels::KernelRegistry& registry) {
   if (!n.regions.empty() || n.host || n.outputs.size() != 1) return std::nullopt;
   const Value& out = g.values[n.outputs[0]];
   if (!IsFloat(out.dtype) || !out.rank_known || out.host) return std::nullopt;
-  static const std::map<std::string, FusedOpcode, std::less<>> kOps = {
-      {"Add", FusedOpcode::kAdd},
-      {"Sub", FusedOpcode::kSub},
-      {"Mul", FusedOpcode::kMul},
-      {"Div", FusedOpcode::kDiv},
-      {"Pow", FusedOpcode::kPow},
-      {"Min", FusedOpcode::kMin},
-      {"Max", FusedOpcode::kMax},
-      {"Relu", FusedOpcode::kRelu},
-      {"Sigmoid", FusedOpcode::kSigmoid},
-      {"Tanh", FusedOpcode::kTanh},
-      {"Exp", FusedOpcode::kExp},
-      {"Log", FusedOpcode::kLog},
-      {"Sqrt", FusedOpcode::kSqrt},
-      {"Neg", FusedOpcode::kNeg},
-      {"Abs", FusedOpcode::kAbs},
-      {"Reciprocal", FusedOpcode::kReciprocal},
-      {"Erf", FusedOpcode::kErf},
-      {"HardSwish", FusedOpcode::kHardSwish},
-      {"LeakyRelu", FusedOpcode::kLeakyRelu},
-      {"HardSigmoid", FusedOpcode::kHardSigmoid},
-      {"Clip", FusedOpcode::kClip},
-  };
-  auto it = kOps.find(n.op);
-  if (it == kOps.end()) return std::nullopt;
-  Op op{it->second, {}, {}};
-  const size_t nin = n.inputs.size();
-  switch (op.code) {
-    case FusedOpcode::kMin:
-    case FusedOpcode::kMax:
-      if (nin < 2) return std::nullopt;
-      op.data = n.inputs;
-      break;
-    case FusedOpcode::kAdd:
-    case FusedOpcode::kSub:
-    case FusedOpcode::kMul:
-    case FusedOpcode::kDiv:
-      if (nin != 2) return std::nullopt;
-      op.data = n.inputs;
-      break;
-    case FusedOpcode::kPow: {
-      if (nin != 2) return std::nullopt;
-      auto e = AsImmediate(ScalarConstant(g, n.inputs[1]));
-      // A higher-rank exponent would raise the output's rank.
-      if (!e || g.values[n.inputs[1]].shape.size() > out.shape.size()) return std::nullopt;
-      op.data = {n.inputs[0]};
-      op.params = {*e};
-      break;
-    }
-    case FusedOpcode::kClip: {
-      if (nin < 1 || nin > 3) return std::nullopt;
-      op.data = {n.inputs[0]};
-      const float inf = std::numeric_limits<float>::infinity();
-      for (size_t i = 1; i < 3; ++i) {
-        const int v = i < nin ? n.inputs[i] : -1;
-        if (v < 0) {
-          op.params.push_back(i == 1 ? -inf : inf);
-          continue;
-        }
-        auto bound = AsImmediate(ScalarConstant(g, v));
-        if (!bound || g.values[v].dtype != out.dtype) return std::nullopt;
-        op.params.push_back(*bound);
-      }
-      break;
-    }
-    case FusedOpcode::kLeakyRelu: {
-      if (nin != 1) return std::nullopt;
-      auto alpha = n.attrs.Float("alpha", 0.01f);
-      if (!alpha.ok()) return std::nullopt;
-      op.data = n.inputs;
-      op.params = {*alpha};
-      break;
-    }
-    case FusedOpcode::kHardSigmoid: {
-      if (nin != 1) return std::nullopt;
-      auto alpha = n.attrs.Float("alpha", 0.2f);
-      auto beta = n.attrs.Float("beta", 0.5f);
-      if (!alpha.ok() || !beta.ok()) return std::nullopt;
-      op.data = n.inputs;
-      op.params = {*alpha, *beta};
-      break;
-    }
-    default:  // Unary without parameters.
-      if (nin != 1) return std::nullopt;
-      op.data = n.inputs;
-      break;
+  const kernels::OpDef* def = registry.FindOp(n.op);
+  if (!def || !def->traits.fused_opcode) return std::nullopt;
+  Op op{*def->traits.fused_opcode, {}, {}};
+  const int arity = kernels::FusedOperandCount(static_cast<int64_t>(op.code));
+  if (def->max_inputs < 0) {
+    if (arity != 2 || !def->traits.params.empty() || n.inputs.size() < 2) return std::nullopt;
+    op.data = n.inputs;
+    op.fold = true;
+  } else {
+    auto params = ReadScalarParams(g, n, *def);
+    if (!params) return std::nullopt;
+    op.data.assign(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(DataOperandCount(n, *def)));
+    op.params = std::move(*params);
+    if (op.data.size() + op.params.size() != static_cast<size_t>(arity)) return std::nullopt;
   }
+  size_t rank = 0;
   for (int v : op.data) {
     if (v < 0) return std::nullopt;
     const Value& in = g.values[v];
     if (in.dtype != out.dtype || !in.rank_known || in.host) return std::nullopt;
+    rank = std::max(rank, in.shape.size());
   }
+  // A parameter input of higher rank than the data (Pow's exponent) raises the output's
+  // rank, which immediates cannot.
+  if (rank != out.shape.size()) return std::nullopt;
   return op;
 }
 
@@ -237,8 +121,8 @@ Built BuildProgram(const Graph& g, const std::vector<int>& members, const std::v
     const Op& op = ops[m];
     const Operand none{Operand::kInput, -1};
     int last;
-    if (op.code == FusedOpcode::kMin || op.code == FusedOpcode::kMax) {
-      // Variadic: a left fold of binary Min/Max.
+    if (op.fold) {
+      // Variadic: a left fold of the binary opcode.
       Operand acc = operand(op.data[0]);
       last = -1;
       for (size_t i = 1; i < op.data.size(); ++i) {
@@ -335,7 +219,7 @@ FusionStats FuseElementwise(Graph& graph, const kernels::KernelRegistry& registr
     const Node& n = g.nodes[i];
     for (int o : n.outputs) producer[o] = static_cast<int>(i);
     CountReads(n, reads);
-    ops[i] = Classify(g, n);
+    ops[i] = Classify(g, n, registry);
   }
 
   std::vector<int> group_of(count, -1);  // Node index -> index into `fused`.

@@ -3,12 +3,12 @@
 // pass over memory and its intermediate values are never allocated.
 //
 // What fuses. Top-level nodes (not inside If/Loop regions, and not If/Loop nodes
-// themselves) of the ops
-//   unary:  Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Reciprocal, Erf, HardSwish,
-//           HardSigmoid, LeakyRelu, Clip (min/max absent or one-element constants);
-//   binary: Add, Sub, Mul, Div, Min, Max (two or more inputs), with numpy broadcasting,
-//           and Pow with a one-element constant exponent;
-// whose inputs and output share one float dtype (float16, float32, float64), whose
+// themselves) of the ops whose OpDef names a FusedElementwise opcode (kernels.h
+// OpTraits::fused_opcode; today Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs,
+// Reciprocal, Erf, HardSwish, HardSigmoid, LeakyRelu, Clip, Add, Sub, Mul, Div, Pow, and
+// the variadic Min and Max with two or more inputs), whose scalar parameters
+// (OpTraits::params) are attributes or one-element constants (Clip's min and max, Pow's
+// exponent), whose inputs and output share one float dtype (float16, float32, float64), whose
 // values all have a known rank, and which are not placed on the host. A group grows
 // from a root (the last node of the chain) towards its inputs: a producer joins when
 // every read of its output, anywhere in the graph (regions included), is by a node of

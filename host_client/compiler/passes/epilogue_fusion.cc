@@ -2,40 +2,18 @@
 
 #include "host_client/compiler/passes/epilogue_fusion.h"
 
-#include <cstring>
-#include <limits>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "kernels/float16.h"
+#include "host_client/compiler/passes/scalar_params.h"
 
 namespace remex::compiler {
 namespace {
 
 constexpr std::string_view kFusedConv = "FusedConv";
 constexpr std::string_view kFusedMatMul = "FusedMatMul";
-
-// The value of a one-element float32 or float16 constant.
-std::optional<float> FloatScalar(const Graph& g, int v) {
-  const Value& value = g.values[v];
-  if (!value.constant) return std::nullopt;
-  const vm::ConstantDef& c = g.constants[*value.constant];
-  auto n = NumElements(c.shape);
-  if (!n || *n != 1 || c.data.size() != DTypeSize(c.dtype)) return std::nullopt;
-  if (c.dtype == DType::kFloat32) {
-    float f;
-    std::memcpy(&f, c.data.data(), sizeof(f));
-    return f;
-  }
-  if (c.dtype == DType::kFloat16) {
-    kernels::Half h;
-    std::memcpy(&h, c.data.data(), sizeof(h));
-    return kernels::HalfToFloat(h);
-  }
-  return std::nullopt;
-}
 
 // Whether a and b have the same dtype and the same shape, dim by dim: static and
 // equal, or both dynamic with one known symbolic expression.
@@ -59,40 +37,17 @@ struct Activation {
   std::vector<float> params;
 };
 
-std::optional<Activation> ClassifyActivation(const Graph& g, const Node& n, int in) {
+// An activation whose op is marked for epilogues (kernels.h
+// OpTraits::epilogue_activation), applied to `in` alone, its scalar parameters
+// (OpTraits::params) read from its attributes or constant inputs.
+std::optional<Activation> ClassifyActivation(const Graph& g, const Node& n, int in,
+                                             const kernels::KernelRegistry& registry) {
   if (n.inputs.empty() || n.inputs[0] != in || n.outputs.size() != 1) return std::nullopt;
-  const size_t nin = n.inputs.size();
-  if (n.op == "Relu" || n.op == "Sigmoid" || n.op == "Tanh" || n.op == "HardSwish") {
-    if (nin != 1) return std::nullopt;
-    return Activation{n.op, {}};
-  }
-  if (n.op == "LeakyRelu") {
-    auto alpha = n.attrs.Float("alpha", 0.01f);
-    if (nin != 1 || !alpha.ok()) return std::nullopt;
-    return Activation{n.op, {*alpha}};
-  }
-  if (n.op == "HardSigmoid") {
-    auto alpha = n.attrs.Float("alpha", 0.2f);
-    auto beta = n.attrs.Float("beta", 0.5f);
-    if (nin != 1 || !alpha.ok() || !beta.ok()) return std::nullopt;
-    return Activation{n.op, {*alpha, *beta}};
-  }
-  if (n.op == "Clip") {
-    if (nin > 3) return std::nullopt;
-    const float inf = std::numeric_limits<float>::infinity();
-    Activation a{n.op, {-inf, inf}};
-    for (size_t i = 1; i < nin; ++i) {
-      const int v = n.inputs[i];
-      if (v < 0) continue;
-      if (g.values[v].dtype != g.values[in].dtype) return std::nullopt;
-      auto bound = FloatScalar(g, v);
-      if (!bound) return std::nullopt;
-      a.params[i - 1] = *bound;
-    }
-    if (!(a.params[0] <= a.params[1])) return std::nullopt;
-    return a;
-  }
-  return std::nullopt;
+  const kernels::OpDef* def = registry.FindOp(n.op);
+  if (!def || !def->traits.epilogue_activation || DataOperandCount(n, *def) != 1) return std::nullopt;
+  auto params = ReadScalarParams(g, n, *def);
+  if (!params) return std::nullopt;
+  return Activation{n.op, std::move(*params)};
 }
 
 // A float32 or float16 device value of known rank.
@@ -195,7 +150,7 @@ EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& r
       }
     }
     std::optional<Activation> act;
-    if (next >= 0) act = ClassifyActivation(g, g.nodes[next], cur);
+    if (next >= 0) act = ClassifyActivation(g, g.nodes[next], cur, registry);
     if (act && SameTensorType(g.values[g.nodes[next].outputs[0]], g.values[cur])) {
       chain.push_back(next);
     } else {

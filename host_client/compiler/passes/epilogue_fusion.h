@@ -13,9 +13,10 @@
 //     is a constant (initializer) of static shape [K, N], then
 //     optionally an Add (two inputs, either order) of the chain's value and a constant
 //     of shape [N] and its dtype (the bias, broadcast along the last dim);
-//   then, for both, optionally one activation: Relu, LeakyRelu (alpha), Clip (min/max
-//     absent or one-element constants of the output's dtype, min <= max), Sigmoid,
-//     Tanh, HardSigmoid (alpha, beta), HardSwish;
+//   then, for both, optionally one activation: a node of one data input whose op is
+//     marked for epilogues (kernels.h OpTraits::epilogue_activation; today Relu,
+//     LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish), its scalar parameters
+//     (OpTraits::params) attributes or one-element constants (Clip's min and max);
 // at least two nodes. Each intermediate value (the product's output, the Add's output
 // when an activation follows) must be read only by the next node of the chain,
 // anywhere in the graph (regions included), and must not be a graph output. The fused

@@ -16,17 +16,6 @@ using Perm = std::array<int64_t, 4>;
 constexpr Perm kToNhwc = {0, 2, 3, 1};
 constexpr Perm kToNchw = {0, 3, 1, 2};
 
-// Ops that compute each output element from the elements at the same (broadcast)
-// index of their inputs: they run on NHWC operands unchanged.
-const std::set<std::string, std::less<>>& ElementwiseOps() {
-  static const std::set<std::string, std::less<>> ops = {
-      "Add",     "Sub",  "Mul",        "Div",     "Pow",  "Min",       "Max",       "Sum",
-      "PRelu",   "Where", "Equal",     "Less",    "Greater", "Not",    "And",       "Or",
-      "Relu",    "LeakyRelu", "Sigmoid", "Tanh",  "HardSigmoid", "HardSwish", "Exp", "Log",
-      "Erf",     "Sqrt", "Neg",        "Abs",     "Reciprocal", "Clip", "Cast",     "Identity"};
-  return ops;
-}
-
 bool IsBlockOp(std::string_view op) { return op == "DepthToSpace" || op == "SpaceToDepth"; }
 
 template <typename T>
@@ -89,7 +78,9 @@ class NhwcPass {
   // An elementwise op with 4-D outputs reading at least one value held as NHWC, whose
   // other operands are 4-D, broadcast alike in both layouts, or are constants.
   bool IsConvertibleElementwise(const Node& n) const {
-    if (!n.regions.empty() || !ElementwiseOps().count(n.op)) return false;
+    if (!n.regions.empty()) return false;
+    const kernels::OpDef* def = registry_.FindOp(n.op);
+    if (!def || !def->traits.layout_agnostic) return false;
     for (int o : n.outputs) if (!Is4D(g_.values[o])) return false;
     bool reads_nhwc = false;
     for (int in : n.inputs) {

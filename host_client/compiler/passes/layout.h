@@ -8,7 +8,8 @@
 //   - Conv with a 4-D X (2-D convolution), DepthToSpace and SpaceToDepth get the
 //     internal attribute `layout` = "NHWC" (see kernels/conv.cc, kernels/transform.cc);
 //     Conv's W and B stay as they are (ONNX layouts).
-//   - Elementwise ops (Add, Mul, Relu, LeakyRelu, Clip, Where, ...) whose non-constant
+//   - Layout-agnostic ops (kernels.h OpTraits::layout_agnostic: the elementwise ones,
+//     Add, Mul, Relu, LeakyRelu, Clip, Where, Cast, ...) whose non-constant
 //     inputs are all 4-D (or scalars) and at least one of them NHWC run on the NHWC
 //     values unchanged: same-layout operands broadcast exactly as the NCHW ones did.
 //     A constant operand of rank 1 to 4 with more than one element (a per-channel

@@ -1,0 +1,211 @@
+// The scalar formula of each elementwise float op and activation, written once: one
+// functor per op, in the op's compute type C (float, or double for float64; float16
+// computes in float). Every place that evaluates one of these ops calls its functor:
+//   - the CPU kernels (kernels/elementwise.cc, the FusedElementwise kernel
+//     kernels/fused.cc, the FusedConv / FusedMatMul epilogue kernels/conv_epilogue.h);
+//   - the CUDA kernels (kernels/cuda/elementwise_impl.cu, nn_elementwise_impl.cu,
+//     libraries_impl.cu through conv_epilogue.h);
+//   - FusedElementwise's NVRTC kernels: kernels/cuda/fused_codegen.cc embeds this very
+//     text (CMake turns it into a string at build time) ahead of each generated kernel,
+//     whose instructions call the functors by name.
+// A plain header: no CUDA, no Remex headers, nothing but <cmath> (and <bit>/<cstdint> on
+// the host), so that .cu files include it and NVRTC compiles it without any include
+// (REMEX_SCALAR_OPS_EMBEDDED is then defined and the C math functions are NVRTC's own).
+//
+// Semantics are the ONNX operators' (https://onnx.ai/onnx/operators/, opsets 13-17;
+// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Clip-13, Pow-15). The functor of op X has
+// X's name, takes X's data operands then its scalar parameters (LeakyRelu: alpha;
+// HardSigmoid: alpha, beta; Clip: min, max), which is also the operand order of
+// FusedElementwise's opcode of the same name (kernels/fused.h). NaN stays NaN: the
+// comparisons are written so that a NaN operand falls through.
+//
+// The math functions are the C library's on the host and CUDA's on the device, except
+// float exp on the host: FastExp below (the CPU kernels' exp, written to vectorise).
+// The CPU and GPU results therefore agree to the math functions' accuracy (CUDA's are
+// within 2 ulp), and bit for bit in the rest.
+#pragma once
+
+#if !defined(REMEX_SCALAR_OPS_EMBEDDED)
+#include <math.h>
+
+#include <cmath>
+#if !defined(__CUDACC__)
+#include <bit>
+#include <cstdint>
+#endif
+#endif
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define REMEX_SCALAR_FN __host__ __device__ __forceinline__
+#else
+#define REMEX_SCALAR_FN inline
+#endif
+
+namespace remex::kernels::scalar {
+
+// ---------------------------------------------------------------------------
+// Math functions by compute type.
+namespace math {
+
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__) && !defined(REMEX_SCALAR_OPS_EMBEDDED)
+// exp(x) for float, written to auto-vectorise: Cephes-style reduction x = n ln2 + r,
+// |r| <= ln2/2, a degree-7 polynomial for exp(r), and 2^n applied as two factors so that
+// overflow (inf) and the subnormal range come out right. About 1 ulp; NaN propagates.
+inline float FastExp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;  // Few mantissa bits: n * kLn2Hi is exact.
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer.
+  // Beyond these the result is inf / 0 anyway; the clamp keeps n in [-150, 129].
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  const float t = xc * kLog2e + kRound;
+  const float nf = t - kRound;
+  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
+  const float r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t n1 = n >> 1;
+  const int32_t n2 = n - n1;
+  const float s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+inline float Exp(float x) { return FastExp(x); }
+#else
+REMEX_SCALAR_FN float Exp(float x) { return expf(x); }
+#endif
+REMEX_SCALAR_FN double Exp(double x) { return exp(x); }
+
+// Name(float) and Name(double): the C library's (CUDA's on the device) float and double
+// functions.
+#define REMEX_SCALAR_MATH(Name, float_fn, double_fn)                 \
+  REMEX_SCALAR_FN float Name(float x) { return float_fn(x); }       \
+  REMEX_SCALAR_FN double Name(double x) { return double_fn(x); }
+REMEX_SCALAR_MATH(Tanh, tanhf, tanh)
+REMEX_SCALAR_MATH(Log, logf, log)
+REMEX_SCALAR_MATH(Erf, erff, erf)
+REMEX_SCALAR_MATH(Sqrt, sqrtf, sqrt)
+REMEX_SCALAR_MATH(Abs, fabsf, fabs)
+#undef REMEX_SCALAR_MATH
+REMEX_SCALAR_FN float Pow(float x, float y) { return powf(x, y); }
+REMEX_SCALAR_FN double Pow(double x, double y) { return pow(x, y); }
+
+}  // namespace math
+
+// ---------------------------------------------------------------------------
+// Binary. Add, Sub, Mul, Div: IEEE arithmetic.
+
+struct Add {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a + b; }
+};
+struct Sub {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a - b; }
+};
+struct Mul {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a * b; }
+};
+struct Div {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a / b; }
+};
+// a ** b. An exponent of 2 squares exactly (pow need not round a square correctly:
+// glibc's powf(70000, 2) does not), 1 gives the base.
+struct Pow {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return b == C(2) ? a * a : b == C(1) ? a : math::Pow(a, b); }
+};
+// A NaN operand gives NaN: a when a is NaN; b when b is (x < NaN is false). Integer C
+// works too.
+struct Min {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a != a ? a : (a < b ? a : b); }
+};
+struct Max {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const { return a != a ? a : (a > b ? a : b); }
+};
+
+// ---------------------------------------------------------------------------
+// Unary.
+
+struct Relu {  // max(0, x); integer C works too.
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return x < C(0) ? C(0) : x; }
+};
+// 1 / (1 + exp(-x)). exp(-x) overflows to inf for x < -88.7 (float): the result is then
+// 0, as it should be to within the smallest subnormal.
+struct Sigmoid {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return C(1) / (C(1) + math::Exp(-x)); }
+};
+// Tanh, Exp, Log, Sqrt, Abs (float C), Erf: the math function of the same name.
+#define REMEX_SCALAR_MATH_FUNCTOR(Name)                                   \
+  struct Name {                                                           \
+    template <typename C>                                                 \
+    REMEX_SCALAR_FN C operator()(C x) const { return math::Name(x); }     \
+  };
+REMEX_SCALAR_MATH_FUNCTOR(Tanh)
+REMEX_SCALAR_MATH_FUNCTOR(Exp)
+REMEX_SCALAR_MATH_FUNCTOR(Log)
+REMEX_SCALAR_MATH_FUNCTOR(Sqrt)
+REMEX_SCALAR_MATH_FUNCTOR(Abs)
+REMEX_SCALAR_MATH_FUNCTOR(Erf)
+#undef REMEX_SCALAR_MATH_FUNCTOR
+struct Neg {  // Float C (integers wrap in the kernels that take them).
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return -x; }
+};
+struct Reciprocal {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return C(1) / x; }
+};
+// x * max(0, min(1, x / 6 + 1/2)), with x / 6 as x times the compute type's 1/6.
+struct HardSwish {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const {
+    C r = x * C(1.0 / 6.0) + C(0.5);
+    r = r < C(0) ? C(0) : r;
+    r = r > C(1) ? C(1) : r;
+    return x * r;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// With scalar parameters after the data operand.
+
+// x < 0 ? alpha * x : x (also PRelu, with the slope as alpha).
+struct LeakyRelu {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha) const { return x < C(0) ? alpha * x : x; }
+};
+// max(0, min(1, alpha * x + beta)).
+struct HardSigmoid {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha, C beta) const {
+    C r = alpha * x + beta;
+    r = r < C(0) ? C(0) : r;
+    return r > C(1) ? C(1) : r;
+  }
+};
+// min(max(x, lo), hi): with lo > hi every value becomes hi, as ONNX specifies. Integer
+// C works too.
+struct Clip {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C lo, C hi) const {
+    const C r = x < lo ? lo : x;
+    return r > hi ? hi : r;
+  }
+};
+
+}  // namespace remex::kernels::scalar
+
+#undef REMEX_SCALAR_FN
