@@ -13,7 +13,7 @@
 
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
-#include "tests/process_util.h"
+#include "tests/cli_test_util.h"
 
 namespace remex {
 namespace {
@@ -66,28 +66,14 @@ void WriteReference(const std::string& dir, float perturb_at_5 = 0.0f) {
   ASSERT_TRUE(npy::Write(dir + "/y.npy", Floats(y)).ok());
 }
 
-class CliBenchTest : public ::testing::Test {
+class CliBenchTest : public remex::testing::CliTest {
  protected:
+  CliBenchTest() : CliTest("remex_cli_bench") {}
   void SetUp() override {
-    ASSERT_NE(server_.port(), 0) << "remex-server did not start";
-    dir_ = ::testing::TempDir() + "/remex_cli_bench_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    CliTest::SetUp();
     model_ = SaveModel(dir_);
   }
 
-  remex::testing::CommandResult Cli(const std::string& args) {
-    return RunCommand(std::string(REMEX_CLI_BIN) + " " + args);
-  }
-  nlohmann::json Json(const remex::testing::CommandResult& r) {
-    auto j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
-    EXPECT_FALSE(j.is_discarded()) << r.output;
-    return j;
-  }
-
-  ServerProcess server_;
-  std::string dir_;
   std::string model_;
 };
 

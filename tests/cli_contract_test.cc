@@ -13,7 +13,7 @@
 
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
-#include "tests/process_util.h"
+#include "tests/cli_test_util.h"
 
 namespace remex {
 namespace {
@@ -52,28 +52,14 @@ npy::Array Floats(Shape shape, float value) {
   return a;
 }
 
-class CliContractTest : public ::testing::Test {
+class CliContractTest : public remex::testing::CliTest {
  protected:
+  CliContractTest() : CliTest("remex_cli_contract") {}
   void SetUp() override {
-    ASSERT_NE(server_.port(), 0) << "remex-server did not start";
-    dir_ = ::testing::TempDir() + "/remex_cli_contract_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    CliTest::SetUp();
     model_ = SaveConvModel(dir_);
   }
-  remex::testing::CommandResult Cli(const std::string& args) {
-    return RunCommand(std::string(REMEX_CLI_BIN) + " " + args);
-  }
-  std::string Server() const { return " --server " + server_.address(); }
-  nlohmann::json Json(const remex::testing::CommandResult& r) {
-    auto j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
-    EXPECT_FALSE(j.is_discarded()) << r.output;
-    return j;
-  }
 
-  ServerProcess server_;
-  std::string dir_;
   std::string model_;
 };
 

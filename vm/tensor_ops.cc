@@ -142,14 +142,7 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
     return OkStatus();
   });
   REMEX_RETURN_IF_ERROR(st);
-  const AllcloseStats& r = acc.stats();
-  Comparison cmp;
-  cmp.count = r.count;
-  cmp.mismatches = r.mismatches;
-  cmp.max_abs_error = r.max_abs_error;
-  cmp.max_rel_error = r.max_rel_error;
-  cmp.first_mismatch = r.first_mismatch;
-  return cmp;
+  return acc.stats();
 }
 
 }  // namespace remex::vm

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "base/allclose.h"
 #include "base/status.h"
 #include "vm/device.h"
 
@@ -24,18 +25,10 @@ struct TensorStats {
   uint64_t inf_count = 0;
 };
 
-// Result of comparing `a` with the reference `b` elementwise as numpy.isclose does
-// (equal_nan = false): a[i] matches when |a[i] - b[i]| <= atol + rtol * |b[i]|; NaN
-// never matches; infinities match only an infinity of the same sign.
-// max_abs_error and max_rel_error (|a - b| / |b|; +Inf where b is 0 and a is not) are
-// over the pairs where both values are finite.
-struct Comparison {
-  uint64_t count = 0;
-  uint64_t mismatches = 0;
-  double max_abs_error = 0;
-  double max_rel_error = 0;
-  int64_t first_mismatch = -1;  // flat row-major index; -1 when every element matches
-};
+// Result of comparing `a` with the reference `b` elementwise by the rule of
+// base/allclose.h (numpy.isclose, equal_nan = false), which `remex compare` applies on
+// the host too: count, mismatches, max_abs_error, max_rel_error, first_mismatch.
+using Comparison = AllcloseStats;
 
 // INVALID_ARGUMENT for a dtype without numbers (undefined); errors of the device copy.
 StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor);

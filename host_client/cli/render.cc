@@ -173,8 +173,15 @@ void PrintBench(const tooling::BenchReport& r, bool verbose, FILE* out) {
     for (const auto& row : cells) {
       std::string line = " ";
       for (size_t i = 0; i < row.size(); ++i) {
-        std::string pad(width[i] - row[i].size(), ' ');
-        line += " " + (i < 2 ? row[i] + pad : pad + row[i]);  // text left, numbers right
+        const std::string pad(width[i] - row[i].size(), ' ');
+        line += ' ';
+        if (i < 2) {  // text left, numbers right
+          line += row[i];
+          line += pad;
+        } else {
+          line += pad;
+          line += row[i];
+        }
       }
       std::fprintf(out, "%s\n", line.c_str());
     }

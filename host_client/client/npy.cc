@@ -1,8 +1,11 @@
 #include "host_client/client/npy.h"
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <regex>
+
+#include "base/file_error.h"
 
 namespace remex::npy {
 namespace {
@@ -97,8 +100,9 @@ StatusOr<Array> Parse(const std::vector<std::byte>& bytes) {
 }
 
 StatusOr<Array> Read(const std::string& path) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open '" + path + "'");
+  if (!in) return FileError("cannot open", path, errno ? errno : ENOENT);
   std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::byte> bytes(raw.size());
   if (!raw.empty()) std::memcpy(bytes.data(), raw.data(), raw.size());
@@ -141,10 +145,12 @@ Status Write(const std::string& path, const Array& array) {
     return InvalidArgument("npy: cannot write dtype " + std::string(DTypeName(array.dtype)));
   }
   std::vector<std::byte> bytes = Serialize(array);
+  errno = 0;
   std::ofstream out(path, std::ios::binary);
-  if (!out) return NotFound("cannot write '" + path + "'");
+  if (!out) return FileError("cannot write", path, errno ? errno : EIO);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return DataLoss("short write to '" + path + "'");
+  out.flush();
+  if (!out) return FileError("cannot write", path, errno ? errno : EIO);
   return OkStatus();
 }
 

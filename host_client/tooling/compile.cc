@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/file_error.h"
 #include "host_client/compiler/compiler.h"
 #include "host_client/compiler/onnx_import.h"
 
@@ -14,14 +15,6 @@ namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The status of a failed file operation, with the OS reason.
-Status FileError(const std::string& what, const std::string& path, int error) {
-  const std::string message = what + " '" + path + "': " + std::strerror(error);
-  if (error == ENOENT || error == ENOTDIR) return NotFound(message);
-  if (error == EACCES || error == EPERM || error == EROFS) return PermissionDenied(message);
-  return DataLoss(message);
 }
 
 }  // namespace

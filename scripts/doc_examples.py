@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Runs the command blocks of Markdown files that are marked runnable, as pasted.
+
+A fenced block is runnable when the line before its opening fence (blank lines aside)
+is one of
+    <!-- runnable -->          run the block
+    <!-- runnable: server -->  first start a remex-server on loopback with a token in
+                               ./remex.token (and REMEX_TOKEN set), and read the
+                               block's "gpu-box:9190" as that server's address
+Each block runs on its own under `bash -e -o pipefail`, in a fresh folder holding
+`build` (the build tree), `scripts`, `.cache` (links into the repository) and a link to
+each test model by its file name, with build/host_client/cli and build/device_server
+on PATH. A block passes when bash exits 0.
+
+Usage: doc_examples.py --build BUILD_DIR [--models MODELS_DIR] [--timeout S] FILE.md...
+MODELS_DIR defaults to $REMEX_MODELS_DIR. Exit status: 0 when every runnable block
+passes, 1 otherwise; 77 (skipped) when MODELS_DIR has no models, unless
+REMEX_REQUIRE_MODELS=1 (then 1).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+MARK = re.compile(r"^<!--\s*runnable(?::\s*(\w+))?\s*-->\s*$")
+FENCE = re.compile(r"^(```+|~~~+)")
+
+
+def blocks(path):
+    """Yields (line number, mode, text) of every runnable block of `path`."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    mode = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = MARK.match(line.strip())
+        if m:
+            mode = m.group(1) or "plain"
+        elif FENCE.match(line):
+            fence = FENCE.match(line).group(1)
+            start = i + 1
+            j = start
+            while j < len(lines) and not lines[j].startswith(fence):
+                j += 1
+            if mode:
+                yield start, mode, "\n".join(lines[start:j])
+            mode = None
+            i = j
+        elif line.strip():
+            mode = None
+        i += 1
+
+
+def start_server(build, work):
+    token = os.path.join(work, "remex.token")
+    with open(token, "w") as f:
+        f.write(os.urandom(24).hex() + "\n")
+    server = subprocess.Popen(
+        [os.path.join(build, "device_server", "remex-server"), "--listen", "127.0.0.1:0", "--quiet",
+         "--token-file", token], stdout=subprocess.PIPE, text=True)
+    first = server.stdout.readline()
+    m = re.search(r"127\.0\.0\.1:(\d+)", first)
+    if not m:
+        server.kill()
+        raise RuntimeError("remex-server did not start: " + first)
+    return server, "127.0.0.1:" + m.group(1), open(token).read().strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--models", default=os.environ.get("REMEX_MODELS_DIR", ""))
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    models = [m for m in (os.listdir(args.models) if os.path.isdir(args.models) else []) if m.endswith(".onnx")]
+    if not models:
+        print(f"doc_examples: no models in '{args.models}' (scripts/fetch-models.sh)")
+        return 1 if os.environ.get("REMEX_REQUIRE_MODELS") == "1" else 77
+    failures = 0
+    ran = 0
+    for path in args.files:
+        for line, mode, text in blocks(path):
+            ran += 1
+            where = f"{os.path.relpath(path, repo)}:{line}"
+            work = tempfile.mkdtemp(prefix="remex_doc_")
+            for name, target in (("build", build), ("scripts", os.path.join(repo, "scripts")),
+                                 (".cache", os.path.join(repo, ".cache"))):
+                os.symlink(target, os.path.join(work, name))
+            for m in models:
+                os.symlink(os.path.join(os.path.abspath(args.models), m), os.path.join(work, m))
+            env = dict(os.environ)
+            env["PATH"] = os.pathsep.join([os.path.join(build, "host_client", "cli"),
+                                           os.path.join(build, "device_server"), env.get("PATH", "")])
+            server = None
+            script = text
+            try:
+                if mode == "server":
+                    server, address, token = start_server(build, work)
+                    env["REMEX_TOKEN"] = token
+                    script = text.replace("gpu-box:9190", address)
+                t = time.monotonic()
+                r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   timeout=args.timeout)
+                seconds = time.monotonic() - t
+                if r.returncode != 0:
+                    failures += 1
+                    print(f"FAIL {where} (exit {r.returncode}, {seconds:.1f} s)\n{text}\n--- output ---\n{r.stdout}")
+                else:
+                    print(f"ok   {where} ({seconds:.1f} s)")
+            except subprocess.TimeoutExpired:
+                failures += 1
+                print(f"FAIL {where}: timed out after {args.timeout} s")
+            finally:
+                if server:
+                    server.terminate()
+                    server.wait()
+                shutil.rmtree(work, ignore_errors=True)
+    print(f"doc_examples: {ran - failures} of {ran} runnable blocks passed")
+    return 1 if failures or ran == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
