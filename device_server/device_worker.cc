@@ -1,0 +1,78 @@
+#include "device_server/device_worker.h"
+
+#include <future>
+#include <utility>
+
+namespace remex::server {
+
+DeviceWorker::~DeviceWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  // DeviceServer::Stop drains the queue first, so the last reference to the server's
+  // state is never dropped on this thread.
+  thread_.join();
+}
+
+void DeviceWorker::Post(std::function<void()> work, bool exclusive) {
+  auto task = std::make_unique<Task>();
+  task->exclusive = exclusive;
+  task->fiber = std::make_unique<Fiber>(std::move(work));
+  Enqueue(std::move(task));
+}
+
+void DeviceWorker::Yield() {
+  Task* task = t_task;
+  if (task == nullptr || task->exclusive) return;
+  Fiber::Suspend();
+}
+
+void DeviceWorker::Drain() {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  Post([&done] { done.set_value(); });
+  finished.wait();
+  // The marker's fiber is destroyed right after it returns; wait for that too.
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return tasks_.empty() && running_ == nullptr; });
+}
+
+void DeviceWorker::Enqueue(std::unique_ptr<Task> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void DeviceWorker::Loop() {
+  for (;;) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      running_ = task.get();
+    }
+    t_task = task.get();
+    step_started_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    const bool finished = task->fiber->Resume();
+    step_started_.store(0);
+    t_task = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = nullptr;
+      if (!finished) tasks_.push_back(std::move(task));  // behind everything that is ready
+      task.reset();  // a finished task's fiber
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+thread_local DeviceWorker::Task* DeviceWorker::t_task = nullptr;
+
+}  // namespace remex::server

@@ -1,0 +1,78 @@
+// The device worker of remex-server: one thread per device that runs the sessions'
+// device work as fibers taking turns between kernels (internal to device_server/).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "base/fiber.h"
+
+namespace remex::server {
+
+// Runs device work on one thread per device: the sessions' requests (Post, see
+// Session::HandleAsync). Kernel libraries thus see one calling thread however many
+// sessions are served (oneDNN's OpenMP team is per calling thread; several teams on few
+// cores oversubscribe them). Buffers are still allocated and freed from I/O threads
+// (in-place receives, session teardown); the Allocator is thread-safe for that.
+//
+// Each request runs as a fiber (base/fiber.h), and the fibers take turns: a run yields
+// between kernels (Yield, called by the VM through RunControl::yield), and the worker
+// then resumes the next ready request in arrival order. One session's long run thus
+// delays another session's request by at most one kernel. Exclusive work (benchmarks
+// and profiles, whose timings must be their own) does not yield: it runs to its end
+// once started, and other requests wait meanwhile.
+class DeviceWorker {
+ public:
+  DeviceWorker() : thread_([this] { Loop(); }) {}
+  ~DeviceWorker();
+
+  // Queues `work` on the device thread and returns at once. `work` must not throw.
+  // With `exclusive`, Yield() does nothing inside it.
+  void Post(std::function<void()> work, bool exclusive = false);
+
+  // From device work: lets the other ready requests run one step each (up to their
+  // next yield) before this one goes on. Does nothing outside the worker's fibers and
+  // inside exclusive work.
+  static void Yield();
+
+  // How long the device thread has been in its current step of work (one request up
+  // to its next yield: one kernel, or a whole exclusive benchmark); zero when idle.
+  std::chrono::nanoseconds current_step() const {
+    const int64_t started = step_started_.load();
+    if (started == 0) return std::chrono::nanoseconds(0);
+    return std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() - started);
+  }
+
+  // Waits until every task queued before the call has run and been destroyed. Not to
+  // be called from the device thread.
+  void Drain();
+
+ private:
+  struct Task {
+    std::unique_ptr<Fiber> fiber;
+    bool exclusive = false;
+  };
+
+  void Enqueue(std::unique_ptr<Task> task);
+  void Loop();
+
+  static thread_local Task* t_task;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::unique_ptr<Task>> tasks_;
+  Task* running_ = nullptr;
+  bool stopping_ = false;
+  std::atomic<int64_t> step_started_{0};  // steady-clock ticks; 0: idle
+  std::thread thread_;  // last: starts after the queue exists
+};
+
+}  // namespace remex::server

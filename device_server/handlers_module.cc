@@ -1,0 +1,131 @@
+// Module and VM requests: moduleLoad, moduleHas, vmCreate, setInput, setOutput.
+#include "device_server/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/content_hash.h"
+
+namespace remex::server {
+
+void Session::FillModuleLoadReply(std::shared_ptr<const vm::Executable> exe, uint64_t file_bytes,
+                                  wire::ModuleLoadReply::Builder r) {
+  const auto& functions = exe->def().functions;
+  r.setExecutableBytes(file_bytes);
+  r.setConstantBytes(exe->constant_bytes());
+  auto fns = r.initFunctions(functions.size());
+  for (size_t i = 0; i < functions.size(); ++i) {
+    fns[i].setName(functions[i].name);
+    auto fill = [](auto list, const std::vector<vm::ValueDesc>& values) {
+      for (size_t k = 0; k < values.size(); ++k) {
+        list[k].setName(values[k].name);
+        rpc::WriteTensorDesc(list[k].initDesc(), values[k].dtype, values[k].shape);
+      }
+    };
+    fill(fns[i].initInputs(functions[i].inputs.size()), functions[i].inputs);
+    fill(fns[i].initOutputs(functions[i].outputs.size()), functions[i].outputs);
+  }
+  r.setModule(Add(std::move(exe)));
+}
+
+Status Session::CheckHashForm(const std::string& hash) {
+  if (!remex::IsContentHash(hash)) {
+    return InvalidArgument("module hash '" + hash.substr(0, 64) +
+                           "' is not a content hash (32 lower-case hex digits of XXH3-128)");
+  }
+  return OkStatus();
+}
+
+Status Session::ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire::Reply::Builder reply) {
+  if (frame.attachments.size() != 1) {
+    return InvalidArgument("moduleLoad needs the executable as its one attachment");
+  }
+  const auto& bytes = frame.attachments[0];
+  std::string hash = req.getHash();
+  if (!hash.empty()) {
+    REMEX_RETURN_IF_ERROR(CheckHashForm(hash));
+    std::string actual = remex::ContentHash(bytes);
+    if (actual != hash) {
+      return InvalidArgument("moduleLoad: hash " + hash + " does not match the executable's content hash " +
+                             actual);
+    }
+  }
+  // Constants beyond what is left of the session's memory quota could never be
+  // uploaded: refuse them before decompressing anything (a few kilobytes of zstd can
+  // declare gigabytes of zeros).
+  const uint64_t quota = allocator_->quota_bytes();
+  const uint64_t used = allocator_->stats().allocated_bytes;
+  const uint64_t left = std::min(state_->device->memory_bytes(), used < quota ? quota - used : 0);
+  auto loaded = vm::Executable::Load(bytes, *state_->Registry(), left);
+  if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted) {
+    return loaded.status().WithContext("session " + std::to_string(id_) + " has " + std::to_string(left) +
+                                       " bytes left of its memory quota (--session-memory-bytes)");
+  }
+  REMEX_ASSIGN_OR_RETURN(auto exe, std::move(loaded));
+  if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
+  FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
+  spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),
+               hash.empty() ? "" : ", hash " + hash);
+  return OkStatus();
+}
+
+Status Session::ModuleHas(wire::ModuleHas::Reader req, wire::Reply::Builder reply) {
+  std::string hash = req.getHash();
+  REMEX_RETURN_IF_ERROR(CheckHashForm(hash));
+  CachedModule cached = state_->module_cache->Find(hash);
+  if (!cached.exe) return NotFound("module " + hash + " is not in the server's module cache");
+  FillModuleLoadReply(std::move(cached.exe), cached.file_bytes, reply.initModuleLoad());
+  spdlog::info("session {}: module '{}' from the cache (hash {})", id_, std::string(req.getName()), hash);
+  return OkStatus();
+}
+
+Status Session::VmCreate(wire::VmCreate::Reader req, wire::Reply::Builder reply) {
+  REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
+  REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
+  auto obj = std::make_shared<VmObject>();
+  obj->registry = state_->Registry();
+  REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, allocator_, *obj->registry));
+  obj->vm->set_run_control(&control_);
+  for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
+  reply.setVmCreate(Add(std::move(obj)));
+  return OkStatus();
+}
+
+StatusOr<std::pair<std::shared_ptr<VmObject>, int>> Session::LookupFunction(uint64_t vm_handle,
+                                                                            capnp::Text::Reader name) {
+  REMEX_ASSIGN_OR_RETURN(auto obj, Lookup<std::shared_ptr<VmObject>>(vm_handle));
+  std::string fn_name = name.size() ? std::string(name.cStr()) : "main";
+  REMEX_ASSIGN_OR_RETURN(int fn, obj->vm->executable().FunctionIndex(fn_name));
+  return std::make_pair(obj, fn);
+}
+
+Status Session::SetInput(wire::SetInput::Reader req, wire::Reply::Builder reply) {
+  REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+  std::vector<vm::TensorPtr> inputs;
+  for (uint64_t h : req.getInputs()) {
+    REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(h));
+    inputs.push_back(std::move(t));
+  }
+  REMEX_RETURN_IF_ERROR(target.first->vm->SetInputs(target.second, std::move(inputs)));
+  reply.setSetInput();
+  return OkStatus();
+}
+
+Status Session::SetOutput(wire::SetOutput::Reader req, wire::Reply::Builder reply) {
+  REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+  auto& [obj, fn] = target;
+  vm::TensorPtr t;
+  if (req.getTensor() != 0) {
+    REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(req.getTensor()));
+  }
+  REMEX_RETURN_IF_ERROR(obj->vm->SetOutput(fn, static_cast<int>(req.getIndex()), t));
+  obj->bound[fn][req.getIndex()] = req.getTensor();
+  reply.setSetOutput();
+  return OkStatus();
+}
+
+}  // namespace remex::server

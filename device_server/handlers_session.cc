@@ -1,0 +1,120 @@
+// Session requests: hello, ping, authenticate, cancel.
+#include "device_server/session.h"
+
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "rpc/auth.h"
+
+namespace remex::server {
+
+namespace {
+
+constexpr char kServerVersion[] = REMEX_VERSION;  // CMake's project version
+
+}  // namespace
+
+Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) {
+  if (req.getProtocolMajor() != rpc::kProtocolMajor) {
+    return FailedPrecondition("protocol version " + std::to_string(req.getProtocolMajor()) + "." +
+                              std::to_string(req.getProtocolMinor()) + " is not supported; server speaks " +
+                              std::to_string(rpc::kProtocolMajor) + "." + std::to_string(rpc::kProtocolMinor));
+  }
+  hello_done_ = true;
+  client_name_ = req.getClientName();
+  spdlog::info("session {}: hello from client '{}'", id_, client_name_);
+  reply.setProtocolMajor(rpc::kProtocolMajor);
+  reply.setProtocolMinor(rpc::kProtocolMinor);
+  reply.setServerName("remex-server");
+  reply.setServerVersion(kServerVersion);
+  reply.setSessionId(id_);
+  // Other sessions are none of this client's business: no count, and only this
+  // session's own bytes.
+  reply.setActiveSessions(0);
+  auto devices = reply.initDevices(1);
+  devices[0].setName(state_->device->name());
+  devices[0].setDescription(state_->device->description());
+  devices[0].setMemoryBytes(state_->device->memory_bytes());
+  devices[0].setBytesInUse(allocator_->stats().allocated_bytes);
+  {
+    std::lock_guard<std::mutex> lock(state_->sessions_mu);  // Cancel reads it from other sessions
+    if (cancel_key_.empty()) {
+      REMEX_ASSIGN_OR_RETURN(cancel_key_, rpc::RandomBytes(kCancelKeyBytes));
+    }
+    reply.setCancelKey(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(cancel_key_.data()), cancel_key_.size()));
+  }
+  if (!authenticated() && !auth_failed_) {
+    REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
+    reply.setAuthChallenge(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
+  }
+  return OkStatus();
+}
+
+Status Session::Ping(wire::Ping::Reader req, wire::Reply::Builder reply) {
+  reply.initPong().setPayload(req.getPayload());
+  return OkStatus();
+}
+
+Status Session::Authenticate(wire::Authenticate::Reader req, wire::Reply::Builder reply) {
+  const std::string& token = state_->config.token;
+  if (token.empty()) return FailedPrecondition("this server requires no authentication");
+  if (authenticated_) return FailedPrecondition("the session is authenticated already");
+  if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
+  if (challenge_.empty()) return FailedPrecondition("authenticate answers hello's challenge: say hello first");
+  auto nonce = req.getClientNonce();
+  auto proof = req.getProof();
+  const std::string client_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+  const std::string client_proof(reinterpret_cast<const char*>(proof.begin()), proof.size());
+  const std::string challenge = std::exchange(challenge_, std::string());
+  if (client_nonce.size() != rpc::kAuthNonceBytes ||
+      !rpc::ProofsEqual(client_proof, rpc::AuthProof(token, "client", challenge, client_nonce))) {
+    auth_failed_ = true;
+    spdlog::warn("session {} ({}): authentication failed", id_, peer_);
+    return PermissionDenied("authentication failed: the proof does not match this server's token");
+  }
+  authenticated_ = true;
+  const std::string server_proof = rpc::AuthProof(token, "server", challenge, client_nonce);
+  reply.initAuthenticate().setServerProof(
+      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(server_proof.data()), server_proof.size()));
+  spdlog::info("session {} ({}): authenticated", id_, peer_);
+  return OkStatus();
+}
+
+Status Session::Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
+  const auto key = req.getCancelKey();
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->sessions_mu);
+    Session* target = nullptr;
+    for (Session* s : state_->sessions) {
+      if (s->id_ == req.getSessionId()) target = s;
+    }
+    if (target == nullptr || target->cancel_key_.empty() || key.size() != target->cancel_key_.size() ||
+        CRYPTO_memcmp(key.begin(), target->cancel_key_.data(), key.size()) != 0) {
+      return NotFound("no open session " + std::to_string(req.getSessionId()) + " with that cancel key");
+    }
+    if (target->busy_ && !target->control_.cancelled.load(std::memory_order_acquire)) {
+      target->control_.reason = "cancelled by a cancel request (session " + std::to_string(id_) + ")";
+      target->cancel_requested_ = true;
+      target->control_.cancelled.store(true, std::memory_order_release);
+      cancelled = true;
+    }
+  }
+  if (cancelled) spdlog::info("session {}: cancelled session {}'s request", id_, req.getSessionId());
+  reply.initCancel().setCancelled(cancelled);
+  return OkStatus();
+}
+
+std::string Session::NotAuthenticatedMessage() const {
+  return auth_failed_ ? "authentication failed earlier in this session: reconnect"
+                      : "this server requires a token: authenticate after hello (clients: --token-file FILE or "
+                        "REMEX_TOKEN)";
+}
+
+}  // namespace remex::server

@@ -1,0 +1,428 @@
+#include "rpc/server_connection.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "rpc/wire_util.h"
+
+namespace remex::rpc::detail {
+
+namespace {
+
+// After an error reply the server stops sending, then reads and discards what the peer
+// still sends (so the reply is not lost to a TCP reset) for at most this long / much.
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr size_t kMaxLingerBytes = 4u << 20;
+// Replies whose compressible attachments reach this many bytes are encoded on the
+// server's encode threads (ServerOptions::encode_threads), not on the I/O thread.
+constexpr uint64_t kOffThreadEncodeBytes = uint64_t{1} << 20;
+
+}  // namespace
+
+void LogLine(const ServerOptions& options, const std::string& line) {
+  if (options.log) {
+    try {
+      options.log(line);
+    } catch (...) {
+      std::fprintf(stderr, "remex rpc server: %s (the log sink threw)\n", line.c_str());
+    }
+    return;
+  }
+  std::fprintf(stderr, "remex rpc server: %s\n", line.c_str());
+}
+
+Connection::Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals,
+                       asio::ssl::context* tls, asio::thread_pool* encode_pool)
+    : stream_(std::move(socket)), socket_(stream_.socket()), timer_(socket_.get_executor()),
+      deadline_(socket_.get_executor()), options_(options), totals_(totals), tls_context_(tls),
+      encode_pool_(encode_pool) {
+  info_.id = id;
+  info_.stats = &stats_;
+  error_code ec;
+  tcp::endpoint peer = socket_.remote_endpoint(ec);
+  if (!ec) {
+    address_ = peer.address().to_string();
+    info_.peer = address_ + ":" + std::to_string(peer.port());
+  }
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+void Connection::Refuse(const Status& status) {
+  asio::dispatch(socket_.get_executor(),
+                 [self = shared_from_this(), status] { self->Fail(0, status, "connection refused"); });
+}
+
+void Connection::Start(std::unique_ptr<ConnectionHandler> handler) {
+  handler_ = std::move(handler);
+  asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->tls_context_ != nullptr) return self->DetectTls();
+    self->ReadHeader();
+  });
+}
+
+void Connection::PostClose() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+}
+
+void Connection::CloseNow() {
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  timer_.cancel();
+  deadline_.cancel();
+  closed_ = true;
+}
+
+void Connection::CountRead(size_t n) {
+  stats_.bytes_read += n;
+  totals_.bytes_read += n;
+}
+
+void Connection::CountWritten(size_t n) {
+  stats_.bytes_written += n;
+  totals_.bytes_written += n;
+}
+
+void Connection::ArmDeadline(std::chrono::milliseconds after, const char* what) {
+  deadline_.cancel();
+  if (after.count() <= 0) return;
+  deadline_.expires_after(after);
+  // A weak reference: a pending deadline must not keep an ended connection (and its
+  // session) alive.
+  deadline_.async_wait([weak = weak_from_this(), what, after](error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;  // cancelled, re-armed, or the connection is gone
+    LogLine(self->options_, "closing connection " + self->info_.peer + ": " + what + " (" +
+                                std::to_string(after.count()) + " ms)");
+    self->CloseNow();
+  });
+}
+
+void Connection::DetectTls() {
+  ArmDeadline(options_.read_timeout, "no TLS handshake past the read timeout");
+  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+    if (ec) return self->CloseNow();
+    unsigned char first = 0;
+    error_code peek_ec;
+    size_t n = self->socket_.receive(asio::buffer(&first, 1), tcp::socket::message_peek, peek_ec);
+    if (peek_ec || n == 0) return self->CloseNow();
+    if (first != kTlsHandshakeRecord) {
+      return self->Fail(0,
+                        FailedPrecondition("this server accepts TLS connections only: connect with "
+                                           "--tls-ca CA.pem (a plaintext Remex frame arrived)"),
+                        "plaintext frame refused");
+    }
+    self->stream_.EnableTls(*self->tls_context_);
+    self->stream_.AsyncHandshake(asio::ssl::stream_base::server, [self](error_code ec) {
+      if (ec) {
+        LogLine(self->options_,
+                "TLS handshake with " + self->info_.peer + " failed: " + TlsFailure(self->stream_, ec));
+        return self->CloseNow();
+      }
+      self->ReadHeader();
+    });
+  });
+}
+
+void Connection::ReadHeader() {
+  ArmDeadline(options_.idle_timeout, "idle past the idle timeout");
+  stream_.AsyncRead(asio::buffer(header_buf_),
+                   [self = shared_from_this()](error_code ec, size_t n) {
+                     self->CountRead(n);
+                     if (!ec) self->OnHeader();
+                   });
+}
+
+void Connection::OnHeader() {
+  FrameProgress();
+  StatusOr<FrameHeader> header = DecodeFrameHeader(header_buf_);
+  if (!header.ok()) return Fail(0, header.status(), "frame header refused");
+  header_ = *header;
+  Status status = CheckFrameHeader(header_, options_.limits);
+  if (!status.ok()) {
+    return Fail(header_.request_id, status,
+                "frame header of request " + std::to_string(header_.request_id) + " refused");
+  }
+  request_ = Frame();
+  request_.request_id = header_.request_id;
+  request_.flags = header_.flags;
+  request_.major = header_.major;
+  request_.minor = header_.minor;
+  request_.message = kj::heapArray<capnp::word>(header_.message_bytes / sizeof(capnp::word));
+  stream_.AsyncRead(asio::buffer(request_.message.begin(), header_.message_bytes),
+                   [self = shared_from_this()](error_code ec, size_t n) {
+                     self->CountRead(n);
+                     if (!ec) self->OnMessage();
+                   });
+}
+
+void Connection::OnMessage() {
+  Status status = ValidateMessage(request_.message.asPtr());
+  if (!status.ok()) {
+    return Fail(header_.request_id, status, "message of request " + std::to_string(header_.request_id) + " refused");
+  }
+  request_.attachments.resize(header_.attachment_count);
+  request_.attachment_in_place.assign(header_.attachment_count, false);
+  next_attachment_ = 0;
+  frame_raw_bytes_ = 0;
+  ReadAttachmentHeader();
+}
+
+void Connection::ReadAttachmentHeader() {
+  if (next_attachment_ == header_.attachment_count) return Dispatch();
+  stream_.AsyncRead(asio::buffer(attachment_header_buf_),
+                   [self = shared_from_this()](error_code ec, size_t n) {
+                     self->CountRead(n);
+                     if (!ec) self->OnAttachmentHeader();
+                   });
+}
+
+void Connection::OnAttachmentHeader() {
+  FrameProgress();
+  std::string context = "attachment " + std::to_string(next_attachment_);
+  StatusOr<AttachmentHeader> header =
+      DecodeAttachmentHeader(attachment_header_buf_, options_.limits);
+  if (!header.ok()) return Fail(header_.request_id, header.status().WithContext(context), Refused());
+  attachment_ = *header;
+  // Before anything is allocated for it: the frame's attachments together stay bounded.
+  frame_raw_bytes_ += attachment_.raw_size;
+  Status total = CheckFrameAttachmentBytes(frame_raw_bytes_, options_.limits);
+  if (!total.ok()) return Fail(header_.request_id, total.WithContext(context), Refused());
+  std::span<std::byte> destination;
+  try {
+    Status admitted = handler_->AdmitAttachment(request_, next_attachment_, frame_raw_bytes_);
+    if (!admitted.ok()) return Fail(header_.request_id, admitted.WithContext(context), Refused());
+    destination = handler_->AttachmentDestination(request_, next_attachment_, attachment_.raw_size);
+  } catch (...) {
+    return Fail(header_.request_id,
+                Internal("choosing the destination of " + context + ": " +
+                         ExceptionMessage(std::current_exception())),
+                Refused());
+  }
+  Status status;
+  if (destination.empty()) {
+    status = reader_.Begin(attachment_, &request_.attachments[next_attachment_]);
+  } else if (destination.size() != attachment_.raw_size) {
+    status = Internal("the handler chose a destination of " +
+                      std::to_string(destination.size()) + " bytes for " +
+                      std::to_string(attachment_.raw_size));
+  } else {
+    request_.attachment_in_place[next_attachment_] = true;
+    status = reader_.Begin(attachment_, destination);
+  }
+  if (!status.ok()) return Fail(header_.request_id, status.WithContext(context), Refused());
+  ReadAttachmentChunk();
+}
+
+void Connection::ReadAttachmentChunk() {
+  if (reader_.done()) {
+    stats_.attachment_raw_received += attachment_.raw_size;
+    stats_.attachment_wire_received += attachment_.wire_size;
+    totals_.attachment_raw_received += attachment_.raw_size;
+    totals_.attachment_wire_received += attachment_.wire_size;
+    ++next_attachment_;
+    return ReadAttachmentHeader();
+  }
+  std::span<std::byte> buf = reader_.NextBuffer();
+  stream_.AsyncRead(asio::buffer(buf.data(), buf.size()),
+                   [self = shared_from_this()](error_code ec, size_t n) {
+                     self->CountRead(n);
+                     if (ec) return;
+                     self->FrameProgress();
+                     Status status = self->reader_.Commit();
+                     if (!status.ok()) {
+                       return self->Fail(self->header_.request_id,
+                                         status.WithContext("attachment " +
+                                                            std::to_string(self->next_attachment_)),
+                                         self->Refused());
+                     }
+                     self->ReadAttachmentChunk();
+                   });
+}
+
+void Connection::Dispatch() {
+  uint64_t id = request_.request_id;
+  uint16_t peer_minor = request_.minor;
+  bool uncompressed = (request_.flags & kFlagUncompressedReply) != 0;
+  auto replied = std::make_shared<std::atomic<bool>>(false);
+  auto self = shared_from_this();
+  auto reply_fn = [self, id, peer_minor, uncompressed, replied](OutFrame reply) {
+    if (replied->exchange(true)) return;  // one reply per request
+    auto frame = std::make_shared<OutFrame>(std::move(reply));
+    asio::dispatch(self->socket_.get_executor(), [self, id, peer_minor, uncompressed, frame] {
+      self->Finish(std::move(*frame), id, peer_minor, uncompressed);
+    });
+  };
+  // No deadline while the server works; the peer hanging up meanwhile is noticed.
+  deadline_.cancel();
+  handling_ = true;
+  WatchPeer();
+  try {
+    handler_->HandleAsync(request_, reply_fn);
+  } catch (...) {
+    reply_fn(MakeErrorReply(id, Internal("request handler failed: " +
+                                         ExceptionMessage(std::current_exception()))));
+  }
+}
+
+void Connection::WatchPeer() {
+  socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->handling_) return;
+    // Readable with nothing to read: the peer closed (or reset) the connection.
+    error_code available_ec;
+    size_t n = self->socket_.available(available_ec);
+    if ((n == 0 || available_ec) && self->handler_) self->handler_->OnPeerClosed();
+    // Data (a pipelined frame): stop watching; it is read after the reply.
+  });
+}
+
+void Connection::Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool uncompressed) {
+  if (reply.message == nullptr) {
+    reply = MakeErrorReply(id, Internal("request handler returned no reply message"));
+  }
+  ++stats_.frames_handled;
+  ++totals_.frames_handled;
+  handling_ = false;
+  error_code ignored;
+  socket_.cancel(ignored);  // ends WatchPeer's wait
+  request_ = Frame();  // the request's memory is not needed while replying
+  Write(std::move(reply), id, peer_minor, /*close_after=*/false, uncompressed);
+}
+
+std::string Connection::Refused() const {
+  std::string kind = "unreadable";
+  try {
+    auto reader = request_.Reader();
+    kind = RequestKindName(reader.getRoot<wire::Request>());
+  } catch (...) {
+  }
+  return kind + " request " + std::to_string(header_.request_id) + " refused";
+}
+
+void Connection::Fail(uint64_t request_id, const Status& status, const std::string& what) {
+  LogLine(options_, info_.peer + ": " + what + ": " + status.ToString() + "; closing the connection");
+  const auto& in_place = request_.attachment_in_place;
+  if (handler_ && std::find(in_place.begin(), in_place.end(), true) != in_place.end()) {
+    try {
+      handler_->OnRequestFailed(request_, status);
+    } catch (...) {
+      LogLine(options_, "OnRequestFailed threw: " + ExceptionMessage(std::current_exception()));
+    }
+  }
+  Write(MakeErrorReply(request_id, status), request_id, /*peer_minor=*/0,
+        /*close_after=*/true);
+}
+
+void Connection::Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after,
+                       bool uncompressed) {
+  reply.request_id = request_id;
+  EncodeOptions encode;
+  encode.compression = uncompressed ? CompressionSetting(CompressionMode::kNone) : options_.compression;
+  encode.compression_level = options_.compression_level;
+  encode.peer_minor = peer_minor;
+  encode.limits = options_.limits;
+  uint64_t compressible = 0;
+  for (const OutAttachment& a : reply.attachments) compressible += a.compress ? a.size : 0;
+  const bool compresses = static_cast<bool>(encode.compression);
+  if (encode_pool_ != nullptr && compresses && compressible >= kOffThreadEncodeBytes) {
+    // Off the I/O thread: the connection reads nothing until this reply is written, so
+    // nothing else of it runs meanwhile; the write itself goes back to its strand.
+    auto frame = std::make_shared<OutFrame>(std::move(reply));
+    asio::post(*encode_pool_, [self = shared_from_this(), frame, encode, request_id, close_after] {
+      auto encoded = std::make_shared<StatusOr<EncodedFrame>>(EncodeFrame(*frame, encode));
+      asio::dispatch(self->socket_.get_executor(), [self, encoded, encode, request_id, close_after] {
+        self->WriteEncoded(std::move(*encoded), encode, request_id, close_after);
+      });
+    });
+    return;
+  }
+  WriteEncoded(EncodeFrame(reply, encode), encode, request_id, close_after);
+}
+
+void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode,
+                              uint64_t request_id, bool close_after) {
+  if (!encoded.ok()) {
+    LogLine(options_, info_.peer + ": the reply to request " + std::to_string(request_id) +
+                          " could not be encoded: " + encoded.status().ToString());
+    OutFrame error = MakeErrorReply(request_id, encoded.status().WithContext("encoding reply"));
+    encoded = EncodeFrame(error, encode);
+    if (!encoded.ok()) return CloseNow();
+  }
+  out_.emplace(std::move(encoded).value());
+  out_buffers_ = ToBuffers(*out_);
+  ArmWriteDeadline();
+  stream_.AsyncWrite(out_buffers_,
+                    [weak = weak_from_this()] {
+                      if (auto self = weak.lock()) self->write_progress_at_ = std::chrono::steady_clock::now();
+                    },
+                    [self = shared_from_this(), close_after](error_code ec, size_t n) {
+                      self->deadline_.cancel();
+                      self->CountWritten(n);
+                      if (!ec) {
+                        self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
+                        self->stats_.attachment_wire_sent += self->out_->attachment_wire_bytes();
+                        self->totals_.attachment_raw_sent += self->out_->attachment_raw_bytes();
+                        self->totals_.attachment_wire_sent += self->out_->attachment_wire_bytes();
+                      }
+                      self->out_.reset();
+                      self->out_buffers_.clear();
+                      if (ec) return;
+                      if (close_after) {
+                        self->LingeringClose();
+                      } else {
+                        self->ReadHeader();
+                      }
+                    });
+}
+
+void Connection::ArmWriteDeadline() {
+  deadline_.cancel();
+  if (options_.write_timeout.count() <= 0) return;
+  write_progress_at_ = std::chrono::steady_clock::now();
+  deadline_.expires_after(options_.write_timeout);
+  deadline_.async_wait([weak = weak_from_this()](error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
+  });
+}
+
+void Connection::OnWriteDeadline() {
+  if (!out_) return;  // the write has ended
+  const auto due = write_progress_at_ + options_.write_timeout;
+  if (std::chrono::steady_clock::now() < due) {  // progress since: wait for the rest
+    deadline_.expires_at(due);
+    deadline_.async_wait([weak = weak_from_this()](error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
+    });
+    return;
+  }
+  LogLine(options_, "closing connection " + info_.peer + ": the peer read nothing of a reply past the write timeout (" +
+                        std::to_string(options_.write_timeout.count()) + " ms)");
+  CloseNow();
+}
+
+void Connection::LingeringClose() {
+  error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return CloseNow();
+  timer_.expires_after(kLingerTime);
+  timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec) self->CloseNow();
+  });
+  drain_buf_.resize(64 * 1024);
+  drained_ = 0;
+  Drain();
+}
+
+void Connection::Drain() {
+  socket_.async_read_some(asio::buffer(drain_buf_),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            self->CountRead(n);
+                            self->drained_ += n;
+                            if (ec || self->drained_ > kMaxLingerBytes) return self->CloseNow();
+                            self->Drain();
+                          });
+}
+
+}  // namespace remex::rpc::detail

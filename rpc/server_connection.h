@@ -1,0 +1,142 @@
+// The server side of one accepted connection: reading and checking request frames,
+// handing them to the ConnectionHandler, writing the replies, and the connection's
+// deadlines (internal to rpc/: see transport.h).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpc/compression.h"
+#include "rpc/frame.h"
+#include "rpc/stream.h"
+#include "rpc/transport.h"
+
+namespace remex::rpc::detail {
+
+// One line of the server's connection log (ServerOptions::log; stderr when unset).
+void LogLine(const ServerOptions& options, const std::string& line);
+
+// One accepted connection. All its work runs on its strand (the socket's executor): a
+// single chain of reads, the handler call and the reply write, so frames are handled
+// one at a time in order. The chain's handlers hold the shared_ptr; when the chain ends
+// the Connection, and with it the ConnectionHandler, is destroyed.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // `tls` (the server's context, which outlives its connections): the connection
+  // speaks TLS; nullptr: plaintext.
+  // `encode_pool` (the server's, likewise; nullptr: none) encodes large replies.
+  Connection(tcp::socket socket, uint64_t id, const ServerOptions& options, ConnectionStats& totals,
+             asio::ssl::context* tls, asio::thread_pool* encode_pool);
+
+  // The peer's address without its port ("" when unknown).
+  const std::string& address() const { return address_; }
+  bool closed() const { return closed_.load(); }
+
+  // Answers with `status` (request_id 0) and closes, without a handler.
+  void Refuse(const Status& status);
+
+  ~Connection() { handler_.reset(); }  // explicitly first: the handler may read stats_
+
+  const ConnectionInfo& info() const { return info_; }
+
+  void Start(std::unique_ptr<ConnectionHandler> handler);
+
+  // Thread-safe: closes the socket on the connection's strand.
+  void PostClose();
+
+ private:
+  void CloseNow();
+  void CountRead(size_t n);
+  void CountWritten(size_t n);
+
+  // (Re)arms the connection's deadline: `after` from now the socket is closed, unless
+  // the deadline is armed again or cancelled first. Zero: none.
+  void ArmDeadline(std::chrono::milliseconds after, const char* what);
+
+  // Reading a request frame: header, message, then each attachment, chunk by chunk.
+
+  // TLS connections: the first byte tells a TLS handshake from a plaintext Remex frame,
+  // which is answered in plaintext (its client would not understand TLS alerts).
+  void DetectTls();
+  void ReadHeader();
+
+  // Every read of a frame in progress must complete within the read timeout.
+  void FrameProgress() { ArmDeadline(options_.read_timeout, "no progress on a frame past the read timeout"); }
+
+  void OnHeader();
+  void OnMessage();
+  void ReadAttachmentHeader();
+  void OnAttachmentHeader();
+  void ReadAttachmentChunk();
+  void Dispatch();
+
+  // While a request is handled, waits for the socket to turn readable: either the next
+  // (pipelined) frame, left unread, or the end of the connection, which the handler is
+  // told about so that it can cancel the request's work.
+  void WatchPeer();
+
+  // Replying.
+
+  // Writes the reply to the request being handled, then reads the next frame.
+  void Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool uncompressed);
+
+  // "<kind> request <id> refused", for a frame whose message has been validated.
+  std::string Refused() const;
+
+  // Answers with an error and closes the connection; logs one line naming the peer,
+  // `what` was refused, and the status.
+  void Fail(uint64_t request_id, const Status& status, const std::string& what);
+  void Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after,
+             bool uncompressed = false);
+  void WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode, uint64_t request_id,
+                    bool close_after);
+
+  // Closes the connection once the peer has taken no byte of the reply being written
+  // for options_.write_timeout (a client that stops reading holds no connection).
+  void ArmWriteDeadline();
+  void OnWriteDeadline();
+  void LingeringClose();
+  void Drain();
+
+  Stream stream_;
+  tcp::socket& socket_;          // stream_'s TCP socket
+  asio::steady_timer timer_;     // lingering close
+  asio::steady_timer deadline_;  // idle and read deadlines
+  const ServerOptions& options_;  // owned by the Server, which outlives its connections
+  ConnectionStats& totals_;       // the Server's, likewise
+  asio::ssl::context* tls_context_;  // the Server's, likewise; nullptr: plaintext
+  asio::thread_pool* encode_pool_;   // the Server's, likewise; nullptr: none
+  std::chrono::steady_clock::time_point write_progress_at_;  // the reply's last write step
+  std::string address_;
+  std::atomic<bool> closed_{false};
+  bool handling_ = false;  // a request of this connection is with the handler
+  uint64_t frame_raw_bytes_ = 0;  // attachment bytes of the frame being read
+  ConnectionStats stats_;
+  ConnectionInfo info_;
+
+  std::array<std::byte, kFrameHeaderSize> header_buf_{};
+  std::array<std::byte, kAttachmentHeaderSize> attachment_header_buf_{};
+  FrameHeader header_;
+  Frame request_;
+  uint32_t next_attachment_ = 0;
+  AttachmentHeader attachment_;  // of attachment next_attachment_
+  AttachmentReader reader_;
+
+  std::optional<EncodedFrame> out_;
+  std::vector<asio::const_buffer> out_buffers_;
+
+  std::vector<std::byte> drain_buf_;
+  size_t drained_ = 0;
+
+  // Last member: destroyed before the stats it may read.
+  std::unique_ptr<ConnectionHandler> handler_;
+};
+
+}  // namespace remex::rpc::detail

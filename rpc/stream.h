@@ -1,0 +1,113 @@
+// A connection's byte stream (TCP, or TLS over it), the TLS contexts, and helpers the
+// server and client sides of the transport share (internal to rpc/: see transport.h).
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <openssl/ssl.h>
+
+#include "base/status.h"
+#include "rpc/frame.h"
+#include "rpc/tls.h"
+
+namespace remex::rpc::detail {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+// Gather-write buffers over an encoded frame's pieces (of several frames, in order).
+std::vector<asio::const_buffer> ToBuffers(const EncodedFrame& frame);
+std::vector<asio::const_buffer> ToBuffers(const std::vector<EncodedFrame>& frames);
+
+// What an exception caught by `catch (...)` says.
+std::string ExceptionMessage(std::exception_ptr e);
+
+// ---------------------------------------------------------------------------------------
+// TLS.
+
+// The first byte of a TLS handshake record (RFC 8446, ContentType handshake(22)).
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+
+// The contexts of the server's and the client's connections (rpc/tls.h): INVALID_ARGUMENT
+// naming a file that cannot be used.
+StatusOr<std::unique_ptr<asio::ssl::context>> MakeServerContext(const TlsServerConfig& config);
+StatusOr<std::unique_ptr<asio::ssl::context>> MakeClientContext(const TlsClientConfig& config);
+
+// A connection's byte stream: the TCP socket, or TLS over it. Reads and writes go
+// through TLS once it is enabled; socket() is always the TCP socket (readiness waits,
+// cancel, shutdown and close act on it).
+class Stream {
+ public:
+  explicit Stream(tcp::socket socket) : socket_(std::move(socket)) {}
+  template <typename ExecutionContext>
+  explicit Stream(ExecutionContext& io) : socket_(io) {}
+
+  tcp::socket& socket() { return socket_; }
+  const tcp::socket& socket() const { return socket_; }
+  void EnableTls(asio::ssl::context& context) { tls_.emplace(socket_, context); }
+  // Later reads and writes bypass TLS (a plaintext answer to a plaintext peer).
+  void DropTls() { tls_.reset(); }
+  bool tls() const { return tls_.has_value(); }
+  SSL* ssl() { return tls_ ? tls_->native_handle() : nullptr; }
+
+  template <typename Handler>
+  void AsyncHandshake(asio::ssl::stream_base::handshake_type type, Handler&& handler) {
+    tls_->async_handshake(type, std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncRead(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      asio::async_read(*tls_, buffers, std::forward<Handler>(handler));
+    } else {
+      asio::async_read(socket_, buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncReadSome(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      socket_.async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncWrite(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      asio::async_write(*tls_, buffers, std::forward<Handler>(handler));
+    } else {
+      asio::async_write(socket_, buffers, std::forward<Handler>(handler));
+    }
+  }
+  // AsyncWrite that calls `progress()` before each write step (so at every step of
+  // progress the peer lets the write make).
+  template <typename Buffers, typename Progress, typename Handler>
+  void AsyncWrite(const Buffers& buffers, Progress progress, Handler&& handler) {
+    auto condition = [progress](const error_code& ec, size_t) -> size_t {
+      progress();
+      return ec ? 0 : 65536;
+    };
+    if (tls_) {
+      asio::async_write(*tls_, buffers, condition, std::forward<Handler>(handler));
+    } else {
+      asio::async_write(socket_, buffers, condition, std::forward<Handler>(handler));
+    }
+  }
+
+ private:
+  tcp::socket socket_;
+  std::optional<asio::ssl::stream<tcp::socket&>> tls_;
+};
+
+// Why a TLS handshake failed, as OpenSSL says it: the certificate check's reason when
+// that is what failed.
+std::string TlsFailure(Stream& stream, const error_code& ec);
+
+}  // namespace remex::rpc::detail
