@@ -18,8 +18,8 @@
 //   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues.
 // SESSION OPTIONS: --server HOST:PORT (default: an embedded server on loopback),
 //   --input NAME=FILE.npy, --seed N, --compression auto|none|zstd[:LEVEL], --token-file,
-//   --tls-ca/--tls-cert/--tls-key/--tls-server-name, --connect-timeout S, --json,
-//   --verbose.
+//   --tls-ca/--tls-cert/--tls-key/--tls-server-name, --connect-timeout S, --timeout S,
+//   --json, --verbose.
 // Exit status (tooling/exit_code.h): 0 success, 1 mismatch or failed threshold, 2 usage
 // error, 3 infrastructure error (connection, server, file system).
 #include <CLI/CLI.hpp>
@@ -96,6 +96,7 @@ struct SessionArgs {
   std::string token_file;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   double connect_timeout_s = 10;
+  double timeout_s = 600;
   bool json = false;
   bool verbose = false;
 };
@@ -119,6 +120,10 @@ void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
   cmd->add_option("--connect-timeout", args.connect_timeout_s, "seconds to wait for the server to accept")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0));
+  cmd->add_option("--timeout", args.timeout_s,
+                  "seconds one request may take (an upload, a run, a whole benchmark) before the client gives up")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
   cmd->add_flag("--json", args.json, "print one JSON object");
   cmd->add_flag("--verbose", args.verbose, "also print wire, copy and allocation detail");
 }
@@ -139,6 +144,7 @@ StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::
   REMEX_ASSIGN_OR_RETURN(r.server.tls, tooling::TlsFromFlags(args.server, args.tls_ca, args.tls_cert, args.tls_key,
                                                              args.tls_server_name));
   r.server.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1000));
+  r.server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
   return r;
 }
 

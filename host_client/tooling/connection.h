@@ -22,7 +22,9 @@ struct ServerOptions {
   std::optional<rpc::TlsClientConfig> tls;  // remote servers only
   client::CompressionOptions compression;
   std::chrono::milliseconds connect_timeout{10000};   // TCP and TLS handshake
-  std::chrono::milliseconds request_timeout{30000};   // per request
+  // Per request (an upload, a run, a whole benchmark): a benchmark of a large model
+  // or one on a busy machine takes minutes.
+  std::chrono::milliseconds request_timeout{600000};
 };
 
 // The token for a server: the file's (rpc::ReadTokenFile) when `token_file` is set,
