@@ -297,9 +297,12 @@ OpTraits ElementwiseTraits(std::optional<FusedOpcode> opcode = std::nullopt, std
   return t;
 }
 
-OpDef BinaryDef(std::string name, FusedOpcode opcode) {
+// `since`: the ONNX version of the op's definition in effect at opset 7 (its first
+// entry; see OpDef::since_version), here and in the other *Def helpers.
+OpDef BinaryDef(std::string name, int since, FusedOpcode opcode) {
   OpDef def;
   def.name = name;
+  def.since_version = since;
   def.min_inputs = def.max_inputs = 2;
   def.traits = ElementwiseTraits(opcode);
   def.infer = [name](const Attributes& attrs, std::span<const ShapeFnArg> in) {
@@ -472,9 +475,10 @@ class CompareKernel final : public ValidatedKernel {
   }
 };
 
-OpDef CompareDef(std::string name, CompareKind kind) {
+OpDef CompareDef(std::string name, int since, CompareKind kind) {
   OpDef def;
   def.name = name;
+  def.since_version = since;
   def.min_inputs = def.max_inputs = 2;
   def.infer = [name, kind](const Attributes&, std::span<const ShapeFnArg> in) {
     return InferCompare(name, kind, in);
@@ -587,9 +591,10 @@ class MinMaxKernel final : public ValidatedKernel {
   }
 };
 
-OpDef VariadicDef(std::string name, FusedOpcode opcode) {
+OpDef VariadicDef(std::string name, int since, FusedOpcode opcode) {
   OpDef def;
   def.name = name;
+  def.since_version = since;
   def.min_inputs = 1;
   def.max_inputs = -1;
   def.traits = ElementwiseTraits(opcode);
@@ -801,9 +806,10 @@ class NotKernel final : public ValidatedKernel {
   }
 };
 
-OpDef UnaryDef(std::string name, TypeClass types, OpTraits traits) {
+OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
   OpDef def;
   def.name = name;
+  def.since_version = since;
   def.traits = std::move(traits);
   def.infer = [name, types, params = def.traits.params](
                   const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
@@ -825,6 +831,7 @@ OpDef UnaryDef(std::string name, TypeClass types, OpTraits traits) {
 // and its attribute parameters with their ONNX defaults.
 struct UnaryOp {
   const char* name;
+  int since;  // OpDef::since_version.
   TypeClass types;
   FusedOpcode opcode;
   bool epilogue;
@@ -833,20 +840,20 @@ struct UnaryOp {
 
 const std::vector<UnaryOp>& UnaryOps() {
   static const std::vector<UnaryOp> ops = {
-      {"Relu", TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
-      {"LeakyRelu", TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
-      {"HardSigmoid", TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
+      {"Relu", 6, TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
+      {"LeakyRelu", 6, TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
+      {"HardSigmoid", 6, TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
        {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}}},
-      {"HardSwish", TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
-      {"Sigmoid", TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
-      {"Tanh", TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
-      {"Exp", TypeClass::kFloat, FusedOpcode::kExp, false, {}},
-      {"Log", TypeClass::kFloat, FusedOpcode::kLog, false, {}},
-      {"Erf", TypeClass::kFloat, FusedOpcode::kErf, false, {}},
-      {"Sqrt", TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
-      {"Neg", TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
-      {"Abs", TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
-      {"Reciprocal", TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
+      {"HardSwish", 14, TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
+      {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
+      {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
+      {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {}},
+      {"Log", 6, TypeClass::kFloat, FusedOpcode::kLog, false, {}},
+      {"Erf", 9, TypeClass::kFloat, FusedOpcode::kErf, false, {}},
+      {"Sqrt", 6, TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
+      {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
+      {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
+      {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
   };
   return ops;
 }
@@ -854,7 +861,7 @@ const std::vector<UnaryOp>& UnaryOps() {
 OpDef UnaryOpDef(const UnaryOp& u) {
   OpTraits traits = ElementwiseTraits(u.opcode, u.params);
   traits.epilogue_activation = u.epilogue;
-  return UnaryDef(u.name, u.types, std::move(traits));
+  return UnaryDef(u.name, u.since, u.types, std::move(traits));
 }
 
 template <typename K>
@@ -923,18 +930,17 @@ class ClipKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Dropout, inference only: output = data; the optional mask is all true (all ones of
-// data's dtype for Dropout-7, whose mask has type T). Inputs (Dropout-12+): data,
-// optional ratio (float scalar, ignored), optional training_mode (bool scalar);
-// Dropout-7/10 take ratio as an attribute. training_mode is read by the shape function
-// (ShapeDep::kData): true is UNIMPLEMENTED.
+// Dropout, inference only: output = data; the optional mask is all true. Two entries:
+// Dropout-7 (opsets 7-9), whose mask has data's dtype (all ones), and Dropout-10+, whose
+// mask is bool. Inputs (Dropout-12+): data, optional ratio (float scalar, ignored),
+// optional training_mode (bool scalar); Dropout-7/10 take ratio as an attribute.
+// training_mode is read by the shape function (ShapeDep::kData): true is UNIMPLEMENTED.
 
-int64_t SinceVersion(const Attributes& attrs, int64_t latest) {
-  StatusOr<int64_t> v = attrs.Int("since_version", latest);
-  return v.ok() ? *v : latest;
-}
+// The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.
+DType DropoutMaskType(bool mask_like_data, DType dt) { return mask_like_data ? dt : DType::kBool; }
 
-StatusOr<std::vector<TensorInfo>> InferDropout(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+StatusOr<std::vector<TensorInfo>> InferDropout(bool mask_like_data, const Attributes& attrs,
+                                               std::span<const ShapeFnArg> in) {
   if (in.empty() || in.size() > 3) return OpError("Dropout", "expects 1 to 3 inputs");
   StatusOr<float> ratio_attr = attrs.Float("ratio", 0.5f);
   if (!ratio_attr.ok()) return OpError("Dropout", ratio_attr.status().message());
@@ -962,8 +968,7 @@ StatusOr<std::vector<TensorInfo>> InferDropout(const Attributes& attrs, std::spa
           "inference only");
     }
   }
-  const DType mask = SinceVersion(attrs, 13) < 10 ? dt : DType::kBool;
-  return std::vector<TensorInfo>{{dt, in[0].shape}, {mask, in[0].shape}};
+  return std::vector<TensorInfo>{{dt, in[0].shape}, {DropoutMaskType(mask_like_data, dt), in[0].shape}};
 }
 
 // The shape function, run on the inputs before Run, has refused training_mode = true.
@@ -989,35 +994,59 @@ class DropoutKernel final : public ValidatedKernel {
   }
 };
 
+// Dropout-7 (opsets 7-9) or Dropout-10+ (`since` 10).
+OpDef DropoutDef(int since) {
+  const bool mask_like_data = since < 10;
+  OpDef def;
+  def.name = "Dropout";
+  def.since_version = since;
+  if (mask_like_data) def.end_version = 9;
+  def.min_inputs = 1;
+  def.max_inputs = 3;
+  def.max_outputs = 2;
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
+  def.infer = [mask_like_data](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferDropout(mask_like_data, attrs, in);
+  };
+  def.output_dtypes = [mask_like_data](const Attributes&, std::span<const DType> in) {
+    const DType dt = in.empty() ? DType::kUndefined : in[0];
+    return std::vector<DType>{dt, DropoutMaskType(mask_like_data, dt)};  // output, mask
+  };
+  return def;
+}
+
 }  // namespace
 
 Status AddElementwiseOpDefs(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Add", FusedOpcode::kAdd)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Sub", FusedOpcode::kSub)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Mul", FusedOpcode::kMul)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Div", FusedOpcode::kDiv)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Add", 7, FusedOpcode::kAdd)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Sub", 7, FusedOpcode::kSub)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Mul", 7, FusedOpcode::kMul)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(BinaryDef("Div", 7, FusedOpcode::kDiv)));
   OpDef pow;
   pow.name = "Pow";
+  pow.since_version = 7;
   pow.min_inputs = pow.max_inputs = 2;
   pow.infer = InferPow;
   // The exponent fuses as an immediate when it is a one-element constant.
   pow.traits = ElementwiseTraits(FusedOpcode::kPow, {{"", 1, std::nullopt}});
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(pow)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Equal", CompareKind::kEqual)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Less", CompareKind::kLess)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Greater", CompareKind::kGreater)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("And", CompareKind::kAnd)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Or", CompareKind::kOr)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Equal", 7, CompareKind::kEqual)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Less", 7, CompareKind::kLess)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Greater", 7, CompareKind::kGreater)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("And", 7, CompareKind::kAnd)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Or", 7, CompareKind::kOr)));
   OpDef prelu;
   prelu.name = "PRelu";
+  prelu.since_version = 7;
   prelu.min_inputs = prelu.max_inputs = 2;
   prelu.infer = InferPRelu;
   prelu.traits = ElementwiseTraits();
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(prelu)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min", FusedOpcode::kMin)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max", FusedOpcode::kMax)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min", 6, FusedOpcode::kMin)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max", 6, FusedOpcode::kMax)));
   OpDef where;
   where.name = "Where";
+  where.since_version = 9;
   where.min_inputs = where.max_inputs = 3;
   where.infer = InferWhere;
   where.traits = ElementwiseTraits();
@@ -1026,11 +1055,14 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(where)));
   for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
-  OpDef not_def = UnaryDef("Not", TypeClass::kBool, ElementwiseTraits());
+  OpDef not_def = UnaryDef("Not", 1, TypeClass::kBool, ElementwiseTraits());
   not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
   OpDef clip;
   clip.name = "Clip";
+  // Clip-6's min/max attributes reach the registry as Clip-11's inputs: the ONNX
+  // frontend rewrites the older form and binds the node to this entry.
+  clip.since_version = 11;
   clip.min_inputs = 1;
   clip.max_inputs = 3;
   clip.infer = InferClip;
@@ -1039,19 +1071,8 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   clip.traits = ElementwiseTraits(FusedOpcode::kClip, {{"", 1, -inf}, {"", 2, inf}});
   clip.traits.epilogue_activation = true;
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(clip)));
-  OpDef dropout;
-  dropout.name = "Dropout";
-  dropout.min_inputs = 1;
-  dropout.max_inputs = 3;
-  dropout.max_outputs = 2;
-  dropout.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
-  dropout.infer = InferDropout;
-  dropout.output_dtypes = [](const Attributes& attrs, std::span<const DType> in) {
-    const DType dt = in.empty() ? DType::kUndefined : in[0];
-    return std::vector<DType>{dt, SinceVersion(attrs, 13) < 10 ? dt : DType::kBool};  // output, mask
-  };
-  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(dropout)));
-  return OkStatus();
+  REMEX_RETURN_IF_ERROR(registry.AddOp(DropoutDef(7)));
+  return registry.AddOp(DropoutDef(10));
 }
 
 Status AddElementwiseCpuKernels(KernelRegistry& registry) {
@@ -1073,7 +1094,8 @@ Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, defs, "Where"));
   REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
   REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
-  REMEX_RETURN_IF_ERROR(AddKernel<DropoutKernel>(registry, defs, "Dropout"));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));
   REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Relu, true>(registry, defs, "Relu")));
   REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::LeakyRelu>(registry, defs, "LeakyRelu"));
   REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSigmoid>(registry, defs, "HardSigmoid"));

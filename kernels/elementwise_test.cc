@@ -740,12 +740,12 @@ TEST(DropoutTest, InferenceIsTheIdentity) {
     EXPECT_EQ((*out)[0].bytes, x.bytes);
   }
   // Dropout-7 (ratio attribute, mask of the data's type) and Dropout-10 (bool mask).
-  auto out = r.Run("Dropout", Attrs({{"ratio", 0.2f}, {"since_version", int64_t{7}}}), {x});
+  auto out = r.Run("Dropout-7", Attrs({{"ratio", 0.2f}}), {x});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].bytes, x.bytes);
   EXPECT_EQ((*out)[1].dtype, DType::kFloat32);
   EXPECT_EQ((*out)[1].Values<float>(), (std::vector<float>{1, 1, 1, 1}));
-  out = r.Run("Dropout", Attrs({{"ratio", 0.2f}, {"since_version", int64_t{10}}}), {x});
+  out = r.Run("Dropout-10", Attrs({{"ratio", 0.2f}}), {x});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[1].dtype, DType::kBool);
   out = r.Run("Dropout", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(1.5f)})});

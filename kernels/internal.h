@@ -142,13 +142,15 @@ class ValidatedKernel : public OpKernel {
   Attributes attrs_;
 };
 
-// Registers a CPU kernel factory for `def.name` that builds `K(def, attrs)` after
-// `check(attrs)` (attribute validation, may be null) succeeds.
+// Registers a CPU kernel factory for the entry `def` (its name and since_version) that
+// builds `K(def, attrs)` after `check(attrs)` (attribute validation, may be null)
+// succeeds.
 template <typename K>
 Status AddValidatedKernel(KernelRegistry& registry, OpDef def,
                           std::function<Status(const Attributes&)> check = nullptr) {
   std::string name = def.name;
-  return registry.AddKernel(name, DeviceKind::kCpu,
+  const int since = def.since_version;
+  return registry.AddKernel(name, since, DeviceKind::kCpu,
                             [def = std::move(def), check = std::move(check)](
                                 const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
                               if (check) REMEX_RETURN_IF_ERROR(check(attrs));

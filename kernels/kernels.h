@@ -1,21 +1,20 @@
 // The operator library: per op its shape function (with per-input data dependence)
 // and per device its kernel, held in an explicit KernelRegistry.
 //
-// Semantics are ONNX's (https://onnx.ai/onnx/operators/, opsets 7-17). The ONNX
-// frontend normalises older opset forms before ops reach this library:
-//   - Clip: min/max always arrive as optional inputs 1 and 2 (opset 11+ form).
-//   - Slice: starts/ends/axes/steps always arrive as inputs (opset 10+ form).
-//   - Softmax: attribute `axis` (default -1); opsets < 13 are marked with the
-//     internal attribute `flatten_to_2d` = 1 (the input is seen as 2-D
-//     [prod(shape[:axis]), prod(shape[axis:])], axis default 1 there).
+// Semantics are ONNX's (https://onnx.ai/onnx/operators/, opsets 7-17). Ops are keyed
+// as ONNX Runtime keys its kernels (ONNX_OPERATOR_VERSIONED_KERNEL_EX): an op has one
+// OpDef per range of opsets [since_version, end_version] over which its semantics stay
+// the same, and a node is bound to the entry covering its model's opset. Where an op's
+// definition changed (Dropout-10's bool mask, Flatten-11's negative axis,
+// Resize-10/11/13, Softmax-13's axis), the new semantics is a new entry; entries may
+// share code through helpers, but no kernel reads an op version.
+//   - The frontend rewrites two older forms into the newer definition and binds the
+//     node to its entry: Clip-6's min/max attributes become Clip-11's optional inputs
+//     1 and 2, Slice-1's starts/ends/axes attributes Slice-10's inputs.
 //   - Constant nodes become executable constants and never reach a kernel.
-//   - Every node carries the internal attribute `since_version`: the version of the
-//     op's definition in effect at the model's opset (ONNX OpSchema::since_version), for
-//     ops whose semantics changed between versions (Resize, Dropout, ...). Absent in
-//     graphs not built by the frontend: ops then assume their latest definition.
-//   - Attributes that later versions turned into inputs (Squeeze/Unsqueeze axes, Split
-//     split, ReduceSum axes, Pad pads, TopK k, ...) are accepted in either form by the
-//     shape function and the kernel.
+//   - Attributes that later versions turned into inputs and that one entry still
+//     spans (Squeeze/Unsqueeze axes, Split split, ReduceSum axes, Pad pads, TopK k)
+//     are accepted in either form by the shape function and the kernel.
 // Optional inputs that a node leaves empty arrive "absent" (see TensorRef).
 //
 // Thread-safety: a filled KernelRegistry is immutable and may be shared. An OpKernel
@@ -24,12 +23,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -147,9 +148,23 @@ struct OpTraits {
   std::vector<ScalarParam> params;
 };
 
-// Device-independent description of an op.
+// The end_version of an op's newest entry: it covers every later opset (as an ONNX
+// Runtime kernel registered without an end version).
+inline constexpr int kOpenEndedVersion = std::numeric_limits<int32_t>::max();
+// A lookup version meaning "the op's newest entry": what nodes built outside the ONNX
+// frontend (compiler passes, tests) are bound to.
+inline constexpr int kNewestVersion = kOpenEndedVersion;
+
+// Device-independent description of one version range of an op.
 struct OpDef {
   std::string name;       // ONNX op_type, e.g. "Conv".
+  // The opsets this entry covers, inclusive: since_version is the ONNX
+  // OpSchema::since_version of the first definition it implements (for an op's first
+  // entry, the definition in effect at opset 7, or the op's first one when later);
+  // end_version is the last opset before the op's next entry, kOpenEndedVersion for
+  // the newest entry. Internal ops (Fused*) have one entry from version 1.
+  int since_version = 1;
+  int end_version = kOpenEndedVersion;
   int min_inputs = 1;
   int max_inputs = 1;     // -1: variadic.
   int min_outputs = 1;
@@ -193,21 +208,39 @@ class OpKernel {
 // Creates a kernel for a node's attributes; INVALID_ARGUMENT for bad attributes.
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const Attributes&)>;
 
-// Op definitions by name and kernel factories by (op, device). Filled explicitly by
-// RegisterOpDefs / RegisterCpuKernels (no static self-registration).
+// Op definitions by (name, opset range) and kernel factories by (op, entry, device).
+// Filled explicitly by RegisterOpDefs / RegisterCpuKernels (no static
+// self-registration).
 class KernelRegistry {
  public:
-  // ALREADY_EXISTS when the op or (op, device) is registered twice.
+  // INVALID_ARGUMENT when since_version < 1 or end_version < since_version;
+  // ALREADY_EXISTS when the range overlaps an entry of the same op.
   Status AddOp(OpDef def);
-  Status AddKernel(std::string_view op, DeviceKind device, KernelFactory factory);
+  // Registers the kernel of the entry of `op` that starts at `since_version`.
+  // ALREADY_EXISTS when that (op, since_version, device) is registered twice.
+  Status AddKernel(std::string_view op, int since_version, DeviceKind device, KernelFactory factory);
 
-  const OpDef* FindOp(std::string_view op) const;
-  const KernelFactory* FindKernel(std::string_view op, DeviceKind device) const;
+  // The entry of `op` whose [since_version, end_version] covers `version` (a model's
+  // opset, or the since_version of an entry); nullptr when none does.
+  const OpDef* FindOp(std::string_view op, int version) const;
+  // The op's newest entry (FindOp(op, kNewestVersion)).
+  const OpDef* FindOp(std::string_view op) const { return FindOp(op, kNewestVersion); }
+  // Every entry of `op`, oldest first; empty when the op is not registered.
+  std::vector<const OpDef*> OpVersions(std::string_view op) const;
+  // The opsets `op` has entries for, e.g. "6-10, 11+" or "11+"; "" when unregistered.
+  std::string SupportedVersions(std::string_view op) const;
+
+  // The kernel of the entry FindOp(op, version) on `device`; nullptr when none.
+  const KernelFactory* FindKernel(std::string_view op, int version, DeviceKind device) const;
+  const KernelFactory* FindKernel(std::string_view op, DeviceKind device) const {
+    return FindKernel(op, kNewestVersion, device);
+  }
   std::vector<std::string> OpNames() const;
 
  private:
-  std::map<std::string, OpDef, std::less<>> ops_;
-  std::map<std::pair<std::string, DeviceKind>, KernelFactory, std::less<>> kernels_;
+  // Per op, its entries by since_version.
+  std::map<std::string, std::map<int, OpDef>, std::less<>> ops_;
+  std::map<std::tuple<std::string, int, DeviceKind>, KernelFactory, std::less<>> kernels_;
 };
 
 // The dtypes of `num_outputs` outputs from input dtypes alone (see DTypeFn).

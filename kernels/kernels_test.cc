@@ -407,11 +407,14 @@ TEST(SoftmaxTest, AxisAndStability) {
   EXPECT_NEAR(v[0], 0.5, 1e-6);
   EXPECT_NEAR(v[1], 1 / (1 + std::exp(2.0)), 1e-6);
   EXPECT_NEAR(v[3], 1 / (1 + std::exp(-2.0)), 1e-6);
-  // flatten_to_2d: axis 1 of [1, 2, 2] normalises over all 4 values.
-  out = r.Run("Softmax", Attrs({{"flatten_to_2d", int64_t{1}}}),
-              {HostTensor::Of<float>({1, 2, 2}, {0, 0, 0, 0})});
+  // Softmax-1 (opsets 1-12): axis 1 (its default) of [1, 2, 2] normalises over all 4
+  // values; Softmax-13 over the last axis only.
+  out = r.Run("Softmax-12", {}, {HostTensor::Of<float>({1, 2, 2}, {0, 0, 0, 0})});
   ASSERT_TRUE(out.ok());
   for (float x : (*out)[0].Values<float>()) EXPECT_NEAR(x, 0.25, 1e-6);
+  out = r.Run("Softmax-13", {}, {HostTensor::Of<float>({1, 2, 2}, {0, 0, 0, 0})});
+  ASSERT_TRUE(out.ok());
+  for (float x : (*out)[0].Values<float>()) EXPECT_NEAR(x, 0.5, 1e-6);
   EXPECT_EQ(r.Infer("Softmax", Attrs({{"axis", int64_t{2}}}),
                     {HostTensor::Zeros(DType::kFloat32, {2, 2})})
                 .status()
@@ -598,7 +601,7 @@ TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
   auto registry = CreateCpuRegistry();
   ASSERT_TRUE(registry.ok());
   auto dtypes = [&](const char* op, const Attributes& attrs, std::vector<DType> in, size_t n) {
-    return OutputDTypes(*(*registry)->FindOp(op), attrs, in, n);
+    return OutputDTypes(*testing::FindVersionedOp(**registry, op), attrs, in, n);
   };
   const DType f16 = DType::kFloat16, i64 = DType::kInt64, b = DType::kBool;
   EXPECT_EQ(dtypes("Add", {}, {f16, f16}, 1), std::vector<DType>{f16});
@@ -612,10 +615,9 @@ TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
   cast.Set("to", int64_t{7});
   EXPECT_EQ(dtypes("Cast", cast, {f16}, 1), std::vector<DType>{i64});
   // Dropout's mask is bool from opset 10, the data's dtype before.
-  Attributes dropout9;
-  dropout9.Set("since_version", int64_t{7});
   EXPECT_EQ(dtypes("Dropout", {}, {f16}, 2), (std::vector<DType>{f16, b}));
-  EXPECT_EQ(dtypes("Dropout", dropout9, {f16}, 2), (std::vector<DType>{f16, f16}));
+  EXPECT_EQ(dtypes("Dropout-10", {}, {f16}, 2), (std::vector<DType>{f16, b}));
+  EXPECT_EQ(dtypes("Dropout-9", {}, {f16}, 2), (std::vector<DType>{f16, f16}));
   EXPECT_EQ(dtypes("ConstantOfShape", {}, {i64}, 1), std::vector<DType>{DType::kFloat32});
 }
 

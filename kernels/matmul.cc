@@ -428,6 +428,7 @@ StatusOr<std::vector<TensorInfo>> InferGemm(const Attributes& attrs,
 OpDef GemmDef() {
   OpDef def;
   def.name = std::string(kGemm);
+  def.since_version = 7;
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.infer = InferGemm;

@@ -75,11 +75,10 @@ void CheckNearestDouble(OpRunner& r) {
   const int64_t n = *NumElements(xs);
   std::vector<T> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(i % 100);
-  const Attributes a = Attrs({{"since_version", int64_t{11}},
-                              {"mode", std::string("nearest")},
+  const Attributes a = Attrs({{"mode", std::string("nearest")},
                               {"coordinate_transformation_mode", std::string("asymmetric")},
                               {"nearest_mode", std::string("floor")}});
-  auto out = r.Run("Resize", a, {HostTensor::Of<T>(xs, x), EmptyFloats(), Scales({1, 1, 2, 2})});
+  auto out = r.Run("Resize-11", a, {HostTensor::Of<T>(xs, x), EmptyFloats(), Scales({1, 1, 2, 2})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   ASSERT_EQ((*out)[0].shape, (Shape{2, 3, 10, 14}));
   std::vector<T> got = (*out)[0].template Values<T>();
@@ -147,26 +146,25 @@ TEST(ResizeTest, NearestModes) {
 
 TEST(ResizeTest, Resize10UsesAsymmetricFloorUpCeilDown) {
   OpRunner r;
-  const Attributes a = Attrs({{"since_version", int64_t{10}}});
+  const Attributes a;
   const HostTensor x = HostTensor::Of<float>({1, 1, 1, 4}, {1, 2, 3, 4});
   // Up by 1.5: x = 0, 0.667, 1.333, 2, 2.667, 3.333 -> floor.
-  auto out = r.Run("Resize", a, {x, Scales({1, 1, 1, 1.5f})});
+  auto out = r.Run("Resize-10", a, {x, Scales({1, 1, 1, 1.5f})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 1, 2, 3, 3, 4}));
   // Down by 0.75: x = 0, 1.333, 2.667 -> ceil.
-  out = r.Run("Resize", a, {x, Scales({1, 1, 1, 0.75f})});
+  out = r.Run("Resize-10", a, {x, Scales({1, 1, 1, 0.75f})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 3, 4}));
   // Linear, asymmetric: x = o / 2.
-  const Attributes lin = Attrs({{"since_version", int64_t{10}}, {"mode", std::string("linear")}});
-  out = r.Run("Resize", lin, {x, Scales({1, 1, 1, 2})});
+  const Attributes lin = Attrs({{"mode", std::string("linear")}});
+  out = r.Run("Resize-10", lin, {x, Scales({1, 1, 1, 2})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 1.5, 2, 2.5, 3, 3.5, 4, 4}));
   // Resize-10 has two inputs and no cubic.
-  EXPECT_FALSE(r.Infer("Resize", a, {x, EmptyFloats(), Scales({1, 1, 1, 2})}).ok());
+  EXPECT_FALSE(r.Infer("Resize-10", a, {x, EmptyFloats(), Scales({1, 1, 1, 2})}).ok());
   ExpectErrorMentions(
-      r.Infer("Resize", Attrs({{"since_version", int64_t{10}}, {"mode", std::string("cubic")}}),
-              {x, Scales({1, 1, 1, 2})})
+      r.Infer("Resize-10", Attrs({{"mode", std::string("cubic")}}), {x, Scales({1, 1, 1, 2})})
           .status(),
       "Resize");
 }
@@ -391,9 +389,10 @@ TEST(ResizeTest, ShapeErrors) {
       err(Attrs({{"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}),
           {EmptyFloats(), Scales({1, 1, 2, 2})}),
       "coordinate_transformation_mode");
-  EXPECT_TRUE(err(Attrs({{"since_version", int64_t{11}},
-                         {"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}),
-                  {EmptyFloats(), Scales({1, 1, 2, 2})})
+  // tf_half_pixel_for_nn is Resize-11's (opsets 11-12) alone.
+  EXPECT_TRUE(r.Infer("Resize-12",
+                      Attrs({{"coordinate_transformation_mode", std::string("tf_half_pixel_for_nn")}}),
+                      {x, EmptyFloats(), Scales({1, 1, 2, 2})})
                   .ok());
   ExpectErrorMentions(
       err(Attrs({{"nearest_mode", std::string("nearest")}}), {EmptyFloats(), Scales({1, 1, 2, 2})}),
@@ -1010,8 +1009,9 @@ TEST(NnRobustnessTest, RandomInputsNeverCrash) {
     std::vector<Attributes> attrs;
   };
   const std::vector<OpCase> ops = {
+      {"Resize-10", {Attributes{}, Attrs({{"mode", std::string("linear")}})}},
       {"Resize",
-       {Attributes{}, Attrs({{"since_version", int64_t{10}}}),
+       {Attributes{},
         Attrs({{"mode", std::string("linear")},
                {"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}),
         Attrs({{"mode", std::string("cubic")}, {"exclude_outside", int64_t{1}}}),
@@ -1039,9 +1039,9 @@ TEST(NnRobustnessTest, RandomInputsNeverCrash) {
   };
   for (const OpCase& c : ops) {
     int ran = 0;
-    const OpDef* def = r.registry().FindOp(c.op);
+    const OpDef* def = testing::FindVersionedOp(r.registry(), c.op);
     ASSERT_NE(def, nullptr) << c.op;
-    const auto* factory = r.registry().FindKernel(c.op, DeviceKind::kCpu);
+    const auto* factory = testing::FindVersionedKernel(r.registry(), c.op, DeviceKind::kCpu);
     for (int iter = 0; iter < 800; ++iter) {
       const Attributes& attrs = c.attrs[pick(rng) % c.attrs.size()];
       const int n = def->min_inputs + pick(rng) % (def->max_inputs - def->min_inputs + 1);
@@ -1066,8 +1066,8 @@ TEST(NnRobustnessTest, RandomInputsNeverCrash) {
           return HostTensor::Of<float>({len}, v);
         };
         const std::string op = c.op;
-        if (op == "Resize" && xr > 0) {
-          const bool v10 = attrs.Has("since_version");
+        if ((op == "Resize" || op == "Resize-10") && xr > 0) {
+          const bool v10 = op == "Resize-10";
           const bool use_sizes = !v10 && pick(rng) < 50;
           std::vector<int64_t> sz(xr);
           for (int64_t& e : sz) e = pick(rng) % 7;

@@ -94,6 +94,7 @@ StatusOr<std::vector<TensorInfo>> InferBatchNorm(const Attributes& attrs,
 OpDef BatchNormDef() {
   OpDef def;
   def.name = std::string(kBatchNorm);
+  def.since_version = 7;
   def.min_inputs = def.max_inputs = 5;
   def.max_outputs = 5;  // Training outputs are refused as UNIMPLEMENTED.
   def.infer = InferBatchNorm;
@@ -143,20 +144,19 @@ class BatchNormKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Softmax: along `axis` (opset 13), or over the flattened [axis:] dims when the
-// frontend marked an older opset with flatten_to_2d = 1.
+// Softmax: two entries. Softmax-13+ normalises along `axis` (default -1); Softmax-1
+// (opsets 1-12) over the flattened [axis:] dims (the input seen as 2-D
+// [prod(shape[:axis]), prod(shape[axis:])], axis default 1).
 
 struct SoftmaxAttrs {
   bool flatten = false;
   int64_t axis = -1;
 };
 
-StatusOr<SoftmaxAttrs> ParseSoftmaxAttrs(const Attributes& attrs) {
+// `flatten`: the Softmax-1 entry's semantics.
+StatusOr<SoftmaxAttrs> ParseSoftmaxAttrs(bool flatten, const Attributes& attrs) {
   SoftmaxAttrs s;
-  StatusOr<int64_t> flatten = attrs.Int("flatten_to_2d", 0);
-  if (!flatten.ok()) return OpError(kSoftmax, flatten.status().message());
-  if (*flatten != 0 && *flatten != 1) return OpError(kSoftmax, "flatten_to_2d must be 0 or 1");
-  s.flatten = *flatten == 1;
+  s.flatten = flatten;
   StatusOr<int64_t> axis = attrs.Int("axis", s.flatten ? 1 : -1);
   if (!axis.ok()) return OpError(kSoftmax, axis.status().message());
   s.axis = *axis;
@@ -190,10 +190,10 @@ StatusOr<SoftmaxView> SoftmaxViewOf(const SoftmaxAttrs& a, const Shape& shape) {
   return v;
 }
 
-StatusOr<std::vector<TensorInfo>> InferSoftmax(const Attributes& attrs,
+StatusOr<std::vector<TensorInfo>> InferSoftmax(bool flatten, const Attributes& attrs,
                                                std::span<const ShapeFnArg> in) {
   if (in.size() != 1) return OpError(kSoftmax, "expects 1 input");
-  REMEX_ASSIGN_OR_RETURN(SoftmaxAttrs a, ParseSoftmaxAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(SoftmaxAttrs a, ParseSoftmaxAttrs(flatten, attrs));
   if (!IsFloatType(in[0].dtype)) {
     return OpError(kSoftmax, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
   }
@@ -202,17 +202,23 @@ StatusOr<std::vector<TensorInfo>> InferSoftmax(const Attributes& attrs,
   return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
 }
 
-OpDef SoftmaxDef() {
+// Softmax-1 (opsets 1-12) or Softmax-13+ (`since` 13).
+OpDef SoftmaxDef(int since) {
+  const bool flatten = since < 13;
   OpDef def;
   def.name = std::string(kSoftmax);
-  def.infer = InferSoftmax;
+  def.since_version = since;
+  if (flatten) def.end_version = 12;
+  def.infer = [flatten](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferSoftmax(flatten, attrs, in);
+  };
   return def;
 }
 
 class SoftmaxKernel final : public ValidatedKernel {
  public:
-  SoftmaxKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseSoftmaxAttrs(attrs)) {}
+  SoftmaxKernel(const OpDef& def, const Attributes& attrs, SoftmaxAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(parsed) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -307,6 +313,7 @@ StatusOr<std::vector<TensorInfo>> InferInstanceNorm(const Attributes& attrs,
 OpDef InstanceNormDef() {
   OpDef def;
   def.name = std::string(kInstanceNorm);
+  def.since_version = 6;
   def.min_inputs = def.max_inputs = 3;
   def.input_deps = {ShapeDep::kShape};
   def.infer = InferInstanceNorm;
@@ -435,6 +442,7 @@ StatusOr<std::vector<TensorInfo>> InferLayerNorm(const Attributes& attrs,
 OpDef LayerNormDef() {
   OpDef def;
   def.name = std::string(kLayerNorm);
+  def.since_version = 17;
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.max_outputs = 3;
@@ -569,7 +577,8 @@ Status AddNormOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(BatchNormDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(InstanceNormDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(LayerNormDef()));
-  return registry.AddOp(SoftmaxDef());
+  REMEX_RETURN_IF_ERROR(registry.AddOp(SoftmaxDef(1)));
+  return registry.AddOp(SoftmaxDef(13));
 }
 
 Status AddNormCpuKernels(KernelRegistry& registry) {
@@ -582,9 +591,16 @@ Status AddNormCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<LayerNormKernel>(
       registry, LayerNormDef(),
       [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); }));
-  return AddValidatedKernel<SoftmaxKernel>(registry, SoftmaxDef(), [](const Attributes& attrs) {
-    return ParseSoftmaxAttrs(attrs).status();
-  });
+  for (int since : {1, 13}) {
+    OpDef def = SoftmaxDef(since);
+    REMEX_RETURN_IF_ERROR(registry.AddKernel(
+        def.name, since, DeviceKind::kCpu,
+        [def, flatten = since < 13](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+          REMEX_ASSIGN_OR_RETURN(SoftmaxAttrs parsed, ParseSoftmaxAttrs(flatten, attrs));
+          return std::unique_ptr<OpKernel>(std::make_unique<SoftmaxKernel>(def, attrs, parsed));
+        }));
+  }
+  return OkStatus();
 }
 
 }  // namespace remex::kernels::internal

@@ -101,9 +101,10 @@ struct GemmAttrs {
 };
 StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
 
-// Resize-10/11/13 (kernels/resize.cc): since_version (13 when absent; below 10
-// refused), mode, coordinate_transformation_mode (tf_half_pixel_for_nn in Resize-11
-// only), nearest_mode, cubic_coeff_a (finite), exclude_outside (0 or 1) and
+// Resize-10/11/13 (kernels/resize.cc), one registry entry each: `definition` is the
+// entry's since_version (10, 11 or 13; others refused); the attributes are mode,
+// coordinate_transformation_mode (tf_half_pixel_for_nn in Resize-11 only),
+// nearest_mode, cubic_coeff_a (finite), exclude_outside (0 or 1) and
 // extrapolation_value, with ONNX's defaults. Resize-10 takes mode nearest or linear
 // only; its coordinates are asymmetric and its nearest is ResizeNearest::kSimple.
 // INVALID_ARGUMENT "Resize: ...".
@@ -111,7 +112,7 @@ using ::remex::kernels::ResizeCoord;    // kernels/op_enums.h
 using ::remex::kernels::ResizeMode;     // kernels/op_enums.h
 using ::remex::kernels::ResizeNearest;  // kernels/op_enums.h
 struct ResizeAttrs {
-  int64_t version = 13;
+  int64_t version = 13;  // The definition: 10, 11 or 13.
   ResizeMode mode = ResizeMode::kNearest;
   ResizeCoord coord = ResizeCoord::kHalfPixel;
   ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
@@ -119,7 +120,7 @@ struct ResizeAttrs {
   bool exclude_outside = false;
   double extrapolation = 0.0;
 };
-StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs);
+StatusOr<ResizeAttrs> ParseResizeAttrs(int definition, const Attributes& attrs);
 // The extrapolation value as an element of `dtype`, as the CPU kernel stores it: float
 // types converted (float16 through float32), integers rounded to nearest and saturated
 // (NaN: 0), bool v != 0. The element's bytes, zero-extended; 0 for a dtype Remex does

@@ -35,6 +35,19 @@ using testing::OpRunner;
 
 using Perm = std::array<int64_t, 4>;
 
+// Every versioned entry of every op: traits are checked per entry (Clip-11 and
+// Softmax-1 are entries of their own).
+std::vector<const OpDef*> AllEntries(const KernelRegistry& registry) {
+  std::vector<const OpDef*> entries;
+  for (const std::string& name : registry.OpNames()) {
+    for (const OpDef* def : registry.OpVersions(name)) entries.push_back(def);
+  }
+  return entries;
+}
+
+// "<op>-<since_version>", as OpRunner resolves it to this entry.
+std::string EntryName(const OpDef& def) { return def.name + "-" + std::to_string(def.since_version); }
+
 // Values of parameters in these tests, away from the ONNX defaults: attributes take
 // kAttrValues[k], inputs kInputValues[k], for the op's k-th parameter.
 constexpr float kAttrValues[] = {0.15f, 0.4f};
@@ -182,10 +195,11 @@ void ExpectSame(const HostTensor& got, const HostTensor& want, const std::string
 TEST(OpTraitsTest, TraitsAreConsistent) {
   OpRunner r;
   int fusable = 0;
-  for (const std::string& name : r.registry().OpNames()) {
-    const OpDef& def = *r.registry().FindOp(name);
+  for (const OpDef* entry : AllEntries(r.registry())) {
+    const OpDef& def = *entry;
+    const std::string& name = def.name;
     const OpTraits& t = def.traits;
-    SCOPED_TRACE(name);
+    SCOPED_TRACE(EntryName(def));
     if (t.layout_agnostic) {
       EXPECT_TRUE(t.elementwise) << "layout-agnostic ops are the elementwise ones";
     }
@@ -221,10 +235,10 @@ void ExpectCommutesWithPermutation(OpRunner& r, const OpDef& def, const Perm& pe
     }
   }
   std::vector<HostTensor> in = MakeInputs(def, *call, DType::kFloat32, shapes, rng);
-  auto want = r.Run(def.name, call->attrs, in);
+  auto want = r.Run(EntryName(def), call->attrs, in);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   for (HostTensor& t : in) t = Permute(t, perm);
-  auto got = r.Run(def.name, call->attrs, in);
+  auto got = r.Run(EntryName(def), call->attrs, in);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), want->size());
   for (size_t k = 0; k < got->size(); ++k) {
@@ -236,10 +250,11 @@ TEST(OpTraitsTest, ElementwiseOpsCommuteWithPermutations) {
   OpRunner r;
   std::mt19937 rng(7);
   int checked = 0;
-  for (const std::string& name : r.registry().OpNames()) {
-    const OpDef& def = *r.registry().FindOp(name);
+  for (const OpDef* entry : AllEntries(r.registry())) {
+    const OpDef& def = *entry;
+    const std::string& name = def.name;
     if (!def.traits.elementwise && !def.traits.layout_agnostic) continue;
-    SCOPED_TRACE(name);
+    SCOPED_TRACE(EntryName(def));
     for (const Perm& perm : {Perm{0, 2, 3, 1}, Perm{3, 1, 0, 2}}) {
       for (bool per_channel : {false, true}) {
         ExpectCommutesWithPermutation(r, def, perm, per_channel, rng);
@@ -255,8 +270,9 @@ TEST(OpTraitsTest, FusableOpsMatchFusedElementwise) {
   OpRunner r;
   std::mt19937 rng(11);
   int checked = 0;
-  for (const std::string& name : r.registry().OpNames()) {
-    const OpDef& def = *r.registry().FindOp(name);
+  for (const OpDef* entry : AllEntries(r.registry())) {
+    const OpDef& def = *entry;
+    const std::string& name = def.name;
     if (!def.traits.fused_opcode) continue;
     const int64_t opcode = static_cast<int64_t>(*def.traits.fused_opcode);
     for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
@@ -269,7 +285,7 @@ TEST(OpTraitsTest, FusableOpsMatchFusedElementwise) {
       int data = 0;
       for (DType d : call->dtypes) shapes.push_back(d == DType::kUndefined ? Shape{} : kShapes[data++ % 3]);
       std::vector<HostTensor> in = MakeInputs(def, *call, dtype, shapes, rng);
-      auto want = r.Run(name, call->attrs, in);
+      auto want = r.Run(EntryName(def), call->attrs, in);
       ASSERT_TRUE(want.ok()) << want.status().ToString();
 
       // The program: data operands are inputs 0..n-1, parameters immediates n...
@@ -315,10 +331,11 @@ TEST(OpTraitsTest, EpilogueActivationsMatchTheirOwnKernel) {
   OpRunner r;
   std::mt19937 rng(13);
   int checked = 0;
-  for (const std::string& name : r.registry().OpNames()) {
-    const OpDef& def = *r.registry().FindOp(name);
+  for (const OpDef* entry : AllEntries(r.registry())) {
+    const OpDef& def = *entry;
+    const std::string& name = def.name;
     if (!def.traits.epilogue_activation) continue;
-    SCOPED_TRACE(name);
+    SCOPED_TRACE(EntryName(def));
     HostTensor x = Tensor(DType::kFloat32, {1, 2, 5, 5}, RandomValues(rng, 50));
     HostTensor w = Tensor(DType::kFloat32, {3, 2, 1, 1}, RandomValues(rng, 6));
     auto conv = r.Run("Conv", {}, {x, w});
@@ -330,7 +347,7 @@ TEST(OpTraitsTest, EpilogueActivationsMatchTheirOwnKernel) {
     ASSERT_TRUE(call);
     std::vector<HostTensor> in = MakeInputs(def, *call, DType::kFloat32, std::vector<Shape>(3, y.shape), rng);
     in[0] = y;
-    auto want = r.Run(name, call->attrs, in);
+    auto want = r.Run(EntryName(def), call->attrs, in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
 
     std::vector<float> params;

@@ -325,6 +325,7 @@ StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
 OpDef AveragePoolDef() {
   OpDef def;
   def.name = std::string(kAveragePool);
+  def.since_version = 7;
   def.infer = InferAveragePool;
   return def;
 }

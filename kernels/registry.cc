@@ -90,43 +90,84 @@ StatusOr<std::vector<std::string>> Attributes::Strings(std::string_view name,
   return Get<std::vector<std::string>>(values_, name, &default_value);
 }
 
+namespace {
+
+std::string RangeString(const OpDef& def) {
+  if (def.end_version == kOpenEndedVersion) return std::to_string(def.since_version) + "+";
+  if (def.end_version == def.since_version) return std::to_string(def.since_version);
+  return std::to_string(def.since_version) + "-" + std::to_string(def.end_version);
+}
+
+}  // namespace
+
 Status KernelRegistry::AddOp(OpDef def) {
   if (def.name.empty()) return InvalidArgument("op definition without a name");
   if (!def.infer) return InvalidArgument("op " + def.name + " has no shape function");
-  std::string name = def.name;
-  auto [it, inserted] = ops_.emplace(name, std::move(def));
+  if (def.since_version < 1 || def.end_version < def.since_version) {
+    return InvalidArgument("op " + def.name + " has an empty version range [" +
+                           std::to_string(def.since_version) + ", " + std::to_string(def.end_version) + "]");
+  }
+  std::map<int, OpDef>& entries = ops_[def.name];
+  for (const auto& [since, other] : entries) {
+    if (def.since_version <= other.end_version && other.since_version <= def.end_version) {
+      return {StatusCode::kAlreadyExists, "op " + def.name + " version " + RangeString(def) +
+                                              " overlaps its registered version " + RangeString(other)};
+    }
+  }
+  const int since = def.since_version;
+  entries.emplace(since, std::move(def));
+  return OkStatus();
+}
+
+Status KernelRegistry::AddKernel(std::string_view op, int since_version, DeviceKind device,
+                                 KernelFactory factory) {
+  const std::string name(op);
+  if (!factory) return InvalidArgument("kernel for " + name + " has no factory");
+  auto [it, inserted] = kernels_.emplace(std::make_tuple(name, since_version, device), std::move(factory));
   if (!inserted) {
-    return {StatusCode::kAlreadyExists, "op " + name + " is already registered"};
+    return {StatusCode::kAlreadyExists, "kernel " + name + "-" + std::to_string(since_version) + " on " +
+                                            std::string(DeviceKindName(device)) + " is already registered"};
   }
   return OkStatus();
 }
 
-Status KernelRegistry::AddKernel(std::string_view op, DeviceKind device, KernelFactory factory) {
-  if (!factory) return InvalidArgument("kernel for " + std::string(op) + " has no factory");
-  auto [it, inserted] =
-      kernels_.emplace(std::make_pair(std::string(op), device), std::move(factory));
-  if (!inserted) {
-    return {StatusCode::kAlreadyExists, "kernel " + std::string(op) + " on " +
-                                            std::string(DeviceKindName(device)) +
-                                            " is already registered"};
-  }
-  return OkStatus();
-}
-
-const OpDef* KernelRegistry::FindOp(std::string_view op) const {
+const OpDef* KernelRegistry::FindOp(std::string_view op, int version) const {
   auto it = ops_.find(op);
-  return it == ops_.end() ? nullptr : &it->second;
+  if (it == ops_.end()) return nullptr;
+  // The last entry starting at or before `version`, if it reaches that far.
+  auto entry = it->second.upper_bound(version);
+  if (entry == it->second.begin()) return nullptr;
+  --entry;
+  return version <= entry->second.end_version ? &entry->second : nullptr;
 }
 
-const KernelFactory* KernelRegistry::FindKernel(std::string_view op, DeviceKind device) const {
-  auto it = kernels_.find(std::make_pair(std::string(op), device));
+std::vector<const OpDef*> KernelRegistry::OpVersions(std::string_view op) const {
+  std::vector<const OpDef*> defs;
+  auto it = ops_.find(op);
+  if (it == ops_.end()) return defs;
+  for (const auto& [since, def] : it->second) defs.push_back(&def);
+  return defs;
+}
+
+std::string KernelRegistry::SupportedVersions(std::string_view op) const {
+  std::string out;
+  for (const OpDef* def : OpVersions(op)) out += (out.empty() ? "" : ", ") + RangeString(*def);
+  return out;
+}
+
+const KernelFactory* KernelRegistry::FindKernel(std::string_view op, int version, DeviceKind device) const {
+  const OpDef* def = FindOp(op, version);
+  if (!def) return nullptr;
+  auto it = kernels_.find(std::make_tuple(def->name, def->since_version, device));
   return it == kernels_.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> KernelRegistry::OpNames() const {
   std::vector<std::string> names;
   names.reserve(ops_.size());
-  for (const auto& [name, def] : ops_) names.push_back(name);
+  for (const auto& [name, entries] : ops_) {
+    if (!entries.empty()) names.push_back(name);
+  }
   return names;
 }
 

@@ -54,16 +54,13 @@ constexpr std::string_view kResize = "Resize";
 
 }  // namespace
 
-StatusOr<ResizeAttrs> ParseResizeAttrs(const Attributes& attrs) {
+StatusOr<ResizeAttrs> ParseResizeAttrs(int definition, const Attributes& attrs) {
   auto wrap = [](const Status& s) { return OpError(kResize, s.message()); };
   ResizeAttrs r;
-  StatusOr<int64_t> version = attrs.Int("since_version", 13);
-  if (!version.ok()) return wrap(version.status());
-  if (*version < 10) {
-    return OpError(kResize, "since_version " + std::to_string(*version) +
-                                " is not a Resize version (10, 11, 13)");
+  if (definition != 10 && definition != 11 && definition != 13) {
+    return OpError(kResize, "version " + std::to_string(definition) + " is not a Resize definition (10, 11, 13)");
   }
-  r.version = *version;
+  r.version = definition;
   StatusOr<std::string> mode = attrs.String("mode", "nearest");
   if (!mode.ok()) return wrap(mode.status());
   if (*mode == "nearest") {
@@ -255,21 +252,27 @@ StatusOr<ResizePlan> PlanResize(const ResizeAttrs& a, std::span<const ShapeFnArg
   return p;
 }
 
-StatusOr<std::vector<TensorInfo>> InferResize(const Attributes& attrs,
+StatusOr<std::vector<TensorInfo>> InferResize(int definition, const Attributes& attrs,
                                               std::span<const ShapeFnArg> in) {
   if (in.empty()) return OpError(kResize, "expects input X");
-  REMEX_ASSIGN_OR_RETURN(ResizeAttrs a, ParseResizeAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(ResizeAttrs a, ParseResizeAttrs(definition, attrs));
   REMEX_ASSIGN_OR_RETURN(ResizePlan p, PlanResize(a, in));
   return std::vector<TensorInfo>{{in[0].dtype, p.output}};
 }
 
-OpDef ResizeDef() {
+// The entry of Resize-`definition`: 10 (opset 10), 11 (opsets 11-12) or 13 (13+).
+OpDef ResizeDef(int definition) {
   OpDef def;
   def.name = std::string(kResize);
+  def.since_version = definition;
+  if (definition == 10) def.end_version = 10;
+  if (definition == 11) def.end_version = 12;
   def.min_inputs = 1;
   def.max_inputs = 4;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kData, ShapeDep::kData};
-  def.infer = InferResize;
+  def.infer = [definition](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferResize(definition, attrs, in);
+  };
   return def;
 }
 
@@ -545,7 +548,7 @@ void InterpResize(const T* x, T* y, const Shape& in_shape, const Shape& out_shap
 class ResizeKernel final : public ValidatedKernel {
  public:
   ResizeKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseResizeAttrs(attrs)) {}
+      : ValidatedKernel(def, attrs), attrs_(*ParseResizeAttrs(def.since_version, attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -587,12 +590,19 @@ uint64_t ResizeExtrapolationBits(DType dtype, double v) {
   return bits;
 }
 
-Status AddResizeOpDefs(KernelRegistry& registry) { return registry.AddOp(ResizeDef()); }
+Status AddResizeOpDefs(KernelRegistry& registry) {
+  for (int definition : {10, 11, 13}) REMEX_RETURN_IF_ERROR(registry.AddOp(ResizeDef(definition)));
+  return OkStatus();
+}
 
 Status AddResizeCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<ResizeKernel>(registry, ResizeDef(), [](const Attributes& attrs) {
-    return ParseResizeAttrs(attrs).status();
-  });
+  for (int definition : {10, 11, 13}) {
+    REMEX_RETURN_IF_ERROR(
+        AddValidatedKernel<ResizeKernel>(registry, ResizeDef(definition), [definition](const Attributes& attrs) {
+          return ParseResizeAttrs(definition, attrs).status();
+        }));
+  }
+  return OkStatus();
 }
 
 }  // namespace remex::kernels::internal

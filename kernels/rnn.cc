@@ -356,6 +356,7 @@ StatusOr<std::vector<TensorInfo>> InferRnn(const RnnSpec& spec, const Attributes
 OpDef RnnDef(const RnnSpec& spec) {
   OpDef def;
   def.name = std::string(spec.name);
+  def.since_version = 7;  // RNN-7, GRU-7, LSTM-7.
   def.min_inputs = 3;
   def.max_inputs = spec.max_inputs;
   def.min_outputs = 1;
@@ -732,8 +733,9 @@ class RnnKernel final : public ValidatedKernel {
 Status AddRnnKernel(KernelRegistry& registry, const RnnSpec& spec) {
   OpDef def = RnnDef(spec);
   const std::string name = def.name;
+  const int since = def.since_version;
   return registry.AddKernel(
-      name, DeviceKind::kCpu,
+      name, since, DeviceKind::kCpu,
       [def = std::move(def), &spec](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
         REMEX_RETURN_IF_ERROR(ParseSpecAttrs(spec, attrs).status());
         return std::unique_ptr<OpKernel>(std::make_unique<RnnKernel>(spec, def, attrs));

@@ -85,7 +85,7 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
   } else if (op == "Concat" || op == "Softmax") {
     a.push_back(Attrs({{"axis", int64_t{0}}}));
     a.push_back(Attrs({{"axis", int64_t{-1}}}));
-    a.push_back(Attrs({{"axis", int64_t{1}}, {"flatten_to_2d", int64_t{1}}}));
+    a.push_back(Attrs({{"axis", int64_t{1}}}));
   } else if (op == "Cast") {
     for (int64_t to : {1, 2, 3, 6, 7, 9, 10, 11, 13}) a.push_back(Attrs({{"to", to}}));
   } else if (op == "Reshape") {
@@ -108,11 +108,17 @@ TEST(RobustnessTest, RandomInputsNeverCrash) {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> pick(0, 99);
   int ran = 0;
-  for (const std::string& op : r.registry().OpNames()) {
-    const OpDef* def = r.registry().FindOp(op);
-    const auto* factory = r.registry().FindKernel(op, DeviceKind::kCpu);
-    ASSERT_NE(factory, nullptr);
-    const std::vector<Attributes> attr_choices = AttributeChoices(op);
+  // Every entry of every op (Softmax-1 and Softmax-13, ...).
+  std::vector<const OpDef*> entries;
+  for (const std::string& name : r.registry().OpNames()) {
+    for (const OpDef* def : r.registry().OpVersions(name)) entries.push_back(def);
+  }
+  for (const OpDef* def : entries) {
+    const std::string& op_name = def->name;
+    const std::string op = op_name + "-" + std::to_string(def->since_version);
+    const auto* factory = r.registry().FindKernel(op_name, def->since_version, DeviceKind::kCpu);
+    ASSERT_NE(factory, nullptr) << op;
+    const std::vector<Attributes> attr_choices = AttributeChoices(op_name);
     for (int iter = 0; iter < 1500; ++iter) {
       const Attributes& attrs = attr_choices[pick(rng) % attr_choices.size()];
       const int max_in = def->max_inputs < 0 ? 4 : def->max_inputs;

@@ -125,6 +125,7 @@ StatusOr<std::vector<TensorInfo>> InferCast(const Attributes& attrs,
 OpDef CastDef() {
   OpDef def;
   def.name = "Cast";
+  def.since_version = 6;
   def.traits.elementwise = def.traits.layout_agnostic = true;
   def.infer = InferCast;
   def.output_dtypes = [](const Attributes& attrs, std::span<const DType>) {
@@ -275,6 +276,9 @@ StatusOr<std::vector<TensorInfo>> InferSlice(const Attributes&, std::span<const 
 OpDef SliceDef() {
   OpDef def;
   def.name = "Slice";
+  // Slice-1's starts/ends/axes attributes reach the registry as Slice-10's inputs: the
+  // ONNX frontend rewrites the older form and binds the node to this entry.
+  def.since_version = 10;
   def.min_inputs = 3;
   def.max_inputs = 5;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kData, ShapeDep::kData,
@@ -396,6 +400,7 @@ StatusOr<std::vector<TensorInfo>> InferConcat(const Attributes& attrs,
 OpDef ConcatDef() {
   OpDef def;
   def.name = "Concat";
+  def.since_version = 4;
   def.min_inputs = 1;
   def.max_inputs = -1;
   def.infer = InferConcat;
@@ -498,6 +503,7 @@ StatusOr<std::vector<TensorInfo>> InferReshape(const Attributes& attrs,
 OpDef ReshapeDef() {
   OpDef def;
   def.name = "Reshape";
+  def.since_version = 5;
   def.min_inputs = def.max_inputs = 2;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData};
   def.infer = InferReshape;

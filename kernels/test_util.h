@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/dtype.h"
@@ -87,6 +89,34 @@ inline std::vector<ShapeFnArg> ShapeArgs(const OpDef& def, const std::vector<Hos
   return args;
 }
 
+// An op named as ONNX names its definitions: "Resize-10" is the registry entry of
+// Resize covering opset 10; a plain "Resize" is the op's newest entry.
+struct VersionedOp {
+  std::string name;
+  int version = kNewestVersion;
+};
+inline VersionedOp ParseVersionedOp(std::string_view op) {
+  const size_t dash = op.rfind('-');
+  if (dash == std::string_view::npos || dash + 1 == op.size()) return {std::string(op), kNewestVersion};
+  int version = 0;
+  for (char c : op.substr(dash + 1)) {
+    if (c < '0' || c > '9') return {std::string(op), kNewestVersion};
+    version = version * 10 + (c - '0');
+  }
+  return {std::string(op.substr(0, dash)), version};
+}
+// FindOp / FindKernel of an op named "Op" or "Op-<version>".
+inline const OpDef* FindVersionedOp(const KernelRegistry& registry, std::string_view op) {
+  const VersionedOp v = ParseVersionedOp(op);
+  return registry.FindOp(v.name, v.version);
+}
+inline const KernelFactory* FindVersionedKernel(const KernelRegistry& registry, std::string_view op,
+                                                DeviceKind device) {
+  const VersionedOp v = ParseVersionedOp(op);
+  return registry.FindKernel(v.name, v.version, device);
+}
+
+// Runs ops (named "Op" or "Op-<version>", see ParseVersionedOp) with their CPU kernels.
 class OpRunner {
  public:
   OpRunner() {
@@ -99,7 +129,7 @@ class OpRunner {
 
   StatusOr<std::vector<TensorInfo>> Infer(std::string_view op, const Attributes& attrs,
                                           std::vector<HostTensor> inputs) const {
-    const OpDef* def = registry_.FindOp(op);
+    const OpDef* def = FindVersionedOp(registry_, op);
     if (!def) return NotFound("no op");
     return InferShapes(*def, attrs, ShapeArgs(*def, inputs));
   }
@@ -110,7 +140,7 @@ class OpRunner {
                                         std::vector<HostTensor> inputs,
                                         std::optional<size_t> num_outputs = std::nullopt) {
     REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, Infer(op, attrs, inputs));
-    const KernelFactory* factory = registry_.FindKernel(op, DeviceKind::kCpu);
+    const KernelFactory* factory = FindVersionedKernel(registry_, op, DeviceKind::kCpu);
     if (!factory) return NotFound("no kernel");
     REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(attrs));
     return RunKernel(*kernel, infos, inputs, num_outputs);

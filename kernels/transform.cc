@@ -15,7 +15,7 @@
 //   index the output, in [-out_rank, out_rank), no repeats). Axes as for Squeeze,
 //   but required.
 // Flatten(data) -> 2-D [prod(shape[:axis]), prod(shape[axis:])]. axis (default 1) in
-//   [-rank, rank]; negative values only from opset 11.
+//   [-rank, rank]; negative values only from Flatten-11 (entries 1-10 and 11+).
 // Expand(data, shape) -> numpy broadcast of data.shape and `shape` (bidirectional: a
 //   1 in `shape` keeps data's extent). `shape` is a 1-D int64 kData input.
 // Tile(data, repeats) -> data.shape[i] * repeats[i]. `repeats` is a 1-D int64 kData
@@ -72,14 +72,6 @@
 
 namespace remex::kernels::internal {
 namespace {
-
-constexpr int64_t kLatestVersion = std::numeric_limits<int64_t>::max();
-
-// The op version in effect (internal attribute `since_version`; latest when absent).
-int64_t SinceVersion(const Attributes& attrs) {
-  StatusOr<int64_t> v = attrs.Int("since_version", kLatestVersion);
-  return v.ok() ? *v : kLatestVersion;
-}
 
 // attrs.Int with errors naming the op.
 StatusOr<int64_t> IntAttr(std::string_view op, const Attributes& attrs, std::string_view name,
@@ -430,13 +422,13 @@ OpDef UnsqueezeDef() {
 // ---------------------------------------------------------------------------
 // Flatten.
 
-StatusOr<std::vector<TensorInfo>> InferFlatten(const Attributes& attrs,
+StatusOr<std::vector<TensorInfo>> InferFlatten(bool negative_axis, const Attributes& attrs,
                                                std::span<const ShapeFnArg> in) {
   constexpr std::string_view op = "Flatten";
   const Shape& s = in[0].shape;
   const int64_t rank = static_cast<int64_t>(s.size());
   REMEX_ASSIGN_OR_RETURN(int64_t axis, IntAttr(op, attrs, "axis", 1));
-  if (axis < 0 && SinceVersion(attrs) < 11) {
+  if (axis < 0 && !negative_axis) {
     return OpError(op, "negative axis " + Str(axis) + " needs opset 11");
   }
   if (axis < -rank || axis > rank) {
@@ -449,11 +441,17 @@ StatusOr<std::vector<TensorInfo>> InferFlatten(const Attributes& attrs,
   return std::vector<TensorInfo>{{in[0].dtype, Shape{outer, inner}}};
 }
 
-OpDef FlattenDef() {
+// Flatten-1 (opsets 1-10, axis >= 0) or Flatten-11+ (`since` 11, negative axes too).
+OpDef FlattenDef(int since) {
+  const bool negative_axis = since >= 11;
   OpDef def;
   def.name = "Flatten";
+  def.since_version = since;
+  if (!negative_axis) def.end_version = 10;
   def.input_deps = {ShapeDep::kShape};
-  def.infer = InferFlatten;
+  def.infer = [negative_axis](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferFlatten(negative_axis, attrs, in);
+  };
   return def;
 }
 
@@ -487,6 +485,7 @@ StatusOr<std::vector<TensorInfo>> InferExpand(const Attributes&, std::span<const
 OpDef ExpandDef() {
   OpDef def;
   def.name = "Expand";
+  def.since_version = 8;
   def.min_inputs = def.max_inputs = 2;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData};
   def.infer = InferExpand;
@@ -549,6 +548,7 @@ StatusOr<std::vector<TensorInfo>> InferTile(const Attributes&, std::span<const S
 OpDef TileDef() {
   OpDef def;
   def.name = "Tile";
+  def.since_version = 6;
   def.min_inputs = def.max_inputs = 2;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData};
   def.infer = InferTile;
@@ -715,6 +715,7 @@ StatusOr<std::vector<TensorInfo>> InferSplit(const Attributes& attrs,
 OpDef SplitDef() {
   OpDef def;
   def.name = "Split";
+  def.since_version = 2;
   def.min_inputs = 1;
   def.max_inputs = 2;
   def.max_outputs = std::numeric_limits<int>::max();  // One output per part.
@@ -826,6 +827,7 @@ StatusOr<std::vector<TensorInfo>> InferPad(const Attributes& attrs,
 OpDef PadDef() {
   OpDef def;
   def.name = "Pad";
+  def.since_version = 2;
   def.min_inputs = 1;
   def.max_inputs = 3;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kShape};
@@ -1020,6 +1022,7 @@ StatusOr<std::vector<TensorInfo>> InferRange(const Attributes&, std::span<const 
 OpDef RangeDef() {
   OpDef def;
   def.name = "Range";
+  def.since_version = 11;
   def.min_inputs = def.max_inputs = 3;
   def.input_deps = {ShapeDep::kData, ShapeDep::kData, ShapeDep::kData};
   def.infer = InferRange;
@@ -1105,6 +1108,7 @@ StatusOr<std::vector<TensorInfo>> InferConstantOfShape(const Attributes& attrs,
 OpDef ConstantOfShapeDef() {
   OpDef def;
   def.name = "ConstantOfShape";
+  def.since_version = 9;
   def.input_deps = {ShapeDep::kData};
   def.infer = InferConstantOfShape;
   def.output_dtypes = [](const Attributes& attrs, std::span<const DType>) {
@@ -1342,7 +1346,7 @@ Status CheckSpaceToDepth(const Attributes& attrs) {
 }  // namespace
 
 Status AddTransformOpDefs(KernelRegistry& registry) {
-  for (OpDef def : {TransposeDef(), SqueezeDef(), UnsqueezeDef(), FlattenDef(), ExpandDef(),
+  for (OpDef def : {TransposeDef(), SqueezeDef(), UnsqueezeDef(), FlattenDef(1), FlattenDef(11), ExpandDef(),
                     TileDef(), GatherDef(), SplitDef(), PadDef(), RangeDef(),
                     ConstantOfShapeDef(), SizeDef(), BlockDef<true>(), BlockDef<false>()}) {
     REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(def)));
@@ -1354,7 +1358,8 @@ Status AddTransformCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<TransposeKernel>(registry, TransposeDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, SqueezeDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, UnsqueezeDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, FlattenDef()));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, FlattenDef(1)));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, FlattenDef(11)));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ExpandKernel>(registry, ExpandDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<TileKernel>(registry, TileDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherKernel>(registry, GatherDef()));

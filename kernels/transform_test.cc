@@ -237,11 +237,9 @@ TEST(FlattenTest, AxisRangeAndVersions) {
   EXPECT_EQ(CodeOf(r.Run("Flatten", Attrs({{"axis", int64_t{-4}}}), {x})),
             StatusCode::kInvalidArgument);
   // Negative axes arrive with Flatten-11.
-  EXPECT_EQ(CodeOf(r.Run("Flatten", Attrs({{"axis", int64_t{-1}}, {"since_version", int64_t{9}}}),
-                         {x})),
-            StatusCode::kInvalidArgument);
-  EXPECT_TRUE(
-      r.Run("Flatten", Attrs({{"axis", int64_t{-1}}, {"since_version", int64_t{11}}}), {x}).ok());
+  EXPECT_EQ(CodeOf(r.Run("Flatten-10", Attrs({{"axis", int64_t{-1}}}), {x})), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(r.Run("Flatten-10", Attrs({{"axis", int64_t{1}}}), {x}).ok());
+  EXPECT_TRUE(r.Run("Flatten-11", Attrs({{"axis", int64_t{-1}}}), {x}).ok());
 }
 
 // ---------------------------------------------------------------------------

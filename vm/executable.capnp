@@ -26,6 +26,7 @@ struct KernelEntry {
   numOutputs @3 :UInt32;
   nodeName @4 :Text;   # the ONNX node it came from, for error messages
   host @5 :Bool;       # runs on the host (CPU kernel, host memory), not on the device
+  version @6 :Int32;   # the op's registry entry: an opset its version range covers
 }
 
 struct ConstantEntry {

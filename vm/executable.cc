@@ -101,6 +101,7 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
     entry.op = k.getOp();
     entry.node_name = k.getNodeName();
     entry.host = k.getHost();
+    entry.version = k.getVersion();
     entry.num_inputs = static_cast<int32_t>(k.getNumInputs());
     entry.num_outputs = static_cast<int32_t>(k.getNumOutputs());
     if (k.getNumInputs() > 4096 || k.getNumOutputs() > 4096) {
@@ -239,6 +240,7 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
     out.setOp(k.op);
     out.setNodeName(k.node_name);
     out.setHost(k.host);
+    out.setVersion(k.version);
     out.setNumInputs(static_cast<uint32_t>(k.num_inputs));
     out.setNumOutputs(static_cast<uint32_t>(k.num_outputs));
     auto attrs = out.initAttributes(k.attrs.all().size());

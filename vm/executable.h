@@ -26,7 +26,7 @@
 
 namespace remex::vm {
 
-inline constexpr uint32_t kExecutableVersion = 3;
+inline constexpr uint32_t kExecutableVersion = 4;  // 4: KernelEntry::version.
 inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
 
 // Name, dtype and shape of a function input or output; -1 dims are dynamic.
@@ -70,6 +70,9 @@ struct KernelEntry {
   // Runs on the host: the CPU kernel, on host-memory tensors (small integer shape
   // computations the compiler placed there, so they cost no device copy).
   bool host = false;
+  // The op's registry entry: a version its [since_version, end_version] covers (the
+  // compiler writes the entry's since_version; see kernels::KernelRegistry::FindOp).
+  int32_t version = kernels::kNewestVersion;
 };
 
 // A constant tensor, host memory, row-major.

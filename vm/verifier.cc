@@ -191,7 +191,7 @@ class FunctionVerifier {
           case Opcode::kInvokeKernel: {
             if (!check) break;
             const KernelEntry& k = def_.kernels[s[0]];
-            const kernels::OpDef& op = *registry_.FindOp(k.op);  // checked by CheckKernelArity
+            const kernels::OpDef& op = *registry_.FindOp(k.op, k.version);  // checked by CheckKernelArity
             auto check_space = [&](int64_t r, Space want, const std::string& role) -> Status {
               if (regs[r].space == want) return OkStatus();
               return Error(pc, role + " %" + std::to_string(r) + " of " + (k.host ? "host" : "device") + " kernel " +
@@ -316,9 +316,10 @@ class FunctionVerifier {
     const KernelEntry& entry = def_.kernels[k];
     std::string name = "kernel " + std::to_string(k) + " (" + entry.op +
                        (entry.node_name.empty() ? "" : ", node '" + entry.node_name + "'") + ")";
-    const kernels::OpDef* op = registry_.FindOp(entry.op);
+    const kernels::OpDef* op = registry_.FindOp(entry.op, entry.version);
     if (!op) {
-      return Unimplemented("unsupported op '" + entry.op + "' in " + name);
+      return Unimplemented("unsupported op '" + entry.op + "' version " + std::to_string(entry.version) + " in " +
+                           name);
     }
     if (num_inputs != static_cast<size_t>(entry.num_inputs) ||
         num_outputs != static_cast<size_t>(entry.num_outputs)) {
@@ -433,9 +434,11 @@ Status VerifyExecutable(const ExecutableDef& def, const kernels::KernelRegistry&
   if (def.functions.empty()) return InvalidArgument("executable has no functions");
   for (size_t i = 0; i < def.kernels.size(); ++i) {
     const KernelEntry& k = def.kernels[i];
-    if (!registry.FindOp(k.op)) {
-      return Unimplemented("unsupported op '" + k.op + "'" +
-                           (k.node_name.empty() ? "" : " in node '" + k.node_name + "'"));
+    if (!registry.FindOp(k.op, k.version)) {
+      const std::string known = registry.SupportedVersions(k.op);
+      return Unimplemented("unsupported op '" + k.op + "' version " + std::to_string(k.version) +
+                           (k.node_name.empty() ? "" : " in node '" + k.node_name + "'") +
+                           (known.empty() ? "" : " (this server implements opsets " + known + ")"));
     }
   }
   for (const auto& fn : def.functions) {

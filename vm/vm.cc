@@ -40,8 +40,8 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
     std::string where = "op '" + entry.op + "'" +
                         (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
     Device& runs_on = entry.host ? HostDevice() : device;
-    const kernels::OpDef* op = registry.FindOp(entry.op);
-    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, runs_on.kind());
+    const kernels::OpDef* op = registry.FindOp(entry.op, entry.version);
+    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, entry.version, runs_on.kind());
     if (!op || !factory) {
       return Unimplemented(where + " has no kernel for " + (entry.host ? "the host" : "device " + device.name()));
     }

@@ -143,6 +143,8 @@ class CodeGenerator {
     entry.num_outputs = static_cast<int32_t>(node.outputs.size());
     entry.node_name = node.name;
     entry.host = node.host;
+    // EmitNode has found the node's entry.
+    entry.version = registry_.FindOp(node.op, node.version)->since_version;
     def_.kernels.push_back(std::move(entry));
     return static_cast<int64_t>(def_.kernels.size() - 1);
   }
@@ -210,7 +212,7 @@ class CodeGenerator {
   }
 
   Status EmitNode(const Node& node) {
-    const kernels::OpDef* op = registry_.FindOp(node.op);
+    const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     if (!op) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
     std::vector<int64_t> ins;
     bool inputs_static = true;

@@ -71,8 +71,9 @@ OnnxModelBuilder& AddConv(OnnxModelBuilder& b, const std::string& name, const st
   return b;
 }
 
+// Opset 14: the first with HardSwish.
 OnnxModelBuilder Base() {
-  OnnxModelBuilder b;
+  OnnxModelBuilder b(14);
   b.Input("x", kFloat, kX);
   return b;
 }

@@ -78,6 +78,10 @@ struct Node {
   // If: {then_branch, else_branch}; Loop: {body}; empty for other ops.
   std::vector<Region> regions;
   bool host = false;  // placed on the host (see Value::host)
+  // The op's registry entry (kernels::KernelRegistry::FindOp): the frontend sets the
+  // since_version of the entry covering the model's opset; nodes that passes create
+  // keep the default, the op's newest entry.
+  int version = kernels::kNewestVersion;
 };
 
 struct Graph {

@@ -1,6 +1,5 @@
 #include "host_client/compiler/onnx_import.h"
 
-#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -11,11 +10,30 @@
 namespace remex::compiler {
 namespace {
 
-// Remex implements the operator definitions in effect from opset 7 to opset 17. A model
-// may import an older opset when every op it uses is still defined as in opset 7
-// (checked per node with ONNX's own schema registry).
-constexpr int kMinOpset = 7;
+// Remex implements the operator definitions in effect from opset 7 to opset 17. Each
+// node binds to the registry entry (kernels::OpDef) of its op whose version range
+// covers the model's opset; an older opset imports where every op it uses has such an
+// entry (an op's first entry starts at the definition in effect at opset 7).
 constexpr int kMaxOpset = 17;
+
+// Older forms the frontend rewrites into a newer definition (Normalise): from opset
+// `from` up to `to` - 1 the node is rewritten and binds to the entry starting at `to`.
+struct Upgrade {
+  std::string_view op;
+  int from;
+  int to;
+};
+constexpr Upgrade kUpgrades[] = {
+    {"Clip", 6, 11},   // min/max attributes -> optional inputs 1 and 2.
+    {"Slice", 1, 10},  // starts/ends/axes attributes -> inputs.
+};
+
+const Upgrade* UpgradeOf(std::string_view op) {
+  for (const Upgrade& u : kUpgrades) {
+    if (u.op == op) return &u;
+  }
+  return nullptr;
+}
 
 template <typename Src, typename Dst>
 void CopyConverted(const google::protobuf::RepeatedField<Src>& src, std::vector<std::byte>& out) {
@@ -155,22 +173,26 @@ class Importer {
     }
     if (graph_.opset > kMaxOpset) {
       return Unimplemented("model uses opset " + std::to_string(graph_.opset) +
-                           "; Remex supports opsets " + std::to_string(kMinOpset) + "-" +
-                           std::to_string(kMaxOpset));
+                           "; Remex supports opsets up to " + std::to_string(kMaxOpset));
     }
     return OkStatus();
   }
 
-  // UNIMPLEMENTED when the definition of `op` in the model's opset predates the one in
-  // effect at opset 7 (e.g. Reshape-1 with its shape attribute).
-  Status CheckOpVersion(const std::string& op, const std::string& where) {
-    if (graph_.opset >= kMinOpset) return OkStatus();
-    const auto* in_model = onnx::OpSchemaRegistry::Schema(op, graph_.opset, "");
-    const auto* at_min = onnx::OpSchemaRegistry::Schema(op, kMinOpset, "");
-    if (in_model && at_min && in_model->since_version() == at_min->since_version()) return OkStatus();
-    return Unimplemented(where + ": " + op + " of opset " + std::to_string(graph_.opset) +
-                         " predates the definitions Remex implements (opsets " + std::to_string(kMinOpset) +
-                         "-" + std::to_string(kMaxOpset) + ")");
+  // The registry entry of `op` at the model's opset (the entry of the newer form for
+  // an older one the frontend rewrites). UNIMPLEMENTED naming the op, the opset and the
+  // opsets Remex implements it for when no entry covers the opset (e.g. Reshape-1 with
+  // its shape attribute, or Range before opset 11).
+  StatusOr<const kernels::OpDef*> BindOp(const std::string& op, const std::string& where) {
+    int version = graph_.opset;
+    std::string supported = registry_.SupportedVersions(op);
+    if (const Upgrade* u = UpgradeOf(op)) {
+      if (version >= u->from && version < u->to) version = u->to;
+      supported = std::to_string(u->from) + "-" + std::to_string(u->to - 1) + " (as " + op + "-" +
+                  std::to_string(u->to) + "), " + supported;
+    }
+    if (const kernels::OpDef* def = registry_.FindOp(op, version)) return def;
+    return Unimplemented(where + ": " + op + " at opset " + std::to_string(graph_.opset) +
+                         " is not supported; Remex implements " + op + " for opsets " + supported);
   }
 
   StatusOr<Value> ValueFromInfo(const onnx::ValueInfoProto& info) {
@@ -273,7 +295,8 @@ class Importer {
     return OkStatus();
   }
 
-  // Moves attributes that later opsets turned into inputs to inputs.
+  // Rewrites the older forms of kUpgrades: attributes that later opsets turned into
+  // inputs become inputs.
   Status Normalise(Node& node, const std::string& where) {
     auto take_ints = [&](const char* name) -> std::optional<std::vector<int64_t>> {
       auto it = node.attrs.all().find(name);
@@ -281,7 +304,7 @@ class Importer {
       auto* v = std::get_if<std::vector<int64_t>>(&it->second);
       return v ? std::optional(*v) : std::nullopt;
     };
-    if (node.op == "Clip" && graph_.opset < 11) {
+    if (node.op == "Clip" && graph_.opset < UpgradeOf("Clip")->to) {
       node.inputs.resize(1);
       for (const char* bound : {"min", "max"}) {
         if (node.attrs.Has(bound)) {
@@ -293,7 +316,7 @@ class Importer {
         }
       }
       node.attrs = kernels::Attributes();
-    } else if (node.op == "Slice" && graph_.opset < 10) {
+    } else if (node.op == "Slice" && graph_.opset < UpgradeOf("Slice")->to) {
       auto starts = take_ints("starts");
       auto ends = take_ints("ends");
       if (!starts || !ends) return InvalidArgument(where + ": Slice needs starts and ends");
@@ -308,10 +331,6 @@ class Importer {
       add("ends", *ends);
       if (axes) add("axes", *axes);
       node.attrs = kernels::Attributes();
-    } else if (node.op == "Softmax" && graph_.opset < 13) {
-      REMEX_ASSIGN_OR_RETURN(int64_t axis, node.attrs.Int("axis", 1));
-      node.attrs.Set("axis", axis);
-      node.attrs.Set("flatten_to_2d", int64_t{1});
     }
     return OkStatus();
   }
@@ -347,26 +366,23 @@ class Importer {
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       return Unimplemented("unsupported op '" + n.domain() + "::" + n.op_type() + "' in " + where);
     }
-    if (n.op_type() == "Constant") {
-      REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
-      return ImportConstant(n, where);
-    }
+    if (n.op_type() == "Constant") return ImportConstant(n, where);
     const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
-    if (!control_flow && !registry_.FindOp(n.op_type())) {
+    if (!control_flow && registry_.OpVersions(n.op_type()).empty()) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
-    REMEX_RETURN_IF_ERROR(CheckOpVersion(n.op_type(), where));
     Node node;
     node.op = n.op_type();
     node.name = name;
+    const kernels::OpDef* def = nullptr;
+    if (!control_flow) {
+      REMEX_ASSIGN_OR_RETURN(def, BindOp(node.op, where));
+      node.version = def->since_version;
+    }
     for (const auto& a : n.attribute()) {
       if (a.type() == onnx::AttributeProto::GRAPH && control_flow) continue;
       REMEX_ASSIGN_OR_RETURN(auto value, ConvertAttribute(a, where));
       node.attrs.Set(a.name(), std::move(value));
-    }
-    // Kernels whose semantics changed between versions read the op version in effect.
-    if (const auto* schema = onnx::OpSchemaRegistry::Schema(node.op, graph_.opset, "")) {
-      node.attrs.Set("since_version", static_cast<int64_t>(schema->since_version()));
     }
     for (const auto& in : n.input()) {
       if (in.empty()) {
@@ -396,7 +412,7 @@ class Importer {
       node.outputs.push_back(id);
     }
     REMEX_RETURN_IF_ERROR(Normalise(node, where));
-    if (!control_flow) REMEX_RETURN_IF_ERROR(CheckArity(node, *registry_.FindOp(node.op), where));
+    if (def) REMEX_RETURN_IF_ERROR(CheckArity(node, *def, where));
     if (control_flow) {
       // Subgraphs are read after the node's inputs (outer scope) are resolved and
       // before its outputs become visible.

@@ -12,13 +12,15 @@
 namespace remex::compiler {
 
 // Reads an ONNX model (opsets 7-17 of the default domain) into a Graph.
-// Initializers and Constant nodes become constants; older opset forms are normalised
-// (see kernels/kernels.h). Graph input shapes come from the model (dim_param and
-// missing dims are -1) unless `input_shapes` overrides them (rank and static dims must
-// agree with the model's).
+// Initializers and Constant nodes become constants; each node is bound to the registry
+// entry of its op covering the model's opset (Node::version), after the older forms of
+// Clip and Slice are rewritten into the newer definition (see kernels/kernels.h).
+// Graph input shapes come from the model (dim_param and missing dims are -1) unless
+// `input_shapes` overrides them (rank and static dims must agree with the model's).
 // Errors: NOT_FOUND (file), INVALID_ARGUMENT (not an ONNX model, malformed tensors,
 // shape override mismatch), UNIMPLEMENTED naming the op and node for an op Remex
-// does not run, or an unsupported opset / data type / external data.
+// does not run or an opset none of its entries covers (the message names the opset and
+// the opsets supported), or an unsupported opset / data type / external data.
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const kernels::KernelRegistry& registry,
                                const std::map<std::string, Shape>& input_shapes = {});
 StatusOr<Graph> ImportOnnxBytes(std::span<const std::byte> bytes,

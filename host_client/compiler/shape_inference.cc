@@ -239,7 +239,7 @@ class ShapeInference {
 
   // Returns true when the node was folded into constants.
   StatusOr<bool> InferNode(Node& node) {
-    const kernels::OpDef* op = registry_.FindOp(node.op);
+    const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     if (!op) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
     bool all_static = true, all_constant = !node.inputs.empty(), sampled = true, data_known = true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -254,7 +254,7 @@ class ShapeInference {
         if (v.sample_data.empty()) sampled = false;
       }
     }
-    const kernels::KernelFactory* factory = registry_.FindKernel(node.op, kernels::DeviceKind::kCpu);
+    const kernels::KernelFactory* factory = registry_.FindKernel(node.op, node.version, kernels::DeviceKind::kCpu);
     std::vector<std::vector<kernels::TensorInfo>> per_sample;
     if (all_static) {
       // Exact: errors are the model's.

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_internal.h"
@@ -23,18 +24,36 @@ namespace remex::kernels::cuda {
 // UNIMPLEMENTED for attributes the kernel refuses). `def` is the op's OpDef.
 using CudaKernelMake = std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
 
-// Registers `make` as the CUDA kernel of `name`; FAILED_PRECONDITION "RegisterCudaKernels:
-// op <name> has no OpDef; call RegisterOpDefs first" when the op has no OpDef in
-// `registry`.
+// Registers `make` as the CUDA kernel of the entry of `name` that starts at
+// `since_version` (kernels are keyed by (op, entry, device) as OpDefs are by (op, opset
+// range)); FAILED_PRECONDITION "RegisterCudaKernels: op <name> has no OpDef ..." when
+// `registry` has no such entry.
+inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, int since_version,
+                            CudaKernelMake make) {
+  const OpDef* def = registry.FindOp(name, since_version);
+  if (!def || def->since_version != since_version) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + "-" +
+                              std::to_string(since_version) + " has no OpDef; call RegisterOpDefs first");
+  }
+  return registry.AddKernel(
+      name, since_version, DeviceKind::kCuda,
+      [def = *def, make = std::move(make)](const Attributes& attrs) { return make(def, attrs); });
+}
+
+// Registers `make` as the CUDA kernel of an op with a single entry; FAILED_PRECONDITION
+// when the op has no OpDef, or several entries (each then needs its own kernel, named
+// by its since_version).
 inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, CudaKernelMake make) {
-  const OpDef* def = registry.FindOp(name);
-  if (!def) {
+  const std::vector<const OpDef*> entries = registry.OpVersions(name);
+  if (entries.size() > 1) {
+    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + " has entries for opsets " +
+                              registry.SupportedVersions(name) + "; register a kernel per entry");
+  }
+  if (entries.empty()) {
     return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
                               " has no OpDef; call RegisterOpDefs first");
   }
-  return registry.AddKernel(
-      name, DeviceKind::kCuda,
-      [def = *def, make = std::move(make)](const Attributes& attrs) { return make(def, attrs); });
+  return AddCudaKernel(registry, name, entries[0]->since_version, std::move(make));
 }
 
 // A factory for K(def, attrs, args...).

@@ -77,7 +77,7 @@ inline std::unique_ptr<KernelRegistry> CudaRegistry(CudaKernelContext context = 
 // failure, and nullptr, when the factory refuses the attributes.
 inline std::unique_ptr<OpKernel> CreateCudaKernel(const KernelRegistry& registry, std::string_view op,
                                                   const Attributes& attrs) {
-  const KernelFactory* factory = registry.FindKernel(op, DeviceKind::kCuda);
+  const KernelFactory* factory = FindVersionedKernel(registry, op, DeviceKind::kCuda);
   EXPECT_NE(factory, nullptr) << op << " has no CUDA kernel";
   if (!factory) return nullptr;
   StatusOr<std::unique_ptr<OpKernel>> k = (*factory)(attrs);
@@ -159,13 +159,13 @@ inline StatusOr<CpuAndCudaOutputs> RunOnCpuAndCuda(const KernelRegistry& registr
                                                    std::optional<size_t> num_outputs, cudaStream_t stream,
                                                    uint8_t poison) {
   const std::string name(op);
-  const OpDef* def = registry.FindOp(op);
+  const OpDef* def = FindVersionedOp(registry, op);
   EXPECT_TRUE(def) << name;
   if (!def) return NotFound(name);
   auto infos = InferShapes(*def, attrs, ShapeArgs(*def, inputs));
   EXPECT_TRUE(infos.ok()) << name << ": " << infos.status().ToString();
   if (!infos.ok()) return infos.status();
-  const KernelFactory* cpu_factory = registry.FindKernel(op, DeviceKind::kCpu);
+  const KernelFactory* cpu_factory = FindVersionedKernel(registry, op, DeviceKind::kCpu);
   EXPECT_TRUE(cpu_factory) << name << " has no CPU kernel";
   if (!cpu_factory) return NotFound(name);
   auto cpu_kernel = (*cpu_factory)(attrs);
@@ -177,7 +177,7 @@ inline StatusOr<CpuAndCudaOutputs> RunOnCpuAndCuda(const KernelRegistry& registr
   if (!expected.ok()) return expected.status();
   out.cpu = std::move(expected).value();
 
-  const KernelFactory* factory = registry.FindKernel(op, DeviceKind::kCuda);
+  const KernelFactory* factory = FindVersionedKernel(registry, op, DeviceKind::kCuda);
   EXPECT_TRUE(factory) << name << " has no CUDA kernel";
   if (!factory) return NotFound(name);
   REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(attrs));
@@ -218,7 +218,7 @@ class CudaRunner {
   // Infers the outputs, creates the CUDA kernel, uploads `inputs`, runs, downloads.
   StatusOr<std::vector<HostTensor>> Run(std::string_view op, const Attributes& attrs,
                                         std::vector<HostTensor> inputs) {
-    const OpDef* def = registry_->FindOp(op);
+    const OpDef* def = FindVersionedOp(*registry_, op);
     if (!def) return NotFound("no op " + std::string(op));
     REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, InferShapes(*def, attrs, ShapeArgs(*def, inputs)));
     return RunWithOutputs(op, attrs, std::move(inputs), infos);
@@ -229,7 +229,7 @@ class CudaRunner {
   StatusOr<std::vector<HostTensor>> RunWithOutputs(std::string_view op, const Attributes& attrs,
                                                    std::vector<HostTensor> inputs,
                                                    const std::vector<TensorInfo>& infos) {
-    const KernelFactory* factory = registry_->FindKernel(op, DeviceKind::kCuda);
+    const KernelFactory* factory = FindVersionedKernel(*registry_, op, DeviceKind::kCuda);
     if (!factory) return NotFound("no cuda kernel for " + std::string(op));
     REMEX_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(attrs));
     return RunOnDevice(*kernel, nullptr, inputs, infos, nullptr, 0xff);

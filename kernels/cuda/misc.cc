@@ -11,8 +11,9 @@
 //   - Range, opset 11: start, limit and delta are scalars in host memory
 //     (ShapeDep::kData); every numeric dtype. Integers wrap modulo 2^64 as on the CPU;
 //     float16 is computed in float32 and rounded to nearest even.
-//   - Dropout, opsets 7-13, inference only: output = input; the optional mask is all
-//     true (all ones of the input's dtype for opsets < 10). training_mode = true is
+//   - Dropout-7 and Dropout-10+ (one kernel for both entries), inference only: output
+//     = input; the optional mask is all true (all ones of the input's dtype for
+//     Dropout-7). training_mode = true is
 //     UNIMPLEMENTED (refused by the shape function, as on the CPU).
 //   - TopK, opsets 1-11: axis, largest, sorted; k as the attribute (opset 1) or as input
 //     1 (host memory, ShapeDep::kData). float32, float16, float64, int32, int64 values,
@@ -294,15 +295,20 @@ class LrnKernel final : public CudaKernel {
 
 using AttrCheck = std::function<Status(const Attributes&)>;
 
+// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
+template <typename K>
+CudaKernelMake MakeMiscKernel(CudaKernelContext context, AttrCheck check = nullptr) {
+  return [context, check = std::move(check)](const OpDef& def,
+                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+  };
+}
+
 template <typename K>
 Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                      AttrCheck check = nullptr) {
-  return AddCudaKernel(registry, name,
-                       [context, check = std::move(check)](
-                           const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                         if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-                         return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-                       });
+  return AddCudaKernel(registry, name, MakeMiscKernel<K>(context, std::move(check)));
 }
 
 }  // namespace
@@ -315,7 +321,9 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
       registry, "ConstantOfShape", context,
       [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<RangeKernel>(registry, "Range", context));
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<DropoutKernel>(registry, "Dropout", context));
+  // Dropout-7 and Dropout-10+ differ in the mask's dtype only, which the output brings.
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeMiscKernel<DropoutKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeMiscKernel<DropoutKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
   return AddMiscKernel<LrnKernel>(registry, "LRN", context,
                                   [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });

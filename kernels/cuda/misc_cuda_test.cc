@@ -424,7 +424,8 @@ TEST_F(MiscCudaTest, Dropout) {
     const Shape s = RandomShape(rng_, 0, 5, iter % 9 == 0 ? 0 : 1, 9);
     SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s));
     const int64_t version = iter % 3 == 0 ? 7 : (iter % 3 == 1 ? 10 : 13);
-    Attributes attrs = Attrs({{"since_version", version}});
+    const std::string op = "Dropout-" + std::to_string(version);
+    Attributes attrs;
     std::vector<HostTensor> inputs = {RandomBytes(dtype, s, rng_)};
     if (version == 13 && iter % 2 == 0) {
       inputs.push_back(Scalar(DType::kFloat32, 0.25));
@@ -432,8 +433,8 @@ TEST_F(MiscCudaTest, Dropout) {
     } else if (version < 13) {
       attrs.Set("ratio", 0.3f);
     }
-    Check("Dropout", attrs, inputs);     // output and mask
-    Check("Dropout", attrs, inputs, 1);  // output only
+    Check(op, attrs, inputs);     // output and mask
+    Check(op, attrs, inputs, 1);  // output only
   }
   // Absent ratio, training_mode false.
   Check("Dropout", {},

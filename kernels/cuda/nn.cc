@@ -10,8 +10,8 @@
 //     kernels fold float32 partial sums into float64, so sums agree to float32
 //     rounding). Max/Min propagate NaN; empty reductions give the CPU's identities.
 //   - ArgMax/ArgMin, opsets 1-13: axis, keepdims, select_last_index; int64 output.
-//   - Softmax, opsets 1-13: opset 13 per axis; older opsets (marked flatten_to_2d = 1
-//     by the frontend) over the flattened [axis:] dims.
+//   - Softmax-13+ per axis; Softmax-1 (opsets 1-12, its own entry) over the flattened
+//     [axis:] dims.
 //   - BatchNormalization (opsets 7-15, inference), InstanceNormalization (opset 6),
 //     LayerNormalization (opset 17, stash_type 1 only; Mean and InvStdDev outputs).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -157,14 +157,16 @@ class ArgKernel final : public NnKernel {
 // ---------------------------------------------------------------------------
 // Softmax.
 
+// `flatten`: the Softmax-1 entry (opsets 1-12); else Softmax-13.
 class SoftmaxKernel final : public NnKernel {
  public:
-  using NnKernel::NnKernel;
+  SoftmaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool flatten)
+      : NnKernel(std::move(def), std::move(attrs), context), flatten_(flatten) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
-    REMEX_ASSIGN_OR_RETURN(int64_t flatten, attrs().Int("flatten_to_2d", 0));
+    const bool flatten = flatten_;
     REMEX_ASSIGN_OR_RETURN(int64_t axis, attrs().Int("axis", flatten ? 1 : -1));
     const Shape& shape = in[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
@@ -183,6 +185,9 @@ class SoftmaxKernel final : public NnKernel {
     }
     return Launch([&] { return LaunchSoftmax(type, in[0].data, out[0].data, outer, n, inner, stream()); });
   }
+
+ private:
+  const bool flatten_;
 };
 
 // ---------------------------------------------------------------------------
@@ -291,7 +296,8 @@ Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMax", MakeCudaKernel<ArgKernel>(context, true)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMin", MakeCudaKernel<ArgKernel>(context, false)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", MakeCudaKernel<SoftmaxKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", 1, MakeCudaKernel<SoftmaxKernel>(context, true)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", 13, MakeCudaKernel<SoftmaxKernel>(context, false)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "BatchNormalization", MakeCudaKernel<BatchNormKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "InstanceNormalization", MakeCudaKernel<InstanceNormKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LayerNormalization", MakeCudaKernel<LayerNormKernel>(context)));

@@ -282,8 +282,7 @@ TEST_F(NnCudaTest, Softmax) {
       SCOPED_TRACE(ShapeToString(c.shape) + " axis " + std::to_string(c.axis) + " flatten " +
                    std::to_string(c.flatten));
       Attributes attrs = Attrs({{"axis", c.axis}});
-      if (c.flatten) attrs.Set("flatten_to_2d", int64_t{1});
-      Check("Softmax", attrs, {Random(dt, c.shape, -6, 6)}, {1e-7, 1e-5, 1e-3, 4e-3});
+      Check(c.flatten ? "Softmax-1" : "Softmax", attrs, {Random(dt, c.shape, -6, 6)}, {1e-7, 1e-5, 1e-3, 4e-3});
     }
   }
 }
@@ -365,6 +364,7 @@ struct ResizeCase {
   std::vector<float> scales;   // Empty: sizes.
   std::vector<int64_t> sizes;  // Empty: scales.
   std::vector<float> roi;      // Empty: absent.
+  const char* op = "Resize";   // The entry: "Resize" (13+) or "Resize-11".
 };
 
 std::vector<ResizeCase> ResizeCases() {
@@ -388,8 +388,7 @@ std::vector<ResizeCase> ResizeCases() {
   cubic.Set("cubic_coeff_a", -0.5f);
   cases.push_back({cubic, {1, 1, 2.5f, 0.7f}, {}, {}});
   Attributes nn11 = attrs("nearest", "tf_half_pixel_for_nn");
-  nn11.Set("since_version", int64_t{11});
-  cases.push_back({nn11, {1, 1, 1.5f, 2}, {}, {}});
+  cases.push_back({nn11, {1, 1, 1.5f, 2}, {}, {}, "Resize-11"});
   for (const char* mode : {"nearest", "linear", "cubic"}) {
     Attributes crop = attrs(mode, "tf_crop_and_resize");
     crop.Set("extrapolation_value", 7.5f);
@@ -409,7 +408,7 @@ TEST_F(NnCudaTest, Resize) {
       in.push_back(c.roi.empty() ? HostTensor::Absent() : Floats({8}, c.roi));
       in.push_back(c.scales.empty() ? Floats({0}, {}) : Floats({4}, c.scales));
       if (!c.sizes.empty()) in.push_back(Int64s({4}, c.sizes));
-      Check("Resize", c.attrs, std::move(in), {1e-5, 1e-5, 2e-3, 4e-3});
+      Check(c.op, c.attrs, std::move(in), {1e-5, 1e-5, 2e-3, 4e-3});
     }
   }
 }
@@ -418,8 +417,8 @@ TEST_F(NnCudaTest, ResizeOpset10AndOtherDtypes) {
   for (const char* mode : {"nearest", "linear"}) {
     for (const std::vector<float>& scales :
          {std::vector<float>{1, 1, 2, 3}, std::vector<float>{1, 1, 0.5f, 0.7f}}) {
-      Attributes attrs = Attrs({{"mode", std::string(mode)}, {"since_version", int64_t{10}}});
-      Check("Resize", attrs, {Random(kF32, {1, 2, 6, 5}), Floats({4}, scales)});
+      Attributes attrs = Attrs({{"mode", std::string(mode)}});
+      Check("Resize-10", attrs, {Random(kF32, {1, 2, 6, 5}), Floats({4}, scales)});
     }
   }
   // Nearest moves any element size; rank 3 and 5 too.

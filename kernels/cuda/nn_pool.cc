@@ -238,9 +238,10 @@ class ResizeKernel final : public NnKernel {
   const internal::ResizeAttrs resize_;
 };
 
-StatusOr<std::unique_ptr<OpKernel>> MakeResize(CudaKernelContext context, const OpDef& def,
+// The kernel of the Resize-`definition` entry (10, 11 or 13).
+StatusOr<std::unique_ptr<OpKernel>> MakeResize(CudaKernelContext context, int definition, const OpDef& def,
                                                const Attributes& attrs) {
-  REMEX_ASSIGN_OR_RETURN(internal::ResizeAttrs r, internal::ParseResizeAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(internal::ResizeAttrs r, internal::ParseResizeAttrs(definition, attrs));
   return std::unique_ptr<OpKernel>(std::make_unique<ResizeKernel>(def, attrs, context, r));
 }
 
@@ -252,7 +253,11 @@ Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context)
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalAveragePoolKernel>(context)));
-  return AddCudaKernel(registry, "Resize", std::bind(MakeResize, context, _1, _2));
+  for (int definition : {10, 11, 13}) {
+    REMEX_RETURN_IF_ERROR(
+        AddCudaKernel(registry, "Resize", definition, std::bind(MakeResize, context, definition, _1, _2)));
+  }
+  return OkStatus();
 }
 
 }  // namespace remex::kernels::cuda

@@ -686,22 +686,28 @@ Status CheckCast(const OpDef& def, const Attributes& attrs) {
 }
 
 template <typename K>
+CudaKernelMake MakeKernel(CudaKernelContext context, AttrCheck check = NoCheck) {
+  return [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+    REMEX_RETURN_IF_ERROR(check(def, attrs));
+    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+  };
+}
+
+template <typename K>
 Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
                  AttrCheck check = NoCheck) {
-  return AddCudaKernel(
-      registry, name,
-      [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        REMEX_RETURN_IF_ERROR(check(def, attrs));
-        return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-      });
+  return AddCudaKernel(registry, name, MakeKernel<K>(context, check));
 }
 
 }  // namespace
 
 Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  for (std::string_view name : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}) {
+  for (std::string_view name : {"Identity", "Reshape", "Squeeze", "Unsqueeze"}) {
     REMEX_RETURN_IF_ERROR(AddKernel<CopyKernel>(registry, name, context));
   }
+  // Flatten-1 and Flatten-11 differ in the axes their shape functions accept only.
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 1, MakeKernel<CopyKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 11, MakeKernel<CopyKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddKernel<TransposeKernel>(registry, "Transpose", context));
   REMEX_RETURN_IF_ERROR(AddKernel<SliceKernel>(registry, "Slice", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ConcatKernel>(registry, "Concat", context, CheckConcat));

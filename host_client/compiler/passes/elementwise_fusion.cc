@@ -44,7 +44,7 @@ std::optional<Op> Classify(const Graph& g, const Node& n, const kernels::KernelR
   if (!n.regions.empty() || n.host || n.outputs.size() != 1) return std::nullopt;
   const Value& out = g.values[n.outputs[0]];
   if (!IsFloat(out.dtype) || !out.rank_known || out.host) return std::nullopt;
-  const kernels::OpDef* def = registry.FindOp(n.op);
+  const kernels::OpDef* def = registry.FindOp(n.op, n.version);
   if (!def || !def->traits.fused_opcode) return std::nullopt;
   Op op{*def->traits.fused_opcode, {}, {}};
   const int arity = kernels::FusedOperandCount(static_cast<int64_t>(op.code));

@@ -79,7 +79,7 @@ class NhwcPass {
   // other operands are 4-D, broadcast alike in both layouts, or are constants.
   bool IsConvertibleElementwise(const Node& n) const {
     if (!n.regions.empty()) return false;
-    const kernels::OpDef* def = registry_.FindOp(n.op);
+    const kernels::OpDef* def = registry_.FindOp(n.op, n.version);
     if (!def || !def->traits.layout_agnostic) return false;
     for (int o : n.outputs) if (!Is4D(g_.values[o])) return false;
     bool reads_nhwc = false;
@@ -207,7 +207,7 @@ class NhwcPass {
 
   // With static inputs, the op's shape function must give the permuted output types.
   Status CheckTypes(const Node& node) const {
-    const kernels::OpDef* op = registry_.FindOp(node.op);
+    const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     if (!op) return Internal("layout pass: no op definition for " + Where(node));
     std::vector<kernels::ShapeFnArg> args(node.inputs.size());
     for (size_t i = 0; i < node.inputs.size(); ++i) {

@@ -14,8 +14,8 @@ int PlaceNodes(Graph& g, std::vector<Node>& nodes, const kernels::KernelRegistry
   for (Node& node : nodes) {
     for (Region& r : node.regions) placed += PlaceNodes(g, r.nodes, registry);
     if (!node.regions.empty()) continue;
-    const kernels::OpDef* op = registry.FindOp(node.op);
-    if (!op || !registry.FindKernel(node.op, kernels::DeviceKind::kCpu)) continue;
+    const kernels::OpDef* op = registry.FindOp(node.op, node.version);
+    if (!op || !registry.FindKernel(node.op, node.version, kernels::DeviceKind::kCpu)) continue;
     bool host = true;
     for (int o : node.outputs) {
       const Value& v = g.values[o];

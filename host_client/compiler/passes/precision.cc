@@ -31,7 +31,7 @@ class Float16Converter {
     for (Node& node : g_.nodes) RenameInputs(node, input_cast);
 
     for (Node& node : g_.nodes) {
-      const kernels::OpDef* op = registry_.FindOp(node.op);
+      const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
       if (!op) return Unimplemented("unsupported op '" + node.op + "' in node '" + node.name + "'");
       bool reads_activation = false;
       for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -103,7 +103,7 @@ class Float16Converter {
 
   // Renames the reads of `node` (and of its regions) at inputs read as tensors.
   void RenameInputs(Node& node, const std::map<int, int>& rename) const {
-    const kernels::OpDef* op = registry_.FindOp(node.op);
+    const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       auto it = rename.find(node.inputs[i]);
       if (it != rename.end() && (!op || ReadsAsTensor(*op, i))) node.inputs[i] = it->second;

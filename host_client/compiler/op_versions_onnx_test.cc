@@ -1,0 +1,147 @@
+// Op versions against ONNX: every registry entry starts at a real ONNX definition
+// (OpSchema::since_version), an op's first entry at the definition in effect at opset 7,
+// and the frontend binds each node to the entry covering its model's opset, refusing an
+// opset no entry covers.
+
+#include <gtest/gtest.h>
+#include <onnx/defs/schema.h>
+
+#include <string>
+#include <vector>
+
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_test_util.h"
+#include "host_client/compiler/vm_test_util.h"
+#include "vm/executable.h"
+
+namespace remex::compiler {
+namespace {
+
+using remex::testing::OnnxModelBuilder;
+using remex::testing::Registry;
+using remex::testing::RunFloat32;
+
+constexpr int kNewestOpset = 17;
+
+// The ONNX since_version of `op`'s definition in effect at `opset`; 0 when none.
+int OnnxSince(const std::string& op, int opset) {
+  const auto* schema = onnx::OpSchemaRegistry::Schema(op, opset, "");
+  return schema ? schema->since_version() : 0;
+}
+
+TEST(OpVersionsOnnxTest, EntriesStartAtOnnxDefinitions) {
+  int checked = 0;
+  for (const std::string& op : Registry().OpNames()) {
+    if (OnnxSince(op, kNewestOpset) == 0) continue;  // Remex's own ops (Fused*).
+    SCOPED_TRACE(op);
+    const std::vector<const kernels::OpDef*> entries = Registry().OpVersions(op);
+    for (const kernels::OpDef* e : entries) {
+      EXPECT_EQ(OnnxSince(op, e->since_version), e->since_version)
+          << op << "-" << e->since_version << " is not an ONNX definition";
+    }
+    // The first entry: the definition in effect at opset 7, or the op's first one when
+    // it is newer. Clip and Slice start later: the frontend rewrites their older forms.
+    int first = OnnxSince(op, 7);
+    for (int v = 7; first == 0 && v <= kNewestOpset; ++v) first = OnnxSince(op, v);
+    const int want = op == "Clip" ? 11 : op == "Slice" ? 10 : first;
+    EXPECT_EQ(entries.front()->since_version, want);
+    ++checked;
+  }
+  EXPECT_GT(checked, 60);
+}
+
+// A model at `opset` running `op` on x [1, 2, 2] (float32) into y.
+OnnxModelBuilder OneOp(int opset, const std::string& op) {
+  OnnxModelBuilder b(opset);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 2}).Output("y", onnx::TensorProto::FLOAT, {-1, -1, -1});
+  b.Node(op, {"x"}, {"y"}, "n0");
+  return b;
+}
+
+TEST(OpVersionsOnnxTest, NodesBindToTheEntryOfTheModelsOpset) {
+  struct Case {
+    int opset;
+    const char* op;
+    int bound;
+  };
+  for (const Case& c : std::vector<Case>{{11, "Softmax", 1},
+                                         {12, "Softmax", 1},
+                                         {13, "Softmax", 13},
+                                         {17, "Softmax", 13},
+                                         {9, "Dropout", 7},
+                                         {12, "Dropout", 10},
+                                         {9, "Flatten", 1},
+                                         {11, "Flatten", 11},
+                                         {6, "Relu", 6},
+                                         {9, "Clip", 11},  // Clip-6, rewritten as Clip-11.
+                                         {13, "Clip", 11}}) {
+    SCOPED_TRACE(std::string(c.op) + " at opset " + std::to_string(c.opset));
+    auto graph = ImportOnnxBytes(OneOp(c.opset, c.op).Bytes(), Registry());
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    EXPECT_EQ(graph->nodes[0].version, c.bound);
+    EXPECT_FALSE(graph->nodes[0].attrs.Has("since_version"));
+  }
+}
+
+TEST(OpVersionsOnnxTest, SoftmaxOfOpset11RunsAsSoftmax1ThroughTheExecutable) {
+  // Softmax-1: axis 1 (the default) of [1, 2, 2] normalises over all four values.
+  auto graph = ImportOnnxBytes(OneOp(11, "Softmax").Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_EQ(def->kernels.size(), 1u);
+  EXPECT_EQ(def->kernels[0].version, 1);
+  auto bytes = vm::SerializeExecutable(*def);
+  ASSERT_TRUE(bytes.ok());
+  auto parsed = vm::ParseExecutable(*bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->kernels[0].version, 1);
+  EXPECT_EQ(RunFloat32(*parsed, {1, 2, 2}, {0, 0, 0, 0}), (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f}));
+  // Softmax-13: along the last axis.
+  auto graph13 = ImportOnnxBytes(OneOp(13, "Softmax").Bytes(), Registry());
+  ASSERT_TRUE(graph13.ok());
+  auto def13 = CompileGraph(std::move(graph13).value(), Registry(), {});
+  ASSERT_TRUE(def13.ok()) << def13.status().ToString();
+  EXPECT_EQ(def13->kernels[0].version, 13);
+  EXPECT_EQ(RunFloat32(*def13, {1, 2, 2}, {0, 0, 0, 0}), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+TEST(OpVersionsOnnxTest, AnOpsetNoEntryCoversIsRefusedNamingOpOpsetAndVersions) {
+  struct Case {
+    int opset;
+    const char* op;
+    std::vector<const char*> mentions;
+  };
+  for (const Case& c : std::vector<Case>{
+           {9, "Range", {"Range at opset 9", "opsets 11+", "'n0'"}},
+           {4, "Reshape", {"Reshape at opset 4", "opsets 5+"}},
+           {9, "Resize", {"Resize at opset 9", "opsets 10, 11-12, 13+"}},
+           {5, "Relu", {"Relu at opset 5", "opsets 6+"}},
+           {5, "Clip", {"Clip at opset 5", "opsets 6-10 (as Clip-11), 11+"}}}) {
+    SCOPED_TRACE(std::string(c.op) + " at opset " + std::to_string(c.opset));
+    auto graph = ImportOnnxBytes(OneOp(c.opset, c.op).Bytes(), Registry());
+    ASSERT_FALSE(graph.ok());
+    EXPECT_EQ(graph.status().code(), StatusCode::kUnimplemented);
+    for (const char* m : c.mentions) {
+      EXPECT_NE(graph.status().message().find(m), std::string::npos)
+          << "'" << m << "' not in: " << graph.status().message();
+    }
+  }
+}
+
+TEST(OpVersionsOnnxTest, AnExecutableNamingAnUncoveredVersionIsRefusedAtLoad) {
+  auto graph = ImportOnnxBytes(OneOp(13, "Softmax").Bytes(), Registry());
+  ASSERT_TRUE(graph.ok());
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok());
+  def->kernels[0].op = "Resize";
+  def->kernels[0].version = 9;
+  const Status s = vm::VerifyExecutable(*def, Registry());
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("'Resize' version 9"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("10, 11-12, 13+"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace remex::compiler
