@@ -1,0 +1,231 @@
+// Comparisons, logical ops, Where and Dropout of kernels/elementwise.cc: broadcasting,
+// dtypes, special values and the shape functions' errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "kernels/elementwise_test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+using ewtest::Expand;
+using ewtest::kBroadcastCases;
+using ewtest::kInf;
+using ewtest::kNaN;
+using ewtest::Random;
+using ewtest::RunFloat;
+
+// ---------------------------------------------------------------------------
+// Comparisons and logical ops.
+
+TEST(CompareTest, BroadcastToBool) {
+  OpRunner r;
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> small(-2, 2);
+  for (const auto& [sa, sb] : kBroadcastCases) {
+    std::vector<int64_t> a(*NumElements(sa)), b(*NumElements(sb));
+    for (auto& v : a) v = small(rng);
+    for (auto& v : b) v = small(rng);
+    for (const char* op : {"Equal", "Less", "Greater"}) {
+      auto out = r.Run(op, {}, {HostTensor::Of(sa, a), HostTensor::Of(sb, b)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ASSERT_EQ((*out)[0].dtype, DType::kBool);
+      const Shape so = (*out)[0].shape;
+      const auto ea = Expand(a, sa, so), eb = Expand(b, sb, so);
+      const std::vector<uint8_t> got = (*out)[0].bytes;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const bool want = op[0] == 'E' ? ea[i] == eb[i] : op[0] == 'L' ? ea[i] < eb[i] : ea[i] > eb[i];
+        ASSERT_EQ(got[i], want ? 1 : 0) << op << " " << i;
+      }
+    }
+  }
+}
+
+TEST(CompareTest, FloatsBoolsAndErrors) {
+  OpRunner r;
+  auto out = r.Run(
+      "Equal", {},
+      {HostTensor::Of<float>({4}, {1, kNaN, -0.0f, 2}), HostTensor::Of<float>({4}, {1, kNaN, 0.0f, 3})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0, 1, 0}));
+  out = r.Run("Less", {},
+              {HostTensor::Of<Half>({2}, {FloatToHalf(1), FloatToHalf(3)}),
+               HostTensor::Of<Half>({}, {FloatToHalf(2)})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0}));
+  out = r.Run("Greater", {},
+              {HostTensor::Of<uint32_t>({2}, {UINT32_MAX, 0}), HostTensor::Of<uint32_t>({}, {1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0}));
+  out = r.Run("Equal", {},
+              {HostTensor::Of<bool>({4}, {true, true, false, false}),
+               HostTensor::Of<bool>({4}, {true, false, true, false})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0, 0, 1}));
+  // Less and Greater take numbers only; dtypes must match.
+  EXPECT_EQ(r.Infer("Less", {}, {HostTensor::Zeros(DType::kBool, {2}), HostTensor::Zeros(DType::kBool, {2})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      r.Infer("Equal", {}, {HostTensor::Zeros(DType::kInt32, {2}), HostTensor::Zeros(DType::kInt64, {2})})
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
+}
+
+TEST(LogicalTest, NotAndOr) {
+  OpRunner r;
+  auto out = r.Run("Not", {}, {HostTensor::Of<bool>({3}, {true, false, true})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{0, 1, 0}));
+  const HostTensor a = HostTensor::Of<bool>({2, 2}, {true, true, false, false});
+  const HostTensor b = HostTensor::Of<bool>({2}, {true, false});
+  out = r.Run("And", {}, {a, b});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0, 0, 0}));
+  out = r.Run("Or", {}, {a, b});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 1, 1, 0}));
+  for (const char* op : {"And", "Or"}) {
+    EXPECT_EQ(r.Infer(op, {}, {HostTensor::Zeros(DType::kInt32, {2}), HostTensor::Zeros(DType::kInt32, {2})})
+                  .status()
+                  .code(),
+              StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(r.Infer("Not", {}, {HostTensor::Zeros(DType::kFloat32, {2})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Where.
+
+TEST(WhereTest, ThreeWayBroadcast) {
+  OpRunner r;
+  std::mt19937 rng(17);
+  const std::vector<std::vector<Shape>> cases = {
+      {{2, 3}, {2, 3}, {2, 3}}, {{2, 1}, {3}, {}}, {{1, 4}, {3, 1}, {2, 1, 1}},
+      {{}, {2}, {2}},           {{5}, {1}, {1}},   {{}, {}, {}}};
+  for (const auto& s : cases) {
+    std::vector<uint8_t> c(*NumElements(s[0]));
+    for (auto& v : c) v = rng() & 1;
+    std::vector<int64_t> x(*NumElements(s[1])), y(*NumElements(s[2]));
+    for (auto& v : x) v = static_cast<int64_t>(rng());
+    for (auto& v : y) v = -static_cast<int64_t>(rng());
+    HostTensor ct = HostTensor::Zeros(DType::kBool, s[0]);
+    ct.bytes = c;
+    auto out = r.Run("Where", {}, {ct, HostTensor::Of(s[1], x), HostTensor::Of(s[2], y)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const Shape so = (*out)[0].shape;
+    const auto ec = Expand(c, s[0], so);
+    const auto ex = Expand(x, s[1], so), ey = Expand(y, s[2], so);
+    const auto got = (*out)[0].Values<int64_t>();
+    ASSERT_EQ(got.size(), ec.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], ec[i] ? ex[i] : ey[i]) << i;
+  }
+}
+
+TEST(WhereTest, DTypes) {
+  OpRunner r;
+  const HostTensor c = HostTensor::Of<bool>({3}, {true, false, true});
+  auto out = r.Run("Where", {}, {c, HostTensor::Of<float>({3}, {1, 2, 3}), HostTensor::Of<float>({}, {-1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, -1, 3}));
+  out = r.Run("Where", {}, {c, HostTensor::Of<bool>({1}, {false}), HostTensor::Of<bool>({1}, {true})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].dtype, DType::kBool);
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{0, 1, 0}));
+  out = r.Run("Where", {},
+              {c, HostTensor::Of<Half>({1}, {FloatToHalf(2)}),
+               HostTensor::Of<Half>({3}, {FloatToHalf(5), FloatToHalf(6), FloatToHalf(7)})});
+  ASSERT_TRUE(out.ok());
+  auto h = (*out)[0].Values<Half>();
+  EXPECT_EQ(HalfToFloat(h[0]), 2.0f);
+  EXPECT_EQ(HalfToFloat(h[1]), 6.0f);
+  EXPECT_EQ(r.Infer("Where", {},
+                    {HostTensor::Zeros(DType::kInt32, {3}), HostTensor::Zeros(DType::kFloat32, {3}),
+                     HostTensor::Zeros(DType::kFloat32, {3})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Where", {},
+                    {c, HostTensor::Zeros(DType::kFloat32, {3}), HostTensor::Zeros(DType::kFloat64, {3})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Where", {},
+                    {c, HostTensor::Zeros(DType::kFloat32, {2}), HostTensor::Zeros(DType::kFloat32, {3})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Dropout.
+
+TEST(DropoutTest, InferenceIsTheIdentity) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Of<float>({2, 2}, {1, -2, 3, kNaN});
+  // Dropout-13 with and without the mask, ratio and training_mode = false.
+  for (const auto& in : std::vector<std::vector<HostTensor>>{
+           {x},
+           {x, HostTensor::Of<float>({}, {0.3f})},
+           {x, HostTensor::Absent(), HostTensor::Of<bool>({}, {false})},
+           {x, HostTensor::Of<double>({1}, {0.9}), HostTensor::Of<bool>({1}, {false})}}) {
+    auto out = r.Run("Dropout", Attrs({{"seed", int64_t{0}}}), in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 2u);
+    EXPECT_EQ((*out)[0].bytes, x.bytes);
+    EXPECT_EQ((*out)[1].dtype, DType::kBool);
+    EXPECT_EQ((*out)[1].shape, x.shape);
+    EXPECT_EQ((*out)[1].bytes, (std::vector<uint8_t>{1, 1, 1, 1}));
+    out = r.Run("Dropout", {}, in, 1);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ((*out)[0].bytes, x.bytes);
+  }
+  // Dropout-7 (ratio attribute, mask of the data's type) and Dropout-10 (bool mask).
+  auto out = r.Run("Dropout-7", Attrs({{"ratio", 0.2f}}), {x});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, x.bytes);
+  EXPECT_EQ((*out)[1].dtype, DType::kFloat32);
+  EXPECT_EQ((*out)[1].Values<float>(), (std::vector<float>{1, 1, 1, 1}));
+  out = r.Run("Dropout-10", Attrs({{"ratio", 0.2f}}), {x});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[1].dtype, DType::kBool);
+  out = r.Run("Dropout", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(1.5f)})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), 1.5f);
+}
+
+TEST(DropoutTest, TrainingModeIsUnimplemented) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Of<float>({2}, {1, 2});
+  auto out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.5f}), HostTensor::Of<bool>({}, {true})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(out.status().message().find("training_mode"), std::string::npos) << out.status().message();
+  // training_mode is data the shape function reads (the compiler gives it constants).
+  EXPECT_EQ(r.registry().FindOp("Dropout")->DepOf(2), ShapeDep::kData);
+  EXPECT_EQ(r.registry().FindOp("Dropout")->DepOf(1), ShapeDep::kShape);
+  // Bad ratio / training_mode types and shapes.
+  EXPECT_EQ(r.Infer("Dropout", {}, {x, HostTensor::Of<int64_t>({}, {0})}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Dropout", {}, {x, HostTensor::Of<float>({2}, {0, 0})}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Dropout", {}, {x, HostTensor::Absent(), HostTensor::Of<float>({}, {0})}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Dropout", Attrs({{"ratio", int64_t{0}}}), {x}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace remex::kernels
