@@ -574,7 +574,9 @@ TEST(ServerCliTest, ThreadsOutOfRangeIsAUsageError) {
     auto r = RunCommand(server + " --listen 127.0.0.1:0 --threads " + value + " 2>&1");
     EXPECT_EQ(r.exit_code, 2) << value << ": " << r.output;
     EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
-    if (std::string(value) != "many") EXPECT_NE(r.output.find("1024"), std::string::npos) << r.output;
+    if (std::string(value) != "many") {
+      EXPECT_NE(r.output.find("1024"), std::string::npos) << r.output;
+    }
   }
   // The CPU device's setting: a GPU device refuses it before looking for a GPU.
   auto r = RunCommand(server + " --listen 127.0.0.1:0 --device cuda:0 --threads 2 2>&1");
