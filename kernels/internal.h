@@ -48,6 +48,9 @@ Status AddResizeCpuKernels(KernelRegistry& registry);
 // ReduceMean/Sum/Max/Min/Prod, ArgMax, TopK (kernels/reduce.cc).
 Status AddReduceOpDefs(KernelRegistry& registry);
 Status AddReduceCpuKernels(KernelRegistry& registry);
+// ArgMax, ArgMin and TopK (arg_topk.cc), registered by the two above.
+Status AddArgTopKOpDefs(KernelRegistry& registry);
+Status AddArgTopKCpuKernels(KernelRegistry& registry);
 // LSTM, GRU (kernels/rnn.cc).
 Status AddRnnOpDefs(KernelRegistry& registry);
 Status AddRnnCpuKernels(KernelRegistry& registry);

@@ -252,7 +252,6 @@ TEST(OpTraitsTest, ElementwiseOpsCommuteWithPermutations) {
   int checked = 0;
   for (const OpDef* entry : AllEntries(r.registry())) {
     const OpDef& def = *entry;
-    const std::string& name = def.name;
     if (!def.traits.elementwise && !def.traits.layout_agnostic) continue;
     SCOPED_TRACE(EntryName(def));
     for (const Perm& perm : {Perm{0, 2, 3, 1}, Perm{3, 1, 0, 2}}) {
