@@ -17,6 +17,11 @@
 
 namespace remex {
 
+// Whether rtol and atol are usable: finite and >= 0 (NaN is not).
+inline bool ValidTolerances(double rtol, double atol) {
+  return rtol >= 0 && atol >= 0 && std::isfinite(rtol) && std::isfinite(atol);
+}
+
 struct AllcloseStats {
   uint64_t count = 0;
   uint64_t mismatches = 0;
@@ -27,7 +32,7 @@ struct AllcloseStats {
 
 class AllcloseAccumulator {
  public:
-  // rtol, atol finite and >= 0 (the callers check).
+  // rtol, atol: ValidTolerances (the callers check).
   AllcloseAccumulator(double rtol, double atol) : rtol_(rtol), atol_(atol) {}
 
   // The next element (flat index stats().count): actual x, expected y. `integers_equal`

@@ -119,7 +119,7 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
     return InvalidArgument("cannot compare tensors of shapes " + ShapeToString(a.shape) + " and " +
                            ShapeToString(b.shape));
   }
-  if (!(rtol >= 0) || !(atol >= 0) || !std::isfinite(rtol) || !std::isfinite(atol)) {
+  if (!ValidTolerances(rtol, atol)) {
     return InvalidArgument("rtol and atol must be finite and >= 0, got rtol " + std::to_string(rtol) + ", atol " +
                            std::to_string(atol));
   }

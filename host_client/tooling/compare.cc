@@ -49,7 +49,7 @@ bool IsIntegral(DType t) {
 }  // namespace
 
 Status CheckTolerances(double rtol, double atol) {
-  if (!(rtol >= 0) || !(atol >= 0) || !std::isfinite(rtol) || !std::isfinite(atol)) {
+  if (!ValidTolerances(rtol, atol)) {
     return InvalidArgument("--rtol and --atol must be finite and >= 0, got " + std::to_string(rtol) + " and " +
                            std::to_string(atol));
   }

@@ -73,8 +73,7 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
   const auto start = std::chrono::steady_clock::now();
   REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(model, options));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  out.bytes = report.bytes;
-  out.compiled = std::move(report);
+  out.bytes = std::move(report.bytes);
   return out;
 }
 

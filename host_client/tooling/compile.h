@@ -45,8 +45,7 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
 // set compile options beyond --shape; those contradict an .rmx (INVALID_ARGUMENT).
 struct LoadedExecutable {
   std::vector<std::byte> bytes;
-  std::optional<CompileReport> compiled;  // set when compiled from ONNX
-  double compile_ms = 0;
+  double compile_ms = 0;  // 0 for an .rmx
 };
 StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compiler::CompileOptions& options,
                                           bool changes_compilation);
