@@ -1,10 +1,9 @@
-// Elementwise ops.
+// Elementwise ops with broadcasting (ONNX semantics, opsets 7-17).
 //
 // Binary with numpy broadcasting: Add, Sub, Mul, Div, Pow (base and exponent dtypes may
 // differ), Equal, Less, Greater (bool output), And, Or (bool), PRelu (slope broadcast
-// to X only). Variadic with broadcasting: Min, Max. Ternary: Where.
-// Unary: Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt,
-// Neg, Abs, Reciprocal, Not, Clip. Dropout (inference: identity).
+// to X only). Variadic with broadcasting: Min, Max. Ternary: Where. The unary ops,
+// Clip and Dropout are in unary.cc; the broadcast iteration in elementwise_common.h.
 //
 // Integer arithmetic wraps (no signed-overflow UB); float16 computes in float. Float
 // formulas are kernels/scalar_ops.h's functors, which every other implementation of
@@ -21,167 +20,14 @@
 
 #include "kernels/internal.h"
 
+#include "kernels/elementwise_common.h"
+
 namespace remex::kernels::internal {
 namespace {
-
-std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
-
-// ---------------------------------------------------------------------------
-// Broadcast iteration.
-
-// Iteration plan over the numpy broadcast of N inputs to `out`: dims of extent 1 in
-// the output dropped, adjacent dims with the same broadcast pattern merged. Strides are
-// in elements, 0 where the input broadcasts. `dims` is never empty.
-template <size_t N>
-struct BroadcastPlan {
-  std::vector<int64_t> dims;
-  std::array<std::vector<int64_t>, N> strides;
-};
-
-// Every input's rank is at most out's, and each input dim is 1 or out's (the shape
-// functions have checked this).
-template <size_t N>
-BroadcastPlan<N> MakePlan(const std::array<const Shape*, N>& in, const Shape& out) {
-  static_assert(N <= 32);
-  const size_t rank = out.size();
-  std::vector<int64_t> dims;
-  std::vector<uint32_t> pattern;  // Bit k: input k broadcasts along the dim.
-  for (size_t i = 0; i < rank; ++i) {
-    if (out[i] == 1) continue;
-    uint32_t p = 0;
-    for (size_t k = 0; k < N; ++k) {
-      const Shape& s = *in[k];
-      const size_t lead = rank - s.size();
-      if ((i < lead ? 1 : s[i - lead]) == 1) p |= uint32_t{1} << k;
-    }
-    if (!dims.empty() && pattern.back() == p) {
-      dims.back() *= out[i];
-    } else {
-      dims.push_back(out[i]);
-      pattern.push_back(p);
-    }
-  }
-  if (dims.empty()) {  // A single element.
-    dims.push_back(1);
-    pattern.push_back((uint32_t{1} << N) - 1);
-  }
-  BroadcastPlan<N> plan;
-  plan.dims = std::move(dims);
-  for (size_t k = 0; k < N; ++k) {
-    std::vector<int64_t>& st = plan.strides[k];
-    st.resize(plan.dims.size());
-    int64_t s = 1;
-    for (size_t j = plan.dims.size(); j-- > 0;) {
-      const bool bcast = (pattern[j] >> k) & 1;
-      st[j] = bcast ? 0 : s;
-      if (!bcast) s *= plan.dims[j];
-    }
-  }
-  return plan;
-}
-
-// Calls body(offsets, o, inner) for each row of the plan's innermost dim: outputs
-// [o, o + inner), input k starting at element offsets[k] with stride strides[k].back().
-template <size_t N, typename Body>
-void ForEachRow(const BroadcastPlan<N>& plan, Body&& body) {
-  const size_t r = plan.dims.size();
-  const int64_t inner = plan.dims[r - 1];
-  int64_t rows = 1;
-  for (size_t k = 0; k + 1 < r; ++k) rows *= plan.dims[k];
-  std::vector<int64_t> idx(r, 0);
-  std::array<int64_t, N> off{};
-  for (int64_t row = 0, o = 0; row < rows; ++row, o += inner) {
-    body(off, o, inner);
-    // Advance the outer index (dims 0..r-2).
-    for (size_t k = r - 1; k-- > 0;) {
-      for (size_t j = 0; j < N; ++j) off[j] += plan.strides[j][k];
-      if (++idx[k] < plan.dims[k]) break;
-      for (size_t j = 0; j < N; ++j) off[j] -= plan.strides[j][k] * plan.dims[k];
-      idx[k] = 0;
-    }
-  }
-}
-
-// out = f(a, b) elementwise, a and b broadcast (numpy) to out_shape, which may be larger
-// than their own broadcast (variadic ops). f takes and returns storage types. `out` may
-// alias an input of out's element count (same index, read before written).
-template <typename A, typename B, typename O, typename F>
-void BroadcastBinary(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, O* out,
-                     const Shape& out_shape, F f) {
-  const int64_t n = *NumElements(out_shape);
-  if (n == 0) return;
-  const int64_t na = *NumElements(a_shape);
-  const int64_t nb = *NumElements(b_shape);
-  if (na == n && nb == n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-    return;
-  }
-  if (na == n && nb == 1) {
-    const B bv = b[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
-    return;
-  }
-  if (na == 1 && nb == n) {
-    const A av = a[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
-    return;
-  }
-  const BroadcastPlan<2> plan = MakePlan<2>({&a_shape, &b_shape}, out_shape);
-  const int64_t ia = plan.strides[0].back();
-  const int64_t ib = plan.strides[1].back();
-  ForEachRow(plan, [&](const std::array<int64_t, 2>& off, int64_t o, int64_t inner) {
-    const A* pa = a + off[0];
-    const B* pb = b + off[1];
-    O* po = out + o;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], pb[i]);
-    } else if (ia == 1) {
-      const B bv = *pb;
-      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], bv);
-    } else if (ib == 1) {
-      const A av = *pa;
-      for (int64_t i = 0; i < inner; ++i) po[i] = f(av, pb[i]);
-    } else {  // Both broadcast along the dim (a third input does not).
-      const O v = f(*pa, *pb);
-      for (int64_t i = 0; i < inner; ++i) po[i] = v;
-    }
-  });
-}
-
-// Shape of the numpy broadcast of every input (all present).
-StatusOr<Shape> BroadcastAll(std::string_view op, std::span<const ShapeFnArg> in) {
-  Shape out = in[0].shape;
-  for (size_t i = 1; i < in.size(); ++i) {
-    REMEX_ASSIGN_OR_RETURN(out, BroadcastShapes(op, out, in[i].shape));
-  }
-  return out;
-}
-
-Status CheckAllPresent(std::string_view op, std::span<const ShapeFnArg> in) {
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!in[i].present) return OpError(op, "input " + std::to_string(i) + " is absent");
-  }
-  return OkStatus();
-}
-
-Status CheckSameDTypes(std::string_view op, std::span<const ShapeFnArg> in) {
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i].dtype != in[0].dtype) {
-      return OpError(op, "input dtypes differ: " + DTypeStr(in[0].dtype) + " (input 0) and " +
-                             DTypeStr(in[i].dtype) + " (input " + std::to_string(i) + ")");
-    }
-  }
-  return OkStatus();
-}
 
 // ---------------------------------------------------------------------------
 // Math helpers.
 
-// Two's-complement negation of an integer without signed-overflow UB.
-template <typename C>
-inline C WrapNeg(C v) {
-  return static_cast<C>(uint64_t{0} - static_cast<uint64_t>(v));
-}
 
 // Float to integer: NaN -> 0, out of range saturates.
 template <typename I>
@@ -213,6 +59,7 @@ inline I IntPow(I base, int64_t e) {
   }
   return static_cast<I>(result);
 }
+
 
 // ---------------------------------------------------------------------------
 // Binary arithmetic with broadcasting: Add, Sub, Mul, Div.
@@ -287,15 +134,6 @@ class BinaryKernel final : public ValidatedKernel {
   }
 };
 
-// Traits of an elementwise op, FusedElementwise's `opcode` when fusable.
-OpTraits ElementwiseTraits(std::optional<FusedOpcode> opcode = std::nullopt, std::vector<ScalarParam> params = {}) {
-  OpTraits t;
-  t.elementwise = true;
-  t.layout_agnostic = true;
-  t.fused_opcode = opcode;
-  t.params = std::move(params);
-  return t;
-}
 
 // `since`: the ONNX version of the op's definition in effect at opset 7 (its first
 // entry; see OpDef::since_version), here and in the other *Def helpers.
@@ -673,348 +511,6 @@ class WhereKernel final : public ValidatedKernel {
   }
 };
 
-// ---------------------------------------------------------------------------
-// Unary ops.
-
-// Which dtypes an op takes.
-enum class TypeClass { kFloat, kNumeric, kSigned, kBool };
-
-bool AcceptsType(TypeClass tc, DType dt) {
-  switch (tc) {
-    case TypeClass::kFloat:
-      return IsFloatType(dt);
-    case TypeClass::kNumeric:
-      return IsNumericType(dt);
-    case TypeClass::kSigned:
-      return IsFloatType(dt) || dt == DType::kInt8 || dt == DType::kInt16 || dt == DType::kInt32 ||
-             dt == DType::kInt64;
-    case TypeClass::kBool:
-      return dt == DType::kBool;
-  }
-  return false;
-}
-
-std::string_view TypeClassName(TypeClass tc) {
-  switch (tc) {
-    case TypeClass::kFloat:
-      return " (float types only)";
-    case TypeClass::kSigned:
-      return " (signed types only)";
-    case TypeClass::kBool:
-      return " (bool only)";
-    default:
-      return "";
-  }
-}
-
-// The attribute parameters of a unary op (OpTraits::params: LeakyRelu's alpha,
-// HardSigmoid's alpha and beta), their defaults where absent.
-struct UnaryParams {
-  float alpha = 0;
-  float beta = 0;
-};
-
-StatusOr<UnaryParams> ParseUnaryParams(std::span<const ScalarParam> params, const Attributes& attrs) {
-  float values[2] = {0, 0};
-  for (size_t i = 0; i < params.size() && i < 2; ++i) {
-    REMEX_ASSIGN_OR_RETURN(values[i], attrs.Float(params[i].attribute, params[i].default_value.value_or(0.0f)));
-  }
-  return UnaryParams{values[0], values[1]};
-}
-
-template <typename T, typename F>
-void MapUnary(const TensorRef& in, const TensorRef& out, F f) {
-  const int64_t n = *NumElements(in.shape);
-  const T* x = DataAs<const T>(in);
-  T* y = DataAs<T>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(f(Load(x[i])));
-}
-
-// Neg and Abs of any numeric type: integers wrap (no signed-overflow UB), floats are
-// scalar_ops.h's.
-struct NumericNeg {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_integral_v<C>) {
-      return WrapNeg(v);
-    } else {
-      return scalar::Neg()(v);
-    }
-  }
-};
-struct NumericAbs {
-  template <typename C>
-  C operator()(C v) const {
-    if constexpr (std::is_unsigned_v<C>) {
-      return v;
-    } else if constexpr (std::is_integral_v<C>) {
-      return v < C(0) ? WrapNeg(v) : v;
-    } else {
-      return scalar::Abs()(v);
-    }
-  }
-};
-
-// y = F(x, params...) with the op's attribute parameters (alpha, beta) as F takes
-// them; F is a scalar_ops.h functor. Float dtypes, or every numeric one with kNumeric.
-template <typename F, bool kNumeric>
-class UnaryKernel final : public ValidatedKernel {
- public:
-  UnaryKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(def.traits.params, attrs)) {}
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    auto body = [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
-      const C alpha = static_cast<C>(params_.alpha);
-      const C beta = static_cast<C>(params_.beta);
-      MapUnary<T>(in[0], out[0], [alpha, beta](C v) {
-        if constexpr (std::is_invocable_v<F, C, C, C>) {
-          return F()(v, alpha, beta);
-        } else if constexpr (std::is_invocable_v<F, C, C>) {
-          return F()(v, alpha);
-        } else {
-          return F()(v);
-        }
-      });
-      return OkStatus();
-    };
-    if constexpr (kNumeric) {
-      return DispatchNumeric(op(), in[0].dtype, body);
-    } else {
-      return DispatchFloat(op(), in[0].dtype, body);
-    }
-  }
-
- private:
-  UnaryParams params_;
-};
-
-class NotKernel final : public ValidatedKernel {
- public:
-  using ValidatedKernel::ValidatedKernel;
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const int64_t n = *NumElements(in[0].shape);
-    const uint8_t* x = DataAs<const uint8_t>(in[0]);
-    uint8_t* y = DataAs<uint8_t>(out[0]);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
-    return OkStatus();
-  }
-};
-
-OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
-  OpDef def;
-  def.name = name;
-  def.since_version = since;
-  def.traits = std::move(traits);
-  def.infer = [name, types, params = def.traits.params](
-                  const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
-    if (in.size() != 1) return OpError(name, "expects 1 input");
-    if (!params.empty()) {
-      StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
-      if (!p.ok()) return OpError(name, p.status().message());
-    }
-    const DType dt = in[0].dtype;
-    if (!AcceptsType(types, dt)) {
-      return OpError(name, "unsupported dtype " + DTypeStr(dt) + std::string(TypeClassName(types)));
-    }
-    return std::vector<TensorInfo>{{dt, in[0].shape}};
-  };
-  return def;
-}
-
-// A unary op: its dtypes, FusedElementwise opcode, whether an epilogue may apply it,
-// and its attribute parameters with their ONNX defaults.
-struct UnaryOp {
-  const char* name;
-  int since;  // OpDef::since_version.
-  TypeClass types;
-  FusedOpcode opcode;
-  bool epilogue;
-  std::vector<ScalarParam> params;
-};
-
-const std::vector<UnaryOp>& UnaryOps() {
-  static const std::vector<UnaryOp> ops = {
-      {"Relu", 6, TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
-      {"LeakyRelu", 6, TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
-      {"HardSigmoid", 6, TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
-       {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}}},
-      {"HardSwish", 14, TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
-      {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
-      {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
-      {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {}},
-      {"Log", 6, TypeClass::kFloat, FusedOpcode::kLog, false, {}},
-      {"Erf", 9, TypeClass::kFloat, FusedOpcode::kErf, false, {}},
-      {"Sqrt", 6, TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
-      {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
-      {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
-      {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
-  };
-  return ops;
-}
-
-OpDef UnaryOpDef(const UnaryOp& u) {
-  OpTraits traits = ElementwiseTraits(u.opcode, u.params);
-  traits.epilogue_activation = u.epilogue;
-  return UnaryDef(u.name, u.since, u.types, std::move(traits));
-}
-
-template <typename K>
-Status AddKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
-  return AddValidatedKernel<K>(registry, *defs.FindOp(name));
-}
-
-template <typename F, bool kNumeric = false>
-Status AddUnaryKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
-  const OpDef& def = *defs.FindOp(name);
-  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(registry, def,
-                                                [name, params = def.traits.params](const Attributes& attrs) -> Status {
-                                                  StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
-                                                  if (!p.ok()) return OpError(name, p.status().message());
-                                                  return OkStatus();
-                                                });
-}
-
-// ---------------------------------------------------------------------------
-// Clip: inputs x, optional min, optional max (scalars of x's dtype).
-
-StatusOr<std::vector<TensorInfo>> InferClip(const Attributes&, std::span<const ShapeFnArg> in) {
-  if (in.empty()) return OpError("Clip", "expects an input");
-  const DType dt = in[0].dtype;
-  if (!IsNumericType(dt)) {
-    return OpError("Clip", "unsupported dtype " + DTypeStr(dt));
-  }
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (!in[i].present) continue;
-    const char* what = i == 1 ? "min" : "max";
-    if (in[i].dtype != dt) {
-      return OpError(
-          "Clip", std::string(what) + " has dtype " + DTypeStr(in[i].dtype) + ", input has " + DTypeStr(dt));
-    }
-    if (in[i].shape.size() > 1 || NumElements(in[i].shape).value_or(0) != 1) {
-      return OpError("Clip",
-                     std::string(what) + " must be a scalar, got shape " + ShapeToString(in[i].shape));
-    }
-  }
-  return std::vector<TensorInfo>{{dt, in[0].shape}};
-}
-
-class ClipKernel final : public ValidatedKernel {
- public:
-  using ValidatedKernel::ValidatedKernel;
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
-      C lo, hi;
-      if constexpr (std::is_floating_point_v<C>) {
-        lo = -std::numeric_limits<C>::infinity();
-        hi = std::numeric_limits<C>::infinity();
-      } else {
-        lo = std::numeric_limits<C>::lowest();
-        hi = std::numeric_limits<C>::max();
-      }
-      if (in.size() > 1 && in[1].present()) lo = Load(*DataAs<const T>(in[1]));
-      if (in.size() > 2 && in[2].present()) hi = Load(*DataAs<const T>(in[2]));
-      MapUnary<T>(in[0], out[0], [lo, hi](C v) { return scalar::Clip()(v, lo, hi); });
-      return OkStatus();
-    });
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Dropout, inference only: output = data; the optional mask is all true. Two entries:
-// Dropout-7 (opsets 7-9), whose mask has data's dtype (all ones), and Dropout-10+, whose
-// mask is bool. Inputs (Dropout-12+): data, optional ratio (float scalar, ignored),
-// optional training_mode (bool scalar); Dropout-7/10 take ratio as an attribute.
-// training_mode is read by the shape function (ShapeDep::kData): true is UNIMPLEMENTED.
-
-// The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.
-DType DropoutMaskType(bool mask_like_data, DType dt) { return mask_like_data ? dt : DType::kBool; }
-
-StatusOr<std::vector<TensorInfo>> InferDropout(bool mask_like_data, const Attributes& attrs,
-                                               std::span<const ShapeFnArg> in) {
-  if (in.empty() || in.size() > 3) return OpError("Dropout", "expects 1 to 3 inputs");
-  StatusOr<float> ratio_attr = attrs.Float("ratio", 0.5f);
-  if (!ratio_attr.ok()) return OpError("Dropout", ratio_attr.status().message());
-  const DType dt = in[0].dtype;
-  if (DTypeSize(dt) == 0) return OpError("Dropout", "unsupported dtype " + DTypeStr(dt));
-  if (in.size() > 1 && in[1].present) {
-    if (!IsFloatType(in[1].dtype)) {
-      return OpError("Dropout", "ratio has dtype " + DTypeStr(in[1].dtype) + ", expects a float type");
-    }
-    if (NumElements(in[1].shape).value_or(0) != 1) {
-      return OpError("Dropout", "ratio must be a scalar, got shape " + ShapeToString(in[1].shape));
-    }
-  }
-  if (in.size() > 2 && in[2].present) {
-    if (in[2].dtype != DType::kBool) {
-      return OpError("Dropout", "training_mode has dtype " + DTypeStr(in[2].dtype) + ", expects bool");
-    }
-    if (NumElements(in[2].shape).value_or(0) != 1) {
-      return OpError("Dropout", "training_mode must be a scalar, got shape " + ShapeToString(in[2].shape));
-    }
-    if (in[2].data == nullptr) return OpError("Dropout", "training_mode has no data");
-    if (*static_cast<const uint8_t*>(in[2].data) != 0) {
-      return Unimplemented(
-          "Dropout: training_mode = true (random dropout) is not supported; Remex runs "
-          "inference only");
-    }
-  }
-  return std::vector<TensorInfo>{{dt, in[0].shape}, {DropoutMaskType(mask_like_data, dt), in[0].shape}};
-}
-
-// The shape function, run on the inputs before Run, has refused training_mode = true.
-class DropoutKernel final : public ValidatedKernel {
- public:
-  using ValidatedKernel::ValidatedKernel;
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
-    if (bytes > 0 && out[0].data != in[0].data) std::memmove(out[0].data, in[0].data, bytes);
-    if (out.size() > 1) {
-      return DispatchAllTypes(op(), out[1].dtype, [&](auto tag) -> Status {
-        using T = typename decltype(tag)::type;
-        const int64_t n = *NumElements(out[1].shape);
-        T* m = DataAs<T>(out[1]);
-        const T one = Store<T>(ComputeType<T>(1));
-        for (int64_t i = 0; i < n; ++i) m[i] = one;
-        return OkStatus();
-      });
-    }
-    return OkStatus();
-  }
-};
-
-// Dropout-7 (opsets 7-9) or Dropout-10+ (`since` 10).
-OpDef DropoutDef(int since) {
-  const bool mask_like_data = since < 10;
-  OpDef def;
-  def.name = "Dropout";
-  def.since_version = since;
-  if (mask_like_data) def.end_version = 9;
-  def.min_inputs = 1;
-  def.max_inputs = 3;
-  def.max_outputs = 2;
-  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
-  def.infer = [mask_like_data](const Attributes& attrs, std::span<const ShapeFnArg> in) {
-    return InferDropout(mask_like_data, attrs, in);
-  };
-  def.output_dtypes = [mask_like_data](const Attributes&, std::span<const DType> in) {
-    const DType dt = in.empty() ? DType::kUndefined : in[0];
-    return std::vector<DType>{dt, DropoutMaskType(mask_like_data, dt)};  // output, mask
-  };
-  return def;
-}
-
 }  // namespace
 
 Status AddElementwiseOpDefs(KernelRegistry& registry) {
@@ -1053,26 +549,7 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   where.output_dtypes = [](const Attributes&, std::span<const DType> in) {
     return std::vector<DType>{in.size() > 1 ? in[1] : DType::kUndefined};
   };
-  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(where)));
-  for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
-  OpDef not_def = UnaryDef("Not", 1, TypeClass::kBool, ElementwiseTraits());
-  not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
-  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
-  OpDef clip;
-  clip.name = "Clip";
-  // Clip-6's min/max attributes reach the registry as Clip-11's inputs: the ONNX
-  // frontend rewrites the older form and binds the node to this entry.
-  clip.since_version = 11;
-  clip.min_inputs = 1;
-  clip.max_inputs = 3;
-  clip.infer = InferClip;
-  // min and max: one-element constants fuse as immediates, absent ones are unbounded.
-  const float inf = std::numeric_limits<float>::infinity();
-  clip.traits = ElementwiseTraits(FusedOpcode::kClip, {{"", 1, -inf}, {"", 2, inf}});
-  clip.traits.epilogue_activation = true;
-  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(clip)));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(DropoutDef(7)));
-  return registry.AddOp(DropoutDef(10));
+  return registry.AddOp(std::move(where));
 }
 
 Status AddElementwiseCpuKernels(KernelRegistry& registry) {
@@ -1091,25 +568,7 @@ Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddKernel<PReluKernel>(registry, defs, "PRelu"));
   REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<false>>(registry, defs, "Min"));
   REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<true>>(registry, defs, "Max"));
-  REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, defs, "Where"));
-  REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
-  REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Relu, true>(registry, defs, "Relu")));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::LeakyRelu>(registry, defs, "LeakyRelu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSigmoid>(registry, defs, "HardSigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSwish>(registry, defs, "HardSwish"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sigmoid>(registry, defs, "Sigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tanh>(registry, defs, "Tanh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Exp>(registry, defs, "Exp"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Log>(registry, defs, "Log"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Erf>(registry, defs, "Erf"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sqrt>(registry, defs, "Sqrt"));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericNeg, true>(registry, defs, "Neg")));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericAbs, true>(registry, defs, "Abs")));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Reciprocal>(registry, defs, "Reciprocal"));
-  return OkStatus();
+  return AddKernel<WhereKernel>(registry, defs, "Where");
 }
 
 }  // namespace remex::kernels::internal

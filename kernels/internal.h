@@ -26,8 +26,13 @@ namespace remex::kernels::internal {
 Status OpError(std::string_view op, std::string_view message);
 
 // Per-op-group registration, called by RegisterOpDefs / RegisterCpuKernels.
+// Add, Sub, Mul, Div, Pow, comparisons, And, Or, PRelu, Min, Max, Where
+// (kernels/elementwise.cc).
 Status AddElementwiseOpDefs(KernelRegistry& registry);
 Status AddElementwiseCpuKernels(KernelRegistry& registry);
+// The unary ops, Clip, Dropout (kernels/unary.cc).
+Status AddUnaryOpDefs(KernelRegistry& registry);
+Status AddUnaryCpuKernels(KernelRegistry& registry);
 Status AddConvOpDefs(KernelRegistry& registry);
 Status AddConvCpuKernels(KernelRegistry& registry);
 Status AddPoolOpDefs(KernelRegistry& registry);
@@ -38,10 +43,21 @@ Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat
 Status AddTensorCpuKernels(KernelRegistry& registry);
 Status AddMatMulOpDefs(KernelRegistry& registry);
 Status AddMatMulCpuKernels(KernelRegistry& registry);
-// Transpose, Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, Split, Pad, Range,
-// ConstantOfShape, Size, DepthToSpace, SpaceToDepth (kernels/transform.cc).
+// Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, Split (kernels/transform.cc).
 Status AddTransformOpDefs(KernelRegistry& registry);
 Status AddTransformCpuKernels(KernelRegistry& registry);
+// Transpose (kernels/transpose.cc).
+Status AddTransposeOpDefs(KernelRegistry& registry);
+Status AddTransposeCpuKernels(KernelRegistry& registry);
+// Pad (kernels/pad.cc).
+Status AddPadOpDefs(KernelRegistry& registry);
+Status AddPadCpuKernels(KernelRegistry& registry);
+// Range, ConstantOfShape, Size (kernels/generate.cc).
+Status AddGenerateOpDefs(KernelRegistry& registry);
+Status AddGenerateCpuKernels(KernelRegistry& registry);
+// DepthToSpace, SpaceToDepth (kernels/depth_space.cc).
+Status AddDepthSpaceOpDefs(KernelRegistry& registry);
+Status AddDepthSpaceCpuKernels(KernelRegistry& registry);
 // Resize (kernels/resize.cc).
 Status AddResizeOpDefs(KernelRegistry& registry);
 Status AddResizeCpuKernels(KernelRegistry& registry);
@@ -51,7 +67,7 @@ Status AddReduceCpuKernels(KernelRegistry& registry);
 // ArgMax, ArgMin and TopK (arg_topk.cc), registered by the two above.
 Status AddArgTopKOpDefs(KernelRegistry& registry);
 Status AddArgTopKCpuKernels(KernelRegistry& registry);
-// LSTM, GRU (kernels/rnn.cc).
+// LSTM, GRU, RNN (kernels/rnn_def.cc; CPU kernel in kernels/rnn.cc).
 Status AddRnnOpDefs(KernelRegistry& registry);
 Status AddRnnCpuKernels(KernelRegistry& registry);
 // FusedElementwise (kernels/fused.cc; program format in kernels/fused.h).

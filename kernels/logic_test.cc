@@ -1,4 +1,4 @@
-// Comparisons, logical ops, Where and Dropout of kernels/elementwise.cc: broadcasting,
+// Comparisons, logical ops, Where (kernels/elementwise.cc) and Dropout (unary.cc): broadcasting,
 // dtypes, special values and the shape functions' errors.
 
 #include <gtest/gtest.h>

@@ -31,7 +31,7 @@ struct ShapeRange {
 StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank);
 
 // ConstantOfShape's `value` as the frontend encodes it: float, int64, or {ONNX dtype,
-// bits}; float32 zero when absent (kernels/transform.cc).
+// bits}; float32 zero when absent (kernels/generate.cc).
 struct FillValue {
   DType dtype = DType::kFloat32;
   uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
@@ -48,13 +48,23 @@ struct ReduceOpInfo {
 };
 std::span<const ReduceOpInfo> ReduceOps();
 
-// Pad's `mode`: constant (the default), reflect or edge (kernels/transform.cc).
+// DepthToSpace's and SpaceToDepth's attributes (kernels/depth_space.cc): blocksize
+// (required, >= 1), DepthToSpace's mode (DCR, the default, or CRD) and Remex's internal
+// `layout` (NCHW, the default, or NHWC). INVALID_ARGUMENT "<op>: ..." naming the value.
+struct BlockAttrs {
+  int64_t blocksize = 0;
+  bool crd = false;            // DepthToSpace mode CRD (else DCR).
+  bool channels_last = false;  // `layout` "NHWC".
+};
+StatusOr<BlockAttrs> BlockAttrsOf(std::string_view op, const Attributes& attrs);
+
+// Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h
 StatusOr<PadMode> PadModeOf(const Attributes& attrs);
 // Pad's float attribute `value` (before opset 11) as an element of `dtype`, as the CPU
 // kernel converts it: float types converted (float16 from double directly), integers
-// saturated (NaN: 0), bool v != 0. The element's bytes, zero-extended (kernels/transform.cc).
+// saturated (NaN: 0), bool v != 0. The element's bytes, zero-extended (kernels/pad.cc).
 // UNIMPLEMENTED "Pad: ..." for a dtype Remex does not hold.
 StatusOr<uint64_t> PadValueBits(DType dtype, double v);
 
@@ -127,7 +137,7 @@ StatusOr<ResizeAttrs> ParseResizeAttrs(int definition, const Attributes& attrs);
 // not hold (kernels/resize.cc).
 uint64_t ResizeExtrapolationBits(DType dtype, double v);
 
-// LSTM, GRU and RNN (kernels/rnn.cc): an activation function with its alpha and beta
+// LSTM, GRU and RNN (kernels/rnn_def.cc): an activation function with its alpha and beta
 // (ONNX's defaults where the node gives none).
 using ::remex::kernels::RnnAct;  // kernels/rnn_activation.h
 struct RnnActivation {

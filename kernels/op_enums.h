@@ -41,11 +41,11 @@ enum class ResizeCoord : uint8_t {
 // downscaling).
 enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
-// The recurrent cell of ONNX RNN, GRU and LSTM (opsets 7-17; kernels/rnn.cc). Their
+// The recurrent cell of ONNX RNN, GRU and LSTM (opsets 7-17; kernels/rnn_def.cc). Their
 // activation functions are kernels/rnn_activation.h's RnnAct.
 enum class RnnCell : uint8_t { kRnn, kGru, kLstm };
 
-// ONNX Pad (kernels/transform.cc): `mode` constant, reflect or edge.
+// ONNX Pad (kernels/pad.cc): `mode` constant, reflect or edge.
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 
 }  // namespace remex::kernels

@@ -242,12 +242,17 @@ std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::
 
 Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddElementwiseOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnaryOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddConvOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddPoolOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddNormOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTransformOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTransposeOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddPadOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGenerateOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDepthSpaceOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddResizeOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnOpDefs(registry));
@@ -257,12 +262,17 @@ Status RegisterOpDefs(KernelRegistry& registry) {
 
 Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddElementwiseCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnaryCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddConvCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddPoolCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddNormCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTransformCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTransposeCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddPadCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGenerateCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDepthSpaceCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddResizeCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnCpuKernels(registry));

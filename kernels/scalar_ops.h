@@ -1,7 +1,7 @@
 // The scalar formula of each elementwise float op and activation, written once: one
 // functor per op, in the op's compute type C (float, or double for float64; float16
 // computes in float). Every place that evaluates one of these ops calls its functor:
-//   - the CPU kernels (kernels/elementwise.cc, the FusedElementwise kernel
+//   - the CPU kernels (kernels/elementwise.cc, unary.cc, the FusedElementwise kernel
 //     kernels/fused.cc, the FusedConv / FusedMatMul epilogue kernels/conv_epilogue.h);
 //   - the CUDA kernels (kernels/cuda/elementwise_impl.cu, nn_elementwise_impl.cu,
 //     libraries_impl.cu through conv_epilogue.h);

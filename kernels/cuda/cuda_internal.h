@@ -34,7 +34,7 @@ void ForgetFusedModules(int device);
 // own files and its own CMake fragment (kernels/cuda/<group>.cmake).
 Status AddElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // Data movement: Transpose, Slice, Concat, Gather, Pad, Cast, Where, Identity and
-// the reshaping copies, DepthToSpace / SpaceToDepth (transform.cc).
+// the reshaping copies, DepthToSpace / SpaceToDepth (transform.cc, transform_values.cc).
 Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // Reductions, Softmax, pooling, Resize, normalisation and the remaining unary and
 // binary elementwise ops (nn.cc).

@@ -1,8 +1,8 @@
 // CUDA kernels of the misc group (host side): the shape-arithmetic ops, Dropout,
 // TopK and LRN. Device code in misc_impl.cu.
 //
-// Semantics are the CPU kernels' (kernels/tensor.cc, kernels/transform.cc,
-// kernels/elementwise.cc, kernels/reduce.cc, kernels/pool.cc), which follow ONNX:
+// Semantics are the CPU kernels' (kernels/tensor.cc, kernels/generate.cc,
+// kernels/unary.cc, kernels/reduce.cc, kernels/pool.cc), which follow ONNX:
 //   - Shape, opsets 1-15: opset 15's start/end (clamped to [0, rank]). Size, opsets
 //     1-13. Both read the input's shape only and write int64 values to device memory.
 //   - ConstantOfShape, opset 9-20: the shape input in host memory (ShapeDep::kData);

@@ -1,7 +1,7 @@
 // CUDA kernels of the nn group (host side): the elementwise ops beyond those of
 // elementwise.cc. Device code in nn_elementwise_impl.cu.
 //
-// Semantics are the CPU kernels' (kernels/elementwise.cc), which follow ONNX:
+// Semantics are the CPU kernels' (kernels/elementwise.cc, kernels/unary.cc), which follow ONNX:
 //   - Unary, float32 and float16: LeakyRelu (alpha, default 0.01), HardSigmoid (alpha
 //     0.2, beta 0.5), HardSwish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal.
 //   - Clip (opsets 11-13 form: optional min and max as one-element inputs, read on the

@@ -165,7 +165,7 @@ cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const
                             const ParamBroadcast& params, float epsilon, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
-// Elementwise (ONNX opsets 6-18 as kernels/elementwise.cc).
+// Elementwise (ONNX opsets 6-18 as kernels/elementwise.cc and kernels/unary.cc).
 
 // The unary ops, X(Name) each: the kernel of op Name computes the kernels/scalar_ops.h
 // functor scalar::Name (with alpha, or alpha and beta, where the functor takes them:

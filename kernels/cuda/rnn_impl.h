@@ -1,6 +1,6 @@
 // Launcher of the CUDA LSTM, GRU and RNN kernels (rnn_impl.cu). Plain C++ and the CUDA
 // runtime API only: included by .cu and .cc files alike. Shapes, gate orders and
-// semantics are those of kernels/rnn.cc (ONNX LSTM / GRU / RNN, opsets 7-17).
+// semantics are those of kernels/rnn_def.cc and rnn.cc (ONNX LSTM / GRU / RNN, opsets 7-17).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,8 @@
 // CUDA kernels of the data-movement ops (host side): checks against the op's shape
 // function, the index plans and the launches (transform_impl.cu). Semantics are those
-// of the CPU kernels in kernels/transform.cc, kernels/tensor.cc and
-// kernels/elementwise.cc (Where), which follow the ONNX operators of opsets 7-17:
+// of the CPU kernels in kernels/transform.cc, transpose.cc, pad.cc, depth_space.cc,
+// tensor.cc and elementwise.cc (Where), which follow the ONNX operators of opsets 7-17.
+// Gather, Pad, Where and Cast are in transform_values.cc:
 //
 //   Identity-16, Reshape-14, Flatten-13 (negative axis from 11), Squeeze-13 and
 //     Unsqueeze-13 (axes as attribute or input): one device-to-device copy.
@@ -35,70 +36,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/cuda_kernel.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/transform_impl.h"
-#include "kernels/internal.h"
-#include "kernels/op_attrs.h"
+#include "kernels/cuda/transform_common.h"
 
 namespace remex::kernels::cuda {
-namespace {
-
-std::string Str(int64_t v) { return std::to_string(v); }
-
-// attrs.Int with errors naming the op.
-StatusOr<int64_t> IntAttr(std::string_view op, const Attributes& attrs, std::string_view name,
-                          int64_t default_value) {
-  StatusOr<int64_t> v = attrs.Int(name, default_value);
-  if (!v.ok()) return internal::OpError(op, v.status().message());
-  return *v;
-}
-
-// The element size of a dtype the kernels move as raw bits.
-StatusOr<int> ElemSize(std::string_view op, DType dtype) {
-  const size_t size = DTypeSize(dtype);
-  if (size == 1 || size == 2 || size == 4 || size == 8) return static_cast<int>(size);
-  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
-}
-
-// ---------------------------------------------------------------------------
-// Index plans.
-
-// A walk over `dims` with K stride sets, extent-1 dims dropped and neighbours merged
-// where every stride set walks them as one dim (outer stride = inner stride * extent).
-template <size_t K>
-struct Walk {
-  std::vector<int64_t> dims;
-  std::array<std::vector<int64_t>, K> strides;
-};
-
-template <size_t K>
-Walk<K> Coalesce(std::span<const int64_t> dims, const std::array<std::vector<int64_t>, K>& strides) {
-  Walk<K> w;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1) continue;
-    bool merge = !w.dims.empty();
-    for (size_t k = 0; k < K && merge; ++k) merge = w.strides[k].back() == strides[k][i] * dims[i];
-    if (merge) {
-      w.dims.back() *= dims[i];
-      for (size_t k = 0; k < K; ++k) w.strides[k].back() = strides[k][i];
-    } else {
-      w.dims.push_back(dims[i]);
-      for (size_t k = 0; k < K; ++k) w.strides[k].push_back(strides[k][i]);
-    }
-  }
-  if (w.dims.empty()) {  // One element.
-    w.dims.push_back(1);
-    for (size_t k = 0; k < K; ++k) w.strides[k].push_back(0);
-  }
-  return w;
-}
-
-Status TooManyDims(std::string_view op, size_t rank) {
-  return Unimplemented(std::string(op) + " on cuda: the index mapping needs " + Str(static_cast<int64_t>(rank)) +
-                       " dims after merging, at most " + Str(kMaxCopyRank) + " are implemented");
-}
 
 StatusOr<CopyPlan> MakeCopyPlan(std::string_view op, std::span<const int64_t> dims, std::vector<int64_t> src_strides,
                                 std::vector<int64_t> dst_strides, int64_t src_base, int64_t dst_base) {
@@ -115,6 +55,8 @@ StatusOr<CopyPlan> MakeCopyPlan(std::string_view op, std::span<const int64_t> di
   plan.dst_base = dst_base;
   return plan;
 }
+
+namespace {
 
 // Views the copy in the widest unit (up to 16 bytes) that divides its contiguous
 // innermost run, every stride and base, and the pointers' alignment.
@@ -145,6 +87,8 @@ int64_t PlanSize(const CopyPlan& plan) {
   return n;
 }
 
+}  // namespace
+
 // Runs `plan` from src to dst: one cudaMemcpyAsync when both sides are contiguous,
 // the strided-copy kernel otherwise.
 Status RunCopy(std::string_view op, int elem_size, const void* src, void* dst, CopyPlan plan, cudaStream_t stream) {
@@ -160,6 +104,8 @@ Status RunCopy(std::string_view op, int elem_size, const void* src, void* dst, C
   return CudaCheck(op, "kernel launch", LaunchStridedCopy(elem_size, src, dst, PlanSize(plan), plan, stream));
 }
 
+namespace {
+
 // Writes the contiguous output dst = view permuted by `perm` (dst dim i is view dim
 // perm[i]), for a contiguous input seen as `view`.
 Status RunPermuted(std::string_view op, int elem_size, const void* src, void* dst, std::span<const int64_t> view,
@@ -174,57 +120,6 @@ Status RunPermuted(std::string_view op, int elem_size, const void* src, void* ds
   std::vector<int64_t> dst_strides = internal::RowMajorStrides(dims);
   REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op, dims, std::move(src_strides), std::move(dst_strides), 0, 0));
   return RunCopy(op, elem_size, src, dst, plan, stream);
-}
-
-// ---------------------------------------------------------------------------
-// The kernel base: validation against the op's shape function, then RunOnDevice on
-// the kernel's device when there is anything to write.
-
-class TransformKernel : public CudaKernel {
- public:
-  TransformKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
-
- protected:
-  // Inputs and outputs match the shape function; at least one output is non-empty;
-  // the kernel's device is selected.
-  virtual Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) = 0;
-
-  Status Check(std::string_view call, cudaError_t error) const { return CudaCheck(op(), call, error); }
-  // Copies `dims` elements of `elem_size` bytes from src (strides src_strides, offset
-  // src_base elements) to dst (dst_strides, dst_base) on stream().
-  Status StridedCopy(int elem_size, const void* src, void* dst, std::span<const int64_t> dims,
-                     std::vector<int64_t> src_strides, std::vector<int64_t> dst_strides, int64_t src_base,
-                     int64_t dst_base) const {
-    REMEX_ASSIGN_OR_RETURN(CopyPlan plan, MakeCopyPlan(op(), dims, std::move(src_strides), std::move(dst_strides),
-                                                       src_base, dst_base));
-    return RunCopy(op(), elem_size, src, dst, plan, stream());
-  }
-
-  // Concat's and Split's block copy: `outer` rows of `row` elements from src (rows
-  // `src_row` elements apart, starting at column src_col) to dst (rows dst_row apart,
-  // from column dst_col); nothing for an empty block.
-  Status CopyRows(int elem_size, const void* src, int64_t src_row, int64_t src_col, void* dst, int64_t dst_row,
-                  int64_t dst_col, int64_t outer, int64_t row) const {
-    if (row <= 0 || outer <= 0) return OkStatus();
-    const int64_t dims[2] = {outer, row};
-    return StridedCopy(elem_size, src, dst, dims, {src_row, 1}, {dst_row, 1}, src_col, dst_col);
-  }
-
- private:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
-    REMEX_RETURN_IF_ERROR(UseDevice());
-    return RunOnDevice(in, out);
-  }
-};
-
-// The extents of `shape` before `axis` (outer) and after it (inner), multiplied out.
-std::pair<int64_t, int64_t> OuterInner(const Shape& shape, int64_t axis) {
-  int64_t outer = 1;
-  int64_t inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-  return {outer, inner};
 }
 
 // ---------------------------------------------------------------------------
@@ -428,34 +323,6 @@ class TileKernel final : public TransformKernel {
 // ---------------------------------------------------------------------------
 // DepthToSpace and SpaceToDepth: a 6-D transpose of the input.
 
-struct BlockAttrs {
-  int64_t blocksize = 0;
-  bool crd = false;
-  bool channels_last = false;
-};
-
-// As BlockAttrsOf in kernels/transform.cc.
-StatusOr<BlockAttrs> BlockAttrsOf(std::string_view op, const Attributes& attrs) {
-  BlockAttrs b;
-  StatusOr<int64_t> bs = attrs.Int("blocksize");
-  if (!bs.ok()) return internal::OpError(op, "attribute 'blocksize' is required and must be an int");
-  if (*bs < 1) return internal::OpError(op, "blocksize must be positive, got " + Str(*bs));
-  b.blocksize = *bs;
-  if (op == "DepthToSpace") {
-    StatusOr<std::string> mode = attrs.String("mode", "DCR");
-    if (!mode.ok()) return internal::OpError(op, mode.status().message());
-    if (*mode != "DCR" && *mode != "CRD") return internal::OpError(op, "unknown mode '" + *mode + "' (DCR or CRD)");
-    b.crd = *mode == "CRD";
-  }
-  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
-  if (!layout.ok()) return internal::OpError(op, layout.status().message());
-  if (*layout != "NCHW" && *layout != "NHWC") {
-    return internal::OpError(op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
-  }
-  b.channels_last = *layout == "NHWC";
-  return b;
-}
-
 template <bool kDepthToSpace>
 class BlockKernel final : public TransformKernel {
  public:
@@ -464,7 +331,7 @@ class BlockKernel final : public TransformKernel {
  protected:
   Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
-    REMEX_ASSIGN_OR_RETURN(BlockAttrs b, BlockAttrsOf(op(), attrs()));
+    REMEX_ASSIGN_OR_RETURN(internal::BlockAttrs b, internal::BlockAttrsOf(op(), attrs()));
     const int64_t bs = b.blocksize;
     const Shape& x = in[0].shape;
     std::array<int64_t, 6> view;
@@ -504,199 +371,14 @@ class BlockKernel final : public TransformKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Gather: data, indices (both on the device).
-
-class GatherKernel final : public TransformKernel {
- public:
-  using TransformKernel::TransformKernel;
-
- protected:
-  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
-    const Shape& s = in[0].shape;
-    const int64_t rank = static_cast<int64_t>(s.size());
-    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
-    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
-    GatherPlan plan;
-    plan.outer = 1;
-    plan.inner = 1;
-    for (int64_t d = 0; d < axis; ++d) plan.outer *= s[d];
-    for (int64_t d = axis + 1; d < rank; ++d) plan.inner *= s[d];
-    plan.axis_extent = s[axis];
-    plan.num_indices = *NumElements(in[1].shape);
-    // Non-empty output: every extent is positive, except an empty axis, whose every
-    // index is out of range.
-    if (plan.axis_extent == 0) {
-      return internal::OpError(op(), "indices into axis " + Str(axis) + " of extent 0 are out of range");
-    }
-    // Rows of whole elements: move them in the widest unit that divides them.
-    for (int unit = 16; unit > es; unit /= 2) {
-      const int64_t f = unit / es;
-      if (plan.inner % f == 0 && reinterpret_cast<uintptr_t>(in[0].data) % unit == 0 &&
-          reinterpret_cast<uintptr_t>(out[0].data) % unit == 0) {
-        plan.inner /= f;
-        es = unit;
-        break;
-      }
-    }
-    return Check("kernel launch", LaunchGather(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
-                                               out[0].data, plan, stream()));
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Pad: data, pads (host), [constant_value (device)]; attributes pads and value before
-// opset 11.
-
-class PadKernel final : public TransformKernel {
- public:
-  using TransformKernel::TransformKernel;
-
- protected:
-  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
-    const Shape& s = in[0].shape;
-    const Shape& o = out[0].shape;
-    const size_t rank = s.size();
-    if (rank == 0) {
-      return Check("cudaMemcpyAsync",
-                   cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
-    }
-    if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
-    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs()));
-    std::vector<int64_t> pads;
-    if (attrs().Has("pads")) {
-      REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
-    } else {
-      REMEX_ASSIGN_OR_RETURN(pads, internal::ReadIndexTensor(op(), "pads", in[1].dtype, in[1].shape, in[1].data));
-    }
-    StatusOr<float> value = attrs().Float("value", 0.f);
-    if (!value.ok()) return internal::OpError(op(), value.status().message());
-    PadPlan plan;
-    plan.rank = static_cast<int>(rank);
-    plan.mode = mode;
-    const std::vector<int64_t> in_strides = internal::RowMajorStrides(s);
-    for (size_t d = 0; d < rank; ++d) {
-      plan.out_dims[d] = o[d];
-      plan.in_dims[d] = s[d];
-      plan.in_strides[d] = in_strides[d];
-      plan.pads_begin[d] = pads[d];
-    }
-    REMEX_ASSIGN_OR_RETURN(plan.constant_bits, internal::PadValueBits(in[0].dtype, *value));
-    const void* constant = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
-    return Check("kernel launch",
-                 LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Where: condition, X, Y broadcast to the output.
-
-class WhereKernel final : public TransformKernel {
- public:
-  using TransformKernel::TransformKernel;
-
- protected:
-  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[1].dtype));
-    const Shape& o = out[0].shape;
-    // Per input, its element strides along the output dims (0 where it broadcasts).
-    std::array<std::vector<int64_t>, 3> strides;
-    for (size_t k = 0; k < 3; ++k) {
-      const Shape& s = in[k].shape;
-      const size_t lead = o.size() - s.size();
-      const std::vector<int64_t> own = internal::RowMajorStrides(s);
-      strides[k].assign(o.size(), 0);
-      for (size_t i = lead; i < o.size(); ++i) strides[k][i] = s[i - lead] == 1 ? 0 : own[i - lead];
-    }
-    const Walk<3> w = Coalesce<3>(o, strides);
-    if (w.dims.size() > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), w.dims.size());
-    WherePlan plan;
-    plan.rank = static_cast<int>(w.dims.size());
-    for (int d = 0; d < plan.rank; ++d) {
-      plan.dims[d] = w.dims[d];
-      plan.cond_strides[d] = w.strides[0][d];
-      plan.x_strides[d] = w.strides[1][d];
-      plan.y_strides[d] = w.strides[2][d];
-    }
-    return Check("kernel launch", LaunchWhere(es, in[0].data, in[1].data, in[2].data, out[0].data,
-                                              *NumElements(o), plan, stream()));
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Cast.
-
-StatusOr<CastType> CastTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return CastType::kFloat16;
-    case DType::kFloat32: return CastType::kFloat32;
-    case DType::kFloat64: return CastType::kFloat64;
-    case DType::kInt8: return CastType::kInt8;
-    case DType::kInt16: return CastType::kInt16;
-    case DType::kInt32: return CastType::kInt32;
-    case DType::kInt64: return CastType::kInt64;
-    case DType::kUint8: return CastType::kUint8;
-    case DType::kUint16: return CastType::kUint16;
-    case DType::kUint32: return CastType::kUint32;
-    case DType::kUint64: return CastType::kUint64;
-    case DType::kBool: return CastType::kBool;
-    default: break;
-  }
-  return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
-}
-
-class CastKernel final : public TransformKernel {
- public:
-  using TransformKernel::TransformKernel;
-
- protected:
-  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const int64_t n = *NumElements(in[0].shape);
-    if (in[0].dtype == out[0].dtype) {
-      return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
-                                                      cudaMemcpyDeviceToDevice, stream()));
-    }
-    REMEX_ASSIGN_OR_RETURN(CastType from, CastTypeOf(in[0].dtype));
-    REMEX_ASSIGN_OR_RETURN(CastType to, CastTypeOf(out[0].dtype));
-    return Check("kernel launch", LaunchCast(from, to, in[0].data, out[0].data, n, stream()));
-  }
-};
-
-// ---------------------------------------------------------------------------
-// Registration.
-
 // Attribute checks at kernel creation, as the CPU kernels make them.
-using AttrCheck = Status (*)(const OpDef&, const Attributes&);
-
-Status NoCheck(const OpDef&, const Attributes&) { return OkStatus(); }
 
 Status CheckConcat(const OpDef&, const Attributes& attrs) {
   return attrs.Int("axis").ok() ? OkStatus()
                                 : internal::OpError("Concat", "attribute 'axis' is required and must be an int");
 }
-Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
-Status CheckBlock(const OpDef& def, const Attributes& attrs) { return BlockAttrsOf(def.name, attrs).status(); }
-// Cast's target type `to`, checked by the shape function on a scalar float32 input.
-Status CheckCast(const OpDef& def, const Attributes& attrs) {
-  ShapeFnArg arg;
-  arg.present = true;
-  arg.dtype = DType::kFloat32;
-  return InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status();
-}
-
-template <typename K>
-CudaKernelMake MakeKernel(CudaKernelContext context, AttrCheck check = NoCheck) {
-  return [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    REMEX_RETURN_IF_ERROR(check(def, attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
-template <typename K>
-Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
-                 AttrCheck check = NoCheck) {
-  return AddCudaKernel(registry, name, MakeKernel<K>(context, check));
+Status CheckBlock(const OpDef& def, const Attributes& attrs) {
+  return internal::BlockAttrsOf(def.name, attrs).status();
 }
 
 }  // namespace
@@ -714,12 +396,9 @@ Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext conte
   REMEX_RETURN_IF_ERROR(AddKernel<SplitKernel>(registry, "Split", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ExpandKernel>(registry, "Expand", context));
   REMEX_RETURN_IF_ERROR(AddKernel<TileKernel>(registry, "Tile", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
-  REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<CastKernel>(registry, "Cast", context, CheckCast));
   REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<true>>(registry, "DepthToSpace", context, CheckBlock));
-  return AddKernel<BlockKernel<false>>(registry, "SpaceToDepth", context, CheckBlock);
+  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<false>>(registry, "SpaceToDepth", context, CheckBlock));
+  return AddTransformValueCudaKernels(registry, context);
 }
 
 }  // namespace remex::kernels::cuda

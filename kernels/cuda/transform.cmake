@@ -1,5 +1,7 @@
-# CUDA kernels: data movement (transform.cc, device code in transform_impl.cu).
+# CUDA kernels: data movement (transform.cc and transform_values.cc sharing
+# transform_common.h, device code in transform_impl.cu).
 target_sources(remex_kernels_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR}/transform.cc
+                                          ${CMAKE_CURRENT_LIST_DIR}/transform_values.cc
                                           ${CMAKE_CURRENT_LIST_DIR}/transform_impl.cu)
 
 # Differential tests of the transform kernels against the CPU kernels (skip without a GPU).

@@ -6,7 +6,7 @@
 // 4-D values between such ops are held as NHWC ([N, H, W, C]) and the layout changes
 // only where the graph meets the outside:
 //   - Conv with a 4-D X (2-D convolution), DepthToSpace and SpaceToDepth get the
-//     internal attribute `layout` = "NHWC" (see kernels/conv.cc, kernels/transform.cc);
+//     internal attribute `layout` = "NHWC" (see kernels/conv.cc, kernels/depth_space.cc);
 //     Conv's W and B stay as they are (ONNX layouts).
 //   - Layout-agnostic ops (kernels.h OpTraits::layout_agnostic: the elementwise ones,
 //     Add, Mul, Relu, LeakyRelu, Clip, Where, Cast, ...) whose non-constant

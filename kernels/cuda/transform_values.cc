@@ -1,0 +1,201 @@
+// CUDA kernels of the data-movement ops that read or convert values (host side):
+// Gather (indices on the device), Pad, Where and Cast. Semantics, dtypes and the
+// differences from the CPU kernels: the comment at the top of transform.cc.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/transform_common.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Gather: data, indices (both on the device).
+
+class GatherKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
+    GatherPlan plan;
+    plan.outer = 1;
+    plan.inner = 1;
+    for (int64_t d = 0; d < axis; ++d) plan.outer *= s[d];
+    for (int64_t d = axis + 1; d < rank; ++d) plan.inner *= s[d];
+    plan.axis_extent = s[axis];
+    plan.num_indices = *NumElements(in[1].shape);
+    // Non-empty output: every extent is positive, except an empty axis, whose every
+    // index is out of range.
+    if (plan.axis_extent == 0) {
+      return internal::OpError(op(), "indices into axis " + Str(axis) + " of extent 0 are out of range");
+    }
+    // Rows of whole elements: move them in the widest unit that divides them.
+    for (int unit = 16; unit > es; unit /= 2) {
+      const int64_t f = unit / es;
+      if (plan.inner % f == 0 && reinterpret_cast<uintptr_t>(in[0].data) % unit == 0 &&
+          reinterpret_cast<uintptr_t>(out[0].data) % unit == 0) {
+        plan.inner /= f;
+        es = unit;
+        break;
+      }
+    }
+    return Check("kernel launch", LaunchGather(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
+                                               out[0].data, plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Pad: data, pads (host), [constant_value (device)]; attributes pads and value before
+// opset 11.
+
+class PadKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const Shape& o = out[0].shape;
+    const size_t rank = s.size();
+    if (rank == 0) {
+      return Check("cudaMemcpyAsync",
+                   cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
+    }
+    if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
+    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs()));
+    std::vector<int64_t> pads;
+    if (attrs().Has("pads")) {
+      REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
+    } else {
+      REMEX_ASSIGN_OR_RETURN(pads, internal::ReadIndexTensor(op(), "pads", in[1].dtype, in[1].shape, in[1].data));
+    }
+    StatusOr<float> value = attrs().Float("value", 0.f);
+    if (!value.ok()) return internal::OpError(op(), value.status().message());
+    PadPlan plan;
+    plan.rank = static_cast<int>(rank);
+    plan.mode = mode;
+    const std::vector<int64_t> in_strides = internal::RowMajorStrides(s);
+    for (size_t d = 0; d < rank; ++d) {
+      plan.out_dims[d] = o[d];
+      plan.in_dims[d] = s[d];
+      plan.in_strides[d] = in_strides[d];
+      plan.pads_begin[d] = pads[d];
+    }
+    REMEX_ASSIGN_OR_RETURN(plan.constant_bits, internal::PadValueBits(in[0].dtype, *value));
+    const void* constant = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
+    return Check("kernel launch",
+                 LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Where: condition, X, Y broadcast to the output.
+
+class WhereKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[1].dtype));
+    const Shape& o = out[0].shape;
+    // Per input, its element strides along the output dims (0 where it broadcasts).
+    std::array<std::vector<int64_t>, 3> strides;
+    for (size_t k = 0; k < 3; ++k) {
+      const Shape& s = in[k].shape;
+      const size_t lead = o.size() - s.size();
+      const std::vector<int64_t> own = internal::RowMajorStrides(s);
+      strides[k].assign(o.size(), 0);
+      for (size_t i = lead; i < o.size(); ++i) strides[k][i] = s[i - lead] == 1 ? 0 : own[i - lead];
+    }
+    const Walk<3> w = Coalesce<3>(o, strides);
+    if (w.dims.size() > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), w.dims.size());
+    WherePlan plan;
+    plan.rank = static_cast<int>(w.dims.size());
+    for (int d = 0; d < plan.rank; ++d) {
+      plan.dims[d] = w.dims[d];
+      plan.cond_strides[d] = w.strides[0][d];
+      plan.x_strides[d] = w.strides[1][d];
+      plan.y_strides[d] = w.strides[2][d];
+    }
+    return Check("kernel launch", LaunchWhere(es, in[0].data, in[1].data, in[2].data, out[0].data,
+                                              *NumElements(o), plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Cast.
+
+StatusOr<CastType> CastTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return CastType::kFloat16;
+    case DType::kFloat32: return CastType::kFloat32;
+    case DType::kFloat64: return CastType::kFloat64;
+    case DType::kInt8: return CastType::kInt8;
+    case DType::kInt16: return CastType::kInt16;
+    case DType::kInt32: return CastType::kInt32;
+    case DType::kInt64: return CastType::kInt64;
+    case DType::kUint8: return CastType::kUint8;
+    case DType::kUint16: return CastType::kUint16;
+    case DType::kUint32: return CastType::kUint32;
+    case DType::kUint64: return CastType::kUint64;
+    case DType::kBool: return CastType::kBool;
+    default: break;
+  }
+  return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
+}
+
+class CastKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = *NumElements(in[0].shape);
+    if (in[0].dtype == out[0].dtype) {
+      return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
+                                                      cudaMemcpyDeviceToDevice, stream()));
+    }
+    REMEX_ASSIGN_OR_RETURN(CastType from, CastTypeOf(in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(CastType to, CastTypeOf(out[0].dtype));
+    return Check("kernel launch", LaunchCast(from, to, in[0].data, out[0].data, n, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Attribute checks at kernel creation, as the CPU kernels make them.
+
+Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
+// Cast's target type `to`, checked by the shape function on a scalar float32 input.
+Status CheckCast(const OpDef& def, const Attributes& attrs) {
+  ShapeFnArg arg;
+  arg.present = true;
+  arg.dtype = DType::kFloat32;
+  return InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status();
+}
+
+}  // namespace
+
+Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
+  REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
+  return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,194 @@
+// Transpose: shape function and CPU kernel (ONNX semantics; every dtype Remex holds).
+//
+// Transpose(data) -> [data.shape[perm[i]]]
+//   https://onnx.ai/onnx/operators/onnx__Transpose.html. Attribute perm (default: the
+//   dims reversed) must be a permutation of [0, rank).
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "kernels/internal.h"
+#include "kernels/op_attrs.h"
+#include "kernels/transform_common.h"
+
+namespace remex::kernels::internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Transpose.
+
+StatusOr<std::vector<int64_t>> TransposePerm(const Attributes& attrs, int64_t rank) {
+  constexpr std::string_view op = "Transpose";
+  std::vector<int64_t> perm;
+  if (attrs.Has("perm")) {
+    StatusOr<std::vector<int64_t>> p = attrs.Ints("perm");
+    if (!p.ok()) return OpError(op, p.status().message());
+    perm = *p;
+    if (static_cast<int64_t>(perm.size()) != rank) {
+      return OpError(op, "perm has " + Str(static_cast<int64_t>(perm.size())) +
+                             " values, input has rank " + Str(rank));
+    }
+    std::vector<bool> seen(perm.size(), false);
+    for (int64_t v : perm) {
+      if (v < 0 || v >= rank || seen[v]) {
+        return OpError(op, "perm is not a permutation of [0, " + Str(rank) + ")");
+      }
+      seen[v] = true;
+    }
+  } else {
+    for (int64_t i = rank; i-- > 0;) perm.push_back(i);
+  }
+  return perm;
+}
+
+StatusOr<std::vector<TensorInfo>> InferTranspose(const Attributes& attrs,
+                                                 std::span<const ShapeFnArg> in) {
+  const Shape& s = in[0].shape;
+  REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                         TransposePerm(attrs, static_cast<int64_t>(s.size())));
+  Shape out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = s[perm[i]];
+  return std::vector<TensorInfo>{{in[0].dtype, out}};
+}
+
+OpDef TransposeDef() {
+  OpDef def;
+  def.name = "Transpose";
+  def.input_deps = {ShapeDep::kShape};
+  def.infer = InferTranspose;
+  return def;
+}
+
+// One 2-D tile: dst[r * rs + c] = src[c * cs + r] for r in [r0, r1), c in [c0, c1).
+template <typename E>
+inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                          int64_t cs, int64_t rs) {
+  int64_t r = r0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(E) == 4) {
+    // 4x4 blocks in registers: four strided row loads, four contiguous stores.
+    for (; r + 4 <= r1; r += 4) {
+      int64_t c = c0;
+      for (; c + 4 <= c1; c += 4) {
+        const E* s = src + c * cs + r;
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + cs));
+        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * cs));
+        const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * cs));
+        const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ef_lo = _mm_unpacklo_epi32(e, f);
+        const __m128i ab_hi = _mm_unpackhi_epi32(a, b), ef_hi = _mm_unpackhi_epi32(e, f);
+        E* d = dst + r * rs + c;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + rs), _mm_unpackhi_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * rs), _mm_unpacklo_epi64(ab_hi, ef_hi));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * rs), _mm_unpackhi_epi64(ab_hi, ef_hi));
+      }
+      for (; c < c1; ++c) {
+        for (int64_t i = 0; i < 4; ++i) dst[(r + i) * rs + c] = src[c * cs + r + i];
+      }
+    }
+  }
+#endif
+  for (; r < r1; ++r) {
+    const E* s = src + r;
+    E* d = dst + r * rs;
+    for (int64_t c = c0; c < c1; ++c) d[c] = s[c * cs];
+  }
+}
+
+// Transposes with the input's contiguous dim at output dim j and another dim last:
+// per combination of the other dims, a 2-D transpose in square tiles so that both
+// the strided reads and the contiguous writes stay in cache.
+template <typename E>
+void TiledTranspose(const E* src, E* dst, const StridedPlan& p, size_t j, int64_t total) {
+  constexpr int64_t kTile = sizeof(E) == 4 ? 32 : (64 / sizeof(E) < 8 ? 8 : 64 / sizeof(E));
+  const size_t k = p.dims.size();
+  std::vector<int64_t> out_stride(k);
+  int64_t acc = 1;
+  for (size_t i = k; i-- > 0;) {
+    out_stride[i] = acc;
+    acc *= p.dims[i];
+  }
+  // The outer dims: all but j and the last.
+  StridedPlan outer;
+  std::vector<int64_t> outer_out_stride;
+  for (size_t i = 0; i + 1 < k; ++i) {
+    if (i == j) continue;
+    outer.dims.push_back(p.dims[i]);
+    outer.strides.push_back(p.strides[i]);
+    outer_out_stride.push_back(out_stride[i]);
+  }
+  const int64_t rows = p.dims[j];          // Contiguous in the input.
+  const int64_t cols = p.dims[k - 1];      // Contiguous in the output.
+  const int64_t col_stride = p.strides[k - 1];
+  const int64_t row_stride = out_stride[j];
+  const int64_t per_outer = rows * cols;
+  const size_t n_outer = outer.dims.size();
+  std::vector<int64_t> idx(n_outer, 0);
+  int64_t in_off = 0;
+  for (int64_t done = 0; done < total; done += per_outer) {
+    int64_t out_off = 0;
+    for (size_t i = 0; i < n_outer; ++i) out_off += idx[i] * outer_out_stride[i];
+    const E* s0 = src + in_off;
+    E* d0 = dst + out_off;
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        TransposeTile(s0, d0, r0, r1, c0, c1, col_stride, row_stride);
+      }
+    }
+    Step(outer, n_outer, idx, in_off);
+  }
+}
+
+class TransposeKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& s = in[0].shape;
+    REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                           TransposePerm(attrs(), static_cast<int64_t>(s.size())));
+    const int64_t total = *NumElements(s);
+    if (total == 0) return OkStatus();
+    const std::vector<int64_t> in_stride = RowMajorStrides(s);
+    std::vector<int64_t> dims(s.size()), strides(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      dims[i] = s[perm[i]];
+      strides[i] = in_stride[perm[i]];
+    }
+    const StridedPlan p = Coalesce(dims, strides);
+    return DispatchBySize(op(), in[0].dtype, [&](auto tag) -> Status {
+      using E = typename decltype(tag)::type;
+      const E* x = DataAs<const E>(in[0]);
+      E* y = DataAs<E>(out[0]);
+      if (p.dims.empty() || p.strides.back() == 1) {
+        StridedCopy(x, y, p, total);
+        return OkStatus();
+      }
+      size_t j = 0;
+      while (p.strides[j] != 1) ++j;  // The input's innermost dim (extent > 1) is kept.
+      TiledTranspose(x, y, p, j, total);
+      return OkStatus();
+    });
+  }
+};
+
+}  // namespace
+
+Status AddTransposeOpDefs(KernelRegistry& registry) {
+  return registry.AddOp(TransposeDef());
+}
+
+Status AddTransposeCpuKernels(KernelRegistry& registry) {
+  return AddValidatedKernel<TransposeKernel>(registry, TransposeDef());
+}
+
+}  // namespace remex::kernels::internal

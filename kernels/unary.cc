@@ -1,0 +1,411 @@
+// Unary elementwise ops (ONNX semantics, opsets 7-17): Relu, LeakyRelu, HardSigmoid,
+// HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Not; Clip (x with
+// optional scalar min and max); Dropout (inference: identity). The broadcasting ops are
+// in elementwise.cc.
+//
+// Integer arithmetic wraps (no signed-overflow UB); float16 computes in float. Float
+// formulas are kernels/scalar_ops.h's functors, which every other implementation of
+// these ops (FusedElementwise, the epilogues, CUDA) shares. Each OpDef carries the
+// traits the compiler's passes read (kernels.h OpTraits).
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/internal.h"
+
+#include "kernels/elementwise_common.h"
+
+namespace remex::kernels::internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Unary ops.
+
+// Which dtypes an op takes.
+enum class TypeClass { kFloat, kNumeric, kSigned, kBool };
+
+bool AcceptsType(TypeClass tc, DType dt) {
+  switch (tc) {
+    case TypeClass::kFloat:
+      return IsFloatType(dt);
+    case TypeClass::kNumeric:
+      return IsNumericType(dt);
+    case TypeClass::kSigned:
+      return IsFloatType(dt) || dt == DType::kInt8 || dt == DType::kInt16 || dt == DType::kInt32 ||
+             dt == DType::kInt64;
+    case TypeClass::kBool:
+      return dt == DType::kBool;
+  }
+  return false;
+}
+
+std::string_view TypeClassName(TypeClass tc) {
+  switch (tc) {
+    case TypeClass::kFloat:
+      return " (float types only)";
+    case TypeClass::kSigned:
+      return " (signed types only)";
+    case TypeClass::kBool:
+      return " (bool only)";
+    default:
+      return "";
+  }
+}
+
+// The attribute parameters of a unary op (OpTraits::params: LeakyRelu's alpha,
+// HardSigmoid's alpha and beta), their defaults where absent.
+struct UnaryParams {
+  float alpha = 0;
+  float beta = 0;
+};
+
+StatusOr<UnaryParams> ParseUnaryParams(std::span<const ScalarParam> params, const Attributes& attrs) {
+  float values[2] = {0, 0};
+  for (size_t i = 0; i < params.size() && i < 2; ++i) {
+    REMEX_ASSIGN_OR_RETURN(values[i], attrs.Float(params[i].attribute, params[i].default_value.value_or(0.0f)));
+  }
+  return UnaryParams{values[0], values[1]};
+}
+
+template <typename T, typename F>
+void MapUnary(const TensorRef& in, const TensorRef& out, F f) {
+  const int64_t n = *NumElements(in.shape);
+  const T* x = DataAs<const T>(in);
+  T* y = DataAs<T>(out);
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(f(Load(x[i])));
+}
+
+// Neg and Abs of any numeric type: integers wrap (no signed-overflow UB), floats are
+// scalar_ops.h's.
+struct NumericNeg {
+  template <typename C>
+  C operator()(C v) const {
+    if constexpr (std::is_integral_v<C>) {
+      return WrapNeg(v);
+    } else {
+      return scalar::Neg()(v);
+    }
+  }
+};
+struct NumericAbs {
+  template <typename C>
+  C operator()(C v) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return v;
+    } else if constexpr (std::is_integral_v<C>) {
+      return v < C(0) ? WrapNeg(v) : v;
+    } else {
+      return scalar::Abs()(v);
+    }
+  }
+};
+
+// y = F(x, params...) with the op's attribute parameters (alpha, beta) as F takes
+// them; F is a scalar_ops.h functor. Float dtypes, or every numeric one with kNumeric.
+template <typename F, bool kNumeric>
+class UnaryKernel final : public ValidatedKernel {
+ public:
+  UnaryKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(def.traits.params, attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    auto body = [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const C alpha = static_cast<C>(params_.alpha);
+      const C beta = static_cast<C>(params_.beta);
+      MapUnary<T>(in[0], out[0], [alpha, beta](C v) {
+        if constexpr (std::is_invocable_v<F, C, C, C>) {
+          return F()(v, alpha, beta);
+        } else if constexpr (std::is_invocable_v<F, C, C>) {
+          return F()(v, alpha);
+        } else {
+          return F()(v);
+        }
+      });
+      return OkStatus();
+    };
+    if constexpr (kNumeric) {
+      return DispatchNumeric(op(), in[0].dtype, body);
+    } else {
+      return DispatchFloat(op(), in[0].dtype, body);
+    }
+  }
+
+ private:
+  UnaryParams params_;
+};
+
+class NotKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = *NumElements(in[0].shape);
+    const uint8_t* x = DataAs<const uint8_t>(in[0]);
+    uint8_t* y = DataAs<uint8_t>(out[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
+    return OkStatus();
+  }
+};
+
+OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
+  OpDef def;
+  def.name = name;
+  def.since_version = since;
+  def.traits = std::move(traits);
+  def.infer = [name, types, params = def.traits.params](
+                  const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    if (in.size() != 1) return OpError(name, "expects 1 input");
+    if (!params.empty()) {
+      StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
+      if (!p.ok()) return OpError(name, p.status().message());
+    }
+    const DType dt = in[0].dtype;
+    if (!AcceptsType(types, dt)) {
+      return OpError(name, "unsupported dtype " + DTypeStr(dt) + std::string(TypeClassName(types)));
+    }
+    return std::vector<TensorInfo>{{dt, in[0].shape}};
+  };
+  return def;
+}
+
+// A unary op: its dtypes, FusedElementwise opcode, whether an epilogue may apply it,
+// and its attribute parameters with their ONNX defaults.
+struct UnaryOp {
+  const char* name;
+  int since;  // OpDef::since_version.
+  TypeClass types;
+  FusedOpcode opcode;
+  bool epilogue;
+  std::vector<ScalarParam> params;
+};
+
+const std::vector<UnaryOp>& UnaryOps() {
+  static const std::vector<UnaryOp> ops = {
+      {"Relu", 6, TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
+      {"LeakyRelu", 6, TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
+      {"HardSigmoid", 6, TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
+       {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}}},
+      {"HardSwish", 14, TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
+      {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
+      {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
+      {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {}},
+      {"Log", 6, TypeClass::kFloat, FusedOpcode::kLog, false, {}},
+      {"Erf", 9, TypeClass::kFloat, FusedOpcode::kErf, false, {}},
+      {"Sqrt", 6, TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
+      {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
+      {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
+      {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
+  };
+  return ops;
+}
+
+OpDef UnaryOpDef(const UnaryOp& u) {
+  OpTraits traits = ElementwiseTraits(u.opcode, u.params);
+  traits.epilogue_activation = u.epilogue;
+  return UnaryDef(u.name, u.since, u.types, std::move(traits));
+}
+
+
+template <typename F, bool kNumeric = false>
+Status AddUnaryKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
+  const OpDef& def = *defs.FindOp(name);
+  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(registry, def,
+                                                [name, params = def.traits.params](const Attributes& attrs) -> Status {
+                                                  StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
+                                                  if (!p.ok()) return OpError(name, p.status().message());
+                                                  return OkStatus();
+                                                });
+}
+
+// ---------------------------------------------------------------------------
+// Clip: inputs x, optional min, optional max (scalars of x's dtype).
+
+StatusOr<std::vector<TensorInfo>> InferClip(const Attributes&, std::span<const ShapeFnArg> in) {
+  if (in.empty()) return OpError("Clip", "expects an input");
+  const DType dt = in[0].dtype;
+  if (!IsNumericType(dt)) {
+    return OpError("Clip", "unsupported dtype " + DTypeStr(dt));
+  }
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (!in[i].present) continue;
+    const char* what = i == 1 ? "min" : "max";
+    if (in[i].dtype != dt) {
+      return OpError(
+          "Clip", std::string(what) + " has dtype " + DTypeStr(in[i].dtype) + ", input has " + DTypeStr(dt));
+    }
+    if (in[i].shape.size() > 1 || NumElements(in[i].shape).value_or(0) != 1) {
+      return OpError("Clip",
+                     std::string(what) + " must be a scalar, got shape " + ShapeToString(in[i].shape));
+    }
+  }
+  return std::vector<TensorInfo>{{dt, in[0].shape}};
+}
+
+class ClipKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      C lo, hi;
+      if constexpr (std::is_floating_point_v<C>) {
+        lo = -std::numeric_limits<C>::infinity();
+        hi = std::numeric_limits<C>::infinity();
+      } else {
+        lo = std::numeric_limits<C>::lowest();
+        hi = std::numeric_limits<C>::max();
+      }
+      if (in.size() > 1 && in[1].present()) lo = Load(*DataAs<const T>(in[1]));
+      if (in.size() > 2 && in[2].present()) hi = Load(*DataAs<const T>(in[2]));
+      MapUnary<T>(in[0], out[0], [lo, hi](C v) { return scalar::Clip()(v, lo, hi); });
+      return OkStatus();
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Dropout, inference only: output = data; the optional mask is all true. Two entries:
+// Dropout-7 (opsets 7-9), whose mask has data's dtype (all ones), and Dropout-10+, whose
+// mask is bool. Inputs (Dropout-12+): data, optional ratio (float scalar, ignored),
+// optional training_mode (bool scalar); Dropout-7/10 take ratio as an attribute.
+// training_mode is read by the shape function (ShapeDep::kData): true is UNIMPLEMENTED.
+
+// The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.
+DType DropoutMaskType(bool mask_like_data, DType dt) { return mask_like_data ? dt : DType::kBool; }
+
+StatusOr<std::vector<TensorInfo>> InferDropout(bool mask_like_data, const Attributes& attrs,
+                                               std::span<const ShapeFnArg> in) {
+  if (in.empty() || in.size() > 3) return OpError("Dropout", "expects 1 to 3 inputs");
+  StatusOr<float> ratio_attr = attrs.Float("ratio", 0.5f);
+  if (!ratio_attr.ok()) return OpError("Dropout", ratio_attr.status().message());
+  const DType dt = in[0].dtype;
+  if (DTypeSize(dt) == 0) return OpError("Dropout", "unsupported dtype " + DTypeStr(dt));
+  if (in.size() > 1 && in[1].present) {
+    if (!IsFloatType(in[1].dtype)) {
+      return OpError("Dropout", "ratio has dtype " + DTypeStr(in[1].dtype) + ", expects a float type");
+    }
+    if (NumElements(in[1].shape).value_or(0) != 1) {
+      return OpError("Dropout", "ratio must be a scalar, got shape " + ShapeToString(in[1].shape));
+    }
+  }
+  if (in.size() > 2 && in[2].present) {
+    if (in[2].dtype != DType::kBool) {
+      return OpError("Dropout", "training_mode has dtype " + DTypeStr(in[2].dtype) + ", expects bool");
+    }
+    if (NumElements(in[2].shape).value_or(0) != 1) {
+      return OpError("Dropout", "training_mode must be a scalar, got shape " + ShapeToString(in[2].shape));
+    }
+    if (in[2].data == nullptr) return OpError("Dropout", "training_mode has no data");
+    if (*static_cast<const uint8_t*>(in[2].data) != 0) {
+      return Unimplemented(
+          "Dropout: training_mode = true (random dropout) is not supported; Remex runs "
+          "inference only");
+    }
+  }
+  return std::vector<TensorInfo>{{dt, in[0].shape}, {DropoutMaskType(mask_like_data, dt), in[0].shape}};
+}
+
+// The shape function, run on the inputs before Run, has refused training_mode = true.
+class DropoutKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
+    if (bytes > 0 && out[0].data != in[0].data) std::memmove(out[0].data, in[0].data, bytes);
+    if (out.size() > 1) {
+      return DispatchAllTypes(op(), out[1].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        const int64_t n = *NumElements(out[1].shape);
+        T* m = DataAs<T>(out[1]);
+        const T one = Store<T>(ComputeType<T>(1));
+        for (int64_t i = 0; i < n; ++i) m[i] = one;
+        return OkStatus();
+      });
+    }
+    return OkStatus();
+  }
+};
+
+// Dropout-7 (opsets 7-9) or Dropout-10+ (`since` 10).
+OpDef DropoutDef(int since) {
+  const bool mask_like_data = since < 10;
+  OpDef def;
+  def.name = "Dropout";
+  def.since_version = since;
+  if (mask_like_data) def.end_version = 9;
+  def.min_inputs = 1;
+  def.max_inputs = 3;
+  def.max_outputs = 2;
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
+  def.infer = [mask_like_data](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferDropout(mask_like_data, attrs, in);
+  };
+  def.output_dtypes = [mask_like_data](const Attributes&, std::span<const DType> in) {
+    const DType dt = in.empty() ? DType::kUndefined : in[0];
+    return std::vector<DType>{dt, DropoutMaskType(mask_like_data, dt)};  // output, mask
+  };
+  return def;
+}
+
+}  // namespace
+
+Status AddUnaryOpDefs(KernelRegistry& registry) {
+  for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
+  OpDef not_def = UnaryDef("Not", 1, TypeClass::kBool, ElementwiseTraits());
+  not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
+  OpDef clip;
+  clip.name = "Clip";
+  // Clip-6's min/max attributes reach the registry as Clip-11's inputs: the ONNX
+  // frontend rewrites the older form and binds the node to this entry.
+  clip.since_version = 11;
+  clip.min_inputs = 1;
+  clip.max_inputs = 3;
+  clip.infer = InferClip;
+  // min and max: one-element constants fuse as immediates, absent ones are unbounded.
+  const float inf = std::numeric_limits<float>::infinity();
+  clip.traits = ElementwiseTraits(FusedOpcode::kClip, {{"", 1, -inf}, {"", 2, inf}});
+  clip.traits.epilogue_activation = true;
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(clip)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(DropoutDef(7)));
+  return registry.AddOp(DropoutDef(10));
+}
+
+Status AddUnaryCpuKernels(KernelRegistry& registry) {
+  KernelRegistry defs;
+  REMEX_RETURN_IF_ERROR(AddUnaryOpDefs(defs));
+  REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
+  REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Relu, true>(registry, defs, "Relu")));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::LeakyRelu>(registry, defs, "LeakyRelu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSigmoid>(registry, defs, "HardSigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSwish>(registry, defs, "HardSwish"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sigmoid>(registry, defs, "Sigmoid"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tanh>(registry, defs, "Tanh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Exp>(registry, defs, "Exp"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Log>(registry, defs, "Log"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Erf>(registry, defs, "Erf"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sqrt>(registry, defs, "Sqrt"));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericNeg, true>(registry, defs, "Neg")));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericAbs, true>(registry, defs, "Abs")));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Reciprocal>(registry, defs, "Reciprocal"));
+  return OkStatus();
+}
+
+}  // namespace remex::kernels::internal
