@@ -2,8 +2,10 @@
 // device by the server's compare request (vm/tensor_ops.h CompareTensors, `remex
 // check`) and on the host (host_client/tooling/compare.h, `remex compare`).
 //
-// actual x matches expected y when |x - y| <= atol + rtol * |y| (numpy.isclose with
-// equal_nan=False); an infinity matches only the same infinity; NaN matches nothing.
+// actual x matches expected y when |x - y| <= atol + rtol * |y| (numpy.isclose); an
+// infinity matches only the same infinity; NaN matches nothing, or, with equal_nan
+// (numpy.isclose's equal_nan=True, what ONNX's backend tests compare with), a NaN
+// matches a NaN.
 // Integers are compared exactly: two distinct int64 values count a difference of at
 // least one even where float64 rounds them together.
 // Over finite pairs it records the largest absolute error |x - y| and the largest
@@ -32,8 +34,9 @@ struct AllcloseStats {
 
 class AllcloseAccumulator {
  public:
-  // rtol, atol: ValidTolerances (the callers check).
-  AllcloseAccumulator(double rtol, double atol) : rtol_(rtol), atol_(atol) {}
+  // rtol, atol: ValidTolerances (the callers check). equal_nan: NaN matches NaN.
+  AllcloseAccumulator(double rtol, double atol, bool equal_nan = false)
+      : rtol_(rtol), atol_(atol), equal_nan_(equal_nan) {}
 
   // The next element (flat index stats().count): actual x, expected y. `integers_equal`
   // is set for integer dtypes: whether the two integers are equal.
@@ -54,7 +57,7 @@ class AllcloseAccumulator {
       if (err > stats_.max_abs_error) stats_.max_abs_error = err;
       if (rel > stats_.max_rel_error) stats_.max_rel_error = rel;
     } else {
-      match = std::isinf(x) && x == y;
+      match = (std::isinf(x) && x == y) || (equal_nan_ && std::isnan(x) && std::isnan(y));
     }
     if (!match) {
       if (stats_.first_mismatch < 0) stats_.first_mismatch = index;
@@ -66,6 +69,7 @@ class AllcloseAccumulator {
 
  private:
   double rtol_, atol_;
+  bool equal_nan_;
   AllcloseStats stats_;
 };
 

@@ -116,7 +116,7 @@ Status Session::TensorCompare(wire::TensorCompare::Reader req, wire::Reply::Buil
   REMEX_ASSIGN_OR_RETURN(auto a, Lookup<vm::TensorPtr>(req.getA()));
   REMEX_ASSIGN_OR_RETURN(auto b, Lookup<vm::TensorPtr>(req.getB()));
   REMEX_ASSIGN_OR_RETURN(vm::Comparison cmp,
-                         vm::CompareTensors(*state_->device, *a, *b, req.getRtol(), req.getAtol()));
+                         vm::CompareTensors(*state_->device, *a, *b, req.getRtol(), req.getAtol(), req.getEqualNan()));
   auto r = reply.initTensorCompare();
   r.setCount(cmp.count);
   r.setMismatches(cmp.mismatches);

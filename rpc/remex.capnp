@@ -234,11 +234,13 @@ struct TensorStats {
 }
 
 # Elementwise |a - b| <= atol + rtol * |b| (b is the reference), computed on the device.
+# equalNan: a NaN in both at one index is a match (numpy.isclose's equal_nan).
 struct TensorCompare {
   a @0 :UInt64;
   b @1 :UInt64;
   rtol @2 :Float64;
   atol @3 :Float64;
+  equalNan @4 :Bool;
 }
 
 struct Free {

@@ -6,9 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "host_client/client/npy.h"
@@ -228,6 +230,51 @@ TEST_F(CliContractTest, CompareJsonHasCheckMetrics) {
   EXPECT_EQ(f["mismatches"], 4);
   EXPECT_EQ(f["first_mismatch"], 0);
   EXPECT_DOUBLE_EQ(f["max_abs_error"].get<double>(), 0.25);
+}
+
+// NaN where the reference has NaN is a match for compare and check unless
+// --no-equal-nan (numpy.isclose's equal_nan, as ONNX's backend tests compare).
+TEST_F(CliContractTest, EqualNanIsOnByDefault) {
+  fs::create_directories(dir_ + "/e");
+  fs::create_directories(dir_ + "/a");
+  npy::Array with_nan = Floats({2, 2}, 1.0f);
+  reinterpret_cast<float*>(with_nan.data.data())[1] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(npy::Write(dir_ + "/e/y.npy", with_nan).ok());
+  ASSERT_TRUE(npy::Write(dir_ + "/a/y.npy", with_nan).ok());
+  auto same = Cli("compare " + dir_ + "/e " + dir_ + "/a --json");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_TRUE(Json(same)["equal_nan"].get<bool>());
+  auto strict = Cli("compare " + dir_ + "/e " + dir_ + "/a --no-equal-nan --json");
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+  EXPECT_FALSE(Json(strict)["equal_nan"].get<bool>());
+  EXPECT_EQ(Json(strict)["files"][0]["first_mismatch"], 1);
+
+  // check, on the server: y = Sqrt(x) is NaN where x < 0.
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 2}).Output("y", onnx::TensorProto::FLOAT, {2, 2});
+  b.Node("Sqrt", {"x"}, {"y"}, "sqrt");
+  const std::string sqrt_model = dir_ + "/sqrt.onnx";
+  ASSERT_TRUE(b.Save(sqrt_model));
+  npy::Array x = Floats({2, 2}, 4.0f);
+  reinterpret_cast<float*>(x.data.data())[2] = -1.0f;
+  ASSERT_TRUE(npy::Write(dir_ + "/x.npy", x).ok());
+  const std::string input = " --input x=" + dir_ + "/x.npy";
+  auto run = Cli("run " + sqrt_model + Server() + input + " --output-dir " + dir_ + "/ref");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto ref = npy::Read(dir_ + "/ref/y.npy");
+  ASSERT_TRUE(ref.ok());
+  ASSERT_TRUE(std::isnan(reinterpret_cast<const float*>(ref->data.data())[2]));
+  auto check = Cli("check " + sqrt_model + Server() + input + " --reference " + dir_ + "/ref --json");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  auto j = Json(check);
+  EXPECT_TRUE(j["equal_nan"].get<bool>());
+  ASSERT_FALSE(j["outputs"].empty());
+  EXPECT_EQ(j["outputs"][0]["mismatches"], 0);
+  auto check_strict =
+      Cli("check " + sqrt_model + Server() + input + " --reference " + dir_ + "/ref --no-equal-nan --json");
+  EXPECT_EQ(check_strict.exit_code, 1) << check_strict.output;
+  EXPECT_EQ(Json(check_strict)["outputs"][0]["mismatches"], 1);
+  EXPECT_EQ(Json(check_strict)["outputs"][0]["first_mismatch"], 2);
 }
 
 TEST_F(CliContractTest, VersionEverywhere) {

@@ -343,6 +343,15 @@ TEST_F(RemoteSessionTest, StatsAndCompareRunOnTheDevice) {
   EXPECT_EQ(cmp->first_mismatch, 2);
   EXPECT_FLOAT_EQ(static_cast<float>(cmp->max_abs_error), 0.25f);
   EXPECT_FLOAT_EQ(static_cast<float>(cmp->max_rel_error), 1.0f);
+  // equal_nan crosses the wire: NaN against NaN matches only with it.
+  auto with_nan = s->Upload(Floats({1, 4}, {1.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, 2.0f}));
+  cmp = s->Compare(with_nan->handle, with_nan->handle, 0, 0);
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp->mismatches, 1u);
+  EXPECT_EQ(cmp->first_mismatch, 1);
+  cmp = s->Compare(with_nan->handle, with_nan->handle, 0, 0, /*equal_nan=*/true);
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp->mismatches, 0u);
 
   // Shapes and dtypes must match; tolerances must be sane; handles must exist.
   auto other_shape = s->Upload(Floats({4}, {1.5f, 0.5f, 0.0f, 2.0f}));

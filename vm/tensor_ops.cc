@@ -110,7 +110,8 @@ StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor) {
   return stats;
 }
 
-StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol) {
+StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol,
+                                     bool equal_nan) {
   if (a.dtype != b.dtype) {
     return InvalidArgument("cannot compare a " + std::string(DTypeName(a.dtype)) + " tensor with a " +
                            std::string(DTypeName(b.dtype)) + " tensor");
@@ -125,7 +126,7 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
   }
   REMEX_ASSIGN_OR_RETURN(size_t n, ElementCount(a));
   std::vector<std::byte> scratch_a, scratch_b;
-  AllcloseAccumulator acc(rtol, atol);
+  AllcloseAccumulator acc(rtol, atol, equal_nan);
   Status st = VisitDType(a.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     REMEX_ASSIGN_OR_RETURN(const void* raw_a, HostView(device, a, scratch_a));

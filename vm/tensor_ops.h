@@ -35,6 +35,7 @@ StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor);
 
 // INVALID_ARGUMENT when the dtypes or shapes differ, or rtol / atol is negative or not
 // finite.
-StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol);
+StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol,
+                                     bool equal_nan = false);
 
 }  // namespace remex::vm

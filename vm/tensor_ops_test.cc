@@ -81,6 +81,11 @@ TEST_F(TensorOpsTest, CompareFollowsNumpyIsclose) {
   auto nan_both = Make<float>(DType::kFloat32, {6}, {1, 2, 3, kNan, kInf, 0});
   c = CompareTensors(*device_, *nan_both, *ref, 0, 0);
   EXPECT_EQ(c->mismatches, 1u);  // equal_nan = false
+  c = CompareTensors(*device_, *nan_both, *ref, 0, 0, /*equal_nan=*/true);
+  EXPECT_EQ(c->mismatches, 0u);
+  c = CompareTensors(*device_, *same, *ref, 0, 0, /*equal_nan=*/true);
+  EXPECT_EQ(c->mismatches, 1u);  // 4 against NaN still differs
+  EXPECT_EQ(c->first_mismatch, 3);
   auto close = Make<float>(DType::kFloat32, {6}, {1.001f, 2, 3.5f, kNan, -kInf, 0.01f});
   c = CompareTensors(*device_, *close, *ref, 1e-2, 0);
   ASSERT_TRUE(c.ok());

@@ -10,7 +10,8 @@
 //                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--stable-window K]
 //                 [--stable-threshold F] [--fail-unstable] [--profile]
 //   remex check   MODEL --reference DIR [COMPILE OPTIONS] [SESSION OPTIONS] [--rtol R] [--atol A]
-//   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--json]
+//                 [--no-equal-nan]
+//   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
@@ -298,15 +299,16 @@ int GenSr(const GenSrArgs& args) {
 struct CompareArgs {
   std::string expected, actual;
   double rtol = 1e-4, atol = 1e-5;
+  bool equal_nan = true;
   bool json = false;
 };
 
 int Compare(const CompareArgs& args) {
   if (Status st = remex::compare::CheckTolerances(args.rtol, args.atol); !st.ok()) return Usage(st);
-  auto result = remex::compare::ComparePaths(args.expected, args.actual, args.rtol, args.atol);
+  auto result = remex::compare::ComparePaths(args.expected, args.actual, args.rtol, args.atol, args.equal_nan);
   if (!result.ok()) return Fail(result.status());
   if (args.json) {
-    PrintJson(tooling::ToJson(*result, args.rtol, args.atol));
+    PrintJson(tooling::ToJson(*result, args.rtol, args.atol, args.equal_nan));
   } else {
     remex::cli::PrintCompare(*result);
   }
@@ -376,6 +378,8 @@ int main(int argc, char** argv) {
       ->required();
   check_cmd->add_option("--rtol", check.options.rtol, "relative tolerance, >= 0")->capture_default_str();
   check_cmd->add_option("--atol", check.options.atol, "absolute tolerance, >= 0")->capture_default_str();
+  check_cmd->add_flag("--equal-nan,!--no-equal-nan", check.options.equal_nan,
+                      "NaN in an output where the reference has NaN is a match (default: on)");
 
   CompareArgs compare;
   auto* compare_cmd = app.add_subcommand("compare", "compare .npy files (or folders of them) like numpy.allclose");
@@ -383,6 +387,8 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("actual", compare.actual, "ACTUAL.npy or folder")->required();
   compare_cmd->add_option("--rtol", compare.rtol, "relative tolerance, >= 0")->capture_default_str();
   compare_cmd->add_option("--atol", compare.atol, "absolute tolerance, >= 0")->capture_default_str();
+  compare_cmd->add_flag("--equal-nan,!--no-equal-nan", compare.equal_nan,
+                        "NaN in ACTUAL where EXPECTED has NaN is a match (default: on)");
   compare_cmd->add_flag("--json", compare.json, "print one JSON object");
 
   try {

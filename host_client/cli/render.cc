@@ -192,8 +192,8 @@ void PrintBench(const tooling::BenchReport& r, bool verbose, FILE* out) {
 
 void PrintCheck(const tooling::CheckReport& r, bool verbose, FILE* out) {
   PrintSession(r.session, out);
-  std::fprintf(out, "check   against %s (rtol %g, atol %g)\n", r.options.reference.c_str(), r.options.rtol,
-               r.options.atol);
+  std::fprintf(out, "check   against %s (rtol %g, atol %g%s)\n", r.options.reference.c_str(), r.options.rtol,
+               r.options.atol, r.options.equal_nan ? ", NaN equal" : "");
   for (const auto& o : r.outputs) {
     std::string line = Line(o.name, o.dtype, o.shape) + "  ";
     if (o.verdict == "missing") {

@@ -430,13 +430,14 @@ StatusOr<TensorStats> Session::Stats(uint64_t tensor) {
   return stats;
 }
 
-StatusOr<TensorComparison> Session::Compare(uint64_t a, uint64_t b, double rtol, double atol) {
+StatusOr<TensorComparison> Session::Compare(uint64_t a, uint64_t b, double rtol, double atol, bool equal_nan) {
   Request req;
   auto r = req.root.initTensorCompare();
   r.setA(a);
   r.setB(b);
   r.setRtol(rtol);
   r.setAtol(atol);
+  r.setEqualNan(equal_nan);
   TensorComparison cmp;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR_COMPARE, [&](wire::Reply::Reader reply, rpc::Frame&) {
     auto c = reply.getTensorCompare();

@@ -221,8 +221,10 @@ class Session {
   StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function);
   // Computed on the device; only the numbers come back.
   StatusOr<TensorStats> Stats(uint64_t tensor);
-  // |a - b| <= atol + rtol * |b| elementwise (b the reference), on the device.
-  StatusOr<TensorComparison> Compare(uint64_t a, uint64_t b, double rtol, double atol);
+  // |a - b| <= atol + rtol * |b| elementwise (b the reference), on the device;
+  // equal_nan: a NaN in both is a match. INVALID_ARGUMENT for different dtypes or
+  // shapes or bad tolerances, NOT_FOUND for an unknown handle.
+  StatusOr<TensorComparison> Compare(uint64_t a, uint64_t b, double rtol, double atol, bool equal_nan = false);
 
   // A fresh client-named handle (bit 63 set) for Pipeline results.
   uint64_t NewResultHandle();

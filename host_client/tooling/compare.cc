@@ -56,7 +56,8 @@ Status CheckTolerances(double rtol, double atol) {
   return OkStatus();
 }
 
-ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol) {
+ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol,
+                              bool equal_nan) {
   ArrayComparison r;
   if (Status st = CheckTolerances(rtol, atol); !st.ok()) {
     r.reason = st.message();
@@ -75,7 +76,7 @@ ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actu
   const size_t n = static_cast<size_t>(NumElements(expected.shape).value_or(0));
   const bool integral = IsIntegral(expected.dtype);
   const size_t esize = DTypeSize(expected.dtype);
-  AllcloseAccumulator acc(rtol, atol);
+  AllcloseAccumulator acc(rtol, atol, equal_nan);
   for (size_t i = 0; i < n; ++i) {
     std::optional<bool> equal;
     if (integral) equal = std::memcmp(actual.data.data() + i * esize, expected.data.data() + i * esize, esize) == 0;
@@ -96,7 +97,7 @@ bool PathComparison::match() const {
 }
 
 StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::string& actual, double rtol,
-                                      double atol) {
+                                      double atol, bool equal_nan) {
   namespace fs = std::filesystem;
   REMEX_RETURN_IF_ERROR(CheckTolerances(rtol, atol));
   std::error_code ec;
@@ -125,7 +126,7 @@ StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::st
     }
     REMEX_ASSIGN_OR_RETURN(npy::Array ea, npy::Read(e));
     REMEX_ASSIGN_OR_RETURN(npy::Array aa, npy::Read(a));
-    ArrayComparison c = CompareArrays(ea, aa, rtol, atol);
+    ArrayComparison c = CompareArrays(ea, aa, rtol, atol, equal_nan);
     if (!c.comparable) return InvalidArgument(f.name + ": " + c.reason);
     f.stats = c;
     result.files.push_back(std::move(f));

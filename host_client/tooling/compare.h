@@ -1,6 +1,7 @@
 // Host-side comparison of .npy results (`remex compare`), with the same rule and the
 // same metrics as the device-side comparison of `remex check` (base/allclose.h:
-// numpy.allclose, |actual - expected| <= atol + rtol * |expected|, NaN never equal).
+// numpy.allclose, |actual - expected| <= atol + rtol * |expected|; NaN equal to NaN
+// only with equal_nan).
 #pragma once
 
 #include <string>
@@ -24,7 +25,8 @@ struct ArrayComparison : AllcloseStats {
 // Compares arrays of one dtype and shape element by element (float16, float32,
 // float64, integers and bool as doubles; integers exactly). Arrays whose dtypes or
 // shapes differ, or bad tolerances, are not comparable (the reason says why).
-ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol);
+ArrayComparison CompareArrays(const npy::Array& expected, const npy::Array& actual, double rtol, double atol,
+                              bool equal_nan = false);
 
 // One compared pair of files.
 struct FileComparison {
@@ -46,6 +48,6 @@ struct PathComparison {
 // no .npy file; npy::Read's errors; INVALID_ARGUMENT for bad tolerances or a pair of
 // arrays whose dtypes or shapes differ (naming the file).
 StatusOr<PathComparison> ComparePaths(const std::string& expected, const std::string& actual, double rtol,
-                                      double atol);
+                                      double atol, bool equal_nan = false);
 
 }  // namespace remex::compare

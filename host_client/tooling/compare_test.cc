@@ -29,6 +29,13 @@ TEST(CompareTest, AllcloseSemantics) {
   EXPECT_EQ(outside.first_mismatch, 1);
   auto nan = CompareArrays(e, Floats({3}, {1.0f, NAN, 0.0f}), 1e-4, 1e-5);
   EXPECT_FALSE(nan.ok);
+  // equal_nan: NaN matches NaN only.
+  Array with_nan = Floats({3}, {1.0f, NAN, 0.0f});
+  EXPECT_FALSE(CompareArrays(with_nan, with_nan, 1e-4, 1e-5).ok);
+  EXPECT_TRUE(CompareArrays(with_nan, with_nan, 1e-4, 1e-5, /*equal_nan=*/true).ok);
+  auto one_side = CompareArrays(with_nan, Floats({3}, {1.0f, 2.0f, 0.0f}), 1e-4, 1e-5, /*equal_nan=*/true);
+  EXPECT_EQ(one_side.mismatches, 1u);
+  EXPECT_EQ(one_side.first_mismatch, 1);
   auto shape = CompareArrays(e, Floats({1, 3}, {1.0f, 100.0f, 0.0f}), 1e-4, 1e-5);
   EXPECT_FALSE(shape.ok);
   EXPECT_FALSE(shape.comparable);

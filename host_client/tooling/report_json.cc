@@ -172,6 +172,7 @@ json ToJson(const CheckReport& r) {
   j["missing_reference"] = r.missing_reference;
   j["rtol"] = r.options.rtol;
   j["atol"] = r.options.atol;
+  j["equal_nan"] = r.options.equal_nan;
   json outputs = json::array();
   for (const auto& o : r.outputs) {
     json e = {{"name", o.name}, {"shape", o.shape}, {"dtype", DTypeName(o.dtype)}, {"reference", o.reference},
@@ -187,7 +188,7 @@ json ToJson(const CheckReport& r) {
   return j;
 }
 
-json ToJson(const compare::PathComparison& r, double rtol, double atol) {
+json ToJson(const compare::PathComparison& r, double rtol, double atol, bool equal_nan) {
   json files = json::array();
   for (const auto& f : r.files) {
     json e = {{"name", f.name}, {"expected", f.expected}, {"actual", f.actual}, {"match", f.match()},
@@ -195,7 +196,7 @@ json ToJson(const compare::PathComparison& r, double rtol, double atol) {
     if (!f.missing) e.update(Stats(f.stats));
     files.push_back(e);
   }
-  return {{"match", r.match()}, {"rtol", rtol}, {"atol", atol}, {"files", files}};
+  return {{"match", r.match()}, {"rtol", rtol}, {"atol", atol}, {"equal_nan", equal_nan}, {"files", files}};
 }
 
 }  // namespace remex::tooling

@@ -15,6 +15,6 @@ nlohmann::json ToJson(const CompileReport& report);
 nlohmann::json ToJson(const RunReport& report);
 nlohmann::json ToJson(const BenchReport& report);
 nlohmann::json ToJson(const CheckReport& report);
-nlohmann::json ToJson(const compare::PathComparison& report, double rtol, double atol);
+nlohmann::json ToJson(const compare::PathComparison& report, double rtol, double atol, bool equal_nan);
 
 }  // namespace remex::tooling

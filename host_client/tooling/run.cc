@@ -231,7 +231,7 @@ StatusOr<CheckReport> CheckModel(const ModelRequest& request, PreparedModel& p, 
       break;
     }
     to_free.push_back(uploaded->handle);
-    auto cmp = session.Compare(out.handle, uploaded->handle, options.rtol, options.atol);
+    auto cmp = session.Compare(out.handle, uploaded->handle, options.rtol, options.atol, options.equal_nan);
     if (!cmp.ok()) {
       status = cmp.status().WithContext("comparing '" + o.name + "'");
       break;

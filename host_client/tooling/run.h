@@ -89,6 +89,7 @@ StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& pre
 struct CheckOptions {
   std::string reference;  // folder of NAME.npy, one per output (and inputs/NAME.npy)
   double rtol = 1e-4, atol = 1e-5;
+  bool equal_nan = true;  // NaN in the output where the reference has NaN is a match
 };
 
 struct CheckOutput {
