@@ -13,7 +13,8 @@
 // (REMEX_SCALAR_OPS_EMBEDDED is then defined and the C math functions are NVRTC's own).
 //
 // Semantics are the ONNX operators' (https://onnx.ai/onnx/operators/, opsets 13-17;
-// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Clip-13, Pow-15). The functor of op X has
+// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Clip-13, Pow-15; the version of each
+// other op is named at its functor). The functor of op X has
 // X's name, takes X's data operands then its scalar parameters (LeakyRelu: alpha;
 // HardSigmoid: alpha, beta; Clip: min, max), which is also the operand order of
 // FusedElementwise's opcode of the same name (kernels/fused.h). NaN stays NaN: the
@@ -92,6 +93,23 @@ REMEX_SCALAR_MATH(Log, logf, log)
 REMEX_SCALAR_MATH(Erf, erff, erf)
 REMEX_SCALAR_MATH(Sqrt, sqrtf, sqrt)
 REMEX_SCALAR_MATH(Abs, fabsf, fabs)
+REMEX_SCALAR_MATH(Expm1, expm1f, expm1)
+REMEX_SCALAR_MATH(Log1p, log1pf, log1p)
+REMEX_SCALAR_MATH(Sin, sinf, sin)
+REMEX_SCALAR_MATH(Cos, cosf, cos)
+REMEX_SCALAR_MATH(Tan, tanf, tan)
+REMEX_SCALAR_MATH(Asin, asinf, asin)
+REMEX_SCALAR_MATH(Acos, acosf, acos)
+REMEX_SCALAR_MATH(Atan, atanf, atan)
+REMEX_SCALAR_MATH(Sinh, sinhf, sinh)
+REMEX_SCALAR_MATH(Cosh, coshf, cosh)
+REMEX_SCALAR_MATH(Asinh, asinhf, asinh)
+REMEX_SCALAR_MATH(Acosh, acoshf, acosh)
+REMEX_SCALAR_MATH(Atanh, atanhf, atanh)
+REMEX_SCALAR_MATH(Ceil, ceilf, ceil)
+REMEX_SCALAR_MATH(Floor, floorf, floor)
+// Round to nearest, ties to even (the default rounding mode), as ONNX Round-11.
+REMEX_SCALAR_MATH(Round, rintf, rint)
 #undef REMEX_SCALAR_MATH
 REMEX_SCALAR_FN float Pow(float x, float y) { return powf(x, y); }
 REMEX_SCALAR_FN double Pow(double x, double y) { return pow(x, y); }
@@ -159,6 +177,23 @@ REMEX_SCALAR_MATH_FUNCTOR(Log)
 REMEX_SCALAR_MATH_FUNCTOR(Sqrt)
 REMEX_SCALAR_MATH_FUNCTOR(Abs)
 REMEX_SCALAR_MATH_FUNCTOR(Erf)
+// The trigonometric and hyperbolic functions and their inverses (Sin-7 .. Atan-7,
+// Sinh-9 .. Atanh-9), Ceil-13, Floor-13, Round-11 (ties to even): the math function of
+// the same name. Out-of-domain inputs give NaN, as the C library's do.
+REMEX_SCALAR_MATH_FUNCTOR(Sin)
+REMEX_SCALAR_MATH_FUNCTOR(Cos)
+REMEX_SCALAR_MATH_FUNCTOR(Tan)
+REMEX_SCALAR_MATH_FUNCTOR(Asin)
+REMEX_SCALAR_MATH_FUNCTOR(Acos)
+REMEX_SCALAR_MATH_FUNCTOR(Atan)
+REMEX_SCALAR_MATH_FUNCTOR(Sinh)
+REMEX_SCALAR_MATH_FUNCTOR(Cosh)
+REMEX_SCALAR_MATH_FUNCTOR(Asinh)
+REMEX_SCALAR_MATH_FUNCTOR(Acosh)
+REMEX_SCALAR_MATH_FUNCTOR(Atanh)
+REMEX_SCALAR_MATH_FUNCTOR(Ceil)
+REMEX_SCALAR_MATH_FUNCTOR(Floor)
+REMEX_SCALAR_MATH_FUNCTOR(Round)
 #undef REMEX_SCALAR_MATH_FUNCTOR
 struct Neg {  // Float C (integers wrap in the kernels that take them).
   template <typename C>
@@ -179,6 +214,25 @@ struct HardSwish {
   }
 };
 
+// Softplus-1: log(1 + exp(x)), as x + log1p(exp(-x)) for x > 0 so that large x does not
+// overflow.
+struct Softplus {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const {
+    return x > C(0) ? x + math::Log1p(math::Exp(-x)) : math::Log1p(math::Exp(x));
+  }
+};
+// Softsign-1: x / (1 + |x|).
+struct Softsign {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return x / (C(1) + (x < C(0) ? -x : x)); }
+};
+// Sign-9: 1 for x > 0, -1 for x < 0, x itself otherwise (0, -0, NaN). Integer C works too.
+struct Sign {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x) const { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x); }
+};
+
 // ---------------------------------------------------------------------------
 // With scalar parameters after the data operand.
 
@@ -194,6 +248,35 @@ struct HardSigmoid {
     C r = alpha * x + beta;
     r = r < C(0) ? C(0) : r;
     return r > C(1) ? C(1) : r;
+  }
+};
+// Elu-6: x >= 0 ? x : alpha * (exp(x) - 1), with expm1 for small |x|.
+struct Elu {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha) const { return x >= C(0) ? x : alpha * math::Expm1(x); }
+};
+// Celu-12: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+struct Celu {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha) const { return x >= C(0) ? x : alpha * math::Expm1(x / alpha); }
+};
+// Selu-6: x > 0 ? gamma * x : gamma * alpha * (exp(x) - 1).
+struct Selu {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha, C gamma) const {
+    return x > C(0) ? gamma * x : gamma * (alpha * math::Expm1(x));
+  }
+};
+// ThresholdedRelu-10: x > alpha ? x : 0.
+struct ThresholdedRelu {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha) const { return x > alpha ? x : C(0); }
+};
+// Shrink-9: x < -lambd ? x + bias : (x > lambd ? x - bias : 0).
+struct Shrink {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C bias, C lambd) const {
+    return x < -lambd ? x + bias : (x > lambd ? x - bias : C(0));
   }
 };
 // min(max(x, lo), hi): with lo > hi every value becomes hi, as ONNX specifies. Integer

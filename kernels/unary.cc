@@ -1,7 +1,11 @@
-// Unary elementwise ops (ONNX semantics, opsets 7-17): Relu, LeakyRelu, HardSigmoid,
-// HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Not; Clip (x with
-// optional scalar min and max); Dropout (inference: identity). The broadcasting ops are
-// in elementwise.cc.
+// Unary elementwise ops (ONNX semantics, opsets 1-17): Relu, LeakyRelu, HardSigmoid,
+// HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
+// Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round, Sign, Softplus,
+// Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink, Not; Clip (x with optional scalar
+// min and max); Dropout (inference: identity). The formulas are kernels/scalar_ops.h's;
+// the ops of the UnaryOps() table take float16/32/64 (Relu, Neg, Abs and Sign integers
+// too) and their attributes (alpha, beta, gamma, bias, lambd) with ONNX's defaults. The
+// broadcasting ops are in elementwise.cc.
 //
 // Integer arithmetic wraps (no signed-overflow UB); float16 computes in float. Float
 // formulas are kernels/scalar_ops.h's functors, which every other implementation of
@@ -183,7 +187,7 @@ struct UnaryOp {
   const char* name;
   int since;  // OpDef::since_version.
   TypeClass types;
-  FusedOpcode opcode;
+  std::optional<FusedOpcode> opcode;  // nullopt: not fused by the compiler.
   bool epilogue;
   std::vector<ScalarParam> params;
 };
@@ -204,6 +208,29 @@ const std::vector<UnaryOp>& UnaryOps() {
       {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
       {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
       {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
+      {"Sin", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Cos", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Tan", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Asin", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Acos", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Atan", 7, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Sinh", 9, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Cosh", 9, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Asinh", 9, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Acosh", 9, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Atanh", 9, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Ceil", 6, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Floor", 6, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Round", 11, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Sign", 9, TypeClass::kNumeric, std::nullopt, false, {}},
+      {"Softplus", 1, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Softsign", 1, TypeClass::kFloat, std::nullopt, false, {}},
+      {"Elu", 6, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
+      {"Celu", 12, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
+      {"Selu", 6, TypeClass::kFloat, std::nullopt, false,
+       {{"alpha", -1, 1.67326319217681884765625f}, {"gamma", -1, 1.05070102214813232421875f}}},
+      {"ThresholdedRelu", 10, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
+      {"Shrink", 9, TypeClass::kFloat, std::nullopt, false, {{"bias", -1, 0.0f}, {"lambd", -1, 0.5f}}},
   };
   return ops;
 }
@@ -405,6 +432,28 @@ Status AddUnaryCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericNeg, true>(registry, defs, "Neg")));
   REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericAbs, true>(registry, defs, "Abs")));
   REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Reciprocal>(registry, defs, "Reciprocal"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sin>(registry, defs, "Sin"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Cos>(registry, defs, "Cos"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tan>(registry, defs, "Tan"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Asin>(registry, defs, "Asin"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Acos>(registry, defs, "Acos"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Atan>(registry, defs, "Atan"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sinh>(registry, defs, "Sinh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Cosh>(registry, defs, "Cosh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Asinh>(registry, defs, "Asinh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Acosh>(registry, defs, "Acosh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Atanh>(registry, defs, "Atanh"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Ceil>(registry, defs, "Ceil"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Floor>(registry, defs, "Floor"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Round>(registry, defs, "Round"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Softplus>(registry, defs, "Softplus"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Softsign>(registry, defs, "Softsign"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Elu>(registry, defs, "Elu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Celu>(registry, defs, "Celu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Selu>(registry, defs, "Selu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::ThresholdedRelu>(registry, defs, "ThresholdedRelu"));
+  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Shrink>(registry, defs, "Shrink"));
+  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Sign, true>(registry, defs, "Sign")));
   return OkStatus();
 }
 

@@ -492,7 +492,13 @@ TEST_F(NnCudaTest, UnaryOps) {
   };
   const Case cases[] = {{"LeakyRelu", -4, 4}, {"HardSigmoid", -6, 6}, {"HardSwish", -5, 5},  {"Tanh", -5, 5},
                         {"Exp", -10, 10},     {"Log", 0.01, 50},      {"Erf", -3, 3},        {"Sqrt", 0, 50},
-                        {"Neg", -4, 4},       {"Abs", -4, 4},         {"Reciprocal", 0.1, 5}};
+                        {"Neg", -4, 4},       {"Abs", -4, 4},         {"Reciprocal", 0.1, 5},
+                        {"Sin", -10, 10},     {"Cos", -10, 10},       {"Tan", -1.5, 1.5},    {"Asin", -1, 1},
+                        {"Acos", -1, 1},      {"Atan", -10, 10},      {"Sinh", -5, 5},       {"Cosh", -5, 5},
+                        {"Asinh", -10, 10},   {"Acosh", 1, 10},       {"Atanh", -0.99, 0.99}, {"Ceil", -10, 10},
+                        {"Floor", -10, 10},   {"Round", -10, 10},     {"Sign", -3, 3},       {"Softplus", -20, 20},
+                        {"Softsign", -10, 10}, {"Elu", -5, 5},        {"Celu", -5, 5},       {"Selu", -5, 5},
+                        {"ThresholdedRelu", -3, 3}, {"Shrink", -2, 2}};
   for (DType dt : kFloatTypes) {
     for (const Case& c : cases) {
       for (const Shape& s : {Shape{3, 7, 5}, Shape{1}, Shape{}, Shape{1030}}) {
@@ -503,6 +509,11 @@ TEST_F(NnCudaTest, UnaryOps) {
     Check("LeakyRelu", Attrs({{"alpha", 0.3f}}), {Random(dt, {4, 9})});
     Check("HardSigmoid", Attrs({{"alpha", 0.3f}, {"beta", 0.4f}}), {Random(dt, {4, 9}, -5, 5)});
     Check("Reciprocal", {}, {Random(dt, {4, 9}, -5, -0.1)});
+    Check("Elu", Attrs({{"alpha", 0.5f}}), {Random(dt, {4, 9}, -5, 5)});
+    Check("Celu", Attrs({{"alpha", 2.0f}}), {Random(dt, {4, 9}, -5, 5)});
+    Check("Selu", Attrs({{"alpha", 2.0f}, {"gamma", 3.0f}}), {Random(dt, {4, 9}, -5, 5)});
+    Check("ThresholdedRelu", Attrs({{"alpha", 0.5f}}), {Random(dt, {4, 9}, -3, 3)});
+    Check("Shrink", Attrs({{"bias", 1.5f}, {"lambd", 1.5f}}), {Random(dt, {4, 9}, -3, 3)});
   }
 }
 
@@ -593,48 +604,15 @@ TEST_F(NnCudaTest, EmptyTensors) {
 TEST(NnCudaRegistration, RegistersEveryOp) {
   auto r = CudaRegistry();
   ASSERT_TRUE(r);
-  for (const char* op : {"ReduceSum",
-                         "ReduceMean",
-                         "ReduceMax",
-                         "ReduceMin",
-                         "ReduceProd",
-                         "ReduceL1",
-                         "ReduceL2",
-                         "ReduceSumSquare",
-                         "ReduceLogSum",
-                         "ReduceLogSumExp",
-                         "ArgMax",
-                         "ArgMin",
-                         "Softmax",
-                         "MaxPool",
-                         "AveragePool",
-                         "GlobalAveragePool",
-                         "Resize",
-                         "BatchNormalization",
-                         "InstanceNormalization",
-                         "LayerNormalization",
-                         "LeakyRelu",
-                         "HardSigmoid",
-                         "HardSwish",
-                         "Tanh",
-                         "Exp",
-                         "Log",
-                         "Erf",
-                         "Sqrt",
-                         "Neg",
-                         "Abs",
-                         "Reciprocal",
-                         "Clip",
-                         "Pow",
-                         "PRelu",
-                         "Max",
-                         "Min",
-                         "Equal",
-                         "Less",
-                         "Greater",
-                         "And",
-                         "Or",
-                         "Not"}) {
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                         "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
+                         "Softmax", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
+                         "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LeakyRelu",
+                         "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
+                         "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+                         "Acosh", "Atanh", "Ceil", "Floor", "Round", "Sign", "Softplus", "Softsign", "Elu",
+                         "Celu", "Selu", "ThresholdedRelu", "Shrink", "Clip", "Pow", "PRelu", "Max", "Min",
+                         "Equal", "Less", "Greater", "And", "Or", "Not"}) {
     EXPECT_NE(r->FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
 }

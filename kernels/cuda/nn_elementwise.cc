@@ -3,7 +3,10 @@
 //
 // Semantics are the CPU kernels' (kernels/elementwise.cc, kernels/unary.cc), which follow ONNX:
 //   - Unary, float32 and float16: LeakyRelu (alpha, default 0.01), HardSigmoid (alpha
-//     0.2, beta 0.5), HardSwish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal.
+//     0.2, beta 0.5), HardSwish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin,
+//     Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round,
+//     Sign, Softplus, Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink (the list is
+//     nn_impl.h's REMEX_NN_UNARY_OPS; parameters and defaults are the OpDef's).
 //   - Clip (opsets 11-13 form: optional min and max as one-element inputs, read on the
 //     device; the frontend turns Clip-6's attributes into inputs), float32 and float16.
 //   - Pow (opset 15): float32/float16 base, float32/float16/int32/int64 exponent,
