@@ -37,8 +37,11 @@ Status AddConvOpDefs(KernelRegistry& registry);
 Status AddConvCpuKernels(KernelRegistry& registry);
 Status AddPoolOpDefs(KernelRegistry& registry);
 Status AddPoolCpuKernels(KernelRegistry& registry);
-Status AddNormOpDefs(KernelRegistry& registry);  // BatchNormalization, Softmax.
+Status AddNormOpDefs(KernelRegistry& registry);  // BatchNormalization, Instance-, LayerNormalization.
 Status AddNormCpuKernels(KernelRegistry& registry);
+// Softmax, LogSoftmax, Hardmax (kernels/softmax.cc).
+Status AddSoftmaxOpDefs(KernelRegistry& registry);
+Status AddSoftmaxCpuKernels(KernelRegistry& registry);
 Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat, Reshape, Identity.
 Status AddTensorCpuKernels(KernelRegistry& registry);
 Status AddMatMulOpDefs(KernelRegistry& registry);

@@ -1,4 +1,5 @@
-// BatchNormalization (inference), Softmax, InstanceNormalization and LayerNormalization.
+// BatchNormalization (inference), InstanceNormalization and LayerNormalization. (Softmax,
+// LogSoftmax and Hardmax are in softmax.cc.)
 //
 // InstanceNormalization (opsets 6+; https://onnx.ai/onnx/operators/onnx__InstanceNormalization.html)
 //   input [N, C, D1, ...] (rank >= 3), scale [C], B [C]; float16, float32, float64.
@@ -26,7 +27,6 @@ namespace remex::kernels::internal {
 namespace {
 
 constexpr std::string_view kBatchNorm = "BatchNormalization";
-constexpr std::string_view kSoftmax = "Softmax";
 
 // The `epsilon` attribute (default 1e-5) of a normalization op; it must be >= 0.
 StatusOr<float> ParseEpsilon(std::string_view op, const Attributes& attrs) {
@@ -141,117 +141,6 @@ class BatchNormKernel final : public ValidatedKernel {
 
  private:
   BatchNormAttrs attrs_;
-};
-
-// ---------------------------------------------------------------------------
-// Softmax: two entries. Softmax-13+ normalises along `axis` (default -1); Softmax-1
-// (opsets 1-12) over the flattened [axis:] dims (the input seen as 2-D
-// [prod(shape[:axis]), prod(shape[axis:])], axis default 1).
-
-struct SoftmaxAttrs {
-  bool flatten = false;
-  int64_t axis = -1;
-};
-
-// `flatten`: the Softmax-1 entry's semantics.
-StatusOr<SoftmaxAttrs> ParseSoftmaxAttrs(bool flatten, const Attributes& attrs) {
-  SoftmaxAttrs s;
-  s.flatten = flatten;
-  StatusOr<int64_t> axis = attrs.Int("axis", s.flatten ? 1 : -1);
-  if (!axis.ok()) return OpError(kSoftmax, axis.status().message());
-  s.axis = *axis;
-  return s;
-}
-
-// outer x axis x inner view of the input.
-struct SoftmaxView {
-  int64_t outer = 1, axis = 1, inner = 1;
-};
-
-StatusOr<SoftmaxView> SoftmaxViewOf(const SoftmaxAttrs& a, const Shape& shape) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  SoftmaxView v;
-  if (a.flatten) {
-    // Opsets < 13 accept axis in [-rank, rank]; a rank-0 input is one element.
-    int64_t axis = a.axis < 0 ? a.axis + rank : a.axis;
-    if (axis < 0 || axis > rank) {
-      return OpError(kSoftmax, "axis " + std::to_string(a.axis) + " is out of range for rank " +
-                                   std::to_string(rank));
-    }
-    for (int64_t i = 0; i < axis; ++i) v.outer *= shape[i];
-    for (int64_t i = axis; i < rank; ++i) v.axis *= shape[i];
-    return v;
-  }
-  if (rank == 0) return OpError(kSoftmax, "input must have rank >= 1");
-  REMEX_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(kSoftmax, a.axis, rank));
-  for (int64_t i = 0; i < axis; ++i) v.outer *= shape[i];
-  v.axis = shape[axis];
-  for (int64_t i = axis + 1; i < rank; ++i) v.inner *= shape[i];
-  return v;
-}
-
-StatusOr<std::vector<TensorInfo>> InferSoftmax(bool flatten, const Attributes& attrs,
-                                               std::span<const ShapeFnArg> in) {
-  if (in.size() != 1) return OpError(kSoftmax, "expects 1 input");
-  REMEX_ASSIGN_OR_RETURN(SoftmaxAttrs a, ParseSoftmaxAttrs(flatten, attrs));
-  if (!IsFloatType(in[0].dtype)) {
-    return OpError(kSoftmax, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
-  }
-  REMEX_ASSIGN_OR_RETURN(SoftmaxView v, SoftmaxViewOf(a, in[0].shape));
-  (void)v;
-  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
-}
-
-// Softmax-1 (opsets 1-12) or Softmax-13+ (`since` 13).
-OpDef SoftmaxDef(int since) {
-  const bool flatten = since < 13;
-  OpDef def;
-  def.name = std::string(kSoftmax);
-  def.since_version = since;
-  if (flatten) def.end_version = 12;
-  def.infer = [flatten](const Attributes& attrs, std::span<const ShapeFnArg> in) {
-    return InferSoftmax(flatten, attrs, in);
-  };
-  return def;
-}
-
-class SoftmaxKernel final : public ValidatedKernel {
- public:
-  SoftmaxKernel(const OpDef& def, const Attributes& attrs, SoftmaxAttrs parsed)
-      : ValidatedKernel(def, attrs), attrs_(parsed) {}
-
- protected:
-  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(SoftmaxView v, SoftmaxViewOf(attrs_, in[0].shape));
-    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using C = ComputeType<T>;
-      const T* x = DataAs<const T>(in[0]);
-      T* y = DataAs<T>(out[0]);
-      std::vector<C> buf(static_cast<size_t>(v.axis));
-      for (int64_t o = 0; o < v.outer; ++o) {
-        for (int64_t i = 0; i < v.inner; ++i) {
-          const int64_t base = o * v.axis * v.inner + i;
-          C mx = -std::numeric_limits<C>::infinity();
-          for (int64_t a = 0; a < v.axis; ++a) {
-            buf[a] = Load(x[base + a * v.inner]);
-            if (buf[a] > mx) mx = buf[a];
-          }
-          C sum = 0;
-          for (int64_t a = 0; a < v.axis; ++a) {
-            buf[a] = std::exp(buf[a] - mx);
-            sum += buf[a];
-          }
-          const C inv = C(1) / sum;
-          for (int64_t a = 0; a < v.axis; ++a) y[base + a * v.inner] = Store<T>(buf[a] * inv);
-        }
-      }
-      return OkStatus();
-    });
-  }
-
- private:
-  SoftmaxAttrs attrs_;
 };
 
 // ---------------------------------------------------------------------------
@@ -576,9 +465,7 @@ class LayerNormKernel final : public ValidatedKernel {
 Status AddNormOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(BatchNormDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(InstanceNormDef()));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(LayerNormDef()));
-  REMEX_RETURN_IF_ERROR(registry.AddOp(SoftmaxDef(1)));
-  return registry.AddOp(SoftmaxDef(13));
+  return registry.AddOp(LayerNormDef());
 }
 
 Status AddNormCpuKernels(KernelRegistry& registry) {
@@ -588,19 +475,8 @@ Status AddNormCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<InstanceNormKernel>(
       registry, InstanceNormDef(),
       [](const Attributes& attrs) { return ParseEpsilon(kInstanceNorm, attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LayerNormKernel>(
-      registry, LayerNormDef(),
-      [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); }));
-  for (int since : {1, 13}) {
-    OpDef def = SoftmaxDef(since);
-    REMEX_RETURN_IF_ERROR(registry.AddKernel(
-        def.name, since, DeviceKind::kCpu,
-        [def, flatten = since < 13](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-          REMEX_ASSIGN_OR_RETURN(SoftmaxAttrs parsed, ParseSoftmaxAttrs(flatten, attrs));
-          return std::unique_ptr<OpKernel>(std::make_unique<SoftmaxKernel>(def, attrs, parsed));
-        }));
-  }
-  return OkStatus();
+  return AddValidatedKernel<LayerNormKernel>(
+      registry, LayerNormDef(), [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); });
 }
 
 }  // namespace remex::kernels::internal

@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/rnn_test_util.h"
@@ -271,6 +273,56 @@ TEST(NormTest, ShapeDepsAreDeclared) {
     ASSERT_NE(def, nullptr) << op;
     EXPECT_NE(r.registry().FindKernel(op, DeviceKind::kCpu), nullptr) << op;
     for (int i = 0; i < 8; ++i) EXPECT_EQ(def->DepOf(i), ShapeDep::kShape) << op << " " << i;
+  }
+}
+
+// LogSoftmax and Hardmax (kernels/softmax.cc) against formulas in double, both entries.
+TEST(SoftmaxTest, LogSoftmaxAndHardmax) {
+  OpRunner r;
+  const std::vector<double> x = {1, 3, 2, -1, 1000, 1001, 0.5, 0.5};
+  // [2, 4] along the last axis.
+  auto out = r.Run("LogSoftmax", {}, {HostTensor::Of<double>({2, 4}, x)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto y = (*out)[0].Values<double>();
+  for (int row = 0; row < 2; ++row) {
+    double m = -INFINITY, sum = 0;
+    for (int j = 0; j < 4; ++j) m = std::max(m, x[row * 4 + j]);
+    for (int j = 0; j < 4; ++j) sum += std::exp(x[row * 4 + j] - m);
+    for (int j = 0; j < 4; ++j) EXPECT_NEAR(y[row * 4 + j], x[row * 4 + j] - m - std::log(sum), 1e-12);
+  }
+  // axis 0 of [2, 2]: a column of (0, 0) gives log(1/2) twice.
+  out = r.Run("LogSoftmax", Attrs({{"axis", int64_t{0}}}), {HostTensor::Of<float>({2, 2}, {0, 1, 0, 3})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_NEAR((*out)[0].Values<float>()[0], std::log(0.5), 1e-6);
+  EXPECT_NEAR((*out)[0].Values<float>()[3], -std::log1p(std::exp(-2.0)), 1e-6);
+  // LogSoftmax-1 flattens [axis:]: [1, 2, 2] of zeros gives log(1/4) everywhere.
+  out = r.Run("LogSoftmax-12", {}, {HostTensor::Of<float>({1, 2, 2}, {0, 0, 0, 0})});
+  ASSERT_TRUE(out.ok());
+  for (float v : (*out)[0].Values<float>()) EXPECT_NEAR(v, std::log(0.25), 1e-6);
+
+  // Hardmax: 1 at the first maximum of each row.
+  out = r.Run("Hardmax", {}, {HostTensor::Of<float>({2, 4}, {1, 3, 3, 2, -5, -1, -1, -9})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 1, 0, 0, 0, 1, 0, 0}));
+  out = r.Run("Hardmax", Attrs({{"axis", int64_t{0}}}), {HostTensor::Of<float>({2, 2}, {1, 4, 2, 3})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 1, 1, 0}));
+  // Hardmax-1: one maximum over the flattened [1:] dims of [2, 2, 2].
+  out = r.Run("Hardmax-11", {}, {HostTensor::Of<float>({2, 2, 2}, {0, 7, 1, 9, 4, 3, 2, 1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 0, 0, 1, 1, 0, 0, 0}));
+  // A NaN is never the maximum.
+  out = r.Run("Hardmax", {}, {HostTensor::Of<float>({3}, {NAN, 1, 2})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 0, 1}));
+
+  // Errors name the op.
+  for (const char* op : {"LogSoftmax", "Hardmax"}) {
+    auto st = r.Infer(op, {}, {HostTensor::Zeros(DType::kInt32, {2})});
+    EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_NE(st.status().message().find(op), std::string::npos) << st.status().message();
+    st = r.Infer(op, Attrs({{"axis", int64_t{2}}}), {HostTensor::Zeros(DType::kFloat32, {2, 2})});
+    EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << op;
   }
 }
 

@@ -58,6 +58,19 @@ struct BlockAttrs {
 };
 StatusOr<BlockAttrs> BlockAttrsOf(std::string_view op, const Attributes& attrs);
 
+// Softmax, LogSoftmax and Hardmax (kernels/softmax.cc): the [outer, n, inner] view of
+// `shape` they normalise along n. `flatten`: the opsets 1-12 entries (the input seen as
+// [prod(shape[:axis]), prod(shape[axis:])], axis default 1 in [-rank, rank]); else
+// opset 13's (along axis, default -1 in [-rank, rank)). INVALID_ARGUMENT "<op>: ..."
+// for a bad axis.
+using ::remex::kernels::SoftmaxMode;  // kernels/op_enums.h
+struct SoftmaxView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+StatusOr<SoftmaxView> SoftmaxViewOf(std::string_view op, bool flatten, const Attributes& attrs, const Shape& shape);
+// "Softmax", "LogSoftmax" or "Hardmax".
+std::string_view SoftmaxOpName(SoftmaxMode mode);
+
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h

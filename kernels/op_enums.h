@@ -48,4 +48,7 @@ enum class RnnCell : uint8_t { kRnn, kGru, kLstm };
 // ONNX Pad (kernels/pad.cc): `mode` constant, reflect or edge.
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 
+// The Softmax family (kernels/softmax.cc; ONNX Softmax, LogSoftmax, Hardmax).
+enum class SoftmaxMode : uint8_t { kSoftmax, kLogSoftmax, kHardmax };
+
 }  // namespace remex::kernels

@@ -1,8 +1,8 @@
-// CUDA kernels of the nn group (host side): reductions, ArgMax/ArgMin, Softmax and
+// CUDA kernels of the nn group (host side): reductions, ArgMax/ArgMin, the Softmax family and
 // normalisation here; pooling and Resize in nn_pool.cc; the remaining elementwise ops
 // in nn_elementwise.cc. Device code in nn_*_impl.cu.
 //
-// Semantics are the CPU kernels' (kernels/reduce.cc, kernels/norm.cc), which follow
+// Semantics are the CPU kernels' (kernels/reduce.cc, softmax.cc, norm.cc), which follow
 // ONNX:
 //   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, opsets 1-18: axes
 //     as the attribute or as input 1 (host memory, ShapeDep::kData), keepdims,
@@ -10,8 +10,8 @@
 //     kernels fold float32 partial sums into float64, so sums agree to float32
 //     rounding). Max/Min propagate NaN; empty reductions give the CPU's identities.
 //   - ArgMax/ArgMin, opsets 1-13: axis, keepdims, select_last_index; int64 output.
-//   - Softmax-13+ per axis; Softmax-1 (opsets 1-12, its own entry) over the flattened
-//     [axis:] dims.
+//   - Softmax, LogSoftmax and Hardmax: opset 13+ per axis; opsets 1-12 (their own
+//     entries) over the flattened [axis:] dims.
 //   - BatchNormalization (opsets 7-15, inference), InstanceNormalization (opset 6),
 //     LayerNormalization (opset 17, stash_type 1 only; Mean and InvStdDev outputs).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -155,38 +155,25 @@ class ArgKernel final : public NnKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Softmax.
+// Softmax, LogSoftmax, Hardmax.
 
-// `flatten`: the Softmax-1 entry (opsets 1-12); else Softmax-13.
+// `flatten`: the opsets 1-12 entry; else opset 13's. The view is the CPU kernel's
+// (internal::SoftmaxViewOf).
 class SoftmaxKernel final : public NnKernel {
  public:
-  SoftmaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool flatten)
-      : NnKernel(std::move(def), std::move(attrs), context), flatten_(flatten) {}
+  SoftmaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, SoftmaxMode mode, bool flatten)
+      : NnKernel(std::move(def), std::move(attrs), context), mode_(mode), flatten_(flatten) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
-    const bool flatten = flatten_;
-    REMEX_ASSIGN_OR_RETURN(int64_t axis, attrs().Int("axis", flatten ? 1 : -1));
-    const Shape& shape = in[0].shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    int64_t outer = 1, n = 1, inner = 1;
-    if (flatten) {
-      // Opsets < 13: [prod(shape[:axis]), prod(shape[axis:])], axis in [-rank, rank].
-      if (axis < 0) axis += rank;
-      for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : n) *= shape[i];
-    } else {
-      REMEX_ASSIGN_OR_RETURN(axis, internal::NormalizeAxis(op(), axis, rank));
-      for (int64_t i = 0; i < rank; ++i) {
-        if (i < axis) outer *= shape[i];
-        if (i > axis) inner *= shape[i];
-      }
-      n = shape[axis];
-    }
-    return Launch([&] { return LaunchSoftmax(type, in[0].data, out[0].data, outer, n, inner, stream()); });
+    REMEX_ASSIGN_OR_RETURN(internal::SoftmaxView v, internal::SoftmaxViewOf(op(), flatten_, attrs(), in[0].shape));
+    return Launch(
+        [&] { return LaunchSoftmax(mode_, type, in[0].data, out[0].data, v.outer, v.n, v.inner, stream()); });
   }
 
  private:
+  const SoftmaxMode mode_;
   const bool flatten_;
 };
 
@@ -296,8 +283,11 @@ Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMax", MakeCudaKernel<ArgKernel>(context, true)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMin", MakeCudaKernel<ArgKernel>(context, false)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", 1, MakeCudaKernel<SoftmaxKernel>(context, true)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Softmax", 13, MakeCudaKernel<SoftmaxKernel>(context, false)));
+  for (SoftmaxMode mode : {SoftmaxMode::kSoftmax, SoftmaxMode::kLogSoftmax, SoftmaxMode::kHardmax}) {
+    const std::string_view name = internal::SoftmaxOpName(mode);
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, 1, MakeCudaKernel<SoftmaxKernel>(context, mode, true)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, 13, MakeCudaKernel<SoftmaxKernel>(context, mode, false)));
+  }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "BatchNormalization", MakeCudaKernel<BatchNormKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "InstanceNormalization", MakeCudaKernel<InstanceNormKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LayerNormalization", MakeCudaKernel<LayerNormKernel>(context)));

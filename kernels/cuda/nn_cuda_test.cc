@@ -266,7 +266,7 @@ TEST_F(NnCudaTest, ArgMaxArgMin) {
   }
 }
 
-TEST_F(NnCudaTest, Softmax) {
+TEST_F(NnCudaTest, SoftmaxLogSoftmaxAndHardmax) {
   struct Case {
     Shape shape;
     int64_t axis;
@@ -282,9 +282,15 @@ TEST_F(NnCudaTest, Softmax) {
       SCOPED_TRACE(ShapeToString(c.shape) + " axis " + std::to_string(c.axis) + " flatten " +
                    std::to_string(c.flatten));
       Attributes attrs = Attrs({{"axis", c.axis}});
-      Check(c.flatten ? "Softmax-1" : "Softmax", attrs, {Random(dt, c.shape, -6, 6)}, {1e-7, 1e-5, 1e-3, 4e-3});
+      const HostTensor x = Random(dt, c.shape, -6, 6);
+      for (std::string op : {"Softmax", "LogSoftmax", "Hardmax"}) {
+        SCOPED_TRACE(op);
+        Check(c.flatten ? op + "-1" : op, attrs, {x}, op == "Hardmax" ? kExact : Tolerance{1e-6, 1e-5, 1e-3, 4e-3});
+      }
     }
   }
+  // Hardmax picks the first of equal maxima.
+  Check("Hardmax", {}, {HostTensor::Of<float>({2, 3}, {1, 5, 5, 2, 2, 2})}, kExact);
 }
 
 // ---------------------------------------------------------------------------

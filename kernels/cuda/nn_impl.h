@@ -55,10 +55,11 @@ cudaError_t LaunchReduce(ReduceKind kind, NnType type, const void* x, void* y, c
 cudaError_t LaunchArgExtremum(bool is_max, bool select_last, NnType type, const void* x, int64_t* y,
                               int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
 
-// Softmax of x viewed as [outer, n, inner] along n: exp(x - max) / sum. float32 or
-// float16. outer * n * inner > 0.
-cudaError_t LaunchSoftmax(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                          cudaStream_t stream);
+// Softmax, LogSoftmax or Hardmax of x viewed as [outer, n, inner] along n (as
+// kernels/softmax.cc): exp(x - max) / sum, (x - max) - log(sum), or 1 at the first
+// maximum and 0 elsewhere. float32 or float16. outer * n * inner > 0.
+cudaError_t LaunchSoftmax(SoftmaxMode mode, NnType type, const void* x, void* y, int64_t outer, int64_t n,
+                          int64_t inner, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Pooling (ONNX MaxPool-12, AveragePool-11/19, GlobalAveragePool-1).
