@@ -39,6 +39,9 @@ Status AddPoolOpDefs(KernelRegistry& registry);
 Status AddPoolCpuKernels(KernelRegistry& registry);
 Status AddNormOpDefs(KernelRegistry& registry);  // BatchNormalization, Instance-, LayerNormalization.
 Status AddNormCpuKernels(KernelRegistry& registry);
+// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (kernels/loss.cc).
+Status AddLossOpDefs(KernelRegistry& registry);
+Status AddLossCpuKernels(KernelRegistry& registry);
 // Softmax, LogSoftmax, Hardmax (kernels/softmax.cc).
 Status AddSoftmaxOpDefs(KernelRegistry& registry);
 Status AddSoftmaxCpuKernels(KernelRegistry& registry);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,24 @@ struct SoftmaxView {
 StatusOr<SoftmaxView> SoftmaxViewOf(std::string_view op, bool flatten, const Attributes& attrs, const Shape& shape);
 // "Softmax", "LogSoftmax" or "Hardmax".
 std::string_view SoftmaxOpName(SoftmaxMode mode);
+
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (kernels/loss.cc): `reduction`
+// (none, sum or mean, the default) and the optional `ignore_index`. INVALID_ARGUMENT
+// "<op>: ..." for another reduction or a non-int ignore_index.
+using ::remex::kernels::LossReduction;  // kernels/op_enums.h
+struct LossAttrs {
+  LossReduction reduction = LossReduction::kMean;
+  std::optional<int64_t> ignore_index;
+};
+StatusOr<LossAttrs> LossAttrsOf(std::string_view op, const Attributes& attrs);
+// Their input viewed as [n, c, d] (d: the product of the dims after C, 1 for a 2-D
+// input), after checking the inputs: input float, target int32/int64 of shape
+// [N, d1, ...], the optional weight of the input's dtype and shape [C].
+struct LossView {
+  int64_t n = 0, c = 0, d = 1;
+  bool weighted = false;
+};
+StatusOr<LossView> LossViewOf(std::string_view op, std::span<const ShapeFnArg> in);
 
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".

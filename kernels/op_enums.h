@@ -51,4 +51,8 @@ enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 // The Softmax family (kernels/softmax.cc; ONNX Softmax, LogSoftmax, Hardmax).
 enum class SoftmaxMode : uint8_t { kSoftmax, kLogSoftmax, kHardmax };
 
+// The `reduction` of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
+// (kernels/loss.cc).
+enum class LossReduction : uint8_t { kNone, kSum, kMean };
+
 }  // namespace remex::kernels

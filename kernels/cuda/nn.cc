@@ -12,6 +12,9 @@
 //   - ArgMax/ArgMin, opsets 1-13: axis, keepdims, select_last_index; int64 output.
 //   - Softmax, LogSoftmax and Hardmax: opset 13+ per axis; opsets 1-12 (their own
 //     entries) over the flattened [axis:] dims.
+//   - NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12-17, kernels/
+//     loss.cc): reduction none, sum, mean; ignore_index; optional weight and log_prob.
+//     A target outside [0, C) counts as ignored instead of failing.
 //   - BatchNormalization (opsets 7-15, inference), InstanceNormalization (opset 6),
 //     LayerNormalization (opset 17, stash_type 1 only; Mean and InvStdDev outputs).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -178,6 +181,42 @@ class SoftmaxKernel final : public NnKernel {
 };
 
 // ---------------------------------------------------------------------------
+// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
+
+// `softmax`: SoftmaxCrossEntropyLoss. Attributes and the view are the CPU kernel's
+// (internal::LossAttrsOf, LossViewOf).
+class LossKernel final : public NnKernel {
+ public:
+  LossKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool softmax)
+      : NnKernel(std::move(def), std::move(attrs), context), softmax_(softmax) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(internal::LossAttrs a, internal::LossAttrsOf(op(), attrs()));
+    REMEX_ASSIGN_OR_RETURN(internal::LossView v, internal::LossViewOf(op(), internal::ToShapeArgs(in)));
+    LossLaunch l;
+    l.x = in[0].data;
+    l.target = in[1].data;
+    l.target_int64 = in[1].dtype == DType::kInt64;
+    l.weight = v.weighted ? in[2].data : nullptr;
+    l.loss = out[0].data;
+    l.log_prob = softmax_ && out.size() > 1 && out[1].present() ? out[1].data : nullptr;
+    l.n = v.n;
+    l.c = v.c;
+    l.d = v.d;
+    l.reduction = a.reduction;
+    l.softmax = softmax_;
+    l.has_ignore = a.ignore_index.has_value();
+    l.ignore_index = a.ignore_index.value_or(0);
+    return Launch([&] { return LaunchLoss(type, l, stream()); });
+  }
+
+ private:
+  const bool softmax_;
+};
+
+// ---------------------------------------------------------------------------
 // BatchNormalization, InstanceNormalization, LayerNormalization.
 
 // [n, c, inner] view of a [N, C, ...] shape.
@@ -283,6 +322,9 @@ Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMax", MakeCudaKernel<ArgKernel>(context, true)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ArgMin", MakeCudaKernel<ArgKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "NegativeLogLikelihoodLoss", MakeCudaKernel<LossKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "SoftmaxCrossEntropyLoss", MakeCudaKernel<LossKernel>(context, true)));
   for (SoftmaxMode mode : {SoftmaxMode::kSoftmax, SoftmaxMode::kLogSoftmax, SoftmaxMode::kHardmax}) {
     const std::string_view name = internal::SoftmaxOpName(mode);
     REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, 1, MakeCudaKernel<SoftmaxKernel>(context, mode, true)));

@@ -61,6 +61,29 @@ cudaError_t LaunchArgExtremum(bool is_max, bool select_last, NnType type, const 
 cudaError_t LaunchSoftmax(SoftmaxMode mode, NnType type, const void* x, void* y, int64_t outer, int64_t n,
                           int64_t inner, cudaStream_t stream);
 
+// NegativeLogLikelihoodLoss (softmax false: x holds log-probabilities) or
+// SoftmaxCrossEntropyLoss (softmax true: x holds scores; log_prob, when not null,
+// gets their LogSoftmax along C) of x viewed as [n, c, d], as kernels/loss.cc: per
+// position loss = -logp[target] * w with w = weight[target] (1 without weight, 0 for
+// ignore_index); "none" writes n * d losses, "sum" and "mean" one value. A target
+// outside [0, c) counts as ignored (the CPU kernel refuses it; targets are not read
+// back). x, weight, loss and log_prob are float32 or float16; target int32 or int64.
+using ::remex::kernels::LossReduction;  // kernels/op_enums.h
+struct LossLaunch {
+  const void* x = nullptr;
+  const void* target = nullptr;
+  bool target_int64 = true;
+  const void* weight = nullptr;  // [c] or null
+  void* loss = nullptr;
+  void* log_prob = nullptr;  // [n, c, d] or null
+  int64_t n = 0, c = 0, d = 1;
+  LossReduction reduction = LossReduction::kMean;
+  bool softmax = false;
+  bool has_ignore = false;
+  int64_t ignore_index = 0;
+};
+cudaError_t LaunchLoss(NnType type, const LossLaunch& launch, cudaStream_t stream);
+
 // ---------------------------------------------------------------------------
 // Pooling (ONNX MaxPool-12, AveragePool-11/19, GlobalAveragePool-1).
 
