@@ -49,7 +49,8 @@ Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat
 Status AddTensorCpuKernels(KernelRegistry& registry);
 Status AddMatMulOpDefs(KernelRegistry& registry);
 Status AddMatMulCpuKernels(KernelRegistry& registry);
-// Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, Split (kernels/transform.cc).
+// Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, GatherElements, Split
+// (kernels/transform.cc).
 Status AddTransformOpDefs(KernelRegistry& registry);
 Status AddTransformCpuKernels(KernelRegistry& registry);
 // Transpose (kernels/transpose.cc).

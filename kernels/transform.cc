@@ -21,6 +21,9 @@
 //   axis (default 0) in [-rank, rank). Indices int32 or int64, in [-n, n) where n is
 //   data.shape[axis] (negative values count from the back, opset 11+); an index out of
 //   range is INVALID_ARGUMENT.
+// GatherElements(data, indices) -> indices.shape (GatherElements-11/13): out[c] =
+//   data[c with c[axis] replaced by indices[c]]; indices int32 or int64 of data's rank,
+//   each dim but axis at most data's, values in [-n, n) for n = data.shape[axis].
 // Split(data, [split]) -> one output per part along axis (default 0). With `split`
 //   (attribute before opset 13, optional kData input from 13) the parts have those
 //   extents, which must sum to the axis extent. Without it the axis is divided into
@@ -357,6 +360,79 @@ class GatherKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
+// GatherElements: data, indices of data's rank.
+
+StatusOr<std::vector<TensorInfo>> InferGatherElements(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "GatherElements";
+  const Shape& s = in[0].shape;
+  const Shape& is = in[1].shape;
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (rank == 0) return OpError(op, "data must have rank >= 1");
+  if (in[1].dtype != DType::kInt32 && in[1].dtype != DType::kInt64) {
+    return OpError(op, "indices must be int32 or int64, got " + std::string(DTypeName(in[1].dtype)));
+  }
+  if (is.size() != s.size()) {
+    return OpError(op, "indices " + ShapeToString(is) + " must have data's rank, data is " + ShapeToString(s));
+  }
+  REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op, attrs, "axis", 0));
+  REMEX_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(op, a, rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && is[d] > s[d]) {
+      return OpError(op, "indices " + ShapeToString(is) + " exceed data " + ShapeToString(s) + " in dim " + Str(d));
+    }
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, is}};
+}
+
+OpDef GatherElementsDef() {
+  OpDef def;
+  def.name = "GatherElements";
+  def.since_version = 11;
+  def.min_inputs = def.max_inputs = 2;
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape};
+  def.infer = InferGatherElements;
+  return def;
+}
+
+// out[c] = data[c with c[axis] = indices[c]] over the coordinates c of indices.
+class GatherElementsKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& s = in[0].shape;
+    const Shape& is = in[1].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(op(), a, rank));
+    const std::vector<int64_t> strides = RowMajorStrides(s);
+    const int64_t n = *NumElements(is);
+    const int64_t extent = s[axis];
+    const size_t es = DTypeSize(in[0].dtype);
+    const char* x = static_cast<const char*>(in[0].data);
+    char* y = static_cast<char*>(out[0].data);
+    std::vector<int64_t> c(static_cast<size_t>(rank), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = in[1].dtype == DType::kInt32 ? DataAs<const int32_t>(in[1])[i] : DataAs<const int64_t>(in[1])[i];
+      if (v < -extent || v >= extent) {
+        return OpError(op(), "index " + Str(v) + " is out of range for axis " + Str(axis) + " of extent " +
+                                 Str(extent));
+      }
+      if (v < 0) v += extent;
+      int64_t offset = 0;
+      for (int64_t d = 0; d < rank; ++d) offset += (d == axis ? v : c[d]) * strides[d];
+      std::memcpy(y + i * es, x + offset * es, es);
+      for (int64_t d = rank - 1; d >= 0; --d) {  // Next coordinate of indices.
+        if (++c[d] < is[d]) break;
+        c[d] = 0;
+      }
+    }
+    return OkStatus();
+  }
+};
+
+// ---------------------------------------------------------------------------
 // Split: data, [split].
 
 struct SplitPlan {
@@ -462,7 +538,7 @@ class SplitKernel final : public ValidatedKernel {
 
 Status AddTransformOpDefs(KernelRegistry& registry) {
   for (OpDef def : {SqueezeDef(), UnsqueezeDef(), FlattenDef(1), FlattenDef(11), ExpandDef(), TileDef(),
-                    GatherDef(), SplitDef()}) {
+                    GatherDef(), GatherElementsDef(), SplitDef()}) {
     REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(def)));
   }
   return OkStatus();
@@ -476,6 +552,7 @@ Status AddTransformCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ExpandKernel>(registry, ExpandDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<TileKernel>(registry, TileDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherKernel>(registry, GatherDef()));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherElementsKernel>(registry, GatherElementsDef()));
   return AddValidatedKernel<SplitKernel>(registry, SplitDef());
 }
 

@@ -2,7 +2,7 @@
 // function, the index plans and the launches (transform_impl.cu). Semantics are those
 // of the CPU kernels in kernels/transform.cc, transpose.cc, pad.cc, depth_space.cc,
 // tensor.cc and elementwise.cc (Where), which follow the ONNX operators of opsets 7-17.
-// Gather, Pad, Where and Cast are in transform_values.cc:
+// Gather, GatherElements, Pad, Where and Cast are in transform_values.cc:
 //
 //   Identity-16, Reshape-14, Flatten-13 (negative axis from 11), Squeeze-13 and
 //     Unsqueeze-13 (axes as attribute or input): one device-to-device copy.
@@ -11,7 +11,8 @@
 //     or num_outputs), Expand-13, Tile-13, DepthToSpace-13 (DCR, CRD) and
 //     SpaceToDepth-13, both with Remex's `layout` attribute NCHW or NHWC: one strided
 //     copy each (per input for Concat, per output for Split).
-//   Gather-13 (axis, int32 / int64 indices, negative indices).
+//   Gather-13 (axis, int32 / int64 indices, negative indices), GatherElements-13
+//     (likewise, indices of data's rank; at most kMaxCopyRank dims).
 //   Pad-13 (constant, reflect, edge; pads and constant_value as attributes before 11,
 //     as inputs from 11).
 //   Where-16 (bool condition, multidirectional broadcasting).
@@ -23,8 +24,8 @@
 // 4 and 8 bytes). Index plans hold at most kMaxCopyRank (8) dims after dropping
 // extent-1 dims and merging dims walked contiguously; more is UNIMPLEMENTED.
 //
-// Differences from the CPU kernels: a Gather index out of range writes zeros instead
-// of failing (the indices live on the GPU and are not read back).
+// Differences from the CPU kernels: a Gather or GatherElements index out of range
+// writes zeros instead of failing (the indices live on the GPU and are not read back).
 
 #include <cuda_runtime_api.h>
 

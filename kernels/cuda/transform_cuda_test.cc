@@ -363,6 +363,27 @@ TEST_F(TransformCudaTest, Gather) {
         {RandomTensor(DType::kFloat16, {2, 5, 3}, rng_), HostTensor::Of<int64_t>({0}, std::vector<int64_t>{})});
 }
 
+TEST_F(TransformCudaTest, GatherElements) {
+  for (int iter = 0; iter < 60; ++iter) {
+    const Shape s = RandomShape(rng_, 1, 4);
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const DType dtype = RandomMoveType(rng_);
+    const int64_t axis = iter % 4 == 0 ? 0 : Uniform(rng_, -rank, rank - 1);
+    const int64_t a = axis < 0 ? axis + rank : axis;
+    // Indices of data's rank: each dim at most data's, any extent along the axis.
+    Shape index_shape = s;
+    for (int64_t d = 0; d < rank; ++d) index_shape[d] = d == a ? Uniform(rng_, 1, 6) : Uniform(rng_, 1, s[d]);
+    std::vector<int64_t> idx(static_cast<size_t>(*NumElements(index_shape)));
+    for (int64_t& v : idx) v = Uniform(rng_, -s[a], s[a] - 1);
+    HostTensor indices = iter % 2 ? HostTensor::Of<int64_t>(index_shape, idx)
+                                  : HostTensor::Of<int32_t>(index_shape, std::vector<int32_t>(idx.begin(), idx.end()));
+    Attributes attrs;
+    if (iter % 4 != 0) attrs.Set("axis", axis);
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s) + " axis " + std::to_string(axis));
+    Check("GatherElements", attrs, {RandomTensor(dtype, s, rng_), std::move(indices)});
+  }
+}
+
 TEST_F(TransformCudaTest, GatherOutOfRangeIndexWritesZeros) {
   std::vector<float> data = {1, 2, 3, 4, 5, 6};
   DeviceBuffer x(data.size() * 4), idx(2 * 8), out(2 * 3 * 4);

@@ -102,6 +102,23 @@ __global__ void GatherKernel(const E* __restrict__ data, const Idx* __restrict__
   }
 }
 
+template <typename E, typename Idx>
+__global__ void GatherElementsKernel(const E* __restrict__ data, const Idx* __restrict__ indices, E* __restrict__ out,
+                                     int64_t n, GatherElementsPlan plan) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t rest = i;
+    int64_t offset = 0;
+    for (int k = plan.rank - 1; k >= 0; --k) {
+      const int64_t c = rest % plan.dims[k];
+      rest /= plan.dims[k];
+      if (k != plan.axis) offset += c * plan.data_strides[k];
+    }
+    int64_t index = static_cast<int64_t>(indices[i]);
+    if (index < 0) index += plan.axis_extent;
+    out[i] = index >= 0 && index < plan.axis_extent ? data[offset + index * plan.data_strides[plan.axis]] : E{};
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Pad.
 
@@ -298,6 +315,27 @@ cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, b
         }
         return cudaGetLastError();
       });
+}
+
+cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* indices, bool indices_int64,
+                                 void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank || plan.axis < 0 || plan.axis >= plan.rank ||
+      plan.axis_extent <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  return DispatchElemSize<false>(elem_size, [&](auto tag) {
+    using E = decltype(tag);
+    const E* x = static_cast<const E*>(data);
+    E* y = static_cast<E*>(out);
+    if (indices_int64) {
+      LaunchKernel<GatherElementsKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, x,
+                                                     static_cast<const int64_t*>(indices), y, n, plan);
+    } else {
+      LaunchKernel<GatherElementsKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, x,
+                                                     static_cast<const int32_t*>(indices), y, n, plan);
+    }
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t LaunchPad(int elem_size, const void* src, const void* constant, void* dst, int64_t n,

@@ -47,6 +47,20 @@ struct GatherPlan {
 cudaError_t LaunchGather(int elem_size, const void* data, const void* indices, bool indices_int64, void* out,
                          const GatherPlan& plan, cudaStream_t stream);
 
+// GatherElements over `rank` dims: output element i, of coordinates c in the indices'
+// extents `dims`, is data[sum c[d] * data_strides[d]] with c[axis] replaced by
+// indices[i] (+ axis_extent if negative). An index outside [-axis_extent,
+// axis_extent) writes zeros, as for Gather.
+struct GatherElementsPlan {
+  int rank = 0;
+  int axis = 0;
+  int64_t dims[kMaxCopyRank] = {};
+  int64_t data_strides[kMaxCopyRank] = {};
+  int64_t axis_extent = 0;
+};
+cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* indices, bool indices_int64,
+                                 void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream);
+
 // Pad over `rank` dims (rank >= 1): output coordinate o[d] reads input coordinate
 // o[d] - pads_begin[d] when inside [0, in_dims[d]); outside, constant mode writes the
 // constant (read from `constant` on the device when not null, else `constant_bits`,

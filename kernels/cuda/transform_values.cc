@@ -1,5 +1,5 @@
 // CUDA kernels of the data-movement ops that read or convert values (host side):
-// Gather (indices on the device), Pad, Where and Cast. Semantics, dtypes and the
+// Gather and GatherElements (indices on the device), Pad, Where and Cast. Semantics, dtypes and the
 // differences from the CPU kernels: the comment at the top of transform.cc.
 
 #include <cuda_runtime_api.h>
@@ -55,6 +55,38 @@ class GatherKernel final : public TransformKernel {
     }
     return Check("kernel launch", LaunchGather(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
                                                out[0].data, plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// GatherElements: data, indices (both on the device).
+
+class GatherElementsKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    const Shape& s = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    if (rank > kMaxCopyRank) return TooManyDims(op(), static_cast<size_t>(rank));
+    REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op(), attrs(), "axis", 0));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
+    if (s[axis] == 0) {
+      return internal::OpError(op(), "indices into axis " + Str(axis) + " of extent 0 are out of range");
+    }
+    GatherElementsPlan plan;
+    plan.rank = static_cast<int>(rank);
+    plan.axis = static_cast<int>(axis);
+    plan.axis_extent = s[axis];
+    const std::vector<int64_t> strides = internal::RowMajorStrides(s);
+    for (int64_t d = 0; d < rank; ++d) {
+      plan.dims[d] = in[1].shape[d];
+      plan.data_strides[d] = strides[d];
+    }
+    return Check("kernel launch", LaunchGatherElements(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
+                                                       out[0].data, *NumElements(in[1].shape), plan, stream()));
   }
 };
 
@@ -193,6 +225,7 @@ Status CheckCast(const OpDef& def, const Attributes& attrs) {
 
 Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<GatherElementsKernel>(registry, "GatherElements", context));
   REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
   return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
