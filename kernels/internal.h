@@ -42,6 +42,9 @@ Status AddNormCpuKernels(KernelRegistry& registry);
 // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (kernels/loss.cc).
 Status AddLossOpDefs(KernelRegistry& registry);
 Status AddLossCpuKernels(KernelRegistry& registry);
+// Trilu, EyeLike (kernels/diagonal.cc).
+Status AddDiagonalOpDefs(KernelRegistry& registry);
+Status AddDiagonalCpuKernels(KernelRegistry& registry);
 // Softmax, LogSoftmax, Hardmax (kernels/softmax.cc).
 Status AddSoftmaxOpDefs(KernelRegistry& registry);
 Status AddSoftmaxCpuKernels(KernelRegistry& registry);

@@ -90,6 +90,23 @@ struct LossView {
 };
 StatusOr<LossView> LossViewOf(std::string_view op, std::span<const ShapeFnArg> in);
 
+// Trilu (kernels/diagonal.cc): the input as `batch` matrices of [rows, cols], the
+// diagonal offset k (input 1, on the host; 0 when absent) and `upper` (0 or 1).
+// INVALID_ARGUMENT "Trilu: ..." for a rank below 2, a k of other than one value or
+// another upper.
+struct TriluView {
+  int64_t batch = 0, rows = 0, cols = 0, k = 0;
+  bool upper = true;
+};
+StatusOr<TriluView> TriluViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+// EyeLike (kernels/diagonal.cc): the output dtype (attribute dtype, else the input's)
+// and the diagonal k. INVALID_ARGUMENT "EyeLike: ..." for a dtype Remex does not hold.
+struct EyeLikeAttrs {
+  DType dtype = DType::kFloat32;
+  int64_t k = 0;
+};
+StatusOr<EyeLikeAttrs> EyeLikeAttrsOf(const Attributes& attrs, DType input_dtype);
+
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h

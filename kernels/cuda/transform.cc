@@ -2,7 +2,7 @@
 // function, the index plans and the launches (transform_impl.cu). Semantics are those
 // of the CPU kernels in kernels/transform.cc, transpose.cc, pad.cc, depth_space.cc,
 // tensor.cc and elementwise.cc (Where), which follow the ONNX operators of opsets 7-17.
-// Gather, GatherElements, Pad, Where and Cast are in transform_values.cc:
+// Gather, GatherElements, Trilu, EyeLike, Pad, Where and Cast are in transform_values.cc:
 //
 //   Identity-16, Reshape-14, Flatten-13 (negative axis from 11), Squeeze-13 and
 //     Unsqueeze-13 (axes as attribute or input): one device-to-device copy.
@@ -13,6 +13,7 @@
 //     copy each (per input for Concat, per output for Split).
 //   Gather-13 (axis, int32 / int64 indices, negative indices), GatherElements-13
 //     (likewise, indices of data's rank; at most kMaxCopyRank dims).
+//   Trilu-14 (upper, k on the host), EyeLike-9 (dtype, k): kernels/diagonal_ops.h's rules.
 //   Pad-13 (constant, reflect, edge; pads and constant_value as attributes before 11,
 //     as inputs from 11).
 //   Where-16 (bool condition, multidirectional broadcasting).

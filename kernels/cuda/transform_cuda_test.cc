@@ -384,6 +384,24 @@ TEST_F(TransformCudaTest, GatherElements) {
   }
 }
 
+TEST_F(TransformCudaTest, TriluAndEyeLike) {
+  for (int iter = 0; iter < 40; ++iter) {
+    const Shape s = RandomShape(rng_, 2, 4);
+    const DType dtype = RandomMoveType(rng_);
+    const int64_t k = Uniform(rng_, -8, 8);
+    Attributes attrs;
+    if (iter % 2) attrs.Set("upper", int64_t{0});
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s) + " k " + std::to_string(k));
+    std::vector<HostTensor> in = {RandomTensor(dtype, s, rng_)};
+    if (iter % 3) in.push_back(HostTensor::Of<int64_t>({}, {k}));  // k stays on the host (kData).
+    Check("Trilu", attrs, in);
+    const Shape m = {s[0], s[1]};
+    Attributes eye = Attrs({{"k", k % 4}});
+    if (iter % 2) eye.Set("dtype", int64_t{iter % 4 == 1 ? 10 : 7});  // float16, int64
+    Check("EyeLike", eye, {RandomTensor(dtype, m, rng_)});
+  }
+}
+
 TEST_F(TransformCudaTest, GatherOutOfRangeIndexWritesZeros) {
   std::vector<float> data = {1, 2, 3, 4, 5, 6};
   DeviceBuffer x(data.size() * 4), idx(2 * 8), out(2 * 3 * 4);

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/transform_impl.h"
+#include "kernels/diagonal_ops.h"
 #include "kernels/float16.h"
 
 namespace remex::kernels::cuda {
@@ -116,6 +117,23 @@ __global__ void GatherElementsKernel(const E* __restrict__ data, const Idx* __re
     int64_t index = static_cast<int64_t>(indices[i]);
     if (index < 0) index += plan.axis_extent;
     out[i] = index >= 0 && index < plan.axis_extent ? data[offset + index * plan.data_strides[plan.axis]] : E{};
+  }
+}
+
+template <typename E>
+__global__ void TriluKernel(const E* __restrict__ x, E* __restrict__ y, int64_t n, int64_t rows, int64_t cols,
+                            int64_t k, bool upper) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const int64_t col = i % cols;
+    const int64_t row = (i / cols) % rows;
+    y[i] = diagonal::TriluKeeps(upper, k, row, col) ? x[i] : E{};
+  }
+}
+
+template <typename E>
+__global__ void EyeLikeKernel(E* __restrict__ y, int64_t n, int64_t cols, int64_t k, E one) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    y[i] = diagonal::EyeLikeOne(k, i / cols, i % cols) ? one : E{};
   }
 }
 
@@ -334,6 +352,30 @@ cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* in
       LaunchKernel<GatherElementsKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, x,
                                                      static_cast<const int32_t*>(indices), y, n, plan);
     }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,
+                        bool upper, cudaStream_t stream) {
+  const int64_t n = batch * rows * cols;
+  if (batch <= 0 || rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  return DispatchElemSize<false>(elem_size, [&](auto tag) {
+    using E = decltype(tag);
+    LaunchKernel<TriluKernel<E>>(Blocks(n), kThreads, 0, stream, static_cast<const E*>(x), static_cast<E*>(y), n, rows,
+                                 cols, k, upper);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchEyeLike(int elem_size, void* y, int64_t rows, int64_t cols, int64_t k, uint64_t one_bits,
+                          cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  return DispatchElemSize<false>(elem_size, [&](auto tag) {
+    using E = decltype(tag);
+    LaunchKernel<EyeLikeKernel<E>>(Blocks(n), kThreads, 0, stream, static_cast<E*>(y), n, cols, k,
+                                   static_cast<E>(one_bits));
     return cudaGetLastError();
   });
 }

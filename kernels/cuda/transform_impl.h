@@ -61,6 +61,16 @@ struct GatherElementsPlan {
 cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* indices, bool indices_int64,
                                  void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream);
 
+// Trilu of `batch` [rows, cols] matrices: y = x where kernels/diagonal_ops.h's
+// TriluKeeps(upper, k, i, j), else zero.
+cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,
+                        bool upper, cudaStream_t stream);
+
+// EyeLike: y [rows, cols] holds `one_bits` (the element's bytes, in the low bytes) where
+// diagonal_ops.h's EyeLikeOne(k, i, j), zero elsewhere.
+cudaError_t LaunchEyeLike(int elem_size, void* y, int64_t rows, int64_t cols, int64_t k, uint64_t one_bits,
+                          cudaStream_t stream);
+
 // Pad over `rank` dims (rank >= 1): output coordinate o[d] reads input coordinate
 // o[d] - pads_begin[d] when inside [0, in_dims[d]); outside, constant mode writes the
 // constant (read from `constant` on the device when not null, else `constant_bits`,

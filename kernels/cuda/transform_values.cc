@@ -1,5 +1,5 @@
 // CUDA kernels of the data-movement ops that read or convert values (host side):
-// Gather and GatherElements (indices on the device), Pad, Where and Cast. Semantics, dtypes and the
+// Gather and GatherElements (indices on the device), Trilu, EyeLike, Pad, Where and Cast. Semantics, dtypes and the
 // differences from the CPU kernels: the comment at the top of transform.cc.
 
 #include <cuda_runtime_api.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -87,6 +88,42 @@ class GatherElementsKernel final : public TransformKernel {
     }
     return Check("kernel launch", LaunchGatherElements(es, in[0].data, in[1].data, in[1].dtype == DType::kInt64,
                                                        out[0].data, *NumElements(in[1].shape), plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Trilu: input (device), [k] (host); EyeLike: input's shape only.
+
+class TriluKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(internal::TriluView v, internal::TriluViewOf(attrs(), internal::ToShapeArgs(in)));
+    return Check("kernel launch",
+                 LaunchTrilu(es, in[0].data, out[0].data, v.batch, v.rows, v.cols, v.k, v.upper, stream()));
+  }
+};
+
+class EyeLikeKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::EyeLikeAttrs a, internal::EyeLikeAttrsOf(attrs(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), a.dtype));
+    uint64_t one = 0;  // The dtype's 1, as the CPU kernel stores it.
+    REMEX_RETURN_IF_ERROR(internal::DispatchAllTypes(op(), a.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T v = internal::Store<T>(internal::ComputeType<T>(1));
+      std::memcpy(&one, &v, sizeof(T));
+      return OkStatus();
+    }));
+    return Check("kernel launch",
+                 LaunchEyeLike(es, out[0].data, out[0].shape[0], out[0].shape[1], a.k, one, stream()));
   }
 };
 
@@ -226,6 +263,8 @@ Status CheckCast(const OpDef& def, const Attributes& attrs) {
 Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
   REMEX_RETURN_IF_ERROR(AddKernel<GatherElementsKernel>(registry, "GatherElements", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<TriluKernel>(registry, "Trilu", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<EyeLikeKernel>(registry, "EyeLike", context));
   REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
   return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
