@@ -1,7 +1,8 @@
 // Elementwise ops with broadcasting (ONNX semantics, opsets 7-17).
 //
 // Binary with numpy broadcasting: Add, Sub, Mul, Div, Pow (base and exponent dtypes may
-// differ), Equal, Less, Greater (bool output), And, Or (bool), PRelu (slope broadcast
+// differ), Mod (fmod), Equal, Less, Greater, LessOrEqual, GreaterOrEqual (bool output),
+// And, Or, Xor (bool), PRelu (slope broadcast
 // to X only). Variadic with broadcasting: Min, Max. Ternary: Where. The unary ops,
 // Clip and Dropout are in unary.cc; the broadcast iteration in elementwise_common.h.
 //
@@ -258,9 +259,14 @@ class PowKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Comparisons (Equal, Less, Greater) and logical ops (And, Or): bool outputs.
+// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual) and logical ops (And,
+// Or, Xor): bool outputs.
 
-enum class CompareKind { kEqual, kLess, kGreater, kAnd, kOr };
+enum class CompareKind { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor };
+
+constexpr bool IsLogical(CompareKind k) {
+  return k == CompareKind::kAnd || k == CompareKind::kOr || k == CompareKind::kXor;
+}
 
 StatusOr<std::vector<TensorInfo>> InferCompare(std::string_view op, CompareKind kind,
                                                std::span<const ShapeFnArg> in) {
@@ -269,7 +275,7 @@ StatusOr<std::vector<TensorInfo>> InferCompare(std::string_view op, CompareKind 
     return OpError(op, "input dtypes differ: " + DTypeStr(in[0].dtype) + " and " + DTypeStr(in[1].dtype));
   }
   const DType dt = in[0].dtype;
-  const bool ok = kind == CompareKind::kAnd || kind == CompareKind::kOr ? dt == DType::kBool
+  const bool ok = IsLogical(kind) ? dt == DType::kBool
                   : kind == CompareKind::kEqual ? dt == DType::kBool || IsNumericType(dt)
                                                 : IsNumericType(dt);
   if (!ok) return OpError(op, "unsupported dtype " + DTypeStr(dt));
@@ -285,11 +291,13 @@ class CompareKernel final : public ValidatedKernel {
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     bool* y = DataAs<bool>(out[0]);
-    if constexpr (kKind == CompareKind::kAnd || kKind == CompareKind::kOr) {
+    if constexpr (IsLogical(kKind)) {
       // Bool bytes are read as bytes: any nonzero byte is true.
       BroadcastBinary(DataAs<const uint8_t>(in[0]), in[0].shape, DataAs<const uint8_t>(in[1]), in[1].shape, y,
                       out[0].shape, [](uint8_t x, uint8_t z) -> bool {
-                        return kKind == CompareKind::kAnd ? (x != 0) & (z != 0) : (x != 0) | (z != 0);
+                        if constexpr (kKind == CompareKind::kAnd) return (x != 0) & (z != 0);
+                        if constexpr (kKind == CompareKind::kOr) return (x != 0) | (z != 0);
+                        return (x != 0) != (z != 0);
                       });
       return OkStatus();
     } else {
@@ -305,6 +313,8 @@ class CompareKernel final : public ValidatedKernel {
                         out[0].shape, [](T x, T z) -> bool {
                           if constexpr (kKind == CompareKind::kEqual) return Load(x) == Load(z);
                           if constexpr (kKind == CompareKind::kLess) return Load(x) < Load(z);
+                          if constexpr (kKind == CompareKind::kLessOrEqual) return Load(x) <= Load(z);
+                          if constexpr (kKind == CompareKind::kGreaterOrEqual) return Load(x) >= Load(z);
                           return Load(x) > Load(z);
                         });
         return OkStatus();
@@ -325,6 +335,61 @@ OpDef CompareDef(std::string name, int since, CompareKind kind) {
   def.traits = ElementwiseTraits();
   return def;
 }
+
+// ---------------------------------------------------------------------------
+// Mod (opsets 10, 13): numpy broadcasting, one numeric dtype. fmod = 0 (the default):
+// integers only, the remainder with the divisor's sign; fmod = 1: the dividend's sign
+// (C's fmod), required for floats. An integer divisor of 0 is INVALID_ARGUMENT
+// ("division by zero").
+
+StatusOr<bool> ModFmod(const Attributes& attrs) {
+  StatusOr<int64_t> fmod = attrs.Int("fmod", 0);
+  if (!fmod.ok()) return OpError("Mod", fmod.status().message());
+  if (*fmod != 0 && *fmod != 1) return OpError("Mod", "fmod must be 0 or 1, got " + std::to_string(*fmod));
+  return *fmod == 1;
+}
+
+StatusOr<std::vector<TensorInfo>> InferMod(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "Mod";
+  if (in.size() != 2) return OpError(op, "expects 2 inputs");
+  REMEX_ASSIGN_OR_RETURN(bool fmod, ModFmod(attrs));
+  const DType dt = in[0].dtype;
+  if (in[1].dtype != dt) return OpError(op, "input dtypes differ: " + DTypeStr(dt) + " and " + DTypeStr(in[1].dtype));
+  if (!IsNumericType(dt)) return OpError(op, "unsupported dtype " + DTypeStr(dt));
+  if (IsFloatType(dt) && !fmod) return OpError(op, "fmod must be 1 for " + DTypeStr(dt) + " inputs");
+  REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(op, in[0].shape, in[1].shape));
+  return std::vector<TensorInfo>{{dt, std::move(out)}};
+}
+
+class ModKernel final : public ValidatedKernel {
+ public:
+  ModKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs), fmod_(*ModFmod(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* b = DataAs<const T>(in[1]);
+      if constexpr (std::is_integral_v<T>) {
+        const int64_t nb = *NumElements(in[1].shape);
+        for (int64_t i = 0; i < nb; ++i) {
+          if (b[i] == 0) return OpError(op(), "division by zero (B[" + std::to_string(i) + "] is 0)");
+        }
+      }
+      const bool fmod = fmod_;
+      BroadcastBinary(DataAs<const T>(in[0]), in[0].shape, b, in[1].shape, DataAs<T>(out[0]), out[0].shape,
+                      [fmod](T x, T y) -> T {
+                        const C a = Load(x), d = Load(y);
+                        return Store<T>(fmod ? scalar::Fmod()(a, d) : scalar::Mod()(a, d));
+                      });
+      return OkStatus();
+    });
+  }
+
+ private:
+  const bool fmod_;
+};
 
 // ---------------------------------------------------------------------------
 // PRelu: y = x < 0 ? slope * x : x, slope broadcast unidirectionally to X.
@@ -531,6 +596,16 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Greater", 7, CompareKind::kGreater)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("And", 7, CompareKind::kAnd)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Or", 7, CompareKind::kOr)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("Xor", 7, CompareKind::kXor)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("LessOrEqual", 12, CompareKind::kLessOrEqual)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(CompareDef("GreaterOrEqual", 12, CompareKind::kGreaterOrEqual)));
+  OpDef mod;
+  mod.name = "Mod";
+  mod.since_version = 10;
+  mod.min_inputs = mod.max_inputs = 2;
+  mod.infer = InferMod;
+  mod.traits = ElementwiseTraits();
+  REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(mod)));
   OpDef prelu;
   prelu.name = "PRelu";
   prelu.since_version = 7;
@@ -565,6 +640,12 @@ Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kGreater>>(registry, defs, "Greater"));
   REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kAnd>>(registry, defs, "And"));
   REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kOr>>(registry, defs, "Or"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kXor>>(registry, defs, "Xor"));
+  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kLessOrEqual>>(registry, defs, "LessOrEqual"));
+  REMEX_RETURN_IF_ERROR(
+      AddKernel<CompareKernel<CompareKind::kGreaterOrEqual>>(registry, defs, "GreaterOrEqual"));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ModKernel>(registry, *defs.FindOp("Mod"),
+                                                      [](const Attributes& attrs) { return ModFmod(attrs).status(); }));
   REMEX_RETURN_IF_ERROR(AddKernel<PReluKernel>(registry, defs, "PRelu"));
   REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<false>>(registry, defs, "Min"));
   REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<true>>(registry, defs, "Max"));

@@ -529,5 +529,42 @@ TEST(MinMaxTest, OutputMayShareAnInputsBuffer) {
   EXPECT_EQ(b.Values<float>(), (std::vector<float>{5, 2, 6, 6, 9, 0}));
 }
 
+// Mod-13 against Python's % (fmod 0) and C's fmod (fmod 1), as ONNX's examples.
+TEST(ModTest, IntegerAndFloatRules) {
+  OpRunner r;
+  const std::vector<int32_t> a = {-4, 7, 5, 4, -7, 8}, b = {2, -3, 8, -2, 3, 5};
+  auto out = r.Run("Mod", {}, {HostTensor::Of<int32_t>({6}, a), HostTensor::Of<int32_t>({6}, b)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{0, -2, 5, 0, 2, 3}));  // divisor's sign
+  out = r.Run("Mod", Attrs({{"fmod", int64_t{1}}}), {HostTensor::Of<int32_t>({6}, a), HostTensor::Of<int32_t>({6}, b)});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{0, 1, 5, 0, -1, 3}));  // dividend's sign
+  // Unsigned and 8-bit types, broadcasting, INT8_MIN % -1.
+  out = r.Run("Mod", {}, {HostTensor::Of<uint8_t>({3}, {250, 7, 0}), HostTensor::Of<uint8_t>({}, {7})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{5, 0, 0}));
+  out = r.Run("Mod", {}, {HostTensor::Of<int8_t>({2}, {-128, -5}), HostTensor::Of<int8_t>({2}, {-1, 3})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int8_t>(), (std::vector<int8_t>{0, 1}));
+  // Floats: fmod only.
+  out = r.Run("Mod", Attrs({{"fmod", int64_t{1}}}),
+              {HostTensor::Of<float>({4}, {-4.3f, 7.2f, 5.0f, 4.3f}), HostTensor::Of<float>({4}, {2.1f, -3.4f, 8.0f, -2.1f})});
+  ASSERT_TRUE(out.ok());
+  const std::vector<float> f = (*out)[0].Values<float>();
+  EXPECT_EQ(f, (std::vector<float>{std::fmod(-4.3f, 2.1f), std::fmod(7.2f, -3.4f), 5.0f, std::fmod(4.3f, -2.1f)}));
+  auto st = r.Infer("Mod", {}, {HostTensor::Zeros(DType::kFloat32, {2}), HostTensor::Zeros(DType::kFloat32, {2})});
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("fmod must be 1"), std::string::npos) << st.status().message();
+  // An integer divisor of 0.
+  out = r.Run("Mod", {}, {HostTensor::Of<int64_t>({2}, {3, 4}), HostTensor::Of<int64_t>({2}, {1, 0})});
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("division by zero"), std::string::npos) << out.status().message();
+  EXPECT_EQ(r.Infer("Mod", Attrs({{"fmod", int64_t{2}}}), {HostTensor::Zeros(DType::kInt32, {2}),
+                                                           HostTensor::Zeros(DType::kInt32, {2})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace remex::kernels

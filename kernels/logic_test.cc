@@ -1,11 +1,13 @@
-// Comparisons, logical ops, Where (kernels/elementwise.cc) and Dropout (unary.cc): broadcasting,
-// dtypes, special values and the shape functions' errors.
+// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), logical ops (And, Or,
+// Xor, Not), Where (kernels/elementwise.cc) and Dropout (unary.cc): broadcasting, dtypes,
+// special values and the shape functions' errors.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "kernels/elementwise_test_util.h"
 #include "kernels/kernels.h"
@@ -35,7 +37,7 @@ TEST(CompareTest, BroadcastToBool) {
     std::vector<int64_t> a(*NumElements(sa)), b(*NumElements(sb));
     for (auto& v : a) v = small(rng);
     for (auto& v : b) v = small(rng);
-    for (const char* op : {"Equal", "Less", "Greater"}) {
+    for (std::string op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
       auto out = r.Run(op, {}, {HostTensor::Of(sa, a), HostTensor::Of(sb, b)});
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       ASSERT_EQ((*out)[0].dtype, DType::kBool);
@@ -43,7 +45,11 @@ TEST(CompareTest, BroadcastToBool) {
       const auto ea = Expand(a, sa, so), eb = Expand(b, sb, so);
       const std::vector<uint8_t> got = (*out)[0].bytes;
       for (size_t i = 0; i < got.size(); ++i) {
-        const bool want = op[0] == 'E' ? ea[i] == eb[i] : op[0] == 'L' ? ea[i] < eb[i] : ea[i] > eb[i];
+        const bool want = op == "Equal"         ? ea[i] == eb[i]
+                          : op == "Less"        ? ea[i] < eb[i]
+                          : op == "Greater"     ? ea[i] > eb[i]
+                          : op == "LessOrEqual" ? ea[i] <= eb[i]
+                                                : ea[i] >= eb[i];
         ASSERT_EQ(got[i], want ? 1 : 0) << op << " " << i;
       }
     }
@@ -62,6 +68,13 @@ TEST(CompareTest, FloatsBoolsAndErrors) {
                HostTensor::Of<Half>({}, {FloatToHalf(2)})});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0}));
+  // NaN is neither <= nor >= anything.
+  out = r.Run("LessOrEqual", {}, {HostTensor::Of<float>({3}, {1, kNaN, 2}), HostTensor::Of<float>({3}, {1, 0, 1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0, 0}));
+  out = r.Run("GreaterOrEqual", {}, {HostTensor::Of<float>({3}, {1, kNaN, 2}), HostTensor::Of<float>({3}, {1, 0, 1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 0, 1}));
   out = r.Run("Greater", {},
               {HostTensor::Of<uint32_t>({2}, {UINT32_MAX, 0}), HostTensor::Of<uint32_t>({}, {1})});
   ASSERT_TRUE(out.ok());
@@ -83,7 +96,7 @@ TEST(CompareTest, FloatsBoolsAndErrors) {
       StatusCode::kInvalidArgument);
 }
 
-TEST(LogicalTest, NotAndOr) {
+TEST(LogicalTest, NotAndOrXor) {
   OpRunner r;
   auto out = r.Run("Not", {}, {HostTensor::Of<bool>({3}, {true, false, true})});
   ASSERT_TRUE(out.ok());
@@ -96,7 +109,10 @@ TEST(LogicalTest, NotAndOr) {
   out = r.Run("Or", {}, {a, b});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{1, 1, 1, 0}));
-  for (const char* op : {"And", "Or"}) {
+  out = r.Run("Xor", {}, {a, b});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{0, 1, 1, 0}));
+  for (const char* op : {"And", "Or", "Xor"}) {
     EXPECT_EQ(r.Infer(op, {}, {HostTensor::Zeros(DType::kInt32, {2}), HostTensor::Zeros(DType::kInt32, {2})})
                   .status()
                   .code(),

@@ -118,7 +118,9 @@ std::optional<Call> FindCall(const OpDef& def, DType data_dtype) {
   }
   Attributes with_to = ParamAttrs(def);
   with_to.Set("to", int64_t{1});
-  for (const Attributes& attrs : {ParamAttrs(def), with_to}) {
+  Attributes with_fmod = ParamAttrs(def);  // Mod takes floats with fmod = 1 only.
+  with_fmod.Set("fmod", int64_t{1});
+  for (const Attributes& attrs : {ParamAttrs(def), with_to, with_fmod}) {
     for (const std::vector<DType>& d : choices) {
       std::vector<ShapeFnArg> args(n);
       for (size_t i = 0; i < n; ++i) {

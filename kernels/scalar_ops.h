@@ -111,6 +111,8 @@ REMEX_SCALAR_MATH(Floor, floorf, floor)
 // Round to nearest, ties to even (the default rounding mode), as ONNX Round-11.
 REMEX_SCALAR_MATH(Round, rintf, rint)
 #undef REMEX_SCALAR_MATH
+REMEX_SCALAR_FN float Fmod(float x, float y) { return fmodf(x, y); }
+REMEX_SCALAR_FN double Fmod(double x, double y) { return fmod(x, y); }
 REMEX_SCALAR_FN float Pow(float x, float y) { return powf(x, y); }
 REMEX_SCALAR_FN double Pow(double x, double y) { return pow(x, y); }
 
@@ -140,6 +142,25 @@ struct Div {
 struct Pow {
   template <typename C>
   REMEX_SCALAR_FN C operator()(C a, C b) const { return b == C(2) ? a * a : b == C(1) ? a : math::Pow(a, b); }
+};
+// Mod-13 with fmod = 1: the remainder with the dividend's sign (C's fmod; % for
+// integers). Integer C: b must not be 0 (the kernels check); INT_MIN % -1 gives 0.
+struct Fmod {
+  REMEX_SCALAR_FN float operator()(float a, float b) const { return math::Fmod(a, b); }
+  REMEX_SCALAR_FN double operator()(double a, double b) const { return math::Fmod(a, b); }
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const {
+    return b == C(-1) && C(-1) < C(0) ? C(0) : C(a % b);
+  }
+};
+// Mod-13 with fmod = 0 (integers only): the remainder with the divisor's sign, as
+// Python's %. b must not be 0 (the kernels check).
+struct Mod {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C a, C b) const {
+    const C r = Fmod()(a, b);
+    return r != C(0) && ((r < C(0)) != (b < C(0))) ? C(r + b) : r;
+  }
 };
 // A NaN operand gives NaN: a when a is NaN; b when b is (x < NaN is false). Integer C
 // works too.

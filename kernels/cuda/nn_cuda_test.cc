@@ -457,7 +457,7 @@ TEST_F(NnCudaTest, MaxMin) {
 }
 
 TEST_F(NnCudaTest, Comparisons) {
-  for (const char* op : {"Equal", "Less", "Greater"}) {
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     for (DType dt : {kF32, kF16, DType::kInt32, DType::kInt64}) {
       SCOPED_TRACE(std::string(op) + " " + std::string(DTypeName(dt)));
       Check(op, {}, {RandomInts(dt, {3, 4}, -2, 2), RandomInts(dt, {4}, -2, 2)});
@@ -466,11 +466,20 @@ TEST_F(NnCudaTest, Comparisons) {
     }
   }
   Check("Equal", {}, {Random(DType::kBool, {3, 4}), Random(DType::kBool, {4})});
-  for (const char* op : {"And", "Or"}) {
+  for (const char* op : {"And", "Or", "Xor"}) {
     Check(op, {}, {Random(DType::kBool, {3, 4}), Random(DType::kBool, {4})});
     Check(op, {}, {Random(DType::kBool, {2, 1, 6}), Random(DType::kBool, {5, 1})});
   }
   Check("Not", {}, {Random(DType::kBool, {3, 17})});
+  // Mod: fmod 0 on integers (no zero divisors), fmod 1 on every type.
+  for (DType dt : {DType::kInt32, DType::kInt64}) {
+    Check("Mod", {}, {RandomInts(dt, {3, 4}, -20, 20), RandomInts(dt, {4}, 1, 7)});
+    Check("Mod", {}, {RandomInts(dt, {3, 4}, -20, 20), RandomInts(dt, {3, 1}, -7, -1)});
+  }
+  for (DType dt : {kF32, kF16, DType::kInt32, DType::kInt64}) {
+    Check("Mod", Attrs({{"fmod", int64_t{1}}}), {RandomInts(dt, {2, 5}, -20, 20), RandomInts(dt, {5}, 1, 6)});
+  }
+  Check("Mod", Attrs({{"fmod", int64_t{1}}}), {Random(kF32, {2, 5}, -9, 9), Random(kF32, {5}, 0.5, 3)});
 }
 
 TEST_F(NnCudaTest, EmptyTensors) {
@@ -497,7 +506,8 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
                          "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
                          "Acosh", "Atanh", "Ceil", "Floor", "Round", "Sign", "Softplus", "Softsign", "Elu",
                          "Celu", "Selu", "ThresholdedRelu", "Shrink", "Clip", "Pow", "PRelu", "Max", "Min",
-                         "Equal", "Less", "Greater", "And", "Or", "Not"}) {
+                         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+                         "Xor", "Not", "Mod"}) {
     EXPECT_NE(r->FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
 }

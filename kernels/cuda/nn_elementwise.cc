@@ -14,8 +14,12 @@
 //   - PRelu (opset 16): slope broadcast to X, float32 and float16.
 //   - Max, Min (opset 13): variadic with numpy broadcasting; a NaN operand gives NaN.
 //     float32, float16, int32, int64.
-//   - Equal, Less, Greater (opset 13): bool output; float32, float16, int32, int64 (and
-//     bool for Equal). And, Or, Not (opset 7 / 1): bool.
+//   - Mod (opset 13): fmod 0 (int32, int64; the divisor's sign) or 1 (also float32,
+//     float16; the dividend's sign). An integer divisor of 0 gives 0 instead of an
+//     error (the divisors are not read back).
+//   - Equal, Less, Greater (opset 13), LessOrEqual, GreaterOrEqual (opset 16): bool
+//     output; float32, float16, int32, int64 (and bool for Equal). And, Or, Xor, Not
+//     (opset 7 / 1): bool.
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
 
 #include <cuda_runtime_api.h>
@@ -88,6 +92,11 @@ class BinaryKernel final : public NnKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(NnType a_type, ToNnType(op(), in[0].dtype, types_));
     NnType b_type = a_type;
+    NnBinaryOp binary = binary_;
+    if (binary == NnBinaryOp::kMod) {  // fmod picks the rule; the shape function checked it.
+      REMEX_ASSIGN_OR_RETURN(int64_t fmod, attrs().Int("fmod", 0));
+      if (fmod == 1) binary = NnBinaryOp::kFmod;
+    }
     if (binary_ == NnBinaryOp::kPow) {
       auto b = ToNnType(op() + " exponent", in[1].dtype, NnTypes::kFloatAndInt);
       if (!b.ok()) return b.status();
@@ -96,7 +105,7 @@ class BinaryKernel final : public NnKernel {
     StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(in[0].shape, in[1].shape, out[0].shape);
     if (!plan.ok()) return plan.status().WithContext(op());
     return Launch([&] {
-      return LaunchNnBinary(binary_, a_type, b_type, in[0].data, in[1].data, out[0].data, Count(out[0].shape),
+      return LaunchNnBinary(binary, a_type, b_type, in[0].data, in[1].data, out[0].data, Count(out[0].shape),
                             *plan, stream());
     });
   }
@@ -178,11 +187,15 @@ struct BinaryName {
 constexpr BinaryName kBinaryOps[] = {
     {"Pow", NnBinaryOp::kPow, NnTypes::kFloat},
     {"PRelu", NnBinaryOp::kPRelu, NnTypes::kFloat},
+    {"Mod", NnBinaryOp::kMod, NnTypes::kFloatAndInt},
     {"Equal", NnBinaryOp::kEqual, NnTypes::kCompare},
     {"Less", NnBinaryOp::kLess, NnTypes::kFloatAndInt},
     {"Greater", NnBinaryOp::kGreater, NnTypes::kFloatAndInt},
     {"And", NnBinaryOp::kAnd, NnTypes::kBool},
     {"Or", NnBinaryOp::kOr, NnTypes::kBool},
+    {"Xor", NnBinaryOp::kXor, NnTypes::kBool},
+    {"LessOrEqual", NnBinaryOp::kLessOrEqual, NnTypes::kFloatAndInt},
+    {"GreaterOrEqual", NnBinaryOp::kGreaterOrEqual, NnTypes::kFloatAndInt},
 };
 
 }  // namespace

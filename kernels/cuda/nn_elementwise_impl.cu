@@ -100,6 +100,28 @@ struct PReluOp {
   }
 };
 
+// Mod: scalar::Fmod (kFmod) or scalar::Mod in the element's compute type (float for
+// float16). An integer divisor of 0 gives 0 (the CPU kernel refuses it; the divisors
+// stay on the GPU).
+template <bool kFmod>
+struct ModOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    const auto x = Value(a);
+    const auto y = Value(b);
+    using V = decltype(x);
+    if constexpr (!std::is_floating_point_v<V>) {
+      if (y == V(0)) return A{};
+    }
+    const V r = kFmod ? scalar::Fmod()(x, y) : scalar::Mod()(x, y);
+    if constexpr (std::is_same_v<A, __half>) {
+      return Store<A>(r);
+    } else {
+      return static_cast<A>(r);
+    }
+  }
+};
+
 template <bool kMax>
 struct MinMaxOp {
   template <typename A>
@@ -123,6 +145,8 @@ struct CompareOp {
     const auto y = Value(b);
     if constexpr (kOp == NnBinaryOp::kEqual) return x == y;
     if constexpr (kOp == NnBinaryOp::kLess) return x < y;
+    if constexpr (kOp == NnBinaryOp::kLessOrEqual) return x <= y;
+    if constexpr (kOp == NnBinaryOp::kGreaterOrEqual) return x >= y;
     return x > y;
   }
 };
@@ -133,6 +157,7 @@ struct LogicalOp {
   __device__ uint8_t operator()(uint8_t a, uint8_t b) const {
     if constexpr (kOp == NnBinaryOp::kAnd) return (a != 0) & (b != 0);
     if constexpr (kOp == NnBinaryOp::kOr) return (a != 0) | (b != 0);
+    if constexpr (kOp == NnBinaryOp::kXor) return (a != 0) != (b != 0);
     return (a != 0) == (b != 0);  // Equal on bool.
   }
 };
@@ -260,6 +285,10 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
       return LaunchSameType<void, true>(MinMaxOp<true>{}, a_type, a, b, out, n, plan, stream);
     case NnBinaryOp::kMin:
       return LaunchSameType<void, true>(MinMaxOp<false>{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kMod:
+      return LaunchSameType<void, true>(ModOp<false>{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kFmod:
+      return LaunchSameType<void, true>(ModOp<true>{}, a_type, a, b, out, n, plan, stream);
     case NnBinaryOp::kEqual:
       if (a_type == NnType::kBool) {
         return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kEqual>{}, a, b, out, n, plan,
@@ -273,11 +302,22 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
     case NnBinaryOp::kGreater:
       return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kGreater>{}, a_type, a, b, out, n, plan,
                                            stream);
+    case NnBinaryOp::kLessOrEqual:
+      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kLessOrEqual>{}, a_type, a, b, out, n, plan,
+                                           stream);
+    case NnBinaryOp::kGreaterOrEqual:
+      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kGreaterOrEqual>{}, a_type, a, b, out, n, plan,
+                                           stream);
     case NnBinaryOp::kAnd:
     case NnBinaryOp::kOr:
+    case NnBinaryOp::kXor:
       if (a_type != NnType::kBool) return cudaErrorInvalidValue;
       if (op == NnBinaryOp::kAnd) {
         return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kAnd>{}, a, b, out, n, plan,
+                                                    stream);
+      }
+      if (op == NnBinaryOp::kXor) {
+        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kXor>{}, a, b, out, n, plan,
                                                     stream);
       }
       return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kOr>{}, a, b, out, n, plan, stream);

@@ -222,11 +222,16 @@ enum class NnBinaryOp : uint8_t {
   kPRelu,  // a < 0 ? b * a : a.
   kMax,    // NaN operand gives NaN.
   kMin,
+  kMod,   // Mod with fmod = 0: the divisor's sign (int32, int64); a divisor of 0 gives 0.
+  kFmod,  // Mod with fmod = 1: the dividend's sign (every type above).
   kEqual,  // bool output; float32/float16/int32/int64/bool inputs.
   kLess,
   kGreater,
+  kLessOrEqual,
+  kGreaterOrEqual,
   kAnd,  // bool inputs and output.
   kOr,
+  kXor,
 };
 
 // out[i] = a[.] op b[.] over `n` output elements with the broadcast plan. The output
