@@ -3,7 +3,7 @@
 // Binary with numpy broadcasting: Add, Sub, Mul, Div, Pow (base and exponent dtypes may
 // differ), Mod (fmod), Equal, Less, Greater, LessOrEqual, GreaterOrEqual (bool output),
 // And, Or, Xor (bool), PRelu (slope broadcast
-// to X only). Variadic with broadcasting: Min, Max. Ternary: Where. The unary ops,
+// to X only). Variadic with broadcasting: Min, Max, Sum, Mean. Ternary: Where. The unary ops,
 // Clip and Dropout are in unary.cc; the broadcast iteration in elementwise_common.h.
 //
 // Integer arithmetic wraps (no signed-overflow UB); float16 computes in float. Float
@@ -434,36 +434,36 @@ class PReluKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Min, Max: variadic, numpy broadcasting over all inputs. A NaN operand gives NaN.
+// Min, Max, Sum, Mean: variadic, numpy broadcasting over all inputs. Min and Max take
+// every numeric dtype (a NaN operand gives NaN), Sum and Mean (opsets 6-13; the
+// definitions before 8 take equal shapes, a case of broadcasting) float types; Mean is
+// the sum divided by the input count.
 
-StatusOr<std::vector<TensorInfo>> InferVariadic(std::string_view op, std::span<const ShapeFnArg> in) {
+StatusOr<std::vector<TensorInfo>> InferVariadic(std::string_view op, bool float_only,
+                                                std::span<const ShapeFnArg> in) {
   if (in.empty()) return OpError(op, "expects at least 1 input");
   REMEX_RETURN_IF_ERROR(CheckAllPresent(op, in));
   REMEX_RETURN_IF_ERROR(CheckSameDTypes(op, in));
-  if (!IsNumericType(in[0].dtype)) {
+  if (float_only ? !IsFloatType(in[0].dtype) : !IsNumericType(in[0].dtype)) {
     return OpError(op, "unsupported dtype " + DTypeStr(in[0].dtype));
   }
   REMEX_ASSIGN_OR_RETURN(Shape out, BroadcastAll(op, in));
   return std::vector<TensorInfo>{{in[0].dtype, std::move(out)}};
 }
 
-template <bool kMax>
-class MinMaxKernel final : public ValidatedKernel {
+// Folds the inputs pairwise with the commutative scalar_ops.h functor F (Max, Min,
+// Add); kMean divides the sum by the input count.
+template <typename F, bool kMean = false>
+class VariadicKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (*NumElements(out[0].shape) == 0) return OkStatus();
-    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+    REMEX_RETURN_IF_ERROR(DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      auto pick = [](T a, T b) -> T {
-        if constexpr (kMax) {
-          return Store<T>(scalar::Max()(Load(a), Load(b)));
-        } else {
-          return Store<T>(scalar::Min()(Load(a), Load(b)));
-        }
-      };
+      auto pick = [](T a, T b) -> T { return Store<T>(F()(Load(a), Load(b))); };
       T* y = DataAs<T>(out[0]);
       // The operation is commutative: start from an input that shares the output's
       // buffer, if any, so that no input is overwritten before it is read.
@@ -490,18 +490,32 @@ class MinMaxKernel final : public ValidatedKernel {
         }
       }
       return OkStatus();
-    });
+    }));
+    if constexpr (kMean) {
+      return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        using C = ComputeType<T>;
+        T* y = DataAs<T>(out[0]);
+        const C count = static_cast<C>(in.size());
+        const int64_t n = *NumElements(out[0].shape);
+        for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(Load(y[i]) / count);
+        return OkStatus();
+      });
+    }
+    return OkStatus();
   }
 };
 
-OpDef VariadicDef(std::string name, int since, FusedOpcode opcode) {
+OpDef VariadicDef(std::string name, int since, std::optional<FusedOpcode> opcode, bool float_only = false) {
   OpDef def;
   def.name = name;
   def.since_version = since;
   def.min_inputs = 1;
   def.max_inputs = -1;
   def.traits = ElementwiseTraits(opcode);
-  def.infer = [name](const Attributes&, std::span<const ShapeFnArg> in) { return InferVariadic(name, in); };
+  def.infer = [name, float_only](const Attributes&, std::span<const ShapeFnArg> in) {
+    return InferVariadic(name, float_only, in);
+  };
   return def;
 }
 
@@ -615,6 +629,8 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(prelu)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Min", 6, FusedOpcode::kMin)));
   REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Max", 6, FusedOpcode::kMax)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Sum", 6, std::nullopt, /*float_only=*/true)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(VariadicDef("Mean", 6, std::nullopt, /*float_only=*/true)));
   OpDef where;
   where.name = "Where";
   where.since_version = 9;
@@ -647,8 +663,10 @@ Status AddElementwiseCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ModKernel>(registry, *defs.FindOp("Mod"),
                                                       [](const Attributes& attrs) { return ModFmod(attrs).status(); }));
   REMEX_RETURN_IF_ERROR(AddKernel<PReluKernel>(registry, defs, "PRelu"));
-  REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<false>>(registry, defs, "Min"));
-  REMEX_RETURN_IF_ERROR(AddKernel<MinMaxKernel<true>>(registry, defs, "Max"));
+  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Min>>(registry, defs, "Min"));
+  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Max>>(registry, defs, "Max"));
+  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Add>>(registry, defs, "Sum"));
+  REMEX_RETURN_IF_ERROR((AddKernel<VariadicKernel<scalar::Add, true>>(registry, defs, "Mean")));
   return AddKernel<WhereKernel>(registry, defs, "Where");
 }
 

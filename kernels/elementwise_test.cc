@@ -473,6 +473,43 @@ TEST(MinMaxTest, VariadicBroadcasting) {
   }
 }
 
+// Sum and Mean (opsets 6-13): the same broadcasting, float types only.
+TEST(SumMeanTest, VariadicBroadcastingInEveryFloatType) {
+  OpRunner r;
+  std::mt19937 rng(21);
+  const std::vector<Shape> shapes = {{2, 3}, {3}, {2, 1}};
+  std::vector<std::vector<float>> values;
+  std::vector<HostTensor> in;
+  for (const Shape& s : shapes) {
+    values.push_back(Random(rng, s, -5, 5));
+    in.push_back(HostTensor::Of(s, values.back()));
+  }
+  std::vector<double> sum(6, 0.0);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const std::vector<float> e = Expand(values[k], shapes[k], {2, 3});
+    for (size_t i = 0; i < 6; ++i) sum[i] += e[i];
+  }
+  auto s = r.Run("Sum", {}, in);
+  auto m = r.Run("Mean", {}, in);
+  ASSERT_TRUE(s.ok() && m.ok()) << s.status().ToString() << m.status().ToString();
+  ASSERT_EQ((*s)[0].shape, (Shape{2, 3}));
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR((*s)[0].Values<float>()[i], sum[i], 1e-5);
+    EXPECT_NEAR((*m)[0].Values<float>()[i], sum[i] / 3, 1e-5);
+  }
+  // One input: itself; float64 and float16.
+  auto one = r.Run("Mean", {}, {HostTensor::Of<double>({2}, {1.5, -3})});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)[0].Values<double>(), (std::vector<double>{1.5, -3}));
+  auto h = r.Run("Sum", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(1.5f)}), HostTensor::Of<Half>({1}, {FloatToHalf(2.25f)})});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(HalfToFloat((*h)[0].Values<Half>()[0]), 3.75f);
+  // Integers are refused (ONNX's Sum and Mean are float-only).
+  auto st = r.Infer("Sum", {}, {HostTensor::Zeros(DType::kInt32, {2}), HostTensor::Zeros(DType::kInt32, {2})});
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("Sum"), std::string::npos) << st.status().message();
+}
+
 TEST(MinMaxTest, NaNPropagatesAndIntegerTypes) {
   OpRunner r;
   for (const char* op : {"Min", "Max"}) {

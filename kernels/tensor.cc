@@ -1,4 +1,4 @@
-// Data-movement ops: Shape, Cast, Slice, Concat, Reshape, Identity.
+// Data-movement ops: Shape, Cast, CastLike, Slice, Concat, Reshape, Identity.
 
 #include <cmath>
 #include <cstring>
@@ -135,6 +135,27 @@ OpDef CastDef() {
   return def;
 }
 
+// CastLike(input, target_type) (opset 15): Cast to target_type's dtype, whose values are
+// not read.
+StatusOr<std::vector<TensorInfo>> InferCastLike(const Attributes&, std::span<const ShapeFnArg> in) {
+  if (in.size() != 2 || !in[0].present || !in[1].present) return OpError("CastLike", "expects 2 inputs");
+  if (in[1].dtype == DType::kUndefined) return OpError("CastLike", "target_type has no data type");
+  return std::vector<TensorInfo>{{in[1].dtype, in[0].shape}};
+}
+
+OpDef CastLikeDef() {
+  OpDef def;
+  def.name = "CastLike";
+  def.since_version = 15;
+  def.min_inputs = def.max_inputs = 2;
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape};
+  def.infer = InferCastLike;
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.size() > 1 ? in[1] : DType::kUndefined};
+  };
+  return def;
+}
+
 // Float to integer: NaN becomes 0, out-of-range values saturate, in-range values
 // truncate toward zero.
 template <typename To, typename F>
@@ -172,6 +193,7 @@ To Convert(From v) {
   }
 }
 
+// Cast and CastLike: input 0 converted to the output's dtype.
 class CastKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
@@ -520,7 +542,7 @@ Status CheckAllowZero(const Attributes& attrs) {
 }  // namespace
 
 Status AddTensorOpDefs(KernelRegistry& registry) {
-  for (OpDef def : {IdentityDef(), ShapeDef(), CastDef(), SliceDef(), ConcatDef(), ReshapeDef()}) {
+  for (OpDef def : {IdentityDef(), ShapeDef(), CastDef(), CastLikeDef(), SliceDef(), ConcatDef(), ReshapeDef()}) {
     REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(def)));
   }
   return OkStatus();
@@ -533,6 +555,7 @@ Status AddTensorCpuKernels(KernelRegistry& registry) {
       [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<CastKernel>(
       registry, CastDef(), [](const Attributes& attrs) { return CastTarget(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CastKernel>(registry, CastLikeDef()));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<SliceKernel>(registry, SliceDef()));
   REMEX_RETURN_IF_ERROR(
       AddValidatedKernel<ConcatKernel>(registry, ConcatDef(), [](const Attributes& attrs) {

@@ -94,6 +94,20 @@ TEST(CastTest, IntegerAndBoolConversions) {
   EXPECT_TRUE(std::isinf(HalfToFloat(h[1])));
 }
 
+TEST(CastTest, CastLikeTakesTheSecondInputsDtype) {
+  OpRunner r;
+  auto out = r.Run("CastLike", {}, {HostTensor::Of<float>({3}, {1.9f, -2.5f, 300.0f}), HostTensor::Zeros(DType::kInt8, {0})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].dtype, DType::kInt8);
+  EXPECT_EQ((*out)[0].Values<int8_t>(), (std::vector<int8_t>{1, -2, 127}));  // Cast's rounding and saturation
+  out = r.Run("CastLike", {}, {HostTensor::Of<int32_t>({2}, {0, 7}), HostTensor::Zeros(DType::kBool, {5})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].dtype, DType::kBool);
+  EXPECT_EQ((*out)[0].bytes, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(r.Infer("CastLike", {}, {HostTensor::Zeros(DType::kFloat32, {2})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(CastTest, UnsupportedTargets) {
   OpRunner r;
   HostTensor x = HostTensor::Zeros(DType::kFloat32, {2});

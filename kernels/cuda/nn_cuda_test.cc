@@ -435,6 +435,17 @@ TEST_F(NnCudaTest, PRelu) {
   }
 }
 
+TEST_F(NnCudaTest, SumAndMean) {
+  for (const char* op : {"Sum", "Mean"}) {
+    for (DType dt : kFloatTypes) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(DTypeName(dt)));
+      Check(op, {}, {Random(dt, {3, 1, 5})});
+      Check(op, {}, {Random(dt, {3, 1, 5}), Random(dt, {4, 1})});
+      Check(op, {}, {Random(dt, {2, 3, 4}), Random(dt, {4}), Random(dt, {3, 1})});
+    }
+  }
+}
+
 TEST_F(NnCudaTest, MaxMin) {
   for (const char* op : {"Max", "Min"}) {
     for (DType dt : {kF32, kF16, DType::kInt32, DType::kInt64}) {
@@ -507,7 +518,7 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
                          "Acosh", "Atanh", "Ceil", "Floor", "Round", "Sign", "Softplus", "Softsign", "Elu",
                          "Celu", "Selu", "ThresholdedRelu", "Shrink", "Clip", "Pow", "PRelu", "Max", "Min",
                          "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-                         "Xor", "Not", "Mod"}) {
+                         "Xor", "Not", "Mod", "Sum", "Mean"}) {
     EXPECT_NE(r->FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
 }

@@ -13,7 +13,8 @@
 //     numpy broadcasting.
 //   - PRelu (opset 16): slope broadcast to X, float32 and float16.
 //   - Max, Min (opset 13): variadic with numpy broadcasting; a NaN operand gives NaN.
-//     float32, float16, int32, int64.
+//     float32, float16, int32, int64. Sum, Mean (opset 13, float32 and float16):
+//     folded the same way; Mean divides by the input count.
 //   - Mod (opset 13): fmod 0 (int32, int64; the divisor's sign) or 1 (also float32,
 //     float16; the dividend's sign). An integer divisor of 0 gives 0 instead of an
 //     error (the divisors are not read back).
@@ -115,11 +116,12 @@ class BinaryKernel final : public NnKernel {
   const NnTypes types_;
 };
 
-// Max, Min: folded pairwise into the output.
-class MinMaxKernel final : public NnKernel {
+// Max, Min, Sum, Mean: folded pairwise into the output.
+class VariadicKernel final : public NnKernel {
  public:
-  MinMaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary)
-      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary) {}
+  // `mean`: Mean, the sum (binary kAdd) divided by the input count.
+  VariadicKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, bool mean = false)
+      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary), mean_(mean) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -149,11 +151,13 @@ class MinMaxKernel final : public NnKernel {
       }));
       acc = &y;
     }
-    return OkStatus();
+    if (!mean_) return OkStatus();
+    return Launch([&] { return LaunchDivideInPlace(type, y.data, n, static_cast<float>(in.size()), stream()); });
   }
 
  private:
   const NnBinaryOp binary_;
+  const bool mean_;
 };
 
 class NotKernel final : public NnKernel {
@@ -208,8 +212,11 @@ Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext c
   for (const BinaryName& b : kBinaryOps) {
     REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, b.name, MakeCudaKernel<BinaryKernel>(context, b.op, b.types)));
   }
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Max", MakeCudaKernel<MinMaxKernel>(context, NnBinaryOp::kMax)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Min", MakeCudaKernel<MinMaxKernel>(context, NnBinaryOp::kMin)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Max", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kMax)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Min", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kMin)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sum", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kAdd)));
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "Mean", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kAdd, true)));
   return AddCudaKernel(registry, "Not", MakeCudaKernel<NotKernel>(context));
 }
 

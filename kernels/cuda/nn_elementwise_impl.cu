@@ -100,6 +100,18 @@ struct PReluOp {
   }
 };
 
+struct AddOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return Store<A>(scalar::Add()(Load(a), Load(b)));
+  }
+};
+
+template <typename T>
+__global__ void DivideKernel(T* y, int64_t n, float divisor) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = Store<T>(Load(y[i]) / divisor);
+}
+
 // Mod: scalar::Fmod (kFmod) or scalar::Mod in the element's compute type (float for
 // float16). An integer divisor of 0 gives 0 (the CPU kernel refuses it; the divisors
 // stay on the GPU).
@@ -285,6 +297,8 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
       return LaunchSameType<void, true>(MinMaxOp<true>{}, a_type, a, b, out, n, plan, stream);
     case NnBinaryOp::kMin:
       return LaunchSameType<void, true>(MinMaxOp<false>{}, a_type, a, b, out, n, plan, stream);
+    case NnBinaryOp::kAdd:
+      return LaunchSameType<void, false>(AddOp{}, a_type, a, b, out, n, plan, stream);
     case NnBinaryOp::kMod:
       return LaunchSameType<void, true>(ModOp<false>{}, a_type, a, b, out, n, plan, stream);
     case NnBinaryOp::kFmod:
@@ -321,6 +335,21 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
                                                     stream);
       }
       return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kOr>{}, a, b, out, n, plan, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case NnType::kFloat32:
+      LaunchKernel<DivideKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<float*>(y), n, divisor);
+      return cudaGetLastError();
+    case NnType::kFloat16:
+      LaunchKernel<DivideKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<__half*>(y), n, divisor);
+      return cudaGetLastError();
+    default:
+      break;
   }
   return cudaErrorInvalidValue;
 }

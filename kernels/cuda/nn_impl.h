@@ -222,6 +222,7 @@ enum class NnBinaryOp : uint8_t {
   kPRelu,  // a < 0 ? b * a : a.
   kMax,    // NaN operand gives NaN.
   kMin,
+  kAdd,   // a + b: Sum and Mean, folded pairwise (float32, float16).
   kMod,   // Mod with fmod = 0: the divisor's sign (int32, int64); a divisor of 0 gives 0.
   kFmod,  // Mod with fmod = 1: the dividend's sign (every type above).
   kEqual,  // bool output; float32/float16/int32/int64/bool inputs.
@@ -241,5 +242,8 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
 
 // Not: y[i] = x[i] == 0 (bool bytes).
 cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream);
+
+// y[i] = y[i] / divisor in float32 (Mean's last step); float32 or float16.
+cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

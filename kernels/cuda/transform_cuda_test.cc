@@ -529,6 +529,10 @@ TEST_F(TransformCudaTest, Cast) {
       Check("Cast", Attrs({{"to", code}}), {CastInput(from, rng_)});
     }
   }
+  // CastLike takes the second input's dtype.
+  for (const auto& [to, code] : onnx) {
+    Check("CastLike", {}, {CastInput(DType::kFloat32, rng_), RandomTensor(to, {2}, rng_)});
+  }
   // Shapes other than 1-D, and an empty tensor.
   Check("Cast", Attrs({{"to", int64_t{10}}}), {RandomTensor(DType::kFloat32, {3, 1, 5}, rng_)});
   Check("Cast", Attrs({{"to", int64_t{1}}}), {RandomTensor(DType::kFloat16, {0, 4}, rng_)});

@@ -1,5 +1,6 @@
 // CUDA kernels of the data-movement ops that read or convert values (host side):
-// Gather and GatherElements (indices on the device), Trilu, EyeLike, Pad, Where and Cast. Semantics, dtypes and the
+// Gather and GatherElements (indices on the device), Trilu, EyeLike, Pad, Where, Cast and
+// CastLike. Semantics, dtypes and the
 // differences from the CPU kernels: the comment at the top of transform.cc.
 
 #include <cuda_runtime_api.h>
@@ -267,6 +268,7 @@ Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext 
   REMEX_RETURN_IF_ERROR(AddKernel<EyeLikeKernel>(registry, "EyeLike", context));
   REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<CastKernel>(registry, "CastLike", context));
   return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
 }
 
