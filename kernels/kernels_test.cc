@@ -435,6 +435,23 @@ TEST(GlobalAveragePoolTest, Averages) {
   EXPECT_FALSE(r.Infer("GlobalAveragePool", {}, {HostTensor::Zeros(DType::kFloat32, {2, 2})}).ok());
 }
 
+TEST(GlobalMaxPoolTest, MaximaAndNan) {
+  OpRunner r;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto out = r.Run("GlobalMaxPool", {}, {HostTensor::Of<float>({1, 3, 2}, {1, -2, -5, -3, 4, nan})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 3, 1}));
+  const auto v = (*out)[0].Values<float>();
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[1], -3);
+  EXPECT_TRUE(std::isnan(v[2]));  // a NaN in the plane
+  auto d = r.Run("GlobalMaxPool", {}, {HostTensor::Of<double>({1, 1, 2, 2}, {0.5, 7.25, -1, 7})});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)[0].Values<double>(), (std::vector<double>{7.25}));
+  EXPECT_EQ(r.Infer("GlobalMaxPool", {}, {HostTensor::Zeros(DType::kInt32, {1, 1, 2})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(MaxPoolTest, PadsStridesAndIndices) {
   OpRunner r;
   // 1x1x3x3, kernel 2, stride 1, pads 1 on the end only.

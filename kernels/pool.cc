@@ -1,4 +1,5 @@
-// Pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool and LRN.
+// Pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool
+// and LRN.
 //
 // AveragePool (https://onnx.ai/onnx/operators/onnx__AveragePool.html), opsets 7, 10, 11:
 //   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))].
@@ -233,19 +234,48 @@ class MaxPoolKernel final : public ValidatedKernel {
 
 // ---------------------------------------------------------------------------
 
-StatusOr<std::vector<TensorInfo>> InferGlobalAveragePool(const Attributes&,
-                                                         std::span<const ShapeFnArg> in) {
-  if (in.size() != 1) return OpError(kGlobalAveragePool, "expects 1 input");
+// GlobalAveragePool and GlobalMaxPool (opset 1): X [N, C, D1, ...] (rank >= 3, float)
+// -> [N, C, 1, ...], the mean or the maximum of each (n, c) plane. The maximum is NaN
+// when the plane holds a NaN (numpy.max); an empty plane gives NaN for both.
+StatusOr<std::vector<TensorInfo>> InferGlobalPool(std::string_view op, std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(op, "expects 1 input");
   if (!IsFloatType(in[0].dtype)) {
-    return OpError(kGlobalAveragePool, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+    return OpError(op, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
   }
   if (in[0].shape.size() < 3) {
-    return OpError(kGlobalAveragePool, "X must have rank >= 3, got " + ShapeToString(in[0].shape));
+    return OpError(op, "X must have rank >= 3, got " + ShapeToString(in[0].shape));
   }
   Shape out = in[0].shape;
   for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
   return std::vector<TensorInfo>{{in[0].dtype, out}};
 }
+
+class GlobalMaxPoolKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t p = 0; p < planes; ++p) {
+        C m = size == 0 ? std::numeric_limits<C>::quiet_NaN() : -std::numeric_limits<C>::infinity();
+        for (int64_t i = 0; i < size; ++i) {
+          const C v = Load(x[p * size + i]);
+          if (std::isnan(v) || v > m) m = v;
+          if (std::isnan(m)) break;
+        }
+        y[p] = Store<T>(m);
+      }
+      return OkStatus();
+    });
+  }
+};
 
 class GlobalAveragePoolKernel final : public ValidatedKernel {
  public:
@@ -282,12 +312,14 @@ class GlobalAveragePoolKernel final : public ValidatedKernel {
   }
 };
 
-OpDef GlobalAveragePoolDef() {
+OpDef GlobalPoolDef(std::string_view op) {
   OpDef def;
-  def.name = std::string(kGlobalAveragePool);
-  def.infer = InferGlobalAveragePool;
+  def.name = std::string(op);
+  def.infer = [op](const Attributes&, std::span<const ShapeFnArg> in) { return InferGlobalPool(op, in); };
   return def;
 }
+OpDef GlobalAveragePoolDef() { return GlobalPoolDef(kGlobalAveragePool); }
+OpDef GlobalMaxPoolDef() { return GlobalPoolDef("GlobalMaxPool"); }
 
 // ---------------------------------------------------------------------------
 // AveragePool.
@@ -493,6 +525,7 @@ Status AddPoolOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(MaxPoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(AveragePoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(LrnDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalMaxPoolDef()));
   return registry.AddOp(GlobalAveragePoolDef());
 }
 
@@ -505,6 +538,7 @@ Status AddPoolCpuKernels(KernelRegistry& registry) {
       [](const Attributes& attrs) { return ParseAveragePoolAttrs(attrs).status(); }));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<LrnKernel>(
       registry, LrnDef(), [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GlobalMaxPoolKernel>(registry, GlobalMaxPoolDef()));
   return AddValidatedKernel<GlobalAveragePoolKernel>(registry, GlobalAveragePoolDef());
 }
 

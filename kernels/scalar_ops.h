@@ -254,6 +254,21 @@ struct Sign {
   REMEX_SCALAR_FN C operator()(C x) const { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x); }
 };
 
+// IsNaN-13: whether x is NaN.
+struct IsNaN {
+  template <typename C>
+  REMEX_SCALAR_FN bool operator()(C x) const { return x != x; }
+};
+// IsInf-10: whether x is +inf (counted when `positive`) or -inf (when `negative`).
+// x - x is NaN exactly for infinities and NaN.
+struct IsInf {
+  template <typename C>
+  REMEX_SCALAR_FN bool operator()(C x, bool negative, bool positive) const {
+    const bool inf = x == x && (x - x) != (x - x);
+    return inf && (x > C(0) ? positive : negative);
+  }
+};
+
 // ---------------------------------------------------------------------------
 // With scalar parameters after the data operand.
 

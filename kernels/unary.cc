@@ -1,7 +1,7 @@
 // Unary elementwise ops (ONNX semantics, opsets 1-17): Relu, LeakyRelu, HardSigmoid,
 // HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
 // Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round, Sign, Softplus,
-// Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink, Not; Clip (x with optional scalar
+// Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink, Not, IsNaN, IsInf; Clip (x with optional scalar
 // min and max); Dropout (inference: identity). The formulas are kernels/scalar_ops.h's;
 // the ops of the UnaryOps() table take float16/32/64 (Relu, Neg, Abs and Sign integers
 // too) and their attributes (alpha, beta, gamma, bias, lambd) with ONNX's defaults. The
@@ -158,6 +158,63 @@ class NotKernel final : public ValidatedKernel {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
     return OkStatus();
   }
+};
+
+// IsNaN (opset 9/13) and IsInf (opset 10): float input, bool output. IsInf's attributes
+// detect_negative and detect_positive (default 1) choose which infinities count.
+struct IsInfAttrs {
+  bool negative = true, positive = true;
+};
+
+StatusOr<IsInfAttrs> IsInfAttrsOf(const Attributes& attrs) {
+  IsInfAttrs a;
+  for (auto [name, flag] : {std::pair{"detect_negative", &a.negative}, std::pair{"detect_positive", &a.positive}}) {
+    StatusOr<int64_t> v = attrs.Int(name, 1);
+    if (!v.ok()) return OpError("IsInf", v.status().message());
+    *flag = *v != 0;
+  }
+  return a;
+}
+
+OpDef ClassifyDef(std::string name, int since) {
+  OpDef def;
+  def.name = name;
+  def.since_version = since;
+  def.traits = ElementwiseTraits();
+  def.infer = [name](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    if (in.size() != 1) return OpError(name, "expects 1 input");
+    if (!IsFloatType(in[0].dtype)) return OpError(name, "unsupported dtype " + DTypeStr(in[0].dtype) + " (float types only)");
+    if (name == "IsInf") REMEX_RETURN_IF_ERROR(IsInfAttrsOf(attrs).status());
+    return std::vector<TensorInfo>{{DType::kBool, in[0].shape}};
+  };
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
+  return def;
+}
+
+// IsNaN, or IsInf with `inf`.
+class ClassifyKernel final : public ValidatedKernel {
+ public:
+  ClassifyKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), inf_(def.name == "IsInf"), attrs_(*IsInfAttrsOf(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const int64_t n = *NumElements(in[0].shape);
+      const T* x = DataAs<const T>(in[0]);
+      bool* y = DataAs<bool>(out[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto v = Load(x[i]);
+        y[i] = inf_ ? scalar::IsInf()(v, attrs_.negative, attrs_.positive) : scalar::IsNaN()(v);
+      }
+      return OkStatus();
+    });
+  }
+
+ private:
+  const bool inf_;
+  const IsInfAttrs attrs_;
 };
 
 OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
@@ -392,6 +449,8 @@ OpDef DropoutDef(int since) {
 
 Status AddUnaryOpDefs(KernelRegistry& registry) {
   for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(registry.AddOp(UnaryOpDef(u)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(ClassifyDef("IsNaN", 9)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(ClassifyDef("IsInf", 10)));
   OpDef not_def = UnaryDef("Not", 1, TypeClass::kBool, ElementwiseTraits());
   not_def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kBool}; };
   REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(not_def)));
@@ -416,6 +475,9 @@ Status AddUnaryCpuKernels(KernelRegistry& registry) {
   KernelRegistry defs;
   REMEX_RETURN_IF_ERROR(AddUnaryOpDefs(defs));
   REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
+  REMEX_RETURN_IF_ERROR(AddKernel<ClassifyKernel>(registry, defs, "IsNaN"));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ClassifyKernel>(registry, *defs.FindOp("IsInf"),
+                                                           [](const Attributes& a) { return IsInfAttrsOf(a).status(); }));
   REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));

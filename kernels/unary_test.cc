@@ -197,5 +197,32 @@ TEST(UnaryOpsTest, FloatOnlyOpsRefuseIntegers) {
   }
 }
 
+TEST(UnaryOpsTest, IsNaNAndIsInf) {
+  OpRunner r;
+  const std::vector<float> x = {1.0f, kNaN, kInf, -kInf, 0.0f, -3e38f};
+  auto nan = r.Run("IsNaN", {}, {HostTensor::Of<float>({6}, x)});
+  ASSERT_TRUE(nan.ok()) << nan.status().ToString();
+  EXPECT_EQ((*nan)[0].dtype, DType::kBool);
+  EXPECT_EQ((*nan)[0].bytes, (std::vector<uint8_t>{0, 1, 0, 0, 0, 0}));
+  auto inf = r.Run("IsInf", {}, {HostTensor::Of<float>({6}, x)});
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ((*inf)[0].bytes, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0}));
+  inf = r.Run("IsInf", Attrs({{"detect_negative", int64_t{0}}}), {HostTensor::Of<float>({6}, x)});
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ((*inf)[0].bytes, (std::vector<uint8_t>{0, 0, 1, 0, 0, 0}));
+  inf = r.Run("IsInf", Attrs({{"detect_positive", int64_t{0}}}),
+              {HostTensor::Of<double>({3}, {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 1e308})});
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ((*inf)[0].bytes, (std::vector<uint8_t>{0, 1, 0}));
+  auto h = r.Run("IsNaN", {}, {HostTensor::Of<Half>({2}, {FloatToHalf(kNaN), FloatToHalf(65504.0f)})});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ((*h)[0].bytes, (std::vector<uint8_t>{1, 0}));
+  for (const char* op : {"IsNaN", "IsInf"}) {
+    auto st = r.Infer(op, {}, {HostTensor::Zeros(DType::kInt32, {2})});
+    EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_NE(st.status().message().find(op), std::string::npos) << st.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace remex::kernels

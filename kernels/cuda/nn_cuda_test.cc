@@ -236,7 +236,11 @@ TEST_F(NnCudaTest, GlobalAveragePool) {
     for (const Shape& s : {Shape{2, 3, 7, 5}, Shape{1, 4, 1}, Shape{2, 2, 33, 17}, Shape{1, 3, 2, 2, 2}}) {
       SCOPED_TRACE(ShapeToString(s));
       Check("GlobalAveragePool", {}, {Random(dt, s)}, kSums);
+      Check("GlobalMaxPool", {}, {Random(dt, s)}, kExact);
     }
+    HostTensor x = Random(dt, {2, 3, 40});
+    PutNan(x, 45);  // plane 1
+    Check("GlobalMaxPool", {}, {x}, kExact);
   }
 }
 
@@ -482,6 +486,20 @@ TEST_F(NnCudaTest, Comparisons) {
     Check(op, {}, {Random(DType::kBool, {2, 1, 6}), Random(DType::kBool, {5, 1})});
   }
   Check("Not", {}, {Random(DType::kBool, {3, 17})});
+  for (DType dt : kFloatTypes) {
+    HostTensor x = Random(dt, {4, 9}, -1e4, 1e4);
+    PutNan(x, 3);
+    PutNan(x, 20);
+    Check("IsNaN", {}, {x});
+    const double inf = std::numeric_limits<double>::infinity();
+    const HostTensor special = Make(dt, {6}, {1, std::nan(""), inf, -inf, 0, -2});
+    for (const HostTensor& t : {x, special}) {
+      Check("IsNaN", {}, {t});
+      Check("IsInf", {}, {t});
+      Check("IsInf", Attrs({{"detect_positive", int64_t{0}}}), {t});
+      Check("IsInf", Attrs({{"detect_negative", int64_t{0}}}), {t});
+    }
+  }
   // Mod: fmod 0 on integers (no zero divisors), fmod 1 on every type.
   for (DType dt : {DType::kInt32, DType::kInt64}) {
     Check("Mod", {}, {RandomInts(dt, {3, 4}, -20, 20), RandomInts(dt, {4}, 1, 7)});
@@ -511,14 +529,14 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
                          "Softmax", "LogSoftmax", "Hardmax", "NegativeLogLikelihoodLoss",
-                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
+                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize",
                          "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LeakyRelu",
                          "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
                          "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
                          "Acosh", "Atanh", "Ceil", "Floor", "Round", "Sign", "Softplus", "Softsign", "Elu",
                          "Celu", "Selu", "ThresholdedRelu", "Shrink", "Clip", "Pow", "PRelu", "Max", "Min",
                          "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-                         "Xor", "Not", "Mod", "Sum", "Mean"}) {
+                         "Xor", "Not", "Mod", "Sum", "Mean", "IsNaN", "IsInf"}) {
     EXPECT_NE(r->FindKernel(op, DeviceKind::kCuda), nullptr) << op;
   }
 }

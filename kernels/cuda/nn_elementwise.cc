@@ -15,6 +15,8 @@
 //   - Max, Min (opset 13): variadic with numpy broadcasting; a NaN operand gives NaN.
 //     float32, float16, int32, int64. Sum, Mean (opset 13, float32 and float16):
 //     folded the same way; Mean divides by the input count.
+//   - IsNaN (opset 13), IsInf (opset 10; detect_negative, detect_positive): float32 and
+//     float16 to bool.
 //   - Mod (opset 13): fmod 0 (int32, int64; the divisor's sign) or 1 (also float32,
 //     float16; the dividend's sign). An integer divisor of 0 gives 0 instead of an
 //     error (the divisors are not read back).
@@ -171,6 +173,27 @@ class NotKernel final : public NnKernel {
   }
 };
 
+// IsNaN, or IsInf with `inf` (detect_negative, detect_positive as the CPU reads them).
+class ClassifyKernel final : public NnKernel {
+ public:
+  ClassifyKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool inf)
+      : NnKernel(std::move(def), std::move(attrs), context), inf_(inf) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(int64_t negative, attrs().Int("detect_negative", 1));
+    REMEX_ASSIGN_OR_RETURN(int64_t positive, attrs().Int("detect_positive", 1));
+    return Launch([&] {
+      return LaunchClassify(type, inf_, negative != 0, positive != 0, in[0].data, out[0].data, Count(out[0].shape),
+                            stream());
+    });
+  }
+
+ private:
+  const bool inf_;
+};
+
 struct UnaryName {
   const char* name;
   NnUnaryOp op;
@@ -217,6 +240,8 @@ Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext c
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Sum", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kAdd)));
   REMEX_RETURN_IF_ERROR(
       AddCudaKernel(registry, "Mean", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kAdd, true)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "IsNaN", MakeCudaKernel<ClassifyKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "IsInf", MakeCudaKernel<ClassifyKernel>(context, true)));
   return AddCudaKernel(registry, "Not", MakeCudaKernel<NotKernel>(context));
 }
 

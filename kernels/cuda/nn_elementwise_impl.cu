@@ -108,6 +108,14 @@ struct AddOp {
 };
 
 template <typename T>
+__global__ void ClassifyKernel(const T* x, uint8_t* y, int64_t n, bool inf, bool negative, bool positive) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const float v = Load(x[i]);
+    y[i] = inf ? scalar::IsInf()(v, negative, positive) : scalar::IsNaN()(v);
+  }
+}
+
+template <typename T>
 __global__ void DivideKernel(T* y, int64_t n, float divisor) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = Store<T>(Load(y[i]) / divisor);
 }
@@ -347,6 +355,25 @@ cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, 
       return cudaGetLastError();
     case NnType::kFloat16:
       LaunchKernel<DivideKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<__half*>(y), n, divisor);
+      return cudaGetLastError();
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchClassify(NnType type, bool inf, bool negative, bool positive, const void* x, void* y, int64_t n,
+                           cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  uint8_t* out = static_cast<uint8_t*>(y);
+  switch (type) {
+    case NnType::kFloat32:
+      LaunchKernel<ClassifyKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<const float*>(x), out, n, inf,
+                                          negative, positive);
+      return cudaGetLastError();
+    case NnType::kFloat16:
+      LaunchKernel<ClassifyKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<const __half*>(x), out, n,
+                                           inf, negative, positive);
       return cudaGetLastError();
     default:
       break;

@@ -114,6 +114,11 @@ cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices,
 cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
                               const PoolGeometry& g, cudaStream_t stream);
 
+// GlobalMaxPool: y[p] = the maximum of the `size` elements of plane p; NaN when the
+// plane holds a NaN or is empty (as kernels/pool.cc).
+cudaError_t LaunchGlobalMaxPool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
+                                cudaStream_t stream);
+
 // GlobalAveragePool: y[p] = mean of the `size` elements of plane p (NaN when size is 0).
 cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
                                     cudaStream_t stream);
@@ -242,6 +247,11 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const vo
 
 // Not: y[i] = x[i] == 0 (bool bytes).
 cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream);
+
+// IsNaN (`inf` false) or IsInf: y[i] (bool) = scalar_ops.h's IsNaN()(x[i]) or
+// IsInf()(x[i], negative, positive). x float32 or float16.
+cudaError_t LaunchClassify(NnType type, bool inf, bool negative, bool positive, const void* x, void* y, int64_t n,
+                           cudaStream_t stream);
 
 // y[i] = y[i] / divisor in float32 (Mean's last step); float32 or float16.
 cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, cudaStream_t stream);

@@ -6,7 +6,7 @@
 //     storage_order; the optional Indices output) and AveragePool (opsets 7-19:
 //     count_include_pad, ceil_mode, dilations), 1-D to 3-D over NCHW-ordered [N, C, ...]
 //     (the CPU kernels take no layout attribute). float32 and float16.
-//   - GlobalAveragePool (opset 1), float32 and float16.
+//   - GlobalAveragePool and GlobalMaxPool (opset 1), float32 and float16.
 //   - Resize-10, -11 and -13, any rank up to 8: nearest (every nearest_mode, any dtype
 //     of 1, 2, 4 or 8 bytes), linear and cubic (cubic_coeff_a, exclude_outside;
 //     float32 and float16); every coordinate_transformation_mode the CPU kernel takes,
@@ -113,18 +113,25 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, c
       std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(a.window), a.count_include_pad));
 }
 
-class GlobalAveragePoolKernel final : public NnKernel {
+// GlobalAveragePool, or GlobalMaxPool with `max`.
+class GlobalPoolKernel final : public NnKernel {
  public:
-  using NnKernel::NnKernel;
+  GlobalPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool max)
+      : NnKernel(std::move(def), std::move(attrs), context), max_(max) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     const int64_t planes = in[0].shape[0] * in[0].shape[1];
     const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
-    return Launch(
-        [&] { return LaunchGlobalAveragePool(type, in[0].data, out[0].data, planes, size, stream()); });
+    return Launch([&] {
+      return max_ ? LaunchGlobalMaxPool(type, in[0].data, out[0].data, planes, size, stream())
+                  : LaunchGlobalAveragePool(type, in[0].data, out[0].data, planes, size, stream());
+    });
   }
+
+ private:
+  const bool max_;
 };
 
 // ---------------------------------------------------------------------------
@@ -252,7 +259,9 @@ Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context)
   using std::placeholders::_2;
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalAveragePoolKernel>(context)));
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalPoolKernel>(context, false)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalMaxPool", MakeCudaKernel<GlobalPoolKernel>(context, true)));
   for (int definition : {10, 11, 13}) {
     REMEX_RETURN_IF_ERROR(
         AddCudaKernel(registry, "Resize", definition, std::bind(MakeResize, context, definition, _1, _2)));

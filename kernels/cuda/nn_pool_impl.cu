@@ -128,6 +128,22 @@ __global__ void AveragePoolKernel(const T* x, T* y, bool count_include_pad, Pool
   }
 }
 
+// The larger of a and b, NaN when either is: order-independent, so the tree reduction
+// gives the CPU kernel's result.
+__device__ __forceinline__ float MaxOrNan(float a, float b) { return isnan(a) || isnan(b) ? NAN : fmaxf(a, b); }
+
+template <typename T>
+__global__ void GlobalMaxPoolKernel(const T* x, T* y, int64_t planes, int64_t size) {
+  __shared__ float scratch[32];
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const T* row = x + p * size;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) m = MaxOrNan(m, Load(row[j]));
+    m = BlockReduce(m, MaxOrNan, scratch);
+    if (threadIdx.x == 0) y[p] = Store<T>(size == 0 ? NAN : m);
+  }
+}
+
 template <typename T>
 __global__ void GlobalAveragePoolKernel(const T* x, T* y, int64_t planes, int64_t size) {
   __shared__ float scratch[32];
@@ -356,6 +372,14 @@ cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_in
   REMEX_NN_DISPATCH_FLOAT(
       type, (LaunchKernel<AveragePoolKernel<T>>(Blocks(n), kThreads, 0, stream, As<T>(x), static_cast<T*>(y),
                                                 count_include_pad, g)));
+}
+
+cudaError_t LaunchGlobalMaxPool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
+                                cudaStream_t stream) {
+  if (planes <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(
+      type, (LaunchKernel<GlobalMaxPoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
+                                                  static_cast<T*>(y), planes, size)));
 }
 
 cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
