@@ -1,6 +1,7 @@
 #include "host_client/compiler/onnx_import.h"
 
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <cstring>
 #include <fstream>
@@ -24,9 +25,28 @@ struct Upgrade {
   int to;
 };
 constexpr Upgrade kUpgrades[] = {
-    {"Clip", 6, 11},   // min/max attributes -> optional inputs 1 and 2.
+    {"Clip", 1, 11},   // min/max attributes -> optional inputs 1 and 2.
     {"Slice", 1, 10},  // starts/ends/axes attributes -> inputs.
+    // Opsets 1-6: the legacy `broadcast` / `axis` attributes (see LegacyBroadcast).
+    {"Add", 1, 7}, {"Sub", 1, 7}, {"Mul", 1, 7}, {"Div", 1, 7}, {"Pow", 1, 7},
+    {"Equal", 1, 7}, {"Less", 1, 7}, {"Greater", 1, 7}, {"And", 1, 7}, {"Or", 1, 7}, {"Xor", 1, 7},
+    // Opsets 1-6: is_test / spatial (BatchNormalization), broadcast (Gemm), is_test
+    // (Dropout) attributes that the opset-7 definitions dropped.
+    {"BatchNormalization", 1, 7}, {"Gemm", 1, 7}, {"Dropout", 1, 7},
+    // Opsets 1-5: `consumed_inputs`, the only difference from the opset-6 definitions.
+    {"Relu", 1, 6}, {"Sigmoid", 1, 6}, {"Tanh", 1, 6}, {"Exp", 1, 6}, {"Log", 1, 6}, {"Neg", 1, 6},
+    {"Abs", 1, 6}, {"Reciprocal", 1, 6}, {"Sqrt", 1, 6}, {"Ceil", 1, 6}, {"Floor", 1, 6}, {"Elu", 1, 6},
+    {"LeakyRelu", 1, 6}, {"HardSigmoid", 1, 6}, {"Selu", 1, 6},
 };
+
+// The binary ops whose opsets 1-6 definitions broadcast only with broadcast = 1, B's
+// dims aligned with A's from `axis` (default: A's last dims, as numpy aligns them).
+bool LegacyBroadcast(std::string_view op) {
+  for (std::string_view o : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Or", "Xor"}) {
+    if (o == op) return true;
+  }
+  return false;
+}
 
 const Upgrade* UpgradeOf(std::string_view op) {
   for (const Upgrade& u : kUpgrades) {
@@ -111,6 +131,7 @@ class Importer {
 
   StatusOr<Graph> Import(const onnx::ModelProto& model) {
     REMEX_RETURN_IF_ERROR(ReadOpset(model));
+    if (graph_.opset < 7) LegacyRanks(model);
     const onnx::GraphProto& g = model.graph();
     std::set<std::string> initializer_names;
     for (const auto& init : g.initializer()) {
@@ -296,8 +317,10 @@ class Importer {
   }
 
   // Rewrites the older forms of kUpgrades: attributes that later opsets turned into
-  // inputs become inputs.
+  // inputs become inputs, and the opsets 1-6 attributes go where the opset-7
+  // definition means the same without them (refused where it does not).
   Status Normalise(Node& node, const std::string& where) {
+    if (graph_.opset < 7) REMEX_RETURN_IF_ERROR(NormaliseLegacy(node, where));
     auto take_ints = [&](const char* name) -> std::optional<std::vector<int64_t>> {
       auto it = node.attrs.all().find(name);
       if (it == node.attrs.all().end()) return std::nullopt;
@@ -332,6 +355,91 @@ class Importer {
       if (axes) add("axes", *axes);
       node.attrs = kernels::Attributes();
     }
+    return OkStatus();
+  }
+
+  // The ranks ONNX's own shape inference gives the values of an opsets 1-6 model, for
+  // the legacy broadcast axis (which needs A's rank before Remex's shape inference
+  // runs). Initializers keep their types, not their data. Values it cannot type are
+  // left out.
+  void LegacyRanks(const onnx::ModelProto& model) {
+    onnx::ModelProto copy = model;
+    for (auto& init : *copy.mutable_graph()->mutable_initializer()) {
+      init.clear_raw_data();
+      init.clear_float_data();
+      init.clear_int64_data();
+      init.clear_int32_data();
+      init.clear_double_data();
+    }
+    try {
+      onnx::shape_inference::InferShapes(copy);
+    } catch (const std::exception&) {
+      return;  // The ranks stay unknown; NormaliseLegacy says so where it needs one.
+    }
+    for (const auto& vi : copy.graph().value_info()) {
+      if (vi.type().tensor_type().has_shape()) legacy_ranks_[vi.name()] = vi.type().tensor_type().shape().dim_size();
+    }
+  }
+
+  // Opsets 1-6 (ONNX's Changelog, the definitions before opset 7):
+  //   - consumed_inputs (opsets 1-5) is a memory hint: dropped;
+  //   - broadcast = 0 needs equal shapes and broadcast = 1 without axis aligns B with A's
+  //     last dims: both are cases of numpy broadcasting, so the attributes are dropped;
+  //     broadcast = 1 with an axis that is not A's default alignment reshapes B (a
+  //     constant, A of known rank) to A's rank with trailing 1s, and is refused
+  //     otherwise;
+  //   - BatchNormalization's is_test = 1 and spatial = 1 are opset 7's semantics (other
+  //     values are refused); Gemm's broadcast and Dropout's is_test are dropped.
+  Status NormaliseLegacy(Node& node, const std::string& where) {
+    kernels::Attributes attrs;
+    std::optional<int64_t> broadcast, axis;
+    for (const auto& [name, value] : node.attrs.all()) {
+      if (name == "consumed_inputs") continue;
+      const int64_t* i = std::get_if<int64_t>(&value);
+      if (LegacyBroadcast(node.op) && (name == "broadcast" || name == "axis")) {
+        if (!i) return InvalidArgument(where + ": attribute '" + name + "' must be an int");
+        (name == "broadcast" ? broadcast : axis) = *i;
+        continue;
+      }
+      if (node.op == "BatchNormalization" && (name == "is_test" || name == "spatial")) {
+        if (!i || *i != 1) {
+          return Unimplemented(where + ": BatchNormalization with " + name + " = 0 (opset " +
+                               std::to_string(graph_.opset) + ") is not supported");
+        }
+        continue;
+      }
+      if ((node.op == "Gemm" && name == "broadcast") || (node.op == "Dropout" && name == "is_test")) continue;
+      attrs.Set(name, value);
+    }
+    node.attrs = std::move(attrs);
+    if (!axis || broadcast.value_or(0) == 0 || node.inputs.size() != 2) return OkStatus();
+    // B aligned at `axis` of A: numpy's alignment when B reaches A's last dim.
+    if (node.inputs[0] < 0 || node.inputs[1] < 0) return OkStatus();  // CheckArity refuses it.
+    const Value& a = graph_.values[node.inputs[0]];
+    const Value& b = graph_.values[node.inputs[1]];
+    int64_t rank_a = static_cast<int64_t>(a.shape.size());
+    if (!a.rank_known) {
+      auto it = legacy_ranks_.find(a.name);
+      if (it == legacy_ranks_.end()) {
+        return Unimplemented(where + ": " + node.op + " with broadcast axis " + std::to_string(*axis) +
+                             " (opset " + std::to_string(graph_.opset) + ") needs the rank of its first input");
+      }
+      rank_a = it->second;
+    }
+    const int64_t rank_b = static_cast<int64_t>(b.shape.size());
+    if (*axis < 0 || *axis + rank_b > rank_a) {
+      return InvalidArgument(where + ": broadcast axis " + std::to_string(*axis) + " does not fit B of rank " +
+                             std::to_string(rank_b) + " into A of rank " + std::to_string(rank_a));
+    }
+    const int64_t trailing = rank_a - *axis - rank_b;
+    if (trailing == 0) return OkStatus();
+    if (!b.constant) {
+      return Unimplemented(where + ": " + node.op + " with broadcast axis " + std::to_string(*axis) +
+                           " of a non-constant B (opset " + std::to_string(graph_.opset) + ") is not supported");
+    }
+    vm::ConstantDef c = graph_.constants[*b.constant];
+    c.shape.insert(c.shape.end(), static_cast<size_t>(trailing), 1);
+    node.inputs[1] = graph_.AddConstant(node.name + ".B", std::move(c));
     return OkStatus();
   }
 
@@ -492,6 +600,7 @@ class Importer {
     return region;
   }
 
+  std::map<std::string, int64_t> legacy_ranks_;  // LegacyRanks
   const kernels::KernelRegistry& registry_;
   const std::map<std::string, Shape>& input_shapes_;
   Graph graph_;

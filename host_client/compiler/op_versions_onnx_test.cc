@@ -74,7 +74,10 @@ TEST(OpVersionsOnnxTest, NodesBindToTheEntryOfTheModelsOpset) {
                                          {9, "Flatten", 1},
                                          {11, "Flatten", 11},
                                          {6, "Relu", 6},
-                                         {9, "Clip", 11},  // Clip-6, rewritten as Clip-11.
+                                         {5, "Relu", 6},     // Relu-1 without consumed_inputs is Relu-6.
+                                         {1, "Sigmoid", 6},
+                                         {5, "Clip", 11},    // Clip-1, rewritten as Clip-11.
+                                         {9, "Clip", 11},    // Clip-6, rewritten as Clip-11.
                                          {13, "Clip", 11}}) {
     SCOPED_TRACE(std::string(c.op) + " at opset " + std::to_string(c.opset));
     auto graph = ImportOnnxBytes(OneOp(c.opset, c.op).Bytes(), Registry());
@@ -107,6 +110,87 @@ TEST(OpVersionsOnnxTest, SoftmaxOfOpset11RunsAsSoftmax1ThroughTheExecutable) {
   EXPECT_EQ(RunFloat32(*def13, {1, 2, 2}, {0, 0, 0, 0}), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
 }
 
+// Opsets 1-6 (the definitions before opset 7): the legacy attributes are normalised
+// into the opset-7 forms where that is exact, and refused where it is not.
+std::vector<float> CompileAndRun(const OnnxModelBuilder& b, const Shape& shape, const std::vector<float>& x) {
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return {};
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  EXPECT_TRUE(def.ok()) << def.status().ToString();
+  if (!def.ok()) return {};
+  return RunFloat32(*def, shape, x);
+}
+
+TEST(OpVersionsOnnxTest, Opset6BroadcastAxisConsumedInputsAndBatchNormRun) {
+  // y = Relu(x * s + b) per channel, as an opset-6 exporter wrote it: Mul and Add with
+  // broadcast = 1, axis = 1 and [C] constants; Relu-1 with consumed_inputs.
+  OnnxModelBuilder b(6);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 2, 2}).Output("y", onnx::TensorProto::FLOAT, {1, 2, 2, 2});
+  b.FloatInit("s", {2}, {2, -1});
+  b.FloatInit("b", {2}, {0.5f, 10});
+  auto* mul = b.Node("Mul", {"x", "s"}, {"m"}, "mul");
+  OnnxModelBuilder::IntAttr(mul, "broadcast", 1);
+  OnnxModelBuilder::IntAttr(mul, "axis", 1);
+  auto* add = b.Node("Add", {"m", "b"}, {"a"}, "add");
+  OnnxModelBuilder::IntAttr(add, "broadcast", 1);
+  OnnxModelBuilder::IntAttr(add, "axis", 1);
+  OnnxModelBuilder::IntsAttr(b.Node("Relu", {"a"}, {"y"}, "relu"), "consumed_inputs", {0});
+  EXPECT_EQ(CompileAndRun(b, {1, 2, 2, 2}, {1, 2, 3, 4, 1, 2, 3, 20}),
+            (std::vector<float>{2.5f, 4.5f, 6.5f, 8.5f, 9, 8, 7, 0}));
+
+  // broadcast = 1 without axis aligns B with A's last dims, as numpy does.
+  OnnxModelBuilder t(6);
+  t.Input("x", onnx::TensorProto::FLOAT, {2, 3}).Output("y", onnx::TensorProto::FLOAT, {2, 3});
+  t.FloatInit("c", {3}, {1, 2, 3});
+  OnnxModelBuilder::IntAttr(t.Node("Sub", {"x", "c"}, {"y"}, "sub"), "broadcast", 1);
+  EXPECT_EQ(CompileAndRun(t, {2, 3}, {1, 1, 1, 5, 5, 5}), (std::vector<float>{0, -1, -2, 4, 3, 2}));
+
+  // BatchNormalization-6 with is_test = 1, spatial = 1 and consumed_inputs.
+  OnnxModelBuilder n(6);
+  n.Input("x", onnx::TensorProto::FLOAT, {1, 2, 1, 2}).Output("y", onnx::TensorProto::FLOAT, {1, 2, 1, 2});
+  n.FloatInit("scale", {2}, {1, 2}).FloatInit("bias", {2}, {0, 1}).FloatInit("mean", {2}, {1, 0});
+  n.FloatInit("var", {2}, {1, 4});
+  auto* bn = n.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn");
+  OnnxModelBuilder::IntAttr(bn, "is_test", 1);
+  OnnxModelBuilder::IntAttr(bn, "spatial", 1);
+  OnnxModelBuilder::FloatAttr(bn, "epsilon", 0);
+  OnnxModelBuilder::IntsAttr(bn, "consumed_inputs", {0, 0, 0, 1, 1});
+  EXPECT_EQ(CompileAndRun(n, {1, 2, 1, 2}, {1, 3, 2, -2}), (std::vector<float>{0, 2, 3, -1}));
+}
+
+TEST(OpVersionsOnnxTest, Opset6FormsWithoutAnExactRewriteAreRefused) {
+  struct Case {
+    std::string what;
+    OnnxModelBuilder model;
+    const char* mention;
+  };
+  std::vector<Case> cases;
+  {  // BatchNormalization in training mode.
+    OnnxModelBuilder n(6);
+    n.Input("x", onnx::TensorProto::FLOAT, {1, 1, 1, 1}).Output("y", onnx::TensorProto::FLOAT, {1, 1, 1, 1});
+    n.FloatInit("s", {1}, {1}).FloatInit("b", {1}, {0}).FloatInit("m", {1}, {0}).FloatInit("v", {1}, {1});
+    OnnxModelBuilder::IntAttr(n.Node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"), "is_test", 0);
+    cases.push_back({"is_test 0", n, "is_test = 0"});
+  }
+  {  // A broadcast axis on a non-constant B.
+    OnnxModelBuilder a(6);
+    a.Input("x", onnx::TensorProto::FLOAT, {1, 2, 2}).Input("z", onnx::TensorProto::FLOAT, {2});
+    a.Output("y", onnx::TensorProto::FLOAT, {1, 2, 2});
+    auto* add = a.Node("Add", {"x", "z"}, {"y"}, "add");
+    OnnxModelBuilder::IntAttr(add, "broadcast", 1);
+    OnnxModelBuilder::IntAttr(add, "axis", 1);
+    cases.push_back({"axis of a non-constant", a, "non-constant B"});
+  }
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto graph = ImportOnnxBytes(c.model.Bytes(), Registry());
+    ASSERT_FALSE(graph.ok());
+    EXPECT_EQ(graph.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(graph.status().message().find(c.mention), std::string::npos) << graph.status().message();
+  }
+}
+
 TEST(OpVersionsOnnxTest, AnOpsetNoEntryCoversIsRefusedNamingOpOpsetAndVersions) {
   struct Case {
     int opset;
@@ -117,8 +201,7 @@ TEST(OpVersionsOnnxTest, AnOpsetNoEntryCoversIsRefusedNamingOpOpsetAndVersions) 
            {9, "Range", {"Range at opset 9", "opsets 11+", "'n0'"}},
            {4, "Reshape", {"Reshape at opset 4", "opsets 5+"}},
            {9, "Resize", {"Resize at opset 9", "opsets 10, 11-12, 13+"}},
-           {5, "Relu", {"Relu at opset 5", "opsets 6+"}},
-           {5, "Clip", {"Clip at opset 5", "opsets 6-10 (as Clip-11), 11+"}}}) {
+           {3, "Concat", {"Concat at opset 3", "opsets 4+"}}}) {
     SCOPED_TRACE(std::string(c.op) + " at opset " + std::to_string(c.opset));
     auto graph = ImportOnnxBytes(OneOp(c.opset, c.op).Bytes(), Registry());
     ASSERT_FALSE(graph.ok());
