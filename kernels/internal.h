@@ -42,6 +42,9 @@ Status AddNormCpuKernels(KernelRegistry& registry);
 // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (kernels/loss.cc).
 Status AddLossOpDefs(KernelRegistry& registry);
 Status AddLossCpuKernels(KernelRegistry& registry);
+// CumSum (kernels/cumsum.cc).
+Status AddCumSumOpDefs(KernelRegistry& registry);
+Status AddCumSumCpuKernels(KernelRegistry& registry);
 // Trilu, EyeLike (kernels/diagonal.cc).
 Status AddDiagonalOpDefs(KernelRegistry& registry);
 Status AddDiagonalCpuKernels(KernelRegistry& registry);

@@ -107,6 +107,15 @@ struct EyeLikeAttrs {
 };
 StatusOr<EyeLikeAttrs> EyeLikeAttrsOf(const Attributes& attrs, DType input_dtype);
 
+// CumSum (kernels/cumsum.cc): x viewed as [outer, n, inner] around the axis (input 1,
+// on the host), and the exclusive and reverse attributes. INVALID_ARGUMENT "CumSum: ..."
+// for a dtype CumSum does not take, a bad axis or flag.
+struct CumSumView {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool exclusive = false, reverse = false;
+};
+StatusOr<CumSumView> CumSumViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h

@@ -1,5 +1,5 @@
 // CUDA kernels of the misc group (host side): the shape-arithmetic ops, Dropout,
-// TopK and LRN. Device code in misc_impl.cu.
+// TopK, LRN and CumSum. Device code in misc_impl.cu.
 //
 // Semantics are the CPU kernels' (kernels/tensor.cc, kernels/generate.cc,
 // kernels/unary.cc, kernels/reduce.cc, kernels/pool.cc), which follow ONNX:
@@ -21,6 +21,8 @@
 //     every number, equal values by ascending index), as the CPU kernel does.
 //   - LRN, opsets 1-13: size, alpha, beta, bias; float32, float16 (computed in
 //     float32) and float64.
+//   - CumSum, opsets 11-14 (kernels/cumsum.cc): axis on the host, exclusive, reverse;
+//     float32, float16, float64, int32, int64 (uint32 and uint64 are the CPU's only).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
 
 #include <cuda_runtime_api.h>
@@ -255,6 +257,25 @@ class TopKKernel final : public CudaKernel {
 };
 
 // ---------------------------------------------------------------------------
+// CumSum: x (device), axis (host); the view and flags are the CPU kernel's.
+
+class CumSumKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
+    REMEX_ASSIGN_OR_RETURN(internal::CumSumView v, internal::CumSumViewOf(attrs(), internal::ToShapeArgs(in)));
+    if (v.outer * v.n * v.inner == 0) return OkStatus();
+    return Launch([&] {
+      return LaunchCumSum(*type, in[0].data, out[0].data, v.outer, v.n, v.inner, v.exclusive, v.reverse, stream());
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------
 // LRN.
 
 class LrnKernel final : public CudaKernel {
@@ -325,6 +346,7 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeMiscKernel<DropoutKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeMiscKernel<DropoutKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<CumSumKernel>(registry, "CumSum", context));
   return AddMiscKernel<LrnKernel>(registry, "LRN", context,
                                   [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });
 }

@@ -168,7 +168,7 @@ class MiscCudaTest : public testing::CudaStreamTest {
 // ---------------------------------------------------------------------------
 // Without a GPU: registration, attribute checks and the checks before any launch.
 
-constexpr const char* kMiscOps[] = {"Shape", "Size", "ConstantOfShape", "Range", "Dropout", "TopK", "LRN"};
+constexpr const char* kMiscOps[] = {"Shape", "Size", "ConstantOfShape", "Range", "Dropout", "TopK", "LRN", "CumSum"};
 
 TEST(MiscCudaRegistration, RegistersEveryOp) {
   auto registry = CudaRegistry({});
@@ -460,6 +460,25 @@ HostTensor TopKData(DType dtype, const Shape& s, std::mt19937& rng, int64_t dist
     }
   }
   return t;
+}
+
+// CumSum adds in the CPU kernel's order and type: the results are the same bits.
+TEST_F(MiscCudaTest, CumSum) {
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt32, DType::kInt64};
+  for (int iter = 0; iter < 60; ++iter) {
+    const DType dtype = types[iter % std::size(types)];
+    const Shape s = RandomShape(rng_, 1, 4, 1, 9);
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = Uniform(rng_, -rank, rank - 1);
+    Attributes attrs = Attrs({{"exclusive", Uniform(rng_, 0, 1)}, {"reverse", Uniform(rng_, 0, 1)}});
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s) + " axis " + std::to_string(axis));
+    HostTensor x = TopKData(dtype, s, rng_, 50);
+    if (iter % 2) {
+      Check("CumSum", attrs, {x, I64({axis})});
+    } else {
+      Check("CumSum", attrs, {x, HostTensor::Of<int32_t>({}, {static_cast<int32_t>(axis)})});
+    }
+  }
 }
 
 TEST_F(MiscCudaTest, TopK) {

@@ -264,6 +264,62 @@ cudaError_t LaunchRange(const RangeArgs& a, void* out, int64_t n, cudaStream_t s
   return cudaGetLastError();
 }
 
+namespace {
+
+template <typename T, typename C>
+__global__ void CumSumKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                             bool reverse) {
+  for (int64_t line = GlobalThread(); line < outer * inner; line += GridThreads()) {
+    const int64_t o = line / inner;
+    const int64_t i = line % inner;
+    C sum = C(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+      C v;
+      if constexpr (std::is_same_v<T, __half>) {
+        v = __half2float(x[at]);
+      } else {
+        v = static_cast<C>(x[at]);
+      }
+      if (!exclusive) sum = static_cast<C>(sum + v);
+      if constexpr (std::is_same_v<T, __half>) {
+        y[at] = __float2half_rn(sum);
+      } else {
+        y[at] = static_cast<T>(sum);
+      }
+      if (exclusive) sum = static_cast<C>(sum + v);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchCumSum(MiscType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t stream) {
+  if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;
+  const unsigned blocks = Blocks(outer * inner);
+  auto go = [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    LaunchKernel<CumSumKernel<T, C>>(blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y), outer,
+                                     n, inner, exclusive, reverse);
+    return cudaGetLastError();
+  };
+  switch (type) {
+    case MiscType::kFloat32:
+      return go(float{}, float{});
+    case MiscType::kFloat16:
+      return go(__half{}, float{});
+    case MiscType::kFloat64:
+      return go(double{}, double{});
+    case MiscType::kInt32:
+      return go(int32_t{}, uint32_t{});
+    case MiscType::kInt64:
+      return go(int64_t{}, uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 cudaError_t LaunchTopK(MiscType type, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
                        int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
   if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;

@@ -59,4 +59,10 @@ struct LrnArgs {
 };
 cudaError_t LaunchLrn(MiscType type, const void* x, void* y, const LrnArgs& args, cudaStream_t stream);
 
+// CumSum of x [outer, n, inner] along n, as kernels/cumsum.cc: one thread per line adds
+// in the CPU kernel's order and type (float32 for float16, float32 and float64 in their
+// own type, int32 and int64 wrapping). outer * inner > 0.
+cudaError_t LaunchCumSum(MiscType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t stream);
+
 }  // namespace remex::kernels::cuda
