@@ -42,6 +42,9 @@ Status AddNormCpuKernels(KernelRegistry& registry);
 // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (kernels/loss.cc).
 Status AddLossOpDefs(KernelRegistry& registry);
 Status AddLossCpuKernels(KernelRegistry& registry);
+// ScatterElements, Scatter (kernels/scatter.cc).
+Status AddScatterOpDefs(KernelRegistry& registry);
+Status AddScatterCpuKernels(KernelRegistry& registry);
 // CumSum (kernels/cumsum.cc).
 Status AddCumSumOpDefs(KernelRegistry& registry);
 Status AddCumSumCpuKernels(KernelRegistry& registry);

@@ -116,6 +116,16 @@ struct CumSumView {
 };
 StatusOr<CumSumView> CumSumViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
+// ScatterElements and Scatter (kernels/scatter.cc): the normalised axis and the
+// reduction, after checking the inputs (indices of data's rank and at most its dims,
+// updates of the indices' shape and data's dtype). INVALID_ARGUMENT "<op>: ...".
+using ::remex::kernels::ScatterReduction;  // kernels/op_enums.h
+struct ScatterView {
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
+StatusOr<ScatterView> ScatterViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);
+
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h

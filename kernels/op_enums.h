@@ -55,4 +55,7 @@ enum class SoftmaxMode : uint8_t { kSoftmax, kLogSoftmax, kHardmax };
 // (kernels/loss.cc).
 enum class LossReduction : uint8_t { kNone, kSum, kMean };
 
+// ScatterElements' `reduction` (kernels/scatter.cc).
+enum class ScatterReduction : uint8_t { kNone, kAdd, kMul };
+
 }  // namespace remex::kernels

@@ -13,6 +13,9 @@
 //     copy each (per input for Concat, per output for Split).
 //   Gather-13 (axis, int32 / int64 indices, negative indices), GatherElements-13
 //     (likewise, indices of data's rank; at most kMaxCopyRank dims).
+//   ScatterElements-11/13/16 and Scatter-9 (reduction none, add, mul; an index out of
+//     range is skipped; "add"/"mul" run the updates in order in one thread, float16,
+//     float32, float64, int32, int64).
 //   Trilu-14 (upper, k on the host), EyeLike-9 (dtype, k): kernels/diagonal_ops.h's rules.
 //   Pad-13 (constant, reflect, edge; pads and constant_value as attributes before 11,
 //     as inputs from 11).

@@ -384,6 +384,39 @@ TEST_F(TransformCudaTest, GatherElements) {
   }
 }
 
+TEST_F(TransformCudaTest, ScatterElements) {
+  for (int iter = 0; iter < 60; ++iter) {
+    const Shape s = RandomShape(rng_, 1, 4);
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = Uniform(rng_, -rank, rank - 1);
+    const int64_t a = axis < 0 ? axis + rank : axis;
+    // Indices within data's dims; along the axis a permutation prefix, so that "none"
+    // has no duplicate targets (ONNX leaves their winner undefined).
+    Shape is = s;
+    for (int64_t d = 0; d < rank; ++d) is[d] = Uniform(rng_, 1, s[d]);
+    std::vector<int64_t> idx(static_cast<size_t>(*NumElements(is)));
+    const int64_t inner = *NumElements(Shape(is.begin() + a + 1, is.end()));
+    for (size_t i = 0; i < idx.size(); ++i) {
+      const int64_t k = (static_cast<int64_t>(i) / inner) % is[a];
+      idx[i] = iter % 3 == 0 ? k - s[a] : k;  // negative indices every third iteration
+    }
+    const char* reductions[] = {"none", "add", "mul"};
+    const std::string reduction = reductions[iter % 3];
+    const DType dtype = reduction == "none" ? RandomMoveType(rng_) : (iter % 2 ? DType::kFloat32 : DType::kInt64);
+    Attributes attrs = Attrs({{"axis", axis}, {"reduction", reduction}});
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s) + " axis " + std::to_string(axis) + " " + reduction);
+    HostTensor indices = iter % 2 ? HostTensor::Of<int64_t>(is, idx)
+                                  : HostTensor::Of<int32_t>(is, std::vector<int32_t>(idx.begin(), idx.end()));
+    Check("ScatterElements", attrs, {RandomTensor(dtype, s, rng_), std::move(indices), RandomTensor(dtype, is, rng_)});
+  }
+  // Duplicate targets with add: the updates accumulate in order on both devices.
+  Check("ScatterElements", Attrs({{"reduction", std::string("add")}}),
+        {RandomTensor(DType::kFloat32, {4}, rng_), HostTensor::Of<int64_t>({6}, {1, 1, 3, 1, 0, 3}),
+         RandomTensor(DType::kFloat32, {6}, rng_)});
+  Check("Scatter-10", {}, {RandomTensor(DType::kFloat16, {3, 3}, rng_), HostTensor::Of<int64_t>({2, 3}, {1, 0, 2, 0, 2, 1}),
+                           RandomTensor(DType::kFloat16, {2, 3}, rng_)});
+}
+
 TEST_F(TransformCudaTest, TriluAndEyeLike) {
   for (int iter = 0; iter < 40; ++iter) {
     const Shape s = RandomShape(rng_, 2, 4);

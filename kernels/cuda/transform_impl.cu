@@ -256,6 +256,51 @@ __device__ __forceinline__ To Convert(From v) {
   }
 }
 
+// The element a scatter index points to, or -1 when it is out of range.
+template <typename Idx>
+__device__ __forceinline__ int64_t ScatterTarget(const Idx* indices, int64_t i, const GatherElementsPlan& plan) {
+  int64_t rest = i;
+  int64_t offset = 0;
+  for (int k = plan.rank - 1; k >= 0; --k) {
+    const int64_t c = rest % plan.dims[k];
+    rest /= plan.dims[k];
+    if (k != plan.axis) offset += c * plan.data_strides[k];
+  }
+  int64_t index = static_cast<int64_t>(indices[i]);
+  if (index < 0) index += plan.axis_extent;
+  if (index < 0 || index >= plan.axis_extent) return -1;
+  return offset + index * plan.data_strides[plan.axis];
+}
+
+template <typename E, typename Idx>
+__global__ void ScatterKernel(const Idx* __restrict__ indices, const E* __restrict__ updates, E* __restrict__ out,
+                              int64_t n, GatherElementsPlan plan) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const int64_t t = ScatterTarget(indices, i, plan);
+    if (t >= 0) out[t] = updates[i];
+  }
+}
+
+// One thread, every update in order: the CPU kernel's accumulation.
+template <typename T, typename Idx>
+__global__ void ScatterReduceKernel(const Idx* __restrict__ indices, const T* __restrict__ updates, T* __restrict__ out,
+                                    int64_t n, GatherElementsPlan plan, bool add) {
+  if (GlobalThread() != 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = ScatterTarget(indices, i, plan);
+    if (t < 0) continue;
+    if constexpr (std::is_same_v<T, F16>) {
+      const float a = HalfToFloat(out[t]), b = HalfToFloat(updates[i]);
+      out[t] = FloatToHalf(add ? a + b : a * b);
+    } else if constexpr (std::is_integral_v<T>) {
+      const uint64_t a = static_cast<uint64_t>(out[t]), b = static_cast<uint64_t>(updates[i]);
+      out[t] = static_cast<T>(add ? a + b : a * b);
+    } else {
+      out[t] = add ? out[t] + updates[i] : out[t] * updates[i];
+    }
+  }
+}
+
 template <typename From, typename To>
 __global__ void CastKernel(const From* __restrict__ in, To* __restrict__ out, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Convert<From, To>(in[i]);
@@ -354,6 +399,55 @@ cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* in
     }
     return cudaGetLastError();
   });
+}
+
+cudaError_t LaunchScatterElements(CastType type, int elem_size, ScatterReduction reduction, const void* indices,
+                                  bool indices_int64, const void* updates, void* out, int64_t n,
+                                  const GatherElementsPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank || plan.axis < 0 || plan.axis >= plan.rank ||
+      plan.axis_extent <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (reduction == ScatterReduction::kNone) {
+    return DispatchElemSize<false>(elem_size, [&](auto tag) {
+      using E = decltype(tag);
+      if (indices_int64) {
+        LaunchKernel<ScatterKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int64_t*>(indices),
+                                                static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
+      } else {
+        LaunchKernel<ScatterKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int32_t*>(indices),
+                                                static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
+      }
+      return cudaGetLastError();
+    });
+  }
+  const bool add = reduction == ScatterReduction::kAdd;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    if (indices_int64) {
+      LaunchKernel<ScatterReduceKernel<T, int64_t>>(1, 32, 0, stream, static_cast<const int64_t*>(indices),
+                                                    static_cast<const T*>(updates), static_cast<T*>(out), n, plan, add);
+    } else {
+      LaunchKernel<ScatterReduceKernel<T, int32_t>>(1, 32, 0, stream, static_cast<const int32_t*>(indices),
+                                                    static_cast<const T*>(updates), static_cast<T*>(out), n, plan, add);
+    }
+    return cudaGetLastError();
+  };
+  switch (type) {
+    case CastType::kFloat16:
+      return go(F16{});
+    case CastType::kFloat32:
+      return go(float{});
+    case CastType::kFloat64:
+      return go(double{});
+    case CastType::kInt32:
+      return go(int32_t{});
+    case CastType::kInt64:
+      return go(int64_t{});
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,

@@ -61,6 +61,18 @@ struct GatherElementsPlan {
 cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* indices, bool indices_int64,
                                  void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream);
 
+// ScatterElements into `out`, which already holds data: update i (of n) goes to the
+// element GatherElements' `plan` maps output element i to (indices[i] along the axis);
+// an index out of range is skipped. ScatterReduction::kNone: one thread per update
+// (duplicate indices: one of them wins); kAdd / kMul: one thread applies every update
+// in order, as the CPU kernel does, for `type` float16, float32, float64, int32 or
+// int64 (integers wrap). elem_size: the element's bytes (kNone works on raw bytes).
+using ::remex::kernels::ScatterReduction;
+enum class CastType : uint8_t;
+cudaError_t LaunchScatterElements(CastType type, int elem_size, ScatterReduction reduction, const void* indices,
+                                  bool indices_int64, const void* updates, void* out, int64_t n,
+                                  const GatherElementsPlan& plan, cudaStream_t stream);
+
 // Trilu of `batch` [rows, cols] matrices: y = x where kernels/diagonal_ops.h's
 // TriluKeeps(upper, k, i, j), else zero.
 cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,

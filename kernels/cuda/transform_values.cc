@@ -1,6 +1,6 @@
 // CUDA kernels of the data-movement ops that read or convert values (host side):
-// Gather and GatherElements (indices on the device), Trilu, EyeLike, Pad, Where, Cast and
-// CastLike. Semantics, dtypes and the
+// Gather, GatherElements, ScatterElements and Scatter (indices on the device), Trilu,
+// EyeLike, Pad, Where, Cast and CastLike. Semantics, dtypes and the
 // differences from the CPU kernels: the comment at the top of transform.cc.
 
 #include <cuda_runtime_api.h>
@@ -248,6 +248,45 @@ class CastKernel final : public TransformKernel {
 };
 
 // ---------------------------------------------------------------------------
+// ScatterElements and Scatter: data, indices, updates (all on the device).
+
+class ScatterKernel final : public TransformKernel {
+ public:
+  using TransformKernel::TransformKernel;
+
+ protected:
+  Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(internal::ScatterView v, internal::ScatterViewOf(op(), attrs(), internal::ToShapeArgs(in)));
+    const Shape& s = in[0].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    if (rank > kMaxCopyRank) return TooManyDims(op(), static_cast<size_t>(rank));
+    CastType type = CastType::kFloat32;
+    if (v.reduction != ScatterReduction::kNone) {
+      REMEX_ASSIGN_OR_RETURN(type, CastTypeOf(in[0].dtype));
+    }
+    if (out[0].data != in[0].data) {
+      REMEX_RETURN_IF_ERROR(Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, *NumElements(s) * es,
+                                                                     cudaMemcpyDeviceToDevice, stream())));
+    }
+    const int64_t n = *NumElements(in[1].shape);
+    if (n == 0) return OkStatus();
+    GatherElementsPlan plan;
+    plan.rank = static_cast<int>(rank);
+    plan.axis = static_cast<int>(v.axis);
+    plan.axis_extent = s[v.axis];
+    const std::vector<int64_t> strides = internal::RowMajorStrides(s);
+    for (int64_t d = 0; d < rank; ++d) {
+      plan.dims[d] = in[1].shape[d];
+      plan.data_strides[d] = strides[d];
+    }
+    return Check("kernel launch", LaunchScatterElements(type, es, v.reduction, in[1].data,
+                                                        in[1].dtype == DType::kInt64, in[2].data, out[0].data, n,
+                                                        plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
 // Attribute checks at kernel creation, as the CPU kernels make them.
 
 Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
@@ -265,6 +304,8 @@ Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext 
   REMEX_RETURN_IF_ERROR(AddKernel<GatherKernel>(registry, "Gather", context));
   REMEX_RETURN_IF_ERROR(AddKernel<GatherElementsKernel>(registry, "GatherElements", context));
   REMEX_RETURN_IF_ERROR(AddKernel<TriluKernel>(registry, "Trilu", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "ScatterElements", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "Scatter", context));
   REMEX_RETURN_IF_ERROR(AddKernel<EyeLikeKernel>(registry, "EyeLike", context));
   REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
