@@ -1,5 +1,6 @@
 // Trilu and EyeLike (kernels/diagonal.cc): ONNX's examples (Trilu-14, EyeLike-9),
-// batches, k beyond the matrix, every dtype through a raw copy, and the errors.
+// batches, k beyond the matrix, every dtype through a raw copy, and the errors; OneHot
+// (kernels/generate.cc).
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,39 @@ TEST(EyeLikeTest, DiagonalsAndDtypes) {
   auto bad = r.Infer("EyeLike", Attrs({{"dtype", int64_t{8}}}), {HostTensor::Zeros(DType::kFloat32, {2, 2})});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("EyeLike"), std::string::npos) << bad.status().message();
+}
+
+// OneHot (kernels/generate.cc; ONNX OneHot-11): ONNX's examples, negative and
+// out-of-range indices, float indices and depth, and the errors.
+TEST(OneHotTest, AxesNegativeIndicesAndErrors) {
+  OpRunner r;
+  const HostTensor values = HostTensor::Of<float>({2}, {0, 1});
+  // Last axis (default): [3] -> [3, 4].
+  auto out = r.Run("OneHot", {}, {HostTensor::Of<int64_t>({3}, {0, 3, -1}), HostTensor::Of<int64_t>({}, {4}), values});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{3, 4}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}));
+  // axis 0, float indices and depth, values [2, 5], an index out of range (4).
+  out = r.Run("OneHot", Attrs({{"axis", int64_t{0}}}),
+              {HostTensor::Of<float>({2}, {1.0f, 4.0f}), HostTensor::Of<float>({1}, {3.0f}),
+               HostTensor::Of<int32_t>({2}, {2, 5})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{3, 2}));
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{2, 2, 5, 2, 2, 2}));
+  // Errors: depth below 1, values of one element, axis out of range.
+  EXPECT_EQ(r.Infer("OneHot", {}, {HostTensor::Of<int64_t>({1}, {0}), HostTensor::Of<int64_t>({}, {0}), values})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("OneHot", {},
+                    {HostTensor::Of<int64_t>({1}, {0}), HostTensor::Of<int64_t>({}, {2}), HostTensor::Of<float>({1}, {1})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  auto axis = r.Infer("OneHot", Attrs({{"axis", int64_t{2}}}),
+                      {HostTensor::Of<int64_t>({1}, {0}), HostTensor::Of<int64_t>({}, {2}), values});
+  EXPECT_EQ(axis.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(axis.status().message().find("OneHot"), std::string::npos) << axis.status().message();
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Range, ConstantOfShape and Size: ops whose output is computed from scalars and shapes
+// Range, ConstantOfShape, Size and OneHot: ops whose output is computed from scalars and shapes
 // rather than moved from an input's elements. Shape functions and CPU kernels.
 // ONNX semantics, opsets 7-17; every dtype Remex holds unless noted. Index-like inputs
 // (pads, shape) are int64; int32 is accepted.
@@ -26,6 +26,44 @@
 #include "kernels/transform_common.h"
 
 namespace remex::kernels::internal {
+
+StatusOr<OneHotView> OneHotViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "OneHot";
+  if (in.size() != 3 || !in[0].present || !in[1].present || !in[2].present) {
+    return OpError(op, "expects indices, depth and values");
+  }
+  if (!IsNumericType(in[0].dtype)) return OpError(op, "unsupported indices dtype " + std::string(DTypeName(in[0].dtype)));
+  if (!in[1].data) return OpError(op, "depth must be known (a constant or a shape computation)");
+  if (NumElements(in[1].shape).value_or(0) != 1 || !IsNumericType(in[1].dtype)) {
+    return OpError(op, "depth must be one number, got " + std::string(DTypeName(in[1].dtype)) + " " +
+                           ShapeToString(in[1].shape));
+  }
+  if (NumElements(in[2].shape).value_or(0) != 2) {
+    return OpError(op, "values must hold [off_value, on_value], got " + ShapeToString(in[2].shape));
+  }
+  double depth = 0;
+  REMEX_RETURN_IF_ERROR(DispatchNumeric(op, in[1].dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T d;
+    std::memcpy(&d, in[1].data, sizeof(T));
+    depth = static_cast<double>(Load(d));
+    return OkStatus();
+  }));
+  if (!(depth >= 1) || depth > static_cast<double>(std::numeric_limits<int32_t>::max())) {
+    return OpError(op, "depth must be in [1, 2^31), got " + std::to_string(depth));
+  }
+  OneHotView v;
+  v.depth = static_cast<int64_t>(depth);  // ONNX: a float depth is truncated.
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size()) + 1;
+  StatusOr<int64_t> axis = attrs.Int("axis", -1);
+  if (!axis.ok()) return OpError(op, axis.status().message());
+  REMEX_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(op, *axis, rank));
+  for (int64_t d = 0; d < a; ++d) v.outer *= in[0].shape[d];
+  for (int64_t d = a; d + 1 < rank; ++d) v.inner *= in[0].shape[d];
+  v.shape = in[0].shape;
+  v.shape.insert(v.shape.begin() + a, v.depth);
+  return v;
+}
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -233,10 +271,65 @@ class SizeKernel final : public ValidatedKernel {
   }
 };
 
+// OneHot(indices, depth, values) (opset 9/11): output[..., k, ...] at `axis` is
+// values[1] where k equals the index (negative indices count from depth), values[0]
+// elsewhere; an index outside [-depth, depth) leaves its row all values[0]. indices of
+// any numeric dtype (floats truncated), depth a one-element number read on the host,
+// values [off, on] of the output's dtype.
+OpDef OneHotDef() {
+  OpDef def;
+  def.name = "OneHot";
+  def.since_version = 9;
+  def.min_inputs = def.max_inputs = 3;
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kShape};
+  def.infer = [](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    REMEX_ASSIGN_OR_RETURN(OneHotView v, OneHotViewOf(attrs, in));
+    REMEX_RETURN_IF_ERROR(CheckOutputSize("OneHot", in[2].dtype, v.shape));
+    return std::vector<TensorInfo>{{in[2].dtype, v.shape}};
+  };
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.size() > 2 ? in[2] : DType::kUndefined};
+  };
+  return def;
+}
+
+class OneHotKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(OneHotView v, OneHotViewOf(attrs(), ToShapeArgs(in)));
+    const size_t es = DTypeSize(out[0].dtype);
+    const char* off = static_cast<const char*>(in[2].data);
+    const char* on = off + es;
+    char* y = static_cast<char*>(out[0].data);
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* idx = DataAs<const T>(in[0]);
+      for (int64_t o = 0; o < v.outer; ++o) {
+        for (int64_t k = 0; k < v.depth; ++k) {
+          for (int64_t i = 0; i < v.inner; ++i) {
+            // Truncated toward zero; NaN and values outside [-depth, depth) match no k.
+            const double d = static_cast<double>(Load(idx[o * v.inner + i]));
+            int64_t index = -1;
+            if (d > -static_cast<double>(v.depth) - 1 && d < static_cast<double>(v.depth)) {
+              index = static_cast<int64_t>(d);
+              if (index < 0) index += v.depth;
+            }
+            std::memcpy(y + ((o * v.depth + k) * v.inner + i) * es, index == k ? on : off, es);
+          }
+        }
+      }
+      return OkStatus();
+    });
+  }
+};
+
 }  // namespace
 
 Status AddGenerateOpDefs(KernelRegistry& registry) {
-  for (OpDef def : {RangeDef(), ConstantOfShapeDef(), SizeDef()}) {
+  for (OpDef def : {RangeDef(), ConstantOfShapeDef(), SizeDef(), OneHotDef()}) {
     REMEX_RETURN_IF_ERROR(registry.AddOp(std::move(def)));
   }
   return OkStatus();
@@ -247,7 +340,8 @@ Status AddGenerateCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConstantOfShapeKernel>(
       registry, ConstantOfShapeDef(),
       [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
-  return AddValidatedKernel<SizeKernel>(registry, SizeDef());
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<SizeKernel>(registry, SizeDef()));
+  return AddValidatedKernel<OneHotKernel>(registry, OneHotDef());
 }
 
 }  // namespace remex::kernels::internal

@@ -68,7 +68,7 @@ Status AddTransposeCpuKernels(KernelRegistry& registry);
 // Pad (kernels/pad.cc).
 Status AddPadOpDefs(KernelRegistry& registry);
 Status AddPadCpuKernels(KernelRegistry& registry);
-// Range, ConstantOfShape, Size (kernels/generate.cc).
+// Range, ConstantOfShape, Size, OneHot (kernels/generate.cc).
 Status AddGenerateOpDefs(KernelRegistry& registry);
 Status AddGenerateCpuKernels(KernelRegistry& registry);
 // DepthToSpace, SpaceToDepth (kernels/depth_space.cc).

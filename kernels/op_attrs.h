@@ -126,6 +126,16 @@ struct ScatterView {
 };
 StatusOr<ScatterView> ScatterViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);
 
+// OneHot (kernels/generate.cc): depth (input 1, read on the host), the output's shape
+// (indices' with depth inserted at axis) and the indices seen as [outer, inner] around
+// it. INVALID_ARGUMENT "OneHot: ..." for a depth below 1 or unknown, values of other
+// than 2 elements, a bad axis.
+struct OneHotView {
+  int64_t depth = 0, outer = 1, inner = 1;
+  Shape shape;
+};
+StatusOr<OneHotView> OneHotViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h

@@ -1,5 +1,5 @@
 // CUDA kernels of the misc group (host side): the shape-arithmetic ops, Dropout,
-// TopK, LRN and CumSum. Device code in misc_impl.cu.
+// TopK, LRN, CumSum and OneHot. Device code in misc_impl.cu.
 //
 // Semantics are the CPU kernels' (kernels/tensor.cc, kernels/generate.cc,
 // kernels/unary.cc, kernels/reduce.cc, kernels/pool.cc), which follow ONNX:
@@ -21,6 +21,8 @@
 //     every number, equal values by ascending index), as the CPU kernel does.
 //   - LRN, opsets 1-13: size, alpha, beta, bias; float32, float16 (computed in
 //     float32) and float64.
+//   - OneHot, opsets 9-11: depth on the host, values on the device; float32, float16,
+//     float64, int32, int64 indices; any element size of values.
 //   - CumSum, opsets 11-14 (kernels/cumsum.cc): axis on the host, exclusive, reverse;
 //     float32, float16, float64, int32, int64 (uint32 and uint64 are the CPU's only).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -257,6 +259,26 @@ class TopKKernel final : public CudaKernel {
 };
 
 // ---------------------------------------------------------------------------
+// OneHot: indices (device), depth (host), values (device); the view is the CPU's.
+
+class OneHotKernel final : public CudaKernel {
+ public:
+  using CudaKernel::CudaKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 indices are");
+    REMEX_ASSIGN_OR_RETURN(internal::OneHotView v, internal::OneHotViewOf(attrs(), internal::ToShapeArgs(in)));
+    if (v.outer * v.depth * v.inner == 0) return OkStatus();
+    const int es = static_cast<int>(DTypeSize(out[0].dtype));
+    return Launch([&] {
+      return LaunchOneHot(*type, es, in[0].data, in[2].data, out[0].data, v.outer, v.depth, v.inner, stream());
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------
 // CumSum: x (device), axis (host); the view and flags are the CPU kernel's.
 
 class CumSumKernel final : public CudaKernel {
@@ -347,6 +369,7 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeMiscKernel<DropoutKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<CumSumKernel>(registry, "CumSum", context));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<OneHotKernel>(registry, "OneHot", context));
   return AddMiscKernel<LrnKernel>(registry, "LRN", context,
                                   [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });
 }

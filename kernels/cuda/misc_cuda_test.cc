@@ -168,7 +168,7 @@ class MiscCudaTest : public testing::CudaStreamTest {
 // ---------------------------------------------------------------------------
 // Without a GPU: registration, attribute checks and the checks before any launch.
 
-constexpr const char* kMiscOps[] = {"Shape", "Size", "ConstantOfShape", "Range", "Dropout", "TopK", "LRN", "CumSum"};
+constexpr const char* kMiscOps[] = {"Shape", "Size", "ConstantOfShape", "Range", "Dropout", "TopK", "LRN", "CumSum", "OneHot"};
 
 TEST(MiscCudaRegistration, RegistersEveryOp) {
   auto registry = CudaRegistry({});
@@ -460,6 +460,32 @@ HostTensor TopKData(DType dtype, const Shape& s, std::mt19937& rng, int64_t dist
     }
   }
   return t;
+}
+
+TEST_F(MiscCudaTest, OneHot) {
+  const DType index_types[] = {DType::kInt64, DType::kInt32, DType::kFloat32, DType::kFloat16, DType::kFloat64};
+  for (int iter = 0; iter < 30; ++iter) {
+    const Shape s = RandomShape(rng_, 0, 3, 1, 6);
+    const int64_t rank = static_cast<int64_t>(s.size()) + 1;
+    const int64_t axis = Uniform(rng_, -rank, rank - 1);
+    const int64_t depth = Uniform(rng_, 1, 7);
+    const DType it = index_types[iter % std::size(index_types)];
+    std::vector<double> idx(static_cast<size_t>(*NumElements(s)));
+    for (double& v : idx) v = static_cast<double>(Uniform(rng_, -depth - 2, depth + 2));  // some out of range
+    SCOPED_TRACE(std::string(DTypeName(it)) + ShapeToString(s) + " axis " + std::to_string(axis));
+    HostTensor indices = HostTensor::Zeros(it, s);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      switch (it) {
+        case DType::kInt64: reinterpret_cast<int64_t*>(indices.bytes.data())[i] = static_cast<int64_t>(idx[i]); break;
+        case DType::kInt32: reinterpret_cast<int32_t*>(indices.bytes.data())[i] = static_cast<int32_t>(idx[i]); break;
+        case DType::kFloat32: reinterpret_cast<float*>(indices.bytes.data())[i] = static_cast<float>(idx[i]); break;
+        case DType::kFloat16: reinterpret_cast<Half*>(indices.bytes.data())[i] = FloatToHalf(static_cast<float>(idx[i])); break;
+        default: reinterpret_cast<double*>(indices.bytes.data())[i] = idx[i]; break;
+      }
+    }
+    const HostTensor values = iter % 2 ? HostTensor::Of<float>({2}, {-1.5f, 7}) : HostTensor::Of<int64_t>({2}, {3, 9});
+    Check("OneHot", Attrs({{"axis", axis}}), {indices, I64({depth}), values});
+  }
 }
 
 // CumSum adds in the CPU kernel's order and type: the results are the same bits.

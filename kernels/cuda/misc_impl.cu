@@ -294,6 +294,69 @@ __global__ void CumSumKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t
 
 }  // namespace
 
+namespace {
+
+template <typename Idx, typename E>
+__global__ void OneHotKernel(const Idx* indices, const E* values, E* out, int64_t outer, int64_t depth,
+                             int64_t inner) {
+  const int64_t n = outer * depth * inner;
+  for (int64_t t = GlobalThread(); t < n; t += GridThreads()) {
+    const int64_t i = t % inner;
+    const int64_t k = (t / inner) % depth;
+    const int64_t o = t / (inner * depth);
+    double d;
+    if constexpr (std::is_same_v<Idx, __half>) {
+      d = __half2float(indices[o * inner + i]);
+    } else {
+      d = static_cast<double>(indices[o * inner + i]);
+    }
+    int64_t index = -1;
+    if (d > -static_cast<double>(depth) - 1 && d < static_cast<double>(depth)) {
+      index = static_cast<int64_t>(d);
+      if (index < 0) index += depth;
+    }
+    out[t] = values[index == k ? 1 : 0];
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchOneHot(MiscType index_type, int elem_size, const void* indices, const void* values, void* out,
+                         int64_t outer, int64_t depth, int64_t inner, cudaStream_t stream) {
+  const int64_t n = outer * depth * inner;
+  if (n <= 0) return cudaErrorInvalidValue;
+  auto with_index = [&](auto idx_tag) {
+    using Idx = decltype(idx_tag);
+    auto go = [&](auto e_tag) {
+      using E = decltype(e_tag);
+      LaunchKernel<OneHotKernel<Idx, E>>(Blocks(n), kThreads, 0, stream, static_cast<const Idx*>(indices),
+                                         static_cast<const E*>(values), static_cast<E*>(out), outer, depth, inner);
+      return cudaGetLastError();
+    };
+    switch (elem_size) {
+      case 1: return go(uint8_t{});
+      case 2: return go(uint16_t{});
+      case 4: return go(uint32_t{});
+      case 8: return go(uint64_t{});
+      default: break;
+    }
+    return cudaErrorInvalidValue;
+  };
+  switch (index_type) {
+    case MiscType::kFloat32:
+      return with_index(float{});
+    case MiscType::kFloat16:
+      return with_index(__half{});
+    case MiscType::kFloat64:
+      return with_index(double{});
+    case MiscType::kInt32:
+      return with_index(int32_t{});
+    case MiscType::kInt64:
+      return with_index(int64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 cudaError_t LaunchCumSum(MiscType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                          bool exclusive, bool reverse, cudaStream_t stream) {
   if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;

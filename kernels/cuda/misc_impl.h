@@ -59,6 +59,13 @@ struct LrnArgs {
 };
 cudaError_t LaunchLrn(MiscType type, const void* x, void* y, const LrnArgs& args, cudaStream_t stream);
 
+// OneHot, as kernels/generate.cc: out [outer, depth, inner] of `elem_size`-byte
+// elements is values[1] where k equals indices[o, i] (truncated toward zero; negative
+// counts from depth), values[0] elsewhere. indices of `index_type`, values (2 elements)
+// on the device. outer * depth * inner > 0.
+cudaError_t LaunchOneHot(MiscType index_type, int elem_size, const void* indices, const void* values, void* out,
+                         int64_t outer, int64_t depth, int64_t inner, cudaStream_t stream);
+
 // CumSum of x [outer, n, inner] along n, as kernels/cumsum.cc: one thread per line adds
 // in the CPU kernel's order and type (float32 for float16, float32 and float64 in their
 // own type, int32 and int64 wrapping). outer * inner > 0.
