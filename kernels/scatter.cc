@@ -22,6 +22,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/transform_common.h"
 
 namespace remex::kernels::internal {
 
@@ -29,30 +30,14 @@ StatusOr<ScatterView> ScatterViewOf(std::string_view op, const Attributes& attrs
   if (in.size() != 3 || !in[0].present || !in[1].present || !in[2].present) {
     return OpError(op, "expects data, indices and updates");
   }
-  const Shape& s = in[0].shape;
-  const Shape& is = in[1].shape;
-  const int64_t rank = static_cast<int64_t>(s.size());
-  if (rank == 0) return OpError(op, "data must have rank >= 1");
-  if (in[1].dtype != DType::kInt32 && in[1].dtype != DType::kInt64) {
-    return OpError(op, "indices must be int32 or int64, got " + std::string(DTypeName(in[1].dtype)));
-  }
-  if (is.size() != s.size()) {
-    return OpError(op, "indices " + ShapeToString(is) + " must have data's rank, data is " + ShapeToString(s));
-  }
-  if (in[2].shape != is || in[2].dtype != in[0].dtype) {
-    return OpError(op, "updates must be " + std::string(DTypeName(in[0].dtype)) + " " + ShapeToString(is) + ", got " +
-                           std::string(DTypeName(in[2].dtype)) + " " + ShapeToString(in[2].shape));
+  if (in[2].shape != in[1].shape || in[2].dtype != in[0].dtype) {
+    return OpError(op, "updates must be " + std::string(DTypeName(in[0].dtype)) + " " + ShapeToString(in[1].shape) +
+                           ", got " + std::string(DTypeName(in[2].dtype)) + " " + ShapeToString(in[2].shape));
   }
   StatusOr<int64_t> a = attrs.Int("axis", 0);
   if (!a.ok()) return OpError(op, a.status().message());
   ScatterView v;
-  REMEX_ASSIGN_OR_RETURN(v.axis, NormalizeAxis(op, *a, rank));
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != v.axis && is[d] > s[d]) {
-      return OpError(op, "indices " + ShapeToString(is) + " exceed data " + ShapeToString(s) + " in dim " +
-                             std::to_string(d));
-    }
-  }
+  REMEX_ASSIGN_OR_RETURN(v.axis, CheckElementsIndices(op, in[0], in[1], *a));
   StatusOr<std::string> reduction = attrs.String("reduction", "none");
   if (!reduction.ok()) return OpError(op, reduction.status().message());
   if (*reduction == "add") {

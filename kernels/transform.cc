@@ -364,24 +364,9 @@ class GatherKernel final : public ValidatedKernel {
 
 StatusOr<std::vector<TensorInfo>> InferGatherElements(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   constexpr std::string_view op = "GatherElements";
-  const Shape& s = in[0].shape;
-  const Shape& is = in[1].shape;
-  const int64_t rank = static_cast<int64_t>(s.size());
-  if (rank == 0) return OpError(op, "data must have rank >= 1");
-  if (in[1].dtype != DType::kInt32 && in[1].dtype != DType::kInt64) {
-    return OpError(op, "indices must be int32 or int64, got " + std::string(DTypeName(in[1].dtype)));
-  }
-  if (is.size() != s.size()) {
-    return OpError(op, "indices " + ShapeToString(is) + " must have data's rank, data is " + ShapeToString(s));
-  }
   REMEX_ASSIGN_OR_RETURN(int64_t a, IntAttr(op, attrs, "axis", 0));
-  REMEX_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(op, a, rank));
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != axis && is[d] > s[d]) {
-      return OpError(op, "indices " + ShapeToString(is) + " exceed data " + ShapeToString(s) + " in dim " + Str(d));
-    }
-  }
-  return std::vector<TensorInfo>{{in[0].dtype, is}};
+  REMEX_RETURN_IF_ERROR(CheckElementsIndices(op, in[0], in[1], a).status());
+  return std::vector<TensorInfo>{{in[0].dtype, in[1].shape}};
 }
 
 OpDef GatherElementsDef() {

@@ -16,6 +16,31 @@
 
 namespace remex::kernels::internal {
 
+// The indices of GatherElements and ScatterElements: int32 or int64, data's rank, each
+// dim but `axis` at most data's. Gives the axis normalised to [0, rank).
+// INVALID_ARGUMENT "<op>: ..." otherwise.
+inline StatusOr<int64_t> CheckElementsIndices(std::string_view op, const ShapeFnArg& data, const ShapeFnArg& indices,
+                                              int64_t axis) {
+  const Shape& s = data.shape;
+  const Shape& is = indices.shape;
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (rank == 0) return OpError(op, "data must have rank >= 1");
+  if (indices.dtype != DType::kInt32 && indices.dtype != DType::kInt64) {
+    return OpError(op, "indices must be int32 or int64, got " + std::string(DTypeName(indices.dtype)));
+  }
+  if (is.size() != s.size()) {
+    return OpError(op, "indices " + ShapeToString(is) + " must have data's rank, data is " + ShapeToString(s));
+  }
+  REMEX_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(op, axis, rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != a && is[d] > s[d]) {
+      return OpError(op, "indices " + ShapeToString(is) + " exceed data " + ShapeToString(s) + " in dim " +
+                             std::to_string(d));
+    }
+  }
+  return a;
+}
+
 // attrs.Int with errors naming the op.
 inline StatusOr<int64_t> IntAttr(std::string_view op, const Attributes& attrs, std::string_view name,
                           int64_t default_value) {

@@ -103,20 +103,29 @@ __global__ void GatherKernel(const E* __restrict__ data, const Idx* __restrict__
   }
 }
 
+// The data element GatherElements reads, and ScatterElements writes, for indices
+// element i: -1 when its index is out of range.
+template <typename Idx>
+__device__ __forceinline__ int64_t ElementsTarget(const Idx* indices, int64_t i, const GatherElementsPlan& plan) {
+  int64_t rest = i;
+  int64_t offset = 0;
+  for (int k = plan.rank - 1; k >= 0; --k) {
+    const int64_t c = rest % plan.dims[k];
+    rest /= plan.dims[k];
+    if (k != plan.axis) offset += c * plan.data_strides[k];
+  }
+  int64_t index = static_cast<int64_t>(indices[i]);
+  if (index < 0) index += plan.axis_extent;
+  if (index < 0 || index >= plan.axis_extent) return -1;
+  return offset + index * plan.data_strides[plan.axis];
+}
+
 template <typename E, typename Idx>
 __global__ void GatherElementsKernel(const E* __restrict__ data, const Idx* __restrict__ indices, E* __restrict__ out,
                                      int64_t n, GatherElementsPlan plan) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    int64_t rest = i;
-    int64_t offset = 0;
-    for (int k = plan.rank - 1; k >= 0; --k) {
-      const int64_t c = rest % plan.dims[k];
-      rest /= plan.dims[k];
-      if (k != plan.axis) offset += c * plan.data_strides[k];
-    }
-    int64_t index = static_cast<int64_t>(indices[i]);
-    if (index < 0) index += plan.axis_extent;
-    out[i] = index >= 0 && index < plan.axis_extent ? data[offset + index * plan.data_strides[plan.axis]] : E{};
+    const int64_t t = ElementsTarget(indices, i, plan);
+    out[i] = t >= 0 ? data[t] : E{};
   }
 }
 
@@ -256,27 +265,11 @@ __device__ __forceinline__ To Convert(From v) {
   }
 }
 
-// The element a scatter index points to, or -1 when it is out of range.
-template <typename Idx>
-__device__ __forceinline__ int64_t ScatterTarget(const Idx* indices, int64_t i, const GatherElementsPlan& plan) {
-  int64_t rest = i;
-  int64_t offset = 0;
-  for (int k = plan.rank - 1; k >= 0; --k) {
-    const int64_t c = rest % plan.dims[k];
-    rest /= plan.dims[k];
-    if (k != plan.axis) offset += c * plan.data_strides[k];
-  }
-  int64_t index = static_cast<int64_t>(indices[i]);
-  if (index < 0) index += plan.axis_extent;
-  if (index < 0 || index >= plan.axis_extent) return -1;
-  return offset + index * plan.data_strides[plan.axis];
-}
-
 template <typename E, typename Idx>
 __global__ void ScatterKernel(const Idx* __restrict__ indices, const E* __restrict__ updates, E* __restrict__ out,
                               int64_t n, GatherElementsPlan plan) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    const int64_t t = ScatterTarget(indices, i, plan);
+    const int64_t t = ElementsTarget(indices, i, plan);
     if (t >= 0) out[t] = updates[i];
   }
 }
@@ -287,7 +280,7 @@ __global__ void ScatterReduceKernel(const Idx* __restrict__ indices, const T* __
                                     int64_t n, GatherElementsPlan plan, bool add) {
   if (GlobalThread() != 0) return;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = ScatterTarget(indices, i, plan);
+    const int64_t t = ElementsTarget(indices, i, plan);
     if (t < 0) continue;
     if constexpr (std::is_same_v<T, F16>) {
       const float a = HalfToFloat(out[t]), b = HalfToFloat(updates[i]);
