@@ -238,8 +238,21 @@ OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
   return def;
 }
 
+// Registers UnaryKernel<F, kNumeric> for `def`, refusing attribute parameters of the
+// wrong kind at creation.
+template <typename F, bool kNumeric = false>
+Status AddUnaryKernel(KernelRegistry& registry, const OpDef& def) {
+  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(
+      registry, def, [name = def.name, params = def.traits.params](const Attributes& attrs) -> Status {
+        StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
+        if (!p.ok()) return OpError(name, p.status().message());
+        return OkStatus();
+      });
+}
+
 // A unary op: its dtypes, FusedElementwise opcode, whether an epilogue may apply it,
-// and its attribute parameters with their ONNX defaults.
+// its attribute parameters with their ONNX defaults, and its CPU kernel (the
+// scalar_ops.h functor; integer dtypes too where `types` takes them).
 struct UnaryOp {
   const char* name;
   int since;  // OpDef::since_version.
@@ -247,47 +260,83 @@ struct UnaryOp {
   std::optional<FusedOpcode> opcode;  // nullopt: not fused by the compiler.
   bool epilogue;
   std::vector<ScalarParam> params;
+  Status (*add_kernel)(KernelRegistry&, const OpDef&);
 };
 
 const std::vector<UnaryOp>& UnaryOps() {
   static const std::vector<UnaryOp> ops = {
-      {"Relu", 6, TypeClass::kNumeric, FusedOpcode::kRelu, true, {}},
-      {"LeakyRelu", 6, TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}}},
+      {"Relu", 6, TypeClass::kNumeric, FusedOpcode::kRelu, true, {},
+       &AddUnaryKernel<scalar::Relu, true>},
+      {"LeakyRelu", 6, TypeClass::kFloat, FusedOpcode::kLeakyRelu, true, {{"alpha", -1, 0.01f}},
+       &AddUnaryKernel<scalar::LeakyRelu>},
       {"HardSigmoid", 6, TypeClass::kFloat, FusedOpcode::kHardSigmoid, true,
-       {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}}},
-      {"HardSwish", 14, TypeClass::kFloat, FusedOpcode::kHardSwish, true, {}},
-      {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {}},
-      {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {}},
-      {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {}},
-      {"Log", 6, TypeClass::kFloat, FusedOpcode::kLog, false, {}},
-      {"Erf", 9, TypeClass::kFloat, FusedOpcode::kErf, false, {}},
-      {"Sqrt", 6, TypeClass::kFloat, FusedOpcode::kSqrt, false, {}},
-      {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {}},
-      {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {}},
-      {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {}},
-      {"Sin", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Cos", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Tan", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Asin", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Acos", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Atan", 7, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Sinh", 9, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Cosh", 9, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Asinh", 9, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Acosh", 9, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Atanh", 9, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Ceil", 6, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Floor", 6, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Round", 11, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Sign", 9, TypeClass::kNumeric, std::nullopt, false, {}},
-      {"Softplus", 1, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Softsign", 1, TypeClass::kFloat, std::nullopt, false, {}},
-      {"Elu", 6, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
-      {"Celu", 12, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
+       {{"alpha", -1, 0.2f}, {"beta", -1, 0.5f}},
+       &AddUnaryKernel<scalar::HardSigmoid>},
+      {"HardSwish", 14, TypeClass::kFloat, FusedOpcode::kHardSwish, true, {},
+       &AddUnaryKernel<scalar::HardSwish>},
+      {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {},
+       &AddUnaryKernel<scalar::Sigmoid>},
+      {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {},
+       &AddUnaryKernel<scalar::Tanh>},
+      {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {},
+       &AddUnaryKernel<scalar::Exp>},
+      {"Log", 6, TypeClass::kFloat, FusedOpcode::kLog, false, {},
+       &AddUnaryKernel<scalar::Log>},
+      {"Erf", 9, TypeClass::kFloat, FusedOpcode::kErf, false, {},
+       &AddUnaryKernel<scalar::Erf>},
+      {"Sqrt", 6, TypeClass::kFloat, FusedOpcode::kSqrt, false, {},
+       &AddUnaryKernel<scalar::Sqrt>},
+      {"Neg", 6, TypeClass::kSigned, FusedOpcode::kNeg, false, {},
+       &AddUnaryKernel<NumericNeg, true>},
+      {"Abs", 6, TypeClass::kNumeric, FusedOpcode::kAbs, false, {},
+       &AddUnaryKernel<NumericAbs, true>},
+      {"Reciprocal", 6, TypeClass::kFloat, FusedOpcode::kReciprocal, false, {},
+       &AddUnaryKernel<scalar::Reciprocal>},
+      {"Sin", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Sin>},
+      {"Cos", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Cos>},
+      {"Tan", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Tan>},
+      {"Asin", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Asin>},
+      {"Acos", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Acos>},
+      {"Atan", 7, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Atan>},
+      {"Sinh", 9, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Sinh>},
+      {"Cosh", 9, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Cosh>},
+      {"Asinh", 9, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Asinh>},
+      {"Acosh", 9, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Acosh>},
+      {"Atanh", 9, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Atanh>},
+      {"Ceil", 6, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Ceil>},
+      {"Floor", 6, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Floor>},
+      {"Round", 11, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Round>},
+      {"Sign", 9, TypeClass::kNumeric, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Sign, true>},
+      {"Softplus", 1, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Softplus>},
+      {"Softsign", 1, TypeClass::kFloat, std::nullopt, false, {},
+       &AddUnaryKernel<scalar::Softsign>},
+      {"Elu", 6, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}},
+       &AddUnaryKernel<scalar::Elu>},
+      {"Celu", 12, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}},
+       &AddUnaryKernel<scalar::Celu>},
       {"Selu", 6, TypeClass::kFloat, std::nullopt, false,
-       {{"alpha", -1, 1.67326319217681884765625f}, {"gamma", -1, 1.05070102214813232421875f}}},
-      {"ThresholdedRelu", 10, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}}},
-      {"Shrink", 9, TypeClass::kFloat, std::nullopt, false, {{"bias", -1, 0.0f}, {"lambd", -1, 0.5f}}},
+       {{"alpha", -1, 1.67326319217681884765625f}, {"gamma", -1, 1.05070102214813232421875f}},
+       &AddUnaryKernel<scalar::Selu>},
+      {"ThresholdedRelu", 10, TypeClass::kFloat, std::nullopt, false, {{"alpha", -1, 1.0f}},
+       &AddUnaryKernel<scalar::ThresholdedRelu>},
+      {"Shrink", 9, TypeClass::kFloat, std::nullopt, false, {{"bias", -1, 0.0f}, {"lambd", -1, 0.5f}},
+       &AddUnaryKernel<scalar::Shrink>},
   };
   return ops;
 }
@@ -298,17 +347,6 @@ OpDef UnaryOpDef(const UnaryOp& u) {
   return UnaryDef(u.name, u.since, u.types, std::move(traits));
 }
 
-
-template <typename F, bool kNumeric = false>
-Status AddUnaryKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
-  const OpDef& def = *defs.FindOp(name);
-  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(registry, def,
-                                                [name, params = def.traits.params](const Attributes& attrs) -> Status {
-                                                  StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
-                                                  if (!p.ok()) return OpError(name, p.status().message());
-                                                  return OkStatus();
-                                                });
-}
 
 // ---------------------------------------------------------------------------
 // Clip: inputs x, optional min, optional max (scalars of x's dtype).
@@ -481,41 +519,7 @@ Status AddUnaryCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Relu, true>(registry, defs, "Relu")));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::LeakyRelu>(registry, defs, "LeakyRelu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSigmoid>(registry, defs, "HardSigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::HardSwish>(registry, defs, "HardSwish"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sigmoid>(registry, defs, "Sigmoid"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tanh>(registry, defs, "Tanh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Exp>(registry, defs, "Exp"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Log>(registry, defs, "Log"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Erf>(registry, defs, "Erf"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sqrt>(registry, defs, "Sqrt"));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericNeg, true>(registry, defs, "Neg")));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<NumericAbs, true>(registry, defs, "Abs")));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Reciprocal>(registry, defs, "Reciprocal"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sin>(registry, defs, "Sin"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Cos>(registry, defs, "Cos"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Tan>(registry, defs, "Tan"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Asin>(registry, defs, "Asin"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Acos>(registry, defs, "Acos"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Atan>(registry, defs, "Atan"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Sinh>(registry, defs, "Sinh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Cosh>(registry, defs, "Cosh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Asinh>(registry, defs, "Asinh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Acosh>(registry, defs, "Acosh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Atanh>(registry, defs, "Atanh"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Ceil>(registry, defs, "Ceil"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Floor>(registry, defs, "Floor"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Round>(registry, defs, "Round"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Softplus>(registry, defs, "Softplus"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Softsign>(registry, defs, "Softsign"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Elu>(registry, defs, "Elu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Celu>(registry, defs, "Celu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Selu>(registry, defs, "Selu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::ThresholdedRelu>(registry, defs, "ThresholdedRelu"));
-  REMEX_RETURN_IF_ERROR(AddUnaryKernel<scalar::Shrink>(registry, defs, "Shrink"));
-  REMEX_RETURN_IF_ERROR((AddUnaryKernel<scalar::Sign, true>(registry, defs, "Sign")));
+  for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(u.add_kernel(registry, *defs.FindOp(u.name)));
   return OkStatus();
 }
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 
 namespace remex::compiler {
@@ -131,7 +133,7 @@ class Importer {
 
   StatusOr<Graph> Import(const onnx::ModelProto& model) {
     REMEX_RETURN_IF_ERROR(ReadOpset(model));
-    if (graph_.opset < 7) LegacyRanks(model);
+    model_ = &model;
     const onnx::GraphProto& g = model.graph();
     std::set<std::string> initializer_names;
     for (const auto& init : g.initializer()) {
@@ -360,25 +362,36 @@ class Importer {
 
   // The ranks ONNX's own shape inference gives the values of an opsets 1-6 model, for
   // the legacy broadcast axis (which needs A's rank before Remex's shape inference
-  // runs). Initializers keep their types, not their data. Values it cannot type are
+  // runs). Computed on the first need only, over a copy of the graph whose
+  // initializers carry their types but not their data. Values it cannot type are
   // left out.
-  void LegacyRanks(const onnx::ModelProto& model) {
-    onnx::ModelProto copy = model;
-    for (auto& init : *copy.mutable_graph()->mutable_initializer()) {
-      init.clear_raw_data();
-      init.clear_float_data();
-      init.clear_int64_data();
-      init.clear_int32_data();
-      init.clear_double_data();
+  const std::map<std::string, int64_t>& LegacyRanks() {
+    if (legacy_ranks_) return *legacy_ranks_;
+    legacy_ranks_.emplace();
+    onnx::ModelProto copy;
+    copy.set_ir_version(model_->ir_version());
+    *copy.mutable_opset_import() = model_->opset_import();
+    const onnx::GraphProto& src = model_->graph();
+    onnx::GraphProto* g = copy.mutable_graph();
+    *g->mutable_node() = src.node();
+    *g->mutable_input() = src.input();
+    *g->mutable_output() = src.output();
+    *g->mutable_value_info() = src.value_info();
+    for (const auto& init : src.initializer()) {
+      onnx::TensorProto* t = g->add_initializer();
+      t->set_name(init.name());
+      t->set_data_type(init.data_type());
+      *t->mutable_dims() = init.dims();
     }
     try {
       onnx::shape_inference::InferShapes(copy);
     } catch (const std::exception&) {
-      return;  // The ranks stay unknown; NormaliseLegacy says so where it needs one.
+      return *legacy_ranks_;  // The ranks stay unknown; NormaliseLegacy says so where it needs one.
     }
     for (const auto& vi : copy.graph().value_info()) {
-      if (vi.type().tensor_type().has_shape()) legacy_ranks_[vi.name()] = vi.type().tensor_type().shape().dim_size();
+      if (vi.type().tensor_type().has_shape()) (*legacy_ranks_)[vi.name()] = vi.type().tensor_type().shape().dim_size();
     }
+    return *legacy_ranks_;
   }
 
   // Opsets 1-6 (ONNX's Changelog, the definitions before opset 7):
@@ -419,8 +432,9 @@ class Importer {
     const Value& b = graph_.values[node.inputs[1]];
     int64_t rank_a = static_cast<int64_t>(a.shape.size());
     if (!a.rank_known) {
-      auto it = legacy_ranks_.find(a.name);
-      if (it == legacy_ranks_.end()) {
+      const std::map<std::string, int64_t>& ranks = LegacyRanks();
+      auto it = ranks.find(a.name);
+      if (it == ranks.end()) {
         return Unimplemented(where + ": " + node.op + " with broadcast axis " + std::to_string(*axis) +
                              " (opset " + std::to_string(graph_.opset) + ") needs the rank of its first input");
       }
@@ -600,7 +614,8 @@ class Importer {
     return region;
   }
 
-  std::map<std::string, int64_t> legacy_ranks_;  // LegacyRanks
+  const onnx::ModelProto* model_ = nullptr;  // during Import
+  std::optional<std::map<std::string, int64_t>> legacy_ranks_;  // LegacyRanks
   const kernels::KernelRegistry& registry_;
   const std::map<std::string, Shape>& input_shapes_;
   Graph graph_;
