@@ -57,6 +57,42 @@
 #include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
+
+StatusOr<ConvDims> ConvDimsOf(std::string_view op, const WindowAttrs& window, int64_t g, const Shape& x,
+                              const Shape& w) {
+  if (x.size() < 3 || x.size() > 5) {
+    return OpError(op, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x));
+  }
+  if (w.size() != x.size()) {
+    return OpError(op, "W " + ShapeToString(w) + " must have the rank of X " + ShapeToString(x));
+  }
+  ConvDims s;
+  s.n = x[0];
+  s.c = x[1];
+  s.m = w[0];
+  s.group = g;
+  if (s.c % g != 0) {
+    return OpError(op, "input channels " + std::to_string(s.c) + " are not divisible by group " + std::to_string(g));
+  }
+  if (w[1] != s.c / g) {
+    return OpError(op, "W " + ShapeToString(w) + " expects " + std::to_string(w[1] * g) +
+                           " input channels with group " + std::to_string(g) + ", X has " + std::to_string(s.c));
+  }
+  if (s.m % g != 0) {
+    return OpError(op, "output channels " + std::to_string(s.m) + " are not divisible by group " + std::to_string(g));
+  }
+  std::span<const int64_t> kernel(w.data() + 2, w.size() - 2);
+  if (!window.kernel_shape.empty() &&
+      !std::equal(kernel.begin(), kernel.end(), window.kernel_shape.begin(), window.kernel_shape.end())) {
+    return OpError(op, "kernel_shape does not match W " + ShapeToString(w));
+  }
+  std::span<const int64_t> spatial(x.data() + 2, x.size() - 2);
+  REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(op, window, spatial, kernel));
+  s.output = {s.n, s.m};
+  s.output.insert(s.output.end(), s.geometry.output.begin(), s.geometry.output.end());
+  return s;
+}
+
 namespace {
 
 constexpr std::string_view kConv = "Conv";
@@ -106,11 +142,7 @@ StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs, std::string_view op 
 }
 
 // Validated geometry of one Conv call.
-struct ConvShape {
-  int64_t n = 0, c = 0, m = 0;  // Batch, input channels, output channels.
-  WindowGeometry geometry;
-  Shape output;
-};
+using ConvShape = ConvDims;
 
 // Shapes in `s` are channels-first (ONNX's) whatever the layout; `output` is in the
 // node's layout.
@@ -120,43 +152,8 @@ StatusOr<ConvShape> ComputeConvShape(const ConvAttrs& attrs, std::span<const Sha
   if (attrs.channels_last) x.shape = ToChannelsFirst(x.shape);
   const ShapeFnArg& w = in[1];
   REMEX_RETURN_IF_ERROR(CheckFloat32(op, x, w));
-  if (x.shape.size() < 3 || x.shape.size() > 5) {
-    return OpError(
-        op, "X must have rank 3 to 5 (1-D to 3-D convolution), got " + ShapeToString(x.shape));
-  }
-  if (w.shape.size() != x.shape.size()) {
-    return OpError(op, "W " + ShapeToString(w.shape) + " must have the rank of X " +
-                              ShapeToString(x.shape));
-  }
-  ConvShape s;
-  s.n = x.shape[0];
-  s.c = x.shape[1];
-  s.m = w.shape[0];
-  const int64_t g = attrs.group;
-  if (s.c % g != 0) {
-    return OpError(op, "input channels " + std::to_string(s.c) + " are not divisible by group " +
-                              std::to_string(g));
-  }
-  if (w.shape[1] != s.c / g) {
-    return OpError(op, "W " + ShapeToString(w.shape) + " expects " +
-                              std::to_string(w.shape[1] * g) + " input channels with group " +
-                              std::to_string(g) + ", X has " + std::to_string(s.c));
-  }
-  if (s.m % g != 0) {
-    return OpError(op, "output channels " + std::to_string(s.m) +
-                              " are not divisible by group " + std::to_string(g));
-  }
-  std::span<const int64_t> kernel(w.shape.data() + 2, w.shape.size() - 2);
-  if (!attrs.window.kernel_shape.empty() &&
-      !std::equal(kernel.begin(), kernel.end(), attrs.window.kernel_shape.begin(),
-                  attrs.window.kernel_shape.end())) {
-    return OpError(op, "kernel_shape does not match W " + ShapeToString(w.shape));
-  }
+  REMEX_ASSIGN_OR_RETURN(ConvShape s, ConvDimsOf(op, attrs.window, attrs.group, x.shape, w.shape));
   REMEX_RETURN_IF_ERROR(CheckBias(op, in, s.m));
-  std::span<const int64_t> spatial(x.shape.data() + 2, x.shape.size() - 2);
-  REMEX_ASSIGN_OR_RETURN(s.geometry, ComputeWindowGeometry(op, attrs.window, spatial, kernel));
-  s.output = {s.n, s.m};
-  s.output.insert(s.output.end(), s.geometry.output.begin(), s.geometry.output.end());
   if (attrs.channels_last) s.output = ToChannelsLast(s.output);
   return s;
 }

@@ -45,6 +45,12 @@ Status AddLossCpuKernels(KernelRegistry& registry);
 // ScatterElements, Scatter (kernels/scatter.cc).
 Status AddScatterOpDefs(KernelRegistry& registry);
 Status AddScatterCpuKernels(KernelRegistry& registry);
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (kernels/quantize.cc).
+Status AddQuantizeOpDefs(KernelRegistry& registry);
+Status AddQuantizeCpuKernels(KernelRegistry& registry);
+// MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv (kernels/qlinear.cc).
+Status AddQLinearOpDefs(KernelRegistry& registry);
+Status AddQLinearCpuKernels(KernelRegistry& registry);
 // CumSum (kernels/cumsum.cc).
 Status AddCumSumOpDefs(KernelRegistry& registry);
 Status AddCumSumCpuKernels(KernelRegistry& registry);
@@ -107,6 +113,19 @@ StatusOr<int64_t> NormalizeAxis(std::string_view op, int64_t axis, int64_t rank,
 StatusOr<std::vector<int64_t>> ReadIndexTensor(std::string_view op, std::string_view what,
                                                DType dtype, const Shape& shape, const void* data);
 
+// numpy.matmul's shapes (MatMul-13 and the integer matmuls): A [..., m, k] (a 1-D A is
+// [1, k] with m dropped from the output), B [..., k, n] (1-D: [k, 1], n dropped); the
+// batch dims broadcast. INVALID_ARGUMENT "<op>: ..." for rank 0, differing k or batch
+// dims that do not broadcast.
+struct MatMulDims {
+  int64_t m = 0, k = 0, n = 0;
+  Shape batch;    // Broadcast batch dims.
+  Shape a_batch;  // A's batch dims, left-padded with 1 to batch's rank.
+  Shape b_batch;
+  Shape output;
+};
+StatusOr<MatMulDims> MatMulDimsOf(std::string_view op, const Shape& a_shape, const Shape& b_shape);
+
 // Sliding-window geometry of Conv and the pooling ops, per spatial dimension.
 struct WindowGeometry {
   std::vector<int64_t> kernel;
@@ -139,6 +158,18 @@ StatusOr<WindowAttrs> ParseWindowAttrs(std::string_view op, const Attributes& at
 StatusOr<WindowGeometry> ComputeWindowGeometry(std::string_view op, const WindowAttrs& attrs,
                                                std::span<const int64_t> input,
                                                std::span<const int64_t> kernel);
+
+// Conv's channel and window checks (Conv-11 and the integer convolutions) on
+// channels-first X [N, C, D1 (, D2 (, D3))] and W [M, C / group, k1 (, k2 (, k3))]:
+// ranks 3 to 5, C and M divisible by group, W's input channels, kernel_shape (when set)
+// equal to W's. `output` is [N, M, O1 ...]. INVALID_ARGUMENT "<op>: ...".
+struct ConvDims {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  WindowGeometry geometry;
+  Shape output;
+};
+StatusOr<ConvDims> ConvDimsOf(std::string_view op, const WindowAttrs& window, int64_t group, const Shape& x,
+                              const Shape& w);
 
 bool IsFloatType(DType dtype);    // float16, float32, float64.
 bool IsNumericType(DType dtype);  // Every DType but bool and undefined.

@@ -41,17 +41,43 @@
 #include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
+
+StatusOr<MatMulDims> MatMulDimsOf(std::string_view op, const Shape& a_shape, const Shape& b_shape) {
+  if (a_shape.empty() || b_shape.empty()) {
+    return OpError(op, "inputs must have rank >= 1, got " + ShapeToString(a_shape) + " and " +
+                                ShapeToString(b_shape));
+  }
+  Shape as = a_shape, bs = b_shape;
+  const bool a_vec = as.size() == 1;
+  const bool b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  MatMulDims s;
+  s.m = as[as.size() - 2];
+  s.k = as[as.size() - 1];
+  s.n = bs[bs.size() - 1];
+  if (bs[bs.size() - 2] != s.k) {
+    return OpError(op,
+                   "inner dims differ: " + ShapeToString(a_shape) + " x " + ShapeToString(b_shape));
+  }
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  REMEX_ASSIGN_OR_RETURN(s.batch, BroadcastShapes(op, ab, bb));
+  s.a_batch.assign(s.batch.size() - ab.size(), 1);
+  s.a_batch.insert(s.a_batch.end(), ab.begin(), ab.end());
+  s.b_batch.assign(s.batch.size() - bb.size(), 1);
+  s.b_batch.insert(s.b_batch.end(), bb.begin(), bb.end());
+  s.output = s.batch;
+  if (!a_vec) s.output.push_back(s.m);
+  if (!b_vec) s.output.push_back(s.n);
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(op, s.output).status());
+  return s;
+}
+
 namespace {
 
 constexpr std::string_view kMatMul = "MatMul";
 
-struct MatMulShape {
-  int64_t m = 0, k = 0, n = 0;
-  Shape batch;    // Broadcast batch dims.
-  Shape a_batch;  // A's batch dims, left-padded with 1 to batch's rank.
-  Shape b_batch;
-  Shape output;
-};
+using MatMulShape = MatMulDims;
 
 StatusOr<MatMulShape> ComputeMatMulShape(const ShapeFnArg& a, const ShapeFnArg& b) {
   if (a.dtype != b.dtype) {
@@ -61,34 +87,7 @@ StatusOr<MatMulShape> ComputeMatMulShape(const ShapeFnArg& a, const ShapeFnArg& 
   if (!IsNumericType(a.dtype)) {
     return OpError(kMatMul, "unsupported dtype " + std::string(DTypeName(a.dtype)));
   }
-  if (a.shape.empty() || b.shape.empty()) {
-    return OpError(kMatMul, "inputs must have rank >= 1, got " + ShapeToString(a.shape) + " and " +
-                                ShapeToString(b.shape));
-  }
-  Shape as = a.shape, bs = b.shape;
-  const bool a_vec = as.size() == 1;
-  const bool b_vec = bs.size() == 1;
-  if (a_vec) as.insert(as.begin(), 1);
-  if (b_vec) bs.push_back(1);
-  MatMulShape s;
-  s.m = as[as.size() - 2];
-  s.k = as[as.size() - 1];
-  s.n = bs[bs.size() - 1];
-  if (bs[bs.size() - 2] != s.k) {
-    return OpError(kMatMul,
-                   "inner dims differ: " + ShapeToString(a.shape) + " x " + ShapeToString(b.shape));
-  }
-  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  REMEX_ASSIGN_OR_RETURN(s.batch, BroadcastShapes(kMatMul, ab, bb));
-  s.a_batch.assign(s.batch.size() - ab.size(), 1);
-  s.a_batch.insert(s.a_batch.end(), ab.begin(), ab.end());
-  s.b_batch.assign(s.batch.size() - bb.size(), 1);
-  s.b_batch.insert(s.b_batch.end(), bb.begin(), bb.end());
-  s.output = s.batch;
-  if (!a_vec) s.output.push_back(s.m);
-  if (!b_vec) s.output.push_back(s.n);
-  REMEX_RETURN_IF_ERROR(CheckedNumElements(kMatMul, s.output).status());
-  return s;
+  return MatMulDimsOf(kMatMul, a.shape, b.shape);
 }
 
 StatusOr<std::vector<TensorInfo>> InferMatMul(const Attributes&, std::span<const ShapeFnArg> in) {

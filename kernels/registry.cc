@@ -250,6 +250,8 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
@@ -275,6 +277,8 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));

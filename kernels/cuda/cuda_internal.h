@@ -46,6 +46,9 @@ Status AddLibraryCudaKernels(KernelRegistry& registry, CudaKernelContext context
 Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // Shape, Size, ConstantOfShape, Range, Dropout, TopK and LRN (misc.cc).
 Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+// QLinearMatMul, ConvInteger and QLinearConv (quant.cc).
+Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // LSTM, GRU and RNN (rnn.cc).
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 

@@ -1,0 +1,323 @@
+// The linear quantization ops' CPU kernels (kernels/quantize.cc, kernels/qlinear.cc):
+// ONNX's examples, per-axis parameters, rounding half to even and saturation, every
+// uint8 / int8 operand combination of the integer matmul and convolution against plain
+// loops written here (strides, pads, dilations, groups, per-channel zero points,
+// broadcast batches), and the errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/test_util.h"
+
+namespace remex::kernels {
+namespace {
+
+using testing::Attrs;
+using testing::HostTensor;
+using testing::OpRunner;
+
+HostTensor F32(Shape s, std::vector<float> v) { return HostTensor::Of<float>(std::move(s), v); }
+HostTensor U8(Shape s, std::vector<uint8_t> v) { return HostTensor::Of<uint8_t>(std::move(s), v); }
+HostTensor I8(Shape s, std::vector<int8_t> v) { return HostTensor::Of<int8_t>(std::move(s), v); }
+
+TEST(QuantizeTest, QuantizeLinearOnnxExampleRoundsHalfToEvenAndSaturates) {
+  OpRunner r;
+  // ONNX's example: scale 2, zero point 128.
+  const HostTensor x = F32({6}, {0, 2, 3, 1000, -254, -1000});
+  auto out = r.Run("QuantizeLinear", {}, {x, F32({}, {2}), U8({}, {128})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{128, 129, 130, 255, 1, 0}));
+  // Halves go to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> 0, -1.5 -> -2; int8, no saturation.
+  out = r.Run("QuantizeLinear", {}, {F32({5}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f}), F32({}, {1}), I8({}, {0})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int8_t>(), (std::vector<int8_t>{0, 2, 2, 0, -2}));
+  // Without a zero point: uint8, zero point 0; int32 x.
+  out = r.Run("QuantizeLinear", {}, {HostTensor::Of<int32_t>({3}, {-7, 7, 600}), F32({1}, {2})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].dtype, DType::kUint8);
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{0, 4, 255}));
+}
+
+TEST(QuantizeTest, PerAxisParameters) {
+  OpRunner r;
+  // x [2, 3, 2], axis 1: channel c has scale c + 1 and zero point 10 * c.
+  std::vector<float> xv(12);
+  for (int i = 0; i < 12; ++i) xv[i] = static_cast<float>(i * 3 - 10);
+  const HostTensor x = F32({2, 3, 2}, xv);
+  auto q = r.Run("QuantizeLinear", {}, {x, F32({3}, {1, 2, 3}), I8({3}, {0, 10, 20})});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  const auto got = (*q)[0].Values<int8_t>();
+  for (int i = 0; i < 12; ++i) {
+    const int c = (i / 2) % 3;
+    const double want = std::nearbyint(xv[i] / (c + 1.0)) + 10 * c;
+    EXPECT_EQ(got[i], static_cast<int8_t>(std::fmin(127, std::fmax(-128, want)))) << i;
+  }
+  // Dequantize back with axis -2 (the same axis).
+  auto d = r.Run("DequantizeLinear", Attrs({{"axis", int64_t{-2}}}), {(*q)[0], F32({3}, {1, 2, 3}), I8({3}, {0, 10, 20})});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  const auto back = (*d)[0].Values<float>();
+  for (int i = 0; i < 12; ++i) {
+    const int c = (i / 2) % 3;
+    EXPECT_EQ(back[i], static_cast<float>(got[i] - 10 * c) * static_cast<float>(c + 1)) << i;
+  }
+  // Opset 10 has no axis: a per-axis scale is refused.
+  auto old = r.Run("QuantizeLinear-10", {}, {x, F32({3}, {1, 2, 3}), I8({3}, {0, 10, 20})});
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("must hold one value"), std::string::npos) << old.status().ToString();
+}
+
+TEST(QuantizeTest, DequantizeLinearOnnxExampleAndInt32) {
+  OpRunner r;
+  auto out = r.Run("DequantizeLinear", {}, {U8({4}, {0, 3, 128, 255}), F32({}, {2}), U8({}, {128})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-256, -250, 0, 254}));
+  out = r.Run("DequantizeLinear", {}, {HostTensor::Of<int32_t>({2}, {-5, 1 << 20}), F32({}, {0.5f})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-2.5f, 524288.0f}));
+  out = r.Run("DequantizeLinear", {}, {HostTensor::Of<int32_t>({1}, {1}), F32({}, {1}), HostTensor::Of<int32_t>({}, {3})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("must be 0"), std::string::npos) << out.status().ToString();
+}
+
+TEST(QuantizeTest, DynamicQuantizeLinear) {
+  OpRunner r;
+  // ONNX's example.
+  auto out = r.Run("DynamicQuantizeLinear", {}, {F32({6}, {0, 2, -3, -2.5f, 1.34f, 0.5f})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_FLOAT_EQ((*out)[1].Values<float>()[0], 5.0f / 255.0f);
+  EXPECT_EQ((*out)[2].Values<uint8_t>()[0], 153);
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
+  // All zero: scale 1, zero point 0, y 0 (no division by zero).
+  out = r.Run("DynamicQuantizeLinear", {}, {F32({3}, {0, 0, 0})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[1].Values<float>()[0], 1.0f);
+  EXPECT_EQ((*out)[2].Values<uint8_t>()[0], 0);
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{0, 0, 0}));
+  // Positive only: the range starts at 0.
+  out = r.Run("DynamicQuantizeLinear", {}, {F32({2}, {1, 51})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[2].Values<uint8_t>()[0], 0);
+  EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{5, 255}));
+}
+
+// ---------------------------------------------------------------------------
+// Integer matmul and convolution against loops written here.
+
+template <typename T>
+std::vector<T> RandomValues(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int> d(std::is_signed_v<T> ? -128 : 0, std::is_signed_v<T> ? 127 : 255);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(d(rng));
+  return v;
+}
+
+template <typename A, typename B>
+void CheckMatMulInteger(std::mt19937& rng, const Shape& as, const Shape& bs, bool per_column) {
+  OpRunner r;
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  const int64_t batch_a = NumElements(as).value() / (m * k), batch_b = NumElements(bs).value() / (k * n);
+  const auto av = RandomValues<A>(rng, static_cast<size_t>(batch_a * m * k));
+  const auto bv = RandomValues<B>(rng, static_cast<size_t>(batch_b * k * n));
+  const auto azp = RandomValues<A>(rng, 1);
+  const auto bzp = RandomValues<B>(rng, per_column ? static_cast<size_t>(n) : 1);
+  auto out = r.Run("MatMulInteger", {},
+                   {HostTensor::Of<A>(as, av), HostTensor::Of<B>(bs, bv), HostTensor::Of<A>({}, azp),
+                    HostTensor::Of<B>(per_column ? Shape{n} : Shape{}, bzp)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto got = (*out)[0].template Values<int32_t>();
+  const int64_t batch = std::max(batch_a, batch_b);  // Tests broadcast a batch of 1 only.
+  ASSERT_EQ(got.size(), static_cast<size_t>(batch * m * n));
+  for (int64_t t = 0; t < batch; ++t) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t want = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          want += (int64_t{av[(batch_a == 1 ? 0 : t) * m * k + i * k + kk]} - azp[0]) *
+                  (int64_t{bv[(batch_b == 1 ? 0 : t) * k * n + kk * n + j]} - bzp[per_column ? j : 0]);
+        }
+        ASSERT_EQ(got[(t * m + i) * n + j], want) << t << " " << i << " " << j;
+      }
+    }
+  }
+}
+
+TEST(QuantizeTest, MatMulIntegerEveryOperandTypeAndBroadcastBatches) {
+  std::mt19937 rng(7);
+  CheckMatMulInteger<uint8_t, uint8_t>(rng, {3, 5}, {5, 4}, false);
+  CheckMatMulInteger<uint8_t, int8_t>(rng, {2, 3, 5}, {5, 7}, true);
+  CheckMatMulInteger<int8_t, uint8_t>(rng, {1, 4, 9}, {3, 9, 2}, false);
+  CheckMatMulInteger<int8_t, int8_t>(rng, {2, 1, 6}, {2, 6, 3}, true);
+  // ONNX's example.
+  OpRunner r;
+  auto out = r.Run("MatMulInteger", {},
+                   {U8({4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0}), U8({3, 2}, {1, 4, 2, 5, 3, 6}),
+                    U8({}, {12}), U8({}, {0})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+}
+
+TEST(QuantizeTest, QLinearMatMulRequantizes) {
+  OpRunner r;
+  std::mt19937 rng(11);
+  const auto a = RandomValues<uint8_t>(rng, 2 * 8);
+  const auto b = RandomValues<int8_t>(rng, 8 * 3);
+  const float a_scale = 0.02f, b_scale[3] = {0.01f, 0.03f, 0.005f}, y_scale = 0.05f;
+  const uint8_t a_zp = 120, y_zp = 100;
+  const int8_t b_zp = -3;
+  auto out = r.Run("QLinearMatMul", {},
+                   {U8({2, 8}, a), F32({}, {a_scale}), U8({}, {a_zp}), I8({8, 3}, b),
+                    F32({3}, {b_scale[0], b_scale[1], b_scale[2]}), I8({}, {b_zp}), F32({}, {y_scale}),
+                    U8({}, {y_zp})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto got = (*out)[0].Values<uint8_t>();
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      int32_t sum = 0;
+      for (int kk = 0; kk < 8; ++kk) sum += (a[i * 8 + kk] - a_zp) * (b[kk * 3 + j] - b_zp);
+      const float mult = a_scale * b_scale[j] / y_scale;
+      const float want = std::fmin(255.0f, std::fmax(0.0f, std::nearbyint(static_cast<float>(sum) * mult) + y_zp));
+      EXPECT_EQ(got[i * 3 + j], static_cast<uint8_t>(want)) << i << " " << j;
+    }
+  }
+}
+
+struct ConvCase {
+  Shape x, w;
+  Attributes attrs;
+  std::vector<int64_t> strides, pads, dilations;  // 2-D, written out for the loop.
+  int64_t group = 1;
+};
+
+template <typename X, typename W>
+void CheckConvInteger(std::mt19937& rng, const ConvCase& c, bool per_channel) {
+  OpRunner r;
+  const auto xv = RandomValues<X>(rng, static_cast<size_t>(NumElements(c.x).value()));
+  const auto wv = RandomValues<W>(rng, static_cast<size_t>(NumElements(c.w).value()));
+  const int64_t n = c.x[0], ch = c.x[1], h = c.x[2], wd = c.x[3];
+  const int64_t m = c.w[0], kh = c.w[2], kw = c.w[3];
+  const auto xzp = RandomValues<X>(rng, 1);
+  const auto wzp = RandomValues<W>(rng, per_channel ? static_cast<size_t>(m) : 1);
+  auto out = r.Run("ConvInteger", c.attrs,
+                   {HostTensor::Of<X>(c.x, xv), HostTensor::Of<W>(c.w, wv), HostTensor::Of<X>({}, xzp),
+                    HostTensor::Of<W>(per_channel ? Shape{m} : Shape{}, wzp)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const HostTensor& y = (*out)[0];
+  const int64_t oh = y.shape[2], ow = y.shape[3];
+  EXPECT_EQ(oh, (h + c.pads[0] + c.pads[2] - (c.dilations[0] * (kh - 1) + 1)) / c.strides[0] + 1);
+  const auto got = y.template Values<int32_t>();
+  const int64_t cg = ch / c.group, mg = m / c.group;
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t mo = 0; mo < m; ++mo) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t want = 0;
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            const int64_t cin = (mo / mg) * cg + ci;
+            for (int64_t p = 0; p < kh; ++p) {
+              for (int64_t q = 0; q < kw; ++q) {
+                const int64_t yy = i * c.strides[0] - c.pads[0] + p * c.dilations[0];
+                const int64_t xx = j * c.strides[1] - c.pads[1] + q * c.dilations[1];
+                if (yy < 0 || yy >= h || xx < 0 || xx >= wd) continue;
+                want += (int64_t{xv[((b * ch + cin) * h + yy) * wd + xx]} - xzp[0]) *
+                        (int64_t{wv[((mo * cg + ci) * kh + p) * kw + q]} - wzp[per_channel ? mo : 0]);
+              }
+            }
+          }
+          ASSERT_EQ(got[((b * m + mo) * oh + i) * ow + j], want) << b << " " << mo << " " << i << " " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizeTest, ConvIntegerMatchesALoop) {
+  std::mt19937 rng(3);
+  const ConvCase plain{{1, 2, 5, 6}, {3, 2, 3, 3}, {}, {1, 1}, {0, 0, 0, 0}, {1, 1}};
+  const ConvCase strided{{2, 4, 7, 6},
+                         {4, 2, 3, 2},
+                         Attrs({{"strides", std::vector<int64_t>{2, 1}},
+                                {"pads", std::vector<int64_t>{1, 0, 2, 1}},
+                                {"dilations", std::vector<int64_t>{1, 2}},
+                                {"group", int64_t{2}}}),
+                         {2, 1},
+                         {1, 0, 2, 1},
+                         {1, 2},
+                         2};
+  CheckConvInteger<uint8_t, uint8_t>(rng, plain, false);
+  CheckConvInteger<uint8_t, int8_t>(rng, strided, true);
+  CheckConvInteger<int8_t, uint8_t>(rng, strided, false);
+  CheckConvInteger<int8_t, int8_t>(rng, plain, true);
+}
+
+TEST(QuantizeTest, QLinearConvWithBiasAndPerChannelScale) {
+  OpRunner r;
+  std::mt19937 rng(5);
+  const auto x = RandomValues<uint8_t>(rng, 1 * 2 * 4 * 4);
+  const auto w = RandomValues<int8_t>(rng, 2 * 2 * 3 * 3);
+  const std::vector<int32_t> bias = {1000, -2000};
+  const float x_scale = 0.03f, w_scale[2] = {0.004f, 0.02f}, y_scale = 0.1f;
+  auto out = r.Run("QLinearConv", Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+                   {U8({1, 2, 4, 4}, x), F32({}, {x_scale}), U8({}, {128}), I8({2, 2, 3, 3}, w),
+                    F32({2}, {w_scale[0], w_scale[1]}), I8({2}, {0, 0}), F32({}, {y_scale}), I8({}, {-5}),
+                    HostTensor::Of<int32_t>({2}, bias)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const auto got = (*out)[0].Values<int8_t>();
+  ASSERT_EQ((*out)[0].shape, (Shape{1, 2, 4, 4}));
+  for (int mo = 0; mo < 2; ++mo) {
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        int32_t sum = bias[mo];
+        for (int ci = 0; ci < 2; ++ci) {
+          for (int p = 0; p < 3; ++p) {
+            for (int q = 0; q < 3; ++q) {
+              const int yy = i - 1 + p, xx = j - 1 + q;
+              if (yy < 0 || yy >= 4 || xx < 0 || xx >= 4) continue;
+              sum += (x[(ci * 4 + yy) * 4 + xx] - 128) * w[((mo * 2 + ci) * 3 + p) * 3 + q];
+            }
+          }
+        }
+        const float mult = x_scale * w_scale[mo] / y_scale;
+        const float want = std::fmin(127.0f, std::fmax(-128.0f, std::nearbyint(static_cast<float>(sum) * mult) - 5));
+        EXPECT_EQ(got[(mo * 4 + i) * 4 + j], static_cast<int8_t>(want)) << mo << i << j;
+      }
+    }
+  }
+}
+
+TEST(QuantizeTest, Errors) {
+  OpRunner r;
+  struct Case {
+    const char* op;
+    std::vector<HostTensor> in;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"QuantizeLinear", {HostTensor::Of<double>({1}, {1}), F32({}, {1})}, "float32 or int32"},
+      {"QuantizeLinear", {F32({1}, {1}), HostTensor::Of<double>({}, {1})}, "scale must be float32"},
+      {"QuantizeLinear", {F32({2, 3}, std::vector<float>(6)), F32({2}, {1, 1})}, "must hold one value or 3"},
+      {"QuantizeLinear", {F32({1}, {1}), F32({}, {1}), HostTensor::Of<int32_t>({}, {0})}, "uint8 or int8"},
+      {"DequantizeLinear", {U8({1}, {1}), F32({}, {1}), I8({}, {0})}, "x's dtype"},
+      {"DynamicQuantizeLinear", {HostTensor::Of<double>({1}, {1})}, "float32"},
+      {"MatMulInteger", {F32({2, 2}, {1, 2, 3, 4}), U8({2, 2}, {1, 2, 3, 4})}, "uint8 or int8"},
+      {"MatMulInteger", {U8({2, 3}, std::vector<uint8_t>(6)), U8({2, 2}, {1, 2, 3, 4})}, "inner dims"},
+      {"MatMulInteger", {U8({2, 2}, {1, 2, 3, 4}), U8({2, 2}, {1, 2, 3, 4}), U8({2}, {1, 2})}, "per-row"},
+      {"MatMulInteger", {U8({2, 2}, {1, 2, 3, 4}), U8({2, 2}, {1, 2, 3, 4}), U8({}, {1}), U8({3}, {1, 2, 3})},
+       "one value or 2"},
+      {"ConvInteger", {U8({1, 3, 4, 4}, std::vector<uint8_t>(48)), U8({2, 2, 3, 3}, std::vector<uint8_t>(36))},
+       "input channels"},
+  };
+  for (const Case& c : cases) {
+    auto out = r.Run(c.op, {}, c.in);
+    ASSERT_FALSE(out.ok()) << c.op << " " << c.want;
+    EXPECT_NE(out.status().message().find(c.want), std::string::npos) << out.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace remex::kernels
