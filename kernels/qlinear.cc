@@ -9,9 +9,10 @@
 // ConvInteger(x, w, [x_zero_point], [w_zero_point]) -> y int32 [N, M, O1 ...].
 // QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
 //   y_zero_point, [B]) -> y of y_zero_point's dtype.
-// uint8 and int8 operands in any combination; the sums and requantization are
-// kernels/quantize_ops.h's, one output element at a time (the CUDA kernels compute the
-// same elements with the same functions, so results are identical).
+// uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
+// int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
+// element-by-element sums of kernels/quantize_ops.h) and requantize with that header's
+// functions, so both devices give the same bits.
 
 #include <algorithm>
 #include <string>
@@ -263,6 +264,23 @@ OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const 
   return w;
 }
 
+// c[i, j] (wrapping uint32) = sum over kk of a[i, kk] * b[kk, j] for int16 a [m, k] and
+// b [k, n] (zero points already subtracted: |value| <= 255, so each product fits
+// int32). The j loop is contiguous and vectorises; the sums are exact modulo 2^32, the
+// same as quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
+void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    uint32_t* ci = c + i * n;
+    std::fill(ci, ci + n, 0u);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int32_t av = a[i * k + kk];
+      if (av == 0) continue;
+      const int16_t* bk = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) ci[j] += static_cast<uint32_t>(av * static_cast<int32_t>(bk[j]));
+    }
+  }
+}
+
 class QMatMulKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
@@ -281,14 +299,18 @@ class QMatMulKernel final : public ValidatedKernel {
       using B = typename decltype(b_tag)::type;
       const A* a = DataAs<const A>(in[s.a]);
       const B* b = DataAs<const B>(in[s.b]);
+      std::vector<int16_t> a16(static_cast<size_t>(g.m * g.k)), b16(static_cast<size_t>(g.k * g.n));
+      std::vector<uint32_t> c(static_cast<size_t>(g.m * g.n));
       for (int64_t batch = 0; batch < g.batch; ++batch) {
         int64_t a_off = 0, b_off = 0;
         quant::BatchOffsets(g, batch, &a_off, &b_off);
-        for (int64_t i = 0; i < g.m; ++i) {
-          for (int64_t j = 0; j < g.n; ++j) {
-            const int32_t sum = quant::MatMulIntegerAt(g, a + a_off, b + b_off, a_zp, p.b_zp[j], i, j);
-            w.Put((batch * g.m + i) * g.n + j, sum, p.multiplier[j]);
-          }
+        for (int64_t i = 0; i < g.m * g.k; ++i) a16[i] = static_cast<int16_t>(int32_t{a[a_off + i]} - a_zp);
+        for (int64_t i = 0; i < g.k * g.n; ++i) {
+          b16[i] = static_cast<int16_t>(int32_t{b[b_off + i]} - p.b_zp[i % g.n]);
+        }
+        IntGemm(a16.data(), b16.data(), c.data(), g.m, g.k, g.n);
+        for (int64_t i = 0; i < g.m * g.n; ++i) {
+          w.Put(batch * g.m * g.n + i, static_cast<int32_t>(c[i]), p.multiplier[i % g.n]);
         }
       }
       return OkStatus();
@@ -296,6 +318,10 @@ class QMatMulKernel final : public ValidatedKernel {
   }
 };
 
+// The integer convolution as GEMMs: per image and group, W' [M / group, K] (w - w_zp)
+// times columns of the input patches (x - x_zp, 0 in the padding) [K, tile], K = C /
+// group * kernel size, over tiles of output positions so that the patch matrix stays
+// small.
 class QConvKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
@@ -315,15 +341,53 @@ class QConvKernel final : public ValidatedKernel {
       using W = typename decltype(w_tag)::type;
       const X* x = DataAs<const X>(in[s.a]);
       const W* wt = DataAs<const W>(in[s.b]);
-      int64_t i = 0;
+      const int64_t cg = g.c / g.group, mg = g.m / g.group;
+      const int64_t ksize = g.kernel[0] * g.kernel[1] * g.kernel[2];
+      const int64_t k = cg * ksize;
+      const int64_t plane = g.out[0] * g.out[1] * g.out[2];
+      const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+      constexpr int64_t kTile = 512;
+      std::vector<int16_t> w16(static_cast<size_t>(g.m * k));
+      for (int64_t m = 0; m < g.m; ++m) {
+        for (int64_t i = 0; i < k; ++i) {
+          w16[m * k + i] = static_cast<int16_t>(int32_t{wt[m * k + i]} - p.b_zp[m]);
+        }
+      }
+      std::vector<int16_t> col(static_cast<size_t>(k * kTile));
+      std::vector<uint32_t> acc(static_cast<size_t>(mg * kTile));
+      std::vector<int64_t> o0(kTile), o1(kTile), o2(kTile);
       for (int64_t b = 0; b < g.n; ++b) {
-        for (int64_t m = 0; m < g.m; ++m) {
-          for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-            for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-              for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++i) {
-                int32_t sum = quant::ConvIntegerAt(g, x, wt, x_zp, p.b_zp[m], b, m, o0, o1, o2);
-                if (bias) sum = static_cast<int32_t>(static_cast<uint32_t>(sum) + static_cast<uint32_t>(bias[m]));
-                w.Put(i, sum, p.multiplier[m]);
+        for (int64_t grp = 0; grp < g.group; ++grp) {
+          for (int64_t t0 = 0; t0 < plane; t0 += kTile) {
+            const int64_t tn = std::min(kTile, plane - t0);
+            for (int64_t t = 0; t < tn; ++t) {
+              const int64_t pos = t0 + t;
+              o2[t] = pos % g.out[2];
+              o1[t] = (pos / g.out[2]) % g.out[1];
+              o0[t] = pos / (g.out[2] * g.out[1]);
+            }
+            // The patch matrix [k, tn].
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              const X* xc = x + (b * g.c + grp * cg + ci) * in_plane;
+              for (int64_t kk = 0; kk < ksize; ++kk) {
+                const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
+                const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
+                int16_t* row = col.data() + (ci * ksize + kk) * tn;
+                for (int64_t t = 0; t < tn; ++t) {
+                  const int64_t i0 = o0[t] * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+                  const int64_t i1 = o1[t] * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+                  const int64_t i2 = o2[t] * g.stride[2] - g.pad[2] + k2 * g.dilation[2];
+                  const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+                  row[t] = inside ? static_cast<int16_t>(int32_t{xc[(i0 * g.in[1] + i1) * g.in[2] + i2]} - x_zp) : 0;
+                }
+              }
+            }
+            IntGemm(w16.data() + grp * mg * k, col.data(), acc.data(), mg, k, tn);
+            for (int64_t mi = 0; mi < mg; ++mi) {
+              const int64_t m = grp * mg + mi;
+              const uint32_t add = bias ? static_cast<uint32_t>(bias[m]) : 0u;
+              for (int64_t t = 0; t < tn; ++t) {
+                w.Put((b * g.m + m) * plane + t0 + t, static_cast<int32_t>(acc[mi * tn + t] + add), p.multiplier[m]);
               }
             }
           }
