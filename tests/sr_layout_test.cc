@@ -4,7 +4,8 @@
 // at the graph's two edges (read from `remex compile --stats`), and the NCHW result
 // matches ONNX Runtime (onnxruntime-node through tests/reference/ort_run.js, atol 1e-4)
 // on the same input. Compiled NHWC with `--dtype float16`, the body still has no layout
-// change and the result stays within float16 precision of the float32 one.
+// change and the result stays within float16 precision of the float32 one; so does
+// the model generated in float16 (`gen-sr --dtype float16`) compiled NHWC.
 //
 // The ONNX Runtime comparison needs REMEX_ORT_RUN (set by scripts/test.sh) and skips
 // itself without it; everything else needs only the Remex binaries.
@@ -42,11 +43,13 @@ class SrLayoutTest : public remex::testing::ModelTest {
   static std::string Cli() { return REMEX_CLI_BIN; }
   std::string Model() const { return dir_ + "/sr.onnx"; }
 
-  // Compiles with `layout` (and `extra` options) to sr_<name>.rmx, `name` defaulting
-  // to the layout; returns the --stats text.
-  std::string Compile(const std::string& layout, const std::string& extra = "", std::string name = "") {
+  // Compiles `model` (default Model()) with `layout` (and `extra` options) to
+  // sr_<name>.rmx, `name` defaulting to the layout; returns the --stats text.
+  std::string Compile(const std::string& layout, const std::string& extra = "", std::string name = "",
+                      std::string model = "") {
     if (name.empty()) name = layout;
-    auto c = RunCommand(Cli() + " compile " + Model() + " -o " + dir_ + "/sr_" + name + ".rmx --layout " + layout +
+    if (model.empty()) model = Model();
+    auto c = RunCommand(Cli() + " compile " + model + " -o " + dir_ + "/sr_" + name + ".rmx --layout " + layout +
                         " --stats " + extra);
     EXPECT_EQ(c.exit_code, 0) << c.output;
     return c.output;
@@ -125,6 +128,34 @@ TEST_F(SrLayoutTest, Float16NhwcKeepsLayoutChangesAtTheEdgesAndMatchesFloat32) {
   EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
   EXPECT_GT(c.max_abs_error, 0.0) << "float16 gave exactly the float32 result";
   std::printf("[sr] float16 NHWC vs float32 NCHW: max abs error %.3g\n", c.max_abs_error);
+}
+
+// The model exported in float16 (`gen-sr --dtype float16`: input, weights and output
+// float16) compiled NHWC: the same two layout changes at the edges and 16 NHWC nodes
+// as the float32 model, and the result within a float16 step or two of its NCHW
+// compile's (each kernel rounds once on store, in either layout).
+TEST_F(SrLayoutTest, Float16ModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
+  const std::string model = dir_ + "/sr16.onnx";
+  auto g = RunCommand(Cli() + " gen-sr -o " + model + " --height 24 --width 40 --dtype float16");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  Compile("NCHW", "", "NCHW_h", model);
+  const std::string nhwc = Compile("NHWC", "", "NHWC_h", model);
+  std::printf("%s", nhwc.c_str());
+  EXPECT_NE(nhwc.find("transpose kernels 2: 2 at the edges, 0 in the body"), std::string::npos) << nhwc;
+  EXPECT_NE(nhwc.find("layout NHWC: 2 layout changes (2 at the edges, 0 in the body), 16 nodes NHWC"),
+            std::string::npos)
+      << nhwc;
+  EXPECT_NE(nhwc.find("output  y: float16 [1, 3, 96, 160]"), std::string::npos) << nhwc;
+  EXPECT_NE(nhwc.find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
+            std::string::npos)
+      << nhwc;
+  Run("NCHW_h", "");
+  Run("NHWC_h", dir_ + "/out_NCHW_h/inputs/x.npy");
+  Shape shape;
+  auto c = CompareFiles(dir_ + "/out_NCHW_h/y.npy", dir_ + "/out_NHWC_h/y.npy", &shape, 1e-2, 3e-2);
+  EXPECT_EQ(shape, (Shape{1, 3, 96, 160}));
+  EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
+  std::printf("[sr] float16 model, NHWC vs NCHW: max abs error %.3g\n", c.max_abs_error);
 }
 
 TEST_F(SrLayoutTest, NchwMatchesOnnxRuntime) {

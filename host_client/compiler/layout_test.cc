@@ -1,10 +1,12 @@
 // The NHWC layout pass: results equal to the NCHW compile on the CPU VM, layout
-// changes only at the graph's edges for convolution chains, transposes around ops
-// that cannot run NHWC, per-channel constants transformed, dynamic shapes.
+// changes only at the graph's edges for convolution chains (float32, and float16 as
+// exported), transposes around ops that cannot run NHWC, per-channel constants
+// transformed, dynamic shapes.
 #include "host_client/compiler/passes/layout.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -13,6 +15,7 @@
 #include "host_client/compiler/onnx_test_util.h"
 #include "host_client/compiler/vm_test_util.h"
 #include "host_client/tooling/sr_model.h"
+#include "kernels/float16.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -37,9 +40,37 @@ StatusOr<vm::ExecutableDef> CompileBytes(const std::vector<std::byte>& model, La
   return CompileGraph(std::move(graph), Registry(), options, stats);
 }
 
-void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+// |a - b| <= tol + rtol * |b| elementwise.
+void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol, float rtol = 0.f) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << "at " << i;
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol + rtol * std::fabs(b[i])) << "at " << i;
+}
+
+// `v` rounded to float16 and back (kernels/float16.h, nearest even).
+std::vector<float> RoundedToHalf(std::vector<float> v) {
+  for (float& x : v) x = kernels::HalfToFloat(kernels::FloatToHalf(x));
+  return v;
+}
+
+// Runs function 0 of `def`, whose one input and one output are float16, on a CPU VM
+// with `x` (rounded to float16) of `shape`; returns the output as floats (and its shape
+// in `out_shape`). Failures are test failures and return {}.
+std::vector<float> RunFloat16(const vm::ExecutableDef& def, const Shape& shape, const std::vector<float>& x,
+                              Shape* out_shape = nullptr) {
+  remex::testing::CpuMachine m(def);
+  std::vector<kernels::Half> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = kernels::FloatToHalf(x[i]);
+  auto out = m.Run({m.Tensor(DType::kFloat16, shape, h)});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  if (!out.ok() || out->size() != 1) return {};
+  const vm::TensorPtr& t = (*out)[0];
+  EXPECT_EQ(t->dtype, DType::kFloat16);
+  if (t->dtype != DType::kFloat16) return {};
+  const auto* p = static_cast<const kernels::Half*>(t->data());
+  std::vector<float> y(t->nbytes() / sizeof(kernels::Half));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = kernels::HalfToFloat(p[i]);
+  if (out_shape) *out_shape = t->shape;
+  return y;
 }
 
 int KernelsWithLayout(const vm::ExecutableDef& def, const std::string& op) {
@@ -94,6 +125,129 @@ TEST(LayoutTest, SrModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
   EXPECT_EQ(s1, (Shape{1, 3, 24, 40}));
   EXPECT_EQ(s2, s1);
   ExpectNear(b, a, 1e-4f);
+}
+
+// The SR model exported in float16 (input, weights and output float16, as
+// `model.half()` writes it) runs NHWC exactly as its float32 twin does: the same two
+// layout changes at the edges, none in the body, the same NHWC kernels.
+TEST(LayoutTest, Float16SrModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
+  sr::SrModelOptions o;
+  o.height = 6;
+  o.width = 10;
+  auto model32 = sr::BuildSrModel(o);
+  o.dtype = DType::kFloat16;
+  auto model16 = sr::BuildSrModel(o);
+  ASSERT_TRUE(model32.ok()) << model32.status().ToString();
+  ASSERT_TRUE(model16.ok()) << model16.status().ToString();
+  CompileStats stats32, stats16;
+  auto nchw32 = CompileBytes(*model32, Layout::kNchw, nullptr);
+  auto nhwc32 = CompileBytes(*model32, Layout::kNhwc, &stats32);
+  auto nchw16 = CompileBytes(*model16, Layout::kNchw, nullptr);
+  auto nhwc16 = CompileBytes(*model16, Layout::kNhwc, &stats16);
+  for (const auto* def : {&nchw32, &nhwc32, &nchw16, &nhwc16}) ASSERT_TRUE(def->ok()) << def->status().ToString();
+  EXPECT_EQ(stats16.transposes, 2);
+  EXPECT_EQ(stats16.transposes_at_edges, 2);
+  EXPECT_EQ(stats16.layout.transposes_at_edges, 2);
+  EXPECT_EQ(stats16.layout.transposes_in_body, 0);
+  EXPECT_EQ(stats16.layout.nodes_nhwc, stats32.layout.nodes_nhwc);
+  EXPECT_EQ(stats16.kernels, stats32.kernels);
+  EXPECT_EQ(KernelsOf(*nhwc16, "Transpose"), 2);
+  for (const char* op : {"Conv", "FusedConv", "DepthToSpace"}) {
+    EXPECT_EQ(KernelsWithLayout(*nhwc16, op), KernelsWithLayout(*nhwc32, op)) << op;
+  }
+  EXPECT_EQ(KernelsWithLayout(*nhwc16, "FusedConv"), 5);
+  ASSERT_EQ(nhwc16->functions[0].outputs.size(), 1u);
+  EXPECT_EQ(nhwc16->functions[0].outputs[0].dtype, DType::kFloat16);
+  EXPECT_EQ(nhwc16->functions[0].outputs[0].shape, (Shape{1, 3, 24, 40}));
+  const Shape in_shape = {1, 3, 6, 10};
+  const std::vector<float> x = RoundedToHalf(Random(180, 3));
+  Shape s16;
+  const std::vector<float> a = RunFloat16(*nhwc16, in_shape, x, &s16);
+  EXPECT_EQ(s16, (Shape{1, 3, 24, 40}));
+  // Each kernel rounds once on store, in either layout: at most a float16 step or two
+  // apart (outputs up to about 13 here, where float16's spacing is 1/128).
+  ExpectNear(a, RunFloat16(*nchw16, in_shape, x), 2e-2f, 1e-2f);
+  // The float32 twin's weights are not rounded: float16 precision of it, no more.
+  ExpectNear(a, RunFloat32(*nchw32, in_shape, x), 3e-2f, 1e-2f);
+}
+
+// A float16-native graph (opset 13; every value and initializer float16):
+// x [1, 4, 6, 8] -> Conv 4->8 3x3 pad 1 -> Mul s [8, 1, 1] -> Add t [8, 1, 1] -> Relu (r)
+// -> Conv 8->8 3x3 pad 1 -> Add r -> SpaceToDepth 2 ([1, 32, 3, 4]) -> Conv 32->16 1x1
+// -> LeakyRelu -> DepthToSpace 2 CRD ([1, 4, 6, 8]) -> Add x -> y.
+// `elem_type` FLOAT gives its float32 twin, with the same (float16-exact) weights.
+OnnxModelBuilder ConvBlocksModel(int elem_type) {
+  const bool f16 = elem_type == onnx::TensorProto::FLOAT16;
+  OnnxModelBuilder b(13);
+  auto init = [&](const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    if (f16) {
+      b.Float16Init(name, dims, v);
+    } else {
+      b.FloatInit(name, dims, RoundedToHalf(v));
+    }
+  };
+  b.Input("x", elem_type, {1, 4, 6, 8}).Output("y", elem_type, {1, 4, 6, 8});
+  init("w1", {8, 4, 3, 3}, Random(288, 11, 0.3f));
+  init("b1", {8}, Random(8, 12, 0.1f));
+  init("s", {8, 1, 1}, {0.5f, 1.f, 1.5f, 2.f, -0.5f, -1.f, 0.75f, 1.25f});
+  init("t", {8, 1, 1}, Random(8, 13, 0.2f));
+  init("w2", {8, 8, 3, 3}, Random(576, 14, 0.2f));
+  init("w3", {16, 32, 1, 1}, Random(512, 15, 0.3f));
+  init("b3", {16}, Random(16, 16, 0.1f));
+  OnnxModelBuilder::IntsAttr(b.Node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  b.Node("Mul", {"c1", "s"}, {"m1"}, "scale");
+  b.Node("Add", {"m1", "t"}, {"a1"}, "shift");
+  b.Node("Relu", {"a1"}, {"r"}, "relu");
+  OnnxModelBuilder::IntsAttr(b.Node("Conv", {"r", "w2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
+  b.Node("Add", {"c2", "r"}, {"res"}, "residual");
+  OnnxModelBuilder::IntAttr(b.Node("SpaceToDepth", {"res"}, {"s2d"}, "s2d"), "blocksize", 2);
+  b.Node("Conv", {"s2d", "w3", "b3"}, {"c3"}, "conv3");
+  OnnxModelBuilder::FloatAttr(b.Node("LeakyRelu", {"c3"}, {"l3"}, "leaky"), "alpha", 0.1f);
+  auto* d2s = b.Node("DepthToSpace", {"l3"}, {"d2s"}, "d2s");
+  OnnxModelBuilder::IntAttr(d2s, "blocksize", 2);
+  auto* mode = d2s->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("CRD");
+  b.Node("Add", {"d2s", "x"}, {"y"}, "skip");
+  return b;
+}
+
+TEST(LayoutTest, Float16ConvBlocksRunNhwcWithoutTransposesInTheBody) {
+  const auto model16 = ConvBlocksModel(onnx::TensorProto::FLOAT16).Bytes();
+  const auto model32 = ConvBlocksModel(onnx::TensorProto::FLOAT).Bytes();
+  CompileStats stats16, stats32;
+  auto nchw16 = CompileBytes(model16, Layout::kNchw, nullptr);
+  auto nhwc16 = CompileBytes(model16, Layout::kNhwc, &stats16);
+  auto nchw32 = CompileBytes(model32, Layout::kNchw, nullptr);
+  auto nhwc32 = CompileBytes(model32, Layout::kNhwc, &stats32);
+  for (const auto* def : {&nchw16, &nhwc16, &nchw32, &nhwc32}) ASSERT_TRUE(def->ok()) << def->status().ToString();
+  // x in and y out at the edges (x's NHWC twin feeds conv1 and the skip Add); nothing
+  // in the body; s and t permuted; every node NHWC, as in the float32 twin.
+  for (const CompileStats* st : {&stats16, &stats32}) {
+    EXPECT_EQ(st->transposes, 2);
+    EXPECT_EQ(st->transposes_at_edges, 2);
+    EXPECT_EQ(st->layout.transposes_at_edges, 2);
+    EXPECT_EQ(st->layout.transposes_in_body, 0);
+    EXPECT_EQ(st->layout.constants_permuted, 2);
+    EXPECT_EQ(st->layout.nodes_nhwc, 11);
+  }
+  EXPECT_EQ(stats16.kernels, stats32.kernels);
+  EXPECT_EQ(KernelsOf(*nhwc16, "Transpose"), 2);
+  EXPECT_EQ(KernelsWithLayout(*nhwc16, "Conv"), 1);       // conv1 (a Mul follows)
+  EXPECT_EQ(KernelsWithLayout(*nhwc16, "FusedConv"), 2);  // conv2 + Add r, conv3 + LeakyRelu
+  EXPECT_EQ(KernelsWithLayout(*nhwc16, "SpaceToDepth"), 1);
+  EXPECT_EQ(KernelsWithLayout(*nhwc16, "DepthToSpace"), 1);
+  const Shape shape = {1, 4, 6, 8};
+  const std::vector<float> x = RoundedToHalf(Random(192, 17));
+  Shape got_shape;
+  const std::vector<float> got = RunFloat16(*nhwc16, shape, x, &got_shape);
+  EXPECT_EQ(got_shape, shape);
+  // Outputs within about 2 here, where float16's spacing is 1/1024 .. 1/512.
+  ExpectNear(got, RunFloat16(*nchw16, shape, x), 5e-3f, 2e-3f);
+  const std::vector<float> want32 = RunFloat32(*nchw32, shape, x);
+  ExpectNear(got, want32, 1e-2f, 5e-3f);
+  ExpectNear(RunFloat32(*nhwc32, shape, x), want32, 1e-5f);
 }
 
 // x [1, 4, 5, 6] -> Conv 4->4 -> Add c [4, 1, 1] -> Mul d [6] (broadcast on W) ->

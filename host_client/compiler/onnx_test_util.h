@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/float16.h"
 #include "kernels/kernels.h"
 
 namespace remex::testing {
@@ -45,6 +46,18 @@ class OnnxModelBuilder {
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (auto d : dims) t->add_dims(d);
     t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+    return *this;
+  }
+  // FLOAT16 raw data: `values` rounded to nearest even (kernels/float16.h).
+  OnnxModelBuilder& Float16Init(const std::string& name, const std::vector<int64_t>& dims,
+                                const std::vector<float>& values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = kernels::FloatToHalf(values[i]).bits;
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT16);
+    for (auto d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(bits.data()), bits.size() * 2));
     return *this;
   }
   OnnxModelBuilder& Int64Init(const std::string& name, const std::vector<int64_t>& dims,

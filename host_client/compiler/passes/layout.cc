@@ -65,13 +65,15 @@ class NhwcPass {
   }
 
  private:
-  // Conv on a 4-D float32 X, DepthToSpace, SpaceToDepth on a 4-D value.
+  // Conv on a 4-D float32 or float16 X (the dtypes its kernels take, NHWC included:
+  // float16 exported as such runs channels-last like float32), DepthToSpace,
+  // SpaceToDepth on a 4-D value of any dtype.
   bool IsSeed(const Node& n) const {
     if (!n.regions.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return false;
     if (n.attrs.Has("layout")) return false;
     const Value& x = g_.values[n.inputs[0]];
     if (!Is4D(x) || !Is4D(g_.values[n.outputs[0]])) return false;
-    if (n.op == "Conv") return x.dtype == DType::kFloat32;
+    if (n.op == "Conv") return x.dtype == DType::kFloat32 || x.dtype == DType::kFloat16;
     return IsBlockOp(n.op);
   }
 

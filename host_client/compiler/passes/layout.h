@@ -5,9 +5,10 @@
 // reordering X and Y around every call. The pass rewrites the top-level graph so that
 // 4-D values between such ops are held as NHWC ([N, H, W, C]) and the layout changes
 // only where the graph meets the outside:
-//   - Conv with a 4-D X (2-D convolution), DepthToSpace and SpaceToDepth get the
-//     internal attribute `layout` = "NHWC" (see kernels/conv.cc, kernels/depth_space.cc);
-//     Conv's W and B stay as they are (ONNX layouts).
+//   - Conv with a 4-D float32 or float16 X (2-D convolution; a model exported in
+//     float16 runs channels-last as its float32 twin does), DepthToSpace and
+//     SpaceToDepth get the internal attribute `layout` = "NHWC" (see kernels/conv.cc,
+//     kernels/depth_space.cc); Conv's W and B stay as they are (ONNX layouts).
 //   - Layout-agnostic ops (kernels.h OpTraits::layout_agnostic: the elementwise ones,
 //     Add, Mul, Relu, LeakyRelu, Clip, Where, Cast, ...) whose non-constant
 //     inputs are all 4-D (or scalars) and at least one of them NHWC run on the NHWC
@@ -48,8 +49,8 @@ struct LayoutStats {
 };
 
 // Rewrites `graph` (after shape inference and dead-code elimination, before
-// placement) to run channels-last; does nothing to a graph without a 2-D Conv,
-// DepthToSpace or SpaceToDepth on a 4-D float value. INTERNAL when a rewritten node's
+// placement) to run channels-last; does nothing to a graph without a 2-D Conv on a
+// float32 or float16 X, or a DepthToSpace or SpaceToDepth on a 4-D value. INTERNAL when a rewritten node's
 // shape function disagrees with the permuted types (a bug in the pass, never the
 // model's).
 StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry);
