@@ -264,19 +264,64 @@ OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const 
   return w;
 }
 
+// The GEMM below is compiled for AVX-512 and AVX2 too, picked at load time by the CPU
+// (GCC function multiversioning); the baseline build targets x86-64 (SSE2).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define REMEX_INT_GEMM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define REMEX_INT_GEMM_CLONES
+#endif
+
 // c[i, j] (wrapping uint32) = sum over kk of a[i, kk] * b[kk, j] for int16 a [m, k] and
-// b [k, n] (zero points already subtracted: |value| <= 255, so each product fits
-// int32). The j loop is contiguous and vectorises; the sums are exact modulo 2^32, the
-// same as quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
+// b [k, n] (zero points already subtracted: |value| <= 255, so a product fits int32 and
+// two fit with room). Four rows of c and two steps of kk at a time; the j loop is
+// contiguous and vectorises. The sums are exact modulo 2^32, the same as
+// quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
+REMEX_INT_GEMM_CLONES
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
+  std::fill(c, c + m * n, 0u);
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    uint32_t* c0 = c + i * n;
+    uint32_t* c1 = c0 + n;
+    uint32_t* c2 = c1 + n;
+    uint32_t* c3 = c2 + n;
+    const int16_t* a0 = a + i * k;
+    const int16_t* a1 = a0 + k;
+    const int16_t* a2 = a1 + k;
+    const int16_t* a3 = a2 + k;
+    int64_t kk = 0;
+    for (; kk + 2 <= k; kk += 2) {
+      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
+      const int32_t v0 = a0[kk + 1], v1 = a1[kk + 1], v2 = a2[kk + 1], v3 = a3[kk + 1];
+      const int16_t* bu = b + kk * n;
+      const int16_t* bv = bu + n;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t x = bu[j], y = bv[j];
+        c0[j] += static_cast<uint32_t>(u0 * x + v0 * y);
+        c1[j] += static_cast<uint32_t>(u1 * x + v1 * y);
+        c2[j] += static_cast<uint32_t>(u2 * x + v2 * y);
+        c3[j] += static_cast<uint32_t>(u3 * x + v3 * y);
+      }
+    }
+    for (; kk < k; ++kk) {
+      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
+      const int16_t* bu = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t x = bu[j];
+        c0[j] += static_cast<uint32_t>(u0 * x);
+        c1[j] += static_cast<uint32_t>(u1 * x);
+        c2[j] += static_cast<uint32_t>(u2 * x);
+        c3[j] += static_cast<uint32_t>(u3 * x);
+      }
+    }
+  }
+  for (; i < m; ++i) {
     uint32_t* ci = c + i * n;
-    std::fill(ci, ci + n, 0u);
     for (int64_t kk = 0; kk < k; ++kk) {
-      const int32_t av = a[i * k + kk];
-      if (av == 0) continue;
-      const int16_t* bk = b + kk * n;
-      for (int64_t j = 0; j < n; ++j) ci[j] += static_cast<uint32_t>(av * static_cast<int32_t>(bk[j]));
+      const int32_t u = a[i * k + kk];
+      const int16_t* bu = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) ci[j] += static_cast<uint32_t>(u * static_cast<int32_t>(bu[j]));
     }
   }
 }
