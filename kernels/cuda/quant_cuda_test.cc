@@ -136,7 +136,7 @@ TEST_F(QuantCudaTest, DynamicQuantizeLinear) {
 TEST_F(QuantCudaTest, MatMulIntegerAndQLinearMatMul) {
   const DType types[] = {DType::kUint8, DType::kInt8};
   const std::pair<Shape, Shape> shapes[] = {{{3, 5}, {5, 4}},       {{2, 3, 5}, {5, 7}},    {{1, 4, 9}, {3, 9, 2}},
-                                            {{2, 1, 6}, {1, 3, 6, 3}}, {{7}, {7, 3}},       {{4, 7}, {7}},
+                                            {{3, 1, 6}, {2, 1, 6, 3}}, {{7}, {7, 3}},       {{4, 7}, {7}},
                                             {{33, 64}, {64, 17}},  {{2, 2, 1, 3, 4}, {2, 1, 4, 5}}};
   int iter = 0;
   for (const auto& [as, bs] : shapes) {
