@@ -98,6 +98,35 @@ TEST(CompilerTest, UnsupportedOpNamesOpAndNode) {
   EXPECT_NE(graph.status().message().find("'my_node'"), std::string::npos) << graph.status().message();
 }
 
+// ONNX requires nodes in topological order, but some exported models are not (a
+// graph-input Cast appended last, as in ISNet's float16 export): the importer sorts them,
+// keeping the order of nodes that are already in place; a name no node produces is
+// still an error naming it.
+TEST(CompilerTest, NodesOutOfTopologicalOrderAreSorted) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4}).Output("y", onnx::TensorProto::FLOAT, {4});
+  b.Node("Relu", {"n"}, {"r"}, "relu");
+  b.Node("Add", {"r", "x"}, {"y"}, "add");
+  b.Node("Neg", {"x"}, {"n"}, "neg");  // Defines what the first node reads.
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  ASSERT_EQ(graph->nodes.size(), 3u);
+  EXPECT_EQ(graph->nodes[0].name, "neg");
+  EXPECT_EQ(graph->nodes[1].name, "relu");
+  EXPECT_EQ(graph->nodes[2].name, "add");
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  // y = relu(-x) + x.
+  EXPECT_EQ(RunFloat32(*def, {4}, {-2.0f, -0.5f, 1.0f, 3.0f}), (std::vector<float>{0.0f, 0.0f, 1.0f, 3.0f}));
+
+  OnnxModelBuilder missing(13);
+  missing.Input("x", onnx::TensorProto::FLOAT, {4}).Output("y", onnx::TensorProto::FLOAT, {4});
+  missing.Node("Add", {"nowhere", "x"}, {"y"}, "add");
+  auto bad = ImportOnnxBytes(missing.Bytes(), Registry());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'nowhere'"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(CompilerTest, NotAnOnnxModelIsInvalidArgument) {
   std::vector<std::byte> junk(100, std::byte{0xff});
   EXPECT_EQ(ImportOnnxBytes(junk, Registry()).status().code(), StatusCode::kInvalidArgument);
