@@ -11,6 +11,7 @@
 #   REMEX_MODELS_DIR       folder of PP-OCR .onnx models
 #   REMEX_ORT_MODULES      node_modules folder holding onnxruntime-node
 #   REMEX_ORT_RUN          tests/reference/ort_run.js (the reference runtime)
+#   REMEX_REAL_MODELS_DIR  folder of the real-model test's models (scripts/fetch-real-models.sh)
 #   REMEX_CONFORMANCE_DIR  folder holding onnx-node/ (and onnx-simple/)
 set -euo pipefail
 
@@ -36,9 +37,10 @@ REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
 REMEX_ORT_MODULES=$(cd "$REMEX_MODELS_DIR/../../.." && pwd)
 REMEX_CONFORMANCE_DIR=$(scripts/conformance-dir.sh)
 REMEX_ORT_RUN=$repo/tests/reference/ort_run.js
+REMEX_REAL_MODELS_DIR=$(scripts/fetch-real-models.sh)
 # The model and conformance tests fail, rather than skip, when their data is missing.
 REMEX_REQUIRE_MODELS=1
-export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REQUIRE_MODELS
+export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REAL_MODELS_DIR REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
 exec ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}"

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +43,9 @@ struct RealModel {
   const char* file;
   std::vector<InputSpec> inputs;
   double rtol, atol;
+  // Quantized models: instead of rtol / atol, each output's largest error must stay
+  // within 10 % of its largest magnitude and its mean error within 0.5 % of it.
+  bool quantized = false;
 };
 
 InputSpec Normal(std::string name, Shape shape, double scale = 1) {
@@ -51,9 +56,13 @@ InputSpec Zeros(std::string name, Shape shape) { return {InputSpec::kZeros, std:
 InputSpec Int64(std::string name, int64_t v) { return {InputSpec::kInt64Scalar, std::move(name), {}, double(v)}; }
 
 // Each tolerance is ONNX Runtime against Remex on these inputs, with room for another
-// CPU's rounding: float32 models 1e-4 (rel) / 1e-5 (abs); the int8 model's float
-// activations are requantized after every layer, so a last-bit difference before
-// DynamicQuantizeLinear moves a value by one step: it gets 2e-2 on its [0, 1] masks.
+// CPU's rounding: float32 models 1e-4 (rel) / 1e-5 (abs), the float16 model 1e-2. The
+// int8 model requantizes its float activations before every ConvInteger
+// (DynamicQuantizeLinear), so a last-bit difference in the float ops between them
+// (ONNX Runtime fuses some; Remex rounds each) moves a value by a whole quantization
+// step, and that step propagates: its outputs are compared by the `quantized` rule
+// (largest error 10 %, mean error 0.5 % of the output's largest magnitude; measured
+// 7 % and 0.14 %, with the [0, 1] masks within 3e-3).
 const RealModel kModels[] = {
     {"SileroVadLegacy", "real", "silero_vad_legacy.onnx",
      {Normal("input", {1, 512}, 0.1), Int64("sr", 16000), Zeros("h", {2, 1, 64}), Zeros("c", {2, 1, 64})}, 1e-4,
@@ -70,7 +79,7 @@ const RealModel kModels[] = {
     {"PpOcrCls", "ppocr", "ch_ppocr_mobile_v2.0_cls_infer.onnx", {Image("x", {1, 3, 48, 192})}, 1e-3, 1e-4},
 };
 const RealModel kLargeModels[] = {
-    {"IsnetInt8", "real", "isnet_int8.onnx", {Image("input", {1, 3, 1024, 1024})}, 0, 2e-2},
+    {"IsnetInt8", "real", "isnet_int8.onnx", {Image("input", {1, 3, 1024, 1024})}, 0, 0, true},
     {"IsnetFloat16", "real", "isnet_fp16.onnx", {Image("input", {1, 3, 1024, 1024})}, 1e-2, 1e-2},
 };
 
@@ -131,6 +140,10 @@ class RealModelTest : public testing::ModelTest, public ::testing::WithParamInte
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto o = testing::RunCommand("node " + ort_run_ + " " + model_ + " " + ort_out + ort_args + " 2>&1");
     ASSERT_EQ(o.exit_code, 0) << o.output;
+    if (m.quantized) {
+      CompareQuantized(ort_out, remex_out);
+      return;
+    }
     auto c = compare::ComparePaths(ort_out, remex_out, m.rtol, m.atol);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ASSERT_FALSE(c->files.empty());
@@ -142,6 +155,40 @@ class RealModelTest : public testing::ModelTest, public ::testing::WithParamInte
                   f.name.c_str(), static_cast<unsigned long long>(f.stats.count), f.stats.max_abs_error,
                   f.stats.max_rel_error);
     }
+  }
+
+  // The `quantized` rule over every ONNX Runtime output (float32).
+  void CompareQuantized(const std::string& ort_out, const std::string& remex_out) {
+    const RealModel& m = GetParam();
+    int compared = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(ort_out)) {
+      const std::string name = entry.path().filename().string();
+      auto e = npy::Read(entry.path().string());
+      auto a = npy::Read(remex_out + "/" + name);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      ASSERT_TRUE(a.ok()) << name << " missing from Remex's outputs: " << a.status().ToString();
+      ASSERT_EQ(e->dtype, DType::kFloat32) << name;
+      ASSERT_EQ(a->dtype, e->dtype) << name;
+      ASSERT_EQ(a->shape, e->shape) << name;
+      const size_t n = e->data.size() / sizeof(float);
+      const auto* ev = reinterpret_cast<const float*>(e->data.data());
+      const auto* av = reinterpret_cast<const float*>(a->data.data());
+      double peak = 0, max_err = 0, sum_err = 0;
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(std::isfinite(av[i])) << name << "[" << i << "] = " << av[i];
+        peak = std::max(peak, std::fabs(double{ev[i]}));
+        const double err = std::fabs(double{av[i]} - double{ev[i]});
+        max_err = std::max(max_err, err);
+        sum_err += err;
+      }
+      const double mean_err = n ? sum_err / static_cast<double>(n) : 0;
+      EXPECT_LE(max_err, 0.1 * peak) << m.name << " " << name;
+      EXPECT_LE(mean_err, 0.005 * peak) << m.name << " " << name;
+      std::printf("[real-model] %s %s: %zu values, largest magnitude %.3g, max abs error %.3g, mean abs error %.3g\n",
+                  m.name, name.c_str(), n, peak, max_err, mean_err);
+      ++compared;
+    }
+    EXPECT_GT(compared, 0);
   }
 
   std::string model_;
