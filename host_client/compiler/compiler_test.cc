@@ -127,6 +127,41 @@ TEST(CompilerTest, NodesOutOfTopologicalOrderAreSorted) {
   EXPECT_NE(bad.status().message().find("'nowhere'"), std::string::npos) << bad.status().ToString();
 }
 
+// Upsample-7 (scales as an attribute) and Upsample-9 (scales as an input) import as
+// Resize-10: nearest copies each value into its scale x scale block.
+TEST(CompilerTest, UpsampleImportsAsResize10) {
+  for (int opset : {7, 9}) {
+    OnnxModelBuilder b(opset);
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 1, 2, 2}).Output("y", onnx::TensorProto::FLOAT, {1, 1, 4, 6});
+    onnx::NodeProto* up = nullptr;
+    if (opset == 7) {
+      up = b.Node("Upsample", {"x"}, {"y"});
+      auto* a = up->add_attribute();
+      a->set_name("scales");
+      a->set_type(onnx::AttributeProto::FLOATS);
+      for (float f : {1.0f, 1.0f, 2.0f, 3.0f}) a->add_floats(f);
+    } else {
+      b.FloatInit("scales", {4}, {1.0f, 1.0f, 2.0f, 3.0f});
+      up = b.Node("Upsample", {"x", "scales"}, {"y"});
+    }
+    auto* mode = up->add_attribute();
+    mode->set_name("mode");
+    mode->set_type(onnx::AttributeProto::STRING);
+    mode->set_s("nearest");
+    auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+    ASSERT_TRUE(graph.ok()) << opset << ": " << graph.status().ToString();
+    ASSERT_EQ(graph->nodes.size(), 1u);
+    EXPECT_EQ(graph->nodes[0].op, "Resize");
+    EXPECT_EQ(graph->nodes[0].version, 10);
+    auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    Shape out;
+    const std::vector<float> y = RunFloat32(*def, {1, 1, 2, 2}, {1, 2, 3, 4}, &out);
+    EXPECT_EQ(out, (Shape{1, 1, 4, 6}));
+    EXPECT_EQ(y, (std::vector<float>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4}));
+  }
+}
+
 TEST(CompilerTest, NotAnOnnxModelIsInvalidArgument) {
   std::vector<std::byte> junk(100, std::byte{0xff});
   EXPECT_EQ(ImportOnnxBytes(junk, Registry()).status().code(), StatusCode::kInvalidArgument);

@@ -559,14 +559,27 @@ class Importer {
     }
     if (n.op_type() == "Constant") return ImportConstant(n, where);
     const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
-    if (!control_flow && registry_.OpVersions(n.op_type()).empty()) {
+    // Upsample (opsets 7-9, deprecated at 10) is Resize-10 under another name: the same
+    // inputs from opset 9 (X, scales), `mode` nearest or linear, the same asymmetric
+    // coordinates. Upsample-7's `scales` attribute becomes the scales input below.
+    const bool upsample = n.op_type() == "Upsample";
+    if (!control_flow && !upsample && registry_.OpVersions(n.op_type()).empty()) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
     Node node;
-    node.op = n.op_type();
+    node.op = upsample ? "Resize" : n.op_type();
     node.name = name;
     const kernels::OpDef* def = nullptr;
-    if (!control_flow) {
+    if (upsample) {
+      if (graph_.opset < 7) {
+        return Unimplemented(where + ": Upsample at opset " + std::to_string(graph_.opset) +
+                             " (height_scale / width_scale) is not supported; Remex implements Upsample for opsets "
+                             "7-17 (as Resize-10)");
+      }
+      def = registry_.FindOp("Resize", 10);
+      if (def == nullptr || def->since_version != 10) return Internal("Resize-10 is not registered");
+      node.version = def->since_version;
+    } else if (!control_flow) {
       REMEX_ASSIGN_OR_RETURN(def, BindOp(node.op, where));
       node.version = def->since_version;
     }
@@ -601,6 +614,20 @@ class Importer {
       int id = graph_.AddValue(std::move(v));
       if (!n.output(i).empty()) ids_[n.output(i)] = id;
       node.outputs.push_back(id);
+    }
+    if (upsample && node.attrs.Has("scales")) {
+      if (!node.inputs.empty() && node.inputs.size() != 1) {
+        return InvalidArgument(where + ": Upsample takes scales as an attribute or as input 1, not both");
+      }
+      REMEX_ASSIGN_OR_RETURN(std::vector<float> scales, node.attrs.Floats("scales"));
+      node.inputs.push_back(graph_.AddConstant(
+          node.name + ".scales", MakeConstant<float>(DType::kFloat32, {static_cast<int64_t>(scales.size())}, scales)));
+      kernels::Attributes kept;
+      if (node.attrs.Has("mode")) {
+        REMEX_ASSIGN_OR_RETURN(std::string mode, node.attrs.String("mode"));
+        kept.Set("mode", mode);
+      }
+      node.attrs = std::move(kept);
     }
     REMEX_RETURN_IF_ERROR(Normalise(node, where));
     if (def) REMEX_RETURN_IF_ERROR(CheckArity(node, *def, where));
