@@ -222,16 +222,26 @@ TEST(DropoutTest, InferenceIsTheIdentity) {
   EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), 1.5f);
 }
 
-TEST(DropoutTest, TrainingModeIsUnimplemented) {
+TEST(DropoutTest, TrainingModeIsUnimplementedUnlessRatioIsZero) {
   OpRunner r;
   const HostTensor x = HostTensor::Of<float>({2}, {1, 2});
   auto out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.5f}), HostTensor::Of<bool>({}, {true})});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(out.status().message().find("training_mode"), std::string::npos) << out.status().message();
-  // training_mode is data the shape function reads (the compiler gives it constants).
+  // Without a ratio, training mode drops with the default ratio 0.5: refused too.
+  out = r.Run("Dropout", {}, {x, HostTensor::Absent(), HostTensor::Of<bool>({}, {true})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
+  // Ratio 0 drops nothing: the data and an all-true mask, as ONNX defines it.
+  out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.0f}), HostTensor::Of<bool>({}, {true})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ((*out)[1].bytes, (std::vector<uint8_t>{1, 1}));
+  // ratio and training_mode are data the shape function reads (the compiler gives them
+  // constants).
   EXPECT_EQ(r.registry().FindOp("Dropout")->DepOf(2), ShapeDep::kData);
-  EXPECT_EQ(r.registry().FindOp("Dropout")->DepOf(1), ShapeDep::kShape);
+  EXPECT_EQ(r.registry().FindOp("Dropout")->DepOf(1), ShapeDep::kData);
   // Bad ratio / training_mode types and shapes.
   EXPECT_EQ(r.Infer("Dropout", {}, {x, HostTensor::Of<int64_t>({}, {0})}).status().code(),
             StatusCode::kInvalidArgument);

@@ -402,7 +402,9 @@ class ClipKernel final : public ValidatedKernel {
 // Dropout-7 (opsets 7-9), whose mask has data's dtype (all ones), and Dropout-10+, whose
 // mask is bool. Inputs (Dropout-12+): data, optional ratio (float scalar, ignored),
 // optional training_mode (bool scalar); Dropout-7/10 take ratio as an attribute.
-// training_mode is read by the shape function (ShapeDep::kData): true is UNIMPLEMENTED.
+// ratio and training_mode are read by the shape function (ShapeDep::kData): training_mode
+// true is UNIMPLEMENTED unless ratio is 0, which drops nothing (output = data, mask all
+// true).
 
 // The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.
 DType DropoutMaskType(bool mask_like_data, DType dt) { return mask_like_data ? dt : DType::kBool; }
@@ -431,9 +433,22 @@ StatusOr<std::vector<TensorInfo>> InferDropout(bool mask_like_data, const Attrib
     }
     if (in[2].data == nullptr) return OpError("Dropout", "training_mode has no data");
     if (*static_cast<const uint8_t*>(in[2].data) != 0) {
-      return Unimplemented(
-          "Dropout: training_mode = true (random dropout) is not supported; Remex runs "
-          "inference only");
+      // Training mode with ratio 0 drops nothing: the output is the data (scaled by
+      // 1 / (1 - 0)) and the mask all true, as at inference.
+      double ratio = 0.5;  // Dropout-12's default.
+      if (in.size() > 1 && in[1].present) {
+        if (in[1].data == nullptr) return OpError("Dropout", "ratio has no data");
+        switch (in[1].dtype) {
+          case DType::kFloat32: ratio = *static_cast<const float*>(in[1].data); break;
+          case DType::kFloat64: ratio = *static_cast<const double*>(in[1].data); break;
+          default: ratio = HalfToFloat(*static_cast<const Half*>(in[1].data)); break;
+        }
+      }
+      if (ratio != 0) {
+        return Unimplemented(
+            "Dropout: training_mode = true with ratio " + std::to_string(ratio) +
+            " (random dropout) is not supported; Remex runs inference only (ratio 0 is)");
+      }
     }
   }
   return std::vector<TensorInfo>{{dt, in[0].shape}, {DropoutMaskType(mask_like_data, dt), in[0].shape}};
@@ -472,7 +487,7 @@ OpDef DropoutDef(int since) {
   def.min_inputs = 1;
   def.max_inputs = 3;
   def.max_outputs = 2;
-  def.input_deps = {ShapeDep::kShape, ShapeDep::kShape, ShapeDep::kData};
+  def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kData};
   def.infer = [mask_like_data](const Attributes& attrs, std::span<const ShapeFnArg> in) {
     return InferDropout(mask_like_data, attrs, in);
   };

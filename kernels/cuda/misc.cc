@@ -13,8 +13,8 @@
 //     float16 is computed in float32 and rounded to nearest even.
 //   - Dropout-7 and Dropout-10+ (one kernel for both entries), inference only: output
 //     = input; the optional mask is all true (all ones of the input's dtype for
-//     Dropout-7). training_mode = true is
-//     UNIMPLEMENTED (refused by the shape function, as on the CPU).
+//     Dropout-7). ratio and training_mode are read on the host; training_mode = true
+//     is UNIMPLEMENTED unless ratio is 0 (refused by the shape function, as on the CPU).
 //   - TopK, opsets 1-11: axis, largest, sorted; k as the attribute (opset 1) or as input
 //     1 (host memory, ShapeDep::kData). float32, float16, float64, int32, int64 values,
 //     int64 indices. The output is always sorted (the wanted end first, NaN above
