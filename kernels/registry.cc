@@ -250,6 +250,9 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddBitShiftOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGatherNdOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNonZeroOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
@@ -275,6 +278,9 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddBitShiftCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGatherNdCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNonZeroCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));

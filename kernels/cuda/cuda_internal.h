@@ -48,5 +48,7 @@ Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // LSTM, GRU and RNN (rnn.cc).
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// BitShift, GatherND, ScatterND, NonZero and Compress (index.cc).
+Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda
