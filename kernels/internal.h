@@ -54,6 +54,15 @@ Status AddQLinearCpuKernels(KernelRegistry& registry);
 // CumSum (kernels/cumsum.cc).
 Status AddCumSumOpDefs(KernelRegistry& registry);
 Status AddCumSumCpuKernels(KernelRegistry& registry);
+// BitShift (kernels/bitshift.cc).
+Status AddBitShiftOpDefs(KernelRegistry& registry);
+Status AddBitShiftCpuKernels(KernelRegistry& registry);
+// GatherND, ScatterND (kernels/gather_nd.cc).
+Status AddGatherNdOpDefs(KernelRegistry& registry);
+Status AddGatherNdCpuKernels(KernelRegistry& registry);
+// NonZero, Compress (kernels/nonzero.cc).
+Status AddNonZeroOpDefs(KernelRegistry& registry);
+Status AddNonZeroCpuKernels(KernelRegistry& registry);
 // Trilu, EyeLike (kernels/diagonal.cc).
 Status AddDiagonalOpDefs(KernelRegistry& registry);
 Status AddDiagonalCpuKernels(KernelRegistry& registry);

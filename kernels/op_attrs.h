@@ -256,4 +256,47 @@ struct ConvEpilogue {
 };
 StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& attrs);
 
+// BitShift (kernels/bitshift.cc): `direction`, required, "LEFT" (true) or "RIGHT"
+// (false). INVALID_ARGUMENT "BitShift: ..." when absent, not a string or another value.
+StatusOr<bool> BitShiftLeftOf(const Attributes& attrs);
+
+// GatherND and ScatterND (kernels/gather_nd.cc): data seen as `batch` blocks of
+// `batch_stride` elements, each indexed by `tuples` index tuples of `k` int64 values
+// (the last dim of indices) naming a slice of `slice` elements (data's dims after
+// batch_dims + k) through the data dims [batch_dims, batch_dims + k) (`extents`, with
+// element `strides` inside a block). `shape`: GatherND's output, which is also
+// ScatterND's updates shape (indices.shape[:-1] + data.shape[batch_dims + k:]).
+// Checks: data rank >= 1, indices int64 of rank >= 1 with 1 <= k <= rank - batch_dims,
+// 0 <= batch_dims < min(ranks), the first batch_dims dims equal. INVALID_ARGUMENT
+// "<op>: ...".
+struct GatherNdView {
+  int64_t batch = 1, batch_stride = 0, tuples = 0, slice = 1;
+  int k = 0;
+  std::vector<int64_t> extents, strides;
+  Shape shape;
+};
+StatusOr<GatherNdView> GatherNdViewOf(std::string_view op, int64_t batch_dims, const ShapeFnArg& data,
+                                      const ShapeFnArg& indices);
+// ScatterND's `reduction`: none (the default), add or mul (opset 16); add and mul take
+// numeric dtypes only. INVALID_ARGUMENT "ScatterND: ..." otherwise.
+StatusOr<ScatterReduction> ScatterNdReductionOf(const Attributes& attrs, DType dtype);
+
+// NonZero (kernels/nonzero.cc): the coordinates of x's nonzero elements (x in host
+// memory; NaN is nonzero, -0.0 zero), row-major [max(rank, 1), nnz]: a scalar counts as
+// a 1-element vector. UNIMPLEMENTED for a dtype Remex does not hold.
+StatusOr<std::vector<int64_t>> NonZeroCoordinates(const ShapeFnArg& x);
+
+// Compress (kernels/nonzero.cc): input seen as [outer, extent, inner] around the axis
+// (flattened to [1, size, 1] without one), the positions along it that condition (bool,
+// 1-D, host memory) keeps, ascending, and the output's shape. Condition entries past the
+// extent must be false ("out of range" otherwise); the extent's positions past the
+// condition are dropped. `negative_axis`: Compress-11's axis in [-rank, rank) (else
+// Compress-9's [0, rank)). INVALID_ARGUMENT "Compress: ...".
+struct CompressView {
+  int64_t outer = 1, extent = 0, inner = 1;
+  std::vector<int64_t> kept;
+  Shape shape;
+};
+StatusOr<CompressView> CompressViewOf(bool negative_axis, const Attributes& attrs, std::span<const ShapeFnArg> in);
+
 }  // namespace remex::kernels::internal

@@ -252,6 +252,9 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddBitShiftOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGatherNdOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNonZeroOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
@@ -279,6 +282,9 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddBitShiftCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddGatherNdCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddNonZeroCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));

@@ -99,6 +99,17 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
     a.push_back(Attrs({{"program", std::vector<int64_t>{34, 0, 1, 2}}, {"immediates", std::vector<float>{-1.0f}}}));
   } else if (op == "Shape") {
     a.push_back(Attrs({{"start", int64_t{-2}}, {"end", int64_t{INT64_MAX}}}));
+  } else if (op == "BitShift") {
+    a.push_back(Attrs({{"direction", std::string("LEFT")}}));
+    a.push_back(Attrs({{"direction", std::string("RIGHT")}}));
+  } else if (op == "GatherND") {
+    a.push_back(Attrs({{"batch_dims", int64_t{1}}}));
+  } else if (op == "ScatterND") {
+    a.push_back(Attrs({{"reduction", std::string("add")}}));
+    a.push_back(Attrs({{"reduction", std::string("mul")}}));
+  } else if (op == "Compress") {
+    a.push_back(Attrs({{"axis", int64_t{0}}}));
+    a.push_back(Attrs({{"axis", int64_t{-1}}}));
   }
   return a;
 }

@@ -51,5 +51,7 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // LSTM, GRU and RNN (rnn.cc).
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// BitShift, GatherND, ScatterND, NonZero and Compress (index.cc).
+Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda

@@ -11,7 +11,8 @@
 // SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
 // elementwise ops), libraries (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt MatMul / Gemm),
 // fused (FusedElementwise through NVRTC), misc (Shape, Size, ConstantOfShape, Range,
-// Dropout, TopK, LRN) and rnn (LSTM, GRU, RNN). Float ops take float32 and float16
+// Dropout, TopK, LRN), rnn (LSTM, GRU, RNN) and index (BitShift, GatherND, ScatterND,
+// NonZero, Compress). Float ops take float32 and float16
 // (float16 is computed in float32 and rounded to nearest even on store, as the CPU
 // kernels do). Other dtypes are UNIMPLEMENTED naming the op and dtype.
 //

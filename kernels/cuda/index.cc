@@ -1,0 +1,271 @@
+// CUDA kernels of the index group (host side): BitShift, GatherND, ScatterND, NonZero
+// and Compress. Device code in index_impl.cu.
+//
+// Semantics are the CPU kernels' (kernels/bitshift.cc, kernels/gather_nd.cc,
+// kernels/nonzero.cc), which follow ONNX; views and attribute parsers are theirs
+// (kernels/op_attrs.h):
+//   - BitShift-11: uint8, uint16, uint32, uint64 with numpy broadcasting (at most
+//     kMaxBroadcastRank dims after merging); a shift by the bit width or more gives 0
+//     (kernels/index_ops.h, shared with the CPU).
+//   - GatherND-11 (batch_dims) and ScatterND-11 (reduction none, add, mul): int64
+//     indices on the device, at most kMaxNdIndex (8) per tuple; any dtype (add and mul:
+//     every numeric dtype, accumulated in the CPU's order and type: the same bits).
+//     ScatterND "none" writes its updates in parallel: among duplicate tuples (which
+//     ONNX leaves undefined) any one wins, where the CPU keeps the last.
+//   - NonZero-9: X in host memory (ShapeDep::kData); the coordinates are computed on
+//     the host as the CPU kernel computes them and copied to the output.
+//   - Compress-9 and Compress-11: input on the device, condition in host memory
+//     (ShapeDep::kData); the kept positions go to device scratch, then one gather.
+// Differences from the CPU kernels: an index of GatherND or ScatterND out of range is
+// not read back to the host, so it does not fail: GatherND writes zeros for its slice
+// and ScatterND skips its update (the CPU kernels return INVALID_ARGUMENT "... out of
+// range ..."). NonZero's and Compress's host inputs are checked exactly as on the CPU.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/broadcast.h"
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/index_impl.h"
+#include "kernels/cuda/libraries_internal.h"
+#include "kernels/internal.h"
+#include "kernels/op_attrs.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+using internal::GatherNdView;
+
+int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
+
+// The kernels of this group return early when every output is empty.
+class IndexKernel : public CudaKernel {
+ public:
+  IndexKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  // The element size of a dtype moved as raw bits (1, 2, 4 or 8 bytes).
+  StatusOr<int> ElemSize(DType dtype) const {
+    const size_t size = DTypeSize(dtype);
+    if (size == 1 || size == 2 || size == 4 || size == 8) return static_cast<int>(size);
+    return Unsupported(dtype, "elements of 1, 2, 4 or 8 bytes are");
+  }
+  // Copies `bytes` of host memory to device memory `dst` on stream(). `src` is pageable
+  // (a std::vector): cudaMemcpyAsync returns once it has been staged, so the caller may
+  // release it as soon as this returns.
+  Status Upload(void* dst, const void* src, size_t bytes) const {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    return CudaCheck(op(), "cudaMemcpyAsync",
+                     cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// BitShift: X, Y broadcast to Z.
+
+class BitShiftKernel final : public IndexKernel {
+ public:
+  BitShiftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : IndexKernel(std::move(def), attrs, context), left_(*internal::BitShiftLeftOf(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(in[0].dtype));
+    StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(in[0].shape, in[1].shape, out[0].shape);
+    if (!plan.ok()) return plan.status().WithContext(op());
+    return Launch([&] {
+      return LaunchBitShift(es, left_, in[0].data, in[1].data, out[0].data, Count(out[0].shape), *plan,
+                            stream());
+    });
+  }
+
+ private:
+  const bool left_;
+};
+
+// ---------------------------------------------------------------------------
+// GatherND and ScatterND: data, indices (and updates), all on the device.
+
+StatusOr<NdPlan> MakeNdPlan(std::string_view op, const GatherNdView& v) {
+  if (v.k > kMaxNdIndex) {
+    return Unimplemented(std::string(op) + " on cuda: index tuples of " + std::to_string(v.k) +
+                         " values, at most " + std::to_string(kMaxNdIndex) + " are implemented");
+  }
+  NdPlan plan;
+  plan.k = v.k;
+  for (int t = 0; t < v.k; ++t) {
+    plan.extents[t] = v.extents[t];
+    plan.strides[t] = v.strides[t];
+  }
+  plan.tuples = v.tuples;
+  plan.slice = v.slice;
+  plan.batch_stride = v.batch_stride;
+  return plan;
+}
+
+class GatherNdKernel final : public IndexKernel {
+ public:
+  using IndexKernel::IndexKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(in[0].dtype));
+    StatusOr<int64_t> batch_dims = attrs().Int("batch_dims", 0);
+    if (!batch_dims.ok()) return internal::OpError(op(), batch_dims.status().message());
+    const std::vector<ShapeFnArg> args = internal::ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(GatherNdView v, internal::GatherNdViewOf(op(), *batch_dims, args[0], args[1]));
+    REMEX_ASSIGN_OR_RETURN(NdPlan plan, MakeNdPlan(op(), v));
+    return Launch([&] {
+      return LaunchGatherNd(es, in[0].data, static_cast<const int64_t*>(in[1].data), out[0].data,
+                            Count(out[0].shape), plan, stream());
+    });
+  }
+};
+
+std::optional<IndexType> IndexTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return IndexType::kFloat16;
+    case DType::kFloat32:
+      return IndexType::kFloat32;
+    case DType::kFloat64:
+      return IndexType::kFloat64;
+    case DType::kInt8:
+      return IndexType::kInt8;
+    case DType::kInt16:
+      return IndexType::kInt16;
+    case DType::kInt32:
+      return IndexType::kInt32;
+    case DType::kInt64:
+      return IndexType::kInt64;
+    case DType::kUint8:
+      return IndexType::kUint8;
+    case DType::kUint16:
+      return IndexType::kUint16;
+    case DType::kUint32:
+      return IndexType::kUint32;
+    case DType::kUint64:
+      return IndexType::kUint64;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+class ScatterNdKernel final : public IndexKernel {
+ public:
+  using IndexKernel::IndexKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(in[0].dtype));
+    const std::vector<ShapeFnArg> args = internal::ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(GatherNdView v, internal::GatherNdViewOf(op(), 0, args[0], args[1]));
+    REMEX_ASSIGN_OR_RETURN(ScatterReduction reduction, internal::ScatterNdReductionOf(attrs(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(NdPlan plan, MakeNdPlan(op(), v));
+    IndexType type = IndexType::kFloat32;
+    if (reduction != ScatterReduction::kNone) {
+      const std::optional<IndexType> t = IndexTypeOf(in[0].dtype);
+      if (!t) return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
+      type = *t;
+    }
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    if (out[0].data != in[0].data) {
+      const size_t bytes = static_cast<size_t>(Count(in[0].shape)) * static_cast<size_t>(es);
+      REMEX_RETURN_IF_ERROR(
+          CudaCheck(op(), "cudaMemcpyAsync",
+                    cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream())));
+    }
+    if (v.tuples * v.slice == 0) return OkStatus();
+    return CudaCheck(op(), "kernel launch",
+                     LaunchScatterNd(type, es, reduction, static_cast<const int64_t*>(in[1].data), in[2].data,
+                                     out[0].data, v.tuples, plan, stream()));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// NonZero: X in host memory.
+
+class NonZeroKernel final : public IndexKernel {
+ public:
+  using IndexKernel::IndexKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> coords,
+                           internal::NonZeroCoordinates(internal::ToShapeArgs(in)[0]));
+    return Upload(out[0].data, coords.data(), coords.size() * sizeof(int64_t));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Compress: input (device), condition (host).
+
+template <bool kNegativeAxis>
+class CompressKernel final : public IndexKernel {
+ public:
+  using IndexKernel::IndexKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(int es, ElemSize(in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(internal::CompressView v,
+                           internal::CompressViewOf(kNegativeAxis, attrs(), internal::ToShapeArgs(in)));
+    const int64_t count = static_cast<int64_t>(v.kept.size());
+    StreamWorkspace workspace(op(), stream(), &context().workspace);
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    REMEX_ASSIGN_OR_RETURN(void* kept, workspace.Allocate(v.kept.size() * sizeof(int64_t)));
+    REMEX_RETURN_IF_ERROR(Upload(kept, v.kept.data(), v.kept.size() * sizeof(int64_t)));
+    REMEX_RETURN_IF_ERROR(Launch([&] {
+      return LaunchCompress(es, in[0].data, static_cast<const int64_t*>(kept), out[0].data,
+                            Count(out[0].shape), v.extent, count, v.inner, stream());
+    }));
+    return workspace.Release();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Registration.
+
+using AttrCheck = std::function<Status(const Attributes&)>;
+
+// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
+template <typename K>
+CudaKernelMake MakeIndexKernel(CudaKernelContext context, AttrCheck check = nullptr) {
+  return [context, check = std::move(check)](const OpDef& def,
+                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
+    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
+  };
+}
+
+}  // namespace
+
+Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "BitShift", MakeIndexKernel<BitShiftKernel>(context, [](const Attributes& a) {
+                      return internal::BitShiftLeftOf(a).status();
+                    })));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GatherND", MakeIndexKernel<GatherNdKernel>(context)));
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "ScatterND", MakeIndexKernel<ScatterNdKernel>(context, [](const Attributes& a) {
+                      return internal::ScatterNdReductionOf(a, DType::kUndefined).status();
+                    })));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeIndexKernel<NonZeroKernel>(context)));
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "Compress", 9, MakeIndexKernel<CompressKernel<false>>(context)));
+  return AddCudaKernel(registry, "Compress", 11, MakeIndexKernel<CompressKernel<true>>(context));
+}
+
+}  // namespace remex::kernels::cuda

@@ -1,0 +1,74 @@
+// Launchers of the index group's CUDA kernels (index_impl.cu): BitShift, GatherND,
+// ScatterND and Compress. Plain C++ and the CUDA runtime API only: included by .cu and
+// .cc files alike. Every launcher queues its work on `stream` and returns the launch
+// error (cudaErrorInvalidValue for arguments it does not accept).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/broadcast_plan.h"
+#include "kernels/op_enums.h"
+
+namespace remex::kernels::cuda {
+
+// BitShift of `n` elements (n > 0) of `elem_size` 1, 2, 4 or 8 bytes (uint8 to uint64)
+// with the broadcast plan: z = kernels/index_ops.h's index::BitShift(x, y, left).
+cudaError_t LaunchBitShift(int elem_size, bool left, const void* x, const void* y, void* z, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream);
+
+// The most indices per tuple GatherND and ScatterND take on the GPU.
+inline constexpr int kMaxNdIndex = 8;
+
+// GatherND's and ScatterND's view (kernels/op_attrs.h GatherNdView): tuple j of `k`
+// int64 indices names, in batch block j / tuples (batch_stride elements each), the
+// slice of `slice` elements at index::NdOffset(tuple, k, extents, strides).
+struct NdPlan {
+  int k = 0;
+  int64_t extents[kMaxNdIndex] = {};
+  int64_t strides[kMaxNdIndex] = {};
+  int64_t tuples = 1, slice = 1, batch_stride = 0;
+};
+
+// GatherND: out (n = rows * slice elements of `elem_size` 1, 2, 4 or 8 bytes, n > 0)
+// gets tuple row's slice of data for every row; a tuple with an index out of range
+// gives a slice of zeros.
+cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indices, void* out, int64_t n,
+                           const NdPlan& plan, cudaStream_t stream);
+
+// Element types of ScatterND's add and mul.
+enum class IndexType : uint8_t {
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUint8,
+  kUint16,
+  kUint32,
+  kUint64
+};
+
+// ScatterND into `out`, which already holds data: the update slices (rows of `slice`
+// elements, rows > 0, batch_stride unused) go to the slices their tuples name; a tuple
+// with an index out of range is skipped.
+//   ScatterReduction::kNone: one thread per update element, elements of `elem_size` 1,
+//     2, 4 or 8 bytes (`type` unused); among duplicate tuples any one update wins.
+//   kAdd, kMul: one thread per slice element, adding or multiplying the rows in order
+//     in `type` as the CPU kernel does (float16 in float32 rounded to nearest even,
+//     integers wrapping): the same bits.
+using ::remex::kernels::ScatterReduction;
+cudaError_t LaunchScatterNd(IndexType type, int elem_size, ScatterReduction reduction, const int64_t* indices,
+                            const void* updates, void* out, int64_t rows, const NdPlan& plan,
+                            cudaStream_t stream);
+
+// Compress: input [outer, extent, inner] -> out [outer, count, inner] (n elements of
+// `elem_size` 1, 2, 4 or 8 bytes, n > 0), out[o, j, i] = input[o, kept[j], i] with the
+// `count` positions `kept` (device memory, each in [0, extent)).
+cudaError_t LaunchCompress(int elem_size, const void* input, const int64_t* kept, void* out, int64_t n,
+                           int64_t extent, int64_t count, int64_t inner, cudaStream_t stream);
+
+}  // namespace remex::kernels::cuda
