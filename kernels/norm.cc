@@ -1,4 +1,4 @@
-// BatchNormalization (inference), InstanceNormalization and LayerNormalization. (Softmax,
+// BatchNormalization (inference and training mode), InstanceNormalization and LayerNormalization. (Softmax,
 // LogSoftmax and Hardmax are in softmax.cc.)
 //
 // InstanceNormalization (opsets 6+; https://onnx.ai/onnx/operators/onnx__InstanceNormalization.html)
@@ -57,6 +57,8 @@ Status CheckPerChannelInputs(std::string_view op, std::span<const ShapeFnArg> in
 
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
+  bool training = false;  // training_mode (opset 14+): batch statistics, running stats out.
+  float momentum = 0.9f;
 };
 
 StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const Attributes& attrs) {
@@ -64,12 +66,16 @@ StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const Attributes& attrs) {
   REMEX_ASSIGN_OR_RETURN(b.epsilon, ParseEpsilon(kBatchNorm, attrs));
   StatusOr<int64_t> training = attrs.Int("training_mode", 0);
   if (!training.ok()) return OpError(kBatchNorm, training.status().message());
-  if (*training != 0) return Unimplemented("BatchNormalization: training_mode is not supported");
+  if (*training != 0 && *training != 1) {
+    return OpError(kBatchNorm, "training_mode must be 0 or 1, got " + std::to_string(*training));
+  }
+  b.training = *training == 1;
   StatusOr<int64_t> spatial = attrs.Int("spatial", 1);
   if (!spatial.ok()) return OpError(kBatchNorm, spatial.status().message());
   if (*spatial != 1) return Unimplemented("BatchNormalization: spatial=0 is not supported");
   StatusOr<float> momentum = attrs.Float("momentum", 0.9f);
   if (!momentum.ok()) return OpError(kBatchNorm, momentum.status().message());
+  b.momentum = *momentum;
   return b;
 }
 
@@ -87,8 +93,9 @@ StatusOr<std::vector<TensorInfo>> InferBatchNorm(const Attributes& attrs,
   const int64_t c = x.shape[1];
   static constexpr const char* kNames[] = {"X", "scale", "B", "mean", "var"};
   REMEX_RETURN_IF_ERROR(CheckPerChannelInputs(kBatchNorm, in, kNames, c));
-  (void)b;
-  return std::vector<TensorInfo>{{x.dtype, x.shape}};
+  if (!b.training) return std::vector<TensorInfo>{{x.dtype, x.shape}};
+  // Training mode (BatchNormalization-14/15): Y, running_mean, running_var.
+  return std::vector<TensorInfo>{{x.dtype, x.shape}, {x.dtype, {c}}, {x.dtype, {c}}};
 }
 
 OpDef BatchNormDef() {
@@ -96,11 +103,20 @@ OpDef BatchNormDef() {
   def.name = std::string(kBatchNorm);
   def.since_version = 7;
   def.min_inputs = def.max_inputs = 5;
-  def.max_outputs = 5;  // Training outputs are refused as UNIMPLEMENTED.
+  // Inference: Y. Training mode: Y, running_mean, running_var (opset 14+). Opsets 7-13
+  // name up to 5 outputs; those beyond the shape function's are not produced.
+  def.max_outputs = 5;
   def.infer = InferBatchNorm;
   return def;
 }
 
+// BatchNormalization-15 (https://onnx.ai/onnx/operators/onnx__BatchNormalization.html):
+// inference y = scale * (x - mean) / sqrt(var + epsilon) + B with the given mean and
+// var. training_mode = 1 normalises with the batch's statistics instead, per channel
+// over N and the spatial dims (mean, and the biased variance), and writes running_mean
+// = mean * momentum + batch_mean * (1 - momentum), running_var likewise with the batch
+// variance (ONNX's reference). Statistics in double for float64, float otherwise, in
+// two passes over the channel's values in order (sum, then squared deviations).
 class BatchNormKernel final : public ValidatedKernel {
  public:
   BatchNormKernel(const OpDef& def, const Attributes& attrs)
@@ -124,9 +140,16 @@ class BatchNormKernel final : public ValidatedKernel {
       T* y = DataAs<T>(out[0]);
       std::vector<C> mul(c), add(c);
       for (int64_t ch = 0; ch < c; ++ch) {
-        const C m = Load(scale[ch]) / std::sqrt(Load(var[ch]) + static_cast<C>(attrs_.epsilon));
+        C m_ch = Load(mean[ch]), v_ch = Load(var[ch]);
+        if (attrs_.training) {
+          BatchMoments(x, n, c, inner, ch, m_ch, v_ch);
+          const C mom = static_cast<C>(attrs_.momentum);
+          if (out.size() > 1) DataAs<T>(out[1])[ch] = Store<T>(Load(mean[ch]) * mom + m_ch * (C(1) - mom));
+          if (out.size() > 2) DataAs<T>(out[2])[ch] = Store<T>(Load(var[ch]) * mom + v_ch * (C(1) - mom));
+        }
+        const C m = Load(scale[ch]) / std::sqrt(v_ch + static_cast<C>(attrs_.epsilon));
         mul[ch] = m;
-        add[ch] = Load(bias[ch]) - Load(mean[ch]) * m;
+        add[ch] = Load(bias[ch]) - m_ch * m;
       }
       for (int64_t b = 0; b < n; ++b) {
         for (int64_t ch = 0; ch < c; ++ch) {
@@ -140,6 +163,27 @@ class BatchNormKernel final : public ValidatedKernel {
   }
 
  private:
+  // Channel ch's mean and biased variance over its n planes of `inner` values.
+  template <typename T, typename C>
+  static void BatchMoments(const T* x, int64_t n, int64_t c, int64_t inner, int64_t ch, C& mean, C& var) {
+    const int64_t count = n * inner;
+    C sum = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i) sum += Load(p[i]);
+    }
+    mean = count > 0 ? sum / static_cast<C>(count) : C(0);
+    C sq = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const T* p = x + (b * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        const C d = Load(p[i]) - mean;
+        sq += d * d;
+      }
+    }
+    var = count > 0 ? sq / static_cast<C>(count) : C(0);
+  }
+
   BatchNormAttrs attrs_;
 };
 

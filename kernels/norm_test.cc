@@ -29,6 +29,58 @@ using rnntest::ValuesOf;
 // ---------------------------------------------------------------------------
 // InstanceNormalization.
 
+// BatchNormalization-15 in training mode: the batch's mean and biased variance per
+// channel (over N and the spatial dims) normalise X, and the running statistics move by
+// 1 - momentum towards them (ONNX's reference, written out here in double).
+TEST(BatchNormTest, TrainingModeUsesBatchStatistics) {
+  OpRunner r;
+  const int64_t n = 2, c = 3, inner = 4;
+  std::vector<float> x(n * c * inner);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) - 3.5f;
+  const std::vector<float> scale = {1.0f, 0.5f, 2.0f}, bias = {0.0f, 1.0f, -1.0f};
+  const std::vector<float> mean = {0.1f, 0.2f, 0.3f}, var = {1.0f, 2.0f, 3.0f};
+  const float momentum = 0.8f, epsilon = 1e-3f;
+  auto out = r.Run("BatchNormalization",
+                   Attrs({{"training_mode", int64_t{1}}, {"momentum", momentum}, {"epsilon", epsilon}}),
+                   {HostTensor::Of<float>({n, c, 2, 2}, x), HostTensor::Of<float>({c}, scale),
+                    HostTensor::Of<float>({c}, bias), HostTensor::Of<float>({c}, mean), HostTensor::Of<float>({c}, var)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), 3u);
+  const auto y = (*out)[0].Values<float>();
+  const auto running_mean = (*out)[1].Values<float>(), running_var = (*out)[2].Values<float>();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double m = 0, v = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t i = 0; i < inner; ++i) m += x[(b * c + ch) * inner + i];
+    }
+    m /= n * inner;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t i = 0; i < inner; ++i) v += std::pow(x[(b * c + ch) * inner + i] - m, 2);
+    }
+    v /= n * inner;
+    EXPECT_NEAR(running_mean[ch], mean[ch] * momentum + m * (1 - momentum), 1e-5) << ch;
+    EXPECT_NEAR(running_var[ch], var[ch] * momentum + v * (1 - momentum), 1e-5) << ch;
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t at = (b * c + ch) * inner + i;
+        EXPECT_NEAR(y[at], (x[at] - m) / std::sqrt(v + epsilon) * scale[ch] + bias[ch], 1e-5) << at;
+      }
+    }
+  }
+  // Inference mode: one output, from the given statistics.
+  auto inf = r.Infer("BatchNormalization", {},
+                     {HostTensor::Of<float>({n, c, 2, 2}, x), HostTensor::Of<float>({c}, scale),
+                      HostTensor::Of<float>({c}, bias), HostTensor::Of<float>({c}, mean),
+                      HostTensor::Of<float>({c}, var)});
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ(inf->size(), 1u);
+  EXPECT_FALSE(r.Infer("BatchNormalization", Attrs({{"training_mode", int64_t{2}}}),
+                       {HostTensor::Of<float>({n, c, 2, 2}, x), HostTensor::Of<float>({c}, scale),
+                        HostTensor::Of<float>({c}, bias), HostTensor::Of<float>({c}, mean),
+                        HostTensor::Of<float>({c}, var)})
+                   .ok());
+}
+
 TEST(InstanceNormTest, HandCheckedValues) {
   OpRunner r;
   // One instance [1, 2, 3, 5]: mean 2.75, variance 2.1875.

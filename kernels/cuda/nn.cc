@@ -15,7 +15,8 @@
 //   - NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12-17, kernels/
 //     loss.cc): reduction none, sum, mean; ignore_index; optional weight and log_prob.
 //     A target outside [0, C) counts as ignored instead of failing.
-//   - BatchNormalization (opsets 7-15, inference), InstanceNormalization (opset 6),
+//   - BatchNormalization (opsets 7-15, inference and training mode: batch statistics
+//     per channel in one block, running statistics written), InstanceNormalization (opset 6),
 //     LayerNormalization (opset 17, stash_type 1 only; Mean and InvStdDev outputs).
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
 
@@ -237,6 +238,16 @@ class BatchNormKernel final : public NnKernel {
     REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
     int64_t n, c, inner;
     ChannelView(in[0].shape, n, c, inner);
+    REMEX_ASSIGN_OR_RETURN(int64_t training, attrs().Int("training_mode", 0));
+    if (training == 1) {
+      REMEX_ASSIGN_OR_RETURN(float momentum, attrs().Float("momentum", 0.9f));
+      return Launch([&] {
+        return LaunchBatchNormTraining(type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                       out[0].data, out.size() > 1 ? out[1].data : nullptr,
+                                       out.size() > 2 ? out[2].data : nullptr, n, c, inner, epsilon, momentum,
+                                       stream());
+      });
+    }
     return Launch([&] {
       return LaunchBatchNorm(type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data, n,
                              c, inner, epsilon, stream());

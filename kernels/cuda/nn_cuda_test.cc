@@ -333,6 +333,22 @@ TEST_F(NnCudaTest, BatchNormalization) {
   }
 }
 
+// Training mode: batch statistics in one block per channel (float, summed in another
+// order than the CPU's), so the outputs agree within float rounding of the statistics.
+TEST_F(NnCudaTest, BatchNormalizationTrainingMode) {
+  for (DType dt : kFloatTypes) {
+    for (const Shape& s : {Shape{2, 3, 5, 4}, Shape{4, 6}, Shape{3, 2, 37, 29}}) {
+      SCOPED_TRACE(ShapeToString(s));
+      const Shape c = {s[1]};
+      const std::vector<HostTensor> in = {Random(dt, s), Random(dt, c), Random(dt, c), Random(dt, c),
+                                          Random(dt, c, 0.5, 2)};
+      const Attributes attrs = Attrs({{"training_mode", int64_t{1}}, {"momentum", 0.7f}, {"epsilon", 1e-3f}});
+      Check("BatchNormalization", attrs, in, {1e-5, 1e-4, 4e-3, 4e-3});
+      Check("BatchNormalization", attrs, in, {1e-5, 1e-4, 4e-3, 4e-3}, 1);  // Y only.
+    }
+  }
+}
+
 TEST_F(NnCudaTest, InstanceNormalization) {
   for (DType dt : kFloatTypes) {
     for (const Shape& s : {Shape{2, 3, 5, 7}, Shape{1, 4, 300}, Shape{3, 1, 1, 1}}) {

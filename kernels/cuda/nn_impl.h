@@ -168,6 +168,16 @@ cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const
                             const void* var, void* y, int64_t n, int64_t c, int64_t inner, float epsilon,
                             cudaStream_t stream);
 
+// BatchNormalization in training mode over x [n, c, inner]: one block per channel
+// computes the batch mean and biased variance over its n * inner values (two passes, in
+// float for every dtype, as InstanceNormalization), normalises y with them, and writes running_mean /
+// running_var (null: not wanted) = mean / var inputs * momentum + batch statistic *
+// (1 - momentum).
+cudaError_t LaunchBatchNormTraining(NnType type, const void* x, const void* scale, const void* bias,
+                                    const void* mean, const void* var, void* y, void* running_mean,
+                                    void* running_var, int64_t n, int64_t c, int64_t inner, float epsilon,
+                                    float momentum, cudaStream_t stream);
+
 // Per (n, c) plane of `inner` elements: y = scale * (x - mean) / sqrt(var + eps) + B.
 cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
                                int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream);

@@ -278,6 +278,43 @@ __device__ void RowMoments(const T* row, int64_t n, float* scratch, float& mean,
   var = n > 0 ? q / static_cast<float>(n) : 0.0f;
 }
 
+// One block per channel of x [n, c, inner]: batch statistics, y, running statistics.
+template <typename T>
+__global__ void BatchNormTrainingKernel(const T* x, const T* scale, const T* bias, const T* mean, const T* var,
+                                        T* y, T* running_mean, T* running_var, int64_t n, int64_t c,
+                                        int64_t inner, float epsilon, float momentum) {
+  using C = float;  // As InstanceNormalization's: statistics in float for every dtype.
+  __shared__ C scratch[32];
+  const int64_t count = n * inner;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    C s = 0;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      s += static_cast<C>(Load(x[((t / inner) * c + ch) * inner + t % inner]));
+    }
+    s = BlockReduce(s, Add, scratch);
+    const C m = count > 0 ? s / static_cast<C>(count) : C(0);
+    C q = 0;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      const C d = static_cast<C>(Load(x[((t / inner) * c + ch) * inner + t % inner])) - m;
+      q += d * d;
+    }
+    q = BlockReduce(q, Add, scratch);
+    const C v = count > 0 ? q / static_cast<C>(count) : C(0);
+    if (threadIdx.x == 0) {
+      const C mom = static_cast<C>(momentum);
+      if (running_mean) running_mean[ch] = Store<T>(static_cast<C>(Load(mean[ch])) * mom + m * (C(1) - mom));
+      if (running_var) running_var[ch] = Store<T>(static_cast<C>(Load(var[ch])) * mom + v * (C(1) - mom));
+    }
+    const C mul = static_cast<C>(Load(scale[ch])) / sqrtf(v + static_cast<C>(epsilon));
+    const C add = static_cast<C>(Load(bias[ch])) - m * mul;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      const int64_t i = ((t / inner) * c + ch) * inner + t % inner;
+      y[i] = Store<T>(static_cast<C>(Load(x[i])) * mul + add);
+    }
+    __syncthreads();  // scratch is reused by the next channel's reductions.
+  }
+}
+
 template <typename T>
 __global__ void InstanceNormKernel(const T* x, const T* scale, const T* bias, T* y, int64_t planes, int64_t c,
                                    int64_t inner, float epsilon) {
@@ -438,6 +475,17 @@ cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const
   REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<BatchNormKernel<T>>(
                                     Blocks(total), kThreads, 0, stream, As<T>(x), As<T>(scale), As<T>(bias),
                                     As<T>(mean), As<T>(var), static_cast<T*>(y), total, c, inner, epsilon)));
+}
+
+cudaError_t LaunchBatchNormTraining(NnType type, const void* x, const void* scale, const void* bias,
+                                    const void* mean, const void* var, void* y, void* running_mean,
+                                    void* running_var, int64_t n, int64_t c, int64_t inner, float epsilon,
+                                    float momentum, cudaStream_t stream) {
+  if (n * c * inner <= 0) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<BatchNormTrainingKernel<T>>(
+                                    Blocks(c, 1), kThreads, 0, stream, As<T>(x), As<T>(scale), As<T>(bias),
+                                    As<T>(mean), As<T>(var), static_cast<T*>(y), static_cast<T*>(running_mean),
+                                    static_cast<T*>(running_var), n, c, inner, epsilon, momentum)));
 }
 
 cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
