@@ -51,6 +51,9 @@ Status AddQuantizeCpuKernels(KernelRegistry& registry);
 // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv (kernels/qlinear.cc).
 Status AddQLinearOpDefs(KernelRegistry& registry);
 Status AddQLinearCpuKernels(KernelRegistry& registry);
+// Unique (kernels/unique.cc).
+Status AddUniqueOpDefs(KernelRegistry& registry);
+Status AddUniqueCpuKernels(KernelRegistry& registry);
 // CumSum (kernels/cumsum.cc).
 Status AddCumSumOpDefs(KernelRegistry& registry);
 Status AddCumSumCpuKernels(KernelRegistry& registry);

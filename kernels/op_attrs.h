@@ -286,6 +286,17 @@ StatusOr<ScatterReduction> ScatterNdReductionOf(const Attributes& attrs, DType d
 // a 1-element vector. UNIMPLEMENTED for a dtype Remex does not hold.
 StatusOr<std::vector<int64_t>> NonZeroCoordinates(const ShapeFnArg& x);
 
+// Unique (kernels/unique.cc): everything Unique-11 outputs for X (host memory) and the
+// `axis` / `sorted` attributes: Y's bytes and shape, indices, inverse_indices and counts.
+// INVALID_ARGUMENT "Unique: ..." for a bad axis or sorted, UNIMPLEMENTED for a dtype
+// Remex does not hold.
+struct UniqueResult {
+  std::vector<uint8_t> y;
+  Shape y_shape;
+  std::vector<int64_t> indices, inverse, counts;
+};
+StatusOr<UniqueResult> UniqueOf(const Attributes& attrs, const ShapeFnArg& x);
+
 // Compress (kernels/nonzero.cc): input seen as [outer, extent, inner] around the axis
 // (flattened to [1, size, 1] without one), the positions along it that condition (bool,
 // 1-D, host memory) keeps, ascending, and the output's shape. Condition entries past the

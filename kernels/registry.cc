@@ -250,6 +250,7 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUniqueOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddBitShiftOpDefs(registry));
@@ -280,6 +281,7 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddLossCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUniqueCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddBitShiftCpuKernels(registry));

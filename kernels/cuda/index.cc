@@ -1,5 +1,5 @@
-// CUDA kernels of the index group (host side): BitShift, GatherND, ScatterND, NonZero
-// and Compress. Device code in index_impl.cu.
+// CUDA kernels of the index group (host side): BitShift, GatherND, ScatterND, NonZero,
+// Unique and Compress. Device code in index_impl.cu.
 //
 // Semantics are the CPU kernels' (kernels/bitshift.cc, kernels/gather_nd.cc,
 // kernels/nonzero.cc), which follow ONNX; views and attribute parsers are theirs
@@ -14,6 +14,8 @@
 //     ONNX leaves undefined) any one wins, where the CPU keeps the last.
 //   - NonZero-9: X in host memory (ShapeDep::kData); the coordinates are computed on
 //     the host as the CPU kernel computes them and copied to the output.
+//   - Unique-11: X in host memory (ShapeDep::kData); Y, indices, inverse_indices and
+//     counts are computed on the host (kernels/unique.cc) and copied to the outputs.
 //   - Compress-9 and Compress-11: input on the device, condition in host memory
 //     (ShapeDep::kData); the kept positions go to device scratch, then one gather.
 // Differences from the CPU kernels: an index of GatherND or ScatterND out of range is
@@ -210,6 +212,26 @@ class NonZeroKernel final : public IndexKernel {
 };
 
 // ---------------------------------------------------------------------------
+// Unique: X in host memory; every output computed on the host as the CPU kernel does
+// and copied up.
+
+class UniqueKernel final : public IndexKernel {
+ public:
+  using IndexKernel::IndexKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::UniqueResult r, internal::UniqueOf(attrs(), internal::ToShapeArgs(in)[0]));
+    REMEX_RETURN_IF_ERROR(Upload(out[0].data, r.y.data(), r.y.size()));
+    const std::vector<int64_t>* ints[] = {&r.indices, &r.inverse, &r.counts};
+    for (size_t i = 1; i < out.size() && i < 4; ++i) {
+      REMEX_RETURN_IF_ERROR(Upload(out[i].data, ints[i - 1]->data(), ints[i - 1]->size() * sizeof(int64_t)));
+    }
+    return OkStatus();
+  }
+};
+
+// ---------------------------------------------------------------------------
 // Compress: input (device), condition (host).
 
 template <bool kNegativeAxis>
@@ -263,6 +285,7 @@ Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
                       return internal::ScatterNdReductionOf(a, DType::kUndefined).status();
                     })));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeIndexKernel<NonZeroKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Unique", MakeIndexKernel<UniqueKernel>(context)));
   REMEX_RETURN_IF_ERROR(
       AddCudaKernel(registry, "Compress", 9, MakeIndexKernel<CompressKernel<false>>(context)));
   return AddCudaKernel(registry, "Compress", 11, MakeIndexKernel<CompressKernel<true>>(context));

@@ -142,8 +142,8 @@ class IndexCudaTest : public testing::CudaStreamTest {
 // ---------------------------------------------------------------------------
 // Without a GPU: registration, attribute checks and the checks before any launch.
 
-constexpr const char* kIndexOps[] = {"BitShift", "GatherND",   "ScatterND",
-                                     "NonZero",  "Compress-9", "Compress-11"};
+constexpr const char* kIndexOps[] = {"BitShift", "GatherND",   "ScatterND",   "NonZero",
+                                     "Unique",   "Compress-9", "Compress-11"};
 
 TEST(IndexCudaRegistration, RegistersEveryOp) {
   auto registry = CudaRegistry({});
@@ -302,6 +302,27 @@ TEST_F(IndexCudaTest, NonZero) {
     }
     SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(x.shape));
     Check("NonZero", {}, {x});
+  }
+}
+
+// Unique with and without axis, sorted and in order of first occurrence, every output;
+// values from a small range so that there are repeats.
+TEST_F(IndexCudaTest, Unique) {
+  for (int iter = 0; iter < 36; ++iter) {
+    const DType dtype = kAllTypes[iter % std::size(kAllTypes)];
+    const Shape s = RandomShape(rng_, 1, 3, 1, 4);
+    HostTensor x = RandomValues(dtype, s, rng_);
+    const size_t es = DTypeSize(dtype);
+    for (size_t i = es; i < x.bytes.size(); i += 2 * es) {
+      std::memcpy(x.bytes.data() + i, x.bytes.data(), es);  // Repeats of the first value.
+    }
+    Attributes attrs = Attrs({{"sorted", int64_t{iter % 2}}});
+    if (iter % 3 != 0) {
+      const int64_t rank = static_cast<int64_t>(s.size());
+      attrs.Set("axis", Uniform(rng_, -rank, rank - 1));
+    }
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(s));
+    Check("Unique", attrs, {x});
   }
 }
 
