@@ -54,6 +54,12 @@ Status AddQLinearCpuKernels(KernelRegistry& registry);
 // CumSum (kernels/cumsum.cc).
 Status AddCumSumOpDefs(KernelRegistry& registry);
 Status AddCumSumCpuKernels(KernelRegistry& registry);
+// NonMaxSuppression, RoiAlign (kernels/detection.cc).
+Status AddDetectionOpDefs(KernelRegistry& registry);
+Status AddDetectionCpuKernels(KernelRegistry& registry);
+// MaxUnpool (kernels/unpool.cc).
+Status AddUnpoolOpDefs(KernelRegistry& registry);
+Status AddUnpoolCpuKernels(KernelRegistry& registry);
 // Trilu, EyeLike (kernels/diagonal.cc).
 Status AddDiagonalOpDefs(KernelRegistry& registry);
 Status AddDiagonalCpuKernels(KernelRegistry& registry);

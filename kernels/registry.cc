@@ -251,6 +251,8 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetectionOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnpoolOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
@@ -278,6 +280,8 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddDiagonalCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetectionCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnpoolCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddScatterCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
