@@ -66,6 +66,12 @@ Status AddGatherNdCpuKernels(KernelRegistry& registry);
 // NonZero, Compress (kernels/nonzero.cc).
 Status AddNonZeroOpDefs(KernelRegistry& registry);
 Status AddNonZeroCpuKernels(KernelRegistry& registry);
+// NonMaxSuppression, RoiAlign (kernels/detection.cc).
+Status AddDetectionOpDefs(KernelRegistry& registry);
+Status AddDetectionCpuKernels(KernelRegistry& registry);
+// MaxUnpool (kernels/unpool.cc).
+Status AddUnpoolOpDefs(KernelRegistry& registry);
+Status AddUnpoolCpuKernels(KernelRegistry& registry);
 // Trilu, EyeLike (kernels/diagonal.cc).
 Status AddDiagonalOpDefs(KernelRegistry& registry);
 Status AddDiagonalCpuKernels(KernelRegistry& registry);

@@ -252,6 +252,8 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddUniqueOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetectionOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnpoolOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddBitShiftOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddGatherNdOpDefs(registry));
@@ -283,6 +285,8 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddUniqueCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetectionCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddUnpoolCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddBitShiftCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddGatherNdCpuKernels(registry));

@@ -82,6 +82,15 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
     a.push_back(Attrs({{"kernel_shape", std::vector<int64_t>{2, 1, 2}},
                        {"auto_pad", std::string("SAME_LOWER")},
                        {"storage_order", int64_t{1}}}));
+  } else if (op == "MaxUnpool") {
+    a.push_back(Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}));
+    a.push_back(Attrs({{"kernel_shape", std::vector<int64_t>{3}},
+                       {"strides", std::vector<int64_t>{2}},
+                       {"pads", std::vector<int64_t>{1, 0}}}));
+  } else if (op == "RoiAlign") {
+    a.push_back(Attrs({{"output_height", int64_t{2}}, {"sampling_ratio", int64_t{2}}, {"mode", std::string("max")}}));
+  } else if (op == "NonMaxSuppression") {
+    a.push_back(Attrs({{"center_point_box", int64_t{1}}}));
   } else if (op == "Concat" || op == "Softmax") {
     a.push_back(Attrs({{"axis", int64_t{0}}}));
     a.push_back(Attrs({{"axis", int64_t{-1}}}));

@@ -49,6 +49,8 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
 // QLinearMatMul, ConvInteger and QLinearConv (quant.cc).
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// NonMaxSuppression, RoiAlign and MaxUnpool (det.cc).
+Status AddDetCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // LSTM, GRU and RNN (rnn.cc).
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // BitShift, GatherND, ScatterND, NonZero and Compress (index.cc).

@@ -18,6 +18,7 @@ Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
   REMEX_RETURN_IF_ERROR(cuda::AddFusedCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddMiscCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddQuantCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddDetCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddRnnCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddIndexCudaKernels(registry, context));
   return OkStatus();
