@@ -51,5 +51,8 @@ Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // LSTM, GRU and RNN (rnn.cc).
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// HannWindow, HammingWindow, BlackmanWindow, MeanVarianceNormalization,
+// ReverseSequence, Det and Einsum (extra.cc).
+Status AddExtraCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda
