@@ -110,6 +110,18 @@ Status AddArgTopKCpuKernels(KernelRegistry& registry);
 // LSTM, GRU, RNN (kernels/rnn_def.cc; CPU kernel in kernels/rnn.cc).
 Status AddRnnOpDefs(KernelRegistry& registry);
 Status AddRnnCpuKernels(KernelRegistry& registry);
+// HannWindow, HammingWindow, BlackmanWindow (kernels/window.cc).
+Status AddWindowOpDefs(KernelRegistry& registry);
+Status AddWindowCpuKernels(KernelRegistry& registry);
+// MeanVarianceNormalization, ReverseSequence (kernels/sequence_norm.cc).
+Status AddSequenceNormOpDefs(KernelRegistry& registry);
+Status AddSequenceNormCpuKernels(KernelRegistry& registry);
+// Det (kernels/determinant.cc).
+Status AddDetOpDefs(KernelRegistry& registry);
+Status AddDetCpuKernels(KernelRegistry& registry);
+// Einsum (kernels/einsum.cc).
+Status AddEinsumOpDefs(KernelRegistry& registry);
+Status AddEinsumCpuKernels(KernelRegistry& registry);
 // FusedElementwise (kernels/fused.cc; program format in kernels/fused.h).
 Status AddFusedOpDefs(KernelRegistry& registry);
 Status AddFusedCpuKernels(KernelRegistry& registry);

@@ -18,6 +18,9 @@
 #include "kernels/conv_epilogue.h"
 #include "kernels/op_enums.h"
 #include "kernels/rnn_activation.h"
+#include "kernels/einsum_ops.h"
+#include "kernels/sequence_norm_ops.h"
+#include "kernels/window_ops.h"
 
 namespace remex::kernels::internal {
 
@@ -135,6 +138,48 @@ struct OneHotView {
   Shape shape;
 };
 StatusOr<OneHotView> OneHotViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+
+// HannWindow, HammingWindow and BlackmanWindow (kernels/window.cc): the window (from
+// `op`), the output dtype (output_datatype), periodic and the size (input 0, one int32
+// or int64 value on the host, >= 0). INVALID_ARGUMENT "<op>: ..." otherwise.
+struct WindowView {
+  window::WindowKind kind = window::WindowKind::kHann;
+  DType dtype = DType::kFloat32;
+  bool periodic = true;
+  int64_t size = 0;
+};
+StatusOr<WindowView> WindowViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);
+
+// MeanVarianceNormalization (kernels/sequence_norm.cc): X (float16/32/64, rank <= 8)
+// split by `axes` (default [0, 2, 3]) into groups normalised on their own.
+// INVALID_ARGUMENT "MeanVarianceNormalization: ..." for another dtype, a bad or
+// repeated axis.
+StatusOr<seqnorm::MvnPlan> MvnPlanOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+// ReverseSequence (kernels/sequence_norm.cc): input [dim0, dim1, inner], the batch and
+// time extents and the element count, after checking the axes (0 and 1), input's rank
+// (>= 2) and sequence_lens (int64 [batch]). INVALID_ARGUMENT "ReverseSequence: ...".
+struct ReverseSequenceView {
+  seqnorm::ReversePlan plan;
+  int64_t batch = 0, time = 0, total = 0;
+};
+StatusOr<ReverseSequenceView> ReverseSequenceViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+
+// Det (kernels/determinant.cc): X [*, M, M] (float16/32/64) as `batch` matrices of m x m; Y's
+// shape is X's batch dims. INVALID_ARGUMENT "Det: ..." otherwise.
+struct DetView {
+  int64_t batch = 0, m = 0;
+  Shape shape;
+};
+StatusOr<DetView> DetViewOf(std::span<const ShapeFnArg> in);
+
+// Einsum (kernels/einsum.cc): the index plan of `equation` for the inputs' shapes and
+// the output's shape. INVALID_ARGUMENT "Einsum: ..." for a malformed equation, labels
+// that do not fit the inputs, or a dtype other than float16/32/64, int32, int64.
+struct EinsumView {
+  einsum::EinsumPlan plan;
+  Shape shape;
+};
+StatusOr<EinsumView> EinsumViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
 // Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".

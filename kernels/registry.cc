@@ -269,6 +269,10 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddResizeOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddWindowOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddSequenceNormOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddEinsumOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
   return OkStatus();
 }
@@ -302,6 +306,10 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddResizeCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddReduceCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddRnnCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddWindowCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddSequenceNormCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddDetCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddEinsumCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
   return OkStatus();
 }

@@ -55,5 +55,8 @@ Status AddDetCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // BitShift, GatherND, ScatterND, NonZero and Compress (index.cc).
 Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// HannWindow, HammingWindow, BlackmanWindow, MeanVarianceNormalization,
+// ReverseSequence, Det and Einsum (extra.cc).
+Status AddExtraCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda

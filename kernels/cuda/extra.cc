@@ -1,0 +1,208 @@
+// CUDA kernels of the extra group (host side): HannWindow-17, HammingWindow-17,
+// BlackmanWindow-17, MeanVarianceNormalization-9/13, ReverseSequence-10, Det-11 and
+// Einsum-12.
+// Device code in extra_impl.cu.
+//
+// Semantics, dtypes and checks are the CPU kernels' (kernels/window.cc,
+// kernels/sequence_norm.cc, kernels/determinant.cc, kernels/einsum.cc): the same views check the inputs and
+// attributes, and the device code evaluates the same formulas and index plans
+// (kernels/window_ops.h, kernels/sequence_norm_ops.h, kernels/determinant_ops.h,
+// kernels/einsum_ops.h).
+//   - The window ops: size in host memory (ShapeDep::kData); every numeric
+//     output_datatype. cos runs in double on the device (within 2 ulp of the CPU's
+//     before the output's rounding).
+//   - MeanVarianceNormalization: float32, float16, float64; the sums run in double in
+//     the CPU's order, one thread per normalised group.
+//   - ReverseSequence: any dtype; sequence_lens stay in device memory, so an out-of-range
+//     length, which the CPU kernel refuses ("out of range"), is clamped to [0, time
+//     extent] here: no element outside the input is read and every output element is
+//     written.
+//   - Det: float32, float16, float64; one thread per matrix, LU in double in a scratch
+//     copy (batch * M * M doubles from the context's workspace hook, or stream-ordered
+//     cudaMallocAsync without one).
+//   - Einsum: float32, float16, float64, int32, int64; the index plan is parsed on the
+//     host (EinsumViewOf) and passed by value; one thread per output element, summing
+//     in the CPU's order and type.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/extra_impl.h"
+#include "kernels/cuda/libraries_internal.h"
+#include "kernels/internal.h"
+#include "kernels/op_attrs.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+std::optional<WindowOut> WindowOutOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return WindowOut::kFloat32;
+    case DType::kFloat16:
+      return WindowOut::kFloat16;
+    case DType::kFloat64:
+      return WindowOut::kFloat64;
+    case DType::kInt8:
+      return WindowOut::kInt8;
+    case DType::kInt16:
+      return WindowOut::kInt16;
+    case DType::kInt32:
+      return WindowOut::kInt32;
+    case DType::kInt64:
+      return WindowOut::kInt64;
+    case DType::kUint8:
+      return WindowOut::kUint8;
+    case DType::kUint16:
+      return WindowOut::kUint16;
+    case DType::kUint32:
+      return WindowOut::kUint32;
+    case DType::kUint64:
+      return WindowOut::kUint64;
+    default:
+      return std::nullopt;
+  }
+}
+
+class WindowKernel final : public CudaKernel {
+ public:
+  WindowKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::WindowView v,
+                           internal::WindowViewOf(op(), attrs(), internal::ToShapeArgs(in)));
+    const std::optional<WindowOut> type = WindowOutOf(v.dtype);
+    if (!type) return Unsupported(v.dtype, "numeric dtypes are");
+    return Launch([&] { return LaunchWindow(v.kind, v.periodic, v.size, *type, out[0].data, stream()); });
+  }
+};
+
+// The float dtypes of MeanVarianceNormalization and Det.
+std::optional<MvnType> FloatTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MvnType::kFloat32;
+    case DType::kFloat16:
+      return MvnType::kFloat16;
+    case DType::kFloat64:
+      return MvnType::kFloat64;
+    default:
+      return std::nullopt;
+  }
+}
+
+class MvnKernel final : public CudaKernel {
+ public:
+  MvnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(seqnorm::MvnPlan p, internal::MvnPlanOf(attrs(), internal::ToShapeArgs(in)));
+    const std::optional<MvnType> type = FloatTypeOf(in[0].dtype);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
+    return Launch([&] { return LaunchMvn(*type, p, in[0].data, out[0].data, stream()); });
+  }
+};
+
+class ReverseSequenceKernel final : public CudaKernel {
+ public:
+  ReverseSequenceKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::ReverseSequenceView v,
+                           internal::ReverseSequenceViewOf(attrs(), internal::ToShapeArgs(in)));
+    const int size = static_cast<int>(DTypeSize(in[0].dtype));
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+      return Unsupported(in[0].dtype, "1, 2, 4 and 8-byte dtypes are");
+    return Launch([&] {
+      return LaunchReverseSequence(v.plan, v.total, v.time, size, in[0].data,
+                                   static_cast<const int64_t*>(in[1].data), out[0].data, stream());
+    });
+  }
+};
+
+class DetKernel final : public CudaKernel {
+ public:
+  DetKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::DetView v, internal::DetViewOf(internal::ToShapeArgs(in)));
+    const std::optional<MvnType> type = FloatTypeOf(in[0].dtype);
+    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    StreamWorkspace workspace(op(), stream(), &context().workspace);
+    REMEX_ASSIGN_OR_RETURN(void* scratch,
+                           workspace.Allocate(static_cast<size_t>(v.batch * v.m * v.m) * sizeof(double)));
+    REMEX_RETURN_IF_ERROR(Launch([&] {
+      return LaunchDet(*type, in[0].data, out[0].data, v.batch, v.m, static_cast<double*>(scratch), stream());
+    }));
+    return workspace.Release();
+  }
+};
+
+class EinsumKernel final : public CudaKernel {
+ public:
+  EinsumKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::EinsumView v,
+                           internal::EinsumViewOf(attrs(), internal::ToShapeArgs(in)));
+    EinsumType type;
+    switch (in[0].dtype) {
+      case DType::kFloat32:
+        type = EinsumType::kFloat32;
+        break;
+      case DType::kFloat16:
+        type = EinsumType::kFloat16;
+        break;
+      case DType::kFloat64:
+        type = EinsumType::kFloat64;
+        break;
+      case DType::kInt32:
+        type = EinsumType::kInt32;
+        break;
+      case DType::kInt64:
+        type = EinsumType::kInt64;
+        break;
+      default:
+        return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
+    }
+    EinsumInputs inputs;
+    for (size_t k = 0; k < in.size(); ++k) inputs.data[k] = in[k].data;
+    return Launch([&] { return LaunchEinsum(type, v.plan, inputs, out[0].data, stream()); });
+  }
+};
+
+}  // namespace
+
+Status AddExtraCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  for (const char* name : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<WindowKernel>(context)));
+  }
+  for (int since : {9, 13}) {
+    REMEX_RETURN_IF_ERROR(
+        AddCudaKernel(registry, "MeanVarianceNormalization", since, MakeCudaKernel<MvnKernel>(context)));
+  }
+  REMEX_RETURN_IF_ERROR(
+      AddCudaKernel(registry, "ReverseSequence", MakeCudaKernel<ReverseSequenceKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Det", MakeCudaKernel<DetKernel>(context)));
+  return AddCudaKernel(registry, "Einsum", MakeCudaKernel<EinsumKernel>(context));
+}
+
+}  // namespace remex::kernels::cuda

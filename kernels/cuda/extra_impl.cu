@@ -1,0 +1,237 @@
+// Device code of the extra group's CUDA kernels (extra_impl.h). Includes only CUDA and
+// plain headers. Compiled with -fmad=false: each product and sum rounds as on the CPU.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/extra_impl.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/determinant_ops.h"
+#include "kernels/einsum_ops.h"
+#include "kernels/float16.h"
+#include "kernels/sequence_norm_ops.h"
+#include "kernels/window_ops.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+// A double as an element of T, as the CPU kernels store it.
+template <typename T>
+__device__ __forceinline__ T FromDouble(double v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return DoubleToHalf(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    return window::WindowToInt<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ double ToDouble(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return static_cast<double>(HalfToFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+__global__ void WindowKernel(window::WindowKind kind, bool periodic, int64_t size, T* y) {
+  for (int64_t n = GlobalThread(); n < size; n += GridThreads()) {
+    y[n] = FromDouble<T>(window::WindowValue(kind, periodic, size, n));
+  }
+}
+
+template <typename T>
+__global__ void MvnKernel(seqnorm::MvnPlan p, const T* x, T* y) {
+  for (int64_t g = GlobalThread(); g < p.groups; g += GridThreads()) {
+    double sum = 0, sum_squares = 0;
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const double v = ToDouble(x[seqnorm::MvnOffset(p, g, k)]);
+      sum += v;
+      sum_squares += v * v;
+    }
+    const seqnorm::MvnMoments m = seqnorm::MvnFinish(sum, sum_squares, p.group_size);
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const int64_t at = seqnorm::MvnOffset(p, g, k);
+      y[at] = FromDouble<T>((ToDouble(x[at]) - m.mean) / m.denom);
+    }
+  }
+}
+
+template <typename U>
+__global__ void ReverseSequenceKernel(seqnorm::ReversePlan p, int64_t total, int64_t time, const U* x,
+                                      const int64_t* lens, U* y) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    int64_t len = lens[seqnorm::ReverseBatch(p, i)];
+    len = len < 0 ? 0 : (len > time ? time : len);  // The CPU refuses these; clamped here.
+    y[i] = x[seqnorm::ReverseSource(p, i, len)];
+  }
+}
+
+template <typename T>
+__global__ void DetKernel(const T* x, T* y, int64_t batch, int64_t m, double* scratch) {
+  for (int64_t b = GlobalThread(); b < batch; b += GridThreads()) {
+    double* a = scratch + b * m * m;
+    for (int64_t i = 0; i < m * m; ++i) a[i] = ToDouble(x[b * m * m + i]);
+    y[b] = FromDouble<T>(determinant::LuDeterminant(a, m));
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, WindowOut out, void* y,
+                         cudaStream_t stream) {
+  if (size <= 0) return cudaErrorInvalidValue;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchKernel<WindowKernel<T>>(Blocks(size), kThreads, 0, stream, kind, periodic, size,
+                                         static_cast<T*>(y));
+  };
+  switch (out) {
+    case WindowOut::kFloat32:
+      return go(float{});
+    case WindowOut::kFloat16:
+      return go(Half{});
+    case WindowOut::kFloat64:
+      return go(double{});
+    case WindowOut::kInt8:
+      return go(int8_t{});
+    case WindowOut::kInt16:
+      return go(int16_t{});
+    case WindowOut::kInt32:
+      return go(int32_t{});
+    case WindowOut::kInt64:
+      return go(int64_t{});
+    case WindowOut::kUint8:
+      return go(uint8_t{});
+    case WindowOut::kUint16:
+      return go(uint16_t{});
+    case WindowOut::kUint32:
+      return go(uint32_t{});
+    case WindowOut::kUint64:
+      return go(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchMvn(MvnType type, const seqnorm::MvnPlan& plan, const void* x, void* y,
+                      cudaStream_t stream) {
+  if (plan.groups <= 0 || plan.group_size <= 0) return cudaErrorInvalidValue;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchKernel<MvnKernel<T>>(Blocks(plan.groups, 64), 64, 0, stream, plan, static_cast<const T*>(x),
+                                      static_cast<T*>(y));
+  };
+  switch (type) {
+    case MvnType::kFloat32:
+      return go(float{});
+    case MvnType::kFloat16:
+      return go(Half{});
+    case MvnType::kFloat64:
+      return go(double{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t total, int64_t time,
+                                  int elem_size, const void* x, const int64_t* lens, void* y,
+                                  cudaStream_t stream) {
+  if (total <= 0) return cudaErrorInvalidValue;
+  auto go = [&](auto tag) {
+    using U = decltype(tag);
+    return LaunchKernel<ReverseSequenceKernel<U>>(Blocks(total), kThreads, 0, stream, plan, total, time,
+                                                  static_cast<const U*>(x), lens, static_cast<U*>(y));
+  };
+  switch (elem_size) {
+    case 1:
+      return go(uint8_t{});
+    case 2:
+      return go(uint16_t{});
+    case 4:
+      return go(uint32_t{});
+    case 8:
+      return go(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda
+
+namespace remex::kernels::cuda {
+
+cudaError_t LaunchDet(MvnType type, const void* x, void* y, int64_t batch, int64_t m, double* scratch,
+                      cudaStream_t stream) {
+  if (batch <= 0 || m < 0 || (m > 0 && scratch == nullptr)) return cudaErrorInvalidValue;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchKernel<DetKernel<T>>(Blocks(batch, 64), 64, 0, stream, static_cast<const T*>(x),
+                                      static_cast<T*>(y), batch, m, scratch);
+  };
+  switch (type) {
+    case MvnType::kFloat32:
+      return go(float{});
+    case MvnType::kFloat16:
+      return go(Half{});
+    case MvnType::kFloat64:
+      return go(double{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda
+
+namespace remex::kernels::cuda {
+namespace {
+
+template <typename T, typename A>
+__global__ void EinsumKernel(einsum::EinsumPlan p, EinsumInputs inputs, T* y) {
+  for (int64_t o = GlobalThread(); o < p.out_total; o += GridThreads()) {
+    auto load = [&](int k, int64_t at) -> A {
+      const T v = static_cast<const T*>(inputs.data[k])[at];
+      if constexpr (std::is_integral_v<T>) {
+        return static_cast<A>(v);
+      } else {
+        return static_cast<A>(ToDouble(v));
+      }
+    };
+    const A sum = einsum::EinsumElement<A>(p, o, load);
+    if constexpr (std::is_integral_v<T>) {
+      y[o] = static_cast<T>(sum);
+    } else {
+      y[o] = FromDouble<T>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchEinsum(EinsumType type, const einsum::EinsumPlan& plan, const EinsumInputs& inputs, void* y,
+                         cudaStream_t stream) {
+  if (plan.out_total <= 0 || plan.num_inputs < 1 || plan.num_inputs > einsum::kMaxInputs)
+    return cudaErrorInvalidValue;
+  auto go = [&](auto t, auto a) {
+    using T = decltype(t);
+    using A = decltype(a);
+    return LaunchKernel<EinsumKernel<T, A>>(Blocks(plan.out_total), kThreads, 0, stream, plan, inputs,
+                                            static_cast<T*>(y));
+  };
+  switch (type) {
+    case EinsumType::kFloat32:
+      return go(float{}, double{});
+    case EinsumType::kFloat16:
+      return go(Half{}, double{});
+    case EinsumType::kFloat64:
+      return go(double{}, double{});
+    case EinsumType::kInt32:
+      return go(int32_t{}, uint32_t{});
+    case EinsumType::kInt64:
+      return go(int64_t{}, uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda
