@@ -162,6 +162,25 @@ TEST(CompilerTest, UpsampleImportsAsResize10) {
   }
 }
 
+// Opsets 1-6: PRelu's slope of C values runs along the channel axis (not numpy's last
+// axis), and Concat-1 without axis concatenates along axis 1.
+TEST(CompilerTest, LegacyPReluSlopeAndConcatAxis) {
+  OnnxModelBuilder b(6);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 1, 3}).Output("y", onnx::TensorProto::FLOAT, {1, 4, 1, 3});
+  b.FloatInit("slope", {2}, {0.5f, 2.0f});
+  b.Node("PRelu", {"x", "slope"}, {"p"});
+  b.Node("Concat", {"p", "x"}, {"y"});
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  Shape out;
+  const std::vector<float> y = RunFloat32(*def, {1, 2, 1, 3}, {-2, 1, -4, -2, 3, -6}, &out);
+  EXPECT_EQ(out, (Shape{1, 4, 1, 3}));
+  // Channel 0 negatives halved, channel 1 negatives doubled; then x itself.
+  EXPECT_EQ(y, (std::vector<float>{-1, 1, -2, -4, 3, -12, -2, 1, -4, -2, 3, -6}));
+}
+
 TEST(CompilerTest, NotAnOnnxModelIsInvalidArgument) {
   std::vector<std::byte> junk(100, std::byte{0xff});
   EXPECT_EQ(ImportOnnxBytes(junk, Registry()).status().code(), StatusCode::kInvalidArgument);

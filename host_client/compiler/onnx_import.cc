@@ -40,6 +40,10 @@ constexpr Upgrade kUpgrades[] = {
     {"Relu", 1, 6}, {"Sigmoid", 1, 6}, {"Tanh", 1, 6}, {"Exp", 1, 6}, {"Log", 1, 6}, {"Neg", 1, 6},
     {"Abs", 1, 6}, {"Reciprocal", 1, 6}, {"Sqrt", 1, 6}, {"Ceil", 1, 6}, {"Floor", 1, 6}, {"Elu", 1, 6},
     {"LeakyRelu", 1, 6}, {"HardSigmoid", 1, 6}, {"Selu", 1, 6},
+    // Opsets 1-3: Concat's axis was optional (default 1). Opsets 1-6: PRelu's slope of C
+    // values applies along the channel axis 1 (numpy broadcasting from opset 7 aligns it
+    // with the last).
+    {"Concat", 1, 4}, {"PRelu", 1, 7},
 };
 
 // The binary ops whose opsets 1-6 definitions broadcast only with broadcast = 1, B's
@@ -403,7 +407,10 @@ class Importer {
   //     constant, A of known rank) to A's rank with trailing 1s, and is refused
   //     otherwise;
   //   - BatchNormalization's is_test = 1 and spatial = 1 are opset 7's semantics (other
-  //     values are refused); Gemm's broadcast and Dropout's is_test are dropped.
+  //     values are refused); Gemm's broadcast and Dropout's is_test are dropped;
+  //   - Concat without axis (opsets 1-3) concatenates along axis 1;
+  //   - PRelu's slope of C > 1 values is aligned at axis 1 (as broadcast = 1, axis = 1
+  //     above).
   Status NormaliseLegacy(Node& node, const std::string& where) {
     kernels::Attributes attrs;
     std::optional<int64_t> broadcast, axis;
@@ -426,6 +433,14 @@ class Importer {
       attrs.Set(name, value);
     }
     node.attrs = std::move(attrs);
+    if (node.op == "Concat" && !node.attrs.Has("axis")) node.attrs.Set("axis", int64_t{1});
+    if (node.op == "PRelu" && node.inputs.size() == 2 && node.inputs[1] >= 0) {
+      const Shape& slope = graph_.values[node.inputs[1]].shape;
+      if (slope.size() == 1 && slope[0] != 1) {
+        broadcast = 1;
+        axis = 1;
+      }
+    }
     if (!axis || broadcast.value_or(0) == 0 || node.inputs.size() != 2) return OkStatus();
     // B aligned at `axis` of A: numpy's alignment when B reaches A's last dim.
     if (node.inputs[0] < 0 || node.inputs[1] < 0) return OkStatus();  // CheckArity refuses it.
