@@ -163,7 +163,7 @@ TEST(CompilerTest, UpsampleImportsAsResize10) {
 }
 
 // Opsets 1-6: PRelu's slope of C values runs along the channel axis (not numpy's last
-// axis), and Concat-1 without axis concatenates along axis 1.
+// axis), Concat-1 without axis concatenates along axis 1, Pad-1 takes `paddings`.
 TEST(CompilerTest, LegacyPReluSlopeAndConcatAxis) {
   OnnxModelBuilder b(6);
   b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 1, 3}).Output("y", onnx::TensorProto::FLOAT, {1, 4, 1, 3});
@@ -179,6 +179,21 @@ TEST(CompilerTest, LegacyPReluSlopeAndConcatAxis) {
   EXPECT_EQ(out, (Shape{1, 4, 1, 3}));
   // Channel 0 negatives halved, channel 1 negatives doubled; then x itself.
   EXPECT_EQ(y, (std::vector<float>{-1, 1, -2, -4, 3, -12, -2, 1, -4, -2, 3, -6}));
+
+  // Pad-1's `paddings` is Pad-2's `pads`.
+  OnnxModelBuilder pad(1);
+  pad.Input("x", onnx::TensorProto::FLOAT, {1, 2}).Output("y", onnx::TensorProto::FLOAT, {1, 5});
+  auto* node = pad.Node("Pad", {"x"}, {"y"});
+  auto* paddings = node->add_attribute();
+  paddings->set_name("paddings");
+  paddings->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : {0, 1, 0, 2}) paddings->add_ints(p);
+  auto padded = ImportOnnxBytes(pad.Bytes(), Registry());
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  auto pad_def = CompileGraph(std::move(padded).value(), Registry(), {});
+  ASSERT_TRUE(pad_def.ok()) << pad_def.status().ToString();
+  EXPECT_EQ(RunFloat32(*pad_def, {1, 2}, {3, 4}, &out), (std::vector<float>{0, 3, 4, 0, 0}));
+  EXPECT_EQ(out, (Shape{1, 5}));
 }
 
 TEST(CompilerTest, NotAnOnnxModelIsInvalidArgument) {

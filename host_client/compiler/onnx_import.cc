@@ -44,6 +44,8 @@ constexpr Upgrade kUpgrades[] = {
     // values applies along the channel axis 1 (numpy broadcasting from opset 7 aligns it
     // with the last).
     {"Concat", 1, 4}, {"PRelu", 1, 7},
+    // Opset 1: Pad's `paddings` attribute is Pad-2's `pads` (same layout).
+    {"Pad", 1, 2},
 };
 
 // The binary ops whose opsets 1-6 definitions broadcast only with broadcast = 1, B's
@@ -408,7 +410,8 @@ class Importer {
   //     otherwise;
   //   - BatchNormalization's is_test = 1 and spatial = 1 are opset 7's semantics (other
   //     values are refused); Gemm's broadcast and Dropout's is_test are dropped;
-  //   - Concat without axis (opsets 1-3) concatenates along axis 1;
+  //   - Concat without axis (opsets 1-3) concatenates along axis 1; Pad-1's `paddings`
+  //     is Pad-2's `pads`;
   //   - PRelu's slope of C > 1 values is aligned at axis 1 (as broadcast = 1, axis = 1
   //     above).
   Status NormaliseLegacy(Node& node, const std::string& where) {
@@ -430,6 +433,10 @@ class Importer {
         continue;
       }
       if ((node.op == "Gemm" && name == "broadcast") || (node.op == "Dropout" && name == "is_test")) continue;
+      if (node.op == "Pad" && name == "paddings") {
+        attrs.Set("pads", value);
+        continue;
+      }
       attrs.Set(name, value);
     }
     node.attrs = std::move(attrs);
