@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/conv_common.h"  // ParseGroup.
 #include "kernels/internal.h"
 #include "kernels/quantize_ops.h"
 #include "kernels/quantize_view.h"
@@ -139,10 +140,8 @@ StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, st
   const ShapeFnArg* w = Arg(in, s.b);
   if (x == nullptr || w == nullptr) return OpError(op, "expects x and w");
   REMEX_ASSIGN_OR_RETURN(WindowAttrs window, ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(op, group.status().message());
-  if (*group < 1) return OpError(op, "group must be positive");
-  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(op, window, *group, x->shape, w->shape));
+  REMEX_ASSIGN_OR_RETURN(int64_t group, ParseGroup(op, attrs));
+  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(op, window, group, x->shape, w->shape));
   REMEX_ASSIGN_OR_RETURN(bool per_channel, CheckQuantOperands(op, in, d.m, "per output channel"));
   if (op == "QLinearConv" && in.size() > 8 && in[8].present) {
     if (in[8].dtype != DType::kInt32 || in[8].shape != Shape{d.m}) {
@@ -446,17 +445,12 @@ class QConvKernel final : public ValidatedKernel {
 constexpr std::string_view kMatMuls[] = {"MatMulInteger", "QLinearMatMul"};
 constexpr std::string_view kConvs[] = {"ConvInteger", "QLinearConv"};
 
-Status CheckConvAttrs(std::string_view op, const Attributes& attrs) {
-  REMEX_RETURN_IF_ERROR(ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false).status());
-  StatusOr<int64_t> group = attrs.Int("group", 1);
-  if (!group.ok()) return OpError(op, group.status().message());
-  if (*group < 1) return OpError(op, "group must be positive");
-  return OkStatus();
-}
-
 }  // namespace
 
-Status CheckQConvAttrs(std::string_view op, const Attributes& attrs) { return CheckConvAttrs(op, attrs); }
+Status CheckQConvAttrs(std::string_view op, const Attributes& attrs) {
+  REMEX_RETURN_IF_ERROR(ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false).status());
+  return ParseGroup(op, attrs).status();
+}
 
 Status AddQLinearOpDefs(KernelRegistry& registry) {
   for (std::string_view name : kMatMuls) REMEX_RETURN_IF_ERROR(registry.AddOp(QDef(name)));
@@ -470,7 +464,7 @@ Status AddQLinearCpuKernels(KernelRegistry& registry) {
   }
   for (std::string_view name : kConvs) {
     REMEX_RETURN_IF_ERROR(AddValidatedKernel<QConvKernel>(
-        registry, QDef(name), [name](const Attributes& attrs) { return CheckConvAttrs(name, attrs); }));
+        registry, QDef(name), [name](const Attributes& attrs) { return CheckQConvAttrs(name, attrs); }));
   }
   return OkStatus();
 }

@@ -51,7 +51,7 @@ const TensorRef* Input(std::span<const TensorRef> in, size_t i) { return i < in.
 class QuantizeKernel final : public CudaKernel {
  public:
   QuantizeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), since_(def.since_version) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -70,8 +70,8 @@ class QuantizeKernel final : public CudaKernel {
     });
   }
 
- public:
-  int since_ = 0;
+ private:
+  const int since_;  // The entry (10 or 13): opset 13 adds per-axis parameters.
 };
 
 class DynamicQuantizeKernel final : public CudaKernel {
@@ -147,9 +147,7 @@ CudaKernelMake MakeQuantKernel(CudaKernelContext context, std::string_view check
   return [context, check = std::string(check_conv)](const OpDef& def,
                                                     const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
     if (!check.empty()) REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(check, attrs));
-    auto kernel = std::make_unique<K>(def, attrs, context);
-    if constexpr (std::is_same_v<K, QuantizeKernel>) kernel->since_ = def.since_version;
-    return std::unique_ptr<OpKernel>(std::move(kernel));
+    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
   };
 }
 
