@@ -59,6 +59,11 @@ std::optional<int64_t> NumElements(const Shape& shape) {
   return n;
 }
 
+void CanonicalizeBoolBytes(void* data, size_t nbytes) {
+  auto* p = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < nbytes; ++i) p[i] = p[i] != 0;
+}
+
 std::string ShapeToString(const Shape& shape, const std::vector<std::string>& dim_names) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -39,6 +39,13 @@ std::optional<DType> DTypeFromName(std::string_view name);
 // (string, complex, bfloat16) or values outside the enum.
 std::optional<DType> DTypeFromOnnx(int32_t onnx_type);
 
+// Rewrites every nonzero byte of a bool tensor's storage to 1, as NumPy reads bool
+// bytes (nonzero is True). Kernels hold bool elements as C++ bool, whose only valid
+// bytes are 0 and 1: every path by which bytes enter a bool tensor from outside (a
+// tensorWrite, an executable's constants, an ONNX initializer) passes them through
+// this first.
+void CanonicalizeBoolBytes(void* data, size_t nbytes);
+
 // A tensor shape: one extent per dimension, row-major (C order). Rank 0 is a scalar.
 using Shape = std::vector<int64_t>;
 

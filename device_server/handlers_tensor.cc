@@ -63,7 +63,11 @@ Status Session::TensorWrite(wire::TensorWrite::Reader req, rpc::Frame& frame, wi
                            std::string(DTypeName(t->dtype)) + " tensor of shape " +
                            ShapeToString(t->shape) + " (" + std::to_string(t->nbytes()) + " bytes)");
   }
-  if (!in_place) {
+  if (in_place) {
+    // Received straight into CPU device memory.
+    if (t->dtype == DType::kBool) CanonicalizeBoolBytes(t->data(), t->nbytes());
+  } else {
+    if (t->dtype == DType::kBool) CanonicalizeBoolBytes(frame.attachments[0].data(), bytes.size());
     // TODO(perf): a pinned staging buffer for devices other than the CPU.
     REMEX_RETURN_IF_ERROR(state_->device->CopyToDevice(t->data(), bytes.data(), bytes.size()));
   }

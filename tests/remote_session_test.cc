@@ -374,6 +374,35 @@ TEST_F(RemoteSessionTest, StatsAndCompareRunOnTheDevice) {
   EXPECT_DOUBLE_EQ(i64_stats->max, 0);
 }
 
+// bool bytes from the wire may hold any value (a NumPy array viewed as bool): the
+// server stores nonzero as 1, so kernels never read an invalid bool. Small and large
+// uploads (the large one is received in place into CPU device memory) and a write
+// into an existing tensor all go through it.
+TEST_F(RemoteSessionTest, UploadedBoolBytesAreStoredAsZeroOrOne) {
+  auto s = Connect();
+  ASSERT_NE(s, nullptr);
+  for (size_t n : {size_t{4}, size_t{1} << 20}) {
+    npy::Array b;
+    b.dtype = DType::kBool;
+    b.shape = {static_cast<int64_t>(n)};
+    b.data.resize(n);
+    for (size_t i = 0; i < n; ++i) b.data[i] = static_cast<std::byte>(i % 4 == 0 ? 0 : ((i * 37) & 0xff) | 2);
+    auto t = s->Upload(b);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    auto back = s->Download(t->handle);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_EQ(back->data.size(), n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += back->data[i] != std::byte{i % 4 == 0 ? uint8_t{0} : uint8_t{1}};
+    EXPECT_EQ(wrong, 0u) << n << " elements";
+    std::vector<std::byte> again(n, std::byte{0x80});
+    ASSERT_TRUE(s->Write(t->handle, DType::kBool, b.shape, again).ok());
+    back = s->Download(t->handle);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->data, std::vector<std::byte>(n, std::byte{1}));
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Sessions.
 

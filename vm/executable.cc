@@ -184,6 +184,7 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
       if (c.getWireSize() != expected) return InvalidArgument(what + ": raw size mismatch");
       if (expected) std::memcpy(constant.data.data(), src, expected);
     }
+    if (constant.dtype == DType::kBool) CanonicalizeBoolBytes(constant.data.data(), constant.data.size());
     def.constants.push_back(std::move(constant));
   }
 

@@ -154,6 +154,46 @@ TEST_F(VmTest, ProfilerCountsInstructionsKernelsAndCopies) {
   EXPECT_EQ(profiler.invokes, 2u);
 }
 
+// A bool constant's bytes other than 0 and 1 (from a file: any byte may be there) load
+// as true, as NumPy reads them, so kernels only ever see valid bool values.
+TEST_F(VmTest, BoolConstantBytesLoadAsZeroOrOne) {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  ConstantDef c;
+  c.dtype = DType::kBool;
+  c.shape = {4};
+  c.data = {std::byte{0}, std::byte{7}, std::byte{1}, std::byte{255}};
+  def.constants.push_back(std::move(c));
+  KernelEntry cast{"Cast", {}, 1, 1, "cast0"};
+  cast.attrs.Set("to", int64_t{1});
+  def.kernels.push_back(std::move(cast));
+  FunctionDef fn;
+  fn.name = "main";
+  fn.outputs = {{"y", DType::kFloat32, {4}, {}}};
+  fn.num_registers = 3;
+  fn.code = {
+      {Opcode::kLoadConst, {0, 0, 0}, {}},
+      {Opcode::kInvokeShapeFunc, {0}, {{0}, {1}}},
+      {Opcode::kAllocOutput, {2, 0, 1, 1}, {{}}},
+      {Opcode::kInvokeKernel, {0}, {{0}, {2}}},
+      {Opcode::kRet, {}, {{2}}},
+  };
+  def.functions.push_back(std::move(fn));
+  auto bytes = SerializeExecutable(def);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto exe = Executable::Load(*bytes, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  const auto& data = (*exe)->def().constants[0].data;
+  EXPECT_EQ(data, (std::vector<std::byte>{std::byte{0}, std::byte{1}, std::byte{1}, std::byte{1}}));
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_TRUE((*vm)->SetInputs(0, {}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const float* y = static_cast<const float*>((*out)[0]->data());
+  EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{0, 1, 1, 1}));
+}
+
 TEST(ExecutableTest, CorruptFilesAreRejected) {
   auto bytes = SerializeExecutable(AddReluDef());
   ASSERT_TRUE(bytes.ok());

@@ -99,6 +99,7 @@ StatusOr<vm::ConstantDef> ConvertTensor(const onnx::TensorProto& t) {
     }
     c.data.resize(bytes);
     if (bytes) std::memcpy(c.data.data(), t.raw_data().data(), bytes);
+    if (c.dtype == DType::kBool) CanonicalizeBoolBytes(c.data.data(), c.data.size());
     return c;
   }
   switch (c.dtype) {
@@ -113,7 +114,11 @@ StatusOr<vm::ConstantDef> ConvertTensor(const onnx::TensorProto& t) {
     case DType::kFloat16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
     case DType::kInt8: CopyConverted<int32_t, int8_t>(t.int32_data(), c.data); break;
     case DType::kUint8: CopyConverted<int32_t, uint8_t>(t.int32_data(), c.data); break;
-    case DType::kBool: CopyConverted<int32_t, uint8_t>(t.int32_data(), c.data); break;
+    case DType::kBool:
+      // int32_data holds any int32 per element (256 would wrap to 0): nonzero is true.
+      c.data.resize(static_cast<size_t>(t.int32_data_size()));
+      for (int i = 0; i < t.int32_data_size(); ++i) c.data[i] = static_cast<std::byte>(t.int32_data(i) != 0);
+      break;
     default: return Unimplemented(what + ": unsupported data type");
   }
   if (c.data.size() != bytes) {

@@ -63,6 +63,8 @@ void RunFunction(remex::vm::VirtualMachine& vm, int fn, std::span<const std::byt
     auto* out = static_cast<std::byte*>((*tensor)->data());
     const size_t bytes = (*tensor)->nbytes();
     for (size_t b = 0; b < bytes; ++b) out[b] = fill.empty() ? std::byte{0} : fill[b % fill.size()];
+    // As the server's tensorWrite does with bytes from the wire.
+    if (def.inputs[i].dtype == remex::DType::kBool) remex::CanonicalizeBoolBytes(out, bytes);
     inputs.push_back(*std::move(tensor));
   }
   if (!vm.SetInputs(fn, std::move(inputs)).ok()) return;
