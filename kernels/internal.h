@@ -122,6 +122,15 @@ Status AddDetCpuKernels(KernelRegistry& registry);
 // Einsum (kernels/einsum.cc).
 Status AddEinsumOpDefs(KernelRegistry& registry);
 Status AddEinsumCpuKernels(KernelRegistry& registry);
+// GridSample (kernels/grid_sample.cc).
+Status AddGridSampleOpDefs(KernelRegistry& registry);
+Status AddGridSampleCpuKernels(KernelRegistry& registry);
+// DFT, STFT, MelWeightMatrix (kernels/spectral.cc).
+Status AddSpectralOpDefs(KernelRegistry& registry);
+Status AddSpectralCpuKernels(KernelRegistry& registry);
+// TfIdfVectorizer (kernels/tfidf.cc).
+Status AddTfIdfOpDefs(KernelRegistry& registry);
+Status AddTfIdfCpuKernels(KernelRegistry& registry);
 // FusedElementwise (kernels/fused.cc; program format in kernels/fused.h).
 Status AddFusedOpDefs(KernelRegistry& registry);
 Status AddFusedCpuKernels(KernelRegistry& registry);

@@ -58,5 +58,11 @@ Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // HannWindow, HammingWindow, BlackmanWindow, MeanVarianceNormalization,
 // ReverseSequence, Det and Einsum (extra.cc).
 Status AddExtraCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// GridSample (grid.cc).
+Status AddGridCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// DFT, STFT and MelWeightMatrix (spectral.cc).
+Status AddSpectralCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// TfIdfVectorizer (text.cc).
+Status AddTextCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda
