@@ -337,6 +337,75 @@ TEST(ControlFlowTest, LoopStopsOnItsConditionAndCarriesGrowingShapes) {
   EXPECT_EQ((*two)[0]->shape, (Shape{4}));
 }
 
+// Scan-16, lowered to Loop by the importer: state s [2]; scan inputs x [T, 2] (axis 0,
+// forward) and w [2, T] (axis 1, reversed); body: s' = s + x_t * w_t. Scan outputs:
+// s' stacked along axis 1 ([2, T]), and x_t stacked in reverse order ([T, 2]).
+OnnxModelBuilder ScanModel(int64_t trips, int64_t num_scan_inputs = 2) {
+  OnnxModelBuilder b(16);
+  b.Input("s0", onnx::TensorProto::FLOAT, {2})
+      .Input("x", onnx::TensorProto::FLOAT, {trips, 2})
+      .Input("w", onnx::TensorProto::FLOAT, {2, trips});
+  b.Output("s_final", onnx::TensorProto::FLOAT, {2})
+      .Output("s_all", onnx::TensorProto::FLOAT, {2, trips})
+      .Output("x_reversed", onnx::TensorProto::FLOAT, {trips, 2});
+  onnx::GraphProto body;
+  Info(body.add_input(), "s", onnx::TensorProto::FLOAT, {2});
+  Info(body.add_input(), "x_t", onnx::TensorProto::FLOAT, {2});
+  Info(body.add_input(), "w_t", onnx::TensorProto::FLOAT, {2});
+  AddNode(body, "Mul", {"x_t", "w_t"}, {"p"});
+  AddNode(body, "Add", {"s", "p"}, {"s_out"});
+  AddNode(body, "Identity", {"s_out"}, {"s_scan"});
+  AddNode(body, "Identity", {"x_t"}, {"x_scan"});
+  Info(body.add_output(), "s_out", onnx::TensorProto::FLOAT, {2});
+  Info(body.add_output(), "s_scan", onnx::TensorProto::FLOAT, {2});
+  Info(body.add_output(), "x_scan", onnx::TensorProto::FLOAT, {2});
+  auto* scan = b.Node("Scan", {"s0", "x", "w"}, {"s_final", "s_all", "x_reversed"});
+  GraphAttr(scan, "body", body);
+  OnnxModelBuilder::IntAttr(scan, "num_scan_inputs", num_scan_inputs);
+  OnnxModelBuilder::IntsAttr(scan, "scan_input_axes", {0, -1});
+  OnnxModelBuilder::IntsAttr(scan, "scan_input_directions", {0, 1});
+  OnnxModelBuilder::IntsAttr(scan, "scan_output_axes", {1, 0});
+  OnnxModelBuilder::IntsAttr(scan, "scan_output_directions", {0, 1});
+  return b;
+}
+
+TEST(ControlFlowTest, ScanSlicesAlongAxesInEitherDirectionAndStacksItsOutputs) {
+  constexpr int64_t kTrips = 4;
+  auto def = Compile(ScanModel(kTrips));
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  Machine m(*def);
+  std::vector<float> s0 = {1, -1}, x(kTrips * 2), w(2 * kTrips);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f - 1;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 3) + 1;
+  auto out = m.Run({m.Tensor<float>(DType::kFloat32, {2}, s0), m.Tensor<float>(DType::kFloat32, {kTrips, 2}, x),
+                    m.Tensor<float>(DType::kFloat32, {2, kTrips}, w)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), 3u);
+  // The reference: the Scan loop written out.
+  std::vector<float> s = s0, s_all(2 * kTrips), x_reversed(kTrips * 2);
+  for (int64_t t = 0; t < kTrips; ++t) {
+    const int64_t wt = kTrips - 1 - t;  // w is read in reverse
+    for (int64_t c = 0; c < 2; ++c) {
+      s[c] += x[t * 2 + c] * w[c * kTrips + wt];
+      s_all[c * kTrips + t] = s[c];
+      x_reversed[(kTrips - 1 - t) * 2 + c] = x[t * 2 + c];
+    }
+  }
+  EXPECT_EQ(Floats((*out)[0]), s);
+  EXPECT_EQ((*out)[1]->shape, (Shape{2, kTrips}));
+  EXPECT_EQ(Floats((*out)[1]), s_all);
+  EXPECT_EQ((*out)[2]->shape, (Shape{kTrips, 2}));
+  EXPECT_EQ(Floats((*out)[2]), x_reversed);
+}
+
+TEST(ControlFlowTest, ScanWhoseAttributesDoNotFitIsRefused) {
+  OnnxModelBuilder b = ScanModel(3, 5);
+  auto g = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("num_scan_inputs 5"), std::string::npos) << g.status().ToString();
+}
+
 TEST(ControlFlowTest, VerifierRejectsAJumpOutOfTheFunction) {
   auto def = Compile(IfModel(false));
   ASSERT_TRUE(def.ok());

@@ -1,5 +1,6 @@
 #include "host_client/compiler/onnx_import.h"
 #include "host_client/compiler/onnx_order.h"
+#include "host_client/compiler/onnx_scan.h"
 
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -517,6 +518,11 @@ class Importer {
       return Unimplemented("unsupported op '" + n.domain() + "::" + n.op_type() + "' in " + where);
     }
     if (n.op_type() == "Constant") return ImportConstant(n, where);
+    if (n.op_type() == "Scan") {
+      REMEX_ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> lowered, LowerScan(n, graph_.opset, name));
+      for (const auto& node : lowered) REMEX_RETURN_IF_ERROR(ImportNode(node, index));
+      return OkStatus();
+    }
     const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
     // Upsample (opsets 7-9, deprecated at 10) is Resize-10 under another name: the same
     // inputs from opset 9 (X, scales), `mode` nearest or linear, the same asymmetric
@@ -680,6 +686,14 @@ class Importer {
 };
 
 }  // namespace
+
+std::string_view ImportedWithoutEntry(std::string_view op) {
+  if (op == "Constant") return "constant";
+  if (op == "If" || op == "Loop") return "VM control flow";
+  if (op == "Scan") return "lowered to Loop";
+  if (op == "Upsample") return "as Resize-10";
+  return {};
+}
 
 StatusOr<Graph> ImportOnnxBytes(std::span<const std::byte> bytes,
                                 const kernels::KernelRegistry& registry,

@@ -4,12 +4,18 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "host_client/compiler/graph.h"
 #include "kernels/kernels.h"
 
 namespace remex::compiler {
+
+// The ops of the default domain that the importer reads without a registry entry of
+// their own, and how: "constant" (Constant), "VM control flow" (If, Loop), "lowered to
+// Loop" (Scan, onnx_scan.h), "as Resize-10" (Upsample). Empty for every other op.
+std::string_view ImportedWithoutEntry(std::string_view op);
 
 // Reads an ONNX model (opsets 7-17 of the default domain) into a Graph.
 // Initializers and Constant nodes become constants; each node is bound to the registry
