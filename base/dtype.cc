@@ -16,6 +16,7 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::kInt64, "int64", 8},     {DType::kBool, "bool", 1},
     {DType::kFloat16, "float16", 2}, {DType::kFloat64, "float64", 8},
     {DType::kUint32, "uint32", 4},   {DType::kUint64, "uint64", 8},
+    {DType::kBFloat16, "bfloat16", 2},
 };
 
 const DTypeInfo* Find(DType dtype) {

@@ -27,6 +27,9 @@ enum class DType : int32_t {
   kFloat64 = 11,
   kUint32 = 12,
   kUint64 = 13,
+  // The upper 16 bits of a float32 (8 exponent, 7 mantissa bits). A storage type:
+  // Cast converts to and from it, data movement carries it; arithmetic ops refuse it.
+  kBFloat16 = 16,
 };
 
 // Bytes per element; 0 for kUndefined or a value outside the enum.
@@ -36,7 +39,7 @@ std::string_view DTypeName(DType dtype);
 // Inverse of DTypeName; nullopt for an unknown name.
 std::optional<DType> DTypeFromName(std::string_view name);
 // Accepts an ONNX TensorProto.DataType value; nullopt for types Remex does not hold
-// (string, complex, bfloat16) or values outside the enum.
+// (string, complex) or values outside the enum.
 std::optional<DType> DTypeFromOnnx(int32_t onnx_type);
 
 // Rewrites every nonzero byte of a bool tensor's storage to 1, as NumPy reads bool

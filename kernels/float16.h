@@ -1,4 +1,4 @@
-// IEEE 754 binary16 (float16) conversions with round-to-nearest-even.
+// IEEE 754 binary16 (float16) and bfloat16 conversions with round-to-nearest-even.
 //
 // A plain header: CUDA device code includes it too (compiled by nvcc, the conversions
 // are __host__ __device__), so the CPU and CUDA kernels round the same way.
@@ -17,6 +17,12 @@ namespace remex::kernels {
 
 // A float16 value held by its bits. Arithmetic converts to float.
 struct Half {
+  uint16_t bits = 0;
+};
+
+// A bfloat16 value held by its bits: the upper half of a float32 (sign, 8 exponent
+// bits, 7 mantissa bits). Remex stores it and casts it; arithmetic ops refuse it.
+struct BFloat16 {
   uint16_t bits = 0;
 };
 
@@ -128,6 +134,20 @@ REMEX_FLOAT16_HD inline float HalfToFloat(Half h) {
     out = sign | ((exp - 15 + 127) << 23) | (mant << 13);
   }
   return float16_internal::FloatFromBits(out);
+}
+
+// float32 to bfloat16, rounding to nearest even (as ONNX Runtime, PyTorch and CUDA's
+// __float2bfloat16_rn do); overflow rounds to infinity; NaN stays NaN (quiet, sign
+// kept).
+REMEX_FLOAT16_HD inline BFloat16 FloatToBFloat16(float f) {
+  const uint32_t b = float16_internal::FloatBits(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((b >> 16) | 0x40)};
+  return BFloat16{static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16)};
+}
+
+// Exact.
+REMEX_FLOAT16_HD inline float BFloat16ToFloat(BFloat16 h) {
+  return float16_internal::FloatFromBits(static_cast<uint32_t>(h.bits) << 16);
 }
 
 }  // namespace remex::kernels

@@ -315,6 +315,13 @@ Status DispatchAllTypes(std::string_view op, DType dtype, F&& f) {
   return Unimplemented(std::string(op) + ": unsupported dtype " + std::string(DTypeName(dtype)));
 }
 
+// DispatchAllTypes and bfloat16 (BFloat16), which only Cast and CastLike convert.
+template <typename F>
+Status DispatchCastTypes(std::string_view op, DType dtype, F&& f) {
+  if (dtype == DType::kBFloat16) return f(TypeTag<BFloat16>{});
+  return DispatchAllTypes(op, dtype, std::forward<F>(f));
+}
+
 // Like DispatchAllTypes without bool.
 template <typename F>
 Status DispatchNumeric(std::string_view op, DType dtype, F&& f) {

@@ -103,8 +103,8 @@ class ShapeKernel final : public ValidatedKernel {
 StatusOr<DType> CastTarget(const Attributes& attrs) {
   StatusOr<int64_t> to = attrs.Int("to");
   if (!to.ok()) return OpError("Cast", to.status().message());
-  if (*to == 8 || *to == 16 || *to == 14 || *to == 15) {
-    // string, bfloat16, complex64, complex128.
+  if (*to == 8 || *to == 14 || *to == 15) {
+    // string, complex64, complex128.
     return Unimplemented("Cast: target type " + std::to_string(*to) + " is not supported");
   }
   if (*to < std::numeric_limits<int32_t>::min() || *to > std::numeric_limits<int32_t>::max()) {
@@ -176,6 +176,11 @@ template <typename From, typename To>
 To Convert(From v) {
   if constexpr (std::is_same_v<From, Half>) {
     return Convert<float, To>(HalfToFloat(v));
+  } else if constexpr (std::is_same_v<From, BFloat16>) {
+    return Convert<float, To>(BFloat16ToFloat(v));
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    // Through float32 (a double is rounded twice, as ONNX Runtime converts it).
+    return FloatToBFloat16(Convert<From, float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_same_v<To, Half>) {
@@ -205,9 +210,9 @@ class CastKernel final : public ValidatedKernel {
       CopyBytes(in[0], out[0]);
       return OkStatus();
     }
-    return DispatchAllTypes(op(), in[0].dtype, [&](auto from_tag) -> Status {
+    return DispatchCastTypes(op(), in[0].dtype, [&](auto from_tag) -> Status {
       using From = typename decltype(from_tag)::type;
-      return DispatchAllTypes(op(), out[0].dtype, [&](auto to_tag) -> Status {
+      return DispatchCastTypes(op(), out[0].dtype, [&](auto to_tag) -> Status {
         using To = typename decltype(to_tag)::type;
         const From* x = DataAs<const From>(in[0]);
         To* y = DataAs<To>(out[0]);

@@ -23,6 +23,7 @@ Status VisitDType(DType dtype, F&& f) {
     case DType::kFloat32: return f(Tag<float>{});
     case DType::kFloat64: return f(Tag<double>{});
     case DType::kFloat16: return f(Tag<kernels::Half>{});
+    case DType::kBFloat16: return f(Tag<kernels::BFloat16>{});
     case DType::kUint8: return f(Tag<uint8_t>{});
     case DType::kInt8: return f(Tag<int8_t>{});
     case DType::kUint16: return f(Tag<uint16_t>{});
@@ -40,6 +41,8 @@ template <typename T>
 double ToDouble(const T& v) {
   if constexpr (std::is_same_v<T, kernels::Half>) {
     return static_cast<double>(kernels::HalfToFloat(v));
+  } else if constexpr (std::is_same_v<T, kernels::BFloat16>) {
+    return static_cast<double>(kernels::BFloat16ToFloat(v));
   } else {
     return static_cast<double>(v);
   }

@@ -142,7 +142,8 @@ std::vector<std::byte> Serialize(const Array& array) {
 
 Status Write(const std::string& path, const Array& array) {
   if (DescrOf(array.dtype).empty()) {
-    return InvalidArgument("npy: cannot write dtype " + std::string(DTypeName(array.dtype)));
+    return InvalidArgument("npy: cannot write dtype " + std::string(DTypeName(array.dtype)) +
+                           (array.dtype == DType::kBFloat16 ? " (NumPy has no bfloat16 type)" : ""));
   }
   std::vector<std::byte> bytes = Serialize(array);
   errno = 0;

@@ -113,6 +113,7 @@ StatusOr<vm::ConstantDef> ConvertTensor(const onnx::TensorProto& t) {
     case DType::kInt16: CopyConverted<int32_t, int16_t>(t.int32_data(), c.data); break;
     case DType::kUint16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
     case DType::kFloat16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
+    case DType::kBFloat16: CopyConverted<int32_t, uint16_t>(t.int32_data(), c.data); break;
     case DType::kInt8: CopyConverted<int32_t, int8_t>(t.int32_data(), c.data); break;
     case DType::kUint8: CopyConverted<int32_t, uint8_t>(t.int32_data(), c.data); break;
     case DType::kBool:

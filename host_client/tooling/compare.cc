@@ -24,6 +24,14 @@ double At(const npy::Array& a, size_t i) {
     case DType::kFloat32: return load(float{});
     case DType::kFloat64: return load(double{});
     case DType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); return HalfToDouble(h); }
+    case DType::kBFloat16: {  // the upper half of a float32
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      const uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
     case DType::kInt8: return load(int8_t{});
     case DType::kInt16: return load(int16_t{});
     case DType::kInt32: return load(int32_t{});

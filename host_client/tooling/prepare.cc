@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <random>
 
+#include "kernels/float16.h"
+
 namespace remex::tooling {
 namespace fs = std::filesystem;
 namespace {
@@ -27,6 +29,14 @@ npy::Array RandomArray(DType dtype, const Shape& shape, std::mt19937_64& rng) {
   switch (dtype) {
     case DType::kFloat32: fill(reinterpret_cast<float*>(a.data.data()), [&] { return static_cast<float>(real(rng)); }); break;
     case DType::kFloat64: fill(reinterpret_cast<double*>(a.data.data()), [&] { return real(rng); }); break;
+    case DType::kFloat16:
+      fill(reinterpret_cast<uint16_t*>(a.data.data()),
+           [&] { return kernels::FloatToHalf(static_cast<float>(real(rng))).bits; });
+      break;
+    case DType::kBFloat16:
+      fill(reinterpret_cast<uint16_t*>(a.data.data()),
+           [&] { return kernels::FloatToBFloat16(static_cast<float>(real(rng))).bits; });
+      break;
     case DType::kInt64: fill(reinterpret_cast<int64_t*>(a.data.data()), [&] { return static_cast<int64_t>(integer(rng)); }); break;
     case DType::kInt32: fill(reinterpret_cast<int32_t*>(a.data.data()), [&] { return static_cast<int32_t>(integer(rng)); }); break;
     case DType::kBool: fill(reinterpret_cast<uint8_t*>(a.data.data()), [&] { return static_cast<uint8_t>(integer(rng) & 1); }); break;

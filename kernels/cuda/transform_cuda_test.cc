@@ -516,7 +516,8 @@ HostTensor CastInput(DType dtype, std::mt19937& rng) {
   std::uniform_real_distribution<double> real(-70000.0, 70000.0);
   for (int i = 0; i < 60; ++i) v.push_back(real(rng));
   for (int i = 0; i < 20; ++i) v.push_back(std::ldexp(real(rng), -static_cast<int>(Uniform(rng, 10, 30))));
-  const bool is_float = dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16;
+  const bool is_float = dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+                        dtype == DType::kBFloat16;
   if (is_float) {
     v.push_back(std::numeric_limits<double>::quiet_NaN());
     v.push_back(-std::numeric_limits<double>::infinity());
@@ -530,6 +531,11 @@ HostTensor CastInput(DType dtype, std::mt19937& rng) {
       std::vector<Half> h;
       for (double d : v) h.push_back(DoubleToHalf(d));
       return HostTensor::Of<Half>(shape, h);
+    }
+    case DType::kBFloat16: {
+      std::vector<BFloat16> h;
+      for (double d : v) h.push_back(FloatToBFloat16(static_cast<float>(d)));
+      return HostTensor::Of<BFloat16>(shape, h);
     }
     case DType::kBool: {
       HostTensor t = RandomTensor(DType::kBool, shape, rng);
@@ -551,11 +557,12 @@ HostTensor CastInput(DType dtype, std::mt19937& rng) {
 TEST_F(TransformCudaTest, Cast) {
   const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8,  DType::kInt16,
                          DType::kInt32,   DType::kInt64,   DType::kUint8,   DType::kUint16, DType::kUint32,
-                         DType::kUint64,  DType::kBool};
+                         DType::kUint64,  DType::kBool,    DType::kBFloat16};
   const std::pair<DType, int64_t> onnx[] = {{DType::kFloat32, 1}, {DType::kUint8, 2},   {DType::kInt8, 3},
                                             {DType::kUint16, 4},  {DType::kInt16, 5},   {DType::kInt32, 6},
                                             {DType::kInt64, 7},   {DType::kBool, 9},    {DType::kFloat16, 10},
-                                            {DType::kFloat64, 11}, {DType::kUint32, 12}, {DType::kUint64, 13}};
+                                            {DType::kFloat64, 11}, {DType::kUint32, 12}, {DType::kUint64, 13},
+                                            {DType::kBFloat16, 16}};
   for (DType from : types) {
     for (const auto& [to, code] : onnx) {
       SCOPED_TRACE(std::string(DTypeName(from)) + " -> " + std::string(DTypeName(to)));

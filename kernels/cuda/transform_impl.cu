@@ -207,6 +207,7 @@ __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restric
 // kernels/float16.h itself (its conversions are __host__ __device__).
 
 using F16 = Half;
+using BF16 = BFloat16;
 struct Bool {
   uint8_t byte;
 };
@@ -248,6 +249,10 @@ template <typename From, typename To>
 __device__ __forceinline__ To Convert(From v) {
   if constexpr (std::is_same_v<From, F16>) {
     return Convert<float, To>(HalfToFloat(v));
+  } else if constexpr (std::is_same_v<From, BF16>) {
+    return Convert<float, To>(BFloat16ToFloat(v));
+  } else if constexpr (std::is_same_v<To, BF16>) {
+    return FloatToBFloat16(Convert<From, float>(v));
   } else if constexpr (std::is_same_v<From, Bool>) {
     return Convert<uint8_t, To>(v.byte != 0 ? 1 : 0);
   } else if constexpr (std::is_same_v<To, Bool>) {
@@ -314,6 +319,7 @@ cudaError_t DispatchCastType(CastType type, F&& f) {
     case CastType::kUint32: return f(uint32_t{});
     case CastType::kUint64: return f(uint64_t{});
     case CastType::kBool: return f(Bool{});
+    case CastType::kBFloat16: return f(BF16{});
   }
   return cudaErrorInvalidValue;
 }

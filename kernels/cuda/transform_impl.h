@@ -129,11 +129,14 @@ enum class CastType : uint8_t {
   kUint32,
   kUint64,
   kBool,
+  kBFloat16,
 };
 // out[i] = convert(in[i]) for `n` elements (n > 0), with the CPU kernel's rules: float
 // to integer truncates toward zero, saturates, NaN -> 0; to bool is v != 0; integer
 // narrowing wraps; to float16 rounds to nearest even once (from float64 and integers
-// via float64, from float32 directly; float16 to anything goes through float32).
+// via float64, from float32 directly; float16 to anything goes through float32); to
+// bfloat16 rounds to nearest even from float32 (anything else is converted to float32
+// first; bfloat16 to anything goes through float32). Conversions of kernels/float16.h.
 cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -225,6 +225,7 @@ StatusOr<CastType> CastTypeOf(DType dtype) {
     case DType::kUint32: return CastType::kUint32;
     case DType::kUint64: return CastType::kUint64;
     case DType::kBool: return CastType::kBool;
+    case DType::kBFloat16: return CastType::kBFloat16;
     default: break;
   }
   return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
