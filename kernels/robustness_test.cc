@@ -89,6 +89,10 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
                        {"pads", std::vector<int64_t>{1, 0}}}));
   } else if (op == "RoiAlign") {
     a.push_back(Attrs({{"output_height", int64_t{2}}, {"sampling_ratio", int64_t{2}}, {"mode", std::string("max")}}));
+  } else if (op == "GridSample") {
+    a.push_back(Attrs({{"mode", std::string("bicubic")}, {"padding_mode", std::string("reflection")},
+                       {"align_corners", int64_t{1}}}));
+    a.push_back(Attrs({{"mode", std::string("nearest")}, {"padding_mode", std::string("border")}}));
   } else if (op == "NonMaxSuppression") {
     a.push_back(Attrs({{"center_point_box", int64_t{1}}}));
   } else if (op == "Concat" || op == "Softmax") {

@@ -273,6 +273,9 @@ class TileKernel final : public ValidatedKernel {
     REMEX_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, TileRepeats(args));
     const Shape& s = in[0].shape;
     const int64_t total = *NumElements(out[0].shape);
+    // An empty output may come from huge repeats of an empty input, whose products
+    // below would overflow.
+    if (total == 0) return OkStatus();
     // The output seen as [r0, s0, r1, s1, ...]: the repeat dims read with stride 0.
     const std::vector<int64_t> in_stride = RowMajorStrides(s);
     std::vector<int64_t> dims, strides;

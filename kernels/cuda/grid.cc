@@ -1,0 +1,55 @@
+// CUDA kernel of GridSample-16 (host side). Device code in grid_impl.cu.
+//
+// Semantics, dtypes and checks are the CPU kernel's (kernels/grid_sample.cc): the same
+// view (kernels/grid_sample_view.h) checks the inputs. float16, float32, float64; a
+// thread per output element evaluating kernels/grid_sample_ops.h's functions, as the
+// CPU does: the same bits.
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/grid_impl.h"
+#include "kernels/grid_sample_view.h"
+#include "kernels/internal.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+class GridSampleKernel final : public CudaKernel {
+ public:
+  GridSampleKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::GridSampleView v,
+                           internal::GridSampleViewOf(attrs(), internal::ToShapeArgs(in)));
+    GridFloat type;
+    switch (v.dtype) {
+      case DType::kFloat16:
+        type = GridFloat::kFloat16;
+        break;
+      case DType::kFloat32:
+        type = GridFloat::kFloat32;
+        break;
+      case DType::kFloat64:
+        type = GridFloat::kFloat64;
+        break;
+      default:
+        return Internal(op() + ": unexpected dtype " + std::string(DTypeName(v.dtype)));
+    }
+    return Launch([&] { return LaunchGridSample(v.g, type, in[0].data, in[1].data, out[0].data, stream()); });
+  }
+};
+
+}  // namespace
+
+Status AddGridCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  return AddCudaKernel(registry, "GridSample", 16, MakeCudaKernel<GridSampleKernel>(context));
+}
+
+}  // namespace remex::kernels::cuda
