@@ -126,8 +126,7 @@ StatusOr<DftView> DftViewOf(const Attributes& attrs, std::span<const ShapeFnArg>
   if (r < 2 || (s[r - 1] != 1 && s[r - 1] != 2)) {
     return OpError(op, "input must be [..., signal, 1 or 2] (real or complex), got " + ShapeToString(s));
   }
-  REMEX_ASSIGN_OR_RETURN(int64_t n_in, CheckedNumElements(op, s));
-  (void)n_in;
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(op, s).status());
   StatusOr<int64_t> axis_attr = attrs.Int("axis", 1);
   if (!axis_attr.ok()) return OpError(op, axis_attr.status().message());
   int64_t axis = *axis_attr;
@@ -168,8 +167,7 @@ StatusOr<StftView> StftViewOf(const Attributes& attrs, std::span<const ShapeFnAr
   if (s.size() != 3 || (s[2] != 1 && s[2] != 2)) {
     return OpError(op, "signal must be [batch, signal_length, 1 or 2], got " + ShapeToString(s));
   }
-  REMEX_ASSIGN_OR_RETURN(int64_t n_in, CheckedNumElements(op, s));
-  (void)n_in;
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(op, s).status());
   StftView v;
   v.dtype = in[0].dtype;
   spectral::StftPlan& p = v.plan;
