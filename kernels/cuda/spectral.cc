@@ -1,0 +1,102 @@
+// CUDA kernels of DFT-17, STFT-17 and MelWeightMatrix-17 (host side). Device code in
+// spectral_impl.cu.
+//
+// Semantics, dtypes and checks are the CPU kernels' (kernels/spectral.cc): the same
+// views (kernels/spectral_view.h) check the inputs.
+//   - DFT and STFT: float16, float32, float64; the lengths (dft_length, frame_step,
+//     frame_length) in host memory (ShapeDep::kData). A thread per output bin
+//     evaluating kernels/spectral_ops.h's functions in double, as the CPU does: the
+//     same bits (naive O(n) sums per bin, twiddles from spectral::UnitRoot).
+//   - MelWeightMatrix: every input in host memory, so the matrix is computed on the host
+//     by the CPU's code (internal::WriteMelWeightMatrix) and uploaded.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_kernel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/spectral_impl.h"
+#include "kernels/internal.h"
+#include "kernels/spectral_view.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+std::optional<SpectralType> SpectralTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return SpectralType::kFloat32;
+    case DType::kFloat16:
+      return SpectralType::kFloat16;
+    case DType::kFloat64:
+      return SpectralType::kFloat64;
+    default:
+      return std::nullopt;
+  }
+}
+
+class DftKernel final : public CudaKernel {
+ public:
+  DftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::DftView v, internal::DftViewOf(attrs(), internal::ToShapeArgs(in)));
+    const std::optional<SpectralType> type = SpectralTypeOf(v.dtype);
+    if (!type) return Unsupported(v.dtype, "float32, float16 and float64 are");
+    return Launch([&] { return LaunchDft(*type, v.plan, in[0].data, out[0].data, stream()); });
+  }
+};
+
+class StftKernel final : public CudaKernel {
+ public:
+  StftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::StftView v, internal::StftViewOf(attrs(), internal::ToShapeArgs(in)));
+    const std::optional<SpectralType> type = SpectralTypeOf(v.dtype);
+    if (!type) return Unsupported(v.dtype, "float32, float16 and float64 are");
+    const void* window = v.plan.has_window ? in[2].data : nullptr;
+    return Launch([&] { return LaunchStft(*type, v.plan, in[0].data, window, out[0].data, stream()); });
+  }
+};
+
+class MelWeightMatrixKernel final : public CudaKernel {
+ public:
+  MelWeightMatrixKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::MelWeightMatrixView v,
+                           internal::MelWeightMatrixViewOf(attrs(), internal::ToShapeArgs(in)));
+    const size_t bytes = static_cast<size_t>(v.spectrogram_bins * v.num_mel_bins) * DTypeSize(v.dtype);
+    std::vector<uint8_t> host(bytes);
+    internal::WriteMelWeightMatrix(v, host.data());
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    // `host` is pageable: cudaMemcpyAsync returns once it has been staged, so it may be
+    // released as soon as this returns.
+    return CudaCheck(op(), "cudaMemcpyAsync",
+                     cudaMemcpyAsync(out[0].data, host.data(), bytes, cudaMemcpyHostToDevice, stream()));
+  }
+};
+
+}  // namespace
+
+Status AddSpectralCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "DFT", 17, MakeCudaKernel<DftKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "STFT", 17, MakeCudaKernel<StftKernel>(context)));
+  return AddCudaKernel(registry, "MelWeightMatrix", 17, MakeCudaKernel<MelWeightMatrixKernel>(context));
+}
+
+}  // namespace remex::kernels::cuda

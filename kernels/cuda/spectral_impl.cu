@@ -1,0 +1,144 @@
+// Device code of the DFT and STFT CUDA kernels (spectral_impl.h). Includes only CUDA and
+// plain headers. Compiled with -fmad=false: every product and sum of
+// kernels/spectral_ops.h's functions rounds as on the CPU, so the outputs are the CPU
+// kernels' bits.
+//
+// TODO(perf): a thread per output bin sums its samples naively (O(n) per bin) and
+// evaluates each twiddle factor's polynomial itself; an FFT (or a shared-memory table of
+// the roots) would serve long transforms.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/spectral_impl.h"
+#include "kernels/float16.h"
+#include "kernels/spectral_ops.h"
+
+namespace remex::kernels::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ double ToDouble(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return static_cast<double>(HalfToFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T FromDouble(double v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return DoubleToHalf(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// x * w rounded to T, as the CPU kernel (and numpy) multiplies a frame by the window.
+template <typename T>
+__device__ __forceinline__ double WindowedSample(T x, T w) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return static_cast<double>(HalfToFloat(FloatToHalf(HalfToFloat(x) * HalfToFloat(w))));
+  } else {
+    return static_cast<double>(x * w);
+  }
+}
+
+// One thread per output bin y[o, k, i, :].
+template <typename T>
+__global__ void DftKernel(spectral::DftPlan p, const T* x, T* y, int64_t total) {
+  for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
+    const int64_t i = e % p.inner;
+    const int64_t k = (e / p.inner) % p.bins;
+    const int64_t o = e / (p.inner * p.bins);
+    const T* xs = x + (o * p.signal * p.inner + i) * p.channels;
+    auto load = [&](int64_t t) {
+      const T* s = xs + t * p.inner * p.channels;
+      return spectral::Complex{ToDouble(s[0]), p.channels == 2 ? ToDouble(s[1]) : 0.0};
+    };
+    auto root = [&](int64_t m) { return spectral::UnitRoot(m, p.n_fft); };
+    const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, p.inverse);
+    y[e * 2] = FromDouble<T>(c.re);
+    y[e * 2 + 1] = FromDouble<T>(c.im);
+  }
+}
+
+// One thread per output bin y[b, f, k, :].
+template <typename T>
+__global__ void StftKernel(spectral::StftPlan p, const T* x, const T* w, T* y, int64_t total) {
+  for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
+    const int64_t k = e % p.bins;
+    const int64_t f = (e / p.bins) % p.frames;
+    const int64_t b = e / (p.bins * p.frames);
+    const int64_t start = f * p.frame_step;
+    const T* xs = x + b * p.signal * p.channels;
+    auto load = [&](int64_t t) {
+      const int64_t at = start + t;
+      if (at >= p.signal) return spectral::Complex{};
+      const T* s = xs + at * p.channels;
+      if (w == nullptr) return spectral::Complex{ToDouble(s[0]), p.channels == 2 ? ToDouble(s[1]) : 0.0};
+      return spectral::Complex{WindowedSample(s[0], w[t]),
+                               p.channels == 2 ? WindowedSample(s[1], w[t]) : 0.0};
+    };
+    auto root = [&](int64_t m) { return spectral::UnitRoot(m, p.n_fft); };
+    const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, false);
+    y[e * 2] = FromDouble<T>(c.re);
+    y[e * 2 + 1] = FromDouble<T>(c.im);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchDft(SpectralType type, const spectral::DftPlan& plan, const void* x, void* y,
+                      cudaStream_t stream) {
+  const int64_t total = plan.outer * plan.bins * plan.inner;
+  if (total <= 0 || plan.n_fft < 1 || plan.n_fft > spectral::kMaxDftLength || plan.bins > plan.n_fft ||
+      plan.used < 0 || plan.used > plan.signal || plan.used > plan.n_fft ||
+      (plan.channels != 1 && plan.channels != 2)) {
+    return cudaErrorInvalidValue;
+  }
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchKernel<DftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, static_cast<const T*>(x),
+                                      static_cast<T*>(y), total);
+  };
+  switch (type) {
+    case SpectralType::kFloat32:
+      return go(float{});
+    case SpectralType::kFloat16:
+      return go(Half{});
+    case SpectralType::kFloat64:
+      return go(double{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchStft(SpectralType type, const spectral::StftPlan& plan, const void* x, const void* window,
+                       void* y, cudaStream_t stream) {
+  const int64_t total = plan.batch * plan.frames * plan.bins;
+  if (total <= 0 || plan.n_fft < 1 || plan.n_fft > spectral::kMaxDftLength || plan.bins > plan.n_fft ||
+      plan.used < 0 || plan.used > plan.n_fft || plan.frame_step < 1 ||
+      (plan.channels != 1 && plan.channels != 2) || (plan.has_window != (window != nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    return LaunchKernel<StftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, static_cast<const T*>(x),
+                                       static_cast<const T*>(window), static_cast<T*>(y), total);
+  };
+  switch (type) {
+    case SpectralType::kFloat32:
+      return go(float{});
+    case SpectralType::kFloat16:
+      return go(Half{});
+    case SpectralType::kFloat64:
+      return go(double{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace remex::kernels::cuda
