@@ -273,6 +273,7 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddSequenceNormOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDetOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddEinsumOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTfIdfOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
   return OkStatus();
 }
@@ -310,6 +311,7 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddSequenceNormCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddDetCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddEinsumCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTfIdfCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
   return OkStatus();
 }

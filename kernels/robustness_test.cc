@@ -89,6 +89,16 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
                        {"pads", std::vector<int64_t>{1, 0}}}));
   } else if (op == "RoiAlign") {
     a.push_back(Attrs({{"output_height", int64_t{2}}, {"sampling_ratio", int64_t{2}}, {"mode", std::string("max")}}));
+  } else if (op == "TfIdfVectorizer") {
+    // Unigrams -4, 0, 4; bigrams (0, 0), (-4, INT64_MAX).
+    a.push_back(Attrs({{"mode", std::string("TFIDF")},
+                       {"min_gram_length", int64_t{1}},
+                       {"max_gram_length", int64_t{2}},
+                       {"max_skip_count", int64_t{3}},
+                       {"ngram_counts", std::vector<int64_t>{0, 3}},
+                       {"ngram_indexes", std::vector<int64_t>{0, 1, 2, 3, 4}},
+                       {"pool_int64s", std::vector<int64_t>{-4, 0, 4, 0, 0, -4, INT64_MAX}},
+                       {"weights", std::vector<float>{1, 2, 3, 4, 5}}}));
   } else if (op == "NonMaxSuppression") {
     a.push_back(Attrs({{"center_point_box", int64_t{1}}}));
   } else if (op == "Concat" || op == "Softmax") {

@@ -22,6 +22,7 @@ Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
   REMEX_RETURN_IF_ERROR(cuda::AddRnnCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddIndexCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddExtraCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddTextCudaKernels(registry, context));
   return OkStatus();
 #else
   return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");
