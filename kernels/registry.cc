@@ -275,6 +275,7 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddEinsumOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddGridSampleOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddSpectralOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTfIdfOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
   return OkStatus();
 }
@@ -314,6 +315,7 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddEinsumCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddGridSampleCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddSpectralCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddTfIdfCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
   return OkStatus();
 }

@@ -93,6 +93,16 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
     a.push_back(Attrs({{"mode", std::string("bicubic")}, {"padding_mode", std::string("reflection")},
                        {"align_corners", int64_t{1}}}));
     a.push_back(Attrs({{"mode", std::string("nearest")}, {"padding_mode", std::string("border")}}));
+  } else if (op == "TfIdfVectorizer") {
+    // Unigrams -4, 0, 4; bigrams (0, 0), (-4, INT64_MAX).
+    a.push_back(Attrs({{"mode", std::string("TFIDF")},
+                       {"min_gram_length", int64_t{1}},
+                       {"max_gram_length", int64_t{2}},
+                       {"max_skip_count", int64_t{3}},
+                       {"ngram_counts", std::vector<int64_t>{0, 3}},
+                       {"ngram_indexes", std::vector<int64_t>{0, 1, 2, 3, 4}},
+                       {"pool_int64s", std::vector<int64_t>{-4, 0, 4, 0, 0, -4, INT64_MAX}},
+                       {"weights", std::vector<float>{1, 2, 3, 4, 5}}}));
   } else if (op == "NonMaxSuppression") {
     a.push_back(Attrs({{"center_point_box", int64_t{1}}}));
   } else if (op == "Concat" || op == "Softmax") {
@@ -100,7 +110,7 @@ std::vector<Attributes> AttributeChoices(std::string_view op) {
     a.push_back(Attrs({{"axis", int64_t{-1}}}));
     a.push_back(Attrs({{"axis", int64_t{1}}}));
   } else if (op == "Cast") {
-    for (int64_t to : {1, 2, 3, 6, 7, 9, 10, 11, 13}) a.push_back(Attrs({{"to", to}}));
+    for (int64_t to : {1, 2, 3, 6, 7, 9, 10, 11, 13, 16}) a.push_back(Attrs({{"to", to}}));
   } else if (op == "Reshape") {
     a.push_back(Attrs({{"allowzero", int64_t{1}}}));
   } else if (op == "FusedElementwise") {
