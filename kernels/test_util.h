@@ -21,6 +21,7 @@ constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
   if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
   if constexpr (std::is_same_v<T, Half>) return DType::kFloat16;
+  if constexpr (std::is_same_v<T, BFloat16>) return DType::kBFloat16;
   if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
   if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
   if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
