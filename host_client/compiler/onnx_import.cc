@@ -529,7 +529,8 @@ class Importer {
     // inputs from opset 9 (X, scales), `mode` nearest or linear, the same asymmetric
     // coordinates. Upsample-7's `scales` attribute becomes the scales input below.
     const bool upsample = n.op_type() == "Upsample";
-    if (!control_flow && !upsample && registry_.OpVersions(n.op_type()).empty()) {
+    // Ops the importer reads itself (ImportedWithoutEntry) need no registry entry.
+    if (ImportedWithoutEntry(n.op_type()).empty() && registry_.OpVersions(n.op_type()).empty()) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
     Node node;
