@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/float_double.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 #include "kernels/spectral_ops.h"
@@ -284,24 +285,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // DFT and STFT.
 
-template <typename T>
-double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return static_cast<double>(HalfToFloat(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-template <typename T>
-T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return DoubleToHalf(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
 // x * w rounded to T, as numpy multiplies the frame by the window.
 template <typename T>
 double WindowedSample(T x, T w) {
@@ -360,8 +343,8 @@ class DftKernel final : public ValidatedKernel {
             };
             const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, p.inverse);
             T* ye = y + ((o * p.bins + k) * p.inner + i) * 2;
-            ye[0] = FromDouble<T>(c.re);
-            ye[1] = FromDouble<T>(c.im);
+            ye[0] = FloatFromDouble<T>(c.re);
+            ye[1] = FloatFromDouble<T>(c.im);
           }
         }
       }
@@ -418,8 +401,8 @@ class StftKernel final : public ValidatedKernel {
           for (int64_t k = 0; k < p.bins; ++k) {
             const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, false);
             T* ye = y + ((b * p.frames + f) * p.bins + k) * 2;
-            ye[0] = FromDouble<T>(c.re);
-            ye[1] = FromDouble<T>(c.im);
+            ye[0] = FloatFromDouble<T>(c.re);
+            ye[1] = FloatFromDouble<T>(c.im);
           }
         }
       }

@@ -10,7 +10,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/determinant_ops.h"
 #include "kernels/einsum_ops.h"
-#include "kernels/float16.h"
+#include "kernels/float_double.h"
 #include "kernels/sequence_norm_ops.h"
 #include "kernels/window_ops.h"
 
@@ -20,21 +20,10 @@ namespace {
 // A double as an element of T, as the CPU kernels store it.
 template <typename T>
 __device__ __forceinline__ T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return DoubleToHalf(v);
-  } else if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_integral_v<T>) {
     return window::WindowToInt<T>(v);
   } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return static_cast<double>(HalfToFloat(v));
-  } else {
-    return static_cast<double>(v);
+    return FloatFromDouble<T>(v);
   }
 }
 

@@ -14,29 +14,11 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/spectral_impl.h"
-#include "kernels/float16.h"
+#include "kernels/float_double.h"
 #include "kernels/spectral_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return static_cast<double>(HalfToFloat(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromDouble(double v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return DoubleToHalf(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 // x * w rounded to T, as the CPU kernel (and numpy) multiplies a frame by the window.
 template <typename T>
@@ -62,8 +44,8 @@ __global__ void DftKernel(spectral::DftPlan p, const T* x, T* y, int64_t total) 
     };
     auto root = [&](int64_t m) { return spectral::UnitRoot(m, p.n_fft); };
     const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, p.inverse);
-    y[e * 2] = FromDouble<T>(c.re);
-    y[e * 2 + 1] = FromDouble<T>(c.im);
+    y[e * 2] = FloatFromDouble<T>(c.re);
+    y[e * 2 + 1] = FloatFromDouble<T>(c.im);
   }
 }
 
@@ -86,8 +68,8 @@ __global__ void StftKernel(spectral::StftPlan p, const T* x, const T* w, T* y, i
     };
     auto root = [&](int64_t m) { return spectral::UnitRoot(m, p.n_fft); };
     const spectral::Complex c = spectral::DftValue(load, root, p.used, k, p.n_fft, false);
-    y[e * 2] = FromDouble<T>(c.re);
-    y[e * 2 + 1] = FromDouble<T>(c.im);
+    y[e * 2] = FloatFromDouble<T>(c.re);
+    y[e * 2 + 1] = FloatFromDouble<T>(c.im);
   }
 }
 
