@@ -131,6 +131,25 @@ Status AddSpectralCpuKernels(KernelRegistry& registry);
 // TfIdfVectorizer (kernels/tfidf.cc).
 Status AddTfIdfOpDefs(KernelRegistry& registry);
 Status AddTfIdfCpuKernels(KernelRegistry& registry);
+
+// Dropout's training mode (kernels/unary.cc), from its inputs as the shape function
+// sees them (Dropout-12+: data, ratio, training_mode; ratio and training_mode with
+// their data): nullopt when nothing is dropped (no training_mode, training_mode false,
+// or ratio 0), else the ratio, in (0, 1). INVALID_ARGUMENT "Dropout: ..." for ratio or
+// training_mode of the wrong dtype or not one element, a ratio outside [0, 1) in
+// training mode, or data of a non-float dtype in training mode.
+StatusOr<std::optional<double>> DropoutTrainingRatio(std::span<const ShapeFnArg> in);
+// Dropout's `seed` attribute, nullopt when absent (or not an int, which Dropout's shape
+// function refuses before any kernel runs).
+inline std::optional<int64_t> DropoutSeedOf(const Attributes& attrs) {
+  if (!attrs.Has("seed")) return std::nullopt;
+  StatusOr<int64_t> seed = attrs.Int("seed");
+  return seed.ok() ? std::optional<int64_t>(*seed) : std::nullopt;
+}
+
+// Adagrad, Adam and Momentum of the training domain (kernels/optimizer.cc).
+Status AddOptimizerOpDefs(KernelRegistry& registry);
+Status AddOptimizerCpuKernels(KernelRegistry& registry);
 // FusedElementwise (kernels/fused.cc; program format in kernels/fused.h).
 Status AddFusedOpDefs(KernelRegistry& registry);
 Status AddFusedCpuKernels(KernelRegistry& registry);

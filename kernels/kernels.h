@@ -158,6 +158,10 @@ inline constexpr int kNewestVersion = kOpenEndedVersion;
 // Device-independent description of one version range of an op.
 struct OpDef {
   std::string name;       // ONNX op_type, e.g. "Conv".
+  // The op's ONNX domain: empty for the default domain (ai.onnx), else e.g.
+  // "ai.onnx.preview.training". Op names are unique across domains; the frontend binds
+  // a node only to an entry of its own domain, at that domain's imported opset.
+  std::string domain;
   // The opsets this entry covers, inclusive: since_version is the ONNX
   // OpSchema::since_version of the first definition it implements (for an op's first
   // entry, the definition in effect at opset 7, or the op's first one when later);

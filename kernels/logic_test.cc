@@ -18,6 +18,7 @@ namespace {
 
 using testing::Attrs;
 using testing::HostTensor;
+using testing::FindVersionedKernel;
 using testing::OpRunner;
 using ewtest::Expand;
 using ewtest::kBroadcastCases;
@@ -222,19 +223,121 @@ TEST(DropoutTest, InferenceIsTheIdentity) {
   EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), 1.5f);
 }
 
-TEST(DropoutTest, TrainingModeIsUnimplementedUnlessRatioIsZero) {
+// NumPy's RandomState(seed).random_sample(n), the reference draw of Dropout's mask
+// (kernels/dropout_mask.h), written here from NumPy's definition: MT19937 (Matsumoto
+// and Nishimura's mt19937ar, seeded by init_genrand) and genrand_res53.
+std::vector<double> NumpyRandomSample(uint32_t seed, int n) {
+  uint32_t mt[624];
+  mt[0] = seed;
+  for (uint32_t i = 1; i < 624; ++i) mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
+  int index = 624;
+  auto next = [&]() -> uint32_t {
+    if (index >= 624) {
+      for (int k = 0; k < 624; ++k) {
+        const uint32_t y = (mt[k] & 0x80000000u) | (mt[(k + 1) % 624] & 0x7fffffffu);
+        mt[k] = mt[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+      }
+      index = 0;
+    }
+    uint32_t y = mt[index++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+  };
+  std::vector<double> u;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t a = next() >> 5, b = next() >> 6;
+    u.push_back((a * 67108864.0 + b) / 9007199254740992.0);
+  }
+  return u;
+}
+
+TEST(DropoutTest, TrainingModeDropsAsNumpyDrawsWithTheSeed) {
+  // NumPy's first draws with seed 0 (numpy.random.RandomState(0).random_sample()).
+  const std::vector<double> u = NumpyRandomSample(0, 700);
+  EXPECT_NEAR(u[0], 0.5488135039273248, 1e-16);
+  EXPECT_NEAR(u[1], 0.7151893663724195, 1e-16);
+  EXPECT_NEAR(u[2], 0.6027633760716439, 1e-16);
+  OpRunner r;
+  const int n = 700;  // Past MT19937's 624-word state: the state is regenerated.
+  std::vector<float> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 13) - 6.5f;
+  const HostTensor x = HostTensor::Of<float>({7, 100}, xs);
+  for (float ratio : {0.25f, 0.5f, 0.75f}) {
+    SCOPED_TRACE(ratio);
+    const Attributes seeded = Attrs({{"seed", int64_t{0}}});
+    auto out = r.Run("Dropout", seeded, {x, HostTensor::Of<float>({}, {ratio}), HostTensor::Of<bool>({}, {true})});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->size(), 2u);
+    const std::vector<float> y = (*out)[0].Values<float>();
+    const std::vector<uint8_t>& mask = (*out)[1].bytes;
+    EXPECT_EQ((*out)[1].dtype, DType::kBool);
+    const float scale = 1.0f / (1.0f - ratio);
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      const bool keep = u[i] >= ratio;
+      kept += keep;
+      ASSERT_EQ(mask[i], keep ? 1 : 0) << i;
+      ASSERT_EQ(y[i], keep ? xs[i] * scale : 0.0f) << i;
+    }
+    EXPECT_NEAR(kept, n * (1 - ratio), n * 0.08);
+    // The seed fixes the mask: the same on every call.
+    auto again = r.Run("Dropout", seeded, {x, HostTensor::Of<float>({}, {ratio}), HostTensor::Of<bool>({}, {true})}, 1);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ((*again)[0].bytes, (*out)[0].bytes);
+  }
+  // Without a ratio, training mode drops with the default ratio 0.5.
+  auto out = r.Run("Dropout", Attrs({{"seed", int64_t{0}}}), {x, HostTensor::Absent(), HostTensor::Of<bool>({}, {true})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (int i = 0; i < n; ++i) ASSERT_EQ((*out)[1].bytes[i], u[i] >= 0.5 ? 1 : 0) << i;
+  // float64 and float16 data drop the same elements.
+  std::vector<double> xd(xs.begin(), xs.end());
+  out = r.Run("Dropout", Attrs({{"seed", int64_t{0}}}),
+              {HostTensor::Of<double>({7, 100}, xd), HostTensor::Of<double>({}, {0.5}), HostTensor::Of<bool>({}, {true})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const std::vector<double> yd = (*out)[0].Values<double>();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(yd[i], u[i] >= 0.5 ? xd[i] * 2.0 : 0.0) << i;
+}
+
+TEST(DropoutTest, TrainingModeWithoutASeedDrawsANewMaskPerCall) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Of<float>({256}, std::vector<float>(256, 1.0f));
+  std::vector<HostTensor> in = {x, HostTensor::Of<float>({}, {0.5f}), HostTensor::Of<bool>({}, {true})};
+  auto infos = r.Infer("Dropout", {}, in);
+  ASSERT_TRUE(infos.ok()) << infos.status().ToString();
+  const KernelFactory* factory = FindVersionedKernel(r.registry(), "Dropout", DeviceKind::kCpu);
+  ASSERT_TRUE(factory);
+  auto kernel = (*factory)(Attributes{});
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  // One kernel (one node), called twice.
+  auto a = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+  auto b = OpRunner::RunKernel(**kernel, *infos, in, std::nullopt);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Two masks of 256 fair draws agree with probability 2^-256.
+  EXPECT_NE((*a)[1].bytes, (*b)[1].bytes);
+  for (const auto* out : {&*a, &*b}) {
+    const std::vector<float> y = (*out)[0].Values<float>();
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], (*out)[1].bytes[i] ? 2.0f : 0.0f);
+  }
+}
+
+TEST(DropoutTest, TrainingModeChecksItsRatioAndDtype) {
   OpRunner r;
   const HostTensor x = HostTensor::Of<float>({2}, {1, 2});
-  auto out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.5f}), HostTensor::Of<bool>({}, {true})});
+  const HostTensor on = HostTensor::Of<bool>({}, {true});
+  for (float ratio : {1.0f, 1.5f, -0.1f}) {
+    auto out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {ratio}), on});
+    ASSERT_FALSE(out.ok()) << ratio;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find("[0, 1)"), std::string::npos) << out.status().message();
+  }
+  auto out = r.Run("Dropout", {}, {HostTensor::Of<int32_t>({2}, {1, 2}), HostTensor::Of<float>({}, {0.5f}), on});
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(out.status().message().find("training_mode"), std::string::npos) << out.status().message();
-  // Without a ratio, training mode drops with the default ratio 0.5: refused too.
-  out = r.Run("Dropout", {}, {x, HostTensor::Absent(), HostTensor::Of<bool>({}, {true})});
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("int32"), std::string::npos) << out.status().message();
   // Ratio 0 drops nothing: the data and an all-true mask, as ONNX defines it.
-  out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.0f}), HostTensor::Of<bool>({}, {true})});
+  out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.0f}), on});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2}));
   EXPECT_EQ((*out)[1].bytes, (std::vector<uint8_t>{1, 1}));

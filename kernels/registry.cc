@@ -276,6 +276,7 @@ Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddGridSampleOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddSpectralOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTfIdfOpDefs(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddOptimizerOpDefs(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
   return OkStatus();
 }
@@ -316,6 +317,7 @@ Status RegisterCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddGridSampleCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddSpectralCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddTfIdfCpuKernels(registry));
+  REMEX_RETURN_IF_ERROR(internal::AddOptimizerCpuKernels(registry));
   REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
   return OkStatus();
 }

@@ -18,13 +18,54 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "kernels/dropout_mask.h"
 #include "kernels/internal.h"
 
 #include "kernels/elementwise_common.h"
 
 namespace remex::kernels::internal {
+
+StatusOr<std::optional<double>> DropoutTrainingRatio(std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "Dropout";
+  double ratio = 0.5;  // Dropout-12's default.
+  if (in.size() > 1 && in[1].present) {
+    if (!IsFloatType(in[1].dtype)) {
+      return OpError(op, "ratio has dtype " + DTypeStr(in[1].dtype) + ", expects a float type");
+    }
+    if (NumElements(in[1].shape).value_or(0) != 1) {
+      return OpError(op, "ratio must be a scalar, got shape " + ShapeToString(in[1].shape));
+    }
+    if (in[1].data == nullptr) return OpError(op, "ratio has no data");
+    switch (in[1].dtype) {
+      case DType::kFloat32: ratio = *static_cast<const float*>(in[1].data); break;
+      case DType::kFloat64: ratio = *static_cast<const double*>(in[1].data); break;
+      default: ratio = HalfToFloat(*static_cast<const Half*>(in[1].data)); break;
+    }
+  }
+  if (in.size() < 3 || !in[2].present) return std::optional<double>();
+  if (in[2].dtype != DType::kBool) {
+    return OpError(op, "training_mode has dtype " + DTypeStr(in[2].dtype) + ", expects bool");
+  }
+  if (NumElements(in[2].shape).value_or(0) != 1) {
+    return OpError(op, "training_mode must be a scalar, got shape " + ShapeToString(in[2].shape));
+  }
+  if (in[2].data == nullptr) return OpError(op, "training_mode has no data");
+  if (*static_cast<const uint8_t*>(in[2].data) == 0) return std::optional<double>();
+  if (!(ratio >= 0.0 && ratio < 1.0)) {
+    return OpError(op, "ratio must be in [0, 1) in training mode, got " + std::to_string(ratio));
+  }
+  // Ratio 0 drops nothing: the inference path.
+  if (ratio == 0.0) return std::optional<double>();
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(op, "training mode takes float16, float32 or float64 data, got " + DTypeStr(in[0].dtype));
+  }
+  return std::optional<double>(ratio);
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -398,13 +439,15 @@ class ClipKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// Dropout, inference only: output = data; the optional mask is all true. Two entries:
-// Dropout-7 (opsets 7-9), whose mask has data's dtype (all ones), and Dropout-10+, whose
-// mask is bool. Inputs (Dropout-12+): data, optional ratio (float scalar, ignored),
-// optional training_mode (bool scalar); Dropout-7/10 take ratio as an attribute.
-// ratio and training_mode are read by the shape function (ShapeDep::kData): training_mode
-// true is UNIMPLEMENTED unless ratio is 0, which drops nothing (output = data, mask all
-// true).
+// Dropout. Two entries: Dropout-7 (opsets 7-9), whose mask has data's dtype, and
+// Dropout-10+, whose mask is bool. Inputs (Dropout-12+): data, optional ratio (float
+// scalar, default 0.5), optional training_mode (bool scalar, default false);
+// Dropout-7/10 take ratio as an attribute and run inference only. ratio and
+// training_mode are read on the host (ShapeDep::kData). At inference, or in training
+// mode with ratio 0, the output is the data and the mask all true (ones). In training
+// mode with ratio in (0, 1), element i is kept (mask true) when the draw of
+// kernels/dropout_mask.h keeps it: output = keep ? data * 1 / (1 - ratio) : 0, the
+// product in float (double for float64), as ONNX Runtime computes it.
 
 // The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.
 DType DropoutMaskType(bool mask_like_data, DType dt) { return mask_like_data ? dt : DType::kBool; }
@@ -414,53 +457,26 @@ StatusOr<std::vector<TensorInfo>> InferDropout(bool mask_like_data, const Attrib
   if (in.empty() || in.size() > 3) return OpError("Dropout", "expects 1 to 3 inputs");
   StatusOr<float> ratio_attr = attrs.Float("ratio", 0.5f);
   if (!ratio_attr.ok()) return OpError("Dropout", ratio_attr.status().message());
+  if (attrs.Has("seed")) {
+    StatusOr<int64_t> seed = attrs.Int("seed");
+    if (!seed.ok()) return OpError("Dropout", seed.status().message());
+  }
   const DType dt = in[0].dtype;
   if (DTypeSize(dt) == 0) return OpError("Dropout", "unsupported dtype " + DTypeStr(dt));
-  if (in.size() > 1 && in[1].present) {
-    if (!IsFloatType(in[1].dtype)) {
-      return OpError("Dropout", "ratio has dtype " + DTypeStr(in[1].dtype) + ", expects a float type");
-    }
-    if (NumElements(in[1].shape).value_or(0) != 1) {
-      return OpError("Dropout", "ratio must be a scalar, got shape " + ShapeToString(in[1].shape));
-    }
-  }
-  if (in.size() > 2 && in[2].present) {
-    if (in[2].dtype != DType::kBool) {
-      return OpError("Dropout", "training_mode has dtype " + DTypeStr(in[2].dtype) + ", expects bool");
-    }
-    if (NumElements(in[2].shape).value_or(0) != 1) {
-      return OpError("Dropout", "training_mode must be a scalar, got shape " + ShapeToString(in[2].shape));
-    }
-    if (in[2].data == nullptr) return OpError("Dropout", "training_mode has no data");
-    if (*static_cast<const uint8_t*>(in[2].data) != 0) {
-      // Training mode with ratio 0 drops nothing: the output is the data (scaled by
-      // 1 / (1 - 0)) and the mask all true, as at inference.
-      double ratio = 0.5;  // Dropout-12's default.
-      if (in.size() > 1 && in[1].present) {
-        if (in[1].data == nullptr) return OpError("Dropout", "ratio has no data");
-        switch (in[1].dtype) {
-          case DType::kFloat32: ratio = *static_cast<const float*>(in[1].data); break;
-          case DType::kFloat64: ratio = *static_cast<const double*>(in[1].data); break;
-          default: ratio = HalfToFloat(*static_cast<const Half*>(in[1].data)); break;
-        }
-      }
-      if (ratio != 0) {
-        return Unimplemented(
-            "Dropout: training_mode = true with ratio " + std::to_string(ratio) +
-            " (random dropout) is not supported; Remex runs inference only (ratio 0 is)");
-      }
-    }
-  }
+  REMEX_RETURN_IF_ERROR(DropoutTrainingRatio(in).status());
   return std::vector<TensorInfo>{{dt, in[0].shape}, {DropoutMaskType(mask_like_data, dt), in[0].shape}};
 }
 
-// The shape function, run on the inputs before Run, has refused training_mode = true.
 class DropoutKernel final : public ValidatedKernel {
  public:
-  using ValidatedKernel::ValidatedKernel;
+  DropoutKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs),
+        seeds_(DropoutSeedOf(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(std::optional<double> ratio, DropoutTrainingRatio(ToShapeArgs(in)));
+    if (ratio) return RunTraining(*ratio, in, out);
     const size_t bytes = static_cast<size_t>(*NumElements(in[0].shape)) * DTypeSize(in[0].dtype);
     if (bytes > 0 && out[0].data != in[0].data) std::memmove(out[0].data, in[0].data, bytes);
     if (out.size() > 1) {
@@ -475,6 +491,33 @@ class DropoutKernel final : public ValidatedKernel {
     }
     return OkStatus();
   }
+
+ private:
+  // Training mode (Dropout-12+, so the mask is bool): the mask is drawn straight into
+  // the mask output when there is one.
+  Status RunTraining(double ratio, std::span<const TensorRef> in, std::span<const TensorRef> out) {
+    const int64_t n = *NumElements(in[0].shape);
+    std::vector<uint8_t> scratch;
+    uint8_t* keep = nullptr;
+    if (out.size() > 1) {
+      keep = DataAs<uint8_t>(out[1]);
+    } else {
+      scratch.resize(static_cast<size_t>(n));
+      keep = scratch.data();
+    }
+    DrawDropoutMask(seeds_.Next(), ratio, keep, n);
+    const double scale = 1.0 / (1.0 - ratio);
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      const auto s = static_cast<ComputeType<T>>(scale);
+      for (int64_t i = 0; i < n; ++i) y[i] = keep[i] ? Store<T>(Load(x[i]) * s) : Store<T>(ComputeType<T>(0));
+      return OkStatus();
+    });
+  }
+
+  DropoutSeeds seeds_;
 };
 
 // Dropout-7 (opsets 7-9) or Dropout-10+ (`since` 10).

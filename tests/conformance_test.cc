@@ -54,7 +54,7 @@ constexpr double kCoverageTarget = 0.90;
 // Every node case: no failure at all, and at least this share passing (the level Remex
 // has reached, so that it only goes up; the skips are listed with their reasons in
 // docs/conformance.md).
-constexpr double kTotalFloor = 0.93;
+constexpr double kTotalFloor = 0.949;
 
 bool InCoverage(const std::set<std::string>& ops) {
   return std::all_of(ops.begin(), ops.end(),
@@ -104,6 +104,16 @@ CaseResult RunCase(const fs::path& dir) {
     return r;
   }
   for (const auto& n : model.graph().node()) r.ops.insert(n.op_type());
+  // Cases whose expected outputs contradict their own model, found by reading them.
+  static const std::map<std::string, std::string> kInconsistent = {
+      {"test_adam_multiple",
+       "inconsistent case: the expected outputs were computed with epsilon 1e-2, which the model's Adam node "
+       "does not set (ONNX's default is 1e-6); OptimizerTest reproduces them with epsilon 1e-2"},
+  };
+  if (auto it = kInconsistent.find(dir.filename().string()); it != kInconsistent.end()) {
+    r.reason = it->second;
+    return r;  // skipped
+  }
   auto skip = [&](const Status& st) {
     r.outcome = st.code() == StatusCode::kUnimplemented ? Outcome::kSkipped : Outcome::kFailed;
     r.reason = st.ToString();
@@ -306,6 +316,24 @@ void WriteReport(const std::string& path, const std::vector<CaseResult>& results
     if (how.empty()) how = compiler::ImportedWithoutEntry(op).empty() ? "not implemented"
                                                                        : "importer: " + std::string(compiler::ImportedWithoutEntry(op));
     out << "| " << op << " | " << how << " | " << cases << " |\n";
+  }
+  // The training domain's ops, the one other domain Remex has entries of.
+  std::set<std::string> training_ops;
+  for (const onnx::OpSchema& schema : onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
+    if (schema.domain() == "ai.onnx.preview.training") training_ops.insert(schema.Name());
+  }
+  out << "\n## Every op of ai.onnx.preview.training\n\n| op | Remex opsets | node cases |\n|---|---|---:|\n";
+  for (const auto& op : training_ops) {
+    const kernels::OpDef* def = Registry().FindOp(op);
+    const bool ours = def && def->domain == "ai.onnx.preview.training";
+    auto it = per_op.find(op);
+    std::string cases = "-";
+    if (it != per_op.end()) {
+      const Counts& c = it->second;
+      cases = std::to_string(c.passed) + " / " + std::to_string(c.passed + c.failed + c.skipped);
+    }
+    out << "| " << op << " | " << (ours ? Registry().SupportedVersions(op) : std::string("not implemented")) << " | "
+        << cases << " |\n";
   }
   out << "\n## Failures\n\n";
   int failures = 0;

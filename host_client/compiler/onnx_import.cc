@@ -199,13 +199,25 @@ class Importer {
   }
 
  private:
+  // The default domain's opset (graph_.opset) and the other domains' (domain_opsets_).
+  // A model needs the default domain unless it imports another domain Remex has ops of
+  // (ai.onnx.preview.training); its nodes of the default domain are then refused.
   Status ReadOpset(const onnx::ModelProto& model) {
     std::string domains;
+    bool known_domain = false;
     for (const auto& imp : model.opset_import()) {
-      if (imp.domain().empty() || imp.domain() == "ai.onnx") graph_.opset = static_cast<int>(imp.version());
-      else domains += " '" + imp.domain() + "'";
+      if (imp.domain().empty() || imp.domain() == "ai.onnx") {
+        graph_.opset = static_cast<int>(imp.version());
+        continue;
+      }
+      domains += " '" + imp.domain() + "'";
+      domain_opsets_[imp.domain()] = static_cast<int>(imp.version());
+      for (const std::string& op : registry_.OpNames()) {
+        const kernels::OpDef* def = registry_.FindOp(op);
+        if (def && def->domain == imp.domain()) known_domain = true;
+      }
     }
-    if (graph_.opset == 0) {
+    if (graph_.opset == 0 && !known_domain) {
       return Unimplemented("model imports no default-domain opset (only" + domains + ")");
     }
     if (graph_.opset > kMaxOpset) {
@@ -220,6 +232,10 @@ class Importer {
   // opsets Remex implements it for when no entry covers the opset (e.g. Reshape-1 with
   // its shape attribute, or Range before opset 11).
   StatusOr<const kernels::OpDef*> BindOp(const std::string& op, const std::string& where) {
+    if (const kernels::OpDef* def = registry_.FindOp(op); def && !def->domain.empty()) {
+      return Unimplemented("unsupported op '" + op + "' in " + where + " (Remex implements " + op + " of domain '" +
+                           def->domain + "')");
+    }
     int version = graph_.opset;
     std::string supported = registry_.SupportedVersions(op);
     if (const Upgrade* u = UpgradeOf(op)) {
@@ -230,6 +246,29 @@ class Importer {
     if (const kernels::OpDef* def = registry_.FindOp(op, version)) return def;
     return Unimplemented(where + ": " + op + " at opset " + std::to_string(graph_.opset) +
                          " is not supported; Remex implements " + op + " for opsets " + supported);
+  }
+
+  // The registry entry of `op` of `domain` (not the default one) at the opset the model
+  // imports for that domain. UNIMPLEMENTED "unsupported op 'domain::op'" when Remex has
+  // no such op of that domain or no entry covering the opset, or when the model imports
+  // no opset of the domain.
+  StatusOr<const kernels::OpDef*> BindDomainOp(const std::string& op, const std::string& domain,
+                                               const std::string& where) {
+    const std::string unsupported = "unsupported op '" + domain + "::" + op + "' in " + where;
+    auto it = domain_opsets_.find(domain);
+    if (it == domain_opsets_.end()) {
+      return Unimplemented(unsupported + ": the model imports no opset of domain '" + domain + "'");
+    }
+    const kernels::OpDef* def = registry_.FindOp(op, it->second);
+    if (def == nullptr || def->domain != domain) {
+      const kernels::OpDef* newest = registry_.FindOp(op);
+      if (newest && newest->domain == domain) {
+        return Unimplemented(unsupported + ": opset " + std::to_string(it->second) + " of '" + domain +
+                             "'; Remex implements " + op + " for its opsets " + registry_.SupportedVersions(op));
+      }
+      return Unimplemented(unsupported);
+    }
+    return def;
   }
 
   StatusOr<Value> ValueFromInfo(const onnx::ValueInfoProto& info) {
@@ -515,29 +554,36 @@ class Importer {
   Status ImportNode(const onnx::NodeProto& n, int index) {
     std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
     std::string where = "node '" + name + "' (" + n.op_type() + ", #" + std::to_string(index) + ")";
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
-      return Unimplemented("unsupported op '" + n.domain() + "::" + n.op_type() + "' in " + where);
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    if (domain.empty() && graph_.opset == 0) {
+      return Unimplemented(where + ": the model imports no default-domain opset");
     }
-    if (n.op_type() == "Constant") return ImportConstant(n, where);
-    if (n.op_type() == "Scan") {
+    const kernels::OpDef* domain_def = nullptr;  // The entry of an op of another domain.
+    if (!domain.empty()) {
+      REMEX_ASSIGN_OR_RETURN(domain_def, BindDomainOp(n.op_type(), domain, where));
+    }
+    if (!domain_def && n.op_type() == "Constant") return ImportConstant(n, where);
+    if (!domain_def && n.op_type() == "Scan") {
       REMEX_ASSIGN_OR_RETURN(std::vector<onnx::NodeProto> lowered, LowerScan(n, graph_.opset, name));
       for (const auto& node : lowered) REMEX_RETURN_IF_ERROR(ImportNode(node, index));
       return OkStatus();
     }
-    const bool control_flow = n.op_type() == "If" || n.op_type() == "Loop";
+    const bool control_flow = !domain_def && (n.op_type() == "If" || n.op_type() == "Loop");
     // Upsample (opsets 7-9, deprecated at 10) is Resize-10 under another name: the same
     // inputs from opset 9 (X, scales), `mode` nearest or linear, the same asymmetric
     // coordinates. Upsample-7's `scales` attribute becomes the scales input below.
-    const bool upsample = n.op_type() == "Upsample";
+    const bool upsample = !domain_def && n.op_type() == "Upsample";
     // Ops the importer reads itself (ImportedWithoutEntry) need no registry entry.
-    if (ImportedWithoutEntry(n.op_type()).empty() && registry_.OpVersions(n.op_type()).empty()) {
+    if (!domain_def && ImportedWithoutEntry(n.op_type()).empty() && registry_.OpVersions(n.op_type()).empty()) {
       return Unimplemented("unsupported op '" + n.op_type() + "' in " + where);
     }
     Node node;
     node.op = upsample ? "Resize" : n.op_type();
     node.name = name;
-    const kernels::OpDef* def = nullptr;
-    if (upsample) {
+    const kernels::OpDef* def = domain_def;
+    if (domain_def) {
+      node.version = def->since_version;
+    } else if (upsample) {
       if (graph_.opset < 7) {
         return Unimplemented(where + ": Upsample at opset " + std::to_string(graph_.opset) +
                              " (height_scale / width_scale) is not supported; Remex implements Upsample for opsets "
@@ -596,7 +642,7 @@ class Importer {
       }
       node.attrs = std::move(kept);
     }
-    REMEX_RETURN_IF_ERROR(Normalise(node, where));
+    if (!domain_def) REMEX_RETURN_IF_ERROR(Normalise(node, where));
     if (def) REMEX_RETURN_IF_ERROR(CheckArity(node, *def, where));
     if (control_flow) {
       // Subgraphs are read after the node's inputs (outer scope) are resolved and
@@ -681,6 +727,8 @@ class Importer {
   std::optional<std::map<std::string, int64_t>> legacy_ranks_;  // LegacyRanks
   const kernels::KernelRegistry& registry_;
   const std::map<std::string, Shape>& input_shapes_;
+  // Opsets of the domains other than the default one, by domain name.
+  std::map<std::string, int> domain_opsets_;
   Graph graph_;
   std::map<std::string, int> ids_;
   std::vector<Node>* nodes_ = nullptr;  // where ImportNode appends

@@ -31,6 +31,21 @@ class OnnxModelBuilder {
   }
 
   // dims: -1 becomes a dim_param named "d<i>".
+  // Adds an opset import of `domain` ("" is the default domain).
+  OnnxModelBuilder& ImportDomain(const std::string& domain, int version) {
+    auto* imp = model_.add_opset_import();
+    imp->set_domain(domain);
+    imp->set_version(version);
+    return *this;
+  }
+  // Removes the default domain's opset import (a model of other domains only).
+  OnnxModelBuilder& DropDefaultDomain() {
+    auto* imports = model_.mutable_opset_import();
+    for (int i = imports->size() - 1; i >= 0; --i) {
+      if (imports->Get(i).domain().empty()) imports->DeleteSubrange(i, 1);
+    }
+    return *this;
+  }
   OnnxModelBuilder& Input(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
     SetInfo(model_.mutable_graph()->add_input(), name, elem_type, dims);
     return *this;
@@ -89,6 +104,12 @@ class OnnxModelBuilder {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(v);
+  }
+  static void StringAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
   }
   static void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();

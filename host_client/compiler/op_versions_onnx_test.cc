@@ -24,19 +24,39 @@ using remex::testing::RunFloat32;
 
 constexpr int kNewestOpset = 17;
 
-// The ONNX since_version of `op`'s definition in effect at `opset`; 0 when none.
-int OnnxSince(const std::string& op, int opset) {
-  const auto* schema = onnx::OpSchemaRegistry::Schema(op, opset, "");
+// The ONNX since_version of `op`'s definition in `domain` (empty: the default one) in
+// effect at `opset`; 0 when none.
+int OnnxSince(const std::string& op, int opset, const std::string& domain = "") {
+  const auto* schema = onnx::OpSchemaRegistry::Schema(op, opset, domain);
   return schema ? schema->since_version() : 0;
+}
+
+TEST(OpVersionsOnnxTest, EntriesOfOtherDomainsStartAtTheirOnnxDefinitions) {
+  int checked = 0;
+  for (const std::string& op : Registry().OpNames()) {
+    const std::vector<const kernels::OpDef*> entries = Registry().OpVersions(op);
+    const std::string& domain = entries.front()->domain;
+    if (domain.empty()) continue;
+    SCOPED_TRACE(domain + "::" + op);
+    for (const kernels::OpDef* e : entries) {
+      EXPECT_EQ(e->domain, domain);
+      EXPECT_EQ(OnnxSince(op, e->since_version, domain), e->since_version);
+    }
+    // Not also an op of the default domain, which the frontend would bind elsewhere.
+    EXPECT_EQ(OnnxSince(op, kNewestOpset), 0);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);  // Adagrad, Adam, Momentum (ai.onnx.preview.training).
 }
 
 TEST(OpVersionsOnnxTest, EntriesStartAtOnnxDefinitions) {
   int checked = 0;
   for (const std::string& op : Registry().OpNames()) {
-    if (OnnxSince(op, kNewestOpset) == 0) continue;  // Remex's own ops (Fused*).
+    if (OnnxSince(op, kNewestOpset) == 0) continue;  // Remex's own ops (Fused*), other domains.
     SCOPED_TRACE(op);
     const std::vector<const kernels::OpDef*> entries = Registry().OpVersions(op);
     for (const kernels::OpDef* e : entries) {
+      EXPECT_TRUE(e->domain.empty());
       EXPECT_EQ(OnnxSince(op, e->since_version), e->since_version)
           << op << "-" << e->since_version << " is not an ONNX definition";
     }
@@ -108,6 +128,84 @@ TEST(OpVersionsOnnxTest, SoftmaxOfOpset11RunsAsSoftmax1ThroughTheExecutable) {
   ASSERT_TRUE(def13.ok()) << def13.status().ToString();
   EXPECT_EQ(def13->kernels[0].version, 13);
   EXPECT_EQ(RunFloat32(*def13, {1, 2, 2}, {0, 0, 0, 0}), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+// Momentum (ai.onnx.preview.training) over x [2] with R, T, G and V as initializers:
+// ONNX's test_momentum case. `training_only`: the model imports no default-domain opset.
+OnnxModelBuilder MomentumModel(bool training_only) {
+  OnnxModelBuilder b(13);
+  if (training_only) b.DropDefaultDomain();
+  b.ImportDomain("ai.onnx.preview.training", 1);
+  b.Input("x", onnx::TensorProto::FLOAT, {2})
+      .Output("x_new", onnx::TensorProto::FLOAT, {2})
+      .Output("v_new", onnx::TensorProto::FLOAT, {2});
+  b.FloatInit("r", {}, {0.1f}).Int64Init("t", {}, {0});
+  b.FloatInit("g", {2}, {-0.94f, -2.5f}).FloatInit("v", {2}, {1.7f, 3.6f});
+  auto* n = b.Node("Momentum", {"r", "t", "x", "g", "v"}, {"x_new", "v_new"}, "momentum");
+  n->set_domain("ai.onnx.preview.training");
+  OnnxModelBuilder::FloatAttr(n, "alpha", 0.95f);
+  OnnxModelBuilder::FloatAttr(n, "beta", 0.1f);
+  OnnxModelBuilder::FloatAttr(n, "norm_coefficient", 0.001f);
+  OnnxModelBuilder::StringAttr(n, "mode", "standard");
+  return b;
+}
+
+TEST(OpVersionsOnnxTest, TrainingDomainNodesBindAtTheirDomainsOpsetAndRun) {
+  for (bool training_only : {true, false}) {
+    SCOPED_TRACE(training_only ? "training domain only" : "with the default domain");
+    auto graph = ImportOnnxBytes(MomentumModel(training_only).Bytes(), Registry());
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    EXPECT_EQ(graph->nodes[0].version, 1);
+    auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    auto bytes = vm::SerializeExecutable(*def);
+    ASSERT_TRUE(bytes.ok());
+    auto parsed = vm::ParseExecutable(*bytes);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto out = remex::testing::RunFloat32Outputs(*parsed, {{2}}, {{1.2f, 2.8f}});
+    ASSERT_EQ(out.size(), 2u);
+    // ONNX's expected values (onnx/backend/test/case/node/momentum.py).
+    EXPECT_NEAR(out[0][0], 1.13238f, 1e-5f);
+    EXPECT_NEAR(out[0][1], 2.70772f, 1e-5f);
+    EXPECT_NEAR(out[1][0], 0.6762f, 1e-5f);
+    EXPECT_NEAR(out[1][1], 0.9227998f, 1e-5f);
+  }
+}
+
+TEST(OpVersionsOnnxTest, NodesBindOnlyToOpsOfTheirOwnDomain) {
+  auto expect_unimplemented = [](const OnnxModelBuilder& b, const std::string& says) {
+    auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+    ASSERT_FALSE(graph.ok()) << says;
+    EXPECT_EQ(graph.status().code(), StatusCode::kUnimplemented) << graph.status().ToString();
+    EXPECT_NE(graph.status().message().find(says), std::string::npos) << graph.status().message();
+  };
+  // Momentum in the default domain: Remex's Momentum is the training domain's.
+  OnnxModelBuilder in_default(13);
+  in_default.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  in_default.Node("Momentum", {"x"}, {"y"}, "m");
+  expect_unimplemented(in_default, "domain 'ai.onnx.preview.training'");
+  // A training-domain node in a model that does not import the domain.
+  OnnxModelBuilder without(13);
+  without.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  without.Node("Adagrad", {"x"}, {"y"}, "a")->set_domain("ai.onnx.preview.training");
+  expect_unimplemented(without, "imports no opset of domain 'ai.onnx.preview.training'");
+  // A default-domain node in a model of the training domain only.
+  OnnxModelBuilder relu = MomentumModel(true);
+  relu.Output("r", onnx::TensorProto::FLOAT, {2});
+  relu.Node("Relu", {"x"}, {"r"}, "relu");
+  expect_unimplemented(relu, "imports no default-domain opset");
+  // An op of a domain Remex has no ops of, named with its domain.
+  OnnxModelBuilder contrib(13);
+  contrib.ImportDomain("com.microsoft", 1);
+  contrib.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  contrib.Node("BiasGelu", {"x", "x"}, {"y"}, "g")->set_domain("com.microsoft");
+  expect_unimplemented(contrib, "unsupported op 'com.microsoft::BiasGelu'");
+  // A model of such a domain only is refused as a whole.
+  OnnxModelBuilder contrib_only(13);
+  contrib_only.DropDefaultDomain().ImportDomain("com.microsoft", 1);
+  contrib_only.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", onnx::TensorProto::FLOAT, {2});
+  contrib_only.Node("BiasGelu", {"x", "x"}, {"y"}, "g")->set_domain("com.microsoft");
+  expect_unimplemented(contrib_only, "model imports no default-domain opset (only 'com.microsoft')");
 }
 
 // Opsets 1-6 (the definitions before opset 7): the legacy attributes are normalised

@@ -64,5 +64,7 @@ Status AddGridCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 Status AddSpectralCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 // TfIdfVectorizer (text.cc).
 Status AddTextCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// The training domain's optimizers Adagrad, Adam and Momentum (training.cc).
+Status AddTrainingCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda

@@ -25,6 +25,7 @@ Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
   REMEX_RETURN_IF_ERROR(cuda::AddGridCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddSpectralCudaKernels(registry, context));
   REMEX_RETURN_IF_ERROR(cuda::AddTextCudaKernels(registry, context));
+  REMEX_RETURN_IF_ERROR(cuda::AddTrainingCudaKernels(registry, context));
   return OkStatus();
 #else
   return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");

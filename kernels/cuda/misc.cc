@@ -11,10 +11,12 @@
 //   - Range, opset 11: start, limit and delta are scalars in host memory
 //     (ShapeDep::kData); every numeric dtype. Integers wrap modulo 2^64 as on the CPU;
 //     float16 is computed in float32 and rounded to nearest even.
-//   - Dropout-7 and Dropout-10+ (one kernel for both entries), inference only: output
-//     = input; the optional mask is all true (all ones of the input's dtype for
-//     Dropout-7). ratio and training_mode are read on the host; training_mode = true
-//     is UNIMPLEMENTED unless ratio is 0 (refused by the shape function, as on the CPU).
+//   - Dropout-7 and Dropout-10+ (one kernel for both entries): at inference output =
+//     input and the optional mask all true (all ones of the input's dtype for
+//     Dropout-7); ratio and training_mode are read on the host. Training mode
+//     (Dropout-12+, ratio in (0, 1)): the CPU kernel's mask, drawn on the host and
+//     copied to the device, and its scaling, for float16, float32 and float64
+//     (training_impl.cu).
 //   - TopK, opsets 1-11: axis, largest, sorted; k as the attribute (opset 1) or as input
 //     1 (host memory, ShapeDep::kData). float32, float16, float64, int32, int64 values,
 //     int64 indices. The output is always sorted (the wanted end first, NaN above
@@ -40,7 +42,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/libraries_internal.h"
 #include "kernels/cuda/misc_impl.h"
+#include "kernels/cuda/training_impl.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -179,16 +184,22 @@ std::optional<uint64_t> OneBits(DType dtype) {
   return std::nullopt;
 }
 
-// The shape function, run by Compute on the inputs (training_mode in host memory,
-// ShapeDep::kData), has refused training_mode = true.
+// ratio and training_mode are in host memory (ShapeDep::kData). In training mode the
+// mask is drawn on the host (kernels/dropout_mask.h: the CPU kernel's draw, so the same
+// elements are dropped), copied to the mask output (or to workspace scratch without
+// one), and the kept elements are scaled on the device (LaunchDropoutTrain).
 class DropoutKernel final : public CudaKernel {
  public:
-  using CudaKernel::CudaKernel;
+  DropoutKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(std::move(def), attrs, context),
+        seeds_(internal::DropoutSeedOf(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = Count(in[0].shape);
     if (n == 0) return OkStatus();
+    REMEX_ASSIGN_OR_RETURN(std::optional<double> ratio, internal::DropoutTrainingRatio(internal::ToShapeArgs(in)));
+    if (ratio) return RunTraining(*ratio, n, in, out);
     std::optional<uint64_t> one;
     if (out.size() > 1) {
       one = OneBits(out[1].dtype);
@@ -205,6 +216,37 @@ class DropoutKernel final : public CudaKernel {
     const int size = static_cast<int>(DTypeSize(out[1].dtype));
     return CudaCheck(op(), "kernel launch", LaunchFill(out[1].data, n, size, *one, stream()));
   }
+
+ private:
+  Status RunTraining(double ratio, int64_t n, std::span<const TensorRef> in, std::span<const TensorRef> out) {
+    TrainingType type;
+    switch (in[0].dtype) {
+      case DType::kFloat32: type = TrainingType::kFloat32; break;
+      case DType::kFloat16: type = TrainingType::kFloat16; break;
+      case DType::kFloat64: type = TrainingType::kFloat64; break;
+      default: return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
+    }
+    std::vector<uint8_t> keep(static_cast<size_t>(n));
+    internal::DrawDropoutMask(seeds_.Next(), ratio, keep.data(), n);
+    REMEX_RETURN_IF_ERROR(UseDevice());
+    StreamWorkspace workspace(op(), stream(), &context().workspace);
+    void* mask = nullptr;
+    if (out.size() > 1) {
+      mask = out[1].data;
+    } else {
+      REMEX_ASSIGN_OR_RETURN(mask, workspace.Allocate(keep.size()));
+    }
+    // `keep` is pageable: cudaMemcpyAsync returns once it has been staged.
+    REMEX_RETURN_IF_ERROR(CudaCheck(
+        op(), "cudaMemcpyAsync", cudaMemcpyAsync(mask, keep.data(), keep.size(), cudaMemcpyHostToDevice, stream())));
+    REMEX_RETURN_IF_ERROR(Launch([&] {
+      return LaunchDropoutTrain(type, in[0].data, static_cast<const uint8_t*>(mask), 1.0 / (1.0 - ratio),
+                                out[0].data, n, stream());
+    }));
+    return workspace.Release();
+  }
+
+  internal::DropoutSeeds seeds_;
 };
 
 // ---------------------------------------------------------------------------

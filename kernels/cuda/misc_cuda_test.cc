@@ -216,14 +216,19 @@ TEST(MiscCudaRegistration, RejectsBadCallsBeforeLaunch) {
   auto create = [&](const char* op, const Attributes& attrs) { return CreateCudaKernel(*registry, op, attrs); };
   void* fake = UnreadDevicePointer();  // the checks fail before anything reads it
 
-  // Dropout in training mode (training_mode in host memory) is refused, as on the CPU.
+  // Dropout in training mode (training_mode in host memory) with a ratio outside
+  // [0, 1), or integer data, is refused, as on the CPU.
   auto dropout = create("Dropout", {});
   uint8_t yes = 1;
-  float ratio = 0.5f;
+  float ratio = 1.5f;
   std::vector<TensorRef> ins = {
       {fake, DType::kFloat32, {2, 3}}, {&ratio, DType::kFloat32, {}}, {&yes, DType::kBool, {}}};
   std::vector<TensorRef> outs = {{fake, DType::kFloat32, {2, 3}}, {fake, DType::kBool, {2, 3}}};
-  EXPECT_EQ(dropout->Compute(ins, outs).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(dropout->Compute(ins, outs).code(), StatusCode::kInvalidArgument);
+  ratio = 0.5f;
+  ins[0].dtype = DType::kInt32;
+  outs[0].dtype = DType::kInt32;
+  EXPECT_EQ(dropout->Compute(ins, outs).code(), StatusCode::kInvalidArgument);
 
   // TopK: a dtype the CPU takes but the CUDA kernel does not; a bool input; a wrong k.
   auto topk = create("TopK", {});

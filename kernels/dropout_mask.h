@@ -1,0 +1,60 @@
+// Dropout's random mask under training_mode (ONNX Dropout-12/13,
+// https://onnx.ai/onnx/operators/onnx__Dropout.html), drawn on the host for the CPU
+// kernel (kernels/unary.cc) and the CUDA kernel (kernels/cuda/misc.cc) alike, so that
+// both devices drop the same elements.
+//
+// The draw is NumPy's: with seed s, element i is kept when u_i >= ratio, where u_0,
+// u_1, ... are the doubles of numpy.random.RandomState(s).random_sample() (MT19937
+// seeded by init_genrand(s), each double from two 32-bit outputs a, b as
+// ((a >> 5) * 2^26 + (b >> 6)) / 2^53). This is the mask ONNX's reference
+// implementation draws (np.random.seed(seed); np.random.uniform(0, 1, shape) >= ratio),
+// so a model with a `seed` attribute gives the same output on every call and device.
+// Without `seed`, each call takes a new seed (DropoutSeeds).
+// Host code only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <random>
+
+namespace remex::kernels::internal {
+
+// mask[i] = 1 when element i is kept, 0 when dropped, for i in [0, n): the draw above
+// with `seed`. ratio in [0, 1).
+inline void DrawDropoutMask(uint32_t seed, double ratio, uint8_t* mask, int64_t n) {
+  std::mt19937 engine(seed);  // std::mt19937's seeding is init_genrand's.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = static_cast<uint32_t>(engine()) >> 5;
+    const uint32_t b = static_cast<uint32_t>(engine()) >> 6;
+    const double u = (static_cast<double>(a) * 67108864.0 + static_cast<double>(b)) / 9007199254740992.0;
+    mask[i] = u >= ratio ? 1 : 0;
+  }
+}
+
+// The seeds of one Dropout node's calls: its `seed` attribute (taken modulo 2^32, as
+// NumPy takes a seed's low 32 bits), the same on every call; without one, a new seed
+// per call from a generator seeded by std::random_device when the kernel is made.
+// Thread-safe: calls may run concurrently.
+class DropoutSeeds {
+ public:
+  explicit DropoutSeeds(std::optional<int64_t> seed)
+      : fixed_(seed ? std::optional<uint32_t>(static_cast<uint32_t>(static_cast<uint64_t>(*seed))) : std::nullopt),
+        base_(std::random_device{}()) {}
+
+  uint32_t Next() {
+    if (fixed_) return *fixed_;
+    // SplitMix64 over a counter: distinct, well-mixed seeds per call.
+    uint64_t z = (static_cast<uint64_t>(base_) << 32) + calls_.fetch_add(1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<uint32_t>(z ^ (z >> 31));
+  }
+
+ private:
+  const std::optional<uint32_t> fixed_;
+  const uint32_t base_;
+  std::atomic<uint64_t> calls_{0};
+};
+
+}  // namespace remex::kernels::internal
