@@ -15,3 +15,5 @@ find_package(CLI11 CONFIG REQUIRED)                            # libcli11-dev
 find_package(GTest REQUIRED)                                   # libgtest-dev, libgmock-dev
 find_package(spdlog REQUIRED)                                  # libspdlog-dev
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)                   # libxxhash-dev (header-only use)
+find_package(PkgConfig REQUIRED)                               # pkg-config
+pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET hiredis)    # libhiredis-dev (the device farm's Redis client)

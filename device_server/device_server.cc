@@ -200,6 +200,11 @@ std::string DeviceServer::device_description() const {
   return state_->device->name() + " (" + state_->device->description() + ")";
 }
 
+DeviceServer::DeviceSummary DeviceServer::device_summary() const {
+  const vm::Device& d = *state_->device;
+  return {std::string(kernels::DeviceKindName(d.kind())), d.name(), d.description(), d.memory_bytes()};
+}
+
 ServerStats DeviceServer::stats() const {
   ServerStats s;
   s.active_sessions = state_->active_sessions.load();

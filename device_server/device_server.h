@@ -147,6 +147,13 @@ class DeviceServer {
   // The metrics endpoint's port; 0 when there is none.
   uint16_t metrics_port() const;
   std::string device_description() const;
+  // The served device: its kind ("cpu", "cuda"), name ("cpu", "cuda:0"), description
+  // and memory, as the farm registers them.
+  struct DeviceSummary {
+    std::string kind, name, description;
+    uint64_t memory_bytes = 0;
+  };
+  DeviceSummary device_summary() const;
   ServerStats stats() const;
   // Stops serving: closes the listener, refuses new requests (UNAVAILABLE), lets the
   // requests already running finish for up to config.drain_timeout and then cancels

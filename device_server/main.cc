@@ -3,6 +3,7 @@
 //              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
 //              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
+//              [--farm redis://HOST:PORT[/DB] [--pool NAME] [--labels k=v,...] [--advertise HOST:PORT]]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
@@ -17,7 +18,10 @@
 // device and goes on serving (docs/security.md, "Device faults"). Logs go to stderr, at
 // info level unless --quiet: sessions opened and closed, and once per event a request
 // answered with an error or a frame the transport refused, naming the client's address
-// and port, the request's kind and id, the status code and message.
+// and port, the request's kind and id, the status code and message. With --farm it
+// registers its device in the Redis farm once it listens (rpc/farm.h, docs/farm.md),
+// exiting with status 1 when Redis cannot be reached, and leaves the farm before it
+// stops.
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -25,11 +29,14 @@
 #include <boost/asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "device_server/device_server.h"
 #include "kernels/kernels.h"
 #include "rpc/auth.h"
+#include "rpc/farm.h"
 
 namespace {
 
@@ -164,6 +171,16 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics,
                  "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
                  "one; default: no endpoint)");
+  std::string farm_url, farm_pool = "default", farm_labels, farm_advertise;
+  app.add_option("--farm", farm_url,
+                 "register this device in the Redis farm at redis://HOST:PORT[/DB] (docs/farm.md): refreshed every "
+                 "second, gone within 5 s of the server dying, removed when it stops");
+  app.add_option("--pool", farm_pool, "with --farm: the pool the device joins (letters, digits, _.-)")
+      ->capture_default_str();
+  app.add_option("--labels", farm_labels, "with --farm: labels of the device, k=v,k=v (e.g. gpu=h100,rack=b7)");
+  app.add_option("--advertise", farm_advertise,
+                 "with --farm: HOST:PORT clients reach this server at (default: the --listen address with the port "
+                 "bound; required when listening on every interface)");
   uint64_t inject_device_fault = 0;
   app.add_option("--inject-device-fault", inject_device_fault,
                  "TEST ONLY: the Nth kernel launched on the device fails, once, with a device fault (as a "
@@ -244,6 +261,46 @@ int main(int argc, char** argv) {
     config.metrics_port = metrics_port;
   }
 
+  // The farm: its URL, pool and labels are checked before the server starts.
+  std::optional<remex::farm::RedisUrl> farm;
+  remex::farm::DeviceRecord record;
+  if (farm_url.empty()) {
+    if (farm_pool != "default" || !farm_labels.empty() || !farm_advertise.empty()) {
+      std::fprintf(stderr, "remex-server: --pool, --labels and --advertise need --farm\n");
+      return 2;
+    }
+  } else {
+    auto url = remex::farm::ParseRedisUrl(farm_url);
+    auto labels = remex::farm::ParseLabels(farm_labels);
+    std::string advertise_host;
+    uint16_t advertise_port = 0;
+    const bool pool_ok = !farm_pool.empty() && farm_pool.size() <= 64 &&
+                         farm_pool.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                             std::string::npos;
+    if (!url.ok() || !labels.ok()) {
+      std::fprintf(stderr, "remex-server: %s\n", (url.ok() ? labels.status() : url.status()).message().c_str());
+      return 2;
+    }
+    if (!pool_ok) {
+      std::fprintf(stderr, "remex-server: --pool must be 1-64 letters, digits or _.-, got '%s'\n", farm_pool.c_str());
+      return 2;
+    }
+    if (!farm_advertise.empty() && (!ParseHostPort(farm_advertise, advertise_host, advertise_port) || advertise_port == 0)) {
+      std::fprintf(stderr, "remex-server: --advertise must be HOST:PORT, got '%s'\n", farm_advertise.c_str());
+      return 2;
+    }
+    if (farm_advertise.empty() && (config.host == "0.0.0.0" || config.host == "::")) {
+      std::fprintf(stderr, "remex-server: listening on every interface (%s): --farm needs --advertise HOST:PORT, the "
+                   "address clients reach this server at\n", config.host.c_str());
+      return 2;
+    }
+    farm = *url;
+    record.id = farm_advertise;
+    record.pool = farm_pool;
+    record.labels = *labels;
+    record.version = REMEX_VERSION;
+  }
+
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t signals;
   sigemptyset(&signals);
@@ -260,6 +317,26 @@ int main(int argc, char** argv) {
   if ((*server)->metrics_port() != 0) {
     metrics_line = ", metrics on " + config.metrics_host + ":" + std::to_string((*server)->metrics_port());
   }
+  std::unique_ptr<remex::farm::Registration> registration;
+  if (farm) {
+    if (record.id.empty()) {
+      const bool v6 = config.host.find(':') != std::string::npos;
+      record.id = (v6 ? "[" + config.host + "]" : config.host) + ":" + std::to_string((*server)->port());
+    }
+    const auto device_summary = (*server)->device_summary();
+    record.kind = device_summary.kind;
+    record.device = device_summary.name;
+    record.description = device_summary.description;
+    record.memory_bytes = device_summary.memory_bytes;
+    auto r = remex::farm::Registration::Start(*farm, record, {});
+    if (!r.ok()) {
+      std::fprintf(stderr, "remex-server: --farm: %s\n", r.status().ToString().c_str());
+      (*server)->Stop();
+      return 1;
+    }
+    registration = std::move(r).value();
+    spdlog::info("farm: registered {} in pool '{}' of {}", record.id, record.pool, farm->ToString());
+  }
   std::printf("remex-server listening on %s:%u (device %s)%s\n", config.host.c_str(),
               static_cast<unsigned>((*server)->port()), (*server)->device_description().c_str(),
               metrics_line.c_str());
@@ -268,6 +345,8 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: stopping", sig);
+  // Out of the pool first, so that no client is sent to a server that is going away.
+  if (registration) registration->Stop();
   (*server)->Stop();
   return 0;
 }

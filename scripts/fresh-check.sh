@@ -37,7 +37,8 @@
 #
 # The throwaway system's dpkg, debootstrap's included, runs with force-unsafe-io (no
 # fsync per unpacked file, as Debian's own build chroots do); what gets installed is the
-# same.
+# same. Installed services are not started there (policy-rc.d, as Debian's container
+# images have).
 #
 # Needs root (debootstrap, chroot and mount) and debootstrap (apt-get install debootstrap).
 set -euo pipefail
@@ -140,6 +141,10 @@ echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
 debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
   >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
 step_done "debootstrap"
+# Packages' services (redis-server's) are not started inside the throwaway system, as in
+# Debian's container images: a daemon left running there would outlive the check.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod 755 "$root/usr/sbin/policy-rc.d"
 
 # The machine's own configuration, as a user's machine would have it.
 cat >"$root/etc/apt/sources.list" <<EOF

@@ -33,6 +33,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev googletest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libxxhash-dev
+  libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -65,7 +66,7 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3; do
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
 /usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || gap "/usr/bin/python3 cannot import onnx and numpy"

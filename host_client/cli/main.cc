@@ -14,6 +14,7 @@
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
+//   remex farm status [--farm redis://HOST:PORT[/DB]] [--timeout S] [--json]
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
 //   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues.
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/exit_code.h"
+#include "host_client/tooling/farm.h"
 #include "host_client/tooling/prepare.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/run.h"
@@ -315,6 +318,29 @@ int Compare(const CompareArgs& args) {
   return result->match() ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
+struct FarmStatusArgs {
+  std::string farm;
+  double timeout_s = 5;
+  bool json = false;
+};
+
+int FarmStatusCommand(const FarmStatusArgs& args) {
+  if (args.farm.empty()) {
+    return Usage(remex::InvalidArgument("farm status: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+  }
+  if (!(args.timeout_s > 0 && args.timeout_s <= 3600)) {
+    return Usage(remex::InvalidArgument("--timeout must be in (0, 3600] seconds"));
+  }
+  auto report = tooling::FarmStatus(args.farm, std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000)));
+  if (!report.ok()) return Fail(report.status());
+  if (args.json) {
+    PrintJson(tooling::ToJson(*report));
+  } else {
+    remex::cli::PrintFarmStatus(*report);
+  }
+  return tooling::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +417,15 @@ int main(int argc, char** argv) {
                         "NaN in ACTUAL where EXPECTED has NaN is a match (default: on)");
   compare_cmd->add_flag("--json", compare.json, "print one JSON object");
 
+  FarmStatusArgs farm_status;
+  auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");
+  farm_cmd->require_subcommand(1);
+  auto* farm_status_cmd = farm_cmd->add_subcommand("status", "list the registered devices and pools");
+  farm_status_cmd->add_option("--farm", farm_status.farm, "redis://HOST:PORT[/DB] (default: $REMEX_FARM)")
+      ->envname("REMEX_FARM");
+  farm_status_cmd->add_option("--timeout", farm_status.timeout_s, "seconds to wait for Redis")->capture_default_str();
+  farm_status_cmd->add_flag("--json", farm_status.json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -405,5 +440,6 @@ int main(int argc, char** argv) {
   if (*bench_cmd) return Bench(bench);
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
+  if (*farm_status_cmd) return FarmStatusCommand(farm_status);
   return tooling::kExitUsage;
 }

@@ -232,4 +232,61 @@ void PrintCompare(const compare::PathComparison& r, FILE* out) {
   std::fprintf(out, "%s\n", r.match() ? "match" : "MISMATCH");
 }
 
+namespace {
+
+// Rows of cells printed with each column as wide as its widest cell, two spaces apart.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, FILE* out) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+}
+
+std::string Seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+std::string GiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
+  std::fprintf(out, "farm %s: %zu device%s in %zu pool%s\n", report.url.c_str(), report.devices.size(),
+               report.devices.size() == 1 ? "" : "s", report.pools.size(), report.pools.size() == 1 ? "" : "s");
+  if (!report.devices.empty()) {
+    std::vector<std::vector<std::string>> rows = {
+        {"POOL", "DEVICE", "STATE", "KIND", "MEMORY", "HEARTBEAT", "UP", "LABELS", "DESCRIPTION"}};
+    for (const farm::DeviceRecord& d : report.devices) {
+      rows.push_back({d.pool, d.id, std::string(farm::DeviceStateName(d.state)), d.kind, GiB(d.memory_bytes),
+                      Seconds(report.now_ms - d.heartbeat_ms) + " ago", Seconds(report.now_ms - d.registered_ms),
+                      d.labels.empty() ? "-" : farm::FormatLabels(d.labels), d.description});
+    }
+    std::fprintf(out, "\n");
+    PrintTable(rows, out);
+    std::vector<std::vector<std::string>> pools = {{"POOL", "DEVICES", "IDLE", "LEASED", "DRAINING", "QUARANTINED"}};
+    for (const tooling::FarmPoolSummary& p : report.pools) {
+      pools.push_back({p.name, std::to_string(p.devices), std::to_string(p.idle), std::to_string(p.leased),
+                       std::to_string(p.draining), std::to_string(p.quarantined)});
+    }
+    std::fprintf(out, "\n");
+    PrintTable(pools, out);
+  }
+  for (const std::string& s : report.skipped) std::fprintf(out, "skipped record %s\n", s.c_str());
+}
+
 }  // namespace remex::cli

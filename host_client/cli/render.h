@@ -7,6 +7,7 @@
 
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
+#include "host_client/tooling/farm.h"
 #include "host_client/tooling/run.h"
 
 namespace remex::cli {
@@ -16,5 +17,8 @@ void PrintRun(const tooling::RunReport& report, bool verbose, FILE* out = stdout
 void PrintBench(const tooling::BenchReport& report, bool verbose, FILE* out = stdout);
 void PrintCheck(const tooling::CheckReport& report, bool verbose, FILE* out = stdout);
 void PrintCompare(const compare::PathComparison& report, FILE* out = stdout);
+// An aligned table: a line per device (pool, id, state, kind, memory, heartbeat age,
+// uptime, labels, description), then one per pool with its counts by state.
+void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out = stdout);
 
 }  // namespace remex::cli

@@ -1,0 +1,40 @@
+// The device farm as the tooling layer reports it (`remex farm status`): every device
+// registered in the farm's Redis (rpc/farm.h) and a summary per pool.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "rpc/farm.h"
+
+namespace remex::tooling {
+
+struct FarmPoolSummary {
+  std::string name;
+  int devices = 0;
+  int idle = 0, leased = 0, draining = 0, quarantined = 0;
+};
+
+struct FarmStatusReport {
+  std::string url;                         // Canonical redis://HOST:PORT/DB.
+  int64_t now_ms = 0;                      // Unix time of the listing, ms.
+  std::vector<farm::DeviceRecord> devices;  // By pool, then id.
+  std::vector<FarmPoolSummary> pools;       // By name.
+  std::vector<std::string> skipped;         // Records that did not parse, with why.
+};
+
+// Lists the farm at `url` (redis://HOST:PORT[/DB]). INVALID_ARGUMENT for a bad URL,
+// UNAVAILABLE when Redis cannot be reached within `timeout`.
+StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout);
+
+// {"farm", "now_ms", "pools": [{name, devices, idle, leased, draining, quarantined}],
+//  "devices": [{id, pool, state, kind, device, description, memory_bytes, labels {},
+//  version, registered_ms, heartbeat_ms, heartbeat_age_ms, uptime_ms}], "skipped": []}
+nlohmann::json ToJson(const FarmStatusReport& report);
+
+}  // namespace remex::tooling

@@ -1,0 +1,424 @@
+// The device farm's registry in Redis (rpc/farm.h), on hiredis.
+
+#include "rpc/farm.h"
+
+#include <hiredis/hiredis.h>
+#include <spdlog/spdlog.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <utility>
+
+namespace remex::farm {
+namespace {
+
+constexpr std::string_view kDevicePrefix = "remex:device:";
+// More registered devices than this in one listing is refused (a bound on what a
+// listing reads from Redis).
+constexpr size_t kMaxDevices = 65536;
+
+bool AllOf(std::string_view s, std::string_view extra) {
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != std::string_view::npos;
+  });
+}
+
+StatusOr<int64_t> ParseInt(std::string_view field, std::string_view s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    return InvalidArgument("field '" + std::string(field) + "' is not an integer: '" + std::string(s) + "'");
+  }
+  return v;
+}
+
+timeval ToTimeval(std::chrono::milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+// Frees a hiredis reply on scope exit.
+struct ReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r) freeReplyObject(r);
+  }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+std::string ReplyText(const redisReply* r) { return r && r->str ? std::string(r->str, r->len) : std::string(); }
+
+// A record from HGETALL's flat field/value array; INVALID_ARGUMENT naming the problem.
+StatusOr<DeviceRecord> RecordFromReply(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) return InvalidArgument("not a field/value array");
+  std::map<std::string, std::string> fields;
+  size_t bytes = 0;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const redisReply* k = r->element[i];
+    const redisReply* v = r->element[i + 1];
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return InvalidArgument("a field is not a string");
+    bytes += k->len + v->len;
+    if (bytes > kMaxRecordBytes) return InvalidArgument("larger than " + std::to_string(kMaxRecordBytes) + " bytes");
+    fields[ReplyText(k)] = ReplyText(v);
+  }
+  for (const char* name : kRecordFields) {
+    if (!fields.count(name)) return InvalidArgument("no field '" + std::string(name) + "'");
+  }
+  DeviceRecord d;
+  d.id = fields["id"];
+  d.pool = fields["pool"];
+  if (d.pool.empty() || d.pool.size() > 64 || !AllOf(d.pool, "_.-")) return InvalidArgument("bad pool '" + d.pool + "'");
+  REMEX_ASSIGN_OR_RETURN(d.labels, ParseLabels(fields["labels"]));
+  d.kind = fields["kind"];
+  d.device = fields["device"];
+  d.description = fields["description"];
+  REMEX_ASSIGN_OR_RETURN(int64_t memory, ParseInt("memory_bytes", fields["memory_bytes"]));
+  if (memory < 0) return InvalidArgument("negative memory_bytes");
+  d.memory_bytes = static_cast<uint64_t>(memory);
+  d.version = fields["version"];
+  REMEX_ASSIGN_OR_RETURN(d.state, ParseDeviceState(fields["state"]));
+  REMEX_ASSIGN_OR_RETURN(d.registered_ms, ParseInt("registered_ms", fields["registered_ms"]));
+  REMEX_ASSIGN_OR_RETURN(d.heartbeat_ms, ParseInt("heartbeat_ms", fields["heartbeat_ms"]));
+  return d;
+}
+
+}  // namespace
+
+std::string RedisUrl::ToString() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "redis://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + std::to_string(db);
+}
+
+StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
+  const std::string text(url);
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("farm URL '" + text + "': " + why + " (expected redis://HOST:PORT[/DB])");
+  };
+  constexpr std::string_view scheme = "redis://";
+  if (url.substr(0, scheme.size()) != scheme) return bad("not a redis:// URL");
+  std::string_view rest = url.substr(scheme.size());
+  RedisUrl out;
+  std::string_view authority = rest, path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    authority = rest.substr(0, slash);
+    path = rest.substr(slash + 1);
+  }
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return bad("unclosed '['");
+    out.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("expected ':' after ']'");
+      port = after.substr(1);
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) return bad("no host");
+  if (authority.find('@') != std::string_view::npos) return bad("credentials in the URL are not supported");
+  if (!port.empty() || authority.back() == ':') {
+    int p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) return bad("bad port");
+    out.port = static_cast<uint16_t>(p);
+  }
+  if (!path.empty()) {
+    int db = 0;
+    auto [end, ec] = std::from_chars(path.data(), path.data() + path.size(), db);
+    if (ec != std::errc() || end != path.data() + path.size() || db < 0 || db > 15) return bad("bad database number");
+    out.db = db;
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, std::string>> ParseLabels(std::string_view text) {
+  std::map<std::string, std::string> labels;
+  if (text.empty()) return labels;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view pair = text.substr(start, comma - start);
+    const auto eq = pair.find('=');
+    const std::string where = "label '" + std::string(pair) + "'";
+    if (eq == std::string_view::npos) return InvalidArgument(where + ": expected KEY=VALUE");
+    const std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
+    if (key.empty() || key.size() > 64 || !AllOf(key, "_.-/")) {
+      return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
+    }
+    if (value.size() > 128 || !AllOf(value, "_.-/:+")) {
+      return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
+    }
+    if (!labels.emplace(std::string(key), std::string(value)).second) {
+      return InvalidArgument(where + ": key '" + std::string(key) + "' given twice");
+    }
+    if (labels.size() > 32) return InvalidArgument("more than 32 labels");
+    start = comma + 1;
+  }
+  return labels;
+}
+
+std::string FormatLabels(const std::map<std::string, std::string>& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
+
+std::string_view DeviceStateName(DeviceState state) {
+  switch (state) {
+    case DeviceState::kIdle: return "idle";
+    case DeviceState::kLeased: return "leased";
+    case DeviceState::kDraining: return "draining";
+    case DeviceState::kQuarantined: return "quarantined";
+  }
+  return "idle";
+}
+
+StatusOr<DeviceState> ParseDeviceState(std::string_view name) {
+  for (DeviceState s : {DeviceState::kIdle, DeviceState::kLeased, DeviceState::kDraining, DeviceState::kQuarantined}) {
+    if (DeviceStateName(s) == name) return s;
+  }
+  return InvalidArgument("unknown device state '" + std::string(name) + "'");
+}
+
+std::string DeviceKey(std::string_view id) { return std::string(kDevicePrefix) + std::string(id); }
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, std::chrono::milliseconds timeout) {
+  redisContext* c = redisConnectWithTimeout(url.host.c_str(), url.port, ToTimeval(timeout));
+  if (c == nullptr) return Unavailable(url.ToString() + ": cannot allocate a Redis connection");
+  if (c->err) {
+    std::string why = c->errstr;
+    redisFree(c);
+    return Unavailable(url.ToString() + ": cannot connect to Redis: " + why);
+  }
+  if (redisSetTimeout(c, ToTimeval(timeout)) != REDIS_OK) {
+    redisFree(c);
+    return Unavailable(url.ToString() + ": cannot set the reply timeout");
+  }
+  std::unique_ptr<RedisClient> client(new RedisClient(url, c));
+  if (url.db != 0) REMEX_RETURN_IF_ERROR(client->Command({"SELECT", std::to_string(url.db)}));
+  return client;
+}
+
+RedisClient::~RedisClient() {
+  if (context_) redisFree(context_);
+}
+
+Status RedisClient::Command(const std::vector<std::string>& args, redisReply** out) {
+  if (context_ == nullptr || context_->err) {
+    return Unavailable(url_.ToString() + ": the Redis connection is broken" +
+                       (context_ && context_->err ? std::string(": ") + context_->errstr : std::string()));
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+  if (reply == nullptr) {
+    return Unavailable(url_.ToString() + ": " + args[0] + ": " + (context_->err ? context_->errstr : "no reply"));
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    Status st = Internal(url_.ToString() + ": " + args[0] + ": Redis error: " + ReplyText(reply));
+    freeReplyObject(reply);
+    return st;
+  }
+  if (out) {
+    *out = reply;
+  } else {
+    freeReplyObject(reply);
+  }
+  return OkStatus();
+}
+
+Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds ttl) {
+  const std::string key = DeviceKey(d.id);
+  std::vector<std::string> hset = {"HSET",
+                                   key,
+                                   "id",
+                                   d.id,
+                                   "pool",
+                                   d.pool,
+                                   "labels",
+                                   FormatLabels(d.labels),
+                                   "kind",
+                                   d.kind,
+                                   "device",
+                                   d.device,
+                                   "description",
+                                   d.description,
+                                   "memory_bytes",
+                                   std::to_string(d.memory_bytes),
+                                   "version",
+                                   d.version,
+                                   "state",
+                                   std::string(DeviceStateName(d.state)),
+                                   "registered_ms",
+                                   std::to_string(d.registered_ms),
+                                   "heartbeat_ms",
+                                   std::to_string(d.heartbeat_ms)};
+  // One transaction: no reader sees the record without its TTL.
+  REMEX_RETURN_IF_ERROR(Command({"MULTI"}));
+  Status st = Command({"DEL", key});
+  if (st.ok()) st = Command(hset);
+  if (st.ok()) st = Command({"PEXPIRE", key, std::to_string(ttl.count())});
+  if (!st.ok()) {
+    (void)Command({"DISCARD"});
+    return st;
+  }
+  redisReply* raw = nullptr;
+  REMEX_RETURN_IF_ERROR(Command({"EXEC"}, &raw));
+  ReplyPtr exec(raw);
+  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != 3) {
+    return Internal(url_.ToString() + ": EXEC of the device record returned no result");
+  }
+  for (size_t i = 0; i < exec->elements; ++i) {
+    if (exec->element[i]->type == REDIS_REPLY_ERROR) {
+      return Internal(url_.ToString() + ": writing the device record: " + ReplyText(exec->element[i]));
+    }
+  }
+  return OkStatus();
+}
+
+Status RedisClient::RefreshDevice(std::string_view id, int64_t heartbeat_ms, std::chrono::milliseconds ttl) {
+  // Atomic: a key that has expired is not brought back half-written.
+  static const std::string script =
+      "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+      "redis.call('HSET', KEYS[1], 'heartbeat_ms', ARGV[1]) "
+      "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1";
+  redisReply* raw = nullptr;
+  REMEX_RETURN_IF_ERROR(Command(
+      {"EVAL", script, "1", DeviceKey(id), std::to_string(heartbeat_ms), std::to_string(ttl.count())}, &raw));
+  ReplyPtr reply(raw);
+  if (reply->type != REDIS_REPLY_INTEGER) return Internal(url_.ToString() + ": the heartbeat script returned no integer");
+  if (reply->integer == 0) return NotFound("device record " + DeviceKey(id) + " is gone");
+  return OkStatus();
+}
+
+Status RedisClient::RemoveDevice(std::string_view id) { return Command({"DEL", DeviceKey(id)}); }
+
+StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::string>* skipped) {
+  std::vector<std::string> keys;
+  std::string cursor = "0";
+  do {
+    redisReply* raw = nullptr;
+    REMEX_RETURN_IF_ERROR(
+        Command({"SCAN", cursor, "MATCH", std::string(kDevicePrefix) + "*", "COUNT", "256"}, &raw));
+    ReplyPtr reply(raw);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY) {
+      return Internal(url_.ToString() + ": SCAN returned an unexpected reply");
+    }
+    cursor = ReplyText(reply->element[0]);
+    const redisReply* batch = reply->element[1];
+    for (size_t i = 0; i < batch->elements; ++i) {
+      if (batch->element[i]->type == REDIS_REPLY_STRING) keys.push_back(ReplyText(batch->element[i]));
+    }
+    if (keys.size() > kMaxDevices) {
+      return ResourceExhausted(url_.ToString() + ": more than " + std::to_string(kMaxDevices) + " device records");
+    }
+  } while (cursor != "0");
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());  // SCAN may repeat a key.
+  std::vector<DeviceRecord> devices;
+  for (const std::string& key : keys) {
+    redisReply* raw = nullptr;
+    Status st = Command({"HGETALL", key}, &raw);
+    if (st.code() == StatusCode::kInternal) {  // An error reply (a key of another type): skipped.
+      if (skipped) skipped->push_back(key + ": " + st.message());
+      continue;
+    }
+    REMEX_RETURN_IF_ERROR(st);
+    ReplyPtr reply(raw);
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 0) continue;  // Expired since the scan.
+    auto record = RecordFromReply(reply.get());
+    if (!record.ok() || DeviceKey(record->id) != key) {
+      if (skipped) skipped->push_back(key + ": " + (record.ok() ? "id does not match the key" : record.status().message()));
+      continue;
+    }
+    devices.push_back(std::move(record).value());
+  }
+  std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) {
+    return std::tie(a.pool, a.id) < std::tie(b.pool, b.id);
+  });
+  return devices;
+}
+
+StatusOr<std::unique_ptr<Registration>> Registration::Start(const RedisUrl& url, DeviceRecord record,
+                                                            Options options) {
+  if (options.interval.count() <= 0 || options.ttl <= options.interval) {
+    return InvalidArgument("farm registration: the TTL must be longer than the heartbeat interval");
+  }
+  REMEX_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> client, RedisClient::Connect(url, options.timeout));
+  record.registered_ms = record.heartbeat_ms = UnixMillis();
+  REMEX_RETURN_IF_ERROR(client->WriteDevice(record, options.ttl));
+  std::unique_ptr<Registration> r(new Registration(url, std::move(record), options, std::move(client)));
+  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  return r;
+}
+
+Registration::Registration(RedisUrl url, DeviceRecord record, Options options, std::unique_ptr<RedisClient> client)
+    : url_(std::move(url)), record_(std::move(record)), options_(options), client_(std::move(client)) {}
+
+Registration::~Registration() { Stop(); }
+
+void Registration::Run() {
+  bool failing = false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, options_.interval, [&] { return stopping_; })) {
+    lock.unlock();
+    Status st = OkStatus();
+    if (!client_) {
+      auto c = RedisClient::Connect(url_, options_.timeout);
+      st = c.status();
+      if (c.ok()) client_ = std::move(c).value();
+    }
+    if (st.ok()) {
+      record_.heartbeat_ms = UnixMillis();
+      st = client_->RefreshDevice(record_.id, record_.heartbeat_ms, options_.ttl);
+      if (st.code() == StatusCode::kNotFound) st = client_->WriteDevice(record_, options_.ttl);
+    }
+    if (!st.ok()) {
+      if (!failing) spdlog::warn("farm: cannot refresh {} in {}: {}", record_.id, url_.ToString(), st.ToString());
+      failing = true;
+      client_.reset();  // Reconnect on the next beat.
+    } else if (failing) {
+      spdlog::info("farm: {} registered in {} again", record_.id, url_.ToString());
+      failing = false;
+    }
+    lock.lock();
+  }
+}
+
+void Registration::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (!client_) {
+    auto c = RedisClient::Connect(url_, options_.timeout);
+    if (c.ok()) client_ = std::move(c).value();
+  }
+  Status st = client_ ? client_->RemoveDevice(record_.id) : Unavailable("no connection");
+  if (!st.ok()) spdlog::warn("farm: cannot remove {} from {}: {}", record_.id, url_.ToString(), st.ToString());
+  client_.reset();
+}
+
+}  // namespace remex::farm

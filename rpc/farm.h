@@ -1,0 +1,155 @@
+// The device farm's registry in Redis: where remex-server processes announce their
+// device (docs/farm.md) and where clients find them.
+//
+// Layout (Redis 6 or later; every key under the prefix "remex:"):
+//   remex:device:<id>  hash, one per registered server, with a time to live: the fields
+//                      of DeviceRecord (see kRecordFields). <id> is the server's
+//                      advertised address, HOST:PORT. The server refreshes the record
+//                      (heartbeat_ms and the key's TTL) every heartbeat interval, so
+//                      a server that dies leaves the pool when the TTL runs out.
+//
+// A RedisClient speaks to Redis through hiredis (Debian's libhiredis), one command at
+// a time; commands are sent as argument vectors, so no value is ever parsed as
+// command syntax. Every reply is checked for its type before it is read, and a
+// record read back is bounded (kMaxRecordBytes) and validated like any input from
+// the network.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace remex::farm {
+
+// redis://HOST:PORT[/DB]: HOST a name or an IPv4 address (an IPv6 one in brackets),
+// PORT 1-65535 (6379 when absent), DB 0-15 (0 when absent).
+struct RedisUrl {
+  std::string host;
+  uint16_t port = 6379;
+  int db = 0;
+  std::string ToString() const;
+};
+// INVALID_ARGUMENT naming what is wrong with `url`.
+StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
+
+// Labels "k=v,k=v": keys of letters, digits and "_.-/" (1-64 bytes), values of
+// letters, digits and "_.-/:+" (0-128 bytes), at most 32 pairs, no key twice. An empty
+// string is no labels. INVALID_ARGUMENT naming the offending pair.
+StatusOr<std::map<std::string, std::string>> ParseLabels(std::string_view text);
+// The canonical form: "k=v,k=v" in key order.
+std::string FormatLabels(const std::map<std::string, std::string>& labels);
+
+// A device's state in the farm. Only kIdle is set by registration today; the others
+// name the states leases, draining and health checks move a device to.
+enum class DeviceState : uint8_t { kIdle, kLeased, kDraining, kQuarantined };
+std::string_view DeviceStateName(DeviceState state);
+StatusOr<DeviceState> ParseDeviceState(std::string_view name);
+
+// One registered device server.
+struct DeviceRecord {
+  std::string id;           // The advertised address, HOST:PORT (the key's suffix).
+  std::string pool;         // Pool name: letters, digits, "_.-" (1-64 bytes).
+  std::map<std::string, std::string> labels;
+  std::string kind;         // Device kind: "cpu" or "cuda".
+  std::string device;       // The server's device: "cpu", "cuda:0", ...
+  std::string description;  // Model, cores or compute capability, memory, driver, runtime.
+  uint64_t memory_bytes = 0;
+  std::string version;      // Remex version of the server.
+  DeviceState state = DeviceState::kIdle;
+  int64_t registered_ms = 0;  // Unix time, milliseconds: when the server registered.
+  int64_t heartbeat_ms = 0;   // Unix time, milliseconds: the last refresh.
+};
+
+// The hash fields of a record, in this order.
+inline constexpr const char* kRecordFields[] = {"id",          "pool",         "labels",  "kind",
+                                                "device",      "description",  "memory_bytes", "version",
+                                                "state",       "registered_ms", "heartbeat_ms"};
+// A record larger than this (all fields and values) is refused when read.
+inline constexpr size_t kMaxRecordBytes = 16 * 1024;
+// The key of a device's record.
+std::string DeviceKey(std::string_view id);
+
+// Milliseconds since the Unix epoch.
+int64_t UnixMillis();
+
+class RedisClient {
+ public:
+  // Connects (and SELECTs `url.db`), waiting at most `timeout` for the connection and
+  // for each reply later. UNAVAILABLE "redis://...: ..." when Redis cannot be reached.
+  static StatusOr<std::unique_ptr<RedisClient>> Connect(const RedisUrl& url, std::chrono::milliseconds timeout);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Writes `record` whole and sets its key to expire after `ttl` (one transaction).
+  Status WriteDevice(const DeviceRecord& record, std::chrono::milliseconds ttl);
+  // Refreshes a record's heartbeat_ms and TTL. NOT_FOUND when the key is gone (it
+  // expired, or Redis lost it): the caller writes the record again.
+  Status RefreshDevice(std::string_view id, int64_t heartbeat_ms, std::chrono::milliseconds ttl);
+  // Deletes a record (OK when there is none).
+  Status RemoveDevice(std::string_view id);
+  // Every registered device, ordered by pool then id. A record that does not parse is
+  // left out and named in `skipped` (when given).
+  StatusOr<std::vector<DeviceRecord>> ListDevices(std::vector<std::string>* skipped = nullptr);
+
+  // Runs one command given as its arguments (binary-safe); the reply is dropped.
+  // INTERNAL with Redis's message for an error reply.
+  Status Execute(const std::vector<std::string>& args) { return Command(args); }
+
+  const RedisUrl& url() const { return url_; }
+
+ private:
+  RedisClient(RedisUrl url, redisContext* context) : url_(std::move(url)), context_(context) {}
+  // Runs one command (its arguments as given, binary-safe); the reply's error, or OK.
+  Status Command(const std::vector<std::string>& args, ::redisReply** reply = nullptr);
+
+  RedisUrl url_;
+  redisContext* context_;
+};
+
+// Keeps a device registered while it lives: Start writes the record, then a thread of
+// its own refreshes it every `interval` (writing it again when the key has gone) and
+// reconnects when Redis goes away, logging each failure once until it recovers. Stop
+// (also on destruction) ends the thread and deletes the record, so a server that stops
+// cleanly leaves the pool at once.
+class Registration {
+ public:
+  struct Options {
+    std::chrono::milliseconds interval{1000};  // Heartbeat period.
+    std::chrono::milliseconds ttl{5000};       // The record's time to live: > interval.
+    std::chrono::milliseconds timeout{2000};   // Connection and reply timeout.
+  };
+  // Connects and writes the record: UNAVAILABLE when Redis cannot be reached, so a
+  // server started with --farm fails at once when the farm is down.
+  static StatusOr<std::unique_ptr<Registration>> Start(const RedisUrl& url, DeviceRecord record, Options options);
+  ~Registration();
+  void Stop();
+
+ private:
+  Registration(RedisUrl url, DeviceRecord record, Options options, std::unique_ptr<RedisClient> client);
+  void Run();
+
+  const RedisUrl url_;
+  DeviceRecord record_;
+  const Options options_;
+  std::unique_ptr<RedisClient> client_;  // Used by the thread only once it runs.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace remex::farm

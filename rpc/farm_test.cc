@@ -1,0 +1,182 @@
+// The device farm's registry (rpc/farm.h): URL and label parsing, and the Redis client
+// and registration against a real redis-server on loopback (rpc/redis_test_util.h).
+
+#include "rpc/farm.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "rpc/redis_test_util.h"
+
+namespace remex::farm {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(FarmUrlTest, ParsesRedisUrls) {
+  auto u = ParseRedisUrl("redis://127.0.0.1:6380/2");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 6380);
+  EXPECT_EQ(u->db, 2);
+  u = ParseRedisUrl("redis://farm.example");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->port, 6379);
+  EXPECT_EQ(u->db, 0);
+  u = ParseRedisUrl("redis://[::1]:7000");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->ToString(), "redis://[::1]:7000/0");
+  for (const char* bad : {"http://host:1", "redis://", "redis://:6379", "redis://h:0", "redis://h:65536", "redis://h:x",
+                          "redis://h:", "redis://h:1/16", "redis://h:1/a", "redis://user:pw@h:1", "redis://[::1"}) {
+    auto r = ParseRedisUrl(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(FarmLabelsTest, ParsesAndFormatsLabels) {
+  auto l = ParseLabels("gpu=h100,cuda=13.0,rack=b/7,spare=");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->size(), 4u);
+  EXPECT_EQ(l->at("cuda"), "13.0");
+  EXPECT_EQ(l->at("spare"), "");
+  EXPECT_EQ(FormatLabels(*l), "cuda=13.0,gpu=h100,rack=b/7,spare=");
+  EXPECT_TRUE(ParseLabels("")->empty());
+  for (const char* bad : {"gpu", "=x", "gpu=h100,gpu=a100", "g pu=1", "gpu=h 100", "a=1,,b=2", "k=v;rm"}) {
+    auto r = ParseLabels(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += (i ? "," : "") + std::string("k") + std::to_string(i) + "=v";
+  EXPECT_FALSE(ParseLabels(many).ok());
+  EXPECT_FALSE(ParseLabels(std::string(65, 'k') + "=v").ok());
+}
+
+DeviceRecord Record(const std::string& id, const std::string& pool) {
+  DeviceRecord d;
+  d.id = id;
+  d.pool = pool;
+  d.labels = {{"gpu", "none"}, {"rack", "a1"}};
+  d.kind = "cpu";
+  d.device = "cpu";
+  d.description = "test CPU, 2 compute threads";
+  d.memory_bytes = uint64_t{24} << 30;
+  d.version = "0.1.0";
+  d.registered_ms = UnixMillis();
+  d.heartbeat_ms = d.registered_ms;
+  return d;
+}
+
+class FarmRedisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.ready()) << "redis-server did not start (scripts/setup-deps.sh installs it)";
+    auto c = RedisClient::Connect(redis_.url(), 2s);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(c).value();
+  }
+  remex::testing::RedisProcess redis_;
+  std::unique_ptr<RedisClient> client_;
+};
+
+TEST_F(FarmRedisTest, WritesListsRefreshesAndExpiresRecords) {
+  const DeviceRecord a = Record("127.0.0.1:9001", "gpus"), b = Record("127.0.0.1:9002", "cpus");
+  ASSERT_TRUE(client_->WriteDevice(a, 10s).ok());
+  ASSERT_TRUE(client_->WriteDevice(b, 300ms).ok());
+  auto list = client_->ListDevices();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id, b.id);  // by pool: cpus before gpus
+  const DeviceRecord& got = (*list)[1];
+  EXPECT_EQ(got.pool, "gpus");
+  EXPECT_EQ(got.labels, a.labels);
+  EXPECT_EQ(got.memory_bytes, a.memory_bytes);
+  EXPECT_EQ(got.description, a.description);
+  EXPECT_EQ(got.state, DeviceState::kIdle);
+  EXPECT_EQ(got.registered_ms, a.registered_ms);
+  // A refresh moves the heartbeat; b, not refreshed, expires.
+  ASSERT_TRUE(client_->RefreshDevice(a.id, a.heartbeat_ms + 1234, 10s).ok());
+  std::this_thread::sleep_for(600ms);
+  list = client_->ListDevices();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].heartbeat_ms, a.heartbeat_ms + 1234);
+  Status gone = client_->RefreshDevice(b.id, UnixMillis(), 10s);
+  EXPECT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
+  // Nothing of b came back half-written.
+  EXPECT_EQ(client_->ListDevices()->size(), 1u);
+  ASSERT_TRUE(client_->RemoveDevice(a.id).ok());
+  EXPECT_TRUE(client_->ListDevices()->empty());
+  EXPECT_TRUE(client_->RemoveDevice(a.id).ok());  // Removing nothing is fine.
+}
+
+TEST_F(FarmRedisTest, MalformedRecordsAreSkippedAndNamed) {
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9003", "p"), 10s).ok());
+  // A record with an unknown state, one missing fields, one whose id is not its key, and
+  // a key of another type under the prefix.
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("bad-state"), "id", "bad-state", "pool", "p", "labels", "",
+                                "kind", "cpu", "device", "cpu", "description", "", "memory_bytes", "1", "version",
+                                "0", "state", "on-fire", "registered_ms", "1", "heartbeat_ms", "1"})
+                  .ok());
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("partial"), "id", "partial"}).ok());
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("other"), "id", "someone-else", "pool", "p", "labels", "", "kind",
+                                "cpu", "device", "cpu", "description", "", "memory_bytes", "1", "version", "0",
+                                "state", "idle", "registered_ms", "1", "heartbeat_ms", "1"})
+                  .ok());
+  ASSERT_TRUE(client_->Execute({"SET", DeviceKey("not-a-hash"), "x"}).ok());
+  std::vector<std::string> skipped;
+  auto list = client_->ListDevices(&skipped);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, "127.0.0.1:9003");
+  ASSERT_EQ(skipped.size(), 4u);
+  std::string all;
+  for (const auto& s : skipped) all += s + "\n";
+  EXPECT_NE(all.find("on-fire"), std::string::npos) << all;
+  EXPECT_NE(all.find("no field"), std::string::npos) << all;
+  EXPECT_NE(all.find("does not match"), std::string::npos) << all;
+  EXPECT_NE(all.find("WRONGTYPE"), std::string::npos) << all;
+}
+
+TEST_F(FarmRedisTest, RegistrationKeepsTheRecordAliveAndRemovesItOnStop) {
+  Registration::Options o;
+  o.interval = 100ms;
+  o.ttl = 400ms;
+  auto reg = Registration::Start(redis_.url(), Record("127.0.0.1:9004", "p"), o);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  auto first = client_->ListDevices();
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  // Several TTLs later it is still there, its heartbeat moving.
+  std::this_thread::sleep_for(1200ms);
+  auto later = client_->ListDevices();
+  ASSERT_TRUE(later.ok());
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_GT((*later)[0].heartbeat_ms, (*first)[0].heartbeat_ms);
+  EXPECT_EQ((*later)[0].registered_ms, (*first)[0].registered_ms);
+  // Deleted behind its back (as when Redis restarts empty): written again at the next beat.
+  ASSERT_TRUE(client_->RemoveDevice("127.0.0.1:9004").ok());
+  std::this_thread::sleep_for(400ms);
+  ASSERT_EQ(client_->ListDevices()->size(), 1u);
+  (*reg)->Stop();
+  EXPECT_TRUE(client_->ListDevices()->empty());
+}
+
+TEST(FarmRedisDownTest, ConnectingToNothingIsUnavailableNamingTheUrl) {
+  const RedisUrl url{"127.0.0.1", remex::testing::FreeLoopbackPort(), 0};
+  auto c = RedisClient::Connect(url, 500ms);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find(url.ToString()), std::string::npos) << c.status().message();
+  auto reg = Registration::Start(url, Record("127.0.0.1:9005", "p"), {});
+  ASSERT_FALSE(reg.ok());
+  EXPECT_EQ(reg.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace remex::farm

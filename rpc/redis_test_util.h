@@ -1,0 +1,93 @@
+// Test helper: a real redis-server child process on a free loopback port (Debian's
+// redis-server, or the binary REMEX_REDIS_SERVER names), with no persistence. Stopped
+// with SIGTERM (and reaped) on destruction. Test-only.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rpc/farm.h"
+
+namespace remex::testing {
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+inline uint16_t FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  uint16_t port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+class RedisProcess {
+ public:
+  RedisProcess() : port_(FreeLoopbackPort()) {
+    const char* env = std::getenv("REMEX_REDIS_SERVER");
+    const std::string binary = env && *env ? env : "redis-server";
+    std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--loglevel", "warning"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      execvp(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    // Ready once it answers.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      if (farm::RedisClient::Connect(url(), std::chrono::milliseconds(200)).ok()) {
+        ready_ = true;
+        break;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {  // redis-server missing or failed.
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~RedisProcess() { Stop(); }
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  // Whether it answered within 10 s of starting.
+  bool ready() const { return ready_; }
+  farm::RedisUrl url() const { return farm::RedisUrl{"127.0.0.1", port_, 0}; }
+  std::string url_text() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  uint16_t port_;
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+}  // namespace remex::testing
