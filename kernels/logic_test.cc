@@ -336,6 +336,9 @@ TEST(DropoutTest, TrainingModeChecksItsRatioAndDtype) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("int32"), std::string::npos) << out.status().message();
+  // Only Dropout-12+ (the 10+ entry) has a training_mode input; Dropout-7 takes data alone.
+  EXPECT_EQ(r.registry().FindOp("Dropout", 7)->max_inputs, 1);
+  EXPECT_EQ(r.registry().FindOp("Dropout", 13)->max_inputs, 3);
   // Ratio 0 drops nothing: the data and an all-true mask, as ONNX defines it.
   out = r.Run("Dropout", {}, {x, HostTensor::Of<float>({}, {0.0f}), on});
   ASSERT_TRUE(out.ok()) << out.status().ToString();

@@ -528,7 +528,9 @@ OpDef DropoutDef(int since) {
   def.since_version = since;
   if (mask_like_data) def.end_version = 9;
   def.min_inputs = 1;
-  def.max_inputs = 3;
+  // Dropout-7 takes data alone (its mask, of data's dtype, is never a training mask);
+  // ratio and training_mode are inputs from Dropout-12, served by the 10+ entry.
+  def.max_inputs = mask_like_data ? 1 : 3;
   def.max_outputs = 2;
   def.input_deps = {ShapeDep::kShape, ShapeDep::kData, ShapeDep::kData};
   def.infer = [mask_like_data](const Attributes& attrs, std::span<const ShapeFnArg> in) {
