@@ -39,7 +39,8 @@ inline uint16_t FreeLoopbackPort() {
 
 class RedisProcess {
  public:
-  RedisProcess() : port_(FreeLoopbackPort()) {
+  // On a free port, or on `port` (a Redis started again where one was).
+  explicit RedisProcess(uint16_t port = FreeLoopbackPort()) : port_(port) {
     const char* env = std::getenv("REMEX_REDIS_SERVER");
     const std::string binary = env && *env ? env : "redis-server";
     std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
