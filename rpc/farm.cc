@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <optional>
 #include <utility>
 
 namespace remex::farm {
@@ -169,6 +170,119 @@ std::string FormatLabels(const std::map<std::string, std::string>& labels) {
   std::string out;
   for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=" + v;
   return out;
+}
+
+namespace {
+
+// A version's parts: "12.4" -> {12, 4}; nullopt unless dot-separated decimal integers
+// (at most 8 parts of at most 9 digits).
+std::optional<std::vector<int64_t>> VersionOf(std::string_view s) {
+  std::vector<int64_t> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    const std::string_view part = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (part.empty() || part.size() > 9 || !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    int64_t v = 0;
+    std::from_chars(part.data(), part.data() + part.size(), v);
+    parts.push_back(v);
+    if (parts.size() > 8) return std::nullopt;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+// -1, 0, 1 as a < b, a == b, a > b (missing parts are 0).
+int CompareVersions(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const int64_t x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<LabelSelector> ParseLabelSelector(std::string_view text) {
+  LabelSelector selector;
+  if (text.empty()) return selector;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view term = text.substr(start, comma - start);
+    const std::string where = "selector term '" + std::string(term) + "'";
+    LabelTerm t;
+    static constexpr std::pair<std::string_view, LabelTerm::Op> kOps[] = {
+        {"!=", LabelTerm::Op::kNe}, {">=", LabelTerm::Op::kGe}, {"<=", LabelTerm::Op::kLe},
+        {"=", LabelTerm::Op::kEq},  {">", LabelTerm::Op::kGt},  {"<", LabelTerm::Op::kLt}};
+    size_t at = std::string_view::npos, len = 0;
+    for (const auto& [text_op, op] : kOps) {
+      const size_t found = term.find(text_op);
+      if (found != std::string_view::npos && (at == std::string_view::npos || found < at ||
+                                              (found == at && text_op.size() > len))) {
+        at = found;
+        len = text_op.size();
+        t.op = op;
+      }
+    }
+    if (at == std::string_view::npos) {
+      const bool absent = !term.empty() && term.front() == '!';
+      t.op = absent ? LabelTerm::Op::kAbsent : LabelTerm::Op::kExists;
+      t.key = std::string(absent ? term.substr(1) : term);
+    } else {
+      t.key = std::string(term.substr(0, at));
+      t.value = std::string(term.substr(at + len));
+    }
+    if (t.key.empty() || t.key.size() > 64 || !AllOf(t.key, "_.-/")) {
+      return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
+    }
+    if (t.value.size() > 128 || !AllOf(t.value, "_.-/:+")) {
+      return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
+    }
+    const bool ordered = t.op == LabelTerm::Op::kGe || t.op == LabelTerm::Op::kGt || t.op == LabelTerm::Op::kLe ||
+                         t.op == LabelTerm::Op::kLt;
+    if (ordered && !VersionOf(t.value)) {
+      return InvalidArgument(where + ": >=, >, <= and < compare versions (e.g. 12 or 12.4), got '" + t.value + "'");
+    }
+    selector.terms.push_back(std::move(t));
+    if (selector.terms.size() > 32) return InvalidArgument("more than 32 selector terms");
+    start = comma + 1;
+  }
+  return selector;
+}
+
+bool LabelSelector::Matches(const DeviceRecord& device) const {
+  for (const LabelTerm& t : terms) {
+    std::optional<std::string> have;
+    if (auto it = device.labels.find(t.key); it != device.labels.end()) {
+      have = it->second;
+    } else if (t.key == "pool") {
+      have = device.pool;
+    } else if (t.key == "kind") {
+      have = device.kind;
+    }
+    bool ok = false;
+    switch (t.op) {
+      case LabelTerm::Op::kExists: ok = have.has_value(); break;
+      case LabelTerm::Op::kAbsent: ok = !have.has_value(); break;
+      case LabelTerm::Op::kEq: ok = have && *have == t.value; break;
+      case LabelTerm::Op::kNe: ok = !have || *have != t.value; break;
+      default: {
+        const auto a = have ? VersionOf(*have) : std::nullopt;
+        const auto b = VersionOf(t.value);
+        if (!a || !b) break;
+        const int c = CompareVersions(*a, *b);
+        ok = (t.op == LabelTerm::Op::kGe && c >= 0) || (t.op == LabelTerm::Op::kGt && c > 0) ||
+             (t.op == LabelTerm::Op::kLe && c <= 0) || (t.op == LabelTerm::Op::kLt && c < 0);
+      }
+    }
+    if (!ok) return false;
+  }
+  return true;
 }
 
 std::string_view DeviceStateName(DeviceState state) {

@@ -52,6 +52,31 @@ StatusOr<std::map<std::string, std::string>> ParseLabels(std::string_view text);
 // The canonical form: "k=v,k=v" in key order.
 std::string FormatLabels(const std::map<std::string, std::string>& labels);
 
+// A selector of devices by label: terms separated by commas, all of which must hold.
+//   KEY=VALUE, KEY!=VALUE     the label equals / does not equal VALUE (!= also holds
+//                             when the label is absent)
+//   KEY>=V, KEY>V, KEY<=V, KEY<V
+//                             the label and V are versions (dot-separated decimal
+//                             integers, e.g. 12, 12.4, 9.0.1; missing parts are 0) and
+//                             compare so; a label that is no version does not match
+//   KEY                       the label is present;  !KEY  it is absent
+// KEY may also be one of the record's own fields pool and kind (cpu, cuda). Keys and
+// values use the label alphabet (ParseLabels). An empty selector matches every device.
+// Example: "gpu=h100,cuda>=12.4,!maintenance".
+struct DeviceRecord;
+struct LabelTerm {
+  enum class Op : uint8_t { kEq, kNe, kGe, kGt, kLe, kLt, kExists, kAbsent };
+  std::string key;
+  Op op = Op::kEq;
+  std::string value;
+};
+struct LabelSelector {
+  std::vector<LabelTerm> terms;
+  bool Matches(const DeviceRecord& device) const;
+};
+// INVALID_ARGUMENT naming the offending term.
+StatusOr<LabelSelector> ParseLabelSelector(std::string_view text);
+
 // A device's state in the farm. Only kIdle is set by registration today; the others
 // name the states leases, draining and health checks move a device to.
 enum class DeviceState : uint8_t { kIdle, kLeased, kDraining, kQuarantined };

@@ -57,6 +57,43 @@ TEST(FarmLabelsTest, ParsesAndFormatsLabels) {
   EXPECT_FALSE(ParseLabels(std::string(65, 'k') + "=v").ok());
 }
 
+TEST(FarmSelectorTest, MatchesLabelsVersionsPresenceAndRecordFields) {
+  DeviceRecord d;
+  d.pool = "h100";
+  d.kind = "cuda";
+  d.labels = {{"gpu", "h100"}, {"cuda", "12.4"}, {"driver", "580.159.04"}, {"os", "debian"}};
+  auto match = [&](const char* text) {
+    auto s = ParseLabelSelector(text);
+    EXPECT_TRUE(s.ok()) << text << ": " << s.status().ToString();
+    return s.ok() && s->Matches(d);
+  };
+  EXPECT_TRUE(match(""));
+  EXPECT_TRUE(match("gpu=h100"));
+  EXPECT_FALSE(match("gpu=a100"));
+  EXPECT_TRUE(match("gpu!=a100"));
+  EXPECT_TRUE(match("rack!=b7"));  // Absent: != holds.
+  EXPECT_TRUE(match("cuda>=12"));
+  EXPECT_TRUE(match("cuda>=12.4"));
+  EXPECT_FALSE(match("cuda>12.4"));
+  EXPECT_TRUE(match("cuda>12.3.9"));
+  EXPECT_TRUE(match("cuda<13"));
+  EXPECT_FALSE(match("cuda<=12.3"));
+  EXPECT_TRUE(match("driver>=580.100"));  // 159 > 100 as numbers, not as text.
+  EXPECT_FALSE(match("os>=1"));           // Not a version: no order.
+  EXPECT_FALSE(match("rack>=1"));         // Absent.
+  EXPECT_TRUE(match("os"));
+  EXPECT_FALSE(match("maintenance"));
+  EXPECT_TRUE(match("!maintenance"));
+  EXPECT_FALSE(match("!os"));
+  EXPECT_TRUE(match("pool=h100,kind=cuda,gpu=h100,cuda>=12,!maintenance"));
+  EXPECT_FALSE(match("pool=h100,kind=cpu"));
+  for (const char* bad : {"cuda>=x", "gpu==h100", "=h100", "gpu=h 100", "a,,b", "cuda>", "!"}) {
+    auto s = ParseLabelSelector(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 DeviceRecord Record(const std::string& id, const std::string& pool) {
   DeviceRecord d;
   d.id = id;

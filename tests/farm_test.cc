@@ -91,6 +91,20 @@ TEST_F(FarmTest, ServersRegisterAndAreListedWithTheirPoolsAndLabels) {
   EXPECT_NE(text.output.find("POOL"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find(a.address()), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("ci=yes,rack=a1"), std::string::npos) << text.output;
+  // A label selector lists the matching devices only, and their pools.
+  auto selected = RunCommand(std::string(REMEX_CLI_BIN) + " farm status --json --labels 'rack=a1,ci!=no' --farm " + url);
+  ASSERT_EQ(selected.exit_code, 0) << selected.output;
+  const nlohmann::json only_a = nlohmann::json::parse(selected.output, nullptr, false);
+  ASSERT_EQ(only_a["devices"].size(), 1u) << selected.output;
+  EXPECT_EQ(only_a["devices"][0]["id"], a.address());
+  EXPECT_EQ(only_a["pools"].size(), 1u);
+  EXPECT_EQ(only_a["selector"], "rack=a1,ci!=no");
+  auto none = RunCommand(std::string(REMEX_CLI_BIN) + " farm status --json --labels pool=nowhere --farm " + url);
+  ASSERT_EQ(none.exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(none.output)["devices"].empty());
+  auto bad = RunCommand(std::string(REMEX_CLI_BIN) + " farm status --labels 'cuda>=x' --farm " + url + " 2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("cuda>=x"), std::string::npos) << bad.output;
   // REMEX_FARM stands for --farm.
   auto env = RunCommand("REMEX_FARM=" + url + " " + std::string(REMEX_CLI_BIN) + " farm status --json");
   ASSERT_EQ(env.exit_code, 0);

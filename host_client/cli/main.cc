@@ -14,7 +14,7 @@
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
-//   remex farm status [--farm redis://HOST:PORT[/DB]] [--timeout S] [--json]
+//   remex farm status [--farm redis://HOST:PORT[/DB]] [--labels SELECTOR] [--timeout S] [--json]
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
 //   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues.
@@ -320,6 +320,7 @@ int Compare(const CompareArgs& args) {
 
 struct FarmStatusArgs {
   std::string farm;
+  std::string labels;
   double timeout_s = 5;
   bool json = false;
 };
@@ -331,7 +332,8 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
   if (!(args.timeout_s > 0 && args.timeout_s <= 3600)) {
     return Usage(remex::InvalidArgument("--timeout must be in (0, 3600] seconds"));
   }
-  auto report = tooling::FarmStatus(args.farm, std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000)));
+  auto report = tooling::FarmStatus(args.farm, std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000)),
+                                    args.labels);
   if (!report.ok()) return Fail(report.status());
   if (args.json) {
     PrintJson(tooling::ToJson(*report));
@@ -423,6 +425,8 @@ int main(int argc, char** argv) {
   auto* farm_status_cmd = farm_cmd->add_subcommand("status", "list the registered devices and pools");
   farm_status_cmd->add_option("--farm", farm_status.farm, "redis://HOST:PORT[/DB] (default: $REMEX_FARM)")
       ->envname("REMEX_FARM");
+  farm_status_cmd->add_option("--labels", farm_status.labels,
+                              "only devices matching this selector, e.g. gpu=h100,cuda>=12.4,!maintenance (docs/farm.md)");
   farm_status_cmd->add_option("--timeout", farm_status.timeout_s, "seconds to wait for Redis")->capture_default_str();
   farm_status_cmd->add_flag("--json", farm_status.json, "print one JSON object");
 

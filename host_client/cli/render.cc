@@ -266,8 +266,9 @@ std::string GiB(uint64_t bytes) {
 }  // namespace
 
 void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
-  std::fprintf(out, "farm %s: %zu device%s in %zu pool%s\n", report.url.c_str(), report.devices.size(),
-               report.devices.size() == 1 ? "" : "s", report.pools.size(), report.pools.size() == 1 ? "" : "s");
+  std::fprintf(out, "farm %s: %zu device%s in %zu pool%s%s\n", report.url.c_str(), report.devices.size(),
+               report.devices.size() == 1 ? "" : "s", report.pools.size(), report.pools.size() == 1 ? "" : "s",
+               report.selector.empty() ? "" : (" matching " + report.selector).c_str());
   if (!report.devices.empty()) {
     std::vector<std::vector<std::string>> rows = {
         {"POOL", "DEVICE", "STATE", "KIND", "MEMORY", "HEARTBEAT", "UP", "LABELS", "DESCRIPTION"}};

@@ -6,12 +6,18 @@
 
 namespace remex::tooling {
 
-StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout) {
+StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout,
+                                      const std::string& selector) {
   REMEX_ASSIGN_OR_RETURN(farm::RedisUrl parsed, farm::ParseRedisUrl(url));
+  REMEX_ASSIGN_OR_RETURN(farm::LabelSelector select, farm::ParseLabelSelector(selector));
   REMEX_ASSIGN_OR_RETURN(std::unique_ptr<farm::RedisClient> client, farm::RedisClient::Connect(parsed, timeout));
   FarmStatusReport report;
   report.url = parsed.ToString();
-  REMEX_ASSIGN_OR_RETURN(report.devices, client->ListDevices(&report.skipped));
+  report.selector = selector;
+  REMEX_ASSIGN_OR_RETURN(std::vector<farm::DeviceRecord> all, client->ListDevices(&report.skipped));
+  for (farm::DeviceRecord& d : all) {
+    if (select.Matches(d)) report.devices.push_back(std::move(d));
+  }
   report.now_ms = farm::UnixMillis();
   std::map<std::string, FarmPoolSummary> pools;
   for (const farm::DeviceRecord& d : report.devices) {
@@ -55,6 +61,7 @@ nlohmann::json ToJson(const FarmStatusReport& report) {
                        {"uptime_ms", report.now_ms - d.registered_ms}});
   }
   return {{"farm", report.url},
+          {"selector", report.selector},
           {"now_ms", report.now_ms},
           {"pools", pools},
           {"devices", devices},

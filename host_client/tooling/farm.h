@@ -22,17 +22,20 @@ struct FarmPoolSummary {
 
 struct FarmStatusReport {
   std::string url;                         // Canonical redis://HOST:PORT/DB.
+  std::string selector;                    // The label selector devices were listed by ("" all).
   int64_t now_ms = 0;                      // Unix time of the listing, ms.
   std::vector<farm::DeviceRecord> devices;  // By pool, then id.
   std::vector<FarmPoolSummary> pools;       // By name.
   std::vector<std::string> skipped;         // Records that did not parse, with why.
 };
 
-// Lists the farm at `url` (redis://HOST:PORT[/DB]). INVALID_ARGUMENT for a bad URL,
-// UNAVAILABLE when Redis cannot be reached within `timeout`.
-StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout);
+// Lists the farm at `url` (redis://HOST:PORT[/DB]), the devices that match `selector`
+// (farm::ParseLabelSelector's grammar; "" lists all) and their pools. INVALID_ARGUMENT
+// for a bad URL or selector, UNAVAILABLE when Redis cannot be reached within `timeout`.
+StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout,
+                                      const std::string& selector = "");
 
-// {"farm", "now_ms", "pools": [{name, devices, idle, leased, draining, quarantined}],
+// {"farm", "selector", "now_ms", "pools": [{name, devices, idle, leased, draining, quarantined}],
 //  "devices": [{id, pool, state, kind, device, description, memory_bytes, labels {},
 //  version, registered_ms, heartbeat_ms, heartbeat_age_ms, uptime_ms}], "skipped": []}
 nlohmann::json ToJson(const FarmStatusReport& report);
