@@ -39,35 +39,12 @@ inline uint16_t FreeLoopbackPort() {
 
 class RedisProcess {
  public:
-  // On a free port, or on `port` (a Redis started again where one was).
-  explicit RedisProcess(uint16_t port = FreeLoopbackPort()) : port_(port) {
-    const char* env = std::getenv("REMEX_REDIS_SERVER");
-    const std::string binary = env && *env ? env : "redis-server";
-    std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--loglevel", "warning"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      execvp(binary.c_str(), argv.data());
-      _exit(127);
-    }
-    // Ready once it answers.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < until) {
-      if (farm::RedisClient::Connect(url(), std::chrono::milliseconds(200)).ok()) {
-        ready_ = true;
-        break;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {  // redis-server missing or failed.
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+  // On a free port (another one when that port was taken meanwhile, up to 5 tries).
+  RedisProcess() {
+    for (int attempt = 0; attempt < 5 && !ready_; ++attempt) Launch(FreeLoopbackPort());
   }
+  // On `port` (a Redis started again where one was).
+  explicit RedisProcess(uint16_t port) { Launch(port); }
   ~RedisProcess() { Stop(); }
   RedisProcess(const RedisProcess&) = delete;
   RedisProcess& operator=(const RedisProcess&) = delete;
@@ -86,7 +63,38 @@ class RedisProcess {
   }
 
  private:
-  uint16_t port_;
+  void Launch(uint16_t port) {
+    port_ = port;
+    const char* env = std::getenv("REMEX_REDIS_SERVER");
+    const std::string binary = env && *env ? env : "redis-server";
+    std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--loglevel", "warning"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      execvp(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    // Ready once it answers; a redis-server that exits (missing, or its port taken) is
+    // not.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      if (farm::RedisClient::Connect(url(), std::chrono::milliseconds(200)).ok()) {
+        ready_ = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  uint16_t port_ = 0;
   pid_t pid_ = -1;
   bool ready_ = false;
 };
