@@ -16,6 +16,28 @@ std::string Format(const char* format, double v) {
   return buf;
 }
 
+// Rows of cells, each column as wide as its widest cell: `indent`, then the cells `gap`
+// spaces apart, left-aligned before column `first_right` and right-aligned from it.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, const char* indent, size_t gap,
+                size_t first_right, FILE* out) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const std::string pad(width[i] - row[i].size(), ' ');
+      if (i > 0) line += std::string(gap, ' ');
+      if (i >= first_right) line += pad;
+      line += row[i];
+      if (i < first_right && i + 1 < row.size()) line += pad;
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+}
+
 void PrintSession(const tooling::SessionReport& s, FILE* out) {
   std::fprintf(out, "model   %s\ndevice  %s on %s\n", s.model.c_str(), s.device.c_str(), s.server.c_str());
   if (s.module_cache_hit) {
@@ -160,31 +182,13 @@ void PrintBench(const tooling::BenchReport& r, bool verbose, FILE* out) {
   std::fprintf(out, "        %s\n", r.stability.verdict.c_str());
   if (r.profile_total_ms) {
     std::fprintf(out, "profile one invoke, %.3f ms on the device\n", *r.profile_total_ms);
-    std::vector<std::array<std::string, 8>> cells;
+    std::vector<std::vector<std::string>> cells;
     cells.push_back({"name", "kind", "calls", "total ms", "mean us", "share %", "copies", "copy bytes"});
     for (const auto& e : r.profile) {
       cells.push_back({e.name, e.kind, std::to_string(e.calls), Format("%.3f", e.total_ms), Format("%.1f", e.mean_us),
                        Format("%.1f", e.share_percent), std::to_string(e.copies), std::to_string(e.copy_bytes)});
     }
-    std::array<size_t, 8> width{};
-    for (const auto& row : cells) {
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    }
-    for (const auto& row : cells) {
-      std::string line = " ";
-      for (size_t i = 0; i < row.size(); ++i) {
-        const std::string pad(width[i] - row[i].size(), ' ');
-        line += ' ';
-        if (i < 2) {  // text left, numbers right
-          line += row[i];
-          line += pad;
-        } else {
-          line += pad;
-          line += row[i];
-        }
-      }
-      std::fprintf(out, "%s\n", line.c_str());
-    }
+    PrintTable(cells, "  ", 1, 2, out);  // text left, numbers right
     std::fprintf(out, "  (kernel rows break down the InvokeKernel row; shares are of the whole invoke)\n");
   }
   if (verbose) PrintWire(r.session, out);
@@ -232,39 +236,6 @@ void PrintCompare(const compare::PathComparison& r, FILE* out) {
   std::fprintf(out, "%s\n", r.match() ? "match" : "MISMATCH");
 }
 
-namespace {
-
-// Rows of cells printed with each column as wide as its widest cell, two spaces apart.
-void PrintTable(const std::vector<std::vector<std::string>>& rows, FILE* out) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
-    }
-    std::fprintf(out, "%s\n", line.c_str());
-  }
-}
-
-std::string Seconds(int64_t ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
-  return buf;
-}
-
-std::string GiB(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
-  return buf;
-}
-
-}  // namespace
-
 void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
   std::fprintf(out, "farm %s: %zu device%s in %zu pool%s%s\n", report.url.c_str(), report.devices.size(),
                report.devices.size() == 1 ? "" : "s", report.pools.size(), report.pools.size() == 1 ? "" : "s",
@@ -273,19 +244,21 @@ void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
     std::vector<std::vector<std::string>> rows = {
         {"POOL", "DEVICE", "STATE", "KIND", "MEMORY", "HEARTBEAT", "UP", "LABELS", "DESCRIPTION"}};
     for (const farm::DeviceRecord& d : report.devices) {
-      rows.push_back({d.pool, d.id, std::string(farm::DeviceStateName(d.state)), d.kind, GiB(d.memory_bytes),
-                      Seconds(report.now_ms - d.heartbeat_ms) + " ago", Seconds(report.now_ms - d.registered_ms),
+      rows.push_back({d.pool, d.id, std::string(farm::DeviceStateName(d.state)), d.kind,
+                      Format("%.1f GiB", static_cast<double>(d.memory_bytes) / (1ull << 30)),
+                      Format("%.1f s ago", (report.now_ms - d.heartbeat_ms) / 1000.0),
+                      Format("%.1f s", (report.now_ms - d.registered_ms) / 1000.0),
                       d.labels.empty() ? "-" : farm::FormatLabels(d.labels), d.description});
     }
     std::fprintf(out, "\n");
-    PrintTable(rows, out);
+    PrintTable(rows, "", 2, rows[0].size(), out);
     std::vector<std::vector<std::string>> pools = {{"POOL", "DEVICES", "IDLE", "LEASED", "DRAINING", "QUARANTINED"}};
     for (const tooling::FarmPoolSummary& p : report.pools) {
       pools.push_back({p.name, std::to_string(p.devices), std::to_string(p.idle), std::to_string(p.leased),
                        std::to_string(p.draining), std::to_string(p.quarantined)});
     }
     std::fprintf(out, "\n");
-    PrintTable(pools, out);
+    PrintTable(pools, "", 2, 1, out);
   }
   for (const std::string& s : report.skipped) std::fprintf(out, "skipped record %s\n", s.c_str());
 }
