@@ -274,15 +274,13 @@ int main(int argc, char** argv) {
     auto labels = remex::farm::ParseLabels(farm_labels);
     std::string advertise_host;
     uint16_t advertise_port = 0;
-    const bool pool_ok = !farm_pool.empty() && farm_pool.size() <= 64 &&
-                         farm_pool.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
-                             std::string::npos;
+    const remex::Status pool = remex::farm::CheckPoolName(farm_pool);
     if (!url.ok() || !labels.ok()) {
       std::fprintf(stderr, "remex-server: %s\n", (url.ok() ? labels.status() : url.status()).message().c_str());
       return 2;
     }
-    if (!pool_ok) {
-      std::fprintf(stderr, "remex-server: --pool must be 1-64 letters, digits or _.-, got '%s'\n", farm_pool.c_str());
+    if (!pool.ok()) {
+      std::fprintf(stderr, "remex-server: --pool: %s\n", pool.message().c_str());
       return 2;
     }
     if (!farm_advertise.empty() && (!ParseHostPort(farm_advertise, advertise_host, advertise_port) || advertise_port == 0)) {

@@ -26,6 +26,27 @@ bool AllOf(std::string_view s, std::string_view extra) {
   });
 }
 
+constexpr std::string_view kKeyExtra = "_.-/", kValueExtra = "_.-/:+";
+
+bool IsLabelKey(std::string_view k) { return !k.empty() && k.size() <= 64 && AllOf(k, kKeyExtra); }
+bool IsLabelValue(std::string_view v) { return v.size() <= 128 && AllOf(v, kValueExtra); }
+
+// Calls f(term) for each comma-separated term of `text` (an empty text has none; an
+// empty term is passed on, for f to refuse); at most 32 terms.
+template <typename F>
+Status ForEachTerm(std::string_view text, std::string_view what, F&& f) {
+  if (text.empty()) return OkStatus();
+  size_t start = 0, count = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    if (++count > 32) return InvalidArgument("more than 32 " + std::string(what) + "s");
+    REMEX_RETURN_IF_ERROR(f(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return OkStatus();
+}
+
 StatusOr<int64_t> ParseInt(std::string_view field, std::string_view s) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -65,13 +86,13 @@ StatusOr<DeviceRecord> RecordFromReply(const redisReply* r) {
     if (bytes > kMaxRecordBytes) return InvalidArgument("larger than " + std::to_string(kMaxRecordBytes) + " bytes");
     fields[ReplyText(k)] = ReplyText(v);
   }
-  for (const char* name : kRecordFields) {
-    if (!fields.count(name)) return InvalidArgument("no field '" + std::string(name) + "'");
+  for (const auto& [name, value] : RecordFields(DeviceRecord{})) {
+    if (!fields.count(name)) return InvalidArgument("no field '" + name + "'");
   }
   DeviceRecord d;
   d.id = fields["id"];
   d.pool = fields["pool"];
-  if (d.pool.empty() || d.pool.size() > 64 || !AllOf(d.pool, "_.-")) return InvalidArgument("bad pool '" + d.pool + "'");
+  REMEX_RETURN_IF_ERROR(CheckPoolName(d.pool));
   REMEX_ASSIGN_OR_RETURN(d.labels, ParseLabels(fields["labels"]));
   d.kind = fields["kind"];
   d.device = fields["device"];
@@ -141,29 +162,26 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
 
 StatusOr<std::map<std::string, std::string>> ParseLabels(std::string_view text) {
   std::map<std::string, std::string> labels;
-  if (text.empty()) return labels;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    const std::string_view pair = text.substr(start, comma - start);
+  REMEX_RETURN_IF_ERROR(ForEachTerm(text, "label", [&](std::string_view pair) -> Status {
     const auto eq = pair.find('=');
     const std::string where = "label '" + std::string(pair) + "'";
     if (eq == std::string_view::npos) return InvalidArgument(where + ": expected KEY=VALUE");
     const std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
-    if (key.empty() || key.size() > 64 || !AllOf(key, "_.-/")) {
-      return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
-    }
-    if (value.size() > 128 || !AllOf(value, "_.-/:+")) {
-      return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
-    }
+    if (!IsLabelKey(key)) return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
+    if (!IsLabelValue(value)) return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
     if (!labels.emplace(std::string(key), std::string(value)).second) {
       return InvalidArgument(where + ": key '" + std::string(key) + "' given twice");
     }
-    if (labels.size() > 32) return InvalidArgument("more than 32 labels");
-    start = comma + 1;
-  }
+    return OkStatus();
+  }));
   return labels;
+}
+
+Status CheckPoolName(std::string_view pool) {
+  if (pool.empty() || pool.size() > 64 || !AllOf(pool, "_.-")) {
+    return InvalidArgument("pool name '" + std::string(pool) + "': 1-64 letters, digits or '_.-'");
+  }
+  return OkStatus();
 }
 
 std::string FormatLabels(const std::map<std::string, std::string>& labels) {
@@ -208,12 +226,7 @@ int CompareVersions(const std::vector<int64_t>& a, const std::vector<int64_t>& b
 
 StatusOr<LabelSelector> ParseLabelSelector(std::string_view text) {
   LabelSelector selector;
-  if (text.empty()) return selector;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view term = text.substr(start, comma - start);
+  REMEX_RETURN_IF_ERROR(ForEachTerm(text, "selector term", [&](std::string_view term) -> Status {
     const std::string where = "selector term '" + std::string(term) + "'";
     LabelTerm t;
     static constexpr std::pair<std::string_view, LabelTerm::Op> kOps[] = {
@@ -237,21 +250,16 @@ StatusOr<LabelSelector> ParseLabelSelector(std::string_view text) {
       t.key = std::string(term.substr(0, at));
       t.value = std::string(term.substr(at + len));
     }
-    if (t.key.empty() || t.key.size() > 64 || !AllOf(t.key, "_.-/")) {
-      return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
-    }
-    if (t.value.size() > 128 || !AllOf(t.value, "_.-/:+")) {
-      return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
-    }
+    if (!IsLabelKey(t.key)) return InvalidArgument(where + ": a key is 1-64 letters, digits or '_.-/'");
+    if (!IsLabelValue(t.value)) return InvalidArgument(where + ": a value is 0-128 letters, digits or '_.-/:+'");
     const bool ordered = t.op == LabelTerm::Op::kGe || t.op == LabelTerm::Op::kGt || t.op == LabelTerm::Op::kLe ||
                          t.op == LabelTerm::Op::kLt;
     if (ordered && !VersionOf(t.value)) {
       return InvalidArgument(where + ": >=, >, <= and < compare versions (e.g. 12 or 12.4), got '" + t.value + "'");
     }
     selector.terms.push_back(std::move(t));
-    if (selector.terms.size() > 32) return InvalidArgument("more than 32 selector terms");
-    start = comma + 1;
-  }
+    return OkStatus();
+  }));
   return selector;
 }
 
@@ -300,6 +308,20 @@ StatusOr<DeviceState> ParseDeviceState(std::string_view name) {
     if (DeviceStateName(s) == name) return s;
   }
   return InvalidArgument("unknown device state '" + std::string(name) + "'");
+}
+
+std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord& d) {
+  return {{"id", d.id},
+          {"pool", d.pool},
+          {"labels", FormatLabels(d.labels)},
+          {"kind", d.kind},
+          {"device", d.device},
+          {"description", d.description},
+          {"memory_bytes", std::to_string(d.memory_bytes)},
+          {"version", d.version},
+          {"state", std::string(DeviceStateName(d.state))},
+          {"registered_ms", std::to_string(d.registered_ms)},
+          {"heartbeat_ms", std::to_string(d.heartbeat_ms)}};
 }
 
 std::string DeviceKey(std::string_view id) { return std::string(kDevicePrefix) + std::string(id); }
@@ -361,30 +383,11 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
 
 Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds ttl) {
   const std::string key = DeviceKey(d.id);
-  std::vector<std::string> hset = {"HSET",
-                                   key,
-                                   "id",
-                                   d.id,
-                                   "pool",
-                                   d.pool,
-                                   "labels",
-                                   FormatLabels(d.labels),
-                                   "kind",
-                                   d.kind,
-                                   "device",
-                                   d.device,
-                                   "description",
-                                   d.description,
-                                   "memory_bytes",
-                                   std::to_string(d.memory_bytes),
-                                   "version",
-                                   d.version,
-                                   "state",
-                                   std::string(DeviceStateName(d.state)),
-                                   "registered_ms",
-                                   std::to_string(d.registered_ms),
-                                   "heartbeat_ms",
-                                   std::to_string(d.heartbeat_ms)};
+  std::vector<std::string> hset = {"HSET", key};
+  for (auto& [name, value] : RecordFields(d)) {
+    hset.push_back(std::move(name));
+    hset.push_back(std::move(value));
+  }
   // One transaction: no reader sees the record without its TTL.
   REMEX_RETURN_IF_ERROR(Command({"MULTI"}));
   Status st = Command({"DEL", key});

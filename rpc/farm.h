@@ -3,7 +3,7 @@
 //
 // Layout (Redis 6 or later; every key under the prefix "remex:"):
 //   remex:device:<id>  hash, one per registered server, with a time to live: the fields
-//                      of DeviceRecord (see kRecordFields). <id> is the server's
+//                      of DeviceRecord (see RecordFields). <id> is the server's
 //                      advertised address, HOST:PORT. The server refreshes the record
 //                      (heartbeat_ms and the key's TTL) every heartbeat interval, so
 //                      a server that dies leaves the pool when the TTL runs out.
@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -49,6 +50,9 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
 // letters, digits and "_.-/:+" (0-128 bytes), at most 32 pairs, no key twice. An empty
 // string is no labels. INVALID_ARGUMENT naming the offending pair.
 StatusOr<std::map<std::string, std::string>> ParseLabels(std::string_view text);
+// OK when `pool` is a pool name: 1-64 letters, digits or "_.-"; else INVALID_ARGUMENT
+// naming it.
+Status CheckPoolName(std::string_view pool);
 // The canonical form: "k=v,k=v" in key order.
 std::string FormatLabels(const std::map<std::string, std::string>& labels);
 
@@ -98,10 +102,9 @@ struct DeviceRecord {
   int64_t heartbeat_ms = 0;   // Unix time, milliseconds: the last refresh.
 };
 
-// The hash fields of a record, in this order.
-inline constexpr const char* kRecordFields[] = {"id",          "pool",         "labels",  "kind",
-                                                "device",      "description",  "memory_bytes", "version",
-                                                "state",       "registered_ms", "heartbeat_ms"};
+// The hash fields of a record and their values, in this order: the one list that writing
+// and reading a record follow.
+std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord& record);
 // A record larger than this (all fields and values) is refused when read.
 inline constexpr size_t kMaxRecordBytes = 16 * 1024;
 // The key of a device's record.
