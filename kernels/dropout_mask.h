@@ -9,11 +9,10 @@
 // ((a >> 5) * 2^26 + (b >> 6)) / 2^53). This is the mask ONNX's reference
 // implementation draws (np.random.seed(seed); np.random.uniform(0, 1, shape) >= ratio),
 // so a model with a `seed` attribute gives the same output on every call and device.
-// Without `seed`, each call takes a new seed (DropoutSeeds).
+// Without `seed`, each call draws a new seed (DropoutSeeds).
 // Host code only.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -32,29 +31,19 @@ inline void DrawDropoutMask(uint32_t seed, double ratio, uint8_t* mask, int64_t 
   }
 }
 
-// The seeds of one Dropout node's calls: its `seed` attribute (taken modulo 2^32, as
+// The seed of one call of a Dropout node: its `seed` attribute (taken modulo 2^32, as
 // NumPy takes a seed's low 32 bits), the same on every call; without one, a new seed
-// per call from a generator seeded by std::random_device when the kernel is made.
-// Thread-safe: calls may run concurrently.
+// from std::random_device per call (drawn only in training mode, so inference never
+// pays for it). Thread-safe: calls may run concurrently.
 class DropoutSeeds {
  public:
   explicit DropoutSeeds(std::optional<int64_t> seed)
-      : fixed_(seed ? std::optional<uint32_t>(static_cast<uint32_t>(static_cast<uint64_t>(*seed))) : std::nullopt),
-        base_(std::random_device{}()) {}
+      : fixed_(seed ? std::optional<uint32_t>(static_cast<uint32_t>(static_cast<uint64_t>(*seed))) : std::nullopt) {}
 
-  uint32_t Next() {
-    if (fixed_) return *fixed_;
-    // SplitMix64 over a counter: distinct, well-mixed seeds per call.
-    uint64_t z = (static_cast<uint64_t>(base_) << 32) + calls_.fetch_add(1) * 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return static_cast<uint32_t>(z ^ (z >> 31));
-  }
+  uint32_t Next() const { return fixed_ ? *fixed_ : static_cast<uint32_t>(std::random_device{}()); }
 
  private:
   const std::optional<uint32_t> fixed_;
-  const uint32_t base_;
-  std::atomic<uint64_t> calls_{0};
 };
 
 }  // namespace remex::kernels::internal
