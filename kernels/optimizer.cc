@@ -127,14 +127,20 @@ StatusOr<OptimizerView> OptimizerViewOf(std::string_view op, const Attributes& a
 
 namespace {
 
+// The state groups of op `name` (Adam 2, Adagrad and Momentum 1).
+int StatesOf(const std::string& name) {
+  return OptimizerStates(name == "Adam" ? optimizer::Rule::kAdam : optimizer::Rule::kAdagrad);
+}
+
 OpDef OptimizerDef(const std::string& name) {
+  const int states = StatesOf(name);
   OpDef def;
   def.name = name;
   def.domain = std::string(kTrainingDomain);
   def.since_version = 1;
-  def.min_inputs = 2 + 2 + (name == "Adam" ? 2 : 1);
+  def.min_inputs = 2 + 2 + states;  // R, T, one X, its G and its state.
   def.max_inputs = -1;
-  def.min_outputs = name == "Adam" ? 3 : 2;
+  def.min_outputs = 1 + states;
   def.max_outputs = -1;
   def.input_deps = {ShapeDep::kShape};
   def.infer = [name](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
@@ -145,9 +151,9 @@ OpDef OptimizerDef(const std::string& name) {
     }
     return out;
   };
-  def.output_dtypes = [name](const Attributes&, std::span<const DType> in) {
+  def.output_dtypes = [states](const Attributes&, std::span<const DType> in) {
     // X's dtype for each of the (1 + states) * n outputs.
-    const size_t groups = name == "Adam" ? 4 : 3;
+    const size_t groups = 2 + static_cast<size_t>(states);
     const size_t n = in.size() > 2 ? (in.size() - 2) / groups : 0;
     return std::vector<DType>((groups - 1) * n, n > 0 ? in[2] : DType::kUndefined);
   };
