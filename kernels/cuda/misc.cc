@@ -156,6 +156,27 @@ class RangeKernel final : public CudaKernel {
   }
 };
 
+// The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
+std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MiscType::kFloat32;
+    case DType::kFloat16:
+      return MiscType::kFloat16;
+    case DType::kFloat64:
+      return MiscType::kFloat64;
+    case DType::kInt32:
+      if (with_ints) return MiscType::kInt32;
+      break;
+    case DType::kInt64:
+      if (with_ints) return MiscType::kInt64;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------
 // Dropout.
 
@@ -219,13 +240,8 @@ class DropoutKernel final : public CudaKernel {
 
  private:
   Status RunTraining(double ratio, int64_t n, std::span<const TensorRef> in, std::span<const TensorRef> out) {
-    TrainingType type;
-    switch (in[0].dtype) {
-      case DType::kFloat32: type = TrainingType::kFloat32; break;
-      case DType::kFloat16: type = TrainingType::kFloat16; break;
-      case DType::kFloat64: type = TrainingType::kFloat64; break;
-      default: return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
-    }
+    const std::optional<MiscType> type = ToMiscType(in[0].dtype, false);
+    if (!type) return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
     std::vector<uint8_t> keep(static_cast<size_t>(n));
     internal::DrawDropoutMask(seeds_.Next(), ratio, keep.data(), n);
     REMEX_RETURN_IF_ERROR(UseDevice());
@@ -240,7 +256,7 @@ class DropoutKernel final : public CudaKernel {
     REMEX_RETURN_IF_ERROR(CudaCheck(
         op(), "cudaMemcpyAsync", cudaMemcpyAsync(mask, keep.data(), keep.size(), cudaMemcpyHostToDevice, stream())));
     REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchDropoutTrain(type, in[0].data, static_cast<const uint8_t*>(mask), 1.0 / (1.0 - ratio),
+      return LaunchDropoutTrain(*type, in[0].data, static_cast<const uint8_t*>(mask), 1.0 / (1.0 - ratio),
                                 out[0].data, n, stream());
     }));
     return workspace.Release();
@@ -252,26 +268,6 @@ class DropoutKernel final : public CudaKernel {
 // ---------------------------------------------------------------------------
 // TopK.
 
-// The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
-std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MiscType::kFloat32;
-    case DType::kFloat16:
-      return MiscType::kFloat16;
-    case DType::kFloat64:
-      return MiscType::kFloat64;
-    case DType::kInt32:
-      if (with_ints) return MiscType::kInt32;
-      break;
-    case DType::kInt64:
-      if (with_ints) return MiscType::kInt64;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
-}
 
 class TopKKernel final : public CudaKernel {
  public:

@@ -35,7 +35,7 @@ class OptimizerKernel final : public CudaKernel {
     if (out.size() != wanted) {
       return InvalidArgument(op() + ": " + std::to_string(out.size()) + " outputs; expects " + std::to_string(wanted));
     }
-    const TrainingType type = v.dtype == DType::kFloat64 ? TrainingType::kFloat64 : TrainingType::kFloat32;
+    const MiscType type = v.dtype == DType::kFloat64 ? MiscType::kFloat64 : MiscType::kFloat32;
     const bool adam = v.states > 1;
     for (int64_t i = 0; i < v.n; ++i) {
       if (v.counts[static_cast<size_t>(i)] == 0) continue;

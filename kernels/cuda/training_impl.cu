@@ -65,7 +65,7 @@ __global__ void DropoutTrainKernel(const T* x, const uint8_t* keep, C scale, T* 
 
 }  // namespace
 
-cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, TrainingType type, const void* r,
+cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, MiscType type, const void* r,
                                   bool r_is_double, const int64_t* t, const void* x, const void* g,
                                   const void* s1, const void* s2, void* x_new, void* s1_new, void* s2_new,
                                   int64_t n, cudaStream_t stream) {
@@ -74,10 +74,10 @@ cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, TrainingType 
     return cudaErrorInvalidValue;
   }
   switch (type) {
-    case TrainingType::kFloat32:
+    case MiscType::kFloat32:
       LaunchOptimizerOf<float>(params, r_is_double, r, t, x, g, s1, s2, x_new, s1_new, s2_new, n, stream);
       break;
-    case TrainingType::kFloat64:
+    case MiscType::kFloat64:
       LaunchOptimizerOf<double>(params, r_is_double, r, t, x, g, s1, s2, x_new, s1_new, s2_new, n, stream);
       break;
     default:
@@ -86,20 +86,20 @@ cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, TrainingType 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchDropoutTrain(TrainingType type, const void* x, const uint8_t* keep, double scale, void* y,
+cudaError_t LaunchDropoutTrain(MiscType type, const void* x, const uint8_t* keep, double scale, void* y,
                                int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
   const unsigned blocks = Blocks(n);
   switch (type) {
-    case TrainingType::kFloat32:
+    case MiscType::kFloat32:
       LaunchKernel<DropoutTrainKernel<float, float>>(blocks, kThreads, 0, stream, static_cast<const float*>(x), keep,
                                                      static_cast<float>(scale), static_cast<float*>(y), n);
       break;
-    case TrainingType::kFloat16:
+    case MiscType::kFloat16:
       LaunchKernel<DropoutTrainKernel<__half, float>>(blocks, kThreads, 0, stream, static_cast<const __half*>(x),
                                                       keep, static_cast<float>(scale), static_cast<__half*>(y), n);
       break;
-    case TrainingType::kFloat64:
+    case MiscType::kFloat64:
       LaunchKernel<DropoutTrainKernel<double, double>>(blocks, kThreads, 0, stream, static_cast<const double*>(x),
                                                        keep, scale, static_cast<double*>(y), n);
       break;
