@@ -32,6 +32,28 @@ void Session::FillModuleLoadReply(std::shared_ptr<const vm::Executable> exe, uin
   r.setModule(Add(std::move(exe)));
 }
 
+namespace {
+
+// The protocol binds tensor handles to a function's inputs and returns tensor handles:
+// a function that takes or gives an ONNX sequence or optional at its boundary cannot be
+// driven over it (inside a model, sequences and optionals run as VM instructions).
+Status CheckTensorSignatures(const vm::ExecutableDef& def) {
+  for (const auto& fn : def.functions) {
+    for (const auto* values : {&fn.inputs, &fn.outputs}) {
+      for (const vm::ValueDesc& v : *values) {
+        if (v.kind == vm::ValueKind::kTensor) continue;
+        return Unimplemented("function '" + fn.name + "' " + (values == &fn.inputs ? "takes input '" : "gives output '") +
+                             v.name + "', an ONNX " + vm::ValueKindName(v.kind) +
+                             ": the remote protocol carries tensors only (a model may use sequences and optionals "
+                             "inside its graph)");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status Session::CheckHashForm(const std::string& hash) {
   if (!remex::IsContentHash(hash)) {
     return InvalidArgument("module hash '" + hash.substr(0, 64) +
@@ -66,6 +88,7 @@ Status Session::ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire
                                        " bytes left of its memory quota (--session-memory-bytes)");
   }
   REMEX_ASSIGN_OR_RETURN(auto exe, std::move(loaded));
+  REMEX_RETURN_IF_ERROR(CheckTensorSignatures(exe->def()).WithContext("moduleLoad"));
   if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
   FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
   spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),

@@ -163,6 +163,24 @@ TEST_F(RemoteSessionTest, ModuleHashIsChecked) {
   EXPECT_TRUE(has(good).ok());
 }
 
+// The protocol carries tensors: a module whose function takes or gives an ONNX sequence
+// is refused at load, naming the value, and the session goes on.
+TEST_F(RemoteSessionTest, ModulesWithSequencesAtTheirBoundaryAreRefusedByName) {
+  OnnxModelBuilder b(15);
+  b.Input("a", onnx::TensorProto::FLOAT, {2}).SequenceOutput("s", onnx::TensorProto::FLOAT);
+  b.Node("SequenceConstruct", {"a", "a"}, {"s"});
+  auto s = remex::testing::ConnectTo(server_);
+  ASSERT_TRUE(s);
+  auto refused = s->LoadModule(Compile(b), "seq");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("function 'main' gives output 's', an ONNX sequence: the remote protocol "
+                                            "carries tensors only"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(s->LoadModule(Compile(AddReluModel()), "add_relu").ok());
+}
+
 TEST(ModuleCacheBoundTest, EvictedModulesStayAliveWhileHeld) {
   std::vector<std::byte> a = Compile(AddReluModel());
   std::vector<std::byte> b = Compile(PlusOneModel());

@@ -43,6 +43,8 @@ struct ValueDesc {
   dtype @1 :Int32;
   shape @2 :List(Int64);    # -1: not known before the call
   dims @3 :List(Text);      # per dimension: "" (static), a symbol ("W") or an expression ("W/4")
+  kind @4 :UInt8;           # vm::ValueKind: 0 tensor, 1 sequence, 2 optional tensor, 3 optional sequence
+  rankUnknown @5 :Bool;     # a sequence's or optional's elements have no fixed rank (shape empty)
 }
 
 # A symbolic input dimension (ONNX dim_param) and its bounds, inclusive.

@@ -23,6 +23,20 @@ void PutU64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
 uint32_t GetU32(const std::byte* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
 uint64_t GetU64(const std::byte* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
 
+}  // namespace
+
+const char* ValueKindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kSequence: return "sequence";
+    case ValueKind::kOptionalTensor: return "optional tensor";
+    case ValueKind::kOptionalSequence: return "optional sequence";
+  }
+  return "unknown kind";
+}
+
+namespace {
+
 void WriteValues(capnp::List<format::ValueDesc>::Builder out, const std::vector<ValueDesc>& in) {
   for (size_t i = 0; i < in.size(); ++i) {
     out[i].setName(in[i].name);
@@ -31,6 +45,8 @@ void WriteValues(capnp::List<format::ValueDesc>::Builder out, const std::vector<
     for (size_t k = 0; k < in[i].shape.size(); ++k) shape.set(k, in[i].shape[k]);
     auto dims = out[i].initDims(in[i].dims.size());
     for (size_t k = 0; k < in[i].dims.size(); ++k) dims.set(k, in[i].dims[k]);
+    out[i].setKind(static_cast<uint8_t>(in[i].kind));
+    out[i].setRankUnknown(!in[i].rank_known);
   }
 }
 
@@ -49,6 +65,15 @@ StatusOr<std::vector<ValueDesc>> ReadValues(capnp::List<format::ValueDesc>::Read
       d.shape.push_back(dim);
     }
     for (auto name : v.getDims()) d.dims.push_back(name);
+    if (v.getKind() > kMaxValueKind) {
+      return InvalidArgument("value '" + d.name + "' has unknown kind " + std::to_string(v.getKind()));
+    }
+    d.kind = static_cast<ValueKind>(v.getKind());
+    d.rank_known = !v.getRankUnknown();
+    if (!d.rank_known && (d.kind == ValueKind::kTensor || !d.shape.empty())) {
+      return InvalidArgument("value '" + d.name + "': only a sequence's or an optional's elements may have an "
+                             "unknown rank, with no dimensions given");
+    }
     if (!d.dims.empty() && d.dims.size() != d.shape.size()) {
       return InvalidArgument("value '" + d.name + "' names " + std::to_string(d.dims.size()) +
                              " dimensions of " + std::to_string(d.shape.size()));

@@ -26,10 +26,22 @@
 
 namespace remex::vm {
 
-inline constexpr uint32_t kExecutableVersion = 4;  // 4: KernelEntry::version.
+inline constexpr uint32_t kExecutableVersion = 5;  // 5: ValueDesc::kind, sequence opcodes.
 inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
 
-// Name, dtype and shape of a function input or output; -1 dims are dynamic.
+// What a function input or output is, as ONNX types it (TypeProto): a tensor, a
+// sequence of tensors of one dtype, or an optional of either (which may hold nothing).
+enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptionalTensor = 2, kOptionalSequence = 3 };
+inline constexpr uint8_t kMaxValueKind = 3;
+// "tensor", "sequence", "optional tensor", "optional sequence".
+const char* ValueKindName(ValueKind kind);
+inline bool IsSequenceKind(ValueKind k) { return k == ValueKind::kSequence || k == ValueKind::kOptionalSequence; }
+inline bool IsOptionalKind(ValueKind k) { return k == ValueKind::kOptionalTensor || k == ValueKind::kOptionalSequence; }
+
+// Name, kind, dtype and shape of a function input or output; -1 dims are dynamic.
+// For a sequence (or an optional) `dtype` and `shape` are those of its elements (of
+// its value), and `rank_known` false says the elements' rank is not fixed (a tensor
+// always has a known rank).
 // `dims` (empty, or one entry per dimension) names each dynamic dimension: a symbol
 // of ExecutableDef::symbols ("W") or, for outputs, the expression the compiler found
 // ("W/4", "N*W"); "" for static or unnamed dimensions.
@@ -38,6 +50,8 @@ struct ValueDesc {
   DType dtype = DType::kUndefined;
   Shape shape;
   std::vector<std::string> dims;
+  ValueKind kind = ValueKind::kTensor;
+  bool rank_known = true;
 };
 
 // A symbolic dimension of the function inputs (ONNX dim_param) with inclusive bounds;

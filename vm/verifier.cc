@@ -40,7 +40,9 @@ class FunctionVerifier {
   }
 
   // What a register holds at a point of the code.
-  enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput, kList };
+  // kList: a sequence (ListNew, the Seq opcodes, a sequence input); kNone: an empty
+  // optional (OptNone, or an optional input the caller left empty).
+  enum class Holds : uint8_t { kNothing, kReadOnly, kAllocated, kOutput, kList, kNone };
   // Where a register's tensor lives: the VM's two memory spaces (the device's memory,
   // and host memory for host kernels and data-dependent values). kMixed: different
   // spaces on different paths into this point.
@@ -48,6 +50,9 @@ class FunctionVerifier {
   struct Reg {
     Holds holds = Holds::kNothing;
     Space space = Space::kNone;
+    // On some path the register is an empty optional instead (an If whose branches give
+    // an optional with and without a value): OptGet checks it at run time.
+    bool maybe_none = false;
     bool operator==(const Reg&) const = default;
   };
 
@@ -108,7 +113,13 @@ class FunctionVerifier {
       if (block_of[pc] >= 0) leader[static_cast<size_t>(block_of[pc])] = pc;
     }
     std::vector<Reg> entry(nregs);
-    for (size_t i = 0; i < fn_.inputs.size(); ++i) entry[i] = {Holds::kReadOnly, Space::kDevice};
+    for (size_t i = 0; i < fn_.inputs.size(); ++i) {
+      const ValueKind kind = fn_.inputs[i].kind;
+      // A sequence input is a fresh list per call (the VM copies the caller's), so the
+      // function may append to it; its elements, like tensor inputs, are read-only.
+      entry[i] = IsSequenceKind(kind) ? Reg{Holds::kList, Space::kNone, IsOptionalKind(kind)}
+                                      : Reg{Holds::kReadOnly, Space::kDevice, IsOptionalKind(kind)};
+    }
     auto flow = [&](size_t to, const std::vector<Reg>& state) {
       const size_t b = static_cast<size_t>(block_of[to]);
       // data() + offset, not &in_state[...]: a function may have no registers at all.
@@ -123,6 +134,23 @@ class FunctionVerifier {
       for (size_t r = 0; r < nregs; ++r) {
         Reg& have = into[r];
         const Reg& got = state[r];
+        // An empty optional on one path and a value on the other: the value, maybe none.
+        if (have.holds == Holds::kNone && got.holds != Holds::kNone && got.holds != Holds::kNothing) {
+          have = {got.holds, got.space, true};
+          changed = true;
+          continue;
+        }
+        if (got.holds == Holds::kNone && have.holds != Holds::kNone) {
+          if (have.holds != Holds::kNothing && !have.maybe_none) {
+            have.maybe_none = true;
+            changed = true;
+          }
+          continue;
+        }
+        if (got.maybe_none && !have.maybe_none) {
+          have.maybe_none = true;
+          changed = true;
+        }
         if (have.holds != got.holds && have.holds != Holds::kNothing) {
           have.holds = Holds::kNothing;
           changed = true;
@@ -185,6 +213,42 @@ class FunctionVerifier {
                                    space_name(regs[s[1]].space) + ", to a list stacked in device memory");
             }
             break;
+          case Opcode::kSeqConstruct:
+          case Opcode::kSeqInsert: {
+            const bool insert = inst.op == Opcode::kSeqInsert;
+            if (check && insert) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
+            std::vector<int64_t> elements = insert ? std::vector<int64_t>{s[2]} : inst.lists[0];
+            for (int64_t r : elements) {
+              if (check && (regs[r].space != Space::kDevice || regs[r].maybe_none ||
+                            (regs[r].holds != Holds::kReadOnly && regs[r].holds != Holds::kAllocated &&
+                             regs[r].holds != Holds::kOutput))) {
+                return Error(pc, std::string(OpcodeName(inst.op)) + " of %" + std::to_string(r) +
+                                     ", which is not a tensor in device memory");
+              }
+            }
+            regs[s[0]] = {Holds::kList, Space::kNone};
+            break;
+          }
+          case Opcode::kSeqAt:
+            if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
+            regs[s[0]] = {Holds::kReadOnly, Space::kDevice};
+            break;
+          case Opcode::kSeqErase:
+            if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
+            regs[s[0]] = {Holds::kList, Space::kNone};
+            break;
+          case Opcode::kSeqLength:
+            if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
+            regs[s[0]] = {Holds::kAllocated, Space::kHost};
+            break;
+          case Opcode::kOptNone: regs[s[0]] = {Holds::kNone, Space::kNone}; break;
+          case Opcode::kOptHas: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
+          case Opcode::kOptGet: {
+            Reg got = regs[s[1]];
+            got.maybe_none = false;
+            regs[s[0]] = got.holds == Holds::kNone ? Reg{} : got;
+            break;
+          }
           case Opcode::kInvokeShapeFunc:
             for (int64_t r : inst.lists[1]) regs[r] = {};
             break;
@@ -221,9 +285,26 @@ class FunctionVerifier {
             break;
           }
           case Opcode::kRet:
-            for (int64_t r : inst.lists[0]) {
-              if (check && regs[r].holds != Holds::kOutput) {
-                return Error(pc, "Ret of %" + std::to_string(r) + ", which AllocOutput did not make");
+            for (size_t k = 0; check && k < inst.lists[0].size(); ++k) {
+              const int64_t r = inst.lists[0][k];
+              const Reg& reg = regs[r];
+              // The VM copies every element of a returned sequence or optional into a
+              // new tensor (Run's kRet): only tensor outputs must be AllocOutput's.
+              const ValueKind kind = fn_.outputs[k].kind;
+              const bool tensor = reg.holds == Holds::kReadOnly || reg.holds == Holds::kAllocated ||
+                                  reg.holds == Holds::kOutput;
+              bool ok = false;
+              switch (kind) {
+                case ValueKind::kTensor: ok = reg.holds == Holds::kOutput && !reg.maybe_none; break;
+                case ValueKind::kSequence: ok = reg.holds == Holds::kList && !reg.maybe_none; break;
+                case ValueKind::kOptionalTensor: ok = (tensor && reg.space == Space::kDevice) || reg.holds == Holds::kNone; break;
+                case ValueKind::kOptionalSequence: ok = reg.holds == Holds::kList || reg.holds == Holds::kNone; break;
+              }
+              if (!ok) {
+                return Error(pc, "Ret of %" + std::to_string(r) + " as output " + std::to_string(k) + " (" +
+                                     ValueKindName(kind) + "), which " +
+                                     (kind == ValueKind::kTensor ? "AllocOutput did not make"
+                                                                 : "does not hold a value of that kind on every path"));
               }
             }
             falls_through = false;
@@ -263,6 +344,14 @@ class FunctionVerifier {
   Status Error(size_t pc, const std::string& what) const {
     return InvalidArgument("function '" + fn_.name + "', instruction " + std::to_string(pc) +
                            ": " + what);
+  }
+
+  // A Seq opcode's sequence operand must be a list on every path.
+  template <typename Regs>
+  Status check_list(size_t pc, const Regs& regs, int64_t r) const {
+    if (regs[r].holds == Holds::kList && !regs[r].maybe_none) return OkStatus();
+    return Error(pc, std::string(OpcodeName(fn_.code[pc].op)) + " of %" + std::to_string(r) +
+                         ", which does not hold a sequence on every path");
   }
 
   Status CheckDesc(const ValueDesc& v, const char* kind) const {
@@ -360,6 +449,9 @@ class FunctionVerifier {
         break;
       case Opcode::kAllocOutput: {
         const ValueDesc& out = fn_.outputs[inst.scalars[1]];
+        if (out.kind != ValueKind::kTensor) {
+          return Error(pc, "AllocOutput for output '" + out.name + "', which is a " + ValueKindName(out.kind));
+        }
         if (static_cast<int32_t>(out.dtype) != inst.scalars[2]) {
           return Error(pc, "AllocOutput dtype differs from output '" + out.name + "'");
         }
@@ -406,8 +498,9 @@ class FunctionVerifier {
                            std::to_string(fn_.inputs.size()));
     }
     for (size_t i = 0; i < callee.inputs.size(); ++i) {
-      if (callee.inputs[i].dtype != fn_.inputs[i].dtype || callee.inputs[i].shape.size() != fn_.inputs[i].shape.size()) {
-        return Error(pc, name + ": input " + std::to_string(i) + " differs in dtype or rank");
+      if (callee.inputs[i].dtype != fn_.inputs[i].dtype || callee.inputs[i].shape.size() != fn_.inputs[i].shape.size() ||
+          callee.inputs[i].kind != fn_.inputs[i].kind) {
+        return Error(pc, name + ": input " + std::to_string(i) + " differs in kind, dtype or rank");
       }
     }
     if (callee.outputs.size() != fn_.outputs.size()) {
@@ -416,8 +509,8 @@ class FunctionVerifier {
     }
     for (size_t i = 0; i < callee.outputs.size(); ++i) {
       if (callee.outputs[i].dtype != fn_.outputs[i].dtype ||
-          callee.outputs[i].shape.size() != fn_.outputs[i].shape.size()) {
-        return Error(pc, name + ": output " + std::to_string(i) + " differs in dtype or rank");
+          callee.outputs[i].shape.size() != fn_.outputs[i].shape.size() || callee.outputs[i].kind != fn_.outputs[i].kind) {
+        return Error(pc, name + ": output " + std::to_string(i) + " differs in kind, dtype or rank");
       }
     }
     return OkStatus();

@@ -12,7 +12,20 @@ namespace {
 
 // What a register holds.
 using TensorList = std::shared_ptr<std::vector<TensorPtr>>;
-using Object = std::variant<std::monostate, TensorPtr, Shape, TensorList>;
+// An optional holding nothing (std::monostate is a register holding nothing at all).
+struct NoValue {};
+using Object = std::variant<std::monostate, TensorPtr, Shape, TensorList, NoValue>;
+
+// The register object of a function input.
+Object ObjectOf(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kTensor: return v.tensor;
+    // A fresh list per call: the function may append to its copy.
+    case Value::Kind::kSequence: return std::make_shared<std::vector<TensorPtr>>(v.elements);
+    case Value::Kind::kNone: return NoValue{};
+  }
+  return std::monostate{};
+}
 
 bool ShapeMatches(const Shape& declared, const Shape& actual) {
   if (declared.size() != actual.size()) return false;
@@ -152,6 +165,13 @@ StatusOr<int64_t> VirtualMachine::ReadScalar(const TensorPtr& t, const char* wha
 }
 
 Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
+  std::vector<Value> values;
+  values.reserve(inputs.size());
+  for (auto& t : inputs) values.push_back(Value::OfTensor(std::move(t)));
+  return SetInputValues(fn, std::move(values));
+}
+
+Status VirtualMachine::SetInputValues(int fn, std::vector<Value> inputs) {
   if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) {
     return NotFound("function index " + std::to_string(fn));
   }
@@ -160,20 +180,37 @@ Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
     return InvalidArgument("function '" + def.name + "' takes " + std::to_string(def.inputs.size()) +
                            " inputs, got " + std::to_string(inputs.size()));
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const ValueDesc& want = def.inputs[i];
-    const TensorPtr& t = inputs[i];
-    if (!t) return InvalidArgument("input '" + want.name + "' is null");
+  // One tensor of input `want` (`what`: "input 'x'" or "element 3 of input 'x'").
+  auto check_tensor = [&](const ValueDesc& want, const TensorPtr& t, const std::string& what) -> Status {
+    if (!t) return InvalidArgument(what + " is null");
     if (&t->buffer->device() != &allocator_->device()) {
-      return InvalidArgument("input '" + want.name + "' lives on another device");
+      return InvalidArgument(what + " lives on another device");
     }
     if (t->dtype != want.dtype) {
-      return InvalidArgument("input '" + want.name + "' must be " + std::string(DTypeName(want.dtype)) +
-                             ", got " + std::string(DTypeName(t->dtype)));
+      return InvalidArgument(what + " must be " + std::string(DTypeName(want.dtype)) + ", got " +
+                             std::string(DTypeName(t->dtype)));
     }
-    if (!ShapeMatches(want.shape, t->shape)) {
-      return InvalidArgument("input '" + want.name + "' must have shape " +
-                             ShapeToString(want.shape) + ", got " + ShapeToString(t->shape));
+    if (want.rank_known && !ShapeMatches(want.shape, t->shape)) {
+      return InvalidArgument(what + " must have shape " + ShapeToString(want.shape) + ", got " +
+                             ShapeToString(t->shape));
+    }
+    return OkStatus();
+  };
+  static constexpr const char* kKindNames[] = {"a tensor", "a sequence", "an empty optional"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueDesc& want = def.inputs[i];
+    const Value& v = inputs[i];
+    const std::string what = "input '" + want.name + "'";
+    const bool none_ok = IsOptionalKind(want.kind);
+    const Value::Kind expected = IsSequenceKind(want.kind) ? Value::Kind::kSequence : Value::Kind::kTensor;
+    if (v.kind != expected && !(none_ok && v.kind == Value::Kind::kNone)) {
+      return InvalidArgument(what + " is " + (want.kind == ValueKind::kTensor ? "a tensor" : std::string("an ONNX ") +
+                             ValueKindName(want.kind)) + " of " + std::string(DTypeName(want.dtype)) + ", got " +
+                             kKindNames[static_cast<int>(v.kind)]);
+    }
+    if (v.kind == Value::Kind::kTensor) REMEX_RETURN_IF_ERROR(check_tensor(want, v.tensor, what));
+    for (size_t k = 0; v.kind == Value::Kind::kSequence && k < v.elements.size(); ++k) {
+      REMEX_RETURN_IF_ERROR(check_tensor(want, v.elements[k], "element " + std::to_string(k) + " of " + what));
     }
   }
   // Symbolic dimensions: one value per symbol across all inputs, within its bounds.
@@ -182,10 +219,11 @@ Status VirtualMachine::SetInputs(int fn, std::vector<TensorPtr> inputs) {
     std::map<std::string_view, std::pair<int64_t, std::string_view>> bound;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ValueDesc& want = def.inputs[i];
-      for (size_t d = 0; d < want.dims.size() && d < inputs[i]->shape.size(); ++d) {
+      if (inputs[i].kind != Value::Kind::kTensor) continue;  // the compiler names no symbol in sequences
+      for (size_t d = 0; d < want.dims.size() && d < inputs[i].tensor->shape.size(); ++d) {
         const std::string& name = want.dims[d];
         if (name.empty()) continue;
-        int64_t value = inputs[i]->shape[d];
+        int64_t value = inputs[i].tensor->shape[d];
         auto it = std::find_if(symbols.begin(), symbols.end(), [&](const SymbolDef& s) { return s.name == name; });
         if (it != symbols.end() && (value < it->min || (it->max >= 0 && value > it->max))) {
           return InvalidArgument("input '" + want.name + "' dimension " + std::to_string(d) + " (" + name +
@@ -214,6 +252,10 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
   const FunctionDef& def = executable_->def().functions[fn];
   if (index < 0 || static_cast<size_t>(index) >= def.outputs.size()) {
     return InvalidArgument("function '" + def.name + "' has no output " + std::to_string(index));
+  }
+  if (def.outputs[index].kind != ValueKind::kTensor) {
+    return InvalidArgument("output '" + def.outputs[index].name + "' is an ONNX " +
+                           ValueKindName(def.outputs[index].kind) + ": only tensor outputs take a buffer");
   }
   if (tensor) {
     const ValueDesc& want = def.outputs[index];
@@ -244,6 +286,28 @@ Status RunControl::Check() const {
 }
 
 StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profiler) {
+  if (fn >= 0 && static_cast<size_t>(fn) < functions_.size()) {
+    for (const ValueDesc& out : executable_->def().functions[fn].outputs) {
+      if (out.kind != ValueKind::kTensor) {
+        return FailedPrecondition("output '" + out.name + "' is an ONNX " + ValueKindName(out.kind) +
+                                  ": run the function with InvokeValues");
+      }
+    }
+  }
+  REMEX_ASSIGN_OR_RETURN(std::vector<Value> values, InvokeValues(fn, profiler));
+  std::vector<TensorPtr> outputs;
+  outputs.reserve(values.size());
+  for (Value& v : values) outputs.push_back(std::move(v.tensor));
+  return outputs;
+}
+
+StatusOr<TensorPtr> VirtualMachine::CopyOf(const TensorPtr& t) {
+  REMEX_ASSIGN_OR_RETURN(TensorPtr d, Allocate(*allocator_, t->dtype, t->shape));
+  REMEX_RETURN_IF_ERROR(allocator_->device().CopyOnDevice(d->data(), t->data(), t->nbytes()));
+  return d;
+}
+
+StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* profiler) {
   if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) {
     return NotFound("function index " + std::to_string(fn));
   }
@@ -251,7 +315,7 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profil
     return FailedPrecondition("inputs of function '" + executable_->def().functions[fn].name +
                               "' are not set");
   }
-  std::vector<TensorPtr> outputs;
+  std::vector<Value> outputs;
   const CopyStats before = copies_;
   const uint64_t allocations_before = allocations_;
   const FunctionState& state = functions_[fn];
@@ -275,14 +339,14 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profil
   return outputs;
 }
 
-Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
-                           const std::vector<TensorPtr>& bound_outputs, std::vector<TensorPtr>& outputs,
+Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
+                           const std::vector<TensorPtr>& bound_outputs, std::vector<Value>& outputs,
                            Profiler* profiler) {
   const FunctionDef& fn = executable_->def().functions[fn_index];
   Device& device = allocator_->device();
   last_function_ = fn_index;
   std::vector<Object> regs(fn.num_registers);
-  for (size_t i = 0; i < inputs.size(); ++i) regs[i] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) regs[i] = ObjectOf(inputs[i]);
 
   std::vector<kernels::TensorRef> in_refs, out_refs;
   std::vector<kernels::ShapeFnArg> args;
@@ -404,8 +468,17 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
       case Opcode::kTailCall: {
         if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
         const FunctionDef& callee = executable_->def().functions[s[0]];
-        std::vector<TensorPtr> args;
+        std::vector<Value> args;
         for (size_t i = 0; i < inst.lists[0].size(); ++i) {
+          const Object& o = regs[inst.lists[0][i]];
+          if (const TensorList* list = std::get_if<TensorList>(&o); list && *list) {
+            args.push_back(Value::OfSequence(**list));
+            continue;
+          }
+          if (std::holds_alternative<NoValue>(o)) {
+            args.push_back(Value::None());
+            continue;
+          }
           const TensorPtr* t = tensor_at(inst.lists[0][i]);
           if (!t) return not_tensor(inst.lists[0][i]);
           if (!ShapeMatches(callee.inputs[i].shape, (*t)->shape)) {
@@ -413,7 +486,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
                                         ShapeToString((*t)->shape) + " does not fit function '" + callee.name +
                                         "', which takes " + ShapeToString(callee.inputs[i].shape)));
           }
-          args.push_back(*t);
+          args.push_back(Value::OfTensor(*t));
         }
         regs.clear();  // the caller's registers are done with
         return Run(static_cast<int>(s[0]), args, bound_outputs, outputs, profiler);
@@ -579,13 +652,133 @@ Status VirtualMachine::Run(int fn_index, const std::vector<TensorPtr>& inputs,
         regs[s[0]] = std::move(out).value();
         break;
       }
-      case Opcode::kRet: {
-        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
-        outputs.clear();
+      case Opcode::kSeqConstruct: {
+        auto list = std::make_shared<std::vector<TensorPtr>>();
         for (int64_t r : inst.lists[0]) {
           const TensorPtr* t = tensor_at(r);
           if (!t) return not_tensor(r);
-          outputs.push_back(*t);
+          if (!list->empty() && (*t)->dtype != list->front()->dtype) {
+            return fail(InvalidArgument("SequenceConstruct of " + std::string(DTypeName((*t)->dtype)) + " and " +
+                                        std::string(DTypeName(list->front()->dtype)) +
+                                        " tensors: a sequence's elements share one dtype"));
+          }
+          list->push_back(*t);
+        }
+        regs[s[0]] = std::move(list);
+        break;
+      }
+      case Opcode::kSeqInsert:
+      case Opcode::kSeqAt:
+      case Opcode::kSeqErase:
+      case Opcode::kSeqLength: {
+        const TensorList* list = std::get_if<TensorList>(&regs[s[1]]);
+        if (!list || !*list) return fail(InvalidArgument("register %" + std::to_string(s[1]) + " holds no sequence"));
+        const std::vector<TensorPtr>& items = **list;
+        const int64_t size = static_cast<int64_t>(items.size());
+        if (inst.op == Opcode::kSeqLength) {
+          auto n = Allocate(*host_allocator_, DType::kInt64, {});
+          if (!n.ok()) return fail(n.status());
+          *static_cast<int64_t*>((*n)->data()) = size;
+          regs[s[0]] = std::move(n).value();
+          break;
+        }
+        // The position operand: SeqAt's second register, SeqInsert's third, SeqErase's
+        // second (absent: -1).
+        const int64_t pos_reg = inst.op == Opcode::kSeqInsert ? s[3] : s[2];
+        // ONNX: positions in [-n, n-1] (SequenceInsert: [-n, n]); absent: the end.
+        const int64_t hi = inst.op == Opcode::kSeqInsert ? size : size - 1;
+        int64_t pos = inst.op == Opcode::kSeqInsert ? size : size - 1;
+        if (pos_reg >= 0) {
+          const TensorPtr* p = tensor_at(pos_reg);
+          if (!p) return not_tensor(pos_reg);
+          if ((*p)->dtype != DType::kInt64 && (*p)->dtype != DType::kInt32) {
+            return fail(InvalidArgument("sequence position must be int32 or int64, got " +
+                                        std::string(DTypeName((*p)->dtype))));
+          }
+          auto v = ReadScalar(*p, "sequence position");
+          if (!v.ok()) return fail(v.status());
+          pos = *v;
+          if (pos < -size || pos > hi) {
+            return fail(OutOfRange("sequence position " + std::to_string(pos) + " is outside [" +
+                                   std::to_string(-size) + ", " + std::to_string(hi) + "] for a sequence of " +
+                                   std::to_string(size) + " elements"));
+          }
+          if (pos < 0) pos += size;
+        } else if (size == 0 && inst.op == Opcode::kSeqErase) {
+          return fail(OutOfRange("SequenceErase of an empty sequence"));
+        }
+        if (inst.op == Opcode::kSeqAt) {
+          regs[s[0]] = items[static_cast<size_t>(pos)];
+          break;
+        }
+        auto out = std::make_shared<std::vector<TensorPtr>>(items);
+        if (inst.op == Opcode::kSeqErase) {
+          out->erase(out->begin() + pos);
+        } else {
+          const TensorPtr* t = tensor_at(s[2]);
+          if (!t) return not_tensor(s[2]);
+          if (!items.empty() && (*t)->dtype != items.front()->dtype) {
+            return fail(InvalidArgument("SequenceInsert of a " + std::string(DTypeName((*t)->dtype)) +
+                                        " tensor into a sequence of " +
+                                        std::string(DTypeName(items.front()->dtype))));
+          }
+          out->insert(out->begin() + pos, *t);
+        }
+        regs[s[0]] = std::move(out);
+        break;
+      }
+      case Opcode::kOptNone:
+        regs[s[0]] = NoValue{};
+        break;
+      case Opcode::kOptHas: {
+        const Object& o = regs[s[1]];
+        if (std::holds_alternative<std::monostate>(o) || std::holds_alternative<Shape>(o)) {
+          return fail(Internal("register %" + std::to_string(s[1]) + " holds no optional"));
+        }
+        auto b = Allocate(*host_allocator_, DType::kBool, {});
+        if (!b.ok()) return fail(b.status());
+        *static_cast<uint8_t*>((*b)->data()) = std::holds_alternative<NoValue>(o) ? 0 : 1;
+        regs[s[0]] = std::move(b).value();
+        break;
+      }
+      case Opcode::kOptGet:
+        if (std::holds_alternative<NoValue>(regs[s[1]])) {
+          return fail(InvalidArgument("OptionalGetElement of an optional that holds no value"));
+        }
+        regs[s[0]] = regs[s[1]];
+        break;
+      case Opcode::kRet: {
+        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
+        outputs.clear();
+        for (size_t k = 0; k < inst.lists[0].size(); ++k) {
+          const int64_t r = inst.lists[0][k];
+          const ValueKind kind = fn.outputs[k].kind;
+          const Object& o = regs[r];
+          if (IsOptionalKind(kind) && std::holds_alternative<NoValue>(o)) {
+            outputs.push_back(Value::None());
+            continue;
+          }
+          if (IsSequenceKind(kind)) {
+            const TensorList* list = std::get_if<TensorList>(&o);
+            if (!list || !*list) return fail(Internal("output " + std::to_string(k) + " holds no sequence"));
+            std::vector<TensorPtr> elements;
+            for (const TensorPtr& t : **list) {
+              auto c = CopyOf(t);
+              if (!c.ok()) return fail(c.status());
+              elements.push_back(std::move(c).value());
+            }
+            outputs.push_back(Value::OfSequence(std::move(elements)));
+            continue;
+          }
+          const TensorPtr* t = tensor_at(r);
+          if (!t) return not_tensor(r);
+          if (kind == ValueKind::kTensor) {
+            outputs.push_back(Value::OfTensor(*t));
+            continue;
+          }
+          auto c = CopyOf(*t);  // an optional tensor: its value may be an input or constant
+          if (!c.ok()) return fail(c.status());
+          outputs.push_back(Value::OfTensor(std::move(c).value()));
         }
         return OkStatus();
       }

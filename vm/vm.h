@@ -7,6 +7,8 @@
 //   SetOutput(fn, k, tensor)    bind output k to a caller buffer; later invokes write
 //                               into it until it is unbound (nullptr)
 //   Invoke(fn)                  run; returns the output tensors (bound ones included)
+// Functions whose inputs or outputs are ONNX sequences or optionals
+// (ValueDesc::kind) take and give Values: SetInputValues / InvokeValues.
 // A Profiler passed to Invoke records per-instruction and per-kernel times and copies
 // (vm/profiler.h).
 // Thread-safety: one VM serves one caller at a time.
@@ -63,6 +65,21 @@ struct RunControl {
   Status Check() const;
 };
 
+// A function's input or output (ValueDesc::kind says which kind a function takes): a
+// tensor, a sequence of tensors (ONNX sequence: every element of the declared dtype),
+// or nothing (an ONNX optional without a value). An optional with a value is given
+// and returned as that value: a tensor or a sequence.
+struct Value {
+  enum class Kind : uint8_t { kTensor, kSequence, kNone };
+  Kind kind = Kind::kTensor;
+  TensorPtr tensor;                 // kTensor
+  std::vector<TensorPtr> elements;  // kSequence, in order
+
+  static Value OfTensor(TensorPtr t) { return {Kind::kTensor, std::move(t), {}}; }
+  static Value OfSequence(std::vector<TensorPtr> e) { return {Kind::kSequence, nullptr, std::move(e)}; }
+  static Value None() { return {Kind::kNone, nullptr, {}}; }
+};
+
 class VirtualMachine {
  public:
   // UNIMPLEMENTED when an op has no kernel for `allocator.device()`, INVALID_ARGUMENT
@@ -78,7 +95,14 @@ class VirtualMachine {
   // input for a wrong count, dtype, rank or static dimension, a tensor on another
   // device, a symbolic dimension outside its bounds, or inputs that give one symbol
   // two values.
+  // A function with a sequence or optional input takes SetInputValues instead
+  // (INVALID_ARGUMENT naming the input otherwise).
   Status SetInputs(int fn, std::vector<TensorPtr> inputs);
+  // Binds every input of `fn` as SetInputs does, each of its declared kind: a
+  // sequence's elements are device tensors of the declared dtype (and of the declared
+  // element shape, where it is known); an optional input takes Value::None() or a
+  // value of its kind. INVALID_ARGUMENT naming the input (and the element) otherwise.
+  Status SetInputValues(int fn, std::vector<Value> inputs);
   // Binds output `index` of `fn` to `tensor` (nullptr unbinds). The dtype is checked
   // now, the shape at each invoke (dynamic outputs).
   Status SetOutput(int fn, int index, TensorPtr tensor);
@@ -86,7 +110,13 @@ class VirtualMachine {
   // functions and kernels carry the instruction and the node they came from; ABORTED
   // "device fault" when the device faulted (Device::Health), its code kept. With a
   // `profiler` (not owned; nullptr: none), every instruction run is recorded in it.
+  // A function with a sequence or optional output is run with InvokeValues
+  // (FAILED_PRECONDITION naming the output otherwise).
   StatusOr<std::vector<TensorPtr>> Invoke(int fn, Profiler* profiler = nullptr);
+  // Runs `fn` as Invoke does and returns each output as a Value of its declared kind.
+  // The elements of a returned sequence or optional are new device tensors (copies),
+  // never the function's inputs or constants.
+  StatusOr<std::vector<Value>> InvokeValues(int fn, Profiler* profiler = nullptr);
 
   // Bounds later runs by `control` (not owned, must outlive the VM's runs; nullptr:
   // unbounded). A run it stops returns CANCELLED or DEADLINE_EXCEEDED naming the
@@ -113,7 +143,7 @@ class VirtualMachine {
 
  private:
   struct FunctionState {
-    std::vector<TensorPtr> inputs;
+    std::vector<Value> inputs;
     std::vector<TensorPtr> bound_outputs;
     bool inputs_set = false;
     std::shared_ptr<Buffer> arenas[2];  // planned memory, made on first use
@@ -122,8 +152,10 @@ class VirtualMachine {
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
   // Runs function `fn` on `inputs`, writing outputs into `bound_outputs` where set.
-  Status Run(int fn, const std::vector<TensorPtr>& inputs, const std::vector<TensorPtr>& bound_outputs,
-             std::vector<TensorPtr>& outputs, Profiler* profiler);
+  Status Run(int fn, const std::vector<Value>& inputs, const std::vector<TensorPtr>& bound_outputs,
+             std::vector<Value>& outputs, Profiler* profiler);
+  // A new device tensor holding `t`'s values (an element of a returned sequence).
+  StatusOr<TensorPtr> CopyOf(const TensorPtr& t);
   // AllocateTensor, counted.
   StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
   // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.

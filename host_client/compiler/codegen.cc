@@ -22,12 +22,14 @@ class CodeGenerator {
     std::set<std::string> symbols;
     for (int in : g_.inputs) {
       const Value& v = g_.values[in];
-      if (!v.rank_known) {
+      const bool tensor = v.kind == vm::ValueKind::kTensor;
+      if (!v.rank_known && tensor) {
         return Unimplemented("the model does not give the rank of input '" + v.name +
                              "': give its shape (--shape " + v.name + "=DIMS)");
       }
-      vm::ValueDesc desc{v.name, v.dtype, v.shape, {}};
-      if (!v.static_shape()) {
+      if (DTypeSize(v.dtype) == 0) return Unimplemented("the model does not give the dtype of input '" + v.name + "'");
+      vm::ValueDesc desc{v.name, v.dtype, v.rank_known ? v.shape : Shape{}, {}, v.kind, v.rank_known};
+      if (tensor && !v.static_shape()) {
         desc.dims = v.dims;
         for (size_t d = 0; d < v.shape.size(); ++d) {
           if (v.shape[d] >= 0 || !symbols.insert(v.dims[d]).second) continue;
@@ -40,12 +42,13 @@ class CodeGenerator {
     }
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       const Value& v = g_.values[g_.outputs[k]];
-      if (!v.rank_known) {
+      const bool tensor = v.kind == vm::ValueKind::kTensor;
+      if (!v.rank_known && tensor) {
         return Unimplemented("the rank of output '" + v.name + "' is not known at compile time");
       }
       if (DTypeSize(v.dtype) == 0) return Internal("output '" + v.name + "' has no dtype");
-      vm::ValueDesc desc{v.name, v.dtype, v.shape, {}};
-      if (!v.static_shape() && v.dims.size() == v.shape.size()) desc.dims = v.dims;
+      vm::ValueDesc desc{v.name, v.dtype, v.rank_known ? v.shape : Shape{}, {}, v.kind, v.rank_known};
+      if (tensor && !v.static_shape() && v.dims.size() == v.shape.size()) desc.dims = v.dims;
       fn.outputs.push_back(std::move(desc));
       // The first position of a value among the outputs is produced in place.
       if (!output_index_.count(g_.outputs[k])) output_index_[g_.outputs[k]] = static_cast<int>(k);
@@ -58,6 +61,12 @@ class CodeGenerator {
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       int v = g_.outputs[k];
       bool in_place = output_index_[v] == static_cast<int>(k) && produced_.count(v);
+      if (g_.values[v].kind != vm::ValueKind::kTensor) {
+        // A sequence or optional is returned as it is: the VM copies its elements.
+        REMEX_ASSIGN_OR_RETURN(int64_t r, Use(v, /*host=*/false));
+        ret.push_back(r);
+        continue;
+      }
       if (in_place) {
         ret.push_back(reg_[v]);
         continue;
@@ -191,6 +200,8 @@ class CodeGenerator {
         REMEX_RETURN_IF_ERROR(EmitIf(node));
       } else if (node.op == "Loop") {
         REMEX_RETURN_IF_ERROR(EmitLoop(node));
+      } else if (node.values_op) {
+        REMEX_RETURN_IF_ERROR(EmitValuesOp(node));
       } else {
         REMEX_RETURN_IF_ERROR(EmitNode(node));
       }
@@ -269,6 +280,54 @@ class CodeGenerator {
     }
     Emit(vm::Opcode::kInvokeKernel, {kernel}, {ins, outs});
     for (int64_t r : shape_regs) Emit(vm::Opcode::kKillRegister, {r}, {});
+    return OkStatus();
+  }
+
+  // A sequence or optional op (Node::values_op) as the VM's Seq/Opt instructions.
+  Status EmitValuesOp(const Node& node) {
+    const std::string& op = node.op;
+    auto in = [&](size_t i) { return Use(node.inputs[i], /*host=*/false); };
+    // A position: read by the VM wherever it lives (a constant is loaded in host memory).
+    auto position = [&](size_t i) -> StatusOr<int64_t> {
+      if (i >= node.inputs.size() || node.inputs[i] < 0) return -1;
+      const Value& p = g_.values[node.inputs[i]];
+      return Use(node.inputs[i], p.constant ? true : p.host);
+    };
+    const int64_t dst = next_reg_++;
+    if (op == "SequenceConstruct") {
+      std::vector<int64_t> elements;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        REMEX_ASSIGN_OR_RETURN(int64_t r, in(i));
+        elements.push_back(r);
+      }
+      Emit(vm::Opcode::kSeqConstruct, {dst}, {elements});
+    } else if (op == "SequenceEmpty") {
+      Emit(vm::Opcode::kListNew, {dst}, {});
+    } else if (op == "SequenceInsert") {
+      REMEX_ASSIGN_OR_RETURN(int64_t seq, in(0));
+      REMEX_ASSIGN_OR_RETURN(int64_t t, in(1));
+      REMEX_ASSIGN_OR_RETURN(int64_t pos, position(2));
+      Emit(vm::Opcode::kSeqInsert, {dst, seq, t, pos}, {});
+    } else if (op == "SequenceAt" || op == "SequenceErase") {
+      REMEX_ASSIGN_OR_RETURN(int64_t seq, in(0));
+      REMEX_ASSIGN_OR_RETURN(int64_t pos, position(1));
+      if (op == "SequenceAt") Emit(vm::Opcode::kSeqAt, {dst, seq, pos}, {});
+      else Emit(vm::Opcode::kSeqErase, {dst, seq, pos}, {});
+    } else if (op == "SequenceLength" || op == "OptionalHasElement" || op == "OptionalGetElement") {
+      REMEX_ASSIGN_OR_RETURN(int64_t r, in(0));
+      const vm::Opcode code = op == "SequenceLength"       ? vm::Opcode::kSeqLength
+                              : op == "OptionalHasElement" ? vm::Opcode::kOptHas
+                                                           : vm::Opcode::kOptGet;
+      Emit(code, {dst, r}, {});
+    } else if (op == "Optional" && (node.inputs.empty() || node.inputs[0] < 0)) {
+      Emit(vm::Opcode::kOptNone, {dst}, {});
+    } else if (op == "Optional" || op == "Identity") {
+      REMEX_ASSIGN_OR_RETURN(int64_t r, in(0));
+      Emit(vm::Opcode::kMove, {dst, r}, {});
+    } else {
+      return Internal("no VM instruction for " + Where(node));
+    }
+    Define(node.outputs[0], dst);
     return OkStatus();
   }
 

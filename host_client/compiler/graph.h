@@ -26,6 +26,10 @@ struct DimBounds {
 
 struct Value {
   std::string name;
+  // A tensor, or an ONNX sequence or optional (known from the import on: the frontend
+  // gives every value its kind). For a sequence or optional, dtype, shape and rank are
+  // those of its elements (of its value).
+  vm::ValueKind kind = vm::ValueKind::kTensor;
   DType dtype = DType::kUndefined;
   // Known rank with -1 for dims not known at compile time; meaningful only when
   // rank_known.
@@ -78,6 +82,10 @@ struct Node {
   // If: {then_branch, else_branch}; Loop: {body}; empty for other ops.
   std::vector<Region> regions;
   bool host = false;  // placed on the host (see Value::host)
+  // An ONNX sequence or optional op (SequenceInsert, OptionalGetElement, ... and
+  // Identity of a sequence), run by the VM's Seq/Opt instructions rather than by a
+  // kernel: passes that rewrite kernels leave it alone.
+  bool values_op = false;
   // The op's registry entry (kernels::KernelRegistry::FindOp): the frontend sets the
   // since_version of the entry covering the model's opset; nodes that passes create
   // keep the default, the op's newest entry.

@@ -2,6 +2,7 @@
 #include "host_client/compiler/onnx_order.h"
 #include "host_client/compiler/onnx_scan.h"
 
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -56,6 +57,29 @@ bool LegacyBroadcast(std::string_view op) {
     if (o == op) return true;
   }
   return false;
+}
+
+// The ops of ONNX sequences and optionals, which the VM runs with its Seq/Opt
+// instructions (vm/opcodes.def) rather than kernels: their first opset and arity.
+// (ONNX operator specs: SequenceConstruct-11 ... SequenceLength-11, Optional-15,
+// OptionalHasElement-15, OptionalGetElement-15.)
+struct ValuesOp {
+  std::string_view op;
+  int since;
+  int min_inputs;
+  int max_inputs;  // -1: variadic
+};
+constexpr ValuesOp kValuesOps[] = {
+    {"SequenceConstruct", 11, 1, -1}, {"SequenceEmpty", 11, 0, 0},   {"SequenceInsert", 11, 2, 3},
+    {"SequenceAt", 11, 2, 2},         {"SequenceErase", 11, 1, 2},   {"SequenceLength", 11, 1, 1},
+    {"Optional", 15, 0, 1},           {"OptionalHasElement", 15, 1, 1}, {"OptionalGetElement", 15, 1, 1},
+};
+
+std::optional<ValuesOp> ValuesOpOf(std::string_view op) {
+  for (const ValuesOp& v : kValuesOps) {
+    if (v.op == op) return v;
+  }
+  return std::nullopt;
 }
 
 const Upgrade* UpgradeOf(std::string_view op) {
@@ -185,7 +209,7 @@ class Importer {
       }
       Value& v = graph_.values[it->second];
       // Keep the model's declared type where inference may not reach.
-      if (!v.rank_known && out.type().tensor_type().has_shape()) {
+      if (!v.rank_known && v.kind == vm::ValueKind::kTensor && out.type().tensor_type().has_shape()) {
         auto declared = ValueFromInfo(out);
         if (declared.ok()) {
           v.shape = declared->shape;
@@ -274,11 +298,24 @@ class Importer {
   StatusOr<Value> ValueFromInfo(const onnx::ValueInfoProto& info) {
     Value v;
     v.name = info.name();
-    if (!info.type().has_tensor_type()) {
-      return Unimplemented("value '" + info.name() + "' is not a tensor (sequences, maps and "
-                           "optionals are not supported)");
+    // tensor, sequence(tensor), optional(tensor) or optional(sequence(tensor)).
+    const onnx::TypeProto* type = &info.type();
+    bool optional = false, sequence = false;
+    if (type->has_optional_type()) {
+      optional = true;
+      type = &type->optional_type().elem_type();
     }
-    const auto& tt = info.type().tensor_type();
+    if (type->has_sequence_type()) {
+      sequence = true;
+      type = &type->sequence_type().elem_type();
+    }
+    if (!type->has_tensor_type()) {
+      return Unimplemented("value '" + info.name() + "' is not a tensor, a sequence of tensors or an optional of "
+                           "either (maps, sparse tensors and sequences of sequences are not supported)");
+    }
+    v.kind = sequence ? (optional ? vm::ValueKind::kOptionalSequence : vm::ValueKind::kSequence)
+                      : (optional ? vm::ValueKind::kOptionalTensor : vm::ValueKind::kTensor);
+    const auto& tt = type->tensor_type();
     auto dtype = DTypeFromOnnx(tt.elem_type());
     if (!dtype) {
       return Unimplemented("value '" + info.name() + "' has ONNX data type " +
@@ -568,7 +605,23 @@ class Importer {
       for (const auto& node : lowered) REMEX_RETURN_IF_ERROR(ImportNode(node, index));
       return OkStatus();
     }
+    if (!domain_def && (n.op_type() == "SequenceMap" || n.op_type() == "SplitToSequence" ||
+                        n.op_type() == "ConcatFromSequence")) {
+      StatusOr<std::vector<onnx::NodeProto>> lowered =
+          n.op_type() == "SequenceMap"       ? LowerSequenceMap(n, name, where)
+          : n.op_type() == "SplitToSequence" ? LowerSplitToSequence(n, name, where)
+                                             : LowerConcatFromSequence(n, name, where);
+      if (!lowered.ok()) return lowered.status();
+      for (const auto& node : *lowered) REMEX_RETURN_IF_ERROR(ImportNode(node, index));
+      return OkStatus();
+    }
     const bool control_flow = !domain_def && (n.op_type() == "If" || n.op_type() == "Loop");
+    const std::optional<ValuesOp> values_op = domain_def ? std::nullopt : ValuesOpOf(n.op_type());
+    if (values_op && graph_.opset < values_op->since) {
+      return Unimplemented(where + ": " + n.op_type() + " at opset " + std::to_string(graph_.opset) +
+                           " is not supported; Remex implements " + n.op_type() + " for opsets " +
+                           std::to_string(values_op->since) + "-" + std::to_string(kMaxOpset));
+    }
     // Upsample (opsets 7-9, deprecated at 10) is Resize-10 under another name: the same
     // inputs from opset 9 (X, scales), `mode` nearest or linear, the same asymmetric
     // coordinates. Upsample-7's `scales` attribute becomes the scales input below.
@@ -592,12 +645,13 @@ class Importer {
       def = registry_.FindOp("Resize", 10);
       if (def == nullptr || def->since_version != 10) return Internal("Resize-10 is not registered");
       node.version = def->since_version;
-    } else if (!control_flow) {
+    } else if (!control_flow && !values_op) {
       REMEX_ASSIGN_OR_RETURN(def, BindOp(node.op, where));
       node.version = def->since_version;
     }
     for (const auto& a : n.attribute()) {
       if (a.type() == onnx::AttributeProto::GRAPH && control_flow) continue;
+      if (values_op && a.name() == "type") continue;  // Optional's TypeProto: read below
       REMEX_ASSIGN_OR_RETURN(auto value, ConvertAttribute(a, where));
       node.attrs.Set(a.name(), std::move(value));
     }
@@ -642,8 +696,25 @@ class Importer {
       }
       node.attrs = std::move(kept);
     }
-    if (!domain_def) REMEX_RETURN_IF_ERROR(Normalise(node, where));
+    if (!domain_def && !values_op) REMEX_RETURN_IF_ERROR(Normalise(node, where));
     if (def) REMEX_RETURN_IF_ERROR(CheckArity(node, *def, where));
+    if (values_op) {
+      REMEX_RETURN_IF_ERROR(ImportValuesOp(n, *values_op, node, where));
+    } else if (node.op == "Identity" && !node.inputs.empty() && node.inputs[0] >= 0 &&
+               graph_.values[node.inputs[0]].kind != vm::ValueKind::kTensor) {
+      node.values_op = true;  // Identity of a sequence or optional: the VM moves it
+      for (int o : node.outputs) graph_.values[o].kind = graph_.values[node.inputs[0]].kind;
+    } else if (!control_flow) {
+      // A kernel reads tensors only.
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] < 0) continue;
+        const Value& v = graph_.values[node.inputs[i]];
+        if (v.kind != vm::ValueKind::kTensor) {
+          return InvalidArgument(where + ": input " + std::to_string(i) + " '" + v.name + "' is an ONNX " +
+                                 vm::ValueKindName(v.kind) + ", and " + node.op + " takes tensors");
+        }
+      }
+    }
     if (control_flow) {
       // Subgraphs are read after the node's inputs (outer scope) are resolved and
       // before its outputs become visible.
@@ -659,7 +730,15 @@ class Importer {
         std::map<std::string, int> outer = ids_;
         for (int i = 0; i < n.output_size(); ++i) outer.erase(n.output(i));
         std::swap(ids_, outer);
-        auto region = ImportRegion(attr->g(), where + " " + attr_name);
+        // A Loop body's carried inputs have the kinds of the Loop's initial values.
+        std::vector<vm::ValueKind> input_kinds;
+        if (n.op_type() == "Loop") {
+          input_kinds = {vm::ValueKind::kTensor, vm::ValueKind::kTensor};
+          for (size_t k = 2; k < node.inputs.size(); ++k) {
+            input_kinds.push_back(node.inputs[k] >= 0 ? graph_.values[node.inputs[k]].kind : vm::ValueKind::kTensor);
+          }
+        }
+        auto region = ImportRegion(attr->g(), where + " " + attr_name, input_kinds);
         std::swap(ids_, outer);
         if (!region.ok()) return region.status();
         node.regions.push_back(std::move(region).value());
@@ -673,18 +752,402 @@ class Importer {
                                  std::to_string(body.inputs.size()) + " body inputs, " +
                                  std::to_string(node.inputs.size()) + " node inputs)");
         }
+        for (size_t i = 0; i < node.outputs.size(); ++i) {
+          // Carried values keep their kind; scan outputs stack tensors.
+          vm::ValueKind kind = graph_.values[body.outputs[1 + i]].kind;
+          if (i < carried && node.inputs[2 + i] >= 0 && kind != graph_.values[node.inputs[2 + i]].kind) {
+            // Loop-16: an optional may enter and its value leave (or the other way):
+            // the Loop's output is then the optional (no iteration gives the initial one).
+            const vm::ValueKind init = graph_.values[node.inputs[2 + i]].kind;
+            if (vm::IsSequenceKind(init) != vm::IsSequenceKind(kind)) {
+              return InvalidArgument(where + ": loop-carried value " + std::to_string(i) + " enters as a " +
+                                     vm::ValueKindName(init) + " and leaves the body as a " + vm::ValueKindName(kind));
+            }
+            kind = vm::IsSequenceKind(kind) ? vm::ValueKind::kOptionalSequence : vm::ValueKind::kOptionalTensor;
+          }
+          if (i >= carried && kind != vm::ValueKind::kTensor) {
+            return InvalidArgument(where + ": scan output " + std::to_string(i - carried) + " is a " +
+                                   vm::ValueKindName(kind) + "; Loop stacks tensors");
+          }
+          graph_.values[node.outputs[i]].kind = kind;
+        }
       } else if (node.regions[0].outputs.size() != node.outputs.size() ||
                  node.regions[1].outputs.size() != node.outputs.size()) {
         return InvalidArgument(where + ": If branches must produce one value per output");
+      } else {
+        for (size_t i = 0; i < node.outputs.size(); ++i) {
+          const vm::ValueKind a = graph_.values[node.regions[0].outputs[i]].kind;
+          const vm::ValueKind b = graph_.values[node.regions[1].outputs[i]].kind;
+          if (a != b) {
+            return InvalidArgument(where + ": the branches give output " + std::to_string(i) + " as a " +
+                                   vm::ValueKindName(a) + " and as a " + vm::ValueKindName(b));
+          }
+          graph_.values[node.outputs[i]].kind = a;
+        }
       }
     }
     nodes_->push_back(std::move(node));
     return OkStatus();
   }
 
+  // Checks a sequence or optional op's operands (count and kinds) and gives its output
+  // its kind; the op then runs as VM instructions (codegen.cc EmitValuesOp).
+  Status ImportValuesOp(const onnx::NodeProto& n, const ValuesOp& op, Node& node, const std::string& where) {
+    const int inputs = static_cast<int>(node.inputs.size());
+    if (inputs < op.min_inputs || (op.max_inputs >= 0 && inputs > op.max_inputs) || node.outputs.size() != 1) {
+      return InvalidArgument(where + ": " + std::to_string(inputs) + " inputs and " +
+                             std::to_string(node.outputs.size()) + " outputs do not fit " + node.op);
+    }
+    using vm::ValueKind;
+    auto kind_of = [&](int i) { return node.inputs[i] < 0 ? ValueKind::kTensor : graph_.values[node.inputs[i]].kind; };
+    auto need = [&](int i, bool ok, const char* what) -> Status {
+      if (node.inputs[i] < 0) return InvalidArgument(where + ": input " + std::to_string(i) + " is empty");
+      if (ok) return OkStatus();
+      return InvalidArgument(where + ": input " + std::to_string(i) + " '" + graph_.values[node.inputs[i]].name +
+                             "' is a " + vm::ValueKindName(kind_of(i)) + "; " + node.op + " takes " + what + " there");
+    };
+    ValueKind out = ValueKind::kTensor;
+    if (node.op == "SequenceConstruct") {
+      for (int i = 0; i < inputs; ++i) REMEX_RETURN_IF_ERROR(need(i, kind_of(i) == ValueKind::kTensor, "a tensor"));
+      out = ValueKind::kSequence;
+    } else if (node.op == "SequenceEmpty") {
+      out = ValueKind::kSequence;
+    } else if (node.op == "Optional") {
+      out = ValueKind::kOptionalTensor;
+      if (inputs == 1 && node.inputs[0] >= 0) {
+        REMEX_RETURN_IF_ERROR(need(0, !vm::IsOptionalKind(kind_of(0)), "a tensor or a sequence"));
+        if (kind_of(0) == ValueKind::kSequence) out = ValueKind::kOptionalSequence;
+      } else {
+        // Optional(): an empty optional of the type its `type` attribute gives.
+        const onnx::AttributeProto* type = nullptr;
+        for (const auto& a : n.attribute()) if (a.name() == "type") type = &a;
+        if (!type || !type->has_tp()) return InvalidArgument(where + ": Optional without input needs its 'type' attribute");
+        const onnx::TypeProto* tp = &type->tp();
+        if (tp->has_sequence_type()) {
+          out = ValueKind::kOptionalSequence;
+          tp = &tp->sequence_type().elem_type();
+        }
+        if (!tp->has_tensor_type()) return Unimplemented(where + ": Optional of a type other than a tensor or a sequence of tensors");
+        auto dtype = DTypeFromOnnx(tp->tensor_type().elem_type());
+        if (!dtype) return Unimplemented(where + ": Optional of ONNX data type " + std::to_string(tp->tensor_type().elem_type()));
+        node.attrs.Set("dtype", static_cast<int64_t>(tp->tensor_type().elem_type()));
+      }
+    } else if (node.op == "OptionalHasElement" || node.op == "OptionalGetElement") {
+      REMEX_RETURN_IF_ERROR(need(0, vm::IsOptionalKind(kind_of(0)), "an optional"));
+      out = node.op == "OptionalHasElement" ? ValueKind::kTensor
+            : kind_of(0) == ValueKind::kOptionalSequence ? ValueKind::kSequence : ValueKind::kTensor;
+    } else {  // SequenceInsert, SequenceAt, SequenceErase, SequenceLength
+      REMEX_RETURN_IF_ERROR(need(0, kind_of(0) == ValueKind::kSequence, "a sequence"));
+      for (int i = 1; i < inputs; ++i) {
+        if (node.inputs[i] >= 0) REMEX_RETURN_IF_ERROR(need(i, kind_of(i) == ValueKind::kTensor, "a tensor"));
+      }
+      if ((node.op == "SequenceAt" || node.op == "SequenceInsert") && node.inputs[1] < 0) {
+        return InvalidArgument(where + ": input 1 is empty");
+      }
+      out = node.op == "SequenceInsert" || node.op == "SequenceErase" ? ValueKind::kSequence : ValueKind::kTensor;
+    }
+    node.values_op = true;
+    graph_.values[node.outputs[0]].kind = out;
+    return OkStatus();
+  }
+
+  // SequenceMap-17 (https://onnx.ai/onnx/operators/onnx__SequenceMap.html) as the Loop
+  // its ONNX function body describes: over the length of input 0, the body runs on
+  // element i of every sequence input and on every tensor input as it is, and output k
+  // collects the body's output k of each iteration (SequenceInsert at the end).
+  StatusOr<std::vector<onnx::NodeProto>> LowerSequenceMap(const onnx::NodeProto& n, const std::string& name,
+                                                          const std::string& where) {
+    if (graph_.opset < 17) {
+      return Unimplemented(where + ": SequenceMap at opset " + std::to_string(graph_.opset) +
+                           " is not supported; Remex implements SequenceMap for opset 17");
+    }
+    const onnx::GraphProto* body = nullptr;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "body" && a.type() == onnx::AttributeProto::GRAPH) body = &a.g();
+    }
+    if (!body) return InvalidArgument(where + " has no graph attribute 'body'");
+    if (n.input_size() < 1 || body->input_size() != n.input_size() || body->output_size() != n.output_size() ||
+        n.output_size() < 1) {
+      return InvalidArgument(where + ": the body takes " + std::to_string(body->input_size()) + " inputs and gives " +
+                             std::to_string(body->output_size()) + " outputs for a node of " +
+                             std::to_string(n.input_size()) + " inputs and " + std::to_string(n.output_size()) +
+                             " outputs");
+    }
+    std::vector<bool> sequence(n.input_size());
+    for (int j = 0; j < n.input_size(); ++j) {
+      auto it = ids_.find(n.input(j));
+      if (it == ids_.end()) return InvalidArgument(where + " reads '" + n.input(j) + "', which is not defined before it");
+      const vm::ValueKind kind = graph_.values[it->second].kind;
+      if (vm::IsOptionalKind(kind)) return InvalidArgument(where + ": input '" + n.input(j) + "' is an optional");
+      sequence[j] = kind == vm::ValueKind::kSequence;
+    }
+    if (!sequence[0]) return InvalidArgument(where + ": input 0 '" + n.input(0) + "' is not a sequence");
+    const std::string p = name + "/map/";
+    std::vector<onnx::NodeProto> out;
+    auto add = [](std::vector<onnx::NodeProto>& to, const std::string& op, const std::string& node_name,
+                  std::vector<std::string> ins, std::vector<std::string> outs) -> onnx::NodeProto& {
+      onnx::NodeProto& node = to.emplace_back();
+      node.set_op_type(op);
+      node.set_name(node_name);
+      for (auto& i : ins) node.add_input(i);
+      for (auto& o : outs) node.add_output(o);
+      return node;
+    };
+    add(out, "SequenceLength", p + "length", {n.input(0)}, {p + "length"});
+    std::vector<std::string> loop_inputs = {p + "length", ""};
+    for (int k = 0; k < n.output_size(); ++k) {
+      onnx::NodeProto& empty = add(out, "SequenceEmpty", p + "empty" + std::to_string(k), {}, {p + "empty" + std::to_string(k)});
+      // The body output's declared dtype, else 0: that of the first tensor inserted.
+      const onnx::TypeProto& t = body->output(k).type();
+      AddIntAttr(empty, "dtype", t.has_tensor_type() ? t.tensor_type().elem_type() : 0);
+      loop_inputs.push_back(p + "empty" + std::to_string(k));
+    }
+    std::vector<std::string> loop_outputs(n.output().begin(), n.output().end());
+    onnx::NodeProto& loop = add(out, "Loop", name, loop_inputs, loop_outputs);
+    onnx::AttributeProto* attr = loop.add_attribute();
+    attr->set_name("body");
+    attr->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto& g = *attr->mutable_g();
+    g.set_name(p + "body");
+    auto scalar = [&](const std::string& value_name, int dtype) {
+      onnx::ValueInfoProto* v = g.add_input();
+      v->set_name(value_name);
+      auto* tt = v->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(dtype);
+      tt->mutable_shape();
+    };
+    scalar(p + "i", onnx::TensorProto::INT64);
+    scalar(p + "cond", onnx::TensorProto::BOOL);
+    for (int k = 0; k < n.output_size(); ++k) g.add_input()->set_name(p + "acc" + std::to_string(k));
+    for (const auto& init : body->initializer()) *g.add_initializer() = init;
+    std::vector<onnx::NodeProto> nodes;
+    for (int j = 0; j < n.input_size(); ++j) {
+      add(nodes, sequence[j] ? "SequenceAt" : "Identity", p + "arg" + std::to_string(j),
+          sequence[j] ? std::vector<std::string>{n.input(j), p + "i"} : std::vector<std::string>{n.input(j)},
+          {body->input(j).name()});
+    }
+    for (const auto& node : body->node()) nodes.push_back(node);
+    add(nodes, "Identity", p + "cond_out", {p + "cond"}, {p + "cond_out"});
+    g.add_output()->set_name(p + "cond_out");
+    for (int k = 0; k < n.output_size(); ++k) {
+      const std::string acc = p + "acc" + std::to_string(k);
+      add(nodes, "SequenceInsert", acc + "_insert", {acc, body->output(k).name()}, {acc + "_out"});
+      g.add_output()->set_name(acc + "_out");
+    }
+    for (auto& node : nodes) *g.add_node() = std::move(node);
+    return out;
+  }
+
+  // A node appended to `to`.
+  static onnx::NodeProto& AddNode(std::vector<onnx::NodeProto>& to, const std::string& op, const std::string& name,
+                                  std::vector<std::string> ins, std::vector<std::string> outs) {
+    onnx::NodeProto& node = to.emplace_back();
+    node.set_op_type(op);
+    node.set_name(name);
+    for (auto& i : ins) node.add_input(i);
+    for (auto& o : outs) node.add_output(o);
+    return node;
+  }
+  static void AddIntAttr(onnx::NodeProto& node, const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = node.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  // A Constant node named `name` holding int64 `values` (a scalar when `scalar`).
+  static std::string AddInt64s(std::vector<onnx::NodeProto>& to, const std::string& name,
+                                      const std::vector<int64_t>& values, bool scalar) {
+    onnx::NodeProto& node = AddNode(to, "Constant", name, {}, {name});
+    onnx::AttributeProto* a = node.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    onnx::TensorProto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+    return node.output(0);
+  }
+  // A Loop node (trip count `count`, no condition) whose body, of inputs
+  // (p/i, p/cond, p/acc), runs `body` and returns SequenceInsert-free results: the
+  // caller appends nodes writing `acc_out`; p/cond is passed through.
+  static onnx::GraphProto& AddLoop(std::vector<onnx::NodeProto>& to, const std::string& name, const std::string& p,
+                                   const std::string& count, const std::string& init, const std::string& output,
+                                   std::vector<onnx::NodeProto> body, const std::string& acc_out) {
+    onnx::NodeProto& loop = AddNode(to, "Loop", name, {count, "", init}, {output});
+    onnx::AttributeProto* attr = loop.add_attribute();
+    attr->set_name("body");
+    attr->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto& g = *attr->mutable_g();
+    g.set_name(p + "body");
+    for (auto [in, dtype] : {std::pair{p + "i", onnx::TensorProto::INT64}, std::pair{p + "cond", onnx::TensorProto::BOOL}}) {
+      onnx::ValueInfoProto* v = g.add_input();
+      v->set_name(in);
+      auto* tt = v->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(dtype);
+      tt->mutable_shape();
+    }
+    g.add_input()->set_name(p + "acc");
+    AddNode(body, "Identity", p + "cond_out", {p + "cond"}, {p + "cond_out"});
+    for (auto& node : body) *g.add_node() = std::move(node);
+    g.add_output()->set_name(p + "cond_out");
+    g.add_output()->set_name(acc_out);
+    return g;
+  }
+
+  // SplitToSequence-11 (https://onnx.ai/onnx/operators/onnx__SplitToSequence.html) as a
+  // Loop over the pieces: without `split`, one piece per index along `axis` (Gather:
+  // the axis dropped when keepdims = 0, kept as 1 otherwise); with a constant scalar
+  // `split` s, pieces [k*s, k*s + s) of the axis (Range; the last may be shorter, as
+  // Slice clamps); with a constant 1-D `split`, pieces of those lengths. A computed
+  // `split` is UNIMPLEMENTED (its rank, which is not known at import, picks the form).
+  StatusOr<std::vector<onnx::NodeProto>> LowerSplitToSequence(const onnx::NodeProto& n, const std::string& name,
+                                                              const std::string& where) {
+    if (graph_.opset < 11) {
+      return Unimplemented(where + ": SplitToSequence at opset " + std::to_string(graph_.opset) +
+                           " is not supported; Remex implements SplitToSequence for opsets 11-17");
+    }
+    if (n.input_size() < 1 || n.input_size() > 2 || n.output_size() != 1) {
+      return InvalidArgument(where + ": SplitToSequence takes 1 or 2 inputs and gives 1 output");
+    }
+    int64_t axis = 0, keepdims = 1;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axis") axis = a.i();
+      if (a.name() == "keepdims") keepdims = a.i();
+    }
+    const std::string p = name + "/split/";
+    const std::string& x = n.input(0);
+    std::vector<onnx::NodeProto> out, body;
+    const std::string axis_c = AddInt64s(out, p + "axis", {axis}, true);
+    const std::string axes_c = AddInt64s(out, p + "axes", {axis}, false);
+    const std::string one = AddInt64s(out, p + "one", {1}, true);
+    AddNode(out, "Shape", p + "shape", {x}, {p + "shape"});
+    AddNode(out, "Gather", p + "dim", {p + "shape", axis_c}, {p + "dim"});
+    std::string count, starts, ends;
+    const bool has_split = n.input_size() == 2 && !n.input(1).empty();
+    if (!has_split && keepdims == 0) {
+      count = p + "dim";
+      AddIntAttr(AddNode(body, "Gather", p + "piece", {x, p + "i"}, {p + "piece"}), "axis", axis);
+    } else {
+      if (!has_split) {
+        AddNode(out, "Range", p + "starts", {AddInt64s(out, p + "zero", {0}, true), p + "dim", one}, {p + "starts"});
+        AddNode(out, "Add", p + "ends", {p + "starts", one}, {p + "ends"});
+      } else {
+        auto it = ids_.find(n.input(1));
+        if (it == ids_.end()) return InvalidArgument(where + " reads '" + n.input(1) + "', which is not defined before it");
+        const Value& split = graph_.values[it->second];
+        if (!split.constant) {
+          return Unimplemented(where + ": SplitToSequence with a computed 'split' (Remex needs it constant)");
+        }
+        const vm::ConstantDef& c = graph_.constants[*split.constant];
+        if (!IsIndexType(c.dtype) || c.shape.size() > 1) {
+          return InvalidArgument(where + ": 'split' must be an int32 or int64 scalar or 1-D tensor");
+        }
+        std::vector<int64_t> lengths;
+        for (size_t k = 0; k < c.data.size() / DTypeSize(c.dtype); ++k) {
+          int64_t v = 0;
+          if (c.dtype == DType::kInt64) std::memcpy(&v, c.data.data() + 8 * k, 8);
+          else { int32_t w; std::memcpy(&w, c.data.data() + 4 * k, 4); v = w; }
+          if (v < 0 || (c.shape.empty() && v == 0)) {
+            return InvalidArgument(where + ": 'split' holds " + std::to_string(v) + "; lengths must be positive");
+          }
+          lengths.push_back(v);
+        }
+        if (c.shape.empty()) {  // chunks of lengths[0]
+          const std::string s = AddInt64s(out, p + "chunk", {lengths[0]}, true);
+          AddNode(out, "Range", p + "starts", {AddInt64s(out, p + "zero", {0}, true), p + "dim", s}, {p + "starts"});
+          AddNode(out, "Add", p + "ends", {p + "starts", s}, {p + "ends"});
+        } else {
+          // A known number of pieces: Split (whose shape function checks that the
+          // lengths add up to the axis) and SequenceConstruct, no Loop.
+          if (lengths.empty()) return InvalidArgument(where + ": 'split' is empty");
+          std::vector<onnx::NodeProto> direct;
+          std::vector<std::string> pieces;
+          for (size_t k = 0; k < lengths.size(); ++k) pieces.push_back(p + "piece" + std::to_string(k));
+          onnx::NodeProto* split_node = nullptr;
+          if (graph_.opset >= 13) {
+            split_node = &AddNode(direct, "Split", p + "split", {x, AddInt64s(direct, p + "lengths", lengths, false)}, pieces);
+          } else {
+            split_node = &AddNode(direct, "Split", p + "split", {x}, pieces);
+            onnx::AttributeProto* a = split_node->add_attribute();
+            a->set_name("split");
+            a->set_type(onnx::AttributeProto::INTS);
+            for (int64_t len : lengths) a->add_ints(len);
+          }
+          AddIntAttr(*split_node, "axis", axis);
+          AddNode(direct, "SequenceConstruct", name, pieces, {n.output(0)});
+          return direct;
+        }
+      }
+      AddNode(out, "Size", p + "count", {p + "starts"}, {p + "count"});
+      count = p + "count";
+      const std::string shape1 = AddInt64s(body, p + "shape1", {1}, false);
+      AddNode(body, "Reshape", p + "i1", {p + "i", shape1}, {p + "i1"});
+      AddNode(body, "Gather", p + "from", {p + "starts", p + "i1"}, {p + "from"});
+      AddNode(body, "Gather", p + "to", {p + "ends", p + "i1"}, {p + "to"});
+      AddNode(body, "Slice", p + "piece", {x, p + "from", p + "to", axes_c}, {p + "piece"});
+    }
+    AddNode(body, "SequenceInsert", p + "insert", {p + "acc", p + "piece"}, {p + "acc_out"});
+    onnx::NodeProto& empty = AddNode(out, "SequenceEmpty", p + "empty", {}, {p + "empty"});
+    AddIntAttr(empty, "dtype", 0);  // the elements' dtype: that of what is inserted
+    AddLoop(out, name, p, count, p + "empty", n.output(0), std::move(body), p + "acc_out");
+    return out;
+  }
+
+  // ConcatFromSequence-11 (https://onnx.ai/onnx/operators/onnx__ConcatFromSequence.html)
+  // as element 0 (unsqueezed at `axis` when new_axis = 1), then a Loop concatenating
+  // elements 1.. along `axis`. An empty sequence is an OUT_OF_RANGE error of its
+  // SequenceAt, naming the node.
+  StatusOr<std::vector<onnx::NodeProto>> LowerConcatFromSequence(const onnx::NodeProto& n, const std::string& name,
+                                                                 const std::string& where) {
+    if (graph_.opset < 11) {
+      return Unimplemented(where + ": ConcatFromSequence at opset " + std::to_string(graph_.opset) +
+                           " is not supported; Remex implements ConcatFromSequence for opsets 11-17");
+    }
+    if (n.input_size() != 1 || n.output_size() != 1) {
+      return InvalidArgument(where + ": ConcatFromSequence takes 1 input and gives 1 output");
+    }
+    std::optional<int64_t> axis;
+    int64_t new_axis = 0;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axis") axis = a.i();
+      if (a.name() == "new_axis") new_axis = a.i();
+    }
+    if (!axis) return InvalidArgument(where + ": ConcatFromSequence needs its 'axis' attribute");
+    const std::string p = name + "/concat/";
+    const std::string& seq = n.input(0);
+    std::vector<onnx::NodeProto> out, body;
+    // Element e, unsqueezed at `axis` for new_axis (Unsqueeze-13 takes its axes as an
+    // input, Unsqueeze-11 as an attribute).
+    auto element = [&](std::vector<onnx::NodeProto>& to, const std::string& at, const std::string& e) {
+      if (!new_axis) {
+        AddNode(to, "SequenceAt", e, {seq, at}, {e});
+        return;
+      }
+      AddNode(to, "SequenceAt", e + "_at", {seq, at}, {e + "_at"});
+      if (graph_.opset >= 13) {
+        AddNode(to, "Unsqueeze", e, {e + "_at", AddInt64s(to, e + "_axes", {*axis}, false)}, {e});
+      } else {
+        onnx::NodeProto& u = AddNode(to, "Unsqueeze", e, {e + "_at"}, {e});
+        onnx::AttributeProto* a = u.add_attribute();
+        a->set_name("axes");
+        a->set_type(onnx::AttributeProto::INTS);
+        a->add_ints(*axis);
+      }
+    };
+    element(out, AddInt64s(out, p + "zero", {0}, true), p + "first");
+    AddNode(out, "SequenceLength", p + "length", {seq}, {p + "length"});
+    AddNode(out, "Sub", p + "rest", {p + "length", AddInt64s(out, p + "one", {1}, true)}, {p + "rest"});
+    AddNode(body, "Add", p + "next", {p + "i", AddInt64s(body, p + "one_b", {1}, true)}, {p + "next"});
+    element(body, p + "next", p + "e");
+    AddIntAttr(AddNode(body, "Concat", p + "cat", {p + "acc", p + "e"}, {p + "acc_out"}), "axis", *axis);
+    AddLoop(out, name, p, p + "rest", p + "first", n.output(0), std::move(body), p + "acc_out");
+    return out;
+  }
+
   // Imports a subgraph of If or Loop. Its initializers become constants, its inputs
   // new values; names resolve innermost first, then in the enclosing scopes.
-  StatusOr<Region> ImportRegion(const onnx::GraphProto& g, const std::string& where) {
+  StatusOr<Region> ImportRegion(const onnx::GraphProto& g, const std::string& where,
+                                const std::vector<vm::ValueKind>& input_kinds = {}) {
     if (++depth_ > 16) return InvalidArgument(where + ": subgraphs nested more than 16 deep");
     Region region;
     for (const auto& init : g.initializer()) {
@@ -692,13 +1155,19 @@ class Importer {
       if (!c.ok()) return c.status().WithContext(where + " initializer '" + init.name() + "'");
       ids_[init.name()] = graph_.AddConstant(init.name(), std::move(c).value());
     }
-    for (const auto& in : g.input()) {
+    for (int i = 0; i < g.input_size(); ++i) {
+      const auto& in = g.input(i);
       Value v;
       v.name = in.name();
-      if (in.type().has_tensor_type()) {
-        REMEX_ASSIGN_OR_RETURN(v, ValueFromInfo(in));
-      } else if (in.has_type()) {
-        return Unimplemented(where + ": input '" + in.name() + "' is not a tensor");
+      if (static_cast<size_t>(i) < input_kinds.size()) v.kind = input_kinds[i];
+      if (in.has_type() && in.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+        auto typed = ValueFromInfo(in);
+        if (!typed.ok()) return typed.status().WithContext(where);
+        if (static_cast<size_t>(i) < input_kinds.size() && typed->kind != input_kinds[i]) {
+          return InvalidArgument(where + ": input '" + in.name() + "' is declared a " + vm::ValueKindName(typed->kind) +
+                                 " but receives a " + vm::ValueKindName(input_kinds[i]));
+        }
+        v = std::move(typed).value();
       }
       int id = graph_.AddValue(std::move(v));
       ids_[in.name()] = id;
@@ -742,6 +1211,8 @@ std::string_view ImportedWithoutEntry(std::string_view op) {
   if (op == "If" || op == "Loop") return "VM control flow";
   if (op == "Scan") return "lowered to Loop";
   if (op == "Upsample") return "as Resize-10";
+  if (ValuesOpOf(op)) return "VM sequence and optional instructions";
+  if (op == "SequenceMap" || op == "SplitToSequence" || op == "ConcatFromSequence") return "lowered to Loop";
   return {};
 }
 
@@ -774,6 +1245,62 @@ StatusOr<vm::ConstantDef> TensorFromProtoBytes(std::span<const std::byte> bytes)
     return InvalidArgument("not a valid ONNX TensorProto");
   }
   return ConvertTensor(t);
+}
+
+namespace {
+
+StatusOr<std::vector<vm::ConstantDef>> SequenceElements(const onnx::SequenceProto& seq) {
+  if (seq.sequence_values_size() || seq.map_values_size() || seq.optional_values_size() ||
+      seq.sparse_tensor_values_size()) {
+    return InvalidArgument("sequence '" + seq.name() + "' holds other than tensors");
+  }
+  std::vector<vm::ConstantDef> out;
+  for (const auto& t : seq.tensor_values()) {
+    auto c = ConvertTensor(t);
+    if (!c.ok()) return c.status().WithContext("element " + std::to_string(out.size()) + " of sequence '" + seq.name() + "'");
+    out.push_back(std::move(c).value());
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ValueData> ValueFromProtoBytes(std::span<const std::byte> bytes, vm::ValueKind kind) {
+  ValueData v;
+  v.kind = kind;
+  const int size = static_cast<int>(bytes.size());
+  switch (kind) {
+    case vm::ValueKind::kTensor: {
+      REMEX_ASSIGN_OR_RETURN(vm::ConstantDef c, TensorFromProtoBytes(bytes));
+      v.elements.push_back(std::move(c));
+      return v;
+    }
+    case vm::ValueKind::kSequence: {
+      onnx::SequenceProto seq;
+      if (!seq.ParseFromArray(bytes.data(), size)) return InvalidArgument("not a valid ONNX SequenceProto");
+      REMEX_ASSIGN_OR_RETURN(v.elements, SequenceElements(seq));
+      return v;
+    }
+    case vm::ValueKind::kOptionalTensor:
+    case vm::ValueKind::kOptionalSequence: {
+      onnx::OptionalProto opt;
+      if (!opt.ParseFromArray(bytes.data(), size)) return InvalidArgument("not a valid ONNX OptionalProto");
+      if (kind == vm::ValueKind::kOptionalTensor && opt.has_tensor_value()) {
+        REMEX_ASSIGN_OR_RETURN(vm::ConstantDef c, ConvertTensor(opt.tensor_value()));
+        v.elements.push_back(std::move(c));
+      } else if (kind == vm::ValueKind::kOptionalSequence && opt.has_sequence_value()) {
+        REMEX_ASSIGN_OR_RETURN(v.elements, SequenceElements(opt.sequence_value()));
+      } else if (opt.has_tensor_value() || opt.has_sequence_value() || opt.has_map_value() ||
+                 opt.has_optional_value() || opt.has_sparse_tensor_value()) {
+        return InvalidArgument("optional '" + opt.name() + "' holds a value of another kind than " +
+                               vm::ValueKindName(kind));
+      } else {
+        v.none = true;
+      }
+      return v;
+    }
+  }
+  return InvalidArgument("unknown value kind");
 }
 
 }  // namespace remex::compiler

@@ -37,4 +37,17 @@ StatusOr<Graph> ImportOnnxBytes(std::span<const std::byte> bytes,
 // Exposed for the conformance runner, which reads ONNX's .pb test tensors.
 StatusOr<vm::ConstantDef> TensorFromProtoBytes(std::span<const std::byte> bytes);
 
+// A value of ONNX's test data: a tensor (one element), a sequence (its elements in
+// order), or an optional (`none`, or its value as a tensor or a sequence).
+struct ValueData {
+  vm::ValueKind kind = vm::ValueKind::kTensor;
+  bool none = false;
+  std::vector<vm::ConstantDef> elements;
+};
+// Reads a serialized TensorProto, SequenceProto (of tensors) or OptionalProto (of a
+// tensor or a sequence of tensors; onnx/onnx-data.proto), as `kind` says.
+// INVALID_ARGUMENT for bytes that do not parse or a sequence of other than tensors;
+// UNIMPLEMENTED for a dtype Remex does not hold.
+StatusOr<ValueData> ValueFromProtoBytes(std::span<const std::byte> bytes, vm::ValueKind kind);
+
 }  // namespace remex::compiler

@@ -54,6 +54,15 @@ class OnnxModelBuilder {
     SetInfo(model_.mutable_graph()->add_output(), name, elem_type, dims);
     return *this;
   }
+  // A graph input or output that is an ONNX sequence of `elem_type` tensors.
+  OnnxModelBuilder& SequenceInput(const std::string& name, int elem_type) {
+    SetSequenceInfo(model_.mutable_graph()->add_input(), name, elem_type);
+    return *this;
+  }
+  OnnxModelBuilder& SequenceOutput(const std::string& name, int elem_type) {
+    SetSequenceInfo(model_.mutable_graph()->add_output(), name, elem_type);
+    return *this;
+  }
   OnnxModelBuilder& FloatInit(const std::string& name, const std::vector<int64_t>& dims,
                               const std::vector<float>& values) {
     auto* t = model_.mutable_graph()->add_initializer();
@@ -133,6 +142,10 @@ class OnnxModelBuilder {
   }
 
  private:
+  static void SetSequenceInfo(onnx::ValueInfoProto* v, const std::string& name, int elem_type) {
+    v->set_name(name);
+    v->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(elem_type);
+  }
   static void SetInfo(onnx::ValueInfoProto* v, const std::string& name, int elem_type,
                       const std::vector<int64_t>& dims) {
     v->set_name(name);

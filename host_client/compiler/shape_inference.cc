@@ -66,7 +66,9 @@ class ShapeInference {
     std::vector<std::string> order;
     for (int in : g_.inputs) {
       Value& v = g_.values[in];
-      if (!v.rank_known) continue;
+      // The element dims of a sequence or optional input bind no symbol: each call may
+      // give elements of other sizes.
+      if (!v.rank_known || v.kind != vm::ValueKind::kTensor) continue;
       v.dims.resize(v.shape.size());
       for (size_t d = 0; d < v.shape.size(); ++d) {
         if (v.shape[d] >= 0) {
@@ -129,7 +131,7 @@ class ShapeInference {
     }
     for (int in : g_.inputs) {
       Value& v = g_.values[in];
-      if (!v.rank_known || v.static_shape()) continue;
+      if (!v.rank_known || v.static_shape() || v.kind != vm::ValueKind::kTensor) continue;
       for (size_t k = 0; k < NumSamples(); ++k) {
         Shape s = v.shape;
         for (size_t d = 0; d < s.size(); ++d) if (s[d] < 0) s[d] = symbols_[v.dims[d]][k];
@@ -212,6 +214,8 @@ class ShapeInference {
         REMEX_RETURN_IF_ERROR(InferIf(node));
       } else if (node.op == "Loop") {
         REMEX_RETURN_IF_ERROR(InferLoop(node));
+      } else if (node.values_op) {
+        REMEX_RETURN_IF_ERROR(InferValuesOp(node));
       } else {
         REMEX_ASSIGN_OR_RETURN(folded, InferNode(node));
       }
@@ -451,6 +455,100 @@ class ShapeInference {
     out.shape = a.shape;
     for (size_t d = 0; d < out.shape.size(); ++d) if (a.shape[d] != b.shape[d]) out.shape[d] = -1;
     Describe(out);
+  }
+
+  // Sequence and optional ops (Node::values_op): the element dtype and shape of what
+  // they make. A sequence's element shape is the join of its elements' (unknown rank for
+  // one built from SequenceEmpty); positions and lengths are data the VM reads.
+  Status InferValuesOp(Node& node) {
+    Value& out = g_.values[node.outputs[0]];
+    auto in = [&](size_t i) -> const Value* {
+      return i < node.inputs.size() && node.inputs[i] >= 0 ? &g_.values[node.inputs[i]] : nullptr;
+    };
+    auto set_like = [&](const Value& v) {
+      out.dtype = v.dtype;
+      out.rank_known = v.rank_known;
+      out.shape = v.rank_known ? v.shape : Shape{};
+    };
+    auto scalar = [&](DType dtype) {
+      out.dtype = dtype;
+      out.rank_known = true;
+      out.shape = {};
+      out.host = true;  // SeqLength and OptHas make host scalars
+    };
+    auto check_position = [&](size_t i) -> Status {
+      const Value* p = in(i);
+      if (p && p->dtype != DType::kInt64 && p->dtype != DType::kInt32 && p->dtype != DType::kUndefined) {
+        return InvalidArgument(Where(node) + ": the position must be int32 or int64, got " +
+                               std::string(DTypeName(p->dtype)));
+      }
+      return OkStatus();
+    };
+    // A graph output keeps the rank the model declares for it where inference has none.
+    const bool declared_rank =
+        out.rank_known && std::find(g_.outputs.begin(), g_.outputs.end(), node.outputs[0]) != g_.outputs.end();
+    const Shape declared = out.shape;
+    out.samples.clear();
+    out.sample_data.clear();
+    const std::string& op = node.op;
+    if (op == "SequenceConstruct") {
+      set_like(*in(0));
+      for (size_t i = 1; i < node.inputs.size(); ++i) {
+        if (in(i)->dtype != out.dtype) {
+          return InvalidArgument(Where(node) + ": elements of dtypes " + std::string(DTypeName(out.dtype)) + " and " +
+                                 std::string(DTypeName(in(i)->dtype)) + "; a sequence's elements share one dtype");
+        }
+        Value joined = out;
+        Join(joined, out, *in(i));
+        set_like(joined);
+      }
+    } else if (op == "SequenceEmpty" || (op == "Optional" && !in(0))) {
+      auto onnx_dtype = node.attrs.Int("dtype", 1);  // ONNX: float32 by default
+      if (!onnx_dtype.ok()) return onnx_dtype.status().WithContext(Where(node));
+      // 0 (UNDEFINED), which the SplitToSequence and SequenceMap lowerings give an
+      // empty sequence to fill: the dtype of the first tensor inserted.
+      auto dtype = *onnx_dtype == 0 ? std::optional<DType>(DType::kUndefined)
+                                    : DTypeFromOnnx(static_cast<int32_t>(*onnx_dtype));
+      if (!dtype) return Unimplemented(Where(node) + ": ONNX data type " + std::to_string(*onnx_dtype));
+      out.dtype = *dtype;
+      out.rank_known = false;
+      out.shape.clear();
+    } else if (op == "SequenceInsert") {
+      REMEX_RETURN_IF_ERROR(check_position(2));
+      const Value& seq = *in(0);
+      const Value& t = *in(1);
+      if (seq.dtype != t.dtype && seq.dtype != DType::kUndefined) {
+        return InvalidArgument(Where(node) + ": inserts a " + std::string(DTypeName(t.dtype)) +
+                               " tensor into a sequence of " + std::string(DTypeName(seq.dtype)));
+      }
+      if (!seq.rank_known) {
+        set_like(seq);  // the sequence may hold elements of any rank already
+        out.dtype = t.dtype;
+      } else {
+        Value joined = out;
+        Join(joined, seq, t);
+        set_like(joined);
+      }
+    } else if (op == "SequenceAt") {
+      REMEX_RETURN_IF_ERROR(check_position(1));
+      if (!in(1)) return InvalidArgument(Where(node) + " needs a position");
+      set_like(*in(0));
+    } else if (op == "SequenceErase" || op == "Optional" || op == "OptionalGetElement" || op == "Identity") {
+      if (op == "SequenceErase") REMEX_RETURN_IF_ERROR(check_position(1));
+      set_like(*in(0));
+    } else if (op == "SequenceLength") {
+      scalar(DType::kInt64);
+    } else if (op == "OptionalHasElement") {
+      scalar(DType::kBool);
+    } else {
+      return Internal("no type rule for " + Where(node));
+    }
+    if (!out.rank_known && declared_rank) {
+      out.rank_known = true;
+      out.shape = declared;
+    }
+    Describe(out);
+    return OkStatus();
   }
 
   Status InferIf(Node& node) {

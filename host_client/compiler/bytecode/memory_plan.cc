@@ -52,7 +52,8 @@ MemoryPlanStats PlanMemory(vm::FunctionDef& fn, const std::vector<int64_t>& boun
       stats.dynamic++;
     }
     if (!stats.not_planned.empty()) continue;
-    if (inst.op == vm::Opcode::kMove) {
+    // OptGet gives the object itself, as Move does.
+    if (inst.op == vm::Opcode::kMove || inst.op == vm::Opcode::kOptGet) {
       int src = slot_of[inst.scalars[1]];
       if (src >= 0) slots[src].last = pc;
       slot_of[inst.scalars[0]] = src;
@@ -62,7 +63,9 @@ MemoryPlanStats PlanMemory(vm::FunctionDef& fn, const std::vector<int64_t>& boun
       slot_of[inst.scalars[0]] = -1;
       continue;
     }
-    const bool ret = inst.op == vm::Opcode::kRet;
+    // A tensor a sequence takes in lives as long as the sequence: it must not share memory.
+    const bool ret = inst.op == vm::Opcode::kRet || inst.op == vm::Opcode::kSeqConstruct ||
+                     inst.op == vm::Opcode::kSeqInsert || inst.op == vm::Opcode::kListAppend;
     ForOperands(
         inst,
         [&](int64_t r) {

@@ -41,7 +41,7 @@ struct Op {
 // The node as a FusedElementwise instruction: its op's traits (OpTraits::fused_opcode
 // and params) say which opcode and which scalar operands.
 std::optional<Op> Classify(const Graph& g, const Node& n, const kernels::KernelRegistry& registry) {
-  if (!n.regions.empty() || n.host || n.outputs.size() != 1) return std::nullopt;
+  if (!n.regions.empty() || n.values_op || n.host || n.outputs.size() != 1) return std::nullopt;
   const Value& out = g.values[n.outputs[0]];
   if (!IsFloat(out.dtype) || !out.rank_known || out.host) return std::nullopt;
   const kernels::OpDef* def = registry.FindOp(n.op, n.version);

@@ -42,7 +42,7 @@ struct Activation {
 // (OpTraits::params) read from its attributes or constant inputs.
 std::optional<Activation> ClassifyActivation(const Graph& g, const Node& n, int in,
                                              const kernels::KernelRegistry& registry) {
-  if (n.inputs.empty() || n.inputs[0] != in || n.outputs.size() != 1) return std::nullopt;
+  if (n.values_op || n.inputs.empty() || n.inputs[0] != in || n.outputs.size() != 1) return std::nullopt;
   const kernels::OpDef* def = registry.FindOp(n.op, n.version);
   if (!def || !def->traits.epilogue_activation || DataOperandCount(n, *def) != 1) return std::nullopt;
   auto params = ReadScalarParams(g, n, *def);

@@ -80,7 +80,7 @@ class NhwcPass {
   // An elementwise op with 4-D outputs reading at least one value held as NHWC, whose
   // other operands are 4-D, broadcast alike in both layouts, or are constants.
   bool IsConvertibleElementwise(const Node& n) const {
-    if (!n.regions.empty()) return false;
+    if (!n.regions.empty() || n.values_op) return false;
     const kernels::OpDef* def = registry_.FindOp(n.op, n.version);
     if (!def || !def->traits.layout_agnostic) return false;
     for (int o : n.outputs) if (!Is4D(g_.values[o])) return false;

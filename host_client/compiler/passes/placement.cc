@@ -13,7 +13,7 @@ int PlaceNodes(Graph& g, std::vector<Node>& nodes, const kernels::KernelRegistry
   int placed = 0;
   for (Node& node : nodes) {
     for (Region& r : node.regions) placed += PlaceNodes(g, r.nodes, registry);
-    if (!node.regions.empty()) continue;
+    if (!node.regions.empty() || node.values_op) continue;
     const kernels::OpDef* op = registry.FindOp(node.op, node.version);
     if (!op || !registry.FindKernel(node.op, node.version, kernels::DeviceKind::kCpu)) continue;
     bool host = true;

@@ -31,6 +31,16 @@ class Float16Converter {
     for (Node& node : g_.nodes) RenameInputs(node, input_cast);
 
     for (Node& node : g_.nodes) {
+      if (node.values_op) {
+        for (int in : node.inputs) {
+          if (in >= 0 && active_[in]) {
+            return Unimplemented("--dtype float16 does not convert sequences and optionals yet (node '" + node.name +
+                                 "', " + node.op + ")");
+          }
+        }
+        nodes.push_back(std::move(node));
+        continue;
+      }
       const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
       if (!op) return Unimplemented("unsupported op '" + node.op + "' in node '" + node.name + "'");
       bool reads_activation = false;
