@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "device_server/self_test.h"
 #include "device_server/server_state.h"
 #include "device_server/session.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -46,18 +47,26 @@ void ResetAfterFault(DeviceServer::State& state) {
     std::lock_guard<std::mutex> lock(state.registry_mu);
     state.registry = *std::move(registry);
   }
-  std::lock_guard<std::mutex> lock(state.sessions_mu);
-  if (!registry.ok()) {
-    state.reset_failed = true;
-    state.fault = Unavailable(name + ": the device could not be reset after a device fault (" +
-                              registry.status().message() + "); restart the server");
-    spdlog::error("{}", state.fault.message());
-    return;
+  {
+    std::lock_guard<std::mutex> lock(state.sessions_mu);
+    if (!registry.ok()) {
+      state.reset_failed = true;
+      state.fault = Unavailable(name + ": the device could not be reset after a device fault (" +
+                                registry.status().message() + "); restart the server");
+      spdlog::error("{}", state.fault.message());
+      return;
+    }
+    state.fault = OkStatus();
+    state.faulted.store(false);
+    state.device_resets++;
+    spdlog::warn("{}: device reset after the fault; serving again", name);
   }
-  state.fault = OkStatus();
-  state.faulted.store(false);
-  state.device_resets++;
-  spdlog::warn("{}: device reset after the fault; serving again", name);
+  if (state.config.on_self_test) {
+    // The device faulted once: is it still to be trusted? (A farm quarantines it if not.)
+    Status health = RunSelfTest(*state.device, state.allocator, *state.Registry(), state.config.inject_self_test_failure);
+    if (!health.ok()) spdlog::error("{}", health.ToString());
+    state.config.on_self_test(health);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "device_server/metrics.h"
 #include "device_server/module_cache.h"
 #include "device_server/server_state.h"
+#include "device_server/self_test.h"
 #include "device_server/session.h"
 #include "rpc/transport.h"
 #include "vm/cuda_device.h"
@@ -203,6 +204,27 @@ std::string DeviceServer::device_description() const {
 DeviceServer::DeviceSummary DeviceServer::device_summary() const {
   const vm::Device& d = *state_->device;
   return {std::string(kernels::DeviceKindName(d.kind())), d.name(), d.description(), d.memory_bytes()};
+}
+
+Status DeviceServer::SelfTest() {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  state_->worker.Post(
+      [state = state_, done] {
+        done->set_value(RunSelfTest(*state->device, state->allocator, *state->Registry(),
+                                    state->config.inject_self_test_failure));
+      },
+      /*exclusive=*/true);
+  return result.get();
+}
+
+void DeviceServer::KeepLease(const std::string& token) {
+  std::lock_guard<std::mutex> lock(state_->sessions_mu);
+  for (Session* session : state_->sessions) {
+    if (session->lease().empty() || session->lease() == token) continue;
+    session->CloseLocked(Aborted("the lease this session was opened with has ended (released, lapsed or taken over): "
+                                 "the session is closed and its memory freed; acquire a new lease"));
+  }
 }
 
 ServerStats DeviceServer::stats() const {

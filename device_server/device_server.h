@@ -32,6 +32,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -107,6 +108,11 @@ struct ServerConfig {
   // The shared secret sessions must prove (rpc/auth.h) before any other request;
   // empty: no authentication.
   std::string token;
+  // Farm mode (docs/farm.md): reads the token of the device's current lease from the
+  // farm ("" when it has none), at each session's start. When set, every session must
+  // prove that token (as it would `token`, which is then not used), and KeepLease
+  // closes the sessions of a lease that has ended. Unset: not in a farm.
+  std::function<StatusOr<std::string>()> lease_token;
   // Set: connections speak TLS, optionally mutual (rpc/tls.h, rpc/transport.h
   // ServerOptions::tls). Start() fails with INVALID_ARGUMENT naming a file it cannot use.
   std::optional<rpc::TlsServerConfig> tls;
@@ -120,6 +126,12 @@ struct ServerConfig {
   // 1) fails with a device fault, once, as one that hit an illegal address would, so
   // that recovery (see "Device faults" below) runs without a faulty GPU. 0: none.
   uint64_t inject_device_fault_at_kernel = 0;
+  // Called on the device worker with the result of the self-test (SelfTest) the server
+  // runs after every device reset; unset: none.
+  std::function<void(const Status&)> on_self_test;
+  // Test only: the self-test sees a wrong result from the device, as on a device that
+  // computes wrongly, so that quarantine runs without one.
+  bool inject_self_test_failure = false;
 };
 
 struct ServerStats {
@@ -155,6 +167,14 @@ class DeviceServer {
   };
   DeviceSummary device_summary() const;
   ServerStats stats() const;
+  // Runs the device self-test (device_server/self_test.h) on the device worker and
+  // returns its result: OK, or why the device is not to be trusted.
+  Status SelfTest();
+  // Farm mode: `token` is the device's current lease ("" when none). Every session that
+  // authenticated with another lease's token is closed (ABORTED, naming the lease's
+  // end): its run stops within one kernel and its memory is freed. Called from any
+  // thread (the farm registration's, at every heartbeat).
+  void KeepLease(const std::string& token);
   // Stops serving: closes the listener, refuses new requests (UNAVAILABLE), lets the
   // requests already running finish for up to config.drain_timeout and then cancels
   // them (each stops within one kernel), then closes every connection. Sessions end by

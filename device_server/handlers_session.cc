@@ -49,6 +49,13 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
         capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(cancel_key_.data()), cancel_key_.size()));
   }
   if (!authenticated() && !auth_failed_) {
+    if (state_->config.lease_token) {
+      // Checked against the farm at the session's start, not from a cached copy: a
+      // lease acquired a moment ago is honoured, one released is not.
+      auto lease = state_->config.lease_token();
+      if (!lease.ok()) return lease.status().WithContext("reading this device's lease from the farm");
+      hello_lease_ = std::move(lease).value();
+    }
     REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
     reply.setAuthChallenge(
         capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
@@ -62,11 +69,17 @@ Status Session::Ping(wire::Ping::Reader req, wire::Reply::Builder reply) {
 }
 
 Status Session::Authenticate(wire::Authenticate::Reader req, wire::Reply::Builder reply) {
-  const std::string& token = state_->config.token;
-  if (token.empty()) return FailedPrecondition("this server requires no authentication");
+  const bool farm = static_cast<bool>(state_->config.lease_token);
+  const std::string& token = farm ? hello_lease_ : state_->config.token;
+  if (!farm && token.empty()) return FailedPrecondition("this server requires no authentication");
   if (authenticated_) return FailedPrecondition("the session is authenticated already");
   if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
   if (challenge_.empty()) return FailedPrecondition("authenticate answers hello's challenge: say hello first");
+  if (farm && token.empty()) {
+    auth_failed_ = true;
+    return PermissionDenied("this device is in a farm and not leased: acquire a lease first (remex farm lease, or "
+                            "--farm with run, bench and check)");
+  }
   auto nonce = req.getClientNonce();
   auto proof = req.getProof();
   const std::string client_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
@@ -76,9 +89,14 @@ Status Session::Authenticate(wire::Authenticate::Reader req, wire::Reply::Builde
       !rpc::ProofsEqual(client_proof, rpc::AuthProof(token, "client", challenge, client_nonce))) {
     auth_failed_ = true;
     spdlog::warn("session {} ({}): authentication failed", id_, peer_);
-    return PermissionDenied("authentication failed: the proof does not match this server's token");
+    return PermissionDenied(farm ? "authentication failed: the token is not that of this device's current lease"
+                                 : "authentication failed: the proof does not match this server's token");
   }
   authenticated_ = true;
+  if (farm) {
+    std::lock_guard<std::mutex> lock(state_->sessions_mu);  // KeepLease reads it
+    lease_ = token;
+  }
   const std::string server_proof = rpc::AuthProof(token, "server", challenge, client_nonce);
   reply.initAuthenticate().setServerProof(
       capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(server_proof.data()), server_proof.size()));
@@ -112,9 +130,12 @@ Status Session::Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
 }
 
 std::string Session::NotAuthenticatedMessage() const {
-  return auth_failed_ ? "authentication failed earlier in this session: reconnect"
-                      : "this server requires a token: authenticate after hello (clients: --token-file FILE or "
-                        "REMEX_TOKEN)";
+  if (auth_failed_) return "authentication failed earlier in this session: reconnect";
+  if (state_->config.lease_token) {
+    return "this device is in a farm: authenticate with the token of its lease (remex farm lease, or --farm with "
+           "run, bench and check)";
+  }
+  return "this server requires a token: authenticate after hello (clients: --token-file FILE or REMEX_TOKEN)";
 }
 
 }  // namespace remex::server

@@ -31,12 +31,14 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <string>
 
 #include "device_server/device_server.h"
 #include "kernels/kernels.h"
 #include "rpc/auth.h"
 #include "rpc/farm.h"
+#include "rpc/farm_lease.h"
 
 namespace {
 
@@ -187,6 +189,10 @@ int main(int argc, char** argv) {
                  "poisoned CUDA context would), so that the recovery (the invoke fails, every session is closed, "
                  "the device is reset) can be exercised without a faulty GPU; never in production (0: off)")
       ->capture_default_str();
+  bool inject_self_test_failure = false;
+  app.add_flag("--inject-self-test-failure", inject_self_test_failure,
+               "TEST ONLY: the device self-test sees a wrong result, as on a device that computes wrongly, so "
+               "that quarantine can be exercised without one; never in production");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -228,6 +234,7 @@ int main(int argc, char** argv) {
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;
   config.inject_device_fault_at_kernel = inject_device_fault;
+  config.inject_self_test_failure = inject_self_test_failure;
   if (!token_file.empty()) {
     auto token = remex::rpc::ReadTokenFile(token_file);
     if (!token.ok()) {
@@ -245,7 +252,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!tls_cert.empty()) config.tls = remex::rpc::TlsServerConfig{tls_cert, tls_key, tls_client_ca};
-  if (config.token.empty() && tls_client_ca.empty() && !insecure && !IsLoopback(config.host)) {
+  if (!farm_url.empty() && !token_file.empty()) {
+    std::fprintf(stderr, "remex-server: --farm and --token-file: in a farm, the token of the device's current lease "
+                 "is the credential (docs/farm.md)\n");
+    return 2;
+  }
+  if (config.token.empty() && farm_url.empty() && tls_client_ca.empty() && !insecure && !IsLoopback(config.host)) {
     std::fprintf(stderr,
                  "remex-server: refusing to serve %s without authentication: pass --token-file FILE (clients then "
                  "need the same token) or mutual TLS (--tls-client-ca), or --insecure on a network you trust\n",
@@ -264,6 +276,13 @@ int main(int argc, char** argv) {
   // The farm: its URL, pool and labels are checked before the server starts.
   std::optional<remex::farm::RedisUrl> farm;
   remex::farm::DeviceRecord record;
+  struct LeaseReader {
+    std::mutex mu;
+    remex::farm::RedisUrl url;
+    std::string pool, id;  // set once registered
+    std::unique_ptr<remex::farm::RedisClient> client;
+  };
+  auto lease_reader = std::make_shared<LeaseReader>();
   if (farm_url.empty()) {
     if (farm_pool != "default" || !farm_labels.empty() || !farm_advertise.empty()) {
       std::fprintf(stderr, "remex-server: --pool, --labels and --advertise need --farm\n");
@@ -293,6 +312,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     farm = *url;
+    // Sessions prove the token of the device's current lease, read from the farm at
+    // each session's start (a connection of its own, made on first use).
+    config.lease_token = [reader = lease_reader]() -> remex::StatusOr<std::string> {
+      std::lock_guard<std::mutex> lock(reader->mu);
+      if (reader->id.empty()) return remex::Unavailable("the device is not registered in the farm yet");
+      if (!reader->client) {
+        auto c = remex::farm::RedisClient::Connect(reader->url, std::chrono::seconds(2));
+        if (!c.ok()) return c.status();
+        reader->client = std::move(c).value();
+      }
+      auto token = remex::farm::CurrentLeaseToken(*reader->client, reader->pool, reader->id);
+      if (!token.ok()) reader->client.reset();  // reconnect at the next session
+      return token;
+    };
+    lease_reader->url = *url;
     record.id = farm_advertise;
     record.pool = farm_pool;
     record.labels = *labels;
@@ -306,6 +340,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // After a device reset, the self-test's result goes to the farm registration (once
+  // there is one): a device that fails it is quarantined.
+  struct HealthSink {
+    std::mutex mu;
+    remex::farm::Registration* registration = nullptr;
+  };
+  auto health_sink = std::make_shared<HealthSink>();
+  if (!farm_url.empty()) config.on_self_test = [health_sink](const remex::Status& health) {
+    std::lock_guard<std::mutex> lock(health_sink->mu);
+    if (health_sink->registration) {
+      health_sink->registration->SetHealth(health.ok() ? "ok" : health.message(), health.ok());
+    }
+  };
   auto server = remex::server::DeviceServer::Start(config);
   if (!server.ok()) {
     std::fprintf(stderr, "remex-server: %s\n", server.status().ToString().c_str());
@@ -326,13 +373,29 @@ int main(int argc, char** argv) {
     record.device = device_summary.name;
     record.description = device_summary.description;
     record.memory_bytes = device_summary.memory_bytes;
-    auto r = remex::farm::Registration::Start(*farm, record, {});
+    {
+      std::lock_guard<std::mutex> lock(lease_reader->mu);
+      lease_reader->pool = record.pool;
+      lease_reader->id = record.id;
+    }
+    // The self-test at start: a device that fails it joins the pool quarantined.
+    const remex::Status health = (*server)->SelfTest();
+    if (!health.ok()) spdlog::error("{}: the device is quarantined", health.ToString());
+    record.state = health.ok() ? remex::farm::DeviceState::kIdle : remex::farm::DeviceState::kQuarantined;
+    record.health = health.ok() ? "ok" : health.message();
+    remex::farm::Registration::Options options;
+    options.on_lease = [s = server->get()](const std::string& token) { s->KeepLease(token); };
+    auto r = remex::farm::Registration::Start(*farm, record, options);
     if (!r.ok()) {
       std::fprintf(stderr, "remex-server: --farm: %s\n", r.status().ToString().c_str());
       (*server)->Stop();
       return 1;
     }
     registration = std::move(r).value();
+    {
+      std::lock_guard<std::mutex> lock(health_sink->mu);
+      health_sink->registration = registration.get();
+    }
     spdlog::info("farm: registered {} in pool '{}' of {}", record.id, record.pool, farm->ToString());
   }
   std::printf("remex-server listening on %s:%u (device %s)%s\n", config.host.c_str(),
@@ -344,6 +407,10 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("signal {}: stopping", sig);
   // Out of the pool first, so that no client is sent to a server that is going away.
+  {
+    std::lock_guard<std::mutex> lock(health_sink->mu);
+    health_sink->registration = nullptr;
+  }
   if (registration) registration->Stop();
   (*server)->Stop();
   return 0;

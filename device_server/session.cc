@@ -96,7 +96,7 @@ void Session::CloseLocked(const Status& why) {
   } else {
     ReleaseObjects();
   }
-  spdlog::warn("session {} ({}) closed by the device fault", id_, peer_);
+  spdlog::warn("session {} ({}) closed: {}", id_, peer_, why.message());
 }
 
 void Session::OnPeerClosed() {

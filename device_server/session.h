@@ -83,6 +83,9 @@ class Session final : public rpc::ConnectionHandler {
   // released now when no request of the session is being served, else when that
   // request ends (EndRequest; the session is then counted in sessions_to_release).
   void CloseLocked(const Status& why);
+  // Farm mode: the lease this session authenticated with ("" before); guarded by
+  // state_->sessions_mu.
+  const std::string& lease() const { return lease_; }
 
   // The client hung up while its request was queued or running: the run stops within
   // one kernel (it could never be answered).
@@ -147,7 +150,10 @@ class Session final : public rpc::ConnectionHandler {
 
   // Cancels the request session `sessionId` has in progress (see wire::Cancel).
   Status Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply);
-  bool authenticated() const { return state_->config.token.empty() || authenticated_; }
+  bool authenticated() const {
+    return (state_->config.token.empty() && !state_->config.lease_token) || authenticated_;
+  }
+
   std::string NotAuthenticatedMessage() const;
 
   // Module and VM requests (handlers_module.cc).
@@ -216,6 +222,10 @@ class Session final : public rpc::ConnectionHandler {
   std::string challenge_;
   bool authenticated_ = false;
   bool auth_failed_ = false;
+  // Farm mode: the device's lease token when this session said hello ("": none), which
+  // Authenticate checks the proof against; and the one it authenticated with.
+  std::string hello_lease_;
+  std::string lease_;
   std::unordered_map<uint64_t, Object> objects_;
   // The tensor AttachmentDestination allocated for the frame being received.
   vm::TensorPtr pending_write_;

@@ -10,12 +10,18 @@
 #include <cctype>
 #include <charconv>
 #include <optional>
+#include <set>
 #include <utility>
 
 namespace remex::farm {
 namespace {
 
-constexpr std::string_view kDevicePrefix = "remex:device:";
+// Every key of pool P starts with "remex:{P}:" (the hash tag keeps a pool in one slot).
+std::string PoolPrefix(std::string_view pool) { return "remex:{" + std::string(pool) + "}:"; }
+constexpr std::string_view kDevicePattern = "remex:{*}:device:*";
+// Bounds on what one reply may hold (RedisClient::Query).
+constexpr size_t kMaxReplyElements = 1 << 20;
+constexpr size_t kMaxReplyBytes = size_t{64} << 20;
 // More registered devices than this in one listing is refused (a bound on what a
 // listing reads from Redis).
 constexpr size_t kMaxDevices = 65536;
@@ -104,6 +110,7 @@ StatusOr<DeviceRecord> RecordFromReply(const redisReply* r) {
   REMEX_ASSIGN_OR_RETURN(d.state, ParseDeviceState(fields["state"]));
   REMEX_ASSIGN_OR_RETURN(d.registered_ms, ParseInt("registered_ms", fields["registered_ms"]));
   REMEX_ASSIGN_OR_RETURN(d.heartbeat_ms, ParseInt("heartbeat_ms", fields["heartbeat_ms"]));
+  d.health = fields["health"];
   return d;
 }
 
@@ -321,10 +328,19 @@ std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord
           {"version", d.version},
           {"state", std::string(DeviceStateName(d.state))},
           {"registered_ms", std::to_string(d.registered_ms)},
-          {"heartbeat_ms", std::to_string(d.heartbeat_ms)}};
+          {"heartbeat_ms", std::to_string(d.heartbeat_ms)},
+          {"health", d.health}};
 }
 
-std::string DeviceKey(std::string_view id) { return std::string(kDevicePrefix) + std::string(id); }
+std::string DeviceKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "device:" + std::string(id); }
+std::string PoolDevicesKey(std::string_view pool) { return PoolPrefix(pool) + "devices"; }
+std::string LeaseKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "lease:" + std::string(id); }
+std::string DrainKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "drain:" + std::string(id); }
+std::string QueueKey(std::string_view pool) { return PoolPrefix(pool) + "queue"; }
+std::string WaitersKey(std::string_view pool) { return PoolPrefix(pool) + "waiters"; }
+std::string AliveKey(std::string_view pool) { return PoolPrefix(pool) + "alive"; }
+std::string TicketKey(std::string_view pool) { return PoolPrefix(pool) + "ticket"; }
+std::string ServedKey(std::string_view pool) { return PoolPrefix(pool) + "served"; }
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -381,8 +397,48 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
   return OkStatus();
 }
 
+namespace {
+
+Status ToValue(const redisReply* r, RedisValue& out, size_t& elements, size_t& bytes, int depth) {
+  if (depth > 8) return ResourceExhausted("Redis reply nested more than 8 deep");
+  if (++elements > kMaxReplyElements) return ResourceExhausted("Redis reply of more than 1048576 elements");
+  switch (r->type) {
+    case REDIS_REPLY_NIL: out.type = RedisValue::Type::kNil; return OkStatus();
+    case REDIS_REPLY_INTEGER: out.type = RedisValue::Type::kInteger; out.integer = r->integer; return OkStatus();
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      bytes += r->len;
+      if (bytes > kMaxReplyBytes) return ResourceExhausted("Redis reply of more than 64 MiB");
+      out.type = RedisValue::Type::kString;
+      out.str = ReplyText(r);
+      return OkStatus();
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisValue::Type::kArray;
+      out.array.resize(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) {
+        REMEX_RETURN_IF_ERROR(ToValue(r->element[i], out.array[i], elements, bytes, depth + 1));
+      }
+      return OkStatus();
+    case REDIS_REPLY_ERROR: return Internal("Redis error: " + ReplyText(r));
+    default: return Internal("unexpected Redis reply type " + std::to_string(r->type));
+  }
+}
+
+}  // namespace
+
+StatusOr<RedisValue> RedisClient::Query(const std::vector<std::string>& args) {
+  redisReply* raw = nullptr;
+  REMEX_RETURN_IF_ERROR(Command(args, &raw));
+  ReplyPtr reply(raw);
+  RedisValue v;
+  size_t elements = 0, bytes = 0;
+  Status st = ToValue(reply.get(), v, elements, bytes, 0);
+  if (!st.ok()) return st.WithContext(url_.ToString() + ": " + args[0]);
+  return v;
+}
+
 Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds ttl) {
-  const std::string key = DeviceKey(d.id);
+  const std::string key = DeviceKey(d.pool, d.id);
   std::vector<std::string> hset = {"HSET", key};
   for (auto& [name, value] : RecordFields(d)) {
     hset.push_back(std::move(name));
@@ -393,6 +449,7 @@ Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds
   Status st = Command({"DEL", key});
   if (st.ok()) st = Command(hset);
   if (st.ok()) st = Command({"PEXPIRE", key, std::to_string(ttl.count())});
+  if (st.ok()) st = Command({"SADD", PoolDevicesKey(d.pool), d.id});
   if (!st.ok()) {
     (void)Command({"DISCARD"});
     return st;
@@ -400,7 +457,7 @@ Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds
   redisReply* raw = nullptr;
   REMEX_RETURN_IF_ERROR(Command({"EXEC"}, &raw));
   ReplyPtr exec(raw);
-  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != 3) {
+  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != 4) {
     return Internal(url_.ToString() + ": EXEC of the device record returned no result");
   }
   for (size_t i = 0; i < exec->elements; ++i) {
@@ -411,7 +468,8 @@ Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds
   return OkStatus();
 }
 
-Status RedisClient::RefreshDevice(std::string_view id, int64_t heartbeat_ms, std::chrono::milliseconds ttl) {
+Status RedisClient::RefreshDevice(std::string_view pool, std::string_view id, int64_t heartbeat_ms,
+                                  std::chrono::milliseconds ttl) {
   // Atomic: a key that has expired is not brought back half-written.
   static const std::string script =
       "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
@@ -419,14 +477,17 @@ Status RedisClient::RefreshDevice(std::string_view id, int64_t heartbeat_ms, std
       "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1";
   redisReply* raw = nullptr;
   REMEX_RETURN_IF_ERROR(Command(
-      {"EVAL", script, "1", DeviceKey(id), std::to_string(heartbeat_ms), std::to_string(ttl.count())}, &raw));
+      {"EVAL", script, "1", DeviceKey(pool, id), std::to_string(heartbeat_ms), std::to_string(ttl.count())}, &raw));
   ReplyPtr reply(raw);
   if (reply->type != REDIS_REPLY_INTEGER) return Internal(url_.ToString() + ": the heartbeat script returned no integer");
-  if (reply->integer == 0) return NotFound("device record " + DeviceKey(id) + " is gone");
+  if (reply->integer == 0) return NotFound("device record " + DeviceKey(pool, id) + " is gone");
   return OkStatus();
 }
 
-Status RedisClient::RemoveDevice(std::string_view id) { return Command({"DEL", DeviceKey(id)}); }
+Status RedisClient::RemoveDevice(std::string_view pool, std::string_view id) {
+  REMEX_RETURN_IF_ERROR(Command({"DEL", DeviceKey(pool, id)}));
+  return Command({"SREM", PoolDevicesKey(pool), std::string(id)});
+}
 
 StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::string>* skipped) {
   std::vector<std::string> keys;
@@ -434,7 +495,7 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::st
   do {
     redisReply* raw = nullptr;
     REMEX_RETURN_IF_ERROR(
-        Command({"SCAN", cursor, "MATCH", std::string(kDevicePrefix) + "*", "COUNT", "256"}, &raw));
+        Command({"SCAN", cursor, "MATCH", std::string(kDevicePattern), "COUNT", "256"}, &raw));
     ReplyPtr reply(raw);
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
         reply->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -452,6 +513,39 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::st
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());  // SCAN may repeat a key.
   std::vector<DeviceRecord> devices;
+  REMEX_RETURN_IF_ERROR(ReadDevices(keys, devices, skipped));
+  std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) {
+    return std::tie(a.pool, a.id) < std::tie(b.pool, b.id);
+  });
+  return devices;
+}
+
+StatusOr<std::vector<DeviceRecord>> RedisClient::ListPool(std::string_view pool, std::vector<std::string>* skipped,
+                                                          bool prune) {
+  REMEX_RETURN_IF_ERROR(CheckPoolName(pool));
+  REMEX_ASSIGN_OR_RETURN(RedisValue ids, Query({"SMEMBERS", PoolDevicesKey(pool)}));
+  if (ids.type != RedisValue::Type::kArray) return Internal(url_.ToString() + ": SMEMBERS returned no array");
+  if (ids.array.size() > kMaxDevices) {
+    return ResourceExhausted(url_.ToString() + ": more than " + std::to_string(kMaxDevices) + " devices in pool " +
+                             std::string(pool));
+  }
+  std::vector<std::string> keys;
+  for (const RedisValue& id : ids.array) keys.push_back(DeviceKey(pool, id.str));
+  std::sort(keys.begin(), keys.end());
+  std::vector<DeviceRecord> devices;
+  REMEX_RETURN_IF_ERROR(ReadDevices(keys, devices, skipped));
+  // Prune the ids whose record has expired (their servers died).
+  std::set<std::string> live;
+  for (const DeviceRecord& d : devices) live.insert(d.id);
+  for (const RedisValue& id : ids.array) {
+    if (prune && !live.count(id.str)) (void)Command({"SREM", PoolDevicesKey(pool), id.str});
+  }
+  std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) { return a.id < b.id; });
+  return devices;
+}
+
+Status RedisClient::ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& devices,
+                                std::vector<std::string>* skipped) {
   for (const std::string& key : keys) {
     redisReply* raw = nullptr;
     Status st = Command({"HGETALL", key}, &raw);
@@ -463,16 +557,24 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::st
     ReplyPtr reply(raw);
     if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 0) continue;  // Expired since the scan.
     auto record = RecordFromReply(reply.get());
-    if (!record.ok() || DeviceKey(record->id) != key) {
-      if (skipped) skipped->push_back(key + ": " + (record.ok() ? "id does not match the key" : record.status().message()));
+    if (!record.ok() || DeviceKey(record->pool, record->id) != key) {
+      if (skipped) skipped->push_back(key + ": " + (record.ok() ? "pool and id do not match the key" : record.status().message()));
       continue;
     }
+    // The lease (never its token) and the drain.
+    auto lease = Query({"HMGET", LeaseKey(record->pool, record->id), "holder", "since_ms"});
+    REMEX_RETURN_IF_ERROR(lease.status());
+    if (lease->type == RedisValue::Type::kArray && lease->array.size() == 2 && !lease->array[1].nil()) {
+      record->leased = true;
+      record->holder = lease->array[0].str.substr(0, 256);
+      auto since = ParseInt("since_ms", lease->array[1].str);
+      record->lease_since_ms = since.ok() ? *since : 0;
+    }
+    REMEX_ASSIGN_OR_RETURN(RedisValue drained, Query({"EXISTS", DrainKey(record->pool, record->id)}));
+    record->drained = drained.integer == 1;
     devices.push_back(std::move(record).value());
   }
-  std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) {
-    return std::tie(a.pool, a.id) < std::tie(b.pool, b.id);
-  });
-  return devices;
+  return OkStatus();
 }
 
 StatusOr<std::unique_ptr<Registration>> Registration::Start(const RedisUrl& url, DeviceRecord record,
@@ -496,7 +598,11 @@ Registration::~Registration() { Stop(); }
 void Registration::Run() {
   bool failing = false;
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, options_.interval, [&] { return stopping_; })) {
+  for (;;) {
+    // A beat every interval, and at once when the health changes.
+    wake_.wait_for(lock, options_.interval, [&] { return stopping_ || beat_now_; });
+    if (stopping_) break;
+    beat_now_ = false;
     lock.unlock();
     Status st = OkStatus();
     if (!client_) {
@@ -504,10 +610,30 @@ void Registration::Run() {
       st = c.status();
       if (c.ok()) client_ = std::move(c).value();
     }
+    std::optional<std::pair<std::string, bool>> health;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      health = std::exchange(pending_health_, std::nullopt);
+    }
+    if (health) {
+      record_.state = health->second ? DeviceState::kIdle : DeviceState::kQuarantined;
+      record_.health = health->first;
+    }
     if (st.ok()) {
       record_.heartbeat_ms = UnixMillis();
-      st = client_->RefreshDevice(record_.id, record_.heartbeat_ms, options_.ttl);
+      st = health ? NotFound("health changed")
+                  : client_->RefreshDevice(record_.pool, record_.id, record_.heartbeat_ms, options_.ttl);
       if (st.code() == StatusCode::kNotFound) st = client_->WriteDevice(record_, options_.ttl);
+    }
+    if (st.ok()) {
+      // The lease: sessions of any other lease than the current one end.
+      auto lease = client_->Query({"HGET", LeaseKey(record_.pool, record_.id), "token"});
+      st = lease.status();
+      if (lease.ok() && options_.on_lease) options_.on_lease(lease->nil() ? std::string() : lease->str);
+    }
+    if (!st.ok() && health) {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (!pending_health_) pending_health_ = health;  // written at a later beat
     }
     if (!st.ok()) {
       if (!failing) spdlog::warn("farm: cannot refresh {} in {}: {}", record_.id, url_.ToString(), st.ToString());
@@ -519,6 +645,15 @@ void Registration::Run() {
     }
     lock.lock();
   }
+}
+
+void Registration::SetHealth(const std::string& why, bool healthy) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_health_ = std::make_pair(why, healthy);
+    beat_now_ = true;
+  }
+  wake_.notify_all();
 }
 
 void Registration::Stop() {
@@ -533,7 +668,7 @@ void Registration::Stop() {
     auto c = RedisClient::Connect(url_, options_.timeout);
     if (c.ok()) client_ = std::move(c).value();
   }
-  Status st = client_ ? client_->RemoveDevice(record_.id) : Unavailable("no connection");
+  Status st = client_ ? client_->RemoveDevice(record_.pool, record_.id) : Unavailable("no connection");
   if (!st.ok()) spdlog::warn("farm: cannot remove {} from {}: {}", record_.id, url_.ToString(), st.ToString());
   client_.reset();
 }

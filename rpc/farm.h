@@ -1,12 +1,17 @@
 // The device farm's registry in Redis: where remex-server processes announce their
 // device (docs/farm.md) and where clients find them.
 //
-// Layout (Redis 6 or later; every key under the prefix "remex:"):
-//   remex:device:<id>  hash, one per registered server, with a time to live: the fields
-//                      of DeviceRecord (see RecordFields). <id> is the server's
+// Layout (Redis 6 or later; every key under the prefix "remex:"; all the keys of one
+// pool carry the hash tag {POOL}, so that they live in one slot of a Redis Cluster and
+// one transaction may touch them):
+//   remex:{POOL}:device:<id>  hash, one per registered server, with a time to live: the
+//                      fields of DeviceRecord (see RecordFields). <id> is the server's
 //                      advertised address, HOST:PORT. The server refreshes the record
 //                      (heartbeat_ms and the key's TTL) every heartbeat interval, so
 //                      a server that dies leaves the pool when the TTL runs out.
+//   remex:{POOL}:devices      set of the ids registered in the pool (an id whose
+//                      record is gone is pruned by whoever reads it).
+//   Leases, drains and the waiting queue: rpc/farm_lease.h.
 //
 // A RedisClient speaks to Redis through hiredis (Debian's libhiredis), one command at
 // a time; commands are sent as argument vectors, so no value is ever parsed as
@@ -18,6 +23,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <optional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -81,8 +88,9 @@ struct LabelSelector {
 // INVALID_ARGUMENT naming the offending term.
 StatusOr<LabelSelector> ParseLabelSelector(std::string_view text);
 
-// A device's state in the farm. Only kIdle is set by registration today; the others
-// name the states leases, draining and health checks move a device to.
+// A device's state in the farm. A server writes kIdle, or kQuarantined when its
+// self-test failed (DeviceRecord::health says why); a listing shows kLeased while the
+// device has a lease and kDraining while it is drained (rpc/farm_lease.h).
 enum class DeviceState : uint8_t { kIdle, kLeased, kDraining, kQuarantined };
 std::string_view DeviceStateName(DeviceState state);
 StatusOr<DeviceState> ParseDeviceState(std::string_view name);
@@ -100,6 +108,13 @@ struct DeviceRecord {
   DeviceState state = DeviceState::kIdle;
   int64_t registered_ms = 0;  // Unix time, milliseconds: when the server registered.
   int64_t heartbeat_ms = 0;   // Unix time, milliseconds: the last refresh.
+  std::string health;         // The self-test's result: "ok", or why it failed.
+
+  // Read from the lease and drain keys by ListDevices (not fields of the record).
+  bool leased = false;
+  std::string holder;         // The lease's holder, as it named itself.
+  int64_t lease_since_ms = 0;
+  bool drained = false;
 };
 
 // The hash fields of a record and their values, in this order: the one list that writing
@@ -107,8 +122,27 @@ struct DeviceRecord {
 std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord& record);
 // A record larger than this (all fields and values) is refused when read.
 inline constexpr size_t kMaxRecordBytes = 16 * 1024;
-// The key of a device's record.
-std::string DeviceKey(std::string_view id);
+// The keys of a device's record, and of the set of a pool's device ids; and those of
+// leases, drains and the waiting queue (rpc/farm_lease.h says what each holds).
+std::string DeviceKey(std::string_view pool, std::string_view id);
+std::string PoolDevicesKey(std::string_view pool);
+std::string LeaseKey(std::string_view pool, std::string_view id);
+std::string DrainKey(std::string_view pool, std::string_view id);
+std::string QueueKey(std::string_view pool);
+std::string WaitersKey(std::string_view pool);
+std::string AliveKey(std::string_view pool);
+std::string TicketKey(std::string_view pool);
+std::string ServedKey(std::string_view pool);
+
+// A Redis reply, read whole and bounded (RedisClient::Query).
+struct RedisValue {
+  enum class Type : uint8_t { kNil, kInteger, kString, kArray };
+  Type type = Type::kNil;
+  int64_t integer = 0;
+  std::string str;  // kString (also status replies such as OK)
+  std::vector<RedisValue> array;
+  bool nil() const { return type == Type::kNil; }
+};
 
 // Milliseconds since the Unix epoch.
 int64_t UnixMillis();
@@ -126,16 +160,25 @@ class RedisClient {
   Status WriteDevice(const DeviceRecord& record, std::chrono::milliseconds ttl);
   // Refreshes a record's heartbeat_ms and TTL. NOT_FOUND when the key is gone (it
   // expired, or Redis lost it): the caller writes the record again.
-  Status RefreshDevice(std::string_view id, int64_t heartbeat_ms, std::chrono::milliseconds ttl);
+  Status RefreshDevice(std::string_view pool, std::string_view id, int64_t heartbeat_ms,
+                       std::chrono::milliseconds ttl);
   // Deletes a record (OK when there is none).
-  Status RemoveDevice(std::string_view id);
-  // Every registered device, ordered by pool then id. A record that does not parse is
-  // left out and named in `skipped` (when given).
+  Status RemoveDevice(std::string_view pool, std::string_view id);
+  // Every registered device, ordered by pool then id, with its lease and drain. A
+  // record that does not parse is left out and named in `skipped` (when given).
   StatusOr<std::vector<DeviceRecord>> ListDevices(std::vector<std::string>* skipped = nullptr);
+  // The registered devices of one pool, ordered by id, with their leases and drains
+  // (ids whose record is gone are pruned from the pool's set).
+  // `prune` false: no write at all (a transaction that WATCHes the pool reads it so).
+  StatusOr<std::vector<DeviceRecord>> ListPool(std::string_view pool, std::vector<std::string>* skipped = nullptr,
+                                               bool prune = true);
 
   // Runs one command given as its arguments (binary-safe); the reply is dropped.
   // INTERNAL with Redis's message for an error reply.
   Status Execute(const std::vector<std::string>& args) { return Command(args); }
+  // Runs one command and returns its reply. INTERNAL with Redis's message for an error
+  // reply; RESOURCE_EXHAUSTED for a reply of more than 1,048,576 elements or 64 MiB.
+  StatusOr<RedisValue> Query(const std::vector<std::string>& args);
 
   const RedisUrl& url() const { return url_; }
 
@@ -143,6 +186,9 @@ class RedisClient {
   RedisClient(RedisUrl url, redisContext* context) : url_(std::move(url)), context_(context) {}
   // Runs one command (its arguments as given, binary-safe); the reply's error, or OK.
   Status Command(const std::vector<std::string>& args, ::redisReply** reply = nullptr);
+  // Reads the device records of `keys` (with their leases and drains) into `out`.
+  Status ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& out,
+                     std::vector<std::string>* skipped);
 
   RedisUrl url_;
   redisContext* context_;
@@ -159,19 +205,28 @@ class Registration {
     std::chrono::milliseconds interval{1000};  // Heartbeat period.
     std::chrono::milliseconds ttl{5000};       // The record's time to live: > interval.
     std::chrono::milliseconds timeout{2000};   // Connection and reply timeout.
+    // Called on the registration's thread at every beat with the token of the device's
+    // current lease ("" when it has none): the server closes the sessions made with
+    // any other lease (one released, lapsed or replaced since).
+    std::function<void(const std::string& token)> on_lease;
   };
   // Connects and writes the record: UNAVAILABLE when Redis cannot be reached, so a
   // server started with --farm fails at once when the farm is down.
   static StatusOr<std::unique_ptr<Registration>> Start(const RedisUrl& url, DeviceRecord record, Options options);
   ~Registration();
   void Stop();
+  // Marks the device quarantined (its self-test failed: `why`) or healthy again, in the
+  // record now and at every later write. Called from any thread.
+  void SetHealth(const std::string& why, bool healthy);
 
  private:
   Registration(RedisUrl url, DeviceRecord record, Options options, std::unique_ptr<RedisClient> client);
   void Run();
 
   const RedisUrl url_;
-  DeviceRecord record_;
+  DeviceRecord record_;  // The thread's copy; health changes come through pending_health_.
+  std::optional<std::pair<std::string, bool>> pending_health_;  // Guarded by mutex_.
+  bool beat_now_ = false;  // Guarded by mutex_: SetHealth wants a beat before the interval.
   const Options options_;
   std::unique_ptr<RedisClient> client_;  // Used by the thread only once it runs.
   std::mutex mutex_;

@@ -2,6 +2,7 @@
 // and registration against a real redis-server on loopback (rpc/redis_test_util.h).
 
 #include "rpc/farm.h"
+#include "rpc/farm_lease.h"
 
 #include <gtest/gtest.h>
 
@@ -137,35 +138,35 @@ TEST_F(FarmRedisTest, WritesListsRefreshesAndExpiresRecords) {
   EXPECT_EQ(got.state, DeviceState::kIdle);
   EXPECT_EQ(got.registered_ms, a.registered_ms);
   // A refresh moves the heartbeat; b, not refreshed, expires.
-  ASSERT_TRUE(client_->RefreshDevice(a.id, a.heartbeat_ms + 1234, 10s).ok());
+  ASSERT_TRUE(client_->RefreshDevice(a.pool, a.id, a.heartbeat_ms + 1234, 10s).ok());
   std::this_thread::sleep_for(600ms);
   list = client_->ListDevices();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].heartbeat_ms, a.heartbeat_ms + 1234);
-  Status gone = client_->RefreshDevice(b.id, UnixMillis(), 10s);
+  Status gone = client_->RefreshDevice(b.pool, b.id, UnixMillis(), 10s);
   EXPECT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
   // Nothing of b came back half-written.
   EXPECT_EQ(client_->ListDevices()->size(), 1u);
-  ASSERT_TRUE(client_->RemoveDevice(a.id).ok());
+  ASSERT_TRUE(client_->RemoveDevice(a.pool, a.id).ok());
   EXPECT_TRUE(client_->ListDevices()->empty());
-  EXPECT_TRUE(client_->RemoveDevice(a.id).ok());  // Removing nothing is fine.
+  EXPECT_TRUE(client_->RemoveDevice(a.pool, a.id).ok());  // Removing nothing is fine.
 }
 
 TEST_F(FarmRedisTest, MalformedRecordsAreSkippedAndNamed) {
   ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9003", "p"), 10s).ok());
   // A record with an unknown state, one missing fields, one whose id is not its key, and
   // a key of another type under the prefix.
-  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("bad-state"), "id", "bad-state", "pool", "p", "labels", "",
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("p", "bad-state"), "id", "bad-state", "pool", "p", "labels", "",
                                 "kind", "cpu", "device", "cpu", "description", "", "memory_bytes", "1", "version",
-                                "0", "state", "on-fire", "registered_ms", "1", "heartbeat_ms", "1"})
+                                "0", "state", "on-fire", "registered_ms", "1", "heartbeat_ms", "1", "health", "ok"})
                   .ok());
-  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("partial"), "id", "partial"}).ok());
-  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("other"), "id", "someone-else", "pool", "p", "labels", "", "kind",
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("p", "partial"), "id", "partial"}).ok());
+  ASSERT_TRUE(client_->Execute({"HSET", DeviceKey("p", "other"), "id", "someone-else", "pool", "p", "labels", "", "kind",
                                 "cpu", "device", "cpu", "description", "", "memory_bytes", "1", "version", "0",
-                                "state", "idle", "registered_ms", "1", "heartbeat_ms", "1"})
+                                "state", "idle", "registered_ms", "1", "heartbeat_ms", "1", "health", "ok"})
                   .ok());
-  ASSERT_TRUE(client_->Execute({"SET", DeviceKey("not-a-hash"), "x"}).ok());
+  ASSERT_TRUE(client_->Execute({"SET", DeviceKey("p", "not-a-hash"), "x"}).ok());
   std::vector<std::string> skipped;
   auto list = client_->ListDevices(&skipped);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
@@ -176,7 +177,7 @@ TEST_F(FarmRedisTest, MalformedRecordsAreSkippedAndNamed) {
   for (const auto& s : skipped) all += s + "\n";
   EXPECT_NE(all.find("on-fire"), std::string::npos) << all;
   EXPECT_NE(all.find("no field"), std::string::npos) << all;
-  EXPECT_NE(all.find("does not match"), std::string::npos) << all;
+  EXPECT_NE(all.find("do not match the key"), std::string::npos) << all;
   EXPECT_NE(all.find("WRONGTYPE"), std::string::npos) << all;
 }
 
@@ -197,7 +198,7 @@ TEST_F(FarmRedisTest, RegistrationKeepsTheRecordAliveAndRemovesItOnStop) {
   EXPECT_GT((*later)[0].heartbeat_ms, (*first)[0].heartbeat_ms);
   EXPECT_EQ((*later)[0].registered_ms, (*first)[0].registered_ms);
   // Deleted behind its back (as when Redis restarts empty): written again at the next beat.
-  ASSERT_TRUE(client_->RemoveDevice("127.0.0.1:9004").ok());
+  ASSERT_TRUE(client_->RemoveDevice("p", "127.0.0.1:9004").ok());
   std::this_thread::sleep_for(400ms);
   ASSERT_EQ(client_->ListDevices()->size(), 1u);
   // Redis goes away and comes back empty on the same port: the registration reconnects
@@ -219,6 +220,175 @@ TEST_F(FarmRedisTest, RegistrationKeepsTheRecordAliveAndRemovesItOnStop) {
   EXPECT_TRUE(back) << "not registered again within 4 s of Redis coming back";
   (*reg)->Stop();
   EXPECT_TRUE((*fresh)->ListDevices()->empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Leases (rpc/farm_lease.h), against a real redis-server with records written directly.
+
+LeaseRequest Request(std::string pool, std::string selector = "", std::chrono::milliseconds wait = 0ms) {
+  LeaseRequest r;
+  r.pool = std::move(pool);
+  r.selector = std::move(selector);
+  r.wait = wait;
+  r.holder = "farm_test";
+  return r;
+}
+
+TEST_F(FarmRedisTest, LeasesAreExclusiveRenewableAndReleased) {
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9101", "p"), 60s).ok());
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9102", "p"), 60s).ok());
+  auto a = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->device_id, "127.0.0.1:9101");  // the first free device by id
+  EXPECT_EQ(b->device_id, "127.0.0.1:9102");
+  EXPECT_EQ(a->token.size(), 32u);
+  EXPECT_NE(a->token, b->token);
+  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", a->device_id), a->token);
+  // Both taken: a third client, not waiting, is told how things stand.
+  auto c = AcquireLease(*client_, Request("p"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(c.status().message().find("0 waiting ahead, 2 devices match"), std::string::npos) << c.status().message();
+  // The listing shows the holder, never the token.
+  auto list = client_->ListDevices();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE((*list)[0].leased);
+  EXPECT_EQ((*list)[0].holder, "farm_test");
+  EXPECT_TRUE(RenewLease(*client_, *a).ok());
+  ASSERT_TRUE(ReleaseLease(*client_, *a).ok());
+  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", a->device_id), "");
+  Status renew = RenewLease(*client_, *a);
+  EXPECT_EQ(renew.code(), StatusCode::kAborted) << renew.ToString();
+  EXPECT_TRUE(ReleaseLease(*client_, *a).ok());  // releasing twice is harmless
+  c = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->device_id, a->device_id);
+  // Releasing an old lease does not end the new one of the same device.
+  ASSERT_TRUE(ReleaseLease(*client_, *a).ok());
+  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", c->device_id), c->token);
+}
+
+TEST_F(FarmRedisTest, SelectorsPoolsDrainsAndQuarantinesDecideWhatIsLeasable) {
+  DeviceRecord h100 = Record("127.0.0.1:9111", "gpus");
+  h100.labels = {{"gpu", "h100"}, {"cuda", "12.4"}};
+  DeviceRecord a100 = Record("127.0.0.1:9112", "gpus");
+  a100.labels = {{"gpu", "a100"}, {"cuda", "11.8"}};
+  DeviceRecord sick = Record("127.0.0.1:9113", "gpus");
+  sick.labels = {{"gpu", "h100"}, {"cuda", "12.4"}};
+  sick.state = DeviceState::kQuarantined;
+  sick.health = "self-test: output differs from the CPU's";
+  for (const DeviceRecord& d : {h100, a100, sick}) ASSERT_TRUE(client_->WriteDevice(d, 60s).ok());
+  // No device of the pool matches: NOT_FOUND at once, naming the selector.
+  auto none = AcquireLease(*client_, Request("gpus", "gpu=v100", 5s));
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound) << none.status().ToString();
+  EXPECT_NE(none.status().message().find("gpu=v100"), std::string::npos);
+  EXPECT_EQ(AcquireLease(*client_, Request("nowhere")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(AcquireLease(*client_, Request("bad pool!")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(AcquireLease(*client_, Request("gpus", "cuda>>12")).status().code(), StatusCode::kInvalidArgument);
+  // A drained device is not leased; the quarantined twin never is.
+  ASSERT_TRUE(SetDrained(*client_, h100.id, true).ok());
+  auto h = AcquireLease(*client_, Request("gpus", "cuda>=12"));
+  EXPECT_EQ(h.status().code(), StatusCode::kDeadlineExceeded) << h.status().ToString();
+  EXPECT_TRUE(client_->ListDevices()->at(0).drained);
+  ASSERT_TRUE(SetDrained(*client_, h100.id, false).ok());
+  h = AcquireLease(*client_, Request("gpus", "cuda>=12"));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->device_id, h100.id);
+  auto a = AcquireLease(*client_, Request("gpus", "cuda>=11"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->device_id, a100.id);
+  EXPECT_EQ(SetDrained(*client_, "127.0.0.1:1", true).code(), StatusCode::kNotFound);
+}
+
+TEST_F(FarmRedisTest, ALapsedLeaseFreesTheDeviceAndCannotBeRenewed) {
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9121", "p"), 60s).ok());
+  LeaseRequest r = Request("p");
+  r.ttl = 1s;
+  auto first = AcquireLease(*client_, r);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(AcquireLease(*client_, Request("p")).status().code(), StatusCode::kDeadlineExceeded);
+  // Its holder died: nobody renews it. A waiter gets the device once the TTL has run out.
+  auto second = AcquireLease(*client_, Request("p", "", 5s));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(RenewLease(*client_, *first).code(), StatusCode::kAborted);
+}
+
+// One device, clients queued in a known order: they are served in that order, and a
+// client that died while waiting (its waiter key expired) does not hold up the others.
+TEST_F(FarmRedisTest, WaitersAreServedFirstComeFirstServed) {
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9131", "p"), 60s).ok());
+  auto held = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(held.ok());
+  // A dead waiter ahead of everyone: in the queue, its key gone.
+  ASSERT_TRUE(client_->Execute({"RPUSH", QueueKey("p"), "999999"}).ok());
+  constexpr int kClients = 6;
+  std::vector<std::thread> clients;
+  std::vector<Lease> got(kClients);
+  std::vector<Status> errors(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      auto c = RedisClient::Connect(redis_.url(), 2s);
+      if (!c.ok()) {
+        errors[i] = c.status();
+        return;
+      }
+      auto lease = AcquireLease(**c, Request("p", "", 30s));
+      if (!lease.ok()) {
+        errors[i] = lease.status();
+        return;
+      }
+      got[i] = *lease;
+      std::this_thread::sleep_for(30ms);
+      errors[i] = ReleaseLease(**c, *lease);
+    });
+    // Each client enqueues before the next starts (the held lease took ticket 1):
+    // their tickets increase with i.
+    for (int k = 0; k < 400; ++k) {
+      auto ticket = client_->Query({"GET", TicketKey("p")});
+      if (ticket.ok() && !ticket->nil() && std::stoll(ticket->str) >= i + 2) break;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ASSERT_TRUE(ReleaseLease(*client_, *held).ok());
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kClients; ++i) ASSERT_TRUE(errors[i].ok()) << i << ": " << errors[i].ToString();
+  for (int i = 1; i < kClients; ++i) {
+    EXPECT_GT(got[i].ticket, got[i - 1].ticket);
+    EXPECT_EQ(got[i].serial, got[i - 1].serial + 1) << "client " << i << " was not served right after client " << i - 1;
+  }
+  auto waiting = QueueLengths(*client_, {"p"});
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->at("p"), 0);
+}
+
+// A waiter whose selector no free device matches does not hold up those behind it
+// (backfill), and is served first when its device comes free.
+TEST_F(FarmRedisTest, AWaiterForABusyKindDoesNotBlockOthers) {
+  DeviceRecord a = Record("127.0.0.1:9141", "p"), b = Record("127.0.0.1:9142", "p");
+  a.labels = {{"gpu", "a"}};
+  b.labels = {{"gpu", "b"}};
+  ASSERT_TRUE(client_->WriteDevice(a, 60s).ok());
+  ASSERT_TRUE(client_->WriteDevice(b, 60s).ok());
+  auto held = AcquireLease(*client_, Request("p", "gpu=a"));
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> served{false};
+  std::thread waiter([&] {
+    auto c = RedisClient::Connect(redis_.url(), 2s);
+    ASSERT_TRUE(c.ok());
+    auto lease = AcquireLease(**c, Request("p", "gpu=a", 30s));
+    EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+    served = true;
+  });
+  for (int k = 0; k < 200 && client_->Query({"LLEN", QueueKey("p")})->integer < 1; ++k) std::this_thread::sleep_for(5ms);
+  auto other = AcquireLease(*client_, Request("p", "gpu=b"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->device_id, b.id);
+  EXPECT_FALSE(served);
+  ASSERT_TRUE(ReleaseLease(*client_, *held).ok());
+  waiter.join();
+  EXPECT_TRUE(served);
 }
 
 TEST(FarmRedisDownTest, ConnectingToNothingIsUnavailableNamingTheUrl) {

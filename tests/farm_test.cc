@@ -1,7 +1,10 @@
 // The device farm end to end: a real redis-server and real remex-server processes
 // registered to it with --farm, listed by `remex farm status`; a server killed leaves
 // the pool when its record's TTL runs out, a server stopped leaves it at once, and bad
-// flags or an unreachable farm are refused with a message that names them.
+// flags or an unreachable farm are refused with a message that names them. Leases:
+// a leased device serves its holder only; the lease's end closes the holder's sessions;
+// a killed client loses its lease, a killed server leaves the pool; 20 clients share
+// 3 devices fairly and never two at once; drained devices are not leased.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,8 +14,17 @@
 #include <string>
 #include <thread>
 
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "host_client/client/client.h"
+#include "host_client/compiler/onnx_test_util.h"
 #include "rpc/farm.h"
+#include "rpc/farm_lease.h"
 #include "rpc/redis_test_util.h"
+#include "tests/model_util.h"
 #include "tests/process_util.h"
 
 namespace remex {
@@ -158,6 +170,223 @@ TEST_F(FarmTest, BadFlagsAndAnUnreachableFarmAreRefused) {
   EXPECT_NE(cli.output.find("127.0.0.1"), std::string::npos) << cli.output;
   cli = RunCommand("env -u REMEX_FARM " + std::string(REMEX_CLI_BIN) + " farm status 2>&1");
   EXPECT_EQ(cli.exit_code, 2) << cli.output;
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Leases.
+
+std::string Cli() { return std::string(REMEX_CLI_BIN); }
+
+// A small ONNX model on disk for `remex run` (y = Relu(x + c), x [?, 4]), with the
+// shape to run it at.
+std::string ModelFile();
+std::string Model() { return ModelFile() + " --shape x=2x4"; }
+std::string ModelFile() {
+  static const std::string path = [] {
+    const std::string p = std::filesystem::temp_directory_path().string() + "/remex_farm_test_" +
+                          std::to_string(getpid()) + ".onnx";
+    EXPECT_TRUE(testing::AddReluModel().Save(p));
+    return p;
+  }();
+  return path;
+}
+
+farm::RedisUrl Url(const RedisProcess& redis) { return redis.url(); }
+
+farm::LeaseRequest Request(const std::string& pool, std::chrono::milliseconds wait = 0ms) {
+  farm::LeaseRequest r;
+  r.pool = pool;
+  r.wait = wait;
+  r.holder = "farm_test";
+  return r;
+}
+
+TEST_F(FarmTest, ALeasedDeviceServesItsHolderOnly) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url, "--pool", "ci"});
+  ASSERT_NE(server.port(), 0) << server.banner();
+  // `run --farm` leases the device, runs, and releases it.
+  auto run = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool ci --json 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(server.address()), std::string::npos) << run.output;
+  EXPECT_EQ(Device(FarmList(url), server.address())["state"], "idle");
+  // Without a lease, the device refuses the session.
+  auto bare = RunCommand(Cli() + " run " + Model() + " --server " + server.address() + " 2>&1");
+  EXPECT_EQ(bare.exit_code, 3) << bare.output;
+  EXPECT_NE(bare.output.find("lease it with --farm"), std::string::npos) << bare.output;
+  // `farm lease -- CMD` hands CMD the address and the token.
+  auto leased = RunCommand(Cli() + " farm lease --farm " + url + " --pool ci -- sh -c '" + Cli() + " run " + Model() +
+                           " --server \"$REMEX_SERVER\" && echo \"pool $REMEX_LEASE_POOL\"' 2>&1");
+  ASSERT_EQ(leased.exit_code, 0) << leased.output;
+  EXPECT_NE(leased.output.find("pool ci"), std::string::npos) << leased.output;
+  // CMD's exit status is farm lease's.
+  EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url + " --pool ci -- sh -c 'exit 7'").exit_code, 7);
+  // While another holds it: the holder is listed, a client not waiting is refused, one
+  // waiting is queued (and listed) and served when the lease ends.
+  auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("ci"), 2s);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  const nlohmann::json d = Device(FarmList(url), server.address());
+  EXPECT_EQ(d["state"], "leased");
+  EXPECT_EQ(d["holder"], "farm_test");
+  auto busy = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool ci 2>&1");
+  EXPECT_EQ(busy.exit_code, 3) << busy.output;
+  EXPECT_NE(busy.output.find("became free within"), std::string::npos) << busy.output;
+  std::atomic<int> waited_rc{-1};
+  std::thread waiter([&] {
+    waited_rc = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool ci --lease-wait 30").exit_code;
+  });
+  bool queued = false;
+  for (int i = 0; i < 100 && !queued; ++i) {
+    const nlohmann::json status = FarmList(url);
+    queued = !status.is_null() && status["pools"][0]["waiting"] == 1;
+    if (!queued) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(queued) << "the waiting client is not listed";
+  (*holder).reset();  // released
+  waiter.join();
+  EXPECT_EQ(waited_rc, 0);
+}
+
+TEST_F(FarmTest, TheEndOfALeaseClosesItsSessions) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("default"), 2s);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  client::ConnectOptions options;
+  options.token = (*holder)->lease().token;
+  auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Upload(testing::Floats({256, 1024}, std::vector<float>(256 * 1024, 1.0f))).ok());
+  // Another client with a wrong token is refused while the lease holds.
+  options.token = std::string(32, 'f');
+  auto other = client::Session::Connect("127.0.0.1", server.port(), options);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kPermissionDenied) << other.status().ToString();
+  ASSERT_TRUE((*holder)->Release().ok());
+  // Within a heartbeat (1 s) the server closes the session.
+  Status st;
+  for (int i = 0; i < 60; ++i) {
+    st = (*session)->Upload(testing::Floats({4}, {1, 2, 3, 4})).status();
+    if (!st.ok()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("lease this session was opened with has ended"), std::string::npos) << st.ToString();
+}
+
+TEST_F(FarmTest, AKilledClientLosesItsLeaseAndAKilledServerLeavesThePool) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  // A client holding a lease (TTL 2 s) is killed: nobody renews it.
+  auto bg = RunCommand("(" + Cli() + " farm lease --ttl 2 --farm " + url +
+                       " -- sleep 6 >/dev/null 2>&1 & echo $!)");
+  const std::string pid = bg.output.substr(0, bg.output.find_first_of("\r\n"));
+  ASSERT_FALSE(pid.empty());
+  bool leased = false;
+  for (int i = 0; i < 100 && !leased; ++i) {
+    leased = Device(FarmList(url), server.address())["state"] == "leased";
+    if (!leased) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(leased);
+  RunCommand("kill -9 " + pid);
+  auto after = farm::LeaseHolder::Acquire(Url(redis_), Request("default", 10s), 2s);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  // The server dies while leased: the holder's requests fail, and the device leaves
+  // the pool within its record's TTL.
+  client::ConnectOptions options;
+  options.token = (*after)->lease().token;
+  auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE(server.SignalAndWait(SIGKILL, 5s));
+  Status st = (*session)->Upload(testing::Floats({4}, {1, 2, 3, 4})).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_TRUE(WaitFor(url, server.address(), false, 8s));
+}
+
+// 20 clients, 3 devices: every client is served, no device ever has two holders at
+// once, and leases are granted in the order the clients queued.
+TEST_F(FarmTest, ContendedLeasesAreExclusiveAndFirstComeFirstServed) {
+  const std::string url = redis_.url_text();
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{"--farm", url, "--pool", "fair"}));
+  constexpr int kClients = 20;
+  std::mutex mu;
+  std::map<std::string, int> holders;  // device -> holders now
+  int overlaps = 0;
+  std::vector<farm::Lease> leases(kClients);
+  std::vector<Status> errors(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("fair", 60s), 5s);
+      if (!holder.ok()) {
+        errors[i] = holder.status();
+        return;
+      }
+      const farm::Lease& lease = (*holder)->lease();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (++holders[lease.device_id] > 1) ++overlaps;
+      }
+      // The lease works: a session on the device with its token.
+      client::ConnectOptions options;
+      options.token = lease.token;
+      uint16_t port = static_cast<uint16_t>(std::stoi(lease.device_id.substr(lease.device_id.rfind(':') + 1)));
+      auto session = client::Session::Connect("127.0.0.1", port, options);
+      errors[i] = session.status();
+      std::this_thread::sleep_for(30ms);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --holders[lease.device_id];
+      }
+      leases[i] = lease;
+      if (errors[i].ok()) errors[i] = (*holder)->Release();
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kClients; ++i) ASSERT_TRUE(errors[i].ok()) << i << ": " << errors[i].ToString();
+  EXPECT_EQ(overlaps, 0);
+  std::sort(leases.begin(), leases.end(), [](const farm::Lease& a, const farm::Lease& b) { return a.ticket < b.ticket; });
+  for (int i = 1; i < kClients; ++i) {
+    EXPECT_EQ(leases[i].serial, leases[i - 1].serial + 1)
+        << "ticket " << leases[i].ticket << " was not served right after ticket " << leases[i - 1].ticket;
+  }
+}
+
+TEST_F(FarmTest, DrainedDevicesAreNotLeased) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  auto drain = RunCommand(Cli() + " farm drain --farm " + url + " " + server.address());
+  ASSERT_EQ(drain.exit_code, 0) << drain.output;
+  EXPECT_EQ(Device(FarmList(url), server.address())["state"], "draining");
+  auto refused = RunCommand(Cli() + " run " + Model() + " --farm " + url + " 2>&1");
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  ASSERT_EQ(RunCommand(Cli() + " farm undrain --farm " + url + " " + server.address()).exit_code, 0);
+  EXPECT_EQ(RunCommand(Cli() + " run " + Model() + " --farm " + url).exit_code, 0);
+  auto unknown = RunCommand(Cli() + " farm drain --farm " + url + " 127.0.0.1:1 2>&1");
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
+  EXPECT_NE(unknown.output.find("no registered device '127.0.0.1:1'"), std::string::npos) << unknown.output;
+}
+
+// Health: a server runs its self-test at start; one that fails it joins the pool
+// quarantined, with the reason listed, and is not leased. A healthy one says "ok".
+TEST_F(FarmTest, ADeviceFailingItsSelfTestIsQuarantined) {
+  const std::string url = redis_.url_text();
+  ServerProcess sick({"--farm", url, "--pool", "q", "--inject-self-test-failure"});
+  ServerProcess well({"--farm", url, "--pool", "ok"});
+  const nlohmann::json status = FarmList(url);
+  const nlohmann::json s = Device(status, sick.address());
+  ASSERT_FALSE(s.is_null()) << status.dump(2);
+  EXPECT_EQ(s["state"], "quarantined");
+  EXPECT_NE(s["health"].get<std::string>().find("self-test: cpu computes"), std::string::npos) << s.dump(2);
+  EXPECT_EQ(Device(status, well.address())["health"], "ok");
+  auto text = RunCommand(Cli() + " farm status --farm " + url);
+  EXPECT_NE(text.output.find("quarantined (self-test"), std::string::npos) << text.output;
+  auto refused = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool q --lease-wait 1 2>&1");
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("became free within"), std::string::npos) << refused.output;
+  EXPECT_EQ(RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool ok").exit_code, 0);
 }
 
 }  // namespace

@@ -351,6 +351,63 @@ TEST(CudaVm, RunsAddReluOnTheGpu) {
   EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 0u);
 }
 
+// ONNX sequences on the GPU: main(s: sequence<float32>, x: float32[2], p: int64[]) ->
+// (SequenceInsert(s, x, p): sequence, SequenceAt(that, p): optional tensor). The
+// returned elements are new device tensors, copied on the device.
+TEST(CudaVm, SequencesKeepTheirElementsOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::string why;
+  auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+  ASSERT_TRUE(registry) << why;
+  auto allocator = Allocator::Create(*device);
+  ExecutableDef def;
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"s", DType::kFloat32, {}, {}, ValueKind::kSequence, false},
+               {"x", DType::kFloat32, {2}, {}},
+               {"p", DType::kInt64, {}, {}}};
+  fn.outputs = {{"t", DType::kFloat32, {}, {}, ValueKind::kSequence, false},
+                {"e", DType::kFloat32, {2}, {}, ValueKind::kOptionalTensor, true}};
+  fn.num_registers = 5;
+  fn.code = {
+      {Opcode::kSeqInsert, {3, 0, 1, 2}, {}},
+      {Opcode::kSeqAt, {4, 3, 2}, {}},
+      {Opcode::kRet, {}, {{3, 4}}},
+  };
+  def.functions.push_back(std::move(fn));
+  auto exe = Executable::FromDef(def, *registry);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator, *registry);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto upload = [&](DType dtype, const Shape& shape, const void* data, size_t bytes) {
+    auto t = AllocateTensor(*allocator, dtype, shape);
+    EXPECT_TRUE(t.ok());
+    EXPECT_TRUE(device->CopyToDevice((*t)->data(), data, bytes).ok());
+    return *t;
+  };
+  const float a[3] = {1, 2, 3}, x[2] = {4, 5};
+  const int64_t p = 1;
+  TensorPtr ta = upload(DType::kFloat32, {3}, a, sizeof a);
+  TensorPtr tx = upload(DType::kFloat32, {2}, x, sizeof x);
+  ASSERT_TRUE((*vm)->SetInputValues(0, {Value::OfSequence({ta}), Value::OfTensor(tx),
+                                        Value::OfTensor(upload(DType::kInt64, {}, &p, sizeof p))}).ok());
+  auto out = (*vm)->InvokeValues(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ((*out)[0].elements.size(), 2u);
+  float got[2] = {0, 0};
+  ASSERT_TRUE(device->CopyToHost(got, (*out)[0].elements[1]->data(), sizeof got).ok());
+  EXPECT_EQ(got[0], 4.0f);
+  EXPECT_EQ(got[1], 5.0f);
+  EXPECT_NE((*out)[0].elements[1]->data(), tx->data());
+  float e[2] = {0, 0};
+  ASSERT_TRUE(device->CopyToHost(e, (*out)[1].tensor->data(), sizeof e).ok());
+  EXPECT_EQ(e[1], 5.0f);
+  // The two position reads went through counted device-to-host copies.
+  EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 2u);
+}
+
 // A fault fails the VM's run and holds until Reset; after the reset (a new context and
 // stream: every earlier allocation and kernel is gone) a new registry and VM run
 // correctly on the device.

@@ -28,8 +28,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,6 +49,7 @@
 #include "host_client/tooling/run.h"
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
+#include "rpc/farm_lease.h"
 
 #ifndef REMEX_VERSION
 #define REMEX_VERSION "unknown"
@@ -103,7 +109,50 @@ struct SessionArgs {
   double timeout_s = 600;
   bool json = false;
   bool verbose = false;
+  std::string farm, pool = "default", labels;
+  double lease_wait_s = 0;
 };
+
+// --farm, --pool, --labels, --lease-wait (of run, bench, check and farm lease).
+struct FarmLeaseFlags {
+  CLI::Option* farm = nullptr;
+  CLI::Option* pool = nullptr;
+  CLI::Option* labels = nullptr;
+  CLI::Option* wait = nullptr;
+};
+FarmLeaseFlags AddFarmLeaseOptions(CLI::App* cmd, std::string& farm, std::string& pool, std::string& labels,
+                                   double& wait_s) {
+  FarmLeaseFlags f;
+  f.farm = cmd->add_option("--farm", farm, "lease a device of the farm at redis://HOST:PORT[/DB] (docs/farm.md)");
+  f.pool = cmd->add_option("--pool", pool, "with --farm: the pool to lease from")->capture_default_str();
+  f.labels = cmd->add_option("--labels", labels,
+                             "with --farm: a label selector the device must match, e.g. gpu=h100,cuda>=12.4");
+  f.wait = cmd->add_option("--lease-wait", wait_s,
+                           "with --farm: seconds to wait in the pool's queue for a free device (default 0: one free now)")
+               ->check(CLI::Range(0.0, 86400.0));
+  return f;
+}
+
+// The lease options of --farm, --pool, --labels and --lease-wait: usage errors for a bad
+// URL, pool or selector, or lease flags without --farm.
+StatusOr<std::optional<tooling::FarmLeaseOptions>> FarmLeaseFromFlags(const std::string& farm, const std::string& pool,
+                                                                      const std::string& labels, double wait_s) {
+  if (farm.empty()) {
+    if (pool != "default" || !labels.empty() || wait_s != 0) {
+      return remex::InvalidArgument("--pool, --labels and --lease-wait need --farm");
+    }
+    return std::optional<tooling::FarmLeaseOptions>();
+  }
+  REMEX_RETURN_IF_ERROR(remex::farm::ParseRedisUrl(farm).status());
+  REMEX_RETURN_IF_ERROR(remex::farm::CheckPoolName(pool).WithContext("--pool"));
+  REMEX_RETURN_IF_ERROR(remex::farm::ParseLabelSelector(labels).status().WithContext("--labels"));
+  tooling::FarmLeaseOptions o;
+  o.url = farm;
+  o.pool = pool;
+  o.selector = labels;
+  o.wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  return std::optional<tooling::FarmLeaseOptions>(o);
+}
 
 void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
   cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required();
@@ -130,6 +179,7 @@ void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
       ->check(CLI::Range(0.001, 86400.0));
   cmd->add_flag("--json", args.json, "print one JSON object");
   cmd->add_flag("--verbose", args.verbose, "also print wire, copy and allocation detail");
+  AddFarmLeaseOptions(cmd, args.farm, args.pool, args.labels, args.lease_wait_s);
 }
 
 // The request of run, bench and check from their flags: every failure is a usage error.
@@ -143,6 +193,13 @@ StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::
   r.default_input_dir = default_input_dir;
   r.server.address = args.server;
   if (!args.server.empty()) REMEX_RETURN_IF_ERROR(tooling::ParseServerAddress(args.server).status());
+  REMEX_ASSIGN_OR_RETURN(r.server.farm, FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s));
+  if (r.server.farm && !args.server.empty()) {
+    return remex::InvalidArgument("--server and --farm: name a server or lease one from the farm, not both");
+  }
+  if (r.server.farm && !args.token_file.empty()) {
+    return remex::InvalidArgument("--token-file and --farm: a leased device takes its lease's token");
+  }
   REMEX_ASSIGN_OR_RETURN(r.server.compression, tooling::ParseCompression(args.compression));
   REMEX_ASSIGN_OR_RETURN(r.server.token, tooling::TokenFromFileOrEnvironment(args.token_file));
   REMEX_ASSIGN_OR_RETURN(r.server.tls, tooling::TlsFromFlags(args.server, args.tls_ca, args.tls_cert, args.tls_key,
@@ -318,6 +375,73 @@ int Compare(const CompareArgs& args) {
   return result->match() ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
+struct FarmLeaseArgs {
+  std::string farm, pool = "default", labels;
+  double lease_wait_s = 0;
+  double ttl_s = 30;
+  std::vector<std::string> command;
+};
+
+// `remex farm lease ... -- CMD`: holds a lease while CMD runs, with REMEX_SERVER (the
+// device's HOST:PORT), REMEX_TOKEN (the lease's token), REMEX_LEASE_POOL and
+// REMEX_LEASE_DEVICE in its environment; exits with CMD's status (128 + N for a signal).
+int FarmLeaseCommand(const FarmLeaseArgs& args) {
+  auto options = FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s);
+  if (!options.ok()) return Usage(options.status());
+  if (!*options) return Usage(remex::InvalidArgument("farm lease: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+  if (args.command.empty()) return Usage(remex::InvalidArgument("farm lease: give the command to run after --"));
+  if (!(args.ttl_s >= 1 && args.ttl_s <= 86400)) return Usage(remex::InvalidArgument("--ttl must be in [1, 86400] seconds"));
+  remex::farm::LeaseRequest request;
+  request.pool = (*options)->pool;
+  request.selector = (*options)->selector;
+  request.wait = (*options)->wait;
+  request.ttl = std::chrono::milliseconds(static_cast<int64_t>(args.ttl_s * 1000));
+  auto holder = remex::farm::LeaseHolder::Acquire(*remex::farm::ParseRedisUrl(args.farm), request, std::chrono::seconds(5));
+  if (!holder.ok()) return Fail(holder.status().WithContext("leasing from " + args.farm));
+  const remex::farm::Lease& lease = (*holder)->lease();
+  std::fprintf(stderr, "remex: leased %s (pool %s) for: %s\n", lease.device_id.c_str(), lease.pool.c_str(),
+               args.command[0].c_str());
+  const pid_t child = fork();
+  if (child < 0) return Fail(remex::Internal(std::string("fork: ") + std::strerror(errno)));
+  if (child == 0) {
+    setenv("REMEX_SERVER", lease.device_id.c_str(), 1);
+    setenv("REMEX_TOKEN", lease.token.c_str(), 1);
+    setenv("REMEX_LEASE_POOL", lease.pool.c_str(), 1);
+    setenv("REMEX_LEASE_DEVICE", lease.device_id.c_str(), 1);
+    std::vector<char*> argv;
+    for (const std::string& a : args.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "remex: farm lease: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (Status lost = (*holder)->lost(); !lost.ok()) std::fprintf(stderr, "remex: %s\n", lost.ToString().c_str());
+  holder->reset();  // released before this process exits
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return tooling::kExitInfrastructure;
+}
+
+struct FarmDrainArgs {
+  std::string farm, device;
+  bool undrain = false;
+};
+
+int FarmDrainCommand(const FarmDrainArgs& args) {
+  if (args.farm.empty()) return Usage(remex::InvalidArgument("farm drain: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+  auto url = remex::farm::ParseRedisUrl(args.farm);
+  if (!url.ok()) return Usage(url.status());
+  auto client = remex::farm::RedisClient::Connect(*url, std::chrono::seconds(5));
+  if (!client.ok()) return Fail(client.status());
+  Status st = remex::farm::SetDrained(**client, args.device, !args.undrain);
+  if (!st.ok()) return Fail(st);
+  std::printf("%s %s\n", args.device.c_str(), args.undrain ? "undrained: leased again" : "drained: leased no more");
+  return tooling::kExitOk;
+}
+
 struct FarmStatusArgs {
   std::string farm;
   std::string labels;
@@ -429,6 +553,25 @@ int main(int argc, char** argv) {
                               "only devices matching this selector, e.g. gpu=h100,cuda>=12.4,!maintenance (docs/farm.md)");
   farm_status_cmd->add_option("--timeout", farm_status.timeout_s, "seconds to wait for Redis")->capture_default_str();
   farm_status_cmd->add_flag("--json", farm_status.json, "print one JSON object");
+  FarmLeaseArgs farm_lease;
+  auto* farm_lease_cmd = farm_cmd->add_subcommand(
+      "lease", "hold a lease of a device while a command runs (REMEX_SERVER and REMEX_TOKEN in its environment)");
+  AddFarmLeaseOptions(farm_lease_cmd, farm_lease.farm, farm_lease.pool, farm_lease.labels, farm_lease.lease_wait_s)
+      .farm->envname("REMEX_FARM");
+  farm_lease_cmd->add_option("--ttl", farm_lease.ttl_s, "seconds the lease outlives its last renewal (renewed every third)")
+      ->capture_default_str();
+  farm_lease_cmd->add_option("command", farm_lease.command, "the command to run, after --")->required();
+  std::vector<FarmDrainArgs> drains(2);
+  drains[1].undrain = true;
+  std::vector<CLI::App*> drain_cmds;
+  for (FarmDrainArgs& d : drains) {
+    auto* c = farm_cmd->add_subcommand(d.undrain ? "undrain" : "drain",
+                                       d.undrain ? "lease a drained device again"
+                                                 : "lease a device no more (a lease in progress runs on)");
+    c->add_option("--farm", d.farm, "redis://HOST:PORT[/DB] (default: $REMEX_FARM)")->envname("REMEX_FARM");
+    c->add_option("device", d.device, "the device's id, HOST:PORT as farm status lists it")->required();
+    drain_cmds.push_back(c);
+  }
 
   try {
     app.parse(argc, argv);
@@ -445,5 +588,9 @@ int main(int argc, char** argv) {
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
+  if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
+  for (size_t i = 0; i < drain_cmds.size(); ++i) {
+    if (*drain_cmds[i]) return FarmDrainCommand(drains[i]);
+  }
   return tooling::kExitUsage;
 }

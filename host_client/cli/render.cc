@@ -242,9 +242,12 @@ void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
                report.selector.empty() ? "" : (" matching " + report.selector).c_str());
   if (!report.devices.empty()) {
     std::vector<std::vector<std::string>> rows = {
-        {"POOL", "DEVICE", "STATE", "KIND", "MEMORY", "HEARTBEAT", "UP", "LABELS", "DESCRIPTION"}};
+        {"POOL", "DEVICE", "STATE", "HOLDER", "LEASED FOR", "KIND", "MEMORY", "HEARTBEAT", "UP", "LABELS", "DESCRIPTION"}};
     for (const farm::DeviceRecord& d : report.devices) {
-      rows.push_back({d.pool, d.id, std::string(farm::DeviceStateName(d.state)), d.kind,
+      std::string state(farm::DeviceStateName(d.state));
+      if (d.state == farm::DeviceState::kQuarantined) state += " (" + d.health + ")";
+      rows.push_back({d.pool, d.id, state, d.leased ? d.holder : "-",
+                      d.leased ? Format("%.1f s", (report.now_ms - d.lease_since_ms) / 1000.0) : "-", d.kind,
                       Format("%.1f GiB", static_cast<double>(d.memory_bytes) / (1ull << 30)),
                       Format("%.1f s ago", (report.now_ms - d.heartbeat_ms) / 1000.0),
                       Format("%.1f s", (report.now_ms - d.registered_ms) / 1000.0),
@@ -252,10 +255,11 @@ void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
     }
     std::fprintf(out, "\n");
     PrintTable(rows, "", 2, rows[0].size(), out);
-    std::vector<std::vector<std::string>> pools = {{"POOL", "DEVICES", "IDLE", "LEASED", "DRAINING", "QUARANTINED"}};
+    std::vector<std::vector<std::string>> pools = {
+        {"POOL", "DEVICES", "IDLE", "LEASED", "DRAINING", "QUARANTINED", "WAITING"}};
     for (const tooling::FarmPoolSummary& p : report.pools) {
       pools.push_back({p.name, std::to_string(p.devices), std::to_string(p.idle), std::to_string(p.leased),
-                       std::to_string(p.draining), std::to_string(p.quarantined)});
+                       std::to_string(p.draining), std::to_string(p.quarantined), std::to_string(p.waiting)});
     }
     std::fprintf(out, "\n");
     PrintTable(pools, "", 2, 1, out);

@@ -167,7 +167,8 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
   if (!challenge.empty()) {
     if (options.token.empty()) {
       return PermissionDenied("the server at " + host + ":" + std::to_string(port) +
-                              " requires a token: pass --token-file FILE or set REMEX_TOKEN");
+                              " requires a token: pass --token-file FILE or set REMEX_TOKEN (a device of a farm takes its lease's token: "
+                              "lease it with --farm or remex farm lease)");
     }
     REMEX_RETURN_IF_ERROR(s->Authenticate(challenge));
   }

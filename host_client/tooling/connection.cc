@@ -38,8 +38,22 @@ StatusOr<std::optional<rpc::TlsClientConfig>> TlsFromFlags(const std::string& ad
   return std::optional<rpc::TlsClientConfig>(rpc::TlsClientConfig{ca, cert, key, server_name});
 }
 
-StatusOr<Connection> Connect(const ServerOptions& options) {
+StatusOr<Connection> Connect(const ServerOptions& given) {
   Connection c;
+  ServerOptions options = given;
+  if (options.farm) {
+    if (!options.address.empty()) return InvalidArgument("--server and --farm: name a server or lease one, not both");
+    REMEX_ASSIGN_OR_RETURN(farm::RedisUrl url, farm::ParseRedisUrl(options.farm->url));
+    farm::LeaseRequest request;
+    request.pool = options.farm->pool;
+    request.selector = options.farm->selector;
+    request.wait = options.farm->wait;
+    auto lease = farm::LeaseHolder::Acquire(url, request, options.connect_timeout);
+    if (!lease.ok()) return lease.status().WithContext("leasing from " + url.ToString());
+    c.lease = std::move(lease).value();
+    options.address = c.lease->lease().device_id;
+    options.token = c.lease->lease().token;
+  }
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   if (options.address.empty()) {
@@ -54,6 +68,7 @@ StatusOr<Connection> Connect(const ServerOptions& options) {
     REMEX_ASSIGN_OR_RETURN(auto address, ParseServerAddress(options.address));
     std::tie(host, port) = address;
     c.server = options.address;
+    if (c.lease) c.server += " (leased from pool " + c.lease->lease().pool + ")";
   }
   client::ConnectOptions connect;
   connect.compression = options.compression;

@@ -10,13 +10,25 @@
 #include "base/status.h"
 #include "device_server/device_server.h"
 #include "host_client/client/client.h"
+#include "rpc/farm_lease.h"
 #include "rpc/tls.h"
 
 namespace remex::tooling {
 
+// A device to lease from a farm (docs/farm.md) instead of naming a server.
+struct FarmLeaseOptions {
+  std::string url;               // redis://HOST:PORT[/DB]
+  std::string pool = "default";
+  std::string selector;          // farm::ParseLabelSelector's grammar; "": any device
+  std::chrono::milliseconds wait{0};  // how long to wait in the pool's queue
+};
+
 struct ServerOptions {
-  // "HOST:PORT" of a remex-server; empty: start an embedded server.
+  // "HOST:PORT" of a remex-server; empty: start an embedded server (unless `farm`).
   std::string address;
+  // Set: lease a device of the farm, held while the connection lives; its address and
+  // lease token replace `address` and `token`.
+  std::optional<FarmLeaseOptions> farm;
   // The server's token (rpc/auth.h); empty: none. TokenFromFileOrEnvironment finds it.
   std::string token;
   std::optional<rpc::TlsClientConfig> tls;  // remote servers only
@@ -38,8 +50,10 @@ StatusOr<std::optional<rpc::TlsClientConfig>> TlsFromFlags(const std::string& ad
                                                           const std::string& cert, const std::string& key,
                                                           const std::string& server_name);
 
-// A connected session. The embedded server (if any) outlives the session.
+// A connected session. The embedded server (if any) and the lease (if any) outlive the
+// session; the lease is released when the connection is destroyed.
 struct Connection {
+  std::unique_ptr<farm::LeaseHolder> lease;
   std::unique_ptr<server::DeviceServer> embedded;
   std::unique_ptr<client::Session> session;
   std::string server;  // "HOST:PORT" or "embedded 127.0.0.1:PORT"
@@ -50,9 +64,12 @@ struct Connection {
   Connection& operator=(Connection&&) = default;
 };
 
-// Connects (starting the embedded server first when options.address is empty).
-// INVALID_ARGUMENT for a bad address; the session's errors (UNAVAILABLE,
-// DEADLINE_EXCEEDED, PERMISSION_DENIED, FAILED_PRECONDITION) with "connecting to ...".
+// Connects (starting the embedded server first when options.address is empty, leasing
+// a farm device first when options.farm is set). INVALID_ARGUMENT for a bad address,
+// farm URL, pool or selector; the lease's errors (NOT_FOUND: no device matches;
+// DEADLINE_EXCEEDED: none became free within the wait; UNAVAILABLE: Redis) with
+// "leasing from ..."; the session's errors (UNAVAILABLE, DEADLINE_EXCEEDED,
+// PERMISSION_DENIED, FAILED_PRECONDITION) with "connecting to ...".
 StatusOr<Connection> Connect(const ServerOptions& options);
 
 }  // namespace remex::tooling

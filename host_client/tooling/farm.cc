@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "rpc/farm_lease.h"
+
 namespace remex::tooling {
 
 StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout,
@@ -16,7 +18,11 @@ StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milli
   report.selector = selector;
   REMEX_ASSIGN_OR_RETURN(std::vector<farm::DeviceRecord> all, client->ListDevices(&report.skipped));
   for (farm::DeviceRecord& d : all) {
-    if (select.Matches(d)) report.devices.push_back(std::move(d));
+    if (!select.Matches(d)) continue;
+    if (d.state != farm::DeviceState::kQuarantined) {
+      d.state = d.drained ? farm::DeviceState::kDraining : d.leased ? farm::DeviceState::kLeased : farm::DeviceState::kIdle;
+    }
+    report.devices.push_back(std::move(d));
   }
   report.now_ms = farm::UnixMillis();
   std::map<std::string, FarmPoolSummary> pools;
@@ -31,7 +37,13 @@ StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milli
       case farm::DeviceState::kQuarantined: ++p.quarantined; break;
     }
   }
-  for (auto& [name, p] : pools) report.pools.push_back(p);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : pools) names.push_back(name);
+  REMEX_ASSIGN_OR_RETURN(auto waiting, farm::QueueLengths(*client, names));
+  for (auto& [name, p] : pools) {
+    p.waiting = waiting[name];
+    report.pools.push_back(p);
+  }
   return report;
 }
 
@@ -43,7 +55,8 @@ nlohmann::json ToJson(const FarmStatusReport& report) {
                      {"idle", p.idle},
                      {"leased", p.leased},
                      {"draining", p.draining},
-                     {"quarantined", p.quarantined}});
+                     {"quarantined", p.quarantined},
+                     {"waiting", p.waiting}});
   }
   for (const farm::DeviceRecord& d : report.devices) {
     devices.push_back({{"id", d.id},
@@ -55,10 +68,13 @@ nlohmann::json ToJson(const FarmStatusReport& report) {
                        {"memory_bytes", d.memory_bytes},
                        {"labels", d.labels},
                        {"version", d.version},
+                       {"health", d.health},
                        {"registered_ms", d.registered_ms},
                        {"heartbeat_ms", d.heartbeat_ms},
                        {"heartbeat_age_ms", report.now_ms - d.heartbeat_ms},
-                       {"uptime_ms", report.now_ms - d.registered_ms}});
+                       {"uptime_ms", report.now_ms - d.registered_ms},
+                       {"holder", d.leased ? nlohmann::json(d.holder) : nlohmann::json(nullptr)},
+                       {"lease_age_ms", d.leased ? nlohmann::json(report.now_ms - d.lease_since_ms) : nlohmann::json(nullptr)}});
   }
   return {{"farm", report.url},
           {"selector", report.selector},

@@ -18,13 +18,16 @@ struct FarmPoolSummary {
   std::string name;
   int devices = 0;
   int idle = 0, leased = 0, draining = 0, quarantined = 0;
+  int64_t waiting = 0;  // clients in the pool's lease queue
 };
 
 struct FarmStatusReport {
   std::string url;                         // Canonical redis://HOST:PORT/DB.
   std::string selector;                    // The label selector devices were listed by ("" all).
   int64_t now_ms = 0;                      // Unix time of the listing, ms.
-  std::vector<farm::DeviceRecord> devices;  // By pool, then id.
+  // By pool, then id. `state` is what the device is to a client: quarantined (its
+  // self-test failed), draining (drained: leased no more), leased, or idle.
+  std::vector<farm::DeviceRecord> devices;
   std::vector<FarmPoolSummary> pools;       // By name.
   std::vector<std::string> skipped;         // Records that did not parse, with why.
 };
@@ -35,9 +38,10 @@ struct FarmStatusReport {
 StatusOr<FarmStatusReport> FarmStatus(const std::string& url, std::chrono::milliseconds timeout,
                                       const std::string& selector = "");
 
-// {"farm", "selector", "now_ms", "pools": [{name, devices, idle, leased, draining, quarantined}],
-//  "devices": [{id, pool, state, kind, device, description, memory_bytes, labels {},
-//  version, registered_ms, heartbeat_ms, heartbeat_age_ms, uptime_ms}], "skipped": []}
+// {"farm", "selector", "now_ms", "pools": [{name, devices, idle, leased, draining, quarantined,
+//  waiting}], "devices": [{id, pool, state, kind, device, description, memory_bytes,
+//  labels {}, version, health, registered_ms, heartbeat_ms, heartbeat_age_ms, uptime_ms,
+//  holder, lease_age_ms}], "skipped": []} (holder and lease_age_ms null when not leased).
 nlohmann::json ToJson(const FarmStatusReport& report);
 
 }  // namespace remex::tooling

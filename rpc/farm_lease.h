@@ -1,0 +1,132 @@
+// Leases of farm devices (docs/farm.md): exclusive use of one registered device for as
+// long as its holder renews the lease, enforced by the device server itself.
+//
+// Keys (rpc/farm.h: every key of pool P starts with "remex:{P}:"):
+//   remex:{P}:lease:<id>   hash {token, holder, since_ms, ttl_ms} with the lease's TTL.
+//                          The token (32 hex digits from a CSPRNG) is the credential the
+//                          device's server accepts, checked at each session's start; the
+//                          listing never reads it.
+//   remex:{P}:drain:<id>   present while the device is drained: leased no more (a lease
+//                          in progress runs on). No TTL: a drain outlives restarts.
+//   remex:{P}:queue        list of the ids of the clients waiting for a device of P, in
+//                          the order they came (a waiter's id is its ticket).
+//   remex:{P}:waiters      hash: waiter id -> its label selector.
+//   remex:{P}:alive        sorted set: waiter id -> when it expires (Redis's clock, ms);
+//                          its client pushes that forward while it waits, so a waiter
+//                          that dies is dropped from the queue once it has expired.
+//   remex:{P}:ticket       counter giving waiter ids.
+// A waiter joins with one script (ticket, queue, selector and expiry at once), so the
+// queue's order is the tickets' order.
+//   remex:{P}:served       counter of the leases given (Lease::serial).
+//
+// Fairness: first come, first served per pool, with backfill. Each round, the queue is
+// walked in order and each live waiter is given the first free device (by id) that its
+// label selector matches; a waiter is served only by a device that no waiter ahead of it
+// would take, and claims it only once every waiter ahead that has a device has claimed
+// its own: leases are granted in the order clients came, except that a waiter whose
+// selector matches no free device is passed over (it does not hold up the others). A
+// free device is registered, healthy (not quarantined), not drained and not leased. Each
+// waiter computes this same assignment from what it reads under WATCH and claims its
+// device in a MULTI/EXEC transaction, which fails and is retried when any key it read
+// (the queue, a record, a lease, a drain) changed meanwhile: the lease is atomic, and no
+// device goes to two clients.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+#include "rpc/farm.h"
+
+namespace remex::farm {
+
+struct LeaseRequest {
+  std::string pool = "default";
+  std::string selector;  // ParseLabelSelector's grammar; empty: any device of the pool
+  // Who holds the lease, as `farm status` shows it (default: user@host pid N).
+  std::string holder;
+  std::chrono::milliseconds ttl{30000};  // The lease lapses this long after its last renewal.
+  // How long to wait for a free device; 0: take one that is free now or fail.
+  std::chrono::milliseconds wait{0};
+  // Between two looks at the queue while waiting.
+  std::chrono::milliseconds poll{20};
+};
+
+struct Lease {
+  std::string pool;
+  std::string device_id;  // The device's advertised address, HOST:PORT.
+  std::string token;      // The credential its server accepts (rpc/auth.h's token).
+  std::string holder;
+  int64_t since_ms = 0;   // Unix time, milliseconds.
+  std::chrono::milliseconds ttl{0};
+  DeviceRecord device;    // The device's record when it was leased.
+  int64_t ticket = 0;     // Its place in the pool's queue: the order it came in.
+  int64_t serial = 0;     // The order it was served in (the pool's leases so far).
+};
+
+// The default holder: "USER@HOST pid PID".
+std::string DefaultHolder();
+
+// Acquires a device of `request.pool` matching `request.selector`, waiting up to
+// `request.wait` in the pool's queue. INVALID_ARGUMENT for a bad pool or selector;
+// NOT_FOUND when no registered device of the pool matches the selector at all (naming
+// the pool and the selector); DEADLINE_EXCEEDED when none became free in time (with
+// the number of waiters ahead and of matching devices); UNAVAILABLE when Redis fails.
+StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request);
+// Extends the lease by its TTL. ABORTED "lease lost" when the device's lease is no
+// longer this one (it lapsed, or was taken over after lapsing).
+Status RenewLease(RedisClient& redis, const Lease& lease);
+// Ends the lease (OK when it had lapsed already); the device's server then closes the
+// holder's sessions.
+Status ReleaseLease(RedisClient& redis, const Lease& lease);
+// The token of the device's current lease; "" when it has none.
+StatusOr<std::string> CurrentLeaseToken(RedisClient& redis, std::string_view pool, std::string_view id);
+
+// Drains (or undrains) device `id`, found in whichever pool it is registered.
+// NOT_FOUND when no registered device has that id. A drained device is not leased; a
+// lease in progress runs on.
+Status SetDrained(RedisClient& redis, std::string_view id, bool drained);
+
+// The waiting clients of each pool: pool -> queue length (live waiters).
+StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const std::vector<std::string>& pools);
+
+// Holds a lease while it lives: acquires it, renews it every third of its TTL on a
+// thread of its own (with a connection of its own), and releases it on destruction.
+// When a renewal finds the lease lost, lost() says why; the device's server has closed
+// (or will close) the sessions made with it.
+class LeaseHolder {
+ public:
+  static StatusOr<std::unique_ptr<LeaseHolder>> Acquire(const RedisUrl& url, const LeaseRequest& request,
+                                                        std::chrono::milliseconds timeout);
+  ~LeaseHolder();
+  LeaseHolder(const LeaseHolder&) = delete;
+  LeaseHolder& operator=(const LeaseHolder&) = delete;
+
+  const Lease& lease() const { return lease_; }
+  // OK while the lease holds; ABORTED once a renewal found it lost.
+  Status lost() const;
+  // Releases now (also done by the destructor).
+  Status Release();
+
+ private:
+  LeaseHolder(RedisUrl url, Lease lease, std::unique_ptr<RedisClient> client, std::chrono::milliseconds timeout)
+      : url_(std::move(url)), lease_(std::move(lease)), client_(std::move(client)), timeout_(timeout) {}
+  void Run();
+
+  const RedisUrl url_;
+  const Lease lease_;
+  std::unique_ptr<RedisClient> client_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  Status lost_;
+  std::thread thread_;
+};
+
+}  // namespace remex::farm
