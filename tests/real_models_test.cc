@@ -29,12 +29,14 @@
 namespace remex {
 namespace {
 
-// One input: random normal values times `scale`, zeros, or an int64 scalar.
+// One input: random normal values times `scale`, zeros, an int64 scalar, given int64
+// values (token ids), or a bool.
 struct InputSpec {
-  enum Kind { kNormal, kUniform01, kZeros, kInt64Scalar } kind;
+  enum Kind { kNormal, kUniform01, kZeros, kInt64Scalar, kInt64Values, kBool } kind;
   std::string name;
   Shape shape;
-  double value = 1;  // kNormal: the scale; kInt64Scalar: the value.
+  double value = 1;  // kNormal: the scale; kInt64Scalar, kBool: the value.
+  std::vector<int64_t> ints = {};  // kInt64Values
 };
 
 struct RealModel {
@@ -54,6 +56,28 @@ InputSpec Normal(std::string name, Shape shape, double scale = 1) {
 InputSpec Image(std::string name, Shape shape) { return {InputSpec::kUniform01, std::move(name), std::move(shape)}; }
 InputSpec Zeros(std::string name, Shape shape) { return {InputSpec::kZeros, std::move(name), std::move(shape)}; }
 InputSpec Int64(std::string name, int64_t v) { return {InputSpec::kInt64Scalar, std::move(name), {}, double(v)}; }
+InputSpec Int64s(std::string name, Shape shape, std::vector<int64_t> v) {
+  return {InputSpec::kInt64Values, std::move(name), std::move(shape), 0, std::move(v)};
+}
+InputSpec Bool(std::string name, Shape shape, bool v) { return {InputSpec::kBool, std::move(name), std::move(shape), double(v)}; }
+
+// Whisper-tiny's int8 text decoder (Xenova's merged export: an If on use_cache_branch
+// chooses the first step or a cached one): the first step of four prompt tokens
+// (<|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>) over 1500 encoder
+// frames; the past keys and values, unused on this branch, one step of zeros.
+std::vector<InputSpec> WhisperDecoderInputs() {
+  std::vector<InputSpec> in = {Int64s("input_ids", {1, 4}, {50258, 50259, 50359, 50363}),
+                               Normal("encoder_hidden_states", {1, 1500, 384})};
+  for (int layer = 0; layer < 4; ++layer) {
+    for (const char* part : {"decoder", "encoder"}) {
+      for (const char* kv : {"key", "value"}) {
+        in.push_back(Zeros("past_key_values." + std::to_string(layer) + "." + part + "." + kv, {1, 6, 1, 64}));
+      }
+    }
+  }
+  in.push_back(Bool("use_cache_branch", {1}, false));
+  return in;
+}
 
 // Each tolerance is ONNX Runtime against Remex on these inputs, with room for another
 // CPU's rounding: float32 models 1e-4 (rel) / 1e-5 (abs), the float16 model 1e-2. The
@@ -81,6 +105,7 @@ const RealModel kModels[] = {
 const RealModel kLargeModels[] = {
     {"IsnetInt8", "real", "isnet_int8.onnx", {Image("input", {1, 3, 1024, 1024})}, 0, 0, true},
     {"IsnetFloat16", "real", "isnet_fp16.onnx", {Image("input", {1, 3, 1024, 1024})}, 1e-2, 1e-2},
+    {"WhisperTinyDecoderInt8", "real", "whisper_tiny_decoder_int8.onnx", WhisperDecoderInputs(), 0, 0, true},
 };
 
 Status WriteInput(const InputSpec& spec, const std::string& path, std::mt19937& rng) {
@@ -92,6 +117,18 @@ Status WriteInput(const InputSpec& spec, const std::string& path, std::mt19937& 
     const int64_t v = static_cast<int64_t>(spec.value);
     a.data.resize(sizeof v);
     std::memcpy(a.data.data(), &v, sizeof v);
+    return npy::Write(path, a);
+  }
+  if (spec.kind == InputSpec::kInt64Values) {
+    a.dtype = DType::kInt64;
+    if (static_cast<int64_t>(spec.ints.size()) != n) return InvalidArgument(spec.name + ": values do not fit the shape");
+    a.data.resize(spec.ints.size() * sizeof(int64_t));
+    std::memcpy(a.data.data(), spec.ints.data(), a.data.size());
+    return npy::Write(path, a);
+  }
+  if (spec.kind == InputSpec::kBool) {
+    a.dtype = DType::kBool;
+    a.data.assign(static_cast<size_t>(n), static_cast<std::byte>(spec.value != 0 ? 1 : 0));
     return npy::Write(path, a);
   }
   a.dtype = DType::kFloat32;
