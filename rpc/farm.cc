@@ -332,6 +332,7 @@ std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord
           {"health", d.health}};
 }
 
+std::string PoolKeyPrefix(std::string_view pool) { return PoolPrefix(pool); }
 std::string DeviceKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "device:" + std::string(id); }
 std::string PoolDevicesKey(std::string_view pool) { return PoolPrefix(pool) + "devices"; }
 std::string LeaseKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "lease:" + std::string(id); }
@@ -542,6 +543,16 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListPool(std::string_view pool,
   }
   std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) { return a.id < b.id; });
   return devices;
+}
+
+StatusOr<DeviceRecord> RedisClient::ReadDevice(std::string_view pool, std::string_view id) {
+  std::vector<DeviceRecord> one;
+  std::vector<std::string> skipped;
+  REMEX_RETURN_IF_ERROR(ReadDevices({DeviceKey(pool, id)}, one, &skipped));
+  if (one.empty()) {
+    return NotFound("no device record " + DeviceKey(pool, id) + (skipped.empty() ? "" : ": " + skipped[0]));
+  }
+  return one[0];
 }
 
 Status RedisClient::ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& devices,

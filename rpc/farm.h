@@ -124,6 +124,8 @@ std::vector<std::pair<std::string, std::string>> RecordFields(const DeviceRecord
 inline constexpr size_t kMaxRecordBytes = 16 * 1024;
 // The keys of a device's record, and of the set of a pool's device ids; and those of
 // leases, drains and the waiting queue (rpc/farm_lease.h says what each holds).
+// "remex:{POOL}:", which every key of the pool starts with.
+std::string PoolKeyPrefix(std::string_view pool);
 std::string DeviceKey(std::string_view pool, std::string_view id);
 std::string PoolDevicesKey(std::string_view pool);
 std::string LeaseKey(std::string_view pool, std::string_view id);
@@ -172,6 +174,9 @@ class RedisClient {
   // `prune` false: no write at all (a transaction that WATCHes the pool reads it so).
   StatusOr<std::vector<DeviceRecord>> ListPool(std::string_view pool, std::vector<std::string>* skipped = nullptr,
                                                bool prune = true);
+
+  // One registered device with its lease and drain; NOT_FOUND when it has no record.
+  StatusOr<DeviceRecord> ReadDevice(std::string_view pool, std::string_view id);
 
   // Runs one command given as its arguments (binary-safe); the reply is dropped.
   // INTERNAL with Redis's message for an error reply.

@@ -14,9 +14,13 @@
 namespace remex::farm {
 namespace {
 
-// Bounds on what one round reads: waiters in a queue, and the holder text.
-constexpr size_t kMaxWaiters = 100000;
+// Bound on the holder text.
 constexpr size_t kMaxHolderBytes = 256;
+// A waiter runs the assignment itself at most this often (releases and joins run it at
+// once; this catches leases that lapsed and devices that came back).
+constexpr std::chrono::milliseconds kAssignEvery{200};
+// A waiter refreshes its list of matching devices this often.
+constexpr std::chrono::milliseconds kCandidatesEvery{1000};
 
 StatusOr<std::string> NewToken() {
   unsigned char bytes[16];
@@ -30,46 +34,6 @@ StatusOr<std::string> NewToken() {
   return token;
 }
 
-// Redis's clock in ms, inside a script (so that every client judges expiry alike).
-constexpr std::string_view kNowMs = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) ";
-
-// Joins the queue: KEYS ticket, queue, waiters, alive; ARGV selector, ttl_ms. Returns
-// the waiter's id (its ticket).
-const std::string& EnqueueScript() {
-  static const std::string s = std::string(kNowMs) +
-                               "local w = redis.call('INCR', KEYS[1]) redis.call('RPUSH', KEYS[2], w) "
-                               "redis.call('HSET', KEYS[3], w, ARGV[1]) "
-                               "redis.call('ZADD', KEYS[4], now + tonumber(ARGV[2]), w) return w";
-  return s;
-}
-// Pushes a waiter's expiry forward: KEYS alive; ARGV id, ttl_ms. 0 when it was dropped.
-const std::string& RefreshScript() {
-  static const std::string s = std::string(kNowMs) +
-                               "if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then return 0 end "
-                               "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) return 1";
-  return s;
-}
-// The waiters of the queue that have expired: KEYS queue, alive; returns their ids.
-const std::string& ExpiredScript() {
-  static const std::string s = std::string(kNowMs) +
-                               "local gone = {} for _, w in ipairs(redis.call('LRANGE', KEYS[1], 0, " +
-                               "99999)) do local e = redis.call('ZSCORE', KEYS[2], w) "
-                               "if e == false or tonumber(e) < now then gone[#gone + 1] = w end end return gone";
-  return s;
-}
-
-// Removes waiters from the queue (inside or outside a transaction).
-Status Dequeue(RedisClient& redis, const std::string& pool, const std::vector<std::string>& ids) {
-  for (const std::string& w : ids) {
-    REMEX_RETURN_IF_ERROR(redis.Execute({"LREM", QueueKey(pool), "0", w}));
-    REMEX_RETURN_IF_ERROR(redis.Execute({"HDEL", WaitersKey(pool), w}));
-    REMEX_RETURN_IF_ERROR(redis.Execute({"ZREM", AliveKey(pool), w}));
-  }
-  return OkStatus();
-}
-
-bool Free(const DeviceRecord& d) { return !d.leased && !d.drained && d.state != DeviceState::kQuarantined; }
-
 Status CheckHolder(const std::string& holder) {
   if (holder.empty() || holder.size() > kMaxHolderBytes) {
     return InvalidArgument("the lease holder must be 1-" + std::to_string(kMaxHolderBytes) + " bytes");
@@ -82,125 +46,127 @@ Status CheckHolder(const std::string& holder) {
   return OkStatus();
 }
 
-// One round of the pool's queue (see the header): the lease when waiter `me` is served
-// now; nullopt when it is not (`retry_now`: the transaction lost a race, look again at
-// once). `ahead` and `matching` describe the queue for the timeout's message.
-struct Round {
-  std::optional<Lease> lease;
-  bool retry_now = false;
-  bool dropped = false;       // `me` is no longer in the queue (judged expired): join again
-  bool next_in_line = false;  // assigned a device, after an earlier waiter yet to claim its own
-  size_t ahead = 0;
-  size_t matching = 0;
-};
+// The assignment, as a Lua function run inside Redis (so that it is atomic and no
+// client's view can go stale): every free device of the pool, by id, and the queue, in
+// order; each live waiter gets the first free device among its candidates (the ids its
+// selector matched, which its client keeps current), as a lease created here with the
+// waiter's own token and a grant the waiter picks up; expired waiters are dropped.
+// KEYS: queue, waiters, alive, devices, served; P is the pool's key prefix
+// "remex:{POOL}:" (the keys it builds from it, device:, lease:, drain:, grant:, hash to
+// the same slot as KEYS).
+constexpr std::string_view kAssignLua = R"lua(
+local function assign(P, queue, waiters, alive, devices, served)
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local ids = redis.call('SMEMBERS', devices)
+  table.sort(ids)
+  local free = {}
+  for _, id in ipairs(ids) do
+    local state = redis.call('HGET', P .. 'device:' .. id, 'state')
+    if state and state ~= 'quarantined' and redis.call('EXISTS', P .. 'lease:' .. id) == 0
+        and redis.call('EXISTS', P .. 'drain:' .. id) == 0 then
+      free[#free + 1] = id
+    end
+  end
+  local function drop(w)
+    redis.call('LREM', queue, 0, w)
+    redis.call('HDEL', waiters, w .. ':c', w .. ':t', w .. ':h', w .. ':ttl')
+    redis.call('ZREM', alive, w)
+  end
+  for _, w in ipairs(redis.call('LRANGE', queue, 0, 99999)) do
+    local e = redis.call('ZSCORE', alive, w)
+    if e == false or tonumber(e) < now then
+      drop(w)
+    elseif #free > 0 then
+      local cands = redis.call('HGET', waiters, w .. ':c') or ''
+      for i, id in ipairs(free) do
+        if string.find(cands, ',' .. id .. ',', 1, true) then
+          local ttl = redis.call('HGET', waiters, w .. ':ttl')
+          local lease = P .. 'lease:' .. id
+          redis.call('HSET', lease, 'token', redis.call('HGET', waiters, w .. ':t'), 'holder',
+                     redis.call('HGET', waiters, w .. ':h'), 'since_ms', now, 'ttl_ms', ttl)
+          redis.call('PEXPIRE', lease, ttl)
+          local serial = redis.call('INCR', served)
+          redis.call('SET', P .. 'grant:' .. w, id .. ' ' .. serial, 'PX', ttl)
+          drop(w)
+          table.remove(free, i)
+          break
+        end
+      end
+    end
+  end
+end
+)lua";
 
-StatusOr<Round> TryClaim(RedisClient& redis, const LeaseRequest& request, const std::string& holder,
-                         const std::string& me) {
-  Round round;
-  const std::string& pool = request.pool;
-  REMEX_RETURN_IF_ERROR(redis.Execute({"WATCH", QueueKey(pool), PoolDevicesKey(pool)}));
-  auto fail = [&](Status st) {
-    (void)redis.Execute({"UNWATCH"});
-    return st;
-  };
-  auto ids = redis.Query({"SMEMBERS", PoolDevicesKey(pool)});
-  if (!ids.ok()) return fail(ids.status());
-  std::vector<std::string> watch = {"WATCH"}, keys;
-  for (const RedisValue& id : ids->array) {
-    watch.push_back(DeviceKey(pool, id.str));
-    watch.push_back(LeaseKey(pool, id.str));
-    watch.push_back(DrainKey(pool, id.str));
+// Joins the queue and runs the assignment: KEYS as assign; ARGV P, candidates, token,
+// holder, lease ttl_ms, waiter ttl_ms. Returns the waiter's id (its ticket).
+const std::string& JoinScript() {
+  static const std::string s = std::string(kAssignLua) + R"lua(
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local w = tostring(redis.call('INCR', ARGV[1] .. 'ticket'))
+redis.call('RPUSH', KEYS[1], w)
+redis.call('HSET', KEYS[2], w .. ':c', ARGV[2], w .. ':t', ARGV[3], w .. ':h', ARGV[4], w .. ':ttl', ARGV[5])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), w)
+assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return w
+)lua";
+  return s;
+}
+// A waiter's turn: pushes its expiry forward, updates its candidates (when given), and
+// (when asked) runs the assignment. KEYS as assign; ARGV P, id, waiter ttl_ms,
+// candidates or "", assign "1"/"0". Returns 0 when the waiter is no longer queued.
+const std::string& TurnScript() {
+  static const std::string s = std::string(kAssignLua) + R"lua(
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local queued = redis.call('ZSCORE', KEYS[3], ARGV[2]) ~= false
+if queued then
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
+  if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[2] .. ':c', ARGV[4]) end
+end
+if ARGV[5] == '1' then assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) end
+if queued then return 1 end
+return 0
+)lua";
+  return s;
+}
+// Ends a lease held with a token, then runs the assignment (the device goes to the next
+// waiter at once). KEYS as assign, then the lease; ARGV P, token.
+const std::string& ReleaseScript() {
+  static const std::string s = std::string(kAssignLua) + R"lua(
+if redis.call('HGET', KEYS[6], 'token') == ARGV[2] then redis.call('DEL', KEYS[6]) end
+assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 1
+)lua";
+  return s;
+}
+// Leaves the queue: KEYS queue, waiters, alive; ARGV id.
+const std::string& LeaveScript() {
+  static const std::string s =
+      "redis.call('LREM', KEYS[1], 0, ARGV[1]) "
+      "redis.call('HDEL', KEYS[2], ARGV[1] .. ':c', ARGV[1] .. ':t', ARGV[1] .. ':h', ARGV[1] .. ':ttl') "
+      "redis.call('ZREM', KEYS[3], ARGV[1]) return 1";
+  return s;
+}
+
+std::string Prefix(std::string_view pool) { return PoolKeyPrefix(pool); }
+std::vector<std::string> AssignKeys(const std::string& pool) {
+  return {QueueKey(pool), WaitersKey(pool), AliveKey(pool), PoolDevicesKey(pool), ServedKey(pool)};
+}
+
+// ",id1,id2," of the pool's registered devices that `selector` matches, and how many.
+StatusOr<std::pair<std::string, size_t>> Candidates(RedisClient& redis, const std::string& pool,
+                                                    const LabelSelector& selector) {
+  REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(pool));
+  std::string ids = ",";
+  size_t n = 0;
+  for (const DeviceRecord& d : devices) {
+    if (!selector.Matches(d)) continue;
+    ids += d.id + ",";
+    ++n;
   }
-  if (watch.size() > 1) {
-    Status st = redis.Execute(watch);
-    if (!st.ok()) return fail(st);
-  }
-  auto devices = redis.ListPool(pool, nullptr, /*prune=*/false);
-  if (!devices.ok()) return fail(devices.status());
-  auto queue = redis.Query({"LRANGE", QueueKey(pool), "0", std::to_string(kMaxWaiters)});
-  if (!queue.ok()) return fail(queue.status());
-  auto expired = redis.Query({"EVAL", ExpiredScript(), "2", QueueKey(pool), AliveKey(pool)});
-  if (!expired.ok()) return fail(expired.status());
-  std::set<std::string> gone;
-  for (const RedisValue& w : expired->array) gone.insert(w.str);
-  round.dropped = std::none_of(queue->array.begin(), queue->array.end(), [&](const RedisValue& w) { return w.str == me; });
-  std::vector<bool> taken(devices->size(), false);
-  std::vector<std::string> dead;
-  std::optional<size_t> mine;
-  bool earlier_assigned = false;  // a waiter ahead has a device to claim
-  for (const RedisValue& w : queue->array) {
-    if (gone.count(w.str) && w.str != me) {  // its client is gone
-      dead.push_back(w.str);
-      continue;
-    }
-    auto selector_text = redis.Query({"HGET", WaitersKey(pool), w.str});
-    if (!selector_text.ok()) return fail(selector_text.status());
-    if (selector_text->nil()) {
-      dead.push_back(w.str);
-      continue;
-    }
-    auto selector = ParseLabelSelector(selector_text->str);
-    if (w.str == me) {
-      for (const DeviceRecord& d : *devices) round.matching += selector.ok() && selector->Matches(d);
-    }
-    bool assigned = false;
-    for (size_t i = 0; selector.ok() && i < devices->size(); ++i) {
-      if (taken[i] || !Free((*devices)[i]) || !selector->Matches((*devices)[i])) continue;
-      taken[i] = true;
-      assigned = true;
-      if (w.str == me) mine = i;
-      break;
-    }
-    if (w.str == me) break;
-    earlier_assigned = earlier_assigned || assigned;
-    ++round.ahead;
-  }
-  if (mine && earlier_assigned) {
-    // Leases are granted in the order of the queue: the waiters ahead that have a device
-    // claim theirs first.
-    mine.reset();
-    round.next_in_line = true;
-  }
-  if (!mine) {
-    (void)redis.Execute({"UNWATCH"});
-    // Drop the dead waiters (outside a transaction: a waiter that expired never comes
-    // back).
-    (void)Dequeue(redis, pool, dead);
-    return round;
-  }
-  const DeviceRecord& device = (*devices)[*mine];
-  auto token = NewToken();
-  if (!token.ok()) return fail(token.status());
-  Lease lease;
-  lease.pool = pool;
-  lease.device_id = device.id;
-  lease.token = *token;
-  lease.holder = holder;
-  lease.since_ms = UnixMillis();
-  lease.ttl = request.ttl;
-  lease.device = device;
-  const std::string key = LeaseKey(pool, device.id);
-  REMEX_RETURN_IF_ERROR(redis.Execute({"MULTI"}));
-  Status st = redis.Execute({"HSET", key, "token", lease.token, "holder", holder, "since_ms",
-                             std::to_string(lease.since_ms), "ttl_ms", std::to_string(request.ttl.count())});
-  if (st.ok()) st = redis.Execute({"PEXPIRE", key, std::to_string(request.ttl.count())});
-  if (st.ok()) st = redis.Execute({"INCR", ServedKey(pool)});
-  if (st.ok()) st = Dequeue(redis, pool, {me});
-  if (st.ok()) st = Dequeue(redis, pool, dead);
-  if (!st.ok()) {
-    (void)redis.Execute({"DISCARD"});
-    return st;
-  }
-  REMEX_ASSIGN_OR_RETURN(RedisValue exec, redis.Query({"EXEC"}));
-  if (exec.nil()) {  // a watched key changed: someone else moved first
-    round.retry_now = true;
-    return round;
-  }
-  if (exec.type != RedisValue::Type::kArray || exec.array.size() < 3) return Internal("EXEC of a lease returned no result");
-  lease.ticket = std::stoll(me);
-  lease.serial = exec.array[2].integer;
-  round.lease = std::move(lease);
-  return round;
+  return std::make_pair(ids, n);
 }
 
 }  // namespace
@@ -222,51 +188,93 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   if (request.ttl < std::chrono::seconds(1) || request.ttl > std::chrono::hours(24)) {
     return InvalidArgument("a lease's TTL must be between 1 s and 24 h");
   }
+  const std::string& pool = request.pool;
+  const std::string prefix = Prefix(pool);
   // A selector that no registered device of the pool matches is most likely a mistake:
   // refused at once rather than waited on.
-  REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(request.pool));
-  const bool any = std::any_of(devices.begin(), devices.end(), [&](const DeviceRecord& d) { return selector.Matches(d); });
-  if (!any) {
-    return NotFound("no device of pool '" + request.pool + "' matches '" + request.selector + "' (" +
-                    std::to_string(devices.size()) + " registered in the pool)");
+  REMEX_ASSIGN_OR_RETURN(auto candidates, Candidates(redis, pool, selector));
+  if (candidates.second == 0) {
+    REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> all, redis.ListPool(pool));
+    return NotFound("no device of pool '" + pool + "' matches '" + request.selector + "' (" +
+                    std::to_string(all.size()) + " registered in the pool)");
   }
+  REMEX_ASSIGN_OR_RETURN(std::string token, NewToken());
   const auto waiter_ttl = std::max<std::chrono::milliseconds>(std::chrono::seconds(2), request.poll * 10);
+  std::vector<std::string> keys = AssignKeys(pool);
+  auto run = [&](const std::string& script, std::vector<std::string> argv) {
+    std::vector<std::string> args = {"EVAL", script, std::to_string(keys.size())};
+    args.insert(args.end(), keys.begin(), keys.end());
+    args.insert(args.end(), argv.begin(), argv.end());
+    return redis.Query(args);
+  };
   auto join = [&]() -> StatusOr<std::string> {
-    REMEX_ASSIGN_OR_RETURN(RedisValue ticket,
-                           redis.Query({"EVAL", EnqueueScript(), "4", TicketKey(request.pool), QueueKey(request.pool),
-                                        WaitersKey(request.pool), AliveKey(request.pool), request.selector,
-                                        std::to_string(waiter_ttl.count())}));
-    return std::to_string(ticket.integer);
+    REMEX_ASSIGN_OR_RETURN(RedisValue w, run(JoinScript(), {prefix, candidates.first, token, holder,
+                                                            std::to_string(request.ttl.count()),
+                                                            std::to_string(waiter_ttl.count())}));
+    return w.str;
   };
   REMEX_ASSIGN_OR_RETURN(std::string me, join());
   auto leave = [&](Status st) {
-    (void)Dequeue(redis, request.pool, {me});
+    (void)redis.Query({"EVAL", LeaveScript(), "3", QueueKey(pool), WaitersKey(pool), AliveKey(pool), me});
     return st;
   };
-  const auto deadline = std::chrono::steady_clock::now() + request.wait;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + request.wait;
+  auto last_assign = start, last_candidates = start;
   for (;;) {
-    auto round = TryClaim(redis, request, holder, me);
-    if (!round.ok()) return leave(round.status());
-    if (round->lease) return std::move(*round->lease);
-    if (round->retry_now) continue;
-    if (round->dropped) {  // stalled past its expiry: back in the queue, at its end
-      auto again = join();
-      if (!again.ok()) return leave(again.status());
-      me = *again;
+    // Granted? (GETDEL: a grant is picked up once.)
+    auto grant = redis.Query({"GETDEL", prefix + "grant:" + me});
+    if (!grant.ok()) return leave(grant.status());
+    if (!grant->nil()) {
+      const size_t space = grant->str.find(' ');
+      Lease lease;
+      lease.pool = pool;
+      lease.device_id = grant->str.substr(0, space);
+      lease.token = token;
+      lease.holder = holder;
+      lease.ttl = request.ttl;
+      lease.ticket = std::stoll(me);
+      lease.serial = space == std::string::npos ? 0 : std::stoll(grant->str.substr(space + 1));
+      auto since = redis.Query({"HGET", LeaseKey(pool, lease.device_id), "since_ms"});
+      lease.since_ms = since.ok() && !since->nil() ? std::stoll(since->str) : UnixMillis();
+      auto device = redis.ReadDevice(pool, lease.device_id);
+      if (device.ok()) lease.device = std::move(device).value();
+      return lease;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      auto ahead = redis.Query({"LPOS", QueueKey(pool), me});
+      const int64_t position = ahead.ok() && !ahead->nil() ? ahead->integer : 0;
+      return leave(DeadlineExceeded("no device of pool '" + pool + "' matching '" + request.selector +
+                                    "' became free within " + std::to_string(request.wait.count() / 1000.0).substr(0, 5) +
+                                    " s (" + std::to_string(position) + " waiting ahead, " +
+                                    std::to_string(candidates.second) + " devices match)"));
+    }
+    std::string new_candidates;
+    if (now - last_candidates >= kCandidatesEvery) {
+      auto c = Candidates(redis, pool, selector);
+      if (!c.ok()) return leave(c.status());
+      candidates = *c;
+      new_candidates = candidates.first;
+      last_candidates = now;
+    }
+    const bool assign = now - last_assign >= kAssignEvery;
+    if (assign) last_assign = now;
+    auto turn = run(TurnScript(), {prefix, me, std::to_string(waiter_ttl.count()), new_candidates, assign ? "1" : "0"});
+    if (!turn.ok()) return leave(turn.status());
+    if (turn->integer == 0) {
+      // Dropped (stalled past its expiry) or just granted: a grant is picked up next.
+      auto granted = redis.Query({"EXISTS", prefix + "grant:" + me});
+      if (!granted.ok()) return leave(granted.status());
+      if (granted->integer == 0) {
+        auto again = join();  // back in the queue, at its end
+        if (!again.ok()) return leave(again.status());
+        me = *again;
+      }
       continue;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return leave(DeadlineExceeded("no device of pool '" + request.pool + "' matching '" + request.selector +
-                                    "' became free within " + std::to_string(request.wait.count() / 1000.0).substr(0, 5) +
-                                    " s (" + std::to_string(round->ahead) + " waiting ahead, " +
-                                    std::to_string(round->matching) + " devices match)"));
-    }
-    Status st = redis.Query({"EVAL", RefreshScript(), "1", AliveKey(request.pool), me,
-                             std::to_string(waiter_ttl.count())}).status();
-    if (!st.ok()) return leave(st);
-    const std::chrono::nanoseconds pause = round->next_in_line ? std::chrono::milliseconds(1) : request.poll;
     std::this_thread::sleep_for(
-        std::min<std::chrono::nanoseconds>(pause, deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1)));
+        std::min<std::chrono::nanoseconds>(request.poll, deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1)));
   }
 }
 
@@ -284,9 +292,12 @@ Status RenewLease(RedisClient& redis, const Lease& lease) {
 }
 
 Status ReleaseLease(RedisClient& redis, const Lease& lease) {
-  static const std::string script =
-      "if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0";
-  return redis.Query({"EVAL", script, "1", LeaseKey(lease.pool, lease.device_id), lease.token}).status();
+  std::vector<std::string> args = {"EVAL", ReleaseScript(), "6"};
+  for (const std::string& k : AssignKeys(lease.pool)) args.push_back(k);
+  args.push_back(LeaseKey(lease.pool, lease.device_id));
+  args.push_back(Prefix(lease.pool));
+  args.push_back(lease.token);
+  return redis.Query(args).status();
 }
 
 StatusOr<std::string> CurrentLeaseToken(RedisClient& redis, std::string_view pool, std::string_view id) {
@@ -305,11 +316,14 @@ Status SetDrained(RedisClient& redis, std::string_view id, bool drained) {
 }
 
 StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const std::vector<std::string>& pools) {
+  static const std::string script =
+      "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) local n = 0 "
+      "for _, w in ipairs(redis.call('LRANGE', KEYS[1], 0, 99999)) do local e = redis.call('ZSCORE', KEYS[2], w) "
+      "if e ~= false and tonumber(e) >= now then n = n + 1 end end return n";
   std::map<std::string, int64_t> lengths;
   for (const std::string& pool : pools) {
-    REMEX_ASSIGN_OR_RETURN(RedisValue length, redis.Query({"LLEN", QueueKey(pool)}));
-    REMEX_ASSIGN_OR_RETURN(RedisValue expired, redis.Query({"EVAL", ExpiredScript(), "2", QueueKey(pool), AliveKey(pool)}));
-    lengths[pool] = length.integer - static_cast<int64_t>(expired.array.size());
+    REMEX_ASSIGN_OR_RETURN(RedisValue n, redis.Query({"EVAL", script, "2", QueueKey(pool), AliveKey(pool)}));
+    lengths[pool] = n.integer;
   }
   return lengths;
 }

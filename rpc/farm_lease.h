@@ -10,26 +10,32 @@
 //                          in progress runs on). No TTL: a drain outlives restarts.
 //   remex:{P}:queue        list of the ids of the clients waiting for a device of P, in
 //                          the order they came (a waiter's id is its ticket).
-//   remex:{P}:waiters      hash: waiter id -> its label selector.
+//   remex:{P}:waiters      hash: "<w>:c" the ids of the devices waiter w's selector
+//                          matches (",id,id,", kept current by its client), "<w>:t" its
+//                          token, "<w>:h" its holder, "<w>:ttl" the lease's TTL in ms.
 //   remex:{P}:alive        sorted set: waiter id -> when it expires (Redis's clock, ms);
 //                          its client pushes that forward while it waits, so a waiter
 //                          that dies is dropped from the queue once it has expired.
+//   remex:{P}:grant:<w>    "<id> <serial>": the lease granted to waiter w, until it picks
+//                          it up (with the lease's TTL).
 //   remex:{P}:ticket       counter giving waiter ids.
-// A waiter joins with one script (ticket, queue, selector and expiry at once), so the
-// queue's order is the tickets' order.
-//   remex:{P}:served       counter of the leases given (Lease::serial).
+//   remex:{P}:served       counter of the leases granted (Lease::serial).
 //
-// Fairness: first come, first served per pool, with backfill. Each round, the queue is
-// walked in order and each live waiter is given the first free device (by id) that its
-// label selector matches; a waiter is served only by a device that no waiter ahead of it
-// would take, and claims it only once every waiter ahead that has a device has claimed
-// its own: leases are granted in the order clients came, except that a waiter whose
-// selector matches no free device is passed over (it does not hold up the others). A
-// free device is registered, healthy (not quarantined), not drained and not leased. Each
-// waiter computes this same assignment from what it reads under WATCH and claims its
-// device in a MULTI/EXEC transaction, which fails and is retried when any key it read
-// (the queue, a record, a lease, a drain) changed meanwhile: the lease is atomic, and no
-// device goes to two clients.
+// Fairness: first come, first served per pool, with backfill. The assignment runs inside
+// Redis, as one Lua script (atomic: no device ever goes to two clients): the queue is
+// walked in order and each live waiter is granted the first free device (by id) among
+// those its label selector matches, the lease created there and then with the waiter's
+// own token; a waiter whose selector matches no free device is passed over (it does not
+// hold up the others). Leases are thus granted in the order clients came. A free device
+// is registered, healthy (not quarantined), not drained and not leased. The assignment
+// runs when a client joins the queue, when a lease is released (the device goes to the
+// next waiter at once), and at least every 200 ms from each waiter (for leases that
+// lapsed and devices that came back); a waiter picks up its grant within its poll
+// interval. The selector is matched in C++ (ParseLabelSelector, its one
+// implementation): each waiter keeps the ids of its matching devices current in Redis,
+// and the script only tests membership. The script builds the keys of devices, leases,
+// drains and grants from the pool's prefix; they share the pool's hash tag, so they live
+// in its slot of a Redis Cluster.
 #pragma once
 
 #include <atomic>
