@@ -34,6 +34,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libxxhash-dev
   libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
+  libtomlplusplus-dev           # remex suite's TOML
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -16,10 +16,13 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "host_client/client/client.h"
+#include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "rpc/farm.h"
 #include "rpc/farm_lease.h"
@@ -387,6 +390,112 @@ TEST_F(FarmTest, ADeviceFailingItsSelfTestIsQuarantined) {
   EXPECT_EQ(refused.exit_code, 3) << refused.output;
   EXPECT_NE(refused.output.find("became free within"), std::string::npos) << refused.output;
   EXPECT_EQ(RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool ok").exit_code, 0);
+}
+
+// `remex suite`: five cases over three leased devices at once; the JUnit report, the
+// JSON and the exit status say which passed, which failed (a wrong reference, a median
+// over its limit) and which could not run (a missing input file).
+TEST_F(FarmTest, ASuiteIsShardedOverLeasedDevicesWithAJUnitReport) {
+  const std::string url = redis_.url_text();
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{"--farm", url, "--pool", "suite"}));
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("remex_suite_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "wrong" / "inputs");
+  ASSERT_TRUE(testing::AddReluModel().Save((dir / "add_relu.onnx").string()));
+  // A reference that does not hold: y = Relu(x + b) is never -1.
+  ASSERT_TRUE(npy::Write((dir / "wrong" / "inputs" / "x.npy").string(), testing::Floats({2, 4}, std::vector<float>(8, 1))).ok());
+  ASSERT_TRUE(npy::Write((dir / "wrong" / "y.npy").string(), testing::Floats({2, 4}, std::vector<float>(8, -1))).ok());
+  {
+    std::ofstream baseline(dir / "baseline.json");
+    baseline << R"({"stats": {"median_ms": 100000}})";
+  }
+  std::ofstream(dir / "suite.toml") << R"(name = "farm-suite"
+[[case]]
+name = "against-cpu"
+model = "add_relu.onnx"
+shapes = ["x=2x4"]
+reference = "cpu"
+
+[[case]]
+name = "wrong-reference"
+model = "add_relu.onnx"
+reference = "wrong"
+
+[[case]]
+name = "too-slow"
+model = "add_relu.onnx"
+shapes = ["x=2x4"]
+[case.bench]
+repeat = 3
+median_ms_max = 0.000001
+
+[[case]]
+name = "fast-enough"
+model = "add_relu.onnx"
+shapes = ["x=64x4"]
+reference = "cpu"
+[case.bench]
+repeat = 3
+median_ms_max = 10000
+baseline = "baseline.json"
+max_regression = 0.1
+
+[[case]]
+name = "missing-input"
+model = "add_relu.onnx"
+inputs = ["x=nowhere.npy"]
+)";
+  const std::string junit = (dir / "report.xml").string();
+  auto r = RunCommand(Cli() + " suite " + (dir / "suite.toml").string() + " --farm " + url +
+                      " --pool suite --lease-wait 60 --jobs 3 --json --junit " + junit + " 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["passed"], 2) << j.dump(2);
+  EXPECT_EQ(j["failed"], 2) << j.dump(2);
+  EXPECT_EQ(j["errors"], 1) << j.dump(2);
+  std::map<std::string, nlohmann::json> by_name;
+  std::set<std::string> devices;
+  for (const auto& c : j["cases"]) {
+    by_name[c["name"]] = c;
+    const std::string device = c["device"];
+    if (!device.empty()) devices.insert(device.substr(0, device.find(' ')));
+  }
+  EXPECT_EQ(by_name["against-cpu"]["outcome"], "passed");
+  EXPECT_EQ(by_name["wrong-reference"]["outcome"], "failed");
+  EXPECT_NE(by_name["wrong-reference"]["message"].get<std::string>().find("output 'y': mismatch"), std::string::npos);
+  EXPECT_EQ(by_name["too-slow"]["outcome"], "failed");
+  EXPECT_NE(by_name["too-slow"]["message"].get<std::string>().find("above the limit"), std::string::npos);
+  EXPECT_EQ(by_name["fast-enough"]["outcome"], "passed");
+  EXPECT_EQ(by_name["fast-enough"]["baseline_median_ms"], 100000);
+  EXPECT_EQ(by_name["missing-input"]["outcome"], "error");
+  EXPECT_NE(by_name["missing-input"]["message"].get<std::string>().find("nowhere.npy"), std::string::npos);
+  // Every case ran on a leased farm device, more than one of them at once.
+  EXPECT_GE(devices.size(), 2u);
+  for (const std::string& d : devices) EXPECT_NE(d.find("127.0.0.1:"), std::string::npos) << d;
+  // The JUnit file, as CI servers read it.
+  std::ifstream in(junit);
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<testsuite name=\"farm-suite\" tests=\"5\" failures=\"2\" errors=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testcase classname=\"farm-suite\" name=\"against-cpu\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure message=\"output &apos;y&apos;: mismatch"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<error message="), std::string::npos) << xml;
+  // The devices went back to the pool.
+  for (const auto& s : servers) EXPECT_EQ(Device(FarmList(url), s->address())["state"], "idle");
+  // Without --farm: the embedded CPU server; a suite whose cases all pass exits 0.
+  std::ofstream(dir / "ok.toml") << "[[case]]\nname = \"a\"\nmodel = \"add_relu.onnx\"\nshapes = [\"x=1x4\"]\n"
+                                     "reference = \"cpu\"\n";
+  auto ok = RunCommand(Cli() + " suite " + (dir / "ok.toml").string() + " 2>&1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("1 passed, 0 failed, 0 errors"), std::string::npos) << ok.output;
+  // A suite file with an unknown key is a usage error naming it.
+  std::ofstream(dir / "bad.toml") << "[[case]]\nname = \"a\"\nmodel = \"add_relu.onnx\"\nrtoll = 1\n";
+  auto bad = RunCommand(Cli() + " suite " + (dir / "bad.toml").string() + " 2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("unknown key 'rtoll'"), std::string::npos) << bad.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@
 #include "host_client/tooling/run.h"
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
+#include "host_client/tooling/suite.h"
 #include "rpc/farm_lease.h"
 
 #ifndef REMEX_VERSION
@@ -375,6 +377,58 @@ int Compare(const CompareArgs& args) {
   return result->match() ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
+struct SuiteArgs {
+  std::string suite, server, token_file, junit;
+  std::string farm, pool = "default", labels;
+  double lease_wait_s = 0;
+  int jobs = 1;
+  double timeout_s = 600;
+  bool json = false;
+};
+
+// `remex suite SUITE.toml`: 0 when every case passed, 1 when one failed (a mismatch or
+// a threshold), 3 when none failed but one could not run.
+int SuiteCommand(const SuiteArgs& args) {
+  if (args.jobs < 1 || args.jobs > 256) return Usage(remex::InvalidArgument("--jobs must be in [1, 256]"));
+  auto suite = tooling::LoadSuite(args.suite);
+  if (!suite.ok()) return Usage(suite.status());
+  tooling::SuiteOptions options;
+  options.jobs = args.jobs;
+  options.server.address = args.server;
+  if (!args.server.empty()) {
+    if (Status st = tooling::ParseServerAddress(args.server).status(); !st.ok()) return Usage(st);
+  }
+  auto farm = FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s);
+  if (!farm.ok()) return Usage(farm.status());
+  options.server.farm = *farm;
+  if (options.server.farm && !args.server.empty()) {
+    return Usage(remex::InvalidArgument("--server and --farm: name a server or lease from the farm, not both"));
+  }
+  if (!options.server.farm) {
+    auto token = tooling::TokenFromFileOrEnvironment(args.token_file);
+    if (!token.ok()) return Usage(token.status());
+    options.server.token = *token;
+  }
+  options.server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+  if (!args.junit.empty()) {  // writable before any work
+    std::ofstream probe(args.junit, std::ios::app);
+    if (!probe) return Fail(remex::NotFound("cannot write the JUnit report '" + args.junit + "'"));
+  }
+  const tooling::SuiteReport report = tooling::RunSuite(*suite, options);
+  if (!args.junit.empty()) {
+    std::ofstream out(args.junit, std::ios::trunc);
+    out << tooling::JUnitXml(report);
+    if (!out) return Fail(remex::Internal("writing the JUnit report '" + args.junit + "' failed"));
+  }
+  if (args.json) {
+    PrintJson(tooling::ToJson(report));
+  } else {
+    remex::cli::PrintSuite(report);
+  }
+  if (report.failed > 0) return tooling::kExitMismatch;
+  return report.errors > 0 ? tooling::kExitInfrastructure : tooling::kExitOk;
+}
+
 struct FarmLeaseArgs {
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
@@ -543,6 +597,20 @@ int main(int argc, char** argv) {
                         "NaN in ACTUAL where EXPECTED has NaN is a match (default: on)");
   compare_cmd->add_flag("--json", compare.json, "print one JSON object");
 
+  SuiteArgs suite;
+  auto* suite_cmd = app.add_subcommand(
+      "suite", "run a test suite (SUITE.toml) over one server, the embedded one, or devices leased from a farm, with a "
+               "JUnit report (docs/farm.md)");
+  suite_cmd->add_option("suite", suite.suite, "SUITE.toml")->required();
+  suite_cmd->add_option("--server", suite.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
+  suite_cmd->add_option("--token-file", suite.token_file, "the server's token (default: $REMEX_TOKEN)");
+  AddFarmLeaseOptions(suite_cmd, suite.farm, suite.pool, suite.labels, suite.lease_wait_s);
+  suite_cmd->add_option("--jobs", suite.jobs, "cases run at once (with --farm: devices leased at once)")
+      ->capture_default_str();
+  suite_cmd->add_option("--junit", suite.junit, "write a JUnit XML report to this file");
+  suite_cmd->add_option("--timeout", suite.timeout_s, "seconds one request may take")->capture_default_str();
+  suite_cmd->add_flag("--json", suite.json, "print one JSON object");
+
   FarmStatusArgs farm_status;
   auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");
   farm_cmd->require_subcommand(1);
@@ -588,6 +656,7 @@ int main(int argc, char** argv) {
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
+  if (*suite_cmd) return SuiteCommand(suite);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {
     if (*drain_cmds[i]) return FarmDrainCommand(drains[i]);

@@ -267,4 +267,18 @@ void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out) {
   for (const std::string& s : report.skipped) std::fprintf(out, "skipped record %s\n", s.c_str());
 }
 
+void PrintSuite(const tooling::SuiteReport& report, FILE* out) {
+  std::vector<std::vector<std::string>> rows = {{"CASE", "OUTCOME", "TIME", "MAX ERROR", "MEDIAN", "DEVICE", "WHY"}};
+  for (const tooling::CaseResult& c : report.cases) {
+    rows.push_back({c.name, c.outcome, Format("%.2f s", c.seconds), Format("%.3g", c.max_abs_error),
+                    c.median_ms ? Format("%.3f ms", *c.median_ms) : "-", c.device.empty() ? "-" : c.device,
+                    c.message.empty() ? "-" : c.message});
+  }
+  std::fprintf(out, "suite %s: %zu case%s\n\n", report.name.c_str(), report.cases.size(),
+               report.cases.size() == 1 ? "" : "s");
+  PrintTable(rows, "", 2, rows[0].size(), out);
+  std::fprintf(out, "\n%d passed, %d failed, %d errors in %.2f s\n", report.passed, report.failed, report.errors,
+               report.seconds);
+}
+
 }  // namespace remex::cli

@@ -8,6 +8,7 @@
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/farm.h"
+#include "host_client/tooling/suite.h"
 #include "host_client/tooling/run.h"
 
 namespace remex::cli {
@@ -20,5 +21,7 @@ void PrintCompare(const compare::PathComparison& report, FILE* out = stdout);
 // An aligned table: a line per device (pool, id, state, kind, memory, heartbeat age,
 // uptime, labels, description), then one per pool with its counts by state.
 void PrintFarmStatus(const tooling::FarmStatusReport& report, FILE* out = stdout);
+// `remex suite`: a row per case, then the totals.
+void PrintSuite(const tooling::SuiteReport& report, FILE* out = stdout);
 
 }  // namespace remex::cli

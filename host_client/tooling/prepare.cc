@@ -131,6 +131,10 @@ Status PreparedModel::Release(const std::vector<uint64_t>& more) {
 }
 
 StatusOr<PreparedModel> PrepareModel(const ModelRequest& request, const ProgressFn& progress) {
+  return PrepareModelOn(request, Connection{}, progress);
+}
+
+StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection given, const ProgressFn& progress) {
   auto say = [&](const std::string& step) {
     if (progress) progress(step);
   };
@@ -144,13 +148,17 @@ StatusOr<PreparedModel> PrepareModel(const ModelRequest& request, const Progress
     return executable.status();
   }
   p.executable = std::move(executable).value();
-  say("connecting to " + (request.server.address.empty() ? std::string("the embedded server") : request.server.address));
-  auto connection = Connect(request.server);
-  if (!connection.ok()) {
-    say("");
-    return connection.status();
+  if (given.session) {
+    p.connection = std::move(given);
+  } else {
+    say("connecting to " + (request.server.address.empty() ? std::string("the embedded server") : request.server.address));
+    auto connection = Connect(request.server);
+    if (!connection.ok()) {
+      say("");
+      return connection.status();
+    }
+    p.connection = std::move(connection).value();
   }
-  p.connection = std::move(connection).value();
 
   const auto t = std::chrono::steady_clock::now();
   say("loading the module (" + Mib(p.executable.bytes.size()) + ")");

@@ -66,6 +66,10 @@ StatusOr<std::vector<npy::Array>> MakeInputs(const client::FunctionInfo& fn,
 std::string FileNameFor(const std::string& name);
 
 StatusOr<PreparedModel> PrepareModel(const ModelRequest& request, const ProgressFn& progress = {});
+// As PrepareModel, on a connection made before (one whose model run, bench or check has
+// released): the same server, session and lease, request.server unused.
+StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection connection,
+                                       const ProgressFn& progress = {});
 
 // What every report of run, bench and check says about the session.
 struct SessionReport {
