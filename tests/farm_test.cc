@@ -261,6 +261,7 @@ TEST_F(FarmTest, TheEndOfALeaseClosesItsSessions) {
   auto session = client::Session::Connect("127.0.0.1", server.port(), options);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ASSERT_TRUE((*session)->Upload(testing::Floats({256, 1024}, std::vector<float>(256 * 1024, 1.0f))).ok());
+  EXPECT_GE(server.Metric("remex_device_memory_bytes{device=\"cpu\"}"), 1 << 20);
   // Another client with a wrong token is refused while the lease holds.
   options.token = std::string(32, 'f');
   auto other = client::Session::Connect("127.0.0.1", server.port(), options);
@@ -276,6 +277,9 @@ TEST_F(FarmTest, TheEndOfALeaseClosesItsSessions) {
   }
   EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
   EXPECT_NE(st.message().find("lease this session was opened with has ended"), std::string::npos) << st.ToString();
+  // Its memory (the 1 MiB tensor) is freed with it.
+  EXPECT_TRUE(testing::Eventually([&] { return server.Metric("remex_device_memory_bytes{device=\"cpu\"}") == 0; }))
+      << server.Metric("remex_device_memory_bytes{device=\"cpu\"}") << " bytes still held";
 }
 
 TEST_F(FarmTest, AKilledClientLosesItsLeaseAndAKilledServerLeavesThePool) {
