@@ -141,12 +141,14 @@ return 1
 )lua";
   return s;
 }
-// Leaves the queue: KEYS queue, waiters, alive; ARGV id.
+// Leaves the queue, unless a grant came first: KEYS queue, waiters, alive, the waiter's
+// grant; ARGV id. Returns the grant ("<id> <serial>", taken) or nil (left the queue).
 const std::string& LeaveScript() {
   static const std::string s =
+      "local g = redis.call('GET', KEYS[4]) if g then redis.call('DEL', KEYS[4]) return g end "
       "redis.call('LREM', KEYS[1], 0, ARGV[1]) "
       "redis.call('HDEL', KEYS[2], ARGV[1] .. ':c', ARGV[1] .. ':t', ARGV[1] .. ':h', ARGV[1] .. ':ttl') "
-      "redis.call('ZREM', KEYS[3], ARGV[1]) return 1";
+      "redis.call('ZREM', KEYS[3], ARGV[1]) return false";
   return s;
 }
 
@@ -214,8 +216,29 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     return w.str;
   };
   REMEX_ASSIGN_OR_RETURN(std::string me, join());
-  auto leave = [&](Status st) {
-    (void)redis.Query({"EVAL", LeaveScript(), "3", QueueKey(pool), WaitersKey(pool), AliveKey(pool), me});
+  // The lease of a grant "<id> <serial>".
+  auto granted = [&](const std::string& grant) {
+    const size_t space = grant.find(' ');
+    Lease lease;
+    lease.pool = pool;
+    lease.device_id = grant.substr(0, space);
+    lease.token = token;
+    lease.holder = holder;
+    lease.ttl = request.ttl;
+    lease.ticket = std::stoll(me);
+    lease.serial = space == std::string::npos ? 0 : std::stoll(grant.substr(space + 1));
+    auto since = redis.Query({"HGET", LeaseKey(pool, lease.device_id), "since_ms"});
+    lease.since_ms = since.ok() && !since->nil() ? std::stoll(since->str) : UnixMillis();
+    auto device = redis.ReadDevice(pool, lease.device_id);
+    if (device.ok()) lease.device = std::move(device).value();
+    return lease;
+  };
+  // Leaves the queue with `st`; a grant that came meanwhile is the result instead (a
+  // lease is never left behind unheld).
+  auto leave = [&](Status st) -> StatusOr<Lease> {
+    auto g = redis.Query(
+        {"EVAL", LeaveScript(), "4", QueueKey(pool), WaitersKey(pool), AliveKey(pool), prefix + "grant:" + me, me});
+    if (g.ok() && !g->nil()) return granted(g->str);
     return st;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -225,22 +248,7 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     // Granted? (GETDEL: a grant is picked up once.)
     auto grant = redis.Query({"GETDEL", prefix + "grant:" + me});
     if (!grant.ok()) return leave(grant.status());
-    if (!grant->nil()) {
-      const size_t space = grant->str.find(' ');
-      Lease lease;
-      lease.pool = pool;
-      lease.device_id = grant->str.substr(0, space);
-      lease.token = token;
-      lease.holder = holder;
-      lease.ttl = request.ttl;
-      lease.ticket = std::stoll(me);
-      lease.serial = space == std::string::npos ? 0 : std::stoll(grant->str.substr(space + 1));
-      auto since = redis.Query({"HGET", LeaseKey(pool, lease.device_id), "since_ms"});
-      lease.since_ms = since.ok() && !since->nil() ? std::stoll(since->str) : UnixMillis();
-      auto device = redis.ReadDevice(pool, lease.device_id);
-      if (device.ok()) lease.device = std::move(device).value();
-      return lease;
-    }
+    if (!grant->nil()) return granted(grant->str);
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       auto ahead = redis.Query({"LPOS", QueueKey(pool), me});
@@ -264,9 +272,9 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     if (!turn.ok()) return leave(turn.status());
     if (turn->integer == 0) {
       // Dropped (stalled past its expiry) or just granted: a grant is picked up next.
-      auto granted = redis.Query({"EXISTS", prefix + "grant:" + me});
-      if (!granted.ok()) return leave(granted.status());
-      if (granted->integer == 0) {
+      auto has_grant = redis.Query({"EXISTS", prefix + "grant:" + me});
+      if (!has_grant.ok()) return leave(has_grant.status());
+      if (has_grant->integer == 0) {
         auto again = join();  // back in the queue, at its end
         if (!again.ok()) return leave(again.status());
         me = *again;
