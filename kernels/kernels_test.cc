@@ -429,6 +429,38 @@ TEST(SoftmaxTest, AxisAndStability) {
 // ---------------------------------------------------------------------------
 // Pooling.
 
+// GlobalLpPool-2: (sum |x|^p)^(1/p) per plane; LpNormalization-1: x / ||x||_p along an
+// axis, a zero vector giving zeros; p outside what each defines is refused.
+TEST(LpTest, GlobalLpPoolAndLpNormalizationCompute) {
+  OpRunner r;
+  auto l2 = r.Run("GlobalLpPool", {}, {HostTensor::Of<float>({1, 2, 2}, {3, -4, 1, 1})});
+  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  EXPECT_EQ((*l2)[0].shape, (Shape{1, 2, 1}));
+  EXPECT_FLOAT_EQ((*l2)[0].Values<float>()[0], 5.0f);
+  EXPECT_FLOAT_EQ((*l2)[0].Values<float>()[1], std::sqrt(2.0f));
+  Attributes p1;
+  p1.Set("p", int64_t{1});
+  auto l1 = r.Run("GlobalLpPool", p1, {HostTensor::Of<float>({1, 1, 3}, {1, -2, 3})});
+  ASSERT_TRUE(l1.ok());
+  EXPECT_FLOAT_EQ((*l1)[0].Values<float>()[0], 6.0f);
+  Attributes p0;
+  p0.Set("p", int64_t{0});
+  EXPECT_FALSE(r.Run("GlobalLpPool", p0, {HostTensor::Of<float>({1, 1, 1}, {1})}).ok());
+  Attributes axis0;
+  axis0.Set("axis", int64_t{0});
+  auto n = r.Run("LpNormalization", axis0, {HostTensor::Of<float>({2, 2}, {3, 0, 4, 0})});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_FLOAT_EQ((*n)[0].Values<float>()[0], 0.6f);
+  EXPECT_FLOAT_EQ((*n)[0].Values<float>()[2], 0.8f);
+  EXPECT_EQ((*n)[0].Values<float>()[1], 0.0f);  // the zero column
+  EXPECT_EQ((*n)[0].Values<float>()[3], 0.0f);
+  Attributes p3;
+  p3.Set("p", int64_t{3});
+  auto bad = r.Run("LpNormalization", p3, {HostTensor::Of<float>({2}, {1, 2})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p must be 1 or 2"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(GlobalAveragePoolTest, Averages) {
   OpRunner r;
   auto out = r.Run("GlobalAveragePool", {},

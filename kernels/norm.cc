@@ -22,6 +22,8 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/lp_ops.h"
+#include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -504,11 +506,74 @@ class LayerNormKernel final : public ValidatedKernel {
   LayerNormAttrs attrs_;
 };
 
+// ---------------------------------------------------------------------------
+// LpNormalization-1: y = x / ||x||_p along `axis` (kernels/lp_ops.h), float types.
+
+StatusOr<std::vector<TensorInfo>> InferLpNormalization(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError("LpNormalization", "expects 1 input");
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError("LpNormalization", "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  }
+  REMEX_RETURN_IF_ERROR(ParseLpNormalization(attrs, in[0].shape).status());
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
+}
+
+class LpNormalizationKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(LpNormParams g, ParseLpNormalization(attrs(), in[0].shape));
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t o = 0; o < g.outer; ++o) {
+        for (int64_t i = 0; i < g.inner; ++i) {
+          const int64_t base = o * g.n * g.inner + i;
+          float sum = 0;  // in float, in order, as the device's one thread per vector
+          for (int64_t k = 0; k < g.n; ++k) sum += lp::LpTerm(static_cast<float>(Load(x[base + k * g.inner])), g.p);
+          const float norm = lp::LpRoot(sum, g.p);
+          for (int64_t k = 0; k < g.n; ++k) {
+            const int64_t at = base + k * g.inner;
+            y[at] = Store<T>(static_cast<ComputeType<T>>(lp::LpNormalize(static_cast<float>(Load(x[at])), norm)));
+          }
+        }
+      }
+      return OkStatus();
+    });
+  }
+};
+
+OpDef LpNormalizationDef() {
+  OpDef def;
+  def.name = "LpNormalization";
+  def.since_version = 1;
+  def.infer = InferLpNormalization;
+  return def;
+}
+
 }  // namespace
+
+StatusOr<LpNormParams> ParseLpNormalization(const Attributes& attrs, const Shape& shape) {
+  REMEX_ASSIGN_OR_RETURN(int64_t axis_attr, attrs.Int("axis", -1));
+  REMEX_ASSIGN_OR_RETURN(int64_t p, attrs.Int("p", 2));
+  if (p != 1 && p != 2) return OpError("LpNormalization", "p must be 1 or 2, got " + std::to_string(p));
+  if (shape.empty()) return OpError("LpNormalization", "X must have rank >= 1");
+  REMEX_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis("LpNormalization", axis_attr, static_cast<int64_t>(shape.size())));
+  LpNormParams g;
+  g.p = static_cast<int>(p);
+  for (int64_t d = 0; d < axis; ++d) g.outer *= shape[d];
+  g.n = shape[axis];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) g.inner *= shape[d];
+  return g;
+}
 
 Status AddNormOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(BatchNormDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(InstanceNormDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LpNormalizationDef()));
   return registry.AddOp(LayerNormDef());
 }
 
@@ -519,6 +584,7 @@ Status AddNormCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<InstanceNormKernel>(
       registry, InstanceNormDef(),
       [](const Attributes& attrs) { return ParseEpsilon(kInstanceNorm, attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LpNormalizationKernel>(registry, LpNormalizationDef()));
   return AddValidatedKernel<LayerNormKernel>(
       registry, LayerNormDef(), [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); });
 }

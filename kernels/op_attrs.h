@@ -220,6 +220,19 @@ struct AveragePoolAttrs {
 };
 StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs);
 
+// GlobalLpPool-2's p: an integer in [1, 64], default 2 (kernels/pool.cc).
+// INVALID_ARGUMENT "GlobalLpPool: ...".
+StatusOr<int> ParseGlobalLpPoolP(const Attributes& attrs);
+
+// LpNormalization-1 on X of `shape`: X seen as [outer, n, inner] around `axis`
+// (default -1; negative from the end), p 1 or 2, the only orders ONNX defines
+// (kernels/norm.cc). INVALID_ARGUMENT "LpNormalization: ...".
+struct LpNormParams {
+  int64_t outer = 1, n = 1, inner = 1;
+  int p = 2;
+};
+StatusOr<LpNormParams> ParseLpNormalization(const Attributes& attrs, const Shape& shape);
+
 // LRN's attributes; size must be positive (kernels/pool.cc).
 struct LrnAttrs {
   float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;

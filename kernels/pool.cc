@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "kernels/internal.h"
+#include "kernels/lp_ops.h"
 #include "kernels/op_attrs.h"
 
 namespace remex::kernels::internal {
@@ -318,6 +319,40 @@ OpDef GlobalPoolDef(std::string_view op) {
   def.infer = [op](const Attributes&, std::span<const ShapeFnArg> in) { return InferGlobalPool(op, in); };
   return def;
 }
+// GlobalLpPool-2: the Lp norm of each (n, c) plane (kernels/lp_ops.h), p an integer
+// attribute >= 1 (default 2); float types, accumulated in float as on the device.
+class GlobalLpPoolKernel final : public ValidatedKernel {
+ public:
+  GlobalLpPoolKernel(const OpDef& def, const Attributes& attrs)
+      : ValidatedKernel(def, attrs), p_(*ParseGlobalLpPoolP(attrs)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t p = 0; p < planes; ++p) {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += lp::LpTerm(static_cast<float>(Load(x[p * size + i])), p_);
+        y[p] = Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(static_cast<float>(sum), p_)));
+      }
+      return OkStatus();
+    });
+  }
+
+ private:
+  const int p_;
+};
+
+OpDef GlobalLpPoolDef() {
+  OpDef def = GlobalPoolDef("GlobalLpPool");
+  def.since_version = 2;
+  return def;
+}
+
 OpDef GlobalAveragePoolDef() { return GlobalPoolDef(kGlobalAveragePool); }
 OpDef GlobalMaxPoolDef() { return GlobalPoolDef("GlobalMaxPool"); }
 
@@ -325,6 +360,12 @@ OpDef GlobalMaxPoolDef() { return GlobalPoolDef("GlobalMaxPool"); }
 // AveragePool.
 
 }  // namespace
+
+StatusOr<int> ParseGlobalLpPoolP(const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(int64_t p, attrs.Int("p", 2));
+  if (p < 1 || p > 64) return OpError("GlobalLpPool", "p must be in [1, 64], got " + std::to_string(p));
+  return static_cast<int>(p);
+}
 
 StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs) {
   AveragePoolAttrs p;
@@ -526,6 +567,7 @@ Status AddPoolOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(AveragePoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(LrnDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalMaxPoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalLpPoolDef()));
   return registry.AddOp(GlobalAveragePoolDef());
 }
 
@@ -539,6 +581,8 @@ Status AddPoolCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<LrnKernel>(
       registry, LrnDef(), [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); }));
   REMEX_RETURN_IF_ERROR(AddValidatedKernel<GlobalMaxPoolKernel>(registry, GlobalMaxPoolDef()));
+  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GlobalLpPoolKernel>(
+      registry, GlobalLpPoolDef(), [](const Attributes& attrs) { return ParseGlobalLpPoolP(attrs).status(); }));
   return AddValidatedKernel<GlobalAveragePoolKernel>(registry, GlobalAveragePoolDef());
 }
 

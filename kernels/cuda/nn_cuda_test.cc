@@ -537,6 +537,28 @@ TEST_F(NnCudaTest, EmptyTensors) {
 }
 
 // ---------------------------------------------------------------------------
+// GlobalLpPool-2 and LpNormalization-1 (kernels/lp_ops.h): the CPU kernels sum in
+// another order (GlobalLpPool: in double; the device's block reduction in float), so
+// they agree to rounding; LpNormalization sums in order on both.
+TEST_F(NnCudaTest, GlobalLpPoolAndLpNormalization) {
+  for (DType dt : kFloatTypes) {
+    for (int64_t p : {1, 2, 3}) {
+      for (const Shape& s : {Shape{2, 3, 7, 5}, Shape{1, 4, 1}, Shape{2, 2, 33, 17}}) {
+        SCOPED_TRACE(ShapeToString(s) + " p " + std::to_string(p));
+        Check("GlobalLpPool", Attrs({{"p", p}}), {Random(dt, s)}, kSums);
+      }
+    }
+    for (int64_t p : {1, 2}) {
+      for (int64_t axis : {-1, 0, 1}) {
+        SCOPED_TRACE("LpNormalization axis " + std::to_string(axis) + " p " + std::to_string(p));
+        Check("LpNormalization", Attrs({{"axis", axis}, {"p", p}}), {Random(dt, {3, 17, 5})}, kSums);
+      }
+    }
+    // A zero vector normalises to zeros on both.
+    Check("LpNormalization", {}, {HostTensor::Zeros(dt, {2, 4})}, kExact);
+  }
+}
+
 // Without a GPU: registration, and refusals that precede any CUDA call.
 
 TEST(NnCudaRegistration, RegistersEveryOp) {
@@ -545,7 +567,8 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
                          "Softmax", "LogSoftmax", "Hardmax", "NegativeLogLikelihoodLoss",
-                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize",
+                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
+                         "LpNormalization", "Resize",
                          "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LeakyRelu",
                          "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
                          "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",

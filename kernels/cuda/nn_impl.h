@@ -123,6 +123,17 @@ cudaError_t LaunchGlobalMaxPool(NnType type, const void* x, void* y, int64_t pla
 cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
                                     cudaStream_t stream);
 
+// GlobalLpPool-2: y[p] = the Lp norm of the `size` elements of plane p, order `p_order`
+// (kernels/lp_ops.h).
+cudaError_t LaunchGlobalLpPool(NnType type, const void* x, void* y, int64_t planes, int64_t size, int p_order,
+                               cudaStream_t stream);
+
+// LpNormalization-1 of x seen as [outer, n, inner]: each of the outer x inner vectors of
+// n elements (stride inner) divided by its Lp norm, one thread per vector, summed in
+// order as kernels/norm.cc does (kernels/lp_ops.h).
+cudaError_t LaunchLpNormalization(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                                  int p_order, cudaStream_t stream);
+
 // ---------------------------------------------------------------------------
 // Resize (ONNX Resize-10/11/13).
 

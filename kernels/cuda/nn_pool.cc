@@ -134,6 +134,45 @@ class GlobalPoolKernel final : public NnKernel {
   const bool max_;
 };
 
+// GlobalLpPool-2.
+class GlobalLpPoolKernel final : public NnKernel {
+ public:
+  GlobalLpPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, int p)
+      : NnKernel(std::move(def), std::move(attrs), context), p_(p) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
+    return Launch([&] { return LaunchGlobalLpPool(type, in[0].data, out[0].data, planes, size, p_, stream()); });
+  }
+
+ private:
+  const int p_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeGlobalLpPool(CudaKernelContext context, const OpDef& def,
+                                                     const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(int p, internal::ParseGlobalLpPoolP(attrs));
+  return std::unique_ptr<OpKernel>(std::make_unique<GlobalLpPoolKernel>(def, attrs, context, p));
+}
+
+// LpNormalization-1.
+class LpNormalizationKernel final : public NnKernel {
+ public:
+  using NnKernel::NnKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
+    REMEX_ASSIGN_OR_RETURN(internal::LpNormParams g, internal::ParseLpNormalization(attrs(), in[0].shape));
+    return Launch([&] {
+      return LaunchLpNormalization(type, in[0].data, out[0].data, g.outer, g.n, g.inner, g.p, stream());
+    });
+  }
+};
+
 // ---------------------------------------------------------------------------
 // Resize.
 
@@ -262,6 +301,8 @@ Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context)
   REMEX_RETURN_IF_ERROR(
       AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalPoolKernel>(context, false)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalMaxPool", MakeCudaKernel<GlobalPoolKernel>(context, true)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalLpPool", std::bind(MakeGlobalLpPool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LpNormalization", MakeCudaKernel<LpNormalizationKernel>(context)));
   for (int definition : {10, 11, 13}) {
     REMEX_RETURN_IF_ERROR(
         AddCudaKernel(registry, "Resize", definition, std::bind(MakeResize, context, definition, _1, _2)));

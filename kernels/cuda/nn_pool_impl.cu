@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
+#include "kernels/lp_ops.h"
 #include "kernels/resize_coords.h"
 
 namespace remex::kernels::cuda {
@@ -153,6 +154,31 @@ __global__ void GlobalAveragePoolKernel(const T* x, T* y, int64_t planes, int64_
     for (int64_t j = threadIdx.x; j < size; j += blockDim.x) sum += Load(row[j]);
     sum = BlockReduce(sum, Add, scratch);
     if (threadIdx.x == 0) y[p] = Store<T>(size == 0 ? NAN : sum / static_cast<float>(size));
+  }
+}
+
+template <typename T>
+__global__ void GlobalLpPoolKernel(const T* x, T* y, int64_t planes, int64_t size, int p_order) {
+  __shared__ float scratch[32];
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const T* row = x + p * size;
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < size; j += blockDim.x) sum += lp::LpTerm(Load(row[j]), p_order);
+    sum = BlockReduce(sum, Add, scratch);
+    if (threadIdx.x == 0) y[p] = Store<T>(lp::LpRoot(sum, p_order));
+  }
+}
+
+template <typename T>
+__global__ void LpNormalizationKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p_order) {
+  const int64_t vectors = outer * inner;
+  for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vectors;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (v / inner) * n * inner + v % inner;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < n; ++k) sum += lp::LpTerm(Load(x[base + k * inner]), p_order);
+    const float norm = lp::LpRoot(sum, p_order);
+    for (int64_t k = 0; k < n; ++k) y[base + k * inner] = Store<T>(lp::LpNormalize(Load(x[base + k * inner]), norm));
   }
 }
 
@@ -425,6 +451,21 @@ cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t
   REMEX_NN_DISPATCH_FLOAT(
       type, (LaunchKernel<GlobalAveragePoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
                                                       static_cast<T*>(y), planes, size)));
+}
+
+cudaError_t LaunchGlobalLpPool(NnType type, const void* x, void* y, int64_t planes, int64_t size, int p_order,
+                               cudaStream_t stream) {
+  if (planes <= 0 || p_order < 1) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<GlobalLpPoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
+                                                                    static_cast<T*>(y), planes, size, p_order)));
+}
+
+cudaError_t LaunchLpNormalization(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                                  int p_order, cudaStream_t stream) {
+  const int64_t vectors = outer * inner;
+  if (vectors <= 0 || p_order < 1) return cudaErrorInvalidValue;
+  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<LpNormalizationKernel<T>>(Blocks(vectors), kThreads, 0, stream, As<T>(x),
+                                                                       static_cast<T*>(y), outer, n, inner, p_order)));
 }
 
 cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
