@@ -1,4 +1,5 @@
 #include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_build.h"
 #include "host_client/compiler/onnx_order.h"
 #include "host_client/compiler/onnx_scan.h"
 
@@ -884,113 +885,56 @@ class Importer {
     if (!sequence[0]) return InvalidArgument(where + ": input 0 '" + n.input(0) + "' is not a sequence");
     const std::string p = name + "/map/";
     std::vector<onnx::NodeProto> out;
-    auto add = [](std::vector<onnx::NodeProto>& to, const std::string& op, const std::string& node_name,
-                  std::vector<std::string> ins, std::vector<std::string> outs) -> onnx::NodeProto& {
-      onnx::NodeProto& node = to.emplace_back();
-      node.set_op_type(op);
-      node.set_name(node_name);
-      for (auto& i : ins) node.add_input(i);
-      for (auto& o : outs) node.add_output(o);
-      return node;
-    };
-    add(out, "SequenceLength", p + "length", {n.input(0)}, {p + "length"});
-    std::vector<std::string> loop_inputs = {p + "length", ""};
-    for (int k = 0; k < n.output_size(); ++k) {
-      onnx::NodeProto& empty = add(out, "SequenceEmpty", p + "empty" + std::to_string(k), {}, {p + "empty" + std::to_string(k)});
-      // The body output's declared dtype, else 0: that of the first tensor inserted.
-      const onnx::TypeProto& t = body->output(k).type();
-      AddIntAttr(empty, "dtype", t.has_tensor_type() ? t.tensor_type().elem_type() : 0);
-      loop_inputs.push_back(p + "empty" + std::to_string(k));
-    }
-    std::vector<std::string> loop_outputs(n.output().begin(), n.output().end());
-    onnx::NodeProto& loop = add(out, "Loop", name, loop_inputs, loop_outputs);
-    onnx::AttributeProto* attr = loop.add_attribute();
-    attr->set_name("body");
-    attr->set_type(onnx::AttributeProto::GRAPH);
-    onnx::GraphProto& g = *attr->mutable_g();
-    g.set_name(p + "body");
-    auto scalar = [&](const std::string& value_name, int dtype) {
-      onnx::ValueInfoProto* v = g.add_input();
-      v->set_name(value_name);
-      auto* tt = v->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(dtype);
-      tt->mutable_shape();
-    };
-    scalar(p + "i", onnx::TensorProto::INT64);
-    scalar(p + "cond", onnx::TensorProto::BOOL);
-    for (int k = 0; k < n.output_size(); ++k) g.add_input()->set_name(p + "acc" + std::to_string(k));
-    for (const auto& init : body->initializer()) *g.add_initializer() = init;
+    AddNode(out, "SequenceLength", p + "length", {n.input(0)}, {p + "length"});
+    std::vector<std::string> empties, accs, acc_outs;
     std::vector<onnx::NodeProto> nodes;
     for (int j = 0; j < n.input_size(); ++j) {
-      add(nodes, sequence[j] ? "SequenceAt" : "Identity", p + "arg" + std::to_string(j),
-          sequence[j] ? std::vector<std::string>{n.input(j), p + "i"} : std::vector<std::string>{n.input(j)},
-          {body->input(j).name()});
+      AddNode(nodes, sequence[j] ? "SequenceAt" : "Identity", p + "arg" + std::to_string(j),
+              sequence[j] ? std::vector<std::string>{n.input(j), p + "i"} : std::vector<std::string>{n.input(j)},
+              {body->input(j).name()});
     }
     for (const auto& node : body->node()) nodes.push_back(node);
-    add(nodes, "Identity", p + "cond_out", {p + "cond"}, {p + "cond_out"});
-    g.add_output()->set_name(p + "cond_out");
     for (int k = 0; k < n.output_size(); ++k) {
       const std::string acc = p + "acc" + std::to_string(k);
-      add(nodes, "SequenceInsert", acc + "_insert", {acc, body->output(k).name()}, {acc + "_out"});
-      g.add_output()->set_name(acc + "_out");
+      empties.push_back(p + "empty" + std::to_string(k));
+      accs.push_back(acc);
+      acc_outs.push_back(acc + "_out");
+      // The body output's declared dtype, else 0: that of the first tensor inserted.
+      const onnx::TypeProto& t = body->output(k).type();
+      SetInt(AddNode(out, "SequenceEmpty", empties.back(), {}, {empties.back()}), "dtype",
+             t.has_tensor_type() ? t.tensor_type().elem_type() : 0);
+      AddNode(nodes, "SequenceInsert", acc + "_insert", {acc, body->output(k).name()}, {acc_outs.back()});
     }
-    for (auto& node : nodes) *g.add_node() = std::move(node);
+    onnx::GraphProto& g = AddLoop(out, name, p, p + "length", empties,
+                                  std::vector<std::string>(n.output().begin(), n.output().end()), accs,
+                                  std::move(nodes), acc_outs);
+    for (const auto& init : body->initializer()) *g.add_initializer() = init;
     return out;
   }
 
-  // A node appended to `to`.
-  static onnx::NodeProto& AddNode(std::vector<onnx::NodeProto>& to, const std::string& op, const std::string& name,
-                                  std::vector<std::string> ins, std::vector<std::string> outs) {
-    onnx::NodeProto& node = to.emplace_back();
-    node.set_op_type(op);
-    node.set_name(name);
-    for (auto& i : ins) node.add_input(i);
-    for (auto& o : outs) node.add_output(o);
-    return node;
-  }
-  static void AddIntAttr(onnx::NodeProto& node, const std::string& name, int64_t v) {
-    onnx::AttributeProto* a = node.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  // A Constant node named `name` holding int64 `values` (a scalar when `scalar`).
-  static std::string AddInt64s(std::vector<onnx::NodeProto>& to, const std::string& name,
-                                      const std::vector<int64_t>& values, bool scalar) {
-    onnx::NodeProto& node = AddNode(to, "Constant", name, {}, {name});
-    onnx::AttributeProto* a = node.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
-    t->set_data_type(onnx::TensorProto::INT64);
-    if (!scalar) t->add_dims(static_cast<int64_t>(values.size()));
-    for (int64_t v : values) t->add_int64_data(v);
-    return node.output(0);
-  }
-  // A Loop node (trip count `count`, no condition) whose body, of inputs
-  // (p/i, p/cond, p/acc), runs `body` and returns SequenceInsert-free results: the
-  // caller appends nodes writing `acc_out`; p/cond is passed through.
+  // A Loop node `name` (trip count `count`, no condition) writing `outputs`, whose body
+  // (named after prefix `p`) takes (p/i, p/cond, then the carried values named `carried`,
+  // their initial values `inits`), runs `body` then passes p/cond through, and gives
+  // `carried_out` as the carried values' next ones.
   static onnx::GraphProto& AddLoop(std::vector<onnx::NodeProto>& to, const std::string& name, const std::string& p,
-                                   const std::string& count, const std::string& init, const std::string& output,
-                                   std::vector<onnx::NodeProto> body, const std::string& acc_out) {
-    onnx::NodeProto& loop = AddNode(to, "Loop", name, {count, "", init}, {output});
+                                   const std::string& count, const std::vector<std::string>& inits,
+                                   const std::vector<std::string>& outputs, const std::vector<std::string>& carried,
+                                   std::vector<onnx::NodeProto> body, const std::vector<std::string>& carried_out) {
+    std::vector<std::string> inputs = {count, ""};
+    inputs.insert(inputs.end(), inits.begin(), inits.end());
+    onnx::NodeProto& loop = AddNode(to, "Loop", name, inputs, outputs);
     onnx::AttributeProto* attr = loop.add_attribute();
     attr->set_name("body");
     attr->set_type(onnx::AttributeProto::GRAPH);
     onnx::GraphProto& g = *attr->mutable_g();
     g.set_name(p + "body");
-    for (auto [in, dtype] : {std::pair{p + "i", onnx::TensorProto::INT64}, std::pair{p + "cond", onnx::TensorProto::BOOL}}) {
-      onnx::ValueInfoProto* v = g.add_input();
-      v->set_name(in);
-      auto* tt = v->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(dtype);
-      tt->mutable_shape();
-    }
-    g.add_input()->set_name(p + "acc");
+    *g.add_input() = ScalarInfo(p + "i", onnx::TensorProto::INT64);
+    *g.add_input() = ScalarInfo(p + "cond", onnx::TensorProto::BOOL);
+    for (const std::string& c : carried) g.add_input()->set_name(c);
     AddNode(body, "Identity", p + "cond_out", {p + "cond"}, {p + "cond_out"});
     for (auto& node : body) *g.add_node() = std::move(node);
     g.add_output()->set_name(p + "cond_out");
-    g.add_output()->set_name(acc_out);
+    for (const std::string& c : carried_out) g.add_output()->set_name(c);
     return g;
   }
 
@@ -1017,19 +961,19 @@ class Importer {
     const std::string p = name + "/split/";
     const std::string& x = n.input(0);
     std::vector<onnx::NodeProto> out, body;
-    const std::string axis_c = AddInt64s(out, p + "axis", {axis}, true);
-    const std::string axes_c = AddInt64s(out, p + "axes", {axis}, false);
-    const std::string one = AddInt64s(out, p + "one", {1}, true);
+    const std::string axis_c = AddInt64Constant(out, p + "axis", {axis}, true);
+    const std::string axes_c = AddInt64Constant(out, p + "axes", {axis}, false);
+    const std::string one = AddInt64Constant(out, p + "one", {1}, true);
     AddNode(out, "Shape", p + "shape", {x}, {p + "shape"});
     AddNode(out, "Gather", p + "dim", {p + "shape", axis_c}, {p + "dim"});
     std::string count, starts, ends;
     const bool has_split = n.input_size() == 2 && !n.input(1).empty();
     if (!has_split && keepdims == 0) {
       count = p + "dim";
-      AddIntAttr(AddNode(body, "Gather", p + "piece", {x, p + "i"}, {p + "piece"}), "axis", axis);
+      SetInt(AddNode(body, "Gather", p + "piece", {x, p + "i"}, {p + "piece"}), "axis", axis);
     } else {
       if (!has_split) {
-        AddNode(out, "Range", p + "starts", {AddInt64s(out, p + "zero", {0}, true), p + "dim", one}, {p + "starts"});
+        AddNode(out, "Range", p + "starts", {AddInt64Constant(out, p + "zero", {0}, true), p + "dim", one}, {p + "starts"});
         AddNode(out, "Add", p + "ends", {p + "starts", one}, {p + "ends"});
       } else {
         auto it = ids_.find(n.input(1));
@@ -1053,8 +997,8 @@ class Importer {
           lengths.push_back(v);
         }
         if (c.shape.empty()) {  // chunks of lengths[0]
-          const std::string s = AddInt64s(out, p + "chunk", {lengths[0]}, true);
-          AddNode(out, "Range", p + "starts", {AddInt64s(out, p + "zero", {0}, true), p + "dim", s}, {p + "starts"});
+          const std::string s = AddInt64Constant(out, p + "chunk", {lengths[0]}, true);
+          AddNode(out, "Range", p + "starts", {AddInt64Constant(out, p + "zero", {0}, true), p + "dim", s}, {p + "starts"});
           AddNode(out, "Add", p + "ends", {p + "starts", s}, {p + "ends"});
         } else {
           // A known number of pieces: Split (whose shape function checks that the
@@ -1065,22 +1009,19 @@ class Importer {
           for (size_t k = 0; k < lengths.size(); ++k) pieces.push_back(p + "piece" + std::to_string(k));
           onnx::NodeProto* split_node = nullptr;
           if (graph_.opset >= 13) {
-            split_node = &AddNode(direct, "Split", p + "split", {x, AddInt64s(direct, p + "lengths", lengths, false)}, pieces);
+            split_node = &AddNode(direct, "Split", p + "split", {x, AddInt64Constant(direct, p + "lengths", lengths, false)}, pieces);
           } else {
             split_node = &AddNode(direct, "Split", p + "split", {x}, pieces);
-            onnx::AttributeProto* a = split_node->add_attribute();
-            a->set_name("split");
-            a->set_type(onnx::AttributeProto::INTS);
-            for (int64_t len : lengths) a->add_ints(len);
+            SetInts(*split_node, "split", lengths);
           }
-          AddIntAttr(*split_node, "axis", axis);
+          SetInt(*split_node, "axis", axis);
           AddNode(direct, "SequenceConstruct", name, pieces, {n.output(0)});
           return direct;
         }
       }
       AddNode(out, "Size", p + "count", {p + "starts"}, {p + "count"});
       count = p + "count";
-      const std::string shape1 = AddInt64s(body, p + "shape1", {1}, false);
+      const std::string shape1 = AddInt64Constant(body, p + "shape1", {1}, false);
       AddNode(body, "Reshape", p + "i1", {p + "i", shape1}, {p + "i1"});
       AddNode(body, "Gather", p + "from", {p + "starts", p + "i1"}, {p + "from"});
       AddNode(body, "Gather", p + "to", {p + "ends", p + "i1"}, {p + "to"});
@@ -1088,8 +1029,8 @@ class Importer {
     }
     AddNode(body, "SequenceInsert", p + "insert", {p + "acc", p + "piece"}, {p + "acc_out"});
     onnx::NodeProto& empty = AddNode(out, "SequenceEmpty", p + "empty", {}, {p + "empty"});
-    AddIntAttr(empty, "dtype", 0);  // the elements' dtype: that of what is inserted
-    AddLoop(out, name, p, count, p + "empty", n.output(0), std::move(body), p + "acc_out");
+    SetInt(empty, "dtype", 0);  // the elements' dtype: that of what is inserted
+    AddLoop(out, name, p, count, {p + "empty"}, {n.output(0)}, {p + "acc"}, std::move(body), {p + "acc_out"});
     return out;
   }
 
@@ -1125,22 +1066,19 @@ class Importer {
       }
       AddNode(to, "SequenceAt", e + "_at", {seq, at}, {e + "_at"});
       if (graph_.opset >= 13) {
-        AddNode(to, "Unsqueeze", e, {e + "_at", AddInt64s(to, e + "_axes", {*axis}, false)}, {e});
+        AddNode(to, "Unsqueeze", e, {e + "_at", AddInt64Constant(to, e + "_axes", {*axis}, false)}, {e});
       } else {
         onnx::NodeProto& u = AddNode(to, "Unsqueeze", e, {e + "_at"}, {e});
-        onnx::AttributeProto* a = u.add_attribute();
-        a->set_name("axes");
-        a->set_type(onnx::AttributeProto::INTS);
-        a->add_ints(*axis);
+        SetInts(u, "axes", {*axis});
       }
     };
-    element(out, AddInt64s(out, p + "zero", {0}, true), p + "first");
+    element(out, AddInt64Constant(out, p + "zero", {0}, true), p + "first");
     AddNode(out, "SequenceLength", p + "length", {seq}, {p + "length"});
-    AddNode(out, "Sub", p + "rest", {p + "length", AddInt64s(out, p + "one", {1}, true)}, {p + "rest"});
-    AddNode(body, "Add", p + "next", {p + "i", AddInt64s(body, p + "one_b", {1}, true)}, {p + "next"});
+    AddNode(out, "Sub", p + "rest", {p + "length", AddInt64Constant(out, p + "one", {1}, true)}, {p + "rest"});
+    AddNode(body, "Add", p + "next", {p + "i", AddInt64Constant(body, p + "one_b", {1}, true)}, {p + "next"});
     element(body, p + "next", p + "e");
-    AddIntAttr(AddNode(body, "Concat", p + "cat", {p + "acc", p + "e"}, {p + "acc_out"}), "axis", *axis);
-    AddLoop(out, name, p, p + "rest", p + "first", n.output(0), std::move(body), p + "acc_out");
+    SetInt(AddNode(body, "Concat", p + "cat", {p + "acc", p + "e"}, {p + "acc_out"}), "axis", *axis);
+    AddLoop(out, name, p, p + "rest", {p + "first"}, {n.output(0)}, {p + "acc"}, std::move(body), {p + "acc_out"});
     return out;
   }
 

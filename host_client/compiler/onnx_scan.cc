@@ -1,5 +1,7 @@
 #include "host_client/compiler/onnx_scan.h"
 
+#include "host_client/compiler/onnx_build.h"
+
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -15,58 +17,21 @@ class Emitter {
 
   std::string Fresh(const std::string& what) { return prefix_ + "/" + what + std::to_string((*counter_)++); }
 
-  // Appends a node to `out`; returns it for attributes.
+  // Appends a node of a fresh name to `out`; returns it for attributes.
   onnx::NodeProto& Node(std::vector<onnx::NodeProto>& out, const std::string& op,
                         const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
-    onnx::NodeProto& n = out.emplace_back();
-    n.set_op_type(op);
-    n.set_name(Fresh(op));
-    for (const auto& i : inputs) n.add_input(i);
-    for (const auto& o : outputs) n.add_output(o);
-    return n;
+    return AddNode(out, op, Fresh(op), inputs, outputs);
   }
 
-  // A Constant node holding int64 `values`, of shape [values.size()] or a scalar.
+  // A Constant node of a fresh name holding int64 `values` (AddInt64Constant).
   std::string Int64s(std::vector<onnx::NodeProto>& out, const std::vector<int64_t>& values, bool scalar) {
-    std::string name = Fresh("const");
-    onnx::NodeProto& n = Node(out, "Constant", {}, {name});
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
-    t->set_data_type(onnx::TensorProto::INT64);
-    if (!scalar) t->add_dims(static_cast<int64_t>(values.size()));
-    for (int64_t v : values) t->add_int64_data(v);
-    return name;
+    return AddInt64Constant(out, Fresh("const"), values, scalar);
   }
 
  private:
   std::string prefix_;
   int* counter_;
 };
-
-void SetInt(onnx::NodeProto& n, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void SetInts(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
-  onnx::AttributeProto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-onnx::ValueInfoProto ScalarInfo(const std::string& name, onnx::TensorProto::DataType dtype) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* tt = v.mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(dtype);
-  tt->mutable_shape();
-  return v;
-}
 
 // The rank a value info declares, if it declares one.
 std::optional<int64_t> DeclaredRank(const onnx::ValueInfoProto& v) {
