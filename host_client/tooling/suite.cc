@@ -249,7 +249,7 @@ CaseResult RunCase(const SuiteCase& c, const SuiteOptions& options, const fs::pa
       }
     }
   }
-  (void)prepared->Release();
+  // (Run, check and bench each released the module, VM and inputs they used.)
   std::string message;
   for (const std::string& f : failures) message += (message.empty() ? "" : "; ") + f;
   return finish(failures.empty() ? "passed" : "failed", message);
