@@ -522,7 +522,7 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::st
 }
 
 StatusOr<std::vector<DeviceRecord>> RedisClient::ListPool(std::string_view pool, std::vector<std::string>* skipped,
-                                                          bool prune) {
+                                                          bool leases) {
   REMEX_RETURN_IF_ERROR(CheckPoolName(pool));
   REMEX_ASSIGN_OR_RETURN(RedisValue ids, Query({"SMEMBERS", PoolDevicesKey(pool)}));
   if (ids.type != RedisValue::Type::kArray) return Internal(url_.ToString() + ": SMEMBERS returned no array");
@@ -534,12 +534,12 @@ StatusOr<std::vector<DeviceRecord>> RedisClient::ListPool(std::string_view pool,
   for (const RedisValue& id : ids.array) keys.push_back(DeviceKey(pool, id.str));
   std::sort(keys.begin(), keys.end());
   std::vector<DeviceRecord> devices;
-  REMEX_RETURN_IF_ERROR(ReadDevices(keys, devices, skipped));
+  REMEX_RETURN_IF_ERROR(ReadDevices(keys, devices, skipped, leases));
   // Prune the ids whose record has expired (their servers died).
   std::set<std::string> live;
   for (const DeviceRecord& d : devices) live.insert(d.id);
   for (const RedisValue& id : ids.array) {
-    if (prune && !live.count(id.str)) (void)Command({"SREM", PoolDevicesKey(pool), id.str});
+    if (!live.count(id.str)) (void)Command({"SREM", PoolDevicesKey(pool), id.str});
   }
   std::sort(devices.begin(), devices.end(), [](const DeviceRecord& a, const DeviceRecord& b) { return a.id < b.id; });
   return devices;
@@ -556,7 +556,7 @@ StatusOr<DeviceRecord> RedisClient::ReadDevice(std::string_view pool, std::strin
 }
 
 Status RedisClient::ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& devices,
-                                std::vector<std::string>* skipped) {
+                                std::vector<std::string>* skipped, bool leases) {
   for (const std::string& key : keys) {
     redisReply* raw = nullptr;
     Status st = Command({"HGETALL", key}, &raw);
@@ -570,6 +570,10 @@ Status RedisClient::ReadDevices(const std::vector<std::string>& keys, std::vecto
     auto record = RecordFromReply(reply.get());
     if (!record.ok() || DeviceKey(record->pool, record->id) != key) {
       if (skipped) skipped->push_back(key + ": " + (record.ok() ? "pool and id do not match the key" : record.status().message()));
+      continue;
+    }
+    if (!leases) {
+      devices.push_back(std::move(record).value());
       continue;
     }
     // The lease (never its token) and the drain.

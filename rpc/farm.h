@@ -170,10 +170,10 @@ class RedisClient {
   // record that does not parse is left out and named in `skipped` (when given).
   StatusOr<std::vector<DeviceRecord>> ListDevices(std::vector<std::string>* skipped = nullptr);
   // The registered devices of one pool, ordered by id, with their leases and drains
-  // (ids whose record is gone are pruned from the pool's set).
-  // `prune` false: no write at all (a transaction that WATCHes the pool reads it so).
+  // unless `leases` is false (the records alone, one command per device: enough to
+  // match label selectors). Ids whose record is gone are pruned from the pool's set.
   StatusOr<std::vector<DeviceRecord>> ListPool(std::string_view pool, std::vector<std::string>* skipped = nullptr,
-                                               bool prune = true);
+                                               bool leases = true);
 
   // One registered device with its lease and drain; NOT_FOUND when it has no record.
   StatusOr<DeviceRecord> ReadDevice(std::string_view pool, std::string_view id);
@@ -191,9 +191,10 @@ class RedisClient {
   RedisClient(RedisUrl url, redisContext* context) : url_(std::move(url)), context_(context) {}
   // Runs one command (its arguments as given, binary-safe); the reply's error, or OK.
   Status Command(const std::vector<std::string>& args, ::redisReply** reply = nullptr);
-  // Reads the device records of `keys` (with their leases and drains) into `out`.
+  // Reads the device records of `keys` (with their leases and drains when `leases`)
+  // into `out`.
   Status ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& out,
-                     std::vector<std::string>* skipped);
+                     std::vector<std::string>* skipped, bool leases = true);
 
   RedisUrl url_;
   redisContext* context_;

@@ -160,7 +160,7 @@ std::vector<std::string> AssignKeys(const std::string& pool) {
 // ",id1,id2," of the pool's registered devices that `selector` matches, and how many.
 StatusOr<std::pair<std::string, size_t>> Candidates(RedisClient& redis, const std::string& pool,
                                                     const LabelSelector& selector) {
-  REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(pool));
+  REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(pool, nullptr, /*leases=*/false));
   std::string ids = ",";
   size_t n = 0;
   for (const DeviceRecord& d : devices) {
@@ -196,7 +196,7 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   // refused at once rather than waited on.
   REMEX_ASSIGN_OR_RETURN(auto candidates, Candidates(redis, pool, selector));
   if (candidates.second == 0) {
-    REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> all, redis.ListPool(pool));
+    REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> all, redis.ListPool(pool, nullptr, /*leases=*/false));
     return NotFound("no device of pool '" + pool + "' matches '" + request.selector + "' (" +
                     std::to_string(all.size()) + " registered in the pool)");
   }
