@@ -1,7 +1,8 @@
 // Tensor requests: tensorAlloc, tensorWrite, tensorRead, tensorStats, tensorCompare,
-// free.
+// free, listHandles.
 #include "device_server/session.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -138,6 +139,30 @@ Status Session::Free(wire::Free::Reader req, wire::Reply::Builder reply) {
   if (!missing.empty()) return NotFound("handles not found in this session (none freed): " + missing);
   for (uint64_t h : req.getHandles()) objects_.erase(h);
   reply.setFree();
+  return OkStatus();
+}
+
+Status Session::ListHandles(wire::Reply::Builder reply) {
+  // Bounded by --max-handles-per-session (CheckHandleRoom): at most that many entries.
+  std::vector<uint64_t> handles;
+  handles.reserve(objects_.size());
+  for (const auto& [h, o] : objects_) handles.push_back(h);
+  std::sort(handles.begin(), handles.end());
+  auto list = reply.initListHandles().initHandles(static_cast<unsigned>(handles.size()));
+  const std::string device = state_->device->name();
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const Object& o = objects_.at(handles[i]);
+    auto e = list[static_cast<unsigned>(i)];
+    e.setHandle(handles[i]);
+    e.setKind(KindName(o));
+    e.setDevice(device);
+    if (const auto* t = std::get_if<vm::TensorPtr>(&o)) {
+      rpc::WriteTensorDesc(e.initDesc(), (*t)->dtype, (*t)->shape);
+      e.setBytes((*t)->nbytes());
+    } else if (const auto* m = std::get_if<std::shared_ptr<const vm::Executable>>(&o)) {
+      e.setBytes((*m)->constant_bytes());
+    }
+  }
   return OkStatus();
 }
 

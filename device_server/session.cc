@@ -352,6 +352,7 @@ Status Session::Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Rep
     case wire::Request::TENSOR_STATS: return TensorStats(req.getTensorStats(), reply);
     case wire::Request::TENSOR_COMPARE: return TensorCompare(req.getTensorCompare(), reply);
     case wire::Request::FREE: return Free(req.getFree(), reply);
+    case wire::Request::LIST_HANDLES: return ListHandles(reply);
     // Run requests (handlers_run.cc).
     case wire::Request::INVOKE: return Invoke(req.getInvoke(), reply);
     case wire::Request::BENCHMARK: return Benchmark(req.getBenchmark(), reply);

@@ -7,7 +7,7 @@
 //   handlers_session.cc  hello, ping, authenticate, cancel
 //   handlers_module.cc   moduleLoad, moduleHas, vmCreate, setInput, setOutput
 //   handlers_tensor.cc   tensorAlloc, tensorWrite, tensorRead, tensorStats,
-//                        tensorCompare, free
+//                        tensorCompare, free, listHandles
 //   handlers_run.cc      invoke, benchmark, profile
 #pragma once
 
@@ -178,6 +178,8 @@ class Session final : public rpc::ConnectionHandler {
 
   // All or nothing: when a handle is unknown, nothing is freed.
   Status Free(wire::Free::Reader req, wire::Reply::Builder reply);
+  // Every handle of the session with its kind and size, in ascending order.
+  Status ListHandles(wire::Reply::Builder reply);
 
   // Run requests (handlers_run.cc).
   // The next run's deadline: `client_ms` (0: none asked) capped at --max-invoke-ms.

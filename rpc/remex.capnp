@@ -79,6 +79,7 @@ struct Request {
     tensorCompare @15 :TensorCompare;
     authenticate @16 :Authenticate;
     cancel @17 :Cancel;
+    listHandles @18 :ListHandles;  # protocol 1.2
   }
 }
 
@@ -247,6 +248,23 @@ struct Free {
   handles @0 :List(UInt64);
 }
 
+# Lists every handle the session holds (modules, VMs and tensors), with their sizes,
+# in ascending handle order: what the session keeps on the server, and is charged for.
+# Since protocol 1.2.
+struct ListHandles {}
+
+struct HandleInfo {
+  handle @0 :UInt64;
+  kind @1 :Text;        # "module", "vm" or "tensor"
+  desc @2 :TensorDesc;  # tensors: dtype and shape
+  bytes @3 :UInt64;     # tensors: their memory; modules: their constants
+  device @4 :Text;      # the device the object lives on ("cpu", "cuda:0")
+}
+
+struct ListHandlesReply {
+  handles @0 :List(HandleInfo);
+}
+
 struct HelloReply {
   protocolMajor @0 :UInt16;
   protocolMinor @1 :UInt16;
@@ -356,5 +374,6 @@ struct Reply {
     tensorCompare @13 :TensorCompareReply;
     authenticate @14 :AuthenticateReply;
     cancel @15 :CancelReply;
+    listHandles @16 :ListHandlesReply;
   }
 }

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <span>
 #include <thread>
 
 #include "host_client/client/client.h"
@@ -475,6 +476,44 @@ TEST_F(RemoteSessionTest, HandlesOfOneSessionAreNotFoundInAnother) {
   EXPECT_EQ(a->SetInputs(vm, "main", {bt->handle}).code(), StatusCode::kNotFound);
   EXPECT_EQ(a->SetOutput(vm, "main", 0, bt->handle).code(), StatusCode::kNotFound);
   EXPECT_TRUE(a->Compare(t->handle, t->handle, 0, 0).ok());
+}
+
+TEST_F(RemoteSessionTest, ListHandlesShowsWhatTheSessionHoldsWithSizes) {
+  auto a = Connect();
+  auto b = Connect();
+  auto empty = a->ListHandles();
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->empty());
+  uint64_t vm = LoadVm(*a, AddReluModel());
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  auto t = a->Upload(DType::kFloat32, {2, 3}, std::as_bytes(std::span<const float>(values)));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_TRUE(b->Upload(Floats({1, 4}, {1, 2, 3, 4})).ok());
+
+  auto listed = a->ListHandles();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 3u);  // module, vm, tensor; nothing of session b
+  EXPECT_EQ((*listed)[0].kind, "module");
+  EXPECT_EQ((*listed)[1].kind, "vm");
+  EXPECT_EQ((*listed)[1].handle, vm);
+  const client::HandleInfo& tensor = (*listed)[2];
+  EXPECT_EQ(tensor.kind, "tensor");
+  EXPECT_EQ(tensor.handle, t->handle);
+  EXPECT_EQ(tensor.dtype, DType::kFloat32);
+  EXPECT_EQ(tensor.shape, (Shape{2, 3}));
+  EXPECT_EQ(tensor.bytes, 24u);
+  EXPECT_EQ(tensor.device, "cpu");
+  auto back = a->Download(t->handle);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::memcmp(back->data.data(), values.data(), 24), 0);
+
+  // A size that does not match dtype x shape is refused, and nothing is left behind.
+  EXPECT_EQ(a->Upload(DType::kFloat32, {4, 3}, std::as_bytes(std::span<const float>(values))).status().code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(a->Free({t->handle}).ok());
+  listed = a->ListHandles();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 2u);
 }
 
 }  // namespace

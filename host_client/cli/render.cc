@@ -1,5 +1,7 @@
 #include "host_client/cli/render.h"
 
+#include "host_client/tooling/text.h"
+
 #include <algorithm>
 #include <array>
 #include <string>
@@ -16,26 +18,9 @@ std::string Format(const char* format, double v) {
   return buf;
 }
 
-// Rows of cells, each column as wide as its widest cell: `indent`, then the cells `gap`
-// spaces apart, left-aligned before column `first_right` and right-aligned from it.
 void PrintTable(const std::vector<std::vector<std::string>>& rows, const char* indent, size_t gap,
                 size_t first_right, FILE* out) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line = indent;
-    for (size_t i = 0; i < row.size(); ++i) {
-      const std::string pad(width[i] - row[i].size(), ' ');
-      if (i > 0) line += std::string(gap, ' ');
-      if (i >= first_right) line += pad;
-      line += row[i];
-      if (i < first_right && i + 1 < row.size()) line += pad;
-    }
-    std::fprintf(out, "%s\n", line.c_str());
-  }
+  std::fputs(tooling::FormatTable(rows, indent, gap, first_right).c_str(), out);
 }
 
 void PrintSession(const tooling::SessionReport& s, FILE* out) {
@@ -169,28 +154,7 @@ void PrintRun(const tooling::RunReport& r, bool verbose, FILE* out) {
 
 void PrintBench(const tooling::BenchReport& r, bool verbose, FILE* out) {
   PrintSession(r.session, out);
-  const auto& s = r.stats;
-  std::fprintf(out, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n", r.function.c_str(),
-               r.samples_ms.size(), r.number, r.options.timing.warmup, r.timer.c_str());
-  std::string p99 = r.has_p99 ? Format("p99 %.4f  ", s.p99) : "";
-  std::fprintf(out, "        mean %.4f  median %.4f  p90 %.4f  %smin %.4f  max %.4f  std %.4f\n", s.mean, s.median,
-               s.p90, p99.c_str(), s.min, s.max, s.std);
-  if (!r.has_p99) {
-    std::fprintf(out, "        (p99 from %zu samples on: --repeat %zu)\n", bench::kMinSamplesForP99,
-                 bench::kMinSamplesForP99);
-  }
-  std::fprintf(out, "        %s\n", r.stability.verdict.c_str());
-  if (r.profile_total_ms) {
-    std::fprintf(out, "profile one invoke, %.3f ms on the device\n", *r.profile_total_ms);
-    std::vector<std::vector<std::string>> cells;
-    cells.push_back({"name", "kind", "calls", "total ms", "mean us", "share %", "copies", "copy bytes"});
-    for (const auto& e : r.profile) {
-      cells.push_back({e.name, e.kind, std::to_string(e.calls), Format("%.3f", e.total_ms), Format("%.1f", e.mean_us),
-                       Format("%.1f", e.share_percent), std::to_string(e.copies), std::to_string(e.copy_bytes)});
-    }
-    PrintTable(cells, "  ", 1, 2, out);  // text left, numbers right
-    std::fprintf(out, "  (kernel rows break down the InvokeKernel row; shares are of the whole invoke)\n");
-  }
+  std::fputs(tooling::BenchText(r).c_str(), out);
   if (verbose) PrintWire(r.session, out);
 }
 

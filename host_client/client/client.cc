@@ -282,9 +282,18 @@ StatusOr<RemoteTensor> Session::Alloc(DType dtype, const Shape& shape, const std
 }
 
 StatusOr<RemoteTensor> Session::Upload(const npy::Array& array, const std::string& device) {
+  return Upload(array.dtype, array.shape, array.data, device);
+}
+
+StatusOr<RemoteTensor> Session::Upload(DType dtype, const Shape& shape, std::span<const std::byte> bytes,
+                                       const std::string& device) {
   Request req;
-  FillTensorWrite(req.root.initTensorWrite(), array, device, 0);
-  req.frame.attachments.push_back(TensorAttachment(array.data.data(), array.data.size(), array.dtype));
+  auto w = req.root.initTensorWrite();
+  w.setTensor(0);
+  rpc::WriteTensorDesc(w.initDesc(), dtype, shape);
+  w.setDevice(device);
+  w.setResultHandle(0);
+  req.frame.attachments.push_back(TensorAttachment(bytes.data(), bytes.size(), dtype));
   RemoteTensor t;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame&) {
     REMEX_ASSIGN_OR_RETURN(t, ToRemote(reply.getTensor()));
@@ -578,6 +587,34 @@ Status Session::Free(const std::vector<uint64_t>& handles) {
   auto list = req.root.initFree().initHandles(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) list.set(i, handles[i]);
   return Call(*rpc_, req, wire::Reply::FREE, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+StatusOr<std::vector<HandleInfo>> Session::ListHandles() {
+  if (info_.protocol_minor < rpc::kMinorListHandles) {
+    return Unimplemented("the server speaks protocol " + std::to_string(info_.protocol_major) + "." +
+                         std::to_string(info_.protocol_minor) + "; listing handles needs 1." +
+                         std::to_string(rpc::kMinorListHandles));
+  }
+  Request req;
+  req.root.initListHandles();
+  std::vector<HandleInfo> handles;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::LIST_HANDLES, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    for (auto e : reply.getListHandles().getHandles()) {
+      HandleInfo h;
+      h.handle = e.getHandle();
+      h.kind = e.getKind();
+      h.bytes = e.getBytes();
+      h.device = e.getDevice();
+      if (h.kind == "tensor") {
+        REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(e.getDesc()));
+        h.dtype = desc.first;
+        h.shape = std::move(desc.second);
+      }
+      handles.push_back(std::move(h));
+    }
+    return OkStatus();
+  }));
+  return handles;
 }
 
 Status Session::Ping() {

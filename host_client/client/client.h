@@ -61,6 +61,16 @@ struct RemoteTensor {
   Shape shape;
 };
 
+// One handle of the session (Session::ListHandles).
+struct HandleInfo {
+  uint64_t handle = 0;
+  std::string kind;  // "module", "vm" or "tensor"
+  DType dtype = DType::kUndefined;  // tensors
+  Shape shape;                      // tensors
+  uint64_t bytes = 0;  // tensors: their memory; modules: their constants
+  std::string device;  // "cpu", "cuda:0"
+};
+
 struct ValueInfo {
   std::string name;
   DType dtype = DType::kUndefined;
@@ -201,6 +211,11 @@ class Session {
   StatusOr<RemoteTensor> Alloc(DType dtype, const Shape& shape, const std::string& device = "");
   // tensorWrite of a new tensor (one round trip).
   StatusOr<RemoteTensor> Upload(const npy::Array& array, const std::string& device = "");
+  // tensorWrite of a new tensor straight from the caller's bytes (no copy on the host:
+  // they are written to the socket, or compressed, from where they lie). `bytes` must
+  // be dtype x shape's size; the server refuses it otherwise (INVALID_ARGUMENT).
+  StatusOr<RemoteTensor> Upload(DType dtype, const Shape& shape, std::span<const std::byte> bytes,
+                                const std::string& device = "");
   // tensorWrite into an existing tensor; `bytes` must be its exact size.
   Status Write(uint64_t tensor, DType dtype, const Shape& shape, std::span<const std::byte> bytes);
   StatusOr<npy::Array> Download(uint64_t tensor);
@@ -256,6 +271,10 @@ class Session {
     std::shared_ptr<Impl> impl_;
   };
   Status Free(const std::vector<uint64_t>& handles);
+  // Every handle this session holds on the server, in ascending order, with its kind and
+  // size: what the session keeps there. UNIMPLEMENTED from a server older than protocol
+  // 1.2.
+  StatusOr<std::vector<HandleInfo>> ListHandles();
   // Round trip with an echoed payload.
   Status Ping();
 

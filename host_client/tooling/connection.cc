@@ -59,6 +59,7 @@ StatusOr<Connection> Connect(const ServerOptions& given) {
   if (options.address.empty()) {
     server::ServerConfig config;
     config.port = 0;
+    config.compute_threads = options.embedded_threads;
     auto started = server::DeviceServer::Start(config);
     if (!started.ok()) return started.status().WithContext("starting the embedded server");
     c.embedded = std::move(started).value();

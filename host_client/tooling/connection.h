@@ -37,6 +37,8 @@ struct ServerOptions {
   // Per request (an upload, a run, a whole benchmark): a benchmark of a large model
   // or one on a busy machine takes minutes.
   std::chrono::milliseconds request_timeout{600000};
+  // The embedded server's CPU compute threads (remex-server --threads); 0: its default.
+  int embedded_threads = 0;
 };
 
 // The token for a server: the file's (rpc::ReadTokenFile) when `token_file` is set,

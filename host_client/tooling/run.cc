@@ -124,15 +124,36 @@ Status CheckBenchOptions(const BenchOptions& options) {
   return OkStatus();
 }
 
-StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options) {
+std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile) {
+  uint64_t total = profile.total_nanos;
+  if (total == 0) {
+    for (const auto& row : profile.rows) total += row.total_nanos;
+  }
+  std::vector<ProfileEntry> entries;
+  for (const auto& row : profile.rows) {
+    ProfileEntry e;
+    e.name = row.name;
+    e.kind = row.kind;
+    e.calls = row.calls;
+    e.total_ms = row.total_nanos / 1e6;
+    e.mean_us = row.calls ? row.total_nanos / 1e3 / static_cast<double>(row.calls) : 0.0;
+    e.share_percent = total ? 100.0 * static_cast<double>(row.total_nanos) / static_cast<double>(total) : 0.0;
+    e.copies = row.copies;
+    e.copy_bytes = row.copy_bytes;
+    entries.push_back(e);
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  return entries;
+}
+
+StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
+                              const BenchOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
-  client::Session& session = p.session();
-  const auto& fn = p.main();
   BenchReport r;
-  r.function = fn.name;
+  r.function = function;
   r.options = options;
   auto t = Clock::now();
-  auto result = session.Benchmark(p.vm, fn.name, options.timing);
+  auto result = session.Benchmark(vm, function, options.timing);
   if (!result.ok()) return result.status().WithContext("benchmark");
   r.bench_ms = MsSince(t);
   r.number = result->number;
@@ -142,28 +163,16 @@ StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, 
   r.has_p99 = r.samples_ms.size() >= bench::kMinSamplesForP99;
   r.stability = bench::CheckStability(r.samples_ms, options.stable_window, options.stable_threshold);
   if (options.profile) {
-    auto profile = session.Profile(p.vm, fn.name);
+    auto profile = session.Profile(vm, function);
     if (!profile.ok()) return profile.status().WithContext("profile");
-    uint64_t total = profile->total_nanos;
-    if (total == 0) {
-      for (const auto& row : profile->rows) total += row.total_nanos;
-    }
-    for (const auto& row : profile->rows) {
-      ProfileEntry e;
-      e.name = row.name;
-      e.kind = row.kind;
-      e.calls = row.calls;
-      e.total_ms = row.total_nanos / 1e6;
-      e.mean_us = row.calls ? row.total_nanos / 1e3 / static_cast<double>(row.calls) : 0.0;
-      e.share_percent = total ? 100.0 * static_cast<double>(row.total_nanos) / static_cast<double>(total) : 0.0;
-      e.copies = row.copies;
-      e.copy_bytes = row.copy_bytes;
-      r.profile.push_back(e);
-    }
-    std::stable_sort(r.profile.begin(), r.profile.end(),
-                     [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+    r.profile = ProfileEntries(*profile);
     r.profile_total_ms = profile->total_nanos / 1e6;
   }
+  return r;
+}
+
+StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options) {
+  REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(p.session(), p.vm, p.main().name, options));
   REMEX_RETURN_IF_ERROR(p.Release());
   r.session = DescribeSession(request, p);
   return r;

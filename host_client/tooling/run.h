@@ -83,6 +83,14 @@ struct BenchReport {
 // errors.
 Status CheckBenchOptions(const BenchOptions& options);
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& prepared, const BenchOptions& options);
+// The benchmark (and profile) of `function` of a VM whose inputs are bound, on any
+// session: BenchModel's work without the model's preparation and release; the report's
+// `session` is left empty.
+StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
+                              const BenchOptions& options);
+// A server's profile as report rows: times in ms and us, shares of the whole invoke,
+// largest total first.
+std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile);
 
 // ---- check --------------------------------------------------------------------------
 

@@ -1,0 +1,177 @@
+#include "host_client/tooling/interactive.h"
+
+#include <chrono>
+#include <filesystem>
+#include <utility>
+
+#include "host_client/tooling/compile.h"
+
+namespace remex::tooling {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+StatusOr<size_t> IndexOf(const std::vector<vm::ValueDesc>& values, const std::string& name, const char* what) {
+  std::string names;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].name == name) return i;
+    names += (i ? ", " : "") + values[i].name;
+  }
+  return InvalidArgument("'" + name + "' is no " + what + " of the model; its " + what + "s are: " + names);
+}
+
+}  // namespace
+
+StatusOr<size_t> SessionModel::InputIndex(const std::string& name) const { return IndexOf(inputs, name, "input"); }
+StatusOr<size_t> SessionModel::OutputIndex(const std::string& name) const { return IndexOf(outputs, name, "output"); }
+
+StatusOr<std::unique_ptr<InteractiveSession>> InteractiveSession::Open(const ServerOptions& options) {
+  REMEX_ASSIGN_OR_RETURN(Connection connection, Connect(options));
+  return std::unique_ptr<InteractiveSession>(new InteractiveSession(std::move(connection)));
+}
+
+StatusOr<SessionModel*> InteractiveSession::Load(const std::string& path, const compiler::CompileOptions& options,
+                                                 bool changes_compilation, const ProgressFn& progress) {
+  auto say = [&](const std::string& step) {
+    if (progress) progress(step);
+  };
+  if (fs::path(path).extension() != ".rmx") say("compiling " + path);
+  auto executable = LoadExecutable(path, options, changes_compilation);
+  say("");
+  REMEX_RETURN_IF_ERROR(executable.status());
+  auto model = std::make_unique<SessionModel>();
+  model->path = path;
+  model->compile_ms = executable->compile_ms;
+  model->executable_bytes = executable->bytes.size();
+  {
+    // The signature with its symbols' names (the server reports -1 for a dynamic dim).
+    REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef def, vm::ParseExecutable(executable->bytes));
+    if (def.functions.empty()) return InvalidArgument("'" + path + "' has no function");
+    model->inputs = def.functions[0].inputs;
+    model->outputs = def.functions[0].outputs;
+  }
+  const std::string stem = fs::path(path).stem().string();
+  model->name = stem;
+  for (int k = 2; Model(model->name).ok(); ++k) model->name = stem + "-" + std::to_string(k);
+
+  const auto t = Clock::now();
+  say("loading the module (" + std::to_string(executable->bytes.size()) + " bytes)");
+  auto module = client().LoadModuleCached(executable->bytes, fs::path(path).filename().string(), &model->uploaded);
+  say("");
+  if (!module.ok()) return module.status().WithContext("loading '" + path + "'");
+  model->module = std::move(module).value();
+  auto vm = client().CreateVm(model->module.handle);
+  if (!vm.ok() || model->module.functions.empty()) {
+    (void)client().Free({model->module.handle});
+    return vm.ok() ? InvalidArgument("'" + path + "' has no function") : vm.status();
+  }
+  model->vm = *vm;
+  model->load_ms = MsSince(t);
+  model->bound_outputs.assign(model->outputs.size(), 0);
+  models_.push_back(std::move(model));
+  return models_.back().get();
+}
+
+StatusOr<SessionModel*> InteractiveSession::Model(const std::string& name) {
+  std::string names;
+  for (auto& m : models_) {
+    if (m->name == name) return m.get();
+    names += (names.empty() ? "" : ", ") + m->name;
+  }
+  return NotFound("no model named '" + name + "' is loaded" + (names.empty() ? "" : " (loaded: " + names + ")"));
+}
+
+Status InteractiveSession::Unload(const std::string& name) {
+  REMEX_ASSIGN_OR_RETURN(SessionModel * m, Model(name));
+  Status st = client().Free({m->vm, m->module.handle});
+  for (auto it = models_.begin(); it != models_.end(); ++it) {
+    if (it->get() == m) {
+      models_.erase(it);
+      break;
+    }
+  }
+  return st;
+}
+
+Status InteractiveSession::BindInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
+                                      std::vector<uint64_t>* handles) {
+  handles->assign(m.inputs.size(), 0);
+  for (const auto& [name, handle] : inputs) {
+    REMEX_ASSIGN_OR_RETURN(size_t i, m.InputIndex(name));
+    (*handles)[i] = handle;
+  }
+  std::string missing;
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    if ((*handles)[i] == 0) missing += (missing.empty() ? "" : ", ") + m.inputs[i].name;
+  }
+  if (!missing.empty()) return InvalidArgument("no tensor given for the input(s) " + missing + " of " + m.name);
+  return OkStatus();
+}
+
+StatusOr<InvokeReport> InteractiveSession::Invoke(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
+                                                  std::chrono::milliseconds deadline) {
+  std::vector<uint64_t> handles;
+  REMEX_RETURN_IF_ERROR(BindInputs(m, inputs, &handles));
+  const std::string& fn = m.main().name;
+  InvokeReport r;
+  const auto t = Clock::now();
+  if (handles == m.bound_inputs) {
+    REMEX_ASSIGN_OR_RETURN(r.result, client().Invoke(m.vm, fn, deadline));
+  } else if (deadline.count() > 0) {
+    m.bound_inputs.clear();
+    REMEX_RETURN_IF_ERROR(client().SetInputs(m.vm, fn, handles));
+    m.bound_inputs = handles;
+    REMEX_ASSIGN_OR_RETURN(r.result, client().Invoke(m.vm, fn, deadline));
+  } else {
+    // setInput and invoke in one write: one round trip.
+    m.bound_inputs.clear();
+    client::Session::Pipeline pipeline(client());
+    pipeline.SetInputs(m.vm, fn, handles).Invoke(m.vm, fn, {});
+    auto done = pipeline.Run();
+    if (!done.ok()) {
+      // The setInput may have failed (nothing bound) or the invoke (inputs bound):
+      // bind again next time either way.
+      return done.status();
+    }
+    m.bound_inputs = handles;
+    r.result = std::move(done->invokes.at(0));
+  }
+  r.run_ms = MsSince(t);
+  return r;
+}
+
+Status InteractiveSession::SetOutput(SessionModel& m, const std::string& output, uint64_t tensor) {
+  REMEX_ASSIGN_OR_RETURN(size_t i, m.OutputIndex(output));
+  REMEX_RETURN_IF_ERROR(client().SetOutput(m.vm, m.main().name, static_cast<uint32_t>(i), tensor));
+  m.bound_outputs[i] = tensor;
+  return OkStatus();
+}
+
+StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
+                                                const BenchOptions& options) {
+  REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
+  std::vector<uint64_t> handles;
+  REMEX_RETURN_IF_ERROR(BindInputs(m, inputs, &handles));
+  if (handles != m.bound_inputs) {
+    m.bound_inputs.clear();
+    REMEX_RETURN_IF_ERROR(client().SetInputs(m.vm, m.main().name, handles));
+    m.bound_inputs = handles;
+  }
+  REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(client(), m.vm, m.main().name, options));
+  r.session.model = m.path;
+  r.session.server = connection_.server;
+  r.session.device = connection_.device;
+  r.session.bytes_sent = client().bytes_sent();
+  r.session.bytes_received = client().bytes_received();
+  r.session.executable_bytes = m.executable_bytes;
+  r.session.module_cache_hit = !m.uploaded;
+  r.session.compression = client().compression_stats();
+  r.session.compile_ms = m.compile_ms;
+  r.session.upload_ms = m.load_ms;
+  return r;
+}
+
+}  // namespace remex::tooling

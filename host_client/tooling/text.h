@@ -1,0 +1,32 @@
+// Plain-text forms shared by every front end (the remex CLI's reports, the shell, the
+// Python client's tables): one formatting of each thing.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "host_client/client/client.h"
+#include "host_client/tooling/run.h"
+
+namespace remex::tooling {
+
+// Rows of cells, each column as wide as its widest cell, one line per row ending in
+// '\n': `indent`, then the cells `gap` spaces apart, left-aligned before column
+// `first_right` and right-aligned from it.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows, const std::string& indent, size_t gap,
+                        size_t first_right);
+
+// A size in bytes for people: "812 B", "110.6 KiB", "12.3 MiB", "1.50 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+// The timing of a benchmark: its samples' statistics in ms per call and the stability
+// verdict (the lines `remex bench` prints after the session's), then the profile
+// table when the report has one.
+std::string BenchText(const BenchReport& report);
+
+// The profile of one invoke as a table: a row per op (kernels) and instruction kind,
+// largest total first, with calls, total ms, mean us, share % and device copies.
+std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms);
+
+}  // namespace remex::tooling
