@@ -150,9 +150,7 @@ Status InteractiveSession::SetOutput(SessionModel& m, const std::string& output,
   return OkStatus();
 }
 
-StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
-                                                const BenchOptions& options) {
-  REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
+Status InteractiveSession::SetInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
   std::vector<uint64_t> handles;
   REMEX_RETURN_IF_ERROR(BindInputs(m, inputs, &handles));
   if (handles != m.bound_inputs) {
@@ -160,6 +158,21 @@ StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<
     REMEX_RETURN_IF_ERROR(client().SetInputs(m.vm, m.main().name, handles));
     m.bound_inputs = handles;
   }
+  return OkStatus();
+}
+
+StatusOr<std::pair<std::vector<ProfileEntry>, double>> InteractiveSession::Profile(
+    SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
+  REMEX_RETURN_IF_ERROR(SetInputs(m, inputs));
+  auto profile = client().Profile(m.vm, m.main().name);
+  if (!profile.ok()) return profile.status().WithContext("profile");
+  return std::make_pair(ProfileEntries(*profile), profile->total_nanos / 1e6);
+}
+
+StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
+                                                const BenchOptions& options) {
+  REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
+  REMEX_RETURN_IF_ERROR(SetInputs(m, inputs));
   REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(client(), m.vm, m.main().name, options));
   r.session.model = m.path;
   r.session.server = connection_.server;

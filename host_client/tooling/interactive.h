@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -103,11 +104,17 @@ class InteractiveSession {
   // options.profile one profiled call: the numbers of `remex bench`.
   StatusOr<BenchReport> Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                               const BenchOptions& options);
+  // Binds the inputs (as Invoke) and profiles one call: rows per op and instruction
+  // kind, largest first (ProfileEntries), and the call's total in ms.
+  StatusOr<std::pair<std::vector<ProfileEntry>, double>> Profile(SessionModel& m,
+                                                                 const std::map<std::string, uint64_t>& inputs);
 
  private:
   explicit InteractiveSession(Connection connection) : connection_(std::move(connection)) {}
   Status BindInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                     std::vector<uint64_t>* handles);
+  // BindInputs, then setInput unless the same handles are bound.
+  Status SetInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs);
   Connection connection_;
   std::vector<std::unique_ptr<SessionModel>> models_;
 };

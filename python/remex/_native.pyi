@@ -1,0 +1,72 @@
+# Type stubs of remex._native, the compiled half of the Remex Python client. Only Tensor
+# is used directly; the package (remex/__init__.py) wraps the rest.
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy
+
+error_classes: Dict[str, type]
+
+class Tensor:
+    """A tensor on the server, referred to by handle. Freed on the server when the
+    object goes away (at once when the session is idle, else with its next call), by
+    free(), or when the session closes."""
+
+    @property
+    def handle(self) -> int:
+        """The server's handle. FailedPrecondition once freed."""
+    @property
+    def dtype(self) -> numpy.dtype: ...
+    @property
+    def dtype_name(self) -> str:
+        """"float32", "int64", ... (also "bfloat16", which has no NumPy dtype)."""
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def freed(self) -> bool: ...
+    def numpy(self, out: Optional[numpy.ndarray] = None) -> numpy.ndarray:
+        """Downloads the tensor: a new array, or into `out` (C-contiguous, writable, the
+        tensor's dtype and size; InvalidArgument otherwise) with no copy on the host."""
+    def stats(self) -> Dict[str, Any]:
+        """count, min, max, mean, std (population), nan_count, inf_count: computed on the
+        device; only the numbers cross the wire."""
+    def compare(self, reference: "Tensor", rtol: float = 1e-4, atol: float = 1e-5,
+                equal_nan: bool = True) -> Dict[str, Any]:
+        """numpy.allclose's rule on the device, |self - reference| <= atol + rtol *
+        |reference|: ok, count, mismatches, max_abs_error, max_rel_error and
+        first_mismatch (flat index or None). InvalidArgument for different dtypes or
+        shapes, or tensors of two sessions."""
+    def free(self) -> None:
+        """Frees the tensor on the server now."""
+
+class Model:
+    name: str
+    path: str
+    inputs: List[Tuple[str, str, Tuple[Any, ...]]]
+    outputs: List[Tuple[str, str, Tuple[Any, ...]]]
+    last_call: Dict[str, Any]
+    def run(self, inputs: Dict[str, Any], fetch: Optional[List[str]] = None) -> Dict[str, Any]: ...
+    def set_output(self, output: str, tensor: Optional[Tensor]) -> None: ...
+    def benchmark(self, inputs: Dict[str, Any], number: int, repeat: int, min_repeat_ms: int, warmup: int,
+                  cooldown_ms: int, l2_flush_bytes: int, profile: bool) -> Tuple[str, str]: ...
+    def profile(self, inputs: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], float, str]: ...
+    def close(self) -> None: ...
+
+class Session:
+    server: str
+    device: str
+    closed: bool
+    def load(self, path: str, shapes: List[str], bounds: List[str], dispatch: List[str], strict: bool,
+             layout: str, dtype: str, fuse_epilogues: bool) -> Model: ...
+    def upload(self, array: Any) -> Tensor: ...
+    def empty(self, shape: List[int], dtype: Any) -> Tensor: ...
+    def info(self) -> Dict[str, Any]: ...
+    def handles(self) -> List[Dict[str, Any]]: ...
+    def traffic(self) -> Dict[str, int]: ...
+    def close(self) -> None: ...
+
+def connect(address: str, token: str, token_file: str, timeout: float, connect_timeout: float,
+            compression: str) -> Session: ...
+def embedded(threads: int, timeout: float) -> Session: ...
+def farm(url: str, pool: str, labels: str, wait: float, timeout: float) -> Session: ...

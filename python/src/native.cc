@@ -1,0 +1,733 @@
+// remex._native: the compiled half of the Python client (python/remex). Sessions,
+// models and tensor handles over the tooling layer's InteractiveSession
+// (host_client/tooling/interactive.h), the code `remex shell` and the CLI run on.
+//
+// Threads: every call of a session takes the session's lock with the GIL released, so
+// other Python threads run while a request is on the wire, and two threads never
+// interleave requests on one connection. A Tensor or Model that goes away frees its
+// handles on the server at once when the session is idle, else with the session's
+// next call.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "host_client/tooling/compile.h"
+#include "host_client/tooling/connection.h"
+#include "host_client/tooling/interactive.h"
+#include "host_client/tooling/report_json.h"
+#include "host_client/tooling/specs.h"
+#include "host_client/tooling/text.h"
+#include "rpc/farm_lease.h"
+
+namespace py = pybind11;
+
+namespace remex::python {
+namespace {
+
+// A Status on its way to Python: translated to the exception class the package
+// registered for its code (remex.NotFound, ...).
+struct StatusError {
+  Status status;
+};
+
+void Check(const Status& status) {
+  if (!status.ok()) throw StatusError{status};
+}
+
+template <typename T>
+T Unwrap(StatusOr<T> value) {
+  if (!value.ok()) throw StatusError{value.status()};
+  return std::move(value).value();
+}
+
+py::dtype NumpyDType(DType dtype) {
+  if (dtype == DType::kBFloat16 || DTypeSize(dtype) == 0) {
+    throw StatusError{InvalidArgument("a " + std::string(DTypeName(dtype)) + " tensor has no NumPy dtype")};
+  }
+  return py::dtype(std::string(DTypeName(dtype)));
+}
+
+DType RemexDType(const py::dtype& dtype) {
+  const std::string name = py::str(dtype.attr("name"));
+  auto d = DTypeFromName(name);
+  if (!d || *d == DType::kBFloat16 || !dtype.attr("isnative").cast<bool>()) {
+    throw StatusError{InvalidArgument("NumPy dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
+                                      " has no Remex dtype (float16/32/64, int8-64, uint8-64, bool, native byte order)")};
+  }
+  return *d;
+}
+
+py::tuple ShapeTuple(const Shape& shape) {
+  py::tuple t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t[i] = shape[i];
+  return t;
+}
+
+// One session's connection and state, shared by its Session, Model and Tensor objects.
+class Core {
+ public:
+  explicit Core(std::unique_ptr<tooling::InteractiveSession> session) : session_(std::move(session)) {}
+
+  // Runs `f(session)` with the GIL released and the session locked, after freeing what
+  // was dropped while the session was busy. FAILED_PRECONDITION once closed.
+  template <typename F>
+  auto Call(F&& f) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!session_) throw StatusError{FailedPrecondition("the session is closed")};
+    FlushLocked();
+    return f(*session_);
+  }
+
+  // A handle whose Python object went away: freed now when the session is idle, else
+  // by the next call. Never blocks on a busy session (the caller may hold the GIL).
+  void Release(std::vector<uint64_t> handles) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      pending_.insert(pending_.end(), handles.begin(), handles.end());
+      return;
+    }
+    if (!session_) return;  // closed: the server freed everything
+    std::optional<py::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      handles.insert(handles.end(), pending_.begin(), pending_.end());
+      pending_.clear();
+    }
+    (void)session_->client().Free(handles);  // a handle already gone is nothing to free
+    lock.unlock();
+  }
+
+  // The model's VM and module, when its Python object goes away.
+  void ReleaseModel(tooling::SessionModel* model) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      pending_models_.push_back(model);
+      return;
+    }
+    if (!session_) return;
+    std::optional<py::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    (void)session_->Unload(model->name);
+  }
+
+  // Closes the connection: the server frees every handle of the session.
+  void Close() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    session_.reset();
+  }
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !session_;
+  }
+
+ private:
+  void FlushLocked() {
+    std::vector<uint64_t> handles;
+    std::vector<tooling::SessionModel*> models;
+    {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      handles.swap(pending_);
+      models.swap(pending_models_);
+    }
+    if (!handles.empty()) (void)session_->client().Free(handles);
+    for (auto* m : models) (void)session_->Unload(m->name);
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<tooling::InteractiveSession> session_;
+  std::mutex pending_mu_;
+  std::vector<uint64_t> pending_;
+  std::vector<tooling::SessionModel*> pending_models_;
+};
+
+// A tensor on the server, owned by its Python object.
+class Tensor {
+ public:
+  Tensor(std::shared_ptr<Core> core, const client::RemoteTensor& t)
+      : core_(std::move(core)), handle_(t.handle), dtype_(t.dtype), shape_(t.shape) {}
+  ~Tensor() {
+    if (handle_ != 0) core_->Release({handle_});
+  }
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  uint64_t handle() const { return Live(); }
+  const std::shared_ptr<Core>& core() const { return core_; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  uint64_t nbytes() const { return static_cast<uint64_t>(NumElements(shape_).value_or(0)) * DTypeSize(dtype_); }
+
+  py::array Numpy(std::optional<py::array> out) {
+    const uint64_t h = Live();
+    if (out) {
+      py::array& a = *out;
+      if (!(a.flags() & py::array::c_style) || !a.writeable()) {
+        throw StatusError{InvalidArgument("out= must be a writable C-contiguous array")};
+      }
+      if (RemexDType(a.dtype()) != dtype_ || static_cast<uint64_t>(a.nbytes()) != nbytes()) {
+        throw StatusError{InvalidArgument("out= is " + py::str(static_cast<py::handle>(a.dtype())).cast<std::string>() + " of " +
+                                          std::to_string(a.nbytes()) + " bytes; the tensor is " +
+                                          std::string(DTypeName(dtype_)) + " " + ShapeToString(shape_))};
+      }
+      auto dst = std::span<std::byte>(static_cast<std::byte*>(a.mutable_data()), static_cast<size_t>(a.nbytes()));
+      core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().DownloadInto(h, dst)); });
+      return a;
+    }
+    npy::Array data = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Download(h)); });
+    return ToNumpy(std::move(data));
+  }
+
+  // The downloaded bytes as a NumPy array that owns them (no copy).
+  static py::array ToNumpy(npy::Array data) {
+    py::dtype dt = NumpyDType(data.dtype);
+    auto* bytes = new std::vector<std::byte>(std::move(data.data));
+    py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<std::byte>*>(p); });
+    std::vector<py::ssize_t> shape(data.shape.begin(), data.shape.end());
+    return py::array(dt, shape, {}, bytes->data(), owner);
+  }
+
+  py::dict Stats() {
+    const uint64_t h = Live();
+    auto s = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Stats(h)); });
+    py::dict d;
+    d["count"] = s.count;
+    d["min"] = s.min;
+    d["max"] = s.max;
+    d["mean"] = s.mean;
+    d["std"] = s.std;
+    d["nan_count"] = s.nan_count;
+    d["inf_count"] = s.inf_count;
+    return d;
+  }
+
+  py::dict Compare(const Tensor& reference, double rtol, double atol, bool equal_nan) {
+    if (reference.core_ != core_) {
+      throw StatusError{InvalidArgument("the tensors belong to different sessions")};
+    }
+    const uint64_t a = Live(), b = reference.Live();
+    auto c = core_->Call(
+        [&](tooling::InteractiveSession& s) { return Unwrap(s.client().Compare(a, b, rtol, atol, equal_nan)); });
+    py::dict d;
+    d["ok"] = c.mismatches == 0;
+    d["count"] = c.count;
+    d["mismatches"] = c.mismatches;
+    d["max_abs_error"] = c.max_abs_error;
+    d["max_rel_error"] = c.max_rel_error;
+    d["first_mismatch"] = c.first_mismatch >= 0 ? py::object(py::int_(c.first_mismatch)) : py::object(py::none());
+    return d;
+  }
+
+  void Free() {
+    if (handle_ == 0) return;
+    const uint64_t h = handle_;
+    handle_ = 0;
+    core_->Call([&](tooling::InteractiveSession& s) {
+      Check(s.client().Free({h}));
+      return 0;
+    });
+  }
+  bool freed() const { return handle_ == 0; }
+
+  std::string Repr() const {
+    return "<remex.Tensor " + (handle_ ? "%" + std::to_string(handle_) : std::string("(freed)")) + " " +
+           std::string(DTypeName(dtype_)) + " " + ShapeToString(shape_) + ">";
+  }
+
+ private:
+  uint64_t Live() const {
+    if (handle_ == 0) throw StatusError{FailedPrecondition("the tensor was freed")};
+    return handle_;
+  }
+  std::shared_ptr<Core> core_;
+  uint64_t handle_;
+  DType dtype_;
+  Shape shape_;
+};
+
+py::list ValueInfos(const std::vector<vm::ValueDesc>& values) {
+  py::list list;
+  for (const auto& v : values) {
+    py::tuple shape(v.shape.size());
+    for (size_t i = 0; i < v.shape.size(); ++i) {
+      if (v.shape[i] >= 0) {
+        shape[i] = v.shape[i];
+      } else {
+        shape[i] = i < v.dims.size() && !v.dims[i].empty() ? py::object(py::str(v.dims[i])) : py::object(py::none());
+      }
+    }
+    list.append(py::make_tuple(v.name, std::string(DTypeName(v.dtype)), shape));
+  }
+  return list;
+}
+
+// An input given as a Tensor (its handle) or as an array (uploaded for the call).
+struct InputArg {
+  std::string name;
+  uint64_t handle = 0;
+  py::array array;  // keeps the bytes alive while the GIL is released
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::span<const std::byte> bytes;
+};
+
+// A model loaded in a session: its module and VM, freed when the object goes away.
+class Model {
+ public:
+  Model(std::shared_ptr<Core> core, tooling::SessionModel* model)
+      : core_(std::move(core)), model_(model), bound_(model->outputs.size()) {}
+  ~Model() {
+    if (model_ != nullptr) core_->ReleaseModel(model_);
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  tooling::SessionModel& m() const {
+    if (model_ == nullptr || core_->closed()) throw StatusError{FailedPrecondition("the model was closed")};
+    return *model_;
+  }
+  std::string name() const { return m().name; }
+  std::string path() const { return m().path; }
+  py::list inputs() const { return ValueInfos(m().inputs); }
+  py::list outputs() const { return ValueInfos(m().outputs); }
+
+  std::vector<InputArg> Inputs(const py::dict& given) const {
+    std::vector<InputArg> args;
+    for (auto [key, value] : given) {
+      InputArg a;
+      a.name = py::str(key);
+      if (py::isinstance<Tensor>(value)) {
+        const Tensor& t = value.cast<const Tensor&>();
+        if (t.core() != core_) throw StatusError{InvalidArgument("input '" + a.name + "' is a tensor of another session")};
+        a.handle = t.handle();
+      } else {
+        a.array = py::array::ensure(value, py::array::c_style);
+        if (!a.array) throw StatusError{InvalidArgument("input '" + a.name + "' is neither a Tensor nor an array")};
+        a.dtype = RemexDType(a.array.dtype());
+        for (py::ssize_t i = 0; i < a.array.ndim(); ++i) a.shape.push_back(a.array.shape(i));
+        a.bytes = std::span<const std::byte>(static_cast<const std::byte*>(a.array.data()),
+                                             static_cast<size_t>(a.array.nbytes()));
+      }
+      args.push_back(std::move(a));
+    }
+    return args;
+  }
+
+  // Uploads the array inputs; the names' handles in `handles`, the uploads in `temps`.
+  static Status UploadInputs(tooling::InteractiveSession& s, std::vector<InputArg>& args,
+                             std::map<std::string, uint64_t>* handles, std::vector<uint64_t>* temps) {
+    for (auto& a : args) {
+      if (a.handle == 0) {
+        auto t = s.client().Upload(a.dtype, a.shape, a.bytes);
+        if (!t.ok()) return t.status().WithContext("uploading input '" + a.name + "'");
+        a.handle = t->handle;
+        temps->push_back(t->handle);
+      }
+      (*handles)[a.name] = a.handle;
+    }
+    return OkStatus();
+  }
+
+  // run(): fetch: None = all, [] = none, else names. Returns {name: ndarray | Tensor}.
+  py::dict Run(const py::dict& given, std::optional<std::vector<std::string>> fetch_names) {
+    tooling::SessionModel& model = m();
+    std::vector<bool> fetch(model.outputs.size(), !fetch_names.has_value());
+    if (fetch_names) {
+      for (const auto& n : *fetch_names) fetch[Unwrap(model.OutputIndex(n))] = true;
+    }
+    std::vector<InputArg> args = Inputs(given);
+    struct Done {
+      tooling::InvokeReport report;
+      std::vector<std::optional<npy::Array>> fetched;
+    };
+    Done done = core_->Call([&](tooling::InteractiveSession& s) {
+      Done d;
+      std::map<std::string, uint64_t> handles;
+      std::vector<uint64_t> temps;
+      Status st = UploadInputs(s, args, &handles, &temps);
+      if (st.ok()) {
+        auto r = s.Invoke(model, handles);
+        st = r.status();
+        if (r.ok()) d.report = std::move(r).value();
+      }
+      std::vector<uint64_t> drop = temps;  // freed whatever happened
+      const auto& outs = d.report.result.outputs;
+      d.fetched.resize(outs.size());
+      for (size_t i = 0; st.ok() && i < outs.size(); ++i) {
+        if (!fetch[i]) continue;
+        auto a = s.client().Download(outs[i].handle);
+        if (!a.ok()) {
+          st = a.status().WithContext("fetching '" + model.outputs[i].name + "'");
+          break;
+        }
+        d.fetched[i] = std::move(a).value();
+      }
+      for (size_t i = 0; i < outs.size(); ++i) {
+        // Fetched outputs, and all of them after an error, are freed unless bound.
+        if ((d.fetched[i] || !st.ok()) && model.bound_outputs[i] != outs[i].handle) drop.push_back(outs[i].handle);
+      }
+      if (!drop.empty()) (void)s.client().Free(drop);
+      Check(st);
+      return d;
+    });
+    py::dict result;
+    const auto& outs = done.report.result.outputs;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string& name = model.outputs[i].name;
+      if (done.fetched[i]) {
+        result[py::str(name)] = Tensor::ToNumpy(std::move(*done.fetched[i]));
+      } else if (bound_[i] && model.bound_outputs[i] == outs[i].handle) {
+        result[py::str(name)] = bound_[i];
+      } else {
+        result[py::str(name)] = py::cast(std::make_unique<Tensor>(core_, outs[i]));
+      }
+    }
+    last_run_ms_ = done.report.run_ms;
+    last_server_ms_ = done.report.result.run_nanos / 1e6;
+    last_function_ = done.report.result.function;
+    return result;
+  }
+
+  void SetOutput(const std::string& output, const py::object& tensor) {
+    tooling::SessionModel& model = m();
+    const size_t index = Unwrap(model.OutputIndex(output));
+    uint64_t handle = 0;
+    if (!tensor.is_none()) {
+      const Tensor& t = tensor.cast<const Tensor&>();
+      if (t.core() != core_) throw StatusError{InvalidArgument("the tensor belongs to another session")};
+      handle = t.handle();
+    }
+    core_->Call([&](tooling::InteractiveSession& s) {
+      Check(s.SetOutput(model, output, handle));
+      return 0;
+    });
+    bound_[index] = tensor.is_none() ? py::object() : tensor;
+  }
+
+  py::tuple Benchmark(const py::dict& given, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+                      uint32_t warmup, uint32_t cooldown_ms, uint64_t l2_flush_bytes, bool profile) {
+    tooling::SessionModel& model = m();
+    tooling::BenchOptions options;
+    options.timing.number = number;
+    options.timing.repeat = repeat;
+    options.timing.min_repeat_ms = min_repeat_ms;
+    options.timing.warmup = warmup;
+    options.timing.cooldown_ms = cooldown_ms;
+    options.timing.l2_flush_bytes = l2_flush_bytes;
+    options.profile = profile;
+    std::vector<InputArg> args = Inputs(given);
+    auto report = core_->Call([&](tooling::InteractiveSession& s) {
+      std::map<std::string, uint64_t> handles;
+      std::vector<uint64_t> temps;
+      Status st = UploadInputs(s, args, &handles, &temps);
+      StatusOr<tooling::BenchReport> r = st.ok() ? s.Bench(model, InputsOrBound(s, model, handles), options)
+                                                 : StatusOr<tooling::BenchReport>(st);
+      if (!temps.empty()) (void)s.client().Free(temps);
+      return Unwrap(std::move(r));
+    });
+    return py::make_tuple(tooling::ToJson(report).dump(), tooling::BenchText(report));
+  }
+
+  py::tuple Profile(const py::dict& given) {
+    tooling::SessionModel& model = m();
+    std::vector<InputArg> args = Inputs(given);
+    auto result = core_->Call([&](tooling::InteractiveSession& s) {
+      std::map<std::string, uint64_t> handles;
+      std::vector<uint64_t> temps;
+      Status st = UploadInputs(s, args, &handles, &temps);
+      auto r = st.ok() ? s.Profile(model, InputsOrBound(s, model, handles))
+                       : StatusOr<std::pair<std::vector<tooling::ProfileEntry>, double>>(st);
+      if (!temps.empty()) (void)s.client().Free(temps);
+      return Unwrap(std::move(r));
+    });
+    py::list rows;
+    for (const auto& e : result.first) {
+      py::dict d;
+      d["name"] = e.name;
+      d["kind"] = e.kind;
+      d["calls"] = e.calls;
+      d["total_ms"] = e.total_ms;
+      d["mean_us"] = e.mean_us;
+      d["share_percent"] = e.share_percent;
+      d["copies"] = e.copies;
+      d["copy_bytes"] = e.copy_bytes;
+      rows.append(d);
+    }
+    return py::make_tuple(rows, result.second, tooling::ProfileText(result.first, result.second));
+  }
+
+  void Close() {
+    if (model_ == nullptr) return;
+    tooling::SessionModel* model = model_;
+    model_ = nullptr;
+    bound_.assign(bound_.size(), py::object());
+    if (core_->closed()) return;
+    core_->Call([&](tooling::InteractiveSession& s) {
+      Check(s.Unload(model->name));
+      return 0;
+    });
+  }
+
+  py::dict LastCall() const {
+    py::dict d;
+    d["run_ms"] = last_run_ms_;
+    d["server_run_ms"] = last_server_ms_;
+    d["function"] = last_function_;
+    return d;
+  }
+
+ private:
+  // Benchmarks and profiles given no inputs run on those of the last call.
+  static std::map<std::string, uint64_t> InputsOrBound(tooling::InteractiveSession&, tooling::SessionModel& model,
+                                                        std::map<std::string, uint64_t> handles) {
+    if (handles.empty() && model.bound_inputs.size() == model.inputs.size()) {
+      for (size_t i = 0; i < model.inputs.size(); ++i) handles[model.inputs[i].name] = model.bound_inputs[i];
+    }
+    return handles;
+  }
+
+  std::shared_ptr<Core> core_;
+  tooling::SessionModel* model_;
+  std::vector<py::object> bound_;  // the Tensor bound to each output, or null
+  double last_run_ms_ = 0, last_server_ms_ = 0;
+  std::string last_function_;
+};
+
+// A connected session.
+class Session {
+ public:
+  explicit Session(const tooling::ServerOptions& options) {
+    auto opened = [&] {
+      py::gil_scoped_release release;
+      return tooling::InteractiveSession::Open(options);
+    }();
+    core_ = std::make_shared<Core>(Unwrap(std::move(opened)));
+    server_ = core_->Call([](tooling::InteractiveSession& s) { return s.connection().server; });
+    device_ = core_->Call([](tooling::InteractiveSession& s) { return s.connection().device; });
+  }
+
+  std::unique_ptr<Model> Load(const std::string& path, const std::vector<std::string>& shapes,
+                              const std::vector<std::string>& bounds, const std::vector<std::string>& dispatch,
+                              bool strict, const std::string& layout, const std::string& dtype, bool fuse_epilogues) {
+    tooling::CompileSpecs specs;
+    specs.shapes = shapes;
+    specs.bounds = bounds;
+    specs.dispatch = dispatch;
+    specs.strict = strict;
+    specs.layout = layout;
+    specs.dtype = dtype;
+    specs.fuse_epilogues = fuse_epilogues;
+    compiler::CompileOptions options = Unwrap(tooling::ParseCompileSpecs(specs));
+    tooling::SessionModel* model = core_->Call([&](tooling::InteractiveSession& s) {
+      return Unwrap(s.Load(path, options, specs.ChangesCompilation()));
+    });
+    return std::make_unique<Model>(core_, model);
+  }
+
+  std::unique_ptr<Tensor> Upload(const py::object& value) {
+    py::array array = py::array::ensure(value, py::array::c_style);
+    if (!array) throw StatusError{InvalidArgument("upload takes an array (or what numpy.asarray takes)")};
+    const DType dtype = RemexDType(array.dtype());
+    Shape shape;
+    for (py::ssize_t i = 0; i < array.ndim(); ++i) shape.push_back(array.shape(i));
+    auto bytes = std::span<const std::byte>(static_cast<const std::byte*>(array.data()),
+                                            static_cast<size_t>(array.nbytes()));
+    auto t = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Upload(dtype, shape, bytes)); });
+    return std::make_unique<Tensor>(core_, t);
+  }
+
+  std::unique_ptr<Tensor> Empty(const std::vector<int64_t>& shape, const py::object& dtype) {
+    const DType d = RemexDType(py::dtype::from_args(dtype));
+    auto t = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Alloc(d, Shape(shape))); });
+    return std::make_unique<Tensor>(core_, t);
+  }
+
+  py::dict Info() {
+    auto info = core_->Call([](tooling::InteractiveSession& s) { return Unwrap(s.Info()); });
+    py::dict d;
+    d["server"] = server_;
+    d["name"] = info.name;
+    d["version"] = info.version;
+    d["protocol"] = std::to_string(info.protocol_major) + "." + std::to_string(info.protocol_minor);
+    d["session_id"] = info.session_id;
+    py::list devices;
+    for (const auto& dev : info.devices) {
+      py::dict e;
+      e["name"] = dev.name;
+      e["description"] = dev.description;
+      e["memory_bytes"] = dev.memory_bytes;
+      e["bytes_in_use"] = dev.bytes_in_use;
+      devices.append(e);
+    }
+    d["devices"] = devices;
+    return d;
+  }
+
+  py::list Handles() {
+    auto handles = core_->Call([](tooling::InteractiveSession& s) { return Unwrap(s.client().ListHandles()); });
+    py::list list;
+    for (const auto& h : handles) {
+      py::dict d;
+      d["handle"] = h.handle;
+      d["kind"] = h.kind;
+      d["dtype"] = h.kind == "tensor" ? py::object(py::str(std::string(DTypeName(h.dtype)))) : py::object(py::none());
+      d["shape"] = h.kind == "tensor" ? py::object(ShapeTuple(h.shape)) : py::object(py::none());
+      d["bytes"] = h.bytes;
+      d["device"] = h.device;
+      list.append(d);
+    }
+    return list;
+  }
+
+  py::dict Traffic() {
+    struct Bytes {
+      uint64_t sent, received;
+      client::CompressionStats attachments;
+    };
+    auto b = core_->Call([](tooling::InteractiveSession& s) {
+      return Bytes{s.client().bytes_sent(), s.client().bytes_received(), s.client().compression_stats()};
+    });
+    py::dict d;
+    d["bytes_sent"] = b.sent;
+    d["bytes_received"] = b.received;
+    d["attachment_bytes_sent"] = b.attachments.raw_sent;
+    d["attachment_bytes_received"] = b.attachments.raw_received;
+    return d;
+  }
+
+  void Close() { core_->Close(); }
+  bool closed() { return core_->closed(); }
+  const std::string& server() const { return server_; }
+  const std::string& device() const { return device_; }
+
+ private:
+  std::shared_ptr<Core> core_;
+  std::string server_, device_;
+};
+
+tooling::ServerOptions Options(const std::string& address, const std::string& token, const std::string& token_file,
+                               double timeout_s, double connect_timeout_s, const std::string& compression) {
+  tooling::ServerOptions o;
+  o.address = address;
+  if (!address.empty()) Unwrap(tooling::ParseServerAddress(address));
+  o.token = token.empty() ? Unwrap(tooling::TokenFromFileOrEnvironment(token_file)) : token;
+  o.compression = Unwrap(tooling::ParseCompression(compression));
+  if (!(timeout_s > 0) || !(connect_timeout_s > 0)) {
+    throw StatusError{InvalidArgument("timeout and connect_timeout must be > 0 seconds")};
+  }
+  o.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
+  return o;
+}
+
+}  // namespace
+}  // namespace remex::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace remex::python;
+  namespace tooling = remex::tooling;
+  m.doc() = "The compiled half of the Remex Python client; use the `remex` package.";
+  // An embedded server logs warnings and errors only, as under the remex CLI.
+  spdlog::set_level(spdlog::level::warn);
+
+  // Exception classes by status code name ("NOT_FOUND"), filled in by remex/__init__.py.
+  static py::dict* error_classes = new py::dict();  // lives as long as the module
+  m.attr("error_classes") = *error_classes;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      const std::string code(remex::StatusCodeName(e.status.code()));
+      py::object cls = error_classes->contains(code) ? (*error_classes)[py::str(code)] : py::object(py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
+      PyErr_SetObject(cls.ptr(), py::str(e.status.message()).ptr());
+    }
+  });
+
+  py::class_<Tensor>(m, "Tensor")
+      .def_property_readonly("handle", &Tensor::handle)
+      .def_property_readonly("dtype", [](const Tensor& t) { return NumpyDType(t.dtype()); })
+      .def_property_readonly("dtype_name", [](const Tensor& t) { return std::string(remex::DTypeName(t.dtype())); })
+      .def_property_readonly("shape", [](const Tensor& t) { return ShapeTuple(t.shape()); })
+      .def_property_readonly("nbytes", &Tensor::nbytes)
+      .def_property_readonly("freed", &Tensor::freed)
+      .def("numpy", &Tensor::Numpy, py::arg("out") = py::none())
+      .def("stats", &Tensor::Stats)
+      .def("compare", &Tensor::Compare, py::arg("reference"), py::arg("rtol") = 1e-4, py::arg("atol") = 1e-5,
+           py::arg("equal_nan") = true)
+      .def("free", &Tensor::Free)
+      .def("__repr__", &Tensor::Repr);
+
+  py::class_<Model>(m, "Model")
+      .def_property_readonly("name", &Model::name)
+      .def_property_readonly("path", &Model::path)
+      .def_property_readonly("inputs", &Model::inputs)
+      .def_property_readonly("outputs", &Model::outputs)
+      .def_property_readonly("last_call", &Model::LastCall)
+      .def("run", &Model::Run, py::arg("inputs"), py::arg("fetch") = py::none())
+      .def("set_output", &Model::SetOutput, py::arg("output"), py::arg("tensor"))
+      .def("benchmark", &Model::Benchmark, py::arg("inputs"), py::arg("number"), py::arg("repeat"),
+           py::arg("min_repeat_ms"), py::arg("warmup"), py::arg("cooldown_ms"), py::arg("l2_flush_bytes"),
+           py::arg("profile"))
+      .def("profile", &Model::Profile, py::arg("inputs"))
+      .def("close", &Model::Close);
+
+  py::class_<Session>(m, "Session")
+      .def_property_readonly("server", &Session::server)
+      .def_property_readonly("device", &Session::device)
+      .def_property_readonly("closed", &Session::closed)
+      .def("load", &Session::Load, py::arg("path"), py::arg("shapes"), py::arg("bounds"), py::arg("dispatch"),
+           py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"))
+      .def("upload", &Session::Upload, py::arg("array"))
+      .def("empty", &Session::Empty, py::arg("shape"), py::arg("dtype"))
+      .def("info", &Session::Info)
+      .def("handles", &Session::Handles)
+      .def("traffic", &Session::Traffic)
+      .def("close", &Session::Close);
+
+  m.def(
+      "connect",
+      [](const std::string& address, const std::string& token, const std::string& token_file, double timeout,
+         double connect_timeout, const std::string& compression) {
+        return std::make_unique<Session>(Options(address, token, token_file, timeout, connect_timeout, compression));
+      },
+      py::arg("address"), py::arg("token"), py::arg("token_file"), py::arg("timeout"), py::arg("connect_timeout"),
+      py::arg("compression"));
+  m.def(
+      "embedded",
+      [](int threads, double timeout) {
+        tooling::ServerOptions o = Options("", "", "", timeout, 10, "auto");
+        o.embedded_threads = threads;
+        return std::make_unique<Session>(o);
+      },
+      py::arg("threads"), py::arg("timeout"));
+  m.def(
+      "farm",
+      [](const std::string& url, const std::string& pool, const std::string& labels, double wait, double timeout) {
+        tooling::ServerOptions o = Options("", "", "", timeout, 10, "auto");
+        Unwrap(remex::farm::ParseRedisUrl(url));
+        Check(remex::farm::CheckPoolName(pool));
+        Unwrap(remex::farm::ParseLabelSelector(labels));
+        if (!(wait >= 0)) throw StatusError{remex::InvalidArgument("wait must be >= 0 seconds")};
+        o.farm = tooling::FarmLeaseOptions{url, pool, labels, std::chrono::milliseconds(static_cast<int64_t>(wait * 1000))};
+        return std::make_unique<Session>(o);
+      },
+      py::arg("url"), py::arg("pool"), py::arg("labels"), py::arg("wait"), py::arg("timeout"));
+}

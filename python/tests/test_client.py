@@ -1,0 +1,294 @@
+"""The Python client against a real remex-server process: every call of the API, its
+errors, handle lifetimes, isolation of sessions, and recurrent state kept on the
+device."""
+import gc
+import json
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import remex
+from conftest import CLI_BIN, free_port
+
+
+@pytest.fixture
+def session(server):
+    with remex.connect(server.address, timeout=60) as s:
+        yield s
+
+
+def tensor_handles(s):
+    return [h for h in s.handles() if h["kind"] == "tensor"]
+
+
+def test_info_names_the_server_and_protocol(session):
+    info = session.info()
+    assert info["name"] == "remex-server"
+    assert info["protocol"] == "1.2"
+    assert info["devices"][0]["name"] == "cpu"
+    assert session.device.startswith("cpu")
+    assert session.server.startswith("127.0.0.1:")
+
+
+def test_connect_errors_are_exceptions_by_code(token_server, monkeypatch):
+    with pytest.raises(remex.Unavailable) as e:
+        remex.connect(f"127.0.0.1:{free_port()}", connect_timeout=2)
+    assert isinstance(e.value, ConnectionError)
+    monkeypatch.delenv("REMEX_TOKEN", raising=False)
+    with pytest.raises(remex.PermissionDenied):
+        remex.connect(token_server.address)
+    with remex.connect(token_server.address, token_file=token_server.token_file) as s:
+        assert s.info()["name"] == "remex-server"
+    with pytest.raises(remex.InvalidArgument):
+        remex.connect("no-port-here")
+    monkeypatch.delenv("REMEX_SERVER", raising=False)
+    with pytest.raises(remex.InvalidArgument):
+        remex.connect()
+
+
+def test_load_reports_the_signature_with_symbols(session, models):
+    m = session.load(models["dynamic"])
+    assert m.name == "dynamic"
+    assert m.inputs == [remex.ValueInfo("x", "float32", ("N", 4))]
+    assert m.outputs[0].name == "y"
+    # A second load of the same file gets a name of its own.
+    assert session.load(models["dynamic"]).name == "dynamic-2"
+    fixed = session.load(models["dynamic"], shapes={"x": (3, 4)})
+    assert fixed.inputs[0].shape == (3, 4)
+    with pytest.raises(remex.InvalidArgument, match="layout"):
+        session.load(models["dynamic"], layout="NCWH")
+    with pytest.raises(remex.NotFound):
+        session.load("/nonexistent/model.onnx")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int64, np.int32, np.uint8, np.bool_])
+def test_upload_and_download_keep_dtype_shape_and_values(session, dtype):
+    a = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+    t = session.upload(a)
+    assert t.shape == (2, 3, 4) and t.dtype == np.dtype(dtype) and t.nbytes == a.nbytes
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_non_contiguous_arrays_and_download_into_a_given_array(session):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = session.upload(a.T)  # Fortran order: copied to C order first
+    np.testing.assert_array_equal(t.numpy(), a.T)
+    out = np.empty((4, 3), np.float32)
+    assert t.numpy(out=out) is out
+    np.testing.assert_array_equal(out, a.T)
+    with pytest.raises(remex.InvalidArgument):
+        t.numpy(out=np.empty((4, 3), np.float64))
+    with pytest.raises(remex.InvalidArgument):
+        t.numpy(out=np.empty((4, 3), np.float32).T)
+    with pytest.raises(remex.InvalidArgument):
+        session.upload(np.array([1, 2], dtype=">f4"))  # not native byte order
+
+
+def test_stats_and_compare_run_on_the_device(session):
+    a = np.array([1.0, 2.0, np.nan, np.inf], np.float32)
+    s = session.upload(a).stats()
+    assert s["count"] == 4 and s["nan_count"] == 1 and s["inf_count"] == 1
+    assert s["min"] == 1.0
+    x = session.upload(np.array([1.0, 2.0, 3.0], np.float32))
+    y = session.upload(np.array([1.0, 2.0001, 4.0], np.float32))
+    c = x.compare(y, rtol=1e-3, atol=0)
+    assert not c["ok"] and c["mismatches"] == 1 and c["first_mismatch"] == 2
+    assert c["max_abs_error"] == pytest.approx(1.0)
+    assert x.compare(x)["ok"]
+    with pytest.raises(remex.InvalidArgument):
+        x.compare(session.upload(np.zeros(4, np.float32)))
+
+
+def test_run_fetches_what_is_asked_and_keeps_the_rest_on_the_server(session, models):
+    m = session.load(models["add_relu"])
+    x = np.array([[1, -2, 3], [-4, 5, -6]], np.float32)
+    expected = np.maximum(x + np.array([[0.5, -1.0, 2.0]], np.float32), 0)
+    out = m.run({"x": x})
+    np.testing.assert_allclose(out["y"], expected)
+    before = len(tensor_handles(session))
+    kept = m.run({"x": x}, fetch="none")["y"]
+    assert isinstance(kept, remex.Tensor)
+    assert len(tensor_handles(session)) == before + 1  # the output, not the uploaded input
+    np.testing.assert_allclose(kept.numpy(), expected)
+    # A tensor on the server is an input like an array.
+    xt = session.upload(x)
+    np.testing.assert_allclose(m.run({"x": xt}, fetch=["y"])["y"], expected)
+    assert m.last_call["run_ms"] > 0 and m.last_call["function"] == "main"
+
+
+def test_run_errors_name_the_problem(session, models):
+    m = session.load(models["add_relu"])
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(remex.InvalidArgument, match="'z' is no input"):
+        m.run({"x": x, "z": x})
+    with pytest.raises(remex.InvalidArgument, match="no tensor given for the input"):
+        m.run({})
+    with pytest.raises(remex.InvalidArgument, match="no output"):
+        m.run({"x": x}, fetch=["nope"])
+    with pytest.raises(remex.InvalidArgument):
+        m.run({"x": np.zeros((3, 3), np.float32)})  # wrong shape: the server says so
+    t = session.upload(x)
+    t.free()
+    with pytest.raises(remex.FailedPrecondition, match="freed"):
+        m.run({"x": t})
+    # The session goes on after every error, and nothing was left behind.
+    np.testing.assert_allclose(m.run({"x": x})["y"].shape, (2, 3))
+    assert tensor_handles(session) == []
+
+
+def test_set_output_and_invoke_write_into_a_bound_tensor(session, models):
+    m = session.load(models["add_relu"])
+    y = session.empty((2, 3), "float32")
+    m.set_output("y", y)
+    x = session.upload(np.ones((2, 3), np.float32))
+    outs = m.invoke({"x": x})
+    assert outs["y"] is y
+    np.testing.assert_allclose(y.numpy(), [[1.5, 0, 3], [1.5, 0, 3]])
+    outs = m.invoke({"x": session.upload(np.full((2, 3), 2, np.float32))})
+    assert outs["y"] is y
+    np.testing.assert_allclose(y.numpy(), [[2.5, 1, 4], [2.5, 1, 4]])
+    # Bound tensors live while bound, even without a Python reference of the caller.
+    handle = y.handle
+    del y, outs
+    gc.collect()
+    assert handle in [h["handle"] for h in tensor_handles(session)]
+    m.set_output("y", None)
+    gc.collect()
+    assert handle not in [h["handle"] for h in tensor_handles(session)]
+    with pytest.raises(remex.InvalidArgument):
+        m.set_output("y", session.empty((3, 3), "float32"))
+    with pytest.raises(remex.InvalidArgument):
+        m.set_output("nope", session.empty((2, 3), "float32"))
+
+
+def test_benchmark_reports_what_remex_bench_json_reports(session, models):
+    m = session.load(models["add_relu"])
+    r = m.benchmark({"x": np.ones((2, 3), np.float32)}, number=5, repeat=12, warmup=2)
+    assert len(r.samples_ms) == 12 and r.number == 5
+    assert r.min_ms <= r.median_ms <= r.max_ms
+    assert r.median_ms == pytest.approx(float(np.median(r.samples_ms)))
+    assert r.std_ms == pytest.approx(float(np.std(r.samples_ms)))
+    assert r.p99_ms is None  # from 100 samples on
+    assert "median" in str(r)
+    cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, "--repeat", "3", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert set(json.loads(cli.stdout)["benchmark"]) == set(r.report["benchmark"])
+    # Without inputs, those of the last call; with profile, the rows too.
+    r = m.benchmark(repeat=3, profile=True)
+    assert r.profile and r.profile["rows"]
+    with pytest.raises(remex.InvalidArgument):
+        m.benchmark(number=0)
+
+
+def test_profile_as_records_and_table(session, models):
+    m = session.load(models["add_relu"])
+    p = m.profile({"x": np.ones((2, 3), np.float32)})
+    names = {r["name"] for r in p.records}
+    assert names & {"Add", "Relu", "FusedElementwise"} or any(r["kind"] == "kernel" for r in p.records)
+    assert all(r["calls"] >= 1 for r in p.records)
+    assert p.total_ms > 0
+    assert str(p).startswith("profile one invoke") and "share %" in p.table
+
+
+def test_handles_are_freed_with_their_objects_no_leak_after_10000(session, models):
+    m = session.load(models["add_relu"])
+    base = session.handles()
+    assert [h["kind"] for h in base] == ["module", "vm"]
+    base_bytes = session.info()["devices"][0]["bytes_in_use"]  # the module's constants
+    a = np.ones((16, 16), np.float32)
+    for _ in range(10000):
+        t = session.upload(a)
+        del t
+    assert session.handles() == base
+    assert session.info()["devices"][0]["bytes_in_use"] == base_bytes
+    kept = [session.upload(a) for _ in range(3)]
+    assert len(tensor_handles(session)) == 3
+    assert all(h["bytes"] == 1024 and h["shape"] == (16, 16) for h in tensor_handles(session))
+    del kept
+    m.close()
+    assert session.handles() == []
+    assert session.info()["devices"][0]["bytes_in_use"] == 0
+
+
+def test_closing_the_session_ends_its_objects(server, models):
+    s = remex.connect(server.address)
+    m = s.load(models["add_relu"])
+    t = s.upload(np.zeros((2, 3), np.float32))
+    s.close()
+    assert s.closed
+    with pytest.raises(remex.FailedPrecondition, match="closed"):
+        t.numpy()
+    with pytest.raises(remex.FailedPrecondition):
+        m.run({"x": t})
+    del t, m  # nothing to free, nothing raised
+
+
+def test_two_sessions_are_isolated(server, models):
+    with remex.connect(server.address) as a, remex.connect(server.address) as b:
+        ta = a.upload(np.ones(4, np.float32))
+        tb = b.upload(np.ones(8, np.float32))
+        assert [h["shape"] for h in tensor_handles(a)] == [(4,)]
+        assert [h["shape"] for h in tensor_handles(b)] == [(8,)]
+        mb = b.load(models["add_relu"])
+        with pytest.raises(remex.InvalidArgument, match="another session"):
+            mb.run({"x": ta})
+        with pytest.raises(remex.InvalidArgument):
+            ta.compare(tb)
+
+
+def test_recurrent_state_stays_on_the_device_between_calls(session, models):
+    W, U = models["recurrent_weights"]
+    m = session.load(models["recurrent"])
+    h = session.upload(np.zeros((1, 4), np.float32))
+    h_ref = np.zeros((1, 4), np.float32)
+    rng = np.random.default_rng(3)
+    received = session.traffic()["attachment_bytes_received"]
+    ys = []
+    for step in range(8):
+        x = rng.standard_normal((1, 4)).astype(np.float32)
+        out = m.run({"x": x, "h": h}, fetch=["y"])
+        h = out["h_next"]  # a Tensor: the state never crosses the wire
+        assert isinstance(h, remex.Tensor)
+        h_ref = np.tanh(x @ W + h_ref @ U)
+        ys.append(out["y"])
+        np.testing.assert_allclose(out["y"], h_ref.sum(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.numpy(), h_ref, rtol=1e-5, atol=1e-6)
+    # Only the 8 fetched y (4 bytes each) and the final state (16 bytes) came back as
+    # tensor data.
+    assert session.traffic()["attachment_bytes_received"] - received == 8 * 4 + 16
+    assert len(tensor_handles(session)) == 1  # the last state; earlier ones were freed
+
+
+def test_concurrent_threads_share_a_session_safely(session, models):
+    m = session.load(models["add_relu"])
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(50):
+                x = rng.standard_normal((2, 3)).astype(np.float32)
+                y = m.run({"x": session.upload(x)})["y"]
+                np.testing.assert_allclose(y, np.maximum(x + np.array([[0.5, -1.0, 2.0]], np.float32), 0),
+                                           rtol=1e-6)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    gc.collect()
+    session.info()  # a call: anything dropped while busy is freed by now
+    assert tensor_handles(session) == []
+
+
+def test_embedded_session_runs_in_process(models):
+    with remex.embedded(threads=1) as s:
+        assert s.server.startswith("embedded 127.0.0.1:")
+        m = s.load(models["dynamic"])
+        np.testing.assert_allclose(m.run({"x": np.ones((5, 4), np.float32)})["y"], np.full((5, 4), 2))
