@@ -8,7 +8,7 @@ is one of
                                ./remex.token (and REMEX_TOKEN set), and read the
                                block's "gpu-box:9190" as that server's address
 Each block runs on its own under `bash -e -o pipefail`, in a fresh folder holding
-`build` (the build tree), `scripts`, `.cache` (links into the repository) and a link to
+`build` (the build tree), `scripts`, `python`, `.cache` (links into the repository) and a link to
 each test model by its file name, with build/host_client/cli and build/device_server
 on PATH. A block passes when bash exits 0.
 
@@ -91,7 +91,7 @@ def main():
             where = f"{os.path.relpath(path, repo)}:{line}"
             work = tempfile.mkdtemp(prefix="remex_doc_")
             for name, target in (("build", build), ("scripts", os.path.join(repo, "scripts")),
-                                 (".cache", os.path.join(repo, ".cache"))):
+                                 ("python", os.path.join(repo, "python")), (".cache", os.path.join(repo, ".cache"))):
                 os.symlink(target, os.path.join(work, name))
             for m in models:
                 os.symlink(os.path.join(os.path.abspath(args.models), m), os.path.join(work, m))

@@ -226,13 +226,13 @@ class Model:
             names = [n for n in fetch.split(",") if n]
         else:
             names = list(fetch)
-        return self._m.run(dict(inputs or {}), names)
+        return self._m.run(inputs if type(inputs) is dict else dict(inputs or {}), names)
 
     def invoke(self, inputs: Inputs = None) -> Dict[str, Tensor]:
         """Runs the main function once and fetches nothing: {output name: Tensor}. With
         every output bound (set_output) and the same input tensors as the last call, one
         round trip that allocates nothing on the server (invoke_with_outputs)."""
-        return self._m.run(dict(inputs or {}), [])
+        return self._m.run(inputs if type(inputs) is dict else dict(inputs or {}), [])
 
     def set_output(self, output: str, tensor: Optional[Tensor]) -> None:
         """Binds `output` to a tensor of this session (Session.empty or an earlier

@@ -1,0 +1,36 @@
+"""Builds the Python client's compiled module (remex._native) with the project's CMake
+build, for `pip install --no-build-isolation .` (metadata: pyproject.toml).
+
+The build tree is $REMEX_BUILD_DIR, else ./build (the one scripts/quickstart.sh and
+scripts/test.sh make); it is configured first when it has no CMakeCache.txt. Only the
+module's target is built, for the Python that runs pip.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        build = os.path.abspath(os.environ.get("REMEX_BUILD_DIR", os.path.join(ROOT, "build")))
+        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                                   "-DREMEX_PYTHON=ON", f"-DPython3_EXECUTABLE={sys.executable}"])
+        subprocess.check_call(["cmake", "--build", build, "--target", "remex_python"])
+        built = glob.glob(os.path.join(build, "python", "remex", "_native*.so"))
+        if len(built) != 1:
+            raise RuntimeError(f"expected one remex/_native module in {build}/python, found {built}")
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(built[0], target)
+
+
+setup(ext_modules=[Extension("remex._native", sources=[])], cmdclass={"build_ext": CMakeBuild},
+      options={"build": {"build_base": os.path.join("build", "python-setuptools")}})
