@@ -17,4 +17,5 @@ find_package(spdlog REQUIRED)                                  # libspdlog-dev
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)                   # libxxhash-dev (header-only use)
 find_package(PkgConfig REQUIRED)                               # pkg-config
 pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET hiredis)    # libhiredis-dev (the device farm's Redis client)
+pkg_check_modules(libedit REQUIRED IMPORTED_TARGET libedit)    # libedit-dev (remex shell's line editing)
 find_package(tomlplusplus 3 REQUIRED)                          # libtomlplusplus-dev (remex suite's TOML)

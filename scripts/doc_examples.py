@@ -7,10 +7,19 @@ is one of
     <!-- runnable: server -->  first start a remex-server on loopback with a token in
                                ./remex.token (and REMEX_TOKEN set), and read the
                                block's "gpu-box:9190" as that server's address
+    <!-- runnable: pycon -->   a Python session transcript (>>> and ... prompts, then
+                               the expected output), checked by doctest with
+                               ELLIPSIS and NORMALIZE_WHITESPACE, PYTHONPATH=build/python
+    <!-- runnable: console --> a terminal transcript: `$ CMD` lines run by bash, the one
+                               that starts `remex shell` in a pseudo-terminal (pexpect),
+                               `remex> CMD` lines typed at its prompt; each command's
+                               output is checked as doctest checks (ELLIPSIS: `...`
+                               stands for any text)
 Each block runs on its own under `bash -e -o pipefail`, in a fresh folder holding
 `build` (the build tree), `scripts`, `python`, `.cache` (links into the repository) and a link to
 each test model by its file name, with build/host_client/cli and build/device_server
-on PATH. A block passes when bash exits 0.
+on PATH. A block passes when bash exits 0 (a transcript: when doctest finds every
+output as written).
 
 Usage: doc_examples.py --build BUILD_DIR [--models MODELS_DIR] [--timeout S] FILE.md...
 MODELS_DIR defaults to $REMEX_MODELS_DIR. Exit status: 0 when every runnable block
@@ -53,6 +62,71 @@ def blocks(path):
         elif line.strip():
             mode = None
         i += 1
+
+
+# Checks a transcript read from stdin with doctest; exit status 1 on a difference.
+PYCON_RUNNER = r"""
+import doctest, sys
+test = doctest.DocTestParser().get_doctest(sys.stdin.read(), {}, "transcript", "transcript", 0)
+runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+runner.run(test)
+sys.exit(1 if runner.failures or not test.examples else 0)
+"""
+
+
+SHELL_PROMPT = re.compile(r"^(remex(?::\S+)?> )(.*)$")
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\x07")
+
+
+def run_console(text, work, env, timeout):
+    """Checks a terminal transcript (see the module's doc); returns (ok, report)."""
+    import doctest
+    import pexpect
+    steps = []
+    for line in text.split("\n"):
+        prompt = SHELL_PROMPT.match(line)
+        if line.startswith("$ "):
+            steps.append(("sh", line[2:], []))
+        elif prompt:
+            steps.append(("typed", prompt.group(2), []))
+        elif steps:
+            steps[-1][2].append(line)
+    checker = doctest.OutputChecker()
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    env = dict(env, TERM="xterm", HOME=work)
+    shell = None
+    report = []
+    try:
+        for kind, command, lines in steps:
+            expected = "\n".join(lines).strip("\n") + "\n"
+            if kind == "sh" and re.search(r"\bremex shell\b", command):
+                shell = pexpect.spawn("bash", ["-c", command], cwd=work, env=env, encoding="utf-8", timeout=timeout,
+                                      dimensions=(50, 250))
+                shell.expect(r"remex(:\S+)?> ")
+                got = shell.before
+            elif kind == "sh":
+                got = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=work, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     timeout=timeout).stdout
+            else:
+                if shell is None:
+                    return False, f"'{command}' typed before a `$ ... remex shell` line"
+                shell.send(command + "\r")
+                shell.expect(pexpect.EOF if command in ("quit", "exit") else r"remex(:\S+)?> ")
+                got = shell.before.split("\n", 1)[1] if "\n" in shell.before else ""  # past the echo
+            got = ESCAPES.sub("", got).replace("\r\n", "\n").replace("\r", "")
+            if not got.endswith("\n"):
+                got += "\n"
+            if expected.strip() == "" and got.strip() == "":
+                continue
+            if not checker.check_output(expected, got, flags):
+                report.append(f"--- {command}\nexpected:\n{expected}got:\n{got}")
+    except pexpect.ExceptionPexpect as e:
+        report.append(f"the shell did not answer: {type(e).__name__}: {str(e).splitlines()[0]}")
+    finally:
+        if shell is not None:
+            shell.close(force=True)
+    return not report, "\n".join(report)
 
 
 def start_server(build, work):
@@ -106,9 +180,18 @@ def main():
                     env["REMEX_TOKEN"] = token
                     script = text.replace("gpu-box:9190", address)
                 t = time.monotonic()
-                r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   timeout=args.timeout)
+                if mode == "console":
+                    ok, report = run_console(script, work, env, args.timeout)
+                    r = subprocess.CompletedProcess([], 0 if ok else 1, stdout=report)
+                elif mode == "pycon":
+                    env["PYTHONPATH"] = os.path.join(work, "build", "python")
+                    r = subprocess.run(["/usr/bin/python3", "-c", PYCON_RUNNER], input=script, cwd=work, env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       timeout=args.timeout)
+                else:
+                    r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       timeout=args.timeout)
                 seconds = time.monotonic() - t
                 if r.returncode != 0:
                     failures += 1

@@ -61,7 +61,7 @@ link="-fsanitize=address,undefined"
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DREMEX_CUDA=OFF -DREMEX_FUZZ=ON \
+    -DREMEX_CUDA=OFF -DREMEX_FUZZ=ON -DREMEX_PYTHON=OFF \
     "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
     "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" >/dev/null
 fi

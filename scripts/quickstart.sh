@@ -11,8 +11,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 scripts/setup-deps.sh
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target remex remex-server
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMEX_PYTHON=ON >/dev/null
+# The CLI, the server and the Python client (PYTHONPATH=build/python: import remex).
+cmake --build build -j"$(nproc)" --target remex remex-server remex_python
 
 models=$(scripts/fetch-models.sh)
 model=${1:-$models/ch_ppocr_mobile_v2.0_cls_infer.onnx}

@@ -10,7 +10,8 @@
 # missing, so a Node.js from elsewhere is kept.
 #
 # The check, run every time: the tools the build, the model fetch and the tests call are
-# on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh runs) can import onnx and numpy, and CMake resolves every library of the build
+# on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and tests/*.py run) can
+# import onnx, numpy and pexpect, and CMake resolves every library of the build
 # (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
 # check fails with every listed package installed, this list misses a package: the
 # message says so and names what is missing.
@@ -35,7 +36,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libxxhash-dev
   libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
   libtomlplusplus-dev           # remex suite's TOML
+  libedit-dev                   # remex shell's line editing, history and completion
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
+  python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -70,7 +73,7 @@ gap() {
 for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
-/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || gap "/usr/bin/python3 cannot import onnx and numpy"
+/usr/bin/python3 -c 'import onnx, numpy, pexpect' 2>/dev/null || gap "/usr/bin/python3 cannot import onnx, numpy and pexpect"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then

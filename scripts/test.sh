@@ -30,7 +30,8 @@ if [[ -n ${REMEX_BUILD_TARGETS:-} ]]; then
   read -r -d '' -a names <<<"$REMEX_BUILD_TARGETS" || true  # Names split on any whitespace.
   targets=(--target "${names[@]}")
 fi
-cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
+# The Python client is required here: its tests are part of the suite.
+cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMEX_PYTHON=ON "${cmake_args[@]}"
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 
 REMEX_MODELS_DIR=$(scripts/fetch-models.sh)

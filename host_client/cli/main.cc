@@ -14,6 +14,7 @@
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
+//   remex shell   [SESSION OPTIONS but --input/--seed/--json/--verbose] [--history FILE | --no-history]
 //   remex farm status [--farm redis://HOST:PORT[/DB]] [--labels SELECTOR] [--timeout S] [--json]
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
@@ -34,17 +35,21 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "host_client/cli/progress.h"
 #include "host_client/cli/render.h"
+#include "host_client/cli/shell.h"
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/exit_code.h"
 #include "host_client/tooling/farm.h"
+#include "host_client/tooling/interactive.h"
 #include "host_client/tooling/prepare.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/run.h"
@@ -97,22 +102,26 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                 "keep Conv and MatMul, their Add and their activation as separate kernels");
 }
 
-// The session flags of run, bench and check.
-struct SessionArgs {
-  std::string model;
-  tooling::CompileSpecs compile;
+// The flags that name a server and how to reach it: run, bench, check and shell.
+struct ConnectionArgs {
   std::string server;
-  std::vector<std::string> inputs;
-  uint64_t seed = 0;
   std::string compression = "auto";
   std::string token_file;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   double connect_timeout_s = 10;
   double timeout_s = 600;
-  bool json = false;
-  bool verbose = false;
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
+};
+
+// The session flags of run, bench and check.
+struct SessionArgs : ConnectionArgs {
+  std::string model;
+  tooling::CompileSpecs compile;
+  std::vector<std::string> inputs;
+  uint64_t seed = 0;
+  bool json = false;
+  bool verbose = false;
 };
 
 // --farm, --pool, --labels, --lease-wait (of run, bench, check and farm lease).
@@ -156,12 +165,8 @@ StatusOr<std::optional<tooling::FarmLeaseOptions>> FarmLeaseFromFlags(const std:
   return std::optional<tooling::FarmLeaseOptions>(o);
 }
 
-void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
-  cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required();
-  AddCompileOptions(cmd, args.compile);
+void AddConnectionOptions(CLI::App* cmd, ConnectionArgs& args) {
   cmd->add_option("--server", args.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
-  cmd->add_option("--input", args.inputs, "NAME=FILE.npy (repeatable); other inputs are random");
-  cmd->add_option("--seed", args.seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--compression", args.compression, "tensor attachments: auto (zstd where it pays), none, or zstd[:LEVEL]")
       ->capture_default_str();
   cmd->add_option("--token-file", args.token_file,
@@ -179,9 +184,39 @@ void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
                   "seconds one request may take (an upload, a run, a whole benchmark) before the client gives up")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
+  AddFarmLeaseOptions(cmd, args.farm, args.pool, args.labels, args.lease_wait_s);
+}
+
+void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
+  cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required();
+  AddCompileOptions(cmd, args.compile);
+  AddConnectionOptions(cmd, args);
+  cmd->add_option("--input", args.inputs, "NAME=FILE.npy (repeatable); other inputs are random");
+  cmd->add_option("--seed", args.seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--json", args.json, "print one JSON object");
   cmd->add_flag("--verbose", args.verbose, "also print wire, copy and allocation detail");
-  AddFarmLeaseOptions(cmd, args.farm, args.pool, args.labels, args.lease_wait_s);
+}
+
+// The server of run, bench, check and shell from their flags: every failure is a usage
+// error.
+StatusOr<tooling::ServerOptions> MakeServerOptions(const ConnectionArgs& args) {
+  tooling::ServerOptions o;
+  o.address = args.server;
+  if (!args.server.empty()) REMEX_RETURN_IF_ERROR(tooling::ParseServerAddress(args.server).status());
+  REMEX_ASSIGN_OR_RETURN(o.farm, FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s));
+  if (o.farm && !args.server.empty()) {
+    return remex::InvalidArgument("--server and --farm: name a server or lease one from the farm, not both");
+  }
+  if (o.farm && !args.token_file.empty()) {
+    return remex::InvalidArgument("--token-file and --farm: a leased device takes its lease's token");
+  }
+  REMEX_ASSIGN_OR_RETURN(o.compression, tooling::ParseCompression(args.compression));
+  REMEX_ASSIGN_OR_RETURN(o.token, tooling::TokenFromFileOrEnvironment(args.token_file));
+  REMEX_ASSIGN_OR_RETURN(o.tls, tooling::TlsFromFlags(args.server, args.tls_ca, args.tls_cert, args.tls_key,
+                                                      args.tls_server_name));
+  o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1000));
+  o.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+  return o;
 }
 
 // The request of run, bench and check from their flags: every failure is a usage error.
@@ -193,21 +228,7 @@ StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::
   REMEX_ASSIGN_OR_RETURN(r.input_files, tooling::ParseInputSpecs(args.inputs));
   r.seed = args.seed;
   r.default_input_dir = default_input_dir;
-  r.server.address = args.server;
-  if (!args.server.empty()) REMEX_RETURN_IF_ERROR(tooling::ParseServerAddress(args.server).status());
-  REMEX_ASSIGN_OR_RETURN(r.server.farm, FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s));
-  if (r.server.farm && !args.server.empty()) {
-    return remex::InvalidArgument("--server and --farm: name a server or lease one from the farm, not both");
-  }
-  if (r.server.farm && !args.token_file.empty()) {
-    return remex::InvalidArgument("--token-file and --farm: a leased device takes its lease's token");
-  }
-  REMEX_ASSIGN_OR_RETURN(r.server.compression, tooling::ParseCompression(args.compression));
-  REMEX_ASSIGN_OR_RETURN(r.server.token, tooling::TokenFromFileOrEnvironment(args.token_file));
-  REMEX_ASSIGN_OR_RETURN(r.server.tls, tooling::TlsFromFlags(args.server, args.tls_ca, args.tls_cert, args.tls_key,
-                                                             args.tls_server_name));
-  r.server.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.connect_timeout_s * 1000));
-  r.server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+  REMEX_ASSIGN_OR_RETURN(r.server, MakeServerOptions(args));
   return r;
 }
 
@@ -429,6 +450,36 @@ int SuiteCommand(const SuiteArgs& args) {
   return report.errors > 0 ? tooling::kExitInfrastructure : tooling::kExitOk;
 }
 
+struct ShellArgs : ConnectionArgs {
+  std::string history;  // default $HOME/.remex_history
+  bool no_history = false;
+};
+
+// `remex shell`: one session for many commands (shell.h). A connection failure exits
+// as run does; then, on a terminal, 0; from a script, the status of its first failing
+// command.
+int ShellCommand(const ShellArgs& args) {
+  auto server = MakeServerOptions(args);
+  if (!server.ok()) return Usage(server.status());
+  remex::cli::ShellOptions options;
+  if (!args.no_history) {
+    options.history_file = args.history;
+    const char* home = std::getenv("HOME");
+    if (options.history_file.empty() && home && *home) options.history_file = std::string(home) + "/.remex_history";
+  }
+  std::unique_ptr<tooling::InteractiveSession> session;
+  {
+    remex::cli::TerminalProgress progress(isatty(STDIN_FILENO));
+    progress.Step(server->address.empty() && !server->farm ? "starting the embedded server" : "connecting");
+    auto opened = tooling::InteractiveSession::Open(*server);
+    progress.Step("");
+    if (!opened.ok()) return Fail(opened.status());
+    session = std::move(opened).value();
+  }
+  remex::cli::Shell shell(std::move(session), stdout);
+  return remex::cli::RunShell(shell, options);
+}
+
 struct FarmLeaseArgs {
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
@@ -597,6 +648,14 @@ int main(int argc, char** argv) {
                         "NaN in ACTUAL where EXPECTED has NaN is a match (default: on)");
   compare_cmd->add_flag("--json", compare.json, "print one JSON object");
 
+  ShellArgs shell;
+  auto* shell_cmd = app.add_subcommand(
+      "shell", "an interactive shell on one session: load models, upload tensors, run, fetch, compare and bench "
+               "them while they stay on the server (commands from stdin when it is no terminal)");
+  AddConnectionOptions(shell_cmd, shell);
+  shell_cmd->add_option("--history", shell.history, "the command history file (default: $HOME/.remex_history)");
+  shell_cmd->add_flag("--no-history", shell.no_history, "read and write no history file");
+
   SuiteArgs suite;
   auto* suite_cmd = app.add_subcommand(
       "suite", "run a test suite (SUITE.toml) over one server, the embedded one, or devices leased from a farm, with a "
@@ -655,6 +714,7 @@ int main(int argc, char** argv) {
   if (*bench_cmd) return Bench(bench);
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
+  if (*shell_cmd) return ShellCommand(shell);
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
   if (*suite_cmd) return SuiteCommand(suite);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);

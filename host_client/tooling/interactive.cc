@@ -164,6 +164,12 @@ Status InteractiveSession::SetInputs(SessionModel& m, const std::map<std::string
 StatusOr<std::pair<std::vector<ProfileEntry>, double>> InteractiveSession::Profile(
     SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
   REMEX_RETURN_IF_ERROR(SetInputs(m, inputs));
+  client::BenchmarkOptions warm;  // one call on the server, nothing fetched
+  warm.number = 1;
+  warm.repeat = 1;
+  warm.warmup = 0;
+  auto warmed = client().Benchmark(m.vm, m.main().name, warm);
+  if (!warmed.ok()) return warmed.status().WithContext("profile");
   auto profile = client().Profile(m.vm, m.main().name);
   if (!profile.ok()) return profile.status().WithContext("profile");
   return std::make_pair(ProfileEntries(*profile), profile->total_nanos / 1e6);

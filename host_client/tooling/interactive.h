@@ -104,8 +104,9 @@ class InteractiveSession {
   // options.profile one profiled call: the numbers of `remex bench`.
   StatusOr<BenchReport> Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                               const BenchOptions& options);
-  // Binds the inputs (as Invoke) and profiles one call: rows per op and instruction
-  // kind, largest first (ProfileEntries), and the call's total in ms.
+  // Binds the inputs (as Invoke), makes one untimed call (a warm-up: the first call of a
+  // VM allocates its buffers) and profiles the next: rows per op and instruction kind,
+  // largest first (ProfileEntries), and the call's total in ms.
   StatusOr<std::pair<std::vector<ProfileEntry>, double>> Profile(SessionModel& m,
                                                                  const std::map<std::string, uint64_t>& inputs);
 

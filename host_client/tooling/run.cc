@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "host_client/tooling/compare.h"
+#include "host_client/tooling/text.h"
 
 namespace remex::tooling {
 namespace fs = std::filesystem;
@@ -15,35 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-// A short human summary of a fetched float32 tensor: values when few, else min/max/mean.
-std::string Summary(const npy::Array& a) {
-  size_t n = static_cast<size_t>(NumElements(a.shape).value_or(0));
-  if (a.dtype != DType::kFloat32 || n == 0) return "";
-  const float* p = reinterpret_cast<const float*>(a.data.data());
-  char buf[64];
-  std::string s;
-  if (n <= 16) {
-    s = "[";
-    for (size_t i = 0; i < n; ++i) {
-      std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", p[i]);
-      s += buf;
-    }
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i) {
-      if (p[i] > p[best]) best = i;
-    }
-    return s + "]  argmax " + std::to_string(best);
-  }
-  double mn = p[0], mx = p[0], sum = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mn = std::min<double>(mn, p[i]);
-    mx = std::max<double>(mx, p[i]);
-    sum += p[i];
-  }
-  std::snprintf(buf, sizeof buf, "min %.6g max %.6g mean %.6g", mn, mx, sum / n);
-  return buf;
-}
 
 std::string OutputNames(const client::FunctionInfo& fn) {
   std::string names;
@@ -96,7 +68,7 @@ StatusOr<RunReport> RunModel(const ModelRequest& request, PreparedModel& p, cons
         status = array.status().WithContext("fetching '" + o.name + "'");
         break;
       }
-      o.summary = Summary(*array);
+      o.summary = ArraySummary(*array);
       if (!options.output_dir.empty()) {
         o.file = (fs::path(options.output_dir) / (FileNameFor(o.name) + ".npy")).string();
         status = npy::Write(o.file, *array);

@@ -44,6 +44,28 @@ std::string FormatBytes(uint64_t bytes) {
   return Format("%.2f GiB", b / (1 << 30));
 }
 
+std::string ArraySummary(const npy::Array& a) {
+  const size_t n = static_cast<size_t>(NumElements(a.shape).value_or(0));
+  if (a.dtype != DType::kFloat32 || n == 0 || a.data.size() < n * sizeof(float)) return "";
+  const float* p = reinterpret_cast<const float*>(a.data.data());
+  if (n <= 16) {
+    std::string s = "[";
+    size_t best = 0;
+    for (size_t i = 0; i < n; ++i) {
+      s += (i ? ", " : "") + Format("%.6g", p[i]);
+      if (p[i] > p[best]) best = i;
+    }
+    return s + "]  argmax " + std::to_string(best);
+  }
+  double mn = p[0], mx = p[0], sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mn = std::min<double>(mn, p[i]);
+    mx = std::max<double>(mx, p[i]);
+    sum += p[i];
+  }
+  return "min " + Format("%.6g", mn) + " max " + Format("%.6g", mx) + " mean " + Format("%.6g", sum / n);
+}
+
 std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms) {
   std::string text = Format("profile one invoke, %.3f ms on the device\n", total_ms);
   std::vector<std::vector<std::string>> cells;

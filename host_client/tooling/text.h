@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host_client/client/client.h"
+#include "host_client/client/npy.h"
 #include "host_client/tooling/run.h"
 
 namespace remex::tooling {
@@ -19,6 +20,11 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows, const
 
 // A size in bytes for people: "812 B", "110.6 KiB", "12.3 MiB", "1.50 GiB".
 std::string FormatBytes(uint64_t bytes);
+
+// A short summary of a fetched tensor, for people: float32 values when there are at most
+// 16 with their argmax ("[0.1, 0.7, 0.2]  argmax 1"), else "min .. max .. mean ..";
+// "" for other dtypes and empty tensors.
+std::string ArraySummary(const npy::Array& array);
 
 // The timing of a benchmark: its samples' statistics in ms per call and the stability
 // verdict (the lines `remex bench` prints after the session's), then the profile

@@ -1,0 +1,162 @@
+// Shell without a terminal: commands against an embedded server, their output read back
+// from a memory stream, and the completions of each kind of word. The terminal side
+// (libedit, history, Ctrl-C, scripts on stdin) is tests/shell_test.py's.
+#include "host_client/cli/shell.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host_client/client/npy.h"
+#include "host_client/compiler/onnx_test_util.h"
+
+namespace remex::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Words = std::vector<std::string>;
+
+// `text` (evaluated once) holds `part`.
+::testing::AssertionResult Has(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << part << "' is not in:\n" << text;
+}
+#define EXPECT_HAS(text, part) EXPECT_TRUE(Has(text, part))
+
+npy::Array Floats(const Shape& shape, const std::vector<float>& values) {
+  npy::Array a;
+  a.dtype = DType::kFloat32;
+  a.shape = shape;
+  a.data.resize(values.size() * sizeof(float));
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  return a;
+}
+
+class ShellTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spdlog::set_level(spdlog::level::warn);  // the embedded server's
+    dir_ = fs::temp_directory_path() / ("remex-shell-unit-" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "models");
+    // y = a + b, a and b of shape [n, 3].
+    testing::OnnxModelBuilder b;
+    b.Input("a", onnx::TensorProto::FLOAT, {-1, 3}).Input("b", onnx::TensorProto::FLOAT, {-1, 3});
+    b.Output("y", onnx::TensorProto::FLOAT, {-1, 3});
+    b.Node("Add", {"a", "b"}, {"y"});
+    ASSERT_TRUE(b.Save((dir_ / "add.onnx").string()));
+    ASSERT_TRUE(npy::Write((dir_ / "a.npy").string(), Floats({1, 3}, {1, 2, 3})).ok());
+    std::ofstream((dir_ / "add.txt").string()) << "not a model";
+    auto session = tooling::InteractiveSession::Open(tooling::ServerOptions{});
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    out_ = open_memstream(&buffer_, &size_);
+    shell_ = std::make_unique<Shell>(std::move(session).value(), out_);
+  }
+  void TearDown() override {
+    shell_.reset();
+    if (out_) std::fclose(out_);
+    std::free(buffer_);
+    fs::remove_all(dir_);
+  }
+  // Runs `line`; returns what it printed.
+  std::string Ok(const std::string& line) {
+    const size_t before = Printed().size();
+    Status st = shell_->Execute(line);
+    EXPECT_TRUE(st.ok()) << line << ": " << st.ToString();
+    return Printed().substr(before);
+  }
+  std::string Printed() {
+    std::fflush(out_);
+    return std::string(buffer_, size_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+  FILE* out_ = nullptr;
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+  std::unique_ptr<Shell> shell_;
+};
+
+TEST_F(ShellTest, TensorsKeepTheirIdsWhileTheirNamesMoveToTheNewest) {
+  EXPECT_HAS(Ok("load " + Path("add.onnx")), "input   a: float32 [d0, 3]");
+  EXPECT_EQ(shell_->current_model(), "add");
+  EXPECT_HAS(Ok("upload a=" + Path("a.npy")), "%1 a: float32 [1, 3] (12 B)");
+  Status missing = shell_->Execute("run");
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(missing.message(), "no tensor for the input(s) b of add");
+  EXPECT_HAS(Ok("run b=a"), "%2 y: float32 [1, 3]  [2, 4, 6]  argmax 2");
+  EXPECT_HAS(Ok("run b=y --fetch none"), "%3 y: float32 [1, 3]\n");
+  EXPECT_HAS(Ok("fetch y"), "%3 y: float32 [1, 3]  [3, 6, 9]");
+  EXPECT_HAS(Ok("fetch %2"), "%2: float32 [1, 3]  [2, 4, 6]");  // unnamed now
+  EXPECT_HAS(Ok("handles"), "%3 y (y of add)");
+  EXPECT_HAS(Ok("free y %2"), "freed %3 y, %2");
+  EXPECT_EQ(shell_->Execute("fetch %3").code(), StatusCode::kNotFound);
+  EXPECT_EQ(shell_->Execute("fetch y").code(), StatusCode::kNotFound);
+  EXPECT_HAS(Ok("run b=%1 --fetch y"), "%4 y");  // ids are never reused
+}
+
+TEST_F(ShellTest, CommentsBlankLinesAndQuit) {
+  EXPECT_EQ(Ok("   # load nothing"), "");
+  EXPECT_EQ(Ok(""), "");
+  Status unknown = shell_->Execute("fecth %1");
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(unknown.message(), "did you mean fetch?");
+  EXPECT_EQ(shell_->Execute("load 'open").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shell_->Execute("run").code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(shell_->done());
+  Ok("quit");
+  EXPECT_TRUE(shell_->done());
+}
+
+TEST_F(ShellTest, CompareSaysWhetherTheTensorsDiffer) {
+  Ok("load " + Path("add.onnx"));
+  Ok("upload a=" + Path("a.npy") + " b=" + Path("a.npy"));
+  EXPECT_HAS(Ok("compare a b"), "match: 3 values");
+  EXPECT_FALSE(shell_->mismatch());
+  Ok("run");
+  EXPECT_HAS(Ok("compare y a"), "MISMATCH: 3 of 3 values differ, the first at flat index 0");
+  EXPECT_TRUE(shell_->mismatch());
+  EXPECT_EQ(shell_->Execute("compare y a --rtol -1").code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ShellTest, CompletesCommandsOptionsAndTheirValues) {
+  EXPECT_EQ(shell_->Complete("lo"), (Words{"load"}));
+  EXPECT_EQ(shell_->Complete("").size(), Shell::CommandNames().size());
+  EXPECT_EQ(shell_->Complete("help ru"), (Words{"run"}));
+  EXPECT_EQ(shell_->Complete("load --la"), (Words{"--layout"}));
+  EXPECT_EQ(shell_->Complete("load m.onnx --layout "), (Words{"NCHW", "NHWC"}));
+  EXPECT_EQ(shell_->Complete("load --dtype=f"), (Words{"float32", "float16"}));
+  EXPECT_EQ(shell_->Complete("load --as "), Words{});
+  EXPECT_EQ(shell_->Complete("bench --repeat "), Words{});
+  EXPECT_EQ(shell_->Complete("nonsense "), Words{});
+}
+
+TEST_F(ShellTest, CompletesFilesInputsTensorsAndModels) {
+  fs::create_directories(dir_ / "models");
+  EXPECT_EQ(shell_->Complete("load " + Path("ad")), (Words{Path("add.onnx")}));  // not add.txt
+  EXPECT_EQ(shell_->Complete("load " + Path("mo")), (Words{Path("models/")}));
+  EXPECT_EQ(shell_->Complete("run "), Words{});  // no model: no inputs
+  Ok("load " + Path("add.onnx"));
+  EXPECT_EQ(shell_->Complete("run "), (Words{"a=", "b="}));
+  EXPECT_EQ(shell_->Complete("upload b"), (Words{"b="}));
+  EXPECT_EQ(shell_->Complete("upload a=" + Path("a.n")), (Words{Path("a.npy")}));
+  Ok("upload a=" + Path("a.npy"));
+  EXPECT_EQ(shell_->Complete("run a=a b="), (Words{"a", "%1"}));
+  EXPECT_EQ(shell_->Complete("run --fetch "), (Words{"all", "none", "y"}));
+  EXPECT_EQ(shell_->Complete("stats %"), (Words{"%1"}));
+  EXPECT_EQ(shell_->Complete("fetch a -o " + Path("a.")), (Words{Path("a.npy")}));
+  EXPECT_EQ(shell_->Complete("use "), (Words{"add"}));
+}
+
+}  // namespace
+}  // namespace remex::cli
