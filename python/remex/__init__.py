@@ -296,7 +296,7 @@ class Session:
 
     @property
     def server(self) -> str:
-        """"HOST:PORT", or "embedded 127.0.0.1:PORT"."""
+        """"HOST:PORT", "embedded 127.0.0.1:PORT", or "HOST:PORT (leased from pool P)"."""
         return self._s.server
 
     @property
