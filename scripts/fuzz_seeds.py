@@ -4,7 +4,7 @@
   fuzz_server, fuzz_frame: the bytes real `remex` clients send to a real
       `remex-server` on loopback, one file per connection, recorded by a relay between
       them (`remex run` and `remex bench` on compiled executables and ONNX models, with
-      attachments raw, zstd and chunked);
+      attachments raw, zstd and chunked, and `remex shell` scripts);
   fuzz_executable: .rmx files from `remex compile` (NCHW, NHWC, float16, dispatched);
   fuzz_onnx_import: the ONNX models of the conformance cases (each under 64 KiB).
 
@@ -112,6 +112,24 @@ def run(cmd):
     return result.returncode == 0
 
 
+def shell_session(remex, address, rmx, io_dir):
+    """A `remex shell` session on `rmx` (what interactive clients send: uploads, runs
+    kept on the server, stats, compare, profile, listHandles, free), its inputs saved
+    by a `remex run` first."""
+    if not run([remex, "run", rmx, "--output-dir", io_dir, "--save-inputs", "--fetch", "none"]):
+        return
+    inputs_dir = os.path.join(io_dir, "inputs")
+    names = sorted(f[:-4] for f in os.listdir(inputs_dir) if f.endswith(".npy"))
+    first_output = "%%%d" % (len(names) + 1)
+    script = "\n".join([
+        "load " + rmx,
+        "upload " + " ".join("%s=%s" % (n, os.path.join(inputs_dir, n + ".npy")) for n in names),
+        "handles", "run --fetch none", "stats " + first_output, "compare %s %s" % (first_output, first_output),
+        "profile", "free " + first_output, "handles", ""])
+    subprocess.run([remex, "shell", "--server", address], input=script, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, text=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", required=True)
@@ -168,6 +186,8 @@ def main():
             run([remex, "run", rmx, "--server", address, "--compression", compression, "--fetch", "all"])
             if i % 4 == 0:
                 run([remex, "bench", onnx_model, "--server", address, "--warmup", "1", "--repeat", "2"])
+            if i % 5 == 0:
+                shell_session(remex, address, rmx, os.path.join(work, case + "_io"))
         time.sleep(0.5)
     finally:
         server.terminate()
