@@ -122,6 +122,16 @@ json ToJson(const RunReport& r) {
   return j;
 }
 
+json ToJson(const std::vector<ProfileEntry>& profile, double total_ms) {
+  json rows = json::array();
+  for (const auto& e : profile) {
+    rows.push_back({{"name", e.name}, {"kind", e.kind}, {"calls", e.calls}, {"total_ms", e.total_ms},
+                    {"mean_us", e.mean_us}, {"share_percent", e.share_percent}, {"copies", e.copies},
+                    {"copy_bytes", e.copy_bytes}});
+  }
+  return {{"rows", rows}, {"total_ms", total_ms}};
+}
+
 json ToJson(const BenchReport& r) {
   json j;
   AddSession(r.session, j);
@@ -152,15 +162,7 @@ json ToJson(const BenchReport& r) {
                      {"threshold", r.stability.threshold},
                      {"max_over_min", r.stability.max_over_min},
                      {"iqr_over_median", r.stability.iqr_over_median}}}};
-  if (r.profile_total_ms) {
-    json rows = json::array();
-    for (const auto& e : r.profile) {
-      rows.push_back({{"name", e.name}, {"kind", e.kind}, {"calls", e.calls}, {"total_ms", e.total_ms},
-                      {"mean_us", e.mean_us}, {"share_percent", e.share_percent}, {"copies", e.copies},
-                      {"copy_bytes", e.copy_bytes}});
-    }
-    j["profile"] = {{"rows", rows}, {"total_ms", *r.profile_total_ms}};
-  }
+  if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms);
   j["times_ms"] = {{"compile", r.session.compile_ms}, {"upload", r.session.upload_ms}, {"benchmark", r.bench_ms}};
   return j;
 }

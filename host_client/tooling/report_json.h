@@ -14,6 +14,9 @@ namespace remex::tooling {
 nlohmann::json ToJson(const CompileReport& report);
 nlohmann::json ToJson(const RunReport& report);
 nlohmann::json ToJson(const BenchReport& report);
+// A profile: {"rows": [{name, kind, calls, total_ms, mean_us, share_percent, copies,
+// copy_bytes}, ...], "total_ms": ...}, as `remex bench --profile --json` nests it.
+nlohmann::json ToJson(const std::vector<ProfileEntry>& profile, double total_ms);
 nlohmann::json ToJson(const CheckReport& report);
 nlohmann::json ToJson(const compare::PathComparison& report, double rtol, double atol, bool equal_nan);
 

@@ -160,9 +160,10 @@ class Profile:
     copy_bytes, largest total first; `total_ms` of the whole call on the device;
     `table` (and str()) the text `remex bench --profile` prints."""
 
-    def __init__(self, records: List[Dict[str, Any]], total_ms: float, table: str):
-        self.records = records
-        self.total_ms = total_ms
+    def __init__(self, profile_json: str, table: str):
+        profile = _json.loads(profile_json)  # the "profile" object of `remex bench --json`
+        self.records: List[Dict[str, Any]] = profile["rows"]
+        self.total_ms: float = profile["total_ms"]
         self.table = table
 
     def __str__(self) -> str:

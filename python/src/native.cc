@@ -458,20 +458,8 @@ class Model {
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
-    py::list rows;
-    for (const auto& e : result.first) {
-      py::dict d;
-      d["name"] = e.name;
-      d["kind"] = e.kind;
-      d["calls"] = e.calls;
-      d["total_ms"] = e.total_ms;
-      d["mean_us"] = e.mean_us;
-      d["share_percent"] = e.share_percent;
-      d["copies"] = e.copies;
-      d["copy_bytes"] = e.copy_bytes;
-      rows.append(d);
-    }
-    return py::make_tuple(rows, result.second, tooling::ProfileText(result.first, result.second));
+    return py::make_tuple(tooling::ToJson(result.first, result.second).dump(),
+                          tooling::ProfileText(result.first, result.second));
   }
 
   void Close() {
