@@ -11,7 +11,7 @@
 #
 # The check, run every time: the tools the build, the model fetch and the tests call are
 # on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and tests/*.py run) can
-# import onnx, numpy and pexpect, and CMake resolves every library of the build
+# import onnx, numpy, pexpect, pytest, venv, setuptools and wheel, and CMake resolves every library of the build
 # (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
 # check fails with every listed package installed, this list misses a package: the
 # message says so and names what is missing.
@@ -39,6 +39,9 @@ packages=(
   libedit-dev                   # remex shell's line editing, history and completion
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
   python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
+  python3-dev pybind11-dev      # the Python client (python/: import remex)
+  python3-pytest                # its tests
+  python3-venv python3-setuptools python3-wheel   # pip install . of it (its install test)
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -73,7 +76,8 @@ gap() {
 for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
-/usr/bin/python3 -c 'import onnx, numpy, pexpect' 2>/dev/null || gap "/usr/bin/python3 cannot import onnx, numpy and pexpect"
+/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, venv, setuptools, wheel' 2>/dev/null ||
+  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, venv, setuptools and wheel"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then
