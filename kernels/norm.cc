@@ -22,6 +22,7 @@
 #include <string>
 
 #include "kernels/internal.h"
+#include "kernels/batchnorm_ops.h"
 #include "kernels/lp_ops.h"
 #include "kernels/op_attrs.h"
 
@@ -149,9 +150,10 @@ class BatchNormKernel final : public ValidatedKernel {
           if (out.size() > 1) DataAs<T>(out[1])[ch] = Store<T>(Load(mean[ch]) * mom + m_ch * (C(1) - mom));
           if (out.size() > 2) DataAs<T>(out[2])[ch] = Store<T>(Load(var[ch]) * mom + v_ch * (C(1) - mom));
         }
-        const C m = Load(scale[ch]) / std::sqrt(v_ch + static_cast<C>(attrs_.epsilon));
-        mul[ch] = m;
-        add[ch] = Load(bias[ch]) - m_ch * m;
+        const auto affine = batchnorm::ChannelAffine<C>(Load(scale[ch]), Load(bias[ch]), m_ch, v_ch,
+                                                        static_cast<C>(attrs_.epsilon));
+        mul[ch] = affine.mul;
+        add[ch] = affine.add;
       }
       for (int64_t b = 0; b < n; ++b) {
         for (int64_t ch = 0; ch < c; ++ch) {

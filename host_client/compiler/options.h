@@ -25,6 +25,10 @@ struct CompileOptions {
   std::map<std::string, DimBounds> bounds;
   // Evaluate nodes whose inputs are all constants at compile time.
   bool fold_constants = true;
+  // Fold inference BatchNormalization into the Conv before it (its weights and bias;
+  // passes/batchnorm_folding.h). Off by default: on the CPU the Conv it exposes to
+  // epilogue fusion has measured slower fused than apart (docs/benchmarks.md).
+  bool fold_batchnorm = false;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h).
   bool fuse_elementwise = true;
   // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
@@ -66,6 +70,7 @@ struct CompileStats {
   int nodes_in = 0;
   int nodes_folded = 0;
   int nodes_removed = 0;
+  int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
   int nodes_fused = 0;    // nodes they replace
   int fused_convs = 0;     // FusedConv nodes made by epilogue fusion

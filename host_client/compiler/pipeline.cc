@@ -5,6 +5,7 @@
 #include <set>
 
 #include "host_client/compiler/codegen.h"
+#include "host_client/compiler/passes/batchnorm_folding.h"
 #include "host_client/compiler/passes/dead_code.h"
 #include "host_client/compiler/passes/elementwise_fusion.h"
 #include "host_client/compiler/passes/epilogue_fusion.h"
@@ -23,6 +24,10 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
                          InferShapes(graph, registry, options.fold_constants, options.bounds));
   local.nodes_removed = EliminateDeadCode(graph);
+  if (options.fold_batchnorm) {
+    local.batchnorms_folded = FoldBatchNormalization(graph);
+    if (local.batchnorms_folded > 0) EliminateDeadCode(graph);  // the unfolded weights
+  }
   if (options.layout == Layout::kNhwc) {
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));
     EliminateDeadCode(graph);  // constants replaced by their NHWC forms

@@ -92,6 +92,7 @@ json ToJson(const CompileReport& r) {
                             {"transposes_in_body", s.layout.transposes_in_body},
                             {"nodes_nhwc", s.layout.nodes_nhwc},
                             {"constants_permuted", s.layout.constants_permuted}}},
+                {"batchnorms_folded", s.batchnorms_folded},
                 {"fused_convs", s.fused_convs},
                 {"fused_matmuls", s.fused_matmuls},
                 {"epilogue_nodes", s.epilogue_nodes},

@@ -145,7 +145,7 @@ StatusOr<FetchSpec> ParseFetch(const std::string& text) {
 bool CompileSpecs::ChangesCompilation() const {
   const CompileSpecs defaults;
   return !bounds.empty() || !dispatch.empty() || strict || layout != defaults.layout || dtype != defaults.dtype ||
-         fuse_epilogues != defaults.fuse_epilogues;
+         fuse_epilogues != defaults.fuse_epilogues || fold_batchnorm != defaults.fold_batchnorm;
 }
 
 StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) {
@@ -163,6 +163,7 @@ StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) 
   if (specs.strict && options.dispatch.empty()) return InvalidArgument("--strict needs --dispatch");
   options.strict_dispatch = specs.strict;
   options.fuse_epilogues = specs.fuse_epilogues;
+  options.fold_batchnorm = specs.fold_batchnorm;
   return options;
 }
 

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/nn_device.cuh"
 #include "kernels/cuda/nn_impl.h"
+#include "kernels/batchnorm_ops.h"
 #include "kernels/lp_ops.h"
 #include "kernels/resize_coords.h"
 
@@ -282,9 +283,9 @@ __global__ void BatchNormKernel(const T* x, const T* scale, const T* bias, const
                                 int64_t total, int64_t c, int64_t inner, float epsilon) {
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
     const int64_t ch = (i / inner) % c;
-    const float m = Load(scale[ch]) / sqrtf(Load(var[ch]) + epsilon);
-    const float a = Load(bias[ch]) - Load(mean[ch]) * m;
-    y[i] = Store<T>(Load(x[i]) * m + a);
+    const auto affine = batchnorm::ChannelAffine<float>(Load(scale[ch]), Load(bias[ch]), Load(mean[ch]),
+                                                        Load(var[ch]), epsilon);
+    y[i] = Store<T>(Load(x[i]) * affine.mul + affine.add);
   }
 }
 

@@ -311,7 +311,7 @@ class Session:
     def load(self, path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
              dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
-             dtype: str = "float32", fuse_epilogues: bool = True) -> Model:
+             dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = False) -> Model:
         """Loads MODEL.onnx (compiled here first, as `remex compile` would with the same
         options) or MODEL.rmx; the executable is uploaded unless the server's module
         cache has it.
@@ -321,13 +321,14 @@ class Session:
         dispatch: shape bucket specs ("x:3=log:2:32:2048"; docs/dispatch.md); strict:
         refuse shapes outside the buckets. layout: "NCHW" or "NHWC" between
         convolutions; dtype: "float32" or "float16" activations and weights;
-        fuse_epilogues: Conv/MatMul + bias + activation as one kernel.
+        fuse_epilogues: Conv/MatMul + bias + activation as one kernel; fold_batchnorm:
+        BatchNormalization folded into the Conv before it.
         Only `shapes` applies to an .rmx. Raises InvalidArgument for a bad option,
         NotFound for a missing file, Unimplemented for an op Remex lacks."""
         if isinstance(dispatch, str):
             dispatch = [dispatch]
         return Model(self._s.load(path, _shape_specs(shapes), _bound_specs(bounds), list(dispatch or []), strict,
-                                  layout, dtype, fuse_epilogues))
+                                  layout, dtype, fuse_epilogues, fold_batchnorm))
 
     def upload(self, array: Any) -> Tensor:
         """Copies an array (anything numpy.asarray takes) to a new tensor on the server,

@@ -514,7 +514,8 @@ class Session {
 
   std::unique_ptr<Model> Load(const std::string& path, const std::vector<std::string>& shapes,
                               const std::vector<std::string>& bounds, const std::vector<std::string>& dispatch,
-                              bool strict, const std::string& layout, const std::string& dtype, bool fuse_epilogues) {
+                              bool strict, const std::string& layout, const std::string& dtype, bool fuse_epilogues,
+                              bool fold_batchnorm) {
     tooling::CompileSpecs specs;
     specs.shapes = shapes;
     specs.bounds = bounds;
@@ -523,6 +524,7 @@ class Session {
     specs.layout = layout;
     specs.dtype = dtype;
     specs.fuse_epilogues = fuse_epilogues;
+    specs.fold_batchnorm = fold_batchnorm;
     compiler::CompileOptions options = Unwrap(tooling::ParseCompileSpecs(specs));
     tooling::SessionModel* model = core_->Call([&](tooling::InteractiveSession& s) {
       return Unwrap(s.Load(path, options, specs.ChangesCompilation()));
@@ -682,7 +684,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("device", &Session::device)
       .def_property_readonly("closed", &Session::closed)
       .def("load", &Session::Load, py::arg("path"), py::arg("shapes"), py::arg("bounds"), py::arg("dispatch"),
-           py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"))
+           py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"), py::arg("fold_batchnorm"))
       .def("upload", &Session::Upload, py::arg("array"))
       .def("empty", &Session::Empty, py::arg("shape"), py::arg("dtype"))
       .def("info", &Session::Info)

@@ -1,0 +1,114 @@
+// BatchNormalization folding (see batchnorm_folding.h).
+#include "host_client/compiler/passes/batchnorm_folding.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/batchnorm_ops.h"
+
+namespace remex::compiler {
+namespace {
+
+// A float32 constant of static shape, its values.
+const vm::ConstantDef* FloatConstant(const Graph& g, int v) {
+  if (v < 0 || !g.values[v].constant) return nullptr;
+  const vm::ConstantDef& c = g.constants[*g.values[v].constant];
+  if (c.dtype != DType::kFloat32) return nullptr;
+  const auto n = NumElements(c.shape);
+  if (!n || c.data.size() != static_cast<size_t>(*n) * sizeof(float)) return nullptr;
+  return &c;
+}
+
+std::vector<float> Floats(const vm::ConstantDef& c) {
+  std::vector<float> v(c.data.size() / sizeof(float));
+  std::memcpy(v.data(), c.data.data(), c.data.size());
+  return v;
+}
+
+vm::ConstantDef FloatConstantDef(const Shape& shape, const std::vector<float>& values) {
+  vm::ConstantDef c;
+  c.dtype = DType::kFloat32;
+  c.shape = shape;
+  c.data.resize(values.size() * sizeof(float));
+  std::memcpy(c.data.data(), values.data(), c.data.size());
+  return c;
+}
+
+// Whether `bn` is an inference BatchNormalization with one output.
+bool IsInferenceBatchNorm(const Node& bn) {
+  if (bn.op != "BatchNormalization" || bn.host || bn.values_op || !bn.regions.empty()) return false;
+  if (bn.inputs.size() != 5 || bn.outputs.size() != 1) return false;
+  auto training = bn.attrs.Int("training_mode", 0);
+  auto spatial = bn.attrs.Int("spatial", 1);
+  return training.ok() && *training == 0 && spatial.ok() && *spatial == 1;
+}
+
+}  // namespace
+
+int FoldBatchNormalization(Graph& graph) {
+  Graph& g = graph;
+  std::vector<int> reads(g.values.size(), 0);
+  std::vector<int> producer(g.values.size(), -1);
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int o : g.outputs) is_output[o] = true;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    CountReads(g.nodes[i], reads);
+    for (int o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
+  }
+  std::vector<bool> removed(g.nodes.size(), false);
+  int folded = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& bn = g.nodes[i];
+    if (!IsInferenceBatchNorm(bn)) continue;
+    const int x = bn.inputs[0];
+    if (x < 0 || producer[x] < 0 || reads[x] != 1 || is_output[x]) continue;
+    Node& conv = g.nodes[producer[x]];
+    if (conv.op != "Conv" || conv.host || !conv.regions.empty() || conv.outputs.size() != 1) continue;
+    if (conv.inputs.size() < 2 || conv.inputs.size() > 3 || conv.inputs[0] < 0) continue;
+    if (g.values[x].dtype != DType::kFloat32) continue;
+    const vm::ConstantDef* w = FloatConstant(g, conv.inputs[1]);
+    if (!w || w->shape.size() < 3) continue;
+    const int64_t m = w->shape[0];
+    const vm::ConstantDef* b = conv.inputs.size() == 3 && conv.inputs[2] >= 0 ? FloatConstant(g, conv.inputs[2]) : nullptr;
+    if (conv.inputs.size() == 3 && conv.inputs[2] >= 0 && (!b || b->shape != Shape{m})) continue;
+    const vm::ConstantDef* p[4];
+    bool params = true;
+    for (int k = 0; k < 4; ++k) {
+      p[k] = FloatConstant(g, bn.inputs[1 + k]);
+      params = params && p[k] && p[k]->shape == Shape{m};
+    }
+    auto epsilon = bn.attrs.Float("epsilon", 1e-5f);
+    if (!params || !epsilon.ok()) continue;
+
+    const std::vector<float> scale = Floats(*p[0]), bias = Floats(*p[1]), mean = Floats(*p[2]), var = Floats(*p[3]);
+    std::vector<float> weights = Floats(*w);
+    std::vector<float> conv_bias = b ? Floats(*b) : std::vector<float>(static_cast<size_t>(m), 0.0f);
+    const size_t per_channel = weights.size() / static_cast<size_t>(m);
+    for (int64_t c = 0; c < m; ++c) {
+      const auto a = kernels::batchnorm::ChannelAffine<float>(scale[c], bias[c], mean[c], var[c], *epsilon);
+      for (size_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= a.mul;
+      conv_bias[c] = conv_bias[c] * a.mul + a.add;
+    }
+    const Shape w_shape = w->shape;  // AddConstant may move the constants
+    const int new_w = g.AddConstant(conv.name + "_W_bn_folded", FloatConstantDef(w_shape, weights));
+    const int new_b = g.AddConstant(conv.name + "_B_bn_folded", FloatConstantDef(Shape{m}, conv_bias));
+    conv.inputs.resize(3);
+    conv.inputs[1] = new_w;
+    conv.inputs[2] = new_b;
+    conv.outputs[0] = bn.outputs[0];
+    removed[i] = true;
+    ++folded;
+  }
+  if (folded > 0) {
+    std::vector<Node> kept;
+    kept.reserve(g.nodes.size() - folded);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+    }
+    g.nodes = std::move(kept);
+  }
+  return folded;
+}
+
+}  // namespace remex::compiler
