@@ -3,7 +3,14 @@
 // writes every output as .npy, so tests can compare Remex's results against it.
 //
 // Usage:
-//   node ort_run.js [--modules DIR] MODEL.onnx OUT_DIR NAME=IN.npy [NAME=IN.npy ...]
+//   node ort_run.js [--modules DIR] [BENCH OPTIONS] MODEL.onnx OUT_DIR NAME=IN.npy [NAME=IN.npy ...]
+//
+// BENCH OPTIONS time the session instead (OUT_DIR '-': no outputs written), as the side
+// by side benchmark (bench/compare_ort.py) runs it: --bench REPEAT samples of --number
+// N session.run calls each (default 1), after --warmup W untimed calls (default 1),
+// with --threads T intra-op threads (default: ORT's) and --optimization
+// disabled|basic|extended|all (default: ORT's). Prints one JSON object: samples_ms (mean
+// ms per call of each sample), median_ms, min_ms, number, threads, optimization.
 //
 // onnxruntime-node is loaded from, in order: --modules DIR (a node_modules folder, e.g.
 // CACHE_DIR/npm/node_modules as installed by scripts/fetch-models.sh), $REMEX_ORT_MODULES,
@@ -94,9 +101,29 @@ function writeNpy(file, dtype, dims, data) {
 
 function parseArgs(argv) {
   let modules = process.env.REMEX_ORT_MODULES || null;
+  const bench = { repeat: 0, number: 1, warmup: 1, threads: 0, optimization: null };
   const pos = [];
+  const count = (i, name, min) => {
+    if (i + 1 >= argv.length) throw new UsageError(`${name} needs a number`);
+    const v = Number(argv[i + 1]);
+    if (!Number.isInteger(v) || v < min) throw new UsageError(`${name} must be an integer >= ${min}`);
+    return v;
+  };
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--modules') {
+    if (argv[i] === '--bench') {
+      bench.repeat = count(i++, '--bench', 1);
+    } else if (argv[i] === '--number') {
+      bench.number = count(i++, '--number', 1);
+    } else if (argv[i] === '--warmup') {
+      bench.warmup = count(i++, '--warmup', 0);
+    } else if (argv[i] === '--threads') {
+      bench.threads = count(i++, '--threads', 1);
+    } else if (argv[i] === '--optimization') {
+      if (i + 1 >= argv.length || !['disabled', 'basic', 'extended', 'all'].includes(argv[i + 1])) {
+        throw new UsageError('--optimization must be disabled, basic, extended or all');
+      }
+      bench.optimization = argv[++i];
+    } else if (argv[i] === '--modules') {
       if (i + 1 >= argv.length) throw new UsageError('--modules needs a directory');
       modules = argv[++i];
     } else if (argv[i].startsWith('--modules=')) {
@@ -114,7 +141,7 @@ function parseArgs(argv) {
     if (eq <= 0) throw new UsageError(`input '${s}' is not NAME=FILE.npy`);
     return { name: s.slice(0, eq), file: s.slice(eq + 1) };
   });
-  return { modules, model, outDir, inputs };
+  return { modules, model, outDir, inputs, bench };
 }
 
 function loadOrt(modules) {
@@ -132,7 +159,10 @@ async function main() {
   const ort = loadOrt(args.modules);
   if (!fs.existsSync(args.model)) fail(`model not found: ${args.model}`);
 
-  const session = await ort.InferenceSession.create(args.model, { executionProviders: ['cpu'] });
+  const options = { executionProviders: ['cpu'] };
+  if (args.bench.threads) options.intraOpNumThreads = args.bench.threads;
+  if (args.bench.optimization) options.graphOptimizationLevel = args.bench.optimization;
+  const session = await ort.InferenceSession.create(args.model, options);
   const feeds = {};
   for (const { name, file } of args.inputs) {
     if (!session.inputNames.includes(name)) {
@@ -145,6 +175,25 @@ async function main() {
   const missing = session.inputNames.filter((n) => !(n in feeds));
   if (missing.length) fail(`missing model inputs: ${missing.join(', ')}`);
 
+  if (args.bench.repeat > 0) {
+    const b = args.bench;
+    for (let i = 0; i < b.warmup; i++) await session.run(feeds);
+    const samples = [];
+    for (let r = 0; r < b.repeat; r++) {
+      const t = process.hrtime.bigint();
+      for (let i = 0; i < b.number; i++) await session.run(feeds);
+      samples.push(Number(process.hrtime.bigint() - t) / 1e6 / b.number);
+    }
+    const sorted = [...samples].sort((x, y) => x - y);
+    const mid = sorted.length >> 1;
+    const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    console.log(JSON.stringify({ samples_ms: samples, median_ms: median, min_ms: sorted[0], number: b.number,
+      threads: b.threads || null, optimization: b.optimization }));
+    if (args.outDir === '-') {
+      await session.release();
+      return;
+    }
+  }
   const results = await session.run(feeds);
   fs.mkdirSync(args.outDir, { recursive: true });
   const written = new Map();
@@ -163,7 +212,8 @@ async function main() {
 main().catch((e) => {
   if (e instanceof UsageError) {
     if (e.message) console.error(`ort_run: ${e.message}`);
-    console.error('usage: node ort_run.js [--modules DIR] MODEL.onnx OUT_DIR NAME=IN.npy [NAME=IN.npy ...]');
+    console.error('usage: node ort_run.js [--modules DIR] [--bench REPEAT [--number N] [--warmup W] [--threads T] ' +
+      '[--optimization LEVEL]] MODEL.onnx OUT_DIR|- NAME=IN.npy [NAME=IN.npy ...]');
     process.exit(2);
   }
   console.error(`ort_run: ${e.message}`);

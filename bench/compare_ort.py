@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""compare_ort: Remex's CPU device against ONNX Runtime's CPU execution provider, side by
+side, on the same models and inputs, in one run.
+
+    bench/compare_ort.py [--build build] [--rounds 3] [--threads 2] [--cases NAME,...]
+        [--quick] [--json]
+
+Each case is a model at one input shape. Its input is made once (`remex run --seed 0
+--save-inputs`, the same .npy for both), then in --rounds interleaved rounds:
+  remex  `remex bench MODEL --shape ... --number N --repeat R --warmup W --json` on an
+         embedded server with --threads compute threads (its default on this machine);
+  ort    tests/reference/ort_run.js --bench R --number N --warmup W --threads T
+         --optimization all (onnxruntime-node, the reference runtime of the tests).
+Per case it prints each runtime's median of the round medians (ms per call) and the
+ratio remex / ort (below 1: Remex is faster), then the median ratio of the non-PP-OCR
+cases. Models: the PP-OCR models of scripts/fetch-models.sh, the real models of
+scripts/fetch-real-models.sh, and the synthetic super-resolution CNN of `remex gen-sr`.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name, model (ppocr/ | real/ | sr), input name, shape, number, repeat, warmup
+CASES = [
+    ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
+    ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),
+    ("ppocr-det 1x3x960x736", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x960x736", 1, 15, 3),
+    ("ppocr-rec 1x3x48x320", "ppocr/ch_PP-OCRv4_rec_infer.onnx", "x", "1x3x48x320", 3, 15, 3),
+    ("ppocr-rec 8x3x48x320", "ppocr/ch_PP-OCRv4_rec_infer.onnx", "x", "8x3x48x320", 1, 15, 3),
+    ("wakeword-mlp 1x25x96", "real/hello_deepa.onnx", "onnx::Flatten_0", "1x25x96", 200, 15, 50),
+    ("whisper-tiny-encoder-int8 1x80x3000", "real/whisper_tiny_encoder_int8.onnx", "input_features", "1x80x3000",
+     1, 7, 2),
+    ("isnet-int8 1x3x1024x1024", "real/isnet_int8.onnx", "input", "1x3x1024x1024", 1, 5, 1),
+    ("isnet-fp16 1x3x1024x1024", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1),
+    ("sr-edsr-x4 1x3x180x320", "sr", "x", "1x3x180x320", 1, 10, 2),
+]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ...: exit {r.returncode}: {r.stderr.strip()[-500:]}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--cases", default="", help="comma-separated name prefixes (default: all)")
+    ap.add_argument("--quick", action="store_true", help="one round with a third of the samples (a smoke run)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    remex = os.path.join(args.build, "host_client", "cli", "remex")
+    ppocr = run([os.path.join(REPO, "scripts", "fetch-models.sh")]).strip().splitlines()[-1]
+    real = run([os.path.join(REPO, "scripts", "fetch-real-models.sh")]).strip().splitlines()[-1]
+    modules = os.path.abspath(os.path.join(ppocr, "..", "..", ".."))
+    ort_run = os.path.join(REPO, "tests", "reference", "ort_run.js")
+    wanted = [c for c in CASES if not args.cases or any(c[0].startswith(p) for p in args.cases.split(","))]
+    rounds = 1 if args.quick else args.rounds
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="remex_compare_") as work:
+        for name, model, input_name, shape, number, repeat, warmup in wanted:
+            if args.quick:
+                repeat = max(3, repeat // 3)
+            if model == "sr":
+                h, w = shape.split("x")[2:]
+                path = os.path.join(work, "sr.onnx")
+                run([remex, "gen-sr", "-o", path, "--height", h, "--width", w])
+            else:
+                folder, file = model.split("/")
+                path = os.path.join(ppocr if folder == "ppocr" else real, file)
+            io = os.path.join(work, name.replace(" ", "_"))
+            run([remex, "run", path, "--shape", f"{input_name}={shape}", "--seed", "0", "--fetch", "none",
+                 "--output-dir", io, "--save-inputs"])
+            npy = os.path.join(io, "inputs", "".join(c if c.isalnum() or c in "_.-" else "_" for c in input_name) + ".npy")
+            remex_ms, ort_ms = [], []
+            for _ in range(rounds):
+                out = run([remex, "bench", path, "--shape", f"{input_name}={shape}", "--input", f"{input_name}={npy}",
+                           "--number", str(number), "--repeat", str(repeat), "--warmup", str(warmup), "--json"],
+                          env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+                remex_ms.append(json.loads(out)["benchmark"]["median_ms"])
+                out = run(["node", ort_run, "--modules", modules, "--bench", str(repeat), "--number", str(number),
+                           "--warmup", str(warmup), "--threads", str(args.threads), "--optimization", "all", path, "-",
+                           f"{input_name}={npy}"])
+                ort_ms.append(json.loads(out)["median_ms"])
+            r, o = statistics.median(remex_ms), statistics.median(ort_ms)
+            rows.append({"case": name, "remex_ms": r, "ort_ms": o, "ratio": r / o, "remex_rounds_ms": remex_ms,
+                         "ort_rounds_ms": ort_ms})
+            if not args.json:
+                print(f"{name:40s} remex {r:10.3f} ms   ort {o:10.3f} ms   remex/ort {r / o:5.2f}", flush=True)
+    others = [row["ratio"] for row in rows if not row["case"].startswith("ppocr")]
+    summary = {"threads": args.threads, "rounds": rounds, "cases": rows,
+               "median_ratio_other_models": statistics.median(others) if others else None}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    elif others:
+        print(f"median remex/ort of the {len(others)} other models: {summary['median_ratio_other_models']:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
