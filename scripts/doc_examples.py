@@ -21,7 +21,10 @@ each test model by its file name, with build/host_client/cli and build/device_se
 on PATH. A block passes when bash exits 0 (a transcript: when doctest finds every
 output as written).
 
-Usage: doc_examples.py --build BUILD_DIR [--models MODELS_DIR] [--timeout S] FILE.md...
+Usage: doc_examples.py --build BUILD_DIR [--models MODELS_DIR] [--timeout S] [--without-python] FILE.md...
+--without-python: the build has no Python client (REMEX_PYTHON=OFF, as in the sanitized
+tree): the blocks that use it (pycon transcripts, and blocks naming build/python) are
+listed as skipped, with that reason, and the rest run.
 MODELS_DIR defaults to $REMEX_MODELS_DIR. Exit status: 0 when every runnable block
 passes, 1 otherwise; 77 (skipped) when MODELS_DIR has no models, unless
 REMEX_REQUIRE_MODELS=1 (then 1).
@@ -149,6 +152,7 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--models", default=os.environ.get("REMEX_MODELS_DIR", ""))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--without-python", action="store_true")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
@@ -159,10 +163,15 @@ def main():
         return 1 if os.environ.get("REMEX_REQUIRE_MODELS") == "1" else 77
     failures = 0
     ran = 0
+    skipped = 0
     for path in args.files:
         for line, mode, text in blocks(path):
-            ran += 1
             where = f"{os.path.relpath(path, repo)}:{line}"
+            if args.without_python and (mode == "pycon" or "build/python" in text):
+                skipped += 1
+                print(f"skip {where}: this build has no Python client (REMEX_PYTHON=OFF)")
+                continue
+            ran += 1
             work = tempfile.mkdtemp(prefix="remex_doc_")
             for name, target in (("build", build), ("scripts", os.path.join(repo, "scripts")),
                                  ("python", os.path.join(repo, "python")), (".cache", os.path.join(repo, ".cache"))):
@@ -206,7 +215,8 @@ def main():
                     server.terminate()
                     server.wait()
                 shutil.rmtree(work, ignore_errors=True)
-    print(f"doc_examples: {ran - failures} of {ran} runnable blocks passed")
+    print(f"doc_examples: {ran - failures} of {ran} runnable blocks passed" +
+          (f", {skipped} skipped (no Python client in this build)" if skipped else ""))
     return 1 if failures or ran == 0 else 0
 
 
