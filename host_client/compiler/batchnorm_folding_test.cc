@@ -22,6 +22,7 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::CountKernels;
 using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
@@ -33,12 +34,6 @@ std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) 
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
-  int n = 0;
-  for (const auto& k : def.kernels) n += k.op == op;
-  return n;
 }
 
 // Conv `name` (3x3, pads 1, 4 -> 4 channels, `group`) of `in`, then a

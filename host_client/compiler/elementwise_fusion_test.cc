@@ -24,13 +24,8 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::CountKernels;
 using remex::testing::RunFloat32Outputs;
-
-int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
-  int n = 0;
-  for (const auto& k : def.kernels) n += k.op == op;
-  return n;
-}
 
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool fuse, CompileStats* stats = nullptr) {
   REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));

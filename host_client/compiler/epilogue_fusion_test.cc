@@ -23,15 +23,10 @@ namespace {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
+using remex::testing::CountKernels;
 using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
-
-int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
-  int n = 0;
-  for (const auto& k : def.kernels) n += k.op == op;
-  return n;
-}
 
 std::vector<float> Random(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -47,6 +47,13 @@ struct CpuMachine {
 // shape `shapes[i]` holding `inputs[i]`). Returns each output's values, which must be
 // float32, and their shapes in `out_shapes` when given. Failures are test failures and
 // return {}.
+// Kernel table entries of `def` whose op is `op` ("FusedConv", "BatchNormalization").
+inline int CountKernels(const vm::ExecutableDef& def, const std::string& op) {
+  int n = 0;
+  for (const auto& k : def.kernels) n += k.op == op;
+  return n;
+}
+
 inline std::vector<std::vector<float>> RunFloat32Outputs(const vm::ExecutableDef& def, const std::vector<Shape>& shapes,
                                                          const std::vector<std::vector<float>>& inputs,
                                                          std::vector<Shape>* out_shapes = nullptr) {
