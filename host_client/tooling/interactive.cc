@@ -151,6 +151,7 @@ Status InteractiveSession::SetOutput(SessionModel& m, const std::string& output,
 }
 
 Status InteractiveSession::SetInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
+  if (inputs.empty() && !m.inputs.empty() && m.bound_inputs.size() == m.inputs.size()) return OkStatus();
   std::vector<uint64_t> handles;
   REMEX_RETURN_IF_ERROR(BindInputs(m, inputs, &handles));
   if (handles != m.bound_inputs) {

@@ -100,11 +100,12 @@ class InteractiveSession {
   // (seed 003's invoke_with_outputs). INVALID_ARGUMENT for an unknown output, or a
   // tensor whose dtype or static shape does not fit it.
   Status SetOutput(SessionModel& m, const std::string& output, uint64_t tensor);
-  // Binds the inputs (as Invoke) and runs the server's time evaluator, and with
-  // options.profile one profiled call: the numbers of `remex bench`.
+  // Binds the inputs (as Invoke; none given: those of the last call stay bound) and runs
+  // the server's time evaluator, and with options.profile one profiled call: the numbers
+  // of `remex bench`.
   StatusOr<BenchReport> Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                               const BenchOptions& options);
-  // Binds the inputs (as Invoke), makes one untimed call (a warm-up: the first call of a
+  // Binds the inputs (as Bench), makes one untimed call (a warm-up: the first call of a
   // VM allocates its buffers) and profiles the next: rows per op and instruction kind,
   // largest first (ProfileEntries), and the call's total in ms.
   StatusOr<std::pair<std::vector<ProfileEntry>, double>> Profile(SessionModel& m,
@@ -114,7 +115,8 @@ class InteractiveSession {
   explicit InteractiveSession(Connection connection) : connection_(std::move(connection)) {}
   Status BindInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                     std::vector<uint64_t>* handles);
-  // BindInputs, then setInput unless the same handles are bound.
+  // BindInputs, then setInput unless the same handles are bound; no inputs at all keep
+  // those of the last call.
   Status SetInputs(SessionModel& m, const std::map<std::string, uint64_t>& inputs);
   Connection connection_;
   std::vector<std::unique_ptr<SessionModel>> models_;

@@ -93,39 +93,16 @@ class Core {
     return f(*session_);
   }
 
-  // A handle whose Python object went away: freed now when the session is idle, else
-  // by the next call. Never blocks on a busy session (the caller may hold the GIL).
+  // Handles whose Python objects went away: freed now when the session is idle, else by
+  // the next call.
   void Release(std::vector<uint64_t> handles) {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      std::lock_guard<std::mutex> p(pending_mu_);
-      pending_.insert(pending_.end(), handles.begin(), handles.end());
-      return;
-    }
-    if (!session_) return;  // closed: the server freed everything
-    std::optional<py::gil_scoped_release> release;
-    if (PyGILState_Check()) release.emplace();
-    {
-      std::lock_guard<std::mutex> p(pending_mu_);
-      handles.insert(handles.end(), pending_.begin(), pending_.end());
-      pending_.clear();
-    }
-    (void)session_->client().Free(handles);  // a handle already gone is nothing to free
-    lock.unlock();
+    WhenIdle([&] { (void)session_->client().Free(handles); },  // one already gone is nothing to free
+             [&] { pending_.insert(pending_.end(), handles.begin(), handles.end()); });
   }
 
-  // The model's VM and module, when its Python object goes away.
+  // A model's VM and module, when its Python object goes away (as Release).
   void ReleaseModel(tooling::SessionModel* model) {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      std::lock_guard<std::mutex> p(pending_mu_);
-      pending_models_.push_back(model);
-      return;
-    }
-    if (!session_) return;
-    std::optional<py::gil_scoped_release> release;
-    if (PyGILState_Check()) release.emplace();
-    (void)session_->Unload(model->name);
+    WhenIdle([&] { (void)session_->Unload(model->name); }, [&] { pending_models_.push_back(model); });
   }
 
   // Closes the connection: the server frees every handle of the session.
@@ -140,6 +117,27 @@ class Core {
   }
 
  private:
+  // Runs `now()` with the session locked (after what was left pending, and with the GIL
+  // released) when the session is idle, else `later()` under the pending lock, to be
+  // done by the next call. Never blocks on a busy session: the caller may hold the GIL,
+  // which the call in progress needs back. Nothing to do once closed (the server freed
+  // everything the session held).
+  template <typename Now, typename Later>
+  void WhenIdle(Now now, Later later) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      later();
+      return;
+    }
+    if (!session_) return;
+    std::optional<py::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    FlushLocked();
+    now();
+    lock.unlock();  // before the GIL is taken back
+  }
+
   void FlushLocked() {
     std::vector<uint64_t> handles;
     std::vector<tooling::SessionModel*> models;
@@ -438,7 +436,7 @@ class Model {
       std::map<std::string, uint64_t> handles;
       std::vector<uint64_t> temps;
       Status st = UploadInputs(s, args, &handles, &temps);
-      StatusOr<tooling::BenchReport> r = st.ok() ? s.Bench(model, InputsOrBound(s, model, handles), options)
+      StatusOr<tooling::BenchReport> r = st.ok() ? s.Bench(model, handles, options)
                                                  : StatusOr<tooling::BenchReport>(st);
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
@@ -453,7 +451,7 @@ class Model {
       std::map<std::string, uint64_t> handles;
       std::vector<uint64_t> temps;
       Status st = UploadInputs(s, args, &handles, &temps);
-      auto r = st.ok() ? s.Profile(model, InputsOrBound(s, model, handles))
+      auto r = st.ok() ? s.Profile(model, handles)
                        : StatusOr<std::pair<std::vector<tooling::ProfileEntry>, double>>(st);
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
@@ -483,14 +481,6 @@ class Model {
   }
 
  private:
-  // Benchmarks and profiles given no inputs run on those of the last call.
-  static std::map<std::string, uint64_t> InputsOrBound(tooling::InteractiveSession&, tooling::SessionModel& model,
-                                                        std::map<std::string, uint64_t> handles) {
-    if (handles.empty() && model.bound_inputs.size() == model.inputs.size()) {
-      for (size_t i = 0; i < model.inputs.size(); ++i) handles[model.inputs[i].name] = model.bound_inputs[i];
-    }
-    return handles;
-  }
 
   std::shared_ptr<Core> core_;
   tooling::SessionModel* model_;

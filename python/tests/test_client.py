@@ -185,9 +185,11 @@ def test_benchmark_reports_what_remex_bench_json_reports(session, models):
 def test_profile_as_records_and_table(session, models):
     m = session.load(models["add_relu"])
     p = m.profile({"x": np.ones((2, 3), np.float32)})
-    names = {r["name"] for r in p.records}
-    assert names & {"Add", "Relu", "FusedElementwise"} or any(r["kind"] == "kernel" for r in p.records)
+    kernels = {r["name"] for r in p.records if r["kind"] == "kernel"}
+    assert kernels and kernels <= {"Add", "Relu", "FusedElementwise"}  # the model's ops, fused or not
+    assert "InvokeKernel" in {r["name"] for r in p.records if r["kind"] == "instruction"}
     assert all(r["calls"] >= 1 for r in p.records)
+    assert m.profile().records  # without inputs: those of the last call
     assert p.total_ms > 0
     assert str(p).startswith("profile one invoke") and "share %" in p.table
 
