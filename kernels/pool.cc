@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "kernels/internal.h"
 #include "kernels/lp_ops.h"
@@ -278,37 +279,45 @@ class GlobalMaxPoolKernel final : public ValidatedKernel {
   }
 };
 
+// Y[plane] = reduce(plane) for each (n, c) plane of X (`size` values each), where
+// reduce(const T* row, int64_t size) returns the value in its compute type: the loop of
+// GlobalAveragePool and GlobalLpPool.
+template <typename Reduce>
+Status ReducePlanes(std::string_view op, std::span<const TensorRef> in, std::span<const TensorRef> out,
+                    Reduce reduce) {
+  const int64_t planes = in[0].shape[0] * in[0].shape[1];
+  const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+  return DispatchFloat(op, in[0].dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* x = DataAs<const T>(in[0]);
+    T* y = DataAs<T>(out[0]);
+    for (int64_t p = 0; p < planes; ++p) y[p] = Store<T>(static_cast<ComputeType<T>>(reduce(x + p * size, size)));
+    return OkStatus();
+  });
+}
+
 class GlobalAveragePoolKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const int64_t planes = in[0].shape[0] * in[0].shape[1];
-    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
-    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      const T* x = DataAs<const T>(in[0]);
-      T* y = DataAs<T>(out[0]);
-      for (int64_t p = 0; p < planes; ++p) {
-        const T* row = x + p * size;
-        double sum = 0;
-        int64_t i = 0;
-        if constexpr (std::is_same_v<T, float>) {
-          // Sixteen independent float partial sums vectorise; each holds a
-          // sixteenth of the plane and they are added up in double.
-          constexpr int kLanes = 16;
-          float lanes[kLanes] = {};
-          for (; i + kLanes <= size; i += kLanes) {
-            for (int j = 0; j < kLanes; ++j) lanes[j] += row[i + j];
-          }
-          for (int j = 0; j < kLanes; ++j) sum += lanes[j];
+    return ReducePlanes(op(), in, out, [](const auto* row, int64_t size) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(row)>>;
+      double sum = 0;
+      int64_t i = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        // Sixteen independent float partial sums vectorise; each holds a sixteenth of the
+        // plane and they are added up in double.
+        constexpr int kLanes = 16;
+        float lanes[kLanes] = {};
+        for (; i + kLanes <= size; i += kLanes) {
+          for (int j = 0; j < kLanes; ++j) lanes[j] += row[i + j];
         }
-        for (; i < size; ++i) sum += static_cast<double>(Load(row[i]));
-        y[p] = Store<T>(static_cast<ComputeType<T>>(
-            size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size));
+        for (int j = 0; j < kLanes; ++j) sum += lanes[j];
       }
-      return OkStatus();
+      for (; i < size; ++i) sum += static_cast<double>(Load(row[i]));
+      return size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size;
     });
   }
 };
@@ -328,18 +337,10 @@ class GlobalLpPoolKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const int64_t planes = in[0].shape[0] * in[0].shape[1];
-    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
-    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      const T* x = DataAs<const T>(in[0]);
-      T* y = DataAs<T>(out[0]);
-      for (int64_t p = 0; p < planes; ++p) {
-        double sum = 0;
-        for (int64_t i = 0; i < size; ++i) sum += lp::LpTerm(static_cast<float>(Load(x[p * size + i])), p_);
-        y[p] = Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(static_cast<float>(sum), p_)));
-      }
-      return OkStatus();
+    return ReducePlanes(op(), in, out, [this](const auto* row, int64_t size) {
+      double sum = 0;
+      for (int64_t i = 0; i < size; ++i) sum += lp::LpTerm(static_cast<float>(Load(row[i])), p_);
+      return static_cast<double>(lp::LpRoot(static_cast<float>(sum), p_));
     });
   }
 
