@@ -224,7 +224,9 @@ class ConvKernel final : public ValidatedKernel {
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (in[0].dtype == DType::kFloat16) {
-      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+      return RunAsFloat32(
+          in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); },
+          &f32_constants_);
     }
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {
@@ -256,7 +258,7 @@ class ConvKernel final : public ValidatedKernel {
     REMEX_ASSIGN_OR_RETURN(DnnlConvPrimitive * c, cache_.FindOrCompile(in, int64_t{has_bias} | int64_t{has_z} << 1, [&] {
       return Compile(in, has_bias, has_z);
     }));
-    ExecuteDnnlConv(*c, cache_.stream(), in[0].data, in[1].data, out[0].data,
+    ExecuteDnnlConv(*c, cache_.stream(), in[0].data, in[1], out[0].data,
                     has_bias ? in[2].data : nullptr, has_z ? in[3].data : nullptr);
     return OkStatus();
   }
@@ -334,6 +336,7 @@ class ConvKernel final : public ValidatedKernel {
 
   ConvAttrs attrs_;
   DnnlConvCache<DnnlConvPrimitive> cache_;
+  Float32Constants f32_constants_;  // float16 weights, widened once.
 };
 
 }  // namespace

@@ -106,6 +106,9 @@ struct DnnlConvPrimitive {
   dnnl::memory src, weights, dst;  // Primitive formats; used only when reordered.
   bool reorder_src = false, reorder_weights = false, reorder_dst = false;
   dnnl::reorder src_reorder, weights_reorder, dst_reorder;
+  // The constant weights `weights` holds reordered (null: none); reordered weights are
+  // kept across calls while the same constant comes in.
+  const void* weights_kept_from = nullptr;
   // FusedConv's residual Z through a sum post-op: Z is copied into Y before the
   // primitive runs (reordered into `dst` when Y is reordered; `user_z` in Y's layout).
   bool has_sum = false;
@@ -151,16 +154,19 @@ inline DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primiti
 
 // Runs `c` on the given buffers in the user layouts (`bias` is read only when `c` has
 // a bias, `z` only when it has a sum post-op): reorders X and W in, places Z in Y,
-// executes, reorders Y out, and waits for `stream`.
-inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, void* weights,
+// executes, reorders Y out, and waits for `stream`. Constant weights
+// (TensorRef::constant) are reordered on their first call only.
+inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, const TensorRef& weights,
                      void* dst, void* bias, void* z = nullptr) {
   c.user_src.set_data_handle(src);
-  c.user_weights.set_data_handle(weights);
+  c.user_weights.set_data_handle(weights.data);
   c.user_dst.set_data_handle(dst);
   if (c.has_bias) c.bias.set_data_handle(bias);
   if (c.reorder_src) c.src_reorder.execute(stream, c.user_src, c.src);
-  // TODO(perf): keep reordered weights when they are known to be constant.
-  if (c.reorder_weights) c.weights_reorder.execute(stream, c.user_weights, c.weights);
+  if (c.reorder_weights && !(weights.constant && c.weights_kept_from == weights.data)) {
+    c.weights_reorder.execute(stream, c.user_weights, c.weights);
+    c.weights_kept_from = weights.constant ? weights.data : nullptr;
+  }
   if (c.has_sum) {
     if (c.reorder_dst) {
       c.user_z.set_data_handle(z);

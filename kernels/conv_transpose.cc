@@ -204,7 +204,9 @@ class ConvTransposeKernel final : public ValidatedKernel {
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (in[0].dtype == DType::kFloat16) {
-      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+      return RunAsFloat32(
+          in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); },
+          &f32_constants_);
     }
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     const bool has_bias = in.size() > 2 && in[2].present();
@@ -291,7 +293,7 @@ class ConvTransposeKernel final : public ValidatedKernel {
       FillBias(out[0], has_bias ? DataAs<const float>(in[2]) : nullptr);
       return OkStatus();
     }
-    ExecuteDnnlConv(c.deconv, cache_.stream(), in[0].data, in[1].data,
+    ExecuteDnnlConv(c.deconv, cache_.stream(), in[0].data, in[1],
                     c.use_scratch ? c.scratch.data() : out[0].data,
                     has_bias ? in[2].data : nullptr);
     if (c.use_scratch) PlaceScratch(c, out[0], has_bias ? DataAs<const float>(in[2]) : nullptr);
@@ -410,6 +412,7 @@ class ConvTransposeKernel final : public ValidatedKernel {
   ConvTransposeAttrs attrs_;
   std::vector<float> patches_;  // RunPatchScatter's GEMM result.
   DnnlConvCache<CompiledDeconv> cache_;
+  Float32Constants f32_constants_;  // float16 weights, widened once.
 };
 
 }  // namespace

@@ -1,8 +1,12 @@
 // Compute threads of the CPU kernels (kernels.h): oneDNN's CPU runtime here is OpenMP
-// (DNNL_CPU_RUNTIME_OMP), whose team size is the calling thread's nthreads ICV.
+// (DNNL_CPU_RUNTIME_OMP), whose team size is the calling thread's nthreads ICV; the
+// C++ kernels' ParallelFor runs on the same team. The one file built with -fopenmp.
 #include <oneapi/dnnl/dnnl_config.h>
 #include <omp.h>
 
+#include <algorithm>
+
+#include "kernels/internal.h"
 #include "kernels/kernels.h"
 
 static_assert(DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP,
@@ -13,5 +17,26 @@ namespace remex::kernels {
 void SetCpuComputeThreads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
 
 int CpuComputeThreads() { return omp_get_max_threads(); }
+
+namespace internal {
+
+int ParallelParts(int64_t n, int64_t grain) {
+  if (omp_in_parallel()) return 1;
+  const int64_t by_size = grain > 0 ? n / grain : n;
+  const int64_t parts = std::min<int64_t>(omp_get_max_threads(), by_size);
+  return parts < 1 ? 1 : static_cast<int>(parts);
+}
+
+void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& f) {
+  const int parts = ParallelParts(n, grain);
+  if (parts == 1) {
+    if (n > 0) f(0, n, 0);
+    return;
+  }
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int p = 0; p < parts; ++p) f(n * p / parts, n * (p + 1) / parts, p);
+}
+
+}  // namespace internal
 
 }  // namespace remex::kernels

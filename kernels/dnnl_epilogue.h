@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/internal.h"
@@ -22,15 +23,46 @@ namespace remex::kernels::internal {
 // kernels/conv.cc).
 void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
 
+// The float32 copies of float16 constants (TensorRef::constant) one kernel instance
+// keeps across calls for RunAsFloat32, by the constant's address; at most kMax of
+// them (all dropped when full).
+class Float32Constants {
+ public:
+  // The float32 copy of constant float16 `t`, made on first use.
+  const std::vector<float>& Get(const TensorRef& t) {
+    const int64_t n = NumElements(t.shape).value_or(0);
+    auto it = kept_.find(t.data);
+    if (it == kept_.end() || it->second.size() != static_cast<size_t>(n)) {
+      if (kept_.size() >= kMax) kept_.clear();
+      std::vector<float>& b = kept_[t.data];
+      b.resize(static_cast<size_t>(n));
+      const Half* src = static_cast<const Half*>(t.data);
+      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
+      return b;
+    }
+    return it->second;
+  }
+
+ private:
+  static constexpr size_t kMax = 8;
+  std::unordered_map<const void*, std::vector<float>> kept_;
+};
+
 // Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
 // the float32 path computes, and each output is rounded to float16 once, on store.
-// Float32 tensors and absent inputs pass through untouched.
+// Float32 tensors and absent inputs pass through untouched. With `constants`, constant
+// float16 inputs are widened once and their copies passed on as constants.
 template <typename Run>
-Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run) {
+Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run,
+                    Float32Constants* constants = nullptr) {
   std::vector<std::vector<float>> buffers;
   buffers.reserve(in.size() + out.size());
   auto widen = [&](const TensorRef& t, bool copy) {
     if (!t.present() || t.dtype != DType::kFloat16) return t;
+    if (copy && t.constant && constants) {
+      const std::vector<float>& kept = constants->Get(t);
+      return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
+    }
     const int64_t n = NumElements(t.shape).value_or(0);
     std::vector<float>& b = buffers.emplace_back(static_cast<size_t>(n));
     if (copy) {

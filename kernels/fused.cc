@@ -106,6 +106,8 @@ constexpr std::string_view kOp = "FusedElementwise";
 // Elements per block: small enough that every slot buffer of a typical chain stays in
 // L1/L2, large enough for the per-instruction loops to run at full vector speed.
 constexpr int64_t kBlock = 512;
+// Blocks per compute thread at least: smaller outputs run on the calling thread alone.
+constexpr int64_t kGrainBlocks = 32;
 
 struct Instr {
   FusedOpcode op;
@@ -423,77 +425,84 @@ class FusedKernel final : public ValidatedKernel {
     const int64_t n = *NumElements(out.shape);
     // Elements per block actually used: a smaller output needs smaller fills.
     const int64_t block = std::min(kBlock, n);
-    std::vector<C>& scratch = Scratch<C>();
-    scratch.resize(nslots * kBlock);
-    auto buf = [&](size_t slot) { return scratch.data() + slot * kBlock; };
-    std::vector<const C*> ptr(nslots, nullptr);
     uniform_.assign(nslots, false);
-    std::vector<bool>& uniform = uniform_;
+    const std::vector<bool>& uniform = uniform_;
     kind_.resize(nin);
-    std::vector<InputKind>& kind = kind_;
+    const std::vector<InputKind>& kind = kind_;
     plans_.resize(nin);
-    std::vector<GatherPlan>& plans = plans_;
-    for (size_t i = 0; i < nimm; ++i) {
-      std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
-      ptr[nin + i] = buf(nin + i);
-      uniform[nin + i] = true;
-    }
+    for (size_t i = 0; i < nimm; ++i) uniform_[nin + i] = true;
     for (size_t k = 0; k < nin; ++k) {
       const int64_t nk = *NumElements(in[k].shape);
       if (nk == n) {
-        kind[k] = kDirect ? InputKind::kInPlace : InputKind::kConvert;
-        ptr[k] = buf(k);
+        kind_[k] = kDirect ? InputKind::kInPlace : InputKind::kConvert;
       } else if (nk == 1) {
-        kind[k] = InputKind::kScalar;
-        std::fill_n(buf(k), block, Load(*DataAs<const T>(in[k])));
-        ptr[k] = buf(k);
-        uniform[k] = true;
+        kind_[k] = InputKind::kScalar;
+        uniform_[k] = true;
       } else {
-        kind[k] = InputKind::kGather;
-        plans[k] = MakeGatherPlan(in[k].shape, out.shape);
-        ptr[k] = buf(k);
+        kind_[k] = InputKind::kGather;
+        plans_[k] = MakeGatherPlan(in[k].shape, out.shape);
       }
     }
     T* y = DataAs<T>(out);
     const size_t last = nin + nimm + ncode - 1;
-    std::vector<int64_t>& idx = idx_;
-    for (int64_t o = 0; o < n; o += kBlock) {
-      const int64_t len = std::min(kBlock, n - o);
+    // Blocks are independent: the compute threads take contiguous runs of them, each
+    // with its own slots.
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    const int parts = ParallelParts(blocks, kGrainBlocks);
+    std::vector<C>& scratch = Scratch<C>();
+    scratch.resize(static_cast<size_t>(parts) * nslots * kBlock);
+    idx_.resize(static_cast<size_t>(parts));
+    ParallelFor(blocks, kGrainBlocks, [&](int64_t b0, int64_t b1, int part) {
+      C* base = scratch.data() + static_cast<size_t>(part) * nslots * kBlock;
+      auto buf = [&](size_t slot) { return base + slot * kBlock; };
+      std::vector<const C*> ptr(nslots, nullptr);
+      std::vector<int64_t>& idx = idx_[part];
+      for (size_t i = 0; i < nimm; ++i) {
+        std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
+        ptr[nin + i] = buf(nin + i);
+      }
       for (size_t k = 0; k < nin; ++k) {
-        const T* x = DataAs<const T>(in[k]);
-        switch (kind[k]) {
-          case InputKind::kInPlace:
-            if constexpr (kDirect) ptr[k] = x + o;
-            break;
-          case InputKind::kConvert:
-            for (int64_t i = 0; i < len; ++i) buf(k)[i] = Load(x[o + i]);
-            break;
-          case InputKind::kScalar:
-            break;
-          case InputKind::kGather:
-            Gather<T, C>(x, plans[k], o, len, buf(k), idx);
-            break;
+        if (kind[k] == InputKind::kScalar) std::fill_n(buf(k), block, Load(*DataAs<const T>(in[k])));
+        ptr[k] = buf(k);
+      }
+      for (int64_t o = b0 * kBlock; o < std::min(n, b1 * kBlock); o += kBlock) {
+        const int64_t len = std::min(kBlock, n - o);
+        for (size_t k = 0; k < nin; ++k) {
+          const T* x = DataAs<const T>(in[k]);
+          switch (kind[k]) {
+            case InputKind::kInPlace:
+              if constexpr (kDirect) ptr[k] = x + o;
+              break;
+            case InputKind::kConvert:
+              for (int64_t i = 0; i < len; ++i) buf(k)[i] = Load(x[o + i]);
+              break;
+            case InputKind::kScalar:
+              break;
+            case InputKind::kGather:
+              Gather<T, C>(x, plans_[k], o, len, buf(k), idx);
+              break;
+          }
+        }
+        for (size_t j = 0; j < ncode; ++j) {
+          const Instr& ins = p.code[j];
+          const size_t slot = nin + nimm + j;
+          C* d = buf(slot);
+          // The last result goes straight to the output. Should the output share its
+          // buffer with an input read in place, each element is read before it is
+          // written (same index, and earlier instructions of the block run first).
+          if constexpr (kDirect) {
+            if (slot == last) d = y + o;
+          }
+          Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
+                  len, ins.b >= 0 && uniform[ins.b]);
+          ptr[slot] = d;
+        }
+        if constexpr (!kDirect) {
+          const C* r = ptr[last];
+          for (int64_t i = 0; i < len; ++i) y[o + i] = Store<T>(r[i]);
         }
       }
-      for (size_t j = 0; j < ncode; ++j) {
-        const Instr& ins = p.code[j];
-        const size_t slot = nin + nimm + j;
-        C* d = buf(slot);
-        // The last result goes straight to the output. Should the output share its
-        // buffer with an input read in place, each element is read before it is written
-        // (same index, and earlier instructions of the block run first).
-        if constexpr (kDirect) {
-          if (slot == last) d = y + o;
-        }
-        Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
-                len, ins.b >= 0 && uniform[ins.b]);
-        ptr[slot] = d;
-      }
-      if constexpr (!kDirect) {
-        const C* r = ptr[last];
-        for (int64_t i = 0; i < len; ++i) y[o + i] = Store<T>(r[i]);
-      }
-    }
+    });
   }
 
   std::optional<Program> program_;
@@ -501,7 +510,7 @@ class FusedKernel final : public ValidatedKernel {
   std::vector<bool> uniform_;
   std::vector<InputKind> kind_;
   std::vector<GatherPlan> plans_;
-  std::vector<int64_t> idx_;
+  std::vector<std::vector<int64_t>> idx_;  // Per part.
   std::vector<float> scratch_f_;
   std::vector<double> scratch_d_;
 };

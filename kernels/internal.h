@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -21,6 +22,16 @@
 #include "kernels/scalar_ops.h"
 
 namespace remex::kernels::internal {
+
+// Runs f(begin, end, part) over [0, n) split into at most CpuComputeThreads() contiguous
+// parts of at least `grain` indices each, on the OpenMP team oneDNN uses (one pool for
+// every CPU kernel; kernels/cpu_threads.cc), and returns when all are done. `part` <
+// ParallelParts(n, grain) numbers the part (for per-part scratch). With one part (small
+// n, one thread, or when called from inside a team), f runs on the calling thread.
+// `f` must not throw.
+void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end, int part)>& f);
+// The number of parts ParallelFor(n, grain, f) splits into.
+int ParallelParts(int64_t n, int64_t grain);
 
 // INVALID_ARGUMENT "<op>: <message>".
 Status OpError(std::string_view op, std::string_view message);

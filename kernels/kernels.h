@@ -79,6 +79,11 @@ struct TensorRef {
   void* data = nullptr;
   DType dtype = DType::kUndefined;
   Shape shape;
+  // The tensor is one of the executable's constants (or a kernel's cached copy of
+  // one): its bytes at `data` never change while the VM that passed it lives, so a
+  // kernel instance may keep forms derived from them (oneDNN's reordered weights, a
+  // float32 copy of float16 weights) keyed by `data`. False is always safe.
+  bool constant = false;
 
   bool present() const { return dtype != DType::kUndefined; }
 };
@@ -261,8 +266,8 @@ Status RegisterOpDefs(KernelRegistry& registry);
 Status RegisterCpuKernels(KernelRegistry& registry);
 
 // Compute threads of the CPU kernels: the size of the OpenMP team oneDNN runs Conv,
-// MatMul and the other oneDNN primitives with (the C++ kernels run on the calling thread
-// alone). OpenMP keeps this setting per thread, so it applies to kernels launched from
+// MatMul and the other oneDNN primitives with, and which the C++ kernels that split
+// their work (FusedElementwise, Softmax; internal::ParallelFor) run on. OpenMP keeps this setting per thread, so it applies to kernels launched from
 // the calling thread only: call it on the thread that runs them, before the first.
 // `threads` >= 1; kMaxCpuComputeThreads bounds what a server accepts.
 void SetCpuComputeThreads(int threads);

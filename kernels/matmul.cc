@@ -264,7 +264,9 @@ class FusedMatMulKernel final : public ValidatedKernel {
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (in[0].dtype == DType::kFloat16) {
-      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+      return RunAsFloat32(
+          in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); },
+          &f32_constants_);
     }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(FusedMatMulShape s, ComputeFusedMatMulShape(args));
@@ -328,6 +330,7 @@ class FusedMatMulKernel final : public ValidatedKernel {
   std::unique_ptr<dnnl::engine> engine_;
   std::unique_ptr<dnnl::stream> stream_;
   std::map<std::array<int64_t, 4>, DnnlMatMul> cache_;
+  Float32Constants f32_constants_;  // float16 weights, widened once.
 };
 
 // ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 // max skips NaN, so a NaN makes its whole Softmax/LogSoftmax row NaN; Hardmax never
 // picks a NaN. float16 computes in float32.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -80,6 +81,9 @@ OpDef SoftmaxDef(SoftmaxMode mode, int since) {
   return def;
 }
 
+// Elements per compute thread at least (smaller inputs run on the calling thread).
+constexpr int64_t kGrainElements = 16384;
+
 class SoftmaxKernel final : public ValidatedKernel {
  public:
   SoftmaxKernel(const OpDef& def, const Attributes& attrs, SoftmaxMode mode, bool flatten)
@@ -93,9 +97,13 @@ class SoftmaxKernel final : public ValidatedKernel {
       using C = ComputeType<T>;
       const T* x = DataAs<const T>(in[0]);
       T* y = DataAs<T>(out[0]);
-      std::vector<C> buf(static_cast<size_t>(v.n));
-      for (int64_t o = 0; o < v.outer; ++o) {
-        for (int64_t i = 0; i < v.inner; ++i) {
+      // Rows (outer x inner) are independent: the compute threads take runs of them.
+      const int64_t rows = v.outer * v.inner;
+      const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(v.n, 1));
+      ParallelFor(rows, grain, [&](int64_t r0, int64_t r1, int) {
+        std::vector<C> buf(static_cast<size_t>(v.n));
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t o = r / v.inner, i = r % v.inner;
           const int64_t base = o * v.n * v.inner + i;
           C mx = -std::numeric_limits<C>::infinity();
           int64_t arg = 0;
@@ -124,7 +132,7 @@ class SoftmaxKernel final : public ValidatedKernel {
           const C inv = C(1) / sum;
           for (int64_t a = 0; a < v.n; ++a) y[base + a * v.inner] = Store<T>(buf[a] * inv);
         }
-      }
+      });
       return OkStatus();
     });
   }

@@ -211,10 +211,13 @@ struct Tensor {
   DType dtype = DType::kUndefined;
   Shape shape;
   size_t offset = 0;
+  // An executable constant, loaded once by VirtualMachine::Create and never written
+  // (see kernels::TensorRef::constant).
+  bool constant = false;
 
   void* data() const { return buffer ? static_cast<std::byte*>(buffer->data()) + offset : nullptr; }
   size_t nbytes() const;
-  kernels::TensorRef Ref() const { return {data(), dtype, shape}; }
+  kernels::TensorRef Ref() const { return {data(), dtype, shape, constant}; }
 };
 using TensorPtr = std::shared_ptr<Tensor>;
 

@@ -81,11 +81,13 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
       REMEX_RETURN_IF_ERROR(device.CopyToDevice(t->data(), c.data.data(), c.data.size()));
       vm->copies_.host_to_device_count++;
       vm->copies_.host_to_device_bytes += c.data.size();
+      t->constant = true;
       vm->constants_[i] = std::move(t);
     }
     if (on_host[i]) {
       REMEX_ASSIGN_OR_RETURN(TensorPtr t, vm->Allocate(*vm->host_allocator_, c.dtype, c.shape));
       if (!c.data.empty()) std::memcpy(t->data(), c.data.data(), c.data.size());
+      t->constant = true;
       vm->host_constants_[i] = std::move(t);
     }
   }
