@@ -273,8 +273,22 @@ class ValidatedKernel : public OpKernel {
   const Attributes& attrs() const { return attrs_; }
 
  private:
+  // Whether this call's dtypes, shapes and data presence equal those of the last call
+  // that passed CheckAgainstShapeFn. For an op whose shape function reads no input's
+  // values the check's verdict depends on nothing else.
+  bool SameAsLastChecked(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
+
   OpDef def_;
   Attributes attrs_;
+  const bool shape_only_ = [this] {
+    for (ShapeDep d : def_.input_deps) {
+      if (d == ShapeDep::kData) return false;
+    }
+    return true;
+  }();
+  // The last checked call: inputs then outputs, `data` null or not (never dereferenced).
+  std::vector<TensorRef> last_checked_;
+  bool has_last_checked_ = false;
 };
 
 // Registers a CPU kernel factory for the entry `def` (its name and since_version) that

@@ -30,6 +30,8 @@ namespace remex::kernels::internal {
 namespace {
 
 constexpr std::string_view kMaxPool = "MaxPool";
+// Window taps per compute thread at least (smaller pools run on the calling thread).
+constexpr int64_t kGrainTaps = 32768;
 constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
 constexpr std::string_view kAveragePool = "AveragePool";
 constexpr std::string_view kLrn = "LRN";
@@ -186,7 +188,12 @@ class MaxPoolKernel final : public ValidatedKernel {
     const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                           : std::numeric_limits<C>::lowest();
     const T* xp = DataAs<const T>(x);
-    for (int64_t p = 0; p < planes; ++p) {
+    // Planes are independent: the compute threads take runs of them.
+    int64_t window = 1;
+    for (size_t i = 0; i < nsp; ++i) window *= g.kernel[i];
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
+    ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
       const T* xplane = xp + p * in_plane;
       T* yplane = y + p * out_plane;
       int64_t* iplane = indices ? indices + p * out_plane : nullptr;
@@ -201,11 +208,12 @@ class MaxPoolKernel final : public ValidatedKernel {
                 const int64_t row_off = (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
                 const T* row = xplane + row_off;
                 for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  // The first tap, then any greater one (a NaN first tap stays), as
+                  // selects rather than branches.
                   const C v = Load(row[taps[2][t2]]);
-                  if (best_off < 0 || v > best) {
-                    best = v;
-                    best_off = row_off + taps[2][t2];
-                  }
+                  const bool take = best_off < 0 || v > best;
+                  best = take ? v : best;
+                  best_off = take ? row_off + taps[2][t2] : best_off;
                 }
               }
             }
@@ -229,6 +237,7 @@ class MaxPoolKernel final : public ValidatedKernel {
         }
       }
     }
+    });
   }
 
   MaxPoolAttrs attrs_;
@@ -438,7 +447,12 @@ class AveragePoolKernel final : public ValidatedKernel {
       }
     }
     const T* xp = DataAs<const T>(x);
-    for (int64_t p = 0; p < planes; ++p) {
+    // Planes are independent: the compute threads take runs of them.
+    int64_t window = 1;
+    for (int64_t k : g.kernel) window *= k;
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
+    ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
       const T* xplane = xp + p * in_plane;
       T* yplane = y + p * out_plane;
       int64_t o = 0;
@@ -462,6 +476,7 @@ class AveragePoolKernel final : public ValidatedKernel {
         }
       }
     }
+    });
   }
 
   AveragePoolAttrs attrs_;

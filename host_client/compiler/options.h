@@ -29,7 +29,8 @@ struct CompileOptions {
   // passes/batchnorm_folding.h). Off by default: on the CPU the Conv it exposes to
   // epilogue fusion has measured slower fused than apart (docs/benchmarks.md).
   bool fold_batchnorm = false;
-  // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h).
+  // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h),
+  // after recognising decomposed HardSwish activations (passes/activation_patterns.h).
   bool fuse_elementwise = true;
   // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
   // and MatMul by a constant with the bias Add and the activation after it into
@@ -71,6 +72,7 @@ struct CompileStats {
   int nodes_folded = 0;
   int nodes_removed = 0;
   int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
+  int hardswish_recognized = 0;  // decomposed HardSwish chains made one HardSwish node
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
   int nodes_fused = 0;    // nodes they replace
   int fused_convs = 0;     // FusedConv nodes made by epilogue fusion

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "host_client/compiler/codegen.h"
+#include "host_client/compiler/passes/activation_patterns.h"
 #include "host_client/compiler/passes/batchnorm_folding.h"
 #include "host_client/compiler/passes/dead_code.h"
 #include "host_client/compiler/passes/elementwise_fusion.h"
@@ -27,6 +28,10 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   if (options.fold_batchnorm) {
     local.batchnorms_folded = FoldBatchNormalization(graph);
     if (local.batchnorms_folded > 0) EliminateDeadCode(graph);  // the unfolded weights
+  }
+  if (options.fuse_elementwise) {
+    local.hardswish_recognized = RecognizeHardSwish(graph);
+    if (local.hardswish_recognized > 0) EliminateDeadCode(graph);  // their constants
   }
   if (options.layout == Layout::kNhwc) {
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));

@@ -93,6 +93,7 @@ json ToJson(const CompileReport& r) {
                             {"nodes_nhwc", s.layout.nodes_nhwc},
                             {"constants_permuted", s.layout.constants_permuted}}},
                 {"batchnorms_folded", s.batchnorms_folded},
+                {"hardswish_recognized", s.hardswish_recognized},
                 {"fused_convs", s.fused_convs},
                 {"fused_matmuls", s.fused_matmuls},
                 {"epilogue_nodes", s.epilogue_nodes},

@@ -1,0 +1,135 @@
+// Activations recognised from their decomposition (see activation_patterns.h).
+#include "host_client/compiler/passes/activation_patterns.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace remex::compiler {
+namespace {
+
+// The value of one-element float32 constant `v` of rank at most `rank`.
+std::optional<float> ScalarConstant(const Graph& g, int v, size_t rank) {
+  if (v < 0 || !g.values[v].constant) return std::nullopt;
+  const vm::ConstantDef& c = g.constants[*g.values[v].constant];
+  if (c.dtype != DType::kFloat32 || c.shape.size() > rank || NumElements(c.shape) != 1 ||
+      c.data.size() != sizeof(float)) {
+    return std::nullopt;
+  }
+  float f;
+  std::memcpy(&f, c.data.data(), sizeof f);
+  return f;
+}
+
+bool Plain(const Node& n, const char* op, size_t inputs) {
+  return n.op == op && !n.host && !n.values_op && n.regions.empty() && n.inputs.size() == inputs &&
+         n.outputs.size() == 1;
+}
+
+}  // namespace
+
+int RecognizeHardSwish(Graph& graph) {
+  Graph& g = graph;
+  std::vector<int> reads(g.values.size(), 0);
+  std::vector<int> producer(g.values.size(), -1);
+  for (int o : g.outputs) ++reads[o];  // a graph output is never an intermediate
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    CountReads(g.nodes[i], reads);
+    for (int o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
+  }
+  // The node producing `v` when `v` is read once (by the pattern's next step).
+  auto single_use_producer = [&](int v) -> Node* {
+    if (v < 0 || reads[v] != 1 || producer[v] < 0) return nullptr;
+    return &g.nodes[producer[v]];
+  };
+  // For a binary node: the operand that is not the scalar constant `k` (the other one
+  // is), or -1.
+  auto other_than = [&](const Node& n, float k, size_t rank) -> int {
+    for (int s = 0; s < 2; ++s) {
+      const std::optional<float> c = ScalarConstant(g, n.inputs[s], rank);
+      if (c && *c == k) return n.inputs[1 - s];
+    }
+    return -1;
+  };
+  std::vector<bool> removed(g.nodes.size(), false);
+  int made = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& last = g.nodes[i];
+    const bool is_div = Plain(last, "Div", 2);
+    if (!is_div && !Plain(last, "Mul", 2)) continue;
+    if (g.values[last.outputs[0]].dtype != DType::kFloat32) continue;
+    // Either (x * c) / 6, (x * c) * (1/6), or x * (c / 6), x * (c * (1/6)).
+    for (int form = 0; form < 2; ++form) {
+      int x = -1;
+      Node* clip = nullptr;
+      std::vector<Node*> steps;
+      if (form == 0) {  // last scales the product by 1/6
+        const int prod_v = is_div ? (ScalarConstant(g, last.inputs[1], 8) == 6.0f ? last.inputs[0] : -1)
+                                  : other_than(last, 1.0f / 6.0f, 8);
+        Node* prod = single_use_producer(prod_v);
+        if (!prod || !Plain(*prod, "Mul", 2)) continue;
+        for (int s = 0; s < 2 && !clip; ++s) {
+          Node* c = single_use_producer(prod->inputs[s]);
+          if (c && Plain(*c, "Clip", 3)) {
+            clip = c;
+            x = prod->inputs[1 - s];
+          }
+        }
+        steps = {prod};
+      } else {  // last multiplies x by the scaled clip
+        if (is_div) continue;
+        for (int s = 0; s < 2 && !clip; ++s) {
+          Node* scaled = single_use_producer(last.inputs[s]);
+          if (!scaled) continue;
+          int c_v = -1;
+          if (Plain(*scaled, "Div", 2)) {
+            if (ScalarConstant(g, scaled->inputs[1], 8) == 6.0f) c_v = scaled->inputs[0];
+          } else if (Plain(*scaled, "Mul", 2)) {
+            c_v = other_than(*scaled, 1.0f / 6.0f, 8);
+          }
+          Node* c = single_use_producer(c_v);
+          if (c && Plain(*c, "Clip", 3)) {
+            clip = c;
+            x = last.inputs[1 - s];
+            steps = {scaled};
+          }
+        }
+      }
+      if (!clip || x < 0 || !g.values[x].rank_known || g.values[x].dtype != DType::kFloat32) continue;
+      const size_t rank = g.values[x].shape.size();
+      if (ScalarConstant(g, clip->inputs[1], rank) != 0.0f || ScalarConstant(g, clip->inputs[2], rank) != 6.0f) continue;
+      Node* add = single_use_producer(clip->inputs[0]);
+      if (!add || !Plain(*add, "Add", 2) || other_than(*add, 3.0f, rank) != x) continue;
+      // Every constant's rank was bounded by x's only for the Clip and Add: bound the
+      // scaling constants too, so that no step broadcasts x to a higher rank.
+      bool ranks_ok = true;
+      for (const Node* n : {steps[0], &last}) {
+        for (int in : n->inputs) {
+          if (in >= 0 && g.values[in].constant && g.constants[*g.values[in].constant].shape.size() > rank) {
+            ranks_ok = false;
+          }
+        }
+      }
+      if (!ranks_ok) continue;
+      for (Node* n : {add, clip, steps[0]}) removed[n - g.nodes.data()] = true;
+      last.op = "HardSwish";
+      last.attrs = kernels::Attributes();
+      last.inputs = {x};
+      last.version = kernels::kNewestVersion;
+      ++made;
+      break;
+    }
+  }
+  if (made > 0) {
+    std::vector<Node> kept;
+    kept.reserve(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+    }
+    g.nodes = std::move(kept);
+  }
+  return made;
+}
+
+}  // namespace remex::compiler

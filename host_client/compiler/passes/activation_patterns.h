@@ -1,0 +1,26 @@
+// Activations recognised from their decomposition, at compile time.
+#pragma once
+
+#include "host_client/compiler/graph.h"
+
+namespace remex::compiler {
+
+// Replaces each decomposed HardSwish, as exporters write it (PaddlePaddle's
+// hardswish, PyTorch's x * relu6(x + 3) / 6),
+//   c = Clip(Add(x, 3), 0, 6)   then   Div(Mul(x, c), 6)   or   Mul(x, Div(c, 6)),
+// with Mul's and Add's operands in either order and Div by 6 also written as Mul by
+// 1/6, by one HardSwish(x) node (ONNX HardSwish-14: x * max(0, min(1, x / 6 + 0.5))),
+// which the elementwise kernels compute in one step and epilogue fusion can take into
+// the Conv or MatMul before it. The same function up to rounding: a few float32 ulps
+// (HardSwish multiplies by 1/6 where the decomposition divides by 6).
+//
+// Matches top-level float32 nodes off the host: 3, 0, 6 and 1/6 are one-element float32
+// constants (Clip's min and max its inputs 1 and 2, as the frontend writes Clip-6's
+// attributes) of rank at most x's, so that every step keeps x's shape; the Add, Clip
+// and inner Mul or Div outputs are read once, by the next step, and are no graph
+// outputs. The HardSwish writes the last node's output in that node's place. Run after
+// shape inference, before the layout, precision and fusion passes. Returns the number
+// of HardSwish nodes made.
+int RecognizeHardSwish(Graph& graph);
+
+}  // namespace remex::compiler
