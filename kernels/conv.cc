@@ -48,6 +48,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "kernels/conv_common.h"
@@ -207,6 +208,29 @@ OpDef FusedConvDef() {
 
 // Y = activation(Y + Z) elementwise (Z may be null), for outputs no convolution
 // reaches (they hold the bias).
+// y = activation(y) over float32 Y, one loop per activation (so that each vectorises),
+// split over the compute threads.
+void ApplyActivation(const ConvEpilogue& e, const TensorRef& y) {
+  float* p = DataAs<float>(y);
+  const int64_t n = NumElements(y.shape).value_or(0);
+  auto run = [&](auto kind) {
+    ParallelFor(n, 16384, [&](int64_t b, int64_t end, int) {
+      for (int64_t i = b; i < end; ++i) p[i] = ApplyConvActivation(decltype(kind)::value, p[i], e.alpha, e.beta);
+    });
+  };
+  using A = ConvActivation;
+  switch (e.activation) {
+    case A::kNone: return;
+    case A::kRelu: return run(std::integral_constant<A, A::kRelu>{});
+    case A::kLeakyRelu: return run(std::integral_constant<A, A::kLeakyRelu>{});
+    case A::kClip: return run(std::integral_constant<A, A::kClip>{});
+    case A::kSigmoid: return run(std::integral_constant<A, A::kSigmoid>{});
+    case A::kTanh: return run(std::integral_constant<A, A::kTanh>{});
+    case A::kHardSigmoid: return run(std::integral_constant<A, A::kHardSigmoid>{});
+    case A::kHardSwish: return run(std::integral_constant<A, A::kHardSwish>{});
+  }
+}
+
 void ApplyEpilogue(const ConvEpilogue& e, const TensorRef& y, const float* z) {
   float* p = DataAs<float>(y);
   const int64_t n = NumElements(y.shape).value_or(0);
@@ -260,6 +284,7 @@ class ConvKernel final : public ValidatedKernel {
     }));
     ExecuteDnnlConv(*c, cache_.stream(), in[0].data, in[1], out[0].data,
                     has_bias ? in[2].data : nullptr, has_z ? in[3].data : nullptr);
+    if (c->activation_after) ApplyActivation(attrs_.epilogue, out[0]);
     return OkStatus();
   }
 
@@ -318,12 +343,17 @@ class ConvKernel final : public ValidatedKernel {
                                                    w_any, dst_any, strides, dilates, pad_l, pad_r);
     dnnl::post_ops post_ops;
     if (has_z) post_ops.append_sum(1.f);
-    AppendActivation(post_ops, attrs_.epilogue);
+    // oneDNN's GEMM-based (pointwise, plain layout) convolution applies eltwise post-ops
+    // element by element, several times slower than the convolution itself at small
+    // sizes: the activation runs after it instead (ApplyActivation).
+    const bool activation_after = pointwise && !attrs_.channels_last;
+    if (!activation_after) AppendActivation(post_ops, attrs_.epilogue);
     dnnl::primitive_attr pattr;
     pattr.set_post_ops(post_ops);
     dnnl::convolution_forward::primitive_desc pd(desc, pattr, cache_.engine());
     DnnlConvPrimitive c = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
         pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
+    c.activation_after = activation_after && attrs_.epilogue.activation != ConvActivation::kNone;
     if (has_z) {
       c.has_sum = true;
       if (c.reorder_dst) {

@@ -109,6 +109,9 @@ struct DnnlConvPrimitive {
   // The constant weights `weights` holds reordered (null: none); reordered weights are
   // kept across calls while the same constant comes in.
   const void* weights_kept_from = nullptr;
+  // The epilogue's activation runs after the primitive, over Y, rather than as a oneDNN
+  // post-op (which oneDNN's GEMM-based convolution applies element by element).
+  bool activation_after = false;
   // The primitive's arguments (the memories above; their data handles are set per call).
   std::unordered_map<int, dnnl::memory> args;
   // FusedConv's residual Z through a sum post-op: Z is copied into Y before the
