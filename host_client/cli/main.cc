@@ -100,8 +100,8 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
       ->capture_default_str();
   cmd->add_flag("--no-fuse-epilogues", [&specs](int64_t) { specs.fuse_epilogues = false; },
                 "keep Conv and MatMul, their Add and their activation as separate kernels");
-  cmd->add_flag("--fold-batchnorm", specs.fold_batchnorm,
-                "fold inference BatchNormalization into the Conv before it (its weights and bias)");
+  cmd->add_flag("--no-fold-batchnorm", [&specs](int64_t) { specs.fold_batchnorm = false; },
+                "keep inference BatchNormalization apart instead of folding it into the Conv before it");
 }
 
 // The flags that name a server and how to reach it: run, bench, check and shell.

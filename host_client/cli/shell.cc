@@ -228,14 +228,14 @@ const std::vector<Shell::Command>& Shell::Commands() {
   static const std::vector<Command> kCommands = {
       {"load",
        "load FILE.onnx|FILE.rmx [--shape NAME=DIMS ...] [--bound SPEC ...] [--dispatch SPEC ...] [--strict]\n"
-       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--fold-batchnorm] [--as NAME]",
+       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm] [--as NAME]",
        "compile (an .onnx) and load a model; it becomes the current one",
        "Compiles MODEL.onnx with the compile options of `remex compile` (docs/cli.md) or reads\n"
        "MODEL.rmx, uploads it unless the server's module cache has it, and makes a VM. The\n"
        "model is named after the file (rnn.onnx: rnn; a second one rnn-2), or --as NAME, and\n"
        "becomes the current model: run, bench, profile, inputs and outputs use it.",
        &Shell::Load,
-       {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues", "--fold-batchnorm",
+       {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues", "--no-fold-batchnorm",
         "--as"}},
       {"models",
        "models",
@@ -512,7 +512,7 @@ Status Shell::Help(const Args& args) {
 Status Shell::Load(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(
       Parsed p, ParseArgs("load", args, {"--shape", "--bound", "--dispatch", "--layout", "--dtype", "--as"},
-                          {"--strict", "--no-fuse-epilogues", "--fold-batchnorm"}));
+                          {"--strict", "--no-fuse-epilogues", "--no-fold-batchnorm"}));
   if (p.positional.size() != 1) {
     return InvalidArgument("load takes one model file, FILE.onnx or FILE.rmx; see help load");
   }
@@ -525,7 +525,7 @@ Status Shell::Load(const Args& args) {
   specs.layout = p.Last("--layout", specs.layout);
   specs.dtype = p.Last("--dtype", specs.dtype);
   specs.fuse_epilogues = !p.Has("--no-fuse-epilogues");
-  specs.fold_batchnorm = p.Has("--fold-batchnorm");
+  specs.fold_batchnorm = !p.Has("--no-fold-batchnorm");
   REMEX_ASSIGN_OR_RETURN(compiler::CompileOptions options, tooling::ParseCompileSpecs(specs));
   const std::string as = p.Last("--as");
   if (p.Has("--as")) {
@@ -895,7 +895,7 @@ std::vector<std::string> Shell::Complete(const std::string& line) const {
     } else {
       // A number, a spec or a name nobody can guess; flags take no value.
       const bool known = std::find(cmd->options.begin(), cmd->options.end(), option) != cmd->options.end();
-      return known && option != "--strict" && option != "--no-fuse-epilogues" && option != "--fold-batchnorm" &&
+      return known && option != "--strict" && option != "--no-fuse-epilogues" && option != "--no-fold-batchnorm" &&
              option != "--no-equal-nan";
     }
     return true;

@@ -26,9 +26,9 @@ struct CompileOptions {
   // Evaluate nodes whose inputs are all constants at compile time.
   bool fold_constants = true;
   // Fold inference BatchNormalization into the Conv before it (its weights and bias;
-  // passes/batchnorm_folding.h). Off by default: on the CPU the Conv it exposes to
-  // epilogue fusion has measured slower fused than apart (docs/benchmarks.md).
-  bool fold_batchnorm = false;
+  // passes/batchnorm_folding.h), which then takes the activation after it as its
+  // epilogue.
+  bool fold_batchnorm = true;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h),
   // after recognising decomposed HardSwish activations (passes/activation_patterns.h).
   bool fuse_elementwise = true;

@@ -59,7 +59,7 @@ struct CompileSpecs {
   std::string layout = "NCHW";        // --layout NCHW | NHWC
   std::string dtype = "float32";      // --dtype float32 | float16
   bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
-  bool fold_batchnorm = false;        // --fold-batchnorm sets it
+  bool fold_batchnorm = true;         // --no-fold-batchnorm clears it
 
   // Whether any setting other than --shape differs from the default: such settings
   // apply only when compiling, so they contradict an .rmx model.

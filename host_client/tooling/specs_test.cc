@@ -51,14 +51,14 @@ TEST(SpecsTest, CompileSpecsFillCompileOptions) {
   EXPECT_EQ(o->dispatch[0].symbol, "x:3");
   EXPECT_TRUE(o->strict_dispatch);
   EXPECT_FALSE(o->fuse_epilogues);
-  EXPECT_FALSE(o->fold_batchnorm);
+  EXPECT_TRUE(o->fold_batchnorm);
 
-  CompileSpecs fold;
-  fold.fold_batchnorm = true;
-  EXPECT_TRUE(fold.ChangesCompilation()) << "--fold-batchnorm contradicts an .rmx";
-  auto folded = ParseCompileSpecs(fold);
-  ASSERT_TRUE(folded.ok());
-  EXPECT_TRUE(folded->fold_batchnorm);
+  CompileSpecs no_fold;
+  no_fold.fold_batchnorm = false;
+  EXPECT_TRUE(no_fold.ChangesCompilation()) << "--no-fold-batchnorm contradicts an .rmx";
+  auto unfolded = ParseCompileSpecs(no_fold);
+  ASSERT_TRUE(unfolded.ok());
+  EXPECT_FALSE(unfolded->fold_batchnorm);
 
   CompileSpecs bad;
   bad.layout = "NCWH";

@@ -311,7 +311,7 @@ class Session:
     def load(self, path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
              dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
-             dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = False) -> Model:
+             dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> Model:
         """Loads MODEL.onnx (compiled here first, as `remex compile` would with the same
         options) or MODEL.rmx; the executable is uploaded unless the server's module
         cache has it.
