@@ -628,3 +628,57 @@ TEST(FusedConvTest, ApplyConvActivationIsEachOnnxActivation) {
 
 }  // namespace
 }  // namespace remex::kernels
+
+namespace remex::kernels {
+namespace {
+
+// Y of a 3x3 Conv (pads 1) of X [1, 16, 8, 8] by W [16, 16, 3, 3] through `kernel`,
+// W passed as constant or not.
+std::vector<float> ConvOnce(OpKernel& kernel, std::vector<float>& x, std::vector<float>& w, bool constant) {
+  std::vector<float> y(16 * 8 * 8);
+  const TensorRef in[] = {{x.data(), DType::kFloat32, {1, 16, 8, 8}},
+                          {w.data(), DType::kFloat32, {16, 16, 3, 3}, constant}};
+  const TensorRef out[] = {{y.data(), DType::kFloat32, {1, 16, 8, 8}}};
+  EXPECT_TRUE(kernel.Compute(in, out).ok());
+  return y;
+}
+
+// The kept reordered weights (TensorRef::constant) never stand in for other weights:
+// weights not marked constant are reordered on every call, even in the same buffer,
+// and constant weights at another address are reordered anew.
+TEST(ConvWeights, KeptOnlyForTheSameConstant) {
+  testing::OpRunner runner;
+  const KernelFactory* factory = runner.registry().FindKernel("Conv", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(16 * 8 * 8), w1(16 * 16 * 9), w2(w1.size());
+  for (float& v : x) v = u(rng);
+  for (float& v : w1) v = u(rng);
+  for (float& v : w2) v = u(rng);
+  auto fresh = [&](std::vector<float>& w) {
+    auto k = (*factory)(attrs);
+    EXPECT_TRUE(k.ok());
+    return ConvOnce(**k, x, w, false);
+  };
+  std::vector<float> w2_copy = w2;
+  const std::vector<float> want1 = fresh(w1), want2 = fresh(w2_copy);
+  ASSERT_NE(want1, want2);
+
+  auto kernel = (*factory)(attrs);
+  ASSERT_TRUE(kernel.ok());
+  // Not constant: the same buffer with new contents gives the new result.
+  std::vector<float> w = w1;
+  EXPECT_EQ(ConvOnce(**kernel, x, w, false), want1);
+  w = w2;
+  EXPECT_EQ(ConvOnce(**kernel, x, w, false), want2);
+  // Constant: kept while the same constant comes, redone for another one.
+  EXPECT_EQ(ConvOnce(**kernel, x, w1, true), want1);
+  EXPECT_EQ(ConvOnce(**kernel, x, w1, true), want1);
+  EXPECT_EQ(ConvOnce(**kernel, x, w2, true), want2);
+}
+
+}  // namespace
+}  // namespace remex::kernels
