@@ -208,27 +208,32 @@ OpDef FusedConvDef() {
 
 // Y = activation(Y + Z) elementwise (Z may be null), for outputs no convolution
 // reaches (they hold the bias).
-// y = activation(y) over float32 Y, one loop per activation (so that each vectorises),
-// split over the compute threads.
-void ApplyActivation(const ConvEpilogue& e, const TensorRef& y) {
-  float* p = DataAs<float>(y);
-  const int64_t n = NumElements(y.shape).value_or(0);
-  auto run = [&](auto kind) {
-    ParallelFor(n, 16384, [&](int64_t b, int64_t end, int) {
-      for (int64_t i = b; i < end; ++i) p[i] = ApplyConvActivation(decltype(kind)::value, p[i], e.alpha, e.beta);
-    });
-  };
-  using A = ConvActivation;
-  switch (e.activation) {
-    case A::kNone: return;
-    case A::kRelu: return run(std::integral_constant<A, A::kRelu>{});
-    case A::kLeakyRelu: return run(std::integral_constant<A, A::kLeakyRelu>{});
-    case A::kClip: return run(std::integral_constant<A, A::kClip>{});
-    case A::kSigmoid: return run(std::integral_constant<A, A::kSigmoid>{});
-    case A::kTanh: return run(std::integral_constant<A, A::kTanh>{});
-    case A::kHardSigmoid: return run(std::integral_constant<A, A::kHardSigmoid>{});
-    case A::kHardSwish: return run(std::integral_constant<A, A::kHardSwish>{});
+// p[0, n) = activation(p[0, n)), one loop per activation (so that each vectorises).
+REMEX_CPU_CLONES void ActivateRange(ConvActivation kind, float* p, int64_t n, float alpha, float beta) {
+  switch (kind) {
+#define REMEX_ACTIVATE(K)                                                                        \
+  case ConvActivation::K:                                                                        \
+    for (int64_t i = 0; i < n; ++i) p[i] = ApplyConvActivation(ConvActivation::K, p[i], alpha, beta); \
+    return;
+    REMEX_ACTIVATE(kRelu)
+    REMEX_ACTIVATE(kLeakyRelu)
+    REMEX_ACTIVATE(kClip)
+    REMEX_ACTIVATE(kSigmoid)
+    REMEX_ACTIVATE(kTanh)
+    REMEX_ACTIVATE(kHardSigmoid)
+    REMEX_ACTIVATE(kHardSwish)
+#undef REMEX_ACTIVATE
+    case ConvActivation::kNone:
+      return;
   }
+}
+
+// y = activation(y) over float32 Y, split over the compute threads.
+void ApplyActivation(const ConvEpilogue& e, const TensorRef& y) {
+  float* const p = DataAs<float>(y);
+  const int64_t n = NumElements(y.shape).value_or(0);
+  if (e.activation == ConvActivation::kNone) return;
+  ParallelFor(n, 16384, [&](int64_t b, int64_t end, int) { ActivateRange(e.activation, p + b, end - b, e.alpha, e.beta); });
 }
 
 void ApplyEpilogue(const ConvEpilogue& e, const TensorRef& y, const float* z) {
@@ -350,9 +355,14 @@ class ConvKernel final : public ValidatedKernel {
     if (!activation_after) AppendActivation(post_ops, attrs_.epilogue);
     dnnl::primitive_attr pattr;
     pattr.set_post_ops(post_ops);
+    // Small convolutions run on one thread: forking the team costs more than it saves.
+    const int64_t macs = *NumElements(s.output) * (s.c / g) * (*NumElements(in[1].shape) / (s.m * (s.c / g)));
+    const int threads = ThreadsForMacs(macs);
+    ScopedComputeThreads scoped(threads);
     dnnl::convolution_forward::primitive_desc pd(desc, pattr, cache_.engine());
     DnnlConvPrimitive c = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
         pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
+    c.threads = threads;
     c.activation_after = activation_after && attrs_.epilogue.activation != ConvActivation::kNone;
     if (has_z) {
       c.has_sum = true;

@@ -109,6 +109,8 @@ struct DnnlConvPrimitive {
   // The constant weights `weights` holds reordered (null: none); reordered weights are
   // kept across calls while the same constant comes in.
   const void* weights_kept_from = nullptr;
+  // Compute threads it was created with and runs with (ScopedComputeThreads); 0: all.
+  int threads = 0;
   // The epilogue's activation runs after the primitive, over Y, rather than as a oneDNN
   // post-op (which oneDNN's GEMM-based convolution applies element by element).
   bool activation_after = false;
@@ -167,6 +169,7 @@ inline DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primiti
 // (TensorRef::constant) are reordered on their first call only.
 inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* src, const TensorRef& weights,
                      void* dst, void* bias, void* z = nullptr) {
+  ScopedComputeThreads threads(c.threads);
   c.user_src.set_data_handle(src);
   c.user_weights.set_data_handle(weights.data);
   c.user_dst.set_data_handle(dst);

@@ -37,6 +37,16 @@ void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   for (int p = 0; p < parts; ++p) f(n * p / parts, n * (p + 1) / parts, p);
 }
 
+ScopedComputeThreads::ScopedComputeThreads(int threads) : saved_(omp_get_max_threads()) {
+  if (threads > 0 && threads < saved_) omp_set_num_threads(threads);
+}
+
+ScopedComputeThreads::~ScopedComputeThreads() {
+  if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+}
+
+int ThreadsForMacs(int64_t macs) { return macs < kSmallPrimitiveMacs ? 1 : omp_get_max_threads(); }
+
 }  // namespace internal
 
 }  // namespace remex::kernels

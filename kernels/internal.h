@@ -21,6 +21,15 @@
 #include "kernels/kernels.h"
 #include "kernels/scalar_ops.h"
 
+// A hot loop compiled for AVX-512 and AVX2 as well, picked at load time by the CPU
+// (GCC function multiversioning); the baseline build targets x86-64 (SSE2). Only the
+// function's own body is cloned: lambdas in it are not.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define REMEX_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define REMEX_CPU_CLONES
+#endif
+
 namespace remex::kernels::internal {
 
 // Runs f(begin, end, part) over [0, n) split into at most CpuComputeThreads() contiguous
@@ -32,6 +41,26 @@ namespace remex::kernels::internal {
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end, int part)>& f);
 // The number of parts ParallelFor(n, grain, f) splits into.
 int ParallelParts(int64_t n, int64_t grain);
+
+// Limits the calling thread's compute threads (the OpenMP team oneDNN forks) to at most
+// `threads` (0: no limit) until destroyed, then restores them. For small primitives, where forking
+// the team costs more than it saves. oneDNN expects a primitive to run with the thread
+// count it was created with: hold the same limit around both.
+class ScopedComputeThreads {
+ public:
+  explicit ScopedComputeThreads(int threads);
+  ~ScopedComputeThreads();
+  ScopedComputeThreads(const ScopedComputeThreads&) = delete;
+  ScopedComputeThreads& operator=(const ScopedComputeThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Compute threads for a oneDNN primitive of `macs` multiply-adds: one below
+// kSmallPrimitiveMacs, else all of CpuComputeThreads().
+inline constexpr int64_t kSmallPrimitiveMacs = int64_t{1} << 21;
+int ThreadsForMacs(int64_t macs);
 
 // INVALID_ARGUMENT "<op>: <message>".
 Status OpError(std::string_view op, std::string_view message);

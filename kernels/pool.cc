@@ -192,6 +192,34 @@ class MaxPoolKernel final : public ValidatedKernel {
     int64_t window = 1;
     for (size_t i = 0; i < nsp; ++i) window *= g.kernel[i];
     const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
+    if (!indices && nsp == 2 && g.dilations[0] == 1 && g.dilations[1] == 1) {
+      // 2-D without Indices or dilation: each window is a clamped rectangle, read
+      // directly (same order and NaN rule as below: the first tap, then any greater).
+      const int64_t h = in[1], wd = in[2], kh = g.kernel[0], kw = g.kernel[1];
+      const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+      ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T* xplane = xp + p * in_plane;
+          T* yplane = y + p * out_plane;
+          for (int64_t oh = 0; oh < out[1]; ++oh) {
+            const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min(oh * sh - ph + kh, h);
+            for (int64_t ow = 0; ow < out[2]; ++ow) {
+              const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min(ow * sw - pw + kw, wd);
+              C best = h0 < h1 && w0 < w1 ? Load(xplane[h0 * wd + w0]) : lowest;
+              for (int64_t i = h0; i < h1; ++i) {
+                const T* row = xplane + i * wd;
+                for (int64_t j = w0; j < w1; ++j) {
+                  const C v = Load(row[j]);
+                  best = v > best ? v : best;
+                }
+              }
+              yplane[oh * out[2] + ow] = Store<T>(best);
+            }
+          }
+        }
+      });
+      return;
+    }
     ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
     for (int64_t p = p0; p < p1; ++p) {
       const T* xplane = xp + p * in_plane;

@@ -263,20 +263,14 @@ OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const 
   return w;
 }
 
-// The GEMM below is compiled for AVX-512 and AVX2 too, picked at load time by the CPU
-// (GCC function multiversioning); the baseline build targets x86-64 (SSE2).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define REMEX_INT_GEMM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define REMEX_INT_GEMM_CLONES
-#endif
+// The GEMM below is compiled for AVX-512 and AVX2 too (REMEX_CPU_CLONES).
 
 // c[i, j] (wrapping uint32) = sum over kk of a[i, kk] * b[kk, j] for int16 a [m, k] and
 // b [k, n] (zero points already subtracted: |value| <= 255, so a product fits int32 and
 // two fit with room). Four rows of c and two steps of kk at a time; the j loop is
 // contiguous and vectorises. The sums are exact modulo 2^32, the same as
 // quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
-REMEX_INT_GEMM_CLONES
+REMEX_CPU_CLONES
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
   std::fill(c, c + m * n, 0u);
   int64_t i = 0;
