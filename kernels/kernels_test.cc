@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 
+#include "kernels/internal.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -676,3 +678,54 @@ TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
 
 }  // namespace
 }  // namespace remex::kernels
+
+namespace remex::kernels::internal {
+namespace {
+
+// ParallelFor covers [0, n) once, in at most CpuComputeThreads() parts of at least
+// `grain` (one part below it), numbering parts below ParallelParts.
+TEST(ParallelFor, CoversTheRangeOnceInBoundedParts) {
+  SetCpuComputeThreads(3);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{99}, int64_t{100000}}) {
+    for (int64_t grain : {int64_t{1}, int64_t{1000}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> calls{0}, max_part{-1};
+      ParallelFor(n, grain, [&](int64_t b, int64_t e, int part) {
+        ++calls;
+        int seen = max_part.load();
+        while (part > seen && !max_part.compare_exchange_weak(seen, part)) {
+        }
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n " << n << " at " << i;
+      const int parts = ParallelParts(n, grain);
+      EXPECT_LE(parts, 3);
+      EXPECT_EQ(calls.load(), n == 0 ? 0 : parts);
+      EXPECT_LT(max_part.load(), parts);
+      if (n < grain) {
+        EXPECT_EQ(parts, 1);
+      }
+    }
+  }
+  EXPECT_EQ(ParallelParts(100000, 1000), 3);
+}
+
+// ScopedComputeThreads lowers the team size and restores it; it never raises it.
+TEST(ParallelFor, ScopedComputeThreadsRestores) {
+  SetCpuComputeThreads(2);
+  {
+    ScopedComputeThreads one(1);
+    EXPECT_EQ(CpuComputeThreads(), 1);
+    EXPECT_EQ(ParallelParts(1 << 20, 1), 1);
+  }
+  EXPECT_EQ(CpuComputeThreads(), 2);
+  {
+    ScopedComputeThreads more(8), all(0);
+    EXPECT_EQ(CpuComputeThreads(), 2);
+  }
+  EXPECT_EQ(ThreadsForMacs(kSmallPrimitiveMacs - 1), 1);
+  EXPECT_EQ(ThreadsForMacs(kSmallPrimitiveMacs), 2);
+}
+
+}  // namespace
+}  // namespace remex::kernels::internal
