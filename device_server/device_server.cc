@@ -52,7 +52,10 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   } else {
     return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
-  state->allocator = vm::Allocator::Create(*state->device, config.allocator_cache_bytes);
+  const uint64_t cache_bytes = config.allocator_cache_bytes != 0
+                                   ? config.allocator_cache_bytes
+                                   : std::max(state->device->memory_bytes() / 4, uint64_t{256} << 20);
+  state->allocator = vm::Allocator::Create(*state->device, cache_bytes);
   REMEX_ASSIGN_OR_RETURN(state->registry, CreateRegistry(*state->device, state->allocator));
   if (config.inject_device_fault_at_kernel != 0) {
     spdlog::warn("{}: test-only fault injection: kernel launch {} will fail with a device fault",

@@ -67,9 +67,11 @@ struct ServerConfig {
   // executables. 0 disables caching.
   uint64_t module_cache_bytes = uint64_t{1} << 30;
   // Bound of the device allocator's cache of freed blocks kept for reuse (past it the
-  // cache is returned to the device). The whole cache is returned whenever the last
-  // session closes.
-  uint64_t allocator_cache_bytes = uint64_t{256} << 20;
+  // blocks freed longest ago are returned to the device). The whole cache is returned
+  // whenever the last session closes. 0: a quarter of the device's memory, at least
+  // 256 MiB, so that a model's intermediate tensors are reused from one invoke to the
+  // next instead of being allocated (and, on the CPU, page-faulted) afresh.
+  uint64_t allocator_cache_bytes = 0;
   // Longest a `benchmark` request may keep the device (DEADLINE_EXCEEDED past it).
   std::chrono::milliseconds benchmark_time_limit{std::chrono::minutes(10)};
 

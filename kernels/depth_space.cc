@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
@@ -55,13 +56,12 @@ Shape NhwcToNchw(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
 Shape NchwToNhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 
 template <bool kDepthToSpace>
-StatusOr<std::vector<TensorInfo>> InferBlock(const Attributes& attrs,
-                                             std::span<const ShapeFnArg> in) {
+StatusOr<std::vector<TensorInfo>> InferBlock(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   constexpr std::string_view op = kDepthToSpace ? "DepthToSpace" : "SpaceToDepth";
   REMEX_ASSIGN_OR_RETURN(BlockAttrs b, BlockAttrsOf(op, attrs));
   if (in[0].shape.size() != 4) {
-    return OpError(op, std::string("input must be 4-D ") + (b.channels_last ? "NHWC" : "NCHW") +
-                           ", got " + ShapeToString(in[0].shape));
+    return OpError(op, std::string("input must be 4-D ") + (b.channels_last ? "NHWC" : "NCHW") + ", got " +
+                           ShapeToString(in[0].shape));
   }
   const Shape s = b.channels_last ? NhwcToNchw(in[0].shape) : in[0].shape;
   REMEX_RETURN_IF_ERROR(CheckedNumElements(op, s).status());
@@ -72,8 +72,7 @@ StatusOr<std::vector<TensorInfo>> InferBlock(const Attributes& attrs,
   Shape out = s;
   if (kDepthToSpace) {
     if (s[1] % bb != 0) {
-      return OpError(op, "channels " + Str(s[1]) + " are not a multiple of blocksize^2 = " +
-                             Str(bb));
+      return OpError(op, "channels " + Str(s[1]) + " are not a multiple of blocksize^2 = " + Str(bb));
     }
     out[1] = s[1] / bb;
     if (__builtin_mul_overflow(s[2], b.blocksize, &out[2]) ||
@@ -117,31 +116,57 @@ class BlockKernel final : public ValidatedKernel {
     const Shape& space = kDepthToSpace ? out[0].shape : in[0].shape;
     const Shape& depth = kDepthToSpace ? in[0].shape : out[0].shape;
     const int64_t n = space[0], c = space[1], h = depth[2], w = depth[3];
-    const int64_t sw = space[3], plane = h * w, space_plane = space[2] * sw;
+    const int64_t sh = space[2], sw = space[3], plane = h * w;
+    // One task per space row (n, c, h*b + i): it meets b depth rows, one per j, and
+    // interleaves them (DepthToSpace) or splits into them (SpaceToDepth), so the space
+    // row is read or written once, in order.
     return DispatchBySize(op(), in[0].dtype, [&](auto tag) -> Status {
       using E = typename decltype(tag)::type;
       const E* x = DataAs<const E>(in[0]);
       E* y = DataAs<E>(out[0]);
-      for (int64_t in_ = 0; in_ < n; ++in_) {
-        for (int64_t ic = 0; ic < c; ++ic) {
-          const int64_t space_off = (in_ * c + ic) * space_plane;
-          for (int64_t i = 0; i < bs; ++i) {
-            for (int64_t j = 0; j < bs; ++j) {
-              const int64_t dc = b.crd ? (ic * bs + i) * bs + j : (i * bs + j) * c + ic;
-              const int64_t depth_off = (in_ * c * bs * bs + dc) * plane;
-              for (int64_t ih = 0; ih < h; ++ih) {
-                const int64_t srow = space_off + (ih * bs + i) * sw + j;
-                const int64_t drow = depth_off + ih * w;
-                if (kDepthToSpace) {
-                  for (int64_t iw = 0; iw < w; ++iw) y[srow + iw * bs] = x[drow + iw];
-                } else {
-                  for (int64_t iw = 0; iw < w; ++iw) y[drow + iw] = x[srow + iw * bs];
-                }
-              }
-            }
-          }
-        }
-      }
+      const int64_t rows = n * c * sh;
+      ParallelFor(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(sw, 1)),
+                  [&](int64_t begin, int64_t end, int) {
+                    std::vector<int64_t> depth_rows(static_cast<size_t>(bs));
+                    for (int64_t r = begin; r < end; ++r) {
+                      const int64_t srow = r % sh, nc = r / sh, ic = nc % c, in_ = nc / c;
+                      const int64_t i = srow % bs, ih = srow / bs;
+                      for (int64_t j = 0; j < bs; ++j) {
+                        const int64_t dc = b.crd ? (ic * bs + i) * bs + j : (i * bs + j) * c + ic;
+                        depth_rows[j] = (in_ * c * bs * bs + dc) * plane + ih * w;
+                      }
+                      const int64_t space_row = r * sw;
+                      if (bs == 2) {
+                        if constexpr (kDepthToSpace) {
+                          const E* a = x + depth_rows[0];
+                          const E* d = x + depth_rows[1];
+                          E* dst = y + space_row;
+                          for (int64_t iw = 0; iw < w; ++iw) {
+                            dst[2 * iw] = a[iw];
+                            dst[2 * iw + 1] = d[iw];
+                          }
+                        } else {
+                          E* a = y + depth_rows[0];
+                          E* d = y + depth_rows[1];
+                          const E* src = x + space_row;
+                          for (int64_t iw = 0; iw < w; ++iw) {
+                            a[iw] = src[2 * iw];
+                            d[iw] = src[2 * iw + 1];
+                          }
+                        }
+                        continue;
+                      }
+                      for (int64_t iw = 0; iw < w; ++iw) {
+                        for (int64_t j = 0; j < bs; ++j) {
+                          if constexpr (kDepthToSpace) {
+                            y[space_row + iw * bs + j] = x[depth_rows[j] + iw];
+                          } else {
+                            y[depth_rows[j] + iw] = x[space_row + iw * bs + j];
+                          }
+                        }
+                      }
+                    }
+                  });
       return OkStatus();
     });
   }
@@ -159,41 +184,38 @@ class BlockKernel final : public ValidatedKernel {
       using E = typename decltype(tag)::type;
       const E* x = DataAs<const E>(x_ref);
       E* y = DataAs<E>(y_ref);
-      for (int64_t in_ = 0; in_ < n; ++in_) {
-        for (int64_t ih = 0; ih < h; ++ih) {
-          for (int64_t i = 0; i < bs; ++i) {
-            for (int64_t iw = 0; iw < w; ++iw) {
-              const int64_t depth_px = ((in_ * h + ih) * w + iw) * cd;
-              for (int64_t j = 0; j < bs; ++j) {
-                const int64_t space_px = ((in_ * space[1] + ih * bs + i) * sw + iw * bs + j) * c;
-                if (b.crd) {  // DepthToSpace only.
-                  const E* src = x + depth_px + i * bs + j;
-                  E* dst = y + space_px;
-                  for (int64_t ic = 0; ic < c; ++ic) dst[ic] = src[ic * bs * bs];
+      // One task per space row (n, h*b + i).
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(sw * c, 1));
+      ParallelFor(n * h * bs, grain, [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t i = r % bs, ih = (r / bs) % h, in_ = r / bs / h;
+          for (int64_t iw = 0; iw < w; ++iw) {
+            const int64_t depth_px = ((in_ * h + ih) * w + iw) * cd;
+            for (int64_t j = 0; j < bs; ++j) {
+              const int64_t space_px = ((in_ * space[1] + ih * bs + i) * sw + iw * bs + j) * c;
+              if (b.crd) {  // DepthToSpace only.
+                const E* src = x + depth_px + i * bs + j;
+                E* dst = y + space_px;
+                for (int64_t ic = 0; ic < c; ++ic) dst[ic] = src[ic * bs * bs];
+              } else {
+                const int64_t run = depth_px + (i * bs + j) * c;
+                if (kDepthToSpace) {
+                  std::memcpy(y + space_px, x + run, sizeof(E) * c);
                 } else {
-                  const int64_t run = depth_px + (i * bs + j) * c;
-                  if (kDepthToSpace) {
-                    std::memcpy(y + space_px, x + run, sizeof(E) * c);
-                  } else {
-                    std::memcpy(y + run, x + space_px, sizeof(E) * c);
-                  }
+                  std::memcpy(y + run, x + space_px, sizeof(E) * c);
                 }
               }
             }
           }
         }
-      }
+      });
       return OkStatus();
     });
   }
 };
 
-Status CheckDepthToSpace(const Attributes& attrs) {
-  return BlockAttrsOf("DepthToSpace", attrs).status();
-}
-Status CheckSpaceToDepth(const Attributes& attrs) {
-  return BlockAttrsOf("SpaceToDepth", attrs).status();
-}
+Status CheckDepthToSpace(const Attributes& attrs) { return BlockAttrsOf("DepthToSpace", attrs).status(); }
+Status CheckSpaceToDepth(const Attributes& attrs) { return BlockAttrsOf("SpaceToDepth", attrs).status(); }
 
 }  // namespace
 

@@ -170,7 +170,7 @@ std::shared_ptr<Allocator> Allocator::CreateWithQuota(std::shared_ptr<Allocator>
 }
 
 Allocator::~Allocator() {
-  for (auto& [size_class, block] : cache_) device_.Deallocate(block, size_class);
+  for (const CachedBlock& b : lru_) device_.Deallocate(b.data, b.size_class);
 }
 
 StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
@@ -179,7 +179,8 @@ StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(size_class);
     if (it != cache_.end()) {
-      void* block = it->second;
+      void* block = it->second->data;
+      lru_.erase(it->second);
       cache_.erase(it);
       cached_bytes_ -= size_class;
       stats_.allocated_bytes += size_class;
@@ -271,19 +272,30 @@ void Allocator::Release(void* data, size_t size_class) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.allocated_bytes -= size_class;
   stats_.live_buffers--;
-  cache_.emplace(size_class, data);
+  lru_.push_back({size_class, data});
+  cache_.emplace(size_class, std::prev(lru_.end()));
   cached_bytes_ += size_class;
-  if (cached_bytes_ > max_cached_bytes_) TrimLocked();
+  if (cached_bytes_ > max_cached_bytes_) EvictLocked(max_cached_bytes_);
 }
 
-void Allocator::TrimLocked() {
-  for (auto& [size_class, block] : cache_) {
-    device_.Deallocate(block, size_class);
-    stats_.reserved_bytes -= size_class;
+void Allocator::EvictLocked(uint64_t keep_bytes) {
+  while (cached_bytes_ > keep_bytes && !lru_.empty()) {
+    const CachedBlock oldest = lru_.front();
+    auto [first, last] = cache_.equal_range(oldest.size_class);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == lru_.begin()) {
+        cache_.erase(it);
+        break;
+      }
+    }
+    lru_.pop_front();
+    device_.Deallocate(oldest.data, oldest.size_class);
+    stats_.reserved_bytes -= oldest.size_class;
+    cached_bytes_ -= oldest.size_class;
   }
-  cache_.clear();
-  cached_bytes_ = 0;
 }
+
+void Allocator::TrimLocked() { EvictLocked(0); }
 
 void Allocator::Trim() {
   if (parent_) {

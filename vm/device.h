@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -156,7 +157,10 @@ class Buffer {
 
 // Caching allocator over one device: blocks are rounded up to size classes (512 B
 // steps below 1 MiB, then quarter-powers of two) and freed blocks are kept for reuse,
-// up to `max_cached_bytes`. Thread-safe.
+// up to `max_cached_bytes`: past it the blocks freed longest ago go back to the device
+// until the cache fits again, so a working set near the bound keeps most of its
+// blocks (each block back on the device costs a fresh allocation, and on the CPU a
+// page fault per page of its first touch). Thread-safe.
 //
 // An allocator made with CreateWithQuota takes its blocks from a parent allocator (its
 // cache and the device's capacity) and charges each block's size class to its own
@@ -192,6 +196,8 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   StatusOr<void*> AllocateBlock(size_t size_class, bool* from_device);
   void Release(void* data, size_t size_class);
   void TrimLocked();
+  // Returns cached blocks, oldest first, until at most `keep_bytes` stay cached.
+  void EvictLocked(uint64_t keep_bytes);
 
   Device& device_;
   const uint64_t max_cached_bytes_;
@@ -199,7 +205,13 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   uint64_t quota_bytes_ = 0;
   std::string owner_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> cache_;  // size class -> block
+  // Cached blocks in the order they were freed (oldest first), and by size class.
+  struct CachedBlock {
+    size_t size_class;
+    void* data;
+  };
+  std::list<CachedBlock> lru_;
+  std::multimap<size_t, std::list<CachedBlock>::iterator> cache_;
   uint64_t cached_bytes_ = 0;
   AllocatorStats stats_;
 };

@@ -637,6 +637,31 @@ TEST(AllocatorTest, ConcurrentAllocationsNeverExceedTheDevicesCapacity) {
   EXPECT_LE(allocator->stats().reserved_bytes, device.memory_bytes());
 }
 
+TEST(AllocatorTest, PastItsBoundTheCacheReturnsTheLongestFreedBlocksOnly) {
+  auto device = CreateCpuDevice();
+  auto allocator = Allocator::Create(*device, 3u << 20);
+  std::vector<std::shared_ptr<Buffer>> held;
+  for (size_t mib : {1, 2, 1, 1}) {
+    auto b = allocator->Allocate(mib << 20);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    held.push_back(*b);
+  }
+  EXPECT_EQ(allocator->stats().device_allocations, 4u);
+  // Freed in order 1 MiB, 2 MiB, 1 MiB, 1 MiB: 5 MiB against a 3 MiB bound. The first
+  // two go back to the device; the last two stay cached, not the whole cache dropped.
+  for (auto& b : held) b.reset();
+  EXPECT_EQ(allocator->stats().reserved_bytes, 2u << 20);
+  EXPECT_EQ(allocator->stats().allocated_bytes, 0u);
+  auto again = allocator->Allocate(1u << 20);
+  auto again2 = allocator->Allocate(1u << 20);
+  ASSERT_TRUE(again.ok() && again2.ok());
+  EXPECT_EQ(allocator->stats().device_allocations, 4u) << "the cached 1 MiB blocks were not reused";
+  auto big = allocator->Allocate(2u << 20);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(allocator->stats().device_allocations, 5u) << "the evicted 2 MiB block was still cached";
+  EXPECT_EQ(allocator->stats().reserved_bytes, 4u << 20);
+}
+
 TEST(AllocatorTest, QuotaBoundsItsOwnBlocksAndGivesThemBack) {
   auto device = CreateCpuDevice();
   auto root = Allocator::Create(*device);
