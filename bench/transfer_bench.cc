@@ -111,36 +111,78 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "transfer_bench: %s\n", remote.status().ToString().c_str());
     return 1;
   }
-  std::vector<double> write_s, read_s, read_into_s, alloc_s;
+  // Raw TCP: a peer thread of this program, connected before the first round.
+  uint16_t raw_port = 0;
+  auto listener = Listen(&raw_port);
+  if (!listener.ok()) {
+    std::fprintf(stderr, "transfer_bench: %s\n", listener.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::byte> peer_buffer(bytes);
+  std::thread peer(RawPeer, std::move(listener).value(), &peer_buffer);
+  auto sock = ConnectLoopback(raw_port);
+  if (!sock.ok()) {
+    std::fprintf(stderr, "transfer_bench: %s\n", sock.status().ToString().c_str());
+    peer.detach();
+    return 1;
+  }
+  auto fail = [&](const char* what, const Status& st) {
+    std::fprintf(stderr, "transfer_bench: %s: %s\n", what, st.ToString().c_str());
+    peer.detach();
+    return 1;
+  };
+
+  // Each round takes both directions on both paths, raw and Remex side by side, so a
+  // drift of the machine's speed during the run touches both alike. The destination
+  // buffers are touched before the first round, as a reused buffer would be.
+  std::vector<double> write_s, read_s, read_into_s, alloc_s, raw_send_s, raw_recv_s;
   std::vector<std::byte> destination(bytes);  // reused, as the raw receive's buffer is
+  std::vector<std::byte> in(bytes);
   for (int i = 0; i < repeat; ++i) {
+    std::array<std::byte, 9> cmd{};
+    std::memcpy(cmd.data() + 1, &bytes, 8);
+    cmd[0] = std::byte{0};
     auto t = Clock::now();
-    Status st = (*session)->Write(remote->handle, tensor.dtype, tensor.shape, tensor.data);
-    write_s.push_back(SecondsSince(t));
-    if (!st.ok()) {
-      std::fprintf(stderr, "transfer_bench: tensorWrite: %s\n", st.ToString().c_str());
-      return 1;
-    }
+    std::byte ack;
+    Status st = sock->SendAll(cmd);
+    if (st.ok()) st = sock->SendAll(tensor.data);
+    if (st.ok()) st = sock->RecvAll({&ack, 1});
+    raw_send_s.push_back(SecondsSince(t));
+    if (!st.ok()) return fail("raw TCP send", st);
+
     t = Clock::now();
-    auto back = (*session)->Download(remote->handle);
-    read_s.push_back(SecondsSince(t));
-    if (!back.ok() || back->data.size() != bytes) {
-      std::fprintf(stderr, "transfer_bench: tensorRead: %s\n", back.status().ToString().c_str());
-      return 1;
-    }
-    if (i == 0 && back->data != tensor.data) {
-      std::fprintf(stderr, "transfer_bench: tensorRead returned other bytes\n");
-      return 1;
-    }
+    st = (*session)->Write(remote->handle, tensor.dtype, tensor.shape, tensor.data);
+    write_s.push_back(SecondsSince(t));
+    if (!st.ok()) return fail("tensorWrite", st);
+
+    cmd[0] = std::byte{1};
+    t = Clock::now();
+    st = sock->SendAll(cmd);
+    if (st.ok()) st = sock->RecvAll(in);
+    raw_recv_s.push_back(SecondsSince(t));
+    if (!st.ok()) return fail("raw TCP receive", st);
+
     t = Clock::now();
     auto into = (*session)->DownloadInto(remote->handle, destination);
     read_into_s.push_back(SecondsSince(t));
-    if (!into.ok()) {
-      std::fprintf(stderr, "transfer_bench: tensorRead into a buffer: %s\n", into.status().ToString().c_str());
-      return 1;
-    }
+    if (!into.ok()) return fail("tensorRead into a buffer", into.status());
     if (i == 0 && destination != tensor.data) {
       std::fprintf(stderr, "transfer_bench: tensorRead into a buffer returned other bytes\n");
+      peer.detach();
+      return 1;
+    }
+  }
+  sock->Close();
+  peer.join();
+  // A fresh buffer per read (its first touch is part of the cost), in rounds of its own:
+  // returning 256 MiB to the system between reads would slow the rounds above too.
+  for (int i = 0; i < repeat; ++i) {
+    auto t = Clock::now();
+    auto back = (*session)->Download(remote->handle);
+    read_s.push_back(SecondsSince(t));
+    if (!back.ok() || back->data.size() != bytes) return fail("tensorRead", back.status());
+    if (i == 0 && back->data != tensor.data) {
+      std::fprintf(stderr, "transfer_bench: tensorRead returned other bytes\n");
       return 1;
     }
   }
@@ -150,10 +192,7 @@ int Main(int argc, char** argv) {
     auto t = Clock::now();
     auto fresh = (*session)->Alloc(tensor.dtype, tensor.shape);
     alloc_s.push_back(SecondsSince(t));
-    if (!fresh.ok()) {
-      std::fprintf(stderr, "transfer_bench: tensorAlloc: %s\n", fresh.status().ToString().c_str());
-      return 1;
-    }
+    if (!fresh.ok()) return fail("tensorAlloc", fresh.status());
     (void)(*session)->Free({fresh->handle});
   }
   auto cstats = (*session)->compression_stats();
@@ -161,47 +200,6 @@ int Main(int argc, char** argv) {
   session->reset();
   embedded.reset();
 
-  // Raw TCP: a peer thread of this program.
-  uint16_t raw_port = 0;
-  auto listener = Listen(&raw_port);
-  if (!listener.ok()) {
-    std::fprintf(stderr, "transfer_bench: %s\n", listener.status().ToString().c_str());
-    return 1;
-  }
-  std::vector<std::byte> peer_buffer(bytes);
-  std::thread peer(RawPeer, std::move(listener).value(), &peer_buffer);
-  std::vector<double> raw_send_s, raw_recv_s;
-  {
-    auto sock = ConnectLoopback(raw_port);
-    if (!sock.ok()) {
-      std::fprintf(stderr, "transfer_bench: %s\n", sock.status().ToString().c_str());
-      peer.detach();
-      return 1;
-    }
-    std::vector<std::byte> in(bytes);
-    for (int i = 0; i < repeat; ++i) {
-      std::array<std::byte, 9> cmd{};
-      std::memcpy(cmd.data() + 1, &bytes, 8);
-      cmd[0] = std::byte{0};
-      auto t = Clock::now();
-      std::byte ack;
-      Status st = sock->SendAll(cmd);
-      if (st.ok()) st = sock->SendAll(tensor.data);
-      if (st.ok()) st = sock->RecvAll({&ack, 1});
-      raw_send_s.push_back(SecondsSince(t));
-      cmd[0] = std::byte{1};
-      t = Clock::now();
-      if (st.ok()) st = sock->SendAll(cmd);
-      if (st.ok()) st = sock->RecvAll(in);
-      raw_recv_s.push_back(SecondsSince(t));
-      if (!st.ok()) {
-        std::fprintf(stderr, "transfer_bench: raw TCP: %s\n", st.ToString().c_str());
-        peer.detach();
-        return 1;
-      }
-    }
-  }
-  peer.join();
 
   auto gbps = [&](const std::vector<double>& s, bool best) {
     auto st = Summarize(s);

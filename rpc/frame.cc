@@ -10,6 +10,8 @@
 #include <capnp/any.h>
 #include <kj/exception.h>
 
+#include "base/huge_pages.h"
+
 namespace remex::rpc {
 namespace {
 
@@ -452,6 +454,7 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::
   // grows (geometrically) only as the payload's bytes really arrive.
   try {
     out->reserve(static_cast<size_t>(std::min<uint64_t>(header.raw_size, kInitialReserveBytes)));
+    AdviseHugePages(out->data(), out->capacity());
   } catch (const std::exception&) {
     return ResourceExhausted("no memory for an attachment of " +
                              std::to_string(header.raw_size) + " bytes");
@@ -475,8 +478,17 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::span<std::by
 
 std::span<std::byte> AttachmentReader::Output(uint64_t offset, size_t n) {
   if (out_ == nullptr) return fixed_.subspan(static_cast<size_t>(offset), n);
-  // The vector grows geometrically, so receiving N bytes copies O(N) bytes in all.
-  if (out_->size() < offset + n) out_->resize(static_cast<size_t>(offset + n));
+  // The vector grows geometrically, so receiving N bytes copies O(N) bytes in all; each
+  // new capacity is backed by huge pages before its first touch (base/huge_pages.h).
+  const size_t end = static_cast<size_t>(offset + n);
+  if (out_->capacity() < end) {
+    std::vector<std::byte> grown;
+    grown.reserve(std::max(end, 2 * out_->capacity()));
+    AdviseHugePages(grown.data(), grown.capacity());
+    grown.assign(out_->begin(), out_->end());
+    *out_ = std::move(grown);
+  }
+  if (out_->size() < end) out_->resize(end);
   return std::span<std::byte>(out_->data() + offset, n);
 }
 

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/huge_pages.h"
+
 namespace remex::vm {
 namespace {
 
@@ -57,6 +59,15 @@ class CpuDevice final : public Device {
                                std::to_string(memory_bytes_) + " bytes of memory");
     }
     size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded >= kHugePageMinBytes) {
+      // Large blocks start on a 2 MiB boundary and are backed by huge pages: a model's
+      // first invoke and a fresh tensor's upload touch them page by page otherwise.
+      rounded = (rounded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+      void* p = std::aligned_alloc(kHugePageBytes, rounded);
+      if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+      AdviseHugePages(p, rounded);
+      return p;
+    }
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     return p;

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <string>
 #include <mutex>
 #include <thread>
 
@@ -660,6 +663,40 @@ TEST(AllocatorTest, PastItsBoundTheCacheReturnsTheLongestFreedBlocksOnly) {
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(allocator->stats().device_allocations, 5u) << "the evicted 2 MiB block was still cached";
   EXPECT_EQ(allocator->stats().reserved_bytes, 4u << 20);
+}
+
+// The VmFlags of the mapping of /proc/self/smaps that holds `p` ("" when none does).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    // A mapping's first line is "BEGIN-END perms ..."; its fields are "Name: value".
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {
+      inside = addr >= begin && addr < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(CpuDeviceTest, LargeBlocksAreAdvisedHugePagesSmallOnesAreNot) {
+  auto device = CreateCpuDevice();
+  auto big = device->Allocate(8u << 20);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*big) % (2u << 20), 0u) << "a large block starts on a 2 MiB boundary";
+  const std::string flags = VmFlagsOf(*big);
+  ASSERT_FALSE(flags.empty()) << "no mapping in /proc/self/smaps holds the block";
+  // "hg": the mapping carries MADV_HUGEPAGE, whatever the system's THP mode.
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  auto small = device->Allocate(64u << 10);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(VmFlagsOf(*small).find(" hg"), std::string::npos) << VmFlagsOf(*small);
+  device->Deallocate(*big, 8u << 20);
+  device->Deallocate(*small, 64u << 10);
 }
 
 TEST(AllocatorTest, QuotaBoundsItsOwnBlocksAndGivesThemBack) {
