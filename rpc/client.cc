@@ -25,7 +25,7 @@ using detail::ToBuffers;
 
 class Client::Impl {
  public:
-  Impl() : stream_(io_), socket_(stream_.socket()), timer_(io_) { encode_.peer_minor = 0; }  // until the server speaks
+  Impl() : stream_(io_), socket_(stream_.socket()) { encode_.peer_minor = 0; }  // until the server speaks
 
   Status Connect(const std::string& host, uint16_t port, const std::optional<TlsClientConfig>& tls) {
     if (tls) {
@@ -176,7 +176,8 @@ class Client::Impl {
   std::string tls_server_name_;                      // TlsClientConfig::server_name
   Stream stream_;
   tcp::socket& socket_;  // stream_'s TCP socket
-  asio::steady_timer timer_;
+  // When the operation in progress must end (Arm); max: none.
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   std::chrono::milliseconds timeout_{0};
   EncodeOptions encode_;
   Limits limits_;
@@ -286,7 +287,7 @@ class Client::Impl {
       inbound_pos_ += k;
       if (inbound_pos_ == inbound_.size()) {
         inbound_.clear();
-        inbound_.shrink_to_fit();
+        if (inbound_.capacity() > kReadAheadBytes) inbound_.shrink_to_fit();
         inbound_pos_ = 0;
       }
       buf = buf.subspan(k);
@@ -295,12 +296,37 @@ class Client::Impl {
     bool done = false;
     error_code ec;
     size_t n = 0;
-    stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
-      ec = e;
-      n = k;
-      done = true;
-    });
-    Await(done);
+    if (buf.size() < kReadAheadBytes) {
+      // A small read (a header, a message) takes whatever else has arrived too, up to
+      // 64 KiB, so a small reply's header, message and attachments cost one system call
+      // rather than one each. Large reads go straight into their destination.
+      inbound_.resize(kReadAheadBytes);
+      stream_.AsyncReadAtLeast(asio::buffer(inbound_.data(), inbound_.size()), buf.size(),
+                               [&](error_code e, size_t k) {
+                                 ec = e;
+                                 n = k;
+                                 done = true;
+                               });
+      Await(done);
+      inbound_.resize(n);
+      if (!ec && !timed_out_) {
+        std::memcpy(buf.data(), inbound_.data(), buf.size());
+        inbound_pos_ = buf.size();
+        if (inbound_pos_ == inbound_.size()) {
+          inbound_.clear();
+          inbound_pos_ = 0;
+        }
+      } else {
+        inbound_.clear();
+      }
+    } else {
+      stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
+        ec = e;
+        n = k;
+        done = true;
+      });
+      Await(done);
+    }
     bytes_received_ += n;
     if (timed_out_) return DeadlineExceeded("receiving frame: " + DeadlineText());
     if (ec == asio::error::eof) return Unavailable("connection closed by the server");
@@ -308,32 +334,35 @@ class Client::Impl {
     return OkStatus();
   }
 
-  // Starts the deadline of one operation: on expiry the socket (and a pending resolve)
-  // is closed, which completes the pending operation with operation_aborted.
+  // Starts the deadline of one operation. Await checks it between events: no timer
+  // is armed, so a call costs no timer system calls (two per Arm and Disarm with an
+  // Asio timer, a measurable share of a small call's round trip).
   void Arm() {
     timed_out_ = false;
-    if (timeout_.count() <= 0) return;
-    uint64_t generation = ++timer_generation_;
-    timer_.expires_after(timeout_);
-    timer_.async_wait([this, generation](error_code ec) {
-      if (ec || generation != timer_generation_) return;
-      timed_out_ = true;
-      if (resolver_ != nullptr) resolver_->cancel();
-      error_code ignored;
-      socket_.close(ignored);
-    });
+    deadline_ = timeout_.count() > 0 ? std::chrono::steady_clock::now() + timeout_
+                                     : std::chrono::steady_clock::time_point::max();
   }
 
-  void Disarm() {
-    ++timer_generation_;  // a wait already completed but not yet run is ignored
-    timer_.cancel();
-  }
+  void Disarm() { deadline_ = std::chrono::steady_clock::time_point::max(); }
 
-  // Runs the io_context on this thread until `done`. Handlers here never throw.
+  // Runs the io_context on this thread until `done`. Handlers here never throw. When
+  // the deadline passes first, the socket (and a pending resolve) is closed, which
+  // completes the pending operation with operation_aborted, and timed_out_ is set.
   void Await(const bool& done) {
     io_.restart();
     while (!done) {
-      if (io_.run_one() == 0) io_.restart();
+      if (deadline_ == std::chrono::steady_clock::time_point::max() || timed_out_) {
+        if (io_.run_one() == 0) io_.restart();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() >= deadline_) {
+        timed_out_ = true;
+        if (resolver_ != nullptr) resolver_->cancel();
+        error_code ignored;
+        socket_.close(ignored);
+        continue;
+      }
+      if (io_.run_one_until(deadline_) == 0) io_.restart();
     }
   }
 
@@ -348,14 +377,14 @@ class Client::Impl {
     return "deadline of " + std::to_string(timeout_.count()) + " ms exceeded";
   }
 
+  static constexpr size_t kReadAheadBytes = 64 * 1024;
   AttachmentReader reader_;
-  // Bytes from the server read during SendMany and not yet consumed by Receive, from
-  // inbound_pos_ on.
+  // Bytes from the server read ahead (during SendMany, or by a small read) and not yet
+  // consumed by Receive, from inbound_pos_ on.
   std::vector<std::byte> inbound_;
   size_t inbound_pos_ = 0;
   tcp::resolver* resolver_ = nullptr;
   bool timed_out_ = false;
-  uint64_t timer_generation_ = 0;
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

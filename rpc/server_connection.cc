@@ -46,6 +46,9 @@ Connection::Connection(tcp::socket socket, uint64_t id, const ServerOptions& opt
     info_.peer = address_ + ":" + std::to_string(peer.port());
   }
   socket_.set_option(tcp::no_delay(true), ec);
+  for (std::chrono::milliseconds t : {options.idle_timeout, options.read_timeout, options.write_timeout}) {
+    if (t.count() > 0 && (check_period_.count() == 0 || t < check_period_)) check_period_ = t;
+  }
 }
 
 void Connection::Refuse(const Status& status) {
@@ -85,18 +88,44 @@ void Connection::CountWritten(size_t n) {
 }
 
 void Connection::ArmDeadline(std::chrono::milliseconds after, const char* what) {
-  deadline_.cancel();
-  if (after.count() <= 0) return;
-  deadline_.expires_after(after);
+  if (after.count() <= 0) return CancelDeadline();
+  due_ = std::chrono::steady_clock::now() + after;
+  due_what_ = what;
+  due_after_ = after;
+  due_is_write_ = false;
+  EnsureDeadlineWait();
+}
+
+void Connection::EnsureDeadlineWait() {
+  if (deadline_waiting_ || closed_ || check_period_.count() == 0) return;
+  deadline_waiting_ = true;
+  deadline_.expires_at(std::min(due_, std::chrono::steady_clock::now() + check_period_));
   // A weak reference: a pending deadline must not keep an ended connection (and its
   // session) alive.
-  deadline_.async_wait([weak = weak_from_this(), what, after](error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self) return;  // cancelled, re-armed, or the connection is gone
-    LogLine(self->options_, "closing connection " + self->info_.peer + ": " + what + " (" +
-                                std::to_string(after.count()) + " ms)");
-    self->CloseNow();
+  deadline_.async_wait([weak = weak_from_this()](error_code ec) {
+    if (auto self = weak.lock()) self->OnDeadlineTimer(ec);
   });
+}
+
+void Connection::OnDeadlineTimer(const error_code& ec) {
+  deadline_waiting_ = false;
+  if (ec || closed_) return;  // cancelled by CloseNow
+  const auto none = std::chrono::steady_clock::time_point::max();
+  if (due_ == none) return;  // no deadline now; the next ArmDeadline waits again
+  const auto due = due_is_write_ ? write_progress_at_ + options_.write_timeout : due_;
+  if (std::chrono::steady_clock::now() < due) {
+    if (due_is_write_) due_ = due;
+    return EnsureDeadlineWait();
+  }
+  if (due_is_write_) {
+    LogLine(options_, "closing connection " + info_.peer +
+                          ": the peer read nothing of a reply past the write timeout (" +
+                          std::to_string(options_.write_timeout.count()) + " ms)");
+  } else {
+    LogLine(options_, "closing connection " + info_.peer + ": " + due_what_ + " (" +
+                          std::to_string(due_after_.count()) + " ms)");
+  }
+  CloseNow();
 }
 
 void Connection::DetectTls() {
@@ -255,7 +284,7 @@ void Connection::Dispatch() {
     });
   };
   // No deadline while the server works; the peer hanging up meanwhile is noticed.
-  deadline_.cancel();
+  CancelDeadline();
   handling_ = true;
   WatchPeer();
   try {
@@ -358,7 +387,7 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
                       if (auto self = weak.lock()) self->write_progress_at_ = std::chrono::steady_clock::now();
                     },
                     [self = shared_from_this(), close_after](error_code ec, size_t n) {
-                      self->deadline_.cancel();
+                      self->CancelDeadline();
                       self->CountWritten(n);
                       if (!ec) {
                         self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
@@ -378,28 +407,11 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
 }
 
 void Connection::ArmWriteDeadline() {
-  deadline_.cancel();
-  if (options_.write_timeout.count() <= 0) return;
+  if (options_.write_timeout.count() <= 0) return CancelDeadline();
   write_progress_at_ = std::chrono::steady_clock::now();
-  deadline_.expires_after(options_.write_timeout);
-  deadline_.async_wait([weak = weak_from_this()](error_code ec) {
-    if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
-  });
-}
-
-void Connection::OnWriteDeadline() {
-  if (!out_) return;  // the write has ended
-  const auto due = write_progress_at_ + options_.write_timeout;
-  if (std::chrono::steady_clock::now() < due) {  // progress since: wait for the rest
-    deadline_.expires_at(due);
-    deadline_.async_wait([weak = weak_from_this()](error_code ec) {
-      if (auto self = weak.lock(); self && !ec) self->OnWriteDeadline();
-    });
-    return;
-  }
-  LogLine(options_, "closing connection " + info_.peer + ": the peer read nothing of a reply past the write timeout (" +
-                        std::to_string(options_.write_timeout.count()) + " ms)");
-  CloseNow();
+  due_ = write_progress_at_ + options_.write_timeout;
+  due_is_write_ = true;
+  EnsureDeadlineWait();
 }
 
 void Connection::LingeringClose() {

@@ -70,6 +70,15 @@ class Stream {
       asio::async_read(socket_, buffers, std::forward<Handler>(handler));
     }
   }
+  // Reads at least `at_least` bytes into `buffers`, and more where they have arrived.
+  template <typename Buffers, typename Handler>
+  void AsyncReadAtLeast(const Buffers& buffers, size_t at_least, Handler&& handler) {
+    if (tls_) {
+      asio::async_read(*tls_, buffers, asio::transfer_at_least(at_least), std::forward<Handler>(handler));
+    } else {
+      asio::async_read(socket_, buffers, asio::transfer_at_least(at_least), std::forward<Handler>(handler));
+    }
+  }
   template <typename Buffers, typename Handler>
   void AsyncReadSome(const Buffers& buffers, Handler&& handler) {
     if (tls_) {
