@@ -1,6 +1,7 @@
 #include "rpc/server_connection.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <utility>
 
@@ -154,13 +155,55 @@ void Connection::DetectTls() {
   });
 }
 
+template <typename Then>
+void Connection::ReadFull(std::span<std::byte> buf, Then then) {
+  const size_t have = std::min(buf.size(), ahead_len_ - ahead_pos_);
+  if (have != 0) {
+    std::memcpy(buf.data(), ahead_.data() + ahead_pos_, have);
+    ahead_pos_ += have;
+    if (ahead_pos_ == ahead_len_) ahead_pos_ = ahead_len_ = 0;
+    buf = buf.subspan(have);
+  }
+  if (buf.empty()) {
+    // Served from what was read ahead. Many small pieces in a row (tiny compressed
+    // chunks) would nest these calls deeply: past a few, continue from the executor.
+    if (ahead_depth_ >= kMaxAheadDepth) {
+      return asio::post(socket_.get_executor(), [self = shared_from_this(), then = std::move(then)]() mutable {
+        then();
+      });
+    }
+    ++ahead_depth_;
+    then();
+    --ahead_depth_;
+    return;
+  }
+  if (buf.size() < kReadAheadBytes) {
+    // A small read takes whatever else has arrived as well, up to kReadAheadBytes: a
+    // small request's header, message and attachments cost one system call.
+    ahead_.resize(kReadAheadBytes);
+    stream_.AsyncReadAtLeast(asio::buffer(ahead_.data(), ahead_.size()), buf.size(),
+                             [self = shared_from_this(), buf, then = std::move(then)](error_code ec,
+                                                                                      size_t n) mutable {
+                               self->CountRead(n);
+                               if (ec) return;
+                               std::memcpy(buf.data(), self->ahead_.data(), buf.size());
+                               self->ahead_pos_ = buf.size();
+                               self->ahead_len_ = n;
+                               if (self->ahead_pos_ == self->ahead_len_) self->ahead_pos_ = self->ahead_len_ = 0;
+                               then();
+                             });
+    return;
+  }
+  stream_.AsyncRead(asio::buffer(buf.data(), buf.size()),
+                    [self = shared_from_this(), then = std::move(then)](error_code ec, size_t n) mutable {
+                      self->CountRead(n);
+                      if (!ec) then();
+                    });
+}
+
 void Connection::ReadHeader() {
   ArmDeadline(options_.idle_timeout, "idle past the idle timeout");
-  stream_.AsyncRead(asio::buffer(header_buf_),
-                   [self = shared_from_this()](error_code ec, size_t n) {
-                     self->CountRead(n);
-                     if (!ec) self->OnHeader();
-                   });
+  ReadFull(header_buf_, [self = shared_from_this()] { self->OnHeader(); });
 }
 
 void Connection::OnHeader() {
@@ -179,11 +222,8 @@ void Connection::OnHeader() {
   request_.major = header_.major;
   request_.minor = header_.minor;
   request_.message = kj::heapArray<capnp::word>(header_.message_bytes / sizeof(capnp::word));
-  stream_.AsyncRead(asio::buffer(request_.message.begin(), header_.message_bytes),
-                   [self = shared_from_this()](error_code ec, size_t n) {
-                     self->CountRead(n);
-                     if (!ec) self->OnMessage();
-                   });
+  ReadFull({reinterpret_cast<std::byte*>(request_.message.begin()), header_.message_bytes},
+           [self = shared_from_this()] { self->OnMessage(); });
 }
 
 void Connection::OnMessage() {
@@ -200,11 +240,7 @@ void Connection::OnMessage() {
 
 void Connection::ReadAttachmentHeader() {
   if (next_attachment_ == header_.attachment_count) return Dispatch();
-  stream_.AsyncRead(asio::buffer(attachment_header_buf_),
-                   [self = shared_from_this()](error_code ec, size_t n) {
-                     self->CountRead(n);
-                     if (!ec) self->OnAttachmentHeader();
-                   });
+  ReadFull(attachment_header_buf_, [self = shared_from_this()] { self->OnAttachmentHeader(); });
 }
 
 void Connection::OnAttachmentHeader() {
@@ -254,20 +290,16 @@ void Connection::ReadAttachmentChunk() {
     return ReadAttachmentHeader();
   }
   std::span<std::byte> buf = reader_.NextBuffer();
-  stream_.AsyncRead(asio::buffer(buf.data(), buf.size()),
-                   [self = shared_from_this()](error_code ec, size_t n) {
-                     self->CountRead(n);
-                     if (ec) return;
-                     self->FrameProgress();
-                     Status status = self->reader_.Commit();
-                     if (!status.ok()) {
-                       return self->Fail(self->header_.request_id,
-                                         status.WithContext("attachment " +
-                                                            std::to_string(self->next_attachment_)),
-                                         self->Refused());
-                     }
-                     self->ReadAttachmentChunk();
-                   });
+  ReadFull(buf, [self = shared_from_this()] {
+    self->FrameProgress();
+    Status status = self->reader_.Commit();
+    if (!status.ok()) {
+      return self->Fail(self->header_.request_id,
+                        status.WithContext("attachment " + std::to_string(self->next_attachment_)),
+                        self->Refused());
+    }
+    self->ReadAttachmentChunk();
+  });
 }
 
 void Connection::Dispatch() {
@@ -286,16 +318,22 @@ void Connection::Dispatch() {
   // No deadline while the server works; the peer hanging up meanwhile is noticed.
   CancelDeadline();
   handling_ = true;
-  WatchPeer();
   try {
     handler_->HandleAsync(request_, reply_fn);
   } catch (...) {
     reply_fn(MakeErrorReply(id, Internal("request handler failed: " +
                                          ExceptionMessage(std::current_exception()))));
   }
+  // A request answered at once (a ping, a read of a CPU tensor) has been replied to by
+  // now: reply_fn ran Finish on this strand. Only one that went to another thread is
+  // watched; its reply is posted to this strand and cannot run before this returns.
+  if (handling_) WatchPeer();
 }
 
 void Connection::WatchPeer() {
+  // Bytes of a further frame were read ahead: the peer pipelines, and a close after
+  // them is not a hang-up on this request.
+  if (ahead_pos_ < ahead_len_) return;
   socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](error_code ec) {
     auto self = weak.lock();
     if (ec || !self || !self->handling_) return;
