@@ -38,6 +38,12 @@ struct OwnedStackAllocator {
 
 thread_local Fiber* t_current = nullptr;
 
+// Sets t_current of the thread this runs on. Out of line: a fiber may resume on another
+// thread than the one it suspended on, and code inlined around the switch may have kept
+// the old thread's address of t_current (with the general-dynamic TLS model of a shared
+// library, the result of __tls_get_addr).
+[[gnu::noinline]] void SetCurrent(Fiber* fiber) { t_current = fiber; }
+
 // Stacks of finished fibers, kept for the next ones (mapping and unmapping a stack per
 // fiber costs more than a small request's whole run). Thread-safe: fibers are often
 // made on one thread and destroyed on another.
@@ -184,7 +190,7 @@ void Fiber::Suspend() {
 #if defined(REMEX_FIBER_ASAN)
   __sanitizer_finish_switch_fiber(s.fake_stack, &s.resumer_bottom, &s.resumer_size);
 #endif
-  t_current = self;
+  SetCurrent(self);
 }
 
 Fiber* Fiber::Current() { return t_current; }

@@ -32,7 +32,11 @@ class Fiber {
   bool finished() const;
 
   // From inside a fiber: suspends it and returns to its Resume(), which returns false;
-  // returns when the fiber is resumed again. Outside any fiber: does nothing.
+  // returns when the fiber is resumed again. Outside any fiber: does nothing. The fiber
+  // may be resumed by another thread than the one it suspended on (the device server
+  // moves an invoke that outran its inline budget to its device thread): across a
+  // Suspend, a fiber must not keep a thread's identity (thread-local addresses,
+  // pthread_self, which compilers may treat as constant).
   static void Suspend();
   // The fiber running on this thread, or nullptr.
   static Fiber* Current();

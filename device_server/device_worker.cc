@@ -26,6 +26,10 @@ void DeviceWorker::Post(std::function<void()> work, bool exclusive) {
 void DeviceWorker::Yield() {
   Task* task = t_task;
   if (task == nullptr || task->exclusive) return;
+  if (task->inline_until != std::chrono::steady_clock::time_point::max() &&
+      std::chrono::steady_clock::now() < task->inline_until) {
+    return;  // started inline and within its budget: go on here
+  }
   Fiber::Suspend();
 }
 
@@ -36,7 +40,38 @@ void DeviceWorker::Drain() {
   finished.wait();
   // The marker's fiber is destroyed right after it returns; wait for that too.
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [this] { return tasks_.empty() && running_ == nullptr; });
+  idle_cv_.wait(lock, [this] { return tasks_.empty() && running_ == nullptr && !inline_running_; });
+}
+
+bool DeviceWorker::RunInlineIfIdle(std::function<void()> work, std::chrono::nanoseconds budget) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || inline_running_ || running_ != nullptr || !tasks_.empty()) return false;
+    inline_running_ = true;
+  }
+  auto task = std::make_unique<Task>();
+  task->fiber = std::make_unique<Fiber>(std::move(work));
+  task->inline_until = std::chrono::steady_clock::now() + budget;
+  Task* const outer = t_task;  // nullptr: the caller is no fiber of a worker
+  t_task = task.get();
+  const bool finished = task->fiber->Resume();
+  t_task = outer;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inline_running_ = false;
+    if (!finished) {
+      // Past its budget: the device thread finishes it, first, as the request that
+      // held the device.
+      task->inline_until = std::chrono::steady_clock::time_point::max();
+      tasks_.push_front(std::move(task));
+    }
+    task.reset();  // a finished task's fiber
+    queued = !tasks_.empty();
+  }
+  if (queued) cv_.notify_one();
+  idle_cv_.notify_all();
+  return true;
 }
 
 void DeviceWorker::Enqueue(std::unique_ptr<Task> task) {
@@ -52,7 +87,7 @@ void DeviceWorker::Loop() {
     std::unique_ptr<Task> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      cv_.wait(lock, [this] { return stopping_ || (!tasks_.empty() && !inline_running_); });
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -50,6 +50,19 @@ class DeviceWorker {
     return std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() - started);
   }
 
+  // Starts `work` on the calling thread, now, when the device thread is idle (nothing
+  // running, nothing queued), and returns true; otherwise returns false without
+  // running it. The device thread starts nothing meanwhile, so kernels still run one
+  // caller at a time. `work` runs as a fiber like posted work: at its first Yield
+  // after `budget` it is suspended and handed to the device thread, which finishes it
+  // in turn with the other requests (so `work` may end on either thread, and
+  // RunInlineIfIdle may return before it ends). For short device work (a small model's
+  // invoke): it saves the two thread hand-offs of Post, which cost a small invoke more
+  // than its kernels (docs/benchmarks.md, round-trip latency), while a misjudged long
+  // run holds the calling thread for at most `budget` and one kernel.
+  // `work` must not throw.
+  bool RunInlineIfIdle(std::function<void()> work, std::chrono::nanoseconds budget);
+
   // Waits until every task queued before the call has run and been destroyed. Not to
   // be called from the device thread.
   void Drain();
@@ -58,6 +71,9 @@ class DeviceWorker {
   struct Task {
     std::unique_ptr<Fiber> fiber;
     bool exclusive = false;
+    // Started by RunInlineIfIdle: runs on its caller's thread until this time, then
+    // yields to the device thread. max: a task of the device thread.
+    std::chrono::steady_clock::time_point inline_until = std::chrono::steady_clock::time_point::max();
   };
 
   void Enqueue(std::unique_ptr<Task> task);
@@ -70,6 +86,7 @@ class DeviceWorker {
   std::condition_variable idle_cv_;
   std::deque<std::unique_ptr<Task>> tasks_;
   Task* running_ = nullptr;
+  bool inline_running_ = false;  // RunInlineIfIdle's work holds the device
   bool stopping_ = false;
   std::atomic<int64_t> step_started_{0};  // steady-clock ticks; 0: idle
   std::thread thread_;  // last: starts after the queue exists

@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   uint32_t write_timeout_s = static_cast<uint32_t>(defaults.write_timeout.count() / 1000);
   int encode_threads = defaults.encode_threads;
   uint32_t max_invoke_ms = static_cast<uint32_t>(defaults.max_invoke_time.count());
+  uint32_t inline_invoke_below_us = static_cast<uint32_t>(defaults.inline_invoke_below.count());
   uint32_t drain_timeout_s = static_cast<uint32_t>(defaults.drain_timeout.count() / 1000);
   app.add_option("--session-memory-bytes", session_memory_bytes,
                  "device memory one session may hold at once: tensors, VM constants and arenas, and the "
@@ -147,6 +148,11 @@ int main(int argc, char** argv) {
                  "at every loop iteration)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u * 1000u));
+  app.add_option("--inline-invoke-below-us", inline_invoke_below_us,
+                 "cpu device: run an invoke on the I/O thread, without a hand-off to the device thread, when "
+                 "that thread is idle and the session's previous invoke took less than this (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1000u * 1000u));
   app.add_option("--drain-timeout-s", drain_timeout_s,
                  "on SIGTERM/SIGINT, how long running requests may take to finish before they are cancelled")
       ->capture_default_str()
@@ -232,6 +238,7 @@ int main(int argc, char** argv) {
   config.write_timeout = std::chrono::seconds(write_timeout_s);
   config.encode_threads = encode_threads;
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
+  config.inline_invoke_below = std::chrono::microseconds(inline_invoke_below_us);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
   config.allocator_cache_bytes = allocator_cache_bytes;
   config.inject_device_fault_at_kernel = inject_device_fault;

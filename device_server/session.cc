@@ -61,12 +61,29 @@ void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
   const wire::Request::Which kind = Kind(frame);
   // Module parsing, decompression and verification need no device.
   const bool on_device = kind != wire::Request::MODULE_LOAD && kind != wire::Request::MODULE_HAS;
-  auto work = [this, &frame, reply = std::move(reply), on_device] {
+  auto work = [this, &frame, reply = std::move(reply), on_device, kind] {
+    const auto started = std::chrono::steady_clock::now();
     rpc::OutFrame out = Serve(frame, on_device);
+    if (kind == wire::Request::INVOKE) last_invoke_time_ = std::chrono::steady_clock::now() - started;
     EndRequest(out, frame.request_id);
     LogError(frame, out);
     reply(std::move(out));
   };
+  if (kind == wire::Request::INVOKE && state_->device->kind() == kernels::DeviceKind::kCpu &&
+      last_invoke_time_ < state_->config.inline_invoke_below) {
+    // A short invoke on an idle device: run here, on the I/O thread, with the device
+    // thread's compute-thread setting (OpenMP's team size is per calling thread).
+    // Past its budget the run moves to the device thread, which has its own setting.
+    vm::Device* device = state_->device.get();
+    if (state_->worker.RunInlineIfIdle(
+            [device, work] {
+              device->PrepareKernelThread();
+              work();
+            },
+            state_->config.inline_invoke_below)) {
+      return;
+    }
+  }
   switch (kind) {
     case wire::Request::MODULE_LOAD:
     case wire::Request::MODULE_HAS:

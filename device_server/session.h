@@ -237,6 +237,10 @@ class Session final : public rpc::ConnectionHandler {
   // fault), server stop.
   vm::RunControl control_;
   bool last_failed_ = false;  // the last request Handle() served failed
+  // How long this session's last invoke took (Serve), wherever it ran; max until one
+  // has run. Written by the request's work, read when the next request arrives (after
+  // the reply, which orders the two). See ServerConfig::inline_invoke_below.
+  std::chrono::steady_clock::duration last_invoke_time_ = std::chrono::steady_clock::duration::max();
   // Device faults, guarded by state_->sessions_mu: a request is being served (or
   // received in place), the reason the session was closed, and whether it is counted
   // in state_->sessions_to_release.
