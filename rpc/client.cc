@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -281,13 +282,21 @@ class Client::Impl {
   }
 
   Status ReadExact(std::span<std::byte> buf) {
-    if (inbound_pos_ < inbound_.size()) {  // bytes read ahead by SendMany first
+    // Bytes a small read took ahead come first: SendMany's read-meanwhile only appends
+    // to inbound_ after them, and a small read fills ahead_ only when both are empty.
+    if (ahead_pos_ < ahead_len_) {
+      size_t k = std::min(buf.size(), ahead_len_ - ahead_pos_);
+      std::memcpy(buf.data(), ahead_.get() + ahead_pos_, k);
+      ahead_pos_ += k;
+      buf = buf.subspan(k);
+    }
+    if (!buf.empty() && inbound_pos_ < inbound_.size()) {  // bytes read during SendMany
       size_t k = std::min(buf.size(), inbound_.size() - inbound_pos_);
       std::memcpy(buf.data(), inbound_.data() + inbound_pos_, k);
       inbound_pos_ += k;
       if (inbound_pos_ == inbound_.size()) {
         inbound_.clear();
-        if (inbound_.capacity() > kReadAheadBytes) inbound_.shrink_to_fit();
+        inbound_.shrink_to_fit();
         inbound_pos_ = 0;
       }
       buf = buf.subspan(k);
@@ -300,24 +309,19 @@ class Client::Impl {
       // A small read (a header, a message) takes whatever else has arrived too, up to
       // 64 KiB, so a small reply's header, message and attachments cost one system call
       // rather than one each. Large reads go straight into their destination.
-      inbound_.resize(kReadAheadBytes);
-      stream_.AsyncReadAtLeast(asio::buffer(inbound_.data(), inbound_.size()), buf.size(),
+      if (ahead_ == nullptr) ahead_.reset(new std::byte[kReadAheadBytes]);  // not cleared: always written first
+      ahead_pos_ = ahead_len_ = 0;
+      stream_.AsyncReadAtLeast(asio::buffer(ahead_.get(), kReadAheadBytes), buf.size(),
                                [&](error_code e, size_t k) {
                                  ec = e;
                                  n = k;
                                  done = true;
                                });
       Await(done);
-      inbound_.resize(n);
       if (!ec && !timed_out_) {
-        std::memcpy(buf.data(), inbound_.data(), buf.size());
-        inbound_pos_ = buf.size();
-        if (inbound_pos_ == inbound_.size()) {
-          inbound_.clear();
-          inbound_pos_ = 0;
-        }
-      } else {
-        inbound_.clear();
+        std::memcpy(buf.data(), ahead_.get(), buf.size());
+        ahead_pos_ = buf.size();
+        ahead_len_ = n;
       }
     } else {
       stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
@@ -379,8 +383,12 @@ class Client::Impl {
 
   static constexpr size_t kReadAheadBytes = 64 * 1024;
   AttachmentReader reader_;
-  // Bytes from the server read ahead (during SendMany, or by a small read) and not yet
-  // consumed by Receive, from inbound_pos_ on.
+  // What a small read took ahead of its own bytes: ahead_[ahead_pos_, ahead_len_).
+  std::unique_ptr<std::byte[]> ahead_;
+  size_t ahead_pos_ = 0;
+  size_t ahead_len_ = 0;
+  // Bytes from the server read during SendMany and not yet consumed by Receive, from
+  // inbound_pos_ on.
   std::vector<std::byte> inbound_;
   size_t inbound_pos_ = 0;
   tcp::resolver* resolver_ = nullptr;
