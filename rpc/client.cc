@@ -20,6 +20,7 @@ namespace asio = boost::asio;
 using boost::asio::ip::tcp;
 using boost::system::error_code;
 using detail::MakeClientContext;
+using detail::ReadAhead;
 using detail::Stream;
 using detail::TlsFailure;
 using detail::ToBuffers;
@@ -284,12 +285,7 @@ class Client::Impl {
   Status ReadExact(std::span<std::byte> buf) {
     // Bytes a small read took ahead come first: SendMany's read-meanwhile only appends
     // to inbound_ after them, and a small read fills ahead_ only when both are empty.
-    if (ahead_pos_ < ahead_len_) {
-      size_t k = std::min(buf.size(), ahead_len_ - ahead_pos_);
-      std::memcpy(buf.data(), ahead_.get() + ahead_pos_, k);
-      ahead_pos_ += k;
-      buf = buf.subspan(k);
-    }
+    buf = buf.subspan(ahead_.Take(buf));
     if (!buf.empty() && inbound_pos_ < inbound_.size()) {  // bytes read during SendMany
       size_t k = std::min(buf.size(), inbound_.size() - inbound_pos_);
       std::memcpy(buf.data(), inbound_.data() + inbound_pos_, k);
@@ -305,13 +301,8 @@ class Client::Impl {
     bool done = false;
     error_code ec;
     size_t n = 0;
-    if (buf.size() < kReadAheadBytes) {
-      // A small read (a header, a message) takes whatever else has arrived too, up to
-      // 64 KiB, so a small reply's header, message and attachments cost one system call
-      // rather than one each. Large reads go straight into their destination.
-      if (ahead_ == nullptr) ahead_.reset(new std::byte[kReadAheadBytes]);  // not cleared: always written first
-      ahead_pos_ = ahead_len_ = 0;
-      stream_.AsyncReadAtLeast(asio::buffer(ahead_.get(), kReadAheadBytes), buf.size(),
+    if (ReadAhead::Small(buf.size())) {
+      stream_.AsyncReadAtLeast(ahead_.Space(), buf.size(),
                                [&](error_code e, size_t k) {
                                  ec = e;
                                  n = k;
@@ -319,9 +310,8 @@ class Client::Impl {
                                });
       Await(done);
       if (!ec && !timed_out_) {
-        std::memcpy(buf.data(), ahead_.get(), buf.size());
-        ahead_pos_ = buf.size();
-        ahead_len_ = n;
+        ahead_.Filled(n);
+        ahead_.Take(buf);
       }
     } else {
       stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
@@ -381,12 +371,8 @@ class Client::Impl {
     return "deadline of " + std::to_string(timeout_.count()) + " ms exceeded";
   }
 
-  static constexpr size_t kReadAheadBytes = 64 * 1024;
   AttachmentReader reader_;
-  // What a small read took ahead of its own bytes: ahead_[ahead_pos_, ahead_len_).
-  std::unique_ptr<std::byte[]> ahead_;
-  size_t ahead_pos_ = 0;
-  size_t ahead_len_ = 0;
+  ReadAhead ahead_;  // what a small read took beyond its own bytes
   // Bytes from the server read during SendMany and not yet consumed by Receive, from
   // inbound_pos_ on.
   std::vector<std::byte> inbound_;

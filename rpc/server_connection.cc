@@ -157,13 +157,7 @@ void Connection::DetectTls() {
 
 template <typename Then>
 void Connection::ReadFull(std::span<std::byte> buf, Then then) {
-  const size_t have = std::min(buf.size(), ahead_len_ - ahead_pos_);
-  if (have != 0) {
-    std::memcpy(buf.data(), ahead_.data() + ahead_pos_, have);
-    ahead_pos_ += have;
-    if (ahead_pos_ == ahead_len_) ahead_pos_ = ahead_len_ = 0;
-    buf = buf.subspan(have);
-  }
+  buf = buf.subspan(ahead_.Take(buf));
   if (buf.empty()) {
     // Served from what was read ahead. Many small pieces in a row (tiny compressed
     // chunks) would nest these calls deeply: past a few, continue from the executor.
@@ -177,19 +171,14 @@ void Connection::ReadFull(std::span<std::byte> buf, Then then) {
     --ahead_depth_;
     return;
   }
-  if (buf.size() < kReadAheadBytes) {
-    // A small read takes whatever else has arrived as well, up to kReadAheadBytes: a
-    // small request's header, message and attachments cost one system call.
-    ahead_.resize(kReadAheadBytes);
-    stream_.AsyncReadAtLeast(asio::buffer(ahead_.data(), ahead_.size()), buf.size(),
+  if (ReadAhead::Small(buf.size())) {
+    stream_.AsyncReadAtLeast(ahead_.Space(), buf.size(),
                              [self = shared_from_this(), buf, then = std::move(then)](error_code ec,
                                                                                       size_t n) mutable {
                                self->CountRead(n);
                                if (ec) return;
-                               std::memcpy(buf.data(), self->ahead_.data(), buf.size());
-                               self->ahead_pos_ = buf.size();
-                               self->ahead_len_ = n;
-                               if (self->ahead_pos_ == self->ahead_len_) self->ahead_pos_ = self->ahead_len_ = 0;
+                               self->ahead_.Filled(n);
+                               self->ahead_.Take(buf);
                                then();
                              });
     return;
@@ -333,7 +322,7 @@ void Connection::Dispatch() {
 void Connection::WatchPeer() {
   // Bytes of a further frame were read ahead: the peer pipelines, and a close after
   // them is not a hang-up on this request.
-  if (ahead_pos_ < ahead_len_) return;
+  if (!ahead_.empty()) return;
   socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](error_code ec) {
     auto self = weak.lock();
     if (ec || !self || !self->handling_) return;

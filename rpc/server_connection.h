@@ -77,7 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHeader();
   // Fills `buf`, from bytes read ahead first, then calls `then()` on the connection's
   // executor; on a read error the connection just ends (as every read here). A read of
-  // under kReadAheadBytes takes up to kReadAheadBytes of what has arrived into ahead_.
+  // ReadAhead::Small size takes what else has arrived into ahead_.
   template <typename Then>
   void ReadFull(std::span<std::byte> buf, Then then);
 
@@ -154,11 +154,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<asio::const_buffer> out_buffers_;
 
   std::vector<std::byte> drain_buf_;
-  // Bytes read ahead of the frame being parsed: ahead_[ahead_pos_, ahead_len_).
-  static constexpr size_t kReadAheadBytes = 64 * 1024;
-  std::vector<std::byte> ahead_;
-  size_t ahead_pos_ = 0;
-  size_t ahead_len_ = 0;
+  ReadAhead ahead_;  // bytes read ahead of the frame being parsed
   static constexpr int kMaxAheadDepth = 16;
   int ahead_depth_ = 0;  // ReadFull calls nested in one another, served from ahead_
   size_t drained_ = 0;

@@ -2,9 +2,13 @@
 // server and client sides of the transport share (internal to rpc/: see transport.h).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +44,41 @@ constexpr unsigned char kTlsHandshakeRecord = 0x16;
 // naming a file that cannot be used.
 StatusOr<std::unique_ptr<asio::ssl::context>> MakeServerContext(const TlsServerConfig& config);
 StatusOr<std::unique_ptr<asio::ssl::context>> MakeClientContext(const TlsClientConfig& config);
+
+// Bytes read from a stream ahead of what its reader asked for: a small read (a frame
+// header, a message) takes whatever else has arrived too, up to kBytes, so that a small
+// frame costs one receive rather than one per piece. Used by both ends of a connection.
+class ReadAhead {
+ public:
+  static constexpr size_t kBytes = 64 * 1024;
+  // Reads of fewer bytes than this go through the read-ahead; larger ones straight to
+  // their destination.
+  static bool Small(size_t bytes) { return bytes < kBytes; }
+
+  bool empty() const { return pos_ == len_; }
+  // Moves up to buf.size() read-ahead bytes into the front of `buf`; returns how many.
+  size_t Take(std::span<std::byte> buf) {
+    const size_t k = std::min(buf.size(), len_ - pos_);
+    if (k != 0) std::memcpy(buf.data(), data_.get() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  // The whole buffer, to read into when empty(); then Filled(bytes read).
+  asio::mutable_buffer Space() {
+    if (data_ == nullptr) data_.reset(new std::byte[kBytes]);  // not cleared: written before read
+    pos_ = len_ = 0;
+    return asio::buffer(data_.get(), kBytes);
+  }
+  void Filled(size_t n) {
+    pos_ = 0;
+    len_ = n;
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t pos_ = 0;
+  size_t len_ = 0;
+};
 
 // A connection's byte stream: the TCP socket, or TLS over it. Reads and writes go
 // through TLS once it is enabled; socket() is always the TCP socket (readiness waits,
