@@ -58,18 +58,13 @@ class CpuDevice final : public Device {
       return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
                                std::to_string(memory_bytes_) + " bytes of memory");
     }
-    size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded >= kHugePageMinBytes) {
-      // Large blocks start on a 2 MiB boundary and are backed by huge pages: a model's
-      // first invoke and a fresh tensor's upload touch them page by page otherwise.
-      rounded = (rounded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-      void* p = std::aligned_alloc(kHugePageBytes, rounded);
-      if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
-      AdviseHugePages(p, rounded);
-      return p;
-    }
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    // Large blocks start on a 2 MiB boundary and are backed by huge pages: a model's
+    // first invoke and a fresh tensor's upload touch them page by page otherwise.
+    const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
+    const size_t rounded = bytes == 0 ? align : (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
     if (!p) return ResourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    AdviseHugePages(p, rounded);  // nothing below kHugePageMinBytes
     return p;
   }
   void Deallocate(void* ptr, size_t) override { std::free(ptr); }
