@@ -617,6 +617,27 @@ TEST(SpaceToDepthTest, InvertsDepthToSpace) {
   EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[4]), 1.f);  // Channel 1 = (i 0, j 1).
 }
 
+TEST(SpaceToDepthTest, BlocksizeThreeOnManyRowsInvertsDepthToSpace) {
+  // Blocksize 3 (not the two-row fast path), in both directions, on enough rows
+  // (32 channels x 384) that the compute threads split them.
+  OpRunner r;
+  const Shape s = {1, 32, 384, 6};
+  const std::vector<float> x = Iota(*NumElements(s));
+  auto out = r.Run("SpaceToDepth", Attrs({{"blocksize", int64_t{3}}}), {HostTensor::Of<float>(s, x)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const Shape os = {1, 288, 128, 2};
+  ASSERT_EQ((*out)[0].shape, os);
+  auto y = (*out)[0].Values<float>();
+  for (int64_t o = 0; o < *NumElements(os); o += 7) {
+    auto i = Unravel(o, os);
+    const int64_t blk = i[1] / 32, c = i[1] % 32;
+    ASSERT_EQ(y[o], x[Ravel({i[0], c, i[2] * 3 + blk / 3, i[3] * 3 + blk % 3}, s)]) << o;
+  }
+  auto back = r.Run("DepthToSpace", Attrs({{"blocksize", int64_t{3}}}), {(*out)[0]});
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)[0].Values<float>(), x);
+}
+
 TEST(DepthToSpaceTest, BadAttributesAndShapes) {
   OpRunner r;
   HostTensor x = HostTensor::Zeros(DType::kFloat32, {1, 8, 2, 3});
