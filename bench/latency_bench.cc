@@ -1,10 +1,11 @@
 // latency_bench: the round-trip cost of the Remex protocol against raw TCP and a local
 // VM, over loopback.
 //
-//   latency_bench [--iterations 10000] [--elements 16] [--pin none|same|different]
+//   latency_bench [--iterations 10000] [--rounds 5] [--elements 16] [--pin none|same|different]
 //                 [--server HOST:PORT] [--busy-read-mib N] [--encode-threads N] [--json]
 //
-// Medians (and p99) of --iterations calls each of:
+// Medians (and p99) of --iterations calls each of the following; invoke, ping, read and
+// raw are interleaved, --iterations / --rounds calls of each in turn per round:
 //   invoke      invoke of a one-op model (Relu on float32 [--elements]) whose output is
 //               bound with setOutput, so it stays on the server and no handle piles up
 //   ping        the protocol's ping
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -60,18 +62,17 @@ struct Series {
   SampleStats us;
 };
 
-// Times `call` `n` times (after n / 10 untimed calls); microseconds per call.
-StatusOr<SampleStats> Time(int n, const std::function<Status()>& call) {
+// Times `call` `n` times (after n / 10 untimed calls), appending microseconds per call
+// to `us`.
+Status Time(int n, const std::function<Status()>& call, std::vector<double>& us) {
   for (int i = 0; i < n / 10; ++i) REMEX_RETURN_IF_ERROR(call());
-  std::vector<double> us;
-  us.reserve(n);
   for (int i = 0; i < n; ++i) {
     auto t = Clock::now();
     Status st = call();
     us.push_back(SecondsSince(t) * 1e6);
     REMEX_RETURN_IF_ERROR(st);
   }
-  return Summarize(us);
+  return OkStatus();
 }
 
 int Fail(const std::string& what, const Status& st) {
@@ -82,12 +83,16 @@ int Fail(const std::string& what, const Status& st) {
 int Main(int argc, char** argv) {
   CLI::App app{"latency_bench: Remex invoke/ping/tensorRead against raw TCP ping-pong and a local VM"};
   int iterations = 10000;
+  int rounds = 5;
   int64_t elements = 16;
   std::string pin = "none";
   std::string server;
   bool json = false;
   int server_threads = 1;
   app.add_option("--iterations", iterations, "calls per measurement")->capture_default_str();
+  app.add_option("--rounds", rounds, "rounds the calls are split over; each round times every series once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--elements", elements, "float32 elements of the Relu tensor")->capture_default_str();
   app.add_option("--pin", pin, "none, same (client and server threads on CPU 0) or different (client 0, server 1)")
       ->check(CLI::IsMember({"none", "same", "different"}))
@@ -105,6 +110,10 @@ int Main(int argc, char** argv) {
   app.add_option("--encode-threads", encode_threads, "reply encode threads of the in-process server (0: I/O thread)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
+  std::vector<std::string> only;
+  app.add_option("--series", only, "time only these of invoke, ping, read, raw (to profile one)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"invoke", "ping", "read", "raw"}));
   app.add_flag("--json", json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
@@ -176,22 +185,66 @@ int Main(int argc, char** argv) {
   if (Status st = session->Ping(); !st.ok()) return Fail("ping", st);
   size_t ping_request = session->bytes_sent() - sent0, ping_reply = session->bytes_received() - received0;
 
+  // Raw TCP ping-pong with the ping's sizes. The peer thread is created from the
+  // client thread, so it is pinned to the server's CPU explicitly.
+  std::thread echo([&, l = std::move(listener).value()]() mutable {
+    if (pin != "none") (void)PinThisThread(server_cpu);
+    RawEcho(std::move(l), ping_request, ping_reply);
+  });
+  auto sock = ConnectLoopback(raw_port);
+  if (!sock.ok()) {
+    echo.detach();
+    return Fail("raw connect", sock.status());
+  }
+  std::vector<std::byte> raw_out(ping_request, std::byte{0x33}), raw_in(ping_reply);
+
+  // The series are interleaved: each round times every one of them in turn, so that a
+  // change in the machine's speed (another process, a VM neighbour) falls on all of
+  // them alike rather than on whichever ran at that moment.
+  struct Timed {
+    std::string name, what;
+    std::function<Status()> call;
+    std::vector<double> us;
+  };
+  std::vector<Timed> timed;
+  timed.push_back({"invoke", "invoke of Relu, output bound on the server", [&]() -> Status {
+                     auto r = session->Invoke(*vm, "main");
+                     return r.ok() ? OkStatus() : r.status();
+                   }, {}});
+  timed.push_back({"ping", "protocol ping", [&] { return session->Ping(); }, {}});
+  timed.push_back({"read", "tensorRead of the input", [&]() -> Status {
+                     auto r = session->Download(xr->handle);
+                     return r.ok() ? OkStatus() : r.status();
+                   }, {}});
+  timed.push_back({"raw",
+                   "raw TCP ping-pong, " + std::to_string(ping_request) + " B out, " +
+                       std::to_string(ping_reply) + " B back",
+                   [&]() -> Status {
+                     REMEX_RETURN_IF_ERROR(sock->SendAll(raw_out));
+                     return sock->RecvAll(raw_in);
+                   }, {}});
+  if (!only.empty()) {
+    std::erase_if(timed, [&](const Timed& t) { return std::find(only.begin(), only.end(), t.name) == only.end(); });
+  }
+  const int per_round = std::max(1, iterations / rounds);
+  for (int round = 0; round < rounds; ++round) {
+    for (Timed& t : timed) {
+      if (Status st = Time(per_round, t.call, t.us); !st.ok()) {
+        echo.detach();
+        return Fail(t.name, st);
+      }
+    }
+  }
+  sock->Close();  // the peer's recv ends; its thread returns
+  echo.join();
   std::vector<Series> series;
+  for (const Timed& t : timed) series.push_back({t.name, t.what, Summarize(t.us)});
   auto add = [&](const std::string& name, const std::string& what, const std::function<Status()>& call) {
-    auto s = Time(iterations, call);
-    if (!s.ok()) return Fail(name, s.status());
-    series.push_back({name, what, *s});
+    std::vector<double> us;
+    if (Status st = Time(iterations, call, us); !st.ok()) return Fail(name, st);
+    series.push_back({name, what, Summarize(us)});
     return 0;
   };
-  if (add("invoke", "invoke of Relu, output bound on the server", [&]() -> Status {
-        auto r = session->Invoke(*vm, "main");
-        return r.ok() ? OkStatus() : r.status();
-      })) return 1;
-  if (add("ping", "protocol ping", [&] { return session->Ping(); })) return 1;
-  if (add("read", "tensorRead of the input", [&]() -> Status {
-        auto r = session->Download(xr->handle);
-        return r.ok() ? OkStatus() : r.status();
-      })) return 1;
 
   if (busy_read_mib > 0) {
     auto reader = client::Session::Connect(host, port);
@@ -238,32 +291,6 @@ int Main(int argc, char** argv) {
                           ")",
                       *s});
   }
-
-  // Raw TCP ping-pong with the ping's sizes. The peer thread is created from the
-  // client thread, so it is pinned to the server's CPU explicitly.
-  std::thread echo([&, l = std::move(listener).value()]() mutable {
-    if (pin != "none") (void)PinThisThread(server_cpu);
-    RawEcho(std::move(l), ping_request, ping_reply);
-  });
-  {
-    auto sock = ConnectLoopback(raw_port);
-    if (!sock.ok()) {
-      echo.detach();
-      return Fail("raw connect", sock.status());
-    }
-    std::vector<std::byte> out(ping_request, std::byte{0x33}), in(ping_reply);
-    int rc = add("raw", "raw TCP ping-pong, " + std::to_string(ping_request) + " B out, " +
-                            std::to_string(ping_reply) + " B back",
-                 [&]() -> Status {
-                   REMEX_RETURN_IF_ERROR(sock->SendAll(out));
-                   return sock->RecvAll(in);
-                 });
-    if (rc) {
-      echo.detach();
-      return rc;
-    }
-  }
-  echo.join();
 
   // The same executable on a local VM: no RPC.
   auto device = vm::CreateCpuDevice();
@@ -315,8 +342,10 @@ int Main(int argc, char** argv) {
   for (const auto& s : series) {
     std::printf("  %-9s %10.1f %10.1f %10.1f  %s\n", s.name.c_str(), s.us.median, s.us.p99, s.us.max, s.what.c_str());
   }
-  std::printf("  ping - raw: %.1f us; invoke - raw: %.1f us\n", median("ping") - median("raw"),
-              median("invoke") - median("raw"));
+  if (median("raw") > 0 && median("ping") > 0 && median("invoke") > 0) {
+    std::printf("  ping - raw: %.1f us; invoke - raw: %.1f us\n", median("ping") - median("raw"),
+                median("invoke") - median("raw"));
+  }
   return 0;
 }
 
