@@ -9,6 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <climits>
+
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -197,6 +203,13 @@ class Client::Impl {
     std::vector<asio::const_buffer> buffers = ToBuffers(frames);
     ++writes_;
     Arm();
+    if (!read_meanwhile && !stream_.tls()) {
+      Status status = WritePlain(buffers);
+      Disarm();
+      if (!status.ok()) return Break(status);
+      CountSent(frames);
+      return OkStatus();
+    }
     bool done = false;
     error_code ec;
     size_t n = 0;
@@ -228,10 +241,119 @@ class Client::Impl {
     bytes_sent_ += n;
     if (timed_out_) return Break(DeadlineExceeded("sending frame: " + DeadlineText()));
     if (ec) return Break(Unavailable("sending frame: " + ec.message()));
+    CountSent(frames);
+    return OkStatus();
+  }
+
+  void CountSent(const std::vector<EncodedFrame>& frames) {
     for (const EncodedFrame& frame : frames) {
       attachment_stats_.raw_sent += frame.attachment_raw_bytes();
       attachment_stats_.wire_sent += frame.attachment_wire_bytes();
     }
+  }
+
+  // Plaintext connections: the client blocks anyway, so it makes blocking system calls
+  // itself rather than going through the io_context. A small call then costs a sendmsg
+  // and a recv, as a plain socket's ping-pong does; through Asio it cost five (a
+  // speculative recv that finds nothing, and an epoll_wait for each completion besides
+  // the one it waits in), over a microsecond each.
+  //
+  // The socket is in blocking mode for these calls (Asio puts it back to non-blocking
+  // for its own operations: the connect, SendMany's write-while-reading), and the
+  // deadline is the socket's send or receive timeout (SO_SNDTIMEO, SO_RCVTIMEO).
+
+  // Writes the buffers with sendmsg, as much as the socket takes per call.
+  Status WritePlain(const std::vector<asio::const_buffer>& buffers) {
+    std::vector<iovec> iov(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      iov[i].iov_base = const_cast<void*>(buffers[i].data());
+      iov[i].iov_len = buffers[i].size();
+    }
+    size_t next = 0;
+    while (next < iov.size()) {
+      if (iov[next].iov_len == 0) {
+        ++next;
+        continue;
+      }
+      REMEX_RETURN_IF_ERROR(PrepareBlocking(SO_SNDTIMEO, send_timeout_, "sending frame"));
+      msghdr msg{};
+      msg.msg_iov = &iov[next];
+      msg.msg_iovlen = std::min<size_t>(iov.size() - next, IOV_MAX);
+      ssize_t k = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL);
+      if (k < 0) {
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;  // the deadline: checked above
+        return Unavailable(std::string("sending frame: ") + std::strerror(errno));
+      }
+      bytes_sent_ += static_cast<size_t>(k);
+      for (size_t left = static_cast<size_t>(k); left > 0;) {
+        size_t step = std::min(left, iov[next].iov_len);
+        iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + step;
+        iov[next].iov_len -= step;
+        left -= step;
+        if (iov[next].iov_len == 0) ++next;
+      }
+    }
+    return OkStatus();
+  }
+
+  // Reads at least `at_least` bytes into `buf` (at most buf.size()); returns how many.
+  StatusOr<size_t> ReadPlain(std::span<std::byte> buf, size_t at_least) {
+    size_t got = 0;
+    while (got < at_least) {
+      REMEX_RETURN_IF_ERROR(PrepareBlocking(SO_RCVTIMEO, receive_timeout_, "receiving frame"));
+      // Filling the whole buffer (a large read, straight into its destination): one
+      // call that returns when it is full, not at every segment that arrives.
+      const int flags = at_least == buf.size() ? MSG_WAITALL : 0;
+      ssize_t k = ::recv(socket_.native_handle(), buf.data() + got, buf.size() - got, flags);
+      if (k > 0) {
+        got += static_cast<size_t>(k);
+        bytes_received_ += static_cast<size_t>(k);
+        continue;
+      }
+      if (k == 0) return Unavailable("connection closed by the server");
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;  // the deadline: checked above
+      return Unavailable(std::string("receiving frame: ") + std::strerror(errno));
+    }
+    return got;
+  }
+
+  // Before a blocking send or receive: the socket is in blocking mode, and its timeout
+  // `option` (SO_SNDTIMEO, SO_RCVTIMEO; `set` is its current value, zero: none) ends the
+  // call at the operation's deadline. DEADLINE_EXCEEDED (and the socket closed) once the
+  // deadline has passed.
+  //
+  // The option is set only when it differs from the time left by more than a small
+  // slack, not before every call: a call then costs no setsockopt, and a wait ends at
+  // most the slack after the deadline (one that ends early is simply made again).
+  Status PrepareBlocking(int option, std::chrono::microseconds& set, const char* what) {
+    error_code ec;
+    if (socket_.native_non_blocking()) {
+      socket_.native_non_blocking(false, ec);
+      if (ec) return Unavailable(std::string(what) + ": " + ec.message());
+    }
+    using std::chrono::microseconds;
+    microseconds want{0};
+    microseconds slack{0};
+    if (deadline_ != std::chrono::steady_clock::time_point::max()) {
+      auto left = std::chrono::ceil<microseconds>(deadline_ - std::chrono::steady_clock::now());
+      if (left <= microseconds::zero()) {
+        timed_out_ = true;
+        socket_.close(ec);
+        return DeadlineExceeded(std::string(what) + ": " + DeadlineText());
+      }
+      want = left;
+      slack = std::min<microseconds>(std::chrono::milliseconds(10), timeout_ / 10);
+    }
+    const bool none_wanted = want == microseconds::zero();
+    const bool none_set = set == microseconds::zero();
+    if (none_wanted == none_set && (none_wanted || (set - want <= slack && want - set <= slack))) return OkStatus();
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(want.count() / 1000000);
+    tv.tv_usec = static_cast<suseconds_t>(want.count() % 1000000);
+    if (::setsockopt(socket_.native_handle(), SOL_SOCKET, option, &tv, sizeof tv) != 0) {
+      return Unavailable(std::string(what) + ": setsockopt: " + std::strerror(errno));
+    }
+    set = want;
     return OkStatus();
   }
 
@@ -298,6 +420,17 @@ class Client::Impl {
       buf = buf.subspan(k);
     }
     if (buf.empty()) return OkStatus();
+    if (!stream_.tls()) {
+      if (ReadAhead::Small(buf.size())) {
+        asio::mutable_buffer space = ahead_.Space();
+        StatusOr<size_t> n = ReadPlain({static_cast<std::byte*>(space.data()), space.size()}, buf.size());
+        if (!n.ok()) return n.status();
+        ahead_.Filled(*n);
+        ahead_.Take(buf);
+        return OkStatus();
+      }
+      return ReadPlain(buf, buf.size()).status();
+    }
     bool done = false;
     error_code ec;
     size_t n = 0;
@@ -379,6 +512,9 @@ class Client::Impl {
   size_t inbound_pos_ = 0;
   tcp::resolver* resolver_ = nullptr;
   bool timed_out_ = false;
+  // The socket's SO_SNDTIMEO and SO_RCVTIMEO as last set (zero: none).
+  std::chrono::microseconds send_timeout_{0};
+  std::chrono::microseconds receive_timeout_{0};
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

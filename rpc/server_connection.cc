@@ -1,6 +1,11 @@
 #include "rpc/server_connection.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 #include <cstdio>
 #include <utility>
@@ -18,6 +23,22 @@ constexpr size_t kMaxLingerBytes = 4u << 20;
 // Replies whose compressible attachments reach this many bytes are encoded on the
 // server's encode threads (ServerOptions::encode_threads), not on the I/O thread.
 constexpr uint64_t kOffThreadEncodeBytes = uint64_t{1} << 20;
+
+size_t TotalBytes(const std::vector<asio::const_buffer>& buffers) { return asio::buffer_size(buffers); }
+
+// `buffers` without their first `n` bytes.
+std::vector<asio::const_buffer> Skip(const std::vector<asio::const_buffer>& buffers, size_t n) {
+  std::vector<asio::const_buffer> rest;
+  for (const asio::const_buffer& b : buffers) {
+    if (n >= b.size()) {
+      n -= b.size();
+      continue;
+    }
+    rest.push_back(b + n);
+    n = 0;
+  }
+  return rest;
+}
 
 }  // namespace
 
@@ -307,16 +328,22 @@ void Connection::Dispatch() {
   // No deadline while the server works; the peer hanging up meanwhile is noticed.
   CancelDeadline();
   handling_ = true;
+  dispatching_ = true;
   try {
     handler_->HandleAsync(request_, reply_fn);
   } catch (...) {
     reply_fn(MakeErrorReply(id, Internal("request handler failed: " +
                                          ExceptionMessage(std::current_exception()))));
   }
+  dispatching_ = false;
   // A request answered at once (a ping, a read of a CPU tensor) has been replied to by
   // now: reply_fn ran Finish on this strand. Only one that went to another thread is
   // watched; its reply is posted to this strand and cannot run before this returns.
-  if (handling_) WatchPeer();
+  if (handling_) return WatchPeer();
+  if (read_after_dispatch_) {
+    read_after_dispatch_ = false;
+    ReadHeader();
+  }
 }
 
 void Connection::WatchPeer() {
@@ -409,28 +436,80 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
   out_.emplace(std::move(encoded).value());
   out_buffers_ = ToBuffers(*out_);
   ArmWriteDeadline();
+  size_t sent = 0;
+  if (!stream_.tls()) {
+    // Plaintext: what the socket takes now is written at once, and a reply it takes
+    // whole (every small one) completes here, without a round through the io_context
+    // (which cost an epoll_wait per reply). The rest, if any, goes to the async write.
+    error_code ec;
+    sent = WriteNow(ec);
+    if (ec || sent == TotalBytes(out_buffers_)) return OnWritten(ec, sent, close_after);
+    write_progress_at_ = std::chrono::steady_clock::now();
+    out_buffers_ = Skip(out_buffers_, sent);
+  }
   stream_.AsyncWrite(out_buffers_,
                     [weak = weak_from_this()] {
                       if (auto self = weak.lock()) self->write_progress_at_ = std::chrono::steady_clock::now();
                     },
-                    [self = shared_from_this(), close_after](error_code ec, size_t n) {
-                      self->CancelDeadline();
-                      self->CountWritten(n);
-                      if (!ec) {
-                        self->stats_.attachment_raw_sent += self->out_->attachment_raw_bytes();
-                        self->stats_.attachment_wire_sent += self->out_->attachment_wire_bytes();
-                        self->totals_.attachment_raw_sent += self->out_->attachment_raw_bytes();
-                        self->totals_.attachment_wire_sent += self->out_->attachment_wire_bytes();
-                      }
-                      self->out_.reset();
-                      self->out_buffers_.clear();
-                      if (ec) return;
-                      if (close_after) {
-                        self->LingeringClose();
-                      } else {
-                        self->ReadHeader();
-                      }
+                    [self = shared_from_this(), close_after, sent](error_code ec, size_t n) {
+                      self->OnWritten(ec, sent + n, close_after);
                     });
+}
+
+size_t Connection::WriteNow(error_code& ec) {
+  std::vector<iovec> iov(out_buffers_.size());
+  for (size_t i = 0; i < out_buffers_.size(); ++i) {
+    iov[i].iov_base = const_cast<void*>(out_buffers_[i].data());
+    iov[i].iov_len = out_buffers_[i].size();
+  }
+  size_t next = 0;
+  size_t sent = 0;
+  while (next < iov.size()) {
+    if (iov[next].iov_len == 0) {
+      ++next;
+      continue;
+    }
+    msghdr msg{};
+    msg.msg_iov = &iov[next];
+    msg.msg_iovlen = std::min<size_t>(iov.size() - next, IOV_MAX);
+    ssize_t k = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) ec = error_code(errno, boost::system::system_category());
+      break;
+    }
+    sent += static_cast<size_t>(k);
+    for (size_t left = static_cast<size_t>(k); left > 0;) {
+      size_t step = std::min(left, iov[next].iov_len);
+      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + step;
+      iov[next].iov_len -= step;
+      left -= step;
+      if (iov[next].iov_len == 0) ++next;
+    }
+  }
+  return sent;
+}
+
+void Connection::OnWritten(const error_code& ec, size_t n, bool close_after) {
+  CancelDeadline();
+  CountWritten(n);
+  if (!ec) {
+    stats_.attachment_raw_sent += out_->attachment_raw_bytes();
+    stats_.attachment_wire_sent += out_->attachment_wire_bytes();
+    totals_.attachment_raw_sent += out_->attachment_raw_bytes();
+    totals_.attachment_wire_sent += out_->attachment_wire_bytes();
+  }
+  out_.reset();
+  out_buffers_.clear();
+  if (ec) return CloseNow();
+  if (close_after) return LingeringClose();
+  // A reply written while the request is still being dispatched (answered at once):
+  // Dispatch reads the next frame once the handler has returned.
+  if (dispatching_) {
+    read_after_dispatch_ = true;
+    return;
+  }
+  ReadHeader();
 }
 
 void Connection::ArmWriteDeadline() {

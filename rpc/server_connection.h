@@ -111,6 +111,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
              bool uncompressed = false);
   void WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode, uint64_t request_id,
                     bool close_after);
+  // Plaintext: writes what the socket takes of out_buffers_ now, without waiting;
+  // returns the bytes written. `ec`: the error that ended the write (none for a full
+  // socket buffer).
+  size_t WriteNow(error_code& ec);
+  // The reply (out_) is written, `n` bytes of it, or failed with `ec`: counts it, then
+  // closes, lingers (close_after) or reads the next frame.
+  void OnWritten(const error_code& ec, size_t n, bool close_after);
 
   // Closes the connection once the peer has taken no byte of the reply being written
   // for options_.write_timeout (a client that stops reading holds no connection).
@@ -138,6 +145,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string address_;
   std::atomic<bool> closed_{false};
   bool handling_ = false;  // a request of this connection is with the handler
+  bool dispatching_ = false;  // Dispatch is in the handler's HandleAsync
+  bool read_after_dispatch_ = false;  // the reply was written during it: read on after
   uint64_t frame_raw_bytes_ = 0;  // attachment bytes of the frame being read
   ConnectionStats stats_;
   ConnectionInfo info_;
