@@ -223,6 +223,66 @@ TEST_F(TransportTest, ReceiveDeadline) {
   EXPECT_EQ(client->Call(ping).status().code(), StatusCode::kUnavailable);
 }
 
+TEST_F(TransportTest, ReceiveDeadlineShorterThanTheLastOne) {
+  // The plaintext client's deadline is the socket's receive timeout, set only when it
+  // moves: a shorter timeout after a long one must still end the call in time (the
+  // sleeping request's reply comes after 500 ms).
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  client->SetTimeout(30s);
+  OutFrame ping = Ping(1);
+  ASSERT_TRUE(client->Call(ping).ok());
+  client->SetTimeout(100ms);
+  OutFrame slow = Ping(kSleep);
+  StatusOr<Frame> reply = client->Call(slow);
+  EXPECT_EQ(reply.status().code(), StatusCode::kDeadlineExceeded) << reply.status().ToString();
+  EXPECT_NE(reply.status().message().find("receiving frame"), std::string::npos) << reply.status().ToString();
+}
+
+TEST(ClientTest, SendDeadlineWhenThePeerReadsNothing) {
+  // A bare listener that accepts and never reads: a 32 MiB frame fills the socket
+  // buffers, and the blocking send must end at the deadline.
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket peer(io);
+  std::thread accept([&] { acceptor.accept(peer); });
+  StatusOr<std::unique_ptr<Client>> client = Client::Connect("127.0.0.1", acceptor.local_endpoint().port(), 5s);
+  accept.join();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  (*client)->SetTimeout(200ms);
+  (*client)->SetCompression(false, 1);
+  std::vector<std::byte> data(32 << 20, std::byte{7});
+  OutFrame big = Ping(1);
+  big.attachments.push_back({data.data(), data.size(), false, nullptr});
+  Status s = (*client)->Send(big);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("sending frame"), std::string::npos) << s.ToString();
+  EXPECT_FALSE((*client)->connected());
+  EXPECT_LT((*client)->bytes_sent(), data.size());
+}
+
+TEST_F(TransportTest, ManyPipelinedSmallFramesAreAnsweredInOrder) {
+  // 200 pings in one write: the server reads them ahead, answers each at once and
+  // reads on from Dispatch; the replies come back in order, and the connection stays
+  // in step.
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<OutFrame> frames;
+  for (uint64_t i = 0; i < 200; ++i) frames.push_back(Ping(1000 + i));
+  ASSERT_TRUE(client->SendMany(frames).ok());
+  for (uint64_t i = 0; i < 200; ++i) {
+    StatusOr<Frame> reply = client->Receive();
+    ASSERT_TRUE(reply.ok()) << i << ": " << reply.status().ToString();
+    EXPECT_EQ(reply->request_id, frames[i].request_id);
+    EXPECT_EQ(PongPayload(*reply), 1000 + i);
+  }
+  OutFrame ping = Ping(5);
+  StatusOr<Frame> reply = client->Call(ping);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(PongPayload(*reply), 5u);
+  EXPECT_EQ(counters_.created, 1);
+}
+
 TEST_F(TransportTest, ServerCloseIsUnavailable) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
