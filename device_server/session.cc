@@ -129,7 +129,7 @@ void Session::OnPeerClosed() {
 
 rpc::OutFrame Session::Handle(rpc::Frame& frame) {
   rpc::OutFrame out;
-  out.message = std::make_unique<capnp::MallocMessageBuilder>();
+  out.message = rpc::NewMessage();
   auto reply = out.message->initRoot<wire::Reply>();
   Status status;
   std::string kind = "malformed";

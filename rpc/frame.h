@@ -198,6 +198,15 @@ struct OutAttachment {
 OutAttachment OwnedAttachment(std::vector<std::byte> bytes, bool compress,
                               uint8_t element_size = 0);
 
+// A builder for a frame's message. Its first segment is kFirstSegmentWords (1 KiB):
+// most requests and replies fit in it, and a larger message grows into further
+// segments. Cap'n Proto's default first segment is 8 KiB, zero-filled on every
+// allocation, which cost a small call more than its message did.
+inline constexpr unsigned kFirstSegmentWords = 128;
+inline std::unique_ptr<capnp::MallocMessageBuilder> NewMessage() {
+  return std::make_unique<capnp::MallocMessageBuilder>(kFirstSegmentWords);
+}
+
 // A frame to send. `message` must be set.
 struct OutFrame {
   uint64_t request_id = 0;

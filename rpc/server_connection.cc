@@ -68,6 +68,7 @@ Connection::Connection(tcp::socket socket, uint64_t id, const ServerOptions& opt
     info_.peer = address_ + ":" + std::to_string(peer.port());
   }
   socket_.set_option(tcp::no_delay(true), ec);
+  strand_ = socket_.get_executor().target<asio::strand<asio::io_context::executor_type>>();
   for (std::chrono::milliseconds t : {options.idle_timeout, options.read_timeout, options.write_timeout}) {
     if (t.count() > 0 && (check_period_.count() == 0 || t < check_period_)) check_period_ = t;
   }
@@ -320,6 +321,10 @@ void Connection::Dispatch() {
   auto self = shared_from_this();
   auto reply_fn = [self, id, peer_minor, uncompressed, replied](OutFrame reply) {
     if (replied->exchange(true)) return;  // one reply per request
+    // On the connection's strand already (a reply during Dispatch): no wrapping.
+    if (self->strand_ != nullptr && self->strand_->running_in_this_thread()) {
+      return self->Finish(std::move(reply), id, peer_minor, uncompressed);
+    }
     auto frame = std::make_shared<OutFrame>(std::move(reply));
     asio::dispatch(self->socket_.get_executor(), [self, id, peer_minor, uncompressed, frame] {
       self->Finish(std::move(*frame), id, peer_minor, uncompressed);

@@ -127,6 +127,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Stream stream_;
   tcp::socket& socket_;          // stream_'s TCP socket
+  // The socket's executor as the strand the Server gives each connection (nullptr if
+  // it is some other executor).
+  const asio::strand<asio::io_context::executor_type>* strand_ = nullptr;
   asio::steady_timer timer_;     // lingering close
   asio::steady_timer deadline_;  // idle and read deadlines
   const ServerOptions& options_;  // owned by the Server, which outlives its connections

@@ -41,7 +41,7 @@ void FillError(const Status& status, wire::Error::Builder error) {
 OutFrame MakeErrorReply(uint64_t request_id, const Status& status) {
   OutFrame frame;
   frame.request_id = request_id;
-  frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+  frame.message = NewMessage();
   FillError(status, frame.message->initRoot<wire::Reply>().initError());
   return frame;
 }

@@ -356,5 +356,21 @@ TEST(ErrorTest, StatusRoundTripsThroughReply) {
   EXPECT_TRUE(ErrorFromReply(pong.getRoot<wire::Reply>().asReader()).ok());
 }
 
+TEST(ErrorTest, AMessageLargerThanTheFirstSegmentRoundTrips) {
+  // NewMessage's first segment is 1 KiB: a 100 KB error message spills into further
+  // segments, which the frame carries and the reader validates and reads whole.
+  std::string text(100000, 'e');
+  for (size_t i = 0; i < text.size(); i += 997) text[i] = static_cast<char>('a' + i % 26);
+  OutFrame f = MakeErrorReply(4, InvalidArgument(text));
+  EXPECT_GT(f.message->getSegmentsForOutput().size(), 1u);
+  StatusOr<EncodedFrame> e = EncodeFrame(f, EncodeOptions());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  StatusOr<Frame> d = DecodeFrame(Flatten(*e), Limits());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  Status s = ReplyStatus(*d);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), text);
+}
+
 }  // namespace
 }  // namespace remex::rpc

@@ -19,7 +19,7 @@ struct Request {
   rpc::OutFrame frame;
   wire::Request::Builder root;
   Request() : frame(), root(nullptr) {
-    frame.message = std::make_unique<capnp::MallocMessageBuilder>();
+    frame.message = rpc::NewMessage();
     root = frame.message->initRoot<wire::Request>();
   }
 };
