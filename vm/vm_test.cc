@@ -197,6 +197,34 @@ TEST_F(VmTest, BoolConstantBytesLoadAsZeroOrOne) {
   EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{0, 1, 1, 1}));
 }
 
+// A tensor output is always a tensor AllocOutput made: the verifier refuses an
+// executable that would return its constant (which every VM of it shares) as one, so
+// a caller writing into its output can never change the executable.
+TEST(ExecutableTest, VerifierRefusesAConstantReturnedAsATensorOutput) {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  ConstantDef c;
+  c.dtype = DType::kFloat32;
+  c.shape = {4};
+  c.data.resize(16);
+  def.constants.push_back(std::move(c));
+  FunctionDef fn;
+  fn.name = "main";
+  fn.outputs = {{"y", DType::kFloat32, {4}, {}}};
+  fn.num_registers = 1;
+  fn.code = {
+      {Opcode::kLoadConst, {0, 0, 0}, {}},
+      {Opcode::kRet, {}, {{0}}},
+  };
+  def.functions.push_back(std::move(fn));
+  auto bytes = SerializeExecutable(def);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto exe = Executable::Load(*bytes, Registry());
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(exe.status().message().find("AllocOutput did not make"), std::string::npos) << exe.status().ToString();
+}
+
 TEST(ExecutableTest, CorruptFilesAreRejected) {
   auto bytes = SerializeExecutable(AddReluDef());
   ASSERT_TRUE(bytes.ok());
