@@ -10,10 +10,8 @@
 #include <vector>
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <cerrno>
-#include <climits>
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -264,34 +262,17 @@ class Client::Impl {
 
   // Writes the buffers with sendmsg, as much as the socket takes per call.
   Status WritePlain(const std::vector<asio::const_buffer>& buffers) {
-    std::vector<iovec> iov(buffers.size());
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      iov[i].iov_base = const_cast<void*>(buffers[i].data());
-      iov[i].iov_len = buffers[i].size();
-    }
-    size_t next = 0;
-    while (next < iov.size()) {
-      if (iov[next].iov_len == 0) {
-        ++next;
-        continue;
-      }
+    detail::IovCursor rest(buffers);
+    while (!rest.done()) {
       REMEX_RETURN_IF_ERROR(PrepareBlocking(SO_SNDTIMEO, send_timeout_, "sending frame"));
-      msghdr msg{};
-      msg.msg_iov = &iov[next];
-      msg.msg_iovlen = std::min<size_t>(iov.size() - next, IOV_MAX);
+      msghdr msg = rest.Message();
       ssize_t k = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL);
       if (k < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;  // the deadline: checked above
         return Unavailable(std::string("sending frame: ") + std::strerror(errno));
       }
       bytes_sent_ += static_cast<size_t>(k);
-      for (size_t left = static_cast<size_t>(k); left > 0;) {
-        size_t step = std::min(left, iov[next].iov_len);
-        iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + step;
-        iov[next].iov_len -= step;
-        left -= step;
-        if (iov[next].iov_len == 0) ++next;
-      }
+      rest.Advance(static_cast<size_t>(k));
     }
     return OkStatus();
   }

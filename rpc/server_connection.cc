@@ -1,11 +1,9 @@
 #include "rpc/server_connection.h"
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <cstdio>
 #include <utility>
@@ -481,21 +479,10 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
 }
 
 size_t Connection::WriteNow(error_code& ec) {
-  std::vector<iovec> iov(out_buffers_.size());
-  for (size_t i = 0; i < out_buffers_.size(); ++i) {
-    iov[i].iov_base = const_cast<void*>(out_buffers_[i].data());
-    iov[i].iov_len = out_buffers_[i].size();
-  }
-  size_t next = 0;
+  IovCursor rest(out_buffers_);
   size_t sent = 0;
-  while (next < iov.size()) {
-    if (iov[next].iov_len == 0) {
-      ++next;
-      continue;
-    }
-    msghdr msg{};
-    msg.msg_iov = &iov[next];
-    msg.msg_iovlen = std::min<size_t>(iov.size() - next, IOV_MAX);
+  while (!rest.done()) {
+    msghdr msg = rest.Message();
     ssize_t k = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0) {
       if (errno == EINTR) continue;
@@ -503,13 +490,7 @@ size_t Connection::WriteNow(error_code& ec) {
       break;
     }
     sent += static_cast<size_t>(k);
-    for (size_t left = static_cast<size_t>(k); left > 0;) {
-      size_t step = std::min(left, iov[next].iov_len);
-      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + step;
-      iov[next].iov_len -= step;
-      left -= step;
-      if (iov[next].iov_len == 0) ++next;
-    }
+    rest.Advance(static_cast<size_t>(k));
   }
   return sent;
 }

@@ -13,6 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <climits>
+
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <openssl/ssl.h>
@@ -78,6 +83,45 @@ class ReadAhead {
   std::unique_ptr<std::byte[]> data_;
   size_t pos_ = 0;
   size_t len_ = 0;
+};
+
+// The unwritten rest of gather-write buffers, as the iovecs of a sendmsg: the plaintext
+// paths of both ends write with their own sendmsg calls (client.cc, the server's
+// Connection::WriteNow).
+class IovCursor {
+ public:
+  explicit IovCursor(const std::vector<asio::const_buffer>& buffers) : iov_(buffers.size()) {
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      iov_[i].iov_base = const_cast<void*>(buffers[i].data());
+      iov_[i].iov_len = buffers[i].size();
+    }
+    SkipEmpty();
+  }
+  bool done() const { return next_ == iov_.size(); }
+  // A message over the rest, at most IOV_MAX pieces of it.
+  msghdr Message() {
+    msghdr msg{};
+    msg.msg_iov = &iov_[next_];
+    msg.msg_iovlen = std::min<size_t>(iov_.size() - next_, IOV_MAX);
+    return msg;
+  }
+  // A sendmsg wrote `n` more bytes (at most what is left).
+  void Advance(size_t n) {
+    while (n > 0 && next_ < iov_.size()) {
+      const size_t step = std::min(n, iov_[next_].iov_len);
+      iov_[next_].iov_base = static_cast<char*>(iov_[next_].iov_base) + step;
+      iov_[next_].iov_len -= step;
+      n -= step;
+      SkipEmpty();
+    }
+  }
+
+ private:
+  void SkipEmpty() {
+    while (next_ < iov_.size() && iov_[next_].iov_len == 0) ++next_;
+  }
+  std::vector<iovec> iov_;
+  size_t next_ = 0;
 };
 
 // A connection's byte stream: the TCP socket, or TLS over it. Reads and writes go
