@@ -56,7 +56,7 @@ def python_median_us(address, model_path, elements, iterations):
 
 def cpp_median_us(build, address, elements, iterations, pin):
     out = subprocess.run([os.path.join(build, "bench", "latency_bench"), "--server", address, "--iterations",
-                          str(iterations), "--elements", str(elements), "--json"],
+                          str(iterations), "--elements", str(elements), "--series", "invoke", "--json"],
                          capture_output=True, text=True, check=True, preexec_fn=pin(0))
     return json.loads(out.stdout)["median_us"]["invoke"]
 
