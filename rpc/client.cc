@@ -401,45 +401,33 @@ class Client::Impl {
       buf = buf.subspan(k);
     }
     if (buf.empty()) return OkStatus();
-    if (!stream_.tls()) {
-      if (ReadAhead::Small(buf.size())) {
-        asio::mutable_buffer space = ahead_.Space();
-        StatusOr<size_t> n = ReadPlain({static_cast<std::byte*>(space.data()), space.size()}, buf.size());
-        if (!n.ok()) return n.status();
-        ahead_.Filled(*n);
-        ahead_.Take(buf);
-        return OkStatus();
-      }
-      return ReadPlain(buf, buf.size()).status();
-    }
+    if (!ReadAhead::Small(buf.size())) return ReadAtLeast(buf, buf.size()).status();  // straight in
+    asio::mutable_buffer space = ahead_.Space();
+    StatusOr<size_t> n = ReadAtLeast({static_cast<std::byte*>(space.data()), space.size()}, buf.size());
+    if (!n.ok()) return n.status();
+    ahead_.Filled(*n);
+    ahead_.Take(buf);
+    return OkStatus();
+  }
+
+  // Reads at least `at_least` bytes into `buf` (at most buf.size()); returns how many.
+  // Plaintext: ReadPlain; TLS: through Asio, under the deadline.
+  StatusOr<size_t> ReadAtLeast(std::span<std::byte> buf, size_t at_least) {
+    if (!stream_.tls()) return ReadPlain(buf, at_least);
     bool done = false;
     error_code ec;
     size_t n = 0;
-    if (ReadAhead::Small(buf.size())) {
-      stream_.AsyncReadAtLeast(ahead_.Space(), buf.size(),
-                               [&](error_code e, size_t k) {
-                                 ec = e;
-                                 n = k;
-                                 done = true;
-                               });
-      Await(done);
-      if (!ec && !timed_out_) {
-        ahead_.Filled(n);
-        ahead_.Take(buf);
-      }
-    } else {
-      stream_.AsyncRead(asio::buffer(buf.data(), buf.size()), [&](error_code e, size_t k) {
-        ec = e;
-        n = k;
-        done = true;
-      });
-      Await(done);
-    }
+    stream_.AsyncReadAtLeast(asio::buffer(buf.data(), buf.size()), at_least, [&](error_code e, size_t k) {
+      ec = e;
+      n = k;
+      done = true;
+    });
+    Await(done);
     bytes_received_ += n;
     if (timed_out_) return DeadlineExceeded("receiving frame: " + DeadlineText());
     if (ec == asio::error::eof) return Unavailable("connection closed by the server");
     if (ec) return Unavailable("receiving frame: " + ec.message());
-    return OkStatus();
+    return n;
   }
 
   // Starts the deadline of one operation. Await checks it between events: no timer
