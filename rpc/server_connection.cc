@@ -22,8 +22,6 @@ constexpr size_t kMaxLingerBytes = 4u << 20;
 // server's encode threads (ServerOptions::encode_threads), not on the I/O thread.
 constexpr uint64_t kOffThreadEncodeBytes = uint64_t{1} << 20;
 
-size_t TotalBytes(const std::vector<asio::const_buffer>& buffers) { return asio::buffer_size(buffers); }
-
 // `buffers` without their first `n` bytes.
 std::vector<asio::const_buffer> Skip(const std::vector<asio::const_buffer>& buffers, size_t n) {
   std::vector<asio::const_buffer> rest;
@@ -375,10 +373,13 @@ void Connection::WatchPeer() {
   socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](error_code ec) {
     auto self = weak.lock();
     if (ec || !self || !self->handling_) return;
-    // Readable with nothing to read: the peer closed (or reset) the connection.
-    error_code available_ec;
-    size_t n = self->socket_.available(available_ec);
-    if ((n == 0 || available_ec) && self->handler_) self->handler_->OnPeerClosed();
+    // What is there decides, not the wake-up: a readiness event may be stale (it was
+    // taken from epoll before a receive consumed the bytes it announced).
+    char byte = 0;
+    const ssize_t k = ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->WatchPeer();
+    // The end of the stream, or an error (a reset): the peer has gone.
+    if (k <= 0 && self->handler_) self->handler_->OnPeerClosed();
     // Data (a pipelined frame): stop watching; it is read after the reply.
   });
 }
@@ -465,7 +466,7 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
     // (which cost an epoll_wait per reply). The rest, if any, goes to the async write.
     error_code ec;
     sent = WriteNow(ec);
-    if (ec || sent == TotalBytes(out_buffers_)) return OnWritten(ec, sent, close_after);
+    if (ec || sent == asio::buffer_size(out_buffers_)) return OnWritten(ec, sent, close_after);
     write_progress_at_ = std::chrono::steady_clock::now();
     out_buffers_ = Skip(out_buffers_, sent);
   }
