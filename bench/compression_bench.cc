@@ -9,7 +9,8 @@
 // zstd frame, optionally after ByteShuffle with the dtype's size; tensors under
 // kMinCompressBytes stay raw. For each zstd level, with and without shuffle: the ratio
 // raw / compressed and the compression and decompression throughput (MB/s of raw
-// bytes, best of --repeat, one thread).
+// bytes, best of --repeat, one thread), and the largest ratio of any one chunk (what the
+// server's --max-decompression-ratio, default rpc::kMaxCompressionRatio, checks).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,7 @@ StatusOr<std::vector<vm::ConstantDef>> ReadWeights(const std::string& path) {
 struct Coded {
   uint64_t raw = 0, wire = 0;
   double compress_s = 0, decompress_s = 0;
+  double max_chunk_ratio = 0;  // of the chunks coded (tensors under kMinCompressBytes stay raw)
 };
 
 // Codes every tensor of `tensors` chunk by chunk; checks the round trip.
@@ -90,6 +92,8 @@ StatusOr<Coded> Code(const std::vector<vm::ConstantDef>& tensors, int level, boo
       REMEX_ASSIGN_OR_RETURN(auto frame, rpc::ZstdCompress(src, level));
       c.compress_s += SecondsSince(t0);
       c.wire += frame.size();
+      c.max_chunk_ratio =
+          std::max(c.max_chunk_ratio, static_cast<double>(chunk.size()) / static_cast<double>(frame.size()));
       t0 = Clock::now();
       restored.resize(chunk.size());
       REMEX_RETURN_IF_ERROR(rpc::ZstdDecompress(frame, restored));
@@ -129,8 +133,8 @@ int Main(int argc, char** argv) {
   if (!json) {
     std::printf("compression_bench: weights coded in %zu KiB chunks, best of %d runs, one thread\n",
                 rpc::kAttachmentChunkBytes / 1024, repeat);
-    std::printf("  %-38s %10s %5s %7s %8s %12s %12s\n", "model", "raw bytes", "zstd", "shuffle", "ratio",
-                "comp MB/s", "decomp MB/s");
+    std::printf("  %-38s %10s %5s %7s %8s %10s %12s %12s\n", "model", "raw bytes", "zstd", "shuffle", "ratio",
+                "max chunk", "comp MB/s", "decomp MB/s");
   }
   for (const char* name : models) {
     std::string path = (std::filesystem::path(dir) / name).string();
@@ -159,10 +163,12 @@ int Main(int argc, char** argv) {
         double comp = best.raw / best.compress_s / 1e6, decomp = best.raw / best.decompress_s / 1e6;
         report["cases"].push_back({{"model", name}, {"tensors", tensors->size()}, {"raw_bytes", best.raw},
                                    {"wire_bytes", best.wire}, {"level", level}, {"shuffle", shuffle},
-                                   {"ratio", ratio}, {"compress_mbps", comp}, {"decompress_mbps", decomp}});
+                                   {"ratio", ratio}, {"max_chunk_ratio", best.max_chunk_ratio},
+                                   {"compress_mbps", comp}, {"decompress_mbps", decomp}});
         if (!json) {
-          std::printf("  %-38s %10llu %5d %7s %8.3f %12.0f %12.0f\n", name,
-                      static_cast<unsigned long long>(best.raw), level, shuffle ? "yes" : "no", ratio, comp, decomp);
+          std::printf("  %-38s %10llu %5d %7s %8.3f %10.2f %12.0f %12.0f\n", name,
+                      static_cast<unsigned long long>(best.raw), level, shuffle ? "yes" : "no", ratio,
+                      best.max_chunk_ratio, comp, decomp);
         }
       }
     }

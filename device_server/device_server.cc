@@ -76,6 +76,9 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.threads = config.io_threads;
   options.max_connections = config.max_connections;
   options.max_connections_per_address = config.max_connections_per_address;
+  options.auth_timeout = config.auth_timeout;
+  options.max_unauthenticated_connections = config.max_unauthenticated_connections;
+  options.max_unauthenticated_per_address = config.max_unauthenticated_per_address;
   options.idle_timeout = config.idle_timeout;
   options.read_timeout = config.read_timeout;
   options.write_timeout = config.write_timeout;

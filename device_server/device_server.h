@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "rpc/frame.h"
 #include "rpc/tls.h"
 
 namespace remex::rpc {
@@ -79,17 +80,28 @@ struct ServerConfig {
   // Device memory one session's tensors, VM constants and arenas may hold at once;
   // 0: half the device's memory.
   uint64_t session_memory_bytes = 0;
-  // Objects (modules, VMs, tensors) one session may hold handles to at once.
-  uint32_t max_handles_per_session = 65536;
+  // Objects (modules, VMs, tensors) one session may hold handles to at once. Each
+  // costs host memory besides its device bytes (its table entry and tensor record,
+  // about 0.85 KB for a small tensor: 16384 handles hold about 14 MB per session).
+  uint32_t max_handles_per_session = 16384;
   // Connections served at once, in all and from one client address (0: no limit).
   uint32_t max_connections = 1024;
   uint32_t max_connections_per_address = 64;
+  // Before a session has said hello (and authenticated, when the server has a token or
+  // is in a farm): its requests are at most 4 KiB with no attachments, it must be done
+  // within auth_timeout of its connection, and at most max_unauthenticated_connections
+  // (the oldest closed past it) and max_unauthenticated_per_address (new ones refused
+  // past it) wait so (rpc::ServerOptions). 0: no deadline / no limit.
+  std::chrono::milliseconds auth_timeout{std::chrono::seconds(5)};
+  uint32_t max_unauthenticated_connections = 256;
+  uint32_t max_unauthenticated_per_address = 32;
   // Raw bytes of all the attachments of one request frame.
   uint64_t max_frame_bytes = uint64_t{8} << 30;
-  // Largest raw / wire size of a compressed request attachment (rpc/frame.h
-  // Limits::max_decompression_ratio); 0: no cap (the session quota bounds what an
-  // attachment may decompress to either way).
-  uint32_t max_decompression_ratio = 0;
+  // Largest raw / wire size of what a request attachment decompresses (a zstd
+  // attachment, or each zstd chunk: rpc/frame.h Limits::max_decompression_ratio),
+  // checked before it is decompressed. Remex clients stay within the default; 0: no
+  // cap (the session quota bounds what an attachment may decompress to either way).
+  uint32_t max_decompression_ratio = rpc::kMaxCompressionRatio;
   // A connection idle this long between requests is closed; so is one whose request,
   // once started, makes no progress for read_timeout (0: no deadline).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};

@@ -30,6 +30,23 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
   reply.setProtocolMajor(rpc::kProtocolMajor);
   reply.setProtocolMinor(rpc::kProtocolMinor);
   reply.setServerName("remex-server");
+  if (!authenticated()) {
+    // A stranger learns what it needs to authenticate and nothing else: no version,
+    // session id, cancel key or device. The client says hello again once
+    // authenticated to learn those.
+    if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
+    if (state_->config.lease_token) {
+      // Checked against the farm at the session's start, not from a cached copy: a
+      // lease acquired a moment ago is honoured, one released is not.
+      auto lease = state_->config.lease_token();
+      if (!lease.ok()) return lease.status().WithContext("reading this device's lease from the farm");
+      hello_lease_ = std::move(lease).value();
+    }
+    REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
+    reply.setAuthChallenge(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
+    return OkStatus();
+  }
   reply.setServerVersion(kServerVersion);
   reply.setSessionId(id_);
   // Other sessions are none of this client's business: no count, and only this
@@ -47,18 +64,6 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
     }
     reply.setCancelKey(
         capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(cancel_key_.data()), cancel_key_.size()));
-  }
-  if (!authenticated() && !auth_failed_) {
-    if (state_->config.lease_token) {
-      // Checked against the farm at the session's start, not from a cached copy: a
-      // lease acquired a moment ago is honoured, one released is not.
-      auto lease = state_->config.lease_token();
-      if (!lease.ok()) return lease.status().WithContext("reading this device's lease from the farm");
-      hello_lease_ = std::move(lease).value();
-    }
-    REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
-    reply.setAuthChallenge(
-        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
   }
   return OkStatus();
 }

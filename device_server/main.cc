@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   uint32_t max_connections_per_address = defaults.max_connections_per_address;
   uint64_t max_frame_bytes = defaults.max_frame_bytes;
   uint32_t max_decompression_ratio = defaults.max_decompression_ratio;
+  uint32_t auth_timeout_s = static_cast<uint32_t>(defaults.auth_timeout.count() / 1000);
+  uint32_t max_unauthenticated = defaults.max_unauthenticated_connections;
+  uint32_t max_unauthenticated_per_address = defaults.max_unauthenticated_per_address;
   uint32_t idle_timeout_s = static_cast<uint32_t>(defaults.idle_timeout.count() / 1000);
   uint32_t read_timeout_s = static_cast<uint32_t>(defaults.read_timeout.count() / 1000);
   uint32_t write_timeout_s = static_cast<uint32_t>(defaults.write_timeout.count() / 1000);
@@ -128,8 +131,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
   app.add_option("--max-decompression-ratio", max_decompression_ratio,
-                 "largest raw / wire size of a compressed request attachment, checked before its payload is read "
-                 "(0: no cap; a zero-filled tensor compresses about 20000:1)")
+                 "largest raw / wire size of what a request attachment decompresses (a zstd attachment, or each "
+                 "zstd chunk), checked before it is decompressed (0: no cap; Remex clients stay within the "
+                 "default)")
+      ->capture_default_str();
+  app.add_option("--auth-timeout-s", auth_timeout_s,
+                 "close a connection that has not said hello (and, with a token or a farm, authenticated) this "
+                 "long after it connected (0: never)")
+      ->capture_default_str();
+  app.add_option("--max-unauthenticated-connections", max_unauthenticated,
+                 "connections that have not authenticated yet held at once; past it the oldest is closed (0: no "
+                 "limit)")
+      ->capture_default_str();
+  app.add_option("--max-unauthenticated-per-address", max_unauthenticated_per_address,
+                 "connections that have not authenticated yet held at once from one client address; past it new "
+                 "ones are refused (0: no limit)")
       ->capture_default_str();
   app.add_option("--idle-timeout-s", idle_timeout_s, "close a connection idle this long between requests (0: never)")
       ->capture_default_str();
@@ -233,6 +249,9 @@ int main(int argc, char** argv) {
   config.max_connections_per_address = max_connections_per_address;
   config.max_frame_bytes = max_frame_bytes;
   config.max_decompression_ratio = max_decompression_ratio;
+  config.auth_timeout = std::chrono::seconds(auth_timeout_s);
+  config.max_unauthenticated_connections = max_unauthenticated;
+  config.max_unauthenticated_per_address = max_unauthenticated_per_address;
   config.idle_timeout = std::chrono::seconds(idle_timeout_s);
   config.read_timeout = std::chrono::seconds(read_timeout_s);
   config.write_timeout = std::chrono::seconds(write_timeout_s);

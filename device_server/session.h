@@ -106,6 +106,11 @@ class Session final : public rpc::ConnectionHandler {
   // received as usual and checked in Handle().
   std::span<std::byte> AttachmentDestination(const rpc::Frame& request, size_t index, uint64_t raw_size) override;
 
+  // The session has said hello and, when the server requires it (a token, a farm
+  // lease), proved the token: until then the transport takes in only small frames and
+  // closes the connection past --auth-timeout-s.
+  bool Authenticated() const override { return hello_done_ && authenticated(); }
+
  private:
   // Marks a request of the session as being served (see CloseLocked); false when a
   // device fault closed the session.

@@ -12,6 +12,9 @@ namespace {
 
 // Output grows by at most this much per step, so memory follows the data decoded.
 constexpr size_t kGrowBytes = 4u << 20;
+// The largest zstd window a streaming decoder accepts (8 MiB): the window of levels up
+// to 19; a frame asking for more is refused as corrupt.
+constexpr int kMaxWindowLog = 23;
 
 std::string ZstdMessage(size_t code) { return ZSTD_getErrorName(code); }
 
@@ -166,6 +169,7 @@ struct ZstdStreamDecompressor::State {
   size_t produced = 0;
   bool started = false;
   bool frame_done = false;
+  const std::atomic<bool>* cancel = nullptr;
 
   ~State() { ZSTD_freeDCtx(dctx); }
 
@@ -173,6 +177,9 @@ struct ZstdStreamDecompressor::State {
     if (dctx == nullptr) {
       dctx = ZSTD_createDCtx();
       if (dctx == nullptr) return Internal("ZSTD_createDCtx failed");
+      // A frame may ask for a window of up to 2^27 bytes by default, which the decoder
+      // would allocate per connection; Remex senders' levels use at most 2^23.
+      ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, kMaxWindowLog);
     }
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
     raw_size = size;
@@ -184,10 +191,13 @@ struct ZstdStreamDecompressor::State {
     return OkStatus();
   }
 
-  // Where output may go: the fixed destination, or `out` grown by one step when it is
-  // full and below raw_size.
+  // Where output may go, at most kGrowBytes past what is produced (so that a step is
+  // bounded and the cancel flag is seen between steps): the fixed destination, or
+  // `out` grown by one step when it is full and below raw_size.
   std::span<std::byte> Window() {
-    if (out == nullptr) return fixed;
+    if (out == nullptr) {
+      return fixed.first(static_cast<size_t>(std::min<uint64_t>(fixed.size(), produced + uint64_t{kGrowBytes})));
+    }
     if (produced == out->size() && out->size() < raw_size) {
       out->resize(static_cast<size_t>(
           std::min<uint64_t>(raw_size, out->size() + static_cast<uint64_t>(kGrowBytes))));
@@ -197,6 +207,9 @@ struct ZstdStreamDecompressor::State {
 
   // One decompression step. Returns whether any progress was made.
   StatusOr<bool> Step(ZSTD_inBuffer& in) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      return Cancelled("decompression stopped: the connection is closing");
+    }
     std::span<std::byte> window = Window();
     ZSTD_outBuffer o{window.data(), window.size(), produced};
     size_t in_before = in.pos;
@@ -227,6 +240,8 @@ Status ZstdStreamDecompressor::Begin(uint64_t raw_size, std::vector<std::byte>* 
   }
   return OkStatus();
 }
+
+void ZstdStreamDecompressor::SetCancel(const std::atomic<bool>* cancel) { state_->cancel = cancel; }
 
 Status ZstdStreamDecompressor::Begin(std::span<std::byte> dst) {
   State& s = *state_;

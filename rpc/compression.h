@@ -5,6 +5,7 @@
 // the size the frame header declared, and output never exceeds that size.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -137,6 +138,9 @@ class ZstdStreamDecompressor {
   // After the last Feed: INVALID_ARGUMENT unless exactly one complete frame of
   // raw_size bytes was decoded.
   Status Finish();
+  // A flag (borrowed; nullptr: none) checked every 4 MiB of output: once set, Feed and
+  // Finish stop with CANCELLED.
+  void SetCancel(const std::atomic<bool>* cancel);
 
  private:
   struct State;

@@ -164,7 +164,7 @@ StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> byt
     default:
       return InvalidArgument("unknown attachment codec " + std::to_string(codec));
   }
-  if (h.codec != Codec::kRaw && limits.max_decompression_ratio != 0 &&
+  if (h.codec == Codec::kZstd && limits.max_decompression_ratio != 0 &&
       h.raw_size / limits.max_decompression_ratio > h.wire_size) {
     return ResourceExhausted("compressed attachment declares " + std::to_string(h.raw_size) + " bytes from " +
                              std::to_string(h.wire_size) + " on the wire, over the decompression ratio limit of " +
@@ -245,6 +245,18 @@ void AddPiece(std::vector<std::span<const std::byte>>& pieces, std::span<const s
   pieces.push_back(piece);
 }
 
+// Whether `bytes` is its first `period` bytes repeated (the last repetition possibly
+// cut short): a kFill chunk. Comparing the bytes with themselves shifted by `period`
+// checks it in one pass.
+bool IsRepeatedPattern(std::span<const std::byte> bytes, size_t period) {
+  if (bytes.size() < period) return false;
+  return std::memcmp(bytes.data(), bytes.data() + period, bytes.size() - period) == 0;
+}
+
+// Whether `raw` bytes sent as `wire` stay within kMaxCompressionRatio, the server's
+// default max_decompression_ratio; past it they go raw.
+bool WithinCompressionRatio(uint64_t raw, uint64_t wire) { return raw / kMaxCompressionRatio <= wire; }
+
 template <typename T>
 void PutLeVec(std::vector<std::byte>& out, T v) {
   for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
@@ -316,13 +328,15 @@ StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options
         compressed.resize(ZstdBound(a.size));
         REMEX_ASSIGN_OR_RETURN(size_t n,
                                codec->Compress(raw, options.compression_level, compressed));
-        if (n < a.size && (keep_all || WorthCompressing(a.size, n))) {
+        if (n < a.size && (keep_all || WorthCompressing(a.size, n)) && WithinCompressionRatio(a.size, n)) {
           ah.codec = Codec::kZstd;
           ah.wire_size = n;
           pieces.push_back(out.Store(std::span<const std::byte>(compressed.data(), n)));
         }
       } else {
         const bool shuffle = IsShuffleElementSize(a.element_size);
+        const bool fill = options.peer_minor >= kMinorFillChunks;
+        const size_t pattern = FillPatternBytes(shuffle ? a.element_size : 0);
         const uint64_t chunk_count = ChunkCount(a.size);
         std::vector<std::byte> table;
         table.reserve(static_cast<size_t>(chunk_count * kChunkEntrySize));
@@ -334,20 +348,25 @@ StatusOr<EncodedFrame> EncodeFrame(OutFrame& frame, const EncodeOptions& options
           std::span<const std::byte> chunk = raw.subspan(
               c * kAttachmentChunkBytes,
               std::min<size_t>(kAttachmentChunkBytes, a.size - c * kAttachmentChunkBytes));
-          std::span<const std::byte> input = chunk;
-          if (shuffle) {
-            shuffled.resize(chunk.size());
-            ByteShuffle(chunk, shuffled, a.element_size);
-            input = shuffled;
-          }
-          REMEX_ASSIGN_OR_RETURN(size_t n,
-                                 codec->Compress(input, options.compression_level, compressed));
           ChunkCodec chunk_codec = ChunkCodec::kRaw;
           std::span<const std::byte> payload = chunk;
-          if (keep_all || WorthCompressing(chunk.size(), n)) {
-            chunk_codec = shuffle ? ChunkCodec::kShuffledZstd : ChunkCodec::kZstd;
-            payload = out.Store(std::span<const std::byte>(compressed.data(), n));
+          if (fill && IsRepeatedPattern(chunk, pattern)) {
+            chunk_codec = ChunkCodec::kFill;
+            payload = out.Store(chunk.first(pattern));
             any_compressed = true;
+          } else {
+            std::span<const std::byte> input = chunk;
+            if (shuffle) {
+              shuffled.resize(chunk.size());
+              ByteShuffle(chunk, shuffled, a.element_size);
+              input = shuffled;
+            }
+            REMEX_ASSIGN_OR_RETURN(size_t n, codec->Compress(input, options.compression_level, compressed));
+            if ((keep_all || WorthCompressing(chunk.size(), n)) && WithinCompressionRatio(chunk.size(), n)) {
+              chunk_codec = shuffle ? ChunkCodec::kShuffledZstd : ChunkCodec::kZstd;
+              payload = out.Store(std::span<const std::byte>(compressed.data(), n));
+              any_compressed = true;
+            }
           }
           PutLeVec<uint32_t>(table, static_cast<uint32_t>(payload.size()));
           table.push_back(static_cast<std::byte>(chunk_codec));
@@ -403,6 +422,7 @@ StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limi
   frame.attachments.resize(header.attachment_count);
   frame.attachment_in_place.assign(header.attachment_count, false);
   AttachmentReader reader;
+  reader.SetLimits(limits);
   uint64_t frame_raw_bytes = 0;
   for (uint32_t i = 0; i < header.attachment_count; ++i) {
     REMEX_ASSIGN_OR_RETURN(AttachmentHeader ah, DecodeAttachmentHeader(bytes, limits));
@@ -442,12 +462,35 @@ Status AttachmentReader::Start(const AttachmentHeader& header) {
   return OkStatus();
 }
 
+void AttachmentReader::SetCancel(const std::atomic<bool>* cancel) {
+  cancel_ = cancel;
+  if (zstd_ != nullptr) zstd_->SetCancel(cancel);
+}
+
+bool AttachmentReader::HeavyCommit() const {
+  switch (phase_) {
+    case Phase::kWhole:
+      return header_.codec == Codec::kZstd && header_.raw_size >= kHeavyCommitBytes;
+    case Phase::kTable:
+      return false;
+    case Phase::kChunk: {
+      const ChunkEntry& entry = chunks_[next_chunk_];
+      return (entry.codec == ChunkCodec::kZstd || entry.codec == ChunkCodec::kShuffledZstd) &&
+             std::min<uint64_t>(kAttachmentChunkBytes, header_.raw_size - produced_) >= kHeavyCommitBytes;
+    }
+  }
+  return false;
+}
+
 Status AttachmentReader::Begin(const AttachmentHeader& header, std::vector<std::byte>* out) {
   REMEX_RETURN_IF_ERROR(Start(header));
   out_ = out;
   out->clear();
   if (header.codec == Codec::kZstd) {
-    if (zstd_ == nullptr) zstd_ = std::make_unique<ZstdStreamDecompressor>();
+    if (zstd_ == nullptr) {
+      zstd_ = std::make_unique<ZstdStreamDecompressor>();
+      zstd_->SetCancel(cancel_);
+    }
     return zstd_->Begin(header.raw_size, out);
   }
   // Only the first bytes are reserved: a declared size is a claim, and the vector
@@ -470,7 +513,10 @@ Status AttachmentReader::Begin(const AttachmentHeader& header, std::span<std::by
   REMEX_RETURN_IF_ERROR(Start(header));
   fixed_ = destination;
   if (header.codec == Codec::kZstd) {
-    if (zstd_ == nullptr) zstd_ = std::make_unique<ZstdStreamDecompressor>();
+    if (zstd_ == nullptr) {
+      zstd_ = std::make_unique<ZstdStreamDecompressor>();
+      zstd_->SetCancel(cancel_);
+    }
     return zstd_->Begin(destination);
   }
   return OkStatus();
@@ -492,6 +538,16 @@ std::span<std::byte> AttachmentReader::Output(uint64_t offset, size_t n) {
   return std::span<std::byte>(out_->data() + offset, n);
 }
 
+std::span<std::byte> AttachmentReader::Scratch(size_t n) {
+  if (scratch_bytes_ < n) {
+    // Not cleared: the socket writes it before it is read, so a peer that declares much
+    // and sends little makes the server touch (hold resident) only what it sent.
+    scratch_.reset(new std::byte[n]);
+    scratch_bytes_ = n;
+  }
+  return std::span<std::byte>(scratch_.get(), n);
+}
+
 std::span<std::byte> AttachmentReader::NextBuffer() {
   switch (phase_) {
     case Phase::kWhole: {
@@ -499,16 +555,14 @@ std::span<std::byte> AttachmentReader::NextBuffer() {
       if (header_.codec == Codec::kRaw) {
         pending_ = Output(produced_, n);
       } else {
-        if (scratch_.size() < n) scratch_.resize(n);
-        pending_ = std::span<std::byte>(scratch_.data(), n);
+        pending_ = Scratch(n);
       }
       break;
     }
     case Phase::kTable: {
       // Bounded: raw_size is within limits and wire_size holds the table.
       size_t n = static_cast<size_t>(ChunkCount(header_.raw_size) * kChunkEntrySize);
-      if (scratch_.size() < n) scratch_.resize(n);
-      pending_ = std::span<std::byte>(scratch_.data(), n);
+      pending_ = Scratch(n);
       break;
     }
     case Phase::kChunk: {
@@ -516,8 +570,7 @@ std::span<std::byte> AttachmentReader::NextBuffer() {
       if (entry.codec == ChunkCodec::kRaw) {
         pending_ = Output(produced_, entry.wire_size);
       } else {
-        if (scratch_.size() < entry.wire_size) scratch_.resize(entry.wire_size);
-        pending_ = std::span<std::byte>(scratch_.data(), entry.wire_size);
+        pending_ = Scratch(entry.wire_size);
       }
       break;
     }
@@ -558,6 +611,22 @@ Status AttachmentReader::ParseTable() {
                                  std::to_string(entry.wire_size) + " cannot hold " +
                                  std::to_string(raw) + " bytes");
         }
+        // Before any chunk is decompressed: a bomb is refused on its table.
+        if (max_ratio_ != 0 && raw / max_ratio_ > entry.wire_size) {
+          return ResourceExhausted(where + ": zstd chunk of " + std::to_string(raw) + " bytes from " +
+                                   std::to_string(entry.wire_size) +
+                                   " on the wire, over the decompression ratio limit of " +
+                                   std::to_string(max_ratio_) + " (max_decompression_ratio)");
+        }
+        break;
+      case static_cast<uint8_t>(ChunkCodec::kFill):
+        entry.codec = ChunkCodec::kFill;
+        if (entry.wire_size != FillPatternBytes(header_.element_size)) {
+          return InvalidArgument(where + ": fill chunk of wire size " + std::to_string(entry.wire_size) +
+                                 " in an attachment of element size " + std::to_string(header_.element_size) +
+                                 " (its pattern is " + std::to_string(FillPatternBytes(header_.element_size)) +
+                                 " bytes)");
+        }
         break;
       default:
         return InvalidArgument(where + ": unknown chunk codec " + std::to_string(codec));
@@ -576,7 +645,18 @@ Status AttachmentReader::DecodeChunk() {
   size_t raw = static_cast<size_t>(
       std::min<uint64_t>(kAttachmentChunkBytes, header_.raw_size - produced_));
   std::string where = "chunk " + std::to_string(next_chunk_);
-  if (entry.codec != ChunkCodec::kRaw) {
+  if (entry.codec == ChunkCodec::kFill) {
+    std::span<std::byte> dst = Output(produced_, raw);
+    const size_t k = pending_.size();  // 1 to 8, checked with the table
+    const size_t head = std::min(k, raw);
+    std::memcpy(dst.data(), pending_.data(), head);
+    // Doubling copies: the pattern repeated, O(raw) bytes moved.
+    for (size_t filled = head; filled < raw;) {
+      const size_t n = std::min(filled, raw - filled);
+      std::memcpy(dst.data() + filled, dst.data(), n);
+      filled += n;
+    }
+  } else if (entry.codec != ChunkCodec::kRaw) {
     if (codec_ == nullptr) codec_ = std::make_unique<ZstdCodec>();
     std::span<std::byte> dst = Output(produced_, raw);
     if (entry.codec == ChunkCodec::kShuffledZstd) {
@@ -593,6 +673,18 @@ Status AttachmentReader::DecodeChunk() {
 }
 
 Status AttachmentReader::Commit() {
+  try {
+    return CommitStep();
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("no memory to receive an attachment of " + std::to_string(header_.raw_size) +
+                             " bytes (" + std::to_string(produced_) + " received)");
+  }
+}
+
+Status AttachmentReader::CommitStep() {
+  if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+    return Cancelled("receiving stopped: the connection is closing");
+  }
   wire_left_ -= pending_.size();
   switch (phase_) {
     case Phase::kWhole:

@@ -27,6 +27,13 @@
 //                                             header's element_size (2, 4 or 8); a tail
 //                                             that is not a whole element is left in
 //                                             place
+//                           kFill (3)         (minor >= 3) the chunk is one pattern
+//                                             repeated: wire_size is the pattern's
+//                                             length, max(1, the header's
+//                                             element_size), and byte i of the chunk
+//                                             is pattern[i % length] (a zero or
+//                                             constant tensor costs a few bytes and a
+//                                             fill, no decompression)
 //                       The table entries' wire sizes add up to wire_size minus the
 //                       table. Chunks are independent, so a receiver decodes them one by
 //                       one straight into the destination with bounded scratch memory
@@ -45,6 +52,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,11 +69,13 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 2;
+inline constexpr uint16_t kProtocolMinor = 3;
 // The first minor version that understands Codec::kChunked.
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
 inline constexpr uint16_t kMinorListHandles = 2;
+// The first minor version that understands ChunkCodec::kFill.
+inline constexpr uint16_t kMinorFillChunks = 3;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},
@@ -85,7 +95,19 @@ enum class ChunkCodec : uint8_t {
   kRaw = 0,
   kZstd = 1,
   kShuffledZstd = 2,
+  kFill = 3,
 };
+
+// The largest raw / wire ratio of a zstd chunk (or of a whole zstd attachment) a
+// sender produces: a chunk that would compress further is a repeated pattern (sent as
+// kFill) or highly periodic data, sent raw instead. The server's default
+// max_decompression_ratio, so that a Remex client never meets it while a zstd bomb
+// (up to about 32,000 to 1) is refused before it is decompressed. Measured ratios of
+// real tensors: docs/security.md.
+inline constexpr uint32_t kMaxCompressionRatio = 1024;
+
+// The pattern length of a kFill chunk of an attachment of `element_size`.
+inline size_t FillPatternBytes(uint8_t element_size) { return element_size > 1 ? element_size : 1; }
 
 // Raw bytes per chunk of a kChunked attachment (the last chunk holds the rest).
 inline constexpr size_t kAttachmentChunkBytes = size_t{1} << 20;
@@ -110,10 +132,11 @@ struct Limits {
   // Raw bytes of all the attachments of one frame together (RESOURCE_EXHAUSTED past it,
   // checked as each attachment header arrives, before its payload is read).
   uint64_t max_frame_attachment_bytes = uint64_t{8} << 30;  // 8 GiB
-  // Largest raw size / wire size of a compressed (zstd or chunked) attachment, checked on
-  // its header before any payload is read (RESOURCE_EXHAUSTED past it). 0: no cap. A
-  // 1 MiB chunk of zeros compresses about 20,000 to 1, so a cap below that refuses
-  // such tensors from clients that compress.
+  // Largest raw size / wire size of what is decompressed: a whole zstd attachment
+  // (checked on its header) or each zstd chunk of a chunked one (checked on the chunk
+  // table); either way before any payload is decompressed (RESOURCE_EXHAUSTED past it).
+  // kFill chunks are exempt: they cost a fill, not a decompression. 0: no cap. Remex
+  // senders stay within kMaxCompressionRatio.
   uint32_t max_decompression_ratio = 0;
 };
 
@@ -168,7 +191,8 @@ std::array<std::byte, kAttachmentHeaderSize> EncodeAttachmentHeader(const Attach
 // is empty or larger than ZSTD_compressBound(raw_size), or a chunked attachment whose
 // element_size is not 0, 1, 2, 4 or 8 or whose wire_size cannot hold its chunk table
 // and chunks; RESOURCE_EXHAUSTED when raw_size exceeds limits.max_attachment_raw_size or
-// a compressed attachment's raw_size / wire_size exceeds limits.max_decompression_ratio.
+// a zstd attachment's raw_size / wire_size exceeds limits.max_decompression_ratio (a
+// chunked attachment's chunks are checked on its table: AttachmentReader).
 StatusOr<AttachmentHeader> DecodeAttachmentHeader(std::span<const std::byte> bytes,
                                                   const Limits& limits);
 
@@ -326,6 +350,8 @@ StatusOr<Frame> DecodeFrame(std::span<const std::byte> bytes, const Limits& limi
 class AttachmentReader {
  public:
   static constexpr size_t kReadStepBytes = 4u << 20;
+  // Commits that decompress at least this many bytes are worth moving off an I/O thread.
+  static constexpr uint64_t kHeavyCommitBytes = uint64_t{256} << 10;
 
   AttachmentReader();
   ~AttachmentReader();
@@ -344,8 +370,18 @@ class AttachmentReader {
   std::span<std::byte> NextBuffer();
   // Consumes the bytes written into the last NextBuffer(). INVALID_ARGUMENT for a
   // corrupt zstd payload or chunk, one whose content size is not as declared, or a
-  // chunk table that does not match the header.
+  // chunk table that does not match the header; RESOURCE_EXHAUSTED for a table whose
+  // zstd chunk exceeds the max_decompression_ratio (SetLimits), or when the memory
+  // for the output cannot be had; CANCELLED when the cancel flag (SetCancel) is set
+  // while decompressing (checked every 4 MiB of output).
   Status Commit();
+  // Whether the next Commit() decompresses kHeavyCommitBytes or more.
+  bool HeavyCommit() const;
+
+  // The ratio cap checked on chunk tables (Limits::max_decompression_ratio; 0: none).
+  void SetLimits(const Limits& limits) { max_ratio_ = limits.max_decompression_ratio; }
+  // A flag (borrowed, outliving the reader) that stops a decompression in progress.
+  void SetCancel(const std::atomic<bool>* cancel);
 
  private:
   enum class Phase : uint8_t { kWhole, kTable, kChunk };
@@ -355,6 +391,7 @@ class AttachmentReader {
   std::span<std::byte> Output(uint64_t offset, size_t n);
   Status ParseTable();
   Status DecodeChunk();
+  Status CommitStep();
 
   AttachmentHeader header_;
   std::vector<std::byte>* out_ = nullptr;  // growing destination, or
@@ -363,12 +400,17 @@ class AttachmentReader {
   uint64_t wire_left_ = 0;
   Phase phase_ = Phase::kWhole;
   std::span<std::byte> pending_;
-  std::vector<std::byte> scratch_;
+  // Wire bytes of a compressed payload or chunk table, before decoding.
+  std::span<std::byte> Scratch(size_t n);
+  std::unique_ptr<std::byte[]> scratch_;
+  size_t scratch_bytes_ = 0;
   std::vector<std::byte> unshuffle_scratch_;
   std::vector<ChunkEntry> chunks_;
   size_t next_chunk_ = 0;
   std::unique_ptr<ZstdStreamDecompressor> zstd_;
   std::unique_ptr<ZstdCodec> codec_;
+  uint32_t max_ratio_ = 0;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace remex::rpc

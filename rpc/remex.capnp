@@ -274,7 +274,9 @@ struct HelloReply {
   devices @5 :List(DeviceInfo);
   activeSessions @6 :UInt32;
   # 32 random bytes when the server requires a token: answer with authenticate.
-  # Empty: no authentication.
+  # Empty: no authentication. A reply with a challenge carries the protocol version,
+  # serverName and the challenge only (a stranger learns nothing else): say hello
+  # again once authenticated for the rest.
   authChallenge @7 :Data;
   # 16 random bytes that, with sessionId, let another connection cancel this session's
   # request in progress (Cancel).

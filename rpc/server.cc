@@ -38,6 +38,8 @@ Status ConnectionHandler::AdmitAttachment(const Frame& /*request_so_far*/, size_
   return OkStatus();
 }
 
+bool ConnectionHandler::Authenticated() const { return true; }
+
 std::span<std::byte> ConnectionHandler::AttachmentDestination(const Frame& /*request_so_far*/,
                                                              size_t /*index*/,
                                                              uint64_t /*raw_size*/) {
@@ -173,11 +175,29 @@ class Server::Impl {
         return !c || c->closed();
       });
       size_t from_address = 0;
+      size_t unauthenticated = 0, unauthenticated_from_address = 0;
+      std::shared_ptr<Connection> oldest_unauthenticated;
       for (const std::weak_ptr<Connection>& w : connections_) {
-        if (auto c = w.lock(); c && c->address() == connection->address()) ++from_address;
+        auto c = w.lock();
+        if (!c) continue;
+        const bool same = c->address() == connection->address();
+        from_address += same;
+        if (!c->authenticated()) {
+          ++unauthenticated;
+          unauthenticated_from_address += same;
+          if (!oldest_unauthenticated) oldest_unauthenticated = c;  // connections_ is in accept order
+        }
       }
       Status refused;
-      if (options_.max_connections && connections_.size() >= options_.max_connections) {
+      if (options_.max_unauthenticated_per_address &&
+          unauthenticated_from_address >= options_.max_unauthenticated_per_address) {
+        refused = ResourceExhausted("the server holds at most " +
+                                    std::to_string(options_.max_unauthenticated_per_address) +
+                                    " connections that have not authenticated yet from one address "
+                                    "(max_unauthenticated_per_address; " +
+                                    connection->address() + " has " +
+                                    std::to_string(unauthenticated_from_address) + ")");
+      } else if (options_.max_connections && connections_.size() >= options_.max_connections) {
         refused = ResourceExhausted("the server serves at most " + std::to_string(options_.max_connections) +
                                     " connections at once (max_connections)");
       } else if (options_.max_connections_per_address && from_address >= options_.max_connections_per_address) {
@@ -191,6 +211,14 @@ class Server::Impl {
         connections_.push_back(connection);
         connection->Refuse(refused);
         return;
+      }
+      if (options_.max_unauthenticated_connections && unauthenticated >= options_.max_unauthenticated_connections) {
+        // A flood of connections that never authenticate must not lock honest clients
+        // out: the oldest waiting one makes room.
+        LogLine(options_, "closing connection " + oldest_unauthenticated->info().peer + ": the oldest of " +
+                              std::to_string(unauthenticated) +
+                              " connections not authenticated yet (max_unauthenticated_connections)");
+        oldest_unauthenticated->PostClose();
       }
     }
     std::unique_ptr<ConnectionHandler> handler;

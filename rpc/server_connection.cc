@@ -65,7 +65,13 @@ Connection::Connection(tcp::socket socket, uint64_t id, const ServerOptions& opt
   }
   socket_.set_option(tcp::no_delay(true), ec);
   strand_ = socket_.get_executor().target<asio::strand<asio::io_context::executor_type>>();
-  for (std::chrono::milliseconds t : {options.idle_timeout, options.read_timeout, options.write_timeout}) {
+  reader_.SetLimits(options.limits);
+  // A decompression in progress (on the codec threads) stops when the connection
+  // closes: a timeout, the server's shutdown.
+  reader_.SetCancel(&closed_);
+  if (options.auth_timeout.count() > 0) auth_due_ = std::chrono::steady_clock::now() + options.auth_timeout;
+  for (std::chrono::milliseconds t :
+       {options.idle_timeout, options.read_timeout, options.write_timeout, options.auth_timeout}) {
     if (t.count() > 0 && (check_period_.count() == 0 || t < check_period_)) check_period_ = t;
   }
 }
@@ -77,6 +83,7 @@ void Connection::Refuse(const Status& status) {
 
 void Connection::Start(std::unique_ptr<ConnectionHandler> handler) {
   handler_ = std::move(handler);
+  if (handler_->Authenticated()) authenticated_ = true;
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
     if (self->tls_context_ != nullptr) return self->DetectTls();
     self->ReadHeader();
@@ -84,6 +91,7 @@ void Connection::Start(std::unique_ptr<ConnectionHandler> handler) {
 }
 
 void Connection::PostClose() {
+  closed_ = true;  // counted as closed at once (the server's caps); CloseNow follows on the strand
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
 }
 
@@ -107,10 +115,19 @@ void Connection::CountWritten(size_t n) {
 }
 
 void Connection::ArmDeadline(std::chrono::milliseconds after, const char* what) {
-  if (after.count() <= 0) return CancelDeadline();
-  due_ = std::chrono::steady_clock::now() + after;
-  due_what_ = what;
-  due_after_ = after;
+  const auto now = std::chrono::steady_clock::now();
+  const auto none = std::chrono::steady_clock::time_point::max();
+  const auto auth_due = authenticated_ ? none : auth_due_;
+  if (after.count() <= 0 && auth_due == none) return CancelDeadline();
+  if (after.count() > 0 && now + after <= auth_due) {
+    due_ = now + after;
+    due_what_ = what;
+    due_after_ = after;
+  } else {
+    due_ = auth_due;
+    due_what_ = "not authenticated within the auth timeout";
+    due_after_ = options_.auth_timeout;
+  }
   due_is_write_ = false;
   EnsureDeadlineWait();
 }
@@ -238,6 +255,18 @@ void Connection::OnHeader() {
   if (!header.ok()) return Fail(0, header.status(), "frame header refused");
   header_ = *header;
   Status status = CheckFrameHeader(header_, options_.limits);
+  if (status.ok() && !authenticated_) {
+    // Before authentication nothing larger than hello and authenticate is taken in: a
+    // stranger's frame costs the server at most this many bytes.
+    const uint32_t cap = options_.max_unauthenticated_message_bytes;
+    if ((cap != 0 && header_.message_bytes > cap) || header_.attachment_count != 0) {
+      status = PermissionDenied("before authentication a request may carry at most " + std::to_string(cap) +
+                                " message bytes and no attachment (this one: " +
+                                std::to_string(header_.message_bytes) + " bytes, " +
+                                std::to_string(header_.attachment_count) +
+                                " attachments): say hello and authenticate first");
+    }
+  }
   if (!status.ok()) {
     return Fail(header_.request_id, status,
                 "frame header of request " + std::to_string(header_.request_id) + " refused");
@@ -315,17 +344,39 @@ void Connection::ReadAttachmentChunk() {
     ++next_attachment_;
     return ReadAttachmentHeader();
   }
-  std::span<std::byte> buf = reader_.NextBuffer();
+  std::span<std::byte> buf;
+  try {
+    buf = reader_.NextBuffer();
+  } catch (const std::bad_alloc&) {
+    return Fail(header_.request_id,
+                ResourceExhausted("no memory to receive an attachment of " + std::to_string(attachment_.raw_size) +
+                                  " bytes")
+                    .WithContext("attachment " + std::to_string(next_attachment_)),
+                Refused());
+  }
   ReadFull(buf, [self = shared_from_this()] {
     self->FrameProgress();
-    Status status = self->reader_.Commit();
-    if (!status.ok()) {
-      return self->Fail(self->header_.request_id,
-                        status.WithContext("attachment " + std::to_string(self->next_attachment_)),
-                        self->Refused());
+    if (self->encode_pool_ != nullptr && self->reader_.HeavyCommit()) {
+      // Decompression off the I/O thread, on the codec threads that also encode large
+      // replies: the connections this thread serves are not held by it. Nothing else
+      // of this connection runs meanwhile (it reads nothing until the frame is done).
+      asio::post(*self->encode_pool_, [self] {
+        auto status = std::make_shared<Status>(self->reader_.Commit());
+        asio::dispatch(self->socket_.get_executor(), [self, status] { self->OnAttachmentChunk(*status); });
+      });
+      return;
     }
-    self->ReadAttachmentChunk();
+    self->OnAttachmentChunk(self->reader_.Commit());
   });
+}
+
+void Connection::OnAttachmentChunk(const Status& status) {
+  if (closed_) return;  // closed while decompressing: the chain ends
+  if (!status.ok()) {
+    return Fail(header_.request_id, status.WithContext("attachment " + std::to_string(next_attachment_)), Refused());
+  }
+  FrameProgress();
+  ReadAttachmentChunk();
 }
 
 void Connection::Dispatch() {
@@ -391,6 +442,7 @@ void Connection::Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool u
   ++stats_.frames_handled;
   ++totals_.frames_handled;
   handling_ = false;
+  if (!authenticated_ && handler_ && handler_->Authenticated()) authenticated_ = true;
   error_code ignored;
   socket_.cancel(ignored);  // ends WatchPeer's wait
   request_ = Frame();  // the request's memory is not needed while replying

@@ -38,6 +38,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The peer's address without its port ("" when unknown).
   const std::string& address() const { return address_; }
   bool closed() const { return closed_.load(); }
+  // The handler is Authenticated() (see ServerOptions::auth_timeout); false from the
+  // accept until then.
+  bool authenticated() const { return authenticated_.load(); }
 
   // Answers with `status` (request_id 0) and closes, without a handler.
   void Refuse(const Status& status);
@@ -89,6 +92,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadAttachmentHeader();
   void OnAttachmentHeader();
   void ReadAttachmentChunk();
+  // A chunk read into the attachment reader was committed (decoded) with `status`.
+  void OnAttachmentChunk(const Status& status);
   void Dispatch();
 
   // While a request is handled, waits for the socket to turn readable: either the next
@@ -147,6 +152,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::milliseconds check_period_{0};  // 0: no timeouts at all
   std::string address_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> authenticated_{false};
+  // Until authenticated_, every read deadline is at most this (the accept plus
+  // options_.auth_timeout; max: none).
+  std::chrono::steady_clock::time_point auth_due_ = std::chrono::steady_clock::time_point::max();
   bool handling_ = false;  // a request of this connection is with the handler
   bool dispatching_ = false;  // Dispatch is in the handler's HandleAsync
   bool read_after_dispatch_ = false;  // the reply was written during it: read on after

@@ -141,6 +141,15 @@ class ConnectionHandler {
   // error answers the frame with it and closes the connection, before any of the
   // attachment's bytes are read or decompressed. The default admits everything.
   virtual Status AdmitAttachment(const Frame& request_so_far, size_t index, uint64_t frame_raw_bytes);
+
+  // Whether the peer has completed the protocol's opening (Remex: `hello`, and
+  // `authenticate` when the server requires a token). Asked when the connection starts
+  // and after each reply, on the connection's thread. Until it is true the transport
+  // admits only frames of at most ServerOptions::max_unauthenticated_message_bytes
+  // with no attachments, the connection counts against the unauthenticated caps, and
+  // it must be true within ServerOptions::auth_timeout of the connection's start. The
+  // default is true: no opening to wait for.
+  virtual bool Authenticated() const;
 };
 
 // Called once per accepted connection, on a server thread; may be called concurrently
@@ -162,6 +171,19 @@ struct ServerOptions {
   // 0: no limit.
   uint32_t max_connections = 1024;
   uint32_t max_connections_per_address = 64;
+  // Connections whose handler is not yet Authenticated(): each may hold at most
+  // `max_unauthenticated_message_bytes` of request message (frames with attachments
+  // are refused) plus the read-ahead buffer (ReadAhead::kBytes), and is closed when it
+  // is not authenticated `auth_timeout` after it was accepted. Past
+  // `max_unauthenticated_connections` a new connection closes the oldest
+  // unauthenticated one (an honest client authenticates within milliseconds; a flood
+  // of silent connections cannot lock it out); past
+  // `max_unauthenticated_per_address` from one address the new one is refused
+  // (RESOURCE_EXHAUSTED naming the limit). 0: no limit / no deadline.
+  std::chrono::milliseconds auth_timeout{std::chrono::seconds(5)};
+  uint32_t max_unauthenticated_message_bytes = 4096;
+  uint32_t max_unauthenticated_connections = 256;
+  uint32_t max_unauthenticated_per_address = 32;
   // A connection that starts no frame for `idle_timeout` while none of its requests is
   // being handled is closed; so is one whose frame, once started, makes no progress
   // (a read step of at most 4 MiB) for `read_timeout`. Zero: no deadline.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <memory>
 #include <string>
@@ -36,6 +37,19 @@ inline const char* TestBinary(const char* name, const char* built) {
 #define REMEX_CLI_BIN ::remex::testing::TestBinary("REMEX_CLI_BIN", REMEX_CLI_BIN_BUILT)
 
 namespace remex::testing {
+
+// Resident set of process `pid` in bytes (VmRSS), 0 when unreadable.
+inline uint64_t ResidentBytes(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtoull(line + 6, nullptr, 10);
+  }
+  std::fclose(f);
+  return kib << 10;
+}
 
 // A remex-server child process listening on 127.0.0.1:<ephemeral>. Stopped with
 // SIGTERM (and reaped) on destruction.

@@ -8,8 +8,14 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "host_client/client/client.h"
 #include "rpc/auth.h"
@@ -17,6 +23,7 @@
 #include "rpc/transport.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
+#include "tests/raw_connection.h"
 
 namespace remex {
 namespace {
@@ -26,6 +33,7 @@ using remex::testing::AddReluModel;
 using remex::testing::Compile;
 using remex::testing::Floats;
 using remex::testing::RunCommand;
+using remex::testing::RawConnection;
 using remex::testing::ServerProcess;
 namespace asio = boost::asio;
 
@@ -204,7 +212,211 @@ TEST_F(AuthTest, AnUploadBeforeAuthenticationIsRefusedAtItsHeader) {
     all.insert(all.end(), buf.begin(), buf.begin() + n);
   }
   const std::string text(all.begin(), all.end());
-  EXPECT_NE(text.find("requires a token"), std::string::npos);
+  EXPECT_NE(text.find("before authentication a request may carry at most 4096 message bytes and no attachment"),
+            std::string::npos)
+      << text;
+}
+
+// A plain socket from `local` (a loopback address: 127.0.0.1, 127.0.0.2, ...) to the
+// server, for connections that never say hello.
+std::unique_ptr<asio::ip::tcp::socket> ConnectFrom(asio::io_context& io, const std::string& local, uint16_t port) {
+  auto sock = std::make_unique<asio::ip::tcp::socket>(io);
+  sock->open(asio::ip::tcp::v4());
+  sock->bind({asio::ip::make_address(local), 0});
+  sock->connect({asio::ip::make_address("127.0.0.1"), port});
+  return sock;
+}
+
+// Reads one reply frame (no attachments) from `sock`; the status it carries.
+Status ReadReplyFrom(asio::ip::tcp::socket& sock) {
+  std::array<std::byte, rpc::kFrameHeaderSize> hb;
+  boost::system::error_code ec;
+  asio::read(sock, asio::buffer(hb), ec);
+  if (ec) return Unavailable("reading the reply: " + ec.message());
+  auto rh = rpc::DecodeFrameHeader(hb);
+  if (!rh.ok()) return rh.status();
+  std::vector<capnp::word> body(rh->message_bytes / sizeof(capnp::word));
+  asio::read(sock, asio::buffer(body.data(), rh->message_bytes), ec);
+  if (ec) return Unavailable("reading the reply: " + ec.message());
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(body.data(), body.size()));
+  return rpc::ErrorFromReply(reader.getRoot<rpc::wire::Reply>());
+}
+
+// Everything `sock` reads until the server closes it or `limit` passes.
+std::string ReadUntilClosed(asio::ip::tcp::socket& sock, std::chrono::milliseconds limit) {
+  timeval tv{static_cast<time_t>(limit.count() / 1000), static_cast<suseconds_t>(limit.count() % 1000 * 1000)};
+  setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string all;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(sock.native_handle(), buf, sizeof buf, 0);
+    if (n <= 0) return n == 0 ? all : all + "<not closed>";
+    all.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// The probe's attack: 40 connections that never authenticate each send a 64 MiB
+// message. Before authentication a frame may carry 4 KiB of message, so each is
+// refused at its header and costs the server nothing it keeps.
+TEST_F(AuthTest, UnauthenticatedConnectionsSendingHugeMessagesCostNoMemory) {
+  ASSERT_TRUE(Connect(kToken).ok());  // warm: code paths, threads
+  const uint64_t idle = remex::testing::ResidentBytes(server_->pid());
+  ASSERT_GT(idle, 0u);
+  constexpr int kConnections = 40;
+  constexpr uint32_t kMessageBytes = (64u << 20) - 8;
+  std::vector<std::thread> attackers;
+  std::vector<std::string> replies(kConnections);
+  std::vector<size_t> sent(kConnections);
+  for (int i = 0; i < kConnections; ++i) {
+    attackers.emplace_back([&, i] {
+      asio::io_context io;
+      // Two addresses, so that none is refused by --max-unauthenticated-per-address.
+      auto sock = ConnectFrom(io, i % 2 ? "127.0.0.2" : "127.0.0.3", server_->port());
+      rpc::FrameHeader fh;
+      fh.request_id = 1;
+      fh.message_bytes = kMessageBytes;
+      boost::system::error_code ec;
+      asio::write(*sock, asio::buffer(rpc::EncodeFrameHeader(fh)), ec);
+      // The refusal comes at the header; read it before the server's close can reset
+      // the connection, then send the message all the same.
+      replies[i] = ReadReplyFrom(*sock).ToString();
+      std::vector<char> chunk(1 << 20, 'x');
+      ec = {};
+      for (uint32_t off = 0; !ec && off < kMessageBytes; off += chunk.size()) {
+        sent[i] += asio::write(*sock, asio::buffer(chunk.data(), std::min<size_t>(chunk.size(), kMessageBytes - off)),
+                               ec);
+      }
+    });
+  }
+  for (auto& t : attackers) t.join();
+  const uint64_t after = remex::testing::ResidentBytes(server_->pid());
+  for (int i = 0; i < kConnections; ++i) {
+    EXPECT_NE(replies[i].find("before authentication a request may carry at most 4096 message bytes"),
+              std::string::npos)
+        << "connection " << i << " (sent " << sent[i] << " bytes): " << replies[i];
+  }
+  std::printf("resident: %llu MiB idle, %llu MiB after %d connections each sending a %u-byte message\n",
+              static_cast<unsigned long long>(idle >> 20), static_cast<unsigned long long>(after >> 20), kConnections,
+              kMessageBytes);
+  EXPECT_LT(after, idle + (50u << 20)) << "resident " << (after >> 20) << " MiB, idle " << (idle >> 20) << " MiB";
+  auto s = Connect(kToken);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->Ping().ok());
+}
+
+// Before authentication even hello is bounded: one a byte over 4 KiB is refused.
+TEST_F(AuthTest, AnOversizedHelloIsRefused) {
+  asio::io_context io;
+  auto sock = ConnectFrom(io, "127.0.0.1", server_->port());
+  capnp::MallocMessageBuilder msg;
+  auto hello = msg.initRoot<rpc::wire::Request>().initHello();
+  hello.setProtocolMajor(rpc::kProtocolMajor);
+  hello.setClientName(std::string(8192, 'n'));
+  auto words = capnp::messageToFlatArray(msg);
+  rpc::FrameHeader fh;
+  fh.request_id = 1;
+  fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+  asio::write(*sock, asio::buffer(rpc::EncodeFrameHeader(fh)));
+  boost::system::error_code ec;
+  asio::write(*sock, asio::buffer(words.asBytes().begin(), words.asBytes().size()), ec);
+  const std::string reply = ReadUntilClosed(*sock, std::chrono::seconds(10));
+  EXPECT_NE(reply.find("before authentication a request may carry at most 4096"), std::string::npos) << reply;
+}
+
+// A hello that does not say who the client is: the reply carries the challenge and
+// nothing a stranger could use (no session id, cancel key, version or device); the
+// client that authenticates learns them.
+TEST_F(AuthTest, HelloTellsAStrangerOnlyTheChallenge) {
+  auto stranger = Connect("");
+  ASSERT_FALSE(stranger.ok());
+  asio::io_context io;
+  auto sock = ConnectFrom(io, "127.0.0.1", server_->port());
+  capnp::MallocMessageBuilder msg;
+  msg.initRoot<rpc::wire::Request>().initHello().setProtocolMajor(rpc::kProtocolMajor);
+  auto words = capnp::messageToFlatArray(msg);
+  rpc::FrameHeader fh;
+  fh.request_id = 1;
+  fh.message_bytes = static_cast<uint32_t>(words.asBytes().size());
+  asio::write(*sock, asio::buffer(rpc::EncodeFrameHeader(fh)));
+  asio::write(*sock, asio::buffer(words.asBytes().begin(), words.asBytes().size()));
+  std::array<std::byte, rpc::kFrameHeaderSize> hb;
+  asio::read(*sock, asio::buffer(hb));
+  auto rh = rpc::DecodeFrameHeader(hb);
+  ASSERT_TRUE(rh.ok());
+  std::vector<capnp::word> body(rh->message_bytes / sizeof(capnp::word));
+  asio::read(*sock, asio::buffer(body.data(), rh->message_bytes));
+  capnp::FlatArrayMessageReader reader(kj::arrayPtr(body.data(), body.size()));
+  auto reply = reader.getRoot<rpc::wire::Reply>();
+  ASSERT_TRUE(reply.isHello());
+  auto hello = reply.getHello();
+  EXPECT_EQ(hello.getAuthChallenge().size(), rpc::kAuthNonceBytes);
+  EXPECT_EQ(hello.getSessionId(), 0u);
+  EXPECT_EQ(hello.getCancelKey().size(), 0u);
+  EXPECT_EQ(hello.getDevices().size(), 0u);
+  EXPECT_EQ(hello.getServerVersion().size(), 0u);
+  auto s = Connect(kToken);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE((*s)->server_info().session_id, 0u);
+  EXPECT_EQ((*s)->server_info().devices.size(), 1u);
+  EXPECT_EQ((*s)->server_info().cancel_key.size(), 16u);
+  EXPECT_TRUE((*s)->server_info().requires_token);
+}
+
+// Silent connections: a connection must authenticate within --auth-timeout-s, one
+// address may hold --max-unauthenticated-per-address of them, and past
+// --max-unauthenticated-connections the oldest makes room, so that a flood of silent
+// connections from many addresses never locks an honest client out.
+class SilentConnectionTest : public AuthTest {
+ protected:
+  void SetUp() override {
+    token_file_ = (std::filesystem::temp_directory_path() / ("remex_silent_" + std::to_string(::getpid()))).string();
+    std::ofstream(token_file_) << kToken << "\n";
+  }
+  void Start(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"--token-file", token_file_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    server_ = std::make_unique<ServerProcess>(args);
+    ASSERT_NE(server_->port(), 0) << "remex-server did not start";
+  }
+};
+
+TEST_F(SilentConnectionTest, ASilentConnectionIsClosedAtTheAuthTimeout) {
+  Start({"--auth-timeout-s", "1"});
+  asio::io_context io;
+  auto silent = ConnectFrom(io, "127.0.0.1", server_->port());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ReadUntilClosed(*silent, std::chrono::seconds(20)), "");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(900));
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  // One that said hello but never authenticated is closed too.
+  RawConnection half(server_->port());
+  EXPECT_TRUE(half.ClosedWithin(std::chrono::seconds(20)));
+  // An authenticated session is not bound by it.
+  auto s = Connect(kToken);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE((*s)->Ping().ok());
+}
+
+TEST_F(SilentConnectionTest, OneAddressMayHoldOnlySoManyAndTheOldestMakesRoom) {
+  Start({"--auth-timeout-s", "60", "--max-unauthenticated-per-address", "4", "--max-unauthenticated-connections",
+         "8"});
+  asio::io_context io;
+  std::vector<std::unique_ptr<asio::ip::tcp::socket>> silent;
+  for (int i = 0; i < 4; ++i) silent.push_back(ConnectFrom(io, "127.0.0.2", server_->port()));
+  // The fifth from that address is refused, naming the limit.
+  auto fifth = ConnectFrom(io, "127.0.0.2", server_->port());
+  const std::string refused = ReadUntilClosed(*fifth, std::chrono::seconds(10));
+  EXPECT_NE(refused.find("max_unauthenticated_per_address"), std::string::npos) << refused;
+  // Another address fills the server-wide cap; an honest client (a third address) is
+  // still served: the oldest silent connection was closed for it.
+  for (int i = 0; i < 4; ++i) silent.push_back(ConnectFrom(io, "127.0.0.3", server_->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted
+  auto s = Connect(kToken);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->Ping().ok());
+  EXPECT_EQ(ReadUntilClosed(*silent.front(), std::chrono::seconds(10)), "") << "the oldest was not closed";
 }
 
 TEST(AuthListenTest, ANonLoopbackAddressNeedsATokenOrInsecure) {

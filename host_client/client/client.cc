@@ -171,6 +171,10 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
                               "lease it with --farm or remex farm lease)");
     }
     REMEX_RETURN_IF_ERROR(s->Authenticate(challenge));
+    // Before authentication the server's hello names no device, session or cancel
+    // key: ask again.
+    REMEX_ASSIGN_OR_RETURN(s->info_, s->Hello(nullptr));
+    s->info_.requires_token = true;
   }
   return s;
 }
