@@ -1,10 +1,10 @@
 // compression_bench: how well the weights of real models compress on the wire.
 //
-//   compression_bench [--models-dir DIR] [--levels 1,3] [--repeat 3] [--json]
+//   compression_bench [--models-dir DIR] [--models A.onnx,B.onnx] [--levels 1,3] [--repeat 3] [--json]
 //
 // Reads the weights (initializers and Constant-node tensors) of the PP-OCR models in
 // --models-dir (default $REMEX_MODELS_DIR): ch_PP-OCRv4_det_infer.onnx, ch_PP-OCRv4_rec_infer.onnx,
-// ch_ppocr_mobile_v2.0_cls_infer.onnx. Each tensor is coded as the transport codes a
+// ch_ppocr_mobile_v2.0_cls_infer.onnx, or the --models named there. Each tensor is coded as the transport codes a
 // tensor attachment: cut into chunks of kAttachmentChunkBytes (1 MiB), each chunk a
 // zstd frame, optionally after ByteShuffle with the dtype's size; tensors under
 // kMinCompressBytes stay raw. For each zstd level, with and without shuffle: the ratio
@@ -118,8 +118,11 @@ int Main(int argc, char** argv) {
   std::vector<int> levels = {1, 3};
   int repeat = 3;
   bool json = false;
+  std::vector<std::string> models = {"ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx",
+                                     "ch_ppocr_mobile_v2.0_cls_infer.onnx"};
   app.add_option("--models-dir", dir, "folder of the PP-OCR .onnx files (default $REMEX_MODELS_DIR)");
   app.add_option("--levels", levels, "zstd levels")->delimiter(',')->capture_default_str();
+  app.add_option("--models", models, "the .onnx files of --models-dir to read")->delimiter(',')->capture_default_str();
   app.add_option("--repeat", repeat, "runs per case (best is reported)")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -127,8 +130,6 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "compression_bench: give --models-dir or set REMEX_MODELS_DIR (scripts/fetch-models.sh)\n");
     return 2;
   }
-  const char* models[] = {"ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx",
-                          "ch_ppocr_mobile_v2.0_cls_infer.onnx"};
   nlohmann::json report = {{"models_dir", dir}, {"chunk_bytes", rpc::kAttachmentChunkBytes}, {"cases", nlohmann::json::array()}};
   if (!json) {
     std::printf("compression_bench: weights coded in %zu KiB chunks, best of %d runs, one thread\n",
@@ -136,7 +137,7 @@ int Main(int argc, char** argv) {
     std::printf("  %-38s %10s %5s %7s %8s %10s %12s %12s\n", "model", "raw bytes", "zstd", "shuffle", "ratio",
                 "max chunk", "comp MB/s", "decomp MB/s");
   }
-  for (const char* name : models) {
+  for (const std::string& name : models) {
     std::string path = (std::filesystem::path(dir) / name).string();
     auto tensors = ReadWeights(path);
     if (!tensors.ok()) {
@@ -166,7 +167,7 @@ int Main(int argc, char** argv) {
                                    {"ratio", ratio}, {"max_chunk_ratio", best.max_chunk_ratio},
                                    {"compress_mbps", comp}, {"decompress_mbps", decomp}});
         if (!json) {
-          std::printf("  %-38s %10llu %5d %7s %8.3f %10.2f %12.0f %12.0f\n", name,
+          std::printf("  %-38s %10llu %5d %7s %8.3f %10.2f %12.0f %12.0f\n", name.c_str(),
                       static_cast<unsigned long long>(best.raw), level, shuffle ? "yes" : "no", ratio,
                       best.max_chunk_ratio, comp, decomp);
         }

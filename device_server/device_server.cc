@@ -1,5 +1,7 @@
 #include "device_server/device_server.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -79,6 +81,11 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   options.auth_timeout = config.auth_timeout;
   options.max_unauthenticated_connections = config.max_unauthenticated_connections;
   options.max_unauthenticated_per_address = config.max_unauthenticated_per_address;
+  options.max_receiving_bytes = config.max_receiving_bytes;
+  if (options.max_receiving_bytes == 0) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) options.max_receiving_bytes = static_cast<uint64_t>(pages) * page / 2;
+  }
   options.idle_timeout = config.idle_timeout;
   options.read_timeout = config.read_timeout;
   options.write_timeout = config.write_timeout;

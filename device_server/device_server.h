@@ -97,6 +97,10 @@ struct ServerConfig {
   uint32_t max_unauthenticated_per_address = 32;
   // Raw bytes of all the attachments of one request frame.
   uint64_t max_frame_bytes = uint64_t{8} << 30;
+  // Raw bytes of the attachments of all requests being received at once (declared
+  // sizes: what incomplete uploads may make the server hold in host memory); 0: half
+  // the host's physical memory (rpc::ServerOptions::max_receiving_bytes).
+  uint64_t max_receiving_bytes = 0;
   // Largest raw / wire size of what a request attachment decompresses (a zstd
   // attachment, or each zstd chunk: rpc/frame.h Limits::max_decompression_ratio),
   // checked before it is decompressed. Remex clients stay within the default; 0: no

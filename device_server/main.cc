@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   uint32_t max_connections = defaults.max_connections;
   uint32_t max_connections_per_address = defaults.max_connections_per_address;
   uint64_t max_frame_bytes = defaults.max_frame_bytes;
+  uint64_t max_receiving_bytes = defaults.max_receiving_bytes;
   uint32_t max_decompression_ratio = defaults.max_decompression_ratio;
   uint32_t auth_timeout_s = static_cast<uint32_t>(defaults.auth_timeout.count() / 1000);
   uint32_t max_unauthenticated = defaults.max_unauthenticated_connections;
@@ -130,6 +131,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-frame-bytes", max_frame_bytes, "raw bytes of all the attachments of one request")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
+  app.add_option("--max-receiving-bytes", max_receiving_bytes,
+                 "raw bytes of the attachments of all requests being received at once, server-wide (0: half the "
+                 "host's physical memory)")
+      ->capture_default_str();
   app.add_option("--max-decompression-ratio", max_decompression_ratio,
                  "largest raw / wire size of what a request attachment decompresses (a zstd attachment, or each "
                  "zstd chunk), checked before it is decompressed (0: no cap; Remex clients stay within the "
@@ -248,6 +253,7 @@ int main(int argc, char** argv) {
   config.max_connections = max_connections;
   config.max_connections_per_address = max_connections_per_address;
   config.max_frame_bytes = max_frame_bytes;
+  config.max_receiving_bytes = max_receiving_bytes;
   config.max_decompression_ratio = max_decompression_ratio;
   config.auth_timeout = std::chrono::seconds(auth_timeout_s);
   config.max_unauthenticated_connections = max_unauthenticated;

@@ -309,6 +309,18 @@ void Connection::OnAttachmentHeader() {
   frame_raw_bytes_ += attachment_.raw_size;
   Status total = CheckFrameAttachmentBytes(frame_raw_bytes_, options_.limits);
   if (!total.ok()) return Fail(header_.request_id, total.WithContext(context), Refused());
+  // What all connections' incomplete uploads may hold, server-wide.
+  const uint64_t before = totals_.receiving_bytes.fetch_add(attachment_.raw_size);
+  receiving_charged_ += attachment_.raw_size;
+  if (options_.max_receiving_bytes != 0 && before + attachment_.raw_size > options_.max_receiving_bytes) {
+    return Fail(header_.request_id,
+                ResourceExhausted("the server is receiving " + std::to_string(before) +
+                                  " bytes of other requests' attachments; " + std::to_string(attachment_.raw_size) +
+                                  " more would pass its limit of " + std::to_string(options_.max_receiving_bytes) +
+                                  " (max_receiving_bytes): retry shortly")
+                    .WithContext(context),
+                Refused());
+  }
   std::span<std::byte> destination;
   try {
     Status admitted = handler_->AdmitAttachment(request_, next_attachment_, frame_raw_bytes_);
@@ -380,6 +392,7 @@ void Connection::OnAttachmentChunk(const Status& status) {
 }
 
 void Connection::Dispatch() {
+  ReleaseReceiving();  // the frame is whole: the handler's own budget holds it now
   uint64_t id = request_.request_id;
   uint16_t peer_minor = request_.minor;
   bool uncompressed = (request_.flags & kFlagUncompressedReply) != 0;
@@ -460,6 +473,7 @@ std::string Connection::Refused() const {
 }
 
 void Connection::Fail(uint64_t request_id, const Status& status, const std::string& what) {
+  ReleaseReceiving();
   LogLine(options_, info_.peer + ": " + what + ": " + status.ToString() + "; closing the connection");
   const auto& in_place = request_.attachment_in_place;
   if (handler_ && std::find(in_place.begin(), in_place.end(), true) != in_place.end()) {

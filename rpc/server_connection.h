@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rpc/compression.h"
@@ -45,7 +46,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Answers with `status` (request_id 0) and closes, without a handler.
   void Refuse(const Status& status);
 
-  ~Connection() { handler_.reset(); }  // explicitly first: the handler may read stats_
+  ~Connection() {
+    ReleaseReceiving();
+    handler_.reset();  // explicitly first: the handler may read stats_
+  }
 
   const ConnectionInfo& info() const { return info_; }
 
@@ -160,6 +164,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool dispatching_ = false;  // Dispatch is in the handler's HandleAsync
   bool read_after_dispatch_ = false;  // the reply was written during it: read on after
   uint64_t frame_raw_bytes_ = 0;  // attachment bytes of the frame being read
+  // Of frame_raw_bytes_, what is charged to totals_.receiving_bytes.
+  uint64_t receiving_charged_ = 0;
+  void ReleaseReceiving() { totals_.receiving_bytes -= std::exchange(receiving_charged_, 0); }
   ConnectionStats stats_;
   ConnectionInfo info_;
 

@@ -63,6 +63,10 @@ struct ConnectionStats {
   std::atomic<uint64_t> attachment_wire_sent{0};
   std::atomic<uint64_t> attachment_raw_received{0};
   std::atomic<uint64_t> attachment_wire_received{0};
+  // Server totals only: raw bytes of the attachments of frames being received now (their
+  // declared sizes, from each attachment's header until the frame is handed to its
+  // handler or fails); see ServerOptions::max_receiving_bytes.
+  std::atomic<uint64_t> receiving_bytes{0};
 
   // A snapshot of the four attachment counters (each read on its own).
   AttachmentStats attachment_stats() const {
@@ -184,6 +188,12 @@ struct ServerOptions {
   uint32_t max_unauthenticated_message_bytes = 4096;
   uint32_t max_unauthenticated_connections = 256;
   uint32_t max_unauthenticated_per_address = 32;
+  // Raw bytes of attachments being received at once over all connections, charged at
+  // each attachment's header (its declared raw size) and released when its frame is
+  // handed to the handler or fails: what incomplete uploads may make the server hold.
+  // Past it the frame is refused (RESOURCE_EXHAUSTED naming max_receiving_bytes) before
+  // its payload is read, and the connection closed. 0: no limit.
+  uint64_t max_receiving_bytes = 0;
   // A connection that starts no frame for `idle_timeout` while none of its requests is
   // being handled is closed; so is one whose frame, once started, makes no progress
   // (a read step of at most 4 MiB) for `read_timeout`. Zero: no deadline.

@@ -290,6 +290,44 @@ TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
   ExpectServing(server);
 }
 
+// Incomplete uploads are bounded server-wide (--max-receiving-bytes), whichever
+// sessions they come from.
+TEST(ServerBudgetTest, IncompleteUploadsAreBoundedServerWide) {
+  ServerProcess server(std::vector<std::string>{"--max-receiving-bytes", std::to_string(100 << 20)});
+  ASSERT_NE(server.port(), 0);
+  ExpectServing(server);
+  const uint64_t idle = ResidentBytes(server.pid());
+  // Two sessions each start a 48 MiB upload, send 1 MiB of it and stall.
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(server.port()));
+    rpc::AttachmentHeader ah;
+    ah.raw_size = ah.wire_size = 48 << 20;
+    stalled.back()->BeginTensorWrite(2, 12 << 20, ah);
+    std::vector<char> part(1 << 20, 'x');
+    stalled.back()->WriteBytes(part.data(), part.size());
+  }
+  // A third, from yet another session, would pass the 100 MiB: refused at its header.
+  RawConnection third(server.port());
+  rpc::AttachmentHeader ah;
+  ah.raw_size = ah.wire_size = 8 << 20;
+  third.BeginTensorWrite(2, 2 << 20, ah);
+  Status refused = third.ReadReply();
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.ToString();
+  EXPECT_NE(refused.message().find("max_receiving_bytes"), std::string::npos) << refused.ToString();
+  const uint64_t held = ResidentBytes(server.pid());
+  std::printf("resident: %llu MiB idle, %llu MiB with two 48 MiB uploads stalled after 1 MiB\n",
+              static_cast<unsigned long long>(idle >> 20), static_cast<unsigned long long>(held >> 20));
+  // One stalled upload gone: room again.
+  stalled.pop_back();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto s = ConnectTo(server);
+        return s && s->Upload(Floats({2 << 20}, std::vector<float>(2 << 20, 1.0f))).ok();
+      },
+      10s));
+}
+
 TEST(ServerBudgetTest, AClientThatStopsReadingAReplyIsClosedAtTheWriteTimeout) {
   ServerProcess server(std::vector<std::string>{"--write-timeout-s", "1"});
   ASSERT_NE(server.port(), 0);
