@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <span>
 #include <thread>
 
 #include "base/sanitizers.h"
@@ -421,12 +422,13 @@ std::vector<std::byte> GotoZeroExecutable() {
   return bytes.ok() ? *bytes : std::vector<std::byte>{};
 }
 
-// What a victim session does while another spins: allocates, uploads, loads AddRelu,
-// runs it and downloads the result (checked). The first error, if any.
-Status ServeVictim(client::Session& s) {
+// What a victim session does while another spins: allocates, uploads, loads
+// `add_relu` (AddReluModel compiled), runs it and downloads the result (checked). The
+// first error, if any.
+Status ServeVictim(client::Session& s, std::span<const std::byte> add_relu) {
   REMEX_RETURN_IF_ERROR(s.Alloc(DType::kFloat32, {1024}).status());
   REMEX_ASSIGN_OR_RETURN(client::RemoteTensor x, s.Upload(Floats({1, 4}, {1, 1, -3, 3})));
-  REMEX_ASSIGN_OR_RETURN(client::ModuleInfo module, s.LoadModule(Compile(AddReluModel()), "add_relu"));
+  REMEX_ASSIGN_OR_RETURN(client::ModuleInfo module, s.LoadModule(add_relu, "add_relu"));
   REMEX_ASSIGN_OR_RETURN(uint64_t vm, s.CreateVm(module.handle));
   REMEX_RETURN_IF_ERROR(s.SetInputs(vm, "main", {x.handle}));
   REMEX_ASSIGN_OR_RETURN(client::InvokeResult out, s.Invoke(vm, "main"));
@@ -454,13 +456,20 @@ void ExpectAGotoLoopDoesNotHoldTheDevice(const std::vector<std::string>& flags) 
   auto spinning = std::async(std::launch::async, [&] { return spinner->Invoke(*vm, "main").status(); });
   std::this_thread::sleep_for(300ms);  // the loop is on the device (or the I/O thread)
 
-  // A victim whose requests give up after 20 s: a server that never yields answers
-  // none of them.
-  auto victim = ConnectTo(server, 20s);
-  ASSERT_TRUE(victim);
-  const auto start = std::chrono::steady_clock::now();
-  const Status served = ServeVictim(*victim);
-  const auto during = std::chrono::steady_clock::now() - start;
+  // Victims (a fresh session each, connect included) whose requests give up after
+  // 20 s: a server that never yields answers none of them.
+  const std::vector<std::byte> add_relu = Compile(AddReluModel());
+  auto serve_victim = [&](std::chrono::nanoseconds& took) {
+    const auto start = std::chrono::steady_clock::now();
+    auto victim = ConnectTo(server, 20s);
+    Status st = victim ? ServeVictim(*victim, add_relu) : Unavailable("the victim could not connect");
+    took = std::chrono::steady_clock::now() - start;
+    return st;
+  };
+  constexpr int kRounds = 5;
+  std::vector<std::chrono::nanoseconds> during(kRounds);
+  Status served = OkStatus();
+  for (int i = 0; i < kRounds && served.ok(); ++i) served = serve_victim(during[i]);
   const bool still_spinning = spinning.wait_for(0s) == std::future_status::timeout;
   const int ready = server.HttpGet("/readyz").first;
 
@@ -477,23 +486,27 @@ void ExpectAGotoLoopDoesNotHoldTheDevice(const std::vector<std::string>& flags) 
   EXPECT_TRUE(served.ok()) << "the victim was not served while a Goto 0 loop spun: " << served.ToString();
   EXPECT_TRUE(still_spinning) << "the loop ended before the victim was served";
   EXPECT_EQ(ready, 200) << "/readyz: the device worker did not answer within 1 s";
-  // Generous: a server that yields serves all of it in milliseconds, one that does not
-  // only at the spinner's end (never, here).
-  EXPECT_LT(during, 5s);
+  // Generous: a server that yields serves each round in milliseconds, one that does
+  // not only at the spinner's end (never, here).
+  EXPECT_LT(*std::max_element(during.begin(), during.end()), 5s);
   EXPECT_TRUE(cancelled);
   EXPECT_EQ(spun.code(), StatusCode::kCancelled) << spun.ToString();
   EXPECT_NE(spun.message().find("cancel request"), std::string::npos) << spun.ToString();
 
   // The same requests alone, for comparison (docs/security.md, Tested).
-  auto alone_session = ConnectTo(server);
-  ASSERT_TRUE(alone_session);
-  const auto alone_start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(ServeVictim(*alone_session).ok());
-  const auto alone = std::chrono::steady_clock::now() - alone_start;
-  std::printf("victim (alloc, upload, load, createVm, setInputs, invoke, download): %.1f ms during a Goto 0 loop, "
-              "%.1f ms alone\n",
-              std::chrono::duration<double, std::milli>(during).count(),
-              std::chrono::duration<double, std::milli>(alone).count());
+  std::vector<std::chrono::nanoseconds> alone(kRounds);
+  for (int i = 0; i < kRounds; ++i) EXPECT_TRUE(serve_victim(alone[i]).ok());
+  auto ms = [](std::vector<std::chrono::nanoseconds> v) {
+    std::sort(v.begin(), v.end());
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f ms median, %.1f ms max",
+                  std::chrono::duration<double, std::milli>(v[v.size() / 2]).count(),
+                  std::chrono::duration<double, std::milli>(v.back()).count());
+    return std::string(text);
+  };
+  std::printf("victim (connect, alloc, upload, load, createVm, setInputs, invoke, download), %d rounds: %s "
+              "during a Goto 0 loop, %s alone\n",
+              kRounds, ms(during).c_str(), ms(alone).c_str());
   // The spinning session goes on.
   EXPECT_TRUE(spinner->Ping().ok());
 }
