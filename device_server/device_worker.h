@@ -23,9 +23,11 @@ namespace remex::server {
 // (in-place receives, session teardown); the Allocator is thread-safe for that.
 //
 // Each request runs as a fiber (base/fiber.h), and the fibers take turns: a run yields
-// between kernels (Yield, called by the VM through RunControl::yield), and the worker
+// after every kernel, and when it launches none for a slice (a loop of jumps: 100 us,
+// RunControl::slice), through Yield, which the VM calls by RunControl::yield; the worker
 // then resumes the next ready request in arrival order. One session's long run thus
-// delays another session's request by at most one kernel. Exclusive work (benchmarks
+// delays another session's request by at most one kernel or one slice, however its
+// executable loops. Exclusive work (benchmarks
 // and profiles, whose timings must be their own) does not yield: it runs to its end
 // once started, and other requests wait meanwhile.
 class DeviceWorker {
@@ -38,7 +40,8 @@ class DeviceWorker {
   void Post(std::function<void()> work, bool exclusive = false);
 
   // From device work: lets the other ready requests run one step each (up to their
-  // next yield) before this one goes on. Does nothing outside the worker's fibers and
+  // next yield) before this one goes on; suspends even when none is ready (the worker
+  // then resumes it at once). Does nothing outside the worker's fibers and
   // inside exclusive work.
   static void Yield();
 
@@ -54,12 +57,12 @@ class DeviceWorker {
   // running, nothing queued), and returns true; otherwise returns false without
   // running it. The device thread starts nothing meanwhile, so kernels still run one
   // caller at a time. `work` runs as a fiber like posted work: at its first Yield
-  // after `budget` it is suspended and handed to the device thread, which finishes it
+  // after `budget` (after a kernel, or a VM run's slice without one) it is suspended and handed to the device thread, which finishes it
   // in turn with the other requests (so `work` may end on either thread, and
   // RunInlineIfIdle may return before it ends). For short device work (a small model's
   // invoke): it saves the two thread hand-offs of Post, which cost a small invoke more
   // than its kernels (docs/benchmarks.md, round-trip latency), while a misjudged long
-  // run holds the calling thread for at most `budget` and one kernel.
+  // run holds the calling thread for at most `budget` and one kernel or one slice.
   // `work` must not throw.
   bool RunInlineIfIdle(std::function<void()> work, std::chrono::nanoseconds budget);
 

@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <future>
+#include <span>
 #include <thread>
 
 #include "base/sanitizers.h"
@@ -440,6 +442,121 @@ TEST(ServerBudgetTest, ARunawaySessionDoesNotHoldTheDeviceFromAnotherThatBenchma
   EXPECT_EQ(spinning.wait_for(0s), std::future_status::timeout) << "the spinning run ended early";
   Status spun = spinning.get();
   EXPECT_EQ(spun.code(), StatusCode::kDeadlineExceeded) << spun.ToString();
+}
+
+// main(x: float32 [3]) -> (): `Goto 0` for ever, launching no kernel. The verifier
+// accepts it (a verified executable may loop); only its bounds stop it.
+std::vector<std::byte> GotoZeroExecutable() {
+  vm::ExecutableDef def;
+  def.producer = "server_budget_test";
+  vm::FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {3}, {}}};
+  fn.num_registers = 1;
+  fn.code = {{vm::Opcode::kGoto, {0}, {}}, {vm::Opcode::kRet, {}, {{}}}};
+  def.functions.push_back(std::move(fn));
+  auto bytes = vm::SerializeExecutable(def);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::vector<std::byte>{};
+}
+
+// What a victim session does while another spins: allocates, uploads, loads
+// `add_relu` (AddReluModel compiled), runs it and downloads the result (checked). The
+// first error, if any.
+Status ServeVictim(client::Session& s, std::span<const std::byte> add_relu) {
+  REMEX_RETURN_IF_ERROR(s.Alloc(DType::kFloat32, {1024}).status());
+  REMEX_ASSIGN_OR_RETURN(client::RemoteTensor x, s.Upload(Floats({1, 4}, {1, 1, -3, 3})));
+  REMEX_ASSIGN_OR_RETURN(client::ModuleInfo module, s.LoadModule(add_relu, "add_relu"));
+  REMEX_ASSIGN_OR_RETURN(uint64_t vm, s.CreateVm(module.handle));
+  REMEX_RETURN_IF_ERROR(s.SetInputs(vm, "main", {x.handle}));
+  REMEX_ASSIGN_OR_RETURN(client::InvokeResult out, s.Invoke(vm, "main"));
+  REMEX_ASSIGN_OR_RETURN(npy::Array y, s.Download(out.outputs[0].handle));
+  if (ToFloats(y) != std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}) return Internal("AddRelu gave a wrong result");
+  return OkStatus();
+}
+
+// A session runs the `Goto 0` executable (no deadline near: only a cancel stops it)
+// while another is served: the victim must not wait for the spinner's end.
+void ExpectAGotoLoopDoesNotHoldTheDevice(const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"--max-invoke-ms", "600000"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  ServerProcess server(args);
+  ASSERT_NE(server.port(), 0);
+  auto spinner = ConnectTo(server, 60s);
+  ASSERT_TRUE(spinner);
+  auto module = spinner->LoadModule(GotoZeroExecutable(), "goto0");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto vm = spinner->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = spinner->Upload(Floats({3}, {1, 2, 3}));
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(spinner->SetInputs(*vm, "main", {x->handle}).ok());
+  auto spinning = std::async(std::launch::async, [&] { return spinner->Invoke(*vm, "main").status(); });
+  std::this_thread::sleep_for(300ms);  // the loop is on the device (or the I/O thread)
+
+  // Victims (a fresh session each, connect included) whose requests give up after
+  // 20 s: a server that never yields answers none of them.
+  const std::vector<std::byte> add_relu = Compile(AddReluModel());
+  auto serve_victim = [&](std::chrono::nanoseconds& took) {
+    const auto start = std::chrono::steady_clock::now();
+    auto victim = ConnectTo(server, 20s);
+    Status st = victim ? ServeVictim(*victim, add_relu) : Unavailable("the victim could not connect");
+    took = std::chrono::steady_clock::now() - start;
+    return st;
+  };
+  constexpr int kRounds = 5;
+  std::vector<std::chrono::nanoseconds> during(kRounds);
+  Status served = OkStatus();
+  for (int i = 0; i < kRounds && served.ok(); ++i) served = serve_victim(during[i]);
+  const bool still_spinning = spinning.wait_for(0s) == std::future_status::timeout;
+  const int ready = server.HttpGet("/readyz").first;
+
+  // Only the cancel stops the loop; cancel until it finds the run in progress.
+  bool cancelled = false;
+  for (int i = 0; i < 100 && !cancelled; ++i) {
+    auto c = spinner->Cancel();
+    cancelled = c.ok() && *c;
+    if (!cancelled) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(spinning.wait_for(60s), std::future_status::ready) << "the cancelled loop went on";
+  const Status spun = spinning.get();
+
+  EXPECT_TRUE(served.ok()) << "the victim was not served while a Goto 0 loop spun: " << served.ToString();
+  EXPECT_TRUE(still_spinning) << "the loop ended before the victim was served";
+  EXPECT_EQ(ready, 200) << "/readyz: the device worker did not answer within 1 s";
+  // Generous: a server that yields serves each round in milliseconds, one that does
+  // not only at the spinner's end (never, here).
+  EXPECT_LT(*std::max_element(during.begin(), during.end()), 5s);
+  EXPECT_TRUE(cancelled);
+  EXPECT_EQ(spun.code(), StatusCode::kCancelled) << spun.ToString();
+  EXPECT_NE(spun.message().find("cancel request"), std::string::npos) << spun.ToString();
+
+  // The same requests alone, for comparison (docs/security.md, Tested).
+  std::vector<std::chrono::nanoseconds> alone(kRounds);
+  for (int i = 0; i < kRounds; ++i) EXPECT_TRUE(serve_victim(alone[i]).ok());
+  auto ms = [](std::vector<std::chrono::nanoseconds> v) {
+    std::sort(v.begin(), v.end());
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f ms median, %.1f ms max",
+                  std::chrono::duration<double, std::milli>(v[v.size() / 2]).count(),
+                  std::chrono::duration<double, std::milli>(v.back()).count());
+    return std::string(text);
+  };
+  std::printf("victim (connect, alloc, upload, load, createVm, setInputs, invoke, download), %d rounds: %s "
+              "during a Goto 0 loop, %s alone\n",
+              kRounds, ms(during).c_str(), ms(alone).c_str());
+  // The spinning session goes on.
+  EXPECT_TRUE(spinner->Ping().ok());
+}
+
+TEST(ServerBudgetTest, AGotoLoopWithoutKernelsStartedInlineYieldsToOtherSessions) {
+  // The spinner's first invoke starts on the I/O thread (the device is idle): past the
+  // inline budget it must move to the device thread, and there take turns.
+  ExpectAGotoLoopDoesNotHoldTheDevice({});
+}
+
+TEST(ServerBudgetTest, AGotoLoopWithoutKernelsOnTheDeviceThreadYieldsToOtherSessions) {
+  ExpectAGotoLoopDoesNotHoldTheDevice({"--inline-invoke-below-us", "0"});
 }
 
 TEST(ServerBudgetTest, ClientThatHangsUpMidRunFreesTheDeviceForOthers) {

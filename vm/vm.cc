@@ -275,9 +275,8 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
   return OkStatus();
 }
 
-Status RunControl::Check() const {
+Status RunControl::Check(std::chrono::steady_clock::time_point now) const {
   if (cancelled.load(std::memory_order_acquire)) return Cancelled(reason);
-  const auto now = std::chrono::steady_clock::now();
   if (shutdown_at && now.time_since_epoch().count() >= shutdown_at->load(std::memory_order_relaxed)) {
     return Unavailable("the server is shutting down");
   }
@@ -322,6 +321,10 @@ StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* prof
   const uint64_t allocations_before = allocations_;
   const FunctionState& state = functions_[fn];
   last_function_ = -1;
+  if (control_) {
+    turn_started_ = std::chrono::steady_clock::now();
+    unchecked_ = 0;
+  }
   if (profiler) {
     profiler->kernels.resize(executable_->def().kernels.size());
     auto start = std::chrono::steady_clock::now();
@@ -364,14 +367,28 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   for (size_t pc = 0; pc < fn.code.size(); last_pc = pc, pc = next) {
     next = pc + 1;
     const Instruction& inst = fn.code[pc];
-    if (control_ && !first && pc <= last_pc) {
-      // A backward jump (a Loop iteration, or any Goto back): a run that loops, however
-      // legitimately, still stops when cancelled or late.
-      if (Status st = control_->Check(); !st.ok()) {
-        return st.WithContext("function '" + fn.name + "', instruction " + std::to_string(pc) + " (after a backward jump)");
+    const bool backward = !first && pc <= last_pc;
+    first = false;
+    if (control_ && (backward || ++unchecked_ >= RunControl::kInstructionsPerCheck)) {
+      // A backward jump (a Loop iteration, or any Goto back), or a long stretch without
+      // a kernel: a run that loops, however legitimately, still stops when cancelled or
+      // late, and lets other work run once its slice has passed.
+      unchecked_ = 0;
+      auto now = std::chrono::steady_clock::now();
+      Status st = control_->Check(now);
+      if (st.ok() && control_->yield && now - turn_started_ >= control_->slice) {
+        control_->yield();
+        now = std::chrono::steady_clock::now();
+        turn_started_ = now;
+        st = control_->Check(now);
+      }
+      if (!st.ok()) {
+        return st.WithContext("function '" + fn.name + "', instruction " + std::to_string(pc) +
+                              (backward ? " (after a backward jump)"
+                                        : " (after " + std::to_string(RunControl::kInstructionsPerCheck) +
+                                              " instructions without a kernel)"));
       }
     }
-    first = false;
     const auto& s = inst.scalars;
     auto fail = [&](const Status& status) {
       std::string where = "function '" + fn.name + "', instruction " + std::to_string(pc) + " (" +
@@ -546,11 +563,13 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         // Between kernels: a cancelled or late run stops here, and again after other
         // work had its turn (it may have cancelled this run meanwhile).
         if (control_) {
+          unchecked_ = 0;
           st = control_->Check();
           if (!st.ok()) return fail(st);
           if (control_->yield) {
             control_->yield();
-            st = control_->Check();
+            turn_started_ = std::chrono::steady_clock::now();
+            st = control_->Check(turn_started_);
             if (!st.ok()) return fail(st);
           }
         }

@@ -43,10 +43,19 @@ struct CopyStats {
 };
 
 // Bounds on a run, shared by the VM and whoever may stop it (a server session): checked
-// between kernels, at every backward jump and at every Loop iteration, so a run stops
-// within one kernel of being cancelled or of its deadline, however the executable loops.
-// Between kernels the run also yields to its scheduler, when it has one.
+// between kernels, at every backward jump (so at every Loop iteration) and at least every
+// kInstructionsPerCheck instructions, so a run stops within one kernel of being
+// cancelled or of its deadline, however the executable loops.
+// The run also yields to its scheduler, when it has one: after every kernel, and, when
+// it launches none, once `slice` has passed since it last yielded (noticed at its next
+// backward jump, or within kInstructionsPerCheck instructions). However an executable
+// loops, it thus hands the scheduler back within one kernel, one other instruction (a
+// copy between host and device, at most) or about one slice.
 struct RunControl {
+  // Instructions a run may go without a kernel or a backward jump before it reads the
+  // clock to check its bounds and its slice.
+  static constexpr uint32_t kInstructionsPerCheck = 32;
+
   // Set from any thread: the run stops with CANCELLED and `reason`.
   std::atomic<bool> cancelled{false};
   std::string reason = "cancelled";  // written before `cancelled` is set
@@ -56,13 +65,20 @@ struct RunControl {
   // When set and past (steady-clock ticks): the run stops with UNAVAILABLE (the server
   // is shutting down). Not owned.
   const std::atomic<int64_t>* shutdown_at = nullptr;
-  // Called between kernels, after the checks, which are made again when it returns:
-  // lets a scheduler run other work (the device server's worker interleaves sessions
-  // there), which may cancel this run meanwhile. nullptr: none.
+  // Called after every kernel, and when the run has gone `slice` without calling it (a
+  // loop of jumps, a long stretch of instructions without a kernel), after the checks,
+  // which are made again when it returns: lets a scheduler run other work (the device
+  // server's worker interleaves sessions there), which may cancel this run meanwhile.
+  // nullptr: none.
   void (*yield)() = nullptr;
+  // Longest a run goes on between calls of `yield` when it launches no kernel (plus
+  // what it takes to notice: up to kInstructionsPerCheck instructions). Zero: at every
+  // check.
+  std::chrono::nanoseconds slice = std::chrono::microseconds(100);
 
-  // OK, or the error that stops the run.
-  Status Check() const;
+  // OK, or the error that stops the run; `now` is the steady clock's time.
+  Status Check() const { return Check(std::chrono::steady_clock::now()); }
+  Status Check(std::chrono::steady_clock::time_point now) const;
 };
 
 // A function's input or output (ValueDesc::kind says which kind a function takes): a
@@ -173,6 +189,10 @@ class VirtualMachine {
   std::shared_ptr<Allocator> allocator_;
   std::shared_ptr<Allocator> host_allocator_;  // HostDevice() memory
   const RunControl* control_ = nullptr;
+  // The run's turn, for RunControl::slice: when it last yielded (or started), and the
+  // instructions since it last checked its bounds.
+  std::chrono::steady_clock::time_point turn_started_;
+  uint32_t unchecked_ = 0;
   std::vector<const kernels::OpDef*> op_defs_;
   std::vector<std::unique_ptr<kernels::OpKernel>> kernels_;
   std::vector<Device*> kernel_devices_;    // where each kernel runs (the device or the host)

@@ -597,6 +597,105 @@ TEST_F(VmTest, RunControlIsCheckedAgainAfterTheYieldSoWorkThatRanMeanwhileCanSto
   control = nullptr;
 }
 
+// main(x: float32 [3]) -> (): `code`, on two registers (x in %0), then Ret.
+ExecutableDef NoKernelDef(std::vector<Instruction> code) {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {3}, {}}};
+  fn.num_registers = 2;
+  fn.code = std::move(code);
+  fn.code.push_back({Opcode::kRet, {}, {{}}});
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+// Counts the yields of a run and cancels it at the `cancel_at`th (0: never).
+struct YieldCounter {
+  static inline RunControl* control = nullptr;
+  static inline int turns = 0;
+  static inline int cancel_at = 0;
+  static void Yield() {
+    if (++turns == cancel_at) {
+      control->reason = "cancelled at a yield";
+      control->cancelled.store(true);
+    }
+  }
+};
+
+TEST_F(VmTest, ALoopWithoutKernelsYieldsOnceItsSliceHasPassed) {
+  // `Goto 0` for ever: no kernel to yield after.
+  auto exe = Executable::FromDef(NoKernelDef({{Opcode::kGoto, {0}, {}}}), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {1, 2, 3})}).ok());
+  RunControl control;
+  (*vm)->set_run_control(&control);
+  YieldCounter::control = &control;
+  YieldCounter::turns = 0;
+  YieldCounter::cancel_at = 3;
+  control.yield = &YieldCounter::Yield;
+  // A slice of zero: the run yields at every backward jump, and the third yield's
+  // work cancels it.
+  control.slice = std::chrono::nanoseconds(0);
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("cancelled at a yield"), std::string::npos);
+  EXPECT_NE(out.status().message().find("after a backward jump"), std::string::npos) << out.status().ToString();
+  EXPECT_EQ(YieldCounter::turns, 3);
+  // Within its slice it does not yield: an hour's slice, stopped by a 50 ms deadline.
+  control.cancelled = false;
+  YieldCounter::turns = 0;
+  YieldCounter::cancel_at = 0;
+  control.slice = std::chrono::hours(1);
+  control.budget = std::chrono::milliseconds(50);
+  control.deadline = std::chrono::steady_clock::now() + control.budget;
+  out = (*vm)->Invoke(0);
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+  EXPECT_EQ(YieldCounter::turns, 0);
+  // A slice of 1 ms: it yields every millisecond or so while it spins.
+  control.slice = std::chrono::milliseconds(1);
+  control.deadline = std::chrono::steady_clock::now() + control.budget;
+  out = (*vm)->Invoke(0);
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+  EXPECT_GE(YieldCounter::turns, 1);
+  EXPECT_LE(YieldCounter::turns, 50);
+  YieldCounter::control = nullptr;
+}
+
+TEST_F(VmTest, ALongStretchWithoutKernelsOrJumpsIsCheckedAndYieldsEveryFewInstructions) {
+  // 1000 Moves straight through, then Ret: 1001 instructions, no jump, no kernel.
+  const int kMoves = 1000;
+  std::vector<Instruction> code(kMoves, Instruction{Opcode::kMove, {1, 0}, {}});
+  auto exe = Executable::FromDef(NoKernelDef(code), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {1, 2, 3})}).ok());
+  RunControl control;
+  (*vm)->set_run_control(&control);
+  YieldCounter::control = &control;
+  YieldCounter::turns = 0;
+  YieldCounter::cancel_at = 0;
+  control.yield = &YieldCounter::Yield;
+  control.slice = std::chrono::nanoseconds(0);
+  ASSERT_TRUE((*vm)->Invoke(0).ok());
+  EXPECT_EQ(YieldCounter::turns, (kMoves + 1) / static_cast<int>(RunControl::kInstructionsPerCheck));
+  // The same checks stop it when cancelled, before its end.
+  YieldCounter::turns = 0;
+  YieldCounter::cancel_at = 2;
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("instruction " + std::to_string(2 * RunControl::kInstructionsPerCheck - 1)),
+            std::string::npos)
+      << out.status().ToString();
+  YieldCounter::control = nullptr;
+}
+
 TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
   RunControl control;
   std::unique_ptr<VirtualMachine> vm = SpinVm(control);
