@@ -36,13 +36,6 @@ enum class StatusCode : uint8_t {
 // Upper-case canonical name, e.g. "INVALID_ARGUMENT".
 std::string_view StatusCodeName(StatusCode code);
 
-// `text` as valid UTF-8 for a message that quotes bytes from the wire or a file (a
-// module's function or node names, a client's strings): each byte that is not part of
-// a well-formed UTF-8 sequence (RFC 3629: no overlong forms, surrogates or code points
-// past U+10FFFF), and each NUL, becomes the four characters \xNN (upper-case hex).
-// Valid UTF-8 without NUL comes back unchanged.
-std::string EscapeInvalidUtf8(std::string_view text);
-
 class [[nodiscard]] Status {
  public:
   Status() = default;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "base/utf8.h"
+
 namespace remex::rpc {
 namespace {
 

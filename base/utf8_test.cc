@@ -1,5 +1,5 @@
-// Status helpers: the UTF-8 escaping of messages that quote untrusted bytes.
-#include "base/status.h"
+// EscapeInvalidUtf8: messages that quote untrusted bytes stay valid UTF-8.
+#include "base/utf8.h"
 
 #include <gtest/gtest.h>
 
