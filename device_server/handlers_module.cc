@@ -76,18 +76,21 @@ Status Session::ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire
                              actual);
     }
   }
-  // Constants beyond what is left of the session's memory quota could never be
-  // uploaded: refuse them before decompressing anything (a few kilobytes of zstd can
-  // declare gigabytes of zeros).
+  // Constants beyond what is left of the session's memory quota (or the device's
+  // memory) could never be uploaded: refuse them before decompressing anything (a few
+  // kilobytes of zstd can declare gigabytes of zeros). The refusal names the bound that
+  // decided; "out of memory" is left to a real shortage of host memory while loading.
   const uint64_t quota = allocator_->quota_bytes();
   const uint64_t used = allocator_->stats().allocated_bytes;
-  const uint64_t left = std::min(state_->device->memory_bytes(), used < quota ? quota - used : 0);
-  auto loaded = vm::Executable::Load(bytes, *state_->Registry(), left);
-  if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted) {
-    return loaded.status().WithContext("session " + std::to_string(id_) + " has " + std::to_string(left) +
-                                       " bytes left of its memory quota (--session-memory-bytes)");
-  }
-  REMEX_ASSIGN_OR_RETURN(auto exe, std::move(loaded));
+  const uint64_t quota_left = used < quota ? quota - used : 0;
+  const uint64_t device_bytes = state_->device->memory_bytes();
+  const uint64_t left = std::min(device_bytes, quota_left);
+  const std::string reason =
+      device_bytes < quota_left
+          ? "the device has " + std::to_string(device_bytes) + " bytes of memory"
+          : "session " + std::to_string(id_) + " has " + std::to_string(quota_left) +
+                " bytes left of its memory quota of " + std::to_string(quota) + " bytes (--session-memory-bytes)";
+  REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->Registry(), left, reason));
   REMEX_RETURN_IF_ERROR(CheckTensorSignatures(exe->def()).WithContext("moduleLoad"));
   if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
   FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());

@@ -17,7 +17,7 @@ namespace remex::server {
 Session::Session(std::shared_ptr<DeviceServer::State> state, const rpc::ConnectionInfo& info)
     : state_(std::move(state)), id_(state_->next_session++), peer_(info.peer) {
   allocator_ = vm::Allocator::CreateWithQuota(state_->allocator, state_->session_memory_bytes,
-                                              "session " + std::to_string(id_));
+                                              "session " + std::to_string(id_), "--session-memory-bytes");
   control_.shutdown_at = &state_->shutdown_at;
   control_.yield = &DeviceWorker::Yield;
   state_->active_sessions++;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "base/utf8.h"
+
 namespace remex::rpc {
 namespace {
 
@@ -30,12 +32,15 @@ Status ErrorFromReply(const wire::Reply::Reader& reply) {
   StatusCode status_code = (code > 0 && code <= kMaxStatusCode) ? static_cast<StatusCode>(code)
                                                                 : StatusCode::kUnknown;
   capnp::Text::Reader message = error.getMessage();
-  return Status(status_code, std::string(message.begin(), message.size()));
+  // A server is not trusted to send valid UTF-8 either.
+  return Status(status_code, EscapeInvalidUtf8(std::string_view(message.begin(), message.size())));
 }
 
 void FillError(const Status& status, wire::Error::Builder error) {
   error.setCode(static_cast<wire::ErrorCode>(static_cast<uint16_t>(status.code())));
-  error.setMessage(status.message());
+  // Messages quote names and strings from executables and requests: the wire's Text is
+  // UTF-8 without NUL whatever they held.
+  error.setMessage(EscapeInvalidUtf8(status.message()));
 }
 
 OutFrame MakeErrorReply(uint64_t request_id, const Status& status) {

@@ -29,10 +29,12 @@ namespace remex::rpc {
 // Errors on the wire.
 
 // The Status carried by `reply`: OK unless it is an `error` reply. An error code the
-// enum does not know maps to UNKNOWN.
+// enum does not know maps to UNKNOWN; bytes of the message that are not valid UTF-8 are
+// escaped (EscapeInvalidUtf8).
 Status ErrorFromReply(const wire::Reply::Reader& reply);
 
-// Writes `status` (code and message) into `error`.
+// Writes `status` (code and message) into `error`; the message as valid UTF-8, other
+// bytes escaped (EscapeInvalidUtf8).
 void FillError(const Status& status, wire::Error::Builder error);
 
 // A frame holding a wire::Reply with `error` set from `status`.

@@ -356,6 +356,21 @@ TEST(ErrorTest, StatusRoundTripsThroughReply) {
   EXPECT_TRUE(ErrorFromReply(pong.getRoot<wire::Reply>().asReader()).ok());
 }
 
+TEST(ErrorTest, BytesThatAreNotUtf8AreEscapedOnTheWire) {
+  // A function name from a hostile executable: Latin-1, a lone continuation byte, a NUL
+  // and an overlong '/'; the valid UTF-8 around them is kept.
+  const std::string name("caf\xE9 \x80 a\0b \xC0\xAF \xE2\x82\xAC", 17);
+  OutFrame f = MakeErrorReply(5, InvalidArgument("function '" + name + "' not found"));
+  capnp::Text::Reader sent = f.message->getRoot<wire::Reply>().asReader().getError().getMessage();
+  EXPECT_EQ(std::string(sent.begin(), sent.size()),
+            "function 'caf\\xE9 \\x80 a\\x00b \\xC0\\xAF \xE2\x82\xAC' not found");
+  StatusOr<EncodedFrame> e = EncodeFrame(f, EncodeOptions());
+  ASSERT_TRUE(e.ok());
+  StatusOr<Frame> d = DecodeFrame(Flatten(*e), Limits());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(ReplyStatus(*d).message(), std::string(sent.begin(), sent.size()));
+}
+
 TEST(ErrorTest, AMessageLargerThanTheFirstSegmentRoundTrips) {
   // NewMessage's first segment is 1 KiB: a 100 KB error message spills into further
   // segments, which the frame carries and the reader validates and reads whole.

@@ -66,7 +66,8 @@ TEST(ServerBudgetTest, SessionMemoryQuotaBoundsOneSessionAndNotTheOthers) {
   auto over = a->Alloc(DType::kFloat32, {12 << 20});
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(over.status().message().find("memory quota of 67108864 bytes"), std::string::npos)
+  EXPECT_NE(over.status().message().find("memory quota of 67108864 bytes (--session-memory-bytes;"),
+            std::string::npos)
       << over.status().ToString();
   // An upload past the quota is refused before its bytes are taken in, and the
   // session's own tensor is still there.
@@ -96,8 +97,37 @@ TEST(ServerBudgetTest, ExecutableConstantsBeyondTheQuotaAreRefusedBeforeDecompre
   auto module = s->LoadModule(exe, "zeros");
   ASSERT_FALSE(module.ok());
   EXPECT_EQ(module.status().code(), StatusCode::kResourceExhausted) << module.status().ToString();
-  EXPECT_NE(module.status().message().find("left of its memory quota"), std::string::npos)
+  EXPECT_NE(module.status().message().find("left of its memory quota of 67108864 bytes (--session-memory-bytes)"),
+            std::string::npos)
       << module.status().ToString();
+  // The quota decided, not a shortage of memory.
+  EXPECT_EQ(module.status().message().find("out of memory"), std::string::npos) << module.status().ToString();
+  ExpectServing(server);
+}
+
+TEST(ServerBudgetTest, VmConstantsBeyondTheQuotaAreRefusedNamingTheQuota) {
+  // 40 MiB of weights fit a 64 MiB quota once: the module loads and one VM holds its
+  // constants; a second VM's copy would pass the quota.
+  OnnxModelBuilder b(13);
+  b.Input("i", onnx::TensorProto::INT64, {1, 4}).Output("y", onnx::TensorProto::FLOAT, {1, 4});
+  b.FloatInit("w", {10 << 20}, std::vector<float>(10 << 20, 0.0f));
+  b.Node("Gather", {"w", "i"}, {"y"});
+  const std::vector<std::byte> exe = Compile(b);
+  ASSERT_FALSE(exe.empty());
+  ServerProcess server(std::vector<std::string>{"--session-memory-bytes", std::to_string(64 << 20)});
+  ASSERT_NE(server.port(), 0);
+  auto s = ConnectTo(server);
+  ASSERT_TRUE(s);
+  auto module = s->LoadModule(exe, "weights");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  ASSERT_TRUE(s->CreateVm(module->handle).ok());
+  auto second = s->CreateVm(module->handle);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("over its memory quota of 67108864 bytes (--session-memory-bytes;"),
+            std::string::npos)
+      << second.status().ToString();
+  EXPECT_EQ(second.status().message().find("out of memory"), std::string::npos) << second.status().ToString();
   ExpectServing(server);
 }
 

@@ -167,11 +167,12 @@ std::shared_ptr<Allocator> Allocator::Create(Device& device, uint64_t max_cached
 }
 
 std::shared_ptr<Allocator> Allocator::CreateWithQuota(std::shared_ptr<Allocator> parent, uint64_t quota_bytes,
-                                                      std::string owner) {
+                                                      std::string owner, std::string quota_name) {
   auto a = std::shared_ptr<Allocator>(new Allocator(parent->device(), 0));
   a->parent_ = std::move(parent);
   a->quota_bytes_ = quota_bytes;
   a->owner_ = std::move(owner);
+  a->quota_name_ = std::move(quota_name);
   return a;
 }
 
@@ -245,7 +246,8 @@ StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
     if (stats_.allocated_bytes + size_class > quota_bytes_) {
       return ResourceExhausted(owner_ + ": " + std::to_string(size_class) +
                                " bytes requested, over its memory quota of " + std::to_string(quota_bytes_) +
-                               " bytes (" + std::to_string(stats_.allocated_bytes) + " in use)");
+                               " bytes (" + (quota_name_.empty() ? "" : quota_name_ + "; ") +
+                               std::to_string(stats_.allocated_bytes) + " in use)");
     }
     stats_.allocated_bytes += size_class;
     stats_.reserved_bytes = stats_.allocated_bytes;

@@ -170,9 +170,10 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
   static std::shared_ptr<Allocator> Create(Device& device, uint64_t max_cached_bytes = 1ull << 30);
   // An allocator drawing on `parent` whose live blocks may total at most `quota_bytes`
-  // (size classes). `owner` names it in errors ("session 7").
+  // (size classes). `owner` names it in errors ("session 7"), and `quota_name` what set
+  // the quota ("--session-memory-bytes"), when given.
   static std::shared_ptr<Allocator> CreateWithQuota(std::shared_ptr<Allocator> parent, uint64_t quota_bytes,
-                                                    std::string owner);
+                                                    std::string owner, std::string quota_name = {});
   ~Allocator();
 
   // A buffer of at least `bytes` (0 is allowed and yields a 1-byte-class block).
@@ -204,6 +205,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   std::shared_ptr<Allocator> parent_;  // quota allocators only
   uint64_t quota_bytes_ = 0;
   std::string owner_;
+  std::string quota_name_;
   mutable std::mutex mu_;
   // Cached blocks in the order they were freed (oldest first), and by size class.
   struct CachedBlock {

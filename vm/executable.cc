@@ -83,7 +83,8 @@ StatusOr<std::vector<ValueDesc>> ReadValues(capnp::List<format::ValueDesc>::Read
   return out;
 }
 
-Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, ExecutableDef& def) {
+Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, std::string_view limit_reason,
+                 ExecutableDef& def) {
   if (bytes.size() < kHeaderBytes) {
     return InvalidArgument("executable is " + std::to_string(bytes.size()) +
                            " bytes, shorter than its header");
@@ -169,8 +170,8 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
   uint64_t total = 0;
   for (auto c : exe.getConstants()) {
     if (__builtin_add_overflow(total, c.getRawSize(), &total) || total > max_constant_bytes) {
-      return ResourceExhausted("executable constants exceed " + std::to_string(max_constant_bytes) +
-                               " bytes");
+      return ResourceExhausted("executable constants exceed " + std::to_string(max_constant_bytes) + " bytes" +
+                               (limit_reason.empty() ? "" : ": " + std::string(limit_reason)));
     }
   }
   size_t index = 0;
@@ -359,11 +360,12 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
   return file;
 }
 
-StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes, uint64_t max_constant_bytes) {
+StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes, uint64_t max_constant_bytes,
+                                        std::string_view limit_reason) {
   ExecutableDef def;
   Status status;
   try {
-    status = ParseInto(bytes, max_constant_bytes, def);
+    status = ParseInto(bytes, max_constant_bytes, limit_reason, def);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("loading executable: out of memory");
   } catch (const kj::Exception& e) {
@@ -388,8 +390,9 @@ StatusOr<std::shared_ptr<const Executable>> Executable::FromDef(
 }
 
 StatusOr<std::shared_ptr<const Executable>> Executable::Load(
-    std::span<const std::byte> bytes, const kernels::KernelRegistry& registry, uint64_t max_constant_bytes) {
-  REMEX_ASSIGN_OR_RETURN(ExecutableDef def, ParseExecutable(bytes, max_constant_bytes));
+    std::span<const std::byte> bytes, const kernels::KernelRegistry& registry, uint64_t max_constant_bytes,
+    std::string_view limit_reason) {
+  REMEX_ASSIGN_OR_RETURN(ExecutableDef def, ParseExecutable(bytes, max_constant_bytes, limit_reason));
   return FromDef(std::move(def), registry);
 }
 

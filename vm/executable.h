@@ -118,9 +118,12 @@ inline constexpr uint64_t kDefaultMaxConstantBytes = uint64_t{16} << 30;
 // Parses an .rmx file without verifying code. INVALID_ARGUMENT for a bad magic,
 // sizes or offsets out of range, or corrupt constants; FAILED_PRECONDITION for an
 // unsupported format version; RESOURCE_EXHAUSTED when the constants add up to more
-// than `max_constant_bytes` (checked before decompressing) or memory runs out.
+// than `max_constant_bytes` (checked before decompressing; the message ends with
+// `limit_reason` when given, what set the bound, e.g. a session's memory quota), or
+// "out of memory" when host memory runs out while decompressing.
 StatusOr<ExecutableDef> ParseExecutable(std::span<const std::byte> bytes,
-                                        uint64_t max_constant_bytes = kDefaultMaxConstantBytes);
+                                        uint64_t max_constant_bytes = kDefaultMaxConstantBytes,
+                                        std::string_view limit_reason = {});
 
 // Checks every function against the kernel table, constants and the registry:
 // register, constant and kernel indices in range, operand lists matching kernel
@@ -131,10 +134,11 @@ Status VerifyExecutable(const ExecutableDef& def, const kernels::KernelRegistry&
 // A parsed and verified executable, immutable and shareable between VMs.
 class Executable {
  public:
-  // Parses and verifies `bytes`.
+  // Parses (ParseExecutable, with `max_constant_bytes` and `limit_reason`) and verifies
+  // `bytes`.
   static StatusOr<std::shared_ptr<const Executable>> Load(
       std::span<const std::byte> bytes, const kernels::KernelRegistry& registry,
-      uint64_t max_constant_bytes = kDefaultMaxConstantBytes);
+      uint64_t max_constant_bytes = kDefaultMaxConstantBytes, std::string_view limit_reason = {});
   // Verifies an in-memory definition (used by the compiler's tests and embedders).
   static StatusOr<std::shared_ptr<const Executable>> FromDef(
       ExecutableDef def, const kernels::KernelRegistry& registry);

@@ -9,7 +9,7 @@
 namespace remex::vm {
 namespace {
 
-// Block-register states the dataflow pass may keep for one function (2 bytes each):
+// Block-register states the dataflow pass may keep for one function (3 bytes each):
 // beyond it the executable is refused rather than verified with gigabytes.
 constexpr size_t kMaxVerifierStates = size_t{1} << 26;
 // Work the pass may do for one function (instructions walked plus registers copied):
@@ -47,14 +47,26 @@ class FunctionVerifier {
   // and host memory for host kernels and data-dependent values). kMixed: different
   // spaces on different paths into this point.
   enum class Space : uint8_t { kNone, kDevice, kHost, kMixed };
+  // What a register may hold at run time, one bit per kind of the VM's register objects
+  // (vm.cc's Object), joined over all paths into a point. The VM reads a register as a
+  // tensor, a shape or a list and fails (INTERNAL) when it holds anything else, so every
+  // such read must see exactly that kind on every path.
+  static constexpr uint8_t kMayBeUnset = 1;    // not written on some path (or killed)
+  static constexpr uint8_t kMayBeTensor = 2;
+  static constexpr uint8_t kMayBeShape = 4;    // an InvokeShapeFunc output
+  static constexpr uint8_t kMayBeList = 8;     // a sequence
+  static constexpr uint8_t kMayBeNoValue = 16; // an empty optional
   struct Reg {
     Holds holds = Holds::kNothing;
     Space space = Space::kNone;
+    uint8_t may = kMayBeUnset;
     // On some path the register is an empty optional instead (an If whose branches give
     // an optional with and without a value): OptGet checks it at run time.
-    bool maybe_none = false;
+    bool maybe_none() const { return (may & kMayBeNoValue) != 0; }
     bool operator==(const Reg&) const = default;
   };
+  static Reg TensorReg(Holds holds, Space space) { return {holds, space, kMayBeTensor}; }
+  static Reg ListReg() { return {Holds::kList, Space::kNone, kMayBeList}; }
 
   // One forward dataflow pass over the control-flow graph (If, IfDimIn, Goto and
   // LoopCheck jump) checks that
@@ -69,6 +81,9 @@ class FunctionVerifier {
   //    dereferenced on the host, and a host pointer in a device kernel is an illegal
   //    address that breaks a GPU context for every session. (Shape functions' data
   //    inputs, If and Loop conditions are read through a counted copy wherever they live.)
+  //  - every register the VM reads as a tensor, a shape or a list holds one on every
+  //    path (Reg::may): a register read before any write on some path, or holding a
+  //    shape where a tensor is read, would fail at run time as INTERNAL.
   // Where paths join, a register that holds different things on them holds "nothing",
   // and one in different spaces is kMixed, which no kernel accepts. State is kept at
   // the entries of basic blocks only; each (block, register) can only go down the
@@ -117,8 +132,8 @@ class FunctionVerifier {
       const ValueKind kind = fn_.inputs[i].kind;
       // A sequence input is a fresh list per call (the VM copies the caller's), so the
       // function may append to it; its elements, like tensor inputs, are read-only.
-      entry[i] = IsSequenceKind(kind) ? Reg{Holds::kList, Space::kNone, IsOptionalKind(kind)}
-                                      : Reg{Holds::kReadOnly, Space::kDevice, IsOptionalKind(kind)};
+      entry[i] = IsSequenceKind(kind) ? ListReg() : TensorReg(Holds::kReadOnly, Space::kDevice);
+      if (IsOptionalKind(kind)) entry[i].may |= kMayBeNoValue;
     }
     auto flow = [&](size_t to, const std::vector<Reg>& state) {
       const size_t b = static_cast<size_t>(block_of[to]);
@@ -134,31 +149,22 @@ class FunctionVerifier {
       for (size_t r = 0; r < nregs; ++r) {
         Reg& have = into[r];
         const Reg& got = state[r];
-        // An empty optional on one path and a value on the other: the value, maybe none.
+        const Reg before = have;
+        // `may` only grows; holds goes kNone -> a value -> kNothing at most, space
+        // towards kMixed: the propagation ends.
+        have.may |= got.may;
         if (have.holds == Holds::kNone && got.holds != Holds::kNone && got.holds != Holds::kNothing) {
-          have = {got.holds, got.space, true};
-          changed = true;
-          continue;
+          // An empty optional on one path and a value on the other: the value, maybe
+          // none (kMayBeNoValue, from the union above).
+          have.holds = got.holds;
+          have.space = got.space;
+        } else if (got.holds == Holds::kNone && have.holds != Holds::kNone) {
+          // A value, and an empty optional on this path: the value, maybe none.
+        } else {
+          if (have.holds != got.holds) have.holds = Holds::kNothing;
+          if (have.space != got.space) have.space = Space::kMixed;
         }
-        if (got.holds == Holds::kNone && have.holds != Holds::kNone) {
-          if (have.holds != Holds::kNothing && !have.maybe_none) {
-            have.maybe_none = true;
-            changed = true;
-          }
-          continue;
-        }
-        if (got.maybe_none && !have.maybe_none) {
-          have.maybe_none = true;
-          changed = true;
-        }
-        if (have.holds != got.holds && have.holds != Holds::kNothing) {
-          have.holds = Holds::kNothing;
-          changed = true;
-        }
-        if (have.space != got.space && have.space != Space::kMixed) {
-          have.space = Space::kMixed;
-          changed = true;
-        }
+        if (!(have == before)) changed = true;
       }
       if (changed) work.push_back(b);
     };
@@ -173,6 +179,18 @@ class FunctionVerifier {
     };
     flow(0, entry);
     std::vector<Reg> regs(nregs);
+    // The VM reads register r as one of the kinds in `want` (a tensor, a shape, a list;
+    // an empty optional where it takes one): refused unless it holds one on every path.
+    auto need = [&](size_t pc, int64_t r, uint8_t want) -> Status {
+      const uint8_t may = regs[static_cast<size_t>(r)].may;
+      if ((may & ~want) == 0) return OkStatus();
+      const std::string reg = "register %" + std::to_string(r);
+      if (may & kMayBeUnset) {
+        return Error(pc, reg + " is read (as " + KindNames(want) + ") before it is written on some path");
+      }
+      return Error(pc, reg + " is read as " + KindNames(want) + " but may hold " +
+                           KindNames(static_cast<uint8_t>(may & ~want)) + " on some path");
+    };
     uint64_t steps = 0;
     // Walks block b from its entry state: with `check`, every rule is checked (on the
     // final states, after the fixpoint); without, the state only flows to successors.
@@ -193,18 +211,41 @@ class FunctionVerifier {
         };
         switch (inst.op) {
           case Opcode::kMove: regs[s[0]] = regs[s[1]]; break;
-          case Opcode::kLoadConst: regs[s[0]] = {Holds::kReadOnly, space_of(s[2])}; break;
-          case Opcode::kAllocTensor: regs[s[0]] = {Holds::kAllocated, space_of(s[2])}; break;
-          case Opcode::kAllocTensorReg: regs[s[0]] = {Holds::kAllocated, space_of(s[3])}; break;
-          case Opcode::kAllocPlanned: regs[s[0]] = {Holds::kAllocated, space_of(s[3])}; break;
-          case Opcode::kCopyToHost: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
-          case Opcode::kCopyToDevice: regs[s[0]] = {Holds::kAllocated, Space::kDevice}; break;
-          case Opcode::kIncrement: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
-          case Opcode::kListStack: regs[s[0]] = {Holds::kAllocated, Space::kDevice}; break;
-          case Opcode::kAllocOutput: regs[s[0]] = {Holds::kOutput, Space::kDevice}; break;
+          case Opcode::kLoadConst: regs[s[0]] = TensorReg(Holds::kReadOnly, space_of(s[2])); break;
+          case Opcode::kAllocTensor: regs[s[0]] = TensorReg(Holds::kAllocated, space_of(s[2])); break;
+          case Opcode::kAllocTensorReg:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeShape));
+            regs[s[0]] = TensorReg(Holds::kAllocated, space_of(s[3]));
+            break;
+          case Opcode::kAllocPlanned:
+            if (check && s[2] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeShape));
+            regs[s[0]] = TensorReg(Holds::kAllocated, space_of(s[3]));
+            break;
+          case Opcode::kCopyToHost:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor));
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kHost);
+            break;
+          case Opcode::kCopyToDevice:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor));
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kDevice);
+            break;
+          case Opcode::kIncrement:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor));
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kHost);
+            break;
+          case Opcode::kListStack:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeList));
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kDevice);
+            break;
+          case Opcode::kAllocOutput:
+            if (check && s[3] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[3], kMayBeShape));
+            regs[s[0]] = TensorReg(Holds::kOutput, Space::kDevice);
+            break;
           case Opcode::kKillRegister: regs[s[0]] = {}; break;
-          case Opcode::kListNew: regs[s[0]] = {Holds::kList, Space::kNone}; break;
+          case Opcode::kListNew: regs[s[0]] = ListReg(); break;
           case Opcode::kListAppend:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[0], kMayBeList));
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor));
             if (check && regs[s[0]].holds != Holds::kList) {
               return Error(pc, "ListAppend to %" + std::to_string(s[0]) + ", which holds no list");
             }
@@ -218,42 +259,58 @@ class FunctionVerifier {
             const bool insert = inst.op == Opcode::kSeqInsert;
             if (check && insert) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
             std::vector<int64_t> elements = insert ? std::vector<int64_t>{s[2]} : inst.lists[0];
+            if (check && insert && s[3] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[3], kMayBeTensor));
             for (int64_t r : elements) {
-              if (check && (regs[r].space != Space::kDevice || regs[r].maybe_none ||
+              if (check) REMEX_RETURN_IF_ERROR(need(pc, r, kMayBeTensor));
+              if (check && (regs[r].space != Space::kDevice || regs[r].maybe_none() ||
                             (regs[r].holds != Holds::kReadOnly && regs[r].holds != Holds::kAllocated &&
                              regs[r].holds != Holds::kOutput))) {
                 return Error(pc, std::string(OpcodeName(inst.op)) + " of %" + std::to_string(r) +
                                      ", which is not a tensor in device memory");
               }
             }
-            regs[s[0]] = {Holds::kList, Space::kNone};
+            regs[s[0]] = ListReg();
             break;
           }
           case Opcode::kSeqAt:
             if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
-            regs[s[0]] = {Holds::kReadOnly, Space::kDevice};
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeTensor));
+            regs[s[0]] = TensorReg(Holds::kReadOnly, Space::kDevice);
             break;
           case Opcode::kSeqErase:
             if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
-            regs[s[0]] = {Holds::kList, Space::kNone};
+            if (check && s[2] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeTensor));
+            regs[s[0]] = ListReg();
             break;
           case Opcode::kSeqLength:
             if (check) REMEX_RETURN_IF_ERROR(check_list(pc, regs, s[1]));
-            regs[s[0]] = {Holds::kAllocated, Space::kHost};
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kHost);
             break;
-          case Opcode::kOptNone: regs[s[0]] = {Holds::kNone, Space::kNone}; break;
-          case Opcode::kOptHas: regs[s[0]] = {Holds::kAllocated, Space::kHost}; break;
+          case Opcode::kOptNone: regs[s[0]] = {Holds::kNone, Space::kNone, kMayBeNoValue}; break;
+          case Opcode::kOptHas:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor | kMayBeList | kMayBeNoValue));
+            regs[s[0]] = TensorReg(Holds::kAllocated, Space::kHost);
+            break;
           case Opcode::kOptGet: {
+            // At run time an empty optional stops here (INVALID_ARGUMENT); anything
+            // else is copied.
             Reg got = regs[s[1]];
-            got.maybe_none = false;
-            regs[s[0]] = got.holds == Holds::kNone ? Reg{} : got;
+            got.may &= static_cast<uint8_t>(~kMayBeNoValue);
+            regs[s[0]] = got.holds == Holds::kNone || got.may == 0 ? Reg{} : got;
             break;
           }
           case Opcode::kInvokeShapeFunc:
-            for (int64_t r : inst.lists[1]) regs[r] = {};
+            for (size_t i = 0; check && i < inst.lists[0].size(); ++i) {
+              if (inst.lists[0][i] >= 0) REMEX_RETURN_IF_ERROR(need(pc, inst.lists[0][i], kMayBeTensor));
+            }
+            for (int64_t r : inst.lists[1]) regs[r] = {Holds::kNothing, Space::kNone, kMayBeShape};
             break;
           case Opcode::kInvokeKernel: {
             if (!check) break;
+            for (int64_t r : inst.lists[0]) {
+              if (r >= 0) REMEX_RETURN_IF_ERROR(need(pc, r, kMayBeTensor));
+            }
+            for (int64_t r : inst.lists[1]) REMEX_RETURN_IF_ERROR(need(pc, r, kMayBeTensor));
             const KernelEntry& k = def_.kernels[s[0]];
             const kernels::OpDef& op = *registry_.FindOp(k.op, k.version);  // checked by CheckKernelArity
             auto check_space = [&](int64_t r, Space want, const std::string& role) -> Status {
@@ -295,8 +352,8 @@ class FunctionVerifier {
                                   reg.holds == Holds::kOutput;
               bool ok = false;
               switch (kind) {
-                case ValueKind::kTensor: ok = reg.holds == Holds::kOutput && !reg.maybe_none; break;
-                case ValueKind::kSequence: ok = reg.holds == Holds::kList && !reg.maybe_none; break;
+                case ValueKind::kTensor: ok = reg.holds == Holds::kOutput && !reg.maybe_none(); break;
+                case ValueKind::kSequence: ok = reg.holds == Holds::kList && !reg.maybe_none(); break;
                 case ValueKind::kOptionalTensor: ok = (tensor && reg.space == Space::kDevice) || reg.holds == Holds::kNone; break;
                 case ValueKind::kOptionalSequence: ok = reg.holds == Holds::kList || reg.holds == Holds::kNone; break;
               }
@@ -306,19 +363,50 @@ class FunctionVerifier {
                                      (kind == ValueKind::kTensor ? "AllocOutput did not make"
                                                                  : "does not hold a value of that kind on every path"));
               }
+              // Implied by the above (holds is one kind on every path); kept as the rule
+              // the VM's reads need.
+              REMEX_RETURN_IF_ERROR(need(pc, r, KindsOf(kind)));
             }
             falls_through = false;
             break;
-          case Opcode::kTailCall:
+          case Opcode::kTailCall: {
+            // The callee starts from its inputs as this function's entry does: each
+            // must hold a value of the callee's input kind on every path, a tensor in
+            // device memory.
+            const FunctionDef& callee = def_.functions[s[0]];
+            for (size_t i = 0; check && i < inst.lists[0].size(); ++i) {
+              const int64_t r = inst.lists[0][i];
+              const ValueKind kind = callee.inputs[i].kind;
+              REMEX_RETURN_IF_ERROR(need(pc, r, KindsOf(kind)));
+              if (!IsSequenceKind(kind) && (regs[r].may & kMayBeTensor) && regs[r].space != Space::kDevice) {
+                return Error(pc, "TailCall passes %" + std::to_string(r) + ", which holds " +
+                                     space_name(regs[r].space) + ", as input " + std::to_string(i) +
+                                     " (inputs are in device memory)");
+              }
+            }
             falls_through = false;  // the callee's outputs are this function's
             break;
+          }
           case Opcode::kGoto:
             jump(s[0]);
             falls_through = false;
             break;
-          case Opcode::kIfDimIn: jump(s[4]); break;
-          case Opcode::kIf: jump(s[1]); break;
-          case Opcode::kLoopCheck: jump(s[3]); break;
+          case Opcode::kIfDimIn:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[0], kMayBeTensor));
+            jump(s[4]);
+            break;
+          case Opcode::kIf:
+            if (check) REMEX_RETURN_IF_ERROR(need(pc, s[0], kMayBeTensor));
+            jump(s[1]);
+            break;
+          case Opcode::kLoopCheck:
+            if (check) {
+              REMEX_RETURN_IF_ERROR(need(pc, s[0], kMayBeTensor));
+              if (s[1] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[1], kMayBeTensor));
+              if (s[2] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[2], kMayBeTensor));
+            }
+            jump(s[3]);
+            break;
           case Opcode::kCount: break;
         }
         if (!falls_through) return OkStatus();
@@ -346,10 +434,35 @@ class FunctionVerifier {
                            ": " + what);
   }
 
+  // The register kinds a value of `kind` may be (Reg::may).
+  static uint8_t KindsOf(ValueKind kind) {
+    switch (kind) {
+      case ValueKind::kTensor: return kMayBeTensor;
+      case ValueKind::kSequence: return kMayBeList;
+      case ValueKind::kOptionalTensor: return kMayBeTensor | kMayBeNoValue;
+      case ValueKind::kOptionalSequence: return kMayBeList | kMayBeNoValue;
+    }
+    return 0;
+  }
+
+  // "a tensor or an empty optional", for error messages.
+  static std::string KindNames(uint8_t kinds) {
+    static constexpr std::pair<uint8_t, const char*> kNames[] = {
+        {kMayBeUnset, "nothing"}, {kMayBeTensor, "a tensor"}, {kMayBeShape, "a shape"},
+        {kMayBeList, "a sequence"}, {kMayBeNoValue, "an empty optional"}};
+    std::string out;
+    for (const auto& [bit, name] : kNames) {
+      if (!(kinds & bit)) continue;
+      if (!out.empty()) out += " or ";
+      out += name;
+    }
+    return out;
+  }
+
   // A Seq opcode's sequence operand must be a list on every path.
   template <typename Regs>
   Status check_list(size_t pc, const Regs& regs, int64_t r) const {
-    if (regs[r].holds == Holds::kList && !regs[r].maybe_none) return OkStatus();
+    if (regs[r].holds == Holds::kList && !regs[r].maybe_none()) return OkStatus();
     return Error(pc, std::string(OpcodeName(fn_.code[pc].op)) + " of %" + std::to_string(r) +
                          ", which does not hold a sequence on every path");
   }
@@ -425,6 +538,10 @@ class FunctionVerifier {
   }
 
   Status CheckInstruction(size_t pc, const Instruction& inst) const {
+    // The decoder refuses unknown opcodes; a hand-built ExecutableDef may still hold one.
+    if (static_cast<int>(inst.op) < 0 || static_cast<int>(inst.op) >= kOpcodeCount) {
+      return Error(pc, "invalid opcode " + std::to_string(static_cast<int>(inst.op)));
+    }
     std::string_view sig = OpcodeSignature(inst.op);
     size_t s = 0, l = 0;
     for (char c : sig) {

@@ -80,6 +80,80 @@ TEST(VerifierTest, ARegisterInDifferentSpacesOnTwoPathsIsRefused) {
       << exe.status().ToString();
 }
 
+// main(x: float32 [3], c: bool) -> y = Relu(x), where the If on c skips instruction 1,
+// which computes y's shape into %4 (instruction 3, on the other path, computes it again
+// when `both_paths`), and AllocOutput then reads %4.
+ExecutableDef ShapeOnOnePathDef(bool both_paths) {
+  ExecutableDef def = ReluDef(false, false);
+  FunctionDef& fn = def.functions[0];
+  fn.inputs.push_back({"c", DType::kBool, {}, {}});
+  fn.num_registers = 5;
+  const Instruction shape{Opcode::kInvokeShapeFunc, {0}, {{0}, {4}}};
+  fn.code = {
+      {Opcode::kIf, {1, 3}, {}},
+      shape,
+      {Opcode::kGoto, {4}, {}},
+      both_paths ? shape : Instruction{Opcode::kKillRegister, {3}, {}},
+      {Opcode::kAllocOutput, {2, 0, static_cast<int64_t>(DType::kFloat32), 4}, {{}}},
+      {Opcode::kInvokeKernel, {0}, {{0}, {2}}},
+      {Opcode::kRet, {}, {{2}}},
+  };
+  return def;
+}
+
+TEST(VerifierTest, ARegisterReadBeforeItIsWrittenOnSomePathIsRefused) {
+  // Written on both paths of the If: fine, and it runs.
+  auto both = Executable::FromDef(ShapeOnOnePathDef(true), Registry());
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  // Written on one path only: the VM would find no shape in %4 (INTERNAL) when c is
+  // false; the verifier refuses it at load, naming the function, instruction and
+  // register.
+  auto one = Executable::FromDef(ShapeOnOnePathDef(false), Registry());
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.status().code(), StatusCode::kInvalidArgument) << one.status().ToString();
+  EXPECT_NE(one.status().message().find(
+                "function 'main', instruction 4: register %4 is read (as a shape) before it is written on some path"),
+            std::string::npos)
+      << one.status().ToString();
+}
+
+TEST(VerifierTest, ARegisterReadAsATensorMustHoldOneOnEveryPath) {
+  // The If's condition in a register nothing writes.
+  ExecutableDef unset = ShapeOnOnePathDef(true);
+  unset.functions[0].num_registers = 6;
+  unset.functions[0].code[0].scalars[0] = 5;
+  auto refused = Executable::FromDef(unset, Registry());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "instruction 0: register %5 is read (as a tensor) before it is written on some path"),
+            std::string::npos)
+      << refused.status().ToString();
+  // A shape where a tensor is read: the kernel's input is the shape register.
+  ExecutableDef shape = ShapeOnOnePathDef(true);
+  shape.functions[0].code[5].lists[0][0] = 4;
+  auto shape_as_tensor = Executable::FromDef(shape, Registry());
+  ASSERT_FALSE(shape_as_tensor.ok());
+  EXPECT_NE(shape_as_tensor.status().message().find(
+                "instruction 5: register %4 is read as a tensor but may hold a shape on some path"),
+            std::string::npos)
+      << shape_as_tensor.status().ToString();
+  // An empty optional on one path, read as a tensor (instruction 3 is OptNone into the
+  // kernel's input %3, instruction 1 a Move of x).
+  ExecutableDef none = ShapeOnOnePathDef(true);
+  FunctionDef& fn = none.functions[0];
+  fn.code[1] = {Opcode::kMove, {3, 0}, {}};
+  fn.code[3] = {Opcode::kOptNone, {3}, {}};
+  fn.code[4].scalars[3] = -1;  // AllocOutput of the static shape
+  fn.code[4].lists[0] = {3};
+  fn.code[5].lists[0][0] = 3;
+  auto maybe_none = Executable::FromDef(none, Registry());
+  ASSERT_FALSE(maybe_none.ok());
+  EXPECT_NE(maybe_none.status().message().find(
+                "register %3 is read as a tensor but may hold an empty optional on some path"),
+            std::string::npos)
+      << maybe_none.status().ToString();
+}
+
 TEST(VerifierTest, StateIsBoundedAndAHugeRegisterFileIsRefusedNotAllocated) {
   // 2^24 registers across 8 blocks (a Goto ladder): 2^27 block-register states, over the
   // verifier's bound, refused at once instead of taking hundreds of megabytes.

@@ -110,8 +110,9 @@ StatusOr<TensorPtr> VirtualMachine::PlacedTensor(int fn, int64_t space, DType dt
   const size_t esize = DTypeSize(dtype);
   if (esize && *n > slot_bytes / static_cast<int64_t>(esize)) {
     // The plan bounds each slot by the bucket's upper edge; a shape function that
-    // grows past it would otherwise write over a neighbour.
-    return Internal(std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " (" +
+    // grows past it would otherwise write over a neighbour. The executable's plan
+    // does not fit the shapes it computes: its fault, not the server's.
+    return InvalidArgument(std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " (" +
                     std::to_string(*n * static_cast<int64_t>(esize)) + " bytes) exceeds its planned slot of " +
                     std::to_string(slot_bytes) + " bytes");
   }
@@ -477,8 +478,10 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         const TensorPtr* t = tensor_at(s[0]);
         if (!t) return not_tensor(s[0]);
         if (static_cast<size_t>(s[1]) >= (*t)->shape.size()) {
-          return fail(Internal("tensor %" + std::to_string(s[0]) + " of shape " + ShapeToString((*t)->shape) +
-                               " has no dimension " + std::to_string(s[1])));
+          // Ranks are only known at run time: the executable tests a dimension its
+          // tensor lacks.
+          return fail(InvalidArgument("tensor %" + std::to_string(s[0]) + " of shape " +
+                                      ShapeToString((*t)->shape) + " has no dimension " + std::to_string(s[1])));
         }
         const int64_t dim = (*t)->shape[s[1]];
         if (dim < s[2] || dim > s[3]) next = static_cast<size_t>(s[4]);
@@ -534,7 +537,9 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         auto infos = kernels::InferShapes(op, entry.attrs, args);
         if (!infos.ok()) return fail(infos.status());
         if (infos->size() < inst.lists[1].size()) {
-          return fail(Internal("shape function returned too few outputs"));
+          // The count follows the kernel's attributes: the executable asks for more.
+          return fail(InvalidArgument("the shape function gives " + std::to_string(infos->size()) +
+                                      " outputs, the instruction takes " + std::to_string(inst.lists[1].size())));
         }
         for (size_t i = 0; i < inst.lists[1].size(); ++i) {
           regs[inst.lists[1][i]] = std::move((*infos)[i].shape);

@@ -385,6 +385,7 @@ TEST_F(VmTest, PlannedSlotsAreReusedAndOverflowIsAnError) {
   ASSERT_TRUE((*vm)->SetInputs(0, {Input({6, 3}, big)}).ok());
   auto out = (*vm)->Invoke(0);
   ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << out.status().ToString();
   EXPECT_NE(out.status().message().find("exceeds its planned slot of 64 bytes"), std::string::npos)
       << out.status().ToString();
 }

@@ -6,8 +6,13 @@
 // 64 MiB quota, each function (up to 4) with inputs of its declared dtypes and shapes
 // (dynamic dimensions 1 to 3, taken from the input), under a 100 ms run deadline. The
 // verifier's promise is that nothing it accepts can crash the VM ("verify once, then
-// trust"): an error Status is fine, a crash or sanitizer report is a finding.
+// trust"): an error Status is fine, a crash or sanitizer report is a finding. So is
+// INTERNAL from loading, creating a VM for or running an accepted executable: the VM
+// returns it for a register holding the wrong kind of object, which the verifier must
+// have refused at load (INVALID_ARGUMENT).
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +46,15 @@ Context& Shared() {
   return *context;
 }
 
+// INTERNAL from executable contents is a verifier gap: abort, so that libFuzzer keeps
+// the input as a finding.
+void AbortOnInternal(const remex::Status& status, const char* step) {
+  if (status.code() != remex::StatusCode::kInternal) return;
+  std::fprintf(stderr, "fuzz_executable: %s of a verified executable returned %s\n", step,
+               status.ToString().c_str());
+  std::abort();
+}
+
 constexpr uint64_t kQuotaBytes = uint64_t{64} << 20;
 constexpr int kMaxFunctions = 4;
 constexpr int64_t kMaxInputElements = int64_t{1} << 16;
@@ -67,12 +81,15 @@ void RunFunction(remex::vm::VirtualMachine& vm, int fn, std::span<const std::byt
     if (def.inputs[i].dtype == remex::DType::kBool) remex::CanonicalizeBoolBytes(out, bytes);
     inputs.push_back(*std::move(tensor));
   }
-  if (!vm.SetInputs(fn, std::move(inputs)).ok()) return;
+  const remex::Status set = vm.SetInputs(fn, std::move(inputs));
+  AbortOnInternal(set, "SetInputs");
+  if (!set.ok()) return;
   remex::vm::RunControl control;
   control.budget = std::chrono::milliseconds(100);
   control.deadline = std::chrono::steady_clock::now() + control.budget;
   vm.set_run_control(&control);
-  (void)vm.Invoke(fn);
+  auto outputs = vm.Invoke(fn);
+  if (!outputs.ok()) AbortOnInternal(outputs.status(), "Invoke");
   vm.set_run_control(nullptr);
 }
 
@@ -82,10 +99,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Context& context = Shared();
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   auto executable = remex::vm::Executable::Load(bytes, *context.registry, kQuotaBytes);
-  if (!executable.ok()) return 0;
+  if (!executable.ok()) {
+    AbortOnInternal(executable.status(), "Load");
+    return 0;
+  }
   auto quota = remex::vm::Allocator::CreateWithQuota(context.allocator, kQuotaBytes, "fuzz session");
   auto vm = remex::vm::VirtualMachine::Create(*executable, quota, *context.registry);
-  if (!vm.ok()) return 0;
+  if (!vm.ok()) {
+    AbortOnInternal(vm.status(), "VirtualMachine::Create");
+    return 0;
+  }
   const int functions = static_cast<int>((*executable)->def().functions.size());
   for (int fn = 0; fn < functions && fn < kMaxFunctions; ++fn) {
     RunFunction(**vm, fn, bytes.last(std::min<size_t>(size, 64)), *quota);
