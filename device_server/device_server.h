@@ -47,6 +47,7 @@ class Server;
 }
 namespace remex::server {
 class HttpEndpoint;
+struct HttpRequest;
 struct HttpResponse;
 }
 

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/status.h"
 
@@ -61,6 +62,13 @@ struct HttpRequest {
 // A response: HTTP status and a text/plain body; `www_authenticate`, when set, is sent
 // as the WWW-Authenticate header (with a 401).
 struct HttpResponse {
+  HttpResponse() = default;
+  HttpResponse(int status_code, std::string text, std::string type = "text/plain; charset=utf-8",
+               std::string authenticate = "")
+      : status(status_code),
+        body(std::move(text)),
+        content_type(std::move(type)),
+        www_authenticate(std::move(authenticate)) {}
   int status = 200;
   std::string body;
   std::string content_type = "text/plain; charset=utf-8";
