@@ -105,13 +105,21 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
     DeviceServer* self = server.get();
     REMEX_ASSIGN_OR_RETURN(server->metrics_,
                            HttpEndpoint::Start(config.metrics_host, static_cast<uint16_t>(config.metrics_port),
-                                               [self](std::string_view target) { return self->Serve(target); }));
+                                               [self](const HttpRequest& request) { return self->Serve(request); }));
   }
   return server;
 }
 
-HttpResponse DeviceServer::Serve(std::string_view target) const {
-  if (target == "/metrics") return {200, RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
+HttpResponse DeviceServer::Serve(const HttpRequest& request) const {
+  const std::string_view target = request.target;
+  if (target == "/metrics") {
+    const std::string& token = state_->config.metrics_token;
+    if (!token.empty() && !BearerTokenMatches(request.authorization, token)) {
+      return {401, "/metrics needs \"Authorization: Bearer TOKEN\" with the server's metrics token\n",
+              "text/plain; charset=utf-8", "Bearer realm=\"remex-server metrics\""};
+    }
+    return {200, RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
+  }
   if (target == "/healthz") {
     {
       std::lock_guard<std::mutex> lock(state_->sessions_mu);

@@ -48,6 +48,7 @@ class Server;
 }
 namespace remex::server {
 class HttpEndpoint;
+struct HttpRequest;
 struct HttpResponse;
 }
 
@@ -146,6 +147,11 @@ struct ServerConfig {
   // /readyz on metrics_host:metrics_port (0: any free port); none when metrics_port < 0.
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;
+  // Non-empty: GET /metrics needs "Authorization: Bearer <metrics_token>" (compared in
+  // constant time; 401 otherwise). /healthz and /readyz stay open: they say only
+  // whether the server is healthy and ready. remex-server sets it from
+  // --metrics-token-file, else from --token-file.
+  std::string metrics_token;
 
   // Test only: the Nth kernel launched on the device (counted over all sessions, from
   // 1) fails with a device fault, once, as one that hit an illegal address would, so
@@ -212,8 +218,8 @@ class DeviceServer {
 
  private:
   DeviceServer() = default;
-  // The metrics endpoint's answer to GET `target`.
-  HttpResponse Serve(std::string_view target) const;
+  // The metrics endpoint's answer to a GET request.
+  HttpResponse Serve(const HttpRequest& request) const;
   std::string RenderMetrics() const;
   std::shared_ptr<State> state_;
   std::unique_ptr<rpc::Server> server_;

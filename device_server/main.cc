@@ -1,6 +1,7 @@
 // remex-server [--listen HOST:PORT] [--device cpu|cuda:N] [--threads N] [--io-threads N]
 //              [--module-cache-bytes N]
-//              [--benchmark-time-limit-s S] [--metrics HOST:PORT] [--token-file FILE | --insecure]
+//              [--benchmark-time-limit-s S] [--metrics HOST:PORT [--metrics-token-file FILE]]
+//              [--token-file FILE | --insecure]
 //              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
 //              [--farm redis://HOST:PORT[/DB] [--pool NAME] [--labels k=v,...] [--advertise HOST:PORT]]
@@ -12,7 +13,9 @@
 // unknown flag, a value out of range) exits with status 2 and names the flag on stderr;
 // --version prints "remex-server VERSION". Refuses (status 2) to serve a non-loopback
 // address without authentication (--token-file, or mutual TLS with --tls-client-ca)
-// unless --insecure says so. Exits with status 1 and the reason on stderr when the
+// unless --insecure says so, and likewise /metrics on a non-loopback --metrics address
+// without a token (--metrics-token-file, else --token-file's), which /metrics then
+// requires as "Authorization: Bearer TOKEN" (/healthz and /readyz stay open). Exits with status 1 and the reason on stderr when the
 // device cannot be created (for cuda:N: no GPU, no driver,
 // or a build without CUDA). After a device fault it closes every session, resets the
 // device and goes on serving (docs/security.md, "Device faults"). Logs go to stderr, at
@@ -184,7 +187,8 @@ int main(int argc, char** argv) {
                  "require every session to prove this shared secret (at least 16 bytes; clients pass the same "
                  "--token-file or set REMEX_TOKEN); the token never crosses the wire");
   app.add_flag("--insecure", insecure,
-               "serve a non-loopback address without --token-file: anyone who reaches the port can use the device");
+               "serve a non-loopback address without --token-file: anyone who reaches the port can use the device "
+               "(and, with a non-loopback --metrics and no token, read /metrics)");
   std::string tls_cert, tls_key, tls_client_ca;
   app.add_option("--tls-cert", tls_cert,
                  "serve TLS (1.2 or later) with this PEM certificate chain; clients connect with --tls-ca");
@@ -200,7 +204,12 @@ int main(int argc, char** argv) {
   std::string metrics;
   app.add_option("--metrics", metrics,
                  "serve /metrics (Prometheus text), /healthz and /readyz over HTTP on HOST:PORT (port 0: any free "
-                 "one; default: no endpoint)");
+                 "one; default: no endpoint); /metrics needs \"Authorization: Bearer TOKEN\" when the server has "
+                 "a metrics token, and a non-loopback address needs one (or --insecure)");
+  std::string metrics_token_file;
+  app.add_option("--metrics-token-file", metrics_token_file,
+                 "the token /metrics requires (at least 16 bytes; scrapers send \"Authorization: Bearer TOKEN\"); "
+                 "default: --token-file's, which also lets its holders use the device");
   std::string farm_url, farm_pool = "default", farm_labels, farm_advertise;
   app.add_option("--farm", farm_url,
                  "register this device in the Redis farm at redis://HOST:PORT[/DB] (docs/farm.md): refreshed every "
@@ -304,6 +313,27 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.metrics_port = metrics_port;
+    if (!metrics_token_file.empty()) {
+      auto token = remex::rpc::ReadTokenFile(metrics_token_file);
+      if (!token.ok()) {
+        std::fprintf(stderr, "remex-server: --metrics-token-file: %s\n", token.status().message().c_str());
+        return 2;
+      }
+      config.metrics_token = std::move(token).value();
+    } else {
+      config.metrics_token = config.token;
+    }
+    if (config.metrics_token.empty() && !insecure && !IsLoopback(config.metrics_host)) {
+      std::fprintf(stderr,
+                   "remex-server: refusing to serve /metrics on %s without a token: pass --metrics-token-file FILE "
+                   "(or --token-file; scrapers then send \"Authorization: Bearer TOKEN\"), give --metrics a loopback "
+                   "address, or pass --insecure on a network you trust\n",
+                   config.metrics_host.c_str());
+      return 2;
+    }
+  } else if (!metrics_token_file.empty()) {
+    std::fprintf(stderr, "remex-server: --metrics-token-file needs --metrics HOST:PORT\n");
+    return 2;
   }
 
   // The farm: its URL, pool and labels are checked before the server starts.

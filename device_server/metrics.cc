@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "rpc/auth.h"
+
 namespace remex::server {
 
 namespace asio = boost::asio;
@@ -63,6 +65,20 @@ void RequestMetrics::Render(std::string& out) const {
   out += "remex_invoke_seconds_count " + std::to_string(invoke_count_) + "\n";
 }
 
+bool BearerTokenMatches(std::string_view authorization, const std::string& token) {
+  if (token.empty()) return false;
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = authorization[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return false;
+  }
+  std::string_view given = authorization.substr(kScheme.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
+  return rpc::ProofsEqual(std::string(given), token);
+}
+
 // One thread runs an io_context: accept, read one request (5 s deadline, 8 KiB of
 // headers at most), write one response, close.
 struct HttpEndpoint::Impl {
@@ -101,15 +117,22 @@ struct HttpEndpoint::Impl {
                          r = {405, "only GET is served\n"};
                        } else {
                          std::string_view target(req.target().data(), req.target().size());
-                         target = target.substr(0, target.find('?'));
+                         HttpRequest request;
+                         request.target = target.substr(0, target.find('?'));
+                         const auto authorization = req.find(http::field::authorization);
+                         if (authorization != req.end()) {
+                           request.authorization = std::string_view(authorization->value().data(),
+                                                                    authorization->value().size());
+                         }
                          try {
-                           r = handler(target);
+                           r = handler(request);
                          } catch (const std::exception& e) {
                            r = {500, std::string("internal error: ") + e.what() + "\n"};
                          }
                        }
                        res->result(static_cast<http::status>(r.status));
                        res->set(http::field::content_type, r.content_type);
+                       if (!r.www_authenticate.empty()) res->set(http::field::www_authenticate, r.www_authenticate);
                        res->body() = std::move(r.body);
                        res->prepare_payload();
                        http::async_write(*stream, *res, [stream, res](beast::error_code, size_t) {

@@ -1,6 +1,8 @@
 // The server's metrics and its HTTP endpoint (remex-server --metrics HOST:PORT):
 //   GET /metrics  Prometheus text exposition format 0.0.4
-//                 (https://prometheus.io/docs/instrumenting/exposition_formats/)
+//                 (https://prometheus.io/docs/instrumenting/exposition_formats/);
+//                 when the server has a metrics token (ServerConfig::metrics_token),
+//                 only with "Authorization: Bearer TOKEN", else 401
 //   GET /healthz  200 "ok" unless the device thread has been inside one step of work
 //                 (one kernel, or one exclusive benchmark) longer than any run may
 //                 last: 503 naming how long
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/status.h"
 
@@ -49,18 +52,39 @@ class RequestMetrics {
   uint64_t invoke_count_ = 0;
 };
 
-// A response: HTTP status and a text/plain body.
+// A GET request: its path (without the query string) and its Authorization header
+// ("" when absent). Both are the client's bytes, untrusted.
+struct HttpRequest {
+  std::string_view target;
+  std::string_view authorization;
+};
+
+// A response: HTTP status and a text/plain body; `www_authenticate`, when set, is sent
+// as the WWW-Authenticate header (with a 401).
 struct HttpResponse {
+  HttpResponse() = default;
+  HttpResponse(int status_code, std::string text, std::string type = "text/plain; charset=utf-8",
+               std::string authenticate = "")
+      : status(status_code),
+        body(std::move(text)),
+        content_type(std::move(type)),
+        www_authenticate(std::move(authenticate)) {}
   int status = 200;
   std::string body;
   std::string content_type = "text/plain; charset=utf-8";
+  std::string www_authenticate;
 };
+
+// Whether `authorization` (an Authorization header's value) is "Bearer TOKEN" for
+// `token` (scheme case-insensitive, RFC 7235), compared in time independent of where
+// the bytes differ. False for an empty `token`.
+bool BearerTokenMatches(std::string_view authorization, const std::string& token);
 
 // A minimal HTTP/1.1 endpoint for GET requests, on its own thread.
 class HttpEndpoint {
  public:
-  // Answers GET `target` (path without the query string).
-  using Handler = std::function<HttpResponse(std::string_view target)>;
+  // Answers one GET request.
+  using Handler = std::function<HttpResponse(const HttpRequest& request)>;
   // Binds HOST:PORT (port 0: any free one) and starts serving. UNAVAILABLE when the
   // address cannot be bound.
   static StatusOr<std::unique_ptr<HttpEndpoint>> Start(const std::string& host, uint16_t port, Handler handler);

@@ -3,6 +3,10 @@
 #include <openssl/x509.h>
 #include <kj/exception.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 namespace remex::rpc::detail {
 
 std::vector<asio::const_buffer> ToBuffers(const EncodedFrame& frame) {
@@ -44,15 +48,28 @@ void HardenContext(asio::ssl::context& context) {
   SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
 }
 
+// Why OpenSSL could not use `file`: the system's reason when it cannot be opened (OpenSSL
+// says only "asio.ssl error" for a missing file), else OpenSSL's.
+std::string TlsFileReason(const std::string& file, const error_code& ec) {
+  errno = 0;
+  if (std::FILE* f = std::fopen(file.c_str(), "rb")) {
+    std::fclose(f);
+  } else if (errno != 0) {
+    return std::string("cannot be read: ") + std::strerror(errno);
+  }
+  const std::string reason = ec.message();
+  return reason == "asio.ssl error" ? "not a usable PEM file (" + reason + ")" : reason;
+}
+
 Status TlsFileError(const char* what, const std::string& file, const error_code& ec) {
-  return InvalidArgument("TLS " + std::string(what) + " '" + file + "': " + ec.message());
+  return InvalidArgument("TLS " + std::string(what) + " '" + file + "': " + TlsFileReason(file, ec));
 }
 
 // A key that cannot be read, or that is not the certificate's (OpenSSL checks the key
 // against the certificate loaded before it).
 Status TlsKeyError(const std::string& key_file, const std::string& cert_file, const error_code& ec) {
   return InvalidArgument("TLS key '" + key_file + "' cannot be used with certificate '" + cert_file +
-                         "': " + ec.message());
+                         "': " + TlsFileReason(key_file, ec));
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ is one of
                                output is checked as doctest checks (ELLIPSIS: `...`
                                stands for any text)
 Each block runs on its own under `bash -e -o pipefail`, in a fresh folder holding
-`build` (the build tree), `scripts`, `python`, `.cache` (links into the repository) and a link to
+`build` (the build tree), `scripts`, `python`, `tests`, `.cache` (links into the repository) and a link to
 each test model by its file name, with build/host_client/cli and build/device_server
 on PATH. A block passes when bash exits 0 (a transcript: when doctest finds every
 output as written).
@@ -174,7 +174,8 @@ def main():
             ran += 1
             work = tempfile.mkdtemp(prefix="remex_doc_")
             for name, target in (("build", build), ("scripts", os.path.join(repo, "scripts")),
-                                 ("python", os.path.join(repo, "python")), (".cache", os.path.join(repo, ".cache"))):
+                                 ("python", os.path.join(repo, "python")), ("tests", os.path.join(repo, "tests")),
+                                 (".cache", os.path.join(repo, ".cache"))):
                 os.symlink(target, os.path.join(work, name))
             for m in models:
                 os.symlink(os.path.join(os.path.abspath(args.models), m), os.path.join(work, m))

@@ -127,8 +127,9 @@ class ServerProcess {
   uint16_t metrics_port() const { return metrics_port_; }
 
   // GET `path` from the server's metrics endpoint: the HTTP status and the body
-  // ({0, ""} when it cannot be reached). Plain POSIX sockets, HTTP/1.0.
-  std::pair<int, std::string> HttpGet(const std::string& path) const {
+  // ({0, ""} when it cannot be reached). Plain POSIX sockets, HTTP/1.0. `headers`:
+  // more header lines, each ending in "\r\n" (e.g. "Authorization: Bearer T\r\n").
+  std::pair<int, std::string> HttpGet(const std::string& path, const std::string& headers = "") const {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return {0, ""};
     sockaddr_in addr{};
@@ -137,7 +138,7 @@ class ServerProcess {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     std::string response;
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+      std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
       if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
         char buf[4096];
         ssize_t n;

@@ -1,7 +1,8 @@
 // Token authentication of remex-server (--token-file), tested as an attacker would
 // against a real server process on loopback: no token, a wrong token, requests and
-// uploads before authenticating, a replayed proof, and the refusal to serve a
-// non-loopback address without a token.
+// uploads before authenticating, a replayed proof, the refusal to serve a non-loopback
+// address without a token, and the metrics endpoint's bearer token (and the refusal to
+// serve /metrics on a non-loopback address without one).
 #include <gtest/gtest.h>
 
 #include <boost/asio.hpp>
@@ -417,6 +418,85 @@ TEST_F(SilentConnectionTest, OneAddressMayHoldOnlySoManyAndTheOldestMakesRoom) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE((*s)->Ping().ok());
   EXPECT_EQ(ReadUntilClosed(*silent.front(), std::chrono::seconds(10)), "") << "the oldest was not closed";
+}
+
+// /metrics of a server with a token wants it as a bearer token; health and readiness
+// say nothing secret and stay open. Failed authentications are counted server-wide,
+// with no detail of who failed.
+TEST_F(AuthTest, MetricsNeedTheTokenHealthAndReadinessDoNot) {
+  auto [status, body] = server_->HttpGet("/metrics");
+  EXPECT_EQ(status, 401) << body;
+  EXPECT_NE(body.find("Authorization: Bearer"), std::string::npos) << body;
+  EXPECT_EQ(server_->HttpGet("/metrics", "Authorization: Bearer not-the-token-of-this-server\r\n").first, 401);
+  EXPECT_EQ(server_->HttpGet("/metrics", "Authorization: Bearer " + std::string(kToken) + "x\r\n").first, 401);
+  EXPECT_EQ(server_->HttpGet("/metrics", "Authorization: Basic " + std::string(kToken) + "\r\n").first, 401);
+  EXPECT_EQ(server_->HttpGet("/metrics", "Authorization: Bearer\r\n").first, 401);
+  EXPECT_EQ(server_->HttpGet("/healthz"), (std::pair<int, std::string>{200, "ok\n"}));
+  EXPECT_EQ(server_->HttpGet("/readyz"), (std::pair<int, std::string>{200, "ready\n"}));
+
+  ASSERT_FALSE(Connect("not-the-token-of-this-server").ok());
+  ASSERT_FALSE(Connect("another-wrong-token-0123456789").ok());
+  auto [ok_status, metrics] = server_->HttpGet("/metrics", "Authorization: Bearer " + std::string(kToken) + "\r\n");
+  ASSERT_EQ(ok_status, 200) << metrics;
+  EXPECT_NE(metrics.find("remex_requests_total{kind=\"authenticate\",code=\"PERMISSION_DENIED\"} 2\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("127.0.0.1"), std::string::npos) << "per-peer detail on /metrics:\n" << metrics;
+  // The scheme is case-insensitive (RFC 7235).
+  EXPECT_EQ(server_->HttpGet("/metrics", "authorization: bearer " + std::string(kToken) + "\r\n").first, 200);
+}
+
+// --metrics-token-file: /metrics wants that token, not the one that opens sessions.
+TEST(MetricsTokenTest, AMetricsTokenOfItsOwnReplacesTheServerToken) {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/remex_metrics_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/server.token") << kToken << "\n";
+  std::ofstream(dir + "/metrics.token") << "metrics-scraper-token-0123456789\n";
+  {
+    ServerProcess server({"--token-file", dir + "/server.token", "--metrics-token-file", dir + "/metrics.token"});
+    ASSERT_NE(server.metrics_port(), 0) << server.banner();
+    EXPECT_EQ(server.HttpGet("/metrics", "Authorization: Bearer " + std::string(kToken) + "\r\n").first, 401);
+    EXPECT_EQ(server.HttpGet("/metrics", "Authorization: Bearer metrics-scraper-token-0123456789\r\n").first, 200);
+    EXPECT_EQ(server.HttpGet("/readyz").first, 200);
+  }
+  {
+    // Without --token-file the sessions need no token, /metrics still its own.
+    ServerProcess server({"--metrics-token-file", dir + "/metrics.token"});
+    ASSERT_NE(server.metrics_port(), 0) << server.banner();
+    EXPECT_EQ(server.HttpGet("/metrics").first, 401);
+    EXPECT_EQ(server.HttpGet("/metrics", "Authorization: Bearer metrics-scraper-token-0123456789\r\n").first, 200);
+    EXPECT_TRUE(Session::Connect("127.0.0.1", server.port(), client::ConnectOptions{}).ok());
+  }
+  // A server without any token serves /metrics on loopback to anyone, as before.
+  ServerProcess open;
+  EXPECT_EQ(open.HttpGet("/metrics").first, 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MetricsTokenTest, ANonLoopbackMetricsAddressNeedsATokenOrInsecure) {
+  const std::string server = std::string(REMEX_SERVER_BIN) + " --listen 127.0.0.1:0 --quiet --metrics 0.0.0.0:0";
+  auto refused = RunCommand(server + " 2>&1");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("refusing to serve /metrics on 0.0.0.0 without a token"), std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--metrics-token-file"), std::string::npos) << refused.output;
+  const std::string token_file =
+      std::filesystem::temp_directory_path().string() + "/remex_metrics_token_" + std::to_string(::getpid());
+  std::ofstream(token_file) << "metrics-scraper-token-0123456789\n";
+  for (const std::string& way_out : {" --metrics-token-file " + token_file, " --token-file " + token_file,
+                                     std::string(" --insecure")}) {
+    auto served = RunCommand("timeout -s TERM 2 " + server + way_out);
+    EXPECT_NE(served.output.find("metrics on 0.0.0.0:"), std::string::npos) << way_out << ": " << served.output;
+    EXPECT_EQ(served.exit_code, 124) << way_out << ": " << served.output;
+  }
+  auto alone = RunCommand(std::string(REMEX_SERVER_BIN) + " --listen 127.0.0.1:0 --quiet --metrics-token-file " +
+                          token_file + " 2>&1");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.output.find("--metrics-token-file needs --metrics"), std::string::npos) << alone.output;
+  auto short_token = RunCommand(server + " --metrics-token-file /nonexistent-metrics.token 2>&1");
+  EXPECT_EQ(short_token.exit_code, 2);
+  EXPECT_NE(short_token.output.find("/nonexistent-metrics.token"), std::string::npos) << short_token.output;
+  std::filesystem::remove(token_file);
 }
 
 TEST(AuthListenTest, ANonLoopbackAddressNeedsATokenOrInsecure) {

@@ -369,19 +369,44 @@ class Session:
         return f"<remex.Session {self.device} on {self.server}{' (closed)' if self.closed else ''}>"
 
 
-def connect(address: Optional[str] = None, *, token: Optional[str] = None, token_file: Optional[str] = None,
-            timeout: float = 600.0, connect_timeout: float = 10.0, compression: str = "auto") -> Session:
+_PathArg = Union[str, "_os.PathLike[str]", None]
+
+
+def connect(address: Optional[str] = None, *, token: Optional[str] = None, token_file: _PathArg = None,
+            tls_ca: _PathArg = None, tls_cert: _PathArg = None, tls_key: _PathArg = None,
+            tls_server_name: Optional[str] = None, timeout: float = 600.0, connect_timeout: float = 10.0,
+            compression: str = "auto") -> Session:
     """Connects to a remex-server at "HOST:PORT" (default: $REMEX_SERVER, as `remex farm
     lease` sets it). token: the server's token (default: token_file's, else
     $REMEX_TOKEN). timeout: seconds one request may take (a whole benchmark);
-    connect_timeout: seconds to connect. compression: "auto", "none" or "zstd[:LEVEL]".
-    Raises Unavailable when the server cannot be reached, PermissionDenied for a
-    missing or wrong token, InvalidArgument for a bad address."""
+    connect_timeout: seconds to connect, TLS handshake included. compression: "auto",
+    "none" or "zstd[:LEVEL]".
+
+    TLS (the CLI's --tls-ca, --tls-cert, --tls-key, --tls-server-name; docs/security.md):
+    tls_ca: PEM file of the CA(s) the server's certificate must chain to; set, the
+    connection speaks TLS 1.2 or later, and the certificate must name the host
+    connected to (or tls_server_name). tls_cert and tls_key: this client's PEM
+    certificate and key for mutual TLS (remex-server --tls-client-ca), both or neither.
+    tls_server_name: the name the server's certificate must carry (and SNI sends) when
+    the host connected to is not it (a tunnel, a raw IP).
+
+    Raises Unavailable when the server cannot be reached, or the TLS handshake fails (a
+    certificate of another CA or for another host, a client certificate the server
+    refuses; under TLS 1.3 the last may surface at the first request instead);
+    FailedPrecondition for a plaintext connection to a TLS server; PermissionDenied
+    for a missing or wrong token; InvalidArgument for a bad address, tls_* arguments
+    that do not go together, or a TLS file that cannot be read or used (the message
+    names it)."""
     if address is None:
         address = _os.environ.get("REMEX_SERVER", "")
         if not address:
             raise InvalidArgument("connect: give the server's HOST:PORT or set REMEX_SERVER")
-    return Session(_native.connect(address, token or "", token_file or "", timeout, connect_timeout, compression))
+
+    def path(p: _PathArg) -> str:
+        return _os.fspath(p) if p is not None else ""
+
+    return Session(_native.connect(address, token or "", path(token_file), timeout, connect_timeout, compression,
+                                   path(tls_ca), path(tls_cert), path(tls_key), tls_server_name or ""))
 
 
 def embedded(threads: int = 0, *, timeout: float = 600.0) -> Session:

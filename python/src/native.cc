@@ -32,6 +32,7 @@
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
 #include "rpc/farm_lease.h"
+#include "rpc/tls.h"
 
 namespace py = pybind11;
 
@@ -603,6 +604,22 @@ class Session {
   std::string server_, device_;
 };
 
+// TLS from connect()'s tls_* arguments: as the CLI's --tls-* flags
+// (tooling::TlsFromFlags), with errors naming the Python arguments. The files are read
+// when the connection is made; one that cannot be used is INVALID_ARGUMENT naming it.
+std::optional<rpc::TlsClientConfig> TlsOptions(const std::string& ca, const std::string& cert, const std::string& key,
+                                               const std::string& server_name) {
+  if (ca.empty()) {
+    if (!cert.empty() || !key.empty() || !server_name.empty()) {
+      throw StatusError{InvalidArgument(
+          "tls_cert, tls_key and tls_server_name need tls_ca (the CA file the server's certificate must chain to)")};
+    }
+    return std::nullopt;
+  }
+  if (cert.empty() != key.empty()) throw StatusError{InvalidArgument("tls_cert and tls_key go together")};
+  return rpc::TlsClientConfig{ca, cert, key, server_name};
+}
+
 tooling::ServerOptions Options(const std::string& address, const std::string& token, const std::string& token_file,
                                double timeout_s, double connect_timeout_s, const std::string& compression) {
   tooling::ServerOptions o;
@@ -685,11 +702,15 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "connect",
       [](const std::string& address, const std::string& token, const std::string& token_file, double timeout,
-         double connect_timeout, const std::string& compression) {
-        return std::make_unique<Session>(Options(address, token, token_file, timeout, connect_timeout, compression));
+         double connect_timeout, const std::string& compression, const std::string& tls_ca,
+         const std::string& tls_cert, const std::string& tls_key, const std::string& tls_server_name) {
+        tooling::ServerOptions o = Options(address, token, token_file, timeout, connect_timeout, compression);
+        o.tls = TlsOptions(tls_ca, tls_cert, tls_key, tls_server_name);
+        return std::make_unique<Session>(o);
       },
       py::arg("address"), py::arg("token"), py::arg("token_file"), py::arg("timeout"), py::arg("connect_timeout"),
-      py::arg("compression"));
+      py::arg("compression"), py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
+      py::arg("tls_server_name") = "");
   m.def(
       "embedded",
       [](int threads, double timeout) {

@@ -18,6 +18,13 @@ from onnx import TensorProto, helper, numpy_helper
 BUILD = os.environ.get("REMEX_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 SERVER_BIN = os.path.join(BUILD, "device_server", "remex-server")
 CLI_BIN = os.path.join(BUILD, "host_client", "cli", "remex")
+# The test PKI (tests/data/tls/make-certs.sh): ca.pem, server.pem/.key (localhost,
+# 127.0.0.1), client.pem/.key (clientAuth), other-ca.pem (an unrelated CA).
+TLS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "tls"))
+
+
+def pki(name):
+    return os.path.join(TLS_DIR, name)
 
 
 class Server:
@@ -55,6 +62,22 @@ def token_server(tmp_path_factory):
     token_file.write_text(os.urandom(24).hex() + "\n")
     s = Server("--token-file", str(token_file))
     s.token_file = str(token_file)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_server():
+    """A server speaking TLS with the test PKI's server certificate."""
+    s = Server("--tls-cert", pki("server.pem"), "--tls-key", pki("server.key"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def mtls_server():
+    """A server speaking mutual TLS: clients need a certificate of the test CA."""
+    s = Server("--tls-cert", pki("server.pem"), "--tls-key", pki("server.key"), "--tls-client-ca", pki("ca.pem"))
     yield s
     s.stop()
 
