@@ -61,11 +61,13 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 2;
+inline constexpr uint16_t kProtocolMinor = 3;
 // The first minor version that understands Codec::kChunked.
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
 inline constexpr uint16_t kMinorListHandles = 2;
+// The first minor version whose farm devices take a lease's signature (Authenticate).
+inline constexpr uint16_t kMinorLeaseSignature = 3;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},
