@@ -343,7 +343,9 @@ TEST_F(FarmTest, WhatRedisHoldsOfALeaseDoesNotAuthenticate) {
   client::ConnectOptions options;
   options.token = (*holder)->lease().token;
   for (const std::string& v : stolen) {
-    if (v.size() >= rpc::kMinTokenBytes) EXPECT_EQ(options.token.find(v), std::string::npos);
+    if (v.size() >= rpc::kMinTokenBytes) {
+      EXPECT_EQ(options.token.find(v), std::string::npos);
+    }
   }
   auto session = client::Session::Connect("127.0.0.1", server.port(), options);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
