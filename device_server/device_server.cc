@@ -239,10 +239,10 @@ Status DeviceServer::SelfTest() {
   return result.get();
 }
 
-void DeviceServer::KeepLease(const std::string& token) {
+void DeviceServer::KeepLease(const std::string& public_key) {
   std::lock_guard<std::mutex> lock(state_->sessions_mu);
   for (Session* session : state_->sessions) {
-    if (session->lease().empty() || session->lease() == token) continue;
+    if (session->lease().empty() || session->lease() == public_key) continue;
     session->CloseLocked(Aborted("the lease this session was opened with has ended (released, lapsed or taken over): "
                                  "the session is closed and its memory freed; acquire a new lease"));
   }

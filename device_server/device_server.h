@@ -134,11 +134,13 @@ struct ServerConfig {
   // The shared secret sessions must prove (rpc/auth.h) before any other request;
   // empty: no authentication.
   std::string token;
-  // Farm mode (docs/farm.md): reads the token of the device's current lease from the
-  // farm ("" when it has none), at each session's start. When set, every session must
-  // prove that token (as it would `token`, which is then not used), and KeepLease
-  // closes the sessions of a lease that has ended. Unset: not in a farm.
-  std::function<StatusOr<std::string>()> lease_token;
+  // Farm mode (docs/farm.md): reads the public key of the device's current lease from
+  // the farm (32 bytes; "" when it has none) at each session's start; FAILED_PRECONDITION
+  // for a lease record it refuses (malformed), which fails that session's authenticate.
+  // When set, every session must sign the challenge with the lease's private key
+  // (rpc::LeaseSignature; `token` is then not used), and KeepLease closes the sessions
+  // of a lease that has ended. Unset: not in a farm.
+  std::function<StatusOr<std::string>()> lease_key;
   // Set: connections speak TLS, optionally mutual (rpc/tls.h, rpc/transport.h
   // ServerOptions::tls). Start() fails with INVALID_ARGUMENT naming a file it cannot use.
   std::optional<rpc::TlsServerConfig> tls;
@@ -201,11 +203,11 @@ class DeviceServer {
   // Runs the device self-test (device_server/self_test.h) on the device worker and
   // returns its result: OK, or why the device is not to be trusted.
   Status SelfTest();
-  // Farm mode: `token` is the device's current lease ("" when none). Every session that
-  // authenticated with another lease's token is closed (ABORTED, naming the lease's
-  // end): its run stops within one kernel and its memory is freed. Called from any
-  // thread (the farm registration's, at every heartbeat).
-  void KeepLease(const std::string& token);
+  // Farm mode: `public_key` is that of the device's current lease ("" when none). Every
+  // session that authenticated with another lease's key is closed (ABORTED, naming the
+  // lease's end): its run stops within one kernel and its memory is freed. Called from
+  // any thread (the farm registration's, at every heartbeat).
+  void KeepLease(const std::string& public_key);
   // Stops serving: closes the listener, refuses new requests (UNAVAILABLE), lets the
   // requests already running finish for up to config.drain_timeout and then cancels
   // them (each stops within one kernel), then closes every connection. Sessions end by

@@ -35,12 +35,19 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
     // session id, cancel key or device. The client says hello again once
     // authenticated to learn those.
     if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
-    if (state_->config.lease_token) {
+    if (state_->config.lease_key) {
       // Checked against the farm at the session's start, not from a cached copy: a
       // lease acquired a moment ago is honoured, one released is not.
-      auto lease = state_->config.lease_token();
-      if (!lease.ok()) return lease.status().WithContext("reading this device's lease from the farm");
-      hello_lease_ = std::move(lease).value();
+      auto lease = state_->config.lease_key();
+      hello_lease_.clear();
+      hello_lease_refused_.clear();
+      if (lease.ok()) {
+        hello_lease_ = std::move(lease).value();
+      } else if (lease.status().code() == StatusCode::kFailedPrecondition) {
+        hello_lease_refused_ = lease.status().message();  // authenticate says so
+      } else {
+        return lease.status().WithContext("reading this device's lease from the farm");
+      }
     }
     REMEX_ASSIGN_OR_RETURN(challenge_, rpc::RandomBytes(rpc::kAuthNonceBytes));
     reply.setAuthChallenge(
@@ -74,34 +81,60 @@ Status Session::Ping(wire::Ping::Reader req, wire::Reply::Builder reply) {
 }
 
 Status Session::Authenticate(wire::Authenticate::Reader req, wire::Reply::Builder reply) {
-  const bool farm = static_cast<bool>(state_->config.lease_token);
+  const bool farm = static_cast<bool>(state_->config.lease_key);
   const std::string& token = farm ? hello_lease_ : state_->config.token;
   if (!farm && token.empty()) return FailedPrecondition("this server requires no authentication");
   if (authenticated_) return FailedPrecondition("the session is authenticated already");
   if (auth_failed_) return PermissionDenied(NotAuthenticatedMessage());
   if (challenge_.empty()) return FailedPrecondition("authenticate answers hello's challenge: say hello first");
+  if (farm && !hello_lease_refused_.empty()) {
+    auth_failed_ = true;
+    spdlog::warn("session {} ({}): {}", id_, peer_, hello_lease_refused_);
+    return PermissionDenied("this device's lease record in the farm is refused: " + hello_lease_refused_);
+  }
   if (farm && token.empty()) {
     auth_failed_ = true;
     return PermissionDenied("this device is in a farm and not leased: acquire a lease first (remex farm lease, or "
                             "--farm with run, bench and check)");
   }
   auto nonce = req.getClientNonce();
-  auto proof = req.getProof();
   const std::string client_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
-  const std::string client_proof(reinterpret_cast<const char*>(proof.begin()), proof.size());
   const std::string challenge = std::exchange(challenge_, std::string());
+  if (farm) {
+    // The lease's holder signs with the private key of the public key in the farm; what
+    // Redis holds cannot make the signature.
+    auto signature = req.getSignature();
+    const std::string client_signature(reinterpret_cast<const char*>(signature.begin()), signature.size());
+    if (client_signature.empty()) {
+      auth_failed_ = true;
+      return PermissionDenied("authentication failed: this device is in a farm and takes the signature of its "
+                              "lease's key (protocol 1." + std::to_string(rpc::kMinorLeaseSignature) +
+                              "), not a token's proof: use the token a lease gives (remex farm lease, or --farm)");
+    }
+    if (client_nonce.size() != rpc::kAuthNonceBytes ||
+        !rpc::VerifyLeaseSignature(token, challenge, client_nonce, client_signature)) {
+      auth_failed_ = true;
+      spdlog::warn("session {} ({}): authentication failed (lease signature)", id_, peer_);
+      return PermissionDenied("authentication failed: the signature is not by the key of this device's current lease");
+    }
+    authenticated_ = true;
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);  // KeepLease reads it
+      lease_ = token;
+    }
+    reply.initAuthenticate();  // no server proof: the device holds no secret of the lease
+    spdlog::info("session {} ({}): authenticated by its lease", id_, peer_);
+    return OkStatus();
+  }
+  auto proof = req.getProof();
+  const std::string client_proof(reinterpret_cast<const char*>(proof.begin()), proof.size());
   if (client_nonce.size() != rpc::kAuthNonceBytes ||
       !rpc::ProofsEqual(client_proof, rpc::AuthProof(token, "client", challenge, client_nonce))) {
     auth_failed_ = true;
     spdlog::warn("session {} ({}): authentication failed", id_, peer_);
-    return PermissionDenied(farm ? "authentication failed: the token is not that of this device's current lease"
-                                 : "authentication failed: the proof does not match this server's token");
+    return PermissionDenied("authentication failed: the proof does not match this server's token");
   }
   authenticated_ = true;
-  if (farm) {
-    std::lock_guard<std::mutex> lock(state_->sessions_mu);  // KeepLease reads it
-    lease_ = token;
-  }
   const std::string server_proof = rpc::AuthProof(token, "server", challenge, client_nonce);
   reply.initAuthenticate().setServerProof(
       capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(server_proof.data()), server_proof.size()));
@@ -136,7 +169,7 @@ Status Session::Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
 
 std::string Session::NotAuthenticatedMessage() const {
   if (auth_failed_) return "authentication failed earlier in this session: reconnect";
-  if (state_->config.lease_token) {
+  if (state_->config.lease_key) {
     return "this device is in a farm: authenticate with the token of its lease (remex farm lease, or --farm with "
            "run, bench and check)";
   }

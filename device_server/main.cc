@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
                  "default: --token-file's, which also lets its holders use the device");
   std::string farm_url, farm_pool = "default", farm_labels, farm_advertise;
   app.add_option("--farm", farm_url,
-                 "register this device in the Redis farm at redis://HOST:PORT[/DB] (docs/farm.md): refreshed every "
+                 "register this device in the Redis farm at redis://[USER@]HOST:PORT[/DB] (a user's password in "
+                 "REMEX_FARM_PASSWORD; docs/farm.md): refreshed every "
                  "second, gone within 5 s of the server dying, removed when it stops");
   app.add_option("--pool", farm_pool, "with --farm: the pool the device joins (letters, digits, _.-)")
       ->capture_default_str();
@@ -375,9 +376,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     farm = *url;
-    // Sessions prove the token of the device's current lease, read from the farm at
-    // each session's start (a connection of its own, made on first use).
-    config.lease_token = [reader = lease_reader]() -> remex::StatusOr<std::string> {
+    // Sessions sign with the key of the device's current lease, whose public key is read
+    // from the farm at each session's start (a connection of its own, made on first use,
+    // which reconnects by itself when Redis closed it).
+    config.lease_key = [reader = lease_reader]() -> remex::StatusOr<std::string> {
       std::lock_guard<std::mutex> lock(reader->mu);
       if (reader->id.empty()) return remex::Unavailable("the device is not registered in the farm yet");
       if (!reader->client) {
@@ -385,9 +387,9 @@ int main(int argc, char** argv) {
         if (!c.ok()) return c.status();
         reader->client = std::move(c).value();
       }
-      auto token = remex::farm::CurrentLeaseToken(*reader->client, reader->pool, reader->id);
-      if (!token.ok()) reader->client.reset();  // reconnect at the next session
-      return token;
+      auto key = remex::farm::CurrentLeaseKey(*reader->client, reader->pool, reader->id);
+      if (key.status().code() == remex::StatusCode::kUnavailable) reader->client.reset();  // a new one next time
+      return key;
     };
     lease_reader->url = *url;
     record.id = farm_advertise;

@@ -156,7 +156,7 @@ class Session final : public rpc::ConnectionHandler {
   // Cancels the request session `sessionId` has in progress (see wire::Cancel).
   Status Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply);
   bool authenticated() const {
-    return (state_->config.token.empty() && !state_->config.lease_token) || authenticated_;
+    return (state_->config.token.empty() && !state_->config.lease_key) || authenticated_;
   }
 
   std::string NotAuthenticatedMessage() const;
@@ -229,9 +229,11 @@ class Session final : public rpc::ConnectionHandler {
   std::string challenge_;
   bool authenticated_ = false;
   bool auth_failed_ = false;
-  // Farm mode: the device's lease token when this session said hello ("": none), which
-  // Authenticate checks the proof against; and the one it authenticated with.
+  // Farm mode: the public key of the device's lease when this session said hello ("":
+  // none), which Authenticate checks the signature against, and the one it
+  // authenticated with; why the lease record was refused ("": it was not).
   std::string hello_lease_;
+  std::string hello_lease_refused_;
   std::string lease_;
   std::unordered_map<uint64_t, Object> objects_;
   // The tensor AttachmentDestination allocated for the frame being received.

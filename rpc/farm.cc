@@ -2,12 +2,16 @@
 
 #include "rpc/farm.h"
 
+#include "rpc/farm_lease.h"
+
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <charconv>
 #include <optional>
 #include <set>
@@ -118,13 +122,14 @@ StatusOr<DeviceRecord> RecordFromReply(const redisReply* r) {
 
 std::string RedisUrl::ToString() const {
   const bool v6 = host.find(':') != std::string::npos;
-  return "redis://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + std::to_string(db);
+  return "redis://" + (user.empty() ? "" : user + "@") + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) +
+         "/" + std::to_string(db);
 }
 
 StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   const std::string text(url);
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("farm URL '" + text + "': " + why + " (expected redis://HOST:PORT[/DB])");
+    return InvalidArgument("farm URL '" + text + "': " + why + " (expected redis://[USER@]HOST:PORT[/DB])");
   };
   constexpr std::string_view scheme = "redis://";
   if (url.substr(0, scheme.size()) != scheme) return bad("not a redis:// URL");
@@ -134,6 +139,19 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     authority = rest.substr(0, slash);
     path = rest.substr(slash + 1);
+  }
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    std::string_view user = authority.substr(0, at);
+    if (user.find(':') != std::string_view::npos) {
+      return bad(std::string("a password in the URL would show in process listings: set ") + kFarmPasswordEnv);
+    }
+    if (user.empty() || user.size() > 64 || !AllOf(user, "_.-")) return bad("the user must be 1-64 letters, digits or _.-");
+    out.user = std::string(user);
+    authority = authority.substr(at + 1);
+  }
+  if (const char* password = std::getenv(kFarmPasswordEnv); password && *password) out.password = password;
+  if (!out.user.empty() && out.password.empty()) {
+    return bad("user '" + out.user + "' needs its password in " + kFarmPasswordEnv);
   }
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
@@ -151,7 +169,6 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   if (out.host.empty()) return bad("no host");
-  if (authority.find('@') != std::string_view::npos) return bad("credentials in the URL are not supported");
   if (!port.empty() || authority.back() == ':') {
     int p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
@@ -348,7 +365,11 @@ int64_t UnixMillis() {
       .count();
 }
 
-StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, std::chrono::milliseconds timeout) {
+namespace {
+
+// A new connection to `url` (SELECTed to its database), waiting at most `timeout` for it
+// and for each reply later.
+StatusOr<redisContext*> OpenContext(const RedisUrl& url, std::chrono::milliseconds timeout) {
   redisContext* c = redisConnectWithTimeout(url.host.c_str(), url.port, ToTimeval(timeout));
   if (c == nullptr) return Unavailable(url.ToString() + ": cannot allocate a Redis connection");
   if (c->err) {
@@ -360,31 +381,103 @@ StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url,
     redisFree(c);
     return Unavailable(url.ToString() + ": cannot set the reply timeout");
   }
-  std::unique_ptr<RedisClient> client(new RedisClient(url, c));
-  if (url.db != 0) REMEX_RETURN_IF_ERROR(client->Command({"SELECT", std::to_string(url.db)}));
-  return client;
+  if (!url.password.empty()) {
+    std::vector<const char*> argv = {"AUTH"};
+    std::vector<size_t> lengths = {4};
+    if (!url.user.empty()) {
+      argv.push_back(url.user.data());
+      lengths.push_back(url.user.size());
+    }
+    argv.push_back(url.password.data());
+    lengths.push_back(url.password.size());
+    ReplyPtr reply(static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data())));
+    if (!reply || reply->type == REDIS_REPLY_ERROR) {
+      const bool refused = reply != nullptr;
+      std::string why = reply ? ReplyText(reply.get()) : (c->err ? c->errstr : "no reply");
+      redisFree(c);
+      const std::string what = url.ToString() + ": AUTH as " + (url.user.empty() ? "the default user" : url.user) + ": " + why;
+      return refused ? PermissionDenied(what) : Unavailable(what);
+    }
+  }
+  if (url.db != 0) {
+    const std::string db = std::to_string(url.db);
+    ReplyPtr reply(static_cast<redisReply*>(redisCommand(c, "SELECT %s", db.c_str())));
+    if (!reply || reply->type == REDIS_REPLY_ERROR) {
+      std::string why = reply ? ReplyText(reply.get()) : (c->err ? c->errstr : "no reply");
+      redisFree(c);
+      return Unavailable(url.ToString() + ": SELECT " + db + ": " + why);
+    }
+  }
+  return c;
+}
+
+// Whether a command failed because Redis closed the connection (it restarted, or dropped
+// an idle client): then the command did not reach the Redis now listening, and may be
+// sent again on a new connection. A timeout is not such a failure.
+bool ConnectionClosed(const redisContext* c, int saved_errno) {
+  return c->err == REDIS_ERR_EOF ||
+         (c->err == REDIS_ERR_IO && (saved_errno == ECONNRESET || saved_errno == EPIPE || saved_errno == ENOTCONN));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, std::chrono::milliseconds timeout) {
+  REMEX_ASSIGN_OR_RETURN(redisContext * c, OpenContext(url, timeout));
+  return std::unique_ptr<RedisClient>(new RedisClient(url, c, timeout));
 }
 
 RedisClient::~RedisClient() {
   if (context_) redisFree(context_);
 }
 
+Status RedisClient::Reconnect() {
+  if (context_) redisFree(context_);
+  context_ = nullptr;
+  in_transaction_ = false;
+  REMEX_ASSIGN_OR_RETURN(context_, OpenContext(url_, timeout_));
+  return OkStatus();
+}
+
 Status RedisClient::Command(const std::vector<std::string>& args, redisReply** out) {
-  if (context_ == nullptr || context_->err) {
-    return Unavailable(url_.ToString() + ": the Redis connection is broken" +
-                       (context_ && context_->err ? std::string(": ") + context_->errstr : std::string()));
-  }
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const std::string& a : args) {
     argv.push_back(a.data());
     lengths.push_back(a.size());
   }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
-  if (reply == nullptr) {
+  redisReply* reply = nullptr;
+  for (int attempt = 0;; ++attempt) {
+    if (context_ == nullptr || context_->err) {
+      // A connection broken earlier (a timeout, a failed reconnect): one more try, unless
+      // a transaction was open on it (its queued commands are gone with it).
+      if (attempt == 0 && !in_transaction_ && Reconnect().ok()) continue;
+      in_transaction_ = false;
+      return Unavailable(url_.ToString() + ": the Redis connection is broken" +
+                         (context_ && context_->err ? std::string(": ") + context_->errstr : std::string()));
+    }
+    errno = 0;
+    reply = static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+    const int saved_errno = errno;
+    if (reply != nullptr) break;
+    // Redis closed the connection (it restarted): reconnect and send the command once
+    // more, outside a transaction. Anything else (a timeout) fails at once.
+    if (attempt == 0 && !in_transaction_ && ConnectionClosed(context_, saved_errno)) {
+      const std::string why = context_->errstr;
+      Status reconnected = Reconnect();
+      if (reconnected.ok()) {
+        spdlog::info("farm: {}: the Redis connection was closed ({}); reconnected", url_.ToString(), why);
+        continue;
+      }
+      in_transaction_ = false;
+      return Unavailable(url_.ToString() + ": " + args[0] + ": " + why + "; reconnecting: " + reconnected.message());
+    }
+    in_transaction_ = false;
     return Unavailable(url_.ToString() + ": " + args[0] + ": " + (context_->err ? context_->errstr : "no reply"));
   }
+  if (args[0] == "MULTI") in_transaction_ = true;
+  if (args[0] == "EXEC" || args[0] == "DISCARD") in_transaction_ = false;
   if (reply->type == REDIS_REPLY_ERROR) {
     Status st = Internal(url_.ToString() + ": " + args[0] + ": Redis error: " + ReplyText(reply));
     freeReplyObject(reply);
@@ -641,10 +734,12 @@ void Registration::Run() {
       if (st.code() == StatusCode::kNotFound) st = client_->WriteDevice(record_, options_.ttl);
     }
     if (st.ok()) {
-      // The lease: sessions of any other lease than the current one end.
-      auto lease = client_->Query({"HGET", LeaseKey(record_.pool, record_.id), "token"});
+      // The lease: sessions of any other lease than the current one end (all of them
+      // when the record is malformed: it is no lease).
+      auto lease = CurrentLeaseKey(*client_, record_.pool, record_.id);
+      if (lease.status().code() == StatusCode::kFailedPrecondition) lease = std::string();
       st = lease.status();
-      if (lease.ok() && options_.on_lease) options_.on_lease(lease->nil() ? std::string() : lease->str);
+      if (lease.ok() && options_.on_lease) options_.on_lease(*lease);
     }
     if (!st.ok() && health) {
       std::lock_guard<std::mutex> guard(mutex_);

@@ -42,15 +42,25 @@ struct redisReply;
 
 namespace remex::farm {
 
-// redis://HOST:PORT[/DB]: HOST a name or an IPv4 address (an IPv6 one in brackets),
-// PORT 1-65535 (6379 when absent), DB 0-15 (0 when absent).
+// redis://[USER@]HOST:PORT[/DB]: HOST a name or an IPv4 address (an IPv6 one in
+// brackets), PORT 1-65535 (6379 when absent), DB 0-15 (0 when absent), USER a Redis ACL
+// user (1-64 letters, digits or "_.-"). The password is never in the URL (it would show
+// in process listings): it comes from the environment variable kFarmPasswordEnv.
+inline constexpr const char* kFarmPasswordEnv = "REMEX_FARM_PASSWORD";
 struct RedisUrl {
   std::string host;
   uint16_t port = 6379;
   int db = 0;
+  // Connect authenticates (AUTH) as `user` with `password`, or as Redis's default user
+  // with `password` when only that is set; neither: no AUTH.
+  std::string user;
+  std::string password;
+  // The URL without the password.
   std::string ToString() const;
 };
-// INVALID_ARGUMENT naming what is wrong with `url`.
+// INVALID_ARGUMENT naming what is wrong with `url` (a password in it included). The
+// password is read from kFarmPasswordEnv when that is set; a URL with a USER and no
+// password there is INVALID_ARGUMENT saying so.
 StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
 
 // Labels "k=v,k=v": keys of letters, digits and "_.-/" (1-64 bytes), values of
@@ -151,8 +161,19 @@ int64_t UnixMillis();
 
 class RedisClient {
  public:
-  // Connects (and SELECTs `url.db`), waiting at most `timeout` for the connection and
-  // for each reply later. UNAVAILABLE "redis://...: ..." when Redis cannot be reached.
+  // Connects (authenticates as RedisUrl says, and SELECTs `url.db`), waiting at most
+  // `timeout` for the connection and for each reply later. UNAVAILABLE "redis://...: ..."
+  // when Redis cannot be reached, PERMISSION_DENIED when it refuses the user or password.
+  //
+  // Every command that finds the connection closed by Redis (it restarted, or dropped
+  // the client) or broken by an earlier failure reconnects and is sent once more
+  // before it fails, except inside a MULTI transaction (whose queued commands died
+  // with the connection: the command fails UNAVAILABLE and the caller starts over). A
+  // command that timed out is not sent again. The command then did not reach the Redis
+  // now listening, so sending it again runs it once there; the one case where it may
+  // run twice is a Redis that executed it and then closed the connection before
+  // replying, with its data kept (persistence): a join of the queue or a grant's
+  // pick-up may then be repeated, the rest of the farm's commands are idempotent.
   static StatusOr<std::unique_ptr<RedisClient>> Connect(const RedisUrl& url, std::chrono::milliseconds timeout);
   ~RedisClient();
   RedisClient(const RedisClient&) = delete;
@@ -188,7 +209,10 @@ class RedisClient {
   const RedisUrl& url() const { return url_; }
 
  private:
-  RedisClient(RedisUrl url, redisContext* context) : url_(std::move(url)), context_(context) {}
+  RedisClient(RedisUrl url, redisContext* context, std::chrono::milliseconds timeout)
+      : url_(std::move(url)), context_(context), timeout_(timeout) {}
+  // Replaces the connection by a new one (OK), or leaves none (UNAVAILABLE).
+  Status Reconnect();
   // Runs one command (its arguments as given, binary-safe); the reply's error, or OK.
   Status Command(const std::vector<std::string>& args, ::redisReply** reply = nullptr);
   // Reads the device records of `keys` (with their leases and drains when `leases`)
@@ -198,6 +222,8 @@ class RedisClient {
 
   RedisUrl url_;
   redisContext* context_;
+  std::chrono::milliseconds timeout_;
+  bool in_transaction_ = false;  // MULTI sent, EXEC or DISCARD not yet
 };
 
 // Keeps a device registered while it lives: Start writes the record, then a thread of
@@ -211,10 +237,11 @@ class Registration {
     std::chrono::milliseconds interval{1000};  // Heartbeat period.
     std::chrono::milliseconds ttl{5000};       // The record's time to live: > interval.
     std::chrono::milliseconds timeout{2000};   // Connection and reply timeout.
-    // Called on the registration's thread at every beat with the token of the device's
-    // current lease ("" when it has none): the server closes the sessions made with
-    // any other lease (one released, lapsed or replaced since).
-    std::function<void(const std::string& token)> on_lease;
+    // Called on the registration's thread at every beat with the public key of the
+    // device's current lease (farm_lease.h CurrentLeaseKey; "" when it has none or its
+    // record is malformed): the server closes the sessions made with any other lease
+    // (one released, lapsed or replaced since).
+    std::function<void(const std::string& public_key)> on_lease;
   };
   // Connects and writes the record: UNAVAILABLE when Redis cannot be reached, so a
   // server started with --farm fails at once when the farm is down.

@@ -2,14 +2,16 @@
 
 #include "rpc/farm_lease.h"
 
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <set>
+
+#include "rpc/auth.h"
 
 namespace remex::farm {
 namespace {
@@ -21,18 +23,6 @@ constexpr size_t kMaxHolderBytes = 256;
 constexpr std::chrono::milliseconds kAssignEvery{200};
 // A waiter refreshes its list of matching devices this often.
 constexpr std::chrono::milliseconds kCandidatesEvery{1000};
-
-StatusOr<std::string> NewToken() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return Internal("no random bytes for a lease token");
-  static const char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
-  }
-  return token;
-}
 
 Status CheckHolder(const std::string& holder) {
   if (holder.empty() || holder.size() > kMaxHolderBytes) {
@@ -50,7 +40,7 @@ Status CheckHolder(const std::string& holder) {
 // client's view can go stale): every free device of the pool, by id, and the queue, in
 // order; each live waiter gets the first free device among its candidates (the ids its
 // selector matched, which its client keeps current), as a lease created here with the
-// waiter's own token and a grant the waiter picks up; expired waiters are dropped.
+// waiter's own public key and a grant the waiter picks up; expired waiters are dropped.
 // KEYS: queue, waiters, alive, devices, served; P is the pool's key prefix
 // "remex:{POOL}:" (the keys it builds from it, device:, lease:, drain:, grant:, hash to
 // the same slot as KEYS).
@@ -83,7 +73,7 @@ local function assign(P, queue, waiters, alive, devices, served)
         if string.find(cands, ',' .. id .. ',', 1, true) then
           local ttl = redis.call('HGET', waiters, w .. ':ttl')
           local lease = P .. 'lease:' .. id
-          redis.call('HSET', lease, 'token', redis.call('HGET', waiters, w .. ':t'), 'holder',
+          redis.call('HSET', lease, 'key', redis.call('HGET', waiters, w .. ':t'), 'holder',
                      redis.call('HGET', waiters, w .. ':h'), 'since_ms', now, 'ttl_ms', ttl)
           redis.call('PEXPIRE', lease, ttl)
           local serial = redis.call('INCR', served)
@@ -98,7 +88,7 @@ local function assign(P, queue, waiters, alive, devices, served)
 end
 )lua";
 
-// Joins the queue and runs the assignment: KEYS as assign; ARGV P, candidates, token,
+// Joins the queue and runs the assignment: KEYS as assign; ARGV P, candidates, key (hex),
 // holder, lease ttl_ms, waiter ttl_ms. Returns the waiter's id (its ticket).
 const std::string& JoinScript() {
   static const std::string s = std::string(kAssignLua) + R"lua(
@@ -131,11 +121,11 @@ return 0
 )lua";
   return s;
 }
-// Ends a lease held with a token, then runs the assignment (the device goes to the next
-// waiter at once). KEYS as assign, then the lease; ARGV P, token.
+// Ends a lease held with a key, then runs the assignment (the device goes to the next
+// waiter at once). KEYS as assign, then the lease; ARGV P, the lease's public key (hex).
 const std::string& ReleaseScript() {
   static const std::string s = std::string(kAssignLua) + R"lua(
-if redis.call('HGET', KEYS[6], 'token') == ARGV[2] then redis.call('DEL', KEYS[6]) end
+if redis.call('HGET', KEYS[6], 'key') == ARGV[2] then redis.call('DEL', KEYS[6]) end
 assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return 1
 )lua";
@@ -200,7 +190,9 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     return NotFound("no device of pool '" + pool + "' matches '" + request.selector + "' (" +
                     std::to_string(all.size()) + " registered in the pool)");
   }
-  REMEX_ASSIGN_OR_RETURN(std::string token, NewToken());
+  // The lease's credential: a key pair of its own; Redis gets the public key only.
+  REMEX_ASSIGN_OR_RETURN(rpc::LeaseKeyPair key_pair, rpc::NewLeaseKeyPair());
+  const std::string public_key = rpc::ToHex(key_pair.public_key);
   const auto waiter_ttl = std::max<std::chrono::milliseconds>(std::chrono::seconds(2), request.poll * 10);
   std::vector<std::string> keys = AssignKeys(pool);
   auto run = [&](const std::string& script, std::vector<std::string> argv) {
@@ -210,7 +202,7 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     return redis.Query(args);
   };
   auto join = [&]() -> StatusOr<std::string> {
-    REMEX_ASSIGN_OR_RETURN(RedisValue w, run(JoinScript(), {prefix, candidates.first, token, holder,
+    REMEX_ASSIGN_OR_RETURN(RedisValue w, run(JoinScript(), {prefix, candidates.first, public_key, holder,
                                                             std::to_string(request.ttl.count()),
                                                             std::to_string(waiter_ttl.count())}));
     return w.str;
@@ -222,7 +214,8 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     Lease lease;
     lease.pool = pool;
     lease.device_id = grant.substr(0, space);
-    lease.token = token;
+    lease.token = key_pair.secret;
+    lease.public_key = public_key;
     lease.holder = holder;
     lease.ttl = request.ttl;
     lease.ticket = std::stoll(me);
@@ -288,10 +281,10 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
 
 Status RenewLease(RedisClient& redis, const Lease& lease) {
   static const std::string script =
-      "if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then "
+      "if redis.call('HGET', KEYS[1], 'key') == ARGV[1] then "
       "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0";
   REMEX_ASSIGN_OR_RETURN(RedisValue r, redis.Query({"EVAL", script, "1", LeaseKey(lease.pool, lease.device_id),
-                                                     lease.token, std::to_string(lease.ttl.count())}));
+                                                     lease.public_key, std::to_string(lease.ttl.count())}));
   if (r.integer != 1) {
     return Aborted("lease lost: the lease of " + lease.device_id + " lapsed (not renewed within its TTL of " +
                    std::to_string(lease.ttl.count()) + " ms) or was released");
@@ -304,13 +297,57 @@ Status ReleaseLease(RedisClient& redis, const Lease& lease) {
   for (const std::string& k : AssignKeys(lease.pool)) args.push_back(k);
   args.push_back(LeaseKey(lease.pool, lease.device_id));
   args.push_back(Prefix(lease.pool));
-  args.push_back(lease.token);
+  args.push_back(lease.public_key);
   return redis.Query(args).status();
 }
 
-StatusOr<std::string> CurrentLeaseToken(RedisClient& redis, std::string_view pool, std::string_view id) {
-  REMEX_ASSIGN_OR_RETURN(RedisValue r, redis.Query({"HGET", LeaseKey(pool, id), "token"}));
-  return r.nil() ? std::string() : r.str;
+StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id) {
+  const std::string key = LeaseKey(pool, id);
+  auto refuse = [&](const std::string& why) { return FailedPrecondition("lease record " + key + " is malformed: " + why); };
+  // The key's type first: a key of another type is refused, not read.
+  REMEX_ASSIGN_OR_RETURN(RedisValue type, redis.Query({"TYPE", key}));
+  if (type.str == "none") return std::string();
+  if (type.str != "hash") return refuse("a " + type.str + ", not a hash");
+  REMEX_ASSIGN_OR_RETURN(RedisValue n, redis.Query({"HLEN", key}));
+  if (n.type != RedisValue::Type::kInteger || n.integer > static_cast<int64_t>(kMaxLeaseFields)) {
+    return refuse("more than " + std::to_string(kMaxLeaseFields) + " fields");
+  }
+  // Each value bounded before it is read in full: HSTRLEN of the fields read.
+  static constexpr std::string_view kFields[] = {"key", "holder", "since_ms", "ttl_ms"};
+  for (std::string_view f : kFields) {
+    REMEX_ASSIGN_OR_RETURN(RedisValue len, redis.Query({"HSTRLEN", key, std::string(f)}));
+    if (len.integer > static_cast<int64_t>(kMaxLeaseValueBytes)) {
+      return refuse("field '" + std::string(f) + "' has more than " + std::to_string(kMaxLeaseValueBytes) + " bytes");
+    }
+  }
+  REMEX_ASSIGN_OR_RETURN(RedisValue all, redis.Query({"HGETALL", key}));
+  if (all.type != RedisValue::Type::kArray) return refuse("HGETALL returned no array");
+  if (all.array.empty()) return std::string();  // lapsed meanwhile
+  std::map<std::string, std::string> fields;
+  for (size_t i = 0; i + 1 < all.array.size(); i += 2) {
+    const std::string& name = all.array[i].str;
+    if (std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields)) {
+      return refuse("unknown field '" + name.substr(0, 64) + "'");
+    }
+    fields[name] = all.array[i + 1].str;
+  }
+  for (std::string_view f : kFields) {
+    if (!fields.count(std::string(f))) return refuse("no field '" + std::string(f) + "'");
+  }
+  const std::string& hex = fields["key"];
+  if (hex.size() != 2 * rpc::kLeasePublicKeyBytes ||
+      !std::all_of(hex.begin(), hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return refuse("field 'key' is not " + std::to_string(2 * rpc::kLeasePublicKeyBytes) +
+                  " lowercase hex digits (an Ed25519 public key)");
+  }
+  if (Status st = CheckHolder(fields["holder"]); !st.ok()) return refuse(st.message());
+  for (const char* f : {"since_ms", "ttl_ms"}) {
+    const std::string& v = fields[f];
+    if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return refuse("field '" + std::string(f) + "' is not a non-negative integer");
+    }
+  }
+  return *rpc::FromHex(hex);
 }
 
 Status SetDrained(RedisClient& redis, std::string_view id, bool drained) {
@@ -324,14 +361,26 @@ Status SetDrained(RedisClient& redis, std::string_view id, bool drained) {
 }
 
 StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const std::vector<std::string>& pools) {
-  static const std::string script =
-      "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) local n = 0 "
-      "for _, w in ipairs(redis.call('LRANGE', KEYS[1], 0, 99999)) do local e = redis.call('ZSCORE', KEYS[2], w) "
-      "if e ~= false and tonumber(e) >= now then n = n + 1 end end return n";
+  // Read-only commands, no script (a script's keys need write access: docs/farm.md's
+  // read-only role lists the farm too): the queue, and the waiters alive by Redis's clock.
   std::map<std::string, int64_t> lengths;
+  if (pools.empty()) return lengths;
+  REMEX_ASSIGN_OR_RETURN(RedisValue time, redis.Query({"TIME"}));
+  if (time.type != RedisValue::Type::kArray || time.array.size() != 2) return Internal("TIME returned no pair");
+  int64_t seconds = 0, micros = 0;
+  for (auto [field, out] : {std::pair{&time.array[0].str, &seconds}, std::pair{&time.array[1].str, &micros}}) {
+    auto [end, ec] = std::from_chars(field->data(), field->data() + field->size(), *out);
+    if (ec != std::errc() || end != field->data() + field->size()) return Internal("TIME returned no integers");
+  }
+  const std::string now = std::to_string(seconds * 1000 + micros / 1000);
   for (const std::string& pool : pools) {
-    REMEX_ASSIGN_OR_RETURN(RedisValue n, redis.Query({"EVAL", script, "2", QueueKey(pool), AliveKey(pool)}));
-    lengths[pool] = n.integer;
+    REMEX_ASSIGN_OR_RETURN(RedisValue queue, redis.Query({"LRANGE", QueueKey(pool), "0", "99999"}));
+    REMEX_ASSIGN_OR_RETURN(RedisValue alive, redis.Query({"ZRANGEBYSCORE", AliveKey(pool), now, "+inf"}));
+    std::set<std::string> live;
+    for (const RedisValue& w : alive.array) live.insert(w.str);
+    int64_t n = 0;
+    for (const RedisValue& w : queue.array) n += live.count(w.str);
+    lengths[pool] = n;
   }
   return lengths;
 }

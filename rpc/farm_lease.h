@@ -2,17 +2,19 @@
 // long as its holder renews the lease, enforced by the device server itself.
 //
 // Keys (rpc/farm.h: every key of pool P starts with "remex:{P}:"):
-//   remex:{P}:lease:<id>   hash {token, holder, since_ms, ttl_ms} with the lease's TTL.
-//                          The token (32 hex digits from a CSPRNG) is the credential the
-//                          device's server accepts, checked at each session's start; the
-//                          listing never reads it.
+//   remex:{P}:lease:<id>   hash {key, holder, since_ms, ttl_ms} with the lease's TTL.
+//                          key: the public half (64 hex digits) of an Ed25519 key pair
+//                          the lessee made for this lease (rpc/auth.h); the device's
+//                          server accepts only sessions that sign its challenge with the
+//                          private half, which never leaves the lessee. Reading the
+//                          record therefore gives no use of the device.
 //   remex:{P}:drain:<id>   present while the device is drained: leased no more (a lease
 //                          in progress runs on). No TTL: a drain outlives restarts.
 //   remex:{P}:queue        list of the ids of the clients waiting for a device of P, in
 //                          the order they came (a waiter's id is its ticket).
 //   remex:{P}:waiters      hash: "<w>:c" the ids of the devices waiter w's selector
 //                          matches (",id,id,", kept current by its client), "<w>:t" its
-//                          token, "<w>:h" its holder, "<w>:ttl" the lease's TTL in ms.
+//                          lease's public key (hex), "<w>:h" its holder, "<w>:ttl" the lease's TTL in ms.
 //   remex:{P}:alive        sorted set: waiter id -> when it expires (Redis's clock, ms);
 //                          its client pushes that forward while it waits, so a waiter
 //                          that dies is dropped from the queue once it has expired.
@@ -25,7 +27,7 @@
 // Redis, as one Lua script (atomic: no device ever goes to two clients): the queue is
 // walked in order and each live waiter is granted the first free device (by id) among
 // those its label selector matches, the lease created there and then with the waiter's
-// own token; a waiter whose selector matches no free device is passed over (it does not
+// own public key; a waiter whose selector matches no free device is passed over (it does not
 // hold up the others). Leases are thus granted in the order clients came. A free device
 // is registered, healthy (not quarantined), not drained and not leased. The assignment
 // runs when a client joins the queue, when a lease is released (the device goes to the
@@ -66,7 +68,11 @@ struct LeaseRequest {
 struct Lease {
   std::string pool;
   std::string device_id;  // The device's advertised address, HOST:PORT.
-  std::string token;      // The credential its server accepts (rpc/auth.h's token).
+  // The lease's secret (rpc/auth.h: kLeaseSecretPrefix and the private key), the
+  // client's token for the device (client::ConnectOptions::token, REMEX_TOKEN). Never
+  // written to Redis.
+  std::string token;
+  std::string public_key;  // Its public key, 64 hex digits: what Redis holds.
   std::string holder;
   int64_t since_ms = 0;   // Unix time, milliseconds.
   std::chrono::milliseconds ttl{0};
@@ -90,8 +96,17 @@ Status RenewLease(RedisClient& redis, const Lease& lease);
 // Ends the lease (OK when it had lapsed already); the device's server then closes the
 // holder's sessions.
 Status ReleaseLease(RedisClient& redis, const Lease& lease);
-// The token of the device's current lease; "" when it has none.
-StatusOr<std::string> CurrentLeaseToken(RedisClient& redis, std::string_view pool, std::string_view id);
+// Bounds on a lease record a server reads (CurrentLeaseKey).
+inline constexpr size_t kMaxLeaseFields = 8;
+inline constexpr size_t kMaxLeaseValueBytes = 512;
+// The public key (32 bytes) of the device's current lease; "" when it has none.
+// FAILED_PRECONDITION naming the key and the fault for a record that is not a lease's:
+// another type than a hash, more than kMaxLeaseFields fields, a value of more than
+// kMaxLeaseValueBytes, a field other than key, holder, since_ms and ttl_ms or one of
+// them missing, a key that is not 64 lowercase hex digits, a holder of 0 or more than
+// 256 bytes or with a control character, times that are no non-negative integers.
+// UNAVAILABLE when Redis fails.
+StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id);
 
 // Drains (or undrains) device `id`, found in whichever pool it is registered.
 // NOT_FOUND when no registered device has that id. A drained device is not leased; a

@@ -3,6 +3,7 @@
 
 #include "rpc/farm.h"
 #include "rpc/farm_lease.h"
+#include "rpc/auth.h"
 
 #include <gtest/gtest.h>
 
@@ -31,12 +32,26 @@ TEST(FarmUrlTest, ParsesRedisUrls) {
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->ToString(), "redis://[::1]:7000/0");
   for (const char* bad : {"http://host:1", "redis://", "redis://:6379", "redis://h:0", "redis://h:65536", "redis://h:x",
-                          "redis://h:", "redis://h:1/16", "redis://h:1/a", "redis://user:pw@h:1", "redis://[::1"}) {
+                          "redis://h:", "redis://h:1/16", "redis://h:1/a", "redis://user:pw@h:1", "redis://@h:1", "redis://us er@h:1", "redis://[::1"}) {
     auto r = ParseRedisUrl(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().message();
   }
+  // A user takes its password from REMEX_FARM_PASSWORD, never from the URL; it is never
+  // printed.
+  unsetenv(kFarmPasswordEnv);
+  u = ParseRedisUrl("redis://ci@h:1");
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("REMEX_FARM_PASSWORD"), std::string::npos) << u.status().message();
+  setenv(kFarmPasswordEnv, "s3cret-pw", 1);
+  u = ParseRedisUrl("redis://ci-runner@h:1/3");
+  unsetenv(kFarmPasswordEnv);
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->user, "ci-runner");
+  EXPECT_EQ(u->password, "s3cret-pw");
+  EXPECT_EQ(u->host, "h");
+  EXPECT_EQ(u->ToString(), "redis://ci-runner@h:1/3");
 }
 
 TEST(FarmLabelsTest, ParsesAndFormatsLabels) {
@@ -243,9 +258,16 @@ TEST_F(FarmRedisTest, LeasesAreExclusiveRenewableAndReleased) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(a->device_id, "127.0.0.1:9101");  // the first free device by id
   EXPECT_EQ(b->device_id, "127.0.0.1:9102");
-  EXPECT_EQ(a->token.size(), 32u);
+  // The lease's secret is an Ed25519 key the client made; Redis holds its public key only.
+  EXPECT_TRUE(rpc::IsLeaseSecret(a->token));
   EXPECT_NE(a->token, b->token);
-  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", a->device_id), a->token);
+  EXPECT_EQ(rpc::ToHex(*CurrentLeaseKey(*client_, "p", a->device_id)), a->public_key);
+  EXPECT_EQ(*CurrentLeaseKey(*client_, "p", a->device_id), *rpc::LeasePublicKey(a->token));
+  auto record = client_->Query({"HGETALL", LeaseKey("p", a->device_id)});
+  ASSERT_TRUE(record.ok());
+  for (const RedisValue& v : record->array) {
+    EXPECT_EQ(v.str.find(a->token.substr(rpc::kLeaseSecretPrefix.size())), std::string::npos) << v.str;
+  }
   // Both taken: a third client, not waiting, is told how things stand.
   auto c = AcquireLease(*client_, Request("p"));
   ASSERT_FALSE(c.ok());
@@ -258,7 +280,7 @@ TEST_F(FarmRedisTest, LeasesAreExclusiveRenewableAndReleased) {
   EXPECT_EQ((*list)[0].holder, "farm_test");
   EXPECT_TRUE(RenewLease(*client_, *a).ok());
   ASSERT_TRUE(ReleaseLease(*client_, *a).ok());
-  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", a->device_id), "");
+  EXPECT_EQ(*CurrentLeaseKey(*client_, "p", a->device_id), "");
   Status renew = RenewLease(*client_, *a);
   EXPECT_EQ(renew.code(), StatusCode::kAborted) << renew.ToString();
   EXPECT_TRUE(ReleaseLease(*client_, *a).ok());  // releasing twice is harmless
@@ -267,7 +289,81 @@ TEST_F(FarmRedisTest, LeasesAreExclusiveRenewableAndReleased) {
   EXPECT_EQ(c->device_id, a->device_id);
   // Releasing an old lease does not end the new one of the same device.
   ASSERT_TRUE(ReleaseLease(*client_, *a).ok());
-  EXPECT_EQ(*CurrentLeaseToken(*client_, "p", c->device_id), c->token);
+  EXPECT_EQ(rpc::ToHex(*CurrentLeaseKey(*client_, "p", c->device_id)), c->public_key);
+}
+
+// A lease record that is not one a lessee writes is refused (FAILED_PRECONDITION naming
+// the fault), never read past its bounds.
+TEST_F(FarmRedisTest, MalformedLeaseRecordsAreRefused) {
+  const std::string key = LeaseKey("p", "127.0.0.1:9101");
+  const std::string good(64, 'a');
+  auto write = [&](std::vector<std::string> fields) {
+    ASSERT_TRUE(client_->Execute({"DEL", key}).ok());
+    std::vector<std::string> args = {"HSET", key};
+    args.insert(args.end(), fields.begin(), fields.end());
+    ASSERT_TRUE(client_->Execute(args).ok());
+  };
+  auto refused = [&](const std::string& what) {
+    auto k = CurrentLeaseKey(*client_, "p", "127.0.0.1:9101");
+    EXPECT_EQ(k.status().code(), StatusCode::kFailedPrecondition) << what << ": " << k.status().ToString();
+    return k.status().message();
+  };
+  write({"key", good, "holder", "h", "since_ms", "1", "ttl_ms", "30000"});
+  auto ok = CurrentLeaseKey(*client_, "p", "127.0.0.1:9101");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, std::string(32, '\xaa'));
+  write({"key", std::string(64, 'g'), "holder", "h", "since_ms", "1", "ttl_ms", "30000"});
+  EXPECT_NE(refused("hex").find("64 lowercase hex digits"), std::string::npos);
+  write({"key", good.substr(2), "holder", "h", "since_ms", "1", "ttl_ms", "30000"});
+  refused("short key");
+  write({"token", std::string(32, 'f'), "holder", "h", "since_ms", "1", "ttl_ms", "30000"});
+  EXPECT_NE(refused("old token").find("unknown field 'token'"), std::string::npos);
+  write({"key", good, "holder", std::string(1 << 20, 'x'), "since_ms", "1", "ttl_ms", "30000"});
+  EXPECT_NE(refused("huge holder").find("more than 512 bytes"), std::string::npos);
+  write({"key", good, "holder", "h\n", "since_ms", "1", "ttl_ms", "30000"});
+  refused("control character");
+  write({"key", good, "holder", "h", "since_ms", "-1", "ttl_ms", "30000"});
+  refused("negative time");
+  write({"key", good, "holder", "h", "since_ms", "1"});
+  EXPECT_NE(refused("missing").find("no field 'ttl_ms'"), std::string::npos);
+  std::vector<std::string> many = {"key", good, "holder", "h", "since_ms", "1", "ttl_ms", "30000"};
+  for (int i = 0; i < 10; ++i) {
+    many.push_back("f" + std::to_string(i));
+    many.push_back("v");
+  }
+  write(many);
+  EXPECT_NE(refused("many").find("more than 8 fields"), std::string::npos);
+  ASSERT_TRUE(client_->Execute({"DEL", key}).ok());
+  ASSERT_TRUE(client_->Execute({"SET", key, good}).ok());
+  EXPECT_NE(refused("string").find("a string, not a hash"), std::string::npos);
+  ASSERT_TRUE(client_->Execute({"DEL", key}).ok());
+  EXPECT_EQ(*CurrentLeaseKey(*client_, "p", "127.0.0.1:9101"), "");
+}
+
+// Redis restarts (its port the same): a client connected before reconnects at its next
+// command and the command runs, instead of failing "Server closed the connection"; a
+// transaction open across the restart fails instead (its queued commands are gone).
+TEST_F(FarmRedisTest, ACommandAfterRedisRestartedReconnectsOnce) {
+  const uint16_t port = redis_.url().port;
+  ASSERT_TRUE(client_->Execute({"SET", "k", "1"}).ok());
+  auto in_multi = RedisClient::Connect(redis_.url(), 2s);
+  ASSERT_TRUE(in_multi.ok());
+  ASSERT_TRUE((*in_multi)->Execute({"MULTI"}).ok());
+  redis_.Stop();
+  remex::testing::RedisProcess again(port);
+  ASSERT_TRUE(again.ready());
+  auto v = client_->Query({"GET", "k"});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->nil());  // the new Redis, empty
+  EXPECT_TRUE(client_->Execute({"SET", "k", "2"}).ok());
+  Status st = (*in_multi)->Execute({"SET", "k", "3"});
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  // That connection is usable again afterwards (a new one, no transaction open).
+  EXPECT_EQ((*in_multi)->Query({"GET", "k"})->str, "2");
+  again.Stop();
+  // No Redis at all: UNAVAILABLE after the one reconnection tried.
+  st = client_->Execute({"PING"});
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
 }
 
 TEST_F(FarmRedisTest, SelectorsPoolsDrainsAndQuarantinesDecideWhatIsLeasable) {
@@ -392,7 +488,9 @@ TEST_F(FarmRedisTest, AWaiterForABusyKindDoesNotBlockOthers) {
 }
 
 TEST(FarmRedisDownTest, ConnectingToNothingIsUnavailableNamingTheUrl) {
-  const RedisUrl url{"127.0.0.1", remex::testing::FreeLoopbackPort(), 0};
+  RedisUrl url;
+  url.host = "127.0.0.1";
+  url.port = remex::testing::FreeLoopbackPort();
   auto c = RedisClient::Connect(url, 500ms);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);

@@ -74,8 +74,10 @@ inline constexpr uint16_t kProtocolMinor = 3;
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
 inline constexpr uint16_t kMinorListHandles = 2;
-// The first minor version that understands ChunkCodec::kFill.
+// Minor 3: ChunkCodec::kFill, and farm devices that take a lease's signature
+// (Authenticate).
 inline constexpr uint16_t kMinorFillChunks = 3;
+inline constexpr uint16_t kMinorLeaseSignature = 3;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},

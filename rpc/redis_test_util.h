@@ -51,7 +51,12 @@ class RedisProcess {
 
   // Whether it answered within 10 s of starting.
   bool ready() const { return ready_; }
-  farm::RedisUrl url() const { return farm::RedisUrl{"127.0.0.1", port_, 0}; }
+  farm::RedisUrl url() const {
+    farm::RedisUrl u;
+    u.host = "127.0.0.1";
+    u.port = port_;
+    return u;
+  }
   std::string url_text() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   void Stop() {
     if (pid_ > 0) {

@@ -105,13 +105,23 @@ struct CancelReply {
 #   proof = HMAC-SHA256(token, "remex-auth-v1 client" || challenge || clientNonce)
 # (rpc/auth.h). A wrong proof is PERMISSION_DENIED, and the session then refuses
 # everything: the client must reconnect.
+#
+# A farm device (remex-server --farm; protocol 1.3) takes instead a signature by the
+# private key of its current lease, whose public key it reads from the farm's Redis
+# (docs/farm.md, "The lease credential"):
+#   signature = Ed25519(lease key, "remex-lease-auth-v1 client" || challenge || clientNonce)
+# with `proof` empty. A farm device refuses a session without a signature, a server
+# with --token-file one without a proof.
 struct Authenticate {
   clientNonce @0 :Data;  # 32 random bytes of the client's
-  proof @1 :Data;        # 32 bytes
+  proof @1 :Data;        # 32 bytes (token servers); empty with a signature
+  signature @2 :Data;    # 64 bytes (farm devices, protocol 1.3); else empty
 }
 
 # The server's proof that it knows the token too:
 #   serverProof = HMAC-SHA256(token, "remex-auth-v1 server" || challenge || clientNonce)
+# Empty from a farm device: it holds no secret of the lease to prove (a client relies on
+# TLS, --tls-ca, to know it reached the device it leased).
 struct AuthenticateReply {
   serverProof @0 :Data;
 }

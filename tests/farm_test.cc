@@ -4,7 +4,10 @@
 // flags or an unreachable farm are refused with a message that names them. Leases:
 // a leased device serves its holder only; the lease's end closes the holder's sessions;
 // a killed client loses its lease, a killed server leaves the pool; 20 clients share
-// 3 devices fairly and never two at once; drained devices are not leased.
+// 3 devices fairly and never two at once; drained devices are not leased. What Redis
+// holds of a lease does not authenticate; a malformed lease record is refused; a server
+// whose Redis restarted honours the next lease at once; `farm lease` stops its command
+// when the lease is lost.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -20,11 +23,13 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "host_client/client/client.h"
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "rpc/farm.h"
+#include "rpc/auth.h"
 #include "rpc/farm_lease.h"
 #include "rpc/redis_test_util.h"
 #include "tests/model_util.h"
@@ -309,6 +314,243 @@ TEST_F(FarmTest, AKilledClientLosesItsLeaseAndAKilledServerLeavesThePool) {
   Status st = (*session)->Upload(testing::Floats({4}, {1, 2, 3, 4})).status();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
   EXPECT_TRUE(WaitFor(url, server.address(), false, 8s));
+}
+
+// A Redis reader copies the device's lease record: nothing in it lets it authenticate
+// (as a token's proof, or as a lease key), while the lease's holder does.
+TEST_F(FarmTest, WhatRedisHoldsOfALeaseDoesNotAuthenticate) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("default"), 2s);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  auto reader = farm::RedisClient::Connect(Url(redis_), 2s);
+  ASSERT_TRUE(reader.ok());
+  auto record = (*reader)->Query({"HGETALL", farm::LeaseKey("default", server.address())});
+  ASSERT_TRUE(record.ok());
+  ASSERT_EQ(record->array.size(), 8u);
+  std::vector<std::string> stolen;  // every value of the record, and the key as a lease's secret
+  for (size_t i = 1; i < record->array.size(); i += 2) stolen.push_back(record->array[i].str);
+  stolen.push_back(std::string(rpc::kLeaseSecretPrefix) + (*holder)->lease().public_key);
+  for (const std::string& token : stolen) {
+    if (token.size() < rpc::kMinTokenBytes) continue;
+    client::ConnectOptions options;
+    options.token = token;
+    auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+    ASSERT_FALSE(session.ok()) << token;
+    EXPECT_EQ(session.status().code(), StatusCode::kPermissionDenied) << token << ": " << session.status().ToString();
+  }
+  // The holder's own secret works, and nothing of it is in Redis.
+  client::ConnectOptions options;
+  options.token = (*holder)->lease().token;
+  for (const std::string& v : stolen) {
+    if (v.size() >= rpc::kMinTokenBytes) {
+      EXPECT_EQ(options.token.find(v), std::string::npos);
+    }
+  }
+  auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_TRUE((*session)->Ping().ok());
+  // So does it from the CLI, as REMEX_TOKEN; a copied public key does not.
+  auto run = RunCommand("REMEX_TOKEN=" + options.token + " " + Cli() + " run " + Model() + " --server " +
+                        server.address() + " 2>&1");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  auto forged = RunCommand("REMEX_TOKEN=" + stolen.back() + " " + Cli() + " run " + Model() + " --server " +
+                           server.address() + " 2>&1");
+  EXPECT_EQ(forged.exit_code, 3) << forged.output;
+  EXPECT_NE(forged.output.find("not by the key of this device's current lease"), std::string::npos) << forged.output;
+}
+
+// A lease record the server does not recognise (here one of the old form, a token in
+// clear) is refused, and the sessions made under it are not served.
+TEST_F(FarmTest, AMalformedLeaseRecordIsRefused) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  auto writer = farm::RedisClient::Connect(Url(redis_), 2s);
+  ASSERT_TRUE(writer.ok());
+  const std::string token(32, 'f');
+  ASSERT_TRUE((*writer)->Execute({"HSET", farm::LeaseKey("default", server.address()), "token", token, "holder", "x",
+                                  "since_ms", "1", "ttl_ms", "30000"}).ok());
+  for (const std::string& t : {token, std::string(rpc::kLeaseSecretPrefix) + std::string(64, 'f')}) {
+    client::ConnectOptions options;
+    options.token = t;
+    auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+    ASSERT_FALSE(session.ok());
+    EXPECT_EQ(session.status().code(), StatusCode::kPermissionDenied) << session.status().ToString();
+    EXPECT_NE(session.status().message().find("lease record"), std::string::npos) << session.status().ToString();
+    EXPECT_NE(session.status().message().find("unknown field 'token'"), std::string::npos) << session.status().ToString();
+  }
+}
+
+// Redis restarts (empty, on the same port) while a server is registered and its lease
+// reader connected: the next lease's holder is served at its first try.
+TEST_F(FarmTest, ALeaseIsHonouredAtOnceAfterRedisRestarts) {
+  const std::string url = redis_.url_text();
+  const uint16_t port = redis_.url().port;
+  ServerProcess server({"--farm", url});
+  {
+    // A first lease and session: the server's lease reader connects.
+    auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("default"), 2s);
+    ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+    client::ConnectOptions options;
+    options.token = (*holder)->lease().token;
+    ASSERT_TRUE(client::Session::Connect("127.0.0.1", server.port(), options).ok());
+  }
+  redis_.Stop();
+  RedisProcess again(port);
+  ASSERT_TRUE(again.ready());
+  // The server registers again within a heartbeat.
+  ASSERT_TRUE(WaitFor(url, server.address(), true, 5s)) << "not registered again";
+  auto holder = farm::LeaseHolder::Acquire(again.url(), Request("default", 5s), 2s);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  client::ConnectOptions options;
+  options.token = (*holder)->lease().token;
+  auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_TRUE((*session)->Ping().ok());
+}
+
+// The lease of `farm lease -- CMD` is lost (its key deleted, as by an operator or a
+// lapse): CMD's process group gets SIGTERM, then SIGKILL after --stop-grace when it
+// ignores SIGTERM; farm lease says why and exits 75.
+TEST_F(FarmTest, FarmLeaseStopsItsCommandWhenTheLeaseIsLost) {
+  const std::string url = redis_.url_text();
+  ServerProcess server({"--farm", url});
+  auto writer = farm::RedisClient::Connect(Url(redis_), 2s);
+  ASSERT_TRUE(writer.ok());
+  const std::string lease_key = farm::LeaseKey("default", server.address());
+  auto lose_lease_while = [&](const std::string& command) {
+    testing::CommandResult result;
+    std::thread t([&] { result = RunCommand(command); });
+    bool leased = false;
+    for (int i = 0; i < 200 && !leased; ++i) {
+      auto n = (*writer)->Query({"EXISTS", lease_key});
+      leased = n.ok() && n->integer == 1;
+      if (!leased) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(leased);
+    std::this_thread::sleep_for(300ms);  // the command is running
+    EXPECT_TRUE((*writer)->Execute({"DEL", lease_key}).ok());
+    t.join();
+    return result;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = lose_lease_while(Cli() + " farm lease --ttl 3 --farm " + url + " -- sleep 60 2>&1");
+  EXPECT_EQ(r.exit_code, 75) << r.output;
+  EXPECT_NE(r.output.find("lease lost"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("SIGTERM to its process group"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "sleep 60 was not stopped";
+  // A command that ignores SIGTERM (its children too) is killed after the grace period.
+  const auto t1 = std::chrono::steady_clock::now();
+  r = lose_lease_while(Cli() + " farm lease --ttl 3 --stop-grace 1 --farm " + url +
+                       " -- sh -c 'trap \"\" TERM; sleep 60; echo survived' 2>&1");
+  EXPECT_EQ(r.exit_code, 75) << r.output;
+  EXPECT_NE(r.output.find("SIGKILL"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("survived"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 30s) << "the command was not killed";
+  // The device is free again.
+  EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url + " -- true").exit_code, 0);
+}
+
+// Redis ACL users per role (docs/farm.md, "Threat model", the rules below verbatim):
+// each role does its part of the farm, and Redis refuses it the rest.
+constexpr const char* kServerAcl =
+    "on >farm-test-pw resetkeys ~remex:{*}:device:* ~remex:{*}:devices %R~remex:{*}:lease:* -@all +ping +select "
+    "+multi +exec +discard +del +hset +pexpire +sadd +srem +eval +exists +type +hlen +hstrlen +hgetall";
+constexpr const char* kClientAcl =
+    "on >farm-test-pw resetkeys ~remex:{*}:lease:* ~remex:{*}:queue ~remex:{*}:waiters ~remex:{*}:alive "
+    "~remex:{*}:grant:* ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval "
+    "+time +scan +incr +rpush +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrangebyscore +lrange +lrem "
+    "+lpos +smembers +srem +exists +pexpire +set +get +getdel +del";
+constexpr const char* kStatusAcl =
+    "on >farm-test-pw resetkeys %R~remex:* -@all +ping +select +scan +hgetall +hmget +exists +time +lrange "
+    "+zrangebyscore +smembers";
+constexpr const char* kOperatorAcl =
+    "on >farm-test-pw resetkeys %R~remex:* ~remex:{*}:drain:* -@all +ping +select +scan +hgetall +hmget +exists +time "
+    "+lrange +zrangebyscore +smembers +set +del";
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
+  const std::string host = "127.0.0.1:" + std::to_string(redis_.url().port);
+  {
+    auto admin = farm::RedisClient::Connect(Url(redis_), 2s);
+    ASSERT_TRUE(admin.ok());
+    for (auto [user, rules] : {std::pair{"remex-server", kServerAcl}, std::pair{"remex-client", kClientAcl},
+                               std::pair{"remex-status", kStatusAcl}, std::pair{"remex-operator", kOperatorAcl}}) {
+      std::vector<std::string> args = {"ACL", "SETUSER", user};
+      for (std::string& w : Words(rules)) args.push_back(std::move(w));
+      ASSERT_TRUE((*admin)->Execute(args).ok()) << user;
+    }
+    ASSERT_TRUE((*admin)->Execute({"ACL", "SETUSER", "default", "off"}).ok());
+  }
+  setenv(farm::kFarmPasswordEnv, "farm-test-pw", 1);
+  struct Unset {
+    ~Unset() { unsetenv(farm::kFarmPasswordEnv); }
+  } unset;
+  auto url = [&](const std::string& user) { return "redis://" + user + "@" + host; };
+  auto as = [&](const std::string& user) {
+    auto c = farm::RedisClient::Connect(*farm::ParseRedisUrl(url(user)), 2s);
+    EXPECT_TRUE(c.ok()) << user << ": " << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  };
+  // Nobody without a role: the default user is off.
+  auto anonymous = farm::RedisClient::Connect(Url(redis_), 2s);
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_FALSE((*anonymous)->Execute({"PING"}).ok());
+  // Each role does its part: a server registers, a lister lists, a client leases and
+  // runs, an operator drains.
+  ServerProcess server({"--farm", url("remex-server"), "--pool", "acl"});
+  ASSERT_NE(server.port(), 0) << server.banner();
+  auto status = RunCommand(Cli() + " farm status --json --farm " + url("remex-status") + " 2>&1");
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find(server.address()), std::string::npos) << status.output;
+  auto run = RunCommand(Cli() + " run " + Model() + " --farm " + url("remex-client") + " --pool acl 2>&1");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url("remex-client") + " --pool acl -- true").exit_code, 0);
+  auto drain = RunCommand(Cli() + " farm drain --farm " + url("remex-operator") + " " + server.address() + " 2>&1");
+  EXPECT_EQ(drain.exit_code, 0) << drain.output;
+  EXPECT_EQ(RunCommand(Cli() + " farm undrain --farm " + url("remex-operator") + " " + server.address()).exit_code, 0);
+  // ... and nothing else. A server writes no lease, not even from a script.
+  const std::string lease = farm::LeaseKey("acl", server.address());
+  const std::string device = farm::DeviceKey("acl", server.address());
+  const std::string drain_key = farm::DrainKey("acl", server.address());
+  auto srv = as("remex-server");
+  ASSERT_NE(srv, nullptr);
+  EXPECT_FALSE(srv->Execute({"HSET", lease, "key", std::string(64, 'a')}).ok());
+  EXPECT_FALSE(srv->Execute({"EVAL", "return redis.call('HSET', KEYS[1], 'key', 'a')", "1", lease}).ok());
+  EXPECT_FALSE(srv->Execute({"EVAL", "return redis.call('DEL', '" + lease + "')", "0"}).ok());
+  EXPECT_FALSE(srv->Execute({"SET", drain_key, "1"}).ok());
+  // A client writes no device record and no drain.
+  auto cli = as("remex-client");
+  ASSERT_NE(cli, nullptr);
+  EXPECT_FALSE(cli->Execute({"HSET", device, "state", "quarantined"}).ok());
+  EXPECT_FALSE(cli->Execute({"EVAL", "return redis.call('HSET', '" + device + "', 'state', 'quarantined')", "0"}).ok());
+  EXPECT_FALSE(cli->Execute({"SET", drain_key, "1"}).ok());
+  EXPECT_FALSE(cli->Execute({"FLUSHALL"}).ok());
+  auto cli_drain = RunCommand(Cli() + " farm drain --farm " + url("remex-client") + " " + server.address() + " 2>&1");
+  EXPECT_EQ(cli_drain.exit_code, 3) << cli_drain.output;
+  // A lister writes nothing.
+  auto lister = as("remex-status");
+  ASSERT_NE(lister, nullptr);
+  EXPECT_FALSE(lister->Execute({"DEL", device}).ok());
+  EXPECT_FALSE(lister->Execute({"HSET", lease, "key", std::string(64, 'a')}).ok());
+  EXPECT_FALSE(lister->Execute({"EVAL", "return 1", "1", lease}).ok());
+  EXPECT_EQ(farm::RedisClient::Connect(*farm::ParseRedisUrl(url("remex-status")), 2s).ok(), true);
+  // The device record is intact and the device idle after all that.
+  auto after = RunCommand(Cli() + " farm status --json --farm " + url("remex-status"));
+  ASSERT_EQ(after.exit_code, 0);
+  nlohmann::json d = Device(nlohmann::json::parse(after.output, nullptr, false), server.address());
+  EXPECT_EQ(d["state"], "idle") << after.output;
+  // A wrong password: refused, naming the user.
+  setenv(farm::kFarmPasswordEnv, "wrong", 1);
+  auto wrong = RunCommand(Cli() + " farm status --farm " + url("remex-status") + " 2>&1");
+  EXPECT_EQ(wrong.exit_code, 3) << wrong.output;
+  EXPECT_NE(wrong.output.find("AUTH as remex-status"), std::string::npos) << wrong.output;
 }
 
 // 20 clients, 3 devices: every client is served, no device ever has two holders at

@@ -29,7 +29,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +42,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host_client/cli/progress.h"
@@ -136,7 +139,7 @@ struct FarmLeaseFlags {
 FarmLeaseFlags AddFarmLeaseOptions(CLI::App* cmd, std::string& farm, std::string& pool, std::string& labels,
                                    double& wait_s) {
   FarmLeaseFlags f;
-  f.farm = cmd->add_option("--farm", farm, "lease a device of the farm at redis://HOST:PORT[/DB] (docs/farm.md)");
+  f.farm = cmd->add_option("--farm", farm, "lease a device of the farm at redis://[USER@]HOST:PORT[/DB] (a user's password in REMEX_FARM_PASSWORD; docs/farm.md)");
   f.pool = cmd->add_option("--pool", pool, "with --farm: the pool to lease from")->capture_default_str();
   f.labels = cmd->add_option("--labels", labels,
                              "with --farm: a label selector the device must match, e.g. gpu=h100,cuda>=12.4");
@@ -486,18 +489,34 @@ struct FarmLeaseArgs {
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
   double ttl_s = 30;
+  double stop_grace_s = 10;
   std::vector<std::string> command;
 };
 
+// `farm lease`'s exit status when the lease was lost while CMD ran (CMD was stopped).
+constexpr int kExitLeaseLost = 75;
+
+// The signal farm lease received last (SIGINT, SIGTERM, SIGHUP, SIGQUIT), passed on to
+// CMD's process group by the waiting loop.
+volatile sig_atomic_t g_forward_signal = 0;
+void RecordSignal(int sig) { g_forward_signal = sig; }
+
 // `remex farm lease ... -- CMD`: holds a lease while CMD runs, with REMEX_SERVER (the
-// device's HOST:PORT), REMEX_TOKEN (the lease's token), REMEX_LEASE_POOL and
+// device's HOST:PORT), REMEX_TOKEN (the lease's secret), REMEX_LEASE_POOL and
 // REMEX_LEASE_DEVICE in its environment; exits with CMD's status (128 + N for a signal).
+// CMD runs in a process group of its own (given the terminal when farm lease has it);
+// the stop signals farm lease receives are passed on to that group. When the lease is
+// lost while CMD runs, CMD's group gets SIGTERM, then SIGKILL after --stop-grace
+// seconds, and farm lease exits kExitLeaseLost saying why.
 int FarmLeaseCommand(const FarmLeaseArgs& args) {
   auto options = FarmLeaseFromFlags(args.farm, args.pool, args.labels, args.lease_wait_s);
   if (!options.ok()) return Usage(options.status());
   if (!*options) return Usage(remex::InvalidArgument("farm lease: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
   if (args.command.empty()) return Usage(remex::InvalidArgument("farm lease: give the command to run after --"));
   if (!(args.ttl_s >= 1 && args.ttl_s <= 86400)) return Usage(remex::InvalidArgument("--ttl must be in [1, 86400] seconds"));
+  if (!(args.stop_grace_s >= 0 && args.stop_grace_s <= 3600)) {
+    return Usage(remex::InvalidArgument("--stop-grace must be in [0, 3600] seconds"));
+  }
   remex::farm::LeaseRequest request;
   request.pool = (*options)->pool;
   request.selector = (*options)->selector;
@@ -508,9 +527,17 @@ int FarmLeaseCommand(const FarmLeaseArgs& args) {
   const remex::farm::Lease& lease = (*holder)->lease();
   std::fprintf(stderr, "remex: leased %s (pool %s) for: %s\n", lease.device_id.c_str(), lease.pool.c_str(),
                args.command[0].c_str());
+  // The terminal goes to CMD's group while it runs when farm lease is in the foreground.
+  const bool terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   const pid_t child = fork();
   if (child < 0) return Fail(remex::Internal(std::string("fork: ") + std::strerror(errno)));
   if (child == 0) {
+    setpgid(0, 0);
+    if (terminal) {
+      signal(SIGTTOU, SIG_IGN);
+      tcsetpgrp(STDIN_FILENO, getpgrp());
+      signal(SIGTTOU, SIG_DFL);
+    }
     setenv("REMEX_SERVER", lease.device_id.c_str(), 1);
     setenv("REMEX_TOKEN", lease.token.c_str(), 1);
     setenv("REMEX_LEASE_POOL", lease.pool.c_str(), 1);
@@ -522,11 +549,54 @@ int FarmLeaseCommand(const FarmLeaseArgs& args) {
     std::fprintf(stderr, "remex: farm lease: cannot run %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }
+  setpgid(child, child);  // also here: no signal may reach the group before it exists
+  struct sigaction forward {};
+  forward.sa_handler = RecordSignal;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &forward, nullptr);
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  bool lost = false;
+  std::chrono::steady_clock::time_point kill_at{};
+  for (;;) {
+    const pid_t r = waitpid(child, &status, WNOHANG);
+    if (r == child) break;
+    if (r < 0 && errno != EINTR) return Fail(remex::Internal(std::string("waitpid: ") + std::strerror(errno)));
+    if (const int sig = g_forward_signal; sig != 0) {
+      g_forward_signal = 0;
+      kill(-child, sig);
+    }
+    if (!lost) {
+      if (remex::Status st = (*holder)->lost(); !st.ok()) {
+        lost = true;
+        std::fprintf(stderr,
+                     "remex: farm lease: %s; stopping %s (SIGTERM to its process group, SIGKILL after %g s)\n",
+                     st.ToString().c_str(), args.command[0].c_str(), args.stop_grace_s);
+        kill(-child, SIGTERM);
+        kill_at = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(args.stop_grace_s * 1000));
+      }
+    } else if (kill_at != std::chrono::steady_clock::time_point{} && std::chrono::steady_clock::now() >= kill_at) {
+      std::fprintf(stderr, "remex: farm lease: %s still runs after %g s: SIGKILL\n", args.command[0].c_str(),
+                   args.stop_grace_s);
+      kill(-child, SIGKILL);
+      kill_at = {};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (Status lost = (*holder)->lost(); !lost.ok()) std::fprintf(stderr, "remex: %s\n", lost.ToString().c_str());
+  if (terminal) {
+    signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+    signal(SIGTTOU, SIG_DFL);
+  }
+  if (!lost) {
+    if (remex::Status st = (*holder)->lost(); !st.ok()) std::fprintf(stderr, "remex: %s\n", st.ToString().c_str());
+  }
   holder->reset();  // released before this process exits
+  if (lost) {
+    std::fprintf(stderr, "remex: farm lease: %s stopped: the lease was lost (exit %d)\n", args.command[0].c_str(),
+                 kExitLeaseLost);
+    return kExitLeaseLost;
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return tooling::kExitInfrastructure;
@@ -676,7 +746,7 @@ int main(int argc, char** argv) {
   auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");
   farm_cmd->require_subcommand(1);
   auto* farm_status_cmd = farm_cmd->add_subcommand("status", "list the registered devices and pools");
-  farm_status_cmd->add_option("--farm", farm_status.farm, "redis://HOST:PORT[/DB] (default: $REMEX_FARM)")
+  farm_status_cmd->add_option("--farm", farm_status.farm, "redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM; a user's password in REMEX_FARM_PASSWORD)")
       ->envname("REMEX_FARM");
   farm_status_cmd->add_option("--labels", farm_status.labels,
                               "only devices matching this selector, e.g. gpu=h100,cuda>=12.4,!maintenance (docs/farm.md)");
@@ -689,6 +759,11 @@ int main(int argc, char** argv) {
       .farm->envname("REMEX_FARM");
   farm_lease_cmd->add_option("--ttl", farm_lease.ttl_s, "seconds the lease outlives its last renewal (renewed every third)")
       ->capture_default_str();
+  farm_lease_cmd
+      ->add_option("--stop-grace", farm_lease.stop_grace_s,
+                   "when the lease is lost: seconds between SIGTERM and SIGKILL to the command's process group "
+                   "(farm lease then exits 75)")
+      ->capture_default_str();
   farm_lease_cmd->add_option("command", farm_lease.command, "the command to run, after --")->required();
   std::vector<FarmDrainArgs> drains(2);
   drains[1].undrain = true;
@@ -697,7 +772,7 @@ int main(int argc, char** argv) {
     auto* c = farm_cmd->add_subcommand(d.undrain ? "undrain" : "drain",
                                        d.undrain ? "lease a drained device again"
                                                  : "lease a device no more (a lease in progress runs on)");
-    c->add_option("--farm", d.farm, "redis://HOST:PORT[/DB] (default: $REMEX_FARM)")->envname("REMEX_FARM");
+    c->add_option("--farm", d.farm, "redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM; a user's password in REMEX_FARM_PASSWORD)")->envname("REMEX_FARM");
     c->add_option("device", d.device, "the device's id, HOST:PORT as farm status lists it")->required();
     drain_cmds.push_back(c);
   }

@@ -181,10 +181,24 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
 
 Status Session::Authenticate(const std::string& challenge) {
   REMEX_ASSIGN_OR_RETURN(std::string nonce, rpc::RandomBytes(rpc::kAuthNonceBytes));
-  const std::string proof = rpc::AuthProof(options_.token, "client", challenge, nonce);
   Request req;
   auto a = req.root.initAuthenticate();
   a.setClientNonce(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(nonce.data()), nonce.size()));
+  // A lease's secret (a farm device): signed; the device proves nothing back (it holds no
+  // secret of the lease), so TLS is what tells the client it reached its device.
+  const bool lease = rpc::IsLeaseSecret(options_.token);
+  if (lease) {
+    if (info_.protocol_minor < rpc::kMinorLeaseSignature) {
+      return FailedPrecondition("the server at " + host_ + ":" + std::to_string(port_) + " speaks protocol " +
+                                std::to_string(info_.protocol_major) + "." + std::to_string(info_.protocol_minor) +
+                                ", and a lease's token needs 1." + std::to_string(rpc::kMinorLeaseSignature) +
+                                " or later: upgrade the farm's servers");
+    }
+    REMEX_ASSIGN_OR_RETURN(std::string signature, rpc::LeaseSignature(options_.token, challenge, nonce));
+    a.setSignature(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(signature.data()), signature.size()));
+    return Call(*rpc_, req, wire::Reply::AUTHENTICATE, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+  }
+  const std::string proof = rpc::AuthProof(options_.token, "client", challenge, nonce);
   a.setProof(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(proof.data()), proof.size()));
   std::string server_proof;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::AUTHENTICATE, [&](wire::Reply::Reader r, rpc::Frame&) {

@@ -174,7 +174,9 @@ struct ConnectOptions {
   std::string client_name = "remex";
   CompressionOptions compression;
   // The server's shared secret (rpc/auth.h), proven by challenge-response right after
-  // hello when the server asks; never sent. Empty: none.
+  // hello when the server asks; never sent. A farm lease's secret (rpc::IsLeaseSecret:
+  // farm::Lease::token, REMEX_TOKEN under `remex farm lease`) is proven by signature
+  // instead. Empty: none.
   std::string token;
   // Set: connect over TLS (rpc/transport.h, TlsClientConfig: the CA the server's
   // certificate must chain to, and optionally a client certificate for mutual TLS).
@@ -187,7 +189,9 @@ class Session {
   // the server asks for it. UNAVAILABLE when the server cannot be reached,
   // FAILED_PRECONDITION on a protocol version mismatch, PERMISSION_DENIED when the
   // server wants a token and none was given, or the proof fails either way (the
-  // server's proof of the token is checked too). With options.tls, the TLS errors of
+  // server's proof of the token is checked too; a farm device, proven a lease's
+  // signature, proves nothing back: TLS authenticates it). FAILED_PRECONDITION for a
+  // lease's token at a server older than protocol 1.3. With options.tls, the TLS errors of
   // rpc::Client::Connect (a CA or key file that cannot be read, a server certificate
   // that does not verify).
   static StatusOr<std::unique_ptr<Session>> Connect(const std::string& host, uint16_t port,
@@ -295,7 +299,8 @@ class Session {
 
  private:
   Session() = default;
-  // Answers hello's `challenge` with a proof of options_.token and checks the server's.
+  // Answers hello's `challenge` with a proof of options_.token and checks the server's
+  // (or, for a lease's secret, with its signature).
   Status Authenticate(const std::string& challenge);
   StatusOr<ModuleInfo> LoadModuleWithHash(std::span<const std::byte> executable, const std::string& name,
                                           const std::string& hash);
