@@ -31,6 +31,8 @@ Limits FuzzLimits() {
   limits.max_attachments = 8;
   limits.max_attachment_raw_size = 8u << 20;
   limits.max_frame_attachment_bytes = 16u << 20;
+  // The server's default: chunk tables are checked against it (fill chunks exempt).
+  limits.max_decompression_ratio = remex::rpc::kMaxCompressionRatio;
   return limits;
 }
 
@@ -56,6 +58,7 @@ class Stream {
 // 1 to 4096 bytes, each piece's first byte choosing the size of the next.
 bool ReadAttachment(Stream& in, const AttachmentHeader& header, int index) {
   AttachmentReader reader;
+  reader.SetLimits(FuzzLimits());
   std::vector<std::byte> grown;
   std::vector<std::byte> fixed;
   remex::Status begun = remex::OkStatus();
