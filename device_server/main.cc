@@ -221,6 +221,11 @@ int main(int argc, char** argv) {
   app.add_option("--advertise", farm_advertise,
                  "with --farm: HOST:PORT clients reach this server at (default: the --listen address with the port "
                  "bound; required when listening on every interface)");
+  std::string farm_key_file;
+  app.add_option("--farm-key-file", farm_key_file,
+                 "with --farm: the farm key (a file of at least 32 bytes, mode 600, the one the operator loaded the "
+                 "lease functions with: remex farm install-functions): only lease records those functions wrote "
+                 "(their MAC verifies) are honoured; default: lease records are not verified (docs/farm.md)");
   uint64_t inject_device_fault = 0;
   app.add_option("--inject-device-fault", inject_device_fault,
                  "TEST ONLY: the Nth kernel launched on the device fails, once, with a device fault (as a "
@@ -345,11 +350,12 @@ int main(int argc, char** argv) {
     remex::farm::RedisUrl url;
     std::string pool, id;  // set once registered
     std::unique_ptr<remex::farm::RedisClient> client;
+    std::shared_ptr<remex::farm::LeaseVerifier> verifier;  // with --farm-key-file
   };
   auto lease_reader = std::make_shared<LeaseReader>();
   if (farm_url.empty()) {
-    if (farm_pool != "default" || !farm_labels.empty() || !farm_advertise.empty()) {
-      std::fprintf(stderr, "remex-server: --pool, --labels and --advertise need --farm\n");
+    if (farm_pool != "default" || !farm_labels.empty() || !farm_advertise.empty() || !farm_key_file.empty()) {
+      std::fprintf(stderr, "remex-server: --pool, --labels, --advertise and --farm-key-file need --farm\n");
       return 2;
     }
   } else {
@@ -375,6 +381,14 @@ int main(int argc, char** argv) {
                    "address clients reach this server at\n", config.host.c_str());
       return 2;
     }
+    if (!farm_key_file.empty()) {
+      auto farm_key = remex::farm::ReadFarmKeyFile(farm_key_file);
+      if (!farm_key.ok()) {
+        std::fprintf(stderr, "remex-server: --farm-key-file: %s\n", farm_key.status().message().c_str());
+        return 2;
+      }
+      lease_reader->verifier = std::make_shared<remex::farm::LeaseVerifier>(std::move(farm_key).value());
+    }
     farm = *url;
     // Sessions sign with the key of the device's current lease, whose public key is read
     // from the farm at each session's start (a connection of its own, made on first use,
@@ -387,7 +401,7 @@ int main(int argc, char** argv) {
         if (!c.ok()) return c.status();
         reader->client = std::move(c).value();
       }
-      auto key = remex::farm::CurrentLeaseKey(*reader->client, reader->pool, reader->id);
+      auto key = remex::farm::CurrentLeaseKey(*reader->client, reader->pool, reader->id, reader->verifier.get());
       if (key.status().code() == remex::StatusCode::kUnavailable) reader->client.reset();  // a new one next time
       return key;
     };
@@ -450,6 +464,7 @@ int main(int argc, char** argv) {
     record.health = health.ok() ? "ok" : health.message();
     remex::farm::Registration::Options options;
     options.on_lease = [s = server->get()](const std::string& token) { s->KeepLease(token); };
+    options.verifier = lease_reader->verifier;
     auto r = remex::farm::Registration::Start(*farm, record, options);
     if (!r.ok()) {
       std::fprintf(stderr, "remex-server: --farm: %s\n", r.status().ToString().c_str());

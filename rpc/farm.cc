@@ -736,7 +736,7 @@ void Registration::Run() {
     if (st.ok()) {
       // The lease: sessions of any other lease than the current one end (all of them
       // when the record is malformed: it is no lease).
-      auto lease = CurrentLeaseKey(*client_, record_.pool, record_.id);
+      auto lease = CurrentLeaseKey(*client_, record_.pool, record_.id, options_.verifier.get());
       if (lease.status().code() == StatusCode::kFailedPrecondition) lease = std::string();
       st = lease.status();
       if (lease.ok() && options_.on_lease) options_.on_lease(*lease);

@@ -42,6 +42,8 @@ struct redisReply;
 
 namespace remex::farm {
 
+class LeaseVerifier;  // rpc/farm_lease.h
+
 // redis://[USER@]HOST:PORT[/DB]: HOST a name or an IPv4 address (an IPv6 one in
 // brackets), PORT 1-65535 (6379 when absent), DB 0-15 (0 when absent), USER a Redis ACL
 // user (1-64 letters, digits or "_.-"). The password is never in the URL (it would show
@@ -208,6 +210,10 @@ class RedisClient {
 
   const RedisUrl& url() const { return url_; }
 
+  // Whether the farm's lease function library (farm_lease.h, kLeaseLibrary) answers on
+  // this connection: unknown until a lease command tried it. Used by farm_lease.cc only.
+  std::optional<bool> lease_functions;
+
  private:
   RedisClient(RedisUrl url, redisContext* context, std::chrono::milliseconds timeout)
       : url_(std::move(url)), context_(context), timeout_(timeout) {}
@@ -242,6 +248,10 @@ class Registration {
     // record is malformed): the server closes the sessions made with any other lease
     // (one released, lapsed or replaced since).
     std::function<void(const std::string& public_key)> on_lease;
+    // A farm with a farm key: the lease records read for on_lease are verified with it
+    // (farm_lease.h; a record it refuses counts as no lease). Shared with the server's
+    // session check.
+    std::shared_ptr<LeaseVerifier> verifier;
   };
   // Connects and writes the record: UNAVAILABLE when Redis cannot be reached, so a
   // server started with --farm fails at once when the farm is down.

@@ -2,12 +2,21 @@
 
 #include "rpc/farm_lease.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -53,8 +62,8 @@ local function assign(P, queue, waiters, alive, devices, served)
   local free = {}
   for _, id in ipairs(ids) do
     local state = redis.call('HGET', P .. 'device:' .. id, 'state')
-    if state and state ~= 'quarantined' and redis.call('EXISTS', P .. 'lease:' .. id) == 0
-        and redis.call('EXISTS', P .. 'drain:' .. id) == 0 then
+    if state and state ~= 'quarantined' and redis.call('EXISTS', P .. 'drain:' .. id) == 0
+        and not lease_live(P, id, now) then
       free[#free + 1] = id
     end
   end
@@ -72,14 +81,13 @@ local function assign(P, queue, waiters, alive, devices, served)
       for i, id in ipairs(free) do
         if string.find(cands, ',' .. id .. ',', 1, true) then
           local ttl = redis.call('HGET', waiters, w .. ':ttl')
-          local lease = P .. 'lease:' .. id
-          redis.call('HSET', lease, 'key', redis.call('HGET', waiters, w .. ':t'), 'holder',
-                     redis.call('HGET', waiters, w .. ':h'), 'since_ms', now, 'ttl_ms', ttl)
-          redis.call('PEXPIRE', lease, ttl)
-          local serial = redis.call('INCR', served)
-          redis.call('SET', P .. 'grant:' .. w, id .. ' ' .. serial, 'PX', ttl)
+          if lease_write(P, id, redis.call('HGET', waiters, w .. ':t'), redis.call('HGET', waiters, w .. ':h'),
+                         now, ttl) then
+            local serial = redis.call('INCR', served)
+            redis.call('SET', P .. 'grant:' .. w, id .. ' ' .. serial, 'PX', ttl)
+            table.remove(free, i)
+          end
           drop(w)
-          table.remove(free, i)
           break
         end
       end
@@ -88,10 +96,68 @@ local function assign(P, queue, waiters, alive, devices, served)
 end
 )lua";
 
+// How the assignment reads and writes lease records. Plain (EVAL, a farm without a farm
+// key): a lease is its key's presence.
+constexpr std::string_view kPlainLeaseLua = R"lua(
+local function lease_live(P, id, now) return redis.call('EXISTS', P .. 'lease:' .. id) == 1 end
+local function lease_write(P, id, key, holder, now, ttl)
+  local lease = P .. 'lease:' .. id
+  redis.call('HSET', lease, 'key', key, 'holder', holder, 'since_ms', now, 'ttl_ms', ttl)
+  redis.call('PEXPIRE', lease, ttl)
+  return true
+end
+)lua";
+
+// Signed (the function library, LeaseFunctionsCode): IPAD and OPAD, the farm key's HMAC
+// pads, are defined before this. A lease is a record this library wrote (its MAC
+// verifies) that has not expired (Redis's clock); any other record at a lease key is
+// deleted when the assignment meets it, so that a forged record frees its device.
+constexpr std::string_view kSignedLeaseLua = R"lua(
+local function unhex(h) return (string.gsub(h, '..', function(c) return string.char(tonumber(c, 16)) end)) end
+local function lease_mac(lease, key, holder, since, ttl, expires)
+  local m = 'remex-lease-v1'
+  for _, v in ipairs({lease, key, holder, since, ttl, expires}) do m = m .. #v .. ':' .. v .. ';' end
+  return redis.sha1hex(OPAD .. unhex(redis.sha1hex(IPAD .. m)))
+end
+local function num(x) return string.format('%.0f', x) end
+local function lease_get(lease, now)
+  local a = redis.pcall('HGETALL', lease)
+  if type(a) ~= 'table' or a['err'] or #a == 0 then return nil end
+  local r = {}
+  for i = 1, #a - 1, 2 do r[a[i]] = a[i + 1] end
+  if not (r.key and r.holder and r.since_ms and r.ttl_ms and r.expires_ms and r.mac) then return nil end
+  if lease_mac(lease, r.key, r.holder, r.since_ms, r.ttl_ms, r.expires_ms) ~= r.mac then return nil end
+  local e = tonumber(r.expires_ms)
+  if e == nil or e < now then return nil end
+  return r
+end
+local function lease_live(P, id, now)
+  local lease = P .. 'lease:' .. id
+  if lease_get(lease, now) then return true end
+  redis.call('DEL', lease)
+  return false
+end
+local function lease_sign(lease, key, holder, since, ttl, expires)
+  redis.call('DEL', lease)
+  redis.call('HSET', lease, 'key', key, 'holder', holder, 'since_ms', since, 'ttl_ms', ttl, 'expires_ms', expires,
+             'mac', lease_mac(lease, key, holder, since, ttl, expires))
+  redis.call('PEXPIRE', lease, ttl)
+end
+local function lease_write(P, id, key, holder, now, ttl)
+  local t = tonumber(ttl)
+  if t == nil or t < 1000 or t > 86400000 or type(key) ~= 'string' or #key ~= 64
+      or string.find(key, '[^0-9a-f]') or type(holder) ~= 'string' or #holder < 1 or #holder > 256
+      or string.find(holder, '%c') then
+    return false
+  end
+  lease_sign(P .. 'lease:' .. id, key, holder, num(now), num(t), num(now + t))
+  return true
+end
+)lua";
+
 // Joins the queue and runs the assignment: KEYS as assign; ARGV P, candidates, key (hex),
 // holder, lease ttl_ms, waiter ttl_ms. Returns the waiter's id (its ticket).
-const std::string& JoinScript() {
-  static const std::string s = std::string(kAssignLua) + R"lua(
+constexpr std::string_view kJoinLua = R"lua(
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local w = tostring(redis.call('INCR', ARGV[1] .. 'ticket'))
@@ -101,13 +167,10 @@ redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), w)
 assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return w
 )lua";
-  return s;
-}
 // A waiter's turn: pushes its expiry forward, updates its candidates (when given), and
 // (when asked) runs the assignment. KEYS as assign; ARGV P, id, waiter ttl_ms,
 // candidates or "", assign "1"/"0". Returns 0 when the waiter is no longer queued.
-const std::string& TurnScript() {
-  static const std::string s = std::string(kAssignLua) + R"lua(
+constexpr std::string_view kTurnLua = R"lua(
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local queued = redis.call('ZSCORE', KEYS[3], ARGV[2]) ~= false
@@ -119,18 +182,66 @@ if ARGV[5] == '1' then assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[
 if queued then return 1 end
 return 0
 )lua";
-  return s;
-}
 // Ends a lease held with a key, then runs the assignment (the device goes to the next
 // waiter at once). KEYS as assign, then the lease; ARGV P, the lease's public key (hex).
-const std::string& ReleaseScript() {
-  static const std::string s = std::string(kAssignLua) + R"lua(
+constexpr std::string_view kReleaseLua = R"lua(
 if redis.call('HGET', KEYS[6], 'key') == ARGV[2] then redis.call('DEL', KEYS[6]) end
 assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return 1
 )lua";
-  return s;
+// Extends a lease held with a key. KEYS: the lease; ARGV: its public key (hex), the TTL
+// in ms (plain; the signed renewal keeps the record's ttl_ms and refuses a record it
+// did not write). Returns 1, or 0 when the lease is not that key's.
+constexpr std::string_view kPlainRenewLua = R"lua(
+if redis.call('HGET', KEYS[1], 'key') == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0
+)lua";
+constexpr std::string_view kSignedRenewLua = R"lua(
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local r = lease_get(KEYS[1], now)
+if r == nil or r.key ~= ARGV[1] then return 0 end
+lease_sign(KEYS[1], r.key, r.holder, r.since_ms, r.ttl_ms, num(now + tonumber(r.ttl_ms)))
+return 1
+)lua";
+
+// The EVAL scripts of a farm without a farm key.
+const std::string& PlainScript(std::string_view body) {
+  static const std::string join = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kJoinLua);
+  static const std::string turn = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kTurnLua);
+  static const std::string release = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kReleaseLua);
+  static const std::string renew(kPlainRenewLua);
+  if (body == kJoinLua) return join;
+  if (body == kTurnLua) return turn;
+  if (body == kReleaseLua) return release;
+  return renew;
 }
+
+// Runs a lease script: the library's function `name` when the farm has it, else the
+// plain script of `body` with EVAL (a farm without a farm key; or a Redis user that may
+// not FCALL, whose records a server with a farm key then refuses).
+StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const char* name, std::string_view body,
+                                    const std::vector<std::string>& keys, const std::vector<std::string>& argv) {
+  auto args = [&](std::string command, std::string what) {
+    std::vector<std::string> a = {std::move(command), std::move(what), std::to_string(keys.size())};
+    a.insert(a.end(), keys.begin(), keys.end());
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+  };
+  if (redis.lease_functions.value_or(true)) {
+    auto r = redis.Query(args("FCALL", name));
+    const std::string& why = r.status().message();
+    if (r.ok() || (why.find("Function not found") == std::string::npos &&
+                   why.find("permissions to run the 'fcall' command") == std::string::npos &&
+                   why.find("unknown command") == std::string::npos)) {
+      if (r.ok()) redis.lease_functions = true;
+      return r;
+    }
+    redis.lease_functions = false;
+  }
+  return redis.Query(args("EVAL", PlainScript(body)));
+}
+
 // Leaves the queue, unless a grant came first: KEYS queue, waiters, alive, the waiter's
 // grant; ARGV id. Returns the grant ("<id> <serial>", taken) or nil (left the queue).
 const std::string& LeaveScript() {
@@ -161,7 +272,144 @@ StatusOr<std::pair<std::string, size_t>> Candidates(RedisClient& redis, const st
   return std::make_pair(ids, n);
 }
 
+// Lua's decimal escape of every byte of `bytes`, quoted.
+std::string LuaBytes(std::string_view bytes) {
+  std::string out = "'";
+  for (unsigned char c : bytes) out += "\\" + std::to_string(static_cast<int>(c));
+  return out + "'";
+}
+
 }  // namespace
+
+StatusOr<std::string> ReadFarmKeyFile(const std::string& path) {
+  const std::string where = "farm key file '" + path + "'";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return InvalidArgument(where + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(where + ": not a regular file");
+  if ((st.st_mode & 077) != 0) {
+    return InvalidArgument(where + ": readable or writable by group or others (chmod 600 it): it is the farm's secret");
+  }
+  if (static_cast<size_t>(st.st_size) > kMaxFarmKeyBytes) {
+    return InvalidArgument(where + ": more than " + std::to_string(kMaxFarmKeyBytes) + " bytes");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument(where + ": cannot be opened");
+  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (key.size() < kMinFarmKeyBytes || key.size() > kMaxFarmKeyBytes) {
+    return InvalidArgument(where + ": " + std::to_string(key.size()) + " bytes; a farm key has " +
+                           std::to_string(kMinFarmKeyBytes) + "-" + std::to_string(kMaxFarmKeyBytes) +
+                           " (e.g. head -c 32 /dev/urandom | base64 > FILE)");
+  }
+  return key;
+}
+
+std::string LeaseMacMessage(std::string_view lease_key, std::string_view key, std::string_view holder,
+                            std::string_view since_ms, std::string_view ttl_ms, std::string_view expires_ms) {
+  std::string m = "remex-lease-v1";
+  for (std::string_view v : {lease_key, key, holder, since_ms, ttl_ms, expires_ms}) {
+    m += std::to_string(v.size()) + ":" + std::string(v) + ";";
+  }
+  return m;
+}
+
+std::string LeaseMac(std::string_view farm_key, std::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha1(), farm_key.data(), static_cast<int>(farm_key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &n);
+  return rpc::ToHex(std::string_view(reinterpret_cast<const char*>(mac), n));
+}
+
+std::string LeaseFunctionsCode(std::string_view farm_key) {
+  // HMAC's pads (RFC 2104): a key longer than SHA-1's block is hashed first.
+  constexpr size_t kBlock = 64;
+  std::string k(farm_key);
+  if (k.size() > kBlock) {
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    SHA1(reinterpret_cast<const unsigned char*>(k.data()), k.size(), digest);
+    k.assign(reinterpret_cast<const char*>(digest), SHA_DIGEST_LENGTH);
+  }
+  k.resize(kBlock, '\0');
+  std::string ipad(kBlock, '\0'), opad(kBlock, '\0');
+  for (size_t i = 0; i < kBlock; ++i) {
+    ipad[i] = static_cast<char>(k[i] ^ 0x36);
+    opad[i] = static_cast<char>(k[i] ^ 0x5c);
+  }
+  std::string code = "#!lua name=" + std::string(kLeaseLibrary) + "\n";
+  code += "local IPAD = " + LuaBytes(ipad) + "\nlocal OPAD = " + LuaBytes(opad) + "\n";
+  code += std::string(kSignedLeaseLua) + std::string(kAssignLua);
+  auto add = [&](const char* name, std::string_view body) {
+    code += "redis.register_function('" + std::string(name) + "', function(KEYS, ARGV)\n" + std::string(body) +
+            "\nend)\n";
+  };
+  add("remex_join", kJoinLua);
+  add("remex_turn", kTurnLua);
+  add("remex_release", kReleaseLua);
+  add("remex_renew", kSignedRenewLua);
+  return code;
+}
+
+Status InstallLeaseFunctions(RedisClient& redis, std::string_view farm_key) {
+  if (farm_key.size() < kMinFarmKeyBytes) {
+    return InvalidArgument("a farm key has at least " + std::to_string(kMinFarmKeyBytes) + " bytes");
+  }
+  auto r = redis.Query({"FUNCTION", "LOAD", "REPLACE", LeaseFunctionsCode(farm_key)});
+  if (!r.ok()) return r.status().WithContext("loading the farm's lease functions (FUNCTION LOAD)");
+  return OkStatus();
+}
+
+Status LeaseVerifier::Check(std::string_view lease_key, const std::map<std::string, std::string>& fields,
+                            int64_t now_ms) {
+  const std::string name(lease_key);
+  auto field = [&](const char* f) -> const std::string* {
+    auto it = fields.find(f);
+    return it == fields.end() ? nullptr : &it->second;
+  };
+  const std::string *key = field("key"), *holder = field("holder"), *since = field("since_ms"),
+                    *ttl = field("ttl_ms"), *expires = field("expires_ms"), *mac = field("mac");
+  if (!key || !holder || !since || !ttl || !expires || !mac) {
+    return FailedPrecondition("lease record " + name + " is not signed by the farm key (it has no mac or expires_ms: "
+                              "it was not written by the farm's lease functions)");
+  }
+  const std::string expected = LeaseMac(farm_key_, LeaseMacMessage(lease_key, *key, *holder, *since, *ttl, *expires));
+  if (mac->size() != expected.size() || CRYPTO_memcmp(mac->data(), expected.data(), expected.size()) != 0) {
+    return FailedPrecondition("lease record " + name + " is not signed by the farm key (its mac does not verify: "
+                              "it was not written by the farm's lease functions)");
+  }
+  int64_t since_ms = 0, expires_ms = 0;
+  for (auto [text, out] : {std::pair{since, &since_ms}, std::pair{expires, &expires_ms}}) {
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), *out);
+    if (ec != std::errc() || end != text->data() + text->size()) {
+      return FailedPrecondition("lease record " + name + ": a time is not an integer");
+    }
+  }
+  if (expires_ms < now_ms) {
+    return FailedPrecondition("lease record " + name + " expired " + std::to_string(now_ms - expires_ms) +
+                              " ms ago (expires_ms, by Redis's clock): a lease written back after it lapsed");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (since_ms < ended_since_ || (since_ms == ended_since_ && *key == ended_key_)) {
+    return FailedPrecondition("lease record " + name + " is of a lease that this server saw end (since_ms " +
+                              std::to_string(since_ms) + "): a lease written back after its end");
+  }
+  if (!last_key_.empty() && (*key != last_key_ || since_ms != last_since_) && last_since_ >= ended_since_) {
+    ended_key_ = last_key_;  // the lease seen before has ended: a new one replaced it
+    ended_since_ = last_since_;
+  }
+  last_key_ = *key;
+  last_since_ = since_ms;
+  return OkStatus();
+}
+
+void LeaseVerifier::NoLease() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!last_key_.empty() && last_since_ >= ended_since_) {
+    ended_key_ = last_key_;
+    ended_since_ = last_since_;
+  }
+  last_key_.clear();
+  last_since_ = -1;
+}
 
 std::string DefaultHolder() {
   const char* user = std::getenv("USER");
@@ -195,14 +443,8 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   const std::string public_key = rpc::ToHex(key_pair.public_key);
   const auto waiter_ttl = std::max<std::chrono::milliseconds>(std::chrono::seconds(2), request.poll * 10);
   std::vector<std::string> keys = AssignKeys(pool);
-  auto run = [&](const std::string& script, std::vector<std::string> argv) {
-    std::vector<std::string> args = {"EVAL", script, std::to_string(keys.size())};
-    args.insert(args.end(), keys.begin(), keys.end());
-    args.insert(args.end(), argv.begin(), argv.end());
-    return redis.Query(args);
-  };
   auto join = [&]() -> StatusOr<std::string> {
-    REMEX_ASSIGN_OR_RETURN(RedisValue w, run(JoinScript(), {prefix, candidates.first, public_key, holder,
+    REMEX_ASSIGN_OR_RETURN(RedisValue w, RunLeaseScript(redis, "remex_join", kJoinLua, keys, {prefix, candidates.first, public_key, holder,
                                                             std::to_string(request.ttl.count()),
                                                             std::to_string(waiter_ttl.count())}));
     return w.str;
@@ -261,7 +503,7 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     }
     const bool assign = now - last_assign >= kAssignEvery;
     if (assign) last_assign = now;
-    auto turn = run(TurnScript(), {prefix, me, std::to_string(waiter_ttl.count()), new_candidates, assign ? "1" : "0"});
+    auto turn = RunLeaseScript(redis, "remex_turn", kTurnLua, keys, {prefix, me, std::to_string(waiter_ttl.count()), new_candidates, assign ? "1" : "0"});
     if (!turn.ok()) return leave(turn.status());
     if (turn->integer == 0) {
       // Dropped (stalled past its expiry) or just granted: a grant is picked up next.
@@ -280,11 +522,9 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
 }
 
 Status RenewLease(RedisClient& redis, const Lease& lease) {
-  static const std::string script =
-      "if redis.call('HGET', KEYS[1], 'key') == ARGV[1] then "
-      "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0";
-  REMEX_ASSIGN_OR_RETURN(RedisValue r, redis.Query({"EVAL", script, "1", LeaseKey(lease.pool, lease.device_id),
-                                                     lease.public_key, std::to_string(lease.ttl.count())}));
+  REMEX_ASSIGN_OR_RETURN(RedisValue r, RunLeaseScript(redis, "remex_renew", kPlainRenewLua,
+                                                       {LeaseKey(lease.pool, lease.device_id)},
+                                                       {lease.public_key, std::to_string(lease.ttl.count())}));
   if (r.integer != 1) {
     return Aborted("lease lost: the lease of " + lease.device_id + " lapsed (not renewed within its TTL of " +
                    std::to_string(lease.ttl.count()) + " ms) or was released");
@@ -293,20 +533,21 @@ Status RenewLease(RedisClient& redis, const Lease& lease) {
 }
 
 Status ReleaseLease(RedisClient& redis, const Lease& lease) {
-  std::vector<std::string> args = {"EVAL", ReleaseScript(), "6"};
-  for (const std::string& k : AssignKeys(lease.pool)) args.push_back(k);
-  args.push_back(LeaseKey(lease.pool, lease.device_id));
-  args.push_back(Prefix(lease.pool));
-  args.push_back(lease.public_key);
-  return redis.Query(args).status();
+  std::vector<std::string> keys = AssignKeys(lease.pool);
+  keys.push_back(LeaseKey(lease.pool, lease.device_id));
+  return RunLeaseScript(redis, "remex_release", kReleaseLua, keys, {Prefix(lease.pool), lease.public_key}).status();
 }
 
-StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id) {
+StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id,
+                                      LeaseVerifier* verifier) {
   const std::string key = LeaseKey(pool, id);
   auto refuse = [&](const std::string& why) { return FailedPrecondition("lease record " + key + " is malformed: " + why); };
   // The key's type first: a key of another type is refused, not read.
   REMEX_ASSIGN_OR_RETURN(RedisValue type, redis.Query({"TYPE", key}));
-  if (type.str == "none") return std::string();
+  if (type.str == "none") {
+    if (verifier) verifier->NoLease();
+    return std::string();
+  }
   if (type.str != "hash") return refuse("a " + type.str + ", not a hash");
   REMEX_ASSIGN_OR_RETURN(RedisValue n, redis.Query({"HLEN", key}));
   if (n.type != RedisValue::Type::kInteger || n.integer > static_cast<int64_t>(kMaxLeaseFields)) {
@@ -314,7 +555,12 @@ StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool,
   }
   // Each value bounded before it is read in full: HSTRLEN of the fields read.
   static constexpr std::string_view kFields[] = {"key", "holder", "since_ms", "ttl_ms"};
-  for (std::string_view f : kFields) {
+  // Written by the farm's lease functions (a farm with a farm key): required and checked
+  // with a verifier, allowed without one.
+  static constexpr std::string_view kSignedFields[] = {"expires_ms", "mac"};
+  std::vector<std::string_view> read(std::begin(kFields), std::end(kFields));
+  read.insert(read.end(), std::begin(kSignedFields), std::end(kSignedFields));
+  for (std::string_view f : read) {
     REMEX_ASSIGN_OR_RETURN(RedisValue len, redis.Query({"HSTRLEN", key, std::string(f)}));
     if (len.integer > static_cast<int64_t>(kMaxLeaseValueBytes)) {
       return refuse("field '" + std::string(f) + "' has more than " + std::to_string(kMaxLeaseValueBytes) + " bytes");
@@ -322,11 +568,14 @@ StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool,
   }
   REMEX_ASSIGN_OR_RETURN(RedisValue all, redis.Query({"HGETALL", key}));
   if (all.type != RedisValue::Type::kArray) return refuse("HGETALL returned no array");
-  if (all.array.empty()) return std::string();  // lapsed meanwhile
+  if (all.array.empty()) {  // lapsed meanwhile
+    if (verifier) verifier->NoLease();
+    return std::string();
+  }
   std::map<std::string, std::string> fields;
   for (size_t i = 0; i + 1 < all.array.size(); i += 2) {
     const std::string& name = all.array[i].str;
-    if (std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields)) {
+    if (std::find(read.begin(), read.end(), name) == read.end()) {
       return refuse("unknown field '" + name.substr(0, 64) + "'");
     }
     fields[name] = all.array[i + 1].str;
@@ -346,6 +595,16 @@ StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool,
     if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return refuse("field '" + std::string(f) + "' is not a non-negative integer");
     }
+  }
+  if (verifier) {
+    REMEX_ASSIGN_OR_RETURN(RedisValue time, redis.Query({"TIME"}));
+    int64_t seconds = -1, micros = -1;
+    if (time.type == RedisValue::Type::kArray && time.array.size() == 2) {
+      std::from_chars(time.array[0].str.data(), time.array[0].str.data() + time.array[0].str.size(), seconds);
+      std::from_chars(time.array[1].str.data(), time.array[1].str.data() + time.array[1].str.size(), micros);
+    }
+    if (seconds < 0 || micros < 0) return Internal("TIME returned no pair of integers");
+    REMEX_RETURN_IF_ERROR(verifier->Check(key, fields, seconds * 1000 + micros / 1000));
   }
   return *rpc::FromHex(hex);
 }

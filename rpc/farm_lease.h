@@ -43,6 +43,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,6 +97,63 @@ Status RenewLease(RedisClient& redis, const Lease& lease);
 // Ends the lease (OK when it had lapsed already); the device's server then closes the
 // holder's sessions.
 Status ReleaseLease(RedisClient& redis, const Lease& lease);
+// --- Lease records signed with the farm key (docs/farm.md "Signed lease records") ---
+//
+// A farm may have a farm key K: a secret of at least kMinFarmKeyBytes that the operator
+// installs on every farm server and keeps from clients. The operator loads the lease
+// logic (join, turn, release, renew) into Redis as a function library with K embedded
+// (InstallLeaseFunctions: FUNCTION LOAD), and clients call it with FCALL; their Redis
+// user may not read functions' code. The library writes each lease record with two
+// more fields: expires_ms (Redis's clock when the lease lapses, pushed forward by each
+// renewal) and mac = HMAC-SHA1(K, LeaseMacMessage(...)) in hex. A server given K
+// (LeaseVerifier) honours only records whose MAC verifies and that have not expired.
+// Redis checks a function's key accesses against the caller's ACL user, so a client
+// can still write lease records directly; such a record carries no valid MAC.
+inline constexpr size_t kMinFarmKeyBytes = 32;
+inline constexpr size_t kMaxFarmKeyBytes = 4096;
+// The name of the function library in Redis.
+inline constexpr const char* kLeaseLibrary = "remex_farm";
+// Reads the farm key from `path` (its bytes, whole, a trailing newline included).
+// INVALID_ARGUMENT naming the path when it cannot be read or has fewer than
+// kMinFarmKeyBytes or more than kMaxFarmKeyBytes bytes.
+StatusOr<std::string> ReadFarmKeyFile(const std::string& path);
+// The library's code (Lua, for FUNCTION LOAD) with `farm_key` embedded (as HMAC's inner
+// and outer pads): as secret as the key itself.
+std::string LeaseFunctionsCode(std::string_view farm_key);
+// Loads (or replaces) the library in Redis: FUNCTION LOAD REPLACE. The caller's Redis
+// user needs `function|load`. INTERNAL with Redis's message when it refuses.
+Status InstallLeaseFunctions(RedisClient& redis, std::string_view farm_key);
+// The message a lease record's MAC covers: "remex-lease-v1" then, for each of the lease
+// key's name, key, holder, since_ms, ttl_ms and expires_ms, "<bytes>:<value>;".
+std::string LeaseMacMessage(std::string_view lease_key, std::string_view key, std::string_view holder,
+                            std::string_view since_ms, std::string_view ttl_ms, std::string_view expires_ms);
+// HMAC-SHA1(farm_key, message) in lowercase hex (40 digits).
+std::string LeaseMac(std::string_view farm_key, std::string_view message);
+
+// Verifies the lease records a farm server reads (CurrentLeaseKey) against the farm key,
+// and refuses a record of a lease that this server saw end (a holder writing back its
+// own signed record after releasing it). Thread-safe: the session check and the
+// heartbeat share one.
+class LeaseVerifier {
+ public:
+  explicit LeaseVerifier(std::string farm_key) : farm_key_(std::move(farm_key)) {}
+  // OK when the record (its fields, as read; now_ms Redis's clock) is honoured; else
+  // FAILED_PRECONDITION saying why. Remembers the lease for the replay check.
+  Status Check(std::string_view lease_key, const std::map<std::string, std::string>& fields, int64_t now_ms);
+  // The device has no lease now: the lease seen last has ended.
+  void NoLease();
+
+ private:
+  const std::string farm_key_;
+  std::mutex mutex_;
+  // The lease seen last (its key and since_ms), and the newest one seen end: a record
+  // with an older since_ms, or that ended lease itself, is refused.
+  std::string last_key_;
+  int64_t last_since_ = -1;
+  std::string ended_key_;
+  int64_t ended_since_ = -1;
+};
+
 // Bounds on a lease record a server reads (CurrentLeaseKey).
 inline constexpr size_t kMaxLeaseFields = 8;
 inline constexpr size_t kMaxLeaseValueBytes = 512;
@@ -106,7 +164,12 @@ inline constexpr size_t kMaxLeaseValueBytes = 512;
 // them missing, a key that is not 64 lowercase hex digits, a holder of 0 or more than
 // 256 bytes or with a control character, times that are no non-negative integers.
 // UNAVAILABLE when Redis fails.
-StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id);
+// With a `verifier` (a farm with a farm key), the record must also have the fields
+// expires_ms and mac, its MAC must verify and it must not have expired by Redis's clock
+// (LeaseVerifier): else FAILED_PRECONDITION "... is not signed by the farm key" or saying
+// why. Without one, the fields expires_ms and mac are allowed and not checked.
+StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id,
+                                      LeaseVerifier* verifier = nullptr);
 
 // Drains (or undrains) device `id`, found in whichever pool it is registered.
 // NOT_FOUND when no registered device has that id. A drained device is not leased; a

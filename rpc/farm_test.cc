@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <chrono>
 #include <thread>
 
@@ -338,6 +340,149 @@ TEST_F(FarmRedisTest, MalformedLeaseRecordsAreRefused) {
   EXPECT_NE(refused("string").find("a string, not a hash"), std::string::npos);
   ASSERT_TRUE(client_->Execute({"DEL", key}).ok());
   EXPECT_EQ(*CurrentLeaseKey(*client_, "p", "127.0.0.1:9101"), "");
+}
+
+// A farm with a farm key: leases granted through the lease functions carry a MAC that a
+// server holding the key verifies (the function's HMAC, computed in Lua, equals
+// OpenSSL's); a record written around the functions is refused, however faithfully it
+// copies a real one; a lease written back after its end is refused; and the assignment
+// frees a device whose lease record is forged.
+TEST_F(FarmRedisTest, LeaseRecordsSignedWithTheFarmKeyAreHonouredAndForgedOnesRefused) {
+  const std::string farm_key = "0123456789abcdef0123456789abcdef-test-farm-key";
+  ASSERT_TRUE(InstallLeaseFunctions(*client_, farm_key).ok());
+  LeaseVerifier verifier(farm_key), verifier2(farm_key);  // d1's server's and d2's
+  const std::string d1 = "127.0.0.1:9101", d2 = "127.0.0.1:9102";
+  ASSERT_TRUE(client_->WriteDevice(Record(d1, "p"), 60s).ok());
+  ASSERT_TRUE(client_->WriteDevice(Record(d2, "p"), 60s).ok());
+  auto a = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->device_id, d1);
+  EXPECT_EQ(client_->lease_functions, true);  // granted by FCALL, not EVAL
+  auto honoured = CurrentLeaseKey(*client_, "p", d1, &verifier);
+  ASSERT_TRUE(honoured.ok()) << honoured.status().ToString();
+  EXPECT_EQ(rpc::ToHex(*honoured), a->public_key);
+  auto read = [&](const std::string& id) {
+    std::map<std::string, std::string> f;
+    auto all = client_->Query({"HGETALL", LeaseKey("p", id)});
+    EXPECT_TRUE(all.ok());
+    for (size_t i = 0; all.ok() && i + 1 < all->array.size(); i += 2) f[all->array[i].str] = all->array[i + 1].str;
+    return f;
+  };
+  std::map<std::string, std::string> real = read(d1);
+  ASSERT_EQ(real.size(), 6u);
+  EXPECT_EQ(real["mac"], LeaseMac(farm_key, LeaseMacMessage(LeaseKey("p", d1), real["key"], real["holder"],
+                                                             real["since_ms"], real["ttl_ms"], real["expires_ms"])));
+  // A renewal signs a later expiry.
+  std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(RenewLease(*client_, *a).ok());
+  std::map<std::string, std::string> renewed = read(d1);
+  EXPECT_GT(std::stoll(renewed["expires_ms"]), std::stoll(real["expires_ms"]));
+  EXPECT_NE(renewed["mac"], real["mac"]);
+  EXPECT_TRUE(CurrentLeaseKey(*client_, "p", d1, &verifier).ok());
+  // A key the farm does not use: the genuine record is refused too.
+  LeaseVerifier other("another farm's key, 32 bytes or more.....");
+  EXPECT_EQ(CurrentLeaseKey(*client_, "p", d1, &other).status().code(), StatusCode::kFailedPrecondition);
+
+  // Forgeries at the idle device d2, by a writer with a key pair of its own.
+  auto attacker = rpc::NewLeaseKeyPair();
+  ASSERT_TRUE(attacker.ok());
+  const std::string attacker_key = rpc::ToHex(attacker->public_key);
+  const std::string k2 = LeaseKey("p", d2);
+  auto forge = [&](std::map<std::string, std::string> fields) {
+    ASSERT_TRUE(client_->Execute({"DEL", k2}).ok());
+    std::vector<std::string> args = {"HSET", k2};
+    for (auto& [f, v] : fields) {
+      args.push_back(f);
+      args.push_back(v);
+    }
+    ASSERT_TRUE(client_->Execute(args).ok());
+  };
+  auto refused = [&](const std::string& what) {
+    auto k = CurrentLeaseKey(*client_, "p", d2, &verifier2);
+    EXPECT_EQ(k.status().code(), StatusCode::kFailedPrecondition) << what << ": " << k.status().ToString();
+    return k.status().message();
+  };
+  std::map<std::string, std::string> copy = renewed;
+  copy["key"] = attacker_key;  // every field of a real record, the attacker's key
+  forge(copy);
+  EXPECT_NE(refused("copied fields").find("not signed by the farm key"), std::string::npos);
+  // Without the farm key the same record is a lease (the weaker mode): the check above
+  // is what refuses it.
+  EXPECT_EQ(rpc::ToHex(*CurrentLeaseKey(*client_, "p", d2)), attacker_key);
+  forge(renewed);  // d1's genuine record, MAC and all, at d2's key
+  EXPECT_NE(refused("record of another device").find("not signed by the farm key"), std::string::npos);
+  forge({{"key", attacker_key}, {"holder", "h"}, {"since_ms", "1"}, {"ttl_ms", "30000"}});
+  EXPECT_NE(refused("unsigned").find("not signed by the farm key"), std::string::npos);
+  // A MAC made with the key, but expired by Redis's clock.
+  const std::string past = std::to_string(UnixMillis() - 60000);
+  forge({{"key", attacker_key}, {"holder", "h"}, {"since_ms", past}, {"ttl_ms", "30000"}, {"expires_ms", past},
+         {"mac", LeaseMac(farm_key, LeaseMacMessage(k2, attacker_key, "h", past, "30000", past))}});
+  EXPECT_NE(refused("expired").find("expired"), std::string::npos);
+  // The assignment deletes the forged record: d2 is granted to the next client.
+  forge(copy);
+  auto b = AcquireLease(*client_, Request("p"));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->device_id, d2);
+  EXPECT_EQ(rpc::ToHex(*CurrentLeaseKey(*client_, "p", d2, &verifier2)), b->public_key);
+  // A renewal does not sign a forged record: d1's record replaced by one with a's key
+  // and the attacker's fields is no lease of a's to renew.
+  ASSERT_TRUE(client_->Execute({"HSET", LeaseKey("p", d1), "holder", "attacker"}).ok());
+  EXPECT_EQ(RenewLease(*client_, *a).code(), StatusCode::kAborted);
+  EXPECT_EQ(CurrentLeaseKey(*client_, "p", d1, &verifier).status().code(), StatusCode::kFailedPrecondition);
+
+  // A lease written back after its end: b's holder releases, the server sees the device
+  // free, then the old record is written back (MAC valid, not yet expired).
+  std::map<std::string, std::string> old_b = read(d2);
+  ASSERT_TRUE(ReleaseLease(*client_, *b).ok());
+  EXPECT_EQ(*CurrentLeaseKey(*client_, "p", d2, &verifier2), "");
+  forge(old_b);
+  EXPECT_NE(refused("written back").find("saw end"), std::string::npos);
+}
+
+// The client role's Redis user (docs/farm.md, verbatim) leases through the functions but
+// cannot read their code (which holds the farm key) nor load others; it can still write
+// a lease record directly (Redis checks a function's key accesses against its caller),
+// which a server with the farm key refuses.
+TEST_F(FarmRedisTest, TheClientRoleCannotReadTheLeaseFunctions) {
+  const std::string farm_key(40, 'k');
+  ASSERT_TRUE(InstallLeaseFunctions(*client_, farm_key).ok());
+  ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9101", "p"), 60s).ok());
+  const std::string rule =
+      "resetkeys ~remex:{*}:lease:* ~remex:{*}:queue ~remex:{*}:waiters ~remex:{*}:alive ~remex:{*}:grant:* "
+      "~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval +fcall +time +scan "
+      "+incr +rpush +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrangebyscore +lrange +lrem +lpos "
+      "+smembers +srem +exists +pexpire +set +get +getdel +del";
+  std::vector<std::string> acl = {"ACL", "SETUSER", "remex-client", "on", ">client-secret"};
+  std::istringstream words(rule);
+  for (std::string w; words >> w;) acl.push_back(w);
+  ASSERT_TRUE(client_->Execute(acl).ok());
+  RedisUrl url = redis_.url();
+  url.user = "remex-client";
+  url.password = "client-secret";
+  auto c = RedisClient::Connect(url, 2s);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  RedisClient& lessee = **c;
+  for (std::vector<std::string> read : {std::vector<std::string>{"FUNCTION", "LIST", "WITHCODE"},
+                                        std::vector<std::string>{"FUNCTION", "LIST"},
+                                        std::vector<std::string>{"FUNCTION", "DUMP"},
+                                        std::vector<std::string>{"FUNCTION", "LOAD", "REPLACE",
+                                                                 "#!lua name=remex_farm\nredis.register_function('x', function() return 1 end)"},
+                                        std::vector<std::string>{"FUNCTION", "FLUSH"},
+                                        std::vector<std::string>{"SLOWLOG", "GET"},
+                                        std::vector<std::string>{"CONFIG", "GET", "*"}}) {
+    auto r = lessee.Query(read);
+    ASSERT_FALSE(r.ok()) << read[0] << " " << read[1];
+    EXPECT_NE(r.status().message().find("NOPERM"), std::string::npos) << r.status().ToString();
+  }
+  // The library is intact, and leases through it.
+  auto lease = AcquireLease(lessee, Request("p"));
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lessee.lease_functions, true);
+  LeaseVerifier verifier(farm_key);
+  EXPECT_EQ(rpc::ToHex(*CurrentLeaseKey(*client_, "p", lease->device_id, &verifier)), lease->public_key);
+  // A direct write is possible, and no lease.
+  ASSERT_TRUE(lessee.Execute({"HSET", LeaseKey("p", lease->device_id), "key", std::string(64, 'a')}).ok());
+  EXPECT_EQ(CurrentLeaseKey(*client_, "p", lease->device_id, &verifier).status().code(), StatusCode::kFailedPrecondition);
 }
 
 // Redis restarts (its port the same): a client connected before reconnects at its next

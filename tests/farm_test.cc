@@ -186,6 +186,16 @@ TEST_F(FarmTest, BadFlagsAndAnUnreachableFarmAreRefused) {
 
 std::string Cli() { return std::string(REMEX_CLI_BIN); }
 
+// A farm key file (40 random bytes, mode 600) in the test's temporary folder.
+std::string FarmKeyFile() {
+  const std::string path = ::testing::TempDir() + "/farm-" + std::to_string(getpid()) + ".key";
+  auto bytes = rpc::RandomBytes(40);
+  EXPECT_TRUE(bytes.ok());
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << *bytes; }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return path;
+}
+
 // A small ONNX model on disk for `remex run` (y = Relu(x + c), x [?, 4]), with the
 // shape to run it at.
 std::string ModelFile();
@@ -455,10 +465,10 @@ TEST_F(FarmTest, FarmLeaseStopsItsCommandWhenTheLeaseIsLost) {
 // each role does its part of the farm, and Redis refuses it the rest.
 constexpr const char* kServerAcl =
     "on >farm-test-pw resetkeys ~remex:{*}:device:* ~remex:{*}:devices %R~remex:{*}:lease:* -@all +ping +select "
-    "+multi +exec +discard +del +hset +pexpire +sadd +srem +eval +exists +type +hlen +hstrlen +hgetall";
+    "+multi +exec +discard +del +hset +pexpire +sadd +srem +eval +exists +type +hlen +hstrlen +hgetall +time";
 constexpr const char* kClientAcl =
     "on >farm-test-pw resetkeys ~remex:{*}:lease:* ~remex:{*}:queue ~remex:{*}:waiters ~remex:{*}:alive "
-    "~remex:{*}:grant:* ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval "
+    "~remex:{*}:grant:* ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval +fcall "
     "+time +scan +incr +rpush +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrangebyscore +lrange +lrem "
     "+lpos +smembers +srem +exists +pexpire +set +get +getdel +del";
 constexpr const char* kStatusAcl =
@@ -466,7 +476,7 @@ constexpr const char* kStatusAcl =
     "+zrangebyscore +smembers";
 constexpr const char* kOperatorAcl =
     "on >farm-test-pw resetkeys %R~remex:* ~remex:{*}:drain:* -@all +ping +select +scan +hgetall +hmget +exists +time "
-    "+lrange +zrangebyscore +smembers +set +del";
+    "+lrange +zrangebyscore +smembers +set +del +function|load";
 
 std::vector<std::string> Words(const std::string& text) {
   std::vector<std::string> words;
@@ -502,9 +512,17 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   auto anonymous = farm::RedisClient::Connect(Url(redis_), 2s);
   ASSERT_TRUE(anonymous.ok());
   EXPECT_FALSE((*anonymous)->Execute({"PING"}).ok());
-  // Each role does its part: a server registers, a lister lists, a client leases and
-  // runs, an operator drains.
-  ServerProcess server({"--farm", url("remex-server"), "--pool", "acl"});
+  // Each role does its part: an operator loads the lease functions (with the farm key), a
+  // server registers, a lister lists, a client leases and runs, an operator drains.
+  const std::string key_file = FarmKeyFile();
+  auto install = RunCommand(Cli() + " farm install-functions --farm " + url("remex-client") + " --farm-key-file " +
+                            key_file + " 2>&1");
+  EXPECT_EQ(install.exit_code, 3) << install.output;
+  EXPECT_NE(install.output.find("NOPERM"), std::string::npos) << install.output;
+  install = RunCommand(Cli() + " farm install-functions --farm " + url("remex-operator") + " --farm-key-file " +
+                       key_file + " 2>&1");
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  ServerProcess server({"--farm", url("remex-server"), "--pool", "acl", "--farm-key-file", key_file});
   ASSERT_NE(server.port(), 0) << server.banner();
   auto status = RunCommand(Cli() + " farm status --json --farm " + url("remex-status") + " 2>&1");
   ASSERT_EQ(status.exit_code, 0) << status.output;
@@ -532,6 +550,9 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   EXPECT_FALSE(cli->Execute({"EVAL", "return redis.call('HSET', '" + device + "', 'state', 'quarantined')", "0"}).ok());
   EXPECT_FALSE(cli->Execute({"SET", drain_key, "1"}).ok());
   EXPECT_FALSE(cli->Execute({"FLUSHALL"}).ok());
+  // ... nor reads the lease functions' code, which holds the farm key.
+  EXPECT_FALSE(cli->Execute({"FUNCTION", "LIST", "WITHCODE"}).ok());
+  EXPECT_FALSE(cli->Execute({"FUNCTION", "DUMP"}).ok());
   auto cli_drain = RunCommand(Cli() + " farm drain --farm " + url("remex-client") + " " + server.address() + " 2>&1");
   EXPECT_EQ(cli_drain.exit_code, 3) << cli_drain.output;
   // A lister writes nothing.
@@ -551,6 +572,74 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   auto wrong = RunCommand(Cli() + " farm status --farm " + url("remex-status") + " 2>&1");
   EXPECT_EQ(wrong.exit_code, 3) << wrong.output;
   EXPECT_NE(wrong.output.find("AUTH as remex-status"), std::string::npos) << wrong.output;
+}
+
+// A farm with a farm key: a lease granted through the lease functions is honoured by a
+// server given the key; a lease record written around them is refused, whether it copies
+// every field of a real one with the writer's own key pair or copies a real MAC too.
+TEST_F(FarmTest, OnlyLeaseRecordsSignedWithTheFarmKeyAreHonoured) {
+  const std::string url = redis_.url_text();
+  const std::string key_file = FarmKeyFile();
+  auto install = RunCommand(Cli() + " farm install-functions --farm " + url + " --farm-key-file " + key_file + " 2>&1");
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  ServerProcess server({"--farm", url, "--pool", "signed", "--farm-key-file", key_file});
+  ASSERT_NE(server.port(), 0) << server.banner();
+  auto run = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool signed --json 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // A real record, taken while a lease holds, to copy from.
+  auto writer = farm::RedisClient::Connect(Url(redis_), 2s);
+  ASSERT_TRUE(writer.ok());
+  const std::string lease_key = farm::LeaseKey("signed", server.address());
+  std::map<std::string, std::string> real;
+  {
+    auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("signed"), 2s);
+    ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+    client::ConnectOptions options;
+    options.token = (*holder)->lease().token;
+    auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();  // honoured
+    auto all = (*writer)->Query({"HGETALL", lease_key});
+    ASSERT_TRUE(all.ok());
+    for (size_t i = 0; i + 1 < all->array.size(); i += 2) real[all->array[i].str] = all->array[i + 1].str;
+  }
+  ASSERT_TRUE(real.count("mac")) << "the lease was not granted through the lease functions";
+  auto attacker = rpc::NewLeaseKeyPair();
+  ASSERT_TRUE(attacker.ok());
+  // The writer's own record for the idle device: every field of the real one (its MAC
+  // included), its own key, a fresh since_ms; then the real one with only the key swapped.
+  std::map<std::string, std::string> fresh = real, swapped = real;
+  fresh["key"] = swapped["key"] = rpc::ToHex(attacker->public_key);
+  fresh["since_ms"] = std::to_string(farm::UnixMillis());
+  fresh["expires_ms"] = std::to_string(farm::UnixMillis() + 30000);
+  for (const auto& forged : {fresh, swapped}) {
+    std::vector<std::string> args = {"HSET", lease_key};
+    for (const auto& [f, v] : forged) {
+      args.push_back(f);
+      args.push_back(v);
+    }
+    ASSERT_TRUE((*writer)->Execute({"DEL", lease_key}).ok());
+    ASSERT_TRUE((*writer)->Execute(args).ok());
+    ASSERT_TRUE((*writer)->Execute({"PEXPIRE", lease_key, "30000"}).ok());
+    client::ConnectOptions options;
+    options.token = attacker->secret;
+    auto session = client::Session::Connect("127.0.0.1", server.port(), options);
+    ASSERT_FALSE(session.ok());
+    EXPECT_EQ(session.status().code(), StatusCode::kPermissionDenied) << session.status().ToString();
+    EXPECT_NE(session.status().message().find("not signed by the farm key"), std::string::npos)
+        << session.status().ToString();
+  }
+  // The forged record does not keep the device from honest clients: the assignment
+  // deletes it and grants the device.
+  auto again = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool signed --json 2>&1");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  // A key file readable by others, or too short, is refused.
+  const std::string loose = ::testing::TempDir() + "/loose.key";
+  { std::ofstream(loose) << std::string(40, 'k'); }
+  std::filesystem::permissions(loose, std::filesystem::perms::owner_read | std::filesystem::perms::group_read);
+  auto bad = RunCommand(std::string(REMEX_SERVER_BIN) + " --listen 127.0.0.1:0 --farm " + url +
+                        " --farm-key-file " + loose + " 2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("chmod 600"), std::string::npos) << bad.output;
 }
 
 // 20 clients, 3 devices: every client is served, no device ever has two holders at

@@ -619,6 +619,28 @@ int FarmDrainCommand(const FarmDrainArgs& args) {
   return tooling::kExitOk;
 }
 
+struct FarmInstallArgs {
+  std::string farm, key_file;
+};
+
+// Loads the lease functions, with the farm key embedded, into the farm's Redis.
+int FarmInstallCommand(const FarmInstallArgs& args) {
+  if (args.farm.empty()) {
+    return Usage(remex::InvalidArgument("farm install-functions: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+  }
+  auto url = remex::farm::ParseRedisUrl(args.farm);
+  if (!url.ok()) return Usage(url.status());
+  auto key = remex::farm::ReadFarmKeyFile(args.key_file);
+  if (!key.ok()) return Usage(key.status().WithContext("--farm-key-file"));
+  auto client = remex::farm::RedisClient::Connect(*url, std::chrono::seconds(5));
+  if (!client.ok()) return Fail(client.status());
+  Status st = remex::farm::InstallLeaseFunctions(**client, *key);
+  if (!st.ok()) return Fail(st);
+  std::printf("lease functions '%s' loaded into %s: leases are now signed with the farm key\n",
+              remex::farm::kLeaseLibrary, url->ToString().c_str());
+  return tooling::kExitOk;
+}
+
 struct FarmStatusArgs {
   std::string farm;
   std::string labels;
@@ -765,6 +787,14 @@ int main(int argc, char** argv) {
                    "(farm lease then exits 75)")
       ->capture_default_str();
   farm_lease_cmd->add_option("command", farm_lease.command, "the command to run, after --")->required();
+  FarmInstallArgs farm_install;
+  auto* farm_install_cmd = farm_cmd->add_subcommand(
+      "install-functions", "load the lease functions, signing lease records with the farm key, into the farm's Redis");
+  farm_install_cmd->add_option("--farm", farm_install.farm, "redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM; a user's password in REMEX_FARM_PASSWORD)")
+      ->envname("REMEX_FARM");
+  farm_install_cmd->add_option("--farm-key-file", farm_install.key_file,
+                               "the farm key: a file of at least 32 bytes, mode 600, which every farm server gets too")
+      ->required();
   std::vector<FarmDrainArgs> drains(2);
   drains[1].undrain = true;
   std::vector<CLI::App*> drain_cmds;
@@ -795,6 +825,7 @@ int main(int argc, char** argv) {
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
   if (*suite_cmd) return SuiteCommand(suite);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
+  if (*farm_install_cmd) return FarmInstallCommand(farm_install);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {
     if (*drain_cmds[i]) return FarmDrainCommand(drains[i]);
   }
