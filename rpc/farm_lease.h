@@ -7,7 +7,8 @@
 //                          the lessee made for this lease (rpc/auth.h); the device's
 //                          server accepts only sessions that sign its challenge with the
 //                          private half, which never leaves the lessee. Reading the
-//                          record therefore gives no use of the device.
+//                          record therefore gives no use of the device. In a farm with
+//                          a farm key (below) also expires_ms and mac.
 //   remex:{P}:drain:<id>   present while the device is drained: leased no more (a lease
 //                          in progress runs on). No TTL: a drain outlives restarts.
 //   remex:{P}:queue        list of the ids of the clients waiting for a device of P, in

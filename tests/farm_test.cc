@@ -7,7 +7,8 @@
 // 3 devices fairly and never two at once; drained devices are not leased. What Redis
 // holds of a lease does not authenticate; a malformed lease record is refused; a server
 // whose Redis restarted honours the next lease at once; `farm lease` stops its command
-// when the lease is lost.
+// when the lease is lost. With a farm key, only lease records the farm's lease functions
+// signed are honoured.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
