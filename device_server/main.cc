@@ -283,14 +283,17 @@ int main(int argc, char** argv) {
   config.allocator_cache_bytes = allocator_cache_bytes;
   config.inject_device_fault_at_kernel = inject_device_fault;
   config.inject_self_test_failure = inject_self_test_failure;
-  if (!token_file.empty()) {
-    auto token = remex::rpc::ReadTokenFile(token_file);
+  // A token file's contents into `out`; false (after saying why) when it cannot be used.
+  auto read_token = [](const std::string& path, const char* flag, std::string& out) {
+    auto token = remex::rpc::ReadTokenFile(path);
     if (!token.ok()) {
-      std::fprintf(stderr, "remex-server: %s\n", token.status().message().c_str());
-      return 2;
+      std::fprintf(stderr, "remex-server: %s%s\n", flag, token.status().message().c_str());
+      return false;
     }
-    config.token = std::move(token).value();
-  }
+    out = std::move(token).value();
+    return true;
+  };
+  if (!token_file.empty() && !read_token(token_file, "", config.token)) return 2;
   if (tls_cert.empty() != tls_key.empty()) {
     std::fprintf(stderr, "remex-server: --tls-cert and --tls-key go together\n");
     return 2;
@@ -320,12 +323,7 @@ int main(int argc, char** argv) {
     }
     config.metrics_port = metrics_port;
     if (!metrics_token_file.empty()) {
-      auto token = remex::rpc::ReadTokenFile(metrics_token_file);
-      if (!token.ok()) {
-        std::fprintf(stderr, "remex-server: --metrics-token-file: %s\n", token.status().message().c_str());
-        return 2;
-      }
-      config.metrics_token = std::move(token).value();
+      if (!read_token(metrics_token_file, "--metrics-token-file: ", config.metrics_token)) return 2;
     } else {
       config.metrics_token = config.token;
     }
