@@ -70,8 +70,7 @@ Connection::Connection(tcp::socket socket, uint64_t id, const ServerOptions& opt
   // closes: a timeout, the server's shutdown.
   reader_.SetCancel(&closed_);
   if (options.auth_timeout.count() > 0) auth_due_ = std::chrono::steady_clock::now() + options.auth_timeout;
-  for (std::chrono::milliseconds t :
-       {options.idle_timeout, options.read_timeout, options.write_timeout, options.auth_timeout}) {
+  for (std::chrono::milliseconds t : {options.idle_timeout, options.read_timeout, options.write_timeout}) {
     if (t.count() > 0 && (check_period_.count() == 0 || t < check_period_)) check_period_ = t;
   }
 }
@@ -133,9 +132,14 @@ void Connection::ArmDeadline(std::chrono::milliseconds after, const char* what) 
 }
 
 void Connection::EnsureDeadlineWait() {
-  if (deadline_waiting_ || closed_ || check_period_.count() == 0) return;
+  // Until authenticated, the auth timeout is checked too; afterwards its shorter period
+  // costs an authenticated connection no wake-ups.
+  std::chrono::milliseconds period = check_period_;
+  const auto auth = options_.auth_timeout;
+  if (!authenticated_ && auth.count() > 0 && (period.count() == 0 || auth < period)) period = auth;
+  if (deadline_waiting_ || closed_ || period.count() == 0) return;
   deadline_waiting_ = true;
-  deadline_.expires_at(std::min(due_, std::chrono::steady_clock::now() + check_period_));
+  deadline_.expires_at(std::min(due_, std::chrono::steady_clock::now() + period));
   // A weak reference: a pending deadline must not keep an ended connection (and its
   // session) alive.
   deadline_.async_wait([weak = weak_from_this()](error_code ec) {

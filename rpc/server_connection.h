@@ -67,7 +67,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the deadline is armed again or cancelled first. Zero: none.
   //
   // Arming only writes the due time. One timer per connection wakes at most every
-  // check_period_ (the smallest of the idle, read and write timeouts) and compares the
+  // check_period_ (the smallest of the idle, read and write timeouts; and the auth
+  // timeout until authenticated) and compares the
   // clock with the due time: no due time set later can be earlier than its wake-up, so
   // none fires late, and a request costs no timer system call (it cost three, about a
   // tenth of a small request's time on the server).
