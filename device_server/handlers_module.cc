@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,10 +91,14 @@ Status Session::ModuleLoad(wire::ModuleLoad::Reader req, rpc::Frame& frame, wire
           ? "the device has " + std::to_string(device_bytes) + " bytes of memory"
           : "session " + std::to_string(id_) + " has " + std::to_string(quota_left) +
                 " bytes left of its memory quota of " + std::to_string(quota) + " bytes (--session-memory-bytes)";
+  const auto load_started = std::chrono::steady_clock::now();
   REMEX_ASSIGN_OR_RETURN(auto exe, vm::Executable::Load(bytes, *state_->Registry(), left, reason));
   REMEX_RETURN_IF_ERROR(CheckTensorSignatures(exe->def()).WithContext("moduleLoad"));
   if (!hash.empty()) exe = state_->module_cache->Insert(hash, std::move(exe), bytes.size());
-  FillModuleLoadReply(std::move(exe), bytes.size(), reply.initModuleLoad());
+  auto load_reply = reply.initModuleLoad();
+  load_reply.setLoadNanos(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - load_started).count()));
+  FillModuleLoadReply(std::move(exe), bytes.size(), load_reply);
   spdlog::info("session {}: loaded module '{}' ({} bytes{})", id_, std::string(req.getName()), bytes.size(),
                hash.empty() ? "" : ", hash " + hash);
   return OkStatus();
@@ -114,7 +119,10 @@ Status Session::VmCreate(wire::VmCreate::Reader req, wire::Reply::Builder reply)
   REMEX_ASSIGN_OR_RETURN(auto exe, Lookup<std::shared_ptr<const vm::Executable>>(req.getModule()));
   auto obj = std::make_shared<VmObject>();
   obj->registry = state_->Registry();
+  const auto started = std::chrono::steady_clock::now();
   REMEX_ASSIGN_OR_RETURN(obj->vm, vm::VirtualMachine::Create(exe, allocator_, *obj->registry));
+  obj->create_nanos = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
   obj->vm->set_run_control(&control_);
   for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
   reply.setVmCreate(Add(std::move(obj)));

@@ -2,13 +2,61 @@
 #include "device_server/session.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "device_server/load_test.h"
 #include "device_server/time_evaluator.h"
+#include "vm/tensor_ops.h"
 
 namespace remex::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t NanosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+}
+
+// The server process's resident memory now and its high-water mark (VmRSS, VmHWM of
+// /proc/self/status), in bytes; 0 where unreadable.
+std::pair<uint64_t, uint64_t> ResidentMemory() {
+  uint64_t rss = 0, hwm = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::strncmp(line, "VmRSS:", 6) == 0) rss = std::strtoull(line + 6, nullptr, 10) << 10;
+      if (std::strncmp(line, "VmHWM:", 6) == 0) hwm = std::strtoull(line + 6, nullptr, 10) << 10;
+    }
+    std::fclose(f);
+  }
+  return {rss, hwm};
+}
+
+void FillPhases(const VmObject& obj, wire::RunPhases::Builder p) {
+  p.setVmCreateNanos(obj.create_nanos);
+  p.setFirstInvokeNanos(obj.first_invoke_nanos);
+}
+
+}  // namespace
+
+void Session::FillMemoryUse(const VmObject& obj, uint64_t before, uint64_t invoke_peak, uint64_t run_peak,
+                            wire::MemoryUse::Builder m) const {
+  m.setWeightsBytes(obj.vm->executable().constant_bytes());
+  m.setSessionBytesBefore(before);
+  m.setInvokePeakBytes(invoke_peak > before ? invoke_peak - before : 0);
+  m.setRunPeakBytes(run_peak > before ? run_peak - before : 0);
+  auto [rss, hwm] = ResidentMemory();
+  m.setResidentBytes(rss);
+  m.setResidentPeakBytes(hwm);
+}
 
 void Session::ArmRunDeadline(uint32_t client_ms) {
   std::chrono::milliseconds budget = state_->config.max_invoke_time;
@@ -42,8 +90,10 @@ Status Session::Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply) {
   REMEX_RETURN_IF_ERROR(CheckHandleRoom(n_outputs));
   auto start = std::chrono::steady_clock::now();
   ArmRunDeadline(req.getDeadlineMs());
+  const bool first = obj->vm->invoke_count() == 0;
   REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> outputs, obj->vm->Invoke(fn));
   std::chrono::nanoseconds nanos = std::chrono::steady_clock::now() - start;
+  if (first) obj->first_invoke_nanos = static_cast<uint64_t>(nanos.count());
   state_->requests.ObserveInvoke(nanos);
   auto r = reply.initInvoke();
   r.setRunNanos(static_cast<uint64_t>(nanos.count()));
@@ -95,10 +145,23 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
   // benchmark is one run for the run control: its time limit is the deadline.
   control_.budget = state_->benchmark_time_limit;
   control_.deadline = std::chrono::steady_clock::now() + state_->benchmark_time_limit;
-  auto call = [&vm = *obj->vm, fn = fn]() -> Status { return vm.Invoke(fn).status(); };
+  VmObject& vm_obj = *obj;
+  auto call = [&vm_obj, fn = fn]() -> Status {
+    if (vm_obj.vm->invoke_count() != 0) return vm_obj.vm->Invoke(fn).status();
+    const auto started = Clock::now();
+    Status st = vm_obj.vm->Invoke(fn).status();
+    if (st.ok()) vm_obj.first_invoke_nanos = NanosSince(started);
+    return st;
+  };
+  const uint64_t before = allocator_->stats().allocated_bytes;
+  allocator_->ResetPeak();
   REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
                          RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit));
+  const uint64_t peak = allocator_->stats().peak_allocated_bytes;
   auto r = reply.initBenchmark();
+  FillPhases(*obj, r.initPhases());
+  // One call at a time, outputs dropped after each: the run's peak is one call's.
+  FillMemoryUse(*obj, before, peak, peak, r.initMemory());
   r.setNumber(result.number);
   r.setTimer(result.timer);
   auto samples = r.initSamplesSeconds(result.samples_seconds.size());
@@ -125,6 +188,212 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
     out[i].setCopies(rows[i].counter.copies);
     out[i].setCopyBytes(rows[i].counter.copy_bytes);
   }
+  return OkStatus();
+}
+
+Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply) {
+  const auto started = Clock::now();
+  REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
+  auto& [obj, fn] = target;
+  const std::chrono::milliseconds limit = state_->benchmark_time_limit;
+  LoadTestOptions options;
+  switch (req.getScenario()) {
+    case wire::LoadScenario::SINGLE_STREAM: options.scenario = server::LoadScenario::kSingleStream; break;
+    case wire::LoadScenario::MULTI_STREAM: options.scenario = server::LoadScenario::kMultiStream; break;
+    case wire::LoadScenario::SERVER: options.scenario = server::LoadScenario::kServer; break;
+    case wire::LoadScenario::OFFLINE: options.scenario = server::LoadScenario::kOffline; break;
+    default:
+      return InvalidArgument("loadTest: unknown scenario " + std::to_string(static_cast<int>(req.getScenario())));
+  }
+  options.concurrency = req.getConcurrency();
+  options.samples_per_query = req.getSamplesPerQuery();
+  options.target_qps = req.getTargetQps();
+  options.min_queries = req.getMinQueries();
+  options.min_duration_ms = req.getMinDurationMs();
+  options.seed = req.getSeed();
+  REMEX_RETURN_IF_ERROR(ValidateLoadTestOptions(options, limit));
+  const uint32_t warmup = req.getWarmup();
+  const uint32_t audit_samples = req.getAuditSamples();
+  const double rtol = req.getAuditRtol(), atol = req.getAuditAtol();
+  if (warmup > kMaxLoadWarmup) {
+    return InvalidArgument("loadTest: warmup must be in [0, " + std::to_string(kMaxLoadWarmup) + "], got " +
+                           std::to_string(warmup));
+  }
+  if (audit_samples > kMaxAuditSamples) {
+    return InvalidArgument("loadTest: auditSamples must be in [0, " + std::to_string(kMaxAuditSamples) +
+                           "], got " + std::to_string(audit_samples));
+  }
+  if (!(rtol >= 0) || !(atol >= 0) || !std::isfinite(rtol) || !std::isfinite(atol)) {
+    return InvalidArgument("loadTest: auditRtol and auditAtol must be finite and >= 0");
+  }
+  const std::vector<vm::Value>& inputs = obj->vm->bound_inputs(fn);
+  if (inputs.empty() && !obj->vm->executable().def().functions[fn].inputs.empty()) {
+    return FailedPrecondition("loadTest: the inputs of '" + obj->vm->executable().def().functions[fn].name +
+                              "' are not set (setInput first)");
+  }
+  // Room for every instance: each holds its own planned memory and outputs, charged to
+  // the session's quota as they are allocated.
+  vm::Device& device = *state_->device;
+  const uint64_t before = allocator_->stats().allocated_bytes;
+  allocator_->ResetPeak();
+
+  // The reference call, untimed, on the VM itself: the audit's expected outputs, and
+  // one call's memory peak.
+  ArmRunDeadline(0);
+  const bool first = obj->vm->invoke_count() == 0;
+  auto call_started = Clock::now();
+  REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> reference, obj->vm->Invoke(fn));
+  REMEX_RETURN_IF_ERROR(device.Synchronize());
+  if (first) obj->first_invoke_nanos = NanosSince(call_started);
+  const uint64_t invoke_peak = allocator_->stats().peak_allocated_bytes;
+  if (audit_samples == 0) reference.clear();
+  // The generator enforces the limit from here on (stopping what runs at it); the
+  // session's control still carries cancellation and shutdown.
+  control_.deadline = Clock::time_point::max();
+
+  // The instances, sharing the VM's constants.
+  auto instances_started = Clock::now();
+  const size_t n = options.concurrency;
+  std::vector<std::unique_ptr<vm::VirtualMachine>> instances;
+  std::vector<std::unique_ptr<vm::RunControl>> controls;
+  for (size_t i = 0; i < n; ++i) {
+    REMEX_ASSIGN_OR_RETURN(auto inst, obj->vm->CreateInstance(*obj->registry));
+    REMEX_RETURN_IF_ERROR(inst->SetInputValues(fn, inputs));
+    controls.push_back(std::make_unique<vm::RunControl>());
+    controls.back()->shutdown_at = control_.shutdown_at;
+    inst->set_run_control(controls.back().get());
+    instances.push_back(std::move(inst));
+  }
+  const uint64_t instances_nanos = NanosSince(instances_started);
+
+  // Audit: the samples whose outputs are kept, drawn with the seed below the number of
+  // samples the run should reach (a later sample is never audited).
+  struct Kept {
+    uint64_t sample;
+    std::vector<vm::TensorPtr> outputs;
+  };
+  std::vector<Kept> kept;
+  std::vector<std::vector<vm::TensorPtr>> last_outputs(n);
+  std::vector<LoadLane> lanes(n);
+  for (size_t i = 0; i < n; ++i) {
+    lanes[i].control = controls[i].get();
+    lanes[i].run = [&, i, fn = fn]() -> Status {
+      auto out = instances[i]->Invoke(fn);
+      if (!out.ok()) return out.status();
+      last_outputs[i] = std::move(out).value();
+      return device.Synchronize();
+    };
+    lanes[i].keep = [&, i](uint64_t sample) -> Status {
+      Kept k{sample, {}};
+      for (const vm::TensorPtr& t : last_outputs[i]) {
+        REMEX_ASSIGN_OR_RETURN(vm::TensorPtr copy, vm::AllocateTensor(*allocator_, t->dtype, t->shape));
+        REMEX_RETURN_IF_ERROR(device.CopyOnDevice(copy->data(), t->data(), t->nbytes()));
+        k.outputs.push_back(std::move(copy));
+      }
+      kept.push_back(std::move(k));
+      return OkStatus();
+    };
+  }
+
+  // The generator runs on a thread of its own (it resumes fibers, which the device
+  // thread's request, itself a fiber, cannot); the device thread waits for it, so
+  // kernels still run one caller at a time.
+  uint64_t instance_first_nanos = 0;
+  StatusOr<LoadTestResult> result = Internal("loadTest did not run");
+  std::thread generator([&] {
+    device.PrepareKernelThread();
+    // Warmup: `warmup` untimed calls per instance, one instance after the other.
+    auto warm_started = Clock::now();
+    uint64_t warm_calls = 0;
+    double seconds_per_sample = 0;
+    for (size_t i = 0; i < n; ++i) {
+      controls[i]->deadline = started + limit;
+      controls[i]->budget = limit;
+      for (uint32_t w = 0; w < warmup; ++w) {
+        Status st = control_.Check();
+        auto call = Clock::now();
+        if (st.ok()) st = lanes[i].run();
+        if (!st.ok()) {
+          result = st.WithContext("loadTest warmup of instance " + std::to_string(i));
+          return;
+        }
+        if (i == 0 && w == 0) instance_first_nanos = NanosSince(call);
+        ++warm_calls;
+      }
+    }
+    if (warm_calls > (n > 1 ? n : 0)) {
+      // The first call of each instance is cold: leave it out where there are others.
+      seconds_per_sample = std::chrono::duration<double>(Clock::now() - warm_started).count() /
+                           static_cast<double>(warm_calls);
+    }
+    options.seconds_per_sample = seconds_per_sample;
+    if (audit_samples > 0) {
+      double expected = static_cast<double>(options.min_queries) * options.samples_per_query;
+      if (seconds_per_sample > 0) {
+        expected = std::max(expected, options.min_duration_ms / 1000.0 / seconds_per_sample * static_cast<double>(n));
+      }
+      const uint64_t range = std::max<uint64_t>(1, static_cast<uint64_t>(std::min(expected, 1e7)));
+      std::mt19937_64 rng(options.seed ^ 0x9e3779b97f4a7c15ull);
+      std::set<uint64_t> chosen;
+      std::uniform_int_distribution<uint64_t> pick(0, range - 1);
+      while (chosen.size() < std::min<uint64_t>(audit_samples, range)) chosen.insert(pick(rng));
+      options.audited_samples.assign(chosen.begin(), chosen.end());
+    }
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    if (elapsed + std::chrono::milliseconds(options.min_duration_ms) > limit) {
+      result = DeadlineExceeded("loadTest: the warmup took " + std::to_string(elapsed.count()) +
+                                " ms, leaving less than minDurationMs of the server's limit of " +
+                                std::to_string(limit.count()) + " ms");
+      return;
+    }
+    result = RunLoadTest(lanes, options, limit - elapsed, control_);
+  });
+  generator.join();
+  REMEX_RETURN_IF_ERROR(result.status());
+  const uint64_t run_peak = allocator_->stats().peak_allocated_bytes;
+
+  auto r = reply.initLoadTest();
+  auto issue = r.initIssueNanos(result->issue_nanos.size());
+  auto latency = r.initLatencyNanos(result->latency_nanos.size());
+  for (size_t q = 0; q < result->issue_nanos.size(); ++q) {
+    issue.set(q, result->issue_nanos[q]);
+    latency.set(q, result->latency_nanos[q]);
+  }
+  r.setCompleted(result->completed);
+  r.setLate(result->late);
+  r.setDropped(result->dropped);
+  r.setSamples(result->samples);
+  r.setDurationNanos(result->duration_nanos);
+  r.setTimer("steady_clock");
+  auto phases = r.initPhases();
+  FillPhases(*obj, phases);
+  phases.setInstancesCreateNanos(instances_nanos);
+  phases.setInstanceFirstInvokeNanos(instance_first_nanos);
+  FillMemoryUse(*obj, before, invoke_peak, run_peak, r.initMemory());
+
+  // The audit, after the run: each kept sample against the reference.
+  uint32_t mismatches = 0;
+  std::string first_mismatch;
+  const auto& outputs = obj->vm->executable().def().functions[fn].outputs;
+  for (const Kept& k : kept) {
+    bool differs = false;
+    for (size_t o = 0; o < k.outputs.size() && o < reference.size(); ++o) {
+      auto cmp = vm::CompareTensors(device, *k.outputs[o], *reference[o], rtol, atol, /*equal_nan=*/true);
+      std::string why;
+      if (!cmp.ok()) why = cmp.status().message();
+      else if (cmp->mismatches) why = std::to_string(cmp->mismatches) + " of " + std::to_string(cmp->count) + " values differ";
+      if (why.empty()) continue;
+      differs = true;
+      if (first_mismatch.empty()) {
+        first_mismatch = "sample " + std::to_string(k.sample) + ", output '" +
+                         (o < outputs.size() ? outputs[o].name : std::to_string(o)) + "': " + why;
+      }
+    }
+    mismatches += differs;
+  }
+  r.setAuditChecked(static_cast<uint32_t>(kept.size()));
+  r.setAuditMismatches(mismatches);
+  r.setAuditFirstMismatch(first_mismatch);
   return OkStatus();
 }
 

@@ -92,6 +92,7 @@ void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
       return;
     case wire::Request::BENCHMARK:
     case wire::Request::PROFILE:
+    case wire::Request::LOAD_TEST:
       state_->worker.Post(std::move(work), /*exclusive=*/true);  // timings of its own
       return;
     default:
@@ -374,6 +375,7 @@ Status Session::Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Rep
     case wire::Request::INVOKE: return Invoke(req.getInvoke(), reply);
     case wire::Request::BENCHMARK: return Benchmark(req.getBenchmark(), reply);
     case wire::Request::PROFILE: return Profile(req.getProfile(), reply);
+    case wire::Request::LOAD_TEST: return LoadTest(req.getLoadTest(), reply);
     default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
   }
 }

@@ -44,6 +44,10 @@ struct VmObject {
   std::unique_ptr<vm::VirtualMachine> vm;
   // Handles bound with setOutput, per function and output index (0 = unbound).
   std::vector<std::vector<uint64_t>> bound;
+  // Cold start, reported by benchmark and loadTest (RunPhases): vmCreate's time, and
+  // the time of the VM's first call, whichever request made it (0: not yet).
+  uint64_t create_nanos = 0;
+  uint64_t first_invoke_nanos = 0;
 };
 
 using Object = std::variant<std::shared_ptr<const vm::Executable>, std::shared_ptr<VmObject>,
@@ -192,6 +196,13 @@ class Session final : public rpc::ConnectionHandler {
   Status Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply);
   Status Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder reply);
   Status Profile(wire::Profile::Reader req, wire::Reply::Builder reply);
+  // Load scenarios on instances of the VM's module (load_test.h); runs its generator
+  // on a thread of its own while the device thread waits (exclusive, as benchmark).
+  Status LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply);
+  // The session's memory around a run (MemoryUse): `before` is the allocator's live
+  // bytes before it, the peaks are read from the allocator's high-water mark.
+  void FillMemoryUse(const VmObject& obj, uint64_t before, uint64_t invoke_peak, uint64_t run_peak,
+                     wire::MemoryUse::Builder m) const;
 
   // ---- The handle table (session.cc).
   template <typename T>

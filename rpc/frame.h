@@ -69,7 +69,7 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 3;
+inline constexpr uint16_t kProtocolMinor = 4;
 // The first minor version that understands Codec::kChunked.
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
@@ -78,6 +78,8 @@ inline constexpr uint16_t kMinorListHandles = 2;
 // (Authenticate).
 inline constexpr uint16_t kMinorFillChunks = 3;
 inline constexpr uint16_t kMinorLeaseSignature = 3;
+// Minor 4: loadTest (server-generated load scenarios) and ModuleLoadReply.loadNanos.
+inline constexpr uint16_t kMinorLoadTest = 4;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},

@@ -80,6 +80,7 @@ struct Request {
     authenticate @16 :Authenticate;
     cancel @17 :Cancel;
     listHandles @18 :ListHandles;  # protocol 1.2
+    loadTest @19 :LoadTest;        # protocol 1.4
   }
 }
 
@@ -233,6 +234,94 @@ struct Benchmark {
   l2FlushBytes @7 :UInt64;
 }
 
+# Load scenarios generated on the device (protocol 1.4), after MLPerf LoadGen's
+# scenarios (docs/cli.md, "Load scenarios"). The server makes `concurrency` instances
+# of the VM's executable (each with its own kernels, inputs bound to the VM's inputs
+# and its own planned memory; the constants are the VM's, shared, never copied) and
+# drives them with queries; an instance runs one sample (one call of `function`) at a
+# time, and the instances take turns between kernels on the device thread (on the CPU
+# device each kernel has all the compute threads; on a GPU they share the device's
+# stream). Timed on the server's steady clock; on a GPU a sample ends when the device's
+# stream has finished it.
+#
+#   singleStream: `concurrency` closed-loop streams: each issues its next query when
+#                 its previous one completes (1: one query at a time);
+#   multiStream:  queries of `samplesPerQuery` samples, the next issued when the
+#                 previous completes; a query's latency ends with its last sample;
+#   server:       queries arrive at `targetQps` by a Poisson process from a generator
+#                 seeded with `seed`, whatever the device's progress; latency counts
+#                 from the scheduled arrival, so time spent queued is included;
+#   offline:      every query issued at once at the start; throughput.
+#
+# The run issues queries until both `minQueries` are issued and `minDurationMs` has
+# passed, then waits for the issued ones to complete. Before it, `warmup` untimed calls
+# per instance; with auditSamples > 0 the VM itself runs one untimed reference call
+# first, and the outputs of `auditSamples` timed samples chosen with `seed` are copied
+# after they complete (outside their latency) and compared with it after the run:
+# |a - ref| <= auditAtol + auditRtol * |ref| (0 and 0: equal values).
+# Errors: INVALID_ARGUMENT for an option out of range (named); DEADLINE_EXCEEDED when
+# warmup alone outruns the server's benchmark limit. Queries still queued or running at
+# that limit are stopped and counted as dropped, not an error.
+enum LoadScenario {
+  singleStream @0;
+  multiStream @1;
+  server @2;
+  offline @3;
+}
+
+struct LoadTest {
+  vm @0 :UInt64;
+  function @1 :Text;
+  scenario @2 :LoadScenario;
+  concurrency @3 :UInt32 = 1;     # instances: 1..64
+  samplesPerQuery @4 :UInt32 = 1; # multiStream: 1..1024
+  targetQps @5 :Float64;          # server: > 0
+  minQueries @6 :UInt32;          # up to 1,000,000
+  minDurationMs @7 :UInt32;       # within the server's benchmark limit
+  warmup @8 :UInt32 = 1;          # untimed calls per instance, up to 10,000
+  seed @9 :UInt64;
+  auditSamples @10 :UInt32;       # up to 1,000
+  auditRtol @11 :Float64;
+  auditAtol @12 :Float64;
+}
+
+struct LoadTestReply {
+  # One entry per issued query, in issue order: when it was issued (scheduled, for
+  # server), in ns since the run started, and its latency in ns (0 for a dropped one).
+  issueNanos @0 :List(UInt64);
+  latencyNanos @1 :List(UInt64);
+  completed @2 :UInt64;
+  # server: queries that found every instance busy at their arrival and waited.
+  late @3 :UInt64;
+  dropped @4 :UInt64;            # issued but stopped at the server's limit
+  durationNanos @5 :UInt64;      # first issue to last completion
+  timer @6 :Text;                # "steady_clock"
+  phases @7 :RunPhases;
+  memory @8 :MemoryUse;
+  auditChecked @9 :UInt32;       # timed samples compared with the reference
+  auditMismatches @10 :UInt32;   # of those, samples with an output that differs
+  auditFirstMismatch @11 :Text;  # "query 17 (sample 17), output 'y': 3 of 1000 values differ"
+  samples @12 :UInt64;           # calls timed (queries x samplesPerQuery, less dropped)
+}
+
+# Cold start against warm (ns, server steady clock); 0 where not measured.
+struct RunPhases {
+  vmCreateNanos @0 :UInt64;          # vmCreate of the VM (constants uploaded, kernels made)
+  firstInvokeNanos @1 :UInt64;       # the VM's first call, whichever request made it
+  instancesCreateNanos @2 :UInt64;   # loadTest: making its instances (kernels, no constants)
+  instanceFirstInvokeNanos @3 :UInt64;  # loadTest: first call of its first instance
+}
+
+# Memory as the server's allocator and the kernel see it (bytes).
+struct MemoryUse {
+  weightsBytes @0 :UInt64;        # the executable's constants (held once per VM)
+  sessionBytesBefore @1 :UInt64;  # the session's live device memory before the run
+  invokePeakBytes @2 :UInt64;     # one call's peak above that: activations, workspaces, outputs
+  runPeakBytes @3 :UInt64;        # the run's peak above that: every instance at once
+  residentBytes @4 :UInt64;       # the server process's resident memory after the run
+  residentPeakBytes @5 :UInt64;   # its high-water mark since it started
+}
+
 # One invoke with per-instruction timing: see ProfileReply.
 struct Profile {
   vm @0 :UInt64;
@@ -298,6 +387,9 @@ struct ModuleLoadReply {
   functions @1 :List(FunctionInfo);
   executableBytes @2 :UInt64;
   constantBytes @3 :UInt64;
+  # Server time to decompress, parse and verify the executable and lay out its
+  # constants (0 for moduleHas: the module came from the cache). Since protocol 1.4.
+  loadNanos @4 :UInt64;
 }
 
 struct TensorReply {
@@ -334,6 +426,8 @@ struct BenchmarkReply {
   number @0 :UInt32;               # calls per sample, after minRepeatMs adaptation
   samplesSeconds @1 :List(Float64); # mean seconds per call, one per repeat
   timer @2 :Text;                  # "steady_clock", "cuda_event"
+  phases @3 :RunPhases;            # since 1.4
+  memory @4 :MemoryUse;            # since 1.4; runPeakBytes: the benchmark's peak
 }
 
 struct ProfileRow {
@@ -387,5 +481,6 @@ struct Reply {
     authenticate @14 :AuthenticateReply;
     cancel @15 :CancelReply;
     listHandles @16 :ListHandlesReply;
+    loadTest @17 :LoadTestReply;
   }
 }

@@ -322,6 +322,11 @@ AllocatorStats Allocator::stats() const {
   return stats_;
 }
 
+void Allocator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+}
+
 size_t Tensor::nbytes() const {
   auto n = NumElements(shape);
   return n ? static_cast<size_t>(*n) * DTypeSize(dtype) : 0;

@@ -182,6 +182,9 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // its bound and what is in use).
   StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes);
   AllocatorStats stats() const;
+  // Starts a new high-water mark: peak_allocated_bytes becomes allocated_bytes (the
+  // benchmark requests measure a run's peak on the session's allocator with it).
+  void ResetPeak();
   // Returns every cached block to the device (the parent's cache, for a quota).
   void Trim();
   Device& device() const { return device_; }

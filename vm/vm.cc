@@ -49,21 +49,7 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
   vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
   const ExecutableDef& def = vm->executable_->def();
   Device& device = vm->allocator_->device();
-  for (const KernelEntry& entry : def.kernels) {
-    std::string where = "op '" + entry.op + "'" +
-                        (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
-    Device& runs_on = entry.host ? HostDevice() : device;
-    const kernels::OpDef* op = registry.FindOp(entry.op, entry.version);
-    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, entry.version, runs_on.kind());
-    if (!op || !factory) {
-      return Unimplemented(where + " has no kernel for " + (entry.host ? "the host" : "device " + device.name()));
-    }
-    auto kernel = (*factory)(entry.attrs);
-    if (!kernel.ok()) return kernel.status().WithContext(where);
-    vm->op_defs_.push_back(op);
-    vm->kernels_.push_back(std::move(kernel).value());
-    vm->kernel_devices_.push_back(&runs_on);
-  }
+  REMEX_RETURN_IF_ERROR(vm->CreateKernels(registry));
   // Each constant goes to the memory spaces its LoadConst instructions name.
   std::vector<bool> on_device(def.constants.size()), on_host(def.constants.size());
   for (const FunctionDef& fn : def.functions) {
@@ -96,6 +82,49 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
     vm->functions_[i].bound_outputs.resize(def.functions[i].outputs.size());
   }
   return vm;
+}
+
+Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
+  const ExecutableDef& def = executable_->def();
+  Device& device = allocator_->device();
+  for (const KernelEntry& entry : def.kernels) {
+    std::string where = "op '" + entry.op + "'" +
+                        (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
+    Device& runs_on = entry.host ? HostDevice() : device;
+    const kernels::OpDef* op = registry.FindOp(entry.op, entry.version);
+    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, entry.version, runs_on.kind());
+    if (!op || !factory) {
+      return Unimplemented(where + " has no kernel for " + (entry.host ? "the host" : "device " + device.name()));
+    }
+    auto kernel = (*factory)(entry.attrs);
+    if (!kernel.ok()) return kernel.status().WithContext(where);
+    op_defs_.push_back(op);
+    kernels_.push_back(std::move(kernel).value());
+    kernel_devices_.push_back(&runs_on);
+  }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::CreateInstance(
+    const kernels::KernelRegistry& registry) const {
+  std::unique_ptr<VirtualMachine> vm(new VirtualMachine(executable_, allocator_));
+  vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
+  REMEX_RETURN_IF_ERROR(vm->CreateKernels(registry));
+  // The constants are read-only tensors (Tensor::constant): every instance reads the
+  // same ones.
+  vm->constants_ = constants_;
+  vm->host_constants_ = host_constants_;
+  vm->functions_.resize(functions_.size());
+  for (size_t i = 0; i < functions_.size(); ++i) {
+    vm->functions_[i].bound_outputs.resize(functions_[i].bound_outputs.size());
+  }
+  return vm;
+}
+
+const std::vector<Value>& VirtualMachine::bound_inputs(int fn) const {
+  static const std::vector<Value> kNone;
+  if (fn < 0 || static_cast<size_t>(fn) >= functions_.size() || !functions_[fn].inputs_set) return kNone;
+  return functions_[fn].inputs;
 }
 
 StatusOr<TensorPtr> VirtualMachine::Allocate(Allocator& allocator, DType dtype, const Shape& shape) {

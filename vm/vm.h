@@ -107,6 +107,16 @@ class VirtualMachine {
 
   const Executable& executable() const { return *executable_; }
 
+  // Another instance of this VM's executable on the same allocator, for running calls
+  // of one module side by side (loadTest): its own kernels, inputs (none bound),
+  // planned memory, run control and counters; the constants are this VM's tensors,
+  // shared and never copied (they are read-only: Tensor::constant). The instance must
+  // not outlive this VM's allocator. Errors as Create's for the kernels.
+  StatusOr<std::unique_ptr<VirtualMachine>> CreateInstance(const kernels::KernelRegistry& registry) const;
+  // The values bound to function `fn`'s inputs; empty before they are set (or for an
+  // unknown index).
+  const std::vector<Value>& bound_inputs(int fn) const;
+
   // Binds every input of function `fn` in signature order. INVALID_ARGUMENT naming the
   // input for a wrong count, dtype, rank or static dimension, a tensor on another
   // device, a symbolic dimension outside its bounds, or inputs that give one symbol
@@ -167,6 +177,8 @@ class VirtualMachine {
 
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
+  // Makes one kernel per KernelEntry of the executable (Create, CreateInstance).
+  Status CreateKernels(const kernels::KernelRegistry& registry);
   // Runs function `fn` on `inputs`, writing outputs into `bound_outputs` where set.
   Status Run(int fn, const std::vector<Value>& inputs, const std::vector<TensorPtr>& bound_outputs,
              std::vector<Value>& outputs, Profiler* profiler);
