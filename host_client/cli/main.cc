@@ -284,12 +284,46 @@ int Run(const RunArgs& args) {
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
   bool fail_unstable = false;
+  // Load scenarios (tooling/load.h): --scenario turns them on.
+  std::string scenario, concurrency = "1";
+  tooling::LoadOptions load;
+  std::optional<uint32_t> samples_per_query;
+  std::optional<bool> audit;  // --audit / --no-audit; default: on for server and offline
 };
 
-int Bench(const BenchArgs& args) {
+// The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
+// flags without it.
+StatusOr<std::optional<tooling::LoadOptions>> MakeLoadOptions(const BenchArgs& args) {
+  if (args.scenario.empty()) {
+    if (args.concurrency != "1" || args.samples_per_query || args.audit || args.load.target_qps != 0 ||
+        args.load.find_peak || args.load.latency_bound_ms != 0) {
+      return InvalidArgument("--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
+                             "--audit need --scenario single-stream|multi-stream|server|offline");
+    }
+    return std::optional<tooling::LoadOptions>();
+  }
+  tooling::LoadOptions o = args.load;
+  REMEX_ASSIGN_OR_RETURN(o.scenario, tooling::ParseLoadScenario(args.scenario));
+  REMEX_ASSIGN_OR_RETURN(o.concurrency, tooling::ParseConcurrencyRange(args.concurrency));
+  const bool multi = o.scenario == client::LoadScenario::kMultiStream;
+  o.samples_per_query = args.samples_per_query.value_or(multi ? 8 : 1);
+  // MultiStream's samples run side by side: one instance per sample unless told.
+  if (multi && args.concurrency == "1") o.concurrency = {std::min<uint32_t>(o.samples_per_query, 64)};
+  const bool audit_default = o.scenario == client::LoadScenario::kServer || o.scenario == client::LoadScenario::kOffline;
+  if (!args.audit.value_or(audit_default)) o.audit_samples = 0;
+  o.seed = args.seed;
+  REMEX_RETURN_IF_ERROR(tooling::CheckLoadOptions(o));
+  return std::optional<tooling::LoadOptions>(o);
+}
+
+int Bench(const BenchArgs& args_in) {
+  BenchArgs args = args_in;
   auto request = MakeRequest(args, "");
   if (!request.ok()) return Usage(request.status());
   if (Status st = tooling::CheckBenchOptions(args.options); !st.ok()) return Usage(st);
+  auto load = MakeLoadOptions(args);
+  if (!load.ok()) return Usage(load.status());
+  args.options.load = *load;
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
   if (int rc = Prepare(args, *request, progress, prepared); rc != 0) return rc;
@@ -301,6 +335,20 @@ int Bench(const BenchArgs& args) {
     PrintJson(tooling::ToJson(*report));
   } else {
     remex::cli::PrintBench(*report, args.verbose);
+  }
+  if (report->load) {
+    // An audit that failed fails the benchmark; --fail-unstable judges every level.
+    for (const auto& level : report->load->levels) {
+      if (!level.audit.passed()) return tooling::kExitMismatch;
+    }
+    const auto sc = report->load->options.scenario;
+    const bool judged = sc == client::LoadScenario::kSingleStream || sc == client::LoadScenario::kMultiStream;
+    if (args.fail_unstable && judged) {
+      for (const auto& level : report->load->levels) {
+        if (!level.stability.stable) return tooling::kExitMismatch;
+      }
+    }
+    return tooling::kExitOk;
   }
   return args.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
 }
@@ -720,6 +768,28 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_flag("--fail-unstable", bench.fail_unstable, "exit 1 when the result is not stable");
   bench_cmd->add_flag("--profile", bench.options.profile, "also profile one invoke per op and instruction kind");
+  // Load scenarios (docs/cli.md, "Load scenarios").
+  bench_cmd->add_option("--scenario", bench.scenario,
+                        "a load scenario generated on the server instead of the time evaluator: single-stream, "
+                        "multi-stream, server or offline (MLPerf LoadGen's)");
+  bench_cmd->add_option("--concurrency", bench.concurrency,
+                        "instances of the model running at once: N, or a sweep A:B[:STEP] (one row per level)")
+      ->capture_default_str();
+  bench_cmd->add_option("--samples-per-query", bench.samples_per_query,
+                        "multi-stream: samples in a query (default 8)");
+  bench_cmd->add_option("--target-qps", bench.load.target_qps, "server: Poisson arrival rate, queries per second");
+  bench_cmd->add_option("--latency-bound-ms", bench.load.latency_bound_ms,
+                        "server: the p99 latency bound a rate must keep (with --find-peak)");
+  bench_cmd->add_flag("--find-peak", bench.load.find_peak,
+                      "server: search the highest QPS whose p99 stays under --latency-bound-ms");
+  bench_cmd->add_flag("--audit,!--no-audit", bench.audit,
+                      "compare the outputs of seeded timed samples with an untimed reference call on the device "
+                      "(default: on for server and offline)");
+  bench_cmd->add_option("--audit-samples", bench.load.audit_samples, "timed samples the audit checks")
+      ->capture_default_str();
+  bench_cmd->add_option("--audit-rtol", bench.load.audit_rtol, "audit tolerance, relative (0 with --audit-atol 0: equal values)")
+      ->capture_default_str();
+  bench_cmd->add_option("--audit-atol", bench.load.audit_atol, "audit tolerance, absolute")->capture_default_str();
 
   CheckArgs check;
   auto* check_cmd = app.add_subcommand("check", "run a model and compare its outputs with references on the device");

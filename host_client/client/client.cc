@@ -67,11 +67,22 @@ Status Call(rpc::Client& client, Request& req, wire::Reply::Which expected, F&& 
   return ReadReply(frame, expected, std::forward<F>(read));
 }
 
+RunPhases ToRunPhases(wire::RunPhases::Reader p) {
+  return {p.getVmCreateNanos(), p.getFirstInvokeNanos(), p.getInstancesCreateNanos(),
+          p.getInstanceFirstInvokeNanos()};
+}
+
+MemoryUse ToMemoryUse(wire::MemoryUse::Reader m) {
+  return {m.getWeightsBytes(),    m.getSessionBytesBefore(), m.getInvokePeakBytes(),
+          m.getRunPeakBytes(),    m.getResidentBytes(),      m.getResidentPeakBytes()};
+}
+
 StatusOr<ModuleInfo> ToModuleInfo(wire::ModuleLoadReply::Reader m) {
   ModuleInfo info;
   info.handle = m.getModule();
   info.executable_bytes = m.getExecutableBytes();
   info.constant_bytes = m.getConstantBytes();
+  info.load_nanos = m.getLoadNanos();
   for (auto f : m.getFunctions()) {
     FunctionInfo fn;
     fn.name = f.getName();
@@ -417,6 +428,61 @@ StatusOr<BenchmarkResult> Session::Benchmark(uint64_t vm, const std::string& fun
     result.number = b.getNumber();
     result.timer = b.getTimer();
     for (double v : b.getSamplesSeconds()) result.samples_seconds.push_back(v);
+    result.phases = ToRunPhases(b.getPhases());
+    result.memory = ToMemoryUse(b.getMemory());
+    return OkStatus();
+  }));
+  return result;
+}
+
+StatusOr<LoadTestResult> Session::LoadTest(uint64_t vm, const std::string& function, const LoadTestOptions& o) {
+  if (info_.protocol_minor < rpc::kMinorLoadTest) {
+    return Unimplemented("the server speaks protocol " + std::to_string(info_.protocol_major) + "." +
+                         std::to_string(info_.protocol_minor) + ": load scenarios need 1." +
+                         std::to_string(rpc::kMinorLoadTest) + " (update remex-server)");
+  }
+  Request req;
+  auto r = req.root.initLoadTest();
+  r.setVm(vm);
+  r.setFunction(function);
+  switch (o.scenario) {
+    case LoadScenario::kSingleStream: r.setScenario(wire::LoadScenario::SINGLE_STREAM); break;
+    case LoadScenario::kMultiStream: r.setScenario(wire::LoadScenario::MULTI_STREAM); break;
+    case LoadScenario::kServer: r.setScenario(wire::LoadScenario::SERVER); break;
+    case LoadScenario::kOffline: r.setScenario(wire::LoadScenario::OFFLINE); break;
+  }
+  r.setConcurrency(o.concurrency);
+  r.setSamplesPerQuery(o.samples_per_query);
+  r.setTargetQps(o.target_qps);
+  r.setMinQueries(o.min_queries);
+  r.setMinDurationMs(o.min_duration_ms);
+  r.setWarmup(o.warmup);
+  r.setSeed(o.seed);
+  r.setAuditSamples(o.audit_samples);
+  r.setAuditRtol(o.audit_rtol);
+  r.setAuditAtol(o.audit_atol);
+  LoadTestResult result;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::LOAD_TEST, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto l = reply.getLoadTest();
+    auto issue = l.getIssueNanos();
+    auto latency = l.getLatencyNanos();
+    if (issue.size() != latency.size()) {
+      return DataLoss("loadTest reply: " + std::to_string(issue.size()) + " issue times for " +
+                      std::to_string(latency.size()) + " latencies");
+    }
+    result.issue_nanos.assign(issue.begin(), issue.end());
+    result.latency_nanos.assign(latency.begin(), latency.end());
+    result.completed = l.getCompleted();
+    result.late = l.getLate();
+    result.dropped = l.getDropped();
+    result.samples = l.getSamples();
+    result.duration_nanos = l.getDurationNanos();
+    result.timer = l.getTimer();
+    result.phases = ToRunPhases(l.getPhases());
+    result.memory = ToMemoryUse(l.getMemory());
+    result.audit_checked = l.getAuditChecked();
+    result.audit_mismatches = l.getAuditMismatches();
+    result.audit_first_mismatch = l.getAuditFirstMismatch();
     return OkStatus();
   }));
   return result;

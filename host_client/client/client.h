@@ -88,6 +88,9 @@ struct ModuleInfo {
   std::vector<FunctionInfo> functions;
   uint64_t executable_bytes = 0;
   uint64_t constant_bytes = 0;
+  // The server's time to decompress, parse and verify it (0: from its module cache, or
+  // an older server).
+  uint64_t load_nanos = 0;
 };
 
 // Transfers one invoke made between the device's memory and host memory.
@@ -118,10 +121,59 @@ struct BenchmarkOptions {
   uint64_t l2_flush_bytes = 0; // write this many bytes on the device before each sample
 };
 
+// Cold start against warm, in ns on the server's steady clock (rpc/remex.capnp
+// RunPhases); 0 where not measured (an older server).
+struct RunPhases {
+  uint64_t vm_create_nanos = 0;             // vmCreate: constants uploaded, kernels made
+  uint64_t first_invoke_nanos = 0;          // the VM's first call
+  uint64_t instances_create_nanos = 0;      // loadTest: its instances (no constants)
+  uint64_t instance_first_invoke_nanos = 0; // loadTest: its first instance's first call
+};
+
+// The session's memory around a run, in bytes (rpc/remex.capnp MemoryUse).
+struct MemoryUse {
+  uint64_t weights_bytes = 0;         // the executable's constants
+  uint64_t session_bytes_before = 0;  // live before the run
+  uint64_t invoke_peak_bytes = 0;     // one call's peak above that
+  uint64_t run_peak_bytes = 0;        // the whole run's peak above that
+  uint64_t resident_bytes = 0;        // the server process's resident memory after
+  uint64_t resident_peak_bytes = 0;   // and its high-water mark
+};
+
 struct BenchmarkResult {
   uint32_t number = 0;                 // calls per sample actually used
   std::vector<double> samples_seconds; // mean seconds per call, one per sample
   std::string timer;                   // "steady_clock" or "cuda_event"
+  RunPhases phases;
+  MemoryUse memory;
+};
+
+// Load scenarios generated on the server (rpc/remex.capnp LoadTest; protocol 1.4).
+enum class LoadScenario { kSingleStream, kMultiStream, kServer, kOffline };
+
+struct LoadTestOptions {
+  LoadScenario scenario = LoadScenario::kSingleStream;
+  uint32_t concurrency = 1;        // instances of the module, 1..64
+  uint32_t samples_per_query = 1;  // multi-stream
+  double target_qps = 0;           // server: Poisson arrival rate, queries/s
+  uint32_t min_queries = 0;
+  uint32_t min_duration_ms = 0;
+  uint32_t warmup = 1;             // untimed calls per instance
+  uint64_t seed = 0;
+  uint32_t audit_samples = 0;      // timed samples whose outputs are checked
+  double audit_rtol = 0, audit_atol = 0;
+};
+
+struct LoadTestResult {
+  std::vector<uint64_t> issue_nanos;    // per query, since the run's start
+  std::vector<uint64_t> latency_nanos;  // per query; 0: dropped
+  uint64_t completed = 0, late = 0, dropped = 0, samples = 0;
+  uint64_t duration_nanos = 0;          // first issue to last completion
+  std::string timer;
+  RunPhases phases;
+  MemoryUse memory;
+  uint32_t audit_checked = 0, audit_mismatches = 0;
+  std::string audit_first_mismatch;
 };
 
 struct ProfileRow {
@@ -236,6 +288,10 @@ class Session {
                                 std::chrono::milliseconds deadline = std::chrono::milliseconds(0));
   // Time evaluator on the server (no output data crosses the wire).
   StatusOr<BenchmarkResult> Benchmark(uint64_t vm, const std::string& function, const BenchmarkOptions& options);
+  // A load scenario run on the server over instances of `vm`'s module, with its bound
+  // inputs (rpc/remex.capnp LoadTest). UNIMPLEMENTED from a server older than protocol
+  // 1.4; the server's errors (INVALID_ARGUMENT naming an option out of range).
+  StatusOr<LoadTestResult> LoadTest(uint64_t vm, const std::string& function, const LoadTestOptions& options);
   // One invoke with per-kernel and per-instruction timing.
   StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function);
   // Computed on the device; only the numbers come back.

@@ -43,6 +43,118 @@ json Value(const vm::ValueDesc& v) {
   return {{"name", v.name}, {"dtype", DTypeName(v.dtype)}, {"shape", dims}};
 }
 
+json Percentiles(const std::vector<bench::PercentileEstimate>& estimates) {
+  json out = json::array();
+  for (const auto& e : estimates) {
+    json p = {{"q", e.q}, {"value_ms", e.value}, {"bounded", e.bounded}, {"confidence", e.confidence}};
+    if (e.bounded) {
+      p["lower_ms"] = e.lower;
+      p["upper_ms"] = e.upper;
+    } else {
+      p["lower_ms"] = nullptr;
+      p["upper_ms"] = nullptr;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+json Phases(const BenchReport& r) {
+  auto ms = [](uint64_t ns) { return ns ? json(ns / 1e6) : json(nullptr); };
+  json j = {{"module_load", r.module_load_ms > 0 ? json(r.module_load_ms) : json(nullptr)},
+            {"vm_create", ms(r.phases.vm_create_nanos)},
+            {"first_invoke", ms(r.phases.first_invoke_nanos)}};
+  if (r.load) {
+    j["instances_create"] = ms(r.phases.instances_create_nanos);
+    j["instance_first_invoke"] = ms(r.phases.instance_first_invoke_nanos);
+    if (!r.load->levels.empty() && r.load->levels.front().latency.count) {
+      j["warm_median"] = r.load->levels.front().latency.median;
+    }
+  } else if (r.stats.count) {
+    j["warm_median"] = r.stats.median;
+  }
+  return j;
+}
+
+json Memory(const client::MemoryUse& m) {
+  return {{"weights_bytes", m.weights_bytes},
+          {"session_bytes_before", m.session_bytes_before},
+          {"invoke_peak_bytes", m.invoke_peak_bytes},
+          {"run_peak_bytes", m.run_peak_bytes},
+          {"server_resident_bytes", m.resident_bytes},
+          {"server_resident_peak_bytes", m.resident_peak_bytes}};
+}
+
+json Load(const LoadRun& run) {
+  const LoadOptions& o = run.options;
+  json levels = json::array();
+  for (const LoadLevel& l : run.levels) {
+    json windows = json::array();
+    for (const auto& w : l.windows) {
+      windows.push_back({{"start_s", w.start_s}, {"duration_s", w.duration_s}, {"samples", w.samples},
+                         {"throughput_per_s", w.throughput_per_s}, {"latency_ms", w.latency}});
+    }
+    auto pct = [&](double q) -> json {
+      for (const auto& e : l.percentiles) {
+        if (e.q == q) return e.value;
+      }
+      return nullptr;
+    };
+    levels.push_back({
+        {"concurrency", l.concurrency},
+        {"target_qps", l.target_qps > 0 ? json(l.target_qps) : json(nullptr)},
+        {"queries", l.queries},
+        {"completed", l.completed},
+        {"samples", l.samples},
+        {"late", l.late},
+        {"dropped", l.dropped},
+        {"duration_s", l.duration_s},
+        {"throughput_qps", l.throughput_qps},
+        {"samples_per_s", l.samples_per_s},
+        {"latency_ms",
+         {{"p50", pct(50)}, {"p90", pct(90)}, {"p99", pct(99)}, {"mean", l.latency.mean},
+          {"min", l.latency.min}, {"max", l.latency.max}}},
+        {"percentiles", Percentiles(l.percentiles)},
+        {"bound_met", l.bound_met},
+        {"trials", l.trials},
+        {"stable", l.stability.stable},
+        {"stability", {{"verdict", l.stability.verdict},
+                       {"threshold", l.stability.threshold},
+                       {"throughput_deviation", l.stability.throughput_deviation},
+                       {"latency_deviation", l.stability.latency_deviation},
+                       {"windows", windows}}},
+        {"audit", {{"checked", l.audit.checked}, {"mismatches", l.audit.mismatches},
+                   {"first_mismatch", l.audit.first_mismatch}, {"passed", l.audit.passed()}}},
+        {"memory", Memory(l.memory)},
+        {"timeline", {{"issue_s", l.issue_s}, {"latency_ms", l.latency_ms}}},
+    });
+  }
+  json j = {{"scenario", LoadScenarioName(o.scenario)},
+            {"target_qps", o.target_qps > 0 ? json(o.target_qps) : json(nullptr)},
+            {"samples_per_query", o.samples_per_query},
+            {"seed", o.seed},
+            {"warmup", o.warmup},
+            {"min_duration_s", o.min_duration_s},
+            {"min_queries", o.min_queries},
+            {"latency_bound_ms", o.latency_bound_ms > 0 ? json(o.latency_bound_ms) : json(nullptr)},
+            {"confidence", o.confidence},
+            {"window_ms", o.window_ms},
+            {"stable_percentile", o.stable_percentile},
+            {"audit", {{"samples", o.audit_samples}, {"rtol", o.audit_rtol}, {"atol", o.audit_atol}}},
+            {"levels", levels}};
+  if (o.find_peak) {
+    json probes = json::array();
+    for (const auto& p : run.probes) {
+      probes.push_back({{"target_qps", p.target_qps}, {"throughput_qps", p.throughput_qps}, {"p99_ms", p.p99_ms},
+                        {"dropped", p.dropped}, {"valid", p.valid}});
+    }
+    j["peak"] = {{"qps", run.peak_qps ? json(*run.peak_qps) : json(nullptr)},
+                 {"latency_bound_ms", o.latency_bound_ms},
+                 {"probes", probes}};
+  }
+  return j;
+}
+
 }  // namespace
 
 json ToJson(const CompileReport& r) {
@@ -165,6 +277,9 @@ json ToJson(const BenchReport& r) {
                      {"max_over_min", r.stability.max_over_min},
                      {"iqr_over_median", r.stability.iqr_over_median}}}};
   if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms);
+  j["phases_ms"] = Phases(r);
+  j["memory"] = Memory(r.memory);
+  if (r.load) j["load"] = Load(*r.load);
   j["times_ms"] = {{"compile", r.session.compile_ms}, {"upload", r.session.upload_ms}, {"benchmark", r.bench_ms}};
   return j;
 }

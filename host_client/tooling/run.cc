@@ -125,11 +125,34 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   r.function = function;
   r.options = options;
   auto t = Clock::now();
+  if (options.load) {
+    auto run = RunLoad(session, vm, function, *options.load);
+    if (!run.ok()) return run.status();
+    r.bench_ms = MsSince(t);
+    if (!run->levels.empty()) {
+      r.phases = run->levels.front().phases;
+      r.memory = run->levels.front().memory;
+      // The run's peak is the largest level's.
+      for (const auto& level : run->levels) {
+        r.memory.run_peak_bytes = std::max(r.memory.run_peak_bytes, level.memory.run_peak_bytes);
+      }
+    }
+    r.load = std::move(run).value();
+    if (options.profile) {
+      auto profile = session.Profile(vm, function);
+      if (!profile.ok()) return profile.status().WithContext("profile");
+      r.profile = ProfileEntries(*profile);
+      r.profile_total_ms = profile->total_nanos / 1e6;
+    }
+    return r;
+  }
   auto result = session.Benchmark(vm, function, options.timing);
   if (!result.ok()) return result.status().WithContext("benchmark");
   r.bench_ms = MsSince(t);
   r.number = result->number;
   r.timer = result->timer;
+  r.phases = result->phases;
+  r.memory = result->memory;
   for (double s : result->samples_seconds) r.samples_ms.push_back(s * 1e3);
   r.stats = bench::Summarize(r.samples_ms);
   r.has_p99 = r.samples_ms.size() >= bench::kMinSamplesForP99;
@@ -145,6 +168,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
 
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options) {
   REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(p.session(), p.vm, p.main().name, options));
+  r.module_load_ms = p.module.load_nanos / 1e6;
   REMEX_RETURN_IF_ERROR(p.Release());
   r.session = DescribeSession(request, p);
   return r;

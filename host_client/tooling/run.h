@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "host_client/client/client.h"
 #include "host_client/tooling/bench_stats.h"
+#include "host_client/tooling/load.h"
 #include "host_client/tooling/prepare.h"
 #include "host_client/tooling/specs.h"
 
@@ -55,6 +56,8 @@ struct BenchOptions {
   size_t stable_window = bench::kDefaultStableWindow;
   double stable_threshold = bench::kDefaultStableThreshold;
   bool profile = false;  // also one profiled invoke, per op and instruction kind
+  // --scenario: a load scenario on the server (load.h) instead of the time evaluator.
+  std::optional<LoadOptions> load;
 };
 
 struct ProfileEntry {
@@ -77,6 +80,12 @@ struct BenchReport {
   std::optional<double> profile_total_ms;
   std::vector<ProfileEntry> profile;  // largest total first
   double bench_ms = 0;
+  // Cold start against warm: the server's module load (0: from its cache), and the
+  // VM's creation and first call (client::RunPhases); memory around the run.
+  double module_load_ms = 0;
+  client::RunPhases phases;
+  client::MemoryUse memory;
+  std::optional<LoadRun> load;  // --scenario
 };
 
 // INVALID_ARGUMENT for number or repeat < 1, a negative threshold; the session's

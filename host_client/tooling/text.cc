@@ -6,10 +6,15 @@
 namespace remex::tooling {
 namespace {
 
-std::string Format(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+// printf into a string (the format is always a literal of this file).
+template <typename... Args>
+std::string Format(const char* format, Args... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  if (n <= 0) return "";
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, args...);
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
 }  // namespace
@@ -79,7 +84,109 @@ std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_m
   return text;
 }
 
+namespace {
+
+// A percentile with its interval: "1.234 [1.201, 1.262]", or "1.234 [not enough samples]".
+std::string WithInterval(const bench::PercentileEstimate& e) {
+  if (!e.bounded) return Format("%.4g [n/a: not enough samples]", e.value);
+  return Format("%.4g [%.4g, %.4g]", e.value, e.lower, e.upper);
+}
+
+std::string LoadText(const BenchReport& r) {
+  const LoadRun& run = *r.load;
+  const LoadOptions& o = run.options;
+  std::string head = "bench   " + r.function + ": scenario " + LoadScenarioName(o.scenario);
+  switch (o.scenario) {
+    case client::LoadScenario::kServer:
+      head += o.find_peak ? Format(", peak search under p99 <= %g ms", o.latency_bound_ms)
+                          : Format(" at %g QPS", o.target_qps);
+      head += Format(" (Poisson arrivals, seed %llu); latency from the scheduled arrival",
+                     static_cast<unsigned long long>(o.seed));
+      break;
+    case client::LoadScenario::kMultiStream:
+      head += Format(", %u samples per query; latency until a query's last sample", o.samples_per_query);
+      break;
+    case client::LoadScenario::kOffline: head += ", every query issued at once; latency from the start"; break;
+    case client::LoadScenario::kSingleStream: head += ", closed-loop streams; latency per query"; break;
+  }
+  std::string text = head + "\n";
+  const std::string ci = Format("[%g%% CI]", o.confidence * 100);
+  std::vector<std::vector<std::string>> rows = {{"CONCURRENCY", "TARGET QPS", "QPS", "QUERIES", "p50 ms " + ci,
+                                                 "p90 ms " + ci, "p99 ms " + ci, "LATE", "DROPPED", "TRIALS", "STABLE"}};
+  for (const LoadLevel& l : run.levels) {
+    std::vector<std::string> row = {std::to_string(l.concurrency), l.target_qps > 0 ? Format("%g", l.target_qps) : "-",
+                                    Format("%.1f", l.throughput_qps), std::to_string(l.completed)};
+    for (double q : {50.0, 90.0, 99.0}) {
+      auto it = std::find_if(l.percentiles.begin(), l.percentiles.end(), [&](const auto& e) { return e.q == q; });
+      row.push_back(it == l.percentiles.end() ? "-" : WithInterval(*it));
+    }
+    const bool judged = o.scenario == client::LoadScenario::kSingleStream ||
+                        o.scenario == client::LoadScenario::kMultiStream;
+    row.insert(row.end(), {std::to_string(l.late), std::to_string(l.dropped), std::to_string(l.trials),
+                           judged ? (l.stability.stable ? "yes" : "NO") : "-"});
+    rows.push_back(std::move(row));
+  }
+  text += FormatTable(rows, "        ", 2, 1);
+  for (const LoadLevel& l : run.levels) {
+    const bool judged = o.scenario == client::LoadScenario::kSingleStream ||
+                        o.scenario == client::LoadScenario::kMultiStream;
+    if (judged && !l.stability.stable) {
+      text += Format("        concurrency %u: %s\n", l.concurrency, l.stability.verdict.c_str());
+    }
+  }
+  if (o.find_peak) {
+    text += run.peak_qps ? Format("        peak    %.4g QPS with p99 <= %g ms and nothing dropped (%zu probes)\n",
+                                  *run.peak_qps, o.latency_bound_ms, run.probes.size())
+                         : Format("        peak    none: no probed rate kept p99 <= %g ms (%zu probes)\n",
+                                  o.latency_bound_ms, run.probes.size());
+  }
+  if (o.audit_samples > 0) {
+    uint32_t checked = 0, mismatches = 0;
+    std::string first;
+    for (const LoadLevel& l : run.levels) {
+      checked += l.audit.checked;
+      mismatches += l.audit.mismatches;
+      if (first.empty()) first = l.audit.first_mismatch;
+    }
+    const std::string rule = o.audit_rtol == 0 && o.audit_atol == 0 ? "equal values"
+                                                                     : Format("rtol %g, atol %g", o.audit_rtol, o.audit_atol);
+    text += mismatches == 0
+                ? Format("        audit   %u timed samples match the untimed reference (%s)\n", checked, rule.c_str())
+                : Format("        AUDIT FAILED: %u of %u timed samples differ from the untimed reference (%s): %s\n",
+                         mismatches, checked, rule.c_str(), first.c_str());
+  }
+  return text;
+}
+
+// Cold start against warm, and memory: the lines after the timing.
+std::string PhasesText(const BenchReport& r) {
+  auto ms = [](uint64_t ns) { return ns ? Format("%.2f ms", ns / 1e6) : std::string("-"); };
+  std::string text = "cold    ";
+  text += r.module_load_ms > 0 ? Format("module load %.2f ms", r.module_load_ms) : std::string("module from the cache");
+  text += ", VM create " + ms(r.phases.vm_create_nanos) + ", first call " + ms(r.phases.first_invoke_nanos);
+  if (r.load) {
+    text += "; instances " + ms(r.phases.instances_create_nanos) + ", an instance's first call " +
+            ms(r.phases.instance_first_invoke_nanos);
+  }
+  text += "\n";
+  const client::MemoryUse& m = r.memory;
+  if (m.weights_bytes || m.invoke_peak_bytes || m.resident_bytes) {
+    text += "memory  weights " + FormatBytes(m.weights_bytes) + ", one call's peak " + FormatBytes(m.invoke_peak_bytes);
+    if (r.load) text += ", the run's peak " + FormatBytes(m.run_peak_bytes);
+    text += " (activations, workspaces, outputs); server resident " + FormatBytes(m.resident_bytes) + " (peak " +
+            FormatBytes(m.resident_peak_bytes) + ")\n";
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string BenchText(const BenchReport& r) {
+  if (r.load) {
+    std::string text = LoadText(r) + PhasesText(r);
+    if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);
+    return text;
+  }
   const auto& s = r.stats;
   char line[512];
   std::snprintf(line, sizeof line, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n",
@@ -95,6 +202,7 @@ std::string BenchText(const BenchReport& r) {
     text += line;
   }
   text += "        " + r.stability.verdict + "\n";
+  text += PhasesText(r);
   if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);
   return text;
 }

@@ -1,0 +1,202 @@
+#include "host_client/tooling/load.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace remex::tooling {
+namespace {
+
+using client::LoadScenario;
+
+constexpr double kPercentiles[] = {50, 90, 99};
+// The peak search stops when the valid and the invalid rate are this close (relative),
+// or after this many probes.
+constexpr double kPeakResolution = 0.05;
+constexpr int kMaxPeakProbes = 16;
+
+LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint32_t concurrency, double target_qps) {
+  LoadLevel l;
+  l.concurrency = concurrency;
+  l.target_qps = target_qps;
+  l.queries = r.issue_nanos.size();
+  l.completed = r.completed;
+  l.late = r.late;
+  l.dropped = r.dropped;
+  l.samples = r.samples;
+  l.duration_s = r.duration_nanos / 1e9;
+  l.throughput_qps = l.duration_s > 0 ? static_cast<double>(l.completed) / l.duration_s : 0;
+  l.samples_per_s = l.duration_s > 0 ? static_cast<double>(l.samples) / l.duration_s : 0;
+  l.phases = r.phases;
+  l.memory = r.memory;
+  l.audit = {r.audit_checked, r.audit_mismatches, r.audit_first_mismatch};
+  std::vector<double> done;
+  std::vector<bench::TimedSample> timed;
+  for (size_t q = 0; q < r.issue_nanos.size(); ++q) {
+    l.issue_s.push_back(r.issue_nanos[q] / 1e9);
+    l.latency_ms.push_back(r.latency_nanos[q] / 1e6);
+    if (r.latency_nanos[q] == 0) continue;  // dropped
+    done.push_back(r.latency_nanos[q] / 1e6);
+    timed.push_back({(r.issue_nanos[q] + r.latency_nanos[q]) / 1e9, r.latency_nanos[q] / 1e6, 1});
+  }
+  l.latency = bench::Summarize(done);
+  std::sort(done.begin(), done.end());
+  for (double q : kPercentiles) {
+    if (done.empty()) break;
+    l.percentiles.push_back(bench::EstimatePercentile(done, q, o.confidence));
+  }
+  std::sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.end_s < b.end_s; });
+  l.windows = bench::SplitIntoWindows(timed, o.window_ms / 1000.0, o.stable_percentile);
+  l.stability = bench::CheckWindowStability(l.windows, 3, o.stable_threshold);
+  if (o.latency_bound_ms > 0) {
+    l.bound_met = !done.empty() && l.latency.p99 <= o.latency_bound_ms && l.dropped == 0;
+  }
+  return l;
+}
+
+StatusOr<LoadLevel> RunLevel(client::Session& session, uint64_t vm, const std::string& function, const LoadOptions& o,
+                             uint32_t concurrency, double target_qps) {
+  client::LoadTestOptions req;
+  req.scenario = o.scenario;
+  req.concurrency = concurrency;
+  req.samples_per_query = o.scenario == LoadScenario::kMultiStream ? o.samples_per_query : 1;
+  req.target_qps = o.scenario == LoadScenario::kServer ? target_qps : 0;
+  req.min_queries = o.min_queries;
+  req.min_duration_ms = static_cast<uint32_t>(std::llround(o.min_duration_s * 1000));
+  req.warmup = o.warmup;
+  req.audit_samples = o.audit_samples;
+  req.audit_rtol = o.audit_rtol;
+  req.audit_atol = o.audit_atol;
+  // Closed loops are judged stable over their windows and run again when not; server
+  // arrivals and an offline batch are set by the scenario, not by the device.
+  const bool judged = o.scenario == LoadScenario::kSingleStream || o.scenario == LoadScenario::kMultiStream;
+  LoadLevel level;
+  for (uint32_t trial = 1; trial <= std::max<uint32_t>(1, o.max_trials); ++trial) {
+    req.seed = o.seed + trial - 1;
+    auto result = session.LoadTest(vm, function, req);
+    if (!result.ok()) return result.status().WithContext("loadTest at concurrency " + std::to_string(concurrency));
+    level = Summarize(*result, o, concurrency, req.target_qps);
+    level.trials = trial;
+    if (!judged || level.stability.stable || !level.audit.passed()) break;
+  }
+  return level;
+}
+
+}  // namespace
+
+const char* LoadScenarioName(LoadScenario s) {
+  switch (s) {
+    case LoadScenario::kSingleStream: return "single-stream";
+    case LoadScenario::kMultiStream: return "multi-stream";
+    case LoadScenario::kServer: return "server";
+    case LoadScenario::kOffline: return "offline";
+  }
+  return "unknown";
+}
+
+StatusOr<LoadScenario> ParseLoadScenario(const std::string& name) {
+  for (LoadScenario s : {LoadScenario::kSingleStream, LoadScenario::kMultiStream, LoadScenario::kServer,
+                         LoadScenario::kOffline}) {
+    if (name == LoadScenarioName(s)) return s;
+  }
+  return InvalidArgument("--scenario '" + name + "' is none of single-stream, multi-stream, server, offline");
+}
+
+StatusOr<std::vector<uint32_t>> ParseConcurrencyRange(const std::string& spec) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("--concurrency '" + spec + "': " + why + " (A, A:B or A:B:STEP, 1 <= A <= B <= 64)");
+  };
+  std::vector<uint64_t> parts;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t end = spec.find(':', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string part = spec.substr(pos, end - pos);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) {
+      return bad("'" + part + "' is not a count");
+    }
+    parts.push_back(std::stoull(part));
+    pos = end + 1;
+  }
+  if (parts.empty() || parts.size() > 3) return bad("one to three counts");
+  const uint64_t a = parts[0], b = parts.size() > 1 ? parts[1] : a, step = parts.size() > 2 ? parts[2] : 1;
+  if (a < 1 || b < a || b > 64) return bad("out of range");
+  if (step < 1) return bad("STEP must be at least 1");
+  std::vector<uint32_t> levels;
+  for (uint64_t c = a; c <= b; c += step) levels.push_back(static_cast<uint32_t>(c));
+  return levels;
+}
+
+Status CheckLoadOptions(const LoadOptions& o) {
+  const bool server = o.scenario == LoadScenario::kServer;
+  if (o.concurrency.empty()) return InvalidArgument("--concurrency names no level");
+  if (server && !o.find_peak && !(o.target_qps > 0)) {
+    return InvalidArgument("--scenario server needs --target-qps Q (queries per second), or --find-peak");
+  }
+  if (!server && o.target_qps != 0) return InvalidArgument("--target-qps is for --scenario server");
+  if (!server && (o.find_peak || o.latency_bound_ms != 0)) {
+    return InvalidArgument("--find-peak and --latency-bound-ms are for --scenario server");
+  }
+  if (o.find_peak && !(o.latency_bound_ms > 0)) return InvalidArgument("--find-peak needs --latency-bound-ms L");
+  if (o.find_peak && o.concurrency.size() > 1) {
+    return InvalidArgument("--find-peak searches one concurrency: give --concurrency N, not a range");
+  }
+  if (o.scenario != LoadScenario::kMultiStream && o.samples_per_query != 1) {
+    return InvalidArgument("--samples-per-query is for --scenario multi-stream");
+  }
+  if (o.samples_per_query < 1 || o.samples_per_query > 1024) {
+    return InvalidArgument("--samples-per-query must be in [1, 1024]");
+  }
+  if (!(o.min_duration_s >= 0) || o.min_duration_s > 3600) return InvalidArgument("--min-duration-s must be in [0, 3600]");
+  if (o.min_duration_s == 0 && o.min_queries == 0) {
+    return InvalidArgument("a load scenario needs --min-duration-s or --min-samples above 0");
+  }
+  if (!(o.confidence > 0 && o.confidence < 1)) return InvalidArgument("--confidence must be in (0, 1)");
+  if (!(o.window_ms > 0)) return InvalidArgument("--window-ms must be above 0");
+  if (!(o.audit_rtol >= 0) || !(o.audit_atol >= 0) || !std::isfinite(o.audit_rtol) || !std::isfinite(o.audit_atol)) {
+    return InvalidArgument("--audit-rtol and --audit-atol must be finite and >= 0");
+  }
+  return OkStatus();
+}
+
+StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
+                          const LoadOptions& options) {
+  REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
+  LoadRun run;
+  run.options = options;
+  if (!options.find_peak) {
+    for (uint32_t c : options.concurrency) {
+      REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(session, vm, function, options, c, options.target_qps));
+      run.levels.push_back(std::move(level));
+    }
+    return run;
+  }
+  // The peak: double the rate until the bound fails, then bisect between the highest
+  // valid and the lowest invalid rate.
+  const uint32_t c = options.concurrency.front();
+  double lo = 0, hi = 0;
+  double q = options.target_qps > 0 ? options.target_qps : 10;
+  for (int probe = 0; probe < kMaxPeakProbes; ++probe) {
+    REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(session, vm, function, options, c, q));
+    PeakProbe p;
+    p.target_qps = q;
+    p.throughput_qps = level.throughput_qps;
+    p.p99_ms = level.latency.p99;
+    p.dropped = level.dropped;
+    p.valid = level.bound_met;
+    run.probes.push_back(p);
+    const bool audit_failed = !level.audit.passed();
+    run.levels.push_back(std::move(level));
+    if (audit_failed) break;
+    if (p.valid) lo = q;
+    else hi = q;
+    if (lo > 0 && hi > 0 && (hi - lo) / lo < kPeakResolution) break;
+    if (hi > 0 && hi < 0.1) break;  // not even 0.1 QPS meets the bound
+    q = hi == 0 ? q * 2 : (lo > 0 ? (lo + hi) / 2 : hi / 2);
+  }
+  if (lo > 0) run.peak_qps = lo;
+  std::sort(run.levels.begin(), run.levels.end(),
+            [](const LoadLevel& a, const LoadLevel& b) { return a.target_qps < b.target_qps; });
+  return run;
+}
+
+}  // namespace remex::tooling

@@ -1,0 +1,101 @@
+// `remex bench --scenario`: load scenarios run on the server (rpc/remex.capnp LoadTest),
+// concurrency sweeps and the search for the peak Server QPS, as reports (rendered by
+// report_json.h and the CLI). The scenarios and their metrics are MLPerf LoadGen's
+// (SingleStream, MultiStream, Server, Offline; "FindPeakPerformance" for the peak); the
+// sweep is a concurrency sweep of closed-loop streams, as perf_analyzer's
+// --concurrency-range.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "host_client/client/client.h"
+#include "host_client/tooling/bench_stats.h"
+
+namespace remex::tooling {
+
+struct LoadOptions {
+  client::LoadScenario scenario = client::LoadScenario::kSingleStream;
+  // One level per entry (--concurrency A:B:STEP): instances of the module on the server.
+  std::vector<uint32_t> concurrency = {1};
+  uint32_t samples_per_query = 1;  // multi-stream (default: 8, LoadGen's)
+  double target_qps = 0;           // server: arrival rate (queries/s)
+  double latency_bound_ms = 0;     // server: the p99 bound (0: none; needed by find_peak)
+  bool find_peak = false;          // server: the highest QPS whose p99 stays under the bound
+  uint32_t min_queries = 0;        // per level (and per probe)
+  double min_duration_s = 1;       // per level (and per probe)
+  uint32_t warmup = 1;             // untimed calls per instance
+  uint64_t seed = 0;               // the server's arrival generator and the audit's choice
+  uint32_t audit_samples = 32;     // timed samples the audit checks; 0: no audit
+  double audit_rtol = 0, audit_atol = 0;
+  // Statistics: confidence of the percentile intervals, and stability over windows
+  // (bench_stats.h): a level whose last 3 windows are not stable is run again, up to
+  // max_trials runs in all.
+  double confidence = 0.95;
+  double window_ms = 250;
+  double stable_threshold = 0.10;
+  double stable_percentile = 90;
+  uint32_t max_trials = 3;
+};
+
+// "single-stream", "multi-stream", "server", "offline"; parsing: INVALID_ARGUMENT
+// listing the names.
+const char* LoadScenarioName(client::LoadScenario s);
+StatusOr<client::LoadScenario> ParseLoadScenario(const std::string& name);
+// "A", "A:B" or "A:B:STEP" (1 <= A <= B <= 64, STEP >= 1) as the levels; errors name
+// --concurrency.
+StatusOr<std::vector<uint32_t>> ParseConcurrencyRange(const std::string& spec);
+
+struct LoadAudit {
+  uint32_t checked = 0, mismatches = 0;
+  std::string first_mismatch;
+  bool passed() const { return mismatches == 0; }
+};
+
+// One run of the scenario at one concurrency (or one target QPS).
+struct LoadLevel {
+  uint32_t concurrency = 1;
+  double target_qps = 0;
+  uint64_t queries = 0, completed = 0, late = 0, dropped = 0, samples = 0;
+  double duration_s = 0;
+  double throughput_qps = 0;  // completed queries / duration
+  double samples_per_s = 0;   // completed samples / duration
+  bench::SampleStats latency;  // ms, of the completed queries
+  std::vector<bench::PercentileEstimate> percentiles;  // p50, p90, p99 (ms), with intervals
+  uint32_t trials = 1;
+  bench::WindowStability stability;
+  std::vector<bench::WindowSummary> windows;
+  bool bound_met = true;  // p99 <= latency_bound_ms (true without a bound)
+  LoadAudit audit;
+  std::vector<double> issue_s, latency_ms;  // per query (latency 0: dropped)
+  client::RunPhases phases;
+  client::MemoryUse memory;
+};
+
+struct PeakProbe {
+  double target_qps = 0, throughput_qps = 0, p99_ms = 0;
+  uint64_t dropped = 0;
+  bool valid = false;  // p99 <= the bound and nothing dropped
+};
+
+struct LoadRun {
+  LoadOptions options;
+  std::vector<LoadLevel> levels;
+  // find_peak: the probes in order and the highest valid target QPS (0: none valid).
+  std::vector<PeakProbe> probes;
+  std::optional<double> peak_qps;
+};
+
+// INVALID_ARGUMENT naming the flag for settings that contradict (a target QPS outside
+// server, find_peak without a bound, samples per query outside multi-stream, ...).
+Status CheckLoadOptions(const LoadOptions& options);
+
+// Runs the levels (or the peak search) on `vm`'s bound inputs. The session's errors;
+// an audit mismatch is in the report (LoadAudit), not an error.
+StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
+                          const LoadOptions& options);
+
+}  // namespace remex::tooling

@@ -1,0 +1,174 @@
+// `remex bench --scenario` against a real remex-server process: the load scenarios
+// generated on the server (single-stream sweeps, multi-stream, server with Poisson
+// arrivals and the peak search, offline), the accuracy audit, cold-start phases and
+// memory in every benchmark's report, and the usage errors of the load flags.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "host_client/compiler/onnx_test_util.h"
+#include "tests/cli_test_util.h"
+
+namespace remex {
+namespace {
+
+using remex::testing::OnnxModelBuilder;
+
+constexpr int64_t kSide = 64;
+
+// y = Relu(MatMul(x, w) + b): x float32 [1, 64, 64]: a few kernels per call.
+std::string SaveModel(const std::string& dir) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, kSide, kSide}).Output("y", onnx::TensorProto::FLOAT, {1, kSide, kSide});
+  std::vector<float> w(kSide * kSide), bias(kSide);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.5f;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 5) / 5.0f;
+  b.FloatInit("w", {kSide, kSide}, w);
+  b.FloatInit("b", {kSide}, bias);
+  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
+  b.Node("Add", {"m", "b"}, {"s"}, "add");
+  b.Node("Relu", {"s"}, {"y"}, "relu");
+  std::string path = dir + "/mlp.onnx";
+  EXPECT_TRUE(b.Save(path));
+  return path;
+}
+
+class CliLoadTest : public remex::testing::CliTest {
+ protected:
+  CliLoadTest() : CliTest("remex_cli_load") {}
+  void SetUp() override {
+    CliTest::SetUp();
+    model_ = SaveModel(dir_);
+  }
+  // `remex bench MODEL --server ... ARGS --json`, exit 0, its JSON.
+  nlohmann::json Bench(const std::string& args) {
+    auto r = Cli("bench " + model_ + Server() + " " + args + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return Json(r);
+  }
+  std::string model_;
+};
+
+void ExpectLevelConsistent(const nlohmann::json& level) {
+  const auto& t = level["timeline"];
+  ASSERT_EQ(t["issue_s"].size(), level["queries"].get<size_t>());
+  ASSERT_EQ(t["latency_ms"].size(), level["queries"].get<size_t>());
+  EXPECT_EQ(level["completed"].get<uint64_t>() + level["dropped"].get<uint64_t>(), level["queries"].get<uint64_t>());
+  EXPECT_GT(level["throughput_qps"].get<double>(), 0.0);
+  const auto& l = level["latency_ms"];
+  EXPECT_LE(l["min"].get<double>(), l["p50"].get<double>());
+  EXPECT_LE(l["p50"].get<double>(), l["p90"].get<double>());
+  EXPECT_LE(l["p90"].get<double>(), l["p99"].get<double>());
+  EXPECT_LE(l["p99"].get<double>(), l["max"].get<double>());
+  for (const auto& p : level["percentiles"]) {
+    if (!p["bounded"].get<bool>()) continue;
+    EXPECT_LE(p["lower_ms"].get<double>(), p["value_ms"].get<double>());
+    EXPECT_GE(p["upper_ms"].get<double>(), p["value_ms"].get<double>());
+  }
+}
+
+TEST_F(CliLoadTest, SingleStreamSweepHasOneLevelPerConcurrency) {
+  auto j = Bench("--scenario single-stream --concurrency 1:3 --min-duration-s 0.3");
+  const auto& load = j["load"];
+  EXPECT_EQ(load["scenario"], "single-stream");
+  ASSERT_EQ(load["levels"].size(), 3u) << j.dump();
+  for (int c = 1; c <= 3; ++c) {
+    const auto& level = load["levels"][c - 1];
+    EXPECT_EQ(level["concurrency"].get<int>(), c);
+    ExpectLevelConsistent(level);
+    EXPECT_GE(level["duration_s"].get<double>(), 0.3 * 0.9);
+    EXPECT_EQ(level["dropped"].get<int>(), 0);
+  }
+  // Three instances share the constants: the weights are held once.
+  EXPECT_EQ(j["memory"]["weights_bytes"].get<uint64_t>(), (kSide * kSide + kSide) * 4u);
+}
+
+TEST_F(CliLoadTest, ServerScenarioMeetsItsTargetAndPassesTheAudit) {
+  auto j = Bench("--scenario server --target-qps 200 --min-duration-s 1 --seed 3");
+  const auto& load = j["load"];
+  ASSERT_EQ(load["levels"].size(), 1u);
+  const auto& level = load["levels"][0];
+  ExpectLevelConsistent(level);
+  // About 200 Poisson arrivals in a second; the device keeps up with this small model.
+  EXPECT_GE(level["queries"].get<int>(), 140);
+  EXPECT_LE(level["queries"].get<int>(), 260);
+  EXPECT_EQ(level["dropped"].get<int>(), 0);
+  EXPECT_GT(level["throughput_qps"].get<double>(), 120.0);
+  EXPECT_LT(level["throughput_qps"].get<double>(), 300.0);
+  // The audit is on by default for the server scenario.
+  EXPECT_GT(level["audit"]["checked"].get<int>(), 0) << level["audit"].dump();
+  EXPECT_TRUE(level["audit"]["passed"].get<bool>());
+  // The arrivals are the seed's: the same seed gives the same schedule.
+  auto again = Bench("--scenario server --target-qps 200 --min-duration-s 1 --seed 3");
+  const auto& a = level["timeline"]["issue_s"];
+  const auto& b = again["load"]["levels"][0]["timeline"]["issue_s"];
+  ASSERT_GT(std::min(a.size(), b.size()), 50u);
+  for (size_t q = 0; q < 50; ++q) EXPECT_DOUBLE_EQ(a[q].get<double>(), b[q].get<double>()) << q;
+}
+
+TEST_F(CliLoadTest, FindPeakReportsTheHighestValidRate) {
+  auto j = Bench("--scenario server --find-peak --latency-bound-ms 50 --target-qps 100 --min-duration-s 0.3");
+  const auto& peak = j["load"]["peak"];
+  ASSERT_TRUE(peak["qps"].is_number()) << j["load"].dump();
+  const double qps = peak["qps"].get<double>();
+  EXPECT_GE(qps, 100.0);
+  ASSERT_GE(peak["probes"].size(), 2u);
+  // The peak is a valid probe, and no valid probe is higher.
+  bool found = false;
+  for (const auto& p : peak["probes"]) {
+    if (p["valid"].get<bool>()) EXPECT_LE(p["target_qps"].get<double>(), qps);
+    if (p["target_qps"].get<double>() == qps) found = p["valid"].get<bool>();
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(CliLoadTest, MultiStreamQueriesCarryTheirSamples) {
+  auto j = Bench("--scenario multi-stream --samples-per-query 4 --min-duration-s 0.3");
+  const auto& level = j["load"]["levels"][0];
+  ExpectLevelConsistent(level);
+  EXPECT_EQ(level["concurrency"].get<int>(), 4);  // one instance per sample by default
+  EXPECT_EQ(level["samples"].get<uint64_t>(), 4 * level["completed"].get<uint64_t>());
+}
+
+TEST_F(CliLoadTest, OfflineIssuesEveryQueryAtTheStart) {
+  auto j = Bench("--scenario offline --concurrency 2 --min-duration-s 0.3");
+  const auto& level = j["load"]["levels"][0];
+  ExpectLevelConsistent(level);
+  for (const auto& t : level["timeline"]["issue_s"]) EXPECT_EQ(t.get<double>(), 0.0);
+  EXPECT_GT(level["audit"]["checked"].get<int>(), 0);
+}
+
+TEST_F(CliLoadTest, EveryBenchReportsColdStartAndMemory) {
+  auto j = Bench("--repeat 5 --number 2");
+  const auto& phases = j["phases_ms"];
+  for (const char* key : {"module_load", "vm_create", "first_invoke", "warm_median"}) {
+    ASSERT_TRUE(phases[key].is_number()) << key << ": " << phases.dump();
+    EXPECT_GT(phases[key].get<double>(), 0.0) << key;
+  }
+  const auto& m = j["memory"];
+  EXPECT_EQ(m["weights_bytes"].get<uint64_t>(), (kSide * kSide + kSide) * 4u);
+  // One call holds at least its output (16 KiB) above what was live before.
+  EXPECT_GE(m["invoke_peak_bytes"].get<uint64_t>(), kSide * kSide * 4u);
+  EXPECT_GT(m["server_resident_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(m["server_resident_peak_bytes"].get<uint64_t>(), m["server_resident_bytes"].get<uint64_t>());
+  // The text says it too.
+  auto r = Cli("bench " + model_ + Server() + " --repeat 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cold    module load"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("memory  weights"), std::string::npos) << r.output;
+}
+
+TEST_F(CliLoadTest, LoadFlagsThatContradictAreUsageErrors) {
+  for (const std::string args : {"--target-qps 10", "--scenario server", "--scenario single-stream --target-qps 5",
+                                 "--scenario server --find-peak", "--scenario nope", "--scenario offline --concurrency 0",
+                                 "--scenario offline --concurrency 3:2", "--scenario offline --concurrency 1:65",
+                                 "--scenario single-stream --samples-per-query 4"}) {
+    auto r = Cli("bench " + model_ + Server() + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace remex
