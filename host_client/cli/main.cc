@@ -7,8 +7,10 @@
 //   remex run     MODEL.onnx|MODEL.rmx [COMPILE OPTIONS] [SESSION OPTIONS] [--fetch all|none|NAME[,NAME]]
 //                 [--output-dir DIR] [--save-inputs]
 //   remex bench   MODEL [COMPILE OPTIONS] [SESSION OPTIONS] [--number N] [--repeat N] [--min-repeat-ms MS]
-//                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--stable-window K]
-//                 [--stable-threshold F] [--fail-unstable] [--profile]
+//                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--min-duration-s S]
+//                 [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]
+//                 [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]
+//                 [--profile]
 //   remex check   MODEL --reference DIR [COMPILE OPTIONS] [SESSION OPTIONS] [--rtol R] [--atol A]
 //                 [--no-equal-nan]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
@@ -283,7 +285,6 @@ int Run(const RunArgs& args) {
 
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
-  bool fail_unstable = false;
 };
 
 int Bench(const BenchArgs& args) {
@@ -302,7 +303,7 @@ int Bench(const BenchArgs& args) {
   } else {
     remex::cli::PrintBench(*report, args.verbose);
   }
-  return args.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
+  return args.options.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
 }
 
 struct CheckArgs : SessionArgs {
@@ -704,21 +705,38 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "time a model on a device server (no output data is fetched)");
   AddSessionOptions(bench_cmd, bench);
   bench_cmd->add_option("--number", timing.number, "calls per sample")->capture_default_str();
-  bench_cmd->add_option("--repeat", timing.repeat, "samples")->capture_default_str();
+  bench_cmd->add_option("--repeat", timing.repeat, "samples of the first request (more follow while the run extends)")->capture_default_str();
   bench_cmd->add_option("--min-repeat-ms", timing.min_repeat_ms, "grow --number until one sample takes at least this long")
       ->capture_default_str();
   bench_cmd->add_option("--warmup", timing.warmup, "untimed calls first")->capture_default_str();
   bench_cmd->add_option("--cooldown-ms", timing.cooldown_ms, "sleep between samples")->capture_default_str();
   bench_cmd->add_option("--l2-flush-bytes", timing.l2_flush_bytes, "write this many bytes on the device before each sample")
       ->capture_default_str();
-  bench_cmd->add_option("--stable-window", bench.options.stable_window,
-                        "samples the settling test looks at (the last K)")
+  auto& bo = bench.options;
+  bench_cmd->add_option("--min-duration-s", bo.min_duration_s,
+                        "extend the run until its samples cover this many seconds (MLPerf LoadGen's minimum duration)")
       ->capture_default_str();
-  bench_cmd->add_option("--stable-threshold", bench.options.stable_threshold,
-                        "stable when the last K samples' max/min <= 1 + F and all samples' interquartile range <= F "
-                        "of their median (0.1 = 10 %)")
+  bench_cmd->add_option("--min-samples", bo.min_samples, "extend the run until it has this many samples")
       ->capture_default_str();
-  bench_cmd->add_flag("--fail-unstable", bench.fail_unstable, "exit 1 when the result is not stable");
+  bench_cmd->add_option("--confidence", bo.confidence,
+                        "confidence of each percentile's distribution-free interval, in (0, 1)")
+      ->capture_default_str();
+  bench_cmd->add_option("--window-ms", bo.window_ms,
+                        "measurement window of the stability rule (widened to the longest sample)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-window", bo.stable_window, "windows the stability rule judges (the last K)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-threshold", bo.stable_threshold,
+                        "stable when each of the last K windows' throughput and latency lies within +-F of their "
+                        "mean (0.1 = 10 %)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-percentile", bo.stable_percentile,
+                        "the latency percentile the stability rule judges per window, 0-100")
+      ->capture_default_str();
+  bench_cmd->add_option("--max-trials", bo.max_trials,
+                        "benchmark requests a run may take at most, the first included, while it extends")
+      ->capture_default_str();
+  bench_cmd->add_flag("--fail-unstable", bo.fail_unstable, "exit 1 when the run is still not stable");
   bench_cmd->add_flag("--profile", bench.options.profile, "also profile one invoke per op and instruction kind");
 
   CheckArgs check;
