@@ -7,8 +7,10 @@
 //   remex run     MODEL.onnx|MODEL.rmx [COMPILE OPTIONS] [SESSION OPTIONS] [--fetch all|none|NAME[,NAME]]
 //                 [--output-dir DIR] [--save-inputs]
 //   remex bench   MODEL [COMPILE OPTIONS] [SESSION OPTIONS] [--number N] [--repeat N] [--min-repeat-ms MS]
-//                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--stable-window K]
-//                 [--stable-threshold F] [--fail-unstable] [--profile]
+//                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--min-duration-s S]
+//                 [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]
+//                 [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]
+//                 [--profile]
 //   remex check   MODEL --reference DIR [COMPILE OPTIONS] [SESSION OPTIONS] [--rtol R] [--atol A]
 //                 [--no-equal-nan]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
@@ -283,21 +285,20 @@ int Run(const RunArgs& args) {
 
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
-  bool fail_unstable = false;
   // Load scenarios (tooling/load.h): --scenario turns them on.
   std::string scenario, concurrency = "1";
   tooling::LoadOptions load;
   std::optional<uint32_t> samples_per_query;
-  std::optional<bool> audit;  // --audit / --no-audit; default: on for server and offline
+  bool audit = false, no_audit = false;  // default: on for server and offline
 };
 
 // The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
 // flags without it.
 StatusOr<std::optional<tooling::LoadOptions>> MakeLoadOptions(const BenchArgs& args) {
   if (args.scenario.empty()) {
-    if (args.concurrency != "1" || args.samples_per_query || args.audit || args.load.target_qps != 0 ||
+    if (args.concurrency != "1" || args.samples_per_query || args.audit || args.no_audit || args.load.target_qps != 0 ||
         args.load.find_peak || args.load.latency_bound_ms != 0) {
-      return InvalidArgument("--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
+      return remex::InvalidArgument("--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
                              "--audit need --scenario single-stream|multi-stream|server|offline");
     }
     return std::optional<tooling::LoadOptions>();
@@ -305,12 +306,13 @@ StatusOr<std::optional<tooling::LoadOptions>> MakeLoadOptions(const BenchArgs& a
   tooling::LoadOptions o = args.load;
   REMEX_ASSIGN_OR_RETURN(o.scenario, tooling::ParseLoadScenario(args.scenario));
   REMEX_ASSIGN_OR_RETURN(o.concurrency, tooling::ParseConcurrencyRange(args.concurrency));
-  const bool multi = o.scenario == client::LoadScenario::kMultiStream;
+  const bool multi = o.scenario == remex::client::LoadScenario::kMultiStream;
   o.samples_per_query = args.samples_per_query.value_or(multi ? 8 : 1);
   // MultiStream's samples run side by side: one instance per sample unless told.
   if (multi && args.concurrency == "1") o.concurrency = {std::min<uint32_t>(o.samples_per_query, 64)};
-  const bool audit_default = o.scenario == client::LoadScenario::kServer || o.scenario == client::LoadScenario::kOffline;
-  if (!args.audit.value_or(audit_default)) o.audit_samples = 0;
+  const bool audit_default = o.scenario == remex::client::LoadScenario::kServer || o.scenario == remex::client::LoadScenario::kOffline;
+  if (args.audit && args.no_audit) return remex::InvalidArgument("--audit and --no-audit contradict each other");
+  if (!(args.audit || (audit_default && !args.no_audit))) o.audit_samples = 0;
   o.seed = args.seed;
   REMEX_RETURN_IF_ERROR(tooling::CheckLoadOptions(o));
   return std::optional<tooling::LoadOptions>(o);
@@ -342,15 +344,15 @@ int Bench(const BenchArgs& args_in) {
       if (!level.audit.passed()) return tooling::kExitMismatch;
     }
     const auto sc = report->load->options.scenario;
-    const bool judged = sc == client::LoadScenario::kSingleStream || sc == client::LoadScenario::kMultiStream;
-    if (args.fail_unstable && judged) {
+    const bool judged = sc == remex::client::LoadScenario::kSingleStream || sc == remex::client::LoadScenario::kMultiStream;
+    if (args.options.fail_unstable && judged) {
       for (const auto& level : report->load->levels) {
         if (!level.stability.stable) return tooling::kExitMismatch;
       }
     }
     return tooling::kExitOk;
   }
-  return args.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
+  return args.options.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
 }
 
 struct CheckArgs : SessionArgs {
@@ -752,21 +754,38 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "time a model on a device server (no output data is fetched)");
   AddSessionOptions(bench_cmd, bench);
   bench_cmd->add_option("--number", timing.number, "calls per sample")->capture_default_str();
-  bench_cmd->add_option("--repeat", timing.repeat, "samples")->capture_default_str();
+  bench_cmd->add_option("--repeat", timing.repeat, "samples of the first request (more follow while the run extends)")->capture_default_str();
   bench_cmd->add_option("--min-repeat-ms", timing.min_repeat_ms, "grow --number until one sample takes at least this long")
       ->capture_default_str();
   bench_cmd->add_option("--warmup", timing.warmup, "untimed calls first")->capture_default_str();
   bench_cmd->add_option("--cooldown-ms", timing.cooldown_ms, "sleep between samples")->capture_default_str();
   bench_cmd->add_option("--l2-flush-bytes", timing.l2_flush_bytes, "write this many bytes on the device before each sample")
       ->capture_default_str();
-  bench_cmd->add_option("--stable-window", bench.options.stable_window,
-                        "samples the settling test looks at (the last K)")
+  auto& bo = bench.options;
+  bench_cmd->add_option("--min-duration-s", bo.min_duration_s,
+                        "extend the run until its samples cover this many seconds (MLPerf LoadGen's minimum duration)")
       ->capture_default_str();
-  bench_cmd->add_option("--stable-threshold", bench.options.stable_threshold,
-                        "stable when the last K samples' max/min <= 1 + F and all samples' interquartile range <= F "
-                        "of their median (0.1 = 10 %)")
+  bench_cmd->add_option("--min-samples", bo.min_samples, "extend the run until it has this many samples")
       ->capture_default_str();
-  bench_cmd->add_flag("--fail-unstable", bench.fail_unstable, "exit 1 when the result is not stable");
+  bench_cmd->add_option("--confidence", bo.confidence,
+                        "confidence of each percentile's distribution-free interval, in (0, 1)")
+      ->capture_default_str();
+  bench_cmd->add_option("--window-ms", bo.window_ms,
+                        "measurement window of the stability rule (widened to the longest sample)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-window", bo.stable_window, "windows the stability rule judges (the last K)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-threshold", bo.stable_threshold,
+                        "stable when each of the last K windows' throughput and latency lies within +-F of their "
+                        "mean (0.1 = 10 %)")
+      ->capture_default_str();
+  bench_cmd->add_option("--stable-percentile", bo.stable_percentile,
+                        "the latency percentile the stability rule judges per window, 0-100")
+      ->capture_default_str();
+  bench_cmd->add_option("--max-trials", bo.max_trials,
+                        "benchmark requests a run may take at most, the first included, while it extends")
+      ->capture_default_str();
+  bench_cmd->add_flag("--fail-unstable", bo.fail_unstable, "exit 1 when the run is still not stable");
   bench_cmd->add_flag("--profile", bench.options.profile, "also profile one invoke per op and instruction kind");
   // Load scenarios (docs/cli.md, "Load scenarios").
   bench_cmd->add_option("--scenario", bench.scenario,
@@ -782,9 +801,10 @@ int main(int argc, char** argv) {
                         "server: the p99 latency bound a rate must keep (with --find-peak)");
   bench_cmd->add_flag("--find-peak", bench.load.find_peak,
                       "server: search the highest QPS whose p99 stays under --latency-bound-ms");
-  bench_cmd->add_flag("--audit,!--no-audit", bench.audit,
+  bench_cmd->add_flag("--audit", bench.audit,
                       "compare the outputs of seeded timed samples with an untimed reference call on the device "
                       "(default: on for server and offline)");
+  bench_cmd->add_flag("--no-audit", bench.no_audit, "no audit (server and offline)");
   bench_cmd->add_option("--audit-samples", bench.load.audit_samples, "timed samples the audit checks")
       ->capture_default_str();
   bench_cmd->add_option("--audit-rtol", bench.load.audit_rtol, "audit tolerance, relative (0 with --audit-atol 0: equal values)")

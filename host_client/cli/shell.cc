@@ -311,12 +311,20 @@ const std::vector<Shell::Command>& Shell::Commands() {
        &Shell::Compare,
        {"--rtol", "--atol", "--no-equal-nan"}},
       {"bench",
-       "bench [INPUT=TENSOR ...] [--number N] [--repeat N] [--warmup N] [--min-repeat-ms MS]",
+       "bench [INPUT=TENSOR ...] [--number N] [--repeat N] [--warmup N] [--min-repeat-ms MS] [--cooldown-ms MS]\n"
+       "      [--min-duration-s S] [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]\n"
+       "      [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]",
        "time the current model on the server",
        "Times the current model with the server's time evaluator, inputs as run binds them, as\n"
-       "`remex bench` does (defaults: --number 1 --repeat 10 --warmup 1 --min-repeat-ms 0).",
+       "`remex bench` does, with its options and defaults (--number 1 --repeat 10 --warmup 1;\n"
+       "a run shorter than --min-duration-s 1 or --min-samples 30, or not stable over its last\n"
+       "3 windows of --window-ms 250, is extended, up to --max-trials 10 requests). Prints the\n"
+       "median, p90 and p99 with their --confidence intervals. With --fail-unstable, a run still\n"
+       "unstable ends a script with status 1.",
        &Shell::Bench,
-       {"--number", "--repeat", "--warmup", "--min-repeat-ms"}},
+       {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s", "--min-samples",
+        "--confidence", "--window-ms", "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials",
+        "--fail-unstable"}},
       {"profile",
        "profile [INPUT=TENSOR ...]",
        "profile one call of the current model per op",
@@ -736,20 +744,45 @@ Status Shell::Compare(const Args& args) {
 }
 
 Status Shell::Bench(const Args& args) {
-  REMEX_ASSIGN_OR_RETURN(Parsed p,
-                         ParseArgs("bench", args, {"--number", "--repeat", "--warmup", "--min-repeat-ms"}));
+  REMEX_ASSIGN_OR_RETURN(
+      Parsed p, ParseArgs("bench", args,
+                          {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
+                           "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
+                           "--stable-percentile", "--max-trials"},
+                          {"--fail-unstable"}));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   tooling::BenchOptions options;
+  auto count = [&](const char* flag, auto& field, uint32_t min) -> Status {
+    REMEX_ASSIGN_OR_RETURN(uint32_t v, ParseCount(flag, p.Last(flag, std::to_string(field)), min));
+    field = v;
+    return OkStatus();
+  };
+  auto number = [&](const char* flag, double& field) -> Status {
+    if (!p.Has(flag)) return OkStatus();
+    REMEX_ASSIGN_OR_RETURN(field, ParseNumber(flag, p.Last(flag)));
+    return OkStatus();
+  };
   auto& t = options.timing;
-  REMEX_ASSIGN_OR_RETURN(t.number, ParseCount("--number", p.Last("--number", std::to_string(t.number)), 1));
-  REMEX_ASSIGN_OR_RETURN(t.repeat, ParseCount("--repeat", p.Last("--repeat", std::to_string(t.repeat)), 1));
-  REMEX_ASSIGN_OR_RETURN(t.warmup, ParseCount("--warmup", p.Last("--warmup", std::to_string(t.warmup)), 0));
-  REMEX_ASSIGN_OR_RETURN(
-      t.min_repeat_ms,
-      ParseCount("--min-repeat-ms", p.Last("--min-repeat-ms", std::to_string(t.min_repeat_ms)), 0));
+  REMEX_RETURN_IF_ERROR(count("--number", t.number, 1));
+  REMEX_RETURN_IF_ERROR(count("--repeat", t.repeat, 1));
+  REMEX_RETURN_IF_ERROR(count("--warmup", t.warmup, 0));
+  REMEX_RETURN_IF_ERROR(count("--min-repeat-ms", t.min_repeat_ms, 0));
+  REMEX_RETURN_IF_ERROR(count("--cooldown-ms", t.cooldown_ms, 0));
+  REMEX_RETURN_IF_ERROR(count("--min-samples", options.min_samples, 0));
+  REMEX_RETURN_IF_ERROR(count("--stable-window", options.stable_window, 2));
+  REMEX_RETURN_IF_ERROR(count("--max-trials", options.max_trials, 1));
+  REMEX_RETURN_IF_ERROR(number("--min-duration-s", options.min_duration_s));
+  REMEX_RETURN_IF_ERROR(number("--confidence", options.confidence));
+  REMEX_RETURN_IF_ERROR(number("--window-ms", options.window_ms));
+  REMEX_RETURN_IF_ERROR(number("--stable-threshold", options.stable_threshold));
+  REMEX_RETURN_IF_ERROR(number("--stable-percentile", options.stable_percentile));
+  options.fail_unstable = p.Has("--fail-unstable");
+  REMEX_RETURN_IF_ERROR(tooling::CheckBenchOptions(options));
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
   REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, session_->Bench(*m, inputs, options));
   std::fputs(tooling::BenchText(r).c_str(), out_);
+  // In a script, an unstable run asked to fail ends the shell with status 1.
+  if (options.fail_unstable && !r.stability.stable) mismatch_ = true;
   return OkStatus();
 }
 
@@ -987,8 +1020,10 @@ int RunPiped(Shell& shell) {
       break;
     }
     if (shell.mismatch()) {
-      std::fprintf(stderr, "remex shell: stopped at line %zu: the tensors differ: %s\n", number,
-                   line.c_str());
+      const size_t first = line.find_first_not_of(" \t");
+      const bool bench = first != std::string::npos && line.compare(first, 5, "bench") == 0;
+      std::fprintf(stderr, "remex shell: stopped at line %zu: %s: %s\n", number,
+                   bench ? "the benchmark is unstable" : "the tensors differ", line.c_str());
       rc = tooling::kExitMismatch;
       break;
     }

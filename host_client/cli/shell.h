@@ -52,7 +52,8 @@ class Shell {
 
   // A quit or exit command ran.
   bool done() const { return done_; }
-  // The last command was a compare that found mismatching values (piped mode exits 1).
+  // The last command was a compare that found mismatching values, or a bench
+  // --fail-unstable whose run stayed unstable (piped mode exits 1).
   bool mismatch() const { return mismatch_; }
   // "rnn", the current model's name, or "" with none loaded.
   std::string current_model() const;
@@ -129,7 +130,8 @@ struct ShellOptions {
 // TAB completion (Shell::Complete); an error prints "error: ..." and the shell goes on;
 // Ctrl-C cancels the command in progress on the server (Session::Cancel). Otherwise
 // (a script): no prompt, and the first failing command ends the shell with
-// tooling::ExitCodeFor of its error (1 for a compare that found mismatches); 0 at the
+// tooling::ExitCodeFor of its error (1 for a compare that found mismatches or a bench
+// --fail-unstable that stayed unstable); 0 at the
 // end of the input.
 int RunShell(Shell& shell, const ShellOptions& options);
 

@@ -470,8 +470,10 @@ StatusOr<LoadTestResult> Session::LoadTest(uint64_t vm, const std::string& funct
       return DataLoss("loadTest reply: " + std::to_string(issue.size()) + " issue times for " +
                       std::to_string(latency.size()) + " latencies");
     }
-    result.issue_nanos.assign(issue.begin(), issue.end());
-    result.latency_nanos.assign(latency.begin(), latency.end());
+    result.issue_nanos.reserve(issue.size());
+    result.latency_nanos.reserve(latency.size());
+    for (uint64_t v : issue) result.issue_nanos.push_back(v);
+    for (uint64_t v : latency) result.latency_nanos.push_back(v);
     result.completed = l.getCompleted();
     result.late = l.getLate();
     result.dropped = l.getDropped();

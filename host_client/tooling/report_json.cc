@@ -251,6 +251,25 @@ json ToJson(const BenchReport& r) {
   AddSession(r.session, j);
   const auto& s = r.stats;
   const auto& o = r.options.timing;
+  json percentiles = json::array();
+  for (const auto& p : r.percentiles) {
+    json e = {{"q", p.q}, {"value_ms", p.value}, {"bounded", p.bounded}};
+    if (p.bounded) {
+      e.update({{"lower_ms", p.lower}, {"upper_ms", p.upper}, {"lower_rank", p.lower_rank},
+                {"upper_rank", p.upper_rank}, {"coverage", p.coverage}});
+    } else {
+      e["min_samples"] = bench::MinSamplesToBound(p.q, p.confidence);
+    }
+    percentiles.push_back(e);
+  }
+  json windows = json::array();
+  for (const auto& w : r.stability.windows) {
+    windows.push_back({{"start_s", w.start_s}, {"duration_s", w.duration_s}, {"samples", w.samples},
+                       {"throughput_per_s", w.throughput_per_s}, {"latency_ms", w.latency}});
+  }
+  json end_s = json::array();
+  for (const auto& t : r.timeline) end_s.push_back(t.end_s);
+  const bench::PercentileEstimate* p99 = r.Percentile(99);
   j["benchmark"] = {
       {"function", r.function},
       {"number", r.number},
@@ -261,21 +280,36 @@ json ToJson(const BenchReport& r) {
       {"l2_flush_bytes", o.l2_flush_bytes},
       {"timer", r.timer},
       {"samples_ms", r.samples_ms},
+      {"sample_end_s", end_s},
       {"mean_ms", s.mean},
       {"median_ms", s.median},
       {"p90_ms", s.p90},
-      // Only from bench::kMinSamplesForP99 samples on; null below.
-      {"p99_ms", r.has_p99 ? json(s.p99) : json(nullptr)},
+      // Null when the samples cannot bound it at the confidence (299 at 95 %).
+      {"p99_ms", p99 && p99->bounded ? json(p99->value) : json(nullptr)},
       {"min_ms", s.min},
       {"max_ms", s.max},
       {"std_ms", s.std},
       {"std_kind", "population"},
+      {"confidence", r.options.confidence},
+      {"percentiles", percentiles},
+      {"min_duration_s", r.options.min_duration_s},
+      {"min_samples", r.options.min_samples},
+      {"max_trials", r.options.max_trials},
+      {"extended", {{"reasons", r.extended.reasons},
+                    {"unmet", r.extended.unmet},
+                    {"requests", r.extended.requests},
+                    {"duration_s", r.extended.duration_s}}},
       {"stable", r.stability.stable},
-      {"stability", {{"verdict", r.stability.verdict},
-                     {"window", r.stability.window},
+      {"stability", {{"stable", r.stability.stable},
+                     {"verdict", r.stability.verdict},
+                     {"window_ms", r.stability.window_ms},
+                     {"window_widened", r.stability.window_widened},
+                     {"windows_judged", r.options.stable_window},
                      {"threshold", r.stability.threshold},
-                     {"max_over_min", r.stability.max_over_min},
-                     {"iqr_over_median", r.stability.iqr_over_median}}}};
+                     {"percentile", r.stability.percentile},
+                     {"throughput_deviation", r.stability.throughput_deviation},
+                     {"latency_deviation", r.stability.latency_deviation},
+                     {"windows", windows}}}};
   if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms);
   j["phases_ms"] = Phases(r);
   j["memory"] = Memory(r.memory);

@@ -89,11 +89,34 @@ Status CheckBenchOptions(const BenchOptions& options) {
   if (options.timing.number < 1 || options.timing.repeat < 1) {
     return InvalidArgument("--number and --repeat must be at least 1");
   }
+  if (!(options.min_duration_s >= 0 && options.min_duration_s <= 86400)) {
+    return InvalidArgument("--min-duration-s must be in [0, 86400] seconds");
+  }
+  if (options.min_samples > 10'000'000) return InvalidArgument("--min-samples must be at most 10000000");
+  if (!(options.confidence > 0 && options.confidence < 1)) {
+    return InvalidArgument("--confidence must be in (0, 1), e.g. 0.95");
+  }
+  if (!(options.window_ms > 0 && options.window_ms <= 3'600'000)) {
+    return InvalidArgument("--window-ms must be in (0, 3600000]");
+  }
+  if (options.stable_window < 2) return InvalidArgument("--stable-window must be at least 2");
   if (!(options.stable_threshold >= 0) || !std::isfinite(options.stable_threshold)) {
     return InvalidArgument("--stable-threshold must be finite and >= 0");
   }
-  if (options.stable_window < 2) return InvalidArgument("--stable-window must be at least 2");
+  if (!(options.stable_percentile >= 0 && options.stable_percentile <= 100)) {
+    return InvalidArgument("--stable-percentile must be in [0, 100]");
+  }
+  if (options.max_trials < 1 || options.max_trials > 1000) {
+    return InvalidArgument("--max-trials must be in [1, 1000]");
+  }
   return OkStatus();
+}
+
+const bench::PercentileEstimate* BenchReport::Percentile(double q) const {
+  for (const auto& p : percentiles) {
+    if (p.q == q) return &p;
+  }
+  return nullptr;
 }
 
 std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile) {
@@ -118,15 +141,73 @@ std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile) {
   return entries;
 }
 
+namespace {
+
+// The most samples one request may ask for (the server's limit on repeat).
+constexpr uint64_t kMaxRepeatPerRequest = 100'000;
+
+// The samples of one reply, checked: the wire is not trusted.
+Status CheckSamples(const client::BenchmarkResult& result, uint32_t repeat) {
+  if (result.samples_seconds.size() != repeat) {
+    return DataLoss("benchmark: the server returned " + std::to_string(result.samples_seconds.size()) +
+                    " samples for repeat " + std::to_string(repeat));
+  }
+  if (result.number < 1) return DataLoss("benchmark: the server reported 0 calls per sample");
+  for (double s : result.samples_seconds) {
+    if (!(s >= 0) || !std::isfinite(s)) return DataLoss("benchmark: the server returned a sample of " + std::to_string(s) + " s");
+  }
+  return OkStatus();
+}
+
+void AddReason(std::vector<std::string>& reasons, const std::string& reason) {
+  if (std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) reasons.push_back(reason);
+}
+
+// The windows and stability of the run so far.
+BenchStability JudgeStability(const std::vector<bench::TimedSample>& timeline, const BenchOptions& options) {
+  BenchStability st;
+  st.percentile = options.stable_percentile;
+  // A window shorter than a sample would hold no sample end: widen it to the longest.
+  double longest = 0, previous = 0;
+  for (const auto& s : timeline) {
+    longest = std::max(longest, s.end_s - previous);
+    previous = s.end_s;
+  }
+  double window_s = options.window_ms / 1e3;
+  if (longest > window_s) {
+    window_s = longest;
+    st.window_widened = true;
+  }
+  st.window_ms = window_s * 1e3;
+  st.windows = bench::SplitIntoWindows(timeline, window_s, options.stable_percentile);
+  static_cast<bench::WindowStability&>(st) =
+      bench::CheckWindowStability(st.windows, options.stable_window, options.stable_threshold);
+  return st;
+}
+
+}  // namespace
+
 StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
                               const BenchOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
   BenchReport r;
   r.function = function;
   r.options = options;
+  const double cooldown_s = options.timing.cooldown_ms / 1e3;
+  double end_s = 0;
+  client::BenchmarkOptions timing = options.timing;
   auto t = Clock::now();
   if (options.load) {
-    auto run = RunLoad(session, vm, function, *options.load);
+    // The statistics and validity settings are bench's own: one place for each.
+    LoadOptions load = *options.load;
+    load.min_duration_s = options.min_duration_s;
+    load.min_queries = static_cast<uint32_t>(std::min<uint64_t>(options.min_samples, 1000000));
+    load.confidence = options.confidence;
+    load.window_ms = options.window_ms;
+    load.stable_threshold = options.stable_threshold;
+    load.stable_percentile = options.stable_percentile;
+    load.max_trials = options.max_trials;
+    auto run = RunLoad(session, vm, function, load);
     if (!run.ok()) return run.status();
     r.bench_ms = MsSince(t);
     if (!run->levels.empty()) {
@@ -146,17 +227,68 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     }
     return r;
   }
-  auto result = session.Benchmark(vm, function, options.timing);
-  if (!result.ok()) return result.status().WithContext("benchmark");
+  for (;;) {
+    auto result = session.Benchmark(vm, function, timing);
+    if (!result.ok()) return result.status().WithContext("benchmark");
+    REMEX_RETURN_IF_ERROR(CheckSamples(*result, timing.repeat));
+    ++r.extended.requests;
+    if (r.extended.requests == 1) {
+      r.phases = result->phases;  // the first request holds the VM's first call
+      r.memory = result->memory;
+    } else {
+      r.memory.invoke_peak_bytes = std::max(r.memory.invoke_peak_bytes, result->memory.invoke_peak_bytes);
+      r.memory.run_peak_bytes = std::max(r.memory.run_peak_bytes, result->memory.run_peak_bytes);
+      r.memory.resident_bytes = result->memory.resident_bytes;
+      r.memory.resident_peak_bytes = result->memory.resident_peak_bytes;
+    }
+    r.number = result->number;
+    r.timer = result->timer;
+    for (double s : result->samples_seconds) {
+      if (!r.samples_ms.empty()) end_s += cooldown_s;
+      end_s += s * result->number;
+      r.samples_ms.push_back(s * 1e3);
+      r.timeline.push_back({end_s, s * 1e3, result->number});
+    }
+    r.extended.duration_s = end_s;
+    r.stability = JudgeStability(r.timeline, options);
+
+    // What the run still lacks, and how many samples would supply it.
+    const size_t n = r.samples_ms.size();
+    const double span = std::max(end_s / static_cast<double>(n), 1e-9);  // seconds per sample
+    std::vector<std::string> lacking;
+    double need = 0;
+    if (end_s < options.min_duration_s) {
+      lacking.push_back("min_duration");
+      // 5 % over: a run that falls a few samples short would need another request.
+      need = std::max(need, std::ceil(1.05 * (options.min_duration_s - end_s) / span));
+    }
+    if (n < options.min_samples) {
+      lacking.push_back("min_samples");
+      need = std::max(need, static_cast<double>(options.min_samples - n));
+    }
+    if (!r.stability.stable) {
+      lacking.push_back("stability");
+      // Too few windows: as many as are missing; otherwise one more window.
+      const double window_s = r.stability.window_ms / 1e3;
+      const double whole = std::floor(end_s / window_s + 1e-9);
+      const double windows = std::max(1.0, static_cast<double>(options.stable_window) - whole);
+      need = std::max(need, std::ceil((windows * window_s) / span));
+    }
+    if (lacking.empty()) break;
+    if (r.extended.requests >= options.max_trials) {
+      r.extended.unmet = lacking;
+      break;
+    }
+    for (const auto& reason : lacking) AddReason(r.extended.reasons, reason);
+    timing.warmup = 0;
+    timing.number = r.number;
+    timing.repeat = static_cast<uint32_t>(std::clamp(need, 1.0, static_cast<double>(kMaxRepeatPerRequest)));
+  }
   r.bench_ms = MsSince(t);
-  r.number = result->number;
-  r.timer = result->timer;
-  r.phases = result->phases;
-  r.memory = result->memory;
-  for (double s : result->samples_seconds) r.samples_ms.push_back(s * 1e3);
   r.stats = bench::Summarize(r.samples_ms);
-  r.has_p99 = r.samples_ms.size() >= bench::kMinSamplesForP99;
-  r.stability = bench::CheckStability(r.samples_ms, options.stable_window, options.stable_threshold);
+  std::vector<double> sorted = r.samples_ms;
+  std::sort(sorted.begin(), sorted.end());
+  for (double q : kBenchPercentiles) r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
   if (options.profile) {
     auto profile = session.Profile(vm, function);
     if (!profile.ok()) return profile.status().WithContext("profile");

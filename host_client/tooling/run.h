@@ -51,13 +51,59 @@ StatusOr<RunReport> RunModel(const ModelRequest& request, PreparedModel& prepare
 
 // ---- bench --------------------------------------------------------------------------
 
+// How `remex bench` (and the shell's bench, and Python's Model.benchmark) times a model.
+// The first `benchmark` request takes `timing` as given; a run that is not yet valid is
+// then extended with more requests (warmup 0, the number of calls per sample the server
+// settled on, repeat sized to what is missing), at most `max_trials` requests in all:
+//   - shorter than min_duration_s, or fewer samples than min_samples (MLPerf LoadGen's
+//     minimum duration and query count of a valid run);
+//   - not stable over the last `stable_window` measurement windows of window_ms
+//     (Triton perf_analyzer's rule: throughput and the stable_percentile latency of each
+//     window within +-stable_threshold of their mean).
+// The run's time line is the samples' own: sample k ends at the sum of sample x number
+// (+ cooldown) over the samples before it and itself, so time on the wire between
+// requests does not count.
 struct BenchOptions {
   client::BenchmarkOptions timing;  // number, repeat, warmup, ... (TVM's time_evaluator)
-  size_t stable_window = bench::kDefaultStableWindow;
-  double stable_threshold = bench::kDefaultStableThreshold;
-  bool profile = false;  // also one profiled invoke, per op and instruction kind
-  // --scenario: a load scenario on the server (load.h) instead of the time evaluator.
+  double min_duration_s = 1.0;      // seconds of samples a valid run has at least
+  uint64_t min_samples = 30;        // samples a valid run has at least (29 bound p90 at 95 %)
+  double confidence = 0.95;         // of every percentile's interval, in (0, 1)
+  double window_ms = 250;           // measurement window (widened to the longest sample)
+  size_t stable_window = bench::kDefaultStableWindows;  // windows judged, the last K
+  double stable_threshold = bench::kDefaultStableThreshold;  // 0.10 = +-10 % of the mean
+  // The latency percentile judged per window. The median: a window of a fast model holds
+  // hundreds of samples but one of a slow model a handful, and the median of a handful
+  // still moves with the bulk of the calls, not with one preempted sample as p90 would.
+  double stable_percentile = 50;
+  uint32_t max_trials = 10;         // benchmark requests of a run at most, the first included
+  bool fail_unstable = false;       // front ends: a run still unstable is a failure (exit 1)
+  bool profile = false;             // also one profiled invoke, per op and instruction kind
+  // --scenario: a load scenario on the server (load.h) instead of the time evaluator;
+  // it takes min_duration_s, min_samples (as queries), confidence, window_ms,
+  // stable_threshold, stable_percentile and max_trials from here.
   std::optional<LoadOptions> load;
+};
+
+// The percentiles every report gives, with their intervals.
+inline constexpr double kBenchPercentiles[] = {50, 90, 99};
+
+// How a run was extended past its first request.
+struct BenchExtension {
+  // The rules that extended it, in the order they first did: "min_duration",
+  // "min_samples", "stability". Empty when the first request was a valid run.
+  std::vector<std::string> reasons;
+  // The rules still unmet when max_trials stopped the run (a subset of the three).
+  std::vector<std::string> unmet;
+  uint32_t requests = 0;   // benchmark requests of the run, the first included
+  double duration_s = 0;   // the run's measured duration: the last sample's end
+};
+
+// The stability verdict with what it was judged on.
+struct BenchStability : bench::WindowStability {
+  double window_ms = 0;           // the window used (window_ms, or the longest sample)
+  bool window_widened = false;    // window_ms was shorter than the longest sample
+  double percentile = 50;         // the latency percentile judged
+  std::vector<bench::WindowSummary> windows;  // latency in ms
 };
 
 struct ProfileEntry {
@@ -71,26 +117,39 @@ struct BenchReport {
   SessionReport session;
   std::string function;
   BenchOptions options;
-  uint32_t number = 0;              // calls per sample actually used
+  uint32_t number = 0;              // calls per sample of the last request
   std::string timer;                // "steady_clock" or "cuda_event"
-  std::vector<double> samples_ms;   // mean ms per call, one per sample
+  std::vector<double> samples_ms;   // mean ms per call, one per sample, in run order
+  std::vector<bench::TimedSample> timeline;  // the same samples: end time, ms, calls
   bench::SampleStats stats;         // of samples_ms
-  bool has_p99 = false;             // enough samples (bench::kMinSamplesForP99)
-  bench::Stability stability;
+  // p50, p90 and p99 (kBenchPercentiles) of samples_ms, in ms, each with its interval
+  // at options.confidence or bounded false ("not enough samples").
+  std::vector<bench::PercentileEstimate> percentiles;
+  BenchExtension extended;
+  BenchStability stability;
   std::optional<double> profile_total_ms;
   std::vector<ProfileEntry> profile;  // largest total first
-  double bench_ms = 0;
+  double bench_ms = 0;              // wall time of the benchmark requests, ms
   // Cold start against warm: the server's module load (0: from its cache), and the
   // VM's creation and first call (client::RunPhases); memory around the run.
   double module_load_ms = 0;
   client::RunPhases phases;
   client::MemoryUse memory;
   std::optional<LoadRun> load;  // --scenario
+
+  // The estimate of percentile q (one of kBenchPercentiles), or nullptr.
+  const bench::PercentileEstimate* Percentile(double q) const;
 };
 
-// INVALID_ARGUMENT for number or repeat < 1, a negative threshold; the session's
-// errors.
+// INVALID_ARGUMENT naming the flag for number or repeat < 1, min_duration_s negative
+// or over a day, min_samples over 10^7, confidence outside (0, 1), window_ms not in
+// (0, 3600000], stable_window < 2, a negative or non-finite threshold,
+// stable_percentile outside [0, 100], max_trials not in [1, 1000].
 Status CheckBenchOptions(const BenchOptions& options);
+// The run, its extension and statistics (BenchOptions), then the profile if asked. The
+// options' errors; the session's (DEADLINE_EXCEEDED when one request would outlast the
+// server's benchmark time limit); DATA_LOSS when a reply has another number of samples
+// than asked or a sample that is negative or not finite.
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& prepared, const BenchOptions& options);
 // The benchmark (and profile) of `function` of a VM whose inputs are bound, on any
 // session: BenchModel's work without the model's preparation and release; the report's

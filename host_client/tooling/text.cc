@@ -86,6 +86,14 @@ std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_m
 
 namespace {
 
+std::string PercentileName(double q) { return q == 50 ? "median" : Format("p%g", q); }
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string joined;
+  for (const auto& item : items) joined += (joined.empty() ? "" : ", ") + item;
+  return joined;
+}
+
 // A percentile with its interval: "1.234 [1.201, 1.262]", or "1.234 [not enough samples]".
 std::string WithInterval(const bench::PercentileEstimate& e) {
   if (!e.bounded) return Format("%.4g [n/a: not enough samples]", e.value);
@@ -192,16 +200,33 @@ std::string BenchText(const BenchReport& r) {
   std::snprintf(line, sizeof line, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n",
                 r.function.c_str(), r.samples_ms.size(), r.number, r.options.timing.warmup, r.timer.c_str());
   std::string text = line;
-  const std::string p99 = r.has_p99 ? Format("p99 %.4f  ", s.p99) : "";
-  std::snprintf(line, sizeof line, "        mean %.4f  median %.4f  p90 %.4f  %smin %.4f  max %.4f  std %.4f\n",
-                s.mean, s.median, s.p90, p99.c_str(), s.min, s.max, s.std);
+  std::snprintf(line, sizeof line, "        mean %.4f  min %.4f  max %.4f  std %.4f\n", s.mean, s.min, s.max, s.std);
   text += line;
-  if (!r.has_p99) {
-    std::snprintf(line, sizeof line, "        (p99 from %zu samples on: --repeat %zu)\n", bench::kMinSamplesForP99,
-                  bench::kMinSamplesForP99);
+  const double percent = 100 * r.options.confidence;
+  for (const auto& p : r.percentiles) {
+    const std::string name = PercentileName(p.q);
+    if (p.bounded) {
+      std::snprintf(line, sizeof line, "        %-6s %.4f  %g %% interval [%.4f, %.4f]\n", name.c_str(), p.value,
+                    percent, p.lower, p.upper);
+    } else {
+      std::snprintf(line, sizeof line, "        %-6s not enough samples for a %g %% interval (%zu needed, %zu taken)\n",
+                    name.c_str(), percent, bench::MinSamplesToBound(p.q, r.options.confidence), r.samples_ms.size());
+    }
     text += line;
   }
-  text += "        " + r.stability.verdict + "\n";
+  const auto& x = r.extended;
+  std::snprintf(line, sizeof line, "        run %.3f s of samples in %u request%s", x.duration_s, x.requests,
+                x.requests == 1 ? "" : "s");
+  text += line;
+  if (!x.reasons.empty()) text += ", extended for " + Join(x.reasons);
+  if (!x.unmet.empty()) {
+    text += "; max trials reached, still lacking " + Join(x.unmet);
+  }
+  text += "\n";
+  const auto& st = r.stability;
+  std::snprintf(line, sizeof line, "        %s; windows of %.0f ms%s, %s latency\n", st.verdict.c_str(), st.window_ms,
+                st.window_widened ? " (widened to the longest sample)" : "", PercentileName(st.percentile).c_str());
+  text += line;
   text += PhasesText(r);
   if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);
   return text;

@@ -31,7 +31,7 @@ __all__ = [
     "connect", "embedded", "farm", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult", "Profile",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-    "Internal", "Unavailable", "DataLoss",
+    "Internal", "Unavailable", "DataLoss", "Unstable",
 ]
 
 
@@ -103,6 +103,15 @@ class DataLoss(Error):
     code = "DATA_LOSS"
 
 
+class Unstable(FailedPrecondition):
+    """Model.benchmark(fail_unstable=True) whose run stayed unstable after max_trials
+    requests; `result` is its BenchmarkResult."""
+
+    def __init__(self, message: str, result: "BenchmarkResult"):
+        super().__init__(message)
+        self.result = result
+
+
 _native.error_classes.update({cls.code: cls for cls in (
     Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists, PermissionDenied,
     ResourceExhausted, FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal, Unavailable, DataLoss)})
@@ -121,11 +130,16 @@ class ValueInfo(NamedTuple):
 class BenchmarkResult:
     """A benchmark as `remex bench --json` reports it, timed on the server.
 
-    samples_ms: mean milliseconds per call, one per sample (`repeat` of them), each
-    sample being `number` calls. mean_ms, median_ms, p90_ms, min_ms, max_ms, std_ms
-    (population) summarize them; p99_ms is None below 100 samples. stable and
-    stability: the settling verdict. report: the whole JSON object (dict). str(): the
-    text `remex bench` prints."""
+    samples_ms: mean milliseconds per call, one per sample, in run order, each sample
+    being `number` calls; sample_end_s: when each ended, in seconds of samples since the
+    run's start. mean_ms, median_ms, p90_ms, min_ms, max_ms, std_ms (population)
+    summarize them; p99_ms is None when the samples cannot bound it at `confidence`
+    (299 at 0.95). percentiles: one dict per percentile (q 50, 90, 99) with value_ms,
+    bounded and, when bounded, lower_ms and upper_ms: the distribution-free interval
+    at `confidence`. extended: why and how far the run was extended (reasons,
+    unmet, requests, duration_s). stable and stability: the measurement-window verdict
+    (with its windows). report: the whole JSON object (dict). str(): the text `remex
+    bench` prints."""
 
     def __init__(self, report_json: str, text: str):
         self.report: Dict[str, Any] = _json.loads(report_json)
@@ -141,6 +155,10 @@ class BenchmarkResult:
         self.min_ms: float = b["min_ms"]
         self.max_ms: float = b["max_ms"]
         self.std_ms: float = b["std_ms"]
+        self.sample_end_s: List[float] = b["sample_end_s"]
+        self.confidence: float = b["confidence"]
+        self.percentiles: List[Dict[str, Any]] = b["percentiles"]
+        self.extended: Dict[str, Any] = b["extended"]
         self.stable: bool = b["stable"]
         self.stability: Dict[str, Any] = b["stability"]
         self.profile: Optional[Dict[str, Any]] = self.report.get("profile")
@@ -244,14 +262,31 @@ class Model:
 
     def benchmark(self, inputs: Inputs = None, *, number: int = 1, repeat: int = 10, min_repeat_ms: int = 0,
                   warmup: int = 1, cooldown_ms: int = 0, l2_flush_bytes: int = 0,
-                  profile: bool = False) -> BenchmarkResult:
-        """Times the main function on the server (TVM's time_evaluator): `warmup`
-        untimed calls, then `repeat` samples of `number` calls each (grown until a
-        sample takes min_repeat_ms). No output crosses the wire. Without inputs, those
-        of the last call. The numbers of `remex bench --json`."""
+                  profile: bool = False, min_duration_s: float = 1.0, min_samples: int = 30,
+                  confidence: float = 0.95, window_ms: float = 250, stable_window: int = 3,
+                  stable_threshold: float = 0.10, stable_percentile: float = 50, max_trials: int = 10,
+                  fail_unstable: bool = False) -> BenchmarkResult:
+        """Times the main function on the server as `remex bench` does, with its options
+        and defaults (docs/cli.md). The first request: `warmup` untimed calls, then
+        `repeat` samples of `number` calls each (grown until a sample takes
+        min_repeat_ms; TVM's time_evaluator). A run whose samples cover less than
+        min_duration_s seconds, number fewer than min_samples, or are not stable over
+        the last `stable_window` windows of window_ms (throughput and the
+        stable_percentile latency within +-stable_threshold of their mean, as Triton's
+        perf_analyzer judges) is extended with more requests, at most max_trials in all.
+        Median, p90 and p99 come with distribution-free intervals at `confidence`
+        (BenchmarkResult.percentiles). No output crosses the wire. Without inputs, those
+        of the last call. InvalidArgument for an option out of range; with
+        fail_unstable, Unstable (its .result the BenchmarkResult) when the run stayed
+        unstable."""
         report, text = self._m.benchmark(dict(inputs or {}), number, repeat, min_repeat_ms, warmup, cooldown_ms,
-                                         l2_flush_bytes, profile)
-        return BenchmarkResult(report, text)
+                                         l2_flush_bytes, profile, min_duration_s, min_samples, confidence, window_ms,
+                                         stable_window, stable_threshold, stable_percentile, max_trials,
+                                         fail_unstable)
+        result = BenchmarkResult(report, text)
+        if fail_unstable and not result.stable:
+            raise Unstable(f"the benchmark is unstable: {result.stability['verdict']}", result)
+        return result
 
     def profile(self, inputs: Inputs = None) -> Profile:
         """Profiles one call per op and instruction kind (without inputs: those of the

@@ -422,9 +422,21 @@ class Model {
   }
 
   py::tuple Benchmark(const py::dict& given, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
-                      uint32_t warmup, uint32_t cooldown_ms, uint64_t l2_flush_bytes, bool profile) {
+                      uint32_t warmup, uint32_t cooldown_ms, uint64_t l2_flush_bytes, bool profile,
+                      double min_duration_s, uint64_t min_samples, double confidence, double window_ms,
+                      size_t stable_window, double stable_threshold, double stable_percentile, uint32_t max_trials,
+                      bool fail_unstable) {
     tooling::SessionModel& model = m();
     tooling::BenchOptions options;
+    options.min_duration_s = min_duration_s;
+    options.min_samples = min_samples;
+    options.confidence = confidence;
+    options.window_ms = window_ms;
+    options.stable_window = stable_window;
+    options.stable_threshold = stable_threshold;
+    options.stable_percentile = stable_percentile;
+    options.max_trials = max_trials;
+    options.fail_unstable = fail_unstable;  // Model.benchmark raises remex.Unstable
     options.timing.number = number;
     options.timing.repeat = repeat;
     options.timing.min_repeat_ms = min_repeat_ms;
@@ -682,7 +694,9 @@ PYBIND11_MODULE(_native, m) {
       .def("set_output", &Model::SetOutput, py::arg("output"), py::arg("tensor"))
       .def("benchmark", &Model::Benchmark, py::arg("inputs"), py::arg("number"), py::arg("repeat"),
            py::arg("min_repeat_ms"), py::arg("warmup"), py::arg("cooldown_ms"), py::arg("l2_flush_bytes"),
-           py::arg("profile"))
+           py::arg("profile"), py::arg("min_duration_s"), py::arg("min_samples"), py::arg("confidence"),
+           py::arg("window_ms"), py::arg("stable_window"), py::arg("stable_threshold"), py::arg("stable_percentile"),
+           py::arg("max_trials"), py::arg("fail_unstable"))
       .def("profile", &Model::Profile, py::arg("inputs"))
       .def("close", &Model::Close);
 
