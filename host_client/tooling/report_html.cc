@@ -161,23 +161,39 @@ std::string HeaderTable(const json& bench) {
   return html + "</table>\n";
 }
 
+// "value [lower, upper]" of percentile `q` of a level: the interval where the level's
+// percentiles bound it.
+std::string PercentileText(const json& level, int q) {
+  std::string text = Text(Get(Get(level, "latency_ms"), ("p" + std::to_string(q)).c_str()));
+  const json& percentiles = Get(level, "percentiles");
+  if (!percentiles.is_array()) return text;
+  for (const json& p : percentiles) {
+    if (Get(p, "q") == q && Get(p, "bounded") == true && Get(p, "lower_ms").is_number() &&
+        Get(p, "upper_ms").is_number()) {
+      return text + " [" + Text(Get(p, "lower_ms")) + ", " + Text(Get(p, "upper_ms")) + "]";
+    }
+  }
+  return text;
+}
+
 std::string LevelTable(const json& levels) {
   std::string html =
       "<table class=\"levels\"><tr><th>concurrency</th><th>target QPS</th><th>queries</th><th>duration (s)</th>"
       "<th>throughput (QPS)</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>max (ms)</th><th>late</th>"
       "<th>dropped</th></tr>\n";
   for (const json& level : levels) {
-    const json& latency = Get(level, "latency_ms");
+    auto cell = [&](const std::string& text) { html += "<td>" + HtmlEscape(text) + "</td>"; };
     html += "<tr>";
-    for (const json* v : {&Get(level, "concurrency"), &Get(level, "target_qps"), &Get(level, "queries"),
-                          &Get(level, "duration_s"), &Get(level, "throughput_qps"), &Get(latency, "p50"),
-                          &Get(latency, "p90"), &Get(latency, "p99"), &Get(latency, "max"), &Get(level, "late"),
-                          &Get(level, "dropped")}) {
-      html += "<td>" + HtmlEscape(Text(*v)) + "</td>";
+    for (const char* key : {"concurrency", "target_qps", "queries", "duration_s", "throughput_qps"}) {
+      cell(Text(Get(level, key)));
     }
+    for (int q : {50, 90, 99}) cell(PercentileText(level, q));
+    cell(Text(Get(Get(level, "latency_ms"), "max")));
+    for (const char* key : {"late", "dropped"}) cell(Text(Get(level, key)));
     html += "</tr>\n";
   }
-  return html + "</table>\n";
+  return html + "</table>\n<p class=\"note\">Percentiles in ms, with their confidence interval in brackets "
+                "where the sample count bounds them.</p>\n";
 }
 
 struct ChartSection {
@@ -228,12 +244,13 @@ constexpr char kPageScript[] = R"js(
       var issue = arr(timeline.issue_s), points = [];
       latency.forEach(function (y, i) { if (num(y) && num(issue[i])) points.push({x: issue[i], y: y}); });
       var level = levels[levels.length - 1];
-      return {latency: latency.filter(num), points: points, x: 'issue time (s)',
+      return {latency: latency.filter(num), points: points, x: 'issue time (s)', line: false,
               what: 'queries of the last level (concurrency ' + fmt(level.concurrency) + ')'};
     }
     var ms = arr(obj(report.benchmark).samples_ms), pts = [];
     ms.forEach(function (y, i) { if (num(y)) pts.push({x: i, y: y}); });
-    return {latency: ms.filter(num), points: pts, x: 'sample', what: 'samples (mean ms per call)'};
+    return {latency: ms.filter(num), points: pts, x: 'sample', what: 'samples (mean ms per call)',
+            line: pts.length <= 2000};
   }
   function axis(text, extra) { return Object.assign({title: {display: true, text: text}}, extra || {}); }
   var builders = {
@@ -255,7 +272,7 @@ constexpr char kPageScript[] = R"js(
     'chart-timeline': function () {
       var s = samples();
       return {type: 'scatter',
-              data: {datasets: [{label: s.what, data: s.points, showLine: s.points.length <= 2000,
+              data: {datasets: [{label: s.what, data: s.points, showLine: s.line,
                                  borderColor: '#4e79a7', backgroundColor: '#4e79a7',
                                  pointRadius: s.points.length > 2000 ? 1 : 2}]},
               options: {scales: {x: axis(s.x), y: axis('latency (ms)')}}};
