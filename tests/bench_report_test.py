@@ -246,6 +246,13 @@ class BenchReportHtmlTest(ServerFixture):
         self.assertEqual(rows[0], ["sample", "latency_ms"])
         self.assertEqual([int(r[0]) for r in rows[1:]], list(range(12)))
         self.assertEqual([float(r[1]) for r in rows[1:]], report["benchmark"]["samples_ms"])
+        # The saved JSON makes the same page again.
+        saved, again = os.path.join(self.work, "bench.json"), os.path.join(self.work, "again.html")
+        with open(saved, "w") as f:
+            json.dump(report, f)
+        self.remex("report", saved, "--html", again)
+        with open(page, "rb") as a, open(again, "rb") as b:
+            self.assertEqual(a.read(), b.read())
 
     def test_load_pages_draw_the_throughput_latency_curve(self):
         page = os.path.join(self.work, "sweep.html")
