@@ -44,15 +44,17 @@ const json& Percentile(const json& level, int q) {
 
 void LevelRows(const json& levels, std::string& out) {
   Row({"concurrency", "target_qps", "queries", "duration_s", "throughput_qps", "p50_ms", "p50_lower_ms",
-       "p50_upper_ms", "p90_ms", "p90_lower_ms", "p90_upper_ms", "p99_ms", "p99_lower_ms", "p99_upper_ms", "mean_ms",
-       "max_ms", "late", "dropped"},
+       "p50_upper_ms", "p90_ms", "p90_lower_ms", "p90_upper_ms", "p99_ms", "p99_lower_ms", "p99_upper_ms",
+       "mean_ms", "max_ms", "late", "dropped"},
       out);
   for (const json& level : levels) {
     if (!level.is_object()) continue;
     const json empty = json::object();
-    const json& latency = level.contains("latency_ms") && level["latency_ms"].is_object() ? level["latency_ms"] : empty;
-    std::vector<std::string> fields = {Field(Number(level, "concurrency")), Field(Number(level, "target_qps")),
-                                       Field(Number(level, "queries")),     Field(Number(level, "duration_s")),
+    const json& latency =
+        level.contains("latency_ms") && level["latency_ms"].is_object() ? level["latency_ms"] : empty;
+    std::vector<std::string> fields = {Field(Number(level, "concurrency")),
+                                       Field(Number(level, "target_qps")), Field(Number(level, "queries")),
+                                       Field(Number(level, "duration_s")),
                                        Field(Number(level, "throughput_qps"))};
     for (int q : {50, 90, 99}) {
       fields.push_back(Field(Number(latency, ("p" + std::to_string(q)).c_str())));

@@ -3,9 +3,8 @@
 // that every front end with a report writes the same file.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace remex::tooling {
 

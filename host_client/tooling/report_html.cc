@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kProfileRows = 20;     // bars of the profile chart
+constexpr size_t kProfileRows = 20;       // bars of the profile chart
 constexpr size_t kEnvironmentRows = 200;  // rows of the environment table, at most
 
 std::string_view ChartJs() {
@@ -42,10 +42,17 @@ std::string ScriptJson(const json& j) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -92,7 +99,8 @@ void AddRow(std::string& html, const std::string& label, const std::string& valu
 }
 
 // Rows "a.b.c: value" of a nested object, at most kEnvironmentRows.
-void Flatten(const json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& rows) {
+void Flatten(const json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& rows) {
   if (rows.size() >= kEnvironmentRows) return;
   if (j.is_object() && !j.empty()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
@@ -106,7 +114,9 @@ void Flatten(const json& j, const std::string& prefix, std::vector<std::pair<std
 std::string Summary(const json& bench) {
   const json& b = Get(bench, "benchmark");
   std::string out;
-  for (const auto& [key, label] : {std::pair{"median_ms", "median"}, {"p90_ms", "p90"}, {"p99_ms", "p99"},
+  for (const auto& [key, label] : {std::pair{"median_ms", "median"},
+                                   {"p90_ms", "p90"},
+                                   {"p99_ms", "p99"},
                                    std::pair{"mean_ms", "mean"}}) {
     const json& v = Get(b, key);
     if (!v.is_number()) continue;
@@ -135,18 +145,21 @@ std::string HeaderTable(const json& bench) {
   const json& command = Get(bench, "command");
   if (!command.is_null()) {
     std::string text;  // a string, or the arguments as a list
-    for (const json& a : command.is_array() ? command : json::array({command})) text += (text.empty() ? "" : " ") + Text(a);
+    for (const json& a : command.is_array() ? command : json::array({command}))
+      text += (text.empty() ? "" : " ") + Text(a);
     AddRow(html, "Command", "<code>" + HtmlEscape(text) + "</code>");
   }
   if (!Get(bench, "date").is_null()) AddRow(html, "Date", HtmlEscape(Text(Get(bench, "date"))));
-  AddRow(html, "Schema", HtmlEscape(Text(Get(bench, "schema")) + " version " + Text(Get(bench, "schema_version"))));
+  AddRow(html, "Schema",
+         HtmlEscape(Text(Get(bench, "schema")) + " version " + Text(Get(bench, "schema_version"))));
   if (std::string s = Summary(bench); !s.empty()) AddRow(html, "Result", HtmlEscape(s));
   const json& environment = Get(bench, "environment");
   if (!environment.is_null()) {
     std::vector<std::pair<std::string, std::string>> rows;
     Flatten(environment, "", rows);
     std::string inner = "<table class=\"environment\">";
-    for (const auto& [k, v] : rows) inner += "<tr><th>" + HtmlEscape(k) + "</th><td>" + HtmlEscape(v) + "</td></tr>";
+    for (const auto& [k, v] : rows)
+      inner += "<tr><th>" + HtmlEscape(k) + "</th><td>" + HtmlEscape(v) + "</td></tr>";
     AddRow(html, "Environment", inner + "</table>");
   }
   const json& warnings = Get(bench, "warnings");
@@ -178,8 +191,10 @@ std::string PercentileText(const json& level, int q) {
 
 std::string LevelTable(const json& levels) {
   std::string html =
-      "<table class=\"levels\"><tr><th>concurrency</th><th>target QPS</th><th>queries</th><th>duration (s)</th>"
-      "<th>throughput (QPS)</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>max (ms)</th><th>late</th>"
+      "<table class=\"levels\"><tr><th>concurrency</th><th>target QPS</th><th>queries</th><th>duration "
+      "(s)</th>"
+      "<th>throughput (QPS)</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>max "
+      "(ms)</th><th>late</th>"
       "<th>dropped</th></tr>\n";
   for (const json& level : levels) {
     auto cell = [&](const std::string& text) { html += "<td>" + HtmlEscape(text) + "</td>"; };
@@ -192,8 +207,9 @@ std::string LevelTable(const json& levels) {
     for (const char* key : {"late", "dropped"}) cell(Text(Get(level, key)));
     html += "</tr>\n";
   }
-  return html + "</table>\n<p class=\"note\">Percentiles in ms, with their confidence interval in brackets "
-                "where the sample count bounds them.</p>\n";
+  return html +
+         "</table>\n<p class=\"note\">Percentiles in ms, with their confidence interval in brackets "
+         "where the sample count bounds them.</p>\n";
 }
 
 struct ChartSection {
@@ -204,10 +220,12 @@ struct ChartSection {
 
 constexpr ChartSection kSections[] = {
     {"chart-histogram", "Latency histogram", "How often each latency occurred."},
-    {"chart-timeline", "Sample timeline", "Each latency in the order it was measured: drift, warmup or noise show here."},
+    {"chart-timeline", "Sample timeline",
+     "Each latency in the order it was measured: drift, warmup or noise show here."},
     {"chart-throughput-latency", "Throughput against latency",
      "One point per load level: the latency percentiles at the throughput it achieved."},
-    {"chart-profile", "Per-op profile", "Time of one profiled invocation by op and instruction kind, largest 20."},
+    {"chart-profile", "Per-op profile",
+     "Time of one profiled invocation by op and instruction kind, largest 20."},
 };
 
 // The page's own script: draws each canvas[data-chart] from the report and marks it.
@@ -354,12 +372,23 @@ std::string HtmlEscape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -390,8 +419,10 @@ std::string BenchHtml(const json& bench) {
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   // Nothing from the network: no scripts, styles, images or connections from elsewhere.
-  html += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
-          "style-src 'unsafe-inline'; img-src data:\">\n";
+  html +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
+      "'unsafe-inline'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n";
   html += "<title>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</title>\n";
   html += std::string("<style>") + kStyle + "</style>\n</head>\n<body>\n";
   html += "<h1>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</h1>\n";
@@ -401,19 +432,25 @@ std::string BenchHtml(const json& bench) {
   size_t profile_rows = std::min(kProfileRows, rows.is_array() ? rows.size() : 0);
   for (const ChartSection& section : kSections) {
     if (std::find(ids.begin(), ids.end(), section.id) == ids.end()) continue;
-    int height = std::string_view(section.id) == "chart-profile" ? 80 + 24 * static_cast<int>(profile_rows) : 340;
-    html += std::string("<section>\n<h2>") + section.title + "</h2>\n<p class=\"note\">" + section.note + "</p>\n";
-    html += "<div class=\"chart\" style=\"height: " + std::to_string(height) + "px\"><canvas id=\"" + section.id +
-            "\" data-chart=\"" + section.id + "\" role=\"img\" aria-label=\"" + section.title + "\"></canvas></div>\n";
+    int height =
+        std::string_view(section.id) == "chart-profile" ? 80 + 24 * static_cast<int>(profile_rows) : 340;
+    html += std::string("<section>\n<h2>") + section.title + "</h2>\n<p class=\"note\">" + section.note +
+            "</p>\n";
+    html += "<div class=\"chart\" style=\"height: " + std::to_string(height) + "px\"><canvas id=\"" +
+            section.id + "\" data-chart=\"" + section.id + "\" role=\"img\" aria-label=\"" + section.title +
+            "\"></canvas></div>\n";
     if (std::string_view(section.id) == "chart-throughput-latency") {
       html += LevelTable(Get(Get(bench, "load"), "levels"));
     }
     html += "</section>\n";
   }
-  if (ids.empty()) html += "<p class=\"note\">The report has no samples, load levels or profile to chart.</p>\n";
-  html += "<footer><p id=\"render-status\" data-rendered=\"0\">charts not drawn (the page's script did not run)</p>\n";
-  html += "<p>Written by remex; charts by Chart.js <span id=\"chartjs-version\">" + HtmlEscape(ChartJsVersion()) +
-          "</span> (MIT License), embedded in this page.</p></footer>\n";
+  if (ids.empty())
+    html += "<p class=\"note\">The report has no samples, load levels or profile to chart.</p>\n";
+  html +=
+      "<footer><p id=\"render-status\" data-rendered=\"0\">charts not drawn (the page's script did not "
+      "run)</p>\n";
+  html += "<p>Written by remex; charts by Chart.js <span id=\"chartjs-version\">" +
+          HtmlEscape(ChartJsVersion()) + "</span> (MIT License), embedded in this page.</p></footer>\n";
   html += "<script type=\"application/json\" id=\"remex-report\">" + ScriptJson(bench) + "</script>\n";
   html += "<script>\n";
   html += ChartJs();

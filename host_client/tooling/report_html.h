@@ -3,11 +3,10 @@
 // every front end with a report (the CLI, the Python client) writes the same page.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace remex::tooling {
 

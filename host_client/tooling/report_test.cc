@@ -32,11 +32,19 @@ json Level(int concurrency, json target_qps, double throughput, bool bounded) {
           {"queries", 100 * concurrency},
           {"duration_s", 2.0},
           {"throughput_qps", throughput},
-          {"latency_ms", {{"p50", 1.0 * concurrency}, {"p90", 2.0 * concurrency}, {"p99", nullptr},
-                          {"mean", 1.25}, {"max", 9.5}}},
-          {"percentiles", {{{"q", 50}, {"value_ms", 1.0 * concurrency}, {"bounded", bounded}, {"lower_ms", 0.5},
-                            {"upper_ms", 1.5}},
-                           {{"q", 99}, {"value_ms", nullptr}, {"bounded", false}}}},
+          {"latency_ms",
+           {{"p50", 1.0 * concurrency},
+            {"p90", 2.0 * concurrency},
+            {"p99", nullptr},
+            {"mean", 1.25},
+            {"max", 9.5}}},
+          {"percentiles",
+           {{{"q", 50},
+             {"value_ms", 1.0 * concurrency},
+             {"bounded", bounded},
+             {"lower_ms", 0.5},
+             {"upper_ms", 1.5}},
+            {{"q", 99}, {"value_ms", nullptr}, {"bounded", false}}}},
           {"late", 3},
           {"dropped", 0},
           {"timeline", {{"issue_s", {0.0, 0.01, 0.02}}, {"latency_ms", {1.0, 1.5, 1.25}}}}};
@@ -74,11 +82,12 @@ TEST(BenchCsv, PlainBenchHasOneRowPerSample) {
 
 TEST(BenchCsv, LoadHasOneRowPerLevelWithBoundsOnlyWhereBounded) {
   std::string csv = BenchCsv(LoadBench());
-  EXPECT_EQ(csv,
-            "concurrency,target_qps,queries,duration_s,throughput_qps,p50_ms,p50_lower_ms,p50_upper_ms,p90_ms,"
-            "p90_lower_ms,p90_upper_ms,p99_ms,p99_lower_ms,p99_upper_ms,mean_ms,max_ms,late,dropped\r\n"
-            "1,50,100,2.0,49.5,1.0,0.5,1.5,2.0,,,,,,1.25,9.5,3,0\r\n"
-            "2,,200,2.0,90.25,2.0,,,4.0,,,,,,1.25,9.5,3,0\r\n");
+  EXPECT_EQ(
+      csv,
+      "concurrency,target_qps,queries,duration_s,throughput_qps,p50_ms,p50_lower_ms,p50_upper_ms,p90_ms,"
+      "p90_lower_ms,p90_upper_ms,p99_ms,p99_lower_ms,p99_upper_ms,mean_ms,max_ms,late,dropped\r\n"
+      "1,50,100,2.0,49.5,1.0,0.5,1.5,2.0,,,,,,1.25,9.5,3,0\r\n"
+      "2,,200,2.0,90.25,2.0,,,4.0,,,,,,1.25,9.5,3,0\r\n");
 }
 
 TEST(BenchCsv, FieldsOfTheWrongTypeAreEmpty) {
@@ -97,9 +106,11 @@ TEST(BenchChartIds, FollowTheReportsData) {
   using Ids = std::vector<std::string>;
   EXPECT_EQ(BenchChartIds(PlainBench()), (Ids{"chart-histogram", "chart-timeline"}));
   json profiled = PlainBench();
-  profiled["profile"] = {{"rows", {{{"name", "Conv"}, {"kind", "kernel"}, {"total_ms", 1.0}}}}, {"total_ms", 1.0}};
+  profiled["profile"] = {{"rows", {{{"name", "Conv"}, {"kind", "kernel"}, {"total_ms", 1.0}}}},
+                         {"total_ms", 1.0}};
   EXPECT_EQ(BenchChartIds(profiled), (Ids{"chart-histogram", "chart-timeline", "chart-profile"}));
-  EXPECT_EQ(BenchChartIds(LoadBench()), (Ids{"chart-histogram", "chart-timeline", "chart-throughput-latency"}));
+  EXPECT_EQ(BenchChartIds(LoadBench()),
+            (Ids{"chart-histogram", "chart-timeline", "chart-throughput-latency"}));
   json no_timeline = LoadBench();
   no_timeline["load"]["levels"][1].erase("timeline");
   EXPECT_EQ(BenchChartIds(no_timeline), (Ids{"chart-throughput-latency"}));
@@ -146,8 +157,8 @@ TEST(BenchHtml, InvalidUtf8IsReplacedNotThrown) {
 
 TEST(BenchHtml, LoadsNothingFromTheNetwork) {
   std::string html = BenchHtml(LoadBench());
-  EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href|action)\s*=\s*["']?\s*(https?:)?//)",
-                                                  std::regex::icase)));
+  EXPECT_FALSE(std::regex_search(
+      html, std::regex(R"((src|href|action)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase)));
   EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
   EXPECT_TRUE(std::regex_match(ChartJsVersion(), std::regex(R"(\d+\.\d+\.\d+)"))) << ChartJsVersion();
   EXPECT_NE(html.find(ChartJsVersion()), std::string::npos);
