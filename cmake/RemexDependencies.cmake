@@ -19,3 +19,10 @@ find_package(PkgConfig REQUIRED)                               # pkg-config
 pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET hiredis)    # libhiredis-dev (the device farm's Redis client)
 pkg_check_modules(libedit REQUIRED IMPORTED_TARGET libedit)    # libedit-dev (remex shell's line editing)
 find_package(tomlplusplus 3 REQUIRED)                          # libtomlplusplus-dev (remex suite's TOML)
+# Chart.js, inlined into the self-contained HTML bench reports (remex bench --html).
+find_file(REMEX_CHARTJS chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH
+          DOC "Chart.js's minified UMD build (Debian: libjs-chart.js)")
+if(NOT REMEX_CHARTJS)
+  message(FATAL_ERROR "Chart.js not found (/usr/share/javascript/chart.js/chart.min.js): install Debian's "
+                      "libjs-chart.js (scripts/setup-deps.sh), or set REMEX_CHARTJS to a chart.min.js (Chart.js 3)")
+endif()

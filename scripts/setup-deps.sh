@@ -11,7 +11,8 @@
 #
 # The check, run every time: the tools the build, the model fetch and the tests call are
 # on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and tests/*.py run) can
-# import onnx, numpy, pexpect, pytest, venv, setuptools and wheel, and CMake resolves every library of the build
+# import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools and wheel, and CMake resolves every library
+# (and Chart.js) of the build
 # (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
 # check fails with every listed package installed, this list misses a package: the
 # message says so and names what is missing.
@@ -42,6 +43,9 @@ packages=(
   python3-dev pybind11-dev      # the Python client (python/: import remex)
   python3-pytest                # its tests
   python3-venv python3-setuptools python3-wheel   # pip install . of it (its install test)
+  libjs-chart.js                # Chart.js, embedded into remex bench --html pages at build time
+  python3-jsonschema            # bench JSON against docs/schema/bench.schema.json (tests/bench_report_test.py)
+  chromium                      # draws the --html pages, headless, in tests/bench_report_test.py
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -73,11 +77,11 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server; do
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
-/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, venv, setuptools, wheel' 2>/dev/null ||
-  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, venv, setuptools and wheel"
+/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools, wheel' 2>/dev/null ||
+  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools and wheel"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then

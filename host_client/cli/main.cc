@@ -10,9 +10,13 @@
 //                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--min-duration-s S]
 //                 [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]
 //                 [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]
-//                 [--profile]
+//                 [--profile] [--csv FILE] [--html FILE]
+//                 [--scenario single-stream|multi-stream|server|offline] [--concurrency A[:B[:STEP]]]
+//                 [--samples-per-query N] [--target-qps Q] [--latency-bound-ms L] [--find-peak]
+//                 [--audit|--no-audit] [--audit-samples N] [--audit-rtol R] [--audit-atol A]
 //   remex check   MODEL --reference DIR [COMPILE OPTIONS] [SESSION OPTIONS] [--rtol R] [--atol A]
 //                 [--no-equal-nan]
+//   remex report  BENCH.json [--html FILE] [--csv FILE]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
@@ -41,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -56,6 +61,8 @@
 #include "host_client/tooling/farm.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/prepare.h"
+#include "host_client/tooling/report_csv.h"
+#include "host_client/tooling/report_html.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/run.h"
 #include "host_client/tooling/sr_model.h"
@@ -283,6 +290,66 @@ int Run(const RunArgs& args) {
   return tooling::kExitOk;
 }
 
+// The report files of bench and report (--csv, --html).
+struct ReportFiles {
+  std::string csv, html;
+
+  // A usage error when both name one file; else the first file that cannot be written
+  // (checked before the work, leaving no file behind).
+  Status Check() const {
+    if (!csv.empty() && csv == html) return remex::InvalidArgument("--csv and --html name the same file '" + csv + "'");
+    if (!csv.empty()) REMEX_RETURN_IF_ERROR(tooling::EnsureWritableFile(csv, "the CSV report"));
+    if (!html.empty()) REMEX_RETURN_IF_ERROR(tooling::EnsureWritableFile(html, "the HTML report"));
+    return remex::OkStatus();
+  }
+
+  // Writes the files from a bench report's JSON.
+  Status Write(const nlohmann::json& bench) const {
+    auto write = [](const std::string& path, const std::string& text) {
+      auto* p = reinterpret_cast<const std::byte*>(text.data());
+      return tooling::WriteFileBytes(path, std::vector<std::byte>(p, p + text.size()));
+    };
+    if (!csv.empty()) REMEX_RETURN_IF_ERROR(write(csv, tooling::BenchCsv(bench)));
+    if (!html.empty()) REMEX_RETURN_IF_ERROR(write(html, tooling::BenchHtml(bench)));
+    return remex::OkStatus();
+  }
+};
+
+void AddReportFileOptions(CLI::App* cmd, ReportFiles& files) {
+  cmd->add_option("--csv", files.csv,
+                  "write the samples (or, with load levels, one row per level) as CSV to this file (docs/cli.md)");
+  cmd->add_option("--html", files.html,
+                  "write a self-contained HTML page with the report's charts to this file (no network needed)");
+}
+
+// The command line as a POSIX shell reads it back: arguments of other characters than
+// [A-Za-z0-9_./:=,+@%-] in single quotes.
+std::string CommandLine(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                   "0123456789_./:=,+@%-") == std::string::npos;
+    if (!plain) {
+      std::string quoted = "'";
+      for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      a = quoted + "'";
+    }
+    line += (i ? " " : "") + a;
+  }
+  return line;
+}
+
+// Now as ISO 8601 UTC to the second, e.g. 2026-12-02T05:30:00Z.
+std::string UtcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
   // Load scenarios (tooling/load.h): --scenario turns them on.
@@ -290,6 +357,8 @@ struct BenchArgs : SessionArgs {
   tooling::LoadOptions load;
   std::optional<uint32_t> samples_per_query;
   bool audit = false, no_audit = false;  // default: on for server and offline
+  ReportFiles files;
+  std::string command;  // the command line, for the report
 };
 
 // The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
@@ -326,6 +395,8 @@ int Bench(const BenchArgs& args_in) {
   auto load = MakeLoadOptions(args);
   if (!load.ok()) return Usage(load.status());
   args.options.load = *load;
+  if (Status st = args.files.Check(); !st.ok()) return Fail(st);  // before any work
+  std::string date = UtcNow();
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
   if (int rc = Prepare(args, *request, progress, prepared); rc != 0) return rc;
@@ -333,11 +404,15 @@ int Bench(const BenchArgs& args_in) {
   auto report = tooling::BenchModel(*request, prepared, args.options);
   progress.Step("");
   if (!report.ok()) return Fail(report.status());
+  nlohmann::json j = tooling::ToJson(*report);
+  j["command"] = args.command;
+  j["date"] = date;
   if (args.json) {
-    PrintJson(tooling::ToJson(*report));
+    PrintJson(j);
   } else {
     remex::cli::PrintBench(*report, args.verbose);
   }
+  if (Status st = args.files.Write(j); !st.ok()) return Fail(st);
   if (report->load) {
     // An audit that failed fails the benchmark; --fail-unstable judges every level.
     for (const auto& level : report->load->levels) {
@@ -353,6 +428,39 @@ int Bench(const BenchArgs& args_in) {
     return tooling::kExitOk;
   }
   return args.options.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
+}
+
+struct ReportArgs {
+  std::string input;
+  ReportFiles files;
+};
+
+// remex report: the CSV and HTML of a saved bench report (remex bench --json, or the
+// Python client's Model.benchmark).
+int ReportCommand(const ReportArgs& args) {
+  if (args.files.csv.empty() && args.files.html.empty()) {
+    return Usage(remex::InvalidArgument("report: name a file to write with --html or --csv"));
+  }
+  if (Status st = args.files.Check(); !st.ok()) return Fail(st);
+  auto bytes = tooling::ReadFileBytes(args.input);
+  if (!bytes.ok()) return Fail(bytes.status());
+  auto* p = reinterpret_cast<const char*>(bytes->data());
+  nlohmann::json j = nlohmann::json::parse(p, p + bytes->size(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Usage(remex::InvalidArgument("'" + args.input + "' is no JSON object (remex bench --json writes one)"));
+  }
+  if (j.contains("schema") && j["schema"] != tooling::kBenchSchema) {
+    return Usage(remex::InvalidArgument("'" + args.input + "' is a " + j["schema"].dump() + " report, not a " +
+                                        tooling::kBenchSchema + " one"));
+  }
+  if (j.contains("schema_version") &&
+      !(j["schema_version"].is_number_integer() && j["schema_version"].get<int64_t>() <= tooling::kBenchSchemaVersion)) {
+    return Usage(remex::InvalidArgument("'" + args.input + "' has schema_version " + j["schema_version"].dump() +
+                                        "; this remex reads " + tooling::kBenchSchema + " up to version " +
+                                        std::to_string(tooling::kBenchSchemaVersion)));
+  }
+  if (Status st = args.files.Write(j); !st.ok()) return Fail(st);
+  return tooling::kExitOk;
 }
 
 struct CheckArgs : SessionArgs {
@@ -810,6 +918,14 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--audit-rtol", bench.load.audit_rtol, "audit tolerance, relative (0 with --audit-atol 0: equal values)")
       ->capture_default_str();
   bench_cmd->add_option("--audit-atol", bench.load.audit_atol, "audit tolerance, absolute")->capture_default_str();
+  AddReportFileOptions(bench_cmd, bench.files);
+  bench.command = CommandLine(argc, argv);
+
+  ReportArgs report;
+  auto* report_cmd = app.add_subcommand(
+      "report", "write the CSV or the self-contained HTML page (charts) of a saved bench report (remex bench --json)");
+  report_cmd->add_option("report", report.input, "BENCH.json")->required();
+  AddReportFileOptions(report_cmd, report.files);
 
   CheckArgs check;
   auto* check_cmd = app.add_subcommand("check", "run a model and compare its outputs with references on the device");
@@ -909,6 +1025,7 @@ int main(int argc, char** argv) {
   if (*gen_sr_cmd) return GenSr(gen_sr);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
+  if (*report_cmd) return ReportCommand(report);
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
   if (*shell_cmd) return ShellCommand(shell);

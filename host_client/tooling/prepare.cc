@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
 
+#include "base/file_error.h"
 #include "kernels/float16.h"
 
 namespace remex::tooling {
@@ -213,6 +215,16 @@ Status EnsureWritableDirectory(const std::string& dir) {
   if (fd < 0) return PermissionDenied("cannot write in the folder '" + dir + "': " + std::strerror(errno));
   close(fd);
   fs::remove(probe, ec);
+  return OkStatus();
+}
+
+Status EnsureWritableFile(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  bool existed = fs::exists(path, ec);
+  std::FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) return FileError("cannot write " + what, path, errno);
+  std::fclose(f);
+  if (!existed) fs::remove(path, ec);
   return OkStatus();
 }
 

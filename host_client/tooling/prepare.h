@@ -89,4 +89,10 @@ SessionReport DescribeSession(const ModelRequest& request, PreparedModel& prepar
 // folder and carry the OS reason.
 Status EnsureWritableDirectory(const std::string& dir);
 
+// Checks that the file `path` can be written (created or replaced), before the work
+// whose report it will hold: a file that did not exist is removed again. `what` names
+// the file in the error ("the HTML report"); NOT_FOUND for a missing folder,
+// PERMISSION_DENIED, or DATA_LOSS (a folder at `path`, ...), with the OS reason.
+Status EnsureWritableFile(const std::string& path, const std::string& what);
+
 }  // namespace remex::tooling

@@ -219,7 +219,7 @@ json ToJson(const CompileReport& r) {
 }
 
 json ToJson(const RunReport& r) {
-  json j;
+  json j = {{"schema", kRunSchema}, {"schema_version", kRunSchemaVersion}};
   AddSession(r.session, j);
   json outputs = json::array();
   for (const auto& o : r.outputs) {
@@ -247,7 +247,7 @@ json ToJson(const std::vector<ProfileEntry>& profile, double total_ms) {
 }
 
 json ToJson(const BenchReport& r) {
-  json j;
+  json j = {{"schema", kBenchSchema}, {"schema_version", kBenchSchemaVersion}};
   AddSession(r.session, j);
   const auto& s = r.stats;
   const auto& o = r.options.timing;
@@ -319,7 +319,7 @@ json ToJson(const BenchReport& r) {
 }
 
 json ToJson(const CheckReport& r) {
-  json j;
+  json j = {{"schema", kCheckSchema}, {"schema_version", kCheckSchemaVersion}};
   AddSession(r.session, j);
   j["match"] = r.match;
   j["missing_reference"] = r.missing_reference;

@@ -1,6 +1,11 @@
 // The reports of the tooling layer as JSON (nlohmann::json), the one schema `remex ...
 // --json` prints and the Python client returns. Times in milliseconds (keys *_ms),
 // sizes in bytes, shapes as lists, dtypes by name (float32).
+//
+// The reports of run, bench and check name their schema and its version
+// ("schema": "remex.bench", "schema_version": 2). The bench schema is written down in
+// docs/schema/bench.schema.json (JSON Schema 2020-12). Adding a key keeps the version;
+// removing, renaming or retyping one bumps it (docs/cli.md).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +15,14 @@
 #include "host_client/tooling/run.h"
 
 namespace remex::tooling {
+
+inline constexpr char kRunSchema[] = "remex.run";
+inline constexpr int kRunSchemaVersion = 1;
+inline constexpr char kBenchSchema[] = "remex.bench";
+// 2: the first versioned bench report (version 1 is the unversioned one before it).
+inline constexpr int kBenchSchemaVersion = 2;
+inline constexpr char kCheckSchema[] = "remex.check";
+inline constexpr int kCheckSchemaVersion = 1;
 
 nlohmann::json ToJson(const CompileReport& report);
 nlohmann::json ToJson(const RunReport& report);

@@ -1,0 +1,41 @@
+// A bench report (the JSON of report_json.h, schema remex.bench) as a self-contained
+// HTML page with charts: `remex bench --html REPORT.html`. The input is the JSON, so that
+// every front end with a report (the CLI, the Python client) writes the same page.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remex::tooling {
+
+// The canvas ids of the charts BenchHtml draws for `bench`, in page order:
+//   "chart-histogram", "chart-timeline": the latency samples, when there are any: the
+//     timeline of the last level of "load.levels" (x: issue time in s, y: latency in ms),
+//     else "benchmark.samples_ms" (x: sample index, y: mean ms per call);
+//   "chart-throughput-latency": "load.levels", one point per level (x: throughput_qps,
+//     y: p50, p90 and p99 of latency_ms), when there is a level;
+//   "chart-profile": the 20 rows of "profile.rows" with the largest total_ms, when there
+//     is a row.
+// Fields of the wrong type count as absent.
+std::vector<std::string> BenchChartIds(const nlohmann::json& bench);
+
+// The page: a header table (model, device, server, scenario, function, command, date,
+// schema, summary, and "environment" and "warnings" when present), the charts of
+// BenchChartIds (Chart.js, inlined: the page loads nothing from the network or beside
+// it), and a table of the load levels. The report goes into the page whole, as JSON in a
+// <script type="application/json" id="remex-report"> element with '<', '>' and '&'
+// escaped, so no text of the report (a model name, ...) can end the element; every
+// text in the HTML is escaped. After Chart.js draws a chart, the page's script sets
+// data-rendered="true" on its canvas, and #render-status says "N of M charts rendered"
+// (with data-rendered="N"), or why one failed. Never fails: invalid UTF-8 is replaced.
+std::string BenchHtml(const nlohmann::json& bench);
+
+// `text` with &, <, >, " and ' as character references, for HTML text and attributes.
+std::string HtmlEscape(std::string_view text);
+
+// The version of the embedded Chart.js ("3.9.1"), from its banner; "unknown" without one.
+std::string ChartJsVersion();
+
+}  // namespace remex::tooling
