@@ -95,7 +95,10 @@ class ServerFixture(unittest.TestCase):
 
     def bench(self, *extra):
         """`remex bench --json` of the model on the server, as a dict."""
-        r = self.remex("bench", self.model, "--server", self.address, "--repeat", "12", "--json", *extra)
+        # A fixed run of 12 samples (no extension to a valid run's duration).
+        quick = () if "--scenario" in extra else ("--repeat", "12", "--min-duration-s", "0", "--min-samples", "0",
+                                                  "--max-trials", "1")
+        r = self.remex("bench", self.model, "--server", self.address, *quick, "--json", *extra)
         return json.loads(r.stdout)
 
     def assertValid(self, report, what):
@@ -114,6 +117,16 @@ class BenchReportSchemaTest(ServerFixture):
         jsonschema.Draft202012Validator.check_schema(self.schema)
         self.assertEqual(self.schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertEqual(self.schema["properties"]["schema_version"]["const"], 2)
+
+    def test_load_scenario_json_follows_the_schema(self):
+        for args in (("--scenario", "single-stream", "--concurrency", "1:2", "--min-duration-s", "0.2"),
+                     ("--scenario", "server", "--target-qps", "100", "--min-duration-s", "0.3"),
+                     ("--scenario", "server", "--find-peak", "--latency-bound-ms", "50", "--target-qps", "200",
+                      "--min-duration-s", "0.2"),
+                     ("--scenario", "offline", "--min-duration-s", "0.2")):
+            report = self.bench(*args)
+            self.assertIn("load", report)
+            self.assertValid(report, "remex bench --json " + " ".join(args))
 
     def test_bench_json_follows_the_schema(self):
         plain = self.bench()

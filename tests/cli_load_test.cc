@@ -156,7 +156,8 @@ TEST_F(CliLoadTest, EveryBenchReportsColdStartAndMemory) {
   // The text says it too.
   auto r = Cli("bench " + model_ + Server() + " --repeat 5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("cold    module load"), std::string::npos) << r.output;
+  // The module now comes from the server's cache: the text says so.
+  EXPECT_NE(r.output.find("cold    module from the cache, VM create"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("memory  weights"), std::string::npos) << r.output;
 }
 

@@ -270,7 +270,8 @@ json ToJson(const BenchReport& r) {
   json end_s = json::array();
   for (const auto& t : r.timeline) end_s.push_back(t.end_s);
   const bench::PercentileEstimate* p99 = r.Percentile(99);
-  j["benchmark"] = {
+  // A load scenario has its own results ("load"); the time evaluator's are "benchmark".
+  if (!r.load) j["benchmark"] = {
       {"function", r.function},
       {"number", r.number},
       {"repeat", r.samples_ms.size()},
