@@ -81,8 +81,8 @@ class CliBenchTest : public remex::testing::CliTest {
 constexpr const char* kQuick = " --min-duration-s 0 --min-samples 0 --max-trials 1";
 
 TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --number 3 --repeat 5 --warmup 2 --json" +
-               kQuick);
+  auto r = Cli("bench " + model_ + " --server " + server_.address() +
+               " --number 3 --repeat 5 --warmup 2 --json" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = Json(r);
   const auto& b = j["benchmark"];
@@ -219,12 +219,15 @@ TEST_F(CliBenchTest, MinSamplesExtendsTheRunUntilP99IsBounded) {
 }
 
 TEST_F(CliBenchTest, BenchTextSaysNotEnoughSamples) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 20 --stable-window 2" + kQuick);
+  auto r =
+      Cli("bench " + model_ + " --server " + server_.address() + " --repeat 20 --stable-window 2" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("95 % interval ["), std::string::npos) << r.output;  // 20 bound the median
-  EXPECT_NE(r.output.find("p90    not enough samples for a 95 % interval (29 needed, 20 taken)"), std::string::npos)
+  EXPECT_NE(r.output.find("p90    not enough samples for a 95 % interval (29 needed, 20 taken)"),
+            std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("p99    not enough samples for a 95 % interval (299 needed, 20 taken)"), std::string::npos)
+  EXPECT_NE(r.output.find("p99    not enough samples for a 95 % interval (299 needed, 20 taken)"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("too few windows (1 of 2)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("max trials reached, still lacking stability"), std::string::npos) << r.output;
@@ -233,8 +236,9 @@ TEST_F(CliBenchTest, BenchTextSaysNotEnoughSamples) {
 TEST_F(CliBenchTest, FailUnstableExitsOneAfterMaxTrials) {
   // A zero threshold: windows of a real clock never agree exactly, so every extension
   // for stability is spent (3 requests) and the run stays unstable.
-  const std::string base = "bench " + model_ + " --server " + server_.address() +
-                           " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 0 --max-trials 3";
+  const std::string base =
+      "bench " + model_ + " --server " + server_.address() +
+      " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 0 --max-trials 3";
   auto r = Cli(base + " --fail-unstable --json");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   auto b = Json(r)["benchmark"];
@@ -248,8 +252,9 @@ TEST_F(CliBenchTest, FailUnstableExitsOneAfterMaxTrials) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("unstable: "), std::string::npos) << ok.output;
   // A threshold nothing can miss: stable, exit 0 with --fail-unstable.
-  auto stable = Cli("bench " + model_ + " --server " + server_.address() +
-                    " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 1000 --fail-unstable");
+  auto stable =
+      Cli("bench " + model_ + " --server " + server_.address() +
+          " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 1000 --fail-unstable");
   EXPECT_EQ(stable.exit_code, 0) << stable.output;
 }
 
@@ -270,7 +275,8 @@ TEST_F(CliBenchTest, BenchUsageErrorsNameTheFlag) {
 }
 
 TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json" + kQuick);
+  auto r =
+      Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = Json(r);
   ASSERT_TRUE(j.contains("profile")) << r.output;
