@@ -84,7 +84,9 @@ def main():
             remex_ms, ort_ms = [], []
             for _ in range(rounds):
                 out = run([remex, "bench", path, "--shape", f"{input_name}={shape}", "--input", f"{input_name}={npy}",
-                           "--number", str(number), "--repeat", str(repeat), "--warmup", str(warmup), "--json"],
+                           "--number", str(number), "--repeat", str(repeat), "--warmup", str(warmup), "--json",
+                           # the same samples as ONNX Runtime's run: not extended
+                           "--min-duration-s", "0", "--min-samples", "0", "--max-trials", "1"],
                           env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
                 remex_ms.append(json.loads(out)["benchmark"]["median_ms"])
                 out = run(["node", ort_run, "--modules", modules, "--bench", str(repeat), "--number", str(number),

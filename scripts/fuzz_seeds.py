@@ -185,7 +185,8 @@ def main():
             compression = ["auto", "none", "zstd"][i % 3]
             run([remex, "run", rmx, "--server", address, "--compression", compression, "--fetch", "all"])
             if i % 4 == 0:
-                run([remex, "bench", onnx_model, "--server", address, "--warmup", "1", "--repeat", "2"])
+                run([remex, "bench", onnx_model, "--server", address, "--warmup", "1", "--repeat", "2",
+                     "--min-duration-s", "0", "--min-samples", "0", "--max-trials", "1"])
             if i % 5 == 0:
                 shell_session(remex, address, rmx, os.path.join(work, case + "_io"))
         time.sleep(0.5)

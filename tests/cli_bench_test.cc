@@ -77,8 +77,12 @@ class CliBenchTest : public remex::testing::CliTest {
   std::string model_;
 };
 
+// The flags of a quick run: exactly the first request's samples, never extended.
+constexpr const char* kQuick = " --min-duration-s 0 --min-samples 0 --max-trials 1";
+
 TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --number 3 --repeat 5 --warmup 2 --json");
+  auto r = Cli("bench " + model_ + " --server " + server_.address() +
+               " --number 3 --repeat 5 --warmup 2 --json" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = Json(r);
   const auto& b = j["benchmark"];
@@ -92,11 +96,16 @@ TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
   EXPECT_LE(b["min_ms"].get<double>(), b["median_ms"].get<double>());
   EXPECT_LE(b["median_ms"].get<double>(), b["p90_ms"].get<double>());
   EXPECT_LE(b["p90_ms"].get<double>(), b["max_ms"].get<double>());
-  // Five samples say nothing about the 99th percentile.
+  // Five samples bound no percentile (the median needs 6).
   EXPECT_TRUE(b["p99_ms"].is_null()) << r.output;
+  for (const auto& p : b["percentiles"]) EXPECT_FALSE(p["bounded"].get<bool>()) << p;
   EXPECT_GT(b["min_ms"].get<double>(), 0.0);
-  EXPECT_TRUE(b["stable"].is_boolean());
-  EXPECT_EQ(b["stability"]["window"].get<int>(), 3);
+  // One request, not extended; a run this short is one window: too few to judge.
+  EXPECT_EQ(b["extended"]["requests"].get<int>(), 1);
+  EXPECT_TRUE(b["extended"]["reasons"].empty());
+  EXPECT_FALSE(b["stable"].get<bool>());
+  EXPECT_EQ(b["stability"]["verdict"], "too few windows (1 of 3)");
+  EXPECT_EQ(b["extended"]["unmet"], nlohmann::json::array({"stability"}));
   // Handles, shapes and timings only: far less than one output (256 KiB).
   uint64_t received = j["bytes"]["received"].get<uint64_t>();
   EXPECT_LT(received, 16384u);
@@ -104,25 +113,170 @@ TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
   EXPECT_EQ(j["compression"]["raw_received"].get<uint64_t>(), 0u);
 }
 
-TEST_F(CliBenchTest, BenchGivesP99FromAHundredSamples) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 100 --warmup 2 --json");
+// A plain `remex bench MODEL` is a valid run: a second of samples, at least 30, stable
+// or extended up to 10 requests, with every field of the JSON report.
+TEST_F(CliBenchTest, PlainBenchIsAValidRunWithIntervals) {
+  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto b = Json(r)["benchmark"];
-  ASSERT_TRUE(b["p99_ms"].is_number()) << r.output;
-  EXPECT_LE(b["p90_ms"].get<double>(), b["p99_ms"].get<double>());
-  EXPECT_LE(b["p99_ms"].get<double>(), b["max_ms"].get<double>());
+  const auto& x = b["extended"];
+  const size_t n = b["samples_ms"].size();
+  EXPECT_EQ(b["repeat"].get<size_t>(), n);
+  EXPECT_GE(n, 30u);
+  EXPECT_GE(x["duration_s"].get<double>(), 1.0) << x;
+  // The first request (10 samples) is never enough: extended at least once.
+  EXPECT_GE(x["requests"].get<int>(), 2);
+  EXPECT_LE(x["requests"].get<int>(), 10);
+  EXPECT_FALSE(x["reasons"].empty());
+  for (const auto& reason : x["reasons"]) {
+    EXPECT_TRUE(reason == "min_duration" || reason == "min_samples" || reason == "stability") << reason;
+  }
+  EXPECT_DOUBLE_EQ(b["confidence"].get<double>(), 0.95);
+  EXPECT_DOUBLE_EQ(b["min_duration_s"].get<double>(), 1.0);
+  EXPECT_EQ(b["min_samples"].get<int>(), 30);
+  // Sample end times: increasing, the last one the run's duration.
+  const auto& ends = b["sample_end_s"];
+  ASSERT_EQ(ends.size(), n);
+  for (size_t i = 1; i < n; ++i) ASSERT_GT(ends[i].get<double>(), ends[i - 1].get<double>()) << i;
+  EXPECT_DOUBLE_EQ(ends[n - 1].get<double>(), x["duration_s"].get<double>());
+
+  // median, p90 and p99, each with its interval around the value, in rank order.
+  ASSERT_EQ(b["percentiles"].size(), 3u);
+  const double qs[] = {50, 90, 99};
+  const char* keys[] = {"median_ms", "p90_ms", "p99_ms"};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& p = b["percentiles"][i];
+    EXPECT_EQ(p["q"].get<double>(), qs[i]);
+    const bool bounded = p["bounded"].get<bool>();
+    EXPECT_EQ(bounded, i < 2 || n >= 299) << p;
+    if (!bounded) {
+      EXPECT_EQ(p["min_samples"].get<int>(), 299);
+      EXPECT_TRUE(b["p99_ms"].is_null());
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(p["value_ms"].get<double>(), b[keys[i]].get<double>());
+    EXPECT_LE(p["lower_ms"].get<double>(), p["upper_ms"].get<double>());
+    EXPECT_GE(p["lower_ms"].get<double>(), b["min_ms"].get<double>());
+    EXPECT_LE(p["upper_ms"].get<double>(), b["max_ms"].get<double>());
+    EXPECT_LT(p["lower_rank"].get<size_t>(), p["upper_rank"].get<size_t>());
+    EXPECT_LE(p["upper_rank"].get<size_t>(), n);
+    EXPECT_GE(p["coverage"].get<double>(), 0.95);
+  }
+
+  // The windows the verdict was judged on.
+  const auto& st = b["stability"];
+  EXPECT_EQ(st["stable"], b["stable"]);
+  EXPECT_GE(st["window_ms"].get<double>(), 250.0);
+  EXPECT_DOUBLE_EQ(st["threshold"].get<double>(), 0.10);
+  EXPECT_DOUBLE_EQ(st["percentile"].get<double>(), 50.0);
+  EXPECT_EQ(st["windows_judged"].get<int>(), 3);
+  ASSERT_GE(st["windows"].size(), 3u) << st;
+  size_t in_windows = 0;
+  for (const auto& w : st["windows"]) {
+    for (const char* key : {"start_s", "duration_s", "samples", "throughput_per_s", "latency_ms"}) {
+      ASSERT_TRUE(w.contains(key)) << key;
+    }
+    EXPECT_DOUBLE_EQ(w["duration_s"].get<double>(), st["window_ms"].get<double>() / 1e3);
+    in_windows += w["samples"].get<size_t>();
+  }
+  EXPECT_LE(in_windows, n);
+  if (b["stable"].get<bool>()) {
+    EXPECT_TRUE(x["unmet"].empty());
+    EXPECT_EQ(st["verdict"].get<std::string>().rfind("stable: the last 3 windows'", 0), 0u) << st["verdict"];
+  }
 }
 
-TEST_F(CliBenchTest, BenchTextShowsTheVerdict) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 4 --stable-window 2");
+TEST_F(CliBenchTest, MinSamplesExtendsTheRunUntilP99IsBounded) {
+  // 100 samples in one request: too few for p99 at 95 % (299).
+  auto few = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 100 --json" + kQuick);
+  ASSERT_EQ(few.exit_code, 0) << few.output;
+  auto b = Json(few)["benchmark"];
+  EXPECT_TRUE(b["p99_ms"].is_null()) << few.output;
+  EXPECT_FALSE(b["percentiles"][2]["bounded"].get<bool>());
+  EXPECT_TRUE(b["percentiles"][0]["bounded"].get<bool>());
+
+  // --min-samples 300: the run is extended by more requests until it has them.
+  auto more = Cli("bench " + model_ + " --server " + server_.address() +
+                  " --repeat 100 --min-duration-s 0 --min-samples 300 --max-trials 5 --window-ms 1 --json");
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  b = Json(more)["benchmark"];
+  EXPECT_GE(b["samples_ms"].size(), 300u);
+  EXPECT_GE(b["extended"]["requests"].get<int>(), 2);
+  ASSERT_FALSE(b["extended"]["reasons"].empty());
+  EXPECT_EQ(b["extended"]["reasons"][0], "min_samples");
+  ASSERT_TRUE(b["p99_ms"].is_number()) << more.output;
+  EXPECT_LE(b["p90_ms"].get<double>(), b["p99_ms"].get<double>());
+  EXPECT_LE(b["p99_ms"].get<double>(), b["max_ms"].get<double>());
+  EXPECT_TRUE(b["percentiles"][2]["bounded"].get<bool>());
+
+  // The text says why it was extended, and gives each interval.
+  auto text = Cli("bench " + model_ + " --server " + server_.address() +
+                  " --repeat 100 --min-duration-s 0 --min-samples 300 --max-trials 5 --window-ms 1");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("extended for min_samples"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("p99    "), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("95 % interval ["), std::string::npos) << text.output;
+}
+
+TEST_F(CliBenchTest, BenchTextSaysNotEnoughSamples) {
+  auto r =
+      Cli("bench " + model_ + " --server " + server_.address() + " --repeat 20 --stable-window 2" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("median"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("p99"), std::string::npos) << r.output;
-  EXPECT_TRUE(r.output.find("stable") != std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("95 % interval ["), std::string::npos) << r.output;  // 20 bound the median
+  EXPECT_NE(r.output.find("p90    not enough samples for a 95 % interval (29 needed, 20 taken)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("p99    not enough samples for a 95 % interval (299 needed, 20 taken)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("too few windows (1 of 2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("max trials reached, still lacking stability"), std::string::npos) << r.output;
+}
+
+TEST_F(CliBenchTest, FailUnstableExitsOneAfterMaxTrials) {
+  // A zero threshold: windows of a real clock never agree exactly, so every extension
+  // for stability is spent (3 requests) and the run stays unstable.
+  const std::string base =
+      "bench " + model_ + " --server " + server_.address() +
+      " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 0 --max-trials 3";
+  auto r = Cli(base + " --fail-unstable --json");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  auto b = Json(r)["benchmark"];
+  EXPECT_FALSE(b["stable"].get<bool>());
+  EXPECT_EQ(b["extended"]["requests"].get<int>(), 3);
+  EXPECT_EQ(b["extended"]["unmet"], nlohmann::json::array({"stability"}));
+  EXPECT_EQ(b["stability"]["verdict"].get<std::string>().rfind("unstable: ", 0), 0u) << b["stability"];
+  EXPECT_GE(b["stability"]["windows"].size(), 3u);
+  // Without --fail-unstable the same run is reported, and exits 0.
+  auto ok = Cli(base);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("unstable: "), std::string::npos) << ok.output;
+  // A threshold nothing can miss: stable, exit 0 with --fail-unstable.
+  auto stable =
+      Cli("bench " + model_ + " --server " + server_.address() +
+          " --min-duration-s 0.05 --min-samples 0 --window-ms 10 --stable-threshold 1000 --fail-unstable");
+  EXPECT_EQ(stable.exit_code, 0) << stable.output;
+}
+
+TEST_F(CliBenchTest, BenchUsageErrorsNameTheFlag) {
+  const std::string base = "bench " + model_ + " --server " + server_.address();
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --confidence 1", "--confidence must be in (0, 1)"},
+           {" --confidence 0", "--confidence must be in (0, 1)"},
+           {" --max-trials 0", "--max-trials must be in [1, 1000]"},
+           {" --window-ms 0", "--window-ms must be in (0, 3600000]"},
+           {" --min-duration-s -1", "--min-duration-s must be in [0, 86400]"},
+           {" --stable-percentile 101", "--stable-percentile must be in [0, 100]"},
+           {" --stable-window 1", "--stable-window must be at least 2"}}) {
+    auto r = Cli(base + flag + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flag << ": " << r.output;
+  }
 }
 
 TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
-  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json");
+  auto r =
+      Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = Json(r);
   ASSERT_TRUE(j.contains("profile")) << r.output;
@@ -137,7 +291,7 @@ TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
   EXPECT_TRUE(kernels.count("FusedElementwise")) << r.output;
   EXPECT_EQ(kernels.size(), 1u) << r.output;
 
-  auto text = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile");
+  auto text = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile" + kQuick);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("share %"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("FusedElementwise"), std::string::npos) << text.output;

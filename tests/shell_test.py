@@ -173,9 +173,17 @@ class ShellTerminalTest(ServerFixture):
         self.assertIn("5 handles", out)
         self.assertNotIn("%3", out)
 
-        out = self.command(shell, "bench --repeat 5 --warmup 2")
+        out = self.command(shell, "bench --repeat 5 --warmup 2 --min-duration-s 0 --min-samples 0 --max-trials 1")
         self.assertRegex(out, r"bench +main: 5 samples x 1 calls \(warmup 2, timer \S+\), ms per call")
-        self.assertRegex(out, r"mean [0-9.]+ +median")
+        self.assertRegex(out, r"mean [0-9.]+ +min")
+        self.assertIn("median not enough samples for a 95 % interval (6 needed, 5 taken)", out)
+        self.assertIn("too few windows (1 of 3)", out)
+        # The same rules as `remex bench`: extended to --min-samples, intervals given.
+        out = self.command(shell, "bench --min-duration-s 0 --min-samples 40 --window-ms 1 --confidence 0.9")
+        self.assertRegex(out, r"bench +main: \d+ samples")
+        self.assertRegex(out, r"median [0-9.]+  90 % interval \[[0-9.]+, [0-9.]+\]")
+        self.assertRegex(out, r"p90 +[0-9.]+  90 % interval")
+        self.assertIn("extended for min_samples", out)
         out = self.command(shell, "profile")
         self.assertRegex(out, r"profile one invoke, [0-9.]+ ms on the device")
         self.assertRegex(out, r"MatMul +kernel +1 ")
@@ -212,6 +220,8 @@ class ShellTerminalTest(ServerFixture):
         self.assertIn("error: INVALID_ARGUMENT: unknown command 'lod' (did you mean load?); type help", out)
         out = self.command(shell, "bench --repeat 0")
         self.assertIn("error: INVALID_ARGUMENT: --repeat must be a whole number >= 1", out)
+        out = self.command(shell, "bench --confidence 2")
+        self.assertIn("error: INVALID_ARGUMENT: --confidence must be in (0, 1)", out)
         out = self.command(shell, "compare %1")
         self.assertIn("error: INVALID_ARGUMENT: compare takes two tensors", out)
         # Still the same session: the model and the tensor are there.
@@ -318,6 +328,14 @@ class ShellScriptTest(ServerFixture):
         self.assertIn("stopped at line 6: the tensors differ", r.stderr)
         self.assertIn("match: 4 values", r.stdout)
         self.assertNotIn("%5 hidden_next", r.stdout)
+
+        # bench --fail-unstable: a run too short to judge stops the script with status 1.
+        r = self.script("load rnn.onnx\nupload token=token.npy hidden=h0.npy\n"
+                        "bench --repeat 5 --min-duration-s 0 --min-samples 0 --max-trials 1 --fail-unstable\ninfo\n")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("stopped at line 3: the benchmark is unstable", r.stderr)
+        self.assertIn("too few windows (1 of 3)", r.stdout)
+        self.assertNotIn("server ", r.stdout)  # info never ran
 
         r = self.script("help\nquit\nload missing.onnx\n")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -862,7 +862,8 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "time a model on a device server (no output data is fetched)");
   AddSessionOptions(bench_cmd, bench);
   bench_cmd->add_option("--number", timing.number, "calls per sample")->capture_default_str();
-  bench_cmd->add_option("--repeat", timing.repeat, "samples of the first request (more follow while the run extends)")->capture_default_str();
+  bench_cmd->add_option("--repeat", timing.repeat, "samples of the first request (more follow while the run extends)")
+      ->capture_default_str();
   bench_cmd->add_option("--min-repeat-ms", timing.min_repeat_ms, "grow --number until one sample takes at least this long")
       ->capture_default_str();
   bench_cmd->add_option("--warmup", timing.warmup, "untimed calls first")->capture_default_str();

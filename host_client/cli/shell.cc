@@ -228,15 +228,16 @@ const std::vector<Shell::Command>& Shell::Commands() {
   static const std::vector<Command> kCommands = {
       {"load",
        "load FILE.onnx|FILE.rmx [--shape NAME=DIMS ...] [--bound SPEC ...] [--dispatch SPEC ...] [--strict]\n"
-       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm] [--as NAME]",
+       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm] "
+       "[--as NAME]",
        "compile (an .onnx) and load a model; it becomes the current one",
        "Compiles MODEL.onnx with the compile options of `remex compile` (docs/cli.md) or reads\n"
        "MODEL.rmx, uploads it unless the server's module cache has it, and makes a VM. The\n"
        "model is named after the file (rnn.onnx: rnn; a second one rnn-2), or --as NAME, and\n"
        "becomes the current model: run, bench, profile, inputs and outputs use it.",
        &Shell::Load,
-       {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues", "--no-fold-batchnorm",
-        "--as"}},
+       {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues",
+        "--no-fold-batchnorm", "--as"}},
       {"models",
        "models",
        "list the loaded models (* marks the current one)",
@@ -311,7 +312,8 @@ const std::vector<Shell::Command>& Shell::Commands() {
        &Shell::Compare,
        {"--rtol", "--atol", "--no-equal-nan"}},
       {"bench",
-       "bench [INPUT=TENSOR ...] [--number N] [--repeat N] [--warmup N] [--min-repeat-ms MS] [--cooldown-ms MS]\n"
+       "bench [INPUT=TENSOR ...] [--number N] [--repeat N] [--warmup N] [--min-repeat-ms MS] [--cooldown-ms "
+       "MS]\n"
        "      [--min-duration-s S] [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]\n"
        "      [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]",
        "time the current model on the server",
@@ -322,9 +324,9 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "median, p90 and p99 with their --confidence intervals. With --fail-unstable, a run still\n"
        "unstable ends a script with status 1.",
        &Shell::Bench,
-       {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s", "--min-samples",
-        "--confidence", "--window-ms", "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials",
-        "--fail-unstable"}},
+       {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
+        "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
+        "--stable-percentile", "--max-trials", "--fail-unstable"}},
       {"profile",
        "profile [INPUT=TENSOR ...]",
        "profile one call of the current model per op",
@@ -746,9 +748,9 @@ Status Shell::Compare(const Args& args) {
 Status Shell::Bench(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(
       Parsed p, ParseArgs("bench", args,
-                          {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
-                           "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
-                           "--stable-percentile", "--max-trials"},
+                          {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms",
+                           "--min-duration-s", "--min-samples", "--confidence", "--window-ms",
+                           "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials"},
                           {"--fail-unstable"}));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   tooling::BenchOptions options;

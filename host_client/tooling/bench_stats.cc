@@ -1,11 +1,10 @@
 #include "host_client/tooling/bench_stats.h"
 
 #include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
 #include <cmath>
 #include <cstdio>
 #include <vector>
-
-#include <boost/math/distributions/binomial.hpp>
 
 namespace remex::bench {
 
@@ -102,7 +101,8 @@ PercentileEstimate EstimatePercentile(std::span<const double> sorted, double q, 
       const size_t width = u - l, best_width = e.upper_rank - e.lower_rank;
       const double off = std::abs(0.5 * static_cast<double>(l + u) - center);
       const double best_off = std::abs(0.5 * static_cast<double>(e.lower_rank + e.upper_rank) - center);
-      better = width < best_width || (width == best_width && (off < best_off || (off == best_off && cover > e.coverage)));
+      better = width < best_width ||
+               (width == best_width && (off < best_off || (off == best_off && cover > e.coverage)));
     }
     if (better) {
       e.bounded = true;
@@ -125,7 +125,8 @@ size_t MinSamplesToBound(double q, double confidence) {
   // near the closed form's answer and step to the exact smallest n.
   auto reaches = [&](size_t n) {
     const boost::math::binomial_distribution<double> binomial(static_cast<double>(n), p);
-    return boost::math::cdf(binomial, static_cast<double>(n - 1)) - boost::math::cdf(binomial, 0.0) >= confidence;
+    return boost::math::cdf(binomial, static_cast<double>(n - 1)) - boost::math::cdf(binomial, 0.0) >=
+           confidence;
   };
   const double guess = std::log1p(-confidence) / std::log(std::max(p, 1.0 - p));
   size_t n = std::max<size_t>(2, static_cast<size_t>(std::max(0.0, std::floor(guess))));
@@ -225,28 +226,32 @@ WindowStability CheckWindowStability(std::span<const WindowSummary> windows, siz
     return worst;
   };
   size_t throughput_at = 0, latency_at = 0;
-  st.throughput_deviation = deviation(mean_throughput, [](const WindowSummary& w) { return w.throughput_per_s; },
-                                      &throughput_at);
-  st.latency_deviation = deviation(mean_latency, [](const WindowSummary& w) { return w.latency; }, &latency_at);
+  st.throughput_deviation = deviation(
+      mean_throughput, [](const WindowSummary& w) { return w.throughput_per_s; }, &throughput_at);
+  st.latency_deviation = deviation(
+      mean_latency, [](const WindowSummary& w) { return w.latency; }, &latency_at);
   const bool throughput_ok = st.throughput_deviation <= threshold;
   const bool latency_ok = st.latency_deviation <= threshold;
   if (throughput_ok && latency_ok) {
     st.stable = true;
-    std::snprintf(buf, sizeof buf,
-                  "stable: the last %zu windows' throughput within %.1f %% and latency within %.1f %% of their "
-                  "mean (threshold %.1f %%)",
-                  last, 100 * st.throughput_deviation, 100 * st.latency_deviation, 100 * threshold);
+    std::snprintf(
+        buf, sizeof buf,
+        "stable: the last %zu windows' throughput within %.1f %% and latency within %.1f %% of their "
+        "mean (threshold %.1f %%)",
+        last, 100 * st.throughput_deviation, 100 * st.latency_deviation, 100 * threshold);
   } else if (!throughput_ok) {
-    std::snprintf(buf, sizeof buf,
-                  "unstable: throughput moved %.1f %% from the mean of the last %zu windows in window %zu (threshold "
-                  "%.1f %%)%s",
-                  100 * st.throughput_deviation, last, throughput_at, 100 * threshold,
-                  latency_ok ? "" : Format("; latency moved %.1f %%", 100 * st.latency_deviation).c_str());
+    std::snprintf(
+        buf, sizeof buf,
+        "unstable: throughput moved %.1f %% from the mean of the last %zu windows in window %zu (threshold "
+        "%.1f %%)%s",
+        100 * st.throughput_deviation, last, throughput_at, 100 * threshold,
+        latency_ok ? "" : Format("; latency moved %.1f %%", 100 * st.latency_deviation).c_str());
   } else {
-    std::snprintf(buf, sizeof buf,
-                  "unstable: latency moved %.1f %% from the mean of the last %zu windows in window %zu (threshold "
-                  "%.1f %%)",
-                  100 * st.latency_deviation, last, latency_at, 100 * threshold);
+    std::snprintf(
+        buf, sizeof buf,
+        "unstable: latency moved %.1f %% from the mean of the last %zu windows in window %zu (threshold "
+        "%.1f %%)",
+        100 * st.latency_deviation, last, latency_at, 100 * threshold);
   }
   st.verdict = buf;
   return st;

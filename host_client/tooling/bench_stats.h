@@ -48,10 +48,10 @@ struct PercentileEstimate {
   // A pair of ranks reaches `confidence`; when false, lower/upper/ranks/coverage are 0
   // ("not enough samples": MinSamplesToBound(q, confidence) tells how many are).
   bool bounded = false;
-  double lower = 0, upper = 0;             // X_(lower_rank), X_(upper_rank)
-  size_t lower_rank = 0, upper_rank = 0;   // 1-based ranks in the sorted samples
-  double confidence = 0;  // asked for, in (0, 1)
-  double coverage = 0;    // P(lower_rank <= B <= upper_rank - 1) >= confidence
+  double lower = 0, upper = 0;            // X_(lower_rank), X_(upper_rank)
+  size_t lower_rank = 0, upper_rank = 0;  // 1-based ranks in the sorted samples
+  double confidence = 0;                  // asked for, in (0, 1)
+  double coverage = 0;                    // P(lower_rank <= B <= upper_rank - 1) >= confidence
 };
 
 // The q-th percentile of `sorted` (ascending) with its two-sided confidence interval
@@ -103,8 +103,8 @@ std::vector<WindowSummary> SplitIntoWindows(std::span<const TimedSample> samples
 
 struct WindowStability {
   bool stable = false;
-  size_t windows = 0;          // windows judged (the last `last`), 0 when too few
-  double threshold = 0;        // allowed deviation from the mean, 0.10 = 10 %
+  size_t windows = 0;    // windows judged (the last `last`), 0 when too few
+  double threshold = 0;  // allowed deviation from the mean, 0.10 = 10 %
   // The largest relative deviation |x - mean| / mean of the judged windows' throughput
   // and latency from their mean; 0 when not judged.
   double throughput_deviation = 0;
@@ -119,7 +119,8 @@ inline constexpr double kDefaultStableThreshold = 0.10;
 
 // Stable when the last `last` windows (at least 1) each have samples and both the
 // throughput and the latency of each lie within +-threshold of those windows' mean.
-WindowStability CheckWindowStability(std::span<const WindowSummary> windows, size_t last = kDefaultStableWindows,
+WindowStability CheckWindowStability(std::span<const WindowSummary> windows,
+                                     size_t last = kDefaultStableWindows,
                                      double threshold = kDefaultStableThreshold);
 
 }  // namespace remex::bench

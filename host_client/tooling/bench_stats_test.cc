@@ -3,13 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/normal.hpp>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
-
-#include <boost/math/distributions/binomial.hpp>
-#include <boost/math/distributions/normal.hpp>
 
 namespace remex::bench {
 namespace {
@@ -119,7 +118,8 @@ TEST(BenchStatsTest, IntervalIsTheNarrowestPairThatReachesTheConfidence) {
       size_t best = 0;
       for (size_t l = 1; l <= n; ++l) {
         for (size_t u = l + 1; u <= n; ++u) {
-          const double cover = boost::math::cdf(b, static_cast<double>(u - 1)) - boost::math::cdf(b, static_cast<double>(l - 1));
+          const double cover = boost::math::cdf(b, static_cast<double>(u - 1)) -
+                               boost::math::cdf(b, static_cast<double>(l - 1));
           if (cover >= 0.95 && (best == 0 || u - l < best)) best = u - l;
         }
       }
@@ -146,7 +146,8 @@ std::vector<Distribution> TestDistributions() {
   std::vector<Distribution> d;
   d.push_back({"normal(10, 2)", [](std::mt19937_64& g) { return std::normal_distribution<double>(10, 2)(g); },
                [standard](double p) { return 10 + 2 * boost::math::quantile(standard, p); }});
-  d.push_back({"lognormal(0, 0.5)", [](std::mt19937_64& g) { return std::lognormal_distribution<double>(0, 0.5)(g); },
+  d.push_back({"lognormal(0, 0.5)",
+               [](std::mt19937_64& g) { return std::lognormal_distribution<double>(0, 0.5)(g); },
                [standard](double p) { return std::exp(0.5 * boost::math::quantile(standard, p)); }});
   // Pareto, x_m 1, alpha 1.5: infinite variance, a heavy tail.
   d.push_back({"pareto(1, 1.5)",
@@ -205,7 +206,8 @@ TEST(BenchStatsTest, NinetyFivePercentIntervalsCoverTheTruePercentile) {
       for (size_t i = 0; i < c.qs.size(); ++i) {
         const double rate = static_cast<double>(covered[i]) / kTrials;
         EXPECT_GE(rate, 0.93) << d.name << " n " << c.n << " p" << c.qs[i];
-        EXPECT_LE(rate, claimed[i] + 0.025) << d.name << " n " << c.n << " p" << c.qs[i] << " claims " << claimed[i];
+        EXPECT_LE(rate, claimed[i] + 0.025)
+            << d.name << " n " << c.n << " p" << c.qs[i] << " claims " << claimed[i];
       }
     }
   }
@@ -291,11 +293,12 @@ TEST(BenchStatsTest, StabilityJudgesTheLastThreeWindowsOnBothScales) {
   w = Windows({{100, 10}, {100, 10}, {100, 10}, {130, 10}});
   st = CheckWindowStability(w, 3, 0.10);
   EXPECT_FALSE(st.stable);
-  EXPECT_EQ(st.verdict.rfind("unstable: throughput moved 18.2 % from the mean of the last 3 windows in window 4", 0),
+  EXPECT_EQ(st.verdict.rfind(
+                "unstable: throughput moved 18.2 % from the mean of the last 3 windows in window 4", 0),
             0u)
       << st.verdict;
   EXPECT_TRUE(CheckWindowStability(w, 3, 0.20).stable);
-  EXPECT_TRUE(CheckWindowStability(w, 2, 0.20).stable);   // 100, 130: 13 % each way
+  EXPECT_TRUE(CheckWindowStability(w, 2, 0.20).stable);  // 100, 130: 13 % each way
   EXPECT_FALSE(CheckWindowStability(w, 2, 0.10).stable);
 
   // Throughput steady, latency moved.

@@ -154,7 +154,8 @@ Status CheckSamples(const client::BenchmarkResult& result, uint32_t repeat) {
   }
   if (result.number < 1) return DataLoss("benchmark: the server reported 0 calls per sample");
   for (double s : result.samples_seconds) {
-    if (!(s >= 0) || !std::isfinite(s)) return DataLoss("benchmark: the server returned a sample of " + std::to_string(s) + " s");
+    if (!(s >= 0) || !std::isfinite(s))
+      return DataLoss("benchmark: the server returned a sample of " + std::to_string(s) + " s");
   }
   return OkStatus();
 }
@@ -288,7 +289,8 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   r.stats = bench::Summarize(r.samples_ms);
   std::vector<double> sorted = r.samples_ms;
   std::sort(sorted.begin(), sorted.end());
-  for (double q : kBenchPercentiles) r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
+  for (double q : kBenchPercentiles)
+    r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
   if (options.profile) {
     auto profile = session.Profile(vm, function);
     if (!profile.ok()) return profile.status().WithContext("profile");

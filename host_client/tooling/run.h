@@ -69,7 +69,7 @@ struct BenchOptions {
   uint64_t min_samples = 30;        // samples a valid run has at least (29 bound p90 at 95 %)
   double confidence = 0.95;         // of every percentile's interval, in (0, 1)
   double window_ms = 250;           // measurement window (widened to the longest sample)
-  size_t stable_window = bench::kDefaultStableWindows;  // windows judged, the last K
+  size_t stable_window = bench::kDefaultStableWindows;       // windows judged, the last K
   double stable_threshold = bench::kDefaultStableThreshold;  // 0.10 = +-10 % of the mean
   // The latency percentile judged per window. The median: a window of a fast model holds
   // hundreds of samples but one of a slow model a handful, and the median of a handful
@@ -94,15 +94,15 @@ struct BenchExtension {
   std::vector<std::string> reasons;
   // The rules still unmet when max_trials stopped the run (a subset of the three).
   std::vector<std::string> unmet;
-  uint32_t requests = 0;   // benchmark requests of the run, the first included
-  double duration_s = 0;   // the run's measured duration: the last sample's end
+  uint32_t requests = 0;  // benchmark requests of the run, the first included
+  double duration_s = 0;  // the run's measured duration: the last sample's end
 };
 
 // The stability verdict with what it was judged on.
 struct BenchStability : bench::WindowStability {
-  double window_ms = 0;           // the window used (window_ms, or the longest sample)
-  bool window_widened = false;    // window_ms was shorter than the longest sample
-  double percentile = 50;         // the latency percentile judged
+  double window_ms = 0;                       // the window used (window_ms, or the longest sample)
+  bool window_widened = false;                // window_ms was shorter than the longest sample
+  double percentile = 50;                     // the latency percentile judged
   std::vector<bench::WindowSummary> windows;  // latency in ms
 };
 

@@ -200,17 +200,19 @@ std::string BenchText(const BenchReport& r) {
   std::snprintf(line, sizeof line, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n",
                 r.function.c_str(), r.samples_ms.size(), r.number, r.options.timing.warmup, r.timer.c_str());
   std::string text = line;
-  std::snprintf(line, sizeof line, "        mean %.4f  min %.4f  max %.4f  std %.4f\n", s.mean, s.min, s.max, s.std);
+  std::snprintf(line, sizeof line, "        mean %.4f  min %.4f  max %.4f  std %.4f\n", s.mean, s.min, s.max,
+                s.std);
   text += line;
   const double percent = 100 * r.options.confidence;
   for (const auto& p : r.percentiles) {
     const std::string name = PercentileName(p.q);
     if (p.bounded) {
-      std::snprintf(line, sizeof line, "        %-6s %.4f  %g %% interval [%.4f, %.4f]\n", name.c_str(), p.value,
-                    percent, p.lower, p.upper);
+      std::snprintf(line, sizeof line, "        %-6s %.4f  %g %% interval [%.4f, %.4f]\n", name.c_str(),
+                    p.value, percent, p.lower, p.upper);
     } else {
-      std::snprintf(line, sizeof line, "        %-6s not enough samples for a %g %% interval (%zu needed, %zu taken)\n",
-                    name.c_str(), percent, bench::MinSamplesToBound(p.q, r.options.confidence), r.samples_ms.size());
+      std::snprintf(
+          line, sizeof line, "        %-6s not enough samples for a %g %% interval (%zu needed, %zu taken)\n",
+          name.c_str(), percent, bench::MinSamplesToBound(p.q, r.options.confidence), r.samples_ms.size());
     }
     text += line;
   }
@@ -224,8 +226,9 @@ std::string BenchText(const BenchReport& r) {
   }
   text += "\n";
   const auto& st = r.stability;
-  std::snprintf(line, sizeof line, "        %s; windows of %.0f ms%s, %s latency\n", st.verdict.c_str(), st.window_ms,
-                st.window_widened ? " (widened to the longest sample)" : "", PercentileName(st.percentile).c_str());
+  std::snprintf(line, sizeof line, "        %s; windows of %.0f ms%s, %s latency\n", st.verdict.c_str(),
+                st.window_ms, st.window_widened ? " (widened to the longest sample)" : "",
+                PercentileName(st.percentile).c_str());
   text += line;
   text += PhasesText(r);
   if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);

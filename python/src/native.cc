@@ -424,8 +424,8 @@ class Model {
   py::tuple Benchmark(const py::dict& given, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
                       uint32_t warmup, uint32_t cooldown_ms, uint64_t l2_flush_bytes, bool profile,
                       double min_duration_s, uint64_t min_samples, double confidence, double window_ms,
-                      size_t stable_window, double stable_threshold, double stable_percentile, uint32_t max_trials,
-                      bool fail_unstable) {
+                      size_t stable_window, double stable_threshold, double stable_percentile,
+                      uint32_t max_trials, bool fail_unstable) {
     tooling::SessionModel& model = m();
     tooling::BenchOptions options;
     options.min_duration_s = min_duration_s;
@@ -695,8 +695,8 @@ PYBIND11_MODULE(_native, m) {
       .def("benchmark", &Model::Benchmark, py::arg("inputs"), py::arg("number"), py::arg("repeat"),
            py::arg("min_repeat_ms"), py::arg("warmup"), py::arg("cooldown_ms"), py::arg("l2_flush_bytes"),
            py::arg("profile"), py::arg("min_duration_s"), py::arg("min_samples"), py::arg("confidence"),
-           py::arg("window_ms"), py::arg("stable_window"), py::arg("stable_threshold"), py::arg("stable_percentile"),
-           py::arg("max_trials"), py::arg("fail_unstable"))
+           py::arg("window_ms"), py::arg("stable_window"), py::arg("stable_threshold"),
+           py::arg("stable_percentile"), py::arg("max_trials"), py::arg("fail_unstable"))
       .def("profile", &Model::Profile, py::arg("inputs"))
       .def("close", &Model::Close);
 

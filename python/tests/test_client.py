@@ -163,23 +163,50 @@ def test_set_output_and_invoke_write_into_a_bound_tensor(session, models):
         m.set_output("nope", session.empty((2, 3), "float32"))
 
 
+QUICK = dict(min_duration_s=0, min_samples=0, max_trials=1)  # the first request's samples, not extended
+
+
 def test_benchmark_reports_what_remex_bench_json_reports(session, models):
     m = session.load(models["add_relu"])
-    r = m.benchmark({"x": np.ones((2, 3), np.float32)}, number=5, repeat=12, warmup=2)
+    r = m.benchmark({"x": np.ones((2, 3), np.float32)}, number=5, repeat=12, warmup=2, **QUICK)
     assert len(r.samples_ms) == 12 and r.number == 5
     assert r.min_ms <= r.median_ms <= r.max_ms
     assert r.median_ms == pytest.approx(float(np.median(r.samples_ms)))
     assert r.std_ms == pytest.approx(float(np.std(r.samples_ms)))
-    assert r.p99_ms is None  # from 100 samples on
+    assert r.p99_ms is None  # 299 samples bound it at 95 %
+    assert [p["q"] for p in r.percentiles] == [50, 90, 99]
+    median = r.percentiles[0]
+    assert median["bounded"] and median["lower_ms"] <= median["value_ms"] <= median["upper_ms"]
+    assert not r.percentiles[1]["bounded"] and r.percentiles[1]["min_samples"] == 29
+    assert r.extended == {"reasons": [], "unmet": ["stability"], "requests": 1, "duration_s": r.sample_end_s[-1]}
+    assert not r.stable and r.stability["verdict"] == "too few windows (1 of 3)"
     assert "median" in str(r)
-    cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, "--repeat", "3", "--json"],
+    cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, "--repeat", "3",
+                          "--min-duration-s", "0", "--max-trials", "1", "--json"],
                          capture_output=True, text=True, check=True)
     assert set(json.loads(cli.stdout)["benchmark"]) == set(r.report["benchmark"])
     # Without inputs, those of the last call; with profile, the rows too.
-    r = m.benchmark(repeat=3, profile=True)
+    r = m.benchmark(repeat=3, profile=True, **QUICK)
     assert r.profile and r.profile["rows"]
     with pytest.raises(remex.InvalidArgument):
         m.benchmark(number=0)
+    with pytest.raises(remex.InvalidArgument, match="--confidence"):
+        m.benchmark(confidence=1.0)
+
+
+def test_benchmark_extends_the_run_like_remex_bench(session, models):
+    m = session.load(models["add_relu"])
+    m.run({"x": np.ones((2, 3), np.float32)})
+    r = m.benchmark(min_duration_s=0, min_samples=300, window_ms=1, confidence=0.9)
+    assert len(r.samples_ms) >= 300 and r.extended["requests"] >= 2
+    assert r.extended["reasons"][0] == "min_samples"
+    assert r.confidence == 0.9 and all(p["bounded"] for p in r.percentiles)
+    assert r.p99_ms == r.percentiles[2]["value_ms"]
+    # fail_unstable: a run too short to judge raises Unstable, which carries the result.
+    with pytest.raises(remex.Unstable) as e:
+        m.benchmark(repeat=5, fail_unstable=True, **QUICK)
+    assert isinstance(e.value, remex.FailedPrecondition)
+    assert e.value.result.stability["verdict"] == "too few windows (1 of 3)"
 
 
 def test_profile_as_records_and_table(session, models):
