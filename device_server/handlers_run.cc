@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_server/environment.h"
 #include "device_server/time_evaluator.h"
 
 namespace remex::server {
@@ -101,6 +102,8 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
   auto r = reply.initBenchmark();
   r.setNumber(result.number);
   r.setTimer(result.timer);
+  // Sampled right after the last sample: what else ran on the host while measuring.
+  r.setLoadAverage1m(HostLoadAverage1m());
   auto samples = r.initSamplesSeconds(result.samples_seconds.size());
   for (size_t i = 0; i < result.samples_seconds.size(); ++i) samples.set(i, result.samples_seconds[i]);
   return OkStatus();
