@@ -322,7 +322,7 @@ struct Environment {
   cpuMaxMhz @9 :UInt32;      # highest cpuinfo_max_freq of the CPUs
   computeThreads @10 :UInt32; # the CPU device's compute threads; 0 for a GPU device
   memoryBytes @11 :UInt64;   # the host's physical memory
-  loadAverage1m @12 :Float64; # the host's 1-minute load average at hello; -1: unknown
+  loadAverage1m @12 :Float64 = -1; # the host's 1-minute load average at hello; -1: unknown
   gpus @13 :List(GpuEnvironment); # the GPUs the served device uses: one for cuda:N, none for cpu
 }
 
@@ -389,8 +389,8 @@ struct BenchmarkReply {
   samplesSeconds @1 :List(Float64); # mean seconds per call, one per repeat
   timer @2 :Text;                  # "steady_clock", "cuda_event"
   # The server host's 1-minute load average read right after the last sample (-1:
-  # unknown; 0 from servers older than this field).
-  loadAverage1m @3 :Float64;
+  # unknown, as from servers older than this field).
+  loadAverage1m @3 :Float64 = -1;
 }
 
 struct ProfileRow {

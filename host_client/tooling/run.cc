@@ -130,6 +130,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   r.bench_ms = MsSince(t);
   r.number = result->number;
   r.timer = result->timer;
+  r.session.environment.server_load_after_benchmark_1m = result->load_average_1m;
   for (double s : result->samples_seconds) r.samples_ms.push_back(s * 1e3);
   r.stats = bench::Summarize(r.samples_ms);
   r.has_p99 = r.samples_ms.size() >= bench::kMinSamplesForP99;
@@ -146,7 +147,9 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options) {
   REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(p.session(), p.vm, p.main().name, options));
   REMEX_RETURN_IF_ERROR(p.Release());
+  const double server_load = r.session.environment.server_load_after_benchmark_1m;
   r.session = DescribeSession(request, p);
+  r.session.environment.server_load_after_benchmark_1m = server_load;
   return r;
 }
 
