@@ -124,8 +124,10 @@ class BenchmarkResult:
     samples_ms: mean milliseconds per call, one per sample (`repeat` of them), each
     sample being `number` calls. mean_ms, median_ms, p90_ms, min_ms, max_ms, std_ms
     (population) summarize them; p99_ms is None below 100 samples. stable and
-    stability: the settling verdict. report: the whole JSON object (dict). str(): the
-    text `remex bench` prints."""
+    stability: the settling verdict. environment: the fingerprint of the server, its
+    host and GPUs, this host and the executable; warnings: [{code, message, fix}] of what
+    likely skewed the measurement (docs/cli.md, "Environment"). report: the whole JSON
+    object (dict). str(): the text `remex bench` prints."""
 
     def __init__(self, report_json: str, text: str):
         self.report: Dict[str, Any] = _json.loads(report_json)
@@ -144,6 +146,10 @@ class BenchmarkResult:
         self.stable: bool = b["stable"]
         self.stability: Dict[str, Any] = b["stability"]
         self.profile: Optional[Dict[str, Any]] = self.report.get("profile")
+        # The environment fingerprint and the warnings of what skewed the measurement
+        # (docs/cli.md, "Environment").
+        self.environment: Dict[str, Any] = self.report.get("environment", {})
+        self.warnings: List[Dict[str, str]] = self.report.get("warnings", [])
         self._text = text
 
     def __str__(self) -> str:
