@@ -54,6 +54,14 @@ StatusOr<std::unique_ptr<DeviceServer>> DeviceServer::Start(const ServerConfig& 
   } else {
     return InvalidArgument("unknown device '" + config.device + "' (devices: cpu, cuda:N)");
   }
+  if (vm::CudaDeviceFactsOf(*state->device)) {
+    auto nvml = Nvml::Load();
+    if (nvml.ok()) {
+      state->nvml = std::move(nvml).value();
+    } else {
+      spdlog::info("{}: the environment fingerprint reports the GPU's clocks and modes unknown", nvml.status().message());
+    }
+  }
   const uint64_t cache_bytes = config.allocator_cache_bytes != 0
                                    ? config.allocator_cache_bytes
                                    : std::max(state->device->memory_bytes() / 4, uint64_t{256} << 20);

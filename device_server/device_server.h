@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "rpc/frame.h"
@@ -130,6 +131,11 @@ struct ServerConfig {
   // On Stop (SIGTERM): how long requests already running may take to finish before
   // they are cancelled (UNAVAILABLE) and the server stops.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};
+
+  // The server's command line (argv), as the environment fingerprint of an
+  // authenticated session's hello reports it (device_server/environment.h): file
+  // paths, never a file's contents. Empty for a server embedded in a client.
+  std::vector<std::string> server_args;
 
   // The shared secret sessions must prove (rpc/auth.h) before any other request;
   // empty: no authentication.

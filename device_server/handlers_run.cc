@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_server/environment.h"
 #include "device_server/load_test.h"
 #include "device_server/time_evaluator.h"
 #include "vm/tensor_ops.h"
@@ -164,6 +165,8 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
   FillMemoryUse(*obj, before, peak, peak, r.initMemory());
   r.setNumber(result.number);
   r.setTimer(result.timer);
+  // Sampled right after the last sample: what else ran on the host while measuring.
+  r.setLoadAverage1m(HostLoadAverage1m());
   auto samples = r.initSamplesSeconds(result.samples_seconds.size());
   for (size_t i = 0; i < result.samples_seconds.size(); ++i) samples.set(i, result.samples_seconds[i]);
   return OkStatus();
@@ -365,6 +368,7 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   r.setSamples(result->samples);
   r.setDurationNanos(result->duration_nanos);
   r.setTimer("steady_clock");
+  r.setLoadAverage1m(HostLoadAverage1m());
   auto phases = r.initPhases();
   FillPhases(*obj, phases);
   phases.setInstancesCreateNanos(instances_nanos);

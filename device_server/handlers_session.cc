@@ -8,15 +8,11 @@
 #include <string>
 #include <utility>
 
+#include "base/version.h"
+#include "device_server/environment.h"
 #include "rpc/auth.h"
 
 namespace remex::server {
-
-namespace {
-
-constexpr char kServerVersion[] = REMEX_VERSION;  // CMake's project version
-
-}  // namespace
 
 Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) {
   if (req.getProtocolMajor() != rpc::kProtocolMajor) {
@@ -54,7 +50,7 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
         capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(challenge_.data()), challenge_.size()));
     return OkStatus();
   }
-  reply.setServerVersion(kServerVersion);
+  reply.setServerVersion(kRemexVersion);
   reply.setSessionId(id_);
   // Other sessions are none of this client's business: no count, and only this
   // session's own bytes.
@@ -72,6 +68,7 @@ Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) 
     reply.setCancelKey(
         capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(cancel_key_.data()), cancel_key_.size()));
   }
+  FillEnvironment(state_->config, *state_->device, state_->nvml.get(), reply.initEnvironment());
   return OkStatus();
 }
 

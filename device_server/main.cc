@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.device = device;
+  config.server_args.assign(argv, argv + argc);
   config.io_threads = io_threads;
   config.compute_threads = compute_threads;
   config.module_cache_bytes = module_cache_bytes;

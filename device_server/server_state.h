@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "device_server/device_server.h"
 #include "device_server/device_worker.h"
+#include "device_server/environment.h"
 #include "device_server/metrics.h"
 #include "device_server/module_cache.h"
 #include "kernels/kernels.h"
@@ -45,6 +46,9 @@ struct DeviceServer::State {
   // Host-only request work (module parsing and verification), off the device thread.
   boost::asio::thread_pool host_pool{2};
   RequestMetrics requests;
+  // NVML, for the GPU facts of the environment fingerprint (environment.h); loaded at
+  // start for a GPU device, null for the CPU device or where the driver has none.
+  std::unique_ptr<Nvml> nvml;
 
   // Device faults (see HandleDeviceFault): every open session, and the fault the
   // server is recovering from. Guarded by sessions_mu, with each Session's fault

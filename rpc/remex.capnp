@@ -302,6 +302,7 @@ struct LoadTestReply {
   auditMismatches @10 :UInt32;   # of those, samples with an output that differs
   auditFirstMismatch @11 :Text;  # "query 17 (sample 17), output 'y': 3 of 1000 values differ"
   samples @12 :UInt64;           # calls timed (queries x samplesPerQuery, less dropped)
+  loadAverage1m @13 :Float64 = -1;  # the server host's 1-minute load average after the run
 }
 
 # Cold start against warm (ns, server steady clock); 0 where not measured.
@@ -380,6 +381,60 @@ struct HelloReply {
   # 16 random bytes that, with sessionId, let another connection cancel this session's
   # request in progress (Cancel).
   cancelKey @8 :Data;
+  # What the server runs on and how it was started, for results to be comparable
+  # (docs/cli.md, "Environment"). Authenticated sessions only, like the fields above
+  # it; unset in a reply with an authChallenge, and from servers older than this field.
+  environment @9 :Environment;
+}
+
+# Whether a feature is on, where the server could find out. `unknown`: the server could
+# not read it (no such file in /sys, no NVML, a GPU that does not support the query).
+enum FeatureState {
+  unknown @0;
+  disabled @1;
+  enabled @2;
+}
+
+# The environment fingerprint of a server: its build, its command line, its host and
+# its device. Text fields are empty and numbers 0 where unknown, unless noted.
+struct Environment {
+  remexVersion @0 :Text;     # the server's version ("0.1.0")
+  remexCommit @1 :Text;      # git commit it was built from ("1a2b3c4"; "unknown" outside git)
+  serverArgs @2 :List(Text); # remex-server's command line (argv; file paths, never their
+                             # contents); empty for a server embedded in a client
+  os @3 :Text;               # uname: system, release and machine ("Linux 6.1.0-18-amd64 x86_64")
+  cpuModel @4 :Text;         # /proc/cpuinfo's model name
+  logicalCpus @5 :UInt32;    # logical CPUs online
+  physicalCores @6 :UInt32;  # distinct (package, core) pairs
+  smt @7 :FeatureState;      # simultaneous multithreading (/sys/devices/system/cpu/smt/active)
+  governor @8 :Text;         # cpufreq scaling governor ("performance"; "powersave,performance"
+                             # when CPUs differ); empty without cpufreq (many VMs)
+  cpuMaxMhz @9 :UInt32;      # highest cpuinfo_max_freq of the CPUs
+  computeThreads @10 :UInt32; # the CPU device's compute threads; 0 for a GPU device
+  memoryBytes @11 :UInt64;   # the host's physical memory
+  loadAverage1m @12 :Float64 = -1; # the host's 1-minute load average at hello; -1: unknown
+  gpus @13 :List(GpuEnvironment); # the GPUs the served device uses: one for cuda:N, none for cpu
+}
+
+# One GPU: what CUDA says of it and, where the driver's NVML library (libnvidia-ml.so.1)
+# is installed, its clocks, power limit and modes.
+struct GpuEnvironment {
+  name @0 :Text;                # "NVIDIA H200"
+  computeCapability @1 :Text;   # "9.0"
+  cudaRuntimeVersion @2 :Text;  # the CUDA runtime the server was built with ("12.4")
+  driverVersion @3 :Text;       # the NVIDIA driver ("550.54.15"; NVML)
+  smClockMhz @4 :UInt32;        # SM clock when read (an idle GPU's may be low)
+  memClockMhz @5 :UInt32;       # memory clock when read
+  maxSmClockMhz @6 :UInt32;     # highest SM clock the GPU may run at
+  maxMemClockMhz @7 :UInt32;
+  powerLimitW @8 :Float64;      # enforced power limit in watts
+  persistenceMode @9 :FeatureState;
+  eccMode @10 :FeatureState;    # current ECC mode
+  # The SM clock is held at a set value: applications clocks set away from their
+  # default (nvidia-smi -ac), or NVML's clock event reason "applications clocks
+  # setting" active. `unknown` without NVML.
+  clocksLocked @11 :FeatureState;
+  applicationsSmClockMhz @12 :UInt32; # the SM clock applications run at (nvidia-smi -ac)
 }
 
 struct ModuleLoadReply {
@@ -428,6 +483,9 @@ struct BenchmarkReply {
   timer @2 :Text;                  # "steady_clock", "cuda_event"
   phases @3 :RunPhases;            # since 1.4
   memory @4 :MemoryUse;            # since 1.4; runPeakBytes: the benchmark's peak
+  # The server host's 1-minute load average read right after the last sample (-1:
+  # unknown, as from servers older than this field).
+  loadAverage1m @5 :Float64 = -1;
 }
 
 struct ProfileRow {

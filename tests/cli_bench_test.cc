@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -111,6 +112,51 @@ TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
   EXPECT_LT(received, 16384u);
   EXPECT_LT(received, kOutputBytes / 8);
   EXPECT_EQ(j["compression"]["raw_received"].get<uint64_t>(), 0u);
+}
+
+// Every result carries the environment fingerprint (the server's build and command
+// line, its host, this host, the executable) and the warnings drawn from it.
+TEST_F(CliBenchTest, BenchReportsTheEnvironmentAndItsWarnings) {
+  auto r = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r);
+  ASSERT_TRUE(j.contains("environment")) << r.output;
+  const auto& env = j["environment"];
+  const auto& server = env["server"];
+  ASSERT_TRUE(server.is_object()) << env.dump(2);
+  EXPECT_TRUE(server["remex_version"].is_string());
+  EXPECT_TRUE(server["remex_commit"].is_string());
+  const auto args = server["args"].get<std::vector<std::string>>();
+  ASSERT_GE(args.size(), 3u);
+  EXPECT_NE(args[0].find("remex-server"), std::string::npos);
+  EXPECT_NE(std::find(args.begin(), args.end(), "--listen"), args.end()) << server.dump();
+  // One tree: the client and the server name the same version (their commits differ when
+  // one of them was built before the last commit).
+  EXPECT_EQ(env["host"]["remex_version"], server["remex_version"]);
+  EXPECT_TRUE(env["host"]["remex_commit"].is_string());
+  const auto& device = env["device"];
+  EXPECT_GE(device["logical_cpus"].get<int>(), 1);
+  EXPECT_TRUE(device["cpu_model"].is_string());
+  EXPECT_GE(device["compute_threads"].get<int>(), 1);  // the cpu device
+  EXPECT_GT(device["memory_bytes"].get<uint64_t>(), 0u);
+  ASSERT_TRUE(device["load_average_1m_after_benchmark"].is_number()) << device.dump();
+  EXPECT_GE(device["load_average_1m_after_benchmark"].get<double>(), 0.0);
+  EXPECT_TRUE(env["gpus"].is_array());
+  EXPECT_EQ(env["gpus"].size(), 0u);  // a cpu server uses no GPU
+  EXPECT_EQ(env["executable"]["hash"], j["module_cache"]["hash"]);
+  EXPECT_EQ(env["executable"]["compile_options"]["layout"], "NCHW");  // compiled for this run
+  // The warnings follow from what the report says.
+  ASSERT_TRUE(j["warnings"].is_array()) << r.output;
+  std::set<std::string> codes;
+  for (const auto& w : j["warnings"]) {
+    EXPECT_TRUE(w["message"].is_string() && w["fix"].is_string()) << w.dump();
+    codes.insert(w["code"].get<std::string>());
+  }
+  const bool slow_governor = device["governor"].is_string() && device["governor"] != "performance";
+  EXPECT_EQ(codes.count("cpu_governor"), slow_governor ? 1u : 0u) << device.dump();
+  const bool loaded = device["load_average_1m_after_benchmark"].get<double>() > device["logical_cpus"].get<double>();
+  EXPECT_EQ(codes.count("server_load"), loaded ? 1u : 0u) << device.dump();
+  EXPECT_EQ(codes.count("gpu_clocks_unlocked"), 0u);
 }
 
 // A plain `remex bench MODEL` is a valid run: a second of samples, at least 30, stable

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -355,9 +356,14 @@ TEST_F(AuthTest, HelloTellsAStrangerOnlyTheChallenge) {
   EXPECT_EQ(hello.getCancelKey().size(), 0u);
   EXPECT_EQ(hello.getDevices().size(), 0u);
   EXPECT_EQ(hello.getServerVersion().size(), 0u);
+  EXPECT_FALSE(hello.hasEnvironment());  // no command line, host or GPU facts either
   auto s = Connect(kToken);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_NE((*s)->server_info().session_id, 0u);
+  const auto& env = (*s)->server_info().environment;
+  EXPECT_TRUE(env.known);
+  EXPECT_GE(env.logical_cpus, 1u);
+  EXPECT_NE(std::find(env.server_args.begin(), env.server_args.end(), "--token-file"), env.server_args.end());
   EXPECT_EQ((*s)->server_info().devices.size(), 1u);
   EXPECT_EQ((*s)->server_info().cancel_key.size(), 16u);
   EXPECT_TRUE((*s)->server_info().requires_token);

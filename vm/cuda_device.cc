@@ -178,6 +178,7 @@ class CudaDevice final : public Device {
   StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() override;
 
   int ordinal() const { return ordinal_; }
+  const CudaDeviceFacts& facts() const { return facts_; }
   cudaStream_t stream() const { return stream_; }
   Status MakeCurrentForTimer() { return MakeCurrent(); }
 
@@ -250,6 +251,14 @@ class CudaDevice final : public Device {
     memory_bytes_ = prop.totalGlobalMem;
     char memory[32];
     std::snprintf(memory, sizeof(memory), "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1ull << 30));
+    facts_.name = prop.name;
+    facts_.compute_capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    facts_.runtime_version = VersionString(runtime);
+    facts_.driver_version = VersionString(driver);
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof(bus_id), "%04x:%02x:%02x.0", static_cast<unsigned>(prop.pciDomainID),
+                  static_cast<unsigned>(prop.pciBusID), static_cast<unsigned>(prop.pciDeviceID));
+    facts_.pci_bus_id = bus_id;
     description_ = std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
                    std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " + memory +
                    ", driver " + VersionString(driver) + ", runtime " + VersionString(runtime);
@@ -339,6 +348,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const std::string name_;
   std::string description_;
+  CudaDeviceFacts facts_;
   uint64_t memory_bytes_ = 0;
   bool use_pool_ = false;
   cudaStream_t stream_ = nullptr;
@@ -422,6 +432,12 @@ int CudaOrdinalOf(const Device& device) {
   return cuda ? cuda->ordinal() : -1;
 }
 
+std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device& device) {
+  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
+  if (!cuda) return std::nullopt;
+  return cuda->facts();
+}
+
 #else  // !REMEX_HAVE_CUDA
 
 int CudaDeviceCount() { return 0; }
@@ -433,6 +449,8 @@ StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
 void* CudaStreamOf(const Device&) { return nullptr; }
 
 int CudaOrdinalOf(const Device&) { return -1; }
+
+std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device&) { return std::nullopt; }
 
 #endif  // REMEX_HAVE_CUDA
 

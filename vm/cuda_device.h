@@ -37,6 +37,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -65,6 +67,18 @@ void* CudaStreamOf(const Device& device);
 
 // The GPU ordinal of `device`; -1 when it is not a CUDA device.
 int CudaOrdinalOf(const Device& device);
+
+// What CUDA says of a CUDA device's GPU, read once when the device was created.
+struct CudaDeviceFacts {
+  std::string name;                // "NVIDIA H200"
+  std::string compute_capability;  // "9.0"
+  std::string runtime_version;     // the CUDA runtime linked in ("12.4")
+  std::string driver_version;      // the newest CUDA version the driver supports ("12.4")
+  std::string pci_bus_id;          // "0000:41:00.0": the GPU for NVML (domain:bus:device.function)
+};
+
+// The facts of `device`'s GPU; nullopt when `device` is not a CUDA device.
+std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device& device);
 
 // A workspace provider for the CUDA kernels (kernels::CudaWorkspaceFn) over `allocator`:
 // each block is one of its buffers (whole device blocks: 256-byte aligned on a CUDA

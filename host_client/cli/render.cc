@@ -157,6 +157,9 @@ void PrintRun(const tooling::RunReport& r, bool verbose, FILE* out) {
 void PrintBench(const tooling::BenchReport& r, bool verbose, FILE* out) {
   PrintSession(r.session, out);
   std::fputs(tooling::BenchText(r).c_str(), out);
+  for (const auto& w : tooling::EnvironmentWarnings(r.session.environment)) {
+    std::fprintf(out, "warning %s\n        fix: %s\n", w.message.c_str(), w.fix.c_str());
+  }
   if (verbose) PrintWire(r.session, out);
 }
 

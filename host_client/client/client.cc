@@ -29,6 +29,54 @@ StatusOr<RemoteTensor> ToRemote(wire::TensorReply::Reader r) {
   return RemoteTensor{r.getTensor(), desc.first, std::move(desc.second)};
 }
 
+FeatureState ToFeatureState(wire::FeatureState s) {
+  switch (s) {
+    case wire::FeatureState::ENABLED: return FeatureState::kEnabled;
+    case wire::FeatureState::DISABLED: return FeatureState::kDisabled;
+    default: return FeatureState::kUnknown;  // and values from a newer server
+  }
+}
+
+ServerEnvironment ToEnvironment(wire::Environment::Reader e) {
+  ServerEnvironment env;
+  env.known = true;
+  env.remex_version = e.getRemexVersion();
+  env.remex_commit = e.getRemexCommit();
+  for (auto arg : e.getServerArgs()) {
+    if (env.server_args.size() == ServerEnvironment::kMaxServerArgs) break;
+    env.server_args.emplace_back(arg);
+  }
+  env.os = e.getOs();
+  env.cpu_model = e.getCpuModel();
+  env.logical_cpus = e.getLogicalCpus();
+  env.physical_cores = e.getPhysicalCores();
+  env.smt = ToFeatureState(e.getSmt());
+  env.governor = e.getGovernor();
+  env.cpu_max_mhz = e.getCpuMaxMhz();
+  env.compute_threads = e.getComputeThreads();
+  env.memory_bytes = e.getMemoryBytes();
+  env.load_average_1m = e.getLoadAverage1m();
+  for (auto g : e.getGpus()) {
+    if (env.gpus.size() == ServerEnvironment::kMaxGpus) break;
+    GpuEnvironment gpu;
+    gpu.name = g.getName();
+    gpu.compute_capability = g.getComputeCapability();
+    gpu.cuda_runtime_version = g.getCudaRuntimeVersion();
+    gpu.driver_version = g.getDriverVersion();
+    gpu.sm_clock_mhz = g.getSmClockMhz();
+    gpu.mem_clock_mhz = g.getMemClockMhz();
+    gpu.max_sm_clock_mhz = g.getMaxSmClockMhz();
+    gpu.max_mem_clock_mhz = g.getMaxMemClockMhz();
+    gpu.applications_sm_clock_mhz = g.getApplicationsSmClockMhz();
+    gpu.power_limit_w = g.getPowerLimitW();
+    gpu.persistence_mode = ToFeatureState(g.getPersistenceMode());
+    gpu.ecc_mode = ToFeatureState(g.getEccMode());
+    gpu.clocks_locked = ToFeatureState(g.getClocksLocked());
+    env.gpus.push_back(std::move(gpu));
+  }
+  return env;
+}
+
 ServerInfo ToInfo(wire::HelloReply::Reader r) {
   ServerInfo info;
   info.name = r.getServerName();
@@ -43,6 +91,7 @@ ServerInfo ToInfo(wire::HelloReply::Reader r) {
   for (auto d : r.getDevices()) {
     info.devices.push_back({d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse()});
   }
+  if (r.hasEnvironment()) info.environment = ToEnvironment(r.getEnvironment());
   return info;
 }
 
@@ -427,6 +476,7 @@ StatusOr<BenchmarkResult> Session::Benchmark(uint64_t vm, const std::string& fun
     auto b = reply.getBenchmark();
     result.number = b.getNumber();
     result.timer = b.getTimer();
+    result.load_average_1m = b.getLoadAverage1m();
     for (double v : b.getSamplesSeconds()) result.samples_seconds.push_back(v);
     result.phases = ToRunPhases(b.getPhases());
     result.memory = ToMemoryUse(b.getMemory());
@@ -485,6 +535,7 @@ StatusOr<LoadTestResult> Session::LoadTest(uint64_t vm, const std::string& funct
     result.audit_checked = l.getAuditChecked();
     result.audit_mismatches = l.getAuditMismatches();
     result.audit_first_mismatch = l.getAuditFirstMismatch();
+    result.load_average_1m = l.getLoadAverage1m();
     return OkStatus();
   }));
   return result;

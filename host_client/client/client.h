@@ -39,6 +39,44 @@ struct DeviceInfo {
   uint64_t bytes_in_use = 0;
 };
 
+// Whether a feature of the server's host is on, where the server could tell
+// (rpc/remex.capnp FeatureState).
+enum class FeatureState { kUnknown, kDisabled, kEnabled };
+inline const char* FeatureStateName(FeatureState s) {
+  return s == FeatureState::kEnabled ? "enabled" : s == FeatureState::kDisabled ? "disabled" : "unknown";
+}
+
+// One GPU of the server (rpc/remex.capnp GpuEnvironment): text empty and numbers 0
+// where unknown (no NVML on the server, or the GPU does not report it).
+struct GpuEnvironment {
+  std::string name, compute_capability, cuda_runtime_version, driver_version;
+  uint32_t sm_clock_mhz = 0, mem_clock_mhz = 0, max_sm_clock_mhz = 0, max_mem_clock_mhz = 0;
+  uint32_t applications_sm_clock_mhz = 0;
+  double power_limit_w = 0;
+  FeatureState persistence_mode = FeatureState::kUnknown;
+  FeatureState ecc_mode = FeatureState::kUnknown;
+  FeatureState clocks_locked = FeatureState::kUnknown;
+};
+
+// The server's environment fingerprint (rpc/remex.capnp Environment), from an
+// authenticated hello. Text empty and numbers 0 where unknown; load_average_1m -1.
+struct ServerEnvironment {
+  bool known = false;  // the hello carried one (servers older than it send none)
+  std::string remex_version, remex_commit;
+  std::vector<std::string> server_args;  // at most kMaxServerArgs
+  std::string os, cpu_model;
+  uint32_t logical_cpus = 0, physical_cores = 0;
+  FeatureState smt = FeatureState::kUnknown;
+  std::string governor;  // "" without cpufreq; distinct governors joined by ','
+  uint32_t cpu_max_mhz = 0;
+  uint32_t compute_threads = 0;  // the CPU device's; 0 for a GPU device
+  uint64_t memory_bytes = 0;
+  double load_average_1m = -1;  // at hello
+  std::vector<GpuEnvironment> gpus;  // at most kMaxGpus
+  static constexpr size_t kMaxServerArgs = 512;
+  static constexpr size_t kMaxGpus = 64;
+};
+
 struct ServerInfo {
   std::string name;
   std::string version;
@@ -52,6 +90,7 @@ struct ServerInfo {
   // With session_id, what Session::Cancel sends to cancel this session's request in
   // progress (empty from a server without cancel requests).
   std::string cancel_key;
+  ServerEnvironment environment;  // authenticated sessions only
 };
 
 // A tensor on the server: its handle, dtype and shape.
@@ -146,6 +185,9 @@ struct BenchmarkResult {
   std::string timer;                   // "steady_clock" or "cuda_event"
   RunPhases phases;
   MemoryUse memory;
+  // The server host's 1-minute load average right after the last sample; -1 unknown
+  // (as from servers older than it).
+  double load_average_1m = -1;
 };
 
 // Load scenarios generated on the server (rpc/remex.capnp LoadTest; protocol 1.4).
@@ -174,6 +216,7 @@ struct LoadTestResult {
   MemoryUse memory;
   uint32_t audit_checked = 0, audit_mismatches = 0;
   std::string audit_first_mismatch;
+  double load_average_1m = -1;  // the server host's, after the run; -1 unknown
 };
 
 struct ProfileRow {

@@ -191,6 +191,9 @@ StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<
   r.session.compression = client().compression_stats();
   r.session.compile_ms = m.compile_ms;
   r.session.upload_ms = m.load_ms;
+  const double server_load = r.session.environment.server_load_after_benchmark_1m;
+  r.session.environment = DescribeEnvironment(client(), std::nullopt);  // the options are not kept
+  r.session.environment.server_load_after_benchmark_1m = server_load;
   return r;
 }
 

@@ -28,6 +28,7 @@ LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint3
   l.samples_per_s = l.duration_s > 0 ? static_cast<double>(l.samples) / l.duration_s : 0;
   l.phases = r.phases;
   l.memory = r.memory;
+  l.load_average_1m = r.load_average_1m;
   l.audit = {r.audit_checked, r.audit_mismatches, r.audit_first_mismatch};
   std::vector<double> done;
   std::vector<bench::TimedSample> timed;

@@ -73,6 +73,7 @@ struct LoadLevel {
   std::vector<double> issue_s, latency_ms;  // per query (latency 0: dropped)
   client::RunPhases phases;
   client::MemoryUse memory;
+  double load_average_1m = -1;  // the server host's after the level; -1 unknown
 };
 
 struct PeakProbe {

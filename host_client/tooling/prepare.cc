@@ -203,6 +203,9 @@ SessionReport DescribeSession(const ModelRequest& request, PreparedModel& p) {
   r.compression = s.compression_stats();
   r.compile_ms = p.executable.compile_ms;
   r.upload_ms = p.upload_ms;
+  // The options apply when LoadExecutable compiled the model (not an .rmx).
+  const bool compiled = !(request.model.size() >= 4 && request.model.compare(request.model.size() - 4, 4, ".rmx") == 0);
+  r.environment = DescribeEnvironment(s, compiled ? std::optional(request.compile) : std::nullopt);
   return r;
 }
 

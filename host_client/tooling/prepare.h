@@ -15,6 +15,7 @@
 #include "host_client/compiler/options.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/connection.h"
+#include "host_client/tooling/environment.h"
 
 namespace remex::tooling {
 
@@ -82,6 +83,9 @@ struct SessionReport {
   std::string module_hash;
   client::CompressionStats compression;
   double compile_ms = 0, upload_ms = 0;
+  // The environment fingerprint: the server's, this host's, the compile options
+  // (environment.h); warnings come from it (EnvironmentWarnings).
+  EnvironmentReport environment;
 };
 SessionReport DescribeSession(const ModelRequest& request, PreparedModel& prepared);
 

@@ -5,6 +5,88 @@ namespace {
 
 using nlohmann::json;
 
+// Unknown values are null: empty text, 0 counts, negative load averages.
+json Text(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+json Count(uint64_t n) { return n == 0 ? json(nullptr) : json(n); }
+json Load(double load) { return load < 0 ? json(nullptr) : json(load); }
+json State(client::FeatureState s) {
+  return s == client::FeatureState::kUnknown ? json(nullptr) : json(client::FeatureStateName(s));
+}
+
+json CompileOptionsJson(const compiler::CompileOptions& o) {
+  json shapes = json::object();
+  for (const auto& [name, shape] : o.input_shapes) shapes[name] = shape;
+  json bounds = json::object();
+  for (const auto& [name, b] : o.bounds) bounds[name] = {b.min, b.max >= 0 ? json(b.max) : json(nullptr)};
+  json dispatch = json::array();
+  for (const auto& d : o.dispatch) dispatch.push_back(d.symbol);
+  return {{"layout", o.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
+          {"dtype", DTypeName(o.dtype)},
+          {"input_shapes", shapes},
+          {"bounds", bounds},
+          {"dispatch_symbols", dispatch},
+          {"strict_dispatch", o.strict_dispatch},
+          {"fold_constants", o.fold_constants},
+          {"fold_batchnorm", o.fold_batchnorm},
+          {"fuse_elementwise", o.fuse_elementwise},
+          {"fuse_epilogues", o.fuse_epilogues},
+          {"place_on_host", o.place_on_host},
+          {"plan_memory", o.plan_memory},
+          {"zstd_level", o.zstd_level}};
+}
+
+// The environment fingerprint (docs/cli.md, "Environment"): server, device and gpus
+// null from a server that sends none.
+json Environment(const EnvironmentReport& e, const std::string& module_hash) {
+  const client::ServerEnvironment& s = e.server;
+  json j;
+  if (s.known) {
+    j["server"] = {{"remex_version", Text(s.remex_version)},
+                   {"remex_commit", Text(s.remex_commit)},
+                   {"args", s.server_args},
+                   {"os", Text(s.os)}};
+    j["device"] = {{"cpu_model", Text(s.cpu_model)},
+                   {"logical_cpus", Count(s.logical_cpus)},
+                   {"physical_cores", Count(s.physical_cores)},
+                   {"smt", State(s.smt)},
+                   {"governor", Text(s.governor)},
+                   {"cpu_max_mhz", Count(s.cpu_max_mhz)},
+                   {"compute_threads", Count(s.compute_threads)},
+                   {"memory_bytes", Count(s.memory_bytes)},
+                   {"load_average_1m", Load(s.load_average_1m)},
+                   {"load_average_1m_after_benchmark", Load(e.server_load_after_benchmark_1m)}};
+    json gpus = json::array();
+    for (const auto& g : s.gpus) {
+      gpus.push_back({{"name", Text(g.name)},
+                      {"compute_capability", Text(g.compute_capability)},
+                      {"cuda_runtime_version", Text(g.cuda_runtime_version)},
+                      {"driver_version", Text(g.driver_version)},
+                      {"sm_clock_mhz", Count(g.sm_clock_mhz)},
+                      {"mem_clock_mhz", Count(g.mem_clock_mhz)},
+                      {"max_sm_clock_mhz", Count(g.max_sm_clock_mhz)},
+                      {"max_mem_clock_mhz", Count(g.max_mem_clock_mhz)},
+                      {"applications_sm_clock_mhz", Count(g.applications_sm_clock_mhz)},
+                      {"power_limit_w", g.power_limit_w > 0 ? json(g.power_limit_w) : json(nullptr)},
+                      {"persistence_mode", State(g.persistence_mode)},
+                      {"ecc_mode", State(g.ecc_mode)},
+                      {"clocks_locked", State(g.clocks_locked)}});
+    }
+    j["gpus"] = gpus;
+  } else {
+    j["server"] = nullptr;
+    j["device"] = nullptr;
+    j["gpus"] = json::array();
+  }
+  j["host"] = {{"remex_version", Text(e.host.remex_version)},
+               {"remex_commit", Text(e.host.remex_commit)},
+               {"os", Text(e.host.os)},
+               {"logical_cpus", Count(e.host.logical_cpus)},
+               {"load_average_1m", Load(e.host.load_average_1m)}};
+  j["executable"] = {{"hash", Text(module_hash)},
+                     {"compile_options", e.compile_options ? CompileOptionsJson(*e.compile_options) : json(nullptr)}};
+  return j;
+}
+
 // The fields every report of run, bench and check has.
 void AddSession(const SessionReport& s, json& j) {
   j["model"] = s.model;
@@ -19,6 +101,12 @@ void AddSession(const SessionReport& s, json& j) {
                       {"raw_received", s.compression.raw_received},
                       {"wire_received", s.compression.wire_received}};
   j["module_cache"] = {{"hit", s.module_cache_hit}, {"hash", s.module_hash}};
+  j["environment"] = Environment(s.environment, s.module_hash);
+  json warnings = json::array();
+  for (const auto& w : EnvironmentWarnings(s.environment)) {
+    warnings.push_back({{"code", w.code}, {"message", w.message}, {"fix", w.fix}});
+  }
+  j["warnings"] = warnings;
 }
 
 json Copies(const client::DeviceCopies& c) {

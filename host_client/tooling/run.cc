@@ -217,6 +217,8 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
       // The run's peak is the largest level's.
       for (const auto& level : run->levels) {
         r.memory.run_peak_bytes = std::max(r.memory.run_peak_bytes, level.memory.run_peak_bytes);
+        r.session.environment.server_load_after_benchmark_1m =
+            std::max(r.session.environment.server_load_after_benchmark_1m, level.load_average_1m);
       }
     }
     r.load = std::move(run).value();
@@ -244,6 +246,9 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     }
     r.number = result->number;
     r.timer = result->timer;
+    // The highest load seen after any request of the run.
+    r.session.environment.server_load_after_benchmark_1m =
+        std::max(r.session.environment.server_load_after_benchmark_1m, result->load_average_1m);
     for (double s : result->samples_seconds) {
       if (!r.samples_ms.empty()) end_s += cooldown_s;
       end_s += s * result->number;
@@ -304,7 +309,9 @@ StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, 
   REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(p.session(), p.vm, p.main().name, options));
   r.module_load_ms = p.module.load_nanos / 1e6;
   REMEX_RETURN_IF_ERROR(p.Release());
+  const double server_load = r.session.environment.server_load_after_benchmark_1m;
   r.session = DescribeSession(request, p);
+  r.session.environment.server_load_after_benchmark_1m = server_load;
   return r;
 }
 

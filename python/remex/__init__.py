@@ -138,8 +138,10 @@ class BenchmarkResult:
     bounded and, when bounded, lower_ms and upper_ms: the distribution-free interval
     at `confidence`. extended: why and how far the run was extended (reasons,
     unmet, requests, duration_s). stable and stability: the measurement-window verdict
-    (with its windows). report: the whole JSON object (dict). str(): the text `remex
-    bench` prints."""
+    (with its windows). environment: the fingerprint of the server, its host and GPUs,
+    this host and the executable; warnings: [{code, message, fix}] of what likely skewed
+    the measurement (docs/cli.md, "Environment"). report: the whole JSON object (dict).
+    str(): the text `remex bench` prints."""
 
     def __init__(self, report_json: str, text: str):
         self.report: Dict[str, Any] = _json.loads(report_json)
@@ -162,6 +164,10 @@ class BenchmarkResult:
         self.stable: bool = b["stable"]
         self.stability: Dict[str, Any] = b["stability"]
         self.profile: Optional[Dict[str, Any]] = self.report.get("profile")
+        # The environment fingerprint and the warnings of what skewed the measurement
+        # (docs/cli.md, "Environment").
+        self.environment: Dict[str, Any] = self.report.get("environment", {})
+        self.warnings: List[Dict[str, str]] = self.report.get("warnings", [])
         self._text = text
 
     def __str__(self) -> str:

@@ -185,6 +185,13 @@ def test_benchmark_reports_what_remex_bench_json_reports(session, models):
                           "--min-duration-s", "0", "--max-trials", "1", "--json"],
                          capture_output=True, text=True, check=True)
     assert set(json.loads(cli.stdout)["benchmark"]) == set(r.report["benchmark"])
+    # The environment fingerprint, as the CLI's: the server's build and host, this host.
+    assert set(r.environment) == set(json.loads(cli.stdout)["environment"])
+    assert r.environment["server"]["remex_version"] == r.environment["host"]["remex_version"]
+    assert r.environment["server"]["remex_commit"] and r.environment["host"]["remex_commit"]
+    assert r.environment["device"]["logical_cpus"] >= 1
+    assert r.environment["device"]["load_average_1m_after_benchmark"] >= 0
+    assert isinstance(r.warnings, list) and all({"code", "message", "fix"} <= set(w) for w in r.warnings)
     # Without inputs, those of the last call; with profile, the rows too.
     r = m.benchmark(repeat=3, profile=True, **QUICK)
     assert r.profile and r.profile["rows"]

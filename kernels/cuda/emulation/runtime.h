@@ -91,6 +91,9 @@ struct cudaDeviceProp {
   int major;
   int minor;
   int multiProcessorCount;
+  int pciDomainID;  // 0 in the emulation
+  int pciBusID;
+  int pciDeviceID;
 };
 
 enum cudaDriverEntryPointQueryResult {
