@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 namespace remex::server {
@@ -74,13 +75,16 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   };
 
   uint64_t calls = 0;
-  // Warmup, untimed for the result but used to foresee the run's length.
-  double per_call = 0;
+  // Every call so far, warmup included, foresees the run's length: their mean time, so
+  // that one preempted sample does not condemn a long run.
+  double seconds_so_far = 0;
+  uint64_t calls_so_far = 0;
   if (o.warmup > 0) {
     auto start = Clock::now();
     REMEX_RETURN_IF_ERROR(run(o.warmup, calls, nullptr));
     calls += o.warmup;
-    per_call = Seconds(Clock::now() - start) / o.warmup;
+    seconds_so_far += Seconds(Clock::now() - start);
+    calls_so_far += o.warmup;
   }
 
   TimeEvaluatorResult result;
@@ -90,10 +94,22 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   for (uint32_t r = 0; r < o.repeat; ++r) {
     if (r > 0 && o.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.cooldown_ms));
     for (;;) {
-      if (per_call > 0) {
-        double remaining = Seconds(deadline - Clock::now());
-        double needed = per_call * static_cast<double>(number) * (o.repeat - r);
-        if (needed > remaining) return over_time("sample " + std::to_string(r));
+      // Foreseen from the warmup, or from the first 3 samples on (a run without warmup
+      // has a cold first call); the deadline itself holds in any case.
+      if (calls_so_far > 0 && (o.warmup > 0 || r >= 3)) {
+        const double mean_call = seconds_so_far / static_cast<double>(calls_so_far);
+        const double remaining = Seconds(deadline - Clock::now());
+        const double needed = mean_call * static_cast<double>(number) * (o.repeat - r);
+        if (needed > remaining) {
+          char what[256];
+          std::snprintf(what, sizeof what,
+                        "%u more samples of %llu calls at a mean of %.4g ms per call (%.1f s) would outrun the "
+                        "%.1f s left of the server's limit of %lld ms (remex-server --benchmark-time-limit-s); "
+                        "lower --repeat or --number",
+                        o.repeat - r, static_cast<unsigned long long>(number), mean_call * 1e3, needed, remaining,
+                        static_cast<long long>(time_limit.count()));
+          return DeadlineExceeded(std::string("benchmark: ") + what);
+        }
       } else if (Clock::now() > deadline) {
         return over_time("sample " + std::to_string(r));
       }
@@ -105,7 +121,9 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
         REMEX_ASSIGN_OR_RETURN(elapsed, timer->ElapsedSeconds());
       }
       calls += number;
-      per_call = elapsed / static_cast<double>(number);
+      seconds_so_far += elapsed;
+      calls_so_far += number;
+      const double per_call = elapsed / static_cast<double>(number);
       if (elapsed >= min_seconds || number >= kMaxNumber) {
         result.samples_seconds.push_back(per_call);
         break;

@@ -181,7 +181,7 @@ std::string PhasesText(const BenchReport& r) {
   if (m.weights_bytes || m.invoke_peak_bytes || m.resident_bytes) {
     text += "memory  weights " + FormatBytes(m.weights_bytes) + ", one call's peak " + FormatBytes(m.invoke_peak_bytes);
     if (r.load) text += ", the run's peak " + FormatBytes(m.run_peak_bytes);
-    text += " (activations, workspaces, outputs); server resident " + FormatBytes(m.resident_bytes) + " (peak " +
+    text += " (activations, workspaces, outputs); resident " + FormatBytes(m.resident_bytes) + " in the serving process (peak " +
             FormatBytes(m.resident_peak_bytes) + ")\n";
   }
   return text;

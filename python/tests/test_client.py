@@ -26,7 +26,7 @@ def tensor_handles(s):
 def test_info_names_the_server_and_protocol(session):
     info = session.info()
     assert info["name"] == "remex-server"
-    assert info["protocol"] == "1.3"
+    assert info["protocol"] == "1.4"
     assert info["devices"][0]["name"] == "cpu"
     assert session.device.startswith("cpu")
     assert session.server.startswith("127.0.0.1:")
