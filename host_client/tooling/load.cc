@@ -46,7 +46,10 @@ LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint3
     l.percentiles.push_back(bench::EstimatePercentile(done, q, o.confidence));
   }
   std::sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.end_s < b.end_s; });
-  l.windows = bench::SplitIntoWindows(timed, o.window_ms / 1000.0, o.stable_percentile);
+  // A window shorter than a query's latency would often see no completion: widened to
+  // the longest, as bench's own windows are.
+  l.window_s = std::max(o.window_ms / 1000.0, l.latency.max / 1000.0);
+  l.windows = bench::SplitIntoWindows(timed, l.window_s, o.stable_percentile);
   l.stability = bench::CheckWindowStability(l.windows, 3, o.stable_threshold);
   if (o.latency_bound_ms > 0) {
     l.bound_met = !done.empty() && l.latency.p99 <= o.latency_bound_ms && l.dropped == 0;
@@ -78,6 +81,9 @@ StatusOr<LoadLevel> RunLevel(client::Session& session, uint64_t vm, const std::s
     level = Summarize(*result, o, concurrency, req.target_qps);
     level.trials = trial;
     if (!judged || level.stability.stable || !level.audit.passed()) break;
+    // Too short to hold the windows judged: the next trial runs long enough for them.
+    const double needed_ms = std::ceil((bench::kDefaultStableWindows + 0.5) * level.window_s * 1000);
+    if (needed_ms > req.min_duration_ms) req.min_duration_ms = static_cast<uint32_t>(std::min(needed_ms, 600000.0));
   }
   return level;
 }

@@ -67,6 +67,7 @@ struct LoadLevel {
   std::vector<bench::PercentileEstimate> percentiles;  // p50, p90, p99 (ms), with intervals
   uint32_t trials = 1;
   bench::WindowStability stability;
+  double window_s = 0;  // the window judged: window_ms, widened to the longest latency
   std::vector<bench::WindowSummary> windows;
   bool bound_met = true;  // p99 <= latency_bound_ms (true without a bound)
   LoadAudit audit;

@@ -207,6 +207,7 @@ json Load(const LoadRun& run) {
         {"trials", l.trials},
         {"stable", l.stability.stable},
         {"stability", {{"verdict", l.stability.verdict},
+                       {"window_ms", l.window_s * 1000},
                        {"threshold", l.stability.threshold},
                        {"throughput_deviation", l.stability.throughput_deviation},
                        {"latency_deviation", l.stability.latency_deviation},
