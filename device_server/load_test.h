@@ -61,7 +61,7 @@ struct LoadLane {
   // a fiber; it must yield only through `control->yield`.
   std::function<Status()> run;
   // Called right after sample `sample` completed on this lane, when it is audited
-  // (outside the sample's latency): keeps a copy of its outputs.
+  // (outside the sample's latency): checks its outputs (the audit).
   std::function<Status(uint64_t sample)> keep;
   // The lane's run control (owned by the caller): the generator sets its deadline and
   // yield, and cancels it at the limit.

@@ -255,9 +255,9 @@ struct Benchmark {
 #
 # The run issues queries until both `minQueries` are issued and `minDurationMs` has
 # passed, then waits for the issued ones to complete. Before it, `warmup` untimed calls
-# per instance; with auditSamples > 0 the VM itself runs one untimed reference call
-# first, and the outputs of `auditSamples` timed samples chosen with `seed` are copied
-# after they complete (outside their latency) and compared with it after the run:
+# per instance; the VM itself runs one untimed reference call first, and the outputs
+# of `auditSamples` timed samples chosen with `seed` are compared with its outputs on
+# the device as each completes (outside its latency; the instance waits meanwhile):
 # |a - ref| <= auditAtol + auditRtol * |ref| (0 and 0: equal values).
 # Errors: INVALID_ARGUMENT for an option out of range (named); DEADLINE_EXCEEDED when
 # warmup alone outruns the server's benchmark limit. Queries still queued or running at
