@@ -339,7 +339,10 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
     options.seconds_per_sample = seconds_per_sample;
     if (audit_samples > 0) {
       double expected = static_cast<double>(options.min_queries) * options.samples_per_query;
-      if (seconds_per_sample > 0) {
+      if (options.scenario == server::LoadScenario::kServer) {
+        // Arrivals, not the device, set how many samples a server run has.
+        expected = std::max(expected, options.target_qps * options.min_duration_ms / 1000.0);
+      } else if (seconds_per_sample > 0) {
         expected = std::max(expected, options.min_duration_ms / 1000.0 / seconds_per_sample * static_cast<double>(n));
       }
       const uint64_t range = std::max<uint64_t>(1, static_cast<uint64_t>(std::min(expected, 1e7)));

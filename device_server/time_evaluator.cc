@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 namespace remex::server {
 namespace {
@@ -75,17 +76,23 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   };
 
   uint64_t calls = 0;
-  // Every call so far, warmup included, foresees the run's length: their mean time, so
-  // that one preempted sample does not condemn a long run.
-  double seconds_so_far = 0;
-  uint64_t calls_so_far = 0;
+  // The run's length is foreseen from the median time per call of the samples taken so
+  // far (those too short for min_repeat_ms included), so that neither a cold first call
+  // nor one preempted sample condemns a long run; before any sample, from the warmup.
+  std::vector<double> per_call_seen;
+  double warmup_per_call = 0;
   if (o.warmup > 0) {
     auto start = Clock::now();
     REMEX_RETURN_IF_ERROR(run(o.warmup, calls, nullptr));
     calls += o.warmup;
-    seconds_so_far += Seconds(Clock::now() - start);
-    calls_so_far += o.warmup;
+    warmup_per_call = Seconds(Clock::now() - start) / o.warmup;
   }
+  auto per_call_estimate = [&]() -> double {
+    if (per_call_seen.empty()) return warmup_per_call;
+    std::vector<double> v = per_call_seen;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
 
   TimeEvaluatorResult result;
   result.timer = timer ? timer->name() : "steady_clock";
@@ -96,14 +103,14 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
     for (;;) {
       // Foreseen from the warmup, or from the first 3 samples on (a run without warmup
       // has a cold first call); the deadline itself holds in any case.
-      if (calls_so_far > 0 && (o.warmup > 0 || r >= 3)) {
-        const double mean_call = seconds_so_far / static_cast<double>(calls_so_far);
+      const double mean_call = per_call_estimate();
+      if (mean_call > 0 && (o.warmup > 0 || per_call_seen.size() >= 3)) {
         const double remaining = Seconds(deadline - Clock::now());
         const double needed = mean_call * static_cast<double>(number) * (o.repeat - r);
         if (needed > remaining) {
           char what[256];
           std::snprintf(what, sizeof what,
-                        "%u more samples of %llu calls at a mean of %.4g ms per call (%.1f s) would outrun the "
+                        "%u more samples of %llu calls at a median of %.4g ms per call (%.1f s) would outrun the "
                         "%.1f s left of the server's limit of %lld ms (remex-server --benchmark-time-limit-s); "
                         "lower --repeat or --number",
                         o.repeat - r, static_cast<unsigned long long>(number), mean_call * 1e3, needed, remaining,
@@ -121,9 +128,10 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
         REMEX_ASSIGN_OR_RETURN(elapsed, timer->ElapsedSeconds());
       }
       calls += number;
-      seconds_so_far += elapsed;
-      calls_so_far += number;
       const double per_call = elapsed / static_cast<double>(number);
+      // Bounded memory for a long run: the median of the last samples is as good.
+      if (per_call_seen.size() >= 1024) per_call_seen.erase(per_call_seen.begin(), per_call_seen.begin() + 512);
+      per_call_seen.push_back(per_call);
       if (elapsed >= min_seconds || number >= kMaxNumber) {
         result.samples_seconds.push_back(per_call);
         break;

@@ -13,6 +13,10 @@ constexpr double kPercentiles[] = {50, 90, 99};
 // or after this many probes.
 constexpr double kPeakResolution = 0.05;
 constexpr int kMaxPeakProbes = 16;
+// The rates searched: below 1 QPS a probe of min_samples queries takes minutes; above
+// the server's bound on a target rate nothing is generated.
+constexpr double kMinPeakQps = 1;
+constexpr double kMaxPeakQps = 1e6;
 
 LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint32_t concurrency, double target_qps) {
   LoadLevel l;
@@ -52,7 +56,12 @@ LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint3
   l.windows = bench::SplitIntoWindows(timed, l.window_s, o.stable_percentile);
   l.stability = bench::CheckWindowStability(l.windows, 3, o.stable_threshold);
   if (o.latency_bound_ms > 0) {
-    l.bound_met = !done.empty() && l.latency.p99 <= o.latency_bound_ms && l.dropped == 0;
+    // Within the bound, nothing dropped, and the arrivals kept up with: a device that
+    // completes queries more slowly than they arrived is not serving that rate.
+    const double last_issue_s = l.issue_s.empty() ? 0 : l.issue_s.back();
+    const double arrival_qps = last_issue_s > 0 ? static_cast<double>(l.queries) / last_issue_s : 0;
+    const bool kept_up = arrival_qps <= 0 || l.throughput_qps >= 0.9 * arrival_qps;
+    l.bound_met = !done.empty() && l.latency.p99 <= o.latency_bound_ms && l.dropped == 0 && kept_up;
   }
   return l;
 }
@@ -197,8 +206,9 @@ StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::stri
     if (p.valid) lo = q;
     else hi = q;
     if (lo > 0 && hi > 0 && (hi - lo) / lo < kPeakResolution) break;
-    if (hi > 0 && hi < 0.1) break;  // not even 0.1 QPS meets the bound
-    q = hi == 0 ? q * 2 : (lo > 0 ? (lo + hi) / 2 : hi / 2);
+    if (hi > 0 && hi <= kMinPeakQps) break;  // not even kMinPeakQps meets the bound
+    q = hi == 0 ? q * 2 : (lo > 0 ? (lo + hi) / 2 : std::max(hi / 2, kMinPeakQps));
+    if (q > kMaxPeakQps) break;
   }
   if (lo > 0) run.peak_qps = lo;
   std::sort(run.levels.begin(), run.levels.end(),
