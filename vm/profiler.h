@@ -13,6 +13,10 @@
 // placed in a function's planned arena (AllocPlanned) is no allocation: the arena is
 // allocated once, by the instruction that first places a tensor in it, and reused by
 // every later invoke. Host-memory buffers (shape scalars, host copies) are not counted.
+// A kernel row counts, besides what the kernel itself allocates, the buffers made for
+// its outputs by the AllocTensor, AllocTensorReg and AllocOutput instructions before it
+// (so kernel rows show which ops' outputs take memory; the instruction rows still
+// count those under the Alloc* opcodes).
 // Live bytes are the allocator's allocated_bytes right after the instruction: every
 // live buffer of the allocator, including those of other VMs sharing it, constants,
 // inputs and cached arenas; a buffer freed (its last reference dropped, as by

@@ -402,8 +402,12 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   std::chrono::steady_clock::time_point start;
   CopyStats copies_before;
   uint64_t allocations_before = 0, allocated_bytes_before = 0;
-  // Records the instruction that started at `start` (kernel `kernel` too, when >= 0).
-  auto record = [&](Opcode op, int64_t kernel) {
+  // Per register, the buffer an AllocTensor, AllocTensorReg or AllocOutput made for it
+  // and no kernel has written yet: the kernel whose output it is shows it in its row.
+  std::vector<std::pair<uint64_t, uint64_t>> pending_allocations(profiler ? fn.num_registers : 0);
+  // Records the instruction `inst` that started at `start`: its opcode's row, and an
+  // InvokeKernel's kernel row, which also gets the buffers allocated for its outputs.
+  auto record = [&](const Instruction& inst) {
     ProfileSample sample;
     sample.nanos = ElapsedNanos(start);
     sample.copies = copies_.host_to_device_count + copies_.device_to_host_count -
@@ -413,9 +417,29 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
     sample.allocations = device_allocations_ - allocations_before;
     sample.allocated_bytes = device_allocated_bytes_ - allocated_bytes_before;
     sample.live_bytes = allocator_->stats().allocated_bytes;
-    profiler->instructions[static_cast<int>(op)].Add(sample);
-    if (kernel >= 0) profiler->kernels[kernel].Add(sample);
+    profiler->instructions[static_cast<int>(inst.op)].Add(sample);
     profiler->peak_live_bytes = std::max(profiler->peak_live_bytes, sample.live_bytes);
+    const int64_t dst = inst.scalars.empty() ? -1 : inst.scalars[0];
+    switch (inst.op) {
+      case Opcode::kAllocTensor:
+      case Opcode::kAllocTensorReg:
+      case Opcode::kAllocOutput:
+        if (dst >= 0 && static_cast<size_t>(dst) < pending_allocations.size()) {
+          pending_allocations[dst] = {sample.allocations, sample.allocated_bytes};
+        }
+        break;
+      case Opcode::kInvokeKernel:
+        for (int64_t r : inst.lists[1]) {
+          if (r < 0 || static_cast<size_t>(r) >= pending_allocations.size()) continue;
+          sample.allocations += pending_allocations[r].first;
+          sample.allocated_bytes += pending_allocations[r].second;
+          pending_allocations[r] = {};
+        }
+        profiler->kernels[dst].Add(sample);
+        break;
+      default:
+        break;
+    }
   };
 
   size_t next = 0;
@@ -568,7 +592,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           args.push_back(Value::OfTensor(*t));
         }
         regs.clear();  // the caller's registers are done with
-        if (profiler) record(inst.op, -1);
+        if (profiler) record(inst);
         return Run(static_cast<int>(s[0]), args, bound_outputs, outputs, profiler);
       }
       case Opcode::kInvokeShapeFunc: {
@@ -863,13 +887,13 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           if (!c.ok()) return fail(c.status());
           outputs.push_back(Value::OfTensor(std::move(c).value()));
         }
-        if (profiler) record(inst.op, -1);  // the copies of optional and sequence outputs included
+        if (profiler) record(inst);  // the copies of optional and sequence outputs included
         return OkStatus();
       }
       case Opcode::kCount:
         return fail(Internal("invalid opcode"));
     }
-    if (profiler) record(inst.op, inst.op == Opcode::kInvokeKernel ? s[0] : -1);
+    if (profiler) record(inst);
   }
   return Internal("function '" + fn.name + "' fell off its end");
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <mutex>
 #include <thread>
@@ -188,13 +189,17 @@ TEST_F(VmTest, ProfilerCountsAllocatedAndLiveBytes) {
   EXPECT_EQ(profiler.live_bytes_before, live_before);
   EXPECT_EQ(profiler.live_bytes_after, live_before + kTensorBytes);  // the output, held
   EXPECT_EQ(profiler.peak_live_bytes, live_before + 2 * kTensorBytes);
-  for (const auto& row : profiler.Rows((*exe)->def())) {
-    if (row.kind == "kernel") {
-      EXPECT_EQ(row.counter.allocated_bytes, 0u) << row.name;
-    } else if (row.name == "AllocOutput") {
-      EXPECT_EQ(row.counter.allocated_bytes, kTensorBytes);
-    }
-  }
+  // Each kernel row shows the buffer allocated for its output: Add's intermediate,
+  // Relu's output.
+  std::map<std::string, ProfileCounter> rows;
+  for (const auto& row : profiler.Rows((*exe)->def())) rows[row.kind + " " + row.name] = row.counter;
+  EXPECT_EQ(rows["kernel Add"].allocations, 1u);
+  EXPECT_EQ(rows["kernel Add"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["kernel Add"].peak_live_bytes, live_before + kTensorBytes);
+  EXPECT_EQ(rows["kernel Relu"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["kernel Relu"].peak_live_bytes, live_before + 2 * kTensorBytes);
+  EXPECT_EQ(rows["instruction AllocOutput"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["instruction InvokeKernel"].allocated_bytes, 0u);
   // A second invoke allocates again (the allocator serves the freed block from its
   // cache, but the VM asked for it): the rows sum both invokes.
   out->clear();
@@ -453,6 +458,10 @@ TEST_F(VmTest, ProfilerShowsThePlannedArenaOnce) {
     EXPECT_EQ(planned.allocations, call == 0 ? 1u : 0u) << "call " << call;
     EXPECT_EQ(planned.allocated_bytes, call == 0 ? 512u : 0u) << "call " << call;  // 64 bytes, one class
     EXPECT_EQ(profiler.instructions[static_cast<int>(Opcode::kAllocOutput)].allocated_bytes, 512u);
+    // relu0 writes into the arena: no allocation of its own; relu1's output is one.
+    ASSERT_EQ(profiler.kernels.size(), 2u);
+    EXPECT_EQ(profiler.kernels[0].allocations, 0u);
+    EXPECT_EQ(profiler.kernels[1].allocations, 1u);
   }
 }
 
