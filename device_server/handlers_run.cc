@@ -1,6 +1,7 @@
 // Run requests: invoke, benchmark, profile.
 #include "device_server/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -177,11 +178,17 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
   auto& [obj, fn] = target;
   vm::Profiler profiler;
   ArmRunDeadline(0);
+  allocator_->ResetPeak();
   REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
   REMEX_RETURN_IF_ERROR(state_->device->Synchronize());
+  // The allocator's high-water mark sees buffers that live inside one instruction too.
+  const uint64_t peak = std::max(allocator_->stats().peak_allocated_bytes, profiler.peak_live_bytes);
   auto rows = profiler.Rows(obj->vm->executable().def());
   auto r = reply.initProfile();
   r.setTotalNanos(profiler.total_nanos);
+  r.setLiveBytesBefore(profiler.live_bytes_before);
+  r.setLiveBytesAfter(profiler.live_bytes_after);
+  r.setPeakLiveBytes(peak);
   auto out = r.initRows(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].setName(rows[i].name);
@@ -190,6 +197,9 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
     out[i].setTotalNanos(rows[i].counter.total_nanos);
     out[i].setCopies(rows[i].counter.copies);
     out[i].setCopyBytes(rows[i].counter.copy_bytes);
+    out[i].setAllocations(rows[i].counter.allocations);
+    out[i].setAllocatedBytes(rows[i].counter.allocated_bytes);
+    out[i].setPeakLiveBytes(rows[i].counter.peak_live_bytes);
   }
   return OkStatus();
 }

@@ -495,11 +495,24 @@ struct ProfileRow {
   totalNanos @3 :UInt64;
   copies @4 :UInt64;    # device copies made by these rows (both directions)
   copyBytes @5 :UInt64;
+  # Since 1.4, 0 from older servers. Device memory of the session's allocator, in its
+  # size classes: the buffers these rows' instructions allocated (tensors, copies, a
+  # planned arena the first time it is needed; a tensor placed in an arena is none)
+  # and their bytes, and the most live bytes right after any of the instructions.
+  allocations @6 :UInt64;
+  allocatedBytes @7 :UInt64;
+  peakLiveBytes @8 :UInt64;
 }
 
 struct ProfileReply {
   rows @0 :List(ProfileRow);
   totalNanos @1 :UInt64;
+  # Since 1.4, 0 from older servers. The session allocator's live bytes right before
+  # the invoke and right after it (its outputs still held), and its high-water mark
+  # during it (buffers that live inside one instruction included).
+  liveBytesBefore @2 :UInt64;
+  liveBytesAfter @3 :UInt64;
+  peakLiveBytes @4 :UInt64;
 }
 
 struct TensorStatsReply {

@@ -337,9 +337,35 @@ TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
   EXPECT_TRUE(kernels.count("FusedElementwise")) << r.output;
   EXPECT_EQ(kernels.size(), 1u) << r.output;
 
+  // Device memory: every row carries the fields; the fused kernel's row shows the
+  // output buffer allocated for it (256 KiB, a whole size class), and no row allocates
+  // more than the output (the input and constants were uploaded before the invoke).
+  const auto& profile = j["profile"];
+  uint64_t most_allocated = 0;
+  for (const auto& row : profile["rows"]) {
+    ASSERT_TRUE(row.contains("allocations") && row.contains("allocated_bytes") && row.contains("peak_live_bytes"))
+        << row.dump();
+    most_allocated = std::max(most_allocated, row["allocated_bytes"].get<uint64_t>());
+    if (row["kind"] == "kernel") {
+      EXPECT_EQ(row["allocations"].get<uint64_t>(), 1u) << row.dump();
+      EXPECT_EQ(row["allocated_bytes"].get<uint64_t>(), kOutputBytes) << row.dump();
+      EXPECT_GE(row["peak_live_bytes"].get<uint64_t>(), kOutputBytes) << row.dump();
+    }
+  }
+  EXPECT_EQ(most_allocated, kOutputBytes) << profile.dump();
+  const uint64_t before = profile["live_bytes_before"].get<uint64_t>();
+  const uint64_t after = profile["live_bytes_after"].get<uint64_t>();
+  const uint64_t peak = profile["peak_live_bytes"].get<uint64_t>();
+  EXPECT_GE(before, kOutputBytes) << profile.dump();  // the input, at least
+  EXPECT_EQ(after, before + kOutputBytes) << profile.dump();  // the output, held
+  EXPECT_GE(peak, after) << profile.dump();
+
   auto text = Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile" + kQuick);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("share %"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("alloc bytes"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("256.0 KiB"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("device memory live "), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("FusedElementwise"), std::string::npos) << text.output;
 }
 

@@ -143,6 +143,9 @@ class Buffer {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  // The bytes it holds of its allocator: size() rounded up to the allocator's size
+  // class, as AllocatorStats counts it.
+  size_t size_class() const { return size_class_; }
   Device& device() const;
 
  private:

@@ -16,11 +16,7 @@ std::vector<ProfileRow> Profiler::Rows(const ExecutableDef& def) const {
   for (size_t k = 0; k < kernels.size() && k < def.kernels.size(); ++k) {
     const ProfileCounter& c = kernels[k];
     if (c.calls == 0) continue;
-    ProfileCounter& row = ops[def.kernels[k].op];
-    row.calls += c.calls;
-    row.total_nanos += c.total_nanos;
-    row.copies += c.copies;
-    row.copy_bytes += c.copy_bytes;
+    ops[def.kernels[k].op].Merge(c);
   }
   std::vector<ProfileRow> kernel_rows, instruction_rows;
   for (auto& [op, c] : ops) kernel_rows.push_back({op, "kernel", c});

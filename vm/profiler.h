@@ -1,16 +1,34 @@
 // Optional per-instruction profiling of VM invokes.
 //
 // A Profiler passed to VirtualMachine::Invoke records, for every instruction run, its
-// opcode's call count, wall time (steady clock, nanoseconds) and the device copies the
-// VM made while running it; InvokeKernel instructions are recorded a second time under
-// their kernel-table entry, so kernels can be broken down by ONNX op. Invokes without a
-// profiler pay nothing but one pointer test per instruction.
+// opcode's call count, wall time (steady clock, nanoseconds), the device copies the VM
+// made while running it, and the device memory it allocated and left live;
+// InvokeKernel instructions are recorded a second time under their kernel-table entry,
+// so kernels can be broken down by ONNX op. Invokes without a profiler pay nothing but
+// one pointer test per instruction.
+//
+// Memory is that of the VM's device allocator (the session's, on a server), counted in
+// the allocator's size classes (AllocatorStats::allocated_bytes): an allocation is a
+// buffer the VM requested from it for a tensor, a copy or a planned arena. A tensor
+// placed in a function's planned arena (AllocPlanned) is no allocation: the arena is
+// allocated once, by the instruction that first places a tensor in it, and reused by
+// every later invoke. Host-memory buffers (shape scalars, host copies) are not counted.
+// A kernel row counts, besides what the kernel itself allocates, the buffers made for
+// its outputs by the AllocTensor, AllocTensorReg and AllocOutput instructions before it
+// (so kernel rows show which ops' outputs take memory; the instruction rows still
+// count those under the Alloc* opcodes).
+// Live bytes are the allocator's allocated_bytes right after the instruction: every
+// live buffer of the allocator, including those of other VMs sharing it, constants,
+// inputs and cached arenas; a buffer freed (its last reference dropped, as by
+// KillRegister) leaves them at once, and a freed block the allocator reuses is counted
+// again as an allocation.
 //
 // Times are host wall time around each instruction: on an asynchronous device they
 // measure the launch, not the device work (see Rows()). Not thread-safe: one invoke at
 // a time per Profiler.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -22,17 +40,43 @@ namespace remex::vm {
 
 struct ExecutableDef;
 
+// What one run of an instruction did (see the header comment for the memory terms).
+struct ProfileSample {
+  uint64_t nanos = 0;
+  uint64_t copies = 0;  // device copies made, both directions
+  uint64_t copy_bytes = 0;
+  uint64_t allocations = 0;      // device buffers allocated
+  uint64_t allocated_bytes = 0;  // their size classes, bytes
+  uint64_t live_bytes = 0;       // the device allocator's allocated bytes right after it
+};
+
 struct ProfileCounter {
   uint64_t calls = 0;
   uint64_t total_nanos = 0;
   uint64_t copies = 0;      // device copies made, both directions
   uint64_t copy_bytes = 0;
+  uint64_t allocations = 0;      // device buffers allocated, summed
+  uint64_t allocated_bytes = 0;  // their bytes (size classes), summed
+  uint64_t peak_live_bytes = 0;  // the most live bytes right after any of the calls
 
-  void Add(uint64_t nanos, uint64_t n_copies, uint64_t n_bytes) {
+  void Add(const ProfileSample& s) {
     ++calls;
-    total_nanos += nanos;
-    copies += n_copies;
-    copy_bytes += n_bytes;
+    total_nanos += s.nanos;
+    copies += s.copies;
+    copy_bytes += s.copy_bytes;
+    allocations += s.allocations;
+    allocated_bytes += s.allocated_bytes;
+    peak_live_bytes = std::max(peak_live_bytes, s.live_bytes);
+  }
+  // Adds another counter's calls (rows that aggregate counters).
+  void Merge(const ProfileCounter& c) {
+    calls += c.calls;
+    total_nanos += c.total_nanos;
+    copies += c.copies;
+    copy_bytes += c.copy_bytes;
+    allocations += c.allocations;
+    allocated_bytes += c.allocated_bytes;
+    peak_live_bytes = std::max(peak_live_bytes, c.peak_live_bytes);
   }
 };
 
@@ -52,6 +96,14 @@ class Profiler {
   // Wall time of the profiled invokes, whole, and their count.
   uint64_t total_nanos = 0;
   uint64_t invokes = 0;
+  // The device allocator's live bytes right before and right after the last profiled
+  // invoke (after: its outputs still held, its registers dropped), and the most live
+  // bytes right after any profiled instruction. Buffers that live only inside one
+  // instruction (a kernel's workspace) show in none of these: the allocator's
+  // peak_allocated_bytes catches them.
+  uint64_t live_bytes_before = 0;
+  uint64_t live_bytes_after = 0;
+  uint64_t peak_live_bytes = 0;
 
   void Reset() { *this = Profiler(); }
 

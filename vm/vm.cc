@@ -129,7 +129,12 @@ const std::vector<Value>& VirtualMachine::bound_inputs(int fn) const {
 
 StatusOr<TensorPtr> VirtualMachine::Allocate(Allocator& allocator, DType dtype, const Shape& shape) {
   ++allocations_;
-  return AllocateTensor(allocator, dtype, shape);
+  REMEX_ASSIGN_OR_RETURN(TensorPtr t, AllocateTensor(allocator, dtype, shape));
+  if (&allocator == allocator_.get()) {
+    ++device_allocations_;
+    device_allocated_bytes_ += t->buffer->size_class();
+  }
+  return t;
 }
 
 StatusOr<TensorPtr> VirtualMachine::PlacedTensor(int fn, int64_t space, DType dtype, const Shape& shape,
@@ -150,6 +155,10 @@ StatusOr<TensorPtr> VirtualMachine::PlacedTensor(int fn, int64_t space, DType dt
     Allocator& allocator = space == 1 ? *host_allocator_ : *allocator_;
     ++allocations_;
     REMEX_ASSIGN_OR_RETURN(arena, allocator.Allocate(executable_->def().functions[fn].arena_bytes[space]));
+    if (&allocator == allocator_.get()) {
+      ++device_allocations_;
+      device_allocated_bytes_ += arena->size_class();
+    }
   }
   auto t = std::make_shared<Tensor>();
   t->buffer = arena;
@@ -357,10 +366,12 @@ StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* prof
   }
   if (profiler) {
     profiler->kernels.resize(executable_->def().kernels.size());
+    profiler->live_bytes_before = allocator_->stats().allocated_bytes;
     auto start = std::chrono::steady_clock::now();
     Status st = Run(fn, state.inputs, state.bound_outputs, outputs, profiler);
     profiler->total_nanos += ElapsedNanos(start);
     profiler->invokes++;
+    profiler->live_bytes_after = allocator_->stats().allocated_bytes;
     last_copies_ = copies_ - before;
     last_allocations_ = allocations_ - allocations_before;
     REMEX_RETURN_IF_ERROR(st);
@@ -390,6 +401,46 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   // Profiling state, used only with a profiler.
   std::chrono::steady_clock::time_point start;
   CopyStats copies_before;
+  uint64_t allocations_before = 0, allocated_bytes_before = 0;
+  // Per register, the buffer an AllocTensor, AllocTensorReg or AllocOutput made for it
+  // and no kernel has written yet: the kernel whose output it is shows it in its row.
+  std::vector<std::pair<uint64_t, uint64_t>> pending_allocations(profiler ? fn.num_registers : 0);
+  // Records the instruction `inst` that started at `start`: its opcode's row, and an
+  // InvokeKernel's kernel row, which also gets the buffers allocated for its outputs.
+  auto record = [&](const Instruction& inst) {
+    ProfileSample sample;
+    sample.nanos = ElapsedNanos(start);
+    sample.copies = copies_.host_to_device_count + copies_.device_to_host_count -
+                    copies_before.host_to_device_count - copies_before.device_to_host_count;
+    sample.copy_bytes = copies_.host_to_device_bytes + copies_.device_to_host_bytes -
+                        copies_before.host_to_device_bytes - copies_before.device_to_host_bytes;
+    sample.allocations = device_allocations_ - allocations_before;
+    sample.allocated_bytes = device_allocated_bytes_ - allocated_bytes_before;
+    sample.live_bytes = allocator_->stats().allocated_bytes;
+    profiler->instructions[static_cast<int>(inst.op)].Add(sample);
+    profiler->peak_live_bytes = std::max(profiler->peak_live_bytes, sample.live_bytes);
+    const int64_t dst = inst.scalars.empty() ? -1 : inst.scalars[0];
+    switch (inst.op) {
+      case Opcode::kAllocTensor:
+      case Opcode::kAllocTensorReg:
+      case Opcode::kAllocOutput:
+        if (dst >= 0 && static_cast<size_t>(dst) < pending_allocations.size()) {
+          pending_allocations[dst] = {sample.allocations, sample.allocated_bytes};
+        }
+        break;
+      case Opcode::kInvokeKernel:
+        for (int64_t r : inst.lists[1]) {
+          if (r < 0 || static_cast<size_t>(r) >= pending_allocations.size()) continue;
+          sample.allocations += pending_allocations[r].first;
+          sample.allocated_bytes += pending_allocations[r].second;
+          pending_allocations[r] = {};
+        }
+        profiler->kernels[dst].Add(sample);
+        break;
+      default:
+        break;
+    }
+  };
 
   size_t next = 0;
   size_t last_pc = 0;
@@ -439,6 +490,8 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
     auto alloc_in = [&](int64_t space) -> Allocator& { return space == 1 ? *host_allocator_ : *allocator_; };
     if (profiler) {
       copies_before = copies_;
+      allocations_before = device_allocations_;
+      allocated_bytes_before = device_allocated_bytes_;
       start = std::chrono::steady_clock::now();
     }
 
@@ -517,7 +570,6 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         break;
       }
       case Opcode::kTailCall: {
-        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
         const FunctionDef& callee = executable_->def().functions[s[0]];
         std::vector<Value> args;
         for (size_t i = 0; i < inst.lists[0].size(); ++i) {
@@ -540,6 +592,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           args.push_back(Value::OfTensor(*t));
         }
         regs.clear();  // the caller's registers are done with
+        if (profiler) record(inst);
         return Run(static_cast<int>(s[0]), args, bound_outputs, outputs, profiler);
       }
       case Opcode::kInvokeShapeFunc: {
@@ -803,7 +856,6 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         regs[s[0]] = regs[s[1]];
         break;
       case Opcode::kRet: {
-        if (profiler) profiler->instructions[static_cast<int>(inst.op)].Add(ElapsedNanos(start), 0, 0);
         outputs.clear();
         for (size_t k = 0; k < inst.lists[0].size(); ++k) {
           const int64_t r = inst.lists[0][k];
@@ -835,20 +887,13 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           if (!c.ok()) return fail(c.status());
           outputs.push_back(Value::OfTensor(std::move(c).value()));
         }
+        if (profiler) record(inst);  // the copies of optional and sequence outputs included
         return OkStatus();
       }
       case Opcode::kCount:
         return fail(Internal("invalid opcode"));
     }
-    if (profiler) {
-      uint64_t nanos = ElapsedNanos(start);
-      uint64_t n_copies = copies_.host_to_device_count + copies_.device_to_host_count -
-                          copies_before.host_to_device_count - copies_before.device_to_host_count;
-      uint64_t n_bytes = copies_.host_to_device_bytes + copies_.device_to_host_bytes -
-                         copies_before.host_to_device_bytes - copies_before.device_to_host_bytes;
-      profiler->instructions[static_cast<int>(inst.op)].Add(nanos, n_copies, n_bytes);
-      if (inst.op == Opcode::kInvokeKernel) profiler->kernels[s[0]].Add(nanos, n_copies, n_bytes);
-    }
+    if (profiler) record(inst);
   }
   return Internal("function '" + fn.name + "' fell off its end");
 }

@@ -9,8 +9,8 @@
 //   Invoke(fn)                  run; returns the output tensors (bound ones included)
 // Functions whose inputs or outputs are ONNX sequences or optionals
 // (ValueDesc::kind) take and give Values: SetInputValues / InvokeValues.
-// A Profiler passed to Invoke records per-instruction and per-kernel times and copies
-// (vm/profiler.h).
+// A Profiler passed to Invoke records per-instruction and per-kernel times, copies and
+// device memory allocated and live (vm/profiler.h).
 // Thread-safety: one VM serves one caller at a time.
 #pragma once
 
@@ -184,7 +184,7 @@ class VirtualMachine {
              std::vector<Value>& outputs, Profiler* profiler);
   // A new device tensor holding `t`'s values (an element of a returned sequence).
   StatusOr<TensorPtr> CopyOf(const TensorPtr& t);
-  // AllocateTensor, counted.
+  // AllocateTensor, counted (device_allocations_ too when `allocator` is allocator_).
   StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
   // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.
   StatusOr<TensorPtr> PlacedTensor(int fn, int64_t space, DType dtype, const Shape& shape, int64_t offset,
@@ -216,6 +216,10 @@ class VirtualMachine {
   uint64_t invokes_ = 0;
   uint64_t allocations_ = 0;
   uint64_t last_allocations_ = 0;
+  // Of allocations_, those from the device allocator (allocator_), and their size
+  // classes in bytes: the profiler's memory columns.
+  uint64_t device_allocations_ = 0;
+  uint64_t device_allocated_bytes_ = 0;
   int last_function_ = -1;
 };
 

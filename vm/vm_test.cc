@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <mutex>
 #include <thread>
@@ -155,6 +156,57 @@ TEST_F(VmTest, ProfilerCountsInstructionsKernelsAndCopies) {
   // Invokes without a profiler still run and record nothing.
   ASSERT_TRUE((*vm)->Invoke(0).ok());
   EXPECT_EQ(profiler.invokes, 2u);
+}
+
+// The memory columns: each allocating instruction shows its buffer in the allocator's
+// size classes, KillRegister shows the freed intermediate, and the invoke's live bytes
+// grow by its output alone.
+TEST_F(VmTest, ProfilerCountsAllocatedAndLiveBytes) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  // float32[1000, 3]: 12000 bytes, 12288 in the allocator's 512-byte classes.
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({1000, 3}, std::vector<float>(3000, 1.0f))}).ok());
+  constexpr uint64_t kTensorBytes = 12288;
+  const uint64_t live_before = allocator_->stats().allocated_bytes;
+  Profiler profiler;
+  auto out = (*vm)->Invoke(0, &profiler);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto at = [&](Opcode op) { return profiler.instructions[static_cast<int>(op)]; };
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).allocations, 1u);
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).allocated_bytes, kTensorBytes);
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).peak_live_bytes, live_before + kTensorBytes);
+  EXPECT_EQ(at(Opcode::kAllocOutput).allocations, 1u);
+  EXPECT_EQ(at(Opcode::kAllocOutput).allocated_bytes, kTensorBytes);
+  EXPECT_EQ(at(Opcode::kAllocOutput).peak_live_bytes, live_before + 2 * kTensorBytes);
+  // Kernels write into buffers allocated before them; KillRegister frees the Add result.
+  EXPECT_EQ(at(Opcode::kInvokeKernel).allocations, 0u);
+  EXPECT_EQ(at(Opcode::kInvokeKernel).allocated_bytes, 0u);
+  EXPECT_EQ(at(Opcode::kKillRegister).allocations, 0u);
+  EXPECT_EQ(at(Opcode::kKillRegister).peak_live_bytes, live_before + kTensorBytes);
+  EXPECT_EQ(at(Opcode::kRet).allocations, 0u);
+  EXPECT_EQ(profiler.live_bytes_before, live_before);
+  EXPECT_EQ(profiler.live_bytes_after, live_before + kTensorBytes);  // the output, held
+  EXPECT_EQ(profiler.peak_live_bytes, live_before + 2 * kTensorBytes);
+  // Each kernel row shows the buffer allocated for its output: Add's intermediate,
+  // Relu's output.
+  std::map<std::string, ProfileCounter> rows;
+  for (const auto& row : profiler.Rows((*exe)->def())) rows[row.kind + " " + row.name] = row.counter;
+  EXPECT_EQ(rows["kernel Add"].allocations, 1u);
+  EXPECT_EQ(rows["kernel Add"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["kernel Add"].peak_live_bytes, live_before + kTensorBytes);
+  EXPECT_EQ(rows["kernel Relu"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["kernel Relu"].peak_live_bytes, live_before + 2 * kTensorBytes);
+  EXPECT_EQ(rows["instruction AllocOutput"].allocated_bytes, kTensorBytes);
+  EXPECT_EQ(rows["instruction InvokeKernel"].allocated_bytes, 0u);
+  // A second invoke allocates again (the allocator serves the freed block from its
+  // cache, but the VM asked for it): the rows sum both invokes.
+  out->clear();
+  ASSERT_TRUE((*vm)->Invoke(0, &profiler).ok());
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).calls, 2u);
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).allocations, 2u);
+  EXPECT_EQ(at(Opcode::kAllocTensorReg).allocated_bytes, 2 * kTensorBytes);
 }
 
 // A bool constant's bytes other than 0 and 1 (from a file: any byte may be there) load
@@ -388,6 +440,29 @@ TEST_F(VmTest, PlannedSlotsAreReusedAndOverflowIsAnError) {
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << out.status().ToString();
   EXPECT_NE(out.status().message().find("exceeds its planned slot of 64 bytes"), std::string::npos)
       << out.status().ToString();
+}
+
+// A planned arena is allocated once, by the AllocPlanned that first needs it; the
+// tensors placed in it are not allocations.
+TEST_F(VmTest, ProfilerShowsThePlannedArenaOnce) {
+  auto exe = Executable::FromDef(PlannedDef(64, 64), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({4, 3}, std::vector<float>(12, 1.0f))}).ok());
+  for (int call = 0; call < 2; ++call) {
+    Profiler profiler;
+    ASSERT_TRUE((*vm)->Invoke(0, &profiler).ok());
+    const ProfileCounter& planned = profiler.instructions[static_cast<int>(Opcode::kAllocPlanned)];
+    EXPECT_EQ(planned.calls, 1u);
+    EXPECT_EQ(planned.allocations, call == 0 ? 1u : 0u) << "call " << call;
+    EXPECT_EQ(planned.allocated_bytes, call == 0 ? 512u : 0u) << "call " << call;  // 64 bytes, one class
+    EXPECT_EQ(profiler.instructions[static_cast<int>(Opcode::kAllocOutput)].allocated_bytes, 512u);
+    // relu0 writes into the arena: no allocation of its own; relu1's output is one.
+    ASSERT_EQ(profiler.kernels.size(), 2u);
+    EXPECT_EQ(profiler.kernels[0].allocations, 0u);
+    EXPECT_EQ(profiler.kernels[1].allocations, 1u);
+  }
 }
 
 TEST(ExecutableTest, VerifierChecksSlotsAndTailCalls) {

@@ -550,9 +550,13 @@ StatusOr<ProfileResult> Session::Profile(uint64_t vm, const std::string& functio
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::PROFILE, [&](wire::Reply::Reader reply, rpc::Frame&) {
     auto p = reply.getProfile();
     result.total_nanos = p.getTotalNanos();
+    result.live_bytes_before = p.getLiveBytesBefore();
+    result.live_bytes_after = p.getLiveBytesAfter();
+    result.peak_live_bytes = p.getPeakLiveBytes();
     for (auto row : p.getRows()) {
       result.rows.push_back({row.getName(), row.getKind(), row.getCalls(), row.getTotalNanos(), row.getCopies(),
-                             row.getCopyBytes()});
+                             row.getCopyBytes(), row.getAllocations(), row.getAllocatedBytes(),
+                             row.getPeakLiveBytes()});
     }
     return OkStatus();
   }));

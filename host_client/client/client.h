@@ -226,11 +226,22 @@ struct ProfileRow {
   uint64_t total_nanos = 0;
   uint64_t copies = 0;
   uint64_t copy_bytes = 0;
+  // Device memory of the session's allocator (size classes; 0 from servers before
+  // these fields): buffers these rows allocated, their bytes, and the most live bytes
+  // right after any of their instructions (rpc/remex.capnp ProfileRow).
+  uint64_t allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_live_bytes = 0;
 };
 
 struct ProfileResult {
   std::vector<ProfileRow> rows;
   uint64_t total_nanos = 0;
+  // The session allocator's live bytes before and after the invoke and its high-water
+  // mark during it (0 from servers before these fields).
+  uint64_t live_bytes_before = 0;
+  uint64_t live_bytes_after = 0;
+  uint64_t peak_live_bytes = 0;
 };
 
 struct TensorStats {

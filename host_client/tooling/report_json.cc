@@ -325,14 +325,19 @@ json ToJson(const RunReport& r) {
   return j;
 }
 
-json ToJson(const std::vector<ProfileEntry>& profile, double total_ms) {
+json ToJson(const std::vector<ProfileEntry>& profile, double total_ms, const ProfileMemory& memory) {
   json rows = json::array();
   for (const auto& e : profile) {
     rows.push_back({{"name", e.name}, {"kind", e.kind}, {"calls", e.calls}, {"total_ms", e.total_ms},
                     {"mean_us", e.mean_us}, {"share_percent", e.share_percent}, {"copies", e.copies},
-                    {"copy_bytes", e.copy_bytes}});
+                    {"copy_bytes", e.copy_bytes}, {"allocations", e.allocations},
+                    {"allocated_bytes", e.allocated_bytes}, {"peak_live_bytes", e.peak_live_bytes}});
   }
-  return {{"rows", rows}, {"total_ms", total_ms}};
+  return {{"rows", rows},
+          {"total_ms", total_ms},
+          {"live_bytes_before", memory.live_bytes_before},
+          {"live_bytes_after", memory.live_bytes_after},
+          {"peak_live_bytes", memory.peak_live_bytes}};
 }
 
 json ToJson(const BenchReport& r) {
@@ -400,7 +405,7 @@ json ToJson(const BenchReport& r) {
                      {"throughput_deviation", r.stability.throughput_deviation},
                      {"latency_deviation", r.stability.latency_deviation},
                      {"windows", windows}}}};
-  if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms);
+  if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms, r.profile_memory);
   j["phases_ms"] = Phases(r);
   j["memory"] = Memory(r.memory);
   if (r.load) j["load"] = Load(*r.load);

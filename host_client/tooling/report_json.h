@@ -28,8 +28,11 @@ nlohmann::json ToJson(const CompileReport& report);
 nlohmann::json ToJson(const RunReport& report);
 nlohmann::json ToJson(const BenchReport& report);
 // A profile: {"rows": [{name, kind, calls, total_ms, mean_us, share_percent, copies,
-// copy_bytes}, ...], "total_ms": ...}, as `remex bench --profile --json` nests it.
-nlohmann::json ToJson(const std::vector<ProfileEntry>& profile, double total_ms);
+// copy_bytes, allocations, allocated_bytes, peak_live_bytes}, ...], "total_ms": ...,
+// "live_bytes_before": ..., "live_bytes_after": ..., "peak_live_bytes": ...}, as
+// `remex bench --profile --json` nests it (bytes: the session allocator's size classes;
+// the live bytes 0 without `memory`).
+nlohmann::json ToJson(const std::vector<ProfileEntry>& profile, double total_ms, const ProfileMemory& memory = {});
 nlohmann::json ToJson(const CheckReport& report);
 nlohmann::json ToJson(const compare::PathComparison& report, double rtol, double atol, bool equal_nan);
 

@@ -135,10 +135,17 @@ std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile) {
     e.share_percent = total ? 100.0 * static_cast<double>(row.total_nanos) / static_cast<double>(total) : 0.0;
     e.copies = row.copies;
     e.copy_bytes = row.copy_bytes;
+    e.allocations = row.allocations;
+    e.allocated_bytes = row.allocated_bytes;
+    e.peak_live_bytes = row.peak_live_bytes;
     entries.push_back(e);
   }
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
   return entries;
+}
+
+ProfileMemory ProfileMemoryOf(const client::ProfileResult& profile) {
+  return {profile.live_bytes_before, profile.live_bytes_after, profile.peak_live_bytes};
 }
 
 namespace {
@@ -227,6 +234,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
       if (!profile.ok()) return profile.status().WithContext("profile");
       r.profile = ProfileEntries(*profile);
       r.profile_total_ms = profile->total_nanos / 1e6;
+      r.profile_memory = ProfileMemoryOf(*profile);
     }
     return r;
   }
@@ -301,6 +309,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     if (!profile.ok()) return profile.status().WithContext("profile");
     r.profile = ProfileEntries(*profile);
     r.profile_total_ms = profile->total_nanos / 1e6;
+    r.profile_memory = ProfileMemoryOf(*profile);
   }
   return r;
 }

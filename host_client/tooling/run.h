@@ -111,6 +111,17 @@ struct ProfileEntry {
   uint64_t calls = 0;
   double total_ms = 0, mean_us = 0, share_percent = 0;
   uint64_t copies = 0, copy_bytes = 0;
+  // Device memory (the session allocator's size classes; 0 from older servers): the
+  // buffers these rows allocated, their bytes, and the most live bytes right after
+  // any of their instructions (client::ProfileRow).
+  uint64_t allocations = 0, allocated_bytes = 0, peak_live_bytes = 0;
+};
+
+// The profiled invoke's device memory: the session allocator's live bytes right before
+// and after it (its outputs still held) and its high-water mark during it, bytes (0
+// from older servers; client::ProfileResult).
+struct ProfileMemory {
+  uint64_t live_bytes_before = 0, live_bytes_after = 0, peak_live_bytes = 0;
 };
 
 struct BenchReport {
@@ -129,6 +140,7 @@ struct BenchReport {
   BenchStability stability;
   std::optional<double> profile_total_ms;
   std::vector<ProfileEntry> profile;  // largest total first
+  ProfileMemory profile_memory;       // with profile_total_ms
   double bench_ms = 0;              // wall time of the benchmark requests, ms
   // Cold start against warm: the server's module load (0: from its cache), and the
   // VM's creation and first call (client::RunPhases); memory around the run.
@@ -159,6 +171,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
 // A server's profile as report rows: times in ms and us, shares of the whole invoke,
 // largest total first.
 std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile);
+ProfileMemory ProfileMemoryOf(const client::ProfileResult& profile);
 
 // ---- check --------------------------------------------------------------------------
 

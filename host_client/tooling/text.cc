@@ -71,16 +71,25 @@ std::string ArraySummary(const npy::Array& a) {
   return "min " + Format("%.6g", mn) + " max " + Format("%.6g", mx) + " mean " + Format("%.6g", sum / n);
 }
 
-std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms) {
+std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms, const ProfileMemory* memory) {
   std::string text = Format("profile one invoke, %.3f ms on the device\n", total_ms);
+  if (memory && memory->peak_live_bytes != 0) {  // 0: a server before these fields
+    text += "  device memory live " + FormatBytes(memory->live_bytes_before) + " before, " +
+            FormatBytes(memory->peak_live_bytes) + " at peak, " + FormatBytes(memory->live_bytes_after) + " after\n";
+  }
   std::vector<std::vector<std::string>> cells;
-  cells.push_back({"name", "kind", "calls", "total ms", "mean us", "share %", "copies", "copy bytes"});
+  cells.push_back({"name", "kind", "calls", "total ms", "mean us", "share %", "copies", "copy bytes", "allocs",
+                   "alloc bytes", "peak live"});
   for (const auto& e : profile) {
     cells.push_back({e.name, e.kind, std::to_string(e.calls), Format("%.3f", e.total_ms), Format("%.1f", e.mean_us),
-                     Format("%.1f", e.share_percent), std::to_string(e.copies), std::to_string(e.copy_bytes)});
+                     Format("%.1f", e.share_percent), std::to_string(e.copies), std::to_string(e.copy_bytes),
+                     std::to_string(e.allocations), FormatBytes(e.allocated_bytes), FormatBytes(e.peak_live_bytes)});
   }
   text += FormatTable(cells, "  ", 1, 2);  // text left, numbers right
-  text += "  (kernel rows break down the InvokeKernel row; shares are of the whole invoke)\n";
+  text += "  (kernel rows break down the InvokeKernel row's time, and count the buffers allocated for\n"
+          "   their outputs; shares are of the whole invoke; memory is the session's device allocator:\n"
+          "   alloc bytes in its size classes, peak live right after the row's instructions; tensors in\n"
+          "   a planned arena are no allocations)\n";
   return text;
 }
 
@@ -192,7 +201,7 @@ std::string PhasesText(const BenchReport& r) {
 std::string BenchText(const BenchReport& r) {
   if (r.load) {
     std::string text = LoadText(r) + PhasesText(r);
-    if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);
+    if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms, &r.profile_memory);
     return text;
   }
   const auto& s = r.stats;
@@ -231,7 +240,7 @@ std::string BenchText(const BenchReport& r) {
                 PercentileName(st.percentile).c_str());
   text += line;
   text += PhasesText(r);
-  if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms);
+  if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms, &r.profile_memory);
   return text;
 }
 

@@ -32,7 +32,10 @@ std::string ArraySummary(const npy::Array& array);
 std::string BenchText(const BenchReport& report);
 
 // The profile of one invoke as a table: a row per op (kernels) and instruction kind,
-// largest total first, with calls, total ms, mean us, share % and device copies.
-std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms);
+// largest total first, with calls, total ms, mean us, share %, device copies, device
+// allocations, their bytes and the peak live bytes; with `memory`, a line of the
+// invoke's live bytes before, at peak and after.
+std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms,
+                        const ProfileMemory* memory = nullptr);
 
 }  // namespace remex::tooling
