@@ -341,6 +341,40 @@ class ShellScriptTest(ServerFixture):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, "")
 
+    def test_bench_runs_load_scenarios_with_the_flags_of_remex_bench(self):
+        r = self.script("load rnn.onnx\nupload token=token.npy hidden=h0.npy\n"
+                        "bench --scenario server --target-qps 100 --min-duration-s 0.3\n"
+                        "bench --scenario single-stream --concurrency 1:2 --min-duration-s 0.2 --no-audit\n"
+                        "bench --scenario multi-stream --samples-per-query 2 --min-duration-s 0.2\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        # The scenario table of `remex bench --scenario` (tooling::BenchText): one row per level.
+        self.assertIn("bench   main: scenario server at 100 QPS (Poisson arrivals, seed 0)", out)
+        self.assertRegex(out, r"CONCURRENCY +TARGET QPS +QPS +QUERIES +p50 ms \[95% CI\] +p90 ms")
+        self.assertRegex(out, r"\n +1 +100 +[0-9.]+ +\d+ +[0-9.]+ \[")
+        self.assertRegex(out, r"audit +\d+ timed samples match the untimed reference")  # on for server
+        self.assertIn("scenario single-stream, closed-loop streams", out)
+        self.assertRegex(out, r"\n +1 +- +[0-9.]+ +\d+ ")
+        self.assertRegex(out, r"\n +2 +- +[0-9.]+ +\d+ ")
+        # multi-stream: 2 samples per query, and one instance per sample without --concurrency.
+        self.assertIn("scenario multi-stream, 2 samples per query", out)
+        self.assertRegex(out, r"multi-stream.*\n.*CONCURRENCY.*\n +2 +- ")
+
+        # The mistakes remex bench refuses, with its messages.
+        for line, message in (
+                ("bench --target-qps 5", "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, "
+                                         "--find-peak and --audit need --scenario"),
+                ("bench --scenario server", "--scenario server needs --target-qps Q"),
+                ("bench --scenario batch", "--scenario 'batch' is none of single-stream, multi-stream, server, "
+                                           "offline"),
+                ("bench --scenario offline --concurrency 3:2", "--concurrency '3:2': out of range"),
+                ("bench --scenario single-stream --audit --no-audit", "--audit and --no-audit contradict"),
+                ("bench --scenario offline --samples-per-query 2", "--samples-per-query is for --scenario "
+                                                                    "multi-stream")):
+            r = self.script("load rnn.onnx\n" + line + "\n")
+            self.assertEqual(r.returncode, 2, line + ": " + r.stderr)
+            self.assertIn("error: INVALID_ARGUMENT: " + message, r.stderr)
+
     def test_without_server_the_shell_embeds_one(self):
         r = subprocess.run([REMEX, "shell", "--no-history"], input="load rnn.onnx\ninfo\n", cwd=self.work,
                            env=self.env, capture_output=True, text=True, timeout=60)

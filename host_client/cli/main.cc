@@ -353,9 +353,7 @@ std::string UtcNow() {
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
   // Load scenarios (tooling/load.h): --scenario turns them on.
-  std::string scenario, concurrency = "1";
-  tooling::LoadOptions load;
-  std::optional<uint32_t> samples_per_query;
+  tooling::LoadSpec load;
   bool audit = false, no_audit = false;  // default: on for server and offline
   ReportFiles files;
   std::string command;  // the command line, for the report
@@ -364,27 +362,11 @@ struct BenchArgs : SessionArgs {
 // The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
 // flags without it.
 StatusOr<std::optional<tooling::LoadOptions>> MakeLoadOptions(const BenchArgs& args) {
-  if (args.scenario.empty()) {
-    if (args.concurrency != "1" || args.samples_per_query || args.audit || args.no_audit || args.load.target_qps != 0 ||
-        args.load.find_peak || args.load.latency_bound_ms != 0) {
-      return remex::InvalidArgument("--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
-                             "--audit need --scenario single-stream|multi-stream|server|offline");
-    }
-    return std::optional<tooling::LoadOptions>();
-  }
-  tooling::LoadOptions o = args.load;
-  REMEX_ASSIGN_OR_RETURN(o.scenario, tooling::ParseLoadScenario(args.scenario));
-  REMEX_ASSIGN_OR_RETURN(o.concurrency, tooling::ParseConcurrencyRange(args.concurrency));
-  const bool multi = o.scenario == remex::client::LoadScenario::kMultiStream;
-  o.samples_per_query = args.samples_per_query.value_or(multi ? 8 : 1);
-  // MultiStream's samples run side by side: one instance per sample unless told.
-  if (multi && args.concurrency == "1") o.concurrency = {std::min<uint32_t>(o.samples_per_query, 64)};
-  const bool audit_default = o.scenario == remex::client::LoadScenario::kServer || o.scenario == remex::client::LoadScenario::kOffline;
   if (args.audit && args.no_audit) return remex::InvalidArgument("--audit and --no-audit contradict each other");
-  if (!(args.audit || (audit_default && !args.no_audit))) o.audit_samples = 0;
-  o.seed = args.seed;
-  REMEX_RETURN_IF_ERROR(tooling::CheckLoadOptions(o));
-  return std::optional<tooling::LoadOptions>(o);
+  tooling::LoadSpec spec = args.load;
+  if (args.audit || args.no_audit) spec.audit = args.audit;
+  spec.seed = args.seed;
+  return tooling::MakeLoadOptions(spec);
 }
 
 int Bench(const BenchArgs& args_in) {
@@ -413,21 +395,9 @@ int Bench(const BenchArgs& args_in) {
     remex::cli::PrintBench(*report, args.verbose);
   }
   if (Status st = args.files.Write(j); !st.ok()) return Fail(st);
-  if (report->load) {
-    // An audit that failed fails the benchmark; --fail-unstable judges every level.
-    for (const auto& level : report->load->levels) {
-      if (!level.audit.passed()) return tooling::kExitMismatch;
-    }
-    const auto sc = report->load->options.scenario;
-    const bool judged = sc == remex::client::LoadScenario::kSingleStream || sc == remex::client::LoadScenario::kMultiStream;
-    if (args.options.fail_unstable && judged) {
-      for (const auto& level : report->load->levels) {
-        if (!level.stability.stable) return tooling::kExitMismatch;
-      }
-    }
-    return tooling::kExitOk;
-  }
-  return args.options.fail_unstable && !report->stability.stable ? tooling::kExitMismatch : tooling::kExitOk;
+  // An audit that failed fails the benchmark; --fail-unstable judges the run (every
+  // single-stream or multi-stream level).
+  return tooling::BenchFailure(*report).empty() ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
 struct ReportArgs {
@@ -897,28 +867,29 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--fail-unstable", bo.fail_unstable, "exit 1 when the run is still not stable");
   bench_cmd->add_flag("--profile", bench.options.profile, "also profile one invoke per op and instruction kind");
   // Load scenarios (docs/cli.md, "Load scenarios").
-  bench_cmd->add_option("--scenario", bench.scenario,
+  auto& load = bench.load;
+  bench_cmd->add_option("--scenario", load.scenario,
                         "a load scenario generated on the server instead of the time evaluator: single-stream, "
                         "multi-stream, server or offline (MLPerf LoadGen's)");
-  bench_cmd->add_option("--concurrency", bench.concurrency,
-                        "instances of the model running at once: N, or a sweep A:B[:STEP] (one row per level)")
-      ->capture_default_str();
-  bench_cmd->add_option("--samples-per-query", bench.samples_per_query,
+  bench_cmd->add_option("--concurrency", load.concurrency,
+                        "instances of the model running at once: N, or a sweep A:B[:STEP] (one row per level); "
+                        "default 1, multi-stream: one per sample");
+  bench_cmd->add_option("--samples-per-query", load.samples_per_query,
                         "multi-stream: samples in a query (default 8)");
-  bench_cmd->add_option("--target-qps", bench.load.target_qps, "server: Poisson arrival rate, queries per second");
-  bench_cmd->add_option("--latency-bound-ms", bench.load.latency_bound_ms,
+  bench_cmd->add_option("--target-qps", load.target_qps, "server: Poisson arrival rate, queries per second");
+  bench_cmd->add_option("--latency-bound-ms", load.latency_bound_ms,
                         "server: the p99 latency bound a rate must keep (with --find-peak)");
-  bench_cmd->add_flag("--find-peak", bench.load.find_peak,
+  bench_cmd->add_flag("--find-peak", load.find_peak,
                       "server: search the highest QPS whose p99 stays under --latency-bound-ms");
   bench_cmd->add_flag("--audit", bench.audit,
                       "compare the outputs of seeded timed samples with an untimed reference call on the device "
                       "(default: on for server and offline)");
   bench_cmd->add_flag("--no-audit", bench.no_audit, "no audit (server and offline)");
-  bench_cmd->add_option("--audit-samples", bench.load.audit_samples, "timed samples the audit checks")
+  bench_cmd->add_option("--audit-samples", load.audit_samples, "timed samples the audit checks")
       ->capture_default_str();
-  bench_cmd->add_option("--audit-rtol", bench.load.audit_rtol, "audit tolerance, relative (0 with --audit-atol 0: equal values)")
+  bench_cmd->add_option("--audit-rtol", load.audit_rtol, "audit tolerance, relative (0 with --audit-atol 0: equal values)")
       ->capture_default_str();
-  bench_cmd->add_option("--audit-atol", bench.load.audit_atol, "audit tolerance, absolute")->capture_default_str();
+  bench_cmd->add_option("--audit-atol", load.audit_atol, "audit tolerance, absolute")->capture_default_str();
   AddReportFileOptions(bench_cmd, bench.files);
   bench.command = CommandLine(argc, argv);
 

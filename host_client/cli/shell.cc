@@ -315,18 +315,26 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "bench [INPUT=TENSOR ...] [--number N] [--repeat N] [--warmup N] [--min-repeat-ms MS] [--cooldown-ms "
        "MS]\n"
        "      [--min-duration-s S] [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]\n"
-       "      [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]",
+       "      [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]\n"
+       "      [--scenario single-stream|multi-stream|server|offline] [--concurrency A[:B[:STEP]]]\n"
+       "      [--samples-per-query N] [--target-qps Q] [--latency-bound-ms L] [--find-peak]\n"
+       "      [--audit|--no-audit] [--audit-samples N] [--audit-rtol R] [--audit-atol A] [--seed N]",
        "time the current model on the server",
        "Times the current model with the server's time evaluator, inputs as run binds them, as\n"
        "`remex bench` does, with its options and defaults (--number 1 --repeat 10 --warmup 1;\n"
        "a run shorter than --min-duration-s 1 or --min-samples 30, or not stable over its last\n"
        "3 windows of --window-ms 250, is extended, up to --max-trials 10 requests). Prints the\n"
-       "median, p90 and p99 with their --confidence intervals. With --fail-unstable, a run still\n"
-       "unstable ends a script with status 1.",
+       "median, p90 and p99 with their --confidence intervals. --scenario runs a load scenario\n"
+       "on the server instead (MLPerf LoadGen's; docs/cli.md, \"Load scenarios\"), one row per\n"
+       "--concurrency level, with the same flags and defaults as `remex bench`. With\n"
+       "--fail-unstable, a run still unstable ends a script with status 1; so does an audit\n"
+       "that finds a mismatch.",
        &Shell::Bench,
        {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
         "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
-        "--stable-percentile", "--max-trials", "--fail-unstable"}},
+        "--stable-percentile", "--max-trials", "--fail-unstable", "--scenario", "--concurrency",
+        "--samples-per-query", "--target-qps", "--latency-bound-ms", "--find-peak", "--audit", "--no-audit",
+        "--audit-samples", "--audit-rtol", "--audit-atol", "--seed"}},
       {"profile",
        "profile [INPUT=TENSOR ...]",
        "profile one call of the current model per op",
@@ -384,6 +392,7 @@ std::string Shell::current_model() const { return current_ ? current_->name : ""
 
 Status Shell::Execute(const std::string& line) {
   mismatch_ = false;
+  failure_.clear();
   const size_t first = line.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || line[first] == '#') return OkStatus();
   REMEX_ASSIGN_OR_RETURN(Args words, SplitWords(line));
@@ -740,6 +749,7 @@ Status Shell::Compare(const Args& args) {
                  static_cast<unsigned long long>(c.mismatches), static_cast<unsigned long long>(c.count),
                  static_cast<long long>(c.first_mismatch));
     mismatch_ = true;
+    failure_ = "the tensors differ";
   }
   std::fprintf(out_, "; max abs error %.6g, max rel error %.6g\n", c.max_abs_error, c.max_rel_error);
   return OkStatus();
@@ -750,8 +760,10 @@ Status Shell::Bench(const Args& args) {
       Parsed p, ParseArgs("bench", args,
                           {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms",
                            "--min-duration-s", "--min-samples", "--confidence", "--window-ms",
-                           "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials"},
-                          {"--fail-unstable"}));
+                           "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials",
+                           "--scenario", "--concurrency", "--samples-per-query", "--target-qps",
+                           "--latency-bound-ms", "--audit-samples", "--audit-rtol", "--audit-atol", "--seed"},
+                          {"--fail-unstable", "--find-peak", "--audit", "--no-audit"}));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   tooling::BenchOptions options;
   auto count = [&](const char* flag, auto& field, uint32_t min) -> Status {
@@ -780,11 +792,36 @@ Status Shell::Bench(const Args& args) {
   REMEX_RETURN_IF_ERROR(number("--stable-percentile", options.stable_percentile));
   options.fail_unstable = p.Has("--fail-unstable");
   REMEX_RETURN_IF_ERROR(tooling::CheckBenchOptions(options));
+  // A load scenario: the same mapping as remex bench's (tooling::MakeLoadOptions).
+  tooling::LoadSpec load;
+  load.scenario = p.Last("--scenario");
+  load.concurrency = p.Last("--concurrency");
+  if (p.Has("--samples-per-query")) {
+    REMEX_ASSIGN_OR_RETURN(load.samples_per_query, ParseCount("--samples-per-query", p.Last("--samples-per-query"), 0));
+  }
+  REMEX_RETURN_IF_ERROR(number("--target-qps", load.target_qps));
+  REMEX_RETURN_IF_ERROR(number("--latency-bound-ms", load.latency_bound_ms));
+  load.find_peak = p.Has("--find-peak");
+  if (p.Has("--audit") && p.Has("--no-audit")) return InvalidArgument("--audit and --no-audit contradict each other");
+  if (p.Has("--audit") || p.Has("--no-audit")) load.audit = p.Has("--audit");
+  REMEX_RETURN_IF_ERROR(count("--audit-samples", load.audit_samples, 0));
+  REMEX_RETURN_IF_ERROR(number("--audit-rtol", load.audit_rtol));
+  REMEX_RETURN_IF_ERROR(number("--audit-atol", load.audit_atol));
+  if (p.Has("--seed")) {
+    const std::string text = p.Last("--seed");
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), load.seed);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgument("--seed must be a whole number >= 0, got '" + text + "'");
+    }
+  }
+  REMEX_ASSIGN_OR_RETURN(options.load, tooling::MakeLoadOptions(load));
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
   REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, session_->Bench(*m, inputs, options));
   std::fputs(tooling::BenchText(r).c_str(), out_);
-  // In a script, an unstable run asked to fail ends the shell with status 1.
-  if (options.fail_unstable && !r.stability.stable) mismatch_ = true;
+  // In a script, an unstable run asked to fail, or an audit that found a mismatch, ends
+  // the shell with status 1.
+  failure_ = tooling::BenchFailure(r);
+  if (!failure_.empty()) mismatch_ = true;
   return OkStatus();
 }
 
@@ -925,13 +962,17 @@ std::vector<std::string> Shell::Complete(const std::string& line) const {
       if (current_) {
         for (const auto& v : current_->outputs) add(v.name);
       }
+    } else if (option == "--scenario") {
+      for (const char* v : {"single-stream", "multi-stream", "server", "offline"}) add(v);
     } else if (option == "-o") {
       candidates = CompleteFiles(word, {".npy"});
     } else {
       // A number, a spec or a name nobody can guess; flags take no value.
       const bool known = std::find(cmd->options.begin(), cmd->options.end(), option) != cmd->options.end();
-      return known && option != "--strict" && option != "--no-fuse-epilogues" && option != "--no-fold-batchnorm" &&
-             option != "--no-equal-nan";
+      static const std::set<std::string> kFlags = {"--strict",        "--no-fuse-epilogues", "--no-fold-batchnorm",
+                                                   "--no-equal-nan",  "--fail-unstable",     "--find-peak",
+                                                   "--audit",         "--no-audit"};
+      return known && !kFlags.count(option);
     }
     return true;
   };
@@ -1022,10 +1063,8 @@ int RunPiped(Shell& shell) {
       break;
     }
     if (shell.mismatch()) {
-      const size_t first = line.find_first_not_of(" \t");
-      const bool bench = first != std::string::npos && line.compare(first, 5, "bench") == 0;
-      std::fprintf(stderr, "remex shell: stopped at line %zu: %s: %s\n", number,
-                   bench ? "the benchmark is unstable" : "the tensors differ", line.c_str());
+      std::fprintf(stderr, "remex shell: stopped at line %zu: %s: %s\n", number, shell.failure().c_str(),
+                   line.c_str());
       rc = tooling::kExitMismatch;
       break;
     }

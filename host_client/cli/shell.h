@@ -53,8 +53,10 @@ class Shell {
   // A quit or exit command ran.
   bool done() const { return done_; }
   // The last command was a compare that found mismatching values, or a bench
-  // --fail-unstable whose run stayed unstable (piped mode exits 1).
+  // --fail-unstable whose run stayed unstable or whose audit found a mismatch (piped
+  // mode exits 1); failure() says which.
   bool mismatch() const { return mismatch_; }
+  const std::string& failure() const { return failure_; }
   // "rnn", the current model's name, or "" with none loaded.
   std::string current_model() const;
 
@@ -119,6 +121,7 @@ class Shell {
   int next_id_ = 1;
   bool done_ = false;
   bool mismatch_ = false;
+  std::string failure_;  // why mismatch_
 };
 
 struct ShellOptions {

@@ -138,6 +138,9 @@ TEST_F(ShellTest, CompletesCommandsOptionsAndTheirValues) {
   EXPECT_EQ(shell_->Complete("load --dtype=f"), (Words{"float32", "float16"}));
   EXPECT_EQ(shell_->Complete("load --as "), Words{});
   EXPECT_EQ(shell_->Complete("bench --repeat "), Words{});
+  EXPECT_EQ(shell_->Complete("bench --scenario "), (Words{"single-stream", "multi-stream", "server", "offline"}));
+  EXPECT_EQ(shell_->Complete("bench --scenario=s"), (Words{"single-stream", "server"}));
+  EXPECT_EQ(shell_->Complete("bench --target"), (Words{"--target-qps"}));
   EXPECT_EQ(shell_->Complete("nonsense "), Words{});
 }
 

@@ -174,6 +174,37 @@ Status CheckLoadOptions(const LoadOptions& o) {
   return OkStatus();
 }
 
+StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
+  if (spec.scenario.empty()) {
+    if (!spec.concurrency.empty() || spec.samples_per_query || spec.audit || spec.target_qps != 0 ||
+        spec.find_peak || spec.latency_bound_ms != 0) {
+      return InvalidArgument(
+          "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and --audit need "
+          "--scenario single-stream|multi-stream|server|offline");
+    }
+    return std::optional<LoadOptions>();
+  }
+  LoadOptions o;
+  REMEX_ASSIGN_OR_RETURN(o.scenario, ParseLoadScenario(spec.scenario));
+  if (!spec.concurrency.empty()) {
+    REMEX_ASSIGN_OR_RETURN(o.concurrency, ParseConcurrencyRange(spec.concurrency));
+  }
+  const bool multi = o.scenario == LoadScenario::kMultiStream;
+  o.samples_per_query = spec.samples_per_query.value_or(multi ? 8 : 1);
+  // MultiStream's samples run side by side: one instance per sample unless told.
+  if (multi && spec.concurrency.empty()) o.concurrency = {std::min<uint32_t>(o.samples_per_query, 64)};
+  o.target_qps = spec.target_qps;
+  o.latency_bound_ms = spec.latency_bound_ms;
+  o.find_peak = spec.find_peak;
+  const bool audit_default = o.scenario == LoadScenario::kServer || o.scenario == LoadScenario::kOffline;
+  o.audit_samples = spec.audit.value_or(audit_default) ? spec.audit_samples : 0;
+  o.audit_rtol = spec.audit_rtol;
+  o.audit_atol = spec.audit_atol;
+  o.seed = spec.seed;
+  REMEX_RETURN_IF_ERROR(CheckLoadOptions(o));
+  return std::optional<LoadOptions>(o);
+}
+
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
                           const LoadOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));

@@ -49,6 +49,30 @@ StatusOr<client::LoadScenario> ParseLoadScenario(const std::string& name);
 // --concurrency.
 StatusOr<std::vector<uint32_t>> ParseConcurrencyRange(const std::string& spec);
 
+// The user's load choices as given (remex bench's flags, the shell's bench, the Python
+// client's Model.benchmark keywords), before the defaults that depend on the scenario.
+struct LoadSpec {
+  std::string scenario;     // --scenario; empty: no load scenario (the time evaluator)
+  std::string concurrency;  // --concurrency "A[:B[:STEP]]"; empty: not given
+  std::optional<uint32_t> samples_per_query;  // --samples-per-query; not given: 8 multi-stream, else 1
+  double target_qps = 0;                      // --target-qps
+  double latency_bound_ms = 0;                // --latency-bound-ms
+  bool find_peak = false;                     // --find-peak
+  std::optional<bool> audit;                  // --audit / --no-audit; not given: on for server and offline
+  uint32_t audit_samples = 32;                // --audit-samples
+  double audit_rtol = 0, audit_atol = 0;      // --audit-rtol, --audit-atol
+  uint64_t seed = 0;                          // --seed
+};
+
+// The LoadOptions of `spec` (none without a scenario) with the scenario's defaults:
+// multi-stream takes 8 samples per query and, without --concurrency, one instance per
+// sample (at most 64); the audit is on for server and offline unless turned off. The
+// statistics fields (min_duration_s, confidence, ...) keep LoadOptions' defaults: BenchVm
+// sets them from BenchOptions. INVALID_ARGUMENT naming the flag for a load flag without
+// --scenario, an unknown scenario, a bad --concurrency, or settings CheckLoadOptions
+// refuses.
+StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec);
+
 struct LoadAudit {
   uint32_t checked = 0, mismatches = 0;
   std::string first_mismatch;

@@ -195,6 +195,26 @@ BenchStability JudgeStability(const std::vector<bench::TimedSample>& timeline, c
 
 }  // namespace
 
+std::string BenchFailure(const BenchReport& r) {
+  if (!r.load) return r.options.fail_unstable && !r.stability.stable ? "the benchmark is unstable" : "";
+  for (const LoadLevel& level : r.load->levels) {
+    if (!level.audit.passed()) {
+      return "the audit found a mismatch at concurrency " + std::to_string(level.concurrency) + ": " +
+             level.audit.first_mismatch;
+    }
+  }
+  const client::LoadScenario sc = r.load->options.scenario;
+  const bool judged = sc == client::LoadScenario::kSingleStream || sc == client::LoadScenario::kMultiStream;
+  if (r.options.fail_unstable && judged) {
+    for (const LoadLevel& level : r.load->levels) {
+      if (!level.stability.stable) {
+        return "the benchmark is unstable at concurrency " + std::to_string(level.concurrency);
+      }
+    }
+  }
+  return "";
+}
+
 StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
                               const BenchOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));

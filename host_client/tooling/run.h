@@ -158,6 +158,11 @@ struct BenchReport {
 // (0, 3600000], stable_window < 2, a negative or non-finite threshold,
 // stable_percentile outside [0, 100], max_trials not in [1, 1000].
 Status CheckBenchOptions(const BenchOptions& options);
+// Why `report` fails, empty when it passes: a load level whose audit found a mismatch,
+// or with options.fail_unstable a run still unstable (of a load scenario: a
+// single-stream or multi-stream level; server and offline are not judged). remex bench
+// exits 1 for it, a shell script stops, the Python client raises Unstable for the latter.
+std::string BenchFailure(const BenchReport& report);
 // The run, its extension and statistics (BenchOptions), then the profile if asked. The
 // options' errors; the session's (DEADLINE_EXCEEDED when one request would outlast the
 // server's benchmark time limit); DATA_LOSS when a reply has another number of samples

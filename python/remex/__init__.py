@@ -31,7 +31,7 @@ __all__ = [
     "connect", "embedded", "farm", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult", "Profile",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-    "Internal", "Unavailable", "DataLoss", "Unstable",
+    "Internal", "Unavailable", "DataLoss", "Unstable", "AuditMismatch",
 ]
 
 
@@ -112,6 +112,16 @@ class Unstable(FailedPrecondition):
         self.result = result
 
 
+class AuditMismatch(DataLoss):
+    """Model.benchmark with a load scenario whose audit found timed samples whose outputs
+    differ from the untimed reference call (remex bench exits 1 for it); `result` is its
+    BenchmarkResult (each level's "audit": checked, mismatches, first_mismatch)."""
+
+    def __init__(self, message: str, result: "BenchmarkResult"):
+        super().__init__(message)
+        self.result = result
+
+
 _native.error_classes.update({cls.code: cls for cls in (
     Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists, PermissionDenied,
     ResourceExhausted, FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal, Unavailable, DataLoss)})
@@ -128,41 +138,70 @@ class ValueInfo(NamedTuple):
 
 
 class BenchmarkResult:
-    """A benchmark as `remex bench --json` reports it, timed on the server.
+    """A benchmark as `remex bench --json` reports it, timed on the server; `report` is
+    the whole JSON object (dict; docs/schema/bench.schema.json), str() the text
+    `remex bench` prints.
 
-    samples_ms: mean milliseconds per call, one per sample, in run order, each sample
-    being `number` calls; sample_end_s: when each ended, in seconds of samples since the
-    run's start. mean_ms, median_ms, p90_ms, min_ms, max_ms, std_ms (population)
-    summarize them; p99_ms is None when the samples cannot bound it at `confidence`
-    (299 at 0.95). percentiles: one dict per percentile (q 50, 90, 99) with value_ms,
-    bounded and, when bounded, lower_ms and upper_ms: the distribution-free interval
-    at `confidence`. extended: why and how far the run was extended (reasons,
-    unmet, requests, duration_s). stable and stability: the measurement-window verdict
-    (with its windows). environment: the fingerprint of the server, its host and GPUs,
-    this host and the executable; warnings: [{code, message, fix}] of what likely skewed
-    the measurement (docs/cli.md, "Environment"). report: the whole JSON object (dict).
-    str(): the text `remex bench` prints."""
+    Every report: phases_ms (cold start against warm: module_load, vm_create,
+    first_invoke, warm_median, ms or None), memory (bytes: weights_bytes,
+    invoke_peak_bytes, run_peak_bytes, ...), environment (the fingerprint of the server,
+    its host and GPUs, this host and the executable) and warnings ([{code, message, fix}]
+    of what likely skewed the measurement; docs/cli.md, "Environment"). failure: why
+    `remex bench` would exit 1 ("" when it would not: an audit mismatch, or with
+    fail_unstable a run still unstable).
 
-    def __init__(self, report_json: str, text: str):
+    The time evaluator (no scenario; `scenario` is None): samples_ms, mean milliseconds
+    per call, one per sample, in run order, each sample being `number` calls;
+    sample_end_s: when each ended, in seconds of samples since the run's start.
+    mean_ms, median_ms, p90_ms, min_ms, max_ms, std_ms (population) summarize them;
+    p99_ms is None when the samples cannot bound it at `confidence` (299 at 0.95).
+    percentiles: one dict per percentile (q 50, 90, 99) with value_ms, bounded and, when
+    bounded, lower_ms and upper_ms: the distribution-free interval at `confidence`.
+    extended: why and how far the run was extended (reasons, unmet, requests,
+    duration_s). stable and stability: the measurement-window verdict (with its
+    windows). These are None for a load scenario.
+
+    A load scenario (MLPerf LoadGen's; docs/cli.md, "Load scenarios"): scenario
+    ("single-stream", "multi-stream", "server", "offline"), load (the report's "load"
+    dict), levels (its list, one dict per concurrency level in the order run:
+    concurrency, target_qps, queries, completed, late, dropped, duration_s,
+    throughput_qps, samples_per_s, latency_ms {p50, p90, p99, mean, min, max},
+    percentiles (as above), stable, stability, audit {checked, mismatches,
+    first_mismatch, passed}, ...) and peak_qps (find_peak: the highest target QPS whose
+    p99 kept the bound, None when none did or without find_peak); levels is [] and
+    load None for the time evaluator.
+
+    to_dataframe(): the same numbers as a pandas DataFrame."""
+
+    def __init__(self, report_json: str, text: str, failure: str = ""):
         self.report: Dict[str, Any] = _json.loads(report_json)
-        b = self.report["benchmark"]
-        self.function: str = b["function"]
-        self.number: int = b["number"]
-        self.timer: str = b["timer"]
-        self.samples_ms: List[float] = b["samples_ms"]
-        self.mean_ms: float = b["mean_ms"]
-        self.median_ms: float = b["median_ms"]
-        self.p90_ms: float = b["p90_ms"]
-        self.p99_ms: Optional[float] = b["p99_ms"]
-        self.min_ms: float = b["min_ms"]
-        self.max_ms: float = b["max_ms"]
-        self.std_ms: float = b["std_ms"]
-        self.sample_end_s: List[float] = b["sample_end_s"]
-        self.confidence: float = b["confidence"]
-        self.percentiles: List[Dict[str, Any]] = b["percentiles"]
-        self.extended: Dict[str, Any] = b["extended"]
-        self.stable: bool = b["stable"]
-        self.stability: Dict[str, Any] = b["stability"]
+        self.failure: str = failure
+        self.load: Optional[Dict[str, Any]] = self.report.get("load")
+        self.scenario: Optional[str] = self.load["scenario"] if self.load else None
+        self.levels: List[Dict[str, Any]] = self.load["levels"] if self.load else []
+        peak = (self.load or {}).get("peak")
+        self.peak_qps: Optional[float] = peak["qps"] if peak else None
+        self.phases_ms: Dict[str, Optional[float]] = self.report.get("phases_ms", {})
+        self.memory: Dict[str, int] = self.report.get("memory", {})
+        b = self.report.get("benchmark")
+        get = (lambda key: b[key]) if b is not None else (lambda key: None)
+        self.function: Optional[str] = get("function")
+        self.number: Optional[int] = get("number")
+        self.timer: Optional[str] = get("timer")
+        self.samples_ms: Optional[List[float]] = get("samples_ms")
+        self.mean_ms: Optional[float] = get("mean_ms")
+        self.median_ms: Optional[float] = get("median_ms")
+        self.p90_ms: Optional[float] = get("p90_ms")
+        self.p99_ms: Optional[float] = get("p99_ms")
+        self.min_ms: Optional[float] = get("min_ms")
+        self.max_ms: Optional[float] = get("max_ms")
+        self.std_ms: Optional[float] = get("std_ms")
+        self.sample_end_s: Optional[List[float]] = get("sample_end_s")
+        self.confidence: Optional[float] = get("confidence") if b is not None else self.load["confidence"]
+        self.percentiles: Optional[List[Dict[str, Any]]] = get("percentiles")
+        self.extended: Optional[Dict[str, Any]] = get("extended")
+        self.stable: Optional[bool] = get("stable")
+        self.stability: Optional[Dict[str, Any]] = get("stability")
         self.profile: Optional[Dict[str, Any]] = self.report.get("profile")
         # The environment fingerprint and the warnings of what skewed the measurement
         # (docs/cli.md, "Environment").
@@ -170,10 +209,49 @@ class BenchmarkResult:
         self.warnings: List[Dict[str, str]] = self.report.get("warnings", [])
         self._text = text
 
+    def to_dataframe(self) -> "Any":
+        """A pandas DataFrame. The time evaluator: one row per sample, in run order, with
+        columns sample (0-based), end_s (seconds since the run's start) and latency_ms
+        (mean ms per call). A load scenario: one row per level, in the order run, with
+        concurrency, target_qps (NaN without one), throughput_qps, p50_ms, p90_ms,
+        p99_ms and each one's interval p50_lower_ms, p50_upper_ms, ... (NaN when the
+        level's queries cannot bound it), queries, late and dropped. ImportError naming
+        pandas when pandas is not installed."""
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError("BenchmarkResult.to_dataframe needs pandas (pip install pandas, or apt install "
+                              "python3-pandas); the numbers are also in .report") from e
+        if self.load is None:
+            return pd.DataFrame({"sample": range(len(self.samples_ms)), "end_s": self.sample_end_s,
+                                 "latency_ms": self.samples_ms})
+        nan = float("nan")
+        rows = []
+        for level in self.levels:
+            row = {"concurrency": level["concurrency"],
+                   "target_qps": nan if level["target_qps"] is None else level["target_qps"],
+                   "throughput_qps": level["throughput_qps"]}
+            by_q = {p["q"]: p for p in level["percentiles"]}
+            for q in (50, 90, 99):
+                p = by_q.get(q)
+                row[f"p{q}_ms"] = nan if p is None or p["value_ms"] is None else p["value_ms"]
+                for end in ("lower", "upper"):
+                    v = None if p is None else p.get(end + "_ms")
+                    row[f"p{q}_{end}_ms"] = nan if v is None else v
+            row.update(queries=level["queries"], late=level["late"], dropped=level["dropped"])
+            rows.append(row)
+        columns = ["concurrency", "target_qps", "throughput_qps"]
+        for q in (50, 90, 99):
+            columns += [f"p{q}_ms", f"p{q}_lower_ms", f"p{q}_upper_ms"]
+        return pd.DataFrame(rows, columns=columns + ["queries", "late", "dropped"])
+
     def __str__(self) -> str:
         return self._text
 
     def __repr__(self) -> str:
+        if self.load is not None:
+            return (f"<remex.BenchmarkResult scenario {self.scenario}: {len(self.levels)} levels"
+                    + (f", peak {self.peak_qps:g} QPS" if self.peak_qps is not None else "") + ">")
         return (f"<remex.BenchmarkResult {self.function}: median {self.median_ms:.4f} ms over "
                 f"{len(self.samples_ms)} samples x {self.number} calls>")
 
@@ -271,27 +349,54 @@ class Model:
                   profile: bool = False, min_duration_s: float = 1.0, min_samples: int = 30,
                   confidence: float = 0.95, window_ms: float = 250, stable_window: int = 3,
                   stable_threshold: float = 0.10, stable_percentile: float = 50, max_trials: int = 10,
-                  fail_unstable: bool = False) -> BenchmarkResult:
+                  fail_unstable: bool = False, scenario: Optional[str] = None,
+                  concurrency: Union[int, str, None] = None, samples_per_query: Optional[int] = None,
+                  target_qps: float = 0, latency_bound_ms: float = 0, find_peak: bool = False,
+                  audit: Optional[bool] = None, audit_samples: int = 32, audit_rtol: float = 0,
+                  audit_atol: float = 0, seed: int = 0) -> BenchmarkResult:
         """Times the main function on the server as `remex bench` does, with its options
-        and defaults (docs/cli.md). The first request: `warmup` untimed calls, then
-        `repeat` samples of `number` calls each (grown until a sample takes
-        min_repeat_ms; TVM's time_evaluator). A run whose samples cover less than
-        min_duration_s seconds, number fewer than min_samples, or are not stable over
-        the last `stable_window` windows of window_ms (throughput and the
-        stable_percentile latency within +-stable_threshold of their mean, as Triton's
+        and defaults (docs/cli.md; each keyword is the flag of the same name). The first
+        request: `warmup` untimed calls, then `repeat` samples of `number` calls each
+        (grown until a sample takes min_repeat_ms; TVM's time_evaluator). A run whose
+        samples cover less than min_duration_s seconds, number fewer than min_samples, or
+        are not stable over the last `stable_window` windows of window_ms (throughput and
+        the stable_percentile latency within +-stable_threshold of their mean, as Triton's
         perf_analyzer judges) is extended with more requests, at most max_trials in all.
         Median, p90 and p99 come with distribution-free intervals at `confidence`
         (BenchmarkResult.percentiles). No output crosses the wire. Without inputs, those
-        of the last call. InvalidArgument for an option out of range; with
-        fail_unstable, Unstable (its .result the BenchmarkResult) when the run stayed
-        unstable."""
-        report, text = self._m.benchmark(dict(inputs or {}), number, repeat, min_repeat_ms, warmup, cooldown_ms,
-                                         l2_flush_bytes, profile, min_duration_s, min_samples, confidence, window_ms,
-                                         stable_window, stable_threshold, stable_percentile, max_trials,
-                                         fail_unstable)
-        result = BenchmarkResult(report, text)
-        if fail_unstable and not result.stable:
-            raise Unstable(f"the benchmark is unstable: {result.stability['verdict']}", result)
+        of the last call.
+
+        scenario ("single-stream", "multi-stream", "server", "offline"; MLPerf LoadGen's
+        scenarios) runs a load scenario on the server instead of the time evaluator
+        (docs/cli.md, "Load scenarios"), one level per concurrency: concurrency, the
+        instances of the model running at once, an int or a sweep "A:B[:STEP]" (1 to 64;
+        default 1, multi-stream: one per sample); samples_per_query (multi-stream,
+        default 8); target_qps (server: the Poisson arrival rate, queries/s);
+        latency_bound_ms and find_peak (server: the highest QPS whose p99 stays under
+        the bound); audit (None: on for server and offline) checks audit_samples timed
+        samples' outputs against an untimed reference call with audit_rtol/audit_atol
+        (0 and 0: equal values); seed seeds the arrivals and the audit's choice.
+        min_duration_s, min_samples (queries), confidence, window_ms, stable_threshold,
+        stable_percentile and max_trials apply per level. The result has `levels`.
+
+        InvalidArgument for an option out of range or options that contradict, with the
+        CLI's message naming the flag; with fail_unstable, Unstable (its .result the
+        BenchmarkResult) when the run (a single-stream or multi-stream level) stayed
+        unstable; AuditMismatch (its .result too) when the audit found a mismatch."""
+        if isinstance(concurrency, bool) or not isinstance(concurrency, (int, str, type(None))):
+            raise InvalidArgument(f"--concurrency must be an int or 'A:B[:STEP]', got {concurrency!r}")
+        report, text, failure = self._m.benchmark(
+            dict(inputs or {}), number, repeat, min_repeat_ms, warmup, cooldown_ms, l2_flush_bytes, profile,
+            min_duration_s, min_samples, confidence, window_ms, stable_window, stable_threshold, stable_percentile,
+            max_trials, fail_unstable, scenario or "", "" if concurrency is None else str(concurrency),
+            samples_per_query, target_qps, latency_bound_ms, find_peak, audit, audit_samples, audit_rtol,
+            audit_atol, seed)
+        result = BenchmarkResult(report, text, failure)
+        if any(not level["audit"]["passed"] for level in result.levels):
+            raise AuditMismatch(failure, result)
+        if failure:  # only fail_unstable makes an unstable run a failure
+            raise Unstable(failure if result.load is not None else
+                           f"the benchmark is unstable: {result.stability['verdict']}", result)
         return result
 
     def profile(self, inputs: Inputs = None) -> Profile:

@@ -49,7 +49,15 @@ class Model:
     def run(self, inputs: Dict[str, Any], fetch: Optional[List[str]] = None) -> Dict[str, Any]: ...
     def set_output(self, output: str, tensor: Optional[Tensor]) -> None: ...
     def benchmark(self, inputs: Dict[str, Any], number: int, repeat: int, min_repeat_ms: int, warmup: int,
-                  cooldown_ms: int, l2_flush_bytes: int, profile: bool) -> Tuple[str, str]: ...
+                  cooldown_ms: int, l2_flush_bytes: int, profile: bool, min_duration_s: float, min_samples: int,
+                  confidence: float, window_ms: float, stable_window: int, stable_threshold: float,
+                  stable_percentile: float, max_trials: int, fail_unstable: bool, scenario: str, concurrency: str,
+                  samples_per_query: Optional[int], target_qps: float, latency_bound_ms: float, find_peak: bool,
+                  audit: Optional[bool], audit_samples: int, audit_rtol: float, audit_atol: float,
+                  seed: int) -> Tuple[str, str, str]:
+        """The report's JSON, its text and why remex bench would exit 1 ("" for none).
+        scenario and concurrency "" for not given; the load options are mapped as
+        remex bench's flags (tooling::MakeLoadOptions), InvalidArgument naming the flag."""
     def profile(self, inputs: Dict[str, Any]) -> Tuple[str, str]: ...
     def close(self) -> None: ...
 

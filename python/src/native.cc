@@ -425,9 +425,26 @@ class Model {
                       uint32_t warmup, uint32_t cooldown_ms, uint64_t l2_flush_bytes, bool profile,
                       double min_duration_s, uint64_t min_samples, double confidence, double window_ms,
                       size_t stable_window, double stable_threshold, double stable_percentile,
-                      uint32_t max_trials, bool fail_unstable) {
+                      uint32_t max_trials, bool fail_unstable, const std::string& scenario,
+                      const std::string& concurrency, std::optional<uint32_t> samples_per_query, double target_qps,
+                      double latency_bound_ms, bool find_peak, std::optional<bool> audit, uint32_t audit_samples,
+                      double audit_rtol, double audit_atol, uint64_t seed) {
     tooling::SessionModel& model = m();
     tooling::BenchOptions options;
+    // A load scenario: the same mapping as remex bench's and the shell's.
+    tooling::LoadSpec load;
+    load.scenario = scenario;
+    load.concurrency = concurrency;
+    load.samples_per_query = samples_per_query;
+    load.target_qps = target_qps;
+    load.latency_bound_ms = latency_bound_ms;
+    load.find_peak = find_peak;
+    load.audit = audit;
+    load.audit_samples = audit_samples;
+    load.audit_rtol = audit_rtol;
+    load.audit_atol = audit_atol;
+    load.seed = seed;
+    options.load = Unwrap(tooling::MakeLoadOptions(load));
     options.min_duration_s = min_duration_s;
     options.min_samples = min_samples;
     options.confidence = confidence;
@@ -454,7 +471,7 @@ class Model {
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
-    return py::make_tuple(tooling::ToJson(report).dump(), tooling::BenchText(report));
+    return py::make_tuple(tooling::ToJson(report).dump(), tooling::BenchText(report), tooling::BenchFailure(report));
   }
 
   py::tuple Profile(const py::dict& given) {
@@ -696,7 +713,10 @@ PYBIND11_MODULE(_native, m) {
            py::arg("min_repeat_ms"), py::arg("warmup"), py::arg("cooldown_ms"), py::arg("l2_flush_bytes"),
            py::arg("profile"), py::arg("min_duration_s"), py::arg("min_samples"), py::arg("confidence"),
            py::arg("window_ms"), py::arg("stable_window"), py::arg("stable_threshold"),
-           py::arg("stable_percentile"), py::arg("max_trials"), py::arg("fail_unstable"))
+           py::arg("stable_percentile"), py::arg("max_trials"), py::arg("fail_unstable"), py::arg("scenario"),
+           py::arg("concurrency"), py::arg("samples_per_query"), py::arg("target_qps"), py::arg("latency_bound_ms"),
+           py::arg("find_peak"), py::arg("audit"), py::arg("audit_samples"), py::arg("audit_rtol"),
+           py::arg("audit_atol"), py::arg("seed"))
       .def("profile", &Model::Profile, py::arg("inputs"))
       .def("close", &Model::Close);
 

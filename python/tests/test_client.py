@@ -216,6 +216,110 @@ def test_benchmark_extends_the_run_like_remex_bench(session, models):
     assert e.value.result.stability["verdict"] == "too few windows (1 of 3)"
 
 
+def test_benchmark_runs_load_scenarios_as_remex_bench(session, models):
+    m = session.load(models["add_relu"])
+    m.run({"x": np.ones((2, 3), np.float32)})
+    # max_trials=1: a level is not run again while unstable (runs of a tenth of a second).
+    r = m.benchmark(scenario="single-stream", concurrency="1:2", min_duration_s=0.2, max_trials=1)
+    assert r.scenario == "single-stream" and "benchmark" not in r.report and r.report["load"] is r.load
+    assert [lv["concurrency"] for lv in r.levels] == [1, 2]
+    for lv in r.levels:
+        assert lv["throughput_qps"] > 0 and lv["completed"] > 0
+        lat = lv["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"]
+        assert [p["q"] for p in lv["percentiles"]] == [50, 90, 99]
+        assert lv["audit"]["checked"] == 0  # off by default for single-stream
+    assert r.peak_qps is None and r.median_ms is None and r.samples_ms is None
+    assert r.phases_ms["warm_median"] > 0 and r.phases_ms["instances_create"] is not None
+    assert r.memory["weights_bytes"] > 0
+    assert "CONCURRENCY" in str(r) and "scenario single-stream" in str(r)
+    # The CLI's report has the same structure.
+    cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, "--scenario",
+                          "single-stream", "--concurrency", "1:2", "--min-duration-s", "0.2", "--max-trials", "1", "--json"],
+                         capture_output=True, text=True, check=True)
+    j = json.loads(cli.stdout)
+    assert set(j) - {"command", "date"} == set(r.report) and set(j["load"]) == set(r.load)
+    assert set(j["load"]["levels"][0]) == set(r.levels[0])
+
+    # server: the arrival rate; the audit is on by default (server and offline).
+    r = m.benchmark(scenario="server", target_qps=200, min_duration_s=0.2, max_trials=1, seed=3)
+    assert r.load["target_qps"] == 200 and r.load["seed"] == 3 and r.levels[0]["target_qps"] == 200
+    assert r.load["audit"]["samples"] == 32 and r.levels[0]["audit"]["passed"] and r.failure == ""
+    r = m.benchmark(scenario="offline", min_duration_s=0.2, max_trials=1)
+    assert r.levels[0]["audit"]["checked"] > 0 and r.levels[0]["audit"]["passed"]
+    r = m.benchmark(scenario="offline", min_duration_s=0.1, max_trials=1, audit=False)
+    assert r.load["audit"]["samples"] == 0 and r.levels[0]["audit"]["checked"] == 0
+    r = m.benchmark(scenario="single-stream", min_duration_s=0.1, max_trials=1, audit=True, audit_samples=5,
+                    audit_atol=1e-6)
+    assert r.load["audit"] == {"samples": 5, "rtol": 0, "atol": 1e-6} and r.levels[0]["audit"]["checked"] == 5
+    # multi-stream: 8 samples per query and one instance per sample unless told.
+    r = m.benchmark(scenario="multi-stream", min_duration_s=0.1, max_trials=1)
+    assert r.load["samples_per_query"] == 8 and r.levels[0]["concurrency"] == 8
+    r = m.benchmark(scenario="multi-stream", samples_per_query=2, concurrency=1, min_duration_s=0.1, max_trials=1)
+    assert r.load["samples_per_query"] == 2 and r.levels[0]["concurrency"] == 1
+    # fail_unstable judges each single-stream level: one too short to judge raises Unstable.
+    with pytest.raises(remex.Unstable, match="unstable at concurrency 1") as e:
+        m.benchmark(scenario="single-stream", min_duration_s=0.05, max_trials=1, fail_unstable=True)
+    assert e.value.result.levels and not e.value.result.levels[0]["stable"]
+    # find_peak's answer (a search of up to 16 probes, run by the CLI's tests): the
+    # report's load.peak.qps.
+    report = dict(r.report, load=dict(r.load, peak={"qps": 1250.0, "latency_bound_ms": 5, "probes": []}))
+    assert remex.BenchmarkResult(json.dumps(report), "").peak_qps == 1250.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(target_qps=5), "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
+                         "--audit need --scenario"),
+    (dict(concurrency=2), "need --scenario"),
+    (dict(scenario="batch"), "--scenario 'batch' is none of single-stream, multi-stream, server, offline"),
+    (dict(scenario="server"), "--scenario server needs --target-qps Q"),
+    (dict(scenario="offline", concurrency="3:2"), "--concurrency '3:2': out of range"),
+    (dict(scenario="offline", concurrency=0), "--concurrency '0': out of range"),
+    (dict(scenario="offline", samples_per_query=2), "--samples-per-query is for --scenario multi-stream"),
+    (dict(scenario="server", find_peak=True), "--find-peak needs --latency-bound-ms L"),
+    (dict(scenario="single-stream", target_qps=10), "--target-qps is for --scenario server"),
+    (dict(scenario="offline", audit_rtol=-1), "--audit-rtol and --audit-atol must be finite and >= 0"),
+    (dict(scenario="offline", concurrency=1.5), "--concurrency must be an int or 'A:B[:STEP]'"),
+])
+def test_benchmark_refuses_bad_load_options_with_the_cli_message(session, models, kwargs, message):
+    m = session.load(models["add_relu"])
+    with pytest.raises(remex.InvalidArgument) as e:
+        m.benchmark({"x": np.ones((2, 3), np.float32)}, **kwargs)
+    assert message in str(e.value)
+    # The CLI refuses the same flags with the same message (exit 2).
+    flags = []
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    if key == "concurrency" and isinstance(value, float):
+        return  # a Python type error, no flag
+    cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, *flags],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+
+
+def test_benchmark_to_dataframe(session, models):
+    m = session.load(models["add_relu"])
+    m.run({"x": np.ones((2, 3), np.float32)})
+    plain = m.benchmark(repeat=4, **QUICK)
+    load = m.benchmark(scenario="offline", concurrency="1:2", min_duration_s=0.1, max_trials=1, audit=False)
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        for r in (plain, load):
+            with pytest.raises(ImportError, match="pandas"):
+                r.to_dataframe()
+        return
+    df = plain.to_dataframe()
+    assert list(df.columns) == ["sample", "end_s", "latency_ms"]
+    assert list(df["latency_ms"]) == plain.samples_ms and list(df["sample"]) == [0, 1, 2, 3]
+    df = load.to_dataframe()
+    assert list(df["concurrency"]) == [1, 2]
+    assert list(df["throughput_qps"]) == [lv["throughput_qps"] for lv in load.levels]
+    assert list(df["p99_ms"]) == [lv["latency_ms"]["p99"] for lv in load.levels]
+    assert {"p50_lower_ms", "p50_upper_ms", "queries", "late", "dropped", "target_qps"} <= set(df.columns)
+
+
 def test_profile_as_records_and_table(session, models):
     m = session.load(models["add_relu"])
     p = m.profile({"x": np.ones((2, 3), np.float32)})
