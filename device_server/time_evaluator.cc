@@ -76,19 +76,17 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
   };
 
   uint64_t calls = 0;
-  // The run's length is foreseen from the median time per call of the samples taken so
-  // far (those too short for min_repeat_ms included), so that neither a cold first call
-  // nor one preempted sample condemns a long run; before any sample, from the warmup.
+  // The run's length is foreseen from the median time per call of the samples kept so
+  // far, from the third on: neither a cold first call, nor the fixed costs of samples
+  // too short for min_repeat_ms, nor one preempted sample condemns a long run. Until
+  // then only the deadline holds.
   std::vector<double> per_call_seen;
-  double warmup_per_call = 0;
   if (o.warmup > 0) {
-    auto start = Clock::now();
     REMEX_RETURN_IF_ERROR(run(o.warmup, calls, nullptr));
     calls += o.warmup;
-    warmup_per_call = Seconds(Clock::now() - start) / o.warmup;
   }
   auto per_call_estimate = [&]() -> double {
-    if (per_call_seen.empty()) return warmup_per_call;
+    if (per_call_seen.size() < 3) return 0;
     std::vector<double> v = per_call_seen;
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
@@ -104,7 +102,7 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
       // Foreseen from the warmup, or from the first 3 samples on (a run without warmup
       // has a cold first call); the deadline itself holds in any case.
       const double mean_call = per_call_estimate();
-      if (mean_call > 0 && (o.warmup > 0 || per_call_seen.size() >= 3)) {
+      if (mean_call > 0) {
         const double remaining = Seconds(deadline - Clock::now());
         const double needed = mean_call * static_cast<double>(number) * (o.repeat - r);
         if (needed > remaining) {
@@ -129,10 +127,10 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
       }
       calls += number;
       const double per_call = elapsed / static_cast<double>(number);
-      // Bounded memory for a long run: the median of the last samples is as good.
-      if (per_call_seen.size() >= 1024) per_call_seen.erase(per_call_seen.begin(), per_call_seen.begin() + 512);
-      per_call_seen.push_back(per_call);
       if (elapsed >= min_seconds || number >= kMaxNumber) {
+        // Bounded memory for a long run: the median of the last samples is as good.
+        if (per_call_seen.size() >= 1024) per_call_seen.erase(per_call_seen.begin(), per_call_seen.begin() + 512);
+        per_call_seen.push_back(per_call);
         result.samples_seconds.push_back(per_call);
         break;
       }

@@ -54,8 +54,9 @@ Status ValidateTimeEvaluatorOptions(const TimeEvaluatorOptions& options, std::ch
 
 // Runs `call` as described above. Errors: the first error of `call` (with the call's
 // position), RESOURCE_EXHAUSTED when the flush buffer cannot be allocated,
-// DEADLINE_EXCEEDED when the run would take longer than `time_limit` (checked after
-// the warmup, from its measured call time, and between samples).
+// DEADLINE_EXCEEDED when the run passes `time_limit` (checked before every call), or
+// when the samples left would (foreseen between samples from the median time per call
+// of the samples kept, from the third on; the message names the projection).
 StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
                                                const TimeEvaluatorOptions& options,
                                                std::chrono::milliseconds time_limit);

@@ -95,7 +95,7 @@ TEST_F(TimeEvaluatorTest, BadOptionsAndErrorsAndTimeLimit) {
   auto failed = RunTimeEvaluator(failing, *allocator_, o, milliseconds(1000));
   EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
   EXPECT_NE(failed.status().message().find("boom"), std::string::npos);
-  // Foreseen to exceed the limit from the warmup's call time.
+  // Slow calls: the deadline stops the first sample.
   auto slow = [] {
     std::this_thread::sleep_for(milliseconds(20));
     return OkStatus();
@@ -120,6 +120,36 @@ TEST_F(TimeEvaluatorTest, BadOptionsAndErrorsAndTimeLimit) {
   auto long_sample = RunTimeEvaluator(slow, *allocator_, o, milliseconds(300));
   EXPECT_EQ(long_sample.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
+}
+
+TEST_F(TimeEvaluatorTest, TheSamplesLeftAreForeseenFromTheMedianOfThoseTaken) {
+  // 1000 samples of about 5 ms cannot fit in 1 s: refused after the third sample, long
+  // before the limit, naming the projection.
+  auto five_ms = [] {
+    std::this_thread::sleep_for(milliseconds(5));
+    return OkStatus();
+  };
+  TimeEvaluatorOptions o;
+  o.repeat = 1000;
+  auto start = std::chrono::steady_clock::now();
+  auto r = RunTimeEvaluator(five_ms, *allocator_, o, milliseconds(1000));
+  ASSERT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("would outrun"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("lower --repeat or --number"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
+  // A cold first call (warmup) and one slow sample do not condemn a run that fits.
+  int calls = 0;
+  auto cold_then_fast = [&] {
+    ++calls;
+    std::this_thread::sleep_for(calls == 1 || calls == 5 ? milliseconds(150) : std::chrono::microseconds(500));
+    return OkStatus();
+  };
+  o = {};
+  o.warmup = 1;
+  o.repeat = 200;
+  auto fits = RunTimeEvaluator(cold_then_fast, *allocator_, o, milliseconds(2000));
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->samples_seconds.size(), 200u);
 }
 
 }  // namespace
