@@ -287,6 +287,18 @@ class BenchReportHtmlTest(ServerFixture):
         self.remex("report", fixture("offline.json"), "--html", page)
         self.assertRendered(page, ["chart-throughput-latency"])
 
+    def test_a_real_sweep_draws_its_curve(self):
+        # A concurrency sweep generated on the server, drawn: the curve from its levels,
+        # the histogram and timeline from its last level's queries.
+        page, table = os.path.join(self.work, "real_sweep.html"), os.path.join(self.work, "real_sweep.csv")
+        report = self.bench("--scenario", "single-stream", "--concurrency", "1:3", "--min-duration-s", "0.2",
+                            "--html", page, "--csv", table)
+        self.assertEqual(len(report["load"]["levels"]), 3)
+        self.assertRendered(page, ["chart-histogram", "chart-timeline", "chart-throughput-latency"])
+        with open(table, newline="") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([int(r["concurrency"]) for r in rows], [1, 2, 3])
+
     def test_unwritable_files_fail_before_the_work(self):
         r = self.remex("bench", self.model, "--server", self.address, "--html",
                        os.path.join(self.work, "missing", "r.html"), expect=3)
