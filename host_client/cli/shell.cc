@@ -830,7 +830,7 @@ Status Shell::Profile(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
   REMEX_ASSIGN_OR_RETURN(auto profile, session_->Profile(*m, inputs));
-  std::fputs(tooling::ProfileText(profile.first, profile.second).c_str(), out_);
+  std::fputs(tooling::ProfileText(profile.rows, profile.total_ms, &profile.memory).c_str(), out_);
   return OkStatus();
 }
 

@@ -162,7 +162,7 @@ Status InteractiveSession::SetInputs(SessionModel& m, const std::map<std::string
   return OkStatus();
 }
 
-StatusOr<std::pair<std::vector<ProfileEntry>, double>> InteractiveSession::Profile(
+StatusOr<InteractiveSession::ProfileReport> InteractiveSession::Profile(
     SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
   REMEX_RETURN_IF_ERROR(SetInputs(m, inputs));
   client::BenchmarkOptions warm;  // one call on the server, nothing fetched
@@ -173,7 +173,7 @@ StatusOr<std::pair<std::vector<ProfileEntry>, double>> InteractiveSession::Profi
   if (!warmed.ok()) return warmed.status().WithContext("profile");
   auto profile = client().Profile(m.vm, m.main().name);
   if (!profile.ok()) return profile.status().WithContext("profile");
-  return std::make_pair(ProfileEntries(*profile), profile->total_nanos / 1e6);
+  return ProfileReport{ProfileEntries(*profile), profile->total_nanos / 1e6, ProfileMemoryOf(*profile)};
 }
 
 StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,

@@ -107,9 +107,13 @@ class InteractiveSession {
                               const BenchOptions& options);
   // Binds the inputs (as Bench), makes one untimed call (a warm-up: the first call of a
   // VM allocates its buffers) and profiles the next: rows per op and instruction kind,
-  // largest first (ProfileEntries), and the call's total in ms.
-  StatusOr<std::pair<std::vector<ProfileEntry>, double>> Profile(SessionModel& m,
-                                                                 const std::map<std::string, uint64_t>& inputs);
+  // largest first (ProfileEntries), the call's total in ms and its device memory.
+  struct ProfileReport {
+    std::vector<ProfileEntry> rows;
+    double total_ms = 0;
+    ProfileMemory memory;
+  };
+  StatusOr<ProfileReport> Profile(SessionModel& m, const std::map<std::string, uint64_t>& inputs);
 
  private:
   explicit InteractiveSession(Connection connection) : connection_(std::move(connection)) {}

@@ -482,12 +482,12 @@ class Model {
       std::vector<uint64_t> temps;
       Status st = UploadInputs(s, args, &handles, &temps);
       auto r = st.ok() ? s.Profile(model, handles)
-                       : StatusOr<std::pair<std::vector<tooling::ProfileEntry>, double>>(st);
+                       : StatusOr<tooling::InteractiveSession::ProfileReport>(st);
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
-    return py::make_tuple(tooling::ToJson(result.first, result.second).dump(),
-                          tooling::ProfileText(result.first, result.second));
+    return py::make_tuple(tooling::ToJson(result.rows, result.total_ms, result.memory).dump(),
+                          tooling::ProfileText(result.rows, result.total_ms, &result.memory));
   }
 
   void Close() {
