@@ -161,11 +161,34 @@ TEST_F(CliLoadTest, EveryBenchReportsColdStartAndMemory) {
   EXPECT_NE(r.output.find("memory  weights"), std::string::npos) << r.output;
 }
 
+TEST_F(CliLoadTest, FromClientDrivesTheScenariosOverTheWire) {
+  auto j = Bench("--scenario single-stream --concurrency 1:2 --min-duration-s 0.3 --from-client");
+  const auto& load = j["load"];
+  EXPECT_TRUE(load["from_client"].get<bool>());
+  ASSERT_EQ(load["levels"].size(), 2u);
+  for (const auto& level : load["levels"]) {
+    ExpectLevelConsistent(level);
+    EXPECT_EQ(level["audit"]["checked"].get<int>(), 0);  // the outputs never leave the server
+  }
+  auto s = Bench("--scenario server --target-qps 100 --min-duration-s 0.5 --from-client --seed 4");
+  const auto& level = s["load"]["levels"][0];
+  ExpectLevelConsistent(level);
+  EXPECT_GE(level["queries"].get<int>(), 25);
+  // The same seed gives the server's generator's schedule.
+  auto on_server = Bench("--scenario server --target-qps 100 --min-duration-s 0.5 --seed 4 --no-audit");
+  const auto& a = level["timeline"]["issue_s"];
+  const auto& b = on_server["load"]["levels"][0]["timeline"]["issue_s"];
+  for (size_t q = 0; q < std::min<size_t>({a.size(), b.size(), 20}); ++q) {
+    EXPECT_NEAR(a[q].get<double>(), b[q].get<double>(), 1e-6) << q;
+  }
+}
+
 TEST_F(CliLoadTest, LoadFlagsThatContradictAreUsageErrors) {
   for (const std::string args : {"--target-qps 10", "--scenario server", "--scenario single-stream --target-qps 5",
                                  "--scenario server --find-peak", "--scenario nope", "--scenario offline --concurrency 0",
                                  "--scenario offline --concurrency 3:2", "--scenario offline --concurrency 1:65",
-                                 "--scenario single-stream --samples-per-query 4"}) {
+                                 "--scenario single-stream --samples-per-query 4", "--from-client",
+                                 "--scenario server --target-qps 5 --from-client --audit"}) {
     auto r = Cli("bench " + model_ + Server() + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
   }

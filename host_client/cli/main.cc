@@ -881,6 +881,9 @@ int main(int argc, char** argv) {
                         "server: the p99 latency bound a rate must keep (with --find-peak)");
   bench_cmd->add_flag("--find-peak", load.find_peak,
                       "server: search the highest QPS whose p99 stays under --latency-bound-ms");
+  bench_cmd->add_flag("--from-client", load.from_client,
+                      "drive the scenario from this host over the wire (one session per instance) instead of on "
+                      "the server: what the network and the protocol add");
   bench_cmd->add_flag("--audit", bench.audit,
                       "compare the outputs of seeded timed samples with an untimed reference call on the device "
                       "(default: on for server and offline)");

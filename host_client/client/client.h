@@ -304,6 +304,10 @@ class Session {
                                                     const ConnectOptions& options = {});
   ~Session();
 
+  // Another session with the same server, options and token: a second client of the
+  // same device (remex bench --from-client drives one per instance). Connect's errors.
+  StatusOr<std::unique_ptr<Session>> ConnectAnother() const { return Connect(host_, port_, options_); }
+
   const ServerInfo& server_info() const { return info_; }
   // Says hello again and returns fresh server information (this session's bytes in
   // use). `challenge`, when given, receives the server's authentication challenge.

@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
 
 namespace remex::tooling {
 namespace {
@@ -66,8 +72,11 @@ LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint3
   return l;
 }
 
-StatusOr<LoadLevel> RunLevel(client::Session& session, uint64_t vm, const std::string& function, const LoadOptions& o,
-                             uint32_t concurrency, double target_qps) {
+// One level's run: the server's loadTest, or the client's own driver.
+using LevelRunner = std::function<StatusOr<client::LoadTestResult>(const client::LoadTestOptions&)>;
+
+StatusOr<LoadLevel> RunLevel(const LevelRunner& runner, const LoadOptions& o, uint32_t concurrency,
+                             double target_qps) {
   client::LoadTestOptions req;
   req.scenario = o.scenario;
   req.concurrency = concurrency;
@@ -85,7 +94,7 @@ StatusOr<LoadLevel> RunLevel(client::Session& session, uint64_t vm, const std::s
   LoadLevel level;
   for (uint32_t trial = 1; trial <= std::max<uint32_t>(1, o.max_trials); ++trial) {
     req.seed = o.seed + trial - 1;
-    auto result = session.LoadTest(vm, function, req);
+    auto result = runner(req);
     if (!result.ok()) return result.status().WithContext("loadTest at concurrency " + std::to_string(concurrency));
     level = Summarize(*result, o, concurrency, req.target_qps);
     level.trials = trial;
@@ -177,10 +186,10 @@ Status CheckLoadOptions(const LoadOptions& o) {
 StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
   if (spec.scenario.empty()) {
     if (!spec.concurrency.empty() || spec.samples_per_query || spec.audit || spec.target_qps != 0 ||
-        spec.find_peak || spec.latency_bound_ms != 0) {
+        spec.find_peak || spec.latency_bound_ms != 0 || spec.from_client) {
       return InvalidArgument(
-          "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and --audit need "
-          "--scenario single-stream|multi-stream|server|offline");
+          "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak, --audit and "
+          "--from-client need --scenario single-stream|multi-stream|server|offline");
     }
     return std::optional<LoadOptions>();
   }
@@ -197,7 +206,12 @@ StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
   o.latency_bound_ms = spec.latency_bound_ms;
   o.find_peak = spec.find_peak;
   const bool audit_default = o.scenario == LoadScenario::kServer || o.scenario == LoadScenario::kOffline;
-  o.audit_samples = spec.audit.value_or(audit_default) ? spec.audit_samples : 0;
+  if (spec.from_client && spec.audit.value_or(false)) {
+    return InvalidArgument("--audit compares outputs on the server: it goes with the scenarios the server "
+                           "generates, not with --from-client");
+  }
+  o.from_client = spec.from_client;
+  o.audit_samples = !spec.from_client && spec.audit.value_or(audit_default) ? spec.audit_samples : 0;
   o.audit_rtol = spec.audit_rtol;
   o.audit_atol = spec.audit_atol;
   o.seed = spec.seed;
@@ -205,14 +219,24 @@ StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
   return std::optional<LoadOptions>(o);
 }
 
+namespace {
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options);
+}  // namespace
+
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
                           const LoadOptions& options) {
+  return RunLevels([&](const client::LoadTestOptions& req) { return session.LoadTest(vm, function, req); }, options);
+}
+
+namespace {
+
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
   LoadRun run;
   run.options = options;
   if (!options.find_peak) {
     for (uint32_t c : options.concurrency) {
-      REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(session, vm, function, options, c, options.target_qps));
+      REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(runner, options, c, options.target_qps));
       run.levels.push_back(std::move(level));
     }
     return run;
@@ -223,7 +247,7 @@ StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::stri
   double lo = 0, hi = 0;
   double q = options.target_qps > 0 ? options.target_qps : 10;
   for (int probe = 0; probe < kMaxPeakProbes; ++probe) {
-    REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(session, vm, function, options, c, q));
+    REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(runner, options, c, q));
     PeakProbe p;
     p.target_qps = q;
     p.throughput_qps = level.throughput_qps;
@@ -244,6 +268,211 @@ StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::stri
   if (lo > 0) run.peak_qps = lo;
   std::sort(run.levels.begin(), run.levels.end(),
             [](const LoadLevel& a, const LoadLevel& b) { return a.target_qps < b.target_qps; });
+  return run;
+}
+
+}  // namespace
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One instance driven from this host: its own session and VM.
+struct ClientLane {
+  std::unique_ptr<client::Session> session;
+  uint64_t vm = 0;
+};
+
+uint64_t NanosBetween(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()));
+}
+
+// One level driven from this host: the scenarios of the server's generator
+// (device_server/load_test.h), with invoke requests over `lanes[0 .. concurrency)`.
+StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes, const std::string& fn,
+                                                 const client::LoadTestOptions& req) {
+  const size_t n = req.concurrency;
+  if (n == 0 || n > lanes.size()) return Internal("from-client: concurrency " + std::to_string(n));
+  // Warmup, each instance in turn; its mean call time sizes an offline batch.
+  double warm_s = 0;
+  uint64_t warm_calls = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t w = 0; w < req.warmup; ++w) {
+      auto t = Clock::now();
+      auto r = lanes[i].session->Invoke(lanes[i].vm, fn);
+      if (!r.ok()) return r.status().WithContext("from-client warmup");
+      std::vector<uint64_t> handles;
+      for (const auto& out : r->outputs) handles.push_back(out.handle);
+      REMEX_RETURN_IF_ERROR(lanes[i].session->Free(handles));
+      if (w > 0 || req.warmup == 1) {
+        warm_s += std::chrono::duration<double>(Clock::now() - t).count();
+        ++warm_calls;
+      }
+    }
+  }
+  const double seconds_per_call = warm_calls ? warm_s / static_cast<double>(warm_calls) : 0;
+
+  struct Query {
+    Clock::time_point issued, done;
+    uint32_t remaining = 0;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<size_t> pending;  // a query's sample, by query index
+  std::vector<Query> queries;
+  bool issuing = true, stop = false;
+  Status failure;
+  uint64_t samples = 0, late = 0;
+  size_t idle = n;
+  const bool closed_loop = req.scenario == client::LoadScenario::kSingleStream ||
+                           req.scenario == client::LoadScenario::kMultiStream;
+  const uint32_t per_query = req.scenario == client::LoadScenario::kMultiStream ? req.samples_per_query : 1;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_completion = start;
+  // Bounded as the server bounds its own runs: past it, what is queued is dropped.
+  const Clock::time_point limit = start + std::chrono::milliseconds(req.min_duration_ms) * 4 + std::chrono::seconds(60);
+  auto issue = [&](Clock::time_point when) {  // with `mu` held
+    queries.push_back({when, {}, per_query});
+    for (uint32_t k = 0; k < per_query; ++k) pending.push_back(queries.size() - 1);
+  };
+
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < n; ++i) {
+    workers.emplace_back([&, i] {
+      for (;;) {
+        size_t q;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || !pending.empty(); });
+          if (stop) return;
+          q = pending.front();
+          pending.pop_front();
+          --idle;
+        }
+        auto r = lanes[i].session->Invoke(lanes[i].vm, fn);
+        const Clock::time_point done = Clock::now();
+        Status st = r.status();
+        if (st.ok()) {
+          std::vector<uint64_t> handles;
+          for (const auto& out : r->outputs) handles.push_back(out.handle);
+          st = lanes[i].session->Free(handles);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        ++idle;
+        if (!st.ok()) {
+          if (failure.ok()) failure = st.WithContext("from-client sample");
+          stop = true;
+          cv.notify_all();
+          return;
+        }
+        ++samples;
+        last_completion = std::max(last_completion, done);
+        Query& query = queries[q];
+        if (--query.remaining == 0) {
+          query.done = done;
+          if (issuing && closed_loop) issue(done);
+        }
+        cv.notify_all();
+      }
+    });
+  }
+
+  std::mt19937_64 rng(req.seed);
+  std::exponential_distribution<double> gap(req.target_qps > 0 ? req.target_qps : 1.0);
+  Clock::time_point next_arrival = start;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    switch (req.scenario) {
+      case client::LoadScenario::kSingleStream:
+        for (size_t i = 0; i < n; ++i) issue(start);
+        break;
+      case client::LoadScenario::kMultiStream: issue(start); break;
+      case client::LoadScenario::kServer: break;
+      case client::LoadScenario::kOffline: {
+        double sized = seconds_per_call > 0 ? std::ceil(req.min_duration_ms / 1000.0 / seconds_per_call * n) : 1;
+        const uint64_t count = std::clamp<uint64_t>(std::max<uint64_t>(req.min_queries, static_cast<uint64_t>(
+                                                                                         std::min(sized, 1e6))),
+                                                    1, 1000000);
+        for (uint64_t k = 0; k < count; ++k) issue(start);
+        issuing = false;
+        break;
+      }
+    }
+    cv.notify_all();
+    const Clock::time_point min_end = start + std::chrono::milliseconds(req.min_duration_ms);
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (!failure.ok()) break;
+      if (issuing && req.scenario == client::LoadScenario::kServer) {
+        while (next_arrival <= now && queries.size() < 1000000) {
+          if (!pending.empty() || idle == 0) ++late;
+          issue(next_arrival);
+          next_arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+        }
+        cv.notify_all();
+      }
+      if (issuing && ((now >= min_end && queries.size() >= req.min_queries) || queries.size() >= 1000000)) {
+        issuing = false;
+      }
+      if (now > limit) {
+        issuing = false;
+        pending.clear();  // never sent: dropped
+      }
+      if (!issuing && pending.empty() && idle == n) break;
+      const Clock::time_point wake =
+          issuing && req.scenario == client::LoadScenario::kServer ? std::min(next_arrival, now + std::chrono::milliseconds(10))
+                                                                    : now + std::chrono::milliseconds(10);
+      cv.wait_until(lock, wake);
+    }
+    stop = true;
+    cv.notify_all();
+  }
+  for (auto& w : workers) w.join();
+  REMEX_RETURN_IF_ERROR(failure);
+
+  client::LoadTestResult r;
+  r.timer = "client steady_clock";
+  r.late = late;
+  r.samples = samples;
+  for (const Query& q : queries) {
+    r.issue_nanos.push_back(NanosBetween(start, q.issued));
+    if (q.remaining == 0) {
+      r.latency_nanos.push_back(std::max<uint64_t>(1, NanosBetween(q.issued, q.done)));
+      ++r.completed;
+    } else {
+      r.latency_nanos.push_back(0);
+      ++r.dropped;
+    }
+  }
+  r.duration_nanos = NanosBetween(start, last_completion);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options) {
+  REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
+  uint32_t most = 0;
+  for (uint32_t c : options.concurrency) most = std::max(most, c);
+  std::vector<ClientLane> lanes;
+  for (uint32_t i = 0; i < most; ++i) {
+    ClientLane lane;
+    REMEX_ASSIGN_OR_RETURN(lane.session, session.ConnectAnother());
+    auto module = lane.session->LoadModuleCached(model.executable, model.name);
+    if (!module.ok()) return module.status().WithContext("from-client session " + std::to_string(i));
+    REMEX_ASSIGN_OR_RETURN(lane.vm, lane.session->CreateVm(module->handle));
+    std::vector<uint64_t> inputs;
+    for (const npy::Array& a : model.inputs) {
+      REMEX_ASSIGN_OR_RETURN(client::RemoteTensor t, lane.session->Upload(a));
+      inputs.push_back(t.handle);
+    }
+    REMEX_RETURN_IF_ERROR(lane.session->SetInputs(lane.vm, model.function, inputs));
+    lanes.push_back(std::move(lane));
+  }
+  LoadOptions o = options;
+  o.audit_samples = 0;  // the outputs stay on the server: the server scenarios audit
+  auto run = RunLevels([&](const client::LoadTestOptions& req) { return DriveFromClient(lanes, model.function, req); }, o);
+  if (run.ok()) run->options.from_client = true;
   return run;
 }
 

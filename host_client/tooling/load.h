@@ -8,14 +8,26 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "host_client/client/client.h"
+#include "host_client/client/npy.h"
 #include "host_client/tooling/bench_stats.h"
 
 namespace remex::tooling {
+
+// What a client needs to drive a model from this host: the module (by content hash,
+// from the server's module cache, else uploaded) and the inputs (uploaded once per
+// session).
+struct ClientModel {
+  std::span<const std::byte> executable;
+  std::string name;
+  std::string function;
+  std::vector<npy::Array> inputs;  // in signature order
+};
 
 struct LoadOptions {
   client::LoadScenario scenario = client::LoadScenario::kSingleStream;
@@ -39,6 +51,11 @@ struct LoadOptions {
   double stable_threshold = 0.10;
   double stable_percentile = 90;
   uint32_t max_trials = 3;
+  // --from-client: the same scenario driven from this host over the wire
+  // (RunLoadFromClient), on `client` (not owned; set by BenchModel, which has the
+  // executable and the inputs).
+  bool from_client = false;
+  const ClientModel* client = nullptr;
 };
 
 // "single-stream", "multi-stream", "server", "offline"; parsing: INVALID_ARGUMENT
@@ -62,6 +79,7 @@ struct LoadSpec {
   uint32_t audit_samples = 32;                // --audit-samples
   double audit_rtol = 0, audit_atol = 0;      // --audit-rtol, --audit-atol
   uint64_t seed = 0;                          // --seed
+  bool from_client = false;                   // --from-client
 };
 
 // The LoadOptions of `spec` (none without a scenario) with the scenario's defaults:
@@ -123,5 +141,15 @@ Status CheckLoadOptions(const LoadOptions& options);
 // an audit mismatch is in the report (LoadAudit), not an error.
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
                           const LoadOptions& options);
+
+
+// --from-client: the levels (or the peak search) driven from this host: one session per
+// instance (ConnectAnother of `session`), each with the module, a VM and its inputs, and
+// a thread that sends invoke requests (outputs freed after each, outside its latency).
+// Latency runs from the query's issue (server: its scheduled arrival) to the invoke's
+// reply, on this host's steady clock: what the network and the protocol add is in it.
+// No audit (the outputs stay on the server; the server scenarios audit). The sessions'
+// and the connections' errors.
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options);
 
 }  // namespace remex::tooling

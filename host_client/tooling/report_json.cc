@@ -219,6 +219,7 @@ json Load(const LoadRun& run) {
     });
   }
   json j = {{"scenario", LoadScenarioName(o.scenario)},
+            {"from_client", o.from_client},
             {"target_qps", o.target_qps > 0 ? json(o.target_qps) : json(nullptr)},
             {"samples_per_query", o.samples_per_query},
             {"seed", o.seed},

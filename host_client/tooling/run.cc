@@ -235,7 +235,9 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     load.stable_threshold = options.stable_threshold;
     load.stable_percentile = options.stable_percentile;
     load.max_trials = options.max_trials;
-    auto run = RunLoad(session, vm, function, load);
+    StatusOr<LoadRun> run = FailedPrecondition("--from-client drives a model prepared by remex bench");
+    if (!load.from_client) run = RunLoad(session, vm, function, load);
+    else if (load.client) run = RunLoadFromClient(session, *load.client, load);
     if (!run.ok()) return run.status();
     r.bench_ms = MsSince(t);
     if (!run->levels.empty()) {
@@ -334,8 +336,14 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   return r;
 }
 
-StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options) {
+StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, const BenchOptions& options_in) {
+  BenchOptions options = options_in;
+  ClientModel client_model{p.executable.bytes, fs::path(request.model).filename().string(), p.main().name, p.inputs};
+  if (options.load && options.load->from_client) options.load->client = &client_model;
   REMEX_ASSIGN_OR_RETURN(BenchReport r, BenchVm(p.session(), p.vm, p.main().name, options));
+  if (r.load) r.load->options.client = nullptr;
+  r.options.load.reset();  // held `client`, which ends here
+  if (r.load) r.options.load = r.load->options;
   r.module_load_ms = p.module.load_nanos / 1e6;
   REMEX_RETURN_IF_ERROR(p.Release());
   const double server_load = r.session.environment.server_load_after_benchmark_1m;

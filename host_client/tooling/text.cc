@@ -126,6 +126,7 @@ std::string LoadText(const BenchReport& r) {
     case client::LoadScenario::kOffline: head += ", every query issued at once; latency from the start"; break;
     case client::LoadScenario::kSingleStream: head += ", closed-loop streams; latency per query"; break;
   }
+  if (o.from_client) head += "; driven from this host over the wire (one session per instance)";
   std::string text = head + "\n";
   const std::string ci = Format("[%g%% CI]", o.confidence * 100);
   std::vector<std::vector<std::string>> rows = {{"CONCURRENCY", "TARGET QPS", "QPS", "QUERIES", "p50 ms " + ci,
