@@ -1,6 +1,7 @@
 // The exit status of the remex CLI, for CI:
 //   0  success
-//   1  a mismatch (check, compare) or a failed threshold (bench --fail-unstable)
+//   1  a mismatch (check, compare, a bench scenario's audit) or a failed threshold
+//      (bench --fail-unstable)
 //   2  a usage error: bad flags, contradictory settings, a model or input the
 //      compiler or the server refuses as invalid
 //   3  an infrastructure error: connection, server, device or file system
