@@ -6,7 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "host_client/client/client.h"
+#include "host_client/client/npy.h"
 
 #include "host_client/compiler/onnx_test_util.h"
 #include "tests/cli_test_util.h"
@@ -181,6 +188,53 @@ TEST_F(CliLoadTest, FromClientDrivesTheScenariosOverTheWire) {
   for (size_t q = 0; q < std::min<size_t>({a.size(), b.size(), 20}); ++q) {
     EXPECT_NEAR(a[q].get<double>(), b[q].get<double>(), 1e-6) << q;
   }
+}
+
+// The audit catches timed samples whose outputs differ from the reference call's. Made
+// to happen with the raw protocol: the VM's output is bound to its own input, so the
+// reference call writes y = Relu(x W + b) over x, and every timed sample (an instance
+// reading that x) computes from the changed x.
+TEST_F(CliLoadTest, TheAuditNamesASampleThatDiffersFromTheReference) {
+  const std::string rmx = dir_ + "/mlp.rmx";
+  auto c = Cli("compile " + model_ + " -o " + rmx);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  std::ifstream f(rmx, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  auto session = client::Session::Connect("127.0.0.1", server_.port());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto module = (*session)->LoadModule(bytes, "mlp");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto vm = (*session)->CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok());
+  npy::Array x;
+  x.dtype = DType::kFloat32;
+  x.shape = {1, kSide, kSide};
+  x.data.resize(kSide * kSide * 4);
+  for (size_t i = 0; i < kSide * kSide; ++i) {
+    const float v = static_cast<float>(i % 7) / 7.0f;
+    std::memcpy(x.data.data() + 4 * i, &v, 4);
+  }
+  auto input = (*session)->Upload(x);
+  ASSERT_TRUE(input.ok());
+  ASSERT_TRUE((*session)->SetInputs(*vm, "main", {input->handle}).ok());
+  client::LoadTestOptions o;
+  o.min_queries = 20;
+  o.audit_samples = 8;
+  // Untouched inputs: every audited sample matches.
+  auto clean = (*session)->LoadTest(*vm, "main", o);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_EQ(clean->audit_checked, 8u);
+  EXPECT_EQ(clean->audit_mismatches, 0u) << clean->audit_first_mismatch;
+  // The output written over the input: every audited sample differs, and is named.
+  ASSERT_TRUE((*session)->SetOutput(*vm, "main", 0, input->handle).ok());
+  auto dirty = (*session)->LoadTest(*vm, "main", o);
+  ASSERT_TRUE(dirty.ok()) << dirty.status().ToString();
+  EXPECT_EQ(dirty->audit_checked, 8u);
+  EXPECT_EQ(dirty->audit_mismatches, 8u);
+  EXPECT_NE(dirty->audit_first_mismatch.find("output 'y'"), std::string::npos) << dirty->audit_first_mismatch;
+  EXPECT_NE(dirty->audit_first_mismatch.find("values differ"), std::string::npos) << dirty->audit_first_mismatch;
 }
 
 TEST_F(CliLoadTest, LoadFlagsThatContradictAreUsageErrors) {
