@@ -363,7 +363,7 @@ class ShellScriptTest(ServerFixture):
         # The mistakes remex bench refuses, with its messages.
         for line, message in (
                 ("bench --target-qps 5", "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, "
-                                         "--find-peak and --audit need --scenario"),
+                                         "--find-peak, --audit and --from-client need --scenario"),
                 ("bench --scenario server", "--scenario server needs --target-qps Q"),
                 ("bench --scenario batch", "--scenario 'batch' is none of single-stream, multi-stream, server, "
                                            "offline"),
