@@ -268,8 +268,8 @@ def test_benchmark_runs_load_scenarios_as_remex_bench(session, models):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(target_qps=5), "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak and "
-                         "--audit need --scenario"),
+    (dict(target_qps=5), "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak, "
+                         "--audit and --from-client need --scenario"),
     (dict(concurrency=2), "need --scenario"),
     (dict(scenario="batch"), "--scenario 'batch' is none of single-stream, multi-stream, server, offline"),
     (dict(scenario="server"), "--scenario server needs --target-qps Q"),
