@@ -15,7 +15,9 @@
 
 #include "device_server/environment.h"
 #include "device_server/load_test.h"
+#include "device_server/server_state.h"
 #include "device_server/time_evaluator.h"
+#include "vm/cuda_device.h"
 #include "vm/tensor_ops.h"
 
 namespace remex::server {
@@ -264,13 +266,33 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   // session's control still carries cancellation and shutdown.
   control_.deadline = Clock::time_point::max();
 
-  // The instances, sharing the VM's constants.
+  // The instances, sharing the VM's constants. On a GPU each queues its work on a CUDA
+  // stream of its own, with kernels bound to that stream and memory drawn on the
+  // session's quota but never passed between streams (Allocator::CreateForQueue), so
+  // that instances run concurrently on the device; the constants and inputs are complete
+  // on the device's stream (the reference call synchronized it). On the CPU they share
+  // the device, whose kernels run on the generator's thread. Declared before the
+  // instances and their outputs, which go first.
+  struct LaneQueue {
+    std::unique_ptr<vm::Device> device;  // last to go: the allocator waits for it
+    std::shared_ptr<vm::Allocator> allocator;
+    std::shared_ptr<const kernels::KernelRegistry> registry;
+  };
   auto instances_started = Clock::now();
   const size_t n = options.concurrency;
+  const bool streams = device.kind() == kernels::DeviceKind::kCuda;
+  std::vector<LaneQueue> queues(n);
   std::vector<std::unique_ptr<vm::VirtualMachine>> instances;
   std::vector<std::unique_ptr<vm::RunControl>> controls;
   for (size_t i = 0; i < n; ++i) {
-    REMEX_ASSIGN_OR_RETURN(auto inst, obj->vm->CreateInstance(*obj->registry));
+    if (streams) {
+      LaneQueue& q = queues[i];
+      REMEX_ASSIGN_OR_RETURN(q.device, vm::CreateCudaStream(device));
+      REMEX_ASSIGN_OR_RETURN(q.allocator, vm::Allocator::CreateForQueue(allocator_, *q.device));
+      REMEX_ASSIGN_OR_RETURN(q.registry, CreateRegistry(*q.device, q.allocator));
+    }
+    REMEX_ASSIGN_OR_RETURN(auto inst, streams ? obj->vm->CreateInstance(*queues[i].registry, queues[i].allocator)
+                                              : obj->vm->CreateInstance(*obj->registry));
     REMEX_RETURN_IF_ERROR(inst->SetInputValues(fn, inputs));
     controls.push_back(std::make_unique<vm::RunControl>());
     controls.back()->shutdown_at = control_.shutdown_at;
@@ -289,13 +311,23 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   std::vector<LoadLane> lanes(n);
   for (size_t i = 0; i < n; ++i) {
     lanes[i].control = controls[i].get();
-    lanes[i].run = [&, i, fn = fn]() -> Status {
+    vm::Device* queue = streams ? queues[i].device.get() : &device;
+    lanes[i].run = [&, i, fn = fn, queue]() -> Status {
       auto out = instances[i]->Invoke(fn);
       if (!out.ok()) return out.status();
       last_outputs[i] = std::move(out).value();
-      return device.Synchronize();
+      // In the generator's fiber the lane polls its queue and yields meanwhile, so the
+      // other lanes queue their work while this one's runs; in the warmup it waits.
+      vm::RunControl& control = *controls[i];
+      for (;;) {
+        REMEX_ASSIGN_OR_RETURN(bool idle, queue->Idle());
+        if (idle) return OkStatus();
+        if (!control.yield) return queue->Synchronize();
+        REMEX_RETURN_IF_ERROR(control.Check());
+        control.yield();
+      }
     };
-    lanes[i].keep = [&, i](uint64_t sample) -> Status {
+    lanes[i].audit = [&, i](uint64_t sample) -> Status {
       ++audit_checked;
       bool differs = false;
       for (size_t o = 0; o < last_outputs[i].size() && o < reference.size(); ++o) {

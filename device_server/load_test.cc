@@ -34,16 +34,6 @@ struct LaneState {
 
 }  // namespace
 
-const char* LoadScenarioName(LoadScenario s) {
-  switch (s) {
-    case LoadScenario::kSingleStream: return "single-stream";
-    case LoadScenario::kMultiStream: return "multi-stream";
-    case LoadScenario::kServer: return "server";
-    case LoadScenario::kOffline: return "offline";
-  }
-  return "unknown";
-}
-
 Status ValidateLoadTestOptions(const LoadTestOptions& o, std::chrono::milliseconds time_limit) {
   auto range = [](const char* name, uint64_t v, uint64_t lo, uint64_t hi) -> Status {
     if (v < lo || v > hi) {
@@ -181,7 +171,7 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
       }
     }
     // Recorded after the completion time was taken: the copy is outside the latency.
-    if (audited.count(l.job.sample)) REMEX_RETURN_IF_ERROR(lanes[lane].keep(l.job.sample));
+    if (audited.count(l.job.sample)) REMEX_RETURN_IF_ERROR(lanes[lane].audit(l.job.sample));
     return OkStatus();
   };
 

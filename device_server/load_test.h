@@ -8,7 +8,9 @@
 // kernel (its RunControl::yield is Fiber::Suspend), and the generator resumes the busy
 // lanes in turn: the lanes' kernels interleave on the calling thread, which is the
 // only one that launches kernels meanwhile (on the CPU device each kernel has the whole
-// compute team: no oversubscription). Between steps the generator admits the queries
+// compute team: no oversubscription; on a GPU the caller gives each lane a CUDA stream
+// of its own, and a lane whose call is queued polls its stream and yields, so the
+// lanes' kernels run concurrently on the device). Between steps the generator admits the queries
 // due (server: Poisson arrivals from a seeded std::mt19937_64), starts queued samples
 // on idle lanes and, when every lane is idle and nothing is due, sleeps until the next
 // arrival.
@@ -23,13 +25,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "rpc/load_scenario.h"
 #include "vm/vm.h"
 
 namespace remex::server {
 
-enum class LoadScenario { kSingleStream, kMultiStream, kServer, kOffline };
-
-const char* LoadScenarioName(LoadScenario s);
+using remex::LoadScenario;  // and remex::LoadScenarioName (rpc/load_scenario.h)
 
 struct LoadTestOptions {
   LoadScenario scenario = LoadScenario::kSingleStream;
@@ -43,7 +44,7 @@ struct LoadTestOptions {
   // estimate of one sample's time in seconds (measured by the warmup), enough for
   // min_duration_ms across the lanes, and at least min_queries.
   double seconds_per_sample = 0;
-  // Samples (by global sample index, in issue order) whose `keep` is called when they
+  // Samples (by global sample index, in issue order) whose `audit` is called when they
   // complete: the audit's seeded choice.
   std::vector<uint64_t> audited_samples;
 };
@@ -57,12 +58,12 @@ inline constexpr double kMaxTargetQps = 1e6;
 
 // One instance of the module.
 struct LoadLane {
-  // Runs one sample to its end, on the device (on a GPU: synchronized). Called inside
-  // a fiber; it must yield only through `control->yield`.
+  // Runs one sample to its end, on the device (on a GPU: until its stream is idle).
+  // Called inside a fiber; it must yield only through `control->yield`.
   std::function<Status()> run;
   // Called right after sample `sample` completed on this lane, when it is audited
   // (outside the sample's latency): checks its outputs (the audit).
-  std::function<Status(uint64_t sample)> keep;
+  std::function<Status(uint64_t sample)> audit;
   // The lane's run control (owned by the caller): the generator sets its deadline and
   // yield, and cancels it at the limit.
   vm::RunControl* control = nullptr;
@@ -87,7 +88,7 @@ Status ValidateLoadTestOptions(const LoadTestOptions& options, std::chrono::mill
 // min_queries are issued and min_duration_ms has passed (offline: its sized batch),
 // then waits for the issued queries. Samples still queued or running at `time_limit`
 // (counted from the call) are stopped and their queries counted as dropped. Errors: the
-// first error of a sample (other than the generator's own stop), a `keep` error;
+// first error of a sample (other than the generator's own stop), an `audit` error;
 // `session` (the requesting session's control: cancel, shutdown) stops the run with
 // its error.
 StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTestOptions& options,

@@ -39,7 +39,7 @@ class LoadTestTest : public ::testing::Test {
         ++samples_run_;
         return st;
       };
-      lane.keep = [this](uint64_t sample) -> Status {
+      lane.audit = [this](uint64_t sample) -> Status {
         kept_.push_back(sample);
         return OkStatus();
       };

@@ -239,10 +239,10 @@ struct Benchmark {
 # of the VM's executable (each with its own kernels, inputs bound to the VM's inputs
 # and its own planned memory; the constants are the VM's, shared, never copied) and
 # drives them with queries; an instance runs one sample (one call of `function`) at a
-# time, and the instances take turns between kernels on the device thread (on the CPU
-# device each kernel has all the compute threads; on a GPU they share the device's
-# stream). Timed on the server's steady clock; on a GPU a sample ends when the device's
-# stream has finished it.
+# time, and the instances take turns between kernels on one thread (on the CPU device
+# each kernel has all the compute threads; on a GPU each instance queues its work on a
+# CUDA stream of its own, so their kernels run concurrently). Timed on the server's
+# steady clock; on a GPU a sample ends when its instance's stream has finished it.
 #
 #   singleStream: `concurrency` closed-loop streams: each issues its next query when
 #                 its previous one completes (1: one query at a time);

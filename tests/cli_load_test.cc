@@ -15,39 +15,21 @@
 #include "host_client/client/client.h"
 #include "host_client/client/npy.h"
 
-#include "host_client/compiler/onnx_test_util.h"
 #include "tests/cli_test_util.h"
+#include "tests/mlp_model.h"
 
 namespace remex {
 namespace {
 
-using remex::testing::OnnxModelBuilder;
 
 constexpr int64_t kSide = 64;
-
-// y = Relu(MatMul(x, w) + b): x float32 [1, 64, 64]: a few kernels per call.
-std::string SaveModel(const std::string& dir) {
-  OnnxModelBuilder b(13);
-  b.Input("x", onnx::TensorProto::FLOAT, {1, kSide, kSide}).Output("y", onnx::TensorProto::FLOAT, {1, kSide, kSide});
-  std::vector<float> w(kSide * kSide), bias(kSide);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.5f;
-  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 5) / 5.0f;
-  b.FloatInit("w", {kSide, kSide}, w);
-  b.FloatInit("b", {kSide}, bias);
-  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
-  b.Node("Add", {"m", "b"}, {"s"}, "add");
-  b.Node("Relu", {"s"}, {"y"}, "relu");
-  std::string path = dir + "/mlp.onnx";
-  EXPECT_TRUE(b.Save(path));
-  return path;
-}
 
 class CliLoadTest : public remex::testing::CliTest {
  protected:
   CliLoadTest() : CliTest("remex_cli_load") {}
   void SetUp() override {
     CliTest::SetUp();
-    model_ = SaveModel(dir_);
+    model_ = remex::testing::SaveMlpModel(dir_, kSide);
   }
   // `remex bench MODEL --server ... ARGS --json`, exit 0, its JSON.
   nlohmann::json Bench(const std::string& args) {

@@ -1,6 +1,6 @@
 // The load scenarios of `remex bench --scenario` on a real `remex-server --device
-// cuda:0`: every scenario runs, its audit passes, its instances share the device's
-// stream. Label `cuda`: without a GPU every test skips itself; in an emulation build
+// cuda:0`: every scenario runs, its audit passes, its instances (each on a CUDA stream
+// of its own) share the device's weights. Label `cuda`: without a GPU every test skips itself; in an emulation build
 // (label `cuda-emu`) the server's cuda:0 is the host emulation of CUDA.
 #include <gtest/gtest.h>
 
@@ -9,35 +9,17 @@
 #include <filesystem>
 #include <memory>
 
-#include "host_client/compiler/onnx_test_util.h"
 #include "tests/cli_test_util.h"
+#include "tests/mlp_model.h"
 #include "vm/cuda_device.h"
 
 namespace remex {
 namespace {
 
-using remex::testing::OnnxModelBuilder;
 using remex::testing::RunCommand;
 using remex::testing::ServerProcess;
 
 constexpr int64_t kSide = 32;
-
-// y = Relu(MatMul(x, w) + b), x float32 [1, 32, 32].
-std::string SaveModel(const std::string& dir) {
-  OnnxModelBuilder b(13);
-  b.Input("x", onnx::TensorProto::FLOAT, {1, kSide, kSide}).Output("y", onnx::TensorProto::FLOAT, {1, kSide, kSide});
-  std::vector<float> w(kSide * kSide), bias(kSide);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 11) / 11.0f - 0.5f;
-  for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 3) / 3.0f;
-  b.FloatInit("w", {kSide, kSide}, w);
-  b.FloatInit("b", {kSide}, bias);
-  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
-  b.Node("Add", {"m", "b"}, {"s"}, "add");
-  b.Node("Relu", {"s"}, {"y"}, "relu");
-  std::string path = dir + "/mlp.onnx";
-  EXPECT_TRUE(b.Save(path));
-  return path;
-}
 
 class CudaLoadTest : public ::testing::Test {
  protected:
@@ -49,7 +31,7 @@ class CudaLoadTest : public ::testing::Test {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    model_ = SaveModel(dir_);
+    model_ = remex::testing::SaveMlpModel(dir_, kSide);
   }
 
   nlohmann::json Bench(const std::string& args) {

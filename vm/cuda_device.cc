@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -56,6 +57,18 @@ Status CudaCallError(std::string_view who, std::string_view call, cudaError_t er
     cudaError_t remex_cuda_error_ = (call);                                      \
     if (remex_cuda_error_ != cudaSuccess) return CudaCallError(who, #call, remex_cuda_error_); \
   } while (0)
+
+// cudaStreamQuery as Device::Idle: true when the stream's work is done, false while
+// some is pending, the error of the work otherwise.
+StatusOr<bool> StreamIdle(const std::string& who, cudaStream_t stream) {
+  const cudaError_t error = cudaStreamQuery(stream);
+  if (error == cudaSuccess) return true;
+  if (error == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return CudaCallError(who, "cudaStreamQuery", error);
+}
 
 std::string VersionString(int version) {
   // CUDA encodes versions as 1000 * major + 10 * minor.
@@ -175,9 +188,15 @@ class CudaDevice final : public Device {
     return OkStatus();
   }
 
+  StatusOr<bool> Idle() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    return StreamIdle(name_, stream_);
+  }
+
   StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() override;
 
   int ordinal() const { return ordinal_; }
+  bool use_pool() const { return use_pool_; }
   const CudaDeviceFacts& facts() const { return facts_; }
   cudaStream_t stream() const { return stream_; }
   Status MakeCurrentForTimer() { return MakeCurrent(); }
@@ -363,6 +382,131 @@ class CudaDevice final : public Device {
   Status fault_;  // the sticky error seen by DeviceHealth, until ResetDevice
 };
 
+// A stream of its own on a CudaDevice's GPU (CreateCudaStream).
+class CudaStreamDevice final : public Device {
+ public:
+  CudaStreamDevice(CudaDevice& parent, std::string name) : parent_(parent), name_(std::move(name)) {}
+
+  ~CudaStreamDevice() override {
+    if (!stream_ || cudaSetDevice(parent_.ordinal()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    (void)cudaStreamSynchronize(stream_);
+    (void)cudaStreamDestroy(stream_);
+    (void)cudaGetLastError();
+  }
+
+  Status Init() {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    // Blocking, as the device's own: ordered with work on the legacy default stream,
+    // concurrent with every other stream.
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamCreate(&stream_));
+    return OkStatus();
+  }
+
+  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCuda; }
+  std::string name() const override { return name_; }
+  std::string description() const override { return parent_.description(); }
+  uint64_t memory_bytes() const override { return parent_.memory_bytes(); }
+  const Device& memory_space() const override { return parent_; }
+
+  // Stream-ordered on this stream where the GPU has pools, as the device's own.
+  StatusOr<void*> Allocate(size_t bytes) override {
+    if (bytes > memory_bytes()) {
+      return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
+                               std::to_string(memory_bytes()) + " bytes of memory");
+    }
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    void* ptr = nullptr;
+    const size_t n = bytes == 0 ? 1 : bytes;
+    const cudaError_t error = parent_.use_pool() ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
+    if (error != cudaSuccess) {
+      Status s = CudaCallError(name_, parent_.use_pool() ? "cudaMallocAsync" : "cudaMalloc", error);
+      return Status(s.code(), s.message() + " (" + std::to_string(bytes) + " bytes requested)");
+    }
+    return ptr;
+  }
+
+  void Deallocate(void* ptr, size_t) override {
+    if (!ptr || cudaSetDevice(parent_.ordinal()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    if (parent_.use_pool()) {
+      (void)cudaFreeAsync(ptr, stream_);
+    } else {
+      (void)cudaFree(ptr);
+    }
+    (void)cudaGetLastError();
+  }
+
+  // Direct transfers (no staging buffers: those are the device's own stream's).
+  Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    return Transfer(dst, src, bytes, cudaMemcpyHostToDevice);
+  }
+  Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    return Transfer(dst, src, bytes, cudaMemcpyDeviceToHost);
+  }
+  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return OkStatus();
+  }
+  Status Memset(void* dst, uint8_t value, size_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemsetAsync(dst, value, bytes, stream_));
+    return OkStatus();
+  }
+  Status Synchronize() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+  StatusOr<bool> Idle() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    return StreamIdle(name_, stream_);
+  }
+
+  int ordinal() const { return parent_.ordinal(); }
+  cudaStream_t stream() const { return stream_; }
+  const CudaDeviceFacts& facts() const { return parent_.facts(); }
+
+ protected:
+  // A sticky error poisons the whole context: the device's own Health sees it, and so
+  // does this stream's query.
+  Status DeviceHealth() override {
+    REMEX_RETURN_IF_ERROR(parent_.Health());
+    cudaError_t error = cudaSetDevice(parent_.ordinal());
+    if (error == cudaSuccess) error = cudaStreamQuery(stream_);
+    (void)cudaGetLastError();
+    if (!kernels::cuda::IsCudaDeviceFault(error)) return OkStatus();
+    return CudaDeviceFault(name_, error);
+  }
+  Status ResetDevice() override {
+    return FailedPrecondition(name_ + ": a stream is not reset; reset " + parent_.name() + " once its streams are gone");
+  }
+
+ private:
+  Status MakeCurrent() {
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaSetDevice(parent_.ordinal()));
+    return OkStatus();
+  }
+  Status Transfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  CudaDevice& parent_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+};
+
 }  // namespace
 
 int CudaDeviceCount() {
@@ -422,25 +566,41 @@ StatusOr<std::unique_ptr<DeviceTimer>> CudaDevice::CreateTimer() {
 
 StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) { return CudaDevice::Create(ordinal); }
 
+StatusOr<std::unique_ptr<Device>> CreateCudaStream(Device& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (!cuda) return InvalidArgument(device.name() + ": CUDA streams are made on a CUDA device");
+  static std::atomic<uint64_t> next_stream{1};
+  auto stream = std::make_unique<CudaStreamDevice>(
+      *cuda, cuda->name() + " stream " + std::to_string(next_stream.fetch_add(1, std::memory_order_relaxed)));
+  REMEX_RETURN_IF_ERROR(stream->Init());
+  return std::unique_ptr<Device>(std::move(stream));
+}
+
 void* CudaStreamOf(const Device& device) {
-  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
-  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
+  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return static_cast<void*>(cuda->stream());
+  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return static_cast<void*>(stream->stream());
+  return nullptr;
 }
 
 int CudaOrdinalOf(const Device& device) {
-  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
-  return cuda ? cuda->ordinal() : -1;
+  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return cuda->ordinal();
+  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return stream->ordinal();
+  return -1;
 }
 
 std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device& device) {
-  const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
-  if (!cuda) return std::nullopt;
-  return cuda->facts();
+  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return cuda->facts();
+  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return stream->facts();
+  return std::nullopt;
 }
 
 #else  // !REMEX_HAVE_CUDA
 
 int CudaDeviceCount() { return 0; }
+
+StatusOr<std::unique_ptr<Device>> CreateCudaStream(Device& device) {
+  return Unimplemented(device.name() + ": Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");
+}
 
 StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
   return Unimplemented("cuda:" + std::to_string(ordinal) + ": Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");

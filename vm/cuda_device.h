@@ -2,7 +2,8 @@
 //
 // Memory comes from the CUDA runtime (cudaMallocAsync on the device's stream where the
 // GPU supports stream-ordered pools, cudaMalloc otherwise). Every copy, memset and
-// kernel of the device runs on one CUDA stream per device, in issue order:
+// kernel of the device runs on one CUDA stream per device, in issue order (work meant to
+// run beside it goes on streams of its own, CreateCudaStream):
 //   - CopyToDevice returns once the source bytes have been read (the caller may reuse
 //     them); the transfer itself may still be in flight on the stream.
 //   - CopyToHost returns once the bytes are in host memory.
@@ -61,11 +62,27 @@ int CudaDeviceCount();
 // without REMEX_HAVE_CUDA.
 StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
 
-// The CUDA stream (a cudaStream_t) on which `device` queues its work, for kernels that
-// must be ordered with it; nullptr when `device` is not a CUDA device.
+// A stream of its own on CUDA device `device`'s GPU, as a Device ("cuda:0 stream 3"): its
+// copies, memsets and synchronization go on that stream, and so do the kernels of a
+// registry made for it (CudaKernelContextFor an allocator over it), so that work on two
+// streams runs concurrently on the GPU. It shares `device`'s memory (memory_space() is
+// `device`) with no ordering between the two streams: whoever hands a buffer from one
+// stream to the other waits for the first (Synchronize) before, and a caching allocator
+// must not pass freed blocks between them (Allocator::CreateForQueue keeps them apart).
+// Its own Allocate / Deallocate are stream-ordered on it where the GPU has memory pools
+// (cudaMallocAsync; whose pool makes reuse across streams safe). Health reports
+// `device`'s faults and its own; Reset is FAILED_PRECONDITION (reset `device`, after
+// destroying its streams). Destroying it waits for its work. `device` must outlive it.
+// INVALID_ARGUMENT when `device` is not a CUDA device (a stream of a stream included);
+// errors of cudaStreamCreate; UNIMPLEMENTED in a build without CUDA.
+StatusOr<std::unique_ptr<Device>> CreateCudaStream(Device& device);
+
+// The CUDA stream (a cudaStream_t) on which `device` (a CUDA device or a stream of one)
+// queues its work, for kernels that must be ordered with it; nullptr when `device` is
+// not a CUDA device.
 void* CudaStreamOf(const Device& device);
 
-// The GPU ordinal of `device`; -1 when it is not a CUDA device.
+// The GPU ordinal of `device` (a CUDA device or a stream of one); -1 otherwise.
 int CudaOrdinalOf(const Device& device);
 
 // What CUDA says of a CUDA device's GPU, read once when the device was created.
@@ -83,8 +100,10 @@ std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device& device);
 // A workspace provider for the CUDA kernels (kernels::CudaWorkspaceFn) over `allocator`:
 // each block is one of its buffers (whole device blocks: 256-byte aligned on a CUDA
 // device), counted in its stats while held and returned to its cache when released.
-// Reuse right after release is safe because the CUDA device queues all its work on its
-// one stream (see CudaWorkspaceFn). The provider refers to the allocator weakly (kernel
+// Reuse right after release is safe because all the work on `allocator`'s device goes on
+// one stream: the CUDA device's own, or, for an allocator of a stream of it
+// (Allocator::CreateForQueue over CreateCudaStream), that stream, whose blocks never go
+// to another while it lives (see CudaWorkspaceFn). The provider refers to the allocator weakly (kernel
 // factories may outlive it): FAILED_PRECONDITION once the allocator is gone; a held
 // block keeps it alive. RESOURCE_EXHAUSTED as Allocator::Allocate.
 kernels::CudaWorkspaceFn AllocatorWorkspace(const std::shared_ptr<Allocator>& allocator);

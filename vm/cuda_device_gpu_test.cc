@@ -408,6 +408,124 @@ TEST(CudaVm, SequencesKeepTheirElementsOnTheDevice) {
   EXPECT_EQ((*vm)->copy_stats().device_to_host_count, 2u);
 }
 
+// A stream of the device (CreateCudaStream): a queue of its own, on the device's memory,
+// whose copies and waits are its own.
+TEST(CudaDevice, AStreamIsAQueueOfItsOwnOnTheDevicesMemory) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  auto made = CreateCudaStream(*device);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Device> stream = std::move(*made);
+  EXPECT_EQ(stream->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(stream->name().rfind("cuda:0 stream ", 0), 0u) << stream->name();
+  EXPECT_EQ(&stream->memory_space(), device.get());
+  EXPECT_EQ(&device->memory_space(), device.get());
+  EXPECT_EQ(CudaOrdinalOf(*stream), 0);
+  ASSERT_NE(CudaStreamOf(*stream), nullptr);
+  EXPECT_NE(CudaStreamOf(*stream), CudaStreamOf(*device));
+  ASSERT_TRUE(CudaDeviceFactsOf(*stream).has_value());
+  EXPECT_EQ(CudaDeviceFactsOf(*stream)->name, CudaDeviceFactsOf(*device)->name);
+  // Memory of the device, written and read on the stream.
+  auto allocator = Allocator::Create(*device);
+  auto block = allocator->Allocate(3 * kCudaStagingThreshold);
+  ASSERT_TRUE(block.ok());
+  std::vector<uint8_t> src(3 * kCudaStagingThreshold), back(src.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  ASSERT_TRUE(stream->CopyToDevice((*block)->data(), src.data(), src.size()).ok());
+  ASSERT_TRUE(stream->Memset((*block)->data(), 0xee, 5).ok());
+  ASSERT_TRUE(stream->CopyToHost(back.data(), (*block)->data(), back.size()).ok());
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(back[i], 0xee) << i;
+  EXPECT_EQ(std::memcmp(back.data() + 5, src.data() + 5, src.size() - 5), 0);
+  auto idle = stream->Idle();
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_TRUE(*idle);
+  auto device_idle = device->Idle();
+  ASSERT_TRUE(device_idle.ok());
+  EXPECT_TRUE(*device_idle);
+  EXPECT_TRUE(stream->Health().ok());
+  // A stream is neither reset nor the parent of another stream.
+  EXPECT_EQ(stream->Reset().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CreateCudaStream(*stream).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Instances of one VM, each on a stream of its own with kernels bound to it and memory
+// from a queue allocator, compute what the VM computes, read its constants without a
+// copy, and leave the VM's allocator as it was once they are gone.
+TEST(CudaVm, InstancesOnStreamsOfTheirOwnMatchTheVm) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  std::string why;
+  auto registry = CudaRegistry({CudaOrdinalOf(*device), CudaStreamOf(*device)}, &why);
+  ASSERT_TRUE(registry) << why;
+  auto allocator = Allocator::Create(*device);
+  auto exe = Executable::FromDef(AddReluDef(), *registry);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator, *registry);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  const int64_t rows = 4096;
+  std::vector<float> x(rows * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 11) - 5.0f;
+  auto input = AllocateTensor(*allocator, DType::kFloat32, {rows, 3});
+  ASSERT_TRUE(input.ok());
+  ASSERT_TRUE(device->CopyToDevice((*input)->data(), x.data(), x.size() * 4).ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {*input}).ok());
+  auto want = (*vm)->Invoke(0);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  std::vector<float> expected(x.size());
+  ASSERT_TRUE(device->CopyToHost(expected.data(), (*want)[0]->data(), expected.size() * 4).ok());
+  const uint64_t before = allocator->stats().allocated_bytes;
+  {
+    struct Lane {
+      std::unique_ptr<Device> stream;
+      std::shared_ptr<Allocator> allocator;
+      std::unique_ptr<kernels::KernelRegistry> registry;
+      std::unique_ptr<VirtualMachine> vm;
+      std::vector<TensorPtr> out;
+    };
+    std::vector<Lane> lanes(3);
+    for (Lane& lane : lanes) {
+      auto stream = CreateCudaStream(*device);
+      ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+      lane.stream = std::move(*stream);
+      auto queue = Allocator::CreateForQueue(allocator, *lane.stream);
+      ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+      lane.allocator = *queue;
+      lane.registry = CudaRegistry(CudaKernelContextFor(lane.allocator), &why);
+      ASSERT_TRUE(lane.registry) << why;
+      auto instance = (*vm)->CreateInstance(*lane.registry, lane.allocator);
+      ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+      lane.vm = std::move(*instance);
+      ASSERT_TRUE(lane.vm->SetInputs(0, {*input}).ok());
+    }
+    // Every lane queues its call before any waits.
+    for (Lane& lane : lanes) {
+      auto out = lane.vm->Invoke(0);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      lane.out = std::move(*out);
+      EXPECT_EQ(&lane.out[0]->buffer->device(), lane.stream.get());
+    }
+    for (Lane& lane : lanes) {
+      ASSERT_TRUE(lane.stream->Synchronize().ok());
+      std::vector<float> got(x.size());
+      ASSERT_TRUE(lane.stream->CopyToHost(got.data(), lane.out[0]->data(), got.size() * 4).ok());
+      EXPECT_EQ(got, expected);
+      EXPECT_EQ(lane.vm->copy_stats().host_to_device_count, 0u);  // the constants are the VM's
+      EXPECT_GT(lane.allocator->stats().allocated_bytes, 0u);
+    }
+    // The lanes' memory is the VM allocator's while they hold it.
+    EXPECT_GT(allocator->stats().allocated_bytes, before);
+    for (Lane& lane : lanes) {
+      lane.out.clear();
+      lane.vm.reset();
+      lane.registry.reset();
+      lane.allocator.reset();
+    }
+  }
+  EXPECT_EQ(allocator->stats().allocated_bytes, before);
+}
+
 // A fault fails the VM's run and holds until Reset; after the reset (a new context and
 // stream: every earlier allocation and kernel is gone) a new registry and VM run
 // correctly on the device.

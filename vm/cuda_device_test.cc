@@ -46,6 +46,17 @@ TEST(CudaDeviceFactory, FailsCleanlyWithoutGpu) {
   std::printf("CreateCudaDevice(0) without a GPU: %s\n", device.status().ToString().c_str());
 }
 
+TEST(CudaDeviceFactory, StreamsAreMadeOnCudaDevicesOnly) {
+  std::unique_ptr<Device> cpu = CreateCpuDevice();
+  auto stream = CreateCudaStream(*cpu);
+  ASSERT_FALSE(stream.ok());
+  // UNIMPLEMENTED in a build without CUDA.
+  EXPECT_TRUE(stream.status().code() == StatusCode::kInvalidArgument ||
+              stream.status().code() == StatusCode::kUnimplemented)
+      << stream.status().ToString();
+  EXPECT_NE(stream.status().message().find("cpu"), std::string::npos) << stream.status().ToString();
+}
+
 TEST(CudaDeviceFactory, RejectsNegativeOrdinal) {
   auto device = CreateCudaDevice(-1);
   ASSERT_FALSE(device.ok());

@@ -117,6 +117,11 @@ Status Device::Memset(void* dst, uint8_t value, size_t bytes) {
   return OkStatus();
 }
 
+StatusOr<bool> Device::Idle() {
+  REMEX_RETURN_IF_ERROR(Synchronize());
+  return true;
+}
+
 Status Device::Health() {
   {
     std::lock_guard<std::mutex> lock(fault_mu_);
@@ -176,8 +181,25 @@ std::shared_ptr<Allocator> Allocator::CreateWithQuota(std::shared_ptr<Allocator>
   return a;
 }
 
+StatusOr<std::shared_ptr<Allocator>> Allocator::CreateForQueue(std::shared_ptr<Allocator> parent, Device& queue) {
+  if (&queue.memory_space() != &parent->device().memory_space()) {
+    return InvalidArgument("an allocator for " + queue.name() + " cannot draw on memory of " +
+                           parent->device().name());
+  }
+  auto a = std::shared_ptr<Allocator>(new Allocator(queue, 0));
+  a->parent_ = std::move(parent);
+  a->queue_ = true;
+  return a;
+}
+
 Allocator::~Allocator() {
   for (const CachedBlock& b : lru_) device_.Deallocate(b.data, b.size_class);
+  if (queue_) {
+    // The queue's work on the freed blocks must be done before another queue may reuse
+    // them; an error (a faulted device) leaves nothing more to wait for.
+    (void)device_.Synchronize();
+    queue_free_.clear();  // back to the parent
+  }
 }
 
 StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
@@ -235,6 +257,29 @@ StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
 
 StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
   const size_t size_class = SizeClass(bytes);
+  if (queue_) {
+    std::shared_ptr<Buffer> block;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = queue_free_.find(size_class);
+      if (it != queue_free_.end()) {
+        block = std::move(it->second);
+        queue_free_.erase(it);
+      }
+    }
+    const bool fresh = !block;
+    if (fresh) {
+      REMEX_ASSIGN_OR_RETURN(block, parent_->Allocate(size_class));
+    }
+    void* data = block->data();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fresh) stats_.reserved_bytes += size_class;  // held until the allocator goes
+    queue_held_.emplace(data, std::move(block));
+    stats_.allocated_bytes += size_class;
+    stats_.live_buffers++;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    return std::shared_ptr<Buffer>(new Buffer(shared_from_this(), data, bytes, size_class));
+  }
   if (!parent_) {
     bool from_device = false;
     REMEX_ASSIGN_OR_RETURN(void* block, AllocateBlock(size_class, &from_device));
@@ -267,6 +312,16 @@ StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
 }
 
 void Allocator::Release(void* data, size_t size_class) {
+  if (queue_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = queue_held_.find(data);
+    if (it == queue_held_.end()) return;  // never handed out: nothing to release
+    queue_free_.emplace(size_class, std::move(it->second));
+    queue_held_.erase(it);
+    stats_.allocated_bytes -= size_class;
+    stats_.live_buffers--;
+    return;
+  }
   if (parent_) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -307,6 +362,7 @@ void Allocator::TrimLocked() { EvictLocked(0); }
 
 void Allocator::Trim() {
   if (parent_) {
+    // A queue allocator keeps its blocks (see CreateForQueue); the parent's cache goes.
     parent_->Trim();
     return;
   }

@@ -63,6 +63,17 @@ class Device {
   virtual Status Memset(void* dst, uint8_t value, size_t bytes);
   // Waits for all work queued on the device.
   virtual Status Synchronize() = 0;
+  // Whether all work queued on the device has completed, without waiting (a CUDA
+  // device: cudaStreamQuery on its stream): lets a caller that has other work do it
+  // meanwhile (the load generator's lanes poll it and yield). Errors of the queued work
+  // as Synchronize reports them. The default waits (Synchronize) and says true: the CPU
+  // device runs its work on the calling thread.
+  virtual StatusOr<bool> Idle();
+  // The device whose memory this one's pointers address: the device itself, or, for a
+  // queue of its own on another device's memory (a CUDA stream, CreateCudaStream), that
+  // device. Tensors of one memory space may be used by every device of it, with the
+  // ordering their queues give them (see CreateCudaStream).
+  virtual const Device& memory_space() const { return *this; }
   // Hands memory freed with Deallocate back to the system where the device's heap keeps
   // it (the CPU device: malloc_trim). Called after an allocator drops its cache.
   virtual void ReleaseFreedMemory() {}
@@ -177,6 +188,20 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // the quota ("--session-memory-bytes"), when given.
   static std::shared_ptr<Allocator> CreateWithQuota(std::shared_ptr<Allocator> parent, uint64_t quota_bytes,
                                                     std::string owner, std::string quota_name = {});
+  // An allocator for the work of one queue, `queue` (a CUDA stream of parent's device,
+  // CreateCudaStream; `queue.memory_space()` must be parent's device's, else
+  // INVALID_ARGUMENT): its buffers report `queue` as their device, so the VM and the
+  // CUDA kernels queue their work on it. Its blocks come from `parent` (charged to
+  // parent's quota, counted in its stats) and, once freed, are kept for this
+  // allocator's reuse only, never handed to another queue: work of `queue` still pending
+  // on a freed block runs before anything queued after on the same queue (stream
+  // order, PyTorch's caching allocator rule for one stream), but not before another
+  // queue's. They go back to `parent` when the allocator goes away, after waiting for
+  // `queue` (which must outlive it). Blocks taken from `parent` must be idle on
+  // parent's own queue: take none while work is pending there. RESOURCE_EXHAUSTED as
+  // parent's Allocate; Trim keeps the blocks held (they are this queue's until it is
+  // gone).
+  static StatusOr<std::shared_ptr<Allocator>> CreateForQueue(std::shared_ptr<Allocator> parent, Device& queue);
   ~Allocator();
 
   // A buffer of at least `bytes` (0 is allowed and yields a 1-byte-class block).
@@ -208,7 +233,12 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
 
   Device& device_;
   const uint64_t max_cached_bytes_;
-  std::shared_ptr<Allocator> parent_;  // quota allocators only
+  std::shared_ptr<Allocator> parent_;  // quota and queue allocators only
+  // Queue allocators (CreateForQueue): parent's buffers held by live buffers of this
+  // one (by address) and those freed, kept for reuse (by size class).
+  bool queue_ = false;
+  std::map<void*, std::shared_ptr<Buffer>> queue_held_;
+  std::multimap<size_t, std::shared_ptr<Buffer>> queue_free_;
   uint64_t quota_bytes_ = 0;
   std::string owner_;
   std::string quota_name_;

@@ -106,8 +106,13 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
 }
 
 StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::CreateInstance(
-    const kernels::KernelRegistry& registry) const {
-  std::unique_ptr<VirtualMachine> vm(new VirtualMachine(executable_, allocator_));
+    const kernels::KernelRegistry& registry, std::shared_ptr<Allocator> allocator) const {
+  if (!allocator) allocator = allocator_;
+  if (&allocator->device().memory_space() != &allocator_->device().memory_space()) {
+    return InvalidArgument("an instance on " + allocator->device().name() + " cannot share the constants on " +
+                           allocator_->device().name());
+  }
+  std::unique_ptr<VirtualMachine> vm(new VirtualMachine(executable_, std::move(allocator)));
   vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
   REMEX_RETURN_IF_ERROR(vm->CreateKernels(registry));
   // The constants are read-only tensors (Tensor::constant): every instance reads the
@@ -224,7 +229,7 @@ Status VirtualMachine::SetInputValues(int fn, std::vector<Value> inputs) {
   // One tensor of input `want` (`what`: "input 'x'" or "element 3 of input 'x'").
   auto check_tensor = [&](const ValueDesc& want, const TensorPtr& t, const std::string& what) -> Status {
     if (!t) return InvalidArgument(what + " is null");
-    if (&t->buffer->device() != &allocator_->device()) {
+    if (&t->buffer->device().memory_space() != &allocator_->device().memory_space()) {
       return InvalidArgument(what + " lives on another device");
     }
     if (t->dtype != want.dtype) {
@@ -300,7 +305,7 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
   }
   if (tensor) {
     const ValueDesc& want = def.outputs[index];
-    if (&tensor->buffer->device() != &allocator_->device()) {
+    if (&tensor->buffer->device().memory_space() != &allocator_->device().memory_space()) {
       return InvalidArgument("buffer for output '" + want.name + "' lives on another device");
     }
     if (tensor->dtype != want.dtype || !ShapeMatches(want.shape, tensor->shape)) {

@@ -107,12 +107,20 @@ class VirtualMachine {
 
   const Executable& executable() const { return *executable_; }
 
-  // Another instance of this VM's executable on the same allocator, for running calls
-  // of one module side by side (loadTest): its own kernels, inputs (none bound),
-  // planned memory, run control and counters; the constants are this VM's tensors,
-  // shared and never copied (they are read-only: Tensor::constant). The instance must
-  // not outlive this VM's allocator. Errors as Create's for the kernels.
-  StatusOr<std::unique_ptr<VirtualMachine>> CreateInstance(const kernels::KernelRegistry& registry) const;
+  // Another instance of this VM's executable, for running calls of one module side by
+  // side (loadTest): its own kernels (from `registry`), inputs (none bound), planned
+  // memory, run control and counters; the constants are this VM's tensors, shared and
+  // never copied (they are read-only: Tensor::constant). Its memory comes from
+  // `allocator` (nullptr: this VM's), whose device may be another queue on the same
+  // memory (a CUDA stream of this VM's device: Allocator::CreateForQueue over
+  // CreateCudaStream, with a registry whose kernels queue on that stream), so that
+  // instances run concurrently on the device; the constants must then be complete on
+  // this VM's queue before the instance runs (Synchronize). Tensors bound to it may
+  // live anywhere in that memory. The instance must not outlive this VM's allocator.
+  // INVALID_ARGUMENT when `allocator`'s memory is another device's; errors as
+  // Create's for the kernels.
+  StatusOr<std::unique_ptr<VirtualMachine>> CreateInstance(const kernels::KernelRegistry& registry,
+                                                           std::shared_ptr<Allocator> allocator = nullptr) const;
   // The values bound to function `fn`'s inputs; empty before they are set (or for an
   // unknown index).
   const std::vector<Value>& bound_inputs(int fn) const;

@@ -108,6 +108,44 @@ TEST_F(VmTest, RejectsWrongInputs) {
   EXPECT_NE(wrong_dtype.message().find("float32"), std::string::npos);
 }
 
+// An instance shares the VM's constants and draws its memory from the allocator it is
+// given (a queue's, CreateForQueue), which counts it; the VM's own allocator keeps
+// nothing of the instance's once both are gone.
+TEST_F(VmTest, AnInstanceRunsOnItsOwnAllocatorAndSharesTheConstants) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  TensorPtr x = Input({2, 3}, {-5, 0, 1, 2, -1, 3});
+  ASSERT_TRUE((*vm)->SetInputs(0, {x}).ok());
+  auto want = (*vm)->Invoke(0);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const uint64_t before = allocator_->stats().allocated_bytes;
+  {
+    auto queue = Allocator::CreateForQueue(allocator_, *device_);
+    ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+    auto instance = (*vm)->CreateInstance(Registry(), *queue);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    // The input lives in the VM's allocator: the same memory, so it binds.
+    ASSERT_TRUE((*instance)->SetInputs(0, {x}).ok());
+    auto got = (*instance)->Invoke(0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(&(*got)[0]->buffer->device(), device_.get());
+    EXPECT_GT((*queue)->stats().allocated_bytes, 0u);
+    EXPECT_EQ(std::memcmp((*got)[0]->data(), (*want)[0]->data(), 24), 0);
+    // No constant was uploaded again: the instance made only its own buffers.
+    EXPECT_EQ((*instance)->copy_stats().host_to_device_count, 0u);
+  }
+  EXPECT_EQ(allocator_->stats().allocated_bytes, before);
+  // Another device's memory cannot hold an instance of this VM.
+  auto other = CreateCpuDevice();
+  auto elsewhere = (*vm)->CreateInstance(Registry(), Allocator::Create(*other));
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(elsewhere.status().message().find("cannot share the constants"), std::string::npos)
+      << elsewhere.status().ToString();
+}
+
 TEST_F(VmTest, KilledRegistersReturnMemoryForReuse) {
   auto exe = Executable::FromDef(AddReluDef(), Registry());
   auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
@@ -925,6 +963,55 @@ TEST(AllocatorTest, QuotaBoundsItsOwnBlocksAndGivesThemBack) {
   EXPECT_EQ(a->stats().live_buffers, 0u);
   EXPECT_TRUE(a->Allocate(4u << 20).ok());
   EXPECT_EQ(root->stats().allocated_bytes, 3u << 20);
+}
+
+// A queue's allocator (CreateForQueue) keeps what it frees for its own reuse, charges
+// its blocks to the parent's quota, and gives them back only when it goes.
+TEST(AllocatorTest, AQueueKeepsItsFreedBlocksUntilItGoes) {
+  auto device = CreateCpuDevice();
+  auto root = Allocator::Create(*device);
+  auto session = Allocator::CreateWithQuota(root, 4u << 20, "session 1");
+  auto made = Allocator::CreateForQueue(session, *device);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::shared_ptr<Allocator> queue = std::move(*made);
+  EXPECT_EQ(&queue->device(), device.get());
+  void* first = nullptr;
+  {
+    auto a = queue->Allocate(3u << 20);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    first = (*a)->data();
+    EXPECT_EQ(queue->stats().allocated_bytes, 3u << 20);
+    EXPECT_EQ(session->stats().allocated_bytes, 3u << 20);
+    // Over the session's quota.
+    auto over = queue->Allocate(2u << 20);
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(over.status().message().find("session 1"), std::string::npos) << over.status().ToString();
+  }
+  // Freed: the queue's no longer, still the session's, and reused by the queue.
+  EXPECT_EQ(queue->stats().allocated_bytes, 0u);
+  EXPECT_EQ(queue->stats().live_buffers, 0u);
+  EXPECT_EQ(session->stats().allocated_bytes, 3u << 20);
+  const uint64_t device_allocations = root->stats().device_allocations;
+  {
+    auto again = queue->Allocate(3u << 20);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ((*again)->data(), first);
+    EXPECT_EQ(root->stats().device_allocations, device_allocations);
+  }
+  // Trim leaves the queue's blocks with it.
+  queue->Trim();
+  EXPECT_EQ(session->stats().allocated_bytes, 3u << 20);
+  // Gone: every block back to the session, refunded to its quota, cached by the root.
+  queue.reset();
+  EXPECT_EQ(session->stats().allocated_bytes, 0u);
+  EXPECT_EQ(session->stats().live_buffers, 0u);
+  EXPECT_TRUE(session->Allocate(4u << 20).ok());
+  // A queue must be on the parent's memory.
+  auto other = CreateCpuDevice();
+  auto elsewhere = Allocator::CreateForQueue(session, *other);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

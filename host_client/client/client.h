@@ -23,6 +23,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "rpc/load_scenario.h"
 #include "host_client/client/npy.h"
 #include "rpc/tls.h"
 
@@ -190,8 +191,8 @@ struct BenchmarkResult {
   double load_average_1m = -1;
 };
 
-// Load scenarios generated on the server (rpc/remex.capnp LoadTest; protocol 1.4).
-enum class LoadScenario { kSingleStream, kMultiStream, kServer, kOffline };
+// Load scenarios generated on the server (rpc/load_scenario.h; protocol 1.4).
+using remex::LoadScenario;
 
 struct LoadTestOptions {
   LoadScenario scenario = LoadScenario::kSingleStream;
@@ -202,7 +203,9 @@ struct LoadTestOptions {
   uint32_t min_duration_ms = 0;
   uint32_t warmup = 1;             // untimed calls per instance
   uint64_t seed = 0;
-  uint32_t audit_samples = 0;      // timed samples whose outputs are checked
+  // Timed samples whose outputs are checked; 0: none, the request's own default (the
+  // tooling's scenarios, tooling/load.h LoadOptions, choose 32 where the audit is on).
+  uint32_t audit_samples = 0;
   double audit_rtol = 0, audit_atol = 0;
 };
 

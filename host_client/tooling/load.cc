@@ -108,19 +108,8 @@ StatusOr<LoadLevel> RunLevel(const LevelRunner& runner, const LoadOptions& o, ui
 
 }  // namespace
 
-const char* LoadScenarioName(LoadScenario s) {
-  switch (s) {
-    case LoadScenario::kSingleStream: return "single-stream";
-    case LoadScenario::kMultiStream: return "multi-stream";
-    case LoadScenario::kServer: return "server";
-    case LoadScenario::kOffline: return "offline";
-  }
-  return "unknown";
-}
-
 StatusOr<LoadScenario> ParseLoadScenario(const std::string& name) {
-  for (LoadScenario s : {LoadScenario::kSingleStream, LoadScenario::kMultiStream, LoadScenario::kServer,
-                         LoadScenario::kOffline}) {
+  for (LoadScenario s : kLoadScenarios) {
     if (name == LoadScenarioName(s)) return s;
   }
   return InvalidArgument("--scenario '" + name + "' is none of single-stream, multi-stream, server, offline");

@@ -58,9 +58,8 @@ struct LoadOptions {
   const ClientModel* client = nullptr;
 };
 
-// "single-stream", "multi-stream", "server", "offline"; parsing: INVALID_ARGUMENT
+// A scenario by its name (LoadScenarioName, rpc/load_scenario.h); INVALID_ARGUMENT
 // listing the names.
-const char* LoadScenarioName(client::LoadScenario s);
 StatusOr<client::LoadScenario> ParseLoadScenario(const std::string& name);
 // "A", "A:B" or "A:B:STEP" (1 <= A <= B <= 64, STEP >= 1) as the levels; errors name
 // --concurrency.
