@@ -4,9 +4,8 @@
 // spikes, run-to-run drift, occasional outlier runs). No server, no timing: the output
 // depends only on the flags. docs/benchmarks.md has the table and the command.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "host_client/tooling/regression_study.h"
 
@@ -32,7 +31,8 @@ int Main(int argc, char** argv) {
   app.add_option("--confirmations", judge.confirmations, "newest runs that must all show the change")
       ->capture_default_str();
   app.add_option("--alpha", judge.alpha, "significance level of each test")->capture_default_str();
-  app.add_option("--min-effect", judge.min_effect, "smallest relative change reported")->capture_default_str();
+  app.add_option("--min-effect", judge.min_effect, "smallest relative change reported")
+      ->capture_default_str();
   app.add_option("--max-baseline-cv", judge.max_baseline_cv, "largest baseline spread judged")
       ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object");
@@ -53,30 +53,39 @@ int Main(int argc, char** argv) {
   if (json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : *results) {
-      rows.push_back({{"step", r.step}, {"series", r.series}, {"regression", r.regressions},
-                      {"improvement", r.improvements}, {"no_change", r.no_change}, {"too_noisy", r.too_noisy},
-                      {"insufficient_data", r.insufficient}, {"detection_rate", r.detection_rate},
-                      {"false_positive_rate", r.false_positive_rate}, {"ci_coverage", r.ci_coverage},
+      rows.push_back({{"step", r.step},
+                      {"series", r.series},
+                      {"regression", r.regressions},
+                      {"improvement", r.improvements},
+                      {"no_change", r.no_change},
+                      {"too_noisy", r.too_noisy},
+                      {"insufficient_data", r.insufficient},
+                      {"detection_rate", r.detection_rate},
+                      {"false_positive_rate", r.false_positive_rate},
+                      {"ci_coverage", r.ci_coverage},
                       {"mean_change_pct", r.mean_change_pct}});
     }
     nlohmann::json j = {{"seed", study.seed},
-                        {"options", {{"baseline_runs", judge.baseline_runs},
-                                     {"min_baseline_runs", judge.min_baseline_runs},
-                                     {"confirmations", judge.confirmations},
-                                     {"alpha", judge.alpha},
-                                     {"min_effect", judge.min_effect},
-                                     {"max_baseline_cv", judge.max_baseline_cv}}},
-                        {"noise", {{"samples_per_run", noise.samples_per_run},
-                                   {"autocorrelation", noise.autocorrelation},
-                                   {"run_drift_sd", noise.run_drift_sd},
-                                   {"outlier_run_probability", noise.outlier_run_probability},
-                                   {"spike_probability", noise.spike_probability}}},
+                        {"options",
+                         {{"baseline_runs", judge.baseline_runs},
+                          {"min_baseline_runs", judge.min_baseline_runs},
+                          {"confirmations", judge.confirmations},
+                          {"alpha", judge.alpha},
+                          {"min_effect", judge.min_effect},
+                          {"max_baseline_cv", judge.max_baseline_cv}}},
+                        {"noise",
+                         {{"samples_per_run", noise.samples_per_run},
+                          {"autocorrelation", noise.autocorrelation},
+                          {"run_drift_sd", noise.run_drift_sd},
+                          {"outlier_run_probability", noise.outlier_run_probability},
+                          {"spike_probability", noise.spike_probability}}},
                         {"steps", rows}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("| step | series | regression | improvement | no change | too noisy | detection rate | "
-              "false-positive rate | CI coverage | mean change |\n");
+  std::printf(
+      "| step | series | regression | improvement | no change | too noisy | detection rate | "
+      "false-positive rate | CI coverage | mean change |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : *results) {
     char detection[32] = "-";

@@ -68,7 +68,8 @@ double SumSquares(std::span<const double> v, double mean) {
 Status CheckRun(const Run& run) {
   for (double s : run.samples_s) {
     if (!std::isfinite(s) || s <= 0) {
-      return InvalidArgument("run " + run.id + ": a latency sample is not finite and > 0 (" + std::to_string(s) + ")");
+      return InvalidArgument("run " + run.id + ": a latency sample is not finite and > 0 (" +
+                             std::to_string(s) + ")");
     }
   }
   if (run.samples_s.empty() && !(run.median_s && std::isfinite(*run.median_s) && *run.median_s > 0)) {
@@ -98,21 +99,28 @@ std::string Ids(const std::vector<std::string>& ids) {
 
 std::string_view VerdictName(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kRegression: return "regression";
-    case Verdict::kImprovement: return "improvement";
-    case Verdict::kNoChange: return "no change";
-    case Verdict::kInsufficientData: return "insufficient data";
-    case Verdict::kTooNoisy: return "too noisy";
+    case Verdict::kRegression:
+      return "regression";
+    case Verdict::kImprovement:
+      return "improvement";
+    case Verdict::kNoChange:
+      return "no change";
+    case Verdict::kInsufficientData:
+      return "insufficient data";
+    case Verdict::kTooNoisy:
+      return "too noisy";
   }
   return "?";
 }
 
 Status CheckOptions(const Options& o) {
   if (o.min_baseline_runs < 2) return InvalidArgument("min_baseline_runs must be >= 2");
-  if (o.baseline_runs < o.min_baseline_runs) return InvalidArgument("baseline_runs must be >= min_baseline_runs");
+  if (o.baseline_runs < o.min_baseline_runs)
+    return InvalidArgument("baseline_runs must be >= min_baseline_runs");
   if (o.confirmations < 1) return InvalidArgument("confirmations must be >= 1");
   if (!(o.alpha > 0 && o.alpha < 1)) return InvalidArgument("alpha must be in (0, 1)");
-  if (!(std::isfinite(o.min_effect) && o.min_effect >= 0)) return InvalidArgument("min_effect must be finite and >= 0");
+  if (!(std::isfinite(o.min_effect) && o.min_effect >= 0))
+    return InvalidArgument("min_effect must be finite and >= 0");
   if (!(std::isfinite(o.max_baseline_cv) && o.max_baseline_cv > 0)) {
     return InvalidArgument("max_baseline_cv must be finite and > 0");
   }
@@ -149,7 +157,8 @@ MannWhitney MannWhitneyU(std::span<const double> x, std::span<const double> y) {
   const double diff = r.u - mean;
   const double corrected = diff > 0 ? std::max(0.0, diff - 0.5) : std::min(0.0, diff + 0.5);
   r.z = corrected / std::sqrt(var);
-  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(boost::math::normal(), std::abs(r.z))));
+  r.p_value =
+      std::min(1.0, 2 * boost::math::cdf(boost::math::complement(boost::math::normal(), std::abs(r.z))));
   return r;
 }
 
@@ -226,7 +235,8 @@ StatusOr<Finding> Judge(const Series& series, const Options& options) {
       if (z > worst_z) worst_z = z, worst = j;
     }
     // The most extreme of b runs: Bonferroni's alpha / b keeps a quiet baseline whole.
-    if (worst_z > StudentQuantile(static_cast<double>(b) - 2, 1 - options.alpha / (2 * static_cast<double>(b)))) {
+    if (worst_z >
+        StudentQuantile(static_cast<double>(b) - 2, 1 - options.alpha / (2 * static_cast<double>(b)))) {
       f.excluded_runs.push_back(series.runs[base[worst]].id);
       base.erase(base.begin() + static_cast<std::ptrdiff_t>(worst));
       base_logs.erase(base_logs.begin() + static_cast<std::ptrdiff_t>(worst));
@@ -316,8 +326,8 @@ StatusOr<Finding> Judge(const Series& series, const Options& options) {
                ": " + change + against;
   } else if (better_ids.size() == k) {
     f.verdict = Verdict::kImprovement;
-    f.reason = (k == 1 ? "run " : "runs ") + Ids(better_ids) + (k == 1 ? " is " : " are each ") + better_word +
-               ": " + change + against;
+    f.reason = (k == 1 ? "run " : "runs ") + Ids(better_ids) + (k == 1 ? " is " : " are each ") +
+               better_word + ": " + change + against;
   } else {
     f.verdict = Verdict::kNoChange;
     f.reason = "no confirmed change of " + Format("%g", options.min_effect * 100) + " % or more: " + change +

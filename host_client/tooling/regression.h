@@ -76,8 +76,8 @@ namespace remex::regression {
 
 // One benchmark run of a series.
 struct Run {
-  std::string id;        // the results store's run id, named in findings
-  int64_t time_ms = 0;   // when it ran, Unix milliseconds; runs are given in time order
+  std::string id;       // the results store's run id, named in findings
+  int64_t time_ms = 0;  // when it ran, Unix milliseconds; runs are given in time order
   // Raw per-query latencies, seconds, each finite and > 0. May be empty when only the
   // summary below is kept: the run then counts at run level only.
   std::vector<double> samples_s;
@@ -124,8 +124,8 @@ struct CandidateRun {
   bool outside_baseline = false;
   // Sample level; false (and the fields 0) when it or the baseline has no raw samples.
   bool has_samples = false;
-  double p_value = 1;                   // Mann-Whitney U, two-sided
-  double hl_change_pct = 0;             // Hodges-Lehmann shift of the log latencies, as %
+  double p_value = 1;                            // Mann-Whitney U, two-sided
+  double hl_change_pct = 0;                      // Hodges-Lehmann shift of the log latencies, as %
   double hl_ci_low_pct = 0, hl_ci_high_pct = 0;  // its interval at level 1 - alpha
   // +1: passes every test and is worse (slower for latency); -1: better; 0: neither.
   int direction = 0;
@@ -140,7 +140,7 @@ struct Finding {
   double ci_low_pct = 0, ci_high_pct = 0;
   double confidence = 0;
   double p_value = 1;
-  double baseline_cv_pct = 0;  // the baseline's spread s, in %
+  double baseline_cv_pct = 0;               // the baseline's spread s, in %
   std::vector<std::string> baseline_runs;   // ids, oldest first
   std::vector<std::string> excluded_runs;   // the baseline's outlier run set aside, if any
   std::vector<std::string> candidate_runs;  // ids, oldest first
@@ -170,7 +170,7 @@ struct MannWhitney {
 MannWhitney MannWhitneyU(std::span<const double> x, std::span<const double> y);
 
 struct ShiftEstimate {
-  double estimate = 0;  // median of the pairwise differences y_j - x_i
+  double estimate = 0;       // median of the pairwise differences y_j - x_i
   double low = 0, high = 0;  // distribution-free interval at `confidence`
 };
 

@@ -24,12 +24,12 @@ class Rng {
 
 }  // namespace
 
-Series MakeSyntheticSeries(uint64_t seed, const NoiseModel& noise, size_t runs, size_t step_runs, double step) {
+Series MakeSyntheticSeries(uint64_t seed, const NoiseModel& noise, size_t runs, size_t step_runs,
+                           double step) {
   Rng rng(seed);
   Series series;
   series.name = "synthetic-" + std::to_string(seed);
-  const double log_median =
-      rng.Uniform(std::log(noise.min_median_s), std::log(noise.max_median_s));
+  const double log_median = rng.Uniform(std::log(noise.min_median_s), std::log(noise.max_median_s));
   const double sigma = rng.Uniform(noise.min_sample_sigma, noise.max_sample_sigma);
   const double phi = noise.autocorrelation;
   const double innovation = sigma * std::sqrt(1 - phi * phi);  // keeps the AR(1) at sd sigma
@@ -66,15 +66,26 @@ StatusOr<std::vector<StepResult>> RunStudy(const StudyOptions& options) {
     for (size_t i = 0; i < options.series_per_step; ++i) {
       // One seed per (study seed, step, series); the same noise under every step.
       const uint64_t seed = options.seed * 1'000'003 + i;
-      const Series series = MakeSyntheticSeries(seed, options.noise, runs, options.judge.confirmations, r.step);
+      const Series series =
+          MakeSyntheticSeries(seed, options.noise, runs, options.judge.confirmations, r.step);
       auto finding = Judge(series, options.judge);
       if (!finding.ok()) return finding.status();
       switch (finding->verdict) {
-        case Verdict::kRegression: ++r.regressions; break;
-        case Verdict::kImprovement: ++r.improvements; break;
-        case Verdict::kNoChange: ++r.no_change; break;
-        case Verdict::kTooNoisy: ++r.too_noisy; break;
-        case Verdict::kInsufficientData: ++r.insufficient; break;
+        case Verdict::kRegression:
+          ++r.regressions;
+          break;
+        case Verdict::kImprovement:
+          ++r.improvements;
+          break;
+        case Verdict::kNoChange:
+          ++r.no_change;
+          break;
+        case Verdict::kTooNoisy:
+          ++r.too_noisy;
+          break;
+        case Verdict::kInsufficientData:
+          ++r.insufficient;
+          break;
       }
       if (finding->verdict != Verdict::kTooNoisy && finding->verdict != Verdict::kInsufficientData) {
         ++judged;

@@ -53,7 +53,8 @@ struct StepResult {
 };
 
 // One synthetic series of `runs` runs whose last `step_runs` runs are slower by `step`.
-Series MakeSyntheticSeries(uint64_t seed, const NoiseModel& noise, size_t runs, size_t step_runs, double step);
+Series MakeSyntheticSeries(uint64_t seed, const NoiseModel& noise, size_t runs, size_t step_runs,
+                           double step);
 
 // Runs the study. INVALID_ARGUMENT for bad judge options.
 StatusOr<std::vector<StepResult>> RunStudy(const StudyOptions& options);

@@ -57,7 +57,8 @@ TEST(MannWhitney, TiesUseAverageRanks) {
 
 TEST(HodgesLehmann, SmallCasesByHand) {
   // Differences y - x of {1,2,3} and {2,3,4}: -1 0 0 1 1 1 2 2 3, median 1.
-  EXPECT_DOUBLE_EQ(HodgesLehmann(std::vector<double>{1, 2, 3}, std::vector<double>{2, 3, 4}, 0.95).estimate, 1);
+  EXPECT_DOUBLE_EQ(HodgesLehmann(std::vector<double>{1, 2, 3}, std::vector<double>{2, 3, 4}, 0.95).estimate,
+                   1);
   // Even count: -1 0 0 1, the mean of the middle two.
   EXPECT_DOUBLE_EQ(HodgesLehmann(std::vector<double>{0, 1}, std::vector<double>{0, 1}, 0.95).estimate, 0);
 }
