@@ -123,8 +123,7 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
   };
 
   // The first queries.
-  std::mt19937_64 rng(o.seed);
-  std::exponential_distribution<double> gap(o.target_qps > 0 ? o.target_qps : 1.0);
+  PoissonArrivals arrivals(o.target_qps, o.seed);
   Clock::time_point next_arrival = start;
   switch (o.scenario) {
     case LoadScenario::kSingleStream:
@@ -136,12 +135,8 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
     case LoadScenario::kServer:
       break;  // arrivals below, from `start` on
     case LoadScenario::kOffline: {
-      double sized = 0;
-      if (o.seconds_per_sample > 0) {
-        sized = std::ceil(o.min_duration_ms / 1000.0 / o.seconds_per_sample * static_cast<double>(n_lanes));
-      }
-      uint64_t n = std::max<uint64_t>(o.min_queries, static_cast<uint64_t>(std::min(sized, 1e7)));
-      n = std::clamp<uint64_t>(n, 1, kMaxLoadQueries);
+      const uint64_t n = OfflineQueryCount(o.min_queries, o.min_duration_ms, o.seconds_per_sample,
+                                           static_cast<uint32_t>(n_lanes));
       for (uint64_t i = 0; i < n; ++i) issue(start);
       issuing = false;
       break;
@@ -192,7 +187,7 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
           // A query finds every lane busy (or others already waiting): it waits.
           if (!pending.empty() || idle_lanes() == 0) ++result.late;
           issue(next_arrival);
-          next_arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+          next_arrival += arrivals.NextGap();
         }
       }
       if ((now >= min_end && queries.size() >= o.min_queries) || queries.size() >= kMaxLoadQueries) issuing = false;

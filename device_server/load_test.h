@@ -51,7 +51,6 @@ struct LoadTestOptions {
 
 inline constexpr uint32_t kMaxLoadConcurrency = 64;
 inline constexpr uint32_t kMaxSamplesPerQuery = 1024;
-inline constexpr uint64_t kMaxLoadQueries = 1000000;
 inline constexpr uint32_t kMaxLoadWarmup = 10000;
 inline constexpr uint32_t kMaxAuditSamples = 1000;
 inline constexpr double kMaxTargetQps = 1e6;

@@ -107,7 +107,9 @@ TEST_F(CliLoadTest, FindPeakReportsTheHighestValidRate) {
   // The peak is a valid probe, and no valid probe is higher.
   bool found = false;
   for (const auto& p : peak["probes"]) {
-    if (p["valid"].get<bool>()) EXPECT_LE(p["target_qps"].get<double>(), qps);
+    if (p["valid"].get<bool>()) {
+      EXPECT_LE(p["target_qps"].get<double>(), qps);
+    }
     if (p["target_qps"].get<double>() == qps) found = p["valid"].get<bool>();
   }
   EXPECT_TRUE(found);

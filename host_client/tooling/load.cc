@@ -366,8 +366,7 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
     });
   }
 
-  std::mt19937_64 rng(req.seed);
-  std::exponential_distribution<double> gap(req.target_qps > 0 ? req.target_qps : 1.0);
+  PoissonArrivals arrivals(req.target_qps, req.seed);
   Clock::time_point next_arrival = start;
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -378,10 +377,8 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
       case client::LoadScenario::kMultiStream: issue(start); break;
       case client::LoadScenario::kServer: break;
       case client::LoadScenario::kOffline: {
-        double sized = seconds_per_call > 0 ? std::ceil(req.min_duration_ms / 1000.0 / seconds_per_call * n) : 1;
-        const uint64_t count = std::clamp<uint64_t>(std::max<uint64_t>(req.min_queries, static_cast<uint64_t>(
-                                                                                         std::min(sized, 1e6))),
-                                                    1, 1000000);
+        const uint64_t count = OfflineQueryCount(req.min_queries, req.min_duration_ms, seconds_per_call,
+                                                 static_cast<uint32_t>(n));
         for (uint64_t k = 0; k < count; ++k) issue(start);
         issuing = false;
         break;
@@ -393,14 +390,14 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
       const Clock::time_point now = Clock::now();
       if (!failure.ok()) break;
       if (issuing && req.scenario == client::LoadScenario::kServer) {
-        while (next_arrival <= now && queries.size() < 1000000) {
+        while (next_arrival <= now && queries.size() < kMaxLoadQueries) {
           if (!pending.empty() || idle == 0) ++late;
           issue(next_arrival);
-          next_arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+          next_arrival += arrivals.NextGap();
         }
         cv.notify_all();
       }
-      if (issuing && ((now >= min_end && queries.size() >= req.min_queries) || queries.size() >= 1000000)) {
+      if (issuing && ((now >= min_end && queries.size() >= req.min_queries) || queries.size() >= kMaxLoadQueries)) {
         issuing = false;
       }
       if (now > limit) {
