@@ -49,6 +49,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -657,6 +658,43 @@ int FarmLeaseCommand(const FarmLeaseArgs& args) {
                args.command[0].c_str());
   // The terminal goes to CMD's group while it runs when farm lease is in the foreground.
   const bool terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  // Everything CMD's process needs is made here, before fork: this process has threads
+  // (the lease's renewal), so the child may only make async-signal-safe calls until it
+  // execs (an allocation there can wait forever on a lock a vanished thread held).
+  std::vector<std::string> env_strings = {"REMEX_SERVER=" + lease.device_id, "REMEX_TOKEN=" + lease.token,
+                                          "REMEX_LEASE_POOL=" + lease.pool, "REMEX_LEASE_DEVICE=" + lease.device_id};
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (name != "REMEX_SERVER" && name != "REMEX_TOKEN" && name != "REMEX_LEASE_POOL" && name != "REMEX_LEASE_DEVICE") {
+      env_strings.emplace_back(entry);
+    }
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings = args.command;
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // CMD as execvp finds it: a name with a slash as given, else the first executable
+  // PATH entry holding it (the name as given when none does: execve then fails).
+  std::string program = args.command[0];
+  if (program.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (!dirs.empty()) {
+      const size_t colon = dirs.find(':');
+      const std::string_view dir = dirs.substr(0, colon);
+      const std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + args.command[0];
+      if (access(candidate.c_str(), X_OK) == 0) {
+        program = candidate;
+        break;
+      }
+      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    }
+  }
+  const std::string cannot_run = "remex: farm lease: cannot run " + args.command[0] + ": ";
   const pid_t child = fork();
   if (child < 0) return Fail(remex::Internal(std::string("fork: ") + std::strerror(errno)));
   if (child == 0) {
@@ -666,15 +704,11 @@ int FarmLeaseCommand(const FarmLeaseArgs& args) {
       tcsetpgrp(STDIN_FILENO, getpgrp());
       signal(SIGTTOU, SIG_DFL);
     }
-    setenv("REMEX_SERVER", lease.device_id.c_str(), 1);
-    setenv("REMEX_TOKEN", lease.token.c_str(), 1);
-    setenv("REMEX_LEASE_POOL", lease.pool.c_str(), 1);
-    setenv("REMEX_LEASE_DEVICE", lease.device_id.c_str(), 1);
-    std::vector<char*> argv;
-    for (const std::string& a : args.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "remex: farm lease: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    execve(program.c_str(), argv.data(), envp.data());
+    const char* why = strerrordesc_np(errno);  // a static string: no allocation
+    (void)!write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
+    if (why) (void)!write(STDERR_FILENO, why, std::strlen(why));
+    (void)!write(STDERR_FILENO, "\n", 1);
     _exit(127);
   }
   setpgid(child, child);  // also here: no signal may reach the group before it exists
