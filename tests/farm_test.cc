@@ -241,6 +241,16 @@ TEST_F(FarmTest, ALeasedDeviceServesItsHolderOnly) {
   EXPECT_NE(leased.output.find("pool ci"), std::string::npos) << leased.output;
   // CMD's exit status is farm lease's.
   EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url + " --pool ci -- sh -c 'exit 7'").exit_code, 7);
+  // CMD keeps the rest of the environment, and the lease's variables replace any given;
+  // a CMD found nowhere on PATH is 127, named.
+  auto env = RunCommand("REMEX_LEASE_POOL=stale REMEX_FARM_TEST_KEEP=kept " + Cli() + " farm lease --farm " + url +
+                        " --pool ci -- sh -c 'echo \"$REMEX_FARM_TEST_KEEP $REMEX_LEASE_POOL\"' 2>&1");
+  ASSERT_EQ(env.exit_code, 0) << env.output;
+  EXPECT_NE(env.output.find("kept ci"), std::string::npos) << env.output;
+  auto missing = RunCommand(Cli() + " farm lease --farm " + url + " --pool ci -- remex-no-such-command 2>&1");
+  EXPECT_EQ(missing.exit_code, 127) << missing.output;
+  EXPECT_NE(missing.output.find("cannot run remex-no-such-command: No such file or directory"), std::string::npos)
+      << missing.output;
   // While another holds it: the holder is listed, a client not waiting is refused, one
   // waiting is queued (and listed) and served when the lease ends.
   auto holder = farm::LeaseHolder::Acquire(Url(redis_), Request("ci"), 2s);
