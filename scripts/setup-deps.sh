@@ -38,6 +38,8 @@ packages=(
   libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
   libtomlplusplus-dev           # remex suite's TOML
   libedit-dev                   # remex shell's line editing, history and completion
+  libsoci-dev libsqlite3-dev libpq-dev   # the results store (--record): SOCI over SQLite and PostgreSQL
+  postgresql                    # a real PostgreSQL for the results store's tests (initdb, pg_ctl)
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
   python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
   python3-dev pybind11-dev      # the Python client (python/: import remex)
