@@ -467,5 +467,70 @@ TEST_F(CliBenchTest, CompressionOptionReachesTheWire) {
   EXPECT_EQ(Cli("run " + model_ + " --compression zstd:99 2>/dev/null").exit_code, 2);
 }
 
+
+// --record writes bench and check results to a SQLite store, remex history lists them
+// as series with their runs; a store that cannot be written fails the command with
+// exit 3 after the result was printed, or only warns with --record-best-effort.
+TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
+  const std::string url = "sqlite://" + dir_ + "/results.sqlite";
+  const std::string env = "REMEX_GIT_COMMIT=c0ffee REMEX_GIT_BRANCH=main REMEX_USER=tester ";
+  auto bench = RunCommand(env + REMEX_CLI_BIN + " bench " + model_ + Server() + " --repeat 5 --json --record " + url +
+                          " --tag pr=42" + kQuick);
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const auto report = Json(bench);
+  WriteReference(dir_ + "/ref");
+  auto check = Cli("check " + model_ + Server() + " --reference " + dir_ + "/ref --record " + url + " > /dev/null");
+  ASSERT_EQ(check.exit_code, 0);
+  WriteReference(dir_ + "/bad", 1.0f);
+  auto mismatch = Cli("check " + model_ + Server() + " --reference " + dir_ + "/bad --record " + url + " > /dev/null");
+  EXPECT_EQ(mismatch.exit_code, 1);  // the record keeps the mismatch's status
+
+  auto history = Cli("history --json --results " + url);
+  ASSERT_EQ(history.exit_code, 0) << history.output;
+  const auto h = Json(history);
+  EXPECT_EQ(h["schema"], "remex.history");
+  ASSERT_EQ(h["series"].size(), 2u);  // bench (time evaluator) and check
+  nlohmann::json bench_series, check_series;
+  for (const auto& s : h["series"]) (s["scenario"] == "time-evaluator" ? bench_series : check_series) = s;
+  ASSERT_EQ(bench_series["runs"].size(), 1u);
+  const auto& run = bench_series["runs"][0];
+  EXPECT_EQ(run["git_commit"], "c0ffee");
+  EXPECT_EQ(run["git_branch"], "main");
+  EXPECT_EQ(run["user"], "tester");
+  EXPECT_EQ(run["tags"]["pr"], "42");
+  EXPECT_EQ(run["verdict"], "pass");
+  EXPECT_EQ(run["samples"], report["benchmark"]["samples_ms"].size());
+  EXPECT_EQ(run["summary"]["median_ms"], report["benchmark"]["median_ms"]);
+  EXPECT_EQ(bench_series["model_name"], "add_relu.onnx");
+  EXPECT_EQ(bench_series["model_hash"].get<std::string>().size(), 32u);
+  EXPECT_EQ(bench_series["compile_options"], report["environment"]["executable"]["compile_options"]);
+  ASSERT_EQ(check_series["runs"].size(), 2u);
+  EXPECT_EQ(check_series["runs"][0]["verdict"], "pass");
+  EXPECT_EQ(check_series["runs"][1]["verdict"], "fail");
+  EXPECT_EQ(check_series["runs"][1]["summary"]["mismatches"], 1);
+
+  // Filters: another model, a later time.
+  EXPECT_TRUE(Json(Cli("history --json --results " + url + " --model other.onnx"))["series"].empty());
+  EXPECT_TRUE(Json(Cli("history --json --results " + url + " --since 2999-01-01"))["series"].empty());
+  auto text = Cli("history --results " + url);
+  EXPECT_NE(text.output.find("add_relu.onnx"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("pr=42"), std::string::npos) << text.output;
+
+  // An unreachable store: the measurement is printed, then exit 3 (or 0, best effort).
+  const std::string down = " --record postgresql://remex@127.0.0.1:1/none?connect_timeout=2";
+  auto required = Cli("bench " + model_ + Server() + " --repeat 3 --json" + kQuick + down + " 2>/dev/null");
+  EXPECT_EQ(required.exit_code, 3);
+  EXPECT_EQ(Json(required)["schema"], "remex.bench");
+  auto best = Cli("bench " + model_ + Server() + " --repeat 3 --json --record-best-effort" + kQuick + down +
+                  " 2>/dev/null");
+  EXPECT_EQ(best.exit_code, 0);
+  EXPECT_EQ(Json(best)["schema"], "remex.bench");
+  // Usage errors before any work.
+  EXPECT_EQ(Cli("bench " + model_ + " --tag a=b 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record mysql://h/db 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record " + url + " --tag nokey 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace remex

@@ -639,9 +639,9 @@ json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::v
     }
     out["series"].push_back({{"series_key", s.series_key}, {"model_name", s.model_name}, {"model_hash", s.model_hash},
                              {"compile_options", s.compile_options}, {"scenario", s.scenario},
-                             {"device_class", s.device_class}, {"runs", s.runs},
+                             {"device_class", s.device_class}, {"run_count", s.runs},
                              {"first_recorded_at", s.first_recorded_at}, {"last_recorded_at", s.last_recorded_at},
-                             {"run_list", rs}});
+                             {"runs", rs}});
   }
   return out;
 }

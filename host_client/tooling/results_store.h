@@ -141,7 +141,10 @@ StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string&
 nlohmann::json SummaryOf(const nlohmann::json& report);
 
 // JSON of the history (remex history --json): {"schema": "remex.history",
-// "schema_version": 1, "series": [{..., "runs": [...]}]}.
+// "schema_version": 1, "series": [{series_key, model_name, model_hash, compile_options,
+// scenario, device_class, run_count, first_recorded_at, last_recorded_at, "runs": [{id,
+// recorded_at, kind, user, ci_job, git_commit, git_branch, tags, summary, verdict,
+// error, samples}, ...]}, ...]}; `runs[i]` are the runs listed of `series[i]`.
 nlohmann::json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::vector<StoredRun>>& runs);
 
 // A --since value as an ISO 8601 UTC bound: a date (2026-12-01), a date and time
