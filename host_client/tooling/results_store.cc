@@ -35,6 +35,15 @@ constexpr char kSamplesEncoding[] = "zstd-f64le-base64";
 
 enum class Dialect { kSqlite, kPostgres };
 
+// SQLite's busy handler: a writer waits for the file's write lock in steps of 1 ms, up
+// to 60 s. (SQLite's own busy_timeout backs off to 100 ms sleeps, which with 16 writers
+// leaves some waiting a second while the lock is free.)
+int RetryWhileBusy(void*, int attempts) {
+  if (attempts >= 60000) return 0;
+  usleep(1000);
+  return 1;
+}
+
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 std::string Base64(const std::string& bytes) {
@@ -157,10 +166,15 @@ class SociStore final : public ResultsStore {
     try {
       sql_.open(factory, connect);
       if (dialect_ == Dialect::kSqlite) {
-        sql_ << "PRAGMA busy_timeout = 60000";
+        auto* backend = static_cast<soci::sqlite3_session_backend*>(sql_.get_backend());
+        sqlite3_busy_handler(backend->conn_, RetryWhileBusy, nullptr);
         sql_ << "PRAGMA foreign_keys = ON";
         std::string mode;
         sql_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+      } else {
+        // libpq prints notices on stderr: "relation remex_schema already exists" on
+        // every open would reach the user.
+        sql_ << "SET client_min_messages TO WARNING";
       }
     } catch (const std::exception& e) {
       return Unavailable("cannot open the results store " + url_ + ": " + e.what());
