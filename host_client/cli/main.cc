@@ -974,9 +974,9 @@ int HistoryCommand(const HistoryArgs& args) {
   };
   for (size_t i = 0; i < series->size(); ++i) {
     const auto& s = (*series)[i];
-    std::printf("%s  %s  %s  %s  (%llu runs, series %s)\n", s.model_name.c_str(), ShortHash(s.model_hash).c_str(),
+    std::printf("%s  %s  %s  %s  (%llu run%s, series %s)\n", s.model_name.c_str(), ShortHash(s.model_hash).c_str(),
                 s.scenario.c_str(), s.device_class.c_str(), static_cast<unsigned long long>(s.runs),
-                ShortHash(s.series_key).c_str());
+                s.runs == 1 ? "" : "s", ShortHash(s.series_key).c_str());
     if (!s.compile_options.is_null()) std::printf("  compile options %s\n", s.compile_options.dump().c_str());
     std::printf("  %6s  %-20s  %-10s  %-12s  %9s  %9s  %9s  %s\n", "run", "recorded at", "commit", "branch",
                 "median ms", "p90 ms", "p99 ms", "verdict");
