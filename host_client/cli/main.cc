@@ -342,7 +342,8 @@ int RecordResult(const std::optional<RecordPlan>& plan, const std::string& kind,
   };
   auto id = write();
   if (id.ok()) {
-    std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(*id), plan->url.c_str());
+    std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(*id),
+                 tooling::RedactResultsUrl(plan->url).c_str());
     return rc;
   }
   if (!plan->required) {
@@ -965,7 +966,7 @@ int HistoryCommand(const HistoryArgs& args) {
     PrintJson(tooling::HistoryJson(*series, runs));
     return tooling::kExitOk;
   }
-  if (series->empty()) std::printf("no runs recorded in %s match\n", url.c_str());
+  if (series->empty()) std::printf("no runs recorded in %s match\n", tooling::RedactResultsUrl(url).c_str());
   auto ms = [](const nlohmann::json& s, const char* key) -> std::string {
     if (!s.is_object() || !s.contains(key) || !s[key].is_number()) return "-";
     char b[32];

@@ -160,7 +160,7 @@ uint64_t ToU64(const std::string& s) { return s.empty() ? 0 : std::strtoull(s.c_
 
 class SociStore final : public ResultsStore {
  public:
-  SociStore(Dialect dialect, std::string url) : dialect_(dialect), url_(std::move(url)) {}
+  SociStore(Dialect dialect, const std::string& url) : dialect_(dialect), url_(RedactResultsUrl(url)) {}
 
   Status Open(const soci::backend_factory& factory, const std::string& connect) {
     try {
@@ -403,7 +403,7 @@ StatusOr<std::string> PostgresConnectString(const std::string& url) {
   if (!options) {
     std::string why = error ? error : "out of memory";
     if (error) PQfreemem(error);
-    return InvalidArgument("'" + url + "' is no PostgreSQL URI: " + why);
+    return InvalidArgument("'" + RedactResultsUrl(url) + "' is no PostgreSQL URI: " + why);
   }
   std::string out;
   for (PQconninfoOption* o = options; o->keyword; ++o) {
@@ -427,13 +427,33 @@ std::string RunRecord::SeriesKey() const {
   return ContentHash(std::span(reinterpret_cast<const std::byte*>(key.data()), key.size()));
 }
 
+std::string RedactResultsUrl(const std::string& url) {
+  std::string out = url;
+  const size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t end = out.find_first_of("/?", start);
+    const size_t at = out.rfind('@', end == std::string::npos ? std::string::npos : end);
+    if (at != std::string::npos && at > start) {
+      const size_t colon = out.find(':', start);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    const size_t value = p + 9;
+    const size_t end = out.find('&', value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+  }
+  return out;
+}
+
 Status CheckResultsUrl(const std::string& url) {
   if (StartsWith(url, "sqlite://")) {
     if (url.size() == std::string("sqlite://").size()) return InvalidArgument("--record: sqlite:// names no file");
     return OkStatus();
   }
   if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) return OkStatus();
-  return InvalidArgument("'" + url +
+  return InvalidArgument("'" + RedactResultsUrl(url) +
                          "' is no results URL: sqlite:///ABSOLUTE/PATH, sqlite://RELATIVE/PATH or "
                          "postgresql://[USER@]HOST[:PORT]/DB");
 }

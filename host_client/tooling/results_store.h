@@ -105,6 +105,10 @@ class ResultsStore {
 // INVALID_ARGUMENT naming the forms otherwise.
 Status CheckResultsUrl(const std::string& url);
 
+// `url` with a password hidden (postgresql://user:***@host/db; a password=...
+// parameter likewise), for messages and logs.
+std::string RedactResultsUrl(const std::string& url);
+
 // Opens (creating a SQLite file and its folder when needed) the store at `url` and
 // applies the migrations it lacks. INVALID_ARGUMENT for a bad URL; UNAVAILABLE when the
 // database cannot be reached or opened; FAILED_PRECONDITION for a database whose schema

@@ -230,6 +230,17 @@ TEST(ResultsUrlTest, FormsAndRefusals) {
   EXPECT_EQ(OpenResultsStore("mysql://h/db").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ResultsUrlTest, PasswordsAreRedacted) {
+  EXPECT_EQ(RedactResultsUrl("postgresql://ci:s3cret@db:5432/results"), "postgresql://ci:***@db:5432/results");
+  EXPECT_EQ(RedactResultsUrl("postgresql://db/results?user=ci&password=s3cret&sslmode=require"),
+            "postgresql://db/results?user=ci&password=***&sslmode=require");
+  EXPECT_EQ(RedactResultsUrl("postgresql://ci@db/results"), "postgresql://ci@db/results");
+  EXPECT_EQ(RedactResultsUrl("sqlite:///tmp/a@b:c/r.sqlite"), "sqlite:///tmp/a@b:c/r.sqlite");
+  auto store = OpenResultsStore("postgresql://ci:s3cret@127.0.0.1:1/none?connect_timeout=2");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message().find("s3cret"), std::string::npos) << store.status().ToString();
+}
+
 TEST(ResultsUrlTest, DefaultIsUnderXdgDataHome) {
   setenv("XDG_DATA_HOME", "/x/data", 1);
   EXPECT_EQ(*DefaultResultsUrl(), "sqlite:///x/data/remex/results.sqlite");
