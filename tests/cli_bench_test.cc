@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -530,6 +531,31 @@ TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
   EXPECT_EQ(Cli("bench " + model_ + " --record mysql://h/db 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("bench " + model_ + " --record " + url + " --tag nokey 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
+}
+
+
+// remex suite --record: one record per case (its bench report, else its check report),
+// in series of their own ("suite SUITE/CASE bench|check").
+TEST_F(CliBenchTest, SuiteRecordsEachCase) {
+  const std::string url = "sqlite://" + dir_ + "/results.sqlite";
+  WriteReference(dir_ + "/ref");
+  std::ofstream(dir_ + "/ci.toml") << "name = \"ci\"\n"
+                                      "[[case]]\nname = \"timed\"\nmodel = \"add_relu.onnx\"\n"
+                                      "[case.bench]\nrepeat = 5\n"
+                                      "[[case]]\nname = \"checked\"\nmodel = \"add_relu.onnx\"\nreference = \"ref\"\n";
+  auto suite = Cli("suite " + dir_ + "/ci.toml" + Server() + " --record " + url + " --tag run=nightly > /dev/null");
+  ASSERT_EQ(suite.exit_code, 0);
+  const auto h = Json(Cli("history --json --results " + url));
+  ASSERT_EQ(h["series"].size(), 2u) << h.dump(2);
+  std::set<std::string> scenarios;
+  for (const auto& s : h["series"]) {
+    scenarios.insert(s["scenario"].get<std::string>());
+    ASSERT_EQ(s["runs"].size(), 1u);
+    EXPECT_EQ(s["runs"][0]["kind"], "suite");
+    EXPECT_EQ(s["runs"][0]["verdict"], "pass");
+    EXPECT_EQ(s["runs"][0]["tags"]["run"], "nightly");
+  }
+  EXPECT_EQ(scenarios, (std::set<std::string>{"suite ci/timed bench", "suite ci/checked check"}));
 }
 
 }  // namespace

@@ -328,31 +328,51 @@ StatusOr<std::optional<RecordPlan>> MakeRecordPlan(const RecordArgs& args) {
 // Records a result (after it was printed) and returns the command's exit status: `rc`,
 // or 3 when the record was required, could not be written and `rc` was 0. `report` is
 // null for a command that failed before it had one.
+// Writes `records` (made by `make`, which may fail) in one store, each in its own
+// transaction, and returns the command's exit status: `rc`, or 3 when the records were
+// required, one could not be made or written, and `rc` was 0.
+int WriteRecords(const RecordPlan& plan, const std::vector<StatusOr<tooling::RunRecord>>& records, int rc) {
+  // Every record that can be made and written is; the first error is reported.
+  std::unique_ptr<tooling::ResultsStore> store;
+  Status st;
+  for (const auto& record : records) {
+    if (record.ok() && !store) {
+      auto opened = tooling::OpenResultsStore(plan.url);
+      if (!opened.ok()) {
+        st = opened.status();
+        break;
+      }
+      store = std::move(opened).value();
+    }
+    Status one = [&]() -> Status {
+      REMEX_RETURN_IF_ERROR(record.status());
+      tooling::RunRecord r = *record;
+      if (r.recorded_at.empty()) r.recorded_at = UtcNow();
+      tooling::FillRecordContextFromEnvironment(r);
+      r.tags = plan.tags;
+      REMEX_ASSIGN_OR_RETURN(int64_t id, store->Record(r));
+      std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(id),
+                   tooling::RedactResultsUrl(plan.url).c_str());
+      return remex::OkStatus();
+    }();
+    if (st.ok() && !one.ok()) st = one;
+  }
+  if (st.ok()) return rc;
+  if (!plan.required) {
+    std::fprintf(stderr, "remex: warning: the result was not recorded (--record-best-effort): %s\n",
+                 st.ToString().c_str());
+    return rc;
+  }
+  std::fprintf(stderr, "remex: the result above was not recorded: %s\n", st.ToString().c_str());
+  return rc == tooling::kExitOk ? tooling::kExitInfrastructure : rc;
+}
+
 int RecordResult(const std::optional<RecordPlan>& plan, const std::string& kind, const SessionArgs& args,
                  const nlohmann::json& report, const std::string& verdict, const std::string& error, int rc) {
   if (!plan) return rc;
-  auto write = [&]() -> StatusOr<int64_t> {
-    REMEX_ASSIGN_OR_RETURN(tooling::RunRecord record,
-                           tooling::RecordFromReport(kind, args.model, report, args.labels, verdict, error));
-    record.recorded_at = report.is_object() && report.contains("date") ? report["date"].get<std::string>() : UtcNow();
-    tooling::FillRecordContextFromEnvironment(record);
-    record.tags = plan->tags;
-    REMEX_ASSIGN_OR_RETURN(auto store, tooling::OpenResultsStore(plan->url));
-    return store->Record(record);
-  };
-  auto id = write();
-  if (id.ok()) {
-    std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(*id),
-                 tooling::RedactResultsUrl(plan->url).c_str());
-    return rc;
-  }
-  if (!plan->required) {
-    std::fprintf(stderr, "remex: warning: the result was not recorded (--record-best-effort): %s\n",
-                 id.status().ToString().c_str());
-    return rc;
-  }
-  std::fprintf(stderr, "remex: the result above was not recorded: %s\n", id.status().ToString().c_str());
-  return rc == tooling::kExitOk ? tooling::kExitInfrastructure : rc;
+  auto record = tooling::RecordFromReport(kind, args.model, report, args.labels, verdict, error);
+  if (record.ok() && report.is_object() && report.contains("date")) record->recorded_at = report["date"];
+  return WriteRecords(*plan, {record}, rc);
 }
 
 struct RunArgs : SessionArgs {
@@ -659,6 +679,7 @@ int Compare(const CompareArgs& args) {
 }
 
 struct SuiteArgs {
+  RecordArgs record;
   std::string suite, server, token_file, junit;
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
@@ -673,6 +694,9 @@ int SuiteCommand(const SuiteArgs& args) {
   if (args.jobs < 1 || args.jobs > 256) return Usage(remex::InvalidArgument("--jobs must be in [1, 256]"));
   auto suite = tooling::LoadSuite(args.suite);
   if (!suite.ok()) return Usage(suite.status());
+  auto record = MakeRecordPlan(args.record);
+  if (!record.ok()) return Usage(record.status());
+  const std::string date = UtcNow();
   tooling::SuiteOptions options;
   options.jobs = args.jobs;
   options.server.address = args.server;
@@ -706,8 +730,23 @@ int SuiteCommand(const SuiteArgs& args) {
   } else {
     remex::cli::PrintSuite(report);
   }
-  if (report.failed > 0) return tooling::kExitMismatch;
-  return report.errors > 0 ? tooling::kExitInfrastructure : tooling::kExitOk;
+  const int rc = report.failed > 0   ? tooling::kExitMismatch
+                 : report.errors > 0 ? tooling::kExitInfrastructure
+                                     : tooling::kExitOk;
+  if (!*record) return rc;
+  // One record per case: its bench report when it had one, else its check report.
+  std::vector<StatusOr<tooling::RunRecord>> records;
+  for (const tooling::CaseResult& c : report.cases) {
+    const nlohmann::json& r = !c.bench_report.is_null() ? c.bench_report : c.check_report;
+    const std::string verdict = c.outcome == "passed" ? "pass" : c.outcome == "failed" ? "fail" : "error";
+    auto one = tooling::RecordFromReport("suite", c.model, r, args.labels, verdict, c.message);
+    if (one.ok()) {
+      one->scenario = "suite " + report.name + "/" + c.name + (!c.bench_report.is_null() ? " bench" : " check");
+      one->recorded_at = date;
+    }
+    records.push_back(std::move(one));
+  }
+  return WriteRecords(**record, records, rc);
 }
 
 struct ShellArgs : ConnectionArgs {
@@ -1145,6 +1184,7 @@ int main(int argc, char** argv) {
   suite_cmd->add_option("--junit", suite.junit, "write a JUnit XML report to this file");
   suite_cmd->add_option("--timeout", suite.timeout_s, "seconds one request may take")->capture_default_str();
   suite_cmd->add_flag("--json", suite.json, "print one JSON object");
+  AddRecordOptions(suite_cmd, suite.record);
 
   FarmStatusArgs farm_status;
   auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");
