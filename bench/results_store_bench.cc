@@ -11,13 +11,12 @@
 // other value is taken as a results URL. A record holds --samples samples (in its
 // report JSON too, as remex bench --record writes it).
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -43,7 +42,8 @@ RunRecord Record(int writer, int i, size_t samples) {
   r.scenario = "time-evaluator";
   r.device_class = "cpu:bench";
   r.device = "cpu";
-  for (size_t k = 0; k < samples; ++k) r.samples_ms.push_back(1.0 + 0.01 * static_cast<double>((k * 7919) % 101));
+  for (size_t k = 0; k < samples; ++k)
+    r.samples_ms.push_back(1.0 + 0.01 * static_cast<double>((k * 7919) % 101));
   r.summary = {{"median_ms", 1.5}, {"count", samples}};
   r.report = {{"schema", "remex.bench"}, {"benchmark", {{"samples_ms", r.samples_ms}}}};
   r.profile = nullptr;
@@ -59,9 +59,15 @@ int main(int argc, char** argv) {
   int writers = 16, records = 100;
   size_t samples = 1000;
   app.add_option("--store", store, "sqlite, postgresql, or a results URL")->capture_default_str();
-  app.add_option("--writers", writers, "writers at once, one connection each")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--records", records, "records per writer")->capture_default_str()->check(CLI::Range(1, 1000000));
-  app.add_option("--samples", samples, "samples per record")->capture_default_str()->check(CLI::Range(1, 10000000));
+  app.add_option("--writers", writers, "writers at once, one connection each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--records", records, "records per writer")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--samples", samples, "samples per record")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
   CLI11_PARSE(app, argc, argv);
 
   remex::testing::TempPostgres postgres;
@@ -94,7 +100,8 @@ int main(int argc, char** argv) {
         RunRecord r = Record(w, i, samples);
         const auto t0 = std::chrono::steady_clock::now();
         auto id = (*s)->Record(r);
-        latencies[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        latencies[w].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         if (!id.ok()) {
           std::fprintf(stderr, "writer %d: %s\n", w, id.status().ToString().c_str());
           ++failures;
@@ -113,7 +120,9 @@ int main(int argc, char** argv) {
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
-  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q / 100 * all.size()))]; };
+  auto pct = [&](double q) {
+    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q / 100 * all.size()))];
+  };
   const size_t total = static_cast<size_t>(writers) * records;
   nlohmann::json out = {{"store", store == "sqlite" || store == "postgresql" ? store : "url"},
                         {"writers", writers},

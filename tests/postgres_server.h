@@ -33,7 +33,8 @@ class TempPostgres {
     std::vector<std::string> dirs;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
-      if (std::filesystem::exists(e.path() / "bin/initdb") && std::filesystem::exists(e.path() / "bin/pg_ctl")) {
+      if (std::filesystem::exists(e.path() / "bin/initdb") &&
+          std::filesystem::exists(e.path() / "bin/pg_ctl")) {
         dirs.push_back((e.path() / "bin").string());
       }
     }
@@ -47,7 +48,8 @@ class TempPostgres {
   // Creates and starts the cluster; false with `error()` saying why.
   bool Start() {
     bin_ = BinDir();
-    if (bin_.empty()) return Failed("PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) are not installed");
+    if (bin_.empty())
+      return Failed("PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) are not installed");
     char tmpl[] = "/tmp/remex_pg_XXXXXX";
     if (!mkdtemp(tmpl)) return Failed("mkdtemp failed");
     dir_ = tmpl;
@@ -60,12 +62,12 @@ class TempPostgres {
       as_user = "runuser -u nobody -- ";
     }
     const std::string data = dir_ + "/data", log = dir_ + "/log";
-    std::string init = as_user + bin_ + "/initdb -D '" + data + "' -U remex -A trust -E UTF8 --no-sync > '" + dir_ +
-                       "/initdb.out' 2>&1";
+    std::string init = as_user + bin_ + "/initdb -D '" + data + "' -U remex -A trust -E UTF8 --no-sync > '" +
+                       dir_ + "/initdb.out' 2>&1";
     if (std::system(init.c_str()) != 0) return Failed("initdb failed: " + Read(dir_ + "/initdb.out"));
     started_ = true;
-    std::string start = as_user + bin_ + "/pg_ctl -D '" + data + "' -l '" + log + "' -w -t 60 -o \"-h 127.0.0.1 -p " +
-                        std::to_string(port_) + " -k '" + dir_ +
+    std::string start = as_user + bin_ + "/pg_ctl -D '" + data + "' -l '" + log +
+                        "' -w -t 60 -o \"-h 127.0.0.1 -p " + std::to_string(port_) + " -k '" + dir_ +
                         "' -c fsync=on -c max_connections=100\" start > /dev/null 2>&1";
     if (std::system(start.c_str()) != 0) return Failed("pg_ctl start failed: " + Read(log));
     as_user_ = as_user;
@@ -74,7 +76,8 @@ class TempPostgres {
 
   void Stop() {
     if (started_) {
-      std::system((as_user_ + bin_ + "/pg_ctl -D '" + dir_ + "/data' -m immediate -w stop > /dev/null 2>&1").c_str());
+      std::system(
+          (as_user_ + bin_ + "/pg_ctl -D '" + dir_ + "/data' -m immediate -w stop > /dev/null 2>&1").c_str());
       started_ = false;
     }
     if (!dir_.empty()) {

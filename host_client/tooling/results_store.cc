@@ -48,14 +48,16 @@ bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfin
 
 std::string Base64(const std::string& bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
   out.resize(n);
   return out;
 }
 
 StatusOr<std::string> Unbase64(const std::string& text) {
-  if (text.size() % 4 != 0) return DataLoss("stored samples are no base64 (length " + std::to_string(text.size()) + ")");
+  if (text.size() % 4 != 0)
+    return DataLoss("stored samples are no base64 (length " + std::to_string(text.size()) + ")");
   std::string out(3 * (text.size() / 4), '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                           reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
@@ -77,15 +79,19 @@ StatusOr<std::string> EncodeSamples(const std::vector<double>& samples) {
   return Base64(out);
 }
 
-StatusOr<std::vector<double>> DecodeSamples(const std::string& encoding, uint64_t count, const std::string& data) {
-  if (encoding != kSamplesEncoding) return DataLoss("stored samples have the unknown encoding '" + encoding + "'");
+StatusOr<std::vector<double>> DecodeSamples(const std::string& encoding, uint64_t count,
+                                            const std::string& data) {
+  if (encoding != kSamplesEncoding)
+    return DataLoss("stored samples have the unknown encoding '" + encoding + "'");
   if (count > kMaxSamples) return DataLoss("stored samples claim " + std::to_string(count) + " values");
   REMEX_ASSIGN_OR_RETURN(std::string frame, Unbase64(data));
   const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (size != count * sizeof(double)) return DataLoss("stored samples: the zstd frame is not " + std::to_string(count) + " float64");
+  if (size != count * sizeof(double))
+    return DataLoss("stored samples: the zstd frame is not " + std::to_string(count) + " float64");
   std::vector<double> out(count);
   size_t n = ZSTD_decompress(out.data(), count * sizeof(double), frame.data(), frame.size());
-  if (ZSTD_isError(n) || n != count * sizeof(double)) return DataLoss("stored samples: zstd frame is damaged");
+  if (ZSTD_isError(n) || n != count * sizeof(double))
+    return DataLoss("stored samples: zstd frame is damaged");
   return out;
 }
 
@@ -126,9 +132,9 @@ const std::vector<Migration>& Migrations() {
         " device_class TEXT NOT NULL,"
         " device TEXT NOT NULL,"
         " series_key TEXT NOT NULL,"
-        " summary TEXT NOT NULL,"   // JSON
-        " report TEXT NOT NULL,"    // JSON, whole
-        " profile TEXT NOT NULL,"   // JSON, null when none
+        " summary TEXT NOT NULL,"  // JSON
+        " report TEXT NOT NULL,"   // JSON, whole
+        " profile TEXT NOT NULL,"  // JSON, null when none
         " verdict TEXT NOT NULL,"
         " error TEXT NOT NULL)",
         "CREATE TABLE run_tags ("
@@ -198,20 +204,20 @@ class SociStore final : public ResultsStore {
     try {
       Begin();
       sql_ << "INSERT INTO runs (recorded_at, kind, user_name, ci_job, git_commit, git_branch, model_name, "
-              "model_hash, executable_hash, compile_options, scenario, device_class, device, series_key, summary, "
-              "report, profile, verdict, error) VALUES (:a, :b, :c, :d, :e, :f, :g, :h, :i, :j, :k, :l, :m, :n, :o, "
-              ":p, :q, :r, :s) RETURNING id",
+              "model_hash, executable_hash, compile_options, scenario, device_class, device, series_key, "
+              "summary, report, profile, verdict, error) VALUES (:a, :b, :c, :d, :e, :f, :g, :h, :i, :j, :k, "
+              ":l, :m, :n, :o, :p, :q, :r, :s) RETURNING id",
           soci::use(r.recorded_at), soci::use(r.kind), soci::use(r.user), soci::use(r.ci_job),
           soci::use(r.git_commit), soci::use(r.git_branch), soci::use(r.model_name), soci::use(r.model_hash),
           soci::use(r.executable_hash), soci::use(compile_options), soci::use(r.scenario),
-          soci::use(r.device_class), soci::use(r.device), soci::use(series), soci::use(summary), soci::use(report),
-          soci::use(profile), soci::use(r.verdict), soci::use(r.error), soci::into(id);
+          soci::use(r.device_class), soci::use(r.device), soci::use(series), soci::use(summary),
+          soci::use(report), soci::use(profile), soci::use(r.verdict), soci::use(r.error), soci::into(id);
       for (const auto& [key, value] : r.tags) {
         sql_ << "INSERT INTO run_tags (run_id, tag_key, tag_value) VALUES (:a, :b, :c)", soci::use(id),
             soci::use(key), soci::use(value);
       }
-      sql_ << "INSERT INTO run_samples (run_id, encoding, sample_count, data) VALUES (:a, :b, :c, :d)", soci::use(id),
-          soci::use(encoding), soci::use(count), soci::use(samples);
+      sql_ << "INSERT INTO run_samples (run_id, encoding, sample_count, data) VALUES (:a, :b, :c, :d)",
+          soci::use(id), soci::use(encoding), soci::use(count), soci::use(samples);
       sql_ << "COMMIT";
     } catch (const std::exception& e) {
       Rollback();
@@ -224,9 +230,11 @@ class SociStore final : public ResultsStore {
     std::vector<SeriesInfo> out;
     try {
       soci::rowset<soci::row> rows =
-          (sql_.prepare << "SELECT series_key, MAX(model_name), MAX(model_hash), MAX(compile_options), MAX(scenario),"
-                           " MAX(device_class), CAST(COUNT(*) AS TEXT), MIN(recorded_at), MAX(recorded_at)"
-                           " FROM runs WHERE " + kWhere + " GROUP BY series_key ORDER BY MAX(recorded_at) DESC, series_key",
+          (sql_.prepare
+               << "SELECT series_key, MAX(model_name), MAX(model_hash), MAX(compile_options), MAX(scenario),"
+                  " MAX(device_class), CAST(COUNT(*) AS TEXT), MIN(recorded_at), MAX(recorded_at)"
+                  " FROM runs WHERE " +
+                      kWhere + " GROUP BY series_key ORDER BY MAX(recorded_at) DESC, series_key",
            soci::use(f.model), soci::use(f.model), soci::use(f.model), soci::use(f.device_class),
            soci::use(f.device_class), soci::use(f.since), soci::use(f.since), soci::use(f.series_key),
            soci::use(f.series_key));
@@ -253,11 +261,12 @@ class SociStore final : public ResultsStore {
     std::vector<StoredRun> out;
     try {
       soci::rowset<soci::row> rows =
-          (sql_.prepare << "SELECT CAST(r.id AS TEXT), r.recorded_at, r.kind, r.user_name, r.ci_job, r.git_commit,"
-                           " r.git_branch, r.summary, r.verdict, r.error,"
-                           " COALESCE(CAST(s.sample_count AS TEXT), '0')"
-                           " FROM runs r LEFT JOIN run_samples s ON s.run_id = r.id WHERE " + kWhere +
-                           " ORDER BY r.recorded_at, r.id",
+          (sql_.prepare
+               << "SELECT CAST(r.id AS TEXT), r.recorded_at, r.kind, r.user_name, r.ci_job, r.git_commit,"
+                  " r.git_branch, r.summary, r.verdict, r.error,"
+                  " COALESCE(CAST(s.sample_count AS TEXT), '0')"
+                  " FROM runs r LEFT JOIN run_samples s ON s.run_id = r.id WHERE " +
+                      kWhere + " ORDER BY r.recorded_at, r.id",
            soci::use(f.model), soci::use(f.model), soci::use(f.model), soci::use(f.device_class),
            soci::use(f.device_class), soci::use(f.since), soci::use(f.since), soci::use(f.series_key),
            soci::use(f.series_key));
@@ -299,7 +308,8 @@ class SociStore final : public ResultsStore {
     } catch (const std::exception& e) {
       return Unavailable("reading the samples of run " + std::to_string(id) + " failed: " + e.what());
     }
-    if (!sql_.got_data() || ind == soci::i_null) return NotFound("no run " + std::to_string(id) + " in " + url_);
+    if (!sql_.got_data() || ind == soci::i_null)
+      return NotFound("no run " + std::to_string(id) + " in " + url_);
     return DecodeSamples(encoding, ToU64(count), data);
   }
 
@@ -312,7 +322,8 @@ class SociStore final : public ResultsStore {
     } catch (const std::exception& e) {
       return Unavailable("reading run " + std::to_string(id) + " failed: " + e.what());
     }
-    if (!sql_.got_data() || ind == soci::i_null) return NotFound("no run " + std::to_string(id) + " in " + url_);
+    if (!sql_.got_data() || ind == soci::i_null)
+      return NotFound("no run " + std::to_string(id) + " in " + url_);
     return ParseJson(report);
   }
 
@@ -360,9 +371,9 @@ class SociStore final : public ResultsStore {
       const int version = ReadVersion();
       if (version > kResultsSchemaVersion) {
         Rollback();
-        return FailedPrecondition("the results store " + url_ + " has schema version " + std::to_string(version) +
-                                  ", newer than this remex's " + std::to_string(kResultsSchemaVersion) +
-                                  ": upgrade remex");
+        return FailedPrecondition("the results store " + url_ + " has schema version " +
+                                  std::to_string(version) + ", newer than this remex's " +
+                                  std::to_string(kResultsSchemaVersion) + ": upgrade remex");
       }
       const std::string id_type =
           dialect_ == Dialect::kSqlite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY";
@@ -449,7 +460,8 @@ std::string RedactResultsUrl(const std::string& url) {
 
 Status CheckResultsUrl(const std::string& url) {
   if (StartsWith(url, "sqlite://")) {
-    if (url.size() == std::string("sqlite://").size()) return InvalidArgument("--record: sqlite:// names no file");
+    if (url.size() == std::string("sqlite://").size())
+      return InvalidArgument("--record: sqlite:// names no file");
     return OkStatus();
   }
   if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) return OkStatus();
@@ -497,13 +509,14 @@ void FillRecordContextFromEnvironment(RunRecord& r) {
   }
   r.ci_job = Getenv("REMEX_CI_JOB");
   if (r.ci_job.empty() && !Getenv("GITHUB_RUN_ID").empty()) {
-    r.ci_job = "github:" + Getenv("GITHUB_REPOSITORY") + "/" + Getenv("GITHUB_RUN_ID") + "/" + Getenv("GITHUB_JOB");
+    r.ci_job =
+        "github:" + Getenv("GITHUB_REPOSITORY") + "/" + Getenv("GITHUB_RUN_ID") + "/" + Getenv("GITHUB_JOB");
   }
   if (r.ci_job.empty() && !Getenv("CI_JOB_ID").empty()) r.ci_job = "gitlab:" + Getenv("CI_JOB_ID");
   if (r.ci_job.empty()) r.ci_job = Getenv("BUILD_TAG");  // Jenkins
   r.git_commit = FirstEnv({"REMEX_GIT_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "GIT_COMMIT"});
-  r.git_branch =
-      FirstEnv({"REMEX_GIT_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "GIT_BRANCH", "BRANCH_NAME"});
+  r.git_branch = FirstEnv({"REMEX_GIT_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME",
+                           "GIT_BRANCH", "BRANCH_NAME"});
 }
 
 StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::string>& specs) {
@@ -512,14 +525,17 @@ StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::st
     const size_t eq = spec.find('=');
     if (eq == std::string::npos) return InvalidArgument("--tag '" + spec + "': expected KEY=VALUE");
     std::string key = spec.substr(0, eq), value = spec.substr(eq + 1);
-    if (key.empty() || key.size() > 64) return InvalidArgument("--tag '" + spec + "': the key must have 1-64 characters");
+    if (key.empty() || key.size() > 64)
+      return InvalidArgument("--tag '" + spec + "': the key must have 1-64 characters");
     for (char c : key) {
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) {
         return InvalidArgument("--tag '" + spec + "': the key may hold only A-Z a-z 0-9 _ . -");
       }
     }
-    if (value.size() > 256) return InvalidArgument("--tag '" + spec + "': the value has more than 256 characters");
-    if (!tags.emplace(key, value).second) return InvalidArgument("--tag: the key '" + key + "' is given twice");
+    if (value.size() > 256)
+      return InvalidArgument("--tag '" + spec + "': the value has more than 256 characters");
+    if (!tags.emplace(key, value).second)
+      return InvalidArgument("--tag: the key '" + key + "' is given twice");
   }
   return tags;
 }
@@ -533,7 +549,8 @@ json SummaryOf(const json& report) {
   if (report.contains("benchmark")) {
     const json& b = report["benchmark"];
     if (b.contains("samples_ms") && b["samples_ms"].is_array()) s["count"] = b["samples_ms"].size();
-    for (const char* k : {"median_ms", "mean_ms", "p90_ms", "p99_ms", "min_ms", "max_ms", "std_ms", "stable", "number"}) {
+    for (const char* k :
+         {"median_ms", "mean_ms", "p90_ms", "p99_ms", "min_ms", "max_ms", "std_ms", "stable", "number"}) {
       copy(b, k, k);
     }
   } else if (report.contains("load") && report["load"].is_object()) {
@@ -604,7 +621,8 @@ std::string DeviceClassOf(const json& report) {
   if (!report.is_object()) return "";
   const std::string device = report.value("device", "");
   const json env = report.value("environment", json::object());
-  if (device.rfind("cuda", 0) == 0 && env.contains("gpus") && env["gpus"].is_array() && !env["gpus"].empty()) {
+  if (device.rfind("cuda", 0) == 0 && env.contains("gpus") && env["gpus"].is_array() &&
+      !env["gpus"].empty()) {
     const json& g = env["gpus"][0];
     if (g.contains("name") && g["name"].is_string()) return "gpu:" + g["name"].get<std::string>();
     return "gpu:unknown";
@@ -618,8 +636,9 @@ std::string DeviceClassOf(const json& report) {
 
 }  // namespace
 
-StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string& model_path, const json& report,
-                                     const std::string& labels, const std::string& verdict, const std::string& error) {
+StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string& model_path,
+                                     const json& report, const std::string& labels,
+                                     const std::string& verdict, const std::string& error) {
   RunRecord r;
   r.kind = kind;
   r.model_name = fs::path(model_path).filename().string();
@@ -643,8 +662,8 @@ StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string&
     if (report.contains("profile")) r.profile = report["profile"];
     if (report.contains("benchmark") && report["benchmark"].contains("samples_ms")) {
       r.samples_ms = report["benchmark"]["samples_ms"].get<std::vector<double>>();
-    } else if (report.contains("load") && report["load"].contains("levels") && report["load"]["levels"].is_array() &&
-               !report["load"]["levels"].empty()) {
+    } else if (report.contains("load") && report["load"].contains("levels") &&
+               report["load"]["levels"].is_array() && !report["load"]["levels"].empty()) {
       const json& level = report["load"]["levels"][0];
       if (level.contains("timeline") && level["timeline"].contains("latency_ms")) {
         r.samples_ms = level["timeline"]["latency_ms"].get<std::vector<double>>();
@@ -665,16 +684,29 @@ json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::v
     json rs = json::array();
     if (i < runs.size()) {
       for (const StoredRun& r : runs[i]) {
-        rs.push_back({{"id", r.id}, {"recorded_at", r.recorded_at}, {"kind", r.kind}, {"user", r.user},
-                      {"ci_job", r.ci_job}, {"git_commit", r.git_commit}, {"git_branch", r.git_branch},
-                      {"tags", r.tags}, {"summary", r.summary}, {"verdict", r.verdict}, {"error", r.error},
+        rs.push_back({{"id", r.id},
+                      {"recorded_at", r.recorded_at},
+                      {"kind", r.kind},
+                      {"user", r.user},
+                      {"ci_job", r.ci_job},
+                      {"git_commit", r.git_commit},
+                      {"git_branch", r.git_branch},
+                      {"tags", r.tags},
+                      {"summary", r.summary},
+                      {"verdict", r.verdict},
+                      {"error", r.error},
                       {"samples", r.sample_count}});
       }
     }
-    out["series"].push_back({{"series_key", s.series_key}, {"model_name", s.model_name}, {"model_hash", s.model_hash},
-                             {"compile_options", s.compile_options}, {"scenario", s.scenario},
-                             {"device_class", s.device_class}, {"run_count", s.runs},
-                             {"first_recorded_at", s.first_recorded_at}, {"last_recorded_at", s.last_recorded_at},
+    out["series"].push_back({{"series_key", s.series_key},
+                             {"model_name", s.model_name},
+                             {"model_hash", s.model_hash},
+                             {"compile_options", s.compile_options},
+                             {"scenario", s.scenario},
+                             {"device_class", s.device_class},
+                             {"run_count", s.runs},
+                             {"first_recorded_at", s.first_recorded_at},
+                             {"last_recorded_at", s.last_recorded_at},
                              {"runs", rs}});
   }
   return out;
@@ -682,14 +714,16 @@ json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::v
 
 StatusOr<std::string> ParseSince(const std::string& since, int64_t now_unix_s) {
   auto bad = [&] {
-    return InvalidArgument("--since '" + since + "': expected a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) "
+    return InvalidArgument("--since '" + since +
+                           "': expected a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) "
                            "or an age (30m, 12h, 7d)");
   };
   if (since.empty()) return bad();
   const char unit = since.back();
   if (unit == 'm' || unit == 'h' || unit == 'd') {
     const std::string digits = since.substr(0, since.size() - 1);
-    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return bad();
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return bad();
     const int64_t n = std::stoll(digits);
     const int64_t seconds = n * (unit == 'm' ? 60 : unit == 'h' ? 3600 : 86400);
     std::time_t t = static_cast<std::time_t>(now_unix_s - seconds);

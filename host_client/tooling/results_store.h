@@ -16,11 +16,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -149,7 +148,8 @@ nlohmann::json SummaryOf(const nlohmann::json& report);
 // scenario, device_class, run_count, first_recorded_at, last_recorded_at, "runs": [{id,
 // recorded_at, kind, user, ci_job, git_commit, git_branch, tags, summary, verdict,
 // error, samples}, ...]}, ...]}; `runs[i]` are the runs listed of `series[i]`.
-nlohmann::json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::vector<StoredRun>>& runs);
+nlohmann::json HistoryJson(const std::vector<SeriesInfo>& series,
+                           const std::vector<std::vector<StoredRun>>& runs);
 
 // A --since value as an ISO 8601 UTC bound: a date (2026-12-01), a date and time
 // (2026-12-01T10:00:00Z), or an age back from `now_unix_s` (30m, 12h, 7d).

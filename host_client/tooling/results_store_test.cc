@@ -40,7 +40,8 @@ RunRecord MakeRecord(int writer, int i, size_t samples = 64) {
   r.device = "cpu";
   for (size_t k = 0; k < samples; ++k) r.samples_ms.push_back(1.0 + writer * 0.001 + i * 1e-6 + k * 1e-9);
   r.summary = {{"median_ms", r.samples_ms[samples / 2]}, {"count", samples}};
-  r.report = {{"schema", "remex.bench"}, {"writer", writer}, {"i", i}, {"benchmark", {{"samples_ms", r.samples_ms}}}};
+  r.report = {
+      {"schema", "remex.bench"}, {"writer", writer}, {"i", i}, {"benchmark", {{"samples_ms", r.samples_ms}}}};
   r.profile = nullptr;
   r.verdict = "pass";
   return r;
@@ -54,7 +55,8 @@ void ExpectWhole(ResultsStore& store, size_t expected_runs, size_t samples) {
   std::set<std::pair<std::string, std::string>> seen;
   for (const StoredRun& run : *runs) {
     ASSERT_EQ(run.tags.size(), 2u) << "run " << run.id;
-    EXPECT_TRUE(seen.insert({run.tags.at("writer"), run.tags.at("i")}).second) << "run " << run.id << " twice";
+    EXPECT_TRUE(seen.insert({run.tags.at("writer"), run.tags.at("i")}).second)
+        << "run " << run.id << " twice";
     EXPECT_EQ(run.sample_count, samples);
     auto s = store.Samples(run.id);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -84,7 +86,7 @@ void RoundTrip(const std::string& url) {
   }
   auto series = (*store)->ListSeries({});
   ASSERT_TRUE(series.ok()) << series.status().ToString();
-  ASSERT_EQ(series->size(), 2u);  // models m0 and m1
+  ASSERT_EQ(series->size(), 2u);                  // models m0 and m1
   EXPECT_EQ((*series)[0].model_name, "m0.onnx");  // the latest run first
   EXPECT_EQ((*series)[0].runs, 2u);
   EXPECT_EQ((*series)[0].series_key, a.SeriesKey());
@@ -192,7 +194,8 @@ void KilledWriter(const std::string& url) {
 class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/remex_results_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "/remex_results_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -211,7 +214,8 @@ TEST_F(SqliteStoreTest, NewerSchemaIsRefused) {
   auto store = OpenResultsStore(Url());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(store.status().message().find("schema version 99"), std::string::npos) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("schema version 99"), std::string::npos)
+      << store.status().ToString();
 }
 
 TEST_F(SqliteStoreTest, UnreachableDatabaseIsUnavailable) {
@@ -231,7 +235,8 @@ TEST(ResultsUrlTest, FormsAndRefusals) {
 }
 
 TEST(ResultsUrlTest, PasswordsAreRedacted) {
-  EXPECT_EQ(RedactResultsUrl("postgresql://ci:s3cret@db:5432/results"), "postgresql://ci:***@db:5432/results");
+  EXPECT_EQ(RedactResultsUrl("postgresql://ci:s3cret@db:5432/results"),
+            "postgresql://ci:***@db:5432/results");
   EXPECT_EQ(RedactResultsUrl("postgresql://db/results?user=ci&password=s3cret&sslmode=require"),
             "postgresql://db/results?user=ci&password=***&sslmode=require");
   EXPECT_EQ(RedactResultsUrl("postgresql://ci@db/results"), "postgresql://ci@db/results");
@@ -323,13 +328,16 @@ class PostgresStoreTest : public ::testing::Test {
   }
   void SetUp() override {
     if (remex::testing::TempPostgres::BinDir().empty()) {
-      GTEST_SKIP() << "PostgreSQL's server binaries are not installed (Debian: postgresql; scripts/setup-deps.sh "
-                      "installs it)";
+      GTEST_SKIP()
+          << "PostgreSQL's server binaries are not installed (Debian: postgresql; scripts/setup-deps.sh "
+             "installs it)";
     }
     ASSERT_NE(server_, nullptr) << "PostgreSQL did not start: " << error_;
     // A database of its own for each test.
     db_ = "t" + std::to_string(++counter_);
-    ASSERT_EQ(std::system(("psql -q '" + server_->Url() + "' -c 'CREATE DATABASE " + db_ + "' > /dev/null").c_str()), 0);
+    ASSERT_EQ(std::system(
+                  ("psql -q '" + server_->Url() + "' -c 'CREATE DATABASE " + db_ + "' > /dev/null").c_str()),
+              0);
   }
   std::string Url() const { return server_->Url(db_); }
 
