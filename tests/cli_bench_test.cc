@@ -468,22 +468,23 @@ TEST_F(CliBenchTest, CompressionOptionReachesTheWire) {
   EXPECT_EQ(Cli("run " + model_ + " --compression zstd:99 2>/dev/null").exit_code, 2);
 }
 
-
 // --record writes bench and check results to a SQLite store, remex history lists them
 // as series with their runs; a store that cannot be written fails the command with
 // exit 3 after the result was printed, or only warns with --record-best-effort.
 TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
   const std::string url = "sqlite://" + dir_ + "/results.sqlite";
   const std::string env = "REMEX_GIT_COMMIT=c0ffee REMEX_GIT_BRANCH=main REMEX_USER=tester ";
-  auto bench = RunCommand(env + REMEX_CLI_BIN + " bench " + model_ + Server() + " --repeat 5 --json --record " + url +
-                          " --tag pr=42" + kQuick);
+  auto bench = RunCommand(env + REMEX_CLI_BIN + " bench " + model_ + Server() +
+                          " --repeat 5 --json --record " + url + " --tag pr=42" + kQuick);
   ASSERT_EQ(bench.exit_code, 0) << bench.output;
   const auto report = Json(bench);
   WriteReference(dir_ + "/ref");
-  auto check = Cli("check " + model_ + Server() + " --reference " + dir_ + "/ref --record " + url + " > /dev/null");
+  auto check =
+      Cli("check " + model_ + Server() + " --reference " + dir_ + "/ref --record " + url + " > /dev/null");
   ASSERT_EQ(check.exit_code, 0);
   WriteReference(dir_ + "/bad", 1.0f);
-  auto mismatch = Cli("check " + model_ + Server() + " --reference " + dir_ + "/bad --record " + url + " > /dev/null");
+  auto mismatch =
+      Cli("check " + model_ + Server() + " --reference " + dir_ + "/bad --record " + url + " > /dev/null");
   EXPECT_EQ(mismatch.exit_code, 1);  // the record keeps the mismatch's status
 
   auto history = Cli("history --json --results " + url);
@@ -533,17 +534,18 @@ TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
   EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
 }
 
-
 // remex suite --record: one record per case (its bench report, else its check report),
 // in series of their own ("suite SUITE/CASE bench|check").
 TEST_F(CliBenchTest, SuiteRecordsEachCase) {
   const std::string url = "sqlite://" + dir_ + "/results.sqlite";
   WriteReference(dir_ + "/ref");
-  std::ofstream(dir_ + "/ci.toml") << "name = \"ci\"\n"
-                                      "[[case]]\nname = \"timed\"\nmodel = \"add_relu.onnx\"\n"
-                                      "[case.bench]\nrepeat = 5\n"
-                                      "[[case]]\nname = \"checked\"\nmodel = \"add_relu.onnx\"\nreference = \"ref\"\n";
-  auto suite = Cli("suite " + dir_ + "/ci.toml" + Server() + " --record " + url + " --tag run=nightly > /dev/null");
+  std::ofstream(dir_ + "/ci.toml")
+      << "name = \"ci\"\n"
+         "[[case]]\nname = \"timed\"\nmodel = \"add_relu.onnx\"\n"
+         "[case.bench]\nrepeat = 5\n"
+         "[[case]]\nname = \"checked\"\nmodel = \"add_relu.onnx\"\nreference = \"ref\"\n";
+  auto suite =
+      Cli("suite " + dir_ + "/ci.toml" + Server() + " --record " + url + " --tag run=nightly > /dev/null");
   ASSERT_EQ(suite.exit_code, 0);
   const auto h = Json(Cli("history --json --results " + url));
   ASSERT_EQ(h["series"].size(), 2u) << h.dump(2);

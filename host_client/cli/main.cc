@@ -256,8 +256,9 @@ std::string UtcNow();
 
 // Prepares the model with progress on a terminal; on failure prints and returns the
 // exit status (and the error in `failure` when given).
-int Prepare(const SessionArgs& args, const tooling::ModelRequest& request, remex::cli::TerminalProgress& progress,
-            tooling::PreparedModel& prepared, Status* failure = nullptr) {
+int Prepare(const SessionArgs& args, const tooling::ModelRequest& request,
+            remex::cli::TerminalProgress& progress, tooling::PreparedModel& prepared,
+            Status* failure = nullptr) {
   auto p = tooling::PrepareModel(request, [&](const std::string& step) { progress.Step(step); });
   if (!p.ok()) {
     if (failure) *failure = p.status();
@@ -741,7 +742,8 @@ int SuiteCommand(const SuiteArgs& args) {
     const std::string verdict = c.outcome == "passed" ? "pass" : c.outcome == "failed" ? "fail" : "error";
     auto one = tooling::RecordFromReport("suite", c.model, r, args.labels, verdict, c.message);
     if (one.ok()) {
-      one->scenario = "suite " + report.name + "/" + c.name + (!c.bench_report.is_null() ? " bench" : " check");
+      one->scenario =
+          "suite " + report.name + "/" + c.name + (!c.bench_report.is_null() ? " bench" : " check");
       one->recorded_at = date;
     }
     records.push_back(std::move(one));
@@ -998,7 +1000,8 @@ int HistoryCommand(const HistoryArgs& args) {
     one.series_key = s.series_key;
     auto r = (*store)->ListRuns(one);
     if (!r.ok()) return Fail(r.status());
-    if (args.limit > 0 && r->size() > args.limit) r->erase(r->begin(), r->end() - static_cast<ptrdiff_t>(args.limit));
+    if (args.limit > 0 && r->size() > args.limit)
+      r->erase(r->begin(), r->end() - static_cast<ptrdiff_t>(args.limit));
     runs.push_back(std::move(r).value());
   }
   if (args.json) {
@@ -1014,9 +1017,10 @@ int HistoryCommand(const HistoryArgs& args) {
   };
   for (size_t i = 0; i < series->size(); ++i) {
     const auto& s = (*series)[i];
-    std::printf("%s  %s  %s  %s  (%llu run%s, series %s)\n", s.model_name.c_str(), ShortHash(s.model_hash).c_str(),
-                s.scenario.c_str(), s.device_class.c_str(), static_cast<unsigned long long>(s.runs),
-                s.runs == 1 ? "" : "s", ShortHash(s.series_key).c_str());
+    std::printf("%s  %s  %s  %s  (%llu run%s, series %s)\n", s.model_name.c_str(),
+                ShortHash(s.model_hash).c_str(), s.scenario.c_str(), s.device_class.c_str(),
+                static_cast<unsigned long long>(s.runs), s.runs == 1 ? "" : "s",
+                ShortHash(s.series_key).c_str());
     if (!s.compile_options.is_null()) std::printf("  compile options %s\n", s.compile_options.dump().c_str());
     std::printf("  %6s  %-20s  %-10s  %-12s  %9s  %9s  %9s  %s\n", "run", "recorded at", "commit", "branch",
                 "median ms", "p90 ms", "p99 ms", "verdict");
@@ -1232,15 +1236,18 @@ int main(int argc, char** argv) {
   HistoryArgs history;
   auto* history_cmd = app.add_subcommand(
       "history", "list the series of a results store (remex bench|check --record) and their latest runs");
-  history_cmd->add_option("--results", history.results,
-                          "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
-                          "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
+  history_cmd
+      ->add_option("--results", history.results,
+                   "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
+                   "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
       ->envname("REMEX_RESULTS");
   history_cmd->add_option("--model", history.model, "only this model: its file name or content hash");
-  history_cmd->add_option("--labels", history.labels,
-                          "only this device class: the farm --labels a run was leased with, or cpu:MODEL / gpu:NAME");
-  history_cmd->add_option("--since", history.since,
-                          "only runs since a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) or an age (12h, 7d)");
+  history_cmd->add_option(
+      "--labels", history.labels,
+      "only this device class: the farm --labels a run was leased with, or cpu:MODEL / gpu:NAME");
+  history_cmd->add_option(
+      "--since", history.since,
+      "only runs since a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) or an age (12h, 7d)");
   history_cmd->add_option("--limit", history.limit, "the latest runs listed per series (0: all)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
