@@ -998,10 +998,9 @@ int HistoryCommand(const HistoryArgs& args) {
   for (const auto& s : *series) {
     tooling::HistoryFilter one = filter;
     one.series_key = s.series_key;
+    one.limit = args.limit;
     auto r = (*store)->ListRuns(one);
     if (!r.ok()) return Fail(r.status());
-    if (args.limit > 0 && r->size() > args.limit)
-      r->erase(r->begin(), r->end() - static_cast<ptrdiff_t>(args.limit));
     runs.push_back(std::move(r).value());
   }
   if (args.json) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cstdlib>
@@ -266,7 +267,8 @@ class SociStore final : public ResultsStore {
                   " r.git_branch, r.summary, r.verdict, r.error,"
                   " COALESCE(CAST(s.sample_count AS TEXT), '0')"
                   " FROM runs r LEFT JOIN run_samples s ON s.run_id = r.id WHERE " +
-                      kWhere + " ORDER BY r.recorded_at, r.id",
+                      kWhere + " ORDER BY r.recorded_at DESC, r.id DESC" +
+                      (f.limit > 0 ? " LIMIT " + std::to_string(f.limit) : std::string()),
            soci::use(f.model), soci::use(f.model), soci::use(f.model), soci::use(f.device_class),
            soci::use(f.device_class), soci::use(f.since), soci::use(f.since), soci::use(f.series_key),
            soci::use(f.series_key));
@@ -285,6 +287,7 @@ class SociStore final : public ResultsStore {
         run.sample_count = ToU64(row.get<std::string>(10));
         out.push_back(std::move(run));
       }
+      std::reverse(out.begin(), out.end());  // oldest first
       for (StoredRun& run : out) {
         long long id = run.id;
         soci::rowset<soci::row> tags =
@@ -464,7 +467,28 @@ Status CheckResultsUrl(const std::string& url) {
       return InvalidArgument("--record: sqlite:// names no file");
     return OkStatus();
   }
-  if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) return OkStatus();
+  if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
+    // A password in a URL shows in process listings and shell history: libpq takes it
+    // from PGPASSWORD or ~/.pgpass (PGPASSFILE) instead.
+    char* error = nullptr;
+    PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
+    if (!options) {
+      std::string why = error ? error : "out of memory";
+      if (error) PQfreemem(error);
+      return InvalidArgument("'" + RedactResultsUrl(url) + "' is no PostgreSQL URI: " + why);
+    }
+    bool password = false;
+    for (PQconninfoOption* o = options; o->keyword; ++o) {
+      if (std::strcmp(o->keyword, "password") == 0 && o->val && *o->val) password = true;
+    }
+    PQconninfoFree(options);
+    if (password) {
+      return InvalidArgument("'" + RedactResultsUrl(url) +
+                             "' carries a password, which would show in process listings: set PGPASSWORD or "
+                             "write it to ~/.pgpass (libpq reads both)");
+    }
+    return OkStatus();
+  }
   return InvalidArgument("'" + RedactResultsUrl(url) +
                          "' is no results URL: sqlite:///ABSOLUTE/PATH, sqlite://RELATIVE/PATH or "
                          "postgresql://[USER@]HOST[:PORT]/DB");

@@ -6,7 +6,7 @@
 //   sqlite:///ABS/PATH     a file, for one person or one CI machine (WAL, busy timeout)
 //   sqlite://REL/PATH      a path relative to the working folder
 //   postgresql://...       a libpq connection URI, for a farm where many CI clients
-//   postgres://...         write at once (passed to libpq as given)
+//   postgres://...         write at once (parsed by libpq; no password in it)
 // The schema is versioned (table remex_schema); the migrations this build knows are
 // applied on open, in one transaction (PostgreSQL: under an advisory lock; SQLite:
 // BEGIN IMMEDIATE), so many clients opening a fresh database at once apply them once.
@@ -79,6 +79,7 @@ struct HistoryFilter {
   std::string device_class;  // exact; empty: all
   std::string since;         // ISO 8601 UTC lower bound of recorded_at (inclusive); empty: all
   std::string series_key;    // one series; empty: all
+  size_t limit = 0;          // ListRuns: the latest `limit` runs only; 0: all
 };
 
 class ResultsStore {
@@ -90,7 +91,8 @@ class ResultsStore {
   virtual StatusOr<int64_t> Record(const RunRecord& record) = 0;
   // The series with runs matching `filter`, the most recently recorded first.
   virtual StatusOr<std::vector<SeriesInfo>> ListSeries(const HistoryFilter& filter) = 0;
-  // The runs of `filter` (series_key, model, device class, since), oldest first.
+  // The runs of `filter` (series_key, model, device class, since; the latest `limit`),
+  // oldest first.
   virtual StatusOr<std::vector<StoredRun>> ListRuns(const HistoryFilter& filter) = 0;
   // The raw samples of run `id`, ms, in run order. NOT_FOUND for no such run.
   virtual StatusOr<std::vector<double>> Samples(int64_t id) = 0;
@@ -101,7 +103,8 @@ class ResultsStore {
 };
 
 // Checks the form of a results URL (sqlite://PATH, postgresql:// or postgres://):
-// INVALID_ARGUMENT naming the forms otherwise.
+// INVALID_ARGUMENT naming the forms otherwise, or for a PostgreSQL URI that libpq
+// refuses or that carries a password (PGPASSWORD or ~/.pgpass hold it instead).
 Status CheckResultsUrl(const std::string& url);
 
 // `url` with a password hidden (postgresql://user:***@host/db; a password=...
