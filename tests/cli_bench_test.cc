@@ -527,8 +527,21 @@ TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
                   " 2>/dev/null");
   EXPECT_EQ(best.exit_code, 0);
   EXPECT_EQ(Json(best)["schema"], "remex.bench");
+  // --record alone: REMEX_RESULTS, else a file under XDG_DATA_HOME; history reads the same.
+  const std::string env_url = "sqlite://" + dir_ + "/env.sqlite";
+  auto from_env = RunCommand("REMEX_RESULTS=" + env_url + " " + REMEX_CLI_BIN + " bench --record " + model_ +
+                             Server() + " --repeat 3" + kQuick + " > /dev/null");
+  EXPECT_EQ(from_env.exit_code, 0);
+  auto env_history = RunCommand("REMEX_RESULTS=" + env_url + " " + REMEX_CLI_BIN + " history --json");
+  ASSERT_EQ(env_history.exit_code, 0);
+  EXPECT_EQ(Json(env_history)["series"].size(), 1u);
+  auto xdg = RunCommand("env -u REMEX_RESULTS XDG_DATA_HOME=" + dir_ + "/xdg " + REMEX_CLI_BIN + " bench " + model_ +
+                        Server() + " --repeat 3 --record" + kQuick + " > /dev/null");
+  EXPECT_EQ(xdg.exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ + "/xdg/remex/results.sqlite"));
   // Usage errors before any work.
   EXPECT_EQ(Cli("bench " + model_ + " --tag a=b 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record postgresql://u:pw@h/db 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("bench " + model_ + " --record mysql://h/db 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("bench " + model_ + " --record " + url + " --tag nokey 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
