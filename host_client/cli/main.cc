@@ -23,7 +23,7 @@
 //   remex shell   [SESSION OPTIONS but --input/--seed/--json/--verbose] [--history FILE | --no-history]
 //   remex farm status [--farm redis://HOST:PORT[/DB]] [--labels SELECTOR] [--timeout S] [--json]
 //   remex history [--results URL] [--model M] [--labels S] [--since T] [--limit N] [--json]
-// RECORD OPTIONS (bench, check): --record [URL] (default $REMEX_RESULTS, else a SQLite
+// RECORD OPTIONS (bench, check, suite): --record [URL] (default $REMEX_RESULTS, else a SQLite
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
@@ -1234,7 +1234,7 @@ int main(int argc, char** argv) {
 
   HistoryArgs history;
   auto* history_cmd = app.add_subcommand(
-      "history", "list the series of a results store (remex bench|check --record) and their latest runs");
+      "history", "list the series of a results store (remex bench|check|suite --record) and their latest runs");
   history_cmd
       ->add_option("--results", history.results,
                    "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
