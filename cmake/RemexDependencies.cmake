@@ -19,6 +19,21 @@ find_package(PkgConfig REQUIRED)                               # pkg-config
 pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET hiredis)    # libhiredis-dev (the device farm's Redis client)
 pkg_check_modules(libedit REQUIRED IMPORTED_TARGET libedit)    # libedit-dev (remex shell's line editing)
 find_package(tomlplusplus 3 REQUIRED)                          # libtomlplusplus-dev (remex suite's TOML)
+# The results store (remex ... --record): SOCI over SQLite and PostgreSQL. Debian's
+# libsoci-dev ships no CMake or pkg-config file: its headers and the core and two backend
+# libraries are found here; the backends' headers include sqlite3.h and libpq-fe.h.
+find_package(SQLite3 REQUIRED)                                 # libsqlite3-dev
+find_package(PostgreSQL REQUIRED)                              # libpq-dev
+find_path(SOCI_INCLUDE_DIR soci/soci.h REQUIRED)               # libsoci-dev
+find_library(SOCI_CORE_LIBRARY soci_core REQUIRED)
+find_library(SOCI_SQLITE3_LIBRARY soci_sqlite3 REQUIRED)
+find_library(SOCI_POSTGRESQL_LIBRARY soci_postgresql REQUIRED)
+if(NOT TARGET remex_soci)
+  add_library(remex_soci INTERFACE IMPORTED)
+  target_include_directories(remex_soci INTERFACE ${SOCI_INCLUDE_DIR})
+  target_link_libraries(remex_soci INTERFACE ${SOCI_SQLITE3_LIBRARY} ${SOCI_POSTGRESQL_LIBRARY} ${SOCI_CORE_LIBRARY}
+                        SQLite::SQLite3 PostgreSQL::PostgreSQL)
+endif()
 # Chart.js, inlined into the self-contained HTML bench reports (remex bench --html).
 find_file(REMEX_CHARTJS chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH
           DOC "Chart.js's minified UMD build (Debian: libjs-chart.js)")

@@ -38,6 +38,8 @@ packages=(
   libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
   libtomlplusplus-dev           # remex suite's TOML
   libedit-dev                   # remex shell's line editing, history and completion
+  libsoci-dev libsqlite3-dev libpq-dev   # the results store (--record): SOCI over SQLite and PostgreSQL
+  postgresql sqlite3            # a real PostgreSQL (initdb, pg_ctl, psql) and the sqlite3 shell for the store's tests
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
   python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
   python3-dev pybind11-dev      # the Python client (python/: import remex)
@@ -77,9 +79,11 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium; do
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium psql sqlite3; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
+  gap "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) not found"
 /usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools, wheel' 2>/dev/null ||
   gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools and wheel"
 probe=$(mktemp -d)

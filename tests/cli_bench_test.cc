@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -465,6 +466,111 @@ TEST_F(CliBenchTest, CompressionOptionReachesTheWire) {
   EXPECT_GT(saved(zstd), kOutputBytes * 9 / 10);
   EXPECT_GT(saved(automatic), kOutputBytes * 9 / 10);
   EXPECT_EQ(Cli("run " + model_ + " --compression zstd:99 2>/dev/null").exit_code, 2);
+}
+
+// --record writes bench and check results to a SQLite store, remex history lists them
+// as series with their runs; a store that cannot be written fails the command with
+// exit 3 after the result was printed, or only warns with --record-best-effort.
+TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
+  const std::string url = "sqlite://" + dir_ + "/results.sqlite";
+  const std::string env = "REMEX_GIT_COMMIT=c0ffee REMEX_GIT_BRANCH=main REMEX_USER=tester ";
+  auto bench = RunCommand(env + REMEX_CLI_BIN + " bench " + model_ + Server() +
+                          " --repeat 5 --json --record " + url + " --tag pr=42" + kQuick);
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const auto report = Json(bench);
+  WriteReference(dir_ + "/ref");
+  auto check =
+      Cli("check " + model_ + Server() + " --reference " + dir_ + "/ref --record " + url + " > /dev/null");
+  ASSERT_EQ(check.exit_code, 0);
+  WriteReference(dir_ + "/bad", 1.0f);
+  auto mismatch =
+      Cli("check " + model_ + Server() + " --reference " + dir_ + "/bad --record " + url + " > /dev/null");
+  EXPECT_EQ(mismatch.exit_code, 1);  // the record keeps the mismatch's status
+
+  auto history = Cli("history --json --results " + url);
+  ASSERT_EQ(history.exit_code, 0) << history.output;
+  const auto h = Json(history);
+  EXPECT_EQ(h["schema"], "remex.history");
+  ASSERT_EQ(h["series"].size(), 2u);  // bench (time evaluator) and check
+  nlohmann::json bench_series, check_series;
+  for (const auto& s : h["series"]) (s["scenario"] == "time-evaluator" ? bench_series : check_series) = s;
+  ASSERT_EQ(bench_series["runs"].size(), 1u);
+  const auto& run = bench_series["runs"][0];
+  EXPECT_EQ(run["git_commit"], "c0ffee");
+  EXPECT_EQ(run["git_branch"], "main");
+  EXPECT_EQ(run["user"], "tester");
+  EXPECT_EQ(run["tags"]["pr"], "42");
+  EXPECT_EQ(run["verdict"], "pass");
+  EXPECT_EQ(run["samples"], report["benchmark"]["samples_ms"].size());
+  EXPECT_EQ(run["summary"]["median_ms"], report["benchmark"]["median_ms"]);
+  EXPECT_EQ(bench_series["model_name"], "add_relu.onnx");
+  EXPECT_EQ(bench_series["model_hash"].get<std::string>().size(), 32u);
+  EXPECT_EQ(bench_series["compile_options"], report["environment"]["executable"]["compile_options"]);
+  ASSERT_EQ(check_series["runs"].size(), 2u);
+  EXPECT_EQ(check_series["runs"][0]["verdict"], "pass");
+  EXPECT_EQ(check_series["runs"][1]["verdict"], "fail");
+  EXPECT_EQ(check_series["runs"][1]["summary"]["mismatches"], 1);
+
+  // Filters: another model, a later time.
+  EXPECT_TRUE(Json(Cli("history --json --results " + url + " --model other.onnx"))["series"].empty());
+  EXPECT_TRUE(Json(Cli("history --json --results " + url + " --since 2999-01-01"))["series"].empty());
+  auto text = Cli("history --results " + url);
+  EXPECT_NE(text.output.find("add_relu.onnx"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("pr=42"), std::string::npos) << text.output;
+
+  // An unreachable store: the measurement is printed, then exit 3 (or 0, best effort).
+  const std::string down = " --record postgresql://remex@127.0.0.1:1/none?connect_timeout=2";
+  auto required = Cli("bench " + model_ + Server() + " --repeat 3 --json" + kQuick + down + " 2>/dev/null");
+  EXPECT_EQ(required.exit_code, 3);
+  EXPECT_EQ(Json(required)["schema"], "remex.bench");
+  auto best = Cli("bench " + model_ + Server() + " --repeat 3 --json --record-best-effort" + kQuick + down +
+                  " 2>/dev/null");
+  EXPECT_EQ(best.exit_code, 0);
+  EXPECT_EQ(Json(best)["schema"], "remex.bench");
+  // --record alone: REMEX_RESULTS, else a file under XDG_DATA_HOME; history reads the same.
+  const std::string env_url = "sqlite://" + dir_ + "/env.sqlite";
+  auto from_env = RunCommand("REMEX_RESULTS=" + env_url + " " + REMEX_CLI_BIN + " bench --record " + model_ +
+                             Server() + " --repeat 3" + kQuick + " > /dev/null");
+  EXPECT_EQ(from_env.exit_code, 0);
+  auto env_history = RunCommand("REMEX_RESULTS=" + env_url + " " + REMEX_CLI_BIN + " history --json");
+  ASSERT_EQ(env_history.exit_code, 0);
+  EXPECT_EQ(Json(env_history)["series"].size(), 1u);
+  auto xdg = RunCommand("env -u REMEX_RESULTS XDG_DATA_HOME=" + dir_ + "/xdg " + REMEX_CLI_BIN + " bench " + model_ +
+                        Server() + " --repeat 3 --record" + kQuick + " > /dev/null");
+  EXPECT_EQ(xdg.exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ + "/xdg/remex/results.sqlite"));
+  // Usage errors before any work.
+  EXPECT_EQ(Cli("bench " + model_ + " --tag a=b 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record postgresql://u:pw@h/db 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record mysql://h/db 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("bench " + model_ + " --record " + url + " --tag nokey 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
+}
+
+// remex suite --record: one record per case (its bench report, else its check report),
+// in series of their own ("suite SUITE/CASE bench|check").
+TEST_F(CliBenchTest, SuiteRecordsEachCase) {
+  const std::string url = "sqlite://" + dir_ + "/results.sqlite";
+  WriteReference(dir_ + "/ref");
+  std::ofstream(dir_ + "/ci.toml")
+      << "name = \"ci\"\n"
+         "[[case]]\nname = \"timed\"\nmodel = \"add_relu.onnx\"\n"
+         "[case.bench]\nrepeat = 5\n"
+         "[[case]]\nname = \"checked\"\nmodel = \"add_relu.onnx\"\nreference = \"ref\"\n";
+  auto suite =
+      Cli("suite " + dir_ + "/ci.toml" + Server() + " --record " + url + " --tag run=nightly > /dev/null");
+  ASSERT_EQ(suite.exit_code, 0);
+  const auto h = Json(Cli("history --json --results " + url));
+  ASSERT_EQ(h["series"].size(), 2u) << h.dump(2);
+  std::set<std::string> scenarios;
+  for (const auto& s : h["series"]) {
+    scenarios.insert(s["scenario"].get<std::string>());
+    ASSERT_EQ(s["runs"].size(), 1u);
+    EXPECT_EQ(s["runs"][0]["kind"], "suite");
+    EXPECT_EQ(s["runs"][0]["verdict"], "pass");
+    EXPECT_EQ(s["runs"][0]["tags"]["run"], "nightly");
+  }
+  EXPECT_EQ(scenarios, (std::set<std::string>{"suite ci/timed bench", "suite ci/checked check"}));
 }
 
 }  // namespace

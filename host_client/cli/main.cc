@@ -22,6 +22,9 @@
 //                 [--depth-to-space native|reshape]
 //   remex shell   [SESSION OPTIONS but --input/--seed/--json/--verbose] [--history FILE | --no-history]
 //   remex farm status [--farm redis://HOST:PORT[/DB]] [--labels SELECTOR] [--timeout S] [--json]
+//   remex history [--results URL] [--model M] [--labels S] [--since T] [--limit N] [--json]
+// RECORD OPTIONS (bench, check, suite): --record [URL] (default $REMEX_RESULTS, else a SQLite
+//   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
 //   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues.
@@ -46,7 +49,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -65,6 +70,7 @@
 #include "host_client/tooling/report_csv.h"
 #include "host_client/tooling/report_html.h"
 #include "host_client/tooling/report_json.h"
+#include "host_client/tooling/results_store.h"
 #include "host_client/tooling/run.h"
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
@@ -247,14 +253,128 @@ StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::
   return r;
 }
 
+std::string UtcNow();
+
 // Prepares the model with progress on a terminal; on failure prints and returns the
-// exit status.
-int Prepare(const SessionArgs& args, const tooling::ModelRequest& request, remex::cli::TerminalProgress& progress,
-            tooling::PreparedModel& prepared) {
+// exit status (and the error in `failure` when given).
+int Prepare(const SessionArgs& args, const tooling::ModelRequest& request,
+            remex::cli::TerminalProgress& progress, tooling::PreparedModel& prepared,
+            Status* failure = nullptr) {
   auto p = tooling::PrepareModel(request, [&](const std::string& step) { progress.Step(step); });
-  if (!p.ok()) return Fail(p.status());
+  if (!p.ok()) {
+    if (failure) *failure = p.status();
+    return Fail(p.status());
+  }
   prepared = std::move(p).value();
   return 0;
+}
+
+// --record, --tag and --record-required of bench and check (docs/cli.md, "Recording
+// results"). `--record` takes the next argument as its URL only when that has the form
+// SCHEME://...; otherwise main() rewrites it to this hidden flag before parsing, so that
+// `remex bench --record MODEL` records MODEL's result to the default store.
+constexpr char kRecordDefaultFlag[] = "--record-to-default-store";
+
+bool LooksLikeUrl(const char* arg) { return std::strstr(arg, "://") != nullptr; }
+struct RecordArgs {
+  CLI::Option* record = nullptr;
+  bool record_default = false;  // --record without a URL (main rewrites it to kRecordDefaultFlag)
+  std::string url;
+  std::vector<std::string> tags;
+  bool required = true;
+};
+
+void AddRecordOptions(CLI::App* cmd, RecordArgs& args) {
+  args.record = cmd->add_option("--record", args.url,
+                                "write the result to the results store at URL: sqlite:///PATH or "
+                                "postgresql://[USER@]HOST[:PORT]/DB (default: $REMEX_RESULTS, else "
+                                "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
+                    ->expected(0, 1);
+  cmd->add_flag(kRecordDefaultFlag, args.record_default)->group("");  // hidden
+  cmd->add_option("--tag", args.tags, "with --record: KEY=VALUE recorded with the result (repeatable)");
+  cmd->add_flag("--record-required,!--record-best-effort", args.required,
+                "with --record: a result that cannot be recorded fails the command with exit 3 (default), or "
+                "only warns (--record-best-effort)");
+}
+
+// Where and how a result is recorded.
+struct RecordPlan {
+  std::string url;
+  std::map<std::string, std::string> tags;
+  bool required = true;
+};
+
+// The plan of --record, checked before any work: usage errors for a bad URL or tag, or
+// --tag without --record.
+StatusOr<std::optional<RecordPlan>> MakeRecordPlan(const RecordArgs& args) {
+  if (!args.record_default && (!args.record || args.record->count() == 0)) {
+    if (!args.tags.empty()) return remex::InvalidArgument("--tag needs --record");
+    return std::optional<RecordPlan>();
+  }
+  RecordPlan plan;
+  plan.url = args.url;
+  if (plan.url.empty()) {
+    const char* env = std::getenv("REMEX_RESULTS");
+    if (env && *env) {
+      plan.url = env;
+    } else {
+      REMEX_ASSIGN_OR_RETURN(plan.url, tooling::DefaultResultsUrl());
+    }
+  }
+  REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(plan.url).WithContext("--record"));
+  REMEX_ASSIGN_OR_RETURN(plan.tags, tooling::ParseTags(args.tags));
+  plan.required = args.required;
+  return std::optional<RecordPlan>(plan);
+}
+
+// Records a result (after it was printed) and returns the command's exit status: `rc`,
+// or 3 when the record was required, could not be written and `rc` was 0. `report` is
+// null for a command that failed before it had one.
+// Writes `records` (made by `make`, which may fail) in one store, each in its own
+// transaction, and returns the command's exit status: `rc`, or 3 when the records were
+// required, one could not be made or written, and `rc` was 0.
+int WriteRecords(const RecordPlan& plan, const std::vector<StatusOr<tooling::RunRecord>>& records, int rc) {
+  // Every record that can be made and written is; the first error is reported.
+  std::unique_ptr<tooling::ResultsStore> store;
+  Status st;
+  for (const auto& record : records) {
+    if (record.ok() && !store) {
+      auto opened = tooling::OpenResultsStore(plan.url);
+      if (!opened.ok()) {
+        st = opened.status();
+        break;
+      }
+      store = std::move(opened).value();
+    }
+    Status one = [&]() -> Status {
+      REMEX_RETURN_IF_ERROR(record.status());
+      tooling::RunRecord r = *record;
+      if (r.recorded_at.empty()) r.recorded_at = UtcNow();
+      tooling::FillRecordContextFromEnvironment(r);
+      r.tags = plan.tags;
+      REMEX_ASSIGN_OR_RETURN(int64_t id, store->Record(r));
+      std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(id),
+                   tooling::RedactResultsUrl(plan.url).c_str());
+      return remex::OkStatus();
+    }();
+    if (st.ok() && !one.ok()) st = one;
+  }
+  if (st.ok()) return rc;
+  if (!plan.required) {
+    std::fprintf(stderr, "remex: warning: the result was not recorded (--record-best-effort): %s\n",
+                 st.ToString().c_str());
+    return rc;
+  }
+  std::fprintf(stderr, "remex: the result above was not recorded: %s\n", st.ToString().c_str());
+  return rc == tooling::kExitOk ? tooling::kExitInfrastructure : rc;
+}
+
+int RecordResult(const std::optional<RecordPlan>& plan, const std::string& kind, const SessionArgs& args,
+                 const nlohmann::json& report, const std::string& verdict, const std::string& error, int rc) {
+  if (!plan) return rc;
+  auto record = tooling::RecordFromReport(kind, args.model, report, args.labels, verdict, error);
+  if (record.ok() && report.is_object() && report.contains("date")) record->recorded_at = report["date"];
+  return WriteRecords(*plan, {record}, rc);
 }
 
 struct RunArgs : SessionArgs {
@@ -358,6 +478,7 @@ struct BenchArgs : SessionArgs {
   bool audit = false, no_audit = false;  // default: on for server and offline
   ReportFiles files;
   std::string command;  // the command line, for the report
+  RecordArgs record;
 };
 
 // The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
@@ -378,15 +499,23 @@ int Bench(const BenchArgs& args_in) {
   auto load = MakeLoadOptions(args);
   if (!load.ok()) return Usage(load.status());
   args.options.load = *load;
+  auto record = MakeRecordPlan(args.record);
+  if (!record.ok()) return Usage(record.status());
   if (Status st = args.files.Check(); !st.ok()) return Fail(st);  // before any work
   std::string date = UtcNow();
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
-  if (int rc = Prepare(args, *request, progress, prepared); rc != 0) return rc;
+  Status failure;
+  if (int rc = Prepare(args, *request, progress, prepared, &failure); rc != 0) {
+    return RecordResult(*record, "bench", args, nullptr, "error", failure.ToString(), rc);
+  }
   progress.Step("benchmarking " + prepared.main().name);
   auto report = tooling::BenchModel(*request, prepared, args.options);
   progress.Step("");
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) {
+    const int rc = Fail(report.status());
+    return RecordResult(*record, "bench", args, nullptr, "error", report.status().ToString(), rc);
+  }
   nlohmann::json j = tooling::ToJson(*report);
   j["command"] = args.command;
   j["date"] = date;
@@ -395,10 +524,13 @@ int Bench(const BenchArgs& args_in) {
   } else {
     remex::cli::PrintBench(*report, args.verbose);
   }
-  if (Status st = args.files.Write(j); !st.ok()) return Fail(st);
+  int rc = tooling::kExitOk;
+  if (Status st = args.files.Write(j); !st.ok()) rc = Fail(st);
   // An audit that failed fails the benchmark; --fail-unstable judges the run (every
   // single-stream or multi-stream level).
-  return tooling::BenchFailure(*report).empty() ? tooling::kExitOk : tooling::kExitMismatch;
+  const std::string failed = tooling::BenchFailure(*report);
+  if (rc == tooling::kExitOk && !failed.empty()) rc = tooling::kExitMismatch;
+  return RecordResult(*record, "bench", args, j, failed.empty() ? "pass" : "fail", failed, rc);
 }
 
 struct ReportArgs {
@@ -436,30 +568,46 @@ int ReportCommand(const ReportArgs& args) {
 
 struct CheckArgs : SessionArgs {
   tooling::CheckOptions options;
+  RecordArgs record;
 };
 
 int Check(const CheckArgs& args) {
   if (Status st = tooling::CheckCheckOptions(args.options); !st.ok()) return Usage(st);
   auto request = MakeRequest(args, args.options.reference + "/inputs");
   if (!request.ok()) return Usage(request.status());
+  auto record = MakeRecordPlan(args.record);
+  if (!record.ok()) return Usage(record.status());
+  const std::string date = UtcNow();
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
-  if (int rc = Prepare(args, *request, progress, prepared); rc != 0) return rc;
+  Status failure;
+  if (int rc = Prepare(args, *request, progress, prepared, &failure); rc != 0) {
+    return RecordResult(*record, "check", args, nullptr, "error", failure.ToString(), rc);
+  }
   progress.Step("checking " + prepared.main().name);
   auto report = tooling::CheckModel(*request, prepared, args.options);
   progress.Step("");
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) {
+    const int rc = Fail(report.status());
+    return RecordResult(*record, "check", args, nullptr, "error", report.status().ToString(), rc);
+  }
+  nlohmann::json j = tooling::ToJson(*report);
   if (args.json) {
-    PrintJson(tooling::ToJson(*report));
+    PrintJson(j);
   } else {
     remex::cli::PrintCheck(*report, args.verbose);
   }
-  if (report->match) return tooling::kExitOk;
+  j["date"] = date;
+  if (report->match) return RecordResult(*record, "check", args, j, "pass", "", tooling::kExitOk);
   for (const auto& o : report->outputs) {
-    if (o.verdict == "mismatch") return tooling::kExitMismatch;
+    if (o.verdict == "mismatch") {
+      return RecordResult(*record, "check", args, j, "fail", "output " + o.name + ": " + o.reason,
+                          tooling::kExitMismatch);
+    }
   }
   std::fprintf(stderr, "remex: no reference for some outputs in '%s'\n", args.options.reference.c_str());
-  return tooling::kExitInfrastructure;
+  return RecordResult(*record, "check", args, j, "error", "no reference for some outputs",
+                      tooling::kExitInfrastructure);
 }
 
 struct CompileArgs {
@@ -533,6 +681,7 @@ int Compare(const CompareArgs& args) {
 }
 
 struct SuiteArgs {
+  RecordArgs record;
   std::string suite, server, token_file, junit;
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
@@ -547,6 +696,9 @@ int SuiteCommand(const SuiteArgs& args) {
   if (args.jobs < 1 || args.jobs > 256) return Usage(remex::InvalidArgument("--jobs must be in [1, 256]"));
   auto suite = tooling::LoadSuite(args.suite);
   if (!suite.ok()) return Usage(suite.status());
+  auto record = MakeRecordPlan(args.record);
+  if (!record.ok()) return Usage(record.status());
+  const std::string date = UtcNow();
   tooling::SuiteOptions options;
   options.jobs = args.jobs;
   options.server.address = args.server;
@@ -580,8 +732,24 @@ int SuiteCommand(const SuiteArgs& args) {
   } else {
     remex::cli::PrintSuite(report);
   }
-  if (report.failed > 0) return tooling::kExitMismatch;
-  return report.errors > 0 ? tooling::kExitInfrastructure : tooling::kExitOk;
+  const int rc = report.failed > 0   ? tooling::kExitMismatch
+                 : report.errors > 0 ? tooling::kExitInfrastructure
+                                     : tooling::kExitOk;
+  if (!*record) return rc;
+  // One record per case: its bench report when it had one, else its check report.
+  std::vector<StatusOr<tooling::RunRecord>> records;
+  for (const tooling::CaseResult& c : report.cases) {
+    const nlohmann::json& r = !c.bench_report.is_null() ? c.bench_report : c.check_report;
+    const std::string verdict = c.outcome == "passed" ? "pass" : c.outcome == "failed" ? "fail" : "error";
+    auto one = tooling::RecordFromReport("suite", c.model, r, args.labels, verdict, c.message);
+    if (one.ok()) {
+      one->scenario =
+          "suite " + report.name + "/" + c.name + (!c.bench_report.is_null() ? " bench" : " check");
+      one->recorded_at = date;
+    }
+    records.push_back(std::move(one));
+  }
+  return WriteRecords(**record, records, rc);
 }
 
 struct ShellArgs : ConnectionArgs {
@@ -828,6 +996,79 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
   return tooling::kExitOk;
 }
 
+struct HistoryArgs {
+  std::string results, model, labels, since;
+  size_t limit = 20;
+  bool json = false;
+};
+
+std::string ShortHash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
+
+// `remex history`: the series of a results store and their latest runs.
+int HistoryCommand(const HistoryArgs& args) {
+  std::string url = args.results;
+  if (url.empty()) {
+    auto d = tooling::DefaultResultsUrl();
+    if (!d.ok()) return Usage(d.status());
+    url = *d;
+  }
+  if (Status st = tooling::CheckResultsUrl(url).WithContext("--results"); !st.ok()) return Usage(st);
+  tooling::HistoryFilter filter;
+  filter.model = args.model;
+  filter.device_class = args.labels;
+  if (!args.since.empty()) {
+    auto since = tooling::ParseSince(args.since, static_cast<int64_t>(std::time(nullptr)));
+    if (!since.ok()) return Usage(since.status());
+    filter.since = *since;
+  }
+  if (url.rfind("sqlite://", 0) == 0 && !std::filesystem::exists(url.substr(9))) {
+    return Fail(remex::NotFound("no results store at " + url + " (remex bench ... --record writes one)"));
+  }
+  auto store = tooling::OpenResultsStore(url);
+  if (!store.ok()) return Fail(store.status());
+  auto series = (*store)->ListSeries(filter);
+  if (!series.ok()) return Fail(series.status());
+  std::vector<std::vector<tooling::StoredRun>> runs;
+  for (const auto& s : *series) {
+    tooling::HistoryFilter one = filter;
+    one.series_key = s.series_key;
+    one.limit = args.limit;
+    auto r = (*store)->ListRuns(one);
+    if (!r.ok()) return Fail(r.status());
+    runs.push_back(std::move(r).value());
+  }
+  if (args.json) {
+    PrintJson(tooling::HistoryJson(*series, runs));
+    return tooling::kExitOk;
+  }
+  if (series->empty()) std::printf("no runs recorded in %s match\n", tooling::RedactResultsUrl(url).c_str());
+  auto ms = [](const nlohmann::json& s, const char* key) -> std::string {
+    if (!s.is_object() || !s.contains(key) || !s[key].is_number()) return "-";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", s[key].get<double>());
+    return b;
+  };
+  for (size_t i = 0; i < series->size(); ++i) {
+    const auto& s = (*series)[i];
+    std::printf("%s  %s  %s  %s  (%llu run%s, series %s)\n", s.model_name.c_str(),
+                ShortHash(s.model_hash).c_str(), s.scenario.c_str(), s.device_class.c_str(),
+                static_cast<unsigned long long>(s.runs), s.runs == 1 ? "" : "s",
+                ShortHash(s.series_key).c_str());
+    if (!s.compile_options.is_null()) std::printf("  compile options %s\n", s.compile_options.dump().c_str());
+    std::printf("  %6s  %-20s  %-10s  %-12s  %9s  %9s  %9s  %s\n", "run", "recorded at", "commit", "branch",
+                "median ms", "p90 ms", "p99 ms", "verdict");
+    for (const auto& r : runs[i]) {
+      std::string tags;
+      for (const auto& [k, v] : r.tags) tags += " " + k + "=" + v;
+      std::printf("  %6lld  %-20s  %-10s  %-12s  %9s  %9s  %9s  %s%s\n", static_cast<long long>(r.id),
+                  r.recorded_at.c_str(), r.git_commit.substr(0, 10).c_str(), r.git_branch.c_str(),
+                  ms(r.summary, "median_ms").c_str(), ms(r.summary, "p90_ms").c_str(),
+                  ms(r.summary, "p99_ms").c_str(), r.verdict.c_str(), tags.c_str());
+    }
+  }
+  return tooling::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -928,6 +1169,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--audit-atol", load.audit_atol, "audit tolerance, absolute")->capture_default_str();
   AddReportFileOptions(bench_cmd, bench.files);
+  AddRecordOptions(bench_cmd, bench.record);
   bench.command = CommandLine(argc, argv);
 
   ReportArgs report;
@@ -946,6 +1188,7 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--atol", check.options.atol, "absolute tolerance, >= 0")->capture_default_str();
   check_cmd->add_flag("--equal-nan,!--no-equal-nan", check.options.equal_nan,
                       "NaN in an output where the reference has NaN is a match (default: on)");
+  AddRecordOptions(check_cmd, check.record);
 
   CompareArgs compare;
   auto* compare_cmd = app.add_subcommand("compare", "compare .npy files (or folders of them) like numpy.allclose");
@@ -978,6 +1221,7 @@ int main(int argc, char** argv) {
   suite_cmd->add_option("--junit", suite.junit, "write a JUnit XML report to this file");
   suite_cmd->add_option("--timeout", suite.timeout_s, "seconds one request may take")->capture_default_str();
   suite_cmd->add_flag("--json", suite.json, "print one JSON object");
+  AddRecordOptions(suite_cmd, suite.record);
 
   FarmStatusArgs farm_status;
   auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");
@@ -1022,6 +1266,31 @@ int main(int argc, char** argv) {
     drain_cmds.push_back(c);
   }
 
+  HistoryArgs history;
+  auto* history_cmd = app.add_subcommand(
+      "history", "list the series of a results store (remex bench|check|suite --record) and their latest runs");
+  history_cmd
+      ->add_option("--results", history.results,
+                   "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
+                   "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
+      ->envname("REMEX_RESULTS");
+  history_cmd->add_option("--model", history.model, "only this model: its file name or content hash");
+  history_cmd->add_option(
+      "--labels", history.labels,
+      "only this device class: the farm --labels a run was leased with, or cpu:MODEL / gpu:NAME");
+  history_cmd->add_option(
+      "--since", history.since,
+      "only runs since a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) or an age (12h, 7d)");
+  history_cmd->add_option("--limit", history.limit, "the latest runs listed per series (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  history_cmd->add_flag("--json", history.json, "print one JSON object (remex.history)");
+
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--record") == 0 && (i + 1 == argc || !LooksLikeUrl(argv[i + 1]))) {
+      argv[i] = const_cast<char*>(kRecordDefaultFlag);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1040,6 +1309,7 @@ int main(int argc, char** argv) {
   if (*shell_cmd) return ShellCommand(shell);
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
   if (*suite_cmd) return SuiteCommand(suite);
+  if (*history_cmd) return HistoryCommand(history);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
   if (*farm_install_cmd) return FarmInstallCommand(farm_install);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {

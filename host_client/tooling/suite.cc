@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "host_client/tooling/prepare.h"
+#include "host_client/tooling/report_json.h"
 #include "host_client/tooling/run.h"
 #include "host_client/tooling/specs.h"
 
@@ -157,6 +158,7 @@ StatusOr<double> BaselineMedian(const std::string& path, const std::string& name
 CaseResult RunCase(const SuiteCase& c, const SuiteOptions& options, const fs::path& scratch) {
   CaseResult r;
   r.name = c.name;
+  r.model = c.model;
   const auto start = std::chrono::steady_clock::now();
   auto finish = [&](std::string outcome, std::string message) {
     r.outcome = std::move(outcome);
@@ -202,6 +204,7 @@ CaseResult RunCase(const SuiteCase& c, const SuiteOptions& options, const fs::pa
     if (Status st = CheckCheckOptions(check); !st.ok()) return error(st);
     auto report = CheckModel(request, *prepared, check);
     if (!report.ok()) return error(report.status());
+    r.check_report = ToJson(*report);
     for (const CheckOutput& o : report->outputs) {
       r.max_abs_error = std::max(r.max_abs_error, o.stats.max_abs_error);
       if (o.verdict != "match") failures.push_back("output '" + o.name + "': " + o.verdict + ": " + o.reason);
@@ -236,6 +239,7 @@ CaseResult RunCase(const SuiteCase& c, const SuiteOptions& options, const fs::pa
     if (Status st = CheckBenchOptions(bench); !st.ok()) return error(st);
     auto report = BenchModel(request, *prepared, bench);
     if (!report.ok()) return error(report.status());
+    r.bench_report = ToJson(*report);
     r.median_ms = report->stats.median;
     if (const auto* p99 = report->Percentile(99); p99 && p99->bounded) r.p99_ms = p99->value;
     if (c.bench->median_ms_max && *r.median_ms > *c.bench->median_ms_max) {

@@ -81,6 +81,10 @@ struct CaseResult {
   double seconds = 0;              // wall time of the case, lease and compile included
   double max_abs_error = 0;        // over the outputs checked
   std::optional<double> median_ms, p99_ms, baseline_median_ms;
+  std::string model;  // the case's model file
+  // The case's check and bench reports (report_json.h), null when it had none or failed
+  // before: what `remex suite --record` records.
+  nlohmann::json check_report, bench_report;
 };
 
 struct SuiteReport {
