@@ -10,11 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
+#include "host_client/tooling/results_store.h"
 #include "tests/cli_test_util.h"
 
 namespace remex {
@@ -297,7 +299,9 @@ TEST_F(CliBenchTest, FailUnstableExitsOneAfterMaxTrials) {
   EXPECT_NE(std::find(unmet.begin(), unmet.end(), "stability"), unmet.end()) << unmet;
   const std::string verdict = b["stability"]["verdict"].get<std::string>();
   EXPECT_TRUE(verdict.rfind("unstable: ", 0) == 0 || verdict.rfind("too few windows", 0) == 0) << verdict;
-  if (verdict.rfind("unstable: ", 0) == 0) EXPECT_GE(b["stability"]["windows"].size(), 3u);
+  if (verdict.rfind("unstable: ", 0) == 0) {
+    EXPECT_GE(b["stability"]["windows"].size(), 3u);
+  }
   // Without --fail-unstable the same run is reported, and exits 0.
   auto ok = Cli(base);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
@@ -545,6 +549,74 @@ TEST_F(CliBenchTest, RecordedResultsAppearInTheHistory) {
   EXPECT_EQ(Cli("bench " + model_ + " --record mysql://h/db 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("bench " + model_ + " --record " + url + " --tag nokey 2>/dev/null").exit_code, 2);
   EXPECT_EQ(Cli("history --results " + url + " --since yesterday 2>/dev/null").exit_code, 2);
+}
+
+// remex regressions judges each recorded series against its history: a series whose two
+// newest runs are 20 % slower is a regression (exit 1) naming the runs it compared, an
+// unchanged one is no change, one run alone is insufficient data. The runs are written
+// with the results store's own API (synthetic samples, so the step is known) and read
+// by the CLI.
+TEST_F(CliBenchTest, RegressionsNamesTheSeriesThatGotSlower) {
+  const std::string url = "sqlite://" + dir_ + "/regressions.sqlite";
+  {
+    auto store = tooling::OpenResultsStore(url);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    std::mt19937_64 rng(7);
+    auto add = [&](const std::string& model, int minute, double median_ms) {
+      tooling::RunRecord r;
+      r.recorded_at = "2026-12-01T10:0" + std::to_string(minute) + ":00Z";
+      r.kind = "bench";
+      r.model_name = model;
+      r.model_hash = model + "-hash";
+      r.scenario = "time-evaluator";
+      r.device_class = "cpu:test";
+      r.device = "cpu";
+      r.verdict = "pass";
+      std::lognormal_distribution<double> noise(0, 0.03);
+      for (int i = 0; i < 200; ++i) r.samples_ms.push_back(median_ms * noise(rng));
+      r.summary = {{"median_ms", median_ms}, {"count", 200}};
+      auto id = (*store)->Record(r);
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+    };
+    const double drift[] = {1.0, 1.004, 0.997, 1.002, 0.999, 1.001, 0.998};
+    for (int run = 0; run < 7; ++run) {  // ids: slower 1, 3, ..., 13; steady 2, 4, ..., 14
+      add("slower.onnx", run, 10.0 * drift[run] * (run >= 5 ? 1.2 : 1.0));
+      add("steady.onnx", run, 5.0 * drift[run]);
+    }
+    add("new.onnx", 7, 3.0);  // id 15
+  }
+  auto r = Cli("regressions --json --results " + url);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto j = Json(r);
+  ASSERT_EQ(j["schema"], "remex.regressions") << r.output;
+  EXPECT_EQ(j["regressions"], 1);
+  std::map<std::string, nlohmann::json> by_model;
+  for (const auto& f : j["findings"]) by_model[f["model_name"].get<std::string>()] = f;
+  ASSERT_EQ(by_model.size(), 3u) << r.output;
+  const auto& slower = by_model["slower.onnx"];
+  EXPECT_EQ(slower["state"], "regression") << slower.dump();
+  EXPECT_EQ(slower["candidate_runs"], nlohmann::json({11, 13})) << slower.dump();
+  EXPECT_EQ(slower["baseline_runs"], nlohmann::json({1, 3, 5, 7, 9})) << slower.dump();
+  EXPECT_NEAR(slower["change_pct"].get<double>(), 20.0, 2.0);
+  EXPECT_LE(slower["ci_low_pct"].get<double>(), 20.0);
+  EXPECT_GE(slower["ci_high_pct"].get<double>(), 19.0);
+  EXPECT_EQ(by_model["steady.onnx"]["state"], "no change") << by_model["steady.onnx"].dump();
+  EXPECT_EQ(by_model["new.onnx"]["state"], "insufficient data");
+  // The text names the state, the change and the runs; one model alone is judged alone.
+  auto text = Cli("regressions --results " + url);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.output.find("runs 11,13 against 1,3,5,7,9"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("3 series judged, 1 regression"), std::string::npos) << text.output;
+  auto steady = Cli("regressions --results " + url + " --model steady.onnx");
+  EXPECT_EQ(steady.exit_code, 0) << steady.output;
+  EXPECT_NE(steady.output.find("1 series judged, 0 regressions"), std::string::npos) << steady.output;
+  // Three confirmations: the 20 % step is in two runs only.
+  EXPECT_EQ(Cli("regressions --results " + url + " --confirmations 3 > /dev/null").exit_code, 0);
+  // Bad options are usage errors; a store that is not there is named.
+  EXPECT_EQ(Cli("regressions --results " + url + " --alpha 2 2>/dev/null").exit_code, 2);
+  auto none = Cli("regressions --results sqlite://" + dir_ + "/none.sqlite 2>&1");
+  EXPECT_EQ(none.exit_code, 3) << none.output;
+  EXPECT_NE(none.output.find("no results store at"), std::string::npos) << none.output;
 }
 
 // remex suite --record: one record per case (its bench report, else its check report),

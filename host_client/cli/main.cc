@@ -65,6 +65,7 @@
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/exit_code.h"
 #include "host_client/tooling/farm.h"
+#include "host_client/tooling/history.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/prepare.h"
 #include "host_client/tooling/report_csv.h"
@@ -86,6 +87,7 @@ namespace {
 using remex::Status;
 using remex::StatusOr;
 namespace tooling = remex::tooling;
+namespace regression = remex::regression;
 
 // Prints the error once, and returns its exit status.
 int Fail(const Status& status) {
@@ -996,23 +998,76 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
   return tooling::kExitOk;
 }
 
+std::string ShortHash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
+
+// The results store of --results (default: $REMEX_RESULTS, else --record's default
+// file), opened; a usage error for a bad URL, NOT_FOUND for a SQLite file that is not
+// there (reading never creates one).
+StatusOr<std::unique_ptr<tooling::ResultsStore>> OpenStoreToRead(const std::string& results, std::string* url) {
+  *url = results;
+  if (url->empty()) {
+    REMEX_ASSIGN_OR_RETURN(*url, tooling::DefaultResultsUrl());
+  }
+  REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(*url).WithContext("--results"));
+  if (url->rfind("sqlite://", 0) == 0 && !std::filesystem::exists(url->substr(9))) {
+    return remex::NotFound("no results store at " + *url + " (remex bench ... --record writes one)");
+  }
+  return tooling::OpenResultsStore(*url);
+}
+
+// One series' finding as `remex regressions` and `remex suite --regressions` print it:
+// the state, the change with its interval, the series, the runs compared, the reason.
+void PrintFinding(const tooling::SeriesFinding& sf) {
+  const regression::Finding& f = sf.finding;
+  auto join = [](const std::vector<std::string>& ids) {
+    std::string s;
+    for (const std::string& id : ids) s += (s.empty() ? "" : ",") + id;
+    return s.empty() ? std::string("-") : s;
+  };
+  const bool judged = f.verdict != regression::Verdict::kInsufficientData;
+  std::printf("%-17s", std::string(regression::VerdictName(f.verdict)).c_str());
+  if (judged) {
+    std::printf(" %+6.1f %% [%+.1f, %+.1f] %.0f %%", f.change_pct, f.ci_low_pct, f.ci_high_pct, f.confidence * 100);
+  }
+  std::printf("  %s  %s  %s  (series %s)\n", sf.series.model_name.c_str(), sf.series.scenario.c_str(),
+              sf.series.device_class.c_str(), ShortHash(sf.series.series_key).c_str());
+  if (judged) {
+    std::printf("  runs %s against %s", join(f.candidate_runs).c_str(), join(f.baseline_runs).c_str());
+    if (!f.excluded_runs.empty()) std::printf(" (set aside: %s)", join(f.excluded_runs).c_str());
+    std::printf("\n");
+  }
+  std::printf("  %s\n", f.reason.c_str());
+}
+
+// The flags of the regression method (regression::Options), shared by `remex
+// regressions` and `remex suite --regressions`.
+void AddRegressionOptions(CLI::App* cmd, regression::Options& o) {
+  cmd->add_option("--baseline-runs", o.baseline_runs, "runs before the newest ones that form the baseline")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--min-baseline-runs", o.min_baseline_runs, "fewer baseline runs: insufficient data")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--confirmations", o.confirmations, "the newest runs that must all show a change")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--alpha", o.alpha, "significance level of each test; the interval's level is 1 - alpha")
+      ->capture_default_str();
+  cmd->add_option("--min-effect", o.min_effect, "the smallest relative change reported (0.02: 2 %)")
+      ->capture_default_str();
+  cmd->add_option("--max-baseline-cv", o.max_baseline_cv,
+                  "the largest run-to-run spread of the baseline judged (0.05: 5 %); above it: too noisy")
+      ->capture_default_str();
+}
+
 struct HistoryArgs {
   std::string results, model, labels, since;
   size_t limit = 20;
   bool json = false;
 };
 
-std::string ShortHash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
-
 // `remex history`: the series of a results store and their latest runs.
 int HistoryCommand(const HistoryArgs& args) {
-  std::string url = args.results;
-  if (url.empty()) {
-    auto d = tooling::DefaultResultsUrl();
-    if (!d.ok()) return Usage(d.status());
-    url = *d;
-  }
-  if (Status st = tooling::CheckResultsUrl(url).WithContext("--results"); !st.ok()) return Usage(st);
   tooling::HistoryFilter filter;
   filter.model = args.model;
   filter.device_class = args.labels;
@@ -1021,11 +1076,11 @@ int HistoryCommand(const HistoryArgs& args) {
     if (!since.ok()) return Usage(since.status());
     filter.since = *since;
   }
-  if (url.rfind("sqlite://", 0) == 0 && !std::filesystem::exists(url.substr(9))) {
-    return Fail(remex::NotFound("no results store at " + url + " (remex bench ... --record writes one)"));
+  std::string url;
+  auto store = OpenStoreToRead(args.results, &url);
+  if (!store.ok()) {
+    return store.status().code() == remex::StatusCode::kInvalidArgument ? Usage(store.status()) : Fail(store.status());
   }
-  auto store = tooling::OpenResultsStore(url);
-  if (!store.ok()) return Fail(store.status());
   auto series = (*store)->ListSeries(filter);
   if (!series.ok()) return Fail(series.status());
   std::vector<std::vector<tooling::StoredRun>> runs;
@@ -1067,6 +1122,44 @@ int HistoryCommand(const HistoryArgs& args) {
     }
   }
   return tooling::kExitOk;
+}
+
+struct RegressionsArgs {
+  std::string results, model, labels, since;
+  regression::Options options;
+  bool json = false;
+};
+
+// `remex regressions`: every series' newest runs judged against its history; exit 1
+// when one is a regression.
+int RegressionsCommand(const RegressionsArgs& args) {
+  if (Status st = regression::CheckOptions(args.options); !st.ok()) return Usage(st);
+  tooling::HistoryFilter filter;
+  filter.model = args.model;
+  filter.device_class = args.labels;
+  if (!args.since.empty()) {
+    auto since = tooling::ParseSince(args.since, static_cast<int64_t>(std::time(nullptr)));
+    if (!since.ok()) return Usage(since.status());
+    filter.since = *since;
+  }
+  std::string url;
+  auto store = OpenStoreToRead(args.results, &url);
+  if (!store.ok()) {
+    return store.status().code() == remex::StatusCode::kInvalidArgument ? Usage(store.status()) : Fail(store.status());
+  }
+  auto findings = tooling::FindRegressions(**store, filter, args.options);
+  if (!findings.ok()) return Fail(findings.status());
+  const size_t regressions = tooling::CountRegressions(*findings);
+  if (args.json) {
+    PrintJson(tooling::RegressionsJson(*findings, args.options));
+  } else {
+    if (findings->empty()) std::printf("no runs recorded in %s match\n", tooling::RedactResultsUrl(url).c_str());
+    for (const auto& sf : *findings) {
+      PrintFinding(sf);
+    }
+    std::printf("%zu series judged, %zu regression%s\n", findings->size(), regressions, regressions == 1 ? "" : "s");
+  }
+  return regressions > 0 ? tooling::kExitMismatch : tooling::kExitOk;
 }
 
 }  // namespace
@@ -1286,6 +1379,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000000));
   history_cmd->add_flag("--json", history.json, "print one JSON object (remex.history)");
 
+  RegressionsArgs regressions;
+  auto* regressions_cmd = app.add_subcommand(
+      "regressions",
+      "judge each series' newest runs of a results store against its history: regression, improvement, no "
+      "change, insufficient data or too noisy (exit 1 on a regression)");
+  regressions_cmd
+      ->add_option("--results", regressions.results,
+                   "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
+                   "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
+      ->envname("REMEX_RESULTS");
+  regressions_cmd->add_option("--model", regressions.model, "only this model: its file name or content hash");
+  regressions_cmd->add_option("--labels", regressions.labels,
+                              "only this device class: the farm --labels a run was leased with, or cpu:MODEL / "
+                              "gpu:NAME");
+  regressions_cmd->add_option("--since", regressions.since,
+                              "only runs since a date (2026-12-01), a UTC time (2026-12-01T10:00:00Z) or an age "
+                              "(12h, 7d)");
+  AddRegressionOptions(regressions_cmd, regressions.options);
+  regressions_cmd->add_flag("--json", regressions.json, "print one JSON object (remex.regressions)");
+
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--record") == 0 && (i + 1 == argc || !LooksLikeUrl(argv[i + 1]))) {
       argv[i] = const_cast<char*>(kRecordDefaultFlag);
@@ -1310,6 +1423,7 @@ int main(int argc, char** argv) {
   if (*farm_status_cmd) return FarmStatusCommand(farm_status);
   if (*suite_cmd) return SuiteCommand(suite);
   if (*history_cmd) return HistoryCommand(history);
+  if (*regressions_cmd) return RegressionsCommand(regressions);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
   if (*farm_install_cmd) return FarmInstallCommand(farm_install);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {

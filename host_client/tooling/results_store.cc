@@ -156,7 +156,6 @@ const std::vector<Migration>& Migrations() {
   return kMigrations;
 }
 
-std::string Tags(const std::map<std::string, std::string>& tags) { return json(tags).dump(); }
 
 json ParseJson(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
