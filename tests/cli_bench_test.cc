@@ -645,5 +645,65 @@ TEST_F(CliBenchTest, SuiteRecordsEachCase) {
   EXPECT_EQ(scenarios, (std::set<std::string>{"suite ci/timed bench", "suite ci/checked check"}));
 }
 
+// remex suite --regressions judges the suite's own series after recording them: with a
+// history of runs five times faster than this one (written through the store's API in
+// the timed case's series), the case's new run and the slow one before it are a
+// confirmed regression: exit 1 with `fail`, a warning with `warn`. Without history it is
+// insufficient data; without --record the flag is a usage error.
+TEST_F(CliBenchTest, SuiteRegressionsGateOnTheSuitesOwnSeries) {
+  const std::string first_url = "sqlite://" + dir_ + "/first.sqlite";
+  std::ofstream(dir_ + "/ci.toml") << "name = \"ci\"\n"
+                                      "[[case]]\nname = \"timed\"\nmodel = \"add_relu.onnx\"\n"
+                                      "[case.bench]\nrepeat = 20\n";
+  auto suite = [&](const std::string& url) { return "suite " + dir_ + "/ci.toml" + Server() + " --record " + url; };
+  auto first = Cli(suite(first_url) + " --regressions fail");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("insufficient data"), std::string::npos) << first.output;
+  EXPECT_EQ(Cli(suite(first_url) + " --regressions 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(Cli("suite " + dir_ + "/ci.toml" + Server() + " --regressions fail 2>/dev/null").exit_code, 2);
+  // The case's series as the first store has it, and its median.
+  auto store = tooling::OpenResultsStore(first_url);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto series = (*store)->ListSeries({});
+  ASSERT_TRUE(series.ok() && series->size() == 1u);
+  auto runs = (*store)->ListRuns({});
+  ASSERT_TRUE(runs.ok() && !runs->empty());
+  const double real_ms = runs->front().summary["median_ms"].get<double>();
+  const tooling::SeriesInfo s = series->front();
+  // A store whose history of the series is five runs five times faster than this one,
+  // then one as slow: with the suite's next run, the two newest are slower.
+  auto seeded = [&](const std::string& name) {
+    const std::string url = "sqlite://" + dir_ + "/" + name + ".sqlite";
+    auto to = tooling::OpenResultsStore(url);
+    EXPECT_TRUE(to.ok()) << to.status().ToString();
+    std::mt19937_64 rng(3);
+    std::lognormal_distribution<double> noise(0, 0.02);
+    for (double scale : {0.2, 0.2, 0.2, 0.2, 0.2, 1.0}) {
+      tooling::RunRecord r;
+      r.recorded_at = "2026-12-01T10:00:00Z";
+      r.kind = "suite";
+      r.model_name = s.model_name;
+      r.model_hash = s.model_hash;
+      r.compile_options = s.compile_options;
+      r.scenario = s.scenario;
+      r.device_class = s.device_class;
+      r.verdict = "pass";
+      for (int i = 0; i < 50; ++i) r.samples_ms.push_back(real_ms * scale * noise(rng));
+      r.summary = {{"median_ms", real_ms * scale}};
+      EXPECT_EQ(r.SeriesKey(), s.series_key);
+      EXPECT_TRUE(to.ok() && (*to)->Record(r).ok());
+    }
+    return url;
+  };
+  auto warned = Cli(suite(seeded("warn")) + " --regressions warn 2>&1");
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("1 regression in the suite's series (--regressions warn)"), std::string::npos)
+      << warned.output;
+  auto failed = Cli(suite(seeded("fail")) + " --regressions fail --json 2>&1");
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("regression  "), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find("suite ci/timed bench"), std::string::npos) << failed.output;
+}
+
 }  // namespace
 }  // namespace remex

@@ -53,6 +53,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -682,8 +683,72 @@ int Compare(const CompareArgs& args) {
   return result->match() ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
+std::string ShortHash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
+
+// The results store of --results (default: $REMEX_RESULTS, else --record's default
+// file), opened; a usage error for a bad URL, NOT_FOUND for a SQLite file that is not
+// there (reading never creates one).
+StatusOr<std::unique_ptr<tooling::ResultsStore>> OpenStoreToRead(const std::string& results, std::string* url) {
+  *url = results;
+  if (url->empty()) {
+    REMEX_ASSIGN_OR_RETURN(*url, tooling::DefaultResultsUrl());
+  }
+  REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(*url).WithContext("--results"));
+  if (url->rfind("sqlite://", 0) == 0 && !std::filesystem::exists(url->substr(9))) {
+    return remex::NotFound("no results store at " + *url + " (remex bench ... --record writes one)");
+  }
+  return tooling::OpenResultsStore(*url);
+}
+
+// One series' finding as `remex regressions` and `remex suite --regressions` print it:
+// the state, the change with its interval, the series, the runs compared, the reason.
+void PrintFinding(const tooling::SeriesFinding& sf, FILE* out = stdout) {
+  const regression::Finding& f = sf.finding;
+  auto join = [](const std::vector<std::string>& ids) {
+    std::string s;
+    for (const std::string& id : ids) s += (s.empty() ? "" : ",") + id;
+    return s.empty() ? std::string("-") : s;
+  };
+  const bool judged = f.verdict != regression::Verdict::kInsufficientData;
+  std::fprintf(out, "%-17s", std::string(regression::VerdictName(f.verdict)).c_str());
+  if (judged) {
+    std::fprintf(out, " %+6.1f %% [%+.1f, %+.1f] %.0f %%", f.change_pct, f.ci_low_pct, f.ci_high_pct, f.confidence * 100);
+  }
+  std::fprintf(out, "  %s  %s  %s  (series %s)\n", sf.series.model_name.c_str(), sf.series.scenario.c_str(),
+              sf.series.device_class.c_str(), ShortHash(sf.series.series_key).c_str());
+  if (judged) {
+    std::fprintf(out, "  runs %s against %s", join(f.candidate_runs).c_str(), join(f.baseline_runs).c_str());
+    if (!f.excluded_runs.empty()) std::fprintf(out, " (set aside: %s)", join(f.excluded_runs).c_str());
+    std::fprintf(out, "\n");
+  }
+  std::fprintf(out, "  %s\n", f.reason.c_str());
+}
+
+// The flags of the regression method (regression::Options), shared by `remex
+// regressions` and `remex suite --regressions`.
+void AddRegressionOptions(CLI::App* cmd, regression::Options& o) {
+  cmd->add_option("--baseline-runs", o.baseline_runs, "runs before the newest ones that form the baseline")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--min-baseline-runs", o.min_baseline_runs, "fewer baseline runs: insufficient data")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--confirmations", o.confirmations, "the newest runs that must all show a change")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--alpha", o.alpha, "significance level of each test; the interval's level is 1 - alpha")
+      ->capture_default_str();
+  cmd->add_option("--min-effect", o.min_effect, "the smallest relative change reported (0.02: 2 %)")
+      ->capture_default_str();
+  cmd->add_option("--max-baseline-cv", o.max_baseline_cv,
+                  "the largest run-to-run spread of the baseline judged (0.05: 5 %); above it: too noisy")
+      ->capture_default_str();
+}
+
 struct SuiteArgs {
   RecordArgs record;
+  std::string regressions;  // --regressions: "", "fail" or "warn"
+  regression::Options regression_options;
   std::string suite, server, token_file, junit;
   std::string farm, pool = "default", labels;
   double lease_wait_s = 0;
@@ -691,6 +756,49 @@ struct SuiteArgs {
   double timeout_s = 600;
   bool json = false;
 };
+
+// `remex suite --regressions fail|warn`: the series of the suite's records (bench cases)
+// judged against their history, printed (stderr under --json); a regression turns an
+// exit status of 0 into 1 with `fail`, and is a warning with `warn`. A store that cannot
+// be read is reported, and fails the command as a record that cannot be written does.
+int JudgeSuiteSeries(const RecordPlan& plan, const std::vector<StatusOr<tooling::RunRecord>>& records,
+                     const SuiteArgs& args, int rc) {
+  FILE* out = args.json ? stderr : stdout;
+  std::set<std::string> keys;
+  for (const auto& r : records) {
+    if (r.ok() && r->summary.is_object() && r->summary.contains("median_ms")) keys.insert(r->SeriesKey());
+  }
+  auto store = tooling::OpenResultsStore(plan.url);
+  std::vector<tooling::SeriesFinding> findings;
+  Status st = store.status();
+  for (const std::string& key : keys) {
+    if (!st.ok()) break;
+    tooling::HistoryFilter filter;
+    filter.series_key = key;
+    auto one = tooling::FindRegressions(**store, filter, args.regression_options);
+    if (!one.ok()) {
+      st = one.status();
+      break;
+    }
+    for (auto& f : *one) findings.push_back(std::move(f));
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "remex: the suite's series were not judged: %s\n", st.ToString().c_str());
+    return rc == tooling::kExitOk && plan.required ? tooling::kExitInfrastructure : rc;
+  }
+  std::fprintf(out, "\nregressions (%zu series of the suite)\n", findings.size());
+  for (const auto& f : findings) PrintFinding(f, out);
+  const size_t regressions = tooling::CountRegressions(findings);
+  if (regressions == 0) return rc;
+  if (args.regressions == "warn") {
+    std::fprintf(stderr, "remex: warning: %zu regression%s in the suite's series (--regressions warn)\n", regressions,
+                 regressions == 1 ? "" : "s");
+    return rc;
+  }
+  std::fprintf(stderr, "remex: %zu regression%s in the suite's series (--regressions fail)\n", regressions,
+               regressions == 1 ? "" : "s");
+  return rc == tooling::kExitOk ? tooling::kExitMismatch : rc;
+}
 
 // `remex suite SUITE.toml`: 0 when every case passed, 1 when one failed (a mismatch or
 // a threshold), 3 when none failed but one could not run.
@@ -700,6 +808,10 @@ int SuiteCommand(const SuiteArgs& args) {
   if (!suite.ok()) return Usage(suite.status());
   auto record = MakeRecordPlan(args.record);
   if (!record.ok()) return Usage(record.status());
+  if (!args.regressions.empty() && !*record) {
+    return Usage(remex::InvalidArgument("--regressions judges the suite's recorded series: it needs --record"));
+  }
+  if (Status st = regression::CheckOptions(args.regression_options); !st.ok()) return Usage(st);
   const std::string date = UtcNow();
   tooling::SuiteOptions options;
   options.jobs = args.jobs;
@@ -751,7 +863,9 @@ int SuiteCommand(const SuiteArgs& args) {
     }
     records.push_back(std::move(one));
   }
-  return WriteRecords(**record, records, rc);
+  const int recorded_rc = WriteRecords(**record, records, rc);
+  if (args.regressions.empty()) return recorded_rc;
+  return JudgeSuiteSeries(**record, records, args, recorded_rc);
 }
 
 struct ShellArgs : ConnectionArgs {
@@ -996,68 +1110,6 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
     remex::cli::PrintFarmStatus(*report);
   }
   return tooling::kExitOk;
-}
-
-std::string ShortHash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : h; }
-
-// The results store of --results (default: $REMEX_RESULTS, else --record's default
-// file), opened; a usage error for a bad URL, NOT_FOUND for a SQLite file that is not
-// there (reading never creates one).
-StatusOr<std::unique_ptr<tooling::ResultsStore>> OpenStoreToRead(const std::string& results, std::string* url) {
-  *url = results;
-  if (url->empty()) {
-    REMEX_ASSIGN_OR_RETURN(*url, tooling::DefaultResultsUrl());
-  }
-  REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(*url).WithContext("--results"));
-  if (url->rfind("sqlite://", 0) == 0 && !std::filesystem::exists(url->substr(9))) {
-    return remex::NotFound("no results store at " + *url + " (remex bench ... --record writes one)");
-  }
-  return tooling::OpenResultsStore(*url);
-}
-
-// One series' finding as `remex regressions` and `remex suite --regressions` print it:
-// the state, the change with its interval, the series, the runs compared, the reason.
-void PrintFinding(const tooling::SeriesFinding& sf) {
-  const regression::Finding& f = sf.finding;
-  auto join = [](const std::vector<std::string>& ids) {
-    std::string s;
-    for (const std::string& id : ids) s += (s.empty() ? "" : ",") + id;
-    return s.empty() ? std::string("-") : s;
-  };
-  const bool judged = f.verdict != regression::Verdict::kInsufficientData;
-  std::printf("%-17s", std::string(regression::VerdictName(f.verdict)).c_str());
-  if (judged) {
-    std::printf(" %+6.1f %% [%+.1f, %+.1f] %.0f %%", f.change_pct, f.ci_low_pct, f.ci_high_pct, f.confidence * 100);
-  }
-  std::printf("  %s  %s  %s  (series %s)\n", sf.series.model_name.c_str(), sf.series.scenario.c_str(),
-              sf.series.device_class.c_str(), ShortHash(sf.series.series_key).c_str());
-  if (judged) {
-    std::printf("  runs %s against %s", join(f.candidate_runs).c_str(), join(f.baseline_runs).c_str());
-    if (!f.excluded_runs.empty()) std::printf(" (set aside: %s)", join(f.excluded_runs).c_str());
-    std::printf("\n");
-  }
-  std::printf("  %s\n", f.reason.c_str());
-}
-
-// The flags of the regression method (regression::Options), shared by `remex
-// regressions` and `remex suite --regressions`.
-void AddRegressionOptions(CLI::App* cmd, regression::Options& o) {
-  cmd->add_option("--baseline-runs", o.baseline_runs, "runs before the newest ones that form the baseline")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 1000));
-  cmd->add_option("--min-baseline-runs", o.min_baseline_runs, "fewer baseline runs: insufficient data")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 1000));
-  cmd->add_option("--confirmations", o.confirmations, "the newest runs that must all show a change")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--alpha", o.alpha, "significance level of each test; the interval's level is 1 - alpha")
-      ->capture_default_str();
-  cmd->add_option("--min-effect", o.min_effect, "the smallest relative change reported (0.02: 2 %)")
-      ->capture_default_str();
-  cmd->add_option("--max-baseline-cv", o.max_baseline_cv,
-                  "the largest run-to-run spread of the baseline judged (0.05: 5 %); above it: too noisy")
-      ->capture_default_str();
 }
 
 struct HistoryArgs {
@@ -1315,6 +1367,12 @@ int main(int argc, char** argv) {
   suite_cmd->add_option("--timeout", suite.timeout_s, "seconds one request may take")->capture_default_str();
   suite_cmd->add_flag("--json", suite.json, "print one JSON object");
   AddRecordOptions(suite_cmd, suite.record);
+  suite_cmd
+      ->add_option("--regressions", suite.regressions,
+                   "with --record: judge the suite's series against their history (remex regressions); fail: a "
+                   "regression exits 1, warn: it only warns")
+      ->check(CLI::IsMember({"fail", "warn"}));
+  AddRegressionOptions(suite_cmd, suite.regression_options);
 
   FarmStatusArgs farm_status;
   auto* farm_cmd = app.add_subcommand("farm", "the device farm in Redis (docs/farm.md)");

@@ -23,8 +23,8 @@ struct SeriesFinding {
 };
 
 // Judges every series of `store` that `filter` selects (model, device class, since;
-// series_key for one): its passing runs (verdict "pass", a summary median, kind bench,
-// so checks and failed runs never count), the newest `options.baseline_runs +
+// series_key for one): its passing runs with a median (verdict "pass" and a summary
+// median_ms: bench runs and suite bench cases; checks and failed runs never count), the newest `options.baseline_runs +
 // options.confirmations` of them, each with its raw samples (ms in the store, seconds to
 // Judge). Series whose runs are too few come back as insufficient data. The most
 // recently recorded series first. Errors of the store (UNAVAILABLE) and of `options`
