@@ -270,6 +270,9 @@ StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
     const bool fresh = !block;
     if (fresh) {
       REMEX_ASSIGN_OR_RETURN(block, parent_->Allocate(size_class));
+      // A block new to this queue may come from the device's stream-ordered pool on the
+      // parent's queue: complete there before this queue uses it.
+      REMEX_RETURN_IF_ERROR(parent_->device().Synchronize());
     }
     void* data = block->data();
     std::lock_guard<std::mutex> lock(mu_);

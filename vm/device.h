@@ -197,10 +197,12 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // on a freed block runs before anything queued after on the same queue (stream
   // order, PyTorch's caching allocator rule for one stream), but not before another
   // queue's. They go back to `parent` when the allocator goes away, after waiting for
-  // `queue` (which must outlive it). Blocks taken from `parent` must be idle on
-  // parent's own queue: take none while work is pending there. RESOURCE_EXHAUSTED as
-  // parent's Allocate; Trim keeps the blocks held (they are this queue's until it is
-  // gone).
+  // `queue` (which must outlive it). A block new to it is taken once parent's queue has
+  // drained (parent's device Synchronize: on a GPU the block may come from the stream-
+  // ordered pool on that queue), so take blocks while parent's queue is idle, as the
+  // load generator does after its reference call. RESOURCE_EXHAUSTED as parent's
+  // Allocate, errors of that Synchronize; Trim keeps the blocks held (they are this
+  // queue's until it is gone).
   static StatusOr<std::shared_ptr<Allocator>> CreateForQueue(std::shared_ptr<Allocator> parent, Device& queue);
   ~Allocator();
 
