@@ -1112,6 +1112,27 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
   return tooling::kExitOk;
 }
 
+// The filter (--model, --labels, --since) and the store (--results) of `remex history`
+// and `remex regressions`: kExitOk, or the exit status of the error it printed.
+template <typename Args>
+int OpenHistory(const Args& args, tooling::HistoryFilter& filter, std::string& url,
+                std::unique_ptr<tooling::ResultsStore>& store) {
+  filter.model = args.model;
+  filter.device_class = args.labels;
+  if (!args.since.empty()) {
+    auto since = tooling::ParseSince(args.since, static_cast<int64_t>(std::time(nullptr)));
+    if (!since.ok()) return Usage(since.status());
+    filter.since = *since;
+  }
+  auto opened = OpenStoreToRead(args.results, &url);
+  if (!opened.ok()) {
+    return opened.status().code() == remex::StatusCode::kInvalidArgument ? Usage(opened.status())
+                                                                          : Fail(opened.status());
+  }
+  store = std::move(opened).value();
+  return tooling::kExitOk;
+}
+
 struct HistoryArgs {
   std::string results, model, labels, since;
   size_t limit = 20;
@@ -1121,26 +1142,17 @@ struct HistoryArgs {
 // `remex history`: the series of a results store and their latest runs.
 int HistoryCommand(const HistoryArgs& args) {
   tooling::HistoryFilter filter;
-  filter.model = args.model;
-  filter.device_class = args.labels;
-  if (!args.since.empty()) {
-    auto since = tooling::ParseSince(args.since, static_cast<int64_t>(std::time(nullptr)));
-    if (!since.ok()) return Usage(since.status());
-    filter.since = *since;
-  }
   std::string url;
-  auto store = OpenStoreToRead(args.results, &url);
-  if (!store.ok()) {
-    return store.status().code() == remex::StatusCode::kInvalidArgument ? Usage(store.status()) : Fail(store.status());
-  }
-  auto series = (*store)->ListSeries(filter);
+  std::unique_ptr<tooling::ResultsStore> store;
+  if (int rc = OpenHistory(args, filter, url, store); rc != tooling::kExitOk) return rc;
+  auto series = store->ListSeries(filter);
   if (!series.ok()) return Fail(series.status());
   std::vector<std::vector<tooling::StoredRun>> runs;
   for (const auto& s : *series) {
     tooling::HistoryFilter one = filter;
     one.series_key = s.series_key;
     one.limit = args.limit;
-    auto r = (*store)->ListRuns(one);
+    auto r = store->ListRuns(one);
     if (!r.ok()) return Fail(r.status());
     runs.push_back(std::move(r).value());
   }
@@ -1187,19 +1199,10 @@ struct RegressionsArgs {
 int RegressionsCommand(const RegressionsArgs& args) {
   if (Status st = regression::CheckOptions(args.options); !st.ok()) return Usage(st);
   tooling::HistoryFilter filter;
-  filter.model = args.model;
-  filter.device_class = args.labels;
-  if (!args.since.empty()) {
-    auto since = tooling::ParseSince(args.since, static_cast<int64_t>(std::time(nullptr)));
-    if (!since.ok()) return Usage(since.status());
-    filter.since = *since;
-  }
   std::string url;
-  auto store = OpenStoreToRead(args.results, &url);
-  if (!store.ok()) {
-    return store.status().code() == remex::StatusCode::kInvalidArgument ? Usage(store.status()) : Fail(store.status());
-  }
-  auto findings = tooling::FindRegressions(**store, filter, args.options);
+  std::unique_ptr<tooling::ResultsStore> store;
+  if (int rc = OpenHistory(args, filter, url, store); rc != tooling::kExitOk) return rc;
+  auto findings = tooling::FindRegressions(*store, filter, args.options);
   if (!findings.ok()) return Fail(findings.status());
   const size_t regressions = tooling::CountRegressions(*findings);
   if (args.json) {
