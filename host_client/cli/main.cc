@@ -256,7 +256,6 @@ StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::
   return r;
 }
 
-std::string UtcNow();
 
 // Prepares the model with progress on a terminal; on failure prints and returns the
 // exit status (and the error in `failure` when given).
@@ -315,15 +314,7 @@ StatusOr<std::optional<RecordPlan>> MakeRecordPlan(const RecordArgs& args) {
     return std::optional<RecordPlan>();
   }
   RecordPlan plan;
-  plan.url = args.url;
-  if (plan.url.empty()) {
-    const char* env = std::getenv("REMEX_RESULTS");
-    if (env && *env) {
-      plan.url = env;
-    } else {
-      REMEX_ASSIGN_OR_RETURN(plan.url, tooling::DefaultResultsUrl());
-    }
-  }
+  REMEX_ASSIGN_OR_RETURN(plan.url, tooling::ResolveResultsUrl(args.url));
   REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(plan.url).WithContext("--record"));
   REMEX_ASSIGN_OR_RETURN(plan.tags, tooling::ParseTags(args.tags));
   plan.required = args.required;
@@ -352,9 +343,7 @@ int WriteRecords(const RecordPlan& plan, const std::vector<StatusOr<tooling::Run
     Status one = [&]() -> Status {
       REMEX_RETURN_IF_ERROR(record.status());
       tooling::RunRecord r = *record;
-      if (r.recorded_at.empty()) r.recorded_at = UtcNow();
-      tooling::FillRecordContextFromEnvironment(r);
-      r.tags = plan.tags;
+      tooling::CompleteRecord(r, plan.tags);
       REMEX_ASSIGN_OR_RETURN(int64_t id, store->Record(r));
       std::fprintf(stderr, "remex: recorded as run %lld in %s\n", static_cast<long long>(id),
                    tooling::RedactResultsUrl(plan.url).c_str());
@@ -464,16 +453,6 @@ std::string CommandLine(int argc, char** argv) {
   return line;
 }
 
-// Now as ISO 8601 UTC to the second, e.g. 2026-12-02T05:30:00Z.
-std::string UtcNow() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
 struct BenchArgs : SessionArgs {
   tooling::BenchOptions options;
   // Load scenarios (tooling/load.h): --scenario turns them on.
@@ -505,7 +484,7 @@ int Bench(const BenchArgs& args_in) {
   auto record = MakeRecordPlan(args.record);
   if (!record.ok()) return Usage(record.status());
   if (Status st = args.files.Check(); !st.ok()) return Fail(st);  // before any work
-  std::string date = UtcNow();
+  std::string date = tooling::UtcNow();
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
   Status failure;
@@ -580,7 +559,7 @@ int Check(const CheckArgs& args) {
   if (!request.ok()) return Usage(request.status());
   auto record = MakeRecordPlan(args.record);
   if (!record.ok()) return Usage(record.status());
-  const std::string date = UtcNow();
+  const std::string date = tooling::UtcNow();
   remex::cli::TerminalProgress progress(!args.json);
   tooling::PreparedModel prepared;
   Status failure;
@@ -812,7 +791,7 @@ int SuiteCommand(const SuiteArgs& args) {
     return Usage(remex::InvalidArgument("--regressions judges the suite's recorded series: it needs --record"));
   }
   if (Status st = regression::CheckOptions(args.regression_options); !st.ok()) return Usage(st);
-  const std::string date = UtcNow();
+  const std::string date = tooling::UtcNow();
   tooling::SuiteOptions options;
   options.jobs = args.jobs;
   options.server.address = args.server;

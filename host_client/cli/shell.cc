@@ -21,6 +21,8 @@
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/exit_code.h"
+#include "host_client/tooling/report_json.h"
+#include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
 
@@ -318,7 +320,8 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "      [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]\n"
        "      [--scenario single-stream|multi-stream|server|offline] [--concurrency A[:B[:STEP]]]\n"
        "      [--samples-per-query N] [--target-qps Q] [--latency-bound-ms L] [--find-peak]\n"
-       "      [--audit|--no-audit] [--audit-samples N] [--audit-rtol R] [--audit-atol A] [--seed N]",
+       "      [--audit|--no-audit] [--audit-samples N] [--audit-rtol R] [--audit-atol A] [--seed N]\n"
+       "      [--record URL [--tag KEY=VALUE ...]]",
        "time the current model on the server",
        "Times the current model with the server's time evaluator, inputs as run binds them, as\n"
        "`remex bench` does, with its options and defaults (--number 1 --repeat 10 --warmup 1;\n"
@@ -328,13 +331,14 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "on the server instead (MLPerf LoadGen's; docs/cli.md, \"Load scenarios\"), one row per\n"
        "--concurrency level, with the same flags and defaults as `remex bench`. With\n"
        "--fail-unstable, a run still unstable ends a script with status 1; so does an audit\n"
-       "that finds a mismatch.",
+       "that finds a mismatch. --record URL writes the result to a results store (sqlite:///PATH\n"
+       "or postgresql://...) with its --tag KEY=VALUE pairs, as `remex bench --record` does.",
        &Shell::Bench,
        {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
         "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
         "--stable-percentile", "--max-trials", "--fail-unstable", "--scenario", "--concurrency",
         "--samples-per-query", "--target-qps", "--latency-bound-ms", "--find-peak", "--audit", "--no-audit",
-        "--audit-samples", "--audit-rtol", "--audit-atol", "--seed"}},
+        "--audit-samples", "--audit-rtol", "--audit-atol", "--seed", "--record", "--tag"}},
       {"profile",
        "profile [INPUT=TENSOR ...]",
        "profile one call of the current model per op",
@@ -762,7 +766,8 @@ Status Shell::Bench(const Args& args) {
                            "--min-duration-s", "--min-samples", "--confidence", "--window-ms",
                            "--stable-window", "--stable-threshold", "--stable-percentile", "--max-trials",
                            "--scenario", "--concurrency", "--samples-per-query", "--target-qps",
-                           "--latency-bound-ms", "--audit-samples", "--audit-rtol", "--audit-atol", "--seed"},
+                           "--latency-bound-ms", "--audit-samples", "--audit-rtol", "--audit-atol", "--seed",
+                           "--record", "--tag"},
                           {"--fail-unstable", "--find-peak", "--audit", "--no-audit"}));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   tooling::BenchOptions options;
@@ -815,13 +820,28 @@ Status Shell::Bench(const Args& args) {
     }
   }
   REMEX_ASSIGN_OR_RETURN(options.load, tooling::MakeLoadOptions(load));
+  // --record and --tag are checked before any work, as remex bench checks them.
+  const std::string record_url = p.Last("--record");
+  if (p.Has("--record")) REMEX_RETURN_IF_ERROR(tooling::CheckResultsUrl(record_url).WithContext("--record"));
+  if (p.Has("--tag") && !p.Has("--record")) return InvalidArgument("--tag needs --record");
+  REMEX_ASSIGN_OR_RETURN(auto tags, tooling::ParseTags(p.All("--tag")));
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
+  const std::string date = tooling::UtcNow();
   REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, session_->Bench(*m, inputs, options));
   std::fputs(tooling::BenchText(r).c_str(), out_);
   // In a script, an unstable run asked to fail, or an audit that found a mismatch, ends
   // the shell with status 1.
   failure_ = tooling::BenchFailure(r);
   if (!failure_.empty()) mismatch_ = true;
+  if (p.Has("--record")) {
+    nlohmann::json j = tooling::ToJson(r);
+    j["date"] = date;
+    auto id = tooling::RecordReport(record_url, "bench", m->path, j, "", tags, failure_.empty() ? "pass" : "fail",
+                                    failure_);
+    if (!id.ok()) return id.status().WithContext("--record: the result above was not recorded");
+    std::fprintf(out_, "recorded as run %lld in %s\n", static_cast<long long>(*id),
+                 tooling::RedactResultsUrl(record_url).c_str());
+  }
   return OkStatus();
 }
 

@@ -13,12 +13,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
+#include "host_client/tooling/results_store.h"
 
 namespace remex::cli {
 namespace {
@@ -103,6 +105,34 @@ TEST_F(ShellTest, TensorsKeepTheirIdsWhileTheirNamesMoveToTheNewest) {
   EXPECT_EQ(shell_->Execute("fetch %3").code(), StatusCode::kNotFound);
   EXPECT_EQ(shell_->Execute("fetch y").code(), StatusCode::kNotFound);
   EXPECT_HAS(Ok("run b=%1 --fetch y"), "%4 y");  // ids are never reused
+}
+
+TEST_F(ShellTest, BenchRecordsItsResultAsRemexBenchRecordDoes) {
+  const std::string url = "sqlite://" + Path("results.sqlite");
+  Ok("load " + Path("add.onnx"));
+  Ok("upload a=" + Path("a.npy"));
+  // Refused before any work: a bad URL, a bad tag, --tag alone.
+  EXPECT_EQ(shell_->Execute("bench a=a b=a --record mysql://x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shell_->Execute("bench a=a b=a --record " + url + " --tag =x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shell_->Execute("bench a=a b=a --tag k=v").code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(Path("results.sqlite")));
+  EXPECT_HAS(Ok("bench a=a b=a --repeat 5 --min-duration-s 0 --min-samples 0 --max-trials 1 --record " + url +
+                " --tag from=shell"),
+             "recorded as run 1 in " + url);
+  auto store = tooling::OpenResultsStore(url);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto runs = (*store)->ListRuns({});
+  ASSERT_TRUE(runs.ok() && runs->size() == 1u);
+  const tooling::StoredRun& run = runs->front();
+  EXPECT_EQ(run.kind, "bench");
+  EXPECT_EQ(run.verdict, "pass");
+  EXPECT_EQ(run.tags, (std::map<std::string, std::string>{{"from", "shell"}}));
+  EXPECT_EQ(run.sample_count, 5u);
+  EXPECT_TRUE(run.summary.contains("median_ms")) << run.summary.dump();
+  auto series = (*store)->ListSeries({});
+  ASSERT_TRUE(series.ok() && series->size() == 1u);
+  EXPECT_EQ(series->front().model_name, "add.onnx");
+  EXPECT_FALSE(series->front().model_hash.empty());
 }
 
 TEST_F(ShellTest, CommentsBlankLinesAndQuit) {

@@ -385,12 +385,7 @@ class SociStore final : public ResultsStore {
           if (size_t at = statement.find("%ID%"); at != std::string::npos) statement.replace(at, 4, id_type);
           sql_ << statement;
         }
-        std::time_t now = std::time(nullptr);
-        std::tm tm{};
-        gmtime_r(&now, &tm);
-        char when[32];
-        std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        std::string applied = when;
+        std::string applied = UtcNow();
         sql_ << "INSERT INTO remex_schema (version, applied_at) VALUES (:v, :t)", soci::use(m.version),
             soci::use(applied);
       }
@@ -659,6 +654,42 @@ std::string DeviceClassOf(const json& report) {
 
 }  // namespace
 
+StatusOr<std::string> ResolveResultsUrl(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("REMEX_RESULTS");
+  if (env && *env) return std::string(env);
+  return DefaultResultsUrl();
+}
+
+std::string UtcIso8601(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+std::string UtcNow() { return UtcIso8601(static_cast<int64_t>(std::time(nullptr))); }
+
+void CompleteRecord(RunRecord& record, const std::map<std::string, std::string>& tags) {
+  if (record.recorded_at.empty()) record.recorded_at = UtcNow();
+  FillRecordContextFromEnvironment(record);
+  record.tags = tags;
+}
+
+StatusOr<int64_t> RecordReport(const std::string& url, const std::string& kind, const std::string& model_path,
+                               const json& report, const std::string& labels,
+                               const std::map<std::string, std::string>& tags, const std::string& verdict,
+                               const std::string& error) {
+  REMEX_RETURN_IF_ERROR(CheckResultsUrl(url));
+  REMEX_ASSIGN_OR_RETURN(RunRecord record, RecordFromReport(kind, model_path, report, labels, verdict, error));
+  if (report.is_object() && report.contains("date") && report["date"].is_string()) record.recorded_at = report["date"];
+  CompleteRecord(record, tags);
+  REMEX_ASSIGN_OR_RETURN(auto store, OpenResultsStore(url));
+  return store->Record(record);
+}
+
 StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string& model_path,
                                      const json& report, const std::string& labels,
                                      const std::string& verdict, const std::string& error) {
@@ -749,12 +780,7 @@ StatusOr<std::string> ParseSince(const std::string& since, int64_t now_unix_s) {
       return bad();
     const int64_t n = std::stoll(digits);
     const int64_t seconds = n * (unit == 'm' ? 60 : unit == 'h' ? 3600 : 86400);
-    std::time_t t = static_cast<std::time_t>(now_unix_s - seconds);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buffer[32];
-    std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return std::string(buffer);
+    return UtcIso8601(now_unix_s - seconds);
   }
   std::tm tm{};
   const char* end = strptime(since.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);

@@ -122,6 +122,10 @@ StatusOr<std::unique_ptr<ResultsStore>> OpenResultsStore(const std::string& url)
 // when neither is set.
 StatusOr<std::string> DefaultResultsUrl();
 
+// The store meant by `given`: itself when not empty, else $REMEX_RESULTS when set, else
+// DefaultResultsUrl() (its FAILED_PRECONDITION). The URL's form is not checked here.
+StatusOr<std::string> ResolveResultsUrl(const std::string& given);
+
 // Who ran it, from the environment: user (REMEX_USER, USER, LOGNAME, the passwd entry),
 // CI job (REMEX_CI_JOB; GITHUB_RUN_ID/GITHUB_JOB; CI_JOB_ID; BUILD_TAG), git commit
 // (REMEX_GIT_COMMIT, GITHUB_SHA, CI_COMMIT_SHA, GIT_COMMIT) and branch
@@ -133,6 +137,16 @@ void FillRecordContextFromEnvironment(RunRecord& record);
 // 256 characters. INVALID_ARGUMENT naming --tag otherwise, or for a key given twice.
 StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::string>& specs);
 
+// `unix_s` (seconds since the epoch) as ISO 8601 UTC to the second, the form of
+// RunRecord::recorded_at: 2026-12-02T05:30:00Z.
+std::string UtcIso8601(int64_t unix_s);
+// Now, as UtcIso8601 writes it.
+std::string UtcNow();
+
+// Completes `record` for writing, as every `--record` does: recorded_at (now) when it is
+// empty, who ran it (FillRecordContextFromEnvironment) and `tags` (ParseTags's).
+void CompleteRecord(RunRecord& record, const std::map<std::string, std::string>& tags);
+
 // The record of a bench or check report (report_json.h's schema) of `model_path`: the
 // model's name and hash, executable hash, compile options, device, device class
 // (`labels` when not empty), scenario, summary, samples and profile. `verdict` and
@@ -140,6 +154,17 @@ StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::st
 StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string& model_path,
                                      const nlohmann::json& report, const std::string& labels,
                                      const std::string& verdict, const std::string& error);
+
+// Records one bench or check report of `model_path` in the store at `url` (opened as
+// OpenResultsStore does, a SQLite file created when missing): RecordFromReport (recorded_at
+// from the report's "date" when it has one), then CompleteRecord with `tags`. Returns the
+// run's id. The shell's `bench --record` and the Python client's BenchmarkResult.record
+// write through it; errors are those of each step (INVALID_ARGUMENT for a bad URL,
+// NOT_FOUND for a model file that is gone, UNAVAILABLE for the database).
+StatusOr<int64_t> RecordReport(const std::string& url, const std::string& kind, const std::string& model_path,
+                               const nlohmann::json& report, const std::string& labels,
+                               const std::map<std::string, std::string>& tags, const std::string& verdict,
+                               const std::string& error);
 
 // The figures a history lists of a bench or check report: bench (time evaluator):
 // count, median_ms, mean_ms, p90_ms, p99_ms, min_ms, max_ms, stable; bench (load):

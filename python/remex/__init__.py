@@ -173,8 +173,9 @@ class BenchmarkResult:
 
     to_dataframe(): the same numbers as a pandas DataFrame."""
 
-    def __init__(self, report_json: str, text: str, failure: str = ""):
+    def __init__(self, report_json: str, text: str, failure: str = "", model_path: str = ""):
         self.report: Dict[str, Any] = _json.loads(report_json)
+        self._model_path = model_path
         self.failure: str = failure
         self.load: Optional[Dict[str, Any]] = self.report.get("load")
         self.scenario: Optional[str] = self.load["scenario"] if self.load else None
@@ -208,6 +209,21 @@ class BenchmarkResult:
         self.environment: Dict[str, Any] = self.report.get("environment", {})
         self.warnings: List[Dict[str, str]] = self.report.get("warnings", [])
         self._text = text
+
+    def record(self, url: Optional[str] = None, *, tags: Optional[Mapping[str, str]] = None) -> int:
+        """Writes this result to a results store, as `remex bench --record` does
+        (docs/cli.md, "Recording results"): the model's name and content hash, the
+        environment, the raw samples, the summary and the verdict ("fail" with the
+        failure of an unstable or mismatching run), who ran it (user, CI job, git commit
+        and branch from the environment) and `tags` (as --tag KEY=VALUE: keys of
+        A-Z a-z 0-9 _ . -, 1-64 characters; values up to 256). url: "sqlite:///PATH" or
+        "postgresql://..."; default $REMEX_RESULTS, else the SQLite file under
+        $XDG_DATA_HOME/remex/. Returns the run's id in the store (`remex history` lists
+        it). InvalidArgument for a bad URL or tag, NotFound when the model's file is
+        gone, Unavailable when the database cannot be reached or written."""
+        run_id, _ = _native.record_report(url or "", "bench", self._model_path, _json.dumps(self.report),
+                                          dict(tags or {}), "fail" if self.failure else "pass", self.failure)
+        return run_id
 
     def to_dataframe(self) -> "Any":
         """A pandas DataFrame. The time evaluator: one row per sample, in run order, with
@@ -391,7 +407,7 @@ class Model:
             max_trials, fail_unstable, scenario or "", "" if concurrency is None else str(concurrency),
             samples_per_query, target_qps, latency_bound_ms, find_peak, audit, audit_samples, audit_rtol,
             audit_atol, seed)
-        result = BenchmarkResult(report, text, failure)
+        result = BenchmarkResult(report, text, failure, self.path)
         if any(not level["audit"]["passed"] for level in result.levels):
             raise AuditMismatch(failure, result)
         if failure:  # only fail_unstable makes an unstable run a failure

@@ -29,6 +29,7 @@
 #include "host_client/tooling/connection.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/report_json.h"
+#include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
 #include "rpc/farm_lease.h"
@@ -462,6 +463,7 @@ class Model {
     options.timing.l2_flush_bytes = l2_flush_bytes;
     options.profile = profile;
     std::vector<InputArg> args = Inputs(given);
+    const std::string date = tooling::UtcNow();  // the report's "date", as remex bench writes it
     auto report = core_->Call([&](tooling::InteractiveSession& s) {
       std::map<std::string, uint64_t> handles;
       std::vector<uint64_t> temps;
@@ -471,7 +473,9 @@ class Model {
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
-    return py::make_tuple(tooling::ToJson(report).dump(), tooling::BenchText(report), tooling::BenchFailure(report));
+    nlohmann::json j = tooling::ToJson(report);
+    j["date"] = date;
+    return py::make_tuple(j.dump(), tooling::BenchText(report), tooling::BenchFailure(report));
   }
 
   py::tuple Profile(const py::dict& given) {
@@ -753,6 +757,34 @@ PYBIND11_MODULE(_native, m) {
         return std::make_unique<Session>(o);
       },
       py::arg("threads"), py::arg("timeout"));
+  // BenchmarkResult.record: one report into a results store, as remex bench --record
+  // writes it (tooling::RecordReport). Returns (run id, the store's URL redacted).
+  m.def(
+      "record_report",
+      [](const std::string& url, const std::string& kind, const std::string& model_path,
+         const std::string& report_json, const std::map<std::string, std::string>& tags,
+         const std::string& verdict, const std::string& error) {
+        std::vector<std::string> specs;
+        for (const auto& [key, value] : tags) {
+          if (key.find('=') != std::string::npos) {
+            throw StatusError{remex::InvalidArgument("tag key '" + key + "' may hold only A-Z a-z 0-9 _ . -")};
+          }
+          specs.push_back(key + "=" + value);
+        }
+        const auto parsed_tags = Unwrap(tooling::ParseTags(specs));
+        const std::string resolved = Unwrap(tooling::ResolveResultsUrl(url));
+        Check(tooling::CheckResultsUrl(resolved));
+        nlohmann::json report = nlohmann::json::parse(report_json, nullptr, /*allow_exceptions=*/false);
+        if (report.is_discarded()) throw StatusError{remex::InvalidArgument("the report is not JSON")};
+        std::optional<remex::StatusOr<int64_t>> id;
+        {
+          py::gil_scoped_release release;  // the database write may wait on a lock
+          id.emplace(tooling::RecordReport(resolved, kind, model_path, report, "", parsed_tags, verdict, error));
+        }
+        return py::make_tuple(Unwrap(std::move(*id)), tooling::RedactResultsUrl(resolved));
+      },
+      py::arg("url"), py::arg("kind"), py::arg("model_path"), py::arg("report_json"), py::arg("tags"),
+      py::arg("verdict"), py::arg("error"));
   m.def(
       "farm",
       [](const std::string& url, const std::string& pool, const std::string& labels, double wait, double timeout) {

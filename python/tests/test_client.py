@@ -201,6 +201,28 @@ def test_benchmark_reports_what_remex_bench_json_reports(session, models):
         m.benchmark(confidence=1.0)
 
 
+def test_benchmark_result_records_as_remex_bench_record_does(session, models, tmp_path, monkeypatch):
+    m = session.load(models["add_relu"])
+    r = m.benchmark({"x": np.ones((2, 3), np.float32)}, repeat=7, **QUICK)
+    url = f"sqlite://{tmp_path}/results.sqlite"
+    with pytest.raises(remex.InvalidArgument, match="--record|results"):
+        r.record("mysql://nowhere")
+    with pytest.raises(remex.InvalidArgument, match="--tag"):
+        r.record(url, tags={"bad key": "x"})
+    assert not (tmp_path / "results.sqlite").exists()
+    assert r.record(url, tags={"from": "python"}) == 1
+    monkeypatch.setenv("REMEX_RESULTS", url)
+    assert r.record() == 2  # $REMEX_RESULTS when no URL is given
+    history = json.loads(subprocess.run([CLI_BIN, "history", "--results", url, "--json"], capture_output=True,
+                                        text=True, check=True).stdout)
+    (series,) = history["series"]
+    assert series["model_name"] == "add_relu.onnx" and series["run_count"] == 2
+    first = series["runs"][0]
+    assert first["kind"] == "bench" and first["verdict"] == "pass" and first["tags"] == {"from": "python"}
+    assert first["samples"] == 7 and first["recorded_at"] == r.report["date"]
+    assert first["summary"]["median_ms"] == pytest.approx(r.median_ms)
+
+
 def test_benchmark_extends_the_run_like_remex_bench(session, models):
     m = session.load(models["add_relu"])
     m.run({"x": np.ones((2, 3), np.float32)})
