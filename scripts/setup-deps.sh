@@ -11,7 +11,7 @@
 #
 # The check, run every time: the tools the build, the model fetch and the tests call are
 # on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and tests/*.py run) can
-# import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools and wheel, and CMake resolves every library
+# import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools and wheel, and CMake resolves every library
 # (and Chart.js) of the build
 # (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
 # check fails with every listed package installed, this list misses a package: the
@@ -48,6 +48,7 @@ packages=(
   libjs-chart.js                # Chart.js, embedded into remex bench --html pages at build time
   python3-jsonschema            # bench JSON against docs/schema/bench.schema.json (tests/bench_report_test.py)
   chromium                      # draws the --html pages, headless, in tests/bench_report_test.py
+  chromium-driver python3-selenium   # drive it: remex dashboard's pages in tests/dashboard_test.py
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -79,13 +80,13 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium psql sqlite3; do
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium chromedriver psql sqlite3; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
   gap "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) not found"
-/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools, wheel' 2>/dev/null ||
-  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, jsonschema, venv, setuptools and wheel"
+/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools, wheel' 2>/dev/null ||
+  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools and wheel"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then

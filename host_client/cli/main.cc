@@ -23,6 +23,8 @@
 //   remex shell   [SESSION OPTIONS but --input/--seed/--json/--verbose] [--history FILE | --no-history]
 //   remex farm status [--farm redis://HOST:PORT[/DB]] [--labels SELECTOR] [--timeout S] [--json]
 //   remex history [--results URL] [--model M] [--labels S] [--since T] [--limit N] [--json]
+//   remex dashboard [--results URL] [--farm redis://HOST:PORT[/DB]] [--listen HOST:PORT] [--token-file F]
+//                 [--tls-cert F --tls-key F [--tls-client-ca F]] [--insecure] [regression options]
 // RECORD OPTIONS (bench, check, suite): --record [URL] (default $REMEX_RESULTS, else a SQLite
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
@@ -64,6 +66,7 @@
 #include "host_client/cli/shell.h"
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
+#include "host_client/tooling/dashboard.h"
 #include "host_client/tooling/exit_code.h"
 #include "host_client/tooling/farm.h"
 #include "host_client/tooling/history.h"
@@ -77,7 +80,10 @@
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/suite.h"
+#include "host_client/tooling/web_server.h"
+#include "rpc/auth.h"
 #include "rpc/farm_lease.h"
+#include "rpc/tls.h"
 
 #ifndef REMEX_VERSION
 #define REMEX_VERSION "unknown"
@@ -1196,6 +1202,84 @@ int RegressionsCommand(const RegressionsArgs& args) {
   return regressions > 0 ? tooling::kExitMismatch : tooling::kExitOk;
 }
 
+struct DashboardArgs {
+  std::string results, farm, listen = "127.0.0.1:8080", token_file, tls_cert, tls_key, tls_client_ca;
+  double farm_timeout_s = 5;
+  bool insecure = false;
+  regression::Options options;
+};
+
+// `remex dashboard`: serves the read-only web UI (tooling/dashboard.h) until SIGINT or
+// SIGTERM. Refuses, as remex-server does, a non-loopback address without a token or
+// mutual TLS unless --insecure says so.
+int DashboardCommand(const DashboardArgs& args) {
+  if (Status st = regression::CheckOptions(args.options); !st.ok()) return Usage(st);
+  auto listen = tooling::ParseListenAddress(args.listen, "--listen");
+  if (!listen.ok()) return Usage(listen.status());
+  const auto& [host, port] = *listen;
+  tooling::WebServerOptions web;
+  web.host = host;
+  web.port = port;
+  web.server_name = "remex-dashboard";
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    return Usage(remex::InvalidArgument("--tls-cert and --tls-key go together"));
+  }
+  if (!args.tls_client_ca.empty() && args.tls_cert.empty()) {
+    return Usage(remex::InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key"));
+  }
+  if (!args.tls_cert.empty())
+    web.tls = remex::rpc::TlsServerConfig{args.tls_cert, args.tls_key, args.tls_client_ca};
+  tooling::DashboardOptions options;
+  options.regression = args.options;
+  options.version = REMEX_VERSION;
+  if (!args.token_file.empty()) {
+    auto token = remex::rpc::ReadTokenFile(args.token_file);
+    if (!token.ok()) return Usage(token.status().WithContext("--token-file"));
+    options.token = *token;
+  }
+  if (options.token.empty() && args.tls_client_ca.empty() && !args.insecure &&
+      !tooling::IsLoopbackHost(host)) {
+    return Usage(remex::InvalidArgument(
+        "refusing to serve " + host +
+        " without authentication: pass --token-file FILE (browsers then log in with the same token) or "
+        "mutual TLS "
+        "(--tls-client-ca), give --listen a loopback address, or pass --insecure on a network you trust"));
+  }
+  if (!args.farm.empty()) {
+    auto url = remex::farm::ParseRedisUrl(args.farm);
+    if (!url.ok()) return Usage(url.status().WithContext("--farm"));
+    options.farm_url = args.farm;
+  }
+  if (!(args.farm_timeout_s > 0 && args.farm_timeout_s <= 60)) {
+    return Usage(remex::InvalidArgument("--farm-timeout must be in (0, 60] seconds"));
+  }
+  options.farm_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.farm_timeout_s * 1000));
+  std::string url;
+  auto store = OpenStoreToRead(args.results, &url);
+  if (!store.ok()) {
+    return store.status().code() == remex::StatusCode::kInvalidArgument ? Usage(store.status())
+                                                                        : Fail(store.status());
+  }
+  options.results_url = url;
+  tooling::Dashboard dashboard(std::move(store).value(), options);
+  auto server = tooling::WebServer::Listen(
+      web, [&dashboard](const tooling::WebRequest& request) { return dashboard.Handle(request); });
+  if (!server.ok()) {
+    return server.status().code() == remex::StatusCode::kInvalidArgument ? Usage(server.status())
+                                                                         : Fail(server.status());
+  }
+  const bool v6 = host.find(':') != std::string::npos;
+  std::printf("remex dashboard: serving %s://%s%s%s:%u/\n", web.tls ? "https" : "http", v6 ? "[" : "",
+              host.c_str(), v6 ? "]" : "", static_cast<unsigned>((*server)->port()));
+  std::fflush(stdout);
+  const int signal = (*server)->Run();
+  std::fprintf(stderr, "remex dashboard: stopped%s\n",
+               signal == SIGINT    ? " (SIGINT)"
+               : signal == SIGTERM ? " (SIGTERM)"
+                                   : "");
+  return tooling::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1439,6 +1523,46 @@ int main(int argc, char** argv) {
   AddRegressionOptions(regressions_cmd, regressions.options);
   regressions_cmd->add_flag("--json", regressions.json, "print one JSON object (remex.regressions)");
 
+  DashboardArgs dashboard;
+  auto* dashboard_cmd = app.add_subcommand("dashboard",
+                                           "serve a read-only web UI of a results store (series, runs, "
+                                           "comparisons) and of a farm (devices, queues, "
+                                           "self-tests) until SIGINT or SIGTERM");
+  dashboard_cmd
+      ->add_option("--results", dashboard.results,
+                   "the results store: sqlite:///PATH or postgresql://... (default: $REMEX_RESULTS, else "
+                   "sqlite://$XDG_DATA_HOME/remex/results.sqlite)")
+      ->envname("REMEX_RESULTS");
+  dashboard_cmd
+      ->add_option(
+          "--farm", dashboard.farm,
+          "also show the farm at redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM; a user's password in "
+          "REMEX_FARM_PASSWORD)")
+      ->envname("REMEX_FARM");
+  dashboard_cmd
+      ->add_option("--farm-timeout", dashboard.farm_timeout_s, "seconds a page waits for the farm's Redis")
+      ->capture_default_str();
+  dashboard_cmd
+      ->add_option(
+          "--listen", dashboard.listen,
+          "HOST:PORT to serve on ([V6]:PORT; port 0: any free one, printed); a non-loopback address needs "
+          "--token-file or --tls-client-ca, or --insecure")
+      ->capture_default_str();
+  dashboard_cmd->add_option(
+      "--token-file", dashboard.token_file,
+      "require this token (at least 16 bytes): browsers log in with it once (a session cookie), "
+      "API clients send \"Authorization: Bearer TOKEN\"");
+  dashboard_cmd->add_option("--tls-cert", dashboard.tls_cert,
+                            "serve HTTPS (TLS 1.2 or later) with this PEM certificate chain");
+  dashboard_cmd->add_option("--tls-key", dashboard.tls_key, "the PEM private key of --tls-cert");
+  dashboard_cmd->add_option("--tls-client-ca", dashboard.tls_client_ca,
+                            "mutual TLS: require a client certificate signed by a CA of this PEM file");
+  dashboard_cmd->add_flag(
+      "--insecure", dashboard.insecure,
+      "serve a non-loopback address without --token-file or --tls-client-ca: anyone who reaches "
+      "the port reads the store and the farm");
+  AddRegressionOptions(dashboard_cmd, dashboard.options);
+
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--record") == 0 && (i + 1 == argc || !LooksLikeUrl(argv[i + 1]))) {
       argv[i] = const_cast<char*>(kRecordDefaultFlag);
@@ -1464,6 +1588,7 @@ int main(int argc, char** argv) {
   if (*suite_cmd) return SuiteCommand(suite);
   if (*history_cmd) return HistoryCommand(history);
   if (*regressions_cmd) return RegressionsCommand(regressions);
+  if (*dashboard_cmd) return DashboardCommand(dashboard);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
   if (*farm_install_cmd) return FarmInstallCommand(farm_install);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {

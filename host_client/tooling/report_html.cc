@@ -34,30 +34,6 @@ const json& Get(const json& j, const char* key) {
 
 bool NonEmptyArray(const json& j) { return j.is_array() && !j.empty(); }
 
-// The report as JSON text that cannot end a <script> element: '<', '>' and '&' (which
-// JSON has only inside strings) as \u escapes.
-std::string ScriptJson(const json& j) {
-  std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "\\u003c";
-        break;
-      case '>':
-        out += "\\u003e";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // A number for a person: integers whole, others with 4 significant digits.
 std::string FormatNumber(const json& j) {
   if (j.is_number_integer() || j.is_number_unsigned()) return j.dump();
@@ -228,25 +204,68 @@ constexpr ChartSection kSections[] = {
      "Time of one profiled invocation by op and instruction kind, largest 20."},
 };
 
-// The page's own script: draws each canvas[data-chart] from the report and marks it.
-constexpr char kPageScript[] = R"js(
-(function () {
+// The chart runner every page with charts shares (ChartRunnerJs): builders by
+// data-chart name, each drawn canvas marked data-rendered="true", #render-status kept.
+constexpr char kRunnerScript[] = R"js(
+var remexCharts = (function () {
   'use strict';
-  var status = document.getElementById('render-status');
-  var canvases = Array.prototype.slice.call(document.querySelectorAll('canvas[data-chart]'));
-  var rendered = 0, failures = [];
+  var builders = {}, failures = [], rendered = 0, canvases = [];
   function update() {
+    var status = document.getElementById('render-status');
+    if (!status) return;
     status.dataset.rendered = String(rendered);
     status.textContent = rendered + ' of ' + canvases.length + ' charts rendered' +
         (failures.length ? '; failed: ' + failures.join('; ') : '');
   }
+  var mark = {id: 'remexRendered', afterRender: function (chart) {
+    if (chart.canvas.dataset.rendered !== 'true') {
+      chart.canvas.dataset.rendered = 'true';
+      ++rendered;
+      update();
+    }
+  }};
+  return {
+    add: function (more) { Object.keys(more).forEach(function (k) { builders[k] = more[k]; }); },
+    fail: function (why) { failures.push(why); update(); },
+    draw: function () {
+      canvases = Array.prototype.slice.call(document.querySelectorAll('canvas[data-chart]'));
+      try {
+        var version = document.getElementById('chartjs-version');
+        if (version) version.textContent = Chart.version;
+        Chart.defaults.animation = false;
+        Chart.defaults.maintainAspectRatio = false;
+      } catch (e) {
+        failures.push('Chart.js: ' + e.message);
+        update();
+        return;
+      }
+      canvases.forEach(function (canvas) {
+        try {
+          var build = builders[canvas.dataset.chart];
+          if (!build) throw new Error('nothing draws a ' + canvas.dataset.chart + ' chart');
+          var config = build(canvas);
+          config.plugins = (config.plugins || []).concat([mark]);
+          new Chart(canvas, config);
+        } catch (e) {
+          canvas.dataset.rendered = 'false';
+          failures.push(canvas.id + ': ' + e.message);
+        }
+      });
+      update();
+    }
+  };
+})();
+)js";
+
+// The bench charts (BenchChartsJs): builders reading the report of #remex-report.
+constexpr char kBenchScript[] = R"js(
+(function () {
+  'use strict';
   var report;
   try {
     report = JSON.parse(document.getElementById('remex-report').textContent);
-    document.getElementById('chartjs-version').textContent = Chart.version;
   } catch (e) {
-    failures.push('the report: ' + e.message);
-    update();
+    remexCharts.fail('the report: ' + e.message);
     return;
   }
   function num(v) { return typeof v === 'number' && isFinite(v); }
@@ -271,7 +290,7 @@ constexpr char kPageScript[] = R"js(
             line: pts.length <= 2000};
   }
   function axis(text, extra) { return Object.assign({title: {display: true, text: text}}, extra || {}); }
-  var builders = {
+  remexCharts.add({
     'chart-histogram': function () {
       var s = samples(), v = s.latency, lo = Infinity, hi = -Infinity;
       v.forEach(function (x) { lo = Math.min(lo, x); hi = Math.max(hi, x); });
@@ -328,41 +347,27 @@ constexpr char kPageScript[] = R"js(
                           return fmt(r.calls) + ' calls, ' + fmt(r.mean_us) + ' us each, ' + fmt(r.share_percent) + ' %';
                         }}}}}};
     }
-  };
-  var mark = {id: 'remexRendered', afterRender: function (chart) {
-    if (chart.canvas.dataset.rendered !== 'true') {
-      chart.canvas.dataset.rendered = 'true';
-      ++rendered;
-      update();
-    }
-  }};
-  Chart.defaults.animation = false;
-  Chart.defaults.maintainAspectRatio = false;
-  canvases.forEach(function (canvas) {
-    try {
-      var config = builders[canvas.id]();
-      config.plugins = [mark];
-      new Chart(canvas, config);
-    } catch (e) {
-      canvas.dataset.rendered = 'false';
-      failures.push(canvas.id + ': ' + e.message);
-    }
   });
-  update();
 })();
 )js";
 
 constexpr char kStyle[] = R"css(
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.5em; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; overflow-wrap: anywhere; } h2 { font-size: 1.2em; margin-top: 1.5em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { text-align: left; padding: 0.2em 0.8em 0.2em 0; vertical-align: top; }
+td code { overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table.levels td, table.levels th { text-align: right; border-bottom: 1px solid #ddd; }
 table.environment th, table.environment td { font-size: 0.9em; font-weight: normal; padding: 0 0.8em 0 0; }
 ul.warnings { margin: 0; padding-left: 1.2em; color: #a33; }
 .note { color: #555; margin: 0.2em 0; }
 .chart { position: relative; width: 100%; }
 footer { margin-top: 2em; color: #777; font-size: 0.9em; }
+@media (max-width: 600px) {
+  body { margin: 0.5em auto; padding: 0 0.5em; }
+  th, td { padding-right: 0.5em; }
+}
 )css";
 
 }  // namespace
@@ -414,19 +419,8 @@ std::vector<std::string> BenchChartIds(const json& bench) {
   return ids;
 }
 
-std::string BenchHtml(const json& bench) {
-  std::string model = Get(bench, "model").is_string() ? Get(bench, "model").get<std::string>() : "";
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  // Nothing from the network: no scripts, styles, images or connections from elsewhere.
-  html +=
-      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
-      "'unsafe-inline'; "
-      "style-src 'unsafe-inline'; img-src data:\">\n";
-  html += "<title>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</title>\n";
-  html += std::string("<style>") + kStyle + "</style>\n</head>\n<body>\n";
-  html += "<h1>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</h1>\n";
-  html += HeaderTable(bench);
+std::string BenchSectionsHtml(const json& bench) {
+  std::string html = "<div class=\"scroll\">\n" + HeaderTable(bench) + "</div>\n";
   std::vector<std::string> ids = BenchChartIds(bench);
   const json& rows = Get(Get(bench, "profile"), "rows");
   size_t profile_rows = std::min(kProfileRows, rows.is_array() ? rows.size() : 0);
@@ -440,12 +434,55 @@ std::string BenchHtml(const json& bench) {
             section.id + "\" data-chart=\"" + section.id + "\" role=\"img\" aria-label=\"" + section.title +
             "\"></canvas></div>\n";
     if (std::string_view(section.id) == "chart-throughput-latency") {
-      html += LevelTable(Get(Get(bench, "load"), "levels"));
+      html += "<div class=\"scroll\">" + LevelTable(Get(Get(bench, "load"), "levels")) + "</div>\n";
     }
     html += "</section>\n";
   }
   if (ids.empty())
     html += "<p class=\"note\">The report has no samples, load levels or profile to chart.</p>\n";
+  return html;
+}
+
+std::string_view ReportCss() { return kStyle; }
+std::string_view ChartJsSource() { return ChartJs(); }
+std::string_view ChartRunnerJs() { return kRunnerScript; }
+std::string_view BenchChartsJs() { return kBenchScript; }
+
+std::string ScriptJson(const json& j) {
+  std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string BenchHtml(const json& bench) {
+  std::string model = Get(bench, "model").is_string() ? Get(bench, "model").get<std::string>() : "";
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  // Nothing from the network: no scripts, styles, images or connections from elsewhere.
+  html +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
+      "'unsafe-inline'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n";
+  html += "<title>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</title>\n";
+  html += std::string("<style>") + kStyle + "</style>\n</head>\n<body>\n";
+  html += "<h1>" + HtmlEscape("Remex benchmark" + (model.empty() ? "" : ": " + model)) + "</h1>\n";
+  html += BenchSectionsHtml(bench);
   html +=
       "<footer><p id=\"render-status\" data-rendered=\"0\">charts not drawn (the page's script did not "
       "run)</p>\n";
@@ -455,8 +492,9 @@ std::string BenchHtml(const json& bench) {
   html += "<script>\n";
   html += ChartJs();
   html += "\n</script>\n<script>";
-  html += kPageScript;
-  html += "</script>\n</body>\n</html>\n";
+  html += kRunnerScript;
+  html += kBenchScript;
+  html += "remexCharts.draw();\n</script>\n</body>\n</html>\n";
   return html;
 }
 

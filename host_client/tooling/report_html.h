@@ -35,6 +35,32 @@ std::string BenchHtml(const nlohmann::json& bench);
 // `text` with &, <, >, " and ' as character references, for HTML text and attributes.
 std::string HtmlEscape(std::string_view text);
 
+// The parts of BenchHtml that other pages with a bench report reuse (remex dashboard's
+// run page, dashboard.h):
+// The page's body between its <h1> and its footer: the header table, the chart sections
+// (a canvas with data-chart set to its id, for each id of BenchChartIds) and the table of
+// the load levels.
+std::string BenchSectionsHtml(const nlohmann::json& bench);
+// The page's style sheet (CSS), narrow screens (phones) included.
+std::string_view ReportCss();
+// Chart.js (chart.min.js of Debian's libjs-chart.js), for a <script> element: it holds no
+// "</script" (the build refuses one that does).
+std::string_view ChartJsSource();
+// The chart runner (JavaScript for a <script> after Chart.js): defines remexCharts, with
+// add({NAME: function (canvas) -> a Chart.js config}) to register builders, fail(why),
+// and draw(), which draws every canvas[data-chart] with its builder, sets
+// data-rendered="true" on each drawn canvas ("false" when its builder failed), sets
+// #chartjs-version and keeps #render-status ("N of M charts rendered", data-rendered="N",
+// with the failures named).
+std::string_view ChartRunnerJs();
+// The builders of the bench charts (BenchChartIds' names), reading the report from the
+// page's <script type="application/json" id="remex-report">; after ChartRunnerJs, before
+// remexCharts.draw().
+std::string_view BenchChartsJs();
+// `j` as JSON text that cannot end a <script> element: '<', '>' and '&' (which JSON has
+// only inside strings) as \u escapes; invalid UTF-8 replaced.
+std::string ScriptJson(const nlohmann::json& j);
+
 // The version of the embedded Chart.js ("3.9.1"), from its banner; "unknown" without one.
 std::string ChartJsVersion();
 

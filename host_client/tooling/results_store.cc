@@ -300,6 +300,52 @@ class SociStore final : public ResultsStore {
     return out;
   }
 
+  StatusOr<RunDetail> GetRun(int64_t id) override {
+    RunDetail d;
+    long long run_id = id;
+    try {
+      soci::rowset<soci::row> rows =
+          (sql_.prepare << "SELECT r.recorded_at, r.kind, r.user_name, r.ci_job, r.git_commit, r.git_branch,"
+                           " r.summary, r.verdict, r.error, COALESCE(CAST(s.sample_count AS TEXT), '0'),"
+                           " r.series_key, r.model_name, r.model_hash, r.compile_options, r.scenario,"
+                           " r.device_class, r.executable_hash, r.device"
+                           " FROM runs r LEFT JOIN run_samples s ON s.run_id = r.id WHERE r.id = :id",
+           soci::use(run_id));
+      bool found = false;
+      for (const soci::row& row : rows) {
+        found = true;
+        StoredRun& run = d.run;
+        run.id = id;
+        run.recorded_at = row.get<std::string>(0);
+        run.kind = row.get<std::string>(1);
+        run.user = row.get<std::string>(2);
+        run.ci_job = row.get<std::string>(3);
+        run.git_commit = row.get<std::string>(4);
+        run.git_branch = row.get<std::string>(5);
+        run.summary = ParseJson(row.get<std::string>(6));
+        run.verdict = row.get<std::string>(7);
+        run.error = row.get<std::string>(8);
+        run.sample_count = ToU64(row.get<std::string>(9));
+        d.series.series_key = row.get<std::string>(10);
+        d.series.model_name = row.get<std::string>(11);
+        d.series.model_hash = row.get<std::string>(12);
+        d.series.compile_options = ParseJson(row.get<std::string>(13));
+        d.series.scenario = row.get<std::string>(14);
+        d.series.device_class = row.get<std::string>(15);
+        d.executable_hash = row.get<std::string>(16);
+        d.device = row.get<std::string>(17);
+      }
+      if (!found) return NotFound("no run " + std::to_string(id) + " in " + url_);
+      soci::rowset<soci::row> tags =
+          (sql_.prepare << "SELECT tag_key, tag_value FROM run_tags WHERE run_id = :id ORDER BY tag_key",
+           soci::use(run_id));
+      for (const soci::row& t : tags) d.run.tags[t.get<std::string>(0)] = t.get<std::string>(1);
+    } catch (const std::exception& e) {
+      return Unavailable("reading run " + std::to_string(id) + " of " + url_ + " failed: " + e.what());
+    }
+    return d;
+  }
+
   StatusOr<std::vector<double>> Samples(int64_t id) override {
     std::string encoding, data, count;
     soci::indicator ind = soci::i_null;

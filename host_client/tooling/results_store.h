@@ -74,6 +74,13 @@ struct SeriesInfo {
   std::string first_recorded_at, last_recorded_at;
 };
 
+// One run with its series (`ResultsStore::GetRun`): what a page about one run names.
+struct RunDetail {
+  StoredRun run;
+  SeriesInfo series;  // its runs, first_ and last_recorded_at left empty
+  std::string executable_hash, device;
+};
+
 struct HistoryFilter {
   std::string model;         // a model name or content hash; empty: all
   std::string device_class;  // exact; empty: all
@@ -94,6 +101,9 @@ class ResultsStore {
   // The runs of `filter` (series_key, model, device class, since; the latest `limit`),
   // oldest first.
   virtual StatusOr<std::vector<StoredRun>> ListRuns(const HistoryFilter& filter) = 0;
+  // Run `id` with its series, tags and sample count (no report, no samples). NOT_FOUND
+  // for no such run.
+  virtual StatusOr<RunDetail> GetRun(int64_t id) = 0;
   // The raw samples of run `id`, ms, in run order. NOT_FOUND for no such run.
   virtual StatusOr<std::vector<double>> Samples(int64_t id) = 0;
   // The report of run `id`, whole. NOT_FOUND for no such run.

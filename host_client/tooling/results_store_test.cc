@@ -120,6 +120,20 @@ void RoundTrip(const std::string& url) {
   other_device.device_class = "gpu:none";
   EXPECT_TRUE((*store)->ListRuns(other_device)->empty());
 
+  auto detail = (*store)->GetRun((*late)[0].id);
+  ASSERT_TRUE(detail.ok()) << detail.status().ToString();
+  EXPECT_EQ(detail->run.id, (*late)[0].id);
+  EXPECT_EQ(detail->run.recorded_at, "2026-12-03T00:00:00Z");
+  EXPECT_EQ(detail->run.tags.at("i"), "3");
+  EXPECT_EQ(detail->run.sample_count, 64u);
+  EXPECT_EQ(detail->run.summary["count"], 64);
+  EXPECT_EQ(detail->series.series_key, c.SeriesKey());
+  EXPECT_EQ(detail->series.model_name, "m0.onnx");
+  EXPECT_EQ(detail->series.compile_options, c.compile_options);
+  EXPECT_EQ(detail->series.device_class, "cpu:test");
+  EXPECT_EQ(detail->executable_hash, std::string(32, 'e'));
+  EXPECT_EQ(detail->device, "cpu");
+  EXPECT_EQ((*store)->GetRun(987654).status().code(), StatusCode::kNotFound);
   EXPECT_EQ((*store)->Samples(987654).status().code(), StatusCode::kNotFound);
   EXPECT_EQ((*(*store)->Report((*late)[0].id))["i"], 3);
 

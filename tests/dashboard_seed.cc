@@ -1,0 +1,138 @@
+// Test fixture of tests/dashboard_test.py: records what real commands cannot make on
+// demand into a results store, through ResultsStore::Record.
+//
+//   dashboard_seed URL regression RUN_ID
+//     Seven copies of the real run RUN_ID (its report, samples and profile) in a series
+//     of their own (device class "seeded:regression", tag seeded=regression), a minute
+//     apart and ending now: five with their samples scaled by 1.000, 1.004, 0.997,
+//     1.002, 0.999 (a quiet baseline), then two scaled by 1.5 and 1.52 (a confirmed
+//     regression, as remex regressions judges it). Prints the seven ids.
+//   dashboard_seed URL self-test POOL/HOST:PORT N [REASON]
+//     N self-test records of a farm device as farm servers write them (kind, model and
+//     scenario "self-test", device class POOL/HOST:PORT, tags farm.pool, farm.device and
+//     self-test.reason, summary {count, median_ms, p90_ms, min_ms, max_ms}), a minute
+//     apart and ending now; with REASON the last one failed with it. Prints the ids.
+// Exit status 0, or 1 with the error on stderr.
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "host_client/tooling/results_store.h"
+
+namespace {
+
+using nlohmann::json;
+using remex::tooling::RunRecord;
+
+std::string Iso(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+int Die(const std::string& why) {
+  std::fprintf(stderr, "dashboard_seed: %s\n", why.c_str());
+  return 1;
+}
+
+// `j` with every number under the keys that hold latencies (ms) multiplied by `scale`.
+void ScaleLatencies(json& j, double scale) {
+  if (j.is_object()) {
+    for (auto& [key, value] : j.items()) {
+      const bool latency = key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0 &&
+                           key != "min_repeat_ms" && key != "cooldown_ms" && key != "window_ms";
+      if (latency && value.is_number()) {
+        value = value.get<double>() * scale;
+      } else if (latency && value.is_array()) {
+        for (json& v : value) {
+          if (v.is_number()) v = v.get<double>() * scale;
+        }
+      } else {
+        ScaleLatencies(value, scale);
+      }
+    }
+  } else if (j.is_array()) {
+    for (json& e : j) ScaleLatencies(e, scale);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) return Die("usage: dashboard_seed URL regression RUN_ID | URL self-test POOL/ID N [REASON]");
+  auto store = remex::tooling::OpenResultsStore(argv[1]);
+  if (!store.ok()) return Die(store.status().ToString());
+  const std::string mode = argv[2];
+  const std::time_t now = std::time(nullptr);
+  std::vector<RunRecord> records;
+  if (mode == "regression") {
+    const int64_t id = std::strtoll(argv[3], nullptr, 10);
+    auto detail = (*store)->GetRun(id);
+    auto report = (*store)->Report(id);
+    auto samples = (*store)->Samples(id);
+    if (!detail.ok() || !report.ok() || !samples.ok()) return Die("cannot read run " + std::string(argv[3]));
+    const std::vector<double> scales = {1.0, 1.004, 0.997, 1.002, 0.999, 1.5, 1.52};
+    for (size_t i = 0; i < scales.size(); ++i) {
+      RunRecord r;
+      r.recorded_at = Iso(now - static_cast<std::time_t>(60 * (scales.size() - i)));
+      r.kind = detail->run.kind;
+      r.user = detail->run.user;
+      r.git_commit = "seeded" + std::to_string(i);
+      r.git_branch = "main";
+      r.tags = {{"seeded", "regression"}};
+      r.model_name = detail->series.model_name;
+      r.model_hash = detail->series.model_hash;
+      r.executable_hash = detail->executable_hash;
+      r.compile_options = detail->series.compile_options;
+      r.scenario = detail->series.scenario;
+      r.device_class = "seeded:regression";
+      r.device = detail->device;
+      r.report = *report;
+      ScaleLatencies(r.report, scales[i]);
+      r.summary = detail->run.summary;
+      ScaleLatencies(r.summary, scales[i]);
+      for (double v : *samples) r.samples_ms.push_back(v * scales[i]);
+      r.profile = r.report.contains("profile") ? r.report["profile"] : json(nullptr);
+      r.verdict = "pass";
+      records.push_back(std::move(r));
+    }
+  } else if (mode == "self-test" && argc >= 5) {
+    const std::string device_class = argv[3];
+    const size_t slash = device_class.find('/');
+    if (slash == std::string::npos) return Die("the device is POOL/HOST:PORT");
+    const int n = std::atoi(argv[4]);
+    const std::string reason = argc > 5 ? argv[5] : "";
+    for (int i = 0; i < n; ++i) {
+      RunRecord r;
+      r.recorded_at = Iso(now - 60 * (n - i));
+      r.kind = r.model_name = r.scenario = "self-test";
+      r.device_class = device_class;
+      r.device = "cpu";
+      const bool failed = !reason.empty() && i == n - 1;
+      r.tags = {{"farm.pool", device_class.substr(0, slash)},
+                {"farm.device", device_class.substr(slash + 1)},
+                {"self-test.reason", i == 0 ? "registration" : "periodic"}};
+      const double median = 0.4 + 0.05 * i;
+      r.summary = {{"count", 5},
+                   {"median_ms", median},
+                   {"p90_ms", median * 1.2},
+                   {"min_ms", median * 0.9},
+                   {"max_ms", median * 1.5}};
+      r.verdict = failed ? "fail" : "pass";
+      r.error = failed ? reason : "";
+      records.push_back(std::move(r));
+    }
+  } else {
+    return Die("unknown mode '" + mode + "'");
+  }
+  for (const RunRecord& r : records) {
+    auto id = (*store)->Record(r);
+    if (!id.ok()) return Die(id.status().ToString());
+    std::printf("%lld\n", static_cast<long long>(*id));
+  }
+  return 0;
+}
