@@ -18,7 +18,7 @@
 #include <filesystem>
 
 #include "base/content_hash.h"
-#include "host_client/tooling/compile.h"
+#include "base/file_bytes.h"
 
 namespace remex::tooling {
 namespace {
