@@ -48,12 +48,16 @@ void ResetAfterFault(DeviceServer::State& state) {
     state.registry = *std::move(registry);
   }
   {
-    std::lock_guard<std::mutex> lock(state.sessions_mu);
+    std::unique_lock<std::mutex> lock(state.sessions_mu);
     if (!registry.ok()) {
       state.reset_failed = true;
       state.fault = Unavailable(name + ": the device could not be reset after a device fault (" +
                                 registry.status().message() + "); restart the server");
       spdlog::error("{}", state.fault.message());
+      const Status unusable = state.fault;
+      lock.unlock();
+      // Not to be trusted either: as a failed self-test (a farm quarantines it).
+      if (state.config.on_self_test) state.config.on_self_test(SelfTestResult{unusable, {}});
       return;
     }
     state.fault = OkStatus();
@@ -63,8 +67,9 @@ void ResetAfterFault(DeviceServer::State& state) {
   }
   if (state.config.on_self_test) {
     // The device faulted once: is it still to be trusted? (A farm quarantines it if not.)
-    Status health = RunSelfTest(*state.device, state.allocator, *state.Registry(), state.config.inject_self_test_failure);
-    if (!health.ok()) spdlog::error("{}", health.ToString());
+    SelfTestResult health =
+        RunSelfTest(*state.device, state.allocator, *state.Registry(), state.config.inject_self_test_failure);
+    if (!health.status.ok()) spdlog::error("{}", health.status.ToString());
     state.config.on_self_test(health);
   }
 }

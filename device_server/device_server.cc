@@ -235,9 +235,9 @@ DeviceServer::DeviceSummary DeviceServer::device_summary() const {
   return {std::string(kernels::DeviceKindName(d.kind())), d.name(), d.description(), d.memory_bytes()};
 }
 
-Status DeviceServer::SelfTest() {
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
+SelfTestResult DeviceServer::SelfTest() {
+  auto done = std::make_shared<std::promise<SelfTestResult>>();
+  std::future<SelfTestResult> result = done->get_future();
   state_->worker.Post(
       [state = state_, done] {
         done->set_value(RunSelfTest(*state->device, state->allocator, *state->Registry(),
@@ -245,6 +245,23 @@ Status DeviceServer::SelfTest() {
       },
       /*exclusive=*/true);
   return result.get();
+}
+
+void DeviceServer::PostSelfTest(std::function<void(std::optional<SelfTestResult>)> done) {
+  state_->worker.Post(
+      [state = state_, done = std::move(done)] {
+        Status unusable;
+        bool resetting = false;
+        {
+          std::lock_guard<std::mutex> lock(state->sessions_mu);
+          if (state->reset_failed) unusable = state->fault;
+          resetting = !state->reset_failed && state->faulted.load();
+        }
+        if (!unusable.ok()) return done(SelfTestResult{unusable, {}});
+        if (resetting) return done(std::nullopt);
+        done(RunSelfTest(*state->device, state->allocator, *state->Registry(), state->config.inject_self_test_failure));
+      },
+      /*exclusive=*/true);
 }
 
 void DeviceServer::KeepLease(const std::string& public_key) {

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "device_server/self_test.h"
 #include "rpc/frame.h"
 #include "rpc/tls.h"
 
@@ -166,8 +167,9 @@ struct ServerConfig {
   // that recovery (see "Device faults" below) runs without a faulty GPU. 0: none.
   uint64_t inject_device_fault_at_kernel = 0;
   // Called on the device worker with the result of the self-test (SelfTest) the server
-  // runs after every device reset; unset: none.
-  std::function<void(const Status&)> on_self_test;
+  // runs after every device reset; unset: none. It must not block (a results store is
+  // written elsewhere): the device serves nobody meanwhile.
+  std::function<void(const SelfTestResult&)> on_self_test;
   // Test only: the self-test sees a wrong result from the device, as on a device that
   // computes wrongly, so that quarantine runs without one.
   bool inject_self_test_failure = false;
@@ -206,9 +208,16 @@ class DeviceServer {
   };
   DeviceSummary device_summary() const;
   ServerStats stats() const;
-  // Runs the device self-test (device_server/self_test.h) on the device worker and
-  // returns its result: OK, or why the device is not to be trusted.
-  Status SelfTest();
+  // Runs the device self-test (device_server/self_test.h) on the device worker, as
+  // exclusive work (between the kernels of runs in progress, which wait meanwhile, as
+  // for a benchmark), and returns its result: its status (OK, or why the device is not
+  // to be trusted) and its latencies.
+  SelfTestResult SelfTest();
+  // As SelfTest, but returns at once: `done` is called on the device worker with the
+  // result, and must not block. While the device waits for its reset after a fault,
+  // `done` gets nullopt (the reset runs a self-test of its own: on_self_test); once a
+  // reset has failed, the result is that failure (UNAVAILABLE). Called from any thread.
+  void PostSelfTest(std::function<void(std::optional<SelfTestResult>)> done);
   // Farm mode: `public_key` is that of the device's current lease ("" when none). Every
   // session that authenticated with another lease's key is closed (ABORTED, naming the
   // lease's end): its run stops within one kernel and its memory is freed. Called from

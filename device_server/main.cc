@@ -5,6 +5,7 @@
 //              [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 //              [budgets and deadlines: see --help] [--inject-device-fault N (tests only)]
 //              [--farm redis://HOST:PORT[/DB] [--pool NAME] [--labels k=v,...] [--advertise HOST:PORT]]
+//              [--results URL] [--self-test-interval DURATION] [--self-test-drift PCT]
 //
 // Serves the Remex protocol on HOST:PORT (default 127.0.0.1:9190; port 0 picks a free
 // one). Prints "remex-server listening on HOST:PORT (device D)" on stdout once it accepts
@@ -24,7 +25,12 @@
 // and port, the request's kind and id, the status code and message. With --farm it
 // registers its device in the Redis farm once it listens (rpc/farm.h, docs/farm.md),
 // exiting with status 1 when Redis cannot be reached, and leaves the farm before it
-// stops.
+// stops. With --farm or --results (default $REMEX_RESULTS) it runs the device self-test
+// at start, after every device reset and every --self-test-interval (health_monitor.h):
+// each is recorded in the results store and its latency judged against the device's
+// history there; a failed or drifted self-test quarantines the device in the farm, and
+// a store that cannot be reached is a warning, never a reason to stop (docs/farm.md,
+// "Health").
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -32,12 +38,17 @@
 #include <boost/asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "device_server/device_server.h"
+#include "device_server/health_monitor.h"
+#include "device_server/self_test.h"
+#include "host_client/tooling/results_store.h"
 #include "kernels/kernels.h"
 #include "rpc/auth.h"
 #include "rpc/farm.h"
@@ -236,6 +247,27 @@ int main(int argc, char** argv) {
   app.add_flag("--inject-self-test-failure", inject_self_test_failure,
                "TEST ONLY: the device self-test sees a wrong result, as on a device that computes wrongly, so "
                "that quarantine can be exercised without one; never in production");
+  std::string results_url;
+  app.add_option("--results", results_url,
+                     "record every self-test (its verdict and latency) in the results store at sqlite:///PATH or "
+                     "postgresql://... and judge its latency against the device's history there (docs/farm.md, "
+                     "\"Health\"); default: $REMEX_RESULTS, else no store")
+          ->envname("REMEX_RESULTS");
+  std::string self_test_interval = "1h";
+  auto* interval_option =
+      app.add_option("--self-test-interval", self_test_interval,
+                     "with --farm or --results: run the device self-test this often too, besides at start and after "
+                     "every device reset: 30s, 10m, 1h, 1d (1s to 7d; 0: not periodically)")
+          ->capture_default_str();
+  double self_test_drift = 25;
+  auto* drift_option =
+      app.add_option("--self-test-drift", self_test_drift,
+                     "with --results: a self-test whose median latency is this many percent above that of the "
+                     "device's last 10 passing self-tests (and outside their spread) fails, and the device is "
+                     "quarantined; judged once the device has 5 passing self-tests in the store (0: latency not "
+                     "judged)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1000.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -304,6 +336,33 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!tls_cert.empty()) config.tls = remex::rpc::TlsServerConfig{tls_cert, tls_key, tls_client_ca};
+  // Health over time: the results store and the self-test's schedule.
+  if (!results_url.empty()) {
+    if (const remex::Status st = remex::tooling::CheckResultsUrl(results_url); !st.ok()) {
+      // CLI11 counts a value from the environment as given: the command line says which.
+      bool from_flag = false;
+      for (int i = 1; i < argc; ++i) from_flag |= std::string_view(argv[i]).starts_with("--results");
+      std::fprintf(stderr, "remex-server: --results%s: %s\n", from_flag ? "" : " ($REMEX_RESULTS)",
+                   st.message().c_str());
+      return 2;
+    }
+  }
+  // A PostgreSQL store that does not answer holds the health monitor 10 s per try at
+  // most (libpq's connect_timeout), unless the environment sets another bound.
+  if (!results_url.empty()) setenv("PGCONNECT_TIMEOUT", "10", /*overwrite=*/0);
+  auto interval = remex::server::ParseSelfTestInterval(self_test_interval);
+  if (!interval.ok()) {
+    std::fprintf(stderr, "remex-server: %s\n", interval.status().message().c_str());
+    return 2;
+  }
+  if (farm_url.empty() && results_url.empty() && interval_option->count() > 0) {
+    std::fprintf(stderr, "remex-server: --self-test-interval needs --farm or --results\n");
+    return 2;
+  }
+  if (results_url.empty() && drift_option->count() > 0) {
+    std::fprintf(stderr, "remex-server: --self-test-drift needs --results (the device's history)\n");
+    return 2;
+  }
   if (!farm_url.empty() && !token_file.empty()) {
     std::fprintf(stderr, "remex-server: --farm and --token-file: in a farm, the token of the device's current lease "
                  "is the credential (docs/farm.md)\n");
@@ -418,19 +477,43 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // After a device reset, the self-test's result goes to the farm registration (once
-  // there is one): a device that fails it is quarantined.
+  // The device's health: "ok", or why it is quarantined; the farm registration's once
+  // there is one. Set from the health monitor's thread as each self-test is judged.
   struct HealthSink {
     std::mutex mu;
     remex::farm::Registration* registration = nullptr;
-  };
-  auto health_sink = std::make_shared<HealthSink>();
-  if (!farm_url.empty()) config.on_self_test = [health_sink](const remex::Status& health) {
-    std::lock_guard<std::mutex> lock(health_sink->mu);
-    if (health_sink->registration) {
-      health_sink->registration->SetHealth(health.ok() ? "ok" : health.message(), health.ok());
+    std::string health = "ok";
+    bool healthy = true;
+    bool in_farm = false;
+    void Set(const std::string& why, bool ok) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (why == health && ok == healthy) return;
+      if (ok && !healthy) spdlog::info("the device is healthy again{}", in_farm ? ": back in its pool" : "");
+      if (!ok) spdlog::error("the device is unhealthy{}: {}", in_farm ? ", quarantined" : "", why);
+      health = why;
+      healthy = ok;
+      if (registration) registration->SetHealth(why, ok);
     }
   };
+  auto health_sink = std::make_shared<HealthSink>();
+  health_sink->in_farm = !farm_url.empty();
+  // Self-tests at start, after every reset (on_self_test) and every interval, judged
+  // and recorded off the device worker (health_monitor.h). Outlives the server.
+  std::unique_ptr<remex::server::HealthMonitor> monitor;
+  if (!farm_url.empty() || !results_url.empty()) {
+    remex::server::HealthMonitor::Options options;
+    options.results_url = results_url;
+    options.interval = *interval;
+    options.drift.threshold = self_test_drift / 100;
+    options.description = remex::server::SelfTestDescription();
+    options.on_outcome = [health_sink](const remex::tooling::SelfTestOutcome& outcome) {
+      health_sink->Set(outcome.health, outcome.healthy);
+    };
+    monitor = std::make_unique<remex::server::HealthMonitor>(std::move(options));
+    config.on_self_test = [m = monitor.get()](const remex::server::SelfTestResult& result) {
+      m->Submit(result, "reset");
+    };
+  }
   auto server = remex::server::DeviceServer::Start(config);
   if (!server.ok()) {
     std::fprintf(stderr, "remex-server: %s\n", server.status().ToString().c_str());
@@ -440,12 +523,31 @@ int main(int argc, char** argv) {
   if ((*server)->metrics_port() != 0) {
     metrics_line = ", metrics on " + config.metrics_host + ":" + std::to_string((*server)->metrics_port());
   }
+  // The device's id: the advertised address, else the one it listens at.
+  std::string device_id = record.id;
+  if (device_id.empty()) {
+    const bool v6 = config.host.find(':') != std::string::npos;
+    device_id = (v6 ? "[" + config.host + "]" : config.host) + ":" + std::to_string((*server)->port());
+  }
+  if (monitor) {
+    // The self-test at start: a device that fails it joins the pool quarantined. Its
+    // latency's judgement against the store is waited for, within bounds: a store slow
+    // to answer does not hold the server back (the judgement follows when it comes).
+    remex::server::SelfTestResult start = (*server)->SelfTest();
+    health_sink->Set(start.status.ok() ? "ok" : start.status.message(), start.status.ok());
+    const uint64_t seq = monitor->Submit(std::move(start), "start");
+    monitor->Start(farm ? record.pool : "local", device_id, (*server)->device_summary().name,
+                   [s = server->get()](std::function<void(std::optional<remex::server::SelfTestResult>)> done) {
+                     s->PostSelfTest(std::move(done));
+                   });
+    if (!monitor->WaitJudged(seq, std::chrono::seconds(10))) {
+      spdlog::warn("the start self-test's latency is still being judged (the results store is slow): the device "
+                   "registers with the test's correctness, and its health follows the judgement");
+    }
+  }
   std::unique_ptr<remex::farm::Registration> registration;
   if (farm) {
-    if (record.id.empty()) {
-      const bool v6 = config.host.find(':') != std::string::npos;
-      record.id = (v6 ? "[" + config.host + "]" : config.host) + ":" + std::to_string((*server)->port());
-    }
+    record.id = device_id;
     const auto device_summary = (*server)->device_summary();
     record.kind = device_summary.kind;
     record.device = device_summary.name;
@@ -456,25 +558,25 @@ int main(int argc, char** argv) {
       lease_reader->pool = record.pool;
       lease_reader->id = record.id;
     }
-    // The self-test at start: a device that fails it joins the pool quarantined.
-    const remex::Status health = (*server)->SelfTest();
-    if (!health.ok()) spdlog::error("{}: the device is quarantined", health.ToString());
-    record.state = health.ok() ? remex::farm::DeviceState::kIdle : remex::farm::DeviceState::kQuarantined;
-    record.health = health.ok() ? "ok" : health.message();
     remex::farm::Registration::Options options;
     options.on_lease = [s = server->get()](const std::string& token) { s->KeepLease(token); };
     options.verifier = lease_reader->verifier;
+    // The health known now goes into the first record; later changes through SetHealth
+    // (the sink's lock is held meanwhile, so none is lost in between).
+    std::unique_lock<std::mutex> health_lock(health_sink->mu);
+    record.state = health_sink->healthy ? remex::farm::DeviceState::kIdle : remex::farm::DeviceState::kQuarantined;
+    record.health = health_sink->health;
     auto r = remex::farm::Registration::Start(*farm, record, options);
     if (!r.ok()) {
+      health_lock.unlock();
       std::fprintf(stderr, "remex-server: --farm: %s\n", r.status().ToString().c_str());
+      monitor->Stop();
       (*server)->Stop();
       return 1;
     }
     registration = std::move(r).value();
-    {
-      std::lock_guard<std::mutex> lock(health_sink->mu);
-      health_sink->registration = registration.get();
-    }
+    health_sink->registration = registration.get();
+    health_lock.unlock();
     spdlog::info("farm: registered {} in pool '{}' of {}", record.id, record.pool, farm->ToString());
   }
   std::printf("remex-server listening on %s:%u (device %s)%s\n", config.host.c_str(),
@@ -485,7 +587,9 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: stopping", sig);
-  // Out of the pool first, so that no client is sent to a server that is going away.
+  // No more self-tests; then out of the pool, so that no client is sent to a server that
+  // is going away.
+  if (monitor) monitor->Stop();
   {
     std::lock_guard<std::mutex> lock(health_sink->mu);
     health_sink->registration = nullptr;

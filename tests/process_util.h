@@ -79,6 +79,8 @@ class ServerProcess {
     if (pipe(fds) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      // A test names its results store (--results), never the user's.
+      unsetenv("REMEX_RESULTS");
       if (!log_path.empty()) {
         int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (log >= 0) dup2(log, STDERR_FILENO);

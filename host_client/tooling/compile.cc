@@ -1,12 +1,8 @@
 #include "host_client/tooling/compile.h"
 
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 
-#include "base/file_error.h"
 #include "host_client/compiler/compiler.h"
 #include "host_client/compiler/onnx_import.h"
 
@@ -23,25 +19,6 @@ StatusOr<const kernels::KernelRegistry*> CompilerRegistry() {
   static const auto registry = kernels::CreateCpuRegistry();
   if (!registry.ok()) return registry.status();
   return registry->get();
-}
-
-StatusOr<std::vector<std::byte>> ReadFileBytes(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return FileError("cannot open", path, errno);
-  std::vector<std::byte> bytes;
-  std::byte buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f.get())) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
-  if (std::ferror(f.get())) return FileError("cannot read", path, errno);
-  return bytes;
-}
-
-Status WriteFileBytes(const std::string& path, const std::vector<std::byte>& bytes) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return FileError("cannot write", path, errno);
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) return FileError("cannot write", path, errno);
-  if (std::fclose(f.release()) != 0) return FileError("cannot write", path, errno);
-  return OkStatus();
 }
 
 StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compiler::CompileOptions& options) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_bytes.h"
 #include "base/status.h"
 #include "host_client/compiler/options.h"
 #include "kernels/kernels.h"
@@ -19,11 +20,9 @@ namespace remex::tooling {
 // folding). Built once per process.
 StatusOr<const kernels::KernelRegistry*> CompilerRegistry();
 
-// Reads a whole file. NOT_FOUND / PERMISSION_DENIED / DATA_LOSS with the OS reason.
-StatusOr<std::vector<std::byte>> ReadFileBytes(const std::string& path);
-// Writes a whole file (replacing it). NOT_FOUND / PERMISSION_DENIED / DATA_LOSS with
-// the OS reason.
-Status WriteFileBytes(const std::string& path, const std::vector<std::byte>& bytes);
+// Whole files as bytes (base/file_bytes.h), as the front ends have always named them.
+using remex::ReadFileBytes;
+using remex::WriteFileBytes;
 
 // What `remex compile` reports.
 struct CompileReport {

@@ -18,7 +18,7 @@
 #include <filesystem>
 
 #include "base/content_hash.h"
-#include "host_client/tooling/compile.h"
+#include "base/file_bytes.h"
 
 namespace remex::tooling {
 namespace {
@@ -237,7 +237,7 @@ class SociStore final : public ResultsStore {
                       kWhere + " GROUP BY series_key ORDER BY MAX(recorded_at) DESC, series_key",
            soci::use(f.model), soci::use(f.model), soci::use(f.model), soci::use(f.device_class),
            soci::use(f.device_class), soci::use(f.since), soci::use(f.since), soci::use(f.series_key),
-           soci::use(f.series_key));
+           soci::use(f.series_key), soci::use(f.verdict), soci::use(f.verdict));
       for (const soci::row& row : rows) {
         SeriesInfo s;
         s.series_key = row.get<std::string>(0);
@@ -270,7 +270,7 @@ class SociStore final : public ResultsStore {
                       (f.limit > 0 ? " LIMIT " + std::to_string(f.limit) : std::string()),
            soci::use(f.model), soci::use(f.model), soci::use(f.model), soci::use(f.device_class),
            soci::use(f.device_class), soci::use(f.since), soci::use(f.since), soci::use(f.series_key),
-           soci::use(f.series_key));
+           soci::use(f.series_key), soci::use(f.verdict), soci::use(f.verdict));
       for (const soci::row& row : rows) {
         StoredRun run;
         run.id = static_cast<int64_t>(ToU64(row.get<std::string>(0)));
@@ -384,11 +384,12 @@ class SociStore final : public ResultsStore {
   }
 
  private:
-  // The filter of ListSeries and ListRuns: 9 positional parameters (model x3, device
-  // class x2, since x2, series x2).
+  // The filter of ListSeries and ListRuns: 11 positional parameters (model x3, device
+  // class x2, since x2, series x2, verdict x2).
   inline static const std::string kWhere =
       "(:m1 = '' OR model_name = :m2 OR model_hash = :m3) AND (:d1 = '' OR device_class = :d2)"
-      " AND (:s1 = '' OR recorded_at >= :s2) AND (:k1 = '' OR series_key = :k2)";
+      " AND (:s1 = '' OR recorded_at >= :s2) AND (:k1 = '' OR series_key = :k2)"
+      " AND (:v1 = '' OR verdict = :v2)";
 
   // A write transaction: SQLite takes the write lock now (BEGIN IMMEDIATE), so a busy
   // database makes this wait under busy_timeout instead of failing at the first write.

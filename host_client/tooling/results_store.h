@@ -31,7 +31,7 @@ inline constexpr int kResultsSchemaVersion = 1;
 // One result, as `--record` writes it. Text fields empty when unknown.
 struct RunRecord {
   std::string recorded_at;  // ISO 8601 UTC to the second, 2026-12-02T05:30:00Z
-  std::string kind;         // "bench", "check" or "suite"
+  std::string kind;         // "bench", "check", "suite" or "self-test" (self_test_history.h)
   // Who: the user, the CI job, the git commit and branch (RecordContextFromEnvironment).
   std::string user, ci_job, git_commit, git_branch;
   std::map<std::string, std::string> tags;  // --tag KEY=VALUE
@@ -86,6 +86,7 @@ struct HistoryFilter {
   std::string device_class;  // exact; empty: all
   std::string since;         // ISO 8601 UTC lower bound of recorded_at (inclusive); empty: all
   std::string series_key;    // one series; empty: all
+  std::string verdict;       // runs of this verdict only ("pass", "fail", "error"); empty: all
   size_t limit = 0;          // ListRuns: the latest `limit` runs only; 0: all
 };
 
@@ -98,8 +99,8 @@ class ResultsStore {
   virtual StatusOr<int64_t> Record(const RunRecord& record) = 0;
   // The series with runs matching `filter`, the most recently recorded first.
   virtual StatusOr<std::vector<SeriesInfo>> ListSeries(const HistoryFilter& filter) = 0;
-  // The runs of `filter` (series_key, model, device class, since; the latest `limit`),
-  // oldest first.
+  // The runs of `filter` (series_key, model, device class, since, verdict; the latest
+  // `limit`), oldest first.
   virtual StatusOr<std::vector<StoredRun>> ListRuns(const HistoryFilter& filter) = 0;
   // Run `id` with its series, tags and sample count (no report, no samples). NOT_FOUND
   // for no such run.

@@ -80,6 +80,7 @@ void RoundTrip(const std::string& url) {
   RunRecord a = MakeRecord(0, 1), b = MakeRecord(1, 2), c = MakeRecord(0, 3);
   c.recorded_at = "2026-12-03T00:00:00Z";
   c.profile = {{"total_ms", 1.5}};
+  b.verdict = "fail";
   for (const RunRecord* r : {&a, &b, &c}) {
     auto id = (*store)->Record(*r);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
@@ -119,6 +120,15 @@ void RoundTrip(const std::string& url) {
   HistoryFilter other_device;
   other_device.device_class = "gpu:none";
   EXPECT_TRUE((*store)->ListRuns(other_device)->empty());
+  HistoryFilter failed;
+  failed.verdict = "fail";
+  auto b_only = (*store)->ListRuns(failed);
+  ASSERT_TRUE(b_only.ok());
+  ASSERT_EQ(b_only->size(), 1u);
+  EXPECT_EQ((*b_only)[0].tags.at("i"), "2");
+  EXPECT_EQ((*store)->ListSeries(failed)->size(), 1u);  // m1's only
+  failed.verdict = "pass";
+  EXPECT_EQ((*store)->ListRuns(failed)->size(), 2u);
 
   auto detail = (*store)->GetRun((*late)[0].id);
   ASSERT_TRUE(detail.ok()) << detail.status().ToString();
