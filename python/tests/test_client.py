@@ -260,7 +260,7 @@ def test_benchmark_runs_load_scenarios_as_remex_bench(session, models):
                           "single-stream", "--concurrency", "1:2", "--min-duration-s", "0.2", "--max-trials", "1", "--json"],
                          capture_output=True, text=True, check=True)
     j = json.loads(cli.stdout)
-    assert set(j) - {"command", "date"} == set(r.report) and set(j["load"]) == set(r.load)
+    assert set(j) - {"command"} == set(r.report) and set(j["load"]) == set(r.load)
     assert set(j["load"]["levels"][0]) == set(r.levels[0])
 
     # server: the arrival rate; the audit is on by default (server and offline).
