@@ -49,6 +49,7 @@ packages=(
   python3-jsonschema            # bench JSON against docs/schema/bench.schema.json (tests/bench_report_test.py)
   chromium                      # draws the --html pages, headless, in tests/bench_report_test.py
   chromium-driver python3-selenium   # drive it: remex dashboard's pages in tests/dashboard_test.py
+  curl                          # the docs' dashboard examples fetch its pages
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -80,7 +81,7 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium chromedriver psql sqlite3; do
+for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium chromedriver psql sqlite3 curl; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
