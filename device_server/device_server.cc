@@ -17,6 +17,7 @@
 #include "device_server/server_state.h"
 #include "device_server/self_test.h"
 #include "device_server/session.h"
+#include "rpc/auth.h"
 #include "rpc/transport.h"
 #include "vm/cuda_device.h"
 #include "vm/device.h"
@@ -122,7 +123,7 @@ HttpResponse DeviceServer::Serve(const HttpRequest& request) const {
   const std::string_view target = request.target;
   if (target == "/metrics") {
     const std::string& token = state_->config.metrics_token;
-    if (!token.empty() && !BearerTokenMatches(request.authorization, token)) {
+    if (!token.empty() && !rpc::BearerTokenMatches(request.authorization, token)) {
       return {401, "/metrics needs \"Authorization: Bearer TOKEN\" with the server's metrics token\n",
               "text/plain; charset=utf-8", "Bearer realm=\"remex-server metrics\""};
     }

@@ -65,19 +65,6 @@ void RequestMetrics::Render(std::string& out) const {
   out += "remex_invoke_seconds_count " + std::to_string(invoke_count_) + "\n";
 }
 
-bool BearerTokenMatches(std::string_view authorization, const std::string& token) {
-  if (token.empty()) return false;
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    const char c = authorization[i];
-    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return false;
-  }
-  std::string_view given = authorization.substr(kScheme.size());
-  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
-  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
-  return rpc::ProofsEqual(std::string(given), token);
-}
 
 // One thread runs an io_context: accept, read one request (5 s deadline, 8 KiB of
 // headers at most), write one response, close.

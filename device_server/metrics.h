@@ -75,11 +75,6 @@ struct HttpResponse {
   std::string www_authenticate;
 };
 
-// Whether `authorization` (an Authorization header's value) is "Bearer TOKEN" for
-// `token` (scheme case-insensitive, RFC 7235), compared in time independent of where
-// the bytes differ. False for an empty `token`.
-bool BearerTokenMatches(std::string_view authorization, const std::string& token);
-
 // A minimal HTTP/1.1 endpoint for GET requests, on its own thread.
 class HttpEndpoint {
  public:

@@ -1,9 +1,9 @@
-// The metrics endpoint's bearer token check (device_server/metrics.h).
-#include "device_server/metrics.h"
+// The bearer token check of the metrics endpoint and the dashboard (rpc/auth.h).
+#include "rpc/auth.h"
 
 #include <gtest/gtest.h>
 
-namespace remex::server {
+namespace remex::rpc {
 namespace {
 
 constexpr char kToken[] = "metrics-scraper-token-0123456789";
@@ -25,4 +25,4 @@ TEST(BearerTokenTest, MatchesOnlyTheBearerSchemeWithTheWholeToken) {
 }
 
 }  // namespace
-}  // namespace remex::server
+}  // namespace remex::rpc

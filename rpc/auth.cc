@@ -49,6 +49,20 @@ bool ProofsEqual(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+bool BearerTokenMatches(std::string_view authorization, const std::string& token) {
+  if (token.empty()) return false;
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = authorization[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return false;
+  }
+  std::string_view given = authorization.substr(kScheme.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
+  return ProofsEqual(std::string(given), token);
+}
+
 std::string ToHex(std::string_view bytes) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;

@@ -33,6 +33,12 @@ std::string AuthProof(const std::string& token, const std::string& role, const s
 // Compares in time independent of where the bytes differ.
 bool ProofsEqual(const std::string& a, const std::string& b);
 
+// Whether `authorization` (an HTTP Authorization header's value) is "Bearer TOKEN" for
+// `token` (scheme case-insensitive, RFC 7235; spaces around the token ignored), compared
+// with ProofsEqual. False for an empty `token`. The metrics endpoint and the dashboard
+// check their tokens with it.
+bool BearerTokenMatches(std::string_view authorization, const std::string& token);
+
 // Farm leases (docs/farm.md, "The lease credential"): an Ed25519 key pair made afresh by
 // the lessee for each lease. Redis holds only the public key; the lease's secret (the
 // client's token, REMEX_TOKEN under `remex farm lease`) is

@@ -101,10 +101,8 @@ StatusOr<std::map<std::string, std::string>> ParseQuery(std::string_view query,
 
 // recorded_at (ISO 8601 UTC to the second) as Unix milliseconds; null when unparsable.
 json UnixMillis(const std::string& iso) {
-  std::tm tm{};
-  const char* end = strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!end) return nullptr;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
+  const std::optional<int64_t> ms = UtcIso8601Millis(iso);
+  return ms ? json(*ms) : json(nullptr);
 }
 
 // summary[key] when it is a number, else null.
@@ -127,39 +125,12 @@ json SeriesJson(const SeriesInfo& s) {
 }
 
 json RunJson(const StoredRun& r) {
-  return {{"id", r.id},
-          {"recorded_at", r.recorded_at},
-          {"t_ms", UnixMillis(r.recorded_at)},
-          {"kind", r.kind},
-          {"user", r.user},
-          {"ci_job", r.ci_job},
-          {"git_commit", r.git_commit},
-          {"git_branch", r.git_branch},
-          {"tags", r.tags},
-          {"summary", r.summary.is_object() ? r.summary : json::object()},
-          {"verdict", r.verdict},
-          {"error", r.error},
-          {"samples", r.sample_count}};
+  json j = StoredRunJson(r);
+  j["t_ms"] = UnixMillis(r.recorded_at);
+  if (!r.summary.is_object()) j["summary"] = json::object();
+  return j;
 }
 
-json FindingJson(const regression::Finding& f) {
-  auto ids = [](const std::vector<std::string>& v) {
-    json out = json::array();
-    for (const std::string& id : v) out.push_back(std::strtoll(id.c_str(), nullptr, 10));
-    return out;
-  };
-  return {{"state", std::string(regression::VerdictName(f.verdict))},
-          {"change_pct", f.change_pct},
-          {"ci_low_pct", f.ci_low_pct},
-          {"ci_high_pct", f.ci_high_pct},
-          {"confidence", f.confidence},
-          {"p_value", f.p_value},
-          {"baseline_cv_pct", f.baseline_cv_pct},
-          {"baseline_runs", ids(f.baseline_runs)},
-          {"excluded_runs", ids(f.excluded_runs)},
-          {"candidate_runs", ids(f.candidate_runs)},
-          {"reason", f.reason}};
-}
 
 // The finding of one series, or an object naming why there is none.
 json JudgeSeries(ResultsStore& store, const std::string& series_key, const regression::Options& options) {
@@ -267,19 +238,6 @@ std::string CookieValue(const std::string& header, const std::string& name) {
   return "";
 }
 
-bool BearerMatches(std::string_view authorization, const std::string& token) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (token.empty() || authorization.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    const char c = authorization[i];
-    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return false;
-  }
-  std::string_view given = authorization.substr(kScheme.size());
-  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
-  while (!given.empty() && given.back() == ' ') given.remove_suffix(1);
-  return rpc::ProofsEqual(std::string(given), token);
-}
-
 }  // namespace
 
 StatusOr<DashboardRoute> ParseDashboardTarget(std::string_view target) {
@@ -369,7 +327,7 @@ Dashboard::Dashboard(std::unique_ptr<ResultsStore> store, DashboardOptions optio
 
 bool Dashboard::Authorized(const WebRequest& request) const {
   if (options_.token.empty()) return true;
-  if (BearerMatches(request.authorization, options_.token)) return true;
+  if (rpc::BearerTokenMatches(request.authorization, options_.token)) return true;
   const std::string cookie = CookieValue(request.cookie, kCookieName);
   return !cookie.empty() && rpc::ProofsEqual(cookie, session_cookie_);
 }

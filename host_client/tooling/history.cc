@@ -9,14 +9,6 @@
 namespace remex::tooling {
 namespace {
 
-// recorded_at (ISO 8601 UTC to the second) as Unix milliseconds; 0 when unparsable.
-int64_t UnixMillis(const std::string& iso) {
-  std::tm tm{};
-  const char* end = strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!end) return 0;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
 std::vector<int64_t> Ids(const std::vector<std::string>& ids) {
   std::vector<int64_t> out;
   for (const std::string& id : ids) out.push_back(std::strtoll(id.c_str(), nullptr, 10));
@@ -51,7 +43,7 @@ StatusOr<std::vector<SeriesFinding>> FindRegressions(ResultsStore& store, const 
       regression::Run run;
       run.id = std::to_string(r->id);
       // Runs are listed oldest first; a clock that went back keeps that order.
-      last_ms = std::max(last_ms, UnixMillis(r->recorded_at));
+      last_ms = std::max(last_ms, UtcIso8601Millis(r->recorded_at).value_or(0));
       run.time_ms = last_ms;
       run.median_s = r->summary["median_ms"].get<double>() / 1000.0;
       if (r->sample_count > 0) {
@@ -75,6 +67,20 @@ size_t CountRegressions(const std::vector<SeriesFinding>& findings) {
   return n;
 }
 
+nlohmann::json FindingJson(const regression::Finding& f) {
+  return {{"state", std::string(regression::VerdictName(f.verdict))},
+          {"change_pct", f.change_pct},
+          {"ci_low_pct", f.ci_low_pct},
+          {"ci_high_pct", f.ci_high_pct},
+          {"confidence", f.confidence},
+          {"p_value", f.p_value},
+          {"baseline_cv_pct", f.baseline_cv_pct},
+          {"baseline_runs", Ids(f.baseline_runs)},
+          {"excluded_runs", Ids(f.excluded_runs)},
+          {"candidate_runs", Ids(f.candidate_runs)},
+          {"reason", f.reason}};
+}
+
 nlohmann::json RegressionsJson(const std::vector<SeriesFinding>& findings, const regression::Options& options) {
   nlohmann::json list = nlohmann::json::array();
   for (const SeriesFinding& sf : findings) {
@@ -91,23 +97,14 @@ nlohmann::json RegressionsJson(const std::vector<SeriesFinding>& findings, const
                             {"hl_ci_low_pct", c.hl_ci_low_pct},
                             {"hl_ci_high_pct", c.hl_ci_high_pct}});
     }
-    list.push_back({{"series_key", sf.series.series_key},
-                    {"model_name", sf.series.model_name},
-                    {"model_hash", sf.series.model_hash},
-                    {"scenario", sf.series.scenario},
-                    {"device_class", sf.series.device_class},
-                    {"state", std::string(regression::VerdictName(f.verdict))},
-                    {"change_pct", f.change_pct},
-                    {"ci_low_pct", f.ci_low_pct},
-                    {"ci_high_pct", f.ci_high_pct},
-                    {"confidence", f.confidence},
-                    {"p_value", f.p_value},
-                    {"baseline_cv_pct", f.baseline_cv_pct},
-                    {"baseline_runs", Ids(f.baseline_runs)},
-                    {"excluded_runs", Ids(f.excluded_runs)},
-                    {"candidate_runs", Ids(f.candidate_runs)},
-                    {"candidates", candidates},
-                    {"reason", f.reason}});
+    nlohmann::json entry = FindingJson(f);
+    entry["series_key"] = sf.series.series_key;
+    entry["model_name"] = sf.series.model_name;
+    entry["model_hash"] = sf.series.model_hash;
+    entry["scenario"] = sf.series.scenario;
+    entry["device_class"] = sf.series.device_class;
+    entry["candidates"] = candidates;
+    list.push_back(std::move(entry));
   }
   return {{"schema", "remex.regressions"},
           {"schema_version", 1},

@@ -32,6 +32,12 @@ struct SeriesFinding {
 StatusOr<std::vector<SeriesFinding>> FindRegressions(ResultsStore& store, const HistoryFilter& filter,
                                                      const regression::Options& options);
 
+// A finding's judgement as JSON: {state, change_pct, ci_low_pct, ci_high_pct,
+// confidence, p_value, baseline_cv_pct, baseline_runs, excluded_runs, candidate_runs
+// (run ids, numbers), reason}: one entry of RegressionsJson without its series and
+// candidates, and the dashboard's finding of a series.
+nlohmann::json FindingJson(const regression::Finding& finding);
+
 // JSON of `remex regressions --json`: {"schema": "remex.regressions", "schema_version":
 // 1, "options": {baseline_runs, min_baseline_runs, confirmations, alpha, min_effect,
 // max_baseline_cv}, "findings": [{series_key, model_name, model_hash, scenario,

@@ -719,6 +719,12 @@ std::string UtcIso8601(int64_t unix_s) {
 
 std::string UtcNow() { return UtcIso8601(static_cast<int64_t>(std::time(nullptr))); }
 
+std::optional<int64_t> UtcIso8601Millis(const std::string& iso) {
+  std::tm tm{};
+  if (!strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
 void CompleteRecord(RunRecord& record, const std::map<std::string, std::string>& tags) {
   if (record.recorded_at.empty()) record.recorded_at = UtcNow();
   FillRecordContextFromEnvironment(record);
@@ -778,6 +784,21 @@ StatusOr<RunRecord> RecordFromReport(const std::string& kind, const std::string&
   return r;
 }
 
+json StoredRunJson(const StoredRun& r) {
+  return {{"id", r.id},
+          {"recorded_at", r.recorded_at},
+          {"kind", r.kind},
+          {"user", r.user},
+          {"ci_job", r.ci_job},
+          {"git_commit", r.git_commit},
+          {"git_branch", r.git_branch},
+          {"tags", r.tags},
+          {"summary", r.summary},
+          {"verdict", r.verdict},
+          {"error", r.error},
+          {"samples", r.sample_count}};
+}
+
 json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::vector<StoredRun>>& runs) {
   json out = {{"schema", "remex.history"}, {"schema_version", 1}, {"series", json::array()}};
   for (size_t i = 0; i < series.size(); ++i) {
@@ -785,18 +806,7 @@ json HistoryJson(const std::vector<SeriesInfo>& series, const std::vector<std::v
     json rs = json::array();
     if (i < runs.size()) {
       for (const StoredRun& r : runs[i]) {
-        rs.push_back({{"id", r.id},
-                      {"recorded_at", r.recorded_at},
-                      {"kind", r.kind},
-                      {"user", r.user},
-                      {"ci_job", r.ci_job},
-                      {"git_commit", r.git_commit},
-                      {"git_branch", r.git_branch},
-                      {"tags", r.tags},
-                      {"summary", r.summary},
-                      {"verdict", r.verdict},
-                      {"error", r.error},
-                      {"samples", r.sample_count}});
+        rs.push_back(StoredRunJson(r));
       }
     }
     out["series"].push_back({{"series_key", s.series_key},

@@ -153,6 +153,9 @@ StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::st
 std::string UtcIso8601(int64_t unix_s);
 // Now, as UtcIso8601 writes it.
 std::string UtcNow();
+// A time as UtcIso8601 writes it (recorded_at) in Unix milliseconds; nullopt when `iso`
+// does not start with YYYY-MM-DDTHH:MM:SS.
+std::optional<int64_t> UtcIso8601Millis(const std::string& iso);
 
 // Completes `record` for writing, as every `--record` does: recorded_at (now) when it is
 // empty, who ran it (FillRecordContextFromEnvironment) and `tags` (ParseTags's).
@@ -181,6 +184,10 @@ StatusOr<int64_t> RecordReport(const std::string& url, const std::string& kind, 
 // count, median_ms, mean_ms, p90_ms, p99_ms, min_ms, max_ms, stable; bench (load):
 // those of the first level with throughput_qps; check: match, outputs, mismatches.
 nlohmann::json SummaryOf(const nlohmann::json& report);
+
+// A run as a history lists it: {id, recorded_at, kind, user, ci_job, git_commit,
+// git_branch, tags, summary, verdict, error, samples (the count)}.
+nlohmann::json StoredRunJson(const StoredRun& run);
 
 // JSON of the history (remex history --json): {"schema": "remex.history",
 // "schema_version": 1, "series": [{series_key, model_name, model_hash, compile_options,

@@ -15,22 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string IsoUtc(int64_t unix_s) {
-  const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-// recorded_at (ISO 8601 UTC to the second) as Unix milliseconds; 0 when unparsable.
-int64_t UnixMillis(const std::string& iso) {
-  std::tm tm{};
-  if (!strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
 std::string Format(const char* format, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, format, value);
@@ -66,7 +50,7 @@ std::string_view DriftStateName(DriftState state) {
 
 RunRecord SelfTestRecord(const SelfTestRun& run) {
   RunRecord r;
-  r.recorded_at = IsoUtc(run.unix_s);
+  r.recorded_at = UtcIso8601(run.unix_s);
   r.kind = std::string(kSelfTestKind);
   FillRecordContextFromEnvironment(r);
   r.tags = {{"farm.pool", run.pool}, {"farm.device", run.id}, {"self-test.reason", run.reason}};
@@ -131,7 +115,7 @@ StatusOr<DriftJudgement> JudgeSelfTestDrift(ResultsStore& store, const RunRecord
   for (const StoredRun& stored : runs) {
     regression::Run run;
     run.id = std::to_string(stored.id);
-    last_ms = std::max(last_ms, UnixMillis(stored.recorded_at));  // a clock that went back keeps the order
+    last_ms = std::max(last_ms, UtcIso8601Millis(stored.recorded_at).value_or(0));  // a clock that went back keeps the order
     run.time_ms = last_ms;
     if (stored.sample_count > 0) {
       REMEX_ASSIGN_OR_RETURN(std::vector<double> ms, store.Samples(stored.id));
@@ -148,7 +132,7 @@ StatusOr<DriftJudgement> JudgeSelfTestDrift(ResultsStore& store, const RunRecord
     j.history_runs.push_back(stored.id);
     series.runs.push_back(std::move(run));
   }
-  candidate.time_ms = std::max(last_ms, UnixMillis(record.recorded_at));
+  candidate.time_ms = std::max(last_ms, UtcIso8601Millis(record.recorded_at).value_or(0));
   series.runs.push_back(std::move(candidate));
   {
     std::vector<double> sorted = series.runs.back().samples_s;
