@@ -7,11 +7,6 @@
 //     apart and ending now: five with their samples scaled by 1.000, 1.004, 0.997,
 //     1.002, 0.999 (a quiet baseline), then two scaled by 1.5 and 1.52 (a confirmed
 //     regression, as remex regressions judges it). Prints the seven ids.
-//   dashboard_seed URL self-test POOL/HOST:PORT N [REASON]
-//     N self-test records of a farm device as farm servers write them (kind, model and
-//     scenario "self-test", device class POOL/HOST:PORT, tags farm.pool, farm.device and
-//     self-test.reason, summary {count, median_ms, p90_ms, min_ms, max_ms}), a minute
-//     apart and ending now; with REASON the last one failed with it. Prints the ids.
 // Exit status 0, or 1 with the error on stderr.
 #include <cstdio>
 #include <cstdlib>
@@ -63,7 +58,7 @@ void ScaleLatencies(json& j, double scale) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) return Die("usage: dashboard_seed URL regression RUN_ID | URL self-test POOL/ID N [REASON]");
+  if (argc < 4) return Die("usage: dashboard_seed URL regression RUN_ID");
   auto store = remex::tooling::OpenResultsStore(argv[1]);
   if (!store.ok()) return Die(store.status().ToString());
   const std::string mode = argv[2];
@@ -98,32 +93,6 @@ int main(int argc, char** argv) {
       for (double v : *samples) r.samples_ms.push_back(v * scales[i]);
       r.profile = r.report.contains("profile") ? r.report["profile"] : json(nullptr);
       r.verdict = "pass";
-      records.push_back(std::move(r));
-    }
-  } else if (mode == "self-test" && argc >= 5) {
-    const std::string device_class = argv[3];
-    const size_t slash = device_class.find('/');
-    if (slash == std::string::npos) return Die("the device is POOL/HOST:PORT");
-    const int n = std::atoi(argv[4]);
-    const std::string reason = argc > 5 ? argv[5] : "";
-    for (int i = 0; i < n; ++i) {
-      RunRecord r;
-      r.recorded_at = Iso(now - 60 * (n - i));
-      r.kind = r.model_name = r.scenario = "self-test";
-      r.device_class = device_class;
-      r.device = "cpu";
-      const bool failed = !reason.empty() && i == n - 1;
-      r.tags = {{"farm.pool", device_class.substr(0, slash)},
-                {"farm.device", device_class.substr(slash + 1)},
-                {"self-test.reason", i == 0 ? "registration" : "periodic"}};
-      const double median = 0.4 + 0.05 * i;
-      r.summary = {{"count", 5},
-                   {"median_ms", median},
-                   {"p90_ms", median * 1.2},
-                   {"min_ms", median * 0.9},
-                   {"max_ms", median * 1.5}};
-      r.verdict = failed ? "fail" : "pass";
-      r.error = failed ? reason : "";
       records.push_back(std::move(r));
     }
   } else {

@@ -468,15 +468,26 @@ std::string FarmPage(const json& data, const DashboardOptions& options) {
       body += Canvas("chart-selftest-" + std::to_string(i), "selftest", "self-test latency of " + name, 220,
                      " data-index=\"" + std::to_string(i) + "\"");
       const json& points = Get(t, "points");
-      std::string failures;
-      for (const json& p : points.is_array() ? points : json::array()) {
-        if (Get(p, "verdict") != "pass") {
-          failures += "<li>" + RunLink(Get(p, "id")) + " " + E(Str(Get(p, "recorded_at"))) + ": " +
-                      E(Str(Get(p, "error"))) + "</li>";
+      // The failed ones, the newest first: three listed, the rest counted.
+      constexpr size_t kFailuresListed = 3;
+      std::vector<const json*> failed;  // into `points`
+      if (points.is_array()) {
+        for (const json& p : points) {
+          if (Get(p, "verdict") != "pass") failed.push_back(&p);
         }
       }
-      if (!failures.empty())
-        body += "<p class=\"note\">Failed self-tests:</p><ul class=\"warnings\">" + failures + "</ul>\n";
+      std::string failures;
+      for (size_t k = 0; k < failed.size() && k < kFailuresListed; ++k) {
+        const json& p = *failed[failed.size() - 1 - k];
+        failures += "<li>" + RunLink(Get(p, "id")) + " " + E(Str(Get(p, "recorded_at"))) + ": " +
+                    E(Str(Get(p, "error"))) + "</li>";
+      }
+      if (!failed.empty()) {
+        const std::string count = std::to_string(failed.size()) + " of " + std::to_string(points.size());
+        body += "<p class=\"note\">Failed self-tests: " + count +
+                (failed.size() > kFailuresListed ? ", the newest " + std::to_string(kFailuresListed) : std::string()) +
+                ":</p><ul class=\"warnings\">" + failures + "</ul>\n";
+      }
     }
     if (Get(data, "self_tests_total").is_number() &&
         Get(data, "self_tests_total").get<double>() > static_cast<double>(tests.size())) {
