@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Benchmark a model on a remote device and plot its latency distribution.
 
-    PYTHONPATH=build/python python/examples/bench_latency.py MODEL.onnx|MODEL.rmx
+    PYTHONPATH=build/python /usr/bin/python3 python/examples/bench_latency.py MODEL.onnx|MODEL.rmx
         [--server HOST:PORT] [--shape NAME=DIMS ...] [--repeat 200] [--number 1]
         [--plot latency.png]
 
