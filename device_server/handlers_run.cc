@@ -17,6 +17,7 @@
 #include "device_server/load_test.h"
 #include "device_server/server_state.h"
 #include "device_server/time_evaluator.h"
+#include "rpc/wire_util.h"
 #include "vm/cuda_device.h"
 #include "vm/tensor_ops.h"
 
@@ -178,19 +179,58 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
 Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
   REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
   auto& [obj, fn] = target;
-  vm::Profiler profiler;
-  ArmRunDeadline(0);
-  allocator_->ResetPeak();
-  REMEX_RETURN_IF_ERROR(obj->vm->Invoke(fn, &profiler).status());
-  REMEX_RETURN_IF_ERROR(state_->device->Synchronize());
-  // The allocator's high-water mark sees buffers that live inside one instruction too.
-  const uint64_t peak = std::max(allocator_->stats().peak_allocated_bytes, profiler.peak_live_bytes);
-  auto rows = profiler.Rows(obj->vm->executable().def());
+  const uint32_t asked = req.getRuns() == 0 ? 1 : req.getRuns();
+  if (asked > rpc::kMaxProfileRuns) {
+    return InvalidArgument("profile: runs must be in [1, " + std::to_string(rpc::kMaxProfileRuns) +
+                           "], got " + std::to_string(asked));
+  }
+  const vm::ExecutableDef& def = obj->vm->executable().def();
+  // One profiler per run, every run on one time line; each waits for the device after
+  // every instruction, so that an instruction's time holds its device work. The runs
+  // together stay within the benchmark time limit: a run that would likely pass it (by
+  // the longest run so far) is not started, and the reply says how many ran.
+  std::vector<vm::Profiler> profilers(asked);
+  std::vector<uint64_t> peaks(asked);
+  const auto origin = Clock::now();
+  const auto limit = std::chrono::duration_cast<std::chrono::nanoseconds>(state_->benchmark_time_limit);
+  uint64_t longest = 0;
+  size_t traced = 0;
+  uint32_t runs = 0;
+  for (uint32_t k = 0; k < asked; ++k) {
+    if (k > 0 && std::chrono::nanoseconds(NanosSince(origin) + longest) > limit) break;
+    vm::Profiler& p = profilers[k];
+    p.synchronize = true;
+    p.trace = req.getTrace();
+    p.trace_origin = origin;
+    p.trace_limit = rpc::kMaxProfileTraceEvents - traced;
+    ArmRunDeadline(0);  // each run is one invoke for the run control
+    allocator_->ResetPeak();
+    REMEX_RETURN_IF_ERROR(
+        obj->vm->Invoke(fn, &p).status().WithContext("profiled run " + std::to_string(k + 1)));
+    REMEX_RETURN_IF_ERROR(state_->device->Synchronize());
+    // The allocator's high-water mark sees buffers that live inside one instruction too.
+    peaks[k] = std::max(allocator_->stats().peak_allocated_bytes, p.peak_live_bytes);
+    traced += p.events.size();
+    longest = std::max(longest, p.total_nanos);
+    runs = k + 1;
+  }
+  profilers.resize(runs);
+  // The median run by total time (the lower middle of an even count).
+  std::vector<uint32_t> order(runs);
+  for (uint32_t k = 0; k < runs; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return profilers[a].total_nanos != profilers[b].total_nanos
+               ? profilers[a].total_nanos < profilers[b].total_nanos
+               : a < b;
+  });
+  const uint32_t median = order[(runs - 1) / 2];
+  const vm::Profiler& mid = profilers[median];
+  auto rows = mid.Rows(def);
   auto r = reply.initProfile();
-  r.setTotalNanos(profiler.total_nanos);
-  r.setLiveBytesBefore(profiler.live_bytes_before);
-  r.setLiveBytesAfter(profiler.live_bytes_after);
-  r.setPeakLiveBytes(peak);
+  r.setTotalNanos(mid.total_nanos);
+  r.setLiveBytesBefore(mid.live_bytes_before);
+  r.setLiveBytesAfter(mid.live_bytes_after);
+  r.setPeakLiveBytes(peaks[median]);
   auto out = r.initRows(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].setName(rows[i].name);
@@ -202,6 +242,79 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
     out[i].setAllocations(rows[i].counter.allocations);
     out[i].setAllocatedBytes(rows[i].counter.allocated_bytes);
     out[i].setPeakLiveBytes(rows[i].counter.peak_live_bytes);
+  }
+  r.setRuns(runs);
+  auto totals = r.initRunTotalNanos(runs);
+  for (uint32_t k = 0; k < runs; ++k) totals.set(k, profilers[k].total_nanos);
+  r.setMedianRun(median);
+  r.setSynchronized(true);
+
+  // Nodes: the kernel-table entries that ran in any run, in table order.
+  const size_t n_kernels = def.kernels.size();
+  std::vector<int32_t> node_of(n_kernels, -1);
+  std::vector<size_t> ran;
+  for (size_t e = 0; e < n_kernels; ++e) {
+    for (const vm::Profiler& p : profilers) {
+      if (e < p.kernels.size() && p.kernels[e].calls != 0) {
+        node_of[e] = static_cast<int32_t>(ran.size());
+        ran.push_back(e);
+        break;
+      }
+    }
+  }
+  auto nodes = r.initNodes(ran.size());
+  for (size_t i = 0; i < ran.size(); ++i) {
+    const size_t e = ran[i];
+    const vm::KernelEntry& entry = def.kernels[e];
+    auto node = nodes[i];
+    node.setName(entry.node_name);
+    node.setOp(entry.op);
+    node.setHost(entry.host);
+    node.setCalls(e < mid.kernels.size() ? mid.kernels[e].calls : 0);
+    auto times = node.initRunNanos(runs);
+    const vm::KernelShapes* shapes = nullptr;
+    for (uint32_t k = 0; k < runs; ++k) {
+      const vm::Profiler& p = profilers[k];
+      const bool called = e < p.kernels.size() && p.kernels[e].calls != 0;
+      times.set(k, called ? p.kernels[e].total_nanos : 0);
+      if (called && !shapes) shapes = &p.kernel_shapes[e];
+    }
+    auto write = [](capnp::List<wire::TensorDesc>::Builder list,
+                    const std::vector<std::pair<DType, Shape>>& ops) {
+      for (size_t j = 0; j < ops.size(); ++j) {
+        if (ops[j].first == DType::kUndefined) continue;  // absent: dtype 0, no shape
+        rpc::WriteTensorDesc(list[j], ops[j].first, ops[j].second);
+      }
+    };
+    static const vm::KernelShapes kNone;
+    const vm::KernelShapes& operands = shapes ? *shapes : kNone;
+    write(node.initInputs(operands.inputs.size()), operands.inputs);
+    write(node.initOutputs(operands.outputs.size()), operands.outputs);
+  }
+
+  if (req.getTrace()) {
+    auto names = r.initOpcodeNames(vm::kOpcodeCount);
+    for (int i = 0; i < vm::kOpcodeCount; ++i)
+      names.set(i, std::string(vm::OpcodeName(static_cast<vm::Opcode>(i))));
+    auto functions = r.initFunctionNames(def.functions.size());
+    for (size_t i = 0; i < def.functions.size(); ++i) functions.set(i, def.functions[i].name);
+    auto events = r.initTrace(traced);
+    size_t at = 0;
+    uint64_t dropped = 0;
+    for (uint32_t k = 0; k < runs; ++k) {
+      dropped += profilers[k].trace_dropped;
+      for (const vm::TraceEvent& ev : profilers[k].events) {
+        auto e = events[at++];
+        e.setStartNanos(ev.start_nanos);
+        e.setNanos(ev.nanos);
+        e.setOpcode(static_cast<uint16_t>(ev.op));
+        e.setRun(static_cast<uint16_t>(k));
+        e.setNode(ev.kernel >= 0 && static_cast<size_t>(ev.kernel) < n_kernels ? node_of[ev.kernel] : -1);
+        e.setPc(ev.pc);
+        e.setFunction(static_cast<uint16_t>(ev.function));
+      }
+    }
+    r.setTraceDropped(dropped);
   }
   return OkStatus();
 }

@@ -69,7 +69,7 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 4;
+inline constexpr uint16_t kProtocolMinor = 5;
 // The first minor version that understands Codec::kChunked.
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
@@ -80,6 +80,9 @@ inline constexpr uint16_t kMinorFillChunks = 3;
 inline constexpr uint16_t kMinorLeaseSignature = 3;
 // Minor 4: loadTest (server-generated load scenarios) and ModuleLoadReply.loadNanos.
 inline constexpr uint16_t kMinorLoadTest = 4;
+// Minor 5: Profile.runs and .trace, ProfileReply's per-node rows, run totals and trace
+// (older servers answer with one run and no nodes; the client reads that as such).
+inline constexpr uint16_t kMinorProfileNodes = 5;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},

@@ -323,10 +323,16 @@ struct MemoryUse {
   residentPeakBytes @5 :UInt64;   # its high-water mark since it started
 }
 
-# One invoke with per-instruction timing: see ProfileReply.
+# Invokes with per-instruction timing: see ProfileReply.
 struct Profile {
   vm @0 :UInt64;
   function @1 :Text;
+  # Since 1.5 (older servers profile one invoke and ignore both). The invokes profiled
+  # one after the other, 1 to kMaxProfileRuns (rpc/wire_util.h; INVALID_ARGUMENT
+  # outside); 0: one.
+  runs @2 :UInt32;
+  # Also return one trace event per instruction run (ProfileReply.trace).
+  trace @3 :Bool;
 }
 
 # min, max, mean, std and NaN/Inf counts of a tensor, computed on the device.
@@ -504,6 +510,36 @@ struct ProfileRow {
   peakLiveBytes @8 :UInt64;
 }
 
+# One kernel-table entry that ran: one ONNX node, or the nodes of a fused kernel joined
+# by "+" ("conv_1+relu_1"). Since 1.5.
+struct ProfileNode {
+  name @0 :Text;        # the node's name ("copy to output 'y'" for such copies)
+  op @1 :Text;          # the kernel's op ("Conv", "FusedConv", "FusedElementwise")
+  host @2 :Bool;        # a host kernel (small integer shape computations)
+  calls @3 :UInt64;     # calls in the median run (ProfileReply.medianRun)
+  runNanos @4 :List(UInt64);  # per run, the time of all its calls in that run
+  # The operands of its first call in the first run in which it ran, as they were at
+  # run time; an absent optional input has dtype 0 and no shape.
+  inputs @5 :List(TensorDesc);
+  outputs @6 :List(TensorDesc);
+}
+
+# One instruction run. Since 1.5.
+struct ProfileTraceEvent {
+  startNanos @0 :UInt64;  # since the first profiled invoke started
+  nanos @1 :UInt64;       # its duration
+  opcode @2 :UInt16;      # index into ProfileReply.opcodeNames
+  run @3 :UInt16;         # which run, from 0
+  node @4 :Int32;         # index into ProfileReply.nodes for a kernel, else -1
+  pc @5 :UInt32;          # its instruction index in its function
+  function @6 :UInt16;    # index into ProfileReply.functionNames
+}
+
+# Times are host wall time around each instruction; since 1.5 the server waits for the
+# device after every instruction (`synchronized`), so on an asynchronous device an
+# instruction's time holds its device work. A profile of several runs reports the rows,
+# totalNanos and the memory of its median run (by totalNanos; of an even count the
+# lower middle), and per node the time of every run.
 struct ProfileReply {
   rows @0 :List(ProfileRow);
   totalNanos @1 :UInt64;
@@ -513,6 +549,19 @@ struct ProfileReply {
   liveBytesBefore @2 :UInt64;
   liveBytesAfter @3 :UInt64;
   peakLiveBytes @4 :UInt64;
+  # Since 1.5; 0 and empty from older servers (one run, no nodes).
+  runs @5 :UInt32;
+  runTotalNanos @6 :List(UInt64);  # per run
+  medianRun @7 :UInt32;            # the run the rows and totals above are of
+  synchronized @8 :Bool;
+  nodes @9 :List(ProfileNode);     # in kernel-table order
+  # With Profile.trace: the names of the opcodes and functions, and one event per
+  # instruction run of every run in run order, at most kMaxProfileTraceEvents; those past it are counted
+  # in traceDropped.
+  opcodeNames @10 :List(Text);
+  functionNames @11 :List(Text);   # the executable's functions, in order
+  trace @12 :List(ProfileTraceEvent);
+  traceDropped @13 :UInt64;
 }
 
 struct TensorStatsReply {

@@ -136,6 +136,8 @@ class BenchReportSchemaTest(ServerFixture):
         self.assertValid(plain, "remex bench --json")
         profiled = self.bench("--profile")
         self.assertGreater(len(profiled["profile"]["rows"]), 0)
+        self.assertEqual(profiled["profile"]["runs"], 5)
+        self.assertGreater(len(profiled["profile"]["nodes"]), 0)
         self.assertValid(profiled, "remex bench --profile --json")
         self.assertRegex(profiled["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         self.assertIn(" bench ", profiled["command"])
@@ -174,6 +176,11 @@ class BenchReportSchemaTest(ServerFixture):
         case(load, ["load", "scenario"], "burst", "an unknown scenario")
         case(load, ["load", "levels", 1, "percentiles", 0, "bounded"], "yes", "bounded as a string")
         case(load, ["profile", "rows", 0, "calls"], 1.5, "a fractional call count")
+        profiled = self.bench("--profile", "--profile-runs", "2")
+        case(profiled, ["profile", "nodes", 0, "median_ms"], KeyError, "a node without its median")
+        case(profiled, ["profile", "nodes", 0, "inputs", 0], {"dtype": "float32", "shape": [-1]},
+             "an operand of a negative dimension")
+        case(profiled, ["profile", "runs"], 0, "no runs")
         for report, what in broken:
             self.assertInvalid(report, what)
         # Keys the schema does not name are welcome (additive changes keep the version).

@@ -4,6 +4,7 @@
 // invoke_with_outputs are in remote_session_outputs_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "host_client/compiler/onnx_import.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "rpc/transport.h"
+#include "rpc/wire_util.h"
 #include "tests/model_util.h"
 #include "tests/process_util.h"
 #include "tests/remote_session_test_util.h"
@@ -321,6 +323,70 @@ TEST_F(RemoteSessionTest, ProfileBreaksDownKernelsAndInstructions) {
   EXPECT_LE(kernels["Add"].total_nanos + kernels["Relu"].total_nanos, instructions["InvokeKernel"].total_nanos);
   // The dynamic batch needs shape functions, which read shapes only: no copies.
   EXPECT_EQ(instructions["InvokeShapeFunc"].copies, 0u);
+}
+
+// Several runs: the rows are the median run's, every node has each run's time and the
+// operands of its call (the batch of 8 is dynamic: from the call), and the trace has one
+// event per instruction of every run, its indices in range.
+TEST_F(RemoteSessionTest, ProfileOfSeveralRunsGivesNodesAndTrace) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel(), remex::testing::WithoutFusion());
+  auto x = s->Upload(Floats({8, 4}, std::vector<float>(32, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  client::ProfileOptions options;
+  options.runs = 3;
+  options.trace = true;
+  auto p = s->Profile(vm, "main", options);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->runs, 3u);
+  EXPECT_TRUE(p->synchronized);
+  ASSERT_EQ(p->run_total_nanos.size(), 3u);
+  ASSERT_LT(p->median_run, 3u);
+  EXPECT_EQ(p->total_nanos, p->run_total_nanos[p->median_run]);
+  std::vector<uint64_t> sorted = p->run_total_nanos;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(p->total_nanos, sorted[1]);
+  std::map<std::string, client::ProfileNode> nodes;
+  for (const auto& n : p->nodes) nodes[n.op] = n;
+  ASSERT_TRUE(nodes.count("Add") && nodes.count("Relu")) << p->nodes.size();
+  for (const auto& [op, n] : nodes) {
+    EXPECT_FALSE(n.name.empty()) << op;
+    EXPECT_EQ(n.calls, 1u) << op;
+    ASSERT_EQ(n.run_nanos.size(), 3u) << op;
+    ASSERT_FALSE(n.inputs.empty()) << op;
+    EXPECT_TRUE(n.inputs[0].present);
+    EXPECT_EQ(n.inputs[0].shape, (Shape{8, 4})) << op;
+    ASSERT_EQ(n.outputs.size(), 1u);
+    EXPECT_EQ(n.outputs[0].dtype, DType::kFloat32);
+    EXPECT_EQ(n.outputs[0].shape, (Shape{8, 4})) << op;
+  }
+  uint64_t instructions = 0;
+  for (const auto& row : p->rows) {
+    if (row.kind == "instruction") instructions += row.calls;
+  }
+  EXPECT_EQ(p->trace.size(), 3 * instructions);
+  EXPECT_EQ(p->trace_dropped, 0u);
+  size_t kernels = 0;
+  for (const auto& e : p->trace) {
+    if (e.node >= 0) {
+      ++kernels;
+      EXPECT_EQ(p->opcode_names[e.opcode], "InvokeKernel");
+    }
+    EXPECT_EQ(p->function_names[e.function], "main");
+  }
+  EXPECT_EQ(kernels, 3 * p->nodes.size());
+
+  // One run by default; without the trace, none is sent.
+  auto one = s->Profile(vm, "main");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->runs, 1u);
+  EXPECT_TRUE(one->trace.empty());
+  EXPECT_EQ(one->nodes.size(), p->nodes.size());
+  // Out of range: refused before anything is sent.
+  options.runs = 0;
+  EXPECT_EQ(s->Profile(vm, "main", options).status().code(), StatusCode::kInvalidArgument);
+  options.runs = rpc::kMaxProfileRuns + 1;
+  EXPECT_EQ(s->Profile(vm, "main", options).status().code(), StatusCode::kInvalidArgument);
 }
 
 // ---------------------------------------------------------------------------------------

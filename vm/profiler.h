@@ -24,16 +24,25 @@
 // again as an allocation.
 //
 // Times are host wall time around each instruction: on an asynchronous device they
-// measure the launch, not the device work (see Rows()). Not thread-safe: one invoke at
-// a time per Profiler.
+// measure the launch, not the device work (see Rows()), unless `synchronize` is set:
+// then the VM waits for the device after every instruction, so each one's time holds
+// its device work (and the wait). Not thread-safe: one invoke at a time per Profiler.
+//
+// Per kernel-table entry (one ONNX node, or the nodes a fused kernel runs, named
+// "conv_1+relu_1") the profiler also keeps the run-time input and output dtypes and
+// shapes of its first profiled call, and with `trace` set one TraceEvent per
+// instruction run, in run order.
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "vm/bytecode.h"
 
 namespace remex::vm {
@@ -80,6 +89,24 @@ struct ProfileCounter {
   }
 };
 
+// The dtypes and shapes of one kernel call's operands, as they were at run time (a
+// dynamic shape is the one that call saw). An absent optional input is
+// DType::kUndefined with an empty shape.
+struct KernelShapes {
+  std::vector<std::pair<DType, Shape>> inputs, outputs;
+};
+
+// One instruction run: when it started (nanoseconds since Profiler::trace_origin) and
+// how long it took, its opcode, and for InvokeKernel its kernel-table entry.
+struct TraceEvent {
+  uint64_t start_nanos = 0;
+  uint64_t nanos = 0;
+  Opcode op = Opcode::kMove;
+  int32_t kernel = -1;  // kernel-table index (InvokeKernel), else -1
+  int32_t function = 0;
+  uint32_t pc = 0;
+};
+
 // One line of a profile report.
 struct ProfileRow {
   std::string name;  // ONNX op for kernels ("Conv"), opcode name for instructions
@@ -104,6 +131,22 @@ class Profiler {
   uint64_t live_bytes_before = 0;
   uint64_t live_bytes_after = 0;
   uint64_t peak_live_bytes = 0;
+
+  // Wait for the device after each instruction, so that its time holds its device
+  // work (set before the invoke).
+  bool synchronize = false;
+  // Per kernel-table entry: the operands of its first profiled call (empty lists for an
+  // entry not run yet). Sized with `kernels`.
+  std::vector<KernelShapes> kernel_shapes;
+  // Tracing (set before the invoke): with `trace`, every instruction run is appended to
+  // `events`, at most `trace_limit` of them; the ones past it are counted in
+  // `trace_dropped`. Event start times count from `trace_origin` (a caller profiling
+  // several invokes on one time line gives them all the same origin).
+  bool trace = false;
+  size_t trace_limit = 0;
+  std::chrono::steady_clock::time_point trace_origin{};
+  std::vector<TraceEvent> events;
+  uint64_t trace_dropped = 0;
 
   void Reset() { *this = Profiler(); }
 

@@ -371,6 +371,7 @@ StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* prof
   }
   if (profiler) {
     profiler->kernels.resize(executable_->def().kernels.size());
+    profiler->kernel_shapes.resize(executable_->def().kernels.size());
     profiler->live_bytes_before = allocator_->stats().allocated_bytes;
     auto start = std::chrono::steady_clock::now();
     Status st = Run(fn, state.inputs, state.bound_outputs, outputs, profiler);
@@ -410,11 +411,30 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   // Per register, the buffer an AllocTensor, AllocTensorReg or AllocOutput made for it
   // and no kernel has written yet: the kernel whose output it is shows it in its row.
   std::vector<std::pair<uint64_t, uint64_t>> pending_allocations(profiler ? fn.num_registers : 0);
-  // Records the instruction `inst` that started at `start`: its opcode's row, and an
-  // InvokeKernel's kernel row, which also gets the buffers allocated for its outputs.
-  auto record = [&](const Instruction& inst) {
+  // Records the instruction `inst` (at `pc`) that started at `start`: its opcode's row,
+  // and an InvokeKernel's kernel row, which also gets the buffers allocated for its
+  // outputs, and the operands' shapes of its first call; its trace event. With
+  // profiler->synchronize it first waits for the device (its error is returned).
+  auto record = [&](const Instruction& inst, size_t pc) -> Status {
+    if (profiler->synchronize) REMEX_RETURN_IF_ERROR(device.Synchronize());
     ProfileSample sample;
     sample.nanos = ElapsedNanos(start);
+    if (profiler->trace) {
+      if (profiler->events.size() < profiler->trace_limit) {
+        TraceEvent e;
+        const auto since = start - profiler->trace_origin;
+        e.start_nanos = static_cast<uint64_t>(
+            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(since).count()));
+        e.nanos = sample.nanos;
+        e.op = inst.op;
+        e.kernel = inst.op == Opcode::kInvokeKernel ? static_cast<int32_t>(inst.scalars[0]) : -1;
+        e.function = fn_index;
+        e.pc = static_cast<uint32_t>(pc);
+        profiler->events.push_back(e);
+      } else {
+        ++profiler->trace_dropped;
+      }
+    }
     sample.copies = copies_.host_to_device_count + copies_.device_to_host_count -
                     copies_before.host_to_device_count - copies_before.device_to_host_count;
     sample.copy_bytes = copies_.host_to_device_bytes + copies_.device_to_host_bytes -
@@ -440,11 +460,30 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           sample.allocated_bytes += pending_allocations[r].second;
           pending_allocations[r] = {};
         }
+        if (profiler->kernels[dst].calls == 0) {
+          // The operands as this call saw them (dynamic shapes resolved).
+          auto operands = [&](const std::vector<int64_t>& list) {
+            std::vector<std::pair<DType, Shape>> out;
+            out.reserve(list.size());
+            for (int64_t r : list) {
+              const TensorPtr* t =
+                  r >= 0 && static_cast<size_t>(r) < regs.size() ? std::get_if<TensorPtr>(&regs[r]) : nullptr;
+              if (t && *t) {
+                out.emplace_back((*t)->dtype, (*t)->shape);
+              } else {
+                out.emplace_back(DType::kUndefined, Shape{});
+              }
+            }
+            return out;
+          };
+          profiler->kernel_shapes[dst] = {operands(inst.lists[0]), operands(inst.lists[1])};
+        }
         profiler->kernels[dst].Add(sample);
         break;
       default:
         break;
     }
+    return OkStatus();
   };
 
   size_t next = 0;
@@ -597,7 +636,9 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           args.push_back(Value::OfTensor(*t));
         }
         regs.clear();  // the caller's registers are done with
-        if (profiler) record(inst);
+        if (profiler) {
+          if (Status st = record(inst, pc); !st.ok()) return fail(st);
+        }
         return Run(static_cast<int>(s[0]), args, bound_outputs, outputs, profiler);
       }
       case Opcode::kInvokeShapeFunc: {
@@ -892,13 +933,17 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           if (!c.ok()) return fail(c.status());
           outputs.push_back(Value::OfTensor(std::move(c).value()));
         }
-        if (profiler) record(inst);  // the copies of optional and sequence outputs included
+        if (profiler) {  // the copies of optional and sequence outputs included
+          if (Status st = record(inst, pc); !st.ok()) return fail(st);
+        }
         return OkStatus();
       }
       case Opcode::kCount:
         return fail(Internal("invalid opcode"));
     }
-    if (profiler) record(inst);
+    if (profiler) {
+      if (Status st = record(inst, pc); !st.ok()) return fail(st);
+    }
   }
   return Internal("function '" + fn.name + "' fell off its end");
 }

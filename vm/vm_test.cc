@@ -196,6 +196,57 @@ TEST_F(VmTest, ProfilerCountsInstructionsKernelsAndCopies) {
   EXPECT_EQ(profiler.invokes, 2u);
 }
 
+// Per kernel-table entry, the operands of its first call as they were at run time (the
+// batch is dynamic: the shapes come from the call), and with tracing one event per
+// instruction run, in run order, each kernel's naming its entry.
+TEST_F(VmTest, ProfilerKeepsRunTimeShapesAndTraceEvents) {
+  auto exe = Executable::FromDef(AddReluDef(), Registry());
+  ASSERT_TRUE(exe.ok());
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({5, 3}, std::vector<float>(15, 1.0f))}).ok());
+  Profiler profiler;
+  profiler.synchronize = true;
+  profiler.trace = true;
+  profiler.trace_limit = 1000;
+  profiler.trace_origin = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*vm)->Invoke(0, &profiler).ok());
+  const ExecutableDef& def = (*exe)->def();
+  ASSERT_EQ(profiler.kernel_shapes.size(), def.kernels.size());
+  for (size_t k = 0; k < def.kernels.size(); ++k) {
+    if (profiler.kernels[k].calls == 0) continue;
+    const KernelShapes& shapes = profiler.kernel_shapes[k];
+    ASSERT_FALSE(shapes.inputs.empty()) << def.kernels[k].op;
+    EXPECT_EQ(shapes.inputs[0], std::make_pair(DType::kFloat32, Shape{5, 3})) << def.kernels[k].op;
+    ASSERT_EQ(shapes.outputs.size(), 1u);
+    EXPECT_EQ(shapes.outputs[0], std::make_pair(DType::kFloat32, Shape{5, 3})) << def.kernels[k].op;
+  }
+  uint64_t instructions = 0;
+  for (const auto& c : profiler.instructions) instructions += c.calls;
+  ASSERT_EQ(profiler.events.size(), instructions);
+  EXPECT_EQ(profiler.trace_dropped, 0u);
+  size_t kernel_events = 0;
+  for (size_t i = 0; i < profiler.events.size(); ++i) {
+    const TraceEvent& e = profiler.events[i];
+    if (i > 0) EXPECT_GE(e.start_nanos, profiler.events[i - 1].start_nanos + profiler.events[i - 1].nanos);
+    if (e.op == Opcode::kInvokeKernel) {
+      ++kernel_events;
+      ASSERT_GE(e.kernel, 0);
+      EXPECT_EQ(def.functions[e.function].code[e.pc].scalars[0], e.kernel);
+    } else {
+      EXPECT_EQ(e.kernel, -1);
+    }
+  }
+  EXPECT_EQ(kernel_events, profiler.instructions[static_cast<int>(Opcode::kInvokeKernel)].calls);
+  // Past the limit, events are counted, not kept.
+  Profiler small;
+  small.trace = true;
+  small.trace_limit = 2;
+  ASSERT_TRUE((*vm)->Invoke(0, &small).ok());
+  EXPECT_EQ(small.events.size(), 2u);
+  EXPECT_EQ(small.events.size() + small.trace_dropped, instructions);
+}
+
 // The memory columns: each allocating instruction shows its buffer in the allocator's
 // size classes, KillRegister shows the freed intermediate, and the invoke's live bytes
 // grow by its output alone.

@@ -10,13 +10,15 @@
 //                 [--warmup N] [--cooldown-ms MS] [--l2-flush-bytes B] [--min-duration-s S]
 //                 [--min-samples N] [--confidence C] [--window-ms MS] [--stable-window K]
 //                 [--stable-threshold F] [--stable-percentile Q] [--max-trials N] [--fail-unstable]
-//                 [--profile] [--csv FILE] [--html FILE]
+//                 [--profile] [--profile-runs N] [--profile-top N] [--trace FILE.json]
+//                 [--variant KEY=VALUE[,KEY=VALUE] ...] [--csv FILE] [--html FILE]
 //                 [--scenario single-stream|multi-stream|server|offline] [--concurrency A[:B[:STEP]]]
 //                 [--samples-per-query N] [--target-qps Q] [--latency-bound-ms L] [--find-peak]
 //                 [--audit|--no-audit] [--audit-samples N] [--audit-rtol R] [--audit-atol A]
 //   remex check   MODEL --reference DIR [COMPILE OPTIONS] [SESSION OPTIONS] [--rtol R] [--atol A]
 //                 [--no-equal-nan]
 //   remex report  BENCH.json [--html FILE] [--csv FILE]
+//   remex diff    A.json B.json [--confidence C] [--top N] [--json]
 //   remex compare EXPECTED ACTUAL [--rtol R] [--atol A] [--no-equal-nan] [--json]
 //   remex gen-sr  -o SR.onnx [--height H] [--width W] [--dtype float32|float16] [--seed N]
 //                 [--depth-to-space native|reshape]
@@ -29,13 +31,14 @@
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
-//   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues.
+//   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues, --no-fold-batchnorm.
 // SESSION OPTIONS: --server HOST:PORT (default: an embedded server on loopback),
 //   --input NAME=FILE.npy, --seed N, --compression auto|none|zstd[:LEVEL], --token-file,
 //   --tls-ca/--tls-cert/--tls-key/--tls-server-name, --connect-timeout S, --timeout S,
 //   --json, --verbose.
-// Exit status (tooling/exit_code.h): 0 success, 1 mismatch or failed threshold, 2 usage
-// error, 3 infrastructure error (connection, server, file system).
+// Exit status (tooling/exit_code.h): 0 success, 1 mismatch, failed threshold or (diff) a
+// difference beyond the noise, 2 usage error, 3 infrastructure error (connection, server,
+// file system).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -80,6 +83,7 @@
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/suite.h"
+#include "host_client/tooling/variants.h"
 #include "host_client/tooling/web_server.h"
 #include "rpc/auth.h"
 #include "rpc/farm_lease.h"
@@ -467,6 +471,10 @@ struct BenchArgs : SessionArgs {
   ReportFiles files;
   std::string command;  // the command line, for the report
   RecordArgs record;
+  std::string trace;  // --trace FILE.json
+  CLI::Option* profile_runs = nullptr;
+  CLI::Option* profile_top = nullptr;
+  std::vector<std::string> variants;  // --variant KEY=VALUE[,KEY=VALUE]
 };
 
 // The load scenario of `args`, when --scenario names one; INVALID_ARGUMENT for load
@@ -479,11 +487,115 @@ StatusOr<std::optional<tooling::LoadOptions>> MakeLoadOptions(const BenchArgs& a
   return tooling::MakeLoadOptions(spec);
 }
 
+// remex bench MODEL --variant ...: the model as given ("base") and each variant,
+// benchmarked interleaved on one session, in one table (tooling/variants.h).
+int BenchVariants(const BenchArgs& args) {
+  if (!args.trace.empty())
+    return Usage(remex::InvalidArgument("--variant and --trace: trace one variant at a time"));
+  if (!args.files.csv.empty() || !args.files.html.empty()) {
+    return Usage(remex::InvalidArgument("--variant and --csv or --html: those report one benchmark"));
+  }
+  if (args.record.record_default || (args.record.record && args.record.record->count() != 0)) {
+    return Usage(remex::InvalidArgument("--variant and --record: record one variant at a time"));
+  }
+  if (!args.load.scenario.empty()) {
+    return Usage(remex::InvalidArgument("--variant and --scenario: variants run the time evaluator only"));
+  }
+  if (!args.options.profile && ((args.profile_runs && args.profile_runs->count()) ||
+                                (args.profile_top && args.profile_top->count()))) {
+    return Usage(remex::InvalidArgument("--profile-runs and --profile-top need --profile"));
+  }
+  if (Status st = tooling::CheckBenchOptions(args.options); !st.ok()) return Usage(st);
+  std::vector<tooling::VariantRequest> variants;
+  auto base = MakeRequest(args, "");
+  if (!base.ok()) return Usage(base.status());
+  variants.push_back({"base", *base});
+  for (const std::string& text : args.variants) {
+    auto specs = tooling::ApplyVariant(args.compile, text);
+    if (!specs.ok()) return Usage(specs.status());
+    SessionArgs one = args;
+    one.compile = *specs;
+    auto request = MakeRequest(one, "");
+    if (!request.ok()) return Usage(request.status().WithContext("--variant '" + text + "'"));
+    variants.push_back({text, *request});
+  }
+  remex::cli::TerminalProgress progress(!args.json);
+  auto report =
+      tooling::BenchVariants(variants, args.options, [&](const std::string& step) { progress.Step(step); });
+  progress.Step("");
+  if (!report.ok()) return Fail(report.status());
+  if (args.json) {
+    nlohmann::json j = tooling::ToJson(*report);
+    j["command"] = args.command;
+    PrintJson(j);
+  } else {
+    std::fputs(tooling::VariantsText(*report, args.options.profile_top).c_str(), stdout);
+  }
+  return tooling::kExitOk;
+}
+
+struct DiffArgs {
+  std::string a, b;
+  double confidence = 0.95;
+  size_t top = tooling::kDefaultProfileTop;
+  bool json = false;
+};
+
+// remex diff A.json B.json: two saved bench reports side by side (tooling/variants.h).
+// Exit 0 when B is within A's noise, 1 when it differs beyond it.
+int DiffCommand(const DiffArgs& args) {
+  auto read = [](const std::string& path) -> StatusOr<nlohmann::json> {
+    REMEX_ASSIGN_OR_RETURN(auto bytes, tooling::ReadFileBytes(path));
+    auto* p = reinterpret_cast<const char*>(bytes.data());
+    nlohmann::json j = nlohmann::json::parse(p, p + bytes.size(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+      return remex::InvalidArgument("'" + path + "' is no JSON (remex bench --json writes it)");
+    return j;
+  };
+  auto a = read(args.a);
+  if (!a.ok()) return Fail(a.status());
+  auto b = read(args.b);
+  if (!b.ok()) return Fail(b.status());
+  auto diff = tooling::DiffBenchReports(*a, args.a, *b, args.b, args.confidence);
+  if (!diff.ok()) return Fail(diff.status());
+  const nlohmann::json j = tooling::ToJson(*diff);
+  if (args.json) {
+    PrintJson(j);
+  } else {
+    std::fputs(tooling::DiffText(*diff, args.top).c_str(), stdout);
+  }
+  return j["beyond_noise"].get<bool>() ? tooling::kExitMismatch : tooling::kExitOk;
+}
+
+// Writes the trace of `report`'s profile to `path` (--trace).
+Status WriteTrace(const std::string& path, const tooling::BenchReport& report) {
+  if (!report.profile || report.profile->trace.is_null()) return remex::Internal("the profile has no trace");
+  nlohmann::json trace = report.profile->trace;
+  // The process is the server's device.
+  if (!report.session.device.empty())
+    trace["traceEvents"][0]["args"]["name"] = "remex-server: " + report.session.device;
+  const std::string text = trace.dump();
+  auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return tooling::WriteFileBytes(path, std::vector<std::byte>(p, p + text.size()));
+}
+
 int Bench(const BenchArgs& args_in) {
   BenchArgs args = args_in;
+  if (!args.variants.empty()) return BenchVariants(args);
   auto request = MakeRequest(args, "");
   if (!request.ok()) return Usage(request.status());
+  if (!args.trace.empty()) {
+    args.options.profile = true;
+    args.options.trace = true;
+  }
+  if (!args.options.profile && ((args.profile_runs && args.profile_runs->count()) ||
+                                (args.profile_top && args.profile_top->count()))) {
+    return Usage(remex::InvalidArgument("--profile-runs and --profile-top need --profile (or --trace)"));
+  }
   if (Status st = tooling::CheckBenchOptions(args.options); !st.ok()) return Usage(st);
+  if (!args.trace.empty()) {
+    if (Status st = tooling::EnsureWritableFile(args.trace, "the trace"); !st.ok()) return Fail(st);
+  }
   auto load = MakeLoadOptions(args);
   if (!load.ok()) return Usage(load.status());
   args.options.load = *load;
@@ -514,6 +626,9 @@ int Bench(const BenchArgs& args_in) {
   }
   int rc = tooling::kExitOk;
   if (Status st = args.files.Write(j); !st.ok()) rc = Fail(st);
+  if (!args.trace.empty() && rc == tooling::kExitOk) {
+    if (Status st = WriteTrace(args.trace, *report); !st.ok()) rc = Fail(st);
+  }
   // An audit that failed fails the benchmark; --fail-unstable judges the run (every
   // single-stream or multi-stream level).
   const std::string failed = tooling::BenchFailure(*report);
@@ -1351,7 +1466,28 @@ int main(int argc, char** argv) {
                         "benchmark requests a run may take at most, the first included, while it extends")
       ->capture_default_str();
   bench_cmd->add_flag("--fail-unstable", bo.fail_unstable, "exit 1 when the run is still not stable");
-  bench_cmd->add_flag("--profile", bench.options.profile, "also profile one invoke per op and instruction kind");
+  bench_cmd->add_flag(
+      "--profile", bench.options.profile,
+      "also profile invokes: per op and instruction kind, and per node (the slowest first, their "
+      "median over --profile-runs)");
+  bench.profile_runs = bench_cmd
+                           ->add_option("--profile-runs", bo.profile_runs,
+                                        "with --profile: invokes profiled, 1-100; nodes report their median")
+                           ->capture_default_str();
+  bench.profile_top =
+      bench_cmd
+          ->add_option("--profile-top", bo.profile_top,
+                       "with --profile: the slowest nodes the text report lists (the JSON has all)")
+          ->capture_default_str();
+  bench_cmd->add_option(
+      "--trace", bench.trace,
+      "with or without --profile: write the profiled invokes' trace (trace-event JSON, one slice "
+      "per kernel and VM instruction) to this file");
+  bench_cmd->add_option(
+      "--variant", bench.variants,
+      "KEY=VALUE[,KEY=VALUE] of compile options (layout, dtype, fuse-epilogues, fold-batchnorm, "
+      "strict, shape, bound, dispatch): benchmark the model as given and each variant, "
+      "interleaved, in one table (repeatable)");
   // Load scenarios (docs/cli.md, "Load scenarios").
   auto& load = bench.load;
   bench_cmd->add_option("--scenario", load.scenario,
@@ -1382,6 +1518,23 @@ int main(int argc, char** argv) {
   AddReportFileOptions(bench_cmd, bench.files);
   AddRecordOptions(bench_cmd, bench.record);
   bench.command = CommandLine(argc, argv);
+
+  DiffArgs diff;
+  auto* diff_cmd = app.add_subcommand(
+      "diff",
+      "compare two saved bench reports (remex bench --json): medians, their ratio and whether it is beyond "
+      "the noise; per op and node when both are profiled");
+  diff_cmd->add_option("a", diff.a, "A.json, the baseline")->required();
+  diff_cmd->add_option("b", diff.b, "B.json, compared with A")->required();
+  diff_cmd
+      ->add_option("--confidence", diff.confidence,
+                   "of the intervals; a difference is beyond the noise when "
+                   "the test's p < 1 - C and the ratio's interval excludes 1")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 0.9999));
+  diff_cmd->add_option("--top", diff.top, "the largest op and node differences listed (the JSON has all)")
+      ->capture_default_str();
+  diff_cmd->add_flag("--json", diff.json, "print one JSON object (remex.diff)");
 
   ReportArgs report;
   auto* report_cmd = app.add_subcommand(
@@ -1581,6 +1734,7 @@ int main(int argc, char** argv) {
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);
   if (*report_cmd) return ReportCommand(report);
+  if (*diff_cmd) return DiffCommand(diff);
   if (*check_cmd) return Check(check);
   if (*compare_cmd) return Compare(compare);
   if (*shell_cmd) return ShellCommand(shell);

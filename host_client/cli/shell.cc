@@ -25,6 +25,7 @@
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
+#include "rpc/wire_util.h"
 
 namespace remex::cli {
 namespace {
@@ -334,18 +335,43 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "that finds a mismatch. --record URL writes the result to a results store (sqlite:///PATH\n"
        "or postgresql://...) with its --tag KEY=VALUE pairs, as `remex bench --record` does.",
        &Shell::Bench,
-       {"--number", "--repeat", "--warmup", "--min-repeat-ms", "--cooldown-ms", "--min-duration-s",
-        "--min-samples", "--confidence", "--window-ms", "--stable-window", "--stable-threshold",
-        "--stable-percentile", "--max-trials", "--fail-unstable", "--scenario", "--concurrency",
-        "--samples-per-query", "--target-qps", "--latency-bound-ms", "--find-peak", "--audit", "--no-audit",
-        "--audit-samples", "--audit-rtol", "--audit-atol", "--seed", "--record", "--tag"}},
+       {"--number",
+        "--repeat",
+        "--warmup",
+        "--min-repeat-ms",
+        "--cooldown-ms",
+        "--min-duration-s",
+        "--min-samples",
+        "--confidence",
+        "--window-ms",
+        "--stable-window",
+        "--stable-threshold",
+        "--stable-percentile",
+        "--max-trials",
+        "--fail-unstable",
+        "--scenario",
+        "--concurrency",
+        "--samples-per-query",
+        "--target-qps",
+        "--latency-bound-ms",
+        "--find-peak",
+        "--audit",
+        "--no-audit",
+        "--audit-samples",
+        "--audit-rtol",
+        "--audit-atol",
+        "--seed",
+        "--record",
+        "--tag"}},
       {"profile",
-       "profile [INPUT=TENSOR ...]",
-       "profile one call of the current model per op",
-       "Runs the current model once warm and once profiled, and prints the time per op and\n"
-       "instruction kind, largest first, as `remex bench --profile` does.",
+       "profile [--runs N] [--top N] [INPUT=TENSOR ...]",
+       "profile calls of the current model per op and per node",
+       "Runs the current model once warm and N times profiled (--runs, default 5), and prints\n"
+       "the time per op and instruction kind of the median call, largest first, and the --top\n"
+       "slowest nodes (default 10) with their shapes and median time, as `remex bench --profile`\n"
+       "does.",
        &Shell::Profile,
-       {}},
+       {"--runs", "--top"}},
       {"handles",
        "handles",
        "what this session holds on the server, with sizes",
@@ -846,11 +872,18 @@ Status Shell::Bench(const Args& args) {
 }
 
 Status Shell::Profile(const Args& args) {
-  REMEX_ASSIGN_OR_RETURN(Parsed p, ParseArgs("profile", args, {}));
+  REMEX_ASSIGN_OR_RETURN(Parsed p, ParseArgs("profile", args, {"--runs", "--top"}));
+  REMEX_ASSIGN_OR_RETURN(
+      uint32_t runs, ParseCount("--runs", p.Last("--runs", std::to_string(tooling::kDefaultProfileRuns)), 1));
+  if (runs > rpc::kMaxProfileRuns) {
+    return InvalidArgument("--runs must be in [1, " + std::to_string(rpc::kMaxProfileRuns) + "]");
+  }
+  REMEX_ASSIGN_OR_RETURN(
+      uint32_t top, ParseCount("--top", p.Last("--top", std::to_string(tooling::kDefaultProfileTop)), 0));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
-  REMEX_ASSIGN_OR_RETURN(auto profile, session_->Profile(*m, inputs));
-  std::fputs(tooling::ProfileText(profile.rows, profile.total_ms, &profile.memory).c_str(), out_);
+  REMEX_ASSIGN_OR_RETURN(auto profile, session_->Profile(*m, inputs, runs));
+  std::fputs(tooling::ProfileText(profile, top).c_str(), out_);
   return OkStatus();
 }
 

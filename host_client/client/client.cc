@@ -541,11 +541,48 @@ StatusOr<LoadTestResult> Session::LoadTest(uint64_t vm, const std::string& funct
   return result;
 }
 
-StatusOr<ProfileResult> Session::Profile(uint64_t vm, const std::string& function) {
+namespace {
+
+// The most nodes and operands per node a profile reply may carry: far more than any
+// model's kernel table and kernel arity, a bound on what the wire can make us allocate.
+constexpr size_t kMaxProfileNodes = size_t{1} << 20;
+constexpr size_t kMaxOperands = 4096;
+constexpr size_t kMaxRank = 64;
+
+StatusOr<std::vector<OperandDesc>> ReadOperands(capnp::List<wire::TensorDesc>::Reader list) {
+  if (list.size() > kMaxOperands) return DataLoss("a node with " + std::to_string(list.size()) + " operands");
+  std::vector<OperandDesc> out;
+  out.reserve(list.size());
+  for (auto desc : list) {
+    OperandDesc d;
+    if (desc.getDtype() != 0) {
+      if (desc.getShape().size() > kMaxRank)
+        return DataLoss("an operand of rank " + std::to_string(desc.getShape().size()));
+      auto read = rpc::ReadTensorDesc(desc);
+      if (!read.ok()) return DataLoss(read.status().message());
+      d.present = true;
+      d.dtype = read->first;
+      d.shape = std::move(read->second);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ProfileResult> Session::Profile(uint64_t vm, const std::string& function,
+                                         const ProfileOptions& options) {
+  if (options.runs < 1 || options.runs > rpc::kMaxProfileRuns) {
+    return InvalidArgument("profile: runs must be in [1, " + std::to_string(rpc::kMaxProfileRuns) +
+                           "], got " + std::to_string(options.runs));
+  }
   Request req;
   auto r = req.root.initProfile();
   r.setVm(vm);
   r.setFunction(function);
+  r.setRuns(options.runs);
+  r.setTrace(options.trace);
   ProfileResult result;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::PROFILE, [&](wire::Reply::Reader reply, rpc::Frame&) {
     auto p = reply.getProfile();
@@ -558,6 +595,65 @@ StatusOr<ProfileResult> Session::Profile(uint64_t vm, const std::string& functio
                              row.getCopyBytes(), row.getAllocations(), row.getAllocatedBytes(),
                              row.getPeakLiveBytes()});
     }
+    // Since 1.5: runs 0 is a server before it (one run, nothing more).
+    if (p.getRuns() == 0) return OkStatus();
+    result.runs = p.getRuns();
+    if (result.runs > options.runs) {
+      return DataLoss("profile reply: " + std::to_string(result.runs) + " runs for " +
+                      std::to_string(options.runs) + " asked");
+    }
+    if (p.getRunTotalNanos().size() != result.runs) {
+      return DataLoss("profile reply: " + std::to_string(p.getRunTotalNanos().size()) + " run totals for " +
+                      std::to_string(result.runs) + " runs");
+    }
+    for (uint64_t t : p.getRunTotalNanos()) result.run_total_nanos.push_back(t);
+    result.median_run = p.getMedianRun();
+    if (result.median_run >= result.runs) return DataLoss("profile reply: median run out of range");
+    result.synchronized = p.getSynchronized();
+    auto nodes = p.getNodes();
+    if (nodes.size() > kMaxProfileNodes)
+      return DataLoss("profile reply: " + std::to_string(nodes.size()) + " nodes");
+    result.nodes.reserve(nodes.size());
+    for (auto n : nodes) {
+      ProfileNode node;
+      node.name = n.getName();
+      node.op = n.getOp();
+      node.host = n.getHost();
+      node.calls = n.getCalls();
+      if (n.getRunNanos().size() != result.runs) {
+        return DataLoss("profile reply: node '" + node.name + "' has " +
+                        std::to_string(n.getRunNanos().size()) + " run times for " +
+                        std::to_string(result.runs) + " runs");
+      }
+      for (uint64_t t : n.getRunNanos()) node.run_nanos.push_back(t);
+      REMEX_ASSIGN_OR_RETURN(node.inputs, ReadOperands(n.getInputs()));
+      REMEX_ASSIGN_OR_RETURN(node.outputs, ReadOperands(n.getOutputs()));
+      result.nodes.push_back(std::move(node));
+    }
+    if (!options.trace) return OkStatus();
+    auto opcodes = p.getOpcodeNames();
+    auto functions = p.getFunctionNames();
+    auto trace = p.getTrace();
+    if (opcodes.size() > 256 || functions.size() > 65536 || trace.size() > rpc::kMaxProfileTraceEvents) {
+      return DataLoss("profile reply: " + std::to_string(trace.size()) + " trace events, " +
+                      std::to_string(opcodes.size()) + " opcodes, " + std::to_string(functions.size()) +
+                      " functions");
+    }
+    for (auto name : opcodes) result.opcode_names.emplace_back(name);
+    for (auto name : functions) result.function_names.emplace_back(name);
+    result.trace.reserve(trace.size());
+    for (auto e : trace) {
+      ProfileTraceEvent ev{e.getStartNanos(), e.getNanos(), e.getOpcode(),  e.getRun(),
+                           e.getNode(),       e.getPc(),    e.getFunction()};
+      if (ev.opcode >= result.opcode_names.size() || ev.run >= result.runs || ev.node < -1 ||
+          (ev.node >= 0 && static_cast<size_t>(ev.node) >= result.nodes.size()) ||
+          ev.function >= result.function_names.size()) {
+        return DataLoss(
+            "profile reply: a trace event names an opcode, run, node or function that is not there");
+      }
+      result.trace.push_back(ev);
+    }
+    result.trace_dropped = p.getTraceDropped();
     return OkStatus();
   }));
   return result;

@@ -237,6 +237,43 @@ struct ProfileRow {
   uint64_t peak_live_bytes = 0;
 };
 
+// A tensor operand as a kernel call saw it; `present` false for an absent optional
+// input.
+struct OperandDesc {
+  bool present = false;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+};
+
+// One kernel-table entry that ran: an ONNX node, or the nodes a fused kernel runs
+// ("conv_1+relu_1"); rpc/remex.capnp ProfileNode.
+struct ProfileNode {
+  std::string name, op;
+  bool host = false;
+  uint64_t calls = 0;                        // in the median run
+  std::vector<uint64_t> run_nanos;           // per run: its calls' time, ns
+  std::vector<OperandDesc> inputs, outputs;  // of its first call
+};
+
+// One instruction run (rpc/remex.capnp ProfileTraceEvent), indices checked.
+struct ProfileTraceEvent {
+  uint64_t start_nanos = 0;  // since the first run started
+  uint64_t nanos = 0;
+  uint16_t opcode = 0;  // index into ProfileResult::opcode_names
+  uint16_t run = 0;     // < runs
+  int32_t node = -1;    // index into ProfileResult::nodes, -1: no kernel
+  uint32_t pc = 0;
+  uint16_t function = 0;  // index into ProfileResult::function_names
+};
+
+struct ProfileOptions {
+  uint32_t runs = 1;   // invokes profiled, 1..rpc::kMaxProfileRuns
+  bool trace = false;  // also every instruction run (ProfileResult::trace)
+};
+
+// A profile of `runs` invokes. rows, total_nanos and the memory are the median run's
+// (by total time); nodes give every run's time. From a server before protocol 1.5:
+// one run, no nodes, no trace, synchronized false.
 struct ProfileResult {
   std::vector<ProfileRow> rows;
   uint64_t total_nanos = 0;
@@ -245,6 +282,14 @@ struct ProfileResult {
   uint64_t live_bytes_before = 0;
   uint64_t live_bytes_after = 0;
   uint64_t peak_live_bytes = 0;
+  uint32_t runs = 1;
+  std::vector<uint64_t> run_total_nanos;  // per run (empty from older servers)
+  uint32_t median_run = 0;
+  bool synchronized = false;  // each instruction's time holds its device work
+  std::vector<ProfileNode> nodes;
+  std::vector<std::string> opcode_names, function_names;
+  std::vector<ProfileTraceEvent> trace;
+  uint64_t trace_dropped = 0;
 };
 
 struct TensorStats {
@@ -353,8 +398,12 @@ class Session {
   // inputs (rpc/remex.capnp LoadTest). UNIMPLEMENTED from a server older than protocol
   // 1.4; the server's errors (INVALID_ARGUMENT naming an option out of range).
   StatusOr<LoadTestResult> LoadTest(uint64_t vm, const std::string& function, const LoadTestOptions& options);
-  // One invoke with per-kernel and per-instruction timing.
-  StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function);
+  // Invokes with per-kernel and per-instruction timing (ProfileOptions). INVALID_ARGUMENT
+  // for runs outside [1, rpc::kMaxProfileRuns]; DATA_LOSS for a reply whose counts or
+  // indices do not add up. A server before protocol 1.5 profiles one invoke, whatever
+  // was asked.
+  StatusOr<ProfileResult> Profile(uint64_t vm, const std::string& function,
+                                  const ProfileOptions& options = {});
   // Computed on the device; only the numbers come back.
   StatusOr<TensorStats> Stats(uint64_t tensor);
   // |a - b| <= atol + rtol * |b| elementwise (b the reference), on the device;

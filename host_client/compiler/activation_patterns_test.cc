@@ -116,6 +116,8 @@ TEST(HardSwishRecognition, EveryFormBecomesOneHardSwish) {
         EXPECT_EQ(CountKernels(*def, "Clip"), 0);
         EXPECT_EQ(def->kernels.size(), 1u);
         EXPECT_EQ(CountKernels(*def, "HardSwish"), 1);
+        // Named after the four nodes it runs (what profiles and errors show).
+        EXPECT_EQ(def->kernels[0].node_name, divide_last ? "add+clip+mul+scale" : "add+clip+scale+mul");
       }
     }
   }
@@ -153,6 +155,7 @@ TEST(HardSwishRecognition, AfterAConvItBecomesTheFusedConvEpilogue) {
   ASSERT_TRUE(def.ok());
   ASSERT_EQ(def->kernels.size(), 1u);
   EXPECT_EQ(def->kernels[0].op, "FusedConv");
+  EXPECT_EQ(def->kernels[0].node_name, "conv+add+clip+mul+div");
   auto activation = def->kernels[0].attrs.String("activation");
   ASSERT_TRUE(activation.ok());
   EXPECT_EQ(*activation, "HardSwish");

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,11 @@ TEST(BatchNormFolding, FoldedConvStillTakesItsEpilogue) {
   EXPECT_EQ(stats.fused_convs, 1);
   EXPECT_EQ(CountKernels(*def, "FusedConv"), 1);
   EXPECT_EQ(CountKernels(*def, "Conv"), 1);
+  // Each kernel is named after every node it runs (what profiles and errors show).
+  std::set<std::string> names;
+  for (const auto& k : def->kernels) names.insert(k.node_name);
+  EXPECT_TRUE(names.count("c1+c1.bn+relu")) << ::testing::PrintToString(names);
+  EXPECT_TRUE(names.count("c2+c2.bn")) << ::testing::PrintToString(names);
 }
 
 TEST(BatchNormFolding, LeavesWhatItMustNotFold) {

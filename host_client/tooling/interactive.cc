@@ -163,7 +163,7 @@ Status InteractiveSession::SetInputs(SessionModel& m, const std::map<std::string
 }
 
 StatusOr<InteractiveSession::ProfileReport> InteractiveSession::Profile(
-    SessionModel& m, const std::map<std::string, uint64_t>& inputs) {
+    SessionModel& m, const std::map<std::string, uint64_t>& inputs, uint32_t runs) {
   REMEX_RETURN_IF_ERROR(SetInputs(m, inputs));
   client::BenchmarkOptions warm;  // one call on the server, nothing fetched
   warm.number = 1;
@@ -171,9 +171,7 @@ StatusOr<InteractiveSession::ProfileReport> InteractiveSession::Profile(
   warm.warmup = 0;
   auto warmed = client().Benchmark(m.vm, m.main().name, warm);
   if (!warmed.ok()) return warmed.status().WithContext("profile");
-  auto profile = client().Profile(m.vm, m.main().name);
-  if (!profile.ok()) return profile.status().WithContext("profile");
-  return ProfileReport{ProfileEntries(*profile), profile->total_nanos / 1e6, ProfileMemoryOf(*profile)};
+  return ProfileVm(client(), m.vm, m.main().name, runs, /*trace=*/false);
 }
 
 StatusOr<BenchReport> InteractiveSession::Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,

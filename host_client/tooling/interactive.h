@@ -101,19 +101,17 @@ class InteractiveSession {
   // tensor whose dtype or static shape does not fit it.
   Status SetOutput(SessionModel& m, const std::string& output, uint64_t tensor);
   // Binds the inputs (as Invoke; none given: those of the last call stay bound) and runs
-  // the server's time evaluator, and with options.profile one profiled call: the numbers
-  // of `remex bench`.
+  // the server's time evaluator, and with options.profile the profiled calls: the
+  // numbers of `remex bench`.
   StatusOr<BenchReport> Bench(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                               const BenchOptions& options);
   // Binds the inputs (as Bench), makes one untimed call (a warm-up: the first call of a
-  // VM allocates its buffers) and profiles the next: rows per op and instruction kind,
-  // largest first (ProfileEntries), the call's total in ms and its device memory.
-  struct ProfileReport {
-    std::vector<ProfileEntry> rows;
-    double total_ms = 0;
-    ProfileMemory memory;
-  };
-  StatusOr<ProfileReport> Profile(SessionModel& m, const std::map<std::string, uint64_t>& inputs);
+  // VM allocates its buffers) and profiles the next `runs` (1..rpc::kMaxProfileRuns):
+  // rows per op and instruction kind of the median run, largest first, its total in ms
+  // and its device memory, and per node the median over the runs (profile.h).
+  using ProfileReport = tooling::ProfileReport;
+  StatusOr<ProfileReport> Profile(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
+                                  uint32_t runs = kDefaultProfileRuns);
 
  private:
   explicit InteractiveSession(Connection connection) : connection_(std::move(connection)) {}

@@ -18,6 +18,7 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kProfileRows = 20;       // bars of the profile chart
+constexpr size_t kProfileNodes = 10;      // rows of the slowest-nodes table
 constexpr size_t kEnvironmentRows = 200;  // rows of the environment table, at most
 
 std::string_view ChartJs() {
@@ -188,6 +189,49 @@ std::string LevelTable(const json& levels) {
          "where the sample count bounds them.</p>\n";
 }
 
+// The slowest nodes of a profile (its "nodes", slowest first), the first kProfileNodes.
+std::string NodeTable(const json& nodes) {
+  auto operands = [](const json& list) {
+    std::string s;
+    if (!list.is_array()) return s;
+    for (const json& o : list) {
+      std::string one = "-";
+      if (o.is_object() && Get(o, "dtype").is_string() && Get(o, "shape").is_array()) {
+        one = Get(o, "dtype").get<std::string>() + "[";
+        bool first = true;
+        for (const json& d : Get(o, "shape")) {
+          one += (first ? "" : ",") + d.dump();
+          first = false;
+        }
+        one += "]";
+      }
+      s += (s.empty() ? "" : ", ") + one;
+    }
+    return s;
+  };
+  std::string html =
+      "<table class=\"levels\" id=\"profile-nodes\"><tr><th>#</th><th>node</th><th>op</th><th>inputs &rarr; "
+      "outputs</th><th>median (ms)</th><th>min (ms)</th><th>max (ms)</th><th>share "
+      "(%)</th><th>calls</th></tr>\n";
+  size_t shown = 0;
+  for (const json& node : nodes) {
+    if (shown == kProfileNodes) break;
+    if (!node.is_object()) continue;
+    auto cell = [&](const std::string& text) { html += "<td>" + HtmlEscape(text) + "</td>"; };
+    html += "<tr>";
+    cell(std::to_string(++shown));
+    cell(Text(Get(node, "name")));
+    cell(Text(Get(node, "op")));
+    cell(operands(Get(node, "inputs")) + " -> " + operands(Get(node, "outputs")));
+    for (const char* key : {"median_ms", "min_ms", "max_ms", "share_percent", "calls"})
+      cell(Text(Get(node, key)));
+    html += "</tr>\n";
+  }
+  return html +
+         "</table>\n<p class=\"note\">The slowest nodes (a fused kernel names every node it runs), by "
+         "their median time per invocation over the profiled runs.</p>\n";
+}
+
 struct ChartSection {
   const char* id;
   const char* title;
@@ -201,7 +245,7 @@ constexpr ChartSection kSections[] = {
     {"chart-throughput-latency", "Throughput against latency",
      "One point per load level: the latency percentiles at the throughput it achieved."},
     {"chart-profile", "Per-op profile",
-     "Time of one profiled invocation by op and instruction kind, largest 20."},
+     "Time of the (median) profiled invocation by op and instruction kind, largest 20."},
 };
 
 // The chart runner every page with charts shares (ChartRunnerJs): builders by
@@ -435,6 +479,10 @@ std::string BenchSectionsHtml(const json& bench) {
             "\"></canvas></div>\n";
     if (std::string_view(section.id) == "chart-throughput-latency") {
       html += "<div class=\"scroll\">" + LevelTable(Get(Get(bench, "load"), "levels")) + "</div>\n";
+    }
+    if (std::string_view(section.id) == "chart-profile" &&
+        NonEmptyArray(Get(Get(bench, "profile"), "nodes"))) {
+      html += "<div class=\"scroll\">" + NodeTable(Get(Get(bench, "profile"), "nodes")) + "</div>\n";
     }
     html += "</section>\n";
   }

@@ -17,7 +17,7 @@ namespace remex::tooling {
 //   "chart-throughput-latency": "load.levels", one point per level (x: throughput_qps,
 //     y: p50, p90 and p99 of latency_ms), when there is a level;
 //   "chart-profile": the 20 rows of "profile.rows" with the largest total_ms, when there
-//     is a row.
+//     is a row (and below it a table of the 10 slowest "profile.nodes", when there are).
 // Fields of the wrong type count as absent.
 std::vector<std::string> BenchChartIds(const nlohmann::json& bench);
 

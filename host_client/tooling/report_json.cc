@@ -341,6 +341,43 @@ json ToJson(const std::vector<ProfileEntry>& profile, double total_ms, const Pro
           {"peak_live_bytes", memory.peak_live_bytes}};
 }
 
+json SessionJson(const SessionReport& session) {
+  json j = json::object();
+  AddSession(session, j);
+  return j;
+}
+
+json ToJson(const ProfileReport& p) {
+  json j = ToJson(p.rows, p.total_ms, p.memory);
+  j["runs"] = p.runs;
+  j["run_total_ms"] = p.run_total_ms;
+  j["synchronized"] = p.synchronized;
+  auto operands = [](const std::vector<client::OperandDesc>& list) {
+    json a = json::array();
+    for (const auto& o : list) {
+      a.push_back(o.present ? json{{"dtype", DTypeName(o.dtype)}, {"shape", o.shape}} : json(nullptr));
+    }
+    return a;
+  };
+  json nodes = json::array();
+  for (const auto& n : p.nodes) {
+    nodes.push_back({{"name", n.name},
+                     {"op", n.op},
+                     {"host", n.host},
+                     {"calls", n.calls},
+                     {"median_ms", n.median_ms},
+                     {"min_ms", n.min_ms},
+                     {"max_ms", n.max_ms},
+                     {"share_percent", n.share_percent},
+                     {"run_ms", n.run_ms},
+                     {"inputs", operands(n.inputs)},
+                     {"outputs", operands(n.outputs)}});
+  }
+  j["nodes"] = std::move(nodes);
+  if (p.trace_dropped) j["trace_dropped_events"] = p.trace_dropped;
+  return j;
+}
+
 json ToJson(const BenchReport& r) {
   json j = {{"schema", kBenchSchema}, {"schema_version", kBenchSchemaVersion}};
   AddSession(r.session, j);
@@ -406,7 +443,7 @@ json ToJson(const BenchReport& r) {
                      {"throughput_deviation", r.stability.throughput_deviation},
                      {"latency_deviation", r.stability.latency_deviation},
                      {"windows", windows}}}};
-  if (r.profile_total_ms) j["profile"] = ToJson(r.profile, *r.profile_total_ms, r.profile_memory);
+  if (r.profile) j["profile"] = ToJson(*r.profile);
   j["phases_ms"] = Phases(r);
   j["memory"] = Memory(r.memory);
   if (r.load) j["load"] = Load(*r.load);

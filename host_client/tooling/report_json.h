@@ -33,7 +33,18 @@ nlohmann::json ToJson(const BenchReport& report);
 // `remex bench --profile --json` nests it (bytes: the session allocator's size classes;
 // the live bytes 0 without `memory`).
 nlohmann::json ToJson(const std::vector<ProfileEntry>& profile, double total_ms, const ProfileMemory& memory = {});
+// A profile of one or more invokes: the object above (rows, total and memory of the
+// median run) and "runs", "run_total_ms" (per run), "synchronized", and "nodes":
+// [{name, op, host, calls, median_ms, min_ms, max_ms, share_percent, run_ms, inputs,
+// outputs},
+// ...] largest median first, each operand {"dtype": "float32", "shape": [1, 3, 8, 8]}
+// or null for an absent optional input (docs/schema/bench.schema.json). The trace is
+// not in it.
+nlohmann::json ToJson(const ProfileReport& profile);
 nlohmann::json ToJson(const CheckReport& report);
+// What every report of run, bench and check says about its session, as an object:
+// model, server, device, bytes, compression, module_cache, environment, warnings.
+nlohmann::json SessionJson(const SessionReport& session);
 nlohmann::json ToJson(const compare::PathComparison& report, double rtol, double atol, bool equal_nan);
 
 }  // namespace remex::tooling

@@ -129,6 +129,37 @@ TEST(BenchHtml, HasACanvasPerChartAndTheReportWhole) {
   EXPECT_NE(html.find("id=\"render-status\""), std::string::npos);
 }
 
+// A profile with nodes gets a table of the slowest ten, in the report's order, their
+// names escaped.
+TEST(BenchHtml, ProfileNodesGetATableOfTheSlowest) {
+  json j = PlainBench();
+  json nodes = json::array();
+  for (int i = 0; i < 12; ++i) {
+    nodes.push_back({{"name", "conv_" + std::to_string(i) + "+<relu>"},
+                     {"op", "FusedConv"},
+                     {"calls", 1},
+                     {"median_ms", 12.0 - i},
+                     {"min_ms", 11.0 - i},
+                     {"max_ms", 13.0 - i},
+                     {"share_percent", 5.0},
+                     {"inputs", {{{"dtype", "float32"}, {"shape", {1, 8, 64, 64}}}, nullptr}},
+                     {"outputs", {{{"dtype", "float32"}, {"shape", {1, 32, 64, 64}}}}}});
+  }
+  j["profile"] = {{"rows", {{{"name", "FusedConv"}, {"kind", "kernel"}, {"total_ms", 1.0}}}},
+                  {"total_ms", 1.0},
+                  {"nodes", nodes}};
+  const std::string html = BenchHtml(j);
+  ASSERT_EQ(Count(html, "id=\"profile-nodes\""), 1u);
+  EXPECT_NE(html.find("<td>conv_0+&lt;relu&gt;</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>conv_9+&lt;relu&gt;</td>"), std::string::npos);
+  EXPECT_EQ(html.find("<td>conv_10+&lt;relu&gt;</td>"), std::string::npos);  // ten at most
+  EXPECT_LT(html.find("conv_0+"), html.find("conv_1+"));
+  EXPECT_NE(html.find("<td>float32[1,8,64,64], - -&gt; float32[1,32,64,64]</td>"), std::string::npos);
+  // Without nodes (a report of an older remex): no table.
+  j["profile"].erase("nodes");
+  EXPECT_EQ(BenchHtml(j).find("profile-nodes"), std::string::npos);
+}
+
 TEST(BenchHtml, TextOfTheReportCannotEndTheScriptOrInjectMarkup) {
   const std::string evil = "</script><script>alert(1)</script><!-- <b>&amp;";
   json j = PlainBench(evil);

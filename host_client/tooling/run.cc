@@ -8,6 +8,7 @@
 
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/text.h"
+#include "rpc/wire_util.h"
 
 namespace remex::tooling {
 namespace fs = std::filesystem;
@@ -109,6 +110,10 @@ Status CheckBenchOptions(const BenchOptions& options) {
   if (options.max_trials < 1 || options.max_trials > 1000) {
     return InvalidArgument("--max-trials must be in [1, 1000]");
   }
+  if (options.profile_runs < 1 || options.profile_runs > rpc::kMaxProfileRuns) {
+    return InvalidArgument("--profile-runs must be in [1, " + std::to_string(rpc::kMaxProfileRuns) + "]");
+  }
+  if (options.trace && !options.profile) return InvalidArgument("--trace needs --profile");
   return OkStatus();
 }
 
@@ -117,35 +122,6 @@ const bench::PercentileEstimate* BenchReport::Percentile(double q) const {
     if (p.q == q) return &p;
   }
   return nullptr;
-}
-
-std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile) {
-  uint64_t total = profile.total_nanos;
-  if (total == 0) {
-    for (const auto& row : profile.rows) total += row.total_nanos;
-  }
-  std::vector<ProfileEntry> entries;
-  for (const auto& row : profile.rows) {
-    ProfileEntry e;
-    e.name = row.name;
-    e.kind = row.kind;
-    e.calls = row.calls;
-    e.total_ms = row.total_nanos / 1e6;
-    e.mean_us = row.calls ? row.total_nanos / 1e3 / static_cast<double>(row.calls) : 0.0;
-    e.share_percent = total ? 100.0 * static_cast<double>(row.total_nanos) / static_cast<double>(total) : 0.0;
-    e.copies = row.copies;
-    e.copy_bytes = row.copy_bytes;
-    e.allocations = row.allocations;
-    e.allocated_bytes = row.allocated_bytes;
-    e.peak_live_bytes = row.peak_live_bytes;
-    entries.push_back(e);
-  }
-  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
-  return entries;
-}
-
-ProfileMemory ProfileMemoryOf(const client::ProfileResult& profile) {
-  return {profile.live_bytes_before, profile.live_bytes_after, profile.peak_live_bytes};
 }
 
 namespace {
@@ -252,11 +228,8 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     }
     r.load = std::move(run).value();
     if (options.profile) {
-      auto profile = session.Profile(vm, function);
-      if (!profile.ok()) return profile.status().WithContext("profile");
-      r.profile = ProfileEntries(*profile);
-      r.profile_total_ms = profile->total_nanos / 1e6;
-      r.profile_memory = ProfileMemoryOf(*profile);
+      REMEX_ASSIGN_OR_RETURN(r.profile,
+                             ProfileVm(session, vm, function, options.profile_runs, options.trace));
     }
     return r;
   }
@@ -327,11 +300,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   for (double q : kBenchPercentiles)
     r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
   if (options.profile) {
-    auto profile = session.Profile(vm, function);
-    if (!profile.ok()) return profile.status().WithContext("profile");
-    r.profile = ProfileEntries(*profile);
-    r.profile_total_ms = profile->total_nanos / 1e6;
-    r.profile_memory = ProfileMemoryOf(*profile);
+    REMEX_ASSIGN_OR_RETURN(r.profile, ProfileVm(session, vm, function, options.profile_runs, options.trace));
   }
   return r;
 }

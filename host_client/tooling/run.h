@@ -13,6 +13,7 @@
 #include "host_client/tooling/bench_stats.h"
 #include "host_client/tooling/load.h"
 #include "host_client/tooling/prepare.h"
+#include "host_client/tooling/profile.h"
 #include "host_client/tooling/specs.h"
 
 namespace remex::tooling {
@@ -77,7 +78,13 @@ struct BenchOptions {
   double stable_percentile = 50;
   uint32_t max_trials = 10;         // benchmark requests of a run at most, the first included
   bool fail_unstable = false;       // front ends: a run still unstable is a failure (exit 1)
-  bool profile = false;             // also one profiled invoke, per op and instruction kind
+  // Also profile invokes after the run (profile.h): per op and instruction kind, and
+  // per node with its median over `profile_runs` invokes (1..rpc::kMaxProfileRuns);
+  // with `trace`, the trace of every instruction run too (ProfileReport::trace).
+  bool profile = false;
+  uint32_t profile_runs = kDefaultProfileRuns;
+  bool trace = false;
+  size_t profile_top = kDefaultProfileTop;  // nodes the text report lists (BenchText)
   // --scenario: a load scenario on the server (load.h) instead of the time evaluator;
   // it takes min_duration_s, min_samples (as queries), confidence, window_ms,
   // stable_threshold, stable_percentile and max_trials from here.
@@ -106,24 +113,6 @@ struct BenchStability : bench::WindowStability {
   std::vector<bench::WindowSummary> windows;  // latency in ms
 };
 
-struct ProfileEntry {
-  std::string name, kind;  // op or instruction; "kernel" or "instruction"
-  uint64_t calls = 0;
-  double total_ms = 0, mean_us = 0, share_percent = 0;
-  uint64_t copies = 0, copy_bytes = 0;
-  // Device memory (the session allocator's size classes; 0 from older servers): the
-  // buffers these rows allocated, their bytes, and the most live bytes right after
-  // any of their instructions (client::ProfileRow).
-  uint64_t allocations = 0, allocated_bytes = 0, peak_live_bytes = 0;
-};
-
-// The profiled invoke's device memory: the session allocator's live bytes right before
-// and after it (its outputs still held) and its high-water mark during it, bytes (0
-// from older servers; client::ProfileResult).
-struct ProfileMemory {
-  uint64_t live_bytes_before = 0, live_bytes_after = 0, peak_live_bytes = 0;
-};
-
 struct BenchReport {
   SessionReport session;
   std::string function;
@@ -138,9 +127,7 @@ struct BenchReport {
   std::vector<bench::PercentileEstimate> percentiles;
   BenchExtension extended;
   BenchStability stability;
-  std::optional<double> profile_total_ms;
-  std::vector<ProfileEntry> profile;  // largest total first
-  ProfileMemory profile_memory;       // with profile_total_ms
+  std::optional<ProfileReport> profile;  // with options.profile
   double bench_ms = 0;              // wall time of the benchmark requests, ms
   // Cold start against warm: the server's module load (0: from its cache), and the
   // VM's creation and first call (client::RunPhases); memory around the run.
@@ -156,7 +143,8 @@ struct BenchReport {
 // INVALID_ARGUMENT naming the flag for number or repeat < 1, min_duration_s negative
 // or over a day, min_samples over 10^7, confidence outside (0, 1), window_ms not in
 // (0, 3600000], stable_window < 2, a negative or non-finite threshold,
-// stable_percentile outside [0, 100], max_trials not in [1, 1000].
+// stable_percentile outside [0, 100], max_trials not in [1, 1000], profile_runs not in
+// [1, 100], trace without profile.
 Status CheckBenchOptions(const BenchOptions& options);
 // Why `report` fails, empty when it passes: a load level whose audit found a mismatch,
 // or with options.fail_unstable a run still unstable (of a load scenario: a
@@ -173,10 +161,6 @@ StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& pre
 // `session` is left empty.
 StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
                               const BenchOptions& options);
-// A server's profile as report rows: times in ms and us, shares of the whole invoke,
-// largest total first.
-std::vector<ProfileEntry> ProfileEntries(const client::ProfileResult& profile);
-ProfileMemory ProfileMemoryOf(const client::ProfileResult& profile);
 
 // ---- check --------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 #include "host_client/tooling/specs.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -165,6 +166,89 @@ StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) 
   options.fuse_epilogues = specs.fuse_epilogues;
   options.fold_batchnorm = specs.fold_batchnorm;
   return options;
+}
+
+namespace {
+
+bool IsVariantKey(const std::string& key) {
+  for (const char* k : kVariantKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// The part of NAME=VALUE before the '=' (the input or symbol a shape or bound names).
+std::string NameOf(const std::string& spec) { return spec.substr(0, spec.find('=')); }
+
+}  // namespace
+
+StatusOr<CompileSpecs> ApplyVariant(const CompileSpecs& specs, const std::string& variant) {
+  auto fail = [&](const std::string& why) { return InvalidArgument("--variant '" + variant + "': " + why); };
+  // Split at the commas that start a new KEY=.
+  std::vector<std::string> items;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = variant.find(',', start);
+    std::string piece = variant.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = piece.find('=');
+    if (items.empty() || (eq != std::string::npos && IsVariantKey(piece.substr(0, eq)))) {
+      items.push_back(piece);
+    } else {
+      items.back() += "," + piece;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::string known;
+  for (const char* k : kVariantKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+  CompileSpecs out = specs;
+  std::set<std::string> seen;
+  bool dispatch_given = false;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return fail("'" + item + "' is no KEY=VALUE (keys: " + known + ")");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!IsVariantKey(key)) return fail("unknown key '" + key + "' (keys: " + known + ")");
+    const bool repeatable = key == "shape" || key == "bound" || key == "dispatch";
+    if (!repeatable && !seen.insert(key).second) return fail("'" + key + "' is given twice");
+    if (value.empty()) return fail("'" + key + "' has no value");
+    auto boolean = [&](bool& field) -> Status {
+      if (value == "true")
+        field = true;
+      else if (value == "false")
+        field = false;
+      else
+        return fail(key + " must be true or false, got '" + value + "'");
+      return OkStatus();
+    };
+    auto replace_named = [&](std::vector<std::string>& list) {
+      const std::string name = NameOf(value);
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [&](const std::string& s) { return NameOf(s) == name; }),
+          list.end());
+      list.push_back(value);
+    };
+    if (key == "layout") {
+      out.layout = value;
+    } else if (key == "dtype") {
+      out.dtype = value;
+    } else if (key == "fuse-epilogues") {
+      REMEX_RETURN_IF_ERROR(boolean(out.fuse_epilogues));
+    } else if (key == "fold-batchnorm") {
+      REMEX_RETURN_IF_ERROR(boolean(out.fold_batchnorm));
+    } else if (key == "strict") {
+      REMEX_RETURN_IF_ERROR(boolean(out.strict));
+    } else if (key == "shape") {
+      replace_named(out.shapes);
+    } else if (key == "bound") {
+      replace_named(out.bounds);
+    } else {  // dispatch
+      if (!dispatch_given) out.dispatch.clear();
+      dispatch_given = true;
+      out.dispatch.push_back(value);
+    }
+  }
+  return out;
 }
 
 }  // namespace remex::tooling

@@ -69,4 +69,19 @@ struct CompileSpecs {
 // The compiler's options from the specs. INVALID_ARGUMENT naming the flag.
 StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs);
 
+// The compile settings of `remex bench --variant`, the flags' names without "--":
+// layout, dtype, fuse-epilogues, fold-batchnorm, strict, shape, bound, dispatch.
+inline constexpr const char* kVariantKeys[] = {"layout", "dtype", "fuse-epilogues", "fold-batchnorm",
+                                               "strict", "shape", "bound",          "dispatch"};
+
+// `specs` with one variant's settings applied: KEY=VALUE[,KEY=VALUE...], each key as its
+// flag and each value as that flag takes it; the booleans (fuse-epilogues,
+// fold-batchnorm, strict) take true or false. A shape or bound replaces the one of the
+// same input or symbol (or adds one); the variant's dispatch specs replace the
+// command's. A comma that does not start a new KEY= belongs to the value before it
+// (dispatch=W=edges:64,128). INVALID_ARGUMENT naming --variant and the key for an
+// unknown key (listing them), a missing "=", a bad boolean or a key given twice; the
+// values themselves are checked by ParseCompileSpecs.
+StatusOr<CompileSpecs> ApplyVariant(const CompileSpecs& specs, const std::string& variant);
+
 }  // namespace remex::tooling

@@ -29,6 +29,48 @@ TEST(SpecsTest, BoundsNameASymbolOrASite) {
   EXPECT_FALSE(ParseBoundSpecs({"W"}).ok());
 }
 
+// --variant: settings over the command's own, each key as its flag takes it.
+TEST(SpecsTest, VariantsApplyOverTheCommandsSettings) {
+  CompileSpecs base;
+  base.shapes = {"x=1x3x48x192", "y=1x4"};
+  base.dispatch = {"x:3=log:2"};
+  auto v = ApplyVariant(base, "layout=NHWC,dtype=float16,fuse-epilogues=false,shape=x=1x3x48x320");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->layout, "NHWC");
+  EXPECT_EQ(v->dtype, "float16");
+  EXPECT_FALSE(v->fuse_epilogues);
+  EXPECT_TRUE(v->fold_batchnorm);
+  EXPECT_EQ(v->shapes, (std::vector<std::string>{"y=1x4", "x=1x3x48x320"}));  // x replaced
+  EXPECT_EQ(v->dispatch, base.dispatch);
+  EXPECT_TRUE(ParseCompileSpecs(*v).ok());
+  // A comma that starts no KEY= belongs to the value: edges of a dispatch, which
+  // replace the command's.
+  auto d = ApplyVariant(base, "dispatch=x:3=edges:64,128,256,strict=true");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->dispatch, (std::vector<std::string>{"x:3=edges:64,128,256"}));
+  EXPECT_TRUE(d->strict);
+  EXPECT_EQ(ApplyVariant(base, "fold-batchnorm=false")->fold_batchnorm, false);
+
+  auto message = [&](const std::string& text) {
+    auto r = ApplyVariant(base, text);
+    EXPECT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << text;
+    return r.status().message();
+  };
+  EXPECT_NE(message("colour=red")
+                .find("unknown key 'colour' (keys: layout, dtype, fuse-epilogues, "
+                      "fold-batchnorm, strict, shape, bound, dispatch)"),
+            std::string::npos);
+  EXPECT_NE(message("NHWC").find("is no KEY=VALUE"), std::string::npos);
+  EXPECT_NE(message("strict=yes").find("true or false"), std::string::npos);
+  EXPECT_NE(message("layout=NHWC,layout=NCHW").find("given twice"), std::string::npos);
+  EXPECT_NE(message("dtype=").find("no value"), std::string::npos);
+  // The values are the flags' own, checked where they are parsed.
+  auto bad = ApplyVariant(base, "layout=NWHC");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(ParseCompileSpecs(*bad).ok());
+}
+
 TEST(SpecsTest, CompileSpecsFillCompileOptions) {
   CompileSpecs specs;
   EXPECT_FALSE(specs.ChangesCompilation());

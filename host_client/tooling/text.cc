@@ -71,8 +71,11 @@ std::string ArraySummary(const npy::Array& a) {
   return "min " + Format("%.6g", mn) + " max " + Format("%.6g", mx) + " mean " + Format("%.6g", sum / n);
 }
 
-std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms, const ProfileMemory* memory) {
-  std::string text = Format("profile one invoke, %.3f ms on the device\n", total_ms);
+namespace {
+
+// The op-kind table and its note, after the memory line.
+std::string ProfileRowsText(const std::vector<ProfileEntry>& profile, const ProfileMemory* memory) {
+  std::string text;
   if (memory && memory->peak_live_bytes != 0) {  // 0: a server before these fields
     text += "  device memory live " + FormatBytes(memory->live_bytes_before) + " before, " +
             FormatBytes(memory->peak_live_bytes) + " at peak, " + FormatBytes(memory->live_bytes_after) + " after\n";
@@ -90,6 +93,44 @@ std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_m
           "   their outputs; shares are of the whole invoke; memory is the session's device allocator:\n"
           "   alloc bytes in its size classes, peak live right after the row's instructions; tensors in\n"
           "   a planned arena are no allocations)\n";
+  return text;
+}
+
+}  // namespace
+
+std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms,
+                        const ProfileMemory* memory) {
+  return Format("profile one invoke, %.3f ms on the device\n", total_ms) + ProfileRowsText(profile, memory);
+}
+
+std::string ProfileText(const ProfileReport& p, size_t top) {
+  std::string text =
+      p.runs <= 1
+          ? Format("profile one invoke, %.3f ms on the device", p.total_ms)
+          : Format("profile %u invokes, the median one %.3f ms on the device (each between %.3f and %.3f)",
+                   p.runs, p.total_ms,
+                   p.run_total_ms.empty() ? p.total_ms
+                                          : *std::min_element(p.run_total_ms.begin(), p.run_total_ms.end()),
+                   p.run_total_ms.empty() ? p.total_ms
+                                          : *std::max_element(p.run_total_ms.begin(), p.run_total_ms.end()));
+  text += p.synchronized ? "; each instruction timed to the end of its device work\n" : "\n";
+  text += ProfileRowsText(p.rows, &p.memory);
+  if (top == 0 || p.nodes.empty()) return text;
+  const size_t shown = std::min(top, p.nodes.size());
+  text += Format("slowest nodes: %zu of %zu, by their median time per invoke", shown, p.nodes.size());
+  text += p.runs > 1 ? Format(" over %u invokes\n", p.runs) : std::string("\n");
+  std::vector<std::vector<std::string>> cells;
+  cells.push_back(
+      {"#", "node", "op", "inputs -> outputs", "median ms", "min ms", "max ms", "share %", "calls"});
+  for (size_t i = 0; i < shown; ++i) {
+    const ProfileNodeEntry& n = p.nodes[i];
+    cells.push_back({std::to_string(i + 1), n.name.empty() ? "-" : n.name, n.op + (n.host ? " (host)" : ""),
+                     OperandsText(n.inputs) + " -> " + OperandsText(n.outputs), Format("%.4f", n.median_ms),
+                     Format("%.4f", n.min_ms), Format("%.4f", n.max_ms), Format("%.1f", n.share_percent),
+                     std::to_string(n.calls)});
+  }
+  // "#" right-aligned would misplace the text columns: numbers from the fifth.
+  text += FormatTable(cells, "  ", 2, 4);
   return text;
 }
 
@@ -202,7 +243,7 @@ std::string PhasesText(const BenchReport& r) {
 std::string BenchText(const BenchReport& r) {
   if (r.load) {
     std::string text = LoadText(r) + PhasesText(r);
-    if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms, &r.profile_memory);
+    if (r.profile) text += ProfileText(*r.profile, r.options.profile_top);
     return text;
   }
   const auto& s = r.stats;
@@ -241,7 +282,7 @@ std::string BenchText(const BenchReport& r) {
                 PercentileName(st.percentile).c_str());
   text += line;
   text += PhasesText(r);
-  if (r.profile_total_ms) text += ProfileText(r.profile, *r.profile_total_ms, &r.profile_memory);
+  if (r.profile) text += ProfileText(*r.profile, r.options.profile_top);
   return text;
 }
 

@@ -37,5 +37,10 @@ std::string BenchText(const BenchReport& report);
 // invoke's live bytes before, at peak and after.
 std::string ProfileText(const std::vector<ProfileEntry>& profile, double total_ms,
                         const ProfileMemory* memory = nullptr);
+// A profile of one or more invokes: its runs and the median run's total, the table
+// above (of the median run), then the `top` slowest nodes (0: none) with their op,
+// operands ("float32[1,3,8,8], ... -> ..."), median, least and most ms per invoke over
+// the runs, share of the median invoke and calls per invoke.
+std::string ProfileText(const ProfileReport& profile, size_t top = kDefaultProfileTop);
 
 }  // namespace remex::tooling

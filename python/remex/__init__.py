@@ -273,15 +273,20 @@ class BenchmarkResult:
 
 
 class Profile:
-    """One profiled call: `records`, one dict per op (kind "kernel") and instruction
-    kind ("instruction") with calls, total_ms, mean_us, share_percent, copies and
-    copy_bytes, largest total first; `total_ms` of the whole call on the device;
-    `table` (and str()) the text `remex bench --profile` prints."""
+    """Profiled calls: `records`, one dict per op (kind "kernel") and instruction kind
+    ("instruction") with calls, total_ms, mean_us, share_percent, copies and copy_bytes,
+    largest total first, of the median call; `total_ms` of that whole call on the
+    device; `runs` the calls profiled; `nodes`, one dict per node of the model (name,
+    op, calls, median_ms, min_ms, max_ms, share_percent, run_ms, inputs and outputs as
+    {"dtype", "shape"} or None), slowest median first; `table` (and str()) the text
+    `remex bench --profile` prints."""
 
     def __init__(self, profile_json: str, table: str):
         profile = _json.loads(profile_json)  # the "profile" object of `remex bench --json`
         self.records: List[Dict[str, Any]] = profile["rows"]
         self.total_ms: float = profile["total_ms"]
+        self.runs: int = profile.get("runs", 1)
+        self.nodes: List[Dict[str, Any]] = profile.get("nodes", [])
         self.table = table
 
     def __str__(self) -> str:
@@ -415,10 +420,11 @@ class Model:
                            f"the benchmark is unstable: {result.stability['verdict']}", result)
         return result
 
-    def profile(self, inputs: Inputs = None) -> Profile:
-        """Profiles one call per op and instruction kind (without inputs: those of the
-        last call)."""
-        return Profile(*self._m.profile(dict(inputs or {})))
+    def profile(self, inputs: Inputs = None, runs: int = 5) -> Profile:
+        """Profiles `runs` calls (1 to 100, after one warm-up call) per op and
+        instruction kind, and per node with its median over the calls (without inputs:
+        those of the last call)."""
+        return Profile(*self._m.profile(dict(inputs or {}), runs))
 
     def close(self) -> None:
         """Frees the model's VM and executable on the server (also done when the object

@@ -478,20 +478,19 @@ class Model {
     return py::make_tuple(j.dump(), tooling::BenchText(report), tooling::BenchFailure(report));
   }
 
-  py::tuple Profile(const py::dict& given) {
+  py::tuple Profile(const py::dict& given, uint32_t runs) {
     tooling::SessionModel& model = m();
     std::vector<InputArg> args = Inputs(given);
     auto result = core_->Call([&](tooling::InteractiveSession& s) {
       std::map<std::string, uint64_t> handles;
       std::vector<uint64_t> temps;
       Status st = UploadInputs(s, args, &handles, &temps);
-      auto r = st.ok() ? s.Profile(model, handles)
+      auto r = st.ok() ? s.Profile(model, handles, runs)
                        : StatusOr<tooling::InteractiveSession::ProfileReport>(st);
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
-    return py::make_tuple(tooling::ToJson(result.rows, result.total_ms, result.memory).dump(),
-                          tooling::ProfileText(result.rows, result.total_ms, &result.memory));
+    return py::make_tuple(tooling::ToJson(result).dump(), tooling::ProfileText(result));
   }
 
   void Close() {
@@ -721,7 +720,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("concurrency"), py::arg("samples_per_query"), py::arg("target_qps"), py::arg("latency_bound_ms"),
            py::arg("find_peak"), py::arg("audit"), py::arg("audit_samples"), py::arg("audit_rtol"),
            py::arg("audit_atol"), py::arg("seed"))
-      .def("profile", &Model::Profile, py::arg("inputs"))
+      .def("profile", &Model::Profile, py::arg("inputs"), py::arg("runs"))
       .def("close", &Model::Close);
 
   py::class_<Session>(m, "Session")

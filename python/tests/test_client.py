@@ -26,7 +26,7 @@ def tensor_handles(s):
 def test_info_names_the_server_and_protocol(session):
     info = session.info()
     assert info["name"] == "remex-server"
-    assert info["protocol"] == "1.4"
+    assert info["protocol"] == "1.5"
     assert info["devices"][0]["name"] == "cpu"
     assert session.device.startswith("cpu")
     assert session.server.startswith("127.0.0.1:")
@@ -351,7 +351,13 @@ def test_profile_as_records_and_table(session, models):
     assert all(r["calls"] >= 1 for r in p.records)
     assert m.profile().records  # without inputs: those of the last call
     assert p.total_ms > 0
-    assert str(p).startswith("profile one invoke") and "share %" in p.table
+    assert str(p).startswith("profile 5 invokes") and "share %" in p.table
+    # Per node: the model's node names, run-time shapes and the median over the runs.
+    assert p.runs == 5 and p.nodes
+    assert all(len(n["run_ms"]) == 5 and n["min_ms"] <= n["median_ms"] <= n["max_ms"] for n in p.nodes)
+    assert p.nodes[0]["inputs"][0] == {"dtype": "float32", "shape": [2, 3]}
+    one = m.profile(runs=1)
+    assert one.runs == 1 and str(one).startswith("profile one invoke")
 
 
 def test_handles_are_freed_with_their_objects_no_leak_after_10000(session, models):

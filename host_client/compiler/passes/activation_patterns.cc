@@ -113,6 +113,8 @@ int RecognizeHardSwish(Graph& graph) {
       }
       if (!ranks_ok) continue;
       for (Node* n : {add, clip, steps[0]}) removed[n - g.nodes.data()] = true;
+      // The kernel runs all four nodes: it is named after each (profiles, errors).
+      last.name = add->name + "+" + clip->name + "+" + steps[0]->name + "+" + last.name;
       last.op = "HardSwish";
       last.attrs = kernels::Attributes();
       last.inputs = {x};

@@ -97,6 +97,7 @@ int FoldBatchNormalization(Graph& graph) {
     conv.inputs[1] = new_w;
     conv.inputs[2] = new_b;
     conv.outputs[0] = bn.outputs[0];
+    conv.name += "+" + bn.name;  // the Conv's kernel runs both (profiles, errors)
     removed[i] = true;
     ++folded;
   }
