@@ -34,6 +34,13 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
+  // Said once: a message that starts with this context already (the server's
+  // "benchmark: ..." that the client labels "benchmark" too) keeps its one prefix.
+  if (message_.size() > context.size() + 1 &&
+      std::string_view(message_).substr(0, context.size()) == context && message_[context.size()] == ':' &&
+      message_[context.size() + 1] == ' ') {
+    return *this;
+  }
   std::string m(context);
   m += ": ";
   m += message_;

@@ -47,7 +47,8 @@ class [[nodiscard]] Status {
 
   // "CODE: message".
   std::string ToString() const;
-  // Returns a copy with "context: " prepended to the message; OK stays OK.
+  // Returns a copy with "context: " prepended to the message; OK stays OK, and so does
+  // a message that starts with "context: " already (one prefix per error).
   Status WithContext(std::string_view context) const;
 
  private:

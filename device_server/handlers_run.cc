@@ -1,6 +1,8 @@
 // Run requests: invoke, benchmark, profile.
 #include "device_server/session.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -160,10 +162,20 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
   };
   const uint64_t before = allocator_->stats().allocated_bytes;
   allocator_->ResetPeak();
-  REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
-                         RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit));
+  REMEX_ASSIGN_OR_RETURN(
+      TimeEvaluatorResult result,
+      RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit, &control_.cancelled));
+  if (result.cancelled) {
+    // control_.reason was written before the flag was set (Cancel, CloseLocked).
+    const Status why = control_.cancelled.load(std::memory_order_acquire) ? Cancelled(control_.reason)
+                                                                          : result.cancel_status;
+    if (!req.getPartialOnCancel()) return why.WithContext("benchmark");
+    spdlog::info("session {}: benchmark stopped {:.1f} ms after its cancel, {} of {} samples kept ({})", id_,
+                 MillisSinceCancel(), result.samples_seconds.size(), options.repeat, why.message());
+  }
   const uint64_t peak = allocator_->stats().peak_allocated_bytes;
   auto r = reply.initBenchmark();
+  r.setCancelled(result.cancelled);
   FillPhases(*obj, r.initPhases());
   // One call at a time, outputs dropped after each: the run's peak is one call's.
   FillMemoryUse(*obj, before, peak, peak, r.initMemory());

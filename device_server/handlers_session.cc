@@ -153,8 +153,10 @@ Status Session::Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
       return NotFound("no open session " + std::to_string(req.getSessionId()) + " with that cancel key");
     }
     if (target->busy_ && !target->control_.cancelled.load(std::memory_order_acquire)) {
-      target->control_.reason = "cancelled by a cancel request (session " + std::to_string(id_) + ")";
+      // Named by the session cancelled, as its client knows it (hello's sessionId).
+      target->control_.reason = "cancelled by a cancel request for session " + std::to_string(target->id_);
       target->cancel_requested_ = true;
+      target->cancelled_at_ = std::chrono::steady_clock::now();
       target->control_.cancelled.store(true, std::memory_order_release);
       cancelled = true;
     }

@@ -106,6 +106,7 @@ void Session::CloseLocked(const Status& why) {
   closed_ = why;
   if (!control_.cancelled.load(std::memory_order_acquire)) {
     control_.reason = why.message();
+    cancelled_at_ = std::chrono::steady_clock::now();
     control_.cancelled.store(true, std::memory_order_release);
   }
   if (busy_) {
@@ -122,6 +123,7 @@ void Session::OnPeerClosed() {
     std::lock_guard<std::mutex> lock(state_->sessions_mu);  // against CloseLocked
     if (!control_.cancelled.load(std::memory_order_acquire)) {
       control_.reason = "the client closed the connection";
+      cancelled_at_ = std::chrono::steady_clock::now();
       control_.cancelled.store(true, std::memory_order_release);
     }
   }

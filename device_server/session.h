@@ -234,6 +234,13 @@ class Session final : public rpc::ConnectionHandler {
   static constexpr size_t kCancelKeyBytes = 16;
   std::string cancel_key_;
   bool cancel_requested_ = false;  // control_ was cancelled by a Cancel request; sessions_mu
+  // When control_.cancelled was last set (written before it, read after it).
+  std::chrono::steady_clock::time_point cancelled_at_;
+  // Milliseconds since cancelled_at_: how long a cancelled run took to stop.
+  double MillisSinceCancel() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - cancelled_at_)
+        .count();
+  }
   std::string client_name_;
   // Token authentication (when the server has a token): the challenge of the last
   // hello, whether the session proved the token, and whether it failed to.

@@ -12,8 +12,16 @@
 // the `number` calls, result `timer` "cuda_event"), else a steady clock on the calling
 // thread around the calls and a device Synchronize ("steady_clock", the CPU device).
 // Runs on the device thread: it blocks other device work meanwhile.
+//
+// The run's length is foreseen from warm calls: the warmup calls after the first (the
+// first call of a VM allocates its buffers), timed as samples are in up to three
+// blocks, and the samples kept. Once
+// three warm per-call times are known their median projects the rest of the run, and a
+// run that would outlast the time limit is refused then, naming the projection, the
+// limit and what to lower, instead of running up to the limit.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -38,6 +46,10 @@ struct TimeEvaluatorResult {
   uint32_t number = 0;                  // calls per sample, after adaptation
   std::vector<double> samples_seconds;  // mean seconds per call, one per sample
   std::string timer;                    // "steady_clock" or "cuda_event"
+  // The run was cancelled (the `cancelled` flag, or a call that returned CANCELLED):
+  // samples_seconds holds the samples completed before, fewer than `repeat`.
+  bool cancelled = false;
+  Status cancel_status;  // the CANCELLED status that stopped it, with its reason
 };
 
 inline constexpr uint32_t kMaxRepeat = 100000;
@@ -52,13 +64,21 @@ inline constexpr uint64_t kMaxL2FlushBytes = uint64_t{1} << 30;
 // times alone exceed `time_limit`.
 Status ValidateTimeEvaluatorOptions(const TimeEvaluatorOptions& options, std::chrono::milliseconds time_limit);
 
-// Runs `call` as described above. Errors: the first error of `call` (with the call's
-// position), RESOURCE_EXHAUSTED when the flush buffer cannot be allocated,
-// DEADLINE_EXCEEDED when the run passes `time_limit` (checked before every call), or
-// when the samples left would (foreseen between samples from the median time per call
-// of the samples kept, from the third on; the message names the projection).
+// Runs `call` as described above. `cancelled` (may be null), set from another thread,
+// is read before every call and during cooldowns: the run then stops and returns the
+// samples completed so far with `cancelled` set; a call that returns CANCELLED does the
+// same. Errors (each message starting "benchmark: "): the first other error of `call`
+// (with the call's position), RESOURCE_EXHAUSTED when the flush buffer cannot be
+// allocated, DEADLINE_EXCEEDED when the run passes `time_limit` (checked before every
+// call), or when the run would (foreseen before each sample from the median of three or
+// more warm per-call times; the message names the projected time, the limit and the
+// flags to lower).
 StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
                                                const TimeEvaluatorOptions& options,
-                                               std::chrono::milliseconds time_limit);
+                                               std::chrono::milliseconds time_limit,
+                                               const std::atomic<bool>* cancelled = nullptr);
+
+// "600 s" for a whole number of seconds, else "1500 ms": a time limit as messages give it.
+std::string LimitText(std::chrono::milliseconds limit);
 
 }  // namespace remex::server

@@ -232,6 +232,10 @@ struct Benchmark {
   warmup @5 :UInt32;
   cooldownMs @6 :UInt32;
   l2FlushBytes @7 :UInt64;
+  # Cancelled (Cancel, or a kernel boundary that sees the cancel), the reply is a
+  # BenchmarkReply with the samples completed so far and `cancelled` set instead of a
+  # CANCELLED error. A server older than this field answers CANCELLED.
+  partialOnCancel @8 :Bool;
 }
 
 # Load scenarios generated on the device (protocol 1.4), after MLPerf LoadGen's
@@ -492,6 +496,9 @@ struct BenchmarkReply {
   # The server host's 1-minute load average read right after the last sample (-1:
   # unknown, as from servers older than this field).
   loadAverage1m @5 :Float64 = -1;
+  # With partialOnCancel: the run was cancelled, and samplesSeconds holds the samples
+  # completed before (fewer than repeat, maybe none).
+  cancelled @6 :Bool;
 }
 
 struct ProfileRow {

@@ -2,17 +2,22 @@
 // process: `remex bench` (statistics, profile, no output data on the wire), `remex
 // check` (device-side comparison with a reference folder), the module cache seen from
 // the CLI, and --compression.
+#include <fcntl.h>
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
+#include <thread>
 
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
@@ -329,6 +334,112 @@ TEST_F(CliBenchTest, BenchUsageErrorsNameTheFlag) {
     EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << flag << ": " << r.output;
   }
+}
+
+// `remex ARGS...` started in the background with stdout and stderr in files, SIGINT and
+// SIGTERM at their defaults whatever the test runner's were.
+pid_t StartCli(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  std::vector<std::string> all = {REMEX_CLI_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) _exit(127);
+    dup2(o, STDOUT_FILENO);
+    dup2(e, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// SIGINT or SIGTERM while remex bench runs: the benchmark is cancelled on the server
+// (its log says how long the run took to stop), and the samples taken so far are
+// printed, marked partial; the exit status is a shell's for the signal (128 + N).
+TEST_F(CliBenchTest, ASignalCancelsTheBenchmarkOnTheServerAndKeepsItsSamples) {
+  const std::string log = dir_ + "/server.log";
+  auto server =
+      remex::testing::ServerProcess::Logging(log, {"--threads", "1", "--benchmark-time-limit-s", "3600"});
+  ASSERT_NE(server->port(), 0);
+  int cancels = 0;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig == SIGINT ? "SIGINT" : "SIGTERM");
+    const std::string out = dir_ + "/out.json", err = dir_ + "/err.txt";
+    // 5000 samples of 100 calls: minutes unless cancelled.
+    const pid_t pid = StartCli(
+        {"bench", model_, "--server", server->address(), "--repeat", "5000", "--number", "100", "--json"},
+        out, err);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(pid, sig), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    const auto took = std::chrono::steady_clock::now() - sent;
+    const std::string stderr_text = ReadText(err);
+    ASSERT_TRUE(WIFEXITED(status)) << stderr_text;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << stderr_text;
+    EXPECT_LT(took, std::chrono::seconds(20)) << "the run was not cut short";
+    const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    EXPECT_NE(stderr_text.find("remex: cancelling the request on the server"), std::string::npos)
+        << stderr_text;
+    EXPECT_NE(stderr_text.find("remex: the benchmark is partial: interrupted by " + name), std::string::npos)
+        << stderr_text;
+    auto j = nlohmann::json::parse(ReadText(out), nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << ReadText(out);
+    EXPECT_EQ(j["partial"]["reason"], "interrupted by " + name);
+    const size_t samples = j["benchmark"]["samples_ms"].size();
+    EXPECT_GE(samples, 1u);
+    EXPECT_LT(samples, 5000u);
+    EXPECT_EQ(j["benchmark"]["repeat"], samples);
+    EXPECT_GT(j["benchmark"]["median_ms"].get<double>(), 0);
+    // The server stopped the run soon after the cancel came, with those samples.
+    const std::string server_log = ReadText(log);
+    const std::regex stopped(
+        R"(benchmark stopped ([0-9.]+) ms after its cancel, (\d+) of 5000 samples kept)");
+    std::vector<std::smatch> found;
+    for (auto it = std::sregex_iterator(server_log.begin(), server_log.end(), stopped);
+         it != std::sregex_iterator(); ++it) {
+      found.push_back(*it);
+    }
+    ASSERT_EQ(found.size(), static_cast<size_t>(++cancels)) << server_log;
+    EXPECT_LT(std::stod(found.back()[1].str()), 100.0) << found.back()[0];
+    EXPECT_EQ(std::stoul(found.back()[2].str()), samples);
+  }
+}
+
+// A run that cannot fit the server's limit is refused from its warm calls, before it
+// runs long: the message names the projected time, the limit and the flags to lower,
+// with one prefix.
+TEST_F(CliBenchTest, ARunOverTheServersLimitIsRefusedNamingTheProjection) {
+  remex::testing::ServerProcess server({"--threads", "1", "--benchmark-time-limit-s", "2"});
+  ASSERT_NE(server.port(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = Cli("bench " + model_ + " --server " + server.address() +
+               " --repeat 100000 --number 100 --warmup 4 2>&1");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex(R"(remex: DEADLINE_EXCEEDED: benchmark: the run would take about ([0-9.]+) s )"
+                 R"(\(100000 samples of 100 calls at a median of [0-9.e+-]+ ms per call\), )"
+                 R"(over the server's limit of 2 s \(remex-server --benchmark-time-limit-s\); )"
+                 R"(lower --repeat or --number)")))
+      << r.output;
+  EXPECT_GT(std::stod(m[1].str()), 2.0);
+  EXPECT_EQ(r.output.find("benchmark: benchmark"), std::string::npos) << r.output;
 }
 
 TEST_F(CliBenchTest, BenchProfileListsTheKernels) {

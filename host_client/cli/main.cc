@@ -62,6 +62,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "host_client/cli/progress.h"
@@ -74,6 +75,7 @@
 #include "host_client/tooling/farm.h"
 #include "host_client/tooling/history.h"
 #include "host_client/tooling/interactive.h"
+#include "host_client/tooling/interrupt.h"
 #include "host_client/tooling/prepare.h"
 #include "host_client/tooling/report_csv.h"
 #include "host_client/tooling/report_html.h"
@@ -579,6 +581,41 @@ Status WriteTrace(const std::string& path, const tooling::BenchReport& report) {
   return tooling::WriteFileBytes(path, std::vector<std::byte>(p, p + text.size()));
 }
 
+// remex bench's SIGINT and SIGTERM: the benchmark is cancelled on the server and the
+// samples taken so far are reported, marked partial; the handler resets itself
+// (SA_RESETHAND), so a second signal ends the process at once.
+tooling::Interrupter* g_bench_interrupter = nullptr;
+extern "C" void OnBenchSignal(int sig) {
+  if (tooling::Interrupter* irq = g_bench_interrupter) irq->Notify(sig);
+}
+
+// Installs OnBenchSignal for SIGINT and SIGTERM while it lives, for `irq`; a signal
+// ignored on entry (SIGINT of a background job) stays ignored.
+class BenchSignals {
+ public:
+  explicit BenchSignals(tooling::Interrupter& irq) {
+    g_bench_interrupter = &irq;
+    struct sigaction action = {};
+    action.sa_handler = OnBenchSignal;
+    action.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    for (auto [sig, previous] : {std::pair{SIGINT, &previous_int_}, std::pair{SIGTERM, &previous_term_}}) {
+      sigaction(sig, nullptr, previous);
+      if (previous->sa_handler != SIG_IGN) sigaction(sig, &action, nullptr);
+    }
+  }
+  ~BenchSignals() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+    g_bench_interrupter = nullptr;
+  }
+  BenchSignals(const BenchSignals&) = delete;
+  BenchSignals& operator=(const BenchSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ = {}, previous_term_ = {};
+};
+
 int Bench(const BenchArgs& args_in) {
   BenchArgs args = args_in;
   if (!args.variants.empty()) return BenchVariants(args);
@@ -610,10 +647,27 @@ int Bench(const BenchArgs& args_in) {
     return RecordResult(*record, "bench", args, nullptr, "error", failure.ToString(), rc);
   }
   progress.Step("benchmarking " + prepared.main().name);
-  auto report = tooling::BenchModel(*request, prepared, args.options);
+  // SIGINT and SIGTERM from here on cancel the benchmark on the server.
+  auto irq = tooling::Interrupter::Start([&progress](const std::string& message) {
+    progress.Step("");
+    std::fprintf(stderr, "remex: %s\n", message.c_str());
+  });
+  if (!irq.ok()) return Fail(irq.status());
+  StatusOr<tooling::BenchReport> report = remex::Internal("not run");
+  {
+    BenchSignals signals(**irq);
+    (*irq)->Watch(&prepared.session());
+    args.options.interrupt = &(*irq)->signal();
+    report = tooling::BenchModel(*request, prepared, args.options);
+    (*irq)->Watch(nullptr);
+  }
   progress.Step("");
+  // Interrupted: the exit status of a shell's command killed by the signal, after the
+  // partial report is printed.
+  const int interrupted = (*irq)->signal().load();
   if (!report.ok()) {
-    const int rc = Fail(report.status());
+    int rc = Fail(report.status());
+    if (interrupted != 0 && report.status().code() == remex::StatusCode::kCancelled) rc = 128 + interrupted;
     return RecordResult(*record, "bench", args, nullptr, "error", report.status().ToString(), rc);
   }
   nlohmann::json j = tooling::ToJson(*report);
@@ -626,6 +680,12 @@ int Bench(const BenchArgs& args_in) {
   }
   int rc = tooling::kExitOk;
   if (Status st = args.files.Write(j); !st.ok()) rc = Fail(st);
+  if (!report->partial.empty()) {
+    // Kept as an error: a partial run is no measurement to judge or compare.
+    std::fprintf(stderr, "remex: the benchmark is partial: %s\n", report->partial.c_str());
+    if (rc == tooling::kExitOk) rc = interrupted != 0 ? 128 + interrupted : tooling::kExitInfrastructure;
+    return RecordResult(*record, "bench", args, j, "error", "partial: " + report->partial, rc);
+  }
   if (!args.trace.empty() && rc == tooling::kExitOk) {
     if (Status st = WriteTrace(args.trace, *report); !st.ok()) rc = Fail(st);
   }

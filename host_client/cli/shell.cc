@@ -21,6 +21,7 @@
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/exit_code.h"
+#include "host_client/tooling/interrupt.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
@@ -853,6 +854,7 @@ Status Shell::Bench(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(auto tags, tooling::ParseTags(p.All("--tag")));
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
   const std::string date = tooling::UtcNow();
+  options.interrupt = interrupt_;  // Ctrl-C: the samples so far, partial
   REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, session_->Bench(*m, inputs, options));
   std::fputs(tooling::BenchText(r).c_str(), out_);
   // In a script, an unstable run asked to fail, or an audit that found a mismatch, ends
@@ -1069,8 +1071,8 @@ namespace {
 // candidates of the completion in progress live here while RunInteractive runs.
 Shell* g_completing_shell = nullptr;
 std::vector<std::string> g_candidates;
-// Ctrl-C: the handler writes a byte here; a thread reads it and cancels the request.
-int g_interrupt_pipe[2] = {-1, -1};
+// Ctrl-C: the handler tells the interrupter, whose thread cancels the request.
+tooling::Interrupter* g_interrupter = nullptr;
 
 char* NextCandidate(const char*, int state) {
   static size_t next = 0;
@@ -1090,12 +1092,8 @@ char** CompleteWord(const char* text, int, int end) {
   return rl_completion_matches(text, NextCandidate);
 }
 
-extern "C" void OnInterrupt(int) {
-  const int saved = errno;
-  const char byte = 1;
-  ssize_t n = write(g_interrupt_pipe[1], &byte, 1);
-  (void)n;
-  errno = saved;
+extern "C" void OnInterrupt(int sig) {
+  if (tooling::Interrupter* irq = g_interrupter) irq->Notify(sig);
 }
 
 int RunPiped(Shell& shell) {
@@ -1141,34 +1139,21 @@ int RunInteractive(Shell& shell, const ShellOptions& options) {
     (void)read_history(options.history_file.c_str());  // absent the first time
   }
 
-  // Ctrl-C while a command runs cancels its request on the server; at the prompt it
-  // does nothing (Ctrl-U clears the line, Ctrl-D leaves).
-  std::atomic<bool> busy{false};
-  std::thread watcher;
+  // Ctrl-C while a command runs cancels its request on the server (a bench prints the
+  // samples taken so far); at the prompt it does nothing (Ctrl-U clears the line,
+  // Ctrl-D leaves).
+  auto irq = tooling::Interrupter::Start(
+      [](const std::string& message) { std::fprintf(stderr, "\n%s\n", message.c_str()); });
   struct sigaction previous = {};
-  const bool interrupts = pipe(g_interrupt_pipe) == 0;
+  const bool interrupts = irq.ok();
   if (interrupts) {
+    g_interrupter = irq->get();
+    shell.set_interrupt(&(*irq)->signal());
     struct sigaction action = {};
     action.sa_handler = OnInterrupt;
     action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &previous);
-    watcher = std::thread([&shell, &busy] {
-      for (;;) {
-        char byte = 0;
-        const ssize_t n = read(g_interrupt_pipe[0], &byte, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0 || byte == 0) return;  // 0: the shell is leaving
-        if (!busy.load()) continue;
-        std::fputs("\ncancelling the request on the server\n", stderr);
-        auto cancelled = shell.session().client().Cancel();
-        if (!cancelled.ok()) {
-          std::fprintf(stderr, "cannot cancel: %s\n", cancelled.status().ToString().c_str());
-        } else if (!*cancelled) {
-          std::fputs("nothing runs on the server to cancel; the command goes on\n", stderr);
-        }
-      }
-    });
   }
 
   const auto& c = shell.session().connection();
@@ -1201,22 +1186,20 @@ int RunInteractive(Shell& shell, const ShellOptions& options) {
         history_warned = true;
       }
     }
-    busy = true;
+    if (interrupts) {
+      (*irq)->Reset();  // a Ctrl-C at the prompt is none of this command's
+      (*irq)->Watch(&shell.session().client());
+    }
     const Status st = shell.Execute(line);
-    busy = false;
+    if (interrupts) (*irq)->Watch(nullptr);
     std::fflush(stdout);
     if (!st.ok()) std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
   }
   shell.set_progress({});
   if (interrupts) {
     sigaction(SIGINT, &previous, nullptr);
-    const char stop = 0;
-    ssize_t n = write(g_interrupt_pipe[1], &stop, 1);
-    (void)n;
-    watcher.join();
-    close(g_interrupt_pipe[0]);
-    close(g_interrupt_pipe[1]);
-    g_interrupt_pipe[0] = g_interrupt_pipe[1] = -1;
+    g_interrupter = nullptr;
+    shell.set_interrupt(nullptr);
   }
   g_completing_shell = nullptr;
   return tooling::kExitOk;

@@ -71,6 +71,10 @@ class Shell {
 
   // Where a long step of load is (compiling, uploading the module); may be empty.
   void set_progress(tooling::ProgressFn progress) { progress_ = std::move(progress); }
+  // The signal that interrupted the command in progress (tooling::Interrupter's), read
+  // by bench between its requests: an interrupted bench prints its partial report. Not
+  // owned; null: none.
+  void set_interrupt(const std::atomic<int>* signal) { interrupt_ = signal; }
   tooling::InteractiveSession& session() { return *session_; }
 
   // Every command's name, as the first word of a line takes it.
@@ -116,6 +120,7 @@ class Shell {
   std::unique_ptr<tooling::InteractiveSession> session_;
   FILE* out_;
   tooling::ProgressFn progress_;
+  const std::atomic<int>* interrupt_ = nullptr;
   tooling::SessionModel* current_ = nullptr;
   std::vector<ShellTensor> tensors_;  // ascending id
   int next_id_ = 1;

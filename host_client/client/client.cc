@@ -471,12 +471,14 @@ StatusOr<BenchmarkResult> Session::Benchmark(uint64_t vm, const std::string& fun
   r.setWarmup(options.warmup);
   r.setCooldownMs(options.cooldown_ms);
   r.setL2FlushBytes(options.l2_flush_bytes);
+  r.setPartialOnCancel(options.partial_on_cancel);
   BenchmarkResult result;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::BENCHMARK, [&](wire::Reply::Reader reply, rpc::Frame&) {
     auto b = reply.getBenchmark();
     result.number = b.getNumber();
     result.timer = b.getTimer();
     result.load_average_1m = b.getLoadAverage1m();
+    result.cancelled = options.partial_on_cancel && b.getCancelled();
     for (double v : b.getSamplesSeconds()) result.samples_seconds.push_back(v);
     result.phases = ToRunPhases(b.getPhases());
     result.memory = ToMemoryUse(b.getMemory());
@@ -781,7 +783,8 @@ StatusOr<Session::Pipeline::Result> Session::Pipeline::Run() {
                                                             " requests"));
   Status first_error;
   for (size_t i = 0; i < frames.size(); ++i) {
-    auto context = [&] { return "pipeline request " + std::to_string(i) + " (" + entries[i].what + ")"; };
+    // The request's kind: what failed, without the pipeline's inner positions.
+    auto context = [&] { return entries[i].what; };
     auto frame = client.Receive();
     if (!frame.ok()) return frame.status().WithContext(context());
     if (frame->request_id != frames[i].request_id) {

@@ -159,6 +159,10 @@ struct BenchmarkOptions {
   uint32_t warmup = 1;         // untimed calls first
   uint32_t cooldown_ms = 0;    // sleep between samples
   uint64_t l2_flush_bytes = 0; // write this many bytes on the device before each sample
+  // Cancelled (Session::Cancel), the call returns the samples completed so far with
+  // BenchmarkResult::cancelled set instead of CANCELLED (a server older than this
+  // option answers CANCELLED).
+  bool partial_on_cancel = false;
 };
 
 // Cold start against warm, in ns on the server's steady clock (rpc/remex.capnp
@@ -189,6 +193,9 @@ struct BenchmarkResult {
   // The server host's 1-minute load average right after the last sample; -1 unknown
   // (as from servers older than it).
   double load_average_1m = -1;
+  // BenchmarkOptions::partial_on_cancel and the run was cancelled: samples_seconds holds
+  // the samples completed before (fewer than repeat, maybe none).
+  bool cancelled = false;
 };
 
 // Load scenarios generated on the server (rpc/load_scenario.h; protocol 1.4).

@@ -174,11 +174,22 @@ Status CheckLoadOptions(const LoadOptions& o) {
 
 StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
   if (spec.scenario.empty()) {
-    if (!spec.concurrency.empty() || spec.samples_per_query || spec.audit || spec.target_qps != 0 ||
-        spec.find_peak || spec.latency_bound_ms != 0 || spec.from_client) {
-      return InvalidArgument(
-          "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak, --audit and "
-          "--from-client need --scenario single-stream|multi-stream|server|offline");
+    // The flags given, named: "--target-qps needs --scenario ...".
+    std::vector<std::string> given;
+    if (!spec.concurrency.empty()) given.push_back("--concurrency");
+    if (spec.samples_per_query) given.push_back("--samples-per-query");
+    if (spec.target_qps != 0) given.push_back("--target-qps");
+    if (spec.latency_bound_ms != 0) given.push_back("--latency-bound-ms");
+    if (spec.find_peak) given.push_back("--find-peak");
+    if (spec.audit) given.push_back(*spec.audit ? "--audit" : "--no-audit");
+    if (spec.from_client) given.push_back("--from-client");
+    if (!given.empty()) {
+      std::string list;
+      for (size_t i = 0; i < given.size(); ++i) {
+        list += (i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
+      }
+      return InvalidArgument(list + (given.size() == 1 ? " needs" : " need") +
+                             " --scenario single-stream|multi-stream|server|offline");
     }
     return std::optional<LoadOptions>();
   }

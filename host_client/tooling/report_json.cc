@@ -443,6 +443,9 @@ json ToJson(const BenchReport& r) {
                      {"throughput_deviation", r.stability.throughput_deviation},
                      {"latency_deviation", r.stability.latency_deviation},
                      {"windows", windows}}}};
+  // A run stopped before it was complete (interrupted, cancelled on the server): its
+  // numbers are those of the samples taken.
+  if (!r.partial.empty()) j["partial"] = {{"reason", r.partial}};
   if (r.profile) j["profile"] = ToJson(*r.profile);
   j["phases_ms"] = Phases(r);
   j["memory"] = Memory(r.memory);

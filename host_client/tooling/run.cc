@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "host_client/tooling/compare.h"
+#include "host_client/tooling/interrupt.h"
 #include "host_client/tooling/text.h"
 #include "rpc/wire_util.h"
 
@@ -129,9 +130,10 @@ namespace {
 // The most samples one request may ask for (the server's limit on repeat).
 constexpr uint64_t kMaxRepeatPerRequest = 100'000;
 
-// The samples of one reply, checked: the wire is not trusted.
+// The samples of one reply, checked: the wire is not trusted. A cancelled run has
+// fewer than `repeat`.
 Status CheckSamples(const client::BenchmarkResult& result, uint32_t repeat) {
-  if (result.samples_seconds.size() != repeat) {
+  if (result.cancelled ? result.samples_seconds.size() > repeat : result.samples_seconds.size() != repeat) {
     return DataLoss("benchmark: the server returned " + std::to_string(result.samples_seconds.size()) +
                     " samples for repeat " + std::to_string(repeat));
   }
@@ -233,9 +235,28 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     }
     return r;
   }
+  // The signal that interrupted the run, 0: none.
+  auto interrupted = [&] { return options.interrupt != nullptr ? options.interrupt->load() : 0; };
+  auto stopped_by = [&] {
+    const int sig = interrupted();
+    return sig != 0 ? "interrupted by " + SignalName(sig) : std::string("cancelled on the server");
+  };
+  timing.partial_on_cancel = true;
   for (;;) {
+    if (interrupted() != 0) {
+      r.partial = stopped_by();
+      break;
+    }
     auto result = session.Benchmark(vm, function, timing);
-    if (!result.ok()) return result.status().WithContext("benchmark");
+    if (!result.ok()) {
+      // A request cancelled before it ran (or by an older server): the samples of the
+      // requests before it are kept.
+      if (result.status().code() == StatusCode::kCancelled && !r.samples_ms.empty()) {
+        r.partial = stopped_by();
+        break;
+      }
+      return result.status().WithContext("benchmark");
+    }
     REMEX_RETURN_IF_ERROR(CheckSamples(*result, timing.repeat));
     ++r.extended.requests;
     if (r.extended.requests == 1) {
@@ -260,6 +281,10 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     }
     r.extended.duration_s = end_s;
     r.stability = JudgeStability(r.timeline, options);
+    if (result->cancelled) {
+      r.partial = stopped_by();
+      break;
+    }
 
     // What the run still lacks, and how many samples would supply it.
     const size_t n = r.samples_ms.size();
@@ -294,13 +319,23 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     timing.repeat = static_cast<uint32_t>(std::clamp(need, 1.0, static_cast<double>(kMaxRepeatPerRequest)));
   }
   r.bench_ms = MsSince(t);
+  if (r.samples_ms.empty()) {
+    return Cancelled("benchmark: " + r.partial + " before its first sample: nothing to report");
+  }
   r.stats = bench::Summarize(r.samples_ms);
   std::vector<double> sorted = r.samples_ms;
   std::sort(sorted.begin(), sorted.end());
   for (double q : kBenchPercentiles)
     r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
-  if (options.profile) {
-    REMEX_ASSIGN_OR_RETURN(r.profile, ProfileVm(session, vm, function, options.profile_runs, options.trace));
+  if (options.profile && r.partial.empty() && interrupted() != 0) r.partial = stopped_by();  // no profile
+  if (options.profile && r.partial.empty()) {
+    auto profile = ProfileVm(session, vm, function, options.profile_runs, options.trace);
+    if (!profile.ok() && profile.status().code() == StatusCode::kCancelled) {
+      r.partial = stopped_by();  // the samples stand; the profile is missing
+      return r;
+    }
+    REMEX_RETURN_IF_ERROR(profile.status());
+    r.profile = std::move(profile).value();
   }
   return r;
 }

@@ -2,6 +2,7 @@
 // returns a structured report that a front end renders (report_json.h for JSON).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,6 +90,11 @@ struct BenchOptions {
   // it takes min_duration_s, min_samples (as queries), confidence, window_ms,
   // stable_threshold, stable_percentile and max_trials from here.
   std::optional<LoadOptions> load;
+  // A signal's number once the user interrupted the run (Interrupter::signal()), 0
+  // before; not owned, may be null. Read before every request: the run sends no more,
+  // a request cancelled on the server keeps its samples (partial_on_cancel), and the
+  // report is partial.
+  const std::atomic<int>* interrupt = nullptr;
 };
 
 // The percentiles every report gives, with their intervals.
@@ -135,6 +141,10 @@ struct BenchReport {
   client::RunPhases phases;
   client::MemoryUse memory;
   std::optional<LoadRun> load;  // --scenario
+  // Why the run stopped before it was complete ("interrupted by SIGINT", "cancelled on
+  // the server"); "" for a complete run. A partial run's numbers are those of the
+  // samples taken, without the profile.
+  std::string partial;
 
   // The estimate of percentile q (one of kBenchPercentiles), or nullptr.
   const bench::PercentileEstimate* Percentile(double q) const;
@@ -154,7 +164,9 @@ std::string BenchFailure(const BenchReport& report);
 // The run, its extension and statistics (BenchOptions), then the profile if asked. The
 // options' errors; the session's (DEADLINE_EXCEEDED when one request would outlast the
 // server's benchmark time limit); DATA_LOSS when a reply has another number of samples
-// than asked or a sample that is negative or not finite.
+// than asked or a sample that is negative or not finite. A run interrupted or cancelled
+// on the server is a partial report (BenchReport::partial) when it has samples, else
+// CANCELLED; a load scenario interrupted is CANCELLED.
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& prepared, const BenchOptions& options);
 // The benchmark (and profile) of `function` of a VM whose inputs are bound, on any
 // session: BenchModel's work without the model's preparation and release; the report's

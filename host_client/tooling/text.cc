@@ -250,7 +250,12 @@ std::string BenchText(const BenchReport& r) {
   char line[512];
   std::snprintf(line, sizeof line, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n",
                 r.function.c_str(), r.samples_ms.size(), r.number, r.options.timing.warmup, r.timer.c_str());
-  std::string text = line;
+  std::string text;
+  if (!r.partial.empty()) {
+    text += "partial " + r.partial + " after " + std::to_string(r.samples_ms.size()) +
+            " samples; the numbers below cover only those\n";
+  }
+  text += line;
   std::snprintf(line, sizeof line, "        mean %.4f  min %.4f  max %.4f  std %.4f\n", s.mean, s.min, s.max,
                 s.std);
   text += line;

@@ -12,14 +12,18 @@ A session keeps its models and tensors on the server until their Python objects 
 away, they are closed or freed, or the session closes; outputs not fetched stay on the
 device as Tensor handles that the next call can take as inputs. Errors are exceptions
 by status code (remex.NotFound, remex.InvalidArgument, ...) carrying the server's
-message. Times are in milliseconds, sizes in bytes, dtypes NumPy's.
+message, in this package's terms (keyword arguments where the CLI has flags). Ctrl-C
+during a call cancels its request on the server and raises KeyboardInterrupt; the
+session stays usable. Times are in milliseconds, sizes in bytes, dtypes NumPy's.
 
 The client runs on the same tooling layer as the `remex` CLI and `remex shell`
 (docs/python.md).
 """
 
+import inspect as _inspect
 import json as _json
 import os as _os
+import re as _re
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as _np
@@ -31,7 +35,7 @@ __all__ = [
     "connect", "embedded", "farm", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult", "Profile",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-    "Internal", "Unavailable", "DataLoss", "Unstable", "AuditMismatch",
+    "Internal", "Unavailable", "DataLoss", "Unstable", "AuditMismatch", "Interrupted",
 ]
 
 
@@ -122,6 +126,17 @@ class AuditMismatch(DataLoss):
         self.result = result
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (a KeyboardInterrupt) during Model.benchmark: the run was cancelled on the
+    server, and `result` is the BenchmarkResult of the samples taken before (its
+    `partial` says why). A KeyboardInterrupt, so that a script stops as on any Ctrl-C;
+    `except remex.Interrupted as e: r = e.result` keeps the samples."""
+
+    def __init__(self, message: str, result: "BenchmarkResult"):
+        super().__init__(message)
+        self.result = result
+
+
 _native.error_classes.update({cls.code: cls for cls in (
     Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists, PermissionDenied,
     ResourceExhausted, FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal, Unavailable, DataLoss)})
@@ -148,7 +163,9 @@ class BenchmarkResult:
     its host and GPUs, this host and the executable) and warnings ([{code, message, fix}]
     of what likely skewed the measurement; docs/cli.md, "Environment"). failure: why
     `remex bench` would exit 1 ("" when it would not: an audit mismatch, or with
-    fail_unstable a run still unstable).
+    fail_unstable a run still unstable). partial: why the run stopped before it was
+    complete (Ctrl-C: "interrupted by SIGINT"; the numbers are those of the samples
+    taken), None for a complete run.
 
     The time evaluator (no scenario; `scenario` is None): samples_ms, mean milliseconds
     per call, one per sample, in run order, each sample being `number` calls;
@@ -182,6 +199,9 @@ class BenchmarkResult:
         self.levels: List[Dict[str, Any]] = self.load["levels"] if self.load else []
         peak = (self.load or {}).get("peak")
         self.peak_qps: Optional[float] = peak["qps"] if peak else None
+        # Why the run stopped before it was complete ("interrupted by SIGINT", "cancelled
+        # on the server"); None for a complete run.
+        self.partial: Optional[str] = (self.report.get("partial") or {}).get("reason")
         self.phases_ms: Dict[str, Optional[float]] = self.report.get("phases_ms", {})
         self.memory: Dict[str, int] = self.report.get("memory", {})
         b = self.report.get("benchmark")
@@ -400,19 +420,29 @@ class Model:
         min_duration_s, min_samples (queries), confidence, window_ms, stable_threshold,
         stable_percentile and max_trials apply per level. The result has `levels`.
 
-        InvalidArgument for an option out of range or options that contradict, with the
-        CLI's message naming the flag; with fail_unstable, Unstable (its .result the
-        BenchmarkResult) when the run (a single-stream or multi-stream level) stayed
-        unstable; AuditMismatch (its .result too) when the audit found a mismatch."""
+        InvalidArgument for an option out of range or options that contradict, naming
+        the keyword; DeadlineExceeded when the run would outlast the server's limit (the
+        message gives the projected time and the limit: lower repeat or number); with
+        fail_unstable, Unstable (its .result the BenchmarkResult) when the run (a
+        single-stream or multi-stream level) stayed unstable; AuditMismatch (its .result
+        too) when the audit found a mismatch. Ctrl-C cancels the run on the server and
+        raises Interrupted (a KeyboardInterrupt) whose .result holds the samples taken,
+        marked partial; a load scenario interrupted raises KeyboardInterrupt."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, (int, str, type(None))):
-            raise InvalidArgument(f"--concurrency must be an int or 'A:B[:STEP]', got {concurrency!r}")
-        report, text, failure = self._m.benchmark(
+            raise InvalidArgument(f"concurrency must be an int or 'A:B[:STEP]', got {concurrency!r}")
+        report, text, failure, interrupted = self._m.benchmark(
             dict(inputs or {}), number, repeat, min_repeat_ms, warmup, cooldown_ms, l2_flush_bytes, profile,
             min_duration_s, min_samples, confidence, window_ms, stable_window, stable_threshold, stable_percentile,
             max_trials, fail_unstable, scenario or "", "" if concurrency is None else str(concurrency),
             samples_per_query, target_qps, latency_bound_ms, find_peak, audit, audit_samples, audit_rtol,
             audit_atol, seed)
         result = BenchmarkResult(report, text, failure, self.path)
+        if interrupted:
+            samples = len(result.samples_ms or [])
+            raise Interrupted(f"benchmark interrupted after {samples} samples, cancelled on the server; the "
+                              "partial result is this exception's .result", result)
+        if result.partial is not None:
+            return result  # cancelled on the server by another client: the samples taken
         if any(not level["audit"]["passed"] for level in result.levels):
             raise AuditMismatch(failure, result)
         if failure:  # only fail_unstable makes an unstable run a failure
@@ -596,3 +626,38 @@ def farm(url: Optional[str] = None, *, pool: str = "default", labels: str = "", 
         if not url:
             raise InvalidArgument("farm: give the farm's redis://HOST:PORT or set REMEX_FARM")
     return Session(_native.farm(url, pool, labels, wait, timeout))
+
+
+# ---- Messages in this package's terms ------------------------------------------------
+
+# The tooling's messages, shared with the CLI, name its flags ("--repeat must be at
+# least 1") and the protocol's requests ("setInput: input 'x' must be float32, got
+# float64"). Errors raised here name the keyword arguments instead ("repeat must be at
+# least 1") and drop the request's name. Flags of remex-server, and flags no call of
+# this package takes, stay as they are.
+_FLAG_ARGUMENTS = {"--shape": "shapes", "--bound": "bounds", "--input": "inputs", "--tag": "tags",
+                   "--record": "url", "--no-fuse-epilogues": "fuse_epilogues=False",
+                   "--no-fold-batchnorm": "fold_batchnorm=False", "--no-audit": "audit=False"}
+_KEYWORDS = {name for f in (Model.benchmark, Model.run, Session.load, BenchmarkResult.record, connect, embedded, farm)
+             for name in _inspect.signature(f).parameters if name != "self"}
+_FLAG = _re.compile(r"(remex-server )?(?<![\w-])--([a-z][a-z0-9-]*)")
+_REQUEST_PREFIX = _re.compile(r"^(?:setInput|setOutput|invoke|tensorWrite|tensorRead|tensorAlloc|vmCreate|moduleLoad|"
+                              r"moduleHas|free): ")
+
+
+def _flag_to_argument(m: "_re.Match[str]") -> str:
+    if m.group(1):  # the server's flag
+        return m.group(0)
+    flag = "--" + m.group(2)
+    if flag in _FLAG_ARGUMENTS:
+        return _FLAG_ARGUMENTS[flag]
+    name = m.group(2).replace("-", "_")
+    return name if name in _KEYWORDS else flag
+
+
+def _python_terms(message: str) -> str:
+    """An error message in this package's terms (see above)."""
+    return _FLAG.sub(_flag_to_argument, _REQUEST_PREFIX.sub("", message))
+
+
+_native.set_message_translator(_python_terms)

@@ -1,10 +1,13 @@
 # Type stubs of remex._native, the compiled half of the Remex Python client. Only Tensor
 # is used directly; the package (remex/__init__.py) wraps the rest.
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
 
 error_classes: Dict[str, type]
+
+def set_message_translator(f: Optional[Callable[[str], str]]) -> None:
+    """Every error's message passes through f (the package's terms for the CLI's)."""
 
 class Tensor:
     """A tensor on the server, referred to by handle. Freed on the server when the
@@ -54,8 +57,10 @@ class Model:
                   stable_percentile: float, max_trials: int, fail_unstable: bool, scenario: str, concurrency: str,
                   samples_per_query: Optional[int], target_qps: float, latency_bound_ms: float, find_peak: bool,
                   audit: Optional[bool], audit_samples: int, audit_rtol: float, audit_atol: float,
-                  seed: int) -> Tuple[str, str, str]:
-        """The report's JSON, its text and why remex bench would exit 1 ("" for none).
+                  seed: int) -> Tuple[str, str, str, bool]:
+        """The report's JSON, its text, why remex bench would exit 1 ("" for none), and
+        whether Ctrl-C interrupted the run (the report is then partial; the
+        KeyboardInterrupt was taken for the caller to raise).
         scenario and concurrency "" for not given; the load options are mapped as
         remex bench's flags (tooling::MakeLoadOptions), InvalidArgument naming the flag."""
     def profile(self, inputs: Dict[str, Any]) -> Tuple[str, str]: ...

@@ -7,11 +7,20 @@
 // interleave requests on one connection. A Tensor or Model that goes away frees its
 // handles on the server at once when the session is idle, else with the session's
 // next call.
+//
+// Ctrl-C: while a call made from the main thread runs, SIGINT also reaches a handler of
+// ours (before Python's own, which it calls), whose thread (tooling::Interrupter)
+// cancels the session's request on the server. The call returns promptly (a benchmark
+// with the samples taken so far), and Python's handler raises KeyboardInterrupt as the
+// call returns.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -20,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +38,7 @@
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/connection.h"
 #include "host_client/tooling/interactive.h"
+#include "host_client/tooling/interrupt.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
@@ -79,20 +90,112 @@ py::tuple ShapeTuple(const Shape& shape) {
   return t;
 }
 
+// ---- Ctrl-C during a call ---------------------------------------------------------
+
+// The process's interrupter (made at the first call from the main thread, never freed:
+// its thread may be blocked in a read at exit), the main thread's id, and Python's
+// SIGINT action while ours is installed.
+tooling::Interrupter* g_interrupter = nullptr;
+unsigned long g_main_thread = 0;
+struct sigaction g_python_sigint = {};
+
+// Ours: wakes the interrupter's thread, then runs Python's handler (which marks the
+// signal for the interpreter: KeyboardInterrupt once the call returns).
+extern "C" void OnSigint(int sig, siginfo_t* info, void* context) {
+  if (tooling::Interrupter* irq = g_interrupter) irq->Notify(sig);
+  const struct sigaction& python = g_python_sigint;
+  if (python.sa_flags & SA_SIGINFO) {
+    if (python.sa_sigaction != nullptr) python.sa_sigaction(sig, info, context);
+  } else if (python.sa_handler != SIG_DFL && python.sa_handler != SIG_IGN && python.sa_handler != nullptr) {
+    python.sa_handler(sig);
+  }
+}
+
+// Whether the last call on this thread was interrupted (set by InterruptScope).
+thread_local bool t_interrupted = false;
+
+// While it lives, SIGINT cancels `session`'s request in progress: on the main thread
+// only (where Python runs signal handlers), and only while Python handles SIGINT
+// itself (not with SIG_DFL or SIG_IGN). Made with the session's lock held and the GIL
+// released; when it ends, t_interrupted says whether SIGINT came meanwhile.
+class InterruptScope {
+ public:
+  InterruptScope(bool main_thread, client::Session& session) {
+    if (!main_thread) return;
+    if (g_interrupter == nullptr) {
+      auto irq = tooling::Interrupter::Start();
+      if (!irq.ok()) return;  // Ctrl-C then waits for the call, as without this
+      g_interrupter = irq->release();
+    }
+    if (sigaction(SIGINT, nullptr, &g_python_sigint) != 0) return;
+    const bool handled = (g_python_sigint.sa_flags & SA_SIGINFO)
+                             ? g_python_sigint.sa_sigaction != nullptr
+                             : g_python_sigint.sa_handler != SIG_DFL && g_python_sigint.sa_handler != SIG_IGN;
+    if (!handled) return;
+    struct sigaction ours = {};
+    ours.sa_sigaction = OnSigint;
+    ours.sa_mask = g_python_sigint.sa_mask;
+    ours.sa_flags = (g_python_sigint.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+    g_interrupter->Reset();
+    g_interrupter->Watch(&session);
+    if (sigaction(SIGINT, &ours, nullptr) != 0) {
+      g_interrupter->Watch(nullptr);
+      return;
+    }
+    armed_ = true;
+  }
+  ~InterruptScope() {
+    if (!armed_) return;
+    sigaction(SIGINT, &g_python_sigint, nullptr);
+    g_interrupter->Watch(nullptr);  // no cancel in flight after this
+    t_interrupted = g_interrupter->signal().load() != 0;
+  }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+  // The signal of an interruption during the call (0: none), for
+  // BenchOptions::interrupt; null when not armed.
+  const std::atomic<int>* signal() const { return armed_ ? &g_interrupter->signal() : nullptr; }
+
+ private:
+  bool armed_ = false;
+};
+
+bool OnMainThread() { return g_main_thread != 0 && PyThread_get_thread_ident() == g_main_thread; }
+
+// After a call that was interrupted, with the GIL held: runs Python's signal handlers
+// now. True when they raised (KeyboardInterrupt, left set as the error to raise).
+bool RaisedBySignalHandler() { return t_interrupted && PyErr_CheckSignals() != 0; }
+
 // One session's connection and state, shared by its Session, Model and Tensor objects.
 class Core {
  public:
   explicit Core(std::unique_ptr<tooling::InteractiveSession> session) : session_(std::move(session)) {}
 
   // Runs `f(session)` with the GIL released and the session locked, after freeing what
-  // was dropped while the session was busy. FAILED_PRECONDITION once closed.
+  // was dropped while the session was busy. FAILED_PRECONDITION once closed. From the
+  // main thread, Ctrl-C meanwhile cancels the request on the server (InterruptScope):
+  // `f` may take the scope's signal() for a loop of requests. The call then fails with
+  // KeyboardInterrupt (Python's handler raises it) instead of its CANCELLED error; one
+  // that returns is followed by KeyboardInterrupt as it returns.
   template <typename F>
   auto Call(F&& f) {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!session_) throw StatusError{FailedPrecondition("the session is closed")};
-    FlushLocked();
-    return f(*session_);
+    const bool main_thread = OnMainThread();
+    t_interrupted = false;
+    try {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!session_) throw StatusError{FailedPrecondition("the session is closed")};
+      FlushLocked();
+      InterruptScope scope(main_thread, session_->client());  // ends before the catch below
+      if constexpr (std::is_invocable_v<F, tooling::InteractiveSession&, const std::atomic<int>*>) {
+        return f(*session_, scope.signal());
+      } else {
+        return f(*session_);
+      }
+    } catch (const StatusError&) {
+      if (RaisedBySignalHandler()) throw py::error_already_set();
+      throw;
+    }
   }
 
   // Handles whose Python objects went away: freed now when the session is idle, else by
@@ -464,18 +567,28 @@ class Model {
     options.profile = profile;
     std::vector<InputArg> args = Inputs(given);
     const std::string date = tooling::UtcNow();  // the report's "date", as remex bench writes it
-    auto report = core_->Call([&](tooling::InteractiveSession& s) {
+    auto report = core_->Call([&](tooling::InteractiveSession& s, const std::atomic<int>* interrupt) {
       std::map<std::string, uint64_t> handles;
       std::vector<uint64_t> temps;
+      options.interrupt = interrupt;  // Ctrl-C: the samples so far, partial
       Status st = UploadInputs(s, args, &handles, &temps);
       StatusOr<tooling::BenchReport> r = st.ok() ? s.Bench(model, handles, options)
                                                  : StatusOr<tooling::BenchReport>(st);
       if (!temps.empty()) (void)s.client().Free(temps);
       return Unwrap(std::move(r));
     });
+    // Interrupted: Python's handler runs now. Its KeyboardInterrupt becomes the
+    // package's remex.Interrupted, which carries the partial result; another
+    // exception of a handler of the user's is raised as it is.
+    bool interrupted = false;
+    if (RaisedBySignalHandler()) {
+      if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) throw py::error_already_set();
+      PyErr_Clear();
+      interrupted = true;
+    }
     nlohmann::json j = tooling::ToJson(report);
     j["date"] = date;
-    return py::make_tuple(j.dump(), tooling::BenchText(report), tooling::BenchFailure(report));
+    return py::make_tuple(j.dump(), tooling::BenchText(report), tooling::BenchFailure(report), interrupted);
   }
 
   py::tuple Profile(const py::dict& given, uint32_t runs) {
@@ -674,19 +787,34 @@ PYBIND11_MODULE(_native, m) {
   using namespace remex::python;
   namespace tooling = remex::tooling;
   m.doc() = "The compiled half of the Remex Python client; use the `remex` package.";
+  // Python runs signal handlers on its main thread: only calls made there are
+  // interrupted by Ctrl-C (InterruptScope).
+  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   // An embedded server logs warnings and errors only, as under the remex CLI.
   spdlog::set_level(spdlog::level::warn);
 
   // Exception classes by status code name ("NOT_FOUND"), filled in by remex/__init__.py.
   static py::dict* error_classes = new py::dict();  // lives as long as the module
   m.attr("error_classes") = *error_classes;
+  // The message's translation into the package's terms (its keyword arguments for the
+  // CLI's flags), set by remex/__init__.py; None: as it is.
+  static py::object* translate_message = new py::object(py::none());
+  m.def("set_message_translator", [](py::object f) { *translate_message = std::move(f); }, py::arg("f"));
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
       const std::string code(remex::StatusCodeName(e.status.code()));
       py::object cls = error_classes->contains(code) ? (*error_classes)[py::str(code)] : py::object(py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
-      PyErr_SetObject(cls.ptr(), py::str(e.status.message()).ptr());
+      py::object message = py::str(e.status.message());
+      if (!translate_message->is_none()) {
+        try {
+          message = (*translate_message)(message);
+        } catch (py::error_already_set&) {
+          // The message as it is rather than an error of the translation.
+        }
+      }
+      PyErr_SetObject(cls.ptr(), message.ptr());
     }
   });
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -28,10 +29,11 @@ def pki(name):
 
 
 class Server:
-    """A remex-server process on a free loopback port."""
+    """A remex-server process on a free loopback port. quiet=False: its info log is
+    kept, line by line, in `log` (read by a thread, so the pipe never fills)."""
 
-    def __init__(self, *flags):
-        self.proc = subprocess.Popen([SERVER_BIN, "--listen", "127.0.0.1:0", "--quiet", *flags],
+    def __init__(self, *flags, quiet=True):
+        self.proc = subprocess.Popen([SERVER_BIN, "--listen", "127.0.0.1:0", *(["--quiet"] if quiet else []), *flags],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         first = self.proc.stdout.readline()
         m = re.search(r"127\.0\.0\.1:(\d+)", first)
@@ -39,6 +41,13 @@ class Server:
             self.proc.kill()
             raise RuntimeError("remex-server did not start: " + first + self.proc.stdout.read())
         self.address = "127.0.0.1:" + m.group(1)
+        self.log = []
+        if not quiet:
+            threading.Thread(target=self._read_log, daemon=True).start()
+
+    def _read_log(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
 
     def stop(self):
         self.proc.terminate()

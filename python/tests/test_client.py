@@ -3,6 +3,7 @@ errors, handle lifetimes, isolation of sessions, and recurrent state kept on the
 device."""
 import gc
 import json
+import re
 import subprocess
 import threading
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import remex
-from conftest import CLI_BIN, free_port
+from conftest import CLI_BIN, Server, free_port
 
 
 @pytest.fixture
@@ -33,9 +34,12 @@ def test_info_names_the_server_and_protocol(session):
 
 
 def test_connect_errors_are_exceptions_by_code(token_server, monkeypatch):
+    port = free_port()
     with pytest.raises(remex.Unavailable) as e:
-        remex.connect(f"127.0.0.1:{free_port()}", connect_timeout=2)
+        remex.connect(f"127.0.0.1:{port}", connect_timeout=2)
     assert isinstance(e.value, ConnectionError)
+    # One prefix: where, then why.
+    assert str(e.value) == f"connecting to 127.0.0.1:{port}: Connection refused"
     monkeypatch.delenv("REMEX_TOKEN", raising=False)
     with pytest.raises(remex.PermissionDenied):
         remex.connect(token_server.address)
@@ -129,6 +133,12 @@ def test_run_errors_name_the_problem(session, models):
         m.run({"x": x}, fetch=["nope"])
     with pytest.raises(remex.InvalidArgument):
         m.run({"x": np.zeros((3, 3), np.float32)})  # wrong shape: the server says so
+    # In Python's terms: no request names or positions, dtypes as NumPy names them.
+    with pytest.raises(remex.InvalidArgument, match="^input 'x' must be float32, got float64$"):
+        m.run({"x": np.zeros((2, 3), np.float64)})
+    with pytest.raises(remex.InvalidArgument, match="shapes names 'q'") as e:
+        session.load(models["add_relu"], shapes={"q": (2, 3)})
+    assert "--" not in str(e.value)
     t = session.upload(x)
     t.free()
     with pytest.raises(remex.FailedPrecondition, match="freed"):
@@ -195,9 +205,10 @@ def test_benchmark_reports_what_remex_bench_json_reports(session, models):
     # Without inputs, those of the last call; with profile, the rows too.
     r = m.benchmark(repeat=3, profile=True, **QUICK)
     assert r.profile and r.profile["rows"]
-    with pytest.raises(remex.InvalidArgument):
+    # Errors in Python's terms: the keyword arguments, not the CLI's flags.
+    with pytest.raises(remex.InvalidArgument, match="^number and repeat must be at least 1$"):
         m.benchmark(number=0)
-    with pytest.raises(remex.InvalidArgument, match="--confidence"):
+    with pytest.raises(remex.InvalidArgument, match=r"^confidence must be in \(0, 1\)"):
         m.benchmark(confidence=1.0)
 
 
@@ -205,9 +216,10 @@ def test_benchmark_result_records_as_remex_bench_record_does(session, models, tm
     m = session.load(models["add_relu"])
     r = m.benchmark({"x": np.ones((2, 3), np.float32)}, repeat=7, **QUICK)
     url = f"sqlite://{tmp_path}/results.sqlite"
-    with pytest.raises(remex.InvalidArgument, match="--record|results"):
+    with pytest.raises(remex.InvalidArgument, match="url|results") as e:
         r.record("mysql://nowhere")
-    with pytest.raises(remex.InvalidArgument, match="--tag"):
+    assert "--" not in str(e.value)
+    with pytest.raises(remex.InvalidArgument, match="tag"):
         r.record(url, tags={"bad key": "x"})
     assert not (tmp_path / "results.sqlite").exists()
     assert r.record(url, tags={"from": "python"}) == 1
@@ -289,35 +301,41 @@ def test_benchmark_runs_load_scenarios_as_remex_bench(session, models):
     assert remex.BenchmarkResult(json.dumps(report), "").peak_qps == 1250.0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(target_qps=5), "--concurrency, --samples-per-query, --target-qps, --latency-bound-ms, --find-peak, "
-                         "--audit and --from-client need --scenario"),
-    (dict(concurrency=2), "need --scenario"),
-    (dict(scenario="batch"), "--scenario 'batch' is none of single-stream, multi-stream, server, offline"),
-    (dict(scenario="server"), "--scenario server needs --target-qps Q"),
-    (dict(scenario="offline", concurrency="3:2"), "--concurrency '3:2': out of range"),
-    (dict(scenario="offline", concurrency=0), "--concurrency '0': out of range"),
-    (dict(scenario="offline", samples_per_query=2), "--samples-per-query is for --scenario multi-stream"),
-    (dict(scenario="server", find_peak=True), "--find-peak needs --latency-bound-ms L"),
-    (dict(scenario="single-stream", target_qps=10), "--target-qps is for --scenario server"),
-    (dict(scenario="offline", audit_rtol=-1), "--audit-rtol and --audit-atol must be finite and >= 0"),
-    (dict(scenario="offline", concurrency=1.5), "--concurrency must be an int or 'A:B[:STEP]'"),
+@pytest.mark.parametrize("kwargs, message, cli_message", [
+    (dict(target_qps=5), "target_qps needs scenario", "--target-qps needs --scenario"),
+    (dict(concurrency=2, find_peak=True), "concurrency and find_peak need scenario",
+     "--concurrency and --find-peak need --scenario"),
+    (dict(scenario="batch"), "scenario 'batch' is none of single-stream, multi-stream, server, offline",
+     "--scenario 'batch' is none of single-stream, multi-stream, server, offline"),
+    (dict(scenario="server"), "scenario server needs target_qps Q", "--scenario server needs --target-qps Q"),
+    (dict(scenario="offline", concurrency="3:2"), "concurrency '3:2': out of range", "--concurrency '3:2': out of range"),
+    (dict(scenario="offline", concurrency=0), "concurrency '0': out of range", "--concurrency '0': out of range"),
+    (dict(scenario="offline", samples_per_query=2), "samples_per_query is for scenario multi-stream",
+     "--samples-per-query is for --scenario multi-stream"),
+    (dict(scenario="server", find_peak=True), "find_peak needs latency_bound_ms L",
+     "--find-peak needs --latency-bound-ms L"),
+    (dict(scenario="single-stream", target_qps=10), "target_qps is for scenario server",
+     "--target-qps is for --scenario server"),
+    (dict(scenario="offline", audit_rtol=-1), "audit_rtol and audit_atol must be finite and >= 0",
+     "--audit-rtol and --audit-atol must be finite and >= 0"),
+    (dict(scenario="offline", concurrency=1.5), "concurrency must be an int or 'A:B[:STEP]'", None),
 ])
-def test_benchmark_refuses_bad_load_options_with_the_cli_message(session, models, kwargs, message):
+def test_benchmark_refuses_bad_load_options_in_python_terms(session, models, kwargs, message, cli_message):
     m = session.load(models["add_relu"])
     with pytest.raises(remex.InvalidArgument) as e:
         m.benchmark({"x": np.ones((2, 3), np.float32)}, **kwargs)
-    assert message in str(e.value)
-    # The CLI refuses the same flags with the same message (exit 2).
+    # The keyword arguments named, never the CLI's flags.
+    assert message in str(e.value) and "--" not in str(e.value), str(e.value)
+    if cli_message is None:
+        return  # a Python type error, no flag
+    # The CLI refuses the same flags naming them (exit 2).
     flags = []
     for key, value in kwargs.items():
         flag = "--" + key.replace("_", "-")
         flags += [flag] if value is True else [flag, str(value)]
-    if key == "concurrency" and isinstance(value, float):
-        return  # a Python type error, no flag
     cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, *flags],
                          capture_output=True, text=True)
-    assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+    assert cli.returncode == 2 and cli_message in cli.stderr, cli.stderr
 
 
 def test_benchmark_to_dataframe(session, models):
@@ -460,3 +478,21 @@ def test_embedded_session_runs_in_process(models):
         assert s.server.startswith("embedded 127.0.0.1:")
         m = s.load(models["dynamic"])
         np.testing.assert_allclose(m.run({"x": np.ones((5, 4), np.float32)})["y"], np.full((5, 4), 2))
+
+
+def test_a_benchmark_over_the_servers_limit_is_refused_in_python_terms(models):
+    server = Server("--threads", "1", "--benchmark-time-limit-s", "1")
+    try:
+        with remex.connect(server.address) as s:
+            m = s.load(models["add_relu"])
+            with pytest.raises(remex.DeadlineExceeded) as e:
+                m.benchmark({"x": np.ones((2, 3), np.float32)}, repeat=100000, number=10000, warmup=4)
+            message = str(e.value)
+            # The projection, the limit and what to change: keyword arguments, and the
+            # server's own flag as it is.
+            assert re.match(r"benchmark: the run would take about [0-9.]+ s \(100000 samples of 10000 calls at a "
+                            r"median of [0-9.e+-]+ ms per call\), over the server's limit of 1 s "
+                            r"\(remex-server --benchmark-time-limit-s\); lower repeat or number$", message), message
+            assert m.run({"x": np.ones((2, 3), np.float32)})["y"].shape == (2, 3)  # the session goes on
+    finally:
+        server.stop()
