@@ -123,9 +123,8 @@ TEST_F(CliProfileTest, ProfilePerNodeNamesShapesAndMedianOverRuns) {
   ASSERT_EQ(conv["outputs"].size(), 1u);
   EXPECT_EQ(Shape(conv["outputs"][0]), "float32[2,32,64,64]");
   EXPECT_EQ(Shape(by_name["add_1"]["inputs"][1]), "float32[32,1,1]");
-  // The 3x3 convolution (37.7 M multiply-adds) is slower than the Add of 262,144
-  // values, and the nodes come slowest first.
-  EXPECT_EQ(nodes[0]["name"], "conv_1+relu_1") << nodes.dump(1);
+  // The nodes come slowest first. (Which node is slowest is the machine's business: under
+  // the sanitizers the instrumented Add outlasts oneDNN's convolution.)
   for (size_t i = 1; i < nodes.size(); ++i) {
     EXPECT_GE(nodes[i - 1]["median_ms"].get<double>(), nodes[i]["median_ms"].get<double>());
   }
@@ -149,11 +148,15 @@ TEST_F(CliProfileTest, ProfilePerNodeNamesShapesAndMedianOverRuns) {
   EXPECT_NE(text.output.find("share %"), std::string::npos) << text.output;  // the op-kind table
   EXPECT_NE(text.output.find("slowest nodes: 1 of " + std::to_string(nodes.size())), std::string::npos)
       << text.output;
-  EXPECT_NE(text.output.find("conv_1+relu_1"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("float32[2,8,64,64], float32[32,8,3,3], float32[32] -> float32[2,32,64,64]"),
+  // One node listed, named, with its shapes: the convolution or the Add, whichever was
+  // slower in this run.
+  const bool conv_listed = text.output.find("conv_1+relu_1") != std::string::npos;
+  const bool add_listed = text.output.find("add_1") != std::string::npos;
+  EXPECT_NE(conv_listed, add_listed) << text.output;
+  EXPECT_NE(text.output.find(conv_listed ? "float32[2,8,64,64], float32[32,8,3,3], float32[32] -> float32[2,32,64,64]"
+                                         : "float32[32,1,1]"),
             std::string::npos)
       << text.output;
-  EXPECT_EQ(text.output.find("add_1"), std::string::npos) << text.output;  // not in the top 1
 }
 
 TEST_F(CliProfileTest, ProfileUsageErrors) {
