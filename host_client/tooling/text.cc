@@ -4,20 +4,6 @@
 #include <cstdio>
 
 namespace remex::tooling {
-namespace {
-
-// printf into a string (the format is always a literal of this file).
-template <typename... Args>
-std::string Format(const char* format, Args... args) {
-  const int n = std::snprintf(nullptr, 0, format, args...);
-  if (n <= 0) return "";
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), format, args...);
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-}  // namespace
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows, const std::string& indent, size_t gap,
                         size_t first_right) {

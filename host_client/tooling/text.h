@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,18 @@
 #include "host_client/tooling/run.h"
 
 namespace remex::tooling {
+
+// printf into a string; `format` must be a literal (checked by the compiler's format
+// warnings at each call).
+template <typename... Args>
+std::string Format(const char* format, Args... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  if (n <= 0) return "";
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, args...);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
 
 // Rows of cells, each column as wide as its widest cell, one line per row ending in
 // '\n': `indent`, then the cells `gap` spaces apart, left-aligned before column

@@ -17,16 +17,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// printf into a string (the format is always a literal of this file).
-template <typename... Args>
-std::string Format(const char* format, Args... args) {
-  const int n = std::snprintf(nullptr, 0, format, args...);
-  if (n <= 0) return "";
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), format, args...);
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
 
 Status CheckPositive(std::span<const double> samples, const std::string& what) {
   if (samples.empty()) return InvalidArgument(what + " has no samples");
