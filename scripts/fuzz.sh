@@ -9,7 +9,8 @@
 # -fsanitize=fuzzer-no-link,address,undefined and REMEX_FUZZ=ON, no CUDA; makes the seed
 # corpus once (scripts/fuzz_seeds.py: real client sessions recorded on loopback,
 # executables compiled by `remex compile`, ONNX models of the conformance cases) in
-# BUILD/fuzz/seeds; then fuzzes for SECONDS. Inputs that reach new code are kept in
+# BUILD/fuzz/seeds, with the remex and remex-server of the tree REMEX_FUZZ_SEED_BUILD when
+# set (only the fuzz targets are then built here); then fuzzes for SECONDS. Inputs that reach new code are kept in
 # BUILD/fuzz/corpus/TARGET; a crash, leak, sanitizer report, timeout (30 s) or
 # out-of-memory (4 GiB) is written to BUILD/fuzz/findings/TARGET/ and ends the run with
 # status 1. The last line printed per target: "fuzz: TARGET: N executions in S s, K
@@ -65,14 +66,24 @@ if [[ ! -f $build/build.ninja ]]; then
     "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
     "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" >/dev/null
 fi
-ninja -C "$build" "${targets[@]}" remex remex-server
+# The seed corpus is recorded with `remex` and `remex-server` of REMEX_FUZZ_SEED_BUILD (a
+# built tree, e.g. CI's sanitized build-emu), else of the fuzz tree, built here.
+seed_build=${REMEX_FUZZ_SEED_BUILD:-$build}
+if [[ $seed_build == "$build" ]]; then
+  ninja -C "$build" "${targets[@]}" remex remex-server
+else
+  for tool in host_client/cli/remex device_server/remex-server; do
+    [[ -x $seed_build/$tool ]] || { echo "fuzz: REMEX_FUZZ_SEED_BUILD has no $tool: $seed_build" >&2; exit 2; }
+  done
+  ninja -C "$build" "${targets[@]}"
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 seeds=$build/fuzz/seeds
 if [[ ! -f $seeds/done ]]; then
   rm -rf "$seeds"
-  /usr/bin/python3 "$repo/scripts/fuzz_seeds.py" --build "$build" --out "$seeds"
+  /usr/bin/python3 "$repo/scripts/fuzz_seeds.py" --build "$seed_build" --out "$seeds"
   touch "$seeds/done"
 fi
 
