@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -14,10 +15,34 @@ namespace remex::server {
 Status Session::TensorAlloc(wire::TensorAlloc::Reader req, wire::Reply::Builder reply) {
   REMEX_RETURN_IF_ERROR(CheckDevice(req.getDevice()));
   REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
+  // The fill is checked before any memory is taken.
+  TensorFill fill;
+  const auto f = req.getFill();
+  switch (f.getKind()) {
+    case wire::TensorFill::Kind::ZEROS:
+      break;
+    case wire::TensorFill::Kind::UNIFORM:
+      fill.kind = TensorFill::Kind::kUniform;
+      break;
+    case wire::TensorFill::Kind::NORMAL:
+      fill.kind = TensorFill::Kind::kNormal;
+      break;
+    default:
+      return InvalidArgument("tensorAlloc: unknown fill kind " +
+                             std::to_string(static_cast<int>(f.getKind())));
+  }
+  fill.bounded = f.getBounded();
+  fill.low = f.getLow();
+  fill.high = f.getHigh();
+  fill.mean = f.getMean();
+  fill.scale = f.getScale();
+  fill.seed = f.getSeed();
+  REMEX_RETURN_IF_ERROR(vm::CheckFill(desc.first, fill).WithContext("tensorAlloc"));
   REMEX_ASSIGN_OR_RETURN(auto t, vm::AllocateTensor(*allocator_, desc.first, desc.second));
   // The allocator reuses blocks other sessions freed: a tensor handed out unwritten
-  // is cleared first, so that it never shows another session's data.
-  REMEX_RETURN_IF_ERROR(state_->device->Memset(t->data(), 0, t->nbytes()));
+  // is cleared first, so that it never shows another session's data. A large random
+  // fill yields to the other sessions' requests after every 1 MiB.
+  REMEX_RETURN_IF_ERROR(vm::FillTensor(*state_->device, *t, fill, control_.yield));
   auto r = reply.initTensor();
   rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
   r.setTensor(Add(std::move(t)));
@@ -150,12 +175,36 @@ Status Session::ListHandles(wire::Reply::Builder reply) {
   std::sort(handles.begin(), handles.end());
   auto list = reply.initListHandles().initHandles(static_cast<unsigned>(handles.size()));
   const std::string device = state_->device->name();
+  // What each handle holds of the session's allocator, each buffer counted once:
+  // tensors first (a VM's inputs are often tensors the session holds), then VMs.
+  std::unordered_set<const vm::Buffer*> counted;
+  auto held = [&](const std::vector<const vm::Buffer*>& buffers) {
+    uint64_t bytes = 0;
+    for (const vm::Buffer* b : buffers) {
+      if (b->owner() == allocator_.get() && counted.insert(b).second) bytes += b->size_class();
+    }
+    return bytes;
+  };
+  std::vector<uint64_t> held_bytes(handles.size(), 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < handles.size(); ++i) {
+      const Object& o = objects_.at(handles[i]);
+      std::vector<const vm::Buffer*> buffers;
+      if (const auto* t = std::get_if<vm::TensorPtr>(&o); t && pass == 0 && (*t)->buffer) {
+        buffers.push_back((*t)->buffer.get());
+      } else if (const auto* v = std::get_if<std::shared_ptr<VmObject>>(&o); v && pass == 1) {
+        (*v)->vm->HeldBuffers(buffers);
+      }
+      held_bytes[i] += held(buffers);
+    }
+  }
   for (size_t i = 0; i < handles.size(); ++i) {
     const Object& o = objects_.at(handles[i]);
     auto e = list[static_cast<unsigned>(i)];
     e.setHandle(handles[i]);
     e.setKind(KindName(o));
     e.setDevice(device);
+    e.setHeldBytes(held_bytes[i]);
     if (const auto* t = std::get_if<vm::TensorPtr>(&o)) {
       rpc::WriteTensorDesc(e.initDesc(), (*t)->dtype, (*t)->shape);
       e.setBytes((*t)->nbytes());

@@ -69,7 +69,7 @@
 namespace remex::rpc {
 
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 5;
+inline constexpr uint16_t kProtocolMinor = 6;
 // The first minor version that understands Codec::kChunked.
 inline constexpr uint16_t kMinorChunked = 1;
 // The first minor version that answers listHandles.
@@ -83,6 +83,10 @@ inline constexpr uint16_t kMinorLoadTest = 4;
 // Minor 5: Profile.runs and .trace, ProfileReply's per-node rows, run totals and trace
 // (older servers answer with one run and no nodes; the client reads that as such).
 inline constexpr uint16_t kMinorProfileNodes = 5;
+// Minor 6: TensorAlloc.fill (tensors filled on the server: uniform, normal), and
+// HandleInfo.heldBytes (what each handle keeps of the session's memory).
+inline constexpr uint16_t kMinorTensorFill = 6;
+inline constexpr uint16_t kMinorHeldBytes = 6;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},

@@ -160,9 +160,32 @@ struct VmCreate {
   device @1 :Text;        # "cpu"; empty = the server's default device
 }
 
+# A new tensor of `desc`, filled on the server (protocol 1.6; older servers ignore
+# `fill` and return zeros, so clients send a fill other than zeros to 1.6 or later only).
 struct TensorAlloc {
   desc @0 :TensorDesc;
   device @1 :Text;
+  fill @2 :TensorFill;
+}
+
+# How tensorAlloc fills its tensor (vm/tensor_ops.h, TensorFill): zeros; uniform in
+# [low, high) (ONNX RandomUniform; an integer dtype takes the floor); normal with mean
+# and scale (ONNX RandomNormal; floating dtypes). Without `bounded`, uniform uses the
+# dtype's default range ([0, 1) floating, [0, 10) integer, [0, 2) bool). Element i is a
+# function of (seed, i) alone: one seed, one tensor, on every server and device.
+struct TensorFill {
+  kind @0 :Kind;
+  enum Kind {
+    zeros @0;
+    uniform @1;
+    normal @2;
+  }
+  bounded @1 :Bool;
+  low @2 :Float64;
+  high @3 :Float64;
+  mean @4 :Float64;
+  scale @5 :Float64 = 1;
+  seed @6 :UInt64;
 }
 
 # Attachment 0: the tensor's bytes, row-major, exactly shape x dtype size.
@@ -369,6 +392,13 @@ struct HandleInfo {
   desc @2 :TensorDesc;  # tensors: dtype and shape
   bytes @3 :UInt64;     # tensors: their memory; modules: their constants
   device @4 :Text;      # the device the object lives on ("cpu", "cuda:0")
+  # Protocol 1.6: the bytes of the session's allocator (size classes, what hello's
+  # bytesInUse counts) this handle keeps alive and no handle listed before it does:
+  # tensors in ascending handle order first, then VMs (their constants' copies,
+  # arenas, last inputs and outputs). Modules: 0 (their constants are host memory
+  # shared through the module cache). The sum is bytesInUse unless something else
+  # holds memory (a request running).
+  heldBytes @5 :UInt64;
 }
 
 struct ListHandlesReply {

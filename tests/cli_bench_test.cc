@@ -445,6 +445,28 @@ TEST_F(CliBenchTest, ARunOverTheServersLimitIsRefusedNamingTheProjection) {
   EXPECT_EQ(r.output.find("benchmark: benchmark"), std::string::npos) << r.output;
 }
 
+// A request that only extends the run (its first request fits) and would pass the
+// server's limit ends the run with the samples it has, the rule unmet and the refusal
+// named: exit 0, not the refusal's error.
+TEST_F(CliBenchTest, AnExtensionOverTheServersLimitEndsTheRunWithItsSamples) {
+  remex::testing::ServerProcess server({"--threads", "1", "--benchmark-time-limit-s", "1"});
+  ASSERT_NE(server.port(), 0);
+  // 20 samples fit in 1 s; a 1000 s run would need far more than the server allows.
+  auto r = Cli("bench " + model_ + " --server " + server.address() +
+               " --repeat 20 --min-duration-s 1000 --min-samples 0 --max-trials 5 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r);
+  const auto& x = j["benchmark"]["extended"];
+  EXPECT_EQ(x["requests"].get<int>(), 1) << x;
+  const auto& unmet = x["unmet"];
+  EXPECT_NE(std::find(unmet.begin(), unmet.end(), "min_duration"), unmet.end()) << x;
+  const std::string stopped = x["stopped"].get<std::string>();
+  EXPECT_EQ(stopped.rfind("request 2 refused: the run would take about ", 0), 0u) << stopped;
+  EXPECT_NE(stopped.find("over the server's limit of 1 s"), std::string::npos) << stopped;
+  EXPECT_EQ(stopped.find("lower --repeat"), std::string::npos) << stopped;
+  EXPECT_EQ(j["benchmark"]["samples_ms"].size(), 20u);
+}
+
 TEST_F(CliBenchTest, BenchProfileListsTheKernels) {
   auto r =
       Cli("bench " + model_ + " --server " + server_.address() + " --repeat 2 --profile --json" + kQuick);

@@ -3,7 +3,9 @@
 
 Through a pseudo-terminal (pexpect), as a person types: one session for load, upload,
 run (twice, feeding the state back), fetch -o, stats, compare, handles, free, bench,
-profile and info; errors that leave the shell going; TAB completion of a command, a
+profile and info; zeros and random made on the server (seeded, checked by stats and
+compare); names falling back after free; handles and info accounting for the session's
+memory; errors that leave the shell going; TAB completion of a command, a
 file, an input name and a tensor name; Ctrl-C cancelling a benchmark on the server;
 the history file kept across two shells. From a script on stdin: no prompt, and the
 first failing command ends the shell with its exit status (tooling/exit_code.h).
@@ -164,7 +166,7 @@ class ShellTerminalTest(ServerFixture):
         out = self.command(shell, "handles")
         self.assertRegex(out, r"module .* model rnn")
         self.assertRegex(out, r"vm .* model rnn")
-        self.assertRegex(out, r"tensor +16 B +cpu +float32 \[1, 4\] +%3 \(hidden_next of rnn\)")
+        self.assertRegex(out, r"tensor +16 B +512 B +cpu +float32 \[1, 4\] +%3 \(hidden_next of rnn\)")
         self.assertRegex(out, r"%4 hidden_next \(hidden_next of rnn\)")
         self.assertIn("7 handles", out)
         out = self.command(shell, "free %3 expected")
@@ -196,6 +198,85 @@ class ShellTerminalTest(ServerFixture):
         self.assertRegex(out, r"device +cpu.*memory, [0-9.]+ (B|KiB) in use by this session")
         self.assertIn("models   rnn (current)", out)
         self.assertIn("tensors  3", out)
+        self.quit(shell)
+
+    def stats(self, shell, tensor):
+        """`stats TENSOR`'s numbers as a dict (count, min, max, mean, std, nan, inf)."""
+        out = self.command(shell, "stats " + tensor)
+        m = re.search(r"count (\d+)  min (\S+)  max (\S+)  mean (\S+)  std (\S+)  nan (\d+)  inf (\d+)", out)
+        self.assertTrue(m, out)
+        keys = ["count", "min", "max", "mean", "std", "nan", "inf"]
+        return {k: float(v) for k, v in zip(keys, m.groups())}
+
+    def test_zeros_and_random_make_tensors_on_the_server(self):
+        shell = self.spawn("--no-history")
+        out = self.command(shell, "zeros z 2x3")
+        self.assertIn("%1 z: float32 [2, 3] (24 B), zeros, made on the server", out)
+        self.assertEqual(self.stats(shell, "z"), dict(count=6, min=0, max=0, mean=0, std=0, nan=0, inf=0))
+        out = self.command(shell, "random u 1000 --seed 5 --low -2 --high 3")
+        self.assertIn("%2 u: float32 [1000] (3.9 KiB), uniform in [-2, 3), seed 5, made on the server", out)
+        s = self.stats(shell, "u")
+        self.assertGreaterEqual(s["min"], -2)
+        self.assertLess(s["max"], 3)
+        self.assertAlmostEqual(s["mean"], 0.5, delta=0.3)  # standard error 0.05
+        # One seed, one tensor; another seed, another.
+        self.command(shell, "random same 1000 --seed 5 --low -2 --high 3")
+        self.assertIn("match: 1000 values", self.command(shell, "compare u same --rtol 0 --atol 0"))
+        self.command(shell, "random other 1000 --seed 6 --low -2 --high 3")
+        self.assertIn("MISMATCH", self.command(shell, "compare u other --rtol 0 --atol 0"))
+        # Without --seed one is drawn and printed: typing it makes the tensor again.
+        out = self.command(shell, "random r 64")
+        seed = re.search(r"uniform in \[0, 1\), seed (\d+), made on the server", out).group(1)
+        self.command(shell, "random again 64 --seed " + seed)
+        self.assertIn("match: 64 values", self.command(shell, "compare r again --rtol 0 --atol 0"))
+        self.command(shell, "random n 10000 --normal --mean 1 --scale 2 --seed 3")
+        s = self.stats(shell, "n")
+        self.assertAlmostEqual(s["mean"], 1, delta=0.1)  # standard error 0.02
+        self.assertAlmostEqual(s["std"], 2, delta=0.1)
+        out = self.command(shell, "random i 1000 --dtype int8 --low -3 --high 3 --seed 1")
+        self.assertIn("int8 [1000] (1000 B), uniform in [-3, 3), seed 1", out)
+        s = self.stats(shell, "i")
+        self.assertEqual((s["min"], s["max"]), (-3, 2))
+        self.command(shell, "random b 2x32 --dtype bool")
+        s = self.stats(shell, "b")
+        self.assertEqual((s["min"], s["max"], s["count"]), (0, 1, 64))
+        # Errors say what is wrong, before anything is made; the shell goes on.
+        self.assertIn("INVALID_ARGUMENT: random bad: tensorAlloc: normal fill needs a floating dtype",
+                      self.command(shell, "random bad 4 --dtype int32 --normal"))
+        self.assertIn("leaves the values of int8", self.command(shell, "random bad 4 --dtype int8 --high 1000"))
+        self.assertIn("--mean and --scale need --normal", self.command(shell, "random bad 4 --mean 1"))
+        self.assertIn("is no dtype with numbers", self.command(shell, "zeros bad 4 --dtype complex64"))
+        self.assertNotIn("bad", self.command(shell, "handles"))
+        self.quit(shell)
+
+    def test_names_fall_back_and_handles_account_for_the_sessions_memory(self):
+        shell = self.spawn("--no-history")
+        session = re.search(r"session (\d+): help lists the commands", shell.before).group(1)
+        self.command(shell, "load rnn.onnx")
+        self.command(shell, "upload token=token.npy hidden=h0.npy")
+        # A newer tensor takes the name; freed, it gives the name back.
+        out = self.command(shell, "random token 1x4 --seed 9")
+        self.assertIn("%3 token: float32 [1, 4]", out)
+        out = self.command(shell, "free token")
+        self.assertIn("freed %3 token", out)
+        self.assertIn("token names %1 again: %1 token: float32 [1, 4]", out)
+        self.assertEqual(self.stats(shell, "token")["min"], -1)  # token.npy's values
+        self.command(shell, "run --fetch none")
+        out = self.command(shell, "handles")
+        self.assertRegex(out, r"\n5 handles hold all [0-9.]+ (B|KiB) this session has in use on the server")
+        vm_before = re.search(r"\n +\d+ +vm +- +(\d+(?:\.\d+)?) (B|KiB)", out)
+        self.assertTrue(vm_before, out)
+        # The VM keeps its last inputs: freeing one moves its block to the VM's row, and
+        # the handles still account for every byte in use.
+        out = self.command(shell, "free token")
+        out = self.command(shell, "handles")
+        self.assertRegex(out, r"\n4 handles hold all [0-9.]+ (B|KiB) this session has in use on the server")
+        vm_after = re.search(r"\n +\d+ +vm +- +(\d+(?:\.\d+)?) (B|KiB)", out)
+        to_bytes = lambda m: float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1)
+        self.assertEqual(to_bytes(vm_after) - to_bytes(vm_before), 512)  # token's size class
+        out = self.command(shell, "info")
+        self.assertRegex(out, r"protocol 1\.\d+, session %s\n" % session)  # the banner's number
+        self.assertRegex(out, r"handles  4 handles hold all [0-9.]+ (B|KiB) this session has in use")
         self.quit(shell)
 
     def test_errors_name_the_problem_and_the_shell_goes_on(self):

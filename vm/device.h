@@ -158,6 +158,8 @@ class Buffer {
   // class, as AllocatorStats counts it.
   size_t size_class() const { return size_class_; }
   Device& device() const;
+  // The allocator it came from (and goes back to), whose stats count it.
+  const Allocator* owner() const { return owner_.get(); }
 
  private:
   friend class Allocator;

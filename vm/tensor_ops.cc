@@ -1,7 +1,9 @@
 #include "vm/tensor_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <type_traits>
 #include <vector>
 
@@ -63,6 +65,119 @@ StatusOr<size_t> ElementCount(const Tensor& t) {
   auto n = NumElements(t.shape);
   if (!n) return InvalidArgument("tensor shape " + ShapeToString(t.shape) + " is not valid");
   return static_cast<size_t>(*n);
+}
+
+// SplitMix64's output function (Steele, Lea and Flood 2014): a 64-bit mix of `x`.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The k-th uniform draw in [0, 1) of `seed`: 53 bits of SplitMix64(seed's stream, k).
+double UniformDraw(uint64_t seed, uint64_t k) {
+  return static_cast<double>(SplitMix64(SplitMix64(seed) + k * 0x9e3779b97f4a7c15ull) >> 11) * 0x1.0p-53;
+}
+
+bool IsFloating(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+// The value of element i of `fill`, in float64 (before the dtype's rounding).
+double FillValue(const TensorFill& fill, double low, double high, uint64_t i) {
+  switch (fill.kind) {
+    case TensorFill::Kind::kZeros:
+      return 0;
+    case TensorFill::Kind::kUniform:
+      return low + (high - low) * UniformDraw(fill.seed, i);
+    case TensorFill::Kind::kNormal: {
+      const double u1 = UniformDraw(fill.seed, 2 * i), u2 = UniformDraw(fill.seed, 2 * i + 1);
+      return fill.mean + fill.scale * std::sqrt(-2 * std::log1p(-u1)) * std::cos(2 * std::numbers::pi * u2);
+    }
+  }
+  return 0;
+}
+
+// The value of T next below `x` (x finite): one step of its encoding towards -inf.
+template <typename T>
+T NextBelow(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::nextafter(x, -std::numeric_limits<T>::infinity());
+  } else {  // Half, BFloat16: sign and magnitude in 16 bits
+    T out = x;
+    const bool negative = x.bits & 0x8000u;
+    if ((x.bits & 0x7fffu) == 0) {
+      out.bits = 0x8001u;  // below +-0: the negative value of least magnitude
+    } else {
+      out.bits = static_cast<uint16_t>(negative ? x.bits + 1 : x.bits - 1);
+    }
+    return out;
+  }
+}
+
+// `v` in T: floats round (to nearest even for float16 and bfloat16), staying below a
+// uniform fill's `high`; integers take the floor.
+template <typename T>
+T FromDouble(double v, const TensorFill& fill, double high) {
+  if constexpr (std::is_same_v<T, kernels::Half> || std::is_same_v<T, kernels::BFloat16> ||
+                std::is_floating_point_v<T>) {
+    T out;
+    if constexpr (std::is_same_v<T, kernels::Half>) {
+      out = kernels::FloatToHalf(static_cast<float>(v));
+    } else if constexpr (std::is_same_v<T, kernels::BFloat16>) {
+      out = kernels::FloatToBFloat16(static_cast<float>(v));
+    } else {
+      out = static_cast<T>(v);
+    }
+    // Rounding may reach `high`: step down to the values below it.
+    while (fill.kind == TensorFill::Kind::kUniform && ToDouble(out) >= high) out = NextBelow(out);
+    return out;
+  } else {
+    return static_cast<T>(std::floor(v));
+  }
+}
+
+// The smallest and largest values of an integer dtype (bool: 0 and 1), as float64.
+void IntegerRange(DType d, double& lo, double& hi) {
+  switch (d) {
+    case DType::kUint8:
+      lo = 0;
+      hi = 255;
+      break;
+    case DType::kInt8:
+      lo = -128;
+      hi = 127;
+      break;
+    case DType::kUint16:
+      lo = 0;
+      hi = 65535;
+      break;
+    case DType::kInt16:
+      lo = -32768;
+      hi = 32767;
+      break;
+    case DType::kInt32:
+      lo = -2147483648.0;
+      hi = 2147483647.0;
+      break;
+    case DType::kUint32:
+      lo = 0;
+      hi = 4294967295.0;
+      break;
+    case DType::kInt64:
+      lo = -0x1.0p63;
+      hi = 0x1.0p63;
+      break;  // up to 2^53 exactly
+    case DType::kUint64:
+      lo = 0;
+      hi = 0x1.0p64;
+      break;
+    default:
+      lo = 0;
+      hi = 1;
+      break;  // bool
+  }
 }
 
 }  // namespace
@@ -147,6 +262,69 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
   });
   REMEX_RETURN_IF_ERROR(st);
   return acc.stats();
+}
+
+Status CheckFill(DType dtype, const TensorFill& unresolved) {
+  const TensorFill fill = ResolveFillBounds(dtype, unresolved);
+  REMEX_RETURN_IF_ERROR(VisitDType(dtype, [](auto) { return OkStatus(); }));
+  switch (fill.kind) {
+    case TensorFill::Kind::kZeros:
+      return OkStatus();
+    case TensorFill::Kind::kUniform: {
+      if (!std::isfinite(fill.low) || !std::isfinite(fill.high) || !(fill.low < fill.high)) {
+        return InvalidArgument("uniform fill needs finite bounds with low < high, got [" +
+                               std::to_string(fill.low) + ", " + std::to_string(fill.high) + ")");
+      }
+      if (!IsFloating(dtype)) {
+        double lo = 0, hi = 0;
+        IntegerRange(dtype, lo, hi);
+        if (std::floor(fill.low) < lo || std::ceil(fill.high) - 1 > hi) {
+          return InvalidArgument("uniform fill [" + std::to_string(fill.low) + ", " +
+                                 std::to_string(fill.high) + ") leaves the values of " +
+                                 std::string(DTypeName(dtype)));
+        }
+      }
+      return OkStatus();
+    }
+    case TensorFill::Kind::kNormal:
+      if (!IsFloating(dtype)) {
+        return InvalidArgument(
+            "normal fill needs a floating dtype (float32, float64, float16, bfloat16), not " +
+            std::string(DTypeName(dtype)));
+      }
+      if (!std::isfinite(fill.mean) || !std::isfinite(fill.scale) || fill.scale < 0) {
+        return InvalidArgument("normal fill needs a finite mean and a finite scale >= 0");
+      }
+      return OkStatus();
+  }
+  return InvalidArgument("unknown fill kind");
+}
+
+Status FillTensor(Device& device, Tensor& tensor, const TensorFill& unresolved,
+                  const std::function<void()>& yield) {
+  REMEX_RETURN_IF_ERROR(CheckFill(tensor.dtype, unresolved));
+  const TensorFill fill = ResolveFillBounds(tensor.dtype, unresolved);
+  REMEX_ASSIGN_OR_RETURN(size_t n, ElementCount(tensor));
+  if (n == 0) return OkStatus();
+  if (fill.kind == TensorFill::Kind::kZeros) return device.Memset(tensor.data(), 0, tensor.nbytes());
+  const double low = fill.low, high = fill.high;
+  const bool in_place = device.kind() == kernels::DeviceKind::kCpu;
+  return VisitDType(tensor.dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    constexpr size_t kBlock = (size_t{1} << 20) / sizeof(T);
+    std::vector<T> host;
+    if (!in_place) host.resize(std::min(n, kBlock));
+    T* out = static_cast<T*>(tensor.data());
+    for (size_t begin = 0; begin < n; begin += kBlock) {
+      const size_t count = std::min(kBlock, n - begin);
+      T* block = in_place ? out + begin : host.data();
+      for (size_t k = 0; k < count; ++k)
+        block[k] = FromDouble<T>(FillValue(fill, low, high, begin + k), fill, high);
+      if (!in_place) REMEX_RETURN_IF_ERROR(device.CopyToDevice(out + begin, block, count * sizeof(T)));
+      if (yield) yield();
+    }
+    return OkStatus();
+  });
 }
 
 }  // namespace remex::vm

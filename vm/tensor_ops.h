@@ -1,5 +1,7 @@
 // Checks on tensors that stay on the device: summary statistics and an elementwise
-// comparison, so that only a few numbers cross the wire (tensorStats, tensorCompare).
+// comparison, so that only a few numbers cross the wire (tensorStats, tensorCompare);
+// and tensors made on the device from a seed, so that no bytes cross it (tensorAlloc's
+// fill).
 //
 // Both read the tensors' device memory where they are: on the CPU device in place;
 // on any other device the tensor is copied to the host first (TODO(perf): device
@@ -7,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "base/allclose.h"
 #include "base/status.h"
+#include "base/tensor_fill.h"
 #include "vm/device.h"
 
 namespace remex::vm {
@@ -37,5 +41,19 @@ StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor);
 // finite.
 StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol,
                                      bool equal_nan = false);
+
+// INVALID_ARGUMENT, before anything is written, when `fill` (its bounds resolved:
+// ResolveFillBounds) does not suit `dtype`: a dtype without numbers; low >= high or a
+// bound not finite; for an integer dtype or bool, a range that leaves the dtype's
+// values; kNormal on a non-floating dtype; mean not finite or scale negative or not
+// finite.
+Status CheckFill(DType dtype, const TensorFill& fill);
+
+// Writes `fill` into `tensor` in blocks of at most 1 MiB (on the CPU device in place,
+// else through a host block and CopyToDevice), calling `yield` (when set) after each
+// block so that other device work can run between them. CheckFill's errors; errors of
+// the device copy.
+Status FillTensor(Device& device, Tensor& tensor, const TensorFill& fill,
+                  const std::function<void()>& yield = {});
 
 }  // namespace remex::vm

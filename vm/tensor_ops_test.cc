@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "kernels/float16.h"
 
@@ -124,6 +125,106 @@ TEST_F(TensorOpsTest, MemsetWritesDeviceMemory) {
   ASSERT_TRUE(device_->Device::Memset(t->data(), 9, 3000).ok());
   EXPECT_EQ(static_cast<uint8_t*>(t->data())[0], 9);
   EXPECT_EQ(static_cast<uint8_t*>(t->data())[2999], 9);
+}
+
+// A fill's element i depends on (seed, i) alone: a tensor past one 1 MiB block starts
+// with the same values as a small one, and another seed differs.
+TEST_F(TensorOpsTest, FillIsAFunctionOfSeedAndIndexAcrossBlocks) {
+  TensorFill fill;
+  fill.kind = TensorFill::Kind::kUniform;
+  fill.seed = 42;
+  auto small = Make<float>(DType::kFloat32, {10}, {});
+  auto large = Make<float>(DType::kFloat32, {(1 << 18) + 10}, {});  // 1 MiB + 40 B
+  ASSERT_TRUE(FillTensor(*device_, *small, fill).ok());
+  int yields = 0;
+  ASSERT_TRUE(FillTensor(*device_, *large, fill, [&] { ++yields; }).ok());
+  EXPECT_EQ(yields, 2);  // after each of the two blocks
+  EXPECT_EQ(std::memcmp(small->data(), large->data(), 10 * sizeof(float)), 0);
+  const float* v = static_cast<const float*>(large->data());
+  double sum = 0;
+  for (size_t i = 0; i < (1u << 18) + 10; ++i) {
+    ASSERT_GE(v[i], 0.0f);
+    ASSERT_LT(v[i], 1.0f);
+    sum += v[i];
+  }
+  EXPECT_NEAR(sum / ((1 << 18) + 10), 0.5, 0.01);
+  fill.seed = 43;
+  auto other = Make<float>(DType::kFloat32, {10}, {});
+  ASSERT_TRUE(FillTensor(*device_, *other, fill).ok());
+  EXPECT_NE(std::memcmp(small->data(), other->data(), 10 * sizeof(float)), 0);
+}
+
+TEST_F(TensorOpsTest, FillNormalHasItsMeanAndScale) {
+  TensorFill fill;
+  fill.kind = TensorFill::Kind::kNormal;
+  fill.mean = 3;
+  fill.scale = 2;
+  fill.seed = 7;
+  auto t = Make<double>(DType::kFloat64, {100000}, {});
+  ASSERT_TRUE(FillTensor(*device_, *t, fill).ok());
+  auto s = ComputeStats(*device_, *t);
+  ASSERT_TRUE(s.ok());
+  EXPECT_NEAR(s->mean, 3, 0.05);  // standard error 0.006
+  EXPECT_NEAR(s->std, 2, 0.05);
+}
+
+// Integers take the floor of a draw in [low, high): each of low .. high-1 appears; a
+// float16 fill below 1 never rounds up to 1; bool is 0 or 1.
+TEST_F(TensorOpsTest, FillUniformStaysInRangeForEveryDtype) {
+  TensorFill fill;
+  fill.kind = TensorFill::Kind::kUniform;
+  fill.bounded = true;
+  fill.low = -3;
+  fill.high = 3;
+  auto i8 = Make<int8_t>(DType::kInt8, {1000}, {});
+  ASSERT_TRUE(FillTensor(*device_, *i8, fill).ok());
+  std::set<int> seen;
+  for (int k = 0; k < 1000; ++k) seen.insert(static_cast<const int8_t*>(i8->data())[k]);
+  EXPECT_EQ(seen, (std::set<int>{-3, -2, -1, 0, 1, 2}));
+
+  fill.low = 0;
+  fill.high = 1;
+  auto half = Make<uint16_t>(DType::kFloat16, {100000}, {});
+  ASSERT_TRUE(FillTensor(*device_, *half, fill).ok());
+  auto hs = ComputeStats(*device_, *half);
+  ASSERT_TRUE(hs.ok());
+  EXPECT_GE(hs->min, 0.0);
+  EXPECT_LT(hs->max, 1.0);
+
+  TensorFill bools;
+  bools.kind = TensorFill::Kind::kUniform;  // default bounds: [0, 2)
+  auto b = Make<uint8_t>(DType::kBool, {1000}, {});
+  ASSERT_TRUE(FillTensor(*device_, *b, bools).ok());
+  auto bs = ComputeStats(*device_, *b);
+  ASSERT_TRUE(bs.ok());
+  EXPECT_EQ(bs->min, 0.0);
+  EXPECT_EQ(bs->max, 1.0);
+}
+
+TEST_F(TensorOpsTest, FillRefusesWhatDoesNotSuitTheDtype) {
+  TensorFill normal;
+  normal.kind = TensorFill::Kind::kNormal;
+  auto st = CheckFill(DType::kInt32, normal);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("normal fill needs a floating dtype"), std::string::npos) << st.ToString();
+  normal.scale = -1;
+  EXPECT_EQ(CheckFill(DType::kFloat32, normal).code(), StatusCode::kInvalidArgument);
+  TensorFill uniform;
+  uniform.kind = TensorFill::Kind::kUniform;
+  uniform.bounded = true;
+  uniform.low = 0;
+  uniform.high = 1000;
+  st = CheckFill(DType::kInt8, uniform);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("leaves the values of int8"), std::string::npos) << st.ToString();
+  uniform.high = 0;  // empty range
+  EXPECT_EQ(CheckFill(DType::kFloat32, uniform).code(), StatusCode::kInvalidArgument);
+  uniform.high = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(CheckFill(DType::kFloat32, uniform).code(), StatusCode::kInvalidArgument);
+  // Nothing is written when the fill is refused.
+  auto t = Make<int32_t>(DType::kInt32, {4}, {1, 2, 3, 4});
+  EXPECT_FALSE(FillTensor(*device_, *t, normal).ok());
+  EXPECT_EQ(static_cast<const int32_t*>(t->data())[3], 4);
 }
 
 }  // namespace

@@ -948,4 +948,22 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   return Internal("function '" + fn.name + "' fell off its end");
 }
 
+void VirtualMachine::HeldBuffers(std::vector<const Buffer*>& out) const {
+  auto add = [&](const TensorPtr& t) {
+    if (t && t->buffer) out.push_back(t->buffer.get());
+  };
+  for (const auto& c : constants_) add(c);
+  for (const auto& c : host_constants_) add(c);
+  for (const auto& f : functions_) {
+    for (const auto& v : f.inputs) {
+      add(v.tensor);
+      for (const auto& e : v.elements) add(e);
+    }
+    for (const auto& o : f.bound_outputs) add(o);
+    for (const auto& a : f.arenas) {
+      if (a) out.push_back(a.get());
+    }
+  }
+}
+
 }  // namespace remex::vm

@@ -175,6 +175,13 @@ class VirtualMachine {
   // before the first successful Invoke.
   int last_invoke_function() const { return last_function_; }
 
+  // Appends every buffer this VM keeps alive: its constants' copies, each function's
+  // planned arenas, and the inputs and bound outputs of each function's last
+  // SetInputs or Invoke (kept until the next, even after the session freed their
+  // handles). A buffer may be appended more than once. listHandles counts the bytes
+  // of those from the session's allocator.
+  void HeldBuffers(std::vector<const Buffer*>& out) const;
+
  private:
   struct FunctionState {
     std::vector<Value> inputs;

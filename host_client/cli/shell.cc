@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <utility>
@@ -26,6 +28,7 @@
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
+#include "rpc/frame.h"
 #include "rpc/wire_util.h"
 
 namespace remex::cli {
@@ -283,6 +286,25 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "run passes to that input.",
        &Shell::Upload,
        {}},
+      {"zeros",
+       "zeros NAME DIMS [--dtype DTYPE]",
+       "make a tensor of zeros on the server",
+       "Makes a tensor of DIMS (e.g. 1x3x48x320; scalar for rank 0) filled with 0 on the server,\n"
+       "no bytes uploaded, and names it NAME (the name moves from any older tensor). --dtype:\n"
+       "float32 (default), float16, bfloat16, float64, int8 ... uint64, bool.",
+       &Shell::Zeros,
+       {"--dtype"}},
+      {"random",
+       "random NAME DIMS [--dtype DTYPE] [--seed N] [--low L] [--high H] | [--normal [--mean M] [--scale S]]",
+       "make a tensor of seeded random values on the server",
+       "Makes a tensor of DIMS filled on the server, no bytes uploaded, and names it NAME.\n"
+       "Uniform in [--low, --high) (ONNX RandomUniform; default [0, 1) for floating dtypes,\n"
+       "[0, 10) for integers, [0, 2) for bool; integers take the floor), or with --normal,\n"
+       "mean + scale * a standard normal draw (ONNX RandomNormal; default 0 and 1; floating\n"
+       "dtypes). The same --seed gives the same tensor on every server and device; without\n"
+       "one a seed is drawn and printed, so the tensor can be made again.",
+       &Shell::Random,
+       {"--dtype", "--seed", "--low", "--high", "--normal", "--mean", "--scale"}},
       {"run",
        "run [INPUT=TENSOR ...] [--fetch all|none|NAME[,NAME]]",
        "run the current model once",
@@ -376,21 +398,28 @@ const std::vector<Shell::Command>& Shell::Commands() {
       {"handles",
        "handles",
        "what this session holds on the server, with sizes",
-       "Lists every handle this session holds on the server (modules, VMs, tensors) with its\n"
-       "size and device, and what the shell calls it (%N and name, or the model).",
+       "Lists every handle this session holds on the server (modules, VMs, tensors): its size\n"
+       "(a tensor's bytes, a module's weights), what it holds of the session's memory on the\n"
+       "server (size classes: a tensor its block, a VM its weights' copy, planned memory and\n"
+       "last inputs and outputs, even those whose handles were freed, until its next run), its\n"
+       "device and what the shell calls it. The last line sets the total against the bytes\n"
+       "in use that info reports, and says what holds any difference.",
        &Shell::Handles,
        {}},
       {"free",
        "free TENSOR [TENSOR ...]",
        "free tensors on the server",
-       "Frees the tensors (%N or names) on the server; their ids and names are gone.",
+       "Frees the tensors (%N or names) on the server; their ids are gone. A name a freed\n"
+       "tensor held goes back to the tensor that held it before (the newest such one still\n"
+       "there), as the line printed says.",
        &Shell::Free,
        {}},
       {"info",
        "info",
        "the server, its devices and memory, and this session's bytes in use",
        "Says hello to the server again: its name, version and protocol, this session's id,\n"
-       "and per device its memory and the bytes this session uses there.",
+       "per device its memory and the bytes this session uses there, and how much of that\n"
+       "the session's handles hold (handles breaks it down).",
        &Shell::Info,
        {}},
       {"help",
@@ -487,12 +516,15 @@ ShellTensor& Shell::Add(const client::RemoteTensor& tensor, const std::string& n
     if (existing.tensor.handle == tensor.handle) t = &existing;  // one handle, one id
   }
   if (!t) {
-    tensors_.push_back(ShellTensor{next_id_++, tensor, "", origin});
+    tensors_.push_back(ShellTensor{next_id_++, tensor, "", origin, {}});
     t = &tensors_.back();
   }
   if (!name.empty()) {
     for (auto& other : tensors_) {
-      if (other.name == name) other.name.clear();
+      if (other.name == name && &other != t) {
+        other.name.clear();
+        other.former_names.push_back(name);  // back to it when the newer tensor is freed
+      }
     }
     t->name = name;
   }
@@ -699,6 +731,76 @@ Status Shell::Upload(const Args& args) {
   return OkStatus();
 }
 
+Status Shell::Zeros(const Args& args) { return MakeTensor("zeros", args); }
+
+Status Shell::Random(const Args& args) { return MakeTensor("random", args); }
+
+Status Shell::MakeTensor(const std::string& command, const Args& args) {
+  const bool random = command == "random";
+  REMEX_ASSIGN_OR_RETURN(
+      Parsed p, random
+                    ? ParseArgs(command, args, {"--dtype", "--seed", "--low", "--high", "--mean", "--scale"},
+                                {"--normal"})
+                    : ParseArgs(command, args, {"--dtype"}));
+  if (p.positional.size() != 2) return InvalidArgument(command + " takes NAME DIMS; see help " + command);
+  const std::string& name = p.positional[0];
+  REMEX_RETURN_IF_ERROR(CheckName("tensor name", name));
+  REMEX_ASSIGN_OR_RETURN(Shape shape, tooling::ParseDims(p.positional[1]));
+  const std::string dtype_name = p.Last("--dtype", "float32");
+  const std::optional<DType> dtype = DTypeFromName(dtype_name);
+  if (!dtype || *dtype == DType::kUndefined) {
+    return InvalidArgument("--dtype: '" + dtype_name +
+                           "' is no dtype with numbers (float32, float16, bfloat16, " +
+                           "float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool)");
+  }
+  TensorFill fill;
+  std::string how = "zeros";
+  if (random) {
+    const bool normal = p.Has("--normal");
+    if (normal && (p.Has("--low") || p.Has("--high"))) {
+      return InvalidArgument("--low and --high are a uniform fill's; --normal takes --mean and --scale");
+    }
+    if (!normal && (p.Has("--mean") || p.Has("--scale")))
+      return InvalidArgument("--mean and --scale need --normal");
+    fill.kind = normal ? TensorFill::Kind::kNormal : TensorFill::Kind::kUniform;
+    if (p.Has("--seed")) {
+      const std::string text = p.Last("--seed");
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fill.seed);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        return InvalidArgument("--seed must be a whole number >= 0, got '" + text + "'");
+      }
+    } else {
+      fill.seed = std::random_device{}() & 0xffffffffu;  // printed below, short enough to retype
+    }
+    if (normal) {
+      if (p.Has("--mean")) {
+        REMEX_ASSIGN_OR_RETURN(fill.mean, ParseNumber("--mean", p.Last("--mean")));
+      }
+      if (p.Has("--scale")) {
+        REMEX_ASSIGN_OR_RETURN(fill.scale, ParseNumber("--scale", p.Last("--scale")));
+      }
+      how =
+          "normal, mean " + tooling::Format("%g", fill.mean) + ", scale " + tooling::Format("%g", fill.scale);
+    } else {
+      fill = ResolveFillBounds(*dtype, fill);
+      if (p.Has("--low")) {
+        REMEX_ASSIGN_OR_RETURN(fill.low, ParseNumber("--low", p.Last("--low")));
+      }
+      if (p.Has("--high")) {
+        REMEX_ASSIGN_OR_RETURN(fill.high, ParseNumber("--high", p.Last("--high")));
+      }
+      how = "uniform in [" + tooling::Format("%g", fill.low) + ", " + tooling::Format("%g", fill.high) + ")";
+    }
+    how += ", seed " + std::to_string(fill.seed);
+  }
+  auto made = session_->client().Alloc(*dtype, shape, fill);
+  if (!made.ok()) return made.status().WithContext(command + " " + name);
+  const ShellTensor& t = Add(*made, name, how);
+  std::fprintf(out_, "%s (%s), %s, made on the server\n", Describe(t).c_str(),
+               tooling::FormatBytes(TensorBytes(t.tensor)).c_str(), how.c_str());
+  return OkStatus();
+}
+
 Status Shell::Run(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(Parsed p, ParseArgs("run", args, {"--fetch"}));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
@@ -889,11 +991,34 @@ Status Shell::Profile(const Args& args) {
   return OkStatus();
 }
 
+// The sentence of handles and info on where the session's memory is: what the
+// handles hold against the bytes in use that hello reports (servers of protocol 1.6
+// on say what each handle holds; older ones only the sizes).
+std::string Shell::MemorySummary(const std::vector<client::HandleInfo>& handles, uint64_t in_use) {
+  uint64_t held = 0;
+  bool known = !handles.empty();
+  for (const auto& h : handles) {
+    held += h.held_bytes;
+    known = known && h.held_known;
+  }
+  const std::string n = std::to_string(handles.size()) + (handles.size() == 1 ? " handle" : " handles");
+  if (!known) {
+    return n + "; the session has " + tooling::FormatBytes(in_use) + " in use on the server";
+  }
+  if (held == in_use) {
+    return n + " hold all " + tooling::FormatBytes(in_use) + " this session has in use on the server";
+  }
+  return n + " hold " + tooling::FormatBytes(held) + " of the " + tooling::FormatBytes(in_use) +
+         " this session has in use on the server; the other " +
+         tooling::FormatBytes(in_use > held ? in_use - held : 0) + " belongs to a request still running";
+}
+
 Status Shell::Handles(const Args& args) {
   if (!args.empty()) return InvalidArgument("handles takes no arguments");
   REMEX_ASSIGN_OR_RETURN(std::vector<client::HandleInfo> handles, session_->client().ListHandles());
-  std::vector<std::vector<std::string>> rows = {{"handle", "kind", "bytes", "device", "tensor", "shell"}};
-  uint64_t total = 0;
+  REMEX_ASSIGN_OR_RETURN(client::ServerInfo info, session_->Info());
+  std::vector<std::vector<std::string>> rows = {
+      {"handle", "kind", "size", "held", "device", "tensor", "shell"}};
   for (const auto& h : handles) {
     std::string what;
     for (const auto& m : session_->models()) {
@@ -904,13 +1029,15 @@ Status Shell::Handles(const Args& args) {
         what = "%" + std::to_string(t.id) + (t.name.empty() ? "" : " " + t.name) + " (" + t.origin + ")";
       }
     }
-    rows.push_back({std::to_string(h.handle), h.kind, h.bytes ? tooling::FormatBytes(h.bytes) : "-", h.device,
+    rows.push_back({std::to_string(h.handle), h.kind, h.bytes ? tooling::FormatBytes(h.bytes) : "-",
+                    h.held_known && h.held_bytes ? tooling::FormatBytes(h.held_bytes) : "-", h.device,
                     h.kind == "tensor" ? std::string(DTypeName(h.dtype)) + " " + ShapeToString(h.shape) : "",
                     what});
-    total += h.bytes;
   }
+  uint64_t in_use = 0;
+  for (const auto& d : info.devices) in_use += d.bytes_in_use;
   std::fputs(tooling::FormatTable(rows, "  ", 2, rows[0].size()).c_str(), out_);
-  std::fprintf(out_, "%zu handles, %s on the server\n", handles.size(), tooling::FormatBytes(total).c_str());
+  std::fprintf(out_, "%s\n", MemorySummary(handles, in_use).c_str());
   return OkStatus();
 }
 
@@ -925,10 +1052,24 @@ Status Shell::Free(const Args& args) {
     freed.push_back("%" + std::to_string(t->id) + (t->name.empty() ? "" : " " + t->name));
   }
   REMEX_RETURN_IF_ERROR(session_->client().Free(handles));
+  std::vector<std::string> names;  // the names the freed tensors held
   std::erase_if(tensors_, [&](const ShellTensor& t) {
-    return std::find(handles.begin(), handles.end(), t.tensor.handle) != handles.end();
+    const bool gone = std::find(handles.begin(), handles.end(), t.tensor.handle) != handles.end();
+    if (gone && !t.name.empty()) names.push_back(t.name);
+    return gone;
   });
   std::fprintf(out_, "freed %s\n", Join(freed, ", ").c_str());
+  // Each name goes back to the newest tensor that gave it up and has no name now.
+  for (const auto& name : names) {
+    for (auto t = tensors_.rbegin(); t != tensors_.rend(); ++t) {
+      auto former = std::find(t->former_names.begin(), t->former_names.end(), name);
+      if (former == t->former_names.end() || !t->name.empty()) continue;
+      t->former_names.erase(former);
+      t->name = name;
+      std::fprintf(out_, "  %s names %%%d again: %s\n", name.c_str(), t->id, Describe(*t).c_str());
+      break;
+    }
+  }
   return OkStatus();
 }
 
@@ -950,6 +1091,13 @@ Status Shell::Info(const Args& args) {
     models.push_back(m->name + (m.get() == current_ ? " (current)" : ""));
   std::fprintf(out_, "models   %s\n", models.empty() ? "none" : Join(models, ", ").c_str());
   std::fprintf(out_, "tensors  %zu\n", tensors_.size());
+  // The same figure handles breaks down, from the same two requests.
+  if (s.protocol_minor >= rpc::kMinorListHandles) {
+    REMEX_ASSIGN_OR_RETURN(std::vector<client::HandleInfo> handles, session_->client().ListHandles());
+    uint64_t in_use = 0;
+    for (const auto& d : s.devices) in_use += d.bytes_in_use;
+    std::fprintf(out_, "handles  %s (handles lists them)\n", MemorySummary(handles, in_use).c_str());
+  }
   return OkStatus();
 }
 
@@ -1009,6 +1157,11 @@ std::vector<std::string> Shell::Complete(const std::string& line) const {
   auto option_value = [&](const std::string& option) {
     if (option == "--layout") {
       for (const char* v : {"NCHW", "NHWC"}) add(v);
+    } else if (option == "--dtype" && (command == "zeros" || command == "random")) {
+      for (const char* v : {"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16",
+                            "int32", "uint32", "int64", "uint64", "bool"}) {
+        add(v);
+      }
     } else if (option == "--dtype") {
       for (const char* v : {"float32", "float16"}) add(v);
     } else if (option == "--fetch") {
@@ -1024,9 +1177,10 @@ std::vector<std::string> Shell::Complete(const std::string& line) const {
     } else {
       // A number, a spec or a name nobody can guess; flags take no value.
       const bool known = std::find(cmd->options.begin(), cmd->options.end(), option) != cmd->options.end();
-      static const std::set<std::string> kFlags = {"--strict",        "--no-fuse-epilogues", "--no-fold-batchnorm",
-                                                   "--no-equal-nan",  "--fail-unstable",     "--find-peak",
-                                                   "--audit",         "--no-audit"};
+      static const std::set<std::string> kFlags = {
+          "--strict",       "--no-fuse-epilogues", "--no-fold-batchnorm",
+          "--no-equal-nan", "--fail-unstable",     "--find-peak",
+          "--audit",        "--no-audit",          "--normal"};
       return known && !kFlags.count(option);
     }
     return true;
@@ -1157,8 +1311,9 @@ int RunInteractive(Shell& shell, const ShellOptions& options) {
   }
 
   const auto& c = shell.session().connection();
-  std::printf("remex shell on %s, %s: help lists the commands, quit or Ctrl-D leaves\n", c.server.c_str(),
-              c.device.c_str());
+  std::printf("remex shell on %s, %s, session %llu: help lists the commands, quit or Ctrl-D leaves\n",
+              c.server.c_str(), c.device.c_str(),
+              static_cast<unsigned long long>(shell.session().client().server_info().session_id));
   TerminalProgress progress(true);
   shell.set_progress([&progress](const std::string& step) { progress.Step(step); });
   bool history_warned = false;

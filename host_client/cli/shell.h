@@ -11,7 +11,8 @@
 // it runs the same under a terminal (RunShell: libedit line editing, history, TAB
 // completion) as from a script or a test. A tensor is named by the shell's id %N
 // (printed whenever one is made) or by its name; a name moves to the newest tensor
-// given it (an upload, a run's output), the older one keeps its id.
+// given it (an upload, a run's output, zeros, random), the older one keeps its id, and
+// gets the name back when the newer one is freed.
 #pragma once
 
 #include <atomic>
@@ -34,7 +35,10 @@ struct ShellTensor {
   int id = 0;  // %N
   client::RemoteTensor tensor;
   std::string name;    // "" once the name has moved to a newer tensor (or none given)
-  std::string origin;  // "x.npy", "h_next of rnn"
+  std::string origin;  // "x.npy", "h_next of rnn", "uniform in [0, 1), seed 7"
+  // Names this tensor gave up to newer tensors, oldest first: when the newer one is
+  // freed, its name comes back here (Free).
+  std::vector<std::string> former_names;
 };
 
 class Shell {
@@ -91,6 +95,11 @@ class Shell {
   Status Inputs(const std::vector<std::string>& args);
   Status Outputs(const std::vector<std::string>& args);
   Status Upload(const std::vector<std::string>& args);
+  Status Zeros(const std::vector<std::string>& args);
+  Status Random(const std::vector<std::string>& args);
+  // zeros and random: NAME DIMS and their options, a tensor made on the server
+  // (client::Session::Alloc with a TensorFill).
+  Status MakeTensor(const std::string& command, const std::vector<std::string>& args);
   Status Run(const std::vector<std::string>& args);
   Status Fetch(const std::vector<std::string>& args);
   Status Stats(const std::vector<std::string>& args);
@@ -116,6 +125,9 @@ class Shell {
   ShellTensor& Add(const client::RemoteTensor& tensor, const std::string& name, const std::string& origin);
   // "%3 h_next: float32 [1, 4]".
   static std::string Describe(const ShellTensor& t);
+  // "4 handles hold all 635.5 KiB this session has in use on the server", or what
+  // else holds the difference: the one sentence of handles and info.
+  static std::string MemorySummary(const std::vector<client::HandleInfo>& handles, uint64_t in_use);
 
   std::unique_ptr<tooling::InteractiveSession> session_;
   FILE* out_;

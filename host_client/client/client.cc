@@ -347,10 +347,38 @@ StatusOr<uint64_t> Session::CreateVm(uint64_t module, const std::string& device)
 }
 
 StatusOr<RemoteTensor> Session::Alloc(DType dtype, const Shape& shape, const std::string& device) {
+  return Alloc(dtype, shape, TensorFill{}, device);
+}
+
+StatusOr<RemoteTensor> Session::Alloc(DType dtype, const Shape& shape, const TensorFill& fill,
+                                      const std::string& device) {
+  if (fill.kind != TensorFill::Kind::kZeros && info_.protocol_minor < rpc::kMinorTensorFill) {
+    return Unimplemented("the server speaks protocol " + std::to_string(info_.protocol_major) + "." +
+                         std::to_string(info_.protocol_minor) + ": tensors filled on the server need 1." +
+                         std::to_string(rpc::kMinorTensorFill) + " (update remex-server)");
+  }
   Request req;
   auto r = req.root.initTensorAlloc();
   rpc::WriteTensorDesc(r.initDesc(), dtype, shape);
   r.setDevice(device);
+  auto f = r.initFill();
+  switch (fill.kind) {
+    case TensorFill::Kind::kZeros:
+      f.setKind(wire::TensorFill::Kind::ZEROS);
+      break;
+    case TensorFill::Kind::kUniform:
+      f.setKind(wire::TensorFill::Kind::UNIFORM);
+      break;
+    case TensorFill::Kind::kNormal:
+      f.setKind(wire::TensorFill::Kind::NORMAL);
+      break;
+  }
+  f.setBounded(fill.bounded);
+  f.setLow(fill.low);
+  f.setHigh(fill.high);
+  f.setMean(fill.mean);
+  f.setScale(fill.scale);
+  f.setSeed(fill.seed);
   RemoteTensor t;
   REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::TENSOR, [&](wire::Reply::Reader reply, rpc::Frame&) {
     REMEX_ASSIGN_OR_RETURN(t, ToRemote(reply.getTensor()));
@@ -838,22 +866,25 @@ StatusOr<std::vector<HandleInfo>> Session::ListHandles() {
   Request req;
   req.root.initListHandles();
   std::vector<HandleInfo> handles;
-  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::LIST_HANDLES, [&](wire::Reply::Reader reply, rpc::Frame&) {
-    for (auto e : reply.getListHandles().getHandles()) {
-      HandleInfo h;
-      h.handle = e.getHandle();
-      h.kind = e.getKind();
-      h.bytes = e.getBytes();
-      h.device = e.getDevice();
-      if (h.kind == "tensor") {
-        REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(e.getDesc()));
-        h.dtype = desc.first;
-        h.shape = std::move(desc.second);
-      }
-      handles.push_back(std::move(h));
-    }
-    return OkStatus();
-  }));
+  REMEX_RETURN_IF_ERROR(
+      Call(*rpc_, req, wire::Reply::LIST_HANDLES, [&](wire::Reply::Reader reply, rpc::Frame&) {
+        for (auto e : reply.getListHandles().getHandles()) {
+          HandleInfo h;
+          h.handle = e.getHandle();
+          h.kind = e.getKind();
+          h.bytes = e.getBytes();
+          h.device = e.getDevice();
+          h.held_known = info_.protocol_minor >= rpc::kMinorHeldBytes;
+          h.held_bytes = e.getHeldBytes();
+          if (h.kind == "tensor") {
+            REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(e.getDesc()));
+            h.dtype = desc.first;
+            h.shape = std::move(desc.second);
+          }
+          handles.push_back(std::move(h));
+        }
+        return OkStatus();
+      }));
   return handles;
 }
 

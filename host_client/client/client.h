@@ -23,6 +23,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "base/tensor_fill.h"
 #include "rpc/load_scenario.h"
 #include "host_client/client/npy.h"
 #include "rpc/tls.h"
@@ -109,6 +110,12 @@ struct HandleInfo {
   Shape shape;                      // tensors
   uint64_t bytes = 0;  // tensors: their memory; modules: their constants
   std::string device;  // "cpu", "cuda:0"
+  // The bytes of the session's memory (size classes, as ServerInfo's bytes_in_use
+  // counts them) this handle keeps alive and no handle listed before it does (tensors
+  // first, then VMs: constants' copies, arenas, last inputs and outputs); modules 0.
+  // Known from servers of protocol 1.6 on (held_known).
+  uint64_t held_bytes = 0;
+  bool held_known = false;
 };
 
 struct ValueInfo {
@@ -378,6 +385,12 @@ class Session {
   static std::string ContentHash(std::span<const std::byte> executable);
   StatusOr<uint64_t> CreateVm(uint64_t module, const std::string& device = "");
   StatusOr<RemoteTensor> Alloc(DType dtype, const Shape& shape, const std::string& device = "");
+  // tensorAlloc of a tensor filled on the server (base/tensor_fill.h: zeros, uniform,
+  // normal from a seed); no bytes cross the wire. INVALID_ARGUMENT from the server
+  // when the fill does not suit the dtype; UNIMPLEMENTED, before anything is sent,
+  // for a random fill to a server older than protocol 1.6 (it would answer zeros).
+  StatusOr<RemoteTensor> Alloc(DType dtype, const Shape& shape, const TensorFill& fill,
+                               const std::string& device = "");
   // tensorWrite of a new tensor (one round trip).
   StatusOr<RemoteTensor> Upload(const npy::Array& array, const std::string& device = "");
   // tensorWrite of a new tensor straight from the caller's bytes (no copy on the host:

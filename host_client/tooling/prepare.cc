@@ -195,6 +195,7 @@ SessionReport DescribeSession(const ModelRequest& request, PreparedModel& p) {
   r.model = request.model;
   r.server = p.connection.server;
   r.device = p.connection.device;
+  r.session_id = s.server_info().session_id;
   r.bytes_sent = s.bytes_sent();
   r.bytes_received = s.bytes_received();
   r.executable_bytes = p.executable.bytes.size();

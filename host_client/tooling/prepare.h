@@ -77,6 +77,9 @@ struct SessionReport {
   std::string model;
   std::string server;
   std::string device;
+  // The server's number for the session (hello's sessionId): the one its log, the
+  // shell's info and banner, and Python's Session.info() name.
+  uint64_t session_id = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;  // on the wire, frames included
   uint64_t executable_bytes = 0;
   bool module_cache_hit = false;  // the module was not uploaded

@@ -92,6 +92,7 @@ void AddSession(const SessionReport& s, json& j) {
   j["model"] = s.model;
   j["server"] = s.server;
   j["device"] = s.device;
+  j["session_id"] = s.session_id;
   j["bytes"] = {{"sent", s.bytes_sent},
                 {"received", s.bytes_received},
                 {"executable", s.executable_bytes},
@@ -430,6 +431,7 @@ json ToJson(const BenchReport& r) {
       {"max_trials", r.options.max_trials},
       {"extended", {{"reasons", r.extended.reasons},
                     {"unmet", r.extended.unmet},
+                    {"stopped", r.extended.stopped},
                     {"requests", r.extended.requests},
                     {"duration_s", r.extended.duration_s}}},
       {"stable", r.stability.stable},

@@ -242,6 +242,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     return sig != 0 ? "interrupted by " + SignalName(sig) : std::string("cancelled on the server");
   };
   timing.partial_on_cancel = true;
+  std::vector<std::string> lacking;  // what the requests so far left unmet
   for (;;) {
     if (interrupted() != 0) {
       r.partial = stopped_by();
@@ -253,6 +254,17 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
       // requests before it are kept.
       if (result.status().code() == StatusCode::kCancelled && !r.samples_ms.empty()) {
         r.partial = stopped_by();
+        break;
+      }
+      // A request that extends the run and would pass the server's time limit (its
+      // projection from this request's first samples, on a loaded machine perhaps far
+      // slower than the run's): the run ends with what it has, its rules unmet.
+      if (result.status().code() == StatusCode::kDeadlineExceeded && !r.samples_ms.empty()) {
+        r.extended.unmet = lacking;
+        std::string why(result.status().message());
+        why = why.substr(0, why.find(';'));  // not its advice to lower --repeat: the run chose it
+        if (why.rfind("benchmark: ", 0) == 0) why = why.substr(11);
+        r.extended.stopped = "request " + std::to_string(r.extended.requests + 1) + " refused: " + why;
         break;
       }
       return result.status().WithContext("benchmark");
@@ -289,7 +301,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     // What the run still lacks, and how many samples would supply it.
     const size_t n = r.samples_ms.size();
     const double span = std::max(end_s / static_cast<double>(n), 1e-9);  // seconds per sample
-    std::vector<std::string> lacking;
+    lacking.clear();
     double need = 0;
     if (end_s < options.min_duration_s) {
       lacking.push_back("min_duration");
@@ -311,6 +323,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     if (lacking.empty()) break;
     if (r.extended.requests >= options.max_trials) {
       r.extended.unmet = lacking;
+      r.extended.stopped = "max trials reached";
       break;
     }
     for (const auto& reason : lacking) AddReason(r.extended.reasons, reason);

@@ -105,8 +105,12 @@ struct BenchExtension {
   // The rules that extended it, in the order they first did: "min_duration",
   // "min_samples", "stability". Empty when the first request was a valid run.
   std::vector<std::string> reasons;
-  // The rules still unmet when max_trials stopped the run (a subset of the three).
+  // The rules still unmet when extending stopped (a subset of the three): at
+  // max_trials, or when the server refused the next request (`stopped`).
   std::vector<std::string> unmet;
+  // Why extending stopped with rules unmet: "max trials reached", or the server's
+  // refusal of the next request (its time limit, projected from the samples so far).
+  std::string stopped;
   uint32_t requests = 0;  // benchmark requests of the run, the first included
   double duration_s = 0;  // the run's measured duration: the last sample's end
 };

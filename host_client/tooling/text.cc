@@ -264,7 +264,8 @@ std::string BenchText(const BenchReport& r) {
   text += line;
   if (!x.reasons.empty()) text += ", extended for " + Join(x.reasons);
   if (!x.unmet.empty()) {
-    text += "; max trials reached, still lacking " + Join(x.unmet);
+    text += "; " + (x.stopped.empty() ? std::string("max trials reached") : x.stopped) + ", still lacking " +
+            Join(x.unmet);
   }
   text += "\n";
   const auto& st = r.stability;

@@ -27,7 +27,7 @@ def tensor_handles(s):
 def test_info_names_the_server_and_protocol(session):
     info = session.info()
     assert info["name"] == "remex-server"
-    assert info["protocol"] == "1.5"
+    assert info["protocol"] == "1.6"
     assert info["devices"][0]["name"] == "cpu"
     assert session.device.startswith("cpu")
     assert session.server.startswith("127.0.0.1:")
@@ -188,7 +188,7 @@ def test_benchmark_reports_what_remex_bench_json_reports(session, models):
     median = r.percentiles[0]
     assert median["bounded"] and median["lower_ms"] <= median["value_ms"] <= median["upper_ms"]
     assert not r.percentiles[1]["bounded"] and r.percentiles[1]["min_samples"] == 29
-    assert r.extended == {"reasons": [], "unmet": ["stability"], "requests": 1, "duration_s": r.sample_end_s[-1]}
+    assert r.extended == {"reasons": [], "unmet": ["stability"], "stopped": "max trials reached", "requests": 1, "duration_s": r.sample_end_s[-1]}
     assert not r.stable and r.stability["verdict"] == "too few windows (1 of 3)"
     assert "median" in str(r)
     cli = subprocess.run([CLI_BIN, "bench", models["add_relu"], "--server", session.server, "--repeat", "3",
