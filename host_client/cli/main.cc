@@ -27,6 +27,7 @@
 //   remex history [--results URL] [--model M] [--labels S] [--since T] [--limit N] [--json]
 //   remex dashboard [--results URL] [--farm redis://HOST:PORT[/DB]] [--listen HOST:PORT] [--token-file F]
 //                 [--tls-cert F --tls-key F [--tls-client-ca F]] [--insecure] [regression options]
+//   remex completion bash|zsh   (the shell's completion script, from these definitions: completion.h)
 // RECORD OPTIONS (bench, check, suite): --record [URL] (default $REMEX_RESULTS, else a SQLite
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
@@ -65,6 +66,7 @@
 #include <utility>
 #include <vector>
 
+#include "host_client/cli/completion.h"
 #include "host_client/cli/progress.h"
 #include "host_client/cli/render.h"
 #include "host_client/cli/shell.h"
@@ -1800,6 +1802,13 @@ int main(int argc, char** argv) {
       "the port reads the store and the farm");
   AddRegressionOptions(dashboard_cmd, dashboard.options);
 
+  std::string completion_shell;
+  auto* completion_cmd = app.add_subcommand(
+      "completion", "print the bash or zsh completion script of remex (docs/cli.md, \"Shell completion\")");
+  completion_cmd->add_option("shell", completion_shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--record") == 0 && (i + 1 == argc || !LooksLikeUrl(argv[i + 1]))) {
       argv[i] = const_cast<char*>(kRecordDefaultFlag);
@@ -1813,6 +1822,12 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
+  if (*completion_cmd) {
+    const std::string script = completion_shell == "bash" ? remex::cli::BashCompletionScript(app, "remex")
+                                                          : remex::cli::ZshCompletionScript(app, "remex");
+    std::fputs(script.c_str(), stdout);
+    return tooling::kExitOk;
+  }
   if (*compile_cmd) return Compile(compile);
   if (*gen_sr_cmd) return GenSr(gen_sr);
   if (*run_cmd) return Run(run);
