@@ -50,6 +50,7 @@ packages=(
   chromium                      # draws the --html pages, headless, in tests/bench_report_test.py
   chromium-driver python3-selenium   # drive it: remex dashboard's pages in tests/dashboard_test.py
   curl                          # the docs' dashboard examples fetch its pages
+  zsh                           # remex completion zsh, run in a real zsh (host_client/cli/completion_test.py)
 )
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -27,6 +27,7 @@
 //   remex history [--results URL] [--model M] [--labels S] [--since T] [--limit N] [--json]
 //   remex dashboard [--results URL] [--farm redis://HOST:PORT[/DB]] [--listen HOST:PORT] [--token-file F]
 //                 [--tls-cert F --tls-key F [--tls-client-ca F]] [--insecure] [regression options]
+//   remex completion bash|zsh   (the shell's completion script, from these definitions: completion.h)
 // RECORD OPTIONS (bench, check, suite): --record [URL] (default $REMEX_RESULTS, else a SQLite
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
@@ -65,6 +66,7 @@
 #include <utility>
 #include <vector>
 
+#include "host_client/cli/completion.h"
 #include "host_client/cli/progress.h"
 #include "host_client/cli/render.h"
 #include "host_client/cli/shell.h"
@@ -89,6 +91,7 @@
 #include "host_client/tooling/web_server.h"
 #include "rpc/auth.h"
 #include "rpc/farm_lease.h"
+#include "rpc/load_scenario.h"
 #include "rpc/tls.h"
 
 #ifndef REMEX_VERSION
@@ -128,10 +131,12 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
   cmd->add_flag("--strict", specs.strict,
                 "with --dispatch: refuse shapes outside every bucket instead of running the generic function");
   cmd->add_option("--layout", specs.layout, "activation layout between convolutions: NCHW or NHWC")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"NCHW", "NHWC"}, CLI::ignore_case));
   cmd->add_option("--dtype", specs.dtype,
                   "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "float16"}));
   cmd->add_flag("--no-fuse-epilogues", [&specs](int64_t) { specs.fuse_epilogues = false; },
                 "keep Conv and MatMul, their Add and their activation as separate kernels");
   cmd->add_flag("--no-fold-batchnorm", [&specs](int64_t) { specs.fold_batchnorm = false; },
@@ -206,11 +211,14 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionArgs& args) {
   cmd->add_option("--compression", args.compression, "tensor attachments: auto (zstd where it pays), none, or zstd[:LEVEL]")
       ->capture_default_str();
   cmd->add_option("--token-file", args.token_file,
-                  "the server's token (remex-server --token-file); default: the REMEX_TOKEN environment variable");
+                  "the server's token (remex-server --token-file); default: the REMEX_TOKEN environment variable")
+      ->type_name("FILE");
   cmd->add_option("--tls-ca", args.tls_ca,
-                  "connect to --server over TLS; PEM file of the CA the server's certificate must chain to");
-  cmd->add_option("--tls-cert", args.tls_cert, "with --tls-ca: this client's PEM certificate (mutual TLS)");
-  cmd->add_option("--tls-key", args.tls_key, "with --tls-cert: its PEM private key");
+                  "connect to --server over TLS; PEM file of the CA the server's certificate must chain to")
+      ->type_name("FILE");
+  cmd->add_option("--tls-cert", args.tls_cert, "with --tls-ca: this client's PEM certificate (mutual TLS)")
+      ->type_name("FILE");
+  cmd->add_option("--tls-key", args.tls_key, "with --tls-cert: its PEM private key")->type_name("FILE");
   cmd->add_option("--tls-server-name", args.tls_server_name,
                   "with --tls-ca: the name the server's certificate must carry, when --server's host is not it");
   cmd->add_option("--connect-timeout", args.connect_timeout_s, "seconds to wait for the server to accept")
@@ -224,7 +232,7 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionArgs& args) {
 }
 
 void AddSessionOptions(CLI::App* cmd, SessionArgs& args) {
-  cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required();
+  cmd->add_option("model", args.model, "MODEL.onnx or MODEL.rmx")->required()->type_name("FILE");
   AddCompileOptions(cmd, args.compile);
   AddConnectionOptions(cmd, args);
   cmd->add_option("--input", args.inputs, "NAME=FILE.npy (repeatable); other inputs are random");
@@ -442,9 +450,11 @@ struct ReportFiles {
 
 void AddReportFileOptions(CLI::App* cmd, ReportFiles& files) {
   cmd->add_option("--csv", files.csv,
-                  "write the samples (or, with load levels, one row per level) as CSV to this file (docs/cli.md)");
+                  "write the samples (or, with load levels, one row per level) as CSV to this file (docs/cli.md)")
+      ->type_name("FILE");
   cmd->add_option("--html", files.html,
-                  "write a self-contained HTML page with the report's charts to this file (no network needed)");
+                  "write a self-contained HTML page with the report's charts to this file (no network needed)")
+      ->type_name("FILE");
 }
 
 // The command line as a POSIX shell reads it back: arguments of other characters than
@@ -1464,28 +1474,31 @@ int main(int argc, char** argv) {
 
   CompileArgs compile;
   auto* compile_cmd = app.add_subcommand("compile", "compile an ONNX model to a Remex executable (.rmx)");
-  compile_cmd->add_option("model", compile.model, "MODEL.onnx")->required();
-  compile_cmd->add_option("-o,--output", compile.output, "MODEL.rmx")->required();
+  compile_cmd->add_option("model", compile.model, "MODEL.onnx")->required()->type_name("FILE");
+  compile_cmd->add_option("-o,--output", compile.output, "MODEL.rmx")->required()->type_name("FILE");
   AddCompileOptions(compile_cmd, compile.compile);
   compile_cmd->add_flag("--stats", compile.stats, "print kernels by op, placement, layout, buckets and functions");
   compile_cmd->add_flag("--json", compile.json, "print one JSON object (the signature, symbols and statistics)");
 
   GenSrArgs gen_sr;
   auto* gen_sr_cmd = app.add_subcommand("gen-sr", "write a synthetic EDSR-style x4 super-resolution ONNX model");
-  gen_sr_cmd->add_option("-o,--output", gen_sr.output, "SR.onnx")->required();
+  gen_sr_cmd->add_option("-o,--output", gen_sr.output, "SR.onnx")->required()->type_name("FILE");
   gen_sr_cmd->add_option("--height", gen_sr.height, "input height")->capture_default_str();
   gen_sr_cmd->add_option("--width", gen_sr.width, "input width")->capture_default_str();
-  gen_sr_cmd->add_option("--dtype", gen_sr.dtype, "float32 or float16")->capture_default_str();
+  gen_sr_cmd->add_option("--dtype", gen_sr.dtype, "float32 or float16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "float16"}));
   gen_sr_cmd->add_option("--seed", gen_sr.seed, "weight generator seed")->capture_default_str();
   gen_sr_cmd->add_option("--depth-to-space", gen_sr.depth_to_space,
                          "native (DepthToSpace nodes) or reshape (their Reshape-Transpose-Reshape definition)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "reshape"}));
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "run a model on a device server and fetch its outputs");
   AddSessionOptions(run_cmd, run);
   run_cmd->add_option("--fetch", run.fetch, "outputs to fetch: all, none or NAME[,NAME]")->capture_default_str();
-  run_cmd->add_option("--output-dir", run.output_dir, "write each fetched output as DIR/NAME.npy");
+  run_cmd->add_option("--output-dir", run.output_dir, "write each fetched output as DIR/NAME.npy")->type_name("DIR");
   run_cmd->add_flag("--save-inputs", run.save_inputs, "with --output-dir: also write the inputs as DIR/inputs/NAME.npy");
 
   BenchArgs bench;
@@ -1542,7 +1555,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option(
       "--trace", bench.trace,
       "with or without --profile: write the profiled invokes' trace (trace-event JSON, one slice "
-      "per kernel and VM instruction) to this file");
+      "per kernel and VM instruction) to this file")
+      ->type_name("FILE");
   bench_cmd->add_option(
       "--variant", bench.variants,
       "KEY=VALUE[,KEY=VALUE] of compile options (layout, dtype, fuse-epilogues, fold-batchnorm, "
@@ -1550,9 +1564,12 @@ int main(int argc, char** argv) {
       "interleaved, in one table (repeatable)");
   // Load scenarios (docs/cli.md, "Load scenarios").
   auto& load = bench.load;
+  std::vector<std::string> scenarios;
+  for (remex::LoadScenario s : remex::kLoadScenarios) scenarios.push_back(remex::LoadScenarioName(s));
   bench_cmd->add_option("--scenario", load.scenario,
                         "a load scenario generated on the server instead of the time evaluator: single-stream, "
-                        "multi-stream, server or offline (MLPerf LoadGen's)");
+                        "multi-stream, server or offline (MLPerf LoadGen's)")
+      ->check(CLI::IsMember(scenarios));
   bench_cmd->add_option("--concurrency", load.concurrency,
                         "instances of the model running at once: N, or a sweep A:B[:STEP] (one row per level); "
                         "default 1, multi-stream: one per sample");
@@ -1584,8 +1601,8 @@ int main(int argc, char** argv) {
       "diff",
       "compare two saved bench reports (remex bench --json): medians, their ratio and whether it is beyond "
       "the noise; per op and node when both are profiled");
-  diff_cmd->add_option("a", diff.a, "A.json, the baseline")->required();
-  diff_cmd->add_option("b", diff.b, "B.json, compared with A")->required();
+  diff_cmd->add_option("a", diff.a, "A.json, the baseline")->required()->type_name("FILE");
+  diff_cmd->add_option("b", diff.b, "B.json, compared with A")->required()->type_name("FILE");
   diff_cmd
       ->add_option("--confidence", diff.confidence,
                    "of the intervals; a difference is beyond the noise when "
@@ -1599,7 +1616,7 @@ int main(int argc, char** argv) {
   ReportArgs report;
   auto* report_cmd = app.add_subcommand(
       "report", "write the CSV or the self-contained HTML page (charts) of a saved bench report (remex bench --json)");
-  report_cmd->add_option("report", report.input, "BENCH.json")->required();
+  report_cmd->add_option("report", report.input, "BENCH.json")->required()->type_name("FILE");
   AddReportFileOptions(report_cmd, report.files);
 
   CheckArgs check;
@@ -1607,7 +1624,8 @@ int main(int argc, char** argv) {
   AddSessionOptions(check_cmd, check);
   check_cmd->add_option("--reference", check.options.reference,
                         "folder of NAME.npy references (inputs from DIR/inputs/NAME.npy when present)")
-      ->required();
+      ->required()
+      ->type_name("DIR");
   check_cmd->add_option("--rtol", check.options.rtol, "relative tolerance, >= 0")->capture_default_str();
   check_cmd->add_option("--atol", check.options.atol, "absolute tolerance, >= 0")->capture_default_str();
   check_cmd->add_flag("--equal-nan,!--no-equal-nan", check.options.equal_nan,
@@ -1616,8 +1634,8 @@ int main(int argc, char** argv) {
 
   CompareArgs compare;
   auto* compare_cmd = app.add_subcommand("compare", "compare .npy files (or folders of them) like numpy.allclose");
-  compare_cmd->add_option("expected", compare.expected, "EXPECTED.npy or folder")->required();
-  compare_cmd->add_option("actual", compare.actual, "ACTUAL.npy or folder")->required();
+  compare_cmd->add_option("expected", compare.expected, "EXPECTED.npy or folder")->required()->type_name("FILE");
+  compare_cmd->add_option("actual", compare.actual, "ACTUAL.npy or folder")->required()->type_name("FILE");
   compare_cmd->add_option("--rtol", compare.rtol, "relative tolerance, >= 0")->capture_default_str();
   compare_cmd->add_option("--atol", compare.atol, "absolute tolerance, >= 0")->capture_default_str();
   compare_cmd->add_flag("--equal-nan,!--no-equal-nan", compare.equal_nan,
@@ -1629,20 +1647,22 @@ int main(int argc, char** argv) {
       "shell", "an interactive shell on one session: load models, upload tensors, run, fetch, compare and bench "
                "them while they stay on the server (commands from stdin when it is no terminal)");
   AddConnectionOptions(shell_cmd, shell);
-  shell_cmd->add_option("--history", shell.history, "the command history file (default: $HOME/.remex_history)");
+  shell_cmd->add_option("--history", shell.history, "the command history file (default: $HOME/.remex_history)")
+      ->type_name("FILE");
   shell_cmd->add_flag("--no-history", shell.no_history, "read and write no history file");
 
   SuiteArgs suite;
   auto* suite_cmd = app.add_subcommand(
       "suite", "run a test suite (SUITE.toml) over one server, the embedded one, or devices leased from a farm, with a "
                "JUnit report (docs/farm.md)");
-  suite_cmd->add_option("suite", suite.suite, "SUITE.toml")->required();
+  suite_cmd->add_option("suite", suite.suite, "SUITE.toml")->required()->type_name("FILE");
   suite_cmd->add_option("--server", suite.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
-  suite_cmd->add_option("--token-file", suite.token_file, "the server's token (default: $REMEX_TOKEN)");
+  suite_cmd->add_option("--token-file", suite.token_file, "the server's token (default: $REMEX_TOKEN)")
+      ->type_name("FILE");
   AddFarmLeaseOptions(suite_cmd, suite.farm, suite.pool, suite.labels, suite.lease_wait_s);
   suite_cmd->add_option("--jobs", suite.jobs, "cases run at once (with --farm: devices leased at once)")
       ->capture_default_str();
-  suite_cmd->add_option("--junit", suite.junit, "write a JUnit XML report to this file");
+  suite_cmd->add_option("--junit", suite.junit, "write a JUnit XML report to this file")->type_name("FILE");
   suite_cmd->add_option("--timeout", suite.timeout_s, "seconds one request may take")->capture_default_str();
   suite_cmd->add_flag("--json", suite.json, "print one JSON object");
   AddRecordOptions(suite_cmd, suite.record);
@@ -1675,7 +1695,9 @@ int main(int argc, char** argv) {
                    "when the lease is lost: seconds between SIGTERM and SIGKILL to the command's process group "
                    "(farm lease then exits 75)")
       ->capture_default_str();
-  farm_lease_cmd->add_option("command", farm_lease.command, "the command to run, after --")->required();
+  farm_lease_cmd->add_option("command", farm_lease.command, "the command to run, after --")
+      ->required()
+      ->type_name("COMMAND");
   FarmInstallArgs farm_install;
   auto* farm_install_cmd = farm_cmd->add_subcommand(
       "install-functions", "load the lease functions, signing lease records with the farm key, into the farm's Redis");
@@ -1683,7 +1705,8 @@ int main(int argc, char** argv) {
       ->envname("REMEX_FARM");
   farm_install_cmd->add_option("--farm-key-file", farm_install.key_file,
                                "the farm key: a file of at least 32 bytes, mode 600, which every farm server gets too")
-      ->required();
+      ->required()
+      ->type_name("FILE");
   std::vector<FarmDrainArgs> drains(2);
   drains[1].undrain = true;
   std::vector<CLI::App*> drain_cmds;
@@ -1764,17 +1787,27 @@ int main(int argc, char** argv) {
   dashboard_cmd->add_option(
       "--token-file", dashboard.token_file,
       "require this token (at least 16 bytes): browsers log in with it once (a session cookie), "
-      "API clients send \"Authorization: Bearer TOKEN\"");
+      "API clients send \"Authorization: Bearer TOKEN\"")
+      ->type_name("FILE");
   dashboard_cmd->add_option("--tls-cert", dashboard.tls_cert,
-                            "serve HTTPS (TLS 1.2 or later) with this PEM certificate chain");
-  dashboard_cmd->add_option("--tls-key", dashboard.tls_key, "the PEM private key of --tls-cert");
+                            "serve HTTPS (TLS 1.2 or later) with this PEM certificate chain")
+      ->type_name("FILE");
+  dashboard_cmd->add_option("--tls-key", dashboard.tls_key, "the PEM private key of --tls-cert")->type_name("FILE");
   dashboard_cmd->add_option("--tls-client-ca", dashboard.tls_client_ca,
-                            "mutual TLS: require a client certificate signed by a CA of this PEM file");
+                            "mutual TLS: require a client certificate signed by a CA of this PEM file")
+      ->type_name("FILE");
   dashboard_cmd->add_flag(
       "--insecure", dashboard.insecure,
       "serve a non-loopback address without --token-file or --tls-client-ca: anyone who reaches "
       "the port reads the store and the farm");
   AddRegressionOptions(dashboard_cmd, dashboard.options);
+
+  std::string completion_shell;
+  auto* completion_cmd = app.add_subcommand(
+      "completion", "print the bash or zsh completion script of remex (docs/cli.md, \"Shell completion\")");
+  completion_cmd->add_option("shell", completion_shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
 
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--record") == 0 && (i + 1 == argc || !LooksLikeUrl(argv[i + 1]))) {
@@ -1789,6 +1822,12 @@ int main(int argc, char** argv) {
   }
   // The embedded server logs warnings and errors only.
   spdlog::set_level(spdlog::level::warn);
+  if (*completion_cmd) {
+    const std::string script = completion_shell == "bash" ? remex::cli::BashCompletionScript(app, "remex")
+                                                          : remex::cli::ZshCompletionScript(app, "remex");
+    std::fputs(script.c_str(), stdout);
+    return tooling::kExitOk;
+  }
   if (*compile_cmd) return Compile(compile);
   if (*gen_sr_cmd) return GenSr(gen_sr);
   if (*run_cmd) return Run(run);
