@@ -134,15 +134,16 @@ def benchmark(r: Any) -> str:
     if r.load is None:
         parts.append(_title("remex.BenchmarkResult",
                             f"{r.function}: {len(r.samples_ms or [])} samples \u00d7 {r.number} calls ({r.timer})"))
-        conf = f" (interval at {_number(r.confidence)})" if r.confidence is not None else ""
-        rows = [["median ms" + conf, _percentile(r, 50)], ["p90 ms" + conf, _percentile(r, 90)],
-                ["p99 ms" + conf, _percentile(r, 99)], ["mean ms", _number(r.mean_ms)],
-                ["min ms", _number(r.min_ms)], ["max ms", _number(r.max_ms)], ["std ms", _number(r.std_ms)],
-                ["stable", (r.stability or {}).get("verdict", _number(r.stable))]]
+        header = "ms" + (f" [interval at {_number(r.confidence)}]" if r.confidence is not None else "")
+        rows = [["median", _percentile(r, 50)], ["p90", _percentile(r, 90)], ["p99", _percentile(r, 99)],
+                ["mean", _number(r.mean_ms)], ["min", _number(r.min_ms)], ["max", _number(r.max_ms)],
+                ["std", _number(r.std_ms)]]
         phases = r.phases_ms or {}
         if phases.get("first_invoke") is not None:
-            rows.append(["first call ms (cold)", _number(phases["first_invoke"])])
-        parts.append(_table(["", "value"], rows))
+            rows.append(["first call (cold)", _number(phases["first_invoke"])])
+        parts.append(_table(["", header], rows))
+        if r.stability:
+            parts.append(f"<div>{_e(r.stability['verdict'])}</div>" if r.stable else _note(r.stability["verdict"]))
     else:
         title = f"scenario {r.scenario}: {len(r.levels)} levels"
         if r.peak_qps is not None:
