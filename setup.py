@@ -1,12 +1,20 @@
 """Builds the Python client's compiled module (remex._native) with the project's CMake
-build, for `pip install --no-build-isolation .` (metadata: pyproject.toml).
+build, for `pip install --no-build-isolation .` and `pip wheel --no-build-isolation .`
+(metadata: pyproject.toml; docs/python.md, "A wheel").
 
 The build tree is $REMEX_BUILD_DIR, else ./build (the one scripts/quickstart.sh and
 scripts/test.sh make); it is configured first when it has no CMakeCache.txt. Only the
-module's target is built, for the Python that runs pip.
+module's target is built, for the Python that runs pip. The module is copied into the
+package without its debug information (`strip --strip-debug`; a RelWithDebInfo build's
+carries tens of MB of it), so that the wheel stays small; its symbols stay, for
+backtraces.
+
+The version is the CMake project's (project(remex VERSION ...) in CMakeLists.txt), the
+one remex.__version__ and `remex --version` give.
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +23,14 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def cmake_project_version():
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        m = re.search(r"^project\(remex\s+VERSION\s+([0-9.]+)", f.read(), re.MULTILINE)
+    if not m:
+        raise RuntimeError("CMakeLists.txt has no project(remex VERSION ...)")
+    return m.group(1)
 
 
 class CMakeBuild(build_ext):
@@ -29,8 +45,11 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"expected one remex/_native module in {build}/python, found {built}")
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(built[0], target)
+        strip = shutil.which("strip")
+        if strip is None:
+            raise RuntimeError("strip (binutils) is needed to copy remex/_native without its debug information")
+        subprocess.check_call([strip, "--strip-debug", "-o", target, built[0]])
 
 
-setup(ext_modules=[Extension("remex._native", sources=[])], cmdclass={"build_ext": CMakeBuild},
-      options={"build": {"build_base": os.path.join("build", "python-setuptools")}})
+setup(version=cmake_project_version(), ext_modules=[Extension("remex._native", sources=[])],
+      cmdclass={"build_ext": CMakeBuild}, options={"build": {"build_base": os.path.join("build", "python-setuptools")}})

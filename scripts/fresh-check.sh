@@ -2,7 +2,7 @@
 # Check the README's set-up commands on a fresh minimal Debian 12 system.
 #
 # Usage: scripts/fresh-check.sh [--dir DIR] [--keep] [--tests 'CTEST ARGS'] [--ccache DIR]
-#                              [--targets 'TARGET ...']
+#                              [--targets 'TARGET ...'] [--wheel]
 #
 # Builds a minbase Debian 12 (bookworm) system with debootstrap, adds only git and
 # ca-certificates, clones this repository's committed HEAD into it (uncommitted changes
@@ -11,6 +11,16 @@
 #   2. a smoke test of the second: the same command with `-- CTEST ARGS` appended
 #      (default `-L integration`: the whole suite is built, unless --targets names what
 #      to build, and the tests of one label run).
+#   3. with --wheel, the Python client's wheel on a machine that has only the runtime
+#      libraries: the wheel is built in the fresh system (`pip wheel
+#      --no-build-isolation --no-deps .`, from the smoke test's build tree); a second
+#      minbase Debian 12 system gets only python3, python3-venv, python3-numpy and the
+#      runtime packages of docker/Dockerfile.server (its one list, printed by
+#      tests/docker_runtime_test.py --runtime-packages), installed with apt as the image
+#      installs them; there the wheel goes into a fresh venv (--system-site-packages for
+#      NumPy, nothing from an index), compiles a small ONNX model (written with the first
+#      system's onnx package), and runs it on a remex-server of the first system's build
+#      listening on loopback (both systems share this host's network), checking the output.
 # Prints the wall time of each step and exits non-zero on the first failure.
 #
 # The fresh system takes what a user's own machine would have of its own: this host's
@@ -34,6 +44,8 @@
 #                elsewhere (CI's own build, with CCACHE_DIR=DIR) can reuse them.
 #   --targets 'T ...'  build only these targets in the smoke test (REMEX_BUILD_TARGETS of
 #                scripts/test.sh) instead of the whole suite
+#   --wheel      check the Python client's wheel on a second fresh system (step 3; it
+#                needs remex-server built: the whole suite, or remex-server in --targets)
 #
 # The throwaway system's dpkg, debootstrap's included, runs with force-unsafe-io (no
 # fsync per unpacked file, as Debian's own build chroots do); what gets installed is the
@@ -53,6 +65,7 @@ keep=0
 test_args="-L integration"
 ccache_dir=""
 smoke_targets=""
+wheel=0
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "fresh-check: $*" >&2; exit 2; }
@@ -64,6 +77,7 @@ while (($#)); do
     --tests) (($# >= 2)) || die "--tests needs ctest arguments"; test_args=$2; shift 2 ;;
     --ccache) (($# >= 2)) || die "--ccache needs a folder"; ccache_dir=$2; shift 2 ;;
     --targets) (($# >= 2)) || die "--targets needs target names"; smoke_targets=$2; shift 2 ;;
+    --wheel) wheel=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -109,16 +123,22 @@ else
 fi
 dir=$(cd "$dir" && pwd)
 root=$dir/root
+wheel_root=$dir/wheel-root  # --wheel's second system
 
 mounted=()
+server_pid=""  # --wheel's remex-server
 cleanup() {
   local status=$? i
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
     umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" 2>/dev/null ||
       echo "fresh-check: could not unmount ${mounted[i]}" >&2
   done
-  if findmnt -rn -o TARGET | grep -q "^$root/"; then
-    echo "fresh-check: mounts remain under $root; not deleting it" >&2
+  if findmnt -rn -o TARGET | grep -q "^$dir/"; then
+    echo "fresh-check: mounts remain under $dir; not deleting it" >&2
   elif ((keep)); then
     echo "fresh-check: kept the system in $root"
   else
@@ -141,42 +161,45 @@ echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
 debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
   >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
 step_done "debootstrap"
-# Packages' services (redis-server's) are not started inside the throwaway system, as in
-# Debian's container images: a daemon left running there would outlive the check.
-printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-chmod 755 "$root/usr/sbin/policy-rc.d"
-
-# The machine's own configuration, as a user's machine would have it.
-cat >"$root/etc/apt/sources.list" <<EOF
-deb $mirror $suite main
-deb $mirror $suite-updates main
-deb $security $suite-security main
-EOF
-apt-config dump 2>/dev/null |
-  grep -E '^Acquire::(https?::Proxy|ftp::Proxy|Check-Valid-Until|Check-Date)[ :]' \
-  >"$root/etc/apt/apt.conf.d/90host-acquire" || true
-if compgen -G "/usr/local/share/ca-certificates/*" >/dev/null; then
-  cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
-fi
-for f in /etc/npmrc /usr/etc/npmrc "$HOME/.npmrc"; do
-  if [[ -f $f ]]; then
-    target=$root${f/#$HOME//root}
-    mkdir -p "$(dirname "$target")"
-    cp "$f" "$target"
+# configure_system ROOT: a system debootstrap made in ROOT (under $dir) gets the
+# machine's own configuration, as a user's machine would have it, and proc, sys and dev
+# mounted. Packages' services (redis-server's) are not started inside the throwaway
+# systems, as in Debian's container images: a daemon left running there would outlive
+# the check.
+configure_system() {
+  local r=$1 f target m
+  [[ $r == "$dir"/* ]] || die "configure_system: $r is not under $dir"
+  printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
+  chmod 755 "$r/usr/sbin/policy-rc.d"
+  printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
+    "$mirror" "$suite" "$mirror" "$suite" "$security" "$suite" >"$r/etc/apt/sources.list"
+  apt-config dump 2>/dev/null |
+    grep -E '^Acquire::(https?::Proxy|ftp::Proxy|Check-Valid-Until|Check-Date)[ :]' \
+    >"$r/etc/apt/apt.conf.d/90host-acquire" || true
+  if compgen -G "/usr/local/share/ca-certificates/*" >/dev/null; then
+    cp -a /usr/local/share/ca-certificates/. "$r/usr/local/share/ca-certificates/"
   fi
-done
-cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  for f in /etc/npmrc /usr/etc/npmrc "$HOME/.npmrc"; do
+    if [[ -f $f ]]; then
+      target=$r${f/#$HOME//root}
+      mkdir -p "$(dirname "$target")"
+      cp "$f" "$target"
+    fi
+  done
+  cp -L /etc/resolv.conf "$r/etc/resolv.conf"
 
-for m in proc sys dev dev/pts; do
-  mkdir -p "$root/$m"
-  case $m in
-    proc) mount -t proc proc "$root/proc" ;;
-    sys) mount -t sysfs sysfs "$root/sys" ;;
-    dev) mount --bind /dev "$root/dev" ;;
-    dev/pts) mount --bind /dev/pts "$root/dev/pts" ;;
-  esac
-  mounted+=("$root/$m")
-done
+  for m in proc sys dev dev/pts; do
+    mkdir -p "$r/$m"
+    case $m in
+      proc) mount -t proc proc "$r/proc" ;;
+      sys) mount -t sysfs sysfs "$r/sys" ;;
+      dev) mount --bind /dev "$r/dev" ;;
+      dev/pts) mount --bind /dev/pts "$r/dev/pts" ;;
+    esac
+    mounted+=("$r/$m")
+  done
+}
+configure_system "$root"
 if [[ -n $ccache_dir ]]; then
   mkdir -p "$ccache_dir" "$root/root/.cache/ccache"
   mount --bind "$ccache_dir" "$root/root/.cache/ccache"
@@ -192,8 +215,8 @@ done
 if [[ -n $ccache_dir ]]; then
   environment+=(CCACHE_BASEDIR=/root/remex CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content)
 fi
-in_root() {  # in_root COMMAND: runs COMMAND with bash as root in the fresh system
-  chroot "$root" /usr/bin/env -i "${environment[@]}" /bin/bash -c "$1"
+in_root() {  # in_root COMMAND [ROOT]: runs COMMAND with bash as root in the fresh system (or ROOT)
+  chroot "${2:-$root}" /usr/bin/env -i "${environment[@]}" /bin/bash -c "$1"
 }
 in_root update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the fresh system"
 
@@ -212,6 +235,53 @@ if [[ $test_args != none ]]; then
   [[ -z $smoke_targets ]] || targets_env="REMEX_BUILD_TARGETS='$smoke_targets' "
   in_root "cd /root/remex && $targets_env$test_command -- $test_args"
   step_done "$test_command -- $test_args"
+fi
+
+if ((wheel)); then
+  step "the Python client's wheel, on a second system with only the runtime libraries"
+  # In the first system: the wheel, from the smoke test's build tree, and a model.
+  in_root "set -e
+    python3 -m venv --system-site-packages /root/wheel-venv
+    cd /root/remex
+    /root/wheel-venv/bin/pip wheel -q --no-build-isolation --no-deps --no-index -w /root/wheels .
+    python3 scripts/fresh-check-wheel.py model /root/add_relu.onnx"
+  wheels=("$root"/root/wheels/remex-*.whl)
+  ((${#wheels[@]} == 1)) && [[ -f ${wheels[0]} ]] || die "pip wheel did not leave one remex-*.whl: ${wheels[*]}"
+  wheel_file=$(basename "${wheels[0]}")
+  echo "   $wheel_file: $(($(stat -c %s "${wheels[0]}") / 1024)) KiB"
+  # The second system: minbase, then Python and the runtime image's packages, installed
+  # as the image installs them.
+  runtime_packages=$(python3 "$repo/tests/docker_runtime_test.py" --runtime-packages "$repo/docker/Dockerfile.server")
+  [[ -n $runtime_packages ]] || die "docker/Dockerfile.server's runtime stage lists no packages"
+  mkdir -p "$wheel_root/etc/dpkg/dpkg.cfg.d"
+  echo force-unsafe-io >"$wheel_root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
+  debootstrap --variant=minbase "$suite" "$wheel_root" "$mirror" >"$dir/debootstrap-wheel.log" 2>&1 ||
+    { tail -20 "$dir/debootstrap-wheel.log" >&2; die "debootstrap of the wheel's system failed"; }
+  configure_system "$wheel_root"
+  in_root "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends python3 python3-venv python3-numpy $(echo $runtime_packages) >/dev/null" \
+    "$wheel_root" || die "installing Python and the runtime packages in the wheel's system failed"
+  cp "${wheels[0]}" "$root/root/add_relu.onnx" "$repo/scripts/fresh-check-wheel.py" "$wheel_root/root/"
+  # A server of the first system's build, on loopback.
+  chroot "$root" /usr/bin/env -i "${environment[@]}" /root/remex/build/device_server/remex-server \
+    --listen 127.0.0.1:0 --threads 1 >"$dir/wheel-server.log" 2>&1 &
+  server_pid=$!
+  address=""
+  for _ in $(seq 100); do
+    address=$(grep -oE -m1 '127\.0\.0\.1:[0-9]+' "$dir/wheel-server.log" || true)
+    [[ -z $address ]] && kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -n $address ]] || { cat "$dir/wheel-server.log" >&2; die "remex-server did not start"; }
+  in_root "set -e
+    python3 -m venv --system-site-packages /root/venv
+    /root/venv/bin/pip install -q --no-index /root/$wheel_file
+    cd / && /root/venv/bin/python /root/fresh-check-wheel.py run $address /root/add_relu.onnx" "$wheel_root" ||
+    die "the wheel failed in its system"
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+  step_done "wheel: built, a second system, installed, run"
 fi
 
 echo "== fresh-check: passed on Debian $(cat "$root/etc/debian_version") minbase ($commit)"

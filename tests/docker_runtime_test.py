@@ -10,14 +10,21 @@ packages and apt, with their dependencies). Package data comes from this machine
 database, which holds the same Debian 12 packages the image build installs. The runtime
 stage's COPY --from=build sources must be where the build puts the binaries.
 
+The same list is what a machine needs to run the Python client's wheel (docs/python.md,
+"A wheel"): each --module (the wheel's remex/_native) is checked against it like the
+binaries, without being copied into the image; --runtime-packages prints the list, for
+scripts/fresh-check.sh --wheel to install on its second fresh system.
+
 Without --cuda, libraries under the CUDA toolkit are skipped: the image builds with
 -DREMEX_CUDA=OFF. With --cuda (docker/Dockerfile.server-cuda, checked against a CUDA
 build), each of them must be one that NVIDIA_PACKAGES knows, and the runtime stage must
 install its package from NVIDIA's CUDA repository; every such package listed must be
 needed.
 
-Usage: docker_runtime_test.py [--cuda] --build-dir DIR DOCKERFILE BINARY...
+Usage: docker_runtime_test.py [--cuda] --build-dir DIR [--module SO]... DOCKERFILE BINARY...
        (DIR: the build tree of the binaries; exit status 1 on a failure)
+       docker_runtime_test.py --runtime-packages DOCKERFILE
+       (prints the runtime stage's packages, one per line)
 """
 
 import functools
@@ -193,13 +200,14 @@ def copied_build_outputs(dockerfile_text):
 class DockerRuntimeTest(unittest.TestCase):
     dockerfile = None
     binaries = []
+    modules = []  # shared objects checked for their libraries, not copied into the image
     build_dir = None
     cuda = False
 
     def test_runtime_stage_lists_every_library(self):
         with open(self.dockerfile) as f:
             text = f.read()
-        missing = missing_libraries(text, self.binaries, self.cuda)
+        missing = missing_libraries(text, self.binaries + self.modules, self.cuda)
         self.assertEqual(missing, [], "\n".join(
             f"{b} needs {lib}, from package {pkg or '(none)'}, which the runtime stage of "
             f"{self.dockerfile} does not install" for b, lib, pkg in missing))
@@ -212,7 +220,7 @@ class DockerRuntimeTest(unittest.TestCase):
         reported = []
         for pkg in runtime_packages(text):
             dropped = re.sub(rf"(?<=\s){re.escape(pkg)}(?=\s|\\|$)", "", text)
-            if any(p == pkg for _, _, p in missing_libraries(dropped, self.binaries, self.cuda)):
+            if any(p == pkg for _, _, p in missing_libraries(dropped, self.binaries + self.modules, self.cuda)):
                 reported.append(pkg)
         self.assertTrue(reported, "no package removal was detected")
 
@@ -256,12 +264,24 @@ class DockerRuntimeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "--runtime-packages":
+        with open(args[1]) as f:
+            print("\n".join(runtime_packages(f.read())))
+        sys.exit(0)
     cuda = "--cuda" in args
     args = [a for a in args if a != "--cuda"]
+    modules = []
+    while "--module" in args:
+        i = args.index("--module")
+        if i + 1 >= len(args):
+            sys.exit(__doc__)
+        modules.append(args[i + 1])
+        del args[i:i + 2]
     if len(args) < 4 or args[0] != "--build-dir":
         sys.exit(__doc__)
     DockerRuntimeTest.build_dir = args[1]
     DockerRuntimeTest.cuda = cuda
+    DockerRuntimeTest.modules = modules
     DockerRuntimeTest.dockerfile = args[2]
     DockerRuntimeTest.binaries = args[3:]
     unittest.main(argv=[sys.argv[0], "-v"])

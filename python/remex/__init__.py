@@ -17,7 +17,8 @@ during a call cancels its request on the server and raises KeyboardInterrupt; th
 session stays usable. Times are in milliseconds, sizes in bytes, dtypes NumPy's.
 
 The client runs on the same tooling layer as the `remex` CLI and `remex shell`
-(docs/python.md).
+(docs/python.md). In Jupyter, tensors, benchmark results and profiles display as HTML
+(tables, and a histogram of a benchmark's samples).
 """
 
 import inspect as _inspect
@@ -28,11 +29,15 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as _np
 
-from . import _native
+from . import _html, _native
 from ._native import Tensor
 
+# Remex's version: the CMake project's (base/version.h), as `remex --version` prints it.
+__version__: str = _native.version
+
 __all__ = [
-    "connect", "embedded", "farm", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult", "Profile",
+    "connect", "embedded", "farm", "compile", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult",
+    "Profile", "CompileResult", "REPR_STATS_MAX_BYTES",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
     "Internal", "Unavailable", "DataLoss", "Unstable", "AuditMismatch", "Interrupted",
@@ -284,6 +289,12 @@ class BenchmarkResult:
     def __str__(self) -> str:
         return self._text
 
+    def _repr_html_(self) -> str:
+        """Jupyter's display: a table of the summary (median, p90 and p99 with their
+        intervals, mean, min, max, std, the stability verdict; a load scenario: one row
+        per level), the warnings, and an inline SVG histogram of samples_ms."""
+        return _html.benchmark(self)
+
     def __repr__(self) -> str:
         if self.load is not None:
             return (f"<remex.BenchmarkResult scenario {self.scenario}: {len(self.levels)} levels"
@@ -312,8 +323,27 @@ class Profile:
     def __str__(self) -> str:
         return self.table
 
+    def _repr_html_(self) -> str:
+        """Jupyter's display: `records` as a table, and the 20 slowest `nodes`."""
+        return _html.profile(self)
+
     def __repr__(self) -> str:
         return f"<remex.Profile {len(self.records)} rows, {self.total_ms:.3f} ms>"
+
+
+# Tensor's HTML in Jupyter (Tensor._repr_html_) shows dtype, shape and size, and the
+# server's stats (count, min, max, mean, std, NaNs, infinities: computed on the device,
+# no data crosses the wire) of tensors of at most this many bytes; a larger tensor's
+# display says so instead, so that showing one never starts a long pass over the
+# device's memory. Tensor.stats() computes them for any size.
+REPR_STATS_MAX_BYTES: int = 64 << 20
+
+
+def _tensor_repr_html(self: Tensor) -> str:
+    return _html.tensor(self, REPR_STATS_MAX_BYTES)
+
+
+Tensor._repr_html_ = _tensor_repr_html
 
 
 Inputs = Optional[Mapping[str, Union[Tensor, "_np.ndarray", Any]]]
@@ -485,6 +515,52 @@ def _bound_specs(bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]]) -> L
     return specs
 
 
+class CompileResult:
+    """What remex.compile wrote: `path` (the .rmx), `model` (the .onnx), `inputs` and
+    `outputs` (ValueInfo), `executable_bytes`, `kernels_by_op` ({"Conv": 3,
+    "Shape (host)": 1, ...}), `stats` (the compiler's counts: nodes_in, nodes_folded,
+    kernels, constant_bytes, ...) and `report`, the whole object `remex compile --json`
+    prints."""
+
+    def __init__(self, report_json: str):
+        self.report: Dict[str, Any] = _json.loads(report_json)
+        self.path: str = self.report["output"]
+        self.model: str = self.report["model"]
+        self.inputs = [ValueInfo(v["name"], v["dtype"], tuple(None if d == "?" else d for d in v["shape"]))
+                       for v in self.report["inputs"]]
+        self.outputs = [ValueInfo(v["name"], v["dtype"], tuple(None if d == "?" else d for d in v["shape"]))
+                        for v in self.report["outputs"]]
+        self.executable_bytes: int = self.report["executable_bytes"]
+        self.kernels_by_op: Dict[str, int] = self.report["kernels_by_op"]
+        self.stats: Dict[str, Any] = self.report["stats"]
+
+    def __repr__(self) -> str:
+        return (f"<remex.CompileResult {self.path}: {len(self.inputs)} inputs, {len(self.outputs)} outputs, "
+                f"{self.executable_bytes} bytes>")
+
+
+def compile(model: Union[str, "_os.PathLike[str]"], output: Union[str, "_os.PathLike[str]"],
+            shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
+            bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
+            dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
+            dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> CompileResult:
+    """Compiles MODEL.onnx and writes the executable to `output` (MODEL.rmx), as
+    `remex compile MODEL.onnx -o OUTPUT` does with the same options (those of
+    Session.load: shapes, bounds, dispatch, strict, layout, dtype, fuse_epilogues,
+    fold_batchnorm). Here, on this host; no server is needed. Session.load takes the
+    .rmx, as do `remex run` and `remex bench`.
+
+    Raises InvalidArgument for a bad option (naming the keyword) or a model the
+    compiler refuses, NotFound when the model cannot be read, Unimplemented for an op
+    Remex lacks (naming the node), and the error of writing `output` (NotFound for a
+    missing folder, PermissionDenied)."""
+    if isinstance(dispatch, str):
+        dispatch = [dispatch]
+    return CompileResult(_native.compile(_os.fspath(model), _os.fspath(output), _shape_specs(shapes),
+                                         _bound_specs(bounds), list(dispatch or []), strict, layout, dtype,
+                                         fuse_epilogues, fold_batchnorm))
+
+
 class Session:
     """A session with a device server (see connect, embedded and farm). Closing it (or
     leaving its `with` block) ends the connection, and the server frees everything the
@@ -638,7 +714,8 @@ def farm(url: Optional[str] = None, *, pool: str = "default", labels: str = "", 
 _FLAG_ARGUMENTS = {"--shape": "shapes", "--bound": "bounds", "--input": "inputs", "--tag": "tags",
                    "--record": "url", "--no-fuse-epilogues": "fuse_epilogues=False",
                    "--no-fold-batchnorm": "fold_batchnorm=False", "--no-audit": "audit=False"}
-_KEYWORDS = {name for f in (Model.benchmark, Model.run, Session.load, BenchmarkResult.record, connect, embedded, farm)
+_KEYWORDS = {name for f in (Model.benchmark, Model.run, Session.load, BenchmarkResult.record, compile, connect,
+                             embedded, farm)
              for name in _inspect.signature(f).parameters if name != "self"}
 _FLAG = _re.compile(r"(remex-server )?(?<![\w-])--([a-z][a-z0-9-]*)")
 _REQUEST_PREFIX = _re.compile(r"^(?:setInput|setOutput|invoke|tensorWrite|tensorRead|tensorAlloc|vmCreate|moduleLoad|"

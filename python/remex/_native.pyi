@@ -5,6 +5,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy
 
 error_classes: Dict[str, type]
+version: str  # the CMake project's version (base/version.h)
+commit: str  # the git commit built ("unknown" outside a checkout)
+
+def compile(model: str, output: str, shapes: List[str], bounds: List[str], dispatch: List[str], strict: bool,
+            layout: str, dtype: str, fuse_epilogues: bool, fold_batchnorm: bool) -> str:
+    """Compiles `model` and writes the executable to `output`, as `remex compile`;
+    returns the JSON report of `remex compile --json`."""
 
 def set_message_translator(f: Optional[Callable[[str], str]]) -> None:
     """Every error's message passes through f (the package's terms for the CLI's)."""

@@ -35,6 +35,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "base/version.h"
 #include "host_client/tooling/compile.h"
 #include "host_client/tooling/connection.h"
 #include "host_client/tooling/interactive.h"
@@ -392,6 +393,25 @@ struct InputArg {
   std::span<const std::byte> bytes;
 };
 
+// The compile settings of Session.load and remex.compile (the package turns its keyword
+// arguments into the CLI's spec strings), as `remex compile` takes them.
+tooling::CompileSpecs MakeCompileSpecs(const std::vector<std::string>& shapes,
+                                       const std::vector<std::string>& bounds,
+                                       const std::vector<std::string>& dispatch, bool strict,
+                                       const std::string& layout, const std::string& dtype,
+                                       bool fuse_epilogues, bool fold_batchnorm) {
+  tooling::CompileSpecs specs;
+  specs.shapes = shapes;
+  specs.bounds = bounds;
+  specs.dispatch = dispatch;
+  specs.strict = strict;
+  specs.layout = layout;
+  specs.dtype = dtype;
+  specs.fuse_epilogues = fuse_epilogues;
+  specs.fold_batchnorm = fold_batchnorm;
+  return specs;
+}
+
 // A model loaded in a session: its module and VM, freed when the object goes away.
 class Model {
  public:
@@ -652,15 +672,8 @@ class Session {
                               const std::vector<std::string>& bounds, const std::vector<std::string>& dispatch,
                               bool strict, const std::string& layout, const std::string& dtype, bool fuse_epilogues,
                               bool fold_batchnorm) {
-    tooling::CompileSpecs specs;
-    specs.shapes = shapes;
-    specs.bounds = bounds;
-    specs.dispatch = dispatch;
-    specs.strict = strict;
-    specs.layout = layout;
-    specs.dtype = dtype;
-    specs.fuse_epilogues = fuse_epilogues;
-    specs.fold_batchnorm = fold_batchnorm;
+    const tooling::CompileSpecs specs =
+        MakeCompileSpecs(shapes, bounds, dispatch, strict, layout, dtype, fuse_epilogues, fold_batchnorm);
     compiler::CompileOptions options = Unwrap(tooling::ParseCompileSpecs(specs));
     tooling::SessionModel* model = core_->Call([&](tooling::InteractiveSession& s) {
       return Unwrap(s.Load(path, options, specs.ChangesCompilation()));
@@ -749,6 +762,22 @@ class Session {
   std::string server_, device_;
 };
 
+// remex.compile: the compile of `remex compile` (tooling::ParseCompileSpecs, then
+// tooling::CompileModel) with the executable written to `output`. Returns the report
+// of `remex compile --json` as JSON text, with "output" added.
+std::string Compile(const std::string& model, const std::string& output, const tooling::CompileSpecs& specs) {
+  const compiler::CompileOptions options = Unwrap(tooling::ParseCompileSpecs(specs));
+  std::optional<StatusOr<tooling::CompileReport>> report;
+  {
+    py::gil_scoped_release release;  // compiling a large model takes seconds
+    report.emplace(tooling::CompileModel(model, options));
+    if (report->ok()) Check(tooling::WriteFileBytes(output, (*report)->bytes));
+  }
+  nlohmann::json j = tooling::ToJson(Unwrap(std::move(*report)));
+  j["output"] = output;
+  return j.dump();
+}
+
 // TLS from connect()'s tls_* arguments: as the CLI's --tls-* flags
 // (tooling::TlsFromFlags), with errors naming the Python arguments. The files are read
 // when the connection is made; one that cannot be used is INVALID_ARGUMENT naming it.
@@ -787,6 +816,9 @@ PYBIND11_MODULE(_native, m) {
   using namespace remex::python;
   namespace tooling = remex::tooling;
   m.doc() = "The compiled half of the Remex Python client; use the `remex` package.";
+  // The project's version (CMake's PROJECT_VERSION, base/version.h) and the commit built.
+  m.attr("version") = remex::kRemexVersion;
+  m.attr("commit") = remex::kRemexCommit;
   // Python runs signal handlers on its main thread: only calls made there are
   // interrupted by Ctrl-C (InterruptScope).
   g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
@@ -876,6 +908,18 @@ PYBIND11_MODULE(_native, m) {
       py::arg("address"), py::arg("token"), py::arg("token_file"), py::arg("timeout"), py::arg("connect_timeout"),
       py::arg("compression"), py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
       py::arg("tls_server_name") = "");
+  m.def(
+      "compile",
+      [](const std::string& model, const std::string& output, const std::vector<std::string>& shapes,
+         const std::vector<std::string>& bounds, const std::vector<std::string>& dispatch, bool strict,
+         const std::string& layout, const std::string& dtype, bool fuse_epilogues, bool fold_batchnorm) {
+        return Compile(model, output,
+                       MakeCompileSpecs(shapes, bounds, dispatch, strict, layout, dtype, fuse_epilogues,
+                                        fold_batchnorm));
+      },
+      py::arg("model"), py::arg("output"), py::arg("shapes"), py::arg("bounds"), py::arg("dispatch"),
+      py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"),
+      py::arg("fold_batchnorm"));
   m.def(
       "embedded",
       [](int threads, double timeout) {
