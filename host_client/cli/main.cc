@@ -1564,12 +1564,17 @@ int main(int argc, char** argv) {
       "interleaved, in one table (repeatable)");
   // Load scenarios (docs/cli.md, "Load scenarios").
   auto& load = bench.load;
-  std::vector<std::string> scenarios;
-  for (remex::LoadScenario s : remex::kLoadScenarios) scenarios.push_back(remex::LoadScenarioName(s));
+  // The values, for --help and completion (completion.h reads the {a,b} description);
+  // the check itself is the tooling's (ParseLoadScenario), so that the CLI, the shell and
+  // Python refuse a scenario with one message.
+  std::string scenarios;
+  for (remex::LoadScenario s : remex::kLoadScenarios) {
+    scenarios += std::string(scenarios.empty() ? "" : ",") + remex::LoadScenarioName(s);
+  }
   bench_cmd->add_option("--scenario", load.scenario,
                         "a load scenario generated on the server instead of the time evaluator: single-stream, "
                         "multi-stream, server or offline (MLPerf LoadGen's)")
-      ->check(CLI::IsMember(scenarios));
+      ->check(CLI::Validator([](std::string&) { return std::string(); }, "{" + scenarios + "}"));
   bench_cmd->add_option("--concurrency", load.concurrency,
                         "instances of the model running at once: N, or a sweep A:B[:STEP] (one row per level); "
                         "default 1, multi-stream: one per sample");
