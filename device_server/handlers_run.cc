@@ -162,9 +162,10 @@ Status Session::Benchmark(wire::Benchmark::Reader req, wire::Reply::Builder repl
   };
   const uint64_t before = allocator_->stats().allocated_bytes;
   allocator_->ResetPeak();
-  REMEX_ASSIGN_OR_RETURN(
-      TimeEvaluatorResult result,
-      RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit, &control_.cancelled));
+  progress_.Start(RequestProgress::kBenchmark, options.repeat);
+  REMEX_ASSIGN_OR_RETURN(TimeEvaluatorResult result,
+                         RunTimeEvaluator(call, *allocator_, options, state_->benchmark_time_limit,
+                                          &control_.cancelled, &progress_.done));
   if (result.cancelled) {
     // control_.reason was written before the flag was set (Cancel, CloseLocked).
     const Status why = control_.cancelled.load(std::memory_order_acquire) ? Cancelled(control_.reason)
@@ -208,6 +209,7 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
   uint64_t longest = 0;
   size_t traced = 0;
   uint32_t runs = 0;
+  progress_.Start(RequestProgress::kProfile, asked);
   for (uint32_t k = 0; k < asked; ++k) {
     if (k > 0 && std::chrono::nanoseconds(NanosSince(origin) + longest) > limit) break;
     vm::Profiler& p = profilers[k];
@@ -225,6 +227,7 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
     traced += p.events.size();
     longest = std::max(longest, p.total_nanos);
     runs = k + 1;
+    progress_.done.store(runs, std::memory_order_relaxed);
   }
   profilers.resize(runs);
   // The median run by total time (the lower middle of an even count).
@@ -333,6 +336,7 @@ Status Session::Profile(wire::Profile::Reader req, wire::Reply::Builder reply) {
 
 Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply) {
   const auto started = Clock::now();
+  progress_.Start(RequestProgress::kLoadTest, 0);  // queries completed; how many is not known ahead
   REMEX_ASSIGN_OR_RETURN(auto target, LookupFunction(req.getVm(), req.getFunction()));
   auto& [obj, fn] = target;
   const std::chrono::milliseconds limit = state_->benchmark_time_limit;
@@ -526,6 +530,7 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
                                 std::to_string(limit.count()) + " ms");
       return;
     }
+    options.completed_queries = &progress_.done;
     result = RunLoadTest(lanes, options, limit - elapsed, control_);
   });
   generator.join();

@@ -139,17 +139,51 @@ Status Session::Authenticate(wire::Authenticate::Reader req, wire::Reply::Builde
   return OkStatus();
 }
 
+Session* Session::FindByCancelKeyLocked(uint64_t session_id, capnp::Data::Reader key) const {
+  Session* target = nullptr;
+  for (Session* s : state_->sessions) {
+    if (s->id_ == session_id) target = s;
+  }
+  if (target == nullptr || target->cancel_key_.empty() || key.size() != target->cancel_key_.size() ||
+      CRYPTO_memcmp(key.begin(), target->cancel_key_.data(), key.size()) != 0) {
+    return nullptr;
+  }
+  return target;
+}
+
+Status Session::Progress(wire::Progress::Reader req, wire::Reply::Builder reply) {
+  auto r = reply.initProgress();
+  std::lock_guard<std::mutex> lock(state_->sessions_mu);
+  Session* target = FindByCancelKeyLocked(req.getSessionId(), req.getCancelKey());
+  if (target == nullptr) {
+    return NotFound("no open session " + std::to_string(req.getSessionId()) + " with that cancel key");
+  }
+  const RequestProgress& p = target->progress_;
+  const uint8_t kind = p.kind.load(std::memory_order_acquire);
+  if (!target->busy_ || kind == RequestProgress::kNone) return OkStatus();
+  const uint64_t done = p.done.load(std::memory_order_relaxed);
+  const uint64_t total = p.total.load(std::memory_order_relaxed);
+  const int64_t started = p.started_ns.load(std::memory_order_relaxed);
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const uint64_t elapsed = static_cast<uint64_t>(std::max<int64_t>(0, now - started));
+  r.setRunning(true);
+  r.setKind(RequestProgress::Name(kind));
+  r.setDone(done);
+  r.setTotal(total);
+  r.setElapsedNanos(elapsed);
+  if (done > 0 && total > done) {
+    r.setRemainingNanos(static_cast<uint64_t>(static_cast<double>(elapsed) / static_cast<double>(done) *
+                                              static_cast<double>(total - done)));
+  }
+  return OkStatus();
+}
+
 Status Session::Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply) {
-  const auto key = req.getCancelKey();
   bool cancelled = false;
   {
     std::lock_guard<std::mutex> lock(state_->sessions_mu);
-    Session* target = nullptr;
-    for (Session* s : state_->sessions) {
-      if (s->id_ == req.getSessionId()) target = s;
-    }
-    if (target == nullptr || target->cancel_key_.empty() || key.size() != target->cancel_key_.size() ||
-        CRYPTO_memcmp(key.begin(), target->cancel_key_.data(), key.size()) != 0) {
+    Session* target = FindByCancelKeyLocked(req.getSessionId(), req.getCancelKey());
+    if (target == nullptr) {
       return NotFound("no open session " + std::to_string(req.getSessionId()) + " with that cancel key");
     }
     if (target->busy_ && !target->control_.cancelled.load(std::memory_order_acquire)) {

@@ -160,6 +160,7 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
     last_completion = now;
     if (--q.remaining == 0) {
       ++result.completed;
+      if (o.completed_queries != nullptr) o.completed_queries->fetch_add(1, std::memory_order_relaxed);
       // The next query of a closed-loop stream.
       if (issuing && (o.scenario == LoadScenario::kSingleStream || o.scenario == LoadScenario::kMultiStream)) {
         issue(now);

@@ -18,6 +18,7 @@
 // Must be called from a thread that is not running a fiber (it resumes fibers).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -47,6 +48,9 @@ struct LoadTestOptions {
   // Samples (by global sample index, in issue order) whose `audit` is called when they
   // complete: the audit's seeded choice.
   std::vector<uint64_t> audited_samples;
+  // When set, counts the queries completed as they complete (the session's progress;
+  // read from another thread). Not owned.
+  std::atomic<uint64_t>* completed_queries = nullptr;
 };
 
 inline constexpr uint32_t kMaxLoadConcurrency = 64;

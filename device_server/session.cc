@@ -228,6 +228,7 @@ bool Session::BeginRequest() {
   std::lock_guard<std::mutex> lock(state_->sessions_mu);
   if (!closed_.ok()) return false;
   busy_ = true;
+  progress_.Stop();  // the last request's progress is not this one's
   return true;
 }
 
@@ -321,7 +322,7 @@ bool Session::AnsweredOnIoThread(const rpc::Frame& frame, kernels::DeviceKind de
     auto reader = frame.Reader();
     auto which = reader.getRoot<wire::Request>().which();
     return which == wire::Request::HELLO || which == wire::Request::PING || which == wire::Request::AUTHENTICATE ||
-           which == wire::Request::CANCEL ||
+           which == wire::Request::CANCEL || which == wire::Request::PROGRESS ||
            (which == wire::Request::TENSOR_READ && device == kernels::DeviceKind::kCpu);
   } catch (const kj::Exception&) {
     return true;  // Handle() answers it with the error
@@ -359,6 +360,7 @@ Status Session::Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Rep
     case wire::Request::PING: return Ping(req.getPing(), reply);
     case wire::Request::AUTHENTICATE: return Authenticate(req.getAuthenticate(), reply);
     case wire::Request::CANCEL: return Cancel(req.getCancel(), reply);
+    case wire::Request::PROGRESS: return Progress(req.getProgress(), reply);
     // Module and VM requests (handlers_module.cc).
     case wire::Request::MODULE_LOAD: return ModuleLoad(req.getModuleLoad(), frame, reply);
     case wire::Request::MODULE_HAS: return ModuleHas(req.getModuleHas(), reply);

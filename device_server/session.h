@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "device_server/request_progress.h"
 #include "device_server/server_state.h"
 #include "rpc/remex.capnp.h"
 #include "rpc/transport.h"
@@ -159,6 +160,10 @@ class Session final : public rpc::ConnectionHandler {
 
   // Cancels the request session `sessionId` has in progress (see wire::Cancel).
   Status Cancel(wire::Cancel::Reader req, wire::Reply::Builder reply);
+  Status Progress(wire::Progress::Reader req, wire::Reply::Builder reply);
+  // The open session with this id and cancel key (hello's), or nullptr. Call with
+  // state_->sessions_mu held.
+  Session* FindByCancelKeyLocked(uint64_t session_id, capnp::Data::Reader key) const;
   bool authenticated() const {
     return (state_->config.token.empty() && !state_->config.lease_key) || authenticated_;
   }
@@ -261,6 +266,9 @@ class Session final : public rpc::ConnectionHandler {
   // Bounds this session's runs: its deadline, its cancellation (client gone, device
   // fault), server stop.
   vm::RunControl control_;
+  // How far its benchmark, loadTest or profile is, for another connection's progress
+  // request.
+  RequestProgress progress_;
   bool last_failed_ = false;  // the last request Handle() served failed
   // How long this session's last invoke took (Serve), wherever it ran; max until one
   // has run. Written by the request's work, read when the next request arrives (after

@@ -48,7 +48,8 @@ std::string LimitText(std::chrono::milliseconds limit) {
 StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
                                                const TimeEvaluatorOptions& o,
                                                std::chrono::milliseconds time_limit,
-                                               const std::atomic<bool>* cancelled) {
+                                               const std::atomic<bool>* cancelled,
+                                               std::atomic<uint64_t>* samples_done) {
   REMEX_RETURN_IF_ERROR(ValidateTimeEvaluatorOptions(o, time_limit));
   vm::Device& device = allocator.device();
   const auto started = Clock::now();
@@ -194,6 +195,7 @@ StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& ca
       if (elapsed >= min_seconds || number >= kMaxNumber) {
         seen(per_call);
         result.samples_seconds.push_back(per_call);
+        if (samples_done != nullptr) samples_done->fetch_add(1, std::memory_order_relaxed);
         break;
       }
       // Too short: grow `number` toward min_repeat_ms and take the sample again.

@@ -73,10 +73,13 @@ Status ValidateTimeEvaluatorOptions(const TimeEvaluatorOptions& options, std::ch
 // call), or when the run would (foreseen before each sample from the median of three or
 // more warm per-call times; the message names the projected time, the limit and the
 // flags to lower).
+// `samples_done` (may be null) counts the samples kept as they are taken, for another
+// thread to read (the session's progress).
 StatusOr<TimeEvaluatorResult> RunTimeEvaluator(const std::function<Status()>& call, vm::Allocator& allocator,
                                                const TimeEvaluatorOptions& options,
                                                std::chrono::milliseconds time_limit,
-                                               const std::atomic<bool>* cancelled = nullptr);
+                                               const std::atomic<bool>* cancelled = nullptr,
+                                               std::atomic<uint64_t>* samples_done = nullptr);
 
 // "600 s" for a whole number of seconds, else "1500 ms": a time limit as messages give it.
 std::string LimitText(std::chrono::milliseconds limit);

@@ -87,6 +87,8 @@ inline constexpr uint16_t kMinorProfileNodes = 5;
 // HandleInfo.heldBytes (what each handle keeps of the session's memory).
 inline constexpr uint16_t kMinorTensorFill = 6;
 inline constexpr uint16_t kMinorHeldBytes = 6;
+// Minor 6 too: progress (how far another session's benchmark, loadTest or profile is).
+inline constexpr uint16_t kMinorProgress = 6;
 inline constexpr uint16_t kDefaultPort = 9190;
 
 inline constexpr std::array<std::byte, 4> kFrameMagic = {std::byte{'R'}, std::byte{'M'},

@@ -81,7 +81,27 @@ struct Request {
     cancel @17 :Cancel;
     listHandles @18 :ListHandles;  # protocol 1.2
     loadTest @19 :LoadTest;        # protocol 1.4
+    progress @20 :Progress;        # protocol 1.6
   }
+}
+
+# How far the request another session has in progress has got, for a client showing
+# progress while its own connection waits for the reply. Sent on a connection of its
+# own, with `sessionId` and `cancelKey` from that session's hello reply (as Cancel);
+# answered on the I/O thread. NOT_FOUND when no open session has that id and key.
+struct Progress {
+  sessionId @0 :UInt64;
+  cancelKey @1 :Data;
+}
+
+struct ProgressReply {
+  running @0 :Bool;      # a benchmark, loadTest or profile is in progress
+  kind @1 :Text;         # "benchmark", "loadTest", "profile"; empty when not running
+  done @2 :UInt64;       # samples (benchmark), queries completed (loadTest), runs (profile)
+  total @3 :UInt64;      # what the request asked for; 0: not known ahead (loadTest)
+  elapsedNanos @4 :UInt64;
+  # The time left, from the pace so far (elapsed / done x what is left); 0: not known.
+  remainingNanos @5 :UInt64;
 }
 
 # Cancels the request another session has in progress: its queued request is not run,
@@ -639,5 +659,6 @@ struct Reply {
     cancel @15 :CancelReply;
     listHandles @16 :ListHandlesReply;
     loadTest @17 :LoadTestReply;
+    progress @18 :ProgressReply;
   }
 }

@@ -277,6 +277,50 @@ TEST_F(RemoteSessionTest, BenchmarkTakesSamplesOnTheServer) {
   EXPECT_EQ(s->Benchmark(987654, "main", {}).status().code(), StatusCode::kNotFound);
 }
 
+// Another connection reads how far a benchmark is (progress, protocol 1.6): samples
+// done of those asked for, and an estimate of the time left; nothing once it ended; and
+// only with the session's cancel key.
+TEST_F(RemoteSessionTest, ProgressOfABenchmarkIsReadFromAnotherConnection) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  auto x = s->Upload(Floats({64, 4}, std::vector<float>(256, 1.0f)));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {x->handle}).ok());
+  auto side = Connect();
+  auto idle = side->ProgressOf(s->server_info());
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_FALSE(idle->running);
+  EXPECT_EQ(idle->kind, "");
+
+  client::BenchmarkOptions o;
+  o.repeat = 40;
+  o.min_repeat_ms = 50;  // 40 samples of at least 50 ms: 2 s or more
+  StatusOr<client::BenchmarkResult> bench = Internal("not run");
+  std::thread run([&] { bench = s->Benchmark(vm, "main", o); });
+  client::RequestProgress seen;
+  for (int i = 0; i < 400 && !(seen.running && seen.done > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto p = side->ProgressOf(s->server_info());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    if (p->running) seen = *p;
+  }
+  run.join();
+  ASSERT_TRUE(bench.ok()) << bench.status().ToString();
+  EXPECT_TRUE(seen.running);
+  EXPECT_EQ(seen.kind, "benchmark");
+  EXPECT_EQ(seen.total, 40u);
+  EXPECT_GE(seen.done, 1u);
+  EXPECT_LT(seen.done, 40u);
+  EXPECT_GT(seen.elapsed_s, 0.0);
+  EXPECT_GT(seen.remaining_s, 0.0);
+  auto after = side->ProgressOf(s->server_info());
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->running);
+
+  client::ServerInfo forged = s->server_info();
+  forged.cancel_key[0] = static_cast<char>(forged.cancel_key[0] ^ 1);
+  EXPECT_EQ(side->ProgressOf(forged).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(RemoteSessionTest, LongDeviceWorkDoesNotStallOtherSessions) {
   auto busy = Connect();
   uint64_t vm = LoadVm(*busy, AddReluModel());

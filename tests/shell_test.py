@@ -5,7 +5,7 @@ Through a pseudo-terminal (pexpect), as a person types: one session for load, up
 run (twice, feeding the state back), fetch -o, stats, compare, handles, free, bench,
 profile and info; zeros and random made on the server (seeded, checked by stats and
 compare); names falling back after free; handles and info accounting for the session's
-memory; errors that leave the shell going; TAB completion of a command, a
+memory; a long bench's progress line (samples done, time left, polled from the server); errors that leave the shell going; TAB completion of a command, a
 file, an input name and a tensor name; Ctrl-C cancelling a benchmark on the server;
 the history file kept across two shells. From a script on stdin: no prompt, and the
 first failing command ends the shell with its exit status (tooling/exit_code.h).
@@ -359,6 +359,19 @@ class ShellTerminalTest(ServerFixture):
         shell.sendintr()  # at the prompt: nothing happens
         out = self.command(shell, "run --fetch none")
         self.assertIn("%3 hidden_next", out)
+        self.quit(shell)
+
+    def test_a_long_bench_shows_its_samples_and_the_time_left(self):
+        shell = self.spawn("--no-history")
+        self.command(shell, "load rnn.onnx")
+        self.command(shell, "upload token=token.npy hidden=h0.npy")
+        # 60 samples of at least 50 ms: about 3 s, polled every second from the server.
+        shell.send("bench --repeat 60 --min-repeat-ms 50 --min-duration-s 0 --min-samples 0 --max-trials 1\r")
+        shell.expect(r"benchmarking rnn: (\d+) of 60 samples, about (\d+) s left", timeout=30)
+        self.assertGreater(int(shell.match.group(1)), 0)
+        self.assertLessEqual(int(shell.match.group(2)), 30)
+        shell.expect(PROMPT, timeout=60)
+        self.assertRegex(shell.before, r"bench +main: 60 samples")
         self.quit(shell)
 
     def test_history_is_kept_across_shells(self):

@@ -68,6 +68,7 @@
 
 #include "host_client/cli/completion.h"
 #include "host_client/cli/progress.h"
+#include "host_client/tooling/progress.h"
 #include "host_client/cli/render.h"
 #include "host_client/cli/shell.h"
 #include "host_client/tooling/compare.h"
@@ -668,7 +669,14 @@ int Bench(const BenchArgs& args_in) {
     BenchSignals signals(**irq);
     (*irq)->Watch(&prepared.session());
     args.options.interrupt = &(*irq)->signal();
+    // Samples done and the time left, on the progress line (a terminal only).
+    std::unique_ptr<tooling::ProgressPoller> poller;
+    if (progress.enabled()) {
+      poller = std::make_unique<tooling::ProgressPoller>(
+          prepared.session(), [&progress](const std::string& detail) { progress.Detail(detail); });
+    }
     report = tooling::BenchModel(*request, prepared, args.options);
+    poller.reset();
     (*irq)->Watch(nullptr);
   }
   progress.Step("");

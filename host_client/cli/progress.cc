@@ -31,8 +31,15 @@ void TerminalProgress::Step(const std::string& step) {
   std::lock_guard<std::mutex> lock(mu_);
   ClearLocked();
   step_ = step;
+  detail_.clear();
   started_ = std::chrono::steady_clock::now();
   cv_.notify_all();
+}
+
+void TerminalProgress::Detail(const std::string& detail) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  detail_ = detail;
 }
 
 void TerminalProgress::ClearLocked() {
@@ -49,7 +56,8 @@ void TerminalProgress::Loop() {
     if (stop_ || step_.empty()) continue;
     const auto elapsed = std::chrono::steady_clock::now() - started_;
     if (elapsed < kDelay) continue;
-    std::fprintf(stderr, "\r\033[K%s  %.1f s", step_.c_str(), std::chrono::duration<double>(elapsed).count());
+    std::fprintf(stderr, "\r\033[K%s%s%s  %.1f s", step_.c_str(), detail_.empty() ? "" : ": ", detail_.c_str(),
+                 std::chrono::duration<double>(elapsed).count());
     std::fflush(stderr);
     drawn_ = true;
   }

@@ -1,6 +1,7 @@
 // Progress of long steps on a terminal: after a step has run for about a second, one
-// line on stderr ("uploading the inputs (12.0 MiB)  1.4 s") is redrawn in place, and
-// cleared when the step ends. Off when stderr is no terminal or the output is JSON.
+// line on stderr ("uploading the inputs (12.0 MiB)  1.4 s", "benchmarking main: 1234 of
+// 5000 samples, about 12 s left  4.1 s") is redrawn in place, and cleared when the step
+// ends. Off when stderr is no terminal or the output is JSON.
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,9 @@ class TerminalProgress {
 
   // Starts `step` (ending the previous one); "" ends the current step.
   void Step(const std::string& step);
+  // What the current step has done so far, shown after its name until the next Step
+  // (tooling::ProgressPoller's text); "" shows none. Thread-safe.
+  void Detail(const std::string& detail);
   bool enabled() const { return enabled_; }
 
  private:
@@ -31,6 +35,7 @@ class TerminalProgress {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string step_;
+  std::string detail_;
   std::chrono::steady_clock::time_point started_;
   bool drawn_ = false;
   bool stop_ = false;

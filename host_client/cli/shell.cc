@@ -957,7 +957,10 @@ Status Shell::Bench(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
   const std::string date = tooling::UtcNow();
   options.interrupt = interrupt_;  // Ctrl-C: the samples so far, partial
-  REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, session_->Bench(*m, inputs, options));
+  auto busy = Busy("benchmarking " + m->name);
+  auto bench = session_->Bench(*m, inputs, options);
+  EndBusy(std::move(busy));
+  REMEX_ASSIGN_OR_RETURN(tooling::BenchReport r, std::move(bench));
   std::fputs(tooling::BenchText(r).c_str(), out_);
   // In a script, an unstable run asked to fail, or an audit that found a mismatch, ends
   // the shell with status 1.
@@ -986,7 +989,10 @@ Status Shell::Profile(const Args& args) {
       uint32_t top, ParseCount("--top", p.Last("--top", std::to_string(tooling::kDefaultProfileTop)), 0));
   REMEX_ASSIGN_OR_RETURN(tooling::SessionModel * m, Current());
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
-  REMEX_ASSIGN_OR_RETURN(auto profile, session_->Profile(*m, inputs, runs));
+  auto busy = Busy("profiling " + m->name);
+  auto profiled = session_->Profile(*m, inputs, runs);
+  EndBusy(std::move(busy));
+  REMEX_ASSIGN_OR_RETURN(auto profile, std::move(profiled));
   std::fputs(tooling::ProfileText(profile, top).c_str(), out_);
   return OkStatus();
 }
@@ -1011,6 +1017,18 @@ std::string Shell::MemorySummary(const std::vector<client::HandleInfo>& handles,
   return n + " hold " + tooling::FormatBytes(held) + " of the " + tooling::FormatBytes(in_use) +
          " this session has in use on the server; the other " +
          tooling::FormatBytes(in_use > held ? in_use - held : 0) + " belongs to a request still running";
+}
+
+std::unique_ptr<tooling::ProgressPoller> Shell::Busy(const std::string& step) {
+  if (!progress_) return nullptr;
+  progress_(step);
+  if (!progress_detail_) return nullptr;
+  return std::make_unique<tooling::ProgressPoller>(session_->client(), progress_detail_);
+}
+
+void Shell::EndBusy(std::unique_ptr<tooling::ProgressPoller> poller) {
+  poller.reset();  // stops polling before the line is cleared
+  if (progress_) progress_("");
 }
 
 Status Shell::Handles(const Args& args) {
@@ -1316,6 +1334,7 @@ int RunInteractive(Shell& shell, const ShellOptions& options) {
               static_cast<unsigned long long>(shell.session().client().server_info().session_id));
   TerminalProgress progress(true);
   shell.set_progress([&progress](const std::string& step) { progress.Step(step); });
+  shell.set_progress_detail([&progress](const std::string& detail) { progress.Detail(detail); });
   bool history_warned = false;
   std::string last;
   while (!shell.done()) {
@@ -1351,6 +1370,7 @@ int RunInteractive(Shell& shell, const ShellOptions& options) {
     if (!st.ok()) std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
   }
   shell.set_progress({});
+  shell.set_progress_detail({});
   if (interrupts) {
     sigaction(SIGINT, &previous, nullptr);
     g_interrupter = nullptr;

@@ -27,6 +27,7 @@
 #include "host_client/client/client.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/prepare.h"
+#include "host_client/tooling/progress.h"
 
 namespace remex::cli {
 
@@ -73,8 +74,12 @@ class Shell {
   std::vector<std::string> Complete(const std::string& line) const;
   static constexpr const char* kWordBreaks = " \t=";
 
-  // Where a long step of load is (compiling, uploading the module); may be empty.
+  // Where a long step of load is (compiling, uploading the module), and that bench and
+  // profile run; may be empty.
   void set_progress(tooling::ProgressFn progress) { progress_ = std::move(progress); }
+  // How far bench's and profile's requests are (samples done, time left), polled from
+  // the server while they run (tooling::ProgressPoller); may be empty.
+  void set_progress_detail(tooling::ProgressFn detail) { progress_detail_ = std::move(detail); }
   // The signal that interrupted the command in progress (tooling::Interrupter's), read
   // by bench between its requests: an interrupted bench prints its partial report. Not
   // owned; null: none.
@@ -132,6 +137,11 @@ class Shell {
   std::unique_ptr<tooling::InteractiveSession> session_;
   FILE* out_;
   tooling::ProgressFn progress_;
+  tooling::ProgressFn progress_detail_;
+  // The progress line of a long request: `step` shown, and a poller of the server's
+  // progress when progress_detail_ is set (null otherwise). EndBusy clears the line.
+  std::unique_ptr<tooling::ProgressPoller> Busy(const std::string& step);
+  void EndBusy(std::unique_ptr<tooling::ProgressPoller> poller);
   const std::atomic<int>* interrupt_ = nullptr;
   tooling::SessionModel* current_ = nullptr;
   std::vector<ShellTensor> tensors_;  // ascending id

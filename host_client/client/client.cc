@@ -915,6 +915,32 @@ StatusOr<bool> Session::Cancel() const {
   return cancelled;
 }
 
+StatusOr<RequestProgress> Session::ProgressOf(const ServerInfo& of) {
+  if (info_.protocol_minor < rpc::kMinorProgress) {
+    return Unimplemented("the server speaks protocol " + std::to_string(info_.protocol_major) + "." +
+                         std::to_string(info_.protocol_minor) + ": progress needs 1." +
+                         std::to_string(rpc::kMinorProgress));
+  }
+  if (of.cancel_key.empty()) return Unimplemented("the server gave that session no cancel key");
+  Request req;
+  auto p = req.root.initProgress();
+  p.setSessionId(of.session_id);
+  p.setCancelKey(
+      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(of.cancel_key.data()), of.cancel_key.size()));
+  RequestProgress out;
+  REMEX_RETURN_IF_ERROR(Call(*rpc_, req, wire::Reply::PROGRESS, [&](wire::Reply::Reader reply, rpc::Frame&) {
+    auto r = reply.getProgress();
+    out.running = r.getRunning();
+    out.kind = r.getKind();
+    out.done = r.getDone();
+    out.total = r.getTotal();
+    out.elapsed_s = static_cast<double>(r.getElapsedNanos()) / 1e9;
+    out.remaining_s = static_cast<double>(r.getRemainingNanos()) / 1e9;
+    return OkStatus();
+  }));
+  return out;
+}
+
 uint64_t Session::bytes_sent() const { return rpc_->bytes_sent(); }
 uint64_t Session::bytes_received() const { return rpc_->bytes_received(); }
 

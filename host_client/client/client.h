@@ -118,6 +118,16 @@ struct HandleInfo {
   bool held_known = false;
 };
 
+// How far a session's long request is (the progress request, protocol 1.6).
+struct RequestProgress {
+  bool running = false;    // a benchmark, loadTest or profile is in progress
+  std::string kind;        // "benchmark", "loadTest", "profile"; "" when not running
+  uint64_t done = 0;       // samples (benchmark), queries completed (loadTest), runs (profile)
+  uint64_t total = 0;      // what the request asked for; 0: not known ahead (loadTest)
+  double elapsed_s = 0;    // since the request began
+  double remaining_s = 0;  // from the pace so far; 0: not known
+};
+
 struct ValueInfo {
   std::string name;
   DType dtype = DType::kUndefined;
@@ -477,6 +487,13 @@ class Session {
   // session. UNAVAILABLE when the server cannot be reached, NOT_FOUND when the server
   // no longer has this session.
   StatusOr<bool> Cancel() const;
+
+  // Asks, on this session's connection, how far the request of the session `of` (its
+  // hello reply: id and cancel key) has got; that session's own connection reads
+  // nothing while its request runs, so this one is another (ConnectAnother). Not
+  // running: `running` false. UNIMPLEMENTED for a server older than protocol 1.6;
+  // NOT_FOUND when the server no longer has that session.
+  StatusOr<RequestProgress> ProgressOf(const ServerInfo& of);
 
   // Bytes on the wire in each direction, frame headers included.
   uint64_t bytes_sent() const;
