@@ -614,6 +614,30 @@ class Session:
         """A new tensor on the server, zero-filled, e.g. to bind with Model.set_output."""
         return self._s.empty([int(d) for d in shape], dtype)
 
+    def zeros(self, shape: Sequence[int], dtype: Any = "float32") -> Tensor:
+        """A new tensor of `shape` and `dtype` (any numeric dtype) filled with 0 on the
+        server: no bytes are uploaded. The shell's `zeros`."""
+        return self._s.fill([int(d) for d in shape], dtype, "zeros", None, None, 0.0, 1.0, 0)
+
+    def random(self, shape: Sequence[int], dtype: Any = "float32", *, seed: int,
+               low: Optional[float] = None, high: Optional[float] = None,
+               normal: bool = False, mean: float = 0.0, scale: float = 1.0) -> Tensor:
+        """A new tensor of `shape` and `dtype` filled on the server from `seed`, no bytes
+        uploaded (the shell's `random`; docs/cli.md). Uniform in [low, high) (ONNX
+        RandomUniform; default [0, 1) for floating dtypes, [0, 10) for integers, which
+        take the floor of the draw, [0, 2) for bool), or with normal=True,
+        mean + scale * a standard normal draw (ONNX RandomNormal; floating dtypes only).
+        Element i depends on (seed, i) alone: one seed gives one tensor on every server
+        and device. Raises InvalidArgument when the fill does not suit the dtype (a range
+        outside an integer dtype's values, normal on integers, low >= high, scale < 0),
+        Unimplemented on a server older than protocol 1.6."""
+        if normal and (low is not None or high is not None):
+            raise InvalidArgument("low and high are a uniform fill's; normal takes mean and scale")
+        if not isinstance(seed, int) or seed < 0:
+            raise InvalidArgument("seed must be an int >= 0, got %r" % (seed,))
+        return self._s.fill([int(d) for d in shape], dtype, "normal" if normal else "uniform", low, high,
+                            float(mean), float(scale), seed)
+
     def info(self) -> Dict[str, Any]:
         """The server's name, version, protocol and session id, and its devices
         (name, description, memory_bytes, and bytes_in_use: this session's)."""
@@ -621,7 +645,11 @@ class Session:
 
     def handles(self) -> List[Dict[str, Any]]:
         """What this session holds on the server, by handle: kind ("module", "vm",
-        "tensor"), dtype and shape of tensors, bytes and device."""
+        "tensor"), dtype and shape of tensors, bytes (a tensor's size, a module's
+        weights), held_bytes (what it keeps alive of the session's memory, in the
+        allocator's size classes: a tensor its block, a VM its weights' copy, planned
+        memory and last inputs; their sum is info()'s bytes_in_use; None from a server
+        older than protocol 1.6) and device."""
         return self._s.handles()
 
     def traffic(self) -> Dict[str, int]:

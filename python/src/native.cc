@@ -693,6 +693,25 @@ class Session {
     return std::make_unique<Tensor>(core_, t);
   }
 
+  // Session.random and zeros: a tensor filled on the server (base/tensor_fill.h).
+  std::unique_ptr<Tensor> Fill(const std::vector<int64_t>& shape, const py::object& dtype, const std::string& kind,
+                               const py::object& low, const py::object& high, double mean, double scale,
+                               uint64_t seed) {
+    const DType d = RemexDType(py::dtype::from_args(dtype));
+    TensorFill fill;
+    fill.kind = kind == "normal"    ? TensorFill::Kind::kNormal
+                : kind == "uniform" ? TensorFill::Kind::kUniform
+                                    : TensorFill::Kind::kZeros;
+    fill = ResolveFillBounds(d, fill);
+    if (!low.is_none()) fill.low = low.cast<double>();
+    if (!high.is_none()) fill.high = high.cast<double>();
+    fill.mean = mean;
+    fill.scale = scale;
+    fill.seed = seed;
+    auto t = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Alloc(d, Shape(shape), fill)); });
+    return std::make_unique<Tensor>(core_, t);
+  }
+
   std::unique_ptr<Tensor> Empty(const std::vector<int64_t>& shape, const py::object& dtype) {
     const DType d = RemexDType(py::dtype::from_args(dtype));
     auto t = core_->Call([&](tooling::InteractiveSession& s) { return Unwrap(s.client().Alloc(d, Shape(shape))); });
@@ -730,6 +749,7 @@ class Session {
       d["dtype"] = h.kind == "tensor" ? py::object(py::str(std::string(DTypeName(h.dtype)))) : py::object(py::none());
       d["shape"] = h.kind == "tensor" ? py::object(ShapeTuple(h.shape)) : py::object(py::none());
       d["bytes"] = h.bytes;
+      d["held_bytes"] = h.held_known ? py::object(py::int_(h.held_bytes)) : py::object(py::none());
       d["device"] = h.device;
       list.append(d);
     }
@@ -891,6 +911,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"), py::arg("fold_batchnorm"))
       .def("upload", &Session::Upload, py::arg("array"))
       .def("empty", &Session::Empty, py::arg("shape"), py::arg("dtype"))
+      .def("fill", &Session::Fill, py::arg("shape"), py::arg("dtype"), py::arg("kind"), py::arg("low"),
+           py::arg("high"), py::arg("mean"), py::arg("scale"), py::arg("seed"))
       .def("info", &Session::Info)
       .def("handles", &Session::Handles)
       .def("traffic", &Session::Traffic)

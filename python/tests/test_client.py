@@ -378,6 +378,39 @@ def test_profile_as_records_and_table(session, models):
     assert one.runs == 1 and str(one).startswith("profile one invoke")
 
 
+def test_zeros_and_random_are_made_on_the_server_from_a_seed(session):
+    sent = session.traffic()["attachment_bytes_sent"]
+    z = session.zeros((2, 3), "float16")
+    assert z.dtype == np.float16 and z.shape == (2, 3)
+    assert not z.numpy().any()
+    u = session.random((4096,), seed=7, low=-2, high=3)
+    v = u.numpy()
+    assert v.dtype == np.float32 and v.min() >= -2 and v.max() < 3 and abs(v.mean() - 0.5) < 0.2
+    np.testing.assert_array_equal(session.random((4096,), seed=7, low=-2, high=3).numpy(), v)
+    assert (session.random((4096,), seed=8, low=-2, high=3).numpy() != v).any()
+    n = session.random((20000,), "float64", seed=3, normal=True, mean=1, scale=2).numpy()
+    assert abs(n.mean() - 1) < 0.1 and abs(n.std() - 2) < 0.1
+    i = session.random((1000,), np.int8, seed=1, low=-3, high=3).numpy()
+    assert sorted(set(i.tolist())) == [-3, -2, -1, 0, 1, 2]
+    assert session.traffic()["attachment_bytes_sent"] == sent  # no tensor's bytes went up
+    with pytest.raises(remex.InvalidArgument, match="normal fill needs a floating dtype"):
+        session.random((4,), "int32", seed=1, normal=True)
+    with pytest.raises(remex.InvalidArgument, match="leaves the values of int8"):
+        session.random((4,), "int8", seed=1, high=1000)
+    with pytest.raises(remex.InvalidArgument, match="seed must be an int >= 0"):
+        session.random((4,), seed=-1)
+
+
+def test_held_bytes_of_the_handles_sum_to_the_bytes_in_use(session, models):
+    m = session.load(models["add_relu"])
+    kept = [session.upload(np.ones((16, 16), np.float32)) for _ in range(2)]
+    handles = session.handles()
+    assert all(h["held_bytes"] is not None for h in handles)
+    assert [h["held_bytes"] for h in handles if h["kind"] == "tensor"] == [1024, 1024]
+    assert sum(h["held_bytes"] for h in handles) == session.info()["devices"][0]["bytes_in_use"]
+    del kept, m
+
+
 def test_handles_are_freed_with_their_objects_no_leak_after_10000(session, models):
     m = session.load(models["add_relu"])
     base = session.handles()
