@@ -338,8 +338,9 @@ void WriteReport(const std::string& path, const std::vector<CaseResult>& results
       << implemented << " of " << domain_ops.size() << " ops have Remex entries, and the importer reads " << imported
       << " more itself (the opset column says how). Entries are CPU kernels; the CUDA kernels "
       << "cover them except those listed in `kernels/cuda/coverage_cuda_test.cc`). The opsets are the registry's; "
-      << "the importer also rewrites some older forms into them (docs/ARCHITECTURE.md, Import). Node cases: "
-      << "passed / all cases that use the op.\n\n| op | Remex opsets | node cases |\n|---|---|---:|\n";
+      << "the importer also rewrites some older forms into them (host_client/compiler/README.md, Import). "
+      << "Node cases: passed / all cases that use the op.\n\n"
+      << "| op | Remex opsets | node cases |\n|---|---|---:|\n";
   for (const auto& op : domain_ops) {
     const std::string versions = Registry().SupportedVersions(op);
     auto it = per_op.find(op);

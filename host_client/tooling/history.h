@@ -1,6 +1,6 @@
 // The history of a results store judged (`remex regressions`, `remex suite
 // --regressions`): each series' newest runs against its earlier ones, with the method of
-// regression.h (docs/ARCHITECTURE.md, "Regression detection").
+// regression.h (host_client/tooling/README.md, "Regression detection").
 #pragma once
 
 #include <nlohmann/json.hpp>

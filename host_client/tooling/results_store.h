@@ -1,6 +1,6 @@
 // The results store: every `remex bench|check ... --record [URL]` result as one row of
-// a database, for history and regression detection (docs/ARCHITECTURE.md, "Results
-// store"; docs/cli.md, "Recording results").
+// a database, for history and regression detection (host_client/tooling/README.md,
+// "Results store"; docs/cli.md, "Recording results").
 //
 // Two stores behind one schema, through SOCI (Debian's libsoci-dev):
 //   sqlite:///ABS/PATH     a file, for one person or one CI machine (WAL, busy timeout)

@@ -6,15 +6,10 @@
 // return without waiting for the GPU. Errors of a launch are returned by Compute;
 // errors of the kernel's execution surface at the device's next synchronizing call.
 //
-// Op groups (kernels/cuda/<group>.cc, listed in docs/ARCHITECTURE.md): elementwise
-// (Add, Sub, Mul, Div, Relu, Sigmoid), transform (data movement, Cast, DepthToSpace /
-// SpaceToDepth), nn (reductions, Softmax, pooling, Resize, normalisation, the other
-// elementwise ops), libraries (cuDNN Conv / FusedConv / ConvTranspose, cuBLASLt MatMul / Gemm),
-// fused (FusedElementwise through NVRTC), misc (Shape, Size, ConstantOfShape, Range,
-// Dropout, TopK, LRN), rnn (LSTM, GRU, RNN) and index (BitShift, GatherND, ScatterND,
-// NonZero, Compress). Float ops take float32 and float16
-// (float16 is computed in float32 and rounded to nearest even on store, as the CPU
-// kernels do). Other dtypes are UNIMPLEMENTED naming the op and dtype.
+// Op groups: kernels/cuda/<group>.cc, each listed with its ops in kernels/cuda/README.md.
+// Float ops take float32 and float16 (float16 is computed in float32 and rounded to
+// nearest even on store, as the CPU kernels do). Other dtypes are UNIMPLEMENTED naming
+// the op and dtype.
 //
 // This header is plain C++ (no CUDA headers).
 #pragma once
