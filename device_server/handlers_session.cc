@@ -1,4 +1,4 @@
-// Session requests: hello, ping, authenticate, cancel.
+// Session requests: hello, ping, authenticate, cancel, progress.
 #include "device_server/session.h"
 
 #include <openssl/crypto.h>
@@ -14,7 +14,8 @@
 
 namespace remex::server {
 
-Status Session::Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply) {
+Status Session::Hello(wire::Hello::Reader req, wire::Reply::Builder root) {
+  auto reply = root.initHello();
   if (req.getProtocolMajor() != rpc::kProtocolMajor) {
     return FailedPrecondition("protocol version " + std::to_string(req.getProtocolMajor()) + "." +
                               std::to_string(req.getProtocolMinor()) + " is not supported; server speaks " +

@@ -167,7 +167,7 @@ Status Session::Free(wire::Free::Reader req, wire::Reply::Builder reply) {
   return OkStatus();
 }
 
-Status Session::ListHandles(wire::Reply::Builder reply) {
+Status Session::ListHandles(wire::ListHandles::Reader /*req*/, wire::Reply::Builder reply) {
   // Bounded by --max-handles-per-session (CheckHandleRoom): at most that many entries.
   std::vector<uint64_t> handles;
   handles.reserve(objects_.size());

@@ -15,16 +15,15 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-void RequestMetrics::Count(std::string_view kind, StatusCode code) {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t k = 0;
-  while (k < num_kinds_ && kinds_[k] != kind) ++k;
-  if (k == num_kinds_) {
-    if (num_kinds_ == kinds_.size()) return;  // more kinds than the protocol has: not counted
-    kinds_[num_kinds_++] = std::string(kind);
-  }
+std::string_view RequestMetrics::SlotName(size_t slot) {
+  if (slot < kNumRequests) return kRequests[slot].name;
+  return slot == kMalformed ? "malformed" : "unknown";
+}
+
+void RequestMetrics::Count(size_t slot, StatusCode code) {
   const auto c = static_cast<size_t>(code);
-  if (c < counts_[k].size()) ++counts_[k][c];
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot < counts_.size() && c < counts_[slot].size()) ++counts_[slot][c];
 }
 
 void RequestMetrics::ObserveInvoke(std::chrono::nanoseconds run) {
@@ -41,11 +40,12 @@ void RequestMetrics::Render(std::string& out) const {
   std::lock_guard<std::mutex> lock(mu_);
   out += "# HELP remex_requests_total Requests answered, by kind and status code.\n";
   out += "# TYPE remex_requests_total counter\n";
-  for (size_t k = 0; k < num_kinds_; ++k) {
+  for (size_t k = 0; k < counts_.size(); ++k) {
     for (size_t c = 0; c < counts_[k].size(); ++c) {
       if (counts_[k][c] == 0) continue;
-      out += "remex_requests_total{kind=\"" + kinds_[k] + "\",code=\"" +
-             std::string(StatusCodeName(static_cast<StatusCode>(c))) + "\"} " + std::to_string(counts_[k][c]) + "\n";
+      out += "remex_requests_total{kind=\"" + std::string(SlotName(k)) + "\",code=\"" +
+             std::string(StatusCodeName(static_cast<StatusCode>(c))) + "\"} " +
+             std::to_string(counts_[k][c]) + "\n";
     }
   }
   out += "# HELP remex_invoke_seconds Run time of invoke requests on the device.\n";

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "base/status.h"
+#include "device_server/requests.h"
 
 namespace remex::server {
 
@@ -35,8 +36,18 @@ class RequestMetrics {
   static constexpr std::array<double, 14> kInvokeBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                            0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
-  // `kind`: the request's name in the protocol (invoke, tensorWrite, ...).
-  void Count(std::string_view kind, StatusCode code);
+  // Counted kinds, by slot: the request table's rows (requests.h: RowIndex), then a
+  // frame that is not a readable request, then a kind without a row (a newer
+  // protocol's request).
+  static constexpr size_t kMalformed = kNumRequests;
+  static constexpr size_t kUnknown = kNumRequests + 1;
+  static constexpr size_t kSlots = kNumRequests + 2;
+  // The slot's kind label: the request's name in the protocol (invoke, tensorWrite,
+  // ...), "malformed" or "unknown".
+  static std::string_view SlotName(size_t slot);
+
+  // Counts a request of kind `slot` (< kSlots) answered with `code`.
+  void Count(size_t slot, StatusCode code);
   void ObserveInvoke(std::chrono::nanoseconds run);
   // Appends this object's families (remex_requests_total, remex_invoke_seconds) in
   // exposition format.
@@ -44,9 +55,7 @@ class RequestMetrics {
 
  private:
   mutable std::mutex mu_;
-  std::array<std::array<uint64_t, 17>, 24> counts_{};  // [kind index][status code]
-  std::array<std::string, 24> kinds_{};
-  size_t num_kinds_ = 0;
+  std::array<std::array<uint64_t, 17>, kSlots> counts_{};  // [slot][status code]
   std::array<uint64_t, kInvokeBuckets.size() + 1> buckets_{};
   double invoke_sum_seconds_ = 0;
   uint64_t invoke_count_ = 0;

@@ -45,59 +45,83 @@ Session::~Session() {
 }
 
 void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
+  ReadRequest(frame);
   const bool open = BeginRequest();
-  if (!open || state_->draining.load() || AnsweredOnIoThread(frame, state_->device->kind())) {
+  const Lane lane = ServingLane();
+  if (!open || state_->draining.load() || lane == Lane::kIoThread) {
     rpc::OutFrame out;
     if (open) {
       out = state_->draining.load()
                 ? rpc::MakeErrorReply(frame.request_id, Unavailable("the server is shutting down"))
-                : Handle(frame);
+                : Answer(frame);
     }
     EndRequest(out, frame.request_id);
     LogError(frame, out);
     reply(std::move(out));
     return;
   }
-  const wire::Request::Which kind = Kind(frame);
-  // Module parsing, decompression and verification need no device.
-  const bool on_device = kind != wire::Request::MODULE_LOAD && kind != wire::Request::MODULE_HAS;
-  auto work = [this, &frame, reply = std::move(reply), on_device, kind] {
+  // A request that is not served on the I/O thread has a row (ServingLane).
+  const bool timed = request_.row->lane == Lane::kDeviceWorkerOrInline;
+  auto work = [this, &frame, reply = std::move(reply), on_device = lane != Lane::kHostPool, timed] {
     const auto started = std::chrono::steady_clock::now();
     rpc::OutFrame out = Serve(frame, on_device);
-    if (kind == wire::Request::INVOKE) last_invoke_time_ = std::chrono::steady_clock::now() - started;
+    if (timed) last_invoke_time_ = std::chrono::steady_clock::now() - started;
     EndRequest(out, frame.request_id);
     LogError(frame, out);
     reply(std::move(out));
   };
-  if (kind == wire::Request::INVOKE && state_->device->kind() == kernels::DeviceKind::kCpu &&
-      last_invoke_time_ < state_->config.inline_invoke_below) {
-    // A short invoke on an idle device: run here, on the I/O thread, with the device
-    // thread's compute-thread setting (OpenMP's team size is per calling thread).
-    // Past its budget the run moves to the device thread, which has its own setting.
-    vm::Device* device = state_->device.get();
-    if (state_->worker.RunInlineIfIdle(
-            [device, work] {
-              device->PrepareKernelThread();
-              work();
-            },
-            state_->config.inline_invoke_below)) {
-      return;
-    }
-  }
-  switch (kind) {
-    case wire::Request::MODULE_LOAD:
-    case wire::Request::MODULE_HAS:
-      // On the host pool: the device goes on serving other sessions meanwhile.
+  switch (lane) {
+    case Lane::kHostPool:
       boost::asio::post(state_->host_pool, std::move(work));
       return;
-    case wire::Request::BENCHMARK:
-    case wire::Request::PROFILE:
-    case wire::Request::LOAD_TEST:
-      state_->worker.Post(std::move(work), /*exclusive=*/true);  // timings of its own
+    case Lane::kExclusive:
+      state_->worker.Post(std::move(work), /*exclusive=*/true);
+      return;
+    case Lane::kDeviceWorkerOrInline:
+      if (last_invoke_time_ < state_->config.inline_invoke_below) {
+        // A short invoke on an idle device: run here, on the I/O thread, with the device
+        // thread's compute-thread setting (OpenMP's team size is per calling thread).
+        // Past its budget the run moves to the device thread, which has its own setting.
+        vm::Device* device = state_->device.get();
+        if (state_->worker.RunInlineIfIdle(
+                [device, work] {
+                  device->PrepareKernelThread();
+                  work();
+                },
+                state_->config.inline_invoke_below)) {
+          return;
+        }
+      }
+      state_->worker.Post(std::move(work));
       return;
     default:
       state_->worker.Post(std::move(work));
       return;
+  }
+}
+
+void Session::ReadRequest(const rpc::Frame& frame) {
+  request_.row = nullptr;
+  request_.readable = OkStatus();
+  try {
+    request_.message.emplace(frame.message.asPtr(), rpc::WireReaderOptions());
+    request_.root = request_.message->getRoot<wire::Request>();
+    request_.row = FindRequest(request_.root.which());
+  } catch (const kj::Exception& e) {
+    request_.readable = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
+  }
+}
+
+Lane Session::ServingLane() const {
+  if (request_.row == nullptr) return Lane::kIoThread;  // answered with the error at once
+  const bool cpu = state_->device->kind() == kernels::DeviceKind::kCpu;
+  switch (request_.row->lane) {
+    case Lane::kIoThreadOnCpuDevice:
+      return cpu ? Lane::kIoThread : Lane::kDeviceWorker;
+    case Lane::kDeviceWorkerOrInline:
+      return cpu ? Lane::kDeviceWorkerOrInline : Lane::kDeviceWorker;
+    default:
+      return request_.row->lane;
   }
 }
 
@@ -131,25 +155,28 @@ void Session::OnPeerClosed() {
 }
 
 rpc::OutFrame Session::Handle(rpc::Frame& frame) {
+  ReadRequest(frame);
+  return Answer(frame);
+}
+
+rpc::OutFrame Session::Answer(rpc::Frame& frame) {
   rpc::OutFrame out;
   out.message = rpc::NewMessage();
   auto reply = out.message->initRoot<wire::Reply>();
-  Status status;
-  std::string kind = "malformed";
-  try {
-    auto reader = frame.Reader();
-    auto request = reader.getRoot<wire::Request>();
-    kind = rpc::RequestKindName(request);
-    status = Dispatch(request, frame, reply, out);
-  } catch (const kj::Exception& e) {
-    status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
-  } catch (const std::bad_alloc&) {
-    status = ResourceExhausted("out of host memory while serving the request");
-  } catch (const std::exception& e) {
-    status = Internal(e.what());
-  } catch (...) {
-    // Whatever was thrown, the client gets an answer (it would otherwise wait forever).
-    status = Internal("an exception of unknown type was thrown while serving the request");
+  Status status = request_.readable;
+  if (status.ok()) {
+    try {
+      status = Dispatch(frame, reply, out);
+    } catch (const kj::Exception& e) {
+      status = InvalidArgument(std::string("malformed request: ") + e.getDescription().cStr());
+    } catch (const std::bad_alloc&) {
+      status = ResourceExhausted("out of host memory while serving the request");
+    } catch (const std::exception& e) {
+      status = Internal(e.what());
+    } catch (...) {
+      // Whatever was thrown, the client gets an answer (it would otherwise wait forever).
+      status = Internal("an exception of unknown type was thrown while serving the request");
+    }
   }
   pending_write_.reset();
   if (!status.ok()) {
@@ -157,7 +184,10 @@ rpc::OutFrame Session::Handle(rpc::Frame& frame) {
     rpc::FillError(status, reply.initError());
   }
   last_failed_ = !status.ok();
-  state_->requests.Count(kind, status.code());
+  state_->requests.Count(!request_.readable.ok()   ? RequestMetrics::kMalformed
+                         : request_.row != nullptr ? RowIndex(*request_.row)
+                                                   : RequestMetrics::kUnknown,
+                         status.code());
   return out;
 }
 
@@ -236,12 +266,9 @@ void Session::LogError(const rpc::Frame& frame, const rpc::OutFrame& out) const 
   if (out.message == nullptr) return;
   auto reply = out.message->getRoot<wire::Reply>().asReader();
   if (!reply.isError()) return;
-  std::string kind = "unreadable";
-  try {
-    auto reader = frame.Reader();
-    kind = rpc::RequestKindName(reader.getRoot<wire::Request>());
-  } catch (const kj::Exception&) {
-  }
+  const std::string_view kind = !request_.readable.ok()   ? "unreadable"
+                                : request_.row != nullptr ? request_.row->name
+                                                          : "unknown";
   spdlog::info("session {} ({}): {} request {} failed: {}", id_, peer_, kind, frame.request_id,
                rpc::ErrorFromReply(reply).ToString());
 }
@@ -298,7 +325,7 @@ rpc::OutFrame Session::Serve(rpc::Frame& frame, bool on_device) {
     std::lock_guard<std::mutex> lock(state_->sessions_mu);
     return rpc::MakeErrorReply(frame.request_id, state_->fault);
   }
-  rpc::OutFrame out = Handle(frame);
+  rpc::OutFrame out = Answer(frame);
   // A deadline belongs to one run.
   control_.deadline = std::chrono::steady_clock::time_point::max();
   if (on_device && last_failed_) {
@@ -308,80 +335,51 @@ rpc::OutFrame Session::Serve(rpc::Frame& frame, bool on_device) {
   return out;
 }
 
-wire::Request::Which Session::Kind(const rpc::Frame& frame) {
-  try {
-    auto reader = frame.Reader();
-    return reader.getRoot<wire::Request>().which();
-  } catch (const kj::Exception&) {
-    return wire::Request::HELLO;
-  }
+namespace {
+
+// Calls handler `h` with the request's body and what else its signature asks for:
+// the reply, and before it the request's frame (its attachments), or after it the
+// reply's frame (to attach to).
+template <typename Body>
+Status Call(Session& s, Status (Session::*h)(Body, wire::Reply::Builder), Body body, rpc::Frame& /*frame*/,
+            wire::Reply::Builder reply, rpc::OutFrame& /*out*/) {
+  return (s.*h)(body, reply);
+}
+template <typename Body>
+Status Call(Session& s, Status (Session::*h)(Body, rpc::Frame&, wire::Reply::Builder), Body body,
+            rpc::Frame& frame, wire::Reply::Builder reply, rpc::OutFrame& /*out*/) {
+  return (s.*h)(body, frame, reply);
+}
+template <typename Body>
+Status Call(Session& s, Status (Session::*h)(Body, wire::Reply::Builder, rpc::OutFrame&), Body body,
+            rpc::Frame& /*frame*/, wire::Reply::Builder reply, rpc::OutFrame& out) {
+  return (s.*h)(body, reply, out);
 }
 
-bool Session::AnsweredOnIoThread(const rpc::Frame& frame, kernels::DeviceKind device) {
-  try {
-    auto reader = frame.Reader();
-    auto which = reader.getRoot<wire::Request>().which();
-    return which == wire::Request::HELLO || which == wire::Request::PING || which == wire::Request::AUTHENTICATE ||
-           which == wire::Request::CANCEL || which == wire::Request::PROGRESS ||
-           (which == wire::Request::TENSOR_READ && device == kernels::DeviceKind::kCpu);
-  } catch (const kj::Exception&) {
-    return true;  // Handle() answers it with the error
-  }
-}
+}  // namespace
 
-// The one place a request kind meets its handler. A new request gets a case in the
-// second switch, calling its handler in the handlers_*.cc file of its group (see
-// session.h); one that creates objects also gets a case in the first.
-Status Session::Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Reply::Builder reply,
-                         rpc::OutFrame& out) {
-  if (req.which() != wire::Request::HELLO && !hello_done_) {
+// The one place a request kind meets its handler: a case per row of requests.def.
+Status Session::Dispatch(rpc::Frame& frame, wire::Reply::Builder reply, rpc::OutFrame& out) {
+  const wire::Request::Reader req = request_.root;
+  const wire::Request::Which kind = req.which();
+  if (kind != wire::Request::HELLO && !hello_done_) {
     return FailedPrecondition("the session must start with hello");
   }
-  if (!authenticated() && req.which() != wire::Request::HELLO && req.which() != wire::Request::AUTHENTICATE) {
+  if (!authenticated() && kind != wire::Request::HELLO && kind != wire::Request::AUTHENTICATE) {
     return PermissionDenied(NotAuthenticatedMessage());
   }
+  if (request_.row == nullptr) return Unimplemented("unknown request kind " + std::to_string(kind));
   // Requests that create objects need room for at least one more handle (invoke then
   // checks for all its outputs).
-  switch (req.which()) {
-    case wire::Request::MODULE_LOAD:
-    case wire::Request::MODULE_HAS:
-    case wire::Request::VM_CREATE:
-    case wire::Request::TENSOR_ALLOC:
-    case wire::Request::TENSOR_WRITE:
-    case wire::Request::INVOKE:
-      REMEX_RETURN_IF_ERROR(CheckHandleRoom(1));
-      break;
-    default:
-      break;
+  if (request_.row->creates_handles) REMEX_RETURN_IF_ERROR(CheckHandleRoom(1));
+  switch (kind) {
+#define REMEX_REQUEST(Name, NAME, name, lane, creates_handles) \
+  case wire::Request::NAME:                                    \
+    return Call(*this, &Session::Name, req.get##Name(), frame, reply, out);
+#include "device_server/requests.def"
+#undef REMEX_REQUEST
   }
-  switch (req.which()) {
-    // Session requests (handlers_session.cc).
-    case wire::Request::HELLO: return Hello(req.getHello(), reply.initHello());
-    case wire::Request::PING: return Ping(req.getPing(), reply);
-    case wire::Request::AUTHENTICATE: return Authenticate(req.getAuthenticate(), reply);
-    case wire::Request::CANCEL: return Cancel(req.getCancel(), reply);
-    case wire::Request::PROGRESS: return Progress(req.getProgress(), reply);
-    // Module and VM requests (handlers_module.cc).
-    case wire::Request::MODULE_LOAD: return ModuleLoad(req.getModuleLoad(), frame, reply);
-    case wire::Request::MODULE_HAS: return ModuleHas(req.getModuleHas(), reply);
-    case wire::Request::VM_CREATE: return VmCreate(req.getVmCreate(), reply);
-    case wire::Request::SET_INPUT: return SetInput(req.getSetInput(), reply);
-    case wire::Request::SET_OUTPUT: return SetOutput(req.getSetOutput(), reply);
-    // Tensor requests (handlers_tensor.cc).
-    case wire::Request::TENSOR_ALLOC: return TensorAlloc(req.getTensorAlloc(), reply);
-    case wire::Request::TENSOR_WRITE: return TensorWrite(req.getTensorWrite(), frame, reply);
-    case wire::Request::TENSOR_READ: return TensorRead(req.getTensorRead(), reply, out);
-    case wire::Request::TENSOR_STATS: return TensorStats(req.getTensorStats(), reply);
-    case wire::Request::TENSOR_COMPARE: return TensorCompare(req.getTensorCompare(), reply);
-    case wire::Request::FREE: return Free(req.getFree(), reply);
-    case wire::Request::LIST_HANDLES: return ListHandles(reply);
-    // Run requests (handlers_run.cc).
-    case wire::Request::INVOKE: return Invoke(req.getInvoke(), reply);
-    case wire::Request::BENCHMARK: return Benchmark(req.getBenchmark(), reply);
-    case wire::Request::PROFILE: return Profile(req.getProfile(), reply);
-    case wire::Request::LOAD_TEST: return LoadTest(req.getLoadTest(), reply);
-    default: return Unimplemented("unknown request kind " + std::to_string(req.which()));
-  }
+  return Internal("request kind " + std::to_string(kind) + " has a row but no case");  // not reached
 }
 
 Status Session::CheckHandleRoom(size_t n) const {

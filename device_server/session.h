@@ -2,17 +2,18 @@
 // (internal to device_server/).
 //
 // The class is defined across files, one per group of requests; Dispatch (session.cc)
-// routes each request to its handler:
+// routes each request to its handler, as the request table (requests.def) says:
 //   session.cc           lifecycle, receiving, dispatch, the handle table and budgets
-//   handlers_session.cc  hello, ping, authenticate, cancel
+//   handlers_session.cc  hello, ping, authenticate, cancel, progress
 //   handlers_module.cc   moduleLoad, moduleHas, vmCreate, setInput, setOutput
 //   handlers_tensor.cc   tensorAlloc, tensorWrite, tensorRead, tensorStats,
 //                        tensorCompare, free, listHandles
-//   handlers_run.cc      invoke, benchmark, profile
+//   handlers_run.cc      invoke, benchmark, profile, loadTest
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@
 
 #include "base/status.h"
 #include "device_server/request_progress.h"
+#include "device_server/requests.h"
 #include "device_server/server_state.h"
 #include "rpc/remex.capnp.h"
 #include "rpc/transport.h"
@@ -75,11 +77,12 @@ class Session final : public rpc::ConnectionHandler {
   Session(std::shared_ptr<DeviceServer::State> state, const rpc::ConnectionInfo& info);
   ~Session() override;
 
-  // hello, ping and (on the CPU device, whose memory the reply is sent from directly)
-  // tensorRead are answered on the I/O thread; every other request runs on the device
-  // worker, and the I/O thread serves other connections meanwhile. A request of a
-  // client that has hung up by the time the worker reaches it is not run; nor is any
-  // request of a session a device fault closed (ABORTED, naming the fault).
+  // Reads the frame's request once and serves it in its lane (requests.h: Lane): on
+  // the I/O thread (also a frame that is not a readable request, or of a kind without
+  // a row), the host pool, or the device worker, while the I/O thread serves other
+  // connections. A request of a client that has hung up by the time the worker
+  // reaches it is not run; nor is any request of a session a device fault closed
+  // (ABORTED, naming the fault).
   void HandleAsync(rpc::Frame& frame, ReplyFn reply) override;
 
   // Closes the session after a device fault; called by HandleDeviceFault with
@@ -96,8 +99,8 @@ class Session final : public rpc::ConnectionHandler {
   // one kernel (it could never be answered).
   void OnPeerClosed() override;
 
-  // Serves one request. Runs on the device worker (see HandleAsync), except for the
-  // requests AnsweredOnIoThread names.
+  // Serves one request on the calling thread (the synchronous form; the server calls
+  // HandleAsync).
   rpc::OutFrame Handle(rpc::Frame& frame) override;
 
   // A request's attachments are held in memory before the request runs (decompressed,
@@ -139,20 +142,25 @@ class Session final : public rpc::ConnectionHandler {
   // Everything the session holds on the device.
   void ReleaseObjects();
 
-  // Runs a request on the device worker (`on_device`) or the host pool.
+  // Reads `frame`'s request into request_: the one parse of its message.
+  void ReadRequest(const rpc::Frame& frame);
+  // The lane request_ is served in on this server's device: its row's, with
+  // kIoThreadOnCpuDevice and kDeviceWorkerOrInline resolved for the device's kind;
+  // kIoThread when it has no row.
+  Lane ServingLane() const;
+  // Answers request_ (read from `frame`): Dispatch, turning what it throws into an
+  // error reply, and counts it in the metrics.
+  rpc::OutFrame Answer(rpc::Frame& frame);
+  // Answers request_ on the device worker (`on_device`) or the host pool.
   rpc::OutFrame Serve(rpc::Frame& frame, bool on_device);
 
-  // The request's kind; HELLO for a frame that is not a readable request (Handle()
-  // answers it with the error).
-  static wire::Request::Which Kind(const rpc::Frame& frame);
-  static bool AnsweredOnIoThread(const rpc::Frame& frame, kernels::DeviceKind device);
-
-  // ---- Requests: the handler of each, grouped as Dispatch routes them.
-  Status Dispatch(wire::Request::Reader req, rpc::Frame& frame, wire::Reply::Builder reply,
-                  rpc::OutFrame& out);
+  // ---- Requests: the handler of each, grouped as the request table (requests.def).
+  // Checks that the session said hello and is authenticated, that a request creating
+  // handles has room for one, then calls request_'s handler.
+  Status Dispatch(rpc::Frame& frame, wire::Reply::Builder reply, rpc::OutFrame& out);
 
   // Session requests (handlers_session.cc).
-  Status Hello(wire::Hello::Reader req, wire::HelloReply::Builder reply);
+  Status Hello(wire::Hello::Reader req, wire::Reply::Builder reply);
   Status Ping(wire::Ping::Reader req, wire::Reply::Builder reply);
   // Checks the client's proof of the token against this session's challenge (single
   // use), and proves the server's knowledge of it in return.
@@ -193,7 +201,7 @@ class Session final : public rpc::ConnectionHandler {
   // All or nothing: when a handle is unknown, nothing is freed.
   Status Free(wire::Free::Reader req, wire::Reply::Builder reply);
   // Every handle of the session with its kind and size, in ascending order.
-  Status ListHandles(wire::Reply::Builder reply);
+  Status ListHandles(wire::ListHandles::Reader req, wire::Reply::Builder reply);
 
   // Run requests (handlers_run.cc).
   // The next run's deadline: `client_ms` (0: none asked) capped at --max-invoke-ms.
@@ -259,6 +267,15 @@ class Session final : public rpc::ConnectionHandler {
   std::string hello_lease_refused_;
   std::string lease_;
   std::unordered_map<uint64_t, Object> objects_;
+  // The request being served, read once from its frame (ReadRequest, HandleAsync):
+  // the connection reads its next frame only after the reply, so there is one at a
+  // time. `message` reads the frame's bytes, valid until the reply.
+  struct CurrentRequest {
+    std::optional<capnp::FlatArrayMessageReader> message;
+    wire::Request::Reader root;
+    const RequestRow* row = nullptr;  // nullptr: a kind without a row, or unreadable
+    Status readable;                  // INVALID_ARGUMENT: the frame is not a readable request
+  } request_;
   // The tensor AttachmentDestination allocated for the frame being received.
   vm::TensorPtr pending_write_;
   // This session's memory: the server's allocator under the session's quota.
@@ -269,9 +286,9 @@ class Session final : public rpc::ConnectionHandler {
   // How far its benchmark, loadTest or profile is, for another connection's progress
   // request.
   RequestProgress progress_;
-  bool last_failed_ = false;  // the last request Handle() served failed
-  // How long this session's last invoke took (Serve), wherever it ran; max until one
-  // has run. Written by the request's work, read when the next request arrives (after
+  bool last_failed_ = false;  // the last request Answer() served failed
+  // How long this session's last invoke (Lane::kDeviceWorkerOrInline) took, wherever
+  // it ran; max until one has run. Written by the request's work, read when the next request arrives (after
   // the reply, which orders the two). See ServerConfig::inline_invoke_below.
   std::chrono::steady_clock::duration last_invoke_time_ = std::chrono::steady_clock::duration::max();
   // Device faults, guarded by state_->sessions_mu: a request is being served (or

@@ -2,6 +2,8 @@
 // process: the module cache, the time evaluator, profiles, device-side statistics and
 // comparisons, and many sessions at once. Client-named handles, pipelining and
 // invoke_with_outputs are in remote_session_outputs_test.cc.
+#include <capnp/any.h>
+#include <capnp/schema.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -182,6 +184,39 @@ TEST_F(RemoteSessionTest, ModulesWithSequencesAtTheirBoundaryAreRefusedByName) {
             std::string::npos)
       << refused.status().ToString();
   EXPECT_TRUE(s->LoadModule(Compile(AddReluModel()), "add_relu").ok());
+}
+
+// A request of a kind this server has no row for (a newer protocol's) is answered
+// UNIMPLEMENTED naming the kind, after the hello-first check, and the session goes on.
+TEST_F(RemoteSessionTest, ARequestOfAnUnknownKindIsUnimplemented) {
+  auto unknown_kind = [] {
+    rpc::OutFrame f;
+    f.message = std::make_unique<capnp::MallocMessageBuilder>();
+    capnp::AnyStruct::Builder root = f.message->initRoot<rpc::wire::Request>();
+    // The union's discriminant, a UInt16 at discriminantOffset (in 16-bit units) of the
+    // data section, set past the schema's members.
+    const uint32_t at =
+        capnp::Schema::from<rpc::wire::Request>().getProto().getStruct().getDiscriminantOffset();
+    auto data = root.getDataSection();
+    EXPECT_GE(data.size(), at * 2 + 2);
+    data[at * 2] = kj::byte{0xe9};
+    data[at * 2 + 1] = kj::byte{0x03};  // 1001, little-endian
+    return f;
+  };
+  auto before_hello = rpc::Client::Connect("127.0.0.1", server_.port(), std::chrono::seconds(10));
+  ASSERT_TRUE(before_hello.ok());
+  rpc::OutFrame first = unknown_kind();
+  EXPECT_EQ(RawCall(**before_hello, first).code(), StatusCode::kFailedPrecondition);
+
+  auto c = RawClient(server_.port());
+  rpc::OutFrame request = unknown_kind();
+  Status refused = RawCall(*c, request);
+  EXPECT_EQ(refused.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.message().find("unknown request kind 1001"), std::string::npos) << refused.ToString();
+  rpc::OutFrame ping;
+  ping.message = std::make_unique<capnp::MallocMessageBuilder>();
+  ping.message->initRoot<rpc::wire::Request>().initPing().setPayload(7);
+  EXPECT_TRUE(RawCall(*c, ping).ok());
 }
 
 TEST(ModuleCacheBoundTest, EvictedModulesStayAliveWhileHeld) {
