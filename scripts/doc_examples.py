@@ -188,6 +188,16 @@ SHELL_PROMPT_RE = r"remex(?::\S+)?> "
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\x07")
 
 
+def screen_text(raw):
+    """What a terminal shows of `raw` once it is written: a carriage return goes back to
+    the line's start (a progress line redrawn in place, then cleared, shows nothing),
+    escape sequences draw nothing."""
+    lines = []
+    for line in raw.replace("\r\n", "\n").split("\n"):
+        lines.append(ESCAPES.sub("", line.rsplit("\r", 1)[-1]))
+    return "\n".join(lines)
+
+
 def run_console(text, repo, env, timeout):
     """Checks a terminal transcript (see the module's doc); returns (ok, report)."""
     import doctest
@@ -223,7 +233,7 @@ def run_console(text, repo, env, timeout):
             if kind == "typed" and i == 0 and command not in ("quit", "exit"):
                 report.append(f"--- remex> {command}\nthe shell ended (exit {bash.match.group(1)}):\n{got}")
             in_shell = i == 1
-            got = ESCAPES.sub("", got).replace("\r\n", "\n").replace("\r", "")
+            got = screen_text(got)
             if not got.endswith("\n"):
                 got += "\n"
             if expected.strip() == "" and got.strip() == "":
