@@ -106,6 +106,12 @@ using remex::StatusOr;
 namespace tooling = remex::tooling;
 namespace regression = remex::regression;
 
+// A list of names (tooling/specs.h) as CLI11's IsMember takes it.
+template <size_t N>
+std::vector<std::string> Names(const char* const (&names)[N]) {
+  return std::vector<std::string>(names, names + N);
+}
+
 // Prints the error once, and returns its exit status.
 int Fail(const Status& status) {
   std::fprintf(stderr, "remex: %s\n", status.ToString().c_str());
@@ -133,11 +139,11 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                 "with --dispatch: refuse shapes outside every bucket instead of running the generic function");
   cmd->add_option("--layout", specs.layout, "activation layout between convolutions: NCHW or NHWC")
       ->capture_default_str()
-      ->check(CLI::IsMember({"NCHW", "NHWC"}, CLI::ignore_case));
+      ->check(CLI::IsMember(Names(tooling::kLayoutNames), CLI::ignore_case));
   cmd->add_option("--dtype", specs.dtype,
                   "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"float32", "float16"}));
+      ->check(CLI::IsMember(Names(tooling::kCompileDTypeNames)));
   cmd->add_flag("--no-fuse-epilogues", [&specs](int64_t) { specs.fuse_epilogues = false; },
                 "keep Conv and MatMul, their Add and their activation as separate kernels");
   cmd->add_flag("--no-fold-batchnorm", [&specs](int64_t) { specs.fold_batchnorm = false; },
@@ -1495,7 +1501,7 @@ int main(int argc, char** argv) {
   gen_sr_cmd->add_option("--width", gen_sr.width, "input width")->capture_default_str();
   gen_sr_cmd->add_option("--dtype", gen_sr.dtype, "float32 or float16")
       ->capture_default_str()
-      ->check(CLI::IsMember({"float32", "float16"}));
+      ->check(CLI::IsMember(Names(tooling::kCompileDTypeNames)));
   gen_sr_cmd->add_option("--seed", gen_sr.seed, "weight generator seed")->capture_default_str();
   gen_sr_cmd->add_option("--depth-to-space", gen_sr.depth_to_space,
                          "native (DepthToSpace nodes) or reshape (their Reshape-Transpose-Reshape definition)")

@@ -36,6 +36,16 @@ StatusOr<std::map<std::string, std::string>> ParseInputSpecs(const std::vector<s
 // --dtype of compile and gen-sr: float32 or float16 (base/dtype.h names).
 StatusOr<DType> ParseFloatDType(const std::string& name);
 
+// The values the front ends offer (the CLI's --help checks and completion, the shell's
+// completion and messages): --layout (compiler::ParseLayout decides), compile's --dtype
+// (ParseFloatDType decides), and the dtypes of a tensor made on the server (the shell's
+// zeros and random: every dtype with numbers).
+inline constexpr const char* kLayoutNames[] = {"NCHW", "NHWC"};
+inline constexpr const char* kCompileDTypeNames[] = {"float32", "float16"};
+inline constexpr const char* kNumericDTypeNames[] = {"float32", "float16", "bfloat16", "float64", "int8",
+                                                     "uint8",   "int16",   "uint16",   "int32",   "uint32",
+                                                     "int64",   "uint64",  "bool"};
+
 // --compression: auto, none, zstd or zstd:LEVEL (1-22).
 StatusOr<client::CompressionOptions> ParseCompression(const std::string& text);
 
