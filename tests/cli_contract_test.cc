@@ -139,6 +139,10 @@ TEST_F(CliContractTest, ExitCodesTellMismatchUsageAndInfrastructureApart) {
   auto missing = Cli("run " + dir_ + "/nope.rmx 2>&1");
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   EXPECT_NE(missing.output.find("No such file or directory"), std::string::npos) << missing.output;
+  // A model that cannot be opened leaves no empty --output-dir behind.
+  auto nothing = Cli("run " + dir_ + "/nope.onnx --output-dir " + dir_ + "/never 2>&1");
+  EXPECT_EQ(nothing.exit_code, 3) << nothing.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/never")) << nothing.output;
 }
 
 TEST_F(CliContractTest, AMissingReferenceIsNotAMismatch) {

@@ -412,7 +412,9 @@ int Run(const RunArgs& args) {
   options.output_dir = args.output_dir;
   options.save_inputs = args.save_inputs;
   if (args.save_inputs && args.output_dir.empty()) return Usage(remex::InvalidArgument("--save-inputs needs --output-dir"));
-  if (!args.output_dir.empty()) {  // before any work
+  // The folder is made and checked before any work, unless the model cannot even be
+  // opened: then Prepare says so, and no empty folder is left behind.
+  if (!args.output_dir.empty() && std::ifstream(request->model).good()) {
     if (Status st = tooling::EnsureWritableDirectory(args.output_dir); !st.ok()) return Fail(st);
   }
   remex::cli::TerminalProgress progress(!args.json);
