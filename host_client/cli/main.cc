@@ -1462,6 +1462,10 @@ int DashboardCommand(const DashboardArgs& args) {
                                                                         : Fail(store.status());
   }
   options.results_url = url;
+  options.reopen = [url] {
+    std::string same;
+    return OpenStoreToRead(url, &same);  // never creates a SQLite file that went away
+  };
   tooling::Dashboard dashboard(std::move(store).value(), options);
   auto server = tooling::WebServer::Listen(
       web, [&dashboard](const tooling::WebRequest& request) { return dashboard.Handle(request); });

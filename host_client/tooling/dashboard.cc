@@ -603,14 +603,25 @@ StatusOr<json> Dashboard::CompareData(int64_t a, int64_t b) {
 WebResponse Dashboard::Handle(const WebRequest& request) {
   std::lock_guard<std::mutex> lock(mutex_);
   WebResponse response;
-  try {
-    response = Answer(request);
-  } catch (const std::exception& e) {
-    response = {
-        500,
-        "text/html; charset=utf-8",
-        ErrorPage(500, "Internal error", Internal(std::string("the page failed: ") + e.what()), options_),
-        {}};
+  auto answer = [&] {
+    try {
+      response = Answer(request);
+    } catch (const std::exception& e) {
+      response = {
+          500,
+          "text/html; charset=utf-8",
+          ErrorPage(500, "Internal error", Internal(std::string("the page failed: ") + e.what()), options_),
+          {}};
+    }
+  };
+  answer();
+  // The store's connection may have gone (a restarted database): once more on a new one.
+  if (response.status >= 500 && options_.reopen) {
+    auto fresh = options_.reopen();
+    if (fresh.ok()) {
+      store_ = std::move(fresh).value();
+      answer();
+    }
   }
   // Nothing from elsewhere, no framing, no sniffing, nothing kept.
   response.headers.emplace_back("Content-Security-Policy",

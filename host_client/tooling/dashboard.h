@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +83,11 @@ struct DashboardOptions {
   // Secure over TLS).
   std::string token;
   std::string version = "unknown";  // remex's version, in the footer
+  // Opens the store again (OpenResultsStore of the URL). When set, a page the store
+  // could not answer (an error status 500 or above: a PostgreSQL server restarted, a
+  // connection dropped) is answered once more on a fresh connection before the error
+  // is shown; the dashboard is read-only, so asking again is safe.
+  std::function<StatusOr<std::unique_ptr<ResultsStore>>()> reopen;
 };
 
 // The dashboard's pages over one store. Handle() is thread-safe: requests are answered

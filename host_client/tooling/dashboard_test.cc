@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "host_client/tooling/web_server.h"
+#include "tests/postgres_server.h"
 
 namespace remex::tooling {
 namespace {
@@ -483,6 +484,54 @@ TEST(WebServerTest, UnusableAddressesAndTlsFilesAreRefused) {
   auto tls = WebServer::Listen(options, nullptr);
   EXPECT_EQ(tls.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(tls.status().message().find("/no/such/cert.pem"), std::string::npos);
+}
+
+// A PostgreSQL server that restarts breaks the dashboard's connection: with `reopen`
+// the next page is answered on a fresh one; without it the page says the store failed.
+TEST(DashboardReconnectTest, APageAfterTheDatabaseRestartedIsAnsweredOnANewConnection) {
+  if (remex::testing::TempPostgres::BinDir().empty()) GTEST_SKIP() << "PostgreSQL is not installed";
+  remex::testing::TempPostgres pg;
+  ASSERT_TRUE(pg.Start()) << pg.error();
+  const std::string url = pg.Url();
+  auto first = OpenResultsStore(url);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  RunRecord r;
+  r.recorded_at = "2026-12-02T08:00:00Z";
+  r.kind = "bench";
+  r.model_name = "m.onnx";
+  r.model_hash = std::string(32, 'a');
+  r.scenario = "time-evaluator";
+  r.device_class = "cpu:test";
+  r.samples_ms = {1.0, 1.1, 1.2};
+  r.summary = {{"count", 3}, {"median_ms", 1.1}};
+  r.report = {{"schema", "remex.bench"}, {"schema_version", 2}, {"model", "m.onnx"}};
+  r.verdict = "pass";
+  ASSERT_TRUE((*first)->Record(r).ok());
+  auto second = OpenResultsStore(url);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+
+  DashboardOptions with;
+  int reopened = 0;
+  with.reopen = [&]() -> StatusOr<std::unique_ptr<ResultsStore>> {
+    ++reopened;
+    return OpenResultsStore(url);
+  };
+  Dashboard reconnecting(std::move(first).value(), with);
+  Dashboard stuck(std::move(second).value(), DashboardOptions{});
+  WebRequest overview;
+  overview.method = "GET";
+  overview.target = "/api/overview";
+  ASSERT_EQ(reconnecting.Handle(overview).status, 200);
+  ASSERT_EQ(stuck.Handle(overview).status, 200);
+  EXPECT_EQ(reopened, 0);
+
+  ASSERT_TRUE(pg.Restart()) << pg.error();
+  const WebResponse after = reconnecting.Handle(overview);
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(reopened, 1);
+  EXPECT_EQ(json::parse(after.body)["series"].size(), 1u) << after.body;
+  // The one without `reopen` shows the store's error: what the test would see without it.
+  EXPECT_GE(stuck.Handle(overview).status, 500);
 }
 
 }  // namespace
