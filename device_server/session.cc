@@ -104,7 +104,7 @@ void Session::ReadRequest(const rpc::Frame& frame) {
   request_.row = nullptr;
   request_.readable = OkStatus();
   try {
-    request_.message.emplace(frame.message.asPtr(), rpc::WireReaderOptions());
+    request_.message = std::make_unique<capnp::FlatArrayMessageReader>(frame.message.asPtr(), rpc::WireReaderOptions());
     request_.root = request_.message->getRoot<wire::Request>();
     request_.row = FindRequest(request_.root.which());
   } catch (const kj::Exception& e) {

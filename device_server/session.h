@@ -269,9 +269,10 @@ class Session final : public rpc::ConnectionHandler {
   std::unordered_map<uint64_t, Object> objects_;
   // The request being served, read once from its frame (ReadRequest, HandleAsync):
   // the connection reads its next frame only after the reply, so there is one at a
-  // time. `message` reads the frame's bytes, valid until the reply.
+  // time. `message` reads the frame's bytes, valid until the reply. (Held by pointer:
+  // a capnp reader's destructor may throw, which would make ~Session's throw too.)
   struct CurrentRequest {
-    std::optional<capnp::FlatArrayMessageReader> message;
+    std::unique_ptr<capnp::FlatArrayMessageReader> message;
     wire::Request::Reader root;
     const RequestRow* row = nullptr;  // nullptr: a kind without a row, or unreadable
     Status readable;                  // INVALID_ARGUMENT: the frame is not a readable request
