@@ -358,12 +358,19 @@ TEST_F(CliProfileTest, DiffComparesTwoSavedReports) {
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_NE(same.output.find("beyond noise"), std::string::npos) << same.output;
   EXPECT_NE(same.output.find("largest differences per node"), std::string::npos) << same.output;
-  // Every sample three times as long: beyond the noise, exit 1.
-  json slow = ReadJson(a);
-  for (auto& s : slow["benchmark"]["samples_ms"]) s = s.get<double>() * 3;
-  const std::string c = dir_ + "/c.json";
+  // Every sample three times as long: beyond the noise, exit 1. The samples are set
+  // (8 within 1 % of each other), not measured: a loaded machine's own spread (one
+  // sample ten times another under the sanitizers) could hide even a threefold step.
+  json steady = ReadJson(a);
+  json slow = steady;
+  for (size_t i = 0; i < steady["benchmark"]["samples_ms"].size(); ++i) {
+    steady["benchmark"]["samples_ms"][i] = 1.0 + 0.001 * static_cast<double>(i);
+    slow["benchmark"]["samples_ms"][i] = 3.0 * (1.0 + 0.001 * static_cast<double>(i));
+  }
+  const std::string a2 = dir_ + "/a2.json", c = dir_ + "/c.json";
+  std::ofstream(a2) << steady.dump();
   std::ofstream(c) << slow.dump();
-  auto slower = Cli("diff " + a + " " + c + " --json");
+  auto slower = Cli("diff " + a2 + " " + c + " --json");
   EXPECT_EQ(slower.exit_code, 1) << slower.output;
   const json ds = Json(slower);
   EXPECT_TRUE(ds["beyond_noise"].get<bool>());
