@@ -2,7 +2,7 @@
 # Fuzz one Remex target with libFuzzer under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 # Usage: scripts/fuzz.sh [--install-deps] TARGET SECONDS [LIBFUZZER_ARGS ...]
-#        scripts/fuzz.sh [--install-deps] all SECONDS [LIBFUZZER_ARGS ...]   (each target in turn)
+#        scripts/fuzz.sh [--install-deps] all SECONDS [LIBFUZZER_ARGS ...]   (every target)
 # TARGET: fuzz_frame, fuzz_server, fuzz_executable or fuzz_onnx_import (tests/fuzz/).
 #
 # Builds the tree REMEX_FUZZ_BUILD_DIR (default <repo>/build-fuzz) with clang-14,
@@ -87,15 +87,21 @@ if [[ ! -f $seeds/done ]]; then
   touch "$seeds/done"
 fi
 
-status=0
-for t in "${targets[@]}"; do
-  corpus=$build/fuzz/corpus/$t findings=$build/fuzz/findings/$t
+# The targets run side by side, as many at a time as there are cores (REMEX_FUZZ_JOBS
+# overrides; each libFuzzer process is single-threaded), so `all` takes about
+# SECONDS x targets / cores; each gets the same SECONDS of its own.
+jobs=${REMEX_FUZZ_JOBS:-$(nproc)}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: REMEX_FUZZ_JOBS must be a positive whole number" >&2; exit 2; }
+
+# fuzz_one TARGET: fuzzes it, prints its summary line (and its report on a finding) and
+# returns libFuzzer's status.
+fuzz_one() {
+  local t=$1 corpus=$build/fuzz/corpus/$1 findings=$build/fuzz/findings/$1 log=$build/fuzz/$1.log
+  local start=$SECONDS rc execs found
   mkdir -p "$corpus" "$findings"
-  log=$build/fuzz/$t.log
-  start=$SECONDS
   set +e
   "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
-    -print_final_stats=1 -artifact_prefix="$findings/" "$@" \
+    -print_final_stats=1 -artifact_prefix="$findings/" "${fuzz_args[@]}" \
     "$corpus" "$seeds/$t" "$repo/tests/fuzz/regressions/$t" >"$log" 2>&1
   rc=$?
   set -e
@@ -104,7 +110,20 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t: ${execs:-0} executions in $((SECONDS - start)) s, $(find "$corpus" -type f | wc -l) corpus inputs, $found findings (log: $log)"
   if ((rc != 0)); then
     grep -E "ERROR|SUMMARY|runtime error|fuzz_server:|verifier refuses|Test unit written" "$log" | head -20 >&2 || true
-    status=1
   fi
+  return $rc
+}
+
+fuzz_args=("$@")
+status=0
+pids=()
+for t in "${targets[@]}"; do
+  if ((${#pids[@]} >= jobs)); then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+  fuzz_one "$t" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 exit $status

@@ -2,7 +2,8 @@
 # The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer, with the
 # CUDA device built on the host emulation of CUDA (-DREMEX_CUDA_EMULATION=ON,
 # kernels/cuda/emulation/README.md), in <repo>/build-emu: the tests of scripts/test.sh
-# but the packaging checks and the host tooling's own tests (below),
+# but the packaging checks, the conformance and whole-model tests and the host tooling's
+# own tests (below),
 # the `cuda-emu` tests (per-group differential tests, CUDA device tests, whole models on
 # `remex-server --device cuda:0`, kernel coverage) and the fuzz targets' regression
 # inputs included. Needs no GPU and no nvcc. A leak, a heap or stack error or undefined
@@ -29,9 +30,14 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # they reach are those the tests here run.
 # The packaging tests (label `packaging`) check what the Docker image installs for a
 # Release build's libraries; a sanitizer build links libasan and libubsan, which the
-# image does not ship. The two 1024 x 1024 real models (label `model-large`) take
-# minutes under the sanitizers. Both run in the plain suite (scripts/test.sh).
-ctest_args=(-LE 'packaging|model-large')
+# image does not ship. The ONNX conformance cases and the whole models against ONNX
+# Runtime (labels `conformance`, `model`, `model-large`) check numbers, which the
+# sanitizers do not; the kernels they run are run sanitized by the kernels' own tests,
+# and executables compiled from conformance models, as fuzz_executable seeds, by the
+# fuzz tree.
+# All of them run in the plain suite (scripts/test.sh). (The `cuda-emu` whole-model
+# tests run here: this tree is their only one.)
+ctest_args=(-LE 'packaging|conformance|model')
 if [[ ${1:-} == -- ]]; then shift; ctest_args+=("$@"); fi
 # Not the Python client: its module would load the sanitizers' runtime into an
 # uninstrumented python3 (scripts/test.sh runs its tests).
