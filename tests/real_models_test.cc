@@ -46,8 +46,9 @@ struct RealModel {
   std::vector<InputSpec> inputs;
   double rtol, atol;
   // Quantized models: instead of rtol / atol, each output's largest error must stay
-  // within 10 % of its largest magnitude and its mean error within 0.5 % of it.
+  // within 10 % of its largest magnitude and its mean error within `quantized_mean` of it.
   bool quantized = false;
+  double quantized_mean = 0.005;
 };
 
 InputSpec Normal(std::string name, Shape shape, double scale = 1) {
@@ -87,6 +88,13 @@ std::vector<InputSpec> WhisperDecoderInputs() {
 // step, and that step propagates: its outputs are compared by the `quantized` rule
 // (largest error 10 %, mean error 0.5 % of the output's largest magnitude; measured
 // 7 % and 0.14 %, with the [0, 1] masks within 3e-3).
+// Whisper's decoder takes its mean bound, 1.5 %, from ONNX Runtime against itself: on an
+// AVX2 CPU (AMD EPYC, 2026-12-03) its plan for the model as exported (the layers inside
+// an If) and its fused plan for the same layers flattened into one graph differ by up to
+// 7.2 % (largest) and 0.97 % (mean, present.2.decoder.value) of an output's magnitude, the
+// logits by 0.68 %; Remex matches the fused plan within 1.1e-6 on every output, and the
+// If plan by exactly that spread. On an AVX-512 CPU both plans agreed with Remex (mean
+// 0.14 %). tests/data/real_models.md has the measurement.
 const RealModel kModels[] = {
     {"SileroVadLegacy", "real", "silero_vad_legacy.onnx",
      {Normal("input", {1, 512}, 0.1), Int64("sr", 16000), Zeros("h", {2, 1, 64}), Zeros("c", {2, 1, 64})}, 1e-4,
@@ -105,7 +113,7 @@ const RealModel kModels[] = {
 const RealModel kLargeModels[] = {
     {"IsnetInt8", "real", "isnet_int8.onnx", {Image("input", {1, 3, 1024, 1024})}, 0, 0, true},
     {"IsnetFloat16", "real", "isnet_fp16.onnx", {Image("input", {1, 3, 1024, 1024})}, 1e-2, 1e-2},
-    {"WhisperTinyDecoderInt8", "real", "whisper_tiny_decoder_int8.onnx", WhisperDecoderInputs(), 0, 0, true},
+    {"WhisperTinyDecoderInt8", "real", "whisper_tiny_decoder_int8.onnx", WhisperDecoderInputs(), 0, 0, true, 0.015},
 };
 
 Status WriteInput(const InputSpec& spec, const std::string& path, std::mt19937& rng) {
@@ -220,7 +228,7 @@ class RealModelTest : public testing::ModelTest, public ::testing::WithParamInte
       }
       const double mean_err = n ? sum_err / static_cast<double>(n) : 0;
       EXPECT_LE(max_err, 0.1 * peak) << m.name << " " << name;
-      EXPECT_LE(mean_err, 0.005 * peak) << m.name << " " << name;
+      EXPECT_LE(mean_err, m.quantized_mean * peak) << m.name << " " << name;
       std::printf("[real-model] %s %s: %zu values, largest magnitude %.3g, max abs error %.3g, mean abs error %.3g\n",
                   m.name, name.c_str(), n, peak, max_err, mean_err);
       ++compared;

@@ -19,7 +19,9 @@
 // Inputs: .npy format 1.0/2.0/3.0, C order, little-endian; dtypes float32, float16, float64,
 // int8/16/32/64, uint8/16/32/64, bool. Each output is written to OUT_DIR/<name>.npy, where
 // every character of the output name outside [A-Za-z0-9_.-] becomes '_'. The session uses
-// the CPU execution provider with ORT's default graph optimization level.
+// the CPU execution provider with ORT's default graph optimization level; a reference run
+// (not --bench) asks for exact (non-saturating) integer matrix products on every x86-64
+// CPU (session.x64quantprecision).
 // Exits 2 on bad usage, 1 on any other error, with a message on stderr.
 'use strict';
 
@@ -160,6 +162,12 @@ async function main() {
   if (!fs.existsSync(args.model)) fail(`model not found: ${args.model}`);
 
   const options = { executionProviders: ['cpu'] };
+  // session.x64quantprecision: on x86-64 CPUs without VNNI, ORT's default u8 x s8
+  // integer GEMM (MatMulInteger, ConvInteger, QLinearConv, ...) adds pairs of products in
+  // saturating 16-bit lanes, so its results depend on the CPU; '1' makes it multiply the
+  // s8 weights as u8 in exact 32-bit sums on every CPU, as the ONNX spec defines them.
+  // A reference run takes it; --bench times ORT's default plan, as its users run it.
+  if (!args.bench.repeat) options.extra = { session: { x64quantprecision: '1' } };
   if (args.bench.threads) options.intraOpNumThreads = args.bench.threads;
   if (args.bench.optimization) options.graphOptimizationLevel = args.bench.optimization;
   const session = await ort.InferenceSession.create(args.model, options);
