@@ -23,7 +23,8 @@
 
 #include "base/status.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/profiler.h"
 

@@ -43,7 +43,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::vm {
 

@@ -1,8 +1,8 @@
 // Tests of the CUDA device and kernels that need a GPU (they skip themselves when none
 // is visible): memory, streams and timing, whole kernels against the CPU's.
 
-#include "vm/cuda_device.h"
-#include "vm/cuda_device_test_util.h"
+#include "vm/device/cuda_device.h"
+#include "vm/device/cuda_device_test_util.h"
 #include "vm/vm_test_util.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +20,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/vm.h"
 
@@ -37,7 +38,7 @@ TEST(CudaDevice, DescribesItself) {
   SKIP_WITHOUT_GPU();
   auto device = MustCreate(0);
   ASSERT_TRUE(device);
-  EXPECT_EQ(device->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(device->kernel_kind(), DeviceKind::kCuda);
   EXPECT_EQ(device->name(), "cuda:0");
   EXPECT_GT(device->memory_bytes(), 0u);
   EXPECT_NE(device->description().find("compute capability"), std::string::npos) << device->description();
@@ -417,7 +418,7 @@ TEST(CudaDevice, AStreamIsAQueueOfItsOwnOnTheDevicesMemory) {
   auto made = CreateCudaStream(*device);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::unique_ptr<Device> stream = std::move(*made);
-  EXPECT_EQ(stream->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(stream->kernel_kind(), DeviceKind::kCuda);
   EXPECT_EQ(stream->name().rfind("cuda:0 stream ", 0), 0u) << stream->name();
   EXPECT_EQ(&stream->memory_space(), device.get());
   EXPECT_EQ(&device->memory_space(), device.get());
