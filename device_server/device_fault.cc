@@ -36,7 +36,9 @@ void ResetAfterFault(DeviceServer::State& state) {
   if (state.draining.load()) return;  // stopping: nothing left to serve
   const std::string name = state.device->name();
   state.allocator->Trim();
-  Status reset = state.device->Reset();
+  Status reset = state.device->capabilities().fault_recovery
+                     ? state.device->Reset()
+                     : FailedPrecondition(name + ": the device has no recovery from a fault (no reset)");
   if (reset.ok()) reset = state.device->Health();
   StatusOr<std::shared_ptr<const kernels::KernelRegistry>> registry = reset.ok()
       ? CreateRegistry(*state.device, state.allocator)

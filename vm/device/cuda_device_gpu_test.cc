@@ -48,6 +48,43 @@ TEST(CudaDevice, DescribesItself) {
   EXPECT_EQ(CudaStreamOf(HostDevice()), nullptr);
 }
 
+// What the server and the VM decide by: a GPU's memory is not the host's, its work is
+// queued, it makes streams and is reset after a fault; a stream of it shares its kernels
+// but makes no streams and is not reset. Its kernels are the CUDA kernels, on its stream.
+TEST(CudaDevice, DescribesItsCapabilities) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  const DeviceCapabilities caps = device->capabilities();
+  EXPECT_EQ(caps.kernel_kind, DeviceKind::kCuda);
+  EXPECT_FALSE(caps.host_addressable);
+  EXPECT_FALSE(caps.inline_execution);
+  EXPECT_FALSE(caps.host_access_in_place());
+  EXPECT_TRUE(caps.streams);
+  EXPECT_TRUE(caps.fault_recovery);
+  EXPECT_EQ(caps.compute_threads, 0);
+
+  auto allocator = Allocator::Create(*device);
+  auto registry = kernels::CreateCpuRegistry();
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  EXPECT_EQ((*registry)->FindKernel("Relu", DeviceKind::kCuda), nullptr);
+  ASSERT_TRUE(device->RegisterKernels(**registry, allocator).ok());
+  EXPECT_NE((*registry)->FindKernel("Relu", DeviceKind::kCuda), nullptr);
+
+  auto stream = device->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  EXPECT_EQ(&(*stream)->memory_space(), device.get());
+  EXPECT_NE(CudaStreamOf(**stream), CudaStreamOf(*device));
+  const DeviceCapabilities stream_caps = (*stream)->capabilities();
+  EXPECT_EQ(stream_caps.kernel_kind, DeviceKind::kCuda);
+  EXPECT_FALSE(stream_caps.host_addressable);
+  EXPECT_FALSE(stream_caps.inline_execution);
+  EXPECT_FALSE(stream_caps.streams);
+  EXPECT_FALSE(stream_caps.fault_recovery);
+  EXPECT_EQ((*stream)->CreateStream().status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ((*stream)->Reset().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(CudaDevice, CopiesRoundTrip) {
   SKIP_WITHOUT_GPU();
   auto device = MustCreate(0);
