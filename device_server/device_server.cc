@@ -19,9 +19,9 @@
 #include "device_server/session.h"
 #include "rpc/auth.h"
 #include "rpc/transport.h"
-#include "vm/device/cuda_device.h"
 #include "vm/device/allocator.h"
 #include "vm/device/cpu_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex::server {
 

@@ -423,7 +423,8 @@ class CudaDevice final : public CudaQueue {
 // A stream of its own on a CudaDevice's GPU (CreateCudaStream).
 class CudaStreamDevice final : public CudaQueue {
  public:
-  CudaStreamDevice(CudaDevice& parent, std::string name) : CudaQueue(parent.ordinal(), std::move(name)), parent_(parent) {}
+  CudaStreamDevice(CudaDevice& parent, std::string name)
+      : CudaQueue(parent.ordinal(), std::move(name)), parent_(parent) {}
 
   ~CudaStreamDevice() override {
     if (!stream_ || cudaSetDevice(ordinal_) != cudaSuccess) {
