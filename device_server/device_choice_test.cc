@@ -5,7 +5,7 @@
 
 #include "device_server/device_server.h"
 #include "kernels/kernels.h"
-#include "vm/cuda_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex::server {
 namespace {

@@ -9,20 +9,18 @@
 #include "device_server/self_test.h"
 #include "device_server/server_state.h"
 #include "device_server/session.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "vm/cuda_device.h"
+#include "kernels/kernels.h"
 
 namespace remex::server {
 
 // The kernel registry of `device`: the CPU kernels (host kernels run them, so a GPU's
-// registry holds both) and, for a GPU, the CUDA kernels, whose workspaces come from
-// `allocator` (so it counts them) and whose work goes on the device's stream.
+// registry holds both) and the device's own (Device::RegisterKernels: for a GPU, the
+// CUDA kernels, whose workspaces come from `allocator` (so it counts them) and whose
+// work goes on the device's stream).
 StatusOr<std::shared_ptr<const kernels::KernelRegistry>> CreateRegistry(
     const vm::Device& device, const std::shared_ptr<vm::Allocator>& allocator) {
   REMEX_ASSIGN_OR_RETURN(std::unique_ptr<kernels::KernelRegistry> registry, kernels::CreateCpuRegistry());
-  if (device.kind() == kernels::DeviceKind::kCuda) {
-    REMEX_RETURN_IF_ERROR(kernels::RegisterCudaKernels(*registry, vm::CudaKernelContextFor(allocator)));
-  }
+  REMEX_RETURN_IF_ERROR(device.RegisterKernels(*registry, allocator));
   return std::shared_ptr<const kernels::KernelRegistry>(std::move(registry));
 }
 
@@ -38,7 +36,9 @@ void ResetAfterFault(DeviceServer::State& state) {
   if (state.draining.load()) return;  // stopping: nothing left to serve
   const std::string name = state.device->name();
   state.allocator->Trim();
-  Status reset = state.device->Reset();
+  Status reset = state.device->capabilities().fault_recovery
+                     ? state.device->Reset()
+                     : FailedPrecondition(name + ": the device has no recovery from a fault (no reset)");
   if (reset.ok()) reset = state.device->Health();
   StatusOr<std::shared_ptr<const kernels::KernelRegistry>> registry = reset.ok()
       ? CreateRegistry(*state.device, state.allocator)

@@ -19,8 +19,9 @@
 #include "device_server/session.h"
 #include "rpc/auth.h"
 #include "rpc/transport.h"
-#include "vm/cuda_device.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex::server {
 
@@ -233,7 +234,7 @@ std::string DeviceServer::device_description() const {
 
 DeviceServer::DeviceSummary DeviceServer::device_summary() const {
   const vm::Device& d = *state_->device;
-  return {std::string(kernels::DeviceKindName(d.kind())), d.name(), d.description(), d.memory_bytes()};
+  return {std::string(kernels::DeviceKindName(d.kernel_kind())), d.name(), d.description(), d.memory_bytes()};
 }
 
 SelfTestResult DeviceServer::SelfTest() {

@@ -13,7 +13,7 @@
 
 #include "base/version.h"
 #include "kernels/kernels.h"
-#include "vm/cuda_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex::server {
 
@@ -290,11 +290,10 @@ void FillEnvironment(const ServerConfig& config, const vm::Device& device, Nvml*
   out.setCpuMaxMhz(cpu.max_mhz);
   out.setMemoryBytes(cpu.memory_bytes);
   out.setLoadAverage1m(root == "/" ? HostLoadAverage1m() : ReadLoadAverage1m(root));
-  if (device.kind() == kernels::DeviceKind::kCpu) {
-    // OpenMP's default is process-wide: the I/O thread reads the device thread's.
-    const int threads = config.compute_threads > 0 ? config.compute_threads : kernels::CpuComputeThreads();
-    out.setComputeThreads(static_cast<uint32_t>(std::max(threads, 0)));
-  }
+  // The team its kernels run on host threads with (the CPU device's compute threads;
+  // none on a GPU, which leaves the field 0).
+  const int compute_threads = device.capabilities().compute_threads;
+  if (compute_threads > 0) out.setComputeThreads(static_cast<uint32_t>(compute_threads));
   const auto cuda = vm::CudaDeviceFactsOf(device);
   if (!cuda) {
     out.initGpus(0);

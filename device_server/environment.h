@@ -26,7 +26,7 @@
 #include "base/status.h"
 #include "device_server/device_server.h"
 #include "rpc/remex.capnp.h"
-#include "vm/device.h"
+#include "vm/device/device.h"
 
 namespace remex::server {
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/version.h"
+#include "vm/device/cpu_device.h"
 
 namespace remex::server {
 namespace {

@@ -20,7 +20,6 @@
 #include "device_server/server_state.h"
 #include "device_server/time_evaluator.h"
 #include "rpc/wire_util.h"
-#include "vm/cuda_device.h"
 #include "vm/tensor_ops.h"
 
 namespace remex::server {
@@ -395,12 +394,13 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   // session's control still carries cancellation and shutdown.
   control_.deadline = Clock::time_point::max();
 
-  // The instances, sharing the VM's constants. On a GPU each queues its work on a CUDA
-  // stream of its own, with kernels bound to that stream and memory drawn on the
+  // The instances, sharing the VM's constants. On a device with streams
+  // (DeviceCapabilities::streams: a GPU) each queues its work on a stream of its own
+  // (Device::CreateStream), with kernels bound to that stream and memory drawn on the
   // session's quota but never passed between streams (Allocator::CreateForQueue), so
   // that instances run concurrently on the device; the constants and inputs are complete
-  // on the device's stream (the reference call synchronized it). On the CPU they share
-  // the device, whose kernels run on the generator's thread. Declared before the
+  // on the device's stream (the reference call synchronized it). Otherwise (the CPU)
+  // they share the device, whose kernels run on the generator's thread. Declared before the
   // instances and their outputs, which go first.
   struct LaneQueue {
     std::unique_ptr<vm::Device> device;  // last to go: the allocator waits for it
@@ -409,14 +409,14 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   };
   auto instances_started = Clock::now();
   const size_t n = options.concurrency;
-  const bool streams = device.kind() == kernels::DeviceKind::kCuda;
+  const bool streams = device.capabilities().streams;
   std::vector<LaneQueue> queues(n);
   std::vector<std::unique_ptr<vm::VirtualMachine>> instances;
   std::vector<std::unique_ptr<vm::RunControl>> controls;
   for (size_t i = 0; i < n; ++i) {
     if (streams) {
       LaneQueue& q = queues[i];
-      REMEX_ASSIGN_OR_RETURN(q.device, vm::CreateCudaStream(device));
+      REMEX_ASSIGN_OR_RETURN(q.device, device.CreateStream());
       REMEX_ASSIGN_OR_RETURN(q.allocator, vm::Allocator::CreateForQueue(allocator_, *q.device));
       REMEX_ASSIGN_OR_RETURN(q.registry, CreateRegistry(*q.device, q.allocator));
     }

@@ -115,8 +115,8 @@ Status Session::TensorRead(wire::TensorRead::Reader req, wire::Reply::Builder re
   r.setTensor(req.getTensor());
   rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);
   const auto element_size = static_cast<uint8_t>(DTypeSize(t->dtype));
-  if (state_->device->kind() == kernels::DeviceKind::kCpu) {
-    // CPU device memory is host memory: the reply is sent straight from the tensor,
+  if (state_->device->capabilities().host_access_in_place()) {
+    // The device's memory is host memory: the reply is sent straight from the tensor,
     // which the attachment keeps alive. Nothing else of this session runs before the
     // reply is written (requests are served one at a time).
     out.attachments.push_back({t->data(), t->nbytes(), /*compress=*/true, t, element_size});

@@ -19,16 +19,18 @@ enum class Lane : uint8_t {
   // The connection's I/O thread, at once: requests without device work, and those that
   // must not queue behind the work they are about (cancel, progress).
   kIoThread,
-  // On the CPU device, the I/O thread (tensorRead: its reply is sent straight from the
-  // tensor's memory); on another device, kDeviceWorker.
-  kIoThreadOnCpuDevice,
+  // On a device whose memory the host reads in place (DeviceCapabilities::
+  // host_access_in_place: the CPU device), the I/O thread (tensorRead: its reply is sent
+  // straight from the tensor's memory); on another device, kDeviceWorker.
+  kIoThreadOnHostMemory,
   // The host pool (two threads): parsing, decompression and verification need no
   // device, which goes on serving other sessions meanwhile.
   kHostPool,
   // The device worker (device_worker.h), as a fiber that yields after each kernel and
   // each time slice, so that sessions share the device.
   kDeviceWorker,
-  // kDeviceWorker; but on the CPU device, when the worker is idle and the session's
+  // kDeviceWorker; but on a device whose work runs inline on the calling thread
+  // (DeviceCapabilities::inline_execution: the CPU device), when the worker is idle and the session's
   // last request of this lane took under --inline-invoke-below-us
   // (ServerConfig::inline_invoke_below), inline on the I/O thread (invoke).
   kDeviceWorkerOrInline,

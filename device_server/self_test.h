@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::server {
 

@@ -19,7 +19,7 @@
 #include "device_server/metrics.h"
 #include "device_server/module_cache.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::server {
 

@@ -114,12 +114,12 @@ void Session::ReadRequest(const rpc::Frame& frame) {
 
 Lane Session::ServingLane() const {
   if (request_.row == nullptr) return Lane::kIoThread;  // answered with the error at once
-  const bool cpu = state_->device->kind() == kernels::DeviceKind::kCpu;
+  const vm::DeviceCapabilities caps = state_->device->capabilities();
   switch (request_.row->lane) {
-    case Lane::kIoThreadOnCpuDevice:
-      return cpu ? Lane::kIoThread : Lane::kDeviceWorker;
+    case Lane::kIoThreadOnHostMemory:
+      return caps.host_access_in_place() ? Lane::kIoThread : Lane::kDeviceWorker;
     case Lane::kDeviceWorkerOrInline:
-      return cpu ? Lane::kDeviceWorkerOrInline : Lane::kDeviceWorker;
+      return caps.inline_execution ? Lane::kDeviceWorkerOrInline : Lane::kDeviceWorker;
     default:
       return request_.row->lane;
   }
@@ -208,7 +208,7 @@ Status Session::AdmitAttachment(const rpc::Frame& /*request*/, size_t /*index*/,
 
 std::span<std::byte> Session::AttachmentDestination(const rpc::Frame& request, size_t index, uint64_t raw_size) {
   // pending_write_ is only ever set below.
-  if (!hello_done_ || state_->device->kind() != kernels::DeviceKind::kCpu) return {};
+  if (!hello_done_ || !state_->device->capabilities().host_access_in_place()) return {};
   // From here the frame's request counts as served (its HandleAsync ends it): a
   // device fault leaves the objects, and the tensor received into, to EndRequest.
   if (!BeginRequest()) return {};

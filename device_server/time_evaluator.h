@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::server {
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "vm/device/cpu_device.h"
+
 namespace remex::server {
 namespace {
 

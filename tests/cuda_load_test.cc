@@ -11,7 +11,7 @@
 
 #include "tests/cli_test_util.h"
 #include "tests/mlp_model.h"
-#include "vm/cuda_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex {
 namespace {

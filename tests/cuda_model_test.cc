@@ -17,7 +17,7 @@
 #include "host_client/client/npy.h"
 #include "tests/model_test_util.h"
 #include "tests/process_util.h"
-#include "vm/cuda_device.h"
+#include "vm/device/cuda_device.h"
 
 namespace remex {
 namespace {

@@ -50,11 +50,14 @@ double ToDouble(const T& v) {
   }
 }
 
-// The tensor's bytes as the host can read them: in place on the CPU device, else a
-// host copy kept in `scratch`.
+// The tensor's bytes as the host can read them: in place on a host-addressable device
+// (once its work is done), else a host copy kept in `scratch`.
 StatusOr<const void*> HostView(Device& device, const Tensor& t, std::vector<std::byte>& scratch) {
   if (t.nbytes() == 0) return static_cast<const void*>(nullptr);
-  if (device.kind() == kernels::DeviceKind::kCpu) return static_cast<const void*>(t.data());
+  if (device.capabilities().host_addressable) {
+    REMEX_RETURN_IF_ERROR(device.Synchronize());
+    return static_cast<const void*>(t.data());
+  }
   // TODO(perf): reduce on the device instead of copying the whole tensor.
   scratch.resize(t.nbytes());
   REMEX_RETURN_IF_ERROR(device.CopyToHost(scratch.data(), t.data(), scratch.size()));
@@ -308,7 +311,9 @@ Status FillTensor(Device& device, Tensor& tensor, const TensorFill& unresolved,
   if (n == 0) return OkStatus();
   if (fill.kind == TensorFill::Kind::kZeros) return device.Memset(tensor.data(), 0, tensor.nbytes());
   const double low = fill.low, high = fill.high;
-  const bool in_place = device.kind() == kernels::DeviceKind::kCpu;
+  // A host-addressable device's memory is written in place, once its work on it is done.
+  const bool in_place = device.capabilities().host_addressable;
+  if (in_place) REMEX_RETURN_IF_ERROR(device.Synchronize());
   return VisitDType(tensor.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     constexpr size_t kBlock = (size_t{1} << 20) / sizeof(T);

@@ -3,7 +3,8 @@
 // and tensors made on the device from a seed, so that no bytes cross it (tensorAlloc's
 // fill).
 //
-// Both read the tensors' device memory where they are: on the CPU device in place;
+// Both read the tensors' device memory where they are: in place on a host-addressable
+// device (DeviceCapabilities::host_addressable: the CPU device), after its Synchronize;
 // on any other device the tensor is copied to the host first (TODO(perf): device
 // kernels). Run them on the device's thread, like any other device work.
 #pragma once
@@ -14,7 +15,7 @@
 #include "base/allclose.h"
 #include "base/status.h"
 #include "base/tensor_fill.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::vm {
 
@@ -49,8 +50,8 @@ StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tenso
 // finite.
 Status CheckFill(DType dtype, const TensorFill& fill);
 
-// Writes `fill` into `tensor` in blocks of at most 1 MiB (on the CPU device in place,
-// else through a host block and CopyToDevice), calling `yield` (when set) after each
+// Writes `fill` into `tensor` in blocks of at most 1 MiB (in place on a host-addressable
+// device, after its Synchronize, else through a host block and CopyToDevice), calling `yield` (when set) after each
 // block so that other device work can run between them. CheckFill's errors; errors of
 // the device copy.
 Status FillTensor(Device& device, Tensor& tensor, const TensorFill& fill,

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kernels/float16.h"
+#include "vm/device/cpu_device.h"
 
 namespace remex::vm {
 namespace {

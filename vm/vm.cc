@@ -92,7 +92,7 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
                         (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
     Device& runs_on = entry.host ? HostDevice() : device;
     const kernels::OpDef* op = registry.FindOp(entry.op, entry.version);
-    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, entry.version, runs_on.kind());
+    const kernels::KernelFactory* factory = registry.FindKernel(entry.op, entry.version, runs_on.kernel_kind());
     if (!op || !factory) {
       return Unimplemented(where + " has no kernel for " + (entry.host ? "the host" : "device " + device.name()));
     }

@@ -23,7 +23,8 @@
 
 #include "base/status.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/profiler.h"
 
@@ -112,8 +113,8 @@ class VirtualMachine {
   // memory, run control and counters; the constants are this VM's tensors, shared and
   // never copied (they are read-only: Tensor::constant). Its memory comes from
   // `allocator` (nullptr: this VM's), whose device may be another queue on the same
-  // memory (a CUDA stream of this VM's device: Allocator::CreateForQueue over
-  // CreateCudaStream, with a registry whose kernels queue on that stream), so that
+  // memory (a stream of this VM's device: Allocator::CreateForQueue over
+  // Device::CreateStream, with a registry whose kernels queue on that stream), so that
   // instances run concurrently on the device; the constants must then be complete on
   // this VM's queue before the instance runs (Synchronize). Tensors bound to it may
   // live anywhere in that memory. The instance must not outlive this VM's allocator.

@@ -892,7 +892,7 @@ TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
 // A device whose allocations are slow (1 ms) and whose memory is 4 blocks of 1 MiB.
 class SlowSmallDevice final : public Device {
  public:
-  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCpu; }
+  DeviceCapabilities capabilities() const override { return {}; }
   std::string name() const override { return "slow"; }
   std::string description() const override { return "slow small test device"; }
   uint64_t memory_bytes() const override { return 4u << 20; }

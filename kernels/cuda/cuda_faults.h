@@ -1,6 +1,6 @@
 // The CUDA errors that poison a context: after one, every later CUDA call in the
 // process on that device fails with it until the device is reset (cudaDeviceReset).
-// Shared by the CUDA kernels (cuda_internal.h) and the CUDA device (vm/cuda_device.cc),
+// Shared by the CUDA kernels (cuda_internal.h) and the CUDA device (vm/device/cuda_device.cc),
 // which report them as ABORTED "device fault". Needs the CUDA runtime headers (or the
 // emulation's, kernels/cuda/emulation/include).
 #pragma once

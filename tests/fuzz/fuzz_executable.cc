@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/vm.h"
 

@@ -1,8 +1,8 @@
 // Tests of the CUDA device and kernels that need a GPU (they skip themselves when none
 // is visible): memory, streams and timing, whole kernels against the CPU's.
 
-#include "vm/cuda_device.h"
-#include "vm/cuda_device_test_util.h"
+#include "vm/device/cuda_device.h"
+#include "vm/device/cuda_device_test_util.h"
 #include "vm/vm_test_util.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +20,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/vm.h"
 
@@ -37,7 +38,7 @@ TEST(CudaDevice, DescribesItself) {
   SKIP_WITHOUT_GPU();
   auto device = MustCreate(0);
   ASSERT_TRUE(device);
-  EXPECT_EQ(device->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(device->kernel_kind(), DeviceKind::kCuda);
   EXPECT_EQ(device->name(), "cuda:0");
   EXPECT_GT(device->memory_bytes(), 0u);
   EXPECT_NE(device->description().find("compute capability"), std::string::npos) << device->description();
@@ -45,6 +46,43 @@ TEST(CudaDevice, DescribesItself) {
   EXPECT_NE(CudaStreamOf(*device), nullptr);
   EXPECT_EQ(CudaOrdinalOf(*device), 0);
   EXPECT_EQ(CudaStreamOf(HostDevice()), nullptr);
+}
+
+// What the server and the VM decide by: a GPU's memory is not the host's, its work is
+// queued, it makes streams and is reset after a fault; a stream of it shares its kernels
+// but makes no streams and is not reset. Its kernels are the CUDA kernels, on its stream.
+TEST(CudaDevice, DescribesItsCapabilities) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  const DeviceCapabilities caps = device->capabilities();
+  EXPECT_EQ(caps.kernel_kind, DeviceKind::kCuda);
+  EXPECT_FALSE(caps.host_addressable);
+  EXPECT_FALSE(caps.inline_execution);
+  EXPECT_FALSE(caps.host_access_in_place());
+  EXPECT_TRUE(caps.streams);
+  EXPECT_TRUE(caps.fault_recovery);
+  EXPECT_EQ(caps.compute_threads, 0);
+
+  auto allocator = Allocator::Create(*device);
+  auto registry = kernels::CreateCpuRegistry();
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  EXPECT_EQ((*registry)->FindKernel("Relu", DeviceKind::kCuda), nullptr);
+  ASSERT_TRUE(device->RegisterKernels(**registry, allocator).ok());
+  EXPECT_NE((*registry)->FindKernel("Relu", DeviceKind::kCuda), nullptr);
+
+  auto stream = device->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  EXPECT_EQ(&(*stream)->memory_space(), device.get());
+  EXPECT_NE(CudaStreamOf(**stream), CudaStreamOf(*device));
+  const DeviceCapabilities stream_caps = (*stream)->capabilities();
+  EXPECT_EQ(stream_caps.kernel_kind, DeviceKind::kCuda);
+  EXPECT_FALSE(stream_caps.host_addressable);
+  EXPECT_FALSE(stream_caps.inline_execution);
+  EXPECT_FALSE(stream_caps.streams);
+  EXPECT_FALSE(stream_caps.fault_recovery);
+  EXPECT_EQ((*stream)->CreateStream().status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ((*stream)->Reset().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(CudaDevice, CopiesRoundTrip) {
@@ -417,7 +455,7 @@ TEST(CudaDevice, AStreamIsAQueueOfItsOwnOnTheDevicesMemory) {
   auto made = CreateCudaStream(*device);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::unique_ptr<Device> stream = std::move(*made);
-  EXPECT_EQ(stream->kind(), DeviceKind::kCuda);
+  EXPECT_EQ(stream->kernel_kind(), DeviceKind::kCuda);
   EXPECT_EQ(stream->name().rfind("cuda:0 stream ", 0), 0u) << stream->name();
   EXPECT_EQ(&stream->memory_space(), device.get());
   EXPECT_EQ(&device->memory_space(), device.get());

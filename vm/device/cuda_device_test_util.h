@@ -11,8 +11,8 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
-#include "vm/cuda_device.h"
-#include "vm/device.h"
+#include "vm/device/cuda_device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::vm {
 

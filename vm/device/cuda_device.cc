@@ -1,4 +1,4 @@
-#include "vm/cuda_device.h"
+#include "vm/device/cuda_device.h"
 
 #include <string>
 #include <string_view>
@@ -75,7 +75,116 @@ std::string VersionString(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
-class CudaDevice final : public Device {
+// The work of one CUDA stream on one GPU, as a Device: allocation (stream-ordered on
+// the stream where the GPU has memory pools), copies, memsets, synchronization and the
+// CUDA kernels bound to the stream. The device's own stream (CudaDevice) and a stream
+// of its own beside it (CudaStreamDevice, CreateCudaStream) are both one.
+class CudaQueue : public Device {
+ public:
+  std::string name() const override { return name_; }
+
+  StatusOr<void*> Allocate(size_t bytes) override {
+    if (bytes > memory_bytes()) {
+      return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
+                               std::to_string(memory_bytes()) + " bytes of memory");
+    }
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    void* ptr = nullptr;
+    const size_t n = bytes == 0 ? 1 : bytes;
+    const cudaError_t error = use_pool() ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
+    if (error != cudaSuccess) {
+      Status s = CudaCallError(name_, use_pool() ? "cudaMallocAsync" : "cudaMalloc", error);
+      return Status(s.code(), s.message() + " (" + std::to_string(bytes) + " bytes requested)");
+    }
+    return ptr;
+  }
+
+  void Deallocate(void* ptr, size_t) override {
+    if (!ptr || cudaSetDevice(ordinal_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    // Deallocate cannot fail by contract: an error here (a device already in an error
+    // state) leaves the block to the driver, which reclaims it with the context.
+    if (use_pool()) {
+      (void)cudaFreeAsync(ptr, stream_);
+    } else {
+      (void)cudaFree(ptr);
+    }
+    (void)cudaGetLastError();
+  }
+
+  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return OkStatus();
+  }
+
+  Status Memset(void* dst, uint8_t value, size_t bytes) override {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemsetAsync(dst, value, bytes, stream_));
+    return OkStatus();
+  }
+
+  Status Synchronize() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  StatusOr<bool> Idle() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    return StreamIdle(name_, stream_);
+  }
+
+  // The CUDA kernels, their work on this queue's stream (CudaKernelContextFor).
+  Status RegisterKernels(kernels::KernelRegistry& registry,
+                         const std::shared_ptr<Allocator>& allocator) const override {
+    return kernels::RegisterCudaKernels(registry, CudaKernelContextFor(allocator));
+  }
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  virtual const CudaDeviceFacts& facts() const = 0;
+
+  Status MakeCurrent() {
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaSetDevice(ordinal_));
+    return OkStatus();
+  }
+
+ protected:
+  CudaQueue(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+
+  // Whether allocations are stream-ordered (cudaMallocAsync): the GPU has memory pools.
+  virtual bool use_pool() const = 0;
+
+  // A copy of `bytes` in direction `kind` on the stream, returning once it is done (the
+  // source may be pinned memory, which cudaMemcpyAsync reads after returning).
+  Status DirectTransfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
+    return OkStatus();
+  }
+
+  // The device fault a query of the stream (which does not wait) reports: a sticky
+  // error shows in every call once the context is poisoned. cudaSuccess when none.
+  cudaError_t StreamFault() const {
+    cudaError_t error = cudaSetDevice(ordinal_);
+    if (error == cudaSuccess) error = cudaStreamQuery(stream_);
+    (void)cudaGetLastError();
+    return kernels::cuda::IsCudaDeviceFault(error) ? error : cudaSuccess;
+  }
+
+  const int ordinal_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+};
+
+class CudaDevice final : public CudaQueue {
  public:
   static StatusOr<std::unique_ptr<Device>> Create(int ordinal) {
     const std::string name = "cuda:" + std::to_string(ordinal);
@@ -104,42 +213,15 @@ class CudaDevice final : public Device {
     ReleaseStreamAndStaging();
   }
 
-  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCuda; }
-  std::string name() const override { return name_; }
+  DeviceCapabilities capabilities() const override {
+    DeviceCapabilities caps;
+    caps.kernel_kind = kernels::DeviceKind::kCuda;
+    caps.streams = true;
+    caps.fault_recovery = true;
+    return caps;
+  }
   std::string description() const override { return description_; }
   uint64_t memory_bytes() const override { return memory_bytes_; }
-
-  StatusOr<void*> Allocate(size_t bytes) override {
-    if (bytes > memory_bytes_) {
-      return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
-                               std::to_string(memory_bytes_) + " bytes of memory");
-    }
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    void* ptr = nullptr;
-    const size_t n = bytes == 0 ? 1 : bytes;
-    cudaError_t error = use_pool_ ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
-    if (error != cudaSuccess) {
-      Status s = CudaCallError(name_, use_pool_ ? "cudaMallocAsync" : "cudaMalloc", error);
-      std::string message = s.message() + " (" + std::to_string(bytes) + " bytes requested)";
-      return Status(s.code(), std::move(message));
-    }
-    return ptr;
-  }
-
-  void Deallocate(void* ptr, size_t) override {
-    if (!ptr || cudaSetDevice(ordinal_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;
-    }
-    // Deallocate cannot fail by contract: an error here (a device already in an error
-    // state) leaves the block to the driver, which reclaims it with the context.
-    if (use_pool_) {
-      (void)cudaFreeAsync(ptr, stream_);
-    } else {
-      (void)cudaFree(ptr);
-    }
-    (void)cudaGetLastError();
-  }
 
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return OkStatus();
@@ -149,10 +231,7 @@ class CudaDevice final : public Device {
       REMEX_ASSIGN_OR_RETURN(bool staged, EnsureStagingLocked());
       if (staged) return StagedCopyToDeviceLocked(dst, src, bytes);
     }
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    // The source may be pinned memory, which cudaMemcpyAsync reads after returning.
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
-    return OkStatus();
+    return DirectTransfer(dst, src, bytes, cudaMemcpyHostToDevice);
   }
 
   Status CopyToHost(void* dst, const void* src, size_t bytes) override {
@@ -163,56 +242,23 @@ class CudaDevice final : public Device {
       REMEX_ASSIGN_OR_RETURN(bool staged, EnsureStagingLocked());
       if (staged) return StagedCopyToHostLocked(dst, src, bytes);
     }
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
-    return OkStatus();
-  }
-
-  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0 || dst == src) return OkStatus();
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-    return OkStatus();
-  }
-
-  Status Memset(void* dst, uint8_t value, size_t bytes) override {
-    if (bytes == 0) return OkStatus();
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemsetAsync(dst, value, bytes, stream_));
-    return OkStatus();
-  }
-
-  Status Synchronize() override {
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
-    return OkStatus();
-  }
-
-  StatusOr<bool> Idle() override {
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    return StreamIdle(name_, stream_);
+    return DirectTransfer(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
 
   StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer() override;
+  StatusOr<std::unique_ptr<Device>> CreateStream() override;
 
-  int ordinal() const { return ordinal_; }
-  bool use_pool() const { return use_pool_; }
-  const CudaDeviceFacts& facts() const { return facts_; }
-  cudaStream_t stream() const { return stream_; }
-  Status MakeCurrentForTimer() { return MakeCurrent(); }
+  const CudaDeviceFacts& facts() const override { return facts_; }
+  bool use_pool() const override { return use_pool_; }
 
  protected:
-  // A sticky error shows in every call once the context is poisoned: the stream's
-  // query (which does not wait) reports it.
   Status DeviceHealth() override {
     {
       std::lock_guard<std::mutex> lock(fault_mu_);
       if (!fault_.ok()) return fault_;
     }
-    cudaError_t error = cudaSetDevice(ordinal_);
-    if (error == cudaSuccess) error = cudaStreamQuery(stream_);
-    (void)cudaGetLastError();
-    if (!kernels::cuda::IsCudaDeviceFault(error)) return OkStatus();
+    const cudaError_t error = StreamFault();
+    if (error == cudaSuccess) return OkStatus();
     std::lock_guard<std::mutex> lock(fault_mu_);
     fault_ = CudaDeviceFault(name_, error);
     return fault_;
@@ -250,7 +296,7 @@ class CudaDevice final : public Device {
     (void)cudaGetLastError();
   }
 
-  CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+  CudaDevice(int ordinal, std::string name) : CudaQueue(ordinal, std::move(name)) {}
 
   Status Init() {
     REMEX_RETURN_IF_ERROR(MakeCurrent());
@@ -281,11 +327,6 @@ class CudaDevice final : public Device {
     description_ = std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
                    std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " + memory +
                    ", driver " + VersionString(driver) + ", runtime " + VersionString(runtime);
-    return OkStatus();
-  }
-
-  Status MakeCurrent() {
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaSetDevice(ordinal_));
     return OkStatus();
   }
 
@@ -364,13 +405,10 @@ class CudaDevice final : public Device {
     return OkStatus();
   }
 
-  const int ordinal_;
-  const std::string name_;
   std::string description_;
   CudaDeviceFacts facts_;
   uint64_t memory_bytes_ = 0;
   bool use_pool_ = false;
-  cudaStream_t stream_ = nullptr;
 
   std::mutex staging_mu_;
   uint8_t* staging_ = nullptr;  // 2 * kCudaStagingChunk pinned bytes
@@ -383,12 +421,13 @@ class CudaDevice final : public Device {
 };
 
 // A stream of its own on a CudaDevice's GPU (CreateCudaStream).
-class CudaStreamDevice final : public Device {
+class CudaStreamDevice final : public CudaQueue {
  public:
-  CudaStreamDevice(CudaDevice& parent, std::string name) : parent_(parent), name_(std::move(name)) {}
+  CudaStreamDevice(CudaDevice& parent, std::string name)
+      : CudaQueue(parent.ordinal(), std::move(name)), parent_(parent) {}
 
   ~CudaStreamDevice() override {
-    if (!stream_ || cudaSetDevice(parent_.ordinal()) != cudaSuccess) {
+    if (!stream_ || cudaSetDevice(ordinal_) != cudaSuccess) {
       (void)cudaGetLastError();
       return;
     }
@@ -405,84 +444,35 @@ class CudaStreamDevice final : public Device {
     return OkStatus();
   }
 
-  kernels::DeviceKind kind() const override { return kernels::DeviceKind::kCuda; }
-  std::string name() const override { return name_; }
+  // The device's kernels; no streams of its own, and no reset (its device's is).
+  DeviceCapabilities capabilities() const override {
+    DeviceCapabilities caps;
+    caps.kernel_kind = kernels::DeviceKind::kCuda;
+    return caps;
+  }
   std::string description() const override { return parent_.description(); }
   uint64_t memory_bytes() const override { return parent_.memory_bytes(); }
   const Device& memory_space() const override { return parent_; }
 
-  // Stream-ordered on this stream where the GPU has pools, as the device's own.
-  StatusOr<void*> Allocate(size_t bytes) override {
-    if (bytes > memory_bytes()) {
-      return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes; the device has " +
-                               std::to_string(memory_bytes()) + " bytes of memory");
-    }
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    void* ptr = nullptr;
-    const size_t n = bytes == 0 ? 1 : bytes;
-    const cudaError_t error = parent_.use_pool() ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
-    if (error != cudaSuccess) {
-      Status s = CudaCallError(name_, parent_.use_pool() ? "cudaMallocAsync" : "cudaMalloc", error);
-      return Status(s.code(), s.message() + " (" + std::to_string(bytes) + " bytes requested)");
-    }
-    return ptr;
-  }
-
-  void Deallocate(void* ptr, size_t) override {
-    if (!ptr || cudaSetDevice(parent_.ordinal()) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;
-    }
-    if (parent_.use_pool()) {
-      (void)cudaFreeAsync(ptr, stream_);
-    } else {
-      (void)cudaFree(ptr);
-    }
-    (void)cudaGetLastError();
-  }
-
   // Direct transfers (no staging buffers: those are the device's own stream's).
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
-    return Transfer(dst, src, bytes, cudaMemcpyHostToDevice);
+    return DirectTransfer(dst, src, bytes, cudaMemcpyHostToDevice);
   }
   Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    return Transfer(dst, src, bytes, cudaMemcpyDeviceToHost);
-  }
-  Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0 || dst == src) return OkStatus();
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-    return OkStatus();
-  }
-  Status Memset(void* dst, uint8_t value, size_t bytes) override {
-    if (bytes == 0) return OkStatus();
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemsetAsync(dst, value, bytes, stream_));
-    return OkStatus();
-  }
-  Status Synchronize() override {
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
-    return OkStatus();
-  }
-  StatusOr<bool> Idle() override {
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    return StreamIdle(name_, stream_);
+    return DirectTransfer(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
 
-  int ordinal() const { return parent_.ordinal(); }
-  cudaStream_t stream() const { return stream_; }
-  const CudaDeviceFacts& facts() const { return parent_.facts(); }
+  const CudaDeviceFacts& facts() const override { return parent_.facts(); }
+  // Stream-ordered on this stream where the GPU has pools, as the device's own.
+  bool use_pool() const override { return parent_.use_pool(); }
 
  protected:
   // A sticky error poisons the whole context: the device's own Health sees it, and so
   // does this stream's query.
   Status DeviceHealth() override {
     REMEX_RETURN_IF_ERROR(parent_.Health());
-    cudaError_t error = cudaSetDevice(parent_.ordinal());
-    if (error == cudaSuccess) error = cudaStreamQuery(stream_);
-    (void)cudaGetLastError();
-    if (!kernels::cuda::IsCudaDeviceFault(error)) return OkStatus();
+    const cudaError_t error = StreamFault();
+    if (error == cudaSuccess) return OkStatus();
     return CudaDeviceFault(name_, error);
   }
   Status ResetDevice() override {
@@ -490,21 +480,7 @@ class CudaStreamDevice final : public Device {
   }
 
  private:
-  Status MakeCurrent() {
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaSetDevice(parent_.ordinal()));
-    return OkStatus();
-  }
-  Status Transfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    if (bytes == 0) return OkStatus();
-    REMEX_RETURN_IF_ERROR(MakeCurrent());
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, kind, stream_));
-    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
-    return OkStatus();
-  }
-
   CudaDevice& parent_;
-  const std::string name_;
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace
@@ -528,23 +504,23 @@ class CudaTimer final : public DeviceTimer {
     if (stop_) (void)cudaEventDestroy(stop_);
   }
   Status Init() {
-    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventCreate(&start_));
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventCreate(&stop_));
     return OkStatus();
   }
   Status Start() override {
-    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventRecord(start_, device_.stream()));
     return OkStatus();
   }
   Status Stop() override {
-    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventRecord(stop_, device_.stream()));
     return OkStatus();
   }
   StatusOr<double> ElapsedSeconds() override {
-    REMEX_RETURN_IF_ERROR(device_.MakeCurrentForTimer());
+    REMEX_RETURN_IF_ERROR(device_.MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventSynchronize(stop_));
     float ms = 0;
     REMEX_CUDA_RETURN_IF_ERROR(device_.name(), cudaEventElapsedTime(&ms, start_, stop_));
@@ -564,6 +540,8 @@ StatusOr<std::unique_ptr<DeviceTimer>> CudaDevice::CreateTimer() {
   return std::unique_ptr<DeviceTimer>(std::move(timer));
 }
 
+StatusOr<std::unique_ptr<Device>> CudaDevice::CreateStream() { return CreateCudaStream(*this); }
+
 StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) { return CudaDevice::Create(ordinal); }
 
 StatusOr<std::unique_ptr<Device>> CreateCudaStream(Device& device) {
@@ -577,21 +555,19 @@ StatusOr<std::unique_ptr<Device>> CreateCudaStream(Device& device) {
 }
 
 void* CudaStreamOf(const Device& device) {
-  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return static_cast<void*>(cuda->stream());
-  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return static_cast<void*>(stream->stream());
-  return nullptr;
+  const auto* queue = dynamic_cast<const CudaQueue*>(&device);
+  return queue ? static_cast<void*>(queue->stream()) : nullptr;
 }
 
 int CudaOrdinalOf(const Device& device) {
-  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return cuda->ordinal();
-  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return stream->ordinal();
-  return -1;
+  const auto* queue = dynamic_cast<const CudaQueue*>(&device);
+  return queue ? queue->ordinal() : -1;
 }
 
 std::optional<CudaDeviceFacts> CudaDeviceFactsOf(const Device& device) {
-  if (const auto* cuda = dynamic_cast<const CudaDevice*>(&device)) return cuda->facts();
-  if (const auto* stream = dynamic_cast<const CudaStreamDevice*>(&device)) return stream->facts();
-  return std::nullopt;
+  const auto* queue = dynamic_cast<const CudaQueue*>(&device);
+  if (!queue) return std::nullopt;
+  return queue->facts();
 }
 
 #else  // !REMEX_HAVE_CUDA

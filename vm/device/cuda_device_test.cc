@@ -3,8 +3,8 @@
 // visible; the factory's failure without a GPU, the broadcast plan and the kernels'
 // argument checks (which run before any CUDA call) are tested everywhere.
 
-#include "vm/cuda_device.h"
-#include "vm/cuda_device_test_util.h"
+#include "vm/device/cuda_device.h"
+#include "vm/device/cuda_device_test_util.h"
 #include "vm/vm_test_util.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/executable.h"
 #include "vm/vm.h"
 

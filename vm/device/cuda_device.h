@@ -3,7 +3,7 @@
 // Memory comes from the CUDA runtime (cudaMallocAsync on the device's stream where the
 // GPU supports stream-ordered pools, cudaMalloc otherwise). Every copy, memset and
 // kernel of the device runs on one CUDA stream per device, in issue order (work meant to
-// run beside it goes on streams of its own, CreateCudaStream):
+// run beside it goes on streams of its own, CreateCudaStream / Device::CreateStream):
 //   - CopyToDevice returns once the source bytes have been read (the caller may reuse
 //     them); the transfer itself may still be in flight on the stream.
 //   - CopyToHost returns once the bytes are in host memory.
@@ -25,9 +25,16 @@
 // resets the GPU's primary context (cudaDeviceReset: every allocation of the process
 // on that GPU is gone), forgets the kernels' per-GPU state (ForgetCudaDeviceState) and
 // creates a new stream: kernels must be registered again with the new one
-// (CudaKernelContextFor). CUDA's documentation asks for a process restart after these
+// (Device::RegisterKernels, which uses CudaKernelContextFor). CUDA's documentation asks for a process restart after these
 // errors; where the reset does not bring the context back, Reset or the Health check
 // after it fails, and the device stays unusable.
+//
+// Capabilities (DeviceCapabilities): kernel_kind kCuda, streams, fault_recovery; its
+// memory is not host-addressable and its work is queued (not inline). A stream of it
+// (CreateCudaStream) has the CUDA kernels too, but no streams and no reset of its own.
+// The device and its streams share one implementation of a queue on a CUDA stream
+// (allocation, copies, memset, synchronization, kernel registration); the device adds
+// the staging buffers, the timer and the context reset.
 //
 // Thread-safety: all methods may be called from any thread; staging buffers are
 // guarded by a mutex. Each call makes the device current on the calling thread.
@@ -43,7 +50,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "vm/device.h"
+#include "vm/device/allocator.h"
 
 namespace remex::vm {
 
