@@ -81,7 +81,7 @@ class DetKernel final : public ValidatedKernel {
 Status AddDetOpDefs(KernelRegistry& registry) { return registry.AddOp(DetDef()); }
 
 Status AddDetCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<DetKernel>(registry, DetDef());
+  return AddCpuKernel<DetKernel>(registry, "Det");
 }
 
 }  // namespace remex::kernels::internal

@@ -226,6 +226,11 @@ OpDef EinsumDef() {
 
 class EinsumKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<EinsumKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    StatusOr<std::string> eq = attrs.String("equation");
+    if (!eq.ok()) return OpError(kOp, eq.status().message());
+    return std::make_unique<EinsumKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -277,11 +282,7 @@ class EinsumKernel final : public ValidatedKernel {
 Status AddEinsumOpDefs(KernelRegistry& registry) { return registry.AddOp(EinsumDef()); }
 
 Status AddEinsumCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<EinsumKernel>(registry, EinsumDef(), [](const Attributes& attrs) -> Status {
-    StatusOr<std::string> eq = attrs.String("equation");
-    if (!eq.ok()) return OpError(kOp, eq.status().message());
-    return OkStatus();
-  });
+  return AddCpuKernel<EinsumKernel>(registry, kOp);
 }
 
 }  // namespace remex::kernels::internal

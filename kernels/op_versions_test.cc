@@ -146,11 +146,17 @@ TEST(OpVersionsTest, RegistryRefusesOverlapsAndEmptyRanges) {
   EXPECT_EQ(reg.SupportedVersions("Op"), "1-9, 10-12, 13+");
   EXPECT_EQ(reg.OpNames(), std::vector<std::string>{"Op"});
   // Kernels are keyed by entry: a version finds its entry's kernel, or none.
-  auto factory = [](int tag) {
-    return [tag](const Attributes&) -> StatusOr<std::unique_ptr<OpKernel>> {
-      return InvalidArgument(std::to_string(tag));
+  // Each factory is handed the registry's own entry (which kernels may hold by
+  // reference); the tag names the entry it was handed.
+  auto factory = [&reg](int tag) {
+    return [tag, &reg](const OpDef& def, const Attributes&) -> StatusOr<std::unique_ptr<OpKernel>> {
+      if (&def != reg.FindOp("Op", tag)) return Internal("not the registry's OpDef");
+      return InvalidArgument(std::to_string(def.since_version));
     };
   };
+  // A kernel needs an entry starting at its version.
+  EXPECT_EQ(reg.AddKernel("Op", 11, DeviceKind::kCpu, factory(11)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reg.AddKernel("Other", 1, DeviceKind::kCpu, factory(1)).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(reg.AddKernel("Op", 1, DeviceKind::kCpu, factory(1)).ok());
   ASSERT_TRUE(reg.AddKernel("Op", 13, DeviceKind::kCpu, factory(13)).ok());
   EXPECT_EQ(reg.AddKernel("Op", 13, DeviceKind::kCpu, factory(13)).code(), StatusCode::kAlreadyExists);

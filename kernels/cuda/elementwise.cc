@@ -31,8 +31,8 @@ StatusOr<ElemType> ToElemType(std::string_view op, DType dtype) {
 
 class BinaryKernel final : public CudaKernel {
  public:
-  BinaryKernel(OpDef def, Attributes attrs, BinaryOp op, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
+  BinaryKernel(const OpDef& def, Attributes attrs, BinaryOp op, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), op_(op) {}
 
  protected:
   Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
@@ -52,8 +52,8 @@ class BinaryKernel final : public CudaKernel {
 
 class UnaryKernel final : public CudaKernel {
  public:
-  UnaryKernel(OpDef def, Attributes attrs, UnaryOp op, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
+  UnaryKernel(const OpDef& def, Attributes attrs, UnaryOp op, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), op_(op) {}
 
  protected:
   Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {

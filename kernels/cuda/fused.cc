@@ -208,9 +208,9 @@ class FusedCudaKernel final : public OpKernel {
  public:
   // `host_factory`: the CPU kernel's factory, which computes under emulation (unused,
   // and empty, on a GPU build).
-  FusedCudaKernel(OpDef def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
+  FusedCudaKernel(const OpDef& def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
                   CudaKernelContext context, std::optional<KernelFactory> host_factory)
-      : def_(std::move(def)),
+      : def_(def),
         attrs_(std::move(attrs)),
         program_(std::move(program)),
         immediates_(std::move(immediates)),
@@ -283,7 +283,7 @@ class FusedCudaKernel final : public OpKernel {
     return function;
   }
 
-  const OpDef def_;
+  const OpDef& def_;
   const Attributes attrs_;
   const std::vector<int64_t> program_;
   const std::vector<float> immediates_;

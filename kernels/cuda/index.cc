@@ -52,8 +52,8 @@ int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 // The kernels of this group return early when every output is empty.
 class IndexKernel : public CudaKernel {
  public:
-  IndexKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  IndexKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   // The element size of a dtype moved as raw bits (1, 2, 4 or 8 bytes).
@@ -78,8 +78,13 @@ class IndexKernel : public CudaKernel {
 
 class BitShiftKernel final : public IndexKernel {
  public:
-  BitShiftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : IndexKernel(std::move(def), attrs, context), left_(*internal::BitShiftLeftOf(attrs)) {}
+  static StatusOr<std::unique_ptr<BitShiftKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                          CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(const bool left, internal::BitShiftLeftOf(attrs));
+    return std::make_unique<BitShiftKernel>(def, attrs, context, left);
+  }
+  BitShiftKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool left)
+      : IndexKernel(def, std::move(attrs), context), left_(left) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -167,6 +172,12 @@ std::optional<IndexType> IndexTypeOf(DType dtype) {
 
 class ScatterNdKernel final : public IndexKernel {
  public:
+  // The reduction is parsed again per call, with the data's dtype.
+  static StatusOr<std::unique_ptr<ScatterNdKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                           CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(internal::ScatterNdReductionOf(attrs, DType::kUndefined).status());
+    return std::make_unique<ScatterNdKernel>(def, attrs, context);
+  }
   using IndexKernel::IndexKernel;
 
  protected:
@@ -260,35 +271,17 @@ class CompressKernel final : public IndexKernel {
 // ---------------------------------------------------------------------------
 // Registration.
 
-using AttrCheck = std::function<Status(const Attributes&)>;
-
-// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
-template <typename K>
-CudaKernelMake MakeIndexKernel(CudaKernelContext context, AttrCheck check = nullptr) {
-  return [context, check = std::move(check)](const OpDef& def,
-                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
 }  // namespace
 
 Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "BitShift", MakeCudaKernel<BitShiftKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GatherND", MakeCudaKernel<GatherNdKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ScatterND", MakeCudaKernel<ScatterNdKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeCudaKernel<NonZeroKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Unique", MakeCudaKernel<UniqueKernel>(context)));
   REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "BitShift", MakeIndexKernel<BitShiftKernel>(context, [](const Attributes& a) {
-                      return internal::BitShiftLeftOf(a).status();
-                    })));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GatherND", MakeIndexKernel<GatherNdKernel>(context)));
-  REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "ScatterND", MakeIndexKernel<ScatterNdKernel>(context, [](const Attributes& a) {
-                      return internal::ScatterNdReductionOf(a, DType::kUndefined).status();
-                    })));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeIndexKernel<NonZeroKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Unique", MakeIndexKernel<UniqueKernel>(context)));
-  REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "Compress", 9, MakeIndexKernel<CompressKernel<false>>(context)));
-  return AddCudaKernel(registry, "Compress", 11, MakeIndexKernel<CompressKernel<true>>(context));
+      AddCudaKernel(registry, "Compress", 9, MakeCudaKernel<CompressKernel<false>>(context)));
+  return AddCudaKernel(registry, "Compress", 11, MakeCudaKernel<CompressKernel<true>>(context));
 }
 
 }  // namespace remex::kernels::cuda

@@ -67,6 +67,12 @@ int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
 class ShapeKernel final : public CudaKernel {
  public:
+  // start and end are clamped per call, to the input's rank.
+  static StatusOr<std::unique_ptr<ShapeKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                       CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(ShapeRangeOf(attrs, 0).status());
+    return std::make_unique<ShapeKernel>(def, attrs, context);
+  }
   using CudaKernel::CudaKernel;
 
  protected:
@@ -97,8 +103,13 @@ class SizeKernel final : public CudaKernel {
 
 class ConstantOfShapeKernel final : public CudaKernel {
  public:
-  ConstantOfShapeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context), value_(*FillValueOf(attrs)) {}
+  static StatusOr<std::unique_ptr<ConstantOfShapeKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                                 CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(FillValue value, FillValueOf(attrs));
+    return std::make_unique<ConstantOfShapeKernel>(def, attrs, context, value);
+  }
+  ConstantOfShapeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, FillValue value)
+      : CudaKernel(def, std::move(attrs), context), value_(value) {}
 
  protected:
   Status Run(std::span<const TensorRef>, std::span<const TensorRef> out) override {
@@ -211,8 +222,8 @@ std::optional<uint64_t> OneBits(DType dtype) {
 // one), and the kept elements are scaled on the device (LaunchDropoutTrain).
 class DropoutKernel final : public CudaKernel {
  public:
-  DropoutKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context),
+  DropoutKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, attrs, context),
         seeds_(internal::DropoutSeedOf(attrs)) {}
 
  protected:
@@ -271,6 +282,11 @@ class DropoutKernel final : public CudaKernel {
 
 class TopKKernel final : public CudaKernel {
  public:
+  static StatusOr<std::unique_ptr<TopKKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(CheckTopKAttrs(attrs));
+    return std::make_unique<TopKKernel>(def, attrs, context);
+  }
   using CudaKernel::CudaKernel;
 
  protected:
@@ -340,8 +356,13 @@ class CumSumKernel final : public CudaKernel {
 
 class LrnKernel final : public CudaKernel {
  public:
-  LrnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context), lrn_(*ParseLrnAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<LrnKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(LrnAttrs lrn, ParseLrnAttrs(attrs));
+    return std::make_unique<LrnKernel>(def, attrs, context, lrn);
+  }
+  LrnKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, LrnAttrs lrn)
+      : CudaKernel(def, std::move(attrs), context), lrn_(lrn) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -374,42 +395,25 @@ class LrnKernel final : public CudaKernel {
 // ---------------------------------------------------------------------------
 // Registration.
 
-using AttrCheck = std::function<Status(const Attributes&)>;
-
-// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
 template <typename K>
-CudaKernelMake MakeMiscKernel(CudaKernelContext context, AttrCheck check = nullptr) {
-  return [context, check = std::move(check)](const OpDef& def,
-                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
-template <typename K>
-Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
-                     AttrCheck check = nullptr) {
-  return AddCudaKernel(registry, name, MakeMiscKernel<K>(context, std::move(check)));
+Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context) {
+  return AddCudaKernel(registry, name, MakeCudaKernel<K>(context));
 }
 
 }  // namespace
 
 Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<ShapeKernel>(
-      registry, "Shape", context, [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ShapeKernel>(registry, "Shape", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<SizeKernel>(registry, "Size", context));
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<ConstantOfShapeKernel>(
-      registry, "ConstantOfShape", context,
-      [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ConstantOfShapeKernel>(registry, "ConstantOfShape", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<RangeKernel>(registry, "Range", context));
   // Dropout-7 and Dropout-10+ differ in the mask's dtype only, which the output brings.
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeMiscKernel<DropoutKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeMiscKernel<DropoutKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeCudaKernel<DropoutKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeCudaKernel<DropoutKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<CumSumKernel>(registry, "CumSum", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<OneHotKernel>(registry, "OneHot", context));
-  return AddMiscKernel<LrnKernel>(registry, "LRN", context,
-                                  [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });
+  return AddMiscKernel<LrnKernel>(registry, "LRN", context);
 }
 
 }  // namespace remex::kernels::cuda

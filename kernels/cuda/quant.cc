@@ -50,7 +50,7 @@ const TensorRef* Input(std::span<const TensorRef> in, size_t i) { return i < in.
 
 class QuantizeKernel final : public CudaKernel {
  public:
-  QuantizeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+  QuantizeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
       : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), since_(def.since_version) {}
 
  protected:
@@ -116,8 +116,8 @@ QLinearParams ParamsOf(std::string_view op, std::span<const TensorRef> in, DType
 
 class QMatMulKernel final : public CudaKernel {
  public:
-  QMatMulKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  QMatMulKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -130,8 +130,14 @@ class QMatMulKernel final : public CudaKernel {
 
 class QConvKernel final : public CudaKernel {
  public:
-  QConvKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  // The attributes are checked here and read again per call, with the inputs' shapes.
+  static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                       CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(def.name, attrs));
+    return std::make_unique<QConvKernel>(def, attrs, context);
+  }
+  QConvKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -142,30 +148,21 @@ class QConvKernel final : public CudaKernel {
   }
 };
 
-template <typename K>
-CudaKernelMake MakeQuantKernel(CudaKernelContext context, std::string_view check_conv = {}) {
-  return [context, check = std::string(check_conv)](const OpDef& def,
-                                                    const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (!check.empty()) REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(check, attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
 }  // namespace
 
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   for (const char* name : {"QuantizeLinear", "DequantizeLinear"}) {
     for (int since : {10, 13}) {
-      REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, since, MakeQuantKernel<QuantizeKernel>(context)));
+      REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, since, MakeCudaKernel<QuantizeKernel>(context)));
     }
   }
   REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "DynamicQuantizeLinear", MakeQuantKernel<DynamicQuantizeKernel>(context)));
+      AddCudaKernel(registry, "DynamicQuantizeLinear", MakeCudaKernel<DynamicQuantizeKernel>(context)));
   for (const char* name : {"MatMulInteger", "QLinearMatMul"}) {
-    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeQuantKernel<QMatMulKernel>(context)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<QMatMulKernel>(context)));
   }
   for (const char* name : {"ConvInteger", "QLinearConv"}) {
-    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeQuantKernel<QConvKernel>(context, name)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<QConvKernel>(context)));
   }
   return OkStatus();
 }

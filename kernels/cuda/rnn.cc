@@ -45,8 +45,8 @@ bool Present(std::span<const TensorRef> t, size_t i) { return i < t.size() && t[
 
 class RnnCudaKernel final : public CudaKernel {
  public:
-  RnnCudaKernel(OpDef def, Attributes attrs, RnnAttrs parsed, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), parsed_(std::move(parsed)) {}
+  RnnCudaKernel(const OpDef& def, Attributes attrs, RnnAttrs parsed, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), parsed_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -134,7 +134,13 @@ class EyeLikeKernel final : public TransformKernel {
 
 class PadKernel final : public TransformKernel {
  public:
-  using TransformKernel::TransformKernel;
+  static StatusOr<std::unique_ptr<PadKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs));
+    return std::make_unique<PadKernel>(def, attrs, context, mode);
+  }
+  PadKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, PadMode mode)
+      : TransformKernel(def, std::move(attrs), context), mode_(mode) {}
 
  protected:
   Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -147,7 +153,7 @@ class PadKernel final : public TransformKernel {
                    cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
     }
     if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
-    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs()));
+    const PadMode mode = mode_;
     std::vector<int64_t> pads;
     if (attrs().Has("pads")) {
       REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
@@ -171,6 +177,9 @@ class PadKernel final : public TransformKernel {
     return Check("kernel launch",
                  LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
   }
+
+ private:
+  const PadMode mode_;
 };
 
 // ---------------------------------------------------------------------------
@@ -233,6 +242,18 @@ StatusOr<CastType> CastTypeOf(DType dtype) {
 
 class CastKernel final : public TransformKernel {
  public:
+  // Cast's target type `to` is checked by the shape function on a scalar float32 input
+  // (CastLike has none: its second input brings it).
+  static StatusOr<std::unique_ptr<CastKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      CudaKernelContext context) {
+    if (def.name == "Cast") {
+      ShapeFnArg arg;
+      arg.present = true;
+      arg.dtype = DType::kFloat32;
+      REMEX_RETURN_IF_ERROR(InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status());
+    }
+    return std::make_unique<CastKernel>(def, attrs, context);
+  }
   using TransformKernel::TransformKernel;
 
  protected:
@@ -287,18 +308,6 @@ class ScatterKernel final : public TransformKernel {
   }
 };
 
-// ---------------------------------------------------------------------------
-// Attribute checks at kernel creation, as the CPU kernels make them.
-
-Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
-// Cast's target type `to`, checked by the shape function on a scalar float32 input.
-Status CheckCast(const OpDef& def, const Attributes& attrs) {
-  ShapeFnArg arg;
-  arg.present = true;
-  arg.dtype = DType::kFloat32;
-  return InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status();
-}
-
 }  // namespace
 
 Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
@@ -308,10 +317,10 @@ Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext 
   REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "ScatterElements", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "Scatter", context));
   REMEX_RETURN_IF_ERROR(AddKernel<EyeLikeKernel>(registry, "EyeLike", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
+  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
   REMEX_RETURN_IF_ERROR(AddKernel<CastKernel>(registry, "CastLike", context));
-  return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
+  return AddKernel<CastKernel>(registry, "Cast", context);
 }
 
 }  // namespace remex::kernels::cuda
