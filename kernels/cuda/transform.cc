@@ -401,8 +401,8 @@ Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext conte
     REMEX_RETURN_IF_ERROR(AddKernel<CopyKernel>(registry, name, context));
   }
   // Flatten-1 and Flatten-11 differ in the axes their shape functions accept only.
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 1, MakeKernel<CopyKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 11, MakeKernel<CopyKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 1, MakeCudaKernel<CopyKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 11, MakeCudaKernel<CopyKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddKernel<TransposeKernel>(registry, "Transpose", context));
   REMEX_RETURN_IF_ERROR(AddKernel<SliceKernel>(registry, "Slice", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ConcatKernel>(registry, "Concat", context));
