@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "base/status.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/visit_dtype.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
 
@@ -85,6 +87,17 @@ class CudaKernel : public OpKernel {
   Status Launch(F&& launch) const {
     REMEX_RETURN_IF_ERROR(UseDevice());
     return CudaCheck(def_.name, "kernel launch", launch());
+  }
+  // The one dtype dispatch of a launch: selects the device and calls launch(T{})
+  // (returning a launcher's cudaError_t, typically Launch<Name><T>(...)) for the T
+  // among Ts that is `dtype`'s element type (VisitDType, kernels/cuda/visit_dtype.h).
+  // OK, "<op> on cuda: kernel launch failed: ...", or Unsupported(dtype, accepted)
+  // when none of Ts is.
+  template <typename... Ts, typename F>
+  Status LaunchFor(DType dtype, std::string_view accepted, F&& launch) const {
+    std::optional<Status> status =
+        VisitDType<Ts...>(dtype, [&](auto tag) { return Launch([&] { return launch(tag); }); });
+    return status ? *std::move(status) : Unsupported(dtype, accepted);
   }
   // UNIMPLEMENTED "<op> on cuda: dtype <dtype> is not implemented (<accepted>)".
   Status Unsupported(DType dtype, std::string_view accepted) const {

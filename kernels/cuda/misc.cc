@@ -142,51 +142,22 @@ class RangeKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = out[0].shape[0];
     if (n == 0) return OkStatus();
-    RangeArgs args;
-    args.elem_size = static_cast<int>(DTypeSize(in[0].dtype));
-    REMEX_RETURN_IF_ERROR(internal::DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_integral_v<T>) {
-        args.type = RangeType::kInteger;
-        args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
-        args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
-      } else {
-        if constexpr (std::is_same_v<T, Half>) {
-          args.type = RangeType::kFloat16;
-        } else if constexpr (std::is_same_v<T, float>) {
-          args.type = RangeType::kFloat32;
-        } else {
-          args.type = RangeType::kFloat64;
-        }
-        args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
-        args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
-      }
-      return OkStatus();
-    }));
-    return Launch([&] { return LaunchRange(args, out[0].data, n, stream()); });
+    return LaunchFor<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t, Half, float, double>(
+        in[0].dtype, "the integer and float dtypes are", [&](auto tag) {
+          using T = decltype(tag);
+          RangeArgs args;
+          if constexpr (std::is_integral_v<T>) {
+            args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
+            args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
+          } else {
+            args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
+            args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
+          }
+          return LaunchRange<T>(args, static_cast<T*>(out[0].data), n, stream());
+        });
   }
 };
 
-// The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
-std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MiscType::kFloat32;
-    case DType::kFloat16:
-      return MiscType::kFloat16;
-    case DType::kFloat64:
-      return MiscType::kFloat64;
-    case DType::kInt32:
-      if (with_ints) return MiscType::kInt32;
-      break;
-    case DType::kInt64:
-      if (with_ints) return MiscType::kInt64;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
-}
 
 // ---------------------------------------------------------------------------
 // Dropout.
@@ -251,8 +222,9 @@ class DropoutKernel final : public CudaKernel {
 
  private:
   Status RunTraining(double ratio, int64_t n, std::span<const TensorRef> in, std::span<const TensorRef> out) {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, false);
-    if (!type) return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
+    if (in[0].dtype != DType::kFloat32 && in[0].dtype != DType::kFloat16 && in[0].dtype != DType::kFloat64) {
+      return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
+    }
     std::vector<uint8_t> keep(static_cast<size_t>(n));
     internal::DrawDropoutMask(seeds_.Next(), ratio, keep.data(), n);
     REMEX_RETURN_IF_ERROR(UseDevice());
@@ -266,10 +238,12 @@ class DropoutKernel final : public CudaKernel {
     // `keep` is pageable: cudaMemcpyAsync returns once it has been staged.
     REMEX_RETURN_IF_ERROR(CudaCheck(
         op(), "cudaMemcpyAsync", cudaMemcpyAsync(mask, keep.data(), keep.size(), cudaMemcpyHostToDevice, stream())));
-    REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchDropoutTrain(*type, in[0].data, static_cast<const uint8_t*>(mask), 1.0 / (1.0 - ratio),
-                                out[0].data, n, stream());
-    }));
+    REMEX_RETURN_IF_ERROR((LaunchFor<float, Half, double>(
+        in[0].dtype, "training mode takes float16, float32 and float64", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchDropoutTrain<T>(static_cast<const T*>(in[0].data), static_cast<const uint8_t*>(mask),
+                                       1.0 / (1.0 - ratio), static_cast<T*>(out[0].data), n, stream());
+        })));
     return workspace.Release();
   }
 
@@ -295,8 +269,6 @@ class TopKKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const Shape& shape = in[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
     REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), *attrs().Int("axis", -1), rank));
     const bool largest = *attrs().Int("largest", 1) == 1;
     int64_t outer = 1, inner = 1;
@@ -306,9 +278,12 @@ class TopKKernel final : public CudaKernel {
     const int64_t k = out[0].shape[axis];
     if (outer * inner * k == 0) return OkStatus();
     int64_t* indices = out.size() > 1 ? static_cast<int64_t*>(out[1].data) : nullptr;
-    return Launch([&] {
-      return LaunchTopK(*type, in[0].data, out[0].data, indices, outer, n, inner, k, largest, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchTopK<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), indices, outer, n,
+                               inner, k, largest, stream());
+        });
   }
 };
 
@@ -321,14 +296,15 @@ class OneHotKernel final : public CudaKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 indices are");
     REMEX_ASSIGN_OR_RETURN(internal::OneHotView v, internal::OneHotViewOf(attrs(), internal::ToShapeArgs(in)));
     if (v.outer * v.depth * v.inner == 0) return OkStatus();
     const int es = static_cast<int>(DTypeSize(out[0].dtype));
-    return Launch([&] {
-      return LaunchOneHot(*type, es, in[0].data, in[2].data, out[0].data, v.outer, v.depth, v.inner, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 indices are", [&](auto tag) {
+          using I = decltype(tag);
+          return LaunchOneHot<I>(es, static_cast<const I*>(in[0].data), in[2].data, out[0].data, v.outer, v.depth,
+                                 v.inner, stream());
+        });
   }
 };
 
@@ -341,13 +317,14 @@ class CumSumKernel final : public CudaKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
     REMEX_ASSIGN_OR_RETURN(internal::CumSumView v, internal::CumSumViewOf(attrs(), internal::ToShapeArgs(in)));
     if (v.outer * v.n * v.inner == 0) return OkStatus();
-    return Launch([&] {
-      return LaunchCumSum(*type, in[0].data, out[0].data, v.outer, v.n, v.inner, v.exclusive, v.reverse, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchCumSum<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.outer, v.n,
+                                 v.inner, v.exclusive, v.reverse, stream());
+        });
   }
 };
 
@@ -366,8 +343,6 @@ class LrnKernel final : public CudaKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/false);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
     const Shape& shape = in[0].shape;
     LrnArgs args;
     args.batch = shape[0];
@@ -377,15 +352,18 @@ class LrnKernel final : public CudaKernel {
     if (args.batch * args.channels * args.inner == 0) return OkStatus();
     args.lo = (lrn_.size - 1) / 2;
     args.hi = lrn_.size - 1 - args.lo;
-    // As the CPU kernel: alpha / size in the compute type (float for float16).
-    if (*type == MiscType::kFloat64) {
-      args.alpha_over_size = static_cast<double>(lrn_.alpha) / static_cast<double>(lrn_.size);
-    } else {
-      args.alpha_over_size = static_cast<double>(lrn_.alpha / static_cast<float>(lrn_.size));
-    }
     args.bias = lrn_.bias;
     args.beta = lrn_.beta;
-    return Launch([&] { return LaunchLrn(*type, in[0].data, out[0].data, args, stream()); });
+    return LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      // As the CPU kernel: alpha / size in the compute type (float for float16).
+      if constexpr (std::is_same_v<T, double>) {
+        args.alpha_over_size = static_cast<double>(lrn_.alpha) / static_cast<double>(lrn_.size);
+      } else {
+        args.alpha_over_size = static_cast<double>(lrn_.alpha / static_cast<float>(lrn_.size));
+      }
+      return LaunchLrn<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), args, stream());
+    });
   }
 
  private:
