@@ -76,10 +76,9 @@ class RnnCudaKernel final : public CudaKernel {
     REMEX_RETURN_IF_ERROR(UseDevice());
     StreamWorkspace workspace(op(), stream(), &context().workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch, workspace.Allocate(static_cast<size_t>(floats) * sizeof(float)));
-    REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchRnn(p, dtype == DType::kFloat16 ? RnnElem::kFloat16 : RnnElem::kFloat32, t,
-                       static_cast<float*>(scratch), stream());
-    }));
+    REMEX_RETURN_IF_ERROR((LaunchFor<float, Half>(dtype, "float32 and float16 are", [&](auto tag) {
+      return LaunchRnn<decltype(tag)>(p, t, static_cast<float*>(scratch), stream());
+    })));
     return workspace.Release();
   }
 
