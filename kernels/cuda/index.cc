@@ -140,34 +140,12 @@ class GatherNdKernel final : public IndexKernel {
   }
 };
 
-std::optional<IndexType> IndexTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return IndexType::kFloat16;
-    case DType::kFloat32:
-      return IndexType::kFloat32;
-    case DType::kFloat64:
-      return IndexType::kFloat64;
-    case DType::kInt8:
-      return IndexType::kInt8;
-    case DType::kInt16:
-      return IndexType::kInt16;
-    case DType::kInt32:
-      return IndexType::kInt32;
-    case DType::kInt64:
-      return IndexType::kInt64;
-    case DType::kUint8:
-      return IndexType::kUint8;
-    case DType::kUint16:
-      return IndexType::kUint16;
-    case DType::kUint32:
-      return IndexType::kUint32;
-    case DType::kUint64:
-      return IndexType::kUint64;
-    default:
-      break;
-  }
-  return std::nullopt;
+// Calls f(T{}) for the element type of ScatterND's add and mul that is `dtype`'s
+// (VisitDType): the numeric dtypes.
+template <typename F>
+auto VisitScatterNdReduceType(DType dtype, F&& f) {
+  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>(
+      dtype, std::forward<F>(f));
 }
 
 class ScatterNdKernel final : public IndexKernel {
@@ -187,11 +165,8 @@ class ScatterNdKernel final : public IndexKernel {
     REMEX_ASSIGN_OR_RETURN(GatherNdView v, internal::GatherNdViewOf(op(), 0, args[0], args[1]));
     REMEX_ASSIGN_OR_RETURN(ScatterReduction reduction, internal::ScatterNdReductionOf(attrs(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(NdPlan plan, MakeNdPlan(op(), v));
-    IndexType type = IndexType::kFloat32;
-    if (reduction != ScatterReduction::kNone) {
-      const std::optional<IndexType> t = IndexTypeOf(in[0].dtype);
-      if (!t) return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
-      type = *t;
+    if (reduction != ScatterReduction::kNone && !VisitScatterNdReduceType(in[0].dtype, [](auto) { return true; })) {
+      return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
     }
     REMEX_RETURN_IF_ERROR(UseDevice());
     if (out[0].data != in[0].data) {
@@ -201,9 +176,17 @@ class ScatterNdKernel final : public IndexKernel {
                     cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream())));
     }
     if (v.tuples * v.slice == 0) return OkStatus();
-    return CudaCheck(op(), "kernel launch",
-                     LaunchScatterNd(type, es, reduction, static_cast<const int64_t*>(in[1].data), in[2].data,
-                                     out[0].data, v.tuples, plan, stream()));
+    const int64_t* indices = static_cast<const int64_t*>(in[1].data);
+    if (reduction == ScatterReduction::kNone) {
+      return CudaCheck(op(), "kernel launch",
+                       LaunchScatterNd(es, indices, in[2].data, out[0].data, v.tuples, plan, stream()));
+    }
+    const bool add = reduction == ScatterReduction::kAdd;
+    return CudaCheck(op(), "kernel launch", *VisitScatterNdReduceType(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchScatterNdReduce<T>(add, indices, static_cast<const T*>(in[2].data), static_cast<T*>(out[0].data),
+                                      v.tuples, plan, stream());
+    }));
   }
 };
 
