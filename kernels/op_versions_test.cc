@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -133,6 +134,10 @@ OpDef Def(const char* name, int since, int end) {
   };
   return def;
 }
+
+// Kernels hold the registry's OpDefs by reference: a copy or a move would leave them
+// dangling.
+static_assert(!std::is_copy_constructible_v<KernelRegistry> && !std::is_move_constructible_v<KernelRegistry>);
 
 TEST(OpVersionsTest, RegistryRefusesOverlapsAndEmptyRanges) {
   KernelRegistry reg;
