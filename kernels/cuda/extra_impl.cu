@@ -143,14 +143,22 @@ __global__ void EinsumKernel(einsum::EinsumPlan p, EinsumInputs inputs, T* y) {
 
 }  // namespace
 
+// Einsum's accumulator: double for the float types, the unsigned type (wrapping) for
+// the integers.
+template <typename T, bool = std::is_integral_v<T>>
+struct EinsumAccumulator {
+  using type = double;
+};
+template <typename T>
+struct EinsumAccumulator<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 template <typename T>
 cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y, cudaStream_t stream) {
   if (plan.out_total <= 0 || plan.num_inputs < 1 || plan.num_inputs > einsum::kMaxInputs)
     return cudaErrorInvalidValue;
-  // The accumulator: double for the float types, the unsigned type (wrapping) for the
-  // integers.
-  using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                        std::type_identity<double>>::type;
+  using A = typename EinsumAccumulator<T>::type;
   return LaunchKernel<EinsumKernel<T, A>>(Blocks(plan.out_total), kThreads, 0, stream, plan, inputs, y);
 }
 
