@@ -218,7 +218,6 @@ class BlockKernel final : public ValidatedKernel {
   }
 };
 
-
 }  // namespace
 
 Status AddDepthSpaceOpDefs(KernelRegistry& registry) {

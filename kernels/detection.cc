@@ -330,8 +330,7 @@ Status AddDetectionCpuKernels(KernelRegistry& registry) {
   for (int since : {10, 11}) {
     REMEX_RETURN_IF_ERROR(AddCpuKernel<NonMaxSuppressionKernel>(registry, "NonMaxSuppression", since));
   }
-  for (int since : {10, 16})
-    REMEX_RETURN_IF_ERROR(AddCpuKernel<RoiAlignKernel>(registry, "RoiAlign", since));
+  for (int since : {10, 16}) REMEX_RETURN_IF_ERROR(AddCpuKernel<RoiAlignKernel>(registry, "RoiAlign", since));
   return OkStatus();
 }
 

@@ -281,8 +281,6 @@ class EinsumKernel final : public ValidatedKernel {
 
 Status AddEinsumOpDefs(KernelRegistry& registry) { return registry.AddOp(EinsumDef()); }
 
-Status AddEinsumCpuKernels(KernelRegistry& registry) {
-  return AddCpuKernel<EinsumKernel>(registry, kOp);
-}
+Status AddEinsumCpuKernels(KernelRegistry& registry) { return AddCpuKernel<EinsumKernel>(registry, kOp); }
 
 }  // namespace remex::kernels::internal

@@ -220,7 +220,8 @@ using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const At
 // parses the attributes and returns INVALID_ARGUMENT / UNIMPLEMENTED for those it
 // refuses. `def` is the registry's own entry, which outlives every kernel made from it:
 // a kernel may hold it by reference.
-using KernelMake = std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
+using KernelMake =
+    std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
 
 // Op definitions by (name, opset range) and kernel factories by (op, entry, device).
 // Filled explicitly by RegisterOpDefs / RegisterCpuKernels (no static

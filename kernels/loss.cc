@@ -111,7 +111,8 @@ OpDef LossDef(std::string_view op, bool softmax) {
 
 class LossKernel final : public ValidatedKernel {
  public:
-  static StatusOr<std::unique_ptr<LossKernel>> Create(const OpDef& def, const Attributes& attrs, bool softmax) {
+  static StatusOr<std::unique_ptr<LossKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      bool softmax) {
     REMEX_ASSIGN_OR_RETURN(LossAttrs parsed, LossAttrsOf(def.name, attrs));
     return std::make_unique<LossKernel>(def, attrs, softmax, std::move(parsed));
   }
@@ -192,7 +193,8 @@ Status AddLossOpDefs(KernelRegistry& registry) {
 
 Status AddLossCpuKernels(KernelRegistry& registry) {
   for (bool softmax : {false, true}) {
-    REMEX_ASSIGN_OR_RETURN(const int since, OnlyEntrySince(registry, softmax ? kSce : kNll, "RegisterCpuKernels"));
+    REMEX_ASSIGN_OR_RETURN(const int since,
+                           OnlyEntrySince(registry, softmax ? kSce : kNll, "RegisterCpuKernels"));
     REMEX_RETURN_IF_ERROR(
         registry.AddKernel(softmax ? kSce : kNll, since, DeviceKind::kCpu, MakeKernel<LossKernel>(softmax)));
   }

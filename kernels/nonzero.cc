@@ -212,7 +212,8 @@ Status AddNonZeroOpDefs(KernelRegistry& registry) {
 
 Status AddNonZeroCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddCpuKernel<NonZeroKernel>(registry, "NonZero"));
-  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompressKernel<false>>(registry, "Compress", CompressDef(false).since_version));
+  REMEX_RETURN_IF_ERROR(
+      AddCpuKernel<CompressKernel<false>>(registry, "Compress", CompressDef(false).since_version));
   return AddCpuKernel<CompressKernel<true>>(registry, "Compress", CompressDef(true).since_version);
 }
 

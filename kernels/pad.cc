@@ -234,8 +234,6 @@ Status AddPadOpDefs(KernelRegistry& registry) {
   return registry.AddOp(PadDef());
 }
 
-Status AddPadCpuKernels(KernelRegistry& registry) {
-  return AddCpuKernel<PadKernel>(registry, "Pad");
-}
+Status AddPadCpuKernels(KernelRegistry& registry) { return AddCpuKernel<PadKernel>(registry, "Pad"); }
 
 }  // namespace remex::kernels::internal

@@ -265,7 +265,8 @@ Status AddQuantizeOpDefs(KernelRegistry& registry) {
 Status AddQuantizeCpuKernels(KernelRegistry& registry) {
   for (bool quantize : {true, false}) {
     for (int since : {10, 13}) {
-      REMEX_RETURN_IF_ERROR(AddCpuKernel<QuantizeKernel>(registry, quantize ? "QuantizeLinear" : "DequantizeLinear", since));
+      REMEX_RETURN_IF_ERROR(
+          AddCpuKernel<QuantizeKernel>(registry, quantize ? "QuantizeLinear" : "DequantizeLinear", since));
     }
   }
   return AddCpuKernel<DynamicQuantizeKernel>(registry, "DynamicQuantizeLinear");

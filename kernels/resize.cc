@@ -601,7 +601,8 @@ Status AddResizeOpDefs(KernelRegistry& registry) {
 
 Status AddResizeCpuKernels(KernelRegistry& registry) {
   for (int definition : {10, 11, 13}) {
-    REMEX_RETURN_IF_ERROR(AddCpuKernel<ResizeKernel>(registry, "Resize", ResizeDef(definition).since_version));
+    REMEX_RETURN_IF_ERROR(
+        AddCpuKernel<ResizeKernel>(registry, "Resize", ResizeDef(definition).since_version));
   }
   return OkStatus();
 }

@@ -361,7 +361,8 @@ class RnnRunner {
 
 class RnnKernel final : public ValidatedKernel {
  public:
-  static StatusOr<std::unique_ptr<RnnKernel>> Create(const OpDef& def, const Attributes& attrs, const RnnSpec* spec) {
+  static StatusOr<std::unique_ptr<RnnKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     const RnnSpec* spec) {
     REMEX_ASSIGN_OR_RETURN(RnnAttrs parsed, ParseRnnSpecAttrs(*spec, attrs));
     return std::make_unique<RnnKernel>(def, attrs, *spec, std::move(parsed));
   }

@@ -560,7 +560,6 @@ OpDef ReshapeDef() {
   return def;
 }
 
-
 }  // namespace
 
 Status AddTensorOpDefs(KernelRegistry& registry) {

@@ -25,7 +25,8 @@ namespace remex::kernels::cuda {
 // Registers `make` as the CUDA kernel of the entry of `name` that starts at
 // `since_version` (kernels are keyed by (op, entry, device) as OpDefs are by (op, opset
 // range)); FAILED_PRECONDITION when `registry` has no such entry.
-inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, int since_version, KernelMake make) {
+inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, int since_version,
+                            KernelMake make) {
   return registry.AddKernel(name, since_version, DeviceKind::kCuda, std::move(make));
 }
 
@@ -57,7 +58,8 @@ enum class EmptyOutputs : uint8_t {
 class CudaKernel : public OpKernel {
  public:
   // `def` is the registry's OpDef (KernelMake), which outlives the kernel.
-  CudaKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, EmptyOutputs empty = EmptyOutputs::kRun)
+  CudaKernel(const OpDef& def, Attributes attrs, CudaKernelContext context,
+             EmptyOutputs empty = EmptyOutputs::kRun)
       : def_(def), attrs_(std::move(attrs)), context_(context), empty_(empty) {}
 
   Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {

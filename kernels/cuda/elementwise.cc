@@ -33,8 +33,9 @@ class BinaryKernel final : public CudaKernel {
     if (!plan.ok()) return plan.status().WithContext(op());
     return LaunchFor<float, Half>(out.dtype, "float32 and float16 are", [&](auto tag) {
       using T = decltype(tag);
-      return LaunchBinary<T>(op_, static_cast<const T*>(inputs[0].data), static_cast<const T*>(inputs[1].data),
-                             static_cast<T*>(out.data), n, *plan, stream());
+      return LaunchBinary<T>(op_, static_cast<const T*>(inputs[0].data),
+                             static_cast<const T*>(inputs[1].data), static_cast<T*>(out.data), n, *plan,
+                             stream());
     });
   }
 
@@ -54,7 +55,8 @@ class UnaryKernel final : public CudaKernel {
     if (n == 0) return OkStatus();
     return LaunchFor<float, Half>(out.dtype, "float32 and float16 are", [&](auto tag) {
       using T = decltype(tag);
-      return LaunchUnary<T>(op_, static_cast<const T*>(inputs[0].data), static_cast<T*>(out.data), n, stream());
+      return LaunchUnary<T>(op_, static_cast<const T*>(inputs[0].data), static_cast<T*>(out.data), n,
+                            stream());
     });
   }
 

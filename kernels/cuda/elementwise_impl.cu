@@ -128,9 +128,9 @@ cudaError_t LaunchUnary(UnaryOp op, const T* x, T* y, int64_t n, cudaStream_t st
   return LaunchUnaryOp<DeviceType<T>>(op, x, y, n, stream);
 }
 
-#define REMEX_ELEMENTWISE_INSTANTIATE(T)                                                                     \
-  template cudaError_t LaunchBinary<T>(BinaryOp, const T*, const T*, T*, int64_t, const BroadcastPlan&,      \
-                                       cudaStream_t);                                                       \
+#define REMEX_ELEMENTWISE_INSTANTIATE(T)                                                                \
+  template cudaError_t LaunchBinary<T>(BinaryOp, const T*, const T*, T*, int64_t, const BroadcastPlan&, \
+                                       cudaStream_t);                                                   \
   template cudaError_t LaunchUnary<T>(UnaryOp, const T*, T*, int64_t, cudaStream_t);
 REMEX_ELEMENTWISE_INSTANTIATE(float)
 REMEX_ELEMENTWISE_INSTANTIATE(Half)

@@ -51,11 +51,11 @@ class WindowKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::WindowView v,
                            internal::WindowViewOf(op(), attrs(), internal::ToShapeArgs(in)));
-    return LaunchFor<float, Half, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>(
-        v.dtype, "numeric dtypes are", [&](auto tag) {
-          using T = decltype(tag);
-          return LaunchWindow<T>(v.kind, v.periodic, v.size, static_cast<T*>(out[0].data), stream());
-        });
+    return LaunchFor<float, Half, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                     uint64_t>(v.dtype, "numeric dtypes are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchWindow<T>(v.kind, v.periodic, v.size, static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 
@@ -108,11 +108,12 @@ class DetKernel final : public CudaKernel {
     StreamWorkspace workspace(op(), stream(), &context().workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch,
                            workspace.Allocate(static_cast<size_t>(v.batch * v.m * v.m) * sizeof(double)));
-    REMEX_RETURN_IF_ERROR((LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
-      using T = decltype(tag);
-      return LaunchDet<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.batch, v.m,
-                          static_cast<double*>(scratch), stream());
-    })));
+    REMEX_RETURN_IF_ERROR(
+        (LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchDet<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.batch, v.m,
+                              static_cast<double*>(scratch), stream());
+        })));
     return workspace.Release();
   }
 };

@@ -155,15 +155,16 @@ struct EinsumAccumulator<T, true> {
 };
 
 template <typename T>
-cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y, cudaStream_t stream) {
+cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y,
+                         cudaStream_t stream) {
   if (plan.out_total <= 0 || plan.num_inputs < 1 || plan.num_inputs > einsum::kMaxInputs)
     return cudaErrorInvalidValue;
   using A = typename EinsumAccumulator<T>::type;
   return LaunchKernel<EinsumKernel<T, A>>(Blocks(plan.out_total), kThreads, 0, stream, plan, inputs, y);
 }
 
-#define REMEX_EXTRA_INSTANTIATE_FLOAT(T)                                                             \
-  template cudaError_t LaunchMvn<T>(const seqnorm::MvnPlan&, const T*, T*, cudaStream_t);            \
+#define REMEX_EXTRA_INSTANTIATE_FLOAT(T)                                                  \
+  template cudaError_t LaunchMvn<T>(const seqnorm::MvnPlan&, const T*, T*, cudaStream_t); \
   template cudaError_t LaunchDet<T>(const T*, T*, int64_t, int64_t, double*, cudaStream_t);
 #define REMEX_EXTRA_INSTANTIATE_EINSUM(T) \
   template cudaError_t LaunchEinsum<T>(const einsum::EinsumPlan&, const EinsumInputs&, T*, cudaStream_t);

@@ -53,6 +53,7 @@ struct EinsumInputs {
 // types, wrapping unsigned arithmetic for the integers). T (inputs and output): float,
 // Half, double, int32_t or int64_t.
 template <typename T>
-cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y, cudaStream_t stream);
+cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y,
+                         cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

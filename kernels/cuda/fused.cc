@@ -208,8 +208,9 @@ class FusedCudaKernel final : public OpKernel {
  public:
   // `host_factory`: the CPU kernel's factory, which computes under emulation (unused,
   // and empty, on a GPU build).
-  FusedCudaKernel(const OpDef& def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
-                  CudaKernelContext context, std::optional<KernelFactory> host_factory)
+  FusedCudaKernel(const OpDef& def, Attributes attrs, std::vector<int64_t> program,
+                  std::vector<float> immediates, CudaKernelContext context,
+                  std::optional<KernelFactory> host_factory)
       : def_(def),
         attrs_(std::move(attrs)),
         program_(std::move(program)),

@@ -115,8 +115,9 @@ Status CheckFusedDType(DType dtype) {
                        " is not implemented (float32, float16 and float64 are)");
 }
 
-StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program, const std::vector<float>& immediates,
-                                                int64_t num_inputs, DType type) {
+StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program,
+                                                const std::vector<float>& immediates, int64_t num_inputs,
+                                                DType type) {
   REMEX_RETURN_IF_ERROR(CheckFusedDType(type));
   const int64_t nin = num_inputs;
   const int64_t nimm = static_cast<int64_t>(immediates.size());

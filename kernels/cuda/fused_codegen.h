@@ -76,7 +76,8 @@ Status CheckFusedDType(DType dtype);
 // `type`. INVALID_ARGUMENT naming FusedElementwise for a malformed program (the checks
 // of the CPU kernel: unknown opcodes, operands outside the earlier slots, too many
 // slots).
-StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program, const std::vector<float>& immediates,
-                                                int64_t num_inputs, DType type);
+StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program,
+                                                const std::vector<float>& immediates, int64_t num_inputs,
+                                                DType type);
 
 }  // namespace remex::kernels::cuda

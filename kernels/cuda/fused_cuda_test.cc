@@ -33,9 +33,7 @@ constexpr int64_t Op(FusedOpcode op) { return static_cast<int64_t>(op); }
 
 constexpr DType kTypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64};
 
-std::string TypeName(DType t) {
-  return std::string(DTypeName(t));
-}
+std::string TypeName(DType t) { return std::string(DTypeName(t)); }
 
 // Generates and compiles for compute_90; checks the PTX has the kernel's entry.
 void ExpectCompiles(const std::vector<int64_t>& program, const std::vector<float>& immediates, int64_t nin,

@@ -171,8 +171,8 @@ class HostKernels {
 // Generates each case's source (in its dtype).
 void Generate(std::vector<Case>& cases) {
   for (Case& c : cases) {
-    auto source = cuda::GenerateFusedKernelSource(c.program, c.immediates, static_cast<int64_t>(c.inputs.size()),
-                                                  c.dtype);
+    auto source = cuda::GenerateFusedKernelSource(c.program, c.immediates,
+                                                  static_cast<int64_t>(c.inputs.size()), c.dtype);
     ASSERT_TRUE(source.ok()) << c.name << ": " << source.status().ToString();
     c.source = *source;
   }
@@ -336,8 +336,8 @@ std::vector<Case> SpecialCases(DType dtype) {
 TEST(FusedHostRun, SourceEmbedsTheScalarOpsHeader) {
   std::ifstream header(std::string(REMEX_HOST_INCLUDE_DIR) + "/kernels/scalar_ops.h");
   ASSERT_TRUE(header.good());
-  auto source = cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1,
-                                                DType::kFloat32);
+  auto source =
+      cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1, DType::kFloat32);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   size_t at = 0;
   int lines = 0;

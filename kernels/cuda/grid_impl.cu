@@ -71,8 +71,8 @@ cudaError_t LaunchGridSample(const grid::GridSampleGeometry& g, const T* x, cons
   return Launch<T>(g, x, grid_xy, y, total, stream);
 }
 
-template cudaError_t LaunchGridSample<float>(const grid::GridSampleGeometry&, const float*, const float*, float*,
-                                             cudaStream_t);
+template cudaError_t LaunchGridSample<float>(const grid::GridSampleGeometry&, const float*, const float*,
+                                             float*, cudaStream_t);
 template cudaError_t LaunchGridSample<Half>(const grid::GridSampleGeometry&, const Half*, const Half*, Half*,
                                             cudaStream_t);
 template cudaError_t LaunchGridSample<double>(const grid::GridSampleGeometry&, const double*, const double*,

@@ -144,8 +144,8 @@ class GatherNdKernel final : public IndexKernel {
 // (VisitDType): the numeric dtypes.
 template <typename F>
 auto VisitScatterNdReduceType(DType dtype, F&& f) {
-  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>(
-      dtype, std::forward<F>(f));
+  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                    uint64_t>(dtype, std::forward<F>(f));
 }
 
 class ScatterNdKernel final : public IndexKernel {
@@ -165,7 +165,8 @@ class ScatterNdKernel final : public IndexKernel {
     REMEX_ASSIGN_OR_RETURN(GatherNdView v, internal::GatherNdViewOf(op(), 0, args[0], args[1]));
     REMEX_ASSIGN_OR_RETURN(ScatterReduction reduction, internal::ScatterNdReductionOf(attrs(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(NdPlan plan, MakeNdPlan(op(), v));
-    if (reduction != ScatterReduction::kNone && !VisitScatterNdReduceType(in[0].dtype, [](auto) { return true; })) {
+    if (reduction != ScatterReduction::kNone &&
+        !VisitScatterNdReduceType(in[0].dtype, [](auto) { return true; })) {
       return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
     }
     REMEX_RETURN_IF_ERROR(UseDevice());
@@ -183,10 +184,11 @@ class ScatterNdKernel final : public IndexKernel {
     }
     const bool add = reduction == ScatterReduction::kAdd;
     return CudaCheck(op(), "kernel launch", *VisitScatterNdReduceType(in[0].dtype, [&](auto tag) {
-      using T = decltype(tag);
-      return LaunchScatterNdReduce<T>(add, indices, static_cast<const T*>(in[2].data), static_cast<T*>(out[0].data),
-                                      v.tuples, plan, stream());
-    }));
+                       using T = decltype(tag);
+                       return LaunchScatterNdReduce<T>(add, indices, static_cast<const T*>(in[2].data),
+                                                       static_cast<T*>(out[0].data), v.tuples, plan,
+                                                       stream());
+                     }));
   }
 };
 

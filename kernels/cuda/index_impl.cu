@@ -136,8 +136,8 @@ cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indic
   });
 }
 
-cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out, int64_t rows,
-                            const NdPlan& plan, cudaStream_t stream) {
+cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out,
+                            int64_t rows, const NdPlan& plan, cudaStream_t stream) {
   if (rows <= 0 || !ValidPlan(plan)) return cudaErrorInvalidValue;
   const int64_t n = rows * plan.slice;
   return DispatchElemSize(elem_size, [&](auto tag) {
@@ -152,12 +152,12 @@ template <typename T>
 cudaError_t LaunchScatterNdReduce(bool add, const int64_t* indices, const T* updates, T* out, int64_t rows,
                                   const NdPlan& plan, cudaStream_t stream) {
   if (rows <= 0 || !ValidPlan(plan)) return cudaErrorInvalidValue;
-  LaunchKernel<ScatterNdReduceKernel<T>>(Blocks(plan.slice), kThreads, 0, stream, indices, updates, out, rows, plan,
-                                         add);
+  LaunchKernel<ScatterNdReduceKernel<T>>(Blocks(plan.slice), kThreads, 0, stream, indices, updates, out, rows,
+                                         plan, add);
   return cudaGetLastError();
 }
 
-#define REMEX_INDEX_INSTANTIATE(T)                                                                           \
+#define REMEX_INDEX_INSTANTIATE(T)                                                                          \
   template cudaError_t LaunchScatterNdReduce<T>(bool, const int64_t*, const T*, T*, int64_t, const NdPlan&, \
                                                 cudaStream_t);
 REMEX_INDEX_INSTANTIATE(Half)

@@ -42,8 +42,8 @@ cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indic
 // with an index out of range is skipped. One thread per update element, elements of
 // `elem_size` 1, 2, 4 or 8 bytes; among duplicate tuples any one update wins
 // (ScatterReduction::kNone).
-cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out, int64_t rows,
-                            const NdPlan& plan, cudaStream_t stream);
+cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out,
+                            int64_t rows, const NdPlan& plan, cudaStream_t stream);
 
 // ScatterND with reduction add (`add`) or mul, as LaunchScatterNd places slices: one
 // thread per slice element, adding or multiplying the rows in order in T as the CPU

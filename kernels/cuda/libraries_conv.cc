@@ -364,7 +364,8 @@ struct ConvTransposePlan {
 
 class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
  public:
-  ConvTransposeCudaKernel(const OpDef& def, Attributes attrs, ConvTransposeAttrs conv, CudaKernelContext context)
+  ConvTransposeCudaKernel(const OpDef& def, Attributes attrs, ConvTransposeAttrs conv,
+                          CudaKernelContext context)
       : CudnnKernel(def, std::move(attrs), context), attrs_(std::move(conv)) {}
 
  protected:

@@ -142,22 +142,21 @@ class RangeKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = out[0].shape[0];
     if (n == 0) return OkStatus();
-    return LaunchFor<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t, Half, float, double>(
-        in[0].dtype, "the integer and float dtypes are", [&](auto tag) {
-          using T = decltype(tag);
-          RangeArgs args;
-          if constexpr (std::is_integral_v<T>) {
-            args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
-            args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
-          } else {
-            args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
-            args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
-          }
-          return LaunchRange<T>(args, static_cast<T*>(out[0].data), n, stream());
-        });
+    return LaunchFor<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t, Half, float,
+                     double>(in[0].dtype, "the integer and float dtypes are", [&](auto tag) {
+      using T = decltype(tag);
+      RangeArgs args;
+      if constexpr (std::is_integral_v<T>) {
+        args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
+        args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
+      } else {
+        args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
+        args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
+      }
+      return LaunchRange<T>(args, static_cast<T*>(out[0].data), n, stream());
+    });
   }
 };
-
 
 // ---------------------------------------------------------------------------
 // Dropout.
@@ -194,8 +193,7 @@ std::optional<uint64_t> OneBits(DType dtype) {
 class DropoutKernel final : public CudaKernel {
  public:
   DropoutKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(def, attrs, context),
-        seeds_(internal::DropoutSeedOf(attrs)) {}
+      : CudaKernel(def, attrs, context), seeds_(internal::DropoutSeedOf(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -281,8 +279,8 @@ class TopKKernel final : public CudaKernel {
     return LaunchFor<float, Half, double, int32_t, int64_t>(
         in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
           using T = decltype(tag);
-          return LaunchTopK<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), indices, outer, n,
-                               inner, k, largest, stream());
+          return LaunchTopK<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), indices,
+                               outer, n, inner, k, largest, stream());
         });
   }
 };
@@ -302,8 +300,8 @@ class OneHotKernel final : public CudaKernel {
     return LaunchFor<float, Half, double, int32_t, int64_t>(
         in[0].dtype, "float32, float16, float64, int32 and int64 indices are", [&](auto tag) {
           using I = decltype(tag);
-          return LaunchOneHot<I>(es, static_cast<const I*>(in[0].data), in[2].data, out[0].data, v.outer, v.depth,
-                                 v.inner, stream());
+          return LaunchOneHot<I>(es, static_cast<const I*>(in[0].data), in[2].data, out[0].data, v.outer,
+                                 v.depth, v.inner, stream());
         });
   }
 };
@@ -322,8 +320,8 @@ class CumSumKernel final : public CudaKernel {
     return LaunchFor<float, Half, double, int32_t, int64_t>(
         in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
           using T = decltype(tag);
-          return LaunchCumSum<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.outer, v.n,
-                                 v.inner, v.exclusive, v.reverse, stream());
+          return LaunchCumSum<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.outer,
+                                 v.n, v.inner, v.exclusive, v.reverse, stream());
         });
   }
 };

@@ -186,10 +186,10 @@ TEST(CudaVisitDType, CallsFWithTheDTypesElementType) {
     return cuda::kDTypeOf<decltype(tag)>;
   };
   for (DType d : {DType::kUint8, DType::kInt8, DType::kUint16, DType::kInt16, DType::kInt32, DType::kInt64,
-                  DType::kUint32, DType::kUint64, DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kBool,
-                  DType::kBFloat16}) {
-    EXPECT_EQ((cuda::VisitDType<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t, float,
-                                Half, double, bool, BFloat16>(d, dtype_of)),
+                  DType::kUint32, DType::kUint64, DType::kFloat32, DType::kFloat16, DType::kFloat64,
+                  DType::kBool, DType::kBFloat16}) {
+    EXPECT_EQ((cuda::VisitDType<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t,
+                                float, Half, double, bool, BFloat16>(d, dtype_of)),
               std::optional<DType>(d))
         << DTypeName(d);
   }

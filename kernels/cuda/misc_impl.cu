@@ -302,36 +302,42 @@ cudaError_t LaunchOneHot(int elem_size, const I* indices, const void* values, vo
   auto go = [&](auto e_tag) {
     using E = decltype(e_tag);
     LaunchKernel<OneHotKernel<Idx, E>>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const Idx*>(indices),
-                                       static_cast<const E*>(values), static_cast<E*>(out), outer, depth, inner);
+                                       static_cast<const E*>(values), static_cast<E*>(out), outer, depth,
+                                       inner);
     return cudaGetLastError();
   };
   switch (elem_size) {
-    case 1: return go(uint8_t{});
-    case 2: return go(uint16_t{});
-    case 4: return go(uint32_t{});
-    case 8: return go(uint64_t{});
-    default: break;
+    case 1:
+      return go(uint8_t{});
+    case 2:
+      return go(uint16_t{});
+    case 4:
+      return go(uint32_t{});
+    case 8:
+      return go(uint64_t{});
+    default:
+      break;
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
-cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
-                         cudaStream_t stream) {
+cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                         bool reverse, cudaStream_t stream) {
   if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;
   using D = DeviceType<T>;
   // The accumulator: float for float16, the type itself for float and double, the
   // unsigned type (wrapping) for integers.
   using C = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                               std::conditional<std::is_same_v<T, Half>, float, T>>::type;
+                                        std::conditional<std::is_same_v<T, Half>, float, T>>::type;
   LaunchKernel<CumSumKernel<D, C>>(Blocks(outer * inner), kThreads, 0, stream, reinterpret_cast<const D*>(x),
                                    reinterpret_cast<D*>(y), outer, n, inner, exclusive, reverse);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
-                       bool largest, cudaStream_t stream) {
+cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                       int64_t k, bool largest, cudaStream_t stream) {
   if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
   return LaunchTopKTyped<DeviceType<T>>(x, values, indices, outer, n, inner, k, largest, stream);
 }
@@ -342,11 +348,11 @@ cudaError_t LaunchLrn(const T* x, T* y, const LrnArgs& args, cudaStream_t stream
   return LaunchLrnTyped<DeviceType<T>>(x, y, args, stream);
 }
 
-#define REMEX_MISC_INSTANTIATE_ALL(T)                                                                          \
-  template cudaError_t LaunchOneHot<T>(int, const T*, const void*, void*, int64_t, int64_t, int64_t,          \
-                                       cudaStream_t);                                                         \
-  template cudaError_t LaunchCumSum<T>(const T*, T*, int64_t, int64_t, int64_t, bool, bool, cudaStream_t);    \
-  template cudaError_t LaunchTopK<T>(const T*, T*, int64_t*, int64_t, int64_t, int64_t, int64_t, bool,         \
+#define REMEX_MISC_INSTANTIATE_ALL(T)                                                                      \
+  template cudaError_t LaunchOneHot<T>(int, const T*, const void*, void*, int64_t, int64_t, int64_t,       \
+                                       cudaStream_t);                                                      \
+  template cudaError_t LaunchCumSum<T>(const T*, T*, int64_t, int64_t, int64_t, bool, bool, cudaStream_t); \
+  template cudaError_t LaunchTopK<T>(const T*, T*, int64_t*, int64_t, int64_t, int64_t, int64_t, bool,     \
                                      cudaStream_t);
 #define REMEX_MISC_INSTANTIATE_FLOAT(T) \
   template cudaError_t LaunchLrn<T>(const T*, T*, const LrnArgs&, cudaStream_t);

@@ -39,8 +39,8 @@ cudaError_t LaunchRange(const RangeArgs& args, T* out, int64_t n, cudaStream_t s
 // equal values by ascending index; so the output is always sorted. 0 < k <= n,
 // outer * inner > 0. T: float, Half, double, int32_t or int64_t.
 template <typename T>
-cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k,
-                       bool largest, cudaStream_t stream);
+cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                       int64_t k, bool largest, cudaStream_t stream);
 
 // LRN over x [batch, channels, inner] (float32, float16 or float64; batch * channels *
 // inner > 0): y = x / (bias + alpha_over_size * sum(x[c']^2))^beta over c' in
@@ -68,7 +68,7 @@ cudaError_t LaunchOneHot(int elem_size, const I* indices, const void* values, vo
 // own type, int32 and int64 wrapping). outer * inner > 0. T: float, Half, double,
 // int32_t or int64_t.
 template <typename T>
-cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
-                         cudaStream_t stream);
+cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                         bool reverse, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

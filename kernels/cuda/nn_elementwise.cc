@@ -88,7 +88,8 @@ class ClipKernel final : public NnKernel {
 
 class BinaryKernel final : public NnKernel {
  public:
-  BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, NnTypes types)
+  BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
+               NnTypes types)
       : NnKernel(def, std::move(attrs), context), binary_(binary), types_(types) {}
 
  protected:
@@ -122,7 +123,8 @@ class BinaryKernel final : public NnKernel {
 class VariadicKernel final : public NnKernel {
  public:
   // `mean`: Mean, the sum (binary kAdd) divided by the input count.
-  VariadicKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, bool mean = false)
+  VariadicKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
+                 bool mean = false)
       : NnKernel(def, std::move(attrs), context), binary_(binary), mean_(mean) {}
 
  protected:

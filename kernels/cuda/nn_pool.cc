@@ -60,9 +60,7 @@ class MaxPoolKernel final : public NnKernel {
  public:
   MaxPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
                 bool column_major)
-      : NnKernel(def, std::move(attrs), context),
-        window_(std::move(window)),
-        column_major_(column_major) {}
+      : NnKernel(def, std::move(attrs), context), window_(std::move(window)), column_major_(column_major) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -87,8 +85,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const
 
 class AveragePoolKernel final : public NnKernel {
  public:
-  AveragePoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
-                    bool count_include_pad)
+  AveragePoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context,
+                    internal::WindowAttrs window, bool count_include_pad)
       : NnKernel(def, std::move(attrs), context),
         window_(std::move(window)),
         count_include_pad_(count_include_pad) {}

@@ -57,17 +57,17 @@ class QuantizeKernel final : public CudaKernel {
         using Y = decltype(y_tag);
         Y* y = static_cast<Y*>(out[0].data);
         if (v.x == DType::kInt32) {
-          return LaunchQuantize(static_cast<const int32_t*>(in[0].data), scale, zero_point, y, v.outer, v.channels,
-                                v.inner, stream());
+          return LaunchQuantize(static_cast<const int32_t*>(in[0].data), scale, zero_point, y, v.outer,
+                                v.channels, v.inner, stream());
         }
-        return LaunchQuantize(static_cast<const float*>(in[0].data), scale, zero_point, y, v.outer, v.channels,
-                              v.inner, stream());
+        return LaunchQuantize(static_cast<const float*>(in[0].data), scale, zero_point, y, v.outer,
+                              v.channels, v.inner, stream());
       });
     }
     return LaunchFor<uint8_t, int8_t, int32_t>(v.q, "uint8, int8 and int32 are", [&](auto x_tag) {
       using X = decltype(x_tag);
-      return LaunchDequantize(static_cast<const X*>(in[0].data), scale, zero_point, static_cast<float*>(out[0].data),
-                              v.outer, v.channels, v.inner, stream());
+      return LaunchDequantize(static_cast<const X*>(in[0].data), scale, zero_point,
+                              static_cast<float*>(out[0].data), v.outer, v.channels, v.inner, stream());
     });
   }
 
@@ -123,7 +123,8 @@ class QOperandsKernel : public CudaKernel {
   template <typename F>
   Status LaunchOperands(DType a, DType b, F&& f) const {
     return LaunchFor<uint8_t, int8_t>(a, "uint8 and int8 operands are", [&](auto a_tag) {
-      std::optional<cudaError_t> error = VisitDType<uint8_t, int8_t>(b, [&](auto b_tag) { return f(a_tag, b_tag); });
+      std::optional<cudaError_t> error =
+          VisitDType<uint8_t, int8_t>(b, [&](auto b_tag) { return f(a_tag, b_tag); });
       return error ? *error : cudaErrorInvalidValue;
     });
   }
@@ -167,8 +168,8 @@ class QConvKernel final : public QOperandsKernel {
     return LaunchOperands(in[0].dtype, in[w].dtype, [&](auto x_tag, auto w_tag) {
       using X = decltype(x_tag);
       using W = decltype(w_tag);
-      return LaunchQConv(v.g, static_cast<const X*>(in[0].data), static_cast<const W*>(in[w].data), p, out[0].data,
-                         stream());
+      return LaunchQConv(v.g, static_cast<const X*>(in[0].data), static_cast<const W*>(in[w].data), p,
+                         out[0].data, stream());
     });
   }
 };

@@ -17,8 +17,10 @@ namespace {
 
 __device__ __forceinline__ int32_t LoadInt(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::kUint8: return static_cast<const uint8_t*>(p)[i];
-    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DType::kUint8:
+      return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt8:
+      return static_cast<const int8_t*>(p)[i];
     default: return static_cast<const int32_t*>(p)[i];
   }
 }
@@ -149,8 +151,8 @@ cudaError_t LaunchQuantize(const X* x, QParam scale, QParam zero_point, Y* y, in
                            int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * channels * inner;
   if (total <= 0 || scale.data == nullptr) return cudaErrorInvalidValue;
-  return LaunchKernel<QuantizeKernel<X, Y>>(Blocks(total), kThreads, 0, stream, x, scale, zero_point, y, total,
-                                            channels, inner);
+  return LaunchKernel<QuantizeKernel<X, Y>>(Blocks(total), kThreads, 0, stream, x, scale, zero_point, y,
+                                            total, channels, inner);
 }
 
 template <typename X>
@@ -173,8 +175,8 @@ cudaError_t LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* 
 }
 
 template <typename A, typename B>
-cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p, void* y,
-                          cudaStream_t stream) {
+cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p,
+                          void* y, cudaStream_t stream) {
   const int64_t total = g.batch * g.m * g.n;
   if (total <= 0 || g.k < 0 || !ValidOutput(p)) return cudaErrorInvalidValue;
   return LaunchKernel<QMatMulKernel<A, B>>(Blocks(total), kThreads, 0, stream, g, a, b, p, y);
@@ -188,15 +190,17 @@ cudaError_t LaunchQConv(const quant::ConvGeometry& g, const X* x, const W* w, co
   return LaunchKernel<QConvKernel<X, W>>(Blocks(total), kThreads, 0, stream, g, x, w, p, y);
 }
 
-#define REMEX_QUANT_INSTANTIATE_OPERANDS(A, B)                                                                   \
-  template cudaError_t LaunchQMatMul<A, B>(const quant::MatMulGeometry&, const A*, const B*, const QLinearParams&, \
-                                           void*, cudaStream_t);                                                  \
-  template cudaError_t LaunchQConv<A, B>(const quant::ConvGeometry&, const A*, const B*, const QLinearParams&,     \
-                                         void*, cudaStream_t);
-#define REMEX_QUANT_INSTANTIATE_QUANTIZE(X, Y)                                                                  \
-  template cudaError_t LaunchQuantize<X, Y>(const X*, QParam, QParam, Y*, int64_t, int64_t, int64_t, cudaStream_t);
-#define REMEX_QUANT_INSTANTIATE_DEQUANTIZE(X) \
-  template cudaError_t LaunchDequantize<X>(const X*, QParam, QParam, float*, int64_t, int64_t, int64_t, cudaStream_t);
+#define REMEX_QUANT_INSTANTIATE_OPERANDS(A, B)                                               \
+  template cudaError_t LaunchQMatMul<A, B>(const quant::MatMulGeometry&, const A*, const B*, \
+                                           const QLinearParams&, void*, cudaStream_t);       \
+  template cudaError_t LaunchQConv<A, B>(const quant::ConvGeometry&, const A*, const B*,     \
+                                         const QLinearParams&, void*, cudaStream_t);
+#define REMEX_QUANT_INSTANTIATE_QUANTIZE(X, Y)                                                       \
+  template cudaError_t LaunchQuantize<X, Y>(const X*, QParam, QParam, Y*, int64_t, int64_t, int64_t, \
+                                            cudaStream_t);
+#define REMEX_QUANT_INSTANTIATE_DEQUANTIZE(X)                                                           \
+  template cudaError_t LaunchDequantize<X>(const X*, QParam, QParam, float*, int64_t, int64_t, int64_t, \
+                                           cudaStream_t);
 REMEX_QUANT_INSTANTIATE_OPERANDS(uint8_t, uint8_t)
 REMEX_QUANT_INSTANTIATE_OPERANDS(uint8_t, int8_t)
 REMEX_QUANT_INSTANTIATE_OPERANDS(int8_t, uint8_t)

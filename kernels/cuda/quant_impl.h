@@ -53,8 +53,8 @@ struct QLinearParams {
 // MatMulInteger / QLinearMatMul over g's batches; y [batch, m, n]. g.batch * g.m * g.n > 0.
 // A and B (the operands' types): uint8_t or int8_t.
 template <typename A, typename B>
-cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p, void* y,
-                          cudaStream_t stream);
+cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p,
+                          void* y, cudaStream_t stream);
 
 // ConvInteger / QLinearConv, NCHW; y [n, m, out0, out1, out2]. Its element count > 0.
 // X and W: uint8_t or int8_t.

@@ -87,7 +87,8 @@ cudaError_t LaunchDft(const spectral::DftPlan& plan, const T* x, T* y, cudaStrea
 }
 
 template <typename T>
-cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y, cudaStream_t stream) {
+cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y,
+                       cudaStream_t stream) {
   const int64_t total = plan.batch * plan.frames * plan.bins;
   if (total <= 0 || plan.n_fft < 1 || plan.n_fft > spectral::kMaxDftLength || plan.bins > plan.n_fft ||
       plan.used < 0 || plan.used > plan.n_fft || plan.frame_step < 1 ||
@@ -97,8 +98,8 @@ cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* wind
   return LaunchKernel<StftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, x, window, y, total);
 }
 
-#define REMEX_SPECTRAL_INSTANTIATE(T)                                                                   \
-  template cudaError_t LaunchDft<T>(const spectral::DftPlan&, const T*, T*, cudaStream_t);             \
+#define REMEX_SPECTRAL_INSTANTIATE(T)                                                      \
+  template cudaError_t LaunchDft<T>(const spectral::DftPlan&, const T*, T*, cudaStream_t); \
   template cudaError_t LaunchStft<T>(const spectral::StftPlan&, const T*, const T*, T*, cudaStream_t);
 REMEX_SPECTRAL_INSTANTIATE(float)
 REMEX_SPECTRAL_INSTANTIATE(Half)

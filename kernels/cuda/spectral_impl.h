@@ -24,6 +24,7 @@ cudaError_t LaunchDft(const spectral::DftPlan& plan, const T* x, T* y, cudaStrea
 // per output bin, as the CPU kernel computes it. y's element count > 0. T: float, Half
 // or double.
 template <typename T>
-cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y, cudaStream_t stream);
+cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y,
+                       cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -33,8 +33,7 @@ size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScr
 class TfIdfKernel final : public CudaKernel {
  public:
   TfIdfKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::TfIdfTable table)
-      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip),
-        table_(std::move(table)) {}
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), table_(std::move(table)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -41,12 +41,11 @@ class OptimizerKernel final : public CudaKernel {
       REMEX_RETURN_IF_ERROR((LaunchFor<float, double>(v.dtype, "float32 and float64 are", [&](auto tag) {
         using T = decltype(tag);
         auto at = [](const TensorRef& t) { return static_cast<T*>(t.data); };
-        return LaunchOptimizerUpdate<T>(v.params, in[0].data, v.rate_dtype == DType::kFloat64,
-                                        static_cast<const int64_t*>(in[1].data), at(in[v.X(i)]), at(in[v.G(i)]),
-                                        at(in[v.State(0, i)]), adam ? at(in[v.State(1, i)]) : nullptr,
-                                        at(out[v.NewX(i)]), at(out[v.NewState(0, i)]),
-                                        adam ? at(out[v.NewState(1, i)]) : nullptr, v.counts[static_cast<size_t>(i)],
-                                        stream());
+        return LaunchOptimizerUpdate<T>(
+            v.params, in[0].data, v.rate_dtype == DType::kFloat64, static_cast<const int64_t*>(in[1].data),
+            at(in[v.X(i)]), at(in[v.G(i)]), at(in[v.State(0, i)]), adam ? at(in[v.State(1, i)]) : nullptr,
+            at(out[v.NewX(i)]), at(out[v.NewState(0, i)]), adam ? at(out[v.NewState(1, i)]) : nullptr,
+            v.counts[static_cast<size_t>(i)], stream());
       })));
     }
     return OkStatus();

@@ -67,9 +67,9 @@ __global__ void DropoutTrainKernel(const T* x, const uint8_t* keep, C scale, T* 
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r, bool r_is_double, const int64_t* t,
-                                  const T* x, const T* g, const T* s1, const T* s2, T* x_new, T* s1_new, T* s2_new,
-                                  int64_t n, cudaStream_t stream) {
+cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r, bool r_is_double,
+                                  const int64_t* t, const T* x, const T* g, const T* s1, const T* s2,
+                                  T* x_new, T* s1_new, T* s2_new, int64_t n, cudaStream_t stream) {
   const bool adam = params.rule == optimizer::Rule::kAdam;
   if (n <= 0 || r == nullptr || t == nullptr || adam != (s2 != nullptr) || adam != (s2_new != nullptr)) {
     return cudaErrorInvalidValue;
@@ -79,7 +79,8 @@ cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r
 }
 
 template <typename T>
-cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T* y, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T* y, int64_t n,
+                               cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
   using D = DeviceType<T>;
   // The product's type: double for float64, float otherwise.
@@ -89,9 +90,9 @@ cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T*
   return cudaGetLastError();
 }
 
-#define REMEX_OPTIMIZER_INSTANTIATE(T)                                                                             \
-  template cudaError_t LaunchOptimizerUpdate<T>(const optimizer::Params&, const void*, bool, const int64_t*,       \
-                                                const T*, const T*, const T*, const T*, T*, T*, T*, int64_t,      \
+#define REMEX_OPTIMIZER_INSTANTIATE(T)                                                                       \
+  template cudaError_t LaunchOptimizerUpdate<T>(const optimizer::Params&, const void*, bool, const int64_t*, \
+                                                const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, \
                                                 cudaStream_t);
 #define REMEX_DROPOUT_INSTANTIATE(T) \
   template cudaError_t LaunchDropoutTrain<T>(const T*, const uint8_t*, double, T*, int64_t, cudaStream_t);

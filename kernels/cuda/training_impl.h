@@ -22,15 +22,16 @@ namespace remex::kernels::cuda {
 // every thread derives the factors from them. s2 and s2_new are used (non-null) for
 // Adam only. Outputs may alias their inputs element for element.
 template <typename T>
-cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r, bool r_is_double, const int64_t* t,
-                                  const T* x, const T* g, const T* s1, const T* s2, T* x_new, T* s1_new, T* s2_new,
-                                  int64_t n, cudaStream_t stream);
+cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r, bool r_is_double,
+                                  const int64_t* t, const T* x, const T* g, const T* s1, const T* s2,
+                                  T* x_new, T* s1_new, T* s2_new, int64_t n, cudaStream_t stream);
 
 // Dropout under training_mode (ONNX Dropout-12/13): y[i] = keep[i] ? x[i] * scale : 0
 // for i in [0, n) (n > 0), keep holding bytes 0 / 1 in device memory. The product runs
-// in float (double for T double; T is float, Half or double) with `scale` rounded to it, float16 stored rounded to
-// nearest even: the CPU kernel's values. y may alias x.
+// in float (double for T double; T is float, Half or double) with `scale` rounded to it, float16 stored
+// rounded to nearest even: the CPU kernel's values. y may alias x.
 template <typename T>
-cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T* y, int64_t n, cudaStream_t stream);
+cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T* y, int64_t n,
+                               cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

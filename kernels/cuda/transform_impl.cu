@@ -394,10 +394,12 @@ cudaError_t LaunchScatterElements(int elem_size, const void* indices, bool indic
   return DispatchElemSize<false>(elem_size, [&](auto tag) {
     using E = decltype(tag);
     if (indices_int64) {
-      LaunchKernel<ScatterKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int64_t*>(indices),
+      LaunchKernel<ScatterKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream,
+                                              static_cast<const int64_t*>(indices),
                                               static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
     } else {
-      LaunchKernel<ScatterKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int32_t*>(indices),
+      LaunchKernel<ScatterKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream,
+                                              static_cast<const int32_t*>(indices),
                                               static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
     }
     return cudaGetLastError();
@@ -405,24 +407,25 @@ cudaError_t LaunchScatterElements(int elem_size, const void* indices, bool indic
 }
 
 template <typename T>
-cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates, T* out,
-                                        int64_t n, const GatherElementsPlan& plan, cudaStream_t stream) {
+cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates,
+                                        T* out, int64_t n, const GatherElementsPlan& plan,
+                                        cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank || plan.axis < 0 || plan.axis >= plan.rank ||
       plan.axis_extent <= 0) {
     return cudaErrorInvalidValue;
   }
   if (indices_int64) {
-    LaunchKernel<ScatterReduceKernel<T, int64_t>>(1, 32, 0, stream, static_cast<const int64_t*>(indices), updates,
-                                                  out, n, plan, add);
+    LaunchKernel<ScatterReduceKernel<T, int64_t>>(1, 32, 0, stream, static_cast<const int64_t*>(indices),
+                                                  updates, out, n, plan, add);
   } else {
-    LaunchKernel<ScatterReduceKernel<T, int32_t>>(1, 32, 0, stream, static_cast<const int32_t*>(indices), updates,
-                                                  out, n, plan, add);
+    LaunchKernel<ScatterReduceKernel<T, int32_t>>(1, 32, 0, stream, static_cast<const int32_t*>(indices),
+                                                  updates, out, n, plan, add);
   }
   return cudaGetLastError();
 }
 
-#define REMEX_SCATTER_REDUCE_INSTANTIATE(T)                                                                        \
-  template cudaError_t LaunchScatterElementsReduce<T>(bool, const void*, bool, const T*, T*, int64_t,             \
+#define REMEX_SCATTER_REDUCE_INSTANTIATE(T)                                                           \
+  template cudaError_t LaunchScatterElementsReduce<T>(bool, const void*, bool, const T*, T*, int64_t, \
                                                       const GatherElementsPlan&, cudaStream_t);
 REMEX_SCATTER_REDUCE_INSTANTIATE(Half)
 REMEX_SCATTER_REDUCE_INSTANTIATE(float)
@@ -515,19 +518,19 @@ cudaError_t LaunchCast(const From* in, To* out, int64_t n, cudaStream_t stream) 
 // Every (From, To) pair of the 13 Cast element types.
 #define REMEX_CAST_INSTANTIATE(From, To) \
   template cudaError_t LaunchCast<From, To>(const From*, To*, int64_t, cudaStream_t);
-#define REMEX_CAST_INSTANTIATE_FROM(From)                                                                       \
-  REMEX_CAST_INSTANTIATE(From, Half)                                                                            \
-  REMEX_CAST_INSTANTIATE(From, float)                                                                           \
-  REMEX_CAST_INSTANTIATE(From, double)                                                                          \
-  REMEX_CAST_INSTANTIATE(From, int8_t)                                                                          \
-  REMEX_CAST_INSTANTIATE(From, int16_t)                                                                         \
-  REMEX_CAST_INSTANTIATE(From, int32_t)                                                                         \
-  REMEX_CAST_INSTANTIATE(From, int64_t)                                                                         \
-  REMEX_CAST_INSTANTIATE(From, uint8_t)                                                                         \
-  REMEX_CAST_INSTANTIATE(From, uint16_t)                                                                        \
-  REMEX_CAST_INSTANTIATE(From, uint32_t)                                                                        \
-  REMEX_CAST_INSTANTIATE(From, uint64_t)                                                                        \
-  REMEX_CAST_INSTANTIATE(From, bool)                                                                            \
+#define REMEX_CAST_INSTANTIATE_FROM(From) \
+  REMEX_CAST_INSTANTIATE(From, Half)      \
+  REMEX_CAST_INSTANTIATE(From, float)     \
+  REMEX_CAST_INSTANTIATE(From, double)    \
+  REMEX_CAST_INSTANTIATE(From, int8_t)    \
+  REMEX_CAST_INSTANTIATE(From, int16_t)   \
+  REMEX_CAST_INSTANTIATE(From, int32_t)   \
+  REMEX_CAST_INSTANTIATE(From, int64_t)   \
+  REMEX_CAST_INSTANTIATE(From, uint8_t)   \
+  REMEX_CAST_INSTANTIATE(From, uint16_t)  \
+  REMEX_CAST_INSTANTIATE(From, uint32_t)  \
+  REMEX_CAST_INSTANTIATE(From, uint64_t)  \
+  REMEX_CAST_INSTANTIATE(From, bool)      \
   REMEX_CAST_INSTANTIATE(From, BFloat16)
 REMEX_CAST_INSTANTIATE_FROM(Half)
 REMEX_CAST_INSTANTIATE_FROM(float)

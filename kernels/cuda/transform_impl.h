@@ -73,8 +73,9 @@ cudaError_t LaunchScatterElements(int elem_size, const void* indices, bool indic
 // ScatterElements with reduction add (`add`) or mul: one thread applies every update in
 // order in T (Half, float, double, int32_t or int64_t; integers wrap).
 template <typename T>
-cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates, T* out,
-                                        int64_t n, const GatherElementsPlan& plan, cudaStream_t stream);
+cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates,
+                                        T* out, int64_t n, const GatherElementsPlan& plan,
+                                        cudaStream_t stream);
 
 // Trilu of `batch` [rows, cols] matrices: y = x where kernels/diagonal_ops.h's
 // TriluKeeps(upper, k, i, j), else zero.

@@ -224,8 +224,8 @@ class WhereKernel final : public TransformKernel {
 // the CPU casts.
 template <typename F>
 auto VisitCastElement(DType dtype, F&& f) {
-  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
-                    bool, BFloat16>(dtype, std::forward<F>(f));
+  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                    uint64_t, bool, BFloat16>(dtype, std::forward<F>(f));
 }
 
 class CastKernel final : public TransformKernel {
@@ -282,9 +282,10 @@ class ScatterKernel final : public TransformKernel {
     if (rank > kMaxCopyRank) return TooManyDims(op(), static_cast<size_t>(rank));
     if (v.reduction != ScatterReduction::kNone &&
         !VisitDType<Half, float, double, int32_t, int64_t>(in[0].dtype, [](auto) { return true; })) {
-      return Unimplemented(op() + " on cuda: dtype " + std::string(DTypeName(in[0].dtype)) +
-                           " is not implemented for reduction add and mul (float16, float32, float64, int32 and "
-                           "int64 are)");
+      return Unimplemented(
+          op() + " on cuda: dtype " + std::string(DTypeName(in[0].dtype)) +
+          " is not implemented for reduction add and mul (float16, float32, float64, int32 and "
+          "int64 are)");
     }
     if (out[0].data != in[0].data) {
       REMEX_RETURN_IF_ERROR(Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, *NumElements(s) * es,
@@ -303,14 +304,15 @@ class ScatterKernel final : public TransformKernel {
     }
     const bool indices_int64 = in[1].dtype == DType::kInt64;
     if (v.reduction == ScatterReduction::kNone) {
-      return Check("kernel launch", LaunchScatterElements(es, in[1].data, indices_int64, in[2].data, out[0].data, n,
-                                                          plan, stream()));
+      return Check("kernel launch", LaunchScatterElements(es, in[1].data, indices_int64, in[2].data,
+                                                          out[0].data, n, plan, stream()));
     }
     const bool add = v.reduction == ScatterReduction::kAdd;
     return Check("kernel launch",
                  *VisitDType<Half, float, double, int32_t, int64_t>(in[0].dtype, [&](auto tag) {
                    using T = decltype(tag);
-                   return LaunchScatterElementsReduce(add, in[1].data, indices_int64, static_cast<const T*>(in[2].data),
+                   return LaunchScatterElementsReduce(add, in[1].data, indices_int64,
+                                                      static_cast<const T*>(in[2].data),
                                                       static_cast<T*>(out[0].data), n, plan, stream());
                  }));
   }
