@@ -1,7 +1,5 @@
-// Element types, named as ONNX and NumPy name them (float32, float16, int64, ...).
-//
-// Enumerator values equal ONNX TensorProto.DataType, so a value read from an ONNX
-// model, an executable or the wire converts by a range check only.
+// Element types, named as ONNX and NumPy name them (float32, float16, int64, ...): the
+// DType enum (base/dtype_enum.h), its names and sizes, and tensor shapes.
 #pragma once
 
 #include <cstddef>
@@ -11,26 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace remex {
+#include "base/dtype_enum.h"
 
-enum class DType : int32_t {
-  kUndefined = 0,
-  kFloat32 = 1,
-  kUint8 = 2,
-  kInt8 = 3,
-  kUint16 = 4,
-  kInt16 = 5,
-  kInt32 = 6,
-  kInt64 = 7,
-  kBool = 9,
-  kFloat16 = 10,
-  kFloat64 = 11,
-  kUint32 = 12,
-  kUint64 = 13,
-  // The upper 16 bits of a float32 (8 exponent, 7 mantissa bits). A storage type:
-  // Cast converts to and from it, data movement carries it; arithmetic ops refuse it.
-  kBFloat16 = 16,
-};
+namespace remex {
 
 // Bytes per element; 0 for kUndefined or a value outside the enum.
 size_t DTypeSize(DType dtype);

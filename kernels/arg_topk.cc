@@ -91,6 +91,10 @@ inline bool Replaces(C v, C best, bool select_last) {
 template <bool kMax>
 class ArgKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ArgKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(ParseArg(def.name, attrs, -1).status());
+    return std::make_unique<ArgKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -231,6 +235,10 @@ OpDef TopKDef() {
 
 class TopKKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<TopKKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(CheckTopKAttrs(attrs));
+    return std::make_unique<TopKKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -290,15 +298,9 @@ Status AddArgTopKOpDefs(KernelRegistry& registry) {
 }
 
 Status AddArgTopKCpuKernels(KernelRegistry& registry) {
-  for (const char* name : {"ArgMax", "ArgMin"}) {
-    auto check = [name](const Attributes& attrs) { return ParseArg(name, attrs, -1).status(); };
-    if (std::string_view(name) == "ArgMax") {
-      REMEX_RETURN_IF_ERROR(AddValidatedKernel<ArgKernel<true>>(registry, ArgDef(name), check));
-    } else {
-      REMEX_RETURN_IF_ERROR(AddValidatedKernel<ArgKernel<false>>(registry, ArgDef(name), check));
-    }
-  }
-  return AddValidatedKernel<TopKKernel>(registry, TopKDef(), CheckTopKAttrs);
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ArgKernel<true>>(registry, "ArgMax"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ArgKernel<false>>(registry, "ArgMin"));
+  return AddCpuKernel<TopKKernel>(registry, "TopK");
 }
 
 }  // namespace remex::kernels::internal

@@ -58,8 +58,12 @@ OpDef BitShiftDef() {
 
 class BitShiftKernel final : public ValidatedKernel {
  public:
-  BitShiftKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), left_(*BitShiftLeftOf(attrs)) {}
+  static StatusOr<std::unique_ptr<BitShiftKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(bool parsed, BitShiftLeftOf(attrs));
+    return std::make_unique<BitShiftKernel>(def, attrs, std::move(parsed));
+  }
+  BitShiftKernel(const OpDef& def, const Attributes& attrs, bool parsed)
+      : ValidatedKernel(def, attrs), left_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -82,8 +86,7 @@ class BitShiftKernel final : public ValidatedKernel {
 Status AddBitShiftOpDefs(KernelRegistry& registry) { return registry.AddOp(BitShiftDef()); }
 
 Status AddBitShiftCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<BitShiftKernel>(
-      registry, BitShiftDef(), [](const Attributes& attrs) { return BitShiftLeftOf(attrs).status(); });
+  return AddCpuKernel<BitShiftKernel>(registry, "BitShift");
 }
 
 }  // namespace remex::kernels::internal

@@ -247,8 +247,12 @@ void ApplyEpilogue(const ConvEpilogue& e, const TensorRef& y, const float* z) {
 // Conv, and FusedConv (`def.name` "FusedConv": the epilogue attributes and Z are read).
 class ConvKernel final : public ValidatedKernel {
  public:
-  ConvKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseConvAttrs(attrs, def.name)) {}
+  static StatusOr<std::unique_ptr<ConvKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ConvAttrs parsed, ParseConvAttrs(attrs, def.name));
+    return std::make_unique<ConvKernel>(def, attrs, std::move(parsed));
+  }
+  ConvKernel(const OpDef& def, const Attributes& attrs, ConvAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -449,11 +453,8 @@ Status AddConvOpDefs(KernelRegistry& registry) {
 }
 
 Status AddConvCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConvKernel>(
-      registry, ConvDef(), [](const Attributes& attrs) { return ParseConvAttrs(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConvKernel>(registry, FusedConvDef(), [](const Attributes& attrs) {
-    return ParseConvAttrs(attrs, kFusedConv).status();
-  }));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ConvKernel>(registry, "Conv"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ConvKernel>(registry, kFusedConv));
   return AddConvTransposeCpuKernel(registry);
 }
 

@@ -198,8 +198,12 @@ struct CompiledDeconv {
 
 class ConvTransposeKernel final : public ValidatedKernel {
  public:
-  ConvTransposeKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseConvTransposeAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<ConvTransposeKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ConvTransposeAttrs parsed, ParseConvTransposeAttrs(attrs));
+    return std::make_unique<ConvTransposeKernel>(def, attrs, std::move(parsed));
+  }
+  ConvTransposeKernel(const OpDef& def, const Attributes& attrs, ConvTransposeAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -420,9 +424,7 @@ class ConvTransposeKernel final : public ValidatedKernel {
 OpDef ConvTransposeDef() { return ConvTransposeDefinition(); }
 
 Status AddConvTransposeCpuKernel(KernelRegistry& registry) {
-  return AddValidatedKernel<ConvTransposeKernel>(
-      registry, ConvTransposeDefinition(),
-      [](const Attributes& attrs) { return ParseConvTransposeAttrs(attrs).status(); });
+  return AddCpuKernel<ConvTransposeKernel>(registry, "ConvTranspose");
 }
 
 }  // namespace remex::kernels::internal

@@ -117,7 +117,7 @@ class CumSumKernel final : public ValidatedKernel {
 Status AddCumSumOpDefs(KernelRegistry& registry) { return registry.AddOp(CumSumDef()); }
 
 Status AddCumSumCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<CumSumKernel>(registry, CumSumDef());
+  return AddCpuKernel<CumSumKernel>(registry, "CumSum");
 }
 
 }  // namespace remex::kernels::internal

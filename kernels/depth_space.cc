@@ -104,6 +104,10 @@ OpDef BlockDef() {
 template <bool kDepthToSpace>
 class BlockKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<BlockKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(BlockAttrsOf(def.name, attrs).status());
+    return std::make_unique<BlockKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -214,9 +218,6 @@ class BlockKernel final : public ValidatedKernel {
   }
 };
 
-Status CheckDepthToSpace(const Attributes& attrs) { return BlockAttrsOf("DepthToSpace", attrs).status(); }
-Status CheckSpaceToDepth(const Attributes& attrs) { return BlockAttrsOf("SpaceToDepth", attrs).status(); }
-
 }  // namespace
 
 Status AddDepthSpaceOpDefs(KernelRegistry& registry) {
@@ -227,8 +228,8 @@ Status AddDepthSpaceOpDefs(KernelRegistry& registry) {
 }
 
 Status AddDepthSpaceCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<BlockKernel<true>>(registry, BlockDef<true>(), CheckDepthToSpace));
-  return AddValidatedKernel<BlockKernel<false>>(registry, BlockDef<false>(), CheckSpaceToDepth);
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BlockKernel<true>>(registry, "DepthToSpace"));
+  return AddCpuKernel<BlockKernel<false>>(registry, "SpaceToDepth");
 }
 
 }  // namespace remex::kernels::internal

@@ -328,10 +328,9 @@ Status AddDetectionOpDefs(KernelRegistry& registry) {
 
 Status AddDetectionCpuKernels(KernelRegistry& registry) {
   for (int since : {10, 11}) {
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<NonMaxSuppressionKernel>(registry, NonMaxSuppressionDef(since)));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<NonMaxSuppressionKernel>(registry, "NonMaxSuppression", since));
   }
-  for (int since : {10, 16})
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<RoiAlignKernel>(registry, RoiAlignDef(since)));
+  for (int since : {10, 16}) REMEX_RETURN_IF_ERROR(AddCpuKernel<RoiAlignKernel>(registry, "RoiAlign", since));
   return OkStatus();
 }
 

@@ -80,8 +80,6 @@ class DetKernel final : public ValidatedKernel {
 
 Status AddDetOpDefs(KernelRegistry& registry) { return registry.AddOp(DetDef()); }
 
-Status AddDetCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<DetKernel>(registry, DetDef());
-}
+Status AddDetCpuKernels(KernelRegistry& registry) { return AddCpuKernel<DetKernel>(registry, "Det"); }
 
 }  // namespace remex::kernels::internal

@@ -80,6 +80,11 @@ OpDef TriluDef() {
 
 class TriluKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<TriluKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    StatusOr<int64_t> upper = attrs.Int("upper", 1);
+    if (!upper.ok()) return OpError("Trilu", upper.status().message());
+    return std::make_unique<TriluKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -129,6 +134,10 @@ OpDef EyeLikeDef() {
 
 class EyeLikeKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<EyeLikeKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(EyeLikeAttrsOf(attrs, DType::kFloat32).status());
+    return std::make_unique<EyeLikeKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -154,14 +163,8 @@ Status AddDiagonalOpDefs(KernelRegistry& registry) {
 }
 
 Status AddDiagonalCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<TriluKernel>(
-      registry, TriluDef(), [](const Attributes& attrs) -> Status {
-        StatusOr<int64_t> upper = attrs.Int("upper", 1);
-        return upper.ok() ? OkStatus() : OpError("Trilu", upper.status().message());
-      }));
-  return AddValidatedKernel<EyeLikeKernel>(registry, EyeLikeDef(), [](const Attributes& attrs) {
-    return EyeLikeAttrsOf(attrs, DType::kFloat32).status();
-  });
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<TriluKernel>(registry, "Trilu"));
+  return AddCpuKernel<EyeLikeKernel>(registry, "EyeLike");
 }
 
 }  // namespace remex::kernels::internal

@@ -226,6 +226,11 @@ OpDef EinsumDef() {
 
 class EinsumKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<EinsumKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    StatusOr<std::string> eq = attrs.String("equation");
+    if (!eq.ok()) return OpError(kOp, eq.status().message());
+    return std::make_unique<EinsumKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -276,12 +281,6 @@ class EinsumKernel final : public ValidatedKernel {
 
 Status AddEinsumOpDefs(KernelRegistry& registry) { return registry.AddOp(EinsumDef()); }
 
-Status AddEinsumCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<EinsumKernel>(registry, EinsumDef(), [](const Attributes& attrs) -> Status {
-    StatusOr<std::string> eq = attrs.String("equation");
-    if (!eq.ok()) return OpError(kOp, eq.status().message());
-    return OkStatus();
-  });
-}
+Status AddEinsumCpuKernels(KernelRegistry& registry) { return AddCpuKernel<EinsumKernel>(registry, kOp); }
 
 }  // namespace remex::kernels::internal

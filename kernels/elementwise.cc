@@ -363,7 +363,12 @@ StatusOr<std::vector<TensorInfo>> InferMod(const Attributes& attrs, std::span<co
 
 class ModKernel final : public ValidatedKernel {
  public:
-  ModKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs), fmod_(*ModFmod(attrs)) {}
+  static StatusOr<std::unique_ptr<ModKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(bool parsed, ModFmod(attrs));
+    return std::make_unique<ModKernel>(def, attrs, std::move(parsed));
+  }
+  ModKernel(const OpDef& def, const Attributes& attrs, bool parsed)
+      : ValidatedKernel(def, attrs), fmod_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -644,30 +649,27 @@ Status AddElementwiseOpDefs(KernelRegistry& registry) {
 }
 
 Status AddElementwiseCpuKernels(KernelRegistry& registry) {
-  KernelRegistry defs;
-  REMEX_RETURN_IF_ERROR(AddElementwiseOpDefs(defs));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kAdd>>(registry, defs, "Add"));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kSub>>(registry, defs, "Sub"));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kMul>>(registry, defs, "Mul"));
-  REMEX_RETURN_IF_ERROR(AddKernel<BinaryKernel<BinaryKind::kDiv>>(registry, defs, "Div"));
-  REMEX_RETURN_IF_ERROR(AddKernel<PowKernel>(registry, defs, "Pow"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kEqual>>(registry, defs, "Equal"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kLess>>(registry, defs, "Less"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kGreater>>(registry, defs, "Greater"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kAnd>>(registry, defs, "And"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kOr>>(registry, defs, "Or"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kXor>>(registry, defs, "Xor"));
-  REMEX_RETURN_IF_ERROR(AddKernel<CompareKernel<CompareKind::kLessOrEqual>>(registry, defs, "LessOrEqual"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BinaryKernel<BinaryKind::kAdd>>(registry, "Add"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BinaryKernel<BinaryKind::kSub>>(registry, "Sub"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BinaryKernel<BinaryKind::kMul>>(registry, "Mul"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BinaryKernel<BinaryKind::kDiv>>(registry, "Div"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<PowKernel>(registry, "Pow"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kEqual>>(registry, "Equal"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kLess>>(registry, "Less"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kGreater>>(registry, "Greater"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kAnd>>(registry, "And"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kOr>>(registry, "Or"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kXor>>(registry, "Xor"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CompareKernel<CompareKind::kLessOrEqual>>(registry, "LessOrEqual"));
   REMEX_RETURN_IF_ERROR(
-      AddKernel<CompareKernel<CompareKind::kGreaterOrEqual>>(registry, defs, "GreaterOrEqual"));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ModKernel>(registry, *defs.FindOp("Mod"),
-                                                      [](const Attributes& attrs) { return ModFmod(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddKernel<PReluKernel>(registry, defs, "PRelu"));
-  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Min>>(registry, defs, "Min"));
-  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Max>>(registry, defs, "Max"));
-  REMEX_RETURN_IF_ERROR(AddKernel<VariadicKernel<scalar::Add>>(registry, defs, "Sum"));
-  REMEX_RETURN_IF_ERROR((AddKernel<VariadicKernel<scalar::Add, true>>(registry, defs, "Mean")));
-  return AddKernel<WhereKernel>(registry, defs, "Where");
+      AddCpuKernel<CompareKernel<CompareKind::kGreaterOrEqual>>(registry, "GreaterOrEqual"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ModKernel>(registry, "Mod"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<PReluKernel>(registry, "PRelu"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<VariadicKernel<scalar::Min>>(registry, "Min"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<VariadicKernel<scalar::Max>>(registry, "Max"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<VariadicKernel<scalar::Add>>(registry, "Sum"));
+  REMEX_RETURN_IF_ERROR((AddCpuKernel<VariadicKernel<scalar::Add, true>>(registry, "Mean")));
+  return AddCpuKernel<WhereKernel>(registry, "Where");
 }
 
 }  // namespace remex::kernels::internal

@@ -182,10 +182,4 @@ inline OpTraits ElementwiseTraits(std::optional<FusedOpcode> opcode = std::nullo
   return t;
 }
 
-// Registers the CPU kernel K for the op `name` as `defs` defines it.
-template <typename K>
-Status AddKernel(KernelRegistry& registry, const KernelRegistry& defs, const char* name) {
-  return AddValidatedKernel<K>(registry, *defs.FindOp(name));
-}
-
 }  // namespace remex::kernels::internal

@@ -387,6 +387,11 @@ void Gather(const T* x, const GatherPlan& plan, int64_t o, int64_t len, C* dst, 
 
 class FusedKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<FusedKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+    REMEX_RETURN_IF_ERROR(CheckProgram(view, std::nullopt));
+    return std::make_unique<FusedKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -529,10 +534,7 @@ OpDef FusedDef() {
 Status AddFusedOpDefs(KernelRegistry& registry) { return registry.AddOp(FusedDef()); }
 
 Status AddFusedCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<FusedKernel>(registry, FusedDef(), [](const Attributes& attrs) -> Status {
-    REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
-    return CheckProgram(view, std::nullopt);
-  });
+  return AddCpuKernel<FusedKernel>(registry, FusedDef().name);
 }
 
 }  // namespace internal

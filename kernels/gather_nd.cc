@@ -202,6 +202,10 @@ OpDef ScatterNdDef() {
 
 class ScatterNdKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ScatterNdKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(ScatterNdReductionOf(attrs, DType::kUndefined).status());
+    return std::make_unique<ScatterNdKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -253,10 +257,8 @@ Status AddGatherNdOpDefs(KernelRegistry& registry) {
 }
 
 Status AddGatherNdCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherNdKernel>(registry, GatherNdDef()));
-  return AddValidatedKernel<ScatterNdKernel>(registry, ScatterNdDef(), [](const Attributes& attrs) {
-    return ScatterNdReductionOf(attrs, DType::kUndefined).status();
-  });
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GatherNdKernel>(registry, "GatherND"));
+  return AddCpuKernel<ScatterNdKernel>(registry, "ScatterND");
 }
 
 }  // namespace remex::kernels::internal

@@ -225,6 +225,10 @@ OpDef ConstantOfShapeDef() {
 
 class ConstantOfShapeKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ConstantOfShapeKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(FillValueOf(attrs).status());
+    return std::make_unique<ConstantOfShapeKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -336,12 +340,10 @@ Status AddGenerateOpDefs(KernelRegistry& registry) {
 }
 
 Status AddGenerateCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<RangeKernel>(registry, RangeDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ConstantOfShapeKernel>(
-      registry, ConstantOfShapeDef(),
-      [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<SizeKernel>(registry, SizeDef()));
-  return AddValidatedKernel<OneHotKernel>(registry, OneHotDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<RangeKernel>(registry, "Range"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ConstantOfShapeKernel>(registry, "ConstantOfShape"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<SizeKernel>(registry, "Size"));
+  return AddCpuKernel<OneHotKernel>(registry, "OneHot");
 }
 
 }  // namespace remex::kernels::internal

@@ -144,7 +144,7 @@ class GridSampleKernel final : public ValidatedKernel {
 Status AddGridSampleOpDefs(KernelRegistry& registry) { return registry.AddOp(GridSampleDef()); }
 
 Status AddGridSampleCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<GridSampleKernel>(registry, GridSampleDef());
+  return AddCpuKernel<GridSampleKernel>(registry, "GridSample");
 }
 
 }  // namespace remex::kernels::internal

@@ -292,6 +292,7 @@ Status CheckAgainstShapeFn(const OpDef& def, const Attributes& attrs,
 // before running `Run`. Subclasses implement Run only.
 class ValidatedKernel : public OpKernel {
  public:
+  // `def` is the registry's OpDef (KernelMake), which outlives the kernel.
   ValidatedKernel(const OpDef& def, const Attributes& attrs) : def_(def), attrs_(attrs) {}
 
   Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final;
@@ -307,8 +308,8 @@ class ValidatedKernel : public OpKernel {
   // values the check's verdict depends on nothing else.
   bool SameAsLastChecked(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs);
 
-  OpDef def_;
-  Attributes attrs_;
+  const OpDef& def_;
+  const Attributes attrs_;
   const bool shape_only_ = [this] {
     for (ShapeDep d : def_.input_deps) {
       if (d == ShapeDep::kData) return false;
@@ -320,20 +321,41 @@ class ValidatedKernel : public OpKernel {
   bool has_last_checked_ = false;
 };
 
-// Registers a CPU kernel factory for the entry `def` (its name and since_version) that
-// builds `K(def, attrs)` after `check(attrs)` (attribute validation, may be null)
-// succeeds.
+// The factory of kernel K, created in one step: K::Create(def, attrs, args...) when K
+// declares it (a kernel that parses attributes: it returns
+// StatusOr<std::unique_ptr<K>>, INVALID_ARGUMENT / UNIMPLEMENTED for attributes it
+// refuses), else K(def, attrs, args...) (a kernel whose creation cannot fail). `def` is
+// the registry's OpDef (KernelMake): K may hold it by reference.
+template <typename K, typename... Args>
+KernelMake MakeKernel(Args... args) {
+  return [args...](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+    if constexpr (requires { K::Create(def, attrs, args...); }) {
+      StatusOr<std::unique_ptr<K>> kernel = K::Create(def, attrs, args...);
+      if (!kernel.ok()) return kernel.status();
+      return std::unique_ptr<OpKernel>(std::move(*kernel));
+    } else {
+      return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, args...));
+    }
+  };
+}
+
+// The since_version of the only entry of `op` in `registry`; FAILED_PRECONDITION
+// "<registrar>: op <op> has no OpDef ..." when it has none, or "... has entries for
+// opsets ..." when it has several (each then needs its kernel registered by its
+// since_version).
+StatusOr<int> OnlyEntrySince(const KernelRegistry& registry, std::string_view op, std::string_view registrar);
+
+// Registers kernel K (MakeKernel<K>()) as the CPU kernel of the entry of `op` that
+// starts at `since_version`; FAILED_PRECONDITION when there is no such entry.
 template <typename K>
-Status AddValidatedKernel(KernelRegistry& registry, OpDef def,
-                          std::function<Status(const Attributes&)> check = nullptr) {
-  std::string name = def.name;
-  const int since = def.since_version;
-  return registry.AddKernel(name, since, DeviceKind::kCpu,
-                            [def = std::move(def), check = std::move(check)](
-                                const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-                              if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-                              return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs));
-                            });
+Status AddCpuKernel(KernelRegistry& registry, std::string_view op, int since_version) {
+  return registry.AddKernel(op, since_version, DeviceKind::kCpu, MakeKernel<K>());
+}
+// The same for an op with a single entry (OnlyEntrySince).
+template <typename K>
+Status AddCpuKernel(KernelRegistry& registry, std::string_view op) {
+  REMEX_ASSIGN_OR_RETURN(const int since, OnlyEntrySince(registry, op, "RegisterCpuKernels"));
+  return AddCpuKernel<K>(registry, op, since);
 }
 
 // ---------------------------------------------------------------------------

@@ -216,18 +216,32 @@ class OpKernel {
 
 // Creates a kernel for a node's attributes; INVALID_ARGUMENT for bad attributes.
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const Attributes&)>;
+// Creates the kernel of the op entry `def` for a node's attributes, in one step: it
+// parses the attributes and returns INVALID_ARGUMENT / UNIMPLEMENTED for those it
+// refuses. `def` is the registry's own entry, which outlives every kernel made from it:
+// a kernel may hold it by reference.
+using KernelMake =
+    std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
 
 // Op definitions by (name, opset range) and kernel factories by (op, entry, device).
 // Filled explicitly by RegisterOpDefs / RegisterCpuKernels (no static
-// self-registration).
+// self-registration). Kernels refer to the registry's OpDefs, so it is neither copied
+// nor moved, and outlives every kernel it made.
 class KernelRegistry {
  public:
+  KernelRegistry() = default;
+  KernelRegistry(const KernelRegistry&) = delete;
+  KernelRegistry& operator=(const KernelRegistry&) = delete;
+
   // INVALID_ARGUMENT when since_version < 1 or end_version < since_version;
   // ALREADY_EXISTS when the range overlaps an entry of the same op.
   Status AddOp(OpDef def);
-  // Registers the kernel of the entry of `op` that starts at `since_version`.
-  // ALREADY_EXISTS when that (op, since_version, device) is registered twice.
-  Status AddKernel(std::string_view op, int since_version, DeviceKind device, KernelFactory factory);
+  // Registers the kernel of the entry of `op` that starts at `since_version`: its
+  // factory calls `make` with that entry (the registry's OpDef) and a node's attributes.
+  // FAILED_PRECONDITION when no entry of `op` starts at `since_version` (register the
+  // OpDefs first); ALREADY_EXISTS when that (op, since_version, device) is registered
+  // twice.
+  Status AddKernel(std::string_view op, int since_version, DeviceKind device, KernelMake make);
 
   // The entry of `op` whose [since_version, end_version] covers `version` (a model's
   // opset, or the since_version of an entry); nullptr when none does.

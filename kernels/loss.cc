@@ -111,8 +111,13 @@ OpDef LossDef(std::string_view op, bool softmax) {
 
 class LossKernel final : public ValidatedKernel {
  public:
-  LossKernel(const OpDef& def, const Attributes& attrs, bool softmax)
-      : ValidatedKernel(def, attrs), softmax_(softmax), attrs_(*LossAttrsOf(def.name, attrs)) {}
+  static StatusOr<std::unique_ptr<LossKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      bool softmax) {
+    REMEX_ASSIGN_OR_RETURN(LossAttrs parsed, LossAttrsOf(def.name, attrs));
+    return std::make_unique<LossKernel>(def, attrs, softmax, std::move(parsed));
+  }
+  LossKernel(const OpDef& def, const Attributes& attrs, bool softmax, LossAttrs parsed)
+      : ValidatedKernel(def, attrs), softmax_(softmax), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -188,13 +193,10 @@ Status AddLossOpDefs(KernelRegistry& registry) {
 
 Status AddLossCpuKernels(KernelRegistry& registry) {
   for (bool softmax : {false, true}) {
-    OpDef def = LossDef(softmax ? kSce : kNll, softmax);
-    REMEX_RETURN_IF_ERROR(registry.AddKernel(
-        def.name, def.since_version, DeviceKind::kCpu,
-        [def, softmax](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-          REMEX_RETURN_IF_ERROR(LossAttrsOf(def.name, attrs).status());
-          return std::unique_ptr<OpKernel>(std::make_unique<LossKernel>(def, attrs, softmax));
-        }));
+    REMEX_ASSIGN_OR_RETURN(const int since,
+                           OnlyEntrySince(registry, softmax ? kSce : kNll, "RegisterCpuKernels"));
+    REMEX_RETURN_IF_ERROR(
+        registry.AddKernel(softmax ? kSce : kNll, since, DeviceKind::kCpu, MakeKernel<LossKernel>(softmax)));
   }
   return OkStatus();
 }

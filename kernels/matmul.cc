@@ -258,8 +258,12 @@ struct DnnlMatMul {
 
 class FusedMatMulKernel final : public ValidatedKernel {
  public:
-  FusedMatMulKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), epilogue_(*ParseConvEpilogue(kFusedMatMul, attrs)) {}
+  static StatusOr<std::unique_ptr<FusedMatMulKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ConvEpilogue parsed, ParseConvEpilogue(kFusedMatMul, attrs));
+    return std::make_unique<FusedMatMulKernel>(def, attrs, std::move(parsed));
+  }
+  FusedMatMulKernel(const OpDef& def, const Attributes& attrs, ConvEpilogue parsed)
+      : ValidatedKernel(def, attrs), epilogue_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -489,8 +493,12 @@ void GemmGeneric(const GemmAttrs& g, const GemmShape& s, const T* a, const T* b,
 
 class GemmKernel final : public ValidatedKernel {
  public:
-  GemmKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseGemmAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<GemmKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(GemmAttrs parsed, ParseGemmAttrs(attrs));
+    return std::make_unique<GemmKernel>(def, attrs, std::move(parsed));
+  }
+  GemmKernel(const OpDef& def, const Attributes& attrs, GemmAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -551,12 +559,9 @@ Status AddMatMulOpDefs(KernelRegistry& registry) {
 }
 
 Status AddMatMulCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MatMulKernel>(registry, MatMulDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<FusedMatMulKernel>(registry, FusedMatMulDef(), [](const Attributes& attrs) {
-    return ParseConvEpilogue(kFusedMatMul, attrs).status();
-  }));
-  return AddValidatedKernel<GemmKernel>(
-      registry, GemmDef(), [](const Attributes& attrs) { return ParseGemmAttrs(attrs).status(); });
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<MatMulKernel>(registry, "MatMul"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<FusedMatMulKernel>(registry, kFusedMatMul));
+  return AddCpuKernel<GemmKernel>(registry, "Gemm");
 }
 
 }  // namespace remex::kernels::internal

@@ -211,9 +211,10 @@ Status AddNonZeroOpDefs(KernelRegistry& registry) {
 }
 
 Status AddNonZeroCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<NonZeroKernel>(registry, NonZeroDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CompressKernel<false>>(registry, CompressDef(false)));
-  return AddValidatedKernel<CompressKernel<true>>(registry, CompressDef(true));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<NonZeroKernel>(registry, "NonZero"));
+  REMEX_RETURN_IF_ERROR(
+      AddCpuKernel<CompressKernel<false>>(registry, "Compress", CompressDef(false).since_version));
+  return AddCpuKernel<CompressKernel<true>>(registry, "Compress", CompressDef(true).since_version);
 }
 
 }  // namespace remex::kernels::internal

@@ -122,8 +122,12 @@ OpDef BatchNormDef() {
 // two passes over the channel's values in order (sum, then squared deviations).
 class BatchNormKernel final : public ValidatedKernel {
  public:
-  BatchNormKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseBatchNormAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<BatchNormKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(BatchNormAttrs parsed, ParseBatchNormAttrs(attrs));
+    return std::make_unique<BatchNormKernel>(def, attrs, std::move(parsed));
+  }
+  BatchNormKernel(const OpDef& def, const Attributes& attrs, BatchNormAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -259,8 +263,12 @@ OpDef InstanceNormDef() {
 
 class InstanceNormKernel final : public ValidatedKernel {
  public:
-  InstanceNormKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), epsilon_(*ParseEpsilon(kInstanceNorm, attrs)) {}
+  static StatusOr<std::unique_ptr<InstanceNormKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(float parsed, ParseEpsilon(kInstanceNorm, attrs));
+    return std::make_unique<InstanceNormKernel>(def, attrs, std::move(parsed));
+  }
+  InstanceNormKernel(const OpDef& def, const Attributes& attrs, float parsed)
+      : ValidatedKernel(def, attrs), epsilon_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -417,8 +425,12 @@ std::vector<int64_t> BroadcastOffsets(const Shape& x, const Shape& s, size_t beg
 
 class LayerNormKernel final : public ValidatedKernel {
  public:
-  LayerNormKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseLayerNormAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<LayerNormKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(LayerNormAttrs parsed, ParseLayerNormAttrs(attrs));
+    return std::make_unique<LayerNormKernel>(def, attrs, std::move(parsed));
+  }
+  LayerNormKernel(const OpDef& def, const Attributes& attrs, LayerNormAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -580,15 +592,10 @@ Status AddNormOpDefs(KernelRegistry& registry) {
 }
 
 Status AddNormCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<BatchNormKernel>(
-      registry, BatchNormDef(),
-      [](const Attributes& attrs) { return ParseBatchNormAttrs(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<InstanceNormKernel>(
-      registry, InstanceNormDef(),
-      [](const Attributes& attrs) { return ParseEpsilon(kInstanceNorm, attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LpNormalizationKernel>(registry, LpNormalizationDef()));
-  return AddValidatedKernel<LayerNormKernel>(
-      registry, LayerNormDef(), [](const Attributes& attrs) { return ParseLayerNormAttrs(attrs).status(); });
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<BatchNormKernel>(registry, "BatchNormalization"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<InstanceNormKernel>(registry, kInstanceNorm));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<LpNormalizationKernel>(registry, "LpNormalization"));
+  return AddCpuKernel<LayerNormKernel>(registry, "LayerNormalization");
 }
 
 }  // namespace remex::kernels::internal

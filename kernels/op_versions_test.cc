@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -134,6 +135,10 @@ OpDef Def(const char* name, int since, int end) {
   return def;
 }
 
+// Kernels hold the registry's OpDefs by reference: a copy or a move would leave them
+// dangling.
+static_assert(!std::is_copy_constructible_v<KernelRegistry> && !std::is_move_constructible_v<KernelRegistry>);
+
 TEST(OpVersionsTest, RegistryRefusesOverlapsAndEmptyRanges) {
   KernelRegistry reg;
   ASSERT_TRUE(reg.AddOp(Def("Op", 1, 9)).ok());
@@ -146,11 +151,17 @@ TEST(OpVersionsTest, RegistryRefusesOverlapsAndEmptyRanges) {
   EXPECT_EQ(reg.SupportedVersions("Op"), "1-9, 10-12, 13+");
   EXPECT_EQ(reg.OpNames(), std::vector<std::string>{"Op"});
   // Kernels are keyed by entry: a version finds its entry's kernel, or none.
-  auto factory = [](int tag) {
-    return [tag](const Attributes&) -> StatusOr<std::unique_ptr<OpKernel>> {
-      return InvalidArgument(std::to_string(tag));
+  // Each factory is handed the registry's own entry (which kernels may hold by
+  // reference); the tag names the entry it was handed.
+  auto factory = [&reg](int tag) {
+    return [tag, &reg](const OpDef& def, const Attributes&) -> StatusOr<std::unique_ptr<OpKernel>> {
+      if (&def != reg.FindOp("Op", tag)) return Internal("not the registry's OpDef");
+      return InvalidArgument(std::to_string(def.since_version));
     };
   };
+  // A kernel needs an entry starting at its version.
+  EXPECT_EQ(reg.AddKernel("Op", 11, DeviceKind::kCpu, factory(11)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reg.AddKernel("Other", 1, DeviceKind::kCpu, factory(1)).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(reg.AddKernel("Op", 1, DeviceKind::kCpu, factory(1)).ok());
   ASSERT_TRUE(reg.AddKernel("Op", 13, DeviceKind::kCpu, factory(13)).ok());
   EXPECT_EQ(reg.AddKernel("Op", 13, DeviceKind::kCpu, factory(13)).code(), StatusCode::kAlreadyExists);

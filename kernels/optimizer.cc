@@ -167,6 +167,10 @@ double ScalarAt(const TensorRef& t) {
 
 class OptimizerKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<OptimizerKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(OptimizerParamsOf(def.name, attrs).status());
+    return std::make_unique<OptimizerKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -220,8 +224,7 @@ Status AddOptimizerOpDefs(KernelRegistry& registry) {
 
 Status AddOptimizerCpuKernels(KernelRegistry& registry) {
   for (const char* name : {"Adagrad", "Adam", "Momentum"}) {
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<OptimizerKernel>(
-        registry, OptimizerDef(name), [name](const Attributes& attrs) { return OptimizerParamsOf(name, attrs).status(); }));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<OptimizerKernel>(registry, name));
   }
   return OkStatus();
 }

@@ -154,6 +154,10 @@ int64_t PadSource(int64_t o, int64_t begin, int64_t n, PadMode mode) {
 
 class PadKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<PadKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(PadModeOf(attrs).status());
+    return std::make_unique<PadKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -230,9 +234,6 @@ Status AddPadOpDefs(KernelRegistry& registry) {
   return registry.AddOp(PadDef());
 }
 
-Status AddPadCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<PadKernel>(
-      registry, PadDef(), [](const Attributes& attrs) { return PadModeOf(attrs).status(); });
-}
+Status AddPadCpuKernels(KernelRegistry& registry) { return AddCpuKernel<PadKernel>(registry, "Pad"); }
 
 }  // namespace remex::kernels::internal

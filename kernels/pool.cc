@@ -151,8 +151,12 @@ OpDef MaxPoolDef() {
 
 class MaxPoolKernel final : public ValidatedKernel {
  public:
-  MaxPoolKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseMaxPoolAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<MaxPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs parsed, ParseMaxPoolAttrs(attrs));
+    return std::make_unique<MaxPoolKernel>(def, attrs, std::move(parsed));
+  }
+  MaxPoolKernel(const OpDef& def, const Attributes& attrs, MaxPoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -369,8 +373,12 @@ OpDef GlobalPoolDef(std::string_view op) {
 // attribute >= 1 (default 2); float types, accumulated in float as on the device.
 class GlobalLpPoolKernel final : public ValidatedKernel {
  public:
-  GlobalLpPoolKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), p_(*ParseGlobalLpPoolP(attrs)) {}
+  static StatusOr<std::unique_ptr<GlobalLpPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(int parsed, ParseGlobalLpPoolP(attrs));
+    return std::make_unique<GlobalLpPoolKernel>(def, attrs, std::move(parsed));
+  }
+  GlobalLpPoolKernel(const OpDef& def, const Attributes& attrs, int parsed)
+      : ValidatedKernel(def, attrs), p_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -443,8 +451,12 @@ OpDef AveragePoolDef() {
 
 class AveragePoolKernel final : public ValidatedKernel {
  public:
-  AveragePoolKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseAveragePoolAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<AveragePoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs parsed, ParseAveragePoolAttrs(attrs));
+    return std::make_unique<AveragePoolKernel>(def, attrs, std::move(parsed));
+  }
+  AveragePoolKernel(const OpDef& def, const Attributes& attrs, AveragePoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -556,8 +568,12 @@ OpDef LrnDef() {
 
 class LrnKernel final : public ValidatedKernel {
  public:
-  LrnKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseLrnAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<LrnKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(LrnAttrs parsed, ParseLrnAttrs(attrs));
+    return std::make_unique<LrnKernel>(def, attrs, std::move(parsed));
+  }
+  LrnKernel(const OpDef& def, const Attributes& attrs, LrnAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -616,18 +632,12 @@ Status AddPoolOpDefs(KernelRegistry& registry) {
 }
 
 Status AddPoolCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MaxPoolKernel>(
-      registry, MaxPoolDef(),
-      [](const Attributes& attrs) { return ParseMaxPoolAttrs(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<AveragePoolKernel>(
-      registry, AveragePoolDef(),
-      [](const Attributes& attrs) { return ParseAveragePoolAttrs(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<LrnKernel>(
-      registry, LrnDef(), [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GlobalMaxPoolKernel>(registry, GlobalMaxPoolDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GlobalLpPoolKernel>(
-      registry, GlobalLpPoolDef(), [](const Attributes& attrs) { return ParseGlobalLpPoolP(attrs).status(); }));
-  return AddValidatedKernel<GlobalAveragePoolKernel>(registry, GlobalAveragePoolDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<MaxPoolKernel>(registry, "MaxPool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<AveragePoolKernel>(registry, "AveragePool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<LrnKernel>(registry, "LRN"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalMaxPoolKernel>(registry, "GlobalMaxPool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalLpPoolKernel>(registry, "GlobalLpPool"));
+  return AddCpuKernel<GlobalAveragePoolKernel>(registry, "GlobalAveragePool");
 }
 
 }  // namespace remex::kernels::internal

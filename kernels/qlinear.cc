@@ -362,6 +362,10 @@ class QMatMulKernel final : public ValidatedKernel {
 // small.
 class QConvKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(CheckQConvAttrs(def.name, attrs));
+    return std::make_unique<QConvKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -454,11 +458,10 @@ Status AddQLinearOpDefs(KernelRegistry& registry) {
 
 Status AddQLinearCpuKernels(KernelRegistry& registry) {
   for (std::string_view name : kMatMuls) {
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<QMatMulKernel>(registry, QDef(name)));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<QMatMulKernel>(registry, name));
   }
   for (std::string_view name : kConvs) {
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<QConvKernel>(
-        registry, QDef(name), [name](const Attributes& attrs) { return CheckQConvAttrs(name, attrs); }));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<QConvKernel>(registry, name));
   }
   return OkStatus();
 }

@@ -265,10 +265,11 @@ Status AddQuantizeOpDefs(KernelRegistry& registry) {
 Status AddQuantizeCpuKernels(KernelRegistry& registry) {
   for (bool quantize : {true, false}) {
     for (int since : {10, 13}) {
-      REMEX_RETURN_IF_ERROR(AddValidatedKernel<QuantizeKernel>(registry, QuantizeDef(quantize, since)));
+      REMEX_RETURN_IF_ERROR(
+          AddCpuKernel<QuantizeKernel>(registry, quantize ? "QuantizeLinear" : "DequantizeLinear", since));
     }
   }
-  return AddValidatedKernel<DynamicQuantizeKernel>(registry, DynamicQuantizeDef());
+  return AddCpuKernel<DynamicQuantizeKernel>(registry, "DynamicQuantizeLinear");
 }
 
 }  // namespace remex::kernels::internal

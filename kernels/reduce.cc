@@ -534,6 +534,10 @@ void ReduceTyped(const ReducePlan& plan, const T* x, T* y) {
 template <ReduceKind kKind>
 class ReduceKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ReduceKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(CheckReduceAttrs(def.name, attrs));
+    return std::make_unique<ReduceKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -557,10 +561,7 @@ class ReduceKernel final : public ValidatedKernel {
 
 template <ReduceKind kKind>
 Status AddReduceKernel(KernelRegistry& registry, const ReduceOpInfo& info) {
-  std::string name = info.name;
-  return AddValidatedKernel<ReduceKernel<kKind>>(
-      registry, ReduceDef(info),
-      [name](const Attributes& attrs) { return CheckReduceAttrs(name, attrs); });
+  return AddCpuKernel<ReduceKernel<kKind>>(registry, info.name, ReduceDef(info).since_version);
 }
 
 }  // namespace

@@ -119,10 +119,20 @@ Status KernelRegistry::AddOp(OpDef def) {
   return OkStatus();
 }
 
-Status KernelRegistry::AddKernel(std::string_view op, int since_version, DeviceKind device,
-                                 KernelFactory factory) {
+Status KernelRegistry::AddKernel(std::string_view op, int since_version, DeviceKind device, KernelMake make) {
   const std::string name(op);
-  if (!factory) return InvalidArgument("kernel for " + name + " has no factory");
+  if (!make) return InvalidArgument("kernel for " + name + " has no factory");
+  const OpDef* def = FindOp(op, since_version);
+  if (!def || def->since_version != since_version) {
+    return FailedPrecondition(
+        "kernel " + name + "-" + std::to_string(since_version) + " on " +
+        std::string(DeviceKindName(device)) +
+        ": the op has no OpDef entry starting at that version; register the OpDefs first");
+  }
+  // `def` points into ops_, whose entries are never removed or moved.
+  KernelFactory factory = [def, make = std::move(make)](const Attributes& attrs) {
+    return make(*def, attrs);
+  };
   auto [it, inserted] = kernels_.emplace(std::make_tuple(name, since_version, device), std::move(factory));
   if (!inserted) {
     return {StatusCode::kAlreadyExists, "kernel " + name + "-" + std::to_string(since_version) + " on " +
@@ -239,6 +249,25 @@ std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::
   out.resize(num_outputs, first);
   return out;
 }
+
+namespace internal {
+
+StatusOr<int> OnlyEntrySince(const KernelRegistry& registry, std::string_view op,
+                             std::string_view registrar) {
+  const std::vector<const OpDef*> entries = registry.OpVersions(op);
+  if (entries.empty()) {
+    return FailedPrecondition(std::string(registrar) + ": op " + std::string(op) +
+                              " has no OpDef; call RegisterOpDefs first");
+  }
+  if (entries.size() > 1) {
+    return FailedPrecondition(std::string(registrar) + ": op " + std::string(op) +
+                              " has entries for opsets " + registry.SupportedVersions(op) +
+                              "; register a kernel per entry");
+  }
+  return entries[0]->since_version;
+}
+
+}  // namespace internal
 
 Status RegisterOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(internal::AddElementwiseOpDefs(registry));

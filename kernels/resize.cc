@@ -547,8 +547,12 @@ void InterpResize(const T* x, T* y, const Shape& in_shape, const Shape& out_shap
 
 class ResizeKernel final : public ValidatedKernel {
  public:
-  ResizeKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), attrs_(*ParseResizeAttrs(def.since_version, attrs)) {}
+  static StatusOr<std::unique_ptr<ResizeKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ResizeAttrs parsed, ParseResizeAttrs(def.since_version, attrs));
+    return std::make_unique<ResizeKernel>(def, attrs, std::move(parsed));
+  }
+  ResizeKernel(const OpDef& def, const Attributes& attrs, ResizeAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -598,9 +602,7 @@ Status AddResizeOpDefs(KernelRegistry& registry) {
 Status AddResizeCpuKernels(KernelRegistry& registry) {
   for (int definition : {10, 11, 13}) {
     REMEX_RETURN_IF_ERROR(
-        AddValidatedKernel<ResizeKernel>(registry, ResizeDef(definition), [definition](const Attributes& attrs) {
-          return ParseResizeAttrs(definition, attrs).status();
-        }));
+        AddCpuKernel<ResizeKernel>(registry, "Resize", ResizeDef(definition).since_version));
   }
   return OkStatus();
 }

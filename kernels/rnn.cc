@@ -361,8 +361,13 @@ class RnnRunner {
 
 class RnnKernel final : public ValidatedKernel {
  public:
-  RnnKernel(const RnnSpec& spec, const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), spec_(spec), attrs_(*ParseRnnSpecAttrs(spec, attrs)) {}
+  static StatusOr<std::unique_ptr<RnnKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     const RnnSpec* spec) {
+    REMEX_ASSIGN_OR_RETURN(RnnAttrs parsed, ParseRnnSpecAttrs(*spec, attrs));
+    return std::make_unique<RnnKernel>(def, attrs, *spec, std::move(parsed));
+  }
+  RnnKernel(const OpDef& def, const Attributes& attrs, const RnnSpec& spec, RnnAttrs parsed)
+      : ValidatedKernel(def, attrs), spec_(spec), attrs_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -429,15 +434,8 @@ class RnnKernel final : public ValidatedKernel {
 };
 
 Status AddRnnKernel(KernelRegistry& registry, const RnnSpec& spec) {
-  OpDef def = RnnDef(spec);
-  const std::string name = def.name;
-  const int since = def.since_version;
-  return registry.AddKernel(
-      name, since, DeviceKind::kCpu,
-      [def = std::move(def), &spec](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        REMEX_RETURN_IF_ERROR(ParseRnnSpecAttrs(spec, attrs).status());
-        return std::unique_ptr<OpKernel>(std::make_unique<RnnKernel>(spec, def, attrs));
-      });
+  REMEX_ASSIGN_OR_RETURN(const int since, OnlyEntrySince(registry, spec.name, "RegisterCpuKernels"));
+  return registry.AddKernel(spec.name, since, DeviceKind::kCpu, MakeKernel<RnnKernel>(&spec));
 }
 
 

@@ -139,8 +139,8 @@ Status AddScatterOpDefs(KernelRegistry& registry) {
 }
 
 Status AddScatterCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ScatterKernel>(registry, ScatterElementsDef()));
-  return AddValidatedKernel<ScatterKernel>(registry, LegacyScatterDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ScatterKernel>(registry, "ScatterElements"));
+  return AddCpuKernel<ScatterKernel>(registry, "Scatter");
 }
 
 }  // namespace remex::kernels::internal

@@ -201,9 +201,9 @@ Status AddSequenceNormOpDefs(KernelRegistry& registry) {
 }
 
 Status AddSequenceNormCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MvnKernel>(registry, MvnDef(9)));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<MvnKernel>(registry, MvnDef(13)));
-  return AddValidatedKernel<ReverseSequenceKernel>(registry, ReverseSequenceDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<MvnKernel>(registry, "MeanVarianceNormalization", 9));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<MvnKernel>(registry, "MeanVarianceNormalization", 13));
+  return AddCpuKernel<ReverseSequenceKernel>(registry, "ReverseSequence");
 }
 
 }  // namespace remex::kernels::internal

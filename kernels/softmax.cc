@@ -86,6 +86,13 @@ constexpr int64_t kGrainElements = 16384;
 
 class SoftmaxKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<SoftmaxKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                         SoftmaxMode mode) {
+    StatusOr<int64_t> axis = attrs.Int("axis", 0);
+    if (!axis.ok()) return OpError(def.name, axis.status().message());
+    // Before opset 13 the input is flattened to 2-D at `axis`.
+    return std::make_unique<SoftmaxKernel>(def, attrs, mode, def.since_version < 13);
+  }
   SoftmaxKernel(const OpDef& def, const Attributes& attrs, SoftmaxMode mode, bool flatten)
       : ValidatedKernel(def, attrs), mode_(mode), flatten_(flatten) {}
 
@@ -156,14 +163,8 @@ Status AddSoftmaxOpDefs(KernelRegistry& registry) {
 Status AddSoftmaxCpuKernels(KernelRegistry& registry) {
   for (SoftmaxMode mode : kModes) {
     for (int since : {1, 13}) {
-      OpDef def = SoftmaxDef(mode, since);
-      REMEX_RETURN_IF_ERROR(registry.AddKernel(
-          def.name, since, DeviceKind::kCpu,
-          [def, mode, flatten = since < 13](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-            StatusOr<int64_t> axis = attrs.Int("axis", 0);
-            if (!axis.ok()) return OpError(def.name, axis.status().message());
-            return std::unique_ptr<OpKernel>(std::make_unique<SoftmaxKernel>(def, attrs, mode, flatten));
-          }));
+      REMEX_RETURN_IF_ERROR(registry.AddKernel(SoftmaxDef(mode, since).name, since, DeviceKind::kCpu,
+                                               MakeKernel<SoftmaxKernel>(mode)));
     }
   }
   return OkStatus();

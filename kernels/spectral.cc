@@ -453,9 +453,9 @@ Status AddSpectralOpDefs(KernelRegistry& registry) {
 }
 
 Status AddSpectralCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DftKernel>(registry, DftDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<StftKernel>(registry, StftDef()));
-  return AddValidatedKernel<MelWeightMatrixKernel>(registry, MelWeightMatrixDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<DftKernel>(registry, "DFT"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<StftKernel>(registry, "STFT"));
+  return AddCpuKernel<MelWeightMatrixKernel>(registry, "MelWeightMatrix");
 }
 
 }  // namespace remex::kernels::internal

@@ -34,8 +34,19 @@ void CopyBytes(const TensorRef& from, const TensorRef& to) {
 }
 
 // Y = X byte for byte: Identity, and Reshape (the same bytes under a new shape).
+Status CheckAllowZero(const Attributes& attrs) {
+  StatusOr<int64_t> allowzero = attrs.Int("allowzero", 0);
+  if (!allowzero.ok()) return OpError("Reshape", allowzero.status().message());
+  if (*allowzero != 0 && *allowzero != 1) return OpError("Reshape", "allowzero must be 0 or 1");
+  return OkStatus();
+}
+
 class CopyKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<CopyKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    if (def.name == "Reshape") REMEX_RETURN_IF_ERROR(CheckAllowZero(attrs));
+    return std::make_unique<CopyKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -85,6 +96,10 @@ OpDef ShapeDef() {
 
 class ShapeKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ShapeKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(ShapeRangeOf(attrs, 0).status());
+    return std::make_unique<ShapeKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -201,6 +216,10 @@ To Convert(From v) {
 // Cast and CastLike: input 0 converted to the output's dtype.
 class CastKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<CastKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    if (def.name == "Cast") REMEX_RETURN_IF_ERROR(CastTarget(attrs).status());
+    return std::make_unique<CastKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -436,6 +455,10 @@ OpDef ConcatDef() {
 
 class ConcatKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<ConcatKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    if (!attrs.Int("axis").ok()) return OpError("Concat", "attribute 'axis' is required and must be an int");
+    return std::make_unique<ConcatKernel>(def, attrs);
+  }
   using ValidatedKernel::ValidatedKernel;
 
  protected:
@@ -537,13 +560,6 @@ OpDef ReshapeDef() {
   return def;
 }
 
-Status CheckAllowZero(const Attributes& attrs) {
-  StatusOr<int64_t> allowzero = attrs.Int("allowzero", 0);
-  if (!allowzero.ok()) return OpError("Reshape", allowzero.status().message());
-  if (*allowzero != 0 && *allowzero != 1) return OpError("Reshape", "allowzero must be 0 or 1");
-  return OkStatus();
-}
-
 }  // namespace
 
 Status AddTensorOpDefs(KernelRegistry& registry) {
@@ -554,21 +570,13 @@ Status AddTensorOpDefs(KernelRegistry& registry) {
 }
 
 Status AddTensorCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, IdentityDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ShapeKernel>(
-      registry, ShapeDef(),
-      [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CastKernel>(
-      registry, CastDef(), [](const Attributes& attrs) { return CastTarget(attrs).status(); }));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CastKernel>(registry, CastLikeDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<SliceKernel>(registry, SliceDef()));
-  REMEX_RETURN_IF_ERROR(
-      AddValidatedKernel<ConcatKernel>(registry, ConcatDef(), [](const Attributes& attrs) {
-        return attrs.Int("axis").ok()
-                   ? OkStatus()
-                   : OpError("Concat", "attribute 'axis' is required and must be an int");
-      }));
-  return AddValidatedKernel<CopyKernel>(registry, ReshapeDef(), CheckAllowZero);
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CopyKernel>(registry, "Identity"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ShapeKernel>(registry, "Shape"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CastKernel>(registry, "Cast"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CastKernel>(registry, "CastLike"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<SliceKernel>(registry, "Slice"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ConcatKernel>(registry, "Concat"));
+  return AddCpuKernel<CopyKernel>(registry, "Reshape");
 }
 
 }  // namespace remex::kernels::internal

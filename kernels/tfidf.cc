@@ -294,6 +294,10 @@ OpDef TfIdfDef() {
 
 class TfIdfKernel final : public ValidatedKernel {
  public:
+  static StatusOr<std::unique_ptr<TfIdfKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(TfIdfTable table, TfIdfTableOf(attrs));
+    return std::make_unique<TfIdfKernel>(def, attrs, std::move(table));
+  }
   TfIdfKernel(const OpDef& def, const Attributes& attrs, TfIdfTable table)
       : ValidatedKernel(def, attrs), table_(std::move(table)) {}
 
@@ -330,12 +334,7 @@ class TfIdfKernel final : public ValidatedKernel {
 Status AddTfIdfOpDefs(KernelRegistry& registry) { return registry.AddOp(TfIdfDef()); }
 
 Status AddTfIdfCpuKernels(KernelRegistry& registry) {
-  return registry.AddKernel(
-      "TfIdfVectorizer", 9, DeviceKind::kCpu,
-      [def = TfIdfDef()](const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-        REMEX_ASSIGN_OR_RETURN(TfIdfTable table, TfIdfTableOf(attrs));
-        return std::unique_ptr<OpKernel>(std::make_unique<TfIdfKernel>(def, attrs, std::move(table)));
-      });
+  return AddCpuKernel<TfIdfKernel>(registry, "TfIdfVectorizer");
 }
 
 }  // namespace remex::kernels::internal

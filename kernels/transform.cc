@@ -533,15 +533,15 @@ Status AddTransformOpDefs(KernelRegistry& registry) {
 }
 
 Status AddTransformCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, SqueezeDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, UnsqueezeDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, FlattenDef(1)));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<CopyKernel>(registry, FlattenDef(11)));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ExpandKernel>(registry, ExpandDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<TileKernel>(registry, TileDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherKernel>(registry, GatherDef()));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<GatherElementsKernel>(registry, GatherElementsDef()));
-  return AddValidatedKernel<SplitKernel>(registry, SplitDef());
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CopyKernel>(registry, "Squeeze"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CopyKernel>(registry, "Unsqueeze"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CopyKernel>(registry, "Flatten", 1));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<CopyKernel>(registry, "Flatten", 11));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ExpandKernel>(registry, "Expand"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<TileKernel>(registry, "Tile"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GatherKernel>(registry, "Gather"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GatherElementsKernel>(registry, "GatherElements"));
+  return AddCpuKernel<SplitKernel>(registry, "Split");
 }
 
 }  // namespace remex::kernels::internal

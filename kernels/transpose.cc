@@ -188,7 +188,7 @@ Status AddTransposeOpDefs(KernelRegistry& registry) {
 }
 
 Status AddTransposeCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<TransposeKernel>(registry, TransposeDef());
+  return AddCpuKernel<TransposeKernel>(registry, "Transpose");
 }
 
 }  // namespace remex::kernels::internal

@@ -155,8 +155,13 @@ struct NumericAbs {
 template <typename F, bool kNumeric>
 class UnaryKernel final : public ValidatedKernel {
  public:
-  UnaryKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), params_(*ParseUnaryParams(def.traits.params, attrs)) {}
+  static StatusOr<std::unique_ptr<UnaryKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    StatusOr<UnaryParams> parsed = ParseUnaryParams(def.traits.params, attrs);
+    if (!parsed.ok()) return OpError(def.name, parsed.status().message());
+    return std::make_unique<UnaryKernel>(def, attrs, std::move(*parsed));
+  }
+  UnaryKernel(const OpDef& def, const Attributes& attrs, UnaryParams parsed)
+      : ValidatedKernel(def, attrs), params_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -235,8 +240,17 @@ OpDef ClassifyDef(std::string name, int since) {
 // IsNaN, or IsInf with `inf`.
 class ClassifyKernel final : public ValidatedKernel {
  public:
-  ClassifyKernel(const OpDef& def, const Attributes& attrs)
-      : ValidatedKernel(def, attrs), inf_(def.name == "IsInf"), attrs_(*IsInfAttrsOf(attrs)) {}
+  // IsNaN has no attributes; IsInf's are parsed here.
+  static StatusOr<std::unique_ptr<ClassifyKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    const bool inf = def.name == "IsInf";
+    IsInfAttrs parsed;
+    if (inf) {
+      REMEX_ASSIGN_OR_RETURN(parsed, IsInfAttrsOf(attrs));
+    }
+    return std::make_unique<ClassifyKernel>(def, attrs, inf, parsed);
+  }
+  ClassifyKernel(const OpDef& def, const Attributes& attrs, bool inf, IsInfAttrs parsed)
+      : ValidatedKernel(def, attrs), inf_(inf), attrs_(parsed) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -279,16 +293,11 @@ OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
   return def;
 }
 
-// Registers UnaryKernel<F, kNumeric> for `def`, refusing attribute parameters of the
-// wrong kind at creation.
+// Registers UnaryKernel<F, kNumeric> for the entry `def` names (UnaryKernel::Create
+// refuses attribute parameters of the wrong kind).
 template <typename F, bool kNumeric = false>
 Status AddUnaryKernel(KernelRegistry& registry, const OpDef& def) {
-  return AddValidatedKernel<UnaryKernel<F, kNumeric>>(
-      registry, def, [name = def.name, params = def.traits.params](const Attributes& attrs) -> Status {
-        StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
-        if (!p.ok()) return OpError(name, p.status().message());
-        return OkStatus();
-      });
+  return AddCpuKernel<UnaryKernel<F, kNumeric>>(registry, def.name, def.since_version);
 }
 
 // A unary op: its dtypes, FusedElementwise opcode, whether an epilogue may apply it,
@@ -570,16 +579,17 @@ Status AddUnaryOpDefs(KernelRegistry& registry) {
 }
 
 Status AddUnaryCpuKernels(KernelRegistry& registry) {
-  KernelRegistry defs;
-  REMEX_RETURN_IF_ERROR(AddUnaryOpDefs(defs));
-  REMEX_RETURN_IF_ERROR(AddKernel<NotKernel>(registry, defs, "Not"));
-  REMEX_RETURN_IF_ERROR(AddKernel<ClassifyKernel>(registry, defs, "IsNaN"));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<ClassifyKernel>(registry, *defs.FindOp("IsInf"),
-                                                           [](const Attributes& a) { return IsInfAttrsOf(a).status(); }));
-  REMEX_RETURN_IF_ERROR(AddKernel<ClipKernel>(registry, defs, "Clip"));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(7)));
-  REMEX_RETURN_IF_ERROR(AddValidatedKernel<DropoutKernel>(registry, DropoutDef(10)));
-  for (const UnaryOp& u : UnaryOps()) REMEX_RETURN_IF_ERROR(u.add_kernel(registry, *defs.FindOp(u.name)));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<NotKernel>(registry, "Not"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ClassifyKernel>(registry, "IsNaN"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ClassifyKernel>(registry, "IsInf"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<ClipKernel>(registry, "Clip"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<DropoutKernel>(registry, "Dropout", 7));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<DropoutKernel>(registry, "Dropout", 10));
+  for (const UnaryOp& u : UnaryOps()) {
+    const OpDef* def = registry.FindOp(u.name);
+    if (!def) return FailedPrecondition("RegisterCpuKernels: op " + std::string(u.name) + " has no OpDef");
+    REMEX_RETURN_IF_ERROR(u.add_kernel(registry, *def));
+  }
   return OkStatus();
 }
 

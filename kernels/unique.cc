@@ -179,7 +179,7 @@ class UniqueKernel final : public ValidatedKernel {
 Status AddUniqueOpDefs(KernelRegistry& registry) { return registry.AddOp(UniqueDef()); }
 
 Status AddUniqueCpuKernels(KernelRegistry& registry) {
-  return AddValidatedKernel<UniqueKernel>(registry, UniqueDef());
+  return AddCpuKernel<UniqueKernel>(registry, "Unique");
 }
 
 }  // namespace remex::kernels::internal

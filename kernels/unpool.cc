@@ -144,7 +144,7 @@ Status AddUnpoolOpDefs(KernelRegistry& registry) {
 
 Status AddUnpoolCpuKernels(KernelRegistry& registry) {
   for (int since : {9, 11})
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<MaxUnpoolKernel>(registry, MaxUnpoolDef(since)));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<MaxUnpoolKernel>(registry, "MaxUnpool", since));
   return OkStatus();
 }
 

@@ -119,7 +119,7 @@ Status AddWindowOpDefs(KernelRegistry& registry) {
 
 Status AddWindowCpuKernels(KernelRegistry& registry) {
   for (const char* name : kWindowOps) {
-    REMEX_RETURN_IF_ERROR(AddValidatedKernel<WindowKernel>(registry, WindowDef(name)));
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<WindowKernel>(registry, name));
   }
   return OkStatus();
 }

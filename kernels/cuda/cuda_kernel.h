@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,53 +16,33 @@
 #include "base/status.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/visit_dtype.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
 
 namespace remex::kernels::cuda {
 
-// Makes the CUDA kernel of an op for a node's attributes (INVALID_ARGUMENT /
-// UNIMPLEMENTED for attributes the kernel refuses). `def` is the op's OpDef.
-using CudaKernelMake = std::function<StatusOr<std::unique_ptr<OpKernel>>(const OpDef& def, const Attributes& attrs)>;
-
 // Registers `make` as the CUDA kernel of the entry of `name` that starts at
 // `since_version` (kernels are keyed by (op, entry, device) as OpDefs are by (op, opset
-// range)); FAILED_PRECONDITION "RegisterCudaKernels: op <name> has no OpDef ..." when
-// `registry` has no such entry.
+// range)); FAILED_PRECONDITION when `registry` has no such entry.
 inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, int since_version,
-                            CudaKernelMake make) {
-  const OpDef* def = registry.FindOp(name, since_version);
-  if (!def || def->since_version != since_version) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + "-" +
-                              std::to_string(since_version) + " has no OpDef; call RegisterOpDefs first");
-  }
-  return registry.AddKernel(
-      name, since_version, DeviceKind::kCuda,
-      [def = *def, make = std::move(make)](const Attributes& attrs) { return make(def, attrs); });
+                            KernelMake make) {
+  return registry.AddKernel(name, since_version, DeviceKind::kCuda, std::move(make));
 }
 
 // Registers `make` as the CUDA kernel of an op with a single entry; FAILED_PRECONDITION
-// when the op has no OpDef, or several entries (each then needs its own kernel, named
-// by its since_version).
-inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, CudaKernelMake make) {
-  const std::vector<const OpDef*> entries = registry.OpVersions(name);
-  if (entries.size() > 1) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) + " has entries for opsets " +
-                              registry.SupportedVersions(name) + "; register a kernel per entry");
-  }
-  if (entries.empty()) {
-    return FailedPrecondition("RegisterCudaKernels: op " + std::string(name) +
-                              " has no OpDef; call RegisterOpDefs first");
-  }
-  return AddCudaKernel(registry, name, entries[0]->since_version, std::move(make));
+// "RegisterCudaKernels: op <name> ..." when the op has no OpDef, or several entries
+// (each then needs its own kernel, named by its since_version).
+inline Status AddCudaKernel(KernelRegistry& registry, std::string_view name, KernelMake make) {
+  REMEX_ASSIGN_OR_RETURN(const int since, internal::OnlyEntrySince(registry, name, "RegisterCudaKernels"));
+  return AddCudaKernel(registry, name, since, std::move(make));
 }
 
-// A factory for K(def, attrs, args...).
+// The factory of CUDA kernel K: K::Create(def, attrs, args...) or K(def, attrs,
+// args...) (internal::MakeKernel).
 template <typename K, typename... Args>
-CudaKernelMake MakeCudaKernel(Args... args) {
-  return [args...](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, args...));
-  };
+KernelMake MakeCudaKernel(Args... args) {
+  return internal::MakeKernel<K>(args...);
 }
 
 // What a CudaKernel does before Run.
@@ -76,8 +57,10 @@ enum class EmptyOutputs : uint8_t {
 // queues the work on stream(), typically through Launch.
 class CudaKernel : public OpKernel {
  public:
-  CudaKernel(OpDef def, Attributes attrs, CudaKernelContext context, EmptyOutputs empty = EmptyOutputs::kRun)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context), empty_(empty) {}
+  // `def` is the registry's OpDef (KernelMake), which outlives the kernel.
+  CudaKernel(const OpDef& def, Attributes attrs, CudaKernelContext context,
+             EmptyOutputs empty = EmptyOutputs::kRun)
+      : def_(def), attrs_(std::move(attrs)), context_(context), empty_(empty) {}
 
   Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) final {
     REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
@@ -107,6 +90,17 @@ class CudaKernel : public OpKernel {
     REMEX_RETURN_IF_ERROR(UseDevice());
     return CudaCheck(def_.name, "kernel launch", launch());
   }
+  // The one dtype dispatch of a launch: selects the device and calls launch(T{})
+  // (returning a launcher's cudaError_t, typically Launch<Name><T>(...)) for the T
+  // among Ts that is `dtype`'s element type (VisitDType, kernels/cuda/visit_dtype.h).
+  // OK, "<op> on cuda: kernel launch failed: ...", or Unsupported(dtype, accepted)
+  // when none of Ts is.
+  template <typename... Ts, typename F>
+  Status LaunchFor(DType dtype, std::string_view accepted, F&& launch) const {
+    std::optional<Status> status =
+        VisitDType<Ts...>(dtype, [&](auto tag) { return Launch([&] { return launch(tag); }); });
+    return status ? *std::move(status) : Unsupported(dtype, accepted);
+  }
   // UNIMPLEMENTED "<op> on cuda: dtype <dtype> is not implemented (<accepted>)".
   Status Unsupported(DType dtype, std::string_view accepted) const {
     return Unimplemented(def_.name + " on cuda: dtype " + std::string(DTypeName(dtype)) +
@@ -114,7 +108,7 @@ class CudaKernel : public OpKernel {
   }
 
  private:
-  const OpDef def_;
+  const OpDef& def_;
   const Attributes attrs_;
   const CudaKernelContext context_;
   const EmptyOutputs empty_;

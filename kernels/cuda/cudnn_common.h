@@ -230,8 +230,8 @@ inline StatusOr<TensorDesc> MakeBiasDesc(std::string_view op, cudnnDataType_t ty
 template <typename Plan>
 class CudnnKernel : public OpKernel {
  public:
-  CudnnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context), exhaustive_(ExhaustiveSearch()) {}
+  CudnnKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : def_(def), attrs_(std::move(attrs)), context_(context), exhaustive_(ExhaustiveSearch()) {}
 
   Status Compute(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
     REMEX_RETURN_IF_ERROR(CheckCall(def_, attrs_, in, out));
@@ -273,7 +273,7 @@ class CudnnKernel : public OpKernel {
   bool exhaustive() const { return exhaustive_; }
 
  private:
-  const OpDef def_;
+  const OpDef& def_;
   const Attributes attrs_;
   const CudaKernelContext context_;
   const bool exhaustive_;

@@ -38,8 +38,8 @@ namespace {
 
 class NonMaxSuppressionKernel final : public CudaKernel {
  public:
-  NonMaxSuppressionKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  NonMaxSuppressionKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -55,7 +55,7 @@ class NonMaxSuppressionKernel final : public CudaKernel {
 
 class RoiAlignKernel final : public CudaKernel {
  public:
-  RoiAlignKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+  RoiAlignKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
       : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), since_(def.since_version) {}
 
  protected:
@@ -75,8 +75,8 @@ class RoiAlignKernel final : public CudaKernel {
 
 class MaxUnpoolKernel final : public CudaKernel {
  public:
-  MaxUnpoolKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  MaxUnpoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

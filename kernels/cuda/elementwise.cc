@@ -19,31 +19,24 @@
 namespace remex::kernels::cuda {
 namespace {
 
-StatusOr<ElemType> ToElemType(std::string_view op, DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return ElemType::kFloat32;
-    case DType::kFloat16: return ElemType::kFloat16;
-    default: break;
-  }
-  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
-                       " is not implemented (float32 and float16 are)");
-}
-
 class BinaryKernel final : public CudaKernel {
  public:
-  BinaryKernel(OpDef def, Attributes attrs, BinaryOp op, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
+  BinaryKernel(const OpDef& def, Attributes attrs, BinaryOp op, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), op_(op) {}
 
  protected:
   Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     const TensorRef& out = outputs[0];
-    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(op(), out.dtype));
     const int64_t n = *NumElements(out.shape);
     if (n == 0) return OkStatus();
     auto plan = ComputeBroadcastPlan(inputs[0].shape, inputs[1].shape, out.shape);
     if (!plan.ok()) return plan.status().WithContext(op());
-    return Launch(
-        [&] { return LaunchBinary(op_, type, inputs[0].data, inputs[1].data, out.data, n, *plan, stream()); });
+    return LaunchFor<float, Half>(out.dtype, "float32 and float16 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchBinary<T>(op_, static_cast<const T*>(inputs[0].data),
+                             static_cast<const T*>(inputs[1].data), static_cast<T*>(out.data), n, *plan,
+                             stream());
+    });
   }
 
  private:
@@ -52,16 +45,19 @@ class BinaryKernel final : public CudaKernel {
 
 class UnaryKernel final : public CudaKernel {
  public:
-  UnaryKernel(OpDef def, Attributes attrs, UnaryOp op, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), op_(op) {}
+  UnaryKernel(const OpDef& def, Attributes attrs, UnaryOp op, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), op_(op) {}
 
  protected:
   Status Run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     const TensorRef& out = outputs[0];
-    REMEX_ASSIGN_OR_RETURN(ElemType type, ToElemType(op(), out.dtype));
     const int64_t n = *NumElements(out.shape);
     if (n == 0) return OkStatus();
-    return Launch([&] { return LaunchUnary(op_, type, inputs[0].data, out.data, n, stream()); });
+    return LaunchFor<float, Half>(out.dtype, "float32 and float16 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchUnary<T>(op_, static_cast<const T*>(inputs[0].data), static_cast<T*>(out.data), n,
+                            stream());
+    });
   }
 
  private:

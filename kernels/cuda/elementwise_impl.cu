@@ -115,23 +115,25 @@ cudaError_t LaunchUnaryOp(UnaryOp op, const void* x, void* y, int64_t n, cudaStr
 
 }  // namespace
 
-cudaError_t LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void* out, int64_t n,
-                         const BroadcastPlan& plan, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchBinary(BinaryOp op, const T* a, const T* b, T* out, int64_t n, const BroadcastPlan& plan,
+                         cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
-  switch (type) {
-    case ElemType::kFloat32: return LaunchBinaryOp<float>(op, a, b, out, n, plan, stream);
-    case ElemType::kFloat16: return LaunchBinaryOp<__half>(op, a, b, out, n, plan, stream);
-  }
-  return cudaErrorInvalidValue;
+  return LaunchBinaryOp<DeviceType<T>>(op, a, b, out, n, plan, stream);
 }
 
-cudaError_t LaunchUnary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchUnary(UnaryOp op, const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case ElemType::kFloat32: return LaunchUnaryOp<float>(op, x, y, n, stream);
-    case ElemType::kFloat16: return LaunchUnaryOp<__half>(op, x, y, n, stream);
-  }
-  return cudaErrorInvalidValue;
+  return LaunchUnaryOp<DeviceType<T>>(op, x, y, n, stream);
 }
+
+#define REMEX_ELEMENTWISE_INSTANTIATE(T)                                                                \
+  template cudaError_t LaunchBinary<T>(BinaryOp, const T*, const T*, T*, int64_t, const BroadcastPlan&, \
+                                       cudaStream_t);                                                   \
+  template cudaError_t LaunchUnary<T>(UnaryOp, const T*, T*, int64_t, cudaStream_t);
+REMEX_ELEMENTWISE_INSTANTIATE(float)
+REMEX_ELEMENTWISE_INSTANTIATE(Half)
+#undef REMEX_ELEMENTWISE_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -42,82 +42,42 @@
 namespace remex::kernels::cuda {
 namespace {
 
-std::optional<WindowOut> WindowOutOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return WindowOut::kFloat32;
-    case DType::kFloat16:
-      return WindowOut::kFloat16;
-    case DType::kFloat64:
-      return WindowOut::kFloat64;
-    case DType::kInt8:
-      return WindowOut::kInt8;
-    case DType::kInt16:
-      return WindowOut::kInt16;
-    case DType::kInt32:
-      return WindowOut::kInt32;
-    case DType::kInt64:
-      return WindowOut::kInt64;
-    case DType::kUint8:
-      return WindowOut::kUint8;
-    case DType::kUint16:
-      return WindowOut::kUint16;
-    case DType::kUint32:
-      return WindowOut::kUint32;
-    case DType::kUint64:
-      return WindowOut::kUint64;
-    default:
-      return std::nullopt;
-  }
-}
-
 class WindowKernel final : public CudaKernel {
  public:
-  WindowKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  WindowKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::WindowView v,
                            internal::WindowViewOf(op(), attrs(), internal::ToShapeArgs(in)));
-    const std::optional<WindowOut> type = WindowOutOf(v.dtype);
-    if (!type) return Unsupported(v.dtype, "numeric dtypes are");
-    return Launch([&] { return LaunchWindow(v.kind, v.periodic, v.size, *type, out[0].data, stream()); });
+    return LaunchFor<float, Half, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                     uint64_t>(v.dtype, "numeric dtypes are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchWindow<T>(v.kind, v.periodic, v.size, static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 
-// The float dtypes of MeanVarianceNormalization and Det.
-std::optional<MvnType> FloatTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MvnType::kFloat32;
-    case DType::kFloat16:
-      return MvnType::kFloat16;
-    case DType::kFloat64:
-      return MvnType::kFloat64;
-    default:
-      return std::nullopt;
-  }
-}
-
 class MvnKernel final : public CudaKernel {
  public:
-  MvnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  MvnKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(seqnorm::MvnPlan p, internal::MvnPlanOf(attrs(), internal::ToShapeArgs(in)));
-    const std::optional<MvnType> type = FloatTypeOf(in[0].dtype);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
-    return Launch([&] { return LaunchMvn(*type, p, in[0].data, out[0].data, stream()); });
+    return LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchMvn<T>(p, static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 
 class ReverseSequenceKernel final : public CudaKernel {
  public:
-  ReverseSequenceKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  ReverseSequenceKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -135,57 +95,45 @@ class ReverseSequenceKernel final : public CudaKernel {
 
 class DetKernel final : public CudaKernel {
  public:
-  DetKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  DetKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::DetView v, internal::DetViewOf(internal::ToShapeArgs(in)));
-    const std::optional<MvnType> type = FloatTypeOf(in[0].dtype);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
+    if (in[0].dtype != DType::kFloat32 && in[0].dtype != DType::kFloat16 && in[0].dtype != DType::kFloat64) {
+      return Unsupported(in[0].dtype, "float32, float16 and float64 are");
+    }
     REMEX_RETURN_IF_ERROR(UseDevice());
     StreamWorkspace workspace(op(), stream(), &context().workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch,
                            workspace.Allocate(static_cast<size_t>(v.batch * v.m * v.m) * sizeof(double)));
-    REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchDet(*type, in[0].data, out[0].data, v.batch, v.m, static_cast<double*>(scratch), stream());
-    }));
+    REMEX_RETURN_IF_ERROR(
+        (LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchDet<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.batch, v.m,
+                              static_cast<double*>(scratch), stream());
+        })));
     return workspace.Release();
   }
 };
 
 class EinsumKernel final : public CudaKernel {
  public:
-  EinsumKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  EinsumKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::EinsumView v,
                            internal::EinsumViewOf(attrs(), internal::ToShapeArgs(in)));
-    EinsumType type;
-    switch (in[0].dtype) {
-      case DType::kFloat32:
-        type = EinsumType::kFloat32;
-        break;
-      case DType::kFloat16:
-        type = EinsumType::kFloat16;
-        break;
-      case DType::kFloat64:
-        type = EinsumType::kFloat64;
-        break;
-      case DType::kInt32:
-        type = EinsumType::kInt32;
-        break;
-      case DType::kInt64:
-        type = EinsumType::kInt64;
-        break;
-      default:
-        return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
-    }
     EinsumInputs inputs;
     for (size_t k = 0; k < in.size(); ++k) inputs.data[k] = in[k].data;
-    return Launch([&] { return LaunchEinsum(type, v.plan, inputs, out[0].data, stream()); });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchEinsum<T>(v.plan, inputs, static_cast<T*>(out[0].data), stream());
+        });
   }
 };
 

@@ -72,58 +72,16 @@ __global__ void DetKernel(const T* x, T* y, int64_t batch, int64_t m, double* sc
 
 }  // namespace
 
-cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, WindowOut out, void* y,
-                         cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, T* y, cudaStream_t stream) {
   if (size <= 0) return cudaErrorInvalidValue;
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
-    return LaunchKernel<WindowKernel<T>>(Blocks(size), kThreads, 0, stream, kind, periodic, size,
-                                         static_cast<T*>(y));
-  };
-  switch (out) {
-    case WindowOut::kFloat32:
-      return go(float{});
-    case WindowOut::kFloat16:
-      return go(Half{});
-    case WindowOut::kFloat64:
-      return go(double{});
-    case WindowOut::kInt8:
-      return go(int8_t{});
-    case WindowOut::kInt16:
-      return go(int16_t{});
-    case WindowOut::kInt32:
-      return go(int32_t{});
-    case WindowOut::kInt64:
-      return go(int64_t{});
-    case WindowOut::kUint8:
-      return go(uint8_t{});
-    case WindowOut::kUint16:
-      return go(uint16_t{});
-    case WindowOut::kUint32:
-      return go(uint32_t{});
-    case WindowOut::kUint64:
-      return go(uint64_t{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<WindowKernel<T>>(Blocks(size), kThreads, 0, stream, kind, periodic, size, y);
 }
 
-cudaError_t LaunchMvn(MvnType type, const seqnorm::MvnPlan& plan, const void* x, void* y,
-                      cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream) {
   if (plan.groups <= 0 || plan.group_size <= 0) return cudaErrorInvalidValue;
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
-    return LaunchKernel<MvnKernel<T>>(Blocks(plan.groups, 64), 64, 0, stream, plan, static_cast<const T*>(x),
-                                      static_cast<T*>(y));
-  };
-  switch (type) {
-    case MvnType::kFloat32:
-      return go(float{});
-    case MvnType::kFloat16:
-      return go(Half{});
-    case MvnType::kFloat64:
-      return go(double{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<MvnKernel<T>>(Blocks(plan.groups, 64), 64, 0, stream, plan, x, y);
 }
 
 cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t total, int64_t time,
@@ -152,23 +110,10 @@ cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t tota
 
 namespace remex::kernels::cuda {
 
-cudaError_t LaunchDet(MvnType type, const void* x, void* y, int64_t batch, int64_t m, double* scratch,
-                      cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchDet(const T* x, T* y, int64_t batch, int64_t m, double* scratch, cudaStream_t stream) {
   if (batch <= 0 || m < 0 || (m > 0 && scratch == nullptr)) return cudaErrorInvalidValue;
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
-    return LaunchKernel<DetKernel<T>>(Blocks(batch, 64), 64, 0, stream, static_cast<const T*>(x),
-                                      static_cast<T*>(y), batch, m, scratch);
-  };
-  switch (type) {
-    case MvnType::kFloat32:
-      return go(float{});
-    case MvnType::kFloat16:
-      return go(Half{});
-    case MvnType::kFloat64:
-      return go(double{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<DetKernel<T>>(Blocks(batch, 64), 64, 0, stream, x, y, batch, m, scratch);
 }
 
 }  // namespace remex::kernels::cuda
@@ -198,29 +143,54 @@ __global__ void EinsumKernel(einsum::EinsumPlan p, EinsumInputs inputs, T* y) {
 
 }  // namespace
 
-cudaError_t LaunchEinsum(EinsumType type, const einsum::EinsumPlan& plan, const EinsumInputs& inputs, void* y,
+// Einsum's accumulator: double for the float types, the unsigned type (wrapping) for
+// the integers.
+template <typename T, bool = std::is_integral_v<T>>
+struct EinsumAccumulator {
+  using type = double;
+};
+template <typename T>
+struct EinsumAccumulator<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+template <typename T>
+cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y,
                          cudaStream_t stream) {
   if (plan.out_total <= 0 || plan.num_inputs < 1 || plan.num_inputs > einsum::kMaxInputs)
     return cudaErrorInvalidValue;
-  auto go = [&](auto t, auto a) {
-    using T = decltype(t);
-    using A = decltype(a);
-    return LaunchKernel<EinsumKernel<T, A>>(Blocks(plan.out_total), kThreads, 0, stream, plan, inputs,
-                                            static_cast<T*>(y));
-  };
-  switch (type) {
-    case EinsumType::kFloat32:
-      return go(float{}, double{});
-    case EinsumType::kFloat16:
-      return go(Half{}, double{});
-    case EinsumType::kFloat64:
-      return go(double{}, double{});
-    case EinsumType::kInt32:
-      return go(int32_t{}, uint32_t{});
-    case EinsumType::kInt64:
-      return go(int64_t{}, uint64_t{});
-  }
-  return cudaErrorInvalidValue;
+  using A = typename EinsumAccumulator<T>::type;
+  return LaunchKernel<EinsumKernel<T, A>>(Blocks(plan.out_total), kThreads, 0, stream, plan, inputs, y);
 }
+
+#define REMEX_EXTRA_INSTANTIATE_FLOAT(T)                                                  \
+  template cudaError_t LaunchMvn<T>(const seqnorm::MvnPlan&, const T*, T*, cudaStream_t); \
+  template cudaError_t LaunchDet<T>(const T*, T*, int64_t, int64_t, double*, cudaStream_t);
+#define REMEX_EXTRA_INSTANTIATE_EINSUM(T) \
+  template cudaError_t LaunchEinsum<T>(const einsum::EinsumPlan&, const EinsumInputs&, T*, cudaStream_t);
+#define REMEX_EXTRA_INSTANTIATE_WINDOW(T) \
+  template cudaError_t LaunchWindow<T>(window::WindowKind, bool, int64_t, T*, cudaStream_t);
+REMEX_EXTRA_INSTANTIATE_FLOAT(float)
+REMEX_EXTRA_INSTANTIATE_FLOAT(Half)
+REMEX_EXTRA_INSTANTIATE_FLOAT(double)
+REMEX_EXTRA_INSTANTIATE_EINSUM(float)
+REMEX_EXTRA_INSTANTIATE_EINSUM(Half)
+REMEX_EXTRA_INSTANTIATE_EINSUM(double)
+REMEX_EXTRA_INSTANTIATE_EINSUM(int32_t)
+REMEX_EXTRA_INSTANTIATE_EINSUM(int64_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(float)
+REMEX_EXTRA_INSTANTIATE_WINDOW(Half)
+REMEX_EXTRA_INSTANTIATE_WINDOW(double)
+REMEX_EXTRA_INSTANTIATE_WINDOW(int8_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(int16_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(int32_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(int64_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(uint8_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(uint16_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(uint32_t)
+REMEX_EXTRA_INSTANTIATE_WINDOW(uint64_t)
+#undef REMEX_EXTRA_INSTANTIATE_FLOAT
+#undef REMEX_EXTRA_INSTANTIATE_EINSUM
+#undef REMEX_EXTRA_INSTANTIATE_WINDOW
 
 }  // namespace remex::kernels::cuda

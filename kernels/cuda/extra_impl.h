@@ -18,33 +18,16 @@
 
 namespace remex::kernels::cuda {
 
-// Output element types of the window ops.
-enum class WindowOut : uint8_t {
-  kFloat32,
-  kFloat16,
-  kFloat64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUint8,
-  kUint16,
-  kUint32,
-  kUint64
-};
-
 // y[n] = window::WindowValue(kind, periodic, size, n) for n in [0, size) (size > 0),
-// converted to `out` as the CPU kernel converts it.
-cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, WindowOut out, void* y,
-                         cudaStream_t stream);
-
-// Float element types of MeanVarianceNormalization and Det.
-enum class MvnType : uint8_t { kFloat32, kFloat16, kFloat64 };
+// converted to T as the CPU kernel converts it. T: float, Half, double or an int/uint
+// of 8 to 64 bits.
+template <typename T>
+cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, T* y, cudaStream_t stream);
 
 // MeanVarianceNormalization of x into y by `plan` (groups * group_size > 0): one thread
-// per group, summing in double in the CPU kernel's order.
-cudaError_t LaunchMvn(MvnType type, const seqnorm::MvnPlan& plan, const void* x, void* y,
-                      cudaStream_t stream);
+// per group, summing in double in the CPU kernel's order. T: float, Half or double.
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream);
 
 // ReverseSequence of x into y (`total` > 0 elements of `elem_size` 1, 2, 4 or 8 bytes)
 // by `plan`, with sequence_lens (int64, device memory, one per batch) clamped to
@@ -55,12 +38,11 @@ cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t tota
 
 // Det of x [batch, m, m] into y [batch] (batch > 0, m >= 0), one thread per matrix:
 // each copies its matrix to `scratch` (batch * m * m doubles of device memory) as
-// double and runs determinant::LuDeterminant there, as the CPU kernel does.
-cudaError_t LaunchDet(MvnType type, const void* x, void* y, int64_t batch, int64_t m, double* scratch,
-                      cudaStream_t stream);
+// double and runs determinant::LuDeterminant there, as the CPU kernel does. T: float,
+// Half or double.
+template <typename T>
+cudaError_t LaunchDet(const T* x, T* y, int64_t batch, int64_t m, double* scratch, cudaStream_t stream);
 
-// Element types of Einsum.
-enum class EinsumType : uint8_t { kFloat32, kFloat16, kFloat64, kInt32, kInt64 };
 // The inputs' device addresses, plan.num_inputs of them.
 struct EinsumInputs {
   const void* data[einsum::kMaxInputs] = {};
@@ -68,8 +50,10 @@ struct EinsumInputs {
 
 // Einsum into y (plan.out_total > 0 elements), one thread per output element, each
 // evaluating einsum::EinsumElement as the CPU kernel does (double for the float
-// types, wrapping unsigned arithmetic for the integers).
-cudaError_t LaunchEinsum(EinsumType type, const einsum::EinsumPlan& plan, const EinsumInputs& inputs, void* y,
+// types, wrapping unsigned arithmetic for the integers). T (inputs and output): float,
+// Half, double, int32_t or int64_t.
+template <typename T>
+cudaError_t LaunchEinsum(const einsum::EinsumPlan& plan, const EinsumInputs& inputs, T* y,
                          cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

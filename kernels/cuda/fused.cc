@@ -185,7 +185,7 @@ Status CheckProgramFormat(const Attributes& attrs) {
 // one, UNIMPLEMENTED for a dtype without a kernel.
 struct Signature {
   int64_t num_inputs = 0;
-  FusedElemType type = FusedElemType::kFloat32;
+  DType type = DType::kFloat32;  // float32, float16 or float64 (CheckFusedDType).
 };
 
 StatusOr<std::optional<Signature>> ParseSignature(const Attributes& attrs) {
@@ -200,17 +200,18 @@ StatusOr<std::optional<Signature>> ParseSignature(const Attributes& attrs) {
   if (!name.ok()) return internal::OpError(kOp, name.status().message());
   std::optional<DType> dtype = DTypeFromName(*name);
   if (!dtype) return internal::OpError(kOp, "attribute 'dtype' names no dtype: '" + *name + "'");
-  REMEX_ASSIGN_OR_RETURN(FusedElemType type, FusedElemTypeOf(*dtype));
-  return std::optional<Signature>(Signature{*n, type});
+  REMEX_RETURN_IF_ERROR(CheckFusedDType(*dtype));
+  return std::optional<Signature>(Signature{*n, *dtype});
 }
 
 class FusedCudaKernel final : public OpKernel {
  public:
   // `host_factory`: the CPU kernel's factory, which computes under emulation (unused,
   // and empty, on a GPU build).
-  FusedCudaKernel(OpDef def, Attributes attrs, std::vector<int64_t> program, std::vector<float> immediates,
-                  CudaKernelContext context, std::optional<KernelFactory> host_factory)
-      : def_(std::move(def)),
+  FusedCudaKernel(const OpDef& def, Attributes attrs, std::vector<int64_t> program,
+                  std::vector<float> immediates, CudaKernelContext context,
+                  std::optional<KernelFactory> host_factory)
+      : def_(def),
         attrs_(std::move(attrs)),
         program_(std::move(program)),
         immediates_(std::move(immediates)),
@@ -225,7 +226,8 @@ class FusedCudaKernel final : public OpKernel {
   Status Compute(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) override {
     REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, inputs, outputs));
     const TensorRef& out = outputs[0];
-    REMEX_ASSIGN_OR_RETURN(FusedElemType type, FusedElemTypeOf(out.dtype));
+    REMEX_RETURN_IF_ERROR(CheckFusedDType(out.dtype));
+    const DType type = out.dtype;
     const int64_t n = *NumElements(out.shape);
     if (n == 0) return OkStatus();
     shapes_.clear();
@@ -261,7 +263,7 @@ class FusedCudaKernel final : public OpKernel {
   // The loaded kernel for `num_inputs` inputs of `type`, generated on first use; makes
   // the context's GPU current either way. The source is generated (and the program
   // checked for that input count) before any CUDA call.
-  StatusOr<CUfunction> Function(int64_t num_inputs, FusedElemType type) {
+  StatusOr<CUfunction> Function(int64_t num_inputs, DType type) {
     const auto key = std::make_pair(num_inputs, type);
     auto it = functions_.find(key);
     if (it != functions_.end()) {
@@ -283,12 +285,12 @@ class FusedCudaKernel final : public OpKernel {
     return function;
   }
 
-  const OpDef def_;
+  const OpDef& def_;
   const Attributes attrs_;
   const std::vector<int64_t> program_;
   const std::vector<float> immediates_;
   const CudaKernelContext context_;
-  std::map<std::pair<int64_t, FusedElemType>, CUfunction> functions_;
+  std::map<std::pair<int64_t, DType>, CUfunction> functions_;
   const std::optional<KernelFactory> host_factory_;
 #if REMEX_CUDA_EMULATION
   std::unique_ptr<OpKernel> host_;

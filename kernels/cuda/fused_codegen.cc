@@ -18,7 +18,7 @@ constexpr std::string_view kOp = "FusedElementwise";
 Status OpError(std::string_view message) { return InvalidArgument(std::string(kOp) + ": " + std::string(message)); }
 
 // The compute type's C name.
-std::string_view TypeName(FusedElemType type) { return type == FusedElemType::kFloat64 ? "double" : "float"; }
+std::string_view TypeName(DType type) { return type == DType::kFloat64 ? "double" : "float"; }
 
 std::string Slot(int64_t s) {
   std::string name = "s";
@@ -100,33 +100,30 @@ __device__ __forceinline__ remex_half remex_store(float f) { return remex_host_f
 #endif
 )";
 
-std::string ImmediateLiteral(float v, FusedElemType type) {
+std::string ImmediateLiteral(float v, DType type) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "__int_as_float((int)0x%08xu) /* %.9g */", std::bit_cast<uint32_t>(v),
                 static_cast<double>(v));
-  return type == FusedElemType::kFloat64 ? "(R)" + std::string(buf) : std::string(buf);
+  return type == DType::kFloat64 ? "(R)" + std::string(buf) : std::string(buf);
 }
 
 }  // namespace
 
-StatusOr<FusedElemType> FusedElemTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return FusedElemType::kFloat32;
-    case DType::kFloat16: return FusedElemType::kFloat16;
-    case DType::kFloat64: return FusedElemType::kFloat64;
-    default: break;
-  }
+Status CheckFusedDType(DType dtype) {
+  if (dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kFloat64) return OkStatus();
   return Unimplemented(std::string(kOp) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
                        " is not implemented (float32, float16 and float64 are)");
 }
 
-StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program, const std::vector<float>& immediates,
-                                                int64_t num_inputs, FusedElemType type) {
+StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program,
+                                                const std::vector<float>& immediates, int64_t num_inputs,
+                                                DType type) {
+  REMEX_RETURN_IF_ERROR(CheckFusedDType(type));
   const int64_t nin = num_inputs;
   const int64_t nimm = static_cast<int64_t>(immediates.size());
   REMEX_RETURN_IF_ERROR(CheckProgram(program, nin, nimm));
   const std::string type_name(TypeName(type));
-  const bool half = type == FusedElemType::kFloat16;
+  const bool half = type == DType::kFloat16;
   const std::string storage = half ? "remex_half" : type_name;
   const int64_t count = static_cast<int64_t>(program.size()) / kFusedWidth;
   std::string s;

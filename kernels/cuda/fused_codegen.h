@@ -67,18 +67,17 @@ struct FusedParams {
 // kFusedMaxInputs inputs; UNIMPLEMENTED when more than kFusedMaxRank dims remain.
 Status PlanFusedBroadcast(std::span<const Shape> inputs, const Shape& out, FusedParams& params);
 
-// Compute and storage types of the generated kernel.
-enum class FusedElemType : uint8_t { kFloat32, kFloat16, kFloat64 };
-
-// float32, float16, float64; UNIMPLEMENTED naming FusedElementwise otherwise.
-StatusOr<FusedElemType> FusedElemTypeOf(DType dtype);
+// OK for the dtypes the generated kernel computes and stores (float32, float16,
+// float64); UNIMPLEMENTED naming FusedElementwise otherwise.
+Status CheckFusedDType(DType dtype);
 
 // The CUDA C source of the kernel evaluating `program` (kFusedWidth entries per
 // instruction) with `immediates` over `num_inputs` inputs (1 to kFusedMaxInputs) of
 // `type`. INVALID_ARGUMENT naming FusedElementwise for a malformed program (the checks
 // of the CPU kernel: unknown opcodes, operands outside the earlier slots, too many
 // slots).
-StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program, const std::vector<float>& immediates,
-                                                int64_t num_inputs, FusedElemType type);
+StatusOr<std::string> GenerateFusedKernelSource(const std::vector<int64_t>& program,
+                                                const std::vector<float>& immediates, int64_t num_inputs,
+                                                DType type);
 
 }  // namespace remex::kernels::cuda

@@ -25,22 +25,19 @@ namespace remex::kernels {
 namespace {
 
 using cuda::CompileFusedKernelToPtx;
-using cuda::FusedElemType;
 using cuda::FusedParams;
 using cuda::GenerateFusedKernelSource;
 using testing::HostTensor;
 
 constexpr int64_t Op(FusedOpcode op) { return static_cast<int64_t>(op); }
 
-constexpr FusedElemType kTypes[] = {FusedElemType::kFloat32, FusedElemType::kFloat16, FusedElemType::kFloat64};
+constexpr DType kTypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64};
 
-std::string TypeName(FusedElemType t) {
-  return t == FusedElemType::kFloat32 ? "float32" : t == FusedElemType::kFloat16 ? "float16" : "float64";
-}
+std::string TypeName(DType t) { return std::string(DTypeName(t)); }
 
 // Generates and compiles for compute_90; checks the PTX has the kernel's entry.
 void ExpectCompiles(const std::vector<int64_t>& program, const std::vector<float>& immediates, int64_t nin,
-                    FusedElemType type) {
+                    DType type) {
   auto source = GenerateFusedKernelSource(program, immediates, nin, type);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   auto ptx = CompileFusedKernelToPtx(*source, 90);
@@ -79,7 +76,7 @@ using testing::MakeRandomFusedProgram;
 
 #if !defined(REMEX_CUDA_EMULATION)  // NVRTC runs on a CUDA toolkit only.
 TEST(FusedCudaCodegen, EveryOpcodeCompilesWithNvrtcInEveryDtype) {
-  for (FusedElemType type : kTypes) {
+  for (DType type : kTypes) {
     SCOPED_TRACE(TypeName(type));
     ExpectCompiles(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, type);
   }
@@ -88,7 +85,7 @@ TEST(FusedCudaCodegen, EveryOpcodeCompilesWithNvrtcInEveryDtype) {
 TEST(FusedCudaCodegen, NvrtcTakesTheFloat16ConversionsOfTheDevice) {
   // The source's float16 helpers have a device branch (PTX cvt) and a host branch
   // (for fused_host_test); NVRTC must compile the first.
-  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, FusedElemType::kFloat16);
+  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, DType::kFloat16);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   auto ptx = CompileFusedKernelToPtx(*source, 90);
   ASSERT_TRUE(ptx.ok()) << ptx.status().ToString();
@@ -103,14 +100,14 @@ TEST(FusedCudaCodegen, ThirtyTwoInputsCompile) {
   for (int64_t k = 2; k < kFusedMaxInputs; ++k) {
     p.insert(p.end(), {Op(FusedOpcode::kAdd), kFusedMaxInputs + k - 2, k, -1});
   }
-  ExpectCompiles(p, {}, kFusedMaxInputs, FusedElemType::kFloat16);
-  auto source = GenerateFusedKernelSource(p, {}, kFusedMaxInputs, FusedElemType::kFloat32);
+  ExpectCompiles(p, {}, kFusedMaxInputs, DType::kFloat16);
+  auto source = GenerateFusedKernelSource(p, {}, kFusedMaxInputs, DType::kFloat32);
   ASSERT_TRUE(source.ok());
   EXPECT_NE(source->find("p.strides[31][d]"), std::string::npos);
 }
 
 TEST(FusedCudaCodegen, SourceSpellsOutEachOpcodesSemantics) {
-  auto f32 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat32);
+  auto f32 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, DType::kFloat32);
   ASSERT_TRUE(f32.ok()) << f32.status().ToString();
   const std::string& s = *f32;
   EXPECT_NE(s.find("extern \"C\" __global__ void remex_fused_elementwise(const RemexFusedParams p)"),
@@ -135,13 +132,13 @@ TEST(FusedCudaCodegen, SourceSpellsOutEachOpcodesSemantics) {
   EXPECT_NE(s.find("const R s28 = remex_scalar::Clip()(s27, s5, s4);"), std::string::npos) << s;
   EXPECT_EQ(s.find("#include"), std::string::npos) << "the source must be self-contained";
 
-  auto f16 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat16);
+  auto f16 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, DType::kFloat16);
   ASSERT_TRUE(f16.ok());
   EXPECT_NE(f16->find("typedef float R;"), std::string::npos) << "float16 computes in float";
   EXPECT_NE(f16->find("cvt.rn.f16.f32"), std::string::npos) << "rounded to nearest even on store";
   EXPECT_NE(f16->find("const remex_half* x2"), std::string::npos);
 
-  auto f64 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, FusedElemType::kFloat64);
+  auto f64 = GenerateFusedKernelSource(EveryOpcode(), {0.25f, 2.0f, -1.5f}, 3, DType::kFloat64);
   ASSERT_TRUE(f64.ok());
   EXPECT_NE(f64->find("typedef double R;"), std::string::npos);
   EXPECT_NE(f64->find("const R s24 = remex_scalar::Erf()(s23);"), std::string::npos) << *f64;
@@ -163,13 +160,13 @@ TEST(FusedCudaCodegen, RejectsMalformedPrograms) {
       {{Op(FusedOpcode::kRelu), 0, -1, -1}, kFusedMaxInputs + 1, "inputs"},
   };
   for (const Case& c : cases) {
-    auto s = GenerateFusedKernelSource(c.program, {}, c.nin, FusedElemType::kFloat32);
+    auto s = GenerateFusedKernelSource(c.program, {}, c.nin, DType::kFloat32);
     ASSERT_FALSE(s.ok()) << c.message;
     EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find(c.message), std::string::npos) << s.status().message();
     EXPECT_NE(s.status().message().find("FusedElementwise"), std::string::npos);
   }
-  EXPECT_EQ(cuda::FusedElemTypeOf(DType::kInt32).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(cuda::CheckFusedDType(DType::kInt32).code(), StatusCode::kUnimplemented);
 }
 
 TEST(FusedCudaCodegen, RandomProgramsCompileWithNvrtc) {
@@ -177,7 +174,7 @@ TEST(FusedCudaCodegen, RandomProgramsCompileWithNvrtc) {
   for (int iter = 0; iter < 12; ++iter) {
     const int nin = 1 + static_cast<int>(rng() % 4);
     RandomProgram p = MakeRandomFusedProgram(rng, nin);
-    const FusedElemType type = kTypes[iter % 3];
+    const DType type = kTypes[iter % 3];
     SCOPED_TRACE("program " + std::to_string(iter) + " in " + TypeName(type));
     ExpectCompiles(p.program, p.immediates, nin, type);
     if (::testing::Test::HasFatalFailure()) return;
@@ -202,7 +199,7 @@ TEST(FusedCudaNvrtc, CompileErrorsCarryNvrtcsLog) {
 }
 
 TEST(FusedCudaNvrtc, CacheCompilesEachSourceOncePerArchitecture) {
-  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, FusedElemType::kFloat32);
+  auto source = GenerateFusedKernelSource({Op(FusedOpcode::kTanh), 0, -1, -1}, {}, 1, DType::kFloat32);
   ASSERT_TRUE(source.ok());
   auto first = cuda::CachedFusedKernelPtx(*source, 90);
   ASSERT_TRUE(first.ok()) << first.status().ToString();

@@ -61,19 +61,15 @@
 namespace remex::kernels {
 namespace {
 
-using cuda::FusedElemType;
 using cuda::FusedParams;
 using testing::HostTensor;
 
 constexpr int64_t Op(FusedOpcode op) { return static_cast<int64_t>(op); }
 
 struct TypeCase {
-  FusedElemType type;
   DType dtype;
 };
-constexpr TypeCase kTypes[] = {{FusedElemType::kFloat32, DType::kFloat32},
-                               {FusedElemType::kFloat16, DType::kFloat16},
-                               {FusedElemType::kFloat64, DType::kFloat64}};
+constexpr TypeCase kTypes[] = {{DType::kFloat32}, {DType::kFloat16}, {DType::kFloat64}};
 
 // One FusedElementwise node to check in one dtype.
 struct Case {
@@ -175,9 +171,8 @@ class HostKernels {
 // Generates each case's source (in its dtype).
 void Generate(std::vector<Case>& cases) {
   for (Case& c : cases) {
-    const FusedElemType type = *cuda::FusedElemTypeOf(c.dtype);
-    auto source = cuda::GenerateFusedKernelSource(c.program, c.immediates, static_cast<int64_t>(c.inputs.size()),
-                                                  type);
+    auto source = cuda::GenerateFusedKernelSource(c.program, c.immediates,
+                                                  static_cast<int64_t>(c.inputs.size()), c.dtype);
     ASSERT_TRUE(source.ok()) << c.name << ": " << source.status().ToString();
     c.source = *source;
   }
@@ -341,8 +336,8 @@ std::vector<Case> SpecialCases(DType dtype) {
 TEST(FusedHostRun, SourceEmbedsTheScalarOpsHeader) {
   std::ifstream header(std::string(REMEX_HOST_INCLUDE_DIR) + "/kernels/scalar_ops.h");
   ASSERT_TRUE(header.good());
-  auto source = cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1,
-                                                FusedElemType::kFloat32);
+  auto source =
+      cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1, DType::kFloat32);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   size_t at = 0;
   int lines = 0;

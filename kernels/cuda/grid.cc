@@ -21,28 +21,18 @@ namespace {
 
 class GridSampleKernel final : public CudaKernel {
  public:
-  GridSampleKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  GridSampleKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::GridSampleView v,
                            internal::GridSampleViewOf(attrs(), internal::ToShapeArgs(in)));
-    GridFloat type;
-    switch (v.dtype) {
-      case DType::kFloat16:
-        type = GridFloat::kFloat16;
-        break;
-      case DType::kFloat32:
-        type = GridFloat::kFloat32;
-        break;
-      case DType::kFloat64:
-        type = GridFloat::kFloat64;
-        break;
-      default:
-        return Internal(op() + ": unexpected dtype " + std::string(DTypeName(v.dtype)));
-    }
-    return Launch([&] { return LaunchGridSample(v.g, type, in[0].data, in[1].data, out[0].data, stream()); });
+    return LaunchFor<float, Half, double>(v.dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchGridSample<T>(v.g, static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
+                                 static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 

@@ -63,19 +63,19 @@ cudaError_t Launch(const grid::GridSampleGeometry& g, const void* x, const void*
 
 }  // namespace
 
-cudaError_t LaunchGridSample(const grid::GridSampleGeometry& g, GridFloat type, const void* x,
-                             const void* grid_xy, void* y, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchGridSample(const grid::GridSampleGeometry& g, const T* x, const T* grid_xy, T* y,
+                             cudaStream_t stream) {
   const int64_t total = g.batch * g.channels * g.h_out * g.w_out;
   if (total <= 0 || g.h_in <= 0 || g.w_in <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case GridFloat::kFloat16:
-      return Launch<Half>(g, x, grid_xy, y, total, stream);
-    case GridFloat::kFloat32:
-      return Launch<float>(g, x, grid_xy, y, total, stream);
-    case GridFloat::kFloat64:
-      return Launch<double>(g, x, grid_xy, y, total, stream);
-  }
-  return cudaErrorInvalidValue;
+  return Launch<T>(g, x, grid_xy, y, total, stream);
 }
+
+template cudaError_t LaunchGridSample<float>(const grid::GridSampleGeometry&, const float*, const float*,
+                                             float*, cudaStream_t);
+template cudaError_t LaunchGridSample<Half>(const grid::GridSampleGeometry&, const Half*, const Half*, Half*,
+                                            cudaStream_t);
+template cudaError_t LaunchGridSample<double>(const grid::GridSampleGeometry&, const double*, const double*,
+                                              double*, cudaStream_t);
 
 }  // namespace remex::kernels::cuda

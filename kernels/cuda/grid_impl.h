@@ -12,14 +12,12 @@
 
 namespace remex::kernels::cuda {
 
-// The element type of X, grid and Y.
-enum class GridFloat : int { kFloat16, kFloat32, kFloat64 };
-
 // GridSample (ONNX GridSample-16): x [batch, C, h_in, w_in], grid_xy [batch, h_out,
-// w_out, 2] -> y [batch, C, h_out, w_out], all of `type`, every element from
+// w_out, 2] -> y [batch, C, h_out, w_out], all of T (float, Half or double), every element from
 // grid::GridSampleValue at grid::GridPointOf, as on the CPU (float16 computed in
 // float32 and rounded to nearest even). y not empty, h_in and w_in >= 1.
-cudaError_t LaunchGridSample(const grid::GridSampleGeometry& g, GridFloat type, const void* x,
-                             const void* grid_xy, void* y, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchGridSample(const grid::GridSampleGeometry& g, const T* x, const T* grid_xy, T* y,
+                             cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -8,7 +8,24 @@
 
 #include <type_traits>
 
+#include "kernels/float16.h"
+
 namespace remex::kernels::cuda {
+
+// The device-side type of a launcher's element type T (kernels/cuda/dtype.h): __half for
+// Half, T itself otherwise. Same size and layout, so pointers convert by
+// reinterpret_cast.
+template <typename T>
+struct DeviceElement {
+  using type = T;
+};
+template <>
+struct DeviceElement<Half> {
+  using type = __half;
+};
+template <typename T>
+using DeviceType = typename DeviceElement<T>::type;
+static_assert(sizeof(__half) == sizeof(Half));
 
 __device__ __forceinline__ float Load(float v) { return v; }
 __device__ __forceinline__ float Load(__half v) { return __half2float(v); }

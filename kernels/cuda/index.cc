@@ -52,8 +52,8 @@ int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 // The kernels of this group return early when every output is empty.
 class IndexKernel : public CudaKernel {
  public:
-  IndexKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  IndexKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   // The element size of a dtype moved as raw bits (1, 2, 4 or 8 bytes).
@@ -78,8 +78,13 @@ class IndexKernel : public CudaKernel {
 
 class BitShiftKernel final : public IndexKernel {
  public:
-  BitShiftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : IndexKernel(std::move(def), attrs, context), left_(*internal::BitShiftLeftOf(attrs)) {}
+  static StatusOr<std::unique_ptr<BitShiftKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                          CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(const bool left, internal::BitShiftLeftOf(attrs));
+    return std::make_unique<BitShiftKernel>(def, attrs, context, left);
+  }
+  BitShiftKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool left)
+      : IndexKernel(def, std::move(attrs), context), left_(left) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -135,38 +140,22 @@ class GatherNdKernel final : public IndexKernel {
   }
 };
 
-std::optional<IndexType> IndexTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return IndexType::kFloat16;
-    case DType::kFloat32:
-      return IndexType::kFloat32;
-    case DType::kFloat64:
-      return IndexType::kFloat64;
-    case DType::kInt8:
-      return IndexType::kInt8;
-    case DType::kInt16:
-      return IndexType::kInt16;
-    case DType::kInt32:
-      return IndexType::kInt32;
-    case DType::kInt64:
-      return IndexType::kInt64;
-    case DType::kUint8:
-      return IndexType::kUint8;
-    case DType::kUint16:
-      return IndexType::kUint16;
-    case DType::kUint32:
-      return IndexType::kUint32;
-    case DType::kUint64:
-      return IndexType::kUint64;
-    default:
-      break;
-  }
-  return std::nullopt;
+// Calls f(T{}) for the element type of ScatterND's add and mul that is `dtype`'s
+// (VisitDType): the numeric dtypes.
+template <typename F>
+auto VisitScatterNdReduceType(DType dtype, F&& f) {
+  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                    uint64_t>(dtype, std::forward<F>(f));
 }
 
 class ScatterNdKernel final : public IndexKernel {
  public:
+  // The reduction is parsed again per call, with the data's dtype.
+  static StatusOr<std::unique_ptr<ScatterNdKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                           CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(internal::ScatterNdReductionOf(attrs, DType::kUndefined).status());
+    return std::make_unique<ScatterNdKernel>(def, attrs, context);
+  }
   using IndexKernel::IndexKernel;
 
  protected:
@@ -176,11 +165,9 @@ class ScatterNdKernel final : public IndexKernel {
     REMEX_ASSIGN_OR_RETURN(GatherNdView v, internal::GatherNdViewOf(op(), 0, args[0], args[1]));
     REMEX_ASSIGN_OR_RETURN(ScatterReduction reduction, internal::ScatterNdReductionOf(attrs(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(NdPlan plan, MakeNdPlan(op(), v));
-    IndexType type = IndexType::kFloat32;
-    if (reduction != ScatterReduction::kNone) {
-      const std::optional<IndexType> t = IndexTypeOf(in[0].dtype);
-      if (!t) return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
-      type = *t;
+    if (reduction != ScatterReduction::kNone &&
+        !VisitScatterNdReduceType(in[0].dtype, [](auto) { return true; })) {
+      return Unsupported(in[0].dtype, "add and mul take the numeric dtypes");
     }
     REMEX_RETURN_IF_ERROR(UseDevice());
     if (out[0].data != in[0].data) {
@@ -190,9 +177,18 @@ class ScatterNdKernel final : public IndexKernel {
                     cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream())));
     }
     if (v.tuples * v.slice == 0) return OkStatus();
-    return CudaCheck(op(), "kernel launch",
-                     LaunchScatterNd(type, es, reduction, static_cast<const int64_t*>(in[1].data), in[2].data,
-                                     out[0].data, v.tuples, plan, stream()));
+    const int64_t* indices = static_cast<const int64_t*>(in[1].data);
+    if (reduction == ScatterReduction::kNone) {
+      return CudaCheck(op(), "kernel launch",
+                       LaunchScatterNd(es, indices, in[2].data, out[0].data, v.tuples, plan, stream()));
+    }
+    const bool add = reduction == ScatterReduction::kAdd;
+    return CudaCheck(op(), "kernel launch", *VisitScatterNdReduceType(in[0].dtype, [&](auto tag) {
+                       using T = decltype(tag);
+                       return LaunchScatterNdReduce<T>(add, indices, static_cast<const T*>(in[2].data),
+                                                       static_cast<T*>(out[0].data), v.tuples, plan,
+                                                       stream());
+                     }));
   }
 };
 
@@ -260,35 +256,17 @@ class CompressKernel final : public IndexKernel {
 // ---------------------------------------------------------------------------
 // Registration.
 
-using AttrCheck = std::function<Status(const Attributes&)>;
-
-// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
-template <typename K>
-CudaKernelMake MakeIndexKernel(CudaKernelContext context, AttrCheck check = nullptr) {
-  return [context, check = std::move(check)](const OpDef& def,
-                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
 }  // namespace
 
 Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "BitShift", MakeCudaKernel<BitShiftKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GatherND", MakeCudaKernel<GatherNdKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "ScatterND", MakeCudaKernel<ScatterNdKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeCudaKernel<NonZeroKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Unique", MakeCudaKernel<UniqueKernel>(context)));
   REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "BitShift", MakeIndexKernel<BitShiftKernel>(context, [](const Attributes& a) {
-                      return internal::BitShiftLeftOf(a).status();
-                    })));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GatherND", MakeIndexKernel<GatherNdKernel>(context)));
-  REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "ScatterND", MakeIndexKernel<ScatterNdKernel>(context, [](const Attributes& a) {
-                      return internal::ScatterNdReductionOf(a, DType::kUndefined).status();
-                    })));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "NonZero", MakeIndexKernel<NonZeroKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Unique", MakeIndexKernel<UniqueKernel>(context)));
-  REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "Compress", 9, MakeIndexKernel<CompressKernel<false>>(context)));
-  return AddCudaKernel(registry, "Compress", 11, MakeIndexKernel<CompressKernel<true>>(context));
+      AddCudaKernel(registry, "Compress", 9, MakeCudaKernel<CompressKernel<false>>(context)));
+  return AddCudaKernel(registry, "Compress", 11, MakeCudaKernel<CompressKernel<true>>(context));
 }
 
 }  // namespace remex::kernels::cuda

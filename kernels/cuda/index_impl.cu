@@ -108,35 +108,6 @@ __global__ void CompressKernel(const E* __restrict__ input, const int64_t* __res
   }
 }
 
-template <typename F>
-cudaError_t DispatchIndexType(IndexType type, F&& f) {
-  switch (type) {
-    case IndexType::kFloat16:
-      return f(Half{});
-    case IndexType::kFloat32:
-      return f(float{});
-    case IndexType::kFloat64:
-      return f(double{});
-    case IndexType::kInt8:
-      return f(int8_t{});
-    case IndexType::kInt16:
-      return f(int16_t{});
-    case IndexType::kInt32:
-      return f(int32_t{});
-    case IndexType::kInt64:
-      return f(int64_t{});
-    case IndexType::kUint8:
-      return f(uint8_t{});
-    case IndexType::kUint16:
-      return f(uint16_t{});
-    case IndexType::kUint32:
-      return f(uint32_t{});
-    case IndexType::kUint64:
-      return f(uint64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 bool ValidPlan(const NdPlan& plan) {
   return plan.k >= 1 && plan.k <= kMaxNdIndex && plan.tuples > 0 && plan.slice > 0;
 }
@@ -165,29 +136,42 @@ cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indic
   });
 }
 
-cudaError_t LaunchScatterNd(IndexType type, int elem_size, ScatterReduction reduction, const int64_t* indices,
-                            const void* updates, void* out, int64_t rows, const NdPlan& plan,
-                            cudaStream_t stream) {
+cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out,
+                            int64_t rows, const NdPlan& plan, cudaStream_t stream) {
   if (rows <= 0 || !ValidPlan(plan)) return cudaErrorInvalidValue;
-  if (reduction == ScatterReduction::kNone) {
-    const int64_t n = rows * plan.slice;
-    return DispatchElemSize(elem_size, [&](auto tag) {
-      using E = decltype(tag);
-      LaunchKernel<ScatterNdKernel<E>>(Blocks(n), kThreads, 0, stream, indices,
-                                       static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
-      return cudaGetLastError();
-    });
-  }
-  const bool add = reduction == ScatterReduction::kAdd;
-  return DispatchIndexType(type, [&](auto tag) {
-    using T = decltype(tag);
-    if (sizeof(T) != static_cast<size_t>(elem_size)) return cudaErrorInvalidValue;
-    LaunchKernel<ScatterNdReduceKernel<T>>(Blocks(plan.slice), kThreads, 0, stream, indices,
-                                           static_cast<const T*>(updates), static_cast<T*>(out), rows, plan,
-                                           add);
+  const int64_t n = rows * plan.slice;
+  return DispatchElemSize(elem_size, [&](auto tag) {
+    using E = decltype(tag);
+    LaunchKernel<ScatterNdKernel<E>>(Blocks(n), kThreads, 0, stream, indices, static_cast<const E*>(updates),
+                                     static_cast<E*>(out), n, plan);
     return cudaGetLastError();
   });
 }
+
+template <typename T>
+cudaError_t LaunchScatterNdReduce(bool add, const int64_t* indices, const T* updates, T* out, int64_t rows,
+                                  const NdPlan& plan, cudaStream_t stream) {
+  if (rows <= 0 || !ValidPlan(plan)) return cudaErrorInvalidValue;
+  LaunchKernel<ScatterNdReduceKernel<T>>(Blocks(plan.slice), kThreads, 0, stream, indices, updates, out, rows,
+                                         plan, add);
+  return cudaGetLastError();
+}
+
+#define REMEX_INDEX_INSTANTIATE(T)                                                                          \
+  template cudaError_t LaunchScatterNdReduce<T>(bool, const int64_t*, const T*, T*, int64_t, const NdPlan&, \
+                                                cudaStream_t);
+REMEX_INDEX_INSTANTIATE(Half)
+REMEX_INDEX_INSTANTIATE(float)
+REMEX_INDEX_INSTANTIATE(double)
+REMEX_INDEX_INSTANTIATE(int8_t)
+REMEX_INDEX_INSTANTIATE(int16_t)
+REMEX_INDEX_INSTANTIATE(int32_t)
+REMEX_INDEX_INSTANTIATE(int64_t)
+REMEX_INDEX_INSTANTIATE(uint8_t)
+REMEX_INDEX_INSTANTIATE(uint16_t)
+REMEX_INDEX_INSTANTIATE(uint32_t)
+REMEX_INDEX_INSTANTIATE(uint64_t)
+#undef REMEX_INDEX_INSTANTIATE
 
 cudaError_t LaunchCompress(int elem_size, const void* input, const int64_t* kept, void* out, int64_t n,
                            int64_t extent, int64_t count, int64_t inner, cudaStream_t stream) {

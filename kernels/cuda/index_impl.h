@@ -37,33 +37,21 @@ struct NdPlan {
 cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indices, void* out, int64_t n,
                            const NdPlan& plan, cudaStream_t stream);
 
-// Element types of ScatterND's add and mul.
-enum class IndexType : uint8_t {
-  kFloat16,
-  kFloat32,
-  kFloat64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUint8,
-  kUint16,
-  kUint32,
-  kUint64
-};
-
 // ScatterND into `out`, which already holds data: the update slices (rows of `slice`
 // elements, rows > 0, batch_stride unused) go to the slices their tuples name; a tuple
-// with an index out of range is skipped.
-//   ScatterReduction::kNone: one thread per update element, elements of `elem_size` 1,
-//     2, 4 or 8 bytes (`type` unused); among duplicate tuples any one update wins.
-//   kAdd, kMul: one thread per slice element, adding or multiplying the rows in order
-//     in `type` as the CPU kernel does (float16 in float32 rounded to nearest even,
-//     integers wrapping): the same bits.
-using ::remex::kernels::ScatterReduction;
-cudaError_t LaunchScatterNd(IndexType type, int elem_size, ScatterReduction reduction, const int64_t* indices,
-                            const void* updates, void* out, int64_t rows, const NdPlan& plan,
-                            cudaStream_t stream);
+// with an index out of range is skipped. One thread per update element, elements of
+// `elem_size` 1, 2, 4 or 8 bytes; among duplicate tuples any one update wins
+// (ScatterReduction::kNone).
+cudaError_t LaunchScatterNd(int elem_size, const int64_t* indices, const void* updates, void* out,
+                            int64_t rows, const NdPlan& plan, cudaStream_t stream);
+
+// ScatterND with reduction add (`add`) or mul, as LaunchScatterNd places slices: one
+// thread per slice element, adding or multiplying the rows in order in T as the CPU
+// kernel does (float16 in float32 rounded to nearest even, integers wrapping): the same
+// bits. T: Half, float, double or an int/uint of 8 to 64 bits.
+template <typename T>
+cudaError_t LaunchScatterNdReduce(bool add, const int64_t* indices, const T* updates, T* out, int64_t rows,
+                                  const NdPlan& plan, cudaStream_t stream);
 
 // Compress: input [outer, extent, inner] -> out [outer, count, inner] (n elements of
 // `elem_size` 1, 2, 4 or 8 bytes, n > 0), out[o, j, i] = input[o, kept[j], i] with the

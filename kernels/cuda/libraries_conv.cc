@@ -126,8 +126,8 @@ struct ConvPlan {
 
 class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
  public:
-  ConvCudaKernel(OpDef def, Attributes attrs, ConvAttrs conv, CudaKernelContext context)
-      : CudnnKernel(std::move(def), std::move(attrs), context), attrs_(std::move(conv)) {}
+  ConvCudaKernel(const OpDef& def, Attributes attrs, ConvAttrs conv, CudaKernelContext context)
+      : CudnnKernel(def, std::move(attrs), context), attrs_(std::move(conv)) {}
 
  protected:
   StatusOr<std::unique_ptr<ConvPlan>> Build(std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
@@ -364,8 +364,9 @@ struct ConvTransposePlan {
 
 class ConvTransposeCudaKernel final : public CudnnKernel<ConvTransposePlan> {
  public:
-  ConvTransposeCudaKernel(OpDef def, Attributes attrs, ConvTransposeAttrs conv, CudaKernelContext context)
-      : CudnnKernel(std::move(def), std::move(attrs), context), attrs_(std::move(conv)) {}
+  ConvTransposeCudaKernel(const OpDef& def, Attributes attrs, ConvTransposeAttrs conv,
+                          CudaKernelContext context)
+      : CudnnKernel(def, std::move(attrs), context), attrs_(std::move(conv)) {}
 
  protected:
   StatusOr<std::unique_ptr<ConvTransposePlan>> Build(std::span<const TensorRef> in, const TensorRef& out,

@@ -238,8 +238,8 @@ uint32_t StepAlignment(int64_t step_bytes) {
 template <typename Plan>
 class LtKernel : public OpKernel {
  public:
-  LtKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : def_(std::move(def)), attrs_(std::move(attrs)), context_(context) {}
+  LtKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : def_(def), attrs_(std::move(attrs)), context_(context) {}
 
   Status Compute(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
     REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, in, out));
@@ -276,7 +276,7 @@ class LtKernel : public OpKernel {
   const CudaKernelContext& context() const { return context_; }
 
  private:
-  const OpDef def_;
+  const OpDef& def_;
   const Attributes attrs_;
   const CudaKernelContext context_;
   LtHandle handle_;
@@ -414,8 +414,8 @@ struct FusedMatMulPlan {
 
 class FusedMatMulCudaKernel final : public LtKernel<FusedMatMulPlan> {
  public:
-  FusedMatMulCudaKernel(OpDef def, Attributes attrs, ConvEpilogue epilogue, CudaKernelContext context)
-      : LtKernel(std::move(def), std::move(attrs), context), epilogue_(epilogue) {}
+  FusedMatMulCudaKernel(const OpDef& def, Attributes attrs, ConvEpilogue epilogue, CudaKernelContext context)
+      : LtKernel(def, std::move(attrs), context), epilogue_(epilogue) {}
 
  protected:
   StatusOr<std::unique_ptr<FusedMatMulPlan>> Build(std::span<const TensorRef> in, cudaDataType_t type) override {
@@ -496,8 +496,8 @@ struct GemmPlan {
 
 class GemmCudaKernel final : public LtKernel<GemmPlan> {
  public:
-  GemmCudaKernel(OpDef def, Attributes attrs, GemmAttrs gemm, CudaKernelContext context)
-      : LtKernel(std::move(def), std::move(attrs), context), attrs_(gemm) {}
+  GemmCudaKernel(const OpDef& def, Attributes attrs, GemmAttrs gemm, CudaKernelContext context)
+      : LtKernel(def, std::move(attrs), context), attrs_(gemm) {}
 
  protected:
   StatusOr<std::unique_ptr<GemmPlan>> Build(std::span<const TensorRef> in, cudaDataType_t type) override {

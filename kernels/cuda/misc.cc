@@ -67,6 +67,12 @@ int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
 class ShapeKernel final : public CudaKernel {
  public:
+  // start and end are clamped per call, to the input's rank.
+  static StatusOr<std::unique_ptr<ShapeKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                       CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(ShapeRangeOf(attrs, 0).status());
+    return std::make_unique<ShapeKernel>(def, attrs, context);
+  }
   using CudaKernel::CudaKernel;
 
  protected:
@@ -97,8 +103,13 @@ class SizeKernel final : public CudaKernel {
 
 class ConstantOfShapeKernel final : public CudaKernel {
  public:
-  ConstantOfShapeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context), value_(*FillValueOf(attrs)) {}
+  static StatusOr<std::unique_ptr<ConstantOfShapeKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                                 CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(FillValue value, FillValueOf(attrs));
+    return std::make_unique<ConstantOfShapeKernel>(def, attrs, context, value);
+  }
+  ConstantOfShapeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, FillValue value)
+      : CudaKernel(def, std::move(attrs), context), value_(value) {}
 
  protected:
   Status Run(std::span<const TensorRef>, std::span<const TensorRef> out) override {
@@ -131,51 +142,21 @@ class RangeKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = out[0].shape[0];
     if (n == 0) return OkStatus();
-    RangeArgs args;
-    args.elem_size = static_cast<int>(DTypeSize(in[0].dtype));
-    REMEX_RETURN_IF_ERROR(internal::DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
+    return LaunchFor<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t, Half, float,
+                     double>(in[0].dtype, "the integer and float dtypes are", [&](auto tag) {
+      using T = decltype(tag);
+      RangeArgs args;
       if constexpr (std::is_integral_v<T>) {
-        args.type = RangeType::kInteger;
         args.int_start = static_cast<uint64_t>(HostScalar<T>(in[0]));
         args.int_delta = static_cast<uint64_t>(HostScalar<T>(in[2]));
       } else {
-        if constexpr (std::is_same_v<T, Half>) {
-          args.type = RangeType::kFloat16;
-        } else if constexpr (std::is_same_v<T, float>) {
-          args.type = RangeType::kFloat32;
-        } else {
-          args.type = RangeType::kFloat64;
-        }
         args.float_start = static_cast<double>(internal::Load(HostScalar<T>(in[0])));
         args.float_delta = static_cast<double>(internal::Load(HostScalar<T>(in[2])));
       }
-      return OkStatus();
-    }));
-    return Launch([&] { return LaunchRange(args, out[0].data, n, stream()); });
+      return LaunchRange<T>(args, static_cast<T*>(out[0].data), n, stream());
+    });
   }
 };
-
-// The MiscType of a float dtype (and of int32 / int64 when `with_ints`).
-std::optional<MiscType> ToMiscType(DType dtype, bool with_ints) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MiscType::kFloat32;
-    case DType::kFloat16:
-      return MiscType::kFloat16;
-    case DType::kFloat64:
-      return MiscType::kFloat64;
-    case DType::kInt32:
-      if (with_ints) return MiscType::kInt32;
-      break;
-    case DType::kInt64:
-      if (with_ints) return MiscType::kInt64;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
-}
 
 // ---------------------------------------------------------------------------
 // Dropout.
@@ -211,9 +192,8 @@ std::optional<uint64_t> OneBits(DType dtype) {
 // one), and the kept elements are scaled on the device (LaunchDropoutTrain).
 class DropoutKernel final : public CudaKernel {
  public:
-  DropoutKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context),
-        seeds_(internal::DropoutSeedOf(attrs)) {}
+  DropoutKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, attrs, context), seeds_(internal::DropoutSeedOf(attrs)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -240,8 +220,9 @@ class DropoutKernel final : public CudaKernel {
 
  private:
   Status RunTraining(double ratio, int64_t n, std::span<const TensorRef> in, std::span<const TensorRef> out) {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, false);
-    if (!type) return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
+    if (in[0].dtype != DType::kFloat32 && in[0].dtype != DType::kFloat16 && in[0].dtype != DType::kFloat64) {
+      return Unsupported(in[0].dtype, "training mode takes float16, float32 and float64");
+    }
     std::vector<uint8_t> keep(static_cast<size_t>(n));
     internal::DrawDropoutMask(seeds_.Next(), ratio, keep.data(), n);
     REMEX_RETURN_IF_ERROR(UseDevice());
@@ -255,10 +236,12 @@ class DropoutKernel final : public CudaKernel {
     // `keep` is pageable: cudaMemcpyAsync returns once it has been staged.
     REMEX_RETURN_IF_ERROR(CudaCheck(
         op(), "cudaMemcpyAsync", cudaMemcpyAsync(mask, keep.data(), keep.size(), cudaMemcpyHostToDevice, stream())));
-    REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchDropoutTrain(*type, in[0].data, static_cast<const uint8_t*>(mask), 1.0 / (1.0 - ratio),
-                                out[0].data, n, stream());
-    }));
+    REMEX_RETURN_IF_ERROR((LaunchFor<float, Half, double>(
+        in[0].dtype, "training mode takes float16, float32 and float64", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchDropoutTrain<T>(static_cast<const T*>(in[0].data), static_cast<const uint8_t*>(mask),
+                                       1.0 / (1.0 - ratio), static_cast<T*>(out[0].data), n, stream());
+        })));
     return workspace.Release();
   }
 
@@ -271,6 +254,11 @@ class DropoutKernel final : public CudaKernel {
 
 class TopKKernel final : public CudaKernel {
  public:
+  static StatusOr<std::unique_ptr<TopKKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(CheckTopKAttrs(attrs));
+    return std::make_unique<TopKKernel>(def, attrs, context);
+  }
   using CudaKernel::CudaKernel;
 
  protected:
@@ -279,8 +267,6 @@ class TopKKernel final : public CudaKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const Shape& shape = in[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
     REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), *attrs().Int("axis", -1), rank));
     const bool largest = *attrs().Int("largest", 1) == 1;
     int64_t outer = 1, inner = 1;
@@ -290,9 +276,12 @@ class TopKKernel final : public CudaKernel {
     const int64_t k = out[0].shape[axis];
     if (outer * inner * k == 0) return OkStatus();
     int64_t* indices = out.size() > 1 ? static_cast<int64_t*>(out[1].data) : nullptr;
-    return Launch([&] {
-      return LaunchTopK(*type, in[0].data, out[0].data, indices, outer, n, inner, k, largest, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchTopK<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), indices,
+                               outer, n, inner, k, largest, stream());
+        });
   }
 };
 
@@ -305,14 +294,15 @@ class OneHotKernel final : public CudaKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 indices are");
     REMEX_ASSIGN_OR_RETURN(internal::OneHotView v, internal::OneHotViewOf(attrs(), internal::ToShapeArgs(in)));
     if (v.outer * v.depth * v.inner == 0) return OkStatus();
     const int es = static_cast<int>(DTypeSize(out[0].dtype));
-    return Launch([&] {
-      return LaunchOneHot(*type, es, in[0].data, in[2].data, out[0].data, v.outer, v.depth, v.inner, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 indices are", [&](auto tag) {
+          using I = decltype(tag);
+          return LaunchOneHot<I>(es, static_cast<const I*>(in[0].data), in[2].data, out[0].data, v.outer,
+                                 v.depth, v.inner, stream());
+        });
   }
 };
 
@@ -325,13 +315,14 @@ class CumSumKernel final : public CudaKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/true);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16, float64, int32 and int64 are");
     REMEX_ASSIGN_OR_RETURN(internal::CumSumView v, internal::CumSumViewOf(attrs(), internal::ToShapeArgs(in)));
     if (v.outer * v.n * v.inner == 0) return OkStatus();
-    return Launch([&] {
-      return LaunchCumSum(*type, in[0].data, out[0].data, v.outer, v.n, v.inner, v.exclusive, v.reverse, stream());
-    });
+    return LaunchFor<float, Half, double, int32_t, int64_t>(
+        in[0].dtype, "float32, float16, float64, int32 and int64 are", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchCumSum<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.outer,
+                                 v.n, v.inner, v.exclusive, v.reverse, stream());
+        });
   }
 };
 
@@ -340,13 +331,16 @@ class CumSumKernel final : public CudaKernel {
 
 class LrnKernel final : public CudaKernel {
  public:
-  LrnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), attrs, context), lrn_(*ParseLrnAttrs(attrs)) {}
+  static StatusOr<std::unique_ptr<LrnKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(LrnAttrs lrn, ParseLrnAttrs(attrs));
+    return std::make_unique<LrnKernel>(def, attrs, context, lrn);
+  }
+  LrnKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, LrnAttrs lrn)
+      : CudaKernel(def, std::move(attrs), context), lrn_(lrn) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    const std::optional<MiscType> type = ToMiscType(in[0].dtype, /*with_ints=*/false);
-    if (!type) return Unsupported(in[0].dtype, "float32, float16 and float64 are");
     const Shape& shape = in[0].shape;
     LrnArgs args;
     args.batch = shape[0];
@@ -356,15 +350,18 @@ class LrnKernel final : public CudaKernel {
     if (args.batch * args.channels * args.inner == 0) return OkStatus();
     args.lo = (lrn_.size - 1) / 2;
     args.hi = lrn_.size - 1 - args.lo;
-    // As the CPU kernel: alpha / size in the compute type (float for float16).
-    if (*type == MiscType::kFloat64) {
-      args.alpha_over_size = static_cast<double>(lrn_.alpha) / static_cast<double>(lrn_.size);
-    } else {
-      args.alpha_over_size = static_cast<double>(lrn_.alpha / static_cast<float>(lrn_.size));
-    }
     args.bias = lrn_.bias;
     args.beta = lrn_.beta;
-    return Launch([&] { return LaunchLrn(*type, in[0].data, out[0].data, args, stream()); });
+    return LaunchFor<float, Half, double>(in[0].dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      // As the CPU kernel: alpha / size in the compute type (float for float16).
+      if constexpr (std::is_same_v<T, double>) {
+        args.alpha_over_size = static_cast<double>(lrn_.alpha) / static_cast<double>(lrn_.size);
+      } else {
+        args.alpha_over_size = static_cast<double>(lrn_.alpha / static_cast<float>(lrn_.size));
+      }
+      return LaunchLrn<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), args, stream());
+    });
   }
 
  private:
@@ -374,42 +371,25 @@ class LrnKernel final : public CudaKernel {
 // ---------------------------------------------------------------------------
 // Registration.
 
-using AttrCheck = std::function<Status(const Attributes&)>;
-
-// A factory for K(def, attrs, context) after `check(attrs)` (may be null) succeeds.
 template <typename K>
-CudaKernelMake MakeMiscKernel(CudaKernelContext context, AttrCheck check = nullptr) {
-  return [context, check = std::move(check)](const OpDef& def,
-                                             const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (check) REMEX_RETURN_IF_ERROR(check(attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
-template <typename K>
-Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
-                     AttrCheck check = nullptr) {
-  return AddCudaKernel(registry, name, MakeMiscKernel<K>(context, std::move(check)));
+Status AddMiscKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context) {
+  return AddCudaKernel(registry, name, MakeCudaKernel<K>(context));
 }
 
 }  // namespace
 
 Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<ShapeKernel>(
-      registry, "Shape", context, [](const Attributes& attrs) { return ShapeRangeOf(attrs, 0).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ShapeKernel>(registry, "Shape", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<SizeKernel>(registry, "Size", context));
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<ConstantOfShapeKernel>(
-      registry, "ConstantOfShape", context,
-      [](const Attributes& attrs) { return FillValueOf(attrs).status(); }));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<ConstantOfShapeKernel>(registry, "ConstantOfShape", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<RangeKernel>(registry, "Range", context));
   // Dropout-7 and Dropout-10+ differ in the mask's dtype only, which the output brings.
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeMiscKernel<DropoutKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeMiscKernel<DropoutKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context, CheckTopKAttrs));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 7, MakeCudaKernel<DropoutKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Dropout", 10, MakeCudaKernel<DropoutKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddMiscKernel<TopKKernel>(registry, "TopK", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<CumSumKernel>(registry, "CumSum", context));
   REMEX_RETURN_IF_ERROR(AddMiscKernel<OneHotKernel>(registry, "OneHot", context));
-  return AddMiscKernel<LrnKernel>(registry, "LRN", context,
-                                  [](const Attributes& attrs) { return ParseLrnAttrs(attrs).status(); });
+  return AddMiscKernel<LrnKernel>(registry, "LRN", context);
 }
 
 }  // namespace remex::kernels::cuda

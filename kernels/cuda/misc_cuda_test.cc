@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/visit_dtype.h"
 #include "kernels/float16.h"
 #include "kernels/kernels.h"
 #include "kernels/test_util.h"
@@ -169,6 +170,31 @@ class MiscCudaTest : public testing::CudaStreamTest {
 // Without a GPU: registration, attribute checks and the checks before any launch.
 
 constexpr const char* kMiscOps[] = {"Shape", "Size", "ConstantOfShape", "Range", "Dropout", "TopK", "LRN", "CumSum", "OneHot"};
+
+// The one host-side dtype dispatch of the CUDA launchers: f runs with the element type
+// of the dtype when it is among the listed ones, else not at all.
+TEST(CudaVisitDType, CallsFWithTheDTypesElementType) {
+  auto size_of = [](auto tag) { return sizeof(tag); };
+  EXPECT_EQ((cuda::VisitDType<float, Half, double>(DType::kFloat16, size_of)), std::optional<size_t>(2));
+  EXPECT_EQ((cuda::VisitDType<float, Half, double>(DType::kFloat64, size_of)), std::optional<size_t>(8));
+  EXPECT_EQ((cuda::VisitDType<int32_t, int64_t, bool>(DType::kBool, size_of)), std::optional<size_t>(1));
+  EXPECT_EQ((cuda::VisitDType<float, Half, double>(DType::kInt32, size_of)), std::nullopt);
+  EXPECT_EQ((cuda::VisitDType<float, Half, double>(DType::kUndefined, size_of)), std::nullopt);
+  int calls = 0;
+  auto dtype_of = [&](auto tag) {
+    ++calls;
+    return cuda::kDTypeOf<decltype(tag)>;
+  };
+  for (DType d : {DType::kUint8, DType::kInt8, DType::kUint16, DType::kInt16, DType::kInt32, DType::kInt64,
+                  DType::kUint32, DType::kUint64, DType::kFloat32, DType::kFloat16, DType::kFloat64,
+                  DType::kBool, DType::kBFloat16}) {
+    EXPECT_EQ((cuda::VisitDType<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, uint32_t, uint64_t,
+                                float, Half, double, bool, BFloat16>(d, dtype_of)),
+              std::optional<DType>(d))
+        << DTypeName(d);
+  }
+  EXPECT_EQ(calls, 13);
+}
 
 TEST(MiscCudaRegistration, RegistersEveryOp) {
   auto registry = CudaRegistry({});

@@ -218,48 +218,20 @@ cudaError_t LaunchWriteInt64s(int64_t* out, const int64_t* values, int64_t count
   return cudaSuccess;
 }
 
-cudaError_t LaunchRange(const RangeArgs& a, void* out, int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchRange(const RangeArgs& a, T* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
   const unsigned blocks = Blocks(n);
-  switch (a.type) {
-    case RangeType::kInteger:
-      switch (a.elem_size) {
-        case 1:
-          LaunchKernel<RangeIntKernel<uint8_t>>(blocks, kThreads, 0, stream, static_cast<uint8_t*>(out), n,
-                                                a.int_start, a.int_delta);
-          break;
-        case 2:
-          LaunchKernel<RangeIntKernel<uint16_t>>(blocks, kThreads, 0, stream, static_cast<uint16_t*>(out), n,
-                                                 a.int_start, a.int_delta);
-          break;
-        case 4:
-          LaunchKernel<RangeIntKernel<uint32_t>>(blocks, kThreads, 0, stream, static_cast<uint32_t*>(out), n,
-                                                 a.int_start, a.int_delta);
-          break;
-        case 8:
-          LaunchKernel<RangeIntKernel<uint64_t>>(blocks, kThreads, 0, stream, static_cast<uint64_t*>(out), n,
-                                                 a.int_start, a.int_delta);
-          break;
-        default:
-          return cudaErrorInvalidValue;
-      }
-      break;
-    case RangeType::kFloat16:
-      LaunchKernel<RangeFloatKernel<__half>>(blocks, kThreads, 0, stream, static_cast<__half*>(out), n,
-                                             static_cast<float>(a.float_start),
-                                             static_cast<float>(a.float_delta));
-      break;
-    case RangeType::kFloat32:
-      LaunchKernel<RangeFloatKernel<float>>(blocks, kThreads, 0, stream, static_cast<float*>(out), n,
-                                            static_cast<float>(a.float_start),
-                                            static_cast<float>(a.float_delta));
-      break;
-    case RangeType::kFloat64:
-      LaunchKernel<RangeDoubleKernel>(blocks, kThreads, 0, stream, static_cast<double*>(out), n,
-                                      a.float_start, a.float_delta);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    LaunchKernel<RangeIntKernel<U>>(blocks, kThreads, 0, stream, reinterpret_cast<U*>(out), n, a.int_start,
+                                    a.int_delta);
+  } else if constexpr (std::is_same_v<T, double>) {
+    LaunchKernel<RangeDoubleKernel>(blocks, kThreads, 0, stream, out, n, a.float_start, a.float_delta);
+  } else {
+    using D = DeviceType<T>;
+    LaunchKernel<RangeFloatKernel<D>>(blocks, kThreads, 0, stream, reinterpret_cast<D*>(out), n,
+                                      static_cast<float>(a.float_start), static_cast<float>(a.float_delta));
   }
   return cudaGetLastError();
 }
@@ -321,99 +293,92 @@ __global__ void OneHotKernel(const Idx* indices, const E* values, E* out, int64_
 
 }  // namespace
 
-cudaError_t LaunchOneHot(MiscType index_type, int elem_size, const void* indices, const void* values, void* out,
-                         int64_t outer, int64_t depth, int64_t inner, cudaStream_t stream) {
+template <typename I>
+cudaError_t LaunchOneHot(int elem_size, const I* indices, const void* values, void* out, int64_t outer,
+                         int64_t depth, int64_t inner, cudaStream_t stream) {
   const int64_t n = outer * depth * inner;
   if (n <= 0) return cudaErrorInvalidValue;
-  auto with_index = [&](auto idx_tag) {
-    using Idx = decltype(idx_tag);
-    auto go = [&](auto e_tag) {
-      using E = decltype(e_tag);
-      LaunchKernel<OneHotKernel<Idx, E>>(Blocks(n), kThreads, 0, stream, static_cast<const Idx*>(indices),
-                                         static_cast<const E*>(values), static_cast<E*>(out), outer, depth, inner);
-      return cudaGetLastError();
-    };
-    switch (elem_size) {
-      case 1: return go(uint8_t{});
-      case 2: return go(uint16_t{});
-      case 4: return go(uint32_t{});
-      case 8: return go(uint64_t{});
-      default: break;
-    }
-    return cudaErrorInvalidValue;
-  };
-  switch (index_type) {
-    case MiscType::kFloat32:
-      return with_index(float{});
-    case MiscType::kFloat16:
-      return with_index(__half{});
-    case MiscType::kFloat64:
-      return with_index(double{});
-    case MiscType::kInt32:
-      return with_index(int32_t{});
-    case MiscType::kInt64:
-      return with_index(int64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
-cudaError_t LaunchCumSum(MiscType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                         bool exclusive, bool reverse, cudaStream_t stream) {
-  if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;
-  const unsigned blocks = Blocks(outer * inner);
-  auto go = [&](auto t, auto c) {
-    using T = decltype(t);
-    using C = decltype(c);
-    LaunchKernel<CumSumKernel<T, C>>(blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y), outer,
-                                     n, inner, exclusive, reverse);
+  using Idx = DeviceType<I>;
+  auto go = [&](auto e_tag) {
+    using E = decltype(e_tag);
+    LaunchKernel<OneHotKernel<Idx, E>>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const Idx*>(indices),
+                                       static_cast<const E*>(values), static_cast<E*>(out), outer, depth,
+                                       inner);
     return cudaGetLastError();
   };
-  switch (type) {
-    case MiscType::kFloat32:
-      return go(float{}, float{});
-    case MiscType::kFloat16:
-      return go(__half{}, float{});
-    case MiscType::kFloat64:
-      return go(double{}, double{});
-    case MiscType::kInt32:
-      return go(int32_t{}, uint32_t{});
-    case MiscType::kInt64:
-      return go(int64_t{}, uint64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
-cudaError_t LaunchTopK(MiscType type, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
-                       int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
-  if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
-  switch (type) {
-    case MiscType::kFloat32:
-      return LaunchTopKTyped<float>(x, values, indices, outer, n, inner, k, largest, stream);
-    case MiscType::kFloat16:
-      return LaunchTopKTyped<__half>(x, values, indices, outer, n, inner, k, largest, stream);
-    case MiscType::kFloat64:
-      return LaunchTopKTyped<double>(x, values, indices, outer, n, inner, k, largest, stream);
-    case MiscType::kInt32:
-      return LaunchTopKTyped<int32_t>(x, values, indices, outer, n, inner, k, largest, stream);
-    case MiscType::kInt64:
-      return LaunchTopKTyped<int64_t>(x, values, indices, outer, n, inner, k, largest, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
-cudaError_t LaunchLrn(MiscType type, const void* x, void* y, const LrnArgs& args, cudaStream_t stream) {
-  if (args.batch <= 0 || args.channels <= 0 || args.inner <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case MiscType::kFloat32:
-      return LaunchLrnTyped<float>(x, y, args, stream);
-    case MiscType::kFloat16:
-      return LaunchLrnTyped<__half>(x, y, args, stream);
-    case MiscType::kFloat64:
-      return LaunchLrnTyped<double>(x, y, args, stream);
+  switch (elem_size) {
+    case 1:
+      return go(uint8_t{});
+    case 2:
+      return go(uint16_t{});
+    case 4:
+      return go(uint32_t{});
+    case 8:
+      return go(uint64_t{});
     default:
       break;
   }
   return cudaErrorInvalidValue;
 }
+
+template <typename T>
+cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                         bool reverse, cudaStream_t stream) {
+  if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;
+  using D = DeviceType<T>;
+  // The accumulator: float for float16, the type itself for float and double, the
+  // unsigned type (wrapping) for integers.
+  using C = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                        std::conditional<std::is_same_v<T, Half>, float, T>>::type;
+  LaunchKernel<CumSumKernel<D, C>>(Blocks(outer * inner), kThreads, 0, stream, reinterpret_cast<const D*>(x),
+                                   reinterpret_cast<D*>(y), outer, n, inner, exclusive, reverse);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                       int64_t k, bool largest, cudaStream_t stream) {
+  if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
+  return LaunchTopKTyped<DeviceType<T>>(x, values, indices, outer, n, inner, k, largest, stream);
+}
+
+template <typename T>
+cudaError_t LaunchLrn(const T* x, T* y, const LrnArgs& args, cudaStream_t stream) {
+  if (args.batch <= 0 || args.channels <= 0 || args.inner <= 0) return cudaErrorInvalidValue;
+  return LaunchLrnTyped<DeviceType<T>>(x, y, args, stream);
+}
+
+#define REMEX_MISC_INSTANTIATE_ALL(T)                                                                      \
+  template cudaError_t LaunchOneHot<T>(int, const T*, const void*, void*, int64_t, int64_t, int64_t,       \
+                                       cudaStream_t);                                                      \
+  template cudaError_t LaunchCumSum<T>(const T*, T*, int64_t, int64_t, int64_t, bool, bool, cudaStream_t); \
+  template cudaError_t LaunchTopK<T>(const T*, T*, int64_t*, int64_t, int64_t, int64_t, int64_t, bool,     \
+                                     cudaStream_t);
+#define REMEX_MISC_INSTANTIATE_FLOAT(T) \
+  template cudaError_t LaunchLrn<T>(const T*, T*, const LrnArgs&, cudaStream_t);
+#define REMEX_MISC_INSTANTIATE_RANGE(T) \
+  template cudaError_t LaunchRange<T>(const RangeArgs&, T*, int64_t, cudaStream_t);
+REMEX_MISC_INSTANTIATE_ALL(float)
+REMEX_MISC_INSTANTIATE_ALL(Half)
+REMEX_MISC_INSTANTIATE_ALL(double)
+REMEX_MISC_INSTANTIATE_ALL(int32_t)
+REMEX_MISC_INSTANTIATE_ALL(int64_t)
+REMEX_MISC_INSTANTIATE_FLOAT(float)
+REMEX_MISC_INSTANTIATE_FLOAT(Half)
+REMEX_MISC_INSTANTIATE_FLOAT(double)
+REMEX_MISC_INSTANTIATE_RANGE(float)
+REMEX_MISC_INSTANTIATE_RANGE(Half)
+REMEX_MISC_INSTANTIATE_RANGE(double)
+REMEX_MISC_INSTANTIATE_RANGE(int8_t)
+REMEX_MISC_INSTANTIATE_RANGE(int16_t)
+REMEX_MISC_INSTANTIATE_RANGE(int32_t)
+REMEX_MISC_INSTANTIATE_RANGE(int64_t)
+REMEX_MISC_INSTANTIATE_RANGE(uint8_t)
+REMEX_MISC_INSTANTIATE_RANGE(uint16_t)
+REMEX_MISC_INSTANTIATE_RANGE(uint32_t)
+REMEX_MISC_INSTANTIATE_RANGE(uint64_t)
+#undef REMEX_MISC_INSTANTIATE_ALL
+#undef REMEX_MISC_INSTANTIATE_FLOAT
+#undef REMEX_MISC_INSTANTIATE_RANGE
 
 }  // namespace remex::kernels::cuda

@@ -114,8 +114,8 @@ StatusOr<ReducePlan> MakeReducePlan(std::string_view op, const Shape& shape,
 
 class ReduceKernel final : public NnKernel {
  public:
-  ReduceKernel(OpDef def, Attributes attrs, CudaKernelContext context, ReduceKind kind)
-      : NnKernel(std::move(def), std::move(attrs), context), kind_(kind) {}
+  ReduceKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, ReduceKind kind)
+      : NnKernel(def, std::move(attrs), context), kind_(kind) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -134,8 +134,8 @@ class ReduceKernel final : public NnKernel {
 
 class ArgKernel final : public NnKernel {
  public:
-  ArgKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool is_max)
-      : NnKernel(std::move(def), std::move(attrs), context), is_max_(is_max) {}
+  ArgKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool is_max)
+      : NnKernel(def, std::move(attrs), context), is_max_(is_max) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -165,8 +165,8 @@ class ArgKernel final : public NnKernel {
 // (internal::SoftmaxViewOf).
 class SoftmaxKernel final : public NnKernel {
  public:
-  SoftmaxKernel(OpDef def, Attributes attrs, CudaKernelContext context, SoftmaxMode mode, bool flatten)
-      : NnKernel(std::move(def), std::move(attrs), context), mode_(mode), flatten_(flatten) {}
+  SoftmaxKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, SoftmaxMode mode, bool flatten)
+      : NnKernel(def, std::move(attrs), context), mode_(mode), flatten_(flatten) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -188,8 +188,8 @@ class SoftmaxKernel final : public NnKernel {
 // (internal::LossAttrsOf, LossViewOf).
 class LossKernel final : public NnKernel {
  public:
-  LossKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool softmax)
-      : NnKernel(std::move(def), std::move(attrs), context), softmax_(softmax) {}
+  LossKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool softmax)
+      : NnKernel(def, std::move(attrs), context), softmax_(softmax) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

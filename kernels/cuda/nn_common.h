@@ -36,8 +36,8 @@ StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted = N
 // empty.
 class NnKernel : public CudaKernel {
  public:
-  NnKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  NnKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 };
 
 // Element count of a shape the shape function has accepted.

@@ -38,9 +38,9 @@ namespace {
 
 class UnaryKernel final : public NnKernel {
  public:
-  UnaryKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnUnaryOp unary, float alpha,
+  UnaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnUnaryOp unary, float alpha,
               float beta)
-      : NnKernel(std::move(def), std::move(attrs), context), unary_(unary), alpha_(alpha), beta_(beta) {}
+      : NnKernel(def, std::move(attrs), context), unary_(unary), alpha_(alpha), beta_(beta) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -58,7 +58,7 @@ class UnaryKernel final : public NnKernel {
 
 // The op's attribute parameters (OpTraits::params: LeakyRelu's alpha, HardSigmoid's
 // alpha and beta), their ONNX defaults where absent, as the CPU kernels read them.
-CudaKernelMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
+KernelMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
   return [context, unary](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
     float values[2] = {0.0f, 0.0f};
     for (size_t k = 0; k < def.traits.params.size() && k < 2; ++k) {
@@ -88,8 +88,9 @@ class ClipKernel final : public NnKernel {
 
 class BinaryKernel final : public NnKernel {
  public:
-  BinaryKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, NnTypes types)
-      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary), types_(types) {}
+  BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
+               NnTypes types)
+      : NnKernel(def, std::move(attrs), context), binary_(binary), types_(types) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -122,8 +123,9 @@ class BinaryKernel final : public NnKernel {
 class VariadicKernel final : public NnKernel {
  public:
   // `mean`: Mean, the sum (binary kAdd) divided by the input count.
-  VariadicKernel(OpDef def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary, bool mean = false)
-      : NnKernel(std::move(def), std::move(attrs), context), binary_(binary), mean_(mean) {}
+  VariadicKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
+                 bool mean = false)
+      : NnKernel(def, std::move(attrs), context), binary_(binary), mean_(mean) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -176,8 +178,8 @@ class NotKernel final : public NnKernel {
 // IsNaN, or IsInf with `inf` (detect_negative, detect_positive as the CPU reads them).
 class ClassifyKernel final : public NnKernel {
  public:
-  ClassifyKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool inf)
-      : NnKernel(std::move(def), std::move(attrs), context), inf_(inf) {}
+  ClassifyKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool inf)
+      : NnKernel(def, std::move(attrs), context), inf_(inf) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

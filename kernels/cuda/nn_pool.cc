@@ -58,11 +58,9 @@ StatusOr<PoolGeometry> MakePoolGeometry(std::string_view op, const internal::Win
 
 class MaxPoolKernel final : public NnKernel {
  public:
-  MaxPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
+  MaxPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
                 bool column_major)
-      : NnKernel(std::move(def), std::move(attrs), context),
-        window_(std::move(window)),
-        column_major_(column_major) {}
+      : NnKernel(def, std::move(attrs), context), window_(std::move(window)), column_major_(column_major) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -87,9 +85,9 @@ StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const
 
 class AveragePoolKernel final : public NnKernel {
  public:
-  AveragePoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
-                    bool count_include_pad)
-      : NnKernel(std::move(def), std::move(attrs), context),
+  AveragePoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context,
+                    internal::WindowAttrs window, bool count_include_pad)
+      : NnKernel(def, std::move(attrs), context),
         window_(std::move(window)),
         count_include_pad_(count_include_pad) {}
 
@@ -116,8 +114,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, c
 // GlobalAveragePool, or GlobalMaxPool with `max`.
 class GlobalPoolKernel final : public NnKernel {
  public:
-  GlobalPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, bool max)
-      : NnKernel(std::move(def), std::move(attrs), context), max_(max) {}
+  GlobalPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool max)
+      : NnKernel(def, std::move(attrs), context), max_(max) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -137,8 +135,8 @@ class GlobalPoolKernel final : public NnKernel {
 // GlobalLpPool-2.
 class GlobalLpPoolKernel final : public NnKernel {
  public:
-  GlobalLpPoolKernel(OpDef def, Attributes attrs, CudaKernelContext context, int p)
-      : NnKernel(std::move(def), std::move(attrs), context), p_(p) {}
+  GlobalLpPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, int p)
+      : NnKernel(def, std::move(attrs), context), p_(p) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -253,8 +251,8 @@ Status PlanResize(std::string_view op, int64_t version, std::span<const TensorRe
 
 class ResizeKernel final : public NnKernel {
  public:
-  ResizeKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::ResizeAttrs resize)
-      : NnKernel(std::move(def), std::move(attrs), context), resize_(resize) {}
+  ResizeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::ResizeAttrs resize)
+      : NnKernel(def, std::move(attrs), context), resize_(resize) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

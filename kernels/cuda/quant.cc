@@ -27,21 +27,12 @@
 namespace remex::kernels::cuda {
 namespace {
 
-std::optional<QType> QTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kUint8: return QType::kUint8;
-    case DType::kInt8: return QType::kInt8;
-    case DType::kInt32: return QType::kInt32;
-    default: return std::nullopt;
-  }
-}
-
 // A parameter input `t` (absent: null data) holding 1 value or `channels`.
 QParam ParamOf(const TensorRef* t) {
   QParam p;
   if (t == nullptr || !t->present()) return p;
   p.data = t->data;
-  p.type = QTypeOf(t->dtype).value_or(QType::kUint8);
+  p.type = t->dtype;
   p.per_channel = NumElements(t->shape).value_or(1) != 1;
   return p;
 }
@@ -50,7 +41,7 @@ const TensorRef* Input(std::span<const TensorRef> in, size_t i) { return i < in.
 
 class QuantizeKernel final : public CudaKernel {
  public:
-  QuantizeKernel(OpDef def, Attributes attrs, CudaKernelContext context)
+  QuantizeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
       : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), since_(def.since_version) {}
 
  protected:
@@ -60,13 +51,23 @@ class QuantizeKernel final : public CudaKernel {
                            internal::QuantizeViewOf(op(), since_, attrs(), internal::ToShapeArgs(in)));
     const QParam scale = ParamOf(&in[1]);
     const QParam zero_point = ParamOf(Input(in, 2));
-    return Launch([&] {
-      if (quantize) {
-        return LaunchQuantize(v.x == DType::kInt32, in[0].data, scale, zero_point, *QTypeOf(v.q), out[0].data, v.outer,
+    if (quantize) {
+      // x float32 or int32 (the view checked it), y uint8 or int8.
+      return LaunchFor<uint8_t, int8_t>(v.q, "uint8 and int8 are", [&](auto y_tag) {
+        using Y = decltype(y_tag);
+        Y* y = static_cast<Y*>(out[0].data);
+        if (v.x == DType::kInt32) {
+          return LaunchQuantize(static_cast<const int32_t*>(in[0].data), scale, zero_point, y, v.outer,
+                                v.channels, v.inner, stream());
+        }
+        return LaunchQuantize(static_cast<const float*>(in[0].data), scale, zero_point, y, v.outer,
                               v.channels, v.inner, stream());
-      }
-      return LaunchDequantize(*QTypeOf(v.q), in[0].data, scale, zero_point, static_cast<float*>(out[0].data),
-                              v.outer, v.channels, v.inner, stream());
+      });
+    }
+    return LaunchFor<uint8_t, int8_t, int32_t>(v.q, "uint8, int8 and int32 are", [&](auto x_tag) {
+      using X = decltype(x_tag);
+      return LaunchDequantize(static_cast<const X*>(in[0].data), scale, zero_point,
+                              static_cast<float*>(out[0].data), v.outer, v.channels, v.inner, stream());
     });
   }
 
@@ -98,12 +99,10 @@ QLinearParams ParamsOf(std::string_view op, std::span<const TensorRef> in, DType
   const bool qlinear = op.rfind("QLinear", 0) == 0;
   QLinearParams p;
   p.qlinear = qlinear;
-  const size_t a = 0, b = qlinear ? 3 : 1, a_zp = 2, b_zp = qlinear ? 5 : 3;
-  p.a = *QTypeOf(in[a].dtype);
-  p.b = *QTypeOf(in[b].dtype);
+  const size_t a_zp = 2, b_zp = qlinear ? 5 : 3;
   p.a_zero_point = ParamOf(Input(in, a_zp));
   p.b_zero_point = ParamOf(Input(in, b_zp));
-  p.y = *QTypeOf(y);
+  p.y = y;
   if (qlinear) {
     p.a_scale = ParamOf(&in[1]);
     p.b_scale = ParamOf(&in[4]);
@@ -114,58 +113,82 @@ QLinearParams ParamsOf(std::string_view op, std::span<const TensorRef> in, DType
   return p;
 }
 
-class QMatMulKernel final : public CudaKernel {
+// A quantized kernel whose two operands are each uint8 or int8.
+class QOperandsKernel : public CudaKernel {
  public:
-  QMatMulKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  using CudaKernel::CudaKernel;
+
+ protected:
+  // Launches f(A{}, B{}) for the operands' element types (VisitDType on each).
+  template <typename F>
+  Status LaunchOperands(DType a, DType b, F&& f) const {
+    return LaunchFor<uint8_t, int8_t>(a, "uint8 and int8 operands are", [&](auto a_tag) {
+      std::optional<cudaError_t> error =
+          VisitDType<uint8_t, int8_t>(b, [&](auto b_tag) { return f(a_tag, b_tag); });
+      return error ? *error : cudaErrorInvalidValue;
+    });
+  }
+};
+
+class QMatMulKernel final : public QOperandsKernel {
+ public:
+  QMatMulKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : QOperandsKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::QMatMulView v, internal::QMatMulViewOf(op(), internal::ToShapeArgs(in)));
     const QLinearParams p = ParamsOf(op(), in, out[0].dtype);
     const size_t b = p.qlinear ? 3 : 1;
-    return Launch([&] { return LaunchQMatMul(v.g, in[0].data, in[b].data, p, out[0].data, stream()); });
+    return LaunchOperands(in[0].dtype, in[b].dtype, [&](auto a_tag, auto b_tag) {
+      using A = decltype(a_tag);
+      using B = decltype(b_tag);
+      return LaunchQMatMul(v.g, static_cast<const A*>(in[0].data), static_cast<const B*>(in[b].data), p,
+                           out[0].data, stream());
+    });
   }
 };
 
-class QConvKernel final : public CudaKernel {
+class QConvKernel final : public QOperandsKernel {
  public:
-  QConvKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  // The attributes are checked here and read again per call, with the inputs' shapes.
+  static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                       CudaKernelContext context) {
+    REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(def.name, attrs));
+    return std::make_unique<QConvKernel>(def, attrs, context);
+  }
+  QConvKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : QOperandsKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::QConvView v, internal::QConvViewOf(op(), attrs(), internal::ToShapeArgs(in)));
     const QLinearParams p = ParamsOf(op(), in, out[0].dtype);
     const size_t w = p.qlinear ? 3 : 1;
-    return Launch([&] { return LaunchQConv(v.g, in[0].data, in[w].data, p, out[0].data, stream()); });
+    return LaunchOperands(in[0].dtype, in[w].dtype, [&](auto x_tag, auto w_tag) {
+      using X = decltype(x_tag);
+      using W = decltype(w_tag);
+      return LaunchQConv(v.g, static_cast<const X*>(in[0].data), static_cast<const W*>(in[w].data), p,
+                         out[0].data, stream());
+    });
   }
 };
-
-template <typename K>
-CudaKernelMake MakeQuantKernel(CudaKernelContext context, std::string_view check_conv = {}) {
-  return [context, check = std::string(check_conv)](const OpDef& def,
-                                                    const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    if (!check.empty()) REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(check, attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
 
 }  // namespace
 
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   for (const char* name : {"QuantizeLinear", "DequantizeLinear"}) {
     for (int since : {10, 13}) {
-      REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, since, MakeQuantKernel<QuantizeKernel>(context)));
+      REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, since, MakeCudaKernel<QuantizeKernel>(context)));
     }
   }
   REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "DynamicQuantizeLinear", MakeQuantKernel<DynamicQuantizeKernel>(context)));
+      AddCudaKernel(registry, "DynamicQuantizeLinear", MakeCudaKernel<DynamicQuantizeKernel>(context)));
   for (const char* name : {"MatMulInteger", "QLinearMatMul"}) {
-    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeQuantKernel<QMatMulKernel>(context)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<QMatMulKernel>(context)));
   }
   for (const char* name : {"ConvInteger", "QLinearConv"}) {
-    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeQuantKernel<QConvKernel>(context, name)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<QConvKernel>(context)));
   }
   return OkStatus();
 }

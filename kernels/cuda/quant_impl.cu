@@ -15,10 +15,12 @@
 namespace remex::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ int32_t LoadInt(const void* p, QType t, int64_t i) {
+__device__ __forceinline__ int32_t LoadInt(const void* p, DType t, int64_t i) {
   switch (t) {
-    case QType::kUint8: return static_cast<const uint8_t*>(p)[i];
-    case QType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DType::kUint8:
+      return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt8:
+      return static_cast<const int8_t*>(p)[i];
     default: return static_cast<const int32_t*>(p)[i];
   }
 }
@@ -98,7 +100,7 @@ __device__ __forceinline__ void PutOutput(const QLinearParams& p, void* y, int64
   }
   const float multiplier = Scale(p.a_scale, 0) * Scale(p.b_scale, c) / Scale(p.y_scale, 0);
   const int32_t zp = ZeroPoint(p.y_zero_point, 0);
-  if (p.y == QType::kUint8) {
+  if (p.y == DType::kUint8) {
     static_cast<uint8_t*>(y)[i] = quant::Requantize<uint8_t>(sum, multiplier, zp);
   } else {
     static_cast<int8_t*>(y)[i] = quant::Requantize<int8_t>(sum, multiplier, zp);
@@ -136,52 +138,30 @@ __global__ void QConvKernel(quant::ConvGeometry g, const X* x, const W* w, QLine
   }
 }
 
-// Calls f(A{}, B{}) for the two operand types (uint8 / int8).
-template <typename F>
-cudaError_t WithOperands(QType a, QType b, F&& f) {
-  if (a == QType::kInt32 || b == QType::kInt32) return cudaErrorInvalidValue;
-  auto with_b = [&](auto at) {
-    return b == QType::kUint8 ? f(at, uint8_t{}) : f(at, int8_t{});
-  };
-  return a == QType::kUint8 ? with_b(uint8_t{}) : with_b(int8_t{});
-}
-
 bool ValidOutput(const QLinearParams& p) {
-  return p.qlinear ? (p.y != QType::kInt32 && p.a_scale.data && p.b_scale.data && p.y_scale.data)
-                   : p.y == QType::kInt32;
+  return p.qlinear ? ((p.y == DType::kUint8 || p.y == DType::kInt8) && p.a_scale.data && p.b_scale.data &&
+                      p.y_scale.data)
+                   : p.y == DType::kInt32;
 }
 
 }  // namespace
 
-cudaError_t LaunchQuantize(bool x_int32, const void* x, QParam scale, QParam zero_point, QType y_type, void* y,
-                           int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream) {
+template <typename X, typename Y>
+cudaError_t LaunchQuantize(const X* x, QParam scale, QParam zero_point, Y* y, int64_t outer, int64_t channels,
+                           int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * channels * inner;
-  if (total <= 0 || y_type == QType::kInt32 || scale.data == nullptr) return cudaErrorInvalidValue;
-  auto go = [&](auto xt, auto yt) {
-    using X = decltype(xt);
-    using Y = decltype(yt);
-    return LaunchKernel<QuantizeKernel<X, Y>>(Blocks(total), kThreads, 0, stream, static_cast<const X*>(x), scale,
-                                              zero_point, static_cast<Y*>(y), total, channels, inner);
-  };
-  if (x_int32) return y_type == QType::kUint8 ? go(int32_t{}, uint8_t{}) : go(int32_t{}, int8_t{});
-  return y_type == QType::kUint8 ? go(float{}, uint8_t{}) : go(float{}, int8_t{});
+  if (total <= 0 || scale.data == nullptr) return cudaErrorInvalidValue;
+  return LaunchKernel<QuantizeKernel<X, Y>>(Blocks(total), kThreads, 0, stream, x, scale, zero_point, y,
+                                            total, channels, inner);
 }
 
-cudaError_t LaunchDequantize(QType x_type, const void* x, QParam scale, QParam zero_point, float* y, int64_t outer,
+template <typename X>
+cudaError_t LaunchDequantize(const X* x, QParam scale, QParam zero_point, float* y, int64_t outer,
                              int64_t channels, int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * channels * inner;
   if (total <= 0 || scale.data == nullptr) return cudaErrorInvalidValue;
-  auto go = [&](auto xt) {
-    using X = decltype(xt);
-    return LaunchKernel<DequantizeKernel<X>>(Blocks(total), kThreads, 0, stream, static_cast<const X*>(x), scale,
-                                             zero_point, y, total, channels, inner);
-  };
-  switch (x_type) {
-    case QType::kUint8: return go(uint8_t{});
-    case QType::kInt8: return go(int8_t{});
-    case QType::kInt32: return go(int32_t{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<DequantizeKernel<X>>(Blocks(total), kThreads, 0, stream, x, scale, zero_point, y, total,
+                                           channels, inner);
 }
 
 cudaError_t LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* y_scale, uint8_t* y_zero_point,
@@ -194,28 +174,46 @@ cudaError_t LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* 
                                              static_cast<const uint8_t*>(y_zero_point));
 }
 
-cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const void* a, const void* b, const QLinearParams& p,
+template <typename A, typename B>
+cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p,
                           void* y, cudaStream_t stream) {
   const int64_t total = g.batch * g.m * g.n;
   if (total <= 0 || g.k < 0 || !ValidOutput(p)) return cudaErrorInvalidValue;
-  return WithOperands(p.a, p.b, [&](auto at, auto bt) {
-    using A = decltype(at);
-    using B = decltype(bt);
-    return LaunchKernel<QMatMulKernel<A, B>>(Blocks(total), kThreads, 0, stream, g, static_cast<const A*>(a),
-                                             static_cast<const B*>(b), p, y);
-  });
+  return LaunchKernel<QMatMulKernel<A, B>>(Blocks(total), kThreads, 0, stream, g, a, b, p, y);
 }
 
-cudaError_t LaunchQConv(const quant::ConvGeometry& g, const void* x, const void* w, const QLinearParams& p, void* y,
+template <typename X, typename W>
+cudaError_t LaunchQConv(const quant::ConvGeometry& g, const X* x, const W* w, const QLinearParams& p, void* y,
                         cudaStream_t stream) {
   const int64_t total = g.n * g.m * g.out[0] * g.out[1] * g.out[2];
   if (total <= 0 || g.group <= 0 || !ValidOutput(p)) return cudaErrorInvalidValue;
-  return WithOperands(p.a, p.b, [&](auto xt, auto wt) {
-    using X = decltype(xt);
-    using W = decltype(wt);
-    return LaunchKernel<QConvKernel<X, W>>(Blocks(total), kThreads, 0, stream, g, static_cast<const X*>(x),
-                                           static_cast<const W*>(w), p, y);
-  });
+  return LaunchKernel<QConvKernel<X, W>>(Blocks(total), kThreads, 0, stream, g, x, w, p, y);
 }
+
+#define REMEX_QUANT_INSTANTIATE_OPERANDS(A, B)                                               \
+  template cudaError_t LaunchQMatMul<A, B>(const quant::MatMulGeometry&, const A*, const B*, \
+                                           const QLinearParams&, void*, cudaStream_t);       \
+  template cudaError_t LaunchQConv<A, B>(const quant::ConvGeometry&, const A*, const B*,     \
+                                         const QLinearParams&, void*, cudaStream_t);
+#define REMEX_QUANT_INSTANTIATE_QUANTIZE(X, Y)                                                       \
+  template cudaError_t LaunchQuantize<X, Y>(const X*, QParam, QParam, Y*, int64_t, int64_t, int64_t, \
+                                            cudaStream_t);
+#define REMEX_QUANT_INSTANTIATE_DEQUANTIZE(X)                                                           \
+  template cudaError_t LaunchDequantize<X>(const X*, QParam, QParam, float*, int64_t, int64_t, int64_t, \
+                                           cudaStream_t);
+REMEX_QUANT_INSTANTIATE_OPERANDS(uint8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_OPERANDS(uint8_t, int8_t)
+REMEX_QUANT_INSTANTIATE_OPERANDS(int8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_OPERANDS(int8_t, int8_t)
+REMEX_QUANT_INSTANTIATE_QUANTIZE(float, uint8_t)
+REMEX_QUANT_INSTANTIATE_QUANTIZE(float, int8_t)
+REMEX_QUANT_INSTANTIATE_QUANTIZE(int32_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_QUANTIZE(int32_t, int8_t)
+REMEX_QUANT_INSTANTIATE_DEQUANTIZE(uint8_t)
+REMEX_QUANT_INSTANTIATE_DEQUANTIZE(int8_t)
+REMEX_QUANT_INSTANTIATE_DEQUANTIZE(int32_t)
+#undef REMEX_QUANT_INSTANTIATE_OPERANDS
+#undef REMEX_QUANT_INSTANTIATE_QUANTIZE
+#undef REMEX_QUANT_INSTANTIATE_DEQUANTIZE
 
 }  // namespace remex::kernels::cuda

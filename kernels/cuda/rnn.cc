@@ -45,8 +45,8 @@ bool Present(std::span<const TensorRef> t, size_t i) { return i < t.size() && t[
 
 class RnnCudaKernel final : public CudaKernel {
  public:
-  RnnCudaKernel(OpDef def, Attributes attrs, RnnAttrs parsed, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context), parsed_(std::move(parsed)) {}
+  RnnCudaKernel(const OpDef& def, Attributes attrs, RnnAttrs parsed, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context), parsed_(std::move(parsed)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -76,10 +76,9 @@ class RnnCudaKernel final : public CudaKernel {
     REMEX_RETURN_IF_ERROR(UseDevice());
     StreamWorkspace workspace(op(), stream(), &context().workspace);
     REMEX_ASSIGN_OR_RETURN(void* scratch, workspace.Allocate(static_cast<size_t>(floats) * sizeof(float)));
-    REMEX_RETURN_IF_ERROR(Launch([&] {
-      return LaunchRnn(p, dtype == DType::kFloat16 ? RnnElem::kFloat16 : RnnElem::kFloat32, t,
-                       static_cast<float*>(scratch), stream());
-    }));
+    REMEX_RETURN_IF_ERROR((LaunchFor<float, Half>(dtype, "float32 and float16 are", [&](auto tag) {
+      return LaunchRnn<decltype(tag)>(p, t, static_cast<float*>(scratch), stream());
+    })));
     return workspace.Release();
   }
 

@@ -373,9 +373,12 @@ cudaError_t Run(const RnnParams& p, const RnnTensors& t, float* workspace, cudaS
 
 }  // namespace
 
-cudaError_t LaunchRnn(const RnnParams& p, RnnElem elem, const RnnTensors& t, float* workspace,
-                      cudaStream_t stream) {
-  return elem == RnnElem::kFloat16 ? Run<__half>(p, t, workspace, stream) : Run<float>(p, t, workspace, stream);
+template <typename T>
+cudaError_t LaunchRnn(const RnnParams& p, const RnnTensors& t, float* workspace, cudaStream_t stream) {
+  return Run<DeviceType<T>>(p, t, workspace, stream);
 }
+
+template cudaError_t LaunchRnn<float>(const RnnParams&, const RnnTensors&, float*, cudaStream_t);
+template cudaError_t LaunchRnn<Half>(const RnnParams&, const RnnTensors&, float*, cudaStream_t);
 
 }  // namespace remex::kernels::cuda

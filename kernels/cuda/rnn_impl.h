@@ -14,7 +14,6 @@ namespace remex::kernels::cuda {
 
 // The cell kind: the CPU kernels' own enum (kernels/op_enums.h).
 using ::remex::kernels::RnnCell;
-enum class RnnElem : uint8_t { kFloat32, kFloat16 };
 
 // Activation functions: the CPU kernels' own list (kernels/rnn_activation.h).
 using RnnActFn = ::remex::kernels::RnnAct;
@@ -81,8 +80,9 @@ inline int64_t RnnWorkspaceFloats(const RnnParams& p) {
 // zeroed first, so that rows past a batch entry's sequence length read 0. A
 // sequence_lens value outside [0, seq] (an error on the CPU; the values are in device
 // memory and are not read back) makes that batch entry's Y rows, Y_h and Y_c NaN.
-// Returns the first launch error.
-cudaError_t LaunchRnn(const RnnParams& p, RnnElem elem, const RnnTensors& t, float* workspace,
-                      cudaStream_t stream);
+// Returns the first launch error. T, the element type of X, W, R, B, the initial states,
+// P and the outputs: float or Half.
+template <typename T>
+cudaError_t LaunchRnn(const RnnParams& p, const RnnTensors& t, float* workspace, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

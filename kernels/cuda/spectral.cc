@@ -29,52 +29,42 @@
 namespace remex::kernels::cuda {
 namespace {
 
-std::optional<SpectralType> SpectralTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return SpectralType::kFloat32;
-    case DType::kFloat16:
-      return SpectralType::kFloat16;
-    case DType::kFloat64:
-      return SpectralType::kFloat64;
-    default:
-      return std::nullopt;
-  }
-}
-
 class DftKernel final : public CudaKernel {
  public:
-  DftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  DftKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::DftView v, internal::DftViewOf(attrs(), internal::ToShapeArgs(in)));
-    const std::optional<SpectralType> type = SpectralTypeOf(v.dtype);
-    if (!type) return Unsupported(v.dtype, "float32, float16 and float64 are");
-    return Launch([&] { return LaunchDft(*type, v.plan, in[0].data, out[0].data, stream()); });
+    return LaunchFor<float, Half, double>(v.dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchDft<T>(v.plan, static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 
 class StftKernel final : public CudaKernel {
  public:
-  StftKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  StftKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::StftView v, internal::StftViewOf(attrs(), internal::ToShapeArgs(in)));
-    const std::optional<SpectralType> type = SpectralTypeOf(v.dtype);
-    if (!type) return Unsupported(v.dtype, "float32, float16 and float64 are");
     const void* window = v.plan.has_window ? in[2].data : nullptr;
-    return Launch([&] { return LaunchStft(*type, v.plan, in[0].data, window, out[0].data, stream()); });
+    return LaunchFor<float, Half, double>(v.dtype, "float32, float16 and float64 are", [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchStft<T>(v.plan, static_cast<const T*>(in[0].data), static_cast<const T*>(window),
+                           static_cast<T*>(out[0].data), stream());
+    });
   }
 };
 
 class MelWeightMatrixKernel final : public CudaKernel {
  public:
-  MelWeightMatrixKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  MelWeightMatrixKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -75,52 +75,35 @@ __global__ void StftKernel(spectral::StftPlan p, const T* x, const T* w, T* y, i
 
 }  // namespace
 
-cudaError_t LaunchDft(SpectralType type, const spectral::DftPlan& plan, const void* x, void* y,
-                      cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchDft(const spectral::DftPlan& plan, const T* x, T* y, cudaStream_t stream) {
   const int64_t total = plan.outer * plan.bins * plan.inner;
   if (total <= 0 || plan.n_fft < 1 || plan.n_fft > spectral::kMaxDftLength || plan.bins > plan.n_fft ||
       plan.used < 0 || plan.used > plan.signal || plan.used > plan.n_fft ||
       (plan.channels != 1 && plan.channels != 2)) {
     return cudaErrorInvalidValue;
   }
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
-    return LaunchKernel<DftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, static_cast<const T*>(x),
-                                      static_cast<T*>(y), total);
-  };
-  switch (type) {
-    case SpectralType::kFloat32:
-      return go(float{});
-    case SpectralType::kFloat16:
-      return go(Half{});
-    case SpectralType::kFloat64:
-      return go(double{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<DftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, x, y, total);
 }
 
-cudaError_t LaunchStft(SpectralType type, const spectral::StftPlan& plan, const void* x, const void* window,
-                       void* y, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y,
+                       cudaStream_t stream) {
   const int64_t total = plan.batch * plan.frames * plan.bins;
   if (total <= 0 || plan.n_fft < 1 || plan.n_fft > spectral::kMaxDftLength || plan.bins > plan.n_fft ||
       plan.used < 0 || plan.used > plan.n_fft || plan.frame_step < 1 ||
       (plan.channels != 1 && plan.channels != 2) || (plan.has_window != (window != nullptr))) {
     return cudaErrorInvalidValue;
   }
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
-    return LaunchKernel<StftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, static_cast<const T*>(x),
-                                       static_cast<const T*>(window), static_cast<T*>(y), total);
-  };
-  switch (type) {
-    case SpectralType::kFloat32:
-      return go(float{});
-    case SpectralType::kFloat16:
-      return go(Half{});
-    case SpectralType::kFloat64:
-      return go(double{});
-  }
-  return cudaErrorInvalidValue;
+  return LaunchKernel<StftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, x, window, y, total);
 }
+
+#define REMEX_SPECTRAL_INSTANTIATE(T)                                                      \
+  template cudaError_t LaunchDft<T>(const spectral::DftPlan&, const T*, T*, cudaStream_t); \
+  template cudaError_t LaunchStft<T>(const spectral::StftPlan&, const T*, const T*, T*, cudaStream_t);
+REMEX_SPECTRAL_INSTANTIATE(float)
+REMEX_SPECTRAL_INSTANTIATE(Half)
+REMEX_SPECTRAL_INSTANTIATE(double)
+#undef REMEX_SPECTRAL_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -12,20 +12,19 @@
 
 namespace remex::kernels::cuda {
 
-// Element types of DFT and STFT (input and output alike).
-enum class SpectralType : uint8_t { kFloat32, kFloat16, kFloat64 };
-
 // DFT-17 of x [outer, signal, inner, channels] into y [outer, bins, inner, 2] by
 // `plan` (checked by internal::DftViewOf): a thread per output bin, each evaluating
 // spectral::DftValue with spectral::UnitRoot as the CPU kernel does. y's element count
-// > 0.
-cudaError_t LaunchDft(SpectralType type, const spectral::DftPlan& plan, const void* x, void* y,
-                      cudaStream_t stream);
+// > 0. T (input and output alike): float, Half or double.
+template <typename T>
+cudaError_t LaunchDft(const spectral::DftPlan& plan, const T* x, T* y, cudaStream_t stream);
 
 // STFT-17 of signal x [batch, signal, channels] (window [window_length] or nullptr)
 // into y [batch, frames, bins, 2] by `plan` (checked by internal::StftViewOf): a thread
-// per output bin, as the CPU kernel computes it. y's element count > 0.
-cudaError_t LaunchStft(SpectralType type, const spectral::StftPlan& plan, const void* x, const void* window,
-                       void* y, cudaStream_t stream);
+// per output bin, as the CPU kernel computes it. y's element count > 0. T: float, Half
+// or double.
+template <typename T>
+cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* window, T* y,
+                       cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -32,9 +32,8 @@ size_t AlignUp(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScr
 
 class TfIdfKernel final : public CudaKernel {
  public:
-  TfIdfKernel(OpDef def, Attributes attrs, CudaKernelContext context, internal::TfIdfTable table)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip),
-        table_(std::move(table)) {}
+  TfIdfKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::TfIdfTable table)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), table_(std::move(table)) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -25,8 +25,8 @@ namespace {
 
 class OptimizerKernel final : public CudaKernel {
  public:
-  OptimizerKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  OptimizerKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -35,18 +35,18 @@ class OptimizerKernel final : public CudaKernel {
     if (out.size() != wanted) {
       return InvalidArgument(op() + ": " + std::to_string(out.size()) + " outputs; expects " + std::to_string(wanted));
     }
-    const MiscType type = v.dtype == DType::kFloat64 ? MiscType::kFloat64 : MiscType::kFloat32;
     const bool adam = v.states > 1;
     for (int64_t i = 0; i < v.n; ++i) {
       if (v.counts[static_cast<size_t>(i)] == 0) continue;
-      REMEX_RETURN_IF_ERROR(Launch([&] {
-        return LaunchOptimizerUpdate(v.params, type, in[0].data, v.rate_dtype == DType::kFloat64,
-                                     static_cast<const int64_t*>(in[1].data), in[v.X(i)].data, in[v.G(i)].data,
-                                     in[v.State(0, i)].data, adam ? in[v.State(1, i)].data : nullptr,
-                                     out[v.NewX(i)].data, out[v.NewState(0, i)].data,
-                                     adam ? out[v.NewState(1, i)].data : nullptr, v.counts[static_cast<size_t>(i)],
-                                     stream());
-      }));
+      REMEX_RETURN_IF_ERROR((LaunchFor<float, double>(v.dtype, "float32 and float64 are", [&](auto tag) {
+        using T = decltype(tag);
+        auto at = [](const TensorRef& t) { return static_cast<T*>(t.data); };
+        return LaunchOptimizerUpdate<T>(
+            v.params, in[0].data, v.rate_dtype == DType::kFloat64, static_cast<const int64_t*>(in[1].data),
+            at(in[v.X(i)]), at(in[v.G(i)]), at(in[v.State(0, i)]), adam ? at(in[v.State(1, i)]) : nullptr,
+            at(out[v.NewX(i)]), at(out[v.NewState(0, i)]), adam ? at(out[v.NewState(1, i)]) : nullptr,
+            v.counts[static_cast<size_t>(i)], stream());
+      })));
     }
     return OkStatus();
   }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/half_io.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -65,48 +66,42 @@ __global__ void DropoutTrainKernel(const T* x, const uint8_t* keep, C scale, T* 
 
 }  // namespace
 
-cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, MiscType type, const void* r,
-                                  bool r_is_double, const int64_t* t, const void* x, const void* g,
-                                  const void* s1, const void* s2, void* x_new, void* s1_new, void* s2_new,
-                                  int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchOptimizerUpdate(const optimizer::Params& params, const void* r, bool r_is_double,
+                                  const int64_t* t, const T* x, const T* g, const T* s1, const T* s2,
+                                  T* x_new, T* s1_new, T* s2_new, int64_t n, cudaStream_t stream) {
   const bool adam = params.rule == optimizer::Rule::kAdam;
   if (n <= 0 || r == nullptr || t == nullptr || adam != (s2 != nullptr) || adam != (s2_new != nullptr)) {
     return cudaErrorInvalidValue;
   }
-  switch (type) {
-    case MiscType::kFloat32:
-      LaunchOptimizerOf<float>(params, r_is_double, r, t, x, g, s1, s2, x_new, s1_new, s2_new, n, stream);
-      break;
-    case MiscType::kFloat64:
-      LaunchOptimizerOf<double>(params, r_is_double, r, t, x, g, s1, s2, x_new, s1_new, s2_new, n, stream);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
+  LaunchOptimizerOf<T>(params, r_is_double, r, t, x, g, s1, s2, x_new, s1_new, s2_new, n, stream);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchDropoutTrain(MiscType type, const void* x, const uint8_t* keep, double scale, void* y,
-                               int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchDropoutTrain(const T* x, const uint8_t* keep, double scale, T* y, int64_t n,
+                               cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  const unsigned blocks = Blocks(n);
-  switch (type) {
-    case MiscType::kFloat32:
-      LaunchKernel<DropoutTrainKernel<float, float>>(blocks, kThreads, 0, stream, static_cast<const float*>(x), keep,
-                                                     static_cast<float>(scale), static_cast<float*>(y), n);
-      break;
-    case MiscType::kFloat16:
-      LaunchKernel<DropoutTrainKernel<__half, float>>(blocks, kThreads, 0, stream, static_cast<const __half*>(x),
-                                                      keep, static_cast<float>(scale), static_cast<__half*>(y), n);
-      break;
-    case MiscType::kFloat64:
-      LaunchKernel<DropoutTrainKernel<double, double>>(blocks, kThreads, 0, stream, static_cast<const double*>(x),
-                                                       keep, scale, static_cast<double*>(y), n);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
+  using D = DeviceType<T>;
+  // The product's type: double for float64, float otherwise.
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  LaunchKernel<DropoutTrainKernel<D, C>>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const D*>(x), keep,
+                                         static_cast<C>(scale), reinterpret_cast<D*>(y), n);
   return cudaGetLastError();
 }
+
+#define REMEX_OPTIMIZER_INSTANTIATE(T)                                                                       \
+  template cudaError_t LaunchOptimizerUpdate<T>(const optimizer::Params&, const void*, bool, const int64_t*, \
+                                                const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, \
+                                                cudaStream_t);
+#define REMEX_DROPOUT_INSTANTIATE(T) \
+  template cudaError_t LaunchDropoutTrain<T>(const T*, const uint8_t*, double, T*, int64_t, cudaStream_t);
+REMEX_OPTIMIZER_INSTANTIATE(float)
+REMEX_OPTIMIZER_INSTANTIATE(double)
+REMEX_DROPOUT_INSTANTIATE(float)
+REMEX_DROPOUT_INSTANTIATE(Half)
+REMEX_DROPOUT_INSTANTIATE(double)
+#undef REMEX_OPTIMIZER_INSTANTIATE
+#undef REMEX_DROPOUT_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -238,15 +238,22 @@ class SliceKernel final : public TransformKernel {
 
 class ConcatKernel final : public TransformKernel {
  public:
-  using TransformKernel::TransformKernel;
+  // INVALID_ARGUMENT "Concat: ..." without an int `axis`.
+  static StatusOr<std::unique_ptr<ConcatKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                        CudaKernelContext context) {
+    StatusOr<int64_t> axis = attrs.Int("axis");
+    if (!axis.ok()) return internal::OpError("Concat", "attribute 'axis' is required and must be an int");
+    return std::make_unique<ConcatKernel>(def, attrs, context, *axis);
+  }
+  ConcatKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, int64_t axis)
+      : TransformKernel(def, std::move(attrs), context), axis_(axis) {}
 
  protected:
   Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), out[0].dtype));
     const Shape& shape = out[0].shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
-    REMEX_ASSIGN_OR_RETURN(int64_t a, attrs().Int("axis"));
-    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), a, rank));
+    REMEX_ASSIGN_OR_RETURN(int64_t axis, internal::NormalizeAxis(op(), axis_, rank));
     const auto [outer, inner] = OuterInner(shape, axis);
     const int64_t out_row = shape[axis] * inner;
     int64_t col = 0;
@@ -257,6 +264,9 @@ class ConcatKernel final : public TransformKernel {
     }
     return OkStatus();
   }
+
+ private:
+  const int64_t axis_;
 };
 
 class SplitKernel final : public TransformKernel {
@@ -331,12 +341,18 @@ class TileKernel final : public TransformKernel {
 template <bool kDepthToSpace>
 class BlockKernel final : public TransformKernel {
  public:
-  using TransformKernel::TransformKernel;
+  static StatusOr<std::unique_ptr<BlockKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                       CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(internal::BlockAttrs b, internal::BlockAttrsOf(def.name, attrs));
+    return std::make_unique<BlockKernel>(def, attrs, context, b);
+  }
+  BlockKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::BlockAttrs b)
+      : TransformKernel(def, std::move(attrs), context), b_(b) {}
 
  protected:
   Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(int es, ElemSize(op(), in[0].dtype));
-    REMEX_ASSIGN_OR_RETURN(internal::BlockAttrs b, internal::BlockAttrsOf(op(), attrs()));
+    const internal::BlockAttrs& b = b_;
     const int64_t bs = b.blocksize;
     const Shape& x = in[0].shape;
     std::array<int64_t, 6> view;
@@ -373,18 +389,10 @@ class BlockKernel final : public TransformKernel {
     }
     return RunPermuted(op(), es, in[0].data, out[0].data, view, perm, stream());
   }
+
+ private:
+  const internal::BlockAttrs b_;
 };
-
-// ---------------------------------------------------------------------------
-// Attribute checks at kernel creation, as the CPU kernels make them.
-
-Status CheckConcat(const OpDef&, const Attributes& attrs) {
-  return attrs.Int("axis").ok() ? OkStatus()
-                                : internal::OpError("Concat", "attribute 'axis' is required and must be an int");
-}
-Status CheckBlock(const OpDef& def, const Attributes& attrs) {
-  return internal::BlockAttrsOf(def.name, attrs).status();
-}
 
 }  // namespace
 
@@ -393,16 +401,16 @@ Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext conte
     REMEX_RETURN_IF_ERROR(AddKernel<CopyKernel>(registry, name, context));
   }
   // Flatten-1 and Flatten-11 differ in the axes their shape functions accept only.
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 1, MakeKernel<CopyKernel>(context)));
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 11, MakeKernel<CopyKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 1, MakeCudaKernel<CopyKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Flatten", 11, MakeCudaKernel<CopyKernel>(context)));
   REMEX_RETURN_IF_ERROR(AddKernel<TransposeKernel>(registry, "Transpose", context));
   REMEX_RETURN_IF_ERROR(AddKernel<SliceKernel>(registry, "Slice", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<ConcatKernel>(registry, "Concat", context, CheckConcat));
+  REMEX_RETURN_IF_ERROR(AddKernel<ConcatKernel>(registry, "Concat", context));
   REMEX_RETURN_IF_ERROR(AddKernel<SplitKernel>(registry, "Split", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ExpandKernel>(registry, "Expand", context));
   REMEX_RETURN_IF_ERROR(AddKernel<TileKernel>(registry, "Tile", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<true>>(registry, "DepthToSpace", context, CheckBlock));
-  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<false>>(registry, "SpaceToDepth", context, CheckBlock));
+  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<true>>(registry, "DepthToSpace", context));
+  REMEX_RETURN_IF_ERROR(AddKernel<BlockKernel<false>>(registry, "SpaceToDepth", context));
   return AddTransformValueCudaKernels(registry, context);
 }
 

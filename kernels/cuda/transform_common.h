@@ -94,8 +94,8 @@ Status RunCopy(std::string_view op, int elem_size, const void* src, void* dst, C
 
 class TransformKernel : public CudaKernel {
  public:
-  TransformKernel(OpDef def, Attributes attrs, CudaKernelContext context)
-      : CudaKernel(std::move(def), std::move(attrs), context, EmptyOutputs::kSkip) {}
+  TransformKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
+      : CudaKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
 
  protected:
   // Inputs and outputs match the shape function; at least one output is non-empty;
@@ -142,26 +142,11 @@ inline std::pair<int64_t, int64_t> OuterInner(const Shape& shape, int64_t axis) 
 // ---------------------------------------------------------------------------
 // Registration.
 
-// ---------------------------------------------------------------------------
-// Registration.
-
-// Attribute checks at kernel creation, as the CPU kernels make them.
-using AttrCheck = Status (*)(const OpDef&, const Attributes&);
-
-inline Status NoCheck(const OpDef&, const Attributes&) { return OkStatus(); }
-
+// Registers K (K::Create or K(def, attrs, context): internal::MakeKernel) as the CUDA
+// kernel of the op `name`, which has a single entry.
 template <typename K>
-CudaKernelMake MakeKernel(CudaKernelContext context, AttrCheck check = NoCheck) {
-  return [context, check](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
-    REMEX_RETURN_IF_ERROR(check(def, attrs));
-    return std::unique_ptr<OpKernel>(std::make_unique<K>(def, attrs, context));
-  };
-}
-
-template <typename K>
-Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context,
-                 AttrCheck check = NoCheck) {
-  return AddCudaKernel(registry, name, MakeKernel<K>(context, check));
+Status AddKernel(KernelRegistry& registry, std::string_view name, CudaKernelContext context) {
+  return AddCudaKernel(registry, name, MakeCudaKernel<K>(context));
 }
 
 // Gather, Pad, Where and Cast (transform_values.cc), registered by AddTransformCudaKernels.

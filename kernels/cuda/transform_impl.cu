@@ -304,25 +304,10 @@ __global__ void CastKernel(const From* __restrict__ in, To* __restrict__ out, in
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = Convert<From, To>(in[i]);
 }
 
-template <typename F>
-cudaError_t DispatchCastType(CastType type, F&& f) {
-  switch (type) {
-    case CastType::kFloat16: return f(F16{});
-    case CastType::kFloat32: return f(float{});
-    case CastType::kFloat64: return f(double{});
-    case CastType::kInt8: return f(int8_t{});
-    case CastType::kInt16: return f(int16_t{});
-    case CastType::kInt32: return f(int32_t{});
-    case CastType::kInt64: return f(int64_t{});
-    case CastType::kUint8: return f(uint8_t{});
-    case CastType::kUint16: return f(uint16_t{});
-    case CastType::kUint32: return f(uint32_t{});
-    case CastType::kUint64: return f(uint64_t{});
-    case CastType::kBool: return f(Bool{});
-    case CastType::kBFloat16: return f(BF16{});
-  }
-  return cudaErrorInvalidValue;
-}
+// The device type of a Cast element type: Bool (its byte) for bool, T otherwise.
+template <typename T>
+using CastElem = std::conditional_t<std::is_same_v<T, bool>, Bool, T>;
+static_assert(sizeof(Bool) == sizeof(bool));
 
 }  // namespace
 
@@ -400,54 +385,54 @@ cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* in
   });
 }
 
-cudaError_t LaunchScatterElements(CastType type, int elem_size, ScatterReduction reduction, const void* indices,
-                                  bool indices_int64, const void* updates, void* out, int64_t n,
-                                  const GatherElementsPlan& plan, cudaStream_t stream) {
+cudaError_t LaunchScatterElements(int elem_size, const void* indices, bool indices_int64, const void* updates,
+                                  void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank || plan.axis < 0 || plan.axis >= plan.rank ||
       plan.axis_extent <= 0) {
     return cudaErrorInvalidValue;
   }
-  if (reduction == ScatterReduction::kNone) {
-    return DispatchElemSize<false>(elem_size, [&](auto tag) {
-      using E = decltype(tag);
-      if (indices_int64) {
-        LaunchKernel<ScatterKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int64_t*>(indices),
-                                                static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
-      } else {
-        LaunchKernel<ScatterKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream, static_cast<const int32_t*>(indices),
-                                                static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
-      }
-      return cudaGetLastError();
-    });
-  }
-  const bool add = reduction == ScatterReduction::kAdd;
-  auto go = [&](auto tag) {
-    using T = decltype(tag);
+  return DispatchElemSize<false>(elem_size, [&](auto tag) {
+    using E = decltype(tag);
     if (indices_int64) {
-      LaunchKernel<ScatterReduceKernel<T, int64_t>>(1, 32, 0, stream, static_cast<const int64_t*>(indices),
-                                                    static_cast<const T*>(updates), static_cast<T*>(out), n, plan, add);
+      LaunchKernel<ScatterKernel<E, int64_t>>(Blocks(n), kThreads, 0, stream,
+                                              static_cast<const int64_t*>(indices),
+                                              static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
     } else {
-      LaunchKernel<ScatterReduceKernel<T, int32_t>>(1, 32, 0, stream, static_cast<const int32_t*>(indices),
-                                                    static_cast<const T*>(updates), static_cast<T*>(out), n, plan, add);
+      LaunchKernel<ScatterKernel<E, int32_t>>(Blocks(n), kThreads, 0, stream,
+                                              static_cast<const int32_t*>(indices),
+                                              static_cast<const E*>(updates), static_cast<E*>(out), n, plan);
     }
     return cudaGetLastError();
-  };
-  switch (type) {
-    case CastType::kFloat16:
-      return go(F16{});
-    case CastType::kFloat32:
-      return go(float{});
-    case CastType::kFloat64:
-      return go(double{});
-    case CastType::kInt32:
-      return go(int32_t{});
-    case CastType::kInt64:
-      return go(int64_t{});
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  });
 }
+
+template <typename T>
+cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates,
+                                        T* out, int64_t n, const GatherElementsPlan& plan,
+                                        cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxCopyRank || plan.axis < 0 || plan.axis >= plan.rank ||
+      plan.axis_extent <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (indices_int64) {
+    LaunchKernel<ScatterReduceKernel<T, int64_t>>(1, 32, 0, stream, static_cast<const int64_t*>(indices),
+                                                  updates, out, n, plan, add);
+  } else {
+    LaunchKernel<ScatterReduceKernel<T, int32_t>>(1, 32, 0, stream, static_cast<const int32_t*>(indices),
+                                                  updates, out, n, plan, add);
+  }
+  return cudaGetLastError();
+}
+
+#define REMEX_SCATTER_REDUCE_INSTANTIATE(T)                                                           \
+  template cudaError_t LaunchScatterElementsReduce<T>(bool, const void*, bool, const T*, T*, int64_t, \
+                                                      const GatherElementsPlan&, cudaStream_t);
+REMEX_SCATTER_REDUCE_INSTANTIATE(Half)
+REMEX_SCATTER_REDUCE_INSTANTIATE(float)
+REMEX_SCATTER_REDUCE_INSTANTIATE(double)
+REMEX_SCATTER_REDUCE_INSTANTIATE(int32_t)
+REMEX_SCATTER_REDUCE_INSTANTIATE(int64_t)
+#undef REMEX_SCATTER_REDUCE_INSTANTIATE
 
 cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                         bool upper, cudaStream_t stream) {
@@ -520,17 +505,47 @@ cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const vo
       });
 }
 
-cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, cudaStream_t stream) {
+template <typename From, typename To>
+cudaError_t LaunchCast(const From* in, To* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  return DispatchCastType(from, [&](auto from_tag) {
-    using From = decltype(from_tag);
-    return DispatchCastType(to, [&](auto to_tag) {
-      using To = decltype(to_tag);
-      LaunchKernel<CastKernel<From, To>>(Blocks(n), kThreads, 0, stream, static_cast<const From*>(in),
-                                         static_cast<To*>(out), n);
-      return cudaGetLastError();
-    });
-  });
+  using F = CastElem<From>;
+  using T = CastElem<To>;
+  LaunchKernel<CastKernel<F, T>>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const F*>(in),
+                                 reinterpret_cast<T*>(out), n);
+  return cudaGetLastError();
 }
+
+// Every (From, To) pair of the 13 Cast element types.
+#define REMEX_CAST_INSTANTIATE(From, To) \
+  template cudaError_t LaunchCast<From, To>(const From*, To*, int64_t, cudaStream_t);
+#define REMEX_CAST_INSTANTIATE_FROM(From) \
+  REMEX_CAST_INSTANTIATE(From, Half)      \
+  REMEX_CAST_INSTANTIATE(From, float)     \
+  REMEX_CAST_INSTANTIATE(From, double)    \
+  REMEX_CAST_INSTANTIATE(From, int8_t)    \
+  REMEX_CAST_INSTANTIATE(From, int16_t)   \
+  REMEX_CAST_INSTANTIATE(From, int32_t)   \
+  REMEX_CAST_INSTANTIATE(From, int64_t)   \
+  REMEX_CAST_INSTANTIATE(From, uint8_t)   \
+  REMEX_CAST_INSTANTIATE(From, uint16_t)  \
+  REMEX_CAST_INSTANTIATE(From, uint32_t)  \
+  REMEX_CAST_INSTANTIATE(From, uint64_t)  \
+  REMEX_CAST_INSTANTIATE(From, bool)      \
+  REMEX_CAST_INSTANTIATE(From, BFloat16)
+REMEX_CAST_INSTANTIATE_FROM(Half)
+REMEX_CAST_INSTANTIATE_FROM(float)
+REMEX_CAST_INSTANTIATE_FROM(double)
+REMEX_CAST_INSTANTIATE_FROM(int8_t)
+REMEX_CAST_INSTANTIATE_FROM(int16_t)
+REMEX_CAST_INSTANTIATE_FROM(int32_t)
+REMEX_CAST_INSTANTIATE_FROM(int64_t)
+REMEX_CAST_INSTANTIATE_FROM(uint8_t)
+REMEX_CAST_INSTANTIATE_FROM(uint16_t)
+REMEX_CAST_INSTANTIATE_FROM(uint32_t)
+REMEX_CAST_INSTANTIATE_FROM(uint64_t)
+REMEX_CAST_INSTANTIATE_FROM(bool)
+REMEX_CAST_INSTANTIATE_FROM(BFloat16)
+#undef REMEX_CAST_INSTANTIATE_FROM
+#undef REMEX_CAST_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -65,13 +65,17 @@ cudaError_t LaunchGatherElements(int elem_size, const void* data, const void* in
 // element GatherElements' `plan` maps output element i to (indices[i] along the axis);
 // an index out of range is skipped. ScatterReduction::kNone: one thread per update
 // (duplicate indices: one of them wins); kAdd / kMul: one thread applies every update
-// in order, as the CPU kernel does, for `type` float16, float32, float64, int32 or
-// int64 (integers wrap). elem_size: the element's bytes (kNone works on raw bytes).
+// in order, as the CPU kernel does (LaunchScatterElementsReduce). elem_size: the
+// element's bytes (kNone works on raw bytes).
 using ::remex::kernels::ScatterReduction;
-enum class CastType : uint8_t;
-cudaError_t LaunchScatterElements(CastType type, int elem_size, ScatterReduction reduction, const void* indices,
-                                  bool indices_int64, const void* updates, void* out, int64_t n,
-                                  const GatherElementsPlan& plan, cudaStream_t stream);
+cudaError_t LaunchScatterElements(int elem_size, const void* indices, bool indices_int64, const void* updates,
+                                  void* out, int64_t n, const GatherElementsPlan& plan, cudaStream_t stream);
+// ScatterElements with reduction add (`add`) or mul: one thread applies every update in
+// order in T (Half, float, double, int32_t or int64_t; integers wrap).
+template <typename T>
+cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indices_int64, const T* updates,
+                                        T* out, int64_t n, const GatherElementsPlan& plan,
+                                        cudaStream_t stream);
 
 // Trilu of `batch` [rows, cols] matrices: y = x where kernels/diagonal_ops.h's
 // TriluKeeps(upper, k, i, j), else zero.
@@ -115,28 +119,14 @@ struct WherePlan {
 cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const void* y, void* out, int64_t n,
                         const WherePlan& plan, cudaStream_t stream);
 
-// Element types of Cast.
-enum class CastType : uint8_t {
-  kFloat16,
-  kFloat32,
-  kFloat64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUint8,
-  kUint16,
-  kUint32,
-  kUint64,
-  kBool,
-  kBFloat16,
-};
 // out[i] = convert(in[i]) for `n` elements (n > 0), with the CPU kernel's rules: float
 // to integer truncates toward zero, saturates, NaN -> 0; to bool is v != 0; integer
 // narrowing wraps; to float16 rounds to nearest even once (from float64 and integers
 // via float64, from float32 directly; float16 to anything goes through float32); to
 // bfloat16 rounds to nearest even from float32 (anything else is converted to float32
 // first; bfloat16 to anything goes through float32). Conversions of kernels/float16.h.
-cudaError_t LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, cudaStream_t stream);
+// From and To: Half, float, double, BFloat16, bool or an int/uint of 8 to 64 bits.
+template <typename From, typename To>
+cudaError_t LaunchCast(const From* in, To* out, int64_t n, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

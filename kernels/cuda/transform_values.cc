@@ -134,7 +134,13 @@ class EyeLikeKernel final : public TransformKernel {
 
 class PadKernel final : public TransformKernel {
  public:
-  using TransformKernel::TransformKernel;
+  static StatusOr<std::unique_ptr<PadKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                     CudaKernelContext context) {
+    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs));
+    return std::make_unique<PadKernel>(def, attrs, context, mode);
+  }
+  PadKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, PadMode mode)
+      : TransformKernel(def, std::move(attrs), context), mode_(mode) {}
 
  protected:
   Status RunOnDevice(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -147,7 +153,7 @@ class PadKernel final : public TransformKernel {
                    cudaMemcpyAsync(out[0].data, in[0].data, es, cudaMemcpyDeviceToDevice, stream()));
     }
     if (rank > static_cast<size_t>(kMaxCopyRank)) return TooManyDims(op(), rank);
-    REMEX_ASSIGN_OR_RETURN(PadMode mode, internal::PadModeOf(attrs()));
+    const PadMode mode = mode_;
     std::vector<int64_t> pads;
     if (attrs().Has("pads")) {
       REMEX_ASSIGN_OR_RETURN(pads, attrs().Ints("pads"));
@@ -171,6 +177,9 @@ class PadKernel final : public TransformKernel {
     return Check("kernel launch",
                  LaunchPad(es, in[0].data, constant, out[0].data, *NumElements(o), plan, stream()));
   }
+
+ private:
+  const PadMode mode_;
 };
 
 // ---------------------------------------------------------------------------
@@ -211,28 +220,28 @@ class WhereKernel final : public TransformKernel {
 // ---------------------------------------------------------------------------
 // Cast.
 
-StatusOr<CastType> CastTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16: return CastType::kFloat16;
-    case DType::kFloat32: return CastType::kFloat32;
-    case DType::kFloat64: return CastType::kFloat64;
-    case DType::kInt8: return CastType::kInt8;
-    case DType::kInt16: return CastType::kInt16;
-    case DType::kInt32: return CastType::kInt32;
-    case DType::kInt64: return CastType::kInt64;
-    case DType::kUint8: return CastType::kUint8;
-    case DType::kUint16: return CastType::kUint16;
-    case DType::kUint32: return CastType::kUint32;
-    case DType::kUint64: return CastType::kUint64;
-    case DType::kBool: return CastType::kBool;
-    case DType::kBFloat16: return CastType::kBFloat16;
-    default: break;
-  }
-  return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
+// Calls f(T{}) for the Cast element type that is `dtype`'s (VisitDType): the 13 dtypes
+// the CPU casts.
+template <typename F>
+auto VisitCastElement(DType dtype, F&& f) {
+  return VisitDType<Half, float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                    uint64_t, bool, BFloat16>(dtype, std::forward<F>(f));
 }
 
 class CastKernel final : public TransformKernel {
  public:
+  // Cast's target type `to` is checked by the shape function on a scalar float32 input
+  // (CastLike has none: its second input brings it).
+  static StatusOr<std::unique_ptr<CastKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                      CudaKernelContext context) {
+    if (def.name == "Cast") {
+      ShapeFnArg arg;
+      arg.present = true;
+      arg.dtype = DType::kFloat32;
+      REMEX_RETURN_IF_ERROR(InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status());
+    }
+    return std::make_unique<CastKernel>(def, attrs, context);
+  }
   using TransformKernel::TransformKernel;
 
  protected:
@@ -242,9 +251,18 @@ class CastKernel final : public TransformKernel {
       return Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, n * DTypeSize(in[0].dtype),
                                                       cudaMemcpyDeviceToDevice, stream()));
     }
-    REMEX_ASSIGN_OR_RETURN(CastType from, CastTypeOf(in[0].dtype));
-    REMEX_ASSIGN_OR_RETURN(CastType to, CastTypeOf(out[0].dtype));
-    return Check("kernel launch", LaunchCast(from, to, in[0].data, out[0].data, n, stream()));
+    std::optional<std::optional<cudaError_t>> error = VisitCastElement(in[0].dtype, [&](auto from_tag) {
+      using From = decltype(from_tag);
+      return VisitCastElement(out[0].dtype, [&](auto to_tag) {
+        using To = decltype(to_tag);
+        return LaunchCast(static_cast<const From*>(in[0].data), static_cast<To*>(out[0].data), n, stream());
+      });
+    });
+    if (!error || !*error) {
+      const DType dtype = error ? out[0].dtype : in[0].dtype;
+      return Unimplemented("Cast on cuda: dtype " + std::string(DTypeName(dtype)) + " is not implemented");
+    }
+    return Check("kernel launch", **error);
   }
 };
 
@@ -262,9 +280,12 @@ class ScatterKernel final : public TransformKernel {
     const Shape& s = in[0].shape;
     const int64_t rank = static_cast<int64_t>(s.size());
     if (rank > kMaxCopyRank) return TooManyDims(op(), static_cast<size_t>(rank));
-    CastType type = CastType::kFloat32;
-    if (v.reduction != ScatterReduction::kNone) {
-      REMEX_ASSIGN_OR_RETURN(type, CastTypeOf(in[0].dtype));
+    if (v.reduction != ScatterReduction::kNone &&
+        !VisitDType<Half, float, double, int32_t, int64_t>(in[0].dtype, [](auto) { return true; })) {
+      return Unimplemented(
+          op() + " on cuda: dtype " + std::string(DTypeName(in[0].dtype)) +
+          " is not implemented for reduction add and mul (float16, float32, float64, int32 and "
+          "int64 are)");
     }
     if (out[0].data != in[0].data) {
       REMEX_RETURN_IF_ERROR(Check("cudaMemcpyAsync", cudaMemcpyAsync(out[0].data, in[0].data, *NumElements(s) * es,
@@ -281,23 +302,21 @@ class ScatterKernel final : public TransformKernel {
       plan.dims[d] = in[1].shape[d];
       plan.data_strides[d] = strides[d];
     }
-    return Check("kernel launch", LaunchScatterElements(type, es, v.reduction, in[1].data,
-                                                        in[1].dtype == DType::kInt64, in[2].data, out[0].data, n,
-                                                        plan, stream()));
+    const bool indices_int64 = in[1].dtype == DType::kInt64;
+    if (v.reduction == ScatterReduction::kNone) {
+      return Check("kernel launch", LaunchScatterElements(es, in[1].data, indices_int64, in[2].data,
+                                                          out[0].data, n, plan, stream()));
+    }
+    const bool add = v.reduction == ScatterReduction::kAdd;
+    return Check("kernel launch",
+                 *VisitDType<Half, float, double, int32_t, int64_t>(in[0].dtype, [&](auto tag) {
+                   using T = decltype(tag);
+                   return LaunchScatterElementsReduce(add, in[1].data, indices_int64,
+                                                      static_cast<const T*>(in[2].data),
+                                                      static_cast<T*>(out[0].data), n, plan, stream());
+                 }));
   }
 };
-
-// ---------------------------------------------------------------------------
-// Attribute checks at kernel creation, as the CPU kernels make them.
-
-Status CheckPad(const OpDef&, const Attributes& attrs) { return internal::PadModeOf(attrs).status(); }
-// Cast's target type `to`, checked by the shape function on a scalar float32 input.
-Status CheckCast(const OpDef& def, const Attributes& attrs) {
-  ShapeFnArg arg;
-  arg.present = true;
-  arg.dtype = DType::kFloat32;
-  return InferShapes(def, attrs, std::span<const ShapeFnArg>(&arg, 1)).status();
-}
 
 }  // namespace
 
@@ -308,10 +327,10 @@ Status AddTransformValueCudaKernels(KernelRegistry& registry, CudaKernelContext 
   REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "ScatterElements", context));
   REMEX_RETURN_IF_ERROR(AddKernel<ScatterKernel>(registry, "Scatter", context));
   REMEX_RETURN_IF_ERROR(AddKernel<EyeLikeKernel>(registry, "EyeLike", context));
-  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context, CheckPad));
+  REMEX_RETURN_IF_ERROR(AddKernel<PadKernel>(registry, "Pad", context));
   REMEX_RETURN_IF_ERROR(AddKernel<WhereKernel>(registry, "Where", context));
   REMEX_RETURN_IF_ERROR(AddKernel<CastKernel>(registry, "CastLike", context));
-  return AddKernel<CastKernel>(registry, "Cast", context, CheckCast);
+  return AddKernel<CastKernel>(registry, "Cast", context);
 }
 
 }  // namespace remex::kernels::cuda
