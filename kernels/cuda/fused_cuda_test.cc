@@ -35,6 +35,7 @@ constexpr DType kTypes[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64};
 
 std::string TypeName(DType t) { return std::string(DTypeName(t)); }
 
+#if !defined(REMEX_CUDA_EMULATION)  // NVRTC (fused_nvrtc.cc) is in CUDA builds only.
 // Generates and compiles for compute_90; checks the PTX has the kernel's entry.
 void ExpectCompiles(const std::vector<int64_t>& program, const std::vector<float>& immediates, int64_t nin,
                     DType type) {
@@ -45,6 +46,7 @@ void ExpectCompiles(const std::vector<int64_t>& program, const std::vector<float
   EXPECT_NE(ptx->find(".entry remex_fused_elementwise"), std::string::npos) << *ptx;
   EXPECT_NE(ptx->find(".target sm_90"), std::string::npos);
 }
+#endif
 
 // Every opcode once: inputs 0..2, immediates 3..5 (0.25, 2, -1.5), results from 6.
 std::vector<int64_t> EveryOpcode() {
