@@ -1,9 +1,18 @@
 // DeviceServer::Start's choice of device: "cpu", "cuda:N", and the errors for the
-// rest. The CUDA cases depend on whether a GPU is visible and are checked either way.
+// rest; and what the server does by its device's capabilities (vm/device/device.h). The
+// CUDA cases depend on whether a GPU is visible and are checked either way.
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <span>
+#include <vector>
+
 #include "device_server/device_server.h"
+#include "host_client/client/client.h"
 #include "kernels/kernels.h"
 #include "vm/device/cuda_device.h"
 
@@ -71,6 +80,63 @@ TEST(DeviceChoice, ComputeThreadsAreACpuDeviceSetting) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_NE((*server)->device_description().find(", 2 compute threads"), std::string::npos)
       << (*server)->device_description();
+  (*server)->Stop();
+}
+
+// A CPU server answers tensorRead on its I/O thread, from the tensor's own memory
+// (host_access_in_place): a read completes while the device worker is held by other
+// work.
+TEST(ServerOnCapabilities, HostAddressableDeviceReadsTensorsWhileItsWorkerIsBusy) {
+  auto server = DeviceServer::Start(LoopbackConfig("cpu"));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  client::ConnectOptions options;
+  options.timeout = std::chrono::milliseconds(20000);  // a read queued behind the worker fails here
+  auto session = client::Session::Connect("127.0.0.1", (*server)->port(), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<float> values = {1.5f, -2, 3, 4};
+  auto tensor = (*session)->Upload(DType::kFloat32, {4}, std::as_bytes(std::span<const float>(values)));
+  ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+
+  // Hold the worker: the self-test's completion waits until the read is done.
+  std::promise<void> holding, release;
+  std::shared_future<void> released = release.get_future().share();
+  (*server)->PostSelfTest([&holding, released](std::optional<SelfTestResult>) {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();
+  auto read = (*session)->Download(tensor->handle);
+  release.set_value();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->data.size(), sizeof(float) * values.size());
+  EXPECT_EQ(std::memcmp(read->data.data(), values.data(), read->data.size()), 0);
+  (*server)->Stop();
+}
+
+// The environment fingerprint reports the device's compute threads (its capability), and
+// the farm's summary names the device's kind by its kernels.
+TEST(ServerOnCapabilities, ReportsTheDevicesComputeThreadsAndKind) {
+  ServerConfig config = LoopbackConfig("cpu");
+  config.compute_threads = 2;
+  auto server = DeviceServer::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ((*server)->device_summary().kind, "cpu");
+  auto session = client::Session::Connect("127.0.0.1", (*server)->port());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const client::ServerEnvironment& env = (*session)->server_info().environment;
+  ASSERT_TRUE(env.known);
+  EXPECT_EQ(env.compute_threads, 2u);
+  (*server)->Stop();
+}
+
+TEST(ServerOnCapabilities, GpuServerReportsNoComputeThreads) {
+  if (vm::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA GPU visible (or Remex built without CUDA)";
+  auto server = DeviceServer::Start(LoopbackConfig("cuda:0"));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ((*server)->device_summary().kind, "cuda");
+  auto session = client::Session::Connect("127.0.0.1", (*server)->port());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ((*session)->server_info().environment.compute_threads, 0u);
   (*server)->Stop();
 }
 
