@@ -44,4 +44,10 @@ REMEX_REQUIRE_MODELS=1
 export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REAL_MODELS_DIR REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
-exec ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}"
+rc=0
+ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}" || rc=$?
+if ((rc != 0)); then
+  # A log keeps only its tail at hand: each failed test's own last lines again, after ctest's summary.
+  scripts/ctest-failures.sh "$build" || true
+fi
+exit "$rc"
