@@ -4,8 +4,10 @@ build, for `pip install --no-build-isolation .` and `pip wheel --no-build-isolat
 
 The build tree is $REMEX_BUILD_DIR, else ./build (the one scripts/quickstart.sh and
 scripts/test.sh make); it is configured first when it has no CMakeCache.txt. Only the
-module's target is built, for the Python that runs pip. The module is copied into the
-package without its debug information (`strip --strip-debug`; a RelWithDebInfo build's
+module's target is built, for the Python that runs pip (with it, the embedded server's
+library, libremex_embedded.so, which remex.embedded() loads from beside the module:
+host_client/tooling/embedded_server.h). Both are copied into the package without their
+debug information (`strip --strip-debug`; a RelWithDebInfo build's
 carries tens of MB of it), so that the wheel stays small; its symbols stay, for
 backtraces.
 
@@ -49,6 +51,11 @@ class CMakeBuild(build_ext):
         if strip is None:
             raise RuntimeError("strip (binutils) is needed to copy remex/_native without its debug information")
         subprocess.check_call([strip, "--strip-debug", "-o", target, built[0]])
+        embedded = os.path.join(build, "host_client", "cli", "libremex_embedded.so")
+        if not os.path.exists(embedded):
+            raise RuntimeError(f"the embedded server's library {embedded} was not built with remex_python")
+        subprocess.check_call([strip, "--strip-debug", "-o", os.path.join(os.path.dirname(target),
+                                                                          "libremex_embedded.so"), embedded])
 
 
 setup(version=cmake_project_version(), ext_modules=[Extension("remex._native", sources=[])],

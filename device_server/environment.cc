@@ -1,7 +1,6 @@
 #include "device_server/environment.h"
 
 #include <dlfcn.h>
-#include <sys/utsname.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -120,18 +119,6 @@ double ReadLoadAverage1m(const std::string& root) {
   double load = -1;
   if (!(in >> load) || load < 0) return -1;
   return load;
-}
-
-double HostLoadAverage1m() {
-  double load[1];
-  if (getloadavg(load, 1) != 1 || load[0] < 0) return -1;
-  return load[0];
-}
-
-std::string OsDescription() {
-  utsname u{};
-  if (uname(&u) != 0) return "";
-  return std::string(u.sysname) + " " + u.release + " " + u.machine;
 }
 
 // ---- NVML ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/host.h"
 #include "base/status.h"
 #include "device_server/device_server.h"
 #include "rpc/remex.capnp.h"
@@ -52,11 +53,7 @@ struct CpuFacts {
 CpuFacts ReadCpuFacts(const std::string& root);
 // The 1-minute load average in `root`/proc/loadavg; -1 when unreadable.
 double ReadLoadAverage1m(const std::string& root);
-// This host's 1-minute load average (getloadavg(3)): the run-queue length averaged over
-// a minute, counting runnable and uninterruptible tasks of all CPUs; -1 when unknown.
-double HostLoadAverage1m();
-// uname(2)'s system, release and machine: "Linux 6.1.0-18-amd64 x86_64".
-std::string OsDescription();
+// This host's load average and uname: HostLoadAverage1m, OsDescription (base/host.h).
 
 // What NVML tells of one GPU. Numbers are 0 and states kUnknown where the query failed
 // (NVML_ERROR_NOT_SUPPORTED on some GPUs, or no permission).

@@ -4,7 +4,9 @@
       in the first system (python3-onnx): writes y = Relu(x + b), x float32 [N, 3]
   fresh-check-wheel.py run HOST:PORT MODEL.onnx
       in the wheel's system (the venv's python): compiles the model with remex.compile,
-      runs it on the server and checks y; prints the version and where remex came from
+      runs it on the server, then on the embedded server (remex.embedded(): the wheel's
+      own libremex_embedded.so), and checks y; prints the version and where remex came
+      from
 
 Exit status 1 with the reason on a wrong output.
 """
@@ -33,14 +35,15 @@ def run(address, model):
     rmx = os.path.splitext(model)[0] + ".rmx"
     remex.compile(model, rmx, bounds={"N": (1, 8)})
     x = np.array([[1, 2, -3], [0, 1, -4]], np.float32)
-    with remex.connect(address) as s:
-        y = s.load(rmx).run({"x": x})["y"]
-        server = s.server
     expected = np.maximum(x + B, 0)
-    if not np.array_equal(y, expected):
-        sys.exit(f"fresh-check-wheel: y = {y.tolist()}, expected {expected.tolist()}")
-    print(f"   remex {remex.__version__} from {os.path.dirname(remex.__file__)} ran {os.path.basename(rmx)} on "
-          f"{server}: y = {y.tolist()}")
+    for session in (lambda: remex.connect(address), lambda: remex.embedded(threads=1)):
+        with session() as s:
+            y = s.load(rmx).run({"x": x})["y"]
+            server = s.server
+        if not np.array_equal(y, expected):
+            sys.exit(f"fresh-check-wheel: on {server}: y = {y.tolist()}, expected {expected.tolist()}")
+        print(f"   remex {remex.__version__} from {os.path.dirname(remex.__file__)} ran {os.path.basename(rmx)} on "
+              f"{server}: y = {y.tolist()}")
 
 
 if __name__ == "__main__":

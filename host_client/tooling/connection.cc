@@ -57,10 +57,7 @@ StatusOr<Connection> Connect(const ServerOptions& given) {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   if (options.address.empty()) {
-    server::ServerConfig config;
-    config.port = 0;
-    config.compute_threads = options.embedded_threads;
-    auto started = server::DeviceServer::Start(config);
+    auto started = EmbeddedServer::Start(options.embedded_threads);
     if (!started.ok()) return started.status().WithContext("starting the embedded server");
     c.embedded = std::move(started).value();
     port = c.embedded->port();

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "base/status.h"
-#include "device_server/device_server.h"
 #include "host_client/client/client.h"
+#include "host_client/tooling/embedded_server.h"
 #include "rpc/farm_lease.h"
 #include "rpc/tls.h"
 
@@ -56,7 +56,7 @@ StatusOr<std::optional<rpc::TlsClientConfig>> TlsFromFlags(const std::string& ad
 // session; the lease is released when the connection is destroyed.
 struct Connection {
   std::unique_ptr<farm::LeaseHolder> lease;
-  std::unique_ptr<server::DeviceServer> embedded;
+  std::unique_ptr<EmbeddedServer> embedded;
   std::unique_ptr<client::Session> session;
   std::string server;  // "HOST:PORT" or "embedded 127.0.0.1:PORT"
   std::string device;  // "cpu (description)"

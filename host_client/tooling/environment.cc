@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/host.h"
 #include "base/version.h"
-#include "device_server/environment.h"
 
 namespace remex::tooling {
 
@@ -27,10 +27,10 @@ HostEnvironment ReadHostEnvironment() {
   HostEnvironment h;
   h.remex_version = kRemexVersion;
   h.remex_commit = kRemexCommit;
-  h.os = server::OsDescription();
+  h.os = OsDescription();
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   h.logical_cpus = cpus > 0 ? static_cast<uint32_t>(cpus) : 0;
-  h.load_average_1m = server::HostLoadAverage1m();
+  h.load_average_1m = HostLoadAverage1m();
   return h;
 }
 
