@@ -87,7 +87,7 @@ StatusOr<Library> Load() {
     if (path.empty()) {
       return Unavailable(std::string("the embedded server's library ") + kLibraryName +
                                 " is not installed (looked for " + looked +
-                                "; REMEX_EMBEDDED_LIBRARY may name it): give --server HOST:PORT of a remex-server");
+                                "; REMEX_EMBEDDED_LIBRARY may name it; a remote remex-server needs no such library)");
     }
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -95,7 +95,7 @@ StatusOr<Library> Load() {
     const char* why = dlerror();
     return Unavailable("cannot load the embedded server's library " + path + ": " +
                               (why != nullptr ? why : "unknown error") +
-                              " (give --server HOST:PORT of a remex-server instead)");
+                              " (a remote remex-server needs no such library)");
   }
   Library lib;
   lib.path = path;
