@@ -230,8 +230,8 @@ class BatchNormKernel final : public NnKernel {
       if (training == 1) {
         return LaunchBatchNormTraining<T>(input(0), input(1), input(2), input(3), input(4), y,
                                           out.size() > 1 ? static_cast<T*>(out[1].data) : nullptr,
-                                          out.size() > 2 ? static_cast<T*>(out[2].data) : nullptr, n, c, inner,
-                                          epsilon, momentum, stream());
+                                          out.size() > 2 ? static_cast<T*>(out[2].data) : nullptr, n, c,
+                                          inner, epsilon, momentum, stream());
       }
       return LaunchBatchNorm<T>(input(0), input(1), input(2), input(3), input(4), y, n, c, inner, epsilon,
                                 stream());
@@ -251,8 +251,8 @@ class InstanceNormKernel final : public NnKernel {
     return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
       using T = decltype(tag);
       return LaunchInstanceNorm<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
-                                   static_cast<const T*>(in[2].data), static_cast<T*>(out[0].data), n, c, inner,
-                                   epsilon, stream());
+                                   static_cast<const T*>(in[2].data), static_cast<T*>(out[0].data), n, c,
+                                   inner, epsilon, stream());
     });
   }
 };
@@ -305,8 +305,9 @@ class LayerNormKernel final : public NnKernel {
     return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
       using T = decltype(tag);
       return LaunchLayerNorm<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
-                                has_bias ? static_cast<const T*>(in[2].data) : nullptr, static_cast<T*>(out[0].data),
-                                mean_out, inv_out, outer, inner, pb, epsilon, stream());
+                                has_bias ? static_cast<const T*>(in[2].data) : nullptr,
+                                static_cast<T*>(out[0].data), mean_out, inv_out, outer, inner, pb, epsilon,
+                                stream());
     });
   }
 };

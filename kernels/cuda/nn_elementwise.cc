@@ -82,8 +82,9 @@ class ClipKernel final : public NnKernel {
     const void* hi = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
     return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
       using T = decltype(tag);
-      return LaunchClip<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(lo), static_cast<const T*>(hi),
-                           static_cast<T*>(out[0].data), Count(out[0].shape), stream());
+      return LaunchClip<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(lo),
+                           static_cast<const T*>(hi), static_cast<T*>(out[0].data), Count(out[0].shape),
+                           stream());
     });
   }
 };
@@ -120,7 +121,8 @@ class BinaryKernel final : public NnKernel {
   Status RunForOp(DType dtype, F&& run) const {
     switch (binary_) {
       case NnBinaryOp::kEqual:
-        return RunFor<float, Half, int32_t, int64_t, bool>(dtype, "float32, float16, int32, int64 and bool are", run);
+        return RunFor<float, Half, int32_t, int64_t, bool>(
+            dtype, "float32, float16, int32, int64 and bool are", run);
       case NnBinaryOp::kAnd:
       case NnBinaryOp::kOr:
       case NnBinaryOp::kXor:
@@ -233,8 +235,8 @@ class NotKernel final : public NnKernel {
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     return LaunchFor<bool>(in[0].dtype, "bool is", [&](auto) {
-      return LaunchNot(static_cast<const bool*>(in[0].data), static_cast<bool*>(out[0].data), Count(out[0].shape),
-                       stream());
+      return LaunchNot(static_cast<const bool*>(in[0].data), static_cast<bool*>(out[0].data),
+                       Count(out[0].shape), stream());
     });
   }
 };
@@ -277,10 +279,17 @@ struct BinaryName {
 };
 
 constexpr BinaryName kBinaryOps[] = {
-    {"Pow", NnBinaryOp::kPow},       {"PRelu", NnBinaryOp::kPRelu}, {"Mod", NnBinaryOp::kMod},
-    {"Equal", NnBinaryOp::kEqual},   {"Less", NnBinaryOp::kLess},   {"Greater", NnBinaryOp::kGreater},
-    {"And", NnBinaryOp::kAnd},       {"Or", NnBinaryOp::kOr},       {"Xor", NnBinaryOp::kXor},
-    {"LessOrEqual", NnBinaryOp::kLessOrEqual}, {"GreaterOrEqual", NnBinaryOp::kGreaterOrEqual},
+    {"Pow", NnBinaryOp::kPow},
+    {"PRelu", NnBinaryOp::kPRelu},
+    {"Mod", NnBinaryOp::kMod},
+    {"Equal", NnBinaryOp::kEqual},
+    {"Less", NnBinaryOp::kLess},
+    {"Greater", NnBinaryOp::kGreater},
+    {"And", NnBinaryOp::kAnd},
+    {"Or", NnBinaryOp::kOr},
+    {"Xor", NnBinaryOp::kXor},
+    {"LessOrEqual", NnBinaryOp::kLessOrEqual},
+    {"GreaterOrEqual", NnBinaryOp::kGreaterOrEqual},
 };
 
 }  // namespace

@@ -205,6 +205,16 @@ cudaError_t Broadcast(F f, const void* a, const void* b, void* out, int64_t n, c
   return cudaGetLastError();
 }
 
+// Broadcast<A, A, O> of F<kOp> for the kOp among kOps that is `op`;
+// cudaErrorInvalidValue when none is.
+template <template <NnBinaryOp> class F, typename A, typename O, NnBinaryOp... kOps>
+cudaError_t BroadcastAmong(NnBinaryOp op, const void* a, const void* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
+  cudaError_t result = cudaErrorInvalidValue;
+  (void)((op == kOps && (result = Broadcast<A, A, O>(F<kOps>{}, a, b, out, n, plan, stream), true)) || ...);
+  return result;
+}
+
 __global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] == 0;
 }
@@ -227,23 +237,13 @@ cudaError_t LaunchClip(const T* x, const T* min, const T* max, T* y, int64_t n, 
 }
 
 template <typename T>
-cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n, const BroadcastPlan& plan,
-                           cudaStream_t stream) {
+cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
   if constexpr (std::is_same_v<T, bool>) {
     // Bool bytes: any nonzero byte is true.
-    switch (op) {
-      case NnBinaryOp::kEqual:
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kEqual>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kAnd:
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kAnd>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kOr:
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kOr>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kXor:
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kXor>{}, a, b, out, n, plan, stream);
-      default:
-        return cudaErrorInvalidValue;
-    }
+    return BroadcastAmong<LogicalOp, uint8_t, uint8_t, NnBinaryOp::kEqual, NnBinaryOp::kAnd, NnBinaryOp::kOr,
+                          NnBinaryOp::kXor>(op, a, b, out, n, plan, stream);
   } else {
     using A = DeviceType<T>;
     // PRelu and Add (Sum, Mean) take float32 and float16 only.
@@ -263,28 +263,18 @@ cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int
         return Broadcast<A, A, A>(ModOp<false>{}, a, b, out, n, plan, stream);
       case NnBinaryOp::kFmod:
         return Broadcast<A, A, A>(ModOp<true>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kEqual:
-        return Broadcast<A, A, uint8_t>(CompareOp<NnBinaryOp::kEqual>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kLess:
-        return Broadcast<A, A, uint8_t>(CompareOp<NnBinaryOp::kLess>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kGreater:
-        return Broadcast<A, A, uint8_t>(CompareOp<NnBinaryOp::kGreater>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kLessOrEqual:
-        return Broadcast<A, A, uint8_t>(CompareOp<NnBinaryOp::kLessOrEqual>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kGreaterOrEqual:
-        return Broadcast<A, A, uint8_t>(CompareOp<NnBinaryOp::kGreaterOrEqual>{}, a, b, out, n, plan, stream);
-      case NnBinaryOp::kPow:  // LaunchPow.
-      case NnBinaryOp::kAnd:  // Bool only.
-      case NnBinaryOp::kOr:
-      case NnBinaryOp::kXor:
-        break;
+      default:  // The comparisons; Pow (LaunchPow) and the logical ops (bool) are refused.
+        return BroadcastAmong<CompareOp, A, uint8_t, NnBinaryOp::kEqual, NnBinaryOp::kLess,
+                              NnBinaryOp::kGreater, NnBinaryOp::kLessOrEqual, NnBinaryOp::kGreaterOrEqual>(
+            op, a, b, out, n, plan, stream);
     }
     return cudaErrorInvalidValue;
   }
 }
 
 template <typename A, typename B>
-cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream) {
+cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan,
+                      cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
   return Broadcast<DeviceType<A>, DeviceType<B>, DeviceType<A>>(PowOp{}, a, b, out, n, plan, stream);
 }
@@ -312,14 +302,14 @@ cudaError_t LaunchNot(const bool* x, bool* y, int64_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-#define REMEX_NN_FLOAT_INSTANTIATE(T)                                                                    \
+#define REMEX_NN_FLOAT_INSTANTIATE(T)                                                                  \
   template cudaError_t LaunchNnUnary<T>(NnUnaryOp, const T*, T*, int64_t, float, float, cudaStream_t); \
-  template cudaError_t LaunchClip<T>(const T*, const T*, const T*, T*, int64_t, cudaStream_t);          \
-  template cudaError_t LaunchDivideInPlace<T>(T*, int64_t, float, cudaStream_t);                        \
+  template cudaError_t LaunchClip<T>(const T*, const T*, const T*, T*, int64_t, cudaStream_t);         \
+  template cudaError_t LaunchDivideInPlace<T>(T*, int64_t, float, cudaStream_t);                       \
   template cudaError_t LaunchClassify<T>(bool, bool, bool, const T*, bool*, int64_t, cudaStream_t);
-#define REMEX_NN_BINARY_INSTANTIATE(T)                                                                     \
-  template cudaError_t LaunchNnBinary<T>(NnBinaryOp, const T*, const T*, void*, int64_t, const BroadcastPlan&, \
-                                         cudaStream_t);
+#define REMEX_NN_BINARY_INSTANTIATE(T)                                                   \
+  template cudaError_t LaunchNnBinary<T>(NnBinaryOp, const T*, const T*, void*, int64_t, \
+                                         const BroadcastPlan&, cudaStream_t);
 #define REMEX_NN_POW_INSTANTIATE(A, B) \
   template cudaError_t LaunchPow<A, B>(const A*, const B*, A*, int64_t, const BroadcastPlan&, cudaStream_t);
 REMEX_NN_FLOAT_INSTANTIATE(float)

@@ -132,7 +132,8 @@ cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t si
 // GlobalLpPool-2: y[p] = the Lp norm of the `size` elements of plane p, order `p_order`
 // (kernels/lp_ops.h).
 template <typename T>
-cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order, cudaStream_t stream);
+cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
+                               cudaStream_t stream);
 
 // LpNormalization-1 of x seen as [outer, n, inner]: each of the outer x inner vectors of
 // n elements (stride inner) divided by its Lp norm, one thread per vector, summed in
@@ -193,9 +194,9 @@ cudaError_t LaunchBatchNorm(const T* x, const T* scale, const T* bias, const T* 
 // running_var (null: not wanted) = mean / var inputs * momentum + batch statistic *
 // (1 - momentum).
 template <typename T>
-cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
-                                    T* running_mean, T* running_var, int64_t n, int64_t c, int64_t inner,
-                                    float epsilon, float momentum, cudaStream_t stream);
+cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var,
+                                    T* y, T* running_mean, T* running_var, int64_t n, int64_t c,
+                                    int64_t inner, float epsilon, float momentum, cudaStream_t stream);
 
 // Per (n, c) plane of `inner` elements: y = scale * (x - mean) / sqrt(var + eps) + B.
 template <typename T>
@@ -261,10 +262,10 @@ enum class NnBinaryOp : uint8_t {
   kPRelu,  // a < 0 ? b * a : a. float, Half.
   kMax,    // NaN operand gives NaN. float, Half, int32_t, int64_t.
   kMin,
-  kAdd,   // a + b: Sum and Mean, folded pairwise. float, Half.
-  kMod,   // Mod with fmod = 0: the divisor's sign; an integer divisor of 0 gives 0.
-          // float, Half, int32_t, int64_t.
-  kFmod,  // Mod with fmod = 1: the dividend's sign. float, Half, int32_t, int64_t.
+  kAdd,    // a + b: Sum and Mean, folded pairwise. float, Half.
+  kMod,    // Mod with fmod = 0: the divisor's sign; an integer divisor of 0 gives 0.
+           // float, Half, int32_t, int64_t.
+  kFmod,   // Mod with fmod = 1: the dividend's sign. float, Half, int32_t, int64_t.
   kEqual,  // bool output. float, Half, int32_t, int64_t, bool.
   kLess,   // bool output. float, Half, int32_t, int64_t (and the three below).
   kGreater,
@@ -280,13 +281,14 @@ enum class NnBinaryOp : uint8_t {
 // float, Half, int32_t, int64_t or bool (cudaErrorInvalidValue for an op that does not
 // take T, above).
 template <typename T>
-cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n, const BroadcastPlan& plan,
-                           cudaStream_t stream);
+cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream);
 
 // Pow: out[i] = a[.] ^ b[.] with the broadcast plan; A float or Half, B float, Half,
 // int32_t or int64_t.
 template <typename A, typename B>
-cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream);
+cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan,
+                      cudaStream_t stream);
 
 // Not: y[i] = x[i] == 0 (bool bytes).
 cudaError_t LaunchNot(const bool* x, bool* y, int64_t n, cudaStream_t stream);

@@ -150,8 +150,8 @@ class GlobalLpPoolKernel final : public NnKernel {
     const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
     return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
       using T = decltype(tag);
-      return LaunchGlobalLpPool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), planes, size,
-                                   p_, stream());
+      return LaunchGlobalLpPool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), planes,
+                                   size, p_, stream());
     });
   }
 
@@ -175,8 +175,8 @@ class LpNormalizationKernel final : public NnKernel {
     REMEX_ASSIGN_OR_RETURN(internal::LpNormParams g, internal::ParseLpNormalization(attrs(), in[0].shape));
     return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
       using T = decltype(tag);
-      return LaunchLpNormalization<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), g.outer,
-                                      g.n, g.inner, g.p, stream());
+      return LaunchLpNormalization<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data),
+                                      g.outer, g.n, g.inner, g.p, stream());
     });
   }
 };
@@ -281,11 +281,12 @@ class ResizeKernel final : public NnKernel {
                                    stream());
       });
     }
-    return LaunchFor<float, Half>(in[0].dtype, "linear and cubic modes take float32 and float16", [&](auto tag) {
-      using T = decltype(tag);
-      return LaunchResizeInterp<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), n_out, p,
-                                   static_cast<float>(resize_.extrapolation), stream());
-    });
+    return LaunchFor<float, Half>(
+        in[0].dtype, "linear and cubic modes take float32 and float16", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchResizeInterp<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), n_out,
+                                       p, static_cast<float>(resize_.extrapolation), stream());
+        });
   }
 
  private:

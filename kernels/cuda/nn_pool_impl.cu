@@ -408,8 +408,8 @@ cudaError_t LaunchMaxPool(const T* x, T* y, int64_t* indices, bool column_major,
                           cudaStream_t stream) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
   if (n <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<MaxPoolKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(y), indices,
-                                             column_major, g);
+  LaunchKernel<MaxPoolKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(y),
+                                             indices, column_major, g);
   return cudaGetLastError();
 }
 
@@ -440,7 +440,8 @@ cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t si
 }
 
 template <typename T>
-cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order, cudaStream_t stream) {
+cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
+                               cudaStream_t stream) {
   if (planes <= 0 || p_order < 1) return cudaErrorInvalidValue;
   LaunchKernel<GlobalLpPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
                                                   AsDevice(y), planes, size, p_order);
@@ -493,8 +494,8 @@ cudaError_t LaunchResizeInterp(const T* x, T* y, int64_t n_out, const ResizePara
   if (n_out <= 0 || p.rank < 1 || p.rank > kMaxResizeRank || p.mode == ResizeMode::kNearest) {
     return cudaErrorInvalidValue;
   }
-  LaunchKernel<ResizeInterpKernel<DeviceType<T>>>(Blocks(n_out), kThreads, 0, stream, AsDevice(x), AsDevice(y),
-                                                  n_out, p, extrapolation);
+  LaunchKernel<ResizeInterpKernel<DeviceType<T>>>(Blocks(n_out), kThreads, 0, stream, AsDevice(x),
+                                                  AsDevice(y), n_out, p, extrapolation);
   return cudaGetLastError();
 }
 
@@ -503,20 +504,21 @@ cudaError_t LaunchBatchNorm(const T* x, const T* scale, const T* bias, const T* 
                             int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream) {
   const int64_t total = n * c * inner;
   if (total <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<BatchNormKernel<DeviceType<T>>>(Blocks(total), kThreads, 0, stream, AsDevice(x), AsDevice(scale),
-                                               AsDevice(bias), AsDevice(mean), AsDevice(var), AsDevice(y), total,
-                                               c, inner, epsilon);
+  LaunchKernel<BatchNormKernel<DeviceType<T>>>(Blocks(total), kThreads, 0, stream, AsDevice(x),
+                                               AsDevice(scale), AsDevice(bias), AsDevice(mean), AsDevice(var),
+                                               AsDevice(y), total, c, inner, epsilon);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
-                                    T* running_mean, T* running_var, int64_t n, int64_t c, int64_t inner,
-                                    float epsilon, float momentum, cudaStream_t stream) {
+cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var,
+                                    T* y, T* running_mean, T* running_var, int64_t n, int64_t c,
+                                    int64_t inner, float epsilon, float momentum, cudaStream_t stream) {
   if (n * c * inner <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<BatchNormTrainingKernel<DeviceType<T>>>(
-      Blocks(c, 1), kThreads, 0, stream, AsDevice(x), AsDevice(scale), AsDevice(bias), AsDevice(mean),
-      AsDevice(var), AsDevice(y), AsDevice(running_mean), AsDevice(running_var), n, c, inner, epsilon, momentum);
+  LaunchKernel<BatchNormTrainingKernel<DeviceType<T>>>(Blocks(c, 1), kThreads, 0, stream, AsDevice(x),
+                                                       AsDevice(scale), AsDevice(bias), AsDevice(mean),
+                                                       AsDevice(var), AsDevice(y), AsDevice(running_mean),
+                                                       AsDevice(running_var), n, c, inner, epsilon, momentum);
   return cudaGetLastError();
 }
 
@@ -526,8 +528,8 @@ cudaError_t LaunchInstanceNorm(const T* x, const T* scale, const T* bias, T* y, 
   const int64_t planes = n * c;
   if (planes <= 0) return cudaErrorInvalidValue;
   LaunchKernel<InstanceNormKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
-                                                  AsDevice(scale), AsDevice(bias), AsDevice(y), planes, c, inner,
-                                                  epsilon);
+                                                  AsDevice(scale), AsDevice(bias), AsDevice(y), planes, c,
+                                                  inner, epsilon);
   return cudaGetLastError();
 }
 
@@ -537,27 +539,29 @@ cudaError_t LaunchLayerNorm(const T* x, const T* scale, const T* bias, T* y, flo
                             cudaStream_t stream) {
   if (outer <= 0 || params.rank > kMaxLayerNormRank) return cudaErrorInvalidValue;
   LaunchKernel<LayerNormKernel<DeviceType<T>>>(Blocks(outer, 1), kThreads, 0, stream, AsDevice(x),
-                                               AsDevice(scale), AsDevice(bias), AsDevice(y), mean_out, inv_out,
-                                               outer, inner, params, epsilon);
+                                               AsDevice(scale), AsDevice(bias), AsDevice(y), mean_out,
+                                               inv_out, outer, inner, params, epsilon);
   return cudaGetLastError();
 }
 
-#define REMEX_NN_POOL_INSTANTIATE(T)                                                                          \
-  template cudaError_t LaunchMaxPool<T>(const T*, T*, int64_t*, bool, const PoolGeometry&, cudaStream_t);     \
-  template cudaError_t LaunchAveragePool<T>(const T*, T*, bool, const PoolGeometry&, cudaStream_t);           \
-  template cudaError_t LaunchGlobalMaxPool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);                  \
-  template cudaError_t LaunchGlobalAveragePool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);              \
-  template cudaError_t LaunchGlobalLpPool<T>(const T*, T*, int64_t, int64_t, int, cudaStream_t);              \
-  template cudaError_t LaunchLpNormalization<T>(const T*, T*, int64_t, int64_t, int64_t, int, cudaStream_t);  \
-  template cudaError_t LaunchResizeInterp<T>(const T*, T*, int64_t, const ResizeParams&, float, cudaStream_t); \
-  template cudaError_t LaunchBatchNorm<T>(const T*, const T*, const T*, const T*, const T*, T*, int64_t,      \
-                                          int64_t, int64_t, float, cudaStream_t);                             \
-  template cudaError_t LaunchBatchNormTraining<T>(const T*, const T*, const T*, const T*, const T*, T*, T*,   \
-                                                  T*, int64_t, int64_t, int64_t, float, float, cudaStream_t); \
-  template cudaError_t LaunchInstanceNorm<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t,     \
-                                             float, cudaStream_t);                                            \
-  template cudaError_t LaunchLayerNorm<T>(const T*, const T*, const T*, T*, float*, float*, int64_t, int64_t, \
-                                          const ParamBroadcast&, float, cudaStream_t);
+#define REMEX_NN_POOL_INSTANTIATE(T)                                                                         \
+  template cudaError_t LaunchMaxPool<T>(const T*, T*, int64_t*, bool, const PoolGeometry&, cudaStream_t);    \
+  template cudaError_t LaunchAveragePool<T>(const T*, T*, bool, const PoolGeometry&, cudaStream_t);          \
+  template cudaError_t LaunchGlobalMaxPool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);                 \
+  template cudaError_t LaunchGlobalAveragePool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);             \
+  template cudaError_t LaunchGlobalLpPool<T>(const T*, T*, int64_t, int64_t, int, cudaStream_t);             \
+  template cudaError_t LaunchLpNormalization<T>(const T*, T*, int64_t, int64_t, int64_t, int, cudaStream_t); \
+  template cudaError_t LaunchResizeInterp<T>(const T*, T*, int64_t, const ResizeParams&, float,              \
+                                             cudaStream_t);                                                  \
+  template cudaError_t LaunchBatchNorm<T>(const T*, const T*, const T*, const T*, const T*, T*, int64_t,     \
+                                          int64_t, int64_t, float, cudaStream_t);                            \
+  template cudaError_t LaunchBatchNormTraining<T>(const T*, const T*, const T*, const T*, const T*, T*, T*,  \
+                                                  T*, int64_t, int64_t, int64_t, float, float,               \
+                                                  cudaStream_t);                                             \
+  template cudaError_t LaunchInstanceNorm<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t,    \
+                                             float, cudaStream_t);                                           \
+  template cudaError_t LaunchLayerNorm<T>(const T*, const T*, const T*, T*, float*, float*, int64_t,         \
+                                          int64_t, const ParamBroadcast&, float, cudaStream_t);
 REMEX_NN_POOL_INSTANTIATE(float)
 REMEX_NN_POOL_INSTANTIATE(Half)
 #undef REMEX_NN_POOL_INSTANTIATE

@@ -371,10 +371,10 @@ cudaError_t LaunchSoftmax(SoftmaxMode mode, const T* x, T* y, int64_t outer, int
   return LaunchSoftmaxMode<DeviceType<T>>(mode, x, y, outer, n, inner, stream);
 }
 
-#define REMEX_NN_REDUCE_INSTANTIATE(T)                                                                       \
-  template cudaError_t LaunchReduce<T>(ReduceKind, const T*, T*, const ReducePlan&, cudaStream_t);           \
-  template cudaError_t LaunchArgExtremum<T>(bool, bool, const T*, int64_t*, int64_t, int64_t, int64_t,       \
-                                            cudaStream_t);                                                   \
+#define REMEX_NN_REDUCE_INSTANTIATE(T)                                                                 \
+  template cudaError_t LaunchReduce<T>(ReduceKind, const T*, T*, const ReducePlan&, cudaStream_t);     \
+  template cudaError_t LaunchArgExtremum<T>(bool, bool, const T*, int64_t*, int64_t, int64_t, int64_t, \
+                                            cudaStream_t);                                             \
   template cudaError_t LaunchSoftmax<T>(SoftmaxMode, const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
 REMEX_NN_REDUCE_INSTANTIATE(float)
 REMEX_NN_REDUCE_INSTANTIATE(Half)
