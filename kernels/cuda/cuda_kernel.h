@@ -97,8 +97,14 @@ class CudaKernel : public OpKernel {
   // when none of Ts is.
   template <typename... Ts, typename F>
   Status LaunchFor(DType dtype, std::string_view accepted, F&& launch) const {
-    std::optional<Status> status =
-        VisitDType<Ts...>(dtype, [&](auto tag) { return Launch([&] { return launch(tag); }); });
+    return RunFor<Ts...>(dtype, accepted, [&](auto tag) { return Launch([&] { return launch(tag); }); });
+  }
+  // The dtype dispatch of work of more than one step (host checks, several launches):
+  // run(T{}) (returning Status) for the T among Ts that is `dtype`'s element type
+  // (VisitDType), or Unsupported(dtype, accepted) when none of Ts is.
+  template <typename... Ts, typename F>
+  Status RunFor(DType dtype, std::string_view accepted, F&& run) const {
+    std::optional<Status> status = VisitDType<Ts...>(dtype, run);
     return status ? *std::move(status) : Unsupported(dtype, accepted);
   }
   // UNIMPLEMENTED "<op> on cuda: dtype <dtype> is not implemented (<accepted>)".

@@ -27,6 +27,16 @@ template <typename T>
 using DeviceType = typename DeviceElement<T>::type;
 static_assert(sizeof(__half) == sizeof(Half));
 
+// `p` as a pointer to T's device type (the same bytes).
+template <typename T>
+const DeviceType<T>* AsDevice(const T* p) {
+  return reinterpret_cast<const DeviceType<T>*>(p);
+}
+template <typename T>
+DeviceType<T>* AsDevice(T* p) {
+  return reinterpret_cast<DeviceType<T>*>(p);
+}
+
 __device__ __forceinline__ float Load(float v) { return v; }
 __device__ __forceinline__ float Load(__half v) { return __half2float(v); }
 

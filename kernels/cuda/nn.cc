@@ -32,37 +32,6 @@
 
 namespace remex::kernels::cuda {
 
-StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted) {
-  const bool ints = accepted == NnTypes::kFloatAndInt || accepted == NnTypes::kCompare;
-  const bool floats = accepted != NnTypes::kBool;
-  const bool bools = accepted == NnTypes::kBool || accepted == NnTypes::kCompare;
-  switch (dtype) {
-    case DType::kFloat32:
-      if (floats) return NnType::kFloat32;
-      break;
-    case DType::kFloat16:
-      if (floats) return NnType::kFloat16;
-      break;
-    case DType::kInt32:
-      if (ints) return NnType::kInt32;
-      break;
-    case DType::kInt64:
-      if (ints) return NnType::kInt64;
-      break;
-    case DType::kBool:
-      if (bools) return NnType::kBool;
-      break;
-    default:
-      break;
-  }
-  const char* which = "float32 and float16 are";
-  if (accepted == NnTypes::kFloatAndInt) which = "float32, float16, int32 and int64 are";
-  if (accepted == NnTypes::kBool) which = "bool is";
-  if (accepted == NnTypes::kCompare) which = "float32, float16, int32, int64 and bool are";
-  return Unimplemented(std::string(op) + " on cuda: dtype " + std::string(DTypeName(dtype)) +
-                       " is not implemented (" + which + ")");
-}
-
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -119,10 +88,13 @@ class ReduceKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedDims(op(), attrs(), in));
     REMEX_ASSIGN_OR_RETURN(ReducePlan plan, MakeReducePlan(op(), in[0].shape, reduced));
-    return Launch([&] { return LaunchReduce(kind_, type, in[0].data, out[0].data, plan, stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchReduce<T>(kind_, static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), plan,
+                             stream());
+    });
   }
 
  private:
@@ -139,7 +111,6 @@ class ArgKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     const Shape& shape = in[0].shape;
     REMEX_ASSIGN_OR_RETURN(int64_t axis_attr, attrs().Int("axis", 0));
     REMEX_ASSIGN_OR_RETURN(int64_t axis,
@@ -148,9 +119,10 @@ class ArgKernel final : public NnKernel {
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
     for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-    return Launch([&] {
-      return LaunchArgExtremum(is_max_, select_last, type, in[0].data, static_cast<int64_t*>(out[0].data),
-                               outer, shape[axis], inner, stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchArgExtremum<T>(is_max_, select_last, static_cast<const T*>(in[0].data),
+                                  static_cast<int64_t*>(out[0].data), outer, shape[axis], inner, stream());
     });
   }
 
@@ -170,10 +142,12 @@ class SoftmaxKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(internal::SoftmaxView v, internal::SoftmaxViewOf(op(), flatten_, attrs(), in[0].shape));
-    return Launch(
-        [&] { return LaunchSoftmax(mode_, type, in[0].data, out[0].data, v.outer, v.n, v.inner, stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchSoftmax<T>(mode_, static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), v.outer,
+                              v.n, v.inner, stream());
+    });
   }
 
  private:
@@ -193,24 +167,31 @@ class LossKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(internal::LossAttrs a, internal::LossAttrsOf(op(), attrs()));
     REMEX_ASSIGN_OR_RETURN(internal::LossView v, internal::LossViewOf(op(), internal::ToShapeArgs(in)));
-    LossLaunch l;
-    l.x = in[0].data;
-    l.target = in[1].data;
-    l.target_int64 = in[1].dtype == DType::kInt64;
-    l.weight = v.weighted ? in[2].data : nullptr;
-    l.loss = out[0].data;
-    l.log_prob = softmax_ && out.size() > 1 && out[1].present() ? out[1].data : nullptr;
-    l.n = v.n;
-    l.c = v.c;
-    l.d = v.d;
-    l.reduction = a.reduction;
-    l.softmax = softmax_;
-    l.has_ignore = a.ignore_index.has_value();
-    l.ignore_index = a.ignore_index.value_or(0);
-    return Launch([&] { return LaunchLoss(type, l, stream()); });
+    // The element types of x (T) and of the target (I, int32 or int64: the shape
+    // function's).
+    auto launch = [&](auto x_tag, auto target_tag) {
+      using T = decltype(x_tag);
+      using I = decltype(target_tag);
+      LossLaunch<T, I> l;
+      l.x = static_cast<const T*>(in[0].data);
+      l.target = static_cast<const I*>(in[1].data);
+      l.weight = v.weighted ? static_cast<const T*>(in[2].data) : nullptr;
+      l.loss = static_cast<T*>(out[0].data);
+      l.log_prob = softmax_ && out.size() > 1 && out[1].present() ? static_cast<T*>(out[1].data) : nullptr;
+      l.n = v.n;
+      l.c = v.c;
+      l.d = v.d;
+      l.reduction = a.reduction;
+      l.softmax = softmax_;
+      l.has_ignore = a.ignore_index.has_value();
+      l.ignore_index = a.ignore_index.value_or(0);
+      return LaunchLoss(l, stream());
+    };
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      return in[1].dtype == DType::kInt64 ? launch(tag, int64_t{}) : launch(tag, int32_t{});
+    });
   }
 
  private:
@@ -234,23 +215,26 @@ class BatchNormKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
     int64_t n, c, inner;
     ChannelView(in[0].shape, n, c, inner);
     REMEX_ASSIGN_OR_RETURN(int64_t training, attrs().Int("training_mode", 0));
+    float momentum = 0.0f;
     if (training == 1) {
-      REMEX_ASSIGN_OR_RETURN(float momentum, attrs().Float("momentum", 0.9f));
-      return Launch([&] {
-        return LaunchBatchNormTraining(type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                       out[0].data, out.size() > 1 ? out[1].data : nullptr,
-                                       out.size() > 2 ? out[2].data : nullptr, n, c, inner, epsilon, momentum,
-                                       stream());
-      });
+      REMEX_ASSIGN_OR_RETURN(momentum, attrs().Float("momentum", 0.9f));
     }
-    return Launch([&] {
-      return LaunchBatchNorm(type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data, n,
-                             c, inner, epsilon, stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      auto input = [&](size_t i) { return static_cast<const T*>(in[i].data); };
+      T* y = static_cast<T*>(out[0].data);
+      if (training == 1) {
+        return LaunchBatchNormTraining<T>(input(0), input(1), input(2), input(3), input(4), y,
+                                          out.size() > 1 ? static_cast<T*>(out[1].data) : nullptr,
+                                          out.size() > 2 ? static_cast<T*>(out[2].data) : nullptr, n, c,
+                                          inner, epsilon, momentum, stream());
+      }
+      return LaunchBatchNorm<T>(input(0), input(1), input(2), input(3), input(4), y, n, c, inner, epsilon,
+                                stream());
     });
   }
 };
@@ -261,13 +245,14 @@ class InstanceNormKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(float epsilon, attrs().Float("epsilon", 1e-5f));
     int64_t n, c, inner;
     ChannelView(in[0].shape, n, c, inner);
-    return Launch([&] {
-      return LaunchInstanceNorm(type, in[0].data, in[1].data, in[2].data, out[0].data, n, c, inner, epsilon,
-                                stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchInstanceNorm<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
+                                   static_cast<const T*>(in[2].data), static_cast<T*>(out[0].data), n, c,
+                                   inner, epsilon, stream());
     });
   }
 };
@@ -292,7 +277,6 @@ class LayerNormKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(int64_t stash, attrs().Int("stash_type", 1));
     if (stash != 1) {
       return Unimplemented(op() + " on cuda: stash_type " + std::to_string(stash) +
@@ -318,9 +302,12 @@ class LayerNormKernel final : public NnKernel {
     if (has_bias) ParamStrides(xs, in[2].shape, static_cast<size_t>(axis), pb.bias_strides, pb.bias_is_row);
     float* mean_out = out.size() > 1 ? static_cast<float*>(out[1].data) : nullptr;
     float* inv_out = out.size() > 2 ? static_cast<float*>(out[2].data) : nullptr;
-    return Launch([&] {
-      return LaunchLayerNorm(type, in[0].data, in[1].data, has_bias ? in[2].data : nullptr, out[0].data,
-                             mean_out, inv_out, outer, inner, pb, epsilon, stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchLayerNorm<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
+                                has_bias ? static_cast<const T*>(in[2].data) : nullptr,
+                                static_cast<T*>(out[0].data), mean_out, inv_out, outer, inner, pb, epsilon,
+                                stream());
     });
   }
 };

@@ -1,5 +1,6 @@
 // Host-side helpers of the nn group's CUDA kernels (nn.cc, nn_pool.cc,
-// nn_elementwise.cc): the kernel base class, dtype mapping and registration.
+// nn_elementwise.cc): the kernel base class, the accepted dtypes' names and
+// registration.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,16 +22,10 @@
 
 namespace remex::kernels::cuda {
 
-// Which dtypes a kernel takes.
-enum class NnTypes : uint8_t {
-  kFloat,        // float32, float16.
-  kFloatAndInt,  // float32, float16, int32, int64.
-  kBool,         // bool.
-  kCompare,      // float32, float16, int32, int64, bool.
-};
-
-// The NnType of `dtype`, or UNIMPLEMENTED "<op> on cuda: dtype ... is not implemented".
-StatusOr<NnType> ToNnType(std::string_view op, DType dtype, NnTypes accepted = NnTypes::kFloat);
+// The `accepted` of the nn kernels' LaunchFor / RunFor (CudaKernel): UNIMPLEMENTED
+// "<op> on cuda: dtype <d> is not implemented (<accepted>)" names them.
+inline constexpr std::string_view kFloatDTypes = "float32 and float16 are";
+inline constexpr std::string_view kFloatIntDTypes = "float32, float16, int32 and int64 are";
 
 // A CUDA kernel of the nn group: a CudaKernel that returns early when every output is
 // empty.

@@ -44,10 +44,10 @@ class UnaryKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
-    return Launch([&] {
-      return LaunchNnUnary(unary_, type, in[0].data, out[0].data, Count(out[0].shape), alpha_, beta_,
-                           stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchNnUnary<T>(unary_, static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data),
+                              Count(out[0].shape), alpha_, beta_, stream());
     });
   }
 
@@ -78,45 +78,90 @@ class ClipKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     const void* lo = in.size() > 1 && in[1].present() ? in[1].data : nullptr;
     const void* hi = in.size() > 2 && in[2].present() ? in[2].data : nullptr;
-    return Launch(
-        [&] { return LaunchClip(type, in[0].data, lo, hi, out[0].data, Count(out[0].shape), stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchClip<T>(static_cast<const T*>(in[0].data), static_cast<const T*>(lo),
+                           static_cast<const T*>(hi), static_cast<T*>(out[0].data), Count(out[0].shape),
+                           stream());
+    });
   }
 };
 
+// Pow, PRelu, Mod and the comparison and logical ops: out = a op b with numpy
+// broadcasting.
 class BinaryKernel final : public NnKernel {
  public:
-  BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
-               NnTypes types)
-      : NnKernel(def, std::move(attrs), context), binary_(binary), types_(types) {}
+  BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary)
+      : NnKernel(def, std::move(attrs), context), binary_(binary) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType a_type, ToNnType(op(), in[0].dtype, types_));
-    NnType b_type = a_type;
+    if (binary_ == NnBinaryOp::kPow) return RunPow(in, out);
     NnBinaryOp binary = binary_;
     if (binary == NnBinaryOp::kMod) {  // fmod picks the rule; the shape function checked it.
       REMEX_ASSIGN_OR_RETURN(int64_t fmod, attrs().Int("fmod", 0));
       if (fmod == 1) binary = NnBinaryOp::kFmod;
     }
-    if (binary_ == NnBinaryOp::kPow) {
-      auto b = ToNnType(op() + " exponent", in[1].dtype, NnTypes::kFloatAndInt);
-      if (!b.ok()) return b.status();
-      b_type = *b;
-    }
-    StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(in[0].shape, in[1].shape, out[0].shape);
-    if (!plan.ok()) return plan.status().WithContext(op());
-    return Launch([&] {
-      return LaunchNnBinary(binary, a_type, b_type, in[0].data, in[1].data, out[0].data, Count(out[0].shape),
-                            *plan, stream());
+    return RunForOp(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      REMEX_ASSIGN_OR_RETURN(BroadcastPlan plan, Plan(in, out));
+      return Launch([&] {
+        return LaunchNnBinary<T>(binary, static_cast<const T*>(in[0].data), static_cast<const T*>(in[1].data),
+                                 out[0].data, Count(out[0].shape), plan, stream());
+      });
     });
   }
 
  private:
+  // Calls run(T{}) (returning Status) for `dtype`'s element type T when the op takes it
+  // (nn_impl.h's NnBinaryOp), else Unsupported naming the dtypes it takes.
+  template <typename F>
+  Status RunForOp(DType dtype, F&& run) const {
+    switch (binary_) {
+      case NnBinaryOp::kEqual:
+        return RunFor<float, Half, int32_t, int64_t, bool>(
+            dtype, "float32, float16, int32, int64 and bool are", run);
+      case NnBinaryOp::kAnd:
+      case NnBinaryOp::kOr:
+      case NnBinaryOp::kXor:
+        return RunFor<bool>(dtype, "bool is", run);
+      case NnBinaryOp::kMod:
+      case NnBinaryOp::kLess:
+      case NnBinaryOp::kGreater:
+      case NnBinaryOp::kLessOrEqual:
+      case NnBinaryOp::kGreaterOrEqual:
+        return RunFor<float, Half, int32_t, int64_t>(dtype, kFloatIntDTypes, run);
+      default:  // PRelu.
+        return RunFor<float, Half>(dtype, kFloatDTypes, run);
+    }
+  }
+
+  // Pow: a float base, an exponent of float32, float16, int32 or int64.
+  Status RunPow(std::span<const TensorRef> in, std::span<const TensorRef> out) const {
+    return RunFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto a_tag) -> Status {
+      using A = decltype(a_tag);
+      return RunFor<float, Half, int32_t, int64_t>(
+          in[1].dtype, "the exponent takes float32, float16, int32 and int64", [&](auto b_tag) -> Status {
+            using B = decltype(b_tag);
+            REMEX_ASSIGN_OR_RETURN(BroadcastPlan plan, Plan(in, out));
+            return Launch([&] {
+              return LaunchPow<A, B>(static_cast<const A*>(in[0].data), static_cast<const B*>(in[1].data),
+                                     static_cast<A*>(out[0].data), Count(out[0].shape), plan, stream());
+            });
+          });
+    });
+  }
+
+  // The broadcast plan of out = a op b.
+  StatusOr<BroadcastPlan> Plan(std::span<const TensorRef> in, std::span<const TensorRef> out) const {
+    StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(in[0].shape, in[1].shape, out[0].shape);
+    if (!plan.ok()) return plan.status().WithContext(op());
+    return plan;
+  }
+
   const NnBinaryOp binary_;
-  const NnTypes types_;
 };
 
 // Max, Min, Sum, Mean: folded pairwise into the output.
@@ -129,7 +174,27 @@ class VariadicKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype, NnTypes::kFloatAndInt));
+    if (binary_ != NnBinaryOp::kAdd) {
+      return RunFor<float, Half, int32_t, int64_t>(in[0].dtype, kFloatIntDTypes,
+                                                   [&](auto tag) { return Fold<decltype(tag)>(in, out); });
+    }
+    // Sum and Mean: float32 and float16 (the shape function refuses integers); Mean then
+    // divides by the input count.
+    return RunFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      REMEX_RETURN_IF_ERROR(Fold<T>(in, out));
+      if (!mean_ || in.size() == 1) return OkStatus();
+      return Launch([&] {
+        return LaunchDivideInPlace<T>(static_cast<T*>(out[0].data), Count(out[0].shape),
+                                      static_cast<float>(in.size()), stream());
+      });
+    });
+  }
+
+ private:
+  // Folds the inputs of element type T into the output (one input: copied).
+  template <typename T>
+  Status Fold(std::span<const TensorRef> in, std::span<const TensorRef> out) const {
     const TensorRef& y = out[0];
     const int64_t n = Count(y.shape);
     if (in.size() == 1) {
@@ -151,15 +216,14 @@ class VariadicKernel final : public NnKernel {
       StatusOr<BroadcastPlan> plan = ComputeBroadcastPlan(acc->shape, in[i].shape, y.shape);
       if (!plan.ok()) return plan.status().WithContext(op());
       REMEX_RETURN_IF_ERROR(Launch([&] {
-        return LaunchNnBinary(binary_, type, type, acc->data, in[i].data, y.data, n, *plan, stream());
+        return LaunchNnBinary<T>(binary_, static_cast<const T*>(acc->data), static_cast<const T*>(in[i].data),
+                                 y.data, n, *plan, stream());
       }));
       acc = &y;
     }
-    if (!mean_) return OkStatus();
-    return Launch([&] { return LaunchDivideInPlace(type, y.data, n, static_cast<float>(in.size()), stream()); });
+    return OkStatus();
   }
 
- private:
   const NnBinaryOp binary_;
   const bool mean_;
 };
@@ -170,8 +234,10 @@ class NotKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_RETURN_IF_ERROR(ToNnType(op(), in[0].dtype, NnTypes::kBool).status());
-    return Launch([&] { return LaunchNot(in[0].data, out[0].data, Count(out[0].shape), stream()); });
+    return LaunchFor<bool>(in[0].dtype, "bool is", [&](auto) {
+      return LaunchNot(static_cast<const bool*>(in[0].data), static_cast<bool*>(out[0].data),
+                       Count(out[0].shape), stream());
+    });
   }
 };
 
@@ -183,12 +249,12 @@ class ClassifyKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(int64_t negative, attrs().Int("detect_negative", 1));
     REMEX_ASSIGN_OR_RETURN(int64_t positive, attrs().Int("detect_positive", 1));
-    return Launch([&] {
-      return LaunchClassify(type, inf_, negative != 0, positive != 0, in[0].data, out[0].data, Count(out[0].shape),
-                            stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchClassify<T>(inf_, negative != 0, positive != 0, static_cast<const T*>(in[0].data),
+                               static_cast<bool*>(out[0].data), Count(out[0].shape), stream());
     });
   }
 
@@ -210,21 +276,20 @@ constexpr UnaryName kUnaryOps[] = {
 struct BinaryName {
   const char* name;
   NnBinaryOp op;
-  NnTypes types;
 };
 
 constexpr BinaryName kBinaryOps[] = {
-    {"Pow", NnBinaryOp::kPow, NnTypes::kFloat},
-    {"PRelu", NnBinaryOp::kPRelu, NnTypes::kFloat},
-    {"Mod", NnBinaryOp::kMod, NnTypes::kFloatAndInt},
-    {"Equal", NnBinaryOp::kEqual, NnTypes::kCompare},
-    {"Less", NnBinaryOp::kLess, NnTypes::kFloatAndInt},
-    {"Greater", NnBinaryOp::kGreater, NnTypes::kFloatAndInt},
-    {"And", NnBinaryOp::kAnd, NnTypes::kBool},
-    {"Or", NnBinaryOp::kOr, NnTypes::kBool},
-    {"Xor", NnBinaryOp::kXor, NnTypes::kBool},
-    {"LessOrEqual", NnBinaryOp::kLessOrEqual, NnTypes::kFloatAndInt},
-    {"GreaterOrEqual", NnBinaryOp::kGreaterOrEqual, NnTypes::kFloatAndInt},
+    {"Pow", NnBinaryOp::kPow},
+    {"PRelu", NnBinaryOp::kPRelu},
+    {"Mod", NnBinaryOp::kMod},
+    {"Equal", NnBinaryOp::kEqual},
+    {"Less", NnBinaryOp::kLess},
+    {"Greater", NnBinaryOp::kGreater},
+    {"And", NnBinaryOp::kAnd},
+    {"Or", NnBinaryOp::kOr},
+    {"Xor", NnBinaryOp::kXor},
+    {"LessOrEqual", NnBinaryOp::kLessOrEqual},
+    {"GreaterOrEqual", NnBinaryOp::kGreaterOrEqual},
 };
 
 }  // namespace
@@ -235,7 +300,7 @@ Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext c
   }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Clip", MakeCudaKernel<ClipKernel>(context)));
   for (const BinaryName& b : kBinaryOps) {
-    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, b.name, MakeCudaKernel<BinaryKernel>(context, b.op, b.types)));
+    REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, b.name, MakeCudaKernel<BinaryKernel>(context, b.op)));
   }
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Max", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kMax)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "Min", MakeCudaKernel<VariadicKernel>(context, NnBinaryOp::kMin)));

@@ -205,49 +205,14 @@ cudaError_t Broadcast(F f, const void* a, const void* b, void* out, int64_t n, c
   return cudaGetLastError();
 }
 
-template <typename A>
-cudaError_t LaunchPow(NnType b_type, const void* a, const void* b, void* out, int64_t n,
-                      const BroadcastPlan& plan, cudaStream_t stream) {
-  switch (b_type) {
-    case NnType::kFloat32:
-      return Broadcast<A, float, A>(PowOp{}, a, b, out, n, plan, stream);
-    case NnType::kFloat16:
-      return Broadcast<A, __half, A>(PowOp{}, a, b, out, n, plan, stream);
-    case NnType::kInt32:
-      return Broadcast<A, int32_t, A>(PowOp{}, a, b, out, n, plan, stream);
-    case NnType::kInt64:
-      return Broadcast<A, int64_t, A>(PowOp{}, a, b, out, n, plan, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
-}
-
-// Ops whose inputs share one dtype, among float32, float16, int32, int64 (`ints`: the
-// integer types are accepted, kInts) and O the output (A itself when void).
-template <typename O, bool kInts, typename F>
-cudaError_t LaunchSameType(F f, NnType type, const void* a, const void* b, void* out, int64_t n,
+// Broadcast<A, A, O> of F<kOp> for the kOp among kOps that is `op`;
+// cudaErrorInvalidValue when none is.
+template <template <NnBinaryOp> class F, typename A, typename O, NnBinaryOp... kOps>
+cudaError_t BroadcastAmong(NnBinaryOp op, const void* a, const void* b, void* out, int64_t n,
                            const BroadcastPlan& plan, cudaStream_t stream) {
-  auto go = [&](auto tag) {
-    using A = decltype(tag);
-    using Out = std::conditional_t<std::is_void_v<O>, A, O>;
-    return Broadcast<A, A, Out>(f, a, b, out, n, plan, stream);
-  };
-  switch (type) {
-    case NnType::kFloat32:
-      return go(float{});
-    case NnType::kFloat16:
-      return go(__half{});
-    case NnType::kInt32:
-      if constexpr (kInts) return go(int32_t{});
-      break;
-    case NnType::kInt64:
-      if constexpr (kInts) return go(int64_t{});
-      break;
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  cudaError_t result = cudaErrorInvalidValue;
+  (void)((op == kOps && (result = Broadcast<A, A, O>(F<kOps>{}, a, b, out, n, plan, stream), true)) || ...);
+  return result;
 }
 
 __global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
@@ -256,136 +221,114 @@ __global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
 
 }  // namespace
 
-cudaError_t LaunchNnUnary(NnUnaryOp op, NnType type, const void* x, void* y, int64_t n, float alpha,
-                          float beta, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchNnUnary(NnUnaryOp op, const T* x, T* y, int64_t n, float alpha, float beta,
+                          cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case NnType::kFloat32:
-      return LaunchUnaryTyped<float>(op, x, y, n, alpha, beta, stream);
-    case NnType::kFloat16:
-      return LaunchUnaryTyped<__half>(op, x, y, n, alpha, beta, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  return LaunchUnaryTyped<DeviceType<T>>(op, x, y, n, alpha, beta, stream);
 }
 
-cudaError_t LaunchClip(NnType type, const void* x, const void* min, const void* max, void* y, int64_t n,
-                       cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchClip(const T* x, const T* min, const T* max, T* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case NnType::kFloat32:
-      LaunchKernel<ClipKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<const float*>(x),
-                                      static_cast<const float*>(min), static_cast<const float*>(max),
-                                      static_cast<float*>(y), n);
-      break;
-    case NnType::kFloat16:
-      LaunchKernel<ClipKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<const __half*>(x),
-                                       static_cast<const __half*>(min), static_cast<const __half*>(max),
-                                       static_cast<__half*>(y), n);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
+  LaunchKernel<ClipKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(min),
+                                          AsDevice(max), AsDevice(y), n);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const void* a, const void* b,
-                           void* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
   if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
-  if (op != NnBinaryOp::kPow && a_type != b_type) return cudaErrorInvalidValue;
-  switch (op) {
-    case NnBinaryOp::kPow:
-      if (a_type == NnType::kFloat32) return LaunchPow<float>(b_type, a, b, out, n, plan, stream);
-      if (a_type == NnType::kFloat16) return LaunchPow<__half>(b_type, a, b, out, n, plan, stream);
-      return cudaErrorInvalidValue;
-    case NnBinaryOp::kPRelu:
-      return LaunchSameType<void, false>(PReluOp{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kMax:
-      return LaunchSameType<void, true>(MinMaxOp<true>{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kMin:
-      return LaunchSameType<void, true>(MinMaxOp<false>{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kAdd:
-      return LaunchSameType<void, false>(AddOp{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kMod:
-      return LaunchSameType<void, true>(ModOp<false>{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kFmod:
-      return LaunchSameType<void, true>(ModOp<true>{}, a_type, a, b, out, n, plan, stream);
-    case NnBinaryOp::kEqual:
-      if (a_type == NnType::kBool) {
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kEqual>{}, a, b, out, n, plan,
-                                                    stream);
-      }
-      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kEqual>{}, a_type, a, b, out, n, plan,
-                                           stream);
-    case NnBinaryOp::kLess:
-      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kLess>{}, a_type, a, b, out, n, plan,
-                                           stream);
-    case NnBinaryOp::kGreater:
-      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kGreater>{}, a_type, a, b, out, n, plan,
-                                           stream);
-    case NnBinaryOp::kLessOrEqual:
-      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kLessOrEqual>{}, a_type, a, b, out, n, plan,
-                                           stream);
-    case NnBinaryOp::kGreaterOrEqual:
-      return LaunchSameType<uint8_t, true>(CompareOp<NnBinaryOp::kGreaterOrEqual>{}, a_type, a, b, out, n, plan,
-                                           stream);
-    case NnBinaryOp::kAnd:
-    case NnBinaryOp::kOr:
-    case NnBinaryOp::kXor:
-      if (a_type != NnType::kBool) return cudaErrorInvalidValue;
-      if (op == NnBinaryOp::kAnd) {
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kAnd>{}, a, b, out, n, plan,
-                                                    stream);
-      }
-      if (op == NnBinaryOp::kXor) {
-        return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kXor>{}, a, b, out, n, plan,
-                                                    stream);
-      }
-      return Broadcast<uint8_t, uint8_t, uint8_t>(LogicalOp<NnBinaryOp::kOr>{}, a, b, out, n, plan, stream);
+  if constexpr (std::is_same_v<T, bool>) {
+    // Bool bytes: any nonzero byte is true.
+    return BroadcastAmong<LogicalOp, uint8_t, uint8_t, NnBinaryOp::kEqual, NnBinaryOp::kAnd, NnBinaryOp::kOr,
+                          NnBinaryOp::kXor>(op, a, b, out, n, plan, stream);
+  } else {
+    using A = DeviceType<T>;
+    // PRelu and Add (Sum, Mean) take float32 and float16 only.
+    constexpr bool kFloat = std::is_same_v<T, float> || std::is_same_v<T, Half>;
+    switch (op) {
+      case NnBinaryOp::kPRelu:
+        if constexpr (kFloat) return Broadcast<A, A, A>(PReluOp{}, a, b, out, n, plan, stream);
+        break;
+      case NnBinaryOp::kAdd:
+        if constexpr (kFloat) return Broadcast<A, A, A>(AddOp{}, a, b, out, n, plan, stream);
+        break;
+      case NnBinaryOp::kMax:
+        return Broadcast<A, A, A>(MinMaxOp<true>{}, a, b, out, n, plan, stream);
+      case NnBinaryOp::kMin:
+        return Broadcast<A, A, A>(MinMaxOp<false>{}, a, b, out, n, plan, stream);
+      case NnBinaryOp::kMod:
+        return Broadcast<A, A, A>(ModOp<false>{}, a, b, out, n, plan, stream);
+      case NnBinaryOp::kFmod:
+        return Broadcast<A, A, A>(ModOp<true>{}, a, b, out, n, plan, stream);
+      default:  // The comparisons; Pow (LaunchPow) and the logical ops (bool) are refused.
+        return BroadcastAmong<CompareOp, A, uint8_t, NnBinaryOp::kEqual, NnBinaryOp::kLess,
+                              NnBinaryOp::kGreater, NnBinaryOp::kLessOrEqual, NnBinaryOp::kGreaterOrEqual>(
+            op, a, b, out, n, plan, stream);
+    }
+    return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, cudaStream_t stream) {
+template <typename A, typename B>
+cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan,
+                      cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
+  return Broadcast<DeviceType<A>, DeviceType<B>, DeviceType<A>>(PowOp{}, a, b, out, n, plan, stream);
+}
+
+template <typename T>
+cudaError_t LaunchDivideInPlace(T* y, int64_t n, float divisor, cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case NnType::kFloat32:
-      LaunchKernel<DivideKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<float*>(y), n, divisor);
-      return cudaGetLastError();
-    case NnType::kFloat16:
-      LaunchKernel<DivideKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<__half*>(y), n, divisor);
-      return cudaGetLastError();
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  LaunchKernel<DivideKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(y), n, divisor);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchClassify(NnType type, bool inf, bool negative, bool positive, const void* x, void* y, int64_t n,
+template <typename T>
+cudaError_t LaunchClassify(bool inf, bool negative, bool positive, const T* x, bool* y, int64_t n,
                            cudaStream_t stream) {
   if (n <= 0) return cudaErrorInvalidValue;
-  uint8_t* out = static_cast<uint8_t*>(y);
-  switch (type) {
-    case NnType::kFloat32:
-      LaunchKernel<ClassifyKernel<float>>(Blocks(n), kThreads, 0, stream, static_cast<const float*>(x), out, n, inf,
-                                          negative, positive);
-      return cudaGetLastError();
-    case NnType::kFloat16:
-      LaunchKernel<ClassifyKernel<__half>>(Blocks(n), kThreads, 0, stream, static_cast<const __half*>(x), out, n,
-                                           inf, negative, positive);
-      return cudaGetLastError();
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
-}
-
-cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<NotKernel>(Blocks(n), kThreads, 0, stream, static_cast<const uint8_t*>(x),
-                          static_cast<uint8_t*>(y), n);
+  LaunchKernel<ClassifyKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x),
+                                              reinterpret_cast<uint8_t*>(y), n, inf, negative, positive);
   return cudaGetLastError();
 }
+
+cudaError_t LaunchNot(const bool* x, bool* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  LaunchKernel<NotKernel>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const uint8_t*>(x),
+                          reinterpret_cast<uint8_t*>(y), n);
+  return cudaGetLastError();
+}
+
+#define REMEX_NN_FLOAT_INSTANTIATE(T)                                                                  \
+  template cudaError_t LaunchNnUnary<T>(NnUnaryOp, const T*, T*, int64_t, float, float, cudaStream_t); \
+  template cudaError_t LaunchClip<T>(const T*, const T*, const T*, T*, int64_t, cudaStream_t);         \
+  template cudaError_t LaunchDivideInPlace<T>(T*, int64_t, float, cudaStream_t);                       \
+  template cudaError_t LaunchClassify<T>(bool, bool, bool, const T*, bool*, int64_t, cudaStream_t);
+#define REMEX_NN_BINARY_INSTANTIATE(T)                                                   \
+  template cudaError_t LaunchNnBinary<T>(NnBinaryOp, const T*, const T*, void*, int64_t, \
+                                         const BroadcastPlan&, cudaStream_t);
+#define REMEX_NN_POW_INSTANTIATE(A, B) \
+  template cudaError_t LaunchPow<A, B>(const A*, const B*, A*, int64_t, const BroadcastPlan&, cudaStream_t);
+REMEX_NN_FLOAT_INSTANTIATE(float)
+REMEX_NN_FLOAT_INSTANTIATE(Half)
+REMEX_NN_BINARY_INSTANTIATE(float)
+REMEX_NN_BINARY_INSTANTIATE(Half)
+REMEX_NN_BINARY_INSTANTIATE(int32_t)
+REMEX_NN_BINARY_INSTANTIATE(int64_t)
+REMEX_NN_BINARY_INSTANTIATE(bool)
+REMEX_NN_POW_INSTANTIATE(float, float)
+REMEX_NN_POW_INSTANTIATE(float, Half)
+REMEX_NN_POW_INSTANTIATE(float, int32_t)
+REMEX_NN_POW_INSTANTIATE(float, int64_t)
+REMEX_NN_POW_INSTANTIATE(Half, float)
+REMEX_NN_POW_INSTANTIATE(Half, Half)
+REMEX_NN_POW_INSTANTIATE(Half, int32_t)
+REMEX_NN_POW_INSTANTIATE(Half, int64_t)
+#undef REMEX_NN_FLOAT_INSTANTIATE
+#undef REMEX_NN_BINARY_INSTANTIATE
+#undef REMEX_NN_POW_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -4,9 +4,12 @@
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
-// queued); pointers are device pointers unless a comment says otherwise. float16 data
-// is loaded as float, computed and accumulated in float and stored rounded to nearest
-// even. The host side (nn*.cc) has validated shapes and attributes.
+// queued; cudaErrorInvalidValue for arguments it does not accept); pointers are device
+// pointers unless a comment says otherwise. A launcher that depends on the element type
+// is a template on it, T (kernels/cuda/dtype.h), instantiated in its .cu file for the
+// types its comment names: float and Half (float32, float16) unless it says otherwise.
+// float16 data is loaded as float, computed and accumulated in float and stored rounded
+// to nearest even. The host side (nn*.cc) has validated shapes and attributes.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,9 +20,6 @@
 #include "kernels/op_enums.h"
 
 namespace remex::kernels::cuda {
-
-// Element types of the nn kernels. Not every launcher takes every type (see each).
-enum class NnType : uint8_t { kFloat32, kFloat16, kInt32, kInt64, kBool };
 
 // ---------------------------------------------------------------------------
 // Reductions (ONNX Reduce*, opsets 1-18).
@@ -45,21 +45,23 @@ struct ReducePlan {
   int64_t red_strides[kMaxReduceGroups] = {};
 };
 
-// y[o] = reduction of x over the plan; float32 or float16. out_count > 0.
-cudaError_t LaunchReduce(ReduceKind kind, NnType type, const void* x, void* y, const ReducePlan& plan,
-                         cudaStream_t stream);
+// y[o] = reduction of x over the plan. out_count > 0.
+template <typename T>
+cudaError_t LaunchReduce(ReduceKind kind, const T* x, T* y, const ReducePlan& plan, cudaStream_t stream);
 
 // ArgMax (is_max) / ArgMin of x viewed as [outer, n, inner] along n (n >= 1): int64 y
 // of [outer, inner]. NaN counts as the extremum; ties pick the first index, or the
-// last with select_last. float32 or float16. outer * inner > 0.
-cudaError_t LaunchArgExtremum(bool is_max, bool select_last, NnType type, const void* x, int64_t* y,
-                              int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
+// last with select_last. outer * inner > 0.
+template <typename T>
+cudaError_t LaunchArgExtremum(bool is_max, bool select_last, const T* x, int64_t* y, int64_t outer, int64_t n,
+                              int64_t inner, cudaStream_t stream);
 
 // Softmax, LogSoftmax or Hardmax of x viewed as [outer, n, inner] along n (as
 // kernels/softmax.cc): exp(x - max) / sum, (x - max) - log(sum), or 1 at the first
-// maximum and 0 elsewhere. float32 or float16. outer * n * inner > 0.
-cudaError_t LaunchSoftmax(SoftmaxMode mode, NnType type, const void* x, void* y, int64_t outer, int64_t n,
-                          int64_t inner, cudaStream_t stream);
+// maximum and 0 elsewhere. outer * n * inner > 0.
+template <typename T>
+cudaError_t LaunchSoftmax(SoftmaxMode mode, const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream);
 
 // NegativeLogLikelihoodLoss (softmax false: x holds log-probabilities) or
 // SoftmaxCrossEntropyLoss (softmax true: x holds scores; log_prob, when not null,
@@ -67,22 +69,24 @@ cudaError_t LaunchSoftmax(SoftmaxMode mode, NnType type, const void* x, void* y,
 // position loss = -logp[target] * w with w = weight[target] (1 without weight, 0 for
 // ignore_index); "none" writes n * d losses, "sum" and "mean" one value. A target
 // outside [0, c) counts as ignored (the CPU kernel refuses it; targets are not read
-// back). x, weight, loss and log_prob are float32 or float16; target int32 or int64.
+// back). x, weight, loss and log_prob have element type T (float or Half), target I
+// (int32_t or int64_t).
 using ::remex::kernels::LossReduction;  // kernels/op_enums.h
+template <typename T, typename I>
 struct LossLaunch {
-  const void* x = nullptr;
-  const void* target = nullptr;
-  bool target_int64 = true;
-  const void* weight = nullptr;  // [c] or null
-  void* loss = nullptr;
-  void* log_prob = nullptr;  // [n, c, d] or null
+  const T* x = nullptr;
+  const I* target = nullptr;
+  const T* weight = nullptr;  // [c] or null
+  T* loss = nullptr;
+  T* log_prob = nullptr;  // [n, c, d] or null
   int64_t n = 0, c = 0, d = 1;
   LossReduction reduction = LossReduction::kMean;
   bool softmax = false;
   bool has_ignore = false;
   int64_t ignore_index = 0;
 };
-cudaError_t LaunchLoss(NnType type, const LossLaunch& launch, cudaStream_t stream);
+template <typename T, typename I>
+cudaError_t LaunchLoss(const LossLaunch<T, I>& launch, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Pooling (ONNX MaxPool-12, AveragePool-11/19, GlobalAveragePool-1).
@@ -105,34 +109,38 @@ struct PoolGeometry {
 // MaxPool: y = max over the window's positions inside x (first maximum; -inf for a
 // window with none). `indices` (may be null): int64 flat index of the maximum in x
 // (row-major, or column-major within the plane when storage_order = 1), -1 when none.
-cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices, bool column_major,
-                          const PoolGeometry& g, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchMaxPool(const T* x, T* y, int64_t* indices, bool column_major, const PoolGeometry& g,
+                          cudaStream_t stream);
 
 // AveragePool: sum over the window's positions inside x divided by their count, or
 // with count_include_pad by the count of positions inside x or its pads; NaN for a
 // zero count.
-cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
-                              const PoolGeometry& g, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchAveragePool(const T* x, T* y, bool count_include_pad, const PoolGeometry& g,
+                              cudaStream_t stream);
 
 // GlobalMaxPool: y[p] = the maximum of the `size` elements of plane p; NaN when the
 // plane holds a NaN or is empty (as kernels/pool.cc).
-cudaError_t LaunchGlobalMaxPool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
-                                cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchGlobalMaxPool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream);
 
 // GlobalAveragePool: y[p] = mean of the `size` elements of plane p (NaN when size is 0).
-cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
-                                    cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream);
 
 // GlobalLpPool-2: y[p] = the Lp norm of the `size` elements of plane p, order `p_order`
 // (kernels/lp_ops.h).
-cudaError_t LaunchGlobalLpPool(NnType type, const void* x, void* y, int64_t planes, int64_t size, int p_order,
+template <typename T>
+cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
                                cudaStream_t stream);
 
 // LpNormalization-1 of x seen as [outer, n, inner]: each of the outer x inner vectors of
 // n elements (stride inner) divided by its Lp norm, one thread per vector, summed in
 // order as kernels/norm.cc does (kernels/lp_ops.h).
-cudaError_t LaunchLpNormalization(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                                  int p_order, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p_order,
+                                  cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Resize (ONNX Resize-10/11/13).
@@ -164,34 +172,36 @@ struct ResizeParams {
 // bytes of the value written outside the roi (tf_crop_and_resize).
 cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
                                 uint64_t extrapolation, cudaStream_t stream);
-// Linear and cubic: float32 or float16, accumulated in float; taps whose weight is 0
-// are skipped (an axis that is not resized thus reads its own index with weight 1).
-cudaError_t LaunchResizeInterp(NnType type, const void* x, void* y, int64_t n_out, const ResizeParams& p,
-                               float extrapolation, cudaStream_t stream);
+// Linear and cubic: accumulated in float; taps whose weight is 0 are skipped (an axis
+// that is not resized thus reads its own index with weight 1).
+template <typename T>
+cudaError_t LaunchResizeInterp(const T* x, T* y, int64_t n_out, const ResizeParams& p, float extrapolation,
+                               cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Normalisation (ONNX BatchNormalization-15 inference, InstanceNormalization-6,
 // LayerNormalization-17).
 
 // y = x * m + a, m = scale / sqrt(var + eps), a = B - mean * m per channel; x is
-// [n, c, inner].
-cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const void* bias, const void* mean,
-                            const void* var, void* y, int64_t n, int64_t c, int64_t inner, float epsilon,
-                            cudaStream_t stream);
+// [n, c, inner]; scale, bias, mean and var are [c], all of element type T.
+template <typename T>
+cudaError_t LaunchBatchNorm(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                            int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream);
 
 // BatchNormalization in training mode over x [n, c, inner]: one block per channel
 // computes the batch mean and biased variance over its n * inner values (two passes, in
 // float for every dtype, as InstanceNormalization), normalises y with them, and writes running_mean /
 // running_var (null: not wanted) = mean / var inputs * momentum + batch statistic *
 // (1 - momentum).
-cudaError_t LaunchBatchNormTraining(NnType type, const void* x, const void* scale, const void* bias,
-                                    const void* mean, const void* var, void* y, void* running_mean,
-                                    void* running_var, int64_t n, int64_t c, int64_t inner, float epsilon,
-                                    float momentum, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var,
+                                    T* y, T* running_mean, T* running_var, int64_t n, int64_t c,
+                                    int64_t inner, float epsilon, float momentum, cudaStream_t stream);
 
 // Per (n, c) plane of `inner` elements: y = scale * (x - mean) / sqrt(var + eps) + B.
-cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
-                               int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchInstanceNorm(const T* x, const T* scale, const T* bias, T* y, int64_t n, int64_t c,
+                               int64_t inner, float epsilon, cudaStream_t stream);
 
 inline constexpr int kMaxLayerNormRank = 8;
 
@@ -210,9 +220,10 @@ struct ParamBroadcast {
 
 // Per row of `inner` elements (X as [outer, inner]): Y = (X - mean) * inv * Scale + B,
 // inv = 1 / sqrt(var + eps). `bias`, `mean_out`, `inv_out` (float32 [outer]) may be null.
-cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
-                            float* mean_out, float* inv_out, int64_t outer, int64_t inner,
-                            const ParamBroadcast& params, float epsilon, cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchLayerNorm(const T* x, const T* scale, const T* bias, T* y, float* mean_out, float* inv_out,
+                            int64_t outer, int64_t inner, const ParamBroadcast& params, float epsilon,
+                            cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Elementwise (ONNX opsets 6-18 as kernels/elementwise.cc and kernels/unary.cc).
@@ -232,27 +243,31 @@ enum class NnUnaryOp : uint8_t {
 #undef REMEX_NN_UNARY_ENUM
 };
 
-// y[i] = op(x[i]); float32 or float16. alpha, beta: the op's first and second scalar
-// parameters (LeakyRelu's alpha, HardSigmoid's alpha and beta), 0 when it has none.
-cudaError_t LaunchNnUnary(NnUnaryOp op, NnType type, const void* x, void* y, int64_t n, float alpha,
-                          float beta, cudaStream_t stream);
+// y[i] = op(x[i]). alpha, beta: the op's first and second scalar parameters
+// (LeakyRelu's alpha, HardSigmoid's alpha and beta), 0 when it has none.
+template <typename T>
+cudaError_t LaunchNnUnary(NnUnaryOp op, const T* x, T* y, int64_t n, float alpha, float beta,
+                          cudaStream_t stream);
 
 // Clip: y = min(max(x, lo), hi), lo / hi read from the one-element device tensors
-// `min` / `max` (null: unbounded). float32 or float16.
-cudaError_t LaunchClip(NnType type, const void* x, const void* min, const void* max, void* y, int64_t n,
-                       cudaStream_t stream);
+// `min` / `max` (null: unbounded).
+template <typename T>
+cudaError_t LaunchClip(const T* x, const T* min, const T* max, T* y, int64_t n, cudaStream_t stream);
 
+// The binary ops and the element types T each takes (LaunchNnBinary<T>; Pow through
+// LaunchPow).
 enum class NnBinaryOp : uint8_t {
-  kPow,    // float base (a_type), exponent b_type float32/float16/int32/int64;
-           // exponent 2 is x * x and exponent 1 is x, as on the CPU.
-  kPRelu,  // a < 0 ? b * a : a.
-  kMax,    // NaN operand gives NaN.
+  kPow,    // LaunchPow: float base, float/Half/int32_t/int64_t exponent; exponent 2 is
+           // x * x and exponent 1 is x, as on the CPU.
+  kPRelu,  // a < 0 ? b * a : a. float, Half.
+  kMax,    // NaN operand gives NaN. float, Half, int32_t, int64_t.
   kMin,
-  kAdd,   // a + b: Sum and Mean, folded pairwise (float32, float16).
-  kMod,   // Mod with fmod = 0: the divisor's sign (int32, int64); a divisor of 0 gives 0.
-  kFmod,  // Mod with fmod = 1: the dividend's sign (every type above).
-  kEqual,  // bool output; float32/float16/int32/int64/bool inputs.
-  kLess,
+  kAdd,    // a + b: Sum and Mean, folded pairwise. float, Half.
+  kMod,    // Mod with fmod = 0: the divisor's sign; an integer divisor of 0 gives 0.
+           // float, Half, int32_t, int64_t.
+  kFmod,   // Mod with fmod = 1: the dividend's sign. float, Half, int32_t, int64_t.
+  kEqual,  // bool output. float, Half, int32_t, int64_t, bool.
+  kLess,   // bool output. float, Half, int32_t, int64_t (and the three below).
   kGreater,
   kLessOrEqual,
   kGreaterOrEqual,
@@ -261,20 +276,31 @@ enum class NnBinaryOp : uint8_t {
   kXor,
 };
 
-// out[i] = a[.] op b[.] over `n` output elements with the broadcast plan. The output
-// has a_type (bool for the comparisons and logical ops).
-cudaError_t LaunchNnBinary(NnBinaryOp op, NnType a_type, NnType b_type, const void* a, const void* b,
-                           void* out, int64_t n, const BroadcastPlan& plan, cudaStream_t stream);
+// out[i] = a[.] op b[.] over `n` output elements with the broadcast plan, for the ops
+// but kPow. `out` has element type T, bool for the comparisons and logical ops. T:
+// float, Half, int32_t, int64_t or bool (cudaErrorInvalidValue for an op that does not
+// take T, above).
+template <typename T>
+cudaError_t LaunchNnBinary(NnBinaryOp op, const T* a, const T* b, void* out, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream);
+
+// Pow: out[i] = a[.] ^ b[.] with the broadcast plan; A float or Half, B float, Half,
+// int32_t or int64_t.
+template <typename A, typename B>
+cudaError_t LaunchPow(const A* a, const B* b, A* out, int64_t n, const BroadcastPlan& plan,
+                      cudaStream_t stream);
 
 // Not: y[i] = x[i] == 0 (bool bytes).
-cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream);
+cudaError_t LaunchNot(const bool* x, bool* y, int64_t n, cudaStream_t stream);
 
-// IsNaN (`inf` false) or IsInf: y[i] (bool) = scalar_ops.h's IsNaN()(x[i]) or
-// IsInf()(x[i], negative, positive). x float32 or float16.
-cudaError_t LaunchClassify(NnType type, bool inf, bool negative, bool positive, const void* x, void* y, int64_t n,
+// IsNaN (`inf` false) or IsInf: y[i] = scalar_ops.h's IsNaN()(x[i]) or
+// IsInf()(x[i], negative, positive).
+template <typename T>
+cudaError_t LaunchClassify(bool inf, bool negative, bool positive, const T* x, bool* y, int64_t n,
                            cudaStream_t stream);
 
-// y[i] = y[i] / divisor in float32 (Mean's last step); float32 or float16.
-cudaError_t LaunchDivideInPlace(NnType type, void* y, int64_t n, float divisor, cudaStream_t stream);
+// y[i] = y[i] / divisor in float32 (Mean's last step).
+template <typename T>
+cudaError_t LaunchDivideInPlace(T* y, int64_t n, float divisor, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

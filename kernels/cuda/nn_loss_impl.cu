@@ -62,37 +62,24 @@ __global__ void LossKernel(const T* x, const I* target, const T* weight, T* loss
   if (threadIdx.x == 0) loss[0] = Store<T>(reduction == LossReduction::kSum ? loss_sum : loss_sum / weight_sum);
 }
 
+}  // namespace
+
 template <typename T, typename I>
-cudaError_t LaunchLossTyped(const LossLaunch& a, cudaStream_t stream) {
+cudaError_t LaunchLoss(const LossLaunch<T, I>& a, cudaStream_t stream) {
+  if (a.n < 0 || a.c < 0 || a.d < 0) return cudaErrorInvalidValue;
+  if (a.n * a.d == 0 && a.reduction == LossReduction::kNone) return cudaSuccess;
   const int64_t positions = a.n * a.d;
   // "sum" and "mean" reduce in one block; "none" spreads over the grid.
   const unsigned blocks = a.reduction == LossReduction::kNone ? Blocks(positions) : 1u;
-  LaunchKernel<LossKernel<T, I>>(blocks, kThreads, 0, stream, static_cast<const T*>(a.x),
-                                 static_cast<const I*>(a.target), static_cast<const T*>(a.weight),
-                                 static_cast<T*>(a.loss), static_cast<T*>(a.log_prob), a.n, a.c, a.d, a.reduction,
-                                 a.softmax, a.has_ignore, a.ignore_index);
+  LaunchKernel<LossKernel<DeviceType<T>, I>>(blocks, kThreads, 0, stream, AsDevice(a.x), a.target,
+                                             AsDevice(a.weight), AsDevice(a.loss), AsDevice(a.log_prob), a.n,
+                                             a.c, a.d, a.reduction, a.softmax, a.has_ignore, a.ignore_index);
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t LaunchLossTarget(const LossLaunch& a, cudaStream_t stream) {
-  return a.target_int64 ? LaunchLossTyped<T, int64_t>(a, stream) : LaunchLossTyped<T, int32_t>(a, stream);
-}
-
-}  // namespace
-
-cudaError_t LaunchLoss(NnType type, const LossLaunch& launch, cudaStream_t stream) {
-  if (launch.n < 0 || launch.c < 0 || launch.d < 0) return cudaErrorInvalidValue;
-  if (launch.n * launch.d == 0 && launch.reduction == LossReduction::kNone) return cudaSuccess;
-  switch (type) {
-    case NnType::kFloat32:
-      return LaunchLossTarget<float>(launch, stream);
-    case NnType::kFloat16:
-      return LaunchLossTarget<__half>(launch, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
-}
+template cudaError_t LaunchLoss<float, int32_t>(const LossLaunch<float, int32_t>&, cudaStream_t);
+template cudaError_t LaunchLoss<float, int64_t>(const LossLaunch<float, int64_t>&, cudaStream_t);
+template cudaError_t LaunchLoss<Half, int32_t>(const LossLaunch<Half, int32_t>&, cudaStream_t);
+template cudaError_t LaunchLoss<Half, int64_t>(const LossLaunch<Half, int64_t>&, cudaStream_t);
 
 }  // namespace remex::kernels::cuda

@@ -64,11 +64,13 @@ class MaxPoolKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(PoolGeometry g, MakePoolGeometry(op(), window_, in[0].shape));
     int64_t* indices = out.size() > 1 ? static_cast<int64_t*>(out[1].data) : nullptr;
-    return Launch(
-        [&] { return LaunchMaxPool(type, in[0].data, out[0].data, indices, column_major_, g, stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchMaxPool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), indices,
+                              column_major_, g, stream());
+    });
   }
 
  private:
@@ -93,10 +95,12 @@ class AveragePoolKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(PoolGeometry g, MakePoolGeometry(op(), window_, in[0].shape));
-    return Launch(
-        [&] { return LaunchAveragePool(type, in[0].data, out[0].data, count_include_pad_, g, stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchAveragePool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data),
+                                  count_include_pad_, g, stream());
+    });
   }
 
  private:
@@ -119,12 +123,14 @@ class GlobalPoolKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     const int64_t planes = in[0].shape[0] * in[0].shape[1];
     const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
-    return Launch([&] {
-      return max_ ? LaunchGlobalMaxPool(type, in[0].data, out[0].data, planes, size, stream())
-                  : LaunchGlobalAveragePool(type, in[0].data, out[0].data, planes, size, stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(in[0].data);
+      T* y = static_cast<T*>(out[0].data);
+      return max_ ? LaunchGlobalMaxPool<T>(x, y, planes, size, stream())
+                  : LaunchGlobalAveragePool<T>(x, y, planes, size, stream());
     });
   }
 
@@ -140,10 +146,13 @@ class GlobalLpPoolKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     const int64_t planes = in[0].shape[0] * in[0].shape[1];
     const int64_t size = Count(in[0].shape) / planes;  // planes > 0: the output is not empty.
-    return Launch([&] { return LaunchGlobalLpPool(type, in[0].data, out[0].data, planes, size, p_, stream()); });
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchGlobalLpPool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), planes,
+                                   size, p_, stream());
+    });
   }
 
  private:
@@ -163,10 +172,11 @@ class LpNormalizationKernel final : public NnKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op(), in[0].dtype));
     REMEX_ASSIGN_OR_RETURN(internal::LpNormParams g, internal::ParseLpNormalization(attrs(), in[0].shape));
-    return Launch([&] {
-      return LaunchLpNormalization(type, in[0].data, out[0].data, g.outer, g.n, g.inner, g.p, stream());
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchLpNormalization<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data),
+                                      g.outer, g.n, g.inner, g.p, stream());
     });
   }
 };
@@ -271,11 +281,12 @@ class ResizeKernel final : public NnKernel {
                                    stream());
       });
     }
-    REMEX_ASSIGN_OR_RETURN(NnType type, ToNnType(op() + " (linear and cubic modes)", in[0].dtype));
-    return Launch([&] {
-      return LaunchResizeInterp(type, in[0].data, out[0].data, n_out, p,
-                                static_cast<float>(resize_.extrapolation), stream());
-    });
+    return LaunchFor<float, Half>(
+        in[0].dtype, "linear and cubic modes take float32 and float16", [&](auto tag) {
+          using T = decltype(tag);
+          return LaunchResizeInterp<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), n_out,
+                                       p, static_cast<float>(resize_.extrapolation), stream());
+        });
   }
 
  private:

@@ -403,70 +403,59 @@ const T* As(const void* p) {
 // ---------------------------------------------------------------------------
 // Launchers.
 
-#define REMEX_NN_DISPATCH_FLOAT(type, CALL) \
-  switch (type) {                           \
-    case NnType::kFloat32: {                \
-      using T = float;                      \
-      CALL;                                 \
-      return cudaGetLastError();            \
-    }                                       \
-    case NnType::kFloat16: {                \
-      using T = __half;                     \
-      CALL;                                 \
-      return cudaGetLastError();            \
-    }                                       \
-    default:                                \
-      break;                                \
-  }                                         \
-  return cudaErrorInvalidValue
-
-cudaError_t LaunchMaxPool(NnType type, const void* x, void* y, int64_t* indices, bool column_major,
-                          const PoolGeometry& g, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchMaxPool(const T* x, T* y, int64_t* indices, bool column_major, const PoolGeometry& g,
+                          cudaStream_t stream) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
   if (n <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (LaunchKernel<MaxPoolKernel<T>>(Blocks(n), kThreads, 0, stream, As<T>(x), static_cast<T*>(y),
-                                            indices, column_major, g)));
+  LaunchKernel<MaxPoolKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(y),
+                                             indices, column_major, g);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchAveragePool(NnType type, const void* x, void* y, bool count_include_pad,
-                              const PoolGeometry& g, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchAveragePool(const T* x, T* y, bool count_include_pad, const PoolGeometry& g,
+                              cudaStream_t stream) {
   const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
   if (n <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (LaunchKernel<AveragePoolKernel<T>>(Blocks(n), kThreads, 0, stream, As<T>(x), static_cast<T*>(y),
-                                                count_include_pad, g)));
+  LaunchKernel<AveragePoolKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(y),
+                                                 count_include_pad, g);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchGlobalMaxPool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
-                                cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchGlobalMaxPool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (LaunchKernel<GlobalMaxPoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
-                                                  static_cast<T*>(y), planes, size)));
+  LaunchKernel<GlobalMaxPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
+                                                   AsDevice(y), planes, size);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchGlobalAveragePool(NnType type, const void* x, void* y, int64_t planes, int64_t size,
-                                    cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (LaunchKernel<GlobalAveragePoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
-                                                      static_cast<T*>(y), planes, size)));
+  LaunchKernel<GlobalAveragePoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
+                                                       AsDevice(y), planes, size);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchGlobalLpPool(NnType type, const void* x, void* y, int64_t planes, int64_t size, int p_order,
+template <typename T>
+cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
                                cudaStream_t stream) {
   if (planes <= 0 || p_order < 1) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<GlobalLpPoolKernel<T>>(Blocks(planes, 1), kThreads, 0, stream, As<T>(x),
-                                                                    static_cast<T*>(y), planes, size, p_order)));
+  LaunchKernel<GlobalLpPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
+                                                  AsDevice(y), planes, size, p_order);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchLpNormalization(NnType type, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                                  int p_order, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p_order,
+                                  cudaStream_t stream) {
   const int64_t vectors = outer * inner;
   if (vectors <= 0 || p_order < 1) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<LpNormalizationKernel<T>>(Blocks(vectors), kThreads, 0, stream, As<T>(x),
-                                                                       static_cast<T*>(y), outer, n, inner, p_order)));
+  LaunchKernel<LpNormalizationKernel<DeviceType<T>>>(Blocks(vectors), kThreads, 0, stream, AsDevice(x),
+                                                     AsDevice(y), outer, n, inner, p_order);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n_out, const ResizeParams& p,
@@ -499,56 +488,82 @@ cudaError_t LaunchResizeNearest(int elem_size, const void* x, void* y, int64_t n
   return cudaGetLastError();
 }
 
-cudaError_t LaunchResizeInterp(NnType type, const void* x, void* y, int64_t n_out, const ResizeParams& p,
-                               float extrapolation, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchResizeInterp(const T* x, T* y, int64_t n_out, const ResizeParams& p, float extrapolation,
+                               cudaStream_t stream) {
   if (n_out <= 0 || p.rank < 1 || p.rank > kMaxResizeRank || p.mode == ResizeMode::kNearest) {
     return cudaErrorInvalidValue;
   }
-  REMEX_NN_DISPATCH_FLOAT(type,
-                          (LaunchKernel<ResizeInterpKernel<T>>(Blocks(n_out), kThreads, 0, stream, As<T>(x),
-                                                               static_cast<T*>(y), n_out, p, extrapolation)));
+  LaunchKernel<ResizeInterpKernel<DeviceType<T>>>(Blocks(n_out), kThreads, 0, stream, AsDevice(x),
+                                                  AsDevice(y), n_out, p, extrapolation);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchBatchNorm(NnType type, const void* x, const void* scale, const void* bias, const void* mean,
-                            const void* var, void* y, int64_t n, int64_t c, int64_t inner, float epsilon,
-                            cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchBatchNorm(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
+                            int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream) {
   const int64_t total = n * c * inner;
   if (total <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<BatchNormKernel<T>>(
-                                    Blocks(total), kThreads, 0, stream, As<T>(x), As<T>(scale), As<T>(bias),
-                                    As<T>(mean), As<T>(var), static_cast<T*>(y), total, c, inner, epsilon)));
+  LaunchKernel<BatchNormKernel<DeviceType<T>>>(Blocks(total), kThreads, 0, stream, AsDevice(x),
+                                               AsDevice(scale), AsDevice(bias), AsDevice(mean), AsDevice(var),
+                                               AsDevice(y), total, c, inner, epsilon);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchBatchNormTraining(NnType type, const void* x, const void* scale, const void* bias,
-                                    const void* mean, const void* var, void* y, void* running_mean,
-                                    void* running_var, int64_t n, int64_t c, int64_t inner, float epsilon,
-                                    float momentum, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchBatchNormTraining(const T* x, const T* scale, const T* bias, const T* mean, const T* var,
+                                    T* y, T* running_mean, T* running_var, int64_t n, int64_t c,
+                                    int64_t inner, float epsilon, float momentum, cudaStream_t stream) {
   if (n * c * inner <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<BatchNormTrainingKernel<T>>(
-                                    Blocks(c, 1), kThreads, 0, stream, As<T>(x), As<T>(scale), As<T>(bias),
-                                    As<T>(mean), As<T>(var), static_cast<T*>(y), static_cast<T*>(running_mean),
-                                    static_cast<T*>(running_var), n, c, inner, epsilon, momentum)));
+  LaunchKernel<BatchNormTrainingKernel<DeviceType<T>>>(Blocks(c, 1), kThreads, 0, stream, AsDevice(x),
+                                                       AsDevice(scale), AsDevice(bias), AsDevice(mean),
+                                                       AsDevice(var), AsDevice(y), AsDevice(running_mean),
+                                                       AsDevice(running_var), n, c, inner, epsilon, momentum);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchInstanceNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
-                               int64_t n, int64_t c, int64_t inner, float epsilon, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchInstanceNorm(const T* x, const T* scale, const T* bias, T* y, int64_t n, int64_t c,
+                               int64_t inner, float epsilon, cudaStream_t stream) {
   const int64_t planes = n * c;
   if (planes <= 0) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(type, (LaunchKernel<InstanceNormKernel<T>>(
-                                    Blocks(planes, 1), kThreads, 0, stream, As<T>(x), As<T>(scale),
-                                    As<T>(bias), static_cast<T*>(y), planes, c, inner, epsilon)));
+  LaunchKernel<InstanceNormKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
+                                                  AsDevice(scale), AsDevice(bias), AsDevice(y), planes, c,
+                                                  inner, epsilon);
+  return cudaGetLastError();
 }
 
-cudaError_t LaunchLayerNorm(NnType type, const void* x, const void* scale, const void* bias, void* y,
-                            float* mean_out, float* inv_out, int64_t outer, int64_t inner,
-                            const ParamBroadcast& params, float epsilon, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchLayerNorm(const T* x, const T* scale, const T* bias, T* y, float* mean_out, float* inv_out,
+                            int64_t outer, int64_t inner, const ParamBroadcast& params, float epsilon,
+                            cudaStream_t stream) {
   if (outer <= 0 || params.rank > kMaxLayerNormRank) return cudaErrorInvalidValue;
-  REMEX_NN_DISPATCH_FLOAT(
-      type, (LaunchKernel<LayerNormKernel<T>>(Blocks(outer, 1), kThreads, 0, stream, As<T>(x), As<T>(scale),
-                                              As<T>(bias), static_cast<T*>(y), mean_out, inv_out, outer,
-                                              inner, params, epsilon)));
+  LaunchKernel<LayerNormKernel<DeviceType<T>>>(Blocks(outer, 1), kThreads, 0, stream, AsDevice(x),
+                                               AsDevice(scale), AsDevice(bias), AsDevice(y), mean_out,
+                                               inv_out, outer, inner, params, epsilon);
+  return cudaGetLastError();
 }
 
-#undef REMEX_NN_DISPATCH_FLOAT
+#define REMEX_NN_POOL_INSTANTIATE(T)                                                                         \
+  template cudaError_t LaunchMaxPool<T>(const T*, T*, int64_t*, bool, const PoolGeometry&, cudaStream_t);    \
+  template cudaError_t LaunchAveragePool<T>(const T*, T*, bool, const PoolGeometry&, cudaStream_t);          \
+  template cudaError_t LaunchGlobalMaxPool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);                 \
+  template cudaError_t LaunchGlobalAveragePool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);             \
+  template cudaError_t LaunchGlobalLpPool<T>(const T*, T*, int64_t, int64_t, int, cudaStream_t);             \
+  template cudaError_t LaunchLpNormalization<T>(const T*, T*, int64_t, int64_t, int64_t, int, cudaStream_t); \
+  template cudaError_t LaunchResizeInterp<T>(const T*, T*, int64_t, const ResizeParams&, float,              \
+                                             cudaStream_t);                                                  \
+  template cudaError_t LaunchBatchNorm<T>(const T*, const T*, const T*, const T*, const T*, T*, int64_t,     \
+                                          int64_t, int64_t, float, cudaStream_t);                            \
+  template cudaError_t LaunchBatchNormTraining<T>(const T*, const T*, const T*, const T*, const T*, T*, T*,  \
+                                                  T*, int64_t, int64_t, int64_t, float, float,               \
+                                                  cudaStream_t);                                             \
+  template cudaError_t LaunchInstanceNorm<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t,    \
+                                             float, cudaStream_t);                                           \
+  template cudaError_t LaunchLayerNorm<T>(const T*, const T*, const T*, T*, float*, float*, int64_t,         \
+                                          int64_t, const ParamBroadcast&, float, cudaStream_t);
+REMEX_NN_POOL_INSTANTIATE(float)
+REMEX_NN_POOL_INSTANTIATE(Half)
+#undef REMEX_NN_POOL_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -349,48 +349,35 @@ cudaError_t LaunchSoftmaxMode(SoftmaxMode mode, const void* x, void* y, int64_t 
 
 }  // namespace
 
-cudaError_t LaunchReduce(ReduceKind kind, NnType type, const void* x, void* y, const ReducePlan& plan,
-                         cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchReduce(ReduceKind kind, const T* x, T* y, const ReducePlan& plan, cudaStream_t stream) {
   if (plan.out_count <= 0 || plan.num_kept > kMaxReduceGroups || plan.num_red > kMaxReduceGroups) {
     return cudaErrorInvalidValue;
   }
-  switch (type) {
-    case NnType::kFloat32:
-      return LaunchReduceKind<float>(kind, x, y, plan, stream);
-    case NnType::kFloat16:
-      return LaunchReduceKind<__half>(kind, x, y, plan, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  return LaunchReduceKind<DeviceType<T>>(kind, x, y, plan, stream);
 }
 
-cudaError_t LaunchArgExtremum(bool is_max, bool select_last, NnType type, const void* x, int64_t* y,
-                              int64_t outer, int64_t n, int64_t inner, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchArgExtremum(bool is_max, bool select_last, const T* x, int64_t* y, int64_t outer, int64_t n,
+                              int64_t inner, cudaStream_t stream) {
   if (outer * inner <= 0 || n <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case NnType::kFloat32:
-      return LaunchArgTyped<float>(is_max, select_last, x, y, outer, n, inner, stream);
-    case NnType::kFloat16:
-      return LaunchArgTyped<__half>(is_max, select_last, x, y, outer, n, inner, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  return LaunchArgTyped<DeviceType<T>>(is_max, select_last, x, y, outer, n, inner, stream);
 }
 
-cudaError_t LaunchSoftmax(SoftmaxMode mode, NnType type, const void* x, void* y, int64_t outer, int64_t n,
-                          int64_t inner, cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchSoftmax(SoftmaxMode mode, const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream) {
   if (outer * n * inner <= 0) return cudaErrorInvalidValue;
-  switch (type) {
-    case NnType::kFloat32:
-      return LaunchSoftmaxMode<float>(mode, x, y, outer, n, inner, stream);
-    case NnType::kFloat16:
-      return LaunchSoftmaxMode<__half>(mode, x, y, outer, n, inner, stream);
-    default:
-      break;
-  }
-  return cudaErrorInvalidValue;
+  return LaunchSoftmaxMode<DeviceType<T>>(mode, x, y, outer, n, inner, stream);
 }
+
+#define REMEX_NN_REDUCE_INSTANTIATE(T)                                                                 \
+  template cudaError_t LaunchReduce<T>(ReduceKind, const T*, T*, const ReducePlan&, cudaStream_t);     \
+  template cudaError_t LaunchArgExtremum<T>(bool, bool, const T*, int64_t*, int64_t, int64_t, int64_t, \
+                                            cudaStream_t);                                             \
+  template cudaError_t LaunchSoftmax<T>(SoftmaxMode, const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
+REMEX_NN_REDUCE_INSTANTIATE(float)
+REMEX_NN_REDUCE_INSTANTIATE(Half)
+#undef REMEX_NN_REDUCE_INSTANTIATE
 
 }  // namespace remex::kernels::cuda
