@@ -98,7 +98,8 @@ StatusOr<LoadLevel> RunLevel(const LevelRunner& runner, const LoadOptions& o, ui
   LoadLevel level;
   for (uint32_t trial = 1; trial <= std::max<uint32_t>(1, o.max_trials); ++trial) {
     req.seed = o.seed + trial - 1;
-    if (Interrupted(interrupt)) return Cancelled("interrupted before the loadTest at concurrency " + std::to_string(concurrency));
+    if (Interrupted(interrupt))
+      return Cancelled("interrupted before the loadTest at concurrency " + std::to_string(concurrency));
     auto result = runner(req);
     if (!result.ok()) return result.status().WithContext("loadTest at concurrency " + std::to_string(concurrency));
     level = Summarize(*result, o, concurrency, req.target_qps);
@@ -225,20 +226,22 @@ StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
 }
 
 namespace {
-StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options, const std::atomic<int>* interrupt);
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options,
+                            const std::atomic<int>* interrupt);
 }  // namespace
 
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
                           const LoadOptions& options, const std::atomic<int>* interrupt) {
-  return RunLevels([&](const client::LoadTestOptions& req) { return session.LoadTest(vm, function, req); }, options,
-                   interrupt);
+  return RunLevels([&](const client::LoadTestOptions& req) { return session.LoadTest(vm, function, req); },
+                   options, interrupt);
 }
 
 namespace {
 
 // A level that ended CANCELLED (interrupted, or cancelled on the server) stops the run
 // with the levels before it (LoadRun::stopped); with none, the run is CANCELLED.
-StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options, const std::atomic<int>* interrupt) {
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options,
+                            const std::atomic<int>* interrupt) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
   LoadRun run;
   run.options = options;
@@ -480,8 +483,8 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
 
 }  // namespace
 
-StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options,
-                                    const std::atomic<int>* interrupt) {
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model,
+                                    const LoadOptions& options, const std::atomic<int>* interrupt) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
   uint32_t most = 0;
   for (uint32_t c : options.concurrency) most = std::max(most, c);
@@ -504,8 +507,10 @@ StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel&
   LoadOptions o = options;
   o.audit_samples = 0;  // the outputs stay on the server: the server scenarios audit
   auto run = RunLevels(
-      [&](const client::LoadTestOptions& req) { return DriveFromClient(lanes, model.function, req, interrupt); }, o,
-      interrupt);
+      [&](const client::LoadTestOptions& req) {
+        return DriveFromClient(lanes, model.function, req, interrupt);
+      },
+      o, interrupt);
   if (run.ok()) run->options.from_client = true;
   return run;
 }

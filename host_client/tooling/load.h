@@ -152,7 +152,6 @@ Status CheckLoadOptions(const LoadOptions& options);
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
                           const LoadOptions& options, const std::atomic<int>* interrupt = nullptr);
 
-
 // --from-client: the levels (or the peak search) driven from this host: one session per
 // instance (ConnectAnother of `session`), each with the module, a VM and its inputs, and
 // a thread that sends invoke requests (outputs freed after each, outside its latency).
@@ -162,7 +161,7 @@ StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::stri
 // and the connections' errors. `interrupt` as for RunLoad, also read while a level
 // runs: the level stops issuing queries, waits for the calls in flight (one per
 // instance) and is dropped.
-StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options,
-                                    const std::atomic<int>* interrupt = nullptr);
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model,
+                                    const LoadOptions& options, const std::atomic<int>* interrupt = nullptr);
 
 }  // namespace remex::tooling

@@ -134,7 +134,8 @@ std::string HeaderTable(const json& bench) {
   // levels) taken.
   const json& partial = Get(Get(bench, "partial"), "reason");
   if (!partial.is_null()) {
-    AddRow(html, "Partial", HtmlEscape(Text(partial)) + ": the numbers cover only the samples or levels taken");
+    AddRow(html, "Partial",
+           HtmlEscape(Text(partial)) + ": the numbers cover only the samples or levels taken");
   }
   const json& environment = Get(bench, "environment");
   if (!environment.is_null()) {

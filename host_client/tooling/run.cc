@@ -245,10 +245,13 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     load.stable_percentile = options.stable_percentile;
     load.max_trials = options.max_trials;
     StatusOr<LoadRun> run = FailedPrecondition("--from-client drives a model prepared by remex bench");
-    if (!load.from_client) run = RunLoad(session, vm, function, load, options.interrupt);
-    else if (load.client) run = RunLoadFromClient(session, *load.client, load, options.interrupt);
+    if (!load.from_client)
+      run = RunLoad(session, vm, function, load, options.interrupt);
+    else if (load.client)
+      run = RunLoadFromClient(session, *load.client, load, options.interrupt);
     if (!run.ok() && run.status().code() == StatusCode::kCancelled) {
-      return Cancelled("benchmark: " + stopped_by() + " before its first level completed: nothing to report (" +
+      return Cancelled("benchmark: " + stopped_by() +
+                       " before its first level completed: nothing to report (" +
                        std::string(run.status().message()) + ")");
     }
     if (!run.ok()) return run.status();

@@ -193,10 +193,11 @@ std::string LoadText(const BenchReport& r) {
     }
   }
   if (o.find_peak && run.stopped) {
-    text += run.peak_qps ? Format("        peak    %.4g QPS or more: the search stopped after %zu probes\n",
-                                  *run.peak_qps, run.probes.size())
-                         : Format("        peak    none of %zu probes kept p99 <= %g ms before the search stopped\n",
-                                  run.probes.size(), o.latency_bound_ms);
+    text += run.peak_qps
+                ? Format("        peak    %.4g QPS or more: the search stopped after %zu probe%s\n",
+                         *run.peak_qps, run.probes.size(), run.probes.size() == 1 ? "" : "s")
+                : Format("        peak    none of %zu probes kept p99 <= %g ms before the search stopped\n",
+                         run.probes.size(), o.latency_bound_ms);
   } else if (o.find_peak) {
     text += run.peak_qps ? Format("        peak    %.4g QPS with p99 <= %g ms and nothing dropped (%zu probes)\n",
                                   *run.peak_qps, o.latency_bound_ms, run.probes.size())
