@@ -536,6 +536,9 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
   generator.join();
   REMEX_RETURN_IF_ERROR(result.status());
   const uint64_t run_peak = allocator_->stats().peak_allocated_bytes;
+  spdlog::info("session {}: loadTest {} at concurrency {}: {} of {} queries completed in {:.3f} s", id_,
+               LoadScenarioName(options.scenario), options.concurrency, result->completed,
+               result->issue_nanos.size(), result->duration_nanos / 1e9);
 
   auto r = reply.initLoadTest();
   auto issue = r.initIssueNanos(result->issue_nanos.size());

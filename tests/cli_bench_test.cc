@@ -422,6 +422,145 @@ TEST_F(CliBenchTest, ASignalCancelsTheBenchmarkOnTheServerAndKeepsItsSamples) {
   }
 }
 
+// How often `pattern` matches in the file at `path` (a server's log).
+size_t CountMatches(const std::string& path, const std::regex& pattern) {
+  const std::string text = ReadText(path);
+  return static_cast<size_t>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), pattern), std::sregex_iterator()));
+}
+
+// Waits until `pattern` matches at least `count` times in the log at `path`; false
+// after a minute.
+bool AwaitLog(const std::string& path, const std::regex& pattern, size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CountMatches(path, pattern) < count) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// SIGINT or SIGTERM during a load scenario: the levels the server completed before it
+// are kept (the one in progress is dropped), printed and written (--json, --csv,
+// --html) marked partial and recorded as an error, with the signal's exit status; a
+// peak search keeps its probes. Interrupted before its first level completed (also
+// --from-client, which stops sending its queries): CANCELLED.
+TEST_F(CliBenchTest, ASignalKeepsTheLoadLevelsCompletedBeforeIt) {
+  const std::string log = dir_ + "/server.log";
+  auto server =
+      remex::testing::ServerProcess::Logging(log, {"--threads", "1", "--benchmark-time-limit-s", "3600"});
+  ASSERT_NE(server->port(), 0);
+  const std::regex level_done(R"(loadTest (\S+) at concurrency (\d+): (\d+) of (\d+) queries completed)");
+  auto start = [&](const std::vector<std::string>& flags, const std::string& out, const std::string& err) {
+    std::vector<std::string> args = {"bench",        model_, "--server",      server->address(),
+                                     "--max-trials", "1",    "--min-samples", "0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return StartCli(args, out, err);
+  };
+  auto finish = [](pid_t pid) {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+
+  {
+    SCOPED_TRACE("a sweep, SIGINT");
+    const std::string out = dir_ + "/sweep.json", err = dir_ + "/sweep.err";
+    const std::string csv = dir_ + "/sweep.csv", html = dir_ + "/sweep.html";
+    const std::string url = "sqlite://" + dir_ + "/results.sqlite";
+    const size_t before = CountMatches(log, level_done);
+    // 64 levels of a second each: over a minute unless interrupted.
+    const pid_t pid = start({"--scenario", "single-stream", "--concurrency", "1:64", "--min-duration-s", "1",
+                             "--json", "--csv", csv, "--html", html, "--record", url},
+                            out, err);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(AwaitLog(log, level_done, before + 1)) << ReadText(log);  // level 1 is done
+    ASSERT_EQ(kill(pid, SIGINT), 0);
+    const int rc = finish(pid);
+    const std::string stderr_text = ReadText(err);
+    EXPECT_EQ(rc, 128 + SIGINT) << stderr_text;
+    EXPECT_NE(stderr_text.find("remex: the benchmark is partial: interrupted by SIGINT"), std::string::npos)
+        << stderr_text;
+    auto j = nlohmann::json::parse(ReadText(out), nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << ReadText(out) << stderr_text;
+    EXPECT_EQ(j["partial"]["reason"], "interrupted by SIGINT");
+    const auto& levels = j["load"]["levels"];
+    // The levels kept are those the server completed (its log names each), in order.
+    const size_t completed = CountMatches(log, level_done) - before;
+    ASSERT_GE(levels.size(), 1u);
+    EXPECT_LT(levels.size(), 64u);
+    EXPECT_EQ(levels.size(), completed) << ReadText(log);
+    for (size_t i = 0; i < levels.size(); ++i) {
+      EXPECT_EQ(levels[i]["concurrency"].get<size_t>(), i + 1);
+      EXPECT_GT(levels[i]["completed"].get<uint64_t>(), 0u);
+      EXPECT_EQ(levels[i]["completed"].get<uint64_t>() + levels[i]["dropped"].get<uint64_t>(),
+                levels[i]["queries"].get<uint64_t>());
+      EXPECT_GE(levels[i]["duration_s"].get<double>(), 0.9);  // a whole level, not one cut short
+    }
+    // --csv: a row per level kept; --html: marked partial.
+    const std::string csv_text = ReadText(csv);
+    EXPECT_EQ(static_cast<size_t>(std::count(csv_text.begin(), csv_text.end(), '\n')), levels.size() + 1)
+        << csv_text;
+    EXPECT_NE(ReadText(html).find("<th>Partial</th><td>interrupted by SIGINT"), std::string::npos);
+    // --record: kept as an error, not a measurement.
+    auto history = Cli("history --json --results " + url);
+    ASSERT_EQ(history.exit_code, 0) << history.output;
+    const auto h = Json(history);
+    ASSERT_EQ(h["series"].size(), 1u) << h.dump();
+    ASSERT_EQ(h["series"][0]["runs"].size(), 1u) << h.dump();
+    const auto& run = h["series"][0]["runs"][0];
+    EXPECT_EQ(run["verdict"], "error") << run.dump();
+    EXPECT_EQ(run["error"], "partial: interrupted by SIGINT") << run.dump();
+  }
+  {
+    SCOPED_TRACE("a peak search, SIGTERM");
+    const std::string out = dir_ + "/peak.txt", err = dir_ + "/peak.err";
+    const size_t before = CountMatches(log, level_done);
+    // Probes from 10 QPS up under a bound the model meets far above it: doubling to
+    // 10^6 QPS, a second each.
+    const pid_t pid = start({"--scenario", "server", "--find-peak", "--latency-bound-ms", "1000",
+                             "--target-qps", "10", "--min-duration-s", "1", "--no-audit"},
+                            out, err);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(AwaitLog(log, level_done, before + 1)) << ReadText(log);
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    const int rc = finish(pid);
+    const std::string stderr_text = ReadText(err), text = ReadText(out);
+    EXPECT_EQ(rc, 128 + SIGTERM) << stderr_text;
+    const size_t probes = CountMatches(log, level_done) - before;
+    ASSERT_GE(probes, 1u);
+    EXPECT_NE(text.find("partial interrupted by SIGTERM after " + std::to_string(probes) +
+                        (probes == 1 ? " probe;" : " probes;") + " the numbers below cover only those\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("the search stopped"), std::string::npos) << text;  // the peak line
+  }
+  {
+    // --from-client: the instances' sessions are opened after the handler is installed.
+    SCOPED_TRACE("before the first level, --from-client");
+    const std::string out = dir_ + "/first.json", err = dir_ + "/first.err";
+    const std::regex hello("hello from client");
+    const size_t before = CountMatches(log, level_done), hellos = CountMatches(log, hello);
+    // Levels of a minute: the signal comes before the first is done.
+    const pid_t pid = start({"--scenario", "single-stream", "--concurrency", "1:2", "--min-duration-s", "60",
+                             "--json", "--from-client"},
+                            out, err);
+    ASSERT_GT(pid, 0);
+    // The command's session and both instances' have said hello.
+    ASSERT_TRUE(AwaitLog(log, hello, hellos + 3)) << ReadText(log);
+    ASSERT_EQ(kill(pid, SIGINT), 0);
+    const int rc = finish(pid);
+    const std::string stderr_text = ReadText(err);
+    EXPECT_EQ(rc, 128 + SIGINT) << stderr_text;
+    EXPECT_NE(stderr_text.find("remex: CANCELLED: benchmark: interrupted by SIGINT before its first level "
+                               "completed: nothing to report"),
+              std::string::npos)
+        << stderr_text;
+    EXPECT_EQ(ReadText(out), "");
+    EXPECT_EQ(CountMatches(log, level_done), before);
+  }
+}
+
 // A run that cannot fit the server's limit is refused from its warm calls, before it
 // runs long: the message names the projected time, the limit and the flags to lower,
 // with one prefix.

@@ -675,7 +675,10 @@ int Bench(const BenchArgs& args_in) {
   StatusOr<tooling::BenchReport> report = remex::Internal("not run");
   {
     BenchSignals signals(**irq);
-    (*irq)->Watch(&prepared.session());
+    // --from-client sends its queries from this host: it stops sending (BenchVm reads
+    // `interrupt`), and the session watched has nothing running to cancel.
+    const bool from_client = args.options.load && args.options.load->from_client;
+    (*irq)->Watch(from_client ? nullptr : &prepared.session());
     args.options.interrupt = &(*irq)->signal();
     // Samples done and the time left, on the progress line (a terminal only).
     std::unique_ptr<tooling::ProgressPoller> poller;

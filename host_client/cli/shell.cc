@@ -969,8 +969,10 @@ Status Shell::Bench(const Args& args) {
   if (p.Has("--record")) {
     nlohmann::json j = tooling::ToJson(r);
     j["date"] = date;
-    auto id = tooling::RecordReport(record_url, "bench", m->path, j, "", tags, failure_.empty() ? "pass" : "fail",
-                                    failure_);
+    // A partial run (Ctrl-C) is kept as an error, as remex bench --record keeps it.
+    const std::string verdict = !r.partial.empty() ? "error" : failure_.empty() ? "pass" : "fail";
+    auto id = tooling::RecordReport(record_url, "bench", m->path, j, "", tags, verdict,
+                                    r.partial.empty() ? failure_ : "partial: " + r.partial);
     if (!id.ok()) return id.status().WithContext("--record: the result above was not recorded");
     std::fprintf(out_, "recorded as run %lld in %s\n", static_cast<long long>(*id),
                  tooling::RedactResultsUrl(record_url).c_str());

@@ -75,8 +75,12 @@ LoadLevel Summarize(const client::LoadTestResult& r, const LoadOptions& o, uint3
 // One level's run: the server's loadTest, or the client's own driver.
 using LevelRunner = std::function<StatusOr<client::LoadTestResult>(const client::LoadTestOptions&)>;
 
+bool Interrupted(const std::atomic<int>* interrupt) { return interrupt != nullptr && interrupt->load() != 0; }
+
+// CANCELLED once `interrupt` is set, before each trial's request: a level whose trial
+// was cut short is dropped whole.
 StatusOr<LoadLevel> RunLevel(const LevelRunner& runner, const LoadOptions& o, uint32_t concurrency,
-                             double target_qps) {
+                             double target_qps, const std::atomic<int>* interrupt) {
   client::LoadTestOptions req;
   req.scenario = o.scenario;
   req.concurrency = concurrency;
@@ -94,6 +98,8 @@ StatusOr<LoadLevel> RunLevel(const LevelRunner& runner, const LoadOptions& o, ui
   LoadLevel level;
   for (uint32_t trial = 1; trial <= std::max<uint32_t>(1, o.max_trials); ++trial) {
     req.seed = o.seed + trial - 1;
+    if (Interrupted(interrupt))
+      return Cancelled("interrupted before the loadTest at concurrency " + std::to_string(concurrency));
     auto result = runner(req);
     if (!result.ok()) return result.status().WithContext("loadTest at concurrency " + std::to_string(concurrency));
     level = Summarize(*result, o, concurrency, req.target_qps);
@@ -220,24 +226,37 @@ StatusOr<std::optional<LoadOptions>> MakeLoadOptions(const LoadSpec& spec) {
 }
 
 namespace {
-StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options);
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options,
+                            const std::atomic<int>* interrupt);
 }  // namespace
 
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
-                          const LoadOptions& options) {
-  return RunLevels([&](const client::LoadTestOptions& req) { return session.LoadTest(vm, function, req); }, options);
+                          const LoadOptions& options, const std::atomic<int>* interrupt) {
+  return RunLevels([&](const client::LoadTestOptions& req) { return session.LoadTest(vm, function, req); },
+                   options, interrupt);
 }
 
 namespace {
 
-StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options) {
+// A level that ended CANCELLED (interrupted, or cancelled on the server) stops the run
+// with the levels before it (LoadRun::stopped); with none, the run is CANCELLED.
+StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& options,
+                            const std::atomic<int>* interrupt) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
   LoadRun run;
   run.options = options;
+  auto stops = [&](const Status& st) {
+    run.stopped = st.code() == StatusCode::kCancelled && !run.levels.empty();
+    return run.stopped;
+  };
   if (!options.find_peak) {
     for (uint32_t c : options.concurrency) {
-      REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(runner, options, c, options.target_qps));
-      run.levels.push_back(std::move(level));
+      auto level = RunLevel(runner, options, c, options.target_qps, interrupt);
+      if (!level.ok()) {
+        if (stops(level.status())) break;
+        return level.status();
+      }
+      run.levels.push_back(std::move(level).value());
     }
     return run;
   }
@@ -247,7 +266,12 @@ StatusOr<LoadRun> RunLevels(const LevelRunner& runner, const LoadOptions& option
   double lo = 0, hi = 0;
   double q = options.target_qps > 0 ? options.target_qps : 10;
   for (int probe = 0; probe < kMaxPeakProbes; ++probe) {
-    REMEX_ASSIGN_OR_RETURN(LoadLevel level, RunLevel(runner, options, c, q));
+    auto probed = RunLevel(runner, options, c, q, interrupt);
+    if (!probed.ok()) {
+      if (stops(probed.status())) break;
+      return probed.status();
+    }
+    LoadLevel level = std::move(probed).value();
     PeakProbe p;
     p.target_qps = q;
     p.throughput_qps = level.throughput_qps;
@@ -290,7 +314,8 @@ uint64_t NanosBetween(Clock::time_point a, Clock::time_point b) {
 // One level driven from this host: the scenarios of the server's generator
 // (device_server/load_test.h), with invoke requests over `lanes[0 .. concurrency)`.
 StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes, const std::string& fn,
-                                                 const client::LoadTestOptions& req) {
+                                                 const client::LoadTestOptions& req,
+                                                 const std::atomic<int>* interrupt) {
   const size_t n = req.concurrency;
   if (n == 0 || n > lanes.size()) return Internal("from-client: concurrency " + std::to_string(n));
   // Warmup, each instance in turn; its mean call time sizes an offline batch.
@@ -298,6 +323,7 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
   uint64_t warm_calls = 0;
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t w = 0; w < req.warmup; ++w) {
+      if (Interrupted(interrupt)) return Cancelled("from-client: interrupted in the warmup");
       auto t = Clock::now();
       auto r = lanes[i].session->Invoke(lanes[i].vm, fn);
       if (!r.ok()) return r.status().WithContext("from-client warmup");
@@ -320,7 +346,7 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
   std::condition_variable cv;
   std::deque<size_t> pending;  // a query's sample, by query index
   std::vector<Query> queries;
-  bool issuing = true, stop = false;
+  bool issuing = true, stop = false, interrupted = false;
   Status failure;
   uint64_t samples = 0, late = 0;
   size_t idle = n;
@@ -400,6 +426,12 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
     for (;;) {
       const Clock::time_point now = Clock::now();
       if (!failure.ok()) break;
+      if (!interrupted && Interrupted(interrupt)) {
+        // No more queries: the calls in flight end, and the level is dropped.
+        interrupted = true;
+        issuing = false;
+        pending.clear();
+      }
       if (issuing && req.scenario == client::LoadScenario::kServer) {
         while (next_arrival <= now && queries.size() < kMaxLoadQueries) {
           if (!pending.empty() || idle == 0) ++late;
@@ -426,6 +458,10 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
   }
   for (auto& w : workers) w.join();
   REMEX_RETURN_IF_ERROR(failure);
+  if (interrupted) {
+    return Cancelled("from-client: interrupted at concurrency " + std::to_string(n) + " after " +
+                     std::to_string(samples) + " samples; the level is dropped");
+  }
 
   client::LoadTestResult r;
   r.timer = "client steady_clock";
@@ -447,12 +483,14 @@ StatusOr<client::LoadTestResult> DriveFromClient(std::vector<ClientLane>& lanes,
 
 }  // namespace
 
-StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options) {
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model,
+                                    const LoadOptions& options, const std::atomic<int>* interrupt) {
   REMEX_RETURN_IF_ERROR(CheckLoadOptions(options));
   uint32_t most = 0;
   for (uint32_t c : options.concurrency) most = std::max(most, c);
   std::vector<ClientLane> lanes;
   for (uint32_t i = 0; i < most; ++i) {
+    if (Interrupted(interrupt)) return Cancelled("from-client: interrupted while opening its sessions");
     ClientLane lane;
     REMEX_ASSIGN_OR_RETURN(lane.session, session.ConnectAnother());
     auto module = lane.session->LoadModuleCached(model.executable, model.name);
@@ -468,7 +506,11 @@ StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel&
   }
   LoadOptions o = options;
   o.audit_samples = 0;  // the outputs stay on the server: the server scenarios audit
-  auto run = RunLevels([&](const client::LoadTestOptions& req) { return DriveFromClient(lanes, model.function, req); }, o);
+  auto run = RunLevels(
+      [&](const client::LoadTestOptions& req) {
+        return DriveFromClient(lanes, model.function, req, interrupt);
+      },
+      o, interrupt);
   if (run.ok()) run->options.from_client = true;
   return run;
 }

@@ -6,6 +6,7 @@
 // --concurrency-range.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -130,6 +131,12 @@ struct LoadRun {
   // find_peak: the probes in order and the highest valid target QPS (0: none valid).
   std::vector<PeakProbe> probes;
   std::optional<double> peak_qps;
+  // The run stopped before its last level or probe: interrupted (a signal noticed
+  // between levels, or the level's request cancelled on the server) or cancelled on the
+  // server by another client. `levels` and `probes` are those completed before; the
+  // level cut short is dropped, since its queries so far are no complete level, and
+  // peak_qps is the highest valid rate among the probes run. False for a complete run.
+  bool stopped = false;
 };
 
 // INVALID_ARGUMENT naming the flag for settings that contradict (a target QPS outside
@@ -137,10 +144,13 @@ struct LoadRun {
 Status CheckLoadOptions(const LoadOptions& options);
 
 // Runs the levels (or the peak search) on `vm`'s bound inputs. The session's errors;
-// an audit mismatch is in the report (LoadAudit), not an error.
+// an audit mismatch is in the report (LoadAudit), not an error. `interrupt` (not owned,
+// may be null; BenchOptions::interrupt) is read before each level's request: once it
+// is set, no further level runs. A level whose request ends CANCELLED (the signal's
+// cancel, or another client's) stops the run: the levels completed before it are
+// returned with LoadRun::stopped, and CANCELLED is returned when none completed.
 StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::string& function,
-                          const LoadOptions& options);
-
+                          const LoadOptions& options, const std::atomic<int>* interrupt = nullptr);
 
 // --from-client: the levels (or the peak search) driven from this host: one session per
 // instance (ConnectAnother of `session`), each with the module, a VM and its inputs, and
@@ -148,7 +158,10 @@ StatusOr<LoadRun> RunLoad(client::Session& session, uint64_t vm, const std::stri
 // Latency runs from the query's issue (server: its scheduled arrival) to the invoke's
 // reply, on this host's steady clock: what the network and the protocol add is in it.
 // No audit (the outputs stay on the server; the server scenarios audit). The sessions'
-// and the connections' errors.
-StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model, const LoadOptions& options);
+// and the connections' errors. `interrupt` as for RunLoad, also read while a level
+// runs: the level stops issuing queries, waits for the calls in flight (one per
+// instance) and is dropped.
+StatusOr<LoadRun> RunLoadFromClient(client::Session& session, const ClientModel& model,
+                                    const LoadOptions& options, const std::atomic<int>* interrupt = nullptr);
 
 }  // namespace remex::tooling

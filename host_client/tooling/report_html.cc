@@ -130,6 +130,13 @@ std::string HeaderTable(const json& bench) {
   AddRow(html, "Schema",
          HtmlEscape(Text(Get(bench, "schema")) + " version " + Text(Get(bench, "schema_version"))));
   if (std::string s = Summary(bench); !s.empty()) AddRow(html, "Result", HtmlEscape(s));
+  // A run stopped before it was complete: its numbers cover only the samples (or load
+  // levels) taken.
+  const json& partial = Get(Get(bench, "partial"), "reason");
+  if (!partial.is_null()) {
+    AddRow(html, "Partial",
+           HtmlEscape(Text(partial)) + ": the numbers cover only the samples or levels taken");
+  }
   const json& environment = Get(bench, "environment");
   if (!environment.is_null()) {
     std::vector<std::pair<std::string, std::string>> rows;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/interrupt.h"
@@ -193,6 +194,30 @@ std::string BenchFailure(const BenchReport& r) {
   return "";
 }
 
+namespace {
+
+// The profile after the run (options.profile) of a complete run: a run interrupted
+// before it is partial without one, as is one whose profile was cancelled.
+Status ProfileAfterRun(client::Session& session, uint64_t vm, const std::string& function,
+                       const BenchOptions& options, const std::function<std::string()>& stopped_by,
+                       BenchReport& r) {
+  if (!options.profile || !r.partial.empty()) return OkStatus();
+  if (options.interrupt != nullptr && options.interrupt->load() != 0) {
+    r.partial = stopped_by();  // no profile
+    return OkStatus();
+  }
+  auto profile = ProfileVm(session, vm, function, options.profile_runs, options.trace);
+  if (!profile.ok() && profile.status().code() == StatusCode::kCancelled) {
+    r.partial = stopped_by();  // the samples stand; the profile is missing
+    return OkStatus();
+  }
+  REMEX_RETURN_IF_ERROR(profile.status());
+  r.profile = std::move(profile).value();
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::string& function,
                               const BenchOptions& options) {
   REMEX_RETURN_IF_ERROR(CheckBenchOptions(options));
@@ -203,6 +228,12 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   double end_s = 0;
   client::BenchmarkOptions timing = options.timing;
   auto t = Clock::now();
+  // The signal that interrupted the run, 0: none.
+  auto interrupted = [&] { return options.interrupt != nullptr ? options.interrupt->load() : 0; };
+  auto stopped_by = [&] {
+    const int sig = interrupted();
+    return sig != 0 ? "interrupted by " + SignalName(sig) : std::string("cancelled on the server");
+  };
   if (options.load) {
     // The statistics and validity settings are bench's own: one place for each.
     LoadOptions load = *options.load;
@@ -214,9 +245,18 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
     load.stable_percentile = options.stable_percentile;
     load.max_trials = options.max_trials;
     StatusOr<LoadRun> run = FailedPrecondition("--from-client drives a model prepared by remex bench");
-    if (!load.from_client) run = RunLoad(session, vm, function, load);
-    else if (load.client) run = RunLoadFromClient(session, *load.client, load);
+    if (!load.from_client)
+      run = RunLoad(session, vm, function, load, options.interrupt);
+    else if (load.client)
+      run = RunLoadFromClient(session, *load.client, load, options.interrupt);
+    if (!run.ok() && run.status().code() == StatusCode::kCancelled) {
+      return Cancelled("benchmark: " + stopped_by() +
+                       " before its first level completed: nothing to report (" +
+                       std::string(run.status().message()) + ")");
+    }
     if (!run.ok()) return run.status();
+    // The levels completed before the run stopped: a partial report.
+    if (run->stopped) r.partial = stopped_by();
     r.bench_ms = MsSince(t);
     if (!run->levels.empty()) {
       r.phases = run->levels.front().phases;
@@ -229,18 +269,9 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
       }
     }
     r.load = std::move(run).value();
-    if (options.profile) {
-      REMEX_ASSIGN_OR_RETURN(r.profile,
-                             ProfileVm(session, vm, function, options.profile_runs, options.trace));
-    }
+    REMEX_RETURN_IF_ERROR(ProfileAfterRun(session, vm, function, options, stopped_by, r));
     return r;
   }
-  // The signal that interrupted the run, 0: none.
-  auto interrupted = [&] { return options.interrupt != nullptr ? options.interrupt->load() : 0; };
-  auto stopped_by = [&] {
-    const int sig = interrupted();
-    return sig != 0 ? "interrupted by " + SignalName(sig) : std::string("cancelled on the server");
-  };
   timing.partial_on_cancel = true;
   std::vector<std::string> lacking;  // what the requests so far left unmet
   for (;;) {
@@ -340,16 +371,7 @@ StatusOr<BenchReport> BenchVm(client::Session& session, uint64_t vm, const std::
   std::sort(sorted.begin(), sorted.end());
   for (double q : kBenchPercentiles)
     r.percentiles.push_back(bench::EstimatePercentile(sorted, q, options.confidence));
-  if (options.profile && r.partial.empty() && interrupted() != 0) r.partial = stopped_by();  // no profile
-  if (options.profile && r.partial.empty()) {
-    auto profile = ProfileVm(session, vm, function, options.profile_runs, options.trace);
-    if (!profile.ok() && profile.status().code() == StatusCode::kCancelled) {
-      r.partial = stopped_by();  // the samples stand; the profile is missing
-      return r;
-    }
-    REMEX_RETURN_IF_ERROR(profile.status());
-    r.profile = std::move(profile).value();
-  }
+  REMEX_RETURN_IF_ERROR(ProfileAfterRun(session, vm, function, options, stopped_by, r));
   return r;
 }
 

@@ -92,8 +92,8 @@ struct BenchOptions {
   std::optional<LoadOptions> load;
   // A signal's number once the user interrupted the run (Interrupter::signal()), 0
   // before; not owned, may be null. Read before every request: the run sends no more,
-  // a request cancelled on the server keeps its samples (partial_on_cancel), and the
-  // report is partial.
+  // a request cancelled on the server keeps its samples (partial_on_cancel; a load
+  // level cut short is dropped, those before are kept), and the report is partial.
   const std::atomic<int>* interrupt = nullptr;
 };
 
@@ -147,7 +147,7 @@ struct BenchReport {
   std::optional<LoadRun> load;  // --scenario
   // Why the run stopped before it was complete ("interrupted by SIGINT", "cancelled on
   // the server"); "" for a complete run. A partial run's numbers are those of the
-  // samples taken, without the profile.
+  // samples taken (a load scenario: of the levels completed), without the profile.
   std::string partial;
 
   // The estimate of percentile q (one of kBenchPercentiles), or nullptr.
@@ -169,8 +169,8 @@ std::string BenchFailure(const BenchReport& report);
 // options' errors; the session's (DEADLINE_EXCEEDED when one request would outlast the
 // server's benchmark time limit); DATA_LOSS when a reply has another number of samples
 // than asked or a sample that is negative or not finite. A run interrupted or cancelled
-// on the server is a partial report (BenchReport::partial) when it has samples, else
-// CANCELLED; a load scenario interrupted is CANCELLED.
+// on the server is a partial report (BenchReport::partial) when it has samples (a load
+// scenario: levels completed, LoadRun::stopped), else CANCELLED.
 StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& prepared, const BenchOptions& options);
 // The benchmark (and profile) of `function` of a VM whose inputs are bound, on any
 // session: BenchModel's work without the model's preparation and release; the report's

@@ -136,6 +136,19 @@ std::string WithInterval(const bench::PercentileEstimate& e) {
   return Format("%.4g [%.4g, %.4g]", e.value, e.lower, e.upper);
 }
 
+// "partial REASON after N samples; the numbers below cover only those" (a load
+// scenario: N levels, or probes of a peak search): a partial report's first line; ""
+// for a complete one.
+std::string PartialText(const BenchReport& r) {
+  if (r.partial.empty()) return "";
+  std::string taken = std::to_string(r.samples_ms.size()) + " samples";
+  if (r.load) {
+    const size_t n = r.load->levels.size();
+    taken = std::to_string(n) + (r.load->options.find_peak ? " probe" : " level") + (n == 1 ? "" : "s");
+  }
+  return "partial " + r.partial + " after " + taken + "; the numbers below cover only those\n";
+}
+
 std::string LoadText(const BenchReport& r) {
   const LoadRun& run = *r.load;
   const LoadOptions& o = run.options;
@@ -154,7 +167,7 @@ std::string LoadText(const BenchReport& r) {
     case client::LoadScenario::kSingleStream: head += ", closed-loop streams; latency per query"; break;
   }
   if (o.from_client) head += "; driven from this host over the wire (one session per instance)";
-  std::string text = head + "\n";
+  std::string text = PartialText(r) + head + "\n";
   const std::string ci = Format("[%g%% CI]", o.confidence * 100);
   std::vector<std::vector<std::string>> rows = {{"CONCURRENCY", "TARGET QPS", "QPS", "QUERIES", "p50 ms " + ci,
                                                  "p90 ms " + ci, "p99 ms " + ci, "LATE", "DROPPED", "TRIALS", "STABLE"}};
@@ -179,7 +192,13 @@ std::string LoadText(const BenchReport& r) {
       text += Format("        concurrency %u: %s\n", l.concurrency, l.stability.verdict.c_str());
     }
   }
-  if (o.find_peak) {
+  if (o.find_peak && run.stopped) {
+    text += run.peak_qps
+                ? Format("        peak    %.4g QPS or more: the search stopped after %zu probe%s\n",
+                         *run.peak_qps, run.probes.size(), run.probes.size() == 1 ? "" : "s")
+                : Format("        peak    none of %zu probes kept p99 <= %g ms before the search stopped\n",
+                         run.probes.size(), o.latency_bound_ms);
+  } else if (o.find_peak) {
     text += run.peak_qps ? Format("        peak    %.4g QPS with p99 <= %g ms and nothing dropped (%zu probes)\n",
                                   *run.peak_qps, o.latency_bound_ms, run.probes.size())
                          : Format("        peak    none: no probed rate kept p99 <= %g ms (%zu probes)\n",
@@ -236,11 +255,7 @@ std::string BenchText(const BenchReport& r) {
   char line[512];
   std::snprintf(line, sizeof line, "bench   %s: %zu samples x %u calls (warmup %u, timer %s), ms per call\n",
                 r.function.c_str(), r.samples_ms.size(), r.number, r.options.timing.warmup, r.timer.c_str());
-  std::string text;
-  if (!r.partial.empty()) {
-    text += "partial " + r.partial + " after " + std::to_string(r.samples_ms.size()) +
-            " samples; the numbers below cover only those\n";
-  }
+  std::string text = PartialText(r);
   text += line;
   std::snprintf(line, sizeof line, "        mean %.4f  min %.4f  max %.4f  std %.4f\n", s.mean, s.min, s.max,
                 s.std);

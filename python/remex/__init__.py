@@ -133,8 +133,8 @@ class AuditMismatch(DataLoss):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (a KeyboardInterrupt) during Model.benchmark: the run was cancelled on the
-    server, and `result` is the BenchmarkResult of the samples taken before (its
-    `partial` says why). A KeyboardInterrupt, so that a script stops as on any Ctrl-C;
+    server, and `result` is the BenchmarkResult of the samples taken before (a load
+    scenario: of the levels completed before; its `partial` says why). A KeyboardInterrupt, so that a script stops as on any Ctrl-C;
     `except remex.Interrupted as e: r = e.result` keeps the samples."""
 
     def __init__(self, message: str, result: "BenchmarkResult"):
@@ -170,7 +170,7 @@ class BenchmarkResult:
     `remex bench` would exit 1 ("" when it would not: an audit mismatch, or with
     fail_unstable a run still unstable). partial: why the run stopped before it was
     complete (Ctrl-C: "interrupted by SIGINT"; the numbers are those of the samples
-    taken), None for a complete run.
+    taken, or of the load levels completed), None for a complete run.
 
     The time evaluator (no scenario; `scenario` is None): samples_ms, mean milliseconds
     per call, one per sample, in run order, each sample being `number` calls;
@@ -245,9 +245,15 @@ class BenchmarkResult:
         "postgresql://..."; default $REMEX_RESULTS, else the SQLite file under
         $XDG_DATA_HOME/remex/. Returns the run's id in the store (`remex history` lists
         it). InvalidArgument for a bad URL or tag, NotFound when the model's file is
-        gone, Unavailable when the database cannot be reached or written."""
+        gone, Unavailable when the database cannot be reached or written. A partial
+        result is kept as an error ("partial: interrupted by SIGINT"), as remex bench
+        --record keeps it: no measurement to judge or compare."""
+        if self.partial is not None:
+            verdict, error = "error", f"partial: {self.partial}"
+        else:
+            verdict, error = ("fail" if self.failure else "pass"), self.failure
         run_id, _ = _native.record_report(url or "", "bench", self._model_path, _json.dumps(self.report),
-                                          dict(tags or {}), "fail" if self.failure else "pass", self.failure)
+                                          dict(tags or {}), verdict, error)
         return run_id
 
     def to_dataframe(self) -> "Any":
@@ -456,8 +462,10 @@ class Model:
         fail_unstable, Unstable (its .result the BenchmarkResult) when the run (a
         single-stream or multi-stream level) stayed unstable; AuditMismatch (its .result
         too) when the audit found a mismatch. Ctrl-C cancels the run on the server and
-        raises Interrupted (a KeyboardInterrupt) whose .result holds the samples taken,
-        marked partial; a load scenario interrupted raises KeyboardInterrupt."""
+        raises Interrupted (a KeyboardInterrupt) whose .result holds the samples taken
+        (a load scenario: the levels completed; the level in progress is dropped),
+        marked partial; interrupted before the first sample or level completed, a plain
+        KeyboardInterrupt."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, (int, str, type(None))):
             raise InvalidArgument(f"concurrency must be an int or 'A:B[:STEP]', got {concurrency!r}")
         report, text, failure, interrupted = self._m.benchmark(
@@ -468,8 +476,12 @@ class Model:
             audit_atol, seed)
         result = BenchmarkResult(report, text, failure, self.path)
         if interrupted:
-            samples = len(result.samples_ms or [])
-            raise Interrupted(f"benchmark interrupted after {samples} samples, cancelled on the server; the "
+            if result.load is not None:
+                n, unit = len(result.levels), "probe" if result.load.get("peak") is not None else "level"
+                taken = f"{n} {unit}{'' if n == 1 else 's'} (the one in progress dropped)"
+            else:
+                taken = f"{len(result.samples_ms or [])} samples"
+            raise Interrupted(f"benchmark interrupted after {taken}, cancelled on the server; the "
                               "partial result is this exception's .result", result)
         if result.partial is not None:
             return result  # cancelled on the server by another client: the samples taken
