@@ -12,8 +12,6 @@ namespace remex::tooling {
 namespace {
 
 // A cancel that found nothing in progress is sent again this often, this many times.
-constexpr std::chrono::milliseconds kRetryEvery{20};
-constexpr int kAttempts = 25;
 
 }  // namespace
 
@@ -83,13 +81,13 @@ void Interrupter::CancelWatched() {
       return;
     }
     if (*cancelled) return;
-    if (attempt == kAttempts) {
+    if (attempt == Interrupter::kCancelAttempts) {
       if (report_) report_("nothing runs on the server to cancel; the command goes on");
       return;
     }
     // The request may be on its way to the server: again in a moment, unless the call
     // has ended meanwhile.
-    if (changed_.wait_for(lock, kRetryEvery, [&] { return generation_ != generation; })) return;
+    if (changed_.wait_for(lock, Interrupter::kCancelRetryEvery, [&] { return generation_ != generation; })) return;
   }
 }
 

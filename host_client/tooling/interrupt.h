@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,14 @@ namespace remex::tooling {
 
 class Interrupter {
  public:
+  // A cancel that finds nothing running is sent again every kCancelRetryEvery, at most
+  // kCancelAttempts times in all, while the same call is watched. Such a cancel can reach
+  // the call's next request instead (a clean-up after the loop stopped): it is then not
+  // run, CANCELLED, and may be sent again after kCancelWindow.
+  static constexpr std::chrono::milliseconds kCancelRetryEvery{20};
+  static constexpr int kCancelAttempts = 25;
+  static constexpr std::chrono::milliseconds kCancelWindow = kCancelRetryEvery * kCancelAttempts;
+
   // Messages for the user ("cancelling the request on the server", "nothing runs on the
   // server to cancel; the command goes on", "cannot cancel: ..."), called on the
   // Interrupter's thread. Empty: none.

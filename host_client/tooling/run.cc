@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <thread>
 
 #include "host_client/tooling/compare.h"
 #include "host_client/tooling/interrupt.h"
@@ -384,7 +385,17 @@ StatusOr<BenchReport> BenchModel(const ModelRequest& request, PreparedModel& p, 
   r.options.load.reset();  // held `client`, which ends here
   if (r.load) r.options.load = r.load->options;
   r.module_load_ms = p.module.load_nanos / 1e6;
-  REMEX_RETURN_IF_ERROR(p.Release());
+  // Interrupted: a cancel sent again for a request that might have been on its way can
+  // reach this free instead, which then does not run (CANCELLED); such cancels end
+  // within the Interrupter's window, so the free is sent again until it has passed.
+  Status freed = p.Release();
+  const bool interrupted = options.interrupt != nullptr && options.interrupt->load() != 0;
+  for (auto until = std::chrono::steady_clock::now() + 2 * Interrupter::kCancelWindow;
+       interrupted && freed.code() == StatusCode::kCancelled && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(Interrupter::kCancelRetryEvery);
+    freed = p.Release();
+  }
+  REMEX_RETURN_IF_ERROR(freed);
   const double server_load = r.session.environment.server_load_after_benchmark_1m;
   r.session = DescribeSession(request, p);
   r.session.environment.server_load_after_benchmark_1m = server_load;
