@@ -25,11 +25,12 @@ namespace {
 
 constexpr char kLibraryName[] = "libremex_embedded.so";
 
+// The library's entry points, typed by their declarations in embedded_abi.h.
 struct Library {
   std::string path;
-  int (*start)(int, int, remex_embedded_server**, char*, size_t) = nullptr;
-  uint16_t (*port)(const remex_embedded_server*) = nullptr;
-  void (*stop)(remex_embedded_server*) = nullptr;
+  decltype(&remex_embedded_start) start = nullptr;
+  decltype(&remex_embedded_port) port = nullptr;
+  decltype(&remex_embedded_stop) stop = nullptr;
 };
 
 bool IsFile(const std::filesystem::path& p) {
@@ -99,8 +100,8 @@ StatusOr<Library> Load() {
   }
   Library lib;
   lib.path = path;
-  int (*abi)() = nullptr;
-  const char* (*version)() = nullptr;
+  decltype(&remex_embedded_abi_version) abi = nullptr;
+  decltype(&remex_embedded_remex_version) version = nullptr;
   Status s = Symbol(handle, path, "remex_embedded_abi_version", abi);
   if (s.ok()) s = Symbol(handle, path, "remex_embedded_remex_version", version);
   if (s.ok() && (abi() != REMEX_EMBEDDED_ABI_VERSION || std::string_view(version()) != kRemexVersion)) {
