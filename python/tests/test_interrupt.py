@@ -2,6 +2,7 @@
 real remex-server. The request is cancelled on the server (its log says how soon the
 run stopped), the benchmark's samples so far (a load sweep's levels completed) come back
 marked partial with remex.Interrupted (a KeyboardInterrupt), and the session goes on."""
+import contextlib
 import json
 import re
 import signal
@@ -45,6 +46,21 @@ with remex.connect(address) as s:
 '''
 
 
+@contextlib.contextmanager
+def script_child(path, text, *args):
+    """A Python process running `text` (written to `path`) with `args`, its stdout and
+    stderr piped; killed on leaving when still running."""
+    path.write_text(text)
+    child = subprocess.Popen([sys.executable, str(path), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def read_json(child):
     line = child.stdout.readline()
     assert line, child.stderr.read()
@@ -54,11 +70,7 @@ def read_json(child):
 def test_ctrl_c_cancels_a_python_benchmark_on_the_server_and_keeps_its_samples(models, tmp_path):
     server = Server("--threads", "1", "--benchmark-time-limit-s", "3600", quiet=False)
     try:
-        script = tmp_path / "bench.py"
-        script.write_text(SCRIPT)
-        child = subprocess.Popen([sys.executable, str(script), server.address, models["add_relu"]],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with script_child(tmp_path / "bench.py", SCRIPT, server.address, models["add_relu"]) as child:
             assert child.stdout.readline().strip() == "benchmarking", child.stderr.read()
             time.sleep(2.0)  # samples of 20000 calls: some taken, thousands to go
             sent = time.monotonic()
@@ -92,10 +104,6 @@ def test_ctrl_c_cancels_a_python_benchmark_on_the_server_and_keeps_its_samples(m
             assert done["interrupt"] == "KeyboardInterrupt" and done["calls"] > 0
             assert done["y"] == [[1.5, 0.0, 3.0], [1.5, 0.0, 3.0]]
             assert child.wait(30) == 0, child.stderr.read()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
     finally:
         server.stop()
 
@@ -132,12 +140,9 @@ def test_ctrl_c_keeps_the_load_levels_completed_before_it(models, tmp_path):
     server = Server("--threads", "1", "--benchmark-time-limit-s", "3600", quiet=False)
     completed = re.compile(r"loadTest single-stream at concurrency (\d+): \d+ of \d+ queries completed")
     try:
-        script = tmp_path / "sweep.py"
-        script.write_text(SWEEP_SCRIPT)
         store = tmp_path / "results.sqlite"
-        child = subprocess.Popen([sys.executable, str(script), server.address, models["add_relu"],
-                                  f"sqlite://{store}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with script_child(tmp_path / "sweep.py", SWEEP_SCRIPT, server.address, models["add_relu"],
+                          f"sqlite://{store}") as child:
             assert child.stdout.readline().strip() == "benchmarking", child.stderr.read()
             deadline = time.monotonic() + 60
             while not any(completed.search(line) for line in server.log):  # level 1 is done
@@ -163,9 +168,5 @@ def test_ctrl_c_keeps_the_load_levels_completed_before_it(models, tmp_path):
                 rows = db.execute("SELECT verdict, error FROM runs WHERE id = ?", (after["run_id"],)).fetchall()
             assert rows == [("error", "partial: interrupted by SIGINT")]
             assert child.wait(30) == 0, child.stderr.read()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
     finally:
         server.stop()
