@@ -65,112 +65,18 @@ int ThreadsForMacs(int64_t macs);
 // INVALID_ARGUMENT "<op>: <message>".
 Status OpError(std::string_view op, std::string_view message);
 
-// Per-op-group registration, called by RegisterOpDefs / RegisterCpuKernels.
-// Add, Sub, Mul, Div, Pow, comparisons, And, Or, PRelu, Min, Max, Where
-// (kernels/elementwise.cc).
-Status AddElementwiseOpDefs(KernelRegistry& registry);
-Status AddElementwiseCpuKernels(KernelRegistry& registry);
-// The unary ops, Clip, Dropout (kernels/unary.cc).
-Status AddUnaryOpDefs(KernelRegistry& registry);
-Status AddUnaryCpuKernels(KernelRegistry& registry);
-Status AddConvOpDefs(KernelRegistry& registry);
-Status AddConvCpuKernels(KernelRegistry& registry);
-Status AddPoolOpDefs(KernelRegistry& registry);
-Status AddPoolCpuKernels(KernelRegistry& registry);
-Status AddNormOpDefs(KernelRegistry& registry);  // BatchNormalization, Instance-, LayerNormalization.
-Status AddNormCpuKernels(KernelRegistry& registry);
-// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (kernels/loss.cc).
-Status AddLossOpDefs(KernelRegistry& registry);
-Status AddLossCpuKernels(KernelRegistry& registry);
-// ScatterElements, Scatter (kernels/scatter.cc).
-Status AddScatterOpDefs(KernelRegistry& registry);
-Status AddScatterCpuKernels(KernelRegistry& registry);
-// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (kernels/quantize.cc).
-Status AddQuantizeOpDefs(KernelRegistry& registry);
-Status AddQuantizeCpuKernels(KernelRegistry& registry);
-// MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv (kernels/qlinear.cc).
-Status AddQLinearOpDefs(KernelRegistry& registry);
-Status AddQLinearCpuKernels(KernelRegistry& registry);
-// Unique (kernels/unique.cc).
-Status AddUniqueOpDefs(KernelRegistry& registry);
-Status AddUniqueCpuKernels(KernelRegistry& registry);
-// CumSum (kernels/cumsum.cc).
-Status AddCumSumOpDefs(KernelRegistry& registry);
-Status AddCumSumCpuKernels(KernelRegistry& registry);
-// BitShift (kernels/bitshift.cc).
-Status AddBitShiftOpDefs(KernelRegistry& registry);
-Status AddBitShiftCpuKernels(KernelRegistry& registry);
-// GatherND, ScatterND (kernels/gather_nd.cc).
-Status AddGatherNdOpDefs(KernelRegistry& registry);
-Status AddGatherNdCpuKernels(KernelRegistry& registry);
-// NonZero, Compress (kernels/nonzero.cc).
-Status AddNonZeroOpDefs(KernelRegistry& registry);
-Status AddNonZeroCpuKernels(KernelRegistry& registry);
-// NonMaxSuppression, RoiAlign (kernels/detection.cc).
-Status AddDetectionOpDefs(KernelRegistry& registry);
-Status AddDetectionCpuKernels(KernelRegistry& registry);
-// MaxUnpool (kernels/unpool.cc).
-Status AddUnpoolOpDefs(KernelRegistry& registry);
-Status AddUnpoolCpuKernels(KernelRegistry& registry);
-// Trilu, EyeLike (kernels/diagonal.cc).
-Status AddDiagonalOpDefs(KernelRegistry& registry);
-Status AddDiagonalCpuKernels(KernelRegistry& registry);
-// Softmax, LogSoftmax, Hardmax (kernels/softmax.cc).
-Status AddSoftmaxOpDefs(KernelRegistry& registry);
-Status AddSoftmaxCpuKernels(KernelRegistry& registry);
-Status AddTensorOpDefs(KernelRegistry& registry);  // Shape, Cast, Slice, Concat, Reshape, Identity.
-Status AddTensorCpuKernels(KernelRegistry& registry);
-Status AddMatMulOpDefs(KernelRegistry& registry);
-Status AddMatMulCpuKernels(KernelRegistry& registry);
-// Squeeze, Unsqueeze, Flatten, Expand, Tile, Gather, GatherElements, Split
-// (kernels/transform.cc).
-Status AddTransformOpDefs(KernelRegistry& registry);
-Status AddTransformCpuKernels(KernelRegistry& registry);
-// Transpose (kernels/transpose.cc).
-Status AddTransposeOpDefs(KernelRegistry& registry);
-Status AddTransposeCpuKernels(KernelRegistry& registry);
-// Pad (kernels/pad.cc).
-Status AddPadOpDefs(KernelRegistry& registry);
-Status AddPadCpuKernels(KernelRegistry& registry);
-// Range, ConstantOfShape, Size, OneHot (kernels/generate.cc).
-Status AddGenerateOpDefs(KernelRegistry& registry);
-Status AddGenerateCpuKernels(KernelRegistry& registry);
-// DepthToSpace, SpaceToDepth (kernels/depth_space.cc).
-Status AddDepthSpaceOpDefs(KernelRegistry& registry);
-Status AddDepthSpaceCpuKernels(KernelRegistry& registry);
-// Resize (kernels/resize.cc).
-Status AddResizeOpDefs(KernelRegistry& registry);
-Status AddResizeCpuKernels(KernelRegistry& registry);
-// ReduceMean/Sum/Max/Min/Prod, ArgMax, TopK (kernels/reduce.cc).
-Status AddReduceOpDefs(KernelRegistry& registry);
-Status AddReduceCpuKernels(KernelRegistry& registry);
-// ArgMax, ArgMin and TopK (arg_topk.cc), registered by the two above.
+// Per-op-group registration, called by RegisterOpDefs / RegisterCpuKernels: for each
+// row REMEX_OP_GROUP(Name) of kernels/op_groups.def (which says what each group
+// holds), AddNameOpDefs and AddNameCpuKernels.
+#define REMEX_OP_GROUP(name)                          \
+  Status Add##name##OpDefs(KernelRegistry& registry); \
+  Status Add##name##CpuKernels(KernelRegistry& registry);
+#include "kernels/op_groups.def"
+#undef REMEX_OP_GROUP
+// ArgMax, ArgMin and TopK (kernels/arg_topk.cc), registered by AddReduceOpDefs /
+// AddReduceCpuKernels rather than by a row of op_groups.def.
 Status AddArgTopKOpDefs(KernelRegistry& registry);
 Status AddArgTopKCpuKernels(KernelRegistry& registry);
-// LSTM, GRU, RNN (kernels/rnn_def.cc; CPU kernel in kernels/rnn.cc).
-Status AddRnnOpDefs(KernelRegistry& registry);
-Status AddRnnCpuKernels(KernelRegistry& registry);
-// HannWindow, HammingWindow, BlackmanWindow (kernels/window.cc).
-Status AddWindowOpDefs(KernelRegistry& registry);
-Status AddWindowCpuKernels(KernelRegistry& registry);
-// MeanVarianceNormalization, ReverseSequence (kernels/sequence_norm.cc).
-Status AddSequenceNormOpDefs(KernelRegistry& registry);
-Status AddSequenceNormCpuKernels(KernelRegistry& registry);
-// Det (kernels/determinant.cc).
-Status AddDetOpDefs(KernelRegistry& registry);
-Status AddDetCpuKernels(KernelRegistry& registry);
-// Einsum (kernels/einsum.cc).
-Status AddEinsumOpDefs(KernelRegistry& registry);
-Status AddEinsumCpuKernels(KernelRegistry& registry);
-// GridSample (kernels/grid_sample.cc).
-Status AddGridSampleOpDefs(KernelRegistry& registry);
-Status AddGridSampleCpuKernels(KernelRegistry& registry);
-// DFT, STFT, MelWeightMatrix (kernels/spectral.cc).
-Status AddSpectralOpDefs(KernelRegistry& registry);
-Status AddSpectralCpuKernels(KernelRegistry& registry);
-// TfIdfVectorizer (kernels/tfidf.cc).
-Status AddTfIdfOpDefs(KernelRegistry& registry);
-Status AddTfIdfCpuKernels(KernelRegistry& registry);
 
 // Dropout's training mode (kernels/unary.cc), from its inputs as the shape function
 // sees them (Dropout-12+: data, ratio, training_mode; ratio and training_mode with
@@ -187,12 +93,6 @@ inline std::optional<int64_t> DropoutSeedOf(const Attributes& attrs) {
   return seed.ok() ? std::optional<int64_t>(*seed) : std::nullopt;
 }
 
-// Adagrad, Adam and Momentum of the training domain (kernels/optimizer.cc).
-Status AddOptimizerOpDefs(KernelRegistry& registry);
-Status AddOptimizerCpuKernels(KernelRegistry& registry);
-// FusedElementwise (kernels/fused.cc; program format in kernels/fused.h).
-Status AddFusedOpDefs(KernelRegistry& registry);
-Status AddFusedCpuKernels(KernelRegistry& registry);
 
 // ---------------------------------------------------------------------------
 // Shapes.

@@ -270,84 +270,16 @@ StatusOr<int> OnlyEntrySince(const KernelRegistry& registry, std::string_view op
 }  // namespace internal
 
 Status RegisterOpDefs(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(internal::AddElementwiseOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUnaryOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddConvOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddPoolOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddNormOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSoftmaxOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddLossOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDiagonalOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddCumSumOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUniqueOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddQuantizeOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDetectionOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUnpoolOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddQLinearOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddBitShiftOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGatherNdOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddNonZeroOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddScatterOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTensorOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddMatMulOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTransformOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTransposeOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddPadOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGenerateOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDepthSpaceOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddResizeOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddReduceOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddRnnOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddWindowOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSequenceNormOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDetOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddEinsumOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGridSampleOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSpectralOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTfIdfOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddOptimizerOpDefs(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddFusedOpDefs(registry));
+#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##OpDefs(registry));
+#include "kernels/op_groups.def"
+#undef REMEX_OP_GROUP
   return OkStatus();
 }
 
 Status RegisterCpuKernels(KernelRegistry& registry) {
-  REMEX_RETURN_IF_ERROR(internal::AddElementwiseCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUnaryCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddConvCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddPoolCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddNormCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSoftmaxCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddLossCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDiagonalCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddCumSumCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUniqueCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddQuantizeCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDetectionCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddUnpoolCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddQLinearCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddBitShiftCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGatherNdCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddNonZeroCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddScatterCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTensorCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddMatMulCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTransformCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTransposeCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddPadCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGenerateCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDepthSpaceCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddResizeCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddReduceCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddRnnCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddWindowCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSequenceNormCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddDetCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddEinsumCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddGridSampleCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddSpectralCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddTfIdfCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddOptimizerCpuKernels(registry));
-  REMEX_RETURN_IF_ERROR(internal::AddFusedCpuKernels(registry));
+#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##CpuKernels(registry));
+#include "kernels/op_groups.def"
+#undef REMEX_OP_GROUP
   return OkStatus();
 }
 

@@ -30,41 +30,13 @@ inline Status CudaCheck(std::string_view op, std::string_view call, cudaError_t 
 // to its context, which a reset destroyed.
 void ForgetFusedModules(int device);
 
-// Per-op-group registration, called by RegisterCudaKernels. Each group lives in its
-// own files and its own CMake fragment (kernels/cuda/<group>.cmake).
-Status AddElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// Data movement: Transpose, Slice, Concat, Gather, Pad, Cast, Where, Identity and
-// the reshaping copies, DepthToSpace / SpaceToDepth (transform.cc, transform_values.cc).
-Status AddTransformCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// Reductions, Softmax, pooling, Resize, normalisation and the remaining unary and
-// binary elementwise ops (nn.cc).
-Status AddNnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// Library-backed kernels: cuDNN Conv / ConvTranspose, cuBLASLt MatMul / Gemm
-// (libraries.cc).
-Status AddLibraryCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// FusedElementwise, compiled from its program with NVRTC (fused.cc).
-Status AddFusedCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// Shape, Size, ConstantOfShape, Range, Dropout, TopK and LRN (misc.cc).
-Status AddMiscCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-// QLinearMatMul, ConvInteger and QLinearConv (quant.cc).
-Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// NonMaxSuppression, RoiAlign and MaxUnpool (det.cc).
-Status AddDetCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// LSTM, GRU and RNN (rnn.cc).
-Status AddRnnCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// BitShift, GatherND, ScatterND, NonZero and Compress (index.cc).
-Status AddIndexCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// HannWindow, HammingWindow, BlackmanWindow, MeanVarianceNormalization,
-// ReverseSequence, Det and Einsum (extra.cc).
-Status AddExtraCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// GridSample (grid.cc).
-Status AddGridCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// DFT, STFT and MelWeightMatrix (spectral.cc).
-Status AddSpectralCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// TfIdfVectorizer (text.cc).
-Status AddTextCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-// The training domain's optimizers Adagrad, Adam and Momentum (training.cc).
-Status AddTrainingCudaKernels(KernelRegistry& registry, CudaKernelContext context);
+// Per-op-group registration, called by RegisterCudaKernels: for each row
+// REMEX_CUDA_GROUP(Name) of kernels/cuda/cuda_groups.def (which says what each group
+// holds), AddNameCudaKernels. Each group lives in its own files and its own CMake
+// fragment (kernels/cuda/<group>.cmake).
+#define REMEX_CUDA_GROUP(name) \
+  Status Add##name##CudaKernels(KernelRegistry& registry, CudaKernelContext context);
+#include "kernels/cuda/cuda_groups.def"
+#undef REMEX_CUDA_GROUP
 
 }  // namespace remex::kernels::cuda

@@ -11,21 +11,9 @@ namespace remex::kernels {
 
 Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
 #if REMEX_HAVE_CUDA
-  REMEX_RETURN_IF_ERROR(cuda::AddElementwiseCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddTransformCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddNnCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddLibraryCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddFusedCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddMiscCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddQuantCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddDetCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddRnnCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddIndexCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddExtraCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddGridCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddSpectralCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddTextCudaKernels(registry, context));
-  REMEX_RETURN_IF_ERROR(cuda::AddTrainingCudaKernels(registry, context));
+#define REMEX_CUDA_GROUP(name) REMEX_RETURN_IF_ERROR(cuda::Add##name##CudaKernels(registry, context));
+#include "kernels/cuda/cuda_groups.def"
+#undef REMEX_CUDA_GROUP
   return OkStatus();
 #else
   return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");
