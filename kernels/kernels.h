@@ -36,7 +36,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
-#include "kernels/fused.h"
+#include "kernels/ops/fused/fused.h"
 
 namespace remex::kernels {
 

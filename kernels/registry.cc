@@ -270,16 +270,14 @@ StatusOr<int> OnlyEntrySince(const KernelRegistry& registry, std::string_view op
 }  // namespace internal
 
 Status RegisterOpDefs(KernelRegistry& registry) {
-#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##OpDefs(registry));
-#include "kernels/op_groups.def"
-#undef REMEX_OP_GROUP
+#define REMEX_CPU_GROUP(family, name) REMEX_RETURN_IF_ERROR(internal::Add##name##OpDefs(registry));
+#include "kernels/ops/families.def"
   return OkStatus();
 }
 
 Status RegisterCpuKernels(KernelRegistry& registry) {
-#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##CpuKernels(registry));
-#include "kernels/op_groups.def"
-#undef REMEX_OP_GROUP
+#define REMEX_CPU_GROUP(family, name) REMEX_RETURN_IF_ERROR(internal::Add##name##CpuKernels(registry));
+#include "kernels/ops/families.def"
   return OkStatus();
 }
 

@@ -4,7 +4,7 @@
 // is either given one or listed.
 //
 // In an emulation build (REMEX_CUDA_EMULATION) it also checks that every __global__
-// kernel of kernels/cuda/*.cu ran at least once in the suite: the other cuda-emu tests
+// kernel of kernels/cuda/*.cu and kernels/ops/*/cuda/*.cu ran at least once in the suite: the other cuda-emu tests
 // append the kernels they launched to REMEX_CUDA_EMULATION_TRACE (CTest runs them
 // first: they are this test's fixture setup, after a reset of the file).
 #include <gtest/gtest.h>
@@ -57,7 +57,7 @@ TEST(CudaCoverage, EveryCudaKernelRanUnderEmulation) {
   }
   std::set<std::string> kernels;
   const std::regex global(R"(__global__\s+void\s+(\w+)\s*\()");
-  for (const auto& entry : std::filesystem::directory_iterator(REMEX_CUDA_SOURCE_DIR)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(REMEX_CUDA_SOURCE_DIR)) {
     if (entry.path().extension() != ".cu") continue;
     std::ifstream in(entry.path());
     std::stringstream text;

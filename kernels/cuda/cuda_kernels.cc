@@ -11,9 +11,8 @@ namespace remex::kernels {
 
 Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
 #if REMEX_HAVE_CUDA
-#define REMEX_CUDA_GROUP(name) REMEX_RETURN_IF_ERROR(cuda::Add##name##CudaKernels(registry, context));
-#include "kernels/cuda/cuda_groups.def"
-#undef REMEX_CUDA_GROUP
+#define REMEX_CUDA_GROUP(family, name) REMEX_RETURN_IF_ERROR(cuda::Add##name##CudaKernels(registry, context));
+#include "kernels/ops/families.def"
   return OkStatus();
 #else
   return Unimplemented("RegisterCudaKernels: Remex was built without CUDA (REMEX_CUDA=OFF or no nvcc)");

@@ -1,6 +1,7 @@
-// Host-side helpers of the nn group's CUDA kernels (nn.cc, nn_pool.cc,
-// nn_elementwise.cc): the kernel base class, the accepted dtypes' names and
-// registration.
+// Host-side helpers shared by the CUDA kernels whose launchers are declared in
+// kernels/cuda/nn_impl.h (the reduction, Softmax, loss, pooling, normalisation, Resize
+// and elementwise kernels of several families, kernels/ops/<family>/cuda/): the kernel
+// base class and the accepted dtypes' names.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,9 +39,5 @@ class NnKernel : public CudaKernel {
 // Element count of a shape the shape function has accepted.
 inline int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
-// Registration of the pooling and Resize kernels (nn_pool.cc) and of the elementwise
-// ones (nn_elementwise.cc); AddNnCudaKernels (nn.cc) calls both.
-Status AddNnPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context);
-Status AddNnElementwiseCudaKernels(KernelRegistry& registry, CudaKernelContext context);
 
 }  // namespace remex::kernels::cuda
