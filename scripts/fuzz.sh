@@ -23,12 +23,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/sanitized-tree.sh
 source "$repo/scripts/sanitized-tree.sh"
-if [[ ${1:-} == --install-deps ]]; then
-  shift
-  sanitized_check_deps --install
-else
-  sanitized_check_deps
-fi
+install=()
+if [[ ${1:-} == --install-deps ]]; then install=(--install); shift; fi
+sanitized_check_deps "${install[@]}"
 targets_all=(fuzz_frame fuzz_server fuzz_executable fuzz_onnx_import)
 if (($# < 2)); then
   echo "usage: scripts/fuzz.sh [--install-deps] TARGET|all SECONDS [LIBFUZZER_ARGS ...]" >&2

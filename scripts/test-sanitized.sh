@@ -19,12 +19,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/sanitized-tree.sh
 source "$repo/scripts/sanitized-tree.sh"
-if [[ ${1:-} == --install-deps ]]; then
-  shift
-  sanitized_check_deps --install
-else
-  sanitized_check_deps
-fi
+install=()
+if [[ ${1:-} == --install-deps ]]; then install=(--install); shift; fi
+sanitized_check_deps "${install[@]}"
 export REMEX_BUILD_DIR=$sanitized_build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
