@@ -13,7 +13,7 @@
 #      to build, and the tests of one label run).
 #   3. with --wheel, the Python client's wheel on a machine that has only the runtime
 #      libraries: the wheel is built in the fresh system (`pip wheel
-#      --no-build-isolation --no-deps .`, from the smoke test's build tree); a second
+#      --no-build-isolation --no-deps .`, from the build tree of steps 1 and 2); a second
 #      minbase Debian 12 system gets only python3, python3-venv, python3-numpy and the
 #      runtime packages of docker/Dockerfile.server (its one list, printed by
 #      tests/docker_runtime_test.py --runtime-packages), installed with apt as the image
@@ -45,7 +45,8 @@
 #   --targets 'T ...'  build only these targets in the smoke test (REMEX_BUILD_TARGETS of
 #                scripts/test.sh) instead of the whole suite
 #   --wheel      check the Python client's wheel on a second fresh system (step 3; it
-#                needs remex-server built: the whole suite, or remex-server in --targets)
+#                needs remex-server and the Python module built: the first set-up command
+#                builds both)
 #
 # The throwaway system's dpkg, debootstrap's included, runs with force-unsafe-io (no
 # fsync per unpacked file, as Debian's own build chroots do); what gets installed is the
@@ -239,7 +240,7 @@ fi
 
 if ((wheel)); then
   step "the Python client's wheel, on a second system with only the runtime libraries"
-  # In the first system: the wheel, from the smoke test's build tree, and a model.
+  # In the first system: the wheel, from the set-up command's build tree, and a model.
   in_root "set -e
     python3 -m venv --system-site-packages /root/wheel-venv
     cd /root/remex

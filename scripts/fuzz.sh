@@ -5,12 +5,13 @@
 #        scripts/fuzz.sh [--install-deps] all SECONDS [LIBFUZZER_ARGS ...]   (every target)
 # TARGET: fuzz_frame, fuzz_server, fuzz_executable or fuzz_onnx_import (tests/fuzz/).
 #
-# Builds the tree REMEX_FUZZ_BUILD_DIR (default <repo>/build-fuzz) with clang-14,
-# -fsanitize=fuzzer-no-link,address,undefined and REMEX_FUZZ=ON, no CUDA; makes the seed
-# corpus once (scripts/fuzz_seeds.py: real client sessions recorded on loopback,
-# executables compiled by `remex compile`, ONNX models of the conformance cases) in
-# BUILD/fuzz/seeds, with the remex and remex-server of the tree REMEX_FUZZ_SEED_BUILD when
-# set (only the fuzz targets are then built here); then fuzzes for SECONDS. Inputs that reach new code are kept in
+# Builds the fuzz targets and `remex`, `remex-server` in the sanitized tree (<repo>/build-emu,
+# configured by scripts/sanitized-tree.sh: clang 14, -fsanitize=fuzzer-no-link,address,
+# undefined, REMEX_FUZZ=ON, the CUDA device on its host emulation), the tree whose tests
+# scripts/test-sanitized.sh runs, so CI compiles it once; makes the seed corpus once
+# (scripts/fuzz_seeds.py: real client sessions recorded on loopback with that tree's
+# remex and remex-server, executables compiled by `remex compile`, ONNX models of the
+# conformance cases) in BUILD/fuzz/seeds; then fuzzes for SECONDS. Inputs that reach new code are kept in
 # BUILD/fuzz/corpus/TARGET; a crash, leak, sanitizer report, timeout (30 s) or
 # out-of-memory (4 GiB) is written to BUILD/fuzz/findings/TARGET/ and ends the run with
 # status 1. The last line printed per target: "fuzz: TARGET: N executions in S s, K
@@ -20,24 +21,11 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-fuzz_packages=(clang-14 libclang-rt-14-dev)
-if [[ ${1:-} == --install-deps ]]; then
-  shift
-  missing=()
-  for p in "${fuzz_packages[@]}"; do
-    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    sudo=()
-    ((EUID == 0)) || sudo=(sudo)
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-  fi
-fi
-if ! command -v clang++-14 >/dev/null 2>&1 || ! compgen -G "/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null; then
-  echo "fuzz: needs clang 14 and libFuzzer: apt-get install ${fuzz_packages[*]} (or pass --install-deps)" >&2
-  exit 2
-fi
+# shellcheck source=scripts/sanitized-tree.sh
+source "$repo/scripts/sanitized-tree.sh"
+install=()
+if [[ ${1:-} == --install-deps ]]; then install=(--install); shift; fi
+sanitized_check_deps "${install[@]}"
 targets_all=(fuzz_frame fuzz_server fuzz_executable fuzz_onnx_import)
 if (($# < 2)); then
   echo "usage: scripts/fuzz.sh [--install-deps] TARGET|all SECONDS [LIBFUZZER_ARGS ...]" >&2
@@ -56,34 +44,16 @@ else
 fi
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number" >&2; exit 2; }
 
-build=${REMEX_FUZZ_BUILD_DIR:-$repo/build-fuzz}
-flags="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
-link="-fsanitize=address,undefined"
-if [[ ! -f $build/build.ninja ]]; then
-  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DREMEX_CUDA=OFF -DREMEX_FUZZ=ON -DREMEX_PYTHON=OFF \
-    "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
-    "-DCMAKE_EXE_LINKER_FLAGS=$link" "-DCMAKE_SHARED_LINKER_FLAGS=$link" >/dev/null
-fi
-# The seed corpus is recorded with `remex` and `remex-server` of REMEX_FUZZ_SEED_BUILD (a
-# built tree, e.g. CI's sanitized build-emu), else of the fuzz tree, built here.
-seed_build=${REMEX_FUZZ_SEED_BUILD:-$build}
-if [[ $seed_build == "$build" ]]; then
-  ninja -C "$build" "${targets[@]}" remex remex-server
-else
-  for tool in host_client/cli/remex device_server/remex-server; do
-    [[ -x $seed_build/$tool ]] || { echo "fuzz: REMEX_FUZZ_SEED_BUILD has no $tool: $seed_build" >&2; exit 2; }
-  done
-  ninja -C "$build" "${targets[@]}"
-fi
+build=$sanitized_build
+cmake -S "$repo" -B "$build" -G Ninja "${sanitized_cmake_args[@]}" >/dev/null
+ninja -C "$build" "${targets[@]}" remex remex-server
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 seeds=$build/fuzz/seeds
 if [[ ! -f $seeds/done ]]; then
   rm -rf "$seeds"
-  /usr/bin/python3 "$repo/scripts/fuzz_seeds.py" --build "$seed_build" --out "$seeds"
+  /usr/bin/python3 "$repo/scripts/fuzz_seeds.py" --build "$build" --out "$seeds"
   touch "$seeds/done"
 fi
 

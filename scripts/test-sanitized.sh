@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer, with the
 # CUDA device built on the host emulation of CUDA (-DREMEX_CUDA_EMULATION=ON,
-# kernels/cuda/emulation/README.md), in <repo>/build-emu: the tests of scripts/test.sh
+# kernels/cuda/emulation/README.md), in the sanitized tree <repo>/build-emu (clang 14;
+# scripts/sanitized-tree.sh, shared with scripts/fuzz.sh): the tests of scripts/test.sh
 # but the packaging checks, the conformance and whole-model tests and the host tooling's
 # own tests (below),
 # the `cuda-emu` tests (per-group differential tests, CUDA device tests, whole models on
 # `remex-server --device cuda:0`, kernel coverage) and the fuzz targets' regression
-# inputs included. Needs no GPU and no nvcc. A leak, a heap or stack error or undefined
+# inputs included. Needs no GPU and no nvcc; needs clang 14 and libFuzzer (Debian 12:
+# clang-14, libclang-rt-14-dev; --install-deps installs them). A leak, a heap or stack error or undefined
 # behaviour fails the test that hits it.
 #
-# Usage: scripts/test-sanitized.sh [-- CTEST_ARGS ...]
+# Usage: scripts/test-sanitized.sh [--install-deps] [-- CTEST_ARGS ...]
 # REMEX_BUILD_TARGETS limits the build as in scripts/test.sh (scripts/test-emulation.sh
 # uses it to build and run the `cuda-emu` tests only).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-export REMEX_BUILD_DIR=${REMEX_BUILD_DIR:-$repo/build-emu}
+# shellcheck source=scripts/sanitized-tree.sh
+source "$repo/scripts/sanitized-tree.sh"
+install=()
+if [[ ${1:-} == --install-deps ]]; then install=(--install); shift; fi
+sanitized_check_deps "${install[@]}"
+export REMEX_BUILD_DIR=$sanitized_build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -39,9 +45,4 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # tests run here: this tree is their only one.)
 ctest_args=(-LE 'packaging|conformance|model')
 if [[ ${1:-} == -- ]]; then shift; ctest_args+=("$@"); fi
-# Not the Python client: its module would load the sanitizers' runtime into an
-# uninstrumented python3 (scripts/test.sh runs its tests).
-exec "$repo/scripts/test.sh" -DREMEX_CUDA_EMULATION=ON -DCMAKE_BUILD_TYPE=Debug -DREMEX_PYTHON=OFF \
-  -DREMEX_BENCH=OFF -DREMEX_TOOLING_TESTS=OFF \
-  "-DCMAKE_CXX_FLAGS=-O1 -g $sanitize" "-DCMAKE_C_FLAGS=-O1 -g $sanitize" \
-  "-DCMAKE_EXE_LINKER_FLAGS=$sanitize" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitize" -- "${ctest_args[@]}"
+exec "$repo/scripts/test.sh" "${sanitized_cmake_args[@]}" -- "${ctest_args[@]}"

@@ -85,18 +85,19 @@ __global__ void ReduceRowsKernel(const T* x, T* y, ReducePlan plan) {
   using R = Reducer<kKind>;
   __shared__ float scratch[32];
   for (int64_t o = blockIdx.x; o < plan.out_count; o += gridDim.x) {
-    const T* base = x + KeptOffset(plan, o);
+    // An offset, not a pointer: x is null when the input is empty (no element read).
+    const int64_t base = KeptOffset(plan, o);
     float shift = 0.0f;
     if constexpr (kKind == ReduceKind::kLogSumExp) {
       float m = MaxReducer::Identity();
       for (int64_t r = threadIdx.x; r < plan.red_count; r += blockDim.x) {
-        m = MaxReducer::Combine(m, Load(base[RedOffset(plan, r)]));
+        m = MaxReducer::Combine(m, Load(x[base + RedOffset(plan, r)]));
       }
       shift = BlockReduce(m, MaxReducer::Combine, scratch);
     }
     float acc = R::Identity();
     for (int64_t r = threadIdx.x; r < plan.red_count; r += blockDim.x) {
-      acc = R::Combine(acc, R::Map(Load(base[RedOffset(plan, r)]), shift));
+      acc = R::Combine(acc, R::Map(Load(x[base + RedOffset(plan, r)]), shift));
     }
     acc = BlockReduce(acc, R::Combine, scratch);
     if (threadIdx.x == 0) y[o] = Store<T>(R::Final(acc, plan.red_count, shift));
@@ -120,13 +121,13 @@ __global__ void ReduceColumnsKernel(const T* x, T* y, ReducePlan plan) {
        o0 += static_cast<int64_t>(gridDim.x) * kColumns) {
     const int64_t o = o0 + tx;
     const bool valid = o < plan.out_count;
-    const T* base = x + (valid ? KeptOffset(plan, o) : 0);
+    const int64_t base = valid ? KeptOffset(plan, o) : 0;
     float shift = 0.0f;
     if constexpr (kKind == ReduceKind::kLogSumExp) {
       float m = MaxReducer::Identity();
       if (valid) {
         for (int64_t r = ty; r < plan.red_count; r += kLanes) {
-          m = MaxReducer::Combine(m, Load(base[RedOffset(plan, r)]));
+          m = MaxReducer::Combine(m, Load(x[base + RedOffset(plan, r)]));
         }
       }
       part[ty][tx] = m;
@@ -141,7 +142,7 @@ __global__ void ReduceColumnsKernel(const T* x, T* y, ReducePlan plan) {
     float acc = R::Identity();
     if (valid) {
       for (int64_t r = ty; r < plan.red_count; r += kLanes) {
-        acc = R::Combine(acc, R::Map(Load(base[RedOffset(plan, r)]), shift));
+        acc = R::Combine(acc, R::Map(Load(x[base + RedOffset(plan, r)]), shift));
       }
     }
     part[ty][tx] = acc;
