@@ -274,9 +274,12 @@ std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::
 StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,
                                               std::span<const ShapeFnArg> inputs);
 
-// Registers the OpDef (shape function, data dependence) of every op Remex runs.
+// Registers the OpDef (shape function, data dependence) of every op Remex runs: the
+// rows of the op table, kernels/ops/ops.def. FAILED_PRECONDITION, naming each entry and
+// row that differ, when the families register other entries than the table lists.
 Status RegisterOpDefs(KernelRegistry& registry);
-// Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere).
+// Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere);
+// FAILED_PRECONDITION when they differ from the op table's rows.
 Status RegisterCpuKernels(KernelRegistry& registry);
 
 // Compute threads of the CPU kernels: the size of the OpenMP team oneDNN runs Conv,
