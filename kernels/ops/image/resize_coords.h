@@ -1,5 +1,5 @@
 // The per-axis coordinate math of ONNX Resize-10/11/13, shared by the CPU kernel
-// (kernels/resize.cc) and the CUDA kernel (kernels/cuda/nn_pool_impl.cu) so both pick
+// (kernels/ops/image/resize.cc) and the CUDA kernel (kernels/ops/image/cuda/resize_impl.cu) so both pick
 // the same source indices and weights: the coordinate transformation, the nearest
 // rounding modes and the linear and cubic taps. Computed in double. A plain header: no
 // CUDA, no Remex headers beyond kernels/op_enums.h, so .cu files include it.

@@ -1,7 +1,7 @@
 // BatchNormalization's inference form (ONNX BatchNormalization-15,
 // https://onnx.ai/onnx/operators/onnx__BatchNormalization.html) as a per-channel
-// affine map, written once for the CPU kernel (kernels/norm.cc), the CUDA kernel
-// (kernels/cuda/nn_pool_impl.cu) and the compiler's folding of it into a Conv
+// affine map, written once for the CPU kernel (kernels/ops/nn/norm.cc), the CUDA kernel
+// (kernels/ops/nn/cuda/norm_impl.cu) and the compiler's folding of it into a Conv
 // (host_client/compiler/passes/batchnorm_folding.cc):
 //   y = scale * (x - mean) / sqrt(var + epsilon) + B = x * mul + add,
 //   mul = scale / sqrt(var + epsilon), add = B - mean * mul.

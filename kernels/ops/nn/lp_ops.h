@@ -1,7 +1,8 @@
 // The Lp norm of GlobalLpPool-2 and LpNormalization-1 (ONNX,
 // https://onnx.ai/onnx/operators/onnx__GlobalLpPool.html and
-// onnx__LpNormalization.html), written once for the CPU kernels (kernels/pool.cc,
-// kernels/norm.cc) and the CUDA kernels (kernels/cuda/nn_pool_impl.cu):
+// onnx__LpNormalization.html), written once for the CPU kernels (kernels/ops/nn/pool.cc,
+// kernels/ops/nn/norm.cc) and the CUDA kernels (kernels/ops/nn/cuda/pool_impl.cu,
+// norm_impl.cu):
 //   ||x||_p = (sum_i |x_i|^p)^(1/p)
 // LpTerm gives one |x_i|^p, LpRoot the root of the sum (p = 1 and p = 2 exactly,
 // without pow). A plain header: <math.h> only, so that .cu files include it.

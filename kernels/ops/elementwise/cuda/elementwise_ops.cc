@@ -1,12 +1,12 @@
-// CUDA kernels of the nn group (host side): the elementwise ops beyond those of
-// elementwise.cc. Device code in nn_elementwise_impl.cu.
+// CUDA kernels of the elementwise ops beyond those of elementwise.cc (host side). Device
+// code: the launchers of elementwise_ops_impl.h (elementwise_ops_impl.cu).
 //
-// Semantics are the CPU kernels' (kernels/elementwise.cc, kernels/unary.cc), which follow ONNX:
+// Semantics are the CPU kernels' (kernels/ops/elementwise/elementwise.cc, unary.cc), which follow ONNX:
 //   - Unary, float32 and float16: LeakyRelu (alpha, default 0.01), HardSigmoid (alpha
 //     0.2, beta 0.5), HardSwish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin,
 //     Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round,
 //     Sign, Softplus, Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink (the list is
-//     nn_impl.h's REMEX_NN_UNARY_OPS; parameters and defaults are the OpDef's).
+//     elementwise_ops_impl.h's REMEX_NN_UNARY_OPS; parameters and defaults are the OpDef's).
 //   - Clip (opsets 11-13 form: optional min and max as one-element inputs, read on the
 //     device; the frontend turns Clip-6's attributes into inputs), float32 and float16.
 //   - Pow (opset 15): float32/float16 base, float32/float16/int32/int64 exponent,
@@ -31,16 +31,17 @@
 #include <vector>
 
 #include "kernels/cuda/broadcast.h"
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
+#include "kernels/ops/elementwise/cuda/elementwise_ops_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
 
-class UnaryKernel final : public NnKernel {
+class UnaryKernel final : public SkipEmptyKernel {
  public:
   UnaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnUnaryOp unary, float alpha,
               float beta)
-      : NnKernel(def, std::move(attrs), context), unary_(unary), alpha_(alpha), beta_(beta) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), unary_(unary), alpha_(alpha), beta_(beta) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -72,9 +73,9 @@ KernelMake MakeUnary(CudaKernelContext context, NnUnaryOp unary) {
   };
 }
 
-class ClipKernel final : public NnKernel {
+class ClipKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -91,10 +92,10 @@ class ClipKernel final : public NnKernel {
 
 // Pow, PRelu, Mod and the comparison and logical ops: out = a op b with numpy
 // broadcasting.
-class BinaryKernel final : public NnKernel {
+class BinaryKernel final : public SkipEmptyKernel {
  public:
   BinaryKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary)
-      : NnKernel(def, std::move(attrs), context), binary_(binary) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), binary_(binary) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -116,7 +117,7 @@ class BinaryKernel final : public NnKernel {
 
  private:
   // Calls run(T{}) (returning Status) for `dtype`'s element type T when the op takes it
-  // (nn_impl.h's NnBinaryOp), else Unsupported naming the dtypes it takes.
+  // (elementwise_ops_impl.h's NnBinaryOp), else Unsupported naming the dtypes it takes.
   template <typename F>
   Status RunForOp(DType dtype, F&& run) const {
     switch (binary_) {
@@ -165,12 +166,12 @@ class BinaryKernel final : public NnKernel {
 };
 
 // Max, Min, Sum, Mean: folded pairwise into the output.
-class VariadicKernel final : public NnKernel {
+class VariadicKernel final : public SkipEmptyKernel {
  public:
   // `mean`: Mean, the sum (binary kAdd) divided by the input count.
   VariadicKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, NnBinaryOp binary,
                  bool mean = false)
-      : NnKernel(def, std::move(attrs), context), binary_(binary), mean_(mean) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), binary_(binary), mean_(mean) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -228,9 +229,9 @@ class VariadicKernel final : public NnKernel {
   const bool mean_;
 };
 
-class NotKernel final : public NnKernel {
+class NotKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -242,10 +243,10 @@ class NotKernel final : public NnKernel {
 };
 
 // IsNaN, or IsInf with `inf` (detect_negative, detect_positive as the CPU reads them).
-class ClassifyKernel final : public NnKernel {
+class ClassifyKernel final : public SkipEmptyKernel {
  public:
   ClassifyKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool inf)
-      : NnKernel(def, std::move(attrs), context), inf_(inf) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), inf_(inf) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -1,14 +1,16 @@
-// Device code of the nn group's elementwise ops (ONNX semantics as kernels/unary.cc, elementwise.cc:
-// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Tanh-13, Exp-13, Log-13, Erf-13, Sqrt-13,
-// Neg-13, Abs-13, Reciprocal-13, Clip-13, Pow-15, PRelu-16, Max-13, Min-13, Equal-13,
-// Less-13, Greater-13, And-7, Or-7, Not-1). Includes only CUDA and plain headers.
+// Device code of the elementwise family's ops beyond Add, Sub, Mul, Div, Relu and
+// Sigmoid (elementwise_ops_impl.h; ONNX semantics as kernels/ops/elementwise/unary.cc,
+// elementwise.cc: LeakyRelu-16, HardSigmoid-6, HardSwish-14, Tanh-13, Exp-13, Log-13,
+// Erf-13, Sqrt-13, Neg-13, Abs-13, Reciprocal-13, Clip-13, Pow-15, PRelu-16, Max-13,
+// Min-13, Equal-13, Less-13, Greater-13, And-7, Or-7, Not-1). Includes only CUDA and
+// plain headers.
 //
 // Grid-stride loops over the output; broadcasting through the BroadcastPlan of
 // kernels/cuda/broadcast.h; float formulas from kernels/scalar_ops.h. float16 is
 // computed in float and stored rounded to nearest even; integer comparisons and
 // Max/Min compare the integers themselves. Compiled without fused multiply-adds
-// (nn.cmake), so HardSigmoid and HardSwish round as the CPU kernels do; tanh, exp, log,
-// erf and pow are CUDA's (within 2 ulp).
+// (cuda/sources.cmake), so HardSigmoid and HardSwish round as the CPU kernels do; tanh,
+// exp, log, erf and pow are CUDA's (within 2 ulp).
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,8 +20,9 @@
 #include <type_traits>
 
 #include "kernels/cuda/broadcast_index.cuh"
-#include "kernels/cuda/nn_device.cuh"
-#include "kernels/cuda/nn_impl.h"
+#include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/ops/elementwise/cuda/elementwise_ops_impl.h"
 #include "kernels/scalar_ops.h"
 
 namespace remex::kernels::cuda {

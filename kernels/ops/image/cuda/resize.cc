@@ -1,4 +1,4 @@
-// CUDA kernel of Resize (host side). Device code in the shared kernels/cuda/nn_impl.h launchers (pool_impl.cu).
+// CUDA kernel of Resize (host side). Device code: the launchers of resize_impl.h (resize_impl.cu).
 //
 // Semantics are the CPU kernel's (kernels/ops/image/resize.cc), which follows ONNX:
 // Resize-10, -11 and -13, any rank up to 8: nearest (every nearest_mode, any dtype of 1, 2,
@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/image/cuda/resize_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -97,10 +98,10 @@ Status PlanResize(std::string_view op, int64_t version, std::span<const TensorRe
   return OkStatus();
 }
 
-class ResizeKernel final : public NnKernel {
+class ResizeKernel final : public SkipEmptyKernel {
  public:
   ResizeKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::ResizeAttrs resize)
-      : NnKernel(def, std::move(attrs), context), resize_(resize) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), resize_(resize) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -1,6 +1,5 @@
-// CUDA kernels of Softmax, LogSoftmax and Hardmax (host side). Device code in the shared kernels/cuda/nn_impl.h launchers
-// (kernels/ops/reduction/cuda/reduce_impl.cu, which computes them with the reductions' block
-// helpers).
+// CUDA kernels of Softmax, LogSoftmax and Hardmax (host side). Device code: the launcher of
+// softmax_impl.h (softmax_impl.cu, on the block reduction of kernels/cuda/block_reduce.cuh).
 //
 // Semantics are the CPU kernels' (kernels/ops/math/softmax.cc): opset 13+ per axis; opsets
 // 1-12 (their own entries) over the flattened [axis:] dims. float32 and float16; other
@@ -13,8 +12,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/cuda/softmax_impl.h"
 
 namespace remex::kernels::cuda {
 
@@ -25,10 +25,10 @@ namespace {
 
 // `flatten`: the opsets 1-12 entry; else opset 13's. The view is the CPU kernel's
 // (internal::SoftmaxViewOf).
-class SoftmaxKernel final : public NnKernel {
+class SoftmaxKernel final : public SkipEmptyKernel {
  public:
   SoftmaxKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, SoftmaxMode mode, bool flatten)
-      : NnKernel(def, std::move(attrs), context), mode_(mode), flatten_(flatten) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), mode_(mode), flatten_(flatten) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -5,6 +5,7 @@
 target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cc
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cc
+  ${CMAKE_CURRENT_LIST_DIR}/softmax_impl.cu
   ${CMAKE_CURRENT_LIST_DIR}/cumsum.cc
   ${CMAKE_CURRENT_LIST_DIR}/determinant.cc
   ${CMAKE_CURRENT_LIST_DIR}/einsum.cc

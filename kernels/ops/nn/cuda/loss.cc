@@ -1,5 +1,5 @@
-// CUDA kernels of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (host side). Device code in the shared kernels/cuda/nn_impl.h launchers
-// (loss_impl.cu).
+// CUDA kernels of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (host side). Device code:
+// the launcher of loss_impl.h (loss_impl.cu).
 //
 // Semantics are the CPU kernels' (kernels/ops/nn/loss.cc), opsets 12-17: reduction none,
 // sum, mean; ignore_index; optional weight and log_prob. A target outside [0, C) counts as
@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/cuda/loss_impl.h"
 
 namespace remex::kernels::cuda {
 
@@ -25,10 +26,10 @@ namespace {
 
 // `softmax`: SoftmaxCrossEntropyLoss. Attributes and the view are the CPU kernel's
 // (internal::LossAttrsOf, LossViewOf).
-class LossKernel final : public NnKernel {
+class LossKernel final : public SkipEmptyKernel {
  public:
   LossKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool softmax)
-      : NnKernel(def, std::move(attrs), context), softmax_(softmax) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), softmax_(softmax) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

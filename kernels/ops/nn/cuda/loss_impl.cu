@@ -1,5 +1,6 @@
-// Device code of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (ONNX opsets
-// 12-17, as kernels/loss.cc). Includes only CUDA and plain headers.
+// Device code of the nn family's NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
+// (loss_impl.h; ONNX opsets 12-17, as kernels/ops/nn/loss.cc). Includes only CUDA and
+// plain headers.
 //
 // One thread per position (n, d) of the input seen as [N, C, D]: it computes the
 // position's log-probabilities along C (SoftmaxCrossEntropyLoss, written to log_prob
@@ -13,8 +14,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/nn_device.cuh"
-#include "kernels/cuda/nn_impl.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/ops/nn/cuda/loss_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -57,8 +58,8 @@ __global__ void LossKernel(const T* x, const I* target, const T* weight, T* loss
     weight_sum += w;
   }
   if (reduction == LossReduction::kNone) return;
-  loss_sum = nn::BlockReduce(loss_sum, AddF, scratch);
-  weight_sum = nn::BlockReduce(weight_sum, AddF, scratch);
+  loss_sum = BlockReduce(loss_sum, AddF, scratch);
+  weight_sum = BlockReduce(weight_sum, AddF, scratch);
   if (threadIdx.x == 0) loss[0] = Store<T>(reduction == LossReduction::kSum ? loss_sum : loss_sum / weight_sum);
 }
 

@@ -1,5 +1,5 @@
 // CUDA kernels of BatchNormalization, InstanceNormalization, LayerNormalization and
-// LpNormalization (host side). Device code in the shared kernels/cuda/nn_impl.h launchers (pool_impl.cu).
+// LpNormalization (host side). Device code: the launchers of norm_impl.h (norm_impl.cu).
 //
 // Semantics are the CPU kernels' (kernels/ops/nn/norm.cc), which follow ONNX:
 //   - BatchNormalization (opsets 7-15, inference and training mode: batch statistics
@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/cuda/norm_impl.h"
 
 namespace remex::kernels::cuda {
 
@@ -34,9 +35,9 @@ void ChannelView(const Shape& shape, int64_t& n, int64_t& c, int64_t& inner) {
   for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
 }
 
-class BatchNormKernel final : public NnKernel {
+class BatchNormKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -64,9 +65,9 @@ class BatchNormKernel final : public NnKernel {
   }
 };
 
-class InstanceNormKernel final : public NnKernel {
+class InstanceNormKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -96,9 +97,9 @@ void ParamStrides(const Shape& x, const Shape& s, size_t axis, int64_t* strides,
   }
 }
 
-class LayerNormKernel final : public NnKernel {
+class LayerNormKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -138,9 +139,9 @@ class LayerNormKernel final : public NnKernel {
 };
 
 // LpNormalization-1.
-class LpNormalizationKernel final : public NnKernel {
+class LpNormalizationKernel final : public SkipEmptyKernel {
  public:
-  using NnKernel::NnKernel;
+  using SkipEmptyKernel::SkipEmptyKernel;
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

@@ -1,5 +1,5 @@
 // CUDA kernels of MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and GlobalLpPool
-// (host side). Device code in the shared kernels/cuda/nn_impl.h launchers (pool_impl.cu); LRN is in lrn.cc.
+// (host side). Device code: the launchers of pool_impl.h (pool_impl.cu); LRN is in lrn.cc.
 //
 // Semantics are the CPU kernels' (kernels/ops/nn/pool.cc), which follow ONNX:
 //   - MaxPool (opsets 1-12: kernel_shape, strides, pads, auto_pad, dilations, ceil_mode,
@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/cuda/pool_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -51,11 +52,13 @@ StatusOr<PoolGeometry> MakePoolGeometry(std::string_view op, const internal::Win
   return g;
 }
 
-class MaxPoolKernel final : public NnKernel {
+class MaxPoolKernel final : public SkipEmptyKernel {
  public:
   MaxPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::WindowAttrs window,
                 bool column_major)
-      : NnKernel(def, std::move(attrs), context), window_(std::move(window)), column_major_(column_major) {}
+      : SkipEmptyKernel(def, std::move(attrs), context),
+        window_(std::move(window)),
+        column_major_(column_major) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -80,11 +83,11 @@ StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const
       std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(a.window), a.storage_order == 1));
 }
 
-class AveragePoolKernel final : public NnKernel {
+class AveragePoolKernel final : public SkipEmptyKernel {
  public:
   AveragePoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context,
                     internal::WindowAttrs window, bool count_include_pad)
-      : NnKernel(def, std::move(attrs), context),
+      : SkipEmptyKernel(def, std::move(attrs), context),
         window_(std::move(window)),
         count_include_pad_(count_include_pad) {}
 
@@ -111,10 +114,10 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, c
 }
 
 // GlobalAveragePool, or GlobalMaxPool with `max`.
-class GlobalPoolKernel final : public NnKernel {
+class GlobalPoolKernel final : public SkipEmptyKernel {
  public:
   GlobalPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool max)
-      : NnKernel(def, std::move(attrs), context), max_(max) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), max_(max) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -134,10 +137,10 @@ class GlobalPoolKernel final : public NnKernel {
 };
 
 // GlobalLpPool-2.
-class GlobalLpPoolKernel final : public NnKernel {
+class GlobalLpPoolKernel final : public SkipEmptyKernel {
  public:
   GlobalLpPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, int p)
-      : NnKernel(def, std::move(attrs), context), p_(p) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), p_(p) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

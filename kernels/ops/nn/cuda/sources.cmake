@@ -9,11 +9,12 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unpool.cc
   ${CMAKE_CURRENT_LIST_DIR}/loss.cc
   ${CMAKE_CURRENT_LIST_DIR}/pool_impl.cu
+  ${CMAKE_CURRENT_LIST_DIR}/norm_impl.cu
   ${CMAKE_CURRENT_LIST_DIR}/loss_impl.cu
 )
-# No contraction into fused multiply-adds: Resize's coordinates (double) and the normalisations
-# then round as the CPU kernels do.
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/pool_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
+# No contraction into fused multiply-adds: the pools and the normalisations then round as the
+# CPU kernels do.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/pool_impl.cu ${CMAKE_CURRENT_LIST_DIR}/norm_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Conv, FusedConv and ConvTranspose on cuDNN when cuDNN is found (headers and library,
 # looked for next to the toolkit first; the emulation's under REMEX_CUDA_EMULATION,
@@ -34,8 +35,10 @@ else()
   endif()
 endif()
 
-# Differential tests of the kernels declared in kernels/cuda/nn_impl.h (reductions, Softmax,
-# losses, pooling, Resize, normalisation, elementwise) against the CPU kernels (skip without a GPU).
+# Differential tests of this family's pooling, normalisation and loss kernels and of the reductions
+# (reduction/cuda/reduce_impl.h), Softmax (math/cuda/softmax_impl.h), Resize
+# (image/cuda/resize_impl.h) and the elementwise ops of elementwise/cuda/elementwise_ops_impl.h
+# against the CPU kernels (skip without a GPU).
 add_executable(nn_cuda_test ${CMAKE_CURRENT_LIST_DIR}/nn_cuda_test.cc ${CMAKE_CURRENT_LIST_DIR}/nn_loss_cuda_test.cc)
 target_link_libraries(nn_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
 gtest_discover_tests(nn_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

@@ -1,4 +1,5 @@
-// CUDA kernels of the Reduce ops, ArgMax and ArgMin (host side). Device code in the shared kernels/cuda/nn_impl.h launchers (reduce_impl.cu).
+// CUDA kernels of the Reduce ops, ArgMax and ArgMin (host side). Device code: the launchers of
+// reduce_impl.h (reduce_impl.cu).
 //
 // Semantics are the CPU kernels' (kernels/ops/reduction/reduce.cc, arg_topk.cc), which follow
 // ONNX:
@@ -17,8 +18,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/nn_common.h"
+#include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/reduction/cuda/reduce_impl.h"
 
 namespace remex::kernels::cuda {
 
@@ -71,10 +73,10 @@ StatusOr<ReducePlan> MakeReducePlan(std::string_view op, const Shape& shape,
   return plan;
 }
 
-class ReduceKernel final : public NnKernel {
+class ReduceKernel final : public SkipEmptyKernel {
  public:
   ReduceKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, ReduceKind kind)
-      : NnKernel(def, std::move(attrs), context), kind_(kind) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), kind_(kind) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -94,10 +96,10 @@ class ReduceKernel final : public NnKernel {
 // ---------------------------------------------------------------------------
 // ArgMax, ArgMin.
 
-class ArgKernel final : public NnKernel {
+class ArgKernel final : public SkipEmptyKernel {
  public:
   ArgKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, bool is_max)
-      : NnKernel(def, std::move(attrs), context), is_max_(is_max) {}
+      : SkipEmptyKernel(def, std::move(attrs), context), is_max_(is_max) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {

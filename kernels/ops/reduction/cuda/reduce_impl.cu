@@ -1,6 +1,5 @@
-// Device code of the nn group's reductions: Reduce* (ONNX opsets 1-18), ArgMax/ArgMin
-// (opsets 1-13), Softmax, LogSoftmax and Hardmax (opsets 1-13). Includes only CUDA and
-// plain headers.
+// Device code of the reduction family's kernels (reduce_impl.h): Reduce* (ONNX opsets
+// 1-18), ArgMax/ArgMin (opsets 1-13). Includes only CUDA and plain headers.
 //
 // Every reduction accumulates in float32 (float16 data included). The order of the
 // accumulation differs from the CPU kernels' (a tree over threads), so results agree
@@ -12,13 +11,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/nn_device.cuh"
-#include "kernels/cuda/nn_impl.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/ops/reduction/cuda/reduce_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {
-
-using nn::BlockReduce;
 
 // ---------------------------------------------------------------------------
 // Reduce*.
@@ -257,97 +254,6 @@ cudaError_t LaunchArgTyped(bool is_max, bool select_last, const void* x, int64_t
   return cudaGetLastError();
 }
 
-// ---------------------------------------------------------------------------
-// Softmax.
-
-__device__ __forceinline__ float Add(float a, float b) { return a + b; }
-// The CPU kernel's running maximum skips NaN (NaN is never greater).
-__device__ __forceinline__ float MaxSkipNan(float a, float b) { return b > a ? b : a; }
-
-// inner == 1 and long rows: one block per row of n contiguous elements (Softmax and
-// LogSoftmax).
-template <typename T, bool kLog>
-__global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t outer, int64_t n) {
-  __shared__ float scratch[32];
-  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
-    const T* row = x + o * n;
-    T* out = y + o * n;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxSkipNan(m, Load(row[j]));
-    m = BlockReduce(m, MaxSkipNan, scratch);
-    float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(Load(row[j]) - m);
-    sum = BlockReduce(sum, Add, scratch);
-    if constexpr (kLog) {
-      const float log_sum = logf(sum);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) out[j] = Store<T>((Load(row[j]) - m) - log_sum);
-    } else {
-      const float inv = 1.0f / sum;
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) out[j] = Store<T>(expf(Load(row[j]) - m) * inv);
-    }
-  }
-}
-
-// inner > 1 (or short rows, or Hardmax): one thread per (outer, inner) column,
-// adjacent threads on adjacent columns.
-template <typename T, SoftmaxMode kMode>
-__global__ void SoftmaxColumnsKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
-  for (int64_t c = GlobalThread(); c < outer * inner; c += GridThreads()) {
-    const int64_t base = (c / inner) * n * inner + c % inner;
-    float m = -INFINITY;
-    int64_t arg = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = Load(x[base + j * inner]);
-      if (v > m) {  // The first maximum; NaN is never greater.
-        m = v;
-        arg = j;
-      }
-    }
-    if constexpr (kMode == SoftmaxMode::kHardmax) {
-      for (int64_t j = 0; j < n; ++j) y[base + j * inner] = Store<T>(j == arg ? 1.0f : 0.0f);
-    } else {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) sum += expf(Load(x[base + j * inner]) - m);
-      if constexpr (kMode == SoftmaxMode::kLogSoftmax) {
-        const float log_sum = logf(sum);
-        for (int64_t j = 0; j < n; ++j) y[base + j * inner] = Store<T>((Load(x[base + j * inner]) - m) - log_sum);
-      } else {
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < n; ++j) y[base + j * inner] = Store<T>(expf(Load(x[base + j * inner]) - m) * inv);
-      }
-    }
-  }
-}
-
-template <typename T, SoftmaxMode kMode>
-cudaError_t LaunchSoftmaxTyped(const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                               cudaStream_t stream) {
-  const T* tx = static_cast<const T*>(x);
-  T* ty = static_cast<T*>(y);
-  if (kMode != SoftmaxMode::kHardmax && inner == 1 && n >= kShortRow) {
-    LaunchKernel<SoftmaxRowsKernel<T, kMode == SoftmaxMode::kLogSoftmax>>(Blocks(outer, 1), kThreads, 0, stream,
-                                                                          tx, ty, outer, n);
-  } else {
-    LaunchKernel<SoftmaxColumnsKernel<T, kMode>>(Blocks(outer * inner), kThreads, 0, stream, tx, ty, outer, n,
-                                                 inner);
-  }
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t LaunchSoftmaxMode(SoftmaxMode mode, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                              cudaStream_t stream) {
-  switch (mode) {
-    case SoftmaxMode::kSoftmax:
-      return LaunchSoftmaxTyped<T, SoftmaxMode::kSoftmax>(x, y, outer, n, inner, stream);
-    case SoftmaxMode::kLogSoftmax:
-      return LaunchSoftmaxTyped<T, SoftmaxMode::kLogSoftmax>(x, y, outer, n, inner, stream);
-    case SoftmaxMode::kHardmax:
-      return LaunchSoftmaxTyped<T, SoftmaxMode::kHardmax>(x, y, outer, n, inner, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace
 
 template <typename T>
@@ -365,20 +271,12 @@ cudaError_t LaunchArgExtremum(bool is_max, bool select_last, const T* x, int64_t
   return LaunchArgTyped<DeviceType<T>>(is_max, select_last, x, y, outer, n, inner, stream);
 }
 
-template <typename T>
-cudaError_t LaunchSoftmax(SoftmaxMode mode, const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
-                          cudaStream_t stream) {
-  if (outer * n * inner <= 0) return cudaErrorInvalidValue;
-  return LaunchSoftmaxMode<DeviceType<T>>(mode, x, y, outer, n, inner, stream);
-}
-
-#define REMEX_NN_REDUCE_INSTANTIATE(T)                                                                 \
+#define REMEX_REDUCE_INSTANTIATE(T)                                                                    \
   template cudaError_t LaunchReduce<T>(ReduceKind, const T*, T*, const ReducePlan&, cudaStream_t);     \
   template cudaError_t LaunchArgExtremum<T>(bool, bool, const T*, int64_t*, int64_t, int64_t, int64_t, \
-                                            cudaStream_t);                                             \
-  template cudaError_t LaunchSoftmax<T>(SoftmaxMode, const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
-REMEX_NN_REDUCE_INSTANTIATE(float)
-REMEX_NN_REDUCE_INSTANTIATE(Half)
-#undef REMEX_NN_REDUCE_INSTANTIATE
+                                            cudaStream_t);
+REMEX_REDUCE_INSTANTIATE(float)
+REMEX_REDUCE_INSTANTIATE(Half)
+#undef REMEX_REDUCE_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -1,4 +1,5 @@
-// Device helpers shared by the nn group's .cu files: the block-wide reduction, beside
+// The block-wide reduction of one float per thread, shared by the reduction, Softmax,
+// loss, pooling and normalisation kernels (kernels/ops/<family>/cuda/*_impl.cu), beside
 // the float/half loads and stores (half_io.cuh) and launch sizes (launch.cuh) they
 // include. CUDA headers only.
 #pragma once
@@ -12,7 +13,7 @@
 #include "kernels/cuda/half_io.cuh"
 #include "kernels/cuda/launch.cuh"
 
-namespace remex::kernels::cuda::nn {
+namespace remex::kernels::cuda {
 
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at
@@ -32,4 +33,4 @@ __device__ float BlockReduce(float v, F combine, float* scratch) {
   return v;
 }
 
-}  // namespace remex::kernels::cuda::nn
+}  // namespace remex::kernels::cuda
