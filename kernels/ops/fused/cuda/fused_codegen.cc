@@ -78,7 +78,7 @@ constexpr std::string_view kScalarOps =
 // float16 as its bits. On the device (NVRTC defines __CUDACC_RTC__ and __CUDA_ARCH__)
 // converted with PTX's cvt as cuda_fp16.h's __half2float and __float2half_rn do. The
 // other branch is the host build of the source, which only tests compile (with the
-// shim kernels/cuda/fused_host_shim.h included first) to run the kernel on the CPU
+// shim kernels/ops/fused/cuda/fused_host_shim.h included first) to run the kernel on the CPU
 // against the CPU kernel: the shim supplies the two conversions, exact and round to
 // nearest even as kernels/float16.h's.
 constexpr std::string_view kHalfHelpers = R"(

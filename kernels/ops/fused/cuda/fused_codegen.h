@@ -24,7 +24,7 @@
 // `#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)`, which NVRTC always takes.
 // The other branch, which Remex never compiles, is for tests: it calls
 // remex_host_half_to_float and remex_host_float_to_half_rn, so that a host C++
-// compiler can build the very same text after kernels/cuda/fused_host_shim.h (which
+// compiler can build the very same text after kernels/ops/fused/cuda/fused_host_shim.h (which
 // maps __global__, blockIdx and the like to one CPU thread) and fused_host_test can run
 // the kernel against the CPU kernel without a GPU.
 #pragma once

@@ -3,7 +3,7 @@
 //
 // The exact text GenerateFusedKernelSource returns is compiled with the host C++
 // compiler Remex was built with (REMEX_HOST_CXX; -O1 -std=c++17 -shared -fPIC) after
-// kernels/cuda/fused_host_shim.h, which turns the CUDA constructs into plain C++ and the
+// kernels/ops/fused/cuda/fused_host_shim.h, which turns the CUDA constructs into plain C++ and the
 // grid-stride loop into one thread over every element; the source's float16
 // conversions take their host branch (float16.h's, round to nearest even). Several
 // sources go into one shared object, each in its own namespace with an extern "C"
@@ -132,7 +132,7 @@ class HostKernels {
     {
       FILE* f = std::fopen(cc.c_str(), "w");
       ASSERT_NE(f, nullptr) << cc;
-      const std::string text = "#include \"kernels/cuda/fused_host_shim.h\"\n" + tu_;
+      const std::string text = "#include \"kernels/ops/fused/cuda/fused_host_shim.h\"\n" + tu_;
       ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
       ASSERT_EQ(std::fclose(f), 0);
     }
