@@ -274,12 +274,9 @@ std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::
 StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,
                                               std::span<const ShapeFnArg> inputs);
 
-// Registers the OpDef (shape function, data dependence) of every op Remex runs: the
-// rows of the op table, kernels/ops/ops.def. FAILED_PRECONDITION, naming each entry and
-// row that differ, when the families register other entries than the table lists.
+// Registers the OpDef of every op of kernels/ops/ops.def; FAILED_PRECONDITION where the families differ.
 Status RegisterOpDefs(KernelRegistry& registry);
-// Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere);
-// FAILED_PRECONDITION when they differ from the op table's rows.
+// Registers each op's CPU kernel (oneDNN for Conv, MatMul; C++ elsewhere); FAILED_PRECONDITION as above.
 Status RegisterCpuKernels(KernelRegistry& registry);
 
 // Compute threads of the CPU kernels: the size of the OpenMP team oneDNN runs Conv,
