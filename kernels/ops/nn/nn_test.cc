@@ -1,4 +1,4 @@
-// ConvTranspose, AveragePool and LRN: hand-checked cases, naive reference loops,
+// ConvTranspose, AveragePool, LpPool and LRN: hand-checked cases, naive reference loops,
 // shape function errors. (Resize: resize_test.cc; Gemm: gemm_test.cc.)
 
 #include <gtest/gtest.h>
@@ -434,6 +434,119 @@ TEST(AveragePoolTest, HandCheckedAndErrors) {
                               {HostTensor::Zeros(DType::kInt32, {1, 1, 2, 2})})
                           .status(),
                       "dtype");
+}
+
+// ---------------------------------------------------------------------------
+// LpPool-2/11: (sum of |x|^p over the window's positions inside X)^(1/p).
+
+TEST(LpPoolTest, MatchesDirectComputation) {
+  struct Case {
+    Shape x;
+    Attributes attrs;
+  };
+  using V = std::vector<int64_t>;
+  const std::vector<Case> cases = {
+      {{2, 3, 7, 9}, Attrs({{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}})},
+      {{1, 2, 5, 6},
+       Attrs({{"kernel_shape", V{3, 2}}, {"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}})},
+      {{2, 3, 11}, Attrs({{"kernel_shape", V{4}}, {"strides", V{3}}, {"pads", V{2, 1}}})},  // 1-D.
+      {{1, 2, 4, 5, 6}, Attrs({{"kernel_shape", V{2, 3, 2}}, {"strides", V{1, 2, 2}}})},    // 3-D.
+  };
+  for (const Case& c : cases) {
+    for (int64_t p : {1, 2, 3}) {
+      SCOPED_TRACE(ShapeToString(c.x) + " p " + std::to_string(p));
+      OpRunner r;
+      Attributes a = c.attrs;
+      a.Set("p", p);
+      const std::vector<float> x = RandomFloats(*NumElements(c.x), 9);
+      auto out = r.Run("LpPool", a, {HostTensor::Of(c.x, x)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      // Reference: pads (SAME_UPPER's computed here per ONNX), extents and sums in double.
+      const size_t nsp = c.x.size() - 2;
+      const std::vector<int64_t> kernel = *c.attrs.Ints("kernel_shape");
+      const std::vector<int64_t> strides = *c.attrs.Ints("strides", V(nsp, 1));
+      std::vector<int64_t> pads = *c.attrs.Ints("pads", V(2 * nsp, 0));
+      const Shape& os = (*out)[0].shape;
+      if (*c.attrs.String("auto_pad", "NOTSET") == "SAME_UPPER") {
+        for (size_t i = 0; i < nsp; ++i) {
+          const int64_t total = std::max<int64_t>(0, (os[2 + i] - 1) * strides[i] + kernel[i] - c.x[2 + i]);
+          pads[i] = total / 2;
+          pads[i + nsp] = total - total / 2;
+        }
+      }
+      int64_t in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+      for (size_t i = 0; i < nsp; ++i) {
+        const size_t j = 3 - nsp + i;
+        in[j] = c.x[2 + i];
+        on[j] = os[2 + i];
+        k[j] = kernel[i];
+        s[j] = strides[i];
+        pb[j] = pads[i];
+        ASSERT_EQ(on[j], (in[j] + pads[i] + pads[i + nsp] - k[j]) / s[j] + 1);
+      }
+      std::vector<float> want;
+      for (int64_t pl = 0; pl < c.x[0] * c.x[1]; ++pl)
+        for (int64_t o0 = 0; o0 < on[0]; ++o0)
+          for (int64_t o1 = 0; o1 < on[1]; ++o1)
+            for (int64_t o2 = 0; o2 < on[2]; ++o2) {
+              double sum = 0;
+              for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                    const int64_t i0 = o0 * s[0] - pb[0] + k0, i1 = o1 * s[1] - pb[1] + k1,
+                                  i2 = o2 * s[2] - pb[2] + k2;
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    sum += std::pow(
+                        std::abs(static_cast<double>(x[((pl * in[0] + i0) * in[1] + i1) * in[2] + i2])),
+                        static_cast<double>(p));
+                  }
+              want.push_back(static_cast<float>(std::pow(sum, 1.0 / static_cast<double>(p))));
+            }
+      ExpectNear((*out)[0].Values<float>(), want, 1e-5f);
+    }
+  }
+}
+
+TEST(LpPoolTest, HandCheckedAndErrors) {
+  OpRunner r;
+  // A 2x2 window over [[3, -4], [0, 0]]: the L2 norm 5, the L1 norm 7; with pads 1 and
+  // stride 2 the corner windows see one element each.
+  const HostTensor x = HostTensor::Of<float>({1, 1, 2, 2}, {3, -4, 0, 0});
+  auto out = r.Run("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), {x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 1, 1, 1}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{5}));
+  out = r.Run("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"p", int64_t{1}}}), {x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{7}));
+  out = r.Run("LpPool",
+              Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                     {"strides", std::vector<int64_t>{2, 2}},
+                     {"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+              {x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{3, 4, 0, 0}));
+  // float64 and float16.
+  out = r.Run("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}}),
+              {HostTensor::Of<double>({1, 1, 3}, {3, 4, 12})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // Accumulated in float32, as for every dtype (kernels/ops/nn/pool.cc).
+  EXPECT_EQ((*out)[0].Values<double>(), (std::vector<double>{5, static_cast<double>(std::sqrt(160.0f))}));
+  out = r.Run("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}}),
+              {HostTensor::Of<Half>({1, 1, 2}, {FloatToHalf(3), FloatToHalf(-4)})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), 5.f);
+  ExpectErrorMentions(r.Infer("LpPool", {}, {x}).status(), "kernel_shape");
+  ExpectErrorMentions(
+      r.Infer("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"p", int64_t{0}}}), {x})
+          .status(),
+      "p must be in [1, 64]");
+  ExpectErrorMentions(r.Infer("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}),
+                              {HostTensor::Zeros(DType::kInt32, {1, 1, 2, 2})})
+                          .status(),
+                      "dtype");
+  ExpectErrorMentions(r.Infer("LpPool", Attrs({{"kernel_shape", std::vector<int64_t>{3}}}), {x}).status(),
+                      "LpPool");
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// Pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool
-// and LRN.
+// Pooling: MaxPool (with optional Indices), AveragePool, LpPool, GlobalAveragePool,
+// GlobalMaxPool, GlobalLpPool and LRN.
 //
 // AveragePool (https://onnx.ai/onnx/operators/onnx__AveragePool.html), opsets 7, 10, 11:
 //   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))].
@@ -8,6 +8,14 @@
 //   divisor counts the window positions inside X; 1: it also counts those in the pads,
 //   not those past the end pad that ceil_mode adds). `dilations` (opset 19) is honoured
 //   when present.
+//
+// LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html), opsets 2 and 11 (one entry:
+// 11 changed no semantics Remex implements):
+//   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))],
+//   Y = (sum over the window's positions inside X of |x|^p)^(1/p): positions in the pads
+//   add nothing (kernels/ops/nn/lp_ops.h). Attributes: kernel_shape (required), strides,
+//   pads, auto_pad, p (default 2, in [1, 64]). Accumulated in float32 for every dtype,
+//   in window order, as the CUDA kernel does.
 //
 // LRN (https://onnx.ai/onnx/operators/onnx__LRN.html), opsets 1 and 13:
 //   X float16/float32/float64 [N, C, ...] -> Y of the same shape,
@@ -23,8 +31,9 @@
 #include <type_traits>
 
 #include "kernels/internal.h"
-#include "kernels/ops/nn/lp_ops.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/lp_ops.h"
+#include "kernels/ops/nn/lp_pool_attrs.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -523,6 +532,104 @@ class AveragePoolKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
+// LpPool.
+
+constexpr std::string_view kLpPool = "LpPool";
+
+}  // namespace
+
+StatusOr<LpPoolAttrs> ParseLpPoolAttrs(const Attributes& attrs) {
+  LpPoolAttrs a;
+  REMEX_ASSIGN_OR_RETURN(a.window, ParseWindowAttrs(kLpPool, attrs, /*with_ceil_mode=*/false));
+  if (a.window.kernel_shape.empty()) return OpError(kLpPool, "kernel_shape is required");
+  StatusOr<int64_t> p = attrs.Int("p", 2);
+  if (!p.ok()) return OpError(kLpPool, p.status().message());
+  if (*p < 1 || *p > 64) return OpError(kLpPool, "p must be in [1, 64], got " + std::to_string(*p));
+  a.p = static_cast<int>(*p);
+  return a;
+}
+
+namespace {
+
+StatusOr<WindowGeometry> LpPoolGeometry(const LpPoolAttrs& a, const ShapeFnArg& x) {
+  if (!IsFloatType(x.dtype)) return OpError(kLpPool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  return PoolGeometry(kLpPool, a.window, x);
+}
+
+StatusOr<std::vector<TensorInfo>> InferLpPool(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kLpPool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(LpPoolAttrs a, ParseLpPoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, LpPoolGeometry(a, in[0]));
+  return std::vector<TensorInfo>{{in[0].dtype, PoolOutputShape(in[0].shape, g)}};
+}
+
+OpDef LpPoolDef() {
+  OpDef def;
+  def.name = std::string(kLpPool);
+  def.since_version = 2;
+  def.infer = InferLpPool;
+  return def;
+}
+
+class LpPoolKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<LpPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(LpPoolAttrs parsed, ParseLpPoolAttrs(attrs));
+    return std::make_unique<LpPoolKernel>(def, attrs, std::move(parsed));
+  }
+  LpPoolKernel(const OpDef& def, const Attributes& attrs, LpPoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, LpPoolGeometry(attrs_, args[0]));
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]));
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
+    const PoolWindows w = MakePoolWindows(x.shape, g);
+    const int64_t *out = w.out, *in = w.in;
+    const int p = attrs_.p;
+    const T* xp = DataAs<const T>(x);
+    int64_t window = 1;
+    for (int64_t k : g.kernel) window *= k;
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, w.out_plane * window));
+    ParallelFor(w.planes, grain, [&](int64_t p0, int64_t p1, int) {
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        const T* xplane = xp + plane * w.in_plane;
+        T* yplane = y + plane * w.out_plane;
+        int64_t o = 0;
+        for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+            for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+              float sum = 0.0f;
+              for (int64_t t0 = w.tap_begin[0][o0]; t0 < w.tap_begin[0][o0 + 1]; ++t0) {
+                for (int64_t t1 = w.tap_begin[1][o1]; t1 < w.tap_begin[1][o1 + 1]; ++t1) {
+                  const T* row = xplane + (w.taps[0][t0] * in[1] + w.taps[1][t1]) * in[2];
+                  for (int64_t t2 = w.tap_begin[2][o2]; t2 < w.tap_begin[2][o2 + 1]; ++t2) {
+                    sum += lp::LpTerm(static_cast<float>(Load(row[w.taps[2][t2]])), p);
+                  }
+                }
+              }
+              yplane[o] = Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(sum, p)));
+            }
+          }
+        }
+      }
+    });
+  }
+
+  LpPoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
 // LRN.
 
 }  // namespace
@@ -625,6 +732,7 @@ class LrnKernel final : public ValidatedKernel {
 Status AddPoolOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(MaxPoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(AveragePoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LpPoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(LrnDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalMaxPoolDef()));
   REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalLpPoolDef()));
@@ -634,6 +742,7 @@ Status AddPoolOpDefs(KernelRegistry& registry) {
 Status AddPoolCpuKernels(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(AddCpuKernel<MaxPoolKernel>(registry, "MaxPool"));
   REMEX_RETURN_IF_ERROR(AddCpuKernel<AveragePoolKernel>(registry, "AveragePool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<LpPoolKernel>(registry, "LpPool"));
   REMEX_RETURN_IF_ERROR(AddCpuKernel<LrnKernel>(registry, "LRN"));
   REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalMaxPoolKernel>(registry, "GlobalMaxPool"));
   REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalLpPoolKernel>(registry, "GlobalLpPool"));

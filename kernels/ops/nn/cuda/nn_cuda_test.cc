@@ -231,6 +231,21 @@ TEST_F(NnCudaTest, AveragePool) {
   }
 }
 
+// LpPool: window order and float accumulation on both devices; powf (p = 3) agrees to
+// rounding.
+TEST_F(NnCudaTest, LpPool) {
+  for (DType dt : kFloatTypes) {
+    for (const PoolCase& c : PoolCases()) {
+      for (int64_t p : {1, 2, 3}) {
+        SCOPED_TRACE(ShapeToString(c.x) + " p " + std::to_string(p));
+        Attributes attrs = c.attrs;
+        attrs.Set("p", p);
+        Check("LpPool", attrs, {Random(dt, c.x)}, {1e-6, 1e-6, 1e-3, 2e-3});
+      }
+    }
+  }
+}
+
 TEST_F(NnCudaTest, GlobalAveragePool) {
   for (DType dt : kFloatTypes) {
     for (const Shape& s : {Shape{2, 3, 7, 5}, Shape{1, 4, 1}, Shape{2, 2, 33, 17}, Shape{1, 3, 2, 2, 2}}) {
@@ -567,8 +582,8 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
                          "Softmax", "LogSoftmax", "Hardmax", "NegativeLogLikelihoodLoss",
-                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
-                         "LpNormalization", "Resize",
+                         "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+                         "GlobalMaxPool", "GlobalLpPool", "LpNormalization", "Resize",
                          "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LeakyRelu",
                          "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
                          "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",

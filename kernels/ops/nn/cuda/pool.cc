@@ -1,4 +1,4 @@
-// CUDA kernels of MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and GlobalLpPool
+// CUDA kernels of MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool and GlobalLpPool
 // (host side). Device code: the launchers of pool_impl.h (pool_impl.cu); LRN is in lrn.cc.
 //
 // Semantics are the CPU kernels' (kernels/ops/nn/pool.cc), which follow ONNX:
@@ -6,7 +6,9 @@
 //     storage_order; the optional Indices output) and AveragePool (opsets 7-19:
 //     count_include_pad, ceil_mode, dilations), 1-D to 3-D over NCHW-ordered [N, C, ...]
 //     (the CPU kernels take no layout attribute). float32 and float16.
-//   - GlobalAveragePool, GlobalMaxPool (opset 1) and GlobalLpPool-2, float32 and float16.
+//   - LpPool (opsets 2-17: kernel_shape, strides, pads, auto_pad, p), as AveragePool's
+//     window; GlobalAveragePool, GlobalMaxPool (opset 1) and GlobalLpPool-2. float32 and
+//     float16.
 // The attributes are read with the CPU kernels' parsers (kernels/op_attrs.h), so the
 // same values are refused with the same errors.
 // Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -18,6 +20,7 @@
 #include "kernels/cuda/skip_empty_kernel.h"
 #include "kernels/op_attrs.h"
 #include "kernels/ops/nn/cuda/pool_impl.h"
+#include "kernels/ops/nn/lp_pool_attrs.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -113,6 +116,31 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, c
       std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(a.window), a.count_include_pad));
 }
 
+class LpPoolKernel final : public SkipEmptyKernel {
+ public:
+  LpPoolKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::LpPoolAttrs parsed)
+      : SkipEmptyKernel(def, std::move(attrs), context), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(PoolGeometry g, MakePoolGeometry(op(), attrs_.window, in[0].shape));
+    return LaunchFor<float, Half>(in[0].dtype, kFloatDTypes, [&](auto tag) {
+      using T = decltype(tag);
+      return LaunchLpPool<T>(static_cast<const T*>(in[0].data), static_cast<T*>(out[0].data), attrs_.p, g,
+                             stream());
+    });
+  }
+
+ private:
+  const internal::LpPoolAttrs attrs_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeLpPool(CudaKernelContext context, const OpDef& def,
+                                               const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(internal::LpPoolAttrs a, internal::ParseLpPoolAttrs(attrs));
+  return std::unique_ptr<OpKernel>(std::make_unique<LpPoolKernel>(def, attrs, context, std::move(a)));
+}
+
 // GlobalAveragePool, or GlobalMaxPool with `max`.
 class GlobalPoolKernel final : public SkipEmptyKernel {
  public:
@@ -170,6 +198,7 @@ Status AddPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   using std::placeholders::_2;
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "MaxPool", std::bind(MakeMaxPool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LpPool", std::bind(MakeLpPool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(
       AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalPoolKernel>(context, false)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalMaxPool", MakeCudaKernel<GlobalPoolKernel>(context, true)));

@@ -1,9 +1,9 @@
 // Device code of the nn family's pooling (pool_impl.h): ONNX MaxPool-12,
-// AveragePool-11/19, GlobalAveragePool-1, GlobalMaxPool-1 and GlobalLpPool-2. Includes
+// AveragePool-11/19, LpPool-2/11, GlobalAveragePool-1, GlobalMaxPool-1 and GlobalLpPool-2. Includes
 // only CUDA and plain headers.
 //
 // This file is compiled without contraction into fused multiply-adds (cuda/sources.cmake):
-// MaxPool and AveragePool then compute what the CPU kernels compute, in the same order
+// MaxPool, AveragePool and LpPool then compute what the CPU kernels compute, in the same order
 // and rounding, and GlobalMaxPool's maximum is the same in any order; GlobalAveragePool
 // and GlobalLpPool accumulate in float in another order and agree to rounding.
 
@@ -125,6 +125,21 @@ __global__ void AveragePoolKernel(const T* x, T* y, bool count_include_pad, Pool
   }
 }
 
+template <typename T>
+__global__ void LpPoolKernel(const T* x, T* y, int p_order, PoolGeometry g) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    const OutPos pos = Decompose(i, g);
+    const T* plane = x + pos.p * in_plane;
+    float sum = 0.0f;
+    ForEachWindowTap(g, pos, [&](int64_t off, int64_t, int64_t, int64_t) {
+      sum += lp::LpTerm(Load(plane[off]), p_order);
+    });
+    y[i] = Store<T>(lp::LpRoot(sum, p_order));
+  }
+}
+
 // The larger of a and b, NaN when either is: order-independent, so the tree reduction
 // gives the CPU kernel's result.
 __device__ __forceinline__ float MaxOrNan(float a, float b) { return isnan(a) || isnan(b) ? NAN : fmaxf(a, b); }
@@ -191,6 +206,15 @@ cudaError_t LaunchAveragePool(const T* x, T* y, bool count_include_pad, const Po
 }
 
 template <typename T>
+cudaError_t LaunchLpPool(const T* x, T* y, int p_order, const PoolGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out[0] * g.out[1] * g.out[2];
+  if (n <= 0 || p_order < 1) return cudaErrorInvalidValue;
+  LaunchKernel<LpPoolKernel<DeviceType<T>>>(Blocks(n), kThreads, 0, stream, AsDevice(x), AsDevice(y), p_order,
+                                            g);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t LaunchGlobalMaxPool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
   LaunchKernel<GlobalMaxPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
@@ -218,6 +242,7 @@ cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, i
 #define REMEX_POOL_INSTANTIATE(T)                                                                         \
   template cudaError_t LaunchMaxPool<T>(const T*, T*, int64_t*, bool, const PoolGeometry&, cudaStream_t); \
   template cudaError_t LaunchAveragePool<T>(const T*, T*, bool, const PoolGeometry&, cudaStream_t);       \
+  template cudaError_t LaunchLpPool<T>(const T*, T*, int, const PoolGeometry&, cudaStream_t);             \
   template cudaError_t LaunchGlobalMaxPool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);              \
   template cudaError_t LaunchGlobalAveragePool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);          \
   template cudaError_t LaunchGlobalLpPool<T>(const T*, T*, int64_t, int64_t, int, cudaStream_t);

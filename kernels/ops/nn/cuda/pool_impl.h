@@ -45,6 +45,11 @@ template <typename T>
 cudaError_t LaunchAveragePool(const T* x, T* y, bool count_include_pad, const PoolGeometry& g,
                               cudaStream_t stream);
 
+// LpPool: (sum over the window's positions inside x of |x|^p)^(1/p), p = `p_order` >= 1
+// (kernels/ops/nn/lp_ops.h), accumulated in float in window order as the CPU kernel.
+template <typename T>
+cudaError_t LaunchLpPool(const T* x, T* y, int p_order, const PoolGeometry& g, cudaStream_t stream);
+
 // GlobalMaxPool: y[p] = the maximum of the `size` elements of plane p; NaN when the
 // plane holds a NaN or is empty (as kernels/ops/nn/pool.cc).
 template <typename T>
