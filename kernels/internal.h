@@ -65,18 +65,13 @@ int ThreadsForMacs(int64_t macs);
 // INVALID_ARGUMENT "<op>: <message>".
 Status OpError(std::string_view op, std::string_view message);
 
-// Per-op-group registration, called by RegisterOpDefs / RegisterCpuKernels: for each
-// row REMEX_OP_GROUP(Name) of kernels/op_groups.def (which says what each group
-// holds), AddNameOpDefs and AddNameCpuKernels.
-#define REMEX_OP_GROUP(name)                          \
+// Per-group registration, called by RegisterOpDefs / RegisterCpuKernels: for each
+// row REMEX_CPU_GROUP(family, Name) of kernels/ops/families.def (which says what each
+// group holds), AddNameOpDefs and AddNameCpuKernels.
+#define REMEX_CPU_GROUP(family, name)                 \
   Status Add##name##OpDefs(KernelRegistry& registry); \
   Status Add##name##CpuKernels(KernelRegistry& registry);
-#include "kernels/op_groups.def"
-#undef REMEX_OP_GROUP
-// ArgMax, ArgMin and TopK (kernels/arg_topk.cc), registered by AddReduceOpDefs /
-// AddReduceCpuKernels rather than by a row of op_groups.def.
-Status AddArgTopKOpDefs(KernelRegistry& registry);
-Status AddArgTopKCpuKernels(KernelRegistry& registry);
+#include "kernels/ops/families.def"
 
 // Dropout's training mode (kernels/unary.cc), from its inputs as the shape function
 // sees them (Dropout-12+: data, ratio, training_mode; ratio and training_mode with

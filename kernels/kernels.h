@@ -36,7 +36,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
-#include "kernels/fused.h"
+#include "kernels/ops/fused/fused.h"
 
 namespace remex::kernels {
 
@@ -274,9 +274,9 @@ std::vector<DType> OutputDTypes(const OpDef& def, const Attributes& attrs, std::
 StatusOr<std::vector<TensorInfo>> InferShapes(const OpDef& def, const Attributes& attrs,
                                               std::span<const ShapeFnArg> inputs);
 
-// Registers the OpDef (shape function, data dependence) of every op Remex runs.
+// Registers the OpDef of every op of kernels/ops/ops.def; FAILED_PRECONDITION where the families differ.
 Status RegisterOpDefs(KernelRegistry& registry);
-// Registers the CPU kernel of every op (oneDNN for Conv and MatMul, C++ elsewhere).
+// Registers each op's CPU kernel (oneDNN for Conv, MatMul; C++ elsewhere); FAILED_PRECONDITION as above.
 Status RegisterCpuKernels(KernelRegistry& registry);
 
 // Compute threads of the CPU kernels: the size of the OpenMP team oneDNN runs Conv,

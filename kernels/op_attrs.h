@@ -17,10 +17,11 @@
 #include "kernels/kernels.h"
 #include "kernels/conv_epilogue.h"
 #include "kernels/op_enums.h"
-#include "kernels/rnn_activation.h"
-#include "kernels/einsum_ops.h"
-#include "kernels/sequence_norm_ops.h"
-#include "kernels/window_ops.h"
+#include "kernels/ops/rnn/rnn_activation.h"
+#include "kernels/ops/math/einsum_ops.h"
+#include "kernels/ops/nn/mvn_ops.h"
+#include "kernels/ops/tensor/reverse_sequence_ops.h"
+#include "kernels/ops/signal/window_ops.h"
 
 namespace remex::kernels::internal {
 
@@ -150,12 +151,12 @@ struct WindowView {
 };
 StatusOr<WindowView> WindowViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// MeanVarianceNormalization (kernels/sequence_norm.cc): X (float16/32/64, rank <= 8)
+// MeanVarianceNormalization (kernels/ops/nn/mvn.cc): X (float16/32/64, rank <= 8)
 // split by `axes` (default [0, 2, 3]) into groups normalised on their own.
 // INVALID_ARGUMENT "MeanVarianceNormalization: ..." for another dtype, a bad or
 // repeated axis.
 StatusOr<seqnorm::MvnPlan> MvnPlanOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
-// ReverseSequence (kernels/sequence_norm.cc): input [dim0, dim1, inner], the batch and
+// ReverseSequence (kernels/ops/tensor/reverse_sequence.cc): input [dim0, dim1, inner], the batch and
 // time extents and the element count, after checking the axes (0 and 1), input's rank
 // (>= 2) and sequence_lens (int64 [batch]). INVALID_ARGUMENT "ReverseSequence: ...".
 struct ReverseSequenceView {

@@ -22,7 +22,7 @@
 #include "kernels/conv_epilogue.h"
 #include "kernels/float16.h"
 #include "kernels/float_test_util.h"
-#include "kernels/fused.h"
+#include "kernels/ops/fused/fused.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 #include "kernels/test_util.h"

@@ -2,11 +2,13 @@
 
 #include <exception>
 #include <new>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
+#include "kernels/op_table.h"
 
 namespace remex::kernels {
 namespace {
@@ -269,18 +271,38 @@ StatusOr<int> OnlyEntrySince(const KernelRegistry& registry, std::string_view op
 
 }  // namespace internal
 
+namespace {
+
+// The entries of `registry` not in `known`, which are then added to it.
+std::vector<const OpDef*> NewEntries(const KernelRegistry& registry, std::set<const OpDef*>& known) {
+  std::vector<const OpDef*> added;
+  for (const std::string& op : registry.OpNames()) {
+    for (const OpDef* def : registry.OpVersions(op)) {
+      if (known.insert(def).second) added.push_back(def);
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
 Status RegisterOpDefs(KernelRegistry& registry) {
-#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##OpDefs(registry));
-#include "kernels/op_groups.def"
-#undef REMEX_OP_GROUP
-  return OkStatus();
+  // Each entry is attributed to the family whose group registered it, and the whole
+  // is checked against the op table.
+  std::set<const OpDef*> known;
+  NewEntries(registry, known);
+  std::vector<internal::RegisteredOp> registered;
+#define REMEX_CPU_GROUP(family, name)                                                        \
+  REMEX_RETURN_IF_ERROR(internal::Add##name##OpDefs(registry));                              \
+  for (const OpDef* def : NewEntries(registry, known)) registered.push_back({#family, def});
+#include "kernels/ops/families.def"
+  return internal::CheckOpDefsAgainstTable(internal::OpTable(), registered);
 }
 
 Status RegisterCpuKernels(KernelRegistry& registry) {
-#define REMEX_OP_GROUP(name) REMEX_RETURN_IF_ERROR(internal::Add##name##CpuKernels(registry));
-#include "kernels/op_groups.def"
-#undef REMEX_OP_GROUP
-  return OkStatus();
+#define REMEX_CPU_GROUP(family, name) REMEX_RETURN_IF_ERROR(internal::Add##name##CpuKernels(registry));
+#include "kernels/ops/families.def"
+  return internal::CheckKernelsAgainstTable(internal::OpTable(), registry, DeviceKind::kCpu);
 }
 
 StatusOr<std::unique_ptr<KernelRegistry>> CreateCpuRegistry() {

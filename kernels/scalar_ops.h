@@ -1,11 +1,12 @@
 // The scalar formula of each elementwise float op and activation, written once: one
 // functor per op, in the op's compute type C (float, or double for float64; float16
 // computes in float). Every place that evaluates one of these ops calls its functor:
-//   - the CPU kernels (kernels/elementwise.cc, unary.cc, the FusedElementwise kernel
-//     kernels/fused.cc, the FusedConv / FusedMatMul epilogue kernels/conv_epilogue.h);
-//   - the CUDA kernels (kernels/cuda/elementwise_impl.cu, nn_elementwise_impl.cu,
-//     libraries_impl.cu through conv_epilogue.h);
-//   - FusedElementwise's NVRTC kernels: kernels/cuda/fused_codegen.cc embeds this very
+//   - the CPU kernels (kernels/ops/elementwise/elementwise.cc, unary.cc, the
+//     FusedElementwise kernel kernels/ops/fused/fused.cc, the FusedConv / FusedMatMul
+//     epilogue kernels/conv_epilogue.h);
+//   - the CUDA kernels (kernels/ops/elementwise/cuda/elementwise_impl.cu,
+//     elementwise_ops_impl.cu; kernels/cuda/epilogue_impl.cu through conv_epilogue.h);
+//   - FusedElementwise's NVRTC kernels: kernels/ops/fused/cuda/fused_codegen.cc embeds this very
 //     text (CMake turns it into a string at build time) ahead of each generated kernel,
 //     whose instructions call the functors by name.
 // A plain header: no CUDA, no Remex headers, nothing but <cmath> (and <bit>/<cstdint> on

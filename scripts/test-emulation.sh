@@ -11,8 +11,10 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export REMEX_BUILD_TARGETS="cuda_emulation_test transform_cuda_test nn_cuda_test misc_cuda_test rnn_cuda_test
-  libraries_cuda_test fused_cuda_test coverage_cuda_test cuda_device_test cuda_model_test cuda_load_test remex-server remex"
+# Every CUDA test executable (scripts/cuda-tests), the emulation's own test, and the
+# server and CLI the whole-model tests start.
+REMEX_BUILD_TARGETS="cuda_emulation_test $(grep -v '^#' "$repo/scripts/cuda-tests" | tr '\n' ' ') remex-server remex"
+export REMEX_BUILD_TARGETS
 ctest_args=(-L cuda-emu)
 if [[ ${1:-} == -- ]]; then shift; ctest_args+=("$@"); fi
 exec "$repo/scripts/test-sanitized.sh" -- "${ctest_args[@]}"

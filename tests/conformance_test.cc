@@ -322,7 +322,7 @@ void WriteReport(const std::string& path, const std::vector<CaseResult>& results
   }
   // Every op of ONNX's default domain defined by opset 17, from libonnx's schema
   // registry, with the opsets Remex implements it for (its registry entries; CUDA
-  // kernels: kernels/cuda/coverage_cuda_test.cc keeps the CPU-only ones listed).
+  // kernels: the op table, kernels/ops/ops.def, marks the CPU-only ones kCpuOnly).
   std::set<std::string> domain_ops;
   for (const onnx::OpSchema& schema : onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
     if (!schema.domain().empty() && schema.domain() != "ai.onnx") continue;
@@ -335,9 +335,10 @@ void WriteReport(const std::string& path, const std::vector<CaseResult>& results
     imported += Registry().SupportedVersions(op).empty() && !compiler::ImportedWithoutEntry(op).empty();
   }
   out << "\n## Every op of the default domain (opsets 1-17)\n\n"
-      << implemented << " of " << domain_ops.size() << " ops have Remex entries, and the importer reads " << imported
-      << " more itself (the opset column says how). Entries are CPU kernels; the CUDA kernels "
-      << "cover them except those listed in `kernels/cuda/coverage_cuda_test.cc`). The opsets are the registry's; "
+      << implemented << " of " << domain_ops.size() << " ops have Remex entries, and the importer reads "
+      << imported << " more itself (the opset column says how). Entries are CPU kernels; the CUDA kernels "
+      << "cover them except the rows of `kernels/ops/ops.def` marked `kCpuOnly`. "
+      << "The opsets are the registry's; "
       << "the importer also rewrites some older forms into them (host_client/compiler/README.md, Import). "
       << "Node cases: passed / all cases that use the op.\n\n"
       << "| op | Remex opsets | node cases |\n|---|---|---:|\n";

@@ -16,7 +16,7 @@
 #include "host_client/compiler/onnx_import.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "host_client/compiler/vm_test_util.h"
-#include "kernels/fused.h"
+#include "kernels/ops/fused/fused.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {

@@ -30,13 +30,11 @@ inline Status CudaCheck(std::string_view op, std::string_view call, cudaError_t 
 // to its context, which a reset destroyed.
 void ForgetFusedModules(int device);
 
-// Per-op-group registration, called by RegisterCudaKernels: for each row
-// REMEX_CUDA_GROUP(Name) of kernels/cuda/cuda_groups.def (which says what each group
-// holds), AddNameCudaKernels. Each group lives in its own files and its own CMake
-// fragment (kernels/cuda/<group>.cmake).
-#define REMEX_CUDA_GROUP(name) \
+// Per-group registration, called by RegisterCudaKernels: for each row
+// REMEX_CUDA_GROUP(family, Name) of kernels/ops/families.def (which says what each group
+// holds), AddNameCudaKernels, defined in kernels/ops/<family>/cuda/.
+#define REMEX_CUDA_GROUP(family, name) \
   Status Add##name##CudaKernels(KernelRegistry& registry, CudaKernelContext context);
-#include "kernels/cuda/cuda_groups.def"
-#undef REMEX_CUDA_GROUP
+#include "kernels/ops/families.def"
 
 }  // namespace remex::kernels::cuda

@@ -50,8 +50,9 @@ struct CudaKernelContext {
 };
 
 // Registers the CUDA kernels of every op listed above; the ops' OpDefs must already be
-// in `registry` (FAILED_PRECONDITION otherwise), ALREADY_EXISTS when registered twice.
-// UNIMPLEMENTED "built without CUDA" in a build without REMEX_HAVE_CUDA.
+// in `registry` (FAILED_PRECONDITION otherwise), ALREADY_EXISTS when registered twice,
+// FAILED_PRECONDITION naming them when the kernels differ from the op table's kCpuCuda
+// rows (kernels/ops/ops.def). UNIMPLEMENTED "built without CUDA" in a build without REMEX_HAVE_CUDA.
 Status RegisterCudaKernels(KernelRegistry& registry, CudaKernelContext context = {});
 
 // After GPU `device`'s context was reset (cudaDeviceReset, see vm::Device::Reset): drops

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/batchnorm_ops.h"
+#include "kernels/ops/nn/batchnorm_ops.h"
 
 namespace remex::compiler {
 namespace {

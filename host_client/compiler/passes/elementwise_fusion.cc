@@ -16,7 +16,7 @@
 #include "host_client/compiler/passes/dead_code.h"
 #include "host_client/compiler/passes/scalar_params.h"
 #include "kernels/float16.h"
-#include "kernels/fused.h"
+#include "kernels/ops/fused/fused.h"
 
 namespace remex::compiler {
 namespace {

@@ -1,0 +1,36 @@
+// The block-wide reduction of one float per thread, shared by the reduction, Softmax,
+// loss, pooling and normalisation kernels (kernels/ops/<family>/cuda/*_impl.cu), beside
+// the float/half loads and stores (half_io.cuh) and launch sizes (launch.cuh) they
+// include. CUDA headers only.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/half_io.cuh"
+#include "kernels/cuda/launch.cuh"
+
+namespace remex::kernels::cuda {
+
+// Block-wide reduction of one float per thread with `combine` (associative and
+// commutative); every thread gets the result. blockDim.x is a multiple of 32 and at
+// most 1024; `scratch` holds 32 floats. Ends with a barrier, so scratch may be reused.
+template <typename F>
+__device__ float BlockReduce(float v, F combine, float* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  __syncthreads();  // Earlier readers of scratch are done.
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < warps; ++w) v = combine(v, scratch[w]);
+  __syncthreads();
+  return v;
+}
+
+}  // namespace remex::kernels::cuda

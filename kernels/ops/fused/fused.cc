@@ -1,0 +1,541 @@
+// FusedElementwise: a chain (or small DAG) of elementwise float ops evaluated in one
+// pass over memory. The program format is described in kernels/fused.h.
+//
+// The CPU kernel walks the output in blocks of kBlock elements. Per block it loads (or
+// gathers, where an input broadcasts) each input into a block-sized slot buffer, runs
+// every instruction over the block, and stores the last result; intermediate values
+// stay in the slot buffers (a few KiB, in L1/L2) and never reach memory. float32 and
+// float64 inputs that are not broadcast are read in place, and the last instruction
+// writes straight into the output.
+
+#include "kernels/ops/fused/fused.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/internal.h"
+
+namespace remex::kernels {
+
+int FusedOperandCount(int64_t op) {
+  switch (static_cast<FusedOpcode>(op)) {
+    case FusedOpcode::kAdd:
+    case FusedOpcode::kSub:
+    case FusedOpcode::kMul:
+    case FusedOpcode::kDiv:
+    case FusedOpcode::kPow:
+    case FusedOpcode::kMin:
+    case FusedOpcode::kMax:
+    case FusedOpcode::kLeakyRelu:
+      return 2;
+    case FusedOpcode::kRelu:
+    case FusedOpcode::kSigmoid:
+    case FusedOpcode::kTanh:
+    case FusedOpcode::kExp:
+    case FusedOpcode::kLog:
+    case FusedOpcode::kSqrt:
+    case FusedOpcode::kNeg:
+    case FusedOpcode::kAbs:
+    case FusedOpcode::kReciprocal:
+    case FusedOpcode::kErf:
+    case FusedOpcode::kHardSwish:
+      return 1;
+    case FusedOpcode::kHardSigmoid:
+    case FusedOpcode::kClip:
+      return 3;
+  }
+  return 0;
+}
+
+std::string_view FusedOpcodeName(int64_t op) {
+  switch (static_cast<FusedOpcode>(op)) {
+    case FusedOpcode::kAdd:
+      return "Add";
+    case FusedOpcode::kSub:
+      return "Sub";
+    case FusedOpcode::kMul:
+      return "Mul";
+    case FusedOpcode::kDiv:
+      return "Div";
+    case FusedOpcode::kPow:
+      return "Pow";
+    case FusedOpcode::kMin:
+      return "Min";
+    case FusedOpcode::kMax:
+      return "Max";
+    case FusedOpcode::kRelu:
+      return "Relu";
+    case FusedOpcode::kSigmoid:
+      return "Sigmoid";
+    case FusedOpcode::kTanh:
+      return "Tanh";
+    case FusedOpcode::kExp:
+      return "Exp";
+    case FusedOpcode::kLog:
+      return "Log";
+    case FusedOpcode::kSqrt:
+      return "Sqrt";
+    case FusedOpcode::kNeg:
+      return "Neg";
+    case FusedOpcode::kAbs:
+      return "Abs";
+    case FusedOpcode::kReciprocal:
+      return "Reciprocal";
+    case FusedOpcode::kErf:
+      return "Erf";
+    case FusedOpcode::kHardSwish:
+      return "HardSwish";
+    case FusedOpcode::kLeakyRelu:
+      return "LeakyRelu";
+    case FusedOpcode::kHardSigmoid:
+      return "HardSigmoid";
+    case FusedOpcode::kClip:
+      return "Clip";
+  }
+  return "";
+}
+
+namespace internal {
+namespace {
+
+constexpr std::string_view kOp = "FusedElementwise";
+// Elements per block: small enough that every slot buffer of a typical chain stays in
+// L1/L2, large enough for the per-instruction loops to run at full vector speed.
+constexpr int64_t kBlock = 512;
+// Blocks per compute thread at least: smaller outputs run on the calling thread alone.
+constexpr int64_t kGrainBlocks = 32;
+
+struct Instr {
+  FusedOpcode op;
+  int32_t a, b, c;  // Slots; -1 where unused.
+};
+
+struct Program {
+  std::vector<Instr> code;
+  std::vector<float> immediates;
+  int64_t num_inputs = 0;
+};
+
+// The `program` and `immediates` attributes, viewed in place.
+struct ProgramView {
+  const std::vector<int64_t>* program = nullptr;
+  const std::vector<float>* immediates = nullptr;  // Null: none.
+};
+
+StatusOr<ProgramView> ViewProgram(const Attributes& attrs) {
+  ProgramView view;
+  const auto& all = attrs.all();
+  auto p = all.find("program");
+  if (p == all.end()) return OpError(kOp, "attribute 'program' is required");
+  view.program = std::get_if<std::vector<int64_t>>(&p->second);
+  if (!view.program) return OpError(kOp, "attribute 'program' must be ints");
+  if (auto i = all.find("immediates"); i != all.end()) {
+    view.immediates = std::get_if<std::vector<float>>(&i->second);
+    if (!view.immediates) return OpError(kOp, "attribute 'immediates' must be floats");
+  }
+  return view;
+}
+
+// Checks the program for `num_inputs` inputs; without `num_inputs` (kernel creation,
+// before the inputs are known), operand upper bounds are left to the shape function.
+// Allocates only to report an error: it runs at every shape-function call.
+Status CheckProgram(const ProgramView& view, std::optional<int64_t> num_inputs) {
+  const std::vector<int64_t>& p = *view.program;
+  if (p.empty()) return OpError(kOp, "program is empty (it needs at least one instruction)");
+  if (p.size() % kFusedWidth != 0) {
+    return OpError(kOp, "program has " + std::to_string(p.size()) + " entries, not a multiple of " +
+                            std::to_string(kFusedWidth));
+  }
+  const int64_t nin = num_inputs.value_or(0);
+  const int64_t count = static_cast<int64_t>(p.size()) / kFusedWidth;
+  const int64_t nimm = view.immediates ? static_cast<int64_t>(view.immediates->size()) : 0;
+  if (nin + nimm + count > kFusedMaxSlots) {
+    return OpError(kOp, std::to_string(nin) + " inputs, " + std::to_string(nimm) + " immediates and " +
+                            std::to_string(count) + " instructions exceed the limit of " +
+                            std::to_string(kFusedMaxSlots) + " slots");
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t* e = &p[static_cast<size_t>(j * kFusedWidth)];
+    const int arity = FusedOperandCount(e[0]);
+    if (arity == 0) {
+      return OpError(kOp, "instruction " + std::to_string(j) + ": unknown opcode " + std::to_string(e[0]));
+    }
+    // Slots this instruction may read: inputs, immediates, earlier results.
+    const int64_t limit = nin + nimm + j;
+    for (int t = 0; t < 3; ++t) {
+      const int64_t v = e[1 + t];
+      const bool ok = t >= arity ? v == -1 : v >= 0 && (!num_inputs || v < limit);
+      if (ok) continue;
+      const std::string where = "instruction " + std::to_string(j) + " (" +
+                                std::string(FusedOpcodeName(e[0])) + "): operand " + std::to_string(t);
+      if (t >= arity) {
+        return OpError(kOp, where + " must be -1 (" + std::string(FusedOpcodeName(e[0])) + " takes " +
+                                std::to_string(arity) + ")");
+      }
+      return OpError(kOp, where + " is slot " + std::to_string(v) + ", expects a slot in [0, " +
+                              std::to_string(limit) + ") (inputs, immediates, earlier results)");
+    }
+  }
+  return OkStatus();
+}
+
+// The checked program for `num_inputs` inputs, decoded.
+StatusOr<Program> ParseProgram(const Attributes& attrs, int64_t num_inputs) {
+  REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+  REMEX_RETURN_IF_ERROR(CheckProgram(view, num_inputs));
+  Program prog;
+  prog.num_inputs = num_inputs;
+  if (view.immediates) prog.immediates = *view.immediates;
+  const std::vector<int64_t>& p = *view.program;
+  for (size_t j = 0; j < p.size(); j += kFusedWidth) {
+    prog.code.push_back({static_cast<FusedOpcode>(p[j]), static_cast<int32_t>(p[j + 1]),
+                         static_cast<int32_t>(p[j + 2]), static_cast<int32_t>(p[j + 3])});
+  }
+  return prog;
+}
+
+// The optional `num_inputs` and `dtype` attributes against the node's inputs (`in`
+// non-empty). Allocates only to report an error, as CheckProgram.
+Status CheckSignature(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  const auto& all = attrs.all();
+  if (auto it = all.find("num_inputs"); it != all.end()) {
+    const int64_t* n = std::get_if<int64_t>(&it->second);
+    if (!n) return OpError(kOp, "attribute 'num_inputs' must be an int");
+    if (*n != static_cast<int64_t>(in.size())) {
+      return OpError(kOp, "attribute 'num_inputs' is " + std::to_string(*n) + " but the node has " +
+                              std::to_string(in.size()) + " inputs");
+    }
+  }
+  if (auto it = all.find("dtype"); it != all.end()) {
+    const std::string* name = std::get_if<std::string>(&it->second);
+    if (!name) return OpError(kOp, "attribute 'dtype' must be a string");
+    const std::optional<DType> dtype = DTypeFromName(*name);
+    if (!dtype || *dtype != in[0].dtype) {
+      return OpError(kOp, "attribute 'dtype' is '" + *name + "' but the inputs are " +
+                              std::string(DTypeName(in[0].dtype)));
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  if (in.empty()) return OpError(kOp, "expects at least 1 input");
+  if (static_cast<int64_t>(in.size()) > kFusedMaxInputs) {
+    return OpError(
+        kOp, std::to_string(in.size()) + " inputs exceed the limit of " + std::to_string(kFusedMaxInputs));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i].present) return OpError(kOp, "input " + std::to_string(i) + " is absent");
+    if (in[i].dtype != in[0].dtype) {
+      return OpError(kOp, "input dtypes differ: " + std::string(DTypeName(in[0].dtype)) + " (input 0) and " +
+                              std::string(DTypeName(in[i].dtype)) + " (input " + std::to_string(i) + ")");
+    }
+  }
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(kOp, "unsupported dtype " + std::string(DTypeName(in[0].dtype)) + " (float types only)");
+  }
+  REMEX_RETURN_IF_ERROR(CheckSignature(attrs, in));
+  REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+  REMEX_RETURN_IF_ERROR(CheckProgram(view, static_cast<int64_t>(in.size())));
+  Shape out = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    REMEX_ASSIGN_OR_RETURN(out, BroadcastShapes(kOp, out, in[i].shape));
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, std::move(out)}};
+}
+
+// ---------------------------------------------------------------------------
+// Evaluation.
+
+// d[i] = f(a[i]), f(a[i], b[i]) or f(a[i], b[i], c[i]) for i < len.
+template <typename F, typename C>
+void Map1(F f, const C* a, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i]);
+}
+template <typename F, typename C>
+void Map2(F f, const C* a, const C* b, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i]);
+}
+template <typename F, typename C>
+void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i], c[i]);
+}
+
+// d[i] = op(a[i], b[i], c[i]) for i < len: the functor of op's name in
+// kernels/scalar_ops.h, as the unfused kernels compute it. `b_uniform`: every b[i] is
+// b[0] (an immediate or a one-element input), which lets Pow test its exponent once.
+template <typename C>
+void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len, bool b_uniform) {
+  switch (op) {
+    case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len);
+    case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len);
+    case FusedOpcode::kMul: return Map2(scalar::Mul(), a, b, d, len);
+    case FusedOpcode::kDiv: return Map2(scalar::Div(), a, b, d, len);
+    case FusedOpcode::kPow:
+      // scalar::Pow's shortcuts, tested once for a uniform exponent.
+      if (b_uniform && b[0] == C(2)) {
+        for (int64_t i = 0; i < len; ++i) d[i] = a[i] * a[i];
+      } else if (b_uniform && b[0] == C(1)) {
+        if (d != a) std::memmove(d, a, static_cast<size_t>(len) * sizeof(C));
+      } else {
+        Map2(scalar::Pow(), a, b, d, len);
+      }
+      return;
+    case FusedOpcode::kMin: return Map2(scalar::Min(), a, b, d, len);
+    case FusedOpcode::kMax: return Map2(scalar::Max(), a, b, d, len);
+    case FusedOpcode::kRelu: return Map1(scalar::Relu(), a, d, len);
+    case FusedOpcode::kSigmoid: return Map1(scalar::Sigmoid(), a, d, len);
+    case FusedOpcode::kTanh: return Map1(scalar::Tanh(), a, d, len);
+    case FusedOpcode::kExp: return Map1(scalar::Exp(), a, d, len);
+    case FusedOpcode::kLog: return Map1(scalar::Log(), a, d, len);
+    case FusedOpcode::kSqrt: return Map1(scalar::Sqrt(), a, d, len);
+    case FusedOpcode::kNeg: return Map1(scalar::Neg(), a, d, len);
+    case FusedOpcode::kAbs: return Map1(scalar::Abs(), a, d, len);
+    case FusedOpcode::kReciprocal: return Map1(scalar::Reciprocal(), a, d, len);
+    case FusedOpcode::kErf: return Map1(scalar::Erf(), a, d, len);
+    case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
+    case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len);
+    case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
+    case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
+  }
+}
+
+// Where an input's elements come from, per block.
+enum class InputKind {
+  kInPlace,  // Not broadcast, read where it lies (float32, float64).
+  kConvert,  // Not broadcast, converted into its slot per block (float16).
+  kScalar,   // One element, filled into its slot once.
+  kGather,   // Broadcast: gathered into its slot per block.
+};
+
+// An input's broadcast over the output: output dims of extent 1 dropped, adjacent
+// dims merged where the input broadcasts along both or neither. Strides in elements,
+// 0 where the input broadcasts; the innermost stride is thus 0 or 1.
+struct GatherPlan {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+};
+
+GatherPlan MakeGatherPlan(const Shape& in, const Shape& out) {
+  const size_t rank = out.size();
+  const size_t lead = rank - in.size();
+  GatherPlan plan;
+  std::vector<bool> bcast;
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] == 1) continue;
+    const bool b = i < lead || in[i - lead] == 1;
+    if (!plan.dims.empty() && bcast.back() == b) {
+      plan.dims.back() *= out[i];
+    } else {
+      plan.dims.push_back(out[i]);
+      bcast.push_back(b);
+    }
+  }
+  if (plan.dims.empty()) {
+    plan.dims.push_back(1);
+    bcast.push_back(true);
+  }
+  plan.strides.resize(plan.dims.size());
+  int64_t s = 1;
+  for (size_t j = plan.dims.size(); j-- > 0;) {
+    plan.strides[j] = bcast[j] ? 0 : s;
+    if (!bcast[j]) s *= plan.dims[j];
+  }
+  return plan;
+}
+
+// dst[0, len) = the input's values at output elements [o, o + len).
+template <typename T, typename C>
+void Gather(const T* x, const GatherPlan& plan, int64_t o, int64_t len, C* dst, std::vector<int64_t>& idx) {
+  const size_t r = plan.dims.size();
+  idx.assign(r, 0);
+  int64_t off = 0;
+  int64_t rem = o;
+  for (size_t d = r; d-- > 0;) {
+    idx[d] = rem % plan.dims[d];
+    rem /= plan.dims[d];
+    off += idx[d] * plan.strides[d];
+  }
+  const int64_t inner = plan.dims[r - 1];
+  const int64_t step = plan.strides[r - 1];
+  while (len > 0) {
+    const int64_t run = std::min(len, inner - idx[r - 1]);
+    if (step == 1) {
+      for (int64_t i = 0; i < run; ++i) dst[i] = Load(x[off + i]);
+    } else {
+      const C v = Load(x[off]);
+      for (int64_t i = 0; i < run; ++i) dst[i] = v;
+    }
+    dst += run;
+    len -= run;
+    if (len == 0) break;
+    // The run reached the end of the inner dim: carry into the outer ones.
+    off -= idx[r - 1] * step;
+    idx[r - 1] = 0;
+    for (size_t d = r - 1; d-- > 0;) {
+      off += plan.strides[d];
+      if (++idx[d] < plan.dims[d]) break;
+      off -= plan.strides[d] * plan.dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+class FusedKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<FusedKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(ProgramView view, ViewProgram(attrs));
+    REMEX_RETURN_IF_ERROR(CheckProgram(view, std::nullopt));
+    return std::make_unique<FusedKernel>(def, attrs);
+  }
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (!program_ || program_->num_inputs != static_cast<int64_t>(in.size())) {
+      REMEX_ASSIGN_OR_RETURN(Program p, ParseProgram(attrs(), static_cast<int64_t>(in.size())));
+      program_ = std::move(p);
+    }
+    if (*NumElements(out[0].shape) == 0) return OkStatus();
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Eval<T>(in, out[0]);
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename C>
+  std::vector<C>& Scratch() {
+    if constexpr (std::is_same_v<C, float>) {
+      return scratch_f_;
+    } else {
+      return scratch_d_;
+    }
+  }
+
+  template <typename T>
+  void Eval(std::span<const TensorRef> in, const TensorRef& out) {
+    using C = ComputeType<T>;
+    constexpr bool kDirect = std::is_same_v<T, C>;  // Inputs and output read/written in place.
+    const Program& p = *program_;
+    const size_t nin = in.size();
+    const size_t nimm = p.immediates.size();
+    const size_t ncode = p.code.size();
+    const size_t nslots = nin + nimm + ncode;
+    const int64_t n = *NumElements(out.shape);
+    // Elements per block actually used: a smaller output needs smaller fills.
+    const int64_t block = std::min(kBlock, n);
+    uniform_.assign(nslots, false);
+    const std::vector<bool>& uniform = uniform_;
+    kind_.resize(nin);
+    const std::vector<InputKind>& kind = kind_;
+    plans_.resize(nin);
+    for (size_t i = 0; i < nimm; ++i) uniform_[nin + i] = true;
+    for (size_t k = 0; k < nin; ++k) {
+      const int64_t nk = *NumElements(in[k].shape);
+      if (nk == n) {
+        kind_[k] = kDirect ? InputKind::kInPlace : InputKind::kConvert;
+      } else if (nk == 1) {
+        kind_[k] = InputKind::kScalar;
+        uniform_[k] = true;
+      } else {
+        kind_[k] = InputKind::kGather;
+        plans_[k] = MakeGatherPlan(in[k].shape, out.shape);
+      }
+    }
+    T* y = DataAs<T>(out);
+    const size_t last = nin + nimm + ncode - 1;
+    // Blocks are independent: the compute threads take contiguous runs of them, each
+    // with its own slots.
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    const int parts = ParallelParts(blocks, kGrainBlocks);
+    std::vector<C>& scratch = Scratch<C>();
+    scratch.resize(static_cast<size_t>(parts) * nslots * kBlock);
+    idx_.resize(static_cast<size_t>(parts));
+    ParallelFor(blocks, kGrainBlocks, [&](int64_t b0, int64_t b1, int part) {
+      C* base = scratch.data() + static_cast<size_t>(part) * nslots * kBlock;
+      auto buf = [&](size_t slot) { return base + slot * kBlock; };
+      std::vector<const C*> ptr(nslots, nullptr);
+      std::vector<int64_t>& idx = idx_[part];
+      for (size_t i = 0; i < nimm; ++i) {
+        std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
+        ptr[nin + i] = buf(nin + i);
+      }
+      for (size_t k = 0; k < nin; ++k) {
+        if (kind[k] == InputKind::kScalar) std::fill_n(buf(k), block, Load(*DataAs<const T>(in[k])));
+        ptr[k] = buf(k);
+      }
+      for (int64_t o = b0 * kBlock; o < std::min(n, b1 * kBlock); o += kBlock) {
+        const int64_t len = std::min(kBlock, n - o);
+        for (size_t k = 0; k < nin; ++k) {
+          const T* x = DataAs<const T>(in[k]);
+          switch (kind[k]) {
+            case InputKind::kInPlace:
+              if constexpr (kDirect) ptr[k] = x + o;
+              break;
+            case InputKind::kConvert:
+              for (int64_t i = 0; i < len; ++i) buf(k)[i] = Load(x[o + i]);
+              break;
+            case InputKind::kScalar:
+              break;
+            case InputKind::kGather:
+              Gather<T, C>(x, plans_[k], o, len, buf(k), idx);
+              break;
+          }
+        }
+        for (size_t j = 0; j < ncode; ++j) {
+          const Instr& ins = p.code[j];
+          const size_t slot = nin + nimm + j;
+          C* d = buf(slot);
+          // The last result goes straight to the output. Should the output share its
+          // buffer with an input read in place, each element is read before it is
+          // written (same index, and earlier instructions of the block run first).
+          if constexpr (kDirect) {
+            if (slot == last) d = y + o;
+          }
+          Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
+                  len, ins.b >= 0 && uniform[ins.b]);
+          ptr[slot] = d;
+        }
+        if constexpr (!kDirect) {
+          const C* r = ptr[last];
+          for (int64_t i = 0; i < len; ++i) y[o + i] = Store<T>(r[i]);
+        }
+      }
+    });
+  }
+
+  std::optional<Program> program_;
+  // Per-call state, kept to spare allocations.
+  std::vector<bool> uniform_;
+  std::vector<InputKind> kind_;
+  std::vector<GatherPlan> plans_;
+  std::vector<std::vector<int64_t>> idx_;  // Per part.
+  std::vector<float> scratch_f_;
+  std::vector<double> scratch_d_;
+};
+
+OpDef FusedDef() {
+  OpDef def;
+  def.name = std::string(kOp);
+  def.min_inputs = 1;
+  def.max_inputs = -1;
+  def.infer = InferFused;
+  return def;
+}
+
+}  // namespace
+
+Status AddFusedOpDefs(KernelRegistry& registry) { return registry.AddOp(FusedDef()); }
+
+Status AddFusedCpuKernels(KernelRegistry& registry) {
+  return AddCpuKernel<FusedKernel>(registry, FusedDef().name);
+}
+
+}  // namespace internal
+}  // namespace remex::kernels

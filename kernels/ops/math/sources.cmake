@@ -1,0 +1,16 @@
+# The math family's CPU sources and tests (kernels/ops/families.def; included by
+# kernels/CMakeLists.txt for the table's REMEX_OP_FAMILY(math) row).
+target_sources(remex_kernels PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/matmul.cc
+  ${CMAKE_CURRENT_LIST_DIR}/softmax.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cumsum.cc
+  ${CMAKE_CURRENT_LIST_DIR}/determinant.cc
+  ${CMAKE_CURRENT_LIST_DIR}/einsum.cc
+)
+list(APPEND REMEX_KERNELS_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cumsum_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/determinant_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/einsum_test.cc
+)

@@ -1,0 +1,752 @@
+// Pooling: MaxPool (with optional Indices), AveragePool, LpPool, GlobalAveragePool,
+// GlobalMaxPool, GlobalLpPool and LRN.
+//
+// AveragePool (https://onnx.ai/onnx/operators/onnx__AveragePool.html), opsets 7, 10, 11:
+//   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))].
+//   Attributes: kernel_shape (required), strides, pads, auto_pad (NOTSET, SAME_UPPER,
+//   SAME_LOWER, VALID), ceil_mode (opset 10+), count_include_pad (default 0: the
+//   divisor counts the window positions inside X; 1: it also counts those in the pads,
+//   not those past the end pad that ceil_mode adds). `dilations` (opset 19) is honoured
+//   when present.
+//
+// LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html), opsets 2 and 11 (one entry:
+// 11 changed no semantics Remex implements):
+//   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))],
+//   Y = (sum over the window's positions inside X of |x|^p)^(1/p): positions in the pads
+//   add nothing (kernels/ops/nn/lp_ops.h). Attributes: kernel_shape (required), strides,
+//   pads, auto_pad, p (default 2, in [1, 64]). Accumulated in float32 for every dtype,
+//   in window order, as the CUDA kernel does.
+//
+// LRN (https://onnx.ai/onnx/operators/onnx__LRN.html), opsets 1 and 13:
+//   X float16/float32/float64 [N, C, ...] -> Y of the same shape,
+//   Y[n, c, ...] = X[n, c, ...] / (bias + alpha / size * sum(X[n, c', ...]^2))^beta over
+//   c' in [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] inside [0, C).
+//   Attributes: size (required, >= 1), alpha (1e-4), beta (0.75), bias (1.0).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "kernels/internal.h"
+#include "kernels/op_attrs.h"
+#include "kernels/ops/nn/lp_ops.h"
+#include "kernels/ops/nn/lp_pool_attrs.h"
+
+namespace remex::kernels::internal {
+namespace {
+
+constexpr std::string_view kMaxPool = "MaxPool";
+// Window taps per compute thread at least (smaller pools run on the calling thread).
+constexpr int64_t kGrainTaps = 32768;
+constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
+constexpr std::string_view kAveragePool = "AveragePool";
+constexpr std::string_view kLrn = "LRN";
+
+}  // namespace
+
+StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
+  MaxPoolAttrs p;
+  REMEX_ASSIGN_OR_RETURN(p.window, ParseWindowAttrs(kMaxPool, attrs, /*with_ceil_mode=*/true));
+  if (p.window.kernel_shape.empty()) return OpError(kMaxPool, "kernel_shape is required");
+  StatusOr<int64_t> order = attrs.Int("storage_order", 0);
+  if (!order.ok()) return OpError(kMaxPool, order.status().message());
+  if (*order != 0 && *order != 1) return OpError(kMaxPool, "storage_order must be 0 or 1");
+  p.storage_order = *order;
+  return p;
+}
+
+namespace {
+
+// Geometry of a MaxPool or AveragePool window over X [N, C, D1 (, D2 (, D3))]; the
+// caller has checked X's dtype.
+StatusOr<WindowGeometry> PoolGeometry(std::string_view op, const WindowAttrs& window,
+                                      const ShapeFnArg& x) {
+  const size_t nsp = window.kernel_shape.size();
+  if (x.shape.size() != nsp + 2) {
+    return OpError(op, "X " + ShapeToString(x.shape) + " must have rank " +
+                           std::to_string(nsp + 2) + " for kernel_shape of " +
+                           std::to_string(nsp) + " dims");
+  }
+  if (nsp < 1 || nsp > 3) return OpError(op, "supports 1-D to 3-D pooling");
+  std::span<const int64_t> spatial(x.shape.data() + 2, nsp);
+  return ComputeWindowGeometry(op, window, spatial, window.kernel_shape);
+}
+
+// Y's shape [N, C, O1 (, O2 (, O3))] for X [N, C, ...] and geometry `g`.
+Shape PoolOutputShape(const Shape& x, const WindowGeometry& g) {
+  Shape out = {x[0], x[1]};
+  out.insert(out.end(), g.output.begin(), g.output.end());
+  return out;
+}
+
+// The windows of a pooling over X with geometry `g`, the spatial dims padded to 3
+// with leading extent-1 dims. Per dim j and output index o, the window's in-bounds
+// input positions are taps[j][tap_begin[j][o]] .. taps[j][tap_begin[j][o + 1] - 1],
+// and padded[j][o] counts its positions inside X or its pads.
+struct PoolWindows {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t planes = 0, in_plane = 0, out_plane = 0;  // N * C and the per-plane sizes.
+  std::vector<int64_t> taps[3], tap_begin[3], padded[3];
+};
+
+PoolWindows MakePoolWindows(const Shape& x, const WindowGeometry& g) {
+  PoolWindows w;
+  const size_t nsp = g.kernel.size();
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
+          pe[3] = {0, 0, 0};
+  for (size_t i = 0; i < nsp; ++i) {
+    const size_t j = 3 - nsp + i;
+    w.in[j] = x[2 + i];
+    w.out[j] = g.output[i];
+    k[j] = g.kernel[i];
+    s[j] = g.strides[i];
+    d[j] = g.dilations[i];
+    pb[j] = g.pad_begin[i];
+    pe[j] = g.pad_end[i];
+  }
+  w.planes = x[0] * x[1];
+  w.in_plane = w.in[0] * w.in[1] * w.in[2];
+  w.out_plane = w.out[0] * w.out[1] * w.out[2];
+  for (int j = 0; j < 3; ++j) {
+    for (int64_t o = 0; o < w.out[j]; ++o) {
+      w.tap_begin[j].push_back(static_cast<int64_t>(w.taps[j].size()));
+      int64_t padded = 0;
+      for (int64_t kk = 0; kk < k[j]; ++kk) {
+        const int64_t i = o * s[j] - pb[j] + kk * d[j];
+        if (i >= 0 && i < w.in[j]) w.taps[j].push_back(i);
+        if (i >= -pb[j] && i < w.in[j] + pe[j]) ++padded;
+      }
+      w.padded[j].push_back(padded);
+    }
+    w.tap_begin[j].push_back(static_cast<int64_t>(w.taps[j].size()));
+  }
+  return w;
+}
+
+bool MaxPoolType(DType dt) {
+  return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||
+         dt == DType::kInt8 || dt == DType::kUint8;
+}
+
+StatusOr<WindowGeometry> MaxPoolGeometry(const MaxPoolAttrs& p, const ShapeFnArg& x) {
+  if (!MaxPoolType(x.dtype)) {
+    return OpError(kMaxPool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  return PoolGeometry(kMaxPool, p.window, x);
+}
+
+StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
+                                               std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kMaxPool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs p, ParseMaxPoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(p, in[0]));
+  const Shape out = PoolOutputShape(in[0].shape, g);
+  return std::vector<TensorInfo>{{in[0].dtype, out}, {DType::kInt64, out}};
+}
+
+OpDef MaxPoolDef() {
+  OpDef def;
+  def.name = std::string(kMaxPool);
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.empty() ? DType::kUndefined : in[0], DType::kInt64};  // Y, Indices
+  };
+  def.max_outputs = 2;
+  def.infer = InferMaxPool;
+  return def;
+}
+
+class MaxPoolKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<MaxPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs parsed, ParseMaxPoolAttrs(attrs));
+    return std::make_unique<MaxPoolKernel>(def, attrs, std::move(parsed));
+  }
+  MaxPoolKernel(const OpDef& def, const Attributes& attrs, MaxPoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(attrs_, args[0]));
+    int64_t* indices = out.size() > 1 ? DataAs<int64_t>(out[1]) : nullptr;
+    return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]), indices);
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y, int64_t* indices) const {
+    using C = ComputeType<T>;
+    const PoolWindows w = MakePoolWindows(x.shape, g);
+    const size_t nsp = g.kernel.size();
+    const int64_t *in = w.in, *out = w.out;
+    const int64_t planes = w.planes, in_plane = w.in_plane, out_plane = w.out_plane;
+    const auto& taps = w.taps;
+    const auto& tap_begin = w.tap_begin;
+    // Column-major (storage_order 1) strides over the real spatial dims.
+    int64_t cm_stride[3] = {0, 0, 0};
+    {
+      int64_t acc = 1;
+      for (size_t i = 0; i < nsp; ++i) {
+        cm_stride[3 - nsp + i] = acc;
+        acc *= in[3 - nsp + i];
+      }
+    }
+    const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                          : std::numeric_limits<C>::lowest();
+    const T* xp = DataAs<const T>(x);
+    // Planes are independent: the compute threads take runs of them.
+    int64_t window = 1;
+    for (size_t i = 0; i < nsp; ++i) window *= g.kernel[i];
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
+    if (!indices && nsp == 2 && g.dilations[0] == 1 && g.dilations[1] == 1) {
+      // 2-D without Indices or dilation: each window is a clamped rectangle, read
+      // directly (same order and NaN rule as below: the first tap, then any greater).
+      const int64_t h = in[1], wd = in[2], kh = g.kernel[0], kw = g.kernel[1];
+      const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+      ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T* xplane = xp + p * in_plane;
+          T* yplane = y + p * out_plane;
+          for (int64_t oh = 0; oh < out[1]; ++oh) {
+            const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min(oh * sh - ph + kh, h);
+            for (int64_t ow = 0; ow < out[2]; ++ow) {
+              const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min(ow * sw - pw + kw, wd);
+              C best = h0 < h1 && w0 < w1 ? Load(xplane[h0 * wd + w0]) : lowest;
+              for (int64_t i = h0; i < h1; ++i) {
+                const T* row = xplane + i * wd;
+                for (int64_t j = w0; j < w1; ++j) {
+                  const C v = Load(row[j]);
+                  best = v > best ? v : best;
+                }
+              }
+              yplane[oh * out[2] + ow] = Store<T>(best);
+            }
+          }
+        }
+      });
+      return;
+    }
+    ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* xplane = xp + p * in_plane;
+      T* yplane = y + p * out_plane;
+      int64_t* iplane = indices ? indices + p * out_plane : nullptr;
+      int64_t o = 0;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+            C best = lowest;
+            int64_t best_off = -1;  // Row-major offset in the plane.
+            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
+                const int64_t row_off = (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
+                const T* row = xplane + row_off;
+                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  // The first tap, then any greater one (a NaN first tap stays), as
+                  // selects rather than branches.
+                  const C v = Load(row[taps[2][t2]]);
+                  const bool take = best_off < 0 || v > best;
+                  best = take ? v : best;
+                  best_off = take ? row_off + taps[2][t2] : best_off;
+                }
+              }
+            }
+            yplane[o] = Store<T>(best);
+            if (iplane) {
+              int64_t idx = -1;
+              if (best_off >= 0) {
+                if (attrs_.storage_order == 0) {
+                  idx = best_off;
+                } else {
+                  const int64_t i2 = best_off % in[2];
+                  const int64_t i1 = (best_off / in[2]) % in[1];
+                  const int64_t i0 = best_off / (in[2] * in[1]);
+                  idx = i0 * cm_stride[0] + i1 * cm_stride[1] + i2 * cm_stride[2];
+                }
+                idx += p * in_plane;
+              }
+              iplane[o] = idx;
+            }
+          }
+        }
+      }
+    }
+    });
+  }
+
+  MaxPoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+
+// GlobalAveragePool and GlobalMaxPool (opset 1): X [N, C, D1, ...] (rank >= 3, float)
+// -> [N, C, 1, ...], the mean or the maximum of each (n, c) plane. The maximum is NaN
+// when the plane holds a NaN (numpy.max); an empty plane gives NaN for both.
+StatusOr<std::vector<TensorInfo>> InferGlobalPool(std::string_view op, std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(op, "expects 1 input");
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(op, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  }
+  if (in[0].shape.size() < 3) {
+    return OpError(op, "X must have rank >= 3, got " + ShapeToString(in[0].shape));
+  }
+  Shape out = in[0].shape;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  return std::vector<TensorInfo>{{in[0].dtype, out}};
+}
+
+class GlobalMaxPoolKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t planes = in[0].shape[0] * in[0].shape[1];
+    const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      for (int64_t p = 0; p < planes; ++p) {
+        C m = size == 0 ? std::numeric_limits<C>::quiet_NaN() : -std::numeric_limits<C>::infinity();
+        for (int64_t i = 0; i < size; ++i) {
+          const C v = Load(x[p * size + i]);
+          if (std::isnan(v) || v > m) m = v;
+          if (std::isnan(m)) break;
+        }
+        y[p] = Store<T>(m);
+      }
+      return OkStatus();
+    });
+  }
+};
+
+// Y[plane] = reduce(plane) for each (n, c) plane of X (`size` values each), where
+// reduce(const T* row, int64_t size) returns the value in its compute type: the loop of
+// GlobalAveragePool and GlobalLpPool.
+template <typename Reduce>
+Status ReducePlanes(std::string_view op, std::span<const TensorRef> in, std::span<const TensorRef> out,
+                    Reduce reduce) {
+  const int64_t planes = in[0].shape[0] * in[0].shape[1];
+  const int64_t size = *NumElements(in[0].shape) / (planes == 0 ? 1 : planes);
+  return DispatchFloat(op, in[0].dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* x = DataAs<const T>(in[0]);
+    T* y = DataAs<T>(out[0]);
+    for (int64_t p = 0; p < planes; ++p) y[p] = Store<T>(static_cast<ComputeType<T>>(reduce(x + p * size, size)));
+    return OkStatus();
+  });
+}
+
+class GlobalAveragePoolKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return ReducePlanes(op(), in, out, [](const auto* row, int64_t size) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(row)>>;
+      double sum = 0;
+      int64_t i = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        // Sixteen independent float partial sums vectorise; each holds a sixteenth of the
+        // plane and they are added up in double.
+        constexpr int kLanes = 16;
+        float lanes[kLanes] = {};
+        for (; i + kLanes <= size; i += kLanes) {
+          for (int j = 0; j < kLanes; ++j) lanes[j] += row[i + j];
+        }
+        for (int j = 0; j < kLanes; ++j) sum += lanes[j];
+      }
+      for (; i < size; ++i) sum += static_cast<double>(Load(row[i]));
+      return size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size;
+    });
+  }
+};
+
+OpDef GlobalPoolDef(std::string_view op) {
+  OpDef def;
+  def.name = std::string(op);
+  def.infer = [op](const Attributes&, std::span<const ShapeFnArg> in) { return InferGlobalPool(op, in); };
+  return def;
+}
+// GlobalLpPool-2: the Lp norm of each (n, c) plane (kernels/lp_ops.h), p an integer
+// attribute >= 1 (default 2); float types, accumulated in float as on the device.
+class GlobalLpPoolKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<GlobalLpPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(int parsed, ParseGlobalLpPoolP(attrs));
+    return std::make_unique<GlobalLpPoolKernel>(def, attrs, std::move(parsed));
+  }
+  GlobalLpPoolKernel(const OpDef& def, const Attributes& attrs, int parsed)
+      : ValidatedKernel(def, attrs), p_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    return ReducePlanes(op(), in, out, [this](const auto* row, int64_t size) {
+      double sum = 0;
+      for (int64_t i = 0; i < size; ++i) sum += lp::LpTerm(static_cast<float>(Load(row[i])), p_);
+      return static_cast<double>(lp::LpRoot(static_cast<float>(sum), p_));
+    });
+  }
+
+ private:
+  const int p_;
+};
+
+OpDef GlobalLpPoolDef() {
+  OpDef def = GlobalPoolDef("GlobalLpPool");
+  def.since_version = 2;
+  return def;
+}
+
+OpDef GlobalAveragePoolDef() { return GlobalPoolDef(kGlobalAveragePool); }
+OpDef GlobalMaxPoolDef() { return GlobalPoolDef("GlobalMaxPool"); }
+
+// ---------------------------------------------------------------------------
+// AveragePool.
+
+}  // namespace
+
+StatusOr<int> ParseGlobalLpPoolP(const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(int64_t p, attrs.Int("p", 2));
+  if (p < 1 || p > 64) return OpError("GlobalLpPool", "p must be in [1, 64], got " + std::to_string(p));
+  return static_cast<int>(p);
+}
+
+StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs) {
+  AveragePoolAttrs p;
+  REMEX_ASSIGN_OR_RETURN(p.window, ParseWindowAttrs(kAveragePool, attrs, /*with_ceil_mode=*/true));
+  if (p.window.kernel_shape.empty()) return OpError(kAveragePool, "kernel_shape is required");
+  StatusOr<int64_t> cip = attrs.Int("count_include_pad", 0);
+  if (!cip.ok()) return OpError(kAveragePool, cip.status().message());
+  if (*cip != 0 && *cip != 1) return OpError(kAveragePool, "count_include_pad must be 0 or 1");
+  p.count_include_pad = *cip == 1;
+  return p;
+}
+
+namespace {
+
+StatusOr<WindowGeometry> AveragePoolGeometry(const AveragePoolAttrs& p, const ShapeFnArg& x) {
+  if (!IsFloatType(x.dtype)) {
+    return OpError(kAveragePool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  }
+  return PoolGeometry(kAveragePool, p.window, x);
+}
+
+StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
+                                                   std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kAveragePool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs p, ParseAveragePoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(p, in[0]));
+  return std::vector<TensorInfo>{{in[0].dtype, PoolOutputShape(in[0].shape, g)}};
+}
+
+OpDef AveragePoolDef() {
+  OpDef def;
+  def.name = std::string(kAveragePool);
+  def.since_version = 7;
+  def.infer = InferAveragePool;
+  return def;
+}
+
+class AveragePoolKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<AveragePoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs parsed, ParseAveragePoolAttrs(attrs));
+    return std::make_unique<AveragePoolKernel>(def, attrs, std::move(parsed));
+  }
+  AveragePoolKernel(const OpDef& def, const Attributes& attrs, AveragePoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(attrs_, args[0]));
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]));
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
+    using C = ComputeType<T>;
+    const PoolWindows w = MakePoolWindows(x.shape, g);
+    const int64_t *in = w.in, *out = w.out;
+    const int64_t planes = w.planes, in_plane = w.in_plane, out_plane = w.out_plane;
+    const auto& taps = w.taps;
+    const auto& tap_begin = w.tap_begin;
+    // Per dim and output index, how many window positions the divisor counts.
+    std::vector<int64_t> counted[3];
+    for (int j = 0; j < 3; ++j) {
+      for (int64_t o = 0; o < out[j]; ++o) {
+        counted[j].push_back(attrs_.count_include_pad ? w.padded[j][o]
+                                                      : tap_begin[j][o + 1] - tap_begin[j][o]);
+      }
+    }
+    const T* xp = DataAs<const T>(x);
+    // Planes are independent: the compute threads take runs of them.
+    int64_t window = 1;
+    for (int64_t k : g.kernel) window *= k;
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
+    ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* xplane = xp + p * in_plane;
+      T* yplane = y + p * out_plane;
+      int64_t o = 0;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          const int64_t count01 = counted[0][o0] * counted[1][o1];
+          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+            C sum = 0;
+            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
+                const T* row = xplane + (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
+                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  sum += Load(row[taps[2][t2]]);
+                }
+              }
+            }
+            const int64_t count = count01 * counted[2][o2];
+            yplane[o] = Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN()
+                                            : sum / static_cast<C>(count));
+          }
+        }
+      }
+    }
+    });
+  }
+
+  AveragePoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+// LpPool.
+
+constexpr std::string_view kLpPool = "LpPool";
+
+}  // namespace
+
+StatusOr<LpPoolAttrs> ParseLpPoolAttrs(const Attributes& attrs) {
+  LpPoolAttrs a;
+  REMEX_ASSIGN_OR_RETURN(a.window, ParseWindowAttrs(kLpPool, attrs, /*with_ceil_mode=*/false));
+  if (a.window.kernel_shape.empty()) return OpError(kLpPool, "kernel_shape is required");
+  StatusOr<int64_t> p = attrs.Int("p", 2);
+  if (!p.ok()) return OpError(kLpPool, p.status().message());
+  if (*p < 1 || *p > 64) return OpError(kLpPool, "p must be in [1, 64], got " + std::to_string(*p));
+  a.p = static_cast<int>(*p);
+  return a;
+}
+
+namespace {
+
+StatusOr<WindowGeometry> LpPoolGeometry(const LpPoolAttrs& a, const ShapeFnArg& x) {
+  if (!IsFloatType(x.dtype)) return OpError(kLpPool, "unsupported dtype " + std::string(DTypeName(x.dtype)));
+  return PoolGeometry(kLpPool, a.window, x);
+}
+
+StatusOr<std::vector<TensorInfo>> InferLpPool(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kLpPool, "expects 1 input");
+  REMEX_ASSIGN_OR_RETURN(LpPoolAttrs a, ParseLpPoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(WindowGeometry g, LpPoolGeometry(a, in[0]));
+  return std::vector<TensorInfo>{{in[0].dtype, PoolOutputShape(in[0].shape, g)}};
+}
+
+OpDef LpPoolDef() {
+  OpDef def;
+  def.name = std::string(kLpPool);
+  def.since_version = 2;
+  def.infer = InferLpPool;
+  return def;
+}
+
+class LpPoolKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<LpPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(LpPoolAttrs parsed, ParseLpPoolAttrs(attrs));
+    return std::make_unique<LpPoolKernel>(def, attrs, std::move(parsed));
+  }
+  LpPoolKernel(const OpDef& def, const Attributes& attrs, LpPoolAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, LpPoolGeometry(attrs_, args[0]));
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      Pool<T>(in[0], g, DataAs<T>(out[0]));
+      return OkStatus();
+    });
+  }
+
+ private:
+  template <typename T>
+  void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
+    const PoolWindows w = MakePoolWindows(x.shape, g);
+    const int64_t *out = w.out, *in = w.in;
+    const int p = attrs_.p;
+    const T* xp = DataAs<const T>(x);
+    int64_t window = 1;
+    for (int64_t k : g.kernel) window *= k;
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, w.out_plane * window));
+    ParallelFor(w.planes, grain, [&](int64_t p0, int64_t p1, int) {
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        const T* xplane = xp + plane * w.in_plane;
+        T* yplane = y + plane * w.out_plane;
+        int64_t o = 0;
+        for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+            for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+              float sum = 0.0f;
+              for (int64_t t0 = w.tap_begin[0][o0]; t0 < w.tap_begin[0][o0 + 1]; ++t0) {
+                for (int64_t t1 = w.tap_begin[1][o1]; t1 < w.tap_begin[1][o1 + 1]; ++t1) {
+                  const T* row = xplane + (w.taps[0][t0] * in[1] + w.taps[1][t1]) * in[2];
+                  for (int64_t t2 = w.tap_begin[2][o2]; t2 < w.tap_begin[2][o2 + 1]; ++t2) {
+                    sum += lp::LpTerm(static_cast<float>(Load(row[w.taps[2][t2]])), p);
+                  }
+                }
+              }
+              yplane[o] = Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(sum, p)));
+            }
+          }
+        }
+      }
+    });
+  }
+
+  LpPoolAttrs attrs_;
+};
+
+// ---------------------------------------------------------------------------
+// LRN.
+
+}  // namespace
+
+StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs) {
+  auto wrap = [](const Status& s) { return OpError(kLrn, s.message()); };
+  LrnAttrs l;
+  StatusOr<int64_t> size = attrs.Int("size");
+  if (!size.ok()) return wrap(size.status());
+  if (*size < 1) return OpError(kLrn, "size must be positive");
+  l.size = *size;
+  for (auto [name, dest, def] : {std::tuple<const char*, float*, float>{"alpha", &l.alpha, 1e-4f},
+                                 {"beta", &l.beta, 0.75f},
+                                 {"bias", &l.bias, 1.0f}}) {
+    StatusOr<float> v = attrs.Float(name, def);
+    if (!v.ok()) return wrap(v.status());
+    *dest = *v;
+  }
+  return l;
+}
+
+namespace {
+
+StatusOr<std::vector<TensorInfo>> InferLrn(const Attributes& attrs,
+                                           std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(kLrn, "expects 1 input");
+  REMEX_RETURN_IF_ERROR(ParseLrnAttrs(attrs).status());
+  if (!IsFloatType(in[0].dtype)) {
+    return OpError(kLrn, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  }
+  if (in[0].shape.size() < 2) {
+    return OpError(kLrn, "X must have rank >= 2 ([N, C, ...]), got " + ShapeToString(in[0].shape));
+  }
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
+}
+
+OpDef LrnDef() {
+  OpDef def;
+  def.name = std::string(kLrn);
+  def.infer = InferLrn;
+  return def;
+}
+
+class LrnKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<LrnKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(LrnAttrs parsed, ParseLrnAttrs(attrs));
+    return std::make_unique<LrnKernel>(def, attrs, std::move(parsed));
+  }
+  LrnKernel(const OpDef& def, const Attributes& attrs, LrnAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const Shape& shape = in[0].shape;
+    const int64_t n = shape[0], c = shape[1];
+    int64_t inner = 1;
+    for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+    const int64_t lo = (attrs_.size - 1) / 2;
+    const int64_t hi = attrs_.size - 1 - lo;  // ceil((size - 1) / 2).
+    return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* x = DataAs<const T>(in[0]);
+      T* y = DataAs<T>(out[0]);
+      const C alpha_over_size = static_cast<C>(attrs_.alpha) / static_cast<C>(attrs_.size);
+      const C bias = attrs_.bias, beta = attrs_.beta;
+      std::vector<C> sq(static_cast<size_t>(inner));
+      for (int64_t b = 0; b < n; ++b) {
+        const T* xb = x + b * c * inner;
+        T* yb = y + b * c * inner;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          std::fill(sq.begin(), sq.end(), C(0));
+          const int64_t first = std::max<int64_t>(0, ch - lo);
+          const int64_t last = std::min<int64_t>(c - 1, ch + hi);
+          for (int64_t cc = first; cc <= last; ++cc) {
+            const T* row = xb + cc * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              const C v = Load(row[i]);
+              sq[i] += v * v;
+            }
+          }
+          const T* xr = xb + ch * inner;
+          T* yr = yb + ch * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            yr[i] = Store<T>(Load(xr[i]) / std::pow(bias + alpha_over_size * sq[i], beta));
+          }
+        }
+      }
+      return OkStatus();
+    });
+  }
+
+ private:
+  LrnAttrs attrs_;
+};
+
+}  // namespace
+
+Status AddPoolOpDefs(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(registry.AddOp(MaxPoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(AveragePoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LpPoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(LrnDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalMaxPoolDef()));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(GlobalLpPoolDef()));
+  return registry.AddOp(GlobalAveragePoolDef());
+}
+
+Status AddPoolCpuKernels(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<MaxPoolKernel>(registry, "MaxPool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<AveragePoolKernel>(registry, "AveragePool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<LpPoolKernel>(registry, "LpPool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<LrnKernel>(registry, "LRN"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalMaxPoolKernel>(registry, "GlobalMaxPool"));
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<GlobalLpPoolKernel>(registry, "GlobalLpPool"));
+  return AddCpuKernel<GlobalAveragePoolKernel>(registry, "GlobalAveragePool");
+}
+
+}  // namespace remex::kernels::internal

@@ -1,0 +1,469 @@
+// MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv: shape functions, CPU
+// kernels and the views of their inputs (kernels/quantize_view.h).
+// https://onnx.ai/onnx/operators/onnx__MatMulInteger.html, onnx__QLinearMatMul.html,
+// onnx__ConvInteger.html, onnx__QLinearConv.html (all opset 10).
+//
+// MatMulInteger(A, B, [a_zero_point], [b_zero_point]) -> Y int32, numpy matmul shapes.
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+//   y_zero_point) -> y of y_zero_point's dtype.
+// ConvInteger(x, w, [x_zero_point], [w_zero_point]) -> y int32 [N, M, O1 ...].
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+//   y_zero_point, [B]) -> y of y_zero_point's dtype.
+// uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
+// int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
+// element-by-element sums of kernels/quantize_ops.h) and requantize with that header's
+// functions, so both devices give the same bits.
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/ops/nn/conv_common.h"  // ParseGroup.
+#include "kernels/internal.h"
+#include "kernels/ops/quantization/quantize_ops.h"
+#include "kernels/ops/quantization/quantize_view.h"
+
+namespace remex::kernels::internal {
+
+namespace {
+
+bool IsQuantType(DType dt) { return dt == DType::kUint8 || dt == DType::kInt8; }
+
+// Input positions of the integer and QLinear forms.
+struct Slots {
+  int a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp;  // -1: the form has no such input.
+};
+constexpr Slots kIntegerSlots = {0, -1, 2, 1, -1, 3, -1, -1};
+constexpr Slots kQLinearSlots = {0, 1, 2, 3, 4, 5, 6, 7};
+
+bool IsQLinear(std::string_view op) { return op == "QLinearMatMul" || op == "QLinearConv"; }
+
+const ShapeFnArg* Arg(std::span<const ShapeFnArg> in, int slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= in.size() || !in[slot].present) return nullptr;
+  return &in[slot];
+}
+
+// Checks the operands' dtypes and the per-tensor / per-`count` parameters; returns
+// whether B's (w's) parameters hold `count` values.
+StatusOr<bool> CheckQuantOperands(std::string_view op, std::span<const ShapeFnArg> in, int64_t count,
+                                  std::string_view count_what) {
+  const Slots s = IsQLinear(op) ? kQLinearSlots : kIntegerSlots;
+  const ShapeFnArg* a = Arg(in, s.a);
+  const ShapeFnArg* b = Arg(in, s.b);
+  if (a == nullptr || b == nullptr) return OpError(op, "expects its two operands");
+  for (const ShapeFnArg* t : {a, b}) {
+    if (!IsQuantType(t->dtype)) {
+      return OpError(op, "operands must be uint8 or int8, got " + std::string(DTypeName(t->dtype)));
+    }
+  }
+  if (IsQLinear(op)) {
+    for (int slot : {s.a_scale, s.a_zp, s.b_scale, s.b_zp, s.y_scale, s.y_zp}) {
+      if (Arg(in, slot) == nullptr) return OpError(op, "input " + std::to_string(slot) + " is required");
+    }
+  }
+  bool per_count = false;
+  struct Param {
+    int slot;
+    const char* what;
+    DType dtype;  // kUndefined: uint8 or int8.
+    bool vector_ok;
+  };
+  const Param params[] = {{s.a_scale, "the first operand's scale", DType::kFloat32, false},
+                          {s.a_zp, "the first operand's zero point", a->dtype, false},
+                          {s.b_scale, "the second operand's scale", DType::kFloat32, true},
+                          {s.b_zp, "the second operand's zero point", b->dtype, true},
+                          {s.y_scale, "y_scale", DType::kFloat32, false},
+                          {s.y_zp, "y_zero_point", DType::kUndefined, false}};
+  for (const Param& p : params) {
+    const ShapeFnArg* t = Arg(in, p.slot);
+    if (t == nullptr) continue;
+    if (p.dtype == DType::kUndefined ? !IsQuantType(t->dtype) : t->dtype != p.dtype) {
+      return OpError(op, std::string(p.what) + " must be " +
+                             (p.dtype == DType::kUndefined ? std::string("uint8 or int8")
+                                                           : std::string(DTypeName(p.dtype))) +
+                             ", got " + std::string(DTypeName(t->dtype)));
+    }
+    REMEX_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(op, t->shape));
+    if (t->shape.size() <= 1 && n == 1) continue;
+    if (p.vector_ok && t->shape.size() == 1 && n == count) {
+      per_count = true;
+      continue;
+    }
+    if (!p.vector_ok && t->shape.size() == 1 && p.slot == s.a_zp && !IsQLinear(op)) {
+      return Unimplemented(std::string(op) + ": a per-row zero point of A " + ShapeToString(t->shape) +
+                           " is not supported (per tensor only)");
+    }
+    return OpError(op, std::string(p.what) + " must hold one value" +
+                           (p.vector_ok ? " or " + std::to_string(count) + " (" + std::string(count_what) + ")"
+                                        : std::string()) +
+                           ", got " + ShapeToString(t->shape));
+  }
+  return per_count;
+}
+
+}  // namespace
+
+StatusOr<QMatMulView> QMatMulViewOf(std::string_view op, std::span<const ShapeFnArg> in) {
+  const Slots s = IsQLinear(op) ? kQLinearSlots : kIntegerSlots;
+  const ShapeFnArg* a = Arg(in, s.a);
+  const ShapeFnArg* b = Arg(in, s.b);
+  if (a == nullptr || b == nullptr) return OpError(op, "expects its two operands");
+  REMEX_ASSIGN_OR_RETURN(MatMulDims d, MatMulDimsOf(op, a->shape, b->shape));
+  REMEX_ASSIGN_OR_RETURN(bool per_column, CheckQuantOperands(op, in, d.n, "per column"));
+  if (d.batch.size() > static_cast<size_t>(quant::kMaxBatchRank)) {
+    return Unimplemented(std::string(op) + ": more than " + std::to_string(quant::kMaxBatchRank) +
+                         " batch dims: " + ShapeToString(d.output));
+  }
+  QMatMulView v;
+  v.output = d.output;
+  v.b_per_column = per_column;
+  quant::MatMulGeometry& g = v.g;
+  g.m = d.m;
+  g.k = d.k;
+  g.n = d.n;
+  g.rank = static_cast<int>(d.batch.size());
+  int64_t a_step = d.m * d.k, b_step = d.k * d.n;
+  for (int i = g.rank - 1; i >= 0; --i) {
+    g.dims[i] = d.batch[i];
+    g.a_stride[i] = d.a_batch[i] == 1 ? 0 : a_step;
+    g.b_stride[i] = d.b_batch[i] == 1 ? 0 : b_step;
+    a_step *= d.a_batch[i];
+    b_step *= d.b_batch[i];
+    g.batch *= d.batch[i];
+  }
+  return v;
+}
+
+StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  const Slots s = IsQLinear(op) ? kQLinearSlots : kIntegerSlots;
+  const ShapeFnArg* x = Arg(in, s.a);
+  const ShapeFnArg* w = Arg(in, s.b);
+  if (x == nullptr || w == nullptr) return OpError(op, "expects x and w");
+  REMEX_ASSIGN_OR_RETURN(WindowAttrs window, ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
+  REMEX_ASSIGN_OR_RETURN(int64_t group, ParseGroup(op, attrs));
+  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(op, window, group, x->shape, w->shape));
+  REMEX_ASSIGN_OR_RETURN(bool per_channel, CheckQuantOperands(op, in, d.m, "per output channel"));
+  if (op == "QLinearConv" && in.size() > 8 && in[8].present) {
+    if (in[8].dtype != DType::kInt32 || in[8].shape != Shape{d.m}) {
+      return OpError(op, "B must be int32 [" + std::to_string(d.m) + "], got " + std::string(DTypeName(in[8].dtype)) +
+                             " " + ShapeToString(in[8].shape));
+    }
+  }
+  QConvView v;
+  v.output = d.output;
+  v.w_per_channel = per_channel;
+  quant::ConvGeometry& g = v.g;
+  g.n = d.n;
+  g.c = d.c;
+  g.m = d.m;
+  g.group = d.group;
+  const size_t spatial = x->shape.size() - 2;
+  const size_t first = 3 - spatial;  // Fewer spatial dims fill the last slots.
+  for (size_t i = 0; i < spatial; ++i) {
+    g.in[first + i] = x->shape[2 + i];
+    g.out[first + i] = d.geometry.output[i];
+    g.kernel[first + i] = d.geometry.kernel[i];
+    g.stride[first + i] = d.geometry.strides[i];
+    g.dilation[first + i] = d.geometry.dilations[i];
+    g.pad[first + i] = d.geometry.pad_begin[i];
+  }
+  return v;
+}
+
+namespace {
+
+// The output dtype: int32 for the integer forms, y_zero_point's for the QLinear ones.
+DType OutputType(std::string_view op, std::span<const ShapeFnArg> in) {
+  return IsQLinear(op) ? in[7].dtype : DType::kInt32;
+}
+
+OpDef QDef(std::string_view name) {
+  OpDef def;
+  def.name = std::string(name);
+  def.since_version = 10;
+  const bool qlinear = IsQLinear(name);
+  def.min_inputs = qlinear ? 8 : 2;
+  def.max_inputs = name == "QLinearConv" ? 9 : qlinear ? 8 : 4;
+  const bool conv = name.find("Conv") != std::string_view::npos;
+  def.infer = [op = std::string(name), conv](const Attributes& attrs,
+                                             std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    Shape output;
+    if (conv) {
+      REMEX_ASSIGN_OR_RETURN(QConvView v, QConvViewOf(op, attrs, in));
+      output = v.output;
+    } else {
+      REMEX_ASSIGN_OR_RETURN(QMatMulView v, QMatMulViewOf(op, in));
+      output = v.output;
+    }
+    return std::vector<TensorInfo>{{OutputType(op, in), output}};
+  };
+  def.output_dtypes = [qlinear](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{qlinear ? (in.size() > 7 ? in[7] : DType::kUndefined) : DType::kInt32};
+  };
+  return def;
+}
+
+// Calls f(TypeTag<A>, TypeTag<B>) for the operands' types (uint8 / int8 each).
+template <typename F>
+Status DispatchOperands(DType a, DType b, F&& f) {
+  auto with_b = [&](auto a_tag) -> Status {
+    return b == DType::kUint8 ? f(a_tag, TypeTag<uint8_t>{}) : f(a_tag, TypeTag<int8_t>{});
+  };
+  return a == DType::kUint8 ? with_b(TypeTag<uint8_t>{}) : with_b(TypeTag<int8_t>{});
+}
+
+// Writes one output element: the int32 sum, or its requantization for the QLinear forms.
+struct OutputWriter {
+  bool qlinear = false;
+  DType y = DType::kInt32;
+  void* data = nullptr;
+  int32_t y_zp = 0;
+  void Put(int64_t i, int32_t sum, float multiplier) const {
+    if (!qlinear) {
+      static_cast<int32_t*>(data)[i] = sum;
+    } else if (y == DType::kUint8) {
+      static_cast<uint8_t*>(data)[i] = quant::Requantize<uint8_t>(sum, multiplier, y_zp);
+    } else {
+      static_cast<int8_t*>(data)[i] = quant::Requantize<int8_t>(sum, multiplier, y_zp);
+    }
+  }
+};
+
+// Per output channel (or column) c: its zero point of B and the requantization
+// multiplier a_scale * b_scale[c] / y_scale.
+struct ChannelParams {
+  std::vector<int32_t> b_zp;
+  std::vector<float> multiplier;
+};
+
+ChannelParams ChannelParamsOf(std::string_view op, std::span<const TensorRef> in, int64_t count) {
+  const Slots s = IsQLinear(op) ? kQLinearSlots : kIntegerSlots;
+  ChannelParams p;
+  p.b_zp.resize(static_cast<size_t>(count));
+  p.multiplier.assign(static_cast<size_t>(count), 1.0f);
+  const TensorRef* b_zp = static_cast<size_t>(s.b_zp) < in.size() ? &in[s.b_zp] : nullptr;
+  const int64_t zp_n = b_zp && b_zp->present() ? NumElements(b_zp->shape).value_or(1) : 1;
+  for (int64_t c = 0; c < count; ++c) p.b_zp[c] = ZeroPointAt(b_zp, zp_n == 1 ? 0 : c);
+  if (IsQLinear(op)) {
+    const float a_scale = *DataAs<const float>(in[s.a_scale]);
+    const float y_scale = *DataAs<const float>(in[s.y_scale]);
+    const float* b_scale = DataAs<const float>(in[s.b_scale]);
+    const bool per = NumElements(in[s.b_scale].shape).value_or(1) != 1;
+    for (int64_t c = 0; c < count; ++c) p.multiplier[c] = a_scale * b_scale[per ? c : 0] / y_scale;
+  }
+  return p;
+}
+
+OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const TensorRef& out) {
+  OutputWriter w;
+  w.qlinear = IsQLinear(op);
+  w.y = out.dtype;
+  w.data = out.data;
+  if (w.qlinear) w.y_zp = ZeroPointAt(&in[7], 0);
+  return w;
+}
+
+// The GEMM below is compiled for AVX-512 and AVX2 too (REMEX_CPU_CLONES).
+
+// c[i, j] (wrapping uint32) = sum over kk of a[i, kk] * b[kk, j] for int16 a [m, k] and
+// b [k, n] (zero points already subtracted: |value| <= 255, so a product fits int32 and
+// two fit with room). Four rows of c and two steps of kk at a time; the j loop is
+// contiguous and vectorises. The sums are exact modulo 2^32, the same as
+// quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
+REMEX_CPU_CLONES
+void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
+  std::fill(c, c + m * n, 0u);
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    uint32_t* c0 = c + i * n;
+    uint32_t* c1 = c0 + n;
+    uint32_t* c2 = c1 + n;
+    uint32_t* c3 = c2 + n;
+    const int16_t* a0 = a + i * k;
+    const int16_t* a1 = a0 + k;
+    const int16_t* a2 = a1 + k;
+    const int16_t* a3 = a2 + k;
+    int64_t kk = 0;
+    for (; kk + 2 <= k; kk += 2) {
+      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
+      const int32_t v0 = a0[kk + 1], v1 = a1[kk + 1], v2 = a2[kk + 1], v3 = a3[kk + 1];
+      const int16_t* bu = b + kk * n;
+      const int16_t* bv = bu + n;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t x = bu[j], y = bv[j];
+        c0[j] += static_cast<uint32_t>(u0 * x + v0 * y);
+        c1[j] += static_cast<uint32_t>(u1 * x + v1 * y);
+        c2[j] += static_cast<uint32_t>(u2 * x + v2 * y);
+        c3[j] += static_cast<uint32_t>(u3 * x + v3 * y);
+      }
+    }
+    for (; kk < k; ++kk) {
+      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
+      const int16_t* bu = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t x = bu[j];
+        c0[j] += static_cast<uint32_t>(u0 * x);
+        c1[j] += static_cast<uint32_t>(u1 * x);
+        c2[j] += static_cast<uint32_t>(u2 * x);
+        c3[j] += static_cast<uint32_t>(u3 * x);
+      }
+    }
+  }
+  for (; i < m; ++i) {
+    uint32_t* ci = c + i * n;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int32_t u = a[i * k + kk];
+      const int16_t* bu = b + kk * n;
+      for (int64_t j = 0; j < n; ++j) ci[j] += static_cast<uint32_t>(u * static_cast<int32_t>(bu[j]));
+    }
+  }
+}
+
+class QMatMulKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(QMatMulView v, QMatMulViewOf(op(), args));
+    const Slots s = IsQLinear(op()) ? kQLinearSlots : kIntegerSlots;
+    const quant::MatMulGeometry& g = v.g;
+    const int32_t a_zp = static_cast<size_t>(s.a_zp) < in.size() ? ZeroPointAt(&in[s.a_zp], 0) : 0;
+    const ChannelParams p = ChannelParamsOf(op(), in, g.n);
+    const OutputWriter w = WriterOf(op(), in, out[0]);
+    return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto a_tag, auto b_tag) -> Status {
+      using A = typename decltype(a_tag)::type;
+      using B = typename decltype(b_tag)::type;
+      const A* a = DataAs<const A>(in[s.a]);
+      const B* b = DataAs<const B>(in[s.b]);
+      std::vector<int16_t> a16(static_cast<size_t>(g.m * g.k)), b16(static_cast<size_t>(g.k * g.n));
+      std::vector<uint32_t> c(static_cast<size_t>(g.m * g.n));
+      for (int64_t batch = 0; batch < g.batch; ++batch) {
+        int64_t a_off = 0, b_off = 0;
+        quant::BatchOffsets(g, batch, &a_off, &b_off);
+        for (int64_t i = 0; i < g.m * g.k; ++i) a16[i] = static_cast<int16_t>(int32_t{a[a_off + i]} - a_zp);
+        for (int64_t i = 0; i < g.k * g.n; ++i) {
+          b16[i] = static_cast<int16_t>(int32_t{b[b_off + i]} - p.b_zp[i % g.n]);
+        }
+        IntGemm(a16.data(), b16.data(), c.data(), g.m, g.k, g.n);
+        for (int64_t i = 0; i < g.m * g.n; ++i) {
+          w.Put(batch * g.m * g.n + i, static_cast<int32_t>(c[i]), p.multiplier[i % g.n]);
+        }
+      }
+      return OkStatus();
+    });
+  }
+};
+
+// The integer convolution as GEMMs: per image and group, W' [M / group, K] (w - w_zp)
+// times columns of the input patches (x - x_zp, 0 in the padding) [K, tile], K = C /
+// group * kernel size, over tiles of output positions so that the patch matrix stays
+// small.
+class QConvKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_RETURN_IF_ERROR(CheckQConvAttrs(def.name, attrs));
+    return std::make_unique<QConvKernel>(def, attrs);
+  }
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    REMEX_ASSIGN_OR_RETURN(QConvView v, QConvViewOf(op(), attrs(), args));
+    const Slots s = IsQLinear(op()) ? kQLinearSlots : kIntegerSlots;
+    const quant::ConvGeometry& g = v.g;
+    const int32_t x_zp = static_cast<size_t>(s.a_zp) < in.size() ? ZeroPointAt(&in[s.a_zp], 0) : 0;
+    const ChannelParams p = ChannelParamsOf(op(), in, g.m);
+    const int32_t* bias = in.size() > 8 && in[8].present() ? DataAs<const int32_t>(in[8]) : nullptr;
+    const OutputWriter w = WriterOf(op(), in, out[0]);
+    return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto x_tag, auto w_tag) -> Status {
+      using X = typename decltype(x_tag)::type;
+      using W = typename decltype(w_tag)::type;
+      const X* x = DataAs<const X>(in[s.a]);
+      const W* wt = DataAs<const W>(in[s.b]);
+      const int64_t cg = g.c / g.group, mg = g.m / g.group;
+      const int64_t ksize = g.kernel[0] * g.kernel[1] * g.kernel[2];
+      const int64_t k = cg * ksize;
+      const int64_t plane = g.out[0] * g.out[1] * g.out[2];
+      const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+      constexpr int64_t kTile = 512;
+      std::vector<int16_t> w16(static_cast<size_t>(g.m * k));
+      for (int64_t m = 0; m < g.m; ++m) {
+        for (int64_t i = 0; i < k; ++i) {
+          w16[m * k + i] = static_cast<int16_t>(int32_t{wt[m * k + i]} - p.b_zp[m]);
+        }
+      }
+      std::vector<int16_t> col(static_cast<size_t>(k * kTile));
+      std::vector<uint32_t> acc(static_cast<size_t>(mg * kTile));
+      std::vector<int64_t> o0(kTile), o1(kTile), o2(kTile);
+      for (int64_t b = 0; b < g.n; ++b) {
+        for (int64_t grp = 0; grp < g.group; ++grp) {
+          for (int64_t t0 = 0; t0 < plane; t0 += kTile) {
+            const int64_t tn = std::min(kTile, plane - t0);
+            for (int64_t t = 0; t < tn; ++t) {
+              const int64_t pos = t0 + t;
+              o2[t] = pos % g.out[2];
+              o1[t] = (pos / g.out[2]) % g.out[1];
+              o0[t] = pos / (g.out[2] * g.out[1]);
+            }
+            // The patch matrix [k, tn].
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              const X* xc = x + (b * g.c + grp * cg + ci) * in_plane;
+              for (int64_t kk = 0; kk < ksize; ++kk) {
+                const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
+                const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
+                int16_t* row = col.data() + (ci * ksize + kk) * tn;
+                for (int64_t t = 0; t < tn; ++t) {
+                  const int64_t i0 = o0[t] * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+                  const int64_t i1 = o1[t] * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+                  const int64_t i2 = o2[t] * g.stride[2] - g.pad[2] + k2 * g.dilation[2];
+                  const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+                  row[t] = inside ? static_cast<int16_t>(int32_t{xc[(i0 * g.in[1] + i1) * g.in[2] + i2]} - x_zp) : 0;
+                }
+              }
+            }
+            IntGemm(w16.data() + grp * mg * k, col.data(), acc.data(), mg, k, tn);
+            for (int64_t mi = 0; mi < mg; ++mi) {
+              const int64_t m = grp * mg + mi;
+              const uint32_t add = bias ? static_cast<uint32_t>(bias[m]) : 0u;
+              for (int64_t t = 0; t < tn; ++t) {
+                w.Put((b * g.m + m) * plane + t0 + t, static_cast<int32_t>(acc[mi * tn + t] + add), p.multiplier[m]);
+              }
+            }
+          }
+        }
+      }
+      return OkStatus();
+    });
+  }
+};
+
+constexpr std::string_view kMatMuls[] = {"MatMulInteger", "QLinearMatMul"};
+constexpr std::string_view kConvs[] = {"ConvInteger", "QLinearConv"};
+
+}  // namespace
+
+Status CheckQConvAttrs(std::string_view op, const Attributes& attrs) {
+  REMEX_RETURN_IF_ERROR(ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false).status());
+  return ParseGroup(op, attrs).status();
+}
+
+Status AddQLinearOpDefs(KernelRegistry& registry) {
+  for (std::string_view name : kMatMuls) REMEX_RETURN_IF_ERROR(registry.AddOp(QDef(name)));
+  for (std::string_view name : kConvs) REMEX_RETURN_IF_ERROR(registry.AddOp(QDef(name)));
+  return OkStatus();
+}
+
+Status AddQLinearCpuKernels(KernelRegistry& registry) {
+  for (std::string_view name : kMatMuls) {
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<QMatMulKernel>(registry, name));
+  }
+  for (std::string_view name : kConvs) {
+    REMEX_RETURN_IF_ERROR(AddCpuKernel<QConvKernel>(registry, name));
+  }
+  return OkStatus();
+}
+
+}  // namespace remex::kernels::internal

@@ -1,0 +1,275 @@
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear: shape functions and CPU
+// kernels, and the input views of the quantization ops (kernels/quantize_view.h).
+// https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html (opsets 10, 13),
+// onnx__DequantizeLinear.html (10, 13), onnx__DynamicQuantizeLinear.html (11).
+//
+// QuantizeLinear(x, y_scale, [y_zero_point]) -> y of x's shape and the zero point's
+//   dtype (uint8 without one); per tensor, or per axis at opset 13.
+// DequantizeLinear(x, x_scale, [x_zero_point]) -> y float32 of x's shape.
+// DynamicQuantizeLinear(x float32) -> y uint8 of x's shape, y_scale float32 [],
+//   y_zero_point uint8 [].
+// The formulas are kernels/quantize_ops.h's. A scale that is zero, negative or not
+// finite is not refused (ONNX does not): division by it gives what float32 gives,
+// saturated.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/ops/quantization/quantize_ops.h"
+#include "kernels/ops/quantization/quantize_view.h"
+
+namespace remex::kernels::internal {
+
+namespace {
+
+bool IsQuantType(DType dt) { return dt == DType::kUint8 || dt == DType::kInt8; }
+
+// Checks a scale or zero point of `what` holding 1 value or (per axis / per column)
+// `count` values; returns whether it holds `count` values (> 1).
+StatusOr<bool> CheckParam(std::string_view op, std::string_view what, const ShapeFnArg& p, int64_t count,
+                          bool allow_vector) {
+  REMEX_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(op, p.shape));
+  if (p.shape.size() <= 1 && n == 1) return false;
+  if (allow_vector && p.shape.size() == 1 && n == count) return count > 1;
+  return OpError(op, std::string(what) + " must hold one value" +
+                         (allow_vector ? " or " + std::to_string(count) + " (1-D)" : std::string()) + ", got " +
+                         ShapeToString(p.shape));
+}
+
+}  // namespace
+
+StatusOr<QuantizeView> QuantizeViewOf(std::string_view op, int since_version, const Attributes& attrs,
+                                      std::span<const ShapeFnArg> in) {
+  const bool quantize = op == "QuantizeLinear";
+  if (in.size() < 2 || !in[0].present || !in[1].present) return OpError(op, "expects x and a scale");
+  QuantizeView v;
+  v.x = in[0].dtype;
+  if (quantize) {
+    if (v.x != DType::kFloat32 && v.x != DType::kInt32) {
+      return OpError(op, "x must be float32 or int32, got " + std::string(DTypeName(v.x)));
+    }
+  } else if (!IsQuantType(v.x) && v.x != DType::kInt32) {
+    return OpError(op, "x must be uint8, int8 or int32, got " + std::string(DTypeName(v.x)));
+  }
+  if (in[1].dtype != DType::kFloat32) {
+    return OpError(op, "the scale must be float32, got " + std::string(DTypeName(in[1].dtype)));
+  }
+  v.has_zero_point = in.size() > 2 && in[2].present;
+  v.q = quantize ? DType::kUint8 : v.x;
+  if (v.has_zero_point) {
+    const DType zt = in[2].dtype;
+    if (quantize ? !IsQuantType(zt) : zt != v.x) {
+      return OpError(op, std::string("the zero point must be ") + (quantize ? "uint8 or int8" : "x's dtype") +
+                             ", got " + std::string(DTypeName(zt)));
+    }
+    if (quantize) v.q = zt;
+  }
+  const Shape& s = in[0].shape;
+  REMEX_ASSIGN_OR_RETURN(int64_t total, CheckedNumElements(op, s));
+  // `axis` (opset 13) matters only when the scale holds several values (per axis).
+  int64_t axis = 0;
+  REMEX_ASSIGN_OR_RETURN(int64_t scale_count, CheckedNumElements(op, in[1].shape));
+  const bool allow_axis = since_version >= 13 && !s.empty() && in[1].shape.size() == 1 && scale_count != 1;
+  if (allow_axis) {
+    StatusOr<int64_t> a = attrs.Int("axis", 1);
+    if (!a.ok()) return OpError(op, a.status().message());
+    REMEX_ASSIGN_OR_RETURN(axis, NormalizeAxis(op, *a, static_cast<int64_t>(s.size())));
+    v.channels = s[axis];
+  }
+  REMEX_ASSIGN_OR_RETURN(bool scale_axis, CheckParam(op, "the scale", in[1], v.channels, allow_axis));
+  bool zp_axis = scale_axis;
+  if (v.has_zero_point) {
+    REMEX_ASSIGN_OR_RETURN(zp_axis, CheckParam(op, "the zero point", in[2], v.channels, allow_axis));
+  }
+  if (zp_axis != scale_axis) {
+    return OpError(op, "the scale " + ShapeToString(in[1].shape) + " and the zero point " +
+                           ShapeToString(in[2].shape) + " must both be per tensor or both per axis");
+  }
+  v.per_axis = scale_axis;
+  if (v.per_axis) {
+    for (int64_t d = 0; d < axis; ++d) v.outer *= s[d];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < s.size(); ++d) v.inner *= s[d];
+  } else {
+    v.channels = 1;
+    v.inner = total;
+  }
+  return v;
+}
+
+int32_t ZeroPointAt(const TensorRef* zero_point, int64_t i) {
+  if (zero_point == nullptr || !zero_point->present()) return 0;
+  switch (zero_point->dtype) {
+    case DType::kUint8: return static_cast<const uint8_t*>(zero_point->data)[i];
+    case DType::kInt8: return static_cast<const int8_t*>(zero_point->data)[i];
+    case DType::kInt32: return static_cast<const int32_t*>(zero_point->data)[i];
+    default: return 0;
+  }
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear and DequantizeLinear.
+
+StatusOr<std::vector<TensorInfo>> InferQuantize(int since, const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  REMEX_ASSIGN_OR_RETURN(QuantizeView v, QuantizeViewOf("QuantizeLinear", since, attrs, in));
+  return std::vector<TensorInfo>{{v.q, in[0].shape}};
+}
+
+StatusOr<std::vector<TensorInfo>> InferDequantize(int since, const Attributes& attrs,
+                                                  std::span<const ShapeFnArg> in) {
+  REMEX_ASSIGN_OR_RETURN(QuantizeView v, QuantizeViewOf("DequantizeLinear", since, attrs, in));
+  (void)v;
+  return std::vector<TensorInfo>{{DType::kFloat32, in[0].shape}};
+}
+
+OpDef QuantizeDef(bool quantize, int since) {
+  OpDef def;
+  def.name = quantize ? "QuantizeLinear" : "DequantizeLinear";
+  def.since_version = since;
+  def.end_version = since == 10 ? 12 : kOpenEndedVersion;
+  def.min_inputs = 2;
+  def.max_inputs = 3;
+  if (quantize) {
+    def.infer = [since](const Attributes& a, std::span<const ShapeFnArg> in) { return InferQuantize(since, a, in); };
+    def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+      return std::vector<DType>{in.size() > 2 && in[2] != DType::kUndefined ? in[2] : DType::kUint8};
+    };
+  } else {
+    def.infer = [since](const Attributes& a, std::span<const ShapeFnArg> in) {
+      return InferDequantize(since, a, in);
+    };
+    def.output_dtypes = [](const Attributes&, std::span<const DType>) {
+      return std::vector<DType>{DType::kFloat32};
+    };
+  }
+  return def;
+}
+
+class QuantizeKernel final : public ValidatedKernel {
+ public:
+  QuantizeKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs), since_(def.since_version) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const bool quantize = op() == "QuantizeLinear";
+    REMEX_ASSIGN_OR_RETURN(QuantizeView v, QuantizeViewOf(op(), since_, attrs(), ToShapeArgs(in)));
+    const float* scale = DataAs<const float>(in[1]);
+    const TensorRef* zp = in.size() > 2 ? &in[2] : nullptr;
+    if (!quantize && v.x == DType::kInt32) {
+      for (int64_t c = 0; c < (v.has_zero_point ? v.channels : 0); ++c) {
+        if (ZeroPointAt(zp, c) != 0) return OpError(op(), "the zero point of int32 x must be 0");
+      }
+    }
+    auto run = [&](auto x_tag, auto y_tag) {
+      using X = typename decltype(x_tag)::type;
+      using Y = typename decltype(y_tag)::type;
+      const X* x = DataAs<const X>(in[0]);
+      Y* y = DataAs<Y>(out[0]);
+      for (int64_t o = 0; o < v.outer; ++o) {
+        for (int64_t c = 0; c < v.channels; ++c) {
+          const float s = scale[c];
+          const int32_t z = ZeroPointAt(zp, c);
+          const int64_t base = (o * v.channels + c) * v.inner;
+          for (int64_t i = base; i < base + v.inner; ++i) {
+            if constexpr (std::is_same_v<Y, float>) {
+              y[i] = quant::Dequantize(static_cast<int32_t>(x[i]), z, s);
+            } else {
+              y[i] = quant::Quantize<Y>(static_cast<float>(x[i]), s, z);
+            }
+          }
+        }
+      }
+      return OkStatus();
+    };
+    auto with_q = [&](auto other_tag, bool q_is_y) -> Status {
+      switch (v.q) {
+        case DType::kUint8:
+          return q_is_y ? run(other_tag, TypeTag<uint8_t>{}) : run(TypeTag<uint8_t>{}, other_tag);
+        case DType::kInt8:
+          return q_is_y ? run(other_tag, TypeTag<int8_t>{}) : run(TypeTag<int8_t>{}, other_tag);
+        default:
+          return run(TypeTag<int32_t>{}, other_tag);  // Dequantize of int32 x.
+      }
+    };
+    if (!quantize) return with_q(TypeTag<float>{}, false);
+    if (v.x == DType::kFloat32) return with_q(TypeTag<float>{}, true);
+    return with_q(TypeTag<int32_t>{}, true);
+  }
+
+ private:
+  int since_;
+};
+
+// ---------------------------------------------------------------------------
+// DynamicQuantizeLinear.
+
+StatusOr<std::vector<TensorInfo>> InferDynamicQuantize(const Attributes&, std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "DynamicQuantizeLinear";
+  if (in.size() != 1 || !in[0].present) return OpError(op, "expects x");
+  if (in[0].dtype != DType::kFloat32) {
+    return OpError(op, "x must be float32, got " + std::string(DTypeName(in[0].dtype)));
+  }
+  return std::vector<TensorInfo>{{DType::kUint8, in[0].shape}, {DType::kFloat32, {}}, {DType::kUint8, {}}};
+}
+
+OpDef DynamicQuantizeDef() {
+  OpDef def;
+  def.name = "DynamicQuantizeLinear";
+  def.since_version = 11;
+  def.max_outputs = 3;  // y_scale and y_zero_point may be left out (the CPU kernel).
+  def.infer = InferDynamicQuantize;
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) {
+    return std::vector<DType>{DType::kUint8, DType::kFloat32, DType::kUint8};
+  };
+  return def;
+}
+
+class DynamicQuantizeKernel final : public ValidatedKernel {
+ public:
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    const int64_t n = NumElements(in[0].shape).value_or(0);
+    const float* x = DataAs<const float>(in[0]);
+    // NaN is skipped by the comparisons; an empty x gives the range [0, 0].
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      lo = x[i] < lo ? x[i] : lo;
+      hi = x[i] > hi ? x[i] : hi;
+    }
+    const quant::DynamicParams p = quant::DynamicQuantizeParams(lo, hi);
+    uint8_t* y = DataAs<uint8_t>(out[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = quant::Quantize<uint8_t>(x[i], p.scale, p.zero_point);
+    if (out.size() > 1) *DataAs<float>(out[1]) = p.scale;
+    if (out.size() > 2) *DataAs<uint8_t>(out[2]) = p.zero_point;
+    return OkStatus();
+  }
+};
+
+}  // namespace
+
+Status AddQuantizeOpDefs(KernelRegistry& registry) {
+  for (bool quantize : {true, false}) {
+    for (int since : {10, 13}) REMEX_RETURN_IF_ERROR(registry.AddOp(QuantizeDef(quantize, since)));
+  }
+  return registry.AddOp(DynamicQuantizeDef());
+}
+
+Status AddQuantizeCpuKernels(KernelRegistry& registry) {
+  for (bool quantize : {true, false}) {
+    for (int since : {10, 13}) {
+      REMEX_RETURN_IF_ERROR(
+          AddCpuKernel<QuantizeKernel>(registry, quantize ? "QuantizeLinear" : "DequantizeLinear", since));
+    }
+  }
+  return AddCpuKernel<DynamicQuantizeKernel>(registry, "DynamicQuantizeLinear");
+}
+
+}  // namespace remex::kernels::internal

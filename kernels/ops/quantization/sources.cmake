@@ -1,0 +1,9 @@
+# The quantization family's CPU sources and tests (kernels/ops/families.def; included by
+# kernels/CMakeLists.txt for the table's REMEX_OP_FAMILY(quantization) row).
+target_sources(remex_kernels PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/quantize.cc
+  ${CMAKE_CURRENT_LIST_DIR}/qlinear.cc
+)
+list(APPEND REMEX_KERNELS_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/quantize_test.cc
+)

@@ -1,0 +1,9 @@
+# The rnn family's CPU sources and tests (kernels/ops/families.def; included by
+# kernels/CMakeLists.txt for the table's REMEX_OP_FAMILY(rnn) row).
+target_sources(remex_kernels PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/rnn_def.cc
+  ${CMAKE_CURRENT_LIST_DIR}/rnn.cc
+)
+list(APPEND REMEX_KERNELS_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/rnn_test.cc
+)

@@ -1,0 +1,14 @@
+# The signal family's CUDA kernels and tests (kernels/ops/families.def; included by
+# kernels/cuda/CMakeLists.txt for the table's REMEX_OP_FAMILY(signal) row in a CUDA build).
+target_sources(remex_kernels_cuda PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/spectral.cc
+  ${CMAKE_CURRENT_LIST_DIR}/spectral_impl.cu
+  ${CMAKE_CURRENT_LIST_DIR}/window.cc
+)
+# No contraction into fused multiply-adds: the sums and twiddle polynomials round as on the CPU.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/spectral_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
+
+# Differential tests against the CPU kernels (skip without a GPU).
+add_executable(spectral_cuda_test ${CMAKE_CURRENT_LIST_DIR}/spectral_cuda_test.cc)
+target_link_libraries(spectral_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
+gtest_discover_tests(spectral_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
