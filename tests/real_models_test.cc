@@ -51,6 +51,10 @@ struct RealModel {
   double quantized_mean = 0.005;
 };
 
+// What CTest's name of each case carries (gtest_discover_tests): the model's name, the
+// same in every build (gtest's default prints raw bytes, pointers included).
+void PrintTo(const RealModel& m, std::ostream* os) { *os << m.name; }
+
 InputSpec Normal(std::string name, Shape shape, double scale = 1) {
   return {InputSpec::kNormal, std::move(name), std::move(shape), scale};
 }

@@ -33,6 +33,14 @@ struct ConvCase {
   bool bias = true;
 };
 
+// CTest's name of each case (gtest_discover_tests) is what this prints: every field, so
+// that it is unique and the same in every build (gtest's default prints raw bytes).
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  *os << "x" << ShapeToString(c.x) << " m" << c.m << " kernel" << ShapeToString(c.kernel) << " group" << c.group
+      << " strides" << ShapeToString(c.strides) << " dilations" << ShapeToString(c.dilations) << " pads"
+      << ShapeToString(c.pads) << " " << c.auto_pad << (c.bias ? "" : " no-bias");
+}
+
 // Direct N-d convolution (up to 3 spatial dims) with explicit pads.
 std::vector<float> NaiveConv(const ConvCase& c, const std::vector<float>& x,
                              const std::vector<float>& w, const std::vector<float>& b,

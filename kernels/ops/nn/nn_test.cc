@@ -42,6 +42,15 @@ struct ConvTransposeCase {
   bool bias = true;
 };
 
+// CTest's name of each case (gtest_discover_tests) is what this prints: every field, so
+// that it is unique and the same in every build (gtest's default prints raw bytes).
+void PrintTo(const ConvTransposeCase& c, std::ostream* os) {
+  *os << "x" << ShapeToString(c.x) << " m" << c.m << " kernel" << ShapeToString(c.kernel) << " group" << c.group
+      << " strides" << ShapeToString(c.strides) << " dilations" << ShapeToString(c.dilations) << " pads"
+      << ShapeToString(c.pads) << " output_padding" << ShapeToString(c.output_padding) << " output_shape"
+      << ShapeToString(c.output_shape) << " " << c.auto_pad << (c.bias ? "" : " no-bias");
+}
+
 // Output extents and begin pads as ONNX defines them (reference side).
 void ReferenceGeometry(const ConvTransposeCase& c, Shape& out, std::vector<int64_t>& pad_begin) {
   const size_t nsp = c.kernel.size();
@@ -287,6 +296,14 @@ struct AvgPoolCase {
   bool count_include_pad = false;
   std::string auto_pad = "NOTSET";
 };
+
+// CTest's name of each case (gtest_discover_tests) is what this prints: every field, so
+// that it is unique and the same in every build (gtest's default prints raw bytes).
+void PrintTo(const AvgPoolCase& c, std::ostream* os) {
+  *os << "x" << ShapeToString(c.x) << " kernel" << ShapeToString(c.kernel) << " strides" << ShapeToString(c.strides)
+      << " pads" << ShapeToString(c.pads) << (c.ceil_mode ? " ceil_mode" : "")
+      << (c.count_include_pad ? " count_include_pad" : "") << " " << c.auto_pad;
+}
 
 class AveragePoolRandomTest : public ::testing::TestWithParam<AvgPoolCase> {};
 
