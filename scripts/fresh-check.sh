@@ -128,8 +128,13 @@ wheel_root=$dir/wheel-root  # --wheel's second system
 
 mounted=()
 server_pid=""  # --wheel's remex-server
+wheel_debootstrap_pid=""  # --wheel's second debootstrap, run beside the build
 cleanup() {
   local status=$? i
+  if [[ -n $wheel_debootstrap_pid ]]; then
+    kill "$wheel_debootstrap_pid" 2>/dev/null || true
+    wait "$wheel_debootstrap_pid" 2>/dev/null || true
+  fi
   if [[ -n $server_pid ]]; then
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
@@ -162,6 +167,14 @@ echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
 debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
   >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
 step_done "debootstrap"
+if ((wheel)); then
+  # The wheel's system (step 3) is made while the first one installs and builds: its
+  # debootstrap waits on the network and the disk, the build on the processors.
+  mkdir -p "$wheel_root/etc/dpkg/dpkg.cfg.d"
+  echo force-unsafe-io >"$wheel_root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
+  debootstrap --variant=minbase "$suite" "$wheel_root" "$mirror" >"$dir/debootstrap-wheel.log" 2>&1 &
+  wheel_debootstrap_pid=$!
+fi
 # configure_system ROOT: a system debootstrap made in ROOT (under $dir) gets the
 # machine's own configuration, as a user's machine would have it, and proc, sys and dev
 # mounted. Packages' services (redis-server's) are not started inside the throwaway
@@ -254,10 +267,9 @@ if ((wheel)); then
   # as the image installs them.
   runtime_packages=$(python3 "$repo/tests/docker_runtime_test.py" --runtime-packages "$repo/docker/Dockerfile.server")
   [[ -n $runtime_packages ]] || die "docker/Dockerfile.server's runtime stage lists no packages"
-  mkdir -p "$wheel_root/etc/dpkg/dpkg.cfg.d"
-  echo force-unsafe-io >"$wheel_root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
-  debootstrap --variant=minbase "$suite" "$wheel_root" "$mirror" >"$dir/debootstrap-wheel.log" 2>&1 ||
-    { tail -20 "$dir/debootstrap-wheel.log" >&2; die "debootstrap of the wheel's system failed"; }
+  wait "$wheel_debootstrap_pid" ||
+    { wheel_debootstrap_pid=""; tail -20 "$dir/debootstrap-wheel.log" >&2; die "debootstrap of the wheel's system failed"; }
+  wheel_debootstrap_pid=""
   configure_system "$wheel_root"
   in_root "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends python3 python3-venv python3-numpy $(echo $runtime_packages) >/dev/null" \

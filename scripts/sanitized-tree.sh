@@ -12,8 +12,8 @@
 #   - the CUDA device on the host emulation of CUDA (REMEX_CUDA_EMULATION=ON), so every
 #     CUDA kernel runs under the sanitizers without a GPU or nvcc;
 #   - no Python client (its module would load the sanitizers' runtime into an
-#     uninstrumented python3), no bench/, no host tooling tests (scripts/test-sanitized.sh
-#     says why).
+#     uninstrumented python3), no bench/, no host tooling tests, no conformance and
+#     whole-model tests (scripts/test-sanitized.sh says why).
 # Defines: sanitized_build (the tree), sanitized_packages (the Debian packages it needs),
 # sanitized_cmake_args (for scripts/test.sh or cmake), sanitized_check_deps [--install].
 
@@ -25,6 +25,7 @@ sanitized_link="-fsanitize=address,undefined"
 sanitized_cmake_args=(
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug
   -DREMEX_CUDA_EMULATION=ON -DREMEX_FUZZ=ON -DREMEX_PYTHON=OFF -DREMEX_BENCH=OFF -DREMEX_TOOLING_TESTS=OFF
+  -DREMEX_MODEL_TESTS=OFF
   "-DCMAKE_CXX_FLAGS=$sanitized_flags" "-DCMAKE_C_FLAGS=$sanitized_flags"
   "-DCMAKE_EXE_LINKER_FLAGS=$sanitized_link" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitized_link")
 

@@ -41,8 +41,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # sanitizers do not; the kernels they run are run sanitized by the kernels' own tests,
 # and executables compiled from conformance models, as fuzz_executable seeds, by the
 # fuzz tree.
-# All of them run in the plain suite (scripts/test.sh). (The `cuda-emu` whole-model
+# This tree does not build those (-DREMEX_MODEL_TESTS=OFF, scripts/sanitized-tree.sh);
+# all of them run in the plain suite (scripts/test.sh). (The `cuda-emu` whole-model
 # tests run here: this tree is their only one.)
+# A passing run leaves the names of its tests in build-emu/tests-passed.txt, which CI's
+# plain suite then leaves out (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
 ctest_args=(-LE 'packaging|conformance|model')
 if [[ ${1:-} == -- ]]; then shift; ctest_args+=("$@"); fi
 exec "$repo/scripts/test.sh" "${sanitized_cmake_args[@]}" -- "${ctest_args[@]}"

@@ -13,6 +13,13 @@
 #   REMEX_ORT_RUN          tests/reference/ort_run.js (the reference runtime)
 #   REMEX_REAL_MODELS_DIR  folder of the real-model test's models (scripts/fetch-real-models.sh)
 #   REMEX_CONFORMANCE_DIR  folder holding onnx-node/ (and onnx-simple/)
+# A run whose tests all pass writes their names, one a line, to BUILD/tests-passed.txt,
+# and the test executables all of whose tests passed to BUILD/test-executables-passed.txt
+# (scripts/tests_passed.py). REMEX_SKIP_TESTS_IN=FILE, such a tests-passed.txt of another
+# tree, leaves out the tests FILE names and does not build the executables recorded
+# beside it (-DREMEX_SKIP_TEST_TARGETS): CI runs here only what its sanitized tree did
+# not (.ci/run). The tests left are selected by number (ctest -I), so ctest's own
+# arguments still narrow them further.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,8 +37,14 @@ if [[ -n ${REMEX_BUILD_TARGETS:-} ]]; then
   read -r -d '' -a names <<<"$REMEX_BUILD_TARGETS" || true  # Names split on any whitespace.
   targets=(--target "${names[@]}")
 fi
+skip_targets=""
+if [[ -n ${REMEX_SKIP_TESTS_IN:-} ]]; then
+  [[ -f $REMEX_SKIP_TESTS_IN ]] || { echo "test: REMEX_SKIP_TESTS_IN: no file $REMEX_SKIP_TESTS_IN" >&2; exit 2; }
+  skip_targets=$(python3 scripts/tests_passed.py executables "$REMEX_SKIP_TESTS_IN")
+fi
 # The Python client is required here: its tests are part of the suite.
-cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMEX_PYTHON=ON "${cmake_args[@]}"
+cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMEX_PYTHON=ON \
+  "-DREMEX_SKIP_TEST_TARGETS=$skip_targets" "${cmake_args[@]}"
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 
 REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
@@ -44,8 +57,23 @@ REMEX_REQUIRE_MODELS=1
 export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REAL_MODELS_DIR REMEX_REQUIRE_MODELS
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
+selection=()
+if [[ -n ${REMEX_SKIP_TESTS_IN:-} ]]; then
+  numbers=$(python3 scripts/tests_passed.py select "$build" "$REMEX_SKIP_TESTS_IN")
+  skipped=$(wc -l <"$REMEX_SKIP_TESTS_IN")
+  if [[ -z $numbers ]]; then
+    echo "test: every test of $build is named in $REMEX_SKIP_TESTS_IN ($skipped names): none to run"
+    exit 0
+  fi
+  echo "test: leaving out the $skipped tests named in $REMEX_SKIP_TESTS_IN; $(tr ',' '\n' <<<"$numbers" | wc -l) to run"
+  selection=(-I "0,0,0,$numbers")
+fi
+rm -f "$build/tests-passed.txt" "$build/test-executables-passed.txt"
 rc=0
-ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}" || rc=$?
+ctest --test-dir "$build" --output-on-failure -j2 "${selection[@]}" "${ctest_args[@]}" || rc=$?
+if ((rc == 0)); then
+  python3 scripts/tests_passed.py record "$build" "${selection[@]}" "${ctest_args[@]}"
+fi
 if ((rc != 0)); then
   # A log keeps only its tail at hand: each failed test's own last lines again, after ctest's summary.
   scripts/ctest-failures.sh "$build" || true
