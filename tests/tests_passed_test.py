@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Tests of scripts/tests_passed.py, which lets CI's plain suite run and build only what
+its sanitized suite did not (.ci/run): on two small CMake projects configured here, as a
+sanitized and a plain tree would be, with a real cmake and ctest.
+
+Usage: tests_passed_test.py [unittest arguments]
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "scripts", "tests_passed.py")
+
+# Stands in for a GoogleTest executable: ctest passes --gtest_filter as
+# gtest_discover_tests does, and the program passes.
+PROJECT = textwrap.dedent("""\
+    cmake_minimum_required(VERSION 3.20)
+    project(t NONE)
+    enable_testing()
+    # add_gtest(EXE NAME [LABEL]): the test NAME running the program EXE of this tree.
+    function(add_gtest exe name)
+      configure_file(${CMAKE_SOURCE_DIR}/program ${CMAKE_BINARY_DIR}/${exe} COPYONLY)
+      add_test(NAME ${name} COMMAND ${CMAKE_BINARY_DIR}/${exe} --gtest_filter=${name})
+      if(ARGN)
+        set_tests_properties(${name} PROPERTIES LABELS ${ARGN})
+      endif()
+    endfunction()
+    add_gtest(vm_test Vm.A)
+    add_gtest(vm_test Vm.B)
+    add_gtest(rpc_test Rpc.A)
+    add_gtest(rpc_test Rpc.Slow slow)
+    add_gtest(nn_cuda_test NnCuda.A cuda-emu)
+    if(PLAIN)
+      add_gtest(nn_cuda_test NnCuda.Nvrtc)
+      add_test(NAME python_client COMMAND true)
+    endif()
+    add_test(NAME lint COMMAND true)
+    """)
+
+
+def run(*args, **kwargs):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs).stdout
+
+
+class TestsPassedTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        src = os.path.join(self.dir.name, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+            f.write(PROJECT)
+        with open(os.path.join(src, "program"), "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(src, "program"), 0o755)
+        self.sanitized = os.path.join(self.dir.name, "sanitized")
+        self.plain = os.path.join(self.dir.name, "plain")
+        run("cmake", "-S", src, "-B", self.sanitized)
+        run("cmake", "-S", src, "-B", self.plain, "-DPLAIN=ON")
+
+    def lines(self, path):
+        with open(path) as f:
+            return f.read().split()
+
+    def record(self, *ctest_args):
+        run("ctest", "--test-dir", self.sanitized, *ctest_args)
+        run(sys.executable, SCRIPT, "record", self.sanitized, *ctest_args)
+        return os.path.join(self.sanitized, "tests-passed.txt")
+
+    def selected(self, passed):
+        numbers = run(sys.executable, SCRIPT, "select", self.plain, passed).strip()
+        if not numbers:
+            return []
+        listing = run("ctest", "--test-dir", self.plain, "-N", "-I", "0,0,0," + numbers)
+        return [line.split(": ", 1)[1] for line in listing.splitlines() if " Test " in line and "#" in line]
+
+    def test_records_the_tests_that_ran_and_the_executables_they_cover(self):
+        passed = self.record("-LE", "slow")
+        self.assertEqual(sorted(self.lines(passed)), ["NnCuda.A", "Rpc.A", "Vm.A", "Vm.B", "lint"])
+        # rpc_test had a test left out (Rpc.Slow); nn_cuda_test is the CUDA emulation's,
+        # whose real-CUDA twin has other tests; `lint` runs no executable of the tree.
+        executables = os.path.join(self.sanitized, "test-executables-passed.txt")
+        self.assertEqual(self.lines(executables), ["vm_test"])
+        self.assertEqual(run(sys.executable, SCRIPT, "executables", passed).strip(), "vm_test")
+
+    def test_selects_in_the_other_tree_only_what_did_not_run(self):
+        passed = self.record("-LE", "slow")
+        self.assertEqual(self.selected(passed), ["Rpc.Slow", "NnCuda.Nvrtc", "python_client"])
+
+    def test_an_executable_left_unbuilt_is_not_selected_as_its_placeholder(self):
+        passed = self.record()
+        # What CTest lists for a GoogleTest executable that was not built.
+        with open(os.path.join(self.plain, "CTestTestfile.cmake"), "a") as f:
+            f.write("add_test(vm_test_NOT_BUILT vm_test_NOT_BUILT)\n"
+                    "add_test(other_test_NOT_BUILT other_test_NOT_BUILT)\n")
+        selected = self.selected(passed)
+        self.assertNotIn("vm_test_NOT_BUILT", selected)
+        self.assertIn("other_test_NOT_BUILT", selected)  # Not recorded: still fails there.
+
+    def test_nothing_recorded_beside_a_list_means_no_executable_left_out(self):
+        passed = os.path.join(self.dir.name, "names.txt")
+        with open(passed, "w") as f:
+            f.write("Vm.A\n")
+        self.assertEqual(run(sys.executable, SCRIPT, "executables", passed).strip(), "")
+        self.assertIn("Vm.B", self.selected(passed))
+        self.assertNotIn("Vm.A", self.selected(passed))
+
+
+if __name__ == "__main__":
+    unittest.main()
