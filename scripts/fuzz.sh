@@ -16,7 +16,7 @@
 # out-of-memory (4 GiB) is written to BUILD/fuzz/findings/TARGET/ and ends the run with
 # status 1. The last line printed per target: "fuzz: TARGET: N executions in S s, K
 # corpus inputs, F findings".
-# Needs clang 14 with libFuzzer (Debian 12: clang-14, libclang-rt-14-dev) besides what
+# Needs clang 14 with libFuzzer (Debian 12: clang-14, libclang-rt-14-dev, lld-14) besides what
 # scripts/setup-deps.sh installs; --install-deps installs them with apt-get when missing.
 set -euo pipefail
 

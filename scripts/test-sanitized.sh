@@ -8,7 +8,7 @@
 # the `cuda-emu` tests (per-group differential tests, CUDA device tests, whole models on
 # `remex-server --device cuda:0`, kernel coverage) and the fuzz targets' regression
 # inputs included. Needs no GPU and no nvcc; needs clang 14 and libFuzzer (Debian 12:
-# clang-14, libclang-rt-14-dev; --install-deps installs them). A leak, a heap or stack error or undefined
+# clang-14, libclang-rt-14-dev, lld-14; --install-deps installs them). A leak, a heap or stack error or undefined
 # behaviour fails the test that hits it.
 #
 # Usage: scripts/test-sanitized.sh [--install-deps] [-- CTEST_ARGS ...]
