@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
-# Install the Debian packages Remex needs to build and test (Debian 12), then check that
-# they are enough.
+# Install the Debian packages Remex needs (Debian 12), then check that they are enough:
+# by default those that build it and run it (the README's set-up command,
+# scripts/quickstart.sh, and the Docker images' build stage); with --tests also those its
+# test suite starts or drives (Redis, PostgreSQL, Chromium, zsh, pytest, ...), which
+# scripts/test.sh installs so.
 #
-# Usage: scripts/setup-deps.sh [--check]     (--check: install nothing, only run the check)
+# Usage: scripts/setup-deps.sh [--tests] [--check]
+#   --tests  the test suite's packages too
+#   --check  install nothing, only run the check
 # Idempotent: apt is skipped when every package is already installed. Uses sudo only when
 # not running as root. Installs with --no-install-recommends, so every package the build
 # needs is named here, recommended ones included (ocl-icd-opencl-dev: oneDNN's CMake
 # config looks for OpenCL). nodejs and npm are each added only when its command is
 # missing, so a Node.js from elsewhere is kept.
 #
-# The check, run every time: the tools the build, the model fetch and the tests call are
-# on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and tests/*.py run) can
-# import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools and wheel, and CMake resolves every library
-# (and Chart.js) of the build
-# (cmake/deps-check, which reads the build's own cmake/RemexDependencies.cmake). When the
-# check fails with every listed package installed, this list misses a package: the
-# message says so and names what is missing.
+# The check, run every time: the tools the build, the model fetch (and with --tests, the
+# tests) call are on PATH, /usr/bin/python3 (the one scripts/gen-conformance.sh and
+# tests/*.py run) can import onnx, numpy, venv, setuptools and wheel (with --tests also
+# pexpect, pytest, jsonschema and selenium), and CMake resolves every library (and
+# Chart.js) of the build (cmake/deps-check, which reads the build's own
+# cmake/RemexDependencies.cmake). When the check fails with every listed package
+# installed, this list misses a package: the message says so and names what is missing.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-check_only=0
-case ${1:-} in
-  "") ;;
-  --check) check_only=1 ;;
-  *) echo "usage: scripts/setup-deps.sh [--check]" >&2; exit 2 ;;
-esac
+check_only=0 tests=0
+for arg in "$@"; do
+  case $arg in
+    --check) check_only=1 ;;
+    --tests) tests=1 ;;
+    *) echo "usage: scripts/setup-deps.sh [--tests] [--check]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -33,25 +40,29 @@ packages=(
   libzstd-dev libssl-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libdnnl-dev ocl-icd-opencl-dev
-  libgtest-dev libgmock-dev googletest
+  libgtest-dev libgmock-dev googletest   # the build configures its tests too
   nlohmann-json3-dev libcli11-dev libspdlog-dev libxxhash-dev
-  libhiredis-dev redis-server   # the device farm's Redis client; Redis for its tests
+  libhiredis-dev                # the device farm's Redis client
   libtomlplusplus-dev           # remex suite's TOML
   libedit-dev                   # remex shell's line editing, history and completion
   libsoci-dev libsqlite3-dev libpq-dev   # the results store (--record): SOCI over SQLite and PostgreSQL
-  postgresql sqlite3            # a real PostgreSQL (initdb, pg_ctl, psql) and the sqlite3 shell for the store's tests
   python3 python3-onnx python3-numpy   # ONNX conformance case generation
-  python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
   python3-dev pybind11-dev      # the Python client (python/: import remex)
-  python3-pytest                # its tests
-  python3-venv python3-setuptools python3-wheel   # pip install . of it (its install test)
+  python3-venv python3-setuptools python3-wheel   # pip install . of it, its wheel
   libjs-chart.js                # Chart.js, embedded into remex bench --html pages at build time
+)
+test_packages=(
+  redis-server                  # Redis for the farm's tests
+  postgresql sqlite3            # a real PostgreSQL (initdb, pg_ctl, psql) and the sqlite3 shell for the store's tests
+  python3-pexpect               # remex shell's terminal test (tests/shell_test.py)
+  python3-pytest                # the Python client's tests
   python3-jsonschema            # bench JSON against docs/schema/bench.schema.json (tests/bench_report_test.py)
   chromium                      # draws the --html pages, headless, in tests/bench_report_test.py
   chromium-driver python3-selenium   # drive it: remex dashboard's pages in tests/dashboard_test.py
   curl                          # the docs' dashboard examples fetch its pages
   zsh                           # remex completion zsh, run in a real zsh (host_client/cli/completion_test.py)
 )
+((tests)) && packages+=("${test_packages[@]}")
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
@@ -64,7 +75,7 @@ done
 if ((${#missing[@]} == 0)); then
   echo "setup-deps: all ${#packages[@]} packages already installed"
 elif ((check_only)); then
-  echo "setup-deps: not installed: ${missing[*]} (run scripts/setup-deps.sh to install them)" >&2
+  echo "setup-deps: not installed: ${missing[*]} (run scripts/setup-deps.sh$( ((tests)) && echo " --tests") to install them)" >&2
   exit 1
 else
   sudo=()
@@ -82,17 +93,25 @@ gap() {
     "what provides this; please report it" >&2
   exit 1
 }
-for tool in c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3 redis-server chromium chromedriver psql sqlite3 curl; do
+tools=(c++ cc cmake ninja pkg-config capnp capnpc-c++ protoc git node npm python3)
+modules=onnx,numpy,venv,setuptools,wheel
+if ((tests)); then
+  tools+=(redis-server chromium chromedriver psql sqlite3 curl zsh)
+  modules+=,pexpect,pytest,jsonschema,selenium
+fi
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || gap "command '$tool' not found"
 done
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
-  gap "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) not found"
-/usr/bin/python3 -c 'import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools, wheel' 2>/dev/null ||
-  gap "/usr/bin/python3 cannot import onnx, numpy, pexpect, pytest, jsonschema, selenium, venv, setuptools and wheel"
+if ((tests)); then
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
+    gap "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) not found"
+fi
+/usr/bin/python3 -c "import $modules" 2>/dev/null ||
+  gap "/usr/bin/python3 cannot import ${modules//,/, }"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 if ! cmake -S "$repo/cmake/deps-check" -B "$probe/build" >"$probe/log" 2>&1; then
   grep -v -e '^--' -e '^See also' "$probe/log" >&2 || true
   gap "CMake cannot find a library of the build (above)"
 fi
-echo "setup-deps: the build's tools and libraries are all found"
+echo "setup-deps: the build's$( ((tests)) && echo " and the tests'") tools and libraries are all found"

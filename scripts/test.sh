@@ -25,6 +25,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
+# The packages the tests start or drive (Redis, PostgreSQL, Chromium, ...), beside those
+# the README's set-up command installed; only the check when all are there.
+scripts/setup-deps.sh --tests
+
 cmake_args=() ctest_args=()
 while (($#)); do
   if [[ $1 == -- ]]; then shift; ctest_args=("$@"); break; fi

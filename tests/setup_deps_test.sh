@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/setup-deps.sh --check passes on this machine, and fails with a message naming
+# scripts/setup-deps.sh --tests --check passes on this machine (which runs the tests), and fails with a message naming
 # the gap when the build needs a library that no listed package provides (simulated by
 # a copy of the scripts whose cmake/RemexDependencies.cmake asks for one more package).
 # Usage: tests/setup_deps_test.sh REPO
@@ -7,8 +7,8 @@ set -euo pipefail
 repo=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-out=$("$repo/scripts/setup-deps.sh" --check 2>&1) || fail "setup-deps --check failed here: $out"
-grep -q "tools and libraries are all found" <<<"$out" || fail "no success line: $out"
+out=$("$repo/scripts/setup-deps.sh" --tests --check 2>&1) || fail "setup-deps --tests --check failed here: $out"
+grep -q "and the tests' tools and libraries are all found" <<<"$out" || fail "no success line: $out"
 
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT

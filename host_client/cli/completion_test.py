@@ -255,7 +255,7 @@ def main():
     args, rest = parser.parse_known_args()
     REMEX = os.path.abspath(args.remex)
     if "CompletionZshTest" in rest and shutil.which("zsh") is None:
-        print("completion_test: skipped: no zsh (scripts/setup-deps.sh installs it)")
+        print("completion_test: skipped: no zsh (scripts/setup-deps.sh --tests installs it)")
         sys.exit(77)
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 

@@ -367,7 +367,7 @@ class PostgresStoreTest : public ::testing::Test {
     if (remex::testing::TempPostgres::BinDir().empty()) {
       GTEST_SKIP()
           << "PostgreSQL's server binaries are not installed (Debian: postgresql; scripts/setup-deps.sh "
-             "installs it)";
+             "--tests installs it)";
     }
     ASSERT_NE(server_, nullptr) << "PostgreSQL did not start: " << error_;
     // A database of its own for each test.

@@ -14,7 +14,7 @@ from conftest import Server, free_port
 @pytest.fixture
 def redis_url():
     binary = shutil.which("redis-server")
-    assert binary, "redis-server is not installed (scripts/setup-deps.sh installs it)"
+    assert binary, "redis-server is not installed (scripts/setup-deps.sh --tests installs it)"
     port = free_port()
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
