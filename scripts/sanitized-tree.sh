@@ -11,9 +11,11 @@
 #     coverage callbacks as no-ops;
 #   - linked by lld (lld-14), about twice as fast as the default linker on these
 #     executables;
-#   - the test executables' own objects at -O0 and without that coverage
-#     (REMEX_TEST_COMPILE_OPTIONS, CMakeLists.txt): still under both sanitizers, in
-#     about half the compile time;
+#   - the test executables' own objects, and the host tooling that no fuzz target links
+#     (the CLI, its tooling and results store, the client library, the farm client),
+#     at -O0 and without that coverage (REMEX_TEST_COMPILE_OPTIONS and
+#     REMEX_HOST_TOOLING_COMPILE_OPTIONS, CMakeLists.txt): still under both sanitizers,
+#     in about half the compile time;
 #   - the CUDA device on the host emulation of CUDA (REMEX_CUDA_EMULATION=ON), so every
 #     CUDA kernel runs under the sanitizers without a GPU or nvcc;
 #   - no Python client (its module would load the sanitizers' runtime into an
@@ -32,6 +34,7 @@ sanitized_cmake_args=(
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug
   -DREMEX_CUDA_EMULATION=ON -DREMEX_FUZZ=ON -DREMEX_PYTHON=OFF -DREMEX_BENCH=OFF -DREMEX_TOOLING_TESTS=OFF
   -DREMEX_MODEL_TESTS=OFF "-DREMEX_TEST_COMPILE_OPTIONS=$sanitized_test_options"
+  "-DREMEX_HOST_TOOLING_COMPILE_OPTIONS=$sanitized_test_options"
   "-DCMAKE_CXX_FLAGS=$sanitized_flags" "-DCMAKE_C_FLAGS=$sanitized_flags"
   "-DCMAKE_EXE_LINKER_FLAGS=$sanitized_link" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitized_link")
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """REMEX_TEST_COMPILE_OPTIONS (CMakeLists.txt) reaches the objects of the test
-executables and nothing else: the sanitized tree (scripts/sanitized-tree.sh) compiles
-those at -O0 without libFuzzer's coverage, and a library or fuzz target object that
-caught the options would lose its optimisation or the fuzzer's coverage.
+executables and nothing else, REMEX_HOST_TOOLING_COMPILE_OPTIONS those of the host
+tooling that no fuzz target links and nothing else: the sanitized tree
+(scripts/sanitized-tree.sh) compiles those at -O0 without libFuzzer's coverage, and a
+library or fuzz target object that caught the options would lose its optimisation or
+the fuzzer's coverage.
 
-Configures the real tree (no build) in a temporary folder with a probe definition as the
-option and reads its compile_commands.json: every object of a `*_test` executable has
-the probe, every object of the libraries (`remex*`) and of the fuzz targets (`fuzz_*`)
-has not, and no other object has it.
+Configures the real tree (no build) in a temporary folder with a probe definition as
+each option and reads its compile_commands.json: every object of a `*_test` executable
+has the test probe, every object of the libraries (`remex*`) and of the fuzz targets
+(`fuzz_*`) has not, and no other object has it; the tooling probe is in the objects of
+the host tooling targets only, and no fuzz target's link line names one of them.
 
 Usage: test_compile_options_test.py [unittest arguments]
 """
@@ -21,6 +24,12 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = "-DREMEX_TEST_OBJECT_PROBE=1"
+TOOLING_PROBE = "-DREMEX_HOST_TOOLING_PROBE=1"
+# CMakeLists.txt's remex_host_tooling: their libraries' files as a link line names them.
+TOOLING = {"remex": None, "remex_tooling": "libremex_tooling.a", "remex_results": "libremex_results.a",
+           "remex_client": "libremex_client.a", "remex_farm": "libremex_farm.a", "remex-server": None,
+           "remex_embedded": None}
+FUZZ_TARGETS = ("fuzz_frame", "fuzz_server", "fuzz_executable", "fuzz_onnx_import")
 TARGET_DIR = re.compile(r"CMakeFiles/([^/]+)\.dir/")
 
 
@@ -32,8 +41,9 @@ class TestCompileOptionsTest(unittest.TestCase):
         subprocess.run(
             ["cmake", "-G", "Ninja", "-S", REPO, "-B", build, "-DREMEX_CUDA=OFF",
              "-DREMEX_PYTHON=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-             f"-DREMEX_TEST_COMPILE_OPTIONS={PROBE}"],
+             f"-DREMEX_TEST_COMPILE_OPTIONS={PROBE}", f"-DREMEX_HOST_TOOLING_COMPILE_OPTIONS={TOOLING_PROBE}"],
             check=True, stdout=subprocess.DEVNULL)
+        cls.build = build
         with open(os.path.join(build, "compile_commands.json")) as f:
             cls.entries = json.load(f)
 
@@ -41,12 +51,12 @@ class TestCompileOptionsTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def by_target(self):
+    def by_target(self, probe=PROBE):
         targets = {}
         for entry in self.entries:
             match = TARGET_DIR.search(entry["output"] if "output" in entry else entry["command"])
             self.assertIsNotNone(match, entry["command"][:200])
-            has_probe = PROBE in entry["command"]
+            has_probe = probe in entry["command"]
             targets.setdefault(match.group(1), set()).add(has_probe)
         return targets
 
@@ -69,6 +79,24 @@ class TestCompileOptionsTest(unittest.TestCase):
         for target, probes in self.by_target().items():
             if not target.endswith("_test"):
                 self.assertNotIn(True, probes, target)
+
+    def test_host_tooling_objects_and_no_others_have_the_tooling_options(self):
+        targets = self.by_target(TOOLING_PROBE)
+        for target in TOOLING:
+            self.assertIn(target, targets)
+        for target, probes in targets.items():
+            self.assertEqual(probes, {target in TOOLING}, target)
+
+    def test_no_fuzz_target_links_the_host_tooling(self):
+        for fuzz in FUZZ_TARGETS:
+            out = subprocess.run(["ninja", "-C", self.build, "-t", "commands", f"tests/fuzz/{fuzz}"],
+                                 check=True, capture_output=True, text=True).stdout
+            link = out.strip().splitlines()[-1]
+            self.assertIn(f"-o tests/fuzz/{fuzz}", link)
+            self.assertIn("libremex_base.a", link)
+            for target, library in TOOLING.items():
+                if library:
+                    self.assertNotIn(library, link, f"{fuzz} links {target}")
 
 
 if __name__ == "__main__":
