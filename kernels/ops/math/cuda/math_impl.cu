@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
+#include "kernels/ops/math/cuda/math_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ops/math/determinant_ops.h"
 #include "kernels/ops/math/einsum_ops.h"
