@@ -15,10 +15,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/math_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/cuda/math_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

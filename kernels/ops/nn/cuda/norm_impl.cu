@@ -1,11 +1,12 @@
 // Device code of the nn family's normalisation (norm_impl.h): ONNX
 // BatchNormalization-15 (inference and training mode), InstanceNormalization-6,
-// LayerNormalization-17 and LpNormalization-1. Includes only CUDA and plain headers.
+// LayerNormalization-17, LpNormalization-1 and MeanVarianceNormalization-9/13. Includes
+// only CUDA and plain headers.
 //
 // This file is compiled without contraction into fused multiply-adds (cuda/sources.cmake):
 // BatchNormalization in inference mode then computes what the CPU kernel computes, in
-// the same order and rounding; the rest accumulates in float in another order and
-// agrees to rounding.
+// the same order and rounding, and MeanVarianceNormalization sums in double in the CPU
+// kernel's order; the rest accumulates in float in another order and agrees to rounding.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,9 +15,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/float_double.h"
 #include "kernels/ops/nn/batchnorm_ops.h"
 #include "kernels/ops/nn/cuda/norm_impl.h"
 #include "kernels/ops/nn/lp_ops.h"
+#include "kernels/ops/nn/mvn_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -151,6 +154,26 @@ __global__ void LpNormalizationKernel(const T* x, T* y, int64_t outer, int64_t n
   }
 }
 
+// ---------------------------------------------------------------------------
+// MeanVarianceNormalization: one thread per group, in double (T: float, Half, double).
+
+template <typename T>
+__global__ void MvnKernel(seqnorm::MvnPlan p, const T* x, T* y) {
+  for (int64_t g = GlobalThread(); g < p.groups; g += GridThreads()) {
+    double sum = 0, sum_squares = 0;
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const double v = ToDouble(x[seqnorm::MvnOffset(p, g, k)]);
+      sum += v;
+      sum_squares += v * v;
+    }
+    const seqnorm::MvnMoments m = seqnorm::MvnFinish(sum, sum_squares, p.group_size);
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const int64_t at = seqnorm::MvnOffset(p, g, k);
+      y[at] = FloatFromDouble<T>((ToDouble(x[at]) - m.mean) / m.denom);
+    }
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -225,5 +248,18 @@ cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, in
 REMEX_NORM_INSTANTIATE(float)
 REMEX_NORM_INSTANTIATE(Half)
 #undef REMEX_NORM_INSTANTIATE
+
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream) {
+  if (plan.groups <= 0 || plan.group_size <= 0) return cudaErrorInvalidValue;
+  return LaunchKernel<MvnKernel<T>>(Blocks(plan.groups, 64), 64, 0, stream, plan, x, y);
+}
+
+#define REMEX_NORM_INSTANTIATE_DOUBLE(T) \
+  template cudaError_t LaunchMvn<T>(const seqnorm::MvnPlan&, const T*, T*, cudaStream_t);
+REMEX_NORM_INSTANTIATE_DOUBLE(float)
+REMEX_NORM_INSTANTIATE_DOUBLE(Half)
+REMEX_NORM_INSTANTIATE_DOUBLE(double)
+#undef REMEX_NORM_INSTANTIATE_DOUBLE
 
 }  // namespace remex::kernels::cuda

@@ -1,19 +1,22 @@
 // Launchers of the nn family's normalisation CUDA kernels (norm_impl.cu): ONNX
 // BatchNormalization-15 (inference and training mode), InstanceNormalization-6,
-// LayerNormalization-17 and LpNormalization-1.
+// LayerNormalization-17, LpNormalization-1 and MeanVarianceNormalization-9/13.
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
 // queued; cudaErrorInvalidValue for arguments it does not accept); pointers are device
 // pointers. Each launcher is a template on the element type T (kernels/cuda/dtype.h),
-// instantiated in norm_impl.cu for float and Half (float32, float16). float16 data is
-// loaded as float, computed and accumulated in float and stored rounded to nearest
-// even. The host side (norm.cc) has validated shapes and attributes.
+// instantiated in norm_impl.cu for float and Half (float32, float16) unless its comment
+// names other types. float16 data is loaded as float, computed and accumulated in float
+// and stored rounded to nearest even, unless the comment says otherwise. The host side
+// (norm.cc, mvn.cc) has validated shapes and attributes.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "kernels/ops/nn/mvn_ops.h"
 
 namespace remex::kernels::cuda {
 
@@ -66,5 +69,10 @@ cudaError_t LaunchLayerNorm(const T* x, const T* scale, const T* bias, T* y, flo
 template <typename T>
 cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p_order,
                                   cudaStream_t stream);
+
+// MeanVarianceNormalization of x into y by `plan` (groups * group_size > 0): one thread
+// per group, summing in double in the CPU kernel's order. T: float, Half or double.
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda
