@@ -1,5 +1,6 @@
-// RoiAlign's per-output formula, written once for the CPU kernel (kernels/detection.cc)
-// and the CUDA kernel (kernels/cuda/det_impl.cu): both call RoiBinsOf per roi and
+// RoiAlign's per-output formula, written once for the CPU kernel
+// (kernels/ops/image/detection.cc) and the CUDA kernel
+// (kernels/ops/image/cuda/detection_impl.cu): both call RoiBinsOf per roi and
 // RoiAlignValue per output element, so their outputs are the same bits (the device code
 // is compiled without contraction into fused multiply-adds).
 //

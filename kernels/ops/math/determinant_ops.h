@@ -1,6 +1,6 @@
-// Det's determinant (ONNX Det-11), written once for the CPU kernel (kernels/determinant.cc) and
-// the CUDA kernel (kernels/cuda/extra_impl.cu). A plain header: no CUDA, no Remex
-// headers.
+// Det's determinant (ONNX Det-11), written once for the CPU kernel
+// (kernels/ops/math/determinant.cc) and the CUDA kernel (kernels/ops/math/cuda/math_impl.cu).
+// A plain header: no CUDA, no Remex headers.
 #pragma once
 
 #include <cstdint>

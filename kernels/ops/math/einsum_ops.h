@@ -1,7 +1,8 @@
 // Einsum's index plan and its evaluation (ONNX Einsum-12), written once for the CPU
-// kernel (kernels/einsum.cc) and the CUDA kernel (kernels/cuda/extra_impl.cu). The plan
-// is computed on the host from the equation (kernels/einsum.cc, EinsumPlanOf) and
-// passed to the CUDA kernel by value. A plain header: no CUDA, no Remex headers.
+// kernel (kernels/ops/math/einsum.cc) and the CUDA kernel
+// (kernels/ops/math/cuda/math_impl.cu). The plan is computed on the host from the
+// equation (kernels/ops/math/einsum.cc, EinsumPlanOf) and passed to the CUDA kernel by
+// value. A plain header: no CUDA, no Remex headers.
 //
 // Each output element is computed on its own: the sum, over every combination of the
 // summed (contracted) indices in row-major order, of the product of the inputs'

@@ -1,7 +1,7 @@
 // The window functions of HannWindow-17, HammingWindow-17 and BlackmanWindow-17
 // (https://onnx.ai/onnx/operators/onnx__HannWindow.html and its siblings), written once
-// for the CPU kernels (kernels/window.cc) and the CUDA kernels (kernels/cuda/
-// extra_impl.cu). A plain header: no CUDA, no Remex headers.
+// for the CPU kernels (kernels/ops/signal/window.cc) and the CUDA kernels
+// (kernels/ops/signal/cuda/spectral_impl.cu). A plain header: no CUDA, no Remex headers.
 //
 // Element n of a window of `size` elements is, with x = 2 * pi * n / N,
 //   Hann:     0.5 - 0.5 * cos(x)

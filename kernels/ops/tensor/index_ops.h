@@ -1,7 +1,8 @@
 // The element rules of BitShift (ONNX BitShift-11) and of the index tuples of GatherND
 // and ScatterND (ONNX GatherND-11/12/13, ScatterND-11/13/16), written once for the CPU
-// kernels (kernels/bitshift.cc, kernels/gather_nd.cc) and the CUDA kernels
-// (kernels/cuda/index_impl.cu). A plain header: no CUDA, no Remex headers.
+// kernels (kernels/ops/elementwise/bitshift.cc, kernels/ops/tensor/gather_nd.cc) and the
+// CUDA kernels (kernels/ops/elementwise/cuda/elementwise_ops_impl.cu,
+// kernels/ops/tensor/cuda/index_impl.cu). A plain header: no CUDA, no Remex headers.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // CUDA kernel of BitShift-11 (host side). Device code: LaunchBitShift,
-// kernels/ops/tensor/cuda/index_impl.cu.
+// kernels/ops/elementwise/cuda/elementwise_ops_impl.cu.
 //
 // Semantics are the CPU kernel's (kernels/ops/elementwise/bitshift.cc): uint8, uint16,
 // uint32, uint64 with numpy broadcasting (at most kMaxBroadcastRank dims after merging); a
@@ -17,10 +17,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/tensor/cuda/index_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/elementwise/cuda/elementwise_ops_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

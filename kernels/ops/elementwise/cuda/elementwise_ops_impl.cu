@@ -2,8 +2,8 @@
 // Sigmoid (elementwise_ops_impl.h; ONNX semantics as kernels/ops/elementwise/unary.cc,
 // elementwise.cc: LeakyRelu-16, HardSigmoid-6, HardSwish-14, Tanh-13, Exp-13, Log-13,
 // Erf-13, Sqrt-13, Neg-13, Abs-13, Reciprocal-13, Clip-13, Pow-15, PRelu-16, Max-13,
-// Min-13, Equal-13, Less-13, Greater-13, And-7, Or-7, Not-1). Includes only CUDA and
-// plain headers.
+// Min-13, Equal-13, Less-13, Greater-13, And-7, Or-7, Not-1, BitShift-11). Includes only
+// CUDA and plain headers.
 //
 // Grid-stride loops over the output; broadcasting through the BroadcastPlan of
 // kernels/cuda/broadcast.h; float formulas from kernels/scalar_ops.h. float16 is
@@ -23,6 +23,7 @@
 #include "kernels/cuda/half_io.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ops/elementwise/cuda/elementwise_ops_impl.h"
+#include "kernels/ops/tensor/index_ops.h"
 #include "kernels/scalar_ops.h"
 
 namespace remex::kernels::cuda {
@@ -222,6 +223,38 @@ __global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = x[i] == 0;
 }
 
+// ---------------------------------------------------------------------------
+// BitShift (unsigned integers only, so no rounding).
+
+// Calls f(E{}) with the unsigned type of `elem_size` bytes.
+template <typename F>
+cudaError_t DispatchElemSize(int elem_size, F&& f) {
+  switch (elem_size) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename U>
+__global__ void BitShiftKernel(const U* __restrict__ x, const U* __restrict__ y, U* __restrict__ z, int64_t n,
+                               BroadcastPlan plan, bool left) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t ia = 0;
+    int64_t ib = 0;
+    BroadcastOffsets(plan, i, ia, ib);
+    z[i] = index::BitShift<U>(x[ia], y[ib], left);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -303,6 +336,17 @@ cudaError_t LaunchNot(const bool* x, bool* y, int64_t n, cudaStream_t stream) {
   LaunchKernel<NotKernel>(Blocks(n), kThreads, 0, stream, reinterpret_cast<const uint8_t*>(x),
                           reinterpret_cast<uint8_t*>(y), n);
   return cudaGetLastError();
+}
+
+cudaError_t LaunchBitShift(int elem_size, bool left, const void* x, const void* y, void* z, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream) {
+  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
+  return DispatchElemSize(elem_size, [&](auto tag) {
+    using U = decltype(tag);
+    LaunchKernel<BitShiftKernel<U>>(Blocks(n), kThreads, 0, stream, static_cast<const U*>(x),
+                                    static_cast<const U*>(y), static_cast<U*>(z), n, plan, left);
+    return cudaGetLastError();
+  });
 }
 
 #define REMEX_NN_FLOAT_INSTANTIATE(T)                                                                  \

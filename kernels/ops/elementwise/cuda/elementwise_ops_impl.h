@@ -1,8 +1,9 @@
 // Launchers of the elementwise family's CUDA kernels beyond Add, Sub, Mul, Div, Relu and
 // Sigmoid (elementwise_ops_impl.cu): the unary ops, Clip, the binary ops with
 // broadcasting (Pow, PRelu, Max, Min, Sum and Mean, Mod, the comparisons and logical
-// ops), Not, IsNaN and IsInf, with ONNX opsets 6-18 semantics as
-// kernels/ops/elementwise/elementwise.cc and kernels/ops/elementwise/unary.cc.
+// ops), Not, IsNaN, IsInf and BitShift, with ONNX opsets 6-18 semantics as
+// kernels/ops/elementwise/elementwise.cc, kernels/ops/elementwise/unary.cc and
+// kernels/ops/elementwise/bitshift.cc.
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
@@ -96,5 +97,10 @@ cudaError_t LaunchClassify(bool inf, bool negative, bool positive, const T* x, b
 // y[i] = y[i] / divisor in float32 (Mean's last step).
 template <typename T>
 cudaError_t LaunchDivideInPlace(T* y, int64_t n, float divisor, cudaStream_t stream);
+
+// BitShift of `n` elements (n > 0) of `elem_size` 1, 2, 4 or 8 bytes (uint8 to uint64)
+// with the broadcast plan: z = kernels/ops/tensor/index_ops.h's index::BitShift(x, y, left).
+cudaError_t LaunchBitShift(int elem_size, bool left, const void* x, const void* y, void* z, int64_t n,
+                           const BroadcastPlan& plan, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -1,6 +1,7 @@
-// Device code of the misc group's CUDA kernels (misc_impl.h). Includes only CUDA and
-// plain headers. Compiled with -fmad=false: products and sums round separately, as in
-// the CPU kernels.
+// Device code of the generator family's CUDA kernels (generate_impl.h): Fill,
+// WriteInt64s, Range and OneHot. Includes only CUDA and plain headers. Compiled with
+// -fmad=false (Range's float product and sum are also written with round-to-nearest
+// intrinsics): products and sums round separately, as in the CPU kernels.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -17,21 +18,7 @@
 namespace remex::kernels::cuda {
 namespace {
 
-// Loads and stores in the compute type: float for float16, the type itself otherwise.
-using cuda::Load;  // float and float16 (half_io.cuh).
-__device__ __forceinline__ double Load(double v) { return v; }
-__device__ __forceinline__ int32_t Load(int32_t v) { return v; }
-__device__ __forceinline__ int64_t Load(int64_t v) { return v; }
-
-template <typename T>
-struct Compute {
-  using type = T;
-};
-template <>
-struct Compute<__half> {
-  using type = float;
-};
-
+// Stores from the compute type: float for float16, the type itself otherwise.
 template <typename T, typename C>
 __device__ __forceinline__ T Store(C v) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -91,101 +78,6 @@ __global__ void RangeDoubleKernel(double* out, int64_t n, double start, double d
   }
 }
 
-// ---------------------------------------------------------------------------
-// TopK: each element's rank in the row's total order (the number of elements before
-// it), counted against the row in shared-memory tiles; ranks below k are written.
-
-// a > b with NaN above every number (kernels/reduce.cc's Above).
-template <typename C>
-__device__ __forceinline__ bool Above(C a, C b) {
-  return a > b || (IsNan(a) && !IsNan(b));
-}
-
-// Whether (u at index iu) comes before (v at index iv).
-template <typename C>
-__device__ __forceinline__ bool Before(C u, int64_t iu, C v, int64_t iv, bool largest) {
-  const bool first = largest ? Above(u, v) : Above(v, u);
-  const bool second = largest ? Above(v, u) : Above(u, v);
-  return first || (!second && iu < iv);
-}
-
-template <typename T>
-__global__ void TopKKernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t n, int64_t inner,
-                           int64_t k, bool largest, int64_t chunks) {
-  using C = typename Compute<T>::type;
-  __shared__ C tile[kThreads];
-  for (int64_t b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
-    const int64_t row = b / chunks;
-    const int64_t o = row / inner;
-    const int64_t i = row % inner;
-    const T* src = x + o * n * inner + i;
-    const int64_t j = (b % chunks) * kThreads + threadIdx.x;
-    const bool active = j < n;
-    const C v = active ? Load(src[j * inner]) : C(0);
-    int64_t rank = 0;
-    for (int64_t t0 = 0; t0 < n; t0 += kThreads) {
-      __syncthreads();  // The previous tile's readers are done.
-      if (t0 + threadIdx.x < n) tile[threadIdx.x] = Load(src[(t0 + threadIdx.x) * inner]);
-      __syncthreads();
-      if (!active || rank >= k) continue;
-      const int m = static_cast<int>(min(static_cast<int64_t>(kThreads), n - t0));
-      for (int q = 0; q < m; ++q) rank += Before(tile[q], t0 + q, v, j, largest) ? 1 : 0;
-    }
-    if (active && rank < k) {
-      const int64_t dst = o * k * inner + rank * inner + i;
-      values[dst] = src[j * inner];
-      if (indices) indices[dst] = j;
-    }
-  }
-}
-
-template <typename T>
-cudaError_t LaunchTopKTyped(const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
-                            int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
-  const int64_t rows = outer * inner;
-  const int64_t chunks = (n + kThreads - 1) / kThreads;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows * chunks, kMaxBlocks));
-  LaunchKernel<TopKKernel<T>>(blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(values),
-                              indices, rows, n, inner, k, largest, chunks);
-  return cudaGetLastError();
-}
-
-// ---------------------------------------------------------------------------
-// LRN: one thread per output element.
-
-__device__ __forceinline__ float Pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double Pow(double x, double y) { return pow(x, y); }
-
-template <typename T>
-__global__ void LrnKernel(const T* x, T* y, LrnArgs a, typename Compute<T>::type alpha_over_size,
-                          typename Compute<T>::type bias, typename Compute<T>::type beta) {
-  using C = typename Compute<T>::type;
-  const int64_t total = a.batch * a.channels * a.inner;
-  for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
-    const int64_t i = e % a.inner;
-    const int64_t ch = (e / a.inner) % a.channels;
-    const int64_t base = e - (ch * a.inner + i);  // Start of the batch item.
-    const int64_t first = ch - a.lo < 0 ? 0 : ch - a.lo;
-    const int64_t last = ch + a.hi > a.channels - 1 ? a.channels - 1 : ch + a.hi;
-    C sq = 0;
-    for (int64_t cc = first; cc <= last; ++cc) {
-      const C v = Load(x[base + cc * a.inner + i]);
-      sq += v * v;
-    }
-    y[e] = Store<T>(Load(x[e]) / Pow(bias + alpha_over_size * sq, beta));
-  }
-}
-
-template <typename T>
-cudaError_t LaunchLrnTyped(const void* x, void* y, const LrnArgs& a, cudaStream_t stream) {
-  using C = typename Compute<T>::type;
-  const int64_t total = a.batch * a.channels * a.inner;
-  LaunchKernel<LrnKernel<T>>(Blocks(total), kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y),
-                             a, static_cast<C>(a.alpha_over_size), static_cast<C>(a.bias),
-                             static_cast<C>(a.beta));
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t LaunchFill(void* out, int64_t n, int elem_size, uint64_t bits, cudaStream_t stream) {
@@ -235,36 +127,6 @@ cudaError_t LaunchRange(const RangeArgs& a, T* out, int64_t n, cudaStream_t stre
   }
   return cudaGetLastError();
 }
-
-namespace {
-
-template <typename T, typename C>
-__global__ void CumSumKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-                             bool reverse) {
-  for (int64_t line = GlobalThread(); line < outer * inner; line += GridThreads()) {
-    const int64_t o = line / inner;
-    const int64_t i = line % inner;
-    C sum = C(0);
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
-      C v;
-      if constexpr (std::is_same_v<T, __half>) {
-        v = __half2float(x[at]);
-      } else {
-        v = static_cast<C>(x[at]);
-      }
-      if (!exclusive) sum = static_cast<C>(sum + v);
-      if constexpr (std::is_same_v<T, __half>) {
-        y[at] = __float2half_rn(sum);
-      } else {
-        y[at] = static_cast<T>(sum);
-      }
-      if (exclusive) sum = static_cast<C>(sum + v);
-    }
-  }
-}
-
-}  // namespace
 
 namespace {
 
@@ -321,64 +183,28 @@ cudaError_t LaunchOneHot(int elem_size, const I* indices, const void* values, vo
   return cudaErrorInvalidValue;
 }
 
-template <typename T>
-cudaError_t LaunchCumSum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-                         bool reverse, cudaStream_t stream) {
-  if (outer * inner <= 0 || n < 0) return cudaErrorInvalidValue;
-  using D = DeviceType<T>;
-  // The accumulator: float for float16, the type itself for float and double, the
-  // unsigned type (wrapping) for integers.
-  using C = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                        std::conditional<std::is_same_v<T, Half>, float, T>>::type;
-  LaunchKernel<CumSumKernel<D, C>>(Blocks(outer * inner), kThreads, 0, stream, reinterpret_cast<const D*>(x),
-                                   reinterpret_cast<D*>(y), outer, n, inner, exclusive, reverse);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
-                       int64_t k, bool largest, cudaStream_t stream) {
-  if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
-  return LaunchTopKTyped<DeviceType<T>>(x, values, indices, outer, n, inner, k, largest, stream);
-}
-
-template <typename T>
-cudaError_t LaunchLrn(const T* x, T* y, const LrnArgs& args, cudaStream_t stream) {
-  if (args.batch <= 0 || args.channels <= 0 || args.inner <= 0) return cudaErrorInvalidValue;
-  return LaunchLrnTyped<DeviceType<T>>(x, y, args, stream);
-}
-
-#define REMEX_MISC_INSTANTIATE_ALL(T)                                                                      \
-  template cudaError_t LaunchOneHot<T>(int, const T*, const void*, void*, int64_t, int64_t, int64_t,       \
-                                       cudaStream_t);                                                      \
-  template cudaError_t LaunchCumSum<T>(const T*, T*, int64_t, int64_t, int64_t, bool, bool, cudaStream_t); \
-  template cudaError_t LaunchTopK<T>(const T*, T*, int64_t*, int64_t, int64_t, int64_t, int64_t, bool,     \
-                                     cudaStream_t);
-#define REMEX_MISC_INSTANTIATE_FLOAT(T) \
-  template cudaError_t LaunchLrn<T>(const T*, T*, const LrnArgs&, cudaStream_t);
-#define REMEX_MISC_INSTANTIATE_RANGE(T) \
+#define REMEX_GENERATE_INSTANTIATE_ONE_HOT(T)                                                        \
+  template cudaError_t LaunchOneHot<T>(int, const T*, const void*, void*, int64_t, int64_t, int64_t, \
+                                       cudaStream_t);
+#define REMEX_GENERATE_INSTANTIATE_RANGE(T) \
   template cudaError_t LaunchRange<T>(const RangeArgs&, T*, int64_t, cudaStream_t);
-REMEX_MISC_INSTANTIATE_ALL(float)
-REMEX_MISC_INSTANTIATE_ALL(Half)
-REMEX_MISC_INSTANTIATE_ALL(double)
-REMEX_MISC_INSTANTIATE_ALL(int32_t)
-REMEX_MISC_INSTANTIATE_ALL(int64_t)
-REMEX_MISC_INSTANTIATE_FLOAT(float)
-REMEX_MISC_INSTANTIATE_FLOAT(Half)
-REMEX_MISC_INSTANTIATE_FLOAT(double)
-REMEX_MISC_INSTANTIATE_RANGE(float)
-REMEX_MISC_INSTANTIATE_RANGE(Half)
-REMEX_MISC_INSTANTIATE_RANGE(double)
-REMEX_MISC_INSTANTIATE_RANGE(int8_t)
-REMEX_MISC_INSTANTIATE_RANGE(int16_t)
-REMEX_MISC_INSTANTIATE_RANGE(int32_t)
-REMEX_MISC_INSTANTIATE_RANGE(int64_t)
-REMEX_MISC_INSTANTIATE_RANGE(uint8_t)
-REMEX_MISC_INSTANTIATE_RANGE(uint16_t)
-REMEX_MISC_INSTANTIATE_RANGE(uint32_t)
-REMEX_MISC_INSTANTIATE_RANGE(uint64_t)
-#undef REMEX_MISC_INSTANTIATE_ALL
-#undef REMEX_MISC_INSTANTIATE_FLOAT
-#undef REMEX_MISC_INSTANTIATE_RANGE
+REMEX_GENERATE_INSTANTIATE_ONE_HOT(float)
+REMEX_GENERATE_INSTANTIATE_ONE_HOT(Half)
+REMEX_GENERATE_INSTANTIATE_ONE_HOT(double)
+REMEX_GENERATE_INSTANTIATE_ONE_HOT(int32_t)
+REMEX_GENERATE_INSTANTIATE_ONE_HOT(int64_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(float)
+REMEX_GENERATE_INSTANTIATE_RANGE(Half)
+REMEX_GENERATE_INSTANTIATE_RANGE(double)
+REMEX_GENERATE_INSTANTIATE_RANGE(int8_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(int16_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(int32_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(int64_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(uint8_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(uint16_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(uint32_t)
+REMEX_GENERATE_INSTANTIATE_RANGE(uint64_t)
+#undef REMEX_GENERATE_INSTANTIATE_ONE_HOT
+#undef REMEX_GENERATE_INSTANTIATE_RANGE
 
 }  // namespace remex::kernels::cuda

@@ -1,5 +1,6 @@
-// Differential tests of the misc group's CUDA kernels (kernels/cuda/misc.cc: Shape,
-// Size, ConstantOfShape, Range, Dropout, TopK, LRN) against the CPU kernels on random
+// Differential tests of the misc group's CUDA kernels (Shape, Size, ConstantOfShape,
+// Range, Dropout, TopK, LRN, OneHot, CumSum; each in its op family's cuda/ folder, see
+// kernels/cuda/README.md#op-families) against the CPU kernels on random
 // shapes (odd extents, extent-1 and empty dims, negative axes), several attribute
 // settings and input forms and every dtype each kernel takes. Outputs must match bit
 // for bit (NaNs match any NaN), except LRN's float outputs, which differ by the last

@@ -4,8 +4,8 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/generate.cc
   ${CMAKE_CURRENT_LIST_DIR}/generate_impl.cu
 )
-# No contraction into fused multiply-adds: LRN's sums and Range round as the CPU kernels do
-# (generate_impl.cu also holds the launchers of Shape, Dropout, TopK, LRN and CumSum).
+# No contraction into fused multiply-adds: Range rounds as the CPU kernel does (generate_impl.cu
+# also holds LaunchFill and LaunchWriteInt64s, which Dropout, Shape and NonMaxSuppression call).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/generate_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Differential tests of Shape, Size, ConstantOfShape, Range, Dropout, TopK, LRN, OneHot and CumSum

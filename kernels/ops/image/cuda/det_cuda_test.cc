@@ -1,6 +1,7 @@
 // Differential tests of the NonMaxSuppression, RoiAlign and MaxUnpool CUDA kernels
-// (kernels/cuda/det.cc) against the CPU kernels: NonMaxSuppression (both box formats,
-// thresholds, ties, several batches and classes, nothing selected), RoiAlign (both
+// (kernels/ops/image/cuda/detection.cc, kernels/ops/nn/cuda/unpool.cc) against the CPU
+// kernels: NonMaxSuppression (both box formats, thresholds, ties, several batches and
+// classes, nothing selected), RoiAlign (both
 // entries and coordinate modes, avg and max, sampling ratios, rois past the image,
 // several batches) and MaxUnpool (both entries, 1-D to 3-D, output_shape equal to or
 // padding the unpooled shape, repeated indices, float16 / float32 / float64). Outputs

@@ -8,8 +8,8 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/detection.cc
   ${CMAKE_CURRENT_LIST_DIR}/detection_impl.cu
 )
-# No contraction into fused multiply-adds: the interpolations and Resize's coordinates (double)
-# round as on the CPU (detection_impl.cu also holds MaxUnpool's launcher).
+# No contraction into fused multiply-adds: the interpolations, Resize's coordinates (double) and
+# RoiAlign's samples round as on the CPU.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/resize_impl.cu ${CMAKE_CURRENT_LIST_DIR}/grid_sample_impl.cu ${CMAKE_CURRENT_LIST_DIR}/detection_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Differential tests of NonMaxSuppression, RoiAlign and MaxUnpool against the CPU kernels

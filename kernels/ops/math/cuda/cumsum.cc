@@ -1,4 +1,4 @@
-// CUDA kernel of CumSum (host side; device code: LaunchCumSum, generator/cuda/generate_impl.cu).
+// CUDA kernel of CumSum (host side; device code: LaunchCumSum, math/cuda/math_impl.cu).
 // CumSum, opsets 11-14, as the CPU kernel (kernels/ops/math/cumsum.cc): axis on the host,
 // exclusive, reverse; float32, float16, float64, int32, int64 (uint32 and uint64 are the
 // CPU's only). Other dtypes are UNIMPLEMENTED naming the op and dtype.
@@ -17,11 +17,9 @@
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/workspace.h"
-#include "kernels/ops/generator/cuda/generate_impl.h"
-#include "kernels/ops/training/cuda/optimizer_impl.h"
-#include "kernels/ops/elementwise/dropout_mask.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/cuda/math_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

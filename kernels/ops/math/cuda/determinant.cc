@@ -1,5 +1,5 @@
 // CUDA kernel of Det-11 (host side).
-// Device code in kernels/ops/math/cuda/det_einsum_impl.cu.
+// Device code in kernels/ops/math/cuda/math_impl.cu.
 // Semantics, dtypes and checks are the CPU kernel's (kernels/ops/math/determinant.cc, LU of
 // kernels/ops/math/determinant_ops.h): float32, float16, float64; one thread per matrix, LU
 // in double in a scratch copy (batch * M * M doubles from the context's workspace hook, or
@@ -15,10 +15,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/cuda/math_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // CUDA kernel of Einsum-12 (host side).
-// Device code in kernels/ops/math/cuda/det_einsum_impl.cu.
+// Device code in kernels/ops/math/cuda/math_impl.cu.
 // Semantics, dtypes and checks are the CPU kernel's (kernels/ops/math/einsum.cc, index plan of
 // kernels/ops/math/einsum_ops.h): float32, float16, float64, int32, int64; the index plan is
 // parsed on the host (EinsumViewOf) and passed by value; one thread per output element,
@@ -15,10 +15,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/cuda/math_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

@@ -1,5 +1,5 @@
-// Differential tests of the extra group's CUDA kernels (kernels/cuda/extra.cc) against
-// the CPU kernels: the window ops (every window, periodic and symmetric, float and
+// Differential tests of the extra group's CUDA kernels (each in its op family's cuda/
+// folder, see kernels/cuda/README.md#op-families) against the CPU kernels: the window ops (every window, periodic and symmetric, float and
 // integer output dtypes, sizes around the block size), MeanVarianceNormalization (both
 // entries, float32 / float16 / float64, default and other axes), ReverseSequence (both
 // axis orders, trailing dims, element sizes 1 to 8, and out-of-range lengths, which the

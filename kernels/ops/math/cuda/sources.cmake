@@ -9,11 +9,11 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cumsum.cc
   ${CMAKE_CURRENT_LIST_DIR}/determinant.cc
   ${CMAKE_CURRENT_LIST_DIR}/einsum.cc
-  ${CMAKE_CURRENT_LIST_DIR}/det_einsum_impl.cu
+  ${CMAKE_CURRENT_LIST_DIR}/math_impl.cu
 )
 target_link_libraries(remex_kernels_cuda PRIVATE CUDA::cublasLt)
 # No contraction into fused multiply-adds: the formulas round as on the CPU.
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/det_einsum_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/math_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Differential tests of Det, Einsum, the window ops, MeanVarianceNormalization and ReverseSequence
 # against the CPU kernels (skip without a GPU).

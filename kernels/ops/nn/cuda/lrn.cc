@@ -1,4 +1,4 @@
-// CUDA kernel of LRN (host side; device code: LaunchLrn, generator/cuda/generate_impl.cu).
+// CUDA kernel of LRN (host side; device code: LaunchLrn, nn/cuda/norm_impl.cu).
 // LRN, opsets 1-13, as the CPU kernel (kernels/ops/nn/pool.cc): size, alpha, beta, bias;
 // float32, float16 (computed in float32) and float64. Other dtypes are UNIMPLEMENTED naming
 // the op and dtype.
@@ -17,11 +17,9 @@
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/workspace.h"
-#include "kernels/ops/generator/cuda/generate_impl.h"
-#include "kernels/ops/training/cuda/optimizer_impl.h"
-#include "kernels/ops/elementwise/dropout_mask.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/cuda/norm_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // CUDA kernel of MeanVarianceNormalization-9/13 (host side).
-// Device code in kernels/ops/math/cuda/det_einsum_impl.cu.
+// Device code: LaunchMvn, kernels/ops/nn/cuda/norm_impl.cu.
 // Semantics, dtypes and checks are the CPU kernel's (kernels/ops/nn/mvn.cc, plan in
 // kernels/ops/nn/mvn_ops.h): float32, float16, float64; the sums run in double in the CPU's
 // order, one thread per normalised group.
@@ -14,10 +14,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/cuda/norm_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

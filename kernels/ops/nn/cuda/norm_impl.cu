@@ -1,22 +1,27 @@
 // Device code of the nn family's normalisation (norm_impl.h): ONNX
 // BatchNormalization-15 (inference and training mode), InstanceNormalization-6,
-// LayerNormalization-17 and LpNormalization-1. Includes only CUDA and plain headers.
+// LayerNormalization-17, LpNormalization-1, LRN-1/13 and MeanVarianceNormalization-9/13.
+// Includes only CUDA and plain headers.
 //
 // This file is compiled without contraction into fused multiply-adds (cuda/sources.cmake):
 // BatchNormalization in inference mode then computes what the CPU kernel computes, in
-// the same order and rounding; the rest accumulates in float in another order and
-// agrees to rounding.
+// the same order and rounding, LRN sums its squares in channel order as the CPU kernel
+// does (pow is the device's own) and MeanVarianceNormalization sums in double in the CPU
+// kernel's order; the rest accumulates in float in another order and agrees to rounding.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/float_double.h"
 #include "kernels/ops/nn/batchnorm_ops.h"
 #include "kernels/ops/nn/cuda/norm_impl.h"
 #include "kernels/ops/nn/lp_ops.h"
+#include "kernels/ops/nn/mvn_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -151,6 +156,85 @@ __global__ void LpNormalizationKernel(const T* x, T* y, int64_t outer, int64_t n
   }
 }
 
+// ---------------------------------------------------------------------------
+// LRN: one thread per output element (T: float, __half, double).
+
+// LRN's loads and stores in the compute type: float for float16, the type itself
+// otherwise (it takes float64 too, which half_io.cuh's Load and Store do not).
+using cuda::Load;  // float and float16 (half_io.cuh).
+__device__ __forceinline__ double Load(double v) { return v; }
+
+template <typename T>
+struct Compute {
+  using type = T;
+};
+template <>
+struct Compute<__half> {
+  using type = float;
+};
+
+template <typename T, typename C>
+__device__ __forceinline__ T Store(C v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+__device__ __forceinline__ float Pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double Pow(double x, double y) { return pow(x, y); }
+
+template <typename T>
+__global__ void LrnKernel(const T* x, T* y, LrnArgs a, typename Compute<T>::type alpha_over_size,
+                          typename Compute<T>::type bias, typename Compute<T>::type beta) {
+  using C = typename Compute<T>::type;
+  const int64_t total = a.batch * a.channels * a.inner;
+  for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
+    const int64_t i = e % a.inner;
+    const int64_t ch = (e / a.inner) % a.channels;
+    const int64_t base = e - (ch * a.inner + i);  // Start of the batch item.
+    const int64_t first = ch - a.lo < 0 ? 0 : ch - a.lo;
+    const int64_t last = ch + a.hi > a.channels - 1 ? a.channels - 1 : ch + a.hi;
+    C sq = 0;
+    for (int64_t cc = first; cc <= last; ++cc) {
+      const C v = Load(x[base + cc * a.inner + i]);
+      sq += v * v;
+    }
+    y[e] = Store<T>(Load(x[e]) / Pow(bias + alpha_over_size * sq, beta));
+  }
+}
+
+template <typename T>
+cudaError_t LaunchLrnTyped(const void* x, void* y, const LrnArgs& a, cudaStream_t stream) {
+  using C = typename Compute<T>::type;
+  const int64_t total = a.batch * a.channels * a.inner;
+  LaunchKernel<LrnKernel<T>>(Blocks(total), kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y),
+                             a, static_cast<C>(a.alpha_over_size), static_cast<C>(a.bias),
+                             static_cast<C>(a.beta));
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------
+// MeanVarianceNormalization: one thread per group, in double (T: float, Half, double).
+
+template <typename T>
+__global__ void MvnKernel(seqnorm::MvnPlan p, const T* x, T* y) {
+  for (int64_t g = GlobalThread(); g < p.groups; g += GridThreads()) {
+    double sum = 0, sum_squares = 0;
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const double v = ToDouble(x[seqnorm::MvnOffset(p, g, k)]);
+      sum += v;
+      sum_squares += v * v;
+    }
+    const seqnorm::MvnMoments m = seqnorm::MvnFinish(sum, sum_squares, p.group_size);
+    for (int64_t k = 0; k < p.group_size; ++k) {
+      const int64_t at = seqnorm::MvnOffset(p, g, k);
+      y[at] = FloatFromDouble<T>((ToDouble(x[at]) - m.mean) / m.denom);
+    }
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -225,5 +309,25 @@ cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, in
 REMEX_NORM_INSTANTIATE(float)
 REMEX_NORM_INSTANTIATE(Half)
 #undef REMEX_NORM_INSTANTIATE
+
+template <typename T>
+cudaError_t LaunchLrn(const T* x, T* y, const LrnArgs& args, cudaStream_t stream) {
+  if (args.batch <= 0 || args.channels <= 0 || args.inner <= 0) return cudaErrorInvalidValue;
+  return LaunchLrnTyped<DeviceType<T>>(x, y, args, stream);
+}
+
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream) {
+  if (plan.groups <= 0 || plan.group_size <= 0) return cudaErrorInvalidValue;
+  return LaunchKernel<MvnKernel<T>>(Blocks(plan.groups, 64), 64, 0, stream, plan, x, y);
+}
+
+#define REMEX_NORM_INSTANTIATE_DOUBLE(T)                                         \
+  template cudaError_t LaunchLrn<T>(const T*, T*, const LrnArgs&, cudaStream_t); \
+  template cudaError_t LaunchMvn<T>(const seqnorm::MvnPlan&, const T*, T*, cudaStream_t);
+REMEX_NORM_INSTANTIATE_DOUBLE(float)
+REMEX_NORM_INSTANTIATE_DOUBLE(Half)
+REMEX_NORM_INSTANTIATE_DOUBLE(double)
+#undef REMEX_NORM_INSTANTIATE_DOUBLE
 
 }  // namespace remex::kernels::cuda

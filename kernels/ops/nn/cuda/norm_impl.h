@@ -1,19 +1,22 @@
 // Launchers of the nn family's normalisation CUDA kernels (norm_impl.cu): ONNX
 // BatchNormalization-15 (inference and training mode), InstanceNormalization-6,
-// LayerNormalization-17 and LpNormalization-1.
+// LayerNormalization-17, LpNormalization-1, LRN-1/13 and MeanVarianceNormalization-9/13.
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
 // queued; cudaErrorInvalidValue for arguments it does not accept); pointers are device
 // pointers. Each launcher is a template on the element type T (kernels/cuda/dtype.h),
-// instantiated in norm_impl.cu for float and Half (float32, float16). float16 data is
-// loaded as float, computed and accumulated in float and stored rounded to nearest
-// even. The host side (norm.cc) has validated shapes and attributes.
+// instantiated in norm_impl.cu for float and Half (float32, float16) unless its comment
+// names other types. float16 data is loaded as float, computed and accumulated in float
+// and stored rounded to nearest even, unless the comment says otherwise. The host side
+// (norm.cc, lrn.cc, mvn.cc) has validated shapes and attributes.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "kernels/ops/nn/mvn_ops.h"
 
 namespace remex::kernels::cuda {
 
@@ -66,5 +69,23 @@ cudaError_t LaunchLayerNorm(const T* x, const T* scale, const T* bias, T* y, flo
 template <typename T>
 cudaError_t LaunchLpNormalization(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p_order,
                                   cudaStream_t stream);
+
+// LRN over x [batch, channels, inner] (float32, float16 or float64; batch * channels *
+// inner > 0): y = x / (bias + alpha_over_size * sum(x[c']^2))^beta over c' in
+// [c - lo, c + hi] inside [0, channels), summed in channel order in float (double for
+// float64) with no fused multiply-add.
+struct LrnArgs {
+  int64_t batch = 0, channels = 0, inner = 0;
+  int64_t lo = 0, hi = 0;
+  double alpha_over_size = 0, bias = 0, beta = 0;  // Rounded to float for float32 / float16.
+};
+// T: float, Half or double.
+template <typename T>
+cudaError_t LaunchLrn(const T* x, T* y, const LrnArgs& args, cudaStream_t stream);
+
+// MeanVarianceNormalization of x into y by `plan` (groups * group_size > 0): one thread
+// per group, summing in double in the CPU kernel's order. T: float, Half or double.
+template <typename T>
+cudaError_t LaunchMvn(const seqnorm::MvnPlan& plan, const T* x, T* y, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -1,13 +1,15 @@
 // Launchers of the nn family's pooling CUDA kernels (pool_impl.cu): ONNX MaxPool-12,
-// AveragePool-11/19, GlobalAveragePool-1, GlobalMaxPool-1 and GlobalLpPool-2.
+// AveragePool-11/19, LpPool-2/11, GlobalAveragePool-1, GlobalMaxPool-1, GlobalLpPool-2
+// and MaxUnpool-9/11.
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
 // queued; cudaErrorInvalidValue for arguments it does not accept); pointers are device
-// pointers. Each launcher is a template on the element type T (kernels/cuda/dtype.h),
-// instantiated in pool_impl.cu for float and Half (float32, float16). float16 data is
-// loaded as float, computed and accumulated in float and stored rounded to nearest
-// even. The host side (pool.cc) has validated shapes and attributes.
+// pointers. Each pooling launcher is a template on the element type T
+// (kernels/cuda/dtype.h), instantiated in pool_impl.cu for float and Half (float32,
+// float16); MaxUnpool's launcher moves elements of 2, 4 or 8 bytes instead. float16 data is loaded as float,
+// computed and accumulated in float and stored rounded to nearest even. The host side
+// (pool.cc, unpool.cc) has validated shapes and attributes.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -64,5 +66,25 @@ cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t si
 template <typename T>
 cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
                                cudaStream_t stream);
+
+// MaxUnpool's output when output_shape pads the unpooled tensor: Y [dims] holds the
+// unpooled tensor [unpooled] at its origin (rank <= kMaxUnpoolRank, each unpooled dim
+// at most Y's). rank 0: Y is the unpooled tensor itself.
+constexpr int kMaxUnpoolRank = 8;
+struct UnpoolPadding {
+  int rank = 0;
+  int64_t dims[kMaxUnpoolRank] = {};
+  int64_t unpooled[kMaxUnpoolRank] = {};
+};
+
+// MaxUnpool (ONNX MaxUnpool-9/11): the unpooled tensor [unpooled_count] of
+// `elem_size`-byte elements (2, 4 or 8) is zero but U[indices[i]] = x[i] for i in
+// [0, x_count), the largest i winning where indices repeat (the CPU's last write);
+// indices outside [0, unpooled_count) are skipped (the CPU's error; they are not read
+// back). y [y_count] is U, placed by `padding`. `winner`: unpooled_count int64 of
+// scratch. y_count > 0.
+cudaError_t LaunchMaxUnpool(const void* x, const int64_t* indices, int64_t x_count, int64_t unpooled_count,
+                            const UnpoolPadding& padding, void* y, int64_t y_count, int elem_size,
+                            long long* winner, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -12,8 +12,9 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/norm_impl.cu
   ${CMAKE_CURRENT_LIST_DIR}/loss_impl.cu
 )
-# No contraction into fused multiply-adds: the pools and the normalisations then round as the
-# CPU kernels do.
+# No contraction into fused multiply-adds: the pools and the normalisations (LRN and
+# MeanVarianceNormalization too) then round as the CPU kernels do (MaxUnpool, in
+# pool_impl.cu, only moves elements).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/pool_impl.cu ${CMAKE_CURRENT_LIST_DIR}/norm_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Conv, FusedConv and ConvTranspose on cuDNN when cuDNN is found (headers and library,

@@ -1,5 +1,5 @@
 // CUDA kernel of MaxUnpool-9/11 (host side). Device code: LaunchMaxUnpool,
-// kernels/ops/image/cuda/detection_impl.cu.
+// kernels/ops/nn/cuda/pool_impl.cu.
 //
 // Semantics, dtypes and checks are the CPU kernel's (kernels/ops/nn/unpool.cc; its view in
 // kernels/ops/image/det_view.h): float16, float32, float64; output_shape in host memory. The
@@ -18,11 +18,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/image/cuda/detection_impl.h"
 #include "kernels/cuda/workspace.h"
-#include "kernels/ops/generator/cuda/generate_impl.h"
-#include "kernels/ops/image/det_view.h"
 #include "kernels/internal.h"
+#include "kernels/ops/image/det_view.h"
+#include "kernels/ops/nn/cuda/pool_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

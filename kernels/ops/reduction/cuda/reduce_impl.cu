@@ -1,13 +1,17 @@
 // Device code of the reduction family's kernels (reduce_impl.h): Reduce* (ONNX opsets
-// 1-18), ArgMax/ArgMin (opsets 1-13). Includes only CUDA and plain headers.
+// 1-18), ArgMax/ArgMin (opsets 1-13), TopK (opsets 1-11). Includes only CUDA and plain
+// headers.
 //
 // Every reduction accumulates in float32 (float16 data included). The order of the
 // accumulation differs from the CPU kernels' (a tree over threads), so results agree
-// to rounding, not bit for bit; ArgMax/ArgMin are exact.
+// to rounding, not bit for bit; ArgMax/ArgMin and TopK are exact (they only compare).
+// This file is compiled with nvcc's default contraction into fused multiply-adds, which
+// TopK's comparisons do not meet.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -254,6 +258,81 @@ cudaError_t LaunchArgTyped(bool is_max, bool select_last, const void* x, int64_t
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------------------
+// TopK: each element's rank in the row's total order (the number of elements before
+// it), counted against the row in shared-memory tiles; ranks below k are written.
+
+// TopK's loads in the compute type: float for float16, the type itself otherwise (it
+// takes float64 and the integers too, which half_io.cuh's Load does not).
+using cuda::Load;  // float and float16 (half_io.cuh).
+__device__ __forceinline__ double Load(double v) { return v; }
+__device__ __forceinline__ int32_t Load(int32_t v) { return v; }
+__device__ __forceinline__ int64_t Load(int64_t v) { return v; }
+
+template <typename T>
+struct Compute {
+  using type = T;
+};
+template <>
+struct Compute<__half> {
+  using type = float;
+};
+
+// a > b with NaN above every number (kernels/ops/reduction/arg_topk.cc's Above).
+template <typename C>
+__device__ __forceinline__ bool Above(C a, C b) {
+  return a > b || (IsNan(a) && !IsNan(b));
+}
+
+// Whether (u at index iu) comes before (v at index iv).
+template <typename C>
+__device__ __forceinline__ bool Before(C u, int64_t iu, C v, int64_t iv, bool largest) {
+  const bool first = largest ? Above(u, v) : Above(v, u);
+  const bool second = largest ? Above(v, u) : Above(u, v);
+  return first || (!second && iu < iv);
+}
+
+template <typename T>
+__global__ void TopKKernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t n, int64_t inner,
+                           int64_t k, bool largest, int64_t chunks) {
+  using C = typename Compute<T>::type;
+  __shared__ C tile[kThreads];
+  for (int64_t b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
+    const int64_t row = b / chunks;
+    const int64_t o = row / inner;
+    const int64_t i = row % inner;
+    const T* src = x + o * n * inner + i;
+    const int64_t j = (b % chunks) * kThreads + threadIdx.x;
+    const bool active = j < n;
+    const C v = active ? Load(src[j * inner]) : C(0);
+    int64_t rank = 0;
+    for (int64_t t0 = 0; t0 < n; t0 += kThreads) {
+      __syncthreads();  // The previous tile's readers are done.
+      if (t0 + threadIdx.x < n) tile[threadIdx.x] = Load(src[(t0 + threadIdx.x) * inner]);
+      __syncthreads();
+      if (!active || rank >= k) continue;
+      const int m = static_cast<int>(min(static_cast<int64_t>(kThreads), n - t0));
+      for (int q = 0; q < m; ++q) rank += Before(tile[q], t0 + q, v, j, largest) ? 1 : 0;
+    }
+    if (active && rank < k) {
+      const int64_t dst = o * k * inner + rank * inner + i;
+      values[dst] = src[j * inner];
+      if (indices) indices[dst] = j;
+    }
+  }
+}
+
+template <typename T>
+cudaError_t LaunchTopKTyped(const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                            int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
+  const int64_t rows = outer * inner;
+  const int64_t chunks = (n + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows * chunks, kMaxBlocks));
+  LaunchKernel<TopKKernel<T>>(blocks, kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(values),
+                              indices, rows, n, inner, k, largest, chunks);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 template <typename T>
@@ -278,5 +357,22 @@ cudaError_t LaunchArgExtremum(bool is_max, bool select_last, const T* x, int64_t
 REMEX_REDUCE_INSTANTIATE(float)
 REMEX_REDUCE_INSTANTIATE(Half)
 #undef REMEX_REDUCE_INSTANTIATE
+
+template <typename T>
+cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                       int64_t k, bool largest, cudaStream_t stream) {
+  if (outer <= 0 || inner <= 0 || k <= 0 || k > n) return cudaErrorInvalidValue;
+  return LaunchTopKTyped<DeviceType<T>>(x, values, indices, outer, n, inner, k, largest, stream);
+}
+
+#define REMEX_TOPK_INSTANTIATE(T)                                                                      \
+  template cudaError_t LaunchTopK<T>(const T*, T*, int64_t*, int64_t, int64_t, int64_t, int64_t, bool, \
+                                     cudaStream_t);
+REMEX_TOPK_INSTANTIATE(float)
+REMEX_TOPK_INSTANTIATE(Half)
+REMEX_TOPK_INSTANTIATE(double)
+REMEX_TOPK_INSTANTIATE(int32_t)
+REMEX_TOPK_INSTANTIATE(int64_t)
+#undef REMEX_TOPK_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

@@ -1,13 +1,14 @@
 // Launchers of the reduction family's CUDA kernels (reduce_impl.cu): the Reduce ops
-// (ONNX Reduce*, opsets 1-18), ArgMax and ArgMin (opsets 1-13).
+// (ONNX Reduce*, opsets 1-18), ArgMax and ArgMin (opsets 1-13) and TopK (opsets 1-11).
 //
 // Plain C++ and the CUDA runtime API only: included by .cu and .cc files alike. Every
 // launcher queues its work on `stream` and returns the launch error (cudaSuccess when
 // queued; cudaErrorInvalidValue for arguments it does not accept); pointers are device
 // pointers. Each launcher is a template on the element type T (kernels/cuda/dtype.h),
-// instantiated in reduce_impl.cu for float and Half (float32, float16). float16 data is
-// loaded as float, accumulated in float and stored rounded to nearest even. The host
-// side (reduce.cc) has validated shapes and attributes.
+// instantiated in reduce_impl.cu for float and Half (float32, float16) unless its
+// comment names other types. float16 data is loaded as float, accumulated in float and
+// stored rounded to nearest even. The host side (reduce.cc, topk.cc) has validated
+// shapes and attributes.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,5 +50,14 @@ cudaError_t LaunchReduce(ReduceKind kind, const T* x, T* y, const ReducePlan& pl
 template <typename T>
 cudaError_t LaunchArgExtremum(bool is_max, bool select_last, const T* x, int64_t* y, int64_t outer, int64_t n,
                               int64_t inner, cudaStream_t stream);
+
+// TopK over rows of `n` elements: x is [outer, n, inner], values and indices are
+// [outer, k, inner] (indices may be null). The order is total: the largest (or, with
+// !largest, the smallest) first, NaN above every number and NaNs equal to each other,
+// equal values by ascending index; so the output is always sorted. 0 < k <= n,
+// outer * inner > 0. T: float, Half, double, int32_t or int64_t.
+template <typename T>
+cudaError_t LaunchTopK(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                       int64_t k, bool largest, cudaStream_t stream);
 
 }  // namespace remex::kernels::cuda

@@ -1,4 +1,4 @@
-// CUDA kernel of TopK (host side; device code: LaunchTopK, generator/cuda/generate_impl.cu).
+// CUDA kernel of TopK (host side; device code: LaunchTopK, reduction/cuda/reduce_impl.cu).
 // TopK, opsets 1-11, as the CPU kernel (kernels/ops/reduction/arg_topk.cc): axis, largest,
 // sorted; k as the attribute (opset 1) or as input 1 (host memory, ShapeDep::kData).
 // float32, float16, float64, int32, int64 values, int64 indices. The output is always
@@ -19,11 +19,9 @@
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/workspace.h"
-#include "kernels/ops/generator/cuda/generate_impl.h"
-#include "kernels/ops/training/cuda/optimizer_impl.h"
-#include "kernels/ops/elementwise/dropout_mask.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/reduction/cuda/reduce_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

@@ -5,7 +5,8 @@ target_sources(remex_kernels_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/spectral_impl.cu
   ${CMAKE_CURRENT_LIST_DIR}/window.cc
 )
-# No contraction into fused multiply-adds: the sums and twiddle polynomials round as on the CPU.
+# No contraction into fused multiply-adds: the sums, the twiddle polynomials and the window
+# formulas round as on the CPU.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/spectral_impl.cu PROPERTIES COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false>")
 
 # Differential tests against the CPU kernels (skip without a GPU).

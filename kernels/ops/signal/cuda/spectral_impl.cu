@@ -1,7 +1,8 @@
-// Device code of the DFT and STFT CUDA kernels (spectral_impl.h). Includes only CUDA and
-// plain headers. Compiled with -fmad=false: every product and sum of
-// kernels/spectral_ops.h's functions rounds as on the CPU, so the outputs are the CPU
-// kernels' bits.
+// Device code of the signal family's CUDA kernels (spectral_impl.h): DFT, STFT and the
+// window ops. Includes only CUDA and plain headers. Compiled with -fmad=false: every
+// product and sum of kernels/ops/signal/spectral_ops.h's and window_ops.h's functions
+// rounds as on the CPU, so DFT's and STFT's outputs are the CPU kernels' bits (the
+// windows' cos is the device's own).
 //
 // TODO(perf): a thread per output bin sums its samples naively (O(n) per bin) and
 // evaluates each twiddle factor's polynomial itself; an FFT (or a shared-memory table of
@@ -13,9 +14,10 @@
 #include <type_traits>
 
 #include "kernels/cuda/launch.cuh"
-#include "kernels/ops/signal/cuda/spectral_impl.h"
 #include "kernels/float_double.h"
+#include "kernels/ops/signal/cuda/spectral_impl.h"
 #include "kernels/ops/signal/spectral_ops.h"
+#include "kernels/ops/signal/window_ops.h"
 
 namespace remex::kernels::cuda {
 namespace {
@@ -73,6 +75,23 @@ __global__ void StftKernel(spectral::StftPlan p, const T* x, const T* w, T* y, i
   }
 }
 
+// A double as an element of T, as the CPU kernels store it.
+template <typename T>
+__device__ __forceinline__ T FromDouble(double v) {
+  if constexpr (std::is_integral_v<T>) {
+    return window::WindowToInt<T>(v);
+  } else {
+    return FloatFromDouble<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void WindowKernel(window::WindowKind kind, bool periodic, int64_t size, T* y) {
+  for (int64_t n = GlobalThread(); n < size; n += GridThreads()) {
+    y[n] = FromDouble<T>(window::WindowValue(kind, periodic, size, n));
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -98,6 +117,12 @@ cudaError_t LaunchStft(const spectral::StftPlan& plan, const T* x, const T* wind
   return LaunchKernel<StftKernel<T>>(Blocks(total), kThreads, 0, stream, plan, x, window, y, total);
 }
 
+template <typename T>
+cudaError_t LaunchWindow(window::WindowKind kind, bool periodic, int64_t size, T* y, cudaStream_t stream) {
+  if (size <= 0) return cudaErrorInvalidValue;
+  return LaunchKernel<WindowKernel<T>>(Blocks(size), kThreads, 0, stream, kind, periodic, size, y);
+}
+
 #define REMEX_SPECTRAL_INSTANTIATE(T)                                                      \
   template cudaError_t LaunchDft<T>(const spectral::DftPlan&, const T*, T*, cudaStream_t); \
   template cudaError_t LaunchStft<T>(const spectral::StftPlan&, const T*, const T*, T*, cudaStream_t);
@@ -105,5 +130,20 @@ REMEX_SPECTRAL_INSTANTIATE(float)
 REMEX_SPECTRAL_INSTANTIATE(Half)
 REMEX_SPECTRAL_INSTANTIATE(double)
 #undef REMEX_SPECTRAL_INSTANTIATE
+
+#define REMEX_WINDOW_INSTANTIATE(T) \
+  template cudaError_t LaunchWindow<T>(window::WindowKind, bool, int64_t, T*, cudaStream_t);
+REMEX_WINDOW_INSTANTIATE(float)
+REMEX_WINDOW_INSTANTIATE(Half)
+REMEX_WINDOW_INSTANTIATE(double)
+REMEX_WINDOW_INSTANTIATE(int8_t)
+REMEX_WINDOW_INSTANTIATE(int16_t)
+REMEX_WINDOW_INSTANTIATE(int32_t)
+REMEX_WINDOW_INSTANTIATE(int64_t)
+REMEX_WINDOW_INSTANTIATE(uint8_t)
+REMEX_WINDOW_INSTANTIATE(uint16_t)
+REMEX_WINDOW_INSTANTIATE(uint32_t)
+REMEX_WINDOW_INSTANTIATE(uint64_t)
+#undef REMEX_WINDOW_INSTANTIATE
 
 }  // namespace remex::kernels::cuda

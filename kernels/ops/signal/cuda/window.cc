@@ -1,5 +1,5 @@
 // CUDA kernels of HannWindow-17, HammingWindow-17 and BlackmanWindow-17 (host side).
-// Device code in kernels/ops/math/cuda/det_einsum_impl.cu.
+// Device code: LaunchWindow, kernels/ops/signal/cuda/spectral_impl.cu.
 // Semantics, dtypes and checks are the CPU kernels' (kernels/ops/signal/window.cc), with the
 // formulas of kernels/ops/signal/window_ops.h: size in host memory (ShapeDep::kData); every
 // numeric output_datatype. cos runs in double on the device (within 2 ulp of the CPU's
@@ -15,10 +15,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/signal/cuda/spectral_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

@@ -1,5 +1,6 @@
-// Differential tests of the index group's CUDA kernels (kernels/cuda/index.cc:
-// BitShift, GatherND, ScatterND, NonZero, Compress) against the CPU kernels on random
+// Differential tests of the index group's CUDA kernels (BitShift, in
+// kernels/ops/elementwise/cuda/; GatherND, ScatterND, NonZero, Compress, in
+// kernels/ops/tensor/cuda/) against the CPU kernels on random
 // shapes (extent-1 and empty dims, broadcasting, negative indices and axes), every
 // dtype each kernel takes and each attribute setting. Outputs must match bit for bit.
 //

@@ -1,5 +1,5 @@
-// Device code of the index group's CUDA kernels (BitShift, GatherND, ScatterND,
-// Compress). Includes only CUDA and plain headers. Every kernel is a grid-stride loop;
+// Device code of the tensor family's index CUDA kernels (index_impl.h: GatherND,
+// ScatterND, Compress). Includes only CUDA and plain headers. Every kernel is a grid-stride loop;
 // the kernels that only move elements are instantiated per element size and copy raw
 // bits.
 
@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/broadcast_index.cuh"
-#include "kernels/ops/tensor/cuda/index_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/float16.h"
+#include "kernels/ops/tensor/cuda/index_impl.h"
 #include "kernels/ops/tensor/index_ops.h"
 
 namespace remex::kernels::cuda {
@@ -33,17 +32,6 @@ cudaError_t DispatchElemSize(int elem_size, F&& f) {
       break;
   }
   return cudaErrorInvalidValue;
-}
-
-template <typename U>
-__global__ void BitShiftKernel(const U* __restrict__ x, const U* __restrict__ y, U* __restrict__ z, int64_t n,
-                               BroadcastPlan plan, bool left) {
-  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    int64_t ia = 0;
-    int64_t ib = 0;
-    BroadcastOffsets(plan, i, ia, ib);
-    z[i] = index::BitShift<U>(x[ia], y[ib], left);
-  }
 }
 
 // The element offset of tuple `row`'s slice in data (its batch block included); -1
@@ -113,17 +101,6 @@ bool ValidPlan(const NdPlan& plan) {
 }
 
 }  // namespace
-
-cudaError_t LaunchBitShift(int elem_size, bool left, const void* x, const void* y, void* z, int64_t n,
-                           const BroadcastPlan& plan, cudaStream_t stream) {
-  if (n <= 0 || plan.rank < 1 || plan.rank > kMaxBroadcastRank) return cudaErrorInvalidValue;
-  return DispatchElemSize(elem_size, [&](auto tag) {
-    using U = decltype(tag);
-    LaunchKernel<BitShiftKernel<U>>(Blocks(n), kThreads, 0, stream, static_cast<const U*>(x),
-                                    static_cast<const U*>(y), static_cast<U*>(z), n, plan, left);
-    return cudaGetLastError();
-  });
-}
 
 cudaError_t LaunchGatherNd(int elem_size, const void* data, const int64_t* indices, void* out, int64_t n,
                            const NdPlan& plan, cudaStream_t stream) {

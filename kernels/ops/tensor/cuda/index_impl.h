@@ -1,4 +1,4 @@
-// Launchers of the index group's CUDA kernels (index_impl.cu): BitShift, GatherND,
+// Launchers of the tensor family's index CUDA kernels (index_impl.cu): GatherND,
 // ScatterND and Compress. Plain C++ and the CUDA runtime API only: included by .cu and
 // .cc files alike. Every launcher queues its work on `stream` and returns the launch
 // error (cudaErrorInvalidValue for arguments it does not accept).
@@ -8,15 +8,9 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/broadcast_plan.h"
 #include "kernels/op_enums.h"
 
 namespace remex::kernels::cuda {
-
-// BitShift of `n` elements (n > 0) of `elem_size` 1, 2, 4 or 8 bytes (uint8 to uint64)
-// with the broadcast plan: z = kernels/index_ops.h's index::BitShift(x, y, left).
-cudaError_t LaunchBitShift(int elem_size, bool left, const void* x, const void* y, void* z, int64_t n,
-                           const BroadcastPlan& plan, cudaStream_t stream);
 
 // The most indices per tuple GatherND and ScatterND take on the GPU.
 inline constexpr int kMaxNdIndex = 8;

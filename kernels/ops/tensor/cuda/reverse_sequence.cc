@@ -1,5 +1,5 @@
 // CUDA kernel of ReverseSequence-10 (host side).
-// Device code in kernels/ops/math/cuda/det_einsum_impl.cu.
+// Device code: LaunchReverseSequence, kernels/ops/tensor/cuda/transform_impl.cu.
 // Semantics and checks are the CPU kernel's (kernels/ops/tensor/reverse_sequence.cc, plan in
 // kernels/ops/tensor/reverse_sequence_ops.h): any dtype; sequence_lens stay in device memory,
 // so an out-of-range length, which the CPU kernel refuses ("out of range"), is clamped to
@@ -16,10 +16,10 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_kernel.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ops/math/cuda/det_einsum_impl.h"
 #include "kernels/cuda/workspace.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/tensor/cuda/transform_impl.h"
 
 namespace remex::kernels::cuda {
 namespace {

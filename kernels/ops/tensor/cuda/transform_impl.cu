@@ -3,7 +3,8 @@
 // Every kernel is a grid-stride loop over its output. Kernels that only move elements
 // are instantiated per element size (1, 2, 4, 8 and, for the strided copy and Gather,
 // 16 bytes) and copy raw bits. Index arithmetic runs in 32 bits when every index and
-// offset of the launch fits, in 64 bits otherwise.
+// offset of the launch fits, in 64 bits otherwise (ReverseSequence's always in 64 bits,
+// with kernels/ops/tensor/reverse_sequence_ops.h's plan).
 
 #include <cuda_runtime.h>
 
@@ -16,6 +17,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ops/tensor/cuda/transform_impl.h"
 #include "kernels/ops/tensor/diagonal_ops.h"
+#include "kernels/ops/tensor/reverse_sequence_ops.h"
 #include "kernels/float16.h"
 
 namespace remex::kernels::cuda {
@@ -309,6 +311,16 @@ template <typename T>
 using CastElem = std::conditional_t<std::is_same_v<T, bool>, Bool, T>;
 static_assert(sizeof(Bool) == sizeof(bool));
 
+template <typename U>
+__global__ void ReverseSequenceKernel(seqnorm::ReversePlan p, int64_t total, int64_t time, const U* x,
+                                      const int64_t* lens, U* y) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    int64_t len = lens[seqnorm::ReverseBatch(p, i)];
+    len = len < 0 ? 0 : (len > time ? time : len);  // The CPU refuses these; clamped here.
+    y[i] = x[seqnorm::ReverseSource(p, i, len)];
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, int64_t n, const CopyPlan& plan,
@@ -503,6 +515,28 @@ cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const vo
         }
         return cudaGetLastError();
       });
+}
+
+cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t total, int64_t time,
+                                  int elem_size, const void* x, const int64_t* lens, void* y,
+                                  cudaStream_t stream) {
+  if (total <= 0) return cudaErrorInvalidValue;
+  auto go = [&](auto tag) {
+    using U = decltype(tag);
+    return LaunchKernel<ReverseSequenceKernel<U>>(Blocks(total), kThreads, 0, stream, plan, total, time,
+                                                  static_cast<const U*>(x), lens, static_cast<U*>(y));
+  };
+  switch (elem_size) {
+    case 1:
+      return go(uint8_t{});
+    case 2:
+      return go(uint16_t{});
+    case 4:
+      return go(uint32_t{});
+    case 8:
+      return go(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <typename From, typename To>

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/op_enums.h"
+#include "kernels/ops/tensor/reverse_sequence_ops.h"
 
 namespace remex::kernels::cuda {
 
@@ -118,6 +119,13 @@ struct WherePlan {
 };
 cudaError_t LaunchWhere(int elem_size, const void* cond, const void* x, const void* y, void* out, int64_t n,
                         const WherePlan& plan, cudaStream_t stream);
+
+// ReverseSequence of x into y (`total` > 0 elements of `elem_size` 1, 2, 4 or 8 bytes)
+// by `plan`, with sequence_lens (int64, device memory, one per batch) clamped to
+// [0, time] on the device.
+cudaError_t LaunchReverseSequence(const seqnorm::ReversePlan& plan, int64_t total, int64_t time,
+                                  int elem_size, const void* x, const int64_t* lens, void* y,
+                                  cudaStream_t stream);
 
 // out[i] = convert(in[i]) for `n` elements (n > 0), with the CPU kernel's rules: float
 // to integer truncates toward zero, saturates, NaN -> 0; to bool is v != 0; integer
