@@ -1,7 +1,7 @@
-// Device-side loads and stores of float32 and float16 elements for the CUDA kernels:
-// float16 is computed in float32 and stored rounded to nearest even (as the CPU's
-// kernels/float16.h does), and the NaN test of a value in its compute type. Include
-// only from .cu files.
+// Device-side loads and stores of elements for the CUDA kernels, one place for every
+// family: float16 is computed in float32 and stored rounded to nearest even (as the
+// CPU's kernels/float16.h does), every other type as it is; and the NaN test of a value
+// in its compute type. Include only from .cu files.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -37,18 +37,36 @@ DeviceType<T>* AsDevice(T* p) {
   return reinterpret_cast<DeviceType<T>*>(p);
 }
 
-__device__ __forceinline__ float Load(float v) { return v; }
-__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
-
+// The type a kernel computes an element of device type T in: float for float16, T itself
+// otherwise (float32, float64, the integers).
 template <typename T>
-__device__ __forceinline__ T Store(float v);
+struct ComputeElement {
+  using type = T;
+};
 template <>
-__device__ __forceinline__ float Store<float>(float v) {
+struct ComputeElement<__half> {
+  using type = float;
+};
+template <typename T>
+using ComputeType = typename ComputeElement<T>::type;
+
+// An element in its compute type: float16 widened to float32 (exact), any other type as
+// it is.
+template <typename T>
+__device__ __forceinline__ T Load(T v) {
   return v;
 }
-template <>
-__device__ __forceinline__ __half Store<__half>(float v) {
-  return __float2half_rn(v);
+__device__ __forceinline__ float Load(__half v) { return __half2float(v); }
+
+// A value of compute type C stored as element type T: float16 rounded to nearest even,
+// any other type by static_cast (C++'s conversion).
+template <typename T, typename C>
+__device__ __forceinline__ T Store(C v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    return static_cast<T>(v);
+  }
 }
 
 // Whether `v` (a value in its compute type: float for float16) is NaN; false for

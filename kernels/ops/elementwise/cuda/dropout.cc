@@ -29,13 +29,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-using internal::CheckTopKAttrs;
-using internal::FillValue;
-using internal::FillValueOf;
-using internal::LrnAttrs;
-using internal::ParseLrnAttrs;
-using internal::ShapeRange;
-using internal::ShapeRangeOf;
 
 int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
@@ -68,7 +61,7 @@ std::optional<uint64_t> OneBits(DType dtype) {
 }
 
 // ratio and training_mode are in host memory (ShapeDep::kData). In training mode the
-// mask is drawn on the host (kernels/dropout_mask.h: the CPU kernel's draw, so the same
+// mask is drawn on the host (kernels/ops/elementwise/dropout_mask.h: the CPU kernel's draw, so the same
 // elements are dropped), copied to the mask output (or to workspace scratch without
 // one), and the kept elements are scaled on the device (LaunchDropoutTrain).
 class DropoutKernel final : public CudaKernel {

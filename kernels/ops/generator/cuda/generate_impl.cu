@@ -18,16 +18,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-// Stores from the compute type: float for float16, the type itself otherwise.
-template <typename T, typename C>
-__device__ __forceinline__ T Store(C v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Fill and small writes.
 

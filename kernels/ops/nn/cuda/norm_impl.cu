@@ -159,36 +159,13 @@ __global__ void LpNormalizationKernel(const T* x, T* y, int64_t outer, int64_t n
 // ---------------------------------------------------------------------------
 // LRN: one thread per output element (T: float, __half, double).
 
-// LRN's loads and stores in the compute type: float for float16, the type itself
-// otherwise (it takes float64 too, which half_io.cuh's Load and Store do not).
-using cuda::Load;  // float and float16 (half_io.cuh).
-__device__ __forceinline__ double Load(double v) { return v; }
-
-template <typename T>
-struct Compute {
-  using type = T;
-};
-template <>
-struct Compute<__half> {
-  using type = float;
-};
-
-template <typename T, typename C>
-__device__ __forceinline__ T Store(C v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
 __device__ __forceinline__ float Pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double Pow(double x, double y) { return pow(x, y); }
 
 template <typename T>
-__global__ void LrnKernel(const T* x, T* y, LrnArgs a, typename Compute<T>::type alpha_over_size,
-                          typename Compute<T>::type bias, typename Compute<T>::type beta) {
-  using C = typename Compute<T>::type;
+__global__ void LrnKernel(const T* x, T* y, LrnArgs a, ComputeType<T> alpha_over_size,
+                          ComputeType<T> bias, ComputeType<T> beta) {
+  using C = ComputeType<T>;
   const int64_t total = a.batch * a.channels * a.inner;
   for (int64_t e = GlobalThread(); e < total; e += GridThreads()) {
     const int64_t i = e % a.inner;
@@ -207,7 +184,7 @@ __global__ void LrnKernel(const T* x, T* y, LrnArgs a, typename Compute<T>::type
 
 template <typename T>
 cudaError_t LaunchLrnTyped(const void* x, void* y, const LrnArgs& a, cudaStream_t stream) {
-  using C = typename Compute<T>::type;
+  using C = ComputeType<T>;
   const int64_t total = a.batch * a.channels * a.inner;
   LaunchKernel<LrnKernel<T>>(Blocks(total), kThreads, 0, stream, static_cast<const T*>(x), static_cast<T*>(y),
                              a, static_cast<C>(a.alpha_over_size), static_cast<C>(a.bias),

@@ -262,22 +262,6 @@ cudaError_t LaunchArgTyped(bool is_max, bool select_last, const void* x, int64_t
 // TopK: each element's rank in the row's total order (the number of elements before
 // it), counted against the row in shared-memory tiles; ranks below k are written.
 
-// TopK's loads in the compute type: float for float16, the type itself otherwise (it
-// takes float64 and the integers too, which half_io.cuh's Load does not).
-using cuda::Load;  // float and float16 (half_io.cuh).
-__device__ __forceinline__ double Load(double v) { return v; }
-__device__ __forceinline__ int32_t Load(int32_t v) { return v; }
-__device__ __forceinline__ int64_t Load(int64_t v) { return v; }
-
-template <typename T>
-struct Compute {
-  using type = T;
-};
-template <>
-struct Compute<__half> {
-  using type = float;
-};
-
 // a > b with NaN above every number (kernels/ops/reduction/arg_topk.cc's Above).
 template <typename C>
 __device__ __forceinline__ bool Above(C a, C b) {
@@ -295,7 +279,7 @@ __device__ __forceinline__ bool Before(C u, int64_t iu, C v, int64_t iv, bool la
 template <typename T>
 __global__ void TopKKernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t n, int64_t inner,
                            int64_t k, bool largest, int64_t chunks) {
-  using C = typename Compute<T>::type;
+  using C = ComputeType<T>;
   __shared__ C tile[kThreads];
   for (int64_t b = blockIdx.x; b < rows * chunks; b += gridDim.x) {
     const int64_t row = b / chunks;

@@ -27,14 +27,6 @@ namespace remex::kernels::cuda {
 namespace {
 
 using internal::CheckTopKAttrs;
-using internal::FillValue;
-using internal::FillValueOf;
-using internal::LrnAttrs;
-using internal::ParseLrnAttrs;
-using internal::ShapeRange;
-using internal::ShapeRangeOf;
-
-int64_t Count(const Shape& shape) { return NumElements(shape).value_or(0); }
 
 // ---------------------------------------------------------------------------
 // TopK.
