@@ -126,6 +126,45 @@ PoolWindows MakePoolWindows(const Shape& x, const WindowGeometry& g) {
   return w;
 }
 
+// Folds each window of every plane (runs of planes on the compute threads): for output
+// position (o0, o1, o2), acc = add(acc, v) over the window's values inside X in row-major
+// order, starting from `zero`, then y = finish(acc, o0, o1, o2). AveragePool and LpPool
+// differ only in add and finish (as their CUDA kernels share ForEachWindowTap,
+// cuda/pool_impl.cu).
+template <typename T, typename Acc, typename Add, typename Finish>
+void FoldPoolWindows(const PoolWindows& w, const WindowGeometry& g, const T* x, T* y, Acc zero, Add add,
+                     Finish finish) {
+  const int64_t *in = w.in, *out = w.out;
+  const auto& taps = w.taps;
+  const auto& tap_begin = w.tap_begin;
+  int64_t window = 1;
+  for (int64_t k : g.kernel) window *= k;
+  const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, w.out_plane * window));
+  ParallelFor(w.planes, grain, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* xplane = x + p * w.in_plane;
+      T* yplane = y + p * w.out_plane;
+      int64_t o = 0;
+      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
+          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
+            Acc acc = zero;
+            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
+                const T* row = xplane + (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
+                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
+                  acc = add(acc, row[taps[2][t2]]);
+                }
+              }
+            }
+            yplane[o] = finish(acc, o0, o1, o2);
+          }
+        }
+      }
+    }
+  });
+}
+
 bool MaxPoolType(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kFloat16 ||
          dt == DType::kInt8 || dt == DType::kUint8;
@@ -378,7 +417,7 @@ OpDef GlobalPoolDef(std::string_view op) {
   def.infer = [op](const Attributes&, std::span<const ShapeFnArg> in) { return InferGlobalPool(op, in); };
   return def;
 }
-// GlobalLpPool-2: the Lp norm of each (n, c) plane (kernels/lp_ops.h), p an integer
+// GlobalLpPool-2: the Lp norm of each (n, c) plane (kernels/ops/nn/lp_ops.h), p an integer
 // attribute >= 1 (default 2); float types, accumulated in float as on the device.
 class GlobalLpPoolKernel final : public ValidatedKernel {
  public:
@@ -483,49 +522,20 @@ class AveragePoolKernel final : public ValidatedKernel {
   void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
     using C = ComputeType<T>;
     const PoolWindows w = MakePoolWindows(x.shape, g);
-    const int64_t *in = w.in, *out = w.out;
-    const int64_t planes = w.planes, in_plane = w.in_plane, out_plane = w.out_plane;
-    const auto& taps = w.taps;
-    const auto& tap_begin = w.tap_begin;
     // Per dim and output index, how many window positions the divisor counts.
     std::vector<int64_t> counted[3];
     for (int j = 0; j < 3; ++j) {
-      for (int64_t o = 0; o < out[j]; ++o) {
+      for (int64_t o = 0; o < w.out[j]; ++o) {
         counted[j].push_back(attrs_.count_include_pad ? w.padded[j][o]
-                                                      : tap_begin[j][o + 1] - tap_begin[j][o]);
+                                                      : w.tap_begin[j][o + 1] - w.tap_begin[j][o]);
       }
     }
-    const T* xp = DataAs<const T>(x);
-    // Planes are independent: the compute threads take runs of them.
-    int64_t window = 1;
-    for (int64_t k : g.kernel) window *= k;
-    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, out_plane * window));
-    ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const T* xplane = xp + p * in_plane;
-      T* yplane = y + p * out_plane;
-      int64_t o = 0;
-      for (int64_t o0 = 0; o0 < out[0]; ++o0) {
-        for (int64_t o1 = 0; o1 < out[1]; ++o1) {
-          const int64_t count01 = counted[0][o0] * counted[1][o1];
-          for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
-            C sum = 0;
-            for (int64_t t0 = tap_begin[0][o0]; t0 < tap_begin[0][o0 + 1]; ++t0) {
-              for (int64_t t1 = tap_begin[1][o1]; t1 < tap_begin[1][o1 + 1]; ++t1) {
-                const T* row = xplane + (taps[0][t0] * in[1] + taps[1][t1]) * in[2];
-                for (int64_t t2 = tap_begin[2][o2]; t2 < tap_begin[2][o2 + 1]; ++t2) {
-                  sum += Load(row[taps[2][t2]]);
-                }
-              }
-            }
-            const int64_t count = count01 * counted[2][o2];
-            yplane[o] = Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN()
-                                            : sum / static_cast<C>(count));
-          }
-        }
-      }
-    }
-    });
+    FoldPoolWindows(
+        w, g, DataAs<const T>(x), y, C(0), [](C sum, T v) { return sum + Load(v); },
+        [&](C sum, int64_t o0, int64_t o1, int64_t o2) {
+          const int64_t count = counted[0][o0] * counted[1][o1] * counted[2][o2];
+          return Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN() : sum / static_cast<C>(count));
+        });
   }
 
   AveragePoolAttrs attrs_;
@@ -594,36 +604,13 @@ class LpPoolKernel final : public ValidatedKernel {
  private:
   template <typename T>
   void Pool(const TensorRef& x, const WindowGeometry& g, T* y) const {
-    const PoolWindows w = MakePoolWindows(x.shape, g);
-    const int64_t *out = w.out, *in = w.in;
     const int p = attrs_.p;
-    const T* xp = DataAs<const T>(x);
-    int64_t window = 1;
-    for (int64_t k : g.kernel) window *= k;
-    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, w.out_plane * window));
-    ParallelFor(w.planes, grain, [&](int64_t p0, int64_t p1, int) {
-      for (int64_t plane = p0; plane < p1; ++plane) {
-        const T* xplane = xp + plane * w.in_plane;
-        T* yplane = y + plane * w.out_plane;
-        int64_t o = 0;
-        for (int64_t o0 = 0; o0 < out[0]; ++o0) {
-          for (int64_t o1 = 0; o1 < out[1]; ++o1) {
-            for (int64_t o2 = 0; o2 < out[2]; ++o2, ++o) {
-              float sum = 0.0f;
-              for (int64_t t0 = w.tap_begin[0][o0]; t0 < w.tap_begin[0][o0 + 1]; ++t0) {
-                for (int64_t t1 = w.tap_begin[1][o1]; t1 < w.tap_begin[1][o1 + 1]; ++t1) {
-                  const T* row = xplane + (w.taps[0][t0] * in[1] + w.taps[1][t1]) * in[2];
-                  for (int64_t t2 = w.tap_begin[2][o2]; t2 < w.tap_begin[2][o2 + 1]; ++t2) {
-                    sum += lp::LpTerm(static_cast<float>(Load(row[w.taps[2][t2]])), p);
-                  }
-                }
-              }
-              yplane[o] = Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(sum, p)));
-            }
-          }
-        }
-      }
-    });
+    FoldPoolWindows(
+        MakePoolWindows(x.shape, g), g, DataAs<const T>(x), y, 0.0f,
+        [p](float sum, T v) { return sum + lp::LpTerm(static_cast<float>(Load(v)), p); },
+        [p](float sum, int64_t, int64_t, int64_t) {
+          return Store<T>(static_cast<ComputeType<T>>(lp::LpRoot(sum, p)));
+        });
   }
 
   LpPoolAttrs attrs_;
