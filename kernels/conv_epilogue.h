@@ -1,6 +1,6 @@
 // The epilogue of FusedConv: the activation applied after the convolution, its bias
 // and the residual Z (Y = activation(Conv(X, W, B) + Z)), shared by the CPU kernel
-// (kernels/conv.cc) and the CUDA kernel (kernels/cuda/). A plain header: no CUDA, and
+// (kernels/ops/nn/conv.cc) and the CUDA kernel (kernels/cuda/). A plain header: no CUDA, and
 // of Remex only the plain kernels/scalar_ops.h, so .cu files include it.
 //
 // Each activation is its ONNX operator's definition (https://onnx.ai/onnx/operators/):

@@ -1,5 +1,5 @@
-// oneDNN helpers shared by the CPU kernels of FusedConv (kernels/conv.cc) and
-// FusedMatMul (kernels/matmul.cc): the epilogue's activation as eltwise post-ops, and
+// oneDNN helpers shared by the CPU kernels of FusedConv (kernels/ops/nn/conv.cc) and
+// FusedMatMul (kernels/ops/math/matmul.cc): the epilogue's activation as eltwise post-ops, and
 // float16 tensors computed through float32 copies.
 #pragma once
 
@@ -20,7 +20,7 @@ namespace remex::kernels::internal {
 // alpha (LeakyRelu), clip (Clip; clip(max, max) when min > max), logistic (Sigmoid),
 // tanh, linear(alpha, beta) then clip(0, 1) (HardSigmoid), hardswish =
 // x * relu6(x + 3) / 6 (HardSwish). Nothing for no activation (defined in
-// kernels/conv.cc).
+// kernels/ops/nn/conv.cc).
 void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
 
 // The float32 copies of float16 constants (TensorRef::constant) one kernel instance

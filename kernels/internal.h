@@ -73,7 +73,7 @@ Status OpError(std::string_view op, std::string_view message);
   Status Add##name##CpuKernels(KernelRegistry& registry);
 #include "kernels/ops/families.def"
 
-// Dropout's training mode (kernels/unary.cc), from its inputs as the shape function
+// Dropout's training mode (kernels/ops/elementwise/unary.cc), from its inputs as the shape function
 // sees them (Dropout-12+: data, ratio, training_mode; ratio and training_mode with
 // their data): nullopt when nothing is dropped (no training_mode, training_mode false,
 // or ratio 0), else the ratio, in (0, 1). INVALID_ARGUMENT "Dropout: ..." for ratio or

@@ -140,7 +140,7 @@ struct OpTraits {
   // Runs on NHWC operands unchanged (the layout pass keeps such an op in NHWC between
   // Convs): elementwise ops, whose attributes name no axis.
   bool layout_agnostic = false;
-  // The FusedElementwise opcode (kernels/fused.h) computing the op on float inputs: its
+  // The FusedElementwise opcode (kernels/ops/fused/fused.h) computing the op on float inputs: its
   // data operands (all inputs not in `params`; a variadic op folds the binary opcode
   // over them), then `params` as immediates. nullopt: not fusable.
   std::optional<FusedOpcode> fused_opcode;

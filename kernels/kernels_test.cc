@@ -385,7 +385,7 @@ TEST(BatchNormTest, Errors) {
   in[4] = HostTensor::Zeros(DType::kFloat32, {2});
   EXPECT_TRUE(r.Infer("BatchNormalization", {}, in).ok());
   EXPECT_EQ(r.Run("BatchNormalization", {}, in, 3).status().code(), StatusCode::kUnimplemented);
-  // Training mode has three outputs (kernels/norm_test.cc checks their values);
+  // Training mode has three outputs (kernels/ops/nn/norm_test.cc checks their values);
   // spatial = 0 is not supported.
   auto training = r.Infer("BatchNormalization", Attrs({{"training_mode", int64_t{1}}}), in);
   ASSERT_TRUE(training.ok()) << training.status().ToString();

@@ -25,18 +25,18 @@
 
 namespace remex::kernels::internal {
 
-// An integer attribute that must be 0 or 1, read as a bool (kernels/reduce.cc).
+// An integer attribute that must be 0 or 1, read as a bool (kernels/ops/reduction/reduce.cc).
 StatusOr<bool> BoolAttr(std::string_view op, const Attributes& attrs, std::string_view name,
                         int64_t default_value);
 
-// Shape-15's start and end, clamped to [0, rank], end >= start (kernels/tensor.cc).
+// Shape-15's start and end, clamped to [0, rank], end >= start (kernels/ops/tensor/tensor.cc).
 struct ShapeRange {
   int64_t start, end;
 };
 StatusOr<ShapeRange> ShapeRangeOf(const Attributes& attrs, int64_t rank);
 
 // ConstantOfShape's `value` as the frontend encodes it: float, int64, or {ONNX dtype,
-// bits}; float32 zero when absent (kernels/generate.cc).
+// bits}; float32 zero when absent (kernels/ops/generator/generate.cc).
 struct FillValue {
   DType dtype = DType::kFloat32;
   uint64_t bits = 0;  // The element's bytes, memcpy'd into a zeroed uint64.
@@ -44,7 +44,7 @@ struct FillValue {
 StatusOr<FillValue> FillValueOf(const Attributes& attrs);
 
 // The Reduce* ops: name, kind and whether only float dtypes are taken (ReduceL2,
-// ReduceLogSum, ReduceLogSumExp), in ReduceKind order (kernels/reduce.cc).
+// ReduceLogSum, ReduceLogSumExp), in ReduceKind order (kernels/ops/reduction/reduce.cc).
 using ::remex::kernels::ReduceKind;  // kernels/op_enums.h
 struct ReduceOpInfo {
   const char* name;
@@ -53,7 +53,7 @@ struct ReduceOpInfo {
 };
 std::span<const ReduceOpInfo> ReduceOps();
 
-// DepthToSpace's and SpaceToDepth's attributes (kernels/depth_space.cc): blocksize
+// DepthToSpace's and SpaceToDepth's attributes (kernels/ops/tensor/depth_space.cc): blocksize
 // (required, >= 1), DepthToSpace's mode (DCR, the default, or CRD) and Remex's internal
 // `layout` (NCHW, the default, or NHWC). INVALID_ARGUMENT "<op>: ..." naming the value.
 struct BlockAttrs {
@@ -63,7 +63,7 @@ struct BlockAttrs {
 };
 StatusOr<BlockAttrs> BlockAttrsOf(std::string_view op, const Attributes& attrs);
 
-// Softmax, LogSoftmax and Hardmax (kernels/softmax.cc): the [outer, n, inner] view of
+// Softmax, LogSoftmax and Hardmax (kernels/ops/math/softmax.cc): the [outer, n, inner] view of
 // `shape` they normalise along n. `flatten`: the opsets 1-12 entries (the input seen as
 // [prod(shape[:axis]), prod(shape[axis:])], axis default 1 in [-rank, rank]); else
 // opset 13's (along axis, default -1 in [-rank, rank)). INVALID_ARGUMENT "<op>: ..."
@@ -76,7 +76,7 @@ StatusOr<SoftmaxView> SoftmaxViewOf(std::string_view op, bool flatten, const Att
 // "Softmax", "LogSoftmax" or "Hardmax".
 std::string_view SoftmaxOpName(SoftmaxMode mode);
 
-// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (kernels/loss.cc): `reduction`
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (kernels/ops/nn/loss.cc): `reduction`
 // (none, sum or mean, the default) and the optional `ignore_index`. INVALID_ARGUMENT
 // "<op>: ..." for another reduction or a non-int ignore_index.
 using ::remex::kernels::LossReduction;  // kernels/op_enums.h
@@ -94,7 +94,7 @@ struct LossView {
 };
 StatusOr<LossView> LossViewOf(std::string_view op, std::span<const ShapeFnArg> in);
 
-// Trilu (kernels/diagonal.cc): the input as `batch` matrices of [rows, cols], the
+// Trilu (kernels/ops/tensor/diagonal.cc): the input as `batch` matrices of [rows, cols], the
 // diagonal offset k (input 1, on the host; 0 when absent) and `upper` (0 or 1).
 // INVALID_ARGUMENT "Trilu: ..." for a rank below 2, a k of other than one value or
 // another upper.
@@ -103,7 +103,7 @@ struct TriluView {
   bool upper = true;
 };
 StatusOr<TriluView> TriluViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
-// EyeLike (kernels/diagonal.cc): the output dtype (attribute dtype, else the input's)
+// EyeLike (kernels/ops/tensor/diagonal.cc): the output dtype (attribute dtype, else the input's)
 // and the diagonal k. INVALID_ARGUMENT "EyeLike: ..." for a dtype Remex does not hold.
 struct EyeLikeAttrs {
   DType dtype = DType::kFloat32;
@@ -111,7 +111,7 @@ struct EyeLikeAttrs {
 };
 StatusOr<EyeLikeAttrs> EyeLikeAttrsOf(const Attributes& attrs, DType input_dtype);
 
-// CumSum (kernels/cumsum.cc): x viewed as [outer, n, inner] around the axis (input 1,
+// CumSum (kernels/ops/math/cumsum.cc): x viewed as [outer, n, inner] around the axis (input 1,
 // on the host), and the exclusive and reverse attributes. INVALID_ARGUMENT "CumSum: ..."
 // for a dtype CumSum does not take, a bad axis or flag.
 struct CumSumView {
@@ -120,7 +120,7 @@ struct CumSumView {
 };
 StatusOr<CumSumView> CumSumViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// ScatterElements and Scatter (kernels/scatter.cc): the normalised axis and the
+// ScatterElements and Scatter (kernels/ops/tensor/scatter.cc): the normalised axis and the
 // reduction, after checking the inputs (indices of data's rank and at most its dims,
 // updates of the indices' shape and data's dtype). INVALID_ARGUMENT "<op>: ...".
 using ::remex::kernels::ScatterReduction;  // kernels/op_enums.h
@@ -130,7 +130,7 @@ struct ScatterView {
 };
 StatusOr<ScatterView> ScatterViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// OneHot (kernels/generate.cc): depth (input 1, read on the host), the output's shape
+// OneHot (kernels/ops/generator/generate.cc): depth (input 1, read on the host), the output's shape
 // (indices' with depth inserted at axis) and the indices seen as [outer, inner] around
 // it. INVALID_ARGUMENT "OneHot: ..." for a depth below 1 or unknown, values of other
 // than 2 elements, a bad axis.
@@ -140,7 +140,7 @@ struct OneHotView {
 };
 StatusOr<OneHotView> OneHotViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// HannWindow, HammingWindow and BlackmanWindow (kernels/window.cc): the window (from
+// HannWindow, HammingWindow and BlackmanWindow (kernels/ops/signal/window.cc): the window (from
 // `op`), the output dtype (output_datatype), periodic and the size (input 0, one int32
 // or int64 value on the host, >= 0). INVALID_ARGUMENT "<op>: ..." otherwise.
 struct WindowView {
@@ -165,7 +165,7 @@ struct ReverseSequenceView {
 };
 StatusOr<ReverseSequenceView> ReverseSequenceViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// Det (kernels/determinant.cc): X [*, M, M] (float16/32/64) as `batch` matrices of m x m; Y's
+// Det (kernels/ops/math/determinant.cc): X [*, M, M] (float16/32/64) as `batch` matrices of m x m; Y's
 // shape is X's batch dims. INVALID_ARGUMENT "Det: ..." otherwise.
 struct DetView {
   int64_t batch = 0, m = 0;
@@ -173,7 +173,7 @@ struct DetView {
 };
 StatusOr<DetView> DetViewOf(std::span<const ShapeFnArg> in);
 
-// Einsum (kernels/einsum.cc): the index plan of `equation` for the inputs' shapes and
+// Einsum (kernels/ops/math/einsum.cc): the index plan of `equation` for the inputs' shapes and
 // the output's shape. INVALID_ARGUMENT "Einsum: ..." for a malformed equation, labels
 // that do not fit the inputs, or a dtype other than float16/32/64, int32, int64.
 struct EinsumView {
@@ -182,19 +182,19 @@ struct EinsumView {
 };
 StatusOr<EinsumView> EinsumViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
 
-// Pad's `mode`: constant (the default), reflect or edge (kernels/pad.cc).
+// Pad's `mode`: constant (the default), reflect or edge (kernels/ops/tensor/pad.cc).
 // INVALID_ARGUMENT "Pad: unknown mode '<mode>' (constant, reflect or edge)".
 using ::remex::kernels::PadMode;  // kernels/op_enums.h
 StatusOr<PadMode> PadModeOf(const Attributes& attrs);
 // Pad's float attribute `value` (before opset 11) as an element of `dtype`, as the CPU
 // kernel converts it: float types converted (float16 from double directly), integers
-// saturated (NaN: 0), bool v != 0. The element's bytes, zero-extended (kernels/pad.cc).
+// saturated (NaN: 0), bool v != 0. The element's bytes, zero-extended (kernels/ops/tensor/pad.cc).
 // UNIMPLEMENTED "Pad: ..." for a dtype Remex does not hold.
 StatusOr<uint64_t> PadValueBits(DType dtype, double v);
 
 // Reduce*: which input dimensions a node reduces (from the axes attribute or input 1,
 // whose data must be in host memory), and whether they stay as extent 1; the axes are
-// checked (in range, not repeated) (kernels/reduce.cc).
+// checked (in range, not repeated) (kernels/ops/reduction/reduce.cc).
 struct ReduceSpec {
   std::vector<bool> reduced;  // Per input dimension.
   bool keepdims = true;
@@ -202,11 +202,11 @@ struct ReduceSpec {
 StatusOr<ReduceSpec> ParseReduce(std::string_view op, const Attributes& attrs,
                                  std::span<const ShapeFnArg> in);
 
-// TopK's axis, largest, sorted and (opset 1) k attributes (kernels/reduce.cc).
+// TopK's axis, largest, sorted and (opset 1) k attributes (kernels/ops/reduction/reduce.cc).
 Status CheckTopKAttrs(const Attributes& attrs);
 
 // MaxPool's window attributes (kernel_shape required, ceil_mode read) and
-// storage_order (0 or 1) (kernels/pool.cc). INVALID_ARGUMENT "MaxPool: ...".
+// storage_order (0 or 1) (kernels/ops/nn/pool.cc). INVALID_ARGUMENT "MaxPool: ...".
 struct MaxPoolAttrs {
   WindowAttrs window;
   int64_t storage_order = 0;
@@ -214,41 +214,41 @@ struct MaxPoolAttrs {
 StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs);
 
 // AveragePool's window attributes (kernel_shape required, ceil_mode read) and
-// count_include_pad (0 or 1) (kernels/pool.cc). INVALID_ARGUMENT "AveragePool: ...".
+// count_include_pad (0 or 1) (kernels/ops/nn/pool.cc). INVALID_ARGUMENT "AveragePool: ...".
 struct AveragePoolAttrs {
   WindowAttrs window;
   bool count_include_pad = false;
 };
 StatusOr<AveragePoolAttrs> ParseAveragePoolAttrs(const Attributes& attrs);
 
-// GlobalLpPool-2's p: an integer in [1, 64], default 2 (kernels/pool.cc).
+// GlobalLpPool-2's p: an integer in [1, 64], default 2 (kernels/ops/nn/pool.cc).
 // INVALID_ARGUMENT "GlobalLpPool: ...".
 StatusOr<int> ParseGlobalLpPoolP(const Attributes& attrs);
 
 // LpNormalization-1 on X of `shape`: X seen as [outer, n, inner] around `axis`
 // (default -1; negative from the end), p 1 or 2, the only orders ONNX defines
-// (kernels/norm.cc). INVALID_ARGUMENT "LpNormalization: ...".
+// (kernels/ops/nn/norm.cc). INVALID_ARGUMENT "LpNormalization: ...".
 struct LpNormParams {
   int64_t outer = 1, n = 1, inner = 1;
   int p = 2;
 };
 StatusOr<LpNormParams> ParseLpNormalization(const Attributes& attrs, const Shape& shape);
 
-// LRN's attributes; size must be positive (kernels/pool.cc).
+// LRN's attributes; size must be positive (kernels/ops/nn/pool.cc).
 struct LrnAttrs {
   float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
   int64_t size = 1;
 };
 StatusOr<LrnAttrs> ParseLrnAttrs(const Attributes& attrs);
 
-// Gemm's alpha, beta, transA and transB (kernels/matmul.cc).
+// Gemm's alpha, beta, transA and transB (kernels/ops/math/matmul.cc).
 struct GemmAttrs {
   float alpha = 1.0f, beta = 1.0f;
   bool trans_a = false, trans_b = false;
 };
 StatusOr<GemmAttrs> ParseGemmAttrs(const Attributes& attrs);
 
-// Resize-10/11/13 (kernels/resize.cc), one registry entry each: `definition` is the
+// Resize-10/11/13 (kernels/ops/image/resize.cc), one registry entry each: `definition` is the
 // entry's since_version (10, 11 or 13; others refused); the attributes are mode,
 // coordinate_transformation_mode (tf_half_pixel_for_nn in Resize-11 only),
 // nearest_mode, cubic_coeff_a (finite), exclude_outside (0 or 1) and
@@ -271,12 +271,12 @@ StatusOr<ResizeAttrs> ParseResizeAttrs(int definition, const Attributes& attrs);
 // The extrapolation value as an element of `dtype`, as the CPU kernel stores it: float
 // types converted (float16 through float32), integers rounded to nearest and saturated
 // (NaN: 0), bool v != 0. The element's bytes, zero-extended; 0 for a dtype Remex does
-// not hold (kernels/resize.cc).
+// not hold (kernels/ops/image/resize.cc).
 uint64_t ResizeExtrapolationBits(DType dtype, double v);
 
-// LSTM, GRU and RNN (kernels/rnn_def.cc): an activation function with its alpha and beta
+// LSTM, GRU and RNN (kernels/ops/rnn/rnn_def.cc): an activation function with its alpha and beta
 // (ONNX's defaults where the node gives none).
-using ::remex::kernels::RnnAct;  // kernels/rnn_activation.h
+using ::remex::kernels::RnnAct;  // kernels/ops/rnn/rnn_activation.h
 struct RnnActivation {
   RnnAct kind = RnnAct::kTanh;
   float alpha = 0;
@@ -304,7 +304,7 @@ struct RnnAttrs {
 // output_sequence != 0 (opset 1).
 StatusOr<RnnAttrs> ParseRnnAttrs(std::string_view op, const Attributes& attrs);
 
-// FusedConv (kernels/conv.cc): the epilogue attributes `activation` and
+// FusedConv (kernels/ops/nn/conv.cc): the epilogue attributes `activation` and
 // `activation_params` (kernels/conv_epilogue.h). INVALID_ARGUMENT naming `op` for an
 // unknown activation or a wrong parameter count (LeakyRelu [alpha], Clip [min, max],
 // HardSigmoid [alpha, beta], the others none).
@@ -315,11 +315,11 @@ struct ConvEpilogue {
 };
 StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& attrs);
 
-// BitShift (kernels/bitshift.cc): `direction`, required, "LEFT" (true) or "RIGHT"
+// BitShift (kernels/ops/elementwise/bitshift.cc): `direction`, required, "LEFT" (true) or "RIGHT"
 // (false). INVALID_ARGUMENT "BitShift: ..." when absent, not a string or another value.
 StatusOr<bool> BitShiftLeftOf(const Attributes& attrs);
 
-// GatherND and ScatterND (kernels/gather_nd.cc): data seen as `batch` blocks of
+// GatherND and ScatterND (kernels/ops/tensor/gather_nd.cc): data seen as `batch` blocks of
 // `batch_stride` elements, each indexed by `tuples` index tuples of `k` int64 values
 // (the last dim of indices) naming a slice of `slice` elements (data's dims after
 // batch_dims + k) through the data dims [batch_dims, batch_dims + k) (`extents`, with
@@ -340,12 +340,12 @@ StatusOr<GatherNdView> GatherNdViewOf(std::string_view op, int64_t batch_dims, c
 // numeric dtypes only. INVALID_ARGUMENT "ScatterND: ..." otherwise.
 StatusOr<ScatterReduction> ScatterNdReductionOf(const Attributes& attrs, DType dtype);
 
-// NonZero (kernels/nonzero.cc): the coordinates of x's nonzero elements (x in host
+// NonZero (kernels/ops/tensor/nonzero.cc): the coordinates of x's nonzero elements (x in host
 // memory; NaN is nonzero, -0.0 zero), row-major [max(rank, 1), nnz]: a scalar counts as
 // a 1-element vector. UNIMPLEMENTED for a dtype Remex does not hold.
 StatusOr<std::vector<int64_t>> NonZeroCoordinates(const ShapeFnArg& x);
 
-// Unique (kernels/unique.cc): everything Unique-11 outputs for X (host memory) and the
+// Unique (kernels/ops/tensor/unique.cc): everything Unique-11 outputs for X (host memory) and the
 // `axis` / `sorted` attributes: Y's bytes and shape, indices, inverse_indices and counts.
 // INVALID_ARGUMENT "Unique: ..." for a bad axis or sorted, UNIMPLEMENTED for a dtype
 // Remex does not hold.
@@ -356,7 +356,7 @@ struct UniqueResult {
 };
 StatusOr<UniqueResult> UniqueOf(const Attributes& attrs, const ShapeFnArg& x);
 
-// Compress (kernels/nonzero.cc): input seen as [outer, extent, inner] around the axis
+// Compress (kernels/ops/tensor/nonzero.cc): input seen as [outer, extent, inner] around the axis
 // (flattened to [1, size, 1] without one), the positions along it that condition (bool,
 // 1-D, host memory) keeps, ascending, and the output's shape. Condition entries past the
 // extent must be false ("out of range" otherwise); the extent's positions past the

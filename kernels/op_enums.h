@@ -12,7 +12,7 @@
 namespace remex::kernels {
 
 // ONNX ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin, ReduceL1, ReduceL2,
-// ReduceSumSquare, ReduceLogSum, ReduceLogSumExp (opsets 1-18; kernels/reduce.cc).
+// ReduceSumSquare, ReduceLogSum, ReduceLogSumExp (opsets 1-18; kernels/ops/reduction/reduce.cc).
 enum class ReduceKind : uint8_t {
   kSum,
   kMean,
@@ -26,7 +26,7 @@ enum class ReduceKind : uint8_t {
   kLogSumExp,
 };
 
-// ONNX Resize-10/11/13 (kernels/resize.cc): `mode`.
+// ONNX Resize-10/11/13 (kernels/ops/image/resize.cc): `mode`.
 enum class ResizeMode : uint8_t { kNearest, kLinear, kCubic };
 // `coordinate_transformation_mode` (Resize-11/13; Resize-10 is kAsymmetric).
 enum class ResizeCoord : uint8_t {
@@ -41,21 +41,21 @@ enum class ResizeCoord : uint8_t {
 // downscaling).
 enum class ResizeNearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
-// The recurrent cell of ONNX RNN, GRU and LSTM (opsets 7-17; kernels/rnn_def.cc). Their
-// activation functions are kernels/rnn_activation.h's RnnAct.
+// The recurrent cell of ONNX RNN, GRU and LSTM (opsets 7-17; kernels/ops/rnn/rnn_def.cc). Their
+// activation functions are kernels/ops/rnn/rnn_activation.h's RnnAct.
 enum class RnnCell : uint8_t { kRnn, kGru, kLstm };
 
-// ONNX Pad (kernels/pad.cc): `mode` constant, reflect or edge.
+// ONNX Pad (kernels/ops/tensor/pad.cc): `mode` constant, reflect or edge.
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 
-// The Softmax family (kernels/softmax.cc; ONNX Softmax, LogSoftmax, Hardmax).
+// The Softmax family (kernels/ops/math/softmax.cc; ONNX Softmax, LogSoftmax, Hardmax).
 enum class SoftmaxMode : uint8_t { kSoftmax, kLogSoftmax, kHardmax };
 
 // The `reduction` of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
-// (kernels/loss.cc).
+// (kernels/ops/nn/loss.cc).
 enum class LossReduction : uint8_t { kNone, kSum, kMean };
 
-// ScatterElements' `reduction` (kernels/scatter.cc).
+// ScatterElements' `reduction` (kernels/ops/tensor/scatter.cc).
 enum class ScatterReduction : uint8_t { kNone, kAdd, kMul };
 
 }  // namespace remex::kernels

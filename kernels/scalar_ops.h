@@ -18,7 +18,7 @@
 // other op is named at its functor). The functor of op X has
 // X's name, takes X's data operands then its scalar parameters (LeakyRelu: alpha;
 // HardSigmoid: alpha, beta; Clip: min, max), which is also the operand order of
-// FusedElementwise's opcode of the same name (kernels/fused.h). NaN stays NaN: the
+// FusedElementwise's opcode of the same name (kernels/ops/fused/fused.h). NaN stays NaN: the
 // comparisons are written so that a NaN operand falls through.
 //
 // The math functions are the C library's on the host and CUDA's on the device, except

@@ -80,7 +80,7 @@ TEST(FusionTest, ChainBecomesOneKernel) {
   EXPECT_EQ(stats.kernels, 1);
   ASSERT_EQ(CountKernels(*def, "FusedElementwise"), 1);
   EXPECT_EQ(def->kernels[0].node_name, "HardSwish_0+Mul_1+Add_2");
-  // The signature kernels specialise on when created (kernels/fused.h).
+  // The signature kernels specialise on when created (kernels/ops/fused/fused.h).
   auto num_inputs = def->kernels[0].attrs.Int("num_inputs");
   ASSERT_TRUE(num_inputs.ok()) << num_inputs.status().ToString();
   EXPECT_EQ(*num_inputs, def->kernels[0].num_inputs);

@@ -365,7 +365,7 @@ class Importer {
         return kernels::AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
       case onnx::AttributeProto::TENSOR: {
         // ConstantOfShape's one-element `value` travels as the ints {onnx_dtype, bits}
-        // (the element's bytes in a zeroed int64; see kernels/generate.cc).
+        // (the element's bytes in a zeroed int64; see kernels/ops/generator/generate.cc).
         if (a.name() != "value") break;
         auto c = ConvertTensor(a.t());
         if (!c.ok()) return c.status().WithContext("attribute 'value' of " + where);

@@ -1,5 +1,5 @@
 // The bench report writers: CSV rows and columns, and the HTML page's structure and
-// escaping (tests/report_html_test.py draws the pages in a browser).
+// escaping (tests/bench_report_test.py draws the pages in a browser).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Tests of the CUDA device (vm/cuda_device.h) and the CUDA kernels
+// Tests of the CUDA device (vm/device/cuda_device.h) and the CUDA kernels
 // (kernels/cuda/cuda_kernels.h). Tests that need a GPU skip themselves when none is
 // visible; the factory's failure without a GPU, the broadcast plan and the kernels'
 // argument checks (which run before any CUDA call) are tested everywhere.

@@ -274,7 +274,7 @@ FusionStats FuseElementwise(Graph& graph, const kernels::KernelRegistry& registr
     for (int m : order) node.name += (node.name.empty() ? "" : "+") + g.nodes[m].name;
     node.attrs.Set("program", Encode(b));
     if (!b.immediates.empty()) node.attrs.Set("immediates", b.immediates);
-    // The signature, for kernels that specialise when created (kernels/fused.h).
+    // The signature, for kernels that specialise when created (kernels/ops/fused/fused.h).
     node.attrs.Set("num_inputs", static_cast<int64_t>(b.inputs.size()));
     node.attrs.Set("dtype", std::string(DTypeName(g.values[out].dtype)));
     node.inputs = b.inputs;

@@ -1,5 +1,5 @@
 // Elementwise fusion: replaces chains and small DAGs of elementwise device ops with one
-// FusedElementwise node (program format: kernels/fused.h), so that the chain makes one
+// FusedElementwise node (program format: kernels/ops/fused/fused.h), so that the chain makes one
 // pass over memory and its intermediate values are never allocated.
 //
 // What fuses. Top-level nodes (not inside If/Loop regions, and not If/Loop nodes

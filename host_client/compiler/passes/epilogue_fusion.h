@@ -1,6 +1,6 @@
 // Epilogue fusion: replaces a Conv or a MatMul by a constant, the Add after it and the
-// activation after that with one FusedConv or FusedMatMul node (kernels/conv.cc:
-// Y = activation(Conv(X, W, B) + Z); kernels/matmul.cc: Y = activation(MatMul(A, B) +
+// activation after that with one FusedConv or FusedMatMul node (kernels/ops/nn/conv.cc:
+// Y = activation(Conv(X, W, B) + Z); kernels/ops/math/matmul.cc: Y = activation(MatMul(A, B) +
 // bias)), so that the product's output is written once and its intermediates are never
 // allocated.
 //

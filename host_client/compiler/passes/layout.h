@@ -7,8 +7,8 @@
 // only where the graph meets the outside:
 //   - Conv with a 4-D float32 or float16 X (2-D convolution; a model exported in
 //     float16 runs channels-last as its float32 twin does), DepthToSpace and
-//     SpaceToDepth get the internal attribute `layout` = "NHWC" (see kernels/conv.cc,
-//     kernels/depth_space.cc); Conv's W and B stay as they are (ONNX layouts).
+//     SpaceToDepth get the internal attribute `layout` = "NHWC" (see kernels/ops/nn/conv.cc,
+//     kernels/ops/tensor/depth_space.cc); Conv's W and B stay as they are (ONNX layouts).
 //   - Layout-agnostic ops (kernels.h OpTraits::layout_agnostic: the elementwise ones,
 //     Add, Mul, Relu, LeakyRelu, Clip, Where, Cast, ...) whose non-constant
 //     inputs are all 4-D (or scalars) and at least one of them NHWC run on the NHWC

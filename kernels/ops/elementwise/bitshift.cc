@@ -4,7 +4,7 @@
 // BitShift(X, Y) -> Z: X shifted left or right by Y bits, elementwise with numpy
 // (multidirectional) broadcasting. X and Y share one dtype, uint8, uint16, uint32 or
 // uint64, which Z has. Attribute `direction` (required): "LEFT" or "RIGHT". A shift by
-// the bit width or more gives 0 (kernels/index_ops.h, shared with the CUDA kernel).
+// the bit width or more gives 0 (kernels/ops/tensor/index_ops.h, shared with the CUDA kernel).
 // INVALID_ARGUMENT "BitShift: ..." for other dtypes, unequal dtypes, shapes that do not
 // broadcast or a missing or unknown direction.
 

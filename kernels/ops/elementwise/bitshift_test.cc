@@ -1,4 +1,4 @@
-// BitShift (kernels/bitshift.cc): ONNX's examples, every dtype, shifts by the bit width
+// BitShift (kernels/ops/elementwise/bitshift.cc): ONNX's examples, every dtype, shifts by the bit width
 // or more, broadcasting, and the errors.
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Dropout's random mask under training_mode (ONNX Dropout-12/13,
 // https://onnx.ai/onnx/operators/onnx__Dropout.html), drawn on the host for the CPU
-// kernel (kernels/unary.cc) and the CUDA kernel (kernels/cuda/misc.cc) alike, so that
+// kernel (elementwise/unary.cc) and the CUDA kernel (elementwise/cuda/dropout.cc) alike, so that
 // both devices drop the same elements.
 //
 // The draw is NumPy's: with seed s, element i is kept when u_i >= ratio, where u_0,

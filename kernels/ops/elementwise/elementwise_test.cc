@@ -1,4 +1,4 @@
-// Elementwise ops of kernels/elementwise.cc: broadcasting, dtypes, special values and
+// Elementwise ops of kernels/ops/elementwise/elementwise.cc: broadcasting, dtypes, special values and
 // the shape functions' errors. (Add, Mul, Div, Relu, HardSigmoid and Clip are also
 // covered by kernels_test.cc.)
 

@@ -1,5 +1,5 @@
 // Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), logical ops (And, Or,
-// Xor, Not), Where (kernels/elementwise.cc) and Dropout (unary.cc): broadcasting, dtypes,
+// Xor, Not), Where (kernels/ops/elementwise/elementwise.cc) and Dropout (unary.cc): broadcasting, dtypes,
 // special values and the shape functions' errors.
 
 #include <gtest/gtest.h>
@@ -224,7 +224,7 @@ TEST(DropoutTest, InferenceIsTheIdentity) {
 }
 
 // NumPy's RandomState(seed).random_sample(n), the reference draw of Dropout's mask
-// (kernels/dropout_mask.h), written here from NumPy's definition: MT19937 (Matsumoto
+// (kernels/ops/elementwise/dropout_mask.h), written here from NumPy's definition: MT19937 (Matsumoto
 // and Nishimura's mt19937ar, seeded by init_genrand) and genrand_res53.
 std::vector<double> NumpyRandomSample(uint32_t seed, int n) {
   uint32_t mt[624];

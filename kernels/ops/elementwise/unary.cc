@@ -455,7 +455,7 @@ class ClipKernel final : public ValidatedKernel {
 // training_mode are read on the host (ShapeDep::kData). At inference, or in training
 // mode with ratio 0, the output is the data and the mask all true (ones). In training
 // mode with ratio in (0, 1), element i is kept (mask true) when the draw of
-// kernels/dropout_mask.h keeps it: output = keep ? data * 1 / (1 - ratio) : 0, the
+// kernels/ops/elementwise/dropout_mask.h keeps it: output = keep ? data * 1 / (1 - ratio) : 0, the
 // product in float (double for float64), as ONNX Runtime computes it.
 
 // The mask's dtype for data of dtype `dt`: T for Dropout-7, bool from Dropout-10.

@@ -1,4 +1,4 @@
-// The unary ops of kernels/unary.cc beyond the activations: trigonometric, hyperbolic,
+// The unary ops of kernels/ops/elementwise/unary.cc beyond the activations: trigonometric, hyperbolic,
 // rounding, Sign, Softplus, Softsign, Elu, Celu, Selu, ThresholdedRelu and Shrink.
 // Each is checked against the ONNX operator's formula computed here in double
 // (https://onnx.ai/onnx/operators/, the versions named in kernels/scalar_ops.h), on

@@ -1,5 +1,5 @@
 // FusedElementwise: a chain (or small DAG) of elementwise float ops evaluated in one
-// pass over memory. The program format is described in kernels/fused.h.
+// pass over memory. The program format is described in kernels/ops/fused/fused.h.
 //
 // The CPU kernel walks the output in blocks of kBlock elements. Per block it loads (or
 // gathers, where an input broadcasts) each input into a block-sized slot buffer, runs

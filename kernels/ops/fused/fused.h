@@ -1,6 +1,6 @@
 // The program format of FusedElementwise: one op that evaluates a small expression
 // DAG of elementwise float ops in one pass over memory. Written by the compiler's
-// fusion pass (host_client/compiler/passes/elementwise_fusion.h), read by the kernels (kernels/fused.cc).
+// fusion pass (host_client/compiler/passes/elementwise_fusion.h), read by the kernels (fused.cc).
 //
 // A node FusedElementwise(x0, ..., x{n-1}) -> y carries two attributes:
 //   - `program` (ints): instructions of kFusedWidth entries each,

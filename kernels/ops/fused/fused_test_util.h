@@ -1,4 +1,4 @@
-// Test helpers of FusedElementwise (kernels/fused.h), shared by the CPU and the CUDA
+// Test helpers of FusedElementwise (kernels/ops/fused/fused.h), shared by the CPU and the CUDA
 // tests: the opcodes and Pow exponents of random programs, random inputs that
 // broadcast to a random output shape, and random programs.
 #pragma once

@@ -1,6 +1,6 @@
 // The checked views of NonMaxSuppression, RoiAlign and MaxUnpool, shared by their CPU
-// kernels (kernels/detection.cc, kernels/unpool.cc) and CUDA kernels
-// (kernels/cuda/det.cc): every shape, dtype and attribute is checked here once. Errors
+// kernels (image/detection.cc, nn/unpool.cc) and CUDA kernels
+// (image/cuda/detection.cc, nn/cuda/unpool.cc): every shape, dtype and attribute is checked here once. Errors
 // are INVALID_ARGUMENT "<op>: ..." for inputs the ONNX definition refuses, UNIMPLEMENTED
 // for dtypes Remex does not run.
 #pragma once

@@ -1,7 +1,7 @@
 // NonMaxSuppression and RoiAlign: views, shape functions and CPU kernels (ONNX
 // NonMaxSuppression-10/11, RoiAlign-10/16; https://onnx.ai/onnx/operators/). What each
-// computes is documented with its view in kernels/det_view.h; RoiAlign's formula is
-// kernels/det_ops.h's, shared with the CUDA kernel.
+// computes is documented with its view in image/det_view.h; RoiAlign's formula is
+// image/det_ops.h's, shared with the CUDA kernel.
 //
 // NonMaxSuppression's output count depends on its inputs' values, so every input is
 // read on the host (ShapeDep::kData): the shape function runs the whole selection and

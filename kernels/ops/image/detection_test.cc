@@ -1,4 +1,4 @@
-// NonMaxSuppression, RoiAlign (kernels/detection.cc) and MaxUnpool (kernels/unpool.cc):
+// NonMaxSuppression, RoiAlign (kernels/ops/image/detection.cc) and MaxUnpool (kernels/ops/nn/unpool.cc):
 // small cases worked out by hand (ONNX's examples), tie order, thresholds, both
 // coordinate modes and max mode, repeated unpool indices, and the errors.
 

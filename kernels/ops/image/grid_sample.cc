@@ -1,7 +1,7 @@
 // GridSample: view, shape function and CPU kernel (ONNX GridSample-16,
 // https://onnx.ai/onnx/operators/onnx__GridSample.html). What it computes is
-// documented with its view in kernels/grid_sample_view.h; the per-output formula is
-// kernels/grid_sample_ops.h's, shared with the CUDA kernel. The shape function needs
+// documented with its view in kernels/ops/image/grid_sample_view.h; the per-output formula is
+// kernels/ops/image/grid_sample_ops.h's, shared with the CUDA kernel. The shape function needs
 // only the inputs' shapes (ShapeDep::kShape).
 
 #include <cstdint>

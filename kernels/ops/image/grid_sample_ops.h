@@ -1,5 +1,5 @@
 // GridSample's per-output formula, written once for the CPU kernel
-// (kernels/grid_sample.cc) and the CUDA kernel (kernels/cuda/grid_impl.cu): both call
+// (kernels/ops/image/grid_sample.cc) and the CUDA kernel (cuda/grid_sample_impl.cu): both call
 // GridPointOf per grid point and GridSampleValue per output element, so their outputs
 // are the same bits (the device code is compiled without contraction into fused
 // multiply-adds).

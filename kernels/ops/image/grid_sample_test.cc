@@ -1,4 +1,4 @@
-// GridSample (kernels/grid_sample.cc): small cases worked out by hand for each mode,
+// GridSample (kernels/ops/image/grid_sample.cc): small cases worked out by hand for each mode,
 // padding mode and align_corners, round half to even in nearest mode, float16 and
 // float64, NaN grid values, and the errors.
 

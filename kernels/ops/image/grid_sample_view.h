@@ -1,5 +1,5 @@
-// GridSample's checked view, shared by its CPU kernel (kernels/grid_sample.cc) and its
-// CUDA kernel (kernels/cuda/grid.cc): every shape, dtype and attribute is checked here
+// GridSample's checked view, shared by its CPU kernel (kernels/ops/image/grid_sample.cc) and its
+// CUDA kernel (kernels/ops/image/cuda/grid_sample.cc): every shape, dtype and attribute is checked here
 // once. Errors are INVALID_ARGUMENT "GridSample: ..." for inputs the ONNX definition
 // refuses, UNIMPLEMENTED for dtypes Remex does not run.
 #pragma once
@@ -20,7 +20,7 @@ namespace remex::kernels::internal {
 // other than X's, are UNIMPLEMENTED; a grid that is not float is INVALID_ARGUMENT).
 // Attributes: align_corners (0, the default, or 1), mode (bilinear, the default,
 // nearest, bicubic), padding_mode (zeros, the default, border, reflection). H_in and
-// W_in must be at least 1 unless Y is empty. The formula: kernels/grid_sample_ops.h.
+// W_in must be at least 1 unless Y is empty. The formula: kernels/ops/image/grid_sample_ops.h.
 struct GridSampleView {
   grid::GridSampleGeometry g;
   DType dtype = DType::kUndefined;

@@ -1,4 +1,4 @@
-// CumSum (kernels/cumsum.cc; ONNX CumSum-11/14): ONNX's examples (exclusive, reverse,
+// CumSum (kernels/ops/math/cumsum.cc; ONNX CumSum-11/14): ONNX's examples (exclusive, reverse,
 // both), every axis of a 3-D tensor against sums written here, integer wrapping,
 // float16, and the errors.
 

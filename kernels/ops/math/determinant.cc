@@ -3,7 +3,7 @@
 //
 // Det(X) -> Y: X [*, M, M] (rank >= 2, square in its last two dims) of float16, float32
 // or float64; Y [*] of X's dtype, the determinant of each matrix. Computed in double by
-// LU decomposition with partial pivoting (kernels/determinant_ops.h, shared with the CUDA
+// LU decomposition with partial pivoting (kernels/ops/math/determinant_ops.h, shared with the CUDA
 // kernel) and rounded to the dtype; an empty matrix (M = 0) has determinant 1.
 // INVALID_ARGUMENT "Det: ..." for another dtype, a rank below 2 or a matrix that is
 // not square.

@@ -1,4 +1,4 @@
-// Det (kernels/determinant.cc; ONNX Det-11): ONNX's examples, matrices whose determinants are
+// Det (kernels/ops/math/determinant.cc; ONNX Det-11): ONNX's examples, matrices whose determinants are
 // known (permutations, triangular, singular, pivoting needed), batches, dtypes and the
 // errors.
 

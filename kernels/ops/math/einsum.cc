@@ -12,7 +12,7 @@
 // appears. 1 to 8 inputs of one dtype: float16, float32, float64 (accumulated in
 // double, rounded once), int32, int64 (wrapping). At most 16 output and 16 summed
 // indices. Each output element is computed on its own from the index plan
-// (kernels/einsum_ops.h, shared with the CUDA kernel). INVALID_ARGUMENT "Einsum: ..."
+// (kernels/ops/math/einsum_ops.h, shared with the CUDA kernel). INVALID_ARGUMENT "Einsum: ..."
 // for a malformed equation, a term whose labels do not match its input's rank,
 // disagreeing extents, or another dtype.
 

@@ -1,4 +1,4 @@
-// Einsum (kernels/einsum.cc; ONNX Einsum-12): explicit and implicit outputs, matmul,
+// Einsum (kernels/ops/math/einsum.cc; ONNX Einsum-12): explicit and implicit outputs, matmul,
 // batch matmul, transpose, sums, traces and diagonals, ellipsis with broadcasting,
 // three inputs, integer wrapping, against loops written here; and the equation errors.
 

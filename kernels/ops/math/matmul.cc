@@ -16,7 +16,7 @@
 //     B     A's dtype, 2-D [K, N]
 //     bias  optional, A's dtype, [N] (added along Y's last dim)
 //   -> Y [..., M, N], A's dtype (MatMul's shape). Attributes `activation` and
-//   `activation_params` exactly as FusedConv's (kernels/conv.cc, ParseConvEpilogue;
+//   `activation_params` exactly as FusedConv's (kernels/ops/nn/conv.cc, ParseConvEpilogue;
 //   each activation its ONNX operator's, kernels/conv_epilogue.h). Any other shape or
 //   dtype: INVALID_ARGUMENT "FusedMatMul: ...".
 //   The CPU kernel is oneDNN's matmul primitive over A as one [batch * M, K] matrix,

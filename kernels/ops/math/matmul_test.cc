@@ -1,4 +1,4 @@
-// FusedMatMul (kernels/matmul.cc): against the registry's MatMul, Add and activation
+// FusedMatMul (kernels/ops/math/matmul.cc): against the registry's MatMul, Add and activation
 // kernels run one after the other; float16 against float32; its errors.
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (kernels/loss.cc) against the
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (kernels/ops/nn/loss.cc) against the
 // ONNX reference implementation's formulas (onnx/backend/test/case/node/
 // negativeloglikelihoodloss.py, softmaxcrossentropy.py) written here in double: every
 // reduction, weights, ignore_index, 2-D to 4-D inputs, log_prob, and the errors.

@@ -521,7 +521,7 @@ class LayerNormKernel final : public ValidatedKernel {
 };
 
 // ---------------------------------------------------------------------------
-// LpNormalization-1: y = x / ||x||_p along `axis` (kernels/lp_ops.h), float types.
+// LpNormalization-1: y = x / ||x||_p along `axis` (kernels/ops/nn/lp_ops.h), float types.
 
 StatusOr<std::vector<TensorInfo>> InferLpNormalization(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   if (in.size() != 1) return OpError("LpNormalization", "expects 1 input");

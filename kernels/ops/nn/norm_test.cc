@@ -328,7 +328,7 @@ TEST(NormTest, ShapeDepsAreDeclared) {
   }
 }
 
-// LogSoftmax and Hardmax (kernels/softmax.cc) against formulas in double, both entries.
+// LogSoftmax and Hardmax (kernels/ops/math/softmax.cc) against formulas in double, both entries.
 TEST(SoftmaxTest, LogSoftmaxAndHardmax) {
   OpRunner r;
   const std::vector<double> x = {1, 3, 2, -1, 1000, 1001, 0.5, 0.5};

@@ -1,6 +1,6 @@
 // MaxUnpool: view, shape function and CPU kernel (ONNX MaxUnpool-9/11;
 // https://onnx.ai/onnx/operators/onnx__MaxUnpool.html). What it computes is documented
-// with its view in kernels/det_view.h, shared with the CUDA kernel.
+// with its view in kernels/ops/image/det_view.h, shared with the CUDA kernel.
 
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,5 @@
 // MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv: shape functions, CPU
-// kernels and the views of their inputs (kernels/quantize_view.h).
+// kernels and the views of their inputs (kernels/ops/quantization/quantize_view.h).
 // https://onnx.ai/onnx/operators/onnx__MatMulInteger.html, onnx__QLinearMatMul.html,
 // onnx__ConvInteger.html, onnx__QLinearConv.html (all opset 10).
 //
@@ -11,7 +11,7 @@
 //   y_zero_point, [B]) -> y of y_zero_point's dtype.
 // uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
 // int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
-// element-by-element sums of kernels/quantize_ops.h) and requantize with that header's
+// element-by-element sums of kernels/ops/quantization/quantize_ops.h) and requantize with that header's
 // functions, so both devices give the same bits.
 
 #include <algorithm>

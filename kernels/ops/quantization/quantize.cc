@@ -1,5 +1,5 @@
 // QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear: shape functions and CPU
-// kernels, and the input views of the quantization ops (kernels/quantize_view.h).
+// kernels, and the input views of the quantization ops (kernels/ops/quantization/quantize_view.h).
 // https://onnx.ai/onnx/operators/onnx__QuantizeLinear.html (opsets 10, 13),
 // onnx__DequantizeLinear.html (10, 13), onnx__DynamicQuantizeLinear.html (11).
 //
@@ -8,7 +8,7 @@
 // DequantizeLinear(x, x_scale, [x_zero_point]) -> y float32 of x's shape.
 // DynamicQuantizeLinear(x float32) -> y uint8 of x's shape, y_scale float32 [],
 //   y_zero_point uint8 [].
-// The formulas are kernels/quantize_ops.h's. A scale that is zero, negative or not
+// The formulas are kernels/ops/quantization/quantize_ops.h's. A scale that is zero, negative or not
 // finite is not refused (ONNX does not): division by it gives what float32 gives,
 // saturated.
 

@@ -1,6 +1,6 @@
 // The formulas of ONNX's linear quantization ops, written once for the CPU kernels
-// (kernels/quantize.cc, kernels/qlinear.cc) and the CUDA kernels
-// (kernels/cuda/quant_impl.cu): each of them calls these functions per element.
+// (kernels/ops/quantization/quantize.cc, kernels/ops/quantization/qlinear.cc) and the CUDA kernels
+// (kernels/ops/quantization/cuda/quant_impl.cu): each of them calls these functions per element.
 //
 // Semantics (https://onnx.ai/onnx/operators/):
 //   - QuantizeLinear-10/13: y = saturate(round(x / y_scale) + y_zero_point), round

@@ -1,4 +1,4 @@
-// The linear quantization ops' CPU kernels (kernels/quantize.cc, kernels/qlinear.cc):
+// The linear quantization ops' CPU kernels (kernels/ops/quantization/quantize.cc, qlinear.cc):
 // ONNX's examples, per-axis parameters, rounding half to even and saturation, every
 // uint8 / int8 operand combination of the integer matmul and convolution against plain
 // loops written here (strides, pads, dilations, groups, per-channel zero points,

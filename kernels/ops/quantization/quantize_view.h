@@ -1,5 +1,5 @@
 // The checked views of the linear quantization ops' inputs, shared by their CPU kernels
-// (kernels/quantize.cc, kernels/qlinear.cc) and CUDA kernels (kernels/cuda/quant.cc):
+// (kernels/ops/quantization/quantize.cc, qlinear.cc) and CUDA kernels (cuda/quant.cc):
 // every shape, dtype and attribute is checked here once. Errors are INVALID_ARGUMENT
 // "<op>: ..." for inputs the ONNX definition refuses, UNIMPLEMENTED "<op>: ..." for
 // forms it allows that Remex does not run (named in each message).

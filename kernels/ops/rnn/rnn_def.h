@@ -1,5 +1,5 @@
-// LSTM, GRU and RNN: the op definitions (kernels/rnn_def.cc) shared with the CPU kernel
-// (kernels/rnn.cc). Semantics, shapes and attributes: the comment at the top of rnn_def.cc.
+// LSTM, GRU and RNN: the op definitions (kernels/ops/rnn/rnn_def.cc) shared with the CPU kernel
+// (kernels/ops/rnn/rnn.cc). Semantics, shapes and attributes: the comment at the top of rnn_def.cc.
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 // STFT-17, MelWeightMatrix-17; https://onnx.ai/onnx/operators/onnx__DFT.html and its
 // siblings, with ONNX's reference implementations op_dft.py, op_stft.py and
 // op_mel_weight_matrix.py). What each computes is documented with its view in
-// kernels/spectral_view.h; the per-element formulas are kernels/spectral_ops.h's,
+// kernels/ops/signal/spectral_view.h; the per-element formulas are kernels/ops/signal/spectral_ops.h's,
 // shared with the CUDA kernels, and the kernels here call them the same way the device
 // code does, so both give the same bits.
 //

@@ -1,8 +1,8 @@
 // The per-element formulas of DFT-17, STFT-17 and MelWeightMatrix-17
 // (https://onnx.ai/onnx/operators/onnx__DFT.html, onnx__STFT.html,
 // onnx__MelWeightMatrix.html; ONNX's reference implementations op_dft.py, op_stft.py and
-// op_mel_weight_matrix.py), written once for the CPU kernels (kernels/spectral.cc) and
-// the CUDA kernels (kernels/cuda/spectral_impl.cu). A plain header: <math.h> and
+// op_mel_weight_matrix.py), written once for the CPU kernels (kernels/ops/signal/spectral.cc) and
+// the CUDA kernels (kernels/ops/signal/cuda/spectral_impl.cu). A plain header: <math.h> and
 // <stdint.h> only, so that .cu files include it.
 //
 // A DFT output element is a naive sum in double over the used input samples (O(n) per

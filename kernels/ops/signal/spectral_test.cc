@@ -1,4 +1,4 @@
-// DFT, STFT and MelWeightMatrix (kernels/spectral.cc): DFTs of known signals (impulse,
+// DFT, STFT and MelWeightMatrix (kernels/ops/signal/spectral.cc): DFTs of known signals (impulse,
 // cosine, a shifted impulse), every axis against a direct evaluation in long double,
 // zero padding and truncation by dft_length, onesided, inverse(DFT(x)) == x, STFT
 // against DFTs of its frames (with and without a window), MelWeightMatrix against

@@ -1,5 +1,5 @@
 // The checked views of DFT-17, STFT-17 and MelWeightMatrix-17, shared by their CPU
-// kernels (kernels/spectral.cc) and CUDA kernels (kernels/cuda/spectral.cc): every
+// kernels (kernels/ops/signal/spectral.cc) and CUDA kernels (kernels/ops/signal/cuda/spectral.cc): every
 // shape, dtype, attribute and host-side value is checked here once, by the shape
 // function and again by each kernel. Errors are INVALID_ARGUMENT "<op>: ..." naming the
 // value. Sizes read from tensor data are bounded (spectral::kMaxDftLength,

@@ -3,7 +3,7 @@
 // https://onnx.ai/onnx/operators/onnx__HannWindow.html and its siblings).
 //
 // <Op>Window(size) -> 1-D [size] of dtype output_datatype: the window's values
-// (kernels/window_ops.h, the formulas shared with the CUDA kernels). size: a one-element
+// (kernels/ops/signal/window_ops.h, the formulas shared with the CUDA kernels). size: a one-element
 // int32 or int64 input read on the host (ShapeDep::kData), >= 0. Attributes:
 // output_datatype (an ONNX dtype, default 1 = float32; every numeric dtype Remex holds;
 // float types rounded to nearest from double, integers truncated toward zero as ONNX's

@@ -1,5 +1,5 @@
 // The element rules of Trilu and EyeLike (ONNX Trilu-14, EyeLike-9), written once for
-// the CPU kernels (kernels/diagonal.cc) and the CUDA kernels (kernels/cuda/
+// the CPU kernels (kernels/ops/tensor/diagonal.cc) and the CUDA kernels (kernels/cuda/
 // transform_impl.cu). A plain header: no CUDA, no Remex headers.
 #pragma once
 

@@ -1,6 +1,6 @@
-// Trilu and EyeLike (kernels/diagonal.cc): ONNX's examples (Trilu-14, EyeLike-9),
+// Trilu and EyeLike (kernels/ops/tensor/diagonal.cc): ONNX's examples (Trilu-14, EyeLike-9),
 // batches, k beyond the matrix, every dtype through a raw copy, and the errors; OneHot
-// (kernels/generate.cc).
+// (kernels/ops/generator/generate.cc).
 
 #include <gtest/gtest.h>
 
@@ -102,7 +102,7 @@ TEST(EyeLikeTest, DiagonalsAndDtypes) {
   EXPECT_NE(bad.status().message().find("EyeLike"), std::string::npos) << bad.status().message();
 }
 
-// OneHot (kernels/generate.cc; ONNX OneHot-11): ONNX's examples, negative and
+// OneHot (kernels/ops/generator/generate.cc; ONNX OneHot-11): ONNX's examples, negative and
 // out-of-range indices, float indices and depth, and the errors.
 TEST(OneHotTest, AxesNegativeIndicesAndErrors) {
   OpRunner r;

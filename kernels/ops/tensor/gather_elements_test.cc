@@ -1,4 +1,4 @@
-// GatherElements (kernels/transform.cc; ONNX GatherElements-11/13): the operator's own
+// GatherElements (kernels/ops/tensor/transform.cc; ONNX GatherElements-11/13): the operator's own
 // examples, every axis of a 3-D tensor against a loop written here, negative indices,
 // int32 indices, every element size, and the shape function's and kernel's errors.
 

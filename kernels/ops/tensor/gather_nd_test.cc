@@ -1,4 +1,4 @@
-// GatherND and ScatterND (kernels/gather_nd.cc): ONNX's examples, batch_dims, negative
+// GatherND and ScatterND (kernels/ops/tensor/gather_nd.cc): ONNX's examples, batch_dims, negative
 // indices, reductions with duplicate tuples, and the errors (out of range first).
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// NonZero and Compress (kernels/nonzero.cc): ONNX's examples, floats (NaN, -0.0),
+// NonZero and Compress (kernels/ops/tensor/nonzero.cc): ONNX's examples, floats (NaN, -0.0),
 // scalars and empty inputs, Compress's axis forms per opset and the condition's length.
 
 #include <gtest/gtest.h>

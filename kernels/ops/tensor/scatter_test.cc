@@ -1,4 +1,4 @@
-// ScatterElements and Scatter (kernels/scatter.cc): ONNX's examples, reductions add
+// ScatterElements and Scatter (kernels/ops/tensor/scatter.cc): ONNX's examples, reductions add
 // and mul with duplicate indices, every axis of a 3-D tensor against a loop, and the
 // errors.
 

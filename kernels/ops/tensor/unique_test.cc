@@ -1,4 +1,4 @@
-// Unique (kernels/unique.cc; ONNX Unique-11): ONNX's examples (sorted and in order of
+// Unique (kernels/ops/tensor/unique.cc; ONNX Unique-11): ONNX's examples (sorted and in order of
 // first occurrence, with and without axis), NaN and signed-zero handling, and errors.
 
 #include <gtest/gtest.h>

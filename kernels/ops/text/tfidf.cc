@@ -1,7 +1,7 @@
 // TfIdfVectorizer: attribute checks, the n-gram trie, the shape function and the CPU
 // kernel (ONNX TfIdfVectorizer-9, https://onnx.ai/onnx/operators/onnx__TfIdfVectorizer.html).
-// What is checked is documented with the view in kernels/tfidf_view.h; the matching and
-// weighting are kernels/tfidf_ops.h's, shared with the CUDA kernel.
+// What is checked is documented with the view in kernels/ops/text/tfidf_view.h; the matching and
+// weighting are kernels/ops/text/tfidf_ops.h's, shared with the CUDA kernel.
 //
 // The kernel factory builds the trie once per kernel (refusing duplicate n-grams); the
 // shape function checks the attributes without reading the pool.

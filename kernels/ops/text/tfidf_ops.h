@@ -1,5 +1,5 @@
 // TfIdfVectorizer's matching and weighting, written once for the CPU kernel
-// (kernels/tfidf.cc) and the CUDA kernel (kernels/cuda/text_impl.cu): both walk the
+// (kernels/ops/text/tfidf.cc) and the CUDA kernel (kernels/ops/text/cuda/tfidf_impl.cu): both walk the
 // same n-gram trie from every start position of a row with CountFrom and turn the
 // counts into outputs with Weigh, so their outputs are the same bits.
 //

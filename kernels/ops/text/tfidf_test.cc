@@ -1,4 +1,4 @@
-// TfIdfVectorizer (kernels/tfidf.cc): ONNX's examples (the node tests' pools and
+// TfIdfVectorizer (kernels/ops/text/tfidf.cc): ONNX's examples (the node tests' pools and
 // inputs), the three modes with and without weights, permuted output coordinates,
 // trigrams over int64 items beyond int32, empty inputs, and the attribute and input
 // errors. Expected values worked out by hand (checked against a port of ONNX's

@@ -1,5 +1,5 @@
 // The checked attributes and input view of TfIdfVectorizer, shared by its CPU kernel
-// (kernels/tfidf.cc) and its CUDA kernel (kernels/cuda/text.cc): every attribute and
+// (kernels/ops/text/tfidf.cc) and its CUDA kernel (kernels/ops/text/cuda/tfidf.cc): every attribute and
 // input is checked here once. Attributes come from untrusted model files: errors are
 // INVALID_ARGUMENT "TfIdfVectorizer: ..." naming the attribute or input, UNIMPLEMENTED
 // for pool_strings (Remex has no string tensors).

@@ -2,9 +2,9 @@
 // and Momentum-1 (ONNX ai.onnx.preview.training; https://onnx.ai/onnx/operators/#ai-onnx-preview-training).
 //
 // Each op updates n tensors at once: X_i' from X_i, its gradient G_i and its state, and
-// the new state, by the rules of kernels/optimizer_ops.h (shared with the CUDA kernels),
+// the new state, by the rules of kernels/ops/training/optimizer_ops.h (shared with the CUDA kernels),
 // computed per element in double and rounded to the tensors' dtype (float32 or
-// float64). The inputs and outputs are laid out as kernels/optimizer_view.h gives; R and
+// float64). The inputs and outputs are laid out as kernels/ops/training/optimizer_view.h gives; R and
 // T are read where they lie (ShapeDep::kShape: no shape depends on them). Errors:
 // INVALID_ARGUMENT "<op>: ..." from OptimizerViewOf / OptimizerParamsOf.
 

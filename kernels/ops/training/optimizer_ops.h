@@ -1,7 +1,7 @@
 // The update rules of the training domain's optimizers (ONNX ai.onnx.preview.training
 // opset 1: Adagrad, Adam, Momentum; https://onnx.ai/onnx/operators/#ai-onnx-preview-training),
-// written once for the CPU kernels (kernels/optimizer.cc) and the CUDA kernels
-// (kernels/cuda/training_impl.cu). A plain header: no CUDA, no Remex headers.
+// written once for the CPU kernels (kernels/ops/training/optimizer.cc) and the CUDA kernels
+// (training/cuda/optimizer_impl.cu). A plain header: no CUDA, no Remex headers.
 //
 // Every rule runs in double per element: x is the tensor being optimised, g its
 // gradient, and the state (h, v) its accumulators; the kernels round the new values to

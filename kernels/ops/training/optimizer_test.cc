@@ -1,4 +1,4 @@
-// The training domain's optimizers (kernels/optimizer.cc): Adagrad, Adam and Momentum
+// The training domain's optimizers (kernels/ops/training/optimizer.cc): Adagrad, Adam and Momentum
 // (standard and Nesterov) against ONNX's reference values (the backend test cases of
 // ONNX 1.12, onnx/backend/test/case/node/{adagrad,adam,momentum}.py) and against their
 // formulas at update counts T > 0, several tensors per call, float64, and the checks of

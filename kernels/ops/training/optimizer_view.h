@@ -1,6 +1,6 @@
 // The training domain's optimizers (ONNX ai.onnx.preview.training opset 1: Adagrad,
-// Adam, Momentum) as their CPU kernels (kernels/optimizer.cc) and CUDA kernels
-// (kernels/cuda/training.cc) read them: the attributes, and where each tensor sits among
+// Adam, Momentum) as their CPU kernels (kernels/ops/training/optimizer.cc) and CUDA kernels
+// (kernels/ops/training/cuda/optimizer.cc) read them: the attributes, and where each tensor sits among
 // the inputs and outputs.
 //
 // Inputs: R (float32 or float64 scalar, the learning rate), T (int64 scalar, the update

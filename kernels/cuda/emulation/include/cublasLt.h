@@ -1,4 +1,4 @@
-// CUDA emulation: the cuBLASLt subset Remex calls (kernels/cuda/libraries_gemm.cc),
+// CUDA emulation: the cuBLASLt subset Remex calls (kernels/ops/math/cuda/matmul.cc),
 // computed on the host by a reference loop (cublaslt.cc). Names, values and call
 // signatures follow the cuBLASLt API reference (CUDA 12). The emulation checks what a
 // caller controls: descriptor and layout attributes, that A, B, C, D and the bias lie

@@ -1,5 +1,5 @@
 // CUDA emulation: the cuDNN (v9 legacy API) subset Remex calls
-// (kernels/cuda/libraries_conv.cc), computed on the host by reference loops
+// (kernels/ops/nn/cuda/conv.cc), computed on the host by reference loops
 // (cudnn.cc). Names, values and signatures follow cuDNN 9's cudnn_graph.h, cudnn_ops.h
 // and cudnn_cnn.h. The emulation checks what a caller controls: descriptors (dims,
 // strides, group count, pads), that every tensor lies inside device memory, that the

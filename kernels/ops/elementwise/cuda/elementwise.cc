@@ -1,7 +1,7 @@
 // CUDA kernels of the elementwise ops (host side): checks against the op's shape
 // function, the broadcast plan, dtype dispatch and the launch (elementwise_impl.cu).
 // Semantics are ONNX's (Add-14, Sub-14, Mul-14, Div-14 with multidirectional
-// broadcasting; Relu-14, Sigmoid-13), as in kernels/elementwise.cc.
+// broadcasting; Relu-14, Sigmoid-13), as in kernels/ops/elementwise/elementwise.cc.
 
 #include <cuda_runtime_api.h>
 

@@ -1,5 +1,5 @@
-// CUDA kernels: FusedElementwise (program format in kernels/fused.h; semantics of the
-// CPU kernel kernels/fused.cc, i.e. of the ONNX ops the opcodes are named after,
+// CUDA kernels: FusedElementwise (program format in kernels/ops/fused/fused.h; semantics of the
+// CPU kernel kernels/ops/fused/fused.cc, i.e. of the ONNX ops the opcodes are named after,
 // opsets 13-17), for float32, float16 (computed in float, rounded to nearest even on
 // store) and float64.
 //
@@ -9,7 +9,7 @@
 // CUDA driver API (cuModuleLoadDataEx, cached process-wide per (source, device): a
 // module is loaded once per device and lives until exit) and launches it with
 // cuLaunchKernel on the context's stream. When the node carries the signature the
-// compiler records (attributes `num_inputs` and `dtype`, kernels/fused.h), this happens
+// compiler records (attributes `num_inputs` and `dtype`, kernels/ops/fused/fused.h), this happens
 // in the kernel factory, i.e. when the VM creates its kernels as it loads the
 // executable (VirtualMachine::Create): an NVRTC error then fails the load, naming the
 // op and carrying NVRTC's log, and the first Compute only plans the broadcast and
@@ -23,7 +23,7 @@
 // Under the host emulation of CUDA (REMEX_CUDA_EMULATION) there is no NVRTC and no
 // driver: the kernel generates its source as on a GPU (so codegen errors surface where
 // they would), plans the broadcast, checks that every operand is device memory, and
-// then computes with the CPU kernel (kernels/fused.cc) on the emulated device's memory.
+// then computes with the CPU kernel (kernels/ops/fused/fused.cc) on the emulated device's memory.
 // The generated source itself is run on the host by fused_host_test.
 
 #if !REMEX_CUDA_EMULATION
@@ -180,7 +180,7 @@ Status CheckProgramFormat(const Attributes& attrs) {
   return OkStatus();
 }
 
-// The signature the compiler records on the node (kernels/fused.h): its input count and
+// The signature the compiler records on the node (kernels/ops/fused/fused.h): its input count and
 // dtype. nullopt when the node lacks either attribute; INVALID_ARGUMENT for a malformed
 // one, UNIMPLEMENTED for a dtype without a kernel.
 struct Signature {

@@ -1,5 +1,5 @@
 // FusedElementwise on CUDA: the CUDA C source of a program and its broadcast plan
-// (fused_codegen.h). Semantics follow kernels/fused.cc, which follows the ONNX ops
+// (fused_codegen.h). Semantics follow kernels/ops/fused/fused.cc, which follows the ONNX ops
 // the opcodes are named after (opsets 13-17).
 
 #include "kernels/ops/fused/cuda/fused_codegen.h"
@@ -36,7 +36,7 @@ std::string Expression(FusedOpcode op, const std::string& a, const std::string& 
   return "remex_scalar::" + std::string(FusedOpcodeName(static_cast<int64_t>(op))) + "()(" + args + ")";
 }
 
-// Checks the program as the CPU kernel does (kernels/fused.cc CheckProgram).
+// Checks the program as the CPU kernel does (kernels/ops/fused/fused.cc CheckProgram).
 Status CheckProgram(std::span<const int64_t> p, int64_t nin, int64_t nimm) {
   if (nin < 1 || nin > kFusedMaxInputs) {
     return OpError(std::to_string(nin) + " inputs, expects 1 to " + std::to_string(kFusedMaxInputs));

@@ -1,8 +1,8 @@
 // FusedElementwise on CUDA, host side and plain C++ (no CUDA headers): the generator of
 // a program's CUDA C source and the broadcast plan its kernel reads.
 //
-// The program format is kernels/fused.h's; every opcode has the semantics of the CPU
-// kernel (kernels/fused.cc), i.e. of the ONNX op it is named after (opsets 13-17).
+// The program format is kernels/ops/fused/fused.h's; every opcode has the semantics of the CPU
+// kernel (kernels/ops/fused/fused.cc), i.e. of the ONNX op it is named after (opsets 13-17).
 //
 // The generated source is one self-contained kernel (no #include: NVRTC has no
 // built-in cuda_fp16.h, and the toolkit's headers need not exist where it runs):

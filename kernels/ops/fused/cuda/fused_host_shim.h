@@ -1,8 +1,8 @@
 // Host shim for the CUDA C source of FusedElementwise (GenerateFusedKernelSource,
-// kernels/cuda/fused_codegen.h). Included before that source, it lets a host C++
+// kernels/ops/fused/cuda/fused_codegen.h). Included before that source, it lets a host C++
 // compiler (C++17) build the very same text into a function that runs on the CPU, so
 // that a test can check the source's semantics against the CPU kernel
-// (kernels/cuda/fused_host_test.cc). Tests only: NVRTC never sees this file.
+// (kernels/ops/fused/cuda/fused_host_test.cc). Tests only: NVRTC never sees this file.
 //
 // What the source needs from CUDA, on the host:
 //   - __global__, __device__, __forceinline__: plain inline functions.

@@ -1,5 +1,5 @@
 // FusedElementwise's generated CUDA C source, run on the host against the CPU kernel
-// (kernels/fused.cc). Needs no GPU and no CUDA library.
+// (kernels/ops/fused/fused.cc). Needs no GPU and no CUDA library.
 //
 // The exact text GenerateFusedKernelSource returns is compiled with the host C++
 // compiler Remex was built with (REMEX_HOST_CXX; -O1 -std=c++17 -shared -fPIC) after

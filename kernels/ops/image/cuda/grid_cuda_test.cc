@@ -1,4 +1,4 @@
-// Differential tests of the GridSample CUDA kernel (kernels/cuda/grid.cc) against the
+// Differential tests of the GridSample CUDA kernel (kernels/ops/image/cuda/grid_sample.cc) against the
 // CPU kernel: every mode (bilinear, nearest, bicubic) x padding mode (zeros, border,
 // reflection) x align_corners, grids reaching well outside [-1, 1], grid points on
 // pixel centres and half-way points (round half to even), one-pixel axes, several

@@ -1,8 +1,8 @@
 // CUDA kernel of GridSample-16 (host side). Device code in grid_impl.cu.
 //
-// Semantics, dtypes and checks are the CPU kernel's (kernels/grid_sample.cc): the same
-// view (kernels/grid_sample_view.h) checks the inputs. float16, float32, float64; a
-// thread per output element evaluating kernels/grid_sample_ops.h's functions, as the
+// Semantics, dtypes and checks are the CPU kernel's (kernels/ops/image/grid_sample.cc): the same
+// view (kernels/ops/image/grid_sample_view.h) checks the inputs. float16, float32, float64; a
+// thread per output element evaluating kernels/ops/image/grid_sample_ops.h's functions, as the
 // CPU does: the same bits.
 
 #include <cuda_runtime_api.h>

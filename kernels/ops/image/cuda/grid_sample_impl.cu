@@ -1,6 +1,6 @@
 // Device code of the GridSample CUDA kernel (grid_impl.h). Includes only CUDA and
 // plain headers. Compiled with -fmad=false: the interpolation's sums and products
-// round as on the CPU (kernels/grid_sample_ops.h's functions, called per output
+// round as on the CPU (kernels/ops/image/grid_sample_ops.h's functions, called per output
 // element).
 
 #include <cuda_runtime.h>

@@ -23,7 +23,7 @@ namespace {
 // ---------------------------------------------------------------------------
 // Resize.
 
-// The launchers' parameters from the attributes (kernels/resize.cc's
+// The launchers' parameters from the attributes (kernels/ops/image/resize.cc's
 // ParseResizeAttrs); the extents come later (PlanResize).
 ResizeParams ParamsOf(const internal::ResizeAttrs& a) {
   ResizeParams p;
@@ -62,7 +62,7 @@ std::vector<double> HostDoubles(const TensorRef& t) {
 }
 
 // The extents, scales and roi of a Resize whose inputs the shape function accepted
-// (kernels/resize.cc's PlanResize).
+// (kernels/ops/image/resize.cc's PlanResize).
 Status PlanResize(std::string_view op, int64_t version, std::span<const TensorRef> in, ResizeParams& p) {
   const Shape& x = in[0].shape;
   const size_t rank = x.size();

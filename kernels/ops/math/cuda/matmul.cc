@@ -1,5 +1,5 @@
 // CUDA kernels: MatMul, FusedMatMul and Gemm on cuBLASLt. Semantics as the CPU kernels
-// (kernels/matmul.cc):
+// (kernels/ops/math/matmul.cc):
 //   MatMul (ONNX opsets 1, 9, 13): numpy matmul; a 1-D A is [1, K] and a 1-D B is
 //   [K, 1], their dim dropped from Y; batch dims broadcast (numpy rules).
 //   Gemm (ONNX opsets 7, 9, 11, 13): Y = alpha * A' * B' + beta * C with transA /

@@ -1,12 +1,12 @@
 // CUDA kernels: Conv, FusedConv and ConvTranspose on cuDNN 9's convolution API
 // (cudnnConvolutionForward, cudnnConvolutionBiasActivationForward,
-// cudnnConvolutionBackwardData). Semantics as the CPU kernels (kernels/conv.cc), which
+// cudnnConvolutionBackwardData). Semantics as the CPU kernels (kernels/ops/nn/conv.cc), which
 // follow ONNX Conv and ConvTranspose (opsets 1, 11): group, strides, dilations, pads,
 // auto_pad, the optional bias B [M]; Conv's internal `layout` attribute (NCHW, or NHWC:
 // X and Y channels-last, W and B in their ONNX layouts); ConvTranspose's output_padding
 // and output_shape. 1-D, 2-D and 3-D.
 //
-// FusedConv (Remex's internal op, kernels/conv.cc): Y = activation(Conv(X, W, B) + Z),
+// FusedConv (Remex's internal op, kernels/ops/nn/conv.cc): Y = activation(Conv(X, W, B) + Z),
 // Conv's attributes plus `activation` / `activation_params` (parsed by
 // ParseConvEpilogue; each activation is its ONNX operator's, kernels/conv_epilogue.h)
 // and the optional residual Z (input 3, Y's shape and layout). It shares Conv's kernel
@@ -321,7 +321,7 @@ StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const Attributes& attrs) {
 }
 
 // Per spatial dim: Y index o is position o + pad_begin of the region the inputs reach
-// (reach = stride * (in - 1) + (k - 1) * dilation + 1), as kernels/conv.cc computes it
+// (reach = stride * (in - 1) + (k - 1) * dilation + 1), as kernels/ops/nn/conv.cc computes it
 // (output_padding and output_shape folded into the pads, which may be negative).
 struct TransposeGeometry {
   std::vector<int64_t> strides, dilations, pad_begin, reach;

@@ -552,7 +552,7 @@ TEST_F(NnCudaTest, EmptyTensors) {
 }
 
 // ---------------------------------------------------------------------------
-// GlobalLpPool-2 and LpNormalization-1 (kernels/lp_ops.h): the CPU kernels sum in
+// GlobalLpPool-2 and LpNormalization-1 (kernels/ops/nn/lp_ops.h): the CPU kernels sum in
 // another order (GlobalLpPool: in double; the device's block reduction in float), so
 // they agree to rounding; LpNormalization sums in order on both.
 TEST_F(NnCudaTest, GlobalLpPoolAndLpNormalization) {

@@ -1,5 +1,5 @@
 // Differential tests of the CUDA NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
-// kernels against the CPU kernels (kernels/loss.cc): every reduction, weights,
+// kernels against the CPU kernels (kernels/ops/nn/loss.cc): every reduction, weights,
 // ignore_index, int32 and int64 targets, 2-D to 4-D inputs and the log_prob output, in
 // float32 and float16. They skip without a GPU.
 

@@ -2,9 +2,9 @@
 // DequantizeLinear-10/13, DynamicQuantizeLinear-11, MatMulInteger-10,
 // QLinearMatMul-10, ConvInteger-10 and QLinearConv-10. Device code in quant_impl.cu.
 //
-// Semantics, dtypes and checks are the CPU kernels' (kernels/quantize.cc,
-// kernels/qlinear.cc): the same views (kernels/quantize_view.h) check the inputs, and
-// the device code evaluates the same functions (kernels/quantize_ops.h) per element,
+// Semantics, dtypes and checks are the CPU kernels' (kernels/ops/quantization/quantize.cc,
+// qlinear.cc): the same views (kernels/ops/quantization/quantize_view.h) check the inputs, and
+// the device code evaluates the same functions (quantize_ops.h) per element,
 // so outputs are bit for bit the CPU's. Scales, zero points and biases stay in device
 // memory; DynamicQuantizeLinear computes its scale and zero point on the device (no
 // copy to the host). DequantizeLinear of int32 x with a non-zero zero point, which

@@ -1,4 +1,4 @@
-// Differential tests of the quantization ops' CUDA kernels (kernels/cuda/quant.cc)
+// Differential tests of the quantization ops' CUDA kernels (kernels/ops/quantization/cuda/quant.cc)
 // against the CPU kernels: QuantizeLinear / DequantizeLinear (both entries, per tensor
 // and per axis, every x and zero-point type, with and without a zero point),
 // DynamicQuantizeLinear (values, all zero, empty), MatMulInteger / QLinearMatMul

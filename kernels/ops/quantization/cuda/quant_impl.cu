@@ -1,7 +1,7 @@
 // Device code of the quantization ops' CUDA kernels (quant_impl.h). Includes only CUDA
 // and plain headers. Compiled with -fmad=false: each product and quotient rounds as on
 // the CPU. One thread per output element, each computing it with the CPU kernels'
-// functions (kernels/quantize_ops.h).
+// functions (kernels/ops/quantization/quantize_ops.h).
 
 #include <cuda_runtime.h>
 

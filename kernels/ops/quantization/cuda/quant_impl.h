@@ -1,8 +1,8 @@
 // Launchers of the quantization ops' CUDA kernels (quant_impl.cu). Plain C++ and the
 // CUDA runtime API only: included by .cu and .cc files alike. Every launcher queues its
 // work on `stream` and returns the launch error (cudaErrorInvalidValue for arguments
-// it does not accept). Every formula is kernels/quantize_ops.h's, as on the CPU
-// (kernels/quantize.cc, kernels/qlinear.cc), so the results are the same bits.
+// it does not accept). Every formula is kernels/ops/quantization/quantize_ops.h's, as on
+// the CPU (quantize.cc, qlinear.cc there), so the results are the same bits.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,7 @@
 // CUDA kernels of the recurrent ops LSTM, GRU and RNN (host side). Device code in
 // rnn_impl.cu.
 //
-// Semantics are the CPU kernels' (kernels/rnn.cc), which follow ONNX LSTM, GRU and RNN,
+// Semantics are the CPU kernels' (kernels/ops/rnn/rnn.cc), which follow ONNX LSTM, GRU and RNN,
 // opsets 7-17 (opset 14 added `layout`): directions forward / reverse / bidirectional,
 // the activations with their alpha / beta, clip, GRU's linear_before_reset, LSTM's
 // input_forget and peepholes, the optional inputs B, sequence_lens (int32 or int64),

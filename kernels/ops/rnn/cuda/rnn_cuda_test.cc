@@ -1,5 +1,5 @@
-// Differential tests of the CUDA LSTM, GRU and RNN kernels (kernels/cuda/rnn.cc)
-// against the CPU kernels (kernels/rnn.cc) on random small odd sizes: every
+// Differential tests of the CUDA LSTM, GRU and RNN kernels (kernels/ops/rnn/cuda/rnn.cc)
+// against the CPU kernels (kernels/ops/rnn/rnn.cc) on random small odd sizes: every
 // direction, layout 0 and 1, with and without B, sequence_lens (int32 and int64,
 // shorter than seq_length), initial_h, initial_c and P, one to three outputs, default
 // and other activations with alpha / beta, clip, linear_before_reset, input_forget,

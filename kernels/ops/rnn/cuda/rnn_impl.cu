@@ -1,5 +1,5 @@
 // Device code of the CUDA LSTM, GRU and RNN kernels. Includes only CUDA and plain
-// headers. Semantics are kernels/rnn.cc's (ONNX LSTM / GRU / RNN, opsets 7-17),
+// headers. Semantics are kernels/ops/rnn/rnn.cc's (ONNX LSTM / GRU / RNN, opsets 7-17),
 // computed in float32 for float32 and float16 tensors (float16 is widened on load and
 // rounded to nearest even on store, as the CPU kernel does).
 //
@@ -31,7 +31,7 @@ constexpr int kTile = 16;
 // std::clamp's result: lo when v < lo, hi when hi < v, else v (NaN stays NaN).
 __device__ __forceinline__ float Clamp(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }
 
-// The activations as kernels/rnn.cc's ApplyActivation computes them.
+// The activations as kernels/ops/rnn/rnn.cc's ApplyActivation computes them.
 __device__ float Activate(const RnnActParams& a, float v) {
   switch (a.fn) {
     case RnnActFn::kRelu: return v > 0.0f ? v : 0.0f;

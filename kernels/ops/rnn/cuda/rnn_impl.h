@@ -1,6 +1,6 @@
 // Launcher of the CUDA LSTM, GRU and RNN kernels (rnn_impl.cu). Plain C++ and the CUDA
 // runtime API only: included by .cu and .cc files alike. Shapes, gate orders and
-// semantics are those of kernels/rnn_def.cc and rnn.cc (ONNX LSTM / GRU / RNN, opsets 7-17).
+// semantics are those of kernels/ops/rnn/rnn_def.cc and rnn.cc (ONNX LSTM / GRU / RNN, opsets 7-17).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,7 +15,7 @@ namespace remex::kernels::cuda {
 // The cell kind: the CPU kernels' own enum (kernels/op_enums.h).
 using ::remex::kernels::RnnCell;
 
-// Activation functions: the CPU kernels' own list (kernels/rnn_activation.h).
+// Activation functions: the CPU kernels' own list (kernels/ops/rnn/rnn_activation.h).
 using RnnActFn = ::remex::kernels::RnnAct;
 
 struct RnnActParams {

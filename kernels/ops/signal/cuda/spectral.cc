@@ -1,11 +1,11 @@
 // CUDA kernels of DFT-17, STFT-17 and MelWeightMatrix-17 (host side). Device code in
 // spectral_impl.cu.
 //
-// Semantics, dtypes and checks are the CPU kernels' (kernels/spectral.cc): the same
-// views (kernels/spectral_view.h) check the inputs.
+// Semantics, dtypes and checks are the CPU kernels' (kernels/ops/signal/spectral.cc): the same
+// views (kernels/ops/signal/spectral_view.h) check the inputs.
 //   - DFT and STFT: float16, float32, float64; the lengths (dft_length, frame_step,
 //     frame_length) in host memory (ShapeDep::kData). A thread per output bin
-//     evaluating kernels/spectral_ops.h's functions in double, as the CPU does: the
+//     evaluating kernels/ops/signal/spectral_ops.h's functions in double, as the CPU does: the
 //     same bits (naive O(n) sums per bin, twiddles from spectral::UnitRoot).
 //   - MelWeightMatrix: every input in host memory, so the matrix is computed on the host
 //     by the CPU's code (internal::WriteMelWeightMatrix) and uploaded.

@@ -1,11 +1,11 @@
 // Differential tests of the DFT, STFT and MelWeightMatrix CUDA kernels
-// (kernels/cuda/spectral.cc) against the CPU kernels: DFT (real and complex input,
+// (kernels/ops/signal/cuda/spectral.cc) against the CPU kernels: DFT (real and complex input,
 // every axis, inverse, onesided, dft_length absent, shorter and longer than the signal,
 // float32 / float16 / float64, lengths past the block size), STFT (with and without a
 // window, frame_length equal to, shorter and longer than the window, onesided, complex
 // signals, every float dtype) and MelWeightMatrix (several edges and sizes, float and
 // integer output dtypes). Outputs must match bit for bit: both devices evaluate
-// kernels/spectral_ops.h's functions in double without contraction.
+// kernels/ops/signal/spectral_ops.h's functions in double without contraction.
 //
 // Tests that run kernels skip themselves when no CUDA GPU is visible; registration runs
 // everywhere.

@@ -11,7 +11,7 @@
 //   - NonZero-9: X in host memory (ShapeDep::kData); the coordinates are computed on
 //     the host as the CPU kernel computes them and copied to the output.
 //   - Unique-11: X in host memory (ShapeDep::kData); Y, indices, inverse_indices and
-//     counts are computed on the host (kernels/unique.cc) and copied to the outputs.
+//     counts are computed on the host (kernels/ops/tensor/unique.cc) and copied to the outputs.
 //   - Compress-9 and Compress-11: input on the device, condition in host memory
 //     (ShapeDep::kData); the kept positions go to device scratch, then one gather.
 // Differences from the CPU kernels: an index of GatherND or ScatterND out of range is

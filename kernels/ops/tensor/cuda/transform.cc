@@ -1,6 +1,6 @@
 // CUDA kernels of the data-movement ops (host side): checks against the op's shape
 // function, the index plans and the launches (transform_impl.cu). Semantics are those
-// of the CPU kernels in kernels/transform.cc, transpose.cc, pad.cc, depth_space.cc,
+// of the CPU kernels in kernels/ops/tensor/transform.cc, transpose.cc, pad.cc, depth_space.cc,
 // tensor.cc and elementwise.cc (Where), which follow the ONNX operators of opsets 7-17.
 // Gather, GatherElements, Trilu, EyeLike, Pad, Where and Cast are in transform_values.cc:
 //
@@ -16,7 +16,7 @@
 //   ScatterElements-11/13/16 and Scatter-9 (reduction none, add, mul; an index out of
 //     range is skipped; "add"/"mul" run the updates in order in one thread, float16,
 //     float32, float64, int32, int64).
-//   Trilu-14 (upper, k on the host), EyeLike-9 (dtype, k): kernels/diagonal_ops.h's rules.
+//   Trilu-14 (upper, k on the host), EyeLike-9 (dtype, k): kernels/ops/tensor/diagonal_ops.h's rules.
 //   Pad-13 (constant, reflect, edge; pads and constant_value as attributes before 11,
 //     as inputs from 11).
 //   Where-16 (bool condition, multidirectional broadcasting).
@@ -166,7 +166,7 @@ class TransposeKernel final : public TransformKernel {
 
 // ---------------------------------------------------------------------------
 // Slice: data, starts, ends, [axes], [steps] (host inputs); as ComputeSlice in
-// kernels/tensor.cc, whose checks the shape function has already applied.
+// kernels/ops/tensor/tensor.cc, whose checks the shape function has already applied.
 
 struct SliceDim {
   int64_t start = 0;
@@ -219,7 +219,7 @@ class SliceKernel final : public TransformKernel {
     REMEX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(in));
     // The output extents come from the shape function; an axis with a non-empty
     // output has a valid start. An axis that keeps at most one element walks with
-    // step 1 (as kernels/tensor.cc does): its step is never taken and may be huge.
+    // step 1 (as kernels/ops/tensor/tensor.cc does): its step is never taken and may be huge.
     const Shape& o = out[0].shape;
     const std::vector<int64_t> in_strides = internal::RowMajorStrides(in[0].shape);
     std::vector<int64_t> src_strides(o.size());

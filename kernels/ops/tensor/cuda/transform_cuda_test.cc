@@ -1,4 +1,4 @@
-// Differential tests of the CUDA data-movement kernels (kernels/cuda/transform.cc)
+// Differential tests of the CUDA data-movement kernels (kernels/ops/tensor/cuda/transform.cc)
 // against the CPU kernels: random shapes (odd extents, extent-1 dims, negative axes),
 // several attribute settings and dtypes; the outputs must match bit for bit (NaNs of
 // float dtypes match any NaN). Tests that need a GPU skip themselves when none is

@@ -205,7 +205,7 @@ __global__ void WhereKernel(const uint8_t* __restrict__ cond, const E* __restric
 }
 
 // ---------------------------------------------------------------------------
-// Cast: the conversions of kernels/tensor.cc (Convert) and, for float16, those of
+// Cast: the conversions of kernels/ops/tensor/tensor.cc (Convert) and, for float16, those of
 // kernels/float16.h itself (its conversions are __host__ __device__).
 
 using F16 = Half;

@@ -78,7 +78,7 @@ cudaError_t LaunchScatterElementsReduce(bool add, const void* indices, bool indi
                                         T* out, int64_t n, const GatherElementsPlan& plan,
                                         cudaStream_t stream);
 
-// Trilu of `batch` [rows, cols] matrices: y = x where kernels/diagonal_ops.h's
+// Trilu of `batch` [rows, cols] matrices: y = x where kernels/ops/tensor/diagonal_ops.h's
 // TriluKeeps(upper, k, i, j), else zero.
 cudaError_t LaunchTrilu(int elem_size, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                         bool upper, cudaStream_t stream);

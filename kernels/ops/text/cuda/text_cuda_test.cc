@@ -1,4 +1,4 @@
-// Differential tests of the TfIdfVectorizer CUDA kernel (kernels/cuda/text.cc) against
+// Differential tests of the TfIdfVectorizer CUDA kernel (kernels/ops/text/cuda/tfidf.cc) against
 // the CPU kernel: random pools of 1- to 4-grams over a small vocabulary (so that many
 // match), every mode with and without weights (negative ones included), permuted and
 // gapped output coordinates, gram length ranges and skip counts, 1-D and 2-D inputs of

@@ -1,8 +1,8 @@
 // CUDA kernel of TfIdfVectorizer-9 (host side). Device code in text_impl.cu.
 //
-// Semantics, dtypes and checks are the CPU kernel's (kernels/tfidf.cc): the same
-// attribute checks and n-gram trie (kernels/tfidf_view.h), built once when the kernel is
-// made, and the same matching and weighting (kernels/tfidf_ops.h), so the outputs are
+// Semantics, dtypes and checks are the CPU kernel's (kernels/ops/text/tfidf.cc): the same
+// attribute checks and n-gram trie (kernels/ops/text/tfidf_view.h), built once when the kernel is
+// made, and the same matching and weighting (kernels/ops/text/tfidf_ops.h), so the outputs are
 // the same bits. X (int32 or int64) stays on the device; per call the trie and the
 // weights are copied to workspace scratch next to the counts (uint64, one per output
 // element) that the matching threads add to.

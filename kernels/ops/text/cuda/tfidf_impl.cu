@@ -1,6 +1,6 @@
 // Device code of the TfIdfVectorizer CUDA kernel (text_impl.h). Includes only CUDA and
 // plain headers. The counts are integers and each output element is one conversion (and
-// at most one product) of kernels/tfidf_ops.h: the CPU's bits whatever the order of the
+// at most one product) of kernels/ops/text/tfidf_ops.h: the CPU's bits whatever the order of the
 // atomic additions.
 
 #include <cuda_runtime.h>

@@ -1,9 +1,9 @@
 // CUDA kernels of the training domain's optimizers Adagrad-1, Adam-1 and Momentum-1
-// (ONNX ai.onnx.preview.training; host side). Device code in training_impl.cu.
+// (ONNX ai.onnx.preview.training; host side). Device code in optimizer_impl.cu.
 //
-// Semantics, dtypes and checks are the CPU kernels' (kernels/optimizer.cc): the same
-// view (kernels/optimizer_view.h) checks the attributes and inputs, and the device code
-// evaluates the same rules (kernels/optimizer_ops.h) in double, so the outputs are the
+// Semantics, dtypes and checks are the CPU kernels' (kernels/ops/training/optimizer.cc): the same
+// view (kernels/ops/training/optimizer_view.h) checks the attributes and inputs, and the device code
+// evaluates the same rules (kernels/ops/training/optimizer_ops.h) in double, so the outputs are the
 // CPU's bits. R and T stay in device memory (no shape depends on them): each thread
 // reads them and derives the step's factors. One launch per optimised tensor.
 

@@ -1,6 +1,6 @@
-// Device code of the training-mode CUDA kernels (training_impl.h). Includes only CUDA
+// Device code of the training-mode CUDA kernels (optimizer_impl.h). Includes only CUDA
 // and plain headers. Compiled with -fmad=false: the optimizers' rules
-// (kernels/optimizer_ops.h) round as on the CPU, so the outputs are the CPU's bits.
+// (kernels/ops/training/optimizer_ops.h) round as on the CPU, so the outputs are the CPU's bits.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

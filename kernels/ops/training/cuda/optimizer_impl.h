@@ -1,4 +1,4 @@
-// Launchers of the training-mode CUDA kernels (training_impl.cu): the optimizers of the
+// Launchers of the training-mode CUDA kernels (optimizer_impl.cu): the optimizers of the
 // training domain and Dropout's scaling under training_mode. Plain C++ and the CUDA
 // runtime API only: included by .cu and .cc files alike. Every launcher queues its work
 // on `stream` and returns the launch error (cudaErrorInvalidValue for arguments it does

@@ -1,8 +1,8 @@
 // Differential tests of the training-mode CUDA kernels against the CPU kernels: the
-// optimizers Adagrad, Adam and Momentum (standard and Nesterov; kernels/cuda/training.cc)
+// optimizers Adagrad, Adam and Momentum (standard and Nesterov; training/cuda/optimizer.cc)
 // on random tensors, one to three per call, float32 and float64, learning rates of
 // either dtype, update counts 0 and beyond (Adam's bias correction, Momentum's beta),
-// empty tensors among them; and Dropout's training mode (kernels/cuda/misc.cc) with a
+// empty tensors among them; and Dropout's training mode (elementwise/cuda/dropout.cc) with a
 // seed, float16 / float32 / float64, with and without the mask output, ratios across
 // (0, 1). Outputs must match bit for bit. Without a seed the two devices draw
 // different masks, so the CUDA kernel's output is checked against its own mask.
