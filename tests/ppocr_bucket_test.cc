@@ -89,7 +89,7 @@ TEST_F(PpOcrBucketTest, RecWidthBucketsMatchTheGenericFunction) {
                        {{"1x3x48x64", b + "33..64]"},         // upper edge
                         {"1x3x48x65", b + "65..128]"},        // lower edge
                         {"2x3x48x200", b + "129..256]"},      // inside
-                        {"1x3x48x32", b + "1..32]"},          // the first bucket's edge
+                        {"1x3x48x32", b + "0..32]"},          // the first bucket's edge (W unbounded: from 0)
                         {"1x3x48x2048", b + "1025..2048]"},   // the last edge
                         {"1x3x48x2100", "main.generic"}});    // outside every bucket
 }
@@ -106,7 +106,7 @@ TEST_F(PpOcrBucketTest, DetHeightAndWidthGridMatchesTheGenericFunction) {
   const std::string h = "main[p2o.DynamicDimension.1=", w = ",p2o.DynamicDimension.2=";
   ExpectGenericOutputs(generic, bucketed, "sigmoid_0.tmp_0",
                        {{"1x3x320x480", h + "257..512" + w + "257..512]"},  // inside
-                        {"2x3x256x512", h + "1..256" + w + "257..512]"},    // both upper edges, batch 2
+                        {"2x3x256x512", h + "0..256" + w + "257..512]"},    // both upper edges, batch 2
                         {"1x3x1024x288", h + "513..1024" + w + "257..512]"},
                         {"1x3x1056x320", "main.generic"}});  // height past the last edge
 }
@@ -117,7 +117,7 @@ TEST_F(PpOcrBucketTest, StrictRefusesAWidthOutsideTheBuckets) {
   auto r = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() +
                       " --shape x=1x3x48x300 --fetch none 2>&1");
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("is 300, outside its bounds [1, 256]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is 300, outside its bounds [0, 256]"), std::string::npos) << r.output;
   // The server keeps serving.
   auto ok = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() +
                        " --shape x=1x3x48x256 --fetch none");

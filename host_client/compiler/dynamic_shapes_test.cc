@@ -97,6 +97,45 @@ TEST(SymbolicShapeTest, OneExecutableServesEveryShapeAndChecksBounds) {
       << too_big.status().ToString();
 }
 
+TEST(SymbolicShapeTest, ASymbolAdmitsZeroUnlessItsBoundSaysOtherwise) {
+  // A KV cache's append: present = Concat(past, step) along the sequence axis. A decoder's
+  // first step has an empty cache (past of length 0), which ONNX Runtime accepts.
+  OnnxModelBuilder b(13);
+  b.Input("past", onnx::TensorProto::FLOAT, {1, 2, -1, 4})
+      .Input("step", onnx::TensorProto::FLOAT, {1, 2, 1, 4})
+      .Output("present", onnx::TensorProto::FLOAT, {1, 2, -1, 4});
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"past", "step"}, {"present"}), "axis", 2);
+  auto def = Compile(b);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_EQ(def->symbols.size(), 1u);
+  EXPECT_EQ(def->symbols[0].min, 0);
+  EXPECT_EQ(def->symbols[0].max, -1);
+  Machine m(*def);
+  std::vector<float> step(8);
+  for (size_t i = 0; i < step.size(); ++i) step[i] = static_cast<float>(i);
+  auto first = m.Run({m.Tensor<float>(DType::kFloat32, {1, 2, 0, 4}, std::vector<float>{}),
+                      m.Tensor<float>(DType::kFloat32, {1, 2, 1, 4}, step)});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)[0]->shape, (Shape{1, 2, 1, 4}));
+  EXPECT_EQ(Floats((*first)[0]), step);
+  // The cache fed back grows by one step.
+  auto second = m.Run({(*first)[0], m.Tensor<float>(DType::kFloat32, {1, 2, 1, 4}, step)});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*second)[0]->shape, (Shape{1, 2, 2, 4}));
+
+  // A lower bound given with --bound is kept.
+  CompileOptions options;
+  options.bounds = {{def->symbols[0].name, {1, -1}}};
+  auto bounded = Compile(b, options);
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  Machine mb(*bounded);
+  auto refused = mb.Run({mb.Tensor<float>(DType::kFloat32, {1, 2, 0, 4}, std::vector<float>{}),
+                         mb.Tensor<float>(DType::kFloat32, {1, 2, 1, 4}, step)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("is 0, outside its bounds [1, inf]"), std::string::npos)
+      << refused.status().ToString();
+}
+
 TEST(SymbolicShapeTest, InputsSharingASymbolMustAgree) {
   OnnxModelBuilder b(13);
   b.Input("a", onnx::TensorProto::FLOAT, {-1}).Output("c", onnx::TensorProto::FLOAT, {-1});

@@ -93,7 +93,9 @@ class ShapeInference {
     corners_ = !order.empty();
     static const int64_t kNice[] = {224, 96, 352, 160, 288, 416, 480, 128, 320, 192};
     for (size_t i = 0; i < order.size(); ++i) {
-      DimBounds b{1, -1};
+      // Without --bound a symbol admits every size, 0 included (an empty KV cache before a
+      // decoder's first step), as ONNX Runtime does: ONNX's dim_param says nothing of a minimum.
+      DimBounds b{0, -1};
       auto it = bounds_.find(order[i]);
       if (it != bounds_.end()) b = it->second;
       if (b.max < 0) corners_ = false;
