@@ -132,8 +132,9 @@ TEST_F(CudaModelTest, RecWidthBucketsMatchTheGenericFunctionOnTheGpu) {
   const std::string bucketed = Compile(model, "rec_bucketed",
                                        "--bound p2o.DynamicDimension.0=1:4 --dispatch p2o.DynamicDimension.1=log:2:32:2048");
 #if defined(REMEX_CUDA_EMULATION)
-  // Two buckets (32..64 and 128..256) on the emulated device; the widest is left to GPUs.
-  const char* const shapes[] = {"1x3x48x64", "2x3x48x200"};
+  // Two buckets (33..64 and 65..128, batch 1 and 2) on the emulated device, a CPU under
+  // both sanitizers (52 s here, 84 s with 2x3x48x200); the wider ones are left to GPUs.
+  const char* const shapes[] = {"1x3x48x64", "2x3x48x72"};
 #else
   const char* const shapes[] = {"1x3x48x64", "2x3x48x200", "1x3x48x2100"};
 #endif
