@@ -123,19 +123,42 @@ def needed_libraries(binary):
     return paths
 
 
-@functools.lru_cache(maxsize=None)
-def owner(path):
-    """The Debian package that ships path (tries the /usr-merged spellings), or None."""
+def spellings(path):
+    """path, its real path and their /usr-merged spellings, in the order they are tried."""
     candidates = [path, os.path.realpath(path)]
     for c in list(candidates):
-        if c.startswith("/usr/"):
-            candidates.append(c[4:])
-        else:
-            candidates.append("/usr" + c)
-    for c in candidates:
-        r = subprocess.run(["dpkg", "-S", c], capture_output=True, text=True)
-        if r.returncode == 0:
-            return r.stdout.split(":")[0].strip()
+        candidates.append(c[4:] if c.startswith("/usr/") else "/usr" + c)
+    return candidates
+
+
+_owners = {}  # path -> the package that ships it, or None: what `dpkg -S` said
+
+
+def find_owners(paths):
+    """Asks dpkg once which package ships each spelling of each path not asked before
+    (one `dpkg -S` reads the whole file database, so it is asked for all at once)."""
+    todo = sorted({c for p in paths for c in spellings(p)} - _owners.keys())
+    if not todo:
+        return
+    out = subprocess.run(["dpkg", "-S", *todo], capture_output=True, text=True).stdout
+    for c in todo:
+        _owners[c] = None
+    for line in out.splitlines():
+        # "libc6:amd64: /lib/x86_64-linux-gnu/libc.so.6" (several owners: "a, b: PATH").
+        if line.startswith("diversion ") or ": /" not in line:
+            continue
+        packages, path = line.rsplit(": /", 1)
+        path = "/" + path
+        if path in _owners and _owners[path] is None:
+            _owners[path] = packages.split(",")[0].split(":")[0].strip()
+
+
+def owner(path):
+    """The Debian package that ships path (tries the /usr-merged spellings), or None."""
+    find_owners([path])
+    for c in spellings(path):
+        if _owners.get(c):
+            return _owners[c]
     return None
 
 
@@ -158,6 +181,7 @@ def missing_libraries(dockerfile_text, binaries, cuda=False):
     base = [p for p, (_, essential) in packages.items() if essential] + ["apt"]
     available = closure(listed + base, packages, provides)
     missing = []
+    find_owners([lib for b in binaries for lib in needed_libraries(b) if not is_cuda_library(lib)])
     for binary in binaries:
         for lib in needed_libraries(binary):
             if is_cuda_library(lib):
