@@ -2,7 +2,7 @@
 # Check the README's set-up commands on a fresh minimal Debian 12 system.
 #
 # Usage: scripts/fresh-check.sh [--dir DIR] [--keep] [--tests 'CTEST ARGS'] [--ccache DIR]
-#                              [--targets 'TARGET ...'] [--wheel]
+#                              [--package-cache DIR] [--targets 'TARGET ...'] [--wheel]
 #
 # Builds a minbase Debian 12 (bookworm) system with debootstrap, adds only git and
 # ca-certificates, clones this repository's committed HEAD into it (uncommitted changes
@@ -42,6 +42,12 @@
 #                Objects are keyed by the compiler's content and paths relative to the
 #                clone, so a build of the same sources by the same Debian compiler
 #                elsewhere (CI's own build, with CCACHE_DIR=DIR) can reuse them.
+#   --package-cache DIR  keep the Debian packages that debootstrap and apt download in DIR
+#                (created if missing) so that a later check downloads only what changed.
+#                Off by default. Each package is still checked against the fresh system's
+#                package lists (a changed one is downloaded again) and installed from
+#                scratch; only the download is saved. Packages downloaded over 30 days ago
+#                are dropped from DIR first (by the time they arrived there) (a later check downloads them again if needed).
 #   --targets 'T ...'  build only these targets in the smoke test (REMEX_BUILD_TARGETS of
 #                scripts/test.sh) instead of the whole suite
 #   --wheel      check the Python client's wheel on a second fresh system (step 3; it
@@ -65,6 +71,7 @@ dir=""
 keep=0
 test_args="-L integration"
 ccache_dir=""
+package_cache=""
 smoke_targets=""
 wheel=0
 
@@ -77,6 +84,7 @@ while (($#)); do
     --keep) keep=1; shift ;;
     --tests) (($# >= 2)) || die "--tests needs ctest arguments"; test_args=$2; shift 2 ;;
     --ccache) (($# >= 2)) || die "--ccache needs a folder"; ccache_dir=$2; shift 2 ;;
+    --package-cache) (($# >= 2)) || die "--package-cache needs a folder"; package_cache=$2; shift 2 ;;
     --targets) (($# >= 2)) || die "--targets needs target names"; smoke_targets=$2; shift 2 ;;
     --wheel) wheel=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -161,10 +169,17 @@ step() { step_start=$SECONDS; echo "== fresh-check: $*"; }
 step_done() { echo "== fresh-check: $1: $((SECONDS - step_start)) s"; timings+=("$1: $((SECONDS - step_start)) s"); }
 timings=()
 
+# debootstrap's own download cache (--cache-dir), when --package-cache names one.
+debootstrap_cache=()
+if [[ -n $package_cache ]]; then
+  package_cache=$(mkdir -p "$package_cache/debootstrap" "$package_cache/apt/partial" && cd "$package_cache" && pwd)
+  find "$package_cache" -name '*.deb' -ctime +30 -delete
+  debootstrap_cache=(--cache-dir="$package_cache/debootstrap")
+fi
 step "debootstrap --variant=minbase $suite from $mirror"
 mkdir -p "$root/etc/dpkg/dpkg.cfg.d"
 echo force-unsafe-io >"$root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
-debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
+debootstrap --variant=minbase --include=git,ca-certificates "${debootstrap_cache[@]}" "$suite" "$root" "$mirror" \
   >"$dir/debootstrap.log" 2>&1 || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
 step_done "debootstrap"
 if ((wheel)); then
@@ -172,7 +187,8 @@ if ((wheel)); then
   # debootstrap waits on the network and the disk, the build on the processors.
   mkdir -p "$wheel_root/etc/dpkg/dpkg.cfg.d"
   echo force-unsafe-io >"$wheel_root/etc/dpkg/dpkg.cfg.d/90fresh-check-unsafe-io"
-  debootstrap --variant=minbase "$suite" "$wheel_root" "$mirror" >"$dir/debootstrap-wheel.log" 2>&1 &
+  debootstrap --variant=minbase "${debootstrap_cache[@]}" "$suite" "$wheel_root" "$mirror" \
+    >"$dir/debootstrap-wheel.log" 2>&1 &
   wheel_debootstrap_pid=$!
 fi
 # configure_system ROOT: a system debootstrap made in ROOT (under $dir) gets the
@@ -212,6 +228,11 @@ configure_system() {
     esac
     mounted+=("$r/$m")
   done
+  # apt's downloads, when --package-cache names a folder (apt-get keeps them there).
+  if [[ -n $package_cache ]]; then
+    mount --bind "$package_cache/apt" "$r/var/cache/apt/archives"
+    mounted+=("$r/var/cache/apt/archives")
+  fi
 }
 configure_system "$root"
 if [[ -n $ccache_dir ]]; then
