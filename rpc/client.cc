@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,7 @@ class Client::Impl {
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     if (frame.request_id == 0) frame.request_id = next_request_id_++;
     MarkFlags(frame);
+    awaiting_reply_ = true;
     std::vector<EncodedFrame> encoded;
     REMEX_ASSIGN_OR_RETURN(EncodedFrame e, EncodeFrame(frame, encode_));
     encoded.push_back(std::move(e));
@@ -138,16 +140,51 @@ class Client::Impl {
       encoded.push_back(std::move(e).value());
     }
     if (encoded.empty()) return OkStatus();
+    awaiting_reply_ = true;
     return Write(encoded, /*read_meanwhile=*/true);
   }
 
+  Status SendUnanswered(OutFrame& frame) {
+    // Bounded: unread replies would otherwise pile up in the socket buffers until the
+    // server's writes, then its reads of this connection, then this client's writes block.
+    if (unanswered_.size() >= kMaxUnanswered) REMEX_RETURN_IF_ERROR(DrainUnanswered());
+    const bool awaiting = awaiting_reply_;
+    REMEX_RETURN_IF_ERROR(Send(frame));
+    awaiting_reply_ = awaiting;  // nobody waits for this one
+    unanswered_.push_back(frame.request_id);
+    return OkStatus();
+  }
+
   StatusOr<Frame> Receive(const Client::ReceiveDestination& destination = nullptr) {
+    if (awaiting_reply_) {  // the first reply read after a request: one round trip
+      awaiting_reply_ = false;
+      ++round_trips_;
+    }
+    REMEX_RETURN_IF_ERROR(DrainUnanswered());
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     Arm();
     StatusOr<Frame> frame = ReceiveFrame(destination);
     Disarm();
     if (!frame.ok()) return Break(frame.status());
     return frame;
+  }
+
+  // Reads and drops the replies of SendUnanswered's requests, which come before any
+  // later request's (the server answers in order).
+  Status DrainUnanswered() {
+    while (!unanswered_.empty()) {
+      if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
+      Arm();
+      StatusOr<Frame> frame = ReceiveFrame(nullptr);
+      Disarm();
+      if (!frame.ok()) return Break(frame.status());
+      if (frame->request_id != unanswered_.front()) {
+        return Break(Internal("reply request_id " + std::to_string(frame->request_id) +
+                              " does not answer request " + std::to_string(unanswered_.front())));
+      }
+      unanswered_.pop_front();
+    }
+    return OkStatus();
   }
 
   StatusOr<Frame> Call(OutFrame& frame) {
@@ -188,6 +225,11 @@ class Client::Impl {
   EncodeOptions encode_;
   Limits limits_;
   uint64_t next_request_id_ = 1;
+  // Requests sent by SendUnanswered whose replies are not read yet, oldest first.
+  static constexpr size_t kMaxUnanswered = 64;
+  std::deque<uint64_t> unanswered_;
+  bool awaiting_reply_ = false;  // a request was written since the last Receive
+  uint64_t round_trips_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   uint64_t writes_ = 0;
@@ -500,7 +542,9 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(std::string host, uint16_t por
 
 Status Client::Send(OutFrame& frame) { return impl_->Send(frame); }
 Status Client::SendMany(std::vector<OutFrame>& frames) { return impl_->SendMany(frames); }
+Status Client::SendUnanswered(OutFrame& frame) { return impl_->SendUnanswered(frame); }
 StatusOr<Frame> Client::Receive() { return impl_->Receive(); }
+uint64_t Client::round_trips() const { return impl_->round_trips_; }
 StatusOr<Frame> Client::Receive(const ReceiveDestination& destination) { return impl_->Receive(destination); }
 StatusOr<Frame> Client::Call(OutFrame& frame) { return impl_->Call(frame); }
 

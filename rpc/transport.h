@@ -307,7 +307,15 @@ class Client {
   // assigned). The deadline (SetTimeout) covers the whole write. Errors as in Send.
   Status SendMany(std::vector<OutFrame>& frames);
 
-  // Reads one frame. Errors as in DecodeFrame, with "frame from server" context.
+  // Send, for a request whose reply nobody waits for (a free of handles whose owners
+  // went away): the next Receive reads that reply first and drops it, whatever it
+  // says. At most 64 such replies wait unread: the 65th call reads them first. Errors
+  // as in Send, and those of the drained replies' reading.
+  Status SendUnanswered(OutFrame& frame);
+
+  // Reads one frame (after the replies SendUnanswered left unread, dropped). Errors as
+  // in DecodeFrame, with "frame from server" context; INTERNAL when a reply left unread
+  // answers another request.
   StatusOr<Frame> Receive();
 
   // Where an attachment of a received frame lands: called with the frame's header and
@@ -350,6 +358,9 @@ class Client {
   // write of all its frames, which Asio may split into several system calls only when
   // the socket buffer is full).
   uint64_t writes() const;
+  // Round trips: the times a reply was read after requests were written (a Call, or a
+  // SendMany and the Receives of its replies, count one; SendUnanswered counts none).
+  uint64_t round_trips() const;
 
  private:
   class Impl;

@@ -283,6 +283,34 @@ TEST_F(TransportTest, ManyPipelinedSmallFramesAreAnsweredInOrder) {
   EXPECT_EQ(counters_.created, 1);
 }
 
+TEST_F(TransportTest, UnansweredRequestsRepliesAreDroppedBeforeTheNextReply) {
+  // 150 pings nobody waits for (more than the 64 left unread at most), then a call: its
+  // reply is the call's, in one round trip, and the connection stays in step.
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (uint64_t i = 0; i < 150; ++i) {
+    OutFrame ping = Ping(1000 + i);
+    ASSERT_TRUE(client->SendUnanswered(ping).ok()) << i;
+  }
+  EXPECT_EQ(client->round_trips(), 0u);
+  OutFrame ping = Ping(7);
+  StatusOr<Frame> reply = client->Call(ping);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id, ping.request_id);
+  EXPECT_EQ(PongPayload(*reply), 7u);
+  EXPECT_EQ(client->round_trips(), 1u);
+  // A pipeline of three is one more round trip.
+  std::vector<OutFrame> frames;
+  for (uint64_t i = 0; i < 3; ++i) frames.push_back(Ping(20 + i));
+  ASSERT_TRUE(client->SendMany(frames).ok());
+  for (uint64_t i = 0; i < 3; ++i) {
+    StatusOr<Frame> r = client->Receive();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(PongPayload(*r), 20 + i);
+  }
+  EXPECT_EQ(client->round_trips(), 2u);
+}
+
 TEST_F(TransportTest, ServerCloseIsUnavailable) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
