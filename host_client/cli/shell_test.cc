@@ -107,6 +107,111 @@ TEST_F(ShellTest, TensorsKeepTheirIdsWhileTheirNamesMoveToTheNewest) {
   EXPECT_HAS(Ok("run b=%1 --fetch y"), "%4 y");  // ids are never reused
 }
 
+TEST_F(ShellTest, RunFetchesInTheSameRoundTripAsTheInvoke) {
+  Ok("load " + Path("add.onnx"));
+  Ok("upload a=" + Path("a.npy"));
+  Ok("run b=a --fetch none");  // binds the inputs
+  const uint64_t before = shell_->session().client().round_trips();
+  EXPECT_HAS(Ok("run b=a"), "y: float32 [1, 3]  [2, 4, 6]");
+  EXPECT_EQ(shell_->session().client().round_trips() - before, 1u);
+}
+
+// The tooling layer's Run, which the shell and the Python client call: array inputs
+// uploaded, the invoke and the fetched outputs in one round trip, nothing left behind.
+class InteractiveRunTest : public ShellTest {
+ protected:
+  // The session's tensors on the server: handle -> shape.
+  std::map<uint64_t, Shape> Tensors() {
+    std::map<uint64_t, Shape> t;
+    auto handles = shell_->session().client().ListHandles();
+    EXPECT_TRUE(handles.ok()) << handles.status().ToString();
+    if (handles.ok()) {
+      for (const auto& h : *handles) {
+        if (h.kind == "tensor") t[h.handle] = h.shape;
+      }
+    }
+    return t;
+  }
+  static tooling::RunInput Bytes(const std::string& name, const npy::Array& a) {
+    return {.name = name, .dtype = a.dtype, .shape = a.shape, .bytes = a.data};
+  }
+};
+
+TEST_F(InteractiveRunTest, OneRoundTripUploadsInvokesAndFetchesAndLeavesOnlyWhatItReturns) {
+  Ok("load " + Path("add.onnx"));
+  tooling::InteractiveSession& s = shell_->session();
+  tooling::SessionModel* m = *s.Model("add");
+  auto b = s.client().Upload(Floats({1, 3}, {10, 20, 30}));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const npy::Array a = Floats({1, 3}, {1, 2, 3});
+  std::vector<tooling::RunInput> in = {Bytes("a", a), {.name = "b", .handle = b->handle}};
+  const auto tensors = Tensors();
+  uint64_t trips = s.client().round_trips();
+  auto r = s.Run(*m, in, {true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(s.client().round_trips() - trips, 1u);
+  ASSERT_TRUE(r->fetched.at(0).has_value());
+  const float* y = reinterpret_cast<const float*>(r->fetched[0]->data.data());
+  EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(Tensors(), tensors);  // the upload and the fetched output are freed
+
+  // Not fetched: the output stays, as the handle the report names.
+  trips = s.client().round_trips();
+  r = s.Run(*m, in, {false});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(s.client().round_trips() - trips, 1u);
+  EXPECT_FALSE(r->fetched.at(0).has_value());
+  const uint64_t kept = r->invoke.result.outputs.at(0).handle;
+  auto after = Tensors();
+  EXPECT_EQ(after.size(), tensors.size() + 1);
+  EXPECT_EQ(after.count(kept), 1u);
+  auto data = s.client().Download(kept);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_EQ(data->data, Floats({1, 3}, {11, 22, 33}).data);
+  ASSERT_TRUE(s.client().Free({kept}).ok());
+
+  // A bound output: fetched from its own tensor, no second handle left.
+  auto bound = s.client().Upload(Floats({1, 3}, {0, 0, 0}));
+  ASSERT_TRUE(bound.ok());
+  ASSERT_TRUE(s.SetOutput(*m, "y", bound->handle).ok());
+  const auto with_bound = Tensors();
+  r = s.Run(*m, in, {true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->invoke.result.outputs.at(0).handle, bound->handle);
+  EXPECT_EQ(Tensors(), with_bound);
+  data = s.client().Download(bound->handle);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(data->data, Floats({1, 3}, {11, 22, 33}).data);
+  ASSERT_TRUE(s.SetOutput(*m, "y", 0).ok());
+}
+
+TEST_F(InteractiveRunTest, AFailedRunLeavesNothingAndTheSessionGoesOn) {
+  Ok("load " + Path("add.onnx"));
+  tooling::InteractiveSession& s = shell_->session();
+  tooling::SessionModel* m = *s.Model("add");
+  const auto tensors = Tensors();
+  const npy::Array a = Floats({1, 3}, {1, 2, 3});
+  const npy::Array wrong = Floats({2, 3}, {1, 2, 3, 4, 5, 6});  // b's rows differ from a's
+  std::vector<tooling::RunInput> in = {Bytes("a", a), Bytes("b", wrong)};
+  auto r = s.Run(*m, in, {true});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_EQ(Tensors(), tensors);  // both uploads freed, no output made
+  // Refused before anything is sent: a missing input, an unknown one, a wrong count.
+  EXPECT_EQ(s.Run(*m, std::vector<tooling::RunInput>{Bytes("a", a)}, {true}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Run(*m, std::vector<tooling::RunInput>{Bytes("a", a), Bytes("c", a)}, {true}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Run(*m, std::vector<tooling::RunInput>{Bytes("a", a), Bytes("b", a)}, {}).status().code(),
+            StatusCode::kInvalidArgument);
+  in = {Bytes("a", a), Bytes("b", a)};
+  r = s.Run(*m, in, {true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const float* y = reinterpret_cast<const float*>(r->fetched.at(0)->data.data());
+  EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(Tensors(), tensors);
+}
+
 TEST_F(ShellTest, BenchRecordsItsResultAsRemexBenchRecordDoes) {
   const std::string url = "sqlite://" + Path("results.sqlite");
   Ok("load " + Path("add.onnx"));

@@ -766,6 +766,19 @@ Session::Pipeline& Session::Pipeline::Upload(const npy::Array& array, uint64_t r
   return *this;
 }
 
+Session::Pipeline& Session::Pipeline::Upload(DType dtype, const Shape& shape, std::span<const std::byte> bytes,
+                                             uint64_t result_handle, std::string what) {
+  Request req;
+  auto w = req.root.initTensorWrite();
+  w.setTensor(0);
+  rpc::WriteTensorDesc(w.initDesc(), dtype, shape);
+  w.setResultHandle(result_handle);
+  req.frame.attachments.push_back(TensorAttachment(bytes.data(), bytes.size(), dtype));
+  Lazy(impl_)->entries.push_back({Impl::Kind::kUpload, std::move(what)});
+  impl_->frames.push_back(std::move(req.frame));
+  return *this;
+}
+
 Session::Pipeline& Session::Pipeline::SetInputs(uint64_t vm, const std::string& function,
                                                 const std::vector<uint64_t>& inputs) {
   Request req;
@@ -788,10 +801,10 @@ Session::Pipeline& Session::Pipeline::Invoke(uint64_t vm, const std::string& fun
   return *this;
 }
 
-Session::Pipeline& Session::Pipeline::Download(uint64_t tensor) {
+Session::Pipeline& Session::Pipeline::Download(uint64_t tensor, std::string what) {
   Request req;
   req.root.initTensorRead().setTensor(tensor);
-  Lazy(impl_)->entries.push_back({Impl::Kind::kDownload, "tensorRead"});
+  Lazy(impl_)->entries.push_back({Impl::Kind::kDownload, std::move(what)});
   impl_->frames.push_back(std::move(req.frame));
   return *this;
 }
@@ -855,6 +868,14 @@ Status Session::Free(const std::vector<uint64_t>& handles) {
   auto list = req.root.initFree().initHandles(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) list.set(i, handles[i]);
   return Call(*rpc_, req, wire::Reply::FREE, [](wire::Reply::Reader, rpc::Frame&) { return OkStatus(); });
+}
+
+Status Session::FreeWithoutReply(const std::vector<uint64_t>& handles) {
+  if (handles.empty()) return OkStatus();
+  Request req;
+  auto list = req.root.initFree().initHandles(handles.size());
+  for (size_t i = 0; i < handles.size(); ++i) list.set(i, handles[i]);
+  return rpc_->SendUnanswered(req.frame);
 }
 
 StatusOr<std::vector<HandleInfo>> Session::ListHandles() {
@@ -943,6 +964,7 @@ StatusOr<RequestProgress> Session::ProgressOf(const ServerInfo& of) {
 
 uint64_t Session::bytes_sent() const { return rpc_->bytes_sent(); }
 uint64_t Session::bytes_received() const { return rpc_->bytes_received(); }
+uint64_t Session::round_trips() const { return rpc_->round_trips(); }
 
 CompressionStats Session::compression_stats() const {
   rpc::AttachmentStats a = rpc_->attachment_stats();

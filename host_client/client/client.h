@@ -452,10 +452,14 @@ class Session {
     explicit Pipeline(Session& session) : session_(session) {}
     // tensorWrite of a new tensor whose handle is `result_handle` (client-named).
     Pipeline& Upload(const npy::Array& array, uint64_t result_handle);
+    // The same from the caller's bytes, borrowed, not copied: they must stay valid and
+    // unchanged until Run() returns. `what` names the request in an error's context.
+    Pipeline& Upload(DType dtype, const Shape& shape, std::span<const std::byte> bytes, uint64_t result_handle,
+                     std::string what = "tensorWrite");
     Pipeline& SetInputs(uint64_t vm, const std::string& function, const std::vector<uint64_t>& inputs);
     // Outputs get the client-named `result_handles` (one per output, or none).
     Pipeline& Invoke(uint64_t vm, const std::string& function, const std::vector<uint64_t>& result_handles);
-    Pipeline& Download(uint64_t tensor);
+    Pipeline& Download(uint64_t tensor, std::string what = "tensorRead");
     // Sends every queued request in one write and reads every reply. The first error
     // reply is returned (with the request's position); downloads arrive in order.
     struct Result {
@@ -471,6 +475,13 @@ class Session {
     std::shared_ptr<Impl> impl_;
   };
   Status Free(const std::vector<uint64_t>& handles);
+  // Free without waiting for the reply (rpc::Client::SendUnanswered): the server frees
+  // the handles as it reads the request, and this session reads and drops its reply
+  // before the next one, so the caller does not wait a round trip. For handles whose
+  // owners went away (a dropped Python Tensor): the reply's error, if any (a handle
+  // already gone: NOT_FOUND, and then none of them is freed), is not seen. Errors: those
+  // of sending only.
+  Status FreeWithoutReply(const std::vector<uint64_t>& handles);
   // Every handle this session holds on the server, in ascending order, with its kind and
   // size: what the session keeps there. UNIMPLEMENTED from a server older than protocol
   // 1.2.
@@ -499,6 +510,9 @@ class Session {
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
   CompressionStats compression_stats() const;
+  // Round trips on the connection (rpc::Client::round_trips): a call, or a Pipeline's
+  // Run, waits for one.
+  uint64_t round_trips() const;
 
  private:
   Session() = default;

@@ -143,6 +143,65 @@ StatusOr<InvokeReport> InteractiveSession::Invoke(SessionModel& m, const std::ma
   return r;
 }
 
+StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const RunInput> inputs,
+                                            const std::vector<bool>& fetch, bool keep_fetched) {
+  if (fetch.size() != m.outputs.size()) {
+    return InvalidArgument("run: " + std::to_string(fetch.size()) + " fetch flags for the " +
+                           std::to_string(m.outputs.size()) + " outputs of " + m.name);
+  }
+  client::Session& c = client();
+  client::Session::Pipeline pipeline(c);  // nothing is sent before pipeline.Run()
+  std::map<std::string, uint64_t> by_name;
+  std::vector<uint64_t> uploads;
+  for (const RunInput& in : inputs) {
+    uint64_t h = in.handle;
+    if (h == 0) {
+      h = c.NewResultHandle();
+      pipeline.Upload(in.dtype, in.shape, in.bytes, h, "uploading input '" + in.name + "'");
+      uploads.push_back(h);
+    }
+    if (!by_name.emplace(in.name, h).second) return InvalidArgument("input '" + in.name + "' is given twice");
+  }
+  std::vector<uint64_t> handles;
+  REMEX_RETURN_IF_ERROR(BindInputs(m, by_name, &handles));
+  const std::string& fn = m.main().name;
+  const bool bind = handles != m.bound_inputs;
+  if (bind) pipeline.SetInputs(m.vm, fn, handles);
+  std::vector<uint64_t> results(m.outputs.size());
+  for (uint64_t& h : results) h = c.NewResultHandle();
+  pipeline.Invoke(m.vm, fn, results);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (fetch[i]) pipeline.Download(results[i], "fetching '" + m.outputs[i].name + "'");
+  }
+  if (bind) m.bound_inputs.clear();  // bound again below once the setInput is answered
+  CallReport report;
+  const auto t = Clock::now();
+  auto done = pipeline.Run();
+  report.invoke.run_ms = MsSince(t);
+  if (!done.ok()) {
+    // Which requests ran is not known: each handle the call may have made is freed on
+    // its own (one never made answers NOT_FOUND, unseen). A failed setInput leaves no
+    // inputs bound, a failed invoke the new ones: bind again next time either way.
+    for (uint64_t h : uploads) (void)c.FreeWithoutReply({h});
+    for (uint64_t h : results) (void)c.FreeWithoutReply({h});
+    return done.status();
+  }
+  if (bind) m.bound_inputs = handles;
+  report.invoke.result = std::move(done->invokes.at(0));
+  std::vector<uint64_t> drop = uploads;
+  report.fetched.resize(results.size());
+  size_t next_download = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    // A bound output keeps its own handle in the reply; the name given for it is a
+    // second handle to it, never handed out.
+    const bool alias = report.invoke.result.outputs.at(i).handle != results[i];
+    if (fetch[i]) report.fetched[i] = std::move(done->downloads.at(next_download++));
+    if (alias || (fetch[i] && !keep_fetched)) drop.push_back(results[i]);
+  }
+  (void)c.FreeWithoutReply(drop);  // a broken connection shows at the next call
+  return report;
+}
+
 Status InteractiveSession::SetOutput(SessionModel& m, const std::string& output, uint64_t tensor) {
   REMEX_ASSIGN_OR_RETURN(size_t i, m.OutputIndex(output));
   REMEX_RETURN_IF_ERROR(client().SetOutput(m.vm, m.main().name, static_cast<uint32_t>(i), tensor));

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +65,25 @@ struct InvokeReport {
   double run_ms = 0;            // the round trip, measured on the host
 };
 
+// One input of InteractiveSession::Run: a tensor of the session (handle), or bytes
+// uploaded for the call and freed after it (handle 0: dtype, shape and bytes, row-major,
+// exactly dtype x shape's size; borrowed until Run returns).
+struct RunInput {
+  std::string name;
+  uint64_t handle = 0;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::span<const std::byte> bytes;
+};
+
+// What Run returns: the call (every output as a handle; a fetched output that is not
+// bound no longer exists on the server, unless kept) and, per output, its data when it
+// was fetched.
+struct CallReport {
+  InvokeReport invoke;
+  std::vector<std::optional<npy::Array>> fetched;
+};
+
 class InteractiveSession {
  public:
   // Connects as Connect does (an embedded server when options.address and options.farm
@@ -96,6 +117,17 @@ class InteractiveSession {
   // unknown handle, INVALID_ARGUMENT for a dtype or shape the model does not take).
   StatusOr<InvokeReport> Invoke(SessionModel& m, const std::map<std::string, uint64_t>& inputs,
                                 std::chrono::milliseconds deadline = std::chrono::milliseconds(0));
+  // Runs main once in one round trip: the uploads of the byte inputs, setInput (unless
+  // the same handles are bound), the invoke (its outputs named by the client) and the
+  // downloads of the outputs `fetch` marks (one flag per output) go out in one write;
+  // then the uploads, and unless `keep_fetched` the fetched outputs that are not bound,
+  // are freed without waiting (client::Session::FreeWithoutReply). What the decode loop of a language
+  // model needs: a token uploaded, the cache kept on the server, the logits fetched, in
+  // one round trip per step. Errors: Invoke's (the inputs by name), the server's for
+  // an upload ("uploading input 'NAME'") or a download ("fetching 'NAME'"), the first
+  // of them; whatever fails, nothing the call made stays on the server.
+  StatusOr<CallReport> Run(SessionModel& m, std::span<const RunInput> inputs, const std::vector<bool>& fetch,
+                          bool keep_fetched = false);
   // Binds output `output` of main to `tensor` (0 unbinds): later calls write it there
   // (seed 003's invoke_with_outputs). INVALID_ARGUMENT for an unknown output, or a
   // tensor whose dtype or static shape does not fit it.

@@ -667,7 +667,8 @@ class Session:
     def traffic(self) -> Dict[str, int]:
         """Bytes on the session's connection: bytes_sent and bytes_received (frames
         included), and attachment_bytes_sent and attachment_bytes_received (tensor data
-        only, before compression)."""
+        only, before compression); and round_trips, the times the client waited for the
+        server's reply (a run: one, uploads and downloads included)."""
         return self._s.traffic()
 
     def close(self) -> None:

@@ -6,7 +6,8 @@
 // other Python threads run while a request is on the wire, and two threads never
 // interleave requests on one connection. A Tensor or Model that goes away frees its
 // handles on the server at once when the session is idle, else with the session's
-// next call.
+// next call; a tensor's free is sent without waiting for its reply
+// (client::Session::FreeWithoutReply).
 //
 // Ctrl-C: while a call made from the main thread runs, SIGINT also reaches a handler of
 // ours (before Python's own, which it calls), whose thread (tooling::Interrupter)
@@ -202,7 +203,7 @@ class Core {
   // Handles whose Python objects went away: freed now when the session is idle, else by
   // the next call.
   void Release(std::vector<uint64_t> handles) {
-    WhenIdle([&] { (void)session_->client().Free(handles); },  // one already gone is nothing to free
+    WhenIdle([&] { (void)session_->client().FreeWithoutReply(handles); },  // one already gone is nothing to free
              [&] { pending_.insert(pending_.end(), handles.begin(), handles.end()); });
   }
 
@@ -252,7 +253,7 @@ class Core {
       handles.swap(pending_);
       models.swap(pending_models_);
     }
-    if (!handles.empty()) (void)session_->client().Free(handles);
+    if (!handles.empty()) (void)session_->client().FreeWithoutReply(handles);
     for (auto* m : models) (void)session_->Unload(m->name);
   }
 
@@ -477,42 +478,15 @@ class Model {
       for (const auto& n : *fetch_names) fetch[Unwrap(model.OutputIndex(n))] = true;
     }
     std::vector<InputArg> args = Inputs(given);
-    struct Done {
-      tooling::InvokeReport report;
-      std::vector<std::optional<npy::Array>> fetched;
-    };
-    Done done = core_->Call([&](tooling::InteractiveSession& s) {
-      Done d;
-      std::map<std::string, uint64_t> handles;
-      std::vector<uint64_t> temps;
-      Status st = UploadInputs(s, args, &handles, &temps);
-      if (st.ok()) {
-        auto r = s.Invoke(model, handles);
-        st = r.status();
-        if (r.ok()) d.report = std::move(r).value();
-      }
-      std::vector<uint64_t> drop = temps;  // freed whatever happened
-      const auto& outs = d.report.result.outputs;
-      d.fetched.resize(outs.size());
-      for (size_t i = 0; st.ok() && i < outs.size(); ++i) {
-        if (!fetch[i]) continue;
-        auto a = s.client().Download(outs[i].handle);
-        if (!a.ok()) {
-          st = a.status().WithContext("fetching '" + model.outputs[i].name + "'");
-          break;
-        }
-        d.fetched[i] = std::move(a).value();
-      }
-      for (size_t i = 0; i < outs.size(); ++i) {
-        // Fetched outputs, and all of them after an error, are freed unless bound.
-        if ((d.fetched[i] || !st.ok()) && model.bound_outputs[i] != outs[i].handle) drop.push_back(outs[i].handle);
-      }
-      if (!drop.empty()) (void)s.client().Free(drop);
-      Check(st);
-      return d;
+    std::vector<tooling::RunInput> inputs;
+    inputs.reserve(args.size());
+    for (const InputArg& a : args) inputs.push_back({a.name, a.handle, a.dtype, a.shape, a.bytes});
+    // Uploads, invoke and downloads in one round trip (tooling::InteractiveSession::Run).
+    tooling::CallReport done = core_->Call([&](tooling::InteractiveSession& s) {
+      return Unwrap(s.Run(model, inputs, fetch));
     });
     py::dict result;
-    const auto& outs = done.report.result.outputs;
+    const auto& outs = done.invoke.result.outputs;
     for (size_t i = 0; i < outs.size(); ++i) {
       const std::string& name = model.outputs[i].name;
       if (done.fetched[i]) {
@@ -523,9 +497,9 @@ class Model {
         result[py::str(name)] = py::cast(std::make_unique<Tensor>(core_, outs[i]));
       }
     }
-    last_run_ms_ = done.report.run_ms;
-    last_server_ms_ = done.report.result.run_nanos / 1e6;
-    last_function_ = done.report.result.function;
+    last_run_ms_ = done.invoke.run_ms;
+    last_server_ms_ = done.invoke.result.run_nanos / 1e6;
+    last_function_ = done.invoke.result.function;
     return result;
   }
 
@@ -760,11 +734,14 @@ class Session {
     struct Bytes {
       uint64_t sent, received;
       client::CompressionStats attachments;
+      uint64_t round_trips;
     };
     auto b = core_->Call([](tooling::InteractiveSession& s) {
-      return Bytes{s.client().bytes_sent(), s.client().bytes_received(), s.client().compression_stats()};
+      return Bytes{s.client().bytes_sent(), s.client().bytes_received(), s.client().compression_stats(),
+                   s.client().round_trips()};
     });
     py::dict d;
+    d["round_trips"] = b.round_trips;
     d["bytes_sent"] = b.sent;
     d["bytes_received"] = b.received;
     d["attachment_bytes_sent"] = b.attachments.raw_sent;
