@@ -221,6 +221,19 @@ Status VirtualMachine::SetInputValues(int fn, std::vector<Value> inputs) {
   if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) {
     return NotFound("function index " + std::to_string(fn));
   }
+  // Refused inputs unbind the previous ones too: an invoke pipelined behind a failed
+  // setInput then fails instead of running on stale inputs.
+  if (Status st = CheckInputValues(fn, inputs); !st.ok()) {
+    functions_[fn].inputs.clear();
+    functions_[fn].inputs_set = false;
+    return st;
+  }
+  functions_[fn].inputs = std::move(inputs);
+  functions_[fn].inputs_set = true;
+  return OkStatus();
+}
+
+Status VirtualMachine::CheckInputValues(int fn, const std::vector<Value>& inputs) const {
   const FunctionDef& def = executable_->def().functions[fn];
   if (inputs.size() != def.inputs.size()) {
     return InvalidArgument("function '" + def.name + "' takes " + std::to_string(def.inputs.size()) +
@@ -286,8 +299,6 @@ Status VirtualMachine::SetInputValues(int fn, std::vector<Value> inputs) {
       }
     }
   }
-  functions_[fn].inputs = std::move(inputs);
-  functions_[fn].inputs_set = true;
   return OkStatus();
 }
 

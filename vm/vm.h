@@ -137,6 +137,8 @@ class VirtualMachine {
   // sequence's elements are device tensors of the declared dtype (and of the declared
   // element shape, where it is known); an optional input takes Value::None() or a
   // value of its kind. INVALID_ARGUMENT naming the input (and the element) otherwise.
+  // Both leave no inputs bound when they refuse some: the next invoke fails
+  // (FAILED_PRECONDITION) until inputs are set, instead of running on the old ones.
   Status SetInputValues(int fn, std::vector<Value> inputs);
   // Binds output `index` of `fn` to `tensor` (nullptr unbinds). The dtype is checked
   // now, the shape at each invoke (dynamic outputs).
@@ -184,6 +186,8 @@ class VirtualMachine {
   void HeldBuffers(std::vector<const Buffer*>& out) const;
 
  private:
+  // SetInputValues's checks of `inputs` against function `fn`'s signature and symbols.
+  Status CheckInputValues(int fn, const std::vector<Value>& inputs) const;
   struct FunctionState {
     std::vector<Value> inputs;
     std::vector<TensorPtr> bound_outputs;

@@ -106,6 +106,13 @@ TEST_F(VmTest, RejectsWrongInputs) {
   Status wrong_dtype = (*vm)->SetInputs(0, {*i64});
   EXPECT_EQ(wrong_dtype.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong_dtype.message().find("float32"), std::string::npos);
+  // Refused inputs unbind the good ones bound before: an invoke written behind a
+  // refused setInput (a pipeline) must fail, not run on the old inputs.
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 3}, std::vector<float>(6, 1.0f))}).ok());
+  ASSERT_TRUE((*vm)->Invoke(0).ok());
+  EXPECT_EQ((*vm)->SetInputs(0, {*i64}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*vm)->bound_inputs(0).empty());
+  EXPECT_EQ((*vm)->Invoke(0).status().code(), StatusCode::kFailedPrecondition);
 }
 
 // An instance shares the VM's constants and draws its memory from the allocator it is

@@ -810,13 +810,7 @@ Status Shell::Run(const Args& args) {
     REMEX_RETURN_IF_ERROR(m->OutputIndex(name).status().WithContext("--fetch"));
   }
   REMEX_ASSIGN_OR_RETURN(auto inputs, BindInputs(*m, p.positional));
-  std::vector<tooling::RunInput> run_inputs;
-  for (const auto& [name, handle] : inputs) run_inputs.push_back({.name = name, .handle = handle});
-  std::vector<bool> wanted(m->outputs.size());
-  for (size_t k = 0; k < wanted.size(); ++k) wanted[k] = fetch->all || fetch->names.count(m->outputs[k].name);
-  // The invoke and the downloads in one round trip; every output stays a shell tensor.
-  REMEX_ASSIGN_OR_RETURN(tooling::CallReport run, session_->Run(*m, run_inputs, wanted, /*keep_fetched=*/true));
-  const tooling::InvokeReport& r = run.invoke;
+  REMEX_ASSIGN_OR_RETURN(tooling::InvokeReport r, session_->Invoke(*m, inputs));
   // Every output becomes a shell tensor before anything can fail.
   std::vector<std::pair<int, std::string>> made;  // id, output name
   for (size_t k = 0; k < r.result.outputs.size(); ++k) {
@@ -828,11 +822,13 @@ Status Shell::Run(const Args& args) {
                r.result.function.empty() || r.result.function == m->main().name
                    ? ""
                    : (", served by " + r.result.function).c_str());
-  for (size_t k = 0; k < made.size(); ++k) {
-    REMEX_ASSIGN_OR_RETURN(ShellTensor * t, Find("%" + std::to_string(made[k].first)));
+  for (const auto& [id, name] : made) {
+    REMEX_ASSIGN_OR_RETURN(ShellTensor * t, Find("%" + std::to_string(id)));
     std::string line = "  " + Describe(*t);
-    if (k < run.fetched.size() && run.fetched[k]) {
-      const std::string summary = tooling::ArraySummary(*run.fetched[k]);
+    if (fetch->all || fetch->names.count(name)) {
+      auto array = session_->client().Download(t->tensor.handle);
+      if (!array.ok()) return array.status().WithContext("fetching " + name);
+      const std::string summary = tooling::ArraySummary(*array);
       if (!summary.empty()) line += "  " + summary;
     }
     std::fprintf(out_, "%s\n", line.c_str());

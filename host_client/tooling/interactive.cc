@@ -144,7 +144,7 @@ StatusOr<InvokeReport> InteractiveSession::Invoke(SessionModel& m, const std::ma
 }
 
 StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const RunInput> inputs,
-                                            const std::vector<bool>& fetch, bool keep_fetched) {
+                                            const std::vector<bool>& fetch) {
   if (fetch.size() != m.outputs.size()) {
     return InvalidArgument("run: " + std::to_string(fetch.size()) + " fetch flags for the " +
                            std::to_string(m.outputs.size()) + " outputs of " + m.name);
@@ -167,8 +167,12 @@ StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const Ru
   const std::string& fn = m.main().name;
   const bool bind = handles != m.bound_inputs;
   if (bind) pipeline.SetInputs(m.vm, fn, handles);
-  std::vector<uint64_t> results(m.outputs.size());
-  for (uint64_t& h : results) h = c.NewResultHandle();
+  // The fetched outputs get client-named handles, for the downloads written behind the
+  // invoke; the others the server's own (0), as any invoke's outputs.
+  std::vector<uint64_t> results(m.outputs.size(), 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (fetch[i]) results[i] = c.NewResultHandle();
+  }
   pipeline.Invoke(m.vm, fn, results);
   for (size_t i = 0; i < results.size(); ++i) {
     if (fetch[i]) pipeline.Download(results[i], "fetching '" + m.outputs[i].name + "'");
@@ -183,7 +187,9 @@ StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const Ru
     // its own (one never made answers NOT_FOUND, unseen). A failed setInput leaves no
     // inputs bound, a failed invoke the new ones: bind again next time either way.
     for (uint64_t h : uploads) (void)c.FreeWithoutReply({h});
-    for (uint64_t h : results) (void)c.FreeWithoutReply({h});
+    for (uint64_t h : results) {
+      if (h != 0) (void)c.FreeWithoutReply({h});
+    }
     return done.status();
   }
   if (bind) m.bound_inputs = handles;
@@ -192,11 +198,11 @@ StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const Ru
   report.fetched.resize(results.size());
   size_t next_download = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    // A bound output keeps its own handle in the reply; the name given for it is a
-    // second handle to it, never handed out.
-    const bool alias = report.invoke.result.outputs.at(i).handle != results[i];
-    if (fetch[i]) report.fetched[i] = std::move(done->downloads.at(next_download++));
-    if (alias || (fetch[i] && !keep_fetched)) drop.push_back(results[i]);
+    if (!fetch[i]) continue;
+    // Fetched: its client-named handle is freed (for a bound output, which keeps its own
+    // handle in the reply, that name was a second handle to it).
+    report.fetched[i] = std::move(done->downloads.at(next_download++));
+    drop.push_back(results[i]);
   }
   (void)c.FreeWithoutReply(drop);  // a broken connection shows at the next call
   return report;

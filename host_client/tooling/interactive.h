@@ -77,8 +77,7 @@ struct RunInput {
 };
 
 // What Run returns: the call (every output as a handle; a fetched output that is not
-// bound no longer exists on the server, unless kept) and, per output, its data when it
-// was fetched.
+// bound no longer exists on the server) and, per output, its data when it was fetched.
 struct CallReport {
   InvokeReport invoke;
   std::vector<std::optional<npy::Array>> fetched;
@@ -120,14 +119,14 @@ class InteractiveSession {
   // Runs main once in one round trip: the uploads of the byte inputs, setInput (unless
   // the same handles are bound), the invoke (its outputs named by the client) and the
   // downloads of the outputs `fetch` marks (one flag per output) go out in one write;
-  // then the uploads, and unless `keep_fetched` the fetched outputs that are not bound,
-  // are freed without waiting (client::Session::FreeWithoutReply). What the decode loop of a language
+  // then the uploads and the fetched outputs that are not bound are freed without
+  // waiting (client::Session::FreeWithoutReply). The outputs not fetched stay, with
+  // handles of the server's as Invoke's. What the decode loop of a language
   // model needs: a token uploaded, the cache kept on the server, the logits fetched, in
   // one round trip per step. Errors: Invoke's (the inputs by name), the server's for
   // an upload ("uploading input 'NAME'") or a download ("fetching 'NAME'"), the first
   // of them; whatever fails, nothing the call made stays on the server.
-  StatusOr<CallReport> Run(SessionModel& m, std::span<const RunInput> inputs, const std::vector<bool>& fetch,
-                          bool keep_fetched = false);
+  StatusOr<CallReport> Run(SessionModel& m, std::span<const RunInput> inputs, const std::vector<bool>& fetch);
   // Binds output `output` of main to `tensor` (0 unbinds): later calls write it there
   // (seed 003's invoke_with_outputs). INVALID_ARGUMENT for an unknown output, or a
   // tensor whose dtype or static shape does not fit it.
