@@ -387,7 +387,13 @@ void Connection::ReadAttachmentChunk() {
 }
 
 void Connection::OnAttachmentChunk(const Status& status) {
-  if (closed_) return;  // closed while decompressing: the chain ends
+  if (closed_) {  // closed while decompressing (a timeout, the server's shutdown): the chain ends
+    if (status.code() == StatusCode::kCancelled) {
+      LogLine(options_, info_.peer + ": attachment " + std::to_string(next_attachment_) + " of request " +
+                            std::to_string(header_.request_id) + ": " + status.message());
+    }
+    return;
+  }
   if (!status.ok()) {
     return Fail(header_.request_id, status.WithContext("attachment " + std::to_string(next_attachment_)), Refused());
   }

@@ -293,19 +293,30 @@ TEST(ServerBudgetTest, SigtermInterruptsADecompression) {
     ASSERT_TRUE(reply.ok()) << reply.ToString();
   }
   if (whole < 400ms) GTEST_SKIP() << "1 GiB decompressed in under 400 ms: too fast to interrupt";
-  ServerProcess server(std::vector<std::string>{"--max-decompression-ratio", "0"});
-  ASSERT_NE(server.port(), 0);
-  RawConnection c(server.port());
+  const std::string log = ::testing::TempDir() + "/sigterm_decompression_" + std::to_string(getpid()) + ".log";
+  std::remove(log.c_str());
+  auto server = ServerProcess::Logging(log, {"--max-decompression-ratio", "0"});
+  ASSERT_NE(server->port(), 0);
+  RawConnection c(server->port());
   SendBomb(c, raw, bomb);
-  std::this_thread::sleep_for(whole / 10);
+  std::this_thread::sleep_for(whole / 5);
   const auto sent = std::chrono::steady_clock::now();
-  kill(server.pid(), SIGTERM);
-  ASSERT_TRUE(Eventually([&] { return !server.alive(); }, 30s));
+  kill(server->pid(), SIGTERM);
+  ASSERT_TRUE(Eventually([&] { return !server->alive(); }, 30s));
   const auto stopped = std::chrono::steady_clock::now() - sent;
-  std::printf("the whole decompression takes %.0f ms; SIGTERM 10 %% into it stopped the server in %.0f ms\n",
+  std::printf("the whole decompression takes %.0f ms; SIGTERM 20 %% into it stopped the server in %.0f ms\n",
               std::chrono::duration<double, std::milli>(whole).count(),
               std::chrono::duration<double, std::milli>(stopped).count());
-  EXPECT_LT(stopped, whole / 2);
+  // The server's log says the decompression stopped part-way rather than ran to its end
+  // (how long the stop took depends on this machine's load: printed, not asserted).
+  std::string text;
+  if (FILE* f = std::fopen(log.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+  }
+  EXPECT_NE(text.find("decompression stopped: the connection is closing"), std::string::npos) << text;
+  std::remove(log.c_str());
 }
 
 TEST(ServerBudgetTest, StalledUploadIsClosedAtTheReadTimeoutAndFreed) {
