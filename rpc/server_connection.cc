@@ -378,6 +378,13 @@ void Connection::ReadAttachmentChunk() {
       // of this connection runs meanwhile (it reads nothing until the frame is done).
       asio::post(*self->encode_pool_, [self] {
         auto status = std::make_shared<Status>(self->reader_.Commit());
+        if (status->code() == StatusCode::kCancelled) {
+          // Said here: at the server's shutdown the I/O threads may be gone already, and
+          // the strand's handler below never runs.
+          LogLine(self->options_, self->info_.peer + ": attachment " + std::to_string(self->next_attachment_) +
+                                      " of request " + std::to_string(self->header_.request_id) + ": " +
+                                      status->message());
+        }
         asio::dispatch(self->socket_.get_executor(), [self, status] { self->OnAttachmentChunk(*status); });
       });
       return;
@@ -387,13 +394,7 @@ void Connection::ReadAttachmentChunk() {
 }
 
 void Connection::OnAttachmentChunk(const Status& status) {
-  if (closed_) {  // closed while decompressing (a timeout, the server's shutdown): the chain ends
-    if (status.code() == StatusCode::kCancelled) {
-      LogLine(options_, info_.peer + ": attachment " + std::to_string(next_attachment_) + " of request " +
-                            std::to_string(header_.request_id) + ": " + status.message());
-    }
-    return;
-  }
+  if (closed_) return;  // closed while decompressing: the chain ends
   if (!status.ok()) {
     return Fail(header_.request_id, status.WithContext("attachment " + std::to_string(next_attachment_)), Refused());
   }
