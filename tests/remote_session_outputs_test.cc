@@ -3,6 +3,7 @@
 // inputs, several outputs and functions).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,35 @@ TEST_F(RemoteSessionTest, PipelineReportsTheFirstErrorAndStaysInStep) {
   auto back = s->Download(x);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->shape, (Shape{1, 5}));
+}
+
+// An invoke that ran before a later request of the pipeline failed: its outputs, on the
+// server under the server's own handles, come back in `answered` for the caller to free.
+TEST_F(RemoteSessionTest, PipelineGivesBackWhatRanBeforeAFailure) {
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, AddReluModel());
+  uint64_t x = s->NewResultHandle();
+  ASSERT_TRUE(Session::Pipeline(*s).Upload(Floats({1, 4}, {1, 2, 3, 4}), x).Run().ok());
+  Session::Pipeline p(*s);
+  p.SetInputs(vm, "main", {x}).Invoke(vm, "main", {}).Download(s->NewResultHandle());  // never made
+  Session::Pipeline::Result answered;
+  answered.downloads.resize(3);  // cleared by Run
+  auto r = p.Run(&answered);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  ASSERT_EQ(answered.invokes.size(), 1u);
+  EXPECT_TRUE(answered.downloads.empty());
+  const uint64_t y = answered.invokes[0].outputs.at(0).handle;
+  EXPECT_FALSE(y >> 63) << "the server named it";
+  auto held = s->ListHandles();
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto holds = [&](uint64_t h) {
+    return std::any_of(held->begin(), held->end(), [&](const client::HandleInfo& i) { return i.handle == h; });
+  };
+  EXPECT_TRUE(holds(y));
+  ASSERT_TRUE(s->Free({y, x}).ok());
+  held = s->ListHandles();
+  ASSERT_TRUE(held.ok());
+  EXPECT_FALSE(holds(y));
 }
 
 TEST_F(RemoteSessionTest, PipelineWithLargeUploadsAndDownloads) {

@@ -809,8 +809,9 @@ Session::Pipeline& Session::Pipeline::Download(uint64_t tensor, std::string what
   return *this;
 }
 
-StatusOr<Session::Pipeline::Result> Session::Pipeline::Run() {
+StatusOr<Session::Pipeline::Result> Session::Pipeline::Run(Result* answered) {
   Result result;
+  if (answered != nullptr) *answered = Result{};
   if (!impl_ || impl_->frames.empty()) return result;
   // Taken out first: the pipeline is empty again whatever happens below.
   std::vector<rpc::OutFrame> frames = std::move(impl_->frames);
@@ -859,7 +860,10 @@ StatusOr<Session::Pipeline::Result> Session::Pipeline::Run() {
     // Every reply is read, so the connection stays in step; the first error wins.
     if (!st.ok() && first_error.ok()) first_error = st.WithContext(context());
   }
-  if (!first_error.ok()) return first_error;
+  if (!first_error.ok()) {
+    if (answered != nullptr) *answered = std::move(result);
+    return first_error;
+  }
   return result;
 }
 

@@ -461,12 +461,15 @@ class Session {
     Pipeline& Invoke(uint64_t vm, const std::string& function, const std::vector<uint64_t>& result_handles);
     Pipeline& Download(uint64_t tensor, std::string what = "tensorRead");
     // Sends every queued request in one write and reads every reply. The first error
-    // reply is returned (with the request's position); downloads arrive in order.
+    // reply is returned (with the request's kind); downloads arrive in order. When an
+    // error reply came and every reply was read, `answered` (if given) receives what the
+    // requests that did succeed returned: an invoke's outputs there are on the server,
+    // for the caller to free. Left empty when the connection failed.
     struct Result {
       std::vector<InvokeResult> invokes;
       std::vector<npy::Array> downloads;
     };
-    StatusOr<Result> Run();
+    StatusOr<Result> Run(Result* answered = nullptr);
 
     struct Impl;
 

@@ -180,15 +180,26 @@ StatusOr<CallReport> InteractiveSession::Run(SessionModel& m, std::span<const Ru
   if (bind) m.bound_inputs.clear();  // bound again below once the setInput is answered
   CallReport report;
   const auto t = Clock::now();
-  auto done = pipeline.Run();
+  client::Session::Pipeline::Result answered;
+  auto done = pipeline.Run(&answered);
   report.invoke.run_ms = MsSince(t);
   if (!done.ok()) {
     // Which requests ran is not known: each handle the call may have made is freed on
-    // its own (one never made answers NOT_FOUND, unseen). A failed setInput leaves no
-    // inputs bound, a failed invoke the new ones: bind again next time either way.
+    // its own (one never made answers NOT_FOUND, unseen), and so are the outputs of an
+    // invoke that ran before a download failed (the server named those left unfetched).
+    // A failed setInput leaves no inputs bound, a failed invoke the new ones: bind again
+    // next time either way.
     for (uint64_t h : uploads) (void)c.FreeWithoutReply({h});
     for (uint64_t h : results) {
       if (h != 0) (void)c.FreeWithoutReply({h});
+    }
+    for (const client::InvokeResult& invoked : answered.invokes) {
+      for (size_t i = 0; i < invoked.outputs.size() && i < results.size(); ++i) {
+        // Unfetched outputs only; a bound output (set_output) is the caller's.
+        if (results[i] == 0 && (i >= m.bound_outputs.size() || m.bound_outputs[i] == 0)) {
+          (void)c.FreeWithoutReply({invoked.outputs[i].handle});
+        }
+      }
     }
     return done.status();
   }
