@@ -55,7 +55,7 @@ class Buffer {
 };
 
 // Caching allocator over one device: blocks are rounded up to size classes (512 B
-// steps below 1 MiB, then quarter-powers of two) and freed blocks are kept for reuse,
+// steps up to 64 KiB, then quarter-powers of two) and freed blocks are kept for reuse,
 // up to `max_cached_bytes`: past it the blocks freed longest ago go back to the device
 // until the cache fits again, so a working set near the bound keeps most of its
 // blocks (each block back on the device costs a fresh allocation, and on the CPU a
