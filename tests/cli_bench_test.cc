@@ -29,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using remex::testing::OnnxModelBuilder;
+using remex::testing::ReadText;
 using remex::testing::RunCommand;
 using remex::testing::ServerProcess;
 
@@ -360,11 +361,6 @@ pid_t StartCli(const std::vector<std::string>& args, const std::string& out, con
     _exit(127);
   }
   return pid;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // SIGINT or SIGTERM while remex bench runs: the benchmark is cancelled on the server

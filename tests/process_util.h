@@ -209,6 +209,18 @@ inline CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
+// The whole of the file at `path` ("" when it cannot be read): a server's log, a CLI's
+// captured output.
+inline std::string ReadText(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
 inline std::string Env(const char* name, const std::string& fallback = "") {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;

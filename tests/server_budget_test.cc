@@ -309,12 +309,7 @@ TEST(ServerBudgetTest, SigtermInterruptsADecompression) {
               std::chrono::duration<double, std::milli>(stopped).count());
   // The server's log says the decompression stopped part-way rather than ran to its end
   // (how long the stop took depends on this machine's load: printed, not asserted).
-  std::string text;
-  if (FILE* f = std::fopen(log.c_str(), "r")) {
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-    std::fclose(f);
-  }
+  const std::string text = remex::testing::ReadText(log);
   EXPECT_NE(text.find("decompression stopped: the connection is closing"), std::string::npos) << text;
   std::remove(log.c_str());
 }

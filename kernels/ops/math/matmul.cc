@@ -124,8 +124,9 @@ void GemmLoop(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n) {
 }
 
 // oneDNN generates its sgemm kernels (JIT) at the first product of the process, which
-// cost a decode loop's first step 17-20 ms of its server time. Kernels that multiply
-// matrices pay it when they are created (at the model's load) instead: once a process.
+// otherwise lands on a model's first invoke (docs/benchmarks.md, the decode loop's first
+// step). Kernels that multiply matrices pay it when they are created (at the model's
+// load) instead: once a process.
 void WarmUpGemm() {
   static std::once_flag once;
   std::call_once(once, [] {
