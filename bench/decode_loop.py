@@ -16,6 +16,8 @@ argmax of the step's logits; only the logits are fetched.
          server's own time of the call (`m.last_call["server_run_ms"]`);
   ort    bench/ort_decode_loop.js: onnxruntime-node (CPU execution provider, all graph
          optimisations, --threads intra-op threads), each step timed around session.run.
+With --remex-worker (and --model), only one Remex loop runs, in this process, and its
+per-step figures are printed as JSON: what the rounds below are made of.
 Each round runs each runtime once in a new process (the first step's costs included),
 alternating which goes first. Per runtime it prints the median over rounds of the
 per-step median (ms), the largest step after the first, the first step, and for Remex
@@ -88,11 +90,15 @@ def main():
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--model", help="a decoder step with bench/decoder_step.py's inputs and outputs")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--remex-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--remex-worker", action="store_true",
+                    help="run only the Remex loop on --model, once, in this process, and print its JSON "
+                         "(steps_ms, server_ms, tokens): each step's figures, the first included")
     args = ap.parse_args()
     if not 1 <= args.steps <= 4096 or not 1 <= args.rounds <= 100:
         ap.error("--steps must be 1 to 4096 and --rounds 1 to 100")
     if args.remex_worker:
+        if not args.model:
+            ap.error("--remex-worker needs --model (bench/decoder_step.py writes one)")
         remex_worker(args.model, args.steps, args.threads)
         return 0
     if not os.path.isdir(os.path.join(MODULES, "onnxruntime-node")):
