@@ -5,9 +5,14 @@
 # test suite starts or drives (Redis, PostgreSQL, Chromium, zsh, pytest, ...), which
 # scripts/test.sh installs so.
 #
-# Usage: scripts/setup-deps.sh [--tests] [--check]
-#   --tests  the test suite's packages too
-#   --check  install nothing, only run the check
+# Usage: scripts/setup-deps.sh [--tests] [--check] [--upgrade]
+#   --tests    the test suite's packages too
+#   --check    install nothing, only run the check
+#   --upgrade  also bring the build's packages that are already installed up to the
+#              versions the package lists offer now (apt-get update, then install
+#              --only-upgrade), which is what a fresh system gets: CI (.ci/run) shares
+#              the fresh system's compiler cache with its own plain tree, and an object
+#              is shared only when every header it includes is the same version
 # Idempotent: apt is skipped when every package is already installed. Uses sudo only when
 # not running as root. Installs with --no-install-recommends, so every package the build
 # needs is named here, recommended ones included (ocl-icd-opencl-dev: oneDNN's CMake
@@ -24,12 +29,13 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-check_only=0 tests=0
+check_only=0 tests=0 upgrade=0
 for arg in "$@"; do
   case $arg in
     --check) check_only=1 ;;
     --tests) tests=1 ;;
-    *) echo "usage: scripts/setup-deps.sh [--tests] [--check]" >&2; exit 2 ;;
+    --upgrade) upgrade=1 ;;
+    *) echo "usage: scripts/setup-deps.sh [--tests] [--check] [--upgrade]" >&2; exit 2 ;;
   esac
 done
 
@@ -62,6 +68,7 @@ test_packages=(
   curl                          # the docs' dashboard examples fetch its pages
   zsh                           # remex completion zsh, run in a real zsh (host_client/cli/completion_test.py)
 )
+build_packages=("${packages[@]}")
 ((tests)) && packages+=("${test_packages[@]}")
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -84,6 +91,14 @@ else
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+if ((upgrade && !check_only)); then
+  sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  echo "setup-deps: upgrading the build's packages to the versions the package lists offer"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends --only-upgrade "${build_packages[@]}"
 fi
 
 # The check.
