@@ -27,8 +27,6 @@ namespace remex::kernels::internal {
 
 namespace {
 
-bool IsQuantType(DType dt) { return dt == DType::kUint8 || dt == DType::kInt8; }
-
 // Input positions of the integer and QLinear forms.
 struct Slots {
   int a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp;  // -1: the form has no such input.

@@ -27,8 +27,6 @@ namespace remex::kernels::internal {
 
 namespace {
 
-bool IsQuantType(DType dt) { return dt == DType::kUint8 || dt == DType::kInt8; }
-
 // Checks a scale or zero point of `what` holding 1 value or (per axis / per column)
 // `count` values; returns whether it holds `count` values (> 1).
 StatusOr<bool> CheckParam(std::string_view op, std::string_view what, const ShapeFnArg& p, int64_t count,

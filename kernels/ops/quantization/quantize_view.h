@@ -14,6 +14,9 @@
 
 namespace remex::kernels::internal {
 
+// The 8-bit types of ONNX's linear quantization: uint8 and int8.
+inline bool IsQuantType(DType dt) { return dt == DType::kUint8 || dt == DType::kInt8; }
+
 // QuantizeLinear-10/13 (x, y_scale, [y_zero_point]) and DequantizeLinear-10/13 (x,
 // x_scale, [x_zero_point]): x seen as [outer, channels, inner] around `axis` (opset 13,
 // default 1, in [-rank, rank)); the scale and zero point hold 1 value (per tensor) or
