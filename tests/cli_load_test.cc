@@ -10,8 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
+#include "base/file_bytes.h"
 #include "host_client/client/client.h"
 #include "host_client/client/npy.h"
 
@@ -182,13 +182,11 @@ TEST_F(CliLoadTest, TheAuditNamesASampleThatDiffersFromTheReference) {
   const std::string rmx = dir_ + "/mlp.rmx";
   auto c = Cli("compile " + model_ + " -o " + rmx);
   ASSERT_EQ(c.exit_code, 0) << c.output;
-  std::ifstream f(rmx, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
+  auto bytes = ReadFileBytes(rmx);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   auto session = client::Session::Connect("127.0.0.1", server_.port());
   ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto module = (*session)->LoadModule(bytes, "mlp");
+  auto module = (*session)->LoadModule(*bytes, "mlp");
   ASSERT_TRUE(module.ok()) << module.status().ToString();
   auto vm = (*session)->CreateVm(module->handle);
   ASSERT_TRUE(vm.ok());

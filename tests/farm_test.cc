@@ -822,8 +822,7 @@ inputs = ["x=nowhere.npy"]
   EXPECT_GE(devices.size(), 2u);
   for (const std::string& d : devices) EXPECT_NE(d.find("127.0.0.1:"), std::string::npos) << d;
   // The JUnit file, as CI servers read it.
-  std::ifstream in(junit);
-  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string xml = remex::testing::ReadText(junit);
   EXPECT_NE(xml.find("<testsuite name=\"farm-suite\" tests=\"5\" failures=\"2\" errors=\"1\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<testcase classname=\"farm-suite\" name=\"against-cpu\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<failure message=\"output &apos;y&apos;: mismatch"), std::string::npos) << xml;
