@@ -73,6 +73,9 @@ build_packages=("${packages[@]}")
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
+sudo=()
+((EUID == 0)) || sudo=(sudo)
+updated=0
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
@@ -85,18 +88,15 @@ elif ((check_only)); then
   echo "setup-deps: not installed: ${missing[*]} (run scripts/setup-deps.sh$( ((tests)) && echo " --tests") to install them)" >&2
   exit 1
 else
-  sudo=()
-  ((EUID == 0)) || sudo=(sudo)
   echo "setup-deps: installing ${missing[*]}"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  updated=1
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 if ((upgrade && !check_only)); then
-  sudo=()
-  ((EUID == 0)) || sudo=(sudo)
   echo "setup-deps: upgrading the build's packages to the versions the package lists offer"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  ((updated)) || "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends --only-upgrade "${build_packages[@]}"
 fi
