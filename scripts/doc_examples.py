@@ -22,7 +22,7 @@ Any other marker (such as the former `runnable: server`) fails, naming the three
 Every block runs as a reader pastes it after the README's set-up (scripts/quickstart.sh),
 nothing rewritten: from the repository root, in a fresh environment that has only what
 a login shell has (PATH is the system's, /usr/local/sbin:...:/bin; HOME an empty
-folder; no REMEX_* variables), with a python3 first on PATH that is not Debian's (it
+folder; TMPDIR an empty folder removed after the block; no REMEX_* variables), with a python3 first on PATH that is not Debian's (it
 sees no Debian packages, so `import numpy` fails in it, as in pyenv's): a block that
 needs the Python client names its interpreter, /usr/bin/python3. The binaries are
 build/host_client/cli/remex and build/device_server/remex-server, the models are in
@@ -292,6 +292,8 @@ def main():
                 ran += 1
                 home = tempfile.mkdtemp(prefix="home_", dir=scratch)
                 env = fresh_env(home, shim)
+                # The block's `mktemp -d` folders (a wheel's venvs are ~90 MB) go with it.
+                env["TMPDIR"] = tempfile.mkdtemp(prefix="tmp_", dir=scratch)
                 before = untracked(repo)
                 t = time.monotonic()
                 started = time.time() - 1  # file times may be coarser than the clock
@@ -313,6 +315,7 @@ def main():
                         notes.append("left in the tree (a block writes under a folder it makes, mktemp -d):\n  " +
                                      "\n  ".join(left))
                 shutil.rmtree(home, ignore_errors=True)
+                shutil.rmtree(env["TMPDIR"], ignore_errors=True)
                 if code != 0 or notes:
                     failures += 1
                     why = "; ".join(([f"exit {code}"] if code else []) + [n for n in notes if "\n" not in n])

@@ -5,11 +5,15 @@
 //
 // Environment (set by scripts/test.sh): REMEX_MODELS_DIR, the folder of the .onnx models;
 // REMEX_ORT_RUN, the path of ort_run.js; REMEX_REQUIRE_MODELS=1 turns a skip for a
-// missing model or runner into a failure.
+// missing model or runner into a failure. The test's folder (executables, saved inputs and
+// outputs: tens of MB per model) is removed when the test passes and kept, with its path
+// printed, when it fails or when REMEX_KEEP_TEST_FILES=1.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <string>
@@ -57,6 +61,17 @@ class ModelTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     ASSERT_NE(server_.port(), 0);
+  }
+
+  // Removes the test's folder unless the test failed or REMEX_KEEP_TEST_FILES=1.
+  void TearDown() override {
+    if (dir_.empty()) return;
+    if (HasFailure() || Env("REMEX_KEEP_TEST_FILES") == "1") {
+      std::printf("kept the test's files in %s\n", dir_.c_str());
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
   }
 
   // Runs `remex run <executable> --shape x=<shape> --seed <seed>` on the server with its

@@ -38,7 +38,6 @@ class SrLayoutTest : public remex::testing::ModelTest {
     auto g = RunCommand(Cli() + " gen-sr -o " + Model() + " --height 24 --width 40");
     ASSERT_EQ(g.exit_code, 0) << g.output;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   static std::string Cli() { return REMEX_CLI_BIN; }
   std::string Model() const { return dir_ + "/sr.onnx"; }

@@ -230,6 +230,11 @@ class SqliteStoreTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
+  // The database (tens of MB after the killed writer) goes when the test passes.
+  void TearDown() override {
+    std::error_code ec;
+    if (!HasFailure()) fs::remove_all(dir_, ec);
+  }
   std::string Url() const { return "sqlite://" + dir_ + "/sub/results.sqlite"; }
   std::string dir_;
 };
