@@ -292,8 +292,12 @@ def main():
                 ran += 1
                 home = tempfile.mkdtemp(prefix="home_", dir=scratch)
                 env = fresh_env(home, shim)
-                # The block's `mktemp -d` folders (a wheel's venvs are ~90 MB) go with it.
+                # The block's `mktemp -d` folders (a wheel's venvs are ~90 MB) go with it. Open
+                # to every user as /tmp is: a block may hand its folder to another (a
+                # database run as nobody).
                 env["TMPDIR"] = tempfile.mkdtemp(prefix="tmp_", dir=scratch)
+                os.chmod(scratch, 0o755)
+                os.chmod(env["TMPDIR"], 0o1777)
                 before = untracked(repo)
                 t = time.monotonic()
                 started = time.time() - 1  # file times may be coarser than the clock
