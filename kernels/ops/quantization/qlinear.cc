@@ -20,6 +20,8 @@
 
 #include "kernels/ops/nn/conv_common.h"  // ParseGroup.
 #include "kernels/internal.h"
+#include "kernels/ops/quantization/int_gemm.h"
+#include "kernels/ops/quantization/quantize_cpu.h"
 #include "kernels/ops/quantization/quantize_ops.h"
 #include "kernels/ops/quantization/quantize_view.h"
 
@@ -261,62 +263,6 @@ OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const 
   return w;
 }
 
-// The GEMM below is compiled for AVX-512 and AVX2 too (REMEX_CPU_CLONES).
-
-// c[i, j] (wrapping uint32) = sum over kk of a[i, kk] * b[kk, j] for int16 a [m, k] and
-// b [k, n] (zero points already subtracted: |value| <= 255, so a product fits int32 and
-// two fit with room). Four rows of c and two steps of kk at a time; the j loop is
-// contiguous and vectorises. The sums are exact modulo 2^32, the same as
-// quant::MatMulIntegerAt / ConvIntegerAt compute element by element (CUDA).
-REMEX_CPU_CLONES
-void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
-  std::fill(c, c + m * n, 0u);
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    uint32_t* c0 = c + i * n;
-    uint32_t* c1 = c0 + n;
-    uint32_t* c2 = c1 + n;
-    uint32_t* c3 = c2 + n;
-    const int16_t* a0 = a + i * k;
-    const int16_t* a1 = a0 + k;
-    const int16_t* a2 = a1 + k;
-    const int16_t* a3 = a2 + k;
-    int64_t kk = 0;
-    for (; kk + 2 <= k; kk += 2) {
-      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
-      const int32_t v0 = a0[kk + 1], v1 = a1[kk + 1], v2 = a2[kk + 1], v3 = a3[kk + 1];
-      const int16_t* bu = b + kk * n;
-      const int16_t* bv = bu + n;
-      for (int64_t j = 0; j < n; ++j) {
-        const int32_t x = bu[j], y = bv[j];
-        c0[j] += static_cast<uint32_t>(u0 * x + v0 * y);
-        c1[j] += static_cast<uint32_t>(u1 * x + v1 * y);
-        c2[j] += static_cast<uint32_t>(u2 * x + v2 * y);
-        c3[j] += static_cast<uint32_t>(u3 * x + v3 * y);
-      }
-    }
-    for (; kk < k; ++kk) {
-      const int32_t u0 = a0[kk], u1 = a1[kk], u2 = a2[kk], u3 = a3[kk];
-      const int16_t* bu = b + kk * n;
-      for (int64_t j = 0; j < n; ++j) {
-        const int32_t x = bu[j];
-        c0[j] += static_cast<uint32_t>(u0 * x);
-        c1[j] += static_cast<uint32_t>(u1 * x);
-        c2[j] += static_cast<uint32_t>(u2 * x);
-        c3[j] += static_cast<uint32_t>(u3 * x);
-      }
-    }
-  }
-  for (; i < m; ++i) {
-    uint32_t* ci = c + i * n;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int32_t u = a[i * k + kk];
-      const int16_t* bu = b + kk * n;
-      for (int64_t j = 0; j < n; ++j) ci[j] += static_cast<uint32_t>(u * static_cast<int32_t>(bu[j]));
-    }
-  }
-}
-
 class QMatMulKernel final : public ValidatedKernel {
  public:
   using ValidatedKernel::ValidatedKernel;
@@ -341,12 +287,20 @@ class QMatMulKernel final : public ValidatedKernel {
         int64_t a_off = 0, b_off = 0;
         quant::BatchOffsets(g, batch, &a_off, &b_off);
         for (int64_t i = 0; i < g.m * g.k; ++i) a16[i] = static_cast<int16_t>(int32_t{a[a_off + i]} - a_zp);
-        for (int64_t i = 0; i < g.k * g.n; ++i) {
-          b16[i] = static_cast<int16_t>(int32_t{b[b_off + i]} - p.b_zp[i % g.n]);
+        for (int64_t kk = 0; kk < g.k; ++kk) {
+          const B* row = b + b_off + kk * g.n;
+          int16_t* to = b16.data() + kk * g.n;
+          for (int64_t j = 0; j < g.n; ++j) to[j] = static_cast<int16_t>(int32_t{row[j]} - p.b_zp[j]);
         }
         IntGemm(a16.data(), b16.data(), c.data(), g.m, g.k, g.n);
-        for (int64_t i = 0; i < g.m * g.n; ++i) {
-          w.Put(batch * g.m * g.n + i, static_cast<int32_t>(c[i]), p.multiplier[i % g.n]);
+        if (!w.qlinear) {  // the int32 sums as they are
+          std::copy(c.begin(), c.end(), static_cast<uint32_t*>(w.data) + batch * g.m * g.n);
+          continue;
+        }
+        for (int64_t i = 0; i < g.m; ++i) {
+          for (int64_t j = 0; j < g.n; ++j) {
+            w.Put(batch * g.m * g.n + i * g.n + j, static_cast<int32_t>(c[i * g.n + j]), p.multiplier[j]);
+          }
         }
       }
       return OkStatus();
@@ -393,46 +347,67 @@ class QConvKernel final : public ValidatedKernel {
           w16[m * k + i] = static_cast<int16_t>(int32_t{wt[m * k + i]} - p.b_zp[m]);
         }
       }
-      std::vector<int16_t> col(static_cast<size_t>(k * kTile));
-      std::vector<uint32_t> acc(static_cast<size_t>(mg * kTile));
-      std::vector<int64_t> o0(kTile), o1(kTile), o2(kTile);
-      for (int64_t b = 0; b < g.n; ++b) {
-        for (int64_t grp = 0; grp < g.group; ++grp) {
-          for (int64_t t0 = 0; t0 < plane; t0 += kTile) {
-            const int64_t tn = std::min(kTile, plane - t0);
-            for (int64_t t = 0; t < tn; ++t) {
-              const int64_t pos = t0 + t;
-              o2[t] = pos % g.out[2];
-              o1[t] = (pos / g.out[2]) % g.out[1];
-              o0[t] = pos / (g.out[2] * g.out[1]);
-            }
-            // The patch matrix [k, tn].
-            for (int64_t ci = 0; ci < cg; ++ci) {
-              const X* xc = x + (b * g.c + grp * cg + ci) * in_plane;
-              for (int64_t kk = 0; kk < ksize; ++kk) {
-                const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
-                const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
-                int16_t* row = col.data() + (ci * ksize + kk) * tn;
-                for (int64_t t = 0; t < tn; ++t) {
-                  const int64_t i0 = o0[t] * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
-                  const int64_t i1 = o1[t] * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
-                  const int64_t i2 = o2[t] * g.stride[2] - g.pad[2] + k2 * g.dilation[2];
-                  const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
-                  row[t] = inside ? static_cast<int16_t>(int32_t{xc[(i0 * g.in[1] + i1) * g.in[2] + i2]} - x_zp) : 0;
+      // Jobs of one tile of output positions of one image and group each, spread over the
+      // compute threads, each part with its own patch matrix and sums (IntGemm inside a
+      // part runs on the part's thread).
+      const int64_t tiles = (plane + kTile - 1) / kTile;
+      const int64_t jobs = g.n * g.group * tiles;
+      const int parts = ParallelParts(jobs, 1);
+      std::vector<std::vector<int16_t>> cols(static_cast<size_t>(parts));
+      std::vector<std::vector<uint32_t>> accs(static_cast<size_t>(parts));
+      ParallelFor(jobs, 1, [&](int64_t first, int64_t last, int part) {
+        std::vector<int16_t>& col = cols[static_cast<size_t>(part)];
+        std::vector<uint32_t>& acc = accs[static_cast<size_t>(part)];
+        col.resize(static_cast<size_t>(k * kTile));
+        acc.resize(static_cast<size_t>(mg * kTile));
+        for (int64_t job = first; job < last; ++job) {
+          const int64_t b = job / (g.group * tiles), grp = job / tiles % g.group, t0 = job % tiles * kTile;
+          const int64_t tn = std::min(kTile, plane - t0);
+          // The patch matrix [k, tn], along runs of consecutive output positions in a row
+          // (o0, o1 fixed), so that a run's input row is found once.
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            const X* xc = x + (b * g.c + grp * cg + ci) * in_plane;
+            for (int64_t kk = 0; kk < ksize; ++kk) {
+              const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
+              const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
+              int16_t* row = col.data() + (ci * ksize + kk) * tn;
+              for (int64_t t = 0; t < tn;) {
+                const int64_t pos = t0 + t;
+                const int64_t o2 = pos % g.out[2], o1 = (pos / g.out[2]) % g.out[1], o0 = pos / (g.out[2] * g.out[1]);
+                const int64_t run = std::min(g.out[2] - o2, tn - t);
+                const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+                const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+                if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+                  std::fill(row + t, row + t + run, int16_t{0});
+                } else {
+                  const X* src = xc + (i0 * g.in[1] + i1) * g.in[2];
+                  const int64_t base = o2 * g.stride[2] - g.pad[2] + k2 * g.dilation[2];
+                  for (int64_t r = 0; r < run; ++r) {
+                    const int64_t i2 = base + r * g.stride[2];
+                    row[t + r] = i2 >= 0 && i2 < g.in[2] ? static_cast<int16_t>(int32_t{src[i2]} - x_zp) : int16_t{0};
+                  }
                 }
-              }
-            }
-            IntGemm(w16.data() + grp * mg * k, col.data(), acc.data(), mg, k, tn);
-            for (int64_t mi = 0; mi < mg; ++mi) {
-              const int64_t m = grp * mg + mi;
-              const uint32_t add = bias ? static_cast<uint32_t>(bias[m]) : 0u;
-              for (int64_t t = 0; t < tn; ++t) {
-                w.Put((b * g.m + m) * plane + t0 + t, static_cast<int32_t>(acc[mi * tn + t] + add), p.multiplier[m]);
+                t += run;
               }
             }
           }
+          IntGemm(w16.data() + grp * mg * k, col.data(), acc.data(), mg, k, tn);
+          for (int64_t mi = 0; mi < mg; ++mi) {
+            const int64_t m = grp * mg + mi;
+            const uint32_t add = bias ? static_cast<uint32_t>(bias[m]) : 0u;
+            const int64_t at = (b * g.m + m) * plane + t0;
+            const uint32_t* sums = acc.data() + mi * tn;
+            if (w.qlinear && w.y == DType::kUint8) {
+              RequantizeSpan(sums, add, tn, p.multiplier[m], w.y_zp, static_cast<uint8_t*>(w.data) + at);
+            } else if (w.qlinear) {
+              RequantizeSpan(sums, add, tn, p.multiplier[m], w.y_zp, static_cast<int8_t*>(w.data) + at);
+            } else {
+              uint32_t* to = static_cast<uint32_t*>(w.data) + at;
+              for (int64_t t = 0; t < tn; ++t) to[t] = sums[t] + add;
+            }
+          }
         }
-      }
+      });
       return OkStatus();
     });
   }

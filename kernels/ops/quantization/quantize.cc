@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/ops/quantization/quantize_cpu.h"
 #include "kernels/ops/quantization/quantize_ops.h"
 #include "kernels/ops/quantization/quantize_view.h"
 
@@ -99,6 +100,41 @@ StatusOr<QuantizeView> QuantizeViewOf(std::string_view op, int since_version, co
   return v;
 }
 
+namespace {
+template <typename Q>
+inline void QuantizeLoop(const float* x, int64_t n, float scale, int32_t zero_point, Q* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::Quantize<Q>(x[i], scale, zero_point);
+}
+template <typename Q>
+inline void RequantizeLoop(const uint32_t* sum, uint32_t add, int64_t n, float multiplier, int32_t zero_point, Q* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::Requantize<Q>(static_cast<int32_t>(sum[i] + add), multiplier, zero_point);
+}
+}  // namespace
+
+REMEX_CPU_CLONES void QuantizeSpan(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* y) {
+  QuantizeLoop(x, n, scale, zero_point, y);
+}
+REMEX_CPU_CLONES void QuantizeSpan(const float* x, int64_t n, float scale, int32_t zero_point, int8_t* y) {
+  QuantizeLoop(x, n, scale, zero_point, y);
+}
+REMEX_CPU_CLONES void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier,
+                                     int32_t zero_point, uint8_t* y) {
+  RequantizeLoop(sum, add, n, multiplier, zero_point, y);
+}
+REMEX_CPU_CLONES void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier,
+                                     int32_t zero_point, int8_t* y) {
+  RequantizeLoop(sum, add, n, multiplier, zero_point, y);
+}
+REMEX_CPU_CLONES void RangeWithZero(const float* x, int64_t n, float* lo, float* hi) {
+  float l = 0.0f, h = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    l = x[i] < l ? x[i] : l;
+    h = x[i] > h ? x[i] : h;
+  }
+  *lo = l;
+  *hi = h;
+}
+
 int32_t ZeroPointAt(const TensorRef* zero_point, int64_t i) {
   if (zero_point == nullptr || !zero_point->present()) return 0;
   switch (zero_point->dtype) {
@@ -174,6 +210,10 @@ class QuantizeKernel final : public ValidatedKernel {
           const float s = scale[c];
           const int32_t z = ZeroPointAt(zp, c);
           const int64_t base = (o * v.channels + c) * v.inner;
+          if constexpr (std::is_same_v<X, float> && (std::is_same_v<Y, uint8_t> || std::is_same_v<Y, int8_t>)) {
+            QuantizeSpan(x + base, v.inner, s, z, y + base);
+            continue;
+          }
           for (int64_t i = base; i < base + v.inner; ++i) {
             if constexpr (std::is_same_v<Y, float>) {
               y[i] = quant::Dequantize(static_cast<int32_t>(x[i]), z, s);
@@ -238,13 +278,9 @@ class DynamicQuantizeKernel final : public ValidatedKernel {
     const float* x = DataAs<const float>(in[0]);
     // NaN is skipped by the comparisons; an empty x gives the range [0, 0].
     float lo = 0.0f, hi = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      lo = x[i] < lo ? x[i] : lo;
-      hi = x[i] > hi ? x[i] : hi;
-    }
+    RangeWithZero(x, n, &lo, &hi);
     const quant::DynamicParams p = quant::DynamicQuantizeParams(lo, hi);
-    uint8_t* y = DataAs<uint8_t>(out[0]);
-    for (int64_t i = 0; i < n; ++i) y[i] = quant::Quantize<uint8_t>(x[i], p.scale, p.zero_point);
+    QuantizeSpan(x, n, p.scale, p.zero_point, DataAs<uint8_t>(out[0]));
     if (out.size() > 1) *DataAs<float>(out[1]) = p.scale;
     if (out.size() > 2) *DataAs<uint8_t>(out[2]) = p.zero_point;
     return OkStatus();

@@ -3,7 +3,9 @@
 target_sources(remex_kernels PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/quantize.cc
   ${CMAKE_CURRENT_LIST_DIR}/qlinear.cc
+  ${CMAKE_CURRENT_LIST_DIR}/int_gemm.cc
 )
 list(APPEND REMEX_KERNELS_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/quantize_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/int_gemm_test.cc
 )

@@ -1,0 +1,26 @@
+// The integer GEMM under MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv on the
+// CPU (qlinear.cc).
+#pragma once
+
+#include <cstdint>
+
+namespace remex::kernels::internal {
+
+// c [m, n] = a [m, k] . b [k, n], all row-major, for int16 operands whose zero points are
+// already subtracted (|value| <= 255, from uint8 or int8 data), each c element the exact
+// sum modulo 2^32 (as ONNX's int32 output of MatMulInteger and ConvInteger wraps; the
+// same sums quant::MatMulIntegerAt and ConvIntegerAt compute one element at a time on
+// CUDA). With AVX2 the products are summed in pairs by vpmaddwd, exactly (|pair| <=
+// 130050): no 8-bit intermediate saturates, unlike the u8 x s8 instruction
+// (vpmaddubsw). Runs on the compute threads (ParallelFor) when the product is large
+// enough; n, k or m of 0 is allowed (c all zeros, or nothing).
+void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n);
+
+// The same product by a portable loop, on the calling thread: what IntGemm runs without
+// AVX2, and the reference its tests compare with.
+void IntGemmPortable(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n);
+
+// Whether IntGemm takes the AVX2 path on this CPU.
+bool IntGemmUsesAvx2();
+
+}  // namespace remex::kernels::internal

@@ -1,0 +1,24 @@
+// The CPU kernels' loops over whole spans of quantize_ops.h's formulas, compiled for
+// AVX-512 and AVX2 as well (REMEX_CPU_CLONES), where the rounding of RoundHalfEven is an
+// instruction instead of a call to rintf. Same results as the formulas one value at a time.
+#pragma once
+
+#include <cstdint>
+
+namespace remex::kernels::internal {
+
+// y[i] = quant::Quantize(x[i], scale, zero_point) for i < n (QuantizeLinear,
+// DynamicQuantizeLinear).
+void QuantizeSpan(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* y);
+void QuantizeSpan(const float* x, int64_t n, float scale, int32_t zero_point, int8_t* y);
+
+// y[i] = quant::Requantize(static_cast<int32_t>(sum[i] + add), multiplier, zero_point)
+// for i < n (QLinearMatMul, QLinearConv: the sums wrap modulo 2^32 as uint32).
+void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier, int32_t zero_point, uint8_t* y);
+void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier, int32_t zero_point, int8_t* y);
+
+// The smallest and largest of x[0, n), 0 included (DynamicQuantizeLinear's range; NaN
+// skipped).
+void RangeWithZero(const float* x, int64_t n, float* lo, float* hi);
+
+}  // namespace remex::kernels::internal
