@@ -11,10 +11,16 @@ Each case is a model at one input shape. Its input is made once (`remex run --se
          embedded server with --threads compute threads (its default on this machine);
   ort    tests/reference/ort_run.js --bench R --number N --warmup W --threads T
          --optimization all (onnxruntime-node, the reference runtime of the tests).
+Before the rounds, each runtime runs the case once more with its outputs written, and
+the largest difference over all outputs, relative to ONNX Runtime's largest magnitude,
+is printed with the case (`diff`): a figure of a model computed wrongly is not kept.
 Per case it prints each runtime's median of the round medians (ms per call) and the
 ratio remex / ort (below 1: Remex is faster), then the median ratio of the non-PP-OCR
 cases. Models: the PP-OCR models of scripts/fetch-models.sh, the real models of
-scripts/fetch-real-models.sh, and the synthetic super-resolution CNN of `remex gen-sr`.
+scripts/fetch-real-models.sh, the synthetic super-resolution CNN of `remex gen-sr`, and
+bench/bench_models.py's (a CNN classifier, a detector, transformer encoders and a decoder
+step, int8 and float16 models: its docstring says what each is), written with their
+inputs into the run's folder.
 """
 import argparse
 import json
@@ -24,9 +30,12 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# name, model (ppocr/ | real/ | sr), input name, shape, number, repeat, warmup
+# name, model (ppocr/FILE | real/FILE | sr | gen/NAME[:SHAPE] of bench/bench_models.py), input
+# name and shape (random inputs; None for gen/: its own), number, repeat, warmup
 CASES = [
     ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
     ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),
@@ -39,7 +48,35 @@ CASES = [
     ("isnet-int8 1x3x1024x1024", "real/isnet_int8.onnx", "input", "1x3x1024x1024", 1, 5, 1),
     ("isnet-fp16 1x3x1024x1024", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1),
     ("sr-edsr-x4 1x3x180x320", "sr", "x", "1x3x180x320", 1, 10, 2),
+    ("cnn-resnet50 1x3x224x224", "gen/resnet50", None, None, 1, 10, 2),
+    ("cnn-densenet121 1x3x224x224", "gen/densenet121", None, None, 1, 10, 2),
+    ("detector 1x3x416x416", "gen/detector", None, None, 1, 10, 2),
+    ("encoder 1x128", "gen/encoder:1x128", None, None, 5, 15, 5),
+    ("encoder 8x128", "gen/encoder:8x128", None, None, 1, 15, 3),
+    ("decoder-step past 32", "gen/decoder", None, None, 50, 15, 20),
+    ("int8-encoder 1x128 (MatMulInteger)", "gen/encoder-int8:1x128", None, None, 5, 15, 5),
+    ("int8-resnet50 (QLinearConv)", "gen/resnet50-int8", None, None, 1, 10, 2),
+    ("int8-resnet50 (ConvInteger)", "gen/resnet50-convinteger", None, None, 1, 10, 2),
+    ("fp16-resnet50 1x3x224x224", "gen/resnet50-fp16", None, None, 1, 10, 2),
 ]
+
+
+def largest_difference(remex_dir, ort_dir):
+    """max |remex - ort| over every output ONNX Runtime wrote, over its max |ort|."""
+    worst = 0.0
+    for f in sorted(os.listdir(ort_dir)):
+        if f.endswith(".npy"):
+            o = np.load(os.path.join(ort_dir, f)).astype(np.float64)
+            mine = os.path.join(remex_dir, f)
+            if not os.path.exists(mine):  # remex writes an output name with other characters as _
+                mine = os.path.join(remex_dir, "".join(c if c.isalnum() or c in "_.-" else "_" for c in f))
+            if not os.path.exists(mine):
+                return float("nan")
+            r = np.load(mine).astype(np.float64)
+            if o.shape != r.shape:
+                return float("inf")
+            worst = max(worst, float(np.abs(r - o).max() / max(np.abs(o).max(), 1e-30)) if o.size else 0.0)
+    return worst
 
 
 def run(cmd, **kw):
@@ -70,34 +107,49 @@ def main():
         for name, model, input_name, shape, number, repeat, warmup in wanted:
             if args.quick:
                 repeat = max(3, repeat // 3)
-            if model == "sr":
-                h, w = shape.split("x")[2:]
-                path = os.path.join(work, "sr.onnx")
-                run([remex, "gen-sr", "-o", path, "--height", h, "--width", w])
+            io = os.path.join(work, name.replace(" ", "_").replace("(", "").replace(")", ""))
+            if model.startswith("gen/"):
+                gen, _, gen_shape = model[4:].partition(":")
+                path = run([sys.executable, os.path.join(REPO, "bench", "bench_models.py"), gen, io,
+                            "--shape", gen_shape]).strip()
+                inputs = {f[:-4]: os.path.join(path[:-5] + ".inputs", f)
+                          for f in sorted(os.listdir(path[:-5] + ".inputs"))}
+                shapes = {n: "x".join(map(str, np.load(f, mmap_mode="r").shape)) for n, f in inputs.items()}
             else:
-                folder, file = model.split("/")
-                path = os.path.join(ppocr if folder == "ppocr" else real, file)
-            io = os.path.join(work, name.replace(" ", "_"))
-            run([remex, "run", path, "--shape", f"{input_name}={shape}", "--seed", "0", "--fetch", "none",
-                 "--output-dir", io, "--save-inputs"])
-            npy = os.path.join(io, "inputs", "".join(c if c.isalnum() or c in "_.-" else "_" for c in input_name) + ".npy")
+                if model == "sr":
+                    h, w = shape.split("x")[2:]
+                    path = os.path.join(work, "sr.onnx")
+                    run([remex, "gen-sr", "-o", path, "--height", h, "--width", w])
+                else:
+                    folder, file = model.split("/")
+                    path = os.path.join(ppocr if folder == "ppocr" else real, file)
+                run([remex, "run", path, "--shape", f"{input_name}={shape}", "--seed", "0", "--fetch", "none",
+                     "--output-dir", io, "--save-inputs"])
+                safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in input_name)
+                inputs, shapes = {input_name: os.path.join(io, "inputs", safe + ".npy")}, {input_name: shape}
+            remex_inputs = [a for n in inputs for a in ("--shape", f"{n}={shapes[n]}", "--input", f"{n}={inputs[n]}")]
+            ort_inputs = [f"{n}={f}" for n, f in inputs.items()]
+            run([remex, "run", path, *remex_inputs, "--output-dir", os.path.join(io, "remex-out")],
+                env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+            run(["node", ort_run, "--modules", modules, path, os.path.join(io, "ort-out"), *ort_inputs])
+            diff = largest_difference(os.path.join(io, "remex-out"), os.path.join(io, "ort-out"))
             remex_ms, ort_ms = [], []
             for _ in range(rounds):
-                out = run([remex, "bench", path, "--shape", f"{input_name}={shape}", "--input", f"{input_name}={npy}",
-                           "--number", str(number), "--repeat", str(repeat), "--warmup", str(warmup), "--json",
+                out = run([remex, "bench", path, *remex_inputs, "--number", str(number), "--repeat", str(repeat), "--warmup", str(warmup), "--json",
                            # the same samples as ONNX Runtime's run: not extended
                            "--min-duration-s", "0", "--min-samples", "0", "--max-trials", "1"],
                           env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
                 remex_ms.append(json.loads(out)["benchmark"]["median_ms"])
                 out = run(["node", ort_run, "--modules", modules, "--bench", str(repeat), "--number", str(number),
                            "--warmup", str(warmup), "--threads", str(args.threads), "--optimization", "all", path, "-",
-                           f"{input_name}={npy}"])
+                           *ort_inputs])
                 ort_ms.append(json.loads(out)["median_ms"])
             r, o = statistics.median(remex_ms), statistics.median(ort_ms)
             rows.append({"case": name, "remex_ms": r, "ort_ms": o, "ratio": r / o, "remex_rounds_ms": remex_ms,
-                         "ort_rounds_ms": ort_ms})
+                         "ort_rounds_ms": ort_ms, "relative_difference": diff})
             if not args.json:
-                print(f"{name:40s} remex {r:10.3f} ms   ort {o:10.3f} ms   remex/ort {r / o:5.2f}", flush=True)
+                print(f"{name:40s} remex {r:10.3f} ms   ort {o:10.3f} ms   remex/ort {r / o:5.2f}   diff {diff:.1e}",
+                      flush=True)
     others = [row["ratio"] for row in rows if not row["case"].startswith("ppocr")]
     summary = {"threads": args.threads, "rounds": rounds, "cases": rows,
                "median_ratio_other_models": statistics.median(others) if others else None}
