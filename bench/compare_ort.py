@@ -35,7 +35,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name, model (ppocr/FILE | real/FILE | sr | gen/NAME[:SHAPE] of bench/bench_models.py), input
-# name and shape (random inputs; None for gen/: its own), number, repeat, warmup
+# name and shape (random inputs; None for gen/: its own), number, repeat, warmup, and any
+# compile options of remex's (`--dtype float32`: a float16 model computed in float32)
 CASES = [
     ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
     ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),
@@ -47,6 +48,8 @@ CASES = [
      1, 7, 2),
     ("isnet-int8 1x3x1024x1024", "real/isnet_int8.onnx", "input", "1x3x1024x1024", 1, 5, 1),
     ("isnet-fp16 1x3x1024x1024", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1),
+    ("isnet-fp16 1x3x1024x1024 --dtype float32", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1,
+     "--dtype", "float32"),
     ("sr-edsr-x4 1x3x180x320", "sr", "x", "1x3x180x320", 1, 10, 2),
     ("cnn-resnet50 1x3x224x224", "gen/resnet50", None, None, 1, 10, 2),
     ("cnn-densenet121 1x3x224x224", "gen/densenet121", None, None, 1, 10, 2),
@@ -58,6 +61,7 @@ CASES = [
     ("int8-resnet50 (QLinearConv)", "gen/resnet50-int8", None, None, 1, 10, 2),
     ("int8-resnet50 (ConvInteger)", "gen/resnet50-convinteger", None, None, 1, 10, 2),
     ("fp16-resnet50 1x3x224x224", "gen/resnet50-fp16", None, None, 1, 10, 2),
+    ("fp16-resnet50 1x3x224x224 --dtype float32", "gen/resnet50-fp16", None, None, 1, 10, 2, "--dtype", "float32"),
 ]
 
 
@@ -104,10 +108,10 @@ def main():
     rounds = 1 if args.quick else args.rounds
     rows = []
     with tempfile.TemporaryDirectory(prefix="remex_compare_") as work:
-        for name, model, input_name, shape, number, repeat, warmup in wanted:
+        for name, model, input_name, shape, number, repeat, warmup, *options in wanted:
             if args.quick:
                 repeat = max(3, repeat // 3)
-            io = os.path.join(work, name.replace(" ", "_").replace("(", "").replace(")", ""))
+            io = os.path.join(work, "".join(c if c.isalnum() or c in "_.-" else "_" for c in name))
             if model.startswith("gen/"):
                 gen, _, gen_shape = model[4:].partition(":")
                 path = run([sys.executable, os.path.join(REPO, "bench", "bench_models.py"), gen, io,
@@ -128,6 +132,7 @@ def main():
                 safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in input_name)
                 inputs, shapes = {input_name: os.path.join(io, "inputs", safe + ".npy")}, {input_name: shape}
             remex_inputs = [a for n in inputs for a in ("--shape", f"{n}={shapes[n]}", "--input", f"{n}={inputs[n]}")]
+            remex_inputs += options
             ort_inputs = [f"{n}={f}" for n, f in inputs.items()]
             run([remex, "run", path, *remex_inputs, "--output-dir", os.path.join(io, "remex-out")],
                 env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))

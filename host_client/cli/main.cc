@@ -141,8 +141,9 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
       ->capture_default_str()
       ->check(CLI::IsMember(Names(tooling::kLayoutNames), CLI::ignore_case));
   cmd->add_option("--dtype", specs.dtype,
-                  "activation and weight dtype: float32, or float16 (inputs and outputs stay float32)")
-      ->capture_default_str()
+                  "activation and weight dtype: float32 or float16 (default: the model's own; its inputs and "
+                  "outputs keep their dtype): float32 runs a float16 model in float32, as CPUs without float16 "
+                  "arithmetic want")
       ->check(CLI::IsMember(Names(tooling::kCompileDTypeNames)));
   cmd->add_flag("--no-fuse-epilogues", [&specs](int64_t) { specs.fuse_epilogues = false; },
                 "keep Conv and MatMul, their Add and their activation as separate kernels");

@@ -100,8 +100,9 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
                  stats.fused_convs, stats.fused_matmuls, stats.epilogue_nodes);
     std::fprintf(out, "fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
                  stats.nodes_fused);
-    std::fprintf(out, "dtype %s: %d nodes converted to float16, %d constants converted, %d casts inserted\n",
-                 std::string(DTypeName(r.options.dtype)).c_str(), stats.precision.nodes_converted,
+    std::fprintf(out, "dtype %s: %d nodes converted, %d constants converted, %d casts inserted\n",
+                 r.options.dtype == DType::kUndefined ? "the model's own" : std::string(DTypeName(r.options.dtype)).c_str(),
+                 stats.precision.nodes_converted,
                  stats.precision.constants_converted, stats.precision.casts_inserted);
     if (stats.buckets > 0) std::fprintf(out, "buckets %d\n", stats.buckets);
     std::fprintf(out, "%-44s %-10s %7s %7s %9s %6s %12s %10s %9s\n", "function", "role", "kernels", "instrs",

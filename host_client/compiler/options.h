@@ -43,9 +43,11 @@ struct CompileOptions {
   // Activation layout between convolutions (see host_client/compiler/passes/layout.h); graph inputs
   // and outputs stay NCHW either way.
   Layout layout = Layout::kNchw;
-  // Activation and weight dtype: kFloat32 (as the model is) or kFloat16
-  // (host_client/compiler/passes/precision.h; the graph's inputs and outputs stay float32).
-  DType dtype = DType::kFloat32;
+  // Activation and weight dtype (host_client/compiler/passes/precision.h): kUndefined, the
+  // model's own; kFloat16, a float32 model's activations and weights in float16
+  // (ConvertToFloat16); kFloat32, a float16 model's in float32 (ConvertToFloat32, before
+  // every other rewrite). The graph's inputs and outputs keep their dtypes.
+  DType dtype = DType::kUndefined;
   // Shape buckets (buckets.h, dispatch.h): one clone of the function per bucket of
   // these symbols' values, behind a dispatcher. Empty: one generic function.
   std::vector<DispatchSpec> dispatch;

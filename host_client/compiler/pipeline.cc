@@ -25,6 +25,10 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
                          InferShapes(graph, registry, options.fold_constants, options.bounds));
   local.nodes_removed = EliminateDeadCode(graph);
+  if (options.dtype == DType::kFloat32) {  // first, so that the float32 rewrites below apply
+    REMEX_ASSIGN_OR_RETURN(local.precision, ConvertToFloat32(graph, registry));
+    EliminateDeadCode(graph);  // the float16 constants now read through their float32 copies
+  }
   if (options.fold_batchnorm) {
     local.batchnorms_folded = FoldBatchNormalization(graph);
     if (local.batchnorms_folded > 0) EliminateDeadCode(graph);  // the unfolded weights
@@ -45,7 +49,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   if (options.dtype == DType::kFloat16) {
     REMEX_ASSIGN_OR_RETURN(local.precision, ConvertToFloat16(graph, registry));
     EliminateDeadCode(graph);  // casts of inputs only shape readers use
-  } else if (options.dtype != DType::kFloat32) {
+  } else if (options.dtype != DType::kFloat32 && options.dtype != DType::kUndefined) {
     return InvalidArgument("--dtype must be float32 or float16, got " + std::string(DTypeName(options.dtype)));
   }
   if (options.fuse_epilogues) {

@@ -21,7 +21,7 @@ json CompileOptionsJson(const compiler::CompileOptions& o) {
   json dispatch = json::array();
   for (const auto& d : o.dispatch) dispatch.push_back(d.symbol);
   return {{"layout", o.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
-          {"dtype", DTypeName(o.dtype)},
+          {"dtype", o.dtype == DType::kUndefined ? std::string("model") : std::string(DTypeName(o.dtype))},
           {"input_shapes", shapes},
           {"bounds", bounds},
           {"dispatch_symbols", dispatch},
@@ -276,7 +276,7 @@ json ToJson(const CompileReport& r) {
   j["functions"] = functions;
   j["kernels_by_op"] = r.kernels_by_op;
   j["options"] = {{"layout", r.options.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
-                  {"dtype", DTypeName(r.options.dtype)},
+                  {"dtype", r.options.dtype == DType::kUndefined ? std::string("model") : std::string(DTypeName(r.options.dtype))},
                   {"buckets", s.buckets},
                   {"strict", r.options.strict_dispatch},
                   {"fuse_epilogues", r.options.fuse_epilogues}};

@@ -156,7 +156,11 @@ StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) 
   auto layout = compiler::ParseLayout(specs.layout);
   if (!layout.ok()) return layout.status().WithContext("--layout");
   options.layout = *layout;
-  REMEX_ASSIGN_OR_RETURN(options.dtype, ParseFloatDType(specs.dtype));
+  if (specs.dtype.empty()) {
+    options.dtype = DType::kUndefined;  // the model's own
+  } else {
+    REMEX_ASSIGN_OR_RETURN(options.dtype, ParseFloatDType(specs.dtype));
+  }
   for (const auto& text : specs.dispatch) {
     REMEX_ASSIGN_OR_RETURN(compiler::DispatchSpec spec, compiler::ParseDispatchSpec(text));
     options.dispatch.push_back(std::move(spec));

@@ -67,7 +67,7 @@ struct CompileSpecs {
   std::vector<std::string> dispatch;  // --dispatch SYMBOL=log:2[:MIN:MAX] ... (compiler/buckets.h)
   bool strict = false;                // --strict: no generic function behind the buckets
   std::string layout = "NCHW";        // --layout NCHW | NHWC
-  std::string dtype = "float32";      // --dtype float32 | float16
+  std::string dtype;                  // --dtype float32 | float16; empty: the model's own
   bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
   bool fold_batchnorm = true;         // --no-fold-batchnorm clears it
 

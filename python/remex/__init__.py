@@ -555,7 +555,7 @@ def compile(model: Union[str, "_os.PathLike[str]"], output: Union[str, "_os.Path
             shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
             bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
             dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
-            dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> CompileResult:
+            dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> CompileResult:
     """Compiles MODEL.onnx and writes the executable to `output` (MODEL.rmx), as
     `remex compile MODEL.onnx -o OUTPUT` does with the same options (those of
     Session.load: shapes, bounds, dispatch, strict, layout, dtype, fuse_epilogues,
@@ -569,7 +569,7 @@ def compile(model: Union[str, "_os.PathLike[str]"], output: Union[str, "_os.Path
     if isinstance(dispatch, str):
         dispatch = [dispatch]
     return CompileResult(_native.compile(_os.fspath(model), _os.fspath(output), _shape_specs(shapes),
-                                         _bound_specs(bounds), list(dispatch or []), strict, layout, dtype,
+                                         _bound_specs(bounds), list(dispatch or []), strict, layout, dtype or "",
                                          fuse_epilogues, fold_batchnorm))
 
 
@@ -597,7 +597,7 @@ class Session:
     def load(self, path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
              dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
-             dtype: str = "float32", fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> Model:
+             dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> Model:
         """Loads MODEL.onnx (compiled here first, as `remex compile` would with the same
         options) or MODEL.rmx; the executable is uploaded unless the server's module
         cache has it.
@@ -606,7 +606,9 @@ class Session:
         bounds: {symbol or "input:axis": (min, max or None)} of dynamic dims.
         dispatch: shape bucket specs ("x:3=log:2:32:2048"; docs/dispatch.md); strict:
         refuse shapes outside the buckets. layout: "NCHW" or "NHWC" between
-        convolutions; dtype: "float32" or "float16" activations and weights;
+        convolutions; dtype: "float32" or "float16" activations and weights (None: the
+        model's own; "float32" runs a float16 model in float32, as CPUs without float16
+        arithmetic want; inputs and outputs keep their dtype);
         fuse_epilogues: Conv/MatMul + bias + activation as one kernel; fold_batchnorm:
         BatchNormalization folded into the Conv before it.
         Only `shapes` applies to an .rmx. Raises InvalidArgument for a bad option,
@@ -614,7 +616,7 @@ class Session:
         if isinstance(dispatch, str):
             dispatch = [dispatch]
         return Model(self._s.load(path, _shape_specs(shapes), _bound_specs(bounds), list(dispatch or []), strict,
-                                  layout, dtype, fuse_epilogues, fold_batchnorm))
+                                  layout, dtype or "", fuse_epilogues, fold_batchnorm))
 
     def upload(self, array: Any) -> Tensor:
         """Copies an array (anything numpy.asarray takes) to a new tensor on the server,

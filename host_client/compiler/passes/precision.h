@@ -33,4 +33,17 @@ struct PrecisionStats {
 // Converts `graph` (shapes and dtypes inferred) as described above.
 StatusOr<PrecisionStats> ConvertToFloat16(Graph& graph, const kernels::KernelRegistry& registry);
 
+// The reverse, `remex compile --dtype float32` of a float16 model: its float16
+// activations (the values that depend on a float16 graph input or on a Cast to float16,
+// the start of a model whose interface was kept float32) and the float16
+// constants they meet computed in float32, each float16 input cast to float32 at the
+// start and each output cast back to float16 at the end, so callers feed and read the
+// model's own float16 tensors. Constants are widened exactly, once, at compile time; each
+// value is rounded to float16 once, at the outputs, not after every op (as ONNX Runtime's
+// CPU provider computes float16 nodes it has no float16 kernel for). For a CPU without
+// float16 arithmetic, where every float16 kernel would widen its inputs and round its
+// output, and so that the float32 rewrites (BatchNormalization folding, epilogue
+// fusion) apply. Same limits (If and Loop regions, sequences) as ConvertToFloat16.
+StatusOr<PrecisionStats> ConvertToFloat32(Graph& graph, const kernels::KernelRegistry& registry);
+
 }  // namespace remex::compiler
