@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 #include <regex>
 #include <set>
 #include <thread>
@@ -121,6 +122,24 @@ TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
   EXPECT_LT(received, 16384u);
   EXPECT_LT(received, kOutputBytes / 8);
   EXPECT_EQ(j["compression"]["raw_received"].get<uint64_t>(), 0u);
+}
+
+// A float16 model on a CPU server compiles in float32 unless --dtype says otherwise
+// (tooling::CompileDTypeFor): the report names the dtype used, and the outputs stay
+// float16 either way.
+TEST_F(CliBenchTest, Float16ModelOnTheCpuDeviceRunsInFloat32UnlessDTypeIsGiven) {
+  const std::string sr = dir_ + "/sr16.onnx";
+  auto g = Cli("gen-sr -o " + sr + " --dtype float16 --height 12 --width 20");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  for (const auto& [flag, want] : {std::pair<std::string, std::string>{"", "float32"}, {" --dtype float16", "float16"}}) {
+    auto r = Cli("bench " + sr + " --server " + server_.address() + " --repeat 3 --json" + flag + kQuick);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto j = Json(r);
+    EXPECT_EQ(j["environment"]["executable"]["compile_options"]["dtype"], want) << flag;
+  }
+  auto run = Cli("run " + sr + " --server " + server_.address() + " --output-dir " + dir_ + "/sr16_out");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("y: float16 [1, 3, 48, 80]"), std::string::npos) << run.output;
 }
 
 // Every result carries the environment fingerprint (the server's build and command

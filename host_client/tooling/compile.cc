@@ -27,6 +27,7 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
   report.model = onnx_path;
   REMEX_ASSIGN_OR_RETURN(compiler::Graph graph,
                          compiler::ImportOnnxFile(onnx_path, *registry, options.input_shapes));
+  for (const compiler::Value& v : graph.values) report.has_float16 = report.has_float16 || v.dtype == DType::kFloat16;
   report.options = options;
   REMEX_RETURN_IF_ERROR(compiler::ResolveSymbolNames(graph, report.options));
   REMEX_ASSIGN_OR_RETURN(report.executable,
@@ -51,7 +52,13 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
   REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(model, options));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   out.bytes = std::move(report.bytes);
+  out.has_float16 = report.has_float16;
   return out;
+}
+
+DType CompileDTypeFor(const std::string& device, bool has_float16, DType given) {
+  if (given == DType::kUndefined && has_float16 && device == "cpu") return DType::kFloat32;
+  return given;
 }
 
 std::string DescribeValue(const vm::ValueDesc& v) {

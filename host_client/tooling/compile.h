@@ -32,6 +32,7 @@ struct CompileReport {
   compiler::CompileStats stats;
   compiler::CompileOptions options;     // with symbol names resolved
   std::map<std::string, int> kernels_by_op;  // "Conv", "Shape (host)" -> count
+  bool has_float16 = false;             // the imported model has float16 tensors
 };
 
 // Imports and compiles an ONNX model with `options`, and serializes it. Errors of the
@@ -45,9 +46,19 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
 struct LoadedExecutable {
   std::vector<std::byte> bytes;
   double compile_ms = 0;  // 0 for an .rmx
+  bool has_float16 = false;  // an .onnx with float16 tensors (false for an .rmx)
 };
 StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compiler::CompileOptions& options,
                                           bool changes_compilation);
+
+// The --dtype a model is compiled with for the device it runs on (`device`: the
+// server's DeviceInfo name, "cpu", "cuda:0") when the user gave none (`given`
+// kUndefined): float32 for a model with float16 tensors on the CPU device, which has no
+// float16 arithmetic (each float16 kernel would widen its inputs and round its output
+// on every call, and the float32 rewrites would not apply; ONNX Runtime's CPU provider
+// computes such nodes in float32 too: compiler/passes/precision.h, ConvertToFloat32);
+// otherwise `given` (kUndefined: the model's own).
+DType CompileDTypeFor(const std::string& device, bool has_float16, DType given);
 
 // "x: float32 [N, 3, 48, W]".
 std::string DescribeValue(const vm::ValueDesc& v);

@@ -42,6 +42,18 @@ StatusOr<SessionModel*> InteractiveSession::Load(const std::string& path, const 
   auto executable = LoadExecutable(path, options, changes_compilation);
   say("");
   REMEX_RETURN_IF_ERROR(executable.status());
+  // A float16 model meant for the CPU device runs in float32 unless --dtype says otherwise
+  // (CompileDTypeFor).
+  const auto& devices = client().server_info().devices;
+  if (const DType dtype = CompileDTypeFor(devices.empty() ? "" : devices[0].name, executable->has_float16, options.dtype);
+      dtype != options.dtype) {
+    say("compiling " + path + " in float32 for the CPU device (--dtype float16 keeps float16)");
+    compiler::CompileOptions in_float32 = options;
+    in_float32.dtype = dtype;
+    executable = LoadExecutable(path, in_float32, changes_compilation);
+    say("");
+    REMEX_RETURN_IF_ERROR(executable.status());
+  }
   auto model = std::make_unique<SessionModel>();
   model->path = path;
   model->compile_ms = executable->compile_ms;

@@ -150,6 +150,7 @@ StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection g
     return executable.status();
   }
   p.executable = std::move(executable).value();
+  p.compile = request.compile;
   if (given.session) {
     p.connection = std::move(given);
   } else {
@@ -160,6 +161,19 @@ StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection g
       return connection.status();
     }
     p.connection = std::move(connection).value();
+  }
+  // The device known, a float16 model meant for the CPU device is compiled again in
+  // float32 (CompileDTypeFor), unless --dtype was given.
+  const auto& devices = p.session().server_info().devices;
+  const DType dtype = CompileDTypeFor(devices.empty() ? "" : devices[0].name, p.executable.has_float16,
+                                      request.compile.dtype);
+  if (dtype != request.compile.dtype) {
+    say("compiling " + request.model + " in float32 for the CPU device (--dtype float16 keeps float16)");
+    p.compile.dtype = dtype;
+    auto again = LoadExecutable(request.model, p.compile, request.changes_compilation);
+    say("");
+    if (!again.ok()) return again.status();
+    p.executable = std::move(again).value();
   }
 
   const auto t = std::chrono::steady_clock::now();
@@ -206,7 +220,7 @@ SessionReport DescribeSession(const ModelRequest& request, PreparedModel& p) {
   r.upload_ms = p.upload_ms;
   // The options apply when LoadExecutable compiled the model (not an .rmx).
   const bool compiled = !(request.model.size() >= 4 && request.model.compare(request.model.size() - 4, 4, ".rmx") == 0);
-  r.environment = DescribeEnvironment(s, compiled ? std::optional(request.compile) : std::nullopt);
+  r.environment = DescribeEnvironment(s, compiled ? std::optional(p.compile) : std::nullopt);
   return r;
 }
 

@@ -38,6 +38,9 @@ struct ModelRequest {
 
 struct PreparedModel {
   LoadedExecutable executable;
+  // The options the executable was compiled with: the request's, with --dtype float32
+  // when the request left it unset and the server's device wants it (CompileDTypeFor).
+  compiler::CompileOptions compile;
   Connection connection;
   client::ModuleInfo module;
   uint64_t vm = 0;
@@ -66,6 +69,9 @@ StatusOr<std::vector<npy::Array>> MakeInputs(const client::FunctionInfo& fn,
 // An input or output name as a file name: characters outside [A-Za-z0-9_.-] as '_'.
 std::string FileNameFor(const std::string& name);
 
+// Compiles (or reads) the model, connects, loads it and uploads its inputs. A float16
+// .onnx without request.compile.dtype is compiled again in float32 once the server's
+// device is known to be the CPU (CompileDTypeFor); `compile` says what was used.
 StatusOr<PreparedModel> PrepareModel(const ModelRequest& request, const ProgressFn& progress = {});
 // As PrepareModel, on a connection made before (one whose model run, bench or check has
 // released): the same server, session and lease, request.server unused.
