@@ -607,8 +607,8 @@ class Session:
         dispatch: shape bucket specs ("x:3=log:2:32:2048"; docs/dispatch.md); strict:
         refuse shapes outside the buckets. layout: "NCHW" or "NHWC" between
         convolutions; dtype: "float32" or "float16" activations and weights (None: the
-        model's own; "float32" runs a float16 model in float32, as CPUs without float16
-        arithmetic want; inputs and outputs keep their dtype);
+        model's own, except a float16 model on a CPU server, which runs in float32 as
+        CPUs without float16 arithmetic want; inputs and outputs keep their dtype);
         fuse_epilogues: Conv/MatMul + bias + activation as one kernel; fold_batchnorm:
         BatchNormalization folded into the Conv before it.
         Only `shapes` applies to an .rmx. Raises InvalidArgument for a bad option,
