@@ -85,15 +85,18 @@ TEST(PrecisionTest, ActivationsAndWeightsBecomeFloat16AndShapeArithmeticDoesNot)
   EXPECT_EQ(g->values[g->outputs[0]].dtype, DType::kFloat32);
 }
 
-std::vector<float> RunOnCpu(const vm::ExecutableDef& def, const std::vector<float>& x) {
+// Runs `def` on the CPU VM with x (`dtype`, [1, 3, 8, 8]) and returns its one output,
+// checked to be `dtype` of `out_shape`.
+template <typename T>
+std::vector<T> RunOnCpu(const vm::ExecutableDef& def, DType dtype, const Shape& out_shape, const std::vector<T>& x) {
   remex::testing::CpuMachine m(def);
-  auto out = m.Run({m.Tensor(DType::kFloat32, {1, 3, 8, 8}, x)});
+  auto out = m.Run({m.Tensor(dtype, {1, 3, 8, 8}, x)});
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   if (!out.ok()) return {};
-  EXPECT_EQ((*out)[0]->dtype, DType::kFloat32);
-  EXPECT_EQ((*out)[0]->shape, (Shape{1, 4, 12, 12}));
-  const float* p = static_cast<const float*>((*out)[0]->data());
-  return std::vector<float>(p, p + *NumElements((*out)[0]->shape));
+  EXPECT_EQ((*out)[0]->dtype, dtype);
+  EXPECT_EQ((*out)[0]->shape, out_shape);
+  const T* p = static_cast<const T*>((*out)[0]->data());
+  return std::vector<T>(p, p + *NumElements((*out)[0]->shape));
 }
 
 TEST(PrecisionTest, Float16ExecutableMatchesFloat32WithinHalfPrecision) {
@@ -114,7 +117,8 @@ TEST(PrecisionTest, Float16ExecutableMatchesFloat32WithinHalfPrecision) {
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   std::vector<float> x(3 * 64);
   for (float& v : x) v = dist(rng);
-  std::vector<float> y32 = RunOnCpu(*d32, x), y16 = RunOnCpu(*d16, x);
+  std::vector<float> y32 = RunOnCpu(*d32, DType::kFloat32, {1, 4, 12, 12}, x),
+                     y16 = RunOnCpu(*d16, DType::kFloat32, {1, 4, 12, 12}, x);
   ASSERT_EQ(y32.size(), y16.size());
   ASSERT_FALSE(y32.empty());
   double max_err = 0;
@@ -197,17 +201,6 @@ TEST(PrecisionTest, Float16ModelInFloat32KeepsItsInterfaceAndComputesInFloat32) 
   EXPECT_EQ(g->values[g->outputs[0]].dtype, DType::kFloat16);
 }
 
-std::vector<uint16_t> RunFloat16OnCpu(const vm::ExecutableDef& def, const std::vector<uint16_t>& x) {
-  remex::testing::CpuMachine m(def);
-  auto out = m.Run({m.Tensor(DType::kFloat16, {1, 3, 8, 8}, x)});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (!out.ok()) return {};
-  EXPECT_EQ((*out)[0]->dtype, DType::kFloat16);
-  EXPECT_EQ((*out)[0]->shape, (Shape{1, 4, 8, 8}));
-  const uint16_t* p = static_cast<const uint16_t*>((*out)[0]->data());
-  return std::vector<uint16_t>(p, p + *NumElements((*out)[0]->shape));
-}
-
 TEST(PrecisionTest, Float16ModelInFloat32FoldsAndFusesAndMatchesTheFloat16Executable) {
   CompileOptions own, f32;
   f32.dtype = DType::kFloat32;
@@ -228,7 +221,8 @@ TEST(PrecisionTest, Float16ModelInFloat32FoldsAndFusesAndMatchesTheFloat16Execut
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   std::vector<uint16_t> x(3 * 64);
   for (uint16_t& v : x) v = kernels::FloatToHalf(dist(rng)).bits;
-  std::vector<uint16_t> y_own = RunFloat16OnCpu(*d_own, x), y32 = RunFloat16OnCpu(*d32, x);
+  std::vector<uint16_t> y_own = RunOnCpu(*d_own, DType::kFloat16, {1, 4, 8, 8}, x),
+                        y32 = RunOnCpu(*d32, DType::kFloat16, {1, 4, 8, 8}, x);
   ASSERT_EQ(y_own.size(), y32.size());
   ASSERT_FALSE(y32.empty());
   double max_err = 0, max_abs = 0;
