@@ -45,8 +45,6 @@ CASES = [
     ("ppocr-rec 1x3x48x320", "ppocr/ch_PP-OCRv4_rec_infer.onnx", "x", "1x3x48x320", 3, 15, 3),
     ("ppocr-rec 8x3x48x320", "ppocr/ch_PP-OCRv4_rec_infer.onnx", "x", "8x3x48x320", 1, 15, 3),
     ("wakeword-mlp 1x25x96", "real/hello_deepa.onnx", "onnx::Flatten_0", "1x25x96", 200, 15, 50),
-    ("whisper-tiny-encoder-int8 1x80x3000", "real/whisper_tiny_encoder_int8.onnx", "input_features", "1x80x3000",
-     1, 7, 2),
     ("isnet-int8 1x3x1024x1024", "real/isnet_int8.onnx", "input", "1x3x1024x1024", 1, 5, 1),
     ("isnet-fp16 1x3x1024x1024", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1),
     ("isnet-fp16 1x3x1024x1024 --dtype float16", "real/isnet_fp16.onnx", "input", "1x3x1024x1024", 1, 5, 1,
