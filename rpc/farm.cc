@@ -26,6 +26,9 @@ constexpr std::string_view kDevicePattern = "remex:{*}:device:*";
 // Bounds on what one reply may hold (RedisClient::Query).
 constexpr size_t kMaxReplyElements = 1 << 20;
 constexpr size_t kMaxReplyBytes = size_t{64} << 20;
+// The entries kept in a pool's list of devices announced free (FreedKey): wake-ups, each
+// id already in the free set (FreeKey), so that dropping the oldest loses nothing.
+constexpr int64_t kMaxFreedEntries = 64;
 // More registered devices than this in one listing is refused (a bound on what a
 // listing reads from Redis).
 constexpr size_t kMaxDevices = 65536;
@@ -354,11 +357,19 @@ std::string DeviceKey(std::string_view pool, std::string_view id) { return PoolP
 std::string PoolDevicesKey(std::string_view pool) { return PoolPrefix(pool) + "devices"; }
 std::string LeaseKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "lease:" + std::string(id); }
 std::string DrainKey(std::string_view pool, std::string_view id) { return PoolPrefix(pool) + "drain:" + std::string(id); }
-std::string QueueKey(std::string_view pool) { return PoolPrefix(pool) + "queue"; }
+std::string QueueKey(std::string_view pool) { return PoolPrefix(pool) + "waiting"; }
 std::string WaitersKey(std::string_view pool) { return PoolPrefix(pool) + "waiters"; }
 std::string AliveKey(std::string_view pool) { return PoolPrefix(pool) + "alive"; }
 std::string TicketKey(std::string_view pool) { return PoolPrefix(pool) + "ticket"; }
 std::string ServedKey(std::string_view pool) { return PoolPrefix(pool) + "served"; }
+std::string FreedKey(std::string_view pool) { return PoolPrefix(pool) + "freed"; }
+std::string FreeKey(std::string_view pool) { return PoolPrefix(pool) + "free"; }
+std::string LabelIndexKey(std::string_view pool, std::string_view key, std::string_view value) {
+  return PoolPrefix(pool) + "label:" + std::string(key) + "=" + std::string(value);
+}
+std::string LabelIndexKey(std::string_view pool, std::string_view key) {
+  return PoolPrefix(pool) + "label:" + std::string(key);
+}
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -456,10 +467,12 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
       return Unavailable(url_.ToString() + ": the Redis connection is broken" +
                          (context_ && context_->err ? std::string(": ") + context_->errstr : std::string()));
     }
+    if (block_.count() > 0) redisSetTimeout(context_, ToTimeval(timeout_ + block_));
     errno = 0;
     reply = static_cast<redisReply*>(
         redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
     const int saved_errno = errno;
+    if (block_.count() > 0 && !context_->err) redisSetTimeout(context_, ToTimeval(timeout_));
     if (reply != nullptr) break;
     // Redis closed the connection (it restarted): reconnect and send the command once
     // more, outside a transaction. Anything else (a timeout) fails at once.
@@ -531,6 +544,21 @@ StatusOr<RedisValue> RedisClient::Query(const std::vector<std::string>& args) {
   return v;
 }
 
+StatusOr<RedisValue> RedisClient::BlockingQuery(const std::vector<std::string>& args, std::chrono::milliseconds block) {
+  block_ = block;
+  auto r = Query(args);
+  block_ = std::chrono::milliseconds(0);
+  return r;
+}
+
+Status RedisClient::AnnounceFree(std::string_view pool, std::string_view id) {
+  // The id into the free set first, then the wake-up (a waiter that wakes finds it there).
+  REMEX_RETURN_IF_ERROR(Command({"ZADD", FreeKey(pool), "0", std::string(id)}));
+  REMEX_ASSIGN_OR_RETURN(RedisValue n, Query({"RPUSH", FreedKey(pool), std::string(id)}));
+  if (n.integer > kMaxFreedEntries) return Command({"LTRIM", FreedKey(pool), std::to_string(-kMaxFreedEntries), "-1"});
+  return OkStatus();
+}
+
 Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds ttl) {
   const std::string key = DeviceKey(d.pool, d.id);
   std::vector<std::string> hset = {"HSET", key};
@@ -538,20 +566,28 @@ Status RedisClient::WriteDevice(const DeviceRecord& d, std::chrono::milliseconds
     hset.push_back(std::move(name));
     hset.push_back(std::move(value));
   }
-  // One transaction: no reader sees the record without its TTL.
+  // One transaction: no reader sees the record without its TTL. The label index and
+  // the announcement that the device may be leasable go with it.
+  std::vector<std::vector<std::string>> commands = {
+      {"DEL", key}, std::move(hset), {"PEXPIRE", key, std::to_string(ttl.count())}, {"SADD", PoolDevicesKey(d.pool), d.id}};
+  for (const auto& [k, v] : d.labels) {
+    commands.push_back({"SADD", LabelIndexKey(d.pool, k, v), d.id});
+    commands.push_back({"SADD", LabelIndexKey(d.pool, k), d.id});
+  }
+  commands.push_back({"ZADD", FreeKey(d.pool), "0", d.id});
+  commands.push_back({"RPUSH", FreedKey(d.pool), d.id});
+  commands.push_back({"LTRIM", FreedKey(d.pool), std::to_string(-kMaxFreedEntries), "-1"});
   REMEX_RETURN_IF_ERROR(Command({"MULTI"}));
-  Status st = Command({"DEL", key});
-  if (st.ok()) st = Command(hset);
-  if (st.ok()) st = Command({"PEXPIRE", key, std::to_string(ttl.count())});
-  if (st.ok()) st = Command({"SADD", PoolDevicesKey(d.pool), d.id});
-  if (!st.ok()) {
-    (void)Command({"DISCARD"});
-    return st;
+  for (const auto& c : commands) {
+    if (Status st = Command(c); !st.ok()) {
+      (void)Command({"DISCARD"});
+      return st;
+    }
   }
   redisReply* raw = nullptr;
   REMEX_RETURN_IF_ERROR(Command({"EXEC"}, &raw));
   ReplyPtr exec(raw);
-  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != 4) {
+  if (exec->type != REDIS_REPLY_ARRAY || exec->elements != commands.size()) {
     return Internal(url_.ToString() + ": EXEC of the device record returned no result");
   }
   for (size_t i = 0; i < exec->elements; ++i) {
@@ -740,6 +776,10 @@ void Registration::Run() {
       if (lease.status().code() == StatusCode::kFailedPrecondition) lease = std::string();
       st = lease.status();
       if (lease.ok() && options_.on_lease) options_.on_lease(*lease);
+      // A lease that ended without a release (it lapsed): the pool's waiters may have
+      // the device now.
+      if (lease.ok() && lease->empty() && had_lease_) st = client_->AnnounceFree(record_.pool, record_.id);
+      if (lease.ok() && st.ok()) had_lease_ = !lease->empty();
     }
     if (!st.ok() && health) {
       std::lock_guard<std::mutex> guard(mutex_);

@@ -147,6 +147,14 @@ std::string WaitersKey(std::string_view pool);
 std::string AliveKey(std::string_view pool);
 std::string TicketKey(std::string_view pool);
 std::string ServedKey(std::string_view pool);
+std::string FreedKey(std::string_view pool);
+std::string FreeKey(std::string_view pool);
+// The label index, written by each registration and read by the assignment to narrow a
+// selector's candidates: the set of the pool's device ids with label KEY=VALUE, and the
+// set of those with label KEY at all. An id stays in them until the assignment finds its
+// record gone (the record, not the index, decides whether a device matches).
+std::string LabelIndexKey(std::string_view pool, std::string_view key, std::string_view value);
+std::string LabelIndexKey(std::string_view pool, std::string_view key);
 
 // A Redis reply, read whole and bounded (RedisClient::Query).
 struct RedisValue {
@@ -207,6 +215,15 @@ class RedisClient {
   // Runs one command and returns its reply. INTERNAL with Redis's message for an error
   // reply; RESOURCE_EXHAUSTED for a reply of more than 1,048,576 elements or 64 MiB.
   StatusOr<RedisValue> Query(const std::vector<std::string>& args);
+  // Query for a command that blocks in Redis for up to `block` (BLPOP): the reply may
+  // take that much longer than the connection's timeout.
+  StatusOr<RedisValue> BlockingQuery(const std::vector<std::string>& args, std::chrono::milliseconds block);
+  // Tells the waiters of `pool` that device `id` may have become leasable (it registered,
+  // passed its self-test again, was undrained, or its lease ended): the id joins the
+  // pool's free set (FreeKey; checked before it is granted) and is pushed to the list
+  // FreedKey (its last 64 entries kept), which one blocked waiter pops to run the
+  // assignment (rpc/farm_lease.h).
+  Status AnnounceFree(std::string_view pool, std::string_view id);
 
   const RedisUrl& url() const { return url_; }
 
@@ -230,6 +247,7 @@ class RedisClient {
   redisContext* context_;
   std::chrono::milliseconds timeout_;
   bool in_transaction_ = false;  // MULTI sent, EXEC or DISCARD not yet
+  std::chrono::milliseconds block_{0};  // BlockingQuery's extra reply time, while it runs
 };
 
 // Keeps a device registered while it lives: Start writes the record, then a thread of
@@ -270,6 +288,7 @@ class Registration {
   DeviceRecord record_;  // The thread's copy; health changes come through pending_health_.
   std::optional<std::pair<std::string, bool>> pending_health_;  // Guarded by mutex_.
   bool beat_now_ = false;  // Guarded by mutex_: SetHealth wants a beat before the interval.
+  bool had_lease_ = false;  // The thread's: the device had a lease at the last beat.
   const Options options_;
   std::unique_ptr<RedisClient> client_;  // Used by the thread only once it runs.
   std::mutex mutex_;

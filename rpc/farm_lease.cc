@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <optional>
-#include <set>
 
 #include "rpc/auth.h"
 
@@ -27,11 +29,6 @@ namespace {
 
 // Bound on the holder text.
 constexpr size_t kMaxHolderBytes = 256;
-// A waiter runs the assignment itself at most this often (releases and joins run it at
-// once; this catches leases that lapsed and devices that came back).
-constexpr std::chrono::milliseconds kAssignEvery{200};
-// A waiter refreshes its list of matching devices this often.
-constexpr std::chrono::milliseconds kCandidatesEvery{1000};
 
 Status CheckHolder(const std::string& holder) {
   if (holder.empty() || holder.size() > kMaxHolderBytes) {
@@ -44,57 +41,6 @@ Status CheckHolder(const std::string& holder) {
   }
   return OkStatus();
 }
-
-// The assignment, as a Lua function run inside Redis (so that it is atomic and no
-// client's view can go stale): every free device of the pool, by id, and the queue, in
-// order; each live waiter gets the first free device among its candidates (the ids its
-// selector matched, which its client keeps current), as a lease created here with the
-// waiter's own public key and a grant the waiter picks up; expired waiters are dropped.
-// KEYS: queue, waiters, alive, devices, served; P is the pool's key prefix
-// "remex:{POOL}:" (the keys it builds from it, device:, lease:, drain:, grant:, hash to
-// the same slot as KEYS).
-constexpr std::string_view kAssignLua = R"lua(
-local function assign(P, queue, waiters, alive, devices, served)
-  local t = redis.call('TIME')
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local ids = redis.call('SMEMBERS', devices)
-  table.sort(ids)
-  local free = {}
-  for _, id in ipairs(ids) do
-    local state = redis.call('HGET', P .. 'device:' .. id, 'state')
-    if state and state ~= 'quarantined' and redis.call('EXISTS', P .. 'drain:' .. id) == 0
-        and not lease_live(P, id, now) then
-      free[#free + 1] = id
-    end
-  end
-  local function drop(w)
-    redis.call('LREM', queue, 0, w)
-    redis.call('HDEL', waiters, w .. ':c', w .. ':t', w .. ':h', w .. ':ttl')
-    redis.call('ZREM', alive, w)
-  end
-  for _, w in ipairs(redis.call('LRANGE', queue, 0, 99999)) do
-    local e = redis.call('ZSCORE', alive, w)
-    if e == false or tonumber(e) < now then
-      drop(w)
-    elseif #free > 0 then
-      local cands = redis.call('HGET', waiters, w .. ':c') or ''
-      for i, id in ipairs(free) do
-        if string.find(cands, ',' .. id .. ',', 1, true) then
-          local ttl = redis.call('HGET', waiters, w .. ':ttl')
-          if lease_write(P, id, redis.call('HGET', waiters, w .. ':t'), redis.call('HGET', waiters, w .. ':h'),
-                         now, ttl) then
-            local serial = redis.call('INCR', served)
-            redis.call('SET', P .. 'grant:' .. w, id .. ' ' .. serial, 'PX', ttl)
-            table.remove(free, i)
-          end
-          drop(w)
-          break
-        end
-      end
-    end
-  end
-end
-)lua";
 
 // How the assignment reads and writes lease records. Plain (EVAL, a farm without a farm
 // key): a lease is its key's presence.
@@ -155,73 +101,363 @@ local function lease_write(P, id, key, holder, now, ttl)
 end
 )lua";
 
-// Joins the queue and runs the assignment: KEYS as assign; ARGV P, candidates, key (hex),
-// holder, lease ttl_ms, waiter ttl_ms. Returns the waiter's id (its ticket).
-constexpr std::string_view kJoinLua = R"lua(
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local w = tostring(redis.call('INCR', ARGV[1] .. 'ticket'))
-redis.call('RPUSH', KEYS[1], w)
-redis.call('HSET', KEYS[2], w .. ':c', ARGV[2], w .. ':t', ARGV[3], w .. ':h', ARGV[4], w .. ':ttl', ARGV[5])
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), w)
-assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-return w
-)lua";
-// A waiter's turn: pushes its expiry forward, updates its candidates (when given), and
-// (when asked) runs the assignment. KEYS as assign; ARGV P, id, waiter ttl_ms,
-// candidates or "", assign "1"/"0". Returns 0 when the waiter is no longer queued.
-constexpr std::string_view kTurnLua = R"lua(
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local queued = redis.call('ZSCORE', KEYS[3], ARGV[2]) ~= false
-if queued then
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[2] .. ':c', ARGV[4]) end
+// What every lease script shares (after the lease variant above): the selector's match,
+// the eligibility of a device, the grant and the assignment. P is the pool's key prefix
+// "remex:{POOL}:"; every key is built from it and hashes to the pool's slot.
+//
+// A selector arrives as the lines "OP\tKEY\tVALUE" (SelectorTerms: OP eq, ne, ge, gt, le,
+// lt, ex, ab), parsed and checked by ParseLabelSelector in C++; matches() evaluates them
+// as LabelSelector::Matches does (rpc/farm.cc; FarmRedisTest.TheAssignmentMatchesAsTheSelectorDoes
+// checks that both agree).
+constexpr std::string_view kAssignLua = R"lua(
+local PICKUP_MS = 5000
+local function now_ms() local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end
+local function terms_of(s)
+  local terms = {}
+  for line in string.gmatch(s, '[^\n]+') do
+    local op, k, v = string.match(line, '^(%a%a)\t([^\t]*)\t(.*)$')
+    if op then terms[#terms + 1] = {op = op, k = k, v = v} end
+  end
+  return terms
 end
-if ARGV[5] == '1' then assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) end
-if queued then return 1 end
+local function version(s)
+  if s == nil then return nil end
+  local parts = {}
+  for part in string.gmatch(s .. '.', '([^.]*)%.') do
+    if #part == 0 or #part > 9 or string.find(part, '[^0-9]') then return nil end
+    parts[#parts + 1] = tonumber(part)
+    if #parts > 8 then return nil end
+  end
+  if #parts == 0 then return nil end
+  return parts
+end
+local function compare(a, b)
+  for i = 1, math.max(#a, #b) do
+    local x, y = a[i] or 0, b[i] or 0
+    if x ~= y then if x < y then return -1 end return 1 end
+  end
+  return 0
+end
+-- A device's record as the selector sees it, or nil when it has none.
+local function record(P, id)
+  local f = redis.call('HMGET', P .. 'device:' .. id, 'state', 'pool', 'kind', 'labels')
+  if not f[1] then return nil end
+  local labels = {}
+  for k, v in string.gmatch(f[4] or '', '([^,=]+)=([^,]*)') do labels[k] = v end
+  return {state = f[1], pool = f[2], kind = f[3], labels = labels}
+end
+local function matches(terms, rec)
+  for _, t in ipairs(terms) do
+    local have = rec.labels[t.k]
+    if have == nil then
+      if t.k == 'pool' then have = rec.pool elseif t.k == 'kind' then have = rec.kind end
+    end
+    local ok
+    if t.op == 'ex' then ok = have ~= nil
+    elseif t.op == 'ab' then ok = have == nil
+    elseif t.op == 'eq' then ok = have ~= nil and have == t.v
+    elseif t.op == 'ne' then ok = have == nil or have ~= t.v
+    else
+      local a, b = version(have), version(t.v)
+      ok = false
+      if a and b then
+        local c = compare(a, b)
+        ok = (t.op == 'ge' and c >= 0) or (t.op == 'gt' and c > 0) or (t.op == 'le' and c <= 0) or (t.op == 'lt' and c < 0)
+      end
+    end
+    if not ok then return false end
+  end
+  return true
+end
+-- The smallest label index among the selector's terms that a device must be in
+-- (KEY=VALUE, KEY; not pool and kind, which are record fields), if smaller than `bound`.
+local function index_of(P, terms, bound)
+  local best, n = nil, bound
+  for _, t in ipairs(terms) do
+    if (t.op == 'eq' or t.op == 'ex') and t.k ~= 'pool' and t.k ~= 'kind' then
+      local key = P .. 'label:' .. t.k
+      if t.op == 'eq' then key = key .. '=' .. t.v end
+      local size = redis.call('SCARD', key)
+      if size < n then best, n = key, size end
+    end
+  end
+  return best, n
+end
+local function drop_waiter(P, w)
+  local c = redis.call('HGET', P .. 'waiters', w .. ':c')
+  if c then redis.call('ZREM', P .. 'class:' .. c, w) end
+  redis.call('ZREM', P .. 'waiting', w)
+  redis.call('HDEL', P .. 'waiters', w .. ':c', w .. ':t', w .. ':h', w .. ':ttl')
+  redis.call('ZREM', P .. 'alive', w)
+end
+-- A device that can be leased now: registered, healthy, not drained, no live lease.
+-- Returns its record, or nil and whether it has no record at all.
+local function eligible(P, id, now)
+  local rec = record(P, id)
+  if rec == nil then return nil, true end
+  if rec.state == 'quarantined' or redis.call('EXISTS', P .. 'drain:' .. id) == 1 or lease_live(P, id, now) then
+    return nil, false
+  end
+  return rec, false
+end
+-- The first device by id of the pool's free set that is eligible and matches `terms`;
+-- ids found no longer free leave the set (and the label index, once their record is gone).
+local function pick(P, terms, now)
+  local free = P .. 'free'
+  local index, n = index_of(P, terms, redis.call('ZCARD', free))
+  if index then
+    if n == 0 then return nil end
+    local ids = redis.call('SMEMBERS', index)
+    table.sort(ids)
+    for _, id in ipairs(ids) do
+      if redis.call('ZSCORE', free, id) then
+        local rec, gone = eligible(P, id, now)
+        if rec == nil then
+          redis.call('ZREM', free, id)
+          if gone then redis.call('SREM', index, id) end
+        elseif matches(terms, rec) then return id end
+      end
+    end
+    return nil
+  end
+  local after = '-'
+  while true do
+    local ids = redis.call('ZRANGE', free, after, '+', 'BYLEX', 'LIMIT', 0, 64)
+    if #ids == 0 then return nil end
+    for _, id in ipairs(ids) do
+      local rec = eligible(P, id, now)
+      if rec == nil then redis.call('ZREM', free, id)
+      elseif matches(terms, rec) then return id end
+    end
+    after = '(' .. ids[#ids]
+  end
+end
+-- Whether any registered device of the pool (free or not) matches `terms`.
+local function any_match(P, terms)
+  local index = index_of(P, terms, math.huge)
+  if index then
+    for _, id in ipairs(redis.call('SMEMBERS', index)) do
+      local rec = record(P, id)
+      if rec and matches(terms, rec) then return true end
+    end
+    return false
+  end
+  local cursor = '0'
+  repeat
+    local r = redis.call('SSCAN', P .. 'devices', cursor, 'COUNT', 128)
+    cursor = r[1]
+    for _, id in ipairs(r[2]) do
+      local rec = record(P, id)
+      if rec and matches(terms, rec) then return true end
+    end
+  until cursor == '0'
+  return false
+end
+-- Grants device `id` to waiter w (a lease with the waiter's public key, and the grant
+-- "<id> <serial> <since_ms>" pushed to the list it blocks on); the waiter leaves the queue.
+-- False (the waiter dropped, the device still free) when w is no live waiter.
+local function grant(P, w, id, now)
+  local e = redis.call('ZSCORE', P .. 'alive', w)
+  local f = redis.call('HMGET', P .. 'waiters', w .. ':t', w .. ':h', w .. ':ttl')
+  if not e or tonumber(e) < now or not f[1] or not f[2] or not f[3] then
+    drop_waiter(P, w)
+    return false
+  end
+  drop_waiter(P, w)
+  if not lease_write(P, id, f[1], f[2], now, f[3]) then return false end
+  redis.call('ZREM', P .. 'free', id)
+  -- Until its waiter picks it up (and renews it), the lease lapses after PICKUP_MS.
+  redis.call('ZADD', P .. 'leases', now + math.min(tonumber(f[3]), PICKUP_MS), id)
+  local serial = redis.call('INCR', P .. 'served')
+  redis.call('RPUSH', P .. 'grant:' .. w, id .. ' ' .. serial .. ' ' .. now)
+  redis.call('PEXPIRE', P .. 'grant:' .. w, f[3])
+  return true
+end
+-- What may have changed since the last look: leases that lapsed (their records deleted),
+-- devices announced free (the wake-ups in 'freed'), waiters that expired. True when a device
+-- may have become free.
+local function sweep(P, now)
+  local found = false
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, 256)) do
+    redis.call('ZREM', P .. 'leases', id)
+    redis.call('DEL', P .. 'lease:' .. id)
+    redis.call('ZADD', P .. 'free', 0, id)
+    found = true
+  end
+  local freed = redis.call('LRANGE', P .. 'freed', 0, -1)
+  if #freed > 0 then
+    redis.call('DEL', P .. 'freed')
+    for _, id in ipairs(freed) do redis.call('ZADD', P .. 'free', 0, id) end
+    found = true
+  end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'alive', '-inf', '(' .. now, 'LIMIT', 0, 1024)) do
+    drop_waiter(P, w)
+  end
+  return found
+end
+-- The assignment: while a device is free, the waiter with the lowest ticket among the
+-- heads of the selector classes that some free device matches gets the first such
+-- device by id. Runs only when a device may have become free (`force`, or the sweep).
+local function assign(P, now, force)
+  if not sweep(P, now) and not force then return end
+  if redis.call('ZCARD', P .. 'free') == 0 then return end
+  local all = redis.call('HGETALL', P .. 'classes')
+  local heads = {}
+  for i = 1, #all, 2 do
+    local h = redis.call('ZRANGE', P .. 'class:' .. all[i], 0, 0, 'WITHSCORES')
+    if #h == 0 then redis.call('HDEL', P .. 'classes', all[i])
+    else heads[#heads + 1] = {c = all[i], terms = terms_of(all[i + 1]), w = h[1], t = tonumber(h[2])} end
+  end
+  while redis.call('ZCARD', P .. 'free') > 0 do
+    local best = nil
+    for _, h in ipairs(heads) do
+      if not h.done and (best == nil or h.t < best.t) then best = h end
+    end
+    if best == nil then return end
+    local id = pick(P, best.terms, now)
+    if id == nil then
+      best.done = true  -- no free device matches its class (and the free set only shrinks here)
+    else
+      grant(P, best.w, id, now)
+      local h = redis.call('ZRANGE', P .. 'class:' .. best.c, 0, 0, 'WITHSCORES')
+      if #h == 0 then best.done = true else best.w, best.t = h[1], tonumber(h[2]) end
+    end
+  end
+end
+)lua";
+
+// Joins the queue and runs the assignment. KEYS: the pool's 'waiting' (for routing; the
+// rest are built from P). ARGV: P, the selector's terms, key (hex), holder, lease ttl_ms,
+// waiter ttl_ms, "1" when the client will wait. Returns {waiter id, outcome, waiting
+// ahead}: outcome "granted" (the grant is in its list), "queued", "busy" (not waiting;
+// left the queue), "none" (no registered device matches: left the queue).
+constexpr std::string_view kJoinLua = R"lua(
+local P = ARGV[1]
+local now = now_ms()
+local w = tostring(redis.call('INCR', P .. 'ticket'))
+local c = redis.sha1hex(ARGV[2])
+redis.call('ZADD', P .. 'waiting', w, w)
+redis.call('ZADD', P .. 'class:' .. c, w, w)
+redis.call('HSET', P .. 'classes', c, ARGV[2])
+redis.call('HSET', P .. 'waiters', w .. ':c', c, w .. ':t', ARGV[3], w .. ':h', ARGV[4], w .. ':ttl', ARGV[5])
+redis.call('ZADD', P .. 'alive', now + tonumber(ARGV[6]), w)
+assign(P, now, true)
+if redis.call('EXISTS', P .. 'grant:' .. w) == 1 then return {w, 'granted', 0} end
+local ahead = redis.call('ZRANK', P .. 'waiting', w) or 0
+if not any_match(P, terms_of(ARGV[2])) then drop_waiter(P, w) return {w, 'none', ahead} end
+if ARGV[7] ~= '1' then drop_waiter(P, w) return {w, 'busy', ahead} end
+return {w, 'queued', ahead}
+)lua";
+// A waiter's heartbeat, or its turn after it popped a device id from 'freed': pushes its
+// expiry forward and runs the assignment when a device may have become free. KEYS as
+// join; ARGV P, waiter id, waiter ttl_ms, the popped device id or "". Returns 1 while the
+// waiter is queued, 0 when it is not (granted, or dropped).
+constexpr std::string_view kTurnLua = R"lua(
+local P, w = ARGV[1], ARGV[2]
+local now = now_ms()
+local queued = redis.call('ZSCORE', P .. 'alive', w) ~= false
+if queued then redis.call('ZADD', P .. 'alive', now + tonumber(ARGV[3]), w) end
+if ARGV[4] ~= '' then
+  redis.call('ZADD', P .. 'free', 0, ARGV[4])
+  assign(P, now, true)
+elseif redis.call('SET', P .. 'swept', '1', 'PX', 500, 'NX') then
+  -- A heartbeat sweeps (lapsed leases, expired waiters) at most twice a second per pool.
+  assign(P, now, false)
+else
+  return queued and 1 or 0
+end
+if queued and redis.call('ZSCORE', P .. 'alive', w) then return 1 end
 return 0
 )lua";
 // Ends a lease held with a key, then runs the assignment (the device goes to the next
-// waiter at once). KEYS as assign, then the lease; ARGV P, the lease's public key (hex).
+// waiter at once). KEYS: the lease; ARGV P, the lease's public key (hex), the device id.
 constexpr std::string_view kReleaseLua = R"lua(
-if redis.call('HGET', KEYS[6], 'key') == ARGV[2] then redis.call('DEL', KEYS[6]) end
-assign(ARGV[1], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local P = ARGV[1]
+if redis.call('HGET', KEYS[1], 'key') == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', P .. 'leases', ARGV[3])
+  redis.call('ZADD', P .. 'free', 0, ARGV[3])
+end
+assign(P, now_ms(), true)
 return 1
 )lua";
-// Extends a lease held with a key. KEYS: the lease; ARGV: its public key (hex), the TTL
-// in ms (plain; the signed renewal keeps the record's ttl_ms and refuses a record it
-// did not write). Returns 1, or 0 when the lease is not that key's.
+// Leaves the queue, unless a grant came first. KEYS as join; ARGV P, waiter id. Returns
+// the grant (taken) or nil (left the queue).
+constexpr std::string_view kLeaveLua = R"lua(
+local g = redis.call('LPOP', ARGV[1] .. 'grant:' .. ARGV[2])
+if g then return g end
+drop_waiter(ARGV[1], ARGV[2])
+return false
+)lua";
+// Extends a lease held with a key. KEYS: the lease; ARGV: its public key (hex), the TTL in
+// ms (plain; the signed renewal keeps the record's ttl_ms and refuses a record it did not
+// write), P, the device id. Returns 1, or 0 when the lease is not that key's (it ended
+// without a release: the device joins the free set, for the next assignment to check).
 constexpr std::string_view kPlainRenewLua = R"lua(
-if redis.call('HGET', KEYS[1], 'key') == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-return 0
+if redis.call('HGET', KEYS[1], 'key') ~= ARGV[1] then
+  redis.call('ZADD', ARGV[3] .. 'free', 0, ARGV[4])  -- ended (or replaced): the next assignment looks
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', ARGV[3] .. 'leases', now_ms() + tonumber(ARGV[2]), ARGV[4])
+return 1
 )lua";
 constexpr std::string_view kSignedRenewLua = R"lua(
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local r = lease_get(KEYS[1], now)
-if r == nil or r.key ~= ARGV[1] then return 0 end
+if r == nil or r.key ~= ARGV[1] then
+  redis.call('ZADD', ARGV[3] .. 'free', 0, ARGV[4])
+  return 0
+end
 lease_sign(KEYS[1], r.key, r.holder, r.since_ms, r.ttl_ms, num(now + tonumber(r.ttl_ms)))
+redis.call('ZADD', ARGV[3] .. 'leases', now + tonumber(r.ttl_ms), ARGV[4])
 return 1
 )lua";
 
-// The EVAL scripts of a farm without a farm key.
+// The lease scripts: the function of the library (a farm with a farm key) and the body of
+// the EVAL script (a farm without one) of each.
+struct LeaseScript {
+  const char* function;
+  std::string_view body;
+};
+constexpr LeaseScript kJoin{"remex_v2_join", kJoinLua};
+constexpr LeaseScript kTurn{"remex_v2_turn", kTurnLua};
+constexpr LeaseScript kRelease{"remex_v2_release", kReleaseLua};
+constexpr LeaseScript kLeave{"remex_v2_leave", kLeaveLua};
+constexpr LeaseScript kPlainRenew{"remex_v2_renew", kPlainRenewLua};
+constexpr LeaseScript kScripts[] = {kJoin, kTurn, kRelease, kLeave};
+
+// The EVAL script of `body` for a farm without a farm key.
 const std::string& PlainScript(std::string_view body) {
-  static const std::string join = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kJoinLua);
-  static const std::string turn = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kTurnLua);
-  static const std::string release = std::string(kPlainLeaseLua) + std::string(kAssignLua) + std::string(kReleaseLua);
-  static const std::string renew(kPlainRenewLua);
-  if (body == kJoinLua) return join;
-  if (body == kTurnLua) return turn;
-  if (body == kReleaseLua) return release;
-  return renew;
+  static const std::map<std::string_view, std::string> scripts = [] {
+    std::map<std::string_view, std::string> m;
+    const std::string common = std::string(kPlainLeaseLua) + std::string(kAssignLua);
+    for (const LeaseScript& s : kScripts) m[s.body] = common + std::string(s.body);
+    m[kPlainRenewLua] = common + std::string(kPlainRenewLua);
+    return m;
+  }();
+  return scripts.at(body);
 }
 
-// Runs a lease script: the library's function `name` when the farm has it, else the
-// plain script of `body` with EVAL (a farm without a farm key; or a Redis user that may
-// not FCALL, whose records a server with a farm key then refuses).
-StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const char* name, std::string_view body,
-                                    const std::vector<std::string>& keys, const std::vector<std::string>& argv) {
+// SHA-1 of a script's text in hex: its name in Redis's script cache (EVALSHA).
+const std::string& ScriptSha(const std::string& body) {
+  static std::mutex mutex;
+  static std::map<const std::string*, std::string> shas;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string& sha = shas[&body];
+  if (sha.empty()) {
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    SHA1(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
+    sha = rpc::ToHex(std::string_view(reinterpret_cast<const char*>(digest), SHA_DIGEST_LENGTH));
+  }
+  return sha;
+}
+
+// Runs a lease script: the library's function when the farm has it, else the plain
+// script with EVAL (a farm without a farm key; or a Redis user that may not FCALL, whose
+// records a server with a farm key then refuses).
+StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const LeaseScript& script, const std::vector<std::string>& keys,
+                                    const std::vector<std::string>& argv) {
   auto args = [&](std::string command, std::string what) {
     std::vector<std::string> a = {std::move(command), std::move(what), std::to_string(keys.size())};
     a.insert(a.end(), keys.begin(), keys.end());
@@ -229,7 +465,7 @@ StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const char* name, std::s
     return a;
   };
   if (redis.lease_functions.value_or(true)) {
-    auto r = redis.Query(args("FCALL", name));
+    auto r = redis.Query(args("FCALL", script.function));
     const std::string& why = r.status().message();
     if (r.ok() || (why.find("Function not found") == std::string::npos &&
                    why.find("permissions to run the 'fcall' command") == std::string::npos &&
@@ -239,26 +475,18 @@ StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const char* name, std::s
     }
     redis.lease_functions = false;
   }
-  return redis.Query(args("EVAL", PlainScript(body)));
-}
-
-// Leaves the queue, unless a grant came first: KEYS queue, waiters, alive, the waiter's
-// grant; ARGV id. Returns the grant ("<id> <serial>", taken) or nil (left the queue).
-const std::string& LeaveScript() {
-  static const std::string s =
-      "local g = redis.call('GET', KEYS[4]) if g then redis.call('DEL', KEYS[4]) return g end "
-      "redis.call('LREM', KEYS[1], 0, ARGV[1]) "
-      "redis.call('HDEL', KEYS[2], ARGV[1] .. ':c', ARGV[1] .. ':t', ARGV[1] .. ':h', ARGV[1] .. ':ttl') "
-      "redis.call('ZREM', KEYS[3], ARGV[1]) return false";
-  return s;
+  // EVALSHA: Redis has the script cached after its first EVAL (the body, several KiB, is
+  // not sent and hashed at every call); EVAL when it has not (NOSCRIPT).
+  const std::string& body = PlainScript(script.body);
+  auto r = redis.Query(args("EVALSHA", ScriptSha(body)));
+  if (r.ok() || r.status().message().find("NOSCRIPT") == std::string::npos) return r;
+  return redis.Query(args("EVAL", body));
 }
 
 std::string Prefix(std::string_view pool) { return PoolKeyPrefix(pool); }
-std::vector<std::string> AssignKeys(const std::string& pool) {
-  return {QueueKey(pool), WaitersKey(pool), AliveKey(pool), PoolDevicesKey(pool), ServedKey(pool)};
-}
 
-// ",id1,id2," of the pool's registered devices that `selector` matches, and how many.
+// ",id1,id2," of the pool's registered devices that `selector` matches, and how many:
+// read record by record (for the error messages only).
 StatusOr<std::pair<std::string, size_t>> Candidates(RedisClient& redis, const std::string& pool,
                                                     const LabelSelector& selector) {
   REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(pool, nullptr, /*leases=*/false));
@@ -342,10 +570,8 @@ std::string LeaseFunctionsCode(std::string_view farm_key) {
     code += "redis.register_function('" + std::string(name) + "', function(KEYS, ARGV)\n" + std::string(body) +
             "\nend)\n";
   };
-  add("remex_join", kJoinLua);
-  add("remex_turn", kTurnLua);
-  add("remex_release", kReleaseLua);
-  add("remex_renew", kSignedRenewLua);
+  for (const LeaseScript& script : kScripts) add(script.function, script.body);
+  add(kPlainRenew.function, kSignedRenewLua);
   return code;
 }
 
@@ -420,6 +646,25 @@ std::string DefaultHolder() {
   return holder.substr(0, kMaxHolderBytes);
 }
 
+namespace {
+
+// The selector's terms as the lease scripts read them (kAssignLua): "OP\tKEY\tVALUE" lines,
+// sorted, so that one selector written two ways is one class of waiters.
+std::string SelectorTerms(const LabelSelector& selector) {
+  std::vector<std::string> lines;
+  for (const LabelTerm& t : selector.terms) {
+    static constexpr const char* kOps[] = {"eq", "ne", "ge", "gt", "le", "lt", "ex", "ab"};
+    lines.push_back(std::string(kOps[static_cast<int>(t.op)]) + "\t" + t.key + "\t" + t.value);
+  }
+  std::sort(lines.begin(), lines.end());
+  lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace
+
 StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   REMEX_RETURN_IF_ERROR(CheckPoolName(request.pool));
   REMEX_ASSIGN_OR_RETURN(LabelSelector selector, ParseLabelSelector(request.selector));
@@ -428,42 +673,62 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   if (request.ttl < std::chrono::seconds(1) || request.ttl > std::chrono::hours(24)) {
     return InvalidArgument("a lease's TTL must be between 1 s and 24 h");
   }
+  if (request.heartbeat < std::chrono::milliseconds(100) || request.heartbeat > std::chrono::minutes(1)) {
+    return InvalidArgument("a waiter's heartbeat must be between 100 ms and 60 s");
+  }
   const std::string& pool = request.pool;
   const std::string prefix = Prefix(pool);
-  // A selector that no registered device of the pool matches is most likely a mistake:
-  // refused at once rather than waited on.
-  REMEX_ASSIGN_OR_RETURN(auto candidates, Candidates(redis, pool, selector));
-  if (candidates.second == 0) {
+  // The lease's credential: a key pair of its own; Redis gets the public key only.
+  REMEX_ASSIGN_OR_RETURN(rpc::LeaseKeyPair key_pair, rpc::NewLeaseKeyPair());
+  const std::string public_key = rpc::ToHex(key_pair.public_key);
+  const auto waiter_ttl = request.heartbeat * 3;
+  const std::vector<std::string> keys = {prefix + "waiting"};
+  const std::string terms = SelectorTerms(selector);
+  const bool wait = request.wait.count() > 0;
+  auto join = [&]() -> StatusOr<RedisValue> {
+    REMEX_ASSIGN_OR_RETURN(RedisValue r, RunLeaseScript(redis, kJoin, keys,
+                                                        {prefix, terms, public_key, holder,
+                                                         std::to_string(request.ttl.count()),
+                                                         std::to_string(waiter_ttl.count()), wait ? "1" : "0"}));
+    if (r.type != RedisValue::Type::kArray || r.array.size() != 3) return Internal("the queue's join returned no triple");
+    return r;
+  };
+  REMEX_ASSIGN_OR_RETURN(RedisValue joined, join());
+  std::string me = joined.array[0].str;
+  // How many devices the selector matches, for the messages (reads the pool's records).
+  auto matching = [&]() -> std::string {
+    auto c = Candidates(redis, pool, selector);
+    return c.ok() ? std::to_string(c->second) : std::string("?");
+  };
+  if (joined.array[1].str == "none") {
     REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> all, redis.ListPool(pool, nullptr, /*leases=*/false));
     return NotFound("no device of pool '" + pool + "' matches '" + request.selector + "' (" +
                     std::to_string(all.size()) + " registered in the pool)");
   }
-  // The lease's credential: a key pair of its own; Redis gets the public key only.
-  REMEX_ASSIGN_OR_RETURN(rpc::LeaseKeyPair key_pair, rpc::NewLeaseKeyPair());
-  const std::string public_key = rpc::ToHex(key_pair.public_key);
-  const auto waiter_ttl = std::max<std::chrono::milliseconds>(std::chrono::seconds(2), request.poll * 10);
-  std::vector<std::string> keys = AssignKeys(pool);
-  auto join = [&]() -> StatusOr<std::string> {
-    REMEX_ASSIGN_OR_RETURN(RedisValue w, RunLeaseScript(redis, "remex_join", kJoinLua, keys, {prefix, candidates.first, public_key, holder,
-                                                            std::to_string(request.ttl.count()),
-                                                            std::to_string(waiter_ttl.count())}));
-    return w.str;
+  auto busy = [&](int64_t ahead, std::chrono::milliseconds waited) {
+    return DeadlineExceeded("no device of pool '" + pool + "' matching '" + request.selector + "' became free within " +
+                            std::to_string(waited.count() / 1000.0).substr(0, 5) + " s (" + std::to_string(ahead) +
+                            " waiting ahead, " + matching() + " devices match)");
   };
-  REMEX_ASSIGN_OR_RETURN(std::string me, join());
-  // The lease of a grant "<id> <serial>".
-  auto granted = [&](const std::string& grant) {
-    const size_t space = grant.find(' ');
+  if (joined.array[1].str == "busy") return busy(joined.array[2].integer, request.wait);
+  // The lease of a grant "<id> <serial> <since_ms>": confirmed by a renewal at once (a
+  // grant nobody picks up lapses after the pick-up window, kAssignLua's PICKUP_MS).
+  auto granted = [&](const std::string& grant) -> StatusOr<Lease> {
     Lease lease;
     lease.pool = pool;
-    lease.device_id = grant.substr(0, space);
+    const size_t s1 = grant.find(' '), s2 = grant.find(' ', s1 == std::string::npos ? s1 : s1 + 1);
+    lease.device_id = grant.substr(0, s1);
+    int64_t serial = 0, since = 0;
+    if (s1 != std::string::npos) std::from_chars(grant.data() + s1 + 1, grant.data() + grant.size(), serial);
+    if (s2 != std::string::npos) std::from_chars(grant.data() + s2 + 1, grant.data() + grant.size(), since);
     lease.token = key_pair.secret;
     lease.public_key = public_key;
     lease.holder = holder;
     lease.ttl = request.ttl;
     lease.ticket = std::stoll(me);
-    lease.serial = space == std::string::npos ? 0 : std::stoll(grant.substr(space + 1));
-    auto since = redis.Query({"HGET", LeaseKey(pool, lease.device_id), "since_ms"});
-    lease.since_ms = since.ok() && !since->nil() ? std::stoll(since->str) : UnixMillis();
+    lease.serial = serial;
+    lease.since_ms = since > 0 ? since : UnixMillis();
+    REMEX_RETURN_IF_ERROR(RenewLease(redis, lease));
     auto device = redis.ReadDevice(pool, lease.device_id);
     if (device.ok()) lease.device = std::move(device).value();
     return lease;
@@ -471,60 +736,55 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   // Leaves the queue with `st`; a grant that came meanwhile is the result instead (a
   // lease is never left behind unheld).
   auto leave = [&](Status st) -> StatusOr<Lease> {
-    auto g = redis.Query(
-        {"EVAL", LeaveScript(), "4", QueueKey(pool), WaitersKey(pool), AliveKey(pool), prefix + "grant:" + me, me});
+    auto g = RunLeaseScript(redis, kLeave, keys, {prefix, me});
     if (g.ok() && !g->nil()) return granted(g->str);
     return st;
   };
+  if (joined.array[1].str == "granted") return leave(Internal("the grant of waiter " + me + " vanished"));
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + request.wait;
-  auto last_assign = start, last_candidates = start;
+  std::string grant_key = prefix + "grant:" + me;
+  const std::string freed_key = prefix + "freed";
   for (;;) {
-    // Granted? (GETDEL: a grant is picked up once.)
-    auto grant = redis.Query({"GETDEL", prefix + "grant:" + me});
-    if (!grant.ok()) return leave(grant.status());
-    if (!grant->nil()) return granted(grant->str);
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      auto ahead = redis.Query({"LPOS", QueueKey(pool), me});
-      const int64_t position = ahead.ok() && !ahead->nil() ? ahead->integer : 0;
-      return leave(DeadlineExceeded("no device of pool '" + pool + "' matching '" + request.selector +
-                                    "' became free within " + std::to_string(request.wait.count() / 1000.0).substr(0, 5) +
-                                    " s (" + std::to_string(position) + " waiting ahead, " +
-                                    std::to_string(candidates.second) + " devices match)"));
+      auto ahead = redis.Query({"ZRANK", prefix + "waiting", me});
+      return leave(busy(ahead.ok() && !ahead->nil() ? ahead->integer : 0, request.wait));
     }
-    std::string new_candidates;
-    if (now - last_candidates >= kCandidatesEvery) {
-      auto c = Candidates(redis, pool, selector);
-      if (!c.ok()) return leave(c.status());
-      candidates = *c;
-      new_candidates = candidates.first;
-      last_candidates = now;
+    // Blocks until the grant comes, a device is announced free (then this waiter runs
+    // the assignment for the pool), or the heartbeat is due.
+    const auto block = std::min<std::chrono::milliseconds>(
+        request.heartbeat, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1));
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3f", block.count() / 1000.0);
+    auto popped = redis.BlockingQuery({"BLPOP", grant_key, freed_key, seconds}, block);
+    if (!popped.ok()) return leave(popped.status());
+    std::string freed;
+    if (popped->type == RedisValue::Type::kArray && popped->array.size() == 2) {
+      if (popped->array[0].str == grant_key) return granted(popped->array[1].str);
+      freed = popped->array[1].str;
     }
-    const bool assign = now - last_assign >= kAssignEvery;
-    if (assign) last_assign = now;
-    auto turn = RunLeaseScript(redis, "remex_turn", kTurnLua, keys, {prefix, me, std::to_string(waiter_ttl.count()), new_candidates, assign ? "1" : "0"});
+    auto turn = RunLeaseScript(redis, kTurn, keys, {prefix, me, std::to_string(waiter_ttl.count()), freed});
     if (!turn.ok()) return leave(turn.status());
     if (turn->integer == 0) {
-      // Dropped (stalled past its expiry) or just granted: a grant is picked up next.
-      auto has_grant = redis.Query({"EXISTS", prefix + "grant:" + me});
+      // Granted meanwhile (picked up next), or dropped (it stalled past its expiry).
+      auto has_grant = redis.Query({"EXISTS", grant_key});
       if (!has_grant.ok()) return leave(has_grant.status());
       if (has_grant->integer == 0) {
         auto again = join();  // back in the queue, at its end
         if (!again.ok()) return leave(again.status());
-        me = *again;
+        me = again->array[0].str;
+        if (again->array[1].str == "none") return leave(NotFound("no device of pool '" + pool + "' matches '" + request.selector + "' any more"));
+        grant_key = prefix + "grant:" + me;
       }
-      continue;
     }
-    std::this_thread::sleep_for(
-        std::min<std::chrono::nanoseconds>(request.poll, deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1)));
   }
 }
 
 Status RenewLease(RedisClient& redis, const Lease& lease) {
-  REMEX_ASSIGN_OR_RETURN(RedisValue r, RunLeaseScript(redis, "remex_renew", kPlainRenewLua,
-                                                       {LeaseKey(lease.pool, lease.device_id)},
-                                                       {lease.public_key, std::to_string(lease.ttl.count())}));
+  REMEX_ASSIGN_OR_RETURN(RedisValue r, RunLeaseScript(redis, kPlainRenew, {LeaseKey(lease.pool, lease.device_id)},
+                                                       {lease.public_key, std::to_string(lease.ttl.count()),
+                                                        Prefix(lease.pool), lease.device_id}));
   if (r.integer != 1) {
     return Aborted("lease lost: the lease of " + lease.device_id + " lapsed (not renewed within its TTL of " +
                    std::to_string(lease.ttl.count()) + " ms) or was released");
@@ -533,9 +793,9 @@ Status RenewLease(RedisClient& redis, const Lease& lease) {
 }
 
 Status ReleaseLease(RedisClient& redis, const Lease& lease) {
-  std::vector<std::string> keys = AssignKeys(lease.pool);
-  keys.push_back(LeaseKey(lease.pool, lease.device_id));
-  return RunLeaseScript(redis, "remex_release", kReleaseLua, keys, {Prefix(lease.pool), lease.public_key}).status();
+  return RunLeaseScript(redis, kRelease, {LeaseKey(lease.pool, lease.device_id)},
+                        {Prefix(lease.pool), lease.public_key, lease.device_id})
+      .status();
 }
 
 StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool, std::string_view id,
@@ -614,14 +874,15 @@ Status SetDrained(RedisClient& redis, std::string_view id, bool drained) {
   for (const DeviceRecord& d : devices) {
     if (d.id != id) continue;
     if (drained) return redis.Execute({"SET", DrainKey(d.pool, d.id), std::to_string(UnixMillis())});
-    return redis.Execute({"DEL", DrainKey(d.pool, d.id)});
+    REMEX_RETURN_IF_ERROR(redis.Execute({"DEL", DrainKey(d.pool, d.id)}));
+    return redis.AnnounceFree(d.pool, d.id);  // its waiters may have it now
   }
   return NotFound("no registered device '" + std::string(id) + "' in the farm");
 }
 
 StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const std::vector<std::string>& pools) {
   // Read-only commands, no script (a script's keys need write access: docs/farm.md's
-  // read-only role lists the farm too): the queue, and the waiters alive by Redis's clock.
+  // read-only role lists the farm too): the waiters alive by Redis's clock.
   std::map<std::string, int64_t> lengths;
   if (pools.empty()) return lengths;
   REMEX_ASSIGN_OR_RETURN(RedisValue time, redis.Query({"TIME"}));
@@ -633,13 +894,8 @@ StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const 
   }
   const std::string now = std::to_string(seconds * 1000 + micros / 1000);
   for (const std::string& pool : pools) {
-    REMEX_ASSIGN_OR_RETURN(RedisValue queue, redis.Query({"LRANGE", QueueKey(pool), "0", "99999"}));
-    REMEX_ASSIGN_OR_RETURN(RedisValue alive, redis.Query({"ZRANGEBYSCORE", AliveKey(pool), now, "+inf"}));
-    std::set<std::string> live;
-    for (const RedisValue& w : alive.array) live.insert(w.str);
-    int64_t n = 0;
-    for (const RedisValue& w : queue.array) n += live.count(w.str);
-    lengths[pool] = n;
+    REMEX_ASSIGN_OR_RETURN(RedisValue alive, redis.Query({"ZCOUNT", AliveKey(pool), now, "+inf"}));
+    lengths[pool] = alive.integer;
   }
   return lengths;
 }

@@ -11,34 +11,58 @@
 //                          a farm key (below) also expires_ms and mac.
 //   remex:{P}:drain:<id>   present while the device is drained: leased no more (a lease
 //                          in progress runs on). No TTL: a drain outlives restarts.
-//   remex:{P}:queue        list of the ids of the clients waiting for a device of P, in
-//                          the order they came (a waiter's id is its ticket).
-//   remex:{P}:waiters      hash: "<w>:c" the ids of the devices waiter w's selector
-//                          matches (",id,id,", kept current by its client), "<w>:t" its
-//                          lease's public key (hex), "<w>:h" its holder, "<w>:ttl" the lease's TTL in ms.
+//   remex:{P}:waiting      sorted set: the clients waiting for a device of P, by ticket
+//                          (a waiter's id is its ticket: the order it came in).
+//   remex:{P}:classes      hash: class -> the selector's terms, for each selector some
+//                          waiter has (class: the SHA-1 of the terms, in hex).
+//   remex:{P}:class:<c>    sorted set: the waiters of class c, by ticket.
+//   remex:{P}:waiters      hash: "<w>:c" waiter w's class, "<w>:t" its lease's public key
+//                          (hex), "<w>:h" its holder, "<w>:ttl" the lease's TTL in ms.
 //   remex:{P}:alive        sorted set: waiter id -> when it expires (Redis's clock, ms);
-//                          its client pushes that forward while it waits, so a waiter
+//                          its client pushes that forward at each heartbeat, so a waiter
 //                          that dies is dropped from the queue once it has expired.
-//   remex:{P}:grant:<w>    "<id> <serial>": the lease granted to waiter w, until it picks
-//                          it up (with the lease's TTL).
+//   remex:{P}:grant:<w>    list: "<id> <serial> <since_ms>", the lease granted to waiter w,
+//                          which it blocks on (BLPOP) and pops (with the lease's TTL).
+//   remex:{P}:free         sorted set (all scores 0, so ordered by id): the devices that may
+//                          be leasable; each is checked (record, health, drain, lease)
+//                          before it is granted, and leaves the set when it is not.
+//   remex:{P}:freed        list: wake-ups, the ids of devices announced leasable by their
+//                          server (registered, healthy again, lease lapsed) or an operator
+//                          (undrained), each already added to `free` (farm.h AnnounceFree);
+//                          a blocked waiter pops one and runs the assignment.
+//   remex:{P}:leases       sorted set: device id -> when its lease lapses (ms); a grant not
+//                          yet picked up lapses after a pick-up window of 5 s.
+//   remex:{P}:label:<k>=<v>, remex:{P}:label:<k>
+//                          sets: the label index (farm.h LabelIndexKey).
 //   remex:{P}:ticket       counter giving waiter ids.
 //   remex:{P}:served       counter of the leases granted (Lease::serial).
 //
 // Fairness: first come, first served per pool, with backfill. The assignment runs inside
-// Redis, as one Lua script (atomic: no device ever goes to two clients): the queue is
-// walked in order and each live waiter is granted the first free device (by id) among
-// those its label selector matches, the lease created there and then with the waiter's
-// own public key; a waiter whose selector matches no free device is passed over (it does not
-// hold up the others). Leases are thus granted in the order clients came. A free device
-// is registered, healthy (not quarantined), not drained and not leased. The assignment
-// runs when a client joins the queue, when a lease is released (the device goes to the
-// next waiter at once), and at least every 200 ms from each waiter (for leases that
-// lapsed and devices that came back); a waiter picks up its grant within its poll
-// interval. The selector is matched in C++ (ParseLabelSelector, its one
-// implementation): each waiter keeps the ids of its matching devices current in Redis,
-// and the script only tests membership. The script builds the keys of devices, leases,
-// drains and grants from the pool's prefix; they share the pool's hash tag, so they live
-// in its slot of a Redis Cluster.
+// Redis, as one Lua script (atomic: no device ever goes to two clients): while a device
+// is free, the waiter with the lowest ticket among those whose selector matches a free
+// device gets the first such device by id, as a lease created there and then with the
+// waiter's own public key; a waiter whose selector matches no free device is passed over
+// (it does not hold up the others). Leases are thus granted in the order clients came.
+// Waiters with the same selector form a class, so that the assignment looks at the head
+// of each class only, and a selector's candidates come from the label index (the smallest
+// set of its KEY=VALUE and KEY terms) or, without such a term, from the free devices in
+// order: its cost depends on the classes and the matching devices, not on the pool's size
+// or the queue's length.
+//
+// Nothing polls. The assignment runs when a client joins the queue, when a lease is
+// released (the device goes to the next waiter at once), and when a waiter pops a wake-up
+// from `freed`; each waiter blocks (BLPOP) on its grant and on `freed`, waking at its
+// heartbeat (LeaseRequest::heartbeat, 15 s) to push its expiry forward; at most twice a
+// second per pool, a heartbeat also sweeps the leases that lapsed (`leases`) and the
+// waiters that expired. An idle queue of N waiters thus costs Redis N / heartbeat
+// BLPOPs and script calls per second (6 commands each, counting those inside the script).
+// A waiter that died is dropped three heartbeats after its last; a device granted to it
+// meanwhile lapses after the pick-up window and goes to the next waiter.
+// The selector is parsed in C++ (ParseLabelSelector, its one parser) and handed to the
+// scripts as terms, which they evaluate against the device's record as
+// LabelSelector::Matches does (FarmRedisTest.TheAssignmentMatchesAsTheSelectorDoes). The
+// scripts build every key from the pool's prefix; they share the pool's hash tag, so they
+// live in its slot of a Redis Cluster.
 #pragma once
 
 #include <atomic>
@@ -63,8 +87,9 @@ struct LeaseRequest {
   std::chrono::milliseconds ttl{30000};  // The lease lapses this long after its last renewal.
   // How long to wait for a free device; 0: take one that is free now or fail.
   std::chrono::milliseconds wait{0};
-  // Between two looks at the queue while waiting.
-  std::chrono::milliseconds poll{20};
+  // While waiting, how often the client tells Redis it still waits (100 ms to 60 s); a
+  // waiter not heard from for three heartbeats is dropped from the queue.
+  std::chrono::milliseconds heartbeat{15000};
 };
 
 struct Lease {

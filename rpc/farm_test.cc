@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "rpc/redis_test_util.h"
@@ -448,10 +449,11 @@ TEST_F(FarmRedisTest, TheClientRoleCannotReadTheLeaseFunctions) {
   ASSERT_TRUE(InstallLeaseFunctions(*client_, farm_key).ok());
   ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9101", "p"), 60s).ok());
   const std::string rule =
-      "resetkeys ~remex:{*}:lease:* ~remex:{*}:queue ~remex:{*}:waiters ~remex:{*}:alive ~remex:{*}:grant:* "
-      "~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval +fcall +time +scan "
-      "+incr +rpush +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrangebyscore +lrange +lrem +lpos "
-      "+smembers +srem +exists +pexpire +set +get +getdel +del";
+      "resetkeys ~remex:{*}:lease:* ~remex:{*}:waiting ~remex:{*}:classes ~remex:{*}:class:* ~remex:{*}:waiters "
+      "~remex:{*}:alive ~remex:{*}:grant:* ~remex:{*}:free ~remex:{*}:freed ~remex:{*}:leases ~remex:{*}:label:* "
+      "~remex:{*}:swept ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval "
+      "+evalsha +fcall +time +scan +incr +rpush +lpop +blpop +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem "
+      "+zrange +zrank +zcard +zcount +zrangebyscore +lrange +scard +sscan +smembers +srem +exists +pexpire +set +get +del";
   std::vector<std::string> acl = {"ACL", "SETUSER", "remex-client", "on", ">client-secret"};
   std::istringstream words(rule);
   for (std::string w; words >> w;) acl.push_back(w);
@@ -562,8 +564,14 @@ TEST_F(FarmRedisTest, WaitersAreServedFirstComeFirstServed) {
   ASSERT_TRUE(client_->WriteDevice(Record("127.0.0.1:9131", "p"), 60s).ok());
   auto held = AcquireLease(*client_, Request("p"));
   ASSERT_TRUE(held.ok());
-  // A dead waiter ahead of everyone: in the queue, its key gone.
-  ASSERT_TRUE(client_->Execute({"RPUSH", QueueKey("p"), "999999"}).ok());
+  // A dead waiter ahead of everyone: in the queue and its class (that of any device),
+  // its expiry gone.
+  const std::string any_class = "da39a3ee5e6b4b0d3255bfef95601890afd80709";  // SHA-1 of no terms
+  ASSERT_TRUE(client_->Execute({"ZADD", QueueKey("p"), "0", "0"}).ok());
+  ASSERT_TRUE(client_->Execute({"ZADD", PoolKeyPrefix("p") + "class:" + any_class, "0", "0"}).ok());
+  ASSERT_TRUE(client_->Execute({"HSET", PoolKeyPrefix("p") + "classes", any_class, ""}).ok());
+  ASSERT_TRUE(client_->Execute({"HSET", WaitersKey("p"), "0:c", any_class, "0:t", std::string(64, 'a'), "0:h", "dead",
+                                "0:ttl", "30000"}).ok());
   constexpr int kClients = 6;
   std::vector<std::thread> clients;
   std::vector<Lease> got(kClients);
@@ -622,7 +630,7 @@ TEST_F(FarmRedisTest, AWaiterForABusyKindDoesNotBlockOthers) {
     EXPECT_TRUE(lease.ok()) << lease.status().ToString();
     served = true;
   });
-  for (int k = 0; k < 200 && client_->Query({"LLEN", QueueKey("p")})->integer < 1; ++k) std::this_thread::sleep_for(5ms);
+  for (int k = 0; k < 200 && client_->Query({"ZCARD", QueueKey("p")})->integer < 1; ++k) std::this_thread::sleep_for(5ms);
   auto other = AcquireLease(*client_, Request("p", "gpu=b"));
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   EXPECT_EQ(other->device_id, b.id);
@@ -630,6 +638,103 @@ TEST_F(FarmRedisTest, AWaiterForABusyKindDoesNotBlockOthers) {
   ASSERT_TRUE(ReleaseLease(*client_, *held).ok());
   waiter.join();
   EXPECT_TRUE(served);
+}
+
+// The assignment evaluates selectors inside Redis (kAssignLua) from the terms the C++
+// parser gives it: for each selector, the devices a client can lease are exactly those
+// LabelSelector::Matches accepts, the label index narrowing the candidates or not.
+TEST_F(FarmRedisTest, TheAssignmentMatchesAsTheSelectorDoes) {
+  std::vector<DeviceRecord> devices;
+  auto add = [&](const std::string& port, std::map<std::string, std::string> labels, const std::string& kind = "cpu") {
+    DeviceRecord d = Record("127.0.0.1:" + port, "m");
+    d.labels = std::move(labels);
+    d.kind = kind;
+    devices.push_back(d);
+    ASSERT_TRUE(client_->WriteDevice(d, 60s).ok());
+  };
+  add("9201", {{"gpu", "h100"}, {"cuda", "12.4"}}, "cuda");
+  add("9202", {{"gpu", "a100"}, {"cuda", "11.8"}}, "cuda");
+  add("9203", {{"gpu", "h100"}, {"cuda", "12.10.1"}, {"maintenance", ""}}, "cuda");
+  add("9204", {{"cores", "16"}, {"os", "debian/12"}});
+  add("9205", {{"cores", "2"}, {"kind", "special"}, {"v", "x.1"}});
+  add("9206", {});
+  for (const char* text :
+       {"", "gpu=h100", "gpu!=h100", "gpu", "!gpu", "cuda>=12.4", "cuda>12.4", "cuda<12", "cuda<=11.8", "cuda>=12,!maintenance",
+        "maintenance", "maintenance=", "kind=cuda", "kind=cpu", "kind=special", "kind!=cuda", "pool=m", "pool=other",
+        "cores>=4", "cores<4", "v>=1", "os=debian/12", "gpu=h100,kind=cuda,cuda>=12.10", "gpu=v100", "nosuch!=x"}) {
+    SCOPED_TRACE(text);
+    auto selector = ParseLabelSelector(text);
+    ASSERT_TRUE(selector.ok()) << selector.status().ToString();
+    std::set<std::string> expected, got;
+    for (const DeviceRecord& d : devices) {
+      if (selector->Matches(d)) expected.insert(d.id);
+    }
+    std::vector<Lease> leases;
+    for (;;) {
+      auto lease = AcquireLease(*client_, Request("m", text));
+      if (!lease.ok()) {
+        EXPECT_EQ(lease.status().code(), expected.empty() ? StatusCode::kNotFound : StatusCode::kDeadlineExceeded)
+            << lease.status().ToString();
+        break;
+      }
+      EXPECT_TRUE(got.insert(lease->device_id).second) << lease->device_id << " leased twice";
+      leases.push_back(*lease);
+      ASSERT_LE(leases.size(), devices.size());
+    }
+    EXPECT_EQ(got, expected);
+    for (const Lease& l : leases) ASSERT_TRUE(ReleaseLease(*client_, l).ok());
+  }
+}
+
+// Waiters block in Redis instead of polling: a queue of waiting clients costs a few
+// commands per waiter per heartbeat, and a device announced free (here: undrained) reaches
+// a waiter long before its next heartbeat.
+TEST_F(FarmRedisTest, WaitersBlockUntilADeviceIsAnnouncedFree) {
+  DeviceRecord d = Record("127.0.0.1:9211", "w");
+  ASSERT_TRUE(client_->WriteDevice(d, 60s).ok());
+  ASSERT_TRUE(SetDrained(*client_, d.id, true).ok());
+  auto commands = [&]() -> int64_t {
+    auto info = client_->Query({"INFO", "stats"});
+    if (!info.ok()) return -1;
+    const size_t at = info->str.find("total_commands_processed:");
+    return at == std::string::npos ? -1 : std::stoll(info->str.substr(at + 25));
+  };
+  constexpr int kWaiters = 8;
+  std::vector<std::thread> waiters;
+  std::vector<Status> results(kWaiters);
+  std::vector<std::chrono::steady_clock::time_point> served(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      auto c = RedisClient::Connect(redis_.url(), 2s);
+      if (!c.ok()) {
+        results[i] = c.status();
+        return;
+      }
+      LeaseRequest r = Request("w", "", 60s);
+      r.heartbeat = 20s;
+      auto lease = AcquireLease(**c, r);
+      served[i] = std::chrono::steady_clock::now();
+      results[i] = lease.status();
+      if (lease.ok()) results[i] = ReleaseLease(**c, *lease);
+    });
+  }
+  for (int k = 0; k < 400 && client_->Query({"ZCARD", QueueKey("w")})->integer < kWaiters; ++k) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(client_->Query({"ZCARD", QueueKey("w")})->integer, kWaiters);
+  // Two seconds of waiting: the commands here (INFO twice) and nothing from the waiters,
+  // whose heartbeat is 20 s. Polling every 20 ms would have sent about 1,600.
+  const int64_t before = commands();
+  std::this_thread::sleep_for(2s);
+  const int64_t idle = commands() - before;
+  EXPECT_LE(idle, 4) << "commands while " << kWaiters << " clients waited";
+  const auto undrained = std::chrono::steady_clock::now();
+  ASSERT_TRUE(SetDrained(*client_, d.id, false).ok());
+  for (auto& t : waiters) t.join();
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+    EXPECT_LT(served[i] - undrained, 10s) << "waiter " << i << " was not woken";
+  }
 }
 
 TEST(FarmRedisDownTest, ConnectingToNothingIsUnavailableNamingTheUrl) {

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -475,19 +476,24 @@ TEST_F(FarmTest, FarmLeaseStopsItsCommandWhenTheLeaseIsLost) {
 // Redis ACL users per role (docs/farm.md, "Threat model", the rules below verbatim):
 // each role does its part of the farm, and Redis refuses it the rest.
 constexpr const char* kServerAcl =
-    "on >farm-test-pw resetkeys ~remex:{*}:device:* ~remex:{*}:devices %R~remex:{*}:lease:* -@all +ping +select "
-    "+multi +exec +discard +del +hset +pexpire +sadd +srem +eval +exists +type +hlen +hstrlen +hgetall +time";
+    "on >farm-test-pw resetkeys ~remex:{*}:device:* ~remex:{*}:devices ~remex:{*}:label:* ~remex:{*}:free "
+    "~remex:{*}:freed %R~remex:{*}:lease:* -@all +ping +select +multi +exec +discard +del +hset +pexpire +sadd +srem "
+    "+zadd +rpush +ltrim +eval "
+    "+exists +type +hlen +hstrlen +hgetall +time";
 constexpr const char* kClientAcl =
-    "on >farm-test-pw resetkeys ~remex:{*}:lease:* ~remex:{*}:queue ~remex:{*}:waiters ~remex:{*}:alive "
-    "~remex:{*}:grant:* ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all +ping +select +eval +fcall "
-    "+time +scan +incr +rpush +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrangebyscore +lrange +lrem "
-    "+lpos +smembers +srem +exists +pexpire +set +get +getdel +del";
+    "on >farm-test-pw resetkeys ~remex:{*}:lease:* ~remex:{*}:waiting ~remex:{*}:classes ~remex:{*}:class:* "
+    "~remex:{*}:waiters ~remex:{*}:alive ~remex:{*}:grant:* ~remex:{*}:free ~remex:{*}:freed ~remex:{*}:leases "
+    "~remex:{*}:label:* ~remex:{*}:swept ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all "
+    "+ping +select +eval +evalsha +fcall +time +scan +incr +rpush +lpop +blpop +hset +hget +hmget +hgetall +hdel +zadd "
+    "+zscore +zrem +zrange +zrank +zcard +zcount +zrangebyscore +lrange +scard +sscan +smembers +srem +exists +pexpire "
+    "+set +get +del";
 constexpr const char* kStatusAcl =
     "on >farm-test-pw resetkeys %R~remex:* -@all +ping +select +scan +hgetall +hmget +exists +time +lrange "
-    "+zrangebyscore +smembers";
+    "+zrangebyscore +zcount +smembers";
 constexpr const char* kOperatorAcl =
-    "on >farm-test-pw resetkeys %R~remex:* ~remex:{*}:drain:* -@all +ping +select +scan +hgetall +hmget +exists +time "
-    "+lrange +zrangebyscore +smembers +set +del +function|load";
+    "on >farm-test-pw resetkeys %R~remex:* ~remex:{*}:drain:* ~remex:{*}:free ~remex:{*}:freed -@all +ping +select "
+    "+scan +hgetall +hmget +exists +time +lrange +zrangebyscore +zcount +smembers +set +del +zadd +rpush +ltrim "
+    "+function|load";
 
 std::vector<std::string> Words(const std::string& text) {
   std::vector<std::string> words;
@@ -497,6 +503,17 @@ std::vector<std::string> Words(const std::string& text) {
 }
 
 TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
+  // The rules tested here are those docs/farm.md gives operators, word for word.
+  {
+    std::ifstream doc(std::string(REMEX_SOURCE_DIR) + "/docs/farm.md");
+    const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+    for (auto [user, rules] : {std::pair{"remex-server", kServerAcl}, std::pair{"remex-client", kClientAcl},
+                               std::pair{"remex-status", kStatusAcl}, std::pair{"remex-operator", kOperatorAcl}}) {
+      std::string line = std::string("ACL SETUSER ") + user;
+      for (const std::string& w : Words(rules)) line += " " + (w == ">farm-test-pw" ? std::string(">SECRET") : w);
+      EXPECT_NE(text.find(line + "\n"), std::string::npos) << "docs/farm.md lacks: " << line;
+    }
+  }
   const std::string host = "127.0.0.1:" + std::to_string(redis_.url().port);
   {
     auto admin = farm::RedisClient::Connect(Url(redis_), 2s);
