@@ -111,7 +111,8 @@ size_t OrderViolations(std::vector<std::pair<int64_t, int64_t>> served) {
 int Main(int argc, char** argv) {
   CLI::App app{"lease_bench: lease latency, throughput and queue cost against one Redis"};
   std::string url_text;
-  int devices = 3, clients = 20, rounds = 500, hold_ms = 0, waiters = 0, heartbeat_ms = 5000;
+  int devices = 3, clients = 20, rounds = 500, hold_ms = 0, waiters = 0,
+      heartbeat_ms = static_cast<int>(farm::LeaseRequest{}.heartbeat.count());
   double seconds = 5, idle_seconds = 5;
   bool json = false;
   app.add_option("--farm", url_text, "redis://HOST:PORT[/DB] of a Redis to use (its pool 'lease-bench')")->required();

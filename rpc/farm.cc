@@ -123,20 +123,64 @@ StatusOr<DeviceRecord> RecordFromReply(const redisReply* r) {
 
 }  // namespace
 
-std::string RedisUrl::ToString() const {
+namespace {
+
+std::string HostPort(const std::string& host, uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos;
-  return "redis://" + (user.empty() ? "" : user + "@") + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) +
-         "/" + std::to_string(db);
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// "HOST[:PORT]" (an IPv6 host in brackets) into `host` and `port` (left as given when
+// absent); the fault, or "" when it parses.
+std::string ParseHostPort(std::string_view authority, std::string& host, uint16_t& port) {
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return "unclosed '['";
+    host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return "expected ':' after ']'";
+      port_text = after.substr(1);
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
+  }
+  if (host.empty()) return "no host";
+  if (!port_text.empty() || authority.back() == ':') {
+    int p = 0;
+    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), p);
+    if (ec != std::errc() || end != port_text.data() + port_text.size() || p < 1 || p > 65535) return "bad port";
+    port = static_cast<uint16_t>(p);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string RedisUrl::ToString() const {
+  const std::string user_at = user.empty() ? "" : user + "@";
+  if (!sentinels.empty()) {
+    std::string hosts;
+    for (const auto& [h, p] : sentinels) hosts += (hosts.empty() ? "" : ",") + HostPort(h, p);
+    return "redis-sentinel://" + user_at + hosts + "/" + master + "/" + std::to_string(db);
+  }
+  return "redis://" + user_at + HostPort(host, port) + "/" + std::to_string(db);
 }
 
 StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   const std::string text(url);
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("farm URL '" + text + "': " + why + " (expected redis://[USER@]HOST:PORT[/DB])");
+    return InvalidArgument("farm URL '" + text + "': " + why +
+                           " (expected redis://[USER@]HOST:PORT[/DB] or "
+                           "redis-sentinel://[USER@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])");
   };
-  constexpr std::string_view scheme = "redis://";
-  if (url.substr(0, scheme.size()) != scheme) return bad("not a redis:// URL");
-  std::string_view rest = url.substr(scheme.size());
+  constexpr std::string_view kPlain = "redis://", kSentinel = "redis-sentinel://";
+  const bool sentinel = url.substr(0, kSentinel.size()) == kSentinel;
+  if (!sentinel && url.substr(0, kPlain.size()) != kPlain) return bad("not a redis:// or redis-sentinel:// URL");
+  std::string_view rest = url.substr(sentinel ? kSentinel.size() : kPlain.size());
   RedisUrl out;
   std::string_view authority = rest, path;
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
@@ -156,27 +200,28 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   if (!out.user.empty() && out.password.empty()) {
     return bad("user '" + out.user + "' needs its password in " + kFarmPasswordEnv);
   }
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '['");
-    out.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return bad("expected ':' after ']'");
-      port = after.substr(1);
+  if (sentinel) {
+    for (size_t start = 0; start <= authority.size();) {
+      const size_t comma = std::min(authority.find(',', start), authority.size());
+      std::string host;
+      uint16_t port = 26379;
+      if (std::string why = ParseHostPort(authority.substr(start, comma - start), host, port); !why.empty()) {
+        return bad("Sentinel " + std::to_string(out.sentinels.size() + 1) + ": " + why);
+      }
+      out.sentinels.emplace_back(std::move(host), port);
+      if (out.sentinels.size() > 16) return bad("more than 16 Sentinels");
+      start = comma + 1;
     }
-  } else {
-    auto colon = authority.rfind(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
-  }
-  if (out.host.empty()) return bad("no host");
-  if (!port.empty() || authority.back() == ':') {
-    int p = 0;
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-    if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) return bad("bad port");
-    out.port = static_cast<uint16_t>(p);
+    const size_t slash = path.find('/');
+    const std::string_view master = path.substr(0, slash);
+    if (master.empty() || master.size() > 64 || !AllOf(master, "_.-")) {
+      return bad("the name of the monitored set (MASTER) must be 1-64 letters, digits or _.-");
+    }
+    out.master = std::string(master);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+    out.host.clear();
+  } else if (std::string why = ParseHostPort(authority, out.host, out.port); !why.empty()) {
+    return bad(why);
   }
   if (!path.empty()) {
     int db = 0;
@@ -378,9 +423,9 @@ int64_t UnixMillis() {
 
 namespace {
 
-// A new connection to `url` (SELECTed to its database), waiting at most `timeout` for it
-// and for each reply later.
-StatusOr<redisContext*> OpenContext(const RedisUrl& url, std::chrono::milliseconds timeout) {
+// A new connection to the Redis node `url` names (SELECTed to its database), waiting at
+// most `timeout` for it and for each reply later.
+StatusOr<redisContext*> OpenNode(const RedisUrl& url, std::chrono::milliseconds timeout) {
   redisContext* c = redisConnectWithTimeout(url.host.c_str(), url.port, ToTimeval(timeout));
   if (c == nullptr) return Unavailable(url.ToString() + ": cannot allocate a Redis connection");
   if (c->err) {
@@ -423,6 +468,53 @@ StatusOr<redisContext*> OpenContext(const RedisUrl& url, std::chrono::millisecon
   return c;
 }
 
+// The address of the primary of `url.master` as the first Sentinel that answers names it.
+Status FindPrimary(RedisUrl& url, std::chrono::milliseconds timeout) {
+  std::string why;
+  for (const auto& [host, port] : url.sentinels) {
+    const std::string where = HostPort(host, port);
+    redisContext* s = redisConnectWithTimeout(host.c_str(), port, ToTimeval(timeout));
+    if (s == nullptr || s->err) {
+      why += "; Sentinel " + where + ": " + (s ? s->errstr : "cannot allocate a connection");
+      if (s) redisFree(s);
+      continue;
+    }
+    redisSetTimeout(s, ToTimeval(timeout));
+    ReplyPtr reply(static_cast<redisReply*>(redisCommand(s, "SENTINEL get-master-addr-by-name %s", url.master.c_str())));
+    std::string host_found;
+    int port_found = 0;
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_STRING && reply->element[1]->type == REDIS_REPLY_STRING &&
+        reply->element[0]->len > 0 && reply->element[0]->len <= 255) {
+      host_found = ReplyText(reply->element[0]);
+      const std::string p = ReplyText(reply->element[1]);
+      auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port_found);
+      if (ec != std::errc() || end != p.data() + p.size()) port_found = 0;
+    }
+    const std::string answer = reply ? (reply->type == REDIS_REPLY_NIL ? "does not know the set" : ReplyText(reply.get()))
+                                     : std::string(s->err ? s->errstr : "no reply");
+    redisFree(s);
+    if (port_found < 1 || port_found > 65535) {
+      why += "; Sentinel " + where + ": " + (answer.empty() ? "no address" : answer);
+      continue;
+    }
+    url.host = host_found;
+    url.port = static_cast<uint16_t>(port_found);
+    return OkStatus();
+  }
+  return Unavailable(url.ToString() + ": no Sentinel named the primary of '" + url.master + "'" + why);
+}
+
+// A new connection to `url`'s Redis: the node it names, or the primary its Sentinels
+// name now (recorded in `url`).
+StatusOr<redisContext*> OpenContext(RedisUrl& url, std::chrono::milliseconds timeout) {
+  if (url.sentinels.empty()) return OpenNode(url, timeout);
+  REMEX_RETURN_IF_ERROR(FindPrimary(url, timeout));
+  auto c = OpenNode(url, timeout);
+  if (!c.ok()) return Unavailable(url.ToString() + ": the primary " + HostPort(url.host, url.port) + ": " + c.status().message());
+  return c;
+}
+
 // Whether a command failed because Redis closed the connection (it restarted, or dropped
 // an idle client): then the command did not reach the Redis now listening, and may be
 // sent again on a new connection. A timeout is not such a failure.
@@ -434,8 +526,9 @@ bool ConnectionClosed(const redisContext* c, int saved_errno) {
 }  // namespace
 
 StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, std::chrono::milliseconds timeout) {
-  REMEX_ASSIGN_OR_RETURN(redisContext * c, OpenContext(url, timeout));
-  return std::unique_ptr<RedisClient>(new RedisClient(url, c, timeout));
+  RedisUrl where = url;
+  REMEX_ASSIGN_OR_RETURN(redisContext * c, OpenContext(where, timeout));
+  return std::unique_ptr<RedisClient>(new RedisClient(std::move(where), c, timeout));
 }
 
 RedisClient::~RedisClient() {
@@ -491,6 +584,16 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
   }
   if (args[0] == "MULTI") in_transaction_ = true;
   if (args[0] == "EXEC" || args[0] == "DISCARD") in_transaction_ = false;
+  // A replica refused a write: this node is no longer the primary (a failover demoted
+  // it). Nothing ran; the next command connects again (asking the Sentinels).
+  if (reply->type == REDIS_REPLY_ERROR && ReplyText(reply).find("READONLY") != std::string::npos) {
+    const std::string why = ReplyText(reply);
+    freeReplyObject(reply);
+    redisFree(context_);
+    context_ = nullptr;
+    in_transaction_ = false;
+    return Unavailable(url_.ToString() + ": " + args[0] + ": " + why);
+  }
   if (reply->type == REDIS_REPLY_ERROR) {
     Status st = Internal(url_.ToString() + ": " + args[0] + ": Redis error: " + ReplyText(reply));
     freeReplyObject(reply);

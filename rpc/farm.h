@@ -48,15 +48,23 @@ class LeaseVerifier;  // rpc/farm_lease.h
 // brackets), PORT 1-65535 (6379 when absent), DB 0-15 (0 when absent), USER a Redis ACL
 // user (1-64 letters, digits or "_.-"). The password is never in the URL (it would show
 // in process listings): it comes from the environment variable kFarmPasswordEnv.
+// redis-sentinel://[USER@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]: Redis behind Sentinel
+// (high availability): the Sentinels (port 26379 when absent; at most 16) are asked for
+// the primary of the set named MASTER (1-64 letters, digits or "_.-") at every
+// (re)connection, so that a client follows a failover. USER and the password are those of
+// the Redis nodes; the Sentinels are asked without authentication.
 inline constexpr const char* kFarmPasswordEnv = "REMEX_FARM_PASSWORD";
 struct RedisUrl {
-  std::string host;
+  std::string host;  // With Sentinels: the primary connected to last (empty before).
   uint16_t port = 6379;
   int db = 0;
   // Connect authenticates (AUTH) as `user` with `password`, or as Redis's default user
   // with `password` when only that is set; neither: no AUTH.
   std::string user;
   std::string password;
+  // redis-sentinel://: the Sentinels' addresses and the name of the monitored set.
+  std::vector<std::pair<std::string, uint16_t>> sentinels;
+  std::string master;
   // The URL without the password.
   std::string ToString() const;
 };

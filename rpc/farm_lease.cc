@@ -758,6 +758,14 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.3f", block.count() / 1000.0);
     auto popped = redis.BlockingQuery({"BLPOP", grant_key, freed_key, seconds}, block);
+    // Redis went away (restarted, or failed over to a replica): the wait goes on, the
+    // client connecting again at its next command, until the deadline.
+    auto unavailable = [&](const Status& st) {
+      if (st.code() != StatusCode::kUnavailable) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      return true;
+    };
+    if (!popped.ok() && unavailable(popped.status())) continue;
     if (!popped.ok()) return leave(popped.status());
     std::string freed;
     if (popped->type == RedisValue::Type::kArray && popped->array.size() == 2) {
@@ -765,6 +773,7 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
       freed = popped->array[1].str;
     }
     auto turn = RunLeaseScript(redis, kTurn, keys, {prefix, me, std::to_string(waiter_ttl.count()), freed});
+    if (!turn.ok() && unavailable(turn.status())) continue;
     if (!turn.ok()) return leave(turn.status());
     if (turn->integer == 0) {
       // Granted meanwhile (picked up next), or dropped (it stalled past its expiry).

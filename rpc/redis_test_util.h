@@ -45,6 +45,12 @@ class RedisProcess {
   }
   // On `port` (a Redis started again where one was).
   explicit RedisProcess(uint16_t port) { Launch(port); }
+  // On a free port, with `extra` arguments (e.g. {"--replicaof", "127.0.0.1", "6379"}); or,
+  // with `sentinel_config` (a writable file, which Sentinel rewrites), a Sentinel.
+  RedisProcess(std::vector<std::string> extra, std::string sentinel_config = "")
+      : extra_(std::move(extra)), sentinel_config_(std::move(sentinel_config)) {
+    for (int attempt = 0; attempt < 5 && !ready_; ++attempt) Launch(FreeLoopbackPort());
+  }
   ~RedisProcess() { Stop(); }
   RedisProcess(const RedisProcess&) = delete;
   RedisProcess& operator=(const RedisProcess&) = delete;
@@ -58,6 +64,16 @@ class RedisProcess {
     return u;
   }
   std::string url_text() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return port_; }
+  // SIGKILL: gone at once, as a crashed machine.
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
   void Stop() {
     if (pid_ > 0) {
       kill(pid_, SIGTERM);
@@ -74,6 +90,11 @@ class RedisProcess {
     const std::string binary = env && *env ? env : "redis-server";
     std::vector<std::string> args = {binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                      "--save", "", "--appendonly", "no", "--loglevel", "warning"};
+    if (!sentinel_config_.empty()) {
+      args = {binary, sentinel_config_, "--sentinel", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+              "--loglevel", "warning"};
+    }
+    args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -99,6 +120,8 @@ class RedisProcess {
     }
   }
 
+  std::vector<std::string> extra_;
+  std::string sentinel_config_;
   uint16_t port_ = 0;
   pid_t pid_ = -1;
   bool ready_ = false;

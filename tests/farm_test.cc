@@ -602,6 +602,151 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   EXPECT_NE(wrong.output.find("AUTH as remex-status"), std::string::npos) << wrong.output;
 }
 
+// Redis behind Sentinel: a primary, its replica and three Sentinels on loopback; two
+// servers register, two clients hold leases and a third waits, all through a
+// redis-sentinel:// URL. The primary is killed (SIGKILL) mid-lease: the Sentinels promote
+// the replica, and the servers register there again, the holders' renewals go on there,
+// and the waiter, still queued, is granted the device released after the failover. No
+// device is ever leased to two clients.
+TEST_F(FarmTest, ServersHoldersAndWaitersFollowASentinelFailover) {
+  RedisProcess primary(std::vector<std::string>{});
+  ASSERT_TRUE(primary.ready());
+  RedisProcess replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_TRUE(replica.ready());
+  auto admin = farm::RedisClient::Connect(primary.url(), 2s);
+  ASSERT_TRUE(admin.ok());
+  auto in_sync = [&] {
+    auto info = (*admin)->Query({"INFO", "replication"});
+    return info.ok() && info->str.find("connected_slaves:1") != std::string::npos &&
+           info->str.find("state=online") != std::string::npos;
+  };
+  for (int i = 0; i < 100 && !in_sync(); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(in_sync()) << "the replica did not sync";
+  const auto dir = std::filesystem::temp_directory_path() / ("remex_sentinel_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove_all(p); }
+  } remove_dir{dir};
+  std::vector<std::unique_ptr<RedisProcess>> sentinels;
+  std::string hosts;
+  for (int i = 0; i < 3; ++i) {
+    const std::string conf = (dir / ("sentinel" + std::to_string(i) + ".conf")).string();
+    std::ofstream(conf) << "sentinel monitor m 127.0.0.1 " << primary.port() << " 2\n"
+                        << "sentinel down-after-milliseconds m 1000\n"
+                        << "sentinel failover-timeout m 4000\n";
+    sentinels.push_back(std::make_unique<RedisProcess>(std::vector<std::string>{}, conf));
+    ASSERT_TRUE(sentinels.back()->ready());
+    hosts += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(sentinels.back()->port());
+  }
+  // Each Sentinel knows the replica and the two other Sentinels (a failover needs them).
+  auto sentinel_query = [&](int i, std::vector<std::string> args) -> StatusOr<farm::RedisValue> {
+    auto c = farm::RedisClient::Connect(sentinels[i]->url(), 1s);
+    if (!c.ok()) return c.status();
+    return (*c)->Query(args);
+  };
+  auto ready = [&] {
+    for (int i = 0; i < 3; ++i) {
+      auto r = sentinel_query(i, {"SENTINEL", "REPLICAS", "m"});
+      auto s = sentinel_query(i, {"SENTINEL", "SENTINELS", "m"});
+      if (!r.ok() || r->array.size() != 1 || !s.ok() || s->array.size() != 2) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 300 && !ready(); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(ready()) << "the Sentinels did not find the replica and each other";
+  const std::string url_text = "redis-sentinel://" + hosts + "/m";
+  const auto url = farm::ParseRedisUrl(url_text);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+
+  ServerProcess a({"--farm", url_text, "--pool", "ha"});
+  ServerProcess b({"--farm", url_text, "--pool", "ha"});
+  ASSERT_NE(a.port(), 0) << a.banner();
+  ASSERT_NE(b.port(), 0) << b.banner();
+  auto registered = [&](farm::RedisClient& redis) {
+    auto list = redis.ListPool("ha", nullptr, false);
+    return list.ok() && list->size() == 2;
+  };
+  auto client = farm::RedisClient::Connect(*url, 2s);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_EQ((*client)->url().port, primary.port());
+  for (int i = 0; i < 50 && !registered(**client); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(registered(**client));
+  farm::LeaseRequest request;
+  request.pool = "ha";
+  request.holder = "failover-test";
+  request.ttl = 15s;
+  auto h1 = farm::LeaseHolder::Acquire(*url, request, 2s);
+  ASSERT_TRUE(h1.ok()) << h1.status().ToString();
+  auto h2 = farm::LeaseHolder::Acquire(*url, request, 2s);
+  ASSERT_TRUE(h2.ok()) << h2.status().ToString();
+  StatusOr<farm::Lease> waited = Unavailable("not run");
+  std::thread waiter([&] {
+    auto c = farm::RedisClient::Connect(*url, 2s);
+    if (!c.ok()) {
+      waited = c.status();
+      return;
+    }
+    farm::LeaseRequest r = request;
+    r.wait = 60s;
+    r.heartbeat = 1s;
+    waited = farm::AcquireLease(**c, r);
+  });
+  for (int i = 0; i < 100 && (*client)->Query({"ZCARD", farm::QueueKey("ha")})->integer < 1; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ((*client)->Query({"ZCARD", farm::QueueKey("ha")})->integer, 1);
+  ASSERT_TRUE((*admin)->Query({"WAIT", "1", "2000"}).ok());  // the replica has it all
+
+  primary.Kill();
+  const auto killed = std::chrono::steady_clock::now();
+  const int64_t killed_ms = farm::UnixMillis();
+  // The Sentinels promote the replica.
+  auto promoted = [&] {
+    auto r = sentinel_query(0, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "m"});
+    return r.ok() && r->array.size() == 2 && r->array[1].str == std::to_string(replica.port());
+  };
+  while (!promoted() && std::chrono::steady_clock::now() - killed < 30s) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(promoted()) << "no failover within 30 s";
+  const auto failover = std::chrono::steady_clock::now() - killed;
+  // Servers beat on the new primary (their records refreshed after the kill); the
+  // holders still hold.
+  auto on_replica = farm::RedisClient::Connect(replica.url(), 2s);
+  ASSERT_TRUE(on_replica.ok());
+  auto beating = [&] {
+    auto list = (*on_replica)->ListPool("ha", nullptr, false);
+    if (!list.ok() || list->size() != 2) return false;
+    for (const farm::DeviceRecord& d : *list) {
+      if (d.heartbeat_ms <= killed_ms) return false;
+    }
+    return true;
+  };
+  while (!beating() && std::chrono::steady_clock::now() - killed < 40s) std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(beating()) << "the servers did not beat on the promoted replica";
+  const auto servers_back = std::chrono::steady_clock::now() - killed;
+  std::this_thread::sleep_for(request.ttl / 3 + 1s);  // a renewal on the new primary
+  EXPECT_TRUE((*h1)->lost().ok()) << (*h1)->lost().ToString();
+  EXPECT_TRUE((*h2)->lost().ok()) << (*h2)->lost().ToString();
+  // The device released now goes to the waiter, who waited through the failover.
+  const std::string released = (*h2)->lease().device_id;
+  const auto release = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*h2)->Release().ok());
+  waiter.join();
+  const auto waiter_served = std::chrono::steady_clock::now() - release;
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  EXPECT_EQ(waited->device_id, released);
+  EXPECT_EQ(rpc::ToHex(*farm::CurrentLeaseKey(**on_replica, "ha", (*h1)->lease().device_id)), (*h1)->lease().public_key);
+  EXPECT_EQ(rpc::ToHex(*farm::CurrentLeaseKey(**on_replica, "ha", released)), waited->public_key);
+  // Both devices held: nobody else gets one.
+  auto third = farm::AcquireLease(**on_replica, request);
+  EXPECT_EQ(third.status().code(), StatusCode::kDeadlineExceeded) << third.status().ToString();
+  auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  std::printf("failover: the replica promoted %lld ms after the kill, both servers beating there after %lld ms; the "
+              "waiter served %lld ms after the release\n", static_cast<long long>(ms(failover)),
+              static_cast<long long>(ms(servers_back)), static_cast<long long>(ms(waiter_served)));
+  EXPECT_LT(servers_back, 30s);
+}
+
 // A farm with a farm key: a lease granted through the lease functions is honoured by a
 // server given the key; a lease record written around them is refused, whether it copies
 // every field of a real one with the writer's own key pair or copies a real MAC too.
