@@ -15,6 +15,7 @@
 #include <charconv>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace remex::farm {
@@ -162,6 +163,11 @@ std::string ParseHostPort(std::string_view authority, std::string& host, uint16_
 
 std::string RedisUrl::ToString() const {
   const std::string user_at = user.empty() ? "" : user + "@";
+  if (!cluster.empty()) {
+    std::string hosts;
+    for (const auto& [h, p] : cluster) hosts += (hosts.empty() ? "" : ",") + HostPort(h, p);
+    return "redis-cluster://" + user_at + hosts;
+  }
   if (!sentinels.empty()) {
     std::string hosts;
     for (const auto& [h, p] : sentinels) hosts += (hosts.empty() ? "" : ",") + HostPort(h, p);
@@ -174,13 +180,17 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   const std::string text(url);
   auto bad = [&](const std::string& why) {
     return InvalidArgument("farm URL '" + text + "': " + why +
-                           " (expected redis://[USER@]HOST:PORT[/DB] or "
-                           "redis-sentinel://[USER@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])");
+                           " (expected redis://[USER@]HOST:PORT[/DB], "
+                           "redis-sentinel://[USER@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] or "
+                           "redis-cluster://[USER@]HOST:PORT[,HOST:PORT...])");
   };
-  constexpr std::string_view kPlain = "redis://", kSentinel = "redis-sentinel://";
+  constexpr std::string_view kPlain = "redis://", kSentinel = "redis-sentinel://", kCluster = "redis-cluster://";
   const bool sentinel = url.substr(0, kSentinel.size()) == kSentinel;
-  if (!sentinel && url.substr(0, kPlain.size()) != kPlain) return bad("not a redis:// or redis-sentinel:// URL");
-  std::string_view rest = url.substr(sentinel ? kSentinel.size() : kPlain.size());
+  const bool cluster = url.substr(0, kCluster.size()) == kCluster;
+  if (!sentinel && !cluster && url.substr(0, kPlain.size()) != kPlain) {
+    return bad("not a redis://, redis-sentinel:// or redis-cluster:// URL");
+  }
+  std::string_view rest = url.substr(sentinel ? kSentinel.size() : cluster ? kCluster.size() : kPlain.size());
   RedisUrl out;
   std::string_view authority = rest, path;
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
@@ -200,18 +210,26 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view url) {
   if (!out.user.empty() && out.password.empty()) {
     return bad("user '" + out.user + "' needs its password in " + kFarmPasswordEnv);
   }
-  if (sentinel) {
+  if (sentinel || cluster) {
+    auto& hosts = sentinel ? out.sentinels : out.cluster;
+    const char* what = sentinel ? "Sentinel " : "node ";
     for (size_t start = 0; start <= authority.size();) {
       const size_t comma = std::min(authority.find(',', start), authority.size());
       std::string host;
-      uint16_t port = 26379;
+      uint16_t port = sentinel ? 26379 : 6379;
       if (std::string why = ParseHostPort(authority.substr(start, comma - start), host, port); !why.empty()) {
-        return bad("Sentinel " + std::to_string(out.sentinels.size() + 1) + ": " + why);
+        return bad(what + std::to_string(hosts.size() + 1) + ": " + why);
       }
-      out.sentinels.emplace_back(std::move(host), port);
-      if (out.sentinels.size() > 16) return bad("more than 16 Sentinels");
+      hosts.emplace_back(std::move(host), port);
+      if (hosts.size() > 16) return bad(std::string("more than 16 ") + (sentinel ? "Sentinels" : "nodes"));
       start = comma + 1;
     }
+    out.host.clear();
+  }
+  if (cluster) {
+    if (!path.empty() && path != "0") return bad("a Redis Cluster has database 0 only");
+    path = {};
+  } else if (sentinel) {
     const size_t slash = path.find('/');
     const std::string_view master = path.substr(0, slash);
     if (master.empty() || master.size() > 64 || !AllOf(master, "_.-")) {
@@ -416,6 +434,19 @@ std::string LabelIndexKey(std::string_view pool, std::string_view key) {
   return PoolPrefix(pool) + "label:" + std::string(key);
 }
 
+uint16_t ClusterSlot(std::string_view key) {
+  if (const size_t open = key.find('{'); open != std::string_view::npos) {
+    const size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  uint16_t crc = 0;  // CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0
+  for (unsigned char c : key) {
+    crc ^= static_cast<uint16_t>(c) << 8;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+  }
+  return crc % 16384;
+}
+
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -526,32 +557,209 @@ bool ConnectionClosed(const redisContext* c, int saved_errno) {
 }  // namespace
 
 StatusOr<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, std::chrono::milliseconds timeout) {
+  if (!url.cluster.empty()) {
+    std::unique_ptr<RedisClient> client(new RedisClient(url, nullptr, timeout));
+    REMEX_RETURN_IF_ERROR(client->RefreshSlots());
+    return client;
+  }
   RedisUrl where = url;
   REMEX_ASSIGN_OR_RETURN(redisContext * c, OpenContext(where, timeout));
   return std::unique_ptr<RedisClient>(new RedisClient(std::move(where), c, timeout));
 }
 
 RedisClient::~RedisClient() {
-  if (context_) redisFree(context_);
+  if (url_.cluster.empty()) {
+    if (context_) redisFree(context_);
+    return;
+  }
+  for (auto& [address, c] : nodes_) {
+    if (c) redisFree(c);
+  }
 }
 
 Status RedisClient::Reconnect() {
+  in_transaction_ = false;
+  multi_deferred_ = false;
+  if (!url_.cluster.empty()) {
+    // Drop the node's connection and learn the slots again (a primary may have failed
+    // over); the command's next attempt connects to whichever node serves its slot.
+    if (context_) redisFree(context_);
+    if (auto it = nodes_.find(node_); it != nodes_.end()) it->second = nullptr;
+    context_ = nullptr;
+    return RefreshSlots();
+  }
   if (context_) redisFree(context_);
   context_ = nullptr;
-  in_transaction_ = false;
   REMEX_ASSIGN_OR_RETURN(context_, OpenContext(url_, timeout_));
   return OkStatus();
 }
 
+namespace {
+
+// The key a command is routed by in a cluster: the first key of a script call or of a
+// command whose first argument is a key; nullopt for a command without keys.
+std::optional<std::string_view> RoutingKey(const std::vector<std::string>& args) {
+  static const std::set<std::string, std::less<>> kKeyless = {
+      "PING", "TIME", "INFO", "SCAN", "MULTI", "EXEC", "DISCARD", "SELECT", "AUTH", "FUNCTION", "CLUSTER",
+      "SENTINEL", "WAIT", "ACL", "CONFIG", "FLUSHALL", "FLUSHDB", "SLOWLOG", "CLIENT", "ROLE", "DBSIZE", "SCRIPT"};
+  if (args.empty()) return std::nullopt;
+  std::string command = args[0];
+  for (char& c : command) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (command == "EVAL" || command == "EVALSHA" || command == "FCALL" || command == "FCALL_RO") {
+    if (args.size() > 3 && args[2] != "0") return args[3];
+    return std::nullopt;
+  }
+  if (kKeyless.count(command) || args.size() < 2) return std::nullopt;
+  return args[1];
+}
+
+// "MOVED 3999 127.0.0.1:6381" or "ASK ...": the slot and the address.
+bool ParseRedirection(const std::string& error, std::string_view kind, int& slot, std::string& address) {
+  if (error.compare(0, kind.size() + 1, std::string(kind) + " ") != 0) return false;
+  std::istringstream in(error.substr(kind.size() + 1));
+  if (!(in >> slot >> address) || slot < 0 || slot >= 16384 || address.empty() || address.size() > 300) return false;
+  return true;
+}
+
+// "host:port" (the port after the last ':', a bracketed IPv6 host unwrapped).
+bool SplitAddress(const std::string& address, std::string& host, uint16_t& port) {
+  return ParseHostPort(address, host, port).empty();
+}
+
+}  // namespace
+
+Status RedisClient::RefreshSlots() {
+  std::vector<std::string> candidates;
+  for (const auto& [h, p] : url_.cluster) candidates.push_back(HostPort(h, p));
+  for (const auto& [address, c] : nodes_) candidates.push_back(address);
+  std::string why;
+  for (const std::string& address : candidates) {
+    RedisUrl node = url_;
+    node.cluster.clear();
+    if (!SplitAddress(address, node.host, node.port)) continue;
+    auto c = OpenNode(node, timeout_);
+    if (!c.ok()) {
+      why += "; " + c.status().message();
+      continue;
+    }
+    ReplyPtr reply(static_cast<redisReply*>(redisCommand(*c, "CLUSTER SLOTS")));
+    redisFree(*c);
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 || reply->elements > 16384) {
+      why += "; " + address + ": CLUSTER SLOTS: " + (reply ? ReplyText(reply.get()) : std::string("no reply"));
+      continue;
+    }
+    std::vector<std::string> slots(16384);
+    for (size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* range = reply->element[i];
+      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 || range->element[0]->type != REDIS_REPLY_INTEGER ||
+          range->element[1]->type != REDIS_REPLY_INTEGER || range->element[2]->type != REDIS_REPLY_ARRAY ||
+          range->element[2]->elements < 2 || range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+          range->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
+        continue;
+      }
+      const long long first = range->element[0]->integer, last = range->element[1]->integer;
+      const long long port = range->element[2]->element[1]->integer;
+      if (first < 0 || last >= 16384 || first > last || port < 1 || port > 65535) continue;
+      std::string host = ReplyText(range->element[2]->element[0]);
+      if (host.empty() || host == "?") host = node.host;  // the node does not know its own address
+      if (host.size() > 255) continue;
+      const std::string primary = HostPort(host, static_cast<uint16_t>(port));
+      for (long long slot = first; slot <= last; ++slot) slots[slot] = primary;
+      nodes_.emplace(primary, nullptr);
+    }
+    slot_nodes_ = std::move(slots);
+    return OkStatus();
+  }
+  return Unavailable(url_.ToString() + ": no node of the cluster answered CLUSTER SLOTS" + why);
+}
+
+Status RedisClient::Route(const std::vector<std::string>& args) {
+  std::string target = node_;
+  const bool asking = !ask_node_.empty();
+  if (asking) {
+    target = std::exchange(ask_node_, std::string());
+  } else if (auto key = RoutingKey(args); key && !(in_transaction_ && !multi_deferred_)) {
+    target = slot_nodes_.empty() ? std::string() : slot_nodes_[ClusterSlot(*key)];
+    if (target.empty()) return Unavailable(url_.ToString() + ": no node serves the slot of key '" + std::string(*key) + "'");
+  }
+  if (target.empty()) {
+    if (nodes_.empty()) return Unavailable(url_.ToString() + ": no node of the cluster is known");
+    target = nodes_.begin()->first;
+  }
+  redisContext*& c = nodes_[target];
+  if (c == nullptr || c->err) {
+    if (c) redisFree(c);
+    c = nullptr;
+    RedisUrl node = url_;
+    node.cluster.clear();
+    if (!SplitAddress(target, node.host, node.port)) return Internal("bad cluster node address '" + target + "'");
+    REMEX_ASSIGN_OR_RETURN(c, OpenNode(node, timeout_));
+  }
+  context_ = c;
+  node_ = target;
+  auto send = [&](const char* command) -> Status {
+    ReplyPtr reply(static_cast<redisReply*>(redisCommand(context_, command)));
+    if (!reply) return Unavailable(url_.ToString() + ": " + command + ": " + (context_->err ? context_->errstr : "no reply"));
+    if (reply->type == REDIS_REPLY_ERROR) return Internal(url_.ToString() + ": " + command + ": " + ReplyText(reply.get()));
+    return OkStatus();
+  };
+  if (multi_deferred_ && RoutingKey(args)) {
+    multi_deferred_ = false;
+    REMEX_RETURN_IF_ERROR(send("MULTI"));
+  }
+  if (asking) REMEX_RETURN_IF_ERROR(send("ASKING"));
+  return OkStatus();
+}
+
+std::vector<std::string> RedisClient::Primaries() const {
+  std::set<std::string> primaries(slot_nodes_.begin(), slot_nodes_.end());
+  primaries.erase(std::string());
+  return {primaries.begin(), primaries.end()};
+}
+
+Status RedisClient::ExecuteOnEachPrimary(const std::vector<std::string>& args) {
+  if (url_.cluster.empty()) return Command(args);
+  for (const std::string& primary : Primaries()) {
+    node_ = primary;
+    if (Status st = Command(args); !st.ok()) return st.WithContext("on the cluster node " + primary);
+  }
+  return OkStatus();
+}
+
 Status RedisClient::Command(const std::vector<std::string>& args, redisReply** out) {
+  const bool cluster = !url_.cluster.empty();
+  if (cluster && args[0] == "MULTI") {
+    // In a cluster a transaction runs on the node of its keys: MULTI is sent there with
+    // the transaction's first key (Route).
+    multi_deferred_ = in_transaction_ = true;
+    return OkStatus();
+  }
+  if (cluster && multi_deferred_ && (args[0] == "EXEC" || args[0] == "DISCARD")) {
+    multi_deferred_ = in_transaction_ = false;
+    if (args[0] == "EXEC") return Internal(url_.ToString() + ": EXEC of a transaction without a key");
+    return OkStatus();
+  }
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const std::string& a : args) {
     argv.push_back(a.data());
     lengths.push_back(a.size());
   }
+  // Forgets the current connection (a cluster's node too).
+  auto drop_connection = [&] {
+    if (context_) redisFree(context_);
+    if (cluster) nodes_[node_] = nullptr;
+    context_ = nullptr;
+  };
   redisReply* reply = nullptr;
   for (int attempt = 0;; ++attempt) {
+    if (cluster) {
+      if (Status routed = Route(args); !routed.ok()) {
+        if (attempt == 0 && !in_transaction_ && Reconnect().ok()) continue;
+        in_transaction_ = multi_deferred_ = false;
+        return routed.code() == StatusCode::kUnavailable ? routed : Unavailable(routed.message());
+      }
+    }
     if (context_ == nullptr || context_->err) {
       // A connection broken earlier (a timeout, a failed reconnect): one more try, unless
       // a transaction was open on it (its queued commands are gone with it).
@@ -566,6 +774,31 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
         redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
     const int saved_errno = errno;
     if (block_.count() > 0 && !context_->err) redisSetTimeout(context_, ToTimeval(timeout_));
+    if (reply != nullptr && cluster && reply->type == REDIS_REPLY_ERROR && attempt < 3) {
+      // The slot moved (a resharding, a failover): MOVED names its node for good, ASK for
+      // this command only. Sent again there, outside a transaction.
+      int slot = 0;
+      std::string address;
+      const std::string error = ReplyText(reply);
+      const bool moved = ParseRedirection(error, "MOVED", slot, address);
+      const bool ask = !moved && ParseRedirection(error, "ASK", slot, address);
+      if (moved || ask) {
+        freeReplyObject(reply);
+        reply = nullptr;
+        nodes_.emplace(address, nullptr);
+        if (moved) {
+          slot_nodes_[slot] = address;
+          (void)RefreshSlots();  // the cluster changed: learn the rest of it too
+        } else {
+          ask_node_ = address;
+        }
+        if (in_transaction_) {
+          in_transaction_ = multi_deferred_ = false;
+          return Unavailable(url_.ToString() + ": " + args[0] + ": the slot moved during a transaction (" + error + ")");
+        }
+        continue;
+      }
+    }
     if (reply != nullptr) break;
     // Redis closed the connection (it restarted): reconnect and send the command once
     // more, outside a transaction. Anything else (a timeout) fails at once.
@@ -589,8 +822,7 @@ Status RedisClient::Command(const std::vector<std::string>& args, redisReply** o
   if (reply->type == REDIS_REPLY_ERROR && ReplyText(reply).find("READONLY") != std::string::npos) {
     const std::string why = ReplyText(reply);
     freeReplyObject(reply);
-    redisFree(context_);
-    context_ = nullptr;
+    drop_connection();
     in_transaction_ = false;
     return Unavailable(url_.ToString() + ": " + args[0] + ": " + why);
   }
@@ -724,25 +956,30 @@ Status RedisClient::RemoveDevice(std::string_view pool, std::string_view id) {
 
 StatusOr<std::vector<DeviceRecord>> RedisClient::ListDevices(std::vector<std::string>* skipped) {
   std::vector<std::string> keys;
-  std::string cursor = "0";
-  do {
-    redisReply* raw = nullptr;
-    REMEX_RETURN_IF_ERROR(
-        Command({"SCAN", cursor, "MATCH", std::string(kDevicePattern), "COUNT", "256"}, &raw));
-    ReplyPtr reply(raw);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
-        reply->element[1]->type != REDIS_REPLY_ARRAY) {
-      return Internal(url_.ToString() + ": SCAN returned an unexpected reply");
-    }
-    cursor = ReplyText(reply->element[0]);
-    const redisReply* batch = reply->element[1];
-    for (size_t i = 0; i < batch->elements; ++i) {
-      if (batch->element[i]->type == REDIS_REPLY_STRING) keys.push_back(ReplyText(batch->element[i]));
-    }
-    if (keys.size() > kMaxDevices) {
-      return ResourceExhausted(url_.ToString() + ": more than " + std::to_string(kMaxDevices) + " device records");
-    }
-  } while (cursor != "0");
+  // A cluster's keys are spread over its primaries: each is scanned.
+  const std::vector<std::string> nodes = url_.cluster.empty() ? std::vector<std::string>{""} : Primaries();
+  for (const std::string& node : nodes) {
+    std::string cursor = "0";
+    do {
+      if (!node.empty()) node_ = node;  // SCAN has no key: it goes to node_
+      redisReply* raw = nullptr;
+      REMEX_RETURN_IF_ERROR(
+          Command({"SCAN", cursor, "MATCH", std::string(kDevicePattern), "COUNT", "256"}, &raw));
+      ReplyPtr reply(raw);
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
+          reply->element[1]->type != REDIS_REPLY_ARRAY) {
+        return Internal(url_.ToString() + ": SCAN returned an unexpected reply");
+      }
+      cursor = ReplyText(reply->element[0]);
+      const redisReply* batch = reply->element[1];
+      for (size_t i = 0; i < batch->elements; ++i) {
+        if (batch->element[i]->type == REDIS_REPLY_STRING) keys.push_back(ReplyText(batch->element[i]));
+      }
+      if (keys.size() > kMaxDevices) {
+        return ResourceExhausted(url_.ToString() + ": more than " + std::to_string(kMaxDevices) + " device records");
+      }
+    } while (cursor != "0");
+  }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());  // SCAN may repeat a key.
   std::vector<DeviceRecord> devices;

@@ -53,6 +53,11 @@ class LeaseVerifier;  // rpc/farm_lease.h
 // the primary of the set named MASTER (1-64 letters, digits or "_.-") at every
 // (re)connection, so that a client follows a failover. USER and the password are those of
 // the Redis nodes; the Sentinels are asked without authentication.
+// redis-cluster://[USER@]HOST:PORT[,HOST:PORT...]: a Redis Cluster, found from these
+// nodes (at most 16; port 6379 when absent; database 0 only): each command goes to the
+// primary serving its key's slot (CLUSTER SLOTS, refreshed on MOVED and on a lost
+// connection; ASK followed once). A pool's keys share a hash tag, so a pool lives on one
+// primary and the pools spread over the cluster; listing scans every primary.
 inline constexpr const char* kFarmPasswordEnv = "REMEX_FARM_PASSWORD";
 struct RedisUrl {
   std::string host;  // With Sentinels: the primary connected to last (empty before).
@@ -65,6 +70,8 @@ struct RedisUrl {
   // redis-sentinel://: the Sentinels' addresses and the name of the monitored set.
   std::vector<std::pair<std::string, uint16_t>> sentinels;
   std::string master;
+  // redis-cluster://: the nodes to learn the cluster's slots from.
+  std::vector<std::pair<std::string, uint16_t>> cluster;
   // The URL without the password.
   std::string ToString() const;
 };
@@ -72,6 +79,10 @@ struct RedisUrl {
 // password is read from kFarmPasswordEnv when that is set; a URL with a USER and no
 // password there is INVALID_ARGUMENT saying so.
 StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
+
+// The Redis Cluster slot of `key` (0-16383): CRC16 (XMODEM) of its hash tag, the part
+// between the first '{' and the next '}' when that is not empty, else of the whole key.
+uint16_t ClusterSlot(std::string_view key);
 
 // Labels "k=v,k=v": keys of letters, digits and "_.-/" (1-64 bytes), values of
 // letters, digits and "_.-/:+" (0-128 bytes), at most 32 pairs, no key twice. An empty
@@ -217,6 +228,9 @@ class RedisClient {
   // One registered device with its lease and drain; NOT_FOUND when it has no record.
   StatusOr<DeviceRecord> ReadDevice(std::string_view pool, std::string_view id);
 
+  // Runs one command on every primary of a cluster (on the one Redis otherwise): for
+  // FUNCTION LOAD, which each primary needs.
+  Status ExecuteOnEachPrimary(const std::vector<std::string>& args);
   // Runs one command given as its arguments (binary-safe); the reply is dropped.
   // INTERNAL with Redis's message for an error reply.
   Status Execute(const std::vector<std::string>& args) { return Command(args); }
@@ -251,10 +265,28 @@ class RedisClient {
   Status ReadDevices(const std::vector<std::string>& keys, std::vector<DeviceRecord>& out,
                      std::vector<std::string>* skipped, bool leases = true);
 
+  // Redis Cluster: learns which primary serves each slot (CLUSTER SLOTS from any node
+  // that answers), UNAVAILABLE when none does.
+  Status RefreshSlots();
+  // Makes context_ the connection to the primary serving the key of `args` (for a
+  // command without a key: the node of the open transaction or of the last command; a
+  // deferred MULTI is sent there first), opening it when needed.
+  Status Route(const std::vector<std::string>& args);
+  // The addresses of the cluster's primaries ("host:port").
+  std::vector<std::string> Primaries() const;
+
   RedisUrl url_;
   redisContext* context_;
   std::chrono::milliseconds timeout_;
   bool in_transaction_ = false;  // MULTI sent, EXEC or DISCARD not yet
+  // Cluster mode only: a connection per node (null until used), the node serving each of
+  // the 16384 slots, the node of context_, a MULTI not yet sent (it goes to the node of
+  // the transaction's first key), and a node an ASK redirection names for one command.
+  std::map<std::string, redisContext*> nodes_;
+  std::vector<std::string> slot_nodes_;
+  std::string node_;
+  bool multi_deferred_ = false;
+  std::string ask_node_;
   std::chrono::milliseconds block_{0};  // BlockingQuery's extra reply time, while it runs
 };
 

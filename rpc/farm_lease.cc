@@ -579,8 +579,8 @@ Status InstallLeaseFunctions(RedisClient& redis, std::string_view farm_key) {
   if (farm_key.size() < kMinFarmKeyBytes) {
     return InvalidArgument("a farm key has at least " + std::to_string(kMinFarmKeyBytes) + " bytes");
   }
-  auto r = redis.Query({"FUNCTION", "LOAD", "REPLACE", LeaseFunctionsCode(farm_key)});
-  if (!r.ok()) return r.status().WithContext("loading the farm's lease functions (FUNCTION LOAD)");
+  Status st = redis.ExecuteOnEachPrimary({"FUNCTION", "LOAD", "REPLACE", LeaseFunctionsCode(farm_key)});
+  if (!st.ok()) return st.WithContext("loading the farm's lease functions (FUNCTION LOAD)");
   return OkStatus();
 }
 

@@ -57,6 +57,37 @@ TEST(FarmUrlTest, ParsesRedisUrls) {
   EXPECT_EQ(u->ToString(), "redis://ci-runner@h:1/3");
 }
 
+TEST(FarmUrlTest, ParsesSentinelAndClusterUrls) {
+  auto u = ParseRedisUrl("redis-sentinel://s1:26380,[::1],s3/farm-main/2");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_EQ(u->sentinels.size(), 3u);
+  EXPECT_EQ(u->sentinels[0], (std::pair<std::string, uint16_t>{"s1", 26380}));
+  EXPECT_EQ(u->sentinels[1], (std::pair<std::string, uint16_t>{"::1", 26379}));
+  EXPECT_EQ(u->master, "farm-main");
+  EXPECT_EQ(u->db, 2);
+  EXPECT_TRUE(u->host.empty());
+  EXPECT_EQ(u->ToString(), "redis-sentinel://s1:26380,[::1]:26379,s3:26379/farm-main/2");
+  u = ParseRedisUrl("redis-cluster://a:7000,b");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_EQ(u->cluster.size(), 2u);
+  EXPECT_EQ(u->cluster[1], (std::pair<std::string, uint16_t>{"b", 6379}));
+  EXPECT_EQ(u->ToString(), "redis-cluster://a:7000,b:6379");
+  std::string seventeen = "redis-cluster://";
+  for (int i = 0; i < 17; ++i) seventeen += (i ? ",h" : "h") + std::to_string(i);
+  for (const std::string& bad : std::vector<std::string>{"redis-sentinel://s1", "redis-sentinel://s1/", "redis-sentinel://s1/bad name",
+                                "redis-sentinel://s1,,s2/m", "redis-sentinel://s1:0/m", "redis-cluster://a:1/1",
+                                "redis-cluster://", "redis-cluster://a,:1", seventeen}) {
+    auto r = ParseRedisUrl(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  // The slot of a key: that of its hash tag (the examples of the Redis Cluster spec).
+  EXPECT_EQ(ClusterSlot("123456789"), 0x31C3 % 16384);
+  EXPECT_EQ(ClusterSlot("{user1000}.following"), ClusterSlot("user1000"));
+  EXPECT_EQ(ClusterSlot("foo{}{bar}"), ClusterSlot("foo{}{bar}"));
+  EXPECT_NE(ClusterSlot("foo{}{bar}"), ClusterSlot("bar"));
+  EXPECT_EQ(ClusterSlot(PoolKeyPrefix("p") + "device:x"), ClusterSlot(PoolKeyPrefix("p") + "waiting"));
+}
+
 TEST(FarmLabelsTest, ParsesAndFormatsLabels) {
   auto l = ParseLabels("gpu=h100,cuda=13.0,rack=b/7,spare=");
   ASSERT_TRUE(l.ok()) << l.status().ToString();

@@ -747,6 +747,127 @@ TEST_F(FarmTest, ServersHoldersAndWaitersFollowASentinelFailover) {
   EXPECT_LT(servers_back, 30s);
 }
 
+// A Redis Cluster of three primaries on loopback, reached through a redis-cluster:// URL:
+// three pools, one on each primary, each with a remex-server; the farm is listed whole
+// (every primary scanned), each pool's keys live on its own primary, runs lease a device
+// of each pool, a waiter is woken on its pool's primary, an operator drains across the
+// cluster, and the lease functions are loaded on every primary.
+TEST_F(FarmTest, PoolsSpreadOverARedisClusterOfThreePrimaries) {
+  const auto dir = std::filesystem::temp_directory_path() / ("remex_cluster_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove_all(p); }
+  } remove_dir{dir};
+  std::vector<std::unique_ptr<RedisProcess>> nodes;
+  std::vector<std::unique_ptr<farm::RedisClient>> admin;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<RedisProcess>(std::vector<std::string>{
+        "--cluster-enabled", "yes", "--cluster-config-file", (dir / ("nodes" + std::to_string(i) + ".conf")).string(),
+        "--cluster-node-timeout", "2000"}));
+    ASSERT_TRUE(nodes.back()->ready());
+    auto c = farm::RedisClient::Connect(nodes.back()->url(), 2s);
+    ASSERT_TRUE(c.ok());
+    admin.push_back(std::move(c).value());
+  }
+  const int first_slot[3] = {0, 5461, 10923}, last_slot[3] = {5460, 10922, 16383};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(admin[i]->Execute({"CLUSTER", "ADDSLOTSRANGE", std::to_string(first_slot[i]), std::to_string(last_slot[i])}).ok());
+  }
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(admin[0]->Execute({"CLUSTER", "MEET", "127.0.0.1", std::to_string(nodes[i]->port())}).ok());
+  }
+  auto cluster_ok = [&] {
+    for (auto& a : admin) {
+      auto info = a->Query({"CLUSTER", "INFO"});
+      if (!info.ok() || info->str.find("cluster_state:ok") == std::string::npos ||
+          info->str.find("cluster_known_nodes:3") == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (int i = 0; i < 200 && !cluster_ok(); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(cluster_ok()) << "the cluster did not form";
+  const std::string url = "redis-cluster://127.0.0.1:" + std::to_string(nodes[0]->port());
+  // A pool on each primary (its hash tag's slot in that primary's range).
+  std::string pools[3];
+  for (int k = 0; pools[0].empty() || pools[1].empty() || pools[2].empty(); ++k) {
+    const std::string name = "pool" + std::to_string(k);
+    const int slot = farm::ClusterSlot(farm::PoolKeyPrefix(name));
+    for (int i = 0; i < 3; ++i) {
+      if (slot >= first_slot[i] && slot <= last_slot[i] && pools[i].empty()) pools[i] = name;
+    }
+  }
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{"--farm", url, "--pool", pools[i]}));
+    ASSERT_NE(servers.back()->port(), 0) << servers.back()->banner();
+  }
+  // Listed whole, each pool's record on its own primary.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(WaitFor(url, servers[i]->address(), true, 10s)) << "not listed: " << servers[i]->address();
+    EXPECT_EQ(admin[i]->Query({"EXISTS", farm::DeviceKey(pools[i], servers[i]->address())})->integer, 1) << pools[i];
+    auto elsewhere = admin[(i + 1) % 3]->Query({"EXISTS", farm::DeviceKey(pools[i], servers[i]->address())});
+    EXPECT_NE(elsewhere.status().message().find("MOVED"), std::string::npos) << elsewhere.status().ToString();
+  }
+  nlohmann::json list = FarmList(url);
+  ASSERT_FALSE(list.is_null());
+  EXPECT_EQ(list["devices"].size(), 3u) << list.dump();
+  // A run leases a device of each pool.
+  for (int i = 0; i < 3; ++i) {
+    auto run = RunCommand(Cli() + " run " + Model() + " --farm " + url + " --pool " + pools[i] + " --json 2>&1");
+    EXPECT_EQ(run.exit_code, 0) << pools[i] << ": " << run.output;
+  }
+  // A waiter on pool 1, woken when the holder releases.
+  auto parsed = farm::ParseRedisUrl(url);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  farm::LeaseRequest request;
+  request.pool = pools[1];
+  request.holder = "cluster-test";
+  auto held = farm::LeaseHolder::Acquire(*parsed, request, 2s);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(admin[1]->Query({"EXISTS", farm::LeaseKey(pools[1], servers[1]->address())})->integer, 1);
+  StatusOr<farm::Lease> waited = Unavailable("not run");
+  std::thread waiter([&] {
+    auto c = farm::RedisClient::Connect(*parsed, 2s);
+    if (!c.ok()) {
+      waited = c.status();
+      return;
+    }
+    farm::LeaseRequest r = request;
+    r.wait = 30s;
+    r.heartbeat = 20s;
+    waited = farm::AcquireLease(**c, r);
+  });
+  for (int i = 0; i < 200 && admin[1]->Query({"ZCARD", farm::QueueKey(pools[1])})->integer < 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*held)->Release().ok());
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  EXPECT_EQ(waited->device_id, servers[1]->address());
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 5s) << "the waiter was not woken";
+  auto c = farm::RedisClient::Connect(*parsed, 2s);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(farm::ReleaseLease(**c, *waited).ok());
+  // An operator drains a device of pool 2 through the cluster, and undrains it.
+  auto drain = RunCommand(Cli() + " farm drain --farm " + url + " " + servers[2]->address() + " 2>&1");
+  EXPECT_EQ(drain.exit_code, 0) << drain.output;
+  EXPECT_EQ(admin[2]->Query({"EXISTS", farm::DrainKey(pools[2], servers[2]->address())})->integer, 1);
+  EXPECT_EQ(RunCommand(Cli() + " farm undrain --farm " + url + " " + servers[2]->address()).exit_code, 0);
+  // The lease functions go to every primary; leases then go through them on each.
+  auto install = RunCommand(Cli() + " farm install-functions --farm " + url + " --farm-key-file " + FarmKeyFile() + " 2>&1");
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  for (int i = 0; i < 3; ++i) {
+    auto libs = admin[i]->Query({"FUNCTION", "LIST", "LIBRARYNAME", farm::kLeaseLibrary});
+    ASSERT_TRUE(libs.ok());
+    EXPECT_EQ(libs->array.size(), 1u) << "node " << i;
+    EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url + " --pool " + pools[i] + " -- true").exit_code, 0);
+  }
+}
+
 // A farm with a farm key: a lease granted through the lease functions is honoured by a
 // server given the key; a lease record written around them is refused, whether it copies
 // every field of a real one with the writer's own key pair or copies a real MAC too.
