@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <string>
@@ -866,6 +868,152 @@ TEST_F(FarmTest, PoolsSpreadOverARedisClusterOfThreePrimaries) {
     EXPECT_EQ(libs->array.size(), 1u) << "node " << i;
     EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url + " --pool " + pools[i] + " -- true").exit_code, 0);
   }
+}
+
+// A `remex worker` process of pool "jobs" (killed with SIGKILL by Kill, else stopped with
+// SIGTERM and reaped).
+class WorkerProcess {
+ public:
+  WorkerProcess(const std::string& url, const std::string& name) {
+    std::vector<std::string> args = {Cli(), "worker", "--farm", url, "--pool", "jobs", "--name", name, "--heartbeat", "0.5"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~WorkerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Jobs that outlive their client: `job submit` returns an id at once and exits; a worker
+// runs the job and records its result, queue time and run time; a worker killed mid-job
+// (SIGKILL) loses the job to the queue and another worker finishes it; with no retries
+// left the job fails naming the lost worker; queued and running jobs are cancelled. Every
+// job ends in exactly one terminal state.
+TEST_F(FarmTest, JobsOutliveTheirClientAndAKilledWorkersJobIsRetried) {
+  const std::string url = redis_.url_text();
+  ServerProcess a({"--farm", url, "--pool", "jobs"});
+  ServerProcess b({"--farm", url, "--pool", "jobs"});  // a killed command's lease lapses; the retry takes the other
+  ASSERT_NE(a.port(), 0) << a.banner();
+  ASSERT_NE(b.port(), 0) << b.banner();
+  auto submit = [&](const std::string& args) {
+    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output.substr(0, r.output.find('\n'));
+  };
+  auto status = [&](const std::string& id) {
+    auto r = RunCommand(Cli() + " job status " + id + " --json --farm " + url);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output, nullptr, false);
+  };
+  auto wait_running = [&](const std::string& id) {
+    for (int i = 0; i < 200; ++i) {
+      if (status(id)["state"] == "running") return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  const std::string slow_args = " -- --shape x=2x4 --repeat 30 --min-samples 30 --min-duration-s 0 --cooldown-ms 300";
+  // A job submitted with no worker: queued, and its submitter gone.
+  const std::string quick = submit(ModelFile() + " --command run -- --shape x=2x4");
+  EXPECT_EQ(quick, "jobs/1");
+  EXPECT_EQ(status(quick)["state"], "queued");
+  // A queued job cancelled.
+  const std::string dropped = submit(ModelFile() + slow_args);
+  auto cancel = RunCommand(Cli() + " job cancel " + dropped + " --farm " + url + " 2>&1");
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.output;
+  EXPECT_EQ(status(dropped)["state"], "cancelled");
+  EXPECT_EQ(RunCommand(Cli() + " job cancel " + dropped + " --farm " + url).exit_code, 2);  // ended already
+  // A worker runs the queued job.
+  auto w1 = std::make_unique<WorkerProcess>(url, "w1");
+  auto wait = RunCommand(Cli() + " job wait " + quick + " --timeout 60 --json --farm " + url);
+  ASSERT_EQ(wait.exit_code, 0) << wait.output;
+  nlohmann::json done = nlohmann::json::parse(wait.output, nullptr, false);
+  EXPECT_EQ(done["state"], "succeeded") << wait.output;
+  EXPECT_EQ(done["attempts"], 1);
+  EXPECT_EQ(done["worker"], "w1");
+  EXPECT_EQ(done["exit_code"], 0);
+  EXPECT_GE(done["queue_ms"].get<int64_t>(), 0);
+  EXPECT_GE(done["run_ms"].get<int64_t>(), 0);
+  EXPECT_TRUE(done["result"].is_object()) << wait.output;  // `remex run --json`'s report
+  auto logs = RunCommand(Cli() + " job logs " + quick + " --farm " + url + " 2>&1");
+  EXPECT_EQ(logs.exit_code, 0);
+  EXPECT_NE(logs.output.find("attempt 1 on worker w1"), std::string::npos) << logs.output;
+  // A long job whose worker is killed mid-run: back in the queue, finished by another.
+  const std::string slow = submit(ModelFile() + slow_args);
+  ASSERT_TRUE(wait_running(slow));
+  w1->Kill();
+  auto w2 = std::make_unique<WorkerProcess>(url, "w2");
+  wait = RunCommand(Cli() + " job wait " + slow + " --timeout 120 --json --farm " + url);
+  ASSERT_EQ(wait.exit_code, 0) << wait.output;
+  done = nlohmann::json::parse(wait.output, nullptr, false);
+  EXPECT_EQ(done["attempts"], 2) << wait.output;
+  EXPECT_EQ(done["worker"], "w2");
+  logs = RunCommand(Cli() + " job logs " + slow + " --farm " + url + " 2>&1");
+  EXPECT_NE(logs.output.find("worker w1 was lost"), std::string::npos) << logs.output;
+  // A running job cancelled: its worker stops the command.
+  const std::string stopped = submit(ModelFile() + slow_args);
+  ASSERT_TRUE(wait_running(stopped));
+  EXPECT_EQ(RunCommand(Cli() + " job cancel " + stopped + " --farm " + url).exit_code, 0);
+  wait = RunCommand(Cli() + " job wait " + stopped + " --timeout 60 --json --farm " + url);
+  EXPECT_EQ(wait.exit_code, 1) << wait.output;
+  EXPECT_EQ(nlohmann::json::parse(wait.output, nullptr, false)["state"], "cancelled") << wait.output;
+  // No retries left: the job fails, naming the lost worker.
+  const std::string fragile = submit("--retries 0 " + ModelFile() + slow_args);
+  ASSERT_TRUE(wait_running(fragile));
+  w2->Kill();
+  WorkerProcess w3(url, "w3");
+  wait = RunCommand(Cli() + " job wait " + fragile + " --timeout 60 --json --farm " + url);
+  EXPECT_EQ(wait.exit_code, 1) << wait.output;
+  done = nlohmann::json::parse(wait.output, nullptr, false);
+  EXPECT_EQ(done["state"], "failed");
+  EXPECT_NE(done["error"].get<std::string>().find("no retries left"), std::string::npos) << wait.output;
+  EXPECT_NE(done["error"].get<std::string>().find("w2"), std::string::npos) << wait.output;
+  // A suite travels with the files its cases name, and runs on a worker elsewhere (here: a
+  // folder of its own, the submitter's copy removed first).
+  const auto suite_dir = std::filesystem::temp_directory_path() / ("remex_job_suite_" + std::to_string(getpid()));
+  std::filesystem::create_directories(suite_dir / "models");
+  std::filesystem::copy_file(ModelFile(), suite_dir / "models" / "relu.onnx",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(suite_dir / "suite.toml") << "name = \"jobsuite\"\n[[case]]\nname = \"relu\"\nmodel = \"models/relu.onnx\"\n"
+                                             "shapes = [\"x=2x4\"]\nreference = \"cpu\"\n";
+  const std::string suite = submit((suite_dir / "suite.toml").string());
+  std::filesystem::remove_all(suite_dir);
+  wait = RunCommand(Cli() + " job wait " + suite + " --timeout 60 --json --farm " + url);
+  ASSERT_EQ(wait.exit_code, 0) << wait.output;
+  done = nlohmann::json::parse(wait.output, nullptr, false);
+  EXPECT_EQ(done["command"], "suite");
+  EXPECT_EQ(done["result"]["suite"], "jobsuite") << wait.output;
+  EXPECT_EQ(done["result"]["passed"], 1) << wait.output;
+  // Every job in one terminal state, listed newest first.
+  auto list = RunCommand(Cli() + " job list --pool jobs --json --farm " + url);
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  nlohmann::json jobs = nlohmann::json::parse(list.output, nullptr, false)["jobs"];
+  ASSERT_EQ(jobs.size(), 6u) << list.output;
+  std::map<std::string, std::string> states;
+  for (const auto& j : jobs) states[j["id"]] = j["state"];
+  EXPECT_EQ(states, (std::map<std::string, std::string>{{quick, "succeeded"}, {dropped, "cancelled"}, {slow, "succeeded"},
+                                                        {stopped, "cancelled"}, {fragile, "failed"}, {suite, "succeeded"}}));
+  EXPECT_EQ(jobs[0]["id"], suite);
 }
 
 // A farm with a farm key: a lease granted through the lease functions is honoured by a

@@ -49,6 +49,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -77,6 +78,7 @@
 #include "host_client/tooling/exit_code.h"
 #include "host_client/tooling/farm.h"
 #include "host_client/tooling/history.h"
+#include "host_client/tooling/job.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/interrupt.h"
 #include "host_client/tooling/prepare.h"
@@ -1302,6 +1304,212 @@ int FarmStatusCommand(const FarmStatusArgs& args) {
   return tooling::kExitOk;
 }
 
+// --- remex job and remex worker (docs/farm.md, "Jobs") ---
+
+struct JobArgs {
+  std::string farm, pool = "default", labels, command, target, id, state;
+  std::vector<std::string> extra;
+  int priority = 0, retries = 2;
+  double timeout_s = 0;
+  size_t limit = 50;
+  bool json = false, follow = false;
+};
+
+// A connection to --farm, or the exit status of the error printed.
+std::unique_ptr<remex::farm::RedisClient> JobConnect(const std::string& farm, const char* what, int& exit_code) {
+  exit_code = tooling::kExitOk;
+  if (farm.empty()) {
+    exit_code = Usage(remex::InvalidArgument(std::string(what) + ": pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+    return nullptr;
+  }
+  auto url = remex::farm::ParseRedisUrl(farm);
+  if (!url.ok()) {
+    exit_code = Usage(url.status());
+    return nullptr;
+  }
+  auto client = remex::farm::RedisClient::Connect(*url, std::chrono::seconds(5));
+  if (!client.ok()) {
+    exit_code = Fail(client.status());
+    return nullptr;
+  }
+  return std::move(client).value();
+}
+
+nlohmann::json JobJson(const remex::farm::JobRecord& j, int64_t now_ms) {
+  nlohmann::json out = {{"id", j.id}, {"pool", j.pool}, {"command", j.command}, {"target", j.target},
+                        {"args", j.args}, {"labels", j.labels}, {"priority", j.priority}, {"retries", j.retries},
+                        {"state", std::string(remex::farm::JobStateName(j.state))}, {"submitter", j.submitter},
+                        {"submitted_ms", j.submitted_ms}, {"attempts", j.attempts}, {"worker", j.worker},
+                        {"queue_ms", j.queue_ms(now_ms)}, {"run_ms", j.run_ms(now_ms)}, {"error", j.error}};
+  if (j.exit_code >= 0) out["exit_code"] = j.exit_code;
+  if (!j.result.empty()) {
+    nlohmann::json result = nlohmann::json::parse(j.result, nullptr, false);
+    out["result"] = result.is_discarded() ? nlohmann::json(j.result) : result;
+  }
+  return out;
+}
+
+void PrintJob(const remex::farm::JobRecord& j, int64_t now_ms) {
+  auto seconds = [](int64_t ms) {
+    if (ms < 0) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", ms / 1000.0);
+    return std::string(buf);
+  };
+  std::printf("%s  %s  %s %s", j.id.c_str(), std::string(remex::farm::JobStateName(j.state)).c_str(), j.command.c_str(),
+              j.target.c_str());
+  for (const std::string& a : j.args) std::printf(" %s", a.c_str());
+  std::printf("\n  queued %s, ran %s, attempts %d%s%s\n", seconds(j.queue_ms(now_ms)).c_str(), seconds(j.run_ms(now_ms)).c_str(),
+              j.attempts, j.worker.empty() ? "" : (", worker " + j.worker).c_str(),
+              j.exit_code >= 0 ? (", exit " + std::to_string(j.exit_code)).c_str() : "");
+  if (!j.error.empty()) std::printf("  %s\n", j.error.c_str());
+}
+
+int JobSubmitCommand(const JobArgs& args) {
+  int exit_code = 0;
+  auto spec = tooling::MakeJobSpec(args.target, args.command, args.extra);
+  if (!spec.ok()) return spec.status().code() == remex::StatusCode::kNotFound ? Fail(spec.status()) : Usage(spec.status());
+  spec->pool = args.pool;
+  spec->labels = args.labels;
+  spec->priority = args.priority;
+  spec->retries = args.retries;
+  auto redis = JobConnect(args.farm, "job submit", exit_code);
+  if (!redis) return exit_code;
+  auto id = remex::farm::SubmitJob(*redis, *spec);
+  if (!id.ok()) return id.status().code() == remex::StatusCode::kInvalidArgument ? Usage(id.status()) : Fail(id.status());
+  if (args.json) {
+    PrintJson({{"id", *id}});
+  } else {
+    std::printf("%s\n", id->c_str());
+  }
+  return tooling::kExitOk;
+}
+
+// `job status` (0 once it printed the job) and `job wait` (0 when the job succeeded, 1 when
+// it failed or was cancelled); 3 when Redis fails or wait's --timeout ran out.
+int JobStatusCommand(const JobArgs& args, bool wait) {
+  int exit_code = 0;
+  auto redis = JobConnect(args.farm, wait ? "job wait" : "job status", exit_code);
+  if (!redis) return exit_code;
+  if (auto parsed = remex::farm::ParseJobId(args.id); !parsed.ok()) return Usage(parsed.status());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
+  std::string after = "$";
+  for (;;) {
+    auto job = remex::farm::ReadJob(*redis, args.id);
+    if (!job.ok()) return Fail(job.status());
+    if (!wait || remex::farm::JobEnded(job->state)) {
+      const int64_t now = remex::farm::UnixMillis();
+      if (args.json) {
+        PrintJson(JobJson(*job, now));
+      } else {
+        PrintJob(*job, now);
+      }
+      if (!wait) return tooling::kExitOk;
+      return job->state == remex::farm::JobState::kSucceeded ? tooling::kExitOk : tooling::kExitMismatch;
+    }
+    if (args.timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
+      return Fail(remex::DeadlineExceeded("job " + args.id + " is still " +
+                                          std::string(remex::farm::JobStateName(job->state)) + " after --timeout"));
+    }
+    // Blocks on the job's log until something is written (its end included).
+    auto entries = remex::farm::ReadJobLog(*redis, args.id, after, 100, std::chrono::seconds(2));
+    if (entries.ok() && !entries->empty()) after = entries->back().id;
+  }
+}
+
+int JobLogsCommand(const JobArgs& args) {
+  int exit_code = 0;
+  auto redis = JobConnect(args.farm, "job logs", exit_code);
+  if (!redis) return exit_code;
+  if (auto job = remex::farm::ReadJob(*redis, args.id); !job.ok()) return Fail(job.status());
+  std::string after = "0";
+  for (;;) {
+    auto entries = remex::farm::ReadJobLog(*redis, args.id, after, 1000,
+                                           args.follow ? std::chrono::milliseconds(2000) : std::chrono::milliseconds(0));
+    if (!entries.ok()) return Fail(entries.status());
+    for (const auto& e : *entries) {
+      after = e.id;
+      if (auto end = e.fields.find("end"); end != e.fields.end()) {
+        std::fprintf(stderr, "remex: job %s %s\n", args.id.c_str(), end->second.c_str());
+        return tooling::kExitOk;
+      }
+      auto stream = e.fields.find("stream");
+      auto line = e.fields.find("line");
+      if (line == e.fields.end()) continue;
+      const bool farm_line = stream != e.fields.end() && stream->second == "farm";
+      std::fprintf(stream != e.fields.end() && stream->second == "out" ? stdout : stderr, "%s%s\n",
+                   farm_line ? "remex: " : "", line->second.c_str());
+    }
+    if (!args.follow && entries->empty()) return tooling::kExitOk;
+  }
+}
+
+int JobCancelCommand(const JobArgs& args) {
+  int exit_code = 0;
+  auto redis = JobConnect(args.farm, "job cancel", exit_code);
+  if (!redis) return exit_code;
+  Status st = remex::farm::CancelJob(*redis, args.id);
+  if (!st.ok()) return st.code() == remex::StatusCode::kFailedPrecondition ? Usage(st) : Fail(st);
+  std::printf("%s: cancelled (a running job stops at its worker's next heartbeat)\n", args.id.c_str());
+  return tooling::kExitOk;
+}
+
+int JobListCommand(const JobArgs& args) {
+  int exit_code = 0;
+  auto redis = JobConnect(args.farm, "job list", exit_code);
+  if (!redis) return exit_code;
+  std::optional<remex::farm::JobState> state;
+  if (!args.state.empty()) {
+    auto s = remex::farm::ParseJobState(args.state);
+    if (!s.ok()) return Usage(s.status().WithContext("--state"));
+    state = *s;
+  }
+  auto jobs = remex::farm::ListJobs(*redis, args.pool, args.limit);
+  if (!jobs.ok()) return jobs.status().code() == remex::StatusCode::kInvalidArgument ? Usage(jobs.status()) : Fail(jobs.status());
+  const int64_t now = remex::farm::UnixMillis();
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& j : *jobs) {
+    if (state && j.state != *state) continue;
+    if (args.json) {
+      list.push_back(JobJson(j, now));
+    } else {
+      PrintJob(j, now);
+    }
+  }
+  if (args.json) PrintJson({{"pool", args.pool}, {"jobs", list}});
+  return tooling::kExitOk;
+}
+
+struct WorkerArgs {
+  std::string farm, pool = "default", name;
+  double heartbeat_s = 5;
+  bool once = false;
+};
+
+std::atomic<bool> g_worker_stop{false};
+void StopWorker(int) { g_worker_stop = true; }
+
+int WorkerCommand(const WorkerArgs& args) {
+  if (args.farm.empty()) return Usage(remex::InvalidArgument("worker: pass --farm redis://HOST:PORT[/DB] or set REMEX_FARM"));
+  if (!(args.heartbeat_s >= 0.2 && args.heartbeat_s <= 600)) {
+    return Usage(remex::InvalidArgument("--heartbeat must be in [0.2, 600] seconds"));
+  }
+  tooling::WorkerOptions options;
+  options.farm = args.farm;
+  options.pool = args.pool;
+  options.name = args.name;
+  options.once = args.once;
+  options.heartbeat = std::chrono::milliseconds(static_cast<int64_t>(args.heartbeat_s * 1000));
+  std::error_code ec;
+  options.remex = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Fail(remex::Internal("cannot find the remex binary: " + ec.message()));
+  signal(SIGTERM, StopWorker);
+  signal(SIGINT, StopWorker);
+  Status st = tooling::RunWorker(options, g_worker_stop);
+  if (!st.ok()) return st.code() == remex::StatusCode::kInvalidArgument ? Usage(st) : Fail(st);
+  return tooling::kExitOk;
+}
+
 // The filter (--model, --labels, --since) and the store (--results) of `remex history`
 // and `remex regressions`: kExitOk, or the exit status of the error it printed.
 template <typename Args>
@@ -1748,6 +1956,56 @@ int main(int argc, char** argv) {
     drain_cmds.push_back(c);
   }
 
+  JobArgs job;
+  auto* job_cmd = app.add_subcommand("job", "jobs in a farm's queue that outlive their client (docs/farm.md, Jobs)");
+  job_cmd->require_subcommand(1);
+  auto add_farm = [&](CLI::App* c) {
+    c->add_option("--farm", job.farm, "redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM; a user's password in REMEX_FARM_PASSWORD)")
+        ->envname("REMEX_FARM");
+  };
+  auto* job_submit_cmd = job_cmd->add_subcommand(
+      "submit", "queue a job (SUITE.toml or a model; its files travel with it) and print its id at once");
+  add_farm(job_submit_cmd);
+  job_submit_cmd->add_option("target", job.target, "SUITE.toml, or a model (.onnx, .rmx)")->required();
+  job_submit_cmd->add_option("--command", job.command, "for a model: bench (default), check or run")
+      ->check(CLI::IsMember({"bench", "check", "run", "suite"}));
+  job_submit_cmd->add_option("--pool", job.pool, "the pool whose workers run it, and whose device it leases")->capture_default_str();
+  job_submit_cmd->add_option("--labels", job.labels, "the selector its device must match (docs/farm.md)");
+  job_submit_cmd->add_option("--priority", job.priority, "-1000..1000: higher runs first")->capture_default_str();
+  job_submit_cmd->add_option("--retries", job.retries, "further attempts when a worker is lost mid-job")->capture_default_str();
+  job_submit_cmd->add_flag("--json", job.json, "print one JSON object");
+  job_submit_cmd->add_option("args", job.extra, "the command's further arguments, after --")->type_name("ARGS");
+  auto* job_status_cmd = job_cmd->add_subcommand("status", "show a job: its state, queue and run times, result");
+  auto* job_wait_cmd = job_cmd->add_subcommand("wait", "wait for a job to end; exit 0 when it succeeded, 1 when not");
+  for (CLI::App* c : {job_status_cmd, job_wait_cmd}) {
+    add_farm(c);
+    c->add_option("id", job.id, "the job's id, POOL/N")->required();
+    c->add_flag("--json", job.json, "print one JSON object (with the command's JSON result)");
+  }
+  job_wait_cmd->add_option("--timeout", job.timeout_s, "seconds to wait (0: no limit); then exit 3")->capture_default_str();
+  auto* job_logs_cmd = job_cmd->add_subcommand("logs", "print a job's log (its command's output)");
+  add_farm(job_logs_cmd);
+  job_logs_cmd->add_option("id", job.id, "the job's id, POOL/N")->required();
+  job_logs_cmd->add_flag("--follow,-f", job.follow, "keep printing until the job ends");
+  auto* job_cancel_cmd = job_cmd->add_subcommand("cancel", "cancel a job (a running one is stopped by its worker)");
+  add_farm(job_cancel_cmd);
+  job_cancel_cmd->add_option("id", job.id, "the job's id, POOL/N")->required();
+  auto* job_list_cmd = job_cmd->add_subcommand("list", "list a pool's jobs, newest first");
+  add_farm(job_list_cmd);
+  job_list_cmd->add_option("--pool", job.pool, "the pool")->capture_default_str();
+  job_list_cmd->add_option("--state", job.state, "only jobs in this state (queued, running, succeeded, failed, cancelled)");
+  job_list_cmd->add_option("--limit", job.limit, "at most this many")->capture_default_str()->check(CLI::Range(1, 10000));
+  job_list_cmd->add_flag("--json", job.json, "print one JSON object");
+  WorkerArgs worker;
+  auto* worker_cmd = app.add_subcommand("worker", "run the jobs of a farm's pool, one at a time, until stopped (SIGTERM)");
+  worker_cmd->add_option("--farm", worker.farm, "redis://[USER@]HOST:PORT[/DB] (default: $REMEX_FARM)")->envname("REMEX_FARM");
+  worker_cmd->add_option("--pool", worker.pool, "the pool whose jobs it runs")->capture_default_str();
+  worker_cmd->add_option("--name", worker.name, "its name in the jobs' records (default: USER@HOST pid N)");
+  worker_cmd->add_option("--heartbeat", worker.heartbeat_s,
+                         "seconds between its heartbeats; its job is requeued 3 heartbeats after its last")
+      ->capture_default_str();
+  worker_cmd->add_flag("--once", worker.once, "end after one job");
+
   HistoryArgs history;
   auto* history_cmd = app.add_subcommand(
       "history", "list the series of a results store (remex bench|check|suite --record) and their latest runs");
@@ -1873,6 +2131,13 @@ int main(int argc, char** argv) {
   if (*dashboard_cmd) return DashboardCommand(dashboard);
   if (*farm_lease_cmd) return FarmLeaseCommand(farm_lease);
   if (*farm_install_cmd) return FarmInstallCommand(farm_install);
+  if (*job_submit_cmd) return JobSubmitCommand(job);
+  if (*job_status_cmd) return JobStatusCommand(job, false);
+  if (*job_wait_cmd) return JobStatusCommand(job, true);
+  if (*job_logs_cmd) return JobLogsCommand(job);
+  if (*job_cancel_cmd) return JobCancelCommand(job);
+  if (*job_list_cmd) return JobListCommand(job);
+  if (*worker_cmd) return WorkerCommand(worker);
   for (size_t i = 0; i < drain_cmds.size(); ++i) {
     if (*drain_cmds[i]) return FarmDrainCommand(drains[i]);
   }
