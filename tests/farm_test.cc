@@ -485,10 +485,11 @@ constexpr const char* kServerAcl =
 constexpr const char* kClientAcl =
     "on >farm-test-pw resetkeys ~remex:{*}:lease:* ~remex:{*}:waiting ~remex:{*}:classes ~remex:{*}:class:* "
     "~remex:{*}:waiters ~remex:{*}:alive ~remex:{*}:grant:* ~remex:{*}:free ~remex:{*}:freed ~remex:{*}:leases "
-    "~remex:{*}:label:* ~remex:{*}:swept ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices %R~remex:* -@all "
-    "+ping +select +eval +evalsha +fcall +time +scan +incr +rpush +lpop +blpop +hset +hget +hmget +hgetall +hdel +zadd "
-    "+zscore +zrem +zrange +zrank +zcard +zcount +zrangebyscore +lrange +scard +sscan +smembers +srem +exists +pexpire "
-    "+set +get +del";
+    "~remex:{*}:label:* ~remex:{*}:swept ~remex:{*}:ticket ~remex:{*}:served ~remex:{*}:devices ~remex:{*}:job:* "
+    "~remex:{*}:jobs ~remex:{*}:jobs:* %R~remex:* -@all +ping +select +multi +exec +discard +eval +evalsha +fcall +time "
+    "+scan +incr +hincrby +rpush +lpop +blpop +ltrim +hset +hget +hmget +hgetall +hdel +zadd +zscore +zrem +zrange "
+    "+zrevrange +zrank +zcard +zcount +zrangebyscore +lrange +scard +sscan +smembers +srem +exists +pexpire +set +get "
+    "+del +xadd +xread";
 constexpr const char* kStatusAcl =
     "on >farm-test-pw resetkeys %R~remex:* -@all +ping +select +scan +hgetall +hmget +exists +time +lrange "
     "+zrangebyscore +zcount +smembers";
@@ -560,6 +561,15 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   auto run = RunCommand(Cli() + " run " + Model() + " --farm " + url("remex-client") + " --pool acl 2>&1");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(RunCommand(Cli() + " farm lease --farm " + url("remex-client") + " --pool acl -- true").exit_code, 0);
+  // A client submits a job, runs it as a worker, and reads its end.
+  auto job = RunCommand(Cli() + " job submit --farm " + url("remex-client") + " --pool acl " + ModelFile() +
+                        " --command run -- --shape x=2x4 2>&1");
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const std::string job_id = job.output.substr(0, job.output.find('\n'));
+  auto worked = RunCommand(Cli() + " worker --once --heartbeat 0.5 --farm " + url("remex-client") + " --pool acl 2>&1");
+  EXPECT_EQ(worked.exit_code, 0) << worked.output;
+  auto waited = RunCommand(Cli() + " job wait " + job_id + " --timeout 30 --farm " + url("remex-client") + " 2>&1");
+  EXPECT_EQ(waited.exit_code, 0) << waited.output;
   auto drain = RunCommand(Cli() + " farm drain --farm " + url("remex-operator") + " " + server.address() + " 2>&1");
   EXPECT_EQ(drain.exit_code, 0) << drain.output;
   EXPECT_EQ(RunCommand(Cli() + " farm undrain --farm " + url("remex-operator") + " " + server.address()).exit_code, 0);
