@@ -89,6 +89,26 @@ end_job(ARGV[1], ARGV[2], ARGV[5])
 return 1
 )lua";
 
+// An attempt whose command failed for want of the farm (exit status 3): back to the
+// queue while retries remain, else failed. KEYS: the job; ARGV: P, n, worker, attempt,
+// exit code, error, KEEP_MS. Returns 2 (requeued), 1 (failed), 0 (not this attempt's).
+constexpr std::string_view kRetryLua = R"lua(
+local f = redis.call('HMGET', KEYS[1], 'state', 'worker', 'attempts', 'retries', 'score')
+if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
+redis.call('ZREM', ARGV[1] .. 'jobs:running', ARGV[2])
+if tonumber(f[3]) > tonumber(f[4]) then
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_ms', now_ms(), 'exit_code', ARGV[5],
+             'error', ARGV[6] .. ' (no retries left)')
+  end_job(ARGV[1], ARGV[2], 'failed')
+  return 1
+end
+redis.call('HSET', KEYS[1], 'state', 'queued')
+redis.call('ZADD', ARGV[1] .. 'jobs:queued', f[5], ARGV[2])
+redis.call('RPUSH', ARGV[1] .. 'jobs:wake', ARGV[2])
+log(ARGV[1], ARGV[2], 'farm', ARGV[6] .. '; the job waits for another attempt')
+return 2
+)lua";
+
 // Cancels. KEYS: the job; ARGV: P, n, KEEP_MS. Returns 1 (ended), 2 (marked: running),
 // 0 (already ended), -1 (no such job).
 constexpr std::string_view kCancelLua = R"lua(
@@ -395,6 +415,17 @@ Status FinishJob(RedisClient& redis, const JobRecord& job, std::string_view work
                  std::string(result.substr(0, kMaxJobResultBytes)), std::string(error.substr(0, kMaxTextBytes))}));
   if (r.integer != 1) return FailedPrecondition("job " + job.id + " is no longer attempt " + std::to_string(attempt) + "'s");
   return OkStatus();
+}
+
+StatusOr<bool> RetryJob(RedisClient& redis, const JobRecord& job, std::string_view worker, int attempt, int exit_code,
+                        std::string_view error) {
+  REMEX_ASSIGN_OR_RETURN(auto parsed, ParseJobId(job.id));
+  REMEX_ASSIGN_OR_RETURN(RedisValue r, RunScript(redis, kRetryLua, JobKey(parsed.first, parsed.second),
+                                                  {PoolKeyPrefix(parsed.first), std::to_string(parsed.second),
+                                                   std::string(worker), std::to_string(attempt), std::to_string(exit_code),
+                                                   std::string(error.substr(0, kMaxTextBytes))}));
+  if (r.integer == 0) return FailedPrecondition("job " + job.id + " is no longer attempt " + std::to_string(attempt) + "'s");
+  return r.integer == 2;
 }
 
 }  // namespace remex::farm

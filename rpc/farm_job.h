@@ -144,4 +144,11 @@ Status AppendJobLog(RedisClient& redis, const JobRecord& job, std::string_view s
 Status FinishJob(RedisClient& redis, const JobRecord& job, std::string_view worker, int attempt, JobState state,
                  int exit_code, std::string_view result, std::string_view error);
 
+// Ends an attempt whose command failed for want of the farm (an infrastructure error:
+// Redis, a connection, a device): the job goes back to the queue, in its place, while
+// retries remain (true), else ends failed with `error` (false). FAILED_PRECONDITION when
+// the job is no longer this attempt's.
+StatusOr<bool> RetryJob(RedisClient& redis, const JobRecord& job, std::string_view worker, int attempt, int exit_code,
+                        std::string_view error);
+
 }  // namespace remex::farm

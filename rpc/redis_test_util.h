@@ -37,14 +37,36 @@ inline uint16_t FreeLoopbackPort() {
   return port;
 }
 
+// Whether `port` on 127.0.0.1 can be bound now.
+inline bool LoopbackPortFree(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool free = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) close(fd);
+  return free;
+}
+
+// A free port for a Redis Cluster node, whose cluster bus listens on the port + 10000:
+// below 55536, and with that port free too (0 when none was found).
+inline uint16_t FreeClusterPort() {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const uint16_t port = FreeLoopbackPort();
+    if (port != 0 && port < 55536 && LoopbackPortFree(static_cast<uint16_t>(port + 10000))) return port;
+  }
+  return 0;
+}
+
 class RedisProcess {
  public:
   // On a free port (another one when that port was taken meanwhile, up to 5 tries).
   RedisProcess() {
     for (int attempt = 0; attempt < 5 && !ready_; ++attempt) Launch(FreeLoopbackPort());
   }
-  // On `port` (a Redis started again where one was).
-  explicit RedisProcess(uint16_t port) { Launch(port); }
+  // On `port` (a Redis started again where one was), with `extra` arguments.
+  explicit RedisProcess(uint16_t port, std::vector<std::string> extra = {}) : extra_(std::move(extra)) { Launch(port); }
   // On a free port, with `extra` arguments (e.g. {"--replicaof", "127.0.0.1", "6379"}); or,
   // with `sentinel_config` (a writable file, which Sentinel rewrites), a Sentinel.
   RedisProcess(std::vector<std::string> extra, std::string sentinel_config = "")

@@ -774,10 +774,13 @@ TEST_F(FarmTest, PoolsSpreadOverARedisClusterOfThreePrimaries) {
   std::vector<std::unique_ptr<RedisProcess>> nodes;
   std::vector<std::unique_ptr<farm::RedisClient>> admin;
   for (int i = 0; i < 3; ++i) {
-    nodes.push_back(std::make_unique<RedisProcess>(std::vector<std::string>{
+    // Each node's cluster bus listens on its port + 10000: a port with that one free too.
+    const uint16_t port = testing::FreeClusterPort();
+    ASSERT_NE(port, 0) << "no free port pair for a cluster node";
+    nodes.push_back(std::make_unique<RedisProcess>(port, std::vector<std::string>{
         "--cluster-enabled", "yes", "--cluster-config-file", (dir / ("nodes" + std::to_string(i) + ".conf")).string(),
         "--cluster-node-timeout", "2000"}));
-    ASSERT_TRUE(nodes.back()->ready());
+    ASSERT_TRUE(nodes.back()->ready()) << "the cluster node on port " << port << " did not start";
     auto c = farm::RedisClient::Connect(nodes.back()->url(), 2s);
     ASSERT_TRUE(c.ok());
     admin.push_back(std::move(c).value());
@@ -1024,6 +1027,62 @@ TEST_F(FarmTest, JobsOutliveTheirClientAndAKilledWorkersJobIsRetried) {
   EXPECT_EQ(states, (std::map<std::string, std::string>{{quick, "succeeded"}, {dropped, "cancelled"}, {slow, "succeeded"},
                                                         {stopped, "cancelled"}, {fragile, "failed"}, {suite, "succeeded"}}));
   EXPECT_EQ(jobs[0]["id"], suite);
+}
+
+// Redis killed (SIGKILL) while a job runs and another waits, then started again from its
+// append-only file on the same port: both jobs succeed, each ending once; the running one
+// on its first attempt (its heartbeat resumes on the restarted Redis) or, when its
+// command failed for want of Redis (exit 3), on a retry.
+TEST_F(FarmTest, JobsSurviveARedisRestartFromItsAppendOnlyFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("remex_aof_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove_all(p); }
+  } remove_dir{dir};
+  const std::vector<std::string> aof = {"--appendonly", "yes", "--appendfsync", "always", "--dir", dir.string()};
+  auto redis = std::make_unique<RedisProcess>(aof);
+  ASSERT_TRUE(redis->ready());
+  const uint16_t port = redis->port();
+  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  ServerProcess a({"--farm", url, "--pool", "jobs"});
+  ServerProcess b({"--farm", url, "--pool", "jobs"});
+  ASSERT_NE(a.port(), 0) << a.banner();
+  ASSERT_NE(b.port(), 0) << b.banner();
+  auto submit = [&](const std::string& args) {
+    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output.substr(0, r.output.find('\n'));
+  };
+  const std::string slow_args = " -- --shape x=2x4 --repeat 20 --min-samples 20 --min-duration-s 0 --cooldown-ms 300";
+  const std::string running = submit(ModelFile() + slow_args);
+  const std::string waiting = submit(ModelFile() + " --command run -- --shape x=2x4");
+  WorkerProcess worker(url, "w1");
+  bool started = false;
+  for (int i = 0; i < 200 && !started; ++i) {
+    auto r = RunCommand(Cli() + " job status " + running + " --json --farm " + url);
+    started = nlohmann::json::parse(r.output, nullptr, false)["state"] == "running";
+    if (!started) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(started);
+  redis->Kill();
+  std::this_thread::sleep_for(1s);
+  redis = std::make_unique<RedisProcess>(port, aof);
+  ASSERT_TRUE(redis->ready()) << "Redis did not start again on port " << port;
+  for (const std::string& id : {running, waiting}) {
+    auto r = RunCommand(Cli() + " job wait " + id + " --timeout 120 --json --farm " + url);
+    nlohmann::json job = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_FALSE(job.is_discarded()) << id << ": " << r.output;
+    const std::string log = RunCommand(Cli() + " job logs " + id + " --farm " + url + " 2>&1").output;
+    // Its first attempt runs on, or (when its command was leasing as Redis died, exit 3)
+    // it is retried: either way it succeeds, once.
+    EXPECT_EQ(job["state"], "succeeded") << r.output << log;
+    EXPECT_GE(job["attempts"].get<int>(), 1) << log;
+    EXPECT_LE(job["attempts"].get<int>(), 3) << log;
+  }
+  auto list = RunCommand(Cli() + " job list --pool jobs --json --farm " + url);
+  nlohmann::json jobs = nlohmann::json::parse(list.output, nullptr, false)["jobs"];
+  ASSERT_EQ(jobs.size(), 2u) << list.output;
 }
 
 // A farm with a farm key: a lease granted through the lease functions is honoured by a

@@ -1335,20 +1335,6 @@ std::unique_ptr<remex::farm::RedisClient> JobConnect(const std::string& farm, co
   return std::move(client).value();
 }
 
-nlohmann::json JobJson(const remex::farm::JobRecord& j, int64_t now_ms) {
-  nlohmann::json out = {{"id", j.id}, {"pool", j.pool}, {"command", j.command}, {"target", j.target},
-                        {"args", j.args}, {"labels", j.labels}, {"priority", j.priority}, {"retries", j.retries},
-                        {"state", std::string(remex::farm::JobStateName(j.state))}, {"submitter", j.submitter},
-                        {"submitted_ms", j.submitted_ms}, {"attempts", j.attempts}, {"worker", j.worker},
-                        {"queue_ms", j.queue_ms(now_ms)}, {"run_ms", j.run_ms(now_ms)}, {"error", j.error}};
-  if (j.exit_code >= 0) out["exit_code"] = j.exit_code;
-  if (!j.result.empty()) {
-    nlohmann::json result = nlohmann::json::parse(j.result, nullptr, false);
-    out["result"] = result.is_discarded() ? nlohmann::json(j.result) : result;
-  }
-  return out;
-}
-
 void PrintJob(const remex::farm::JobRecord& j, int64_t now_ms) {
   auto seconds = [](int64_t ms) {
     if (ms < 0) return std::string("-");
@@ -1392,29 +1378,17 @@ int JobStatusCommand(const JobArgs& args, bool wait) {
   auto redis = JobConnect(args.farm, wait ? "job wait" : "job status", exit_code);
   if (!redis) return exit_code;
   if (auto parsed = remex::farm::ParseJobId(args.id); !parsed.ok()) return Usage(parsed.status());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000));
-  std::string after = "$";
-  for (;;) {
-    auto job = remex::farm::ReadJob(*redis, args.id);
-    if (!job.ok()) return Fail(job.status());
-    if (!wait || remex::farm::JobEnded(job->state)) {
-      const int64_t now = remex::farm::UnixMillis();
-      if (args.json) {
-        PrintJson(JobJson(*job, now));
-      } else {
-        PrintJob(*job, now);
-      }
-      if (!wait) return tooling::kExitOk;
-      return job->state == remex::farm::JobState::kSucceeded ? tooling::kExitOk : tooling::kExitMismatch;
-    }
-    if (args.timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
-      return Fail(remex::DeadlineExceeded("job " + args.id + " is still " +
-                                          std::string(remex::farm::JobStateName(job->state)) + " after --timeout"));
-    }
-    // Blocks on the job's log until something is written (its end included).
-    auto entries = remex::farm::ReadJobLog(*redis, args.id, after, 100, std::chrono::seconds(2));
-    if (entries.ok() && !entries->empty()) after = entries->back().id;
+  auto job = wait ? tooling::WaitForJob(*redis, args.id, std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000)))
+                  : remex::farm::ReadJob(*redis, args.id);
+  if (!job.ok()) return Fail(job.status());
+  const int64_t now = remex::farm::UnixMillis();
+  if (args.json) {
+    PrintJson(tooling::JobToJson(*job, now));
+  } else {
+    PrintJob(*job, now);
   }
+  if (!wait) return tooling::kExitOk;
+  return job->state == remex::farm::JobState::kSucceeded ? tooling::kExitOk : tooling::kExitMismatch;
 }
 
 int JobLogsCommand(const JobArgs& args) {
@@ -1471,7 +1445,7 @@ int JobListCommand(const JobArgs& args) {
   for (const auto& j : *jobs) {
     if (state && j.state != *state) continue;
     if (args.json) {
-      list.push_back(JobJson(j, now));
+      list.push_back(tooling::JobToJson(j, now));
     } else {
       PrintJob(j, now);
     }

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "host_client/tooling/exit_code.h"
 #include "host_client/tooling/suite.h"
 #include "rpc/farm_lease.h"
 
@@ -96,6 +97,58 @@ StatusOr<farm::JobSpec> MakeJobSpec(const std::string& target, std::string comma
   }
   REMEX_ASSIGN_OR_RETURN(spec.target, Inside(base, fs::absolute(path), "the suite"));
   return spec;
+}
+
+nlohmann::json JobToJson(const farm::JobRecord& j, int64_t now_ms) {
+  nlohmann::json out = {{"id", j.id}, {"pool", j.pool}, {"command", j.command}, {"target", j.target},
+                        {"args", j.args}, {"labels", j.labels}, {"priority", j.priority}, {"retries", j.retries},
+                        {"state", std::string(farm::JobStateName(j.state))}, {"submitter", j.submitter},
+                        {"submitted_ms", j.submitted_ms}, {"attempts", j.attempts}, {"worker", j.worker},
+                        {"queue_ms", j.queue_ms(now_ms)}, {"run_ms", j.run_ms(now_ms)}, {"error", j.error}};
+  if (j.exit_code >= 0) out["exit_code"] = j.exit_code;
+  if (!j.result.empty()) {
+    nlohmann::json result = nlohmann::json::parse(j.result, nullptr, /*allow_exceptions=*/false);
+    out["result"] = result.is_discarded() ? nlohmann::json(j.result) : result;
+  }
+  return out;
+}
+
+StatusOr<farm::JobRecord> WaitForJob(farm::RedisClient& redis, const std::string& id, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string after = "$";
+  for (;;) {
+    REMEX_ASSIGN_OR_RETURN(farm::JobRecord job, farm::ReadJob(redis, id));
+    if (farm::JobEnded(job.state)) return job;
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
+      return DeadlineExceeded("job " + id + " is still " + std::string(farm::JobStateName(job.state)) + " after " +
+                              std::to_string(timeout.count() / 1000.0).substr(0, 6) + " s");
+    }
+    // Blocks on the job's log until something is written (its end included), then looks again.
+    auto entries = farm::ReadJobLog(redis, id, after, 100, std::chrono::seconds(2));
+    if (entries.ok() && !entries->empty()) after = entries->back().id;
+  }
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> JobLog(farm::RedisClient& redis, const std::string& id,
+                                                                   bool* ended) {
+  REMEX_RETURN_IF_ERROR(farm::ReadJob(redis, id).status());
+  std::vector<std::pair<std::string, std::string>> lines;
+  if (ended) *ended = false;
+  std::string after = "0";
+  for (;;) {
+    REMEX_ASSIGN_OR_RETURN(auto entries, farm::ReadJobLog(redis, id, after, 1000, std::chrono::milliseconds(0)));
+    if (entries.empty()) return lines;
+    for (const auto& e : entries) {
+      after = e.id;
+      if (e.fields.count("end")) {
+        if (ended) *ended = true;
+        continue;
+      }
+      auto stream = e.fields.find("stream");
+      auto line = e.fields.find("line");
+      if (line != e.fields.end()) lines.emplace_back(stream == e.fields.end() ? "" : stream->second, line->second);
+    }
+  }
 }
 
 namespace {
@@ -285,6 +338,14 @@ void RunJob(farm::RedisClient& redis, const WorkerOptions& options, const std::s
     finish(farm::JobState::kCancelled, exit_code, result, "cancelled while it ran");
   } else if (exit_code == 0) {
     finish(farm::JobState::kSucceeded, 0, result, "");
+  } else if (exit_code == kExitInfrastructure) {
+    // The farm failed it (Redis, a connection, a device), not the model: another attempt.
+    const std::string why = "the command exited 3 (an infrastructure error)" + (last_error.empty() ? "" : ": " + last_error);
+    for (int i = 0; i < 120; ++i) {
+      auto retried = farm::RetryJob(redis, job, worker, claimed.attempt, exit_code, why);
+      if (retried.ok() || retried.status().code() != StatusCode::kUnavailable) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
   } else {
     finish(farm::JobState::kFailed, exit_code, result,
            "the command exited " + std::to_string(exit_code) + (last_error.empty() ? "" : ": " + last_error));

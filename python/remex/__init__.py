@@ -36,7 +36,8 @@ from ._native import Tensor
 __version__: str = _native.version
 
 __all__ = [
-    "connect", "embedded", "farm", "compile", "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult",
+    "connect", "embedded", "farm", "compile", "submit_job", "job_status", "wait_job", "job_logs", "cancel_job", "jobs",
+    "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult",
     "Profile", "CompileResult", "REPR_STATS_MAX_BYTES",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
@@ -747,6 +748,61 @@ def farm(url: Optional[str] = None, *, pool: str = "default", labels: str = "", 
     return Session(_native.farm(url, pool, labels, wait, timeout))
 
 
+# ---- Jobs: work in a farm's queue that outlives this process (docs/farm.md, "Jobs") ----
+
+def _farm_url(url: Optional[str], what: str) -> str:
+    url = url or _os.environ.get("REMEX_FARM", "")
+    if not url:
+        raise InvalidArgument(f"{what}: give the farm's redis://HOST:PORT or set REMEX_FARM")
+    return url
+
+
+def submit_job(target: str, *, farm: Optional[str] = None, pool: str = "default", command: Optional[str] = None,
+               args: Sequence[str] = (), labels: str = "", priority: int = 0, retries: int = 2) -> str:
+    """Queues a job in the farm at redis://HOST:PORT[/DB] (default: $REMEX_FARM) and returns
+    its id ("POOL/N") at once; `remex worker` processes of the pool run it. target: a
+    model (command "bench", the default, "check" or "run") or a SUITE.toml (command
+    "suite"); its files travel with the job. args: the command's further arguments, as
+    the CLI takes them (e.g. ["--shape", "x=1x3x48x320"]). labels: the selector its
+    device must match; priority: -1000..1000, higher first; retries: further attempts
+    when a worker is lost mid-job. Raises InvalidArgument for a bad target, pool,
+    selector or bound, NotFound for a missing file, Unavailable when Redis fails."""
+    return _native.job_submit(_farm_url(farm, "submit_job"), str(target), command or "", list(args), pool, labels,
+                              priority, retries)
+
+
+def job_status(job_id: str, *, farm: Optional[str] = None) -> Dict[str, Any]:
+    """The job as `remex job status --json` prints it: state (queued, running, succeeded,
+    failed, cancelled), queue_ms and run_ms (-1: not applicable), attempts, worker,
+    exit_code, error, and result (the command's JSON report) once it has them. Raises
+    NotFound for an unknown job."""
+    return _json.loads(_native.job_status(_farm_url(farm, "job_status"), job_id, False, 0.0))
+
+
+def wait_job(job_id: str, *, farm: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+    """Waits for the job to end and returns it as job_status does (whatever its end: check
+    its "state"). Raises DeadlineExceeded when timeout seconds pass first."""
+    return _json.loads(_native.job_status(_farm_url(farm, "wait_job"), job_id, True, float(timeout or 0.0)))
+
+
+def job_logs(job_id: str, *, farm: Optional[str] = None) -> List[str]:
+    """The job's log so far: what the farm did ("remex: ..." lines) and its command's
+    standard error, line by line."""
+    return [("remex: " + line) if stream == "farm" else line
+            for stream, line in _native.job_logs(_farm_url(farm, "job_logs"), job_id)]
+
+
+def cancel_job(job_id: str, *, farm: Optional[str] = None) -> None:
+    """Cancels the job: a queued one ends at once, a running one is stopped by its worker.
+    Raises FailedPrecondition when it has ended already."""
+    _native.job_cancel(_farm_url(farm, "cancel_job"), job_id)
+
+
+def jobs(*, farm: Optional[str] = None, pool: str = "default", limit: int = 100) -> List[Dict[str, Any]]:
+    """The pool's jobs, newest first, each as job_status returns it."""
+    return _json.loads(_native.job_list(_farm_url(farm, "jobs"), pool, limit))
+
+
 # ---- Messages in this package's terms ------------------------------------------------
 
 # The tooling's messages, shared with the CLI, name its flags ("--repeat must be at
@@ -758,7 +814,7 @@ _FLAG_ARGUMENTS = {"--shape": "shapes", "--bound": "bounds", "--input": "inputs"
                    "--record": "url", "--no-fuse-epilogues": "fuse_epilogues=False",
                    "--no-fold-batchnorm": "fold_batchnorm=False", "--no-audit": "audit=False"}
 _KEYWORDS = {name for f in (Model.benchmark, Model.run, Session.load, BenchmarkResult.record, compile, connect,
-                             embedded, farm)
+                             embedded, farm, submit_job, wait_job)
              for name in _inspect.signature(f).parameters if name != "self"}
 _FLAG = _re.compile(r"(remex-server )?(?<![\w-])--([a-z][a-z0-9-]*)")
 _REQUEST_PREFIX = _re.compile(r"^(?:setInput|setOutput|invoke|tensorWrite|tensorRead|tensorAlloc|vmCreate|moduleLoad|"

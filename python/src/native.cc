@@ -41,6 +41,7 @@
 #include "host_client/tooling/connection.h"
 #include "host_client/tooling/interactive.h"
 #include "host_client/tooling/interrupt.h"
+#include "host_client/tooling/job.h"
 #include "host_client/tooling/report_json.h"
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
@@ -967,4 +968,57 @@ PYBIND11_MODULE(_native, m) {
         return std::make_unique<Session>(o);
       },
       py::arg("url"), py::arg("pool"), py::arg("labels"), py::arg("wait"), py::arg("timeout"));
+  // Jobs (host_client/tooling/job.h): the calls of `remex job`, the results as JSON text.
+  auto job_redis = [](const std::string& url) {
+    return Unwrap(remex::farm::RedisClient::Connect(Unwrap(remex::farm::ParseRedisUrl(url)), std::chrono::seconds(5)));
+  };
+  m.def(
+      "job_submit",
+      [job_redis](const std::string& url, const std::string& target, const std::string& command,
+                  const std::vector<std::string>& args, const std::string& pool, const std::string& labels, int priority,
+                  int retries) {
+        py::gil_scoped_release release;  // reads the files, writes them to Redis
+        remex::farm::JobSpec spec = Unwrap(tooling::MakeJobSpec(target, command, args));
+        spec.pool = pool;
+        spec.labels = labels;
+        spec.priority = priority;
+        spec.retries = retries;
+        return Unwrap(remex::farm::SubmitJob(*job_redis(url), spec));
+      },
+      py::arg("url"), py::arg("target"), py::arg("command"), py::arg("args"), py::arg("pool"), py::arg("labels"),
+      py::arg("priority"), py::arg("retries"));
+  m.def(
+      "job_status",
+      [job_redis](const std::string& url, const std::string& id, bool wait, double timeout) {
+        py::gil_scoped_release release;
+        auto redis = job_redis(url);
+        const auto job = wait ? tooling::WaitForJob(*redis, id, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)))
+                              : remex::farm::ReadJob(*redis, id);
+        return tooling::JobToJson(Unwrap(job), remex::farm::UnixMillis()).dump();
+      },
+      py::arg("url"), py::arg("id"), py::arg("wait"), py::arg("timeout"));
+  m.def(
+      "job_logs",
+      [job_redis](const std::string& url, const std::string& id) {
+        py::gil_scoped_release release;
+        return Unwrap(tooling::JobLog(*job_redis(url), id));
+      },
+      py::arg("url"), py::arg("id"));
+  m.def(
+      "job_cancel",
+      [job_redis](const std::string& url, const std::string& id) {
+        py::gil_scoped_release release;
+        Check(remex::farm::CancelJob(*job_redis(url), id));
+      },
+      py::arg("url"), py::arg("id"));
+  m.def(
+      "job_list",
+      [job_redis](const std::string& url, const std::string& pool, size_t limit) {
+        py::gil_scoped_release release;
+        nlohmann::json list = nlohmann::json::array();
+        const int64_t now = remex::farm::UnixMillis();
+        for (const auto& j : Unwrap(remex::farm::ListJobs(*job_redis(url), pool, limit))) list.push_back(tooling::JobToJson(j, now));
+        return list.dump();
+      },
+      py::arg("url"), py::arg("pool"), py::arg("limit"));
 }

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import remex
-from conftest import Server, free_port
+from conftest import CLI_BIN, Server, free_port
 
 
 @pytest.fixture
@@ -49,4 +49,38 @@ def test_farm_session_holds_its_lease_until_closed(redis_url, models):
         with pytest.raises(remex.InvalidArgument):
             remex.farm("http://not-redis", pool="py")
     finally:
+        server.stop()
+
+
+def test_jobs_outlive_their_client(redis_url, models):
+    """A job queued from Python is run by a `remex worker` process and read back by its id:
+    its state, times, result and log; a queued job is cancelled."""
+    server = Server("--farm", redis_url, "--pool", "pyjobs")
+    worker = None
+    try:
+        dropped = remex.submit_job(models["add_relu"], farm=redis_url, pool="pyjobs", command="run")
+        assert dropped == "pyjobs/1"
+        assert remex.job_status(dropped, farm=redis_url)["state"] == "queued"
+        remex.cancel_job(dropped, farm=redis_url)
+        assert remex.job_status(dropped, farm=redis_url)["state"] == "cancelled"
+        with pytest.raises(remex.FailedPrecondition):
+            remex.cancel_job(dropped, farm=redis_url)
+        worker = subprocess.Popen([CLI_BIN, "worker", "--farm", redis_url, "--pool", "pyjobs", "--name", "py-worker",
+                                   "--heartbeat", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        job_id = remex.submit_job(models["add_relu"], farm=redis_url, pool="pyjobs", command="run", priority=5)
+        job = remex.wait_job(job_id, farm=redis_url, timeout=60)
+        assert job["state"] == "succeeded", job
+        assert job["worker"] == "py-worker" and job["attempts"] == 1 and job["exit_code"] == 0
+        assert job["queue_ms"] >= 0 and job["run_ms"] >= 0
+        assert isinstance(job["result"], dict)
+        assert any(line.startswith("remex: attempt 1 on worker py-worker") for line in remex.job_logs(job_id, farm=redis_url))
+        assert [j["id"] for j in remex.jobs(farm=redis_url, pool="pyjobs")] == [job_id, dropped]
+        with pytest.raises(remex.NotFound):
+            remex.job_status("pyjobs/99", farm=redis_url)
+        with pytest.raises(remex.InvalidArgument, match="priority"):
+            remex.submit_job(models["add_relu"], farm=redis_url, pool="pyjobs", priority=5000)
+    finally:
+        if worker:
+            worker.terminate()
+            worker.wait()
         server.stop()
