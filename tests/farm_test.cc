@@ -614,6 +614,22 @@ TEST_F(FarmTest, RedisAclRolesLetEachRoleDoItsPartOnly) {
   EXPECT_NE(wrong.output.find("AUTH as remex-status"), std::string::npos) << wrong.output;
 }
 
+// A client waiting for a lease on a connection of its own, on a thread: `wait` and
+// `heartbeat` as LeaseRequest has them; the outcome lands in `out`.
+std::thread WaitForLease(const farm::RedisUrl& url, farm::LeaseRequest request, std::chrono::milliseconds wait,
+                         std::chrono::milliseconds heartbeat, StatusOr<farm::Lease>& out) {
+  return std::thread([url, request, wait, heartbeat, &out]() mutable {
+    auto c = farm::RedisClient::Connect(url, 2s);
+    if (!c.ok()) {
+      out = c.status();
+      return;
+    }
+    request.wait = wait;
+    request.heartbeat = heartbeat;
+    out = farm::AcquireLease(**c, request);
+  });
+}
+
 // Redis behind Sentinel: a primary, its replica and three Sentinels on loopback; two
 // servers register, two clients hold leases and a third waits, all through a
 // redis-sentinel:// URL. The primary is killed (SIGKILL) mid-lease: the Sentinels promote
@@ -693,17 +709,7 @@ TEST_F(FarmTest, ServersHoldersAndWaitersFollowASentinelFailover) {
   auto h2 = farm::LeaseHolder::Acquire(*url, request, 2s);
   ASSERT_TRUE(h2.ok()) << h2.status().ToString();
   StatusOr<farm::Lease> waited = Unavailable("not run");
-  std::thread waiter([&] {
-    auto c = farm::RedisClient::Connect(*url, 2s);
-    if (!c.ok()) {
-      waited = c.status();
-      return;
-    }
-    farm::LeaseRequest r = request;
-    r.wait = 60s;
-    r.heartbeat = 1s;
-    waited = farm::AcquireLease(**c, r);
-  });
+  std::thread waiter = WaitForLease(*url, request, 60s, 1s, waited);
   for (int i = 0; i < 100 && (*client)->Query({"ZCARD", farm::QueueKey("ha")})->integer < 1; ++i) {
     std::this_thread::sleep_for(20ms);
   }
@@ -844,17 +850,7 @@ TEST_F(FarmTest, PoolsSpreadOverARedisClusterOfThreePrimaries) {
   ASSERT_TRUE(held.ok()) << held.status().ToString();
   EXPECT_EQ(admin[1]->Query({"EXISTS", farm::LeaseKey(pools[1], servers[1]->address())})->integer, 1);
   StatusOr<farm::Lease> waited = Unavailable("not run");
-  std::thread waiter([&] {
-    auto c = farm::RedisClient::Connect(*parsed, 2s);
-    if (!c.ok()) {
-      waited = c.status();
-      return;
-    }
-    farm::LeaseRequest r = request;
-    r.wait = 30s;
-    r.heartbeat = 20s;
-    waited = farm::AcquireLease(**c, r);
-  });
+  std::thread waiter = WaitForLease(*parsed, request, 30s, 20s, waited);
   for (int i = 0; i < 200 && admin[1]->Query({"ZCARD", farm::QueueKey(pools[1])})->integer < 1; ++i) {
     std::this_thread::sleep_for(10ms);
   }
