@@ -26,6 +26,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -34,6 +35,7 @@
 #include "host_client/compiler/onnx_test_util.h"
 #include "rpc/farm.h"
 #include "rpc/auth.h"
+#include "rpc/farm_job.h"
 #include "rpc/farm_lease.h"
 #include "rpc/redis_test_util.h"
 #include "tests/model_util.h"
@@ -1079,6 +1081,90 @@ TEST_F(FarmTest, JobsSurviveARedisRestartFromItsAppendOnlyFile) {
   auto list = RunCommand(Cli() + " job list --pool jobs --json --farm " + url);
   nlohmann::json jobs = nlohmann::json::parse(list.output, nullptr, false)["jobs"];
   ASSERT_EQ(jobs.size(), 2u) << list.output;
+}
+
+// Workers and Redis killed at random moments (a seeded schedule, printed): six jobs, two
+// workers killed with SIGKILL and replaced, Redis killed once and started again from its
+// append-only file, a `job wait` client killed; every job ends in exactly one terminal
+// state (one end in its log), with its result when it succeeded and the reason when not,
+// within its attempts.
+TEST_F(FarmTest, JobsEndOnceWhateverIsKilledWhen) {
+  const auto dir = std::filesystem::temp_directory_path() / ("remex_chaos_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove_all(p); }
+  } remove_dir{dir};
+  const std::vector<std::string> aof = {"--appendonly", "yes", "--appendfsync", "always", "--dir", dir.string()};
+  auto redis = std::make_unique<RedisProcess>(aof);
+  ASSERT_TRUE(redis->ready());
+  const uint16_t port = redis->port();
+  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  ServerProcess a({"--farm", url, "--pool", "jobs"});
+  ServerProcess b({"--farm", url, "--pool", "jobs"});
+  ASSERT_NE(a.port(), 0) << a.banner();
+  ASSERT_NE(b.port(), 0) << b.banner();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    const std::string args = i % 3 == 2 ? " --command run -- --shape x=2x4"
+                                        : " -- --shape x=2x4 --repeat 10 --min-samples 10 --min-duration-s 0 --cooldown-ms 150";
+    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + ModelFile() + args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ids.push_back(r.output.substr(0, r.output.find('\n')));
+  }
+  const unsigned seed = static_cast<unsigned>(::testing::UnitTest::GetInstance()->random_seed()) + 7;
+  std::printf("kill schedule seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::vector<std::unique_ptr<WorkerProcess>> workers;
+  int named = 0;
+  for (int i = 0; i < 2; ++i) workers.push_back(std::make_unique<WorkerProcess>(url, "w" + std::to_string(++named)));
+  bool redis_killed = false;
+  auto ended = [&] {
+    auto list = RunCommand(Cli() + " job list --pool jobs --json --farm " + url);
+    nlohmann::json j = nlohmann::json::parse(list.output, nullptr, false);
+    if (j.is_discarded()) return false;
+    size_t n = 0;
+    for (const auto& job : j["jobs"]) n += job["state"] == "succeeded" || job["state"] == "failed" || job["state"] == "cancelled";
+    return n == ids.size();
+  };
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until && !ended()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 1200));
+    const unsigned action = rng() % 4;
+    if (action == 0) {  // a worker dies; another starts
+      auto& w = workers[rng() % workers.size()];
+      w->Kill();
+      w = std::make_unique<WorkerProcess>(url, "w" + std::to_string(++named));
+    } else if (action == 1 && !redis_killed) {  // Redis dies, and comes back from its file
+      redis_killed = true;
+      redis->Kill();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 800));
+      redis = std::make_unique<RedisProcess>(port, aof);
+      ASSERT_TRUE(redis->ready()) << "Redis did not start again on port " << port;
+    } else if (action == 2) {  // a client waiting on a job is killed
+      RunCommand("timeout -s KILL 0.3 " + Cli() + " job wait " + ids[rng() % ids.size()] + " --farm " + url + " > /dev/null");
+    }
+  }
+  auto client = farm::RedisClient::Connect(redis->url(), 2s);
+  ASSERT_TRUE(client.ok());
+  for (const std::string& id : ids) {
+    auto r = RunCommand(Cli() + " job wait " + id + " --timeout 120 --json --farm " + url);
+    nlohmann::json job = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_FALSE(job.is_discarded()) << id << ": " << r.output;
+    const std::string log = RunCommand(Cli() + " job logs " + id + " --farm " + url + " 2>&1").output;
+    if (job["state"] == "succeeded") {
+      EXPECT_TRUE(job["result"].is_object()) << r.output;
+    } else {
+      EXPECT_EQ(job["state"], "failed") << r.output;
+      EXPECT_FALSE(job["error"].get<std::string>().empty()) << r.output;
+    }
+    EXPECT_LE(job["attempts"].get<int>(), 3) << log;
+    auto entries = farm::ReadJobLog(**client, id, "0", 100000, 0ms);
+    ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+    int ends = 0;
+    for (const auto& e : *entries) ends += static_cast<int>(e.fields.count("end"));
+    EXPECT_EQ(ends, 1) << id << " ended " << ends << " times:\n" << log;
+  }
 }
 
 // A farm with a farm key: a lease granted through the lease functions is honoured by a

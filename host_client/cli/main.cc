@@ -42,6 +42,7 @@
 // file system).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
@@ -1479,6 +1480,7 @@ int WorkerCommand(const WorkerArgs& args) {
   if (ec) return Fail(remex::Internal("cannot find the remex binary: " + ec.message()));
   signal(SIGTERM, StopWorker);
   signal(SIGINT, StopWorker);
+  spdlog::set_level(spdlog::level::info);  // a worker says what it runs (on stderr)
   Status st = tooling::RunWorker(options, g_worker_stop);
   if (!st.ok()) return st.code() == remex::StatusCode::kInvalidArgument ? Usage(st) : Fail(st);
   return tooling::kExitOk;
@@ -2081,7 +2083,9 @@ int main(int argc, char** argv) {
     int code = app.exit(e);  // prints help, the version or the error
     return code == 0 ? tooling::kExitOk : tooling::kExitUsage;
   }
-  // The embedded server logs warnings and errors only.
+  // Diagnostics go to stderr (stdout is for results: a --json report must stay JSON); the
+  // embedded server logs warnings and errors only.
+  spdlog::set_default_logger(spdlog::get("remex") ? spdlog::get("remex") : spdlog::stderr_color_mt("remex"));
   spdlog::set_level(spdlog::level::warn);
   if (*completion_cmd) {
     const std::string script = completion_shell == "bash" ? remex::cli::BashCompletionScript(app, "remex")

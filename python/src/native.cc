@@ -17,6 +17,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
@@ -820,7 +821,8 @@ PYBIND11_MODULE(_native, m) {
   // Python runs signal handlers on its main thread: only calls made there are
   // interrupted by Ctrl-C (InterruptScope).
   g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  // An embedded server logs warnings and errors only, as under the remex CLI.
+  // An embedded server logs warnings and errors only, to stderr, as under the remex CLI.
+  spdlog::set_default_logger(spdlog::get("remex") ? spdlog::get("remex") : spdlog::stderr_color_mt("remex"));
   spdlog::set_level(spdlog::level::warn);
 
   // Exception classes by status code name ("NOT_FOUND"), filled in by remex/__init__.py.
