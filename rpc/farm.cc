@@ -879,6 +879,19 @@ StatusOr<RedisValue> RedisClient::Query(const std::vector<std::string>& args) {
   return v;
 }
 
+StatusOr<int64_t> RedisClient::TimeMillis() {
+  REMEX_ASSIGN_OR_RETURN(RedisValue time, Query({"TIME"}));
+  if (time.type != RedisValue::Type::kArray || time.array.size() != 2) return Internal("TIME returned no pair");
+  int64_t seconds = 0, micros = 0;
+  for (auto [field, out] : {std::pair{&time.array[0].str, &seconds}, std::pair{&time.array[1].str, &micros}}) {
+    auto [end, ec] = std::from_chars(field->data(), field->data() + field->size(), *out);
+    if (ec != std::errc() || end != field->data() + field->size() || *out < 0) {
+      return Internal("TIME returned no pair of integers");
+    }
+  }
+  return seconds * 1000 + micros / 1000;
+}
+
 StatusOr<RedisValue> RedisClient::BlockingQuery(const std::vector<std::string>& args, std::chrono::milliseconds block) {
   block_ = block;
   auto r = Query(args);

@@ -247,6 +247,10 @@ class RedisClient {
   // assignment (rpc/farm_lease.h).
   Status AnnounceFree(std::string_view pool, std::string_view id);
 
+  // Redis's clock (TIME), Unix milliseconds, on the node of the last command (the one a
+  // pool's keys live on, in a cluster). INTERNAL for a reply that is not two integers.
+  StatusOr<int64_t> TimeMillis();
+
   const RedisUrl& url() const { return url_; }
 
   // Whether the farm's lease function library (farm_lease.h, kLeaseLibrary) answers on

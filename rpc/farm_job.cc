@@ -197,11 +197,6 @@ StatusOr<JobRecord> RecordFrom(const RedisValue& all, std::string_view pool, int
   return r;
 }
 
-int64_t RedisNow(RedisClient& redis) {
-  auto t = redis.Query({"TIME"});
-  if (!t.ok() || t->array.size() != 2) return UnixMillis();
-  return ToInt(t->array[0].str) * 1000 + ToInt(t->array[1].str) / 1000;
-}
 
 }  // namespace
 
@@ -280,7 +275,7 @@ StatusOr<std::string> SubmitJob(RedisClient& redis, const JobSpec& spec) {
     REMEX_RETURN_IF_ERROR(redis.Execute({"HSET", key + ":files", path, content}));
   }
   if (!spec.files.empty()) REMEX_RETURN_IF_ERROR(redis.Execute({"PEXPIRE", key + ":files", std::to_string(kKeepEndedMs)}));
-  const int64_t now = RedisNow(redis);
+  REMEX_ASSIGN_OR_RETURN(const int64_t now, redis.TimeMillis());
   // Higher priority first, then the order of submission (exact in a double: |priority| <=
   // 1000, n < 2^40).
   const std::string score = std::to_string(-static_cast<int64_t>(spec.priority) * (int64_t{1} << 40) + n);

@@ -485,19 +485,12 @@ StatusOr<RedisValue> RunLeaseScript(RedisClient& redis, const LeaseScript& scrip
 
 std::string Prefix(std::string_view pool) { return PoolKeyPrefix(pool); }
 
-// ",id1,id2," of the pool's registered devices that `selector` matches, and how many:
-// read record by record (for the error messages only).
-StatusOr<std::pair<std::string, size_t>> Candidates(RedisClient& redis, const std::string& pool,
-                                                    const LabelSelector& selector) {
+// How many of the pool's registered devices `selector` matches, read record by record
+// (for the error messages only).
+StatusOr<size_t> MatchingDevices(RedisClient& redis, const std::string& pool, const LabelSelector& selector) {
   REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> devices, redis.ListPool(pool, nullptr, /*leases=*/false));
-  std::string ids = ",";
-  size_t n = 0;
-  for (const DeviceRecord& d : devices) {
-    if (!selector.Matches(d)) continue;
-    ids += d.id + ",";
-    ++n;
-  }
-  return std::make_pair(ids, n);
+  return static_cast<size_t>(std::count_if(devices.begin(), devices.end(),
+                                           [&](const DeviceRecord& d) { return selector.Matches(d); }));
 }
 
 // Lua's decimal escape of every byte of `bytes`, quoted.
@@ -697,8 +690,8 @@ StatusOr<Lease> AcquireLease(RedisClient& redis, const LeaseRequest& request) {
   std::string me = joined.array[0].str;
   // How many devices the selector matches, for the messages (reads the pool's records).
   auto matching = [&]() -> std::string {
-    auto c = Candidates(redis, pool, selector);
-    return c.ok() ? std::to_string(c->second) : std::string("?");
+    auto n = MatchingDevices(redis, pool, selector);
+    return n.ok() ? std::to_string(*n) : std::string("?");
   };
   if (joined.array[1].str == "none") {
     REMEX_ASSIGN_OR_RETURN(std::vector<DeviceRecord> all, redis.ListPool(pool, nullptr, /*leases=*/false));
@@ -866,14 +859,8 @@ StatusOr<std::string> CurrentLeaseKey(RedisClient& redis, std::string_view pool,
     }
   }
   if (verifier) {
-    REMEX_ASSIGN_OR_RETURN(RedisValue time, redis.Query({"TIME"}));
-    int64_t seconds = -1, micros = -1;
-    if (time.type == RedisValue::Type::kArray && time.array.size() == 2) {
-      std::from_chars(time.array[0].str.data(), time.array[0].str.data() + time.array[0].str.size(), seconds);
-      std::from_chars(time.array[1].str.data(), time.array[1].str.data() + time.array[1].str.size(), micros);
-    }
-    if (seconds < 0 || micros < 0) return Internal("TIME returned no pair of integers");
-    REMEX_RETURN_IF_ERROR(verifier->Check(key, fields, seconds * 1000 + micros / 1000));
+    REMEX_ASSIGN_OR_RETURN(int64_t now_ms, redis.TimeMillis());
+    REMEX_RETURN_IF_ERROR(verifier->Check(key, fields, now_ms));
   }
   return *rpc::FromHex(hex);
 }
@@ -894,14 +881,8 @@ StatusOr<std::map<std::string, int64_t>> QueueLengths(RedisClient& redis, const 
   // read-only role lists the farm too): the waiters alive by Redis's clock.
   std::map<std::string, int64_t> lengths;
   if (pools.empty()) return lengths;
-  REMEX_ASSIGN_OR_RETURN(RedisValue time, redis.Query({"TIME"}));
-  if (time.type != RedisValue::Type::kArray || time.array.size() != 2) return Internal("TIME returned no pair");
-  int64_t seconds = 0, micros = 0;
-  for (auto [field, out] : {std::pair{&time.array[0].str, &seconds}, std::pair{&time.array[1].str, &micros}}) {
-    auto [end, ec] = std::from_chars(field->data(), field->data() + field->size(), *out);
-    if (ec != std::errc() || end != field->data() + field->size()) return Internal("TIME returned no integers");
-  }
-  const std::string now = std::to_string(seconds * 1000 + micros / 1000);
+  REMEX_ASSIGN_OR_RETURN(int64_t now_ms, redis.TimeMillis());
+  const std::string now = std::to_string(now_ms);
   for (const std::string& pool : pools) {
     REMEX_ASSIGN_OR_RETURN(RedisValue alive, redis.Query({"ZCOUNT", AliveKey(pool), now, "+inf"}));
     lengths[pool] = alive.integer;

@@ -1027,34 +1027,60 @@ TEST_F(FarmTest, JobsOutliveTheirClientAndAKilledWorkersJobIsRetried) {
   EXPECT_EQ(jobs[0]["id"], suite);
 }
 
+// A farm for the job tests that kill Redis: a Redis with an append-only file synced at every
+// write (in a folder of its own, removed after) and two servers in pool "jobs".
+struct JobFarm {
+  // A new folder of the system's temporary one.
+  static std::filesystem::path NewDir(const std::string& name) {
+    const auto d = std::filesystem::temp_directory_path() / ("remex_" + name + "_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }
+  explicit JobFarm(const std::string& name)
+      : dir(NewDir(name)),
+        aof({"--appendonly", "yes", "--appendfsync", "always", "--dir", dir.string()}),
+        redis(std::make_unique<RedisProcess>(aof)),
+        url("redis://127.0.0.1:" + std::to_string(redis->port())),
+        a({"--farm", url, "--pool", "jobs"}),
+        b({"--farm", url, "--pool", "jobs"}) {}
+  ~JobFarm() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  bool ready() const { return redis->ready() && a.port() != 0 && b.port() != 0; }
+  // `remex job submit` of `args` to pool "jobs": the job's id.
+  std::string Submit(const std::string& args) const {
+    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output.substr(0, r.output.find('\n'));
+  }
+  // SIGKILL, then, after `down`, a Redis again on the same port from its append-only file.
+  bool KillRedisAndRestart(std::chrono::milliseconds down) {
+    const uint16_t port = redis->port();
+    redis->Kill();
+    std::this_thread::sleep_for(down);
+    redis = std::make_unique<RedisProcess>(port, aof);
+    return redis->ready();
+  }
+
+  const std::filesystem::path dir;
+  const std::vector<std::string> aof;
+  std::unique_ptr<RedisProcess> redis;
+  const std::string url;
+  ServerProcess a, b;
+};
+
 // Redis killed (SIGKILL) while a job runs and another waits, then started again from its
 // append-only file on the same port: both jobs succeed, each ending once; the running one
 // on its first attempt (its heartbeat resumes on the restarted Redis) or, when its
 // command failed for want of Redis (exit 3), on a retry.
 TEST_F(FarmTest, JobsSurviveARedisRestartFromItsAppendOnlyFile) {
-  const auto dir = std::filesystem::temp_directory_path() / ("remex_aof_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct Remove {
-    std::filesystem::path p;
-    ~Remove() { std::filesystem::remove_all(p); }
-  } remove_dir{dir};
-  const std::vector<std::string> aof = {"--appendonly", "yes", "--appendfsync", "always", "--dir", dir.string()};
-  auto redis = std::make_unique<RedisProcess>(aof);
-  ASSERT_TRUE(redis->ready());
-  const uint16_t port = redis->port();
-  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
-  ServerProcess a({"--farm", url, "--pool", "jobs"});
-  ServerProcess b({"--farm", url, "--pool", "jobs"});
-  ASSERT_NE(a.port(), 0) << a.banner();
-  ASSERT_NE(b.port(), 0) << b.banner();
-  auto submit = [&](const std::string& args) {
-    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + args);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return r.output.substr(0, r.output.find('\n'));
-  };
+  JobFarm jobs_farm("aof");
+  ASSERT_TRUE(jobs_farm.ready());
+  const std::string& url = jobs_farm.url;
   const std::string slow_args = " -- --shape x=2x4 --repeat 20 --min-samples 20 --min-duration-s 0 --cooldown-ms 300";
-  const std::string running = submit(ModelFile() + slow_args);
-  const std::string waiting = submit(ModelFile() + " --command run -- --shape x=2x4");
+  const std::string running = jobs_farm.Submit(ModelFile() + slow_args);
+  const std::string waiting = jobs_farm.Submit(ModelFile() + " --command run -- --shape x=2x4");
   WorkerProcess worker(url, "w1");
   bool started = false;
   for (int i = 0; i < 200 && !started; ++i) {
@@ -1063,10 +1089,7 @@ TEST_F(FarmTest, JobsSurviveARedisRestartFromItsAppendOnlyFile) {
     if (!started) std::this_thread::sleep_for(100ms);
   }
   ASSERT_TRUE(started);
-  redis->Kill();
-  std::this_thread::sleep_for(1s);
-  redis = std::make_unique<RedisProcess>(port, aof);
-  ASSERT_TRUE(redis->ready()) << "Redis did not start again on port " << port;
+  ASSERT_TRUE(jobs_farm.KillRedisAndRestart(1s)) << "Redis did not start again";
   for (const std::string& id : {running, waiting}) {
     auto r = RunCommand(Cli() + " job wait " + id + " --timeout 120 --json --farm " + url);
     nlohmann::json job = nlohmann::json::parse(r.output, nullptr, false);
@@ -1089,28 +1112,14 @@ TEST_F(FarmTest, JobsSurviveARedisRestartFromItsAppendOnlyFile) {
 // state (one end in its log), with its result when it succeeded and the reason when not,
 // within its attempts.
 TEST_F(FarmTest, JobsEndOnceWhateverIsKilledWhen) {
-  const auto dir = std::filesystem::temp_directory_path() / ("remex_chaos_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct Remove {
-    std::filesystem::path p;
-    ~Remove() { std::filesystem::remove_all(p); }
-  } remove_dir{dir};
-  const std::vector<std::string> aof = {"--appendonly", "yes", "--appendfsync", "always", "--dir", dir.string()};
-  auto redis = std::make_unique<RedisProcess>(aof);
-  ASSERT_TRUE(redis->ready());
-  const uint16_t port = redis->port();
-  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
-  ServerProcess a({"--farm", url, "--pool", "jobs"});
-  ServerProcess b({"--farm", url, "--pool", "jobs"});
-  ASSERT_NE(a.port(), 0) << a.banner();
-  ASSERT_NE(b.port(), 0) << b.banner();
+  JobFarm jobs_farm("chaos");
+  ASSERT_TRUE(jobs_farm.ready());
+  const std::string& url = jobs_farm.url;
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) {
     const std::string args = i % 3 == 2 ? " --command run -- --shape x=2x4"
                                         : " -- --shape x=2x4 --repeat 10 --min-samples 10 --min-duration-s 0 --cooldown-ms 150";
-    auto r = RunCommand(Cli() + " job submit --farm " + url + " --pool jobs " + ModelFile() + args);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    ids.push_back(r.output.substr(0, r.output.find('\n')));
+    ids.push_back(jobs_farm.Submit(ModelFile() + args));
   }
   const unsigned seed = static_cast<unsigned>(::testing::UnitTest::GetInstance()->random_seed()) + 7;
   std::printf("kill schedule seed %u\n", seed);
@@ -1137,15 +1146,12 @@ TEST_F(FarmTest, JobsEndOnceWhateverIsKilledWhen) {
       w = std::make_unique<WorkerProcess>(url, "w" + std::to_string(++named));
     } else if (action == 1 && !redis_killed) {  // Redis dies, and comes back from its file
       redis_killed = true;
-      redis->Kill();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 800));
-      redis = std::make_unique<RedisProcess>(port, aof);
-      ASSERT_TRUE(redis->ready()) << "Redis did not start again on port " << port;
+      ASSERT_TRUE(jobs_farm.KillRedisAndRestart(std::chrono::milliseconds(200 + rng() % 800))) << "Redis did not start again";
     } else if (action == 2) {  // a client waiting on a job is killed
       RunCommand("timeout -s KILL 0.3 " + Cli() + " job wait " + ids[rng() % ids.size()] + " --farm " + url + " > /dev/null");
     }
   }
-  auto client = farm::RedisClient::Connect(redis->url(), 2s);
+  auto client = farm::RedisClient::Connect(jobs_farm.redis->url(), 2s);
   ASSERT_TRUE(client.ok());
   for (const std::string& id : ids) {
     auto r = RunCommand(Cli() + " job wait " + id + " --timeout 120 --json --farm " + url);
