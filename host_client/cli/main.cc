@@ -32,7 +32,8 @@
 //   file under $XDG_DATA_HOME/remex/), --tag KEY=VALUE, --record-required|--record-best-effort.
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
-//   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues, --no-fold-batchnorm.
+//   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues, --no-fold-batchnorm,
+//   --no-fuse-elementwise, --tuning-log FILE [--tuned-for FINGERPRINT].
 // SESSION OPTIONS: --server HOST:PORT (default: an embedded server on loopback),
 //   --input NAME=FILE.npy, --seed N, --compression auto|none|zstd[:LEVEL], --token-file,
 //   --tls-ca/--tls-cert/--tls-key/--tls-server-name, --connect-timeout S, --timeout S,
@@ -91,6 +92,7 @@
 #include "host_client/tooling/sr_model.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/suite.h"
+#include "host_client/tooling/tuning.h"
 #include "host_client/tooling/variants.h"
 #include "host_client/tooling/web_server.h"
 #include "rpc/auth.h"
@@ -152,6 +154,14 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                 "keep Conv and MatMul, their Add and their activation as separate kernels");
   cmd->add_flag("--no-fold-batchnorm", [&specs](int64_t) { specs.fold_batchnorm = false; },
                 "keep inference BatchNormalization apart instead of folding it into the Conv before it");
+  cmd->add_flag("--no-fuse-elementwise", [&specs](int64_t) { specs.fuse_elementwise = false; },
+                "keep chains of elementwise ops as separate kernels instead of one FusedElementwise each");
+  cmd->add_option("--tuning-log", specs.tuning_log,
+                  "compile each bucket with the choices `remex tune` logged for this model in this file")
+      ->type_name("FILE");
+  cmd->add_option("--tuned-for", specs.tuned_for,
+                  "with --tuning-log: the device fingerprint whose choices to use, when the log holds several "
+                  "(`remex tune` prints it)");
 }
 
 // The flags that name a server and how to reach it: run, bench, check and shell.
@@ -278,7 +288,7 @@ StatusOr<tooling::ServerOptions> MakeServerOptions(const ConnectionArgs& args) {
 StatusOr<tooling::ModelRequest> MakeRequest(const SessionArgs& args, const std::string& default_input_dir) {
   tooling::ModelRequest r;
   r.model = args.model;
-  REMEX_ASSIGN_OR_RETURN(r.compile, tooling::ParseCompileSpecs(args.compile));
+  REMEX_ASSIGN_OR_RETURN(r.compile, tooling::ParseCompileSpecs(args.compile, args.model));
   r.changes_compilation = args.compile.ChangesCompilation();
   REMEX_ASSIGN_OR_RETURN(r.input_files, tooling::ParseInputSpecs(args.inputs));
   r.seed = args.seed;
@@ -814,7 +824,7 @@ struct CompileArgs {
 };
 
 int Compile(const CompileArgs& args) {
-  auto options = tooling::ParseCompileSpecs(args.compile);
+  auto options = tooling::ParseCompileSpecs(args.compile, args.model);
   if (!options.ok()) return Usage(options.status());
   auto report = tooling::CompileModel(args.model, *options);
   if (!report.ok()) return Fail(report.status());
@@ -826,6 +836,61 @@ int Compile(const CompileArgs& args) {
   } else {
     remex::cli::PrintCompile(*report, args.output, args.stats);
   }
+  return tooling::kExitOk;
+}
+
+struct TuneArgs : ConnectionArgs {
+  std::string model;
+  tooling::CompileSpecs compile;
+  uint64_t seed = 0;
+  std::vector<std::string> space;  // --space KEY=V1,V2
+  tooling::TuneOptions options;
+  std::string command;
+  bool json = false;
+};
+
+std::atomic<int> g_tune_signal{0};
+extern "C" void OnTuneSignal(int sig) { g_tune_signal.store(sig); }
+
+// remex tune MODEL.onnx: each bucket compiled with the choices that measured fastest on
+// the device (tooling/tuning.h, docs/tuning.md).
+int TuneCommand(const TuneArgs& args) {
+  tooling::TuneOptions o = args.options;
+  o.request.model = args.model;
+  if (!args.compile.tuning_log.empty()) {
+    return Usage(remex::InvalidArgument("remex tune reads and writes its own log: --log, not --tuning-log"));
+  }
+  auto compile = tooling::ParseCompileSpecs(args.compile);
+  if (!compile.ok()) return Usage(compile.status());
+  o.request.compile = *compile;
+  o.request.seed = args.seed;
+  auto server = MakeServerOptions(args);
+  if (!server.ok()) return Usage(server.status());
+  o.request.server = *server;
+  auto space = tooling::ParseTuningSpace(args.space);
+  if (!space.ok()) return Usage(space.status());
+  o.space = *space;
+  if (Status st = tooling::CheckBenchOptions(o.bench); !st.ok()) return Usage(st);
+  // A first SIGINT or SIGTERM ends the tune after the round in progress (the log keeps
+  // every round before it); a second one ends the process.
+  struct sigaction sa = {};
+  sa.sa_handler = OnTuneSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  o.bench.interrupt = &g_tune_signal;
+  remex::cli::TerminalProgress progress(!args.json);
+  auto report = tooling::Tune(o, [&](const std::string& step) { progress.Step(step); });
+  progress.Step("");
+  if (!report.ok()) return Fail(report.status());
+  if (args.json) {
+    nlohmann::json j = tooling::ToJson(*report);
+    j["command"] = args.command;
+    PrintJson(j);
+  } else {
+    std::fputs(tooling::TuneText(*report).c_str(), stdout);
+  }
+  if (g_tune_signal.load() != 0) return 128 + g_tune_signal.load();
   return tooling::kExitOk;
 }
 
@@ -1688,6 +1753,56 @@ int main(int argc, char** argv) {
   compile_cmd->add_flag("--stats", compile.stats, "print kernels by op, placement, layout, buckets and functions");
   compile_cmd->add_flag("--json", compile.json, "print one JSON object (the signature, symbols and statistics)");
 
+  TuneArgs tune;
+  auto* tune_cmd = app.add_subcommand(
+      "tune", "compile each shape bucket with the choices that measure fastest on the device (docs/tuning.md)");
+  tune_cmd->add_option("model", tune.model, "MODEL.onnx")->required()->type_name("FILE");
+  AddCompileOptions(tune_cmd, tune.compile);
+  AddConnectionOptions(tune_cmd, tune);
+  tune_cmd->add_option("-o,--output", tune.options.output_path, "write the tuned executable (.rmx) here")
+      ->type_name("FILE");
+  tune_cmd->add_option("--log", tune.options.log_path,
+                       "the tuning log (JSON Lines): read first, so that a tune resumes, and appended after "
+                       "every round")
+      ->required()
+      ->type_name("FILE");
+  tune_cmd->add_option("--space", tune.space,
+                       "KEY=V1,V2 of the search space, replacing the default's axes (layout, dtype, "
+                       "fold-batchnorm, fuse-epilogues, fuse-elementwise; repeatable)");
+  tune_cmd->add_option("--budget-s", tune.options.budget_s,
+                       "seconds of measurement at most; 0: until no choice improves on the incumbent")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 30.0 * 86400));
+  tune_cmd->add_option("--devices", tune.options.max_devices,
+                       "with --farm: devices leased at most (default: one per bucket, up to every match)")
+      ->check(CLI::Range(0, 4096));
+  tune_cmd->add_option("--seed", tune.seed, "seed of the random inputs")->capture_default_str();
+  tune_cmd->add_option("--rtol", tune.options.rtol, "accuracy check of float32 candidates: relative tolerance")
+      ->capture_default_str();
+  tune_cmd->add_option("--atol", tune.options.atol, "accuracy check of float32 candidates: absolute tolerance")
+      ->capture_default_str();
+  tune_cmd->add_option("--float16-rtol", tune.options.float16_rtol,
+                       "accuracy check of float16 candidates: relative tolerance")
+      ->capture_default_str();
+  tune_cmd->add_option("--float16-atol", tune.options.float16_atol,
+                       "accuracy check of float16 candidates: absolute tolerance")
+      ->capture_default_str();
+  tune_cmd->add_option("--min-duration-s", tune.options.bench.min_duration_s,
+                       "seconds of samples each choice has at least, per round")
+      ->capture_default_str();
+  tune_cmd->add_option("--min-samples", tune.options.bench.min_samples, "samples each choice has at least, per round")
+      ->capture_default_str();
+  tune_cmd->add_option("--confidence", tune.options.bench.confidence,
+                       "confidence of the ratio's interval a winner must exclude 1 with, in (0, 1)")
+      ->capture_default_str();
+  tune_cmd->add_option("--warmup", tune.options.bench.timing.warmup, "untimed calls before each choice's samples")
+      ->capture_default_str();
+  tune_cmd->add_option("--min-repeat-ms", tune.options.bench.timing.min_repeat_ms,
+                       "grow the calls per sample until one sample takes at least this long")
+      ->capture_default_str();
+  tune_cmd->add_flag("--json", tune.json, "print one JSON object");
+  tune.command = CommandLine(argc, argv);
+
   GenSrArgs gen_sr;
   auto* gen_sr_cmd = app.add_subcommand("gen-sr", "write a synthetic EDSR-style x4 super-resolution ONNX model");
   gen_sr_cmd->add_option("-o,--output", gen_sr.output, "SR.onnx")->required()->type_name("FILE");
@@ -1768,7 +1883,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option(
       "--variant", bench.variants,
       "KEY=VALUE[,KEY=VALUE] of compile options (layout, dtype, fuse-epilogues, fold-batchnorm, "
-      "strict, shape, bound, dispatch): benchmark the model as given and each variant, "
+      "fuse-elementwise, strict, shape, bound, dispatch, tuning-log, tuned-for): benchmark the model as given and each variant, "
       "interleaved, in one table (repeatable)");
   // Load scenarios (docs/cli.md, "Load scenarios").
   auto& load = bench.load;
@@ -2094,6 +2209,7 @@ int main(int argc, char** argv) {
     return tooling::kExitOk;
   }
   if (*compile_cmd) return Compile(compile);
+  if (*tune_cmd) return TuneCommand(tune);
   if (*gen_sr_cmd) return GenSr(gen_sr);
   if (*run_cmd) return Run(run);
   if (*bench_cmd) return Bench(bench);

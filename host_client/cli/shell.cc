@@ -235,8 +235,8 @@ const std::vector<Shell::Command>& Shell::Commands() {
   static const std::vector<Command> kCommands = {
       {"load",
        "load FILE.onnx|FILE.rmx [--shape NAME=DIMS ...] [--bound SPEC ...] [--dispatch SPEC ...] [--strict]\n"
-       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm] "
-       "[--as NAME]",
+       "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm]\n"
+       "     [--no-fuse-elementwise] [--as NAME]",
        "compile (an .onnx) and load a model; it becomes the current one",
        "Compiles MODEL.onnx with the compile options of `remex compile` (docs/cli.md) or reads\n"
        "MODEL.rmx, uploads it unless the server's module cache has it, and makes a VM. The\n"
@@ -244,7 +244,7 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "becomes the current model: run, bench, profile, inputs and outputs use it.",
        &Shell::Load,
        {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues",
-        "--no-fold-batchnorm", "--as"}},
+        "--no-fold-batchnorm", "--no-fuse-elementwise", "--as"}},
       {"models",
        "models",
        "list the loaded models (* marks the current one)",
@@ -594,7 +594,7 @@ Status Shell::Help(const Args& args) {
 Status Shell::Load(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(
       Parsed p, ParseArgs("load", args, {"--shape", "--bound", "--dispatch", "--layout", "--dtype", "--as"},
-                          {"--strict", "--no-fuse-epilogues", "--no-fold-batchnorm"}));
+                          {"--strict", "--no-fuse-epilogues", "--no-fold-batchnorm", "--no-fuse-elementwise"}));
   if (p.positional.size() != 1) {
     return InvalidArgument("load takes one model file, FILE.onnx or FILE.rmx; see help load");
   }
@@ -608,6 +608,7 @@ Status Shell::Load(const Args& args) {
   specs.dtype = p.Last("--dtype", specs.dtype);
   specs.fuse_epilogues = !p.Has("--no-fuse-epilogues");
   specs.fold_batchnorm = !p.Has("--no-fold-batchnorm");
+  specs.fuse_elementwise = !p.Has("--no-fuse-elementwise");
   REMEX_ASSIGN_OR_RETURN(compiler::CompileOptions options, tooling::ParseCompileSpecs(specs));
   const std::string as = p.Last("--as");
   if (p.Has("--as")) {
@@ -1198,7 +1199,7 @@ std::vector<std::string> Shell::Complete(const std::string& line) const {
       // A number, a spec or a name nobody can guess; flags take no value.
       const bool known = std::find(cmd->options.begin(), cmd->options.end(), option) != cmd->options.end();
       static const std::set<std::string> kFlags = {
-          "--strict",       "--no-fuse-epilogues", "--no-fold-batchnorm",
+          "--strict",       "--no-fuse-epilogues", "--no-fold-batchnorm", "--no-fuse-elementwise",
           "--no-equal-nan", "--fail-unstable",     "--find-peak",
           "--audit",        "--no-audit",          "--normal"};
       return known && !kFlags.count(option);

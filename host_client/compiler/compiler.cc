@@ -59,6 +59,19 @@ StatusOr<vm::ExecutableDef> CompileGraph(Graph graph, const kernels::KernelRegis
   CompileOptions options = given;
   REMEX_RETURN_IF_ERROR(ResolveSymbolNames(graph, options));
   if (!options.dispatch.empty()) return CompileDispatched(graph, registry, options, stats);
+  if (!options.bucket_choices.empty()) {
+    // Without buckets, the one function is "main".
+    for (const auto& [name, choices] : options.bucket_choices) {
+      if (name != "main") {
+        return InvalidArgument("tuned choices for '" + name +
+                               "', which is no function of this compile (without --dispatch its one function is "
+                               "'main')");
+      }
+    }
+    auto it = options.bucket_choices.find("main");
+    ApplyChoices(it->second, options);
+    options.bucket_choices.clear();
+  }
   return CompileFunction(std::move(graph), registry, options, stats);
 }
 

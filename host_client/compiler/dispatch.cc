@@ -24,6 +24,7 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
   CompileOptions base = options;
   base.dispatch.clear();
   base.strict_dispatch = false;
+  base.bucket_choices.clear();
 
   // The generic function fixes the signature and the symbols with their bounds.
   CompileStats generic_stats;
@@ -49,6 +50,16 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
     }
   }
   REMEX_ASSIGN_OR_RETURN(std::vector<Bucket> buckets, MakeBucketGrid(options.dispatch, bounds));
+  for (const auto& [name, choices] : options.bucket_choices) {
+    bool found = false;
+    for (const Bucket& b : buckets) found = found || b.FunctionName(signature.name) == name;
+    if (!found) {
+      std::string names;
+      for (const Bucket& b : buckets) names += (names.empty() ? "" : ", ") + b.FunctionName(signature.name);
+      return InvalidArgument("tuned choices for '" + name + "', which is no bucket of this --dispatch (its buckets: " +
+                             names + ")");
+    }
+  }
 
   vm::ExecutableDef out;
   out.producer = generic.producer;
@@ -93,6 +104,9 @@ StatusOr<vm::ExecutableDef> CompileDispatched(const Graph& graph, const kernels:
     Graph g = graph;
     CompileOptions o = base;
     o.plan_memory = true;
+    if (auto it = options.bucket_choices.find(bucket.FunctionName(signature.name)); it != options.bucket_choices.end()) {
+      ApplyChoices(it->second, o);
+    }
     for (const BucketDim& d : bucket.dims) {
       if (d.min == d.max) {
         // A single size: the dim becomes static, and so does everything derived from it.

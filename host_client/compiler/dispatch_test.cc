@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "host_client/compiler/compiler.h"
@@ -12,6 +13,7 @@
 #include "host_client/compiler/onnx_import.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "host_client/compiler/vm_test_util.h"
+#include "vm/bytecode.h"
 #include "vm/vm.h"
 
 namespace remex::compiler {
@@ -181,6 +183,66 @@ TEST(DispatchTest, BucketsServeTheirShapesWithTheGenericOutputs) {
     EXPECT_EQ(*got, *want) << "width " << width;
     EXPECT_EQ(b.Served(), served) << "width " << width;
   }
+}
+
+// The ops of the kernels `fn` invokes, by count.
+std::map<std::string, int> KernelOps(const vm::ExecutableDef& def, const vm::FunctionDef& fn) {
+  std::map<std::string, int> ops;
+  for (const vm::Instruction& inst : fn.code) {
+    vm::VisitOperands(inst, [&](char kind, int64_t v) {
+      if (kind == 'k') ops[def.kernels[v].op]++;
+    });
+  }
+  return ops;
+}
+
+TEST(DispatchTest, EachBucketCompilesWithItsTunedChoices) {
+  // The second bucket channels-last, the first as the options say.
+  CompileOptions options = Bucketed("d3=edges:16,32");
+  TunedChoices nhwc = ChoicesOf(options);
+  nhwc.layout = Layout::kNhwc;
+  options.bucket_choices["main[d3=17..32]"] = nhwc;
+  CompileStats stats;
+  auto def = Compile(ConvChain(), options, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_EQ(def->functions.size(), 4u);
+  ASSERT_EQ(def->functions[2].name, "main[d3=17..32]");
+  // Channels-last: Transposes at the graph's edges.
+  EXPECT_EQ(KernelOps(*def, def->functions[1])["Transpose"], 0);
+  EXPECT_GT(KernelOps(*def, def->functions[2])["Transpose"], 0);
+  EXPECT_EQ(KernelOps(*def, def->functions[3])["Transpose"], 0);  // the generic function: the options'
+  // The same outputs as the untuned executable, each bucket serving its widths.
+  auto plain = Compile(ConvChain(), Bucketed("d3=edges:16,32"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  Machine p(*plain), t(*def);
+  for (int64_t width : {9, 20, 32}) {
+    auto want = p.Run(width);
+    auto got = t.Run(width);
+    ASSERT_TRUE(want.ok() && got.ok()) << width;
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) ASSERT_NEAR((*got)[i], (*want)[i], 1e-4f) << width << " at " << i;
+  }
+  EXPECT_EQ(t.Served(), "main[d3=17..32]");
+
+  // A name that is no bucket, and without --dispatch any name but "main", are refused.
+  CompileOptions stale = Bucketed("d3=edges:16,32");
+  stale.bucket_choices["main[d3=1..8]"] = nhwc;
+  auto refused = Compile(ConvChain(), stale);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("'main[d3=1..8]', which is no bucket of this --dispatch (its buckets: "
+                                            "main[d3=1..16], main[d3=17..32])"),
+            std::string::npos)
+      << refused.status().ToString();
+  CompileOptions single;
+  single.bounds = {{"d3", {1, 64}}};
+  single.bucket_choices["main[d3=17..32]"] = nhwc;
+  EXPECT_FALSE(Compile(ConvChain(), single).ok());
+  // "main" without --dispatch: the whole function takes the choices.
+  single.bucket_choices = {{"main", nhwc}};
+  auto whole = Compile(ConvChain(), single);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_GT(KernelOps(*whole, whole->functions[0])["Transpose"], 0);
 }
 
 TEST(DispatchTest, ClonesPlanTheirMemoryAndShareTheWeights) {

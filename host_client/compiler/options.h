@@ -16,6 +16,17 @@
 
 namespace remex::compiler {
 
+// The choices tuning makes per shape bucket (`remex tune`, host_client/tooling/tuning.h),
+// each one of CompileOptions' own fields below, which hold their meaning.
+struct TunedChoices {
+  Layout layout = Layout::kNchw;
+  DType dtype = DType::kUndefined;
+  bool fold_batchnorm = true;
+  bool fuse_epilogues = true;
+  bool fuse_elementwise = true;
+  bool operator==(const TunedChoices&) const = default;
+};
+
 struct CompileOptions {
   // Overrides of graph input shapes (e.g. {"x", {1, 3, 48, 192}}); dims left dynamic
   // are computed at run time by shape functions.
@@ -56,7 +67,25 @@ struct CompileOptions {
   // Plan the memory of tensors with bounded sizes statically (bytecode/memory_plan.h). On in
   // bucket clones.
   bool plan_memory = false;
+  // Per function, by its name: a bucket's ("main[W=33..64]", Bucket::FunctionName), or
+  // "main" for a model compiled without `dispatch`: the choices it compiles with in
+  // place of the fields above (`remex tune` and `remex compile --tuning-log` set them).
+  // The generic function behind the buckets keeps the fields' own. INVALID_ARGUMENT
+  // for a name that is no such function.
+  std::map<std::string, TunedChoices> bucket_choices;
 };
+
+// The tunable fields of `options`, and `choices` written into them.
+inline TunedChoices ChoicesOf(const CompileOptions& options) {
+  return {options.layout, options.dtype, options.fold_batchnorm, options.fuse_epilogues, options.fuse_elementwise};
+}
+inline void ApplyChoices(const TunedChoices& choices, CompileOptions& options) {
+  options.layout = choices.layout;
+  options.dtype = choices.dtype;
+  options.fold_batchnorm = choices.fold_batchnorm;
+  options.fuse_epilogues = choices.fuse_epilogues;
+  options.fuse_elementwise = choices.fuse_elementwise;
+}
 
 // One function of a compiled executable, as `remex compile --stats` lists it.
 struct FunctionStats {

@@ -1,5 +1,7 @@
 #include "host_client/tooling/report_json.h"
 
+#include "host_client/tooling/tuning.h"
+
 namespace remex::tooling {
 namespace {
 
@@ -20,7 +22,7 @@ json CompileOptionsJson(const compiler::CompileOptions& o) {
   for (const auto& [name, b] : o.bounds) bounds[name] = {b.min, b.max >= 0 ? json(b.max) : json(nullptr)};
   json dispatch = json::array();
   for (const auto& d : o.dispatch) dispatch.push_back(d.symbol);
-  return {{"layout", o.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
+  json j = {{"layout", o.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
           {"dtype", o.dtype == DType::kUndefined ? std::string("model") : std::string(DTypeName(o.dtype))},
           {"input_shapes", shapes},
           {"bounds", bounds},
@@ -33,6 +35,14 @@ json CompileOptionsJson(const compiler::CompileOptions& o) {
           {"place_on_host", o.place_on_host},
           {"plan_memory", o.plan_memory},
           {"zstd_level", o.zstd_level}};
+  // Only when tuned: the results store's series keys hash these options, and untuned
+  // runs keep the series they had.
+  if (!o.bucket_choices.empty()) {
+    json tuned = json::object();
+    for (const auto& [name, choices] : o.bucket_choices) tuned[name] = ToJson(choices);
+    j["bucket_choices"] = tuned;
+  }
+  return j;
 }
 
 // The environment fingerprint (docs/cli.md, "Environment"): server, device and gpus

@@ -1,5 +1,7 @@
 #include "host_client/tooling/specs.h"
 
+#include "host_client/tooling/tuning.h"
+
 #include <algorithm>
 #include <charconv>
 #include <sstream>
@@ -146,10 +148,11 @@ StatusOr<FetchSpec> ParseFetch(const std::string& text) {
 bool CompileSpecs::ChangesCompilation() const {
   const CompileSpecs defaults;
   return !bounds.empty() || !dispatch.empty() || strict || layout != defaults.layout || dtype != defaults.dtype ||
-         fuse_epilogues != defaults.fuse_epilogues || fold_batchnorm != defaults.fold_batchnorm;
+         fuse_epilogues != defaults.fuse_epilogues || fold_batchnorm != defaults.fold_batchnorm ||
+         fuse_elementwise != defaults.fuse_elementwise || !tuning_log.empty();
 }
 
-StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) {
+StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs, const std::string& model) {
   compiler::CompileOptions options;
   REMEX_ASSIGN_OR_RETURN(options.input_shapes, ParseShapeSpecs(specs.shapes));
   REMEX_ASSIGN_OR_RETURN(options.bounds, ParseBoundSpecs(specs.bounds));
@@ -169,6 +172,12 @@ StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs) 
   options.strict_dispatch = specs.strict;
   options.fuse_epilogues = specs.fuse_epilogues;
   options.fold_batchnorm = specs.fold_batchnorm;
+  options.fuse_elementwise = specs.fuse_elementwise;
+  if (!specs.tuned_for.empty() && specs.tuning_log.empty()) return InvalidArgument("--tuned-for needs --tuning-log");
+  if (!specs.tuning_log.empty()) {
+    if (model.empty()) return InvalidArgument("--tuning-log needs the .onnx model its records name");
+    REMEX_RETURN_IF_ERROR(ApplyTuningLogFile(specs.tuning_log, model, specs.tuned_for, options));
+  }
   return options;
 }
 
@@ -240,6 +249,12 @@ StatusOr<CompileSpecs> ApplyVariant(const CompileSpecs& specs, const std::string
       REMEX_RETURN_IF_ERROR(boolean(out.fuse_epilogues));
     } else if (key == "fold-batchnorm") {
       REMEX_RETURN_IF_ERROR(boolean(out.fold_batchnorm));
+    } else if (key == "fuse-elementwise") {
+      REMEX_RETURN_IF_ERROR(boolean(out.fuse_elementwise));
+    } else if (key == "tuning-log") {
+      out.tuning_log = value;
+    } else if (key == "tuned-for") {
+      out.tuned_for = value;
     } else if (key == "strict") {
       REMEX_RETURN_IF_ERROR(boolean(out.strict));
     } else if (key == "shape") {

@@ -70,23 +70,31 @@ struct CompileSpecs {
   std::string dtype;                  // --dtype float32 | float16; empty: the model's own
   bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
   bool fold_batchnorm = true;         // --no-fold-batchnorm clears it
+  bool fuse_elementwise = true;       // --no-fuse-elementwise clears it
+  std::string tuning_log;             // --tuning-log FILE: each bucket's tuned choices (tuning.h)
+  std::string tuned_for;              // --tuned-for FINGERPRINT: whose, when the log has several
 
   // Whether any setting other than --shape differs from the default: such settings
   // apply only when compiling, so they contradict an .rmx model.
   bool ChangesCompilation() const;
 };
 
-// The compiler's options from the specs. INVALID_ARGUMENT naming the flag.
-StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs);
+// The compiler's options from the specs. INVALID_ARGUMENT naming the flag. With
+// --tuning-log, `model` is the .onnx whose content hash selects the log's records
+// (ApplyTuningLogFile, tuning.h): INVALID_ARGUMENT for --tuned-for without it or no
+// model, and the log's errors (NOT_FOUND when it holds nothing of this model).
+StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs, const std::string& model = "");
 
 // The compile settings of `remex bench --variant`, the flags' names without "--":
-// layout, dtype, fuse-epilogues, fold-batchnorm, strict, shape, bound, dispatch.
-inline constexpr const char* kVariantKeys[] = {"layout", "dtype", "fuse-epilogues", "fold-batchnorm",
-                                               "strict", "shape", "bound",          "dispatch"};
+// layout, dtype, fuse-epilogues, fold-batchnorm, fuse-elementwise, strict, shape, bound,
+// dispatch, tuning-log, tuned-for.
+inline constexpr const char* kVariantKeys[] = {"layout",     "dtype",     "fuse-epilogues", "fold-batchnorm",
+                                               "fuse-elementwise", "strict", "shape",  "bound",
+                                               "dispatch",   "tuning-log", "tuned-for"};
 
 // `specs` with one variant's settings applied: KEY=VALUE[,KEY=VALUE...], each key as its
 // flag and each value as that flag takes it; the booleans (fuse-epilogues,
-// fold-batchnorm, strict) take true or false. A shape or bound replaces the one of the
+// fold-batchnorm, fuse-elementwise, strict) take true or false. A shape or bound replaces the one of the
 // same input or symbol (or adds one); the variant's dispatch specs replace the
 // command's. A comma that does not start a new KEY= belongs to the value before it
 // (dispatch=W=edges:64,128). INVALID_ARGUMENT naming --variant and the key for an

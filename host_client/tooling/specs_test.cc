@@ -59,7 +59,7 @@ TEST(SpecsTest, VariantsApplyOverTheCommandsSettings) {
   };
   EXPECT_NE(message("colour=red")
                 .find("unknown key 'colour' (keys: layout, dtype, fuse-epilogues, "
-                      "fold-batchnorm, strict, shape, bound, dispatch)"),
+                      "fold-batchnorm, fuse-elementwise, strict, shape, bound, dispatch, tuning-log, tuned-for)"),
             std::string::npos);
   EXPECT_NE(message("NHWC").find("is no KEY=VALUE"), std::string::npos);
   EXPECT_NE(message("strict=yes").find("true or false"), std::string::npos);

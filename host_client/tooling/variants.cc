@@ -255,6 +255,15 @@ ProfileDiff DiffProfiles(const json& a, const json& b) {
 
 StatusOr<VariantsReport> BenchVariants(const std::vector<VariantRequest>& variants,
                                        const BenchOptions& options, const ProgressFn& progress) {
+  Connection connection;
+  return BenchVariantsOn(variants, options, connection, progress);
+}
+
+namespace {
+
+StatusOr<VariantsReport> BenchVariantsOnImpl(const std::vector<VariantRequest>& variants,
+                                             const BenchOptions& options, Connection& connection,
+                                             const ProgressFn& progress) {
   if (variants.size() < 2 || variants.size() > kMaxVariants) {
     return InvalidArgument("--variant: " + std::to_string(variants.size()) +
                            " variants (the model as given "
@@ -268,13 +277,11 @@ StatusOr<VariantsReport> BenchVariants(const std::vector<VariantRequest>& varian
     if (progress) progress(step);
   };
 
-  // Every variant on one connection: the first's, handed from one preparation to the
-  // next and kept here.
-  Connection connection;
+  // Every variant on one connection (the given one, else the first's), handed from one
+  // preparation to the next and kept here.
   std::vector<PreparedModel> prepared;
   for (size_t k = 0; k < variants.size(); ++k) {
-    auto p = k == 0 ? PrepareModel(variants[k].request, progress)
-                    : PrepareModelOn(variants[k].request, std::move(connection), progress);
+    auto p = PrepareModelOn(variants[k].request, std::move(connection), progress);
     if (!p.ok()) return p.status().WithContext("variant '" + variants[k].label + "'");
     connection = std::move(p->connection);
     prepared.push_back(std::move(p).value());
@@ -355,6 +362,15 @@ StatusOr<VariantsReport> BenchVariants(const std::vector<VariantRequest>& varian
     REMEX_RETURN_IF_ERROR(freed.WithContext("variant '" + variants[v].label + "'"));
   }
   return r;
+}
+
+}  // namespace
+
+StatusOr<VariantsReport> BenchVariantsOn(const std::vector<VariantRequest>& variants, const BenchOptions& options,
+                                         Connection& connection, const ProgressFn& progress) {
+  auto report = BenchVariantsOnImpl(variants, options, connection, progress);
+  if (!report.ok()) connection = Connection();
+  return report;
 }
 
 json ToJson(const VariantsReport& r) {

@@ -127,6 +127,11 @@ struct VariantsReport {
 // variant); DATA_LOSS for a reply with other than one sample, or a bad one.
 StatusOr<VariantsReport> BenchVariants(const std::vector<VariantRequest>& variants,
                                        const BenchOptions& options, const ProgressFn& progress = {});
+// As BenchVariants, on `connection` when it has a session (its server; the variants'
+// own server options unused), else on the first variant's server, whose connection is
+// then left in `connection`. The connection is closed (empty) after an error.
+StatusOr<VariantsReport> BenchVariantsOn(const std::vector<VariantRequest>& variants, const BenchOptions& options,
+                                         Connection& connection, const ProgressFn& progress = {});
 
 // {"schema": "remex.variants", "schema_version": 1, model, server, device, confidence,
 // rounds, complete, order, variants: [{label, function, number, samples_ms,

@@ -1,0 +1,942 @@
+// Tuning over the wire (see tuning.h).
+#include "host_client/tooling/tuning.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "base/content_hash.h"
+#include "host_client/compiler/buckets.h"
+#include "host_client/tooling/compile.h"
+#include "host_client/tooling/connection.h"
+#include "host_client/tooling/farm.h"
+#include "host_client/tooling/results_store.h"
+#include "host_client/tooling/text.h"
+#include "host_client/tooling/variants.h"
+
+namespace remex::tooling {
+
+using nlohmann::json;
+using compiler::TunedChoices;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* LayoutText(compiler::Layout l) { return l == compiler::Layout::kNhwc ? "NHWC" : "NCHW"; }
+std::string DTypeText(DType d) { return d == DType::kUndefined ? std::string("model") : std::string(DTypeName(d)); }
+const char* BoolText(bool b) { return b ? "true" : "false"; }
+
+// The value of axis `key` in `c`, as --space writes it.
+std::string AxisValue(const TunedChoices& c, const std::string& key) {
+  if (key == "layout") return LayoutText(c.layout);
+  if (key == "dtype") return DTypeText(c.dtype);
+  if (key == "fold-batchnorm") return BoolText(c.fold_batchnorm);
+  if (key == "fuse-epilogues") return BoolText(c.fuse_epilogues);
+  return BoolText(c.fuse_elementwise);
+}
+
+std::string DimsText(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out.empty() ? "scalar" : out;
+}
+
+json ShapesJson(const std::map<std::string, Shape>& shapes) {
+  json j = json::object();
+  for (const auto& [name, s] : shapes) j[name] = s;
+  return j;
+}
+
+}  // namespace
+
+// ---- choices -----------------------------------------------------------------------
+
+json ToJson(const TunedChoices& c) {
+  return {{"layout", LayoutText(c.layout)},
+          {"dtype", DTypeText(c.dtype)},
+          {"fold_batchnorm", c.fold_batchnorm},
+          {"fuse_epilogues", c.fuse_epilogues},
+          {"fuse_elementwise", c.fuse_elementwise}};
+}
+
+StatusOr<TunedChoices> TunedChoicesFromJson(const json& j) {
+  if (!j.is_object()) return InvalidArgument("tuned choices: not a JSON object");
+  TunedChoices c;
+  auto text = [&](const char* field) -> StatusOr<std::string> {
+    if (!j.contains(field) || !j[field].is_string())
+      return InvalidArgument(std::string("tuned choices: '") + field + "' missing or not a string");
+    return j[field].get<std::string>();
+  };
+  auto boolean = [&](const char* field, bool& out) -> Status {
+    if (!j.contains(field) || !j[field].is_boolean())
+      return InvalidArgument(std::string("tuned choices: '") + field + "' missing or not a boolean");
+    out = j[field].get<bool>();
+    return OkStatus();
+  };
+  REMEX_ASSIGN_OR_RETURN(std::string layout, text("layout"));
+  REMEX_ASSIGN_OR_RETURN(std::string dtype, text("dtype"));
+  REMEX_RETURN_IF_ERROR(SetTunedChoice(c, "layout", layout).WithContext("tuned choices"));
+  REMEX_RETURN_IF_ERROR(SetTunedChoice(c, "dtype", dtype).WithContext("tuned choices"));
+  REMEX_RETURN_IF_ERROR(boolean("fold_batchnorm", c.fold_batchnorm));
+  REMEX_RETURN_IF_ERROR(boolean("fuse_epilogues", c.fuse_epilogues));
+  REMEX_RETURN_IF_ERROR(boolean("fuse_elementwise", c.fuse_elementwise));
+  return c;
+}
+
+Status SetTunedChoice(TunedChoices& c, const std::string& key, const std::string& value) {
+  auto boolean = [&](bool& field) -> Status {
+    if (value == "true") {
+      field = true;
+    } else if (value == "false") {
+      field = false;
+    } else {
+      return InvalidArgument(key + " must be true or false, got '" + value + "'");
+    }
+    return OkStatus();
+  };
+  if (key == "layout") {
+    auto layout = compiler::ParseLayout(value);
+    if (!layout.ok()) return layout.status().WithContext("layout");
+    c.layout = *layout;
+    return OkStatus();
+  }
+  if (key == "dtype") {
+    if (value == "model") {
+      c.dtype = DType::kUndefined;
+      return OkStatus();
+    }
+    if (value != "float32" && value != "float16")
+      return InvalidArgument("dtype must be model, float32 or float16, got '" + value + "'");
+    c.dtype = value == "float16" ? DType::kFloat16 : DType::kFloat32;
+    return OkStatus();
+  }
+  if (key == "fold-batchnorm") return boolean(c.fold_batchnorm);
+  if (key == "fuse-epilogues") return boolean(c.fuse_epilogues);
+  if (key == "fuse-elementwise") return boolean(c.fuse_elementwise);
+  std::string keys;
+  for (const char* k : kTuningKeys) keys += (keys.empty() ? "" : ", ") + std::string(k);
+  return InvalidArgument("unknown choice '" + key + "' (the choices: " + keys + ")");
+}
+
+std::string TunedChoicesText(const TunedChoices& c, const TunedChoices& start) {
+  std::string out;
+  for (const char* key : kTuningKeys) {
+    const std::string v = AxisValue(c, key);
+    if (v != AxisValue(start, key)) out += (out.empty() ? "" : ",") + std::string(key) + "=" + v;
+  }
+  return out.empty() ? "start" : out;
+}
+
+StatusOr<std::vector<TuningAxis>> ParseTuningSpace(const std::vector<std::string>& specs) {
+  std::vector<TuningAxis> out;
+  for (const std::string& spec : specs) {
+    auto fail = [&](const std::string& why) { return InvalidArgument("--space '" + spec + "': " + why); };
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) return fail("expected KEY=V1,V2,...");
+    TuningAxis axis;
+    axis.key = spec.substr(0, eq);
+    for (const TuningAxis& a : out) {
+      if (a.key == axis.key) return fail("'" + axis.key + "' is given twice");
+    }
+    std::stringstream ss(spec.substr(eq + 1));
+    std::string value;
+    while (std::getline(ss, value, ',')) {
+      TunedChoices scratch;
+      if (Status st = SetTunedChoice(scratch, axis.key, value); !st.ok()) return fail(st.message());
+      if (std::find(axis.values.begin(), axis.values.end(), value) == axis.values.end()) axis.values.push_back(value);
+    }
+    if (axis.values.empty()) return fail("no values");
+    out.push_back(std::move(axis));
+  }
+  return out;
+}
+
+std::vector<TuningAxis> DefaultTuningSpace(const std::string& device) {
+  std::vector<TuningAxis> space = {{"layout", {"NCHW", "NHWC"}},
+                                   {"fold-batchnorm", {"true", "false"}},
+                                   {"fuse-epilogues", {"true", "false"}},
+                                   {"fuse-elementwise", {"true", "false"}}};
+  // The CPU device has no float16 arithmetic (compile.h, CompileDTypeFor).
+  if (device != "cpu") space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
+  return space;
+}
+
+std::string TuningFingerprint(const client::ServerInfo& info) {
+  const client::ServerEnvironment& e = info.environment;
+  const std::string device = info.devices.empty() ? "" : info.devices[0].name;
+  if (device.rfind("cuda", 0) == 0) {
+    size_t index = 0;
+    if (device.size() > 5) index = static_cast<size_t>(std::strtoul(device.c_str() + 5, nullptr, 10));
+    if (index < e.gpus.size()) {
+      const client::GpuEnvironment& g = e.gpus[index];
+      return "gpu: " + (g.name.empty() ? std::string("unknown") : g.name) + ", compute capability " +
+             (g.compute_capability.empty() ? std::string("unknown") : g.compute_capability);
+    }
+    return "gpu: unknown";
+  }
+  return "cpu: " + (e.cpu_model.empty() ? std::string("unknown") : e.cpu_model) + ", " +
+         (e.compute_threads ? std::to_string(e.compute_threads) : std::string("unknown")) + " compute threads";
+}
+
+// ---- the log -----------------------------------------------------------------------
+
+StatusOr<TuningLog> ReadTuningLog(const std::string& path) {
+  TuningLog log;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return log;
+  std::ifstream in(path);
+  if (!in) return NotFound("the tuning log " + path + " cannot be read");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || j.value("schema", "") != kTuningLogSchema || !j.contains("schema_version") ||
+        !j["schema_version"].is_number_integer()) {
+      log.skipped_lines++;
+      continue;
+    }
+    if (j["schema_version"].get<int>() > kTuningLogSchemaVersion) {
+      return InvalidArgument("the tuning log " + path + " has a record of schema_version " +
+                             std::to_string(j["schema_version"].get<int>()) + "; this remex reads up to " +
+                             std::to_string(kTuningLogSchemaVersion));
+    }
+    log.records.push_back(std::move(j));
+  }
+  if (in.bad()) return DataLoss("reading the tuning log " + path);
+  return log;
+}
+
+StatusOr<std::map<std::string, TunedChoices>> TunedChoicesFromLog(const TuningLog& log, const std::string& model_hash,
+                                                                  const std::string& fingerprint, std::string* used) {
+  std::set<std::string> fingerprints;
+  for (const json& r : log.records) {
+    if (r.value("kind", "") == "best" && r.value("model_hash", "") == model_hash) {
+      fingerprints.insert(r.value("fingerprint", ""));
+    }
+  }
+  std::string fp = fingerprint;
+  if (fp.empty()) {
+    if (fingerprints.empty()) return NotFound("the tuning log has no tuned bucket for this model (hash " + model_hash + ")");
+    if (fingerprints.size() > 1) {
+      std::string names;
+      for (const auto& f : fingerprints) names += "\n  " + f;
+      return InvalidArgument("the tuning log holds this model tuned on several devices; name one with --tuned-for:" +
+                             names);
+    }
+    fp = *fingerprints.begin();
+  } else if (!fingerprints.count(fp)) {
+    std::string names;
+    for (const auto& f : fingerprints) names += "\n  " + f;
+    return NotFound("the tuning log has no tuned bucket for this model on '" + fp + "'" +
+                    (names.empty() ? std::string() : "; it has:" + names));
+  }
+  std::map<std::string, TunedChoices> out;
+  for (const json& r : log.records) {
+    if (r.value("kind", "") != "best" || r.value("model_hash", "") != model_hash || r.value("fingerprint", "") != fp)
+      continue;
+    auto choice = TunedChoicesFromJson(r.value("choice", json()));
+    if (!choice.ok()) return choice.status().WithContext("the tuning log's record of " + r.value("bucket", "?"));
+    out[r.value("bucket", "")] = *choice;  // the latest record of a bucket wins
+  }
+  if (used) *used = fp;
+  return out;
+}
+
+// ---- remex tune --------------------------------------------------------------------
+
+namespace {
+
+// A bucket to tune: its function name, representative shapes, and the compile options
+// of it alone (the start's choices).
+struct BucketPlan {
+  std::string name;
+  std::map<std::string, Shape> shapes;
+  compiler::CompileOptions options;
+};
+
+// What replaying the log of a bucket gives.
+struct Replay {
+  TunedChoices incumbent;
+  std::set<std::string> tried;  // choices' JSON dumps
+  int rounds = 0, measured = 0, rejected = 0;
+  bool complete = false;
+  std::optional<json> best;  // the complete "best" record
+};
+
+// A candidate of a round.
+struct Candidate {
+  TunedChoices choice;
+  std::string label;
+  std::string rmx;     // compiled executable's path
+  std::string status;  // "ok", "rejected"
+  std::string reason;  // why rejected
+};
+
+class Tuner {
+ public:
+  Tuner(const TuneOptions& o, const ProgressFn& progress) : o_(o), progress_(progress) {}
+  StatusOr<TuneReport> Run();
+
+ private:
+  void Say(const std::string& step) {
+    std::lock_guard<std::mutex> lock(say_mu_);
+    if (progress_) progress_(step);
+  }
+  bool Interrupted() const { return o_.bench.interrupt && o_.bench.interrupt->load() != 0; }
+  bool BudgetSpent() const { return o_.budget_s > 0 && Clock::now() >= deadline_; }
+  json Record(const char* kind, const BucketPlan& plan, const std::string& server) const;
+  Status Append(const std::vector<json>& records);
+  Replay ReplayLog(const BucketPlan& plan) const;
+  StatusOr<std::string> CompileCandidate(const BucketPlan& plan, const TunedChoices& choice, const std::string& path);
+  Status Worker(Connection connection);
+  Status TuneOne(size_t index, Connection& connection);
+  // `connection` closed by an error: a fresh one, of the first device's fingerprint.
+  Status Reconnect(Connection& connection);
+  ModelRequest CandidateRequest(const BucketPlan& plan, const std::string& rmx, const std::string& ref_dir) const;
+
+  const TuneOptions& o_;
+  ProgressFn progress_;
+  std::mutex say_mu_;
+  std::mutex mu_;  // guards everything below that workers share
+  TuningLog log_;
+  std::string model_hash_, fingerprint_, device_;
+  TunedChoices start_;
+  compiler::CompileOptions resolved_;  // the start options, symbols resolved
+  bool has_float16_ = false;
+  std::vector<TuningAxis> space_;
+  std::vector<BucketPlan> plans_;
+  std::vector<TuneBucket> results_;
+  std::set<std::string> servers_;
+  size_t next_ = 0;
+  std::string tmp_;
+  Clock::time_point deadline_;
+  int measured_ = 0, rejected_ = 0;
+};
+
+json Tuner::Record(const char* kind, const BucketPlan& plan, const std::string& server) const {
+  return {{"schema", kTuningLogSchema}, {"schema_version", kTuningLogSchemaVersion},
+          {"kind", kind},               {"fingerprint", fingerprint_},
+          {"model_hash", model_hash_},  {"model", std::filesystem::path(o_.request.model).filename().string()},
+          {"bucket", plan.name},        {"shapes", ShapesJson(plan.shapes)},
+          {"start", ToJson(start_)},    {"server", server},
+          {"recorded_at", UtcNow()}};
+}
+
+Status Tuner::Append(const std::vector<json>& records) {
+  std::string text;
+  for (const json& r : records) text += r.dump() + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ofstream out(o_.log_path, std::ios::app);
+  out << text;
+  out.flush();
+  if (!out) return DataLoss("appending to the tuning log " + o_.log_path);
+  for (const json& r : records) log_.records.push_back(r);
+  return OkStatus();
+}
+
+Replay Tuner::ReplayLog(const BucketPlan& plan) const {
+  Replay r;
+  r.incumbent = start_;
+  const json shapes = ShapesJson(plan.shapes), start = ToJson(start_);
+  for (const json& rec : log_.records) {
+    if (rec.value("fingerprint", "") != fingerprint_ || rec.value("model_hash", "") != model_hash_ ||
+        rec.value("bucket", "") != plan.name || rec.value("shapes", json()) != shapes ||
+        rec.value("start", json()) != start) {
+      continue;
+    }
+    const std::string kind = rec.value("kind", "");
+    if (kind == "round") {
+      r.rounds = std::max(r.rounds, rec.value("round", 0));
+      for (const json& c : rec.value("candidates", json::array())) r.tried.insert(c.dump());
+      r.measured += rec.value("measured", 0);
+      r.rejected += rec.value("rejected", 0);
+      if (auto w = TunedChoicesFromJson(rec.value("winner", json())); w.ok()) r.incumbent = *w;
+    } else if (kind == "best" && rec.value("complete", false)) {
+      if (auto c = TunedChoicesFromJson(rec.value("choice", json())); c.ok()) {
+        r.complete = true;
+        r.incumbent = *c;
+        r.best = rec;
+      }
+    }
+  }
+  r.tried.insert(ToJson(start_).dump());
+  r.tried.insert(ToJson(r.incumbent).dump());
+  return r;
+}
+
+StatusOr<std::string> Tuner::CompileCandidate(const BucketPlan& plan, const TunedChoices& choice,
+                                              const std::string& path) {
+  compiler::CompileOptions options = plan.options;
+  ApplyChoices(choice, options);
+  REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(o_.request.model, options));
+  REMEX_RETURN_IF_ERROR(WriteFileBytes(path, report.bytes));
+  return path;
+}
+
+ModelRequest Tuner::CandidateRequest(const BucketPlan& plan, const std::string& rmx, const std::string& ref_dir) const {
+  ModelRequest r;
+  r.model = rmx;
+  r.server = o_.request.server;
+  r.seed = o_.request.seed;
+  for (const auto& [name, shape] : plan.shapes) {
+    if (ref_dir.empty()) {
+      r.compile.input_shapes[name] = shape;
+    } else {
+      r.input_files[name] = ref_dir + "/inputs/" + FileNameFor(name) + ".npy";
+    }
+  }
+  return r;
+}
+
+Status Tuner::Reconnect(Connection& connection) {
+  connection = Connection();
+  REMEX_ASSIGN_OR_RETURN(connection, Connect(o_.request.server));
+  const std::string fp = TuningFingerprint(connection.session->server_info());
+  if (fp != fingerprint_) {
+    connection = Connection();
+    return FailedPrecondition("the device reconnected to is '" + fp + "', not '" + fingerprint_ + "'");
+  }
+  return OkStatus();
+}
+
+Status Tuner::TuneOne(size_t index, Connection& connection) {
+  const BucketPlan& plan = plans_[index];
+  const std::string server = connection.server;
+  Replay replay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    replay = ReplayLog(plan);
+  }
+  TuneBucket result;
+  result.bucket = plan.name;
+  result.shapes = plan.shapes;
+  result.start = start_;
+  result.choice = replay.incumbent;
+  result.rounds = replay.rounds;
+  result.measured = replay.measured;
+  result.rejected = replay.rejected;
+  result.server = server;
+  if (replay.complete) {
+    result.from_log = true;
+    result.complete = true;
+    const json& b = *replay.best;
+    if (b.contains("ratio") && b["ratio"].is_number()) {
+      result.ratio = b["ratio"].get<double>();
+      result.ratio_low = b.value("ratio_low", 1.0);
+      result.ratio_high = b.value("ratio_high", 1.0);
+      result.beyond_noise = b.value("beyond_noise", false);
+    }
+    result.server = b.value("server", "");
+    std::lock_guard<std::mutex> lock(mu_);
+    results_[index] = result;
+    return OkStatus();
+  }
+  const std::string dir = tmp_ + "/bucket" + std::to_string(index);
+  std::filesystem::create_directories(dir);
+  auto say = [&](const std::string& s) { Say(s.empty() ? "" : plan.name + ": " + s); };
+
+  // The reference: the start in float32 on the CPU device, and its inputs.
+  const std::string ref_dir = dir + "/reference";
+  {
+    say("computing the reference");
+    TunedChoices ref_choice = start_;
+    if (has_float16_ || ref_choice.dtype == DType::kFloat16) ref_choice.dtype = DType::kFloat32;
+    REMEX_ASSIGN_OR_RETURN(std::string rmx, CompileCandidate(plan, ref_choice, dir + "/reference.rmx"));
+    ModelRequest req = CandidateRequest(plan, rmx, "");
+    RunOptions run;
+    run.output_dir = ref_dir;
+    run.save_inputs = true;
+    Connection cpu;
+    const bool on_target = device_ == "cpu";
+    if (!on_target) {
+      ServerOptions embedded;
+      embedded.request_timeout = o_.request.server.request_timeout;
+      REMEX_ASSIGN_OR_RETURN(cpu, Connect(embedded));
+    }
+    auto p = PrepareModelOn(req, on_target ? std::move(connection) : std::move(cpu));
+    if (!p.ok()) return p.status().WithContext(plan.name + ": the reference");
+    auto ran = RunModel(req, *p, run);  // frees what it made
+    if (on_target) connection = std::move(p->connection);
+    REMEX_RETURN_IF_ERROR(ran.status().WithContext(plan.name + ": the reference"));
+  }
+
+  TunedChoices incumbent = replay.incumbent;
+  std::string incumbent_rmx;
+  REMEX_ASSIGN_OR_RETURN(incumbent_rmx, CompileCandidate(plan, incumbent, dir + "/incumbent0.rmx"));
+  std::set<std::string> tried = replay.tried;
+  int round = replay.rounds;
+  bool complete = false;
+  std::string stopped;
+  for (;;) {
+    if (Interrupted()) break;
+    if (BudgetSpent()) break;
+    // Every choice one axis away from the incumbent, not measured before.
+    std::vector<Candidate> candidates;
+    for (const TuningAxis& axis : space_) {
+      for (const std::string& value : axis.values) {
+        TunedChoices c = incumbent;
+        if (!SetTunedChoice(c, axis.key, value).ok()) continue;
+        if (!tried.insert(ToJson(c).dump()).second) continue;
+        if (candidates.size() + 1 >= kMaxVariants) continue;  // the next round's
+        candidates.push_back({c, TunedChoicesText(c, start_), "", "ok", ""});
+      }
+    }
+    if (candidates.empty()) {
+      complete = true;
+      break;
+    }
+    ++round;
+    // Compile each and check it on the device against the reference.
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      Candidate& c = candidates[k];
+      if (Interrupted()) break;
+      say("round " + std::to_string(round) + ": checking " + c.label);
+      auto rmx = CompileCandidate(plan, c.choice, dir + "/r" + std::to_string(round) + "c" + std::to_string(k) + ".rmx");
+      if (!rmx.ok()) {
+        c.status = "rejected";
+        c.reason = "compile: " + rmx.status().ToString();
+        continue;
+      }
+      c.rmx = *rmx;
+      if (!connection.session) {
+        if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
+      }
+      ModelRequest req = CandidateRequest(plan, c.rmx, ref_dir);
+      auto p = PrepareModelOn(req, std::move(connection));
+      if (!p.ok()) {
+        c.status = "rejected";
+        c.reason = "device: " + p.status().ToString();
+        continue;
+      }
+      const bool f16 = c.choice.dtype == DType::kFloat16;
+      CheckOptions check;
+      check.reference = ref_dir;
+      check.rtol = f16 ? o_.float16_rtol : o_.rtol;
+      check.atol = f16 ? o_.float16_atol : o_.atol;
+      auto checked = CheckModel(req, *p, check);  // frees what it made
+      connection = std::move(p->connection);
+      if (!checked.ok()) {
+        c.status = "rejected";
+        c.reason = "device: " + checked.status().ToString();
+        connection = Connection();  // a fresh session for the next, the server's state unknown
+        continue;
+      }
+      if (!checked->match) {
+        c.status = "rejected";
+        for (const CheckOutput& out : checked->outputs) {
+          if (out.verdict == "match") continue;
+          char buf[160];
+          std::snprintf(buf, sizeof buf, " (max abs error %.3g, max rel error %.3g; rtol %g, atol %g)",
+                        out.stats.max_abs_error, out.stats.max_rel_error, check.rtol, check.atol);
+          c.reason = "mismatch: output " + out.name + ": " + (out.reason.empty() ? out.verdict : out.reason) + buf;
+          break;
+        }
+      }
+    }
+    if (Interrupted()) break;
+    // The incumbent and every candidate that passed, interleaved.
+    std::vector<VariantRequest> variants = {{"incumbent", CandidateRequest(plan, incumbent_rmx, ref_dir)}};
+    std::vector<size_t> benched;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      if (candidates[k].status != "ok") continue;
+      benched.push_back(k);
+      variants.push_back({candidates[k].label, CandidateRequest(plan, candidates[k].rmx, ref_dir)});
+    }
+    std::vector<json> records;
+    std::optional<size_t> winner;
+    int rejected = 0;
+    for (const Candidate& c : candidates) rejected += c.status == "ok" ? 0 : 1;
+    if (!benched.empty()) {
+      if (!connection.session) {
+        if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
+      }
+      say("round " + std::to_string(round) + ": benchmarking " + std::to_string(variants.size()) +
+          " choices interleaved");
+      auto report = BenchVariantsOn(variants, o_.bench, connection);
+      if (!report.ok()) return report.status().WithContext(plan.name + ", round " + std::to_string(round));
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const VariantSummary& s = report->summary[v];
+        json m = Record("measure", plan, server);
+        m["round"] = round;
+        m["choice"] = ToJson(v == 0 ? incumbent : candidates[benched[v - 1]].choice);
+        m["label"] = v == 0 ? TunedChoicesText(incumbent, start_) : variants[v].label;
+        m["incumbent"] = v == 0;
+        m["status"] = "ok";
+        m["median_ms"] = s.median.value;
+        m["median_low_ms"] = s.median.bounded ? json(s.median.lower) : json(nullptr);
+        m["median_high_ms"] = s.median.bounded ? json(s.median.upper) : json(nullptr);
+        m["samples"] = s.samples_ms.size();
+        if (s.vs_first) {
+          m["ratio"] = s.vs_first->ratio;
+          m["ratio_low"] = s.vs_first->ratio_low;
+          m["ratio_high"] = s.vs_first->ratio_high;
+          m["p_value"] = s.vs_first->p_value;
+          m["beyond_noise"] = s.vs_first->beyond_noise;
+          if (s.vs_first->beyond_noise && s.vs_first->ratio < 1 &&
+              (!winner || s.vs_first->ratio < report->summary[*winner + 1].vs_first->ratio)) {
+            winner = v - 1;
+          }
+        }
+        records.push_back(std::move(m));
+      }
+    }
+    for (const Candidate& c : candidates) {
+      if (c.status == "ok") continue;
+      json m = Record("measure", plan, server);
+      m["round"] = round;
+      m["choice"] = ToJson(c.choice);
+      m["label"] = c.label;
+      m["incumbent"] = false;
+      m["status"] = "rejected";
+      m["reason"] = c.reason;
+      records.push_back(std::move(m));
+    }
+    json r = Record("round", plan, server);
+    r["round"] = round;
+    r["incumbent"] = ToJson(incumbent);
+    json all = json::array();
+    for (const Candidate& c : candidates) all.push_back(ToJson(c.choice));
+    r["candidates"] = all;
+    r["measured"] = static_cast<int>(benched.size());
+    r["rejected"] = rejected;
+    const Candidate* won = winner ? &candidates[benched[*winner]] : nullptr;
+    r["winner"] = won ? ToJson(won->choice) : json(nullptr);
+    records.push_back(std::move(r));
+    REMEX_RETURN_IF_ERROR(Append(records));
+    result.rounds = round;
+    result.measured += static_cast<int>(benched.size());
+    result.rejected += rejected;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      measured_ += static_cast<int>(benched.size());
+      rejected_ += rejected;
+    }
+    if (!won) {
+      complete = true;
+      break;
+    }
+    incumbent = won->choice;
+    incumbent_rmx = won->rmx;
+  }
+
+  // The choice against the start, side by side.
+  result.choice = incumbent;
+  result.complete = complete;
+  json best = Record("best", plan, server);
+  best["choice"] = ToJson(incumbent);
+  best["label"] = TunedChoicesText(incumbent, start_);
+  best["complete"] = complete;
+  best["rounds"] = result.rounds;
+  if (!(incumbent == start_) && complete && !Interrupted()) {
+    say("confirming " + TunedChoicesText(incumbent, start_) + " against the start");
+    auto start_rmx = CompileCandidate(plan, start_, dir + "/start.rmx");
+    if (!start_rmx.ok()) return start_rmx.status().WithContext(plan.name);
+    if (!connection.session) {
+      if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
+    }
+    std::vector<VariantRequest> pair = {{"start", CandidateRequest(plan, *start_rmx, ref_dir)},
+                                        {best["label"], CandidateRequest(plan, incumbent_rmx, ref_dir)}};
+    auto report = BenchVariantsOn(pair, o_.bench, connection);
+    if (!report.ok()) return report.status().WithContext(plan.name + ", confirming");
+    const SampleComparison& c = *report->summary[1].vs_first;
+    result.ratio = c.ratio;
+    result.ratio_low = c.ratio_low;
+    result.ratio_high = c.ratio_high;
+    result.beyond_noise = c.beyond_noise;
+    best["ratio"] = c.ratio;
+    best["ratio_low"] = c.ratio_low;
+    best["ratio_high"] = c.ratio_high;
+    best["p_value"] = c.p_value;
+    best["beyond_noise"] = c.beyond_noise;
+    best["start_median_ms"] = report->summary[0].median.value;
+    best["median_ms"] = report->summary[1].median.value;
+  }
+  if (!Interrupted()) REMEX_RETURN_IF_ERROR(Append({best}));
+  say("");
+  std::filesystem::remove_all(dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  results_[index] = result;
+  return OkStatus();
+}
+
+Status Tuner::Worker(Connection connection) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    servers_.insert(connection.server);
+  }
+  for (;;) {
+    size_t index;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (next_ >= plans_.size() || Interrupted()) return OkStatus();
+      index = next_++;
+    }
+    if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+    REMEX_RETURN_IF_ERROR(TuneOne(index, connection));
+  }
+}
+
+StatusOr<TuneReport> Tuner::Run() {
+  const auto t0 = Clock::now();
+  deadline_ = t0 + std::chrono::milliseconds(static_cast<int64_t>(o_.budget_s * 1000));
+  const std::string& model = o_.request.model;
+  if (model.size() < 5 || model.substr(model.size() - 5) != ".onnx")
+    return InvalidArgument("remex tune takes an .onnx model, got '" + model + "'");
+  if (o_.log_path.empty()) return InvalidArgument("--log: the tuning log's path is required");
+  if (o_.budget_s < 0) return InvalidArgument("--budget-s must be >= 0");
+  REMEX_RETURN_IF_ERROR(CheckBenchOptions(o_.bench));
+  if (o_.bench.load) return InvalidArgument("remex tune runs the time evaluator: --scenario does not apply");
+  for (double t : {o_.rtol, o_.atol, o_.float16_rtol, o_.float16_atol}) {
+    if (!(t >= 0) || t > 1e6) return InvalidArgument("tolerances must be finite and >= 0");
+  }
+  space_ = o_.space;
+  for (const TuningAxis& axis : space_) {
+    for (const std::string& v : axis.values) {
+      TunedChoices scratch;
+      REMEX_RETURN_IF_ERROR(SetTunedChoice(scratch, axis.key, v).WithContext("--space"));
+    }
+  }
+  if (!o_.output_path.empty()) REMEX_RETURN_IF_ERROR(EnsureWritableFile(o_.output_path, "the tuned executable"));
+  REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> model_bytes, ReadFileBytes(model));
+  model_hash_ = ContentHash(model_bytes);
+  REMEX_ASSIGN_OR_RETURN(log_, ReadTuningLog(o_.log_path));
+  REMEX_RETURN_IF_ERROR(EnsureWritableFile(o_.log_path, "the tuning log"));
+
+  // The first device: its fingerprint and kind settle the start and the space.
+  Say("connecting");
+  REMEX_ASSIGN_OR_RETURN(Connection first, Connect(o_.request.server));
+  fingerprint_ = TuningFingerprint(first.session->server_info());
+  const auto& devices = first.session->server_info().devices;
+  device_ = devices.empty() ? "" : devices[0].name;
+  if (space_.empty()) space_ = DefaultTuningSpace(device_);
+
+  // The start options, compiled whole once: they are checked, their symbols resolved,
+  // and the buckets listed.
+  Say("compiling " + std::filesystem::path(model).filename().string());
+  compiler::CompileOptions given = o_.request.compile;
+  given.bucket_choices.clear();
+  given.strict_dispatch = false;
+  REMEX_ASSIGN_OR_RETURN(CompileReport whole, CompileModel(model, given));
+  has_float16_ = whole.has_float16;
+  resolved_ = whole.options;
+  resolved_.dtype = CompileDTypeFor(device_, has_float16_, resolved_.dtype);
+  start_ = ChoicesOf(resolved_);
+  const vm::FunctionDef& signature = whole.executable.functions.at(0);
+  std::map<std::string, compiler::DimBounds> bounds;
+  for (const vm::SymbolDef& s : whole.executable.symbols) bounds[s.name] = {s.min, s.max};
+  std::vector<compiler::Bucket> buckets;
+  if (!resolved_.dispatch.empty()) {
+    REMEX_ASSIGN_OR_RETURN(buckets, compiler::MakeBucketGrid(resolved_.dispatch, bounds));
+  } else {
+    buckets.push_back({});  // the one function
+  }
+  for (const compiler::Bucket& b : buckets) {
+    BucketPlan plan;
+    plan.name = b.dims.empty() ? signature.name : b.FunctionName(signature.name);
+    plan.options = resolved_;
+    plan.options.dispatch.clear();
+    for (const compiler::BucketDim& d : b.dims) {
+      plan.options.bounds[d.symbol] = {d.min, d.max};
+      compiler::DispatchSpec spec;
+      spec.symbol = d.symbol;
+      spec.kind = compiler::DispatchSpec::Kind::kEdges;
+      spec.edges = {d.max};
+      plan.options.dispatch.push_back(spec);
+    }
+    plan.options.strict_dispatch = !b.dims.empty();
+    for (const vm::ValueDesc& in : signature.inputs) {
+      if (in.kind != vm::ValueKind::kTensor || !in.rank_known) {
+        return InvalidArgument("remex tune: input '" + in.name + "' is not a tensor of known rank");
+      }
+      Shape s = in.shape;
+      for (size_t k = 0; k < s.size(); ++k) {
+        if (s[k] >= 0) continue;
+        const std::string symbol = k < in.dims.size() ? in.dims[k] : "";
+        int64_t v = 1;
+        if (auto it = bounds.find(symbol); it != bounds.end()) v = std::max<int64_t>(1, it->second.min);
+        for (const compiler::BucketDim& d : b.dims) {
+          if (d.symbol == symbol) v = d.max;
+        }
+        s[k] = v;
+      }
+      plan.shapes[in.name] = s;
+    }
+    plans_.push_back(std::move(plan));
+  }
+  results_.resize(plans_.size());
+
+  char tmpl[] = "/tmp/remex-tune-XXXXXX";
+  if (!mkdtemp(tmpl)) return DataLoss("creating a temporary folder for the candidates");
+  tmp_ = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{tmp_};
+
+  // One worker per device: with a farm, as many leases as buckets and matching devices.
+  size_t workers = 1;
+  if (o_.request.server.farm) {
+    const FarmLeaseOptions& f = *o_.request.server.farm;
+    auto status = FarmStatus(f.url, std::chrono::milliseconds(10000), f.selector);
+    if (status.ok()) {
+      size_t usable = 0;
+      for (const auto& d : status->devices) {
+        if (d.pool == f.pool && d.state != farm::DeviceState::kQuarantined && d.state != farm::DeviceState::kDraining) usable++;
+      }
+      workers = std::max<size_t>(1, std::min(usable, plans_.size()));
+      if (o_.max_devices > 0) workers = std::min(workers, static_cast<size_t>(o_.max_devices));
+    }
+  }
+  std::vector<Status> statuses(workers, OkStatus());
+  std::vector<std::thread> threads;
+  std::mutex first_mu;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      Connection c;
+      if (w == 0) {
+        c = std::move(first);
+      } else {
+        auto more = Connect(o_.request.server);
+        if (!more.ok()) return;  // fewer devices free than listed: the others share the queue
+        if (TuningFingerprint(more->session->server_info()) != fingerprint_) return;  // released
+        c = std::move(more).value();
+      }
+      statuses[w] = Worker(std::move(c));
+    });
+  }
+  for (auto& t : threads) t.join();
+  Say("");
+  for (const Status& st : statuses) REMEX_RETURN_IF_ERROR(st);
+
+  TuneReport report;
+  report.model = model;
+  report.model_hash = model_hash_;
+  report.fingerprint = fingerprint_;
+  report.servers.assign(servers_.begin(), servers_.end());
+  report.space = space_;
+  report.buckets = results_;
+  report.measured = measured_;
+  report.rejected = rejected_;
+  report.log = o_.log_path;
+  report.log_skipped_lines = log_.skipped_lines;
+  if (Interrupted()) {
+    report.stopped = "interrupted by signal " + std::to_string(o_.bench.interrupt->load());
+  } else {
+    for (const TuneBucket& b : results_) {
+      if (!b.complete) report.stopped = "budget";
+    }
+  }
+  if (!o_.output_path.empty() && !Interrupted()) {
+    Say("compiling the tuned executable");
+    compiler::CompileOptions final_options = o_.request.compile;
+    REMEX_RETURN_IF_ERROR(ApplyTuningLog(log_, model_hash_, fingerprint_, final_options));
+    auto compiled = CompileModel(model, final_options);
+    Say("");
+    if (!compiled.ok()) return compiled.status().WithContext("the tuned executable");
+    REMEX_RETURN_IF_ERROR(WriteFileBytes(o_.output_path, compiled->bytes));
+    report.output = o_.output_path;
+    report.output_hash = ContentHash(compiled->bytes);
+  }
+  report.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace
+
+Status ApplyTuningLog(const TuningLog& log, const std::string& model_hash, const std::string& fingerprint,
+                      compiler::CompileOptions& options, std::string* used) {
+  REMEX_ASSIGN_OR_RETURN(options.bucket_choices, TunedChoicesFromLog(log, model_hash, fingerprint, used));
+  return OkStatus();
+}
+
+Status ApplyTuningLogFile(const std::string& log_path, const std::string& model_path, const std::string& fingerprint,
+                          compiler::CompileOptions& options, std::string* used) {
+  REMEX_ASSIGN_OR_RETURN(TuningLog log, ReadTuningLog(log_path));
+  REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadFileBytes(model_path));
+  return ApplyTuningLog(log, ContentHash(bytes), fingerprint, options, used).WithContext("the tuning log " + log_path);
+}
+
+StatusOr<TuneReport> Tune(const TuneOptions& options, const ProgressFn& progress) {
+  Tuner tuner(options, progress);
+  return tuner.Run();
+}
+
+json ToJson(const TuneReport& r) {
+  json space = json::object();
+  for (const TuningAxis& a : r.space) space[a.key] = a.values;
+  json buckets = json::array();
+  for (const TuneBucket& b : r.buckets) {
+    auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    buckets.push_back({{"bucket", b.bucket},
+                       {"shapes", ShapesJson(b.shapes)},
+                       {"start", ToJson(b.start)},
+                       {"choice", ToJson(b.choice)},
+                       {"label", TunedChoicesText(b.choice, b.start)},
+                       {"ratio", opt(b.ratio)},
+                       {"ratio_low", opt(b.ratio_low)},
+                       {"ratio_high", opt(b.ratio_high)},
+                       {"beyond_noise", b.beyond_noise},
+                       {"rounds", b.rounds},
+                       {"measured", b.measured},
+                       {"rejected", b.rejected},
+                       {"from_log", b.from_log},
+                       {"complete", b.complete},
+                       {"server", b.server}});
+  }
+  return {{"schema", kTuneSchema},
+          {"schema_version", kTuneSchemaVersion},
+          {"model", r.model},
+          {"model_hash", r.model_hash},
+          {"fingerprint", r.fingerprint},
+          {"servers", r.servers},
+          {"space", space},
+          {"buckets", buckets},
+          {"measured", r.measured},
+          {"rejected", r.rejected},
+          {"output", r.output.empty() ? json(nullptr) : json(r.output)},
+          {"output_hash", r.output_hash.empty() ? json(nullptr) : json(r.output_hash)},
+          {"log", r.log},
+          {"log_skipped_lines", r.log_skipped_lines},
+          {"stopped", r.stopped.empty() ? json(nullptr) : json(r.stopped)},
+          {"seconds", r.seconds}};
+}
+
+std::string TuneText(const TuneReport& r) {
+  std::string out = "tuned " + std::filesystem::path(r.model).filename().string() + " on " + r.fingerprint + " (" +
+                    std::to_string(r.servers.size()) + (r.servers.size() == 1 ? " server" : " servers") + ")\n";
+  std::vector<std::vector<std::string>> rows = {{"bucket", "shapes", "choice", "vs start", "rounds", "measured"}};
+  for (const TuneBucket& b : r.buckets) {
+    std::string shapes;
+    for (const auto& [name, s] : b.shapes) shapes += (shapes.empty() ? "" : " ") + name + "=" + DimsText(s);
+    std::string vs = "-";
+    if (b.ratio) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.3fx [%.3f, %.3f]%s", *b.ratio, *b.ratio_low, *b.ratio_high,
+                    b.beyond_noise ? "" : " (within noise)");
+      vs = buf;
+    }
+    std::string rounds = std::to_string(b.rounds) + (b.from_log ? " (log)" : b.complete ? "" : " (stopped)");
+    rows.push_back({b.bucket, shapes, TunedChoicesText(b.choice, b.start), vs, rounds,
+                    std::to_string(b.measured) + (b.rejected ? " +" + std::to_string(b.rejected) + " rejected" : "")});
+  }
+  out += FormatTable(rows, "  ", 2, 6);
+  out += std::to_string(r.measured) + " candidates measured, " + std::to_string(r.rejected) + " rejected; log " + r.log;
+  if (r.log_skipped_lines) out += " (" + std::to_string(r.log_skipped_lines) + " unreadable lines skipped)";
+  out += "\n";
+  if (!r.output.empty()) out += "wrote " + r.output + " (" + r.output_hash + ")\n";
+  if (r.stopped == "budget") out += "the budget ran out: run the same command again to go on from the log\n";
+  else if (!r.stopped.empty()) out += r.stopped + ": nothing written; run the same command again to go on from the log\n";
+  return out;
+}
+
+}  // namespace remex::tooling

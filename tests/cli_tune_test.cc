@@ -1,0 +1,253 @@
+// `remex tune` against real remex-server processes (and, for a farm, a real redis-server):
+// each bucket gets the choice that measured faster beyond the noise, the log replays so a
+// second tune measures nothing, `remex compile --tuning-log` writes the very executable
+// the tune wrote, a candidate that mismatches the reference is logged and never chosen,
+// and a tune over a farm of three servers spreads its buckets over all three and chooses
+// as a tune on one server does.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "host_client/compiler/onnx_test_util.h"
+#include "rpc/redis_test_util.h"
+#include "tests/cli_test_util.h"
+
+namespace remex {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::ReadText;
+using remex::testing::RunCommand;
+using remex::testing::ServerProcess;
+
+// y = Tanh(Relu(Sigmoid((x + 1) * (x + 1)) * x - 0.5)): x float32 [1, 16, 64, W] (W the
+// symbol "d3"). Compiled with --dtype float16 it runs several times slower on the CPU
+// device, which has no float16 arithmetic (every kernel widens its inputs and rounds its
+// output), so the tunes below start there and must find dtype=model (float32) faster,
+// by far, at every W.
+std::string SaveChainModel(const std::string& dir) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 16, 64, -1}).Output("y", onnx::TensorProto::FLOAT, {1, 16, 64, -1});
+  b.FloatInit("one", {1}, {1.0f});
+  b.FloatInit("half", {1}, {0.5f});
+  b.Node("Add", {"x", "one"}, {"a"}, "add");
+  b.Node("Mul", {"a", "a"}, {"m"}, "square");
+  b.Node("Sigmoid", {"m"}, {"s"}, "sigmoid");
+  b.Node("Mul", {"s", "x"}, {"g"}, "gate");
+  b.Node("Sub", {"g", "half"}, {"d"}, "shift");
+  b.Node("Relu", {"d"}, {"r"}, "relu");
+  b.Node("Tanh", {"r"}, {"y"}, "tanh");
+  const std::string path = dir + "/chain.onnx";
+  EXPECT_TRUE(b.Save(path));
+  return path;
+}
+
+// The log's records, one per line.
+std::vector<json> LogRecords(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Short rounds: the gain measured here is large.
+constexpr const char* kQuick = " --min-duration-s 0.2 --min-samples 10";
+
+class CliTuneTest : public remex::testing::CliTest {
+ protected:
+  CliTuneTest() : CliTest("remex_cli_tune") {}
+  void SetUp() override {
+    CliTest::SetUp();
+    model_ = SaveChainModel(dir_);
+  }
+  std::string model_;
+};
+
+TEST_F(CliTuneTest, EachBucketGetsTheFasterChoiceAndTheLogIsReused) {
+  const std::string log = dir_ + "/tuning.jsonl";
+  const std::string options = " --bound d3=1:256 --dispatch d3=edges:128,256 --dtype float16";
+  const std::string tune = "tune " + model_ + options + Server() + kQuick + " --space dtype=model,float16 --log " +
+                           log + " --json -o ";
+  auto r = Cli(tune + dir_ + "/tuned.rmx");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json j = Json(r);
+  EXPECT_EQ(j["schema"], "remex.tune");
+  ASSERT_EQ(j["buckets"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["buckets"][0]["bucket"], "main[d3=1..128]");
+  EXPECT_EQ(j["buckets"][1]["bucket"], "main[d3=129..256]");
+  EXPECT_EQ(j["buckets"][1]["shapes"]["x"], json({1, 16, 64, 256}));  // the bucket's upper edge
+  for (const json& b : j["buckets"]) {
+    SCOPED_TRACE(b.dump());
+    EXPECT_EQ(b["start"]["dtype"], "float16");
+    EXPECT_EQ(b["choice"]["dtype"], "model");
+    EXPECT_EQ(b["label"], "dtype=model");
+    // Confirmed side by side against the start.
+    EXPECT_LT(b["ratio"].get<double>(), 1.0);
+    EXPECT_LT(b["ratio_high"].get<double>(), 1.0);
+    EXPECT_TRUE(b["beyond_noise"].get<bool>());
+    EXPECT_EQ(b["measured"], 1);
+    EXPECT_TRUE(b["complete"].get<bool>());
+    EXPECT_FALSE(b["from_log"].get<bool>());
+  }
+  EXPECT_EQ(j["measured"], 2);
+  const std::vector<json> records = LogRecords(log);
+  std::map<std::string, int> kinds;
+  for (const json& rec : records) {
+    EXPECT_EQ(rec["schema"], "remex.tuning");
+    EXPECT_EQ(rec["fingerprint"], j["fingerprint"]);
+    EXPECT_EQ(rec["model_hash"], j["model_hash"]);
+    kinds[rec["kind"]]++;
+  }
+  EXPECT_EQ(kinds["best"], 2);
+  EXPECT_EQ(kinds["round"], 2);   // the second round has no candidate left: not logged
+  EXPECT_EQ(kinds["measure"], 4);  // incumbent and candidate, per bucket
+
+  // The tuned executable serves both buckets.
+  for (const char* shape : {"1x16x64x100", "1x16x64x200"}) {
+    auto run = Cli("run " + dir_ + "/tuned.rmx --shape x=" + shape + Server() + " --fetch none");
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+  }
+
+  // Again with the same log: every bucket is in it, nothing is measured, nothing logged,
+  // and the executable is the same.
+  auto again = Cli(tune + dir_ + "/again.rmx");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  json k = Json(again);
+  EXPECT_EQ(k["measured"], 0);
+  for (const json& b : k["buckets"]) EXPECT_TRUE(b["from_log"].get<bool>()) << b.dump();
+  EXPECT_EQ(LogRecords(log).size(), records.size());
+  EXPECT_EQ(k["output_hash"], j["output_hash"]);
+  EXPECT_EQ(Bytes(dir_ + "/again.rmx"), Bytes(dir_ + "/tuned.rmx"));
+
+  // `remex compile --tuning-log` compiles exactly that executable, with no server.
+  auto compiled = Cli("compile " + model_ + options + " --tuning-log " + log + " -o " + dir_ + "/compiled.rmx --json");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  EXPECT_EQ(Bytes(dir_ + "/compiled.rmx"), Bytes(dir_ + "/tuned.rmx"));
+  // Without the log, the same options compile something else (float16 everywhere).
+  auto plain = Cli("compile " + model_ + options + " -o " + dir_ + "/plain.rmx");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(Bytes(dir_ + "/plain.rmx"), Bytes(dir_ + "/tuned.rmx"));
+}
+
+TEST_F(CliTuneTest, ACandidateThatMismatchesIsLoggedAndNeverChosen) {
+  // float16 checked with no tolerance at all cannot match the float32 reference.
+  const std::string log = dir_ + "/tuning.jsonl";
+  auto r = Cli("tune " + model_ + " --shape x=1x16x64x64" + Server() + kQuick +
+               " --space dtype=model,float16 --float16-rtol 0 --float16-atol 0 --log " + log + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json j = Json(r);
+  ASSERT_EQ(j["buckets"].size(), 1u);
+  const json& b = j["buckets"][0];
+  EXPECT_EQ(b["bucket"], "main");
+  EXPECT_EQ(b["choice"]["dtype"], "model");
+  EXPECT_EQ(b["rejected"], 1);
+  EXPECT_EQ(b["measured"], 0);
+  EXPECT_TRUE(b["complete"].get<bool>());
+  EXPECT_TRUE(b["ratio"].is_null());  // the start stays: nothing to confirm
+  EXPECT_TRUE(j["output"].is_null());
+  int rejected = 0;
+  for (const json& rec : LogRecords(log)) {
+    if (rec["kind"] != "measure") continue;
+    EXPECT_EQ(rec["status"], "rejected") << rec.dump();
+    EXPECT_EQ(rec["choice"]["dtype"], "float16");
+    EXPECT_EQ(rec["reason"].get<std::string>().rfind("mismatch: output y", 0), 0u) << rec.dump();
+    rejected++;
+  }
+  EXPECT_EQ(rejected, 1);
+}
+
+TEST_F(CliTuneTest, UsageAndLogErrorsAreClear) {
+  const std::string log = dir_ + "/tuning.jsonl";
+  auto rmx = Cli("compile " + model_ + " --shape x=1x16x64x8 -o " + dir_ + "/m.rmx");
+  ASSERT_EQ(rmx.exit_code, 0) << rmx.output;
+  auto r = Cli("tune " + dir_ + "/m.rmx" + Server() + " --log " + log + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("takes an .onnx model"), std::string::npos) << r.output;
+  r = Cli("tune " + model_ + Server() + " --space threads=1,2 --log " + log + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--space 'threads=1,2': unknown choice 'threads'"), std::string::npos) << r.output;
+  r = Cli("tune " + model_ + Server() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--log"), std::string::npos) << r.output;
+  r = Cli("compile " + model_ + " --tuned-for 'cpu: x' -o " + dir_ + "/x.rmx 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tuned-for needs --tuning-log"), std::string::npos) << r.output;
+
+  // A log of buckets that are not this compile's, and a log without this model.
+  std::ofstream(log) << R"({"schema":"remex.tuning","schema_version":1,"kind":"best","fingerprint":"cpu: x",)"
+                     << R"("model_hash":"0123","bucket":"main[d3=1..64]","complete":true,)"
+                     << R"("choice":{"layout":"NCHW","dtype":"model","fold_batchnorm":true,"fuse_epilogues":true,"fuse_elementwise":true}})"
+                     << "\n{torn line\n";
+  r = Cli("compile " + model_ + " --tuning-log " + log + " -o " + dir_ + "/x.rmx 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no tuned bucket for this model"), std::string::npos) << r.output;
+}
+
+// Three servers in one pool of a real Redis: the tune leases all three, each measures
+// buckets, and every bucket chooses what a tune on one of them chooses.
+TEST(FarmTuneTest, BucketsSpreadOverThreeServersAndChooseAsOneServerDoes) {
+  remex::testing::RedisProcess redis;
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start (scripts/setup-deps.sh installs it)";
+  const std::string url = redis.url_text();
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    // One compute thread each: three servers share this machine's cores, and kernels
+    // whose threads wait for each other slow by far when they outnumber the cores (a
+    // real farm gives each server its own device).
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--farm", url, "--pool", "tune", "--threads", "1"}));
+    ASSERT_NE(servers.back()->port(), 0) << servers.back()->banner();
+  }
+  const std::string dir = ::testing::TempDir() + "/remex_farm_tune";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = SaveChainModel(dir);
+  const std::string common = std::string(REMEX_CLI_BIN) + " tune " + model +
+                             " --bound d3=1:256 --dispatch d3=edges:64,128,192,256 --dtype float16" + kQuick +
+                             " --space dtype=model,float16 --json";
+  auto farm = RunCommand(common + " --farm " + url + " --pool tune --log " + dir + "/farm.jsonl");
+  ASSERT_EQ(farm.exit_code, 0) << farm.output;
+  const json f = json::parse(farm.output);
+  EXPECT_EQ(f["servers"].size(), 3u) << f.dump(2);
+  std::set<std::string> measured_on;
+  for (const json& rec : LogRecords(dir + "/farm.jsonl")) {
+    if (rec["kind"] == "measure") measured_on.insert(rec["server"].get<std::string>());  // "HOST:PORT (leased ...)"
+  }
+  EXPECT_EQ(measured_on.size(), 3u);
+  for (const auto& s : servers) {
+    EXPECT_TRUE(measured_on.count(s->address() + " (leased from pool tune)")) << s->address();
+  }
+
+  // One device of the same farm.
+  auto one = RunCommand(common + " --farm " + url + " --pool tune --devices 1 --log " + dir + "/one.jsonl");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const json o = json::parse(one.output);
+  EXPECT_EQ(o["servers"].size(), 1u);
+  EXPECT_EQ(o["fingerprint"], f["fingerprint"]);
+  ASSERT_EQ(o["buckets"].size(), 4u);
+  ASSERT_EQ(f["buckets"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(f["buckets"][i]["bucket"], o["buckets"][i]["bucket"]);
+    EXPECT_EQ(f["buckets"][i]["choice"], o["buckets"][i]["choice"]) << f["buckets"][i]["bucket"];
+    EXPECT_EQ(f["buckets"][i]["choice"]["dtype"], "model");
+  }
+}
+
+}  // namespace
+}  // namespace remex
