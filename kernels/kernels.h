@@ -132,6 +132,21 @@ struct ScalarParam {
 // read these traits, never lists of op names, so an op registered with its traits is
 // taken up by every pass. kernels/op_traits_test.cc checks each trait against the
 // op's CPU kernel.
+// An internal integer attribute a device's kernel takes as a per-node tuning choice
+// (`remex tune`, docs/tuning.md; the compiler writes it into the node's attributes),
+// with its inclusive range. Other devices' kernels ignore it.
+struct TunableAttr {
+  std::string name;
+  int64_t min = 0, max = 0;
+};
+// The ranges of the CUDA kernels' tunable attributes (kernels/ops/nn/cuda/conv.cc and
+// kernels/ops/math/cuda/matmul.cc check them against cuDNN's and cuBLASLt's headers):
+// cudnnConvolutionFwdAlgo_t values, cudnnMathType_t values, and the heuristic results
+// cuBLASLt is asked for.
+inline constexpr int64_t kCudnnFwdAlgoCount = 8;
+inline constexpr int64_t kCudnnMathTypeCount = 4;
+inline constexpr int64_t kCublasLtAlgoCount = 8;
+
 struct OpTraits {
   // Each output element is a function of the input elements at the same index under
   // ONNX multidirectional broadcasting, whatever the index: the op commutes with any
@@ -151,6 +166,10 @@ struct OpTraits {
   // operand order): LeakyRelu [alpha], HardSigmoid [alpha, beta], Clip [min, max],
   // Pow [exponent].
   std::vector<ScalarParam> params;
+  // Per-node tuning choices the op's kernels take (Conv and FusedConv: cudnn_algo
+  // [-1, 7] (-1: cuDNN's heuristic) and cudnn_math [-1, 3] (-1: the dtype's default);
+  // MatMul, FusedMatMul and Gemm: cublaslt_algo [0, 7], the heuristic's result index).
+  std::vector<TunableAttr> tunable;
 };
 
 // The end_version of an op's newest entry: it covers every later opset (as an ONNX

@@ -182,6 +182,12 @@ TEST_F(CliTuneTest, UsageAndLogErrorsAreClear) {
   r = Cli("tune " + model_ + Server() + " --space threads=1,2 --log " + log + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--space 'threads=1,2': unknown choice 'threads'"), std::string::npos) << r.output;
+  r = Cli("tune " + model_ + Server() + " --space cudnn-algo=0,1 --log " + log + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("the cpu device's kernels take no per-node choices"), std::string::npos) << r.output;
+  r = Cli("tune " + model_ + Server() + " --space cudnn-algo=9 --log " + log + " 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cudnn-algo takes integers in [0, 7], got '9'"), std::string::npos) << r.output;
   r = Cli("tune " + model_ + Server() + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--log"), std::string::npos) << r.output;

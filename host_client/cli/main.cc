@@ -1795,6 +1795,10 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--confidence", tune.options.bench.confidence,
                        "confidence of the ratio's interval a winner must exclude 1 with, in (0, 1)")
       ->capture_default_str();
+  tune_cmd->add_option("--profile-runs", tune.options.bench.profile_runs,
+                       "per-node choices (a GPU): invokes profiled per candidate; each node's median decides")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   tune_cmd->add_option("--warmup", tune.options.bench.timing.warmup, "untimed calls before each choice's samples")
       ->capture_default_str();
   tune_cmd->add_option("--min-repeat-ms", tune.options.bench.timing.min_repeat_ms,

@@ -16,6 +16,10 @@
 
 namespace remex::compiler {
 
+// Per node, by its name in the compiled graph (KernelEntry::node_name, as the profiler
+// names it): the op's tunable attributes (kernels::OpTraits::tunable) and their values.
+using NodeAttrs = std::map<std::string, std::map<std::string, int64_t>>;
+
 // The choices tuning makes per shape bucket (`remex tune`, host_client/tooling/tuning.h),
 // each one of CompileOptions' own fields below, which hold their meaning.
 struct TunedChoices {
@@ -24,6 +28,7 @@ struct TunedChoices {
   bool fold_batchnorm = true;
   bool fuse_epilogues = true;
   bool fuse_elementwise = true;
+  NodeAttrs node_attrs;
   bool operator==(const TunedChoices&) const = default;
 };
 
@@ -67,6 +72,11 @@ struct CompileOptions {
   // Plan the memory of tensors with bounded sizes statically (bytecode/memory_plan.h). On in
   // bucket clones.
   bool plan_memory = false;
+  // Written into the named nodes' attributes after every rewrite, before code
+  // generation: per-node choices of one device's kernels (cuDNN's algorithm, ...).
+  // INVALID_ARGUMENT for a node the compiled graph lacks, an attribute its op does not
+  // list as tunable, or a value out of the op's range.
+  NodeAttrs node_attrs;
   // Per function, by its name: a bucket's ("main[W=33..64]", Bucket::FunctionName), or
   // "main" for a model compiled without `dispatch`: the choices it compiles with in
   // place of the fields above (`remex tune` and `remex compile --tuning-log` set them).
@@ -77,7 +87,8 @@ struct CompileOptions {
 
 // The tunable fields of `options`, and `choices` written into them.
 inline TunedChoices ChoicesOf(const CompileOptions& options) {
-  return {options.layout, options.dtype, options.fold_batchnorm, options.fuse_epilogues, options.fuse_elementwise};
+  return {options.layout,         options.dtype,           options.fold_batchnorm,
+          options.fuse_epilogues, options.fuse_elementwise, options.node_attrs};
 }
 inline void ApplyChoices(const TunedChoices& choices, CompileOptions& options) {
   options.layout = choices.layout;
@@ -85,6 +96,7 @@ inline void ApplyChoices(const TunedChoices& choices, CompileOptions& options) {
   options.fold_batchnorm = choices.fold_batchnorm;
   options.fuse_epilogues = choices.fuse_epilogues;
   options.fuse_elementwise = choices.fuse_elementwise;
+  options.node_attrs = choices.node_attrs;
 }
 
 // One function of a compiled executable, as `remex compile --stats` lists it.

@@ -15,6 +15,36 @@
 #include "vm/bytecode.h"
 
 namespace remex::compiler {
+namespace {
+
+// Writes options.node_attrs into the graph's nodes (CompileOptions::node_attrs).
+Status AnnotateNodes(Graph& graph, const kernels::KernelRegistry& registry, const NodeAttrs& annotations) {
+  for (const auto& [name, attrs] : annotations) {
+    Node* node = nullptr;
+    for (Node& n : graph.nodes) {
+      if (n.name == name) node = &n;
+    }
+    if (!node) return InvalidArgument("tuned node '" + name + "' is no node of the compiled graph");
+    const kernels::OpDef* def = registry.FindOp(node->op, node->version);
+    for (const auto& [key, value] : attrs) {
+      const kernels::TunableAttr* t = nullptr;
+      if (def) {
+        for (const kernels::TunableAttr& a : def->traits.tunable) {
+          if (a.name == key) t = &a;
+        }
+      }
+      if (!t) return InvalidArgument("tuned node '" + name + "': " + node->op + " has no tunable attribute '" + key + "'");
+      if (value < t->min || value > t->max) {
+        return InvalidArgument("tuned node '" + name + "': " + key + " must be in [" + std::to_string(t->min) + ", " +
+                               std::to_string(t->max) + "], got " + std::to_string(value));
+      }
+      node->attrs.Set(key, value);
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRegistry& registry,
                                             const CompileOptions& options, CompileStats* stats) {
@@ -64,6 +94,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     local.nodes_fused = fusion.nodes_fused;
   }
   if (options.place_on_host) PlaceOnHost(graph, registry);
+  REMEX_RETURN_IF_ERROR(AnnotateNodes(graph, registry, options.node_attrs));
   REMEX_ASSIGN_OR_RETURN(CodegenResult gen, GenerateCode(graph, registry));
   vm::ExecutableDef def = std::move(gen.executable);
   if (options.plan_memory) local.memory = PlanMemory(def.functions[0], gen.bound_bytes);

@@ -2,6 +2,9 @@
 #include "host_client/tooling/tuning.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -42,6 +45,24 @@ std::string AxisValue(const TunedChoices& c, const std::string& key) {
   return BoolText(c.fuse_elementwise);
 }
 
+// A per-node axis: its --space key, the kernel attribute and its range (kernels.h).
+struct NodeAxis {
+  const char* key;
+  const char* attr;
+  int64_t min, max;
+};
+constexpr NodeAxis kNodeAxes[] = {{"cudnn-algo", "cudnn_algo", 0, kernels::kCudnnFwdAlgoCount - 1},
+                                  {"cudnn-math", "cudnn_math", 0, kernels::kCudnnMathTypeCount - 1},
+                                  {"cublaslt-algo", "cublaslt_algo", 0, kernels::kCublasLtAlgoCount - 1}};
+static_assert(std::size(kNodeAxes) == std::size(kNodeTuningKeys));
+
+const NodeAxis* FindNodeAxis(const std::string& key) {
+  for (const NodeAxis& a : kNodeAxes) {
+    if (key == a.key) return &a;
+  }
+  return nullptr;
+}
+
 std::string DimsText(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
@@ -59,11 +80,13 @@ json ShapesJson(const std::map<std::string, Shape>& shapes) {
 // ---- choices -----------------------------------------------------------------------
 
 json ToJson(const TunedChoices& c) {
-  return {{"layout", LayoutText(c.layout)},
-          {"dtype", DTypeText(c.dtype)},
-          {"fold_batchnorm", c.fold_batchnorm},
-          {"fuse_epilogues", c.fuse_epilogues},
-          {"fuse_elementwise", c.fuse_elementwise}};
+  json j = {{"layout", LayoutText(c.layout)},
+            {"dtype", DTypeText(c.dtype)},
+            {"fold_batchnorm", c.fold_batchnorm},
+            {"fuse_epilogues", c.fuse_epilogues},
+            {"fuse_elementwise", c.fuse_elementwise}};
+  if (!c.node_attrs.empty()) j["node_attrs"] = c.node_attrs;
+  return j;
 }
 
 StatusOr<TunedChoices> TunedChoicesFromJson(const json& j) {
@@ -87,6 +110,20 @@ StatusOr<TunedChoices> TunedChoicesFromJson(const json& j) {
   REMEX_RETURN_IF_ERROR(boolean("fold_batchnorm", c.fold_batchnorm));
   REMEX_RETURN_IF_ERROR(boolean("fuse_epilogues", c.fuse_epilogues));
   REMEX_RETURN_IF_ERROR(boolean("fuse_elementwise", c.fuse_elementwise));
+  if (j.contains("node_attrs")) {
+    // Names and values only; the compiler checks them against the graph and the ops.
+    const json& nodes = j["node_attrs"];
+    if (!nodes.is_object()) return InvalidArgument("tuned choices: 'node_attrs' is not an object");
+    for (const auto& [node, attrs] : nodes.items()) {
+      if (!attrs.is_object()) return InvalidArgument("tuned choices: node_attrs of '" + node + "' is not an object");
+      for (const auto& [key, value] : attrs.items()) {
+        if (!value.is_number_integer()) {
+          return InvalidArgument("tuned choices: node_attrs of '" + node + "': '" + key + "' is not an integer");
+        }
+        c.node_attrs[node][key] = value.get<int64_t>();
+      }
+    }
+  }
   return c;
 }
 
@@ -131,6 +168,14 @@ std::string TunedChoicesText(const TunedChoices& c, const TunedChoices& start) {
     const std::string v = AxisValue(c, key);
     if (v != AxisValue(start, key)) out += (out.empty() ? "" : ",") + std::string(key) + "=" + v;
   }
+  if (c.node_attrs != start.node_attrs) {
+    size_t nodes = 0;
+    for (const auto& [name, attrs] : c.node_attrs) {
+      auto it = start.node_attrs.find(name);
+      nodes += it == start.node_attrs.end() || it->second != attrs ? 1 : 0;
+    }
+    out += (out.empty() ? "+" : ",+") + std::to_string(nodes) + " per-node";
+  }
   return out.empty() ? "start" : out;
 }
 
@@ -147,9 +192,26 @@ StatusOr<std::vector<TuningAxis>> ParseTuningSpace(const std::vector<std::string
     }
     std::stringstream ss(spec.substr(eq + 1));
     std::string value;
+    const NodeAxis* node_axis = FindNodeAxis(axis.key);
     while (std::getline(ss, value, ',')) {
-      TunedChoices scratch;
-      if (Status st = SetTunedChoice(scratch, axis.key, value); !st.ok()) return fail(st.message());
+      if (node_axis) {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || errno != 0 || v < node_axis->min || v > node_axis->max) {
+          return fail(axis.key + " takes integers in [" + std::to_string(node_axis->min) + ", " +
+                      std::to_string(node_axis->max) + "], got '" + value + "'");
+        }
+        value = std::to_string(v);
+      } else if (TunedChoices scratch; !SetTunedChoice(scratch, axis.key, value).ok()) {
+        std::string keys = SetTunedChoice(scratch, axis.key, value).message();
+        if (keys.rfind("unknown choice", 0) == 0) {
+          keys.pop_back();  // ")"
+          for (const char* k : kNodeTuningKeys) keys += ", " + std::string(k);
+          keys += ")";
+        }
+        return fail(keys);
+      }
       if (std::find(axis.values.begin(), axis.values.end(), value) == axis.values.end()) axis.values.push_back(value);
     }
     if (axis.values.empty()) return fail("no values");
@@ -163,8 +225,16 @@ std::vector<TuningAxis> DefaultTuningSpace(const std::string& device) {
                                    {"fold-batchnorm", {"true", "false"}},
                                    {"fuse-epilogues", {"true", "false"}},
                                    {"fuse-elementwise", {"true", "false"}}};
-  // The CPU device has no float16 arithmetic (compile.h, CompileDTypeFor).
-  if (device != "cpu") space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
+  // The CPU device has no float16 arithmetic (compile.h, CompileDTypeFor), and its
+  // kernels take no per-node choices.
+  if (device != "cpu") {
+    space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
+    for (const NodeAxis& a : kNodeAxes) {
+      TuningAxis axis{a.key, {}};
+      for (int64_t v = a.min; v <= a.max; ++v) axis.values.push_back(std::to_string(v));
+      space.push_back(std::move(axis));
+    }
+  }
   return space;
 }
 
@@ -187,6 +257,46 @@ std::string TuningFingerprint(const client::ServerInfo& info) {
 
 // ---- the log -----------------------------------------------------------------------
 
+namespace {
+
+// Whether every field a reader of the log uses has its type (or is absent): a record
+// that fails is skipped like a torn line, so that no reader meets a wrong type.
+bool WellFormed(const json& j) {
+  auto is = [&](const char* k, auto&& pred) { return !j.contains(k) || pred(j[k]); };
+  auto string = [](const json& v) { return v.is_string(); };
+  auto integer = [](const json& v) { return v.is_number_integer(); };
+  auto boolean = [](const json& v) { return v.is_boolean(); };
+  auto number_or_null = [](const json& v) { return v.is_number() || v.is_null(); };
+  auto object = [](const json& v) { return v.is_object(); };
+  auto object_or_null = [](const json& v) { return v.is_object() || v.is_null(); };
+  for (const char* k : {"kind", "fingerprint", "model_hash", "bucket"}) {
+    if (!j.contains(k) || !j[k].is_string()) return false;
+  }
+  for (const char* k : {"model", "server", "label", "status", "reason", "phase", "recorded_at"}) {
+    if (!is(k, string)) return false;
+  }
+  for (const char* k : {"round", "measured", "rejected", "rounds", "samples"}) {
+    if (!is(k, integer)) return false;
+  }
+  for (const char* k : {"complete", "beyond_noise"}) {
+    if (!is(k, boolean)) return false;
+  }
+  for (const char* k : {"ratio", "ratio_low", "ratio_high", "p_value", "median_ms", "median_low_ms", "median_high_ms",
+                        "start_median_ms"}) {
+    if (!is(k, number_or_null)) return false;
+  }
+  for (const char* k : {"shapes", "start", "choice"}) {
+    if (!is(k, object)) return false;
+  }
+  if (!is("winner", object_or_null)) return false;
+  if (j.contains("candidates") && !j["candidates"].is_array()) return false;
+  // A round's incumbent is a choice; a measure's, whether it was the incumbent.
+  if (j.contains("incumbent") && !j["incumbent"].is_object() && !j["incumbent"].is_boolean()) return false;
+  return true;
+}
+
+}  // namespace
+
 StatusOr<TuningLog> ReadTuningLog(const std::string& path) {
   TuningLog log;
   std::error_code ec;
@@ -202,10 +312,14 @@ StatusOr<TuningLog> ReadTuningLog(const std::string& path) {
       log.skipped_lines++;
       continue;
     }
-    if (j["schema_version"].get<int>() > kTuningLogSchemaVersion) {
+    if (j["schema_version"].get<int64_t>() > kTuningLogSchemaVersion) {
       return InvalidArgument("the tuning log " + path + " has a record of schema_version " +
-                             std::to_string(j["schema_version"].get<int>()) + "; this remex reads up to " +
+                             std::to_string(j["schema_version"].get<int64_t>()) + "; this remex reads up to " +
                              std::to_string(kTuningLogSchemaVersion));
+    }
+    if (!WellFormed(j)) {
+      log.skipped_lines++;
+      continue;
     }
     log.records.push_back(std::move(j));
   }
@@ -267,6 +381,7 @@ struct Replay {
   std::set<std::string> tried;  // choices' JSON dumps
   int rounds = 0, measured = 0, rejected = 0;
   bool complete = false;
+  bool nodes_done = false;   // a per-node round is logged
   std::optional<json> best;  // the complete "best" record
 };
 
@@ -297,6 +412,17 @@ class Tuner {
   StatusOr<std::string> CompileCandidate(const BucketPlan& plan, const TunedChoices& choice, const std::string& path);
   Status Worker(Connection connection);
   Status TuneOne(size_t index, Connection& connection);
+  // Compiles `c` to `path` and checks it on the device against the reference: c.status
+  // "rejected" with the reason, or "ok". Errors only when no device is left.
+  Status CheckCandidate(const BucketPlan& plan, Candidate& c, const std::string& path, const std::string& ref_dir,
+                        Connection& connection);
+  // The per-node phase (tuning.h): may replace the incumbent, logs one round.
+  Status TuneNodes(const BucketPlan& plan, const std::string& dir, const std::string& ref_dir,
+                   const std::string& server, Connection& connection, TunedChoices& incumbent,
+                   std::string& incumbent_rmx, int& round, TuneBucket& result);
+  // Each node's median ms over the profiled invokes of the executable at `rmx`.
+  StatusOr<std::map<std::string, double>> ProfileNodes(const BucketPlan& plan, const std::string& rmx,
+                                                       const std::string& ref_dir, Connection& connection);
   // `connection` closed by an error: a fresh one, of the first device's fingerprint.
   Status Reconnect(Connection& connection);
   ModelRequest CandidateRequest(const BucketPlan& plan, const std::string& rmx, const std::string& ref_dir) const;
@@ -357,6 +483,7 @@ Replay Tuner::ReplayLog(const BucketPlan& plan) const {
       for (const json& c : rec.value("candidates", json::array())) r.tried.insert(c.dump());
       r.measured += rec.value("measured", 0);
       r.rejected += rec.value("rejected", 0);
+      if (rec.value("phase", "") == "nodes") r.nodes_done = true;
       if (auto w = TunedChoicesFromJson(rec.value("winner", json())); w.ok()) r.incumbent = *w;
     } else if (kind == "best" && rec.value("complete", false)) {
       if (auto c = TunedChoicesFromJson(rec.value("choice", json())); c.ok()) {
@@ -406,6 +533,229 @@ Status Tuner::Reconnect(Connection& connection) {
   return OkStatus();
 }
 
+Status Tuner::CheckCandidate(const BucketPlan& plan, Candidate& c, const std::string& path, const std::string& ref_dir,
+                             Connection& connection) {
+  auto rmx = CompileCandidate(plan, c.choice, path);
+  if (!rmx.ok()) {
+    c.status = "rejected";
+    c.reason = "compile: " + rmx.status().ToString();
+    return OkStatus();
+  }
+  c.rmx = *rmx;
+  if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+  ModelRequest req = CandidateRequest(plan, c.rmx, ref_dir);
+  auto p = PrepareModelOn(req, std::move(connection));
+  if (!p.ok()) {
+    c.status = "rejected";
+    c.reason = "device: " + p.status().ToString();
+    return OkStatus();
+  }
+  const bool f16 = c.choice.dtype == DType::kFloat16;
+  CheckOptions check;
+  check.reference = ref_dir;
+  check.rtol = f16 ? o_.float16_rtol : o_.rtol;
+  check.atol = f16 ? o_.float16_atol : o_.atol;
+  auto checked = CheckModel(req, *p, check);  // frees what it made
+  connection = std::move(p->connection);
+  if (!checked.ok()) {
+    c.status = "rejected";
+    c.reason = "device: " + checked.status().ToString();
+    connection = Connection();  // a fresh session for the next, the server's state unknown
+    return OkStatus();
+  }
+  if (!checked->match) {
+    c.status = "rejected";
+    for (const CheckOutput& out : checked->outputs) {
+      if (out.verdict == "match") continue;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " (max abs error %.3g, max rel error %.3g; rtol %g, atol %g)",
+                    out.stats.max_abs_error, out.stats.max_rel_error, check.rtol, check.atol);
+      c.reason = "mismatch: output " + out.name + ": " + (out.reason.empty() ? out.verdict : out.reason) + buf;
+      break;
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<std::map<std::string, double>> Tuner::ProfileNodes(const BucketPlan& plan, const std::string& rmx,
+                                                            const std::string& ref_dir, Connection& connection) {
+  if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+  ModelRequest req = CandidateRequest(plan, rmx, ref_dir);
+  REMEX_ASSIGN_OR_RETURN(PreparedModel p, PrepareModelOn(req, std::move(connection)));
+  auto report = ProfileVm(p.session(), p.vm, p.main().name, o_.bench.profile_runs, /*trace=*/false);
+  Status freed = p.Release();
+  connection = std::move(p.connection);
+  if (!report.ok() || !freed.ok()) connection = Connection();
+  REMEX_RETURN_IF_ERROR(report.status());
+  REMEX_RETURN_IF_ERROR(freed);
+  std::map<std::string, double> out;
+  for (const ProfileNodeEntry& n : report->nodes) out[n.name] = n.median_ms;
+  return out;
+}
+
+Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const std::string& ref_dir,
+                        const std::string& server, Connection& connection, TunedChoices& incumbent,
+                        std::string& incumbent_rmx, int& round, TuneBucket& result) {
+  // Each per-node axis of the space, with the nodes of the incumbent's executable whose
+  // op takes its attribute.
+  compiler::CompileOptions options = plan.options;
+  ApplyChoices(incumbent, options);
+  REMEX_ASSIGN_OR_RETURN(CompileReport compiled, CompileModel(o_.request.model, options));
+  REMEX_ASSIGN_OR_RETURN(const kernels::KernelRegistry* registry, CompilerRegistry());
+  struct Work {
+    const NodeAxis* axis;
+    std::vector<int64_t> values;
+    std::vector<std::string> nodes;
+  };
+  std::vector<Work> work;
+  for (const TuningAxis& a : space_) {
+    const NodeAxis* axis = FindNodeAxis(a.key);
+    if (!axis) continue;
+    Work w{axis, {}, {}};
+    for (const std::string& v : a.values) w.values.push_back(std::stoll(v));  // checked by ParseTuningSpace
+    std::set<std::string> names;
+    for (const vm::KernelEntry& k : compiled.executable.kernels) {
+      const kernels::OpDef* def = k.host || k.node_name.empty() ? nullptr : registry->FindOp(k.op);
+      if (!def) continue;
+      for (const kernels::TunableAttr& t : def->traits.tunable) {
+        if (t.name == axis->attr) names.insert(k.node_name);
+      }
+    }
+    w.nodes.assign(names.begin(), names.end());
+    if (!w.nodes.empty()) work.push_back(std::move(w));
+  }
+  if (work.empty()) return OkStatus();
+  ++round;
+  auto say = [&](const std::string& s) { Say(plan.name + ": per node: " + s); };
+
+  // One candidate per value: every node of the axis set to it.
+  std::vector<Candidate> candidates;
+  std::vector<std::pair<size_t, int64_t>> axis_value;
+  for (size_t a = 0; a < work.size(); ++a) {
+    for (int64_t v : work[a].values) {
+      TunedChoices c = incumbent;
+      for (const std::string& n : work[a].nodes) c.node_attrs[n][work[a].axis->attr] = v;
+      if (c == incumbent) continue;
+      candidates.push_back({c, std::string(work[a].axis->key) + "=" + std::to_string(v), "", "ok", ""});
+      axis_value.emplace_back(a, v);
+    }
+  }
+  for (size_t k = 0; k < candidates.size() && !Interrupted(); ++k) {
+    say("checking " + candidates[k].label);
+    REMEX_RETURN_IF_ERROR(CheckCandidate(plan, candidates[k],
+                                         dir + "/n" + std::to_string(round) + "c" + std::to_string(k) + ".rmx",
+                                         ref_dir, connection));
+  }
+  if (Interrupted()) return OkStatus();
+  say("profiling " + std::to_string(candidates.size() + 1) + " executables");
+  REMEX_ASSIGN_OR_RETURN(auto base_ms, ProfileNodes(plan, incumbent_rmx, ref_dir, connection));
+  std::vector<std::map<std::string, double>> cand_ms(candidates.size());
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    if (candidates[k].status != "ok") continue;
+    REMEX_ASSIGN_OR_RETURN(cand_ms[k], ProfileNodes(plan, candidates[k].rmx, ref_dir, connection));
+  }
+  // Per axis and node, the value whose median is lowest and 2 % under the incumbent's.
+  TunedChoices combined = incumbent;
+  for (size_t a = 0; a < work.size(); ++a) {
+    for (const std::string& n : work[a].nodes) {
+      auto base = base_ms.find(n);
+      if (base == base_ms.end()) continue;
+      double best = base->second * 0.98;
+      std::optional<int64_t> pick;
+      for (size_t k = 0; k < candidates.size(); ++k) {
+        if (axis_value[k].first != a || candidates[k].status != "ok") continue;
+        auto t = cand_ms[k].find(n);
+        if (t != cand_ms[k].end() && t->second < best) {
+          best = t->second;
+          pick = axis_value[k].second;
+        }
+      }
+      if (pick) combined.node_attrs[n][work[a].axis->attr] = *pick;
+    }
+  }
+
+  std::vector<json> records;
+  int rejected = 0, measured = 0;
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    json m = Record("measure", plan, server);
+    m["round"] = round;
+    m["phase"] = "nodes";
+    m["choice"] = ToJson(candidates[k].choice);
+    m["label"] = candidates[k].label;
+    m["incumbent"] = false;
+    m["status"] = candidates[k].status;
+    if (candidates[k].status == "ok") {
+      json nodes = json::object();
+      for (const std::string& n : work[axis_value[k].first].nodes) {
+        if (cand_ms[k].count(n)) nodes[n] = cand_ms[k][n];
+      }
+      m["node_median_ms"] = nodes;
+      measured++;
+    } else {
+      m["reason"] = candidates[k].reason;
+      rejected++;
+    }
+    records.push_back(std::move(m));
+  }
+  std::optional<TunedChoices> winner;
+  if (!(combined == incumbent)) {
+    Candidate c{combined, TunedChoicesText(combined, start_), "", "ok", ""};
+    say("checking the per-node picks");
+    REMEX_RETURN_IF_ERROR(CheckCandidate(plan, c, dir + "/n" + std::to_string(round) + "picks.rmx", ref_dir, connection));
+    json m = Record("measure", plan, server);
+    m["round"] = round;
+    m["phase"] = "nodes";
+    m["choice"] = ToJson(combined);
+    m["label"] = c.label;
+    m["incumbent"] = false;
+    m["status"] = c.status;
+    if (c.status == "ok") {
+      if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+      say("benchmarking the per-node picks against the incumbent");
+      std::vector<VariantRequest> pair = {{"incumbent", CandidateRequest(plan, incumbent_rmx, ref_dir)},
+                                          {c.label, CandidateRequest(plan, c.rmx, ref_dir)}};
+      REMEX_ASSIGN_OR_RETURN(VariantsReport report, BenchVariantsOn(pair, o_.bench, connection));
+      const VariantSummary& s = report.summary[1];
+      m["median_ms"] = s.median.value;
+      m["samples"] = s.samples_ms.size();
+      m["ratio"] = s.vs_first->ratio;
+      m["ratio_low"] = s.vs_first->ratio_low;
+      m["ratio_high"] = s.vs_first->ratio_high;
+      m["p_value"] = s.vs_first->p_value;
+      m["beyond_noise"] = s.vs_first->beyond_noise;
+      measured++;
+      if (s.vs_first->beyond_noise && s.vs_first->ratio < 1) {
+        winner = combined;
+        incumbent_rmx = c.rmx;
+      }
+    } else {
+      m["reason"] = c.reason;
+      rejected++;
+    }
+    records.push_back(std::move(m));
+  }
+  json r = Record("round", plan, server);
+  r["round"] = round;
+  r["phase"] = "nodes";
+  r["incumbent"] = ToJson(incumbent);
+  json all = json::array();
+  for (const Candidate& c : candidates) all.push_back(ToJson(c.choice));
+  r["candidates"] = all;
+  r["measured"] = measured;
+  r["rejected"] = rejected;
+  r["winner"] = winner ? ToJson(*winner) : json(nullptr);
+  records.push_back(std::move(r));
+  REMEX_RETURN_IF_ERROR(Append(records));
+  if (winner) incumbent = *winner;
+  result.rounds = round;
+  result.measured += measured;
+  result.rejected += rejected;
+  std::lock_guard<std::mutex> lock(mu_);
+  measured_ += measured;
+  rejected_ += rejected;
+  return OkStatus();
+}
+
 Status Tuner::TuneOne(size_t index, Connection& connection) {
   const BucketPlan& plan = plans_[index];
   const std::string server = connection.server;
@@ -434,6 +784,7 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
       result.beyond_noise = b.value("beyond_noise", false);
     }
     result.server = b.value("server", "");
+    result.node_choices = static_cast<int>(result.choice.node_attrs.size());
     std::lock_guard<std::mutex> lock(mu_);
     results_[index] = result;
     return OkStatus();
@@ -480,6 +831,7 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     // Every choice one axis away from the incumbent, not measured before.
     std::vector<Candidate> candidates;
     for (const TuningAxis& axis : space_) {
+      if (FindNodeAxis(axis.key)) continue;  // the per-node phase's, below
       for (const std::string& value : axis.values) {
         TunedChoices c = incumbent;
         if (!SetTunedChoice(c, axis.key, value).ok()) continue;
@@ -498,47 +850,10 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
       Candidate& c = candidates[k];
       if (Interrupted()) break;
       say("round " + std::to_string(round) + ": checking " + c.label);
-      auto rmx = CompileCandidate(plan, c.choice, dir + "/r" + std::to_string(round) + "c" + std::to_string(k) + ".rmx");
-      if (!rmx.ok()) {
-        c.status = "rejected";
-        c.reason = "compile: " + rmx.status().ToString();
-        continue;
-      }
-      c.rmx = *rmx;
-      if (!connection.session) {
-        if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
-      }
-      ModelRequest req = CandidateRequest(plan, c.rmx, ref_dir);
-      auto p = PrepareModelOn(req, std::move(connection));
-      if (!p.ok()) {
-        c.status = "rejected";
-        c.reason = "device: " + p.status().ToString();
-        continue;
-      }
-      const bool f16 = c.choice.dtype == DType::kFloat16;
-      CheckOptions check;
-      check.reference = ref_dir;
-      check.rtol = f16 ? o_.float16_rtol : o_.rtol;
-      check.atol = f16 ? o_.float16_atol : o_.atol;
-      auto checked = CheckModel(req, *p, check);  // frees what it made
-      connection = std::move(p->connection);
-      if (!checked.ok()) {
-        c.status = "rejected";
-        c.reason = "device: " + checked.status().ToString();
-        connection = Connection();  // a fresh session for the next, the server's state unknown
-        continue;
-      }
-      if (!checked->match) {
-        c.status = "rejected";
-        for (const CheckOutput& out : checked->outputs) {
-          if (out.verdict == "match") continue;
-          char buf[160];
-          std::snprintf(buf, sizeof buf, " (max abs error %.3g, max rel error %.3g; rtol %g, atol %g)",
-                        out.stats.max_abs_error, out.stats.max_rel_error, check.rtol, check.atol);
-          c.reason = "mismatch: output " + out.name + ": " + (out.reason.empty() ? out.verdict : out.reason) + buf;
-          break;
-        }
-      }
+      REMEX_RETURN_IF_ERROR(
+          CheckCandidate(plan, c, dir + "/r" + std::to_string(round) + "c" + std::to_string(k) + ".rmx", ref_dir,
+                         connection)
+              .WithContext(plan.name));
     }
     if (Interrupted()) break;
     // The incumbent and every candidate that passed, interleaved.
@@ -626,9 +941,15 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     incumbent_rmx = won->rmx;
   }
 
+  if (complete && !replay.nodes_done && !Interrupted() && !BudgetSpent()) {
+    REMEX_RETURN_IF_ERROR(TuneNodes(plan, dir, ref_dir, server, connection, incumbent, incumbent_rmx, round, result)
+                              .WithContext(plan.name + ", per node"));
+  }
+
   // The choice against the start, side by side.
   result.choice = incumbent;
   result.complete = complete;
+  result.node_choices = static_cast<int>(incumbent.node_attrs.size());
   json best = Record("best", plan, server);
   best["choice"] = ToJson(incumbent);
   best["label"] = TunedChoicesText(incumbent, start_);
@@ -697,11 +1018,15 @@ StatusOr<TuneReport> Tuner::Run() {
     if (!(t >= 0) || t > 1e6) return InvalidArgument("tolerances must be finite and >= 0");
   }
   space_ = o_.space;
-  for (const TuningAxis& axis : space_) {
-    for (const std::string& v : axis.values) {
-      TunedChoices scratch;
-      REMEX_RETURN_IF_ERROR(SetTunedChoice(scratch, axis.key, v).WithContext("--space"));
+  {
+    // The space as ParseTuningSpace checks it (a caller may have built it by hand).
+    std::vector<std::string> specs;
+    for (const TuningAxis& axis : space_) {
+      std::string values;
+      for (const std::string& v : axis.values) values += (values.empty() ? "" : ",") + v;
+      specs.push_back(axis.key + "=" + values);
     }
+    REMEX_RETURN_IF_ERROR(ParseTuningSpace(specs).status());
   }
   if (!o_.output_path.empty()) REMEX_RETURN_IF_ERROR(EnsureWritableFile(o_.output_path, "the tuned executable"));
   REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> model_bytes, ReadFileBytes(model));
@@ -716,6 +1041,11 @@ StatusOr<TuneReport> Tuner::Run() {
   const auto& devices = first.session->server_info().devices;
   device_ = devices.empty() ? "" : devices[0].name;
   if (space_.empty()) space_ = DefaultTuningSpace(device_);
+  for (const TuningAxis& axis : space_) {
+    if (FindNodeAxis(axis.key) && device_ == "cpu") {
+      return InvalidArgument("--space " + axis.key + ": the cpu device's kernels take no per-node choices");
+    }
+  }
 
   // The start options, compiled whole once: they are checked, their symbols resolved,
   // and the buckets listed.
@@ -889,6 +1219,7 @@ json ToJson(const TuneReport& r) {
                        {"rounds", b.rounds},
                        {"measured", b.measured},
                        {"rejected", b.rejected},
+                       {"node_choices", b.node_choices},
                        {"from_log", b.from_log},
                        {"complete", b.complete},
                        {"server", b.server}});

@@ -34,6 +34,14 @@
 // resumes where it stopped: records of a bucket with the same (fingerprint, model
 // hash, bucket, shapes, start) are replayed; a bucket with a complete "best" record is
 // not measured again.
+//
+// Per-node choices (a device other than the CPU, --space's per-node axes): once a
+// bucket's descent ends, one candidate per value of each per-node axis sets that value
+// on every node whose op takes the attribute; each is checked, then the incumbent and
+// each candidate are profiled (options.bench.profile_runs invokes, each node's median).
+// Per node, the value whose median is lowest and at least 2 % under the incumbent's is
+// taken; the executable of those per-node values wins only when, benchmarked
+// interleaved against the incumbent, it is faster beyond the noise.
 #pragma once
 
 #include <atomic>
@@ -61,9 +69,15 @@ inline constexpr int kTuneSchemaVersion = 1;
 // The axes of the search space, as --variant and --space name them.
 inline constexpr const char* kTuningKeys[] = {"layout", "dtype", "fold-batchnorm", "fuse-epilogues",
                                               "fuse-elementwise"};
+// The per-node axes (--space only): the tunable attributes of the CUDA kernels
+// (kernels::OpTraits::tunable) as --space names them, each value an integer in the
+// attribute's range: cudnn-algo (cudnn_algo, 0-7), cudnn-math (cudnn_math, 0-3),
+// cublaslt-algo (cublaslt_algo, 0-7).
+inline constexpr const char* kNodeTuningKeys[] = {"cudnn-algo", "cudnn-math", "cublaslt-algo"};
 
 // {"layout": "NCHW"|"NHWC", "dtype": "model"|"float32"|"float16", "fold_batchnorm",
-// "fuse_epilogues", "fuse_elementwise"}.
+// "fuse_epilogues", "fuse_elementwise"}, and "node_attrs": {NODE: {ATTRIBUTE: VALUE}}
+// when any node has one.
 nlohmann::json ToJson(const compiler::TunedChoices& choices);
 // The inverse; INVALID_ARGUMENT naming the field that is missing or wrong.
 StatusOr<compiler::TunedChoices> TunedChoicesFromJson(const nlohmann::json& j);
@@ -72,7 +86,8 @@ StatusOr<compiler::TunedChoices> TunedChoicesFromJson(const nlohmann::json& j);
 // a bad value.
 Status SetTunedChoice(compiler::TunedChoices& choices, const std::string& key, const std::string& value);
 // `choices` as --variant text, the axes that differ from `start` ("layout=NHWC,
-// fuse-epilogues=false"), or "start" when none does.
+// fuse-epilogues=false"), or "start" when none does; per-node attributes that differ
+// add "+N per-node" (N nodes).
 std::string TunedChoicesText(const compiler::TunedChoices& choices, const compiler::TunedChoices& start);
 
 // One axis of the search space and the values it takes.
@@ -81,10 +96,12 @@ struct TuningAxis {
   std::vector<std::string> values;
 };
 // --space KEY=V1,V2 (repeatable). INVALID_ARGUMENT naming --space for an unknown key, a
-// key given twice, fewer than one value or a value SetTunedChoice refuses.
+// key given twice, fewer than one value, a value SetTunedChoice refuses, or a per-node
+// value that is no integer in its attribute's range.
 StatusOr<std::vector<TuningAxis>> ParseTuningSpace(const std::vector<std::string>& specs);
 // The space when --space is not given: layout, fold-batchnorm, fuse-epilogues and
-// fuse-elementwise; on a device other than the CPU also dtype (the model's, float16).
+// fuse-elementwise; on a device other than the CPU also dtype (the model's, float16)
+// and the per-node axes with every value of their ranges.
 std::vector<TuningAxis> DefaultTuningSpace(const std::string& device);
 
 // The device a tuning result holds for: "cpu: MODEL, N compute threads", or "gpu: NAME,
@@ -157,6 +174,7 @@ struct TuneBucket {
   int rounds = 0;     // rounds measured, replayed ones included
   int measured = 0;   // candidates benchmarked in them (incumbents not counted)
   int rejected = 0;   // candidates that failed to compile or run, or mismatched
+  int node_choices = 0;  // nodes with a per-node choice in `choice`
   bool from_log = false;   // complete in the log already: nothing measured
   bool complete = false;   // the search ended (no winner), not the budget or a signal
   std::string server;      // the worker's server that measured it
@@ -185,8 +203,9 @@ StatusOr<TuneReport> Tune(const TuneOptions& options, const ProgressFn& progress
 
 // {"schema": "remex.tune", "schema_version": 1, model, model_hash, fingerprint, servers,
 // space: {KEY: [values]}, buckets: [{bucket, shapes, start, choice, label, ratio,
-// ratio_low, ratio_high, beyond_noise, rounds, measured, rejected, from_log, complete,
-// server}], measured, rejected, output, output_hash, log, stopped, seconds}
+// ratio_low, ratio_high, beyond_noise, rounds, measured, rejected, node_choices,
+// from_log, complete, server}], measured, rejected, output, output_hash, log, stopped,
+// seconds}
 // (docs/tuning.md).
 nlohmann::json ToJson(const TuneReport& report);
 std::string TuneText(const TuneReport& report);

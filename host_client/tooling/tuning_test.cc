@@ -122,13 +122,19 @@ TEST(TuningTest, ReadingALogSkipsTornLinesAndRefusesANewerSchema) {
   EXPECT_TRUE(missing->records.empty());
   {
     std::ofstream out(path);
+    json wrong_type = Best("cpu: x", "main", TunedChoices{});
+    wrong_type["round"] = "three";  // a reader would meet a string where it wants a count
+    json no_bucket = Best("cpu: x", "main", TunedChoices{});
+    no_bucket.erase("bucket");
     out << Best("cpu: x", "main", TunedChoices{}).dump() << "\n{\"schema\":\"remex.tun\n"
-        << json{{"schema", "other"}}.dump() << "\n";
+        << json{{"schema", "other"}}.dump() << "\n"
+        << wrong_type.dump() << "\n"
+        << no_bucket.dump() << "\n";
   }
   auto log = ReadTuningLog(path);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   EXPECT_EQ(log->records.size(), 1u);
-  EXPECT_EQ(log->skipped_lines, 2u);
+  EXPECT_EQ(log->skipped_lines, 4u);
   {
     std::ofstream out(path, std::ios::app);
     json newer = Best("cpu: x", "main", TunedChoices{});

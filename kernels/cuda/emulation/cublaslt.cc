@@ -157,6 +157,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   return Report(CUBLAS_STATUS_INVALID_VALUE, kCall, "attribute not emulated");
 }
 
+// Marks an algorithm as one cublasLtMatmulAlgoGetHeuristic returned (its data[6]).
+constexpr uint64_t kHeuristicMark = 0x52454d4558414c47ull;
+
 // The emulated algorithm asks for 64 KiB of workspace when the preference allows it,
 // so that the caller's workspace path runs; it records the promised alignments.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
@@ -185,14 +188,21 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   if (a->type != b->type || c->type != d->type || a->type != d->type) {
     return Report(CUBLAS_STATUS_NOT_SUPPORTED, kCall, "mixed storage types are not emulated");
   }
-  cublasLtMatmulHeuristicResult_t r{};
-  r.workspaceSize = pref->max_workspace >= (64u << 10) ? (64u << 10) : 0;
-  r.state = CUBLAS_STATUS_SUCCESS;
-  r.wavesCount = 1.0f;
-  for (int i = 0; i < 4; ++i) r.algo.data[i] = pref->align[i];
-  r.algo.data[4] = r.workspaceSize;
-  results[0] = r;
-  *returned = 1;
+  // Two algorithms, numerically the same (data[5] their index), so that a caller's
+  // choice among the results is exercised; data[6] marks an algorithm as this
+  // heuristic's.
+  for (int i = 0; i < 2 && i < requested; ++i) {
+    cublasLtMatmulHeuristicResult_t r{};
+    r.workspaceSize = pref->max_workspace >= (64u << 10) ? (64u << 10) : 0;
+    r.state = CUBLAS_STATUS_SUCCESS;
+    r.wavesCount = 1.0f;
+    for (int j = 0; j < 4; ++j) r.algo.data[j] = pref->align[j];
+    r.algo.data[4] = r.workspaceSize;
+    r.algo.data[5] = static_cast<uint64_t>(i);
+    r.algo.data[6] = kHeuristicMark;
+    results[i] = r;
+    *returned = i + 1;
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -207,6 +217,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return Report(CUBLAS_STATUS_INVALID_VALUE, kCall, "null argument");
   }
   if (!IsValidStream(stream)) return Report(CUBLAS_STATUS_INVALID_VALUE, kCall, "invalid stream");
+  // Only an algorithm the heuristic returned, as cuBLASLt requires.
+  if (algo->data[6] != kHeuristicMark || algo->data[5] > 1) {
+    return Report(CUBLAS_STATUS_INVALID_VALUE, kCall, "the algorithm is none the heuristic returned");
+  }
   // The operands must be the device memory the layouts describe, aligned as promised.
   const struct {
     const char* name;

@@ -207,6 +207,10 @@ std::vector<float> ToFloats(const void* p, cudnnDataType_t t, int64_t count) {
 size_t FwdWorkspace(cudnnConvolutionFwdAlgo_t algo) {
   return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ? kPrecompWorkspace : 0;
 }
+// An index cuDNN defines (the emulation checks it, as cuDNN answers CUDNN_STATUS_BAD_PARAM).
+bool FwdAlgoValid(cudnnConvolutionFwdAlgo_t algo) {
+  return static_cast<int>(algo) >= 0 && static_cast<int>(algo) < CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+}
 bool FwdSupported(cudnnConvolutionFwdAlgo_t algo) {
   return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
          algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -376,6 +380,9 @@ cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t desc, i
 }
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t math) {
   if (!desc) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (static_cast<int>(math) < CUDNN_DEFAULT_MATH || static_cast<int>(math) > CUDNN_FMA_MATH) {
+    return Report(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType", "no such math type");
+  }
   desc->math = math;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -427,6 +434,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cudn
   constexpr const char* kCall = "cudnnGetConvolutionForwardWorkspaceSize";
   if (!handle || !x || !w || !conv || !y || !bytes) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (cudnnStatus_t s = CheckGeometry(kCall, *x, *w, *conv, *y); s != CUDNN_STATUS_SUCCESS) return s;
+  if (!FwdAlgoValid(algo)) return Report(CUDNN_STATUS_BAD_PARAM, kCall, "no such algorithm");
   if (!FwdSupported(algo)) return CUDNN_STATUS_NOT_SUPPORTED;
   *bytes = FwdWorkspace(algo);
   return CUDNN_STATUS_SUCCESS;
@@ -444,6 +452,7 @@ cudnnStatus_t Forward(const char* call, cudnnHandle_t handle, float alpha1, cons
   if (!handle || !x_desc || !w_desc || !conv || !y_desc) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (cudnnStatus_t s = CheckGeometry(call, *x_desc, *w_desc, *conv, *y_desc); s != CUDNN_STATUS_SUCCESS)
     return s;
+  if (!FwdAlgoValid(algo)) return Report(CUDNN_STATUS_BAD_PARAM, call, "no such algorithm");
   if (!FwdSupported(algo)) return Report(CUDNN_STATUS_NOT_SUPPORTED, call, "algorithm not emulated");
   if (cudnnStatus_t s = CheckWorkspace(call, workspace, workspace_bytes, FwdWorkspace(algo)); s) return s;
   const uint64_t w_bytes = static_cast<uint64_t>(Count(w_desc->dims, w_desc->rank)) * ElemBytes(w_desc->type);

@@ -102,6 +102,7 @@ OpDef MatMulDef() {
   def.name = std::string(kMatMul);
   def.min_inputs = def.max_inputs = 2;
   def.infer = InferMatMul;
+  def.traits.tunable = {{"cublaslt_algo", 0, kCublasLtAlgoCount - 1}};  // kernels/ops/math/cuda/matmul.cc
   return def;
 }
 
@@ -259,6 +260,7 @@ OpDef FusedMatMulDef() {
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.infer = InferFusedMatMul;
+  def.traits.tunable = {{"cublaslt_algo", 0, kCublasLtAlgoCount - 1}};
   return def;
 }
 
@@ -453,6 +455,7 @@ OpDef GemmDef() {
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.infer = InferGemm;
+  def.traits.tunable = {{"cublaslt_algo", 0, kCublasLtAlgoCount - 1}};
   return def;
 }
 

@@ -167,12 +167,18 @@ StatusOr<std::vector<TensorInfo>> InferConv(const Attributes& attrs,
   return std::vector<TensorInfo>{{in[0].dtype, s.output}};
 }
 
+// cuDNN's algorithm and math type per node (kernels/ops/nn/cuda/conv.cc).
+std::vector<TunableAttr> ConvTunables() {
+  return {{"cudnn_algo", -1, kCudnnFwdAlgoCount - 1}, {"cudnn_math", -1, kCudnnMathTypeCount - 1}};
+}
+
 OpDef ConvDef() {
   OpDef def;
   def.name = std::string(kConv);
   def.min_inputs = 2;
   def.max_inputs = 3;
   def.infer = InferConv;
+  def.traits.tunable = ConvTunables();
   return def;
 }
 
@@ -202,6 +208,7 @@ OpDef FusedConvDef() {
   def.min_inputs = 2;
   def.max_inputs = 4;
   def.infer = InferFusedConv;
+  def.traits.tunable = ConvTunables();
   return def;
 }
 

@@ -37,7 +37,9 @@
 // NaN; the CPU kernel's Relu keeps NaN.)
 //
 // Per kernel instance: one cublasLtHandle; per input signature a plan (descriptors,
-// layouts and the heuristic's algorithm). Workspace (at most 32 MiB): a block of the
+// layouts and the heuristic's algorithm: its first result, or the node's internal
+// attribute `cublaslt_algo` = i, 0-7, which `remex tune` sets, picks its i-th; an i past
+// the results it returns runs the first). Workspace (at most 32 MiB): a block of the
 // context's provider (the device server's caching allocator), held for the call, or
 // without one cudaMallocAsync before the call and cudaFreeAsync after it, on the
 // context's stream (StreamWorkspace).
@@ -120,7 +122,26 @@ struct Problem {
   // Alignment in bytes the pointers of every call are guaranteed (cuBLASLt's default
   // and what cudaMalloc gives; less where calls run at offsets into the tensors).
   uint32_t align_a = 256, align_b = 256, align_y = 256;
+  // Which of cuBLASLt's heuristic results to run (the node's `cublaslt_algo`, which
+  // `remex tune` sets; 0 the heuristic's first): one past the results it returns
+  // runs the first.
+  int algo_index = 0;
 };
+
+// The most heuristic results asked for, and so the bound of `cublaslt_algo` (the
+// OpDefs' tunable range, kernels/kernels.h).
+constexpr int kMaxLtAlgos = static_cast<int>(kCublasLtAlgoCount);
+
+// The node's `cublaslt_algo` attribute: 0 (absent) to kMaxLtAlgos - 1.
+StatusOr<int> ParseLtAlgo(std::string_view op, const Attributes& attrs) {
+  StatusOr<int64_t> v = attrs.Int("cublaslt_algo", 0);
+  if (!v.ok()) return InvalidArgument(std::string(op) + ": " + v.status().message());
+  if (*v < 0 || *v >= kMaxLtAlgos) {
+    return InvalidArgument(std::string(op) + ": cublaslt_algo must be in [0, " + std::to_string(kMaxLtAlgos - 1) +
+                           "], got " + std::to_string(*v));
+  }
+  return static_cast<int>(*v);
+}
 
 // A compiled cuBLASLt matmul for one Problem.
 struct LtMatmul {
@@ -193,11 +214,16 @@ StatusOr<LtMatmul> BuildMatmul(std::string_view op, cublasLtHandle_t handle, con
     REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmulPreferenceSetAttribute",
                                   cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &bytes, sizeof bytes)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kMaxLtAlgos] = {};
   int count = 0;
   REMEX_RETURN_IF_ERROR(LtCheck(op, "cublasLtMatmulAlgoGetHeuristic",
                                 cublasLtMatmulAlgoGetHeuristic(handle, d, mm.lhs.get(), mm.rhs.get(), mm.y.get(),
-                                                               mm.y.get(), pref_raw, 1, &result, &count)));
+                                                               mm.y.get(), pref_raw, p.algo_index + 1, results,
+                                                               &count)));
+  count = std::min(count, p.algo_index + 1);
+  const cublasLtMatmulHeuristicResult_t& result =
+      count > p.algo_index && results[p.algo_index].state == CUBLAS_STATUS_SUCCESS ? results[p.algo_index]
+                                                                                    : results[0];
   if (count == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     return Unimplemented(std::string(op) + " on cuda: cuBLASLt has no algorithm for [" + std::to_string(p.m) + ", " +
                          std::to_string(p.k) + "] x [" + std::to_string(p.k) + ", " + std::to_string(p.n) + "]" +
@@ -238,8 +264,10 @@ uint32_t StepAlignment(int64_t step_bytes) {
 template <typename Plan>
 class LtKernel : public OpKernel {
  public:
+  // `attrs` passed ParseLtAlgo (the factories check it).
   LtKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
-      : def_(def), attrs_(std::move(attrs)), context_(context) {}
+      : def_(def), attrs_(std::move(attrs)), context_(context),
+        algo_index_(ParseLtAlgo(def.name, attrs_).ok() ? *ParseLtAlgo(def.name, attrs_) : 0) {}
 
   Status Compute(std::span<const TensorRef> in, std::span<const TensorRef> out) final {
     REMEX_RETURN_IF_ERROR(internal::CheckAgainstShapeFn(def_, attrs_, in, out));
@@ -274,11 +302,13 @@ class LtKernel : public OpKernel {
   cublasLtHandle_t handle() const { return handle_.get(); }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(context_.stream); }
   const CudaKernelContext& context() const { return context_; }
+  int algo_index() const { return algo_index_; }
 
  private:
   const OpDef& def_;
   const Attributes attrs_;
   const CudaKernelContext context_;
+  const int algo_index_;
   LtHandle handle_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
 };
@@ -367,6 +397,7 @@ class MatMulCudaKernel final : public LtKernel<MatMulPlan> {
         p.align_y = StepAlignment(plan->inner * plan->m * plan->n * elem);
       }
     }
+    p.algo_index = algo_index();
     REMEX_ASSIGN_OR_RETURN(plan->mm, BuildMatmul(op(), handle(), p));
     return plan;
   }
@@ -442,6 +473,7 @@ class FusedMatMulCudaKernel final : public LtKernel<FusedMatMulPlan> {
     } else if (relu) {
       p.epilogue = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     }
+    p.algo_index = algo_index();
     StatusOr<LtMatmul> mm = BuildMatmul(op(), handle(), p);
     if (!mm.ok() && p.epilogue != CUBLASLT_EPILOGUE_DEFAULT && mm.status().code() == StatusCode::kUnimplemented) {
       p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;  // No algorithm with the epilogue: the kernel's.
@@ -531,6 +563,7 @@ class GemmCudaKernel final : public LtKernel<GemmPlan> {
     p.trans_a = attrs_.trans_a;
     p.trans_b = attrs_.trans_b;
     if (plan->c_mode == CMode::kBias) p.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    p.algo_index = algo_index();
     StatusOr<LtMatmul> mm = BuildMatmul(op(), handle(), p);
     if (!mm.ok() && plan->c_mode == CMode::kBias && mm.status().code() == StatusCode::kUnimplemented) {
       // No algorithm with the epilogue: broadcast C into Y instead.
@@ -582,15 +615,21 @@ class GemmCudaKernel final : public LtKernel<GemmPlan> {
 }  // namespace
 
 Status AddMatMulCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
-  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, kMatMul, MakeCudaKernel<MatMulCudaKernel>(context)));
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(
+      registry, kMatMul, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_RETURN_IF_ERROR(ParseLtAlgo(kMatMul, attrs).status());
+        return std::unique_ptr<OpKernel>(std::make_unique<MatMulCudaKernel>(def, attrs, context));
+      }));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(
       registry, kFusedMatMul,
       [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_RETURN_IF_ERROR(ParseLtAlgo(kFusedMatMul, attrs).status());
         REMEX_ASSIGN_OR_RETURN(ConvEpilogue e, ParseConvEpilogue(kFusedMatMul, attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<FusedMatMulCudaKernel>(def, attrs, e, context));
       }));
   return AddCudaKernel(
       registry, kGemm, [context](const OpDef& def, const Attributes& attrs) -> StatusOr<std::unique_ptr<OpKernel>> {
+        REMEX_RETURN_IF_ERROR(ParseLtAlgo(kGemm, attrs).status());
         REMEX_ASSIGN_OR_RETURN(GemmAttrs g, ParseGemmAttrs(attrs));
         return std::unique_ptr<OpKernel>(std::make_unique<GemmCudaKernel>(def, attrs, g, context));
       });

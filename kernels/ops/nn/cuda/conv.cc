@@ -31,7 +31,12 @@
 // W shape, bias, dtype) a plan (descriptors and the algorithm) built at the first call.
 // The algorithm is cuDNN's heuristic pick (cudnnGet*Algorithm_v7), or the fastest
 // measured one (cudnnFind*Algorithm, which runs and synchronizes once per plan) when
-// the environment variable REMEX_CUDNN_EXHAUSTIVE=1 is set at kernel creation.
+// the environment variable REMEX_CUDNN_EXHAUSTIVE=1 is set at kernel creation. Conv
+// and FusedConv take two internal attributes that `remex tune` sets per node
+// (docs/tuning.md): `cudnn_algo`, a cudnnConvolutionFwdAlgo_t run whenever cuDNN supports
+// it for the call (its workspace query succeeds; otherwise the heuristic's pick), and
+// `cudnn_math`, a cudnnMathType_t in place of the dtype's default below; an index out of
+// range is INVALID_ARGUMENT when the kernel is created.
 // Workspace and scratch buffers come from the context's provider (the device server's
 // caching allocator) and are held for one call; without a provider they are
 // stream-ordered cudaMallocAsync blocks (StreamWorkspace). The bias is added by
@@ -67,9 +72,17 @@ constexpr std::string_view kConvTranspose = "ConvTranspose";
 // ---------------------------------------------------------------------------
 // Conv.
 
+static_assert(kCudnnFwdAlgoCount == CUDNN_CONVOLUTION_FWD_ALGO_COUNT, "Conv's tunable cudnn_algo range");
+static_assert(kCudnnMathTypeCount == CUDNN_FMA_MATH + 1, "Conv's tunable cudnn_math range");
+
 struct ConvAttrs {
   internal::WindowAttrs window;
   int64_t group = 1;
+  // The internal attributes `remex tune` sets: `cudnn_algo` (a cudnnConvolutionFwdAlgo_t,
+  // run when cuDNN supports it for the call's shapes, else the heuristic's pick) and
+  // `cudnn_math` (a cudnnMathType_t in place of the dtype's default); -1 when absent.
+  int64_t algo = -1;
+  int64_t math = -1;
   bool channels_last = false;
   bool fused = false;               // FusedConv: `epilogue` and Z apply.
   internal::ConvEpilogue epilogue;  // FusedConv's activation.
@@ -83,6 +96,20 @@ StatusOr<ConvAttrs> ParseConvAttrsOf(std::string_view op, const Attributes& attr
   if (!group.ok()) return internal::OpError(op, group.status().message());
   if (*group < 1) return internal::OpError(op, "group must be positive");
   c.group = *group;
+  StatusOr<int64_t> algo = attrs.Int("cudnn_algo", -1);
+  if (!algo.ok()) return internal::OpError(op, algo.status().message());
+  if (*algo < -1 || *algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT) {
+    return internal::OpError(op, "cudnn_algo must be in [-1, " + std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1) +
+                                     "], got " + std::to_string(*algo));
+  }
+  c.algo = *algo;
+  StatusOr<int64_t> math = attrs.Int("cudnn_math", -1);
+  if (!math.ok()) return internal::OpError(op, math.status().message());
+  if (*math < -1 || *math > CUDNN_FMA_MATH) {
+    return internal::OpError(op, "cudnn_math must be in [-1, " + std::to_string(CUDNN_FMA_MATH) + "], got " +
+                                     std::to_string(*math));
+  }
+  c.math = *math;
   StatusOr<std::string> layout = attrs.String("layout", "NCHW");
   if (!layout.ok()) return internal::OpError(op, layout.status().message());
   if (*layout != "NCHW" && *layout != "NHWC") {
@@ -136,8 +163,10 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
 
  protected:
   StatusOr<std::unique_ptr<ConvPlan>> Build(std::span<const TensorRef> in, const TensorRef& out, bool has_bias,
-                                            const TypeInfo& type) override {
+                                            const TypeInfo& given) override {
     auto plan = std::make_unique<ConvPlan>();
+    TypeInfo type = given;
+    if (attrs_.math >= 0) type.math = static_cast<cudnnMathType_t>(attrs_.math);
     const Shape x_cf = attrs_.channels_last ? ToChannelsFirst(in[0].shape) : in[0].shape;
     const Shape y_cf = attrs_.channels_last ? ToChannelsFirst(out.shape) : out.shape;
     const Shape& w = in[1].shape;
@@ -176,6 +205,19 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
     }
     REMEX_ASSIGN_OR_RETURN(plan->w, MakeFilterDesc(op(), type.data, w));
     REMEX_ASSIGN_OR_RETURN(plan->conv, MakeConvDesc(op(), type, pads, g.strides, g.dilations, attrs_.group));
+    if (attrs_.algo >= 0) {
+      // The node's algorithm where cuDNN supports it here, else the heuristic's below.
+      const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(attrs_.algo);
+      const cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(handle(), plan->x.get(), plan->w.get(),
+                                                                       plan->conv.get(), plan->y.get(), algo,
+                                                                       &plan->workspace);
+      if (st == CUDNN_STATUS_SUCCESS) {
+        plan->algo = algo;
+        if (attrs_.fused) REMEX_RETURN_IF_ERROR(PlanFused(*plan, has_bias));
+        return plan;
+      }
+      if (!IsNotSupported(st)) REMEX_RETURN_IF_ERROR(CudnnCheck(op(), "cudnnGetConvolutionForwardWorkspaceSize", st));
+    }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
     if (exhaustive()) {

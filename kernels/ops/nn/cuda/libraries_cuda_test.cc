@@ -189,6 +189,58 @@ TEST(ConvCudaKernel, RandomConvolutionsMatchTheCpuKernel) {
   }
 }
 
+// The per-node tuning attributes (`remex tune`): out of range, refused when the kernel
+// is created; in range, every value computes the CPU kernel's result, whether cuDNN
+// (or the emulation, which runs two algorithms) supports that algorithm for the call
+// or falls back to its heuristic's, and cuBLASLt's i-th result or, past those it
+// returns, its first.
+TEST(LibraryCudaKernels, TunableAttributesAreBoundedAndEveryValueComputes) {
+  CudaRunner gpu;
+  const KernelRegistry& r = gpu.registry();
+  for (const char* op : {"Conv", "FusedConv"}) {
+    const KernelFactory& f = *r.FindKernel(op, DeviceKind::kCuda);
+    for (int64_t bad : {int64_t{-2}, kCudnnFwdAlgoCount}) {
+      auto k = f(Attrs({{"cudnn_algo", bad}}));
+      EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument) << op << " " << bad;
+      EXPECT_NE(k.status().message().find("cudnn_algo must be in [-1, 7]"), std::string::npos) << k.status().ToString();
+    }
+    EXPECT_EQ(f(Attrs({{"cudnn_math", kCudnnMathTypeCount}})).status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_EQ(f(Attrs({{"cudnn_algo", std::string("fft")}})).status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_TRUE(f(Attrs({{"cudnn_algo", int64_t{6}}, {"cudnn_math", int64_t{3}}})).ok()) << op;
+  }
+  for (const char* op : {"MatMul", "FusedMatMul", "Gemm"}) {
+    const KernelFactory& f = *r.FindKernel(op, DeviceKind::kCuda);
+    auto k = f(Attrs({{"cublaslt_algo", kCublasLtAlgoCount}}));
+    EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_NE(k.status().message().find("cublaslt_algo must be in [0, 7]"), std::string::npos) << k.status().ToString();
+    EXPECT_TRUE(f(Attrs({{"cublaslt_algo", int64_t{7}}})).ok()) << op;
+  }
+  // The ranges are the OpDefs' (what the compiler checks node annotations against).
+  for (const char* op : {"Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm"}) {
+    ASSERT_NE(r.FindOp(op), nullptr) << op;
+    EXPECT_FALSE(r.FindOp(op)->traits.tunable.empty()) << op;
+  }
+
+  REMEX_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  const std::vector<HostTensor> conv_in = {RandomTensor(rng, {1, 8, 9, 11}), RandomTensor(rng, {6, 8, 3, 3}),
+                                           RandomTensor(rng, {6})};
+  for (int64_t algo = -1; algo < kCudnnFwdAlgoCount; ++algo) {
+    for (int64_t math : {int64_t{-1}, int64_t{3}}) {
+      Attributes a = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"cudnn_algo", algo}, {"cudnn_math", math}});
+      CompareWithCpu("Conv", a, conv_in, DType::kFloat32, 72,
+                     "cudnn_algo " + std::to_string(algo) + " cudnn_math " + std::to_string(math));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  const std::vector<HostTensor> mm_in = {RandomTensor(rng, {5, 16}), RandomTensor(rng, {16, 7})};
+  for (int64_t i = 0; i < kCublasLtAlgoCount; ++i) {
+    CompareWithCpu("MatMul", Attrs({{"cublaslt_algo", i}}), mm_in, DType::kFloat32, 16,
+                   "cublaslt_algo " + std::to_string(i));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 TEST(ConvCudaKernel, PointwiseAndDepthwiseInBothLayouts) {
   REMEX_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
