@@ -245,6 +245,55 @@ TEST(DispatchTest, EachBucketCompilesWithItsTunedChoices) {
   EXPECT_GT(KernelOps(*whole, whole->functions[0])["Transpose"], 0);
 }
 
+// The attribute `name` of the kernel of node `node` in function `fn`; -100 when absent.
+int64_t NodeAttr(const vm::ExecutableDef& def, const vm::FunctionDef& fn, const std::string& node,
+                 const std::string& name) {
+  int64_t out = -100;
+  for (const vm::Instruction& inst : fn.code) {
+    vm::VisitOperands(inst, [&](char kind, int64_t v) {
+      if (kind == 'k' && def.kernels[v].node_name == node && def.kernels[v].attrs.Has(name)) {
+        out = *def.kernels[v].attrs.Int(name);
+      }
+    });
+  }
+  return out;
+}
+
+TEST(DispatchTest, NodeAttrsReachTheNamedKernelsWithinTheOpsRanges) {
+  CompileOptions options = Bucketed("d3=edges:16,32");
+  TunedChoices tuned = ChoicesOf(options);
+  tuned.node_attrs = {{"conv1", {{"cudnn_algo", 1}, {"cudnn_math", 3}}}};
+  options.bucket_choices["main[d3=17..32]"] = tuned;
+  auto def = Compile(ConvChain(), options);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  const vm::FunctionDef& narrow = def->functions[1];
+  const vm::FunctionDef& wide = def->functions[2];
+  ASSERT_EQ(wide.name, "main[d3=17..32]");
+  EXPECT_EQ(NodeAttr(*def, wide, "conv1", "cudnn_algo"), 1);
+  EXPECT_EQ(NodeAttr(*def, wide, "conv1", "cudnn_math"), 3);
+  EXPECT_EQ(NodeAttr(*def, wide, "conv0", "cudnn_algo"), -100);
+  EXPECT_EQ(NodeAttr(*def, narrow, "conv1", "cudnn_algo"), -100);  // the other bucket: untouched
+  // The CPU kernels ignore them: the same outputs.
+  auto plain = Compile(ConvChain(), Bucketed("d3=edges:16,32"));
+  ASSERT_TRUE(plain.ok());
+  Machine p(*plain), t(*def);
+  EXPECT_EQ(*t.Run(20), *p.Run(20));
+
+  auto refused = [&](NodeAttrs attrs, const std::string& why) {
+    CompileOptions o;
+    o.bounds = {{"d3", {1, 64}}};
+    o.node_attrs = std::move(attrs);
+    auto r = Compile(ConvChain(), o);
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().ToString();
+  };
+  refused({{"conv9", {{"cudnn_algo", 0}}}}, "tuned node 'conv9' is no node of the compiled graph");
+  refused({{"conv1", {{"cublaslt_algo", 0}}}}, "Conv has no tunable attribute 'cublaslt_algo'");
+  refused({{"conv1", {{"cudnn_algo", 8}}}}, "cudnn_algo must be in [-1, 7], got 8");
+  refused({{"conv1", {{"cudnn_math", -2}}}}, "cudnn_math must be in [-1, 3], got -2");
+}
+
 TEST(DispatchTest, ClonesPlanTheirMemoryAndShareTheWeights) {
   CompileStats stats;
   auto def = Compile(ConvChain(), Bucketed("d3=edges:16,17,32"), &stats);
