@@ -145,6 +145,54 @@ TEST_F(CliTuneTest, EachBucketGetsTheFasterChoiceAndTheLogIsReused) {
   EXPECT_NE(Bytes(dir_ + "/plain.rmx"), Bytes(dir_ + "/tuned.rmx"));
 }
 
+TEST_F(CliTuneTest, ABudgetOrASignalStopsATuneThatTheSameCommandResumes) {
+  const std::string log = dir_ + "/tuning.jsonl";
+  const std::string tune = "tune " + model_ + " --bound d3=1:256 --dispatch d3=edges:64,128,192,256 --dtype float16" +
+                           Server() + " --space dtype=model,float16 --log " + log + " --json";
+  // No budget left: nothing measured, each bucket keeps the start, logged as not complete.
+  auto spent = Cli(tune + kQuick + " --budget-s 0.000001 -o " + dir_ + "/spent.rmx");
+  ASSERT_EQ(spent.exit_code, 0) << spent.output;
+  json j = Json(spent);
+  EXPECT_EQ(j["stopped"], "budget");
+  EXPECT_EQ(j["measured"], 0);
+  for (const json& b : j["buckets"]) {
+    EXPECT_FALSE(b["complete"].get<bool>()) << b.dump();
+    EXPECT_EQ(b["choice"]["dtype"], "float16");
+  }
+  // A signal during the next run: the round in progress ends, no executable is written,
+  // exit 128 + SIGINT.
+  auto cut = RunCommand("timeout --preserve-status -s INT 4 " + std::string(REMEX_CLI_BIN) + " " + tune +
+                        " --min-duration-s 0.5 --min-samples 10 -o " + dir_ + "/cut.rmx");
+  EXPECT_EQ(cut.exit_code, 130) << cut.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/cut.rmx"));
+  int rounds_before = 0;
+  for (const json& rec : LogRecords(log)) rounds_before += rec["kind"] == "round" ? 1 : 0;
+  EXPECT_GE(rounds_before, 1);
+  EXPECT_LT(rounds_before, 4);
+  // The same command goes on from the log: a round logged before the signal is not
+  // measured again, so each bucket has exactly one round (its winner, dtype=model; the
+  // next round has no candidate left), and every bucket completes.
+  auto resumed = Cli(tune + kQuick + " -o " + dir_ + "/tuned.rmx");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  j = Json(resumed);
+  EXPECT_TRUE(j["stopped"].is_null());
+  EXPECT_EQ(j["measured"].get<int>(), 4 - rounds_before) << j.dump(2);
+  for (const json& b : j["buckets"]) {
+    EXPECT_TRUE(b["complete"].get<bool>()) << b.dump();
+    EXPECT_EQ(b["choice"]["dtype"], "model") << b.dump();
+    EXPECT_EQ(b["rounds"], 1) << b.dump();
+  }
+  std::map<std::string, int> rounds, complete;
+  for (const json& rec : LogRecords(log)) {
+    if (rec["kind"] == "round") rounds[rec["bucket"]]++;
+    if (rec["kind"] == "best" && rec["complete"].get<bool>()) complete[rec["bucket"]]++;
+  }
+  EXPECT_EQ(rounds.size(), 4u);
+  for (const auto& [bucket, n] : rounds) EXPECT_EQ(n, 1) << bucket;
+  for (const auto& [bucket, n] : complete) EXPECT_EQ(n, 1) << bucket;
+  EXPECT_TRUE(fs::exists(dir_ + "/tuned.rmx"));
+}
+
 TEST_F(CliTuneTest, ACandidateThatMismatchesIsLoggedAndNeverChosen) {
   // float16 checked with no tolerance at all cannot match the float32 reference.
   const std::string log = dir_ + "/tuning.jsonl";
