@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <iterator>
 #include <chrono>
@@ -300,15 +302,21 @@ bool WellFormed(const json& j) {
 StatusOr<TuningLog> ReadTuningLog(const std::string& path) {
   TuningLog log;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return log;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (ec) return PermissionDenied("the tuning log " + path + ": " + ec.message());
+  if (!exists) return log;
   std::ifstream in(path);
-  if (!in) return NotFound("the tuning log " + path + " cannot be read");
+  if (!in) {
+    const int e = errno;
+    const std::string why = "the tuning log " + path + " cannot be read: " + std::strerror(e);
+    return e == EACCES ? PermissionDenied(why) : NotFound(why);
+  }
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || j.value("schema", "") != kTuningLogSchema || !j.contains("schema_version") ||
-        !j["schema_version"].is_number_integer()) {
+    if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string() || j["schema"] != kTuningLogSchema ||
+        !j.contains("schema_version") || !j["schema_version"].is_number_integer()) {
       log.skipped_lines++;
       continue;
     }
@@ -356,7 +364,7 @@ StatusOr<std::map<std::string, TunedChoices>> TunedChoicesFromLog(const TuningLo
     if (r.value("kind", "") != "best" || r.value("model_hash", "") != model_hash || r.value("fingerprint", "") != fp)
       continue;
     auto choice = TunedChoicesFromJson(r.value("choice", json()));
-    if (!choice.ok()) return choice.status().WithContext("the tuning log's record of " + r.value("bucket", "?"));
+    if (!choice.ok()) continue;  // as ReplayLog: a record that does not parse is skipped
     out[r.value("bucket", "")] = *choice;  // the latest record of a bucket wins
   }
   if (used) *used = fp;
@@ -394,6 +402,20 @@ struct Candidate {
   std::string reason;  // why rejected
 };
 
+// What a worker holds for its whole life: its device's lease or the embedded server,
+// how to open a fresh session to that same device after an error closed one, and the
+// session.
+struct Device {
+  std::unique_ptr<farm::LeaseHolder> lease;
+  std::unique_ptr<EmbeddedServer> embedded;
+  ServerOptions options;  // the device itself: its address and token, no farm
+  std::string label;      // as records name it: "HOST:PORT (leased from pool P)", ...
+};
+struct Link {
+  Device device;
+  Connection connection;  // session only: the lease and embedded server are the device's
+};
+
 class Tuner {
  public:
   Tuner(const TuneOptions& o, const ProgressFn& progress) : o_(o), progress_(progress) {}
@@ -410,21 +432,23 @@ class Tuner {
   Status Append(const std::vector<json>& records);
   Replay ReplayLog(const BucketPlan& plan) const;
   StatusOr<std::string> CompileCandidate(const BucketPlan& plan, const TunedChoices& choice, const std::string& path);
-  Status Worker(Connection connection);
-  Status TuneOne(size_t index, Connection& connection);
+  Status Worker(Connection first);
+  Status TuneOne(size_t index, Link& link);
   // Compiles `c` to `path` and checks it on the device against the reference: c.status
   // "rejected" with the reason, or "ok". Errors only when no device is left.
   Status CheckCandidate(const BucketPlan& plan, Candidate& c, const std::string& path, const std::string& ref_dir,
-                        Connection& connection);
+                        Link& link);
   // The per-node phase (tuning.h): may replace the incumbent, logs one round.
+  // `finished`: false when a budget or a signal cut it short (nothing logged then).
   Status TuneNodes(const BucketPlan& plan, const std::string& dir, const std::string& ref_dir,
-                   const std::string& server, Connection& connection, TunedChoices& incumbent,
-                   std::string& incumbent_rmx, int& round, TuneBucket& result);
+                   const std::string& server, Link& link, TunedChoices& incumbent,
+                   std::string& incumbent_rmx, int& round, TuneBucket& result, bool* finished);
   // Each node's median ms over the profiled invokes of the executable at `rmx`.
   StatusOr<std::map<std::string, double>> ProfileNodes(const BucketPlan& plan, const std::string& rmx,
-                                                       const std::string& ref_dir, Connection& connection);
-  // `connection` closed by an error: a fresh one, of the first device's fingerprint.
-  Status Reconnect(Connection& connection);
+                                                       const std::string& ref_dir, Link& link);
+  // A fresh session to the link's device (its lease kept), after an error closed one;
+  // FAILED_PRECONDITION when the device now has another fingerprint.
+  Status Reconnect(Link& link);
   ModelRequest CandidateRequest(const BucketPlan& plan, const std::string& rmx, const std::string& ref_dir) const;
 
   const TuneOptions& o_;
@@ -457,7 +481,7 @@ json Tuner::Record(const char* kind, const BucketPlan& plan, const std::string& 
 
 Status Tuner::Append(const std::vector<json>& records) {
   std::string text;
-  for (const json& r : records) text += r.dump() + "\n";
+  for (const json& r : records) text += r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
   std::ofstream out(o_.log_path, std::ios::app);
   out << text;
@@ -500,8 +524,9 @@ Replay Tuner::ReplayLog(const BucketPlan& plan) const {
 
 StatusOr<std::string> Tuner::CompileCandidate(const BucketPlan& plan, const TunedChoices& choice,
                                               const std::string& path) {
+  // As the final executable: the choices the bucket's, the rest the start's.
   compiler::CompileOptions options = plan.options;
-  ApplyChoices(choice, options);
+  options.bucket_choices[plan.name] = choice;
   REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(o_.request.model, options));
   REMEX_RETURN_IF_ERROR(WriteFileBytes(path, report.bytes));
   return path;
@@ -522,19 +547,19 @@ ModelRequest Tuner::CandidateRequest(const BucketPlan& plan, const std::string& 
   return r;
 }
 
-Status Tuner::Reconnect(Connection& connection) {
-  connection = Connection();
-  REMEX_ASSIGN_OR_RETURN(connection, Connect(o_.request.server));
-  const std::string fp = TuningFingerprint(connection.session->server_info());
+Status Tuner::Reconnect(Link& link) {
+  link.connection = Connection();
+  REMEX_ASSIGN_OR_RETURN(link.connection, Connect(link.device.options));
+  const std::string fp = TuningFingerprint(link.connection.session->server_info());
   if (fp != fingerprint_) {
-    connection = Connection();
+    link.connection = Connection();
     return FailedPrecondition("the device reconnected to is '" + fp + "', not '" + fingerprint_ + "'");
   }
   return OkStatus();
 }
 
 Status Tuner::CheckCandidate(const BucketPlan& plan, Candidate& c, const std::string& path, const std::string& ref_dir,
-                             Connection& connection) {
+                             Link& link) {
   auto rmx = CompileCandidate(plan, c.choice, path);
   if (!rmx.ok()) {
     c.status = "rejected";
@@ -542,25 +567,25 @@ Status Tuner::CheckCandidate(const BucketPlan& plan, Candidate& c, const std::st
     return OkStatus();
   }
   c.rmx = *rmx;
-  if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+  if (!link.connection.session) REMEX_RETURN_IF_ERROR(Reconnect(link));
   ModelRequest req = CandidateRequest(plan, c.rmx, ref_dir);
-  auto p = PrepareModelOn(req, std::move(connection));
+  auto p = PrepareModelOn(req, std::move(link.connection));
   if (!p.ok()) {
     c.status = "rejected";
     c.reason = "device: " + p.status().ToString();
     return OkStatus();
   }
-  const bool f16 = c.choice.dtype == DType::kFloat16;
+  const bool f16 = c.choice.dtype == DType::kFloat16 || (c.choice.dtype == DType::kUndefined && has_float16_);
   CheckOptions check;
   check.reference = ref_dir;
   check.rtol = f16 ? o_.float16_rtol : o_.rtol;
   check.atol = f16 ? o_.float16_atol : o_.atol;
   auto checked = CheckModel(req, *p, check);  // frees what it made
-  connection = std::move(p->connection);
+  link.connection = std::move(p->connection);
   if (!checked.ok()) {
     c.status = "rejected";
     c.reason = "device: " + checked.status().ToString();
-    connection = Connection();  // a fresh session for the next, the server's state unknown
+    link.connection = Connection();  // a fresh session for the next, the server's state unknown
     return OkStatus();
   }
   if (!checked->match) {
@@ -578,14 +603,14 @@ Status Tuner::CheckCandidate(const BucketPlan& plan, Candidate& c, const std::st
 }
 
 StatusOr<std::map<std::string, double>> Tuner::ProfileNodes(const BucketPlan& plan, const std::string& rmx,
-                                                            const std::string& ref_dir, Connection& connection) {
-  if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+                                                            const std::string& ref_dir, Link& link) {
+  if (!link.connection.session) REMEX_RETURN_IF_ERROR(Reconnect(link));
   ModelRequest req = CandidateRequest(plan, rmx, ref_dir);
-  REMEX_ASSIGN_OR_RETURN(PreparedModel p, PrepareModelOn(req, std::move(connection)));
+  REMEX_ASSIGN_OR_RETURN(PreparedModel p, PrepareModelOn(req, std::move(link.connection)));
   auto report = ProfileVm(p.session(), p.vm, p.main().name, o_.bench.profile_runs, /*trace=*/false);
   Status freed = p.Release();
-  connection = std::move(p.connection);
-  if (!report.ok() || !freed.ok()) connection = Connection();
+  link.connection = std::move(p.connection);
+  if (!report.ok() || !freed.ok()) link.connection = Connection();
   REMEX_RETURN_IF_ERROR(report.status());
   REMEX_RETURN_IF_ERROR(freed);
   std::map<std::string, double> out;
@@ -594,8 +619,9 @@ StatusOr<std::map<std::string, double>> Tuner::ProfileNodes(const BucketPlan& pl
 }
 
 Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const std::string& ref_dir,
-                        const std::string& server, Connection& connection, TunedChoices& incumbent,
-                        std::string& incumbent_rmx, int& round, TuneBucket& result) {
+                        const std::string& server, Link& link, TunedChoices& incumbent,
+                        std::string& incumbent_rmx, int& round, TuneBucket& result, bool* finished) {
+  *finished = false;
   // Each per-node axis of the space, with the nodes of the incumbent's executable whose
   // op takes its attribute.
   compiler::CompileOptions options = plan.options;
@@ -624,8 +650,10 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
     w.nodes.assign(names.begin(), names.end());
     if (!w.nodes.empty()) work.push_back(std::move(w));
   }
-  if (work.empty()) return OkStatus();
-  ++round;
+  if (work.empty()) {
+    *finished = true;
+    return OkStatus();
+  }
   auto say = [&](const std::string& s) { Say(plan.name + ": per node: " + s); };
 
   // One candidate per value: every node of the axis set to it.
@@ -640,20 +668,28 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
       axis_value.emplace_back(a, v);
     }
   }
-  for (size_t k = 0; k < candidates.size() && !Interrupted(); ++k) {
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    if (Interrupted() || BudgetSpent()) return OkStatus();
     say("checking " + candidates[k].label);
     REMEX_RETURN_IF_ERROR(CheckCandidate(plan, candidates[k],
                                          dir + "/n" + std::to_string(round) + "c" + std::to_string(k) + ".rmx",
-                                         ref_dir, connection));
+                                         ref_dir, link));
   }
-  if (Interrupted()) return OkStatus();
   say("profiling " + std::to_string(candidates.size() + 1) + " executables");
-  REMEX_ASSIGN_OR_RETURN(auto base_ms, ProfileNodes(plan, incumbent_rmx, ref_dir, connection));
+  REMEX_ASSIGN_OR_RETURN(auto base_ms, ProfileNodes(plan, incumbent_rmx, ref_dir, link));
   std::vector<std::map<std::string, double>> cand_ms(candidates.size());
   for (size_t k = 0; k < candidates.size(); ++k) {
+    if (Interrupted() || BudgetSpent()) return OkStatus();
     if (candidates[k].status != "ok") continue;
-    REMEX_ASSIGN_OR_RETURN(cand_ms[k], ProfileNodes(plan, candidates[k].rmx, ref_dir, connection));
+    auto ms = ProfileNodes(plan, candidates[k].rmx, ref_dir, link);
+    if (!ms.ok()) {  // it passed one run but fails under repeated ones
+      candidates[k].status = "rejected";
+      candidates[k].reason = "profile: " + ms.status().ToString();
+      continue;
+    }
+    cand_ms[k] = std::move(ms).value();
   }
+  ++round;
   // Per axis and node, the value whose median is lowest and 2 % under the incumbent's.
   TunedChoices combined = incumbent;
   for (size_t a = 0; a < work.size(); ++a) {
@@ -701,7 +737,7 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
   if (!(combined == incumbent)) {
     Candidate c{combined, TunedChoicesText(combined, start_), "", "ok", ""};
     say("checking the per-node picks");
-    REMEX_RETURN_IF_ERROR(CheckCandidate(plan, c, dir + "/n" + std::to_string(round) + "picks.rmx", ref_dir, connection));
+    REMEX_RETURN_IF_ERROR(CheckCandidate(plan, c, dir + "/n" + std::to_string(round) + "picks.rmx", ref_dir, link));
     json m = Record("measure", plan, server);
     m["round"] = round;
     m["phase"] = "nodes";
@@ -710,25 +746,32 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
     m["incumbent"] = false;
     m["status"] = c.status;
     if (c.status == "ok") {
-      if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
+      if (!link.connection.session) REMEX_RETURN_IF_ERROR(Reconnect(link));
       say("benchmarking the per-node picks against the incumbent");
       std::vector<VariantRequest> pair = {{"incumbent", CandidateRequest(plan, incumbent_rmx, ref_dir)},
                                           {c.label, CandidateRequest(plan, c.rmx, ref_dir)}};
-      REMEX_ASSIGN_OR_RETURN(VariantsReport report, BenchVariantsOn(pair, o_.bench, connection));
-      const VariantSummary& s = report.summary[1];
-      m["median_ms"] = s.median.value;
-      m["samples"] = s.samples_ms.size();
-      m["ratio"] = s.vs_first->ratio;
-      m["ratio_low"] = s.vs_first->ratio_low;
-      m["ratio_high"] = s.vs_first->ratio_high;
-      m["p_value"] = s.vs_first->p_value;
-      m["beyond_noise"] = s.vs_first->beyond_noise;
-      measured++;
-      if (s.vs_first->beyond_noise && s.vs_first->ratio < 1) {
-        winner = combined;
-        incumbent_rmx = c.rmx;
+      auto report = BenchVariantsOn(pair, o_.bench, link.connection);
+      if (report.ok()) {
+        const VariantSummary& s = report->summary[1];
+        m["median_ms"] = s.median.value;
+        m["samples"] = s.samples_ms.size();
+        m["ratio"] = s.vs_first->ratio;
+        m["ratio_low"] = s.vs_first->ratio_low;
+        m["ratio_high"] = s.vs_first->ratio_high;
+        m["p_value"] = s.vs_first->p_value;
+        m["beyond_noise"] = s.vs_first->beyond_noise;
+        measured++;
+        if (s.vs_first->beyond_noise && s.vs_first->ratio < 1) {
+          winner = combined;
+          incumbent_rmx = c.rmx;
+        }
+      } else {
+        c.status = "rejected";
+        c.reason = "benchmark: " + report.status().ToString();
+        m["status"] = c.status;
       }
-    } else {
+    }
+    if (c.status != "ok") {
       m["reason"] = c.reason;
       rejected++;
     }
@@ -750,15 +793,16 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
   result.rounds = round;
   result.measured += measured;
   result.rejected += rejected;
+  *finished = true;
   std::lock_guard<std::mutex> lock(mu_);
   measured_ += measured;
   rejected_ += rejected;
   return OkStatus();
 }
 
-Status Tuner::TuneOne(size_t index, Connection& connection) {
+Status Tuner::TuneOne(size_t index, Link& link) {
   const BucketPlan& plan = plans_[index];
-  const std::string server = connection.server;
+  const std::string server = link.device.label;
   Replay replay;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -777,10 +821,13 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     result.from_log = true;
     result.complete = true;
     const json& b = *replay.best;
-    if (b.contains("ratio") && b["ratio"].is_number()) {
-      result.ratio = b["ratio"].get<double>();
-      result.ratio_low = b.value("ratio_low", 1.0);
-      result.ratio_high = b.value("ratio_high", 1.0);
+    auto number = [&](const char* k) {
+      return b.contains(k) && b[k].is_number() ? std::optional<double>(b[k].get<double>()) : std::nullopt;
+    };
+    if (number("ratio") && number("ratio_low") && number("ratio_high")) {
+      result.ratio = number("ratio");
+      result.ratio_low = number("ratio_low");
+      result.ratio_high = number("ratio_high");
       result.beyond_noise = b.value("beyond_noise", false);
     }
     result.server = b.value("server", "");
@@ -789,8 +836,25 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     results_[index] = result;
     return OkStatus();
   }
+  if (BudgetSpent() || Interrupted()) {
+    // Nothing measured: the replayed choice so far, not complete.
+    if (!Interrupted()) {
+      json best = Record("best", plan, server);
+      best["choice"] = ToJson(result.choice);
+      best["label"] = TunedChoicesText(result.choice, start_);
+      best["complete"] = false;
+      best["rounds"] = result.rounds;
+      REMEX_RETURN_IF_ERROR(Append({best}));
+    }
+    result.node_choices = static_cast<int>(result.choice.node_attrs.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    results_[index] = result;
+    return OkStatus();
+  }
   const std::string dir = tmp_ + "/bucket" + std::to_string(index);
-  std::filesystem::create_directories(dir);
+  std::error_code fs_error;
+  std::filesystem::create_directories(dir, fs_error);
+  if (fs_error) return DataLoss("creating " + dir + ": " + fs_error.message());
   auto say = [&](const std::string& s) { Say(s.empty() ? "" : plan.name + ": " + s); };
 
   // The reference: the start in float32 on the CPU device, and its inputs.
@@ -811,10 +875,10 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
       embedded.request_timeout = o_.request.server.request_timeout;
       REMEX_ASSIGN_OR_RETURN(cpu, Connect(embedded));
     }
-    auto p = PrepareModelOn(req, on_target ? std::move(connection) : std::move(cpu));
+    auto p = PrepareModelOn(req, on_target ? std::move(link.connection) : std::move(cpu));
     if (!p.ok()) return p.status().WithContext(plan.name + ": the reference");
     auto ran = RunModel(req, *p, run);  // frees what it made
-    if (on_target) connection = std::move(p->connection);
+    if (on_target) link.connection = std::move(p->connection);
     REMEX_RETURN_IF_ERROR(ran.status().WithContext(plan.name + ": the reference"));
   }
 
@@ -823,20 +887,25 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
   REMEX_ASSIGN_OR_RETURN(incumbent_rmx, CompileCandidate(plan, incumbent, dir + "/incumbent0.rmx"));
   std::set<std::string> tried = replay.tried;
   int round = replay.rounds;
-  bool complete = false;
-  std::string stopped;
-  for (;;) {
+  // A logged per-node round ends the descent: its winner carries node attributes that
+  // another layout or dtype may not have.
+  bool complete = replay.nodes_done;
+  while (!complete) {
     if (Interrupted()) break;
     if (BudgetSpent()) break;
     // Every choice one axis away from the incumbent, not measured before.
     std::vector<Candidate> candidates;
+    bool deferred = false;
     for (const TuningAxis& axis : space_) {
       if (FindNodeAxis(axis.key)) continue;  // the per-node phase's, below
       for (const std::string& value : axis.values) {
         TunedChoices c = incumbent;
-        if (!SetTunedChoice(c, axis.key, value).ok()) continue;
-        if (!tried.insert(ToJson(c).dump()).second) continue;
-        if (candidates.size() + 1 >= kMaxVariants) continue;  // the next round's
+        if (!SetTunedChoice(c, axis.key, value).ok() || tried.count(ToJson(c).dump())) continue;
+        if (candidates.size() + 1 >= kMaxVariants) {
+          deferred = true;  // the next round's
+          continue;
+        }
+        tried.insert(ToJson(c).dump());
         candidates.push_back({c, TunedChoicesText(c, start_), "", "ok", ""});
       }
     }
@@ -852,7 +921,7 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
       say("round " + std::to_string(round) + ": checking " + c.label);
       REMEX_RETURN_IF_ERROR(
           CheckCandidate(plan, c, dir + "/r" + std::to_string(round) + "c" + std::to_string(k) + ".rmx", ref_dir,
-                         connection)
+                         link)
               .WithContext(plan.name));
     }
     if (Interrupted()) break;
@@ -866,18 +935,41 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     }
     std::vector<json> records;
     std::optional<size_t> winner;
-    int rejected = 0;
-    for (const Candidate& c : candidates) rejected += c.status == "ok" ? 0 : 1;
     if (!benched.empty()) {
-      if (!connection.session) {
-        if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
+      if (!link.connection.session) {
+        if (Status st = Reconnect(link); !st.ok()) return st.WithContext(plan.name);
       }
       say("round " + std::to_string(round) + ": benchmarking " + std::to_string(variants.size()) +
           " choices interleaved");
-      auto report = BenchVariantsOn(variants, o_.bench, connection);
-      if (!report.ok()) return report.status().WithContext(plan.name + ", round " + std::to_string(round));
+      // Each row's summary: the incumbent's first, each candidate's against it.
+      std::vector<std::optional<VariantSummary>> rows(variants.size());
+      auto report = BenchVariantsOn(variants, o_.bench, link.connection);
+      if (report.ok()) {
+        for (size_t v = 0; v < variants.size(); ++v) rows[v] = report->summary[v];
+      } else {
+        // One of them fails under repeated runs: each alone against the incumbent, the
+        // ones that fail so rejected; an incumbent that fails with every one is an error.
+        Status last = report.status();
+        for (size_t v = 1; v < variants.size(); ++v) {
+          if (!link.connection.session) {
+            if (Status st = Reconnect(link); !st.ok()) return st.WithContext(plan.name);
+          }
+          auto pair = BenchVariantsOn({variants[0], variants[v]}, o_.bench, link.connection);
+          if (pair.ok()) {
+            if (!rows[0]) rows[0] = pair->summary[0];
+            rows[v] = pair->summary[1];
+          } else {
+            last = pair.status();
+            Candidate& c = candidates[benched[v - 1]];
+            c.status = "rejected";
+            c.reason = "benchmark: " + pair.status().ToString();
+          }
+        }
+        if (!rows[0]) return last.WithContext(plan.name + ", round " + std::to_string(round));
+      }
       for (size_t v = 0; v < variants.size(); ++v) {
-        const VariantSummary& s = report->summary[v];
+        if (!rows[v]) continue;
+        const VariantSummary& s = *rows[v];
         json m = Record("measure", plan, server);
         m["round"] = round;
         m["choice"] = ToJson(v == 0 ? incumbent : candidates[benched[v - 1]].choice);
@@ -895,13 +987,16 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
           m["p_value"] = s.vs_first->p_value;
           m["beyond_noise"] = s.vs_first->beyond_noise;
           if (s.vs_first->beyond_noise && s.vs_first->ratio < 1 &&
-              (!winner || s.vs_first->ratio < report->summary[*winner + 1].vs_first->ratio)) {
+              (!winner || s.vs_first->ratio < rows[*winner + 1]->vs_first->ratio)) {
             winner = v - 1;
           }
         }
         records.push_back(std::move(m));
       }
     }
+    int rejected = 0;
+    for (const Candidate& c : candidates) rejected += c.status == "ok" ? 0 : 1;
+    const int measured = static_cast<int>(candidates.size()) - rejected;
     for (const Candidate& c : candidates) {
       if (c.status == "ok") continue;
       json m = Record("measure", plan, server);
@@ -919,21 +1014,22 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     json all = json::array();
     for (const Candidate& c : candidates) all.push_back(ToJson(c.choice));
     r["candidates"] = all;
-    r["measured"] = static_cast<int>(benched.size());
+    r["measured"] = measured;
     r["rejected"] = rejected;
     const Candidate* won = winner ? &candidates[benched[*winner]] : nullptr;
     r["winner"] = won ? ToJson(won->choice) : json(nullptr);
     records.push_back(std::move(r));
     REMEX_RETURN_IF_ERROR(Append(records));
     result.rounds = round;
-    result.measured += static_cast<int>(benched.size());
+    result.measured += measured;
     result.rejected += rejected;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      measured_ += static_cast<int>(benched.size());
+      measured_ += measured;
       rejected_ += rejected;
     }
     if (!won) {
+      if (deferred) continue;  // the candidates past kMaxVariants, against the same incumbent
       complete = true;
       break;
     }
@@ -941,77 +1037,118 @@ Status Tuner::TuneOne(size_t index, Connection& connection) {
     incumbent_rmx = won->rmx;
   }
 
-  if (complete && !replay.nodes_done && !Interrupted() && !BudgetSpent()) {
-    REMEX_RETURN_IF_ERROR(TuneNodes(plan, dir, ref_dir, server, connection, incumbent, incumbent_rmx, round, result)
-                              .WithContext(plan.name + ", per node"));
+  bool node_axes = false;
+  for (const TuningAxis& axis : space_) node_axes = node_axes || FindNodeAxis(axis.key) != nullptr;
+  if (complete && node_axes && !replay.nodes_done) {
+    // Not complete until the per-node phase is: a budget or a signal before or in it
+    // leaves it to the next run.
+    bool finished = false;
+    if (!Interrupted() && !BudgetSpent()) {
+      REMEX_RETURN_IF_ERROR(
+          TuneNodes(plan, dir, ref_dir, server, link, incumbent, incumbent_rmx, round, result, &finished)
+              .WithContext(plan.name + ", per node"));
+    }
+    complete = finished;
   }
 
   // The choice against the start, side by side.
+  json best = Record("best", plan, server);
+  if (!(incumbent == start_) && complete && !Interrupted()) {
+    const std::string label = TunedChoicesText(incumbent, start_);
+    say("confirming " + label + " against the start");
+    auto start_rmx = CompileCandidate(plan, start_, dir + "/start.rmx");
+    if (!start_rmx.ok()) return start_rmx.status().WithContext(plan.name);
+    if (!link.connection.session) {
+      if (Status st = Reconnect(link); !st.ok()) return st.WithContext(plan.name);
+    }
+    std::vector<VariantRequest> pair = {{"start", CandidateRequest(plan, *start_rmx, ref_dir)},
+                                        {label, CandidateRequest(plan, incumbent_rmx, ref_dir)}};
+    auto report = BenchVariantsOn(pair, o_.bench, link.connection);
+    if (report.ok()) {
+      const SampleComparison& c = *report->summary[1].vs_first;
+      result.ratio = c.ratio;
+      result.ratio_low = c.ratio_low;
+      result.ratio_high = c.ratio_high;
+      result.beyond_noise = c.beyond_noise;
+      best["ratio"] = c.ratio;
+      best["ratio_low"] = c.ratio_low;
+      best["ratio_high"] = c.ratio_high;
+      best["p_value"] = c.p_value;
+      best["beyond_noise"] = c.beyond_noise;
+      best["start_median_ms"] = report->summary[0].median.value;
+      best["median_ms"] = report->summary[1].median.value;
+      if (c.beyond_noise && c.ratio > 1) {
+        // Slower than the start, side by side: the rounds' gains did not add up (each
+        // was judged against its own incumbent). The start stays.
+        best["reverted"] = TunedChoicesText(incumbent, start_);
+        incumbent = start_;
+      }
+    } else {
+      best["confirm_error"] = report.status().ToString();  // the choice stands, unconfirmed
+    }
+  }
   result.choice = incumbent;
   result.complete = complete;
   result.node_choices = static_cast<int>(incumbent.node_attrs.size());
-  json best = Record("best", plan, server);
   best["choice"] = ToJson(incumbent);
   best["label"] = TunedChoicesText(incumbent, start_);
   best["complete"] = complete;
   best["rounds"] = result.rounds;
-  if (!(incumbent == start_) && complete && !Interrupted()) {
-    say("confirming " + TunedChoicesText(incumbent, start_) + " against the start");
-    auto start_rmx = CompileCandidate(plan, start_, dir + "/start.rmx");
-    if (!start_rmx.ok()) return start_rmx.status().WithContext(plan.name);
-    if (!connection.session) {
-      if (Status st = Reconnect(connection); !st.ok()) return st.WithContext(plan.name);
-    }
-    std::vector<VariantRequest> pair = {{"start", CandidateRequest(plan, *start_rmx, ref_dir)},
-                                        {best["label"], CandidateRequest(plan, incumbent_rmx, ref_dir)}};
-    auto report = BenchVariantsOn(pair, o_.bench, connection);
-    if (!report.ok()) return report.status().WithContext(plan.name + ", confirming");
-    const SampleComparison& c = *report->summary[1].vs_first;
-    result.ratio = c.ratio;
-    result.ratio_low = c.ratio_low;
-    result.ratio_high = c.ratio_high;
-    result.beyond_noise = c.beyond_noise;
-    best["ratio"] = c.ratio;
-    best["ratio_low"] = c.ratio_low;
-    best["ratio_high"] = c.ratio_high;
-    best["p_value"] = c.p_value;
-    best["beyond_noise"] = c.beyond_noise;
-    best["start_median_ms"] = report->summary[0].median.value;
-    best["median_ms"] = report->summary[1].median.value;
-  }
   if (!Interrupted()) REMEX_RETURN_IF_ERROR(Append({best}));
   say("");
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dir, fs_error);
   std::lock_guard<std::mutex> lock(mu_);
   results_[index] = result;
   return OkStatus();
 }
 
-Status Tuner::Worker(Connection connection) {
+Status Tuner::Worker(Connection first) {
+  // The device outlives every session the worker opens to it: a session closed by an
+  // error is reopened to the same device, under the same lease.
+  Link link;
+  link.device.label = first.server;
+  link.device.options = o_.request.server;
+  link.device.options.farm.reset();
+  if (first.lease) {
+    link.device.options.address = first.lease->lease().device_id;
+    link.device.options.token = first.lease->lease().token;
+  }
+  if (first.embedded) {
+    link.device.options.address = "127.0.0.1:" + std::to_string(first.embedded->port());
+    link.device.options.token.clear();
+    link.device.options.tls.reset();
+  }
+  link.device.lease = std::move(first.lease);
+  link.device.embedded = std::move(first.embedded);
+  link.connection = std::move(first);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    servers_.insert(connection.server);
+    servers_.insert(link.device.label);
   }
   for (;;) {
     size_t index;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (next_ >= plans_.size() || Interrupted()) return OkStatus();
+      if (next_ >= plans_.size() || Interrupted()) break;
       index = next_++;
     }
-    if (!connection.session) REMEX_RETURN_IF_ERROR(Reconnect(connection));
-    REMEX_RETURN_IF_ERROR(TuneOne(index, connection));
+    if (!link.connection.session) REMEX_RETURN_IF_ERROR(Reconnect(link));
+    REMEX_RETURN_IF_ERROR(TuneOne(index, link));
   }
+  link.connection = Connection();  // the session before the lease and the server
+  return OkStatus();
 }
 
 StatusOr<TuneReport> Tuner::Run() {
   const auto t0 = Clock::now();
-  deadline_ = t0 + std::chrono::milliseconds(static_cast<int64_t>(o_.budget_s * 1000));
   const std::string& model = o_.request.model;
   if (model.size() < 5 || model.substr(model.size() - 5) != ".onnx")
     return InvalidArgument("remex tune takes an .onnx model, got '" + model + "'");
   if (o_.log_path.empty()) return InvalidArgument("--log: the tuning log's path is required");
-  if (o_.budget_s < 0) return InvalidArgument("--budget-s must be >= 0");
+  if (!(o_.budget_s >= 0) || !std::isfinite(o_.budget_s) || o_.budget_s > 1e9) {
+    return InvalidArgument("--budget-s must be a number of seconds >= 0");
+  }
+  deadline_ = t0 + std::chrono::milliseconds(static_cast<int64_t>(o_.budget_s * 1000));
   REMEX_RETURN_IF_ERROR(CheckBenchOptions(o_.bench));
   if (o_.bench.load) return InvalidArgument("remex tune runs the time evaluator: --scenario does not apply");
   for (double t : {o_.rtol, o_.atol, o_.float16_rtol, o_.float16_atol}) {
@@ -1100,7 +1237,13 @@ StatusOr<TuneReport> Tuner::Run() {
     }
     plans_.push_back(std::move(plan));
   }
-  results_.resize(plans_.size());
+  for (const BucketPlan& plan : plans_) {
+    TuneBucket b;  // what a bucket no worker reached reports (a signal)
+    b.bucket = plan.name;
+    b.shapes = plan.shapes;
+    b.start = b.choice = start_;
+    results_.push_back(std::move(b));
+  }
 
   char tmpl[] = "/tmp/remex-tune-XXXXXX";
   if (!mkdtemp(tmpl)) return DataLoss("creating a temporary folder for the candidates");
@@ -1168,8 +1311,10 @@ StatusOr<TuneReport> Tuner::Run() {
   }
   if (!o_.output_path.empty() && !Interrupted()) {
     Say("compiling the tuned executable");
+    // Each bucket's choice as this run reports it (what `remex compile --tuning-log`
+    // also takes, the log's latest record of each bucket being this run's).
     compiler::CompileOptions final_options = o_.request.compile;
-    REMEX_RETURN_IF_ERROR(ApplyTuningLog(log_, model_hash_, fingerprint_, final_options));
+    for (size_t i = 0; i < plans_.size(); ++i) final_options.bucket_choices[plans_[i].name] = results_[i].choice;
     auto compiled = CompileModel(model, final_options);
     Say("");
     if (!compiled.ok()) return compiled.status().WithContext("the tuned executable");

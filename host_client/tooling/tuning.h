@@ -20,15 +20,20 @@
 //      interval); a candidate wins only when its ratio to the incumbent is below 1 and
 //      beyond the noise (the interval excludes 1 and p < 1 - confidence); the lowest
 //      ratio wins;
-//   4. a round without a winner, or the budget spent, ends the bucket; a bucket whose
-//      choice differs from the start is then confirmed side by side against it.
+//   4. a round without a winner ends the bucket, complete; the budget spent or a signal
+//      ends it not complete (the next run goes on from the log). A complete bucket whose
+//      choice differs from the start is then benchmarked side by side against it, and
+//      if that shows it slower beyond the noise, the start is kept instead.
 // The inputs of a bucket are seeded random data of its representative shape: each
 // dispatched symbol at its bucket's upper edge, every other symbol at its lower bound
 // (at least 1).
 //
 // Buckets are spread over the devices: one worker per connection (a --server, or each
 // device leased from a farm that matches the labels), taking buckets from one queue;
-// every device must have the first's fingerprint (a worker on another releases it).
+// every device must have the first's fingerprint (a worker on another releases it). A
+// worker keeps its lease (or embedded server) for the whole tune: a session an error
+// closed is reopened to the same device. A candidate that fails in the interleaved
+// benchmark is benchmarked alone against the incumbent, and rejected if it fails so.
 //
 // The log is JSON Lines, appended after each round, so that an interrupted tune
 // resumes where it stopped: records of a bucket with the same (fingerprint, model
@@ -112,9 +117,10 @@ std::string TuningFingerprint(const client::ServerInfo& info);
 // ---- the log -----------------------------------------------------------------------
 
 // The records of a log file, in file order. A missing file is an empty log; a line that
-// is not a JSON object of schema remex.tuning (a line torn by a kill) is skipped and
-// counted. NOT_FOUND/PERMISSION_DENIED/DATA_LOSS for a file that cannot be read;
-// INVALID_ARGUMENT for a record of a newer schema_version.
+// is not a JSON object of schema remex.tuning (a line torn by a kill), or whose fields a
+// reader uses have the wrong types, is skipped and counted. NOT_FOUND/PERMISSION_DENIED
+// for a file that cannot be opened, DATA_LOSS for a read error; INVALID_ARGUMENT for a
+// record of a newer schema_version.
 struct TuningLog {
   std::vector<nlohmann::json> records;
   size_t skipped_lines = 0;
@@ -122,7 +128,7 @@ struct TuningLog {
 StatusOr<TuningLog> ReadTuningLog(const std::string& path);
 
 // The choices a log's complete-or-not "best" records give the buckets of `model_hash`
-// on `fingerprint` (the latest record per bucket), keyed by function name as
+// on `fingerprint` (the latest record per bucket whose choice parses), keyed by function name as
 // CompileOptions::bucket_choices is. `fingerprint` empty: the log's only one for the
 // model (*used says which). NOT_FOUND when the log has none for the model (on that
 // fingerprint); INVALID_ARGUMENT naming them when it has several and none was given.
@@ -189,7 +195,7 @@ struct TuneReport {
   std::string output, output_hash;   // the tuned executable written (content hash), if any
   std::string log;
   size_t log_skipped_lines = 0;
-  // "" when every bucket completed; "budget" or "interrupted by SIGINT" otherwise.
+  // "" when every bucket completed; "budget", or "interrupted by signal N".
   std::string stopped;
   double seconds = 0;
 };
