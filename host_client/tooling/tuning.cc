@@ -443,6 +443,11 @@ class Tuner {
   Status TuneNodes(const BucketPlan& plan, const std::string& dir, const std::string& ref_dir,
                    const std::string& server, Link& link, TunedChoices& incumbent,
                    std::string& incumbent_rmx, int& round, TuneBucket& result, bool* finished);
+  // Appends a round's measure records and its round record (`phase`: "descent" or
+  // "nodes"; `winner` null when none won), and counts the round in the totals.
+  Status LogRound(const BucketPlan& plan, const std::string& server, int round, const char* phase,
+                  const TunedChoices& incumbent, const std::vector<Candidate>& candidates, int measured,
+                  int rejected, const TunedChoices* winner, std::vector<json> records, TuneBucket& result);
   // Each node's median ms over the profiled invokes of the executable at `rmx`.
   StatusOr<std::map<std::string, double>> ProfileNodes(const BucketPlan& plan, const std::string& rmx,
                                                        const std::string& ref_dir, Link& link);
@@ -777,9 +782,19 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
     }
     records.push_back(std::move(m));
   }
+  REMEX_RETURN_IF_ERROR(LogRound(plan, server, round, "nodes", incumbent, candidates, measured, rejected,
+                                 winner ? &*winner : nullptr, std::move(records), result));
+  if (winner) incumbent = *winner;
+  *finished = true;
+  return OkStatus();
+}
+
+Status Tuner::LogRound(const BucketPlan& plan, const std::string& server, int round, const char* phase,
+                       const TunedChoices& incumbent, const std::vector<Candidate>& candidates, int measured,
+                       int rejected, const TunedChoices* winner, std::vector<json> records, TuneBucket& result) {
   json r = Record("round", plan, server);
   r["round"] = round;
-  r["phase"] = "nodes";
+  r["phase"] = phase;
   r["incumbent"] = ToJson(incumbent);
   json all = json::array();
   for (const Candidate& c : candidates) all.push_back(ToJson(c.choice));
@@ -789,11 +804,9 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
   r["winner"] = winner ? ToJson(*winner) : json(nullptr);
   records.push_back(std::move(r));
   REMEX_RETURN_IF_ERROR(Append(records));
-  if (winner) incumbent = *winner;
   result.rounds = round;
   result.measured += measured;
   result.rejected += rejected;
-  *finished = true;
   std::lock_guard<std::mutex> lock(mu_);
   measured_ += measured;
   rejected_ += rejected;
@@ -1008,26 +1021,9 @@ Status Tuner::TuneOne(size_t index, Link& link) {
       m["reason"] = c.reason;
       records.push_back(std::move(m));
     }
-    json r = Record("round", plan, server);
-    r["round"] = round;
-    r["incumbent"] = ToJson(incumbent);
-    json all = json::array();
-    for (const Candidate& c : candidates) all.push_back(ToJson(c.choice));
-    r["candidates"] = all;
-    r["measured"] = measured;
-    r["rejected"] = rejected;
     const Candidate* won = winner ? &candidates[benched[*winner]] : nullptr;
-    r["winner"] = won ? ToJson(won->choice) : json(nullptr);
-    records.push_back(std::move(r));
-    REMEX_RETURN_IF_ERROR(Append(records));
-    result.rounds = round;
-    result.measured += measured;
-    result.rejected += rejected;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      measured_ += measured;
-      rejected_ += rejected;
-    }
+    REMEX_RETURN_IF_ERROR(LogRound(plan, server, round, "descent", incumbent, candidates, measured, rejected,
+                                   won ? &won->choice : nullptr, std::move(records), result));
     if (!won) {
       if (deferred) continue;  // the candidates past kMaxVariants, against the same incumbent
       complete = true;
