@@ -36,7 +36,8 @@ from ._native import Tensor
 __version__: str = _native.version
 
 __all__ = [
-    "connect", "embedded", "farm", "compile", "submit_job", "job_status", "wait_job", "job_logs", "cancel_job", "jobs",
+    "connect", "embedded", "farm", "compile", "tune", "submit_job", "job_status", "wait_job", "job_logs", "cancel_job",
+    "jobs",
     "Session", "Model", "Tensor", "ValueInfo", "BenchmarkResult",
     "Profile", "CompileResult", "REPR_STATS_MAX_BYTES",
     "Error", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
@@ -748,6 +749,50 @@ def farm(url: Optional[str] = None, *, pool: str = "default", labels: str = "", 
     return Session(_native.farm(url, pool, labels, wait, timeout))
 
 
+# ---- Tuning: each bucket compiled with what measured fastest (docs/tuning.md) ----------
+
+def tune(model: _PathArg, log: _PathArg, output: Optional[_PathArg] = None,
+         shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
+         bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
+         dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
+         dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True,
+         server: Optional[str] = None, token: Optional[str] = None, token_file: Optional[_PathArg] = None,
+         farm: Optional[str] = None, pool: str = "default", labels: str = "", wait: float = 0.0,
+         timeout: float = 600.0, space: Optional[Mapping[str, Sequence[Any]]] = None, budget_s: float = 0.0,
+         min_duration_s: float = 1.0, min_samples: int = 30, confidence: float = 0.95, rtol: float = 1e-3,
+         atol: float = 1e-4, float16_rtol: float = 1e-2, float16_atol: float = 1e-2, devices: int = 0,
+         seed: int = 0) -> Dict[str, Any]:
+    """Tunes MODEL.onnx as `remex tune` does (docs/tuning.md) and returns its report (the
+    dict `remex tune --json` prints: per bucket the start, the choice, its ratio to the
+    start with the interval, rounds and candidates measured).
+
+    The model's compile options (shapes, bounds, dispatch, strict, layout, dtype,
+    fuse_epilogues, fold_batchnorm, as remex.compile takes them) are the start of the
+    search. The device: server "HOST:PORT" (with token or token_file), or farm
+    "redis://HOST:PORT[/DB]" with pool, labels and wait (every matching device measures
+    a share of the buckets, at most `devices`), or neither for an embedded CPU server.
+    log: the tuning log (JSON Lines), read first so that a tune resumes, appended after
+    every round; output: where the tuned executable (.rmx) goes, if anywhere.
+    space: {axis: values}, e.g. {"layout": ["NCHW", "NHWC"], "cudnn-algo": range(8)}
+    (default: the device's). budget_s: seconds of measurement at most (0: none).
+    min_duration_s, min_samples, confidence: each choice's samples per round and the
+    confidence a winner's ratio interval must exclude 1 with. rtol, atol (float32) and
+    float16_rtol, float16_atol: the accuracy check against the float32 CPU reference.
+
+    Runs for as long as the tune does (Ctrl-C is seen when it returns: use budget_s).
+    Raises InvalidArgument for a bad option or space, NotFound for a missing model,
+    and the connection's errors when no device could be reached."""
+    if isinstance(dispatch, str):
+        dispatch = [dispatch]
+    specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in (space or {}).items()]
+    return _json.loads(_native.tune(
+        _os.fspath(model), _os.fspath(log), _os.fspath(output) if output is not None else "", _shape_specs(shapes),
+        _bound_specs(bounds), list(dispatch or []), strict, layout, dtype or "", fuse_epilogues, fold_batchnorm,
+        server or "", token or "", _os.fspath(token_file) if token_file is not None else "", farm or "", pool,
+        labels, wait, timeout, specs, budget_s, min_duration_s, min_samples, confidence, rtol, atol, float16_rtol,
+        float16_atol, devices, seed))
+
+
 # ---- Jobs: work in a farm's queue that outlives this process (docs/farm.md, "Jobs") ----
 
 def _farm_url(url: Optional[str], what: str) -> str:
@@ -814,7 +859,7 @@ _FLAG_ARGUMENTS = {"--shape": "shapes", "--bound": "bounds", "--input": "inputs"
                    "--record": "url", "--no-fuse-epilogues": "fuse_epilogues=False",
                    "--no-fold-batchnorm": "fold_batchnorm=False", "--no-audit": "audit=False"}
 _KEYWORDS = {name for f in (Model.benchmark, Model.run, Session.load, BenchmarkResult.record, compile, connect,
-                             embedded, farm, submit_job, wait_job)
+                             embedded, farm, submit_job, wait_job, tune)
              for name in _inspect.signature(f).parameters if name != "self"}
 _FLAG = _re.compile(r"(remex-server )?(?<![\w-])--([a-z][a-z0-9-]*)")
 _REQUEST_PREFIX = _re.compile(r"^(?:setInput|setOutput|invoke|tensorWrite|tensorRead|tensorAlloc|vmCreate|moduleLoad|"

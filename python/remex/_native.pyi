@@ -13,6 +13,14 @@ def compile(model: str, output: str, shapes: List[str], bounds: List[str], dispa
     """Compiles `model` and writes the executable to `output`, as `remex compile`;
     returns the JSON report of `remex compile --json`."""
 
+def tune(model: str, log: str, output: str, shapes: List[str], bounds: List[str], dispatch: List[str], strict: bool,
+         layout: str, dtype: str, fuse_epilogues: bool, fold_batchnorm: bool, address: str, token: str,
+         token_file: str, farm: str, pool: str, labels: str, wait: float, timeout: float, space: List[str],
+         budget_s: float, min_duration_s: float, min_samples: int, confidence: float, rtol: float, atol: float,
+         float16_rtol: float, float16_atol: float, devices: int, seed: int) -> str:
+    """Tunes `model` as `remex tune` (docs/tuning.md); returns the JSON report of
+    `remex tune --json`."""
+
 def set_message_translator(f: Optional[Callable[[str], str]]) -> None:
     """Every error's message passes through f (the package's terms for the CLI's)."""
 

@@ -47,6 +47,7 @@
 #include "host_client/tooling/results_store.h"
 #include "host_client/tooling/specs.h"
 #include "host_client/tooling/text.h"
+#include "host_client/tooling/tuning.h"
 #include "rpc/farm_lease.h"
 #include "rpc/tls.h"
 
@@ -922,6 +923,59 @@ PYBIND11_MODULE(_native, m) {
       py::arg("model"), py::arg("output"), py::arg("shapes"), py::arg("bounds"), py::arg("dispatch"),
       py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"),
       py::arg("fold_batchnorm"));
+  // remex tune (host_client/tooling/tuning.h): its report as JSON text.
+  m.def(
+      "tune",
+      [](const std::string& model, const std::string& log, const std::string& output,
+         const std::vector<std::string>& shapes, const std::vector<std::string>& bounds,
+         const std::vector<std::string>& dispatch, bool strict, const std::string& layout, const std::string& dtype,
+         bool fuse_epilogues, bool fold_batchnorm, const std::string& address, const std::string& token,
+         const std::string& token_file, const std::string& farm, const std::string& pool, const std::string& labels,
+         double wait, double timeout, const std::vector<std::string>& space, double budget_s, double min_duration_s,
+         uint64_t min_samples, double confidence, double rtol, double atol, double float16_rtol,
+         double float16_atol, int devices, uint64_t seed) {
+        tooling::TuneOptions o;
+        o.request.model = model;
+        o.request.compile = Unwrap(tooling::ParseCompileSpecs(
+            MakeCompileSpecs(shapes, bounds, dispatch, strict, layout, dtype, fuse_epilogues, fold_batchnorm)));
+        o.request.seed = seed;
+        if (!farm.empty()) {
+          if (!address.empty()) throw StatusError{remex::InvalidArgument("server and farm: name one or the other")};
+          Unwrap(remex::farm::ParseRedisUrl(farm));
+          Check(remex::farm::CheckPoolName(pool));
+          Unwrap(remex::farm::ParseLabelSelector(labels));
+          if (!(wait >= 0)) throw StatusError{remex::InvalidArgument("wait must be >= 0 seconds")};
+          o.request.server = Options("", "", "", timeout, 10, "auto");
+          o.request.server.farm =
+              tooling::FarmLeaseOptions{farm, pool, labels, std::chrono::milliseconds(static_cast<int64_t>(wait * 1000))};
+        } else {
+          o.request.server = Options(address, token, token_file, timeout, 10, "auto");
+        }
+        o.space = Unwrap(tooling::ParseTuningSpace(space));
+        o.log_path = log;
+        o.output_path = output;
+        o.budget_s = budget_s;
+        o.bench.min_duration_s = min_duration_s;
+        o.bench.min_samples = min_samples;
+        o.bench.confidence = confidence;
+        o.rtol = rtol;
+        o.atol = atol;
+        o.float16_rtol = float16_rtol;
+        o.float16_atol = float16_atol;
+        o.max_devices = devices;
+        std::optional<remex::StatusOr<tooling::TuneReport>> report;
+        {
+          py::gil_scoped_release release;  // minutes of measurement
+          report.emplace(tooling::Tune(o));
+        }
+        return tooling::ToJson(Unwrap(std::move(*report))).dump();
+      },
+      py::arg("model"), py::arg("log"), py::arg("output"), py::arg("shapes"), py::arg("bounds"), py::arg("dispatch"),
+      py::arg("strict"), py::arg("layout"), py::arg("dtype"), py::arg("fuse_epilogues"), py::arg("fold_batchnorm"),
+      py::arg("address"), py::arg("token"), py::arg("token_file"), py::arg("farm"), py::arg("pool"),
+      py::arg("labels"), py::arg("wait"), py::arg("timeout"), py::arg("space"), py::arg("budget_s"),
+      py::arg("min_duration_s"), py::arg("min_samples"), py::arg("confidence"), py::arg("rtol"), py::arg("atol"),
+      py::arg("float16_rtol"), py::arg("float16_atol"), py::arg("devices"), py::arg("seed"));
   m.def(
       "embedded",
       [](int threads, double timeout) {

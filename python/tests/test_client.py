@@ -529,3 +529,32 @@ def test_a_benchmark_over_the_servers_limit_is_refused_in_python_terms(models):
             assert m.run({"x": np.ones((2, 3), np.float32)})["y"].shape == (2, 3)  # the session goes on
     finally:
         server.stop()
+
+
+def test_tune_chooses_per_bucket_and_resumes_from_its_log(server, tmp_path):
+    # y = Tanh(Sigmoid(x * x)), x [1, 16, 64, W]: started in float16, which the CPU device
+    # computes by widening every kernel's inputs, the tune must find dtype=model faster.
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Sigmoid", ["m"], ["s"]),
+         helper.make_node("Tanh", ["s"], ["y"])], "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64, "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 64, "W"])])
+    model = str(tmp_path / "chain.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
+    log, out = str(tmp_path / "tune.jsonl"), str(tmp_path / "tuned.rmx")
+    kwargs = dict(bounds={"W": (1, 256)}, dispatch="W=edges:128,256", dtype="float16", server=server.address,
+                  space={"dtype": ["model", "float16"]}, min_duration_s=0.2, min_samples=10)
+    r = remex.tune(model, log, out, **kwargs)
+    assert r["schema"] == "remex.tune"
+    assert [b["bucket"] for b in r["buckets"]] == ["main[W=1..128]", "main[W=129..256]"]
+    for b in r["buckets"]:
+        assert b["choice"]["dtype"] == "model" and b["ratio"] < 1 and b["beyond_noise"], b
+    assert r["output_hash"]
+    again = remex.tune(model, log, str(tmp_path / "again.rmx"), **kwargs)
+    assert again["measured"] == 0 and again["output_hash"] == r["output_hash"]
+    with open(out, "rb") as a, open(tmp_path / "again.rmx", "rb") as b:
+        assert a.read() == b.read()
+    with pytest.raises(remex.InvalidArgument, match="space 'threads=1': unknown choice 'threads'"):
+        remex.tune(model, log, space={"threads": [1]}, server=server.address)
