@@ -239,6 +239,13 @@ TEST_F(CliTuneTest, UsageAndLogErrorsAreClear) {
   r = Cli("tune " + model_ + Server() + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--log"), std::string::npos) << r.output;
+  // --compute-threads, the search's CPU axis, is a compile option everywhere.
+  r = Cli("bench " + model_ + " --shape x=1x16x64x8 --compute-threads 1" + Server() +
+          " --min-duration-s 0 --min-samples 0 --max-trials 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Json(r)["environment"]["executable"]["compile_options"]["compute_threads"], 1) << r.output;
+  r = Cli("compile " + model_ + " --compute-threads 2000 -o " + dir_ + "/x.rmx 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   r = Cli("compile " + model_ + " --tuned-for 'cpu: x' -o " + dir_ + "/x.rmx 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--tuned-for needs --tuning-log"), std::string::npos) << r.output;

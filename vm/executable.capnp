@@ -61,6 +61,7 @@ struct Function {
   numRegisters @3 :UInt32;
   code @4 :List(Int64);     # encoded instructions (vm/bytecode.h)
   arenaBytes @5 :List(UInt64);  # planned memory per memory space: [device, host]
+  computeThreads @6 :UInt32;    # CPU compute threads at most while it runs; 0: the device's
 }
 
 struct Executable {

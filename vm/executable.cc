@@ -238,6 +238,11 @@ Status ParseInto(std::span<const std::byte> bytes, uint64_t max_constant_bytes, 
       }
       fn.arena_bytes[m] = arenas[m];
     }
+    if (f.getComputeThreads() > static_cast<uint32_t>(kernels::kMaxCpuComputeThreads)) {
+      return InvalidArgument("function '" + fn.name + "' asks for " + std::to_string(f.getComputeThreads()) +
+                             " compute threads; at most " + std::to_string(kernels::kMaxCpuComputeThreads));
+    }
+    fn.compute_threads = f.getComputeThreads();
     def.functions.push_back(std::move(fn));
   }
   for (auto s : exe.getSymbols()) {
@@ -337,6 +342,7 @@ StatusOr<std::vector<std::byte>> SerializeExecutable(const ExecutableDef& def, i
       arenas.set(0, f.arena_bytes[0]);
       arenas.set(1, f.arena_bytes[1]);
     }
+    if (f.compute_threads) out.setComputeThreads(f.compute_threads);
   }
 
   auto symbols = exe.initSymbols(def.symbols.size());

@@ -73,6 +73,11 @@ struct FunctionDef {
   // statically planned memory its AllocPlanned instructions place tensors in. The VM
   // allocates an arena on the function's first call and reuses it on every later one.
   uint64_t arena_bytes[2] = {0, 0};
+  // The CPU compute threads its kernels use at most while it runs (OpenMP's team size on
+  // the running thread, restored after; fewer than the device's only): what `remex
+  // tune` may choose per shape bucket. 0: the device's own (remex-server --threads).
+  // At most kernels::kMaxCpuComputeThreads. Other devices' kernels ignore it.
+  uint32_t compute_threads = 0;
 };
 
 struct KernelEntry {

@@ -10,6 +10,24 @@
 namespace remex::vm {
 namespace {
 
+// FunctionDef::compute_threads while a function runs on this thread: OpenMP's team size
+// for the CPU kernels it calls, lowered (never raised) and restored when it returns; a
+// TailCall's callee sets its own inside its caller's.
+class FunctionThreads {
+ public:
+  explicit FunctionThreads(uint32_t threads) : saved_(threads ? kernels::CpuComputeThreads() : 0) {
+    if (threads && static_cast<int>(threads) < saved_) kernels::SetCpuComputeThreads(static_cast<int>(threads));
+  }
+  ~FunctionThreads() {
+    if (saved_ && kernels::CpuComputeThreads() != saved_) kernels::SetCpuComputeThreads(saved_);
+  }
+  FunctionThreads(const FunctionThreads&) = delete;
+  FunctionThreads& operator=(const FunctionThreads&) = delete;
+
+ private:
+  const int saved_;
+};
+
 // What a register holds.
 using TensorList = std::shared_ptr<std::vector<TensorPtr>>;
 // An optional holding nothing (std::monostate is a register holding nothing at all).
@@ -408,6 +426,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   const FunctionDef& fn = executable_->def().functions[fn_index];
   Device& device = allocator_->device();
   last_function_ = fn_index;
+  FunctionThreads threads(fn.compute_threads);
   std::vector<Object> regs(fn.num_registers);
   for (size_t i = 0; i < inputs.size(); ++i) regs[i] = ObjectOf(inputs[i]);
 

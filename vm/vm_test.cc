@@ -455,6 +455,37 @@ namespace {
 
 // Every attribute kind survives the .rmx round trip, string lists (LSTM's
 // `activations`) included, along with kernel placement and symbols.
+// FunctionDef::compute_threads survives the file, within kMaxCpuComputeThreads; a
+// function that asks for 1 computes what the device's own threads compute, and the
+// running thread's compute threads are restored after the call.
+TEST_F(VmTest, ComputeThreadsRoundTripAreBoundedAndKeepTheResult) {
+  ExecutableDef def = AddReluDef();
+  def.functions[0].compute_threads = 1;
+  auto bytes = SerializeExecutable(def);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto parsed = ParseExecutable(*bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->functions[0].compute_threads, 1u);
+  auto exe = Executable::Load(*bytes, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  const int before = kernels::CpuComputeThreads();
+  std::vector<float> x = {-3.0f, -1.0f, 0.25f, 2.0f, -0.5f, 4.0f};
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 3}, x)}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(kernels::CpuComputeThreads(), before);
+  const float* y = static_cast<const float*>((*out)[0]->data());
+  const float c[3] = {1.0f, -2.0f, 0.5f};
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], std::max(0.0f, x[i] + c[i % 3]));
+
+  def.functions[0].compute_threads = static_cast<uint32_t>(kernels::kMaxCpuComputeThreads) + 1;
+  auto too_many = ParseExecutable(*SerializeExecutable(def));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("compute threads"), std::string::npos) << too_many.status().ToString();
+}
+
 TEST(ExecutableTest, AttributesPlacementAndSymbolsRoundTrip) {
   ExecutableDef def = AddReluDef();
   kernels::Attributes& a = def.kernels[0].attrs;

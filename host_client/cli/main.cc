@@ -33,7 +33,7 @@
 // COMPILE OPTIONS (one set, for every subcommand that takes an .onnx): --shape NAME=DIMS,
 //   --bound SYMBOL=MIN:MAX (or INPUT:AXIS=MIN:MAX), --dispatch SPEC, --strict,
 //   --layout NCHW|NHWC, --dtype float32|float16, --no-fuse-epilogues, --no-fold-batchnorm,
-//   --no-fuse-elementwise, --tuning-log FILE [--tuned-for FINGERPRINT].
+//   --no-fuse-elementwise, --compute-threads N, --tuning-log FILE [--tuned-for FINGERPRINT].
 // SESSION OPTIONS: --server HOST:PORT (default: an embedded server on loopback),
 //   --input NAME=FILE.npy, --seed N, --compression auto|none|zstd[:LEVEL], --token-file,
 //   --tls-ca/--tls-cert/--tls-key/--tls-server-name, --connect-timeout S, --timeout S,
@@ -156,6 +156,10 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                 "keep inference BatchNormalization apart instead of folding it into the Conv before it");
   cmd->add_flag("--no-fuse-elementwise", [&specs](int64_t) { specs.fuse_elementwise = false; },
                 "keep chains of elementwise ops as separate kernels instead of one FusedElementwise each");
+  cmd->add_option("--compute-threads", specs.compute_threads,
+                  "CPU compute threads the executable's kernels use at most (fewer than the server's --threads "
+                  "only); 0: the server's")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--tuning-log", specs.tuning_log,
                   "compile each bucket with the choices `remex tune` logged for this model in this file")
       ->type_name("FILE");
@@ -1887,7 +1891,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option(
       "--variant", bench.variants,
       "KEY=VALUE[,KEY=VALUE] of compile options (layout, dtype, fuse-epilogues, fold-batchnorm, "
-      "fuse-elementwise, strict, shape, bound, dispatch, tuning-log, tuned-for): benchmark the model as given and each variant, "
+      "fuse-elementwise, compute-threads, strict, shape, bound, dispatch, tuning-log, tuned-for): benchmark the model as given and each variant, "
       "interleaved, in one table (repeatable)");
   // Load scenarios (docs/cli.md, "Load scenarios").
   auto& load = bench.load;

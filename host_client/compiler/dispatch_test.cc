@@ -201,6 +201,7 @@ TEST(DispatchTest, EachBucketCompilesWithItsTunedChoices) {
   CompileOptions options = Bucketed("d3=edges:16,32");
   TunedChoices nhwc = ChoicesOf(options);
   nhwc.layout = Layout::kNhwc;
+  nhwc.compute_threads = 1;
   options.bucket_choices["main[d3=17..32]"] = nhwc;
   CompileStats stats;
   auto def = Compile(ConvChain(), options, &stats);
@@ -210,7 +211,11 @@ TEST(DispatchTest, EachBucketCompilesWithItsTunedChoices) {
   // Channels-last: Transposes at the graph's edges.
   EXPECT_EQ(KernelOps(*def, def->functions[1])["Transpose"], 0);
   EXPECT_GT(KernelOps(*def, def->functions[2])["Transpose"], 0);
-  EXPECT_EQ(KernelOps(*def, def->functions[3])["Transpose"], 0);  // the generic function: the options'
+  EXPECT_EQ(KernelOps(*def, def->functions[3])["Transpose"], 0);
+  // Its compute threads are the bucket's own; the others keep the device's (0).
+  EXPECT_EQ(def->functions[2].compute_threads, 1u);
+  EXPECT_EQ(def->functions[1].compute_threads, 0u);
+  EXPECT_EQ(def->functions[3].compute_threads, 0u);  // the generic function: the options'
   // The same outputs as the untuned executable, each bucket serving its widths.
   auto plain = Compile(ConvChain(), Bucketed("d3=edges:16,32"));
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -28,6 +28,7 @@ struct TunedChoices {
   bool fold_batchnorm = true;
   bool fuse_epilogues = true;
   bool fuse_elementwise = true;
+  int compute_threads = 0;
   NodeAttrs node_attrs;
   bool operator==(const TunedChoices&) const = default;
 };
@@ -72,6 +73,9 @@ struct CompileOptions {
   // Plan the memory of tensors with bounded sizes statically (bytecode/memory_plan.h). On in
   // bucket clones.
   bool plan_memory = false;
+  // The CPU compute threads the function's kernels use at most (vm::FunctionDef::
+  // compute_threads); 0: the device's own. 0 to kernels::kMaxCpuComputeThreads.
+  int compute_threads = 0;
   // Written into the named nodes' attributes after every rewrite, before code
   // generation: per-node choices of one device's kernels (cuDNN's algorithm, ...).
   // INVALID_ARGUMENT for a node the compiled graph lacks, an attribute its op does not
@@ -87,8 +91,8 @@ struct CompileOptions {
 
 // The tunable fields of `options`, and `choices` written into them.
 inline TunedChoices ChoicesOf(const CompileOptions& options) {
-  return {options.layout,         options.dtype,           options.fold_batchnorm,
-          options.fuse_epilogues, options.fuse_elementwise, options.node_attrs};
+  return {options.layout,           options.dtype,           options.fold_batchnorm, options.fuse_epilogues,
+          options.fuse_elementwise, options.compute_threads, options.node_attrs};
 }
 inline void ApplyChoices(const TunedChoices& choices, CompileOptions& options) {
   options.layout = choices.layout;
@@ -96,6 +100,7 @@ inline void ApplyChoices(const TunedChoices& choices, CompileOptions& options) {
   options.fold_batchnorm = choices.fold_batchnorm;
   options.fuse_epilogues = choices.fuse_epilogues;
   options.fuse_elementwise = choices.fuse_elementwise;
+  options.compute_threads = choices.compute_threads;
   options.node_attrs = choices.node_attrs;
 }
 

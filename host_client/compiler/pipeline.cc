@@ -97,6 +97,11 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   REMEX_RETURN_IF_ERROR(AnnotateNodes(graph, registry, options.node_attrs));
   REMEX_ASSIGN_OR_RETURN(CodegenResult gen, GenerateCode(graph, registry));
   vm::ExecutableDef def = std::move(gen.executable);
+  if (options.compute_threads < 0 || options.compute_threads > kernels::kMaxCpuComputeThreads) {
+    return InvalidArgument("--compute-threads must be in [0, " + std::to_string(kernels::kMaxCpuComputeThreads) +
+                           "], got " + std::to_string(options.compute_threads));
+  }
+  def.functions[0].compute_threads = static_cast<uint32_t>(options.compute_threads);
   if (options.plan_memory) local.memory = PlanMemory(def.functions[0], gen.bound_bytes);
   local.copies_to_host = gen.copies_to_host;
   local.kernels = static_cast<int>(def.kernels.size());

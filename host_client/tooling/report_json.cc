@@ -35,8 +35,9 @@ json CompileOptionsJson(const compiler::CompileOptions& o) {
           {"place_on_host", o.place_on_host},
           {"plan_memory", o.plan_memory},
           {"zstd_level", o.zstd_level}};
-  // Only when tuned: the results store's series keys hash these options, and untuned
-  // runs keep the series they had.
+  // Only when set: the results store's series keys hash these options, and runs without
+  // them keep the series they had.
+  if (o.compute_threads) j["compute_threads"] = o.compute_threads;
   if (!o.bucket_choices.empty()) {
     json tuned = json::object();
     for (const auto& [name, choices] : o.bucket_choices) tuned[name] = ToJson(choices);

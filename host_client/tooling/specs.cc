@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <sstream>
 
 #include "host_client/compiler/buckets.h"
@@ -149,7 +150,8 @@ bool CompileSpecs::ChangesCompilation() const {
   const CompileSpecs defaults;
   return !bounds.empty() || !dispatch.empty() || strict || layout != defaults.layout || dtype != defaults.dtype ||
          fuse_epilogues != defaults.fuse_epilogues || fold_batchnorm != defaults.fold_batchnorm ||
-         fuse_elementwise != defaults.fuse_elementwise || !tuning_log.empty();
+         fuse_elementwise != defaults.fuse_elementwise || compute_threads != defaults.compute_threads ||
+         !tuning_log.empty();
 }
 
 StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs, const std::string& model) {
@@ -173,6 +175,11 @@ StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs, 
   options.fuse_epilogues = specs.fuse_epilogues;
   options.fold_batchnorm = specs.fold_batchnorm;
   options.fuse_elementwise = specs.fuse_elementwise;
+  if (specs.compute_threads < 0 || specs.compute_threads > kernels::kMaxCpuComputeThreads) {
+    return InvalidArgument("--compute-threads must be in [0, " + std::to_string(kernels::kMaxCpuComputeThreads) +
+                           "], got " + std::to_string(specs.compute_threads));
+  }
+  options.compute_threads = specs.compute_threads;
   if (!specs.tuned_for.empty() && specs.tuning_log.empty()) return InvalidArgument("--tuned-for needs --tuning-log");
   if (!specs.tuning_log.empty()) {
     if (model.empty()) return InvalidArgument("--tuning-log needs the .onnx model its records name");
@@ -251,6 +258,14 @@ StatusOr<CompileSpecs> ApplyVariant(const CompileSpecs& specs, const std::string
       REMEX_RETURN_IF_ERROR(boolean(out.fold_batchnorm));
     } else if (key == "fuse-elementwise") {
       REMEX_RETURN_IF_ERROR(boolean(out.fuse_elementwise));
+    } else if (key == "compute-threads") {
+      char* end = nullptr;
+      const long long n = std::strtoll(value.c_str(), &end, 10);
+      if (*end != '\0' || n < 0 || n > kernels::kMaxCpuComputeThreads) {
+        return fail("compute-threads must be an integer in [0, " + std::to_string(kernels::kMaxCpuComputeThreads) +
+                    "], got '" + value + "'");
+      }
+      out.compute_threads = static_cast<int>(n);
     } else if (key == "tuning-log") {
       out.tuning_log = value;
     } else if (key == "tuned-for") {

@@ -71,6 +71,7 @@ struct CompileSpecs {
   bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
   bool fold_batchnorm = true;         // --no-fold-batchnorm clears it
   bool fuse_elementwise = true;       // --no-fuse-elementwise clears it
+  int compute_threads = 0;            // --compute-threads N: at most N CPU compute threads; 0: the device's
   std::string tuning_log;             // --tuning-log FILE: each bucket's tuned choices (tuning.h)
   std::string tuned_for;              // --tuned-for FINGERPRINT: whose, when the log has several
 
@@ -86,11 +87,11 @@ struct CompileSpecs {
 StatusOr<compiler::CompileOptions> ParseCompileSpecs(const CompileSpecs& specs, const std::string& model = "");
 
 // The compile settings of `remex bench --variant`, the flags' names without "--":
-// layout, dtype, fuse-epilogues, fold-batchnorm, fuse-elementwise, strict, shape, bound,
-// dispatch, tuning-log, tuned-for.
-inline constexpr const char* kVariantKeys[] = {"layout",     "dtype",     "fuse-epilogues", "fold-batchnorm",
-                                               "fuse-elementwise", "strict", "shape",  "bound",
-                                               "dispatch",   "tuning-log", "tuned-for"};
+// layout, dtype, fuse-epilogues, fold-batchnorm, fuse-elementwise, compute-threads, strict,
+// shape, bound, dispatch, tuning-log, tuned-for.
+inline constexpr const char* kVariantKeys[] = {"layout",           "dtype",           "fuse-epilogues", "fold-batchnorm",
+                                               "fuse-elementwise", "compute-threads", "strict",         "shape",
+                                               "bound",            "dispatch",        "tuning-log",     "tuned-for"};
 
 // `specs` with one variant's settings applied: KEY=VALUE[,KEY=VALUE...], each key as its
 // flag and each value as that flag takes it; the booleans (fuse-epilogues,

@@ -50,6 +50,8 @@ TEST(SpecsTest, VariantsApplyOverTheCommandsSettings) {
   EXPECT_EQ(d->dispatch, (std::vector<std::string>{"x:3=edges:64,128,256"}));
   EXPECT_TRUE(d->strict);
   EXPECT_EQ(ApplyVariant(base, "fold-batchnorm=false")->fold_batchnorm, false);
+  EXPECT_EQ(ApplyVariant(base, "compute-threads=1")->compute_threads, 1);
+  EXPECT_FALSE(ApplyVariant(base, "compute-threads=-1").ok());
 
   auto message = [&](const std::string& text) {
     auto r = ApplyVariant(base, text);
@@ -59,7 +61,8 @@ TEST(SpecsTest, VariantsApplyOverTheCommandsSettings) {
   };
   EXPECT_NE(message("colour=red")
                 .find("unknown key 'colour' (keys: layout, dtype, fuse-epilogues, "
-                      "fold-batchnorm, fuse-elementwise, strict, shape, bound, dispatch, tuning-log, tuned-for)"),
+                      "fold-batchnorm, fuse-elementwise, compute-threads, strict, shape, bound, dispatch, "
+                      "tuning-log, tuned-for)"),
             std::string::npos);
   EXPECT_NE(message("NHWC").find("is no KEY=VALUE"), std::string::npos);
   EXPECT_NE(message("strict=yes").find("true or false"), std::string::npos);

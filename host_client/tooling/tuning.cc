@@ -44,6 +44,7 @@ std::string AxisValue(const TunedChoices& c, const std::string& key) {
   if (key == "dtype") return DTypeText(c.dtype);
   if (key == "fold-batchnorm") return BoolText(c.fold_batchnorm);
   if (key == "fuse-epilogues") return BoolText(c.fuse_epilogues);
+  if (key == "compute-threads") return std::to_string(c.compute_threads);
   return BoolText(c.fuse_elementwise);
 }
 
@@ -87,6 +88,7 @@ json ToJson(const TunedChoices& c) {
             {"fold_batchnorm", c.fold_batchnorm},
             {"fuse_epilogues", c.fuse_epilogues},
             {"fuse_elementwise", c.fuse_elementwise}};
+  if (c.compute_threads) j["compute_threads"] = c.compute_threads;
   if (!c.node_attrs.empty()) j["node_attrs"] = c.node_attrs;
   return j;
 }
@@ -112,6 +114,14 @@ StatusOr<TunedChoices> TunedChoicesFromJson(const json& j) {
   REMEX_RETURN_IF_ERROR(boolean("fold_batchnorm", c.fold_batchnorm));
   REMEX_RETURN_IF_ERROR(boolean("fuse_epilogues", c.fuse_epilogues));
   REMEX_RETURN_IF_ERROR(boolean("fuse_elementwise", c.fuse_elementwise));
+  if (j.contains("compute_threads")) {
+    const json& t = j["compute_threads"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > kernels::kMaxCpuComputeThreads) {
+      return InvalidArgument("tuned choices: 'compute_threads' is not an integer in [0, " +
+                             std::to_string(kernels::kMaxCpuComputeThreads) + "]");
+    }
+    c.compute_threads = static_cast<int>(t.get<int64_t>());
+  }
   if (j.contains("node_attrs")) {
     // Names and values only; the compiler checks them against the graph and the ops.
     const json& nodes = j["node_attrs"];
@@ -159,6 +169,17 @@ Status SetTunedChoice(TunedChoices& c, const std::string& key, const std::string
   if (key == "fold-batchnorm") return boolean(c.fold_batchnorm);
   if (key == "fuse-epilogues") return boolean(c.fuse_epilogues);
   if (key == "fuse-elementwise") return boolean(c.fuse_elementwise);
+  if (key == "compute-threads") {
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || n < 0 || n > kernels::kMaxCpuComputeThreads) {
+      return InvalidArgument("compute-threads must be an integer in [0, " +
+                             std::to_string(kernels::kMaxCpuComputeThreads) + "], got '" + value + "'");
+    }
+    c.compute_threads = static_cast<int>(n);
+    return OkStatus();
+  }
   std::string keys;
   for (const char* k : kTuningKeys) keys += (keys.empty() ? "" : ", ") + std::string(k);
   return InvalidArgument("unknown choice '" + key + "' (the choices: " + keys + ")");
@@ -229,6 +250,7 @@ std::vector<TuningAxis> DefaultTuningSpace(const std::string& device) {
                                    {"fuse-elementwise", {"true", "false"}}};
   // The CPU device has no float16 arithmetic (compile.h, CompileDTypeFor), and its
   // kernels take no per-node choices.
+  if (device == "cpu") space.push_back({"compute-threads", {"0", "1"}});
   if (device != "cpu") {
     space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
     for (const NodeAxis& a : kNodeAxes) {
@@ -954,9 +976,13 @@ Status Tuner::TuneOne(size_t index, Link& link) {
       }
       say("round " + std::to_string(round) + ": benchmarking " + std::to_string(variants.size()) +
           " choices interleaved");
-      // Each row's summary: the incumbent's first, each candidate's against it.
+      // Each row's summary: the incumbent's first, each candidate's against it. With k
+      // candidates, each comparison at confidence 1 - (1 - C) / k (Bonferroni): the
+      // chance that any candidate of the round wins by noise alone stays under 1 - C.
       std::vector<std::optional<VariantSummary>> rows(variants.size());
-      auto report = BenchVariantsOn(variants, o_.bench, link.connection);
+      BenchOptions bench = o_.bench;
+      bench.confidence = 1 - (1 - o_.bench.confidence) / static_cast<double>(variants.size() - 1);
+      auto report = BenchVariantsOn(variants, bench, link.connection);
       if (report.ok()) {
         for (size_t v = 0; v < variants.size(); ++v) rows[v] = report->summary[v];
       } else {
@@ -967,7 +993,7 @@ Status Tuner::TuneOne(size_t index, Link& link) {
           if (!link.connection.session) {
             if (Status st = Reconnect(link); !st.ok()) return st.WithContext(plan.name);
           }
-          auto pair = BenchVariantsOn({variants[0], variants[v]}, o_.bench, link.connection);
+          auto pair = BenchVariantsOn({variants[0], variants[v]}, bench, link.connection);
           if (pair.ok()) {
             if (!rows[0]) rows[0] = pair->summary[0];
             rows[v] = pair->summary[1];
@@ -999,6 +1025,7 @@ Status Tuner::TuneOne(size_t index, Link& link) {
           m["ratio_high"] = s.vs_first->ratio_high;
           m["p_value"] = s.vs_first->p_value;
           m["beyond_noise"] = s.vs_first->beyond_noise;
+          m["confidence"] = bench.confidence;
           if (s.vs_first->beyond_noise && s.vs_first->ratio < 1 &&
               (!winner || s.vs_first->ratio < rows[*winner + 1]->vs_first->ratio)) {
             winner = v - 1;

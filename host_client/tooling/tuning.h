@@ -18,7 +18,8 @@
 //   3. the incumbent and the candidates that passed are benchmarked interleaved
 //      (variants.h, BenchVariants: valid-run rules, Hodges-Lehmann ratio with its
 //      interval); a candidate wins only when its ratio to the incumbent is below 1 and
-//      beyond the noise (the interval excludes 1 and p < 1 - confidence); the lowest
+//      beyond the noise (the interval excludes 1 and p < 1 - confidence), each of a
+//      round's k comparisons at confidence 1 - (1 - C) / k (Bonferroni); the lowest
 //      ratio wins;
 //   4. a round without a winner ends the bucket, complete; the budget spent or a signal
 //      ends it not complete (the next run goes on from the log). A complete bucket whose
@@ -72,8 +73,8 @@ inline constexpr char kTuneSchema[] = "remex.tune";
 inline constexpr int kTuneSchemaVersion = 1;
 
 // The axes of the search space, as --variant and --space name them.
-inline constexpr const char* kTuningKeys[] = {"layout", "dtype", "fold-batchnorm", "fuse-epilogues",
-                                              "fuse-elementwise"};
+inline constexpr const char* kTuningKeys[] = {"layout",           "dtype",          "fold-batchnorm",
+                                              "fuse-epilogues",   "fuse-elementwise", "compute-threads"};
 // The per-node axes (--space only): the tunable attributes of the CUDA kernels
 // (kernels::OpTraits::tunable) as --space names them, each value an integer in the
 // attribute's range: cudnn-algo (cudnn_algo, 0-7), cudnn-math (cudnn_math, 0-3),
@@ -81,13 +82,14 @@ inline constexpr const char* kTuningKeys[] = {"layout", "dtype", "fold-batchnorm
 inline constexpr const char* kNodeTuningKeys[] = {"cudnn-algo", "cudnn-math", "cublaslt-algo"};
 
 // {"layout": "NCHW"|"NHWC", "dtype": "model"|"float32"|"float16", "fold_batchnorm",
-// "fuse_epilogues", "fuse_elementwise"}, and "node_attrs": {NODE: {ATTRIBUTE: VALUE}}
-// when any node has one.
+// "fuse_epilogues", "fuse_elementwise"}, "compute_threads" when not 0, and
+// "node_attrs": {NODE: {ATTRIBUTE: VALUE}} when any node has one.
 nlohmann::json ToJson(const compiler::TunedChoices& choices);
 // The inverse; INVALID_ARGUMENT naming the field that is missing or wrong.
 StatusOr<compiler::TunedChoices> TunedChoicesFromJson(const nlohmann::json& j);
 // Sets axis `key` (kTuningKeys) of `choices` to `value` as --variant takes it (NCHW,
-// NHWC; model, float32, float16; true, false). INVALID_ARGUMENT for an unknown key or
+// NHWC; model, float32, float16; true, false; compute-threads an integer, 0 the
+// device's own). INVALID_ARGUMENT for an unknown key or
 // a bad value.
 Status SetTunedChoice(compiler::TunedChoices& choices, const std::string& key, const std::string& value);
 // `choices` as --variant text, the axes that differ from `start` ("layout=NHWC,
@@ -105,8 +107,9 @@ struct TuningAxis {
 // value that is no integer in its attribute's range.
 StatusOr<std::vector<TuningAxis>> ParseTuningSpace(const std::vector<std::string>& specs);
 // The space when --space is not given: layout, fold-batchnorm, fuse-epilogues and
-// fuse-elementwise; on a device other than the CPU also dtype (the model's, float16)
-// and the per-node axes with every value of their ranges.
+// fuse-elementwise; on the CPU device also compute-threads (0, the device's, or 1); on
+// another device dtype (the model's, float16) and the per-node axes with every value
+// of their ranges.
 std::vector<TuningAxis> DefaultTuningSpace(const std::string& device);
 
 // The device a tuning result holds for: "cpu: MODEL, N compute threads", or "gpu: NAME,

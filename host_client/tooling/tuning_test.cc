@@ -22,7 +22,10 @@ TEST(TuningTest, ChoicesRoundTripThroughJsonAndReadAsVariants) {
   ASSERT_TRUE(SetTunedChoice(c, "layout", "NHWC").ok());
   ASSERT_TRUE(SetTunedChoice(c, "dtype", "float16").ok());
   ASSERT_TRUE(SetTunedChoice(c, "fuse-elementwise", "false").ok());
-  EXPECT_EQ(TunedChoicesText(c, start), "layout=NHWC,dtype=float16,fuse-elementwise=false");
+  ASSERT_TRUE(SetTunedChoice(c, "compute-threads", "1").ok());
+  EXPECT_EQ(TunedChoicesText(c, start), "layout=NHWC,dtype=float16,fuse-elementwise=false,compute-threads=1");
+  EXPECT_FALSE(SetTunedChoice(c, "compute-threads", "-1").ok());
+  EXPECT_FALSE(SetTunedChoice(c, "compute-threads", "2x").ok());
   EXPECT_EQ(TunedChoicesText(start, start), "start");
   auto back = TunedChoicesFromJson(ToJson(c));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -64,6 +67,7 @@ TEST(TuningTest, SpaceParsesAndTheDefaultDependsOnTheDevice) {
     return false;
   };
   EXPECT_FALSE(has_dtype(DefaultTuningSpace("cpu")));  // no float16 arithmetic
+  EXPECT_EQ(DefaultTuningSpace("cpu").back().key, "compute-threads");
   EXPECT_TRUE(has_dtype(DefaultTuningSpace("cuda:0")));
 }
 
