@@ -236,7 +236,8 @@ const std::vector<Shell::Command>& Shell::Commands() {
       {"load",
        "load FILE.onnx|FILE.rmx [--shape NAME=DIMS ...] [--bound SPEC ...] [--dispatch SPEC ...] [--strict]\n"
        "     [--layout NCHW|NHWC] [--dtype float32|float16] [--no-fuse-epilogues] [--no-fold-batchnorm]\n"
-       "     [--no-fuse-elementwise] [--as NAME]",
+       "     [--no-fuse-elementwise] [--compute-threads N] [--tuning-log FILE [--tuned-for FINGERPRINT]]\n"
+       "     [--as NAME]",
        "compile (an .onnx) and load a model; it becomes the current one",
        "Compiles MODEL.onnx with the compile options of `remex compile` (docs/cli.md) or reads\n"
        "MODEL.rmx, uploads it unless the server's module cache has it, and makes a VM. The\n"
@@ -244,7 +245,7 @@ const std::vector<Shell::Command>& Shell::Commands() {
        "becomes the current model: run, bench, profile, inputs and outputs use it.",
        &Shell::Load,
        {"--shape", "--bound", "--dispatch", "--strict", "--layout", "--dtype", "--no-fuse-epilogues",
-        "--no-fold-batchnorm", "--no-fuse-elementwise", "--as"}},
+        "--no-fold-batchnorm", "--no-fuse-elementwise", "--compute-threads", "--tuning-log", "--tuned-for", "--as"}},
       {"models",
        "models",
        "list the loaded models (* marks the current one)",
@@ -593,7 +594,9 @@ Status Shell::Help(const Args& args) {
 
 Status Shell::Load(const Args& args) {
   REMEX_ASSIGN_OR_RETURN(
-      Parsed p, ParseArgs("load", args, {"--shape", "--bound", "--dispatch", "--layout", "--dtype", "--as"},
+      Parsed p, ParseArgs("load", args,
+                          {"--shape", "--bound", "--dispatch", "--layout", "--dtype", "--compute-threads",
+                           "--tuning-log", "--tuned-for", "--as"},
                           {"--strict", "--no-fuse-epilogues", "--no-fold-batchnorm", "--no-fuse-elementwise"}));
   if (p.positional.size() != 1) {
     return InvalidArgument("load takes one model file, FILE.onnx or FILE.rmx; see help load");
@@ -609,7 +612,13 @@ Status Shell::Load(const Args& args) {
   specs.fuse_epilogues = !p.Has("--no-fuse-epilogues");
   specs.fold_batchnorm = !p.Has("--no-fold-batchnorm");
   specs.fuse_elementwise = !p.Has("--no-fuse-elementwise");
-  REMEX_ASSIGN_OR_RETURN(compiler::CompileOptions options, tooling::ParseCompileSpecs(specs));
+  if (p.Has("--compute-threads")) {
+    REMEX_ASSIGN_OR_RETURN(uint32_t threads, ParseCount("--compute-threads", p.Last("--compute-threads"), 0));
+    specs.compute_threads = static_cast<int>(std::min<uint32_t>(threads, 1u << 20));
+  }
+  specs.tuning_log = p.Last("--tuning-log");
+  specs.tuned_for = p.Last("--tuned-for");
+  REMEX_ASSIGN_OR_RETURN(compiler::CompileOptions options, tooling::ParseCompileSpecs(specs, path));
   const std::string as = p.Last("--as");
   if (p.Has("--as")) {
     REMEX_RETURN_IF_ERROR(CheckName("--as", as));

@@ -232,6 +232,20 @@ TEST_F(ShellTest, BenchRecordsItsResultAsRemexBenchRecordDoes) {
   EXPECT_FALSE(series->front().model_hash.empty());
 }
 
+// load takes every compile option of `remex compile`, --compute-threads and
+// --tuning-log included (the tuning log of another model is refused, naming the log).
+TEST_F(ShellTest, LoadTakesComputeThreadsAndATuningLog) {
+  EXPECT_HAS(Ok("load " + Path("add.onnx") + " --compute-threads 1 --as one"), "input   a: float32 [d0, 3]");
+  EXPECT_HAS(Ok("upload a=" + Path("a.npy")), "%1 a");
+  EXPECT_HAS(Ok("run b=a"), "[2, 4, 6]");
+  EXPECT_EQ(shell_->Execute("load " + Path("add.onnx") + " --compute-threads x").code(), StatusCode::kInvalidArgument);
+  std::ofstream(Path("other.jsonl")) << "";
+  Status other = shell_->Execute("load " + Path("add.onnx") + " --tuning-log " + Path("other.jsonl"));
+  EXPECT_EQ(other.code(), StatusCode::kNotFound);
+  EXPECT_HAS(other.message(), "no tuned bucket for this model");
+  EXPECT_EQ(shell_->Execute("load " + Path("add.onnx") + " --tuned-for x").code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ShellTest, CommentsBlankLinesAndQuit) {
   EXPECT_EQ(Ok("   # load nothing"), "");
   EXPECT_EQ(Ok(""), "");
