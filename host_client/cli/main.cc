@@ -60,6 +60,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -130,6 +131,17 @@ int Usage(const Status& status) {
 }
 
 void PrintJson(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+// A report as one JSON object with the command line that made it (--json), else as the
+// text `text` makes.
+void PrintReport(bool json, nlohmann::json j, const std::string& command, const std::function<std::string()>& text) {
+  if (json) {
+    j["command"] = command;
+    PrintJson(j);
+  } else {
+    std::fputs(text().c_str(), stdout);
+  }
+}
 
 // The compile flags of compile, run, bench and check: one definition.
 void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
@@ -563,13 +575,8 @@ int BenchVariants(const BenchArgs& args) {
       tooling::BenchVariants(variants, args.options, [&](const std::string& step) { progress.Step(step); });
   progress.Step("");
   if (!report.ok()) return Fail(report.status());
-  if (args.json) {
-    nlohmann::json j = tooling::ToJson(*report);
-    j["command"] = args.command;
-    PrintJson(j);
-  } else {
-    std::fputs(tooling::VariantsText(*report, args.options.profile_top).c_str(), stdout);
-  }
+  PrintReport(args.json, tooling::ToJson(*report), args.command,
+              [&] { return tooling::VariantsText(*report, args.options.profile_top); });
   return tooling::kExitOk;
 }
 
@@ -887,13 +894,7 @@ int TuneCommand(const TuneArgs& args) {
   auto report = tooling::Tune(o, [&](const std::string& step) { progress.Step(step); });
   progress.Step("");
   if (!report.ok()) return Fail(report.status());
-  if (args.json) {
-    nlohmann::json j = tooling::ToJson(*report);
-    j["command"] = args.command;
-    PrintJson(j);
-  } else {
-    std::fputs(tooling::TuneText(*report).c_str(), stdout);
-  }
+  PrintReport(args.json, tooling::ToJson(*report), args.command, [&] { return tooling::TuneText(*report); });
   if (g_tune_signal.load() != 0) return 128 + g_tune_signal.load();
   return tooling::kExitOk;
 }

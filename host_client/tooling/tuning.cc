@@ -453,6 +453,8 @@ class Tuner {
   json Record(const char* kind, const BucketPlan& plan, const std::string& server) const;
   Status Append(const std::vector<json>& records);
   Replay ReplayLog(const BucketPlan& plan) const;
+  // The bucket's executable of `choice`, written to `path`, or the path it was written
+  // to before.
   StatusOr<std::string> CompileCandidate(const BucketPlan& plan, const TunedChoices& choice, const std::string& path);
   Status Worker(Connection first);
   Status TuneOne(size_t index, Link& link);
@@ -495,6 +497,7 @@ class Tuner {
   std::string tmp_;
   Clock::time_point deadline_;
   int measured_ = 0, rejected_ = 0;
+  std::map<std::string, std::string> compiled_;  // bucket + choice -> its .rmx (CompileCandidate)
 };
 
 json Tuner::Record(const char* kind, const BucketPlan& plan, const std::string& server) const {
@@ -551,11 +554,20 @@ Replay Tuner::ReplayLog(const BucketPlan& plan) const {
 
 StatusOr<std::string> Tuner::CompileCandidate(const BucketPlan& plan, const TunedChoices& choice,
                                               const std::string& path) {
+  // A choice compiled for this bucket before (the reference is often the start, and the
+  // start the first incumbent) is not compiled again.
+  const std::string key = plan.name + "\n" + ToJson(choice).dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = compiled_.find(key); it != compiled_.end()) return it->second;
+  }
   // As the final executable: the choices the bucket's, the rest the start's.
   compiler::CompileOptions options = plan.options;
   options.bucket_choices[plan.name] = choice;
   REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(o_.request.model, options));
   REMEX_RETURN_IF_ERROR(WriteFileBytes(path, report.bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  compiled_[key] = path;
   return path;
 }
 
@@ -651,9 +663,8 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
   *finished = false;
   // Each per-node axis of the space, with the nodes of the incumbent's executable whose
   // op takes its attribute.
-  compiler::CompileOptions options = plan.options;
-  ApplyChoices(incumbent, options);
-  REMEX_ASSIGN_OR_RETURN(CompileReport compiled, CompileModel(o_.request.model, options));
+  REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadFileBytes(incumbent_rmx));
+  REMEX_ASSIGN_OR_RETURN(vm::ExecutableDef executable, vm::ParseExecutable(bytes));
   REMEX_ASSIGN_OR_RETURN(const kernels::KernelRegistry* registry, CompilerRegistry());
   struct Work {
     const NodeAxis* axis;
@@ -667,7 +678,7 @@ Status Tuner::TuneNodes(const BucketPlan& plan, const std::string& dir, const st
     Work w{axis, {}, {}};
     for (const std::string& v : a.values) w.values.push_back(std::stoll(v));  // checked by ParseTuningSpace
     std::set<std::string> names;
-    for (const vm::KernelEntry& k : compiled.executable.kernels) {
+    for (const vm::KernelEntry& k : executable.kernels) {
       const kernels::OpDef* def = k.host || k.node_name.empty() ? nullptr : registry->FindOp(k.op);
       if (!def) continue;
       for (const kernels::TunableAttr& t : def->traits.tunable) {
@@ -1351,17 +1362,14 @@ StatusOr<TuneReport> Tuner::Run() {
 
 }  // namespace
 
-Status ApplyTuningLog(const TuningLog& log, const std::string& model_hash, const std::string& fingerprint,
-                      compiler::CompileOptions& options, std::string* used) {
-  REMEX_ASSIGN_OR_RETURN(options.bucket_choices, TunedChoicesFromLog(log, model_hash, fingerprint, used));
-  return OkStatus();
-}
-
 Status ApplyTuningLogFile(const std::string& log_path, const std::string& model_path, const std::string& fingerprint,
                           compiler::CompileOptions& options, std::string* used) {
   REMEX_ASSIGN_OR_RETURN(TuningLog log, ReadTuningLog(log_path));
   REMEX_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadFileBytes(model_path));
-  return ApplyTuningLog(log, ContentHash(bytes), fingerprint, options, used).WithContext("the tuning log " + log_path);
+  auto choices = TunedChoicesFromLog(log, ContentHash(bytes), fingerprint, used);
+  if (!choices.ok()) return choices.status().WithContext("the tuning log " + log_path);
+  options.bucket_choices = std::move(choices).value();
+  return OkStatus();
 }
 
 StatusOr<TuneReport> Tune(const TuneOptions& options, const ProgressFn& progress) {

@@ -140,13 +140,10 @@ StatusOr<std::map<std::string, compiler::TunedChoices>> TunedChoicesFromLog(cons
                                                                             const std::string& fingerprint,
                                                                             std::string* used = nullptr);
 
-// `options.bucket_choices` from the log (TunedChoicesFromLog): what `remex compile
-// --tuning-log` and `remex tune -o` both compile with. TunedChoicesFromLog's errors.
-Status ApplyTuningLog(const TuningLog& log, const std::string& model_hash, const std::string& fingerprint,
-                      compiler::CompileOptions& options, std::string* used = nullptr);
-// The same from files: the log at `log_path` for the model file at `model_path` (its
-// content hash). ReadTuningLog's and ApplyTuningLog's errors, naming the log; the
-// model file's read errors.
+// `options.bucket_choices` from the log at `log_path` (TunedChoicesFromLog) for the
+// model file at `model_path` (its content hash): what `--tuning-log` compiles with; a
+// tune's own output takes its report's choices, which are the log's latest. The log's
+// errors (ReadTuningLog, TunedChoicesFromLog), naming it; the model file's read errors.
 Status ApplyTuningLogFile(const std::string& log_path, const std::string& model_path, const std::string& fingerprint,
                           compiler::CompileOptions& options, std::string* used = nullptr);
 
