@@ -5,7 +5,7 @@
 //
 // Each activation is its ONNX operator's definition (https://onnx.ai/onnx/operators/):
 // Relu-14, LeakyRelu-6 (alpha), Clip-13 (min = alpha, max = beta), Sigmoid-13, Tanh-13,
-// HardSigmoid-6 (alpha, beta), HardSwish-14.
+// HardSigmoid-6 (alpha, beta), HardSwish-14, Swish-24 (alpha; SiLU for alpha = 1).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,7 @@ enum class ConvActivation : uint8_t {
   kTanh,         // tanh(x)
   kHardSigmoid,  // max(0, min(1, alpha * x + beta))
   kHardSwish,    // x * max(0, min(1, x / 6 + 1 / 2))
+  kSwish,        // x * sigmoid(alpha * x)
 };
 
 // The activation `kind` of float32 `x`, with the kind's parameters `alpha` and `beta`
@@ -44,6 +45,7 @@ REMEX_CONV_EPILOGUE_FN float ApplyConvActivation(ConvActivation kind, float x, f
     case ConvActivation::kTanh: return scalar::Tanh()(x);
     case ConvActivation::kHardSigmoid: return scalar::HardSigmoid()(x, alpha, beta);
     case ConvActivation::kHardSwish: return scalar::HardSwish()(x);
+    case ConvActivation::kSwish: return scalar::Swish()(x, alpha);
   }
   return x;
 }

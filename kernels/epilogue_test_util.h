@@ -22,6 +22,7 @@ inline const std::vector<EpilogueActivation>& AllEpilogueActivations() {
   static const std::vector<EpilogueActivation> kAll = {
       {"", {}},        {"Relu", {}}, {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
       {"Sigmoid", {}}, {"Tanh", {}}, {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
+      {"Swish", {1.5f}},
   };
   return kAll;
 }
@@ -44,7 +45,7 @@ inline StatusOr<HostTensor> RunUnfusedEpilogue(OpRunner& r, HostTensor y, const 
   if (act.name.empty()) return y;
   Attributes a;
   std::vector<HostTensor> in = {y};
-  if (act.name == "LeakyRelu") a.Set("alpha", act.params[0]);
+  if (act.name == "LeakyRelu" || act.name == "Swish") a.Set("alpha", act.params[0]);
   if (act.name == "HardSigmoid") {
     a.Set("alpha", act.params[0]);
     a.Set("beta", act.params[1]);

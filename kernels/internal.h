@@ -32,6 +32,14 @@
 
 namespace remex::kernels::internal {
 
+// d[0, len) = FusedElementwise's opcode `op` over a, b and c in float32, in the
+// operand order of kernels/ops/fused/fused.h (b and c null where the opcode takes fewer
+// operands; `b_uniform`: every b[i] is b[0]), each element as kernels/scalar_ops.h's
+// functor computes it: the FusedElementwise kernel's loops (kernels/ops/fused/fused.cc),
+// compiled for AVX-512 and AVX2 as well, which the unary kernels share.
+void ExecFusedOpcode(FusedOpcode op, const float* a, const float* b, const float* c, float* d, int64_t len,
+                     bool b_uniform);
+
 // Runs f(begin, end, part) over [0, n) split into at most CpuComputeThreads() contiguous
 // parts of at least `grain` indices each, on the OpenMP team oneDNN uses (one pool for
 // every CPU kernel; kernels/cpu_threads.cc), and returns when all are done. `part` <

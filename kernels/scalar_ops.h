@@ -14,9 +14,9 @@
 // (REMEX_SCALAR_OPS_EMBEDDED is then defined and the C math functions are NVRTC's own).
 //
 // Semantics are the ONNX operators' (https://onnx.ai/onnx/operators/, opsets 13-17;
-// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Clip-13, Pow-15; the version of each
+// LeakyRelu-16, HardSigmoid-6, HardSwish-14, Swish-24, Clip-13, Pow-15; the version of each
 // other op is named at its functor). The functor of op X has
-// X's name, takes X's data operands then its scalar parameters (LeakyRelu: alpha;
+// X's name, takes X's data operands then its scalar parameters (LeakyRelu, Swish: alpha;
 // HardSigmoid: alpha, beta; Clip: min, max), which is also the operand order of
 // FusedElementwise's opcode of the same name (kernels/ops/fused/fused.h). NaN stays NaN: the
 // comparisons are written so that a NaN operand falls through.
@@ -186,6 +186,11 @@ struct Relu {  // max(0, x); integer C works too.
 struct Sigmoid {
   template <typename C>
   REMEX_SCALAR_FN C operator()(C x) const { return C(1) / (C(1) + math::Exp(-x)); }
+};
+// Swish-24: x * sigmoid(alpha * x) (SiLU for alpha = 1), with Sigmoid's formula.
+struct Swish {
+  template <typename C>
+  REMEX_SCALAR_FN C operator()(C x, C alpha) const { return x * Sigmoid()(alpha * x); }
 };
 // Tanh, Exp, Log, Sqrt, Abs (float C), Erf: the math function of the same name.
 #define REMEX_SCALAR_MATH_FUNCTOR(Name)                                   \

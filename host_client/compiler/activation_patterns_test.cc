@@ -1,7 +1,9 @@
-// HardSwish recognition: each way exporters write x * clip(x + 3, 0, 6) / 6 becomes one
-// HardSwish node with the same results on the CPU VM as the graph compiled without it;
+// Activation recognition: each way exporters write x * clip(x + 3, 0, 6) / 6 becomes one
+// HardSwish node, and each way they write the SiLU x * sigmoid(x) (or x * sigmoid(alpha * x))
+// one Swish node, with the same results on the CPU VM as the graph compiled without it;
 // near misses (another constant, an intermediate read elsewhere or a graph output) stay
-// as they are; after a Conv, the recognised HardSwish becomes the FusedConv's epilogue.
+// as they are; after a Conv (or a MatMul by a constant), the recognised activation
+// becomes the FusedConv's (FusedMatMul's) epilogue.
 #include "host_client/compiler/passes/activation_patterns.h"
 
 #include <gtest/gtest.h>
@@ -159,6 +161,191 @@ TEST(HardSwishRecognition, AfterAConvItBecomesTheFusedConvEpilogue) {
   auto activation = def->kernels[0].attrs.String("activation");
   ASSERT_TRUE(activation.ok());
   EXPECT_EQ(*activation, "HardSwish");
+}
+
+// ---------------------------------------------------------------------------
+// SiLU / Swish.
+
+// y = x * sigmoid(x) written out as Mul(x, Sigmoid(x)), or with `alpha` as
+// Mul(x, Sigmoid(Mul(x, alpha))); `swap` puts the Sigmoid (and alpha) first in each Mul.
+// `alpha_shape`: the alpha constant's shape ({} a scalar). `sigmoid_is_output` also
+// makes the Sigmoid's output a graph output; `other` multiplies the Sigmoid of x by
+// another input instead of x.
+struct SiluForm {
+  bool scaled = false;
+  bool swap = false;
+  float alpha = 1.702f;
+  Shape alpha_shape = {};
+  bool sigmoid_is_output = false;
+  bool scale_is_output = false;  // alpha * x is also a graph output
+  bool other = false;
+};
+
+OnnxModelBuilder SiluModel(const SiluForm& f) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  if (f.other) b.Input("z", kFloat, kX);
+  if (f.sigmoid_is_output) b.Output("s", kFloat, kX);
+  if (f.scale_is_output) b.Output("t", kFloat, kX);
+  auto pair = [&](const std::string& v, const std::string& k) {
+    return f.swap ? std::vector<std::string>{k, v} : std::vector<std::string>{v, k};
+  };
+  std::string t = "x";
+  if (f.scaled) {
+    const size_t n = static_cast<size_t>(NumElements(f.alpha_shape).value());
+    b.FloatInit("alpha", f.alpha_shape, std::vector<float>(n, f.alpha));
+    b.Node("Mul", pair("x", "alpha"), {"t"}, "scale");
+    t = "t";
+  }
+  b.Node("Sigmoid", {t}, {"s"}, "sigmoid");
+  b.Node("Mul", pair(f.other ? "z" : "x", "s"), {"y"}, "mul");
+  return b;
+}
+
+// Compiles `b` (inputs of shape kX each, `inputs` of them) with and without
+// recognition, checks the count of Swish nodes made, and that both give the same
+// outputs on values in [-8, 8] to `tol` relative.
+void ExpectSameSwishResults(const OnnxModelBuilder& b, int expect, int inputs = 1, double tol = 4e-7) {
+  CompileStats stats;
+  auto got_def = Compile(b, true, &stats);
+  ASSERT_TRUE(got_def.ok()) << got_def.status().ToString();
+  EXPECT_EQ(stats.swish_recognized, expect);
+  EXPECT_EQ(stats.hardswish_recognized, 0);
+  CompileStats off_stats;
+  auto want_def = Compile(b, false, &off_stats);
+  ASSERT_TRUE(want_def.ok()) << want_def.status().ToString();
+  EXPECT_EQ(off_stats.swish_recognized, 0);
+  EXPECT_EQ(CountKernels(*want_def, "Sigmoid"), 1);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  std::vector<std::vector<float>> xs(static_cast<size_t>(inputs));
+  for (auto& x : xs) {
+    x.resize(static_cast<size_t>(NumElements(kX).value()));
+    for (float& v : x) v = u(rng);
+    x[0] = 0.0f;
+  }
+  const std::vector<Shape> shapes(static_cast<size_t>(inputs), kX);
+  auto want = RunFloat32Outputs(*want_def, shapes, xs);
+  auto got = RunFloat32Outputs(*got_def, shapes, xs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(want[o].size(), got[o].size());
+    for (size_t i = 0; i < want[o].size(); ++i) {
+      EXPECT_NEAR(got[o][i], want[o][i], tol * (1.0 + std::fabs(want[o][i]))) << "output " << o << " at " << i;
+    }
+  }
+}
+
+TEST(SwishRecognition, EveryFormBecomesOneSwish) {
+  for (bool scaled : {false, true}) {
+    for (bool swap : {false, true}) {
+      SiluForm f;
+      f.scaled = scaled;
+      f.swap = swap;
+      SCOPED_TRACE(std::string(scaled ? "x * sigmoid(alpha * x)" : "x * sigmoid(x)") + (swap ? ", swapped" : ""));
+      const OnnxModelBuilder b = SiluModel(f);
+      ExpectSameSwishResults(b, 1);
+      auto def = Compile(b, true);
+      ASSERT_TRUE(def.ok());
+      // One kernel is left: the Swish, with the alpha it was written with.
+      ASSERT_EQ(def->kernels.size(), 1u);
+      EXPECT_EQ(def->kernels[0].op, "Swish");
+      auto alpha = def->kernels[0].attrs.Float("alpha");
+      ASSERT_TRUE(alpha.ok());
+      EXPECT_EQ(*alpha, scaled ? 1.702f : 1.0f);
+      // Named after the nodes it runs (what profiles and errors show).
+      EXPECT_EQ(def->kernels[0].node_name, scaled ? "scale+sigmoid+mul" : "sigmoid+mul");
+    }
+  }
+  // A one-element alpha of rank up to x's is a scalar too.
+  SiluForm ranked;
+  ranked.scaled = true;
+  ranked.alpha_shape = {1, 1, 1, 1};
+  ExpectSameSwishResults(SiluModel(ranked), 1);
+}
+
+TEST(SwishRecognition, NearMissesStayAsTheyAre) {
+  // The Sigmoid's output is also a graph output: nothing may disappear.
+  SiluForm out;
+  out.sigmoid_is_output = true;
+  ExpectSameSwishResults(SiluModel(out), 0);
+  // sigmoid(x) times another tensor: a gate, not a SiLU.
+  SiluForm other;
+  other.other = true;
+  ExpectSameSwishResults(SiluModel(other), 0, 2);
+  // alpha * x is read elsewhere too (here: a graph output).
+  SiluForm scale_out;
+  scale_out.scaled = true;
+  scale_out.scale_is_output = true;
+  ExpectSameSwishResults(SiluModel(scale_out), 0);
+  // A per-channel alpha is no scalar.
+  SiluForm per_channel;
+  per_channel.scaled = true;
+  per_channel.alpha_shape = {1, 3, 1, 1};
+  ExpectSameSwishResults(SiluModel(per_channel), 0);
+}
+
+TEST(SwishRecognition, AfterAConvItBecomesTheFusedConvEpilogue) {
+  for (bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled ? "x * sigmoid(alpha * x)" : "x * sigmoid(x)");
+    OnnxModelBuilder b(13);
+    b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+    std::vector<float> w(3 * 3 * 3 * 3), bias = {0.5f, -0.5f, 1.0f};
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float& v : w) v = u(rng);
+    b.FloatInit("w", {3, 3, 3, 3}, w).FloatInit("b", {3}, bias);
+    auto* conv = b.Node("Conv", {"x", "w", "b"}, {"h"}, "conv");
+    OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+    std::string t = "h";
+    if (scaled) {
+      b.FloatInit("alpha", {}, {0.5f});
+      b.Node("Mul", {"alpha", "h"}, {"t"}, "scale");
+      t = "t";
+    }
+    b.Node("Sigmoid", {t}, {"s"}, "sigmoid");
+    b.Node("Mul", {"s", "h"}, {"y"}, "mul");
+    // oneDNN's swish post-op against the Sigmoid and Mul kernels: their exp functions differ.
+    ExpectSameSwishResults(b, 1, 1, 1e-5);
+    CompileStats stats;
+    auto def = Compile(b, true, &stats);
+    ASSERT_TRUE(def.ok());
+    EXPECT_EQ(stats.fused_convs, 1);
+    ASSERT_EQ(def->kernels.size(), 1u);
+    EXPECT_EQ(def->kernels[0].op, "FusedConv");
+    EXPECT_EQ(def->kernels[0].node_name, scaled ? "conv+scale+sigmoid+mul" : "conv+sigmoid+mul");
+    auto activation = def->kernels[0].attrs.String("activation");
+    ASSERT_TRUE(activation.ok());
+    EXPECT_EQ(*activation, "Swish");
+    auto params = def->kernels[0].attrs.Floats("activation_params");
+    ASSERT_TRUE(params.ok());
+    EXPECT_EQ(*params, std::vector<float>{scaled ? 0.5f : 1.0f});
+  }
+}
+
+TEST(SwishRecognition, AfterAMatMulByAConstantItBecomesTheFusedMatMulEpilogue) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kX).Output("y", kFloat, {2, 3, 4, 6});
+  std::vector<float> w(5 * 6), bias(6);
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : w) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  b.FloatInit("w", {5, 6}, w).FloatInit("bias", {6}, bias);
+  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
+  b.Node("Add", {"m", "bias"}, {"h"}, "add");
+  b.Node("Sigmoid", {"h"}, {"s"}, "sigmoid");
+  b.Node("Mul", {"h", "s"}, {"y"}, "mul");
+  ExpectSameSwishResults(b, 1, 1, 1e-5);
+  CompileStats stats;
+  auto def = Compile(b, true, &stats);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(stats.fused_matmuls, 1);
+  ASSERT_EQ(def->kernels.size(), 1u);
+  EXPECT_EQ(def->kernels[0].op, "FusedMatMul");
+  auto activation = def->kernels[0].attrs.String("activation");
+  ASSERT_TRUE(activation.ok());
+  EXPECT_EQ(*activation, "Swish");
 }
 
 }  // namespace

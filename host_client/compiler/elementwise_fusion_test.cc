@@ -155,13 +155,14 @@ TEST(FusionTest, ScalarConstantsBecomeImmediates) {
 }
 
 TEST(FusionTest, SharedIntermediateInsideTheGroupFusesAsADag) {
-  // SiLU of an affine map: t = x * w + b; y = t * Sigmoid(t).
+  // t = x * w + b; y = t * Tanh(t) (with Sigmoid, the SiLU: one Swish node, see
+  // activation_patterns_test.cc).
   OnnxModelBuilder b(13);
   b.Input("x", onnx::TensorProto::FLOAT, {2, 4}).Output("y", onnx::TensorProto::FLOAT, {2, 4});
   b.FloatInit("w", {4}, {1.0f, -1.0f, 2.0f, 0.5f}).FloatInit("b", {2, 1}, {0.5f, -0.5f});
   b.Node("Mul", {"x", "w"}, {"m"});
   b.Node("Add", {"m", "b"}, {"t"});
-  b.Node("Sigmoid", {"t"}, {"s"});
+  b.Node("Tanh", {"t"}, {"s"});
   b.Node("Mul", {"t", "s"}, {"y"});
   CompileStats stats;
   auto def = Compile(b, true, &stats);
@@ -175,7 +176,7 @@ TEST(FusionTest, SharedIntermediateInsideTheGroupFusesAsADag) {
   std::vector<double> want;
   for (size_t i = 0; i < 8; ++i) {
     const double t = x[i] * w[i % 4] + bias[i / 4];
-    want.push_back(t / (1.0 + std::exp(-t)));
+    want.push_back(t * std::tanh(t));
   }
   auto y = RunFloat32Outputs(*def, {{2, 4}}, {x});
   ASSERT_EQ(y.size(), 1u);
@@ -414,9 +415,13 @@ TEST(FusionTest, PpOcrRecHardSwishChainsFuseAndMatchUnfused) {
   EXPECT_GE(fused_stats.fused_kernels, 20);
   // PaddlePaddle exports hard-swish as x * Clip(x + 3, 0, 6) / 6 between affine
   // Mul/Add pairs: each becomes one HardSwish (its 4 nodes 1), which fusion takes into
-  // the program of the affine pairs around it.
+  // the program of the affine pairs around it. Its 7 SiLUs, written x * Sigmoid(x * 1),
+  // become one Swish each (their 3 nodes 1).
   EXPECT_GE(fused_stats.hardswish_recognized, 20);
-  EXPECT_EQ(fused_stats.kernels, unfused_stats.kernels - 3 * fused_stats.hardswish_recognized -
+  EXPECT_EQ(fused_stats.swish_recognized, 7);
+  EXPECT_EQ(fused_stats.activation_nodes_absorbed,
+            3 * fused_stats.hardswish_recognized + 2 * fused_stats.swish_recognized);
+  EXPECT_EQ(fused_stats.kernels, unfused_stats.kernels - fused_stats.activation_nodes_absorbed -
                                      (fused_stats.epilogue_nodes - unfused_stats.epilogue_nodes) -
                                      fused_stats.nodes_fused + fused_stats.fused_kernels);
   int hardswish_ops = 0, decomposed = 0;

@@ -47,7 +47,8 @@ struct CompileOptions {
   // epilogue.
   bool fold_batchnorm = true;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h),
-  // after recognising decomposed HardSwish activations (passes/activation_patterns.h).
+  // after recognising decomposed HardSwish and SiLU / Swish activations
+  // (passes/activation_patterns.h), which epilogue fusion can then take too.
   bool fuse_elementwise = true;
   // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
   // and MatMul by a constant with the bias Add and the activation after it into
@@ -121,6 +122,8 @@ struct CompileStats {
   int nodes_removed = 0;
   int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
   int hardswish_recognized = 0;  // decomposed HardSwish chains made one HardSwish node
+  int swish_recognized = 0;      // decomposed SiLU / Swish (Sigmoid, Mul) made one Swish node
+  int activation_nodes_absorbed = 0;  // nodes those recognised activations replace, less one each
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
   int nodes_fused = 0;    // nodes they replace
   int fused_convs = 0;     // FusedConv nodes made by epilogue fusion

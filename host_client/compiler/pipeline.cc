@@ -64,8 +64,11 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     if (local.batchnorms_folded > 0) EliminateDeadCode(graph);  // the unfolded weights
   }
   if (options.fuse_elementwise) {
+    const size_t before = graph.nodes.size();
     local.hardswish_recognized = RecognizeHardSwish(graph);
-    if (local.hardswish_recognized > 0) EliminateDeadCode(graph);  // their constants
+    local.swish_recognized = RecognizeSwish(graph);
+    local.activation_nodes_absorbed = static_cast<int>(before - graph.nodes.size());
+    if (local.hardswish_recognized + local.swish_recognized > 0) EliminateDeadCode(graph);  // their constants
   }
   if (options.layout == Layout::kNhwc) {
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));

@@ -308,6 +308,8 @@ json ToJson(const CompileReport& r) {
                             {"constants_permuted", s.layout.constants_permuted}}},
                 {"batchnorms_folded", s.batchnorms_folded},
                 {"hardswish_recognized", s.hardswish_recognized},
+                {"swish_recognized", s.swish_recognized},
+                {"activation_nodes_absorbed", s.activation_nodes_absorbed},
                 {"fused_convs", s.fused_convs},
                 {"fused_matmuls", s.fused_matmuls},
                 {"epilogue_nodes", s.epilogue_nodes},

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace remex::compiler {
@@ -117,6 +118,69 @@ int RecognizeHardSwish(Graph& graph) {
       last.name = add->name + "+" + clip->name + "+" + steps[0]->name + "+" + last.name;
       last.op = "HardSwish";
       last.attrs = kernels::Attributes();
+      last.inputs = {x};
+      last.version = kernels::kNewestVersion;
+      ++made;
+      break;
+    }
+  }
+  if (made > 0) {
+    std::vector<Node> kept;
+    kept.reserve(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+    }
+    g.nodes = std::move(kept);
+  }
+  return made;
+}
+
+int RecognizeSwish(Graph& graph) {
+  Graph& g = graph;
+  std::vector<int> reads(g.values.size(), 0);
+  std::vector<int> producer(g.values.size(), -1);
+  for (int o : g.outputs) ++reads[o];  // a graph output is never an intermediate
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    CountReads(g.nodes[i], reads);
+    for (int o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
+  }
+  auto single_use_producer = [&](int v) -> Node* {
+    if (v < 0 || reads[v] != 1 || producer[v] < 0) return nullptr;
+    return &g.nodes[producer[v]];
+  };
+  std::vector<bool> removed(g.nodes.size(), false);
+  int made = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& last = g.nodes[i];
+    if (!Plain(last, "Mul", 2)) continue;
+    const DType dtype = g.values[last.outputs[0]].dtype;
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat16) continue;
+    for (int s = 0; s < 2; ++s) {
+      const int x = last.inputs[1 - s];
+      Node* sigmoid = single_use_producer(last.inputs[s]);
+      if (x < 0 || !sigmoid || !Plain(*sigmoid, "Sigmoid", 1) || g.values[x].dtype != dtype) continue;
+      float alpha = 1.0f;
+      Node* scale = nullptr;
+      if (sigmoid->inputs[0] != x) {  // the `alpha` form: Sigmoid(Mul(x, alpha))
+        scale = single_use_producer(sigmoid->inputs[0]);
+        if (!scale || !Plain(*scale, "Mul", 2) || dtype != DType::kFloat32 || !g.values[x].rank_known) continue;
+        const int k = scale->inputs[0] == x ? 1 : 0;
+        if (scale->inputs[1 - k] != x) continue;
+        const std::optional<float> a = ScalarConstant(g, scale->inputs[k], g.values[x].shape.size());
+        if (!a) continue;
+        alpha = *a;
+      }
+      std::string name;
+      if (scale) {
+        removed[scale - g.nodes.data()] = true;
+        name = scale->name + "+";
+      }
+      removed[sigmoid - g.nodes.data()] = true;
+      // The kernel runs every node it replaces: it is named after each (profiles, errors).
+      last.name = name + sigmoid->name + "+" + last.name;
+      last.op = "Swish";
+      last.attrs = kernels::Attributes();
+      last.attrs.Set("alpha", alpha);
       last.inputs = {x};
       last.version = kernels::kNewestVersion;
       ++made;

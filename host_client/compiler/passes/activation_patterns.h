@@ -23,4 +23,21 @@ namespace remex::compiler {
 // of HardSwish nodes made.
 int RecognizeHardSwish(Graph& graph);
 
+// Replaces each decomposed SiLU / Swish, as exporters write it (PyTorch's SiLU, YOLO-style
+// detectors' Conv + Sigmoid + Mul),
+//   Mul(x, Sigmoid(x))   or   Mul(x, Sigmoid(Mul(x, alpha))),
+// with Mul's operands in either order, by one Swish(x) node with that `alpha` (1 for the
+// first form; ONNX Swish-24: x * sigmoid(alpha * x)), which the elementwise kernels
+// compute in one step and epilogue fusion can take into the Conv or MatMul before it.
+// float32 results are the unfused kernels' to a few ulps (the same Sigmoid formula,
+// kernels/scalar_ops.h); float16 ones round once instead of after each op.
+//
+// Matches top-level float32 or float16 nodes off the host (the `alpha` form: float32,
+// alpha a one-element float32 constant of rank at most x's, x of known rank); the
+// Sigmoid's output and the inner Mul's are read once, by the next step, and are no
+// graph outputs (x itself may be read anywhere). The Swish writes the outer Mul's output
+// in that node's place. Run where RecognizeHardSwish runs. Returns the number of Swish
+// nodes made.
+int RecognizeSwish(Graph& graph);
+
 }  // namespace remex::compiler

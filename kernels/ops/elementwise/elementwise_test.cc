@@ -385,6 +385,30 @@ TEST(UnaryTest, LeakyRelu) {
             StatusCode::kInvalidArgument);
 }
 
+// Swish-24: x * sigmoid(alpha * x), alpha 1 by default (SiLU); float16 computes in float.
+TEST(UnaryTest, Swish) {
+  OpRunner r;
+  const std::vector<float> x = {-30.0f, -2.0f, -0.5f, 0.0f, 0.5f, 2.0f, 30.0f};
+  for (float alpha : {1.0f, 1.702f, -0.5f}) {
+    SCOPED_TRACE(alpha);
+    auto y = alpha == 1.0f ? RunFloat(r, "Swish", x) : RunFloat(r, "Swish", x, Attrs({{"alpha", alpha}}));
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = x[i] / (1.0 + std::exp(-static_cast<double>(alpha) * x[i]));
+      EXPECT_NEAR(y[i], want, 2e-6 * (1 + std::fabs(want))) << x[i];
+    }
+  }
+  EXPECT_TRUE(std::isnan(RunFloat(r, "Swish", {kNaN})[0]));
+  auto out = r.Run("Swish", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(2.0f)})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), HalfToFloat(FloatToHalf(2.0f / (1.0f + std::exp(-2.0f)))));
+  EXPECT_EQ(r.Infer("Swish", {}, {HostTensor::Zeros(DType::kInt32, {2})}).status().code(),
+            StatusCode::kInvalidArgument);
+  Attributes bad = Attrs({{"alpha", std::string("one")}});
+  EXPECT_EQ((*r.registry().FindKernel("Swish", DeviceKind::kCpu))(bad).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(UnaryTest, HardSwish) {
   OpRunner r;
   auto y = RunFloat(r, "HardSwish", {-4.0f, -3.0f, -1.5f, 0.0f, 1.5f, 3.0f, 5.0f});

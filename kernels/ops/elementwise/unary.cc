@@ -1,5 +1,5 @@
-// Unary elementwise ops (ONNX semantics, opsets 1-17): Relu, LeakyRelu, HardSigmoid,
-// HardSwish, Sigmoid, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
+// Unary elementwise ops (ONNX semantics, opsets 1-17 and Swish-24): Relu, LeakyRelu, HardSigmoid,
+// HardSwish, Sigmoid, Swish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
 // Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round, Sign, Softplus,
 // Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink, Not, IsNaN, IsInf; Clip (x with optional scalar
 // min and max); Dropout (inference: identity). The formulas are kernels/scalar_ops.h's;
@@ -150,8 +150,31 @@ struct NumericAbs {
   }
 };
 
+// y = op(x, alpha, beta) for float32 x of an op with a FusedElementwise opcode (its
+// parameters, those the opcode takes, as its operands b and c): FusedElementwise's
+// loops (ExecFusedOpcode, compiled for AVX2 and AVX-512 too), in blocks spread over the
+// compute threads.
+void MapUnaryFloat32(FusedOpcode op, const float* x, float* y, int64_t n, float alpha, float beta) {
+  constexpr int64_t kBlock = 1024;
+  constexpr int64_t kGrainBlocks = 16;  // Smaller tensors run on the calling thread alone.
+  const int operands = FusedOperandCount(static_cast<int64_t>(op));
+  // The parameters as the opcode's operands b and c: one block of each, shared (read only).
+  std::vector<float> params;
+  if (operands > 1) params.assign(static_cast<size_t>(2 * kBlock), alpha);
+  if (operands > 2) std::fill(params.begin() + kBlock, params.end(), beta);
+  const float* b = operands > 1 ? params.data() : nullptr;
+  const float* c = operands > 2 ? params.data() + kBlock : nullptr;
+  ParallelFor((n + kBlock - 1) / kBlock, kGrainBlocks, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t o = b0 * kBlock; o < std::min(n, b1 * kBlock); o += kBlock) {
+      ExecFusedOpcode(op, x + o, b, c, y + o, std::min(kBlock, n - o), true);
+    }
+  });
+}
+
 // y = F(x, params...) with the op's attribute parameters (alpha, beta) as F takes
 // them; F is a scalar_ops.h functor. Float dtypes, or every numeric one with kNumeric.
+// float32 runs through MapUnaryFloat32 where the op has a FusedElementwise opcode
+// (whose instruction computes F).
 template <typename F, bool kNumeric>
 class UnaryKernel final : public ValidatedKernel {
  public:
@@ -161,10 +184,15 @@ class UnaryKernel final : public ValidatedKernel {
     return std::make_unique<UnaryKernel>(def, attrs, std::move(*parsed));
   }
   UnaryKernel(const OpDef& def, const Attributes& attrs, UnaryParams parsed)
-      : ValidatedKernel(def, attrs), params_(std::move(parsed)) {}
+      : ValidatedKernel(def, attrs), params_(std::move(parsed)), opcode_(def.traits.fused_opcode) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (opcode_ && in[0].dtype == DType::kFloat32) {
+      MapUnaryFloat32(*opcode_, DataAs<const float>(in[0]), DataAs<float>(out[0]), *NumElements(in[0].shape),
+                      params_.alpha, params_.beta);
+      return OkStatus();
+    }
     auto body = [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
@@ -190,6 +218,7 @@ class UnaryKernel final : public ValidatedKernel {
 
  private:
   UnaryParams params_;
+  const std::optional<FusedOpcode> opcode_;
 };
 
 class NotKernel final : public ValidatedKernel {
@@ -326,6 +355,10 @@ const std::vector<UnaryOp>& UnaryOps() {
        &AddUnaryKernel<scalar::HardSwish>},
       {"Sigmoid", 6, TypeClass::kFloat, FusedOpcode::kSigmoid, true, {},
        &AddUnaryKernel<scalar::Sigmoid>},
+      // Swish-24 (x * sigmoid(alpha * x)): the compiler also writes it for the SiLU that
+      // exporters decompose into Sigmoid and Mul (passes/activation_patterns.h).
+      {"Swish", 24, TypeClass::kFloat, FusedOpcode::kSwish, true, {{"alpha", -1, 1.0f}},
+       &AddUnaryKernel<scalar::Swish>},
       {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {},
        &AddUnaryKernel<scalar::Tanh>},
       {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {},

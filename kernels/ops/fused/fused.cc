@@ -31,6 +31,7 @@ int FusedOperandCount(int64_t op) {
     case FusedOpcode::kMin:
     case FusedOpcode::kMax:
     case FusedOpcode::kLeakyRelu:
+    case FusedOpcode::kSwish:
       return 2;
     case FusedOpcode::kRelu:
     case FusedOpcode::kSigmoid:
@@ -95,6 +96,8 @@ std::string_view FusedOpcodeName(int64_t op) {
       return "HardSigmoid";
     case FusedOpcode::kClip:
       return "Clip";
+    case FusedOpcode::kSwish:
+      return "Swish";
   }
   return "";
 }
@@ -251,17 +254,18 @@ StatusOr<std::vector<TensorInfo>> InferFused(const Attributes& attrs, std::span<
 // ---------------------------------------------------------------------------
 // Evaluation.
 
-// d[i] = f(a[i]), f(a[i], b[i]) or f(a[i], b[i], c[i]) for i < len.
+// d[i] = f(a[i]), f(a[i], b[i]) or f(a[i], b[i], c[i]) for i < len. Inlined into Exec,
+// and Exec into each clone of ExecClones, so that every loop is compiled for each CPU.
 template <typename F, typename C>
-void Map1(F f, const C* a, C* d, int64_t len) {
+[[gnu::always_inline]] inline void Map1(F f, const C* a, C* d, int64_t len) {
   for (int64_t i = 0; i < len; ++i) d[i] = f(a[i]);
 }
 template <typename F, typename C>
-void Map2(F f, const C* a, const C* b, C* d, int64_t len) {
+[[gnu::always_inline]] inline void Map2(F f, const C* a, const C* b, C* d, int64_t len) {
   for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i]);
 }
 template <typename F, typename C>
-void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
+[[gnu::always_inline]] inline void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
   for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i], c[i]);
 }
 
@@ -269,7 +273,8 @@ void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
 // kernels/scalar_ops.h, as the unfused kernels compute it. `b_uniform`: every b[i] is
 // b[0] (an immediate or a one-element input), which lets Pow test its exponent once.
 template <typename C>
-void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len, bool b_uniform) {
+[[gnu::always_inline]] inline void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
+                                        bool b_uniform) {
   switch (op) {
     case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len);
     case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len);
@@ -299,9 +304,32 @@ void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
     case FusedOpcode::kErf: return Map1(scalar::Erf(), a, d, len);
     case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
     case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len);
+    case FusedOpcode::kSwish: return Map2(scalar::Swish(), a, b, d, len);
     case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
     case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
   }
+}
+
+// Exec compiled for AVX-512 and AVX2 as well as the baseline (REMEX_CPU_CLONES): the
+// block loops are where FusedElementwise spends its time. fused.cc is compiled with
+// -ffp-contract=off (sources.cmake), so no clone fuses a multiply-add: every clone
+// rounds as the baseline, the unfused kernels and the CUDA kernels do.
+REMEX_CPU_CLONES void ExecClones(FusedOpcode op, const float* a, const float* b, const float* c, float* d,
+                                 int64_t len, bool b_uniform) {
+  Exec<float>(op, a, b, c, d, len, b_uniform);
+}
+}  // namespace
+
+void ExecFusedOpcode(FusedOpcode op, const float* a, const float* b, const float* c, float* d, int64_t len,
+                     bool b_uniform) {
+  ExecClones(op, a, b, c, d, len, b_uniform);
+}
+
+namespace {
+
+REMEX_CPU_CLONES void ExecClones(FusedOpcode op, const double* a, const double* b, const double* c, double* d,
+                                 int64_t len, bool b_uniform) {
+  Exec<double>(op, a, b, c, d, len, b_uniform);
 }
 
 // Where an input's elements come from, per block.
@@ -498,8 +526,8 @@ class FusedKernel final : public ValidatedKernel {
           if constexpr (kDirect) {
             if (slot == last) d = y + o;
           }
-          Exec<C>(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
-                  len, ins.b >= 0 && uniform[ins.b]);
+          ExecClones(ins.op, ptr[ins.a], ins.b >= 0 ? ptr[ins.b] : nullptr, ins.c >= 0 ? ptr[ins.c] : nullptr, d,
+                     len, ins.b >= 0 && uniform[ins.b]);
           ptr[slot] = d;
         }
         if constexpr (!kDirect) {

@@ -269,7 +269,8 @@ RandomProgram MakeRandomProgram(std::mt19937& rng) {
     if (op == FusedOpcode::kPow) {
       p.immediates.push_back(kExponents[pick(static_cast<int>(std::size(kExponents)))]);
       ins.b = -static_cast<int>(p.immediates.size());
-    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kHardSigmoid || op == FusedOpcode::kClip) {
+    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kSwish || op == FusedOpcode::kHardSigmoid ||
+               op == FusedOpcode::kClip) {
       ins.b = -1 - pick(nimm);
       if (arity == 3) ins.c = -1 - pick(nimm);
     } else if (arity == 2) {
@@ -305,6 +306,7 @@ StatusOr<HostTensor> EvalUnfused(OpRunner& r, const RandomProgram& p, DType dtyp
     Attributes attrs;
     switch (static_cast<FusedOpcode>(e[0])) {
       case FusedOpcode::kLeakyRelu:
+      case FusedOpcode::kSwish:
         attrs = Attrs({{"alpha", imm(e[2])}});
         break;
       case FusedOpcode::kHardSigmoid:

@@ -23,7 +23,7 @@ inline constexpr FusedOpcode kRandomProgramOpcodes[] = {
     FusedOpcode::kSigmoid, FusedOpcode::kTanh,      FusedOpcode::kExp,       FusedOpcode::kLog,
     FusedOpcode::kSqrt,    FusedOpcode::kNeg,       FusedOpcode::kAbs,       FusedOpcode::kReciprocal,
     FusedOpcode::kErf,     FusedOpcode::kHardSwish, FusedOpcode::kLeakyRelu, FusedOpcode::kHardSigmoid,
-    FusedOpcode::kClip};
+    FusedOpcode::kClip,    FusedOpcode::kSwish};
 
 // The exponents of Pow in random programs (immediates).
 inline constexpr float kRandomPowExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};
@@ -66,7 +66,7 @@ inline BroadcastInputs RandomBroadcastInputs(std::mt19937& rng, int max_inputs =
 // A random valid FusedElementwise program over `nin` inputs: 1 to 8 instructions drawn
 // from kRandomProgramOpcodes, whose operands are inputs or earlier results (binary ops'
 // second operand now and then an immediate), and 9 immediates: three multiples of 1/8
-// in [-2, 2] (LeakyRelu's alpha, HardSigmoid's alpha and beta, Clip's bounds), then
+// in [-2, 2] (LeakyRelu's and Swish's alpha, HardSigmoid's alpha and beta, Clip's bounds), then
 // kRandomPowExponents (Pow's exponent, always an immediate).
 struct RandomFusedProgram {
   std::vector<int64_t> program;
@@ -93,7 +93,8 @@ inline RandomFusedProgram MakeRandomFusedProgram(std::mt19937& rng, int nin) {
     int64_t a = value_slot(), b = -1, c = -1;
     if (op == FusedOpcode::kPow) {
       b = nin + 3 + pick(static_cast<int>(std::size(kRandomPowExponents)));
-    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kHardSigmoid || op == FusedOpcode::kClip) {
+    } else if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kSwish || op == FusedOpcode::kHardSigmoid ||
+               op == FusedOpcode::kClip) {
       b = plain_imm();
       if (arity == 3) c = plain_imm();
     } else if (arity == 2) {

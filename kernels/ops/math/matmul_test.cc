@@ -90,7 +90,7 @@ TEST(FusedMatMulTest, MatchesMatMulAddActivation) {
       }
     }
   }
-  EXPECT_EQ(checked, 6 * 8 * 2);
+  EXPECT_EQ(checked, 6 * 9 * 2);
 }
 
 // float16 computes in float32 and rounds once: within float16 precision of the float32

@@ -490,7 +490,7 @@ TEST(FusedConvTest, MatchesConvAddActivation) {
       }
     }
   }
-  EXPECT_EQ(checked, 4 * 8 * 8);
+  EXPECT_EQ(checked, 4 * 9 * 8);
 }
 
 // float16 computes in float32 and rounds once: within float16 precision of the
@@ -631,7 +631,7 @@ TEST(FusedConvTest, ApplyConvActivationIsEachOnnxActivation) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 8 * 18);
+  EXPECT_EQ(checked, 9 * 18);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ list(APPEND REMEX_KERNELS_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mvn_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/loss_test.cc
 )
-# As elementwise.cc: the epilogue loops vectorise with no-trapping-math and no-math-errno.
+# As elementwise.cc: the epilogue loops vectorise with no-trapping-math and no-math-errno;
+# no fused multiply-adds in the AVX2 and AVX-512 clones of ActivateRange, so that they
+# round as the unfused kernels and the CUDA kernels do.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/conv.cc PROPERTIES COMPILE_OPTIONS
-                            "-fno-trapping-math;-fno-math-errno")
+                            "-fno-trapping-math;-fno-math-errno;-ffp-contract=off")

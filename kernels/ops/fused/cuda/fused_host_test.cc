@@ -304,7 +304,7 @@ std::vector<Case> SpecialCases(DType dtype) {
         add(name + "(x0)", {Op(op), 0, -1, -1});
         break;
       case 2:
-        if (op == FusedOpcode::kLeakyRelu) {
+        if (op == FusedOpcode::kLeakyRelu || op == FusedOpcode::kSwish) {
           for (int64_t alpha : {2, 5, 6, 7}) {
             add(name + "(x0, immediate " + std::to_string(alpha - 2) + ")", {Op(op), 0, alpha, -1});
           }
