@@ -67,6 +67,37 @@ OnnxModelBuilder HardSwishModel(Form f, bool clip_is_output = false) {
   return b;
 }
 
+// x [2, 3, 4, 5] (one input of shape kX each in `xs`): `got` gives `want`'s outputs on
+// the CPU VM to `tol` relative.
+void ExpectOutputsNear(const vm::ExecutableDef& want_def, const vm::ExecutableDef& got_def,
+                       const std::vector<std::vector<float>>& xs, double tol) {
+  const std::vector<Shape> shapes(xs.size(), kX);
+  auto want = RunFloat32Outputs(want_def, shapes, xs);
+  auto got = RunFloat32Outputs(got_def, shapes, xs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(want[o].size(), got[o].size());
+    for (size_t i = 0; i < want[o].size(); ++i) {
+      EXPECT_NEAR(got[o][i], want[o][i], tol * (1.0 + std::fabs(want[o][i]))) << "output " << o << " at " << i;
+    }
+  }
+}
+
+// x [2, 3, 4, 5] through a 3x3 pads-1 Conv (3 -> 3 channels, weights from `seed`) into
+// "h"; the graph's output "y" of kX's shape is left to the caller to write.
+OnnxModelBuilder ConvModel(uint32_t seed) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  std::vector<float> w(3 * 3 * 3 * 3), bias = {0.5f, -0.5f, 1.0f};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : w) v = u(rng);
+  b.FloatInit("w", {3, 3, 3, 3}, w).FloatInit("b", {3}, bias);
+  auto* conv = b.Node("Conv", {"x", "w", "b"}, {"h"}, "conv");
+  OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  return b;
+}
+
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool recognise, CompileStats* stats = nullptr) {
   REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));
   CompileOptions options;
@@ -91,15 +122,7 @@ void ExpectSameResults(const OnnxModelBuilder& b, int expect) {
   x[0] = -3.0f;
   x[1] = 3.0f;
   x[2] = 0.0f;
-  auto want = RunFloat32Outputs(*want_def, {kX}, {x});
-  auto got = RunFloat32Outputs(*got_def, {kX}, {x});
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(want[o].size(), got[o].size());
-    for (size_t i = 0; i < want[o].size(); ++i) {
-      EXPECT_NEAR(got[o][i], want[o][i], 4e-7 * (1.0 + std::fabs(want[o][i]))) << "output " << o << " at " << i;
-    }
-  }
+  ExpectOutputsNear(*want_def, *got_def, {x}, 4e-7);
 }
 
 TEST(HardSwishRecognition, EveryFormBecomesOneHardSwish) {
@@ -137,15 +160,7 @@ TEST(HardSwishRecognition, NearMissesStayAsTheyAre) {
 }
 
 TEST(HardSwishRecognition, AfterAConvItBecomesTheFusedConvEpilogue) {
-  OnnxModelBuilder b(13);
-  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
-  std::vector<float> w(3 * 3 * 3 * 3), bias = {0.5f, -0.5f, 1.0f};
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& v : w) v = u(rng);
-  b.FloatInit("w", {3, 3, 3, 3}, w).FloatInit("b", {3}, bias);
-  auto* conv = b.Node("Conv", {"x", "w", "b"}, {"h"}, "conv");
-  OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  OnnxModelBuilder b = ConvModel(3);
   b.FloatInit("three", {}, {3.0f}).FloatInit("zero", {}, {0.0f}).FloatInit("six", {}, {6.0f});
   b.Node("Add", {"h", "three"}, {"a"}, "add");
   b.Node("Clip", {"a", "zero", "six"}, {"c"}, "clip");
@@ -224,16 +239,7 @@ void ExpectSameSwishResults(const OnnxModelBuilder& b, int expect, int inputs = 
     for (float& v : x) v = u(rng);
     x[0] = 0.0f;
   }
-  const std::vector<Shape> shapes(static_cast<size_t>(inputs), kX);
-  auto want = RunFloat32Outputs(*want_def, shapes, xs);
-  auto got = RunFloat32Outputs(*got_def, shapes, xs);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(want[o].size(), got[o].size());
-    for (size_t i = 0; i < want[o].size(); ++i) {
-      EXPECT_NEAR(got[o][i], want[o][i], tol * (1.0 + std::fabs(want[o][i]))) << "output " << o << " at " << i;
-    }
-  }
+  ExpectOutputsNear(*want_def, *got_def, xs, tol);
 }
 
 TEST(SwishRecognition, EveryFormBecomesOneSwish) {
@@ -288,15 +294,7 @@ TEST(SwishRecognition, NearMissesStayAsTheyAre) {
 TEST(SwishRecognition, AfterAConvItBecomesTheFusedConvEpilogue) {
   for (bool scaled : {false, true}) {
     SCOPED_TRACE(scaled ? "x * sigmoid(alpha * x)" : "x * sigmoid(x)");
-    OnnxModelBuilder b(13);
-    b.Input("x", kFloat, kX).Output("y", kFloat, kX);
-    std::vector<float> w(3 * 3 * 3 * 3), bias = {0.5f, -0.5f, 1.0f};
-    std::mt19937 rng(4);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (float& v : w) v = u(rng);
-    b.FloatInit("w", {3, 3, 3, 3}, w).FloatInit("b", {3}, bias);
-    auto* conv = b.Node("Conv", {"x", "w", "b"}, {"h"}, "conv");
-    OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+    OnnxModelBuilder b = ConvModel(4);
     std::string t = "h";
     if (scaled) {
       b.FloatInit("alpha", {}, {0.5f});

@@ -28,22 +28,44 @@ bool Plain(const Node& n, const char* op, size_t inputs) {
          n.outputs.size() == 1;
 }
 
+// Each value's reads (a graph output counts as one, so that it is never an
+// intermediate) and the node producing it.
+class SingleUse {
+ public:
+  explicit SingleUse(const Graph& g) : reads_(g.values.size(), 0), producer_(g.values.size(), -1) {
+    for (int o : g.outputs) ++reads_[o];
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      CountReads(g.nodes[i], reads_);
+      for (int o : g.nodes[i].outputs) producer_[o] = static_cast<int>(i);
+    }
+  }
+  // The node producing `v` when `v` is read once (by a pattern's next step), else null.
+  Node* Producer(Graph& g, int v) const {
+    if (v < 0 || reads_[v] != 1 || producer_[v] < 0) return nullptr;
+    return &g.nodes[producer_[v]];
+  }
+
+ private:
+  std::vector<int> reads_;
+  std::vector<int> producer_;
+};
+
+// Drops the nodes marked in `removed` (indexed as g.nodes), keeping the others' order.
+void RemoveNodes(Graph& g, const std::vector<bool>& removed) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(kept);
+}
+
 }  // namespace
 
 int RecognizeHardSwish(Graph& graph) {
   Graph& g = graph;
-  std::vector<int> reads(g.values.size(), 0);
-  std::vector<int> producer(g.values.size(), -1);
-  for (int o : g.outputs) ++reads[o];  // a graph output is never an intermediate
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    CountReads(g.nodes[i], reads);
-    for (int o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
-  }
-  // The node producing `v` when `v` is read once (by the pattern's next step).
-  auto single_use_producer = [&](int v) -> Node* {
-    if (v < 0 || reads[v] != 1 || producer[v] < 0) return nullptr;
-    return &g.nodes[producer[v]];
-  };
+  const SingleUse single_use(g);
+  auto single_use_producer = [&](int v) { return single_use.Producer(g, v); };
   // For a binary node: the operand that is not the scalar constant `k` (the other one
   // is), or -1.
   auto other_than = [&](const Node& n, float k, size_t rank) -> int {
@@ -124,30 +146,14 @@ int RecognizeHardSwish(Graph& graph) {
       break;
     }
   }
-  if (made > 0) {
-    std::vector<Node> kept;
-    kept.reserve(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
-    }
-    g.nodes = std::move(kept);
-  }
+  if (made > 0) RemoveNodes(g, removed);
   return made;
 }
 
 int RecognizeSwish(Graph& graph) {
   Graph& g = graph;
-  std::vector<int> reads(g.values.size(), 0);
-  std::vector<int> producer(g.values.size(), -1);
-  for (int o : g.outputs) ++reads[o];  // a graph output is never an intermediate
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    CountReads(g.nodes[i], reads);
-    for (int o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
-  }
-  auto single_use_producer = [&](int v) -> Node* {
-    if (v < 0 || reads[v] != 1 || producer[v] < 0) return nullptr;
-    return &g.nodes[producer[v]];
-  };
+  const SingleUse single_use(g);
+  auto single_use_producer = [&](int v) { return single_use.Producer(g, v); };
   std::vector<bool> removed(g.nodes.size(), false);
   int made = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -187,14 +193,7 @@ int RecognizeSwish(Graph& graph) {
       break;
     }
   }
-  if (made > 0) {
-    std::vector<Node> kept;
-    kept.reserve(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
-    }
-    g.nodes = std::move(kept);
-  }
+  if (made > 0) RemoveNodes(g, removed);
   return made;
 }
 
