@@ -402,6 +402,11 @@ TEST(UnaryTest, Swish) {
   auto out = r.Run("Swish", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(2.0f)})});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(HalfToFloat((*out)[0].Values<Half>()[0]), HalfToFloat(FloatToHalf(2.0f / (1.0f + std::exp(-2.0f)))));
+  // float64 computes in double (not through the float32 loops).
+  out = r.Run("Swish", Attrs({{"alpha", 0.5f}}), {HostTensor::Of<double>({2}, {-3.0, 4.0})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_DOUBLE_EQ((*out)[0].Values<double>()[0], -3.0 / (1.0 + std::exp(1.5)));
+  EXPECT_DOUBLE_EQ((*out)[0].Values<double>()[1], 4.0 / (1.0 + std::exp(-2.0)));
   EXPECT_EQ(r.Infer("Swish", {}, {HostTensor::Zeros(DType::kInt32, {2})}).status().code(),
             StatusCode::kInvalidArgument);
   Attributes bad = Attrs({{"alpha", std::string("one")}});
