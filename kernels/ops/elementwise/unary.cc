@@ -150,23 +150,28 @@ struct NumericAbs {
   }
 };
 
-// y = op(x, alpha, beta) for float32 x of an op with a FusedElementwise opcode (its
-// parameters, those the opcode takes, as its operands b and c): FusedElementwise's
-// loops (ExecFusedOpcode, compiled for AVX2 and AVX-512 too), in blocks spread over the
-// compute threads.
-void MapUnaryFloat32(FusedOpcode op, const float* x, float* y, int64_t n, float alpha, float beta) {
-  constexpr int64_t kBlock = 1024;
-  constexpr int64_t kGrainBlocks = 16;  // Smaller tensors run on the calling thread alone.
+// Elements per block of MapUnaryFloat32.
+constexpr int64_t kUnaryBlock = 1024;
+
+// The parameters of FusedElementwise opcode `op` as its operands b and c: a block of
+// alpha, then a block of beta (empty when the opcode takes none), made once per kernel.
+std::vector<float> ParamBlocks(FusedOpcode op, float alpha, float beta) {
   const int operands = FusedOperandCount(static_cast<int64_t>(op));
-  // The parameters as the opcode's operands b and c: one block of each, shared (read only).
-  std::vector<float> params;
-  if (operands > 1) params.assign(static_cast<size_t>(2 * kBlock), alpha);
-  if (operands > 2) std::fill(params.begin() + kBlock, params.end(), beta);
-  const float* b = operands > 1 ? params.data() : nullptr;
-  const float* c = operands > 2 ? params.data() + kBlock : nullptr;
-  ParallelFor((n + kBlock - 1) / kBlock, kGrainBlocks, [&](int64_t b0, int64_t b1, int) {
-    for (int64_t o = b0 * kBlock; o < std::min(n, b1 * kBlock); o += kBlock) {
-      ExecFusedOpcode(op, x + o, b, c, y + o, std::min(kBlock, n - o), true);
+  std::vector<float> blocks(static_cast<size_t>((operands - 1) * kUnaryBlock), alpha);
+  if (operands > 2) std::fill(blocks.begin() + kUnaryBlock, blocks.end(), beta);
+  return blocks;
+}
+
+// y = op(x, params) for float32 x of an op with a FusedElementwise opcode, `params` its
+// ParamBlocks: FusedElementwise's loops (ExecFusedOpcode, compiled for AVX2 and AVX-512
+// too), in blocks spread over the compute threads.
+void MapUnaryFloat32(FusedOpcode op, const float* x, float* y, int64_t n, const std::vector<float>& params) {
+  constexpr int64_t kGrainBlocks = 16;  // Smaller tensors run on the calling thread alone.
+  const float* b = params.empty() ? nullptr : params.data();
+  const float* c = params.size() > static_cast<size_t>(kUnaryBlock) ? params.data() + kUnaryBlock : nullptr;
+  ParallelFor((n + kUnaryBlock - 1) / kUnaryBlock, kGrainBlocks, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t o = b0 * kUnaryBlock; o < std::min(n, b1 * kUnaryBlock); o += kUnaryBlock) {
+      ExecFusedOpcode(op, x + o, b, c, y + o, std::min(kUnaryBlock, n - o), true);
     }
   });
 }
@@ -184,13 +189,16 @@ class UnaryKernel final : public ValidatedKernel {
     return std::make_unique<UnaryKernel>(def, attrs, std::move(*parsed));
   }
   UnaryKernel(const OpDef& def, const Attributes& attrs, UnaryParams parsed)
-      : ValidatedKernel(def, attrs), params_(std::move(parsed)), opcode_(def.traits.fused_opcode) {}
+      : ValidatedKernel(def, attrs),
+        params_(std::move(parsed)),
+        opcode_(def.traits.fused_opcode),
+        param_blocks_(opcode_ ? ParamBlocks(*opcode_, params_.alpha, params_.beta) : std::vector<float>()) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     if (opcode_ && in[0].dtype == DType::kFloat32) {
       MapUnaryFloat32(*opcode_, DataAs<const float>(in[0]), DataAs<float>(out[0]), *NumElements(in[0].shape),
-                      params_.alpha, params_.beta);
+                      param_blocks_);
       return OkStatus();
     }
     auto body = [&](auto tag) -> Status {
@@ -219,6 +227,7 @@ class UnaryKernel final : public ValidatedKernel {
  private:
   UnaryParams params_;
   const std::optional<FusedOpcode> opcode_;
+  const std::vector<float> param_blocks_;  // ParamBlocks of opcode_.
 };
 
 class NotKernel final : public ValidatedKernel {
