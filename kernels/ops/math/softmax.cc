@@ -12,7 +12,10 @@
 //   LogSoftmax  y = (x - max) - log(sum(exp(x - max)))
 //   Hardmax     y = 1 at the first maximum along n, 0 elsewhere
 // max skips NaN, so a NaN makes its whole Softmax/LogSoftmax row NaN; Hardmax never
-// picks a NaN. float16 computes in float32.
+// picks a NaN. float16 computes in float32. float32 rows along the last axis (inner 1:
+// the attention softmax) take loops written to vectorise (SoftmaxRowsFloat32, compiled
+// for AVX2 and AVX-512 too) with kernels/scalar_ops.h's float exp; the rest loops
+// element by element.
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +25,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/scalar_ops.h"
 
 namespace remex::kernels::internal {
 
@@ -84,6 +88,48 @@ OpDef SoftmaxDef(SoftmaxMode mode, int since) {
 // Elements per compute thread at least (smaller inputs run on the calling thread).
 constexpr int64_t kGrainElements = 16384;
 
+// Softmax (or LogSoftmax, `log`) of `rows` contiguous float32 rows of `n` > 0 elements,
+// x to y. The max and the sum run in kLanes independent lanes (then added lane by
+// lane), so that they vectorise; the order of their additions is fixed, the same in
+// every clone. softmax.cc is compiled with -ffp-contract=off (sources.cmake): no clone
+// fuses a multiply-add.
+REMEX_CPU_CLONES void SoftmaxRowsFloat32(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  constexpr int64_t kLanes = 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float lane[kLanes];
+    for (int64_t k = 0; k < kLanes; ++k) lane[k] = -std::numeric_limits<float>::infinity();
+    int64_t a = 0;
+    for (; a + kLanes <= n; a += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) lane[k] = xr[a + k] > lane[k] ? xr[a + k] : lane[k];  // NaN skipped
+    }
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t k = 0; k < kLanes; ++k) mx = lane[k] > mx ? lane[k] : mx;
+    for (; a < n; ++a) mx = xr[a] > mx ? xr[a] : mx;
+    // sum(exp(x - max)), added in lanes; Softmax keeps the exponentials in y.
+    auto term = [&](int64_t i) {
+      const float e = scalar::math::Exp(xr[i] - mx);
+      if (!log) yr[i] = e;
+      return e;
+    };
+    for (int64_t k = 0; k < kLanes; ++k) lane[k] = 0.0f;
+    for (a = 0; a + kLanes <= n; a += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) lane[k] += term(a + k);
+    }
+    float sum = 0.0f;
+    for (int64_t k = 0; k < kLanes; ++k) sum += lane[k];
+    for (; a < n; ++a) sum += term(a);
+    if (log) {
+      const float log_sum = std::log(sum);
+      for (a = 0; a < n; ++a) yr[a] = (xr[a] - mx) - log_sum;
+    } else {
+      const float inv = 1.0f / sum;
+      for (a = 0; a < n; ++a) yr[a] *= inv;
+    }
+  }
+}
+
 class SoftmaxKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<SoftmaxKernel>> Create(const OpDef& def, const Attributes& attrs,
@@ -107,6 +153,14 @@ class SoftmaxKernel final : public ValidatedKernel {
       // Rows (outer x inner) are independent: the compute threads take runs of them.
       const int64_t rows = v.outer * v.inner;
       const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(v.n, 1));
+      if constexpr (std::is_same_v<T, float>) {
+        if (v.inner == 1 && v.n > 0 && mode_ != SoftmaxMode::kHardmax) {
+          ParallelFor(rows, grain, [&](int64_t r0, int64_t r1, int) {
+            SoftmaxRowsFloat32(x + r0 * v.n, y + r0 * v.n, r1 - r0, v.n, mode_ == SoftmaxMode::kLogSoftmax);
+          });
+          return OkStatus();
+        }
+      }
       ParallelFor(rows, grain, [&](int64_t r0, int64_t r1, int) {
         std::vector<C> buf(static_cast<size_t>(v.n));
         for (int64_t r = r0; r < r1; ++r) {

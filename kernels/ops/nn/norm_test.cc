@@ -328,6 +328,56 @@ TEST(NormTest, ShapeDepsAreDeclared) {
   }
 }
 
+// float32 Softmax and LogSoftmax along the last axis (the lanes of SoftmaxRowsFloat32):
+// rows shorter than, equal to and longer than the 16 lanes with a tail, against the
+// formula in double; a NaN makes its row NaN and leaves the other rows; -inf gives 0
+// (LogSoftmax -inf); a row of large values stays finite; the rows split over threads.
+TEST(SoftmaxTest, Float32RowsAlongTheLastAxis) {
+  OpRunner r;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  for (int64_t n : {1, 5, 16, 37, 128, 1000}) {
+    for (int64_t rows : {1, 3, 300}) {
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = d(rng);
+      if (n > 1) {  // (a row of -inf alone is NaN: -inf - -inf)
+        x[0] = -INFINITY;
+        x[static_cast<size_t>(n - 1)] = 3000.0f;  // the first row's max, far above the rest
+      }
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(n) + (log ? " LogSoftmax" : " Softmax"));
+        auto out = r.Run(log ? "LogSoftmax" : "Softmax", {}, {HostTensor::Of<float>({rows, n}, x)});
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        const std::vector<float> y = (*out)[0].Values<float>();
+        for (int64_t row = 0; row < rows; ++row) {
+          const float* xr = x.data() + row * n;
+          double m = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xr[j]});
+          for (int64_t j = 0; j < n; ++j) sum += std::exp(double{xr[j]} - m);
+          for (int64_t j = 0; j < n; ++j) {
+            const double want = log ? double{xr[j]} - m - std::log(sum) : std::exp(double{xr[j]} - m) / sum;
+            const float got = y[static_cast<size_t>(row * n + j)];
+            if (std::isinf(want)) {
+              EXPECT_EQ(got, want) << row << "," << j;
+            } else {
+              EXPECT_NEAR(got, want, 1e-6 * (1 + std::fabs(want))) << row << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+  // A NaN in the second row: that row is NaN, the others are not.
+  std::vector<float> x(3 * 20, 0.5f);
+  x[20 + 7] = NAN;
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    auto out = r.Run(op, {}, {HostTensor::Of<float>({3, 20}, x)});
+    ASSERT_TRUE(out.ok());
+    const std::vector<float> y = (*out)[0].Values<float>();
+    for (int i = 0; i < 60; ++i) EXPECT_EQ(std::isnan(y[static_cast<size_t>(i)]), i >= 20 && i < 40) << op << " " << i;
+  }
+}
+
 // LogSoftmax and Hardmax (kernels/ops/math/softmax.cc) against formulas in double, both entries.
 TEST(SoftmaxTest, LogSoftmaxAndHardmax) {
   OpRunner r;
