@@ -5,7 +5,8 @@
 //
 // Each activation is its ONNX operator's definition (https://onnx.ai/onnx/operators/):
 // Relu-14, LeakyRelu-6 (alpha), Clip-13 (min = alpha, max = beta), Sigmoid-13, Tanh-13,
-// HardSigmoid-6 (alpha, beta), HardSwish-14, Swish-24 (alpha; SiLU for alpha = 1).
+// HardSigmoid-6 (alpha, beta), HardSwish-14, Swish-24 (alpha; SiLU for alpha = 1),
+// Gelu-20 (approximate "none").
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ enum class ConvActivation : uint8_t {
   kHardSigmoid,  // max(0, min(1, alpha * x + beta))
   kHardSwish,    // x * max(0, min(1, x / 6 + 1 / 2))
   kSwish,        // x * sigmoid(alpha * x)
+  kGelu,         // x * (1 + erf(x / sqrt(2))) / 2
 };
 
 // The activation `kind` of float32 `x`, with the kind's parameters `alpha` and `beta`
@@ -46,6 +48,7 @@ REMEX_CONV_EPILOGUE_FN float ApplyConvActivation(ConvActivation kind, float x, f
     case ConvActivation::kHardSigmoid: return scalar::HardSigmoid()(x, alpha, beta);
     case ConvActivation::kHardSwish: return scalar::HardSwish()(x);
     case ConvActivation::kSwish: return scalar::Swish()(x, alpha);
+    case ConvActivation::kGelu: return scalar::Gelu()(x);
   }
   return x;
 }

@@ -19,7 +19,7 @@ namespace remex::kernels::internal {
 // kernels/scalar_ops.h's through kernels/conv_epilogue.h): relu with alpha 0 (Relu) or
 // alpha (LeakyRelu), clip (Clip; clip(max, max) when min > max), logistic (Sigmoid),
 // tanh, linear(alpha, beta) then clip(0, 1) (HardSigmoid), hardswish =
-// x * relu6(x + 3) / 6 (HardSwish), swish with alpha (Swish). Nothing for no activation (defined in
+// x * relu6(x + 3) / 6 (HardSwish), swish with alpha (Swish), gelu_erf (Gelu). Nothing for no activation (defined in
 // kernels/ops/nn/conv.cc).
 void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
 

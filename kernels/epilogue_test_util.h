@@ -22,7 +22,7 @@ inline const std::vector<EpilogueActivation>& AllEpilogueActivations() {
   static const std::vector<EpilogueActivation> kAll = {
       {"", {}},        {"Relu", {}}, {"LeakyRelu", {0.1f}},         {"Clip", {-0.5f, 0.7f}},
       {"Sigmoid", {}}, {"Tanh", {}}, {"HardSigmoid", {0.3f, 0.4f}}, {"HardSwish", {}},
-      {"Swish", {1.5f}},
+      {"Swish", {1.5f}}, {"Gelu", {}},
   };
   return kAll;
 }

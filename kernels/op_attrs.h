@@ -307,7 +307,7 @@ StatusOr<RnnAttrs> ParseRnnAttrs(std::string_view op, const Attributes& attrs);
 // FusedConv (kernels/ops/nn/conv.cc): the epilogue attributes `activation` and
 // `activation_params` (kernels/conv_epilogue.h). INVALID_ARGUMENT naming `op` for an
 // unknown activation or a wrong parameter count (LeakyRelu [alpha], Clip [min, max],
-// HardSigmoid [alpha, beta], Swish [alpha], the others none).
+// HardSigmoid [alpha, beta], Swish [alpha], the others (Gelu among them) none).
 struct ConvEpilogue {
   ConvActivation activation = ConvActivation::kNone;
   float alpha = 0;

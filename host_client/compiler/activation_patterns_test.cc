@@ -1,6 +1,6 @@
 // Activation recognition: each way exporters write x * clip(x + 3, 0, 6) / 6 becomes one
-// HardSwish node, and each way they write the SiLU x * sigmoid(x) (or x * sigmoid(alpha * x))
-// one Swish node, with the same results on the CPU VM as the graph compiled without it;
+// HardSwish node, each way they write the SiLU x * sigmoid(x) (or x * sigmoid(alpha * x))
+// one Swish node, and each way they write the erf GELU one Gelu node, with the same results on the CPU VM as the graph compiled without it;
 // near misses (another constant, an intermediate read elsewhere or a graph output) stay
 // as they are; after a Conv (or a MatMul by a constant), the recognised activation
 // becomes the FusedConv's (FusedMatMul's) epilogue.
@@ -344,6 +344,178 @@ TEST(SwishRecognition, AfterAMatMulByAConstantItBecomesTheFusedMatMulEpilogue) {
   auto activation = def->kernels[0].attrs.String("activation");
   ASSERT_TRUE(activation.ok());
   EXPECT_EQ(*activation, "Swish");
+}
+
+// ---------------------------------------------------------------------------
+// GELU.
+
+// y = gelu(x) = x * (1 + erf(x / sqrt(2))) / 2 written out with e = Add(Erf(scale), 1),
+// the scale Div(x, sqrt(2)) or (`by_reciprocal`) Mul(x, 1 / sqrt(2)), then by `kind`:
+//   0  Mul(Mul(x, e) "mul", 0.5) "half"      1  Div(Mul(x, e) "mul", 2) "half"
+//   2  Mul(Mul(x, 0.5) "half", e) "mul"      3  Mul(x, Mul(e, 0.5) "half") "mul"
+// `swap` puts constants (and e) first in each Mul and Add. The near misses: `sqrt2` is
+// the divisor, `one` what is added; `erf_is_output` also makes the Erf's output a graph
+// output; `other` multiplies by input z where x belongs (its core still reads x).
+struct GeluForm {
+  int kind = 0;
+  bool by_reciprocal = false;
+  bool swap = false;
+  float sqrt2 = 1.41421356f;
+  float one = 1.0f;
+  bool erf_is_output = false;
+  bool other = false;
+};
+
+OnnxModelBuilder GeluModel(const GeluForm& f, OnnxModelBuilder b, const std::string& x = "x") {
+  if (f.other) b.Input("z", kFloat, kX);
+  if (f.erf_is_output) b.Output("r", kFloat, kX);
+  auto pair = [&](const std::string& v, const std::string& k) {
+    return f.swap ? std::vector<std::string>{k, v} : std::vector<std::string>{v, k};
+  };
+  b.FloatInit("sqrt2", {}, {f.sqrt2}).FloatInit("rsqrt2", {1}, {1.0f / f.sqrt2});
+  b.FloatInit("one", {}, {f.one}).FloatInit("half_k", {}, {0.5f}).FloatInit("two", {}, {2.0f});
+  if (f.by_reciprocal) {
+    b.Node("Mul", pair(x, "rsqrt2"), {"t"}, "scale");
+  } else {
+    b.Node("Div", {x, "sqrt2"}, {"t"}, "scale");
+  }
+  b.Node("Erf", {"t"}, {"r"}, "erf");
+  b.Node("Add", pair("r", "one"), {"e"}, "add");
+  const std::string xs = f.other ? "z" : x;
+  switch (f.kind) {
+    case 0:
+      b.Node("Mul", pair(xs, "e"), {"p"}, "mul");
+      b.Node("Mul", pair("p", "half_k"), {"y"}, "half");
+      break;
+    case 1:
+      b.Node("Mul", pair(xs, "e"), {"p"}, "mul");
+      b.Node("Div", {"p", "two"}, {"y"}, "half");
+      break;
+    case 2:
+      b.Node("Mul", pair(xs, "half_k"), {"p"}, "half");
+      b.Node("Mul", pair("p", "e"), {"y"}, "mul");
+      break;
+    default:
+      b.Node("Mul", pair("e", "half_k"), {"p"}, "half");
+      b.Node("Mul", pair(xs, "p"), {"y"}, "mul");
+      break;
+  }
+  return b;
+}
+
+OnnxModelBuilder GeluModel(const GeluForm& f) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  return GeluModel(f, std::move(b));
+}
+
+// Compiles `b` with and without recognition, checks the count of Gelu nodes made, and
+// that both give the same outputs on values in [-8, 8] (and 0, +-1e-3) to `tol`
+// relative.
+void ExpectSameGeluResults(const OnnxModelBuilder& b, int expect, int inputs = 1, double tol = 1e-6) {
+  CompileStats stats;
+  auto got_def = Compile(b, true, &stats);
+  ASSERT_TRUE(got_def.ok()) << got_def.status().ToString();
+  EXPECT_EQ(stats.gelu_recognized, expect);
+  EXPECT_EQ(stats.swish_recognized + stats.hardswish_recognized, 0);
+  CompileStats off_stats;
+  auto want_def = Compile(b, false, &off_stats);
+  ASSERT_TRUE(want_def.ok()) << want_def.status().ToString();
+  EXPECT_EQ(off_stats.gelu_recognized, 0);
+  EXPECT_EQ(CountKernels(*want_def, "Erf"), 1);
+  EXPECT_EQ(CountKernels(*want_def, "Gelu"), 0);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  std::vector<std::vector<float>> xs(static_cast<size_t>(inputs));
+  for (auto& x : xs) {
+    x.resize(static_cast<size_t>(NumElements(kX).value()));
+    for (float& v : x) v = u(rng);
+    x[0] = 0.0f;
+    x[1] = 1e-3f;
+    x[2] = -1e-3f;
+  }
+  ExpectOutputsNear(*want_def, *got_def, xs, tol);
+}
+
+TEST(GeluRecognition, EveryFormBecomesOneGelu) {
+  for (int kind = 0; kind < 4; ++kind) {
+    for (bool by_reciprocal : {false, true}) {
+      for (bool swap : {false, true}) {
+        GeluForm f;
+        f.kind = kind;
+        f.by_reciprocal = by_reciprocal;
+        f.swap = swap;
+        SCOPED_TRACE("kind " + std::to_string(kind) + (by_reciprocal ? ", x * (1/sqrt(2))" : ", x / sqrt(2)") +
+                     (swap ? ", swapped" : ""));
+        const OnnxModelBuilder b = GeluModel(f);
+        ExpectSameGeluResults(b, 1);
+        CompileStats stats;
+        auto def = Compile(b, true, &stats);
+        ASSERT_TRUE(def.ok());
+        // One kernel is left: the Gelu, named after the five nodes it runs.
+        ASSERT_EQ(def->kernels.size(), 1u);
+        EXPECT_EQ(def->kernels[0].op, "Gelu");
+        EXPECT_EQ(def->kernels[0].node_name, kind < 2 ? "scale+erf+add+mul+half" : "scale+erf+add+half+mul");
+        EXPECT_EQ(stats.activation_nodes_absorbed, 4);
+      }
+    }
+  }
+}
+
+TEST(GeluRecognition, NearMissesStayAsTheyAre) {
+  GeluForm not_sqrt2;
+  not_sqrt2.sqrt2 = 1.5f;
+  ExpectSameGeluResults(GeluModel(not_sqrt2), 0);
+  GeluForm not_one;
+  not_one.one = 2.0f;
+  not_one.kind = 3;
+  ExpectSameGeluResults(GeluModel(not_one), 0);
+  // The Erf's output is also a graph output: nothing may disappear.
+  for (int kind = 0; kind < 4; ++kind) {
+    GeluForm out;
+    out.kind = kind;
+    out.erf_is_output = true;
+    ExpectSameGeluResults(GeluModel(out), 0);
+    // z * (1 + erf(x / sqrt(2))) / 2: a gate of z by x, not x's GELU.
+    GeluForm other;
+    other.kind = kind;
+    other.other = true;
+    ExpectSameGeluResults(GeluModel(other), 0, 2);
+  }
+}
+
+// The GELU after MatMul + bias (a transformer's feed-forward layer) becomes the
+// FusedMatMul's epilogue (oneDNN's gelu_erf post-op on the CPU), as PyTorch writes it
+// (kind 0), and after a Conv, the FusedConv's.
+TEST(GeluRecognition, AfterAMatMulOrConvItBecomesTheEpilogue) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  std::vector<float> w(5 * 5), bias(5);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : w) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  b.FloatInit("w", {5, 5}, w).FloatInit("bias", {5}, bias);
+  b.Node("MatMul", {"x", "w"}, {"m"}, "matmul");
+  b.Node("Add", {"m", "bias"}, {"h"}, "bias_add");
+  const OnnxModelBuilder mm = GeluModel(GeluForm{}, std::move(b), "h");
+  const OnnxModelBuilder conv = GeluModel(GeluForm{}, ConvModel(8), "h");
+  for (const OnnxModelBuilder* model : {&mm, &conv}) {
+    const bool is_mm = model == &mm;
+    SCOPED_TRACE(is_mm ? "MatMul" : "Conv");
+    // oneDNN's gelu_erf post-op against the Erf kernel: their erf functions differ.
+    ExpectSameGeluResults(*model, 1, 1, 1e-5);
+    CompileStats stats;
+    auto def = Compile(*model, true, &stats);
+    ASSERT_TRUE(def.ok());
+    ASSERT_EQ(def->kernels.size(), 1u);
+    EXPECT_EQ(def->kernels[0].op, is_mm ? "FusedMatMul" : "FusedConv");
+    EXPECT_EQ(def->kernels[0].node_name,
+              std::string(is_mm ? "matmul+bias_add" : "conv") + "+scale+erf+add+mul+half");
+    auto activation = def->kernels[0].attrs.String("activation");
+    ASSERT_TRUE(activation.ok());
+    EXPECT_EQ(*activation, "Gelu");
+  }
 }
 
 }  // namespace

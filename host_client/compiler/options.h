@@ -47,7 +47,7 @@ struct CompileOptions {
   // epilogue.
   bool fold_batchnorm = true;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h),
-  // after recognising decomposed HardSwish and SiLU / Swish activations
+  // after recognising decomposed HardSwish, SiLU / Swish and GELU activations
   // (passes/activation_patterns.h), which epilogue fusion can then take too.
   bool fuse_elementwise = true;
   // Fuse Conv with the residual Add and the activation after it into FusedConv nodes,
@@ -123,6 +123,7 @@ struct CompileStats {
   int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
   int hardswish_recognized = 0;  // decomposed HardSwish chains made one HardSwish node
   int swish_recognized = 0;      // decomposed SiLU / Swish (Sigmoid, Mul) made one Swish node
+  int gelu_recognized = 0;       // decomposed erf GELU (Div, Erf, Add, Mul) made one Gelu node
   int activation_nodes_absorbed = 0;  // nodes those recognised activations replace, less one each
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
   int nodes_fused = 0;    // nodes they replace

@@ -67,8 +67,11 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     const size_t before = graph.nodes.size();
     local.hardswish_recognized = RecognizeHardSwish(graph);
     local.swish_recognized = RecognizeSwish(graph);
+    local.gelu_recognized = RecognizeGelu(graph);
     local.activation_nodes_absorbed = static_cast<int>(before - graph.nodes.size());
-    if (local.hardswish_recognized + local.swish_recognized > 0) EliminateDeadCode(graph);  // their constants
+    if (local.hardswish_recognized + local.swish_recognized + local.gelu_recognized > 0) {
+      EliminateDeadCode(graph);  // their constants
+    }
   }
   if (options.layout == Layout::kNhwc) {
     REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));

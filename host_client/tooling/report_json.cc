@@ -309,6 +309,7 @@ json ToJson(const CompileReport& r) {
                 {"batchnorms_folded", s.batchnorms_folded},
                 {"hardswish_recognized", s.hardswish_recognized},
                 {"swish_recognized", s.swish_recognized},
+                {"gelu_recognized", s.gelu_recognized},
                 {"activation_nodes_absorbed", s.activation_nodes_absorbed},
                 {"fused_convs", s.fused_convs},
                 {"fused_matmuls", s.fused_matmuls},

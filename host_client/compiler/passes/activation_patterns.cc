@@ -197,4 +197,146 @@ int RecognizeSwish(Graph& graph) {
   return made;
 }
 
+int RecognizeGelu(Graph& graph) {
+  Graph& g = graph;
+  const SingleUse single_use(g);
+  auto single_use_producer = [&](int v) { return single_use.Producer(g, v); };
+  auto float32_of_rank = [&](int v) {
+    return v >= 0 && g.values[v].dtype == DType::kFloat32 && g.values[v].rank_known;
+  };
+  // For a binary node: the operand that is not a scalar constant within `tol` of `k`
+  // (the other one is; rank at most `rank`), or -1.
+  auto other_than = [&](const Node& n, double k, double tol, size_t rank) -> int {
+    for (int s = 0; s < 2; ++s) {
+      const std::optional<float> c = ScalarConstant(g, n.inputs[s], rank);
+      if (c && std::fabs(*c - k) <= tol) return n.inputs[1 - s];
+    }
+    return -1;
+  };
+  constexpr double kSqrt2 = 1.41421356237309504880;
+  // The GELU's core Add(Erf(x / sqrt(2)), 1) producing `v`, read once: its nodes (the
+  // scaling, the Erf, the Add), and x in `x`; or an empty list.
+  auto core = [&](int v, int* x) -> std::vector<Node*> {
+    Node* add = single_use_producer(v);
+    if (!add || !Plain(*add, "Add", 2)) return {};
+    for (int s = 0; s < 2; ++s) {
+      Node* erf = single_use_producer(add->inputs[s]);
+      if (!erf || !Plain(*erf, "Erf", 1)) continue;
+      Node* scale = single_use_producer(erf->inputs[0]);
+      if (!scale) continue;
+      int in = -1;
+      if (Plain(*scale, "Div", 2) && float32_of_rank(scale->inputs[0])) {
+        const std::optional<float> c = ScalarConstant(g, scale->inputs[1], g.values[scale->inputs[0]].shape.size());
+        if (c && std::fabs(*c - kSqrt2) <= 2e-6) in = scale->inputs[0];
+      } else if (Plain(*scale, "Mul", 2)) {
+        for (int t = 0; t < 2 && in < 0; ++t) {
+          const int cand = scale->inputs[1 - t];
+          if (!float32_of_rank(cand)) continue;
+          const std::optional<float> c = ScalarConstant(g, scale->inputs[t], g.values[cand].shape.size());
+          if (c && std::fabs(*c - 1 / kSqrt2) <= 2e-6) in = cand;
+        }
+      }
+      if (in < 0) continue;
+      const size_t rank = g.values[in].shape.size();
+      const std::optional<float> one = ScalarConstant(g, add->inputs[1 - s], rank);
+      if (one != 1.0f) continue;
+      *x = in;
+      return {scale, erf, add};
+    }
+    return {};
+  };
+  std::vector<bool> removed(g.nodes.size(), false);
+  int made = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& last = g.nodes[i];
+    const bool is_div = Plain(last, "Div", 2);
+    if (!is_div && !Plain(last, "Mul", 2)) continue;
+    if (g.values[last.outputs[0]].dtype != DType::kFloat32) continue;
+    int x = -1;
+    std::vector<Node*> steps;  // The nodes before `last`, in order.
+    // Whether `v` is x times 0.5 (`half`) or x times the core (not `half`), read once:
+    // appends that Mul (and the core's nodes) to `steps`.
+    auto product = [&](int v, bool half, int want_x) -> bool {
+      Node* m = single_use_producer(v);
+      if (!m || !Plain(*m, "Mul", 2)) return false;
+      for (int s = 0; s < 2; ++s) {
+        const int px = m->inputs[1 - s];
+        if (!float32_of_rank(px) || (want_x >= 0 && px != want_x)) continue;
+        if (half) {
+          if (ScalarConstant(g, m->inputs[s], g.values[px].shape.size()) != 0.5f) continue;
+          steps.push_back(m);
+          x = px;
+          return true;
+        }
+        int cx = -1;
+        std::vector<Node*> c = core(m->inputs[s], &cx);
+        if (c.empty() || cx != px) continue;
+        steps.insert(steps.end(), c.begin(), c.end());
+        steps.push_back(m);
+        x = px;
+        return true;
+      }
+      return false;
+    };
+    if (is_div) {  // Div(Mul(x, e), 2)
+      if (float32_of_rank(last.inputs[0]) &&
+          ScalarConstant(g, last.inputs[1], g.values[last.inputs[0]].shape.size()) == 2.0f) {
+        product(last.inputs[0], false, -1);
+      }
+    } else {
+      for (int s = 0; s < 2 && x < 0; ++s) {
+        steps.clear();
+        const int here = last.inputs[s], there = last.inputs[1 - s];
+        // Mul(Mul(x, e), 0.5)
+        if (float32_of_rank(here) && ScalarConstant(g, there, g.values[here].shape.size()) == 0.5f &&
+            product(here, false, -1)) {
+          break;
+        }
+        steps.clear();
+        x = -1;
+        // Mul(Mul(x, 0.5), e): the core's x must be the scaled one.
+        int cx = -1;
+        std::vector<Node*> c = core(there, &cx);
+        if (!c.empty() && product(here, true, cx)) {
+          steps.insert(steps.begin(), c.begin(), c.end());
+          break;
+        }
+        steps.clear();
+        x = -1;
+        // Mul(x, Mul(e, 0.5))
+        Node* m = single_use_producer(there);
+        if (m && Plain(*m, "Mul", 2) && float32_of_rank(here)) {
+          for (int t = 0; t < 2 && x < 0; ++t) {
+            if (ScalarConstant(g, m->inputs[t], g.values[here].shape.size()) != 0.5f) continue;
+            c = core(m->inputs[1 - t], &cx);
+            if (!c.empty() && cx == here) {
+              steps = c;
+              steps.push_back(m);
+              x = here;
+            }
+          }
+        }
+      }
+    }
+    if (x < 0 || steps.empty()) continue;
+    bool taken = false;  // by a match before (never, as every step is read once; kept safe)
+    for (const Node* n : steps) taken = taken || removed[n - g.nodes.data()];
+    if (taken) continue;
+    std::string name;
+    for (Node* n : steps) {
+      removed[n - g.nodes.data()] = true;
+      name += n->name + "+";
+    }
+    // The kernel runs every node it replaces: it is named after each (profiles, errors).
+    last.name = name + last.name;
+    last.op = "Gelu";
+    last.attrs = kernels::Attributes();
+    last.inputs = {x};
+    last.version = kernels::kNewestVersion;
+    ++made;
+  }
+  if (made > 0) RemoveNodes(g, removed);
+  return made;
+}
+
 }  // namespace remex::compiler

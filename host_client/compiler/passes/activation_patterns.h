@@ -40,4 +40,22 @@ int RecognizeHardSwish(Graph& graph);
 // nodes made.
 int RecognizeSwish(Graph& graph);
 
+// Replaces each decomposed GELU, as exporters write it (PyTorch's erf GELU, BERT-style
+// models' x * 0.5 * (1 + erf(x / sqrt(2)))),
+//   e = Add(Erf(Div(x, sqrt(2))), 1)   (or Erf(Mul(x, 1 / sqrt(2))))
+//   then   Mul(Mul(x, e), 0.5),   Div(Mul(x, e), 2),   Mul(Mul(x, 0.5), e)   or   Mul(x, Mul(e, 0.5)),
+// with every Mul's and the Add's operands in either order, by one Gelu(x) node (ONNX
+// Gelu-20, approximate "none": x * (1 + erf(x / sqrt(2))) / 2), which the elementwise
+// kernels compute in one step and epilogue fusion can take into the MatMul (or Conv)
+// before it. float32 results are the unfused kernels' to a few ulps (the same erf,
+// kernels/scalar_ops.h; x / sqrt(2) as x times 1 / sqrt(2)).
+//
+// Matches top-level float32 nodes off the host: sqrt(2) and 1 / sqrt(2) are one-element
+// float32 constants within 2e-6 of those values, 1, 0.5 and 2 exactly those, each of
+// rank at most x's (x of known rank); every intermediate (the scaled x, the Erf, the
+// Add, the partial product) is read once, by the next step, and is no graph output
+// (x itself may be read anywhere). The Gelu writes the last node's output in that
+// node's place. Run where RecognizeHardSwish runs. Returns the number of Gelu nodes made.
+int RecognizeGelu(Graph& graph);
+
 }  // namespace remex::compiler

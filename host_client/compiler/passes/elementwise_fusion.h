@@ -5,7 +5,7 @@
 // What fuses. Top-level nodes (not inside If/Loop regions, and not If/Loop nodes
 // themselves) of the ops whose OpDef names a FusedElementwise opcode (kernels.h
 // OpTraits::fused_opcode; today Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs,
-// Reciprocal, Erf, HardSwish, Swish, HardSigmoid, LeakyRelu, Clip, Add, Sub, Mul, Div, Pow, and
+// Reciprocal, Erf, HardSwish, Swish, Gelu, HardSigmoid, LeakyRelu, Clip, Add, Sub, Mul, Div, Pow, and
 // the variadic Min and Max with two or more inputs), whose scalar parameters
 // (OpTraits::params) are attributes or one-element constants (Clip's min and max, Pow's
 // exponent), whose inputs and output share one float dtype (float16, float32, float64), whose

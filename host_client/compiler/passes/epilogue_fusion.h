@@ -15,8 +15,8 @@
 //     of shape [N] and its dtype (the bias, broadcast along the last dim);
 //   then, for both, optionally one activation: a node of one data input whose op is
 //     marked for epilogues (kernels.h OpTraits::epilogue_activation; today Relu,
-//     LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish: the SiLU that
-//     passes/activation_patterns.h recognises), its scalar parameters
+//     LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish and Gelu: the SiLU
+//     and GELU that passes/activation_patterns.h recognises), its scalar parameters
 //     (OpTraits::params) attributes or one-element constants (Clip's min and max);
 // at least two nodes. Each intermediate value (the product's output, the Add's output
 // when an activation follows) must be read only by the next node of the chain,

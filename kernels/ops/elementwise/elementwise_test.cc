@@ -10,6 +10,7 @@
 
 #include "kernels/ops/elementwise/elementwise_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/scalar_ops.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -316,7 +317,8 @@ TEST(UnaryTest, TanhLogErfSqrtReciprocal) {
   auto e = RunFloat(r, "Erf", x);
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_EQ(t[i], std::tanh(x[i]));
-    EXPECT_EQ(e[i], std::erf(x[i]));
+    EXPECT_EQ(e[i], scalar::math::FastErf(x[i]));  // The host's erf (UnaryTest.FastErfIsErf).
+    EXPECT_NEAR(e[i], std::erf(x[i]), 3e-7 * std::fabs(std::erf(x[i])));
   }
   auto l = RunFloat(r, "Log", {1.0f, 2.718281828f, 0.0f, -1.0f, kInf});
   EXPECT_EQ(l[0], 0.0f);
@@ -412,6 +414,68 @@ TEST(UnaryTest, Swish) {
   Attributes bad = Attrs({{"alpha", std::string("one")}});
   EXPECT_EQ((*r.registry().FindKernel("Swish", DeviceKind::kCpu))(bad).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// Gelu-20 with approximate "none": x * (1 + erf(x / sqrt(2))) / 2, float16 computing in
+// float; approximate "tanh" is refused as unimplemented, anything else as invalid.
+TEST(UnaryTest, Gelu) {
+  OpRunner r;
+  std::vector<float> x = {-30.0f, -5.0f, -2.0f, -0.7f, -0.5f, -1e-3f, 0.0f, 1e-3f, 0.3f, 0.5f, 0.7f, 2.0f, 5.0f, 30.0f};
+  for (int i = 0; i <= 400; ++i) x.push_back(-10.0f + i * 0.05f);
+  const auto y = RunFloat(r, "Gelu", x);
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+    // erf's few ulps, and for x < 0 the rounding of 1 + erf(x) (as in the decomposed
+    // graph), scaled by x / 2.
+    EXPECT_NEAR(y[i], want, 4e-7 * std::fabs(x[i])) << x[i];
+  }
+  EXPECT_TRUE(std::isnan(RunFloat(r, "Gelu", {kNaN})[0]));
+  // -inf * (1 + erf(-inf)) / 2 is -inf * 0: NaN, as the decomposed graph gives.
+  EXPECT_TRUE(std::isnan(RunFloat(r, "Gelu", {-std::numeric_limits<float>::infinity()})[0]));
+  EXPECT_EQ(RunFloat(r, "Gelu", {std::numeric_limits<float>::infinity()})[0], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(RunFloat(r, "Gelu", {0.5f}, Attrs({{"approximate", std::string("none")}}))[0], RunFloat(r, "Gelu", {0.5f})[0]);
+  auto out = r.Run("Gelu", {}, {HostTensor::Of<Half>({1}, {FloatToHalf(1.5f)})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_NEAR(HalfToFloat((*out)[0].Values<Half>()[0]), 0.5 * 1.5 * (1 + std::erf(1.5 / std::sqrt(2.0))), 1e-3);
+  auto tanh = r.Infer("Gelu", Attrs({{"approximate", std::string("tanh")}}), {HostTensor::Zeros(DType::kFloat32, {2})});
+  EXPECT_EQ(tanh.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(tanh.status().message().find("Gelu: approximate 'tanh'"), std::string::npos) << tanh.status().message();
+  EXPECT_EQ(r.Infer("Gelu", Attrs({{"approximate", std::string("erf")}}), {HostTensor::Zeros(DType::kFloat32, {2})})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Infer("Gelu", {}, {HostTensor::Zeros(DType::kInt32, {2})}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Erf on the host is FastErf (kernels/scalar_ops.h), which vectorises: within 3e-7 of
+// erf, relatively, on a fine grid of [-12, 12], odd, saturating to +-1, NaN kept.
+TEST(UnaryTest, FastErfIsErf) {
+  double worst = 0;
+  float worst_x = 0;
+  for (float x = -12.0f; x <= 12.0f; x += 1.0f / 4096) {
+    const double want = std::erf(static_cast<double>(x));
+    const float got = scalar::math::FastErf(x);
+    const double rel = want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
+    if (rel > worst) {
+      worst = rel;
+      worst_x = x;
+    }
+    ASSERT_EQ(scalar::math::FastErf(-x), -got) << x;
+  }
+  EXPECT_LT(worst, 3e-7) << "at " << worst_x;
+  for (float tiny : {1e-30f, 1e-10f, 1e-5f}) {
+    EXPECT_NEAR(scalar::math::FastErf(tiny), std::erf(static_cast<double>(tiny)), 3e-7 * std::erf(double{tiny}));
+  }
+  EXPECT_EQ(scalar::math::FastErf(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(scalar::math::FastErf(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_TRUE(std::isnan(scalar::math::FastErf(kNaN)));
+  // The Erf kernel computes it.
+  OpRunner r;
+  const auto y = RunFloat(r, "Erf", {0.3f, -0.9f});
+  EXPECT_EQ(y[0], scalar::math::FastErf(0.3f));
+  EXPECT_EQ(y[1], scalar::math::FastErf(-0.9f));
 }
 
 TEST(UnaryTest, HardSwish) {

@@ -1,5 +1,5 @@
-// Unary elementwise ops (ONNX semantics, opsets 1-17 and Swish-24): Relu, LeakyRelu, HardSigmoid,
-// HardSwish, Sigmoid, Swish, Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
+// Unary elementwise ops (ONNX semantics, opsets 1-17, Swish-24 and Gelu-20): Relu, LeakyRelu,
+// HardSigmoid, HardSwish, Sigmoid, Swish, Gelu (approximate "none" only), Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin, Cos, Tan,
 // Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round, Sign, Softplus,
 // Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink, Not, IsNaN, IsInf; Clip (x with optional scalar
 // min and max); Dropout (inference: identity). The formulas are kernels/scalar_ops.h's;
@@ -310,14 +310,20 @@ class ClassifyKernel final : public ValidatedKernel {
   const IsInfAttrs attrs_;
 };
 
-OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits) {
+// `check_attrs`, when given, checks the op's other attributes (Gelu's approximate).
+OpDef UnaryDef(std::string name, int since, TypeClass types, OpTraits traits,
+               Status (*check_attrs)(const Attributes&) = nullptr) {
   OpDef def;
   def.name = name;
   def.since_version = since;
   def.traits = std::move(traits);
-  def.infer = [name, types, params = def.traits.params](
+  def.infer = [name, types, params = def.traits.params, check_attrs](
                   const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
     if (in.size() != 1) return OpError(name, "expects 1 input");
+    if (check_attrs) {
+      Status st = check_attrs(attrs);
+      if (!st.ok()) return Status(st.code(), name + ": " + st.message());
+    }
     if (!params.empty()) {
       StatusOr<UnaryParams> p = ParseUnaryParams(params, attrs);
       if (!p.ok()) return OpError(name, p.status().message());
@@ -349,7 +355,17 @@ struct UnaryOp {
   bool epilogue;
   std::vector<ScalarParam> params;
   Status (*add_kernel)(KernelRegistry&, const OpDef&);
+  Status (*check_attrs)(const Attributes&) = nullptr;  // UnaryDef's.
 };
+
+// Gelu-20's approximate: "none" (the default; erf) is computed, "tanh" is not
+// (UNIMPLEMENTED), anything else is INVALID_ARGUMENT.
+Status CheckGeluApproximate(const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(std::string approximate, attrs.String("approximate", "none"));
+  if (approximate == "none") return OkStatus();
+  if (approximate == "tanh") return Unimplemented("approximate 'tanh' is not supported (only 'none', erf)");
+  return InvalidArgument("approximate must be 'none' or 'tanh', got '" + approximate + "'");
+}
 
 const std::vector<UnaryOp>& UnaryOps() {
   static const std::vector<UnaryOp> ops = {
@@ -368,6 +384,10 @@ const std::vector<UnaryOp>& UnaryOps() {
       // exporters decompose into Sigmoid and Mul (passes/activation_patterns.h).
       {"Swish", 24, TypeClass::kFloat, FusedOpcode::kSwish, true, {{"alpha", -1, 1.0f}},
        &AddUnaryKernel<scalar::Swish>},
+      // Gelu-20 (x * (1 + erf(x / sqrt(2))) / 2): the compiler also writes it for the GELU
+      // that exporters decompose into Div, Erf, Add and Mul (passes/activation_patterns.h).
+      {"Gelu", 20, TypeClass::kFloat, FusedOpcode::kGelu, true, {}, &AddUnaryKernel<scalar::Gelu>,
+       &CheckGeluApproximate},
       {"Tanh", 6, TypeClass::kFloat, FusedOpcode::kTanh, true, {},
        &AddUnaryKernel<scalar::Tanh>},
       {"Exp", 6, TypeClass::kFloat, FusedOpcode::kExp, false, {},
@@ -436,7 +456,7 @@ const std::vector<UnaryOp>& UnaryOps() {
 OpDef UnaryOpDef(const UnaryOp& u) {
   OpTraits traits = ElementwiseTraits(u.opcode, u.params);
   traits.epilogue_activation = u.epilogue;
-  return UnaryDef(u.name, u.since, u.types, std::move(traits));
+  return UnaryDef(u.name, u.since, u.types, std::move(traits), u.check_attrs);
 }
 
 

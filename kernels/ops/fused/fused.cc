@@ -44,6 +44,7 @@ int FusedOperandCount(int64_t op) {
     case FusedOpcode::kReciprocal:
     case FusedOpcode::kErf:
     case FusedOpcode::kHardSwish:
+    case FusedOpcode::kGelu:
       return 1;
     case FusedOpcode::kHardSigmoid:
     case FusedOpcode::kClip:
@@ -98,6 +99,8 @@ std::string_view FusedOpcodeName(int64_t op) {
       return "Clip";
     case FusedOpcode::kSwish:
       return "Swish";
+    case FusedOpcode::kGelu:
+      return "Gelu";
   }
   return "";
 }
@@ -305,6 +308,7 @@ template <typename C>
     case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
     case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len);
     case FusedOpcode::kSwish: return Map2(scalar::Swish(), a, b, d, len);
+    case FusedOpcode::kGelu: return Map1(scalar::Gelu(), a, d, len);
     case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
     case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
   }

@@ -21,7 +21,7 @@
 // float16 (rounded to float16 once, at the end) and in the input type otherwise.
 //
 // Each opcode has the semantics of the ONNX op it is named after (opset 13-17
-// definitions; Swish-24), with the same arithmetic as Remex's unfused CPU kernels for float32
+// definitions; Swish-24, Gelu-20 with approximate "none"), with the same arithmetic as Remex's unfused CPU kernels for float32
 // and float64: every implementation evaluates opcode X with the functor scalar::X of
 // kernels/scalar_ops.h, its operands a, b, c in order.
 #pragma once
@@ -57,6 +57,7 @@ enum class FusedOpcode : int64_t {
   kHardSigmoid = 33,  // a, alpha = b, beta = c: clamp(alpha * a + beta, 0, 1).
   kClip = 34,         // a, min = b, max = c: min(max(a, b), c).
   kSwish = 35,        // a, alpha = b: a * sigmoid(alpha * a) (Swish-24).
+  kGelu = 36,         // a: a * (1 + erf(a / sqrt(2))) / 2 (Gelu-20, approximate "none").
 };
 
 // Entries per instruction in `program`.

@@ -23,7 +23,7 @@ inline constexpr FusedOpcode kRandomProgramOpcodes[] = {
     FusedOpcode::kSigmoid, FusedOpcode::kTanh,      FusedOpcode::kExp,       FusedOpcode::kLog,
     FusedOpcode::kSqrt,    FusedOpcode::kNeg,       FusedOpcode::kAbs,       FusedOpcode::kReciprocal,
     FusedOpcode::kErf,     FusedOpcode::kHardSwish, FusedOpcode::kLeakyRelu, FusedOpcode::kHardSigmoid,
-    FusedOpcode::kClip,    FusedOpcode::kSwish};
+    FusedOpcode::kClip,    FusedOpcode::kSwish,     FusedOpcode::kGelu};
 
 // The exponents of Pow in random programs (immediates).
 inline constexpr float kRandomPowExponents[] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 1.5f};

@@ -16,16 +16,17 @@
 //     Z  optional 4th input, X's dtype and exactly Y's shape (in the node's layout; no
 //        broadcasting), INVALID_ARGUMENT "FusedConv: ..." otherwise;
 //     activation         "" / absent (none), "Relu", "LeakyRelu", "Clip", "Sigmoid",
-//                        "Tanh", "HardSigmoid", "HardSwish", "Swish" (INVALID_ARGUMENT
-//                        otherwise);
+//                        "Tanh", "HardSigmoid", "HardSwish", "Swish", "Gelu"
+//                        (INVALID_ARGUMENT otherwise);
 //     activation_params  LeakyRelu [alpha], Clip [min, max], HardSigmoid [alpha, beta],
 //                        Swish [alpha], the others [] (INVALID_ARGUMENT for another count).
 //   Each activation is its ONNX operator's (kernels/conv_epilogue.h: Relu-14,
-//   LeakyRelu-6, Clip-13, Sigmoid-13, Tanh-13, HardSigmoid-6, HardSwish-14, Swish-24).
+//   LeakyRelu-6, Clip-13, Sigmoid-13, Tanh-13, HardSigmoid-6, HardSwish-14, Swish-24,
+//   Gelu-20 with approximate "none").
 //   The CPU kernel is Conv's oneDNN convolution with post-ops: Z through a sum post-op
 //   (Z is copied into Y, or reordered into the primitive's blocked Y, first), then the
 //   activation as eltwise post-ops (relu with alpha, clip, logistic, tanh, hardswish
-//   = x * relu6(x + 3) / 6, swish with alpha, and HardSigmoid as linear(alpha, beta)
+//   = x * relu6(x + 3) / 6, swish with alpha, gelu_erf, and HardSigmoid as linear(alpha, beta)
 //   then clip(0, 1)).
 //   float16 runs as Conv's: in float32, Y rounded once on store.
 //
@@ -232,6 +233,7 @@ REMEX_CPU_CLONES void ActivateRange(ConvActivation kind, float* p, int64_t n, fl
     REMEX_ACTIVATE(kHardSigmoid)
     REMEX_ACTIVATE(kHardSwish)
     REMEX_ACTIVATE(kSwish)
+    REMEX_ACTIVATE(kGelu)
 #undef REMEX_ACTIVATE
     case ConvActivation::kNone:
       return;
@@ -419,6 +421,8 @@ void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e) {
       return po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
     case ConvActivation::kSwish:  // x / (1 + exp(-alpha * x))
       return po.append_eltwise(1.f, alg::eltwise_swish, e.alpha, 0.f);
+    case ConvActivation::kGelu:  // x * (1 + erf(x / sqrt(2))) / 2
+      return po.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
   }
 }
 
@@ -433,7 +437,7 @@ StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& 
       {"LeakyRelu", ConvActivation::kLeakyRelu, 1}, {"Clip", ConvActivation::kClip, 2},
       {"Sigmoid", ConvActivation::kSigmoid, 0},    {"Tanh", ConvActivation::kTanh, 0},
       {"HardSigmoid", ConvActivation::kHardSigmoid, 2}, {"HardSwish", ConvActivation::kHardSwish, 0},
-      {"Swish", ConvActivation::kSwish, 1},
+      {"Swish", ConvActivation::kSwish, 1},         {"Gelu", ConvActivation::kGelu, 0},
   };
   StatusOr<std::string> name = attrs.String("activation", "");
   if (!name.ok()) return OpError(op, name.status().message());
@@ -445,7 +449,7 @@ StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& 
   }
   if (!kind) {
     return OpError(op, "unknown activation '" + *name +
-                           "' (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish or none)");
+                           "' (Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish, Gelu or none)");
   }
   if (params->size() != kind->params) {
     return OpError(op, "activation " + (name->empty() ? std::string("none") : *name) + " takes " +

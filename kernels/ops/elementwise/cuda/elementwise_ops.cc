@@ -3,7 +3,7 @@
 //
 // Semantics are the CPU kernels' (kernels/ops/elementwise/elementwise.cc, unary.cc), which follow ONNX:
 //   - Unary, float32 and float16: LeakyRelu (alpha, default 0.01), HardSigmoid (alpha
-//     0.2, beta 0.5), HardSwish, Swish (alpha, default 1), Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin,
+//     0.2, beta 0.5), HardSwish, Swish (alpha, default 1), Gelu (approximate "none"), Tanh, Exp, Log, Erf, Sqrt, Neg, Abs, Reciprocal, Sin,
 //     Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Ceil, Floor, Round,
 //     Sign, Softplus, Softsign, Elu, Celu, Selu, ThresholdedRelu, Shrink (the list is
 //     elementwise_ops_impl.h's REMEX_NN_UNARY_OPS; parameters and defaults are the OpDef's).

@@ -1,6 +1,6 @@
 // Device code of the elementwise family's ops beyond Add, Sub, Mul, Div, Relu and
 // Sigmoid (elementwise_ops_impl.h; ONNX semantics as kernels/ops/elementwise/unary.cc,
-// elementwise.cc: LeakyRelu-16, HardSigmoid-6, HardSwish-14, Swish-24, Tanh-13, Exp-13, Log-13,
+// elementwise.cc: LeakyRelu-16, HardSigmoid-6, HardSwish-14, Swish-24, Gelu-20, Tanh-13, Exp-13, Log-13,
 // Erf-13, Sqrt-13, Neg-13, Abs-13, Reciprocal-13, Clip-13, Pow-15, PRelu-16, Max-13,
 // Min-13, Equal-13, Less-13, Greater-13, And-7, Or-7, Not-1, BitShift-11). Includes only
 // CUDA and plain headers.

@@ -28,7 +28,7 @@ namespace remex::kernels::cuda {
 // the op's OpTraits::params). This list is all a new unary op with a functor needs
 // here: the enum, the launcher's dispatch and the registration come from it.
 #define REMEX_NN_UNARY_OPS(X) \
-  X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Swish) X(Tanh) X(Exp) X(Log) X(Erf) X(Sqrt) X(Neg) X(Abs) X(Reciprocal) \
+  X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Swish) X(Gelu) X(Tanh) X(Exp) X(Log) X(Erf) X(Sqrt) X(Neg) X(Abs) X(Reciprocal) \
   X(Sin) X(Cos) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Ceil) X(Floor)  \
   X(Round) X(Sign) X(Softplus) X(Softsign) X(Elu) X(Celu) X(Selu) X(ThresholdedRelu) X(Shrink)
 

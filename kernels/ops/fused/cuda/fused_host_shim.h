@@ -13,17 +13,18 @@
 //     __CUDACC_RTC__ / __CUDA_ARCH__) calls remex_host_half_to_float and
 //     remex_host_float_to_half_rn, here kernels/float16.h's conversions (exact, and
 //     round to nearest even), the ones the CPU kernel uses.
-//   - Math functions (tanhf, erff, powf, tanh, ...): the C library's, which the CPU
-//     kernel calls too, except float expf: remex_host::expf calls the function set with
-//     remex_host_set_float_exp (the test sets the CPU kernel's exp, which is not the C
-//     library's), so that the two sides compute the same float expressions.
+//   - Math functions (tanhf, powf, tanh, ...): the C library's, which the CPU kernel
+//     calls too, except float expf and erff: remex_host::expf and remex_host::erff call
+//     the functions set with remex_host_set_float_exp and remex_host_set_float_erf (the
+//     test sets the CPU kernel's exp and erf, which are not the C library's), so that
+//     the two sides compute the same float expressions.
 //
 // The includer wraps each generated source in a namespace of its own inside
 // remex_host, e.g. `namespace remex_host { namespace k0 { <source> } }`, with
 // remex_fused_elementwise #defined to a name unique to that source (an extern "C"
 // name is one function whatever its namespace): one translation unit then holds many
 // kernels, and the source's unqualified calls to expf find remex_host::expf before
-// the C library's.
+// the C library's (erff likewise).
 #pragma once
 
 #include <math.h>
@@ -61,6 +62,12 @@ inline float (*float_exp)(float) = nullptr;
 // expf of the generated float sources (float32, and float16 computed in float).
 inline float expf(float x) { return float_exp(x); }
 
+inline float (*float_erf)(float) = nullptr;
+
+// erff of the generated float sources.
+inline float erff(float x) { return float_erf(x); }
+
 }  // namespace remex_host
 
 extern "C" void remex_host_set_float_exp(float (*f)(float)) { remex_host::float_exp = f; }
+extern "C" void remex_host_set_float_erf(float (*f)(float)) { remex_host::float_erf = f; }

@@ -11,11 +11,11 @@
 // output is compared with the CPU kernel's on the same inputs, bitwise in float32,
 // float16 and float64 (NaN matches any NaN):
 //   - The two sides call the same functors (kernels/scalar_ops.h, which the source
-//     embeds) with the same functions: the C library's tanhf, logf, erff, powf, ...
+//     embeds) with the same functions: the C library's tanhf, logf, powf, ...
 //     (the shared object runs in this process, against the same libm), and for float
-//     exp the CPU kernel's own (scalar::math::FastExp, which the shim's expf calls; the
-//     GPU uses CUDA's expf, which only the GPU tests can compare, within their
-//     tolerances).
+//     exp and erf the CPU kernel's own (scalar::math::FastExp and FastErf, which the
+//     shim's expf and erff call; the GPU uses CUDA's expf and erff, which only the GPU
+//     tests can compare, within their tolerances).
 //   - float16 is computed in float on both sides and rounded to nearest even once, on
 //     store, by float16.h on both sides (on the GPU by cvt.rn, also nearest even).
 // What this checks is the generated source's semantics: operand wiring, each opcode's
@@ -150,6 +150,9 @@ class HostKernels {
     auto set_exp = reinterpret_cast<void (*)(float (*)(float))>(dlsym(handle_, "remex_host_set_float_exp"));
     ASSERT_NE(set_exp, nullptr) << dlerror();
     set_exp(&scalar::math::FastExp);
+    auto set_erf = reinterpret_cast<void (*)(float (*)(float))>(dlsym(handle_, "remex_host_set_float_erf"));
+    ASSERT_NE(set_erf, nullptr) << dlerror();
+    set_erf(&scalar::math::FastErf);
     for (size_t k = 0; k < count_; ++k) {
       const std::string name = "remex_host_run_" + std::to_string(k);
       auto entry = reinterpret_cast<Entry>(dlsym(handle_, name.c_str()));

@@ -77,7 +77,7 @@ TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
   EXPECT_TRUE((*r.FindKernel("Conv", DeviceKind::kCuda))(Attrs({{"layout", std::string("NHWC")}})).ok());
   // FusedConv's epilogue attributes (ParseConvEpilogue, as the CPU kernel).
   const KernelFactory& fused = *r.FindKernel("FusedConv", DeviceKind::kCuda);
-  auto unknown = fused(Attrs({{"activation", std::string("Gelu")}}));
+  auto unknown = fused(Attrs({{"activation", std::string("Mish")}}));
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("FusedConv"), std::string::npos) << unknown.status().ToString();
   EXPECT_EQ(fused(Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{1.0f}}}))
@@ -91,9 +91,14 @@ TEST(LibraryCudaKernels, FactoriesCheckAttributes) {
                   .ok());
   // FusedMatMul's, likewise.
   const KernelFactory& fused_matmul = *r.FindKernel("FusedMatMul", DeviceKind::kCuda);
-  auto gelu = fused_matmul(Attrs({{"activation", std::string("Gelu")}}));
-  EXPECT_EQ(gelu.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(gelu.status().message().find("FusedMatMul"), std::string::npos) << gelu.status().ToString();
+  auto mish = fused_matmul(Attrs({{"activation", std::string("Mish")}}));
+  EXPECT_EQ(mish.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mish.status().message().find("FusedMatMul"), std::string::npos) << mish.status().ToString();
+  EXPECT_EQ(fused_matmul(Attrs({{"activation", std::string("Gelu")}, {"activation_params", std::vector<float>{1.0f}}}))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fused_matmul(Attrs({{"activation", std::string("Gelu")}})).ok());
   EXPECT_EQ(fused_matmul(Attrs({{"activation", std::string("Relu")}, {"activation_params", std::vector<float>{1.0f}}}))
                 .status()
                 .code(),

@@ -428,6 +428,7 @@ TEST_F(NnCudaTest, UnaryOps) {
     Check("LeakyRelu", Attrs({{"alpha", 0.3f}}), {Random(dt, {4, 9})});
     Check("Swish", {}, {Random(dt, {4, 9}, -8, 8)});
     Check("Swish", Attrs({{"alpha", 1.702f}}), {Random(dt, {4, 9}, -8, 8)});
+    Check("Gelu", {}, {Random(dt, {4, 9}, -8, 8)});
     Check("HardSigmoid", Attrs({{"alpha", 0.3f}, {"beta", 0.4f}}), {Random(dt, {4, 9}, -5, 5)});
     Check("Reciprocal", {}, {Random(dt, {4, 9}, -5, -0.1)});
     Check("Elu", Attrs({{"alpha", 0.5f}}), {Random(dt, {4, 9}, -5, 5)});
@@ -587,7 +588,7 @@ TEST(NnCudaRegistration, RegistersEveryOp) {
                          "SoftmaxCrossEntropyLoss", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
                          "GlobalMaxPool", "GlobalLpPool", "LpNormalization", "Resize",
                          "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LeakyRelu",
-                         "HardSigmoid", "HardSwish", "Swish", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
+                         "HardSigmoid", "HardSwish", "Swish", "Gelu", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs",
                          "Reciprocal", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
                          "Acosh", "Atanh", "Ceil", "Floor", "Round", "Sign", "Softplus", "Softsign", "Elu",
                          "Celu", "Selu", "ThresholdedRelu", "Shrink", "Clip", "Pow", "PRelu", "Max", "Min",
