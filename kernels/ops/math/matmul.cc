@@ -1,5 +1,13 @@
 // MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims
-// broadcast. float32 runs on oneDNN's sgemm, other types on a plain loop.
+// broadcast. float32 runs on oneDNN's sgemm, other types on a plain loop; a float32
+// MatMul whose B is one 2-D matrix for every batch runs as one product of A's rows.
+//
+// Constant B of float32 MatMul and FusedMatMul (TensorRef::constant, [K, N] with N a
+// multiple of 256) is copied once, at its first call, into rows PaddedRowStride(N)
+// floats apart: oneDNN's sgemm (2.6, AVX2) reads B's rows 1.1 to 2.9 times slower when
+// their stride is a multiple of 1 KiB (cache-set conflicts; docs/benchmarks.md, "GELU
+// in the feed-forward MatMul"). The copy stays with the kernel while the same constant
+// comes in: such weights are held twice, the executable's and the kernel's.
 //
 // Gemm (https://onnx.ai/onnx/operators/onnx__Gemm.html), opsets 7, 9, 11, 13:
 //   Y = alpha * A' * B' + beta * C, A' = transA ? A^T : A ([M, K]), B' = transB ? B^T : B
@@ -28,9 +36,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -136,6 +146,47 @@ void WarmUpGemm() {
   });
 }
 
+// The row stride, in floats, of the padded copy of a constant B of N columns (N is a
+// multiple of 256): N + 16, so that rows are 64-byte aligned but no multiple of 1 KiB
+// apart.
+constexpr int64_t PaddedRowStride(int64_t n) { return n + 16; }
+
+// A float32 B [K, N] for oneDNN: the padded copy of a constant B (see the top of the
+// file), made on the first call with that constant and kept, or B itself.
+class PaddedConstantB {
+ public:
+  struct Rows {
+    const float* data;
+    int64_t stride;  // floats from one row to the next
+  };
+  Rows Get(const TensorRef& b, int64_t k, int64_t n) {
+    const float* data = DataAs<const float>(b);
+    if (!b.constant || n % 256 != 0 || k <= 0) return {data, n};
+    const int64_t ld = PaddedRowStride(n);
+    if (from_ != b.data || k_ != k || n_ != n) {
+      const size_t bytes = static_cast<size_t>(k * ld) * sizeof(float);
+      copy_.reset(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      if (!copy_) return {data, n};  // no memory for the copy: B as it is
+      for (int64_t r = 0; r < k; ++r) {
+        std::memcpy(copy_.get() + r * ld, data + r * n, static_cast<size_t>(n) * sizeof(float));
+        std::memset(copy_.get() + r * ld + n, 0, static_cast<size_t>(ld - n) * sizeof(float));
+      }
+      from_ = b.data;
+      k_ = k;
+      n_ = n;
+    }
+    return {copy_.get(), ld};
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> copy_;
+  const void* from_ = nullptr;
+  int64_t k_ = 0, n_ = 0;
+};
+
 class MatMulKernel final : public ValidatedKernel {
  public:
   MatMulKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs) { WarmUpGemm(); }
@@ -156,6 +207,20 @@ class MatMulKernel final : public ValidatedKernel {
       b_stride[d] = s.b_batch[d] == 1 ? 0 : sb;
       sa *= s.a_batch[d];
       sb *= s.b_batch[d];
+    }
+    // float32 with one B for every batch: one product of A's batch * M rows.
+    const bool one_b = std::all_of(s.b_batch.begin(), s.b_batch.end(), [](int64_t d) { return d == 1; });
+    if (in[0].dtype == DType::kFloat32 && one_b && s.k > 0) {
+      const PaddedConstantB::Rows b = padded_b_.Get(in[1], s.k, s.n);
+      const int64_t rows = *NumElements(s.a_batch) * s.m;  // A's batches broadcast to every output batch
+      if (rows == batches * s.m) {
+        dnnl::status st = dnnl::sgemm('N', 'N', rows, s.n, s.k, 1.0f, DataAs<const float>(in[0]), s.k, b.data,
+                                      b.stride, 0.0f, DataAs<float>(out[0]), s.n);
+        if (st != dnnl::status::success) {
+          return Internal("MatMul: oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
+        }
+        return OkStatus();
+      }
     }
     return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -194,6 +259,9 @@ class MatMulKernel final : public ValidatedKernel {
       return OkStatus();
     });
   }
+
+ private:
+  PaddedConstantB padded_b_;
 };
 
 // ---------------------------------------------------------------------------
@@ -265,7 +333,7 @@ OpDef FusedMatMulDef() {
 }
 
 // One compiled oneDNN matmul: [rows, K] x [K, N] (+ bias [1, N]) with the epilogue's
-// post-ops, plain row-major memories.
+// post-ops, row-major memories (B's rows possibly padded: PaddedConstantB).
 struct DnnlMatMul {
   dnnl::matmul primitive;
   dnnl::memory::desc src, weights, bias, dst;
@@ -301,9 +369,10 @@ class FusedMatMulKernel final : public ValidatedKernel {
       return OkStatus();
     }
     try {
-      REMEX_ASSIGN_OR_RETURN(DnnlMatMul * mm, FindOrCompile(s));
+      const PaddedConstantB::Rows b = padded_b_.Get(in[1], s.k, s.n);
+      REMEX_ASSIGN_OR_RETURN(DnnlMatMul * mm, FindOrCompile(s, b.stride));
       dnnl::memory src(mm->src, *engine_, const_cast<void*>(in[0].data));
-      dnnl::memory weights(mm->weights, *engine_, const_cast<void*>(in[1].data));
+      dnnl::memory weights(mm->weights, *engine_, const_cast<float*>(b.data));
       dnnl::memory dst(mm->dst, *engine_, out[0].data);
       std::unordered_map<int, dnnl::memory> exec_args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
@@ -317,10 +386,10 @@ class FusedMatMulKernel final : public ValidatedKernel {
   }
 
  private:
-  // The primitive for `s`, compiled on first use (at most kMaxCached kept; all dropped
-  // when full).
-  StatusOr<DnnlMatMul*> FindOrCompile(const FusedMatMulShape& s) {
-    const std::array<int64_t, 4> key = {s.rows, s.k, s.n, int64_t{s.has_bias}};
+  // The primitive for `s` with B's rows `b_stride` floats apart, compiled on first use
+  // (at most kMaxCached kept; all dropped when full).
+  StatusOr<DnnlMatMul*> FindOrCompile(const FusedMatMulShape& s, int64_t b_stride) {
+    const std::array<int64_t, 5> key = {s.rows, s.k, s.n, int64_t{s.has_bias}, b_stride};
     auto it = cache_.find(key);
     if (it != cache_.end()) return &it->second;
     if (!engine_) {
@@ -332,7 +401,7 @@ class FusedMatMulKernel final : public ValidatedKernel {
     const auto ab = memory::format_tag::ab;
     DnnlMatMul mm;
     mm.src = memory::desc({s.rows, s.k}, f32, ab);
-    mm.weights = memory::desc({s.k, s.n}, f32, ab);
+    mm.weights = memory::desc({s.k, s.n}, f32, memory::dims{b_stride, 1});
     mm.bias = memory::desc({1, s.n}, f32, ab);
     mm.dst = memory::desc({s.rows, s.n}, f32, ab);
     auto desc = s.has_bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
@@ -350,8 +419,9 @@ class FusedMatMulKernel final : public ValidatedKernel {
   ConvEpilogue epilogue_;
   std::unique_ptr<dnnl::engine> engine_;
   std::unique_ptr<dnnl::stream> stream_;
-  std::map<std::array<int64_t, 4>, DnnlMatMul> cache_;
+  std::map<std::array<int64_t, 5>, DnnlMatMul> cache_;
   Float32Constants f32_constants_;  // float16 weights, widened once.
+  PaddedConstantB padded_b_;
 };
 
 // ---------------------------------------------------------------------------

@@ -180,5 +180,56 @@ TEST(FusedMatMulTest, InvalidInputsAndAttributesAreRefused) {
   }
 }
 
+// Y = A [2, 3, 64] x B [64, 256] (+ bias) through `kernel`, B passed as constant or
+// not; against the product in double.
+void ExpectProduct(OpKernel& kernel, const std::vector<float>& a, std::vector<float>& b, bool constant,
+                   std::vector<float>* bias) {
+  constexpr int64_t kRows = 6, kK = 64, kN = 256;
+  std::vector<float> y(kRows * kN, -1.0f), a_copy = a;
+  std::vector<TensorRef> in = {{a_copy.data(), DType::kFloat32, {2, 3, kK}},
+                               {b.data(), DType::kFloat32, {kK, kN}, constant}};
+  if (bias) in.push_back({bias->data(), DType::kFloat32, {kN}, true});
+  const TensorRef out[] = {{y.data(), DType::kFloat32, {2, 3, kN}}};
+  ASSERT_TRUE(kernel.Compute(in, out).ok());
+  for (int64_t i = 0; i < kRows; ++i) {
+    for (int64_t j = 0; j < kN; ++j) {
+      double want = bias ? (*bias)[j] : 0.0;
+      for (int64_t p = 0; p < kK; ++p) want += double{a[i * kK + p]} * b[p * kN + j];
+      ASSERT_NEAR(y[i * kN + j], want, 1e-4) << i << "," << j << (constant ? " constant" : "");
+    }
+  }
+}
+
+// A constant B of 256 columns is multiplied from the kernel's padded copy
+// (PaddedConstantB), which never stands in for other weights: B not marked constant
+// is read where it lies on every call, even in the same buffer, and a constant at
+// another address is copied anew. MatMul (its batches as one product) and FusedMatMul.
+TEST(MatMulWeights, PaddedCopyKeptOnlyForTheSameConstant) {
+  OpRunner runner;
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(6 * 64), b1(64 * 256), b2(b1.size()), bias(256);
+  for (auto* v : {&a, &b1, &b2, &bias}) {
+    for (float& x : *v) x = u(rng);
+  }
+  for (const char* op : {"MatMul", "FusedMatMul"}) {
+    SCOPED_TRACE(op);
+    const KernelFactory* factory = runner.registry().FindKernel(op, DeviceKind::kCpu);
+    ASSERT_NE(factory, nullptr);
+    auto kernel = (*factory)(Attributes{});
+    ASSERT_TRUE(kernel.ok());
+    std::vector<float>* with_bias = std::string(op) == "FusedMatMul" ? &bias : nullptr;
+    std::vector<float> b = b1;
+    ExpectProduct(**kernel, a, b, false, with_bias);
+    b = b2;
+    ExpectProduct(**kernel, a, b, false, with_bias);
+    ExpectProduct(**kernel, a, b1, true, with_bias);
+    ExpectProduct(**kernel, a, b1, true, with_bias);
+    ExpectProduct(**kernel, a, b2, true, with_bias);
+    b = b1;  // the buffer the last constant was not
+    ExpectProduct(**kernel, a, b, false, with_bias);
+  }
+}
+
 }  // namespace
 }  // namespace remex::kernels
