@@ -111,9 +111,39 @@ bool IntGemmUsesAvx2() {
   return avx2;
 }
 
+IntGemmPackedB PackIntGemmB(const int16_t* b, int64_t k, int64_t n) {
+  IntGemmPackedB packed;
+  packed.k = std::max<int64_t>(k, 0);
+  packed.n = std::max<int64_t>(n, 0);
+  if (k <= 0 || n <= 0) return packed;
+  if (!IntGemmUsesAvx2()) {
+    packed.data.assign(b, b + k * n);
+    return packed;
+  }
+  const int64_t k2 = (k + 1) / 2;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  packed.data.assign(static_cast<size_t>(panels * k2 * 2 * kPanel), int16_t{0});
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const int16_t* row = b + kk * n;
+    for (int64_t p = 0; p < panels; ++p) {
+      int16_t* to = packed.data.data() + (p * k2 + kk / 2) * 2 * kPanel + kk % 2;
+      const int64_t cols = std::min(kPanel, n - p * kPanel);
+      for (int64_t jj = 0; jj < cols; ++jj) to[2 * jj] = row[p * kPanel + jj];
+    }
+  }
+  return packed;
+}
+
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
   if (m <= 0 || n <= 0) return;
   if (!IntGemmUsesAvx2() || k <= 0) return IntGemmPortable(a, b, c, m, k, n);
+  IntGemmPacked(a, PackIntGemmB(b, k, n), c, m);
+}
+
+void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m) {
+  const int64_t k = b.k, n = b.n;
+  if (m <= 0 || n <= 0) return;
+  if (!IntGemmUsesAvx2() || k <= 0) return IntGemmPortable(a, b.data.data(), c, m, k, n);
   const int64_t k2 = (k + 1) / 2;
   const int64_t row_blocks = (m + kRows - 1) / kRows;
   const int64_t panels = (n + kPanel - 1) / kPanel;
@@ -125,13 +155,7 @@ void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t
       ap[i * k2 + t] = lo | hi << 16;
     }
   }
-  std::vector<int16_t> bp(static_cast<size_t>(panels * k2 * 2 * kPanel), int16_t{0});
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const int16_t* row = b + kk * n;
-    for (int64_t j = 0; j < n; ++j) {
-      bp[((j / kPanel) * k2 + kk / 2) * 2 * kPanel + 2 * (j % kPanel) + kk % 2] = row[j];
-    }
-  }
+  const int16_t* bp = b.data.data();
   // Panel-major, so that a part keeps one panel of b in cache while it walks the rows.
   const int64_t tiles = row_blocks * panels;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / (kRows * kPanel * k2 * 2));
@@ -139,7 +163,7 @@ void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t p = tile / row_blocks, rb = tile % row_blocks;
       const int64_t i0 = rb * kRows, j0 = p * kPanel;
-      Tile(ap.data() + i0 * k2, bp.data() + p * k2 * 2 * kPanel, k2, c + i0 * n + j0, n, std::min(kRows, m - i0),
+      Tile(ap.data() + i0 * k2, bp + p * k2 * 2 * kPanel, k2, c + i0 * n + j0, n, std::min(kRows, m - i0),
            std::min(kPanel, n - j0));
     }
   });
@@ -149,8 +173,20 @@ void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t
 
 bool IntGemmUsesAvx2() { return false; }
 
+IntGemmPackedB PackIntGemmB(const int16_t* b, int64_t k, int64_t n) {
+  IntGemmPackedB packed;
+  packed.k = std::max<int64_t>(k, 0);
+  packed.n = std::max<int64_t>(n, 0);
+  if (k > 0 && n > 0) packed.data.assign(b, b + k * n);
+  return packed;
+}
+
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
   IntGemmPortable(a, b, c, m, k, n);
+}
+
+void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m) {
+  IntGemmPortable(a, b.data.data(), c, m, b.k, b.n);
 }
 
 #endif

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace remex::kernels::internal {
 
@@ -15,6 +16,18 @@ namespace remex::kernels::internal {
 // (vpmaddubsw). Runs on the compute threads (ParallelFor) when the product is large
 // enough; n, k or m of 0 is allowed (c all zeros, or nothing).
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n);
+
+// b [k, n] (as IntGemm's) in the form IntGemmPacked reads: with AVX2 its panels of 16
+// columns as interleaved pairs of rows, else b as it is. Packed once, it serves any
+// number of products by the same b (a constant weight: MatMulInteger's B).
+struct IntGemmPackedB {
+  std::vector<int16_t> data;
+  int64_t k = 0, n = 0;
+};
+IntGemmPackedB PackIntGemmB(const int16_t* b, int64_t k, int64_t n);
+
+// IntGemm with b packed by PackIntGemmB (k and n are b's).
+void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m);
 
 // The same product by a portable loop, on the calling thread: what IntGemm runs without
 // AVX2, and the reference its tests compare with.

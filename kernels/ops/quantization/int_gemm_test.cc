@@ -1,4 +1,5 @@
-// IntGemm (int_gemm.h): its AVX2 path and its portable loop against sums computed in
+// IntGemm (int_gemm.h): its AVX2 path, its portable loop and the product by a packed b
+// (PackIntGemmB, IntGemmPacked) against sums computed in
 // int64 one element at a time, at shapes that leave partial tiles, odd k and extreme
 // values (|value| = 255 everywhere: each vpmaddwd pair is 130050, beyond int16).
 #include "kernels/ops/quantization/int_gemm.h"
@@ -40,10 +41,19 @@ void Check(const Case& s, int fill) {
   std::vector<uint32_t> fast(want.size(), 0xdeadbeefu), portable(want.size(), 0xdeadbeefu);
   IntGemm(a.data(), b.data(), fast.data(), s.m, s.k, s.n);
   IntGemmPortable(a.data(), b.data(), portable.data(), s.m, s.k, s.n);
+  // b packed once serves two products with different a.
+  const IntGemmPackedB packed = PackIntGemmB(b.data(), s.k, s.n);
+  std::vector<uint32_t> from_packed(want.size(), 0xdeadbeefu);
+  IntGemmPacked(a.data(), packed, from_packed.data(), s.m);
+  std::vector<int16_t> a2(a.rbegin(), a.rend());
+  std::vector<uint32_t> from_packed2(want.size(), 0xdeadbeefu);
+  IntGemmPacked(a2.data(), packed, from_packed2.data(), s.m);
   const std::string where = std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
                             (fill ? " filled with +-" + std::to_string(fill) : " random");
   EXPECT_EQ(fast, want) << where << (IntGemmUsesAvx2() ? " (AVX2 path)" : " (portable path)");
   EXPECT_EQ(portable, want) << where;
+  EXPECT_EQ(from_packed, want) << where << " (packed b)";
+  EXPECT_EQ(from_packed2, Naive(a2, b, s.m, s.k, s.n)) << where << " (packed b, second a)";
 }
 
 TEST(IntGemmTest, MatchesExactSumsAtEveryTileRemainder) {

@@ -276,36 +276,62 @@ class QMatMulKernel final : public ValidatedKernel {
     const int32_t a_zp = static_cast<size_t>(s.a_zp) < in.size() ? ZeroPointAt(&in[s.a_zp], 0) : 0;
     const ChannelParams p = ChannelParamsOf(op(), in, g.n);
     const OutputWriter w = WriterOf(op(), in, out[0]);
+    if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return OkStatus();  // Y is empty
+    // One B for every batch (B has no batch dims of its own): A's batches are one
+    // matrix of batch * M rows, and a constant B is packed once.
+    bool one_b = true;
+    for (int d = 0; d < g.rank; ++d) one_b = one_b && g.b_stride[d] == 0;
+    int64_t last_a_off = 0, last_b_off = 0;
+    quant::BatchOffsets(g, g.batch - 1, &last_a_off, &last_b_off);
+    one_b = one_b && last_a_off == (g.batch - 1) * g.m * g.k;
+    const int64_t products = one_b ? 1 : g.batch;
+    const int64_t m = one_b ? g.batch * g.m : g.m;
+    const TensorRef* b_zp = static_cast<size_t>(s.b_zp) < in.size() && in[s.b_zp].present() ? &in[s.b_zp] : nullptr;
+    const bool keep = one_b && in[s.b].constant && (b_zp == nullptr || b_zp->constant);
     return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto a_tag, auto b_tag) -> Status {
       using A = typename decltype(a_tag)::type;
       using B = typename decltype(b_tag)::type;
       const A* a = DataAs<const A>(in[s.a]);
       const B* b = DataAs<const B>(in[s.b]);
-      std::vector<int16_t> a16(static_cast<size_t>(g.m * g.k)), b16(static_cast<size_t>(g.k * g.n));
-      std::vector<uint32_t> c(static_cast<size_t>(g.m * g.n));
-      for (int64_t batch = 0; batch < g.batch; ++batch) {
+      std::vector<int16_t> a16(static_cast<size_t>(m * g.k));
+      // MatMulInteger's int32 sums go straight to Y; QLinearMatMul's are requantized.
+      std::vector<uint32_t> c(w.qlinear ? static_cast<size_t>(m * g.n) : 0);
+      for (int64_t batch = 0; batch < products; ++batch) {
         int64_t a_off = 0, b_off = 0;
         quant::BatchOffsets(g, batch, &a_off, &b_off);
-        for (int64_t i = 0; i < g.m * g.k; ++i) a16[i] = static_cast<int16_t>(int32_t{a[a_off + i]} - a_zp);
-        for (int64_t kk = 0; kk < g.k; ++kk) {
-          const B* row = b + b_off + kk * g.n;
-          int16_t* to = b16.data() + kk * g.n;
-          for (int64_t j = 0; j < g.n; ++j) to[j] = static_cast<int16_t>(int32_t{row[j]} - p.b_zp[j]);
+        for (int64_t i = 0; i < m * g.k; ++i) a16[i] = static_cast<int16_t>(int32_t{a[a_off + i]} - a_zp);
+        const bool kept = keep && packed_from_ == in[s.b].data && packed_zp_from_ == (b_zp ? b_zp->data : nullptr) &&
+                          packed_.k == g.k && packed_.n == g.n;
+        if (!kept) {
+          std::vector<int16_t> b16(static_cast<size_t>(g.k * g.n));
+          for (int64_t kk = 0; kk < g.k; ++kk) {
+            const B* row = b + b_off + kk * g.n;
+            int16_t* to = b16.data() + kk * g.n;
+            for (int64_t j = 0; j < g.n; ++j) to[j] = static_cast<int16_t>(int32_t{row[j]} - p.b_zp[j]);
+          }
+          packed_ = PackIntGemmB(b16.data(), g.k, g.n);
+          packed_from_ = keep ? in[s.b].data : nullptr;
+          packed_zp_from_ = keep && b_zp ? b_zp->data : nullptr;
         }
-        IntGemm(a16.data(), b16.data(), c.data(), g.m, g.k, g.n);
-        if (!w.qlinear) {  // the int32 sums as they are
-          std::copy(c.begin(), c.end(), static_cast<uint32_t*>(w.data) + batch * g.m * g.n);
-          continue;
-        }
-        for (int64_t i = 0; i < g.m; ++i) {
+        uint32_t* sums = w.qlinear ? c.data() : static_cast<uint32_t*>(w.data) + batch * m * g.n;
+        IntGemmPacked(a16.data(), packed_, sums, m);
+        if (!w.qlinear) continue;  // the int32 sums as they are
+        for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < g.n; ++j) {
-            w.Put(batch * g.m * g.n + i * g.n + j, static_cast<int32_t>(c[i * g.n + j]), p.multiplier[j]);
+            w.Put(batch * m * g.n + i * g.n + j, static_cast<int32_t>(c[i * g.n + j]), p.multiplier[j]);
           }
         }
       }
       return OkStatus();
     });
   }
+
+ private:
+  // B (less its zero points) packed for IntGemmPacked; kept across calls while the same
+  // constant B and zero points come in (packed_from_ non-null), else packed every call.
+  IntGemmPackedB packed_;
+  const void* packed_from_ = nullptr;
+  const void* packed_zp_from_ = nullptr;
 };
 
 // The integer convolution as GEMMs: per image and group, W' [M / group, K] (w - w_zp)

@@ -162,6 +162,59 @@ TEST(QuantizeTest, MatMulIntegerEveryOperandTypeAndBroadcastBatches) {
   EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
 }
 
+// MatMulInteger's B, less its zero points, is packed once while the same constant B
+// and zero points come in (QMatMulKernel), and never stands in for other weights: B or
+// zero points not marked constant are packed on every call, even in the same buffer,
+// and a constant B at another address is packed anew. A [2, 3, 40] by B [40, 20]: the
+// batches as one product of 6 rows.
+TEST(QuantizeTest, MatMulIntegerPackedWeightsKeptOnlyForTheSameConstant) {
+  OpRunner r;
+  const KernelFactory* factory = r.registry().FindKernel("MatMulInteger", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  std::mt19937 rng(13);
+  auto a = RandomValues<uint8_t>(rng, 2 * 3 * 40);
+  auto b1 = RandomValues<int8_t>(rng, 40 * 20), b2 = RandomValues<int8_t>(rng, 40 * 20);
+  auto bzp1 = RandomValues<int8_t>(rng, 20), bzp2 = RandomValues<int8_t>(rng, 20);
+  uint8_t azp = 7;
+  auto run = [&](OpKernel& kernel, std::vector<int8_t>& b, bool b_constant, std::vector<int8_t>& bzp,
+                 bool zp_constant) {
+    std::vector<int32_t> y(2 * 3 * 20, -1);
+    const TensorRef in[] = {{a.data(), DType::kUint8, {2, 3, 40}},
+                            {b.data(), DType::kInt8, {40, 20}, b_constant},
+                            {&azp, DType::kUint8, {}, true},
+                            {bzp.data(), DType::kInt8, {20}, zp_constant}};
+    const TensorRef out[] = {{y.data(), DType::kInt32, {2, 3, 20}}};
+    EXPECT_TRUE(kernel.Compute(in, out).ok());
+    return y;
+  };
+  auto fresh = [&](std::vector<int8_t> b, std::vector<int8_t> bzp) {
+    auto k = (*factory)(Attributes{});
+    EXPECT_TRUE(k.ok());
+    return run(**k, b, false, bzp, false);
+  };
+  const auto want11 = fresh(b1, bzp1), want21 = fresh(b2, bzp1), want12 = fresh(b1, bzp2);
+  ASSERT_NE(want11, want21);
+  ASSERT_NE(want11, want12);
+  // One row against the sums written out.
+  for (int64_t j = 0; j < 20; ++j) {
+    int64_t sum = 0;
+    for (int64_t kk = 0; kk < 40; ++kk) sum += (int64_t{a[kk]} - azp) * (int64_t{b1[kk * 20 + j]} - bzp1[j]);
+    ASSERT_EQ(want11[j], sum) << j;
+  }
+  auto kernel = (*factory)(Attributes{});
+  ASSERT_TRUE(kernel.ok());
+  std::vector<int8_t> b = b1, bzp = bzp1;
+  EXPECT_EQ(run(**kernel, b, false, bzp, false), want11);
+  b = b2;  // the same buffer, new weights
+  EXPECT_EQ(run(**kernel, b, false, bzp, false), want21);
+  EXPECT_EQ(run(**kernel, b1, true, bzp1, true), want11);
+  EXPECT_EQ(run(**kernel, b1, true, bzp1, true), want11);
+  bzp = bzp2;  // the same constant B, other zero points not marked constant
+  EXPECT_EQ(run(**kernel, b1, true, bzp, false), want12);
+  EXPECT_EQ(run(**kernel, b1, true, bzp1, true), want11);
+  EXPECT_EQ(run(**kernel, b2, true, bzp1, true), want21);
+}
+
 TEST(QuantizeTest, QLinearMatMulRequantizes) {
   OpRunner r;
   std::mt19937 rng(11);
