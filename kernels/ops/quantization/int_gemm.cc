@@ -134,27 +134,50 @@ IntGemmPackedB PackIntGemmB(const int16_t* b, int64_t k, int64_t n) {
   return packed;
 }
 
+IntGemmPackedA PackIntGemmA(const int16_t* a, int64_t m, int64_t k) {
+  IntGemmPackedA packed;
+  packed.m = std::max<int64_t>(m, 0);
+  packed.k = std::max<int64_t>(k, 0);
+  if (m <= 0 || k <= 0) return packed;
+  if (!IntGemmUsesAvx2()) {
+    packed.plain.assign(a, a + m * k);
+    return packed;
+  }
+  const int64_t k2 = (k + 1) / 2;
+  const int64_t row_blocks = (m + kRows - 1) / kRows;
+  packed.pairs.assign(static_cast<size_t>(row_blocks * kRows * k2), 0u);
+  for (int64_t i = 0; i < m; ++i) {
+    const int16_t* row = a + i * k;
+    uint32_t* to = packed.pairs.data() + i * k2;
+    for (int64_t t = 0; t < k / 2; ++t) {
+      to[t] = static_cast<uint32_t>(static_cast<uint16_t>(row[2 * t])) |
+              static_cast<uint32_t>(static_cast<uint16_t>(row[2 * t + 1])) << 16;
+    }
+    if (k % 2) to[k2 - 1] = static_cast<uint16_t>(row[k - 1]);
+  }
+  return packed;
+}
+
 void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n) {
   if (m <= 0 || n <= 0) return;
   if (!IntGemmUsesAvx2() || k <= 0) return IntGemmPortable(a, b, c, m, k, n);
-  IntGemmPacked(a, PackIntGemmB(b, k, n), c, m);
+  IntGemmPackedAB(PackIntGemmA(a, m, k), PackIntGemmB(b, k, n), c);
 }
 
 void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m) {
-  const int64_t k = b.k, n = b.n;
+  if (m <= 0 || b.n <= 0) return;
+  if (!IntGemmUsesAvx2() || b.k <= 0) return IntGemmPortable(a, b.data.data(), c, m, b.k, b.n);
+  IntGemmPackedAB(PackIntGemmA(a, m, b.k), b, c);
+}
+
+void IntGemmPackedAB(const IntGemmPackedA& a, const IntGemmPackedB& b, uint32_t* c) {
+  const int64_t m = a.m, k = b.k, n = b.n;
   if (m <= 0 || n <= 0) return;
-  if (!IntGemmUsesAvx2() || k <= 0) return IntGemmPortable(a, b.data.data(), c, m, k, n);
+  if (!IntGemmUsesAvx2() || k <= 0) return IntGemmPortable(a.plain.data(), b.data.data(), c, m, k, n);
   const int64_t k2 = (k + 1) / 2;
   const int64_t row_blocks = (m + kRows - 1) / kRows;
   const int64_t panels = (n + kPanel - 1) / kPanel;
-  std::vector<uint32_t> ap(static_cast<size_t>(row_blocks * kRows * k2), 0u);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t t = 0; t < k2; ++t) {
-      const uint32_t lo = static_cast<uint16_t>(a[i * k + 2 * t]);
-      const uint32_t hi = 2 * t + 1 < k ? static_cast<uint16_t>(a[i * k + 2 * t + 1]) : 0u;
-      ap[i * k2 + t] = lo | hi << 16;
-    }
-  }
+  const uint32_t* ap = a.pairs.data();
   const int16_t* bp = b.data.data();
   // Panel-major, so that a part keeps one panel of b in cache while it walks the rows.
   const int64_t tiles = row_blocks * panels;
@@ -163,7 +186,7 @@ void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t p = tile / row_blocks, rb = tile % row_blocks;
       const int64_t i0 = rb * kRows, j0 = p * kPanel;
-      Tile(ap.data() + i0 * k2, bp + p * k2 * 2 * kPanel, k2, c + i0 * n + j0, n, std::min(kRows, m - i0),
+      Tile(ap + i0 * k2, bp + p * k2 * 2 * kPanel, k2, c + i0 * n + j0, n, std::min(kRows, m - i0),
            std::min(kPanel, n - j0));
     }
   });
@@ -187,6 +210,18 @@ void IntGemm(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t
 
 void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m) {
   IntGemmPortable(a, b.data.data(), c, m, b.k, b.n);
+}
+
+IntGemmPackedA PackIntGemmA(const int16_t* a, int64_t m, int64_t k) {
+  IntGemmPackedA packed;
+  packed.m = std::max<int64_t>(m, 0);
+  packed.k = std::max<int64_t>(k, 0);
+  if (m > 0 && k > 0) packed.plain.assign(a, a + m * k);
+  return packed;
+}
+
+void IntGemmPackedAB(const IntGemmPackedA& a, const IntGemmPackedB& b, uint32_t* c) {
+  IntGemmPortable(a.plain.data(), b.data.data(), c, a.m, b.k, b.n);
 }
 
 #endif

@@ -29,6 +29,19 @@ IntGemmPackedB PackIntGemmB(const int16_t* b, int64_t k, int64_t n);
 // IntGemm with b packed by PackIntGemmB (k and n are b's).
 void IntGemmPacked(const int16_t* a, const IntGemmPackedB& b, uint32_t* c, int64_t m);
 
+// a [m, k] (as IntGemm's) in the form the product reads: with AVX2 its rows as pairs of
+// int16 in int32 (rows padded to the tile's 4), else a as it is. Packed once, it serves
+// any number of products by the same a (a constant weight: ConvInteger's W).
+struct IntGemmPackedA {
+  std::vector<uint32_t> pairs;  // AVX2
+  std::vector<int16_t> plain;   // without AVX2
+  int64_t m = 0, k = 0;
+};
+IntGemmPackedA PackIntGemmA(const int16_t* a, int64_t m, int64_t k);
+
+// IntGemm of a packed a and a packed b (a.k must be b.k); c is [a.m, b.n].
+void IntGemmPackedAB(const IntGemmPackedA& a, const IntGemmPackedB& b, uint32_t* c);
+
 // The same product by a portable loop, on the calling thread: what IntGemm runs without
 // AVX2, and the reference its tests compare with.
 void IntGemmPortable(const int16_t* a, const int16_t* b, uint32_t* c, int64_t m, int64_t k, int64_t n);

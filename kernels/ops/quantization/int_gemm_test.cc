@@ -54,6 +54,10 @@ void Check(const Case& s, int fill) {
   EXPECT_EQ(portable, want) << where;
   EXPECT_EQ(from_packed, want) << where << " (packed b)";
   EXPECT_EQ(from_packed2, Naive(a2, b, s.m, s.k, s.n)) << where << " (packed b, second a)";
+  // Both packed.
+  std::vector<uint32_t> both(want.size(), 0xdeadbeefu);
+  IntGemmPackedAB(PackIntGemmA(a.data(), s.m, s.k), packed, both.data());
+  EXPECT_EQ(both, want) << where << " (packed a and b)";
 }
 
 TEST(IntGemmTest, MatchesExactSumsAtEveryTileRemainder) {

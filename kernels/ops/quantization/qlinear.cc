@@ -337,7 +337,7 @@ class QMatMulKernel final : public ValidatedKernel {
 // The integer convolution as GEMMs: per image and group, W' [M / group, K] (w - w_zp)
 // times columns of the input patches (x - x_zp, 0 in the padding) [K, tile], K = C /
 // group * kernel size, over tiles of output positions so that the patch matrix stays
-// small.
+// small. A constant W' is packed once (PackIntGemmA) and kept.
 class QConvKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs) {
@@ -367,11 +367,29 @@ class QConvKernel final : public ValidatedKernel {
       const int64_t plane = g.out[0] * g.out[1] * g.out[2];
       const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
       constexpr int64_t kTile = 512;
-      std::vector<int16_t> w16(static_cast<size_t>(g.m * k));
-      for (int64_t m = 0; m < g.m; ++m) {
-        for (int64_t i = 0; i < k; ++i) {
-          w16[m * k + i] = static_cast<int16_t>(int32_t{wt[m * k + i]} - p.b_zp[m]);
+      // W less its zero points, packed per group; kept while the same constant W and
+      // zero points come in.
+      const TensorRef* w_zp =
+          static_cast<size_t>(s.b_zp) < in.size() && in[s.b_zp].present() ? &in[s.b_zp] : nullptr;
+      const bool keep = in[s.b].constant && (w_zp == nullptr || w_zp->constant);
+      const bool kept = keep && packed_from_ == in[s.b].data && packed_zp_from_ == (w_zp ? w_zp->data : nullptr) &&
+                        packed_.size() == static_cast<size_t>(g.group) && packed_k_ == k &&
+                        packed_[0].m == mg;
+      if (!kept) {
+        packed_.clear();
+        std::vector<int16_t> w16(static_cast<size_t>(mg * k));
+        for (int64_t grp = 0; grp < g.group; ++grp) {
+          for (int64_t mi = 0; mi < mg; ++mi) {
+            const int64_t m = grp * mg + mi;
+            for (int64_t i = 0; i < k; ++i) {
+              w16[mi * k + i] = static_cast<int16_t>(int32_t{wt[m * k + i]} - p.b_zp[m]);
+            }
+          }
+          packed_.push_back(PackIntGemmA(w16.data(), mg, k));
         }
+        packed_k_ = k;
+        packed_from_ = keep ? in[s.b].data : nullptr;
+        packed_zp_from_ = keep && w_zp ? w_zp->data : nullptr;
       }
       // Jobs of one tile of output positions of one image and group each, spread over the
       // compute threads, each part with its own patch matrix and sums (IntGemm inside a
@@ -417,7 +435,7 @@ class QConvKernel final : public ValidatedKernel {
               }
             }
           }
-          IntGemm(w16.data() + grp * mg * k, col.data(), acc.data(), mg, k, tn);
+          IntGemmPackedAB(packed_[static_cast<size_t>(grp)], PackIntGemmB(col.data(), k, tn), acc.data());
           for (int64_t mi = 0; mi < mg; ++mi) {
             const int64_t m = grp * mg + mi;
             const uint32_t add = bias ? static_cast<uint32_t>(bias[m]) : 0u;
@@ -437,6 +455,14 @@ class QConvKernel final : public ValidatedKernel {
       return OkStatus();
     });
   }
+
+ private:
+  // W (less its zero points) packed per group for IntGemmPackedAB; kept across calls
+  // while the same constant W and zero points come in (packed_from_ non-null).
+  std::vector<IntGemmPackedA> packed_;
+  int64_t packed_k_ = 0;
+  const void* packed_from_ = nullptr;
+  const void* packed_zp_from_ = nullptr;
 };
 
 constexpr std::string_view kMatMuls[] = {"MatMulInteger", "QLinearMatMul"};

@@ -308,6 +308,65 @@ TEST(QuantizeTest, ConvIntegerMatchesALoop) {
   CheckConvInteger<int8_t, int8_t>(rng, plain, true);
 }
 
+// ConvInteger's W, less its zero points, is packed once per group while the same
+// constant W and zero points come in (QConvKernel), and never stands in for other
+// weights: W not marked constant is packed on every call, even in the same buffer, and
+// a constant W at another address is packed anew. X [1, 4, 5, 5], W [6, 2, 3, 3],
+// group 2, pads 1.
+TEST(QuantizeTest, ConvIntegerPackedWeightsKeptOnlyForTheSameConstant) {
+  OpRunner r;
+  const KernelFactory* factory = r.registry().FindKernel("ConvInteger", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  const Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", int64_t{2}}});
+  std::mt19937 rng(17);
+  auto x = RandomValues<uint8_t>(rng, 4 * 25);
+  auto w1 = RandomValues<int8_t>(rng, 6 * 2 * 9), w2 = RandomValues<int8_t>(rng, 6 * 2 * 9);
+  uint8_t x_zp = 3;
+  int8_t w_zp = -2;
+  auto run = [&](OpKernel& kernel, std::vector<int8_t>& w, bool constant) {
+    std::vector<int32_t> y(6 * 25, -1);
+    const TensorRef in[] = {{x.data(), DType::kUint8, {1, 4, 5, 5}},
+                            {w.data(), DType::kInt8, {6, 2, 3, 3}, constant},
+                            {&x_zp, DType::kUint8, {}, true},
+                            {&w_zp, DType::kInt8, {}, true}};
+    const TensorRef out[] = {{y.data(), DType::kInt32, {1, 6, 5, 5}}};
+    EXPECT_TRUE(kernel.Compute(in, out).ok());
+    return y;
+  };
+  // The sums written out.
+  auto want_of = [&](const std::vector<int8_t>& w) {
+    std::vector<int32_t> y(6 * 25);
+    for (int64_t m = 0; m < 6; ++m) {
+      for (int64_t o = 0; o < 25; ++o) {
+        int64_t sum = 0;
+        for (int64_t ci = 0; ci < 2; ++ci) {
+          for (int64_t kk = 0; kk < 9; ++kk) {
+            const int64_t i0 = o / 5 - 1 + kk / 3, i1 = o % 5 - 1 + kk % 3;
+            if (i0 < 0 || i0 >= 5 || i1 < 0 || i1 >= 5) continue;
+            const int64_t c = m / 3 * 2 + ci;
+            sum += (int64_t{x[c * 25 + i0 * 5 + i1]} - x_zp) * (int64_t{w[(m * 2 + ci) * 9 + kk]} - w_zp);
+          }
+        }
+        y[m * 25 + o] = static_cast<int32_t>(sum);
+      }
+    }
+    return y;
+  };
+  const auto want1 = want_of(w1), want2 = want_of(w2);
+  ASSERT_NE(want1, want2);
+  auto kernel = (*factory)(attrs);
+  ASSERT_TRUE(kernel.ok());
+  std::vector<int8_t> w = w1;
+  EXPECT_EQ(run(**kernel, w, false), want1);
+  w = w2;  // the same buffer, new weights
+  EXPECT_EQ(run(**kernel, w, false), want2);
+  EXPECT_EQ(run(**kernel, w1, true), want1);
+  EXPECT_EQ(run(**kernel, w1, true), want1);
+  EXPECT_EQ(run(**kernel, w2, true), want2);
+  w = w1;
+  EXPECT_EQ(run(**kernel, w, false), want1);
+}
+
 TEST(QuantizeTest, QLinearConvWithBiasAndPerChannelScale) {
   OpRunner r;
   std::mt19937 rng(5);
