@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -81,6 +82,20 @@ void ExpectOutputsNear(const vm::ExecutableDef& want_def, const vm::ExecutableDe
       EXPECT_NEAR(got[o][i], want[o][i], tol * (1.0 + std::fabs(want[o][i]))) << "output " << o << " at " << i;
     }
   }
+}
+
+// `inputs` tensors of kX's shape with values in [-8, 8] from `seed`, each starting with
+// `first`.
+std::vector<std::vector<float>> RandomInputs(int inputs, uint32_t seed, const std::vector<float>& first) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  std::vector<std::vector<float>> xs(static_cast<size_t>(inputs));
+  for (auto& x : xs) {
+    x.resize(static_cast<size_t>(NumElements(kX).value()));
+    for (float& v : x) v = u(rng);
+    std::copy(first.begin(), first.end(), x.begin());
+  }
+  return xs;
 }
 
 // x [2, 3, 4, 5] through a 3x3 pads-1 Conv (3 -> 3 channels, weights from `seed`) into
@@ -231,15 +246,7 @@ void ExpectSameSwishResults(const OnnxModelBuilder& b, int expect, int inputs = 
   ASSERT_TRUE(want_def.ok()) << want_def.status().ToString();
   EXPECT_EQ(off_stats.swish_recognized, 0);
   EXPECT_EQ(CountKernels(*want_def, "Sigmoid"), 1);
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-  std::vector<std::vector<float>> xs(static_cast<size_t>(inputs));
-  for (auto& x : xs) {
-    x.resize(static_cast<size_t>(NumElements(kX).value()));
-    for (float& v : x) v = u(rng);
-    x[0] = 0.0f;
-  }
-  ExpectOutputsNear(*want_def, *got_def, xs, tol);
+  ExpectOutputsNear(*want_def, *got_def, RandomInputs(inputs, 9, {0.0f}), tol);
 }
 
 TEST(SwishRecognition, EveryFormBecomesOneSwish) {
@@ -424,17 +431,7 @@ void ExpectSameGeluResults(const OnnxModelBuilder& b, int expect, int inputs = 1
   EXPECT_EQ(off_stats.gelu_recognized, 0);
   EXPECT_EQ(CountKernels(*want_def, "Erf"), 1);
   EXPECT_EQ(CountKernels(*want_def, "Gelu"), 0);
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-  std::vector<std::vector<float>> xs(static_cast<size_t>(inputs));
-  for (auto& x : xs) {
-    x.resize(static_cast<size_t>(NumElements(kX).value()));
-    for (float& v : x) v = u(rng);
-    x[0] = 0.0f;
-    x[1] = 1e-3f;
-    x[2] = -1e-3f;
-  }
-  ExpectOutputsNear(*want_def, *got_def, xs, tol);
+  ExpectOutputsNear(*want_def, *got_def, RandomInputs(inputs, 11, {0.0f, 1e-3f, -1e-3f}), tol);
 }
 
 TEST(GeluRecognition, EveryFormBecomesOneGelu) {

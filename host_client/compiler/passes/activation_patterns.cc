@@ -204,15 +204,6 @@ int RecognizeGelu(Graph& graph) {
   auto float32_of_rank = [&](int v) {
     return v >= 0 && g.values[v].dtype == DType::kFloat32 && g.values[v].rank_known;
   };
-  // For a binary node: the operand that is not a scalar constant within `tol` of `k`
-  // (the other one is; rank at most `rank`), or -1.
-  auto other_than = [&](const Node& n, double k, double tol, size_t rank) -> int {
-    for (int s = 0; s < 2; ++s) {
-      const std::optional<float> c = ScalarConstant(g, n.inputs[s], rank);
-      if (c && std::fabs(*c - k) <= tol) return n.inputs[1 - s];
-    }
-    return -1;
-  };
   constexpr double kSqrt2 = 1.41421356237309504880;
   // The GELU's core Add(Erf(x / sqrt(2)), 1) producing `v`, read once: its nodes (the
   // scaling, the Erf, the Add), and x in `x`; or an empty list.
