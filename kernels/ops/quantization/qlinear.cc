@@ -15,6 +15,7 @@
 // functions, so both devices give the same bits.
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -394,7 +395,19 @@ class QConvKernel final : public ValidatedKernel {
       // Jobs of one tile of output positions of one image and group each, spread over the
       // compute threads, each part with its own patch matrix and sums (IntGemm inside a
       // part runs on the part's thread).
-      const int64_t tiles = (plane + kTile - 1) / kTile;
+      // Tiles of at most kTile output positions; more of them where that makes the jobs
+      // a multiple of the compute threads and keeps tiles of 64 or more (28x28: two of
+      // 392, not 512 and 272), so that the threads get even shares.
+      const int64_t per_tile_set = g.n * g.group;
+      const int64_t threads = ParallelParts(std::numeric_limits<int64_t>::max(), 1);
+      int64_t tiles = (plane + kTile - 1) / kTile;
+      if (threads > 1 && plane > 0) {
+        int64_t even = tiles;
+        while (per_tile_set * even % threads != 0) ++even;
+        if (plane / even >= 64) tiles = even;
+      }
+      const int64_t tile = plane > 0 ? std::min(kTile, ((plane + tiles - 1) / tiles + 15) / 16 * 16) : kTile;
+      tiles = plane > 0 ? (plane + tile - 1) / tile : 0;
       const int64_t jobs = g.n * g.group * tiles;
       const int parts = ParallelParts(jobs, 1);
       std::vector<std::vector<int16_t>> cols(static_cast<size_t>(parts));
@@ -402,11 +415,11 @@ class QConvKernel final : public ValidatedKernel {
       ParallelFor(jobs, 1, [&](int64_t first, int64_t last, int part) {
         std::vector<int16_t>& col = cols[static_cast<size_t>(part)];
         std::vector<uint32_t>& acc = accs[static_cast<size_t>(part)];
-        col.resize(static_cast<size_t>(k * kTile));
-        acc.resize(static_cast<size_t>(mg * kTile));
+        col.resize(static_cast<size_t>(k * tile));
+        acc.resize(static_cast<size_t>(mg * tile));
         for (int64_t job = first; job < last; ++job) {
-          const int64_t b = job / (g.group * tiles), grp = job / tiles % g.group, t0 = job % tiles * kTile;
-          const int64_t tn = std::min(kTile, plane - t0);
+          const int64_t b = job / (g.group * tiles), grp = job / tiles % g.group, t0 = job % tiles * tile;
+          const int64_t tn = std::min(tile, plane - t0);
           // The patch matrix [k, tn], along runs of consecutive output positions in a row
           // (o0, o1 fixed), so that a run's input row is found once.
           for (int64_t ci = 0; ci < cg; ++ci) {

@@ -306,6 +306,13 @@ TEST(QuantizeTest, ConvIntegerMatchesALoop) {
   CheckConvInteger<uint8_t, int8_t>(rng, strided, true);
   CheckConvInteger<int8_t, uint8_t>(rng, strided, false);
   CheckConvInteger<int8_t, int8_t>(rng, plain, true);
+  // Output planes of several tiles: 28x28 (784 positions: tiles of 392 on two compute
+  // threads, 512 and 272 on one) and 40x30 with an odd count per image over 2 images.
+  const ConvCase tiled{{1, 3, 28, 28}, {5, 3, 3, 3}, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+                       {1, 1}, {1, 1, 1, 1}, {1, 1}};
+  const ConvCase tiled2{{2, 2, 40, 30}, {3, 2, 1, 1}, {}, {1, 1}, {0, 0, 0, 0}, {1, 1}};
+  CheckConvInteger<uint8_t, int8_t>(rng, tiled, true);
+  CheckConvInteger<uint8_t, uint8_t>(rng, tiled2, false);
 }
 
 // ConvInteger's W, less its zero points, is packed once per group while the same
