@@ -166,7 +166,10 @@ class PaddedConstantB {
     if (from_ != b.data || k_ != k || n_ != n) {
       const size_t bytes = static_cast<size_t>(k * ld) * sizeof(float);
       copy_.reset(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-      if (!copy_) return {data, n};  // no memory for the copy: B as it is
+      if (!copy_) {  // no memory for the copy: B as it is, and nothing kept
+        from_ = nullptr;
+        return {data, n};
+      }
       for (int64_t r = 0; r < k; ++r) {
         std::memcpy(copy_.get() + r * ld, data + r * n, static_cast<size_t>(n) * sizeof(float));
         std::memset(copy_.get() + r * ld + n, 0, static_cast<size_t>(ld - n) * sizeof(float));
