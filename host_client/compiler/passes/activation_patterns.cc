@@ -60,6 +60,19 @@ void RemoveNodes(Graph& g, const std::vector<bool>& removed) {
   g.nodes = std::move(kept);
 }
 
+// Makes `last` the recognised activation `op` of x (no attributes yet), named after
+// every node it runs: `merged` (the removed steps, in order) then itself, joined by "+"
+// (what profiles and errors show).
+void BecomeActivation(Node& last, const char* op, int x, const std::vector<const Node*>& merged) {
+  std::string name;
+  for (const Node* n : merged) name += n->name + "+";
+  last.name = name + last.name;
+  last.op = op;
+  last.attrs = kernels::Attributes();
+  last.inputs = {x};
+  last.version = kernels::kNewestVersion;
+}
+
 }  // namespace
 
 int RecognizeHardSwish(Graph& graph) {
@@ -136,12 +149,7 @@ int RecognizeHardSwish(Graph& graph) {
       }
       if (!ranks_ok) continue;
       for (Node* n : {add, clip, steps[0]}) removed[n - g.nodes.data()] = true;
-      // The kernel runs all four nodes: it is named after each (profiles, errors).
-      last.name = add->name + "+" + clip->name + "+" + steps[0]->name + "+" + last.name;
-      last.op = "HardSwish";
-      last.attrs = kernels::Attributes();
-      last.inputs = {x};
-      last.version = kernels::kNewestVersion;
+      BecomeActivation(last, "HardSwish", x, {add, clip, steps[0]});
       ++made;
       break;
     }
@@ -176,19 +184,15 @@ int RecognizeSwish(Graph& graph) {
         if (!a) continue;
         alpha = *a;
       }
-      std::string name;
+      std::vector<const Node*> merged;
       if (scale) {
         removed[scale - g.nodes.data()] = true;
-        name = scale->name + "+";
+        merged.push_back(scale);
       }
       removed[sigmoid - g.nodes.data()] = true;
-      // The kernel runs every node it replaces: it is named after each (profiles, errors).
-      last.name = name + sigmoid->name + "+" + last.name;
-      last.op = "Swish";
-      last.attrs = kernels::Attributes();
+      merged.push_back(sigmoid);
+      BecomeActivation(last, "Swish", x, merged);
       last.attrs.Set("alpha", alpha);
-      last.inputs = {x};
-      last.version = kernels::kNewestVersion;
       ++made;
       break;
     }
@@ -310,20 +314,8 @@ int RecognizeGelu(Graph& graph) {
       }
     }
     if (x < 0 || steps.empty()) continue;
-    bool taken = false;  // by a match before (never, as every step is read once; kept safe)
-    for (const Node* n : steps) taken = taken || removed[n - g.nodes.data()];
-    if (taken) continue;
-    std::string name;
-    for (Node* n : steps) {
-      removed[n - g.nodes.data()] = true;
-      name += n->name + "+";
-    }
-    // The kernel runs every node it replaces: it is named after each (profiles, errors).
-    last.name = name + last.name;
-    last.op = "Gelu";
-    last.attrs = kernels::Attributes();
-    last.inputs = {x};
-    last.version = kernels::kNewestVersion;
+    for (Node* n : steps) removed[n - g.nodes.data()] = true;
+    BecomeActivation(last, "Gelu", x, std::vector<const Node*>(steps.begin(), steps.end()));
     ++made;
   }
   if (made > 0) RemoveNodes(g, removed);
