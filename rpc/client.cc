@@ -120,10 +120,10 @@ class Client::Impl {
     if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     if (frame.request_id == 0) frame.request_id = next_request_id_++;
     MarkFlags(frame);
-    awaiting_reply_ = true;
-    std::vector<EncodedFrame> encoded;
     REMEX_ASSIGN_OR_RETURN(EncodedFrame e, EncodeFrame(frame, encode_));
+    std::vector<EncodedFrame> encoded = TakeDeferred();
     encoded.push_back(std::move(e));
+    awaiting_reply_ = true;
     return Write(encoded, /*read_meanwhile=*/false);
   }
 
@@ -140,19 +140,32 @@ class Client::Impl {
       encoded.push_back(std::move(e).value());
     }
     if (encoded.empty()) return OkStatus();
+    std::vector<EncodedFrame> all = TakeDeferred();
+    all.insert(all.end(), std::make_move_iterator(encoded.begin()), std::make_move_iterator(encoded.end()));
     awaiting_reply_ = true;
-    return Write(encoded, /*read_meanwhile=*/true);
+    return Write(all, /*read_meanwhile=*/true);
   }
 
   Status SendUnanswered(OutFrame& frame) {
+    if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
     // Bounded: unread replies would otherwise pile up in the socket buffers until the
     // server's writes, then its reads of this connection, then this client's writes block.
     if (unanswered_.size() >= kMaxUnanswered) REMEX_RETURN_IF_ERROR(DrainUnanswered());
-    const bool awaiting = awaiting_reply_;
-    REMEX_RETURN_IF_ERROR(Send(frame));
-    awaiting_reply_ = awaiting;  // nobody waits for this one
+    if (frame.request_id == 0) frame.request_id = next_request_id_++;
+    MarkFlags(frame);
+    REMEX_ASSIGN_OR_RETURN(EncodedFrame e, EncodeFrame(frame, encode_));
+    // Written with the next request, in the same write: the server reads it first,
+    // and neither side pays a system call or a wake-up for it alone.
+    deferred_.push_back(std::move(e));
     unanswered_.push_back(frame.request_id);
     return OkStatus();
+  }
+
+  // Frames of SendUnanswered not written yet, to go before the next request's.
+  std::vector<EncodedFrame> TakeDeferred() {
+    std::vector<EncodedFrame> frames = std::move(deferred_);
+    deferred_.clear();
+    return frames;
   }
 
   StatusOr<Frame> Receive(const Client::ReceiveDestination& destination = nullptr) {
@@ -172,6 +185,11 @@ class Client::Impl {
   // Reads and drops the replies of SendUnanswered's requests, which come before any
   // later request's (the server answers in order).
   Status DrainUnanswered() {
+    if (!deferred_.empty()) {  // their replies come only once they are written
+      if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
+      std::vector<EncodedFrame> frames = TakeDeferred();
+      REMEX_RETURN_IF_ERROR(Write(frames, /*read_meanwhile=*/false));
+    }
     while (!unanswered_.empty()) {
       if (!broken_.ok()) return Unavailable("connection is closed: " + broken_.ToString());
       Arm();
@@ -228,6 +246,8 @@ class Client::Impl {
   // Requests sent by SendUnanswered whose replies are not read yet, oldest first.
   static constexpr size_t kMaxUnanswered = 64;
   std::deque<uint64_t> unanswered_;
+  // Of those, the ones not written yet (encoded; at most kMaxUnanswered).
+  std::vector<EncodedFrame> deferred_;
   bool awaiting_reply_ = false;  // a request was written since the last Receive
   uint64_t round_trips_ = 0;
   uint64_t bytes_sent_ = 0;
@@ -561,6 +581,11 @@ void Client::SetLimits(const Limits& limits) {
   impl_->encode_.limits = limits;
 }
 bool Client::connected() const { return impl_->broken_.ok() && impl_->socket_.is_open(); }
+bool Client::loopback() const {
+  error_code ec;
+  const tcp::endpoint peer = impl_->socket_.remote_endpoint(ec);
+  return !ec && peer.address().is_loopback();
+}
 void Client::Close() { impl_->Close(); }
 uint64_t Client::bytes_sent() const { return impl_->bytes_sent_; }
 uint64_t Client::bytes_received() const { return impl_->bytes_received_; }

@@ -434,7 +434,14 @@ void Connection::Dispatch() {
   // A request answered at once (a ping, a read of a CPU tensor) has been replied to by
   // now: reply_fn ran Finish on this strand. Only one that went to another thread is
   // watched; its reply is posted to this strand and cannot run before this returns.
-  if (handling_) return WatchPeer();
+  // The replies held for it (CanCork) go now: it may take long.
+  if (handling_) {
+    if (!corked_.empty()) WriteCorked();
+    // Watched once nothing is being written (else when the write ends, OnWritten):
+    // Finish's cancel of the watch must not cut a write short.
+    if (out_.empty()) WatchPeer();
+    return;
+  }
   if (read_after_dispatch_) {
     read_after_dispatch_ = false;
     ReadHeader();
@@ -468,7 +475,7 @@ void Connection::Finish(OutFrame reply, uint64_t id, uint16_t peer_minor, bool u
   handling_ = false;
   if (!authenticated_ && handler_ && handler_->Authenticated()) authenticated_ = true;
   error_code ignored;
-  socket_.cancel(ignored);  // ends WatchPeer's wait
+  if (out_.empty()) socket_.cancel(ignored);  // ends WatchPeer's wait (none while writing)
   request_ = Frame();  // the request's memory is not needed while replying
   Write(std::move(reply), id, peer_minor, /*close_after=*/false, uncompressed);
 }
@@ -533,8 +540,44 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
     encoded = EncodeFrame(error, encode);
     if (!encoded.ok()) return CloseNow();
   }
-  out_.emplace(std::move(encoded).value());
-  out_buffers_ = ToBuffers(*out_);
+  corked_bytes_ += encoded->size();
+  corked_.push_back(std::move(encoded).value());
+  close_after_ = close_after_ || close_after;
+  if (!out_.empty()) return;  // a flush is being written: OnWritten goes on with this
+  if (!close_after_ && CanCork()) return ReadNext();
+  WriteCorked();
+}
+
+bool Connection::CanCork() {
+  // Held only while the peer's next request is here whole, so that it is served
+  // without waiting on the socket (a reply is never held while the server waits for
+  // its peer); only replies whose bytes are all their own (no attachment: a tensor's
+  // bytes are sent from its memory, which a later request of the batch may change).
+  if (stream_.tls() || closed_ || corked_.size() >= kMaxCorkedReplies || corked_bytes_ > kMaxCorkedBytes) return false;
+  if (corked_.back().attachment_raw_bytes() != 0 || corked_.back().attachment_wire_bytes() != 0) return false;
+  const std::span<const std::byte> ahead = ahead_.Peek();
+  if (ahead.size() < kFrameHeaderSize) return false;
+  StatusOr<FrameHeader> next = DecodeFrameHeader(ahead.first<kFrameHeaderSize>());
+  return next.ok() && next->attachment_count == 0 && ahead.size() - kFrameHeaderSize >= next->message_bytes;
+}
+
+void Connection::ReadNext() {
+  // A reply written while the request is still being dispatched (answered at once):
+  // Dispatch reads the next frame once the handler has returned.
+  if (dispatching_) {
+    read_after_dispatch_ = true;
+    return;
+  }
+  ReadHeader();
+}
+
+void Connection::WriteCorked() {
+  out_ = std::move(corked_);
+  corked_.clear();
+  corked_bytes_ = 0;
+  ++stats_.writes;
+  ++totals_.writes;
+  out_buffers_ = ToBuffers(out_);
   ArmWriteDeadline();
   size_t sent = 0;
   if (!stream_.tls()) {
@@ -543,7 +586,7 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
     // (which cost an epoll_wait per reply). The rest, if any, goes to the async write.
     error_code ec;
     sent = WriteNow(ec);
-    if (ec || sent == asio::buffer_size(out_buffers_)) return OnWritten(ec, sent, close_after);
+    if (ec || sent == asio::buffer_size(out_buffers_)) return OnWritten(ec, sent);
     write_progress_at_ = std::chrono::steady_clock::now();
     out_buffers_ = Skip(out_buffers_, sent);
   }
@@ -551,9 +594,7 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
                     [weak = weak_from_this()] {
                       if (auto self = weak.lock()) self->write_progress_at_ = std::chrono::steady_clock::now();
                     },
-                    [self = shared_from_this(), close_after, sent](error_code ec, size_t n) {
-                      self->OnWritten(ec, sent + n, close_after);
-                    });
+                    [self = shared_from_this(), sent](error_code ec, size_t n) { self->OnWritten(ec, sent + n); });
 }
 
 size_t Connection::WriteNow(error_code& ec) {
@@ -573,26 +614,29 @@ size_t Connection::WriteNow(error_code& ec) {
   return sent;
 }
 
-void Connection::OnWritten(const error_code& ec, size_t n, bool close_after) {
+void Connection::OnWritten(const error_code& ec, size_t n) {
   CancelDeadline();
   CountWritten(n);
   if (!ec) {
-    stats_.attachment_raw_sent += out_->attachment_raw_bytes();
-    stats_.attachment_wire_sent += out_->attachment_wire_bytes();
-    totals_.attachment_raw_sent += out_->attachment_raw_bytes();
-    totals_.attachment_wire_sent += out_->attachment_wire_bytes();
+    for (const EncodedFrame& frame : out_) {
+      stats_.attachment_raw_sent += frame.attachment_raw_bytes();
+      stats_.attachment_wire_sent += frame.attachment_wire_bytes();
+      totals_.attachment_raw_sent += frame.attachment_raw_bytes();
+      totals_.attachment_wire_sent += frame.attachment_wire_bytes();
+    }
   }
-  out_.reset();
+  out_.clear();
   out_buffers_.clear();
   if (ec) return CloseNow();
-  if (close_after) return LingeringClose();
-  // A reply written while the request is still being dispatched (answered at once):
-  // Dispatch reads the next frame once the handler has returned.
-  if (dispatching_) {
-    read_after_dispatch_ = true;
-    return;
+  // Held replies written while a request went to another thread (Dispatch): its reply
+  // comes later (or came meanwhile, and is in corked_ now); the peer is watched meanwhile.
+  if (handling_) return WatchPeer();
+  if (!corked_.empty()) {
+    if (!close_after_ && CanCork()) return ReadNext();
+    return WriteCorked();
   }
-  ReadHeader();
+  if (close_after_) return LingeringClose();
+  ReadNext();
 }
 
 void Connection::ArmWriteDeadline() {

@@ -119,15 +119,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Fail(uint64_t request_id, const Status& status, const std::string& what);
   void Write(OutFrame reply, uint64_t request_id, uint16_t peer_minor, bool close_after,
              bool uncompressed = false);
+  // Adds the reply to corked_, then holds it there (CanCork) and reads the next frame,
+  // or writes every held reply (WriteCorked). Plaintext clients that pipeline (a
+  // decoder step's frees, uploads, bindings, invoke and download in one write) thus get
+  // their replies in one write, not one each: each cost a system call on both sides
+  // and a wake-up of the client.
   void WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOptions& encode, uint64_t request_id,
                     bool close_after);
+  // Whether the reply just added to corked_ may wait there: plaintext, no attachment,
+  // within kMaxCorkedReplies and kMaxCorkedBytes, and the peer's next frame already
+  // read ahead whole (its header and message, with no attachment).
+  bool CanCork();
+  // After a reply: reads the next frame (after Dispatch returns, when it is running).
+  void ReadNext();
+  // Writes corked_ (moved to out_) with one gather write.
+  void WriteCorked();
   // Plaintext: writes what the socket takes of out_buffers_ now, without waiting;
   // returns the bytes written. `ec`: the error that ended the write (none for a full
   // socket buffer).
   size_t WriteNow(error_code& ec);
-  // The reply (out_) is written, `n` bytes of it, or failed with `ec`: counts it, then
-  // closes, lingers (close_after) or reads the next frame.
-  void OnWritten(const error_code& ec, size_t n, bool close_after);
+  // The replies in out_ are written, `n` bytes of them, or failed with `ec`: counts
+  // them, then closes, lingers (close_after_), writes the replies added meanwhile, or
+  // reads the next frame.
+  void OnWritten(const error_code& ec, size_t n);
 
   // Closes the connection once the peer has taken no byte of the reply being written
   // for options_.write_timeout (a client that stops reading holds no connection).
@@ -179,8 +193,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   AttachmentHeader attachment_;  // of attachment next_attachment_
   AttachmentReader reader_;
 
-  std::optional<EncodedFrame> out_;
+  // Replies being written (empty: none), the gather buffers of their unwritten rest.
+  std::vector<EncodedFrame> out_;
   std::vector<asio::const_buffer> out_buffers_;
+  // Replies not written yet, in order (WriteEncoded), and their bytes.
+  std::vector<EncodedFrame> corked_;
+  uint64_t corked_bytes_ = 0;
+  static constexpr size_t kMaxCorkedReplies = 64;
+  static constexpr uint64_t kMaxCorkedBytes = 64 * 1024;
+  bool close_after_ = false;  // a reply that closes the connection is in corked_ or out_
 
   std::vector<std::byte> drain_buf_;
   ReadAhead ahead_;  // bytes read ahead of the frame being parsed

@@ -61,6 +61,8 @@ class ReadAhead {
   static bool Small(size_t bytes) { return bytes < kBytes; }
 
   bool empty() const { return pos_ == len_; }
+  // The read-ahead bytes not taken yet, left in place.
+  std::span<const std::byte> Peek() const { return {data_.get() + pos_, len_ - pos_}; }
   // Moves up to buf.size() read-ahead bytes into the front of `buf`; returns how many.
   size_t Take(std::span<std::byte> buf) {
     const size_t k = std::min(buf.size(), len_ - pos_);

@@ -60,6 +60,11 @@ struct ConnectionStats {
   std::atomic<uint64_t> bytes_read{0};     // every byte read from the socket
   std::atomic<uint64_t> bytes_written{0};  // every byte written to the socket
   std::atomic<uint64_t> frames_handled{0};
+  // Writes of replies: each one gather write of one reply, or of several held while the
+  // peer's next requests were already read (a pipelining client's; the server's
+  // Connection::CanCork), which may take more than one system call when the socket
+  // buffer is full. frames_handled / writes: the replies a write carries.
+  std::atomic<uint64_t> writes{0};
   // AttachmentStats, `sent` being replies and `received` requests.
   std::atomic<uint64_t> attachment_raw_sent{0};
   std::atomic<uint64_t> attachment_wire_sent{0};
@@ -308,9 +313,12 @@ class Client {
   Status SendMany(std::vector<OutFrame>& frames);
 
   // Send, for a request whose reply nobody waits for (a free of handles whose owners
-  // went away): the next Receive reads that reply first and drops it, whatever it
-  // says. At most 64 such replies wait unread: the 65th call reads them first. Errors
-  // as in Send, and those of the drained replies' reading.
+  // went away): the frame is encoded now (its id assigned) and written with the next
+  // Send or SendMany, ahead of their frames in the same write (or by the next Receive,
+  // when nothing else is sent first); the next Receive reads its reply first and drops
+  // it, whatever it says. Nothing is written when the connection closes first. At most
+  // 64 such replies wait unread: the 65th call writes and reads them first. Errors: of
+  // the encoding, and those of the drained replies' writing and reading.
   Status SendUnanswered(OutFrame& frame);
 
   // Reads one frame (after the replies SendUnanswered left unread, dropped). Errors as
@@ -346,6 +354,9 @@ class Client {
   void SetLimits(const Limits& limits);
 
   bool connected() const;
+  // Whether the peer is this machine: a loopback address (127.0.0.0/8, ::1). False when
+  // the connection is closed.
+  bool loopback() const;
   // Closes the connection. Idempotent.
   void Close();
 
@@ -355,8 +366,9 @@ class Client {
   // Attachment payload bytes sent and received on this connection (see AttachmentStats).
   AttachmentStats attachment_stats() const;
   // Socket writes issued: one per Send, one per non-empty SendMany (each a gather
-  // write of all its frames, which Asio may split into several system calls only when
-  // the socket buffer is full).
+  // write of all its frames, SendUnanswered's waiting ones first, which Asio may split
+  // into several system calls only when the socket buffer is full), and one per
+  // Receive that writes SendUnanswered's frames alone.
   uint64_t writes() const;
   // Round trips: the times a reply was read after requests were written (a Call, or a
   // SendMany and the Receives of its replies, count one; SendUnanswered counts none).

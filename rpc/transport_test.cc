@@ -288,17 +288,25 @@ TEST_F(TransportTest, UnansweredRequestsRepliesAreDroppedBeforeTheNextReply) {
   // reply is the call's, in one round trip, and the connection stays in step.
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
+  // They wait to go with the next request: written only when 64 replies would wait
+  // unread (at the 65th and the 129th), in one write each.
+  const uint64_t writes = client->writes();
   for (uint64_t i = 0; i < 150; ++i) {
     OutFrame ping = Ping(1000 + i);
     ASSERT_TRUE(client->SendUnanswered(ping).ok()) << i;
   }
   EXPECT_EQ(client->round_trips(), 0u);
+  EXPECT_EQ(client->writes() - writes, 2u);
+  const uint64_t handled = server_->totals().frames_handled.load();
   OutFrame ping = Ping(7);
   StatusOr<Frame> reply = client->Call(ping);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->request_id, ping.request_id);
   EXPECT_EQ(PongPayload(*reply), 7u);
   EXPECT_EQ(client->round_trips(), 1u);
+  // The last 22 went in the call's write, ahead of it, and were answered.
+  EXPECT_EQ(client->writes() - writes, 3u);
+  EXPECT_EQ(server_->totals().frames_handled.load() - handled, 23u);
   // A pipeline of three is one more round trip.
   std::vector<OutFrame> frames;
   for (uint64_t i = 0; i < 3; ++i) frames.push_back(Ping(20 + i));
@@ -309,6 +317,47 @@ TEST_F(TransportTest, UnansweredRequestsRepliesAreDroppedBeforeTheNextReply) {
     EXPECT_EQ(PongPayload(*r), 20 + i);
   }
   EXPECT_EQ(client->round_trips(), 2u);
+}
+
+TEST_F(TransportTest, PipelinedRepliesShareOneWrite) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  OutFrame first = Ping(1000);
+  ASSERT_TRUE(client->Call(first).ok());
+  // Eight requests in one write: the server holds each reply while the next request is
+  // already read whole, and writes the eight together.
+  uint64_t before = server_->totals().writes.load();
+  std::vector<OutFrame> frames;
+  for (uint64_t i = 0; i < 8; ++i) frames.push_back(Ping(10 + i));
+  ASSERT_TRUE(client->SendMany(frames).ok());
+  for (uint64_t i = 0; i < 8; ++i) {
+    StatusOr<Frame> reply = client->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(PongPayload(*reply), 10 + i);
+  }
+  EXPECT_EQ(server_->totals().writes.load() - before, 1u);
+  // A reply with an attachment is written at once (its bytes may be a tensor's, which a
+  // later request could change), and so is the reply before a request with an
+  // attachment (not held while the server reads on): three writes for these three.
+  before = server_->totals().writes.load();
+  frames.clear();
+  frames.push_back(Ping(20));
+  frames.push_back(Ping(21));
+  frames.back().attachments.push_back(OwnedAttachment(std::vector<std::byte>(100, std::byte{7}), false, 0));
+  frames.push_back(Ping(22));
+  ASSERT_TRUE(client->SendMany(frames).ok());
+  for (uint64_t i = 0; i < 3; ++i) {
+    StatusOr<Frame> reply = client->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(PongPayload(*reply), 20 + i);
+    EXPECT_EQ(reply->attachments.size(), i == 1 ? 1u : 0u);
+  }
+  EXPECT_EQ(server_->totals().writes.load() - before, 3u);
+  // One request, one write.
+  before = server_->totals().writes.load();
+  OutFrame last = Ping(30);
+  ASSERT_TRUE(client->Call(last).ok());
+  EXPECT_EQ(server_->totals().writes.load() - before, 1u);
 }
 
 TEST_F(TransportTest, ServerCloseIsUnavailable) {

@@ -478,9 +478,10 @@ class Session {
     std::shared_ptr<Impl> impl_;
   };
   Status Free(const std::vector<uint64_t>& handles);
-  // Free without waiting for the reply (rpc::Client::SendUnanswered): the server frees
-  // the handles as it reads the request, and this session reads and drops its reply
-  // before the next one, so the caller does not wait a round trip. For handles whose
+  // Free without waiting for the reply (rpc::Client::SendUnanswered): the request goes
+  // with this session's next one, in the same write, and the server frees the handles
+  // as it reads it, before that next request; this session reads and drops its reply
+  // before the next one, so the caller neither waits a round trip nor pays a write. For handles whose
   // owners went away (a dropped Python Tensor): the reply's error, if any (a handle
   // already gone: NOT_FOUND, and then none of them is freed), is not seen. Errors: those
   // of sending only.

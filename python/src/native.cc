@@ -6,7 +6,7 @@
 // other Python threads run while a request is on the wire, and two threads never
 // interleave requests on one connection. A Tensor or Model that goes away frees its
 // handles on the server at once when the session is idle, else with the session's
-// next call; a tensor's free is sent without waiting for its reply
+// next call; a tensor's free goes with the session's next request, its reply not waited for
 // (client::Session::FreeWithoutReply).
 //
 // Ctrl-C: while a call made from the main thread runs, SIGINT also reaches a handler of
