@@ -186,6 +186,9 @@ std::string DeviceServer::RenderMetrics() const {
   const rpc::ConnectionStats& t = server_->totals();
   gauge("remex_received_bytes_total", "Bytes read from clients.", "", static_cast<double>(t.bytes_read.load()), true);
   gauge("remex_sent_bytes_total", "Bytes written to clients.", "", static_cast<double>(t.bytes_written.load()), true);
+  gauge("remex_reply_writes_total",
+        "Socket writes of replies; one carries several replies of a client that pipelines its requests.", "",
+        static_cast<double>(t.writes.load()), true);
   const auto m = state_->module_cache->stats();
   gauge("remex_module_cache_hits_total", "moduleHas requests the cache answered.", "",
         static_cast<double>(m.hits), true);

@@ -124,11 +124,16 @@ struct ServerConfig {
   std::chrono::milliseconds max_invoke_time{std::chrono::minutes(10)};
   // CPU device only: a session's invoke runs on the I/O thread that received it, not
   // on the device thread, when that thread is idle and the session's previous invoke
-  // took less than this on the device (DeviceWorker::RunInlineIfIdle). It saves two
-  // thread hand-offs (about 20 us of a small model's round trip on a one-core
-  // placement) and holds the I/O thread, and the other connections it serves, for
-  // the run. 0: every invoke goes through the device thread.
-  std::chrono::microseconds inline_invoke_below{200};
+  // took less than this on the device (DeviceWorker::RunInlineIfIdle); past this
+  // budget the run moves to the device thread at its next yield. The session's
+  // bookkeeping requests (Lane::kInlineWhenIdle: setInput, free, ...) run there with
+  // the same budget. It saves two thread hand-offs a request (about 20 us of a small
+  // model's round trip on a one-core placement; 0.2-0.4 ms of a decoder step's, whose
+  // invoke takes 0.4-0.6 ms, on a busy 2-core machine: docs/benchmarks.md) and holds
+  // the I/O thread, and the other connections it serves, for the run: at most this
+  // budget and one kernel or one 100 us slice. 0: every invoke and every bookkeeping
+  // request goes through the device thread.
+  std::chrono::microseconds inline_invoke_below{2000};
   // On Stop (SIGTERM): how long requests already running may take to finish before
   // they are cancelled (UNAVAILABLE) and the server stops.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};

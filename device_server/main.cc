@@ -185,7 +185,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 86400u * 1000u));
   app.add_option("--inline-invoke-below-us", inline_invoke_below_us,
                  "cpu device: run an invoke on the I/O thread, without a hand-off to the device thread, when "
-                 "that thread is idle and the session's previous invoke took less than this (0: never)")
+                 "that thread is idle and the session's previous invoke took less than this; past it the run moves "
+                 "to the device thread; setInput, setOutput, free, tensorWrite and tensorAlloc run there alike "
+                 "(0: never)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 1000u * 1000u));
   app.add_option("--drain-timeout-s", drain_timeout_s,

@@ -26,6 +26,11 @@ void RequestMetrics::Count(size_t slot, StatusCode code) {
   if (slot < counts_.size() && c < counts_[slot].size()) ++counts_[slot][c];
 }
 
+void RequestMetrics::CountInline(size_t slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot < inline_.size()) ++inline_[slot];
+}
+
 void RequestMetrics::ObserveInvoke(std::chrono::nanoseconds run) {
   const double seconds = std::chrono::duration<double>(run).count();
   std::lock_guard<std::mutex> lock(mu_);
@@ -47,6 +52,13 @@ void RequestMetrics::Render(std::string& out) const {
              std::string(StatusCodeName(static_cast<StatusCode>(c))) + "\"} " +
              std::to_string(counts_[k][c]) + "\n";
     }
+  }
+  out += "# HELP remex_requests_inline_total Requests that started on the I/O thread that received them, "
+         "the device thread being idle, without the hand-offs to it and back (--inline-invoke-below-us).\n";
+  out += "# TYPE remex_requests_inline_total counter\n";
+  for (size_t k = 0; k < inline_.size(); ++k) {
+    if (inline_[k] == 0) continue;
+    out += "remex_requests_inline_total{kind=\"" + std::string(SlotName(k)) + "\"} " + std::to_string(inline_[k]) + "\n";
   }
   out += "# HELP remex_invoke_seconds Run time of invoke requests on the device.\n";
   out += "# TYPE remex_invoke_seconds histogram\n";

@@ -49,13 +49,17 @@ class RequestMetrics {
   // Counts a request of kind `slot` (< kSlots) answered with `code`.
   void Count(size_t slot, StatusCode code);
   void ObserveInvoke(std::chrono::nanoseconds run);
-  // Appends this object's families (remex_requests_total, remex_invoke_seconds) in
-  // exposition format.
+  // Counts a request of row `slot` (< kNumRequests) that started on the I/O thread that
+  // received it, without the hand-off to the device thread (DeviceWorker::RunInlineIfIdle).
+  void CountInline(size_t slot);
+  // Appends this object's families (remex_requests_total, remex_requests_inline_total,
+  // remex_invoke_seconds) in exposition format.
   void Render(std::string& out) const;
 
  private:
   mutable std::mutex mu_;
   std::array<std::array<uint64_t, 17>, kSlots> counts_{};  // [slot][status code]
+  std::array<uint64_t, kSlots> inline_{};                  // [slot]
   std::array<uint64_t, kInvokeBuckets.size() + 1> buckets_{};
   double invoke_sum_seconds_ = 0;
   uint64_t invoke_count_ = 0;

@@ -34,6 +34,15 @@ enum class Lane : uint8_t {
   // last request of this lane took under --inline-invoke-below-us
   // (ServerConfig::inline_invoke_below), inline on the I/O thread (invoke).
   kDeviceWorkerOrInline,
+  // kDeviceWorker; but on a device whose work runs inline (DeviceCapabilities::
+  // inline_execution: the CPU device), when the worker is idle, inline on the I/O
+  // thread (unless --inline-invoke-below-us is 0), with the same budget: requests whose
+  // work is the session's bookkeeping, microseconds long (setInput, setOutput, free,
+  // tensorWrite, whose bytes the CPU device received in place, and tensorAlloc, whose
+  // fill yields every 1 MiB). Each one on the worker cost two thread hand-offs, more
+  // than its work: a decoder step's five of them (its inputs bound, its token
+  // uploaded, the previous step's cache freed) cost more than its kernels.
+  kInlineWhenIdle,
   // The device worker, exclusively: the request runs without yielding, so its timings
   // are its own (benchmark, profile, loadTest).
   kExclusive,

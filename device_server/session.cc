@@ -62,6 +62,7 @@ void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
   }
   // A request that is not served on the I/O thread has a row (ServingLane).
   const bool timed = request_.row->lane == Lane::kDeviceWorkerOrInline;
+  const size_t row = RowIndex(*request_.row);
   auto work = [this, &frame, reply = std::move(reply), on_device = lane != Lane::kHostPool, timed] {
     const auto started = std::chrono::steady_clock::now();
     rpc::OutFrame out = Serve(frame, on_device);
@@ -89,8 +90,17 @@ void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
                   work();
                 },
                 state_->config.inline_invoke_below)) {
+          state_->requests.CountInline(row);
           return;
         }
+      }
+      state_->worker.Post(std::move(work));
+      return;
+    case Lane::kInlineWhenIdle:
+      if (state_->config.inline_invoke_below.count() > 0 &&
+          state_->worker.RunInlineIfIdle(work, state_->config.inline_invoke_below)) {
+        state_->requests.CountInline(row);
+        return;
       }
       state_->worker.Post(std::move(work));
       return;
@@ -119,7 +129,8 @@ Lane Session::ServingLane() const {
     case Lane::kIoThreadOnHostMemory:
       return caps.host_access_in_place() ? Lane::kIoThread : Lane::kDeviceWorker;
     case Lane::kDeviceWorkerOrInline:
-      return caps.inline_execution ? Lane::kDeviceWorkerOrInline : Lane::kDeviceWorker;
+    case Lane::kInlineWhenIdle:
+      return caps.inline_execution ? request_.row->lane : Lane::kDeviceWorker;
     default:
       return request_.row->lane;
   }

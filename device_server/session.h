@@ -145,7 +145,7 @@ class Session final : public rpc::ConnectionHandler {
   // Reads `frame`'s request into request_: the one parse of its message.
   void ReadRequest(const rpc::Frame& frame);
   // The lane request_ is served in on this server's device: its row's, with
-  // kIoThreadOnHostMemory and kDeviceWorkerOrInline resolved by the device's
+  // kIoThreadOnHostMemory, kDeviceWorkerOrInline and kInlineWhenIdle resolved by the device's
   // capabilities (host_access_in_place, inline_execution);
   // kIoThread when it has no row.
   Lane ServingLane() const;

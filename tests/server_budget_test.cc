@@ -717,6 +717,61 @@ TEST(ServerMetricsTest, MetricsCountRequestsByKindAndCodeAndTimeInvokes) {
   EXPECT_EQ(server.HttpGet("/readyz"), (std::pair<int, std::string>{200, "ready\n"}));
 }
 
+// A decoder step's requests, as the Python client sends them: the previous outputs
+// freed, then setInput, invoke and tensorRead in one write.
+void RunStepsOfAddRelu(Session& s, int steps) {
+  auto module = s.LoadModule(Compile(AddReluModel()), "add_relu");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto vm = s.CreateVm(module->handle);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto x = s.Upload(Floats({1, 4}, {1, 1, -3, 3}));
+  ASSERT_TRUE(x.ok());
+  for (int i = 0; i < steps; ++i) {
+    Session::Pipeline p(s);
+    const uint64_t y = s.NewResultHandle();
+    p.SetInputs(*vm, "main", {x->handle}).Invoke(*vm, "main", {y}).Download(y);
+    auto r = p.Run();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(ToFloats(r->downloads[0]), (std::vector<float>{1.5f, 0.5f, 0.0f, 2.0f}));
+    ASSERT_TRUE(s.FreeWithoutReply({y}).ok());
+  }
+  ASSERT_TRUE(s.Ping().ok());  // the last free goes with it
+}
+
+TEST(ServerMetricsTest, BookkeepingRunsOnTheIoThreadAndPipelinedRepliesShareAWrite) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0);
+  auto s = ConnectTo(server);
+  ASSERT_TRUE(s);
+  RunStepsOfAddRelu(*s, 2);
+  // The device thread idle, the session's bookkeeping and its short invokes (all but
+  // the first, which had no previous time) started on the I/O thread.
+  EXPECT_EQ(server.Metric("remex_requests_inline_total{kind=\"setInput\"}"), 2);
+  EXPECT_EQ(server.Metric("remex_requests_inline_total{kind=\"invoke\"}"), 1);
+  EXPECT_EQ(server.Metric("remex_requests_inline_total{kind=\"tensorWrite\"}"), 1);
+  EXPECT_EQ(server.Metric("remex_requests_inline_total{kind=\"free\"}"), 2);
+  // A step (free, setInput, invoke, tensorRead, each read whole before the one before
+  // it is answered) is one write of four replies.
+  const double writes = server.Metric("remex_reply_writes_total");
+  const double requests = server.Metric("remex_requests_total{kind=\"tensorRead\",code=\"OK\"}");
+  RunStepsOfAddRelu(*s, 5);
+  EXPECT_EQ(server.Metric("remex_requests_total{kind=\"tensorRead\",code=\"OK\"}") - requests, 5);
+  // Besides the steps: loadModule, createVm, the upload and the closing ping.
+  EXPECT_EQ(server.Metric("remex_reply_writes_total") - writes, 5 + 4);
+}
+
+TEST(ServerMetricsTest, NothingRunsOnTheIoThreadWithoutAnInlineBudget) {
+  ServerProcess server(std::vector<std::string>{"--inline-invoke-below-us", "0"});
+  ASSERT_NE(server.port(), 0);
+  auto s = ConnectTo(server);
+  ASSERT_TRUE(s);
+  RunStepsOfAddRelu(*s, 3);
+  auto [status, body] = server.HttpGet("/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(body.find("remex_requests_inline_total{"), std::string::npos) << body;
+  EXPECT_EQ(server.Metric("remex_requests_total{kind=\"free\",code=\"OK\"}"), 3);
+}
+
 TEST(ServerMetricsTest, ReadinessSaysBusyWhileABenchmarkHoldsTheDevice) {
   // A ping is answered on the I/O thread whatever the device does; /readyz asks the
   // device worker itself.
