@@ -758,7 +758,9 @@ TEST_F(CliBenchTest, CompressionOptionReachesTheWire) {
   EXPECT_EQ(saved(none), 0u);
   EXPECT_GE(zstd["compression"]["raw_sent"].get<uint64_t>(), kOutputBytes);
   EXPECT_GT(saved(zstd), kOutputBytes * 9 / 10);
-  EXPECT_GT(saved(automatic), kOutputBytes * 9 / 10);
+  // auto sends raw to a server on a loopback address: copying is cheaper than zstd.
+  EXPECT_GE(automatic["compression"]["raw_sent"].get<uint64_t>(), kOutputBytes);
+  EXPECT_EQ(saved(automatic), 0u);
   EXPECT_EQ(Cli("run " + model_ + " --compression zstd:99 2>/dev/null").exit_code, 2);
 }
 

@@ -245,7 +245,7 @@ StatusOr<std::optional<tooling::FarmLeaseOptions>> FarmLeaseFromFlags(const std:
 
 void AddConnectionOptions(CLI::App* cmd, ConnectionArgs& args) {
   cmd->add_option("--server", args.server, "HOST:PORT of a remex-server (default: an embedded one on loopback)");
-  cmd->add_option("--compression", args.compression, "tensor attachments: auto (zstd where it pays), none, or zstd[:LEVEL]")
+  cmd->add_option("--compression", args.compression, "tensor attachments: auto (zstd where it pays; none to a loopback address), none, or zstd[:LEVEL]")
       ->capture_default_str();
   cmd->add_option("--token-file", args.token_file,
                   "the server's token (remex-server --token-file); default: the REMEX_TOKEN environment variable")

@@ -217,7 +217,10 @@ StatusOr<std::unique_ptr<Session>> Session::Connect(const std::string& host, uin
   s->rpc_->SetTimeout(options.timeout);
   rpc::CompressionMode mode = rpc::CompressionMode::kAuto;
   switch (options.compression.mode) {
-    case CompressionMode::kAuto: mode = rpc::CompressionMode::kAuto; break;
+    case CompressionMode::kAuto:
+      // Over loopback the bytes cost a memory copy, far less than compressing them.
+      mode = s->rpc_->loopback() ? rpc::CompressionMode::kNone : rpc::CompressionMode::kAuto;
+      break;
     case CompressionMode::kNone: mode = rpc::CompressionMode::kNone; break;
     case CompressionMode::kZstd: mode = rpc::CompressionMode::kZstd; break;
   }

@@ -698,8 +698,9 @@ def connect(address: Optional[str] = None, *, token: Optional[str] = None, token
     """Connects to a remex-server at "HOST:PORT" (default: $REMEX_SERVER, as `remex farm
     lease` sets it). token: the server's token (default: token_file's, else
     $REMEX_TOKEN). timeout: seconds one request may take (a whole benchmark);
-    connect_timeout: seconds to connect, TLS handshake included. compression: "auto",
-    "none" or "zstd[:LEVEL]".
+    connect_timeout: seconds to connect, TLS handshake included. compression: "auto"
+    (byte-shuffled zstd where it saves 10 %; none to a loopback address), "none" or
+    "zstd[:LEVEL]".
 
     TLS (the CLI's --tls-ca, --tls-cert, --tls-key, --tls-server-name; docs/security.md):
     tls_ca: PEM file of the CA(s) the server's certificate must chain to; set, the
