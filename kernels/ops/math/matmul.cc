@@ -9,6 +9,13 @@
 // in the feed-forward MatMul"). The copy stays with the kernel while the same constant
 // comes in: such weights are held twice, the executable's and the kernel's.
 //
+// MatMul and FusedMatMul products of fewer than kSmallPrimitiveMacs (2M) multiply-adds
+// run on one compute thread (ThreadsForMacs, as Conv's): a decoder step's products
+// ([1, 256] x [256, 1024] and smaller) gained at most 8 % from a second thread when
+// called back to back, and lost far more in a decode loop, where the compute thread
+// has gone to sleep between steps and each product woke it (docs/benchmarks.md, "The
+// decode loop ... the hand-offs").
+//
 // Gemm (https://onnx.ai/onnx/operators/onnx__Gemm.html), opsets 7, 9, 11, 13:
 //   Y = alpha * A' * B' + beta * C, A' = transA ? A^T : A ([M, K]), B' = transB ? B^T : B
 //   ([K, N]). A and B are 2-D; C (optional from opset 11; absent means 0) is
@@ -211,6 +218,7 @@ class MatMulKernel final : public ValidatedKernel {
       sa *= s.a_batch[d];
       sb *= s.b_batch[d];
     }
+    ScopedComputeThreads threads(ThreadsForMacs(batches * s.m * s.n * s.k));
     // float32 with one B for every batch: one product of A's batch * M rows.
     const bool one_b = std::all_of(s.b_batch.begin(), s.b_batch.end(), [](int64_t d) { return d == 1; });
     if (in[0].dtype == DType::kFloat32 && one_b && s.k > 0) {
@@ -371,6 +379,7 @@ class FusedMatMulKernel final : public ValidatedKernel {
       }
       return OkStatus();
     }
+    ScopedComputeThreads threads(ThreadsForMacs(s.rows * s.k * s.n));
     try {
       const PaddedConstantB::Rows b = padded_b_.Get(in[1], s.k, s.n);
       REMEX_ASSIGN_OR_RETURN(DnnlMatMul * mm, FindOrCompile(s, b.stride));
