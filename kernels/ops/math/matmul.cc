@@ -14,7 +14,7 @@
 // ([1, 256] x [256, 1024] and smaller) gained at most 8 % from a second thread when
 // called back to back, and lost far more in a decode loop, where the compute thread
 // has gone to sleep between steps and each product woke it (docs/benchmarks.md, "The
-// decode loop ... the hand-offs").
+// hand-offs: bookkeeping on the I/O thread, ...").
 //
 // Gemm (https://onnx.ai/onnx/operators/onnx__Gemm.html), opsets 7, 9, 11, 13:
 //   Y = alpha * A' * B' + beta * C, A' = transA ? A^T : A ([M, K]), B' = transB ? B^T : B
