@@ -436,11 +436,10 @@ void Connection::Dispatch() {
   // watched; its reply is posted to this strand and cannot run before this returns.
   // The replies held for it (CanCork) go now: it may take long.
   if (handling_) {
-    if (!corked_.empty()) WriteCorked();
-    // Watched once nothing is being written (else when the write ends, OnWritten):
-    // Finish's cancel of the watch must not cut a write short.
-    if (out_.empty()) WatchPeer();
-    return;
+    // Watched once nothing is being written (OnWritten starts the watch when the held
+    // replies are written): Finish's cancel of the watch must not cut a write short.
+    if (!corked_.empty()) return WriteCorked();
+    return WatchPeer();
   }
   if (read_after_dispatch_) {
     read_after_dispatch_ = false;
