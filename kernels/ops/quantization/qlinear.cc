@@ -22,6 +22,7 @@
 #include "kernels/ops/nn/conv_common.h"  // ParseGroup.
 #include "kernels/internal.h"
 #include "kernels/ops/quantization/int_gemm.h"
+#include "kernels/ops/quantization/int8_dnnl.h"
 #include "kernels/ops/quantization/quantize_cpu.h"
 #include "kernels/ops/quantization/quantize_ops.h"
 #include "kernels/ops/quantization/quantize_view.h"
@@ -289,6 +290,26 @@ class QMatMulKernel final : public ValidatedKernel {
     const int64_t m = one_b ? g.batch * g.m : g.m;
     const TensorRef* b_zp = static_cast<size_t>(s.b_zp) < in.size() && in[s.b_zp].present() ? &in[s.b_zp] : nullptr;
     const bool keep = one_b && in[s.b].constant && (b_zp == nullptr || b_zp->constant);
+    if (one_b) {
+      // oneDNN's int8 matmul where it gives these bits (int8_dnnl.h), else the int16
+      // GEMMs below.
+      QMatMulCall call;
+      call.op = op();
+      call.a = &in[s.a];
+      call.b = &in[s.b];
+      call.m = m;
+      call.k = g.k;
+      call.n = g.n;
+      call.a_zero_point = a_zp;
+      call.b_zero_points = p.b_zp;
+      if (w.qlinear) {
+        call.multipliers = p.multiplier;
+        call.y_zero_point = w.y_zp;
+      }
+      call.y = &out[0];
+      REMEX_ASSIGN_OR_RETURN(bool done, dnnl_.Run(call));
+      if (done) return OkStatus();
+    }
     return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto a_tag, auto b_tag) -> Status {
       using A = typename decltype(a_tag)::type;
       using B = typename decltype(b_tag)::type;
@@ -328,6 +349,7 @@ class QMatMulKernel final : public ValidatedKernel {
   }
 
  private:
+  DnnlQMatMul dnnl_;
   // B (less its zero points) packed for IntGemmPacked; kept across calls while the same
   // constant B and zero points come in (packed_from_ non-null), else packed every call.
   IntGemmPackedB packed_;
@@ -357,6 +379,26 @@ class QConvKernel final : public ValidatedKernel {
     const ChannelParams p = ChannelParamsOf(op(), in, g.m);
     const int32_t* bias = in.size() > 8 && in[8].present() ? DataAs<const int32_t>(in[8]) : nullptr;
     const OutputWriter w = WriterOf(op(), in, out[0]);
+    if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
+    // oneDNN's int8 convolution where it gives these bits (int8_dnnl.h), else the
+    // int16 GEMMs below.
+    QConvCall call;
+    call.op = op();
+    call.attrs = &attrs();
+    call.x = &in[s.a];
+    call.w = &in[s.b];
+    call.x_zero_point = x_zp;
+    call.x_zero_point_constant = !(static_cast<size_t>(s.a_zp) < in.size() && in[s.a_zp].present() &&
+                                   !in[s.a_zp].constant);
+    call.w_zero_points = p.b_zp;
+    if (w.qlinear) {
+      call.multipliers = p.multiplier;
+      call.y_zero_point = w.y_zp;
+      call.bias = bias;
+    }
+    call.y = &out[0];
+    REMEX_ASSIGN_OR_RETURN(bool done, dnnl_.Run(call));
+    if (done) return OkStatus();
     return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto x_tag, auto w_tag) -> Status {
       using X = typename decltype(x_tag)::type;
       using W = typename decltype(w_tag)::type;
@@ -470,6 +512,7 @@ class QConvKernel final : public ValidatedKernel {
   }
 
  private:
+  DnnlQConv dnnl_;
   // W (less its zero points) packed per group for IntGemmPackedAB; kept across calls
   // while the same constant W and zero points come in (packed_from_ non-null).
   std::vector<IntGemmPackedA> packed_;

@@ -2,7 +2,8 @@
 // ONNX's examples, per-axis parameters, rounding half to even and saturation, every
 // uint8 / int8 operand combination of the integer matmul and convolution against plain
 // loops written here (strides, pads, dilations, groups, per-channel zero points,
-// broadcast batches), and the errors.
+// broadcast batches), oneDNN's int8 convolution against the int16 GEMMs bit for bit
+// (int8_dnnl.h), and the errors.
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/ops/quantization/int8_dnnl.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -407,6 +409,167 @@ TEST(QuantizeTest, QLinearConvWithBiasAndPerChannelScale) {
       }
     }
   }
+}
+
+// One call of an integer convolution or matmul through a new kernel, W (B) marked
+// constant or not (oneDNN's int8 primitives take only constant weights, on a CPU with
+// VNNI; the int16 GEMMs take the rest), x_zero_point (input 2) constant or computed at
+// run time.
+// Returns Y's bytes.
+std::vector<uint8_t> RunQuantized(std::string_view op, const Attributes& attrs, std::vector<HostTensor> inputs,
+                              const Shape& y_shape, DType y_dtype, bool w_constant, bool x_zp_constant) {
+  OpRunner r;
+  const KernelFactory* factory = r.registry().FindKernel(op, DeviceKind::kCpu);
+  EXPECT_NE(factory, nullptr);
+  if (factory == nullptr) return {};
+  const int w_slot = op.starts_with("QLinear") ? 3 : 1;
+  std::vector<TensorRef> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool constant = static_cast<int>(i) == w_slot ? w_constant : i == 2 ? x_zp_constant : i != 0;
+    in.push_back({inputs[i].bytes.data(), inputs[i].dtype, inputs[i].shape, constant});
+  }
+  std::vector<uint8_t> y(static_cast<size_t>(NumElements(y_shape).value()) * DTypeSize(y_dtype), 0xAB);
+  const TensorRef out[] = {{y.data(), y_dtype, y_shape}};
+  auto kernel = (*factory)(attrs);
+  EXPECT_TRUE(kernel.ok());
+  if (!kernel.ok()) return {};
+  const Status st = (*kernel)->Compute(in, out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return y;
+}
+
+// oneDNN's int8 convolution (W constant) gives the int16 GEMMs' bits (W not constant):
+// ConvInteger with uint8 weights at zero point 128, QLinearConv with int8 weights, a
+// bias, per-channel scales and either output type; x_zero_point compiled in (constant)
+// or taken off after (run time, X padded with it); strides, pads, dilations, groups.
+TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
+  std::mt19937 rng(23);
+  const Attributes window = Attrs({{"strides", std::vector<int64_t>{2, 1}},
+                                   {"pads", std::vector<int64_t>{1, 0, 2, 1}},
+                                   {"dilations", std::vector<int64_t>{1, 2}},
+                                   {"group", int64_t{2}}});
+  const Attributes same = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  for (bool x_zp_constant : {true, false}) {
+    SCOPED_TRACE(x_zp_constant ? "x_zero_point constant" : "x_zero_point at run time");
+    {
+      const Shape xs{2, 4, 9, 8}, ws{4, 2, 3, 2}, ys{2, 4, 5, 7};
+      const std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 576)), U8(ws, RandomValues<uint8_t>(rng, 48)),
+                                          U8({}, {131}), U8({}, {128})};
+      EXPECT_EQ(RunQuantized("ConvInteger", window, in, ys, DType::kInt32, true, x_zp_constant),
+                RunQuantized("ConvInteger", window, in, ys, DType::kInt32, false, x_zp_constant));
+    }
+    for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
+      const Shape xs{1, 8, 10, 10}, ws{16, 8, 3, 3}, ys{1, 16, 10, 10};
+      std::vector<float> w_scale(16);
+      std::vector<int32_t> bias(16);
+      for (int i = 0; i < 16; ++i) {
+        w_scale[i] = 0.002f + 0.001f * static_cast<float>(i);
+        bias[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+      }
+      const HostTensor y_zp = y_dtype == DType::kUint8 ? U8({}, {7}) : I8({}, {-5});
+      const std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 800)), F32({}, {0.03f}), U8({}, {120}),
+                                          I8(ws, RandomValues<int8_t>(rng, 1152)), F32({16}, w_scale),
+                                          I8({16}, std::vector<int8_t>(16, 0)), F32({}, {0.1f}), y_zp,
+                                          HostTensor::Of<int32_t>({16}, bias)};
+      EXPECT_EQ(RunQuantized("QLinearConv", same, in, ys, y_dtype, true, x_zp_constant),
+                RunQuantized("QLinearConv", same, in, ys, y_dtype, false, x_zp_constant));
+    }
+  }
+}
+
+// oneDNN's int8 matmul (B constant) gives the int16 GEMMs' bits (B not constant):
+// MatMulInteger with batches of A over one B, uint8 B at zero point 128 and int8 B at
+// per-column zero points 0; QLinearMatMul with per-column scales and either output type.
+TEST(QuantizeTest, DnnlInt8MatMulGivesTheInt16PathsBits) {
+  std::mt19937 rng(29);
+  const Shape as{2, 5, 64}, bs{64, 48}, ys{2, 5, 48};
+  {
+    const std::vector<HostTensor> in = {U8(as, RandomValues<uint8_t>(rng, 640)), U8(bs, RandomValues<uint8_t>(rng, 3072)),
+                                        U8({}, {131}), U8({}, {128})};
+    EXPECT_EQ(RunQuantized("MatMulInteger", {}, in, ys, DType::kInt32, true, false),
+              RunQuantized("MatMulInteger", {}, in, ys, DType::kInt32, false, false));
+  }
+  {
+    const std::vector<HostTensor> in = {U8(as, RandomValues<uint8_t>(rng, 640)), I8(bs, RandomValues<int8_t>(rng, 3072)),
+                                        U8({}, {7}), I8({48}, std::vector<int8_t>(48, 0))};
+    EXPECT_EQ(RunQuantized("MatMulInteger", {}, in, ys, DType::kInt32, true, false),
+              RunQuantized("MatMulInteger", {}, in, ys, DType::kInt32, false, false));
+  }
+  for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
+    std::vector<float> b_scale(48);
+    for (int i = 0; i < 48; ++i) b_scale[i] = 0.001f + 0.0005f * static_cast<float>(i);
+    const HostTensor y_zp = y_dtype == DType::kUint8 ? U8({}, {9}) : I8({}, {-3});
+    const std::vector<HostTensor> in = {U8(as, RandomValues<uint8_t>(rng, 640)), F32({}, {0.05f}), U8({}, {100}),
+                                        I8(bs, RandomValues<int8_t>(rng, 3072)), F32({48}, b_scale),
+                                        I8({48}, std::vector<int8_t>(48, 0)), F32({}, {0.2f}), y_zp};
+    EXPECT_EQ(RunQuantized("QLinearMatMul", {}, in, ys, y_dtype, true, true),
+              RunQuantized("QLinearMatMul", {}, in, ys, y_dtype, false, true));
+  }
+}
+
+// DnnlQConv takes what it can compute exactly and leaves the rest to the int16 path:
+// constant weights that fit int8 less their zero points, on a CPU with VNNI; sums past
+// 2^24 stay exact.
+TEST(QuantizeTest, DnnlInt8ConvolutionTakesOnlyWhatItComputesExactly) {
+  if (!internal::DnnlQConv::Available()) GTEST_SKIP() << "no VNNI on this CPU: the int16 GEMMs run every case";
+  const Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  // X all 255, W 127 but every 7th 126: sums of 9216 products, about 3e8.
+  std::vector<uint8_t> x(1024 * 36, 255), w_u8(16 * 1024 * 9, 200);
+  std::vector<int8_t> w(16 * 1024 * 9, 127);
+  for (size_t i = 0; i < w.size(); i += 7) w[i] = 126;
+  std::vector<int32_t> y(16 * 36);
+  const int32_t zp0[16] = {}, zp128[16] = {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128};
+  const TensorRef xt{x.data(), DType::kUint8, {1, 1024, 6, 6}};
+  TensorRef wt{w.data(), DType::kInt8, {16, 1024, 3, 3}, true};
+  const TensorRef yt{y.data(), DType::kInt32, {1, 16, 6, 6}};
+  internal::QConvCall call;
+  call.op = "ConvInteger";
+  call.attrs = &attrs;
+  call.x = &xt;
+  call.w = &wt;
+  call.w_zero_points = zp0;
+  call.y = &yt;
+  internal::DnnlQConv conv;
+  for (bool constant_zp : {true, false}) {
+    call.x_zero_point = constant_zp ? 0 : 3;
+    call.x_zero_point_constant = constant_zp;
+    auto ran = conv.Run(call);
+    ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+    EXPECT_TRUE(*ran);
+    for (int64_t m = 0; m < 16; ++m) {
+      for (int64_t i = 0; i < 6; ++i) {
+        for (int64_t j = 0; j < 6; ++j) {
+          int64_t want = 0;
+          for (int64_t c = 0; c < 1024; ++c) {
+            for (int64_t p = 0; p < 3; ++p) {
+              for (int64_t q = 0; q < 3; ++q) {
+                if (i - 1 + p < 0 || i - 1 + p >= 6 || j - 1 + q < 0 || j - 1 + q >= 6) continue;
+                want += (255 - call.x_zero_point) * int64_t{w[((m * 1024 + c) * 3 + p) * 3 + q]};
+              }
+            }
+          }
+          ASSERT_EQ(y[(m * 6 + i) * 6 + j], want) << m << " " << i << " " << j;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(conv.runs(), 2);
+  // uint8 weights 200 at zero point 0: 200 is no int8. At zero point 128: 72 is.
+  wt = {w_u8.data(), DType::kUint8, {16, 1024, 3, 3}, true};
+  auto ran = conv.Run(call);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_FALSE(*ran);
+  call.w_zero_points = zp128;
+  ran = conv.Run(call);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_TRUE(*ran);
+  EXPECT_EQ(y[0], (255 - 3) * 72 * 1024 * 4);  // a corner: 2 x 2 of the window
+  // W not constant: left to the int16 path.
+  wt.constant = false;
+  ran = conv.Run(call);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_FALSE(*ran);
+  EXPECT_EQ(conv.runs(), 3);
 }
 
 TEST(QuantizeTest, Errors) {

@@ -3,6 +3,7 @@
 target_sources(remex_kernels PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/quantize.cc
   ${CMAKE_CURRENT_LIST_DIR}/qlinear.cc
+  ${CMAKE_CURRENT_LIST_DIR}/int8_dnnl.cc
   ${CMAKE_CURRENT_LIST_DIR}/int_gemm.cc
 )
 list(APPEND REMEX_KERNELS_TEST_SOURCES

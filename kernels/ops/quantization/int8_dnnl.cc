@@ -1,0 +1,321 @@
+// ConvInteger and QLinearConv through oneDNN's int8 convolution (int8_dnnl.h says when
+// and why it gives the int16 GEMM path's bits).
+
+#include "kernels/ops/quantization/int8_dnnl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace remex::kernels::internal {
+
+bool DnnlQConv::Available() {
+  static const bool vnni = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx2_vnni:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return true;
+      default:
+        return false;
+    }
+  }();
+  return vnni;
+}
+
+bool DnnlQConv::PrepareWeights(const QConvCall& call) {
+  const TensorRef& w = *call.w;
+  const std::vector<int32_t> zps(call.w_zero_points.begin(), call.w_zero_points.end());
+  if (w.constant && w8_from_ == w.data && w8_zero_points_ == zps) return w8_fits_;
+  // New weights: reordered copies of the old ones in the primitives must go.
+  for (auto& [key, entry] : cache_) entry.conv.weights_kept_from = nullptr;
+  w8_from_ = nullptr;
+  w8_fits_ = false;
+  if (!w.constant) return false;
+  const int64_t m = w.shape[0];
+  const int64_t per_m = NumElements(w.shape).value_or(0) / std::max<int64_t>(m, 1);
+  w8_.resize(static_cast<size_t>(m * per_m));
+  w8_sums_.assign(static_cast<size_t>(m), 0);
+  bool fits = true;
+  for (int64_t mo = 0; mo < m && fits; ++mo) {
+    int32_t sum = 0;
+    for (int64_t i = 0; i < per_m; ++i) {
+      const int64_t at = mo * per_m + i;
+      const int32_t v = (w.dtype == DType::kUint8 ? int32_t{static_cast<const uint8_t*>(w.data)[at]}
+                                                  : int32_t{static_cast<const int8_t*>(w.data)[at]}) -
+                        zps[static_cast<size_t>(mo)];
+      fits = fits && v >= -128 && v <= 127;
+      w8_[static_cast<size_t>(at)] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    w8_sums_[static_cast<size_t>(mo)] = sum;
+  }
+  w8_from_ = w.data;
+  w8_zero_points_ = zps;
+  w8_fits_ = fits;
+  return fits;
+}
+
+namespace {
+
+dnnl::memory::data_type DnnlType(DType t) {
+  switch (t) {
+    case DType::kUint8: return dnnl::memory::data_type::u8;
+    case DType::kInt8: return dnnl::memory::data_type::s8;
+    default: return dnnl::memory::data_type::s32;
+  }
+}
+
+// X [N, C, D...] into `to` [N, C, D + pad_begin + pad_end ...] with `value` in the
+// padding (1 to 3 spatial dims; elements of 1 byte).
+void PadInto(const uint8_t* x, const Shape& shape, const WindowGeometry& g, uint8_t value, uint8_t* to,
+             const Shape& padded) {
+  const size_t sp = shape.size() - 2;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, begin[3] = {0, 0, 0};
+  for (size_t i = 0; i < sp; ++i) {
+    in[3 - sp + i] = shape[2 + i];
+    out[3 - sp + i] = padded[2 + i];
+    begin[3 - sp + i] = g.pad_begin[i];
+  }
+  const int64_t planes = shape[0] * shape[1];
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
+  std::memset(to, value, static_cast<size_t>(planes * out_plane));
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t d0 = 0; d0 < in[0]; ++d0) {
+      for (int64_t d1 = 0; d1 < in[1]; ++d1) {
+        std::memcpy(to + p * out_plane + ((d0 + begin[0]) * out[1] + d1 + begin[1]) * out[2] + begin[2],
+                    x + p * in_plane + (d0 * in[1] + d1) * in[2], static_cast<size_t>(in[2]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<DnnlQConv::Entry*> DnnlQConv::FindOrCompile(std::vector<int64_t> key, const QConvCall& call,
+                                                     const ConvDims& d, const Shape& src_shape, bool pad_copy,
+                                                     bool bake_x_zero_point, bool with_bias) {
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return &it->second;
+  using dnnl::memory;
+  if (!engine_) {
+    engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+    stream_ = std::make_unique<dnnl::stream>(*engine_);
+  }
+  if (cache_.size() >= 16) cache_.clear();
+  Entry& e = cache_[std::move(key)];
+  const WindowGeometry& g = d.geometry;
+  const size_t rank = src_shape.size(), sp = rank - 2;
+  const memory::dims src_dims(src_shape.begin(), src_shape.end());
+  const memory::dims dst_dims(d.output.begin(), d.output.end());
+  memory::dims w_dims;
+  if (d.group == 1) {
+    w_dims.assign(call.w->shape.begin(), call.w->shape.end());
+  } else {
+    w_dims = {d.group, d.m / d.group, d.c / d.group};
+    w_dims.insert(w_dims.end(), call.w->shape.begin() + 2, call.w->shape.end());
+  }
+  memory::dims strides(g.strides.begin(), g.strides.end()), dilates(sp), pad_l(sp, 0), pad_r(sp, 0);
+  for (size_t i = 0; i < sp; ++i) {
+    dilates[i] = g.dilations[i] - 1;
+    if (!pad_copy) {
+      pad_l[i] = g.pad_begin[i];
+      pad_r[i] = g.pad_end[i];
+    }
+  }
+  const auto src_t = DnnlType(call.x->dtype), dst_t = DnnlType(call.y->dtype);
+  const auto s8 = memory::data_type::s8, s32 = memory::data_type::s32;
+  const memory::format_tag any = memory::format_tag::any;
+  memory::desc src_any(src_dims, src_t, any), w_any(w_dims, s8, any), dst_any(dst_dims, dst_t, any);
+  memory::desc bias_md({d.m}, s32, memory::format_tag::a);
+  dnnl::primitive_attr attr;
+  if (bake_x_zero_point && call.x_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {call.x_zero_point});
+  const bool qlinear = call.op == "QLinearConv";
+  if (qlinear) {
+    attr.set_output_scales(1 << 1, std::vector<float>(call.multipliers.begin(), call.multipliers.end()));
+    if (call.y_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {call.y_zero_point});
+  }
+  const int64_t macs = *NumElements(d.output) * (*NumElements(call.w->shape) / d.m);
+  const int threads = ThreadsForMacs(macs);
+  ScopedComputeThreads scoped(threads);
+  try {
+    const auto desc = with_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                  dnnl::algorithm::convolution_direct, src_any,
+                                                                  w_any, bias_md, dst_any, strides, dilates,
+                                                                  pad_l, pad_r)
+                                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                  dnnl::algorithm::convolution_direct, src_any,
+                                                                  w_any, dst_any, strides, dilates, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, *engine_);
+    e.conv = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
+        pd, *engine_, memory::desc(src_dims, src_t, PlainTag(rank)),
+        memory::desc(w_dims, s8, PlainTag(w_dims.size())), memory::desc(dst_dims, dst_t, PlainTag(rank)),
+        with_bias, bias_md);
+    e.conv.threads = threads;
+    e.usable = true;
+  } catch (const dnnl::error&) {
+    e.usable = false;  // no int8 primitive for this case: the int16 path runs it
+  }
+  return &e;
+}
+
+StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
+  if (!Available() || !PrepareWeights(call)) return false;
+  REMEX_ASSIGN_OR_RETURN(WindowAttrs window, ParseWindowAttrs(call.op, *call.attrs, /*with_ceil_mode=*/false));
+  REMEX_ASSIGN_OR_RETURN(int64_t group, ParseGroup(call.op, *call.attrs));
+  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(call.op, window, group, call.x->shape, call.w->shape));
+  const bool qlinear = call.op == "QLinearConv";
+  // A zero point known only now is taken off after the sums (see int8_dnnl.h).
+  const bool run_time_zp = !call.x_zero_point_constant && call.x_zero_point != 0;
+  bool padded = false;
+  for (size_t i = 0; i < d.geometry.pad_begin.size(); ++i) {
+    padded = padded || d.geometry.pad_begin[i] != 0 || d.geometry.pad_end[i] != 0;
+  }
+  const bool pad_copy = run_time_zp && padded;
+  Shape src_shape = call.x->shape;
+  if (pad_copy) {
+    for (size_t i = 2; i < src_shape.size(); ++i) {
+      src_shape[i] += d.geometry.pad_begin[i - 2] + d.geometry.pad_end[i - 2];
+    }
+  }
+  const bool with_bias = qlinear && (call.bias != nullptr || run_time_zp);
+  std::vector<int64_t> key(src_shape.begin(), src_shape.end());
+  key.insert(key.end(), call.w->shape.begin(), call.w->shape.end());
+  key.insert(key.end(), {static_cast<int64_t>(call.x->dtype), static_cast<int64_t>(call.y->dtype),
+                         int64_t{run_time_zp} | int64_t{pad_copy} << 1 | int64_t{with_bias} << 2,
+                         run_time_zp ? 0 : call.x_zero_point, call.y_zero_point});
+  for (float f : call.multipliers) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    key.push_back(bits);
+  }
+  REMEX_ASSIGN_OR_RETURN(Entry * e, FindOrCompile(std::move(key), call, d, src_shape, pad_copy, !run_time_zp, with_bias));
+  if (!e->usable) return false;
+  const void* src = call.x->data;
+  if (pad_copy) {
+    padded_.resize(static_cast<size_t>(*NumElements(src_shape)));
+    PadInto(static_cast<const uint8_t*>(call.x->data), call.x->shape, d.geometry,
+            static_cast<uint8_t>(call.x_zero_point), padded_.data(), src_shape);
+    src = padded_.data();
+  }
+  void* bias = const_cast<int32_t*>(call.bias);
+  if (run_time_zp && qlinear) {
+    bias_.resize(static_cast<size_t>(d.m));
+    for (int64_t mo = 0; mo < d.m; ++mo) {
+      // In uint32: int32 sums wrap as the int16 path's do.
+      bias_[mo] = static_cast<int32_t>((call.bias ? static_cast<uint32_t>(call.bias[mo]) : 0u) -
+                                       static_cast<uint32_t>(call.x_zero_point) * static_cast<uint32_t>(w8_sums_[mo]));
+    }
+    bias = bias_.data();
+  }
+  const TensorRef w8{w8_.data(), DType::kInt8, call.w->shape, /*constant=*/true};
+  try {
+    ExecuteDnnlConv(e->conv, *stream_, const_cast<void*>(src), w8, call.y->data, bias);
+  } catch (const dnnl::error& err) {
+    return Internal(std::string(call.op) + ": oneDNN: " + err.what());
+  }
+  if (run_time_zp && !qlinear) {
+    // ConvInteger: y[n, m, ...] -= x_zero_point * sum(W'[m]).
+    const int64_t plane = *NumElements(d.output) / std::max<int64_t>(d.n * d.m, 1);
+    uint32_t* y = static_cast<uint32_t*>(call.y->data);
+    for (int64_t nm = 0; nm < d.n * d.m; ++nm) {
+      const uint32_t off = static_cast<uint32_t>(call.x_zero_point) * static_cast<uint32_t>(w8_sums_[nm % d.m]);
+      uint32_t* p = y + nm * plane;
+      for (int64_t i = 0; i < plane; ++i) p[i] -= off;
+    }
+  }
+  ++runs_;
+  return true;
+}
+
+bool DnnlQMatMul::PrepareWeights(const QMatMulCall& call) {
+  const TensorRef& b = *call.b;
+  const std::vector<int32_t> zps(call.b_zero_points.begin(), call.b_zero_points.end());
+  if (b.constant && b8_from_ == b.data && b8_zero_points_ == zps) return b8_fits_;
+  for (auto& [key, entry] : cache_) entry.weights_ready = false;
+  b8_from_ = nullptr;
+  b8_fits_ = false;
+  if (!b.constant) return false;
+  b8_.resize(static_cast<size_t>(call.k * call.n));
+  bool fits = true;
+  for (int64_t i = 0; i < call.k * call.n && fits; ++i) {
+    const int32_t v = (b.dtype == DType::kUint8 ? int32_t{static_cast<const uint8_t*>(b.data)[i]}
+                                                : int32_t{static_cast<const int8_t*>(b.data)[i]}) -
+                      zps[static_cast<size_t>(i % call.n)];
+    fits = v >= -128 && v <= 127;
+    b8_[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+  }
+  b8_from_ = b.data;
+  b8_zero_points_ = zps;
+  b8_fits_ = fits;
+  return fits;
+}
+
+StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
+  if (!DnnlQConv::Available() || call.m <= 0 || call.k <= 0 || call.n <= 0 || !PrepareWeights(call)) return false;
+  using dnnl::memory;
+  const bool qlinear = call.op == "QLinearMatMul";
+  std::vector<int64_t> key = {call.m, call.k, call.n, static_cast<int64_t>(call.a->dtype),
+                              static_cast<int64_t>(call.y->dtype), call.y_zero_point};
+  for (float f : call.multipliers) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    key.push_back(bits);
+  }
+  if (!engine_) {
+    engine_ = std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+    stream_ = std::make_unique<dnnl::stream>(*engine_);
+  }
+  const memory::desc a_md({call.m, call.k}, DnnlType(call.a->dtype), memory::format_tag::ab);
+  const memory::desc b_plain({call.k, call.n}, memory::data_type::s8, memory::format_tag::ab);
+  const memory::desc y_md({call.m, call.n}, DnnlType(call.y->dtype), memory::format_tag::ab);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    if (cache_.size() >= 16) cache_.clear();
+    Entry& e = cache_[key];
+    dnnl::primitive_attr attr;
+    // A's zero point at run time: DynamicQuantizeLinear's changes every call.
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (qlinear) {
+      attr.set_output_scales(1 << 1, std::vector<float>(call.multipliers.begin(), call.multipliers.end()));
+      if (call.y_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {call.y_zero_point});
+    }
+    e.threads = ThreadsForMacs(call.m * call.k * call.n);
+    ScopedComputeThreads scoped(e.threads);
+    try {
+      const memory::desc b_any({call.k, call.n}, memory::data_type::s8, memory::format_tag::any);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, y_md), attr, *engine_);
+      e.primitive = dnnl::matmul(pd);
+      e.weights = memory(pd.weights_desc(), *engine_);
+      e.usable = true;
+    } catch (const dnnl::error&) {
+      e.usable = false;
+    }
+    it = cache_.find(key);
+  }
+  Entry& e = it->second;
+  if (!e.usable) return false;
+  ScopedComputeThreads scoped(e.threads);
+  try {
+    if (!e.weights_ready) {
+      memory b_user(b_plain, *engine_, b8_.data());
+      dnnl::reorder(b_user, e.weights).execute(*stream_, b_user, e.weights);
+      e.weights_ready = true;
+    }
+    int32_t zp = call.a_zero_point;
+    memory a_mem(a_md, *engine_, call.a->data), y_mem(y_md, *engine_, call.y->data);
+    memory zp_mem({{1}, memory::data_type::s32, memory::format_tag::x}, *engine_, &zp);
+    e.primitive.execute(*stream_, {{DNNL_ARG_SRC, a_mem},
+                                   {DNNL_ARG_WEIGHTS, e.weights},
+                                   {DNNL_ARG_DST, y_mem},
+                                   {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem}});
+    stream_->wait();
+  } catch (const dnnl::error& err) {
+    return Internal(std::string(call.op) + ": oneDNN: " + err.what());
+  }
+  ++runs_;
+  return true;
+}
+
+}  // namespace remex::kernels::internal
