@@ -210,17 +210,20 @@ class QuantizeKernel final : public ValidatedKernel {
           const float s = scale[c];
           const int32_t z = ZeroPointAt(zp, c);
           const int64_t base = (o * v.channels + c) * v.inner;
-          if constexpr (std::is_same_v<X, float> && (std::is_same_v<Y, uint8_t> || std::is_same_v<Y, int8_t>)) {
-            QuantizeSpan(x + base, v.inner, s, z, y + base);
-            continue;
-          }
-          for (int64_t i = base; i < base + v.inner; ++i) {
-            if constexpr (std::is_same_v<Y, float>) {
-              y[i] = quant::Dequantize(static_cast<int32_t>(x[i]), z, s);
-            } else {
-              y[i] = quant::Quantize<Y>(static_cast<float>(x[i]), s, z);
+          // Long runs (a per-tensor scale) spread over the compute threads.
+          ParallelFor(v.inner, 16384, [&](int64_t b, int64_t e, int) {
+            if constexpr (std::is_same_v<X, float> && (std::is_same_v<Y, uint8_t> || std::is_same_v<Y, int8_t>)) {
+              QuantizeSpan(x + base + b, e - b, s, z, y + base + b);
+              return;
             }
-          }
+            for (int64_t i = base + b; i < base + e; ++i) {
+              if constexpr (std::is_same_v<Y, float>) {
+                y[i] = quant::Dequantize(static_cast<int32_t>(x[i]), z, s);
+              } else {
+                y[i] = quant::Quantize<Y>(static_cast<float>(x[i]), s, z);
+              }
+            }
+          });
         }
       }
       return OkStatus();
@@ -277,10 +280,20 @@ class DynamicQuantizeKernel final : public ValidatedKernel {
     const int64_t n = NumElements(in[0].shape).value_or(0);
     const float* x = DataAs<const float>(in[0]);
     // NaN is skipped by the comparisons; an empty x gives the range [0, 0].
+    // Both passes spread over the compute threads: each part's range, then the whole.
+    constexpr int64_t kGrain = 16384;
+    std::vector<float> los(static_cast<size_t>(ParallelParts(n, kGrain)), 0.0f), his(los.size(), 0.0f);
+    ParallelFor(n, kGrain, [&](int64_t b, int64_t e, int part) {
+      RangeWithZero(x + b, e - b, &los[static_cast<size_t>(part)], &his[static_cast<size_t>(part)]);
+    });
     float lo = 0.0f, hi = 0.0f;
-    RangeWithZero(x, n, &lo, &hi);
+    for (size_t i = 0; i < los.size(); ++i) {
+      lo = std::min(lo, los[i]);
+      hi = std::max(hi, his[i]);
+    }
     const quant::DynamicParams p = quant::DynamicQuantizeParams(lo, hi);
-    QuantizeSpan(x, n, p.scale, p.zero_point, DataAs<uint8_t>(out[0]));
+    uint8_t* y = DataAs<uint8_t>(out[0]);
+    ParallelFor(n, kGrain, [&](int64_t b, int64_t e, int) { QuantizeSpan(x + b, e - b, p.scale, p.zero_point, y + b); });
     if (out.size() > 1) *DataAs<float>(out[1]) = p.scale;
     if (out.size() > 2) *DataAs<uint8_t>(out[2]) = p.zero_point;
     return OkStatus();
