@@ -20,9 +20,11 @@
 // of W' per output channel), is taken off after (ConvInteger) or through the bias
 // (QLinearConv). Both are exact in int32.
 //
-// Requantization (QLinearConv) is oneDNN's: float(sum + bias) * (x_scale * w_scale[m] /
-// y_scale), rounded half to even, plus y_zero_point, saturated: quantize_ops.h's
-// Requantize for every sum and bias below 2^24 in magnitude.
+// Requantization (the QLinear forms): oneDNN computes float(sum + bias) * (x_scale *
+// w_scale[m] / y_scale) rounded half to even; y_zero_point is added after, in int32,
+// and saturated (AddZeroPoint; oneDNN's own destination zero point is added in float32
+// before rounding, which differs at halves): quantize_ops.h's Requantize for every sum
+// and bias below 2^24 in magnitude.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -93,6 +95,7 @@ class DnnlQConv {
   bool w8_fits_ = false;
   std::vector<uint8_t> padded_;    // X padded with a run-time zero point.
   std::vector<int32_t> bias_;      // the bias less the run-time zero point's share
+  std::vector<int32_t> scaled_;    // QLinearConv's rounded values before y_zero_point
   int64_t runs_ = 0;
 };
 
@@ -136,6 +139,7 @@ class DnnlQMatMul {
   const void* b8_from_ = nullptr;
   std::vector<int32_t> b8_zero_points_;
   bool b8_fits_ = false;
+  std::vector<int32_t> scaled_;  // QLinearMatMul's rounded values before y_zero_point
   int64_t runs_ = 0;
 };
 

@@ -458,22 +458,55 @@ TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
       EXPECT_EQ(RunQuantized("ConvInteger", window, in, ys, DType::kInt32, true, x_zp_constant),
                 RunQuantized("ConvInteger", window, in, ys, DType::kInt32, false, x_zp_constant));
     }
-    for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
-      const Shape xs{1, 8, 10, 10}, ws{16, 8, 3, 3}, ys{1, 16, 10, 10};
-      std::vector<float> w_scale(16);
-      std::vector<int32_t> bias(16);
-      for (int i = 0; i < 16; ++i) {
-        w_scale[i] = 0.002f + 0.001f * static_cast<float>(i);
-        bias[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+    struct Geometry {
+      Shape xs, ws, ys;
+      Attributes attrs;
+    };
+    const Geometry geometries[] = {
+        {{1, 8, 10, 10}, {16, 8, 3, 3}, {1, 16, 10, 10}, same},
+        {{1, 3, 32, 32}, {16, 3, 7, 7}, {1, 16, 16, 16},
+         Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{3, 3, 3, 3}}})},
+        {{1, 32, 14, 14}, {24, 32, 1, 1}, {1, 24, 7, 7}, Attrs({{"strides", std::vector<int64_t>{2, 2}}})},
+        {{1, 16, 14, 14}, {16, 16, 3, 3}, {1, 16, 7, 7},
+         Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}})}};
+    for (const Geometry& geo : geometries) {
+      for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
+        SCOPED_TRACE(ShapeToString(geo.ws));
+        const int64_t m = geo.ws[0];
+        std::vector<float> w_scale(static_cast<size_t>(m));
+        std::vector<int32_t> bias(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) {
+          w_scale[i] = 0.002f + 0.001f * static_cast<float>(i % 16);
+          bias[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+        }
+        const HostTensor y_zp = y_dtype == DType::kUint8 ? U8({}, {0}) : I8({}, {-5});
+        const std::vector<HostTensor> in = {
+            U8(geo.xs, RandomValues<uint8_t>(rng, static_cast<size_t>(NumElements(geo.xs).value()))),
+            F32({}, {0.03f}), U8({}, {120}),
+            I8(geo.ws, RandomValues<int8_t>(rng, static_cast<size_t>(NumElements(geo.ws).value()))),
+            F32({m}, w_scale), I8({m}, std::vector<int8_t>(static_cast<size_t>(m), 0)), F32({}, {0.1f}), y_zp,
+            HostTensor::Of<int32_t>({m}, bias)};
+        EXPECT_EQ(RunQuantized("QLinearConv", geo.attrs, in, geo.ys, y_dtype, true, x_zp_constant),
+                  RunQuantized("QLinearConv", geo.attrs, in, geo.ys, y_dtype, false, x_zp_constant));
       }
-      const HostTensor y_zp = y_dtype == DType::kUint8 ? U8({}, {7}) : I8({}, {-5});
-      const std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 800)), F32({}, {0.03f}), U8({}, {120}),
-                                          I8(ws, RandomValues<int8_t>(rng, 1152)), F32({16}, w_scale),
-                                          I8({16}, std::vector<int8_t>(16, 0)), F32({}, {0.1f}), y_zp,
-                                          HostTensor::Of<int32_t>({16}, bias)};
-      EXPECT_EQ(RunQuantized("QLinearConv", same, in, ys, y_dtype, true, x_zp_constant),
-                RunQuantized("QLinearConv", same, in, ys, y_dtype, false, x_zp_constant));
     }
+  }
+}
+
+// y_zero_point is added after rounding: (0 - 3) * 1 * 0.49999997 is -1.4999999, which
+// rounds to -1, and 128 - 1 is 127 (added before rounding, in float32, it would be
+// 126.5 and round to 126). Both forms, both paths.
+TEST(QuantizeTest, QLinearZeroPointIsAddedAfterRounding) {
+  const float half_less = 0.49999997f;
+  for (bool constant : {true, false}) {
+    const std::vector<HostTensor> conv = {U8({1, 1, 1, 1}, {0}), F32({}, {1.0f}), U8({}, {3}), I8({1, 1, 1, 1}, {1}),
+                                          F32({}, {half_less}), I8({}, {0}), F32({}, {1.0f}), U8({}, {128})};
+    EXPECT_EQ(RunQuantized("QLinearConv", {}, conv, {1, 1, 1, 1}, DType::kUint8, constant, true),
+              std::vector<uint8_t>{127});
+    const std::vector<HostTensor> matmul = {U8({1, 1}, {0}), F32({}, {1.0f}), U8({}, {3}), I8({1, 1}, {1}),
+                                            F32({}, {half_less}), I8({}, {0}), F32({}, {1.0f}), U8({}, {128})};
+    EXPECT_EQ(RunQuantized("QLinearMatMul", {}, matmul, {1, 1}, DType::kUint8, constant, true),
+              std::vector<uint8_t>{127});
   }
 }
 
