@@ -67,21 +67,17 @@ dnnl::memory::data_type DnnlType(DType t) {
   }
 }
 
-// y[i] = saturate(scaled[i] + zero_point) into uint8 or int8: QLinear*'s zero point added
-// after rounding, as quantize_ops.h's Requantize does (oneDNN's own destination zero
-// point is added before, in float32, which rounds 126.5000001 as 126.5).
-void AddZeroPoint(const int32_t* scaled, int64_t n, int32_t zero_point, DType y_dtype, void* y) {
-  const int32_t lo = y_dtype == DType::kUint8 ? 0 : -128, hi = y_dtype == DType::kUint8 ? 255 : 127;
-  ParallelFor(n, 16384, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t v = std::clamp<int64_t>(int64_t{scaled[i]} + zero_point, lo, hi);
-      if (y_dtype == DType::kUint8) {
-        static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v);
-      } else {
-        static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v);
-      }
-    }
-  });
+// The QLinear forms' requantization as oneDNN attributes: the per-channel multipliers as
+// output scales, then a rounding post-op, then y_zero_point. The rounding comes first,
+// as in quantize_ops.h's Requantize: oneDNN adds a destination zero point in float32,
+// where -1.4999999 + 128 is 126.5, which rounds to 126; rounded first, -1 + 128 is 127.
+void SetRequantization(dnnl::primitive_attr& attr, std::span<const float> multipliers, int32_t y_zero_point) {
+  attr.set_output_scales(1 << 1, std::vector<float>(multipliers.begin(), multipliers.end()));
+  if (y_zero_point == 0) return;
+  dnnl::post_ops po;
+  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
+  attr.set_post_ops(po);
+  attr.set_zero_points(DNNL_ARG_DST, 0, {y_zero_point});
 }
 
 // X [N, C, D...] into `to` [N, C, D + pad_begin + pad_end ...] with `value` in the
@@ -142,16 +138,14 @@ StatusOr<DnnlQConv::Entry*> DnnlQConv::FindOrCompile(std::vector<int64_t> key, c
     }
   }
   const bool qlinear = call.op == "QLinearConv";
-  // With a zero point of Y, oneDNN writes the rounded int32 values and AddZeroPoint the rest.
-  const auto src_t = DnnlType(call.x->dtype),
-             dst_t = qlinear && call.y_zero_point != 0 ? memory::data_type::s32 : DnnlType(call.y->dtype);
+  const auto src_t = DnnlType(call.x->dtype), dst_t = DnnlType(call.y->dtype);
   const auto s8 = memory::data_type::s8, s32 = memory::data_type::s32;
   const memory::format_tag any = memory::format_tag::any;
   memory::desc src_any(src_dims, src_t, any), w_any(w_dims, s8, any), dst_any(dst_dims, dst_t, any);
   memory::desc bias_md({d.m}, s32, memory::format_tag::a);
   dnnl::primitive_attr attr;
   if (bake_x_zero_point && call.x_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {call.x_zero_point});
-  if (qlinear) attr.set_output_scales(1 << 1, std::vector<float>(call.multipliers.begin(), call.multipliers.end()));
+  if (qlinear) SetRequantization(attr, call.multipliers, call.y_zero_point);
   const int64_t macs = *NumElements(d.output) * (*NumElements(call.w->shape) / d.m);
   const int threads = ThreadsForMacs(macs);
   ScopedComputeThreads scoped(threads);
@@ -226,16 +220,11 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
     bias = bias_.data();
   }
   const TensorRef w8{w8_.data(), DType::kInt8, call.w->shape, /*constant=*/true};
-  const bool add_zero_point = qlinear && call.y_zero_point != 0;
-  const int64_t y_count = *NumElements(d.output);
-  if (add_zero_point) scaled_.resize(static_cast<size_t>(y_count));
   try {
-    ExecuteDnnlConv(e->conv, *stream_, const_cast<void*>(src), w8, add_zero_point ? scaled_.data() : call.y->data,
-                    bias);
+    ExecuteDnnlConv(e->conv, *stream_, const_cast<void*>(src), w8, call.y->data, bias);
   } catch (const dnnl::error& err) {
     return Internal(std::string(call.op) + ": oneDNN: " + err.what());
   }
-  if (add_zero_point) AddZeroPoint(scaled_.data(), y_count, call.y_zero_point, call.y->dtype, call.y->data);
   if (run_time_zp && !qlinear) {
     // ConvInteger: y[n, m, ...] -= x_zero_point * sum(W'[m]).
     const int64_t plane = *NumElements(d.output) / std::max<int64_t>(d.n * d.m, 1);
@@ -290,9 +279,7 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
   }
   const memory::desc a_md({call.m, call.k}, DnnlType(call.a->dtype), memory::format_tag::ab);
   const memory::desc b_plain({call.k, call.n}, memory::data_type::s8, memory::format_tag::ab);
-  const bool add_zero_point = qlinear && call.y_zero_point != 0;  // see AddZeroPoint
-  const memory::desc y_md({call.m, call.n}, add_zero_point ? memory::data_type::s32 : DnnlType(call.y->dtype),
-                          memory::format_tag::ab);
+  const memory::desc y_md({call.m, call.n}, DnnlType(call.y->dtype), memory::format_tag::ab);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     if (cache_.size() >= 16) cache_.clear();
@@ -300,7 +287,7 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
     dnnl::primitive_attr attr;
     // A's zero point at run time: DynamicQuantizeLinear's changes every call.
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    if (qlinear) attr.set_output_scales(1 << 1, std::vector<float>(call.multipliers.begin(), call.multipliers.end()));
+    if (qlinear) SetRequantization(attr, call.multipliers, call.y_zero_point);
     e.threads = ThreadsForMacs(call.m * call.k * call.n);
     ScopedComputeThreads scoped(e.threads);
     try {
@@ -324,8 +311,7 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
       e.weights_ready = true;
     }
     int32_t zp = call.a_zero_point;
-    if (add_zero_point) scaled_.resize(static_cast<size_t>(call.m * call.n));
-    memory a_mem(a_md, *engine_, call.a->data), y_mem(y_md, *engine_, add_zero_point ? scaled_.data() : call.y->data);
+    memory a_mem(a_md, *engine_, call.a->data), y_mem(y_md, *engine_, call.y->data);
     memory zp_mem({{1}, memory::data_type::s32, memory::format_tag::x}, *engine_, &zp);
     e.primitive.execute(*stream_, {{DNNL_ARG_SRC, a_mem},
                                    {DNNL_ARG_WEIGHTS, e.weights},
@@ -335,7 +321,6 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
   } catch (const dnnl::error& err) {
     return Internal(std::string(call.op) + ": oneDNN: " + err.what());
   }
-  if (add_zero_point) AddZeroPoint(scaled_.data(), call.m * call.n, call.y_zero_point, call.y->dtype, call.y->data);
   ++runs_;
   return true;
 }

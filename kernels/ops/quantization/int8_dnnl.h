@@ -21,10 +21,10 @@
 // (QLinearConv). Both are exact in int32.
 //
 // Requantization (the QLinear forms): oneDNN computes float(sum + bias) * (x_scale *
-// w_scale[m] / y_scale) rounded half to even; y_zero_point is added after, in int32,
-// and saturated (AddZeroPoint; oneDNN's own destination zero point is added in float32
-// before rounding, which differs at halves): quantize_ops.h's Requantize for every sum
-// and bias below 2^24 in magnitude.
+// w_scale[m] / y_scale), rounds it half to even (a rounding post-op), adds y_zero_point
+// and saturates: quantize_ops.h's Requantize for every sum and bias below 2^24 in
+// magnitude. (Without the post-op oneDNN would add the zero point before rounding, in
+// float32, and differ at halves.)
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -95,7 +95,6 @@ class DnnlQConv {
   bool w8_fits_ = false;
   std::vector<uint8_t> padded_;    // X padded with a run-time zero point.
   std::vector<int32_t> bias_;      // the bias less the run-time zero point's share
-  std::vector<int32_t> scaled_;    // QLinearConv's rounded values before y_zero_point
   int64_t runs_ = 0;
 };
 
@@ -139,7 +138,6 @@ class DnnlQMatMul {
   const void* b8_from_ = nullptr;
   std::vector<int32_t> b8_zero_points_;
   bool b8_fits_ = false;
-  std::vector<int32_t> scaled_;  // QLinearMatMul's rounded values before y_zero_point
   int64_t runs_ = 0;
 };
 
