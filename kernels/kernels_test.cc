@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "kernels/internal.h"
@@ -517,6 +518,52 @@ TEST(MaxPoolTest, PadsStridesAndIndices) {
               {HostTensor::Of<float>({1, 1, 3, 3}, x)}, 1);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{9}));
+}
+
+// The 2-D path without Indices (separable: down the columns, then across) gives the
+// general loop's values (Indices requested), NaNs included: a NaN only where it is a
+// window's first tap. Random float32 and uint8 planes, kernels 2 to 3, strides 1 to 2,
+// pads, ceil_mode.
+TEST(MaxPoolTest, SeparablePathMatchesTheGeneralLoop) {
+  OpRunner r;
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> value(-10.0f, 10.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    int64_t k, s, pad;
+    bool ceil;
+  };
+  for (const Case c : {Case{3, 2, 1, false}, Case{2, 2, 0, true}, Case{3, 1, 1, false}, Case{2, 1, 1, true}}) {
+    const Attributes attrs = Attrs({{"kernel_shape", std::vector<int64_t>{c.k, c.k}},
+                                    {"strides", std::vector<int64_t>{c.s, c.s}},
+                                    {"pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad}},
+                                    {"ceil_mode", int64_t{c.ceil}}});
+    std::vector<float> x(2 * 3 * 9 * 11);
+    std::vector<uint8_t> xu(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = rng() % 9 == 0 ? nan : value(rng);
+      xu[i] = static_cast<uint8_t>(rng());
+    }
+    auto fast = r.Run("MaxPool", attrs, {HostTensor::Of<float>({2, 3, 9, 11}, x)}, 1);
+    auto loop = r.Run("MaxPool", attrs, {HostTensor::Of<float>({2, 3, 9, 11}, x)}, 2);
+    ASSERT_TRUE(fast.ok() && loop.ok());
+    const auto a = (*fast)[0].Values<float>(), b = (*loop)[0].Values<float>();
+    ASSERT_EQ(a.size(), b.size());
+    int nans = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      nans += std::isnan(b[i]);
+      if (std::isnan(b[i])) {
+        EXPECT_TRUE(std::isnan(a[i])) << i;
+      } else {
+        EXPECT_EQ(a[i], b[i]) << i;
+      }
+    }
+    EXPECT_GT(nans, 0);  // the case has NaN first taps
+    auto fast_u8 = r.Run("MaxPool", attrs, {HostTensor::Of<uint8_t>({2, 3, 9, 11}, xu)}, 1);
+    auto loop_u8 = r.Run("MaxPool", attrs, {HostTensor::Of<uint8_t>({2, 3, 9, 11}, xu)}, 2);
+    ASSERT_TRUE(fast_u8.ok() && loop_u8.ok());
+    EXPECT_EQ((*fast_u8)[0].Values<uint8_t>(), (*loop_u8)[0].Values<uint8_t>());
+  }
 }
 
 TEST(MaxPoolTest, CeilModeDilationsAndSamePadding) {

@@ -249,21 +249,33 @@ class MaxPoolKernel final : public ValidatedKernel {
       // directly (same order and NaN rule as below: the first tap, then any greater).
       const int64_t h = in[1], wd = in[2], kh = g.kernel[0], kw = g.kernel[1];
       const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+      // Separably: per output row, the maximum down each input column of its window
+      // rows (contiguous, vectorised), then across each window's columns of that row.
+      // NaNs never win either step; a NaN first tap (the window's top left) is the
+      // window's maximum, as below. Ties are taken in another order: where +0 and -0
+      // tie for the maximum, its sign may differ from the loop below.
       ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
+        std::vector<C> cols(static_cast<size_t>(wd));
         for (int64_t p = p0; p < p1; ++p) {
           const T* xplane = xp + p * in_plane;
           T* yplane = y + p * out_plane;
           for (int64_t oh = 0; oh < out[1]; ++oh) {
             const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min(oh * sh - ph + kh, h);
+            std::fill(cols.begin(), cols.end(), lowest);
+            for (int64_t i = h0; i < h1; ++i) {
+              const T* row = xplane + i * wd;
+              for (int64_t j = 0; j < wd; ++j) {
+                const C v = Load(row[j]);
+                cols[j] = v > cols[j] ? v : cols[j];
+              }
+            }
             for (int64_t ow = 0; ow < out[2]; ++ow) {
               const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min(ow * sw - pw + kw, wd);
-              C best = h0 < h1 && w0 < w1 ? Load(xplane[h0 * wd + w0]) : lowest;
-              for (int64_t i = h0; i < h1; ++i) {
-                const T* row = xplane + i * wd;
-                for (int64_t j = w0; j < w1; ++j) {
-                  const C v = Load(row[j]);
-                  best = v > best ? v : best;
-                }
+              C best = lowest;
+              for (int64_t j = w0; j < w1; ++j) best = cols[j] > best ? cols[j] : best;
+              if (h0 < h1 && w0 < w1) {
+                const C first = Load(xplane[h0 * wd + w0]);
+                if (first != first) best = first;
               }
               yplane[oh * out[2] + ow] = Store<T>(best);
             }

@@ -12,7 +12,9 @@
 // uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
 // int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
 // element-by-element sums of kernels/ops/quantization/quantize_ops.h) and requantize with that header's
-// functions, so both devices give the same bits.
+// functions, so both devices give the same bits. On a CPU with VNNI, constant weights
+// that fit int8 less their zero points go through oneDNN's int8 primitives instead,
+// with the same bits (int8_dnnl.h).
 
 #include <algorithm>
 #include <limits>

@@ -235,7 +235,10 @@ class CastKernel final : public ValidatedKernel {
         using To = typename decltype(to_tag)::type;
         const From* x = DataAs<const From>(in[0]);
         To* y = DataAs<To>(out[0]);
-        for (int64_t i = 0; i < n; ++i) y[i] = Convert<From, To>(x[i]);
+        // Long tensors spread over the compute threads.
+        ParallelFor(n, 16384, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) y[i] = Convert<From, To>(x[i]);
+        });
         return OkStatus();
       });
     });
