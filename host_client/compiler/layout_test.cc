@@ -311,6 +311,107 @@ TEST(LayoutTest, DynamicInputShapes) {
   }
 }
 
+// x float [1, 4, 8, 8] -> QuantizeLinear -> QLinearConv 4->8 3x3 (per-channel scales,
+// bias) -> QLinearConv 8->8 1x1 (y_zero_point 128) -> DequantizeLinear -> Relu ->
+// QuantizeLinear -> DequantizeLinear -> y: the int8 convolutions and the per-tensor
+// QuantizeLinear / DequantizeLinear between them run channels-last.
+OnnxModelBuilder QuantizedModel() {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 8, 8}).Output("y", onnx::TensorProto::FLOAT, {1, 8, 8, 8});
+  auto scalar = [&](const std::string& name, float v) { b.FloatInit(name, {}, {v}); };
+  auto u8 = [&](const std::string& name, uint8_t v) { b.RawInit(name, onnx::TensorProto::UINT8, {}, &v, 1); };
+  std::mt19937 rng(7);
+  std::vector<int8_t> w1(8 * 4 * 9), w2(8 * 8), zeros(8, 0);
+  for (int8_t& v : w1) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int8_t& v : w2) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  const std::vector<int32_t> bias = {100, -200, 300, -400, 500, -600, 700, -800};
+  scalar("s_x", 0.02f);
+  u8("z_x", 128);
+  b.RawInit("w1", onnx::TensorProto::INT8, {8, 4, 3, 3}, w1.data(), w1.size());
+  b.FloatInit("s_w1", {8}, {0.01f, 0.02f, 0.015f, 0.012f, 0.018f, 0.011f, 0.013f, 0.017f});
+  b.RawInit("z_w1", onnx::TensorProto::INT8, {8}, zeros.data(), 8);
+  b.RawInit("b1", onnx::TensorProto::INT32, {8}, bias.data(), bias.size() * 4);
+  scalar("s_c1", 0.05f);
+  u8("z_c1", 0);
+  b.RawInit("w2", onnx::TensorProto::INT8, {8, 8, 1, 1}, w2.data(), w2.size());
+  scalar("s_w2", 0.01f);
+  b.RawInit("z_w2", onnx::TensorProto::INT8, {}, zeros.data(), 1);
+  scalar("s_c2", 0.04f);
+  u8("z_c2", 128);
+  scalar("s_r", 0.03f);
+  u8("z_r", 0);
+  b.Node("QuantizeLinear", {"x", "s_x", "z_x"}, {"q"}, "quantize");
+  auto* c1 = b.Node("QLinearConv", {"q", "s_x", "z_x", "w1", "s_w1", "z_w1", "s_c1", "z_c1", "b1"}, {"c1"}, "conv1");
+  OnnxModelBuilder::IntsAttr(c1, "pads", {1, 1, 1, 1});
+  b.Node("QLinearConv", {"c1", "s_c1", "z_c1", "w2", "s_w2", "z_w2", "s_c2", "z_c2"}, {"c2"}, "conv2");
+  b.Node("DequantizeLinear", {"c2", "s_c2", "z_c2"}, {"d"}, "dequantize");
+  b.Node("Relu", {"d"}, {"r"}, "relu");
+  b.Node("QuantizeLinear", {"r", "s_r", "z_r"}, {"q2"}, "quantize2");
+  b.Node("DequantizeLinear", {"q2", "s_r", "z_r"}, {"y"}, "dequantize2");
+  return b;
+}
+
+TEST(LayoutTest, Int8ConvolutionsAndPerTensorQuantizeRunNhwc) {
+  auto model = QuantizedModel().Bytes();
+  CompileStats stats;
+  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
+  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
+  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
+  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  // The first QuantizeLinear reads the NCHW input: its uint8 result is transposed in the
+  // body; y goes back at the edge. Nothing between the two convolutions.
+  EXPECT_EQ(stats.layout.transposes_in_body, 1);
+  EXPECT_EQ(stats.layout.transposes_at_edges, 1);
+  EXPECT_EQ(stats.layout.nodes_nhwc, 6);  // 2 QLinearConv, 2 DequantizeLinear, Relu, QuantizeLinear
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "QLinearConv"), 2);
+  const std::vector<float> x = Random(256, 21, 2.f);
+  const std::vector<float> want = RunFloat32(*nchw, {1, 4, 8, 8}, x);
+  EXPECT_EQ(RunFloat32(*nhwc, {1, 4, 8, 8}, x), want);  // the same bits
+  float largest = 0.f;
+  for (float v : want) largest = std::max(largest, v);
+  EXPECT_GT(largest, 0.f);
+}
+
+// x [1, 4, 6, 6] -> Conv 1x1 (identity weights: the same values in either layout) ->
+// DynamicQuantizeLinear -> ConvInteger 4->8 3x3 (uint8 weights, zero point 128) -> Cast
+// -> Mul by the input's scale -> Mul by the weights' -> y, as dynamically quantized
+// models write it: every node channels-last, DynamicQuantizeLinear's scalars included.
+TEST(LayoutTest, DynamicQuantizeLinearAndConvIntegerRunNhwc) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6}).Output("y", onnx::TensorProto::FLOAT, {1, 8, 6, 6});
+  std::vector<float> eye(16, 0.f);
+  for (int i = 0; i < 4; ++i) eye[i * 5] = 1.f;
+  b.FloatInit("eye", {4, 4, 1, 1}, eye);
+  std::mt19937 rng(11);
+  std::vector<uint8_t> w(8 * 4 * 9);
+  for (uint8_t& v : w) v = static_cast<uint8_t>(rng() % 256);
+  const uint8_t zp = 128;
+  b.RawInit("w", onnx::TensorProto::UINT8, {8, 4, 3, 3}, w.data(), w.size());
+  b.RawInit("w_zp", onnx::TensorProto::UINT8, {}, &zp, 1);
+  b.FloatInit("w_scale", {}, {0.01f});
+  b.Node("Conv", {"x", "eye"}, {"c"}, "identity");
+  b.Node("DynamicQuantizeLinear", {"c"}, {"q", "q_scale", "q_zp"}, "dynamic_quantize");
+  auto* ci = b.Node("ConvInteger", {"q", "w", "q_zp", "w_zp"}, {"s"}, "conv_integer");
+  OnnxModelBuilder::IntsAttr(ci, "pads", {1, 1, 1, 1});
+  auto* cast = b.Node("Cast", {"s"}, {"f"}, "cast");
+  OnnxModelBuilder::IntAttr(cast, "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"f", "q_scale"}, {"m"}, "scale_x");
+  b.Node("Mul", {"m", "w_scale"}, {"y"}, "scale_w");
+  const auto model = b.Bytes();
+  CompileStats stats;
+  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
+  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
+  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
+  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  EXPECT_EQ(stats.layout.transposes_at_edges, 2);
+  EXPECT_EQ(stats.layout.transposes_in_body, 0);
+  EXPECT_EQ(stats.layout.nodes_nhwc, 6);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "ConvInteger"), 1);
+  const std::vector<float> x = Random(144, 5, 3.f);
+  const std::vector<float> want = RunFloat32(*nchw, {1, 4, 6, 6}, x);
+  EXPECT_EQ(RunFloat32(*nhwc, {1, 4, 6, 6}, x), want);
+}
+
 TEST(LayoutTest, GraphsWithoutConvolutionsAreLeftAlone) {
   OnnxModelBuilder b(13);
   b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 3, 4}).Output("y", onnx::TensorProto::FLOAT, {1, 2, 3, 4});

@@ -84,6 +84,16 @@ class OnnxModelBuilder {
     t->set_raw_data(std::string(reinterpret_cast<const char*>(bits.data()), bits.size() * 2));
     return *this;
   }
+  // Any element type from its raw little-endian bytes (UINT8, INT8, INT32 ...).
+  OnnxModelBuilder& RawInit(const std::string& name, int elem_type, const std::vector<int64_t>& dims,
+                            const void* data, size_t bytes) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem_type);
+    for (auto d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
+    return *this;
+  }
   OnnxModelBuilder& Int64Init(const std::string& name, const std::vector<int64_t>& dims,
                               const std::vector<int64_t>& values) {
     auto* t = model_.mutable_graph()->add_initializer();

@@ -18,6 +18,13 @@ constexpr Perm kToNchw = {0, 3, 1, 2};
 
 bool IsBlockOp(std::string_view op) { return op == "DepthToSpace" || op == "SpaceToDepth"; }
 
+// The integer convolutions: oneDNN's int8 convolutions read and write channels-last.
+bool IsIntegerConv(std::string_view op) { return op == "QLinearConv" || op == "ConvInteger"; }
+
+// QuantizeLinear and DequantizeLinear: elementwise when their scale and zero point hold
+// one value each (per axis, `axis` names a channels-first dim).
+bool IsQuantizeOp(std::string_view op) { return op == "QuantizeLinear" || op == "DequantizeLinear"; }
+
 template <typename T>
 std::vector<T> Permuted(const std::vector<T>& v, const Perm& perm) {
   if (v.size() != 4) return v;
@@ -74,6 +81,7 @@ class NhwcPass {
     const Value& x = g_.values[n.inputs[0]];
     if (!Is4D(x) || !Is4D(g_.values[n.outputs[0]])) return false;
     if (n.op == "Conv") return x.dtype == DType::kFloat32 || x.dtype == DType::kFloat16;
+    if (IsIntegerConv(n.op)) return x.dtype == DType::kUint8 || x.dtype == DType::kInt8;
     return IsBlockOp(n.op);
   }
 
@@ -81,6 +89,23 @@ class NhwcPass {
   // other operands are 4-D, broadcast alike in both layouts, or are constants.
   bool IsConvertibleElementwise(const Node& n) const {
     if (!n.regions.empty() || n.values_op) return false;
+    if (IsQuantizeOp(n.op)) {
+      // X 4-D and held as NHWC, the scale and zero point one value each.
+      if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return false;
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        if (n.inputs[i] >= 0 && !IsAllOnes(g_.values[n.inputs[i]])) return false;
+      }
+      const int x = n.inputs[0];
+      return Is4D(g_.values[x]) && Is4D(g_.values[n.outputs[0]]) && static_cast<size_t>(x) < nhwc_of_.size() &&
+             nhwc_of_[x] >= 0;
+    }
+    if (n.op == "DynamicQuantizeLinear") {
+      // Y like X; y_scale and y_zero_point are scalars of the whole tensor, any layout.
+      if (n.inputs.size() != 1 || n.inputs[0] < 0 || n.outputs.empty()) return false;
+      const int x = n.inputs[0];
+      return Is4D(g_.values[x]) && Is4D(g_.values[n.outputs[0]]) && static_cast<size_t>(x) < nhwc_of_.size() &&
+             nhwc_of_[x] >= 0;
+    }
     const kernels::OpDef* def = registry_.FindOp(n.op, n.version);
     if (!def || !def->traits.layout_agnostic) return false;
     for (int o : n.outputs) if (!Is4D(g_.values[o])) return false;
@@ -196,6 +221,7 @@ class NhwcPass {
     }
     if (!elementwise) node.attrs.Set("layout", std::string("NHWC"));
     for (int& o : node.outputs) {
+      if (!Is4D(g_.values[o])) continue;  // DynamicQuantizeLinear's scalars: any layout
       const int twin = AddValue(PermutedType(g_.values[o], kToNhwc, g_.values[o].name + "/nhwc"));
       nhwc_of_[o] = twin;
       nchw_ready_[o] = false;

@@ -6,9 +6,16 @@
 // 4-D values between such ops are held as NHWC ([N, H, W, C]) and the layout changes
 // only where the graph meets the outside:
 //   - Conv with a 4-D float32 or float16 X (2-D convolution; a model exported in
-//     float16 runs channels-last as its float32 twin does), DepthToSpace and
+//     float16 runs channels-last as its float32 twin does), QLinearConv and ConvInteger
+//     with a 4-D uint8 or int8 X (oneDNN's int8 convolutions read and write
+//     channels-last: kernels/ops/quantization/int8_dnnl.h), DepthToSpace and
 //     SpaceToDepth get the internal attribute `layout` = "NHWC" (see kernels/ops/nn/conv.cc,
-//     kernels/ops/tensor/depth_space.cc); Conv's W and B stay as they are (ONNX layouts).
+//     kernels/ops/quantization/qlinear.cc, kernels/ops/tensor/depth_space.cc); W, B and
+//     the quantization parameters stay as they are (ONNX layouts). The CUDA device's
+//     integer convolutions refuse the attribute (UNIMPLEMENTED).
+//   - QuantizeLinear and DequantizeLinear whose scale and zero point hold one value, and
+//     DynamicQuantizeLinear (its y_scale and y_zero_point are scalars in any layout),
+//     reading a value held as NHWC, run on it unchanged.
 //   - Layout-agnostic ops (kernels.h OpTraits::layout_agnostic: the elementwise ones,
 //     Add, Mul, Relu, LeakyRelu, Clip, Where, Cast, ...) whose non-constant
 //     inputs are all 4-D (or scalars) and at least one of them NHWC run on the NHWC
@@ -50,7 +57,8 @@ struct LayoutStats {
 
 // Rewrites `graph` (after shape inference and dead-code elimination, before
 // placement) to run channels-last; does nothing to a graph without a 2-D Conv on a
-// float32 or float16 X, or a DepthToSpace or SpaceToDepth on a 4-D value. INTERNAL when a rewritten node's
+// float32 or float16 X, a 2-D QLinearConv or ConvInteger, or a DepthToSpace or
+// SpaceToDepth on a 4-D value. INTERNAL when a rewritten node's
 // shape function disagrees with the permuted types (a bug in the pass, never the
 // model's).
 StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry);

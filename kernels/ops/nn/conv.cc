@@ -110,35 +110,13 @@ struct ConvAttrs {
   ConvEpilogue epilogue;       // FusedConv only; none for Conv.
 };
 
-// Channels-first shape of a channels-last one: [N, D.., C] -> [N, C, D..].
-Shape ToChannelsFirst(const Shape& s) {
-  if (s.size() < 2) return s;
-  Shape out = {s[0], s.back()};
-  out.insert(out.end(), s.begin() + 1, s.end() - 1);
-  return out;
-}
-
-// Channels-last shape of a channels-first one: [N, C, D..] -> [N, D.., C].
-Shape ToChannelsLast(const Shape& s) {
-  if (s.size() < 2) return s;
-  Shape out = {s[0]};
-  out.insert(out.end(), s.begin() + 2, s.end());
-  out.push_back(s[1]);
-  return out;
-}
-
 // Conv's attributes, and FusedConv's epilogue too when `op` is "FusedConv".
 StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs, std::string_view op = kConv) {
   ConvAttrs c;
   c.op = op == kFusedConv ? kFusedConv : kConv;
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(c.op, attrs, /*with_ceil_mode=*/false));
   REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(c.op, attrs));
-  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
-  if (!layout.ok()) return OpError(c.op, layout.status().message());
-  if (*layout != "NCHW" && *layout != "NHWC") {
-    return OpError(c.op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
-  }
-  c.channels_last = *layout == "NHWC";
+  REMEX_ASSIGN_OR_RETURN(c.channels_last, ParseChannelsLast(c.op, attrs));
   if (c.op == kFusedConv) {
     REMEX_ASSIGN_OR_RETURN(c.epilogue, ParseConvEpilogue(c.op, attrs));
   }

@@ -53,6 +53,35 @@ inline Status CheckBias(std::string_view op, std::span<const ShapeFnArg> in, int
 }
 
 
+// Channels-first shape of a channels-last one: [N, D.., C] -> [N, C, D..].
+inline Shape ToChannelsFirst(const Shape& s) {
+  if (s.size() < 2) return s;
+  Shape out = {s[0], s.back()};
+  out.insert(out.end(), s.begin() + 1, s.end() - 1);
+  return out;
+}
+
+// Channels-last shape of a channels-first one: [N, C, D..] -> [N, D.., C].
+inline Shape ToChannelsLast(const Shape& s) {
+  if (s.size() < 2) return s;
+  Shape out = {s[0]};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  out.push_back(s[1]);
+  return out;
+}
+
+// The `layout` attribute of Conv, FusedConv, ConvInteger and QLinearConv: "NCHW"
+// (default, ONNX's) or "NHWC" (set by the compiler's layout pass, channels-last X and
+// Y); true for "NHWC".
+inline StatusOr<bool> ParseChannelsLast(std::string_view op, const Attributes& attrs) {
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok()) return OpError(op, layout.status().message());
+  if (*layout != "NCHW" && *layout != "NHWC") {
+    return OpError(op, "unknown layout '" + *layout + "' (NCHW or NHWC)");
+  }
+  return *layout == "NHWC";
+}
+
 // Dense row-major layout of a tensor of `rank` dims.
 inline dnnl::memory::format_tag PlainTag(size_t rank) {
   using tag = dnnl::memory::format_tag;

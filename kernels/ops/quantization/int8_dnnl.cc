@@ -158,10 +158,10 @@ StatusOr<DnnlQConv::Entry*> DnnlQConv::FindOrCompile(std::vector<int64_t> key, c
                                                                   dnnl::algorithm::convolution_direct, src_any,
                                                                   w_any, dst_any, strides, dilates, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, *engine_);
+    const memory::format_tag user_tag = call.channels_last ? ChannelsLastTag(rank) : PlainTag(rank);
     e.conv = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
-        pd, *engine_, memory::desc(src_dims, src_t, PlainTag(rank)),
-        memory::desc(w_dims, s8, PlainTag(w_dims.size())), memory::desc(dst_dims, dst_t, PlainTag(rank)),
-        with_bias, bias_md);
+        pd, *engine_, memory::desc(src_dims, src_t, user_tag), memory::desc(w_dims, s8, PlainTag(w_dims.size())),
+        memory::desc(dst_dims, dst_t, user_tag), with_bias, bias_md);
     e.conv.threads = threads;
     e.usable = true;
   } catch (const dnnl::error&) {
@@ -174,7 +174,8 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   if (!Available() || !PrepareWeights(call)) return false;
   REMEX_ASSIGN_OR_RETURN(WindowAttrs window, ParseWindowAttrs(call.op, *call.attrs, /*with_ceil_mode=*/false));
   REMEX_ASSIGN_OR_RETURN(int64_t group, ParseGroup(call.op, *call.attrs));
-  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(call.op, window, group, call.x->shape, call.w->shape));
+  const Shape x_first = call.channels_last ? ToChannelsFirst(call.x->shape) : call.x->shape;
+  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(call.op, window, group, x_first, call.w->shape));
   const bool qlinear = call.op == "QLinearConv";
   // A zero point known only now is taken off after the sums (see int8_dnnl.h).
   const bool run_time_zp = !call.x_zero_point_constant && call.x_zero_point != 0;
@@ -183,7 +184,8 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
     padded = padded || d.geometry.pad_begin[i] != 0 || d.geometry.pad_end[i] != 0;
   }
   const bool pad_copy = run_time_zp && padded;
-  Shape src_shape = call.x->shape;
+  if (pad_copy && call.channels_last) return false;  // PadInto writes channels-first only
+  Shape src_shape = x_first;
   if (pad_copy) {
     for (size_t i = 2; i < src_shape.size(); ++i) {
       src_shape[i] += d.geometry.pad_begin[i - 2] + d.geometry.pad_end[i - 2];
@@ -193,7 +195,8 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   std::vector<int64_t> key(src_shape.begin(), src_shape.end());
   key.insert(key.end(), call.w->shape.begin(), call.w->shape.end());
   key.insert(key.end(), {static_cast<int64_t>(call.x->dtype), static_cast<int64_t>(call.y->dtype),
-                         int64_t{run_time_zp} | int64_t{pad_copy} << 1 | int64_t{with_bias} << 2,
+                         int64_t{run_time_zp} | int64_t{pad_copy} << 1 | int64_t{with_bias} << 2 |
+                             int64_t{call.channels_last} << 3,
                          run_time_zp ? 0 : call.x_zero_point, call.y_zero_point});
   for (float f : call.multipliers) {
     uint32_t bits;
@@ -227,12 +230,22 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   }
   if (run_time_zp && !qlinear) {
     // ConvInteger: y[n, m, ...] -= x_zero_point * sum(W'[m]).
-    const int64_t plane = *NumElements(d.output) / std::max<int64_t>(d.n * d.m, 1);
+    std::vector<uint32_t> off(static_cast<size_t>(d.m));
+    for (int64_t mo = 0; mo < d.m; ++mo) {
+      off[mo] = static_cast<uint32_t>(call.x_zero_point) * static_cast<uint32_t>(w8_sums_[mo]);
+    }
     uint32_t* y = static_cast<uint32_t*>(call.y->data);
-    for (int64_t nm = 0; nm < d.n * d.m; ++nm) {
-      const uint32_t off = static_cast<uint32_t>(call.x_zero_point) * static_cast<uint32_t>(w8_sums_[nm % d.m]);
-      uint32_t* p = y + nm * plane;
-      for (int64_t i = 0; i < plane; ++i) p[i] -= off;
+    if (call.channels_last) {
+      const int64_t rows = *NumElements(d.output) / std::max<int64_t>(d.m, 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t mo = 0; mo < d.m; ++mo) y[r * d.m + mo] -= off[mo];
+      }
+    } else {
+      const int64_t plane = *NumElements(d.output) / std::max<int64_t>(d.n * d.m, 1);
+      for (int64_t nm = 0; nm < d.n * d.m; ++nm) {
+        uint32_t* p = y + nm * plane;
+        for (int64_t i = 0; i < plane; ++i) p[i] -= off[nm % d.m];
+      }
     }
   }
   ++runs_;

@@ -56,6 +56,9 @@ struct QConvCall {
   int32_t y_zero_point = 0;
   const int32_t* bias = nullptr;
   const TensorRef* y = nullptr;   // int32 (ConvInteger), uint8 or int8 (QLinearConv)
+  // `layout` "NHWC": X [N, D.., C] and Y [N, O.., M] (oneDNN's int8 convolutions' own
+  // layout: nothing is reordered).
+  bool channels_last = false;
 };
 
 class DnnlQConv {

@@ -145,7 +145,10 @@ StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, st
   if (x == nullptr || w == nullptr) return OpError(op, "expects x and w");
   REMEX_ASSIGN_OR_RETURN(WindowAttrs window, ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false));
   REMEX_ASSIGN_OR_RETURN(int64_t group, ParseGroup(op, attrs));
-  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(op, window, group, x->shape, w->shape));
+  // With layout "NHWC" X and Y are channels-last; the geometry is channels-first.
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(op, attrs));
+  const Shape x_shape = channels_last ? ToChannelsFirst(x->shape) : x->shape;
+  REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(op, window, group, x_shape, w->shape));
   REMEX_ASSIGN_OR_RETURN(bool per_channel, CheckQuantOperands(op, in, d.m, "per output channel"));
   if (op == "QLinearConv" && in.size() > 8 && in[8].present) {
     if (in[8].dtype != DType::kInt32 || in[8].shape != Shape{d.m}) {
@@ -154,17 +157,18 @@ StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, st
     }
   }
   QConvView v;
-  v.output = d.output;
+  v.output = channels_last ? ToChannelsLast(d.output) : d.output;
+  v.channels_last = channels_last;
   v.w_per_channel = per_channel;
   quant::ConvGeometry& g = v.g;
   g.n = d.n;
   g.c = d.c;
   g.m = d.m;
   g.group = d.group;
-  const size_t spatial = x->shape.size() - 2;
+  const size_t spatial = x_shape.size() - 2;
   const size_t first = 3 - spatial;  // Fewer spatial dims fill the last slots.
   for (size_t i = 0; i < spatial; ++i) {
-    g.in[first + i] = x->shape[2 + i];
+    g.in[first + i] = x_shape[2 + i];
     g.out[first + i] = d.geometry.output[i];
     g.kernel[first + i] = d.geometry.kernel[i];
     g.stride[first + i] = d.geometry.strides[i];
@@ -380,7 +384,6 @@ class QConvKernel final : public ValidatedKernel {
     const int32_t x_zp = static_cast<size_t>(s.a_zp) < in.size() ? ZeroPointAt(&in[s.a_zp], 0) : 0;
     const ChannelParams p = ChannelParamsOf(op(), in, g.m);
     const int32_t* bias = in.size() > 8 && in[8].present() ? DataAs<const int32_t>(in[8]) : nullptr;
-    const OutputWriter w = WriterOf(op(), in, out[0]);
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     // oneDNN's int8 convolution where it gives these bits (int8_dnnl.h), else the
     // int16 GEMMs below.
@@ -393,14 +396,54 @@ class QConvKernel final : public ValidatedKernel {
     call.x_zero_point_constant = !(static_cast<size_t>(s.a_zp) < in.size() && in[s.a_zp].present() &&
                                    !in[s.a_zp].constant);
     call.w_zero_points = p.b_zp;
-    if (w.qlinear) {
+    if (IsQLinear(op())) {
       call.multipliers = p.multiplier;
-      call.y_zero_point = w.y_zp;
+      call.y_zero_point = ZeroPointAt(&in[7], 0);
       call.bias = bias;
     }
+    call.channels_last = v.channels_last;
     call.y = &out[0];
     REMEX_ASSIGN_OR_RETURN(bool done, dnnl_.Run(call));
     if (done) return OkStatus();
+    if (!v.channels_last) return RunInt16(in, out[0], v, x_zp, p, bias);
+    // Channels-last X and Y: the int16 GEMMs run on channels-first copies.
+    std::vector<TensorRef> first(in.begin(), in.end());
+    const Shape x_first = ToChannelsFirst(in[s.a].shape), y_first = ToChannelsFirst(out[0].shape);
+    std::vector<uint8_t> x_buffer(static_cast<size_t>(*NumElements(x_first)) * DTypeSize(in[s.a].dtype));
+    std::vector<uint8_t> y_buffer(static_cast<size_t>(*NumElements(y_first)) * DTypeSize(out[0].dtype));
+    first[s.a] = {x_buffer.data(), in[s.a].dtype, x_first};
+    const TensorRef y{y_buffer.data(), out[0].dtype, y_first};
+    TransposeChannels(in[s.a], first[s.a], /*to_channels_last=*/false);
+    REMEX_RETURN_IF_ERROR(RunInt16(first, y, v, x_zp, p, bias));
+    TransposeChannels(y, out[0], /*to_channels_last=*/true);
+    return OkStatus();
+  }
+
+ private:
+  // `from` [N, C, S] into `to` [N, S, C] (to_channels_last) or back, S the spatial
+  // dims flattened; elements of 1 or 4 bytes.
+  static void TransposeChannels(const TensorRef& from, const TensorRef& to, bool to_channels_last) {
+    const Shape& cf = to_channels_last ? from.shape : to.shape;  // channels-first
+    const int64_t n = cf[0], c = cf[1], sp = *NumElements(cf) / std::max<int64_t>(n * c, 1);
+    const size_t es = DTypeSize(from.dtype);
+    const auto* src = static_cast<const uint8_t*>(from.data);
+    auto* dst = static_cast<uint8_t*>(to.data);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t i = 0; i < sp; ++i) {
+          const int64_t first = (b * c + ch) * sp + i, last = (b * sp + i) * c + ch;
+          std::memcpy(dst + (to_channels_last ? last : first) * es, src + (to_channels_last ? first : last) * es, es);
+        }
+      }
+    }
+  }
+
+  // The int16 GEMMs over channels-first X (in[0]) and Y.
+  Status RunInt16(std::span<const TensorRef> in, const TensorRef& y, const QConvView& v, int32_t x_zp,
+                  const ChannelParams& p, const int32_t* bias) {
+    const Slots s = IsQLinear(op()) ? kQLinearSlots : kIntegerSlots;
+    const quant::ConvGeometry& g = v.g;
+    const OutputWriter w = WriterOf(op(), in, y);
     return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto x_tag, auto w_tag) -> Status {
       using X = typename decltype(x_tag)::type;
       using W = typename decltype(w_tag)::type;
@@ -530,6 +573,7 @@ constexpr std::string_view kConvs[] = {"ConvInteger", "QLinearConv"};
 
 Status CheckQConvAttrs(std::string_view op, const Attributes& attrs) {
   REMEX_RETURN_IF_ERROR(ParseWindowAttrs(op, attrs, /*with_ceil_mode=*/false).status());
+  REMEX_RETURN_IF_ERROR(ParseChannelsLast(op, attrs).status());
   return ParseGroup(op, attrs).status();
 }
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -488,6 +489,55 @@ TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
             HostTensor::Of<int32_t>({m}, bias)};
         EXPECT_EQ(RunQuantized("QLinearConv", geo.attrs, in, geo.ys, y_dtype, true, x_zp_constant),
                   RunQuantized("QLinearConv", geo.attrs, in, geo.ys, y_dtype, false, x_zp_constant));
+      }
+    }
+  }
+}
+
+// `bytes` of a channels-first [N, C, S..] tensor of `es`-byte elements as channels-last.
+std::vector<uint8_t> ToChannelsLastBytes(const std::vector<uint8_t>& bytes, const Shape& cf, size_t es) {
+  const int64_t n = cf[0], c = cf[1], sp = NumElements(cf).value() / (n * c);
+  std::vector<uint8_t> out(bytes.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < sp; ++i)
+        std::memcpy(&out[((b * sp + i) * c + ch) * es], &bytes[((b * c + ch) * sp + i) * es], es);
+  return out;
+}
+
+// layout "NHWC" (set by the compiler's layout pass): X and Y channels-last give the
+// channels-first values, W constant (oneDNN on a CPU with VNNI) or not (the int16 GEMMs
+// on transposed copies), x_zero_point constant or at run time (with pads, a run-time
+// zero point leaves the oneDNN path too).
+TEST(QuantizeTest, ChannelsLastConvolutionGivesTheChannelsFirstValues) {
+  std::mt19937 rng(31);
+  const Shape xs{2, 4, 7, 6}, ws{8, 4, 3, 3}, ys{2, 8, 4, 3};
+  const Attributes nchw = Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Attributes nhwc = nchw;
+  nhwc.Set("layout", std::string("NHWC"));
+  const Shape xs_last{2, 7, 6, 4}, ys_last{2, 4, 3, 8};
+  for (bool w_constant : {true, false}) {
+    for (bool x_zp_constant : {true, false}) {
+      SCOPED_TRACE(std::string(w_constant ? "W constant" : "W not constant") +
+                   (x_zp_constant ? ", x_zero_point constant" : ", x_zero_point at run time"));
+      std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 336)), U8(ws, RandomValues<uint8_t>(rng, 288)),
+                                    U8({}, {130}), U8({}, {128})};
+      const auto want = RunQuantized("ConvInteger", nchw, in, ys, DType::kInt32, w_constant, x_zp_constant);
+      in[0] = HostTensor{DType::kUint8, xs_last, ToChannelsLastBytes(in[0].bytes, xs, 1)};
+      EXPECT_EQ(RunQuantized("ConvInteger", nhwc, in, ys_last, DType::kInt32, w_constant, x_zp_constant),
+                ToChannelsLastBytes(want, ys, 4));
+      for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
+        std::vector<float> w_scale(8);
+        for (int i = 0; i < 8; ++i) w_scale[i] = 0.003f + 0.001f * static_cast<float>(i);
+        std::vector<HostTensor> q = {U8(xs, RandomValues<uint8_t>(rng, 336)), F32({}, {0.04f}), U8({}, {125}),
+                                     I8(ws, RandomValues<int8_t>(rng, 288)), F32({8}, w_scale),
+                                     I8({8}, std::vector<int8_t>(8, 0)), F32({}, {0.1f}),
+                                     y_dtype == DType::kUint8 ? U8({}, {128}) : I8({}, {0}),
+                                     HostTensor::Of<int32_t>({8}, {10, -20, 30, -40, 50, -60, 70, -80})};
+        const auto want_q = RunQuantized("QLinearConv", nchw, q, ys, y_dtype, w_constant, x_zp_constant);
+        q[0] = HostTensor{DType::kUint8, xs_last, ToChannelsLastBytes(q[0].bytes, xs, 1)};
+        EXPECT_EQ(RunQuantized("QLinearConv", nhwc, q, ys_last, y_dtype, w_constant, x_zp_constant),
+                  ToChannelsLastBytes(want_q, ys, 1));
       }
     }
   }

@@ -55,8 +55,9 @@ StatusOr<QMatMulView> QMatMulViewOf(std::string_view op, std::span<const ShapeFn
 // uint8 or int8 each. x's scale and zero point and y's are per tensor; w's per tensor
 // or per output channel ([M]); B int32 [M].
 struct QConvView {
-  quant::ConvGeometry g;
-  Shape output;
+  quant::ConvGeometry g;  // channels-first, whatever the layout
+  Shape output;           // Y's shape in the node's layout
+  bool channels_last = false;  // `layout` "NHWC": X and Y are [N, D.., C]
   bool w_per_channel = false;
 };
 StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, std::span<const ShapeFnArg> in);

@@ -155,6 +155,10 @@ class QConvKernel final : public QOperandsKernel {
   static StatusOr<std::unique_ptr<QConvKernel>> Create(const OpDef& def, const Attributes& attrs,
                                                        CudaKernelContext context) {
     REMEX_RETURN_IF_ERROR(internal::CheckQConvAttrs(def.name, attrs));
+    StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+    if (!layout.ok() || *layout != "NCHW") {
+      return Unimplemented(def.name + ": channels-last (layout NHWC) X on the CUDA device");
+    }
     return std::make_unique<QConvKernel>(def, attrs, context);
   }
   QConvKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
