@@ -40,6 +40,17 @@ StatusOr<vm::ExecutableDef> CompileBytes(const std::vector<std::byte>& model, La
   return CompileGraph(std::move(graph), Registry(), options, stats);
 }
 
+// `model` compiled NCHW and NHWC, the NHWC compile's statistics in *stats.
+struct BothLayouts {
+  vm::ExecutableDef nchw, nhwc;
+};
+StatusOr<BothLayouts> CompileBothLayouts(const std::vector<std::byte>& model, CompileStats* stats) {
+  BothLayouts both;
+  REMEX_ASSIGN_OR_RETURN(both.nchw, CompileBytes(model, Layout::kNchw, nullptr));
+  REMEX_ASSIGN_OR_RETURN(both.nhwc, CompileBytes(model, Layout::kNhwc, stats));
+  return both;
+}
+
 // |a - b| <= tol + rtol * |b| elementwise.
 void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol, float rtol = 0.f) {
   ASSERT_EQ(a.size(), b.size());
@@ -272,10 +283,10 @@ OnnxModelBuilder MixedModel(std::vector<int64_t> in_dims) {
 TEST(LayoutTest, ConstantsAreTransformedAndUnsupportedOpsGetTransposesAround) {
   auto model = MixedModel({1, 4, 5, 6}).Bytes();
   CompileStats stats;
-  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
-  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
-  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
-  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  auto both = CompileBothLayouts(model, &stats);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  const vm::ExecutableDef* nchw = &both->nchw;
+  const vm::ExecutableDef* nhwc = &both->nhwc;
   // In at the edge; around Softmax in the body (back to NCHW, then NHWC again); out.
   EXPECT_EQ(stats.layout.transposes_at_edges, 2);
   EXPECT_EQ(stats.layout.transposes_in_body, 2);
@@ -293,10 +304,10 @@ TEST(LayoutTest, DynamicInputShapes) {
   // N, H symbolic; W fixed by the [6] constant.
   auto model = MixedModel({-1, 4, -1, 6}).Bytes();
   CompileStats stats;
-  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
-  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
-  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
-  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  auto both = CompileBothLayouts(model, &stats);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  const vm::ExecutableDef* nchw = &both->nchw;
+  const vm::ExecutableDef* nhwc = &both->nhwc;
   EXPECT_EQ(KernelsWithLayout(*nhwc, "Conv"), 1);
   EXPECT_EQ(KernelsWithLayout(*nhwc, "FusedConv"), 1);  // conv2 + Relu
   EXPECT_GT(stats.runtime_shape_functions, 0);
@@ -354,10 +365,10 @@ OnnxModelBuilder QuantizedModel() {
 TEST(LayoutTest, Int8ConvolutionsAndPerTensorQuantizeRunNhwc) {
   auto model = QuantizedModel().Bytes();
   CompileStats stats;
-  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
-  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
-  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
-  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  auto both = CompileBothLayouts(model, &stats);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  const vm::ExecutableDef* nchw = &both->nchw;
+  const vm::ExecutableDef* nhwc = &both->nhwc;
   // The first QuantizeLinear reads the NCHW input: its uint8 result is transposed in the
   // body; y goes back at the edge. Nothing between the two convolutions.
   EXPECT_EQ(stats.layout.transposes_in_body, 1);
@@ -399,10 +410,10 @@ TEST(LayoutTest, DynamicQuantizeLinearAndConvIntegerRunNhwc) {
   b.Node("Mul", {"m", "w_scale"}, {"y"}, "scale_w");
   const auto model = b.Bytes();
   CompileStats stats;
-  auto nchw = CompileBytes(model, Layout::kNchw, nullptr);
-  auto nhwc = CompileBytes(model, Layout::kNhwc, &stats);
-  ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
-  ASSERT_TRUE(nhwc.ok()) << nhwc.status().ToString();
+  auto both = CompileBothLayouts(model, &stats);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  const vm::ExecutableDef* nchw = &both->nchw;
+  const vm::ExecutableDef* nhwc = &both->nhwc;
   EXPECT_EQ(stats.layout.transposes_at_edges, 2);
   EXPECT_EQ(stats.layout.transposes_in_body, 0);
   EXPECT_EQ(stats.layout.nodes_nhwc, 6);
