@@ -19,7 +19,11 @@ DeviceWorker::~DeviceWorker() {
 void DeviceWorker::Post(std::function<void()> work, bool exclusive) {
   auto task = std::make_unique<Task>();
   task->exclusive = exclusive;
-  task->fiber = std::make_unique<Fiber>(std::move(work));
+  Task* const raw = task.get();
+  task->fiber = std::make_unique<Fiber>([raw, work = std::move(work)] {
+    work();
+    raw->returned.store(true, std::memory_order_release);
+  });
   Enqueue(std::move(task));
 }
 
@@ -31,6 +35,10 @@ void DeviceWorker::Yield() {
     return;  // started inline and within its budget: go on here
   }
   Fiber::Suspend();
+}
+
+void DeviceWorker::MarkWorkReturned() {
+  if (t_task != nullptr) t_task->returned.store(true, std::memory_order_release);
 }
 
 void DeviceWorker::Drain() {
@@ -45,7 +53,13 @@ void DeviceWorker::Drain() {
 
 bool DeviceWorker::RunInlineIfIdle(std::function<void()> work, std::chrono::nanoseconds budget) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A device-thread task whose work has returned (MarkWorkReturned: its reply may be
+    // what brought this request) is only being torn down: wait for that, microseconds
+    // (a time slice where the CPU is oversubscribed), rather than queue this request
+    // behind it. Without the wait a client answering at once could find the device busy
+    // after every request that went to the device thread.
+    idle_cv_.wait(lock, [this] { return running_ == nullptr || !running_->returned.load(std::memory_order_acquire); });
     if (stopping_ || inline_running_ || running_ != nullptr || !tasks_.empty()) return false;
     inline_running_ = true;
   }

@@ -45,6 +45,12 @@ class DeviceWorker {
   // inside exclusive work.
   static void Yield();
 
+  // Called by the running task when what it owes its caller is done (a request's reply
+  // handed to the I/O thread) and only its return and teardown are left: from then on
+  // RunInlineIfIdle waits for the device thread to finish it instead of counting the
+  // device busy. Does nothing outside a worker's task.
+  static void MarkWorkReturned();
+
   // How long the device thread has been in its current step of work (one request up
   // to its next yield: one kernel, or a whole exclusive benchmark); zero when idle.
   std::chrono::nanoseconds current_step() const {
@@ -77,6 +83,9 @@ class DeviceWorker {
     // Started by RunInlineIfIdle: runs on its caller's thread until this time, then
     // yields to the device thread. max: a task of the device thread.
     std::chrono::steady_clock::time_point inline_until = std::chrono::steady_clock::time_point::max();
+    // Its work returned (a request's reply is written by then): only the fiber's teardown
+    // is left, which RunInlineIfIdle waits for rather than count the device as busy.
+    std::atomic<bool> returned{false};
   };
 
   void Enqueue(std::unique_ptr<Task> task);

@@ -69,6 +69,7 @@ void Session::HandleAsync(rpc::Frame& frame, ReplyFn reply) {
     if (timed) last_invoke_time_ = std::chrono::steady_clock::now() - started;
     EndRequest(out, frame.request_id);
     LogError(frame, out);
+    DeviceWorker::MarkWorkReturned();  // the reply below may bring the next request
     reply(std::move(out));
   };
   switch (lane) {
