@@ -26,8 +26,11 @@ bool DnnlQConv::Available() {
 
 bool DnnlQConv::PrepareWeights(const QConvCall& call) {
   const TensorRef& w = *call.w;
-  const std::vector<int32_t> zps(call.w_zero_points.begin(), call.w_zero_points.end());
-  if (w.constant && w8_from_ == w.data && w8_zero_points_ == zps) return w8_fits_;
+  const std::span<const int32_t> zps = call.w_zero_points;
+  // Kept weights: compared in place, nothing allocated per call.
+  if (w.constant && w8_from_ == w.data && std::equal(zps.begin(), zps.end(), w8_zero_points_.begin(), w8_zero_points_.end())) {
+    return w8_fits_;
+  }
   // New weights: reordered copies of the old ones in the primitives must go.
   for (auto& [key, entry] : cache_) entry.conv.weights_kept_from = nullptr;
   w8_from_ = nullptr;
@@ -52,7 +55,7 @@ bool DnnlQConv::PrepareWeights(const QConvCall& call) {
     w8_sums_[static_cast<size_t>(mo)] = sum;
   }
   w8_from_ = w.data;
-  w8_zero_points_ = zps;
+  w8_zero_points_.assign(zps.begin(), zps.end());
   w8_fits_ = fits;
   return fits;
 }
@@ -254,8 +257,10 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
 
 bool DnnlQMatMul::PrepareWeights(const QMatMulCall& call) {
   const TensorRef& b = *call.b;
-  const std::vector<int32_t> zps(call.b_zero_points.begin(), call.b_zero_points.end());
-  if (b.constant && b8_from_ == b.data && b8_zero_points_ == zps) return b8_fits_;
+  const std::span<const int32_t> zps = call.b_zero_points;
+  if (b.constant && b8_from_ == b.data && std::equal(zps.begin(), zps.end(), b8_zero_points_.begin(), b8_zero_points_.end())) {
+    return b8_fits_;
+  }
   for (auto& [key, entry] : cache_) entry.weights_ready = false;
   b8_from_ = nullptr;
   b8_fits_ = false;
@@ -270,7 +275,7 @@ bool DnnlQMatMul::PrepareWeights(const QMatMulCall& call) {
     b8_[static_cast<size_t>(i)] = static_cast<int8_t>(v);
   }
   b8_from_ = b.data;
-  b8_zero_points_ = zps;
+  b8_zero_points_.assign(zps.begin(), zps.end());
   b8_fits_ = fits;
   return fits;
 }
