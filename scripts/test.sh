@@ -20,6 +20,8 @@
 # beside it (-DREMEX_SKIP_TEST_TARGETS): CI runs here only what its sanitized tree did
 # not (.ci/run). The tests left are selected by number (ctest -I), so ctest's own
 # arguments still narrow them further.
+# REMEX_TEST_JOBS: how many tests run at once (default: the cores plus one, as many of
+# the tests wait on servers, Redis or their own timeouts part of the time).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,7 +76,7 @@ if [[ -n ${REMEX_SKIP_TESTS_IN:-} ]]; then
 fi
 rm -f "$build/tests-passed.txt" "$build/test-executables-passed.txt"
 rc=0
-ctest --test-dir "$build" --output-on-failure -j2 "${selection[@]}" "${ctest_args[@]}" || rc=$?
+ctest --test-dir "$build" --output-on-failure -j"${REMEX_TEST_JOBS:-$(($(nproc) + 1))}" "${selection[@]}" "${ctest_args[@]}" || rc=$?
 if ((rc == 0)); then
   python3 scripts/tests_passed.py record "$build" "${selection[@]}" "${ctest_args[@]}"
 fi
