@@ -753,6 +753,16 @@ TEST_F(FarmRedisTest, WaitersBlockUntilADeviceIsAnnouncedFree) {
     std::this_thread::sleep_for(5ms);
   }
   ASSERT_EQ(client_->Query({"ZCARD", QueueKey("w")})->integer, kWaiters);
+  // Each waiter's last commands after joining the queue, up to its BLPOP, may come late
+  // on a busy machine: the window opens once Redis counts every waiter blocked.
+  auto blocked = [&]() -> int64_t {
+    auto info = client_->Query({"INFO", "clients"});
+    if (!info.ok()) return -1;
+    const size_t at = info->str.find("blocked_clients:");
+    return at == std::string::npos ? -1 : std::stoll(info->str.substr(at + 16));
+  };
+  for (int k = 0; k < 400 && blocked() < kWaiters; ++k) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(blocked(), kWaiters);
   // Two seconds of waiting: the commands here (INFO twice) and nothing from the waiters,
   // whose heartbeat is 20 s. Polling every 20 ms would have sent about 1,600.
   const int64_t before = commands();

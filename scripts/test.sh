@@ -21,7 +21,8 @@
 # not (.ci/run). The tests left are selected by number (ctest -I), so ctest's own
 # arguments still narrow them further.
 # REMEX_TEST_JOBS: how many tests run at once (default: the cores plus one, as many of
-# the tests wait on servers, Redis or their own timeouts part of the time).
+# the tests wait on servers, Redis, browsers or their own timeouts part of the time;
+# scripts/test-sanitized.sh sets the cores).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
