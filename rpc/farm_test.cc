@@ -724,12 +724,14 @@ TEST_F(FarmRedisTest, WaitersBlockUntilADeviceIsAnnouncedFree) {
   DeviceRecord d = Record("127.0.0.1:9211", "w");
   ASSERT_TRUE(client_->WriteDevice(d, 60s).ok());
   ASSERT_TRUE(SetDrained(*client_, d.id, true).ok());
-  auto commands = [&]() -> int64_t {
-    auto info = client_->Query({"INFO", "stats"});
+  // A number of Redis's INFO section `section`: the value after "`field`:", -1 if none.
+  auto info_number = [&](const char* section, const std::string& field) -> int64_t {
+    auto info = client_->Query({"INFO", section});
     if (!info.ok()) return -1;
-    const size_t at = info->str.find("total_commands_processed:");
-    return at == std::string::npos ? -1 : std::stoll(info->str.substr(at + 25));
+    const size_t at = info->str.find(field + ":");
+    return at == std::string::npos ? -1 : std::stoll(info->str.substr(at + field.size() + 1));
   };
+  auto commands = [&] { return info_number("stats", "total_commands_processed"); };
   constexpr int kWaiters = 8;
   std::vector<std::thread> waiters;
   std::vector<Status> results(kWaiters);
@@ -755,12 +757,7 @@ TEST_F(FarmRedisTest, WaitersBlockUntilADeviceIsAnnouncedFree) {
   ASSERT_EQ(client_->Query({"ZCARD", QueueKey("w")})->integer, kWaiters);
   // Each waiter's last commands after joining the queue, up to its BLPOP, may come late
   // on a busy machine: the window opens once Redis counts every waiter blocked.
-  auto blocked = [&]() -> int64_t {
-    auto info = client_->Query({"INFO", "clients"});
-    if (!info.ok()) return -1;
-    const size_t at = info->str.find("blocked_clients:");
-    return at == std::string::npos ? -1 : std::stoll(info->str.substr(at + 16));
-  };
+  auto blocked = [&] { return info_number("clients", "blocked_clients"); };
   for (int k = 0; k < 400 && blocked() < kWaiters; ++k) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(blocked(), kWaiters);
   // Two seconds of waiting: the commands here (INFO twice) and nothing from the waiters,
