@@ -57,6 +57,7 @@ struct DeviceInfo {
   description @1 :Text;   # model name, cores, ...
   memoryBytes @2 :UInt64;
   bytesInUse @3 :UInt64;  # device memory held by live tensors of all sessions
+  int8ChannelsLast @4 :Bool;  # its int8 convolutions run fastest channels-last (the CPU device with VNNI)
 }
 
 struct Request {

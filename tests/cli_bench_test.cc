@@ -23,6 +23,7 @@
 #include "host_client/client/npy.h"
 #include "host_client/compiler/onnx_test_util.h"
 #include "host_client/tooling/results_store.h"
+#include "kernels/cpu_features.h"
 #include "tests/cli_test_util.h"
 
 namespace remex {
@@ -125,7 +126,7 @@ TEST_F(CliBenchTest, BenchReportsStatisticsAndFetchesNoOutput) {
 }
 
 // A float16 model on a CPU server compiles in float32 unless --dtype says otherwise
-// (tooling::CompileDTypeFor): the report names the dtype used, and the outputs stay
+// (tooling::CompileForDevice): the report names the dtype used, and the outputs stay
 // float16 either way.
 TEST_F(CliBenchTest, Float16ModelOnTheCpuDeviceRunsInFloat32UnlessDTypeIsGiven) {
   const std::string sr = dir_ + "/sr16.onnx";
@@ -140,6 +141,50 @@ TEST_F(CliBenchTest, Float16ModelOnTheCpuDeviceRunsInFloat32UnlessDTypeIsGiven) 
   auto run = Cli("run " + sr + " --server " + server_.address() + " --output-dir " + dir_ + "/sr16_out");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("y: float16 [1, 3, 48, 80]"), std::string::npos) << run.output;
+}
+
+// An int8 model on a CPU server with int8 dot products compiles NHWC unless --layout says
+// otherwise (tooling::CompileForDevice); without them, and with --layout NCHW, NCHW. The
+// outputs are the same bytes either way. The model: x float32 [1, 8, 12, 12],
+// QuantizeLinear to uint8, two 3x3 QLinearConvs with constant int8 weights, and
+// DequantizeLinear.
+TEST_F(CliBenchTest, Int8ModelOnTheCpuDeviceRunsNhwcUnlessLayoutIsGiven) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 12, 12}).Output("y", onnx::TensorProto::FLOAT, {1, 8, 12, 12});
+  const float x_scale = 0.02f, w_scale = 0.01f, y_scale = 0.05f;
+  const uint8_t zero_point = 128;
+  std::vector<int8_t> w(8 * 8 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+  b.FloatInit("x_scale", {}, {x_scale}).FloatInit("w_scale", {}, {w_scale}).FloatInit("y_scale", {}, {y_scale});
+  b.RawInit("zp", onnx::TensorProto::UINT8, {}, &zero_point, 1);
+  const int8_t w_zero_point = 0;
+  b.RawInit("w_zp", onnx::TensorProto::INT8, {}, &w_zero_point, 1);
+  b.RawInit("w", onnx::TensorProto::INT8, {8, 8, 3, 3}, w.data(), w.size());
+  b.Node("QuantizeLinear", {"x", "x_scale", "zp"}, {"q0"}, "quantize");
+  for (int i = 0; i < 2; ++i) {
+    const std::string in = i == 0 ? "q0" : "q1", in_scale = i == 0 ? "x_scale" : "y_scale";
+    auto* conv = b.Node("QLinearConv", {in, in_scale, "zp", "w", "w_scale", "w_zp", "y_scale", "zp"},
+                        {i == 0 ? "q1" : "q2"}, "conv" + std::to_string(i));
+    OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+  }
+  b.Node("DequantizeLinear", {"q2", "y_scale", "zp"}, {"y"}, "dequantize");
+  const std::string model = dir_ + "/int8_convs.onnx";
+  ASSERT_TRUE(b.Save(model));
+
+  const std::string automatic = kernels::CpuHasInt8DotProducts() ? "NHWC" : "NCHW";
+  std::map<std::string, std::string> outputs;
+  for (const auto& [flag, want] : {std::pair<std::string, std::string>{"", automatic}, {" --layout NCHW", "NCHW"}}) {
+    auto r = Cli("bench " + model + " --server " + server_.address() + " --repeat 3 --json" + flag + kQuick);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(Json(r)["environment"]["executable"]["compile_options"]["layout"], want) << flag;
+    const std::string out = dir_ + "/int8_out" + std::to_string(outputs.size());
+    auto run = Cli("run " + model + " --server " + server_.address() + " --seed 3 --output-dir " + out + flag);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    std::ifstream y(out + "/y.npy", std::ios::binary);
+    outputs[flag] = std::string(std::istreambuf_iterator<char>(y), {});
+    EXPECT_GT(outputs[flag].size(), 8u * 12 * 12 * 4) << run.output;
+  }
+  EXPECT_EQ(outputs[""], outputs[" --layout NCHW"]);
 }
 
 // Every result carries the environment fingerprint (the server's build and command

@@ -154,8 +154,9 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                   "or SYMBOL=edges:E1,E2,...; SYMBOL may be INPUT:AXIS (repeatable: a grid)");
   cmd->add_flag("--strict", specs.strict,
                 "with --dispatch: refuse shapes outside every bucket instead of running the generic function");
-  cmd->add_option("--layout", specs.layout, "activation layout between convolutions: NCHW or NHWC")
-      ->capture_default_str()
+  cmd->add_option("--layout", specs.layout,
+                  "activation layout between convolutions: NCHW, NHWC or auto (the default: NHWC for int8 "
+                  "convolutions on a CPU device with int8 dot products, else NCHW; remex compile: NCHW)")
       ->check(CLI::IsMember(Names(tooling::kLayoutNames), CLI::ignore_case));
   cmd->add_option("--dtype", specs.dtype,
                   "activation and weight dtype: float32 or float16 (default: the model's own; its inputs and "

@@ -91,7 +91,7 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
     std::fprintf(out,
                  "layout %s: %d layout changes (%d at the edges, %d in the body), %d nodes NHWC, %d constants "
                  "permuted\n",
-                 r.options.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW",
+                 compiler::LayoutName(r.options.layout),
                  l.transposes_at_edges + l.transposes_in_body, l.transposes_at_edges, l.transposes_in_body,
                  l.nodes_nhwc, l.constants_permuted);
     std::fprintf(out, "folded: %d BatchNormalization nodes into their Conv's weights\n", stats.batchnorms_folded);

@@ -89,7 +89,8 @@ ServerInfo ToInfo(wire::HelloReply::Reader r) {
   auto key = r.getCancelKey();
   info.cancel_key.assign(reinterpret_cast<const char*>(key.begin()), key.size());
   for (auto d : r.getDevices()) {
-    info.devices.push_back({d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse()});
+    info.devices.push_back(
+        {d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse(), d.getInt8ChannelsLast()});
   }
   if (r.hasEnvironment()) info.environment = ToEnvironment(r.getEnvironment());
   return info;

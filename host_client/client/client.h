@@ -39,6 +39,9 @@ struct DeviceInfo {
   std::string description;
   uint64_t memory_bytes = 0;
   uint64_t bytes_in_use = 0;
+  // Its int8 convolutions run fastest channels-last (vm::DeviceCapabilities::
+  // int8_channels_last): compiles for it default to NHWC for int8 models.
+  bool int8_channels_last = false;
 };
 
 // Whether a feature of the server's host is on, where the server could tell

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "host_client/client/client.h"
 #include "host_client/compiler/compiler.h"
 #include "host_client/compiler/onnx_import.h"
 
@@ -28,7 +29,11 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
   REMEX_ASSIGN_OR_RETURN(compiler::Graph graph,
                          compiler::ImportOnnxFile(onnx_path, *registry, options.input_shapes));
   for (const compiler::Value& v : graph.values) report.has_float16 = report.has_float16 || v.dtype == DType::kFloat16;
+  for (const compiler::Node& n : graph.nodes) {
+    report.has_int8_convolutions = report.has_int8_convolutions || n.op == "QLinearConv" || n.op == "ConvInteger";
+  }
   report.options = options;
+  if (report.options.layout == compiler::Layout::kAuto) report.options.layout = compiler::Layout::kNchw;
   REMEX_RETURN_IF_ERROR(compiler::ResolveSymbolNames(graph, report.options));
   REMEX_ASSIGN_OR_RETURN(report.executable,
                          compiler::CompileGraph(std::move(graph), *registry, report.options, &report.stats));
@@ -53,12 +58,27 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   out.bytes = std::move(report.bytes);
   out.has_float16 = report.has_float16;
+  out.has_int8_convolutions = report.has_int8_convolutions;
   return out;
 }
 
-DType CompileDTypeFor(const std::string& device, bool has_float16, DType given) {
-  if (given == DType::kUndefined && has_float16 && device == "cpu") return DType::kFloat32;
-  return given;
+DeviceCompile CompileForDevice(const client::DeviceInfo* device, bool has_float16, bool has_int8_convolutions,
+                               const compiler::CompileOptions& given) {
+  DeviceCompile out{given, ""};
+  auto add = [&](const std::string& change) { out.changes += (out.changes.empty() ? "" : ", ") + change; };
+  const bool cpu = device != nullptr && device->name == "cpu";
+  if (given.dtype == DType::kUndefined && has_float16 && cpu) {
+    out.options.dtype = DType::kFloat32;
+    add("in float32 (--dtype float16 keeps float16)");
+  }
+  if (given.layout == compiler::Layout::kAuto) {
+    out.options.layout = compiler::Layout::kNchw;  // as the options given compile
+    if (has_int8_convolutions && device != nullptr && device->int8_channels_last) {
+      out.options.layout = compiler::Layout::kNhwc;
+      add("with NHWC activations for its int8 convolutions (--layout NCHW keeps NCHW)");
+    }
+  }
+  return out;
 }
 
 std::string DescribeValue(const vm::ValueDesc& v) {

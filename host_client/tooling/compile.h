@@ -14,6 +14,10 @@
 #include "kernels/kernels.h"
 #include "vm/executable.h"
 
+namespace remex::client {
+struct DeviceInfo;
+}  // namespace remex::client
+
 namespace remex::tooling {
 
 // The registry the compiler uses: every op's shape function and CPU kernel (constant
@@ -33,9 +37,12 @@ struct CompileReport {
   compiler::CompileOptions options;     // with symbol names resolved
   std::map<std::string, int> kernels_by_op;  // "Conv", "Shape (host)" -> count
   bool has_float16 = false;             // the imported model has float16 tensors
+  bool has_int8_convolutions = false;   // ... QLinearConv or ConvInteger nodes
 };
 
-// Imports and compiles an ONNX model with `options`, and serializes it. Errors of the
+// Imports and compiles an ONNX model with `options`, and serializes it; a layout left
+// to the device (Layout::kAuto) compiles NCHW, as `remex compile`, which knows no
+// device, writes it (report.options then says kNchw). Errors of the
 // compiler (INVALID_ARGUMENT, UNIMPLEMENTED naming the node or option), NOT_FOUND when
 // the file cannot be read.
 StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compiler::CompileOptions& options);
@@ -47,18 +54,32 @@ struct LoadedExecutable {
   std::vector<std::byte> bytes;
   double compile_ms = 0;  // 0 for an .rmx
   bool has_float16 = false;  // an .onnx with float16 tensors (false for an .rmx)
+  bool has_int8_convolutions = false;  // an .onnx with QLinearConv or ConvInteger nodes
 };
 StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compiler::CompileOptions& options,
                                           bool changes_compilation);
 
-// The --dtype a model is compiled with for the device it runs on (`device`: the
-// server's DeviceInfo name, "cpu", "cuda:0") when the user gave none (`given`
-// kUndefined): float32 for a model with float16 tensors on the CPU device, which has no
-// float16 arithmetic (each float16 kernel would widen its inputs and round its output
-// on every call, and the float32 rewrites would not apply; ONNX Runtime's CPU provider
-// computes such nodes in float32 too: compiler/passes/precision.h, ConvertToFloat32);
-// otherwise `given` (kUndefined: the model's own).
-DType CompileDTypeFor(const std::string& device, bool has_float16, DType given);
+// A model's compile for the device it runs on (`device`: the server's DeviceInfo;
+// nullptr when the server names none): the choices the user left open, made for it.
+// - --dtype not given (kUndefined): float32 for a model with float16 tensors on the CPU
+//   device, which has no float16 arithmetic (each float16 kernel would widen its inputs
+//   and round its output on every call, and the float32 rewrites would not apply; ONNX
+//   Runtime's CPU provider computes such nodes in float32 too:
+//   compiler/passes/precision.h, ConvertToFloat32); otherwise the model's own.
+// - --layout not given (Layout::kAuto): NHWC for a model with QLinearConv or ConvInteger
+//   nodes on a device whose int8 convolutions run channels-last
+//   (DeviceInfo::int8_channels_last: the CPU device on a CPU with int8 dot products,
+//   VNNI; kernels/ops/quantization/int8_dnnl.h), which spares each convolution the
+//   reorders of its input and output; otherwise NCHW.
+// The caller compiles again when `changes` is not empty.
+struct DeviceCompile {
+  compiler::CompileOptions options;  // the options given, those choices made
+  // What differs from the executable the options given compile to, for the progress
+  // line ("in float32 (--dtype float16 keeps float16)"); empty: nothing does.
+  std::string changes;
+};
+DeviceCompile CompileForDevice(const client::DeviceInfo* device, bool has_float16, bool has_int8_convolutions,
+                               const compiler::CompileOptions& given);
 
 // "x: float32 [N, 3, 48, W]".
 std::string DescribeValue(const vm::ValueDesc& v);

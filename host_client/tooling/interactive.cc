@@ -42,15 +42,13 @@ StatusOr<SessionModel*> InteractiveSession::Load(const std::string& path, const 
   auto executable = LoadExecutable(path, options, changes_compilation);
   say("");
   REMEX_RETURN_IF_ERROR(executable.status());
-  // A float16 model meant for the CPU device runs in float32 unless --dtype says otherwise
-  // (CompileDTypeFor).
+  // The choices left open, made for the server's device (CompileForDevice).
   const auto& devices = client().server_info().devices;
-  if (const DType dtype = CompileDTypeFor(devices.empty() ? "" : devices[0].name, executable->has_float16, options.dtype);
-      dtype != options.dtype) {
-    say("compiling " + path + " in float32 for the CPU device (--dtype float16 keeps float16)");
-    compiler::CompileOptions in_float32 = options;
-    in_float32.dtype = dtype;
-    executable = LoadExecutable(path, in_float32, changes_compilation);
+  if (DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], executable->has_float16,
+                                                  executable->has_int8_convolutions, options);
+      !for_device.changes.empty()) {
+    say("compiling " + path + " again for the " + devices[0].name + " device, " + for_device.changes);
+    executable = LoadExecutable(path, for_device.options, changes_compilation);
     say("");
     REMEX_RETURN_IF_ERROR(executable.status());
   }

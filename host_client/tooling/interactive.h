@@ -95,8 +95,8 @@ class InteractiveSession {
   // Hello again: the server's identity and this session's bytes in use on the device.
   StatusOr<client::ServerInfo> Info() { return client().Hello(); }
 
-  // Loads MODEL.onnx (compiled with `options` first, as `remex compile` would; a float16
-  // model on the CPU device in float32 unless options.dtype is set: CompileDTypeFor) or
+  // Loads MODEL.onnx (compiled with `options` first, as `remex compile` would, with the
+  // choices they leave open made for the server's device: CompileForDevice) or
   // MODEL.rmx, uploads it unless the server's module cache has it, and creates a VM.
   // The errors of LoadExecutable, of the upload (the server's verification) and of
   // vmCreate; a model whose main function takes or gives a sequence is refused by the

@@ -162,14 +162,14 @@ StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection g
     }
     p.connection = std::move(connection).value();
   }
-  // The device known, a float16 model meant for the CPU device is compiled again in
-  // float32 (CompileDTypeFor), unless --dtype was given.
+  // The device known, the choices left open are made for it (CompileForDevice): a
+  // float16 model meant for the CPU device in float32, an int8 one channels-last.
   const auto& devices = p.session().server_info().devices;
-  const DType dtype = CompileDTypeFor(devices.empty() ? "" : devices[0].name, p.executable.has_float16,
-                                      request.compile.dtype);
-  if (dtype != request.compile.dtype) {
-    say("compiling " + request.model + " in float32 for the CPU device (--dtype float16 keeps float16)");
-    p.compile.dtype = dtype;
+  DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], p.executable.has_float16,
+                                              p.executable.has_int8_convolutions, request.compile);
+  p.compile = std::move(for_device.options);
+  if (!for_device.changes.empty()) {
+    say("compiling " + request.model + " again for the " + devices[0].name + " device, " + for_device.changes);
     auto again = LoadExecutable(request.model, p.compile, request.changes_compilation);
     say("");
     if (!again.ok()) return again.status();

@@ -38,8 +38,8 @@ struct ModelRequest {
 
 struct PreparedModel {
   LoadedExecutable executable;
-  // The options the executable was compiled with: the request's, with --dtype float32
-  // when the request left it unset and the server's device wants it (CompileDTypeFor).
+  // The options the executable was compiled with: the request's, with the choices it
+  // left open (--dtype, --layout) made for the server's device (CompileForDevice).
   compiler::CompileOptions compile;
   Connection connection;
   client::ModuleInfo module;
@@ -69,9 +69,10 @@ StatusOr<std::vector<npy::Array>> MakeInputs(const client::FunctionInfo& fn,
 // An input or output name as a file name: characters outside [A-Za-z0-9_.-] as '_'.
 std::string FileNameFor(const std::string& name);
 
-// Compiles (or reads) the model, connects, loads it and uploads its inputs. A float16
-// .onnx without request.compile.dtype is compiled again in float32 once the server's
-// device is known to be the CPU (CompileDTypeFor); `compile` says what was used.
+// Compiles (or reads) the model, connects, loads it and uploads its inputs. An .onnx is
+// compiled again once the server's device is known when the choices the request left
+// open differ for it (CompileForDevice: a float16 model in float32 on the CPU device, an
+// int8 one NHWC); `compile` says what was used.
 StatusOr<PreparedModel> PrepareModel(const ModelRequest& request, const ProgressFn& progress = {});
 // As PrepareModel, on a connection made before (one whose model run, bench or check has
 // released): the same server, session and lease, request.server unused.

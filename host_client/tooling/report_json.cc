@@ -22,7 +22,7 @@ json CompileOptionsJson(const compiler::CompileOptions& o) {
   for (const auto& [name, b] : o.bounds) bounds[name] = {b.min, b.max >= 0 ? json(b.max) : json(nullptr)};
   json dispatch = json::array();
   for (const auto& d : o.dispatch) dispatch.push_back(d.symbol);
-  json j = {{"layout", o.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
+  json j = {{"layout", compiler::LayoutName(o.layout)},
           {"dtype", o.dtype == DType::kUndefined ? std::string("model") : std::string(DTypeName(o.dtype))},
           {"input_shapes", shapes},
           {"bounds", bounds},
@@ -286,7 +286,7 @@ json ToJson(const CompileReport& r) {
   j["symbols"] = symbols;
   j["functions"] = functions;
   j["kernels_by_op"] = r.kernels_by_op;
-  j["options"] = {{"layout", r.options.layout == compiler::Layout::kNhwc ? "NHWC" : "NCHW"},
+  j["options"] = {{"layout", compiler::LayoutName(r.options.layout)},
                   {"dtype", r.options.dtype == DType::kUndefined ? std::string("model") : std::string(DTypeName(r.options.dtype))},
                   {"buckets", s.buckets},
                   {"strict", r.options.strict_dispatch},

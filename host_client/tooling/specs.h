@@ -40,7 +40,7 @@ StatusOr<DType> ParseFloatDType(const std::string& name);
 // completion and messages): --layout (compiler::ParseLayout decides), compile's --dtype
 // (ParseFloatDType decides), and the dtypes of a tensor made on the server (the shell's
 // zeros and random: every dtype with numbers).
-inline constexpr const char* kLayoutNames[] = {"NCHW", "NHWC"};
+inline constexpr const char* kLayoutNames[] = {"NCHW", "NHWC", "auto"};
 inline constexpr const char* kCompileDTypeNames[] = {"float32", "float16"};
 inline constexpr const char* kNumericDTypeNames[] = {"float32", "float16", "bfloat16", "float64", "int8",
                                                      "uint8",   "int16",   "uint16",   "int32",   "uint32",
@@ -66,7 +66,7 @@ struct CompileSpecs {
   std::vector<std::string> bounds;    // --bound SYMBOL=MIN:MAX | INPUT:AXIS=MIN:MAX
   std::vector<std::string> dispatch;  // --dispatch SYMBOL=log:2[:MIN:MAX] ... (compiler/buckets.h)
   bool strict = false;                // --strict: no generic function behind the buckets
-  std::string layout = "NCHW";        // --layout NCHW | NHWC
+  std::string layout;                 // --layout NCHW | NHWC | auto; "": auto (CompileForDevice)
   std::string dtype;                  // --dtype float32 | float16; empty: the model's own
   bool fuse_epilogues = true;         // --no-fuse-epilogues clears it
   bool fold_batchnorm = true;         // --no-fold-batchnorm clears it

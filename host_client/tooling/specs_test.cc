@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "host_client/client/client.h"
+#include "host_client/tooling/compile.h"
+
 namespace remex::tooling {
 namespace {
 
@@ -105,6 +108,16 @@ TEST(SpecsTest, CompileSpecsFillCompileOptions) {
   ASSERT_TRUE(unfolded.ok());
   EXPECT_FALSE(unfolded->fold_batchnorm);
 
+  // No --layout: the device decides (CompileForDevice); "auto" says so too.
+  for (const char* text : {"", "auto", "AUTO"}) {
+    CompileSpecs left;
+    left.layout = text;
+    EXPECT_EQ(left.ChangesCompilation(), *text != '\0') << text;
+    auto open = ParseCompileSpecs(left);
+    ASSERT_TRUE(open.ok()) << open.status().ToString();
+    EXPECT_EQ(open->layout, compiler::Layout::kAuto) << text;
+  }
+
   CompileSpecs bad;
   bad.layout = "NCWH";
   auto layout = ParseCompileSpecs(bad);
@@ -140,6 +153,44 @@ TEST(SpecsTest, FetchServerAndCompression) {
   EXPECT_EQ(ParseCompression("zstd:7")->level, 7);
   EXPECT_FALSE(ParseCompression("zstd:0").ok());
   EXPECT_FALSE(ParseCompression("lz4").ok());
+}
+
+// The choices a user left open, made for the device: a float16 model in float32 on the
+// CPU device, int8 convolutions NHWC on a device whose int8 convolutions are
+// channels-last; a choice given is kept, and nothing changes elsewhere.
+TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
+  client::DeviceInfo cpu{"cpu", "", 0, 0, /*int8_channels_last=*/true};
+  client::DeviceInfo cpu_without_vnni{"cpu", "", 0, 0, false};
+  client::DeviceInfo gpu{"cuda:0", "", 0, 0, false};
+  compiler::CompileOptions open;
+  open.layout = compiler::Layout::kAuto;
+
+  DeviceCompile int8 = CompileForDevice(&cpu, /*has_float16=*/false, /*has_int8_convolutions=*/true, open);
+  EXPECT_EQ(int8.options.layout, compiler::Layout::kNhwc);
+  EXPECT_EQ(int8.options.dtype, DType::kUndefined);
+  EXPECT_NE(int8.changes.find("NHWC"), std::string::npos) << int8.changes;
+  for (const client::DeviceInfo* d : std::initializer_list<const client::DeviceInfo*>{&cpu_without_vnni, &gpu, nullptr}) {
+    DeviceCompile c = CompileForDevice(d, false, true, open);
+    EXPECT_EQ(c.options.layout, compiler::Layout::kNchw) << (d ? d->name : "no device");
+    EXPECT_EQ(c.changes, "") << "the executable compiled with auto is NCHW already";
+  }
+  DeviceCompile float_model = CompileForDevice(&cpu, false, false, open);
+  EXPECT_EQ(float_model.options.layout, compiler::Layout::kNchw);
+  EXPECT_EQ(float_model.changes, "");
+
+  compiler::CompileOptions nchw;  // --layout NCHW given
+  DeviceCompile kept = CompileForDevice(&cpu, false, true, nchw);
+  EXPECT_EQ(kept.options.layout, compiler::Layout::kNchw);
+  EXPECT_EQ(kept.changes, "");
+
+  DeviceCompile f16 = CompileForDevice(&cpu, /*has_float16=*/true, true, open);
+  EXPECT_EQ(f16.options.dtype, DType::kFloat32);
+  EXPECT_EQ(f16.options.layout, compiler::Layout::kNhwc);
+  EXPECT_NE(f16.changes.find("float32"), std::string::npos) << f16.changes;
+  EXPECT_EQ(CompileForDevice(&gpu, true, false, open).options.dtype, DType::kUndefined);
+  compiler::CompileOptions f16_given = open;
+  f16_given.dtype = DType::kFloat16;
+  EXPECT_EQ(CompileForDevice(&cpu, true, false, f16_given).options.dtype, DType::kFloat16);
 }
 
 }  // namespace

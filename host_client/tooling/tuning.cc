@@ -34,13 +34,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* LayoutText(compiler::Layout l) { return l == compiler::Layout::kNhwc ? "NHWC" : "NCHW"; }
 std::string DTypeText(DType d) { return d == DType::kUndefined ? std::string("model") : std::string(DTypeName(d)); }
 const char* BoolText(bool b) { return b ? "true" : "false"; }
 
 // The value of axis `key` in `c`, as --space writes it.
 std::string AxisValue(const TunedChoices& c, const std::string& key) {
-  if (key == "layout") return LayoutText(c.layout);
+  if (key == "layout") return compiler::LayoutName(c.layout);
   if (key == "dtype") return DTypeText(c.dtype);
   if (key == "fold-batchnorm") return BoolText(c.fold_batchnorm);
   if (key == "fuse-epilogues") return BoolText(c.fuse_epilogues);
@@ -83,7 +82,7 @@ json ShapesJson(const std::map<std::string, Shape>& shapes) {
 // ---- choices -----------------------------------------------------------------------
 
 json ToJson(const TunedChoices& c) {
-  json j = {{"layout", LayoutText(c.layout)},
+  json j = {{"layout", compiler::LayoutName(c.layout)},
             {"dtype", DTypeText(c.dtype)},
             {"fold_batchnorm", c.fold_batchnorm},
             {"fuse_epilogues", c.fuse_epilogues},
@@ -153,6 +152,7 @@ Status SetTunedChoice(TunedChoices& c, const std::string& key, const std::string
   if (key == "layout") {
     auto layout = compiler::ParseLayout(value);
     if (!layout.ok()) return layout.status().WithContext("layout");
+    if (*layout == compiler::Layout::kAuto) return InvalidArgument("layout must be NCHW or NHWC, got '" + value + "'");
     c.layout = *layout;
     return OkStatus();
   }
@@ -248,7 +248,7 @@ std::vector<TuningAxis> DefaultTuningSpace(const std::string& device) {
                                    {"fold-batchnorm", {"true", "false"}},
                                    {"fuse-epilogues", {"true", "false"}},
                                    {"fuse-elementwise", {"true", "false"}}};
-  // The CPU device has no float16 arithmetic (compile.h, CompileDTypeFor), and its
+  // The CPU device has no float16 arithmetic (compile.h, CompileForDevice), and its
   // kernels take no per-node choices.
   if (device == "cpu") space.push_back({"compute-threads", {"0", "1"}});
   if (device != "cpu") {
@@ -1227,7 +1227,11 @@ StatusOr<TuneReport> Tuner::Run() {
   REMEX_ASSIGN_OR_RETURN(CompileReport whole, CompileModel(model, given));
   has_float16_ = whole.has_float16;
   resolved_ = whole.options;
-  resolved_.dtype = CompileDTypeFor(device_, has_float16_, resolved_.dtype);
+  // The choices the options leave open, made for this device (CompileForDevice).
+  const DeviceCompile for_device =
+      CompileForDevice(devices.empty() ? nullptr : &devices[0], whole.has_float16, whole.has_int8_convolutions, given);
+  resolved_.dtype = for_device.options.dtype;
+  resolved_.layout = for_device.options.layout;
   start_ = ChoicesOf(resolved_);
   const vm::FunctionDef& signature = whole.executable.functions.at(0);
   std::map<std::string, compiler::DimBounds> bounds;

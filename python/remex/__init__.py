@@ -556,7 +556,7 @@ class CompileResult:
 def compile(model: Union[str, "_os.PathLike[str]"], output: Union[str, "_os.PathLike[str]"],
             shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
             bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
-            dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
+            dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: Optional[str] = None,
             dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> CompileResult:
     """Compiles MODEL.onnx and writes the executable to `output` (MODEL.rmx), as
     `remex compile MODEL.onnx -o OUTPUT` does with the same options (those of
@@ -571,7 +571,7 @@ def compile(model: Union[str, "_os.PathLike[str]"], output: Union[str, "_os.Path
     if isinstance(dispatch, str):
         dispatch = [dispatch]
     return CompileResult(_native.compile(_os.fspath(model), _os.fspath(output), _shape_specs(shapes),
-                                         _bound_specs(bounds), list(dispatch or []), strict, layout, dtype or "",
+                                         _bound_specs(bounds), list(dispatch or []), strict, layout or "", dtype or "",
                                          fuse_epilogues, fold_batchnorm))
 
 
@@ -598,7 +598,7 @@ class Session:
 
     def load(self, path: str, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
-             dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
+             dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: Optional[str] = None,
              dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True) -> Model:
         """Loads MODEL.onnx (compiled here first, as `remex compile` would with the same
         options) or MODEL.rmx; the executable is uploaded unless the server's module
@@ -608,8 +608,10 @@ class Session:
         bounds: {symbol or "input:axis": (min, max or None)} of dynamic dims.
         dispatch: shape bucket specs ("x:3=log:2:32:2048"; docs/dispatch.md); strict:
         refuse shapes outside the buckets. layout: "NCHW" or "NHWC" between
-        convolutions; dtype: "float32" or "float16" activations and weights (None: the
-        model's own, except a float16 model on a CPU server, which runs in float32 as
+        convolutions (None: NHWC for a model with int8 convolutions, QLinearConv or
+        ConvInteger, on a CPU server with int8 dot products, where oneDNN's int8
+        convolutions are channels-last; NCHW otherwise); dtype: "float32" or
+        "float16" activations and weights (None: the model's own, except a float16 model on a CPU server, which runs in float32 as
         CPUs without float16 arithmetic want; inputs and outputs keep their dtype);
         fuse_epilogues: Conv/MatMul + bias + activation as one kernel; fold_batchnorm:
         BatchNormalization folded into the Conv before it.
@@ -618,7 +620,7 @@ class Session:
         if isinstance(dispatch, str):
             dispatch = [dispatch]
         return Model(self._s.load(path, _shape_specs(shapes), _bound_specs(bounds), list(dispatch or []), strict,
-                                  layout, dtype or "", fuse_epilogues, fold_batchnorm))
+                                  layout or "", dtype or "", fuse_epilogues, fold_batchnorm))
 
     def upload(self, array: Any) -> Tensor:
         """Copies an array (anything numpy.asarray takes) to a new tensor on the server,
@@ -656,7 +658,9 @@ class Session:
 
     def info(self) -> Dict[str, Any]:
         """The server's name, version, protocol and session id, and its devices
-        (name, description, memory_bytes, and bytes_in_use: this session's)."""
+        (name, description, memory_bytes, bytes_in_use: this session's, and
+        int8_channels_last: whether its int8 convolutions run fastest channels-last,
+        which a load with layout=None follows)."""
         return self._s.info()
 
     def handles(self) -> List[Dict[str, Any]]:
@@ -755,7 +759,7 @@ def farm(url: Optional[str] = None, *, pool: str = "default", labels: str = "", 
 def tune(model: _PathArg, log: _PathArg, output: Optional[_PathArg] = None,
          shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
          bounds: Optional[Mapping[str, Tuple[int, Optional[int]]]] = None,
-         dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: str = "NCHW",
+         dispatch: Union[str, Sequence[str], None] = None, strict: bool = False, layout: Optional[str] = None,
          dtype: Optional[str] = None, fuse_epilogues: bool = True, fold_batchnorm: bool = True,
          server: Optional[str] = None, token: Optional[str] = None, token_file: Optional[_PathArg] = None,
          farm: Optional[str] = None, pool: str = "default", labels: str = "", wait: float = 0.0,
@@ -788,7 +792,7 @@ def tune(model: _PathArg, log: _PathArg, output: Optional[_PathArg] = None,
     specs = [f"{key}={','.join(str(v) for v in values)}" for key, values in (space or {}).items()]
     return _json.loads(_native.tune(
         _os.fspath(model), _os.fspath(log), _os.fspath(output) if output is not None else "", _shape_specs(shapes),
-        _bound_specs(bounds), list(dispatch or []), strict, layout, dtype or "", fuse_epilogues, fold_batchnorm,
+        _bound_specs(bounds), list(dispatch or []), strict, layout or "", dtype or "", fuse_epilogues, fold_batchnorm,
         server or "", token or "", _os.fspath(token_file) if token_file is not None else "", farm or "", pool,
         labels, wait, timeout, specs, budget_s, min_duration_s, min_samples, confidence, rtol, atol, float16_rtol,
         float16_atol, devices, seed))

@@ -710,6 +710,7 @@ class Session {
       e["description"] = dev.description;
       e["memory_bytes"] = dev.memory_bytes;
       e["bytes_in_use"] = dev.bytes_in_use;
+      e["int8_channels_last"] = dev.int8_channels_last;
       devices.append(e);
     }
     d["devices"] = devices;

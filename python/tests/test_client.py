@@ -29,6 +29,11 @@ def test_info_names_the_server_and_protocol(session):
     assert info["name"] == "remex-server"
     assert info["protocol"] == "1.6"
     assert info["devices"][0]["name"] == "cpu"
+    # The CPU device's int8 convolutions are channels-last where the CPU has VNNI.
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    vnni = "avx512_vnni" in flags or "avx_vnni" in flags
+    assert info["devices"][0]["int8_channels_last"] is vnni
     assert session.device.startswith("cpu")
     assert session.server.startswith("127.0.0.1:")
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/huge_pages.h"
+#include "kernels/cpu_features.h"
 
 namespace remex::vm {
 namespace {
@@ -35,6 +36,7 @@ class CpuDevice final : public Device {
     caps.fault_recovery = true;
     // OpenMP's default is a process-wide setting: any thread that set none reads it.
     caps.compute_threads = compute_threads_ > 0 ? compute_threads_ : kernels::CpuComputeThreads();
+    caps.int8_channels_last = kernels::CpuHasInt8DotProducts();
     return caps;
   }
   std::string name() const override { return name_; }

@@ -53,6 +53,11 @@ struct DeviceCapabilities {
   // threads (its own count, else OpenMP's default); 0 for a device whose kernels do not
   // run on host threads (a GPU).
   int compute_threads = 0;
+  // Its int8 convolutions (QLinearConv, ConvInteger) run fastest with their activations
+  // channels-last: the CPU device on a CPU with int8 dot products
+  // (kernels::CpuHasInt8DotProducts). The server tells clients (DeviceInfo), whose
+  // compile then defaults to NHWC for a model with them (tooling::CompileForDevice).
+  bool int8_channels_last = false;
 
   // Whether the host may read and write the device's memory in place whenever no call on
   // the device is running, on any thread: host-addressable memory and no queued work.

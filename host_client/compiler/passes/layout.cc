@@ -290,7 +290,20 @@ StatusOr<Layout> ParseLayout(std::string_view text) {
   for (char& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (t == "NCHW") return Layout::kNchw;
   if (t == "NHWC") return Layout::kNhwc;
-  return InvalidArgument("unknown layout '" + std::string(text) + "' (NCHW or NHWC)");
+  if (t.empty() || t == "AUTO") return Layout::kAuto;
+  return InvalidArgument("unknown layout '" + std::string(text) + "' (NCHW, NHWC or auto)");
+}
+
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kNhwc:
+      return "NHWC";
+    case Layout::kAuto:
+      return "auto";
+    case Layout::kNchw:
+      break;
+  }
+  return "NCHW";
 }
 
 StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry) {

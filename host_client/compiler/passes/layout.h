@@ -43,10 +43,17 @@ namespace remex::compiler {
 enum class Layout : uint8_t {
   kNchw = 0,  // ONNX's layout; the pass does nothing.
   kNhwc = 1,  // Channels-last between convolutions (see above).
+  // Not chosen (no --layout): the device the model runs on decides
+  // (tooling::CompileForDevice: NHWC for int8 convolutions on a device whose int8
+  // kernels are channels-last, else NCHW). The compiler itself compiles it as kNchw.
+  kAuto = 2,
 };
 
-// "NCHW" / "NHWC" (case-insensitive); INVALID_ARGUMENT otherwise.
+// "NCHW" / "NHWC" (case-insensitive); "" and "auto" give kAuto; INVALID_ARGUMENT
+// otherwise.
 StatusOr<Layout> ParseLayout(std::string_view text);
+// "NCHW", "NHWC", "auto": what ParseLayout reads back.
+const char* LayoutName(Layout layout);
 
 struct LayoutStats {
   int nodes_nhwc = 0;          // nodes rewritten to run on NHWC values

@@ -3,6 +3,8 @@
 
 #include "kernels/ops/quantization/int8_dnnl.h"
 
+#include "kernels/cpu_features.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -344,3 +346,9 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
 }
 
 }  // namespace remex::kernels::internal
+
+namespace remex::kernels {
+
+bool CpuHasInt8DotProducts() { return internal::DnnlQConv::Available(); }
+
+}  // namespace remex::kernels

@@ -1,0 +1,14 @@
+// What the CPU offers the CPU kernels, for the code above them that chooses how to use
+// them (the CPU device's capabilities, vm/device/device.h).
+#pragma once
+
+namespace remex::kernels {
+
+// Whether this CPU has int8 dot products (VNNI: AVX512-VNNI or AVX-VNNI), on which the
+// CPU kernels run ConvInteger, QLinearConv, MatMulInteger and QLinearMatMul with
+// constant weights through oneDNN's int8 primitives, whose convolutions take their
+// activations channels-last (kernels/ops/quantization/int8_dnnl.h). Elsewhere those
+// ops run an int16 GEMM. Cheap after the first call; thread-safe.
+bool CpuHasInt8DotProducts();
+
+}  // namespace remex::kernels
