@@ -37,8 +37,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name, model (ppocr/FILE | real/FILE | sr | gen/NAME[:SHAPE] of bench/bench_models.py), input
 # name and shape (random inputs; None for gen/: its own), number, repeat, warmup, and any
 # compile options of remex's (`--dtype float16`: a float16 model kept in float16 on the CPU
-# device, where it is computed in float32 by default; `--layout NHWC`: the int8
-# convolutions' activations held channels-last, NCHW by default)
+# device, where it is computed in float32 by default; `--layout NCHW`: the int8
+# convolutions' activations held channels-first, where a CPU with VNNI holds them
+# channels-last by default)
 CASES = [
     ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
     ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),
@@ -60,9 +61,9 @@ CASES = [
     ("int8-encoder 1x128 (MatMulInteger)", "gen/encoder-int8:1x128", None, None, 5, 15, 5),
     ("int8-resnet50 (QLinearConv)", "gen/resnet50-int8", None, None, 1, 10, 2),
     ("int8-resnet50 (ConvInteger)", "gen/resnet50-convinteger", None, None, 1, 10, 2),
-    ("int8-resnet50 (QLinearConv) --layout NHWC", "gen/resnet50-int8", None, None, 1, 10, 2, "--layout", "NHWC"),
-    ("int8-resnet50 (ConvInteger) --layout NHWC", "gen/resnet50-convinteger", None, None, 1, 10, 2,
-     "--layout", "NHWC"),
+    ("int8-resnet50 (QLinearConv) --layout NCHW", "gen/resnet50-int8", None, None, 1, 10, 2, "--layout", "NCHW"),
+    ("int8-resnet50 (ConvInteger) --layout NCHW", "gen/resnet50-convinteger", None, None, 1, 10, 2,
+     "--layout", "NCHW"),
     ("fp16-resnet50 1x3x224x224", "gen/resnet50-fp16", None, None, 1, 10, 2),
     ("fp16-resnet50 1x3x224x224 --dtype float16", "gen/resnet50-fp16", None, None, 1, 10, 2, "--dtype", "float16"),
 ]
