@@ -90,7 +90,8 @@ TEST_F(SrLayoutTest, NhwcMatchesNchwWithLayoutChangesOnlyAtTheEdges) {
   // The blocks' Conv + LeakyRelu and Conv + Add pairs and the skip's Conv + Add are
   // FusedConv kernels, in either layout.
   for (const std::string* text : {&nchw, &nhwc}) {
-    EXPECT_NE(text->find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
+    EXPECT_NE(text->find("fused epilogues: 5 FusedConv, 0 FusedMatMul and 0 FusedMatMulInteger kernels absorb 5 Add, "
+                         "activation, Cast and Mul nodes"),
               std::string::npos)
         << *text;
   }
@@ -115,7 +116,8 @@ TEST_F(SrLayoutTest, Float16NhwcKeepsLayoutChangesAtTheEdgesAndMatchesFloat32) {
             std::string::npos)
       << f16;
   EXPECT_NE(f16.find("output  y: float32 [1, 3, 96, 160]"), std::string::npos) << f16;
-  EXPECT_NE(f16.find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
+  EXPECT_NE(f16.find("fused epilogues: 5 FusedConv, 0 FusedMatMul and 0 FusedMatMulInteger kernels absorb 5 Add, "
+                         "activation, Cast and Mul nodes"),
             std::string::npos)
       << f16;
   Run("NCHW", "");
@@ -145,7 +147,8 @@ TEST_F(SrLayoutTest, Float16ModelRunsNhwcWithLayoutChangesOnlyAtTheEdges) {
             std::string::npos)
       << nhwc;
   EXPECT_NE(nhwc.find("output  y: float16 [1, 3, 96, 160]"), std::string::npos) << nhwc;
-  EXPECT_NE(nhwc.find("fused epilogues: 5 FusedConv and 0 FusedMatMul kernels absorb 5 Add and activation nodes"),
+  EXPECT_NE(nhwc.find("fused epilogues: 5 FusedConv, 0 FusedMatMul and 0 FusedMatMulInteger kernels absorb 5 Add, "
+                         "activation, Cast and Mul nodes"),
             std::string::npos)
       << nhwc;
   Run("NCHW_h", "");

@@ -97,8 +97,10 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
     std::fprintf(out, "folded: %d BatchNormalization nodes into their Conv's weights\n", stats.batchnorms_folded);
     std::fprintf(out, "recognised: %d decomposed HardSwish chains as HardSwish, %d SiLU / Swish as Swish, %d GELU as Gelu\n",
                  stats.hardswish_recognized, stats.swish_recognized, stats.gelu_recognized);
-    std::fprintf(out, "fused epilogues: %d FusedConv and %d FusedMatMul kernels absorb %d Add and activation nodes\n",
-                 stats.fused_convs, stats.fused_matmuls, stats.epilogue_nodes);
+    std::fprintf(out,
+                 "fused epilogues: %d FusedConv, %d FusedMatMul and %d FusedMatMulInteger kernels absorb %d Add, "
+                 "activation, Cast and Mul nodes\n",
+                 stats.fused_convs, stats.fused_matmuls, stats.fused_matmul_integers, stats.epilogue_nodes);
     std::fprintf(out, "fused elementwise: %d FusedElementwise kernels replace %d nodes\n", stats.fused_kernels,
                  stats.nodes_fused);
     std::fprintf(out, "dtype %s: %d nodes converted, %d constants converted, %d casts inserted\n",

@@ -1,6 +1,6 @@
-// The epilogue fusion pass: what fuses into FusedConv and FusedMatMul and what must
-// not (an intermediate with another reader, a graph output, a broadcasting Add, a
-// MatMul by a non-constant), and compiled graphs run on the CPU VM against the same
+// The epilogue fusion pass: what fuses into FusedConv, FusedMatMul and
+// FusedMatMulInteger and what must not (an intermediate with another reader, a graph
+// output, a broadcasting Add, a MatMul by a non-constant), and compiled graphs run on the CPU VM against the same
 // graphs compiled without the pass, in NCHW, NHWC and float16.
 #include "host_client/compiler/passes/epilogue_fusion.h"
 
@@ -437,6 +437,131 @@ TEST(EpilogueFusionTest, MatMulWithADynamicRowCountFuses) {
     ASSERT_EQ(got[0].size(), want[0].size());
     for (size_t i = 0; i < got[0].size(); ++i) ASSERT_NEAR(got[0][i], want[0][i], 1e-5f) << "at " << i;
   }
+}
+
+// A dynamically quantized MatMul as ONNX Runtime's quantizer writes it: x float32
+// [2, 5, 64], DynamicQuantizeLinear, MatMulInteger by constant weights [64, 48] (int8 at
+// zero point 0, or uint8 at 128), Cast to float32, Mul by x_scale * w_scale (one value,
+// or per column with `per_column`), then Add of a [48] bias unless `bias` is false.
+constexpr int64_t kQK = 64, kQN = 48;
+const Shape kQX = {2, 5, kQK};
+// With `bias_input`, the bias is a graph input instead of a constant; with
+// `activation`, that op follows (Relu; Gelu: decomposed, as exporters write it).
+OnnxModelBuilder QuantizedMatMul(bool bias, bool per_column = false, bool uint8_weights = false,
+                                 bool bias_input = false, const std::string& activation = "") {
+  const std::string out = activation.empty() ? "y" : "pre";
+  OnnxModelBuilder b(13);
+  b.Input("x", kFloat, kQX);
+  if (bias_input) b.Input("bias", kFloat, {kQN});
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> dist(-127, 127);
+  std::vector<uint8_t> w(kQK * kQN);
+  for (uint8_t& v : w) v = static_cast<uint8_t>(dist(rng) + (uint8_weights ? 128 : 0));
+  const int type = uint8_weights ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+  const uint8_t w_zp = uint8_weights ? 128 : 0;
+  b.RawInit("w", type, {kQK, kQN}, w.data(), w.size());
+  b.RawInit("w_zp", type, {}, &w_zp, 1);
+  if (per_column) {
+    std::vector<float> scales = Random(kQN, 51);
+    for (float& v : scales) v = 0.01f + std::fabs(v) * 0.01f;
+    b.FloatInit("w_scale", {kQN}, scales);
+  } else {
+    b.FloatInit("w_scale", {}, {0.0123f});
+  }
+  b.Node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xzp"}, "dql");
+  b.Node("MatMulInteger", {"xq", "w", "xzp", "w_zp"}, {"acc"}, "mmi");
+  OnnxModelBuilder::IntAttr(b.Node("Cast", {"acc"}, {"accf"}, "cast"), "to", kFloat);
+  b.Node("Mul", {"xs", "w_scale"}, {"scale"}, "scale");
+  b.Node("Mul", {"scale", "accf"}, {bias ? "m" : out}, "mul");
+  if (bias) {
+    if (!bias_input) b.FloatInit("bias", {kQN}, Random(kQN, 52));
+    b.Node("Add", {"m", "bias"}, {out}, "add");
+  }
+  if (activation == "Gelu") {  // as torch.onnx.export writes it: x * 0.5 * (1 + erf(x / sqrt(2)))
+    b.FloatInit("sqrt2", {}, {1.4142135f}).FloatInit("one", {}, {1.0f}).FloatInit("half", {}, {0.5f});
+    b.Node("Div", {out, "sqrt2"}, {"g0"}, "gelu_div");
+    b.Node("Erf", {"g0"}, {"g1"}, "gelu_erf");
+    b.Node("Add", {"g1", "one"}, {"g2"}, "gelu_add");
+    b.Node("Mul", {out, "g2"}, {"g3"}, "gelu_mul");
+    b.Node("Mul", {"g3", "half"}, {"y"}, "gelu_half");
+  } else if (!activation.empty()) {
+    b.Node(activation, {out}, {"y"}, "act");
+  }
+  b.Output("y", kFloat, {2, 5, kQN});
+  return b;
+}
+
+// Compiles `b` with and without epilogue fusion: `fused` FusedMatMulInteger kernels
+// absorbing `nodes` nodes, and the outputs of both within float32 rounding (the sums
+// are exact either way; oneDNN may round the scale and bias once).
+void ExpectQuantizedFusion(const OnnxModelBuilder& b, int fused, int nodes, float tol = 1e-6f) {
+  CompileStats with_stats, without_stats;
+  auto with = Compile(b, {}, &with_stats);
+  auto without = Compile(b, {false}, &without_stats);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_EQ(CountKernels(*with, "FusedMatMulInteger"), fused);
+  EXPECT_EQ(CountKernels(*with, "MatMulInteger"), 1 - fused);
+  EXPECT_EQ(CountKernels(*without, "FusedMatMulInteger"), 0);
+  EXPECT_EQ(with_stats.fused_matmul_integers, fused);
+  EXPECT_EQ(with_stats.epilogue_nodes, nodes);
+  for (uint32_t seed : {61u, 62u}) {
+    const std::vector<float> x = Random(static_cast<size_t>(*NumElements(kQX)), seed);
+    auto got = RunFloat32Outputs(*with, {kQX}, {x});
+    auto want = RunFloat32Outputs(*without, {kQX}, {x});
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].size(), want[0].size());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      ASSERT_NEAR(got[0][i], want[0][i], tol * (1 + std::fabs(want[0][i]))) << "at " << i;
+    }
+  }
+}
+
+TEST(EpilogueFusionTest, QuantizedMatMulCastMulAddFuses) {
+  ExpectQuantizedFusion(QuantizedMatMul(true), 1, 3);
+  ExpectQuantizedFusion(QuantizedMatMul(true, /*per_column=*/true), 1, 3);
+  ExpectQuantizedFusion(QuantizedMatMul(true, false, /*uint8_weights=*/true), 1, 3);
+  ExpectQuantizedFusion(QuantizedMatMul(false), 1, 2);  // no bias: Cast and Mul
+}
+
+// The decomposed GELU is one Gelu node once recognised (passes/activation_patterns.h);
+// the tolerance takes oneDNN's gelu_erf post-op.
+TEST(EpilogueFusionTest, QuantizedMatMulTakesTheActivationAfterIt) {
+  ExpectQuantizedFusion(QuantizedMatMul(true, false, false, false, "Relu"), 1, 4);
+  ExpectQuantizedFusion(QuantizedMatMul(false, true, false, false, "Relu"), 1, 3);
+  ExpectQuantizedFusion(QuantizedMatMul(true, false, false, false, "Gelu"), 1, 4, 1e-5f);
+}
+
+TEST(EpilogueFusionTest, QuantizedMatMulChainsThatMustNotFuse) {
+  // The Cast's output read elsewhere too.
+  OnnxModelBuilder read = QuantizedMatMul(true);
+  read.Node("Relu", {"accf"}, {"r"}, "relu");
+  read.Output("r", kFloat, {2, 5, kQN});
+  CompileStats stats;
+  auto def = Compile(read, {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.fused_matmul_integers, 0);
+  EXPECT_EQ(CountKernels(*def, "MatMulInteger"), 1);
+
+  // A Mul by a value that is neither one element nor [N]: [2, 5, 1] broadcast.
+  OnnxModelBuilder rows(13);
+  rows.Input("a", onnx::TensorProto::UINT8, {2, 5, kQK}).Input("s", kFloat, {2, 5, 1});
+  std::vector<int8_t> w(kQK * kQN, 3);
+  rows.RawInit("w", onnx::TensorProto::INT8, {kQK, kQN}, w.data(), w.size());
+  rows.Node("MatMulInteger", {"a", "w"}, {"acc"}, "mmi");
+  OnnxModelBuilder::IntAttr(rows.Node("Cast", {"acc"}, {"accf"}, "cast"), "to", kFloat);
+  rows.Node("Mul", {"accf", "s"}, {"y"}, "mul");
+  rows.Output("y", kFloat, {2, 5, kQN});
+  def = Compile(rows, {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.fused_matmul_integers, 0);
+
+  // A bias that is not a constant: the Mul fuses, the Add stays.
+  def = Compile(QuantizedMatMul(true, false, false, /*bias_input=*/true), {}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.fused_matmul_integers, 1);
+  EXPECT_EQ(stats.epilogue_nodes, 2);
+  EXPECT_EQ(CountKernels(*def, "Add") + CountKernels(*def, "FusedElementwise"), 1);
 }
 
 }  // namespace

@@ -129,6 +129,7 @@ struct CompileStats {
   int nodes_fused = 0;    // nodes they replace
   int fused_convs = 0;     // FusedConv nodes made by epilogue fusion
   int fused_matmuls = 0;   // FusedMatMul nodes made by epilogue fusion
+  int fused_matmul_integers = 0;  // FusedMatMulInteger nodes made by epilogue fusion
   int epilogue_nodes = 0;  // Add and activation nodes both absorbed
   int kernels = 0;
   int host_kernels = 0;             // kernels placed on the host

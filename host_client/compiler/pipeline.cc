@@ -92,6 +92,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     EpilogueFusionStats epilogues = FuseEpilogues(graph, registry);
     local.fused_convs = epilogues.fused_convs;
     local.fused_matmuls = epilogues.fused_matmuls;
+    local.fused_matmul_integers = epilogues.fused_matmul_integers;
     local.epilogue_nodes = epilogues.epilogue_nodes;
   }
   if (options.fuse_elementwise) {

@@ -313,6 +313,7 @@ json ToJson(const CompileReport& r) {
                 {"activation_nodes_absorbed", s.activation_nodes_absorbed},
                 {"fused_convs", s.fused_convs},
                 {"fused_matmuls", s.fused_matmuls},
+                {"fused_matmul_integers", s.fused_matmul_integers},
                 {"epilogue_nodes", s.epilogue_nodes},
                 {"fused_kernels", s.fused_kernels},
                 {"nodes_fused", s.nodes_fused},

@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::string_view kFusedConv = "FusedConv";
 constexpr std::string_view kFusedMatMul = "FusedMatMul";
+constexpr std::string_view kFusedMatMulInteger = "FusedMatMulInteger";
 
 // Whether a and b have the same dtype and the same shape, dim by dim: static and
 // equal, or both dynamic with one known symbolic expression.
@@ -72,6 +73,25 @@ bool IsFusibleMatMul(const Graph& g, const Node& n) {
   return FloatOutput(g.values[n.outputs[0]]);
 }
 
+// A MatMulInteger with an int32 device output whose B has static shape [K, N]: N, else -1.
+int64_t FusibleMatMulIntegerColumns(const Graph& g, const Node& n) {
+  if (n.op != "MatMulInteger" || n.host || !n.regions.empty() || n.outputs.size() != 1) return -1;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return -1;
+  const Value& b = g.values[n.inputs[1]];
+  const Value& y = g.values[n.outputs[0]];
+  if (!b.static_shape() || b.shape.size() != 2 || y.dtype != DType::kInt32 || !y.rank_known || y.host) return -1;
+  return b.shape[1];
+}
+
+// Whether `v` is a float32 device value holding one element (any rank), or, when
+// `columns` >= 0, exactly [columns].
+bool ScalarOrColumns(const Value& v, int64_t columns) {
+  if (v.dtype != DType::kFloat32 || v.host || !v.static_shape()) return false;
+  int64_t count = 1;
+  for (int64_t d : v.shape) count *= d;
+  return count == 1 || (columns >= 0 && v.shape == Shape{columns});
+}
+
 // Whether the fused op's shape function (`def`) gives `node`'s output dtype and
 // shape, where the shapes are static (elsewhere the chain's checks decide alone).
 bool ShapeAgrees(const Graph& g, const kernels::OpDef& def, const Node& node) {
@@ -98,7 +118,8 @@ EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& r
   EpilogueFusionStats stats;
   const kernels::OpDef* conv_def = registry.FindOp(kFusedConv);
   const kernels::OpDef* matmul_def = registry.FindOp(kFusedMatMul);
-  if (!conv_def && !matmul_def) return stats;
+  const kernels::OpDef* integer_def = registry.FindOp(kFusedMatMulInteger);
+  if (!conv_def && !matmul_def && !integer_def) return stats;
   Graph& g = graph;
   const size_t count = g.nodes.size();
   std::vector<int> reads(g.values.size(), 0);
@@ -123,7 +144,67 @@ EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& r
   };
 
   std::vector<std::optional<Node>> replacement(count);
+  // The sole reader of `v` when it is a top-level `op` node of two inputs, one of them
+  // `v`; its other input in *other. -1 otherwise.
+  auto binary_reader = [&](int v, std::string_view op, int* other) {
+    const int next = sole_reader(v);
+    if (next < 0 || g.nodes[next].op != op || g.nodes[next].inputs.size() != 2) return -1;
+    const Node& n = g.nodes[next];
+    *other = n.inputs[0] == v ? n.inputs[1] : n.inputs[0];
+    return *other >= 0 && *other != v ? next : -1;
+  };
+  for (size_t i = 0; integer_def && i < count; ++i) {
+    // MatMulInteger -> Cast to float32 -> Mul by a scale [-> Add of a constant bias].
+    const Node& head = g.nodes[i];
+    const int64_t columns = FusibleMatMulIntegerColumns(g, head);
+    if (columns < 0) continue;
+    const int cast = sole_reader(head.outputs[0]);
+    if (cast < 0 || g.nodes[cast].op != "Cast" || g.nodes[cast].inputs.size() != 1) continue;
+    const Value& cast_out = g.values[g.nodes[cast].outputs[0]];
+    if (cast_out.dtype != DType::kFloat32 || cast_out.host) continue;
+    int scale = -1, bias = -1;
+    const int mul = binary_reader(g.nodes[cast].outputs[0], "Mul", &scale);
+    if (mul < 0 || !ScalarOrColumns(g.values[scale], columns) ||
+        !SameTensorType(g.values[g.nodes[mul].outputs[0]], cast_out)) {
+      continue;
+    }
+    std::vector<int> chain = {static_cast<int>(i), cast, mul};
+    const int add = binary_reader(g.nodes[mul].outputs[0], "Add", &bias);
+    if (add >= 0 && g.values[bias].constant && g.values[bias].dtype == DType::kFloat32 &&
+        g.values[bias].static_shape() && g.values[bias].shape == Shape{columns} &&
+        SameTensorType(g.values[g.nodes[add].outputs[0]], cast_out)) {
+      chain.push_back(add);
+    } else {
+      bias = -1;
+    }
+    const int last = g.nodes[chain.back()].outputs[0];
+    const int next = sole_reader(last);
+    std::optional<Activation> act;
+    if (next >= 0) act = ClassifyActivation(g, g.nodes[next], last, registry);
+    if (act && SameTensorType(g.values[g.nodes[next].outputs[0]], cast_out)) {
+      chain.push_back(next);
+    } else {
+      act.reset();
+    }
+    Node node;
+    node.op = std::string(kFusedMatMulInteger);
+    for (int m : chain) node.name += (node.name.empty() ? "" : "+") + g.nodes[m].name;
+    if (act) {
+      node.attrs.Set("activation", act->name);
+      if (!act->params.empty()) node.attrs.Set("activation_params", act->params);
+    }
+    node.inputs = {head.inputs[0], head.inputs[1], head.inputs.size() > 2 ? head.inputs[2] : -1,
+                   head.inputs.size() > 3 ? head.inputs[3] : -1, scale};
+    if (bias >= 0) node.inputs.push_back(bias);
+    node.outputs = g.nodes[chain.back()].outputs;
+    if (!ShapeAgrees(g, *integer_def, node)) continue;
+    for (int m : chain) removed[m] = true;
+    replacement[chain.back()] = std::move(node);
+    ++stats.fused_matmul_integers;
+    stats.epilogue_nodes += static_cast<int>(chain.size()) - 1;
+  }
   for (size_t i = 0; i < count; ++i) {
+    if (removed[i]) continue;
     const Node& head = g.nodes[i];
     const bool conv = conv_def && IsFusibleConv(g, head);
     const bool matmul = !conv && matmul_def && IsFusibleMatMul(g, head);
@@ -183,7 +264,7 @@ EpilogueFusionStats FuseEpilogues(Graph& graph, const kernels::KernelRegistry& r
     ++(conv ? stats.fused_convs : stats.fused_matmuls);
     stats.epilogue_nodes += static_cast<int>(chain.size()) - 1;
   }
-  if (stats.fused_convs + stats.fused_matmuls == 0) return stats;
+  if (stats.fused_convs + stats.fused_matmuls + stats.fused_matmul_integers == 0) return stats;
   std::vector<Node> nodes;
   for (size_t i = 0; i < count; ++i) {
     if (replacement[i]) {

@@ -18,7 +18,16 @@
 //     LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish and Gelu: the SiLU
 //     and GELU that passes/activation_patterns.h recognises), its scalar parameters
 //     (OpTraits::params) attributes or one-element constants (Clip's min and max);
-// at least two nodes. Each intermediate value (the product's output, the Add's output
+// at least two nodes. Also a MatMulInteger with int32 output whose B has static shape
+// [K, N], then a Cast of its output (to float32), then a Mul (either order) by a float32
+// device value of one element or of shape [N] (the scale: DynamicQuantizeLinear's times
+// the weights'), then optionally an Add of a constant float32 [N] (the bias), then
+// optionally one activation as above, each output of the Cast's dtype and shape: the
+// chain ONNX Runtime's dynamic quantizer writes for a MatMul, made one
+// FusedMatMulInteger (A, B, a_zero_point, b_zero_point (absent: -1), scale, [bias];
+// `activation`, `activation_params`; kernels/ops/quantization/qlinear.cc), which writes
+// float32 once instead of int32 sums, their float32 copy and more passes.
+// Each intermediate value (the product's output, the Add's output
 // when an activation follows) must be read only by the next node of the chain,
 // anywhere in the graph (regions included), and must not be a graph output. The fused
 // node gets `activation` and `activation_params`; a FusedConv keeps the Conv's
@@ -40,6 +49,7 @@ namespace remex::compiler {
 struct EpilogueFusionStats {
   int fused_convs = 0;     // FusedConv nodes created
   int fused_matmuls = 0;   // FusedMatMul nodes created
+  int fused_matmul_integers = 0;  // FusedMatMulInteger nodes created
   int epilogue_nodes = 0;  // Add and activation nodes they absorbed
 };
 

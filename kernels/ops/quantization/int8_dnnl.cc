@@ -4,10 +4,12 @@
 #include "kernels/ops/quantization/int8_dnnl.h"
 
 #include "kernels/cpu_features.h"
+#include "kernels/dnnl_epilogue.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 namespace remex::kernels::internal {
 
@@ -68,6 +70,7 @@ dnnl::memory::data_type DnnlType(DType t) {
   switch (t) {
     case DType::kUint8: return dnnl::memory::data_type::u8;
     case DType::kInt8: return dnnl::memory::data_type::s8;
+    case DType::kFloat32: return dnnl::memory::data_type::f32;
     default: return dnnl::memory::data_type::s32;
   }
 }
@@ -286,8 +289,21 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
   if (!DnnlQConv::Available() || call.m <= 0 || call.k <= 0 || call.n <= 0 || !PrepareWeights(call)) return false;
   using dnnl::memory;
   const bool qlinear = call.op == "QLinearMatMul";
-  std::vector<int64_t> key = {call.m, call.k, call.n, static_cast<int64_t>(call.a->dtype),
-                              static_cast<int64_t>(call.y->dtype), call.y_zero_point};
+  const bool to_float = !call.scales.empty();
+  std::vector<int64_t> key = {call.m,
+                              call.k,
+                              call.n,
+                              static_cast<int64_t>(call.a->dtype),
+                              static_cast<int64_t>(call.y->dtype),
+                              call.y_zero_point,
+                              static_cast<int64_t>(call.scales.size()),
+                              call.bias != nullptr,
+                              static_cast<int64_t>(call.epilogue.activation)};
+  for (float f : {call.epilogue.alpha, call.epilogue.beta}) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    key.push_back(bits);
+  }
   for (float f : call.multipliers) {
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
@@ -308,6 +324,16 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
     // A's zero point at run time: DynamicQuantizeLinear's changes every call.
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     if (qlinear) SetRequantization(attr, call.multipliers, call.y_zero_point);
+    if (to_float) {
+      attr.set_output_scales(call.scales.size() > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+      dnnl::post_ops po;
+      if (call.bias != nullptr) {
+        po.append_binary(dnnl::algorithm::binary_add,
+                         memory::desc({1, call.n}, memory::data_type::f32, memory::format_tag::ab));
+      }
+      AppendActivation(po, call.epilogue);
+      attr.set_post_ops(po);
+    }
     e.threads = ThreadsForMacs(call.m * call.k * call.n);
     ScopedComputeThreads scoped(e.threads);
     try {
@@ -333,10 +359,21 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
     int32_t zp = call.a_zero_point;
     memory a_mem(a_md, *engine_, call.a->data), y_mem(y_md, *engine_, call.y->data);
     memory zp_mem({{1}, memory::data_type::s32, memory::format_tag::x}, *engine_, &zp);
-    e.primitive.execute(*stream_, {{DNNL_ARG_SRC, a_mem},
-                                   {DNNL_ARG_WEIGHTS, e.weights},
-                                   {DNNL_ARG_DST, y_mem},
-                                   {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem}});
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, a_mem},
+                                            {DNNL_ARG_WEIGHTS, e.weights},
+                                            {DNNL_ARG_DST, y_mem},
+                                            {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem}};
+    if (to_float) {
+      const memory::dim count = static_cast<memory::dim>(call.scales.size());
+      args[DNNL_ARG_ATTR_OUTPUT_SCALES] = memory({{count}, memory::data_type::f32, memory::format_tag::x}, *engine_,
+                                                 const_cast<float*>(call.scales.data()));
+      if (call.bias != nullptr) {
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+            memory({{1, call.n}, memory::data_type::f32, memory::format_tag::ab}, *engine_,
+                   const_cast<float*>(call.bias));
+      }
+    }
+    e.primitive.execute(*stream_, args);
     stream_->wait();
   } catch (const dnnl::error& err) {
     return Internal(std::string(call.op) + ": oneDNN: " + err.what());

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 #include "kernels/ops/nn/conv_common.h"
 
 namespace remex::kernels::internal {
@@ -101,9 +102,10 @@ class DnnlQConv {
   int64_t runs_ = 0;
 };
 
-// One call of MatMulInteger or QLinearMatMul whose B is one matrix for every batch of A.
+// One call of MatMulInteger, QLinearMatMul or FusedMatMulInteger whose B is one matrix
+// for every batch of A.
 struct QMatMulCall {
-  std::string_view op;            // "MatMulInteger" or "QLinearMatMul"
+  std::string_view op;            // "MatMulInteger", "QLinearMatMul" or "FusedMatMulInteger"
   const TensorRef* a = nullptr;   // uint8 or int8, its batches read as [m, k]
   const TensorRef* b = nullptr;   // uint8 or int8 [k, n]
   int64_t m = 0, k = 0, n = 0;
@@ -112,7 +114,16 @@ struct QMatMulCall {
   // QLinearMatMul only: per column a_scale * b_scale[j] / y_scale, n values; y_zero_point.
   std::span<const float> multipliers;
   int32_t y_zero_point = 0;
-  const TensorRef* y = nullptr;   // int32 [m, n] (MatMulInteger), uint8 or int8 (QLinearMatMul)
+  // FusedMatMulInteger only: y = float32(sum) * scales[j] + bias[j]; scales 1 or n
+  // values, read at run time (a DynamicQuantizeLinear's scale changes every call); bias
+  // n values or null. oneDNN applies them as run-time output scales and a binary add
+  // post-op, after the sums.
+  std::span<const float> scales;
+  const float* bias = nullptr;
+  ConvEpilogue epilogue;  // its activation, an eltwise post-op after the bias
+  // int32 [m, n] (MatMulInteger), uint8 or int8 (QLinearMatMul), float32
+  // (FusedMatMulInteger)
+  const TensorRef* y = nullptr;
 };
 
 class DnnlQMatMul {

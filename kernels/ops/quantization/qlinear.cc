@@ -9,6 +9,16 @@
 // ConvInteger(x, w, [x_zero_point], [w_zero_point]) -> y int32 [N, M, O1 ...].
 // QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
 //   y_zero_point, [B]) -> y of y_zero_point's dtype.
+// FusedMatMulInteger(A, B, [a_zero_point], [b_zero_point], scale, [bias]) -> Y float32
+//   (internal: the compiler's epilogue fusion makes it of MatMulInteger, a Cast to
+//   float32, a Mul by a scale and an Add of a bias, the chain ONNX Runtime's dynamic
+//   quantizer writes for a MatMul; ONNX Runtime's contrib op MatMulIntegerToFloat
+//   computes the same): MatMulInteger's inputs and shape, Y[.., i, j] =
+//   activation(float32(sum[.., i, j]) * scale[j] + bias[j]) in float32, in that order,
+//   as the unfused nodes compute it; scale float32 of 1 or N values, bias float32 [N];
+//   the attributes `activation` and `activation_params` as FusedConv's and FusedMatMul's
+//   (kernels/op_attrs.h ParseConvEpilogue: an epilogue activation, ONNX's formula; on
+//   oneDNN's path its eltwise post-op, within its rounding: kernels/dnnl_epilogue.h).
 // uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
 // int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
 // element-by-element sums of kernels/ops/quantization/quantize_ops.h) and requantize with that header's
@@ -22,7 +32,9 @@
 #include <vector>
 
 #include "kernels/ops/nn/conv_common.h"  // ParseGroup.
+#include "kernels/conv_epilogue.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 #include "kernels/ops/quantization/int_gemm.h"
 #include "kernels/ops/quantization/int8_dnnl.h"
 #include "kernels/ops/quantization/quantize_cpu.h"
@@ -41,6 +53,9 @@ constexpr Slots kIntegerSlots = {0, -1, 2, 1, -1, 3, -1, -1};
 constexpr Slots kQLinearSlots = {0, 1, 2, 3, 4, 5, 6, 7};
 
 bool IsQLinear(std::string_view op) { return op == "QLinearMatMul" || op == "QLinearConv"; }
+
+constexpr std::string_view kFusedMatMulInteger = "FusedMatMulInteger";
+constexpr int kScaleSlot = 4, kBiasSlot = 5;  // FusedMatMulInteger's epilogue inputs
 
 const ShapeFnArg* Arg(std::span<const ShapeFnArg> in, int slot) {
   if (slot < 0 || static_cast<size_t>(slot) >= in.size() || !in[slot].present) return nullptr;
@@ -114,6 +129,20 @@ StatusOr<QMatMulView> QMatMulViewOf(std::string_view op, std::span<const ShapeFn
   if (a == nullptr || b == nullptr) return OpError(op, "expects its two operands");
   REMEX_ASSIGN_OR_RETURN(MatMulDims d, MatMulDimsOf(op, a->shape, b->shape));
   REMEX_ASSIGN_OR_RETURN(bool per_column, CheckQuantOperands(op, in, d.n, "per column"));
+  if (op == kFusedMatMulInteger) {
+    const ShapeFnArg* scale = Arg(in, kScaleSlot);
+    if (scale == nullptr || scale->dtype != DType::kFloat32) return OpError(op, "scale must be float32");
+    REMEX_ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(op, scale->shape));
+    if (!(scale->shape.size() <= 1 && count == 1) && scale->shape != Shape{d.n}) {
+      return OpError(op, "scale must hold one value or " + std::to_string(d.n) + " (per column), got " +
+                             ShapeToString(scale->shape));
+    }
+    const ShapeFnArg* bias = Arg(in, kBiasSlot);
+    if (bias != nullptr && (bias->dtype != DType::kFloat32 || bias->shape != Shape{d.n})) {
+      return OpError(op, "bias must be float32 [" + std::to_string(d.n) + "], got " +
+                             std::string(DTypeName(bias->dtype)) + " " + ShapeToString(bias->shape));
+    }
+  }
   if (d.batch.size() > static_cast<size_t>(quant::kMaxBatchRank)) {
     return Unimplemented(std::string(op) + ": more than " + std::to_string(quant::kMaxBatchRank) +
                          " batch dims: " + ShapeToString(d.output));
@@ -211,6 +240,21 @@ OpDef QDef(std::string_view name) {
   return def;
 }
 
+OpDef FusedMatMulIntegerDef() {
+  OpDef def;
+  def.name = std::string(kFusedMatMulInteger);
+  def.since_version = 1;
+  def.min_inputs = 5;
+  def.max_inputs = 6;
+  def.infer = [](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    REMEX_RETURN_IF_ERROR(ParseConvEpilogue(kFusedMatMulInteger, attrs).status());
+    REMEX_ASSIGN_OR_RETURN(QMatMulView v, QMatMulViewOf(kFusedMatMulInteger, in));
+    return std::vector<TensorInfo>{{DType::kFloat32, v.output}};
+  };
+  def.output_dtypes = [](const Attributes&, std::span<const DType>) { return std::vector<DType>{DType::kFloat32}; };
+  return def;
+}
+
 // Calls f(TypeTag<A>, TypeTag<B>) for the operands' types (uint8 / int8 each).
 template <typename F>
 Status DispatchOperands(DType a, DType b, F&& f) {
@@ -273,7 +317,16 @@ OutputWriter WriterOf(std::string_view op, std::span<const TensorRef> in, const 
 
 class QMatMulKernel final : public ValidatedKernel {
  public:
-  using ValidatedKernel::ValidatedKernel;
+  // FusedMatMulInteger's epilogue attributes are checked here, once.
+  static StatusOr<std::unique_ptr<QMatMulKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    ConvEpilogue epilogue;
+    if (def.name == kFusedMatMulInteger) {
+      REMEX_ASSIGN_OR_RETURN(epilogue, ParseConvEpilogue(kFusedMatMulInteger, attrs));
+    }
+    return std::make_unique<QMatMulKernel>(def, attrs, epilogue);
+  }
+  QMatMulKernel(const OpDef& def, const Attributes& attrs, ConvEpilogue epilogue)
+      : ValidatedKernel(def, attrs), epilogue_(epilogue) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -285,6 +338,24 @@ class QMatMulKernel final : public ValidatedKernel {
     const ChannelParams p = ChannelParamsOf(op(), in, g.n);
     const OutputWriter w = WriterOf(op(), in, out[0]);
     if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return OkStatus();  // Y is empty
+    // FusedMatMulInteger's epilogue: Y = float32(sum) * scale[j] + bias[j].
+    const bool to_float = op() == kFusedMatMulInteger;
+    std::span<const float> scales;
+    const float* bias = nullptr;
+    if (to_float) {
+      scales = {DataAs<const float>(in[kScaleSlot]), static_cast<size_t>(*NumElements(in[kScaleSlot].shape))};
+      if (in.size() > kBiasSlot && in[kBiasSlot].present()) bias = DataAs<const float>(in[kBiasSlot]);
+    }
+    auto put_float = [&](float* y, const uint32_t* sums, int64_t rows) {
+      const bool per_column = scales.size() > 1;
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < g.n; ++j) {
+          const float v = static_cast<float>(static_cast<int32_t>(sums[i * g.n + j])) * scales[per_column ? j : 0];
+          y[i * g.n + j] = ApplyConvActivation(epilogue_.activation, bias ? v + bias[j] : v, epilogue_.alpha,
+                                               epilogue_.beta);
+        }
+      }
+    };
     // One B for every batch (B has no batch dims of its own): A's batches are one
     // matrix of batch * M rows, and a constant B is packed once.
     bool one_b = true;
@@ -312,6 +383,9 @@ class QMatMulKernel final : public ValidatedKernel {
         call.multipliers = p.multiplier;
         call.y_zero_point = w.y_zp;
       }
+      call.scales = scales;
+      call.bias = bias;
+      call.epilogue = epilogue_;
       call.y = &out[0];
       REMEX_ASSIGN_OR_RETURN(bool done, dnnl_.Run(call));
       if (done) return OkStatus();
@@ -322,8 +396,9 @@ class QMatMulKernel final : public ValidatedKernel {
       const A* a = DataAs<const A>(in[s.a]);
       const B* b = DataAs<const B>(in[s.b]);
       std::vector<int16_t> a16(static_cast<size_t>(m * g.k));
-      // MatMulInteger's int32 sums go straight to Y; QLinearMatMul's are requantized.
-      std::vector<uint32_t> c(w.qlinear ? static_cast<size_t>(m * g.n) : 0);
+      // MatMulInteger's int32 sums go straight to Y; QLinearMatMul's are requantized,
+      // FusedMatMulInteger's scaled.
+      std::vector<uint32_t> c(w.qlinear || to_float ? static_cast<size_t>(m * g.n) : 0);
       for (int64_t batch = 0; batch < products; ++batch) {
         int64_t a_off = 0, b_off = 0;
         quant::BatchOffsets(g, batch, &a_off, &b_off);
@@ -341,8 +416,12 @@ class QMatMulKernel final : public ValidatedKernel {
           packed_from_ = keep ? in[s.b].data : nullptr;
           packed_zp_from_ = keep && b_zp ? b_zp->data : nullptr;
         }
-        uint32_t* sums = w.qlinear ? c.data() : static_cast<uint32_t*>(w.data) + batch * m * g.n;
+        uint32_t* sums = w.qlinear || to_float ? c.data() : static_cast<uint32_t*>(w.data) + batch * m * g.n;
         IntGemmPacked(a16.data(), packed_, sums, m);
+        if (to_float) {
+          put_float(static_cast<float*>(out[0].data) + batch * m * g.n, sums, m);
+          continue;
+        }
         if (!w.qlinear) continue;  // the int32 sums as they are
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < g.n; ++j) {
@@ -355,6 +434,7 @@ class QMatMulKernel final : public ValidatedKernel {
   }
 
  private:
+  const ConvEpilogue epilogue_;  // FusedMatMulInteger's activation
   DnnlQMatMul dnnl_;
   // B (less its zero points) packed for IntGemmPacked; kept across calls while the same
   // constant B and zero points come in (packed_from_ non-null), else packed every call.
@@ -579,6 +659,7 @@ Status CheckQConvAttrs(std::string_view op, const Attributes& attrs) {
 
 Status AddQLinearOpDefs(KernelRegistry& registry) {
   for (std::string_view name : kMatMuls) REMEX_RETURN_IF_ERROR(registry.AddOp(QDef(name)));
+  REMEX_RETURN_IF_ERROR(registry.AddOp(FusedMatMulIntegerDef()));
   for (std::string_view name : kConvs) REMEX_RETURN_IF_ERROR(registry.AddOp(QDef(name)));
   return OkStatus();
 }
@@ -587,6 +668,7 @@ Status AddQLinearCpuKernels(KernelRegistry& registry) {
   for (std::string_view name : kMatMuls) {
     REMEX_RETURN_IF_ERROR(AddCpuKernel<QMatMulKernel>(registry, name));
   }
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<QMatMulKernel>(registry, kFusedMatMulInteger));
   for (std::string_view name : kConvs) {
     REMEX_RETURN_IF_ERROR(AddCpuKernel<QConvKernel>(registry, name));
   }

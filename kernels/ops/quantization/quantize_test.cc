@@ -16,6 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ops/quantization/int8_dnnl.h"
+#include "kernels/scalar_ops.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -587,6 +588,60 @@ TEST(QuantizeTest, DnnlInt8MatMulGivesTheInt16PathsBits) {
                                         I8({48}, std::vector<int8_t>(48, 0)), F32({}, {0.2f}), y_zp};
     EXPECT_EQ(RunQuantized("QLinearMatMul", {}, in, ys, y_dtype, true, true),
               RunQuantized("QLinearMatMul", {}, in, ys, y_dtype, false, true));
+  }
+}
+
+// FusedMatMulInteger: y = float32(MatMulInteger's sum) * scale[j] + bias[j], then its
+// activation (Relu, Gelu) when it has one. The int16
+// path (B not constant) computes exactly that, in that order; oneDNN's int8 matmul (B
+// constant: output scales, then a binary add post-op) gives it within a rounding of
+// float32. Per-tensor and per-column scales, with and without the bias, batches of A.
+TEST(QuantizeTest, FusedMatMulIntegerScalesAndAddsTheBiasToTheSums) {
+  std::mt19937 rng(31);
+  const Shape as{2, 5, 64}, bs{64, 48}, ys{2, 5, 48};
+  constexpr int kY = 2 * 5 * 48;
+  const std::vector<uint8_t> a = RandomValues<uint8_t>(rng, 640);
+  const std::vector<int8_t> b = RandomValues<int8_t>(rng, 3072);
+  std::vector<float> column_scales(48), bias(48);
+  for (int j = 0; j < 48; ++j) {
+    column_scales[j] = 0.001f + 0.0005f * static_cast<float>(j);
+    bias[j] = 0.25f * static_cast<float>(j % 7) - 0.75f;
+  }
+  const std::vector<HostTensor> integer = {U8(as, a), I8(bs, b), U8({}, {131}), I8({}, {0})};
+  const std::vector<uint8_t> sums_bytes = RunQuantized("MatMulInteger", {}, integer, ys, DType::kInt32, false, false);
+  ASSERT_EQ(sums_bytes.size(), kY * sizeof(int32_t));
+  std::vector<int32_t> sums(kY);
+  std::memcpy(sums.data(), sums_bytes.data(), sums_bytes.size());
+  for (const char* activation : {"", "Relu", "Gelu"}) {
+    for (bool per_column : {false, true}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(std::string(per_column ? "per column" : "per tensor") + (with_bias ? ", bias " : " ") + activation);
+        const Attributes attrs = *activation ? Attrs({{"activation", std::string(activation)}}) : Attributes{};
+        std::vector<HostTensor> in = integer;
+        in.push_back(per_column ? F32({48}, column_scales) : F32({}, {0.0123f}));
+        if (with_bias) in.push_back(F32({48}, bias));
+        std::vector<float> want(kY);
+        for (int i = 0; i < kY; ++i) {
+          const float v = static_cast<float>(sums[i]) * (per_column ? column_scales[i % 48] : 0.0123f);
+          const float pre = with_bias ? v + bias[i % 48] : v;
+          want[i] = *activation == 'R' ? scalar::Relu()(pre) : *activation == 'G' ? scalar::Gelu()(pre) : pre;
+        }
+        for (bool b_constant : {false, true}) {
+          const std::vector<uint8_t> bytes = RunQuantized("FusedMatMulInteger", attrs, in, ys, DType::kFloat32,
+                                                          b_constant, false);
+          ASSERT_EQ(bytes.size(), kY * sizeof(float));
+          std::vector<float> got(kY);
+          std::memcpy(got.data(), bytes.data(), bytes.size());
+          for (int i = 0; i < kY; ++i) {
+            if (b_constant) {
+              ASSERT_NEAR(got[i], want[i], 1e-5f * (1 + std::fabs(want[i]))) << "oneDNN at " << i;
+            } else {
+              ASSERT_EQ(got[i], want[i]) << "int16 path at " << i;
+            }
+          }
+        }
+      }
+    }
   }
 }
 

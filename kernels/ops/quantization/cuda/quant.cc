@@ -1,6 +1,7 @@
 // CUDA kernels of the quantization ops (host side): QuantizeLinear-10/13,
 // DequantizeLinear-10/13, DynamicQuantizeLinear-11, MatMulInteger-10,
-// QLinearMatMul-10, ConvInteger-10 and QLinearConv-10. Device code in quant_impl.cu.
+// QLinearMatMul-10, ConvInteger-10, QLinearConv-10 and the internal FusedMatMulInteger.
+// Device code in quant_impl.cu.
 //
 // Semantics, dtypes and checks are the CPU kernels' (kernels/ops/quantization/quantize.cc,
 // qlinear.cc): the same views (kernels/ops/quantization/quantize_view.h) check the inputs, and
@@ -22,6 +23,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/ops/quantization/cuda/quant_impl.h"
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 #include "kernels/ops/quantization/quantize_view.h"
 
 namespace remex::kernels::cuda {
@@ -103,6 +105,10 @@ QLinearParams ParamsOf(std::string_view op, std::span<const TensorRef> in, DType
   p.a_zero_point = ParamOf(Input(in, a_zp));
   p.b_zero_point = ParamOf(Input(in, b_zp));
   p.y = y;
+  if (op == "FusedMatMulInteger") {  // (A, B, a_zp, b_zp, scale, [bias])
+    p.a_scale = ParamOf(&in[4]);
+    p.bias = ParamOf(Input(in, 5));
+  }
   if (qlinear) {
     p.a_scale = ParamOf(&in[1]);
     p.b_scale = ParamOf(&in[4]);
@@ -132,13 +138,25 @@ class QOperandsKernel : public CudaKernel {
 
 class QMatMulKernel final : public QOperandsKernel {
  public:
-  QMatMulKernel(const OpDef& def, Attributes attrs, CudaKernelContext context)
-      : QOperandsKernel(def, std::move(attrs), context, EmptyOutputs::kSkip) {}
+  // FusedMatMulInteger's epilogue attributes are checked here, once.
+  static StatusOr<std::unique_ptr<QMatMulKernel>> Create(const OpDef& def, const Attributes& attrs,
+                                                         CudaKernelContext context) {
+    internal::ConvEpilogue epilogue;
+    if (def.name == "FusedMatMulInteger") {
+      REMEX_ASSIGN_OR_RETURN(epilogue, internal::ParseConvEpilogue(def.name, attrs));
+    }
+    return std::make_unique<QMatMulKernel>(def, attrs, context, epilogue);
+  }
+  QMatMulKernel(const OpDef& def, Attributes attrs, CudaKernelContext context, internal::ConvEpilogue epilogue)
+      : QOperandsKernel(def, std::move(attrs), context, EmptyOutputs::kSkip), epilogue_(epilogue) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     REMEX_ASSIGN_OR_RETURN(internal::QMatMulView v, internal::QMatMulViewOf(op(), internal::ToShapeArgs(in)));
-    const QLinearParams p = ParamsOf(op(), in, out[0].dtype);
+    QLinearParams p = ParamsOf(op(), in, out[0].dtype);
+    p.activation = epilogue_.activation;
+    p.alpha = epilogue_.alpha;
+    p.beta = epilogue_.beta;
     const size_t b = p.qlinear ? 3 : 1;
     return LaunchOperands(in[0].dtype, in[b].dtype, [&](auto a_tag, auto b_tag) {
       using A = decltype(a_tag);
@@ -147,6 +165,9 @@ class QMatMulKernel final : public QOperandsKernel {
                            out[0].data, stream());
     });
   }
+
+ private:
+  const internal::ConvEpilogue epilogue_;
 };
 
 class QConvKernel final : public QOperandsKernel {
@@ -188,7 +209,7 @@ Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context) 
   }
   REMEX_RETURN_IF_ERROR(
       AddCudaKernel(registry, "DynamicQuantizeLinear", MakeCudaKernel<DynamicQuantizeKernel>(context)));
-  for (const char* name : {"MatMulInteger", "QLinearMatMul"}) {
+  for (const char* name : {"MatMulInteger", "QLinearMatMul", "FusedMatMulInteger"}) {
     REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, MakeCudaKernel<QMatMulKernel>(context)));
   }
   for (const char* name : {"ConvInteger", "QLinearConv"}) {

@@ -1,8 +1,9 @@
 // Differential tests of the quantization ops' CUDA kernels (kernels/ops/quantization/cuda/quant.cc)
 // against the CPU kernels: QuantizeLinear / DequantizeLinear (both entries, per tensor
 // and per axis, every x and zero-point type, with and without a zero point),
-// DynamicQuantizeLinear (values, all zero, empty), MatMulInteger / QLinearMatMul
-// (every operand combination, broadcast batches, 1-D operands, per-column parameters)
+// DynamicQuantizeLinear (values, all zero, empty), MatMulInteger / QLinearMatMul /
+// FusedMatMulInteger (every operand combination, broadcast batches, 1-D operands,
+// per-column parameters, with and without the bias)
 // and ConvInteger / QLinearConv (1-D to 3-D, strides, pads, dilations, groups, auto_pad,
 // per-channel parameters, bias). Outputs must match bit for bit.
 //
@@ -30,8 +31,9 @@ using testing::Attrs;
 using testing::CudaRegistry;
 using testing::HostTensor;
 
-constexpr const char* kQuantOps[] = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-                                     "QLinearMatMul",  "ConvInteger",      "QLinearConv"};
+constexpr const char* kQuantOps[] = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                                     "MatMulInteger",  "QLinearMatMul",    "FusedMatMulInteger",
+                                     "ConvInteger",    "QLinearConv"};
 
 TEST(QuantCudaRegistration, RegistersEveryOpAndEntry) {
   auto registry = CudaRegistry({});
@@ -158,6 +160,12 @@ TEST_F(QuantCudaTest, MatMulIntegerAndQLinearMatMul) {
         Check("QLinearMatMul", {},
               {a, Floats({}, 0.01f, 0.05f), Random(at, {}), b, Floats(bp, 0.01f, 0.05f), Random(bt, iter % 4 ? bp : Shape{}),
                Floats({}, 0.5f, 3.0f), Random(yt, {})});
+        // The compiler's fusion of MatMulInteger, Cast, Mul by the scale and Add of the bias.
+        std::vector<HostTensor> fused = {a, b, Random(at, {}), Random(bt, bp), Floats(bp, 0.01f, 0.05f)};
+        if (iter % 3 != 1) fused.push_back(Floats({n}, -2.0f, 2.0f));
+        const char* activation = iter % 4 == 0 ? "Relu" : iter % 4 == 1 ? "Gelu" : "";
+        Check("FusedMatMulInteger", *activation ? Attrs({{"activation", std::string(activation)}}) : Attributes{},
+              fused);
       }
     }
   }

@@ -90,6 +90,12 @@ __global__ void DynamicQuantizeKernel(const float* x, int64_t n, uint8_t* y, con
 
 // Writes output element i from its int32 sum (channel c).
 __device__ __forceinline__ void PutOutput(const QLinearParams& p, void* y, int64_t i, int32_t sum, int64_t c) {
+  if (p.y == DType::kFloat32) {  // FusedMatMulInteger: the float32 Mul, then the Add
+    const float v = __fmul_rn(static_cast<float>(sum), Scale(p.a_scale, c));
+    const float b = p.bias.data == nullptr ? v : __fadd_rn(v, static_cast<const float*>(p.bias.data)[c]);
+    static_cast<float*>(y)[i] = ApplyConvActivation(p.activation, b, p.alpha, p.beta);
+    return;
+  }
   if (!p.qlinear) {
     static_cast<int32_t*>(y)[i] = sum;
     return;
@@ -139,6 +145,7 @@ __global__ void QConvKernel(quant::ConvGeometry g, const X* x, const W* w, QLine
 }
 
 bool ValidOutput(const QLinearParams& p) {
+  if (p.y == DType::kFloat32) return !p.qlinear && p.a_scale.data;
   return p.qlinear ? ((p.y == DType::kUint8 || p.y == DType::kInt8) && p.a_scale.data && p.b_scale.data &&
                       p.y_scale.data)
                    : p.y == DType::kInt32;

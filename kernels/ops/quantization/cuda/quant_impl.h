@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/conv_epilogue.h"
 #include "kernels/cuda/dtype.h"
 #include "kernels/ops/quantization/quantize_ops.h"
 
@@ -42,15 +43,21 @@ cudaError_t LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* 
 
 // The parameters of the integer and QLinear matmuls and convolutions: a (x) and b (w)
 // operand types, their zero points; for the QLinear forms (`qlinear`) the scales, y's
-// scale and zero point and QLinearConv's int32 bias (per channel).
+// scale and zero point and QLinearConv's int32 bias (per channel); for
+// FusedMatMulInteger (y float32) its scale in a_scale (per tensor or per column), its
+// float32 bias (per column, or absent) and its activation: y = activation(float32(sum) *
+// scale + bias).
 struct QLinearParams {
   QParam a_zero_point, b_zero_point;
   bool qlinear = false;
   QParam a_scale, b_scale, y_scale, y_zero_point, bias;
-  DType y = DType::kInt32;  // int32 without `qlinear`; uint8 or int8 with it.
+  DType y = DType::kInt32;  // int32 without `qlinear`; uint8 or int8 with it; float32.
+  // FusedMatMulInteger's activation, after the bias (kernels/conv_epilogue.h).
+  ConvActivation activation = ConvActivation::kNone;
+  float alpha = 0, beta = 0;
 };
 
-// MatMulInteger / QLinearMatMul over g's batches; y [batch, m, n]. g.batch * g.m * g.n > 0.
+// MatMulInteger / QLinearMatMul / FusedMatMulInteger over g's batches; y [batch, m, n]. g.batch * g.m * g.n > 0.
 // A and B (the operands' types): uint8_t or int8_t.
 template <typename A, typename B>
 cudaError_t LaunchQMatMul(const quant::MatMulGeometry& g, const A* a, const B* b, const QLinearParams& p,
