@@ -127,10 +127,10 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
                  ull(stats.constant_bytes_unshared), r.bytes.size(), stats.compile_seconds);
   }
   std::fprintf(out,
-               "%s: %d nodes -> %d kernels (%d folded, %d removed, %d shape functions at run time), "
-               "%.1f KiB constants, %zu bytes written to %s\n",
+               "%s: %d nodes -> %d kernels (%d folded, %d removed, %d computed once for several, %d shape "
+               "functions at run time), %.1f KiB constants, %zu bytes written to %s\n",
                r.model.c_str(), stats.nodes_in, stats.kernels, stats.nodes_folded, stats.nodes_removed,
-               stats.runtime_shape_functions, stats.constant_bytes / 1024.0, r.bytes.size(), output.c_str());
+               stats.common_subexpressions, stats.runtime_shape_functions, stats.constant_bytes / 1024.0, r.bytes.size(), output.c_str());
 }
 
 void PrintRun(const tooling::RunReport& r, bool verbose, FILE* out) {

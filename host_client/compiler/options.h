@@ -42,6 +42,8 @@ struct CompileOptions {
   std::map<std::string, DimBounds> bounds;
   // Evaluate nodes whose inputs are all constants at compile time.
   bool fold_constants = true;
+  // Compute once what several nodes compute alike (passes/common_subexpressions.h).
+  bool eliminate_common_subexpressions = true;
   // Fold inference BatchNormalization into the Conv before it (its weights and bias;
   // passes/batchnorm_folding.h), which then takes the activation after it as its
   // epilogue.
@@ -120,6 +122,7 @@ struct CompileStats {
   int nodes_in = 0;
   int nodes_folded = 0;
   int nodes_removed = 0;
+  int common_subexpressions = 0;  // nodes dropped for an earlier one computing the same
   int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
   int hardswish_recognized = 0;  // decomposed HardSwish chains made one HardSwish node
   int swish_recognized = 0;      // decomposed SiLU / Swish (Sigmoid, Mul) made one Swish node

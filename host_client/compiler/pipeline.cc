@@ -7,6 +7,7 @@
 #include "host_client/compiler/codegen.h"
 #include "host_client/compiler/passes/activation_patterns.h"
 #include "host_client/compiler/passes/batchnorm_folding.h"
+#include "host_client/compiler/passes/common_subexpressions.h"
 #include "host_client/compiler/passes/dead_code.h"
 #include "host_client/compiler/passes/elementwise_fusion.h"
 #include "host_client/compiler/passes/epilogue_fusion.h"
@@ -55,6 +56,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   REMEX_ASSIGN_OR_RETURN(local.nodes_folded,
                          InferShapes(graph, registry, options.fold_constants, options.bounds));
   local.nodes_removed = EliminateDeadCode(graph);
+  if (options.eliminate_common_subexpressions) local.common_subexpressions = EliminateCommonSubexpressions(graph);
   if (options.dtype == DType::kFloat32) {  // first, so that the float32 rewrites below apply
     REMEX_ASSIGN_OR_RETURN(local.precision, ConvertToFloat32(graph, registry));
     EliminateDeadCode(graph);  // the float16 constants now read through their float32 copies

@@ -294,6 +294,7 @@ json ToJson(const CompileReport& r) {
   j["stats"] = {{"nodes_in", s.nodes_in},
                 {"nodes_folded", s.nodes_folded},
                 {"nodes_removed", s.nodes_removed},
+                {"common_subexpressions", s.common_subexpressions},
                 {"kernels", s.kernels},
                 {"host_kernels", s.host_kernels},
                 {"runtime_shape_functions", s.runtime_shape_functions},
