@@ -125,8 +125,13 @@ REMEX_CPU_CLONES void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t 
                                      int32_t zero_point, int8_t* y) {
   RequantizeLoop(sum, add, n, multiplier, zero_point, y);
 }
+// The loop as one vector of running ranges (OpenMP simd reductions): one running range
+// is a chain of dependent compares, which no compiler reorders for floats by itself.
+// Each lane, and the merge of the lanes, applies the one-value rule (a NaN compares
+// false and is skipped), so the range is the one-value loop's.
 REMEX_CPU_CLONES void RangeWithZero(const float* x, int64_t n, float* lo, float* hi) {
   float l = 0.0f, h = 0.0f;
+#pragma omp simd reduction(min : l) reduction(max : h)
   for (int64_t i = 0; i < n; ++i) {
     l = x[i] < l ? x[i] : l;
     h = x[i] > h ? x[i] : h;

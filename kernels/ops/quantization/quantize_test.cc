@@ -108,6 +108,23 @@ TEST(QuantizeTest, DynamicQuantizeLinear) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[2].Values<uint8_t>()[0], 0);
   EXPECT_EQ((*out)[0].Values<uint8_t>(), (std::vector<uint8_t>{5, 255}));
+  // Long x, its range found lane by lane (RangeWithZero): NaNs skipped, the extremes in
+  // a lane, in the tail past the last whole block, and at the first element.
+  for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{4099}}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 100.0f - 4.0f;
+    for (int64_t i = 3; i < n; i += 11) x[i] = std::nanf("");
+    x[0] = n == 1 ? 2.5f : -7.25f;
+    if (n > 20) x[n - 2] = 9.5f;
+    float lo = 0, hi = 0;
+    for (float v : x) {
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    out = r.Run("DynamicQuantizeLinear", {}, {F32({n}, x)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ((*out)[1].Values<float>()[0], (hi - lo) / 255.0f) << n;
+  }
 }
 
 // ---------------------------------------------------------------------------
