@@ -564,5 +564,78 @@ TEST(EpilogueFusionTest, QuantizedMatMulChainsThatMustNotFuse) {
   EXPECT_EQ(CountKernels(*def, "Add") + CountKernels(*def, "FusedElementwise"), 1);
 }
 
+// A quantized residual connection as a QOperator quantizer writes it: a and b
+// quantized (uint8, zero points 128 and 3), dequantized, added, Relu (or not),
+// quantized again (zero point 0), dequantized for the graph output. One
+// FusedQLinearAdd replaces the middle, and the outputs are the unfused graph's bits.
+// With `dynamic`, x has a symbolic batch and z is -x (one symbol for both).
+OnnxModelBuilder QuantizedResidual(bool relu, bool dynamic = false) {
+  OnnxModelBuilder b(13);
+  const Shape dims = dynamic ? Shape{-1, kX[1], kX[2], kX[3]} : kX;
+  b.Input("x", kFloat, dims);
+  if (dynamic) {
+    b.Node("Neg", {"x"}, {"z"}, "neg_x");
+  } else {
+    b.Input("z", kFloat, kX);
+  }
+  const uint8_t zp128 = 128, zp3 = 3, zp0 = 0;
+  b.FloatInit("s", {}, {0.05f}).FloatInit("t", {}, {0.03f});
+  b.RawInit("zp128", onnx::TensorProto::UINT8, {}, &zp128, 1);
+  b.RawInit("zp3", onnx::TensorProto::UINT8, {}, &zp3, 1);
+  b.RawInit("zp0", onnx::TensorProto::UINT8, {}, &zp0, 1);
+  b.Node("QuantizeLinear", {"x", "s", "zp128"}, {"qa"}, "qa");
+  b.Node("QuantizeLinear", {"z", "t", "zp3"}, {"qb"}, "qb");
+  b.Node("DequantizeLinear", {"qa", "s", "zp128"}, {"fa"}, "da");
+  b.Node("DequantizeLinear", {"qb", "t", "zp3"}, {"fb"}, "db");
+  b.Node("Add", {"fa", "fb"}, {relu ? "sum" : "r"}, "add");
+  if (relu) b.Node("Relu", {"sum"}, {"r"}, "relu");
+  b.Node("QuantizeLinear", {"r", "s", "zp0"}, {"q"}, "q");
+  b.Node("DequantizeLinear", {"q", "s", "zp0"}, {"y"}, "dy");
+  b.Output("y", kFloat, dims);
+  return b;
+}
+
+TEST(EpilogueFusionTest, QuantizedResidualAddIsOneFusedQLinearAdd) {
+  for (bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "with Relu" : "without Relu");
+    const OnnxModelBuilder b = QuantizedResidual(relu);
+    CompileStats with_stats;
+    auto with = Compile(b, {}, &with_stats);
+    Variant plain;
+    plain.elementwise = false;  // the pass runs with elementwise fusion
+    auto without = Compile(b, plain);
+    ASSERT_TRUE(with.ok()) << with.status().ToString();
+    ASSERT_TRUE(without.ok()) << without.status().ToString();
+    EXPECT_EQ(with_stats.quantized_adds, 1);
+    EXPECT_EQ(CountKernels(*with, "FusedQLinearAdd"), 1);
+    EXPECT_EQ(CountKernels(*without, "FusedQLinearAdd"), 0);
+    EXPECT_EQ(CountKernels(*with, "Add") + CountKernels(*with, "Relu") + CountKernels(*with, "FusedElementwise"), 0);
+    std::vector<float> x = Random(static_cast<size_t>(*NumElements(kX)), 91);
+    std::vector<float> z = Random(x.size(), 92);
+    for (float& v : x) v *= 6;  // past both ends of the quantized range
+    auto got = RunFloat32Outputs(*with, {kX, kX}, {x, z});
+    auto want = RunFloat32Outputs(*without, {kX, kX}, {x, z});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], want[0]);
+  }
+  // A symbolic batch: the shapes agree by their symbols.
+  CompileStats dynamic_stats;
+  auto dynamic = Compile(QuantizedResidual(true, true), {}, &dynamic_stats);
+  ASSERT_TRUE(dynamic.ok()) << dynamic.status().ToString();
+  EXPECT_EQ(dynamic_stats.quantized_adds, 1);
+  auto dynamic_plain = Compile(QuantizedResidual(true, true), {true, Layout::kNchw, DType::kFloat32, false});
+  ASSERT_TRUE(dynamic_plain.ok());
+  const Shape two = {2, kX[1], kX[2], kX[3]};
+  const std::vector<float> x2 = Random(static_cast<size_t>(*NumElements(two)), 93);
+  EXPECT_EQ(RunFloat32Outputs(*dynamic, {two}, {x2}), RunFloat32Outputs(*dynamic_plain, {two}, {x2}));
+  // The sum also read elsewhere: nothing fuses.
+  OnnxModelBuilder read = QuantizedResidual(true);
+  read.Node("Neg", {"sum"}, {"n"}, "neg");
+  read.Output("n", kFloat, kX);
+  CompileStats stats;
+  ASSERT_TRUE(Compile(read, {}, &stats).ok());
+  EXPECT_EQ(stats.quantized_adds, 0);
+}
+
 }  // namespace
 }  // namespace remex::compiler

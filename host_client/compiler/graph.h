@@ -63,6 +63,23 @@ struct Value {
   }
 };
 
+// Whether a and b have the same dtype and the same shape, dim by dim: static and equal,
+// or both dynamic with one known symbolic expression (the fusion passes' test that an
+// elementwise op does not broadcast).
+inline bool SameTensorType(const Value& a, const Value& b) {
+  if (a.dtype != b.dtype || !a.rank_known || !b.rank_known || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    if (a.shape[i] >= 0 || b.shape[i] >= 0) {
+      if (a.shape[i] != b.shape[i]) return false;
+      continue;
+    }
+    if (a.dims.size() != a.shape.size() || b.dims.size() != b.shape.size()) return false;
+    const std::string& s = a.dims[i];
+    if (s.empty() || s == "?" || s != b.dims[i]) return false;
+  }
+  return true;
+}
+
 struct Node;
 
 // A subgraph: its nodes, its formal inputs (Loop body: iteration number, condition,

@@ -129,6 +129,7 @@ struct CompileStats {
   int gelu_recognized = 0;       // decomposed erf GELU (Div, Erf, Add, Mul) made one Gelu node
   int activation_nodes_absorbed = 0;  // nodes those recognised activations replace, less one each
   int fused_kernels = 0;  // FusedElementwise nodes made by fusion
+  int quantized_adds = 0;  // FusedQLinearAdd nodes (passes/quantized_add.h), each of 4 or 5 nodes
   int nodes_fused = 0;    // nodes they replace
   int fused_convs = 0;     // FusedConv nodes made by epilogue fusion
   int fused_matmuls = 0;   // FusedMatMul nodes made by epilogue fusion

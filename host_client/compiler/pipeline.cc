@@ -12,6 +12,7 @@
 #include "host_client/compiler/passes/elementwise_fusion.h"
 #include "host_client/compiler/passes/epilogue_fusion.h"
 #include "host_client/compiler/passes/placement.h"
+#include "host_client/compiler/passes/quantized_add.h"
 #include "host_client/compiler/shape_inference.h"
 #include "vm/bytecode.h"
 
@@ -98,6 +99,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     local.epilogue_nodes = epilogues.epilogue_nodes;
   }
   if (options.fuse_elementwise) {
+    local.quantized_adds = FuseQuantizedAdds(graph, registry);
     FusionStats fusion = FuseElementwise(graph, registry);
     local.fused_kernels = fusion.fused_kernels;
     local.nodes_fused = fusion.nodes_fused;

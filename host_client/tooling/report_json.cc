@@ -295,6 +295,7 @@ json ToJson(const CompileReport& r) {
                 {"nodes_folded", s.nodes_folded},
                 {"nodes_removed", s.nodes_removed},
                 {"common_subexpressions", s.common_subexpressions},
+                {"quantized_adds", s.quantized_adds},
                 {"kernels", s.kernels},
                 {"host_kernels", s.host_kernels},
                 {"runtime_shape_functions", s.runtime_shape_functions},

@@ -8,6 +8,8 @@
 // DequantizeLinear(x, x_scale, [x_zero_point]) -> y float32 of x's shape.
 // DynamicQuantizeLinear(x float32) -> y uint8 of x's shape, y_scale float32 [],
 //   y_zero_point uint8 [].
+// FusedQLinearAdd (internal; quantize_view.h QLinearAddViewOf, quantize_ops.h
+//   QLinearAdd): QuantizeLinear(Relu?(DequantizeLinear(A) + DequantizeLinear(B))).
 // The formulas are kernels/ops/quantization/quantize_ops.h's. A scale that is zero, negative or not
 // finite is not refused (ONNX does not): division by it gives what float32 gives,
 // saturated.
@@ -125,6 +127,25 @@ REMEX_CPU_CLONES void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t 
                                      int32_t zero_point, int8_t* y) {
   RequantizeLoop(sum, add, n, multiplier, zero_point, y);
 }
+#define REMEX_QLINEAR_ADD_SPAN(A, B, Y)                                                                  \
+  REMEX_CPU_CLONES void QLinearAddSpan(const A* a, int32_t a_zero_point, float a_scale, const B* b,      \
+                                       int32_t b_zero_point, float b_scale, bool relu, float y_scale,     \
+                                       int32_t y_zero_point, int64_t n, Y* y) {                           \
+    for (int64_t i = 0; i < n; ++i) {                                                                     \
+      y[i] = quant::QLinearAdd<Y>(a[i], a_zero_point, a_scale, b[i], b_zero_point, b_scale, relu, y_scale, \
+                                  y_zero_point);                                                          \
+    }                                                                                                     \
+  }
+REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, int8_t)
+#undef REMEX_QLINEAR_ADD_SPAN
+
 // The loop as one vector of running ranges (OpenMP simd reductions): one running range
 // is a chain of dependent compares, which no compiler reorders for floats by itself.
 // Each lane, and the merge of the lanes, applies the one-value rule (a NaN compares
@@ -138,6 +159,47 @@ REMEX_CPU_CLONES void RangeWithZero(const float* x, int64_t n, float* lo, float*
   }
   *lo = l;
   *hi = h;
+}
+
+StatusOr<QLinearAddView> QLinearAddViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in) {
+  constexpr std::string_view op = "FusedQLinearAdd";
+  if (in.size() != 8) return OpError(op, "expects 8 inputs, got " + std::to_string(in.size()));
+  for (const ShapeFnArg& a : in) {
+    if (!a.present) return OpError(op, "every input is required");
+  }
+  QLinearAddView v;
+  v.a = in[0].dtype;
+  v.b = in[3].dtype;
+  v.y = in[7].dtype;
+  if (!IsQuantType(v.a) || !IsQuantType(v.b) || !IsQuantType(v.y)) {
+    return OpError(op, "A, B and y_zero_point must be uint8 or int8, got " + std::string(DTypeName(v.a)) + ", " +
+                           std::string(DTypeName(v.b)) + " and " + std::string(DTypeName(v.y)));
+  }
+  if (in[0].shape != in[3].shape) {
+    return OpError(op, "A " + ShapeToString(in[0].shape) + " and B " + ShapeToString(in[3].shape) +
+                           " must have one shape");
+  }
+  const struct {
+    size_t slot;
+    DType dtype;
+  } params[] = {{1, DType::kFloat32}, {2, v.a}, {4, DType::kFloat32}, {5, v.b}, {6, DType::kFloat32}};
+  for (const auto& p : params) {
+    REMEX_ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(op, in[p.slot].shape));
+    if (in[p.slot].dtype != p.dtype || count != 1) {
+      return OpError(op, "input " + std::to_string(p.slot) + " must be one " + std::string(DTypeName(p.dtype)) +
+                             " value, got " + std::string(DTypeName(in[p.slot].dtype)) + " " +
+                             ShapeToString(in[p.slot].shape));
+    }
+  }
+  REMEX_ASSIGN_OR_RETURN(int64_t y_zp_count, CheckedNumElements(op, in[7].shape));
+  if (y_zp_count != 1) return OpError(op, "y_zero_point must hold one value, got " + ShapeToString(in[7].shape));
+  REMEX_ASSIGN_OR_RETURN(v.n, CheckedNumElements(op, in[0].shape));
+  REMEX_ASSIGN_OR_RETURN(std::string activation, attrs.String("activation", ""));
+  if (!activation.empty() && activation != "Relu") {
+    return OpError(op, "activation must be Relu or absent, got '" + activation + "'");
+  }
+  v.relu = activation == "Relu";
+  return v;
 }
 
 int32_t ZeroPointAt(const TensorRef* zero_point, int64_t i) {
@@ -305,9 +367,80 @@ class DynamicQuantizeKernel final : public ValidatedKernel {
   }
 };
 
+// ---------------------------------------------------------------------------
+// FusedQLinearAdd.
+
+OpDef QLinearAddDef() {
+  OpDef def;
+  def.name = "FusedQLinearAdd";
+  def.since_version = 1;
+  def.min_inputs = def.max_inputs = 8;
+  def.infer = [](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    REMEX_ASSIGN_OR_RETURN(QLinearAddView v, QLinearAddViewOf(attrs, in));
+    return std::vector<TensorInfo>{{v.y, in[0].shape}};
+  };
+  def.output_dtypes = [](const Attributes&, std::span<const DType> in) {
+    return std::vector<DType>{in.size() > 7 ? in[7] : DType::kUndefined};
+  };
+  return def;
+}
+
+class QLinearAddKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<QLinearAddKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(std::string activation, attrs.String("activation", ""));
+    if (!activation.empty() && activation != "Relu") {
+      return OpError(def.name, "activation must be Relu or absent, got '" + activation + "'");
+    }
+    return std::make_unique<QLinearAddKernel>(def, attrs);
+  }
+  using ValidatedKernel::ValidatedKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(QLinearAddView v, QLinearAddViewOf(attrs(), ToShapeArgs(in)));
+    const float a_scale = *DataAs<const float>(in[1]), b_scale = *DataAs<const float>(in[4]);
+    const float y_scale = *DataAs<const float>(in[6]);
+    const int32_t a_zp = ZeroPointAt(&in[2], 0), b_zp = ZeroPointAt(&in[5], 0), y_zp = ZeroPointAt(&in[7], 0);
+    auto run = [&](auto a_tag, auto b_tag, auto y_tag) {
+      using A = typename decltype(a_tag)::type;
+      using B = typename decltype(b_tag)::type;
+      using Y = typename decltype(y_tag)::type;
+      const A* a = DataAs<const A>(in[0]);
+      const B* b = DataAs<const B>(in[3]);
+      Y* y = DataAs<Y>(out[0]);
+      ParallelFor(v.n, 16384, [&](int64_t begin, int64_t end, int) {
+        QLinearAddSpan(a + begin, a_zp, a_scale, b + begin, b_zp, b_scale, v.relu, y_scale, y_zp, end - begin,
+                       y + begin);
+      });
+    };
+    auto with_y = [&](auto a_tag, auto b_tag) {
+      if (v.y == DType::kUint8) {
+        run(a_tag, b_tag, TypeTag<uint8_t>{});
+      } else {
+        run(a_tag, b_tag, TypeTag<int8_t>{});
+      }
+    };
+    auto with_b = [&](auto a_tag) {
+      if (v.b == DType::kUint8) {
+        with_y(a_tag, TypeTag<uint8_t>{});
+      } else {
+        with_y(a_tag, TypeTag<int8_t>{});
+      }
+    };
+    if (v.a == DType::kUint8) {
+      with_b(TypeTag<uint8_t>{});
+    } else {
+      with_b(TypeTag<int8_t>{});
+    }
+    return OkStatus();
+  }
+};
+
 }  // namespace
 
 Status AddQuantizeOpDefs(KernelRegistry& registry) {
+  REMEX_RETURN_IF_ERROR(registry.AddOp(QLinearAddDef()));
   for (bool quantize : {true, false}) {
     for (int since : {10, 13}) REMEX_RETURN_IF_ERROR(registry.AddOp(QuantizeDef(quantize, since)));
   }
@@ -321,6 +454,7 @@ Status AddQuantizeCpuKernels(KernelRegistry& registry) {
           AddCpuKernel<QuantizeKernel>(registry, quantize ? "QuantizeLinear" : "DequantizeLinear", since));
     }
   }
+  REMEX_RETURN_IF_ERROR(AddCpuKernel<QLinearAddKernel>(registry, "FusedQLinearAdd"));
   return AddCpuKernel<DynamicQuantizeKernel>(registry, "DynamicQuantizeLinear");
 }
 

@@ -17,6 +17,21 @@ void QuantizeSpan(const float* x, int64_t n, float scale, int32_t zero_point, in
 void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier, int32_t zero_point, uint8_t* y);
 void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multiplier, int32_t zero_point, int8_t* y);
 
+// y[i] = quant::QLinearAdd(a[i], ..., b[i], ...) for i < n (FusedQLinearAdd), for A, B
+// and Y each uint8_t or int8_t.
+#define REMEX_QLINEAR_ADD_SPAN(A, B, Y)                                                                   \
+  void QLinearAddSpan(const A* a, int32_t a_zero_point, float a_scale, const B* b, int32_t b_zero_point, \
+                      float b_scale, bool relu, float y_scale, int32_t y_zero_point, int64_t n, Y* y);
+REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, int8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, uint8_t)
+REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, int8_t)
+#undef REMEX_QLINEAR_ADD_SPAN
+
 // The smallest and largest of x[0, n), 0 included (DynamicQuantizeLinear's range; NaN
 // skipped).
 void RangeWithZero(const float* x, int64_t n, float* lo, float* hi);

@@ -19,6 +19,10 @@
 //     requantized: y = saturate(round(float(sum) * multiplier) + y_zero_point), with
 //     multiplier = a_scale * b_scale / y_scale computed in float32 once per output
 //     channel (ONNX Runtime's order of operations).
+//   - FusedQLinearAdd (internal; the compiler's fusion of DequantizeLinear, DequantizeLinear,
+//     Add, an optional Relu and QuantizeLinear, all per tensor): those formulas in that
+//     order, float32 in between (ONNX Runtime's contrib QLinearAdd computes the same
+//     sum).
 // A plain header: <math.h> and <stdint.h> only, so that .cu files include it.
 #pragma once
 
@@ -69,6 +73,24 @@ REMEX_QUANT_FN DynamicParams DynamicQuantizeParams(float x_min, float x_max) {
   p.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   p.zero_point = Saturate<uint8_t>(RoundHalfEven(0.0f - lo / p.scale));
   return p;
+}
+
+// FusedQLinearAdd of one element: QuantizeLinear(Relu?(DequantizeLinear(a) +
+// DequantizeLinear(b))), Relu as kernels/scalar_ops.h's (x < 0 ? 0 : x).
+// Each product is rounded on its own (on a GPU __fmul_rn: nvcc would otherwise contract
+// a product and the sum into one fused multiply-add), so both devices give the unfused
+// kernels' bits.
+template <typename Q>
+REMEX_QUANT_FN Q QLinearAdd(int32_t a, int32_t a_zero_point, float a_scale, int32_t b, int32_t b_zero_point,
+                            float b_scale, bool relu, float y_scale, int32_t y_zero_point) {
+#if defined(__CUDA_ARCH__)
+  float sum = __fmul_rn(static_cast<float>(a - a_zero_point), a_scale) +
+              __fmul_rn(static_cast<float>(b - b_zero_point), b_scale);
+#else
+  float sum = Dequantize(a, a_zero_point, a_scale) + Dequantize(b, b_zero_point, b_scale);
+#endif
+  if (relu) sum = sum < 0.0f ? 0.0f : sum;
+  return Quantize<Q>(sum, y_scale, y_zero_point);
 }
 
 // QLinear*'s requantization of an int32 sum.

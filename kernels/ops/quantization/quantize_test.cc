@@ -127,6 +127,54 @@ TEST(QuantizeTest, DynamicQuantizeLinear) {
   }
 }
 
+// FusedQLinearAdd gives the bits of the ops it replaces, run one by one:
+// DequantizeLinear of A and of B, Add, Relu (or not), QuantizeLinear; every operand
+// type, both output types, sums past both ends of the output range.
+TEST(QuantizeTest, FusedQLinearAddGivesTheUnfusedOpsBits) {
+  OpRunner r;
+  std::mt19937 rng(41);
+  const Shape s{3, 37};
+  const auto random = [&](DType t) {
+    std::vector<uint8_t> v(111);
+    for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
+    return t == DType::kUint8 ? U8(s, v) : I8(s, std::vector<int8_t>(v.begin(), v.end()));
+  };
+  for (DType a_type : {DType::kUint8, DType::kInt8}) {
+    for (DType y_type : {DType::kUint8, DType::kInt8}) {
+      for (bool relu : {false, true}) {
+        const HostTensor a = random(a_type), b = random(DType::kUint8);
+        const HostTensor a_zp = a_type == DType::kUint8 ? U8({}, {130}) : I8({}, {-5});
+        const HostTensor y_zp = y_type == DType::kUint8 ? U8({}, {10}) : I8({}, {-7});
+        const HostTensor a_s = F32({}, {0.07f}), b_s = F32({}, {0.031f}), y_s = F32({}, {0.05f}), b_zp = U8({}, {3});
+        auto fa = r.Run("DequantizeLinear", {}, {a, a_s, a_zp});
+        auto fb = r.Run("DequantizeLinear", {}, {b, b_s, b_zp});
+        ASSERT_TRUE(fa.ok() && fb.ok());
+        auto sum = r.Run("Add", {}, {(*fa)[0], (*fb)[0]});
+        ASSERT_TRUE(sum.ok());
+        HostTensor pre = (*sum)[0];
+        if (relu) {
+          auto rel = r.Run("Relu", {}, {pre});
+          ASSERT_TRUE(rel.ok());
+          pre = (*rel)[0];
+        }
+        auto want = r.Run("QuantizeLinear", {}, {pre, y_s, y_zp});
+        ASSERT_TRUE(want.ok());
+        const Attributes attrs = relu ? Attrs({{"activation", std::string("Relu")}}) : Attributes{};
+        auto got = r.Run("FusedQLinearAdd", attrs, {a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp});
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_EQ((*got)[0].bytes, (*want)[0].bytes);
+        EXPECT_EQ((*got)[0].dtype, y_type);
+      }
+    }
+  }
+  // One shape for A and B: no broadcasting.
+  auto bad = r.Run("FusedQLinearAdd", {},
+                   {U8({2}, {1, 2}), F32({}, {1}), U8({}, {0}), U8({1}, {1}), F32({}, {1}), U8({}, {0}), F32({}, {1}),
+                    U8({}, {0})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("one shape"), std::string::npos) << bad.status().ToString();
+}
+
 // ---------------------------------------------------------------------------
 // Integer matmul and convolution against loops written here.
 

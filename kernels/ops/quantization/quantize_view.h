@@ -66,6 +66,19 @@ StatusOr<QConvView> QConvViewOf(std::string_view op, const Attributes& attrs, st
 // made when a kernel is created.
 Status CheckQConvAttrs(std::string_view op, const Attributes& attrs);
 
+// FusedQLinearAdd (A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale,
+// y_zero_point) -> Y of y_zero_point's dtype and A's shape (internal: the compiler's
+// fusion of a per-tensor quantized residual Add; quantize_ops.h QLinearAdd): A and B
+// uint8 or int8 of one shape (no broadcasting); every scale float32 and every zero
+// point of its operand's dtype (y's: uint8 or int8), one value each; the attribute
+// `activation` absent or "Relu".
+struct QLinearAddView {
+  int64_t n = 0;  // elements of A, B and Y
+  DType a = DType::kUint8, b = DType::kUint8, y = DType::kUint8;
+  bool relu = false;
+};
+StatusOr<QLinearAddView> QLinearAddViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in);
+
 // One element of a uint8 / int8 / int32 zero point (or 0 when absent) as int32.
 int32_t ZeroPointAt(const TensorRef* zero_point, int64_t i);
 

@@ -1,6 +1,7 @@
 // CUDA kernels of the quantization ops (host side): QuantizeLinear-10/13,
 // DequantizeLinear-10/13, DynamicQuantizeLinear-11, MatMulInteger-10,
-// QLinearMatMul-10, ConvInteger-10, QLinearConv-10 and the internal FusedMatMulInteger.
+// QLinearMatMul-10, ConvInteger-10, QLinearConv-10 and the internal FusedMatMulInteger
+// and FusedQLinearAdd.
 // Device code in quant_impl.cu.
 //
 // Semantics, dtypes and checks are the CPU kernels' (kernels/ops/quantization/quantize.cc,
@@ -199,9 +200,32 @@ class QConvKernel final : public QOperandsKernel {
   }
 };
 
+class QLinearAddKernel final : public QOperandsKernel {
+ public:
+  using QOperandsKernel::QOperandsKernel;
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    REMEX_ASSIGN_OR_RETURN(internal::QLinearAddView v, internal::QLinearAddViewOf(attrs(), internal::ToShapeArgs(in)));
+    if (v.n == 0) return OkStatus();
+    return LaunchOperands(v.a, v.b, [&](auto a_tag, auto b_tag) {
+      using A = decltype(a_tag);
+      using B = decltype(b_tag);
+      auto launch = [&](auto* y) {
+        return LaunchQLinearAdd(static_cast<const A*>(in[0].data), ParamOf(&in[1]), ParamOf(&in[2]),
+                                static_cast<const B*>(in[3].data), ParamOf(&in[4]), ParamOf(&in[5]), ParamOf(&in[6]),
+                                ParamOf(&in[7]), v.relu, y, v.n, stream());
+      };
+      return v.y == DType::kUint8 ? launch(static_cast<uint8_t*>(out[0].data))
+                                  : launch(static_cast<int8_t*>(out[0].data));
+    });
+  }
+};
+
 }  // namespace
 
 Status AddQuantCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
+  REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "FusedQLinearAdd", MakeCudaKernel<QLinearAddKernel>(context)));
   for (const char* name : {"QuantizeLinear", "DequantizeLinear"}) {
     for (int since : {10, 13}) {
       REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, name, since, MakeCudaKernel<QuantizeKernel>(context)));

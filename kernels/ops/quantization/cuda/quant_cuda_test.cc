@@ -3,7 +3,8 @@
 // and per axis, every x and zero-point type, with and without a zero point),
 // DynamicQuantizeLinear (values, all zero, empty), MatMulInteger / QLinearMatMul /
 // FusedMatMulInteger (every operand combination, broadcast batches, 1-D operands,
-// per-column parameters, with and without the bias)
+// per-column parameters, with and without the bias), FusedQLinearAdd (every type,
+// with and without Relu)
 // and ConvInteger / QLinearConv (1-D to 3-D, strides, pads, dilations, groups, auto_pad,
 // per-channel parameters, bias). Outputs must match bit for bit.
 //
@@ -33,7 +34,7 @@ using testing::HostTensor;
 
 constexpr const char* kQuantOps[] = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
                                      "MatMulInteger",  "QLinearMatMul",    "FusedMatMulInteger",
-                                     "ConvInteger",    "QLinearConv"};
+                                     "ConvInteger",    "QLinearConv",      "FusedQLinearAdd"};
 
 TEST(QuantCudaRegistration, RegistersEveryOpAndEntry) {
   auto registry = CudaRegistry({});
@@ -133,6 +134,25 @@ TEST_F(QuantCudaTest, DynamicQuantizeLinear) {
   Check("DynamicQuantizeLinear", {}, {HostTensor::Zeros(DType::kFloat32, {5})});  // Scale 1.
   Check("DynamicQuantizeLinear", {}, {HostTensor::Zeros(DType::kFloat32, {0, 3})});
   Check("DynamicQuantizeLinear", {}, {Floats({70000}, -3.0f, 2.0f)});  // Many threads in the range.
+}
+
+TEST_F(QuantCudaTest, FusedQLinearAdd) {
+  const DType types[] = {DType::kUint8, DType::kInt8};
+  int iter = 0;
+  for (DType at : types) {
+    for (DType bt : types) {
+      for (DType yt : types) {
+        ++iter;
+        const Shape s = RandomShape(1, 4);
+        SCOPED_TRACE(ShapeToString(s) + " " + std::string(DTypeName(at)) + " " + std::string(DTypeName(bt)) + " -> " +
+                     std::string(DTypeName(yt)));
+        const Attributes attrs = iter % 2 ? Attrs({{"activation", std::string("Relu")}}) : Attributes{};
+        Check("FusedQLinearAdd", attrs,
+              {Random(at, s), Floats({}, 0.01f, 0.1f), Random(at, {}), Random(bt, s), Floats({}, 0.01f, 0.1f),
+               Random(bt, {}), Floats({}, 0.02f, 0.2f), Random(yt, {})});
+      }
+    }
+  }
 }
 
 TEST_F(QuantCudaTest, MatMulIntegerAndQLinearMatMul) {

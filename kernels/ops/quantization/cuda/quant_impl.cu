@@ -144,6 +144,17 @@ __global__ void QConvKernel(quant::ConvGeometry g, const X* x, const W* w, QLine
   }
 }
 
+template <typename A, typename B, typename Y>
+__global__ void QLinearAddKernel(const A* a, QParam a_scale, QParam a_zero_point, const B* b, QParam b_scale,
+                                 QParam b_zero_point, QParam y_scale, QParam y_zero_point, bool relu, Y* y,
+                                 int64_t n) {
+  const float as = Scale(a_scale, 0), bs = Scale(b_scale, 0), ys = Scale(y_scale, 0);
+  const int32_t az = ZeroPoint(a_zero_point, 0), bz = ZeroPoint(b_zero_point, 0), yz = ZeroPoint(y_zero_point, 0);
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    y[i] = quant::QLinearAdd<Y>(a[i], az, as, b[i], bz, bs, relu, ys, yz);
+  }
+}
+
 bool ValidOutput(const QLinearParams& p) {
   if (p.y == DType::kFloat32) return !p.qlinear && p.a_scale.data;
   return p.qlinear ? ((p.y == DType::kUint8 || p.y == DType::kInt8) && p.a_scale.data && p.b_scale.data &&
@@ -196,6 +207,28 @@ cudaError_t LaunchQConv(const quant::ConvGeometry& g, const X* x, const W* w, co
   if (total <= 0 || g.group <= 0 || !ValidOutput(p)) return cudaErrorInvalidValue;
   return LaunchKernel<QConvKernel<X, W>>(Blocks(total), kThreads, 0, stream, g, x, w, p, y);
 }
+
+template <typename A, typename B, typename Y>
+cudaError_t LaunchQLinearAdd(const A* a, QParam a_scale, QParam a_zero_point, const B* b, QParam b_scale,
+                             QParam b_zero_point, QParam y_scale, QParam y_zero_point, bool relu, Y* y, int64_t n,
+                             cudaStream_t stream) {
+  if (n <= 0 || !a_scale.data || !b_scale.data || !y_scale.data) return cudaErrorInvalidValue;
+  return LaunchKernel<QLinearAddKernel<A, B, Y>>(Blocks(n), kThreads, 0, stream, a, a_scale, a_zero_point, b, b_scale,
+                                                 b_zero_point, y_scale, y_zero_point, relu, y, n);
+}
+
+#define REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(A, B, Y)                                                         \
+  template cudaError_t LaunchQLinearAdd<A, B, Y>(const A*, QParam, QParam, const B*, QParam, QParam, QParam, \
+                                                 QParam, bool, Y*, int64_t, cudaStream_t);
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, uint8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, uint8_t, int8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, int8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, int8_t, int8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, uint8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, uint8_t, int8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, int8_t, uint8_t)
+REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, int8_t, int8_t)
+#undef REMEX_QUANT_INSTANTIATE_QLINEAR_ADD
 
 #define REMEX_QUANT_INSTANTIATE_OPERANDS(A, B)                                               \
   template cudaError_t LaunchQMatMul<A, B>(const quant::MatMulGeometry&, const A*, const B*, \

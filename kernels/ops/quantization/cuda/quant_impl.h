@@ -57,6 +57,13 @@ struct QLinearParams {
   float alpha = 0, beta = 0;
 };
 
+// FusedQLinearAdd over n > 0 elements (A, B, Y uint8_t or int8_t; every scale and zero
+// point one value in device memory).
+template <typename A, typename B, typename Y>
+cudaError_t LaunchQLinearAdd(const A* a, QParam a_scale, QParam a_zero_point, const B* b, QParam b_scale,
+                             QParam b_zero_point, QParam y_scale, QParam y_zero_point, bool relu, Y* y, int64_t n,
+                             cudaStream_t stream);
+
 // MatMulInteger / QLinearMatMul / FusedMatMulInteger over g's batches; y [batch, m, n]. g.batch * g.m * g.n > 0.
 // A and B (the operands' types): uint8_t or int8_t.
 template <typename A, typename B>
