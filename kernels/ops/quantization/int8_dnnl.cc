@@ -4,7 +4,6 @@
 #include "kernels/ops/quantization/int8_dnnl.h"
 
 #include "kernels/cpu_features.h"
-#include "kernels/dnnl_epilogue.h"
 
 #include <algorithm>
 #include <cstring>
@@ -297,13 +296,7 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
                               static_cast<int64_t>(call.y->dtype),
                               call.y_zero_point,
                               static_cast<int64_t>(call.scales.size()),
-                              call.bias != nullptr,
-                              static_cast<int64_t>(call.epilogue.activation)};
-  for (float f : {call.epilogue.alpha, call.epilogue.beta}) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    key.push_back(bits);
-  }
+                              call.bias != nullptr};
   for (float f : call.multipliers) {
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
@@ -331,7 +324,6 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
         po.append_binary(dnnl::algorithm::binary_add,
                          memory::desc({1, call.n}, memory::data_type::f32, memory::format_tag::ab));
       }
-      AppendActivation(po, call.epilogue);
       attr.set_post_ops(po);
     }
     e.threads = ThreadsForMacs(call.m * call.k * call.n);

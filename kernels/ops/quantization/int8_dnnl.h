@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "kernels/internal.h"
-#include "kernels/op_attrs.h"
 #include "kernels/ops/nn/conv_common.h"
 
 namespace remex::kernels::internal {
@@ -120,7 +119,6 @@ struct QMatMulCall {
   // post-op, after the sums.
   std::span<const float> scales;
   const float* bias = nullptr;
-  ConvEpilogue epilogue;  // its activation, an eltwise post-op after the bias
   // int32 [m, n] (MatMulInteger), uint8 or int8 (QLinearMatMul), float32
   // (FusedMatMulInteger)
   const TensorRef* y = nullptr;

@@ -17,8 +17,8 @@
 //   activation(float32(sum[.., i, j]) * scale[j] + bias[j]) in float32, in that order,
 //   as the unfused nodes compute it; scale float32 of 1 or N values, bias float32 [N];
 //   the attributes `activation` and `activation_params` as FusedConv's and FusedMatMul's
-//   (kernels/op_attrs.h ParseConvEpilogue: an epilogue activation, ONNX's formula; on
-//   oneDNN's path its eltwise post-op, within its rounding: kernels/dnnl_epilogue.h).
+//   (kernels/op_attrs.h ParseConvEpilogue: an epilogue activation, ONNX's formula, as
+//   the unfused op computes it, on every path).
 // uint8 and int8 operands in any combination. The CPU kernels compute the int32 sums as
 // int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
 // element-by-element sums of kernels/ops/quantization/quantize_ops.h) and requantize with that header's
@@ -255,6 +255,25 @@ OpDef FusedMatMulIntegerDef() {
   return def;
 }
 
+// y[i] = activation(y[i]) for i < n (ApplyConvActivation), each kind its own loop so
+// that it vectorizes (Gelu's erf is kernels/scalar_ops.h's FastErf).
+template <typename F>
+inline void MapInPlace(float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
+}
+REMEX_CPU_CLONES void ActivateSpan(ConvActivation kind, float alpha, float beta, float* y, int64_t n) {
+  switch (kind) {
+    case ConvActivation::kRelu:
+      MapInPlace(y, n, [](float x) { return ApplyConvActivation(ConvActivation::kRelu, x, 0, 0); });
+      return;
+    case ConvActivation::kGelu:
+      MapInPlace(y, n, [](float x) { return ApplyConvActivation(ConvActivation::kGelu, x, 0, 0); });
+      return;
+    default:
+      MapInPlace(y, n, [&](float x) { return ApplyConvActivation(kind, x, alpha, beta); });
+  }
+}
+
 // Calls f(TypeTag<A>, TypeTag<B>) for the operands' types (uint8 / int8 each).
 template <typename F>
 Status DispatchOperands(DType a, DType b, F&& f) {
@@ -385,9 +404,16 @@ class QMatMulKernel final : public ValidatedKernel {
       }
       call.scales = scales;
       call.bias = bias;
-      call.epilogue = epilogue_;
       call.y = &out[0];
       REMEX_ASSIGN_OR_RETURN(bool done, dnnl_.Run(call));
+      if (done && to_float && epilogue_.activation != ConvActivation::kNone) {
+        // The activation here, not as oneDNN's eltwise post-op: the unfused Gelu's bits,
+        // which the next DynamicQuantizeLinear would otherwise round differently.
+        float* y = DataAs<float>(out[0]);
+        ParallelFor(m * g.n, 16384, [&](int64_t b, int64_t e, int) {
+          ActivateSpan(epilogue_.activation, epilogue_.alpha, epilogue_.beta, y + b, e - b);
+        });
+      }
       if (done) return OkStatus();
     }
     return DispatchOperands(in[s.a].dtype, in[s.b].dtype, [&](auto a_tag, auto b_tag) -> Status {

@@ -657,10 +657,11 @@ TEST(QuantizeTest, DnnlInt8MatMulGivesTheInt16PathsBits) {
 }
 
 // FusedMatMulInteger: y = float32(MatMulInteger's sum) * scale[j] + bias[j], then its
-// activation (Relu, Gelu) when it has one. The int16
-// path (B not constant) computes exactly that, in that order; oneDNN's int8 matmul (B
-// constant: output scales, then a binary add post-op) gives it within a rounding of
-// float32. Per-tensor and per-column scales, with and without the bias, batches of A.
+// activation (Relu, Gelu) when it has one. The int16 path (B not constant) computes
+// exactly that, in that order; oneDNN's int8 matmul (B constant: output scales, then a
+// binary add post-op, the activation after it) gives it bit for bit on an AVX-512 CPU,
+// within a rounding elsewhere. Per-tensor and per-column scales, with and without the
+// bias, batches of A.
 TEST(QuantizeTest, FusedMatMulIntegerScalesAndAddsTheBiasToTheSums) {
   std::mt19937 rng(31);
   const Shape as{2, 5, 64}, bs{64, 48}, ys{2, 5, 48};
@@ -698,8 +699,8 @@ TEST(QuantizeTest, FusedMatMulIntegerScalesAndAddsTheBiasToTheSums) {
           std::vector<float> got(kY);
           std::memcpy(got.data(), bytes.data(), bytes.size());
           for (int i = 0; i < kY; ++i) {
-            if (b_constant) {
-              ASSERT_NEAR(got[i], want[i], 1e-5f * (1 + std::fabs(want[i]))) << "oneDNN at " << i;
+            if (b_constant) {  // bit for bit on this VM's AVX-512; another ISA may fuse the scale and bias
+              ASSERT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << "oneDNN at " << i;
             } else {
               ASSERT_EQ(got[i], want[i]) << "int16 path at " << i;
             }
