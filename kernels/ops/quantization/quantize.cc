@@ -136,14 +136,7 @@ REMEX_CPU_CLONES void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t 
                                   y_zero_point);                                                          \
     }                                                                                                     \
   }
-REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, int8_t)
+REMEX_QLINEAR_ADD_TYPES(REMEX_QLINEAR_ADD_SPAN)
 #undef REMEX_QLINEAR_ADD_SPAN
 
 // The loop as one vector of running ranges (OpenMP simd reductions): one running range

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/ops/quantization/quantize_ops.h"
+
 namespace remex::kernels::internal {
 
 // y[i] = quant::Quantize(x[i], scale, zero_point) for i < n (QuantizeLinear,
@@ -22,14 +24,7 @@ void RequantizeSpan(const uint32_t* sum, uint32_t add, int64_t n, float multipli
 #define REMEX_QLINEAR_ADD_SPAN(A, B, Y)                                                                   \
   void QLinearAddSpan(const A* a, int32_t a_zero_point, float a_scale, const B* b, int32_t b_zero_point, \
                       float b_scale, bool relu, float y_scale, int32_t y_zero_point, int64_t n, Y* y);
-REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, uint8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(uint8_t, int8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, uint8_t, int8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, uint8_t)
-REMEX_QLINEAR_ADD_SPAN(int8_t, int8_t, int8_t)
+REMEX_QLINEAR_ADD_TYPES(REMEX_QLINEAR_ADD_SPAN)
 #undef REMEX_QLINEAR_ADD_SPAN
 
 // The smallest and largest of x[0, n), 0 included (DynamicQuantizeLinear's range; NaN

@@ -93,6 +93,13 @@ REMEX_QUANT_FN Q QLinearAdd(int32_t a, int32_t a_zero_point, float a_scale, int3
   return Quantize<Q>(sum, y_scale, y_zero_point);
 }
 
+// The operand and output types FusedQLinearAdd runs on (A, B, Y: uint8_t or int8_t
+// each): X(A, B, Y) for each, for the kernels' declarations and instantiations.
+#define REMEX_QLINEAR_ADD_TYPES(X)                                                             \
+  X(uint8_t, uint8_t, uint8_t) X(uint8_t, uint8_t, int8_t) X(uint8_t, int8_t, uint8_t)         \
+  X(uint8_t, int8_t, int8_t) X(int8_t, uint8_t, uint8_t) X(int8_t, uint8_t, int8_t)            \
+  X(int8_t, int8_t, uint8_t) X(int8_t, int8_t, int8_t)
+
 // QLinear*'s requantization of an int32 sum.
 template <typename Q>
 REMEX_QUANT_FN Q Requantize(int32_t sum, float multiplier, int32_t zero_point) {

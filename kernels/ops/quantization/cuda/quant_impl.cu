@@ -220,14 +220,7 @@ cudaError_t LaunchQLinearAdd(const A* a, QParam a_scale, QParam a_zero_point, co
 #define REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(A, B, Y)                                                         \
   template cudaError_t LaunchQLinearAdd<A, B, Y>(const A*, QParam, QParam, const B*, QParam, QParam, QParam, \
                                                  QParam, bool, Y*, int64_t, cudaStream_t);
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, uint8_t, uint8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, uint8_t, int8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, int8_t, uint8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(uint8_t, int8_t, int8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, uint8_t, uint8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, uint8_t, int8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, int8_t, uint8_t)
-REMEX_QUANT_INSTANTIATE_QLINEAR_ADD(int8_t, int8_t, int8_t)
+REMEX_QLINEAR_ADD_TYPES(REMEX_QUANT_INSTANTIATE_QLINEAR_ADD)
 #undef REMEX_QUANT_INSTANTIATE_QLINEAR_ADD
 
 #define REMEX_QUANT_INSTANTIATE_OPERANDS(A, B)                                               \
