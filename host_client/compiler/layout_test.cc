@@ -323,7 +323,7 @@ TEST(LayoutTest, DynamicInputShapes) {
 }
 
 // x float [1, 4, 8, 8] -> QuantizeLinear -> QLinearConv 4->8 3x3 (per-channel scales,
-// bias) -> QLinearConv 8->8 1x1 (y_zero_point 128) -> DequantizeLinear -> Relu ->
+// bias) -> MaxPool 3x3 -> QLinearConv 8->8 1x1 (y_zero_point 128) -> DequantizeLinear -> Relu ->
 // QuantizeLinear -> DequantizeLinear -> y: the int8 convolutions and the per-tensor
 // QuantizeLinear / DequantizeLinear between them run channels-last.
 OnnxModelBuilder QuantizedModel() {
@@ -354,7 +354,10 @@ OnnxModelBuilder QuantizedModel() {
   b.Node("QuantizeLinear", {"x", "s_x", "z_x"}, {"q"}, "quantize");
   auto* c1 = b.Node("QLinearConv", {"q", "s_x", "z_x", "w1", "s_w1", "z_w1", "s_c1", "z_c1", "b1"}, {"c1"}, "conv1");
   OnnxModelBuilder::IntsAttr(c1, "pads", {1, 1, 1, 1});
-  b.Node("QLinearConv", {"c1", "s_c1", "z_c1", "w2", "s_w2", "z_w2", "s_c2", "z_c2"}, {"c2"}, "conv2");
+  auto* pool = b.Node("MaxPool", {"c1"}, {"p1"}, "pool");  // uint8, 3x3, the shape kept
+  OnnxModelBuilder::IntsAttr(pool, "kernel_shape", {3, 3});
+  OnnxModelBuilder::IntsAttr(pool, "pads", {1, 1, 1, 1});
+  b.Node("QLinearConv", {"p1", "s_c1", "z_c1", "w2", "s_w2", "z_w2", "s_c2", "z_c2"}, {"c2"}, "conv2");
   b.Node("DequantizeLinear", {"c2", "s_c2", "z_c2"}, {"d"}, "dequantize");
   b.Node("Relu", {"d"}, {"r"}, "relu");
   b.Node("QuantizeLinear", {"r", "s_r", "z_r"}, {"q2"}, "quantize2");
@@ -370,11 +373,13 @@ TEST(LayoutTest, Int8ConvolutionsAndPerTensorQuantizeRunNhwc) {
   const vm::ExecutableDef* nchw = &both->nchw;
   const vm::ExecutableDef* nhwc = &both->nhwc;
   // The first QuantizeLinear reads the NCHW input: its uint8 result is transposed in the
-  // body; y goes back at the edge. Nothing between the two convolutions.
+  // body; y goes back at the edge. Nothing between the two convolutions: the uint8
+  // MaxPool runs channels-last too.
   EXPECT_EQ(stats.layout.transposes_in_body, 1);
   EXPECT_EQ(stats.layout.transposes_at_edges, 1);
-  EXPECT_EQ(stats.layout.nodes_nhwc, 6);  // 2 QLinearConv, 2 DequantizeLinear, Relu, QuantizeLinear
+  EXPECT_EQ(stats.layout.nodes_nhwc, 7);  // 2 QLinearConv, MaxPool, 2 DequantizeLinear, Relu, QuantizeLinear
   EXPECT_EQ(KernelsWithLayout(*nhwc, "QLinearConv"), 2);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "MaxPool"), 1);
   const std::vector<float> x = Random(256, 21, 2.f);
   const std::vector<float> want = RunFloat32(*nchw, {1, 4, 8, 8}, x);
   EXPECT_EQ(RunFloat32(*nhwc, {1, 4, 8, 8}, x), want);  // the same bits

@@ -73,7 +73,8 @@ class NhwcPass {
 
  private:
   // Conv on a 4-D float32 or float16 X (the dtypes its kernels take, NHWC included:
-  // float16 exported as such runs channels-last like float32), DepthToSpace,
+  // float16 exported as such runs channels-last like float32), QLinearConv, ConvInteger
+  // and MaxPool (one output: no Indices) on a 4-D uint8 or int8 X, DepthToSpace,
   // SpaceToDepth on a 4-D value of any dtype.
   bool IsSeed(const Node& n) const {
     if (!n.regions.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return false;
@@ -82,6 +83,9 @@ class NhwcPass {
     if (!Is4D(x) || !Is4D(g_.values[n.outputs[0]])) return false;
     if (n.op == "Conv") return x.dtype == DType::kFloat32 || x.dtype == DType::kFloat16;
     if (IsIntegerConv(n.op)) return x.dtype == DType::kUint8 || x.dtype == DType::kInt8;
+    // MaxPool of an int8 model, between its channels-last convolutions (its CPU kernel
+    // takes NHWC; float MaxPool stays NCHW, as the CUDA kernel wants it).
+    if (n.op == "MaxPool") return x.dtype == DType::kUint8 || x.dtype == DType::kInt8;
     return IsBlockOp(n.op);
   }
 

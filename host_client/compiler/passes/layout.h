@@ -64,7 +64,8 @@ struct LayoutStats {
 
 // Rewrites `graph` (after shape inference and dead-code elimination, before
 // placement) to run channels-last; does nothing to a graph without a 2-D Conv on a
-// float32 or float16 X, a 2-D QLinearConv or ConvInteger, or a DepthToSpace or
+// float32 or float16 X, a 2-D QLinearConv, ConvInteger or MaxPool on a uint8 or int8 X
+// (MaxPool's CPU kernel only: an int8 model runs NHWC on the CPU alone), or a DepthToSpace or
 // SpaceToDepth on a 4-D value. INTERNAL when a rewritten node's
 // shape function disagrees with the permuted types (a bug in the pass, never the
 // model's).

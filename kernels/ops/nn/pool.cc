@@ -32,6 +32,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/nn/conv_common.h"  // the layout attribute
 #include "kernels/ops/nn/lp_ops.h"
 #include "kernels/ops/nn/lp_pool_attrs.h"
 
@@ -177,10 +178,26 @@ StatusOr<WindowGeometry> MaxPoolGeometry(const MaxPoolAttrs& p, const ShapeFnArg
   return PoolGeometry(kMaxPool, p.window, x);
 }
 
+// The layout pass's `layout` "NHWC" (conv_common.h ParseChannelsLast): X and Y [N, H, W,
+// C], 2-D windows, no Indices. The CPU kernel only; the CUDA kernel refuses it.
+StatusOr<bool> MaxPoolChannelsLast(const Attributes& attrs, size_t rank) {
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kMaxPool, attrs));
+  if (channels_last && rank != 4) return OpError(kMaxPool, "layout NHWC takes a 4-D X");
+  return channels_last;
+}
+
 StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
                                                std::span<const ShapeFnArg> in) {
   if (in.size() != 1) return OpError(kMaxPool, "expects 1 input");
   REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs p, ParseMaxPoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, MaxPoolChannelsLast(attrs, in[0].shape.size()));
+  if (channels_last) {
+    ShapeFnArg first = in[0];
+    first.shape = ToChannelsFirst(in[0].shape);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(p, first));
+    const Shape out = ToChannelsLast(PoolOutputShape(first.shape, g));
+    return std::vector<TensorInfo>{{in[0].dtype, out}};
+  }
   REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(p, in[0]));
   const Shape out = PoolOutputShape(in[0].shape, g);
   return std::vector<TensorInfo>{{in[0].dtype, out}, {DType::kInt64, out}};
@@ -201,14 +218,26 @@ class MaxPoolKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<MaxPoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs parsed, ParseMaxPoolAttrs(attrs));
-    return std::make_unique<MaxPoolKernel>(def, attrs, std::move(parsed));
+    REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kMaxPool, attrs));
+    return std::make_unique<MaxPoolKernel>(def, attrs, std::move(parsed), channels_last);
   }
-  MaxPoolKernel(const OpDef& def, const Attributes& attrs, MaxPoolAttrs parsed)
-      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+  MaxPoolKernel(const OpDef& def, const Attributes& attrs, MaxPoolAttrs parsed, bool channels_last)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)), channels_last_(channels_last) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    if (channels_last_) {
+      if (out.size() > 1) return OpError(kMaxPool, "layout NHWC gives no Indices");
+      REMEX_RETURN_IF_ERROR(MaxPoolChannelsLast(attrs(), in[0].shape.size()).status());
+      args[0].shape = ToChannelsFirst(in[0].shape);
+      REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(attrs_, args[0]));
+      return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        PoolChannelsLast<T>(in[0], g, DataAs<T>(out[0]), out[0].shape);
+        return OkStatus();
+      });
+    }
     REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(attrs_, args[0]));
     int64_t* indices = out.size() > 1 ? DataAs<int64_t>(out[1]) : nullptr;
     return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
@@ -219,6 +248,60 @@ class MaxPoolKernel final : public ValidatedKernel {
   }
 
  private:
+  // X [N, H, W, C] into y [N, OH, OW, C]: per output position the window's first tap,
+  // then any greater (the loop of Pool below, so the same values, NaN rule included),
+  // over all C channels at once (contiguous: vectorised).
+  template <typename T>
+  void PoolChannelsLast(const TensorRef& x, const WindowGeometry& g, T* y, const Shape& y_shape) const {
+    // Integers compare as themselves (vectorised over C); floats in their compute type.
+    using C = std::conditional_t<std::is_integral_v<T>, T, ComputeType<T>>;
+    const int64_t n = x.shape[0], h = x.shape[1], wd = x.shape[2], ch = x.shape[3];
+    const int64_t oh_n = y_shape[1], ow_n = y_shape[2];
+    const int64_t kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+    const T* xp = DataAs<const T>(x);
+    const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                          : std::numeric_limits<C>::lowest();
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, ow_n * kh * kw * ch));
+    ParallelFor(n * oh_n, grain, [&](int64_t r0, int64_t r1, int) {
+      // Locals, not the captured references: a uint8 store may alias anything, and the
+      // loops below would read their bound again after every byte.
+      const int64_t channels = ch;
+      std::vector<C> best_row(static_cast<size_t>(channels));
+      C* __restrict best = best_row.data();
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / oh_n, oh = r % oh_n;
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          bool first = true;
+          for (int64_t i = 0; i < kh; ++i) {
+            const int64_t ih = oh * sh - ph + i * dh;
+            if (ih < 0 || ih >= h) continue;
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t iw = ow * sw - pw + j * dw;
+              if (iw < 0 || iw >= wd) continue;
+              const T* __restrict px = xp + ((b * h + ih) * wd + iw) * channels;
+              if (first) {
+                for (int64_t c = 0; c < channels; ++c) best[c] = static_cast<C>(Load(px[c]));
+                first = false;
+              } else {
+                if constexpr (std::is_integral_v<C>) {
+                  for (int64_t c = 0; c < channels; ++c) best[c] = std::max(best[c], px[c]);  // pmaxub
+                } else {
+                  for (int64_t c = 0; c < channels; ++c) {
+                    const C v = Load(px[c]);
+                    best[c] = v > best[c] ? v : best[c];
+                  }
+                }
+              }
+            }
+          }
+          T* __restrict py = y + ((b * oh_n + oh) * ow_n + ow) * channels;
+          for (int64_t c = 0; c < channels; ++c) py[c] = first ? Store<T>(lowest) : Store<T>(best[c]);
+        }
+      }
+    });
+  }
+
   template <typename T>
   void Pool(const TensorRef& x, const WindowGeometry& g, T* y, int64_t* indices) const {
     using C = ComputeType<T>;
@@ -333,6 +416,7 @@ class MaxPoolKernel final : public ValidatedKernel {
   }
 
   MaxPoolAttrs attrs_;
+  bool channels_last_ = false;
 };
 
 // ---------------------------------------------------------------------------

@@ -82,6 +82,10 @@ class MaxPoolKernel final : public SkipEmptyKernel {
 StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const OpDef& def,
                                                 const Attributes& attrs) {
   REMEX_ASSIGN_OR_RETURN(internal::MaxPoolAttrs a, internal::ParseMaxPoolAttrs(attrs));
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok() || *layout != "NCHW") {
+    return Unimplemented("MaxPool: channels-last (layout NHWC) X on the CUDA device");
+  }
   return std::unique_ptr<OpKernel>(
       std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(a.window), a.storage_order == 1));
 }
