@@ -154,6 +154,19 @@ REMEX_CPU_CLONES void RangeWithZero(const float* x, int64_t n, float* lo, float*
   *hi = h;
 }
 
+namespace {
+
+// FusedQLinearAdd's `activation`: absent (false) or "Relu" (true).
+StatusOr<bool> QLinearAddRelu(const Attributes& attrs) {
+  REMEX_ASSIGN_OR_RETURN(std::string activation, attrs.String("activation", ""));
+  if (!activation.empty() && activation != "Relu") {
+    return OpError("FusedQLinearAdd", "activation must be Relu or absent, got '" + activation + "'");
+  }
+  return !activation.empty();
+}
+
+}  // namespace
+
 StatusOr<QLinearAddView> QLinearAddViewOf(const Attributes& attrs, std::span<const ShapeFnArg> in) {
   constexpr std::string_view op = "FusedQLinearAdd";
   if (in.size() != 8) return OpError(op, "expects 8 inputs, got " + std::to_string(in.size()));
@@ -187,11 +200,7 @@ StatusOr<QLinearAddView> QLinearAddViewOf(const Attributes& attrs, std::span<con
   REMEX_ASSIGN_OR_RETURN(int64_t y_zp_count, CheckedNumElements(op, in[7].shape));
   if (y_zp_count != 1) return OpError(op, "y_zero_point must hold one value, got " + ShapeToString(in[7].shape));
   REMEX_ASSIGN_OR_RETURN(v.n, CheckedNumElements(op, in[0].shape));
-  REMEX_ASSIGN_OR_RETURN(std::string activation, attrs.String("activation", ""));
-  if (!activation.empty() && activation != "Relu") {
-    return OpError(op, "activation must be Relu or absent, got '" + activation + "'");
-  }
-  v.relu = activation == "Relu";
+  REMEX_ASSIGN_OR_RETURN(v.relu, QLinearAddRelu(attrs));
   return v;
 }
 
@@ -381,10 +390,7 @@ OpDef QLinearAddDef() {
 class QLinearAddKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<QLinearAddKernel>> Create(const OpDef& def, const Attributes& attrs) {
-    REMEX_ASSIGN_OR_RETURN(std::string activation, attrs.String("activation", ""));
-    if (!activation.empty() && activation != "Relu") {
-      return OpError(def.name, "activation must be Relu or absent, got '" + activation + "'");
-    }
+    REMEX_RETURN_IF_ERROR(QLinearAddRelu(attrs).status());  // checked once, at creation
     return std::make_unique<QLinearAddKernel>(def, attrs);
   }
   using ValidatedKernel::ValidatedKernel;

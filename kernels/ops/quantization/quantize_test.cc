@@ -173,6 +173,12 @@ TEST(QuantizeTest, FusedQLinearAddGivesTheUnfusedOpsBits) {
                     U8({}, {0})});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("one shape"), std::string::npos) << bad.status().ToString();
+  // Relu is its one activation.
+  auto sigmoid = r.Run("FusedQLinearAdd", Attrs({{"activation", std::string("Sigmoid")}}),
+                       {U8({1}, {1}), F32({}, {1}), U8({}, {0}), U8({1}, {1}), F32({}, {1}), U8({}, {0}), F32({}, {1}),
+                        U8({}, {0})});
+  ASSERT_FALSE(sigmoid.ok());
+  EXPECT_NE(sigmoid.status().message().find("Relu or absent"), std::string::npos) << sigmoid.status().ToString();
 }
 
 // ---------------------------------------------------------------------------
