@@ -636,6 +636,73 @@ TEST(MaxPoolTest, ChannelsLastGivesTheChannelsFirstValues) {
   EXPECT_FALSE(indices.ok());
 }
 
+// AveragePool and GlobalAveragePool with layout NHWC (the layout pass's, on the CPU
+// device): the NCHW kernels' values on the transposed tensors (AveragePool's bit for
+// bit: the same taps added in the same order; GlobalAveragePool's sums run in another
+// order), count_include_pad both ways, strides, pads, ceil_mode, dilations; a 3-D X is
+// refused in that layout.
+TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
+  OpRunner r;
+  std::mt19937 rng(47);
+  std::uniform_real_distribution<float> value(-10.0f, 10.0f);
+  const int64_t n = 2, c = 5, h = 9, w = 11;
+  std::vector<float> x(static_cast<size_t>(n * c * h * w));
+  for (float& v : x) v = value(rng);
+  std::vector<float> x_nhwc(x.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j) x_nhwc[((b * h + i) * w + j) * c + k] = x[((b * c + k) * h + i) * w + j];
+  // Y's NCHW values at (b, k, i, j) against the NHWC ones.
+  auto expect_transposed = [](const HostTensor& first, const HostTensor& last, float tolerance) {
+    const Shape& s = first.shape;
+    ASSERT_EQ(last.shape, (Shape{s[0], s[2], s[3], s[1]}));
+    const auto a = first.Values<float>(), b = last.Values<float>();
+    for (int64_t bb = 0; bb < s[0]; ++bb)
+      for (int64_t k = 0; k < s[1]; ++k)
+        for (int64_t i = 0; i < s[2]; ++i)
+          for (int64_t j = 0; j < s[3]; ++j) {
+            const float want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
+            const float got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
+            if (tolerance == 0) {
+              EXPECT_EQ(got, want);
+            } else {
+              EXPECT_NEAR(got, want, tolerance);
+            }
+          }
+  };
+  struct Case {
+    int64_t k, s, pad, dilation;
+    bool ceil, count_pad;
+  };
+  for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true}, Case{2, 2, 0, 1, true, false},
+                        Case{3, 1, 1, 2, false, true}}) {
+    Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
+                             {"strides", std::vector<int64_t>{cs.s, cs.s}},
+                             {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
+                             {"dilations", std::vector<int64_t>{cs.dilation, cs.dilation}},
+                             {"ceil_mode", int64_t{cs.ceil}},
+                             {"count_include_pad", int64_t{cs.count_pad}}});
+    Attributes nhwc = nchw;
+    nhwc.Set("layout", std::string("NHWC"));
+    auto first = r.Run("AveragePool", nchw, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
+    auto last = r.Run("AveragePool", nhwc, {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
+    ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+    expect_transposed((*first)[0], (*last)[0], 0);
+  }
+  auto first = r.Run("GlobalAveragePool", Attributes{}, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
+  auto last = r.Run("GlobalAveragePool", Attrs({{"layout", std::string("NHWC")}}),
+                    {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
+  ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+  expect_transposed((*first)[0], (*last)[0], 1e-6f);
+  auto rank3 = r.Run("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"layout", std::string("NHWC")}}),
+                     {HostTensor::Of<float>({1, 4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, 1);
+  EXPECT_FALSE(rank3.ok());
+  auto gap3 = r.Run("GlobalAveragePool", Attrs({{"layout", std::string("NHWC")}}),
+                    {HostTensor::Of<float>({1, 4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, 1);
+  EXPECT_FALSE(gap3.ok());
+}
+
 TEST(MaxPoolTest, CeilModeDilationsAndSamePadding) {
   OpRunner r;
   // ONNX test_maxpool_2d_ceil: 4x4, kernel 3, stride 2, ceil -> 2x2.

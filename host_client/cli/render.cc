@@ -94,7 +94,8 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
                  compiler::LayoutName(r.options.layout),
                  l.transposes_at_edges + l.transposes_in_body, l.transposes_at_edges, l.transposes_in_body,
                  l.nodes_nhwc, l.constants_permuted);
-    std::fprintf(out, "folded: %d BatchNormalization nodes into their Conv's weights\n", stats.batchnorms_folded);
+    std::fprintf(out, "folded: %d BatchNormalization nodes into their Conv's weights, %d more rewritten as Mul and Add\n",
+                 stats.batchnorms_folded, stats.batchnorms_decomposed);
     std::fprintf(out, "recognised: %d decomposed HardSwish chains as HardSwish, %d SiLU / Swish as Swish, %d GELU as Gelu\n",
                  stats.hardswish_recognized, stats.swish_recognized, stats.gelu_recognized);
     std::fprintf(out,

@@ -1,4 +1,4 @@
-// BatchNormalization folding: which BatchNormalization nodes fold into their Conv
+// BatchNormalization folding (and the decomposition of the others into Mul and Add): which BatchNormalization nodes fold into their Conv
 // (with and without a Conv bias, grouped convolutions) and which must not (a Conv output
 // read elsewhere or a graph output, non-constant statistics, training mode), and the
 // folded graphs run on the CPU VM against the same graphs compiled without folding, in
@@ -65,6 +65,7 @@ struct Variant {
   bool fold = true;
   Layout layout = Layout::kNchw;
   DType dtype = DType::kFloat32;
+  bool fuse_elementwise = true;
 };
 
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, Variant v, CompileStats* stats = nullptr) {
@@ -73,6 +74,7 @@ StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, Variant v, Compil
   options.fold_batchnorm = v.fold;
   options.layout = v.layout;
   options.dtype = v.dtype;
+  options.fuse_elementwise = v.fuse_elementwise;
   return CompileGraph(std::move(graph), Registry(), options, stats);
 }
 
@@ -87,7 +89,10 @@ void ExpectSameResults(const OnnxModelBuilder& b, Variant v, int expect_folded, 
   plain.fold = false;
   auto reference = Compile(b, plain);
   ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  EXPECT_EQ(CountKernels(*folded, "BatchNormalization") + expect_folded, CountKernels(*reference, "BatchNormalization"));
+  // The ones left are rewritten as Mul and Add (DecomposeBatchNormalization) where their
+  // statistics are constants.
+  EXPECT_EQ(CountKernels(*folded, "BatchNormalization") + expect_folded + stats.batchnorms_decomposed,
+            CountKernels(*reference, "BatchNormalization"));
   const std::vector<float> x = Random(static_cast<size_t>(NumElements(kX).value()), 99);
   auto want = RunFloat32Outputs(*reference, {kX}, {x});
   auto got = RunFloat32Outputs(*folded, {kX}, {x});
@@ -197,6 +202,64 @@ TEST(BatchNormFolding, TrainingModeIsNotFolded) {
   OnnxModelBuilder::IntAttr(AddConvBn(b, "c1", "x", "y", 7), "training_mode", 1);
   Graph g = ImportOnnxBytes(b.Bytes(), Registry()).value();
   EXPECT_EQ(FoldBatchNormalization(g), 0);
+}
+
+// DenseNet's pre-activation: a BatchNormalization after a Concat (no Conv to fold into)
+// and a Relu, before the next Conv.
+OnnxModelBuilder ConcatBnRelu() {
+  OnnxModelBuilder b(15);
+  b.Input("x", kFloat, kX).Output("y", kFloat, {2, 4, 5, 6});
+  b.FloatInit("w1", {4, 4, 3, 3}, Random(144, 31));
+  auto* c1 = b.Node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+  OnnxModelBuilder::IntsAttr(c1, "pads", {1, 1, 1, 1});
+  auto* cat = b.Node("Concat", {"x", "c1"}, {"cat"}, "concat");
+  OnnxModelBuilder::IntAttr(cat, "axis", 1);
+  b.FloatInit("s", {8}, Random(8, 32, 0.5f, 2.0f));
+  b.FloatInit("beta", {8}, Random(8, 33));
+  b.FloatInit("mean", {8}, Random(8, 34));
+  b.FloatInit("var", {8}, Random(8, 35, 0.2f, 3.0f));
+  auto* bn = b.Node("BatchNormalization", {"cat", "s", "beta", "mean", "var"}, {"n"}, "bn");
+  OnnxModelBuilder::FloatAttr(bn, "epsilon", 1e-3f);
+  b.Node("Relu", {"n"}, {"r"}, "relu");
+  b.FloatInit("w2", {4, 8, 1, 1}, Random(32, 36));
+  b.Node("Conv", {"r", "w2"}, {"y"}, "conv2");
+  return b;
+}
+
+TEST(BatchNormDecomposition, BatchNormWithNoConvBeforeItBecomesMulAndAddFusedWithTheRelu) {
+  CompileStats stats;
+  auto def = Compile(ConcatBnRelu(), Variant{}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.batchnorms_folded, 0);
+  EXPECT_EQ(stats.batchnorms_decomposed, 1);
+  EXPECT_EQ(CountKernels(*def, "BatchNormalization"), 0);
+  EXPECT_EQ(CountKernels(*def, "Relu"), 0);
+  EXPECT_EQ(CountKernels(*def, "FusedElementwise"), 1);  // Mul, Add, Relu in one pass
+  // The same values as the BatchNormalization kernel (compiled without folding), in
+  // either layout.
+  for (Layout layout : {Layout::kNchw, Layout::kNhwc}) {
+    SCOPED_TRACE(LayoutName(layout));
+    ExpectSameResults(ConcatBnRelu(), Variant{true, layout}, 0, 1e-6);
+  }
+}
+
+TEST(BatchNormDecomposition, NotWithoutElementwiseFusionNorForTrainingMode) {
+  // Without fusion, two passes (Mul, Add) would cost more than the one BatchNormalization.
+  CompileStats stats;
+  auto def = Compile(ConcatBnRelu(), Variant{.fuse_elementwise = false}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.batchnorms_decomposed, 0);
+  EXPECT_EQ(CountKernels(*def, "BatchNormalization"), 1);
+  OnnxModelBuilder b(15);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  b.FloatInit("s", {4}, Random(4, 4));
+  b.FloatInit("beta", {4}, Random(4, 5));
+  b.FloatInit("mean", {4}, Random(4, 6));
+  b.FloatInit("var", {4}, Random(4, 7, 0.5f, 2));
+  auto* bn = b.Node("BatchNormalization", {"x", "s", "beta", "mean", "var"}, {"y"}, "bn");
+  OnnxModelBuilder::IntAttr(bn, "training_mode", 1);
+  Graph g = ImportOnnxBytes(b.Bytes(), Registry()).value();
+  EXPECT_EQ(DecomposeBatchNormalization(g), 0);
 }
 
 }  // namespace

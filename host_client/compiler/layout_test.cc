@@ -1,7 +1,8 @@
 // The NHWC layout pass: results equal to the NCHW compile on the CPU VM, layout
 // changes only at the graph's edges for convolution chains (float32, and float16 as
 // exported), transposes around ops that cannot run NHWC, per-channel constants
-// transformed, dynamic shapes.
+// transformed, dynamic shapes, DenseNet's Concat, BatchNormalization and pooling
+// channels-last.
 #include "host_client/compiler/passes/layout.h"
 
 #include <gtest/gtest.h>
@@ -426,6 +427,89 @@ TEST(LayoutTest, DynamicQuantizeLinearAndConvIntegerRunNhwc) {
   const std::vector<float> x = Random(144, 5, 3.f);
   const std::vector<float> want = RunFloat32(*nchw, {1, 4, 6, 6}, x);
   EXPECT_EQ(RunFloat32(*nhwc, {1, 4, 6, 6}, x), want);
+}
+
+// A DenseNet block in small: x [1, 4, 8, 8] -> Conv 4->8 3x3 -> Relu -> MaxPool 2x2/2
+// (p [1, 8, 4, 4]) -> BatchNormalization -> Relu -> Conv 8->4 3x3 -> Concat(p, .) on the
+// channels [1, 12, 4, 4] -> BatchNormalization -> Relu -> AveragePool 3x3/2 pads 1 (the
+// pads not counted) [1, 12, 2, 2] -> GlobalAveragePool -> y [1, 12, 1, 1].
+OnnxModelBuilder DenseBlockModel() {
+  OnnxModelBuilder b(15);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 8, 8}).Output("y", onnx::TensorProto::FLOAT, {1, 12, 1, 1});
+  b.FloatInit("w1", {8, 4, 3, 3}, Random(288, 41, 0.3f)).FloatInit("w2", {4, 8, 3, 3}, Random(288, 42, 0.3f));
+  auto* c1 = b.Node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+  OnnxModelBuilder::IntsAttr(c1, "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c1"}, {"r1"}, "relu1");
+  auto* mp = b.Node("MaxPool", {"r1"}, {"p"}, "maxpool");
+  OnnxModelBuilder::IntsAttr(mp, "kernel_shape", {2, 2});
+  OnnxModelBuilder::IntsAttr(mp, "strides", {2, 2});
+  for (const char* bn : {"bn1", "bn2"}) {
+    const int64_t c = std::string(bn) == "bn1" ? 8 : 12;
+    const uint32_t seed = std::string(bn) == "bn1" ? 50 : 60;
+    const std::string n(bn);
+    b.FloatInit(n + ".s", {c}, Random(c, seed)).FloatInit(n + ".b", {c}, Random(c, seed + 1));
+    std::vector<float> var = Random(c, seed + 2);
+    for (float& v : var) v = 1.5f + v;
+    b.FloatInit(n + ".m", {c}, Random(c, seed + 3)).FloatInit(n + ".v", {c}, var);
+  }
+  b.Node("BatchNormalization", {"p", "bn1.s", "bn1.b", "bn1.m", "bn1.v"}, {"n1"}, "bn1");
+  b.Node("Relu", {"n1"}, {"r2"}, "relu2");
+  auto* c2 = b.Node("Conv", {"r2", "w2"}, {"c2"}, "conv2");
+  OnnxModelBuilder::IntsAttr(c2, "pads", {1, 1, 1, 1});
+  auto* cat = b.Node("Concat", {"p", "c2"}, {"cat"}, "concat");
+  OnnxModelBuilder::IntAttr(cat, "axis", 1);
+  b.Node("BatchNormalization", {"cat", "bn2.s", "bn2.b", "bn2.m", "bn2.v"}, {"n2"}, "bn2");
+  b.Node("Relu", {"n2"}, {"r3"}, "relu3");
+  auto* ap = b.Node("AveragePool", {"r3"}, {"a"}, "avgpool");
+  OnnxModelBuilder::IntsAttr(ap, "kernel_shape", {3, 3});
+  OnnxModelBuilder::IntsAttr(ap, "strides", {2, 2});
+  OnnxModelBuilder::IntsAttr(ap, "pads", {1, 1, 1, 1});
+  b.Node("GlobalAveragePool", {"a"}, {"y"}, "gap");
+  return b;
+}
+
+// With pooling NHWC (the CPU device's compiles), the whole block runs channels-last:
+// a layout change at each edge and none in the body; without it, transposes around
+// each pooling op.
+TEST(LayoutTest, DenseBlocksRunNhwcWithPoolingAndConcatChannelsLast) {
+  const auto model = DenseBlockModel().Bytes();
+  auto compile = [&](Layout layout, bool pooling, CompileStats* stats) -> StatusOr<vm::ExecutableDef> {
+    REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(model, Registry()));
+    CompileOptions options;
+    options.layout = layout;
+    options.nhwc_pooling = pooling;
+    return CompileGraph(std::move(graph), Registry(), options, stats);
+  };
+  CompileStats stats, without_pooling;
+  auto nchw = compile(Layout::kNchw, true, nullptr);
+  auto nhwc = compile(Layout::kNhwc, true, &stats);
+  auto nhwc_convs = compile(Layout::kNhwc, false, &without_pooling);
+  for (const auto* def : {&nchw, &nhwc, &nhwc_convs}) ASSERT_TRUE(def->ok()) << def->status().ToString();
+  EXPECT_EQ(stats.layout.transposes_at_edges, 2);
+  EXPECT_EQ(stats.layout.transposes_in_body, 0);
+  EXPECT_EQ(stats.batchnorms_decomposed, 2);
+  EXPECT_EQ(stats.layout.constants_permuted, 4);  // the two BatchNormalizations' mul and add
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "MaxPool"), 1);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "AveragePool"), 1);
+  EXPECT_EQ(KernelsWithLayout(*nhwc, "GlobalAveragePool"), 1);
+  EXPECT_EQ(KernelsOf(*nhwc, "BatchNormalization"), 0);
+  for (const auto& k : nhwc->kernels) {
+    if (k.op == "Concat") EXPECT_EQ(std::get<int64_t>(k.attrs.all().at("axis")), 3);
+  }
+  // The CUDA device's pooling reads NCHW: conv1's output to NCHW for MaxPool, whose
+  // output goes NHWC for the Concat, the first BatchNormalization's output (computed
+  // NCHW: it reads no NHWC value) NHWC for conv2, and the second's NCHW for AveragePool.
+  EXPECT_EQ(KernelsWithLayout(*nhwc_convs, "MaxPool") + KernelsWithLayout(*nhwc_convs, "AveragePool") +
+                KernelsWithLayout(*nhwc_convs, "GlobalAveragePool"),
+            0);
+  EXPECT_EQ(without_pooling.layout.transposes_in_body, 4);
+  const std::vector<float> x = Random(256, 43);
+  const std::vector<float> want = RunFloat32(*nchw, {1, 4, 8, 8}, x);
+  ExpectNear(RunFloat32(*nhwc, {1, 4, 8, 8}, x), want, 1e-5f, 1e-5f);
+  ExpectNear(RunFloat32(*nhwc_convs, {1, 4, 8, 8}, x), want, 1e-5f, 1e-5f);
+  float largest = 0.f;
+  for (float v : want) largest = std::max(largest, std::fabs(v));
+  EXPECT_GT(largest, 0.f);
 }
 
 TEST(LayoutTest, GraphsWithoutConvolutionsAreLeftAlone) {

@@ -46,7 +46,8 @@ struct CompileOptions {
   bool eliminate_common_subexpressions = true;
   // Fold inference BatchNormalization into the Conv before it (its weights and bias;
   // passes/batchnorm_folding.h), which then takes the activation after it as its
-  // epilogue.
+  // epilogue; with fuse_elementwise, the others become a Mul and an Add that fuse with
+  // the ops around them.
   bool fold_batchnorm = true;
   // Fuse chains of elementwise float ops into FusedElementwise nodes (passes/elementwise_fusion.h),
   // after recognising decomposed HardSwish, SiLU / Swish and GELU activations
@@ -63,6 +64,10 @@ struct CompileOptions {
   // Activation layout between convolutions (see host_client/compiler/passes/layout.h); graph inputs
   // and outputs stay NCHW either way.
   Layout layout = Layout::kNchw;
+  // With layout NHWC: float MaxPool, AveragePool and GlobalAveragePool reading a value
+  // held channels-last run on it (LayoutOptions::pooling: their CPU kernels take NHWC,
+  // the CUDA device's do not). tooling::CompileForDevice sets it for the CPU device.
+  bool nhwc_pooling = false;
   // Activation and weight dtype (host_client/compiler/passes/precision.h): kUndefined, the
   // model's own; kFloat16, a float32 model's activations and weights in float16
   // (ConvertToFloat16); kFloat32, a float16 model's in float32 (ConvertToFloat32, before
@@ -124,6 +129,7 @@ struct CompileStats {
   int nodes_removed = 0;
   int common_subexpressions = 0;  // nodes dropped for an earlier one computing the same
   int batchnorms_folded = 0;  // BatchNormalization nodes folded into Conv weights
+  int batchnorms_decomposed = 0;  // the others, rewritten as Mul and Add (DecomposeBatchNormalization)
   int hardswish_recognized = 0;  // decomposed HardSwish chains made one HardSwish node
   int swish_recognized = 0;      // decomposed SiLU / Swish (Sigmoid, Mul) made one Swish node
   int gelu_recognized = 0;       // decomposed erf GELU (Div, Erf, Add, Mul) made one Gelu node

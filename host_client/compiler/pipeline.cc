@@ -64,7 +64,9 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
   }
   if (options.fold_batchnorm) {
     local.batchnorms_folded = FoldBatchNormalization(graph);
-    if (local.batchnorms_folded > 0) EliminateDeadCode(graph);  // the unfolded weights
+    // The rest, as a Mul and an Add that elementwise fusion joins to their neighbours.
+    if (options.fuse_elementwise) local.batchnorms_decomposed = DecomposeBatchNormalization(graph);
+    if (local.batchnorms_folded + local.batchnorms_decomposed > 0) EliminateDeadCode(graph);  // the old parameters
   }
   if (options.fuse_elementwise) {
     const size_t before = graph.nodes.size();
@@ -77,7 +79,7 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     }
   }
   if (options.layout == Layout::kNhwc) {
-    REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry));
+    REMEX_ASSIGN_OR_RETURN(local.layout, ConvertToNhwc(graph, registry, {.pooling = options.nhwc_pooling}));
     EliminateDeadCode(graph);  // constants replaced by their NHWC forms
   }
   // Counted before the precision pass, whose casts would sit between a transpose

@@ -309,6 +309,7 @@ json ToJson(const CompileReport& r) {
                             {"nodes_nhwc", s.layout.nodes_nhwc},
                             {"constants_permuted", s.layout.constants_permuted}}},
                 {"batchnorms_folded", s.batchnorms_folded},
+                {"batchnorms_decomposed", s.batchnorms_decomposed},
                 {"hardswish_recognized", s.hardswish_recognized},
                 {"swish_recognized", s.swish_recognized},
                 {"gelu_recognized", s.gelu_recognized},

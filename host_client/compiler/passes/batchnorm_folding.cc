@@ -112,4 +112,69 @@ int FoldBatchNormalization(Graph& graph) {
   return folded;
 }
 
+int DecomposeBatchNormalization(Graph& graph) {
+  Graph& g = graph;
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int decomposed = 0;
+  for (Node& bn : g.nodes) {
+    if (!IsInferenceBatchNorm(bn) || bn.inputs[0] < 0) {
+      nodes.push_back(std::move(bn));
+      continue;
+    }
+    const Value& x = g.values[bn.inputs[0]];
+    const vm::ConstantDef* p[4];
+    bool params = x.dtype == DType::kFloat32 && x.kind == vm::ValueKind::kTensor && x.rank_known &&
+                  x.shape.size() >= 2 && x.shape[1] >= 0;
+    const int64_t c = params ? x.shape[1] : 0;
+    for (int k = 0; k < 4 && params; ++k) {
+      p[k] = FloatConstant(g, bn.inputs[1 + k]);
+      params = p[k] && p[k]->shape == Shape{c};
+    }
+    auto epsilon = bn.attrs.Float("epsilon", 1e-5f);
+    if (!params || !epsilon.ok()) {
+      nodes.push_back(std::move(bn));
+      continue;
+    }
+    const std::vector<float> scale = Floats(*p[0]), bias = Floats(*p[1]), mean = Floats(*p[2]), var = Floats(*p[3]);
+    std::vector<float> mul(static_cast<size_t>(c)), add(static_cast<size_t>(c));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const auto a = kernels::batchnorm::ChannelAffine<float>(scale[ch], bias[ch], mean[ch], var[ch], *epsilon);
+      mul[ch] = a.mul;
+      add[ch] = a.add;
+    }
+    // [C, 1, ...]: broadcast along X's dims after the channel's (ONNX aligns trailing dims).
+    Shape per_channel{c};
+    per_channel.resize(x.shape.size() - 1, 1);
+    const int mul_id = g.AddConstant(bn.name + "_mul", FloatConstantDef(per_channel, mul));
+    const int add_id = g.AddConstant(bn.name + "_add", FloatConstantDef(per_channel, add));
+    Value scaled;  // X's type (AddConstant may have moved the values: read them again)
+    const Value& xv = g.values[bn.inputs[0]];
+    scaled.name = bn.name + "/scaled";
+    scaled.dtype = xv.dtype;
+    scaled.shape = xv.shape;
+    scaled.rank_known = true;
+    scaled.dims = xv.dims;
+    scaled.bounds = xv.bounds;
+    scaled.samples = xv.samples;
+    scaled.lower_corner_unknown = xv.lower_corner_unknown;
+    const int scaled_id = g.AddValue(std::move(scaled));
+    Node m;
+    m.op = "Mul";
+    m.name = bn.name + "/mul";
+    m.inputs = {bn.inputs[0], mul_id};
+    m.outputs = {scaled_id};
+    Node a;
+    a.op = "Add";
+    a.name = bn.name + "/add";
+    a.inputs = {scaled_id, add_id};
+    a.outputs = {bn.outputs[0]};
+    nodes.push_back(std::move(m));
+    nodes.push_back(std::move(a));
+    ++decomposed;
+  }
+  g.nodes = std::move(nodes);
+  return decomposed;
+}
+
 }  // namespace remex::compiler

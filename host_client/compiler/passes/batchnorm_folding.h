@@ -18,4 +18,15 @@ namespace remex::compiler {
 // of BatchNormalization nodes folded.
 int FoldBatchNormalization(Graph& graph);
 
+// Rewrites each inference BatchNormalization left after FoldBatchNormalization (one
+// output; X float32 of known rank >= 2 with a static channel dim C; scale, B, mean and
+// var float32 constants [C]) as the same affine map in two elementwise nodes,
+//   Y = Mul(X, mul) then Add(., add),   mul, add constants [C, 1, ...] (X's rank - 1),
+// with mul and add as FoldBatchNormalization computes them. Elementwise fusion then
+// runs them, and the activation after them, in one pass over X (DenseNet's
+// BatchNormalization and Relu before each convolution), and the layout pass holds them
+// channels-last with their constants permuted. Run after FoldBatchNormalization, before
+// the layout pass. Returns the number of BatchNormalization nodes rewritten.
+int DecomposeBatchNormalization(Graph& graph);
+
 }  // namespace remex::compiler

@@ -44,7 +44,8 @@ bool IsAllOnes(const Value& v) {
 
 class NhwcPass {
  public:
-  NhwcPass(Graph& g, const kernels::KernelRegistry& registry) : g_(g), registry_(registry) {}
+  NhwcPass(Graph& g, const kernels::KernelRegistry& registry, LayoutOptions options)
+      : g_(g), registry_(registry), options_(options) {}
 
   StatusOr<LayoutStats> Run() {
     bool any_seed = false;
@@ -57,7 +58,7 @@ class NhwcPass {
     std::vector<Node> nodes = std::move(g_.nodes);
     g_.nodes.clear();
     for (Node& node : nodes) {
-      if (IsSeed(node) || IsConvertibleElementwise(node)) {
+      if (IsSeed(node) || IsConvertiblePool(node) || IsConvertibleConcat(node) || IsConvertibleElementwise(node)) {
         REMEX_RETURN_IF_ERROR(Convert(node));
         continue;
       }
@@ -87,6 +88,33 @@ class NhwcPass {
     // takes NHWC; float MaxPool stays NCHW, as the CUDA kernel wants it).
     if (n.op == "MaxPool") return x.dtype == DType::kUint8 || x.dtype == DType::kInt8;
     return IsBlockOp(n.op);
+  }
+
+  bool HeldNhwc(int v) const { return v >= 0 && static_cast<size_t>(v) < nhwc_of_.size() && nhwc_of_[v] >= 0; }
+
+  // With LayoutOptions::pooling: a float MaxPool (no Indices), AveragePool or
+  // GlobalAveragePool whose 4-D X is held as NHWC.
+  bool IsConvertiblePool(const Node& n) const {
+    if (!options_.pooling || !n.regions.empty() || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+    if (n.op != "MaxPool" && n.op != "AveragePool" && n.op != "GlobalAveragePool") return false;
+    if (n.attrs.Has("layout") || !HeldNhwc(n.inputs[0])) return false;
+    const Value& x = g_.values[n.inputs[0]];
+    return Is4D(x) && Is4D(g_.values[n.outputs[0]]) &&
+           (x.dtype == DType::kFloat32 || x.dtype == DType::kFloat16 || x.dtype == DType::kFloat64);
+  }
+
+  // A Concat of 4-D values, at least one of them held as NHWC (DenseNet's blocks): its
+  // axis is renumbered for NHWC.
+  bool IsConvertibleConcat(const Node& n) const {
+    if (n.op != "Concat" || !n.regions.empty() || n.values_op || n.outputs.size() != 1) return false;
+    const StatusOr<int64_t> axis = n.attrs.Int("axis");
+    if (!Is4D(g_.values[n.outputs[0]]) || !axis.ok() || *axis < -4 || *axis > 3) return false;
+    bool reads_nhwc = false;
+    for (int in : n.inputs) {
+      if (in < 0 || !Is4D(g_.values[in])) return false;
+      reads_nhwc = reads_nhwc || HeldNhwc(in);
+    }
+    return reads_nhwc;
   }
 
   // An elementwise op with 4-D outputs reading at least one value held as NHWC, whose
@@ -210,7 +238,15 @@ class NhwcPass {
   }
 
   Status Convert(Node& node) {
-    const bool elementwise = !IsSeed(node);
+    // Seeds and pools read X as NHWC and take the `layout` attribute; the others read
+    // every operand as NHWC.
+    const bool elementwise = !IsSeed(node) && !IsConvertiblePool(node);
+    if (node.op == "Concat") {
+      // NCHW axis a is NHWC axis d where kToNhwc[d] == a.
+      const int64_t axis = (*node.attrs.Int("axis") + 4) % 4;
+      const auto it = std::find(kToNhwc.begin(), kToNhwc.end(), axis);
+      node.attrs.Set("axis", static_cast<int64_t>(it - kToNhwc.begin()));
+    }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int in = node.inputs[i];
       if (in < 0) continue;
@@ -268,6 +304,7 @@ class NhwcPass {
 
   Graph& g_;
   const kernels::KernelRegistry& registry_;
+  const LayoutOptions options_;
   LayoutStats stats_;
   std::vector<int> nhwc_of_;        // per value: its NHWC twin, -1 none
   std::vector<bool> nchw_ready_;    // per value: holds its NCHW data
@@ -310,8 +347,8 @@ const char* LayoutName(Layout layout) {
   return "NCHW";
 }
 
-StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry) {
-  return NhwcPass(graph, registry).Run();
+StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry, LayoutOptions options) {
+  return NhwcPass(graph, registry, options).Run();
 }
 
 TransposeCount CountTransposes(const Graph& graph) {

@@ -23,6 +23,12 @@
 //     A constant operand of rank 1 to 4 with more than one element (a per-channel
 //     [C, 1, 1] bias) is transformed at compile time: padded to rank 4 on the left
 //     (ONNX broadcasting aligns trailing dims) and permuted to NHWC ([1, 1, 1, C]).
+//   - Concat of 4-D values, at least one held as NHWC, runs on the NHWC values with its
+//     axis renumbered (1, the channels, becomes 3): DenseNet's blocks stay channels-last.
+//   - With LayoutOptions::pooling, float MaxPool (without Indices), AveragePool and
+//     GlobalAveragePool whose X is held as NHWC get `layout` = "NHWC" too
+//     (kernels/ops/nn/pool.cc; the CPU device's kernels take it, the CUDA device's
+//     refuse it, so that tooling::CompileForDevice asks for it on the CPU device only).
 //   - A Transpose NCHW->NHWC (perm [0, 2, 3, 1]) is inserted where an NHWC op reads an
 //     NCHW value (a graph input, or the result of an op that cannot run NHWC), and a
 //     Transpose NHWC->NCHW (perm [0, 3, 1, 2]) where an NCHW reader (any other op, an
@@ -45,7 +51,8 @@ enum class Layout : uint8_t {
   kNhwc = 1,  // Channels-last between convolutions (see above).
   // Not chosen (no --layout): the device the model runs on decides
   // (tooling::CompileForDevice: NHWC for int8 convolutions on a device whose int8
-  // kernels are channels-last, else NCHW). The compiler itself compiles it as kNchw.
+  // kernels are channels-last, for float convolutions on one whose float kernels are,
+  // else NCHW). The compiler itself compiles it as kNchw.
   kAuto = 2,
 };
 
@@ -54,6 +61,11 @@ enum class Layout : uint8_t {
 StatusOr<Layout> ParseLayout(std::string_view text);
 // "NCHW", "NHWC", "auto": what ParseLayout reads back.
 const char* LayoutName(Layout layout);
+
+struct LayoutOptions {
+  // Float pooling follows its NHWC input (see above); off: it reads NCHW.
+  bool pooling = false;
+};
 
 struct LayoutStats {
   int nodes_nhwc = 0;          // nodes rewritten to run on NHWC values
@@ -69,7 +81,8 @@ struct LayoutStats {
 // SpaceToDepth on a 4-D value. INTERNAL when a rewritten node's
 // shape function disagrees with the permuted types (a bug in the pass, never the
 // model's).
-StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry);
+StatusOr<LayoutStats> ConvertToNhwc(Graph& graph, const kernels::KernelRegistry& registry,
+                                    LayoutOptions options = {});
 
 // Transpose nodes of a graph (top level and regions), and how many of them read a
 // graph input or write a graph output.

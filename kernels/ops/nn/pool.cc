@@ -9,6 +9,12 @@
 //   not those past the end pad that ceil_mode adds). `dilations` (opset 19) is honoured
 //   when present.
 //
+// The layout pass's internal attribute `layout` (never ONNX's; "NCHW" by default): with
+// "NHWC", MaxPool (without Indices) and AveragePool take a 4-D X [N, H, W, C] and give
+// Y [N, OH, OW, C], GlobalAveragePool X [N, H, W, C] and Y [N, 1, 1, C]; the values are
+// the NCHW kernels' (GlobalAveragePool's sums in another order). The CUDA kernels refuse
+// it (kernels/ops/nn/cuda/pool.cc).
+//
 // LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html), opsets 2 and 11 (one entry:
 // 11 changed no semantics Remex implements):
 //   X float16/float32/float64 [N, C, D1 (, D2 (, D3))] -> Y [N, C, O1 (, O2 (, O3))],
@@ -178,19 +184,26 @@ StatusOr<WindowGeometry> MaxPoolGeometry(const MaxPoolAttrs& p, const ShapeFnArg
   return PoolGeometry(kMaxPool, p.window, x);
 }
 
-// The layout pass's `layout` "NHWC" (conv_common.h ParseChannelsLast): X and Y [N, H, W,
-// C], 2-D windows, no Indices. The CPU kernel only; the CUDA kernel refuses it.
-StatusOr<bool> MaxPoolChannelsLast(const Attributes& attrs, size_t rank) {
-  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kMaxPool, attrs));
-  if (channels_last && rank != 4) return OpError(kMaxPool, "layout NHWC takes a 4-D X");
+// The layout pass's `layout` "NHWC" (conv_common.h ParseChannelsLast) of MaxPool and
+// AveragePool: X and Y [N, H, W, C], 2-D windows, no Indices. The CPU kernels only; the
+// CUDA kernels refuse it.
+StatusOr<bool> ParsePoolChannelsLast(std::string_view op, const Attributes& attrs, size_t rank) {
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(op, attrs));
+  if (channels_last && rank != 4) return OpError(op, "layout NHWC takes a 4-D X");
   return channels_last;
+}
+
+// `x` with its NHWC shape as the NCHW one.
+ShapeFnArg ToChannelsFirstArg(ShapeFnArg x) {
+  x.shape = ToChannelsFirst(x.shape);
+  return x;
 }
 
 StatusOr<std::vector<TensorInfo>> InferMaxPool(const Attributes& attrs,
                                                std::span<const ShapeFnArg> in) {
   if (in.size() != 1) return OpError(kMaxPool, "expects 1 input");
   REMEX_ASSIGN_OR_RETURN(MaxPoolAttrs p, ParseMaxPoolAttrs(attrs));
-  REMEX_ASSIGN_OR_RETURN(bool channels_last, MaxPoolChannelsLast(attrs, in[0].shape.size()));
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParsePoolChannelsLast(kMaxPool, attrs, in[0].shape.size()));
   if (channels_last) {
     ShapeFnArg first = in[0];
     first.shape = ToChannelsFirst(in[0].shape);
@@ -229,7 +242,7 @@ class MaxPoolKernel final : public ValidatedKernel {
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     if (channels_last_) {
       if (out.size() > 1) return OpError(kMaxPool, "layout NHWC gives no Indices");
-      REMEX_RETURN_IF_ERROR(MaxPoolChannelsLast(attrs(), in[0].shape.size()).status());
+      REMEX_RETURN_IF_ERROR(ParsePoolChannelsLast(kMaxPool, attrs(), in[0].shape.size()).status());
       args[0].shape = ToChannelsFirst(in[0].shape);
       REMEX_ASSIGN_OR_RETURN(WindowGeometry g, MaxPoolGeometry(attrs_, args[0]));
       return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
@@ -483,10 +496,38 @@ Status ReducePlanes(std::string_view op, std::span<const TensorRef> in, std::spa
 
 class GlobalAveragePoolKernel final : public ValidatedKernel {
  public:
-  using ValidatedKernel::ValidatedKernel;
+  static StatusOr<std::unique_ptr<GlobalAveragePoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kGlobalAveragePool, attrs));
+    return std::make_unique<GlobalAveragePoolKernel>(def, attrs, channels_last);
+  }
+  GlobalAveragePoolKernel(const OpDef& def, const Attributes& attrs, bool channels_last)
+      : ValidatedKernel(def, attrs), channels_last_(channels_last) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (channels_last_) {
+      // X [N, H, W, C]: per image, the sum over its H * W positions of every channel at
+      // once (contiguous: vectorised), in double, then the mean.
+      const int64_t n = in[0].shape[0], positions = in[0].shape[1] * in[0].shape[2], ch = in[0].shape[3];
+      return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        const T* x = DataAs<const T>(in[0]);
+        T* y = DataAs<T>(out[0]);
+        std::vector<double> sum(static_cast<size_t>(ch));
+        for (int64_t b = 0; b < n; ++b) {
+          std::fill(sum.begin(), sum.end(), 0.0);
+          for (int64_t p = 0; p < positions; ++p) {
+            const T* row = x + (b * positions + p) * ch;
+            for (int64_t c = 0; c < ch; ++c) sum[c] += static_cast<double>(Load(row[c]));
+          }
+          for (int64_t c = 0; c < ch; ++c) {
+            const double mean = positions == 0 ? std::numeric_limits<double>::quiet_NaN() : sum[c] / positions;
+            y[b * ch + c] = Store<T>(static_cast<ComputeType<T>>(mean));
+          }
+        }
+        return OkStatus();
+      });
+    }
     return ReducePlanes(op(), in, out, [](const auto* row, int64_t size) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(row)>>;
       double sum = 0;
@@ -505,6 +546,9 @@ class GlobalAveragePoolKernel final : public ValidatedKernel {
       return size == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / size;
     });
   }
+
+ private:
+  const bool channels_last_;
 };
 
 OpDef GlobalPoolDef(std::string_view op) {
@@ -543,7 +587,22 @@ OpDef GlobalLpPoolDef() {
   return def;
 }
 
-OpDef GlobalAveragePoolDef() { return GlobalPoolDef(kGlobalAveragePool); }
+// GlobalAveragePool also takes the layout pass's `layout` "NHWC" (the CPU kernel only):
+// X [N, H, W, C] -> Y [N, 1, 1, C].
+OpDef GlobalAveragePoolDef() {
+  OpDef def = GlobalPoolDef(kGlobalAveragePool);
+  def.infer = [](const Attributes& attrs, std::span<const ShapeFnArg> in) -> StatusOr<std::vector<TensorInfo>> {
+    REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kGlobalAveragePool, attrs));
+    if (!channels_last) return InferGlobalPool(kGlobalAveragePool, in);
+    if (in.size() != 1) return OpError(kGlobalAveragePool, "expects 1 input");
+    if (in[0].shape.size() != 4) return OpError(kGlobalAveragePool, "layout NHWC takes a 4-D X");
+    REMEX_ASSIGN_OR_RETURN(std::vector<TensorInfo> out,
+                           InferGlobalPool(kGlobalAveragePool, std::vector<ShapeFnArg>{ToChannelsFirstArg(in[0])}));
+    out[0].shape = ToChannelsLast(out[0].shape);
+    return out;
+  };
+  return def;
+}
 OpDef GlobalMaxPoolDef() { return GlobalPoolDef("GlobalMaxPool"); }
 
 // ---------------------------------------------------------------------------
@@ -581,6 +640,12 @@ StatusOr<std::vector<TensorInfo>> InferAveragePool(const Attributes& attrs,
                                                    std::span<const ShapeFnArg> in) {
   if (in.size() != 1) return OpError(kAveragePool, "expects 1 input");
   REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs p, ParseAveragePoolAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(bool channels_last, ParsePoolChannelsLast(kAveragePool, attrs, in[0].shape.size()));
+  if (channels_last) {
+    const ShapeFnArg first = ToChannelsFirstArg(in[0]);
+    REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(p, first));
+    return std::vector<TensorInfo>{{in[0].dtype, ToChannelsLast(PoolOutputShape(first.shape, g))}};
+  }
   REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(p, in[0]));
   return std::vector<TensorInfo>{{in[0].dtype, PoolOutputShape(in[0].shape, g)}};
 }
@@ -597,14 +662,25 @@ class AveragePoolKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<AveragePoolKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(AveragePoolAttrs parsed, ParseAveragePoolAttrs(attrs));
-    return std::make_unique<AveragePoolKernel>(def, attrs, std::move(parsed));
+    REMEX_ASSIGN_OR_RETURN(bool channels_last, ParseChannelsLast(kAveragePool, attrs));
+    return std::make_unique<AveragePoolKernel>(def, attrs, std::move(parsed), channels_last);
   }
-  AveragePoolKernel(const OpDef& def, const Attributes& attrs, AveragePoolAttrs parsed)
-      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+  AveragePoolKernel(const OpDef& def, const Attributes& attrs, AveragePoolAttrs parsed, bool channels_last)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)), channels_last_(channels_last) {}
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
+    if (channels_last_) {
+      REMEX_RETURN_IF_ERROR(ParsePoolChannelsLast(kAveragePool, attrs(), in[0].shape.size()).status());
+      args[0] = ToChannelsFirstArg(args[0]);
+      REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(attrs_, args[0]));
+      return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        PoolNhwc<T>(in[0], args[0].shape, g, DataAs<T>(out[0]));
+        return OkStatus();
+      });
+    }
     REMEX_ASSIGN_OR_RETURN(WindowGeometry g, AveragePoolGeometry(attrs_, args[0]));
     return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -634,7 +710,49 @@ class AveragePoolKernel final : public ValidatedKernel {
         });
   }
 
+  // X [N, H, W, C] (`first`: its channels-first shape) into y [N, OH, OW, C]: per output
+  // position, the sum of the window's taps inside X in the order Pool adds them, over all
+  // C channels at once (contiguous: vectorised), divided by the same count.
+  template <typename T>
+  void PoolNhwc(const TensorRef& x, const Shape& first, const WindowGeometry& g, T* y) const {
+    using C = ComputeType<T>;
+    const PoolWindows w = MakePoolWindows(first, g);  // 2-D: dims 1 (H) and 2 (W) of 3
+    const int64_t n = first[0], ch = first[1], h = w.in[1], wd = w.in[2];
+    const int64_t oh_n = w.out[1], ow_n = w.out[2];
+    const T* xp = DataAs<const T>(x);
+    const int64_t window = g.kernel[0] * g.kernel[1];
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, ow_n * window * ch));
+    ParallelFor(n * oh_n, grain, [&](int64_t r0, int64_t r1, int) {
+      const int64_t channels = ch;
+      std::vector<C> sum_row(static_cast<size_t>(channels));
+      C* __restrict sum = sum_row.data();
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / oh_n, oh = r % oh_n;
+        const int64_t rows = w.tap_begin[1][oh + 1] - w.tap_begin[1][oh];
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          std::fill(sum, sum + channels, C(0));
+          const int64_t cols = w.tap_begin[2][ow + 1] - w.tap_begin[2][ow];
+          for (int64_t t1 = w.tap_begin[1][oh]; t1 < w.tap_begin[1][oh + 1]; ++t1) {
+            for (int64_t t2 = w.tap_begin[2][ow]; t2 < w.tap_begin[2][ow + 1]; ++t2) {
+              const T* __restrict px = xp + ((b * h + w.taps[1][t1]) * wd + w.taps[2][t2]) * channels;
+              for (int64_t c = 0; c < channels; ++c) sum[c] += Load(px[c]);
+            }
+          }
+          const int64_t count = attrs_.count_include_pad ? w.padded[1][oh] * w.padded[2][ow] : rows * cols;
+          T* __restrict py = y + ((b * oh_n + oh) * ow_n + ow) * channels;
+          if (count == 0) {
+            for (int64_t c = 0; c < channels; ++c) py[c] = Store<T>(std::numeric_limits<C>::quiet_NaN());
+          } else {
+            const C divisor = static_cast<C>(count);
+            for (int64_t c = 0; c < channels; ++c) py[c] = Store<T>(sum[c] / divisor);
+          }
+        }
+      }
+    });
+  }
+
   AveragePoolAttrs attrs_;
+  bool channels_last_ = false;
 };
 
 // ---------------------------------------------------------------------------

@@ -679,11 +679,14 @@ TEST(NnCudaRegistration, BadAttributesAreRefusedAtCreation) {
   auto r = CudaRegistry();
   ASSERT_TRUE(r);
   EXPECT_FALSE((*r->FindKernel("MaxPool", DeviceKind::kCuda))(Attributes{}).ok());
-  // The layout pass's NHWC MaxPool (int8 models, the CPU's) is the CPU kernel's alone.
-  const auto nhwc_pool = (*r->FindKernel("MaxPool", DeviceKind::kCuda))(
-      Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"layout", std::string("NHWC")}}));
-  ASSERT_FALSE(nhwc_pool.ok());
-  EXPECT_EQ(nhwc_pool.status().code(), StatusCode::kUnimplemented) << nhwc_pool.status().ToString();
+  // The layout pass's NHWC pooling (the CPU device's compiles) is the CPU kernels' alone.
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool"}) {
+    Attributes attrs = Attrs({{"layout", std::string("NHWC")}});
+    if (std::string(op) != "GlobalAveragePool") attrs.Set("kernel_shape", std::vector<int64_t>{2, 2});
+    const auto nhwc_pool = (*r->FindKernel(op, DeviceKind::kCuda))(attrs);
+    ASSERT_FALSE(nhwc_pool.ok()) << op;
+    EXPECT_EQ(nhwc_pool.status().code(), StatusCode::kUnimplemented) << nhwc_pool.status().ToString();
+  }
   EXPECT_FALSE((*r->FindKernel("AveragePool", DeviceKind::kCuda))(
                    Attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"count_include_pad", int64_t{2}}}))
                    .ok());

@@ -5,7 +5,7 @@
 //   - MaxPool (opsets 1-12: kernel_shape, strides, pads, auto_pad, dilations, ceil_mode,
 //     storage_order; the optional Indices output) and AveragePool (opsets 7-19:
 //     count_include_pad, ceil_mode, dilations), 1-D to 3-D over NCHW-ordered [N, C, ...]
-//     (the CPU kernels take no layout attribute). float32 and float16.
+//     (the CPU kernels' `layout` "NHWC" is refused: RefuseChannelsLast). float32 and float16.
 //   - LpPool (opsets 2-17: kernel_shape, strides, pads, auto_pad, p), as AveragePool's
 //     window; GlobalAveragePool, GlobalMaxPool (opset 1) and GlobalLpPool-2. float32 and
 //     float16.
@@ -79,13 +79,20 @@ class MaxPoolKernel final : public SkipEmptyKernel {
   const bool column_major_;
 };
 
+// The layout pass's `layout` "NHWC" (kernels/ops/nn/pool.cc) is the CPU kernels' alone:
+// UNIMPLEMENTED here, so that a channels-last X is never read as NCHW.
+Status RefuseChannelsLast(std::string_view op, const Attributes& attrs) {
+  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
+  if (!layout.ok() || *layout != "NCHW") {
+    return Unimplemented(std::string(op) + ": channels-last (layout NHWC) X on the CUDA device");
+  }
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(CudaKernelContext context, const OpDef& def,
                                                 const Attributes& attrs) {
   REMEX_ASSIGN_OR_RETURN(internal::MaxPoolAttrs a, internal::ParseMaxPoolAttrs(attrs));
-  StatusOr<std::string> layout = attrs.String("layout", "NCHW");
-  if (!layout.ok() || *layout != "NCHW") {
-    return Unimplemented("MaxPool: channels-last (layout NHWC) X on the CUDA device");
-  }
+  REMEX_RETURN_IF_ERROR(RefuseChannelsLast("MaxPool", attrs));
   return std::unique_ptr<OpKernel>(
       std::make_unique<MaxPoolKernel>(def, attrs, context, std::move(a.window), a.storage_order == 1));
 }
@@ -116,6 +123,7 @@ class AveragePoolKernel final : public SkipEmptyKernel {
 StatusOr<std::unique_ptr<OpKernel>> MakeAveragePool(CudaKernelContext context, const OpDef& def,
                                                     const Attributes& attrs) {
   REMEX_ASSIGN_OR_RETURN(internal::AveragePoolAttrs a, internal::ParseAveragePoolAttrs(attrs));
+  REMEX_RETURN_IF_ERROR(RefuseChannelsLast("AveragePool", attrs));
   return std::unique_ptr<OpKernel>(
       std::make_unique<AveragePoolKernel>(def, attrs, context, std::move(a.window), a.count_include_pad));
 }
@@ -189,6 +197,12 @@ class GlobalLpPoolKernel final : public SkipEmptyKernel {
   const int p_;
 };
 
+StatusOr<std::unique_ptr<OpKernel>> MakeGlobalAveragePool(CudaKernelContext context, const OpDef& def,
+                                                          const Attributes& attrs) {
+  REMEX_RETURN_IF_ERROR(RefuseChannelsLast("GlobalAveragePool", attrs));
+  return std::unique_ptr<OpKernel>(std::make_unique<GlobalPoolKernel>(def, attrs, context, false));
+}
+
 StatusOr<std::unique_ptr<OpKernel>> MakeGlobalLpPool(CudaKernelContext context, const OpDef& def,
                                                      const Attributes& attrs) {
   REMEX_ASSIGN_OR_RETURN(int p, internal::ParseGlobalLpPoolP(attrs));
@@ -204,7 +218,7 @@ Status AddPoolCudaKernels(KernelRegistry& registry, CudaKernelContext context) {
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "AveragePool", std::bind(MakeAveragePool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "LpPool", std::bind(MakeLpPool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(
-      AddCudaKernel(registry, "GlobalAveragePool", MakeCudaKernel<GlobalPoolKernel>(context, false)));
+      AddCudaKernel(registry, "GlobalAveragePool", std::bind(MakeGlobalAveragePool, context, _1, _2)));
   REMEX_RETURN_IF_ERROR(AddCudaKernel(registry, "GlobalMaxPool", MakeCudaKernel<GlobalPoolKernel>(context, true)));
   return AddCudaKernel(registry, "GlobalLpPool", std::bind(MakeGlobalLpPool, context, _1, _2));
 }
