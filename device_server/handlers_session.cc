@@ -62,6 +62,7 @@ Status Session::Hello(wire::Hello::Reader req, wire::Reply::Builder root) {
   devices[0].setMemoryBytes(state_->device->memory_bytes());
   devices[0].setBytesInUse(allocator_->stats().allocated_bytes);
   devices[0].setInt8ChannelsLast(state_->device->capabilities().int8_channels_last);
+  devices[0].setFloatChannelsLast(state_->device->capabilities().float_channels_last);
   {
     std::lock_guard<std::mutex> lock(state_->sessions_mu);  // Cancel reads it from other sessions
     if (cancel_key_.empty()) {

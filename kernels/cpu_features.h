@@ -11,4 +11,11 @@ namespace remex::kernels {
 // ops run an int16 GEMM. Cheap after the first call; thread-safe.
 bool CpuHasInt8DotProducts();
 
+// Whether oneDNN's float32 convolutions run fastest channels-last on this CPU: AVX-512,
+// where its brgemm convolutions take NHWC activations as they are (measured on
+// ResNet-50's convolutions: docs/benchmarks.md), where the blocked layouts it picks
+// otherwise cost a reorder of X and Y around every call. Cheap after the first call;
+// thread-safe.
+bool CpuHasChannelsLastFloatConvolutions();
+
 }  // namespace remex::kernels

@@ -233,7 +233,7 @@ TEST_F(CliProfileTest, TraceWritesOneSlicePerKernelAndInstruction) {
 TEST_F(CliProfileTest, VariantsRunInterleavedInOneTable) {
   auto r =
       Cli("bench " + model_ + Server() +
-          " --shape x=1x8x64x64 --variant layout=NHWC --variant fuse-epilogues=false,fold-batchnorm=false "
+          " --shape x=1x8x64x64 --layout NHWC --variant layout=NCHW --variant fuse-epilogues=false,fold-batchnorm=false "
           "--min-samples 6 --min-duration-s 0 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = Json(r);
@@ -242,11 +242,13 @@ TEST_F(CliProfileTest, VariantsRunInterleavedInOneTable) {
   const json& variants = j["variants"];
   ASSERT_EQ(variants.size(), 3u);
   EXPECT_EQ(variants[0]["label"], "base");
-  EXPECT_EQ(variants[1]["label"], "layout=NHWC");
+  EXPECT_EQ(variants[1]["label"], "layout=NCHW");
   EXPECT_EQ(variants[2]["label"], "fuse-epilogues=false,fold-batchnorm=false");
-  // Each compiled with its own options: three executables.
-  EXPECT_EQ(variants[0]["compile_options"]["layout"], "NCHW") << variants[0]["compile_options"].dump();
-  EXPECT_EQ(variants[1]["compile_options"]["layout"], "NHWC") << variants[1]["compile_options"].dump();
+  // Each compiled with its own options (the base's --layout given, not the device's
+  // choice): three executables.
+  EXPECT_EQ(variants[0]["compile_options"]["layout"], "NHWC") << variants[0]["compile_options"].dump();
+  EXPECT_EQ(variants[1]["compile_options"]["layout"], "NCHW") << variants[1]["compile_options"].dump();
+  EXPECT_EQ(variants[2]["compile_options"]["layout"], "NHWC") << variants[2]["compile_options"].dump();
   std::set<std::string> hashes;
   for (const auto& v : variants) hashes.insert(v["module_cache"]["hash"].get<std::string>());
   EXPECT_EQ(hashes.size(), 3u);

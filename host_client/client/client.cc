@@ -90,7 +90,8 @@ ServerInfo ToInfo(wire::HelloReply::Reader r) {
   info.cancel_key.assign(reinterpret_cast<const char*>(key.begin()), key.size());
   for (auto d : r.getDevices()) {
     info.devices.push_back(
-        {d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse(), d.getInt8ChannelsLast()});
+        {d.getName(), d.getDescription(), d.getMemoryBytes(), d.getBytesInUse(), d.getInt8ChannelsLast(),
+         d.getFloatChannelsLast()});
   }
   if (r.hasEnvironment()) info.environment = ToEnvironment(r.getEnvironment());
   return info;

@@ -42,6 +42,10 @@ struct DeviceInfo {
   // Its int8 convolutions run fastest channels-last (vm::DeviceCapabilities::
   // int8_channels_last): compiles for it default to NHWC for int8 models.
   bool int8_channels_last = false;
+  // Its float convolutions run fastest channels-last, and its pooling kernels take NHWC
+  // (vm::DeviceCapabilities::float_channels_last): compiles for it default to NHWC for
+  // float models with convolutions.
+  bool float_channels_last = false;
 };
 
 // Whether a feature of the server's host is on, where the server could tell

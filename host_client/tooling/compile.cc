@@ -28,9 +28,11 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
   report.model = onnx_path;
   REMEX_ASSIGN_OR_RETURN(compiler::Graph graph,
                          compiler::ImportOnnxFile(onnx_path, *registry, options.input_shapes));
-  for (const compiler::Value& v : graph.values) report.has_float16 = report.has_float16 || v.dtype == DType::kFloat16;
+  ModelTraits& traits = report.traits;
+  for (const compiler::Value& v : graph.values) traits.has_float16 = traits.has_float16 || v.dtype == DType::kFloat16;
   for (const compiler::Node& n : graph.nodes) {
-    report.has_int8_convolutions = report.has_int8_convolutions || n.op == "QLinearConv" || n.op == "ConvInteger";
+    traits.has_int8_convolutions = traits.has_int8_convolutions || n.op == "QLinearConv" || n.op == "ConvInteger";
+    traits.has_float_convolutions = traits.has_float_convolutions || n.op == "Conv";
   }
   report.options = options;
   if (report.options.layout == compiler::Layout::kAuto) report.options.layout = compiler::Layout::kNchw;
@@ -57,27 +59,31 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
   REMEX_ASSIGN_OR_RETURN(CompileReport report, CompileModel(model, options));
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   out.bytes = std::move(report.bytes);
-  out.has_float16 = report.has_float16;
-  out.has_int8_convolutions = report.has_int8_convolutions;
+  out.traits = report.traits;
   return out;
 }
 
-DeviceCompile CompileForDevice(const client::DeviceInfo* device, bool has_float16, bool has_int8_convolutions,
+DeviceCompile CompileForDevice(const client::DeviceInfo* device, const ModelTraits& model,
                                const compiler::CompileOptions& given) {
   DeviceCompile out{given, ""};
   auto add = [&](const std::string& change) { out.changes += (out.changes.empty() ? "" : ", ") + change; };
   const bool cpu = device != nullptr && device->name == "cpu";
-  if (given.dtype == DType::kUndefined && has_float16 && cpu) {
+  if (given.dtype == DType::kUndefined && model.has_float16 && cpu) {
     out.options.dtype = DType::kFloat32;
     add("in float32 (--dtype float16 keeps float16)");
   }
   if (given.layout == compiler::Layout::kAuto) {
     out.options.layout = compiler::Layout::kNchw;  // as the options given compile
-    if (has_int8_convolutions && device != nullptr && device->int8_channels_last) {
+    if (model.has_int8_convolutions && device != nullptr && device->int8_channels_last) {
       out.options.layout = compiler::Layout::kNhwc;
       add("with NHWC activations for its int8 convolutions (--layout NCHW keeps NCHW)");
+    } else if (model.has_float_convolutions && device != nullptr && device->float_channels_last) {
+      out.options.layout = compiler::Layout::kNhwc;
+      add("with NHWC activations for its convolutions (--layout NCHW keeps NCHW)");
     }
   }
+  // The CPU device's pooling kernels take NHWC; the CUDA device's do not.
+  out.options.nhwc_pooling = cpu;
   return out;
 }
 

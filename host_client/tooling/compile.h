@@ -28,6 +28,14 @@ StatusOr<const kernels::KernelRegistry*> CompilerRegistry();
 using remex::ReadFileBytes;
 using remex::WriteFileBytes;
 
+// What an imported model holds that the device-dependent choices depend on
+// (CompileForDevice).
+struct ModelTraits {
+  bool has_float16 = false;             // float16 tensors
+  bool has_int8_convolutions = false;   // QLinearConv or ConvInteger nodes
+  bool has_float_convolutions = false;  // Conv nodes (float32 or float16: Conv takes no other dtype)
+};
+
 // What `remex compile` reports.
 struct CompileReport {
   std::string model;                    // the .onnx path
@@ -36,8 +44,7 @@ struct CompileReport {
   compiler::CompileStats stats;
   compiler::CompileOptions options;     // with symbol names resolved
   std::map<std::string, int> kernels_by_op;  // "Conv", "Shape (host)" -> count
-  bool has_float16 = false;             // the imported model has float16 tensors
-  bool has_int8_convolutions = false;   // ... QLinearConv or ConvInteger nodes
+  ModelTraits traits;                   // of the imported model
 };
 
 // Imports and compiles an ONNX model with `options`, and serializes it; a layout left
@@ -53,8 +60,7 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
 struct LoadedExecutable {
   std::vector<std::byte> bytes;
   double compile_ms = 0;  // 0 for an .rmx
-  bool has_float16 = false;  // an .onnx with float16 tensors (false for an .rmx)
-  bool has_int8_convolutions = false;  // an .onnx with QLinearConv or ConvInteger nodes
+  ModelTraits traits;  // an .onnx's (all false for an .rmx)
 };
 StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compiler::CompileOptions& options,
                                           bool changes_compilation);
@@ -69,8 +75,12 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
 // - --layout not given (Layout::kAuto): NHWC for a model with QLinearConv or ConvInteger
 //   nodes on a device whose int8 convolutions run channels-last
 //   (DeviceInfo::int8_channels_last: the CPU device on a CPU with int8 dot products,
-//   VNNI; kernels/ops/quantization/int8_dnnl.h), which spares each convolution the
-//   reorders of its input and output; otherwise NCHW.
+//   VNNI; kernels/ops/quantization/int8_dnnl.h), or with float Conv nodes on a device
+//   whose float convolutions do (DeviceInfo::float_channels_last: the CPU device on a
+//   CPU with AVX-512), which spares each convolution the reorders of its input and
+//   output; otherwise NCHW.
+// - nhwc_pooling: on for the CPU device, whose pooling kernels take NHWC (the layout
+//   pass then keeps float pooling channels-last too).
 // The caller compiles again when `changes` is not empty.
 struct DeviceCompile {
   compiler::CompileOptions options;  // the options given, those choices made
@@ -78,7 +88,7 @@ struct DeviceCompile {
   // line ("in float32 (--dtype float16 keeps float16)"); empty: nothing does.
   std::string changes;
 };
-DeviceCompile CompileForDevice(const client::DeviceInfo* device, bool has_float16, bool has_int8_convolutions,
+DeviceCompile CompileForDevice(const client::DeviceInfo* device, const ModelTraits& model,
                                const compiler::CompileOptions& given);
 
 // "x: float32 [N, 3, 48, W]".

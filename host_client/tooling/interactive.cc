@@ -44,8 +44,8 @@ StatusOr<SessionModel*> InteractiveSession::Load(const std::string& path, const 
   REMEX_RETURN_IF_ERROR(executable.status());
   // The choices left open, made for the server's device (CompileForDevice).
   const auto& devices = client().server_info().devices;
-  if (DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], executable->has_float16,
-                                                  executable->has_int8_convolutions, options);
+  if (DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], executable->traits,
+                                                  options);
       !for_device.changes.empty()) {
     say("compiling " + path + " again for the " + devices[0].name + " device, " + for_device.changes);
     executable = LoadExecutable(path, for_device.options, changes_compilation);

@@ -165,8 +165,8 @@ StatusOr<PreparedModel> PrepareModelOn(const ModelRequest& request, Connection g
   // The device known, the choices left open are made for it (CompileForDevice): a
   // float16 model meant for the CPU device in float32, an int8 one channels-last.
   const auto& devices = p.session().server_info().devices;
-  DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], p.executable.has_float16,
-                                              p.executable.has_int8_convolutions, request.compile);
+  DeviceCompile for_device = CompileForDevice(devices.empty() ? nullptr : &devices[0], p.executable.traits,
+                                              request.compile);
   p.compile = std::move(for_device.options);
   if (!for_device.changes.empty()) {
     say("compiling " + request.model + " again for the " + devices[0].name + " device, " + for_device.changes);

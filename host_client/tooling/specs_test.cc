@@ -157,40 +157,61 @@ TEST(SpecsTest, FetchServerAndCompression) {
 
 // The choices a user left open, made for the device: a float16 model in float32 on the
 // CPU device, int8 convolutions NHWC on a device whose int8 convolutions are
-// channels-last; a choice given is kept, and nothing changes elsewhere.
+// channels-last, float convolutions NHWC on one whose float convolutions are, pooling
+// NHWC on the CPU device only; a choice given is kept, and nothing changes elsewhere.
 TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
-  client::DeviceInfo cpu{"cpu", "", 0, 0, /*int8_channels_last=*/true};
-  client::DeviceInfo cpu_without_vnni{"cpu", "", 0, 0, false};
-  client::DeviceInfo gpu{"cuda:0", "", 0, 0, false};
+  client::DeviceInfo cpu{"cpu", "", 0, 0, /*int8_channels_last=*/true, /*float_channels_last=*/true};
+  client::DeviceInfo cpu_without_vnni{"cpu", "", 0, 0, false, true};
+  client::DeviceInfo cpu_without_avx512{"cpu", "", 0, 0, false, false};
+  client::DeviceInfo gpu{"cuda:0", "", 0, 0, false, false};
   compiler::CompileOptions open;
   open.layout = compiler::Layout::kAuto;
+  const ModelTraits int8_model{.has_int8_convolutions = true};
+  const ModelTraits float_model{.has_float_convolutions = true};
+  const ModelTraits f16_model{.has_float16 = true, .has_float_convolutions = true};
 
-  DeviceCompile int8 = CompileForDevice(&cpu, /*has_float16=*/false, /*has_int8_convolutions=*/true, open);
+  DeviceCompile int8 = CompileForDevice(&cpu, int8_model, open);
   EXPECT_EQ(int8.options.layout, compiler::Layout::kNhwc);
   EXPECT_EQ(int8.options.dtype, DType::kUndefined);
-  EXPECT_NE(int8.changes.find("NHWC"), std::string::npos) << int8.changes;
-  for (const client::DeviceInfo* d : std::initializer_list<const client::DeviceInfo*>{&cpu_without_vnni, &gpu, nullptr}) {
-    DeviceCompile c = CompileForDevice(d, false, true, open);
+  EXPECT_TRUE(int8.options.nhwc_pooling);
+  EXPECT_NE(int8.changes.find("int8 convolutions"), std::string::npos) << int8.changes;
+  for (const client::DeviceInfo* d :
+       std::initializer_list<const client::DeviceInfo*>{&cpu_without_vnni, &cpu_without_avx512, &gpu, nullptr}) {
+    DeviceCompile c = CompileForDevice(d, int8_model, open);
     EXPECT_EQ(c.options.layout, compiler::Layout::kNchw) << (d ? d->name : "no device");
     EXPECT_EQ(c.changes, "") << "the executable compiled with auto is NCHW already";
   }
-  DeviceCompile float_model = CompileForDevice(&cpu, false, false, open);
-  EXPECT_EQ(float_model.options.layout, compiler::Layout::kNchw);
-  EXPECT_EQ(float_model.changes, "");
+  EXPECT_TRUE(CompileForDevice(&cpu_without_vnni, int8_model, open).options.nhwc_pooling);
+  EXPECT_FALSE(CompileForDevice(&gpu, int8_model, open).options.nhwc_pooling);
+  EXPECT_FALSE(CompileForDevice(nullptr, int8_model, open).options.nhwc_pooling);
+
+  DeviceCompile float_nhwc = CompileForDevice(&cpu_without_vnni, float_model, open);
+  EXPECT_EQ(float_nhwc.options.layout, compiler::Layout::kNhwc);
+  EXPECT_NE(float_nhwc.changes.find("NHWC activations for its convolutions"), std::string::npos) << float_nhwc.changes;
+  for (const client::DeviceInfo* d : std::initializer_list<const client::DeviceInfo*>{&cpu_without_avx512, &gpu, nullptr}) {
+    DeviceCompile c = CompileForDevice(d, float_model, open);
+    EXPECT_EQ(c.options.layout, compiler::Layout::kNchw) << (d ? d->name : "no device");
+    EXPECT_EQ(c.changes, "");
+  }
+  DeviceCompile no_convolutions = CompileForDevice(&cpu, ModelTraits{}, open);
+  EXPECT_EQ(no_convolutions.options.layout, compiler::Layout::kNchw);
+  EXPECT_EQ(no_convolutions.changes, "");
 
   compiler::CompileOptions nchw;  // --layout NCHW given
-  DeviceCompile kept = CompileForDevice(&cpu, false, true, nchw);
-  EXPECT_EQ(kept.options.layout, compiler::Layout::kNchw);
-  EXPECT_EQ(kept.changes, "");
+  for (const ModelTraits& m : {int8_model, float_model}) {
+    DeviceCompile kept = CompileForDevice(&cpu, m, nchw);
+    EXPECT_EQ(kept.options.layout, compiler::Layout::kNchw);
+    EXPECT_EQ(kept.changes, "");
+  }
 
-  DeviceCompile f16 = CompileForDevice(&cpu, /*has_float16=*/true, true, open);
+  DeviceCompile f16 = CompileForDevice(&cpu, f16_model, open);
   EXPECT_EQ(f16.options.dtype, DType::kFloat32);
   EXPECT_EQ(f16.options.layout, compiler::Layout::kNhwc);
   EXPECT_NE(f16.changes.find("float32"), std::string::npos) << f16.changes;
-  EXPECT_EQ(CompileForDevice(&gpu, true, false, open).options.dtype, DType::kUndefined);
+  EXPECT_EQ(CompileForDevice(&gpu, f16_model, open).options.dtype, DType::kUndefined);
   compiler::CompileOptions f16_given = open;
   f16_given.dtype = DType::kFloat16;
-  EXPECT_EQ(CompileForDevice(&cpu, true, false, f16_given).options.dtype, DType::kFloat16);
+  EXPECT_EQ(CompileForDevice(&cpu, f16_model, f16_given).options.dtype, DType::kFloat16);
 }
 
 }  // namespace

@@ -1225,13 +1225,14 @@ StatusOr<TuneReport> Tuner::Run() {
   given.bucket_choices.clear();
   given.strict_dispatch = false;
   REMEX_ASSIGN_OR_RETURN(CompileReport whole, CompileModel(model, given));
-  has_float16_ = whole.has_float16;
+  has_float16_ = whole.traits.has_float16;
   resolved_ = whole.options;
   // The choices the options leave open, made for this device (CompileForDevice).
   const DeviceCompile for_device =
-      CompileForDevice(devices.empty() ? nullptr : &devices[0], whole.has_float16, whole.has_int8_convolutions, given);
+      CompileForDevice(devices.empty() ? nullptr : &devices[0], whole.traits, given);
   resolved_.dtype = for_device.options.dtype;
   resolved_.layout = for_device.options.layout;
+  resolved_.nhwc_pooling = for_device.options.nhwc_pooling;
   start_ = ChoicesOf(resolved_);
   const vm::FunctionDef& signature = whole.executable.functions.at(0);
   std::map<std::string, compiler::DimBounds> bounds;

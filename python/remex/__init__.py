@@ -660,7 +660,8 @@ class Session:
         """The server's name, version, protocol and session id, and its devices
         (name, description, memory_bytes, bytes_in_use: this session's, and
         int8_channels_last: whether its int8 convolutions run fastest channels-last,
-        which a load with layout=None follows)."""
+        and float_channels_last: whether its float convolutions do and its pooling
+        takes NHWC; a load with layout=None follows both)."""
         return self._s.info()
 
     def handles(self) -> List[Dict[str, Any]]:

@@ -711,6 +711,7 @@ class Session {
       e["memory_bytes"] = dev.memory_bytes;
       e["bytes_in_use"] = dev.bytes_in_use;
       e["int8_channels_last"] = dev.int8_channels_last;
+      e["float_channels_last"] = dev.float_channels_last;
       devices.append(e);
     }
     d["devices"] = devices;

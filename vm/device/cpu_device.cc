@@ -37,6 +37,7 @@ class CpuDevice final : public Device {
     // OpenMP's default is a process-wide setting: any thread that set none reads it.
     caps.compute_threads = compute_threads_ > 0 ? compute_threads_ : kernels::CpuComputeThreads();
     caps.int8_channels_last = kernels::CpuHasInt8DotProducts();
+    caps.float_channels_last = kernels::CpuHasChannelsLastFloatConvolutions();
     return caps;
   }
   std::string name() const override { return name_; }

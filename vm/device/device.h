@@ -58,6 +58,11 @@ struct DeviceCapabilities {
   // (kernels::CpuHasInt8DotProducts). The server tells clients (DeviceInfo), whose
   // compile then defaults to NHWC for a model with them (tooling::CompileForDevice).
   bool int8_channels_last = false;
+  // Its float32 convolutions run fastest channels-last and its MaxPool, AveragePool and
+  // GlobalAveragePool kernels take NHWC: the CPU device on a CPU with AVX-512
+  // (kernels::CpuHasChannelsLastFloatConvolutions). Clients compile float models with
+  // convolutions NHWC for it by default (tooling::CompileForDevice).
+  bool float_channels_last = false;
 
   // Whether the host may read and write the device's memory in place whenever no call on
   // the device is running, on any thread: host-addressable memory and no queued work.
