@@ -37,9 +37,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name, model (ppocr/FILE | real/FILE | sr | gen/NAME[:SHAPE] of bench/bench_models.py), input
 # name and shape (random inputs; None for gen/: its own), number, repeat, warmup, and any
 # compile options of remex's (`--dtype float16`: a float16 model kept in float16 on the CPU
-# device, where it is computed in float32 by default; `--layout NCHW`: the int8
-# convolutions' activations held channels-first, where a CPU with VNNI holds them
-# channels-last by default)
+# device, where it is computed in float32 by default; `--layout NCHW`: the
+# convolutions' activations held channels-first, where the CPU device holds them
+# channels-last by default: int8 ones on a CPU with VNNI, float ones on a CPU with AVX-512)
 CASES = [
     ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
     ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),
@@ -54,6 +54,8 @@ CASES = [
     ("sr-edsr-x4 1x3x180x320", "sr", "x", "1x3x180x320", 1, 10, 2),
     ("cnn-resnet50 1x3x224x224", "gen/resnet50", None, None, 1, 10, 2),
     ("cnn-densenet121 1x3x224x224", "gen/densenet121", None, None, 1, 10, 2),
+    ("cnn-resnet50 1x3x224x224 --layout NCHW", "gen/resnet50", None, None, 1, 10, 2, "--layout", "NCHW"),
+    ("cnn-densenet121 1x3x224x224 --layout NCHW", "gen/densenet121", None, None, 1, 10, 2, "--layout", "NCHW"),
     ("detector 1x3x416x416", "gen/detector", None, None, 1, 10, 2),
     ("encoder 1x128", "gen/encoder:1x128", None, None, 5, 15, 5),
     ("encoder 8x128", "gen/encoder:8x128", None, None, 1, 15, 3),
