@@ -2,7 +2,8 @@
 // pass over memory. The program format is described in kernels/ops/fused/fused.h.
 //
 // The CPU kernel walks the output in blocks of kBlock elements. Per block it loads (or
-// gathers, where an input broadcasts) each input into a block-sized slot buffer, runs
+// gathers, where an input broadcasts; a per-channel operand of an NHWC value is read
+// from one repeated copy instead) each input into a block-sized slot buffer, runs
 // every instruction over the block, and stores the last result; intermediate values
 // stay in the slot buffers (a few KiB, in L1/L2) and never reach memory. float32 and
 // float64 inputs that are not broadcast are read in place, and the last instruction
@@ -342,7 +343,13 @@ enum class InputKind {
   kConvert,  // Not broadcast, converted into its slot per block (float16).
   kScalar,   // One element, filled into its slot once.
   kGather,   // Broadcast: gathered into its slot per block.
+  kPeriodic, // Broadcast along all but its innermost dims (a per-channel [1, 1, 1, C]
+             // operand of an NHWC value): its values repeat with period C along the
+             // output, read from one copy of them repeated past a block's length.
 };
+
+// Period of a kPeriodic input at most (its repeated copy is C + kBlock elements a part).
+constexpr int64_t kMaxPeriod = int64_t{1} << 16;
 
 // An input's broadcast over the output: output dims of extent 1 dropped, adjacent
 // dims merged where the input broadcasts along both or neither. Strides in elements,
@@ -478,6 +485,10 @@ class FusedKernel final : public ValidatedKernel {
       } else {
         kind_[k] = InputKind::kGather;
         plans_[k] = MakeGatherPlan(in[k].shape, out.shape);
+        const GatherPlan& plan = plans_[k];
+        if (plan.dims.size() == 2 && plan.strides[0] == 0 && plan.strides[1] == 1 && plan.dims[1] <= kMaxPeriod) {
+          kind_[k] = InputKind::kPeriodic;
+        }
       }
     }
     T* y = DataAs<T>(out);
@@ -494,6 +505,16 @@ class FusedKernel final : public ValidatedKernel {
       auto buf = [&](size_t slot) { return base + slot * kBlock; };
       std::vector<const C*> ptr(nslots, nullptr);
       std::vector<int64_t>& idx = idx_[part];
+      // Each periodic input's values repeated over its period plus a block: the block at
+      // output element o reads them from element o % period on.
+      std::vector<std::vector<C>> repeated(nin);
+      for (size_t k = 0; k < nin; ++k) {
+        if (kind[k] != InputKind::kPeriodic) continue;
+        const T* x = DataAs<const T>(in[k]);
+        const int64_t period = plans_[k].dims[1];
+        repeated[k].resize(static_cast<size_t>(period + block));
+        for (int64_t i = 0; i < period + block; ++i) repeated[k][i] = Load(x[i % period]);
+      }
       for (size_t i = 0; i < nimm; ++i) {
         std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
         ptr[nin + i] = buf(nin + i);
@@ -517,6 +538,9 @@ class FusedKernel final : public ValidatedKernel {
               break;
             case InputKind::kGather:
               Gather<T, C>(x, plans_[k], o, len, buf(k), idx);
+              break;
+            case InputKind::kPeriodic:
+              ptr[k] = repeated[k].data() + o % plans_[k].dims[1];
               break;
           }
         }

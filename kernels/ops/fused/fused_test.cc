@@ -153,6 +153,32 @@ TEST(FusedElementwiseTest, HardSwishTimesScalePlusBias) {
   ExpectAllClose(FloatValues((*out)[0]), expected, 1e-6, 1e-6, "hardswish");
 }
 
+// A BatchNormalization of an NHWC value as the compiler rewrites it, Relu(x * s + b)
+// with s [C] and b [1, 1, 1, C]: the per-channel operands repeat with period C, which
+// does not divide the block, over several blocks and both compute threads.
+TEST(FusedElementwiseTest, PerChannelOperandsOfAChannelsLastValue) {
+  OpRunner r;
+  const int64_t h = 5, w = 7, c = 96;
+  Attributes a = Program({Op(FusedOpcode::kMul), 0, 1, -1, Op(FusedOpcode::kAdd), 3, 2, -1,
+                          Op(FusedOpcode::kRelu), 4, -1, -1});
+  std::vector<float> x(static_cast<size_t>(2 * h * w * c)), s(c), b(c);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int64_t>(i % 37) - 18) / 8.0f;
+  for (int64_t k = 0; k < c; ++k) {
+    s[k] = static_cast<float>(k % 5 + 1) / 4.0f;
+    b[k] = static_cast<float>(k % 7 - 3) / 2.0f;
+  }
+  auto out = r.Run("FusedElementwise", a,
+                   {HostTensor::Of<float>({2, h, w, c}, x), HostTensor::Of<float>({c}, s),
+                    HostTensor::Of<float>({1, 1, 1, c}, b)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<double> expected;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t k = i % static_cast<size_t>(c);
+    expected.push_back(std::max(0.0, static_cast<double>(x[i] * s[k]) + b[k]));
+  }
+  ExpectAllClose(FloatValues((*out)[0]), expected, 0, 1e-6, "per-channel affine");
+}
+
 TEST(FusedElementwiseTest, NaNPropagatesThroughMinAndMaxAndClipOrdersBounds) {
   OpRunner r;
   const float nan = std::numeric_limits<float>::quiet_NaN();
