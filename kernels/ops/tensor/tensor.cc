@@ -1,5 +1,6 @@
 // Data-movement ops: Shape, Cast, CastLike, Slice, Concat, Reshape, Identity.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -475,17 +476,22 @@ class ConcatKernel final : public ValidatedKernel {
     for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
     char* dst = static_cast<char*>(out[0].data);
     const int64_t out_row = shape[axis] * inner;
-    int64_t col = 0;
-    for (const TensorRef& t : in) {
-      const int64_t row = t.shape[axis] * inner;
-      const char* src = static_cast<const char*>(t.data);
-      if (row > 0) {
-        for (int64_t o = 0; o < outer; ++o) {
-          std::memcpy(dst + o * out_row + col, src + o * row, row);
+    // Runs of output rows on the compute threads (a channels-last Concat copies many
+    // short rows), each thread copying every input's part of its rows; at least
+    // kGrainBytes a thread.
+    constexpr int64_t kGrainBytes = int64_t{128} << 10;
+    const int64_t grain = std::max<int64_t>(1, kGrainBytes / std::max<int64_t>(1, out_row));
+    ParallelFor(outer, grain, [&](int64_t o0, int64_t o1, int) {
+      int64_t col = 0;
+      for (const TensorRef& t : in) {
+        const int64_t row = t.shape[axis] * inner;
+        const char* src = static_cast<const char*>(t.data);
+        if (row > 0) {
+          for (int64_t o = o0; o < o1; ++o) std::memcpy(dst + o * out_row + col, src + o * row, row);
         }
+        col += row;
       }
-      col += row;
-    }
+    });
     return OkStatus();
   }
 };

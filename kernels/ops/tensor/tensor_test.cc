@@ -325,6 +325,29 @@ TEST(ConcatTest, AxesAndErrors) {
             StatusCode::kInvalidArgument);
 }
 
+// A channels-last Concat large enough for the compute threads to split its rows
+// (DenseNet's, NHWC): every element where the row-by-row copy puts it.
+TEST(ConcatTest, ManyShortRowsOnTheLastAxis) {
+  OpRunner r;
+  const int64_t rows = 2 * 28 * 28, c1 = 96, c2 = 32, c3 = 3;
+  std::vector<float> a(rows * c1), b(rows * c2), c(rows * c3);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = 0.5f + static_cast<float>(i);
+  auto out = r.Run("Concat", Attrs({{"axis", int64_t{3}}}),
+                   {HostTensor::Of<float>({2, 28, 28, c1}, a), HostTensor::Of<float>({2, 28, 28, c2}, b),
+                    HostTensor::Of<float>({2, 28, 28, c3}, c)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ((*out)[0].shape, (Shape{2, 28, 28, c1 + c2 + c3}));
+  std::vector<float> want;
+  for (int64_t o = 0; o < rows; ++o) {
+    want.insert(want.end(), a.begin() + o * c1, a.begin() + (o + 1) * c1);
+    want.insert(want.end(), b.begin() + o * c2, b.begin() + (o + 1) * c2);
+    want.insert(want.end(), c.begin() + o * c3, c.begin() + (o + 1) * c3);
+  }
+  EXPECT_EQ((*out)[0].Values<float>(), want);
+}
+
 // ---------------------------------------------------------------------------
 
 StatusOr<Shape> ReshapeShape(OpRunner& r, Shape data, std::vector<int64_t> target,
