@@ -203,7 +203,9 @@ class CodeGenerator {
       } else if (node.values_op) {
         REMEX_RETURN_IF_ERROR(EmitValuesOp(node));
       } else {
-        REMEX_RETURN_IF_ERROR(EmitNode(node));
+        REMEX_RETURN_IF_ERROR(EmitNode(node, [&](int v) {
+          return last.count(v) && last[v] == i && !keep.count(v) && !output_index_.count(v);
+        }));
       }
       // Release values defined in this region whose last reader this node was.
       std::vector<int> reads;
@@ -211,6 +213,7 @@ class CodeGenerator {
       std::set<int> released;
       for (int in : reads) {
         if (released.count(in) || last[in] != i || output_index_.count(in) || keep.count(in)) continue;
+        if (overwritten_.count(in)) continue;  // its register is the node's output now
         if (!defined_here_.count(in) || defined_here_[in] != depth_) continue;
         released.insert(in);
         Emit(vm::Opcode::kKillRegister, {reg_[in]}, {});
@@ -222,7 +225,10 @@ class CodeGenerator {
     return OkStatus();
   }
 
-  Status EmitNode(const Node& node) {
+  // `dies_here(v)`: the node is value v's last reader, and v is no region's or graph's
+  // output.
+  template <typename DiesHere>
+  Status EmitNode(const Node& node, DiesHere dies_here) {
     const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     if (!op) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
     std::vector<int64_t> ins;
@@ -254,12 +260,22 @@ class CodeGenerator {
       Emit(vm::Opcode::kInvokeShapeFunc, {kernel}, {ins, shape_regs});
     }
     const int64_t space = node.host ? 1 : 0;
+    const int overwritten = OverwrittenInput(node, *op, ins, all_static, dies_here);
     std::vector<int64_t> outs;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       int v = node.outputs[i];
       const Value& value = g_.values[v];
       if (DTypeSize(value.dtype) == 0) {
         return Internal("cannot determine the dtype of '" + value.name + "' in " + Where(node));
+      }
+      if (i == 0 && overwritten >= 0) {
+        // Output 0 takes over the input's buffer (OpTraits::output_overwrites_input).
+        const int64_t dst = reg_[overwritten];
+        overwritten_.insert(overwritten);
+        allocated_.insert(v);
+        Define(v, dst);
+        outs.push_back(dst);
+        continue;
       }
       int64_t dst = next_reg_++;
       int64_t dtype = static_cast<int64_t>(value.dtype);
@@ -271,9 +287,11 @@ class CodeGenerator {
       } else if (all_static) {
         Emit(vm::Opcode::kAllocTensor, {dst, dtype, space}, {value.shape});
         bound_bytes_.back() = BoundBytes(value);
+        allocated_.insert(v);
       } else {
         Emit(vm::Opcode::kAllocTensorReg, {dst, dtype, shape_regs[i], space}, {});
         bound_bytes_.back() = BoundBytes(value);
+        allocated_.insert(v);
       }
       Define(v, dst);
       outs.push_back(dst);
@@ -281,6 +299,30 @@ class CodeGenerator {
     Emit(vm::Opcode::kInvokeKernel, {kernel}, {ins, outs});
     for (int64_t r : shape_regs) Emit(vm::Opcode::kKillRegister, {r}, {});
     return OkStatus();
+  }
+
+  // The value whose buffer the node's output 0 may take over (OpTraits::
+  // output_overwrites_input), or -1: an input its kernel node allocated at this region
+  // depth (never a graph input, a constant, a copy between memory spaces, or a loop's
+  // or branch's result), read once by the node and never after it, with output 0's
+  // dtype and static shape, on the device, output 0 being no graph output.
+  template <typename DiesHere>
+  int OverwrittenInput(const Node& node, const kernels::OpDef& op, const std::vector<int64_t>& ins, bool all_static,
+                       DiesHere dies_here) {
+    const int k = op.traits.output_overwrites_input;
+    if (k < 0 || static_cast<size_t>(k) >= node.inputs.size() || node.outputs.empty() || !all_static || node.host) {
+      return -1;
+    }
+    const int in = node.inputs[k];
+    if (in < 0 || !allocated_.count(in) || !dies_here(in) || output_index_.count(node.outputs[0])) return -1;
+    if (!defined_here_.count(in) || defined_here_[in] != depth_ || ins[k] != reg_[in]) return -1;
+    if (std::count(node.inputs.begin(), node.inputs.end(), in) != 1) return -1;
+    const Value& z = g_.values[in];
+    const Value& y = g_.values[node.outputs[0]];
+    if (z.host || z.kind != vm::ValueKind::kTensor || z.dtype != y.dtype || !z.static_shape() || z.shape != y.shape) {
+      return -1;
+    }
+    return in;
   }
 
   // A sequence or optional op (Node::values_op) as the VM's Seq/Opt instructions.
@@ -467,6 +509,8 @@ class CodeGenerator {
   vm::FunctionDef fn_;
   std::map<int, int64_t> reg_;
   std::map<int, int> defined_here_;  // value -> region depth it was defined at
+  std::set<int> allocated_;    // values whose buffer a kernel node's AllocTensor made
+  std::set<int> overwritten_;  // values whose buffer a node's output took over
   std::vector<std::map<std::pair<int, bool>, int64_t>> scopes_;
   std::map<int, int> output_index_;
   std::set<int> produced_;

@@ -181,6 +181,67 @@ TEST(EpilogueFusionTest, ConvEveryActivationAfterAResidualConv) {
   }
 }
 
+// Per FusedConv kernel call with a residual Z: whether its output register is Z's (the
+// code generator gave Y Z's buffer: OpTraits::output_overwrites_input).
+std::vector<bool> ResidualBuffersTakenOver(const vm::ExecutableDef& def) {
+  std::vector<bool> taken;
+  for (const auto& inst : def.functions.at(0).code) {
+    if (inst.op != vm::Opcode::kInvokeKernel) continue;
+    if (def.kernels.at(static_cast<size_t>(inst.scalars.at(0))).op != "FusedConv") continue;
+    const auto& ins = inst.lists.at(0);
+    if (ins.size() < 4 || ins[3] < 0) continue;
+    taken.push_back(inst.lists.at(1).at(0) == ins[3]);
+  }
+  return taken;
+}
+
+// y = conv3(Relu(conv1(x) + conv2(x))) (a graph output is written in place, so the
+// FusedConv's output is none), conv2's output read again by `extra` ("" none, "relu": a
+// Relu after the FusedConv, "output": a graph output).
+OnnxModelBuilder ResidualConvs(const std::string& extra) {
+  OnnxModelBuilder b = Base();
+  AddConv(b, "conv1", "x", "c1", 14);
+  AddConv(b, "conv2", "x", "c2", 16);
+  b.Node("Add", {"c1", "c2"}, {"a"}, "add");
+  b.Node("Relu", {"a"}, {"r"}, "relu");
+  AddConv(b, "conv3", "r", "y", 18);
+  b.Output("y", kFloat, kX);
+  if (extra == "relu") {
+    b.Node("Relu", {"c2"}, {"z"}, "relu2");
+    b.Output("z", kFloat, kX);
+  } else if (extra == "output") {
+    b.Output("c2", kFloat, kX);
+  }
+  return b;
+}
+
+// The residual's buffer becomes Y's where Z dies at the FusedConv (no allocation, no copy
+// of Z into Y), with the unfused graph's values; never a graph input's (the caller's
+// tensor), nor a value read after the node or returned.
+TEST(EpilogueFusionTest, YTakesOverTheBufferOfAResidualThatDiesThere) {
+  for (Layout layout : {Layout::kNchw, Layout::kNhwc}) {
+    SCOPED_TRACE(LayoutName(layout));
+    auto def = Compile(ResidualConvs(""), {true, layout});
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    EXPECT_EQ(ResidualBuffersTakenOver(*def), std::vector<bool>{true});
+    ExpectFusion(ResidualConvs(""), 1, 2, {true, layout});
+  }
+  for (const char* extra : {"relu", "output"}) {
+    SCOPED_TRACE(extra);
+    auto def = Compile(ResidualConvs(extra), {});
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    EXPECT_EQ(ResidualBuffersTakenOver(*def), std::vector<bool>{false});
+  }
+  OnnxModelBuilder from_input = Base();  // Z is the graph input x
+  AddConv(from_input, "conv1", "x", "c1", 14);
+  from_input.Node("Add", {"c1", "x"}, {"a"}, "add");
+  AddConv(from_input, "conv3", "a", "y", 18);
+  from_input.Output("y", kFloat, kX);
+  auto input = Compile(from_input, {});
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  EXPECT_EQ(ResidualBuffersTakenOver(*input), std::vector<bool>{false});
+}
+
 TEST(EpilogueFusionTest, ConvClipWithAbsentBoundFuses) {
   OnnxModelBuilder b = Base();
   AddConv(b, "conv", "x", "c", 8);

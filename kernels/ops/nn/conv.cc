@@ -24,7 +24,8 @@
 //   LeakyRelu-6, Clip-13, Sigmoid-13, Tanh-13, HardSigmoid-6, HardSwish-14, Swish-24,
 //   Gelu-20 with approximate "none").
 //   The CPU kernel is Conv's oneDNN convolution with post-ops: Z through a sum post-op
-//   (Z is copied into Y, or reordered into the primitive's blocked Y, first), then the
+//   (Z is copied into Y, or reordered into the primitive's blocked Y, first; no copy
+//   where the code generator gave Y Z's buffer: OpTraits::output_overwrites_input), then the
 //   activation as eltwise post-ops (relu with alpha, clip, logistic, tanh, hardswish
 //   = x * relu6(x + 3) / 6, swish with alpha, gelu_erf, and HardSigmoid as linear(alpha, beta)
 //   then clip(0, 1)).
@@ -191,6 +192,9 @@ OpDef FusedConvDef() {
   def.max_inputs = 4;
   def.infer = InferFusedConv;
   def.traits.tunable = ConvTunables();
+  // Y over Z's buffer: oneDNN's sum post-op adds Y to what the buffer holds, and the
+  // CUDA kernel reads Z from a copy then.
+  def.traits.output_overwrites_input = 3;
   return def;
 }
 
@@ -254,14 +258,21 @@ class ConvKernel final : public ValidatedKernel {
     }
     if (NumElements(out[0].shape).value_or(0) == 0) return OkStatus();
     if (NumElements(in[0].shape).value_or(0) == 0 || NumElements(in[1].shape).value_or(0) == 0) {
-      // No input channel (or only padding) reaches the output: Y holds the bias.
+      // No input channel (or only padding) reaches the output: Y holds the bias. Z read
+      // from a copy where Y is written over it (OpTraits::output_overwrites_input).
       const float* bias = in.size() > 2 && in[2].present() ? DataAs<const float>(in[2]) : nullptr;
+      std::vector<float> z_copy;
+      const float* z = HasZ(in) ? DataAs<const float>(in[3]) : nullptr;
+      if (z != nullptr && in[3].data == out[0].data) {
+        z_copy.assign(z, z + NumElements(out[0].shape).value_or(0));
+        z = z_copy.data();
+      }
       if (attrs_.channels_last) {
         FillBiasChannelsLast(out[0], bias);
       } else {
         FillBias(out[0], bias);
       }
-      if (attrs_.op == kFusedConv) ApplyEpilogue(attrs_.epilogue, out[0], HasZ(in) ? DataAs<const float>(in[3]) : nullptr);
+      if (attrs_.op == kFusedConv) ApplyEpilogue(attrs_.epilogue, out[0], z);
       return OkStatus();
     }
     try {

@@ -283,6 +283,16 @@ class ConvCudaKernel final : public CudnnKernel<ConvPlan> {
     const void* bias = has_bias ? in[2].data : nullptr;
     const void* z = attrs_.fused && in.size() > 3 && in[3].present() ? in[3].data : nullptr;
     const bool epilogue = attrs_.fused && (z || attrs_.epilogue.activation != ConvActivation::kNone);
+    // Y written over Z's buffer (OpTraits::output_overwrites_input): Z read from a copy,
+    // as every path below writes Y before its epilogue reads Z.
+    StreamWorkspace z_copy(op(), stream(), provider());
+    if (z != nullptr && z == out.data) {
+      const size_t bytes = static_cast<size_t>(*NumElements(out.shape)) * type.size;
+      REMEX_ASSIGN_OR_RETURN(void* buf, z_copy.Allocate(bytes));
+      REMEX_RETURN_IF_ERROR(
+          CudaCheck(op(), "cudaMemcpyAsync", cudaMemcpyAsync(buf, z, bytes, cudaMemcpyDeviceToDevice, stream())));
+      z = buf;
+    }
     if (plan.all_bias) {
       REMEX_RETURN_IF_ERROR(FillBias(op(), handle(), plan.y.get(), out.data, plan.bias.get(), bias));
       return epilogue ? Epilogue(plan, out, nullptr, z, type) : OkStatus();
