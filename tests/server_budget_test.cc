@@ -281,18 +281,22 @@ TEST(ServerBudgetTest, DecompressionDoesNotHoldTheIoThread) {
 TEST(ServerBudgetTest, SigtermInterruptsADecompression) {
   const uint64_t raw = uint64_t{1} << 30;
   const std::vector<std::byte> bomb = rpc::testing::ZeroZstdFrame(raw);
-  std::chrono::steady_clock::duration whole{};
+  // The faster of two decompressions: the first also pays for memory the machine backs
+  // on first touch (a VM's), which the server below may find backed already.
+  std::chrono::steady_clock::duration whole = std::chrono::hours(1);
   {
     ServerProcess server(std::vector<std::string>{"--max-decompression-ratio", "0"});
     ASSERT_NE(server.port(), 0);
-    RawConnection c(server.port());
-    const auto start = std::chrono::steady_clock::now();
-    SendBomb(c, raw, bomb);
-    Status reply = c.ReadReply();
-    whole = std::chrono::steady_clock::now() - start;
-    ASSERT_TRUE(reply.ok()) << reply.ToString();
+    for (int round = 0; round < 2; ++round) {
+      RawConnection c(server.port());
+      const auto start = std::chrono::steady_clock::now();
+      SendBomb(c, raw, bomb);
+      Status reply = c.ReadReply();
+      whole = std::min(whole, std::chrono::steady_clock::now() - start);
+      ASSERT_TRUE(reply.ok()) << reply.ToString();
+    }
   }
-  if (whole < 400ms) GTEST_SKIP() << "1 GiB decompressed in under 400 ms: too fast to interrupt";
+  if (whole < 100ms) GTEST_SKIP() << "1 GiB decompressed in under 100 ms: too fast to interrupt";
   const std::string log = ::testing::TempDir() + "/sigterm_decompression_" + std::to_string(getpid()) + ".log";
   std::remove(log.c_str());
   auto server = ServerProcess::Logging(log, {"--max-decompression-ratio", "0"});
