@@ -1,5 +1,6 @@
-// What the CPU offers the CPU kernels, for the code above them that chooses how to use
-// them (the CPU device's capabilities, vm/device/device.h).
+// What the CPU offers the CPU kernels (as oneDNN sees it: kernels/cpu_threads.cc), for
+// the code above them that chooses how to use them (the CPU device's capabilities,
+// vm/device/device.h).
 #pragma once
 
 namespace remex::kernels {

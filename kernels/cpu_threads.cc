@@ -1,11 +1,14 @@
 // Compute threads of the CPU kernels (kernels.h): oneDNN's CPU runtime here is OpenMP
 // (DNNL_CPU_RUNTIME_OMP), whose team size is the calling thread's nthreads ICV; the
 // C++ kernels' ParallelFor runs on the same team. The one file built with -fopenmp.
+// Also what the CPU offers them (kernels/cpu_features.h), as oneDNN sees it.
+#include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_config.h>
 #include <omp.h>
 
 #include <algorithm>
 
+#include "kernels/cpu_features.h"
 #include "kernels/internal.h"
 #include "kernels/kernels.h"
 
@@ -48,5 +51,37 @@ ScopedComputeThreads::~ScopedComputeThreads() {
 int ThreadsForMacs(int64_t macs) { return macs < kSmallPrimitiveMacs ? 1 : omp_get_max_threads(); }
 
 }  // namespace internal
+
+namespace {
+
+// oneDNN's effective instruction set, in the terms of cpu_features.h.
+struct CpuIsa {
+  bool avx512_core = false;  // AVX-512 F, BW, VL, DQ: its brgemm convolutions
+  bool int8_dot = false;     // AVX512-VNNI or AVX-VNNI
+};
+
+const CpuIsa& Isa() {
+  static const CpuIsa isa = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx2_vnni:
+        return CpuIsa{false, true};
+      case dnnl::cpu_isa::avx512_core:
+        return CpuIsa{true, false};
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return CpuIsa{true, true};
+      default:
+        return CpuIsa{};
+    }
+  }();
+  return isa;
+}
+
+}  // namespace
+
+bool CpuHasInt8DotProducts() { return Isa().int8_dot; }
+
+bool CpuHasChannelsLastFloatConvolutions() { return Isa().avx512_core; }
 
 }  // namespace remex::kernels

@@ -57,7 +57,6 @@
 
 #include "kernels/ops/nn/conv_common.h"
 #include "kernels/conv_epilogue.h"
-#include "kernels/cpu_features.h"
 #include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
@@ -452,29 +451,6 @@ StatusOr<ConvEpilogue> ParseConvEpilogue(std::string_view op, const Attributes& 
   if (params->size() > 1) e.beta = (*params)[1];
   return e;
 }
-
-}  // namespace remex::kernels::internal
-
-namespace remex::kernels {
-
-bool CpuHasChannelsLastFloatConvolutions() {
-  static const bool avx512 = [] {
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx512_core:
-      case dnnl::cpu_isa::avx512_core_vnni:
-      case dnnl::cpu_isa::avx512_core_bf16:
-      case dnnl::cpu_isa::avx512_core_amx:
-        return true;
-      default:
-        return false;
-    }
-  }();
-  return avx512;
-}
-
-}  // namespace remex::kernels
-
-namespace remex::kernels::internal {
 
 Status AddConvOpDefs(KernelRegistry& registry) {
   REMEX_RETURN_IF_ERROR(registry.AddOp(ConvDef()));

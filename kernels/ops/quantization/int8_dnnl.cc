@@ -12,20 +12,7 @@
 
 namespace remex::kernels::internal {
 
-bool DnnlQConv::Available() {
-  static const bool vnni = [] {
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx2_vnni:
-      case dnnl::cpu_isa::avx512_core_vnni:
-      case dnnl::cpu_isa::avx512_core_bf16:
-      case dnnl::cpu_isa::avx512_core_amx:
-        return true;
-      default:
-        return false;
-    }
-  }();
-  return vnni;
-}
+bool DnnlQConv::Available() { return CpuHasInt8DotProducts(); }
 
 bool DnnlQConv::PrepareWeights(const QConvCall& call) {
   const TensorRef& w = *call.w;
@@ -375,9 +362,3 @@ StatusOr<bool> DnnlQMatMul::Run(const QMatMulCall& call) {
 }
 
 }  // namespace remex::kernels::internal
-
-namespace remex::kernels {
-
-bool CpuHasInt8DotProducts() { return internal::DnnlQConv::Available(); }
-
-}  // namespace remex::kernels
