@@ -170,9 +170,11 @@ struct OpTraits {
   // [-1, 7] (-1: cuDNN's heuristic) and cudnn_math [-1, 3] (-1: the dtype's default);
   // MatMul, FusedMatMul and Gemm: cublaslt_algo [0, 7], the heuristic's result index).
   std::vector<TunableAttr> tunable;
-  // Output 0 may be written into the buffer of this input (its index; -1: none), which
-  // every kernel of the op reads element by element before writing that element, or
-  // reads whole first (FusedConv's residual Z: 3). The code generator then gives output
+  // Output 0 may be written into the buffer of this input (its index; -1: none): every
+  // kernel of the op reads each element of it before writing that element, or reads
+  // it whole first, or (a kernel that cannot) copies it first when it aliases output 0
+  // (FusedConv's residual Z: 3; the CPU kernel's oneDNN sum post-op adds to the buffer,
+  // the CUDA kernel copies Z). The code generator then gives output
   // 0 the input's buffer where the input is a value computed in the function whose
   // last reader is the node, with output 0's dtype and static shape: no allocation, and
   // no copy of Z into Y.

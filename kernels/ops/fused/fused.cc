@@ -493,27 +493,34 @@ class FusedKernel final : public ValidatedKernel {
     }
     T* y = DataAs<T>(out);
     const size_t last = nin + nimm + ncode - 1;
+    // Each part's scratch: its slots, then each periodic input's values repeated over
+    // its period plus a block (the block at output element o reads them from element
+    // o % period on), at repeated_at_[k] past the slots.
+    repeated_at_.assign(nin, 0);
+    size_t part_size = nslots * kBlock;
+    for (size_t k = 0; k < nin; ++k) {
+      if (kind[k] != InputKind::kPeriodic) continue;
+      repeated_at_[k] = part_size;
+      part_size += static_cast<size_t>(plans_[k].dims[1] + block);
+    }
     // Blocks are independent: the compute threads take contiguous runs of them, each
     // with its own slots.
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     const int parts = ParallelParts(blocks, kGrainBlocks);
     std::vector<C>& scratch = Scratch<C>();
-    scratch.resize(static_cast<size_t>(parts) * nslots * kBlock);
+    scratch.resize(static_cast<size_t>(parts) * part_size);
     idx_.resize(static_cast<size_t>(parts));
     ParallelFor(blocks, kGrainBlocks, [&](int64_t b0, int64_t b1, int part) {
-      C* base = scratch.data() + static_cast<size_t>(part) * nslots * kBlock;
+      C* base = scratch.data() + static_cast<size_t>(part) * part_size;
       auto buf = [&](size_t slot) { return base + slot * kBlock; };
       std::vector<const C*> ptr(nslots, nullptr);
       std::vector<int64_t>& idx = idx_[part];
-      // Each periodic input's values repeated over its period plus a block: the block at
-      // output element o reads them from element o % period on.
-      std::vector<std::vector<C>> repeated(nin);
       for (size_t k = 0; k < nin; ++k) {
         if (kind[k] != InputKind::kPeriodic) continue;
         const T* x = DataAs<const T>(in[k]);
         const int64_t period = plans_[k].dims[1];
-        repeated[k].resize(static_cast<size_t>(period + block));
-        for (int64_t i = 0; i < period + block; ++i) repeated[k][i] = Load(x[i % period]);
+        C* r = base + repeated_at_[k];
+        for (int64_t i = 0; i < period + block; ++i) r[i] = Load(x[i % period]);
       }
       for (size_t i = 0; i < nimm; ++i) {
         std::fill_n(buf(nin + i), block, static_cast<C>(p.immediates[i]));
@@ -540,7 +547,7 @@ class FusedKernel final : public ValidatedKernel {
               Gather<T, C>(x, plans_[k], o, len, buf(k), idx);
               break;
             case InputKind::kPeriodic:
-              ptr[k] = repeated[k].data() + o % plans_[k].dims[1];
+              ptr[k] = base + repeated_at_[k] + o % plans_[k].dims[1];
               break;
           }
         }
@@ -572,6 +579,7 @@ class FusedKernel final : public ValidatedKernel {
   std::vector<InputKind> kind_;
   std::vector<GatherPlan> plans_;
   std::vector<std::vector<int64_t>> idx_;  // Per part.
+  std::vector<size_t> repeated_at_;        // Per input: a periodic one's copy in a part's scratch.
   std::vector<float> scratch_f_;
   std::vector<double> scratch_d_;
 };
