@@ -10,7 +10,9 @@ its sanitized suite did not (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
       BUILD/test-executables-passed.txt, the GoogleTest executables of BUILD (file
       names, which are their CMake targets) all of whose tests are among them, but
       those of the CUDA emulation (label cuda-emu), whose twins in a real CUDA build
-      have other tests.
+      have other tests; and BUILD/test-suites-passed.txt, where a test of the run was a
+      whole GoogleTest suite (`Suite.*`, REMEX_GTEST_PER_SUITE of cmake/RemexGTest.cmake),
+      its executable and suite ("EXECUTABLE SUITE" a line).
   tests_passed.py executables FILE
       Prints the executables recorded beside FILE (a tests-passed.txt), separated by ';'
       (a CMake list), or nothing when there is no such record.
@@ -18,7 +20,8 @@ its sanitized suite did not (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
       Prints the ctest numbers (comma separated, for `ctest -I 0,0,0,NUMBERS`) of BUILD's
       tests that FILE does not name, leaving out also the placeholders that CTest adds
       for a test executable that was not built (NAME_NOT_BUILT) where NAME is one of the
-      executables recorded beside FILE.
+      executables recorded beside FILE, and the tests of the suites recorded beside FILE
+      (a test of the same executable whose name starts with "SUITE.").
 
 Test names and executables come from `ctest --show-only=json-v1` (CMake 3.14 and later);
 ctest numbers its tests in that list's order, from 1.
@@ -29,6 +32,7 @@ import subprocess
 import sys
 
 EXECUTABLES = "test-executables-passed.txt"
+SUITES = "test-suites-passed.txt"
 
 
 def ctest_tests(build, args=()):
@@ -46,6 +50,17 @@ def executable(test, build):
     path = os.path.realpath(command[0])
     root = os.path.realpath(build) + os.sep
     return os.path.basename(path) if path.startswith(root) else None
+
+
+def gtest_suite(test, build):
+    """(executable, suite name as CTest names it, prefix included) when the test runs a
+    whole GoogleTest suite (--gtest_filter=Suite.*, REMEX_GTEST_PER_SUITE), else None."""
+    exe = executable(test, build)
+    if not exe or not test["name"].endswith(".*"):
+        return None
+    if not any(a.startswith("--gtest_filter=") and a.endswith(".*") for a in test["command"][1:]):
+        return None
+    return exe, test["name"][:-2]
 
 
 def labels(test):
@@ -73,6 +88,9 @@ def record(build, args):
         f.writelines(t["name"] + "\n" for t in selected)
     with open(os.path.join(build, EXECUTABLES), "w") as f:
         f.writelines(e + "\n" for e in covered)
+    suites = sorted(filter(None, (gtest_suite(t, build) for t in selected)))
+    with open(os.path.join(build, SUITES), "w") as f:
+        f.writelines(f"{exe} {suite}\n" for exe, suite in suites)
 
 
 def read_lines(path):
@@ -91,7 +109,18 @@ def main(argv):
         build, skip_file = argv[2], argv[3]
         skip = set(read_lines(skip_file))
         skip.update(e + "_NOT_BUILT" for e in read_lines(os.path.join(os.path.dirname(skip_file), EXECUTABLES)))
-        numbers = [str(i) for i, t in enumerate(ctest_tests(build), start=1) if t["name"] not in skip]
+        suites = {}
+        for line in read_lines(os.path.join(os.path.dirname(skip_file), SUITES)):
+            exe, suite = line.split(" ", 1)
+            suites.setdefault(exe, []).append(suite + ".")
+
+        def covered(t):
+            if t["name"] in skip:
+                return True
+            exe = executable(t, build)
+            return any(t["name"].startswith(p) for p in suites.get(exe, ()))
+
+        numbers = [str(i) for i, t in enumerate(ctest_tests(build), start=1) if not covered(t)]
         print(",".join(numbers))
     else:
         sys.stderr.write(__doc__)

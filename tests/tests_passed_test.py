@@ -41,6 +41,34 @@ PROJECT = textwrap.dedent("""\
     add_test(NAME lint COMMAND true)
     """)
 
+# The same programs, the sanitized tree with one test per GoogleTest suite
+# (REMEX_GTEST_PER_SUITE, cmake/RemexGTest.cmake); two executables have a suite `Rpc`,
+# and the plain tree names its tests with a prefix, as TEST_PREFIX does.
+SUITES_PROJECT = textwrap.dedent("""\
+    cmake_minimum_required(VERSION 3.20)
+    project(t NONE)
+    enable_testing()
+    function(add_gtest exe name filter)
+      configure_file(${CMAKE_SOURCE_DIR}/program ${CMAKE_BINARY_DIR}/${exe} COPYONLY)
+      add_test(NAME ${name} COMMAND ${CMAKE_BINARY_DIR}/${exe} --gtest_filter=${filter})
+    endfunction()
+    if(PLAIN)
+      add_gtest(vm_test Vm.A Vm.A)
+      add_gtest(vm_test Large/Param.A/Pretty Large/Param.A/0)
+      add_gtest(rpc_test Rpc.A Rpc.A)
+      add_gtest(rpc_test Rpc.B Rpc.B)
+      add_gtest(rpc_test RpcSlow.A RpcSlow.A)
+      add_gtest(auth_test Rpc.Auth Rpc.Auth)
+      add_gtest(shell_test shell.Unit.A Unit.A)
+    else()
+      add_gtest(vm_test Vm.* Vm.*)
+      add_gtest(vm_test Large/Param.* Large/Param.*)
+      add_gtest(rpc_test Rpc.* Rpc.*)
+      add_gtest(rpc_test RpcSlow.* RpcSlow.*)
+      add_gtest(shell_test shell.Unit.* Unit.*)
+    endif()
+    """)
+
 
 def run(*args, **kwargs):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs).stdout
@@ -108,6 +136,39 @@ class TestsPassedTest(unittest.TestCase):
         self.assertEqual(run(sys.executable, SCRIPT, "executables", passed).strip(), "")
         self.assertIn("Vm.B", self.selected(passed))
         self.assertNotIn("Vm.A", self.selected(passed))
+
+
+class SuitesPassedTest(unittest.TestCase):
+    """A sanitized tree of one test per suite against a plain tree of one per test."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        src = os.path.join(self.dir.name, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+            f.write(SUITES_PROJECT)
+        with open(os.path.join(src, "program"), "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(src, "program"), 0o755)
+        self.sanitized = os.path.join(self.dir.name, "sanitized")
+        self.plain = os.path.join(self.dir.name, "plain")
+        run("cmake", "-S", src, "-B", self.sanitized)
+        run("cmake", "-S", src, "-B", self.plain, "-DPLAIN=ON")
+
+    def test_a_suite_that_passed_covers_its_tests_of_the_same_executable_only(self):
+        args = ("-E", "RpcSlow")
+        run("ctest", "--test-dir", self.sanitized, *args)
+        run(sys.executable, SCRIPT, "record", self.sanitized, *args)
+        with open(os.path.join(self.sanitized, "test-suites-passed.txt")) as f:
+            self.assertEqual(f.read().splitlines(),
+                             ["rpc_test Rpc", "shell_test shell.Unit", "vm_test Large/Param", "vm_test Vm"])
+        passed = os.path.join(self.sanitized, "tests-passed.txt")
+        numbers = run(sys.executable, SCRIPT, "select", self.plain, passed).strip()
+        listing = run("ctest", "--test-dir", self.plain, "-N", "-I", "0,0,0," + numbers)
+        selected = [line.split(": ", 1)[1] for line in listing.splitlines() if " Test " in line and "#" in line]
+        # RpcSlow did not run; auth_test's suite Rpc is another executable's.
+        self.assertEqual(selected, ["RpcSlow.A", "Rpc.Auth"])
 
 
 if __name__ == "__main__":

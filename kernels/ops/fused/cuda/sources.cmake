@@ -30,7 +30,7 @@ endif()
 # NVRTC compile tests run everywhere; the kernel tests skip without a GPU.
 add_executable(fused_cuda_test ${CMAKE_CURRENT_LIST_DIR}/fused_cuda_test.cc)
 target_link_libraries(fused_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(fused_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
 
 # The generated source compiled with the host C++ compiler (the one building Remex) and
 # run on the CPU against the CPU kernel (fused_host_shim.h adapts it): needs no GPU and
@@ -41,4 +41,4 @@ target_include_directories(fused_host_test PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/g
 target_link_libraries(fused_host_test PRIVATE remex_kernels GTest::gtest_main ${CMAKE_DL_LIBS})
 target_compile_definitions(fused_host_test PRIVATE REMEX_HOST_CXX="${CMAKE_CXX_COMPILER}"
                            REMEX_HOST_INCLUDE_DIR="${PROJECT_SOURCE_DIR}")
-gtest_discover_tests(fused_host_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+remex_discover_tests(fused_host_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)

@@ -12,4 +12,4 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/generate_impl.cu PROPERTIE
 # against the CPU kernels (skip without a GPU).
 add_executable(misc_cuda_test ${CMAKE_CURRENT_LIST_DIR}/misc_cuda_test.cc)
 target_link_libraries(misc_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(misc_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(misc_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

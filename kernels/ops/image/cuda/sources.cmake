@@ -16,9 +16,9 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/resize_impl.cu ${CMAKE_CUR
 # (skip without a GPU).
 add_executable(det_cuda_test ${CMAKE_CURRENT_LIST_DIR}/det_cuda_test.cc)
 target_link_libraries(det_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(det_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(det_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
 
 # Differential tests against the CPU kernels (skip without a GPU).
 add_executable(grid_cuda_test ${CMAKE_CURRENT_LIST_DIR}/grid_cuda_test.cc)
 target_link_libraries(grid_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(grid_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(grid_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

@@ -19,4 +19,4 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/math_impl.cu PROPERTIES CO
 # against the CPU kernels (skip without a GPU).
 add_executable(extra_cuda_test ${CMAKE_CURRENT_LIST_DIR}/extra_cuda_test.cc)
 target_link_libraries(extra_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(extra_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(extra_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

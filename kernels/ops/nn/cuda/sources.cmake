@@ -42,10 +42,10 @@ endif()
 # against the CPU kernels (skip without a GPU).
 add_executable(nn_cuda_test ${CMAKE_CURRENT_LIST_DIR}/nn_cuda_test.cc ${CMAKE_CURRENT_LIST_DIR}/nn_loss_cuda_test.cc)
 target_link_libraries(nn_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(nn_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(nn_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
 
 # Differential tests of the cuDNN convolutions and the cuBLASLt products (math/cuda/matmul.cc)
 # against the CPU kernels (skip without a GPU).
 add_executable(libraries_cuda_test ${CMAKE_CURRENT_LIST_DIR}/libraries_cuda_test.cc)
 target_link_libraries(libraries_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(libraries_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(libraries_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})

@@ -13,10 +13,10 @@ target_sources(remex_kernels_cuda PRIVATE
 # Differential tests against the CPU kernels (skip without a GPU).
 add_executable(transform_cuda_test ${CMAKE_CURRENT_LIST_DIR}/transform_cuda_test.cc)
 target_link_libraries(transform_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(transform_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(transform_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
 
 # Differential tests of BitShift, GatherND, ScatterND, NonZero, Unique and Compress against the
 # CPU kernels (skip without a GPU).
 add_executable(index_cuda_test ${CMAKE_CURRENT_LIST_DIR}/index_cuda_test.cc)
 target_link_libraries(index_cuda_test PRIVATE remex_kernels_cuda remex_kernels GTest::gtest_main CUDA::cudart_static)
-gtest_discover_tests(index_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
+remex_discover_tests(index_cuda_test DISCOVERY_TIMEOUT 60 PROPERTIES ${REMEX_CUDA_TEST_PROPERTIES})
