@@ -11,7 +11,9 @@
 # clang-14, libclang-rt-14-dev, lld-14; --install-deps installs them). A leak, a heap or stack error or undefined
 # behaviour fails the test that hits it.
 #
-# Usage: scripts/test-sanitized.sh [--install-deps] [-- CTEST_ARGS ...]
+# Usage: scripts/test-sanitized.sh [--install-deps] [--build-only] [-- CTEST_ARGS ...]
+# --build-only configures and builds the tree and runs no test (REMEX_BUILD_ONLY of
+# scripts/test.sh); a later run without it builds nothing more and runs the tests.
 # REMEX_BUILD_TARGETS limits the build as in scripts/test.sh (scripts/test-emulation.sh
 # uses it to build and run the `cuda-emu` tests only).
 set -euo pipefail
@@ -21,6 +23,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/scripts/sanitized-tree.sh"
 install=()
 if [[ ${1:-} == --install-deps ]]; then install=(--install); shift; fi
+if [[ ${1:-} == --build-only ]]; then export REMEX_BUILD_ONLY=1; shift; fi
 sanitized_check_deps "${install[@]}"
 export REMEX_BUILD_DIR=$sanitized_build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}

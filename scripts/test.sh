@@ -20,6 +20,8 @@
 # beside it (-DREMEX_SKIP_TEST_TARGETS): CI runs here only what its sanitized tree did
 # not (.ci/run). The tests left are selected by number (ctest -I), so ctest's own
 # arguments still narrow them further.
+# REMEX_BUILD_ONLY=1: configure and build, then stop (no model fetch, no tests); CI builds
+# the sanitized tree that way while its fresh-system check runs beside (.ci/run).
 # REMEX_TEST_JOBS: how many tests run at once (default: the cores plus one, as many of
 # the tests wait on servers, Redis, browsers or their own timeouts part of the time;
 # scripts/test-sanitized.sh sets the cores).
@@ -53,6 +55,10 @@ fi
 cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMEX_PYTHON=ON \
   "-DREMEX_SKIP_TEST_TARGETS=$skip_targets" "${cmake_args[@]}"
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
+if [[ ${REMEX_BUILD_ONLY:-} == 1 ]]; then
+  echo "test: $build built (REMEX_BUILD_ONLY=1: no tests run)"
+  exit 0
+fi
 
 REMEX_MODELS_DIR=$(scripts/fetch-models.sh)
 REMEX_ORT_MODULES=$(cd "$REMEX_MODELS_DIR/../../.." && pwd)
