@@ -19,7 +19,8 @@
 #   - a suite passes when none of its tests failed: one whose tests all skipped
 #     (GTEST_SKIP: the `cuda` tests without a GPU) shows as passed, not skipped (a pattern
 #     on the output that marks it skipped would also hide a failure beside a skip).
-# scripts/tests_passed.py reads `Suite.*` names back as the tests they cover.
+# The names of each suite's tests go to <program>_suite_tests.txt beside it, where
+# scripts/tests_passed.py reads what a `Suite.*` test covered.
 option(REMEX_GTEST_PER_SUITE "One CTest test per GoogleTest suite instead of per test" OFF)
 set(REMEX_GTEST_SUITE_TIMEOUT 900 CACHE STRING "Most seconds a per-suite CTest test may run (REMEX_GTEST_PER_SUITE)")
 
@@ -62,12 +63,13 @@ function(remex_discover_tests target)
   set(properties_file ${dir}/${target}_suite_properties.txt)
   set(suites_file ${dir}/${target}_suites.cmake)
   set(include_file ${dir}/${target}_suites_include.cmake)
-  # Written only when it changes (configure_file), and a link dependency of the program:
-  # turning REMEX_GTEST_PER_SUITE on in a built tree, or changing the properties, relinks
-  # it, so that the listing below runs again.
+  # Written only when it changes (configure_file), and a link dependency of the program,
+  # as is the listing script: turning REMEX_GTEST_PER_SUITE on in a built tree, or a
+  # change to the properties or the script, relinks it, so that the listing runs again.
   file(WRITE ${properties_file}.in "${property_lines}")
   configure_file(${properties_file}.in ${properties_file} COPYONLY)
-  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${properties_file})
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${properties_file}
+                                                            ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/gtest_suites.cmake)
   add_custom_command(
     TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D "EXECUTABLE=$<TARGET_FILE:${target}>" -D "WORKING_DIRECTORY=${dir}"
@@ -75,7 +77,7 @@ function(remex_discover_tests target)
             -D "PER_TEST_TIMEOUT=${per_test_timeout}" -D "SUITE_TIMEOUT=${REMEX_GTEST_SUITE_TIMEOUT}"
             -D "DISCOVERY_TIMEOUT=${arg_DISCOVERY_TIMEOUT}" -D "OUTPUT=${suites_file}"
             -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/gtest_suites.cmake
-    BYPRODUCTS ${suites_file}
+    BYPRODUCTS ${suites_file} ${dir}/${target}_suite_tests.txt
     VERBATIM)
   # As gtest_discover_tests does: a placeholder test that fails when the program was not
   # built (scripts/tests_passed.py knows the name).

@@ -1,6 +1,8 @@
 # Run by remex_discover_tests (cmake/RemexGTest.cmake) after each link of a GoogleTest
 # program: lists its suites (`EXECUTABLE --gtest_list_tests`) and writes OUTPUT, the
-# CTest file with one test per suite that has an enabled test.
+# CTest file with one test per suite that has an enabled test, and beside the program's
+# working directory <program>_suite_tests.txt, the GoogleTest names of those tests
+# ("Suite.Test/0" a line, as --gtest_filter takes them; scripts/tests_passed.py reads it).
 # -D EXECUTABLE, WORKING_DIRECTORY, PREFIX, PROPERTIES_FILE (set_tests_properties lines
 # naming the test @SUITE@), PER_TEST_TIMEOUT (may be empty), SUITE_TIMEOUT,
 # DISCOVERY_TIMEOUT, OUTPUT.
@@ -14,6 +16,7 @@ string(REPLACE ";" "\\;" listing "${listing}")
 string(REPLACE "\n" ";" lines "${listing}")
 set(suites "")
 set(suite "")
+set(names "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^([A-Za-z0-9_/]+)\\.( .*)?$")
     set(suite ${CMAKE_MATCH_1})
@@ -21,12 +24,14 @@ foreach(line IN LISTS lines)
       set(suite "")
     endif()
   elseif(suite AND line MATCHES "^  ([A-Za-z0-9_/]+)( .*)?$")
-    if(NOT CMAKE_MATCH_1 MATCHES "^DISABLED_")
+    set(test ${CMAKE_MATCH_1})
+    if(NOT test MATCHES "^DISABLED_")
       if(NOT DEFINED count_${suite})
         list(APPEND suites ${suite})
         set(count_${suite} 0)
       endif()
       math(EXPR count_${suite} "${count_${suite}} + 1")
+      string(APPEND names "${suite}.${test}\n")
     endif()
   endif()
 endforeach()
@@ -51,3 +56,5 @@ foreach(suite IN LISTS suites)
   endif()
 endforeach()
 file(WRITE "${OUTPUT}" "${script}")
+get_filename_component(program "${EXECUTABLE}" NAME)
+file(WRITE "${WORKING_DIRECTORY}/${program}_suite_tests.txt" "${names}")

@@ -12,7 +12,8 @@ its sanitized suite did not (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
       those of the CUDA emulation (label cuda-emu), whose twins in a real CUDA build
       have other tests; and BUILD/test-suites-passed.txt, where a test of the run was a
       whole GoogleTest suite (`Suite.*`, REMEX_GTEST_PER_SUITE of cmake/RemexGTest.cmake),
-      its executable and suite ("EXECUTABLE SUITE" a line).
+      the tests it ran ("EXECUTABLE Suite.Test" a line, GoogleTest's names as
+      --gtest_filter takes them, from the EXECUTABLE_suite_tests.txt its discovery wrote).
   tests_passed.py executables FILE
       Prints the executables recorded beside FILE (a tests-passed.txt), separated by ';'
       (a CMake list), or nothing when there is no such record.
@@ -20,8 +21,9 @@ its sanitized suite did not (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
       Prints the ctest numbers (comma separated, for `ctest -I 0,0,0,NUMBERS`) of BUILD's
       tests that FILE does not name, leaving out also the placeholders that CTest adds
       for a test executable that was not built (NAME_NOT_BUILT) where NAME is one of the
-      executables recorded beside FILE, and the tests of the suites recorded beside FILE
-      (a test of the same executable whose name starts with "SUITE.").
+      executables recorded beside FILE, and the tests the suites recorded beside FILE ran
+      (the same executable and GoogleTest name: a test that the other tree's program
+      does not have, as a real CUDA build's beside the emulation's, still runs).
 
 Test names and executables come from `ctest --show-only=json-v1` (CMake 3.14 and later);
 ctest numbers its tests in that list's order, from 1.
@@ -52,22 +54,35 @@ def executable(test, build):
     return os.path.basename(path) if path.startswith(root) else None
 
 
-def gtest_suite(test, build):
-    """(executable, suite name as CTest names it, prefix included) when the test runs a
-    whole GoogleTest suite (--gtest_filter=Suite.*, REMEX_GTEST_PER_SUITE), else None."""
-    exe = executable(test, build)
-    if not exe or not test["name"].endswith(".*"):
+def gtest_filter(test):
+    """The test's --gtest_filter value, or None."""
+    for a in (test.get("command") or [])[1:]:
+        if a.startswith("--gtest_filter="):
+            return a[len("--gtest_filter="):]
+    return None
+
+
+def property_of(test, name):
+    for p in test.get("properties", []):
+        if p.get("name") == name:
+            return p.get("value")
+    return None
+
+
+def suite_tests(test, build):
+    """(executable, [GoogleTest names]) when the test runs a whole GoogleTest suite
+    (--gtest_filter=Suite.*, REMEX_GTEST_PER_SUITE): the suite's tests as its discovery
+    listed them (EXECUTABLE_suite_tests.txt in the test's working directory). Else None."""
+    exe, pattern = executable(test, build), gtest_filter(test)
+    if not exe or not pattern or not pattern.endswith(".*"):
         return None
-    if not any(a.startswith("--gtest_filter=") and a.endswith(".*") for a in test["command"][1:]):
-        return None
-    return exe, test["name"][:-2]
+    listed = os.path.join(property_of(test, "WORKING_DIRECTORY") or build, exe + "_suite_tests.txt")
+    prefix = pattern[:-1]
+    return exe, [n for n in read_lines(listed) if n.startswith(prefix)]
 
 
 def labels(test):
-    for p in test.get("properties", []):
-        if p.get("name") == "LABELS":
-            return p.get("value") or []
-    return []
+    return property_of(test, "LABELS") or []
 
 
 def record(build, args):
@@ -88,9 +103,10 @@ def record(build, args):
         f.writelines(t["name"] + "\n" for t in selected)
     with open(os.path.join(build, EXECUTABLES), "w") as f:
         f.writelines(e + "\n" for e in covered)
-    suites = sorted(filter(None, (gtest_suite(t, build) for t in selected)))
+    ran = sorted({(exe, name) for exe, names in filter(None, (suite_tests(t, build) for t in selected))
+                  for name in names})
     with open(os.path.join(build, SUITES), "w") as f:
-        f.writelines(f"{exe} {suite}\n" for exe, suite in suites)
+        f.writelines(f"{exe} {name}\n" for exe, name in ran)
 
 
 def read_lines(path):
@@ -109,16 +125,10 @@ def main(argv):
         build, skip_file = argv[2], argv[3]
         skip = set(read_lines(skip_file))
         skip.update(e + "_NOT_BUILT" for e in read_lines(os.path.join(os.path.dirname(skip_file), EXECUTABLES)))
-        suites = {}
-        for line in read_lines(os.path.join(os.path.dirname(skip_file), SUITES)):
-            exe, suite = line.split(" ", 1)
-            suites.setdefault(exe, []).append(suite + ".")
+        ran = {tuple(line.split(" ", 1)) for line in read_lines(os.path.join(os.path.dirname(skip_file), SUITES))}
 
         def covered(t):
-            if t["name"] in skip:
-                return True
-            exe = executable(t, build)
-            return any(t["name"].startswith(p) for p in suites.get(exe, ()))
+            return t["name"] in skip or (executable(t, build), gtest_filter(t)) in ran
 
         numbers = [str(i) for i, t in enumerate(ctest_tests(build), start=1) if not covered(t)]
         print(",".join(numbers))

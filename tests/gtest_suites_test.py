@@ -91,6 +91,11 @@ class GTestSuitesTest(unittest.TestCase):
         self.assertEqual(props["pre.Small.*"]["TIMEOUT"], 60)
         self.assertEqual(props["pre.Big.*"]["COST"], 20)
         self.assertEqual(props["pre.Small.*"]["COST"], 1)
+        # The names of the tests each suite runs, for scripts/tests_passed.py.
+        with open(os.path.join(self.build, "fake_test_suite_tests.txt")) as f:
+            self.assertEqual(f.read().splitlines(),
+                             [*[f"Big.Test{i}" for i in range(20)], "Small.One", "Large/Param.Runs/0",
+                              "Large/Param.Runs/1", "Typed/0.Works", "Fails.Always"])
         for p in props.values():
             self.assertEqual(p["LABELS"], ["unit"])
             self.assertEqual(p["ENVIRONMENT"], ["X=1"])
