@@ -80,21 +80,36 @@ def run(*args, **kwargs):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs).stdout
 
 
+def configure(case, project):
+    """Writes `project` and its program into a temporary folder and configures it twice:
+    case.sanitized, and case.plain with -DPLAIN=ON."""
+    case.dir = tempfile.TemporaryDirectory()
+    case.addCleanup(case.dir.cleanup)
+    src = os.path.join(case.dir.name, "src")
+    os.makedirs(src)
+    with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+        f.write(project)
+    with open(os.path.join(src, "program"), "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(os.path.join(src, "program"), 0o755)
+    case.sanitized = os.path.join(case.dir.name, "sanitized")
+    case.plain = os.path.join(case.dir.name, "plain")
+    run("cmake", "-S", src, "-B", case.sanitized)
+    run("cmake", "-S", src, "-B", case.plain, "-DPLAIN=ON")
+
+
+def selected(plain, passed):
+    """The names of the tests of `plain` that `select` leaves to run after `passed`."""
+    numbers = run(sys.executable, SCRIPT, "select", plain, passed).strip()
+    if not numbers:
+        return []
+    listing = run("ctest", "--test-dir", plain, "-N", "-I", "0,0,0," + numbers)
+    return [line.split(": ", 1)[1] for line in listing.splitlines() if " Test " in line and "#" in line]
+
+
 class TestsPassedTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.addCleanup(self.dir.cleanup)
-        src = os.path.join(self.dir.name, "src")
-        os.makedirs(src)
-        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
-            f.write(PROJECT)
-        with open(os.path.join(src, "program"), "w") as f:
-            f.write("#!/bin/sh\nexit 0\n")
-        os.chmod(os.path.join(src, "program"), 0o755)
-        self.sanitized = os.path.join(self.dir.name, "sanitized")
-        self.plain = os.path.join(self.dir.name, "plain")
-        run("cmake", "-S", src, "-B", self.sanitized)
-        run("cmake", "-S", src, "-B", self.plain, "-DPLAIN=ON")
+        configure(self, PROJECT)
 
     def lines(self, path):
         with open(path) as f:
@@ -106,11 +121,7 @@ class TestsPassedTest(unittest.TestCase):
         return os.path.join(self.sanitized, "tests-passed.txt")
 
     def selected(self, passed):
-        numbers = run(sys.executable, SCRIPT, "select", self.plain, passed).strip()
-        if not numbers:
-            return []
-        listing = run("ctest", "--test-dir", self.plain, "-N", "-I", "0,0,0," + numbers)
-        return [line.split(": ", 1)[1] for line in listing.splitlines() if " Test " in line and "#" in line]
+        return selected(self.plain, passed)
 
     def test_records_the_tests_that_ran_and_the_executables_they_cover(self):
         passed = self.record("-LE", "slow")
@@ -148,19 +159,7 @@ class SuitesPassedTest(unittest.TestCase):
     """A sanitized tree of one test per suite against a plain tree of one per test."""
 
     def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.addCleanup(self.dir.cleanup)
-        src = os.path.join(self.dir.name, "src")
-        os.makedirs(src)
-        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
-            f.write(SUITES_PROJECT)
-        with open(os.path.join(src, "program"), "w") as f:
-            f.write("#!/bin/sh\nexit 0\n")
-        os.chmod(os.path.join(src, "program"), 0o755)
-        self.sanitized = os.path.join(self.dir.name, "sanitized")
-        self.plain = os.path.join(self.dir.name, "plain")
-        run("cmake", "-S", src, "-B", self.sanitized)
-        run("cmake", "-S", src, "-B", self.plain, "-DPLAIN=ON")
+        configure(self, SUITES_PROJECT)
         for program, names in SUITE_TESTS.items():
             with open(os.path.join(self.sanitized, program + "_suite_tests.txt"), "w") as f:
                 f.writelines(n + "\n" for n in names)
@@ -174,12 +173,9 @@ class SuitesPassedTest(unittest.TestCase):
                              ["rpc_test Rpc.A", "rpc_test Rpc.B", "shell_test Unit.A", "vm_test Large/Param.A/0",
                               "vm_test Vm.A"])
         passed = os.path.join(self.sanitized, "tests-passed.txt")
-        numbers = run(sys.executable, SCRIPT, "select", self.plain, passed).strip()
-        listing = run("ctest", "--test-dir", self.plain, "-N", "-I", "0,0,0," + numbers)
-        selected = [line.split(": ", 1)[1] for line in listing.splitlines() if " Test " in line and "#" in line]
         # Rpc.Extra is not in the sanitized program; RpcSlow did not run; auth_test's suite
         # Rpc is another executable's.
-        self.assertEqual(selected, ["Rpc.Extra", "RpcSlow.A", "Rpc.Auth"])
+        self.assertEqual(selected(self.plain, passed), ["Rpc.Extra", "RpcSlow.A", "Rpc.Auth"])
 
 
 if __name__ == "__main__":
