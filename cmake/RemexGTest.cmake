@@ -5,8 +5,10 @@
 # same arguments): `ctest -R` picks single tests, and each runs in its own process.
 #
 # With REMEX_GTEST_PER_SUITE=ON, one CTest test per test suite instead, named
-# `<prefix><suite>.*` and running `TARGET --gtest_filter=<suite>.*` (for a parameterized
-# suite the name GoogleTest lists, `Prefix/Suite.*`). The sanitized tree of CI uses it
+# `TARGET:<prefix><suite>.*` and running `TARGET --gtest_filter=<suite>.*` (for a
+# parameterized suite the name GoogleTest lists, `Prefix/Suite.*`). The program's name
+# keeps the names unique: two programs have suites of the same name (AuthTest, ServerTest),
+# and CTest's set_tests_properties would give both the properties of the last. The sanitized tree of CI uses it
 # (scripts/sanitized-tree.sh): a program built with ASan and UBSan takes 0.1-0.2 s of CPU
 # to start and exit, about 200 s over its 1100 tests in one process each, against about
 # 250 suites. The suites are listed after each link (`TARGET --gtest_list_tests`, as
@@ -19,11 +21,10 @@
 #   - a suite passes when none of its tests failed: one whose tests all skipped
 #     (GTEST_SKIP: the `cuda` tests without a GPU) shows as passed, not skipped (a pattern
 #     on the output that marks it skipped would also hide a failure beside a skip).
-# The names of each suite's tests go to <program>_suite_tests.txt beside it, where
-# scripts/tests_passed.py reads what a `Suite.*` test covered.
+# The names of each suite's tests go to <program file>_suite_tests.txt beside the
+# program, where scripts/tests_passed.py reads what a suite's test covered.
 option(REMEX_GTEST_PER_SUITE "One CTest test per GoogleTest suite instead of per test" OFF)
 set(REMEX_GTEST_SUITE_TIMEOUT 900 CACHE STRING "Most seconds a per-suite CTest test may run (REMEX_GTEST_PER_SUITE)")
-
 
 function(remex_discover_tests target)
   if(NOT REMEX_GTEST_PER_SUITE)
@@ -76,8 +77,9 @@ function(remex_discover_tests target)
             -D "PREFIX=${arg_TEST_PREFIX}" -D "PROPERTIES_FILE=${properties_file}"
             -D "PER_TEST_TIMEOUT=${per_test_timeout}" -D "SUITE_TIMEOUT=${REMEX_GTEST_SUITE_TIMEOUT}"
             -D "DISCOVERY_TIMEOUT=${arg_DISCOVERY_TIMEOUT}" -D "OUTPUT=${suites_file}"
+            -D "PROGRAM=${target}"
             -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/gtest_suites.cmake
-    BYPRODUCTS ${suites_file} ${dir}/${target}_suite_tests.txt
+    BYPRODUCTS ${suites_file}
     VERBATIM)
   # As gtest_discover_tests does: a placeholder test that fails when the program was not
   # built (scripts/tests_passed.py knows the name).

@@ -1,11 +1,11 @@
 # Run by remex_discover_tests (cmake/RemexGTest.cmake) after each link of a GoogleTest
 # program: lists its suites (`EXECUTABLE --gtest_list_tests`) and writes OUTPUT, the
-# CTest file with one test per suite that has an enabled test, and beside the program's
-# working directory <program>_suite_tests.txt, the GoogleTest names of those tests
-# ("Suite.Test/0" a line, as --gtest_filter takes them; scripts/tests_passed.py reads it).
-# -D EXECUTABLE, WORKING_DIRECTORY, PREFIX, PROPERTIES_FILE (set_tests_properties lines
-# naming the test @SUITE@), PER_TEST_TIMEOUT (may be empty), SUITE_TIMEOUT,
-# DISCOVERY_TIMEOUT, OUTPUT.
+# CTest file with one test per suite that has an enabled test, and EXECUTABLE_suite_tests.txt
+# beside the program, the GoogleTest names of those tests ("Suite.Test/0" a line, as
+# --gtest_filter takes them; scripts/tests_passed.py reads it).
+# -D EXECUTABLE, PROGRAM (its target, the tests' names start with it), WORKING_DIRECTORY,
+# PREFIX, PROPERTIES_FILE (set_tests_properties lines naming the test @SUITE@),
+# PER_TEST_TIMEOUT (may be empty), SUITE_TIMEOUT, DISCOVERY_TIMEOUT, OUTPUT.
 execute_process(COMMAND "${EXECUTABLE}" --gtest_list_tests WORKING_DIRECTORY "${WORKING_DIRECTORY}"
                 TIMEOUT ${DISCOVERY_TIMEOUT} OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -37,7 +37,7 @@ foreach(line IN LISTS lines)
 endforeach()
 set(script "")
 foreach(suite IN LISTS suites)
-  set(name "${PREFIX}${suite}.*")
+  set(name "${PROGRAM}:${PREFIX}${suite}.*")
   set(n ${count_${suite}})
   string(APPEND script
          "add_test([==[${name}]==] [==[${EXECUTABLE}]==] [==[--gtest_filter=${suite}.*]==])\n"
@@ -56,5 +56,4 @@ foreach(suite IN LISTS suites)
   endif()
 endforeach()
 file(WRITE "${OUTPUT}" "${script}")
-get_filename_component(program "${EXECUTABLE}" NAME)
-file(WRITE "${WORKING_DIRECTORY}/${program}_suite_tests.txt" "${names}")
+file(WRITE "${EXECUTABLE}_suite_tests.txt" "${names}")

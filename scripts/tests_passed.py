@@ -13,7 +13,7 @@ its sanitized suite did not (.ci/run, REMEX_SKIP_TESTS_IN of scripts/test.sh).
       have other tests; and BUILD/test-suites-passed.txt, where a test of the run was a
       whole GoogleTest suite (`Suite.*`, REMEX_GTEST_PER_SUITE of cmake/RemexGTest.cmake),
       the tests it ran ("EXECUTABLE Suite.Test" a line, GoogleTest's names as
-      --gtest_filter takes them, from the EXECUTABLE_suite_tests.txt its discovery wrote).
+      --gtest_filter takes them, from the EXECUTABLE_suite_tests.txt its discovery wrote beside the program).
   tests_passed.py executables FILE
       Prints the executables recorded beside FILE (a tests-passed.txt), separated by ';'
       (a CMake list), or nothing when there is no such record.
@@ -47,7 +47,7 @@ def executable(test, build):
     """The file name of the test's program when it is a GoogleTest executable built in
     BUILD (one of gtest_discover_tests), else None."""
     command = test.get("command") or []
-    if not command or not any(a.startswith("--gtest_filter=") for a in command[1:]):
+    if not command or gtest_filter(test) is None:
         return None
     path = os.path.realpath(command[0])
     root = os.path.realpath(build) + os.sep
@@ -62,27 +62,23 @@ def gtest_filter(test):
     return None
 
 
-def property_of(test, name):
-    for p in test.get("properties", []):
-        if p.get("name") == name:
-            return p.get("value")
-    return None
-
-
 def suite_tests(test, build):
     """(executable, [GoogleTest names]) when the test runs a whole GoogleTest suite
     (--gtest_filter=Suite.*, REMEX_GTEST_PER_SUITE): the suite's tests as its discovery
-    listed them (EXECUTABLE_suite_tests.txt in the test's working directory). Else None."""
+    listed them (EXECUTABLE_suite_tests.txt beside the program). Else None."""
     exe, pattern = executable(test, build), gtest_filter(test)
     if not exe or not pattern or not pattern.endswith(".*"):
         return None
-    listed = os.path.join(property_of(test, "WORKING_DIRECTORY") or build, exe + "_suite_tests.txt")
+    listed = test["command"][0] + "_suite_tests.txt"
     prefix = pattern[:-1]
     return exe, [n for n in read_lines(listed) if n.startswith(prefix)]
 
 
 def labels(test):
-    return property_of(test, "LABELS") or []
+    for p in test.get("properties", []):
+        if p.get("name") == "LABELS":
+            return p.get("value") or []
+    return []
 
 
 def record(build, args):

@@ -80,17 +80,17 @@ class GTestSuitesTest(unittest.TestCase):
     def test_one_test_per_suite_with_an_enabled_test(self):
         run("cmake", "--build", self.build)
         tests = self.listed()
-        self.assertEqual(sorted(tests), ["pre.Big.*", "pre.Fails.*", "pre.Large/Param.*", "pre.Small.*",
-                                         "pre.Typed/0.*"])
+        self.assertEqual(sorted(tests), ["fake_test:pre.Big.*", "fake_test:pre.Fails.*", "fake_test:pre.Large/Param.*", "fake_test:pre.Small.*",
+                                         "fake_test:pre.Typed/0.*"])
         program = os.path.join(self.build, "fake_test")
-        self.assertEqual(tests["pre.Large/Param.*"]["command"], [program, "--gtest_filter=Large/Param.*"])
+        self.assertEqual(tests["fake_test:pre.Large/Param.*"]["command"], [program, "--gtest_filter=Large/Param.*"])
         props = {name: {p["name"]: p["value"] for p in t["properties"]} for name, t in tests.items()}
         # The per-test timeout times the count, at most 900 s; the count as the cost.
-        self.assertEqual(props["pre.Big.*"]["TIMEOUT"], 900)
-        self.assertEqual(props["pre.Large/Param.*"]["TIMEOUT"], 120)
-        self.assertEqual(props["pre.Small.*"]["TIMEOUT"], 60)
-        self.assertEqual(props["pre.Big.*"]["COST"], 20)
-        self.assertEqual(props["pre.Small.*"]["COST"], 1)
+        self.assertEqual(props["fake_test:pre.Big.*"]["TIMEOUT"], 900)
+        self.assertEqual(props["fake_test:pre.Large/Param.*"]["TIMEOUT"], 120)
+        self.assertEqual(props["fake_test:pre.Small.*"]["TIMEOUT"], 60)
+        self.assertEqual(props["fake_test:pre.Big.*"]["COST"], 20)
+        self.assertEqual(props["fake_test:pre.Small.*"]["COST"], 1)
         # The names of the tests each suite runs, for scripts/tests_passed.py.
         with open(os.path.join(self.build, "fake_test_suite_tests.txt")) as f:
             self.assertEqual(f.read().splitlines(),
