@@ -88,6 +88,10 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
     c.yield = &Fiber::Suspend;
   }
   const std::unordered_set<uint64_t> audited(o.audited_samples.begin(), o.audited_samples.end());
+  // The audit's floor: the run issues samples at least up to its last chosen sample,
+  // so a run slower than the warmup's estimate still checks every one it chose.
+  const uint64_t audit_floor =
+      o.audited_samples.empty() ? 0 : *std::max_element(o.audited_samples.begin(), o.audited_samples.end()) + 1;
 
   std::vector<Query> queries;
   std::deque<Job> pending;
@@ -135,8 +139,9 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
     case LoadScenario::kServer:
       break;  // arrivals below, from `start` on
     case LoadScenario::kOffline: {
-      const uint64_t n = OfflineQueryCount(o.min_queries, o.min_duration_ms, o.seconds_per_sample,
-                                           static_cast<uint32_t>(n_lanes));
+      const uint64_t n = std::min<uint64_t>(
+          kMaxLoadQueries, std::max(audit_floor, OfflineQueryCount(o.min_queries, o.min_duration_ms,
+                                                                   o.seconds_per_sample, static_cast<uint32_t>(n_lanes))));
       for (uint64_t i = 0; i < n; ++i) issue(start);
       issuing = false;
       break;
@@ -191,7 +196,10 @@ StatusOr<LoadTestResult> RunLoadTest(std::vector<LoadLane>& lanes, const LoadTes
           next_arrival += arrivals.NextGap();
         }
       }
-      if ((now >= min_end && queries.size() >= o.min_queries) || queries.size() >= kMaxLoadQueries) issuing = false;
+      if ((now >= min_end && queries.size() >= o.min_queries && next_sample >= audit_floor) ||
+          queries.size() >= kMaxLoadQueries) {
+        issuing = false;
+      }
     }
     // Queued samples go to idle lanes.
     if (failure.ok() && !stopping) {

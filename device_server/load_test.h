@@ -46,7 +46,8 @@ struct LoadTestOptions {
   // min_duration_ms across the lanes, and at least min_queries.
   double seconds_per_sample = 0;
   // Samples (by global sample index, in issue order) whose `audit` is called when they
-  // complete: the audit's seeded choice.
+  // complete: the audit's seeded choice. The run issues at least up to the last of them
+  // (a floor beside min_queries), within the time limit.
   std::vector<uint64_t> audited_samples;
   // When set, counts the queries completed as they complete (the session's progress;
   // read from another thread). Not owned.
@@ -88,7 +89,8 @@ struct LoadTestResult {
 Status ValidateLoadTestOptions(const LoadTestOptions& options, std::chrono::milliseconds time_limit);
 
 // Runs the scenario on lanes[0 .. concurrency). The run issues queries until both
-// min_queries are issued and min_duration_ms has passed (offline: its sized batch),
+// min_queries and the last audited sample are issued and min_duration_ms has passed
+// (offline: its sized batch, which covers the audited samples),
 // then waits for the issued queries. Samples still queued or running at `time_limit`
 // (counted from the call) are stopped and their queries counted as dropped. Errors: the
 // first error of a sample (other than the generator's own stop), an `audit` error;

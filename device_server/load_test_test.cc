@@ -189,6 +189,29 @@ TEST_F(LoadTestTest, AuditedSamplesAreKept) {
   EXPECT_EQ(kept_, (std::vector<uint64_t>{3, 11, 29}));
 }
 
+// A run that would end before its audit's last chosen sample (slower than the warmup
+// estimated) goes on until that sample, in the closed loop, the server scenario and
+// offline's sized batch alike.
+TEST_F(LoadTestTest, TheRunReachesEveryAuditedSample) {
+  for (LoadScenario scenario : {LoadScenario::kSingleStream, LoadScenario::kServer, LoadScenario::kOffline}) {
+    SCOPED_TRACE(LoadScenarioName(scenario));
+    kept_.clear();
+    MakeLanes(2, 1, std::chrono::microseconds(50));
+    LoadTestOptions o;
+    o.scenario = scenario;
+    o.concurrency = 2;
+    o.min_queries = 1;
+    if (scenario == LoadScenario::kServer) o.target_qps = 20000;
+    o.audited_samples = {3, 40};
+    auto r = RunLoadTest(lanes_, o, milliseconds(30000), session_);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::sort(kept_.begin(), kept_.end());
+    EXPECT_EQ(kept_, (std::vector<uint64_t>{3, 40}));
+    EXPECT_GE(r->samples, 41u);
+    EXPECT_EQ(r->dropped, 0u);
+  }
+}
+
 TEST_F(LoadTestTest, ASampleErrorStopsTheRunWithItsError) {
   MakeLanes(2, 2, std::chrono::microseconds(100));
   fail_at_sample_ = 5;
