@@ -5,7 +5,11 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
+#include <tuple>
 #include <variant>
+
+#include "kernels/prepack.h"
 
 namespace remex::vm {
 namespace {
@@ -51,6 +55,45 @@ bool ShapeMatches(const Shape& declared, const Shape& actual) {
     if (declared[i] >= 0 && declared[i] != actual[i]) return false;
   }
   return true;
+}
+
+// Gives the kernels that prepare constant inputs at the load (kernels/prepack.h) the
+// constants their InvokeKernel instructions read; after the constants are loaded.
+void PrepackConstants(const ExecutableDef& def, const std::vector<std::unique_ptr<kernels::OpKernel>>& kernels,
+                      const std::vector<TensorPtr>& constants, const std::vector<TensorPtr>& host_constants) {
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> done;  // kernel, input, constant, memory
+  for (const FunctionDef& fn : def.functions) {
+    // Per register, the constant (index, memory space) a LoadConst last wrote to it
+    // in instruction order; any other write forgets it. Jumps are ignored: the pairs
+    // found are hints (kernels/prepack.h). Operands are bounded here too: a VM may run
+    // an executable the verifier has not seen (tests), which then fails when it runs.
+    std::vector<std::pair<int64_t, int64_t>> loaded(static_cast<size_t>(std::max(fn.num_registers, 0)), {-1, 0});
+    auto reg = [&](int64_t r) { return r >= 0 && static_cast<size_t>(r) < loaded.size(); };
+    for (const Instruction& inst : fn.code) {
+      if (inst.op == Opcode::kLoadConst && inst.scalars.size() == 3 && reg(inst.scalars[0])) {
+        const int64_t c = inst.scalars[1];
+        const bool known = c >= 0 && static_cast<size_t>(c) < constants.size() && c < int64_t(host_constants.size());
+        loaded[inst.scalars[0]] = {known ? c : -1, inst.scalars[2]};
+        continue;
+      }
+      if (inst.op == Opcode::kInvokeKernel && !inst.scalars.empty() && !inst.lists.empty() &&
+          inst.scalars[0] >= 0 && static_cast<size_t>(inst.scalars[0]) < kernels.size()) {
+        const int64_t k = inst.scalars[0];
+        auto* prepacker = dynamic_cast<kernels::ConstantPrepacker*>(kernels[k].get());
+        const auto& ins = inst.lists[0];
+        for (size_t i = 0; prepacker && i < ins.size(); ++i) {
+          if (!reg(ins[i]) || loaded[ins[i]].first < 0) continue;
+          const auto [c, memory] = loaded[ins[i]];
+          const TensorPtr& t = memory == 1 ? host_constants[c] : constants[c];
+          if (!t || !done.emplace(k, static_cast<int64_t>(i), c, memory).second) continue;
+          prepacker->Prepack(i, t->Ref());
+        }
+      }
+      VisitOperands(inst, [&](char kind, int64_t r) {
+        if (kind == 'd' && reg(r)) loaded[r] = {-1, 0};
+      });
+    }
+  }
 }
 
 uint64_t ElapsedNanos(std::chrono::steady_clock::time_point start) {
@@ -99,8 +142,10 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
   for (size_t i = 0; i < def.functions.size(); ++i) {
     vm->functions_[i].bound_outputs.resize(def.functions[i].outputs.size());
   }
+  PrepackConstants(vm->executable_->def(), vm->kernels_, vm->constants_, vm->host_constants_);
   return vm;
 }
+
 
 Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
   const ExecutableDef& def = executable_->def();
@@ -137,6 +182,7 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::CreateInstance(
   // same ones.
   vm->constants_ = constants_;
   vm->host_constants_ = host_constants_;
+  PrepackConstants(vm->executable_->def(), vm->kernels_, vm->constants_, vm->host_constants_);
   vm->functions_.resize(functions_.size());
   for (size_t i = 0; i < functions_.size(); ++i) {
     vm->functions_[i].bound_outputs.resize(functions_[i].bound_outputs.size());

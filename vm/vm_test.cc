@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kernels/prepack.h"
 #include "vm/vm_test_util.h"
 
 namespace remex::vm {
@@ -151,6 +152,91 @@ TEST_F(VmTest, AnInstanceRunsOnItsOwnAllocatorAndSharesTheConstants) {
   EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(elsewhere.status().message().find("cannot share the constants"), std::string::npos)
       << elsewhere.status().ToString();
+}
+
+// A kernel that prepares constants at the load (kernels/prepack.h) is given, when the
+// VM and each instance are created, the constants its InvokeKernel instructions read:
+// the input a LoadConst last wrote, not a function input, nor a register written again
+// after its LoadConst; before any call.
+TEST_F(VmTest, KernelsThatPrepackAreGivenTheirConstantInputsAtTheLoad) {
+  struct Call {
+    size_t input;
+    const void* data;
+    bool constant;
+  };
+  static std::vector<Call> calls;
+  static int computed = 0;
+  calls.clear();
+  computed = 0;
+  class Probe final : public kernels::OpKernel, public kernels::ConstantPrepacker {
+   public:
+    Status Compute(std::span<const kernels::TensorRef> in, std::span<const kernels::TensorRef> out) override {
+      ++computed;
+      std::memcpy(out[0].data, in[0].data, 12);
+      return OkStatus();
+    }
+    void Prepack(size_t input, const kernels::TensorRef& constant) override {
+      calls.push_back({input, constant.data, constant.constant});
+    }
+  };
+  auto registry = kernels::CreateCpuRegistry();
+  ASSERT_TRUE(registry.ok());
+  kernels::OpDef op;
+  op.name = "PrepackProbe";
+  op.domain = "test.remex";
+  op.min_inputs = op.max_inputs = 3;
+  op.infer = [](const kernels::Attributes&, std::span<const kernels::ShapeFnArg> in)
+      -> StatusOr<std::vector<kernels::TensorInfo>> { return std::vector<kernels::TensorInfo>{{in[0].dtype, in[0].shape}}; };
+  ASSERT_TRUE((*registry)->AddOp(op).ok());
+  ASSERT_TRUE((*registry)
+                  ->AddKernel("PrepackProbe", 1, kernels::DeviceKind::kCpu,
+                              [](const kernels::OpDef&, const kernels::Attributes&)
+                                  -> StatusOr<std::unique_ptr<kernels::OpKernel>> {
+                                return std::unique_ptr<kernels::OpKernel>(new Probe);
+                              })
+                  .ok());
+  ExecutableDef def;
+  def.producer = "vm_test";
+  def.constants.push_back(FloatConstant({3}, {1.0f, 2.0f, 3.0f}));
+  def.constants.push_back(FloatConstant({3}, {4.0f, 5.0f, 6.0f}));
+  def.kernels.push_back({"PrepackProbe", {}, 3, 1, "probe", false, 1});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {3}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {3}, {}}};
+  fn.num_registers = 4;
+  fn.code = {
+      {Opcode::kLoadConst, {1, 0, 0}, {}},   // input 1: constant 0
+      {Opcode::kLoadConst, {2, 1, 0}, {}},   // input 2: constant 1, then x instead
+      {Opcode::kMove, {2, 0}, {}},
+      {Opcode::kAllocOutput, {3, 0, 1, -1}, {{3}}},
+      {Opcode::kInvokeKernel, {0}, {{0, 1, 2}, {3}}},
+      {Opcode::kRet, {}, {{3}}},
+  };
+  def.functions.push_back(std::move(fn));
+  auto exe = Executable::FromDef(def, **registry);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, **registry);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].input, 1u);
+  EXPECT_TRUE(calls[0].constant);
+  ASSERT_NE(calls[0].data, nullptr);
+  EXPECT_EQ(static_cast<const float*>(calls[0].data)[0], 1.0f);
+  EXPECT_EQ(computed, 0);
+  // An instance has kernels of its own: they are given the same (shared) constant.
+  auto instance = (*vm)->CreateInstance(**registry, allocator_);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].input, 1u);
+  EXPECT_EQ(calls[1].data, calls[0].data);
+  // The calls run as before.
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({3}, {7, 8, 9})}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(static_cast<const float*>((*out)[0]->data())[2], 9.0f);
+  EXPECT_EQ(computed, 1);
+  EXPECT_EQ(calls.size(), 2u);
 }
 
 TEST_F(VmTest, KilledRegistersReturnMemoryForReuse) {

@@ -3,8 +3,9 @@
 // MatMul whose B is one 2-D matrix for every batch runs as one product of A's rows.
 //
 // Constant B of float32 MatMul and FusedMatMul (TensorRef::constant, [K, N] with N a
-// multiple of 256) is copied once, at its first call, into rows PaddedRowStride(N)
-// floats apart: oneDNN's sgemm (2.6, AVX2) reads B's rows 1.1 to 2.9 times slower when
+// multiple of 256) is copied once into rows PaddedRowStride(N) floats apart, when the
+// VM is created (kernels/prepack.h: off the model's first invoke) or else at its first
+// call: oneDNN's sgemm (2.6, AVX2) reads B's rows 1.1 to 2.9 times slower when
 // their stride is a multiple of 1 KiB (cache-set conflicts; docs/benchmarks.md, "GELU
 // in the feed-forward MatMul"). The copy stays with the kernel while the same constant
 // comes in: such weights are held twice, the executable's and the kernel's.
@@ -57,6 +58,7 @@
 #include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/prepack.h"
 
 namespace remex::kernels::internal {
 
@@ -159,13 +161,24 @@ void WarmUpGemm() {
 constexpr int64_t PaddedRowStride(int64_t n) { return n + 16; }
 
 // A float32 B [K, N] for oneDNN: the padded copy of a constant B (see the top of the
-// file), made on the first call with that constant and kept, or B itself.
+// file), made when the VM is created (Prepack) or else on the first call with that
+// constant, and kept; or B itself.
 class PaddedConstantB {
  public:
   struct Rows {
     const float* data;
     int64_t stride;  // floats from one row to the next
   };
+  // At the load (kernels/prepack.h): the copy of a constant float32 B [.., K, N] whose
+  // leading dims are all 1, as Get makes it on a call.
+  void Prepack(const TensorRef& b) {
+    const size_t rank = b.shape.size();
+    if (b.dtype != DType::kFloat32 || rank < 2) return;
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (b.shape[d] != 1) return;
+    }
+    Get(b, b.shape[rank - 2], b.shape[rank - 1]);
+  }
   Rows Get(const TensorRef& b, int64_t k, int64_t n) {
     const float* data = DataAs<const float>(b);
     if (!b.constant || n % 256 != 0 || k <= 0) return {data, n};
@@ -197,9 +210,12 @@ class PaddedConstantB {
   int64_t k_ = 0, n_ = 0;
 };
 
-class MatMulKernel final : public ValidatedKernel {
+class MatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
   MatMulKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs) { WarmUpGemm(); }
+  void Prepack(size_t input, const TensorRef& constant) override {
+    if (input == 1) padded_b_.Prepack(constant);
+  }
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
@@ -350,7 +366,7 @@ struct DnnlMatMul {
   dnnl::memory::desc src, weights, bias, dst;
 };
 
-class FusedMatMulKernel final : public ValidatedKernel {
+class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
   static StatusOr<std::unique_ptr<FusedMatMulKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(ConvEpilogue parsed, ParseConvEpilogue(kFusedMatMul, attrs));
@@ -359,6 +375,9 @@ class FusedMatMulKernel final : public ValidatedKernel {
   FusedMatMulKernel(const OpDef& def, const Attributes& attrs, ConvEpilogue parsed)
       : ValidatedKernel(def, attrs), epilogue_(std::move(parsed)) {
     WarmUpGemm();
+  }
+  void Prepack(size_t input, const TensorRef& constant) override {
+    if (input == 1) padded_b_.Prepack(constant);
   }
 
  protected:

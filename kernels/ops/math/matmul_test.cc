@@ -12,6 +12,7 @@
 #include "kernels/float_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/op_attrs.h"
+#include "kernels/prepack.h"
 #include "kernels/epilogue_test_util.h"
 #include "kernels/test_util.h"
 
@@ -228,6 +229,49 @@ TEST(MatMulWeights, PaddedCopyKeptOnlyForTheSameConstant) {
     ExpectProduct(**kernel, a, b2, true, with_bias);
     b = b1;  // the buffer the last constant was not
     ExpectProduct(**kernel, a, b, false, with_bias);
+  }
+}
+
+// Prepack (kernels/prepack.h, at the model's load) makes the padded copy a call with
+// that constant then uses: the call's product is the prepacked B's, even though the
+// test changed the bytes behind the constant afterwards (which a real constant never
+// sees), so nothing was copied on the call. B of [1, K, N] is prepacked as [K, N].
+TEST(MatMulWeights, PrepackMakesThePaddedCopyBeforeTheFirstCall) {
+  OpRunner runner;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(6 * 64), b(64 * 256), bias(256);
+  for (auto* v : {&a, &b, &bias}) {
+    for (float& x : *v) x = u(rng);
+  }
+  for (const char* op : {"MatMul", "FusedMatMul"}) {
+    for (bool leading_one : {false, true}) {
+      SCOPED_TRACE(std::string(op) + (leading_one ? " B [1, K, N]" : " B [K, N]"));
+      const KernelFactory* factory = runner.registry().FindKernel(op, DeviceKind::kCpu);
+      ASSERT_NE(factory, nullptr);
+      auto kernel = (*factory)(Attributes{});
+      ASSERT_TRUE(kernel.ok());
+      auto* prepacker = dynamic_cast<ConstantPrepacker*>(kernel->get());
+      ASSERT_NE(prepacker, nullptr);
+      std::vector<float> packed = b;
+      Shape shape = leading_one ? Shape{1, 64, 256} : Shape{64, 256};
+      prepacker->Prepack(1, {packed.data(), DType::kFloat32, shape, true});
+      for (float& x : packed) x = 2.0f * x + 1.0f;  // behind the kernel's back
+      std::vector<float>* with_bias = std::string(op) == "FusedMatMul" ? &bias : nullptr;
+      std::vector<float> y(6 * 256);
+      std::vector<TensorRef> in = {{a.data(), DType::kFloat32, {2, 3, 64}},
+                                   {packed.data(), DType::kFloat32, {64, 256}, true}};
+      if (with_bias) in.push_back({bias.data(), DType::kFloat32, {256}, true});
+      const TensorRef out[] = {{y.data(), DType::kFloat32, {2, 3, 256}}};
+      ASSERT_TRUE((*kernel)->Compute(in, out).ok());
+      for (int64_t i = 0; i < 6; ++i) {
+        for (int64_t j = 0; j < 256; ++j) {
+          double want = with_bias ? bias[j] : 0.0;
+          for (int64_t p = 0; p < 64; ++p) want += double{a[i * 64 + p]} * b[p * 256 + j];
+          ASSERT_NEAR(y[i * 256 + j], want, 1e-4) << i << "," << j;
+        }
+      }
+    }
   }
 }
 
