@@ -49,6 +49,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -169,15 +170,21 @@ class PaddedConstantB {
     const float* data;
     int64_t stride;  // floats from one row to the next
   };
-  // At the load (kernels/prepack.h): the copy of a constant float32 B [.., K, N] whose
-  // leading dims are all 1, as Get makes it on a call.
-  void Prepack(const TensorRef& b) {
+  // At the load (kernels/prepack.h): for a constant float32 B [.., K, N] whose leading
+  // dims are all 1, the copy Get makes on a call, and its K, N and rows; nullopt for
+  // another B.
+  struct Prepacked {
+    int64_t k, n;
+    Rows rows;
+  };
+  std::optional<Prepacked> Prepack(const TensorRef& b) {
     const size_t rank = b.shape.size();
-    if (b.dtype != DType::kFloat32 || rank < 2) return;
+    if (b.dtype != DType::kFloat32 || rank < 2 || !b.constant) return std::nullopt;
     for (size_t d = 0; d + 2 < rank; ++d) {
-      if (b.shape[d] != 1) return;
+      if (b.shape[d] != 1) return std::nullopt;
     }
-    Get(b, b.shape[rank - 2], b.shape[rank - 1]);
+    const int64_t k = b.shape[rank - 2], n = b.shape[rank - 1];
+    return Prepacked{k, n, Get(b, k, n)};
   }
   Rows Get(const TensorRef& b, int64_t k, int64_t n) {
     const float* data = DataAs<const float>(b);
@@ -214,7 +221,7 @@ class MatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
   MatMulKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs) { WarmUpGemm(); }
   void Prepack(size_t input, const TensorRef& constant) override {
-    if (input == 1) padded_b_.Prepack(constant);
+    if (input == 1) (void)padded_b_.Prepack(constant);
   }
 
  protected:
@@ -376,8 +383,19 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
       : ValidatedKernel(def, attrs), epilogue_(std::move(parsed)) {
     WarmUpGemm();
   }
+  // B's padded copy (input 1), then with the bias (input 2, which the VM gives after
+  // B) the primitive for B's K and N: at the load, not on the first call. A FusedMatMul
+  // without a bias compiles its primitive on its first call.
   void Prepack(size_t input, const TensorRef& constant) override {
-    if (input == 1) padded_b_.Prepack(constant);
+    if (input == 1) {
+      prepacked_b_ = padded_b_.Prepack(constant);
+    } else if (input == 2 && prepacked_b_ && constant.dtype == DType::kFloat32) {
+      try {
+        (void)FindOrCompile(prepacked_b_->k, prepacked_b_->n, /*has_bias=*/true, prepacked_b_->rows.stride);
+      } catch (const dnnl::error&) {
+        // Left to the call, which reports it.
+      }
+    }
   }
 
  protected:
@@ -401,10 +419,13 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
     ScopedComputeThreads threads(ThreadsForMacs(s.rows * s.k * s.n));
     try {
       const PaddedConstantB::Rows b = padded_b_.Get(in[1], s.k, s.n);
-      REMEX_ASSIGN_OR_RETURN(DnnlMatMul * mm, FindOrCompile(s, b.stride));
-      dnnl::memory src(mm->src, *engine_, const_cast<void*>(in[0].data));
+      DnnlMatMul* mm = FindOrCompile(s.k, s.n, s.has_bias, b.stride);
+      using dnnl::memory;
+      const memory::desc src_desc({s.rows, s.k}, memory::data_type::f32, memory::format_tag::ab);
+      const memory::desc dst_desc({s.rows, s.n}, memory::data_type::f32, memory::format_tag::ab);
+      dnnl::memory src(src_desc, *engine_, const_cast<void*>(in[0].data));
       dnnl::memory weights(mm->weights, *engine_, const_cast<float*>(b.data));
-      dnnl::memory dst(mm->dst, *engine_, out[0].data);
+      dnnl::memory dst(dst_desc, *engine_, out[0].data);
       std::unordered_map<int, dnnl::memory> exec_args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
       if (bias) exec_args[DNNL_ARG_BIAS] = dnnl::memory(mm->bias, *engine_, const_cast<float*>(bias));
@@ -417,10 +438,12 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
   }
 
  private:
-  // The primitive for `s` with B's rows `b_stride` floats apart, compiled on first use
-  // (at most kMaxCached kept; all dropped when full).
-  StatusOr<DnnlMatMul*> FindOrCompile(const FusedMatMulShape& s, int64_t b_stride) {
-    const std::array<int64_t, 5> key = {s.rows, s.k, s.n, int64_t{s.has_bias}, b_stride};
+  // The primitive for B [K, N] with rows `b_stride` floats apart, for any number of
+  // A's rows (DNNL_RUNTIME_DIM_VAL: a sequence length or batch that changes from call
+  // to call compiles nothing new), compiled on first use or by Prepack (at most
+  // kMaxCached kept; all dropped when full). Throws dnnl::error.
+  DnnlMatMul* FindOrCompile(int64_t k, int64_t n, bool has_bias, int64_t b_stride) {
+    const std::array<int64_t, 4> key = {k, n, int64_t{has_bias}, b_stride};
     auto it = cache_.find(key);
     if (it != cache_.end()) return &it->second;
     if (!engine_) {
@@ -431,12 +454,13 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
     const auto f32 = memory::data_type::f32;
     const auto ab = memory::format_tag::ab;
     DnnlMatMul mm;
-    mm.src = memory::desc({s.rows, s.k}, f32, ab);
-    mm.weights = memory::desc({s.k, s.n}, f32, memory::dims{b_stride, 1});
-    mm.bias = memory::desc({1, s.n}, f32, ab);
-    mm.dst = memory::desc({s.rows, s.n}, f32, ab);
-    auto desc = s.has_bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
-                           : dnnl::matmul::desc(mm.src, mm.weights, mm.dst);
+    const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
+    mm.src = memory::desc({rows, k}, f32, memory::dims{k, 1});
+    mm.weights = memory::desc({k, n}, f32, memory::dims{b_stride, 1});
+    mm.bias = memory::desc({1, n}, f32, ab);
+    mm.dst = memory::desc({rows, n}, f32, memory::dims{n, 1});
+    auto desc = has_bias ? dnnl::matmul::desc(mm.src, mm.weights, mm.bias, mm.dst)
+                         : dnnl::matmul::desc(mm.src, mm.weights, mm.dst);
     dnnl::post_ops post_ops;
     AppendActivation(post_ops, epilogue_);
     dnnl::primitive_attr pattr;
@@ -450,9 +474,10 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
   ConvEpilogue epilogue_;
   std::unique_ptr<dnnl::engine> engine_;
   std::unique_ptr<dnnl::stream> stream_;
-  std::map<std::array<int64_t, 5>, DnnlMatMul> cache_;
+  std::map<std::array<int64_t, 4>, DnnlMatMul> cache_;
   Float32Constants f32_constants_;  // float16 weights, widened once.
   PaddedConstantB padded_b_;
+  std::optional<PaddedConstantB::Prepacked> prepacked_b_;  // by Prepack, for the bias's turn
 };
 
 // ---------------------------------------------------------------------------

@@ -256,6 +256,7 @@ TEST(MatMulWeights, PrepackMakesThePaddedCopyBeforeTheFirstCall) {
       std::vector<float> packed = b;
       Shape shape = leading_one ? Shape{1, 64, 256} : Shape{64, 256};
       prepacker->Prepack(1, {packed.data(), DType::kFloat32, shape, true});
+      if (std::string(op) == "FusedMatMul") prepacker->Prepack(2, {bias.data(), DType::kFloat32, {256}, true});
       for (float& x : packed) x = 2.0f * x + 1.0f;  // behind the kernel's back
       std::vector<float>* with_bias = std::string(op) == "FusedMatMul" ? &bias : nullptr;
       std::vector<float> y(6 * 256);
@@ -270,6 +271,40 @@ TEST(MatMulWeights, PrepackMakesThePaddedCopyBeforeTheFirstCall) {
           for (int64_t p = 0; p < 64; ++p) want += double{a[i * 64 + p]} * b[p * 256 + j];
           ASSERT_NEAR(y[i * 256 + j], want, 1e-4) << i << "," << j;
         }
+      }
+    }
+  }
+}
+
+// FusedMatMul's primitive takes any number of A's rows (compiled once for B's K and
+// N): one kernel, calls of 1, 5, 128 and again 5 rows, each against the product in
+// double.
+TEST(MatMulWeights, FusedMatMulServesEveryRowCountWithOnePrimitive) {
+  OpRunner runner;
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  constexpr int64_t kK = 96, kN = 40;
+  std::vector<float> a(128 * kK), b(kK * kN), bias(kN);
+  for (auto* v : {&a, &b, &bias}) {
+    for (float& x : *v) x = u(rng);
+  }
+  const KernelFactory* factory = runner.registry().FindKernel("FusedMatMul", DeviceKind::kCpu);
+  ASSERT_NE(factory, nullptr);
+  auto kernel = (*factory)(Attributes{});
+  ASSERT_TRUE(kernel.ok());
+  for (int64_t rows : {1, 5, 128, 5}) {
+    SCOPED_TRACE(rows);
+    std::vector<float> y(rows * kN, -1.0f);
+    const TensorRef in[] = {{a.data(), DType::kFloat32, {rows, kK}},
+                            {b.data(), DType::kFloat32, {kK, kN}, true},
+                            {bias.data(), DType::kFloat32, {kN}, true}};
+    const TensorRef out[] = {{y.data(), DType::kFloat32, {rows, kN}}};
+    ASSERT_TRUE((*kernel)->Compute(in, out).ok());
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < kN; ++j) {
+        double want = bias[j];
+        for (int64_t p = 0; p < kK; ++p) want += double{a[i * kK + p]} * b[p * kN + j];
+        ASSERT_NEAR(y[i * kN + j], want, 1e-4) << i << "," << j;
       }
     }
   }
