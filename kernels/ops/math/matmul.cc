@@ -390,6 +390,8 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
     if (input == 1) {
       prepacked_b_ = padded_b_.Prepack(constant);
     } else if (input == 2 && prepacked_b_ && constant.dtype == DType::kFloat32) {
+      // With the compute threads a call of one row runs under (a decode step's).
+      ScopedComputeThreads threads(ThreadsForMacs(prepacked_b_->k * prepacked_b_->n));
       try {
         (void)FindOrCompile(prepacked_b_->k, prepacked_b_->n, /*has_bias=*/true, prepacked_b_->rows.stride);
       } catch (const dnnl::error&) {
@@ -440,10 +442,14 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
  private:
   // The primitive for B [K, N] with rows `b_stride` floats apart, for any number of
   // A's rows (DNNL_RUNTIME_DIM_VAL: a sequence length or batch that changes from call
-  // to call compiles nothing new), compiled on first use or by Prepack (at most
+  // to call compiles nothing new), and for the compute threads of the calling scope:
+  // oneDNN's matmul keeps the thread count it was created under and starts that many
+  // on every call, so a product scoped to one thread (ThreadsForMacs) needs a
+  // primitive created under one thread (a decode step's products were twice as slow
+  // with a primitive made under two). Compiled on first use or by Prepack (at most
   // kMaxCached kept; all dropped when full). Throws dnnl::error.
   DnnlMatMul* FindOrCompile(int64_t k, int64_t n, bool has_bias, int64_t b_stride) {
-    const std::array<int64_t, 4> key = {k, n, int64_t{has_bias}, b_stride};
+    const std::array<int64_t, 5> key = {k, n, int64_t{has_bias}, b_stride, CpuComputeThreads()};
     auto it = cache_.find(key);
     if (it != cache_.end()) return &it->second;
     if (!engine_) {
@@ -474,7 +480,7 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
   ConvEpilogue epilogue_;
   std::unique_ptr<dnnl::engine> engine_;
   std::unique_ptr<dnnl::stream> stream_;
-  std::map<std::array<int64_t, 4>, DnnlMatMul> cache_;
+  std::map<std::array<int64_t, 5>, DnnlMatMul> cache_;
   Float32Constants f32_constants_;  // float16 weights, widened once.
   PaddedConstantB padded_b_;
   std::optional<PaddedConstantB::Prepacked> prepacked_b_;  // by Prepack, for the bias's turn
