@@ -4,10 +4,12 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/float16_cpu.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -36,8 +38,7 @@ class Float32Constants {
       if (kept_.size() >= kMax) kept_.clear();
       std::vector<float>& b = kept_[t.data];
       b.resize(static_cast<size_t>(n));
-      const Half* src = static_cast<const Half*>(t.data);
-      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
+      HalfToFloatN(static_cast<const Half*>(t.data), b.data(), n);
       return b;
     }
     return it->second;
@@ -48,15 +49,65 @@ class Float32Constants {
   std::unordered_map<const void*, std::vector<float>> kept_;
 };
 
+// Float32 buffers for RunAsFloat32, per thread and kept from call to call, so that a
+// float16 kernel's copies are neither zeroed nor faulted in again on every call (each
+// call took fresh, zeroed vectors: memset and page faults were a quarter of a float16
+// ResNet-50's time, docs/benchmarks.md). A stack: a scope hands back what it took, so
+// nested scopes (a kernel running another through RunAsFloat32) take their own.
+// Buffers above kMaxKeptFloats are freed when their scope ends. Memory a thread keeps:
+// the largest inputs and outputs of one call, in float32.
+class Float32Scratch {
+ public:
+  Float32Scratch() : base_(Stack().used) {}
+  ~Float32Scratch() {
+    Pool& p = Stack();
+    for (size_t k = base_; k < p.used; ++k) {
+      if (p.buffers[k].size > kMaxKeptFloats) p.buffers[k] = Buffer{};
+    }
+    p.used = base_;
+  }
+  Float32Scratch(const Float32Scratch&) = delete;
+  Float32Scratch& operator=(const Float32Scratch&) = delete;
+
+  // `n` floats, uninitialised, valid until this scope ends.
+  float* Take(int64_t n) {
+    Pool& p = Stack();
+    if (p.used == p.buffers.size()) p.buffers.emplace_back();
+    Buffer& b = p.buffers[p.used++];
+    const size_t want = n > 0 ? static_cast<size_t>(n) : 1;
+    if (b.size < want) {
+      b.data.reset(new float[want]);
+      b.size = want;
+    }
+    return b.data.get();
+  }
+
+ private:
+  static constexpr size_t kMaxKeptFloats = size_t{16} << 20;  // 64 MiB
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    size_t size = 0;
+  };
+  struct Pool {
+    std::vector<Buffer> buffers;
+    size_t used = 0;
+  };
+  static Pool& Stack() {
+    thread_local Pool pool;
+    return pool;
+  }
+  size_t base_;
+};
+
 // Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
-// the float32 path computes, and each output is rounded to float16 once, on store.
-// Float32 tensors and absent inputs pass through untouched. With `constants`, constant
-// float16 inputs are widened once and their copies passed on as constants.
+// the float32 path computes, and each output is rounded to float16 once, on store
+// (float16_cpu.h's bulk conversions). Float32 tensors and absent inputs pass through
+// untouched. With `constants`, constant float16 inputs are widened once and their
+// copies passed on as constants.
 template <typename Run>
 Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run,
                     Float32Constants* constants = nullptr) {
-  std::vector<std::vector<float>> buffers;
-  buffers.reserve(in.size() + out.size());
+  Float32Scratch scratch;
   auto widen = [&](const TensorRef& t, bool copy) {
     if (!t.present() || t.dtype != DType::kFloat16) return t;
     if (copy && t.constant && constants) {
@@ -64,12 +115,9 @@ Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> ou
       return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
     }
     const int64_t n = NumElements(t.shape).value_or(0);
-    std::vector<float>& b = buffers.emplace_back(static_cast<size_t>(n));
-    if (copy) {
-      const Half* src = static_cast<const Half*>(t.data);
-      for (int64_t i = 0; i < n; ++i) b[i] = HalfToFloat(src[i]);
-    }
-    return TensorRef{b.data(), DType::kFloat32, t.shape};
+    float* b = scratch.Take(n);
+    if (copy) HalfToFloatN(static_cast<const Half*>(t.data), b, n);
+    return TensorRef{b, DType::kFloat32, t.shape};
   };
   std::vector<TensorRef> in32, out32;
   for (const TensorRef& t : in) in32.push_back(widen(t, true));
@@ -77,10 +125,8 @@ Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> ou
   REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
   for (size_t k = 0; k < out.size(); ++k) {
     if (out[k].dtype != DType::kFloat16) continue;
-    const float* src = static_cast<const float*>(out32[k].data);
-    Half* dst = static_cast<Half*>(out[k].data);
     const int64_t n = NumElements(out[k].shape).value_or(0);
-    for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+    FloatToHalfN(static_cast<const float*>(out32[k].data), static_cast<Half*>(out[k].data), n);
   }
   return OkStatus();
 }

@@ -1,12 +1,15 @@
 // float16 conversions.
 
 #include "kernels/float16.h"
+#include "kernels/float16_cpu.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <vector>
 
 namespace remex::kernels {
 namespace {
@@ -93,6 +96,52 @@ TEST(Float16Test, MatchesBruteForceNearest) {
       ASSERT_LE(err, std::fabs(other - f)) << f;
     }
   }
+}
+
+// The bulk conversions (float16_cpu.h, F16C where the CPU has it) give the scalar
+// functions' values: every float16 widened, and float32 values narrowed (edges of the
+// float16 range, subnormals, ties, overflow, infinities, random bit patterns), with
+// lengths that leave a tail for the scalar loop. A NaN only has to stay a NaN.
+TEST(Float16Test, BulkConversionsMatchTheScalarOnes) {
+  std::vector<Half> all(65536 + 5);
+  for (size_t i = 0; i < all.size(); ++i) all[i].bits = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  HalfToFloatN(all.data(), wide.data(), static_cast<int64_t>(all.size()));
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = HalfToFloat(all[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(wide[i])) << i;
+    } else {
+      ASSERT_EQ(std::memcmp(&wide[i], &want, 4), 0) << "bits " << i;
+    }
+  }
+  std::vector<float> f = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e10f,
+                          6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-9f,
+                          1.00048828125f, 1.00146484375f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::denorm_min()};
+  std::mt19937 rng(5);
+  for (int k = 0; k < 200000; ++k) {
+    uint32_t bits = rng();
+    float v;
+    std::memcpy(&v, &bits, 4);
+    f.push_back(v);
+    f.push_back(std::ldexp(static_cast<float>(rng() % 4096) / 4096.0f + 1.0f, static_cast<int>(rng() % 40) - 26));
+  }
+  f.push_back(3.0f);  // a tail of three
+  f.push_back(-7.5f);
+  f.push_back(0.1f);
+  std::vector<Half> narrow(f.size());
+  FloatToHalfN(f.data(), narrow.data(), static_cast<int64_t>(f.size()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const Half want = FloatToHalf(f[i]);
+    if (std::isnan(f[i])) {
+      ASSERT_TRUE(std::isnan(HalfToFloat(narrow[i]))) << i;
+    } else {
+      ASSERT_EQ(narrow[i].bits, want.bits) << "value " << f[i] << " at " << i;
+    }
+  }
+  RecordProperty("f16c", CpuHasF16c() ? "yes" : "no");
 }
 
 }  // namespace

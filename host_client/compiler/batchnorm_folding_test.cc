@@ -40,21 +40,29 @@ std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) 
 // Conv `name` (3x3, pads 1, 4 -> 4 channels, `group`) of `in`, then a
 // BatchNormalization of its output into `out`, with statistics far from the identity
 // (var in [0.2, 3], mean in [-1, 1], scale in [0.5, 2]) so that folding shows.
+// `half`: the weights and statistics are float16 initializers (a float16 model).
 onnx::NodeProto* AddConvBn(OnnxModelBuilder& b, const std::string& name, const std::string& in, const std::string& out,
-               uint32_t seed, bool conv_bias = true, int64_t group = 1) {
-  b.FloatInit(name + ".w", {4, 4 / group, 3, 3}, Random(static_cast<size_t>(36 * 4 / group), seed));
+               uint32_t seed, bool conv_bias = true, int64_t group = 1, bool half = false) {
+  auto init = [&](const std::string& n, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    if (half) {
+      b.Float16Init(n, dims, v);
+    } else {
+      b.FloatInit(n, dims, v);
+    }
+  };
+  init(name + ".w", {4, 4 / group, 3, 3}, Random(static_cast<size_t>(36 * 4 / group), seed));
   std::vector<std::string> conv_in = {in, name + ".w"};
   if (conv_bias) {
-    b.FloatInit(name + ".b", {4}, Random(4, seed + 1));
+    init(name + ".b", {4}, Random(4, seed + 1));
     conv_in.push_back(name + ".b");
   }
   auto* conv = b.Node("Conv", conv_in, {name + ".y"}, name);
   OnnxModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
   OnnxModelBuilder::IntAttr(conv, "group", group);
-  b.FloatInit(name + ".scale", {4}, Random(4, seed + 2, 0.5f, 2.0f));
-  b.FloatInit(name + ".beta", {4}, Random(4, seed + 3));
-  b.FloatInit(name + ".mean", {4}, Random(4, seed + 4));
-  b.FloatInit(name + ".var", {4}, Random(4, seed + 5, 0.2f, 3.0f));
+  init(name + ".scale", {4}, Random(4, seed + 2, 0.5f, 2.0f));
+  init(name + ".beta", {4}, Random(4, seed + 3));
+  init(name + ".mean", {4}, Random(4, seed + 4));
+  init(name + ".var", {4}, Random(4, seed + 5, 0.2f, 3.0f));
   auto* bn = b.Node("BatchNormalization", {name + ".y", name + ".scale", name + ".beta", name + ".mean", name + ".var"},
                     {out}, name + ".bn");
   OnnxModelBuilder::FloatAttr(bn, "epsilon", 1e-3f);
@@ -130,6 +138,40 @@ TEST(BatchNormFolding, SameResultsInNhwcAndFloat16) {
   ExpectSameResults(TwoBlocks(true, 1), Variant{true, Layout::kNhwc, DType::kFloat32}, 2, 2e-6);
   // float16 weights round differently once scaled: within float16's precision.
   ExpectSameResults(TwoBlocks(true, 2), Variant{true, Layout::kNchw, DType::kFloat16}, 2, 1e-2);
+}
+
+// A float16 model (float16 weights and statistics; float32 at its edges, as converters
+// that keep the interface write one) compiled in its own dtype: each BatchNormalization
+// folds into its float16 Conv, the first through a grouped one, and the rest of a
+// float16 BatchNormalization (after a Relu, no Conv) becomes a float16 Mul and Add.
+TEST(BatchNormFolding, FoldsAFloat16ModelInFloat16) {
+  OnnxModelBuilder b(15);
+  b.Input("x", kFloat, kX).Output("y", kFloat, kX);
+  auto* cast = b.Node("Cast", {"x"}, {"xh"}, "to_half");
+  OnnxModelBuilder::IntAttr(cast, "to", onnx::TensorProto::FLOAT16);
+  AddConvBn(b, "c1", "xh", "h", 10, true, 2, /*half=*/true);
+  b.Node("Relu", {"h"}, {"r"}, "relu");
+  AddConvBn(b, "c2", "r", "h2", 20, false, 1, /*half=*/true);
+  b.Float16Init("s", {4}, Random(4, 4, 0.5f, 2.0f));
+  b.Float16Init("beta", {4}, Random(4, 5));
+  b.Float16Init("mean", {4}, Random(4, 6));
+  b.Float16Init("var", {4}, Random(4, 7, 0.5f, 2));
+  b.Node("Relu", {"h2"}, {"r2"}, "relu2");
+  b.Node("BatchNormalization", {"r2", "s", "beta", "mean", "var"}, {"yh"}, "bn3");
+  auto* back = b.Node("Cast", {"yh"}, {"y"}, "to_float");
+  OnnxModelBuilder::IntAttr(back, "to", kFloat);
+  CompileStats stats;
+  auto def = Compile(b, Variant{.dtype = DType::kUndefined}, &stats);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(stats.batchnorms_folded, 2);
+  EXPECT_EQ(stats.batchnorms_decomposed, 1);
+  EXPECT_EQ(CountKernels(*def, "BatchNormalization"), 0);
+  for (const vm::ConstantDef& c : def->constants) {
+    EXPECT_NE(c.dtype, DType::kFloat32) << "a float32 constant in a float16 model";
+  }
+  // The folded weights round once where the unfolded Conv rounds its output: within
+  // float16's precision of the graph compiled without folding.
+  ExpectSameResults(b, Variant{.dtype = DType::kUndefined}, 2, 1e-2);
 }
 
 TEST(BatchNormFolding, FoldedConvStillTakesItsEpilogue) {

@@ -5,33 +5,52 @@
 #include <string>
 #include <vector>
 
+#include "kernels/float16.h"
 #include "kernels/ops/nn/batchnorm_ops.h"
 
 namespace remex::compiler {
 namespace {
 
-// A float32 constant of static shape, its values.
+// A float32 or float16 constant of static shape.
 const vm::ConstantDef* FloatConstant(const Graph& g, int v) {
   if (v < 0 || !g.values[v].constant) return nullptr;
   const vm::ConstantDef& c = g.constants[*g.values[v].constant];
-  if (c.dtype != DType::kFloat32) return nullptr;
+  if (c.dtype != DType::kFloat32 && c.dtype != DType::kFloat16) return nullptr;
   const auto n = NumElements(c.shape);
-  if (!n || c.data.size() != static_cast<size_t>(*n) * sizeof(float)) return nullptr;
+  if (!n || c.data.size() != static_cast<size_t>(*n) * DTypeSize(c.dtype)) return nullptr;
   return &c;
 }
 
+// Its values in float32 (float16 widened exactly).
 std::vector<float> Floats(const vm::ConstantDef& c) {
-  std::vector<float> v(c.data.size() / sizeof(float));
-  std::memcpy(v.data(), c.data.data(), c.data.size());
+  std::vector<float> v(c.data.size() / DTypeSize(c.dtype));
+  if (c.dtype == DType::kFloat16) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      kernels::Half h;
+      std::memcpy(&h.bits, c.data.data() + 2 * i, 2);
+      v[i] = kernels::HalfToFloat(h);
+    }
+  } else {
+    std::memcpy(v.data(), c.data.data(), c.data.size());
+  }
   return v;
 }
 
-vm::ConstantDef FloatConstantDef(const Shape& shape, const std::vector<float>& values) {
+// A constant of `dtype` (float32, or float16 rounded to nearest even) holding `values`.
+vm::ConstantDef FloatConstantDef(DType dtype, const Shape& shape, const std::vector<float>& values) {
   vm::ConstantDef c;
-  c.dtype = DType::kFloat32;
+  c.dtype = dtype;
   c.shape = shape;
-  c.data.resize(values.size() * sizeof(float));
-  std::memcpy(c.data.data(), values.data(), c.data.size());
+  if (dtype == DType::kFloat16) {
+    c.data.resize(values.size() * 2);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const kernels::Half h = kernels::FloatToHalf(values[i]);
+      std::memcpy(c.data.data() + 2 * i, &h.bits, 2);
+    }
+  } else {
+    c.data.resize(values.size() * sizeof(float));
+    std::memcpy(c.data.data(), values.data(), c.data.size());
+  }
   return c;
 }
 
@@ -66,12 +85,14 @@ int FoldBatchNormalization(Graph& graph) {
     Node& conv = g.nodes[producer[x]];
     if (conv.op != "Conv" || conv.host || !conv.regions.empty() || conv.outputs.size() != 1) continue;
     if (conv.inputs.size() < 2 || conv.inputs.size() > 3 || conv.inputs[0] < 0) continue;
-    if (g.values[x].dtype != DType::kFloat32) continue;
+    // float32, or float16: folded in float32, the new weights and bias rounded once.
+    const DType dtype = g.values[x].dtype;
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat16) continue;
     const vm::ConstantDef* w = FloatConstant(g, conv.inputs[1]);
-    if (!w || w->shape.size() < 3) continue;
+    if (!w || w->dtype != dtype || w->shape.size() < 3) continue;
     const int64_t m = w->shape[0];
     const vm::ConstantDef* b = conv.inputs.size() == 3 && conv.inputs[2] >= 0 ? FloatConstant(g, conv.inputs[2]) : nullptr;
-    if (conv.inputs.size() == 3 && conv.inputs[2] >= 0 && (!b || b->shape != Shape{m})) continue;
+    if (conv.inputs.size() == 3 && conv.inputs[2] >= 0 && (!b || b->dtype != dtype || b->shape != Shape{m})) continue;
     const vm::ConstantDef* p[4];
     bool params = true;
     for (int k = 0; k < 4; ++k) {
@@ -91,8 +112,8 @@ int FoldBatchNormalization(Graph& graph) {
       conv_bias[c] = conv_bias[c] * a.mul + a.add;
     }
     const Shape w_shape = w->shape;  // AddConstant may move the constants
-    const int new_w = g.AddConstant(conv.name + "_W_bn_folded", FloatConstantDef(w_shape, weights));
-    const int new_b = g.AddConstant(conv.name + "_B_bn_folded", FloatConstantDef(Shape{m}, conv_bias));
+    const int new_w = g.AddConstant(conv.name + "_W_bn_folded", FloatConstantDef(dtype, w_shape, weights));
+    const int new_b = g.AddConstant(conv.name + "_B_bn_folded", FloatConstantDef(dtype, Shape{m}, conv_bias));
     conv.inputs.resize(3);
     conv.inputs[1] = new_w;
     conv.inputs[2] = new_b;
@@ -124,7 +145,8 @@ int DecomposeBatchNormalization(Graph& graph) {
     }
     const Value& x = g.values[bn.inputs[0]];
     const vm::ConstantDef* p[4];
-    bool params = x.dtype == DType::kFloat32 && x.kind == vm::ValueKind::kTensor && x.rank_known &&
+    const DType dtype = x.dtype;
+    bool params = (dtype == DType::kFloat32 || dtype == DType::kFloat16) && x.kind == vm::ValueKind::kTensor && x.rank_known &&
                   x.shape.size() >= 2 && x.shape[1] >= 0;
     const int64_t c = params ? x.shape[1] : 0;
     for (int k = 0; k < 4 && params; ++k) {
@@ -146,8 +168,8 @@ int DecomposeBatchNormalization(Graph& graph) {
     // [C, 1, ...]: broadcast along X's dims after the channel's (ONNX aligns trailing dims).
     Shape per_channel{c};
     per_channel.resize(x.shape.size() - 1, 1);
-    const int mul_id = g.AddConstant(bn.name + "_mul", FloatConstantDef(per_channel, mul));
-    const int add_id = g.AddConstant(bn.name + "_add", FloatConstantDef(per_channel, add));
+    const int mul_id = g.AddConstant(bn.name + "_mul", FloatConstantDef(dtype, per_channel, mul));
+    const int add_id = g.AddConstant(bn.name + "_add", FloatConstantDef(dtype, per_channel, add));
     Value scaled;  // X's type (AddConstant may have moved the values: read them again)
     const Value& xv = g.values[bn.inputs[0]];
     scaled.name = bn.name + "/scaled";
