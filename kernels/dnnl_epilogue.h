@@ -1,15 +1,12 @@
 // oneDNN helpers shared by the CPU kernels of FusedConv (kernels/ops/nn/conv.cc) and
-// FusedMatMul (kernels/ops/math/matmul.cc): the epilogue's activation as eltwise post-ops, and
-// float16 tensors computed through float32 copies.
+// FusedMatMul (kernels/ops/math/matmul.cc): the epilogue's activation as eltwise post-ops
+// (float16 tensors go through float32 copies: kernels/float32_copies.h).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
-#include <memory>
 #include <span>
-#include <unordered_map>
-#include <vector>
 
-#include "kernels/float16_cpu.h"
+#include "kernels/float32_copies.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -24,111 +21,5 @@ namespace remex::kernels::internal {
 // x * relu6(x + 3) / 6 (HardSwish), swish with alpha (Swish), gelu_erf (Gelu). Nothing for no activation (defined in
 // kernels/ops/nn/conv.cc).
 void AppendActivation(dnnl::post_ops& po, const ConvEpilogue& e);
-
-// The float32 copies of float16 constants (TensorRef::constant) one kernel instance
-// keeps across calls for RunAsFloat32, by the constant's address; at most kMax of
-// them (all dropped when full).
-class Float32Constants {
- public:
-  // The float32 copy of constant float16 `t`, made on first use.
-  const std::vector<float>& Get(const TensorRef& t) {
-    const int64_t n = NumElements(t.shape).value_or(0);
-    auto it = kept_.find(t.data);
-    if (it == kept_.end() || it->second.size() != static_cast<size_t>(n)) {
-      if (kept_.size() >= kMax) kept_.clear();
-      std::vector<float>& b = kept_[t.data];
-      b.resize(static_cast<size_t>(n));
-      HalfToFloatN(static_cast<const Half*>(t.data), b.data(), n);
-      return b;
-    }
-    return it->second;
-  }
-
- private:
-  static constexpr size_t kMax = 8;
-  std::unordered_map<const void*, std::vector<float>> kept_;
-};
-
-// Float32 buffers for RunAsFloat32, per thread and kept from call to call, so that a
-// float16 kernel's copies are neither zeroed nor faulted in again on every call (each
-// call took fresh, zeroed vectors: memset and page faults were a quarter of a float16
-// ResNet-50's time, docs/benchmarks.md). A stack: a scope hands back what it took, so
-// nested scopes (a kernel running another through RunAsFloat32) take their own.
-// Buffers above kMaxKeptFloats are freed when their scope ends. Memory a thread keeps:
-// the largest inputs and outputs of one call, in float32.
-class Float32Scratch {
- public:
-  Float32Scratch() : base_(Stack().used) {}
-  ~Float32Scratch() {
-    Pool& p = Stack();
-    for (size_t k = base_; k < p.used; ++k) {
-      if (p.buffers[k].size > kMaxKeptFloats) p.buffers[k] = Buffer{};
-    }
-    p.used = base_;
-  }
-  Float32Scratch(const Float32Scratch&) = delete;
-  Float32Scratch& operator=(const Float32Scratch&) = delete;
-
-  // `n` floats, uninitialised, valid until this scope ends.
-  float* Take(int64_t n) {
-    Pool& p = Stack();
-    if (p.used == p.buffers.size()) p.buffers.emplace_back();
-    Buffer& b = p.buffers[p.used++];
-    const size_t want = n > 0 ? static_cast<size_t>(n) : 1;
-    if (b.size < want) {
-      b.data.reset(new float[want]);
-      b.size = want;
-    }
-    return b.data.get();
-  }
-
- private:
-  static constexpr size_t kMaxKeptFloats = size_t{16} << 20;  // 64 MiB
-  struct Buffer {
-    std::unique_ptr<float[]> data;
-    size_t size = 0;
-  };
-  struct Pool {
-    std::vector<Buffer> buffers;
-    size_t used = 0;
-  };
-  static Pool& Stack() {
-    thread_local Pool pool;
-    return pool;
-  }
-  size_t base_;
-};
-
-// Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
-// the float32 path computes, and each output is rounded to float16 once, on store
-// (float16_cpu.h's bulk conversions). Float32 tensors and absent inputs pass through
-// untouched. With `constants`, constant float16 inputs are widened once and their
-// copies passed on as constants.
-template <typename Run>
-Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> out, Run run,
-                    Float32Constants* constants = nullptr) {
-  Float32Scratch scratch;
-  auto widen = [&](const TensorRef& t, bool copy) {
-    if (!t.present() || t.dtype != DType::kFloat16) return t;
-    if (copy && t.constant && constants) {
-      const std::vector<float>& kept = constants->Get(t);
-      return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
-    }
-    const int64_t n = NumElements(t.shape).value_or(0);
-    float* b = scratch.Take(n);
-    if (copy) HalfToFloatN(static_cast<const Half*>(t.data), b, n);
-    return TensorRef{b, DType::kFloat32, t.shape};
-  };
-  std::vector<TensorRef> in32, out32;
-  for (const TensorRef& t : in) in32.push_back(widen(t, true));
-  for (const TensorRef& t : out) out32.push_back(widen(t, false));
-  REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k].dtype != DType::kFloat16) continue;
-    const int64_t n = NumElements(out[k].shape).value_or(0);
-    FloatToHalfN(static_cast<const float*>(out32[k].data), static_cast<Half*>(out[k].data), n);
-  }
-  return OkStatus();
-}
 
 }  // namespace remex::kernels::internal

@@ -1,6 +1,8 @@
 // MatMul with numpy semantics: 1-D operands promoted and squeezed, batch dims
-// broadcast. float32 runs on oneDNN's sgemm, other types on a plain loop; a float32
-// MatMul whose B is one 2-D matrix for every batch runs as one product of A's rows.
+// broadcast. float32 runs on oneDNN's sgemm, float16 too through float32 copies
+// (kernels/float32_copies.h: one rounding per output), other types on a plain loop; a
+// float32 MatMul whose B is one 2-D matrix for every batch runs as one product of A's
+// rows.
 //
 // Constant B of float32 MatMul and FusedMatMul (TensorRef::constant, [K, N] with N a
 // multiple of 256) is copied once into rows PaddedRowStride(N) floats apart, when the
@@ -22,9 +24,10 @@
 //   ([K, N]). A and B are 2-D; C (optional from opset 11; absent means 0) is
 //   unidirectionally broadcast to [M, N] (shape [], [N], [1], [M, 1], [1, N], [M, N]...).
 //   dtypes: float16, float32, float64, int32, int64, uint32, uint64, one for all inputs.
-//   float32 runs on oneDNN's sgemm; other types accumulate in float (float16), double
-//   or (integers, wrapping) uint64, then alpha and beta apply (integers: exactly when
-//   both are 1, else in double and truncated toward zero).
+//   float32 runs on oneDNN's sgemm, and so does float16 through float32 copies
+//   (kernels/float32_copies.h: constant weights widened once, Y rounded once on store);
+//   other types accumulate in double or (integers, wrapping) uint64, then alpha and beta
+//   apply (integers: exactly when both are 1, else in double and truncated toward zero).
 //
 // FusedMatMul (internal; the compiler's epilogue fusion creates it, never ONNX):
 //   Y = activation(MatMul(A, B) + bias), inputs (min 2, max 3)
@@ -226,6 +229,11 @@ class MatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {  // float32 copies: sgemm, one rounding per output
+      return RunAsFloat32(
+          in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); },
+          &f32_constants_);
+    }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(MatMulShape s, ComputeMatMulShape(args[0], args[1]));
     const int64_t batches = *NumElements(s.batch);
@@ -296,6 +304,7 @@ class MatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
 
  private:
   PaddedConstantB padded_b_;
+  Float32Constants f32_constants_;  // float16 weights, widened once.
 };
 
 // ---------------------------------------------------------------------------
@@ -654,6 +663,11 @@ class GemmKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {  // float32 copies: sgemm, one rounding per output
+      return RunAsFloat32(
+          in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); },
+          &f32_constants_);
+    }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     REMEX_ASSIGN_OR_RETURN(GemmShape s, ComputeGemmShape(attrs_, args));
     if (s.m == 0 || s.n == 0) return OkStatus();
@@ -700,6 +714,7 @@ class GemmKernel final : public ValidatedKernel {
 
  private:
   GemmAttrs attrs_;
+  Float32Constants f32_constants_;  // float16 weights, widened once.
 };
 
 }  // namespace

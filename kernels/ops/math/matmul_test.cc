@@ -124,6 +124,55 @@ TEST(FusedMatMulTest, Float16MatchesFloat32WithinTolerance) {
   }
 }
 
+// MatMul (batched, B broadcast) and Gemm (transposes, alpha, beta,
+// C) in float16 run through float32 copies (kernels/float32_copies.h): within float16
+// precision of the float32 kernels on the same values, and MaxPool (NCHW, and NHWC
+// through the layout attribute) exactly the float32 maxima rounded (they are float16
+// values already).
+TEST(Float16ThroughFloat32Test, MatMulGemmAndMaxPoolMatchFloat32) {
+  OpRunner r;
+  std::mt19937 rng(23);
+  auto close = [&](const char* what, const Attributes& attrs, const std::vector<HostTensor>& in32,
+                   const std::vector<HostTensor>& in16) {
+    auto want = r.Run(what, attrs, in32);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = r.Run(what, attrs, in16);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
+    testing::ExpectAllClose(testing::FloatValues((*got)[0]), testing::FloatValues((*want)[0]), 2e-3, 2e-3, what);
+  };
+  {
+    const std::vector<float> a = Random(rng, {3, 5, 40}, true), b = Random(rng, {40, 24}, true);
+    close("MatMul", {}, {HostTensor::Of(Shape{3, 5, 40}, a), HostTensor::Of(Shape{40, 24}, b)},
+          {HostTensor::Of(Shape{3, 5, 40}, ToHalf(a)), HostTensor::Of(Shape{40, 24}, ToHalf(b))});
+  }
+  {
+    const std::vector<float> a = Random(rng, {40, 7}, true), b = Random(rng, {24, 40}, true),
+                             c = Random(rng, {24}, true);
+    const Attributes attrs = Attrs({{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}});
+    close("Gemm", attrs,
+          {HostTensor::Of(Shape{40, 7}, a), HostTensor::Of(Shape{24, 40}, b), HostTensor::Of(Shape{24}, c)},
+          {HostTensor::Of(Shape{40, 7}, ToHalf(a)), HostTensor::Of(Shape{24, 40}, ToHalf(b)),
+           HostTensor::Of(Shape{24}, ToHalf(c))});
+  }
+  const std::vector<float> x = Random(rng, {2, 9, 9, 5}, true);
+  for (const char* layout : {"NCHW", "NHWC"}) {
+    SCOPED_TRACE(layout);
+    const Attributes attrs = Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                    {"strides", std::vector<int64_t>{2, 2}},
+                                    {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                    {"layout", std::string(layout)}});
+    auto want = r.Run("MaxPool", attrs, {HostTensor::Of(Shape{2, 9, 9, 5}, x)});
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = r.Run("MaxPool", attrs, {HostTensor::Of(Shape{2, 9, 9, 5}, ToHalf(x))});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ((*got)[0].dtype, DType::kFloat16);
+    const std::vector<double> w = testing::FloatValues((*want)[0]), g = testing::FloatValues((*got)[0]);
+    ASSERT_EQ(w.size(), g.size());
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(g[i], w[i]) << i;
+  }
+}
+
 TEST(FusedMatMulTest, EmptyInnerDimHoldsTheActivationOfTheBias) {
   OpRunner r;
   const Attributes a = Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{-1.f, 1.f}}});

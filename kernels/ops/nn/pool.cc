@@ -13,7 +13,8 @@
 // "NHWC", MaxPool (without Indices) and AveragePool take a 4-D X [N, H, W, C] and give
 // Y [N, OH, OW, C], GlobalAveragePool X [N, H, W, C] and Y [N, 1, 1, C]; the values are
 // the NCHW kernels' (GlobalAveragePool's sums in another order). The CUDA kernels refuse
-// it (kernels/ops/nn/cuda/pool.cc).
+// it (kernels/ops/nn/cuda/pool.cc). float16 MaxPool runs the float32 loops on float32
+// copies (kernels/float32_copies.h; widening is exact and monotonic: the same maxima).
 //
 // LpPool (https://onnx.ai/onnx/operators/onnx__LpPool.html), opsets 2 and 11 (one entry:
 // 11 changed no semantics Remex implements):
@@ -36,6 +37,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "kernels/float32_copies.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 #include "kernels/ops/nn/conv_common.h"  // the layout attribute
@@ -239,6 +241,11 @@ class MaxPoolKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (in[0].dtype == DType::kFloat16) {
+      // Through float32 copies (widening is exact and monotonic, so the same maxima),
+      // the float32 loops being vectorised where float16's convert every element.
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
     std::vector<ShapeFnArg> args = ToShapeArgs(in);
     if (channels_last_) {
       if (out.size() > 1) return OpError(kMaxPool, "layout NHWC gives no Indices");
