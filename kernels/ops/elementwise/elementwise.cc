@@ -19,6 +19,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/float32_copies.h"
 #include "kernels/internal.h"
 
 #include "kernels/ops/elementwise/elementwise_common.h"
@@ -118,6 +119,11 @@ class BinaryKernel final : public ValidatedKernel {
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
     const int64_t n = *NumElements(out[0].shape);
     if (n == 0) return OkStatus();
+    if (in[0].dtype == DType::kFloat16) {
+      // float16 computes in float32 and rounds once (ApplyT): the same values from
+      // float32 copies, whose loops vectorise where float16's convert every element.
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
     return DispatchNumeric(op(), in[0].dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* a = DataAs<const T>(in[0]);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/ops/elementwise/dropout_mask.h"
+#include "kernels/float32_copies.h"
 #include "kernels/internal.h"
 
 #include "kernels/ops/elementwise/elementwise_common.h"
@@ -196,6 +197,11 @@ class UnaryKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    if (opcode_ && in[0].dtype == DType::kFloat16) {
+      // Through float32 copies and the vectorised float32 map below: float16 computes in
+      // float32 and rounds once either way.
+      return RunAsFloat32(in, out, [&](std::span<const TensorRef> i, std::span<const TensorRef> o) { return Run(i, o); });
+    }
     if (opcode_ && in[0].dtype == DType::kFloat32) {
       MapUnaryFloat32(*opcode_, DataAs<const float>(in[0]), DataAs<float>(out[0]), *NumElements(in[0].shape),
                       param_blocks_);

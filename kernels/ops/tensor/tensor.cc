@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/float16_cpu.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
 
@@ -228,6 +229,15 @@ class CastKernel final : public ValidatedKernel {
     const int64_t n = *NumElements(in[0].shape);
     if (in[0].dtype == out[0].dtype) {
       CopyBytes(in[0], out[0]);
+      return OkStatus();
+    }
+    // float16 <-> float32: the bulk conversions (F16C; the same values as Convert).
+    if (in[0].dtype == DType::kFloat16 && out[0].dtype == DType::kFloat32) {
+      HalfToFloatN(DataAs<const Half>(in[0]), DataAs<float>(out[0]), n);
+      return OkStatus();
+    }
+    if (in[0].dtype == DType::kFloat32 && out[0].dtype == DType::kFloat16) {
+      FloatToHalfN(DataAs<const float>(in[0]), DataAs<Half>(out[0]), n);
       return OkStatus();
     }
     return DispatchCastTypes(op(), in[0].dtype, [&](auto from_tag) -> Status {
