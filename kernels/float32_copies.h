@@ -3,11 +3,14 @@
 // executable's convolutions, products and pooling this way, one rounding per output.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "kernels/float16_cpu.h"
 #include "kernels/internal.h"
 
@@ -64,7 +67,14 @@ class Float32Scratch {
     Buffer& b = p.buffers[p.used++];
     const size_t want = n > 0 ? static_cast<size_t>(n) : 1;
     if (b.size < want) {
-      b.data.reset(new float[want]);
+      // Large buffers on huge pages (base/huge_pages.h): one that is not kept (over
+      // kMaxKeptFloats) is touched afresh on every call.
+      const size_t bytes = want * sizeof(float);
+      const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
+      const size_t rounded = (bytes + align - 1) / align * align;
+      b.data.reset(static_cast<float*>(std::aligned_alloc(align, rounded)));
+      if (!b.data) throw std::bad_alloc();
+      AdviseHugePages(b.data.get(), rounded);
       b.size = want;
     }
     return b.data.get();
@@ -72,8 +82,11 @@ class Float32Scratch {
 
  private:
   static constexpr size_t kMaxKeptFloats = size_t{16} << 20;  // 64 MiB
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
   struct Buffer {
-    std::unique_ptr<float[]> data;
+    std::unique_ptr<float, Free> data;
     size_t size = 0;
   };
   struct Pool {
