@@ -2,7 +2,8 @@
 
 #include "kernels/internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define REMEX_F16C_BUILD 1
 #endif
@@ -34,7 +35,20 @@ __attribute__((target("avx2,f16c"))) int64_t FloatToHalfF16c(const float* src, H
 
 bool CpuHasF16c() {
 #ifdef REMEX_F16C_BUILD
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  // CPUID (every compiler's cpuid.h; clang's __builtin_cpu_supports knows no "f16c"):
+  // F16C and AVX (leaf 1 ECX bits 29, 28), the OS saving YMM state (OSXSAVE, ECX bit
+  // 27, and XCR0's SSE and AVX bits), AVX2 (leaf 7 EBX bit 5).
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool f16c = (c >> 29) & 1, avx = (c >> 28) & 1, osxsave = (c >> 27) & 1;
+    if (!f16c || !avx || !osxsave) return false;
+    unsigned xcr0_lo = 0, xcr0_hi = 0;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 0x6) != 0x6) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return ((b >> 5) & 1) != 0;
+  }();
   return has;
 #else
   return false;
