@@ -260,6 +260,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   }
   const float fa = *static_cast<const float*>(alpha);
   const float fb = *static_cast<const float*>(beta);
+  // The reference loop, on copies of the descriptors: a capture replays it later.
+  std::function<cudaError_t()> work = [m, n, k, fa, fb, bias_epilogue, relu, desc_v = *desc, al_v = *al,
+                                       bl_v = *bl, cl_v = *cl, dl_v = *dl, a, b, c, d] {
+  const auto* desc = &desc_v;
+  const auto *al = &al_v, *bl = &bl_v, *cl = &cl_v, *dl = &dl_v;
   for (int32_t batch = 0; batch < dl->batch; ++batch) {
     const int64_t ao = batch * al->stride, bo = batch * bl->stride, co = batch * cl->stride,
                   d_off = batch * dl->stride;
@@ -282,5 +287,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       }
     }
   }
-  return CUBLAS_STATUS_SUCCESS;
+  return cudaSuccess;
+  };
+  return Enqueue(stream, kCall, std::move(work)) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                                                 : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -5,10 +5,12 @@
 #include <cuda_fp16.h>
 #include <cudnn.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -477,6 +479,20 @@ cudnnStatus_t Forward(const char* call, cudnnHandle_t handle, float alpha1, cons
       return CUDNN_STATUS_NOT_SUPPORTED;
     }
   }
+  // The reference loop, on copies of the descriptors: a capture replays it later.
+  std::optional<cudnnTensorStruct> z_copy, bias_copy;
+  std::optional<cudnnActivationStruct> act_copy;
+  if (z_desc) z_copy = *z_desc;
+  if (bias_desc) bias_copy = *bias_desc;
+  if (act) act_copy = *act;
+  std::function<cudaError_t()> work = [alpha1, beta, x_v = *x_desc, w_v = *w_desc, conv_v = *conv, y_v = *y_desc,
+                                       z_copy, bias_copy, act_copy, x, w, z, bias, y] {
+  const cudnnTensorStruct *x_desc = &x_v, *y_desc = &y_v;
+  const cudnnFilterStruct* w_desc = &w_v;
+  const cudnnConvolutionStruct* conv = &conv_v;
+  const cudnnTensorStruct* z_desc = z_copy ? &*z_copy : nullptr;
+  const cudnnTensorStruct* bias_desc = bias_copy ? &*bias_copy : nullptr;
+  const cudnnActivationStruct* act = act_copy ? &*act_copy : nullptr;
   // x as float32 over its whole span (strides kept), w dense.
   const std::vector<float> xf =
       ToFloats(x, x_desc->type, static_cast<int64_t>(SpanBytes(*x_desc) / ElemBytes(x_desc->type)));
@@ -502,7 +518,10 @@ cudnnStatus_t Forward(const char* call, cudnnHandle_t handle, float alpha1, cons
     }
     StoreAt(y, y_desc->type, yo, v);
   });
-  return CUDNN_STATUS_SUCCESS;
+  return cudaSuccess;
+  };
+  return Enqueue(handle->stream, call, std::move(work)) == cudaSuccess ? CUDNN_STATUS_SUCCESS
+                                                                        : CUDNN_STATUS_EXECUTION_FAILED;
 }
 }  // namespace
 
@@ -585,6 +604,11 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
   if (cudnnStatus_t s = CheckMemory(kCall, "dy", dy, SpanBytes(*dy_desc)); s) return s;
   if (cudnnStatus_t s = CheckMemory(kCall, "dx", dx, SpanBytes(*dx_desc)); s) return s;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  std::function<cudaError_t()> work = [a, b, w_v = *w_desc, dy_v = *dy_desc, conv_v = *conv, dx_v = *dx_desc, w,
+                                       dy, dx] {
+  const cudnnFilterStruct* w_desc = &w_v;
+  const cudnnTensorStruct *dy_desc = &dy_v, *dx_desc = &dx_v;
+  const cudnnConvolutionStruct* conv = &conv_v;
   const int spatial = dx_desc->rank - 2;
   // Accumulate dense in float32, in dx's logical order, then blend into dx.
   std::vector<float> acc(static_cast<size_t>(Count(dx_desc->dims, dx_desc->rank)), 0.0f);
@@ -613,7 +637,10 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
     if (b != 0.0f) v += b * LoadAt(dx, dx_desc->type, o);
     StoreAt(dx, dx_desc->type, o, v);
   });
-  return CUDNN_STATUS_SUCCESS;
+  return cudaSuccess;
+  };
+  return Enqueue(handle->stream, kCall, std::move(work)) == cudaSuccess ? CUDNN_STATUS_SUCCESS
+                                                                         : CUDNN_STATUS_EXECUTION_FAILED;
 }
 
 cudnnStatus_t cudnnSetTensor(cudnnHandle_t handle, cudnnTensorDescriptor_t desc, void* data,
@@ -622,10 +649,17 @@ cudnnStatus_t cudnnSetTensor(cudnnHandle_t handle, cudnnTensorDescriptor_t desc,
   if (!handle || !desc || !value) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (cudnnStatus_t s = CheckMemory(kCall, "y", data, SpanBytes(*desc)); s) return s;
   const size_t bytes = ElemBytes(desc->type);
-  ForEach(desc->dims, desc->rank, [&](const int* idx) {
-    std::memcpy(static_cast<char*>(data) + Offset(*desc, idx) * static_cast<int64_t>(bytes), value, bytes);
-  });
-  return CUDNN_STATUS_SUCCESS;
+  std::array<unsigned char, 8> value_bytes{};
+  std::memcpy(value_bytes.data(), value, bytes);
+  std::function<cudaError_t()> work = [d = *desc, data, value_bytes, bytes] {
+    ForEach(d.dims, d.rank, [&](const int* idx) {
+      std::memcpy(static_cast<char*>(data) + Offset(d, idx) * static_cast<int64_t>(bytes), value_bytes.data(),
+                  bytes);
+    });
+    return cudaSuccess;
+  };
+  return Enqueue(handle->stream, kCall, std::move(work)) == cudaSuccess ? CUDNN_STATUS_SUCCESS
+                                                                         : CUDNN_STATUS_EXECUTION_FAILED;
 }
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t a_desc,
                              const void* a, const void* beta, cudnnTensorDescriptor_t c_desc, void* c) {
@@ -640,15 +674,20 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, cudnnTenso
   if (cudnnStatus_t s = CheckMemory(kCall, "A", a, SpanBytes(*a_desc)); s) return s;
   if (cudnnStatus_t s = CheckMemory(kCall, "C", c, SpanBytes(*c_desc)); s) return s;
   const float fa = *static_cast<const float*>(alpha), fb = *static_cast<const float*>(beta);
-  ForEach(c_desc->dims, c_desc->rank, [&](const int* ci) {
-    int ai[kCudnnEmulationMaxDims];
-    for (int d = 0; d < c_desc->rank; ++d) ai[d] = a_desc->dims[d] == 1 ? 0 : ci[d];
-    const int64_t co = Offset(*c_desc, ci);
-    float v = fa * LoadAt(a, a_desc->type, Offset(*a_desc, ai));
-    if (fb != 0.0f) v += fb * LoadAt(c, c_desc->type, co);
-    StoreAt(c, c_desc->type, co, v);
-  });
-  return CUDNN_STATUS_SUCCESS;
+  std::function<cudaError_t()> work = [fa, fb, a_v = *a_desc, c_v = *c_desc, a, c] {
+    const cudnnTensorStruct *a_desc = &a_v, *c_desc = &c_v;
+    ForEach(c_desc->dims, c_desc->rank, [&](const int* ci) {
+      int ai[kCudnnEmulationMaxDims];
+      for (int d = 0; d < c_desc->rank; ++d) ai[d] = a_desc->dims[d] == 1 ? 0 : ci[d];
+      const int64_t co = Offset(*c_desc, ci);
+      float v = fa * LoadAt(a, a_desc->type, Offset(*a_desc, ai));
+      if (fb != 0.0f) v += fb * LoadAt(c, c_desc->type, co);
+      StoreAt(c, c_desc->type, co, v);
+    });
+    return cudaSuccess;
+  };
+  return Enqueue(handle->stream, kCall, std::move(work)) == cudaSuccess ? CUDNN_STATUS_SUCCESS
+                                                                         : CUDNN_STATUS_EXECUTION_FAILED;
 }
 cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t x_desc,
                                    const void* x, const void* beta, cudnnTensorDescriptor_t y_desc, void* y) {
@@ -662,11 +701,16 @@ cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void* alpha, cudn
   if (cudnnStatus_t s = CheckMemory(kCall, "x", x, SpanBytes(*x_desc)); s) return s;
   if (cudnnStatus_t s = CheckMemory(kCall, "y", y, SpanBytes(*y_desc)); s) return s;
   const float fa = *static_cast<const float*>(alpha), fb = *static_cast<const float*>(beta);
-  ForEach(x_desc->dims, x_desc->rank, [&](const int* idx) {
-    const int64_t yo = Offset(*y_desc, idx);
-    float v = fa * LoadAt(x, x_desc->type, Offset(*x_desc, idx));
-    if (fb != 0.0f) v += fb * LoadAt(y, y_desc->type, yo);
-    StoreAt(y, y_desc->type, yo, v);
-  });
-  return CUDNN_STATUS_SUCCESS;
+  std::function<cudaError_t()> work = [fa, fb, x_v = *x_desc, y_v = *y_desc, x, y] {
+    const cudnnTensorStruct *x_desc = &x_v, *y_desc = &y_v;
+    ForEach(x_desc->dims, x_desc->rank, [&](const int* idx) {
+      const int64_t yo = Offset(*y_desc, idx);
+      float v = fa * LoadAt(x, x_desc->type, Offset(*x_desc, idx));
+      if (fb != 0.0f) v += fb * LoadAt(y, y_desc->type, yo);
+      StoreAt(y, y_desc->type, yo, v);
+    });
+    return cudaSuccess;
+  };
+  return Enqueue(handle->stream, kCall, std::move(work)) == cudaSuccess ? CUDNN_STATUS_SUCCESS
+                                                                         : CUDNN_STATUS_EXECUTION_FAILED;
 }

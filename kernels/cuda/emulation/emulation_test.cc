@@ -204,5 +204,146 @@ TEST(CudaEmulation, Float16RoundsToNearestEvenWithTheGpusCanonicalNan) {
   EXPECT_EQ(__half2float(__ushort_as_half(0x0001)), 0x1p-24f);
 }
 
+
+// y[i] = x[i] * s + 1 for i < n.
+__global__ void ScaleKernel(const float* x, float s, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) y[i] = x[i] * s + 1.0f;
+}
+
+std::vector<float> ToHost(const float* d, size_t n) {
+  std::vector<float> h(n);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+size_t NodeCount(cudaGraph_t graph) {
+  size_t n = 0;
+  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &n), cudaSuccess);
+  return n;
+}
+
+TEST(CudaEmulationGraphs, ACaptureRecordsTheStreamsWorkAndEachLaunchRunsItAgain) {
+  constexpr int n = 300;
+  float* x = DeviceCopy(std::vector<float>(n, 2.0f));
+  float* y = DeviceCopy(std::vector<float>(n, -1.0f));
+  float* z = DeviceCopy(std::vector<float>(n, -1.0f));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(cudaMemsetAsync(y, 0, n * sizeof(float), stream), cudaSuccess);
+  float scale = 3.0f;
+  ASSERT_EQ(LaunchKernel<ScaleKernel>(2, 256, 0, stream, x, scale, y, n), cudaSuccess);
+  scale = 100.0f;  // the launch keeps the value it was given
+  ASSERT_EQ(cudaMemcpyAsync(z, y, n * sizeof(float), cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+  // Nothing ran: the capture only recorded. (Read in place: device memory is host
+  // memory here, and a synchronous copy would invalidate the capture.)
+  EXPECT_EQ(y[0], -1.0f);
+  EXPECT_EQ(z[n - 1], -1.0f);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(NodeCount(graph), 3u);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);  // the executable graph stands alone
+
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(ToHost(z, n), std::vector<float>(n, 7.0f));
+  // A launch reads the memory as it is then.
+  ASSERT_EQ(cudaMemcpy(x, std::vector<float>(n, 5.0f).data(), n * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(ToHost(z, n), std::vector<float>(n, 16.0f));
+
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  for (float* p : {x, y, z}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST(CudaEmulationGraphs, CallsCudaRefusesDuringACaptureInvalidateIt) {
+  constexpr int n = 64;
+  float* x = DeviceCopy(std::vector<float>(n, 1.0f));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  auto refused_then_invalidated = [&](auto call, cudaError_t expected) {
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EXPECT_EQ(call(), expected);
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    // Later work is not recorded either.
+    EXPECT_EQ(cudaMemsetAsync(x, 0, 4, stream), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    (void)cudaGetLastError();
+  };
+  std::vector<float> pageable(n, 0.0f);
+  refused_then_invalidated([&] { return cudaStreamSynchronize(stream); }, cudaErrorStreamCaptureUnsupported);
+  refused_then_invalidated([&] { return cudaStreamQuery(stream); }, cudaErrorStreamCaptureUnsupported);
+  refused_then_invalidated(
+      [&] { return cudaMemcpyAsync(pageable.data(), x, n * sizeof(float), cudaMemcpyDeviceToHost, stream); },
+      cudaErrorStreamCaptureUnsupported);
+  refused_then_invalidated(
+      [&] {
+        void* p = nullptr;
+        return cudaMalloc(&p, 256);
+      },
+      cudaErrorStreamCaptureUnsupported);
+  refused_then_invalidated(
+      [&] {
+        void* p = nullptr;
+        return cudaMallocAsync(&p, 256, stream);
+      },
+      cudaErrorNotSupported);
+  refused_then_invalidated(
+      [&] { return cudaMemcpy(x, pageable.data(), n * sizeof(float), cudaMemcpyHostToDevice); },
+      cudaErrorStreamCaptureImplicit);
+  // The refused copy did not run either.
+  EXPECT_EQ(ToHost(x, n)[0], 1.0f);
+
+  // In relaxed mode cudaMalloc and cudaFree are permitted; a copy with pinned host
+  // memory is recorded and reads the pinned bytes at each launch.
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float)), cudaSuccess);
+  *pinned = 4.0f;
+  ASSERT_EQ(cudaMemcpyAsync(x, pinned, sizeof(float), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph), cudaSuccess);
+  *pinned = 9.0f;
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(ToHost(x, 1)[0], 9.0f);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+
+  // The legacy stream cannot be captured; a stream captures once at a time.
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(NodeCount(graph), 0u);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorIllegalState);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(x), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace remex::kernels::cuda

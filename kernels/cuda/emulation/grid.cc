@@ -10,6 +10,8 @@
 // thread exited, or waits at another barrier) fails the launch.
 #include "kernels/cuda/emulation/grid.h"
 
+#include "kernels/cuda/emulation/capture.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -432,6 +434,14 @@ cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_byt
   }
   if (!IsValidStream(stream)) {
     return fail(cudaErrorInvalidResourceHandle, "stream was destroyed or never created");
+  }
+  if (AnyCapture()) {
+    // The graph's launch runs the grid on no stream of its own: its nodes run in order.
+    std::function<cudaError_t()> launch = [kernel, grid, block, shared_bytes, thread] {
+      return RunGrid(kernel, grid, block, shared_bytes, nullptr, thread);
+    };
+    cudaError_t result;
+    if (RecordIfCapturing(stream, kernel, launch, &result)) return result;
   }
   Trace::Get().Add(kernel);
 

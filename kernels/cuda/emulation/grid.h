@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -25,7 +26,9 @@
 
 namespace remex::cuda_emulation {
 
-// Runs `thread` (one device thread's body) for every thread of the grid; see above.
+// Runs `thread` (one device thread's body) for every thread of the grid; see above. On
+// a capturing stream (cudaStreamBeginCapture) the checked launch is recorded instead,
+// `thread` copied, and the grid runs at each launch of the graph.
 // `kernel` is the kernel's name for errors and the coverage record
 // (REMEX_CUDA_EMULATION_TRACE, kernels/cuda/emulation/README.md).
 cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
@@ -54,17 +57,19 @@ cudaError_t CheckParameter(const char* kernel, int index, const P& p) {
 template <auto K, typename... Params, typename... Args>
 cudaError_t Launch(void (*)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                    Args&&... args) {
-  // Parameters are copied at launch, as into the GPU's parameter buffer.
-  std::tuple<std::decay_t<Params>...> params(static_cast<std::decay_t<Params>>(std::forward<Args>(args))...);
+  // Parameters are copied at launch, as into the GPU's parameter buffer; a launch a
+  // capture records keeps its copy for every launch of the graph.
+  auto params = std::make_shared<std::tuple<std::decay_t<Params>...>>(
+      static_cast<std::decay_t<Params>>(std::forward<Args>(args))...);
   cudaError_t error = cudaSuccess;
   std::apply(
       [&](const auto&... p) {
         int index = 0;
         ((error = error == cudaSuccess ? CheckParameter(KernelName<K>(), index, p) : error, ++index), ...);
       },
-      params);
+      *params);
   if (error != cudaSuccess) return error;
-  return RunGrid(KernelName<K>(), grid, block, shared_bytes, stream, [&] { std::apply(K, params); });
+  return RunGrid(KernelName<K>(), grid, block, shared_bytes, stream, [params] { std::apply(K, *params); });
 }
 
 }  // namespace remex::cuda_emulation

@@ -1,6 +1,8 @@
 // The emulated CUDA runtime (runtime.h): device memory, streams, events, errors.
 #include "kernels/cuda/emulation/runtime.h"
 
+#include "kernels/cuda/emulation/capture.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -165,6 +167,23 @@ cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
     std::snprintf(detail, sizeof(detail), "%zu bytes run past the end of a device allocation", bytes);
     return Fail(cudaErrorInvalidValue, call, detail);
   }
+  if (AnyCapture()) {
+    if (stream == nullptr) {  // cudaMemcpy: synchronous, on the legacy stream
+      if (cudaError_t e = RefuseDuringUnsafeCapture(call, cudaErrorStreamCaptureImplicit)) return e;
+    } else if ((!want_dst_device && KindOf(dst) != MemoryKind::kPinned) ||
+               (!want_src_device && KindOf(src) != MemoryKind::kPinned)) {
+      if (cudaError_t e = RefuseOnCapturingStream(stream, call, cudaErrorStreamCaptureUnsupported,
+                                                  "a copy with pageable host memory cannot be captured")) {
+        return e;
+      }
+    }
+    std::function<cudaError_t()> work = [dst, src, bytes] {
+      std::memmove(dst, src, bytes);
+      return cudaSuccess;
+    };
+    cudaError_t result;
+    if (RecordIfCapturing(stream, call, work, &result)) return result;
+  }
   std::memmove(dst, src, bytes);
   return Ok();
 }
@@ -177,6 +196,17 @@ cudaError_t Set(void* dst, int value, size_t bytes, cudaStream_t stream, const c
     char detail[120];
     std::snprintf(detail, sizeof(detail), "[%p, +%zu bytes) is not inside one device allocation", dst, bytes);
     return Fail(cudaErrorInvalidValue, call, detail);
+  }
+  if (AnyCapture()) {
+    if (stream == nullptr) {  // cudaMemset: synchronous, on the legacy stream
+      if (cudaError_t e = RefuseDuringUnsafeCapture(call, cudaErrorStreamCaptureImplicit)) return e;
+    }
+    std::function<cudaError_t()> work = [dst, value, bytes] {
+      std::memset(dst, value, bytes);
+      return cudaSuccess;
+    };
+    cudaError_t result;
+    if (RecordIfCapturing(stream, call, work, &result)) return result;
   }
   std::memset(dst, value, bytes);
   return Ok();
@@ -222,6 +252,16 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorCompatNotSupportedOnDevice, "cudaErrorCompatNotSupportedOnDevice",
      "forward compatibility was attempted on non supported HW"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
@@ -336,8 +376,11 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
   *version = 13000;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  return RefuseDuringUnsafeCapture("cudaDeviceSynchronize", cudaErrorStreamCaptureUnsupported);
+}
 cudaError_t cudaDeviceReset() {
+  ForgetGraphs();
   State& s = GlobalState();
   std::lock_guard<std::mutex> lock(s.mu);
   for (const auto& [address, allocation] : s.allocations) std::free(reinterpret_cast<void*>(address));
@@ -351,12 +394,22 @@ cudaError_t cudaDeviceReset() {
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (cudaError_t e = RefuseDuringUnsafeCapture("cudaMalloc", cudaErrorStreamCaptureUnsupported)) return e;
   return Allocate(ptr, bytes, MemoryKind::kDevice, "cudaMalloc");
 }
-cudaError_t cudaFree(void* ptr) { return Release(ptr, MemoryKind::kDevice, "cudaFree"); }
+cudaError_t cudaFree(void* ptr) {
+  if (cudaError_t e = RefuseDuringUnsafeCapture("cudaFree", cudaErrorStreamCaptureUnsupported)) return e;
+  return Release(ptr, MemoryKind::kDevice, "cudaFree");
+}
+// CUDA records these on a capturing stream as graph memory nodes, which the emulation
+// does not have: it refuses them there.
+constexpr const char* kNoMemoryNodes = "graph memory nodes (stream-ordered allocation in a capture) are not emulated";
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   if (!IsValidStream(stream)) {
     return Fail(cudaErrorInvalidResourceHandle, "cudaMallocAsync", "stream was destroyed or never created");
+  }
+  if (cudaError_t e = RefuseOnCapturingStream(stream, "cudaMallocAsync", cudaErrorNotSupported, kNoMemoryNodes)) {
+    return e;
   }
   return Allocate(ptr, bytes, MemoryKind::kDevice, "cudaMallocAsync");
 }
@@ -364,15 +417,23 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (!IsValidStream(stream)) {
     return Fail(cudaErrorInvalidResourceHandle, "cudaFreeAsync", "stream was destroyed or never created");
   }
+  if (cudaError_t e = RefuseOnCapturingStream(stream, "cudaFreeAsync", cudaErrorNotSupported, kNoMemoryNodes)) {
+    return e;
+  }
   return Release(ptr, MemoryKind::kDevice, "cudaFreeAsync");
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  if (cudaError_t e = RefuseDuringUnsafeCapture("cudaHostAlloc", cudaErrorStreamCaptureUnsupported)) return e;
   return Allocate(ptr, bytes, MemoryKind::kPinned, "cudaHostAlloc");
 }
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  if (cudaError_t e = RefuseDuringUnsafeCapture("cudaMallocHost", cudaErrorStreamCaptureUnsupported)) return e;
   return Allocate(ptr, bytes, MemoryKind::kPinned, "cudaMallocHost");
 }
-cudaError_t cudaFreeHost(void* ptr) { return Release(ptr, MemoryKind::kPinned, "cudaFreeHost"); }
+cudaError_t cudaFreeHost(void* ptr) {
+  if (cudaError_t e = RefuseDuringUnsafeCapture("cudaFreeHost", cudaErrorStreamCaptureUnsupported)) return e;
+  return Release(ptr, MemoryKind::kPinned, "cudaFreeHost");
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   return Copy(dst, src, bytes, kind, nullptr, "cudaMemcpy");
@@ -408,6 +469,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
                   "stream was destroyed or never created");
     }
   }
+  ForgetCapture(stream);
   delete stream;
   return cudaSuccess;
 }
@@ -416,9 +478,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return Fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize",
                 "stream was destroyed or never created");
   }
-  return cudaSuccess;
+  return RefuseOnCapturingStream(stream, "cudaStreamSynchronize", cudaErrorStreamCaptureUnsupported,
+                                 "a capturing stream cannot be synchronized");
 }
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (!IsValidStream(stream)) {
+    return Fail(cudaErrorInvalidResourceHandle, "cudaStreamQuery", "stream was destroyed or never created");
+  }
+  return RefuseOnCapturingStream(stream, "cudaStreamQuery", cudaErrorStreamCaptureUnsupported,
+                                 "a capturing stream cannot be queried");
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   if (!IsValidStream(stream)) {
     return Fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent",
@@ -463,9 +532,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!IsValidStream(stream)) {
     return Fail(cudaErrorInvalidResourceHandle, "cudaEventRecord", "stream was destroyed or never created");
   }
-  event->recorded = true;
-  event->at = std::chrono::steady_clock::now();
-  return cudaSuccess;
+  // In a capture, an event node: the event is recorded at each launch of the graph.
+  std::function<cudaError_t()> work = [event] {
+    event->recorded = true;
+    event->at = std::chrono::steady_clock::now();
+    return cudaSuccess;
+  };
+  cudaError_t result;
+  if (RecordIfCapturing(stream, "cudaEventRecord", work, &result)) return result;
+  return work();
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!IsValidEvent(event)) {

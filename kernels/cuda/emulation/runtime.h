@@ -10,11 +10,23 @@
 //   - Streams run their work when it is queued: every asynchronous call has finished
 //     when it returns. Stream order is therefore always kept, and a missing
 //     synchronisation is not detected. Events hold the host time they were recorded at.
+//   - Stream capture (cudaStreamBeginCapture .. cudaStreamEndCapture) records the
+//     stream's work instead of running it: kernel launches with their parameters,
+//     asynchronous copies and memsets, and the libraries' calls (Enqueue). A graph
+//     instantiated from the capture runs that work again, in order, at every
+//     cudaGraphLaunch. The calls CUDA refuses during a capture are refused as CUDA
+//     does, and invalidate it: synchronizing or querying the capturing stream, a copy
+//     between the device and pageable host memory on it, cudaMalloc or cudaFree or a
+//     synchronous copy or memset while a capture of mode global is under way. Unlike
+//     CUDA, a stream-ordered allocation or free on a capturing stream (a graph memory
+//     node) is refused (cudaErrorNotSupported); captures are of one stream (no event
+//     joins other streams into them).
 // Include as <cuda_runtime_api.h> (emulation/include shadows the toolkit's headers).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 // ---- Errors (values as in the CUDA runtime's driver_types.h) ----------------------
 enum cudaError_t {
@@ -31,6 +43,7 @@ enum cudaError_t {
   cudaErrorDevicesUnavailable = 46,
   cudaErrorECCUncorrectable = 214,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
@@ -45,6 +58,11 @@ enum cudaError_t {
   cudaErrorSystemDriverMismatch = 803,
   cudaErrorCompatNotSupportedOnDevice = 804,
   cudaErrorNotSupported = 801,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorUnknown = 999,
 };
 
@@ -53,6 +71,23 @@ struct CUstream_st;
 struct CUevent_st;
 using cudaStream_t = CUstream_st*;
 using cudaEvent_t = CUevent_st*;
+struct CUgraph_st;
+struct CUgraphExec_st;
+struct CUgraphNode_st;
+using cudaGraph_t = CUgraph_st*;
+using cudaGraphExec_t = CUgraphExec_st*;
+using cudaGraphNode_t = CUgraphNode_st*;
+
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
 
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -150,6 +185,19 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
+// Stream capture and graphs (see the header's comment). A graph's nodes are the
+// captured calls in stream order; cudaGraphGetNodes counts them (with a null `nodes`)
+// or returns opaque handles. cudaGraphLaunch runs the nodes in order and returns the
+// first error of one (the error a kernel of the graph would report).
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count);
+
 // No driver API exists under emulation: every symbol is reported not found.
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned version,
                                              unsigned long long flags,
@@ -172,5 +220,14 @@ bool IsDeviceRange(const void* ptr, size_t bytes);
 cudaError_t Fail(cudaError_t error, const char* call, const char* detail);
 // Whether `stream` is the default stream or one created and not destroyed.
 bool IsValidStream(cudaStream_t stream);
+
+// Queues `work`, device work computed on the host (a library call's reference loop, a
+// kernel the emulation runs with the CPU kernel), on `stream`, after the caller checked
+// its arguments: runs it now and returns its error, or, while `stream` is capturing,
+// records it as a node of the capture (`name` names it) and returns cudaSuccess
+// (cudaErrorStreamCaptureInvalidated when the capture was invalidated). A recorded
+// node runs at every launch of a graph made from the capture, so `work` must own
+// copies of whatever it reads besides device memory (descriptors, scalars).
+cudaError_t Enqueue(cudaStream_t stream, const char* name, std::function<cudaError_t()> work);
 
 }  // namespace remex::cuda_emulation

@@ -247,7 +247,19 @@ class FusedCudaKernel final : public OpKernel {
     if (!cuda_emulation::IsDeviceRange(out.data, static_cast<size_t>(n) * DTypeSize(out.dtype))) {
       return Internal(std::string(kOp) + " on cuda: the output is not in device memory");
     }
-    return function->Compute(inputs, outputs);
+    // The CPU kernel stands for the generated one. On a capturing stream it is queued
+    // as the launch would be, recorded with copies of the operands for the graph.
+    const auto stream = static_cast<cudaStream_t>(context_.stream);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    REMEX_RETURN_IF_ERROR(CudaCheck(kOp, "cudaStreamIsCapturing", cudaStreamIsCapturing(stream, &capture)));
+    if (capture == cudaStreamCaptureStatusNone) return function->Compute(inputs, outputs);
+    std::function<cudaError_t()> launch = [function, in = std::vector<TensorRef>(inputs.begin(), inputs.end()),
+                                           out = std::vector<TensorRef>(outputs.begin(), outputs.end())]() mutable {
+      Status st = function->Compute(in, out);
+      return st.ok() ? cudaSuccess
+                     : cuda_emulation::Fail(cudaErrorLaunchFailure, kOp.data(), st.message().c_str());
+    };
+    return CudaCheck(kOp, "FusedElementwise launch", cuda_emulation::Enqueue(stream, kOp.data(), std::move(launch)));
 #else
     REMEX_ASSIGN_OR_RETURN(const DriverApi* api, GetDriverApi());
     const unsigned blocks =
