@@ -440,6 +440,7 @@ StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* prof
   const uint64_t allocations_before = allocations_;
   const FunctionState& state = functions_[fn];
   last_function_ = -1;
+  last_invoke_graph_ = false;
   if (control_) {
     turn_started_ = std::chrono::steady_clock::now();
     unchecked_ = 0;
@@ -457,7 +458,8 @@ StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* prof
     last_allocations_ = allocations_ - allocations_before;
     REMEX_RETURN_IF_ERROR(st);
   } else {
-    Status st = Run(fn, state.inputs, state.bound_outputs, outputs, nullptr);
+    last_invoke_graph_ = false;
+    Status st = device_graphs_ ? RunWithGraphs(fn, outputs) : Run(fn, state.inputs, state.bound_outputs, outputs, nullptr);
     last_copies_ = copies_ - before;
     last_allocations_ = allocations_ - allocations_before;
     REMEX_RETURN_IF_ERROR(st);
@@ -577,7 +579,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
       unchecked_ = 0;
       auto now = std::chrono::steady_clock::now();
       Status st = control_->Check(now);
-      if (st.ok() && control_->yield && now - turn_started_ >= control_->slice) {
+      if (st.ok() && control_->yield && !recording_ && now - turn_started_ >= control_->slice) {
         control_->yield();
         now = std::chrono::steady_clock::now();
         turn_started_ = now;
@@ -769,13 +771,15 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         Status st = kernel_devices_[s[0]]->BeforeKernelLaunch();
         if (st.ok()) st = kernels_[s[0]]->Compute(in_refs, out_refs);
         if (!st.ok()) return fail(st);
+        if (kernel_devices_[s[0]] == &HostDevice() && kernel_devices_[s[0]] != &device) ++host_kernel_runs_;
         // Between kernels: a cancelled or late run stops here, and again after other
         // work had its turn (it may have cancelled this run meanwhile).
         if (control_) {
           unchecked_ = 0;
           st = control_->Check();
           if (!st.ok()) return fail(st);
-          if (control_->yield) {
+          // Not while recording a graph: other work would be recorded with it.
+          if (control_->yield && !recording_) {
             control_->yield();
             turn_started_ = std::chrono::steady_clock::now();
             st = control_->Check(turn_started_);
@@ -1039,7 +1043,158 @@ void VirtualMachine::HeldBuffers(std::vector<const Buffer*>& out) const {
     for (const auto& a : f.arenas) {
       if (a) out.push_back(a.get());
     }
+    for (const auto& [shapes, g] : f.graphs) {
+      for (const auto& b : g.held) out.push_back(b.get());
+    }
   }
+}
+
+void VirtualMachine::set_device_graphs(bool on) {
+  device_graphs_ = on && allocator_->device().capabilities().graphs;
+  if (!device_graphs_) {
+    for (FunctionState& f : functions_) f.graphs.clear();
+    graph_stats_.live = 0;
+  }
+}
+
+std::string VirtualMachine::graph_refusal(int fn, const std::vector<Shape>& input_shapes) const {
+  if (fn < 0 || static_cast<size_t>(fn) >= functions_.size()) return {};
+  auto it = functions_[fn].graphs.find(input_shapes);
+  return it == functions_[fn].graphs.end() ? std::string() : it->second.reason;
+}
+
+Status VirtualMachine::RunWithGraphs(int fn, std::vector<Value>& outputs) {
+  FunctionState& state = functions_[fn];
+  const FunctionDef& def = executable_->def().functions[fn];
+  auto plain = [&] { return Run(fn, state.inputs, state.bound_outputs, outputs, nullptr); };
+  for (const ValueDesc& d : def.inputs) {
+    if (d.kind != ValueKind::kTensor) return plain();
+  }
+  for (const ValueDesc& d : def.outputs) {
+    if (d.kind != ValueKind::kTensor) return plain();
+  }
+  std::vector<Shape> key;
+  key.reserve(state.inputs.size());
+  for (const Value& v : state.inputs) key.push_back(v.tensor->shape);
+  auto it = state.graphs.find(key);
+  if (it == state.graphs.end()) {
+    if (state.graphs.size() >= kMaxGraphShapes) {
+      auto oldest = state.graphs.begin();
+      for (auto g = state.graphs.begin(); g != state.graphs.end(); ++g) {
+        if (g->second.last_used < oldest->second.last_used) oldest = g;
+      }
+      if (oldest->second.graph) --graph_stats_.live;
+      state.graphs.erase(oldest);
+    }
+    it = state.graphs.emplace(std::move(key), GraphEntry{}).first;
+  }
+  GraphEntry& entry = it->second;
+  entry.last_used = ++graph_clock_;
+  if (entry.refused) return plain();
+  if (!entry.graph) {
+    if (entry.plain_runs == 0) {
+      // The first call with these shapes runs plainly; it also tells whether the
+      // function stays on the device for them (no transfer, no host kernel).
+      const CopyStats before = copies_;
+      const uint64_t host_kernels_before = host_kernel_runs_;
+      REMEX_RETURN_IF_ERROR(plain());
+      const CopyStats moved = copies_ - before;
+      if (moved.host_to_device_count || moved.device_to_host_count || host_kernel_runs_ != host_kernels_before) {
+        entry.refused = true;
+        entry.reason = "the call moved data between the host and the device";
+        ++graph_stats_.refusals;
+      } else {
+        entry.plain_runs = 1;
+      }
+      return OkStatus();
+    }
+    if (Status recorded = RecordGraph(fn, entry); !recorded.ok()) {
+      entry = GraphEntry{};
+      entry.last_used = graph_clock_;
+      entry.refused = true;
+      entry.reason = recorded.message();
+      ++graph_stats_.refusals;
+      return plain();
+    }
+  }
+  return LaunchGraph(fn, entry, outputs);
+}
+
+Status VirtualMachine::RecordGraph(int fn, GraphEntry& entry) {
+  FunctionState& state = functions_[fn];
+  Device& device = allocator_->device();
+  // The graph's own inputs, filled before each launch.
+  std::vector<Value> inputs;
+  inputs.reserve(state.inputs.size());
+  for (const Value& v : state.inputs) {
+    REMEX_ASSIGN_OR_RETURN(TensorPtr t, Allocate(*allocator_, v.tensor->dtype, v.tensor->shape));
+    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(t->data(), v.tensor->data(), v.tensor->nbytes()));
+    entry.inputs.push_back(t);
+    inputs.push_back(Value::OfTensor(std::move(t)));
+  }
+  const std::vector<TensorPtr> unbound(state.bound_outputs.size());
+  std::vector<Value> outputs;
+  Status ran;
+  StatusOr<std::unique_ptr<DeviceGraph>> graph = Internal("not recorded");
+  {
+    // Every buffer allocated while recording (intermediates, outputs, the kernels'
+    // workspaces) is the graph's until it goes: each launch writes them again.
+    AllocationHold hold;
+    REMEX_RETURN_IF_ERROR(device.BeginCapture());
+    recording_ = true;
+    ran = Run(fn, inputs, unbound, outputs, nullptr);
+    recording_ = false;
+    graph = device.EndCapture();
+    entry.held = hold.buffers();
+  }
+  if (!ran.ok()) return ran;
+  if (!graph.ok()) return graph.status();
+  // The planned arenas it writes (made by an earlier call, or while recording).
+  for (const FunctionState& f : functions_) {
+    for (const auto& arena : f.arenas) {
+      if (arena && &arena->device() == &device) entry.held.push_back(arena);
+    }
+  }
+  for (Value& v : outputs) entry.outputs.push_back(std::move(v.tensor));
+  entry.body = last_function_;
+  entry.graph = std::move(graph).value();
+  ++graph_stats_.recordings;
+  ++graph_stats_.live;
+  graph_stats_.nodes += entry.graph->size();
+  return OkStatus();
+}
+
+Status VirtualMachine::LaunchGraph(int fn, GraphEntry& entry, std::vector<Value>& outputs) {
+  FunctionState& state = functions_[fn];
+  const FunctionDef& def = executable_->def().functions[fn];
+  Device& device = allocator_->device();
+  for (size_t i = 0; i < entry.inputs.size(); ++i) {
+    const TensorPtr& given = state.inputs[i].tensor;
+    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(entry.inputs[i]->data(), given->data(), given->nbytes()));
+  }
+  REMEX_RETURN_IF_ERROR(device.BeforeKernelLaunch());
+  REMEX_RETURN_IF_ERROR(entry.graph->Launch().WithContext("function '" + def.name + "': device graph"));
+  outputs.clear();
+  for (size_t k = 0; k < entry.outputs.size(); ++k) {
+    const TensorPtr& produced = entry.outputs[k];
+    TensorPtr out = state.bound_outputs[k];
+    if (out) {
+      if (out->dtype != produced->dtype || out->shape != produced->shape) {
+        return InvalidArgument("buffer bound to output '" + def.outputs[k].name + "' is " +
+                               std::string(DTypeName(out->dtype)) + " " + ShapeToString(out->shape) +
+                               " but this call produces " + std::string(DTypeName(produced->dtype)) + " " +
+                               ShapeToString(produced->shape));
+      }
+    } else {
+      REMEX_ASSIGN_OR_RETURN(out, Allocate(*allocator_, produced->dtype, produced->shape));
+    }
+    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(out->data(), produced->data(), produced->nbytes()));
+    outputs.push_back(Value::OfTensor(std::move(out)));
+  }
+  last_function_ = entry.body;
+  last_invoke_graph_ = true;
+  ++graph_stats_.launches;
+  return OkStatus();
 }
 
 }  // namespace remex::vm

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -178,6 +179,43 @@ class VirtualMachine {
   // before the first successful Invoke.
   int last_invoke_function() const { return last_function_; }
 
+  // Device graphs (DeviceCapabilities::graphs: CUDA Graphs on a GPU; off by default,
+  // and staying off on a device without them). With them on, calls of a function whose
+  // inputs and outputs are tensors are served per set of input shapes:
+  //   1st call with the shapes: runs as usual, and tells whether the function stays on
+  //       the device for them (no transfer with the host, no host kernel: no shape read
+  //       from data, no If or Loop deciding on a device value);
+  //   2nd call: when it did, the run is recorded into a device graph (DeviceGraph),
+  //       then launched;
+  //   later calls: the graph is launched, one submission instead of one per kernel.
+  // A launch first copies the call's inputs into the graph's own input buffers and
+  // afterwards its outputs into the bound output buffers (SetOutput) or new tensors,
+  // all on the device: every output handle stays the caller's, as without graphs. A
+  // recording that fails (a kernel that waits for the device or reads back data; see
+  // Device::BeginCapture) leaves those shapes to plain calls for good. The bucket a
+  // dispatcher chose (TailCall) is part of what is recorded, so each bucket's shapes
+  // get a graph of their own. At most kMaxGraphShapes sets of shapes are tracked per
+  // function; the least recently used goes, with its graph. A graph holds every buffer
+  // its work uses (inputs, outputs, intermediates, kernel workspaces), charged to this
+  // VM's allocator, until it goes: set_device_graphs(false) drops them all. Calls with
+  // a profiler run without graphs.
+  static constexpr size_t kMaxGraphShapes = 16;
+  void set_device_graphs(bool on);
+  bool device_graphs() const { return device_graphs_; }
+  struct GraphStats {
+    uint64_t launches = 0;    // calls served by a graph
+    uint64_t recordings = 0;  // graphs recorded
+    uint64_t refusals = 0;    // sets of shapes left to plain calls
+    uint64_t live = 0;        // graphs held now
+    uint64_t nodes = 0;       // operations recorded, over all recordings
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
+  // Whether the last Invoke launched a device graph.
+  bool last_invoke_graph() const { return last_invoke_graph_; }
+  // Why the graph of function `fn` for `input_shapes` was refused; empty when it was
+  // not (or those shapes are not tracked).
+  std::string graph_refusal(int fn, const std::vector<Shape>& input_shapes) const;
+
   // Appends every buffer this VM keeps alive: its constants' copies, each function's
   // planned arenas, and the inputs and bound outputs of each function's last
   // SetInputs or Invoke (kept until the next, even after the session freed their
@@ -188,12 +226,31 @@ class VirtualMachine {
  private:
   // SetInputValues's checks of `inputs` against function `fn`'s signature and symbols.
   Status CheckInputValues(int fn, const std::vector<Value>& inputs) const;
+  // A function's calls with one set of input shapes, under device graphs.
+  struct GraphEntry {
+    int plain_runs = 0;  // 1 once a plain call stayed on the device
+    bool refused = false;
+    std::string reason;  // why refused
+    std::unique_ptr<DeviceGraph> graph;
+    std::vector<TensorPtr> inputs;   // the graph's own, copied into before a launch
+    std::vector<TensorPtr> outputs;  // where it leaves the outputs, copied out after
+    std::vector<std::shared_ptr<Buffer>> held;  // every buffer its work uses
+    int body = -1;                              // the function whose body ran (TailCall)
+    uint64_t last_used = 0;
+  };
   struct FunctionState {
     std::vector<Value> inputs;
     std::vector<TensorPtr> bound_outputs;
     bool inputs_set = false;
     std::shared_ptr<Buffer> arenas[2];  // planned memory, made on first use
+    std::map<std::vector<Shape>, GraphEntry> graphs;  // device graphs, by input shapes
   };
+  // InvokeValues's run of `fn` under device graphs (see set_device_graphs).
+  Status RunWithGraphs(int fn, std::vector<Value>& outputs);
+  // Records the call of `fn` on its bound inputs' shapes into `entry`.
+  Status RecordGraph(int fn, GraphEntry& entry);
+  // Serves the call of `fn` with `entry`'s graph.
+  Status LaunchGraph(int fn, GraphEntry& entry, std::vector<Value>& outputs);
 
   VirtualMachine(std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator)
       : executable_(std::move(executable)), allocator_(std::move(allocator)) {}
@@ -241,6 +298,14 @@ class VirtualMachine {
   uint64_t device_allocations_ = 0;
   uint64_t device_allocated_bytes_ = 0;
   int last_function_ = -1;
+  // Kernels run on the host for a function of the device (not counted on a device
+  // that is the host's memory), since Create.
+  uint64_t host_kernel_runs_ = 0;
+  bool device_graphs_ = false;
+  bool recording_ = false;  // a graph is being recorded: the run does not yield
+  bool last_invoke_graph_ = false;
+  uint64_t graph_clock_ = 0;  // orders GraphEntry::last_used
+  GraphStats graph_stats_;
 };
 
 }  // namespace remex::vm

@@ -113,7 +113,21 @@ StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
   return *fresh;
 }
 
+namespace {
+thread_local std::vector<std::shared_ptr<Buffer>>* t_hold = nullptr;  // AllocationHold's
+}  // namespace
+
+AllocationHold::AllocationHold() : outer_(t_hold) { t_hold = &held_; }
+
+AllocationHold::~AllocationHold() { t_hold = outer_; }
+
 StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
+  StatusOr<std::shared_ptr<Buffer>> buffer = AllocateUnheld(bytes);
+  if (t_hold && buffer.ok()) t_hold->push_back(*buffer);
+  return buffer;
+}
+
+StatusOr<std::shared_ptr<Buffer>> Allocator::AllocateUnheld(size_t bytes) {
   const size_t size_class = SizeClass(bytes);
   if (queue_) {
     std::shared_ptr<Buffer> block;

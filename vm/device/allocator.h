@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/status.h"
@@ -113,6 +114,8 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // A block of `size_class` bytes from the cache or the device, counted in stats_.
   // `from_device` tells which.
   StatusOr<void*> AllocateBlock(size_t size_class, bool* from_device);
+  // Allocate without the calling thread's AllocationHold.
+  StatusOr<std::shared_ptr<Buffer>> AllocateUnheld(size_t bytes);
   void Release(void* data, size_t size_class);
   void TrimLocked();
   // Returns cached blocks, oldest first, until at most `keep_bytes` stay cached.
@@ -139,6 +142,26 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   std::multimap<size_t, std::list<CachedBlock>::iterator> cache_;
   uint64_t cached_bytes_ = 0;
   AllocatorStats stats_;
+};
+
+// While one lives, every buffer any Allocator hands out on the constructing thread is
+// also kept here, so that none returns to a cache before the holder lets go: a device
+// graph's recording (DeviceGraph) takes the buffers its recorded work used, workspaces
+// the kernels released at once included, because every launch of the graph uses them
+// again. Holds nest: an inner one keeps its own and shadows the outer one. Not
+// movable; destroyed on the thread that made it.
+class AllocationHold {
+ public:
+  AllocationHold();
+  ~AllocationHold();
+  AllocationHold(const AllocationHold&) = delete;
+  AllocationHold& operator=(const AllocationHold&) = delete;
+  // The buffers held so far (the hold keeps them too until it goes).
+  const std::vector<std::shared_ptr<Buffer>>& buffers() const { return held_; }
+
+ private:
+  std::vector<std::shared_ptr<Buffer>>* outer_;
+  std::vector<std::shared_ptr<Buffer>> held_;
 };
 
 // A dense row-major tensor in device memory: its own buffer, or a slot of a larger one

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "kernels/cuda/cuda_faults.h"
 #endif
@@ -91,10 +93,18 @@ class CudaQueue : public Device {
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     void* ptr = nullptr;
     const size_t n = bytes == 0 ? 1 : bytes;
-    const cudaError_t error = use_pool() ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
+    // While recording, a stream-ordered allocation would be a node of the graph (memory
+    // the graph owns); the block comes from cudaMalloc instead (permitted by the
+    // relaxed capture mode) and is the caller's like any other.
+    const bool pool = use_pool() && !capturing_.load(std::memory_order_acquire);
+    const cudaError_t error = pool ? cudaMallocAsync(&ptr, n, stream_) : cudaMalloc(&ptr, n);
     if (error != cudaSuccess) {
-      Status s = CudaCallError(name_, use_pool() ? "cudaMallocAsync" : "cudaMalloc", error);
+      Status s = CudaCallError(name_, pool ? "cudaMallocAsync" : "cudaMalloc", error);
       return Status(s.code(), s.message() + " (" + std::to_string(bytes) + " bytes requested)");
+    }
+    if (use_pool() && !pool) {
+      std::lock_guard<std::mutex> lock(plain_mu_);
+      plain_blocks_.insert(ptr);
     }
     return ptr;
   }
@@ -104,15 +114,36 @@ class CudaQueue : public Device {
       (void)cudaGetLastError();
       return;
     }
+    bool plain = !use_pool();
+    if (!plain) {
+      std::lock_guard<std::mutex> lock(plain_mu_);
+      plain = plain_blocks_.erase(ptr) > 0;
+    }
     // Deallocate cannot fail by contract: an error here (a device already in an error
     // state) leaves the block to the driver, which reclaims it with the context.
-    if (use_pool()) {
-      (void)cudaFreeAsync(ptr, stream_);
-    } else {
+    if (plain) {
       (void)cudaFree(ptr);
+    } else {
+      (void)cudaFreeAsync(ptr, stream_);
     }
     (void)cudaGetLastError();
   }
+
+  Status BeginCapture() override {
+    REMEX_RETURN_IF_ERROR(MakeCurrent());
+    if (capturing_.load(std::memory_order_acquire)) return FailedPrecondition(name_ + ": already recording a graph");
+    // Relaxed: cudaMalloc stays permitted (Allocate above), and other threads' CUDA
+    // calls do not spoil the recording.
+    REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    {
+      std::lock_guard<std::mutex> lock(plain_mu_);
+      spoiled_ = OkStatus();
+    }
+    capturing_.store(true, std::memory_order_release);
+    return OkStatus();
+  }
+
+  StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() override;
 
   Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return OkStatus();
@@ -129,12 +160,14 @@ class CudaQueue : public Device {
   }
 
   Status Synchronize() override {
+    REMEX_RETURN_IF_ERROR(RefuseWhileCapturing("Synchronize"));
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
     return OkStatus();
   }
 
   StatusOr<bool> Idle() override {
+    REMEX_RETURN_IF_ERROR(RefuseWhileCapturing("Idle"));
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     return StreamIdle(name_, stream_);
   }
@@ -154,6 +187,17 @@ class CudaQueue : public Device {
     return OkStatus();
   }
 
+  // FAILED_PRECONDITION, which spoils the recording, for `what` (a wait for the device
+  // or a transfer with the host) while recording a graph; OK otherwise.
+  Status RefuseWhileCapturing(std::string_view what) {
+    if (!capturing_.load(std::memory_order_acquire)) return OkStatus();
+    Status refused = FailedPrecondition(name_ + ": " + std::string(what) +
+                                        " while recording a graph: a graph holds device work only");
+    std::lock_guard<std::mutex> lock(plain_mu_);
+    if (spoiled_.ok()) spoiled_ = refused;
+    return refused;
+  }
+
  protected:
   CudaQueue(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
 
@@ -164,6 +208,8 @@ class CudaQueue : public Device {
   // source may be pinned memory, which cudaMemcpyAsync reads after returning).
   Status DirectTransfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(
+        RefuseWhileCapturing(kind == cudaMemcpyHostToDevice ? "a copy to the device" : "a copy to the host"));
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(dst, src, bytes, kind, stream_));
     REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(stream_));
@@ -182,7 +228,61 @@ class CudaQueue : public Device {
   const int ordinal_;
   const std::string name_;
   cudaStream_t stream_ = nullptr;
+
+  // Recording a graph (BeginCapture .. EndCapture).
+  std::atomic<bool> capturing_{false};
+  std::mutex plain_mu_;
+  Status spoiled_;                 // the first refusal of this recording (guarded by plain_mu_)
+  std::set<void*> plain_blocks_;  // cudaMalloc blocks made while recording, on a pool device
 };
+
+// An instantiated CUDA Graph of a queue's recorded work.
+class CudaGraph final : public DeviceGraph {
+ public:
+  CudaGraph(CudaQueue& queue, cudaGraphExec_t exec, size_t nodes) : queue_(queue), exec_(exec), nodes_(nodes) {}
+  ~CudaGraph() override {
+    (void)cudaSetDevice(queue_.ordinal());
+    (void)cudaGraphExecDestroy(exec_);
+    (void)cudaGetLastError();
+  }
+  Status Launch() override {
+    REMEX_RETURN_IF_ERROR(queue_.MakeCurrent());
+    REMEX_CUDA_RETURN_IF_ERROR(queue_.name(), cudaGraphLaunch(exec_, queue_.stream()));
+    return OkStatus();
+  }
+  size_t size() const override { return nodes_; }
+
+ private:
+  CudaQueue& queue_;
+  cudaGraphExec_t exec_;
+  size_t nodes_;
+};
+
+StatusOr<std::unique_ptr<DeviceGraph>> CudaQueue::EndCapture() {
+  if (!capturing_.load(std::memory_order_acquire)) return FailedPrecondition(name_ + ": not recording a graph");
+  REMEX_RETURN_IF_ERROR(MakeCurrent());
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  capturing_.store(false, std::memory_order_release);
+  Status spoiled;
+  {
+    std::lock_guard<std::mutex> lock(plain_mu_);
+    spoiled = std::exchange(spoiled_, OkStatus());
+  }
+  if (ended != cudaSuccess) {
+    Status s = CudaCallError(name_, "cudaStreamEndCapture", ended);
+    if (!spoiled.ok()) return FailedPrecondition(spoiled.message() + " (" + s.message() + ")");
+    if (ended == cudaErrorStreamCaptureInvalidated) return FailedPrecondition(s.message());
+    return s;
+  }
+  std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)> owned(graph, cudaGraphDestroy);
+  if (!spoiled.ok()) return FailedPrecondition(spoiled.message());
+  size_t nodes = 0;
+  REMEX_CUDA_RETURN_IF_ERROR(name_, cudaGraphGetNodes(graph, nullptr, &nodes));
+  cudaGraphExec_t exec = nullptr;
+  REMEX_CUDA_RETURN_IF_ERROR(name_, cudaGraphInstantiate(&exec, graph, 0));
+  return std::unique_ptr<DeviceGraph>(new CudaGraph(*this, exec, nodes));
+}
 
 class CudaDevice final : public CudaQueue {
  public:
@@ -218,6 +318,7 @@ class CudaDevice final : public CudaQueue {
     caps.kernel_kind = kernels::DeviceKind::kCuda;
     caps.streams = true;
     caps.fault_recovery = true;
+    caps.graphs = true;
     return caps;
   }
   std::string description() const override { return description_; }
@@ -225,6 +326,7 @@ class CudaDevice final : public CudaQueue {
 
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(RefuseWhileCapturing("a copy to the device"));
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     if (bytes > kCudaStagingThreshold) {
       std::lock_guard<std::mutex> lock(staging_mu_);
@@ -236,6 +338,7 @@ class CudaDevice final : public CudaQueue {
 
   Status CopyToHost(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return OkStatus();
+    REMEX_RETURN_IF_ERROR(RefuseWhileCapturing("a copy to the host"));
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     if (bytes > kCudaStagingThreshold) {
       std::lock_guard<std::mutex> lock(staging_mu_);
@@ -272,6 +375,11 @@ class CudaDevice final : public CudaQueue {
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     ReleaseStreamAndStaging();
     REMEX_CUDA_RETURN_IF_ERROR(name_, cudaDeviceReset());
+    {
+      std::lock_guard<std::mutex> lock(plain_mu_);  // the reset freed them
+      plain_blocks_.clear();
+    }
+    capturing_.store(false, std::memory_order_release);
     kernels::ForgetCudaDeviceState(ordinal_);
     REMEX_RETURN_IF_ERROR(MakeCurrent());
     REMEX_CUDA_RETURN_IF_ERROR(name_, cudaStreamCreate(&stream_));
@@ -444,10 +552,12 @@ class CudaStreamDevice final : public CudaQueue {
     return OkStatus();
   }
 
-  // The device's kernels; no streams of its own, and no reset (its device's is).
+  // The device's kernels and graphs; no streams of its own, and no reset (its
+  // device's is).
   DeviceCapabilities capabilities() const override {
     DeviceCapabilities caps;
     caps.kernel_kind = kernels::DeviceKind::kCuda;
+    caps.graphs = true;
     return caps;
   }
   std::string description() const override { return parent_.description(); }

@@ -15,6 +15,12 @@ Status Device::Memset(void* dst, uint8_t value, size_t bytes) {
   return OkStatus();
 }
 
+Status Device::BeginCapture() { return Unimplemented(name() + " does not record graphs"); }
+
+StatusOr<std::unique_ptr<DeviceGraph>> Device::EndCapture() {
+  return Unimplemented(name() + " does not record graphs");
+}
+
 StatusOr<bool> Device::Idle() {
   REMEX_RETURN_IF_ERROR(Synchronize());
   return true;

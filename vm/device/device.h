@@ -64,6 +64,10 @@ struct DeviceCapabilities {
   // convolutions NHWC for it by default (tooling::CompileForDevice).
   bool float_channels_last = false;
 
+  // It records its queued work into graphs replayed by one launch each
+  // (Device::BeginCapture / EndCapture: CUDA Graphs): the CUDA device and its streams.
+  bool graphs = false;
+
   // Whether the host may read and write the device's memory in place whenever no call on
   // the device is running, on any thread: host-addressable memory and no queued work.
   // The server then receives tensor writes into, and sends tensor reads from, the
@@ -83,6 +87,24 @@ class DeviceTimer {
   virtual StatusOr<double> ElapsedSeconds() = 0;
   // "cuda_event".
   virtual std::string name() const = 0;
+};
+
+// A device's queued work recorded once (Device::BeginCapture .. EndCapture) and run
+// again by one launch: kernels with the arguments they were launched with, copies and
+// memsets within device memory, in their recorded order. On a GPU a CUDA Graph,
+// instantiated once (CUDA Programming Guide, "CUDA Graphs"; capture by
+// cudaStreamBeginCapture): a launch costs one submission instead of one per kernel.
+// The recorded work reads and writes the same addresses at every launch, so whoever
+// launches it keeps that memory allocated to it while it lives (the VM's graphs hold
+// the buffers). Destroy it before the device is reset; the device must outlive it.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Queues the recorded work on the device's queue; returns once it is queued, as a
+  // kernel launch does. Errors of the launch, device faults as the device reports them.
+  virtual Status Launch() = 0;
+  // The recorded operations (graph nodes): kernels, copies, memsets, library calls.
+  virtual size_t size() const = 0;
 };
 
 class Device {
@@ -116,6 +138,23 @@ class Device {
   // unordered with them. UNIMPLEMENTED for a device without streams (the default);
   // errors of creating the queue. This device must outlive it.
   virtual StatusOr<std::unique_ptr<Device>> CreateStream();
+
+  // Recording (capabilities().graphs). After BeginCapture the work the calling thread
+  // queues on the device (kernels, CopyOnDevice, Memset) is recorded, not run, until
+  // EndCapture returns it as a DeviceGraph. While recording, what would wait for the
+  // device or move bytes to or from the host (Synchronize, Idle, CopyToDevice,
+  // CopyToHost) fails with FAILED_PRECONDITION and spoils the recording, as does a
+  // kernel that does so itself: EndCapture then fails with the reason, and nothing of
+  // the recorded work ran. Memory allocated while recording stays usable outside the
+  // graph (it is not the graph's own). The caller queues nothing else on the device
+  // meanwhile (the device server's worker runs one request at a time).
+  // UNIMPLEMENTED for a device without graphs (the default); FAILED_PRECONDITION when
+  // already recording; errors of the CUDA calls.
+  virtual Status BeginCapture();
+  // Ends the recording BeginCapture started and instantiates it. FAILED_PRECONDITION
+  // when not recording, or naming what spoiled the recording; UNIMPLEMENTED without
+  // graphs.
+  virtual StatusOr<std::unique_ptr<DeviceGraph>> EndCapture();
 
   // Allocates `bytes` (> 0) of device memory, 64-byte aligned.
   // RESOURCE_EXHAUSTED when the device cannot provide it.

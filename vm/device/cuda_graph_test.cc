@@ -1,0 +1,249 @@
+// Device graphs on the CUDA device (CUDA Graphs; under the host emulation in CI): the
+// device's recording (Device::BeginCapture / EndCapture) and the VM's graphs
+// (VirtualMachine::set_device_graphs): recorded at the second call with the same
+// shapes, launched after, outputs as without graphs, refused where a kernel reads back.
+// Each test skips itself when no CUDA GPU is visible.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vm/device/allocator.h"
+#include "vm/device/cuda_device.h"
+#include "vm/device/cuda_device_test_util.h"
+#include "vm/executable.h"
+#include "vm/vm.h"
+#include "vm/vm_test_util.h"
+
+namespace remex::vm {
+namespace {
+
+TensorPtr Upload(Device& device, Allocator& allocator, DType dtype, const Shape& shape, const void* data) {
+  auto t = AllocateTensor(allocator, dtype, shape);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(device.CopyToDevice((*t)->data(), data, (*t)->nbytes()).ok());
+  return *t;
+}
+
+std::vector<float> Download(Device& device, const TensorPtr& t) {
+  std::vector<float> v(t->nbytes() / 4);
+  EXPECT_TRUE(device.CopyToHost(v.data(), t->data(), t->nbytes()).ok());
+  return v;
+}
+
+TEST(CudaGraphs, TheDeviceRecordsItsQueuedWorkAndRefusesWaitsAndHostCopies) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  EXPECT_TRUE(device->capabilities().graphs);
+  auto allocator = Allocator::Create(*device);
+  const std::vector<float> ones(64, 1.0f);
+  TensorPtr a = Upload(*device, *allocator, DType::kFloat32, {64}, ones.data());
+  TensorPtr b = Upload(*device, *allocator, DType::kFloat32, {64}, ones.data());
+
+  // A wait or a host copy while recording is refused and spoils the recording.
+  ASSERT_TRUE(device->BeginCapture().ok());
+  EXPECT_EQ(device->BeginCapture().code(), StatusCode::kFailedPrecondition);
+  Status wait = device->Synchronize();
+  EXPECT_EQ(wait.code(), StatusCode::kFailedPrecondition) << wait.ToString();
+  std::vector<float> host(64);
+  EXPECT_EQ(device->CopyToHost(host.data(), a->data(), 256).code(), StatusCode::kFailedPrecondition);
+  auto spoiled = device->EndCapture();
+  ASSERT_FALSE(spoiled.ok());
+  EXPECT_EQ(spoiled.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(spoiled.status().message().find("Synchronize"), std::string::npos) << spoiled.status().ToString();
+  EXPECT_EQ(device->EndCapture().status().code(), StatusCode::kFailedPrecondition);  // not recording
+
+  // Memset and a copy on the device: recorded, not run, and run at each launch.
+  ASSERT_TRUE(device->BeginCapture().ok());
+  ASSERT_TRUE(device->Memset(a->data(), 0, 256).ok());
+  ASSERT_TRUE(device->CopyOnDevice(b->data(), a->data(), 256).ok());
+  // Memory allocated while recording is ordinary memory.
+  auto scratch = allocator->Allocate(1 << 20);
+  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+  auto graph = device->EndCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  EXPECT_EQ((*graph)->size(), 2u);
+  EXPECT_EQ(Download(*device, b), ones);
+  ASSERT_TRUE((*graph)->Launch().ok());
+  EXPECT_EQ(Download(*device, b), std::vector<float>(64, 0.0f));
+  scratch->reset();
+  allocator->Trim();
+  EXPECT_TRUE(device->Synchronize().ok());
+}
+
+// A VM on the device with workspaces from its allocator, as the server makes it.
+struct GraphVm {
+  std::unique_ptr<Device> device;
+  std::shared_ptr<Allocator> allocator;
+  std::unique_ptr<kernels::KernelRegistry> registry;
+  std::unique_ptr<VirtualMachine> vm;
+
+  bool Make(const ExecutableDef& def, std::string* why) {
+    device = MustCreate(0);
+    if (!device) return false;
+    allocator = Allocator::Create(*device);
+    registry = CudaRegistry(CudaKernelContextFor(allocator), why);
+    if (!registry) return false;
+    auto exe = Executable::FromDef(def, *registry);
+    if (!exe.ok()) {
+      *why = exe.status().ToString();
+      return false;
+    }
+    auto made = VirtualMachine::Create(*exe, allocator, *registry);
+    if (!made.ok()) {
+      *why = made.status().ToString();
+      return false;
+    }
+    vm = std::move(made).value();
+    return true;
+  }
+};
+
+// Relu(x + c) on x: float32[rows, 3] with every element `value`.
+std::vector<float> AddRelu(float value, int64_t rows) {
+  const float c[3] = {1.0f, -2.0f, 0.5f};
+  std::vector<float> y(static_cast<size_t>(rows) * 3);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = std::max(0.0f, value + c[i % 3]);
+  return y;
+}
+
+TEST(CudaGraphs, TheVmRecordsAtTheSecondCallWithTheSameShapesAndLaunchesAfter) {
+  SKIP_WITHOUT_GPU();
+  GraphVm g;
+  std::string why;
+  ASSERT_TRUE(g.Make(AddReluDef(), &why)) << why;
+  VirtualMachine& vm = *g.vm;
+  vm.set_device_graphs(true);
+  ASSERT_TRUE(vm.device_graphs());
+  auto call = [&](float value, int64_t rows) -> TensorPtr {
+    std::vector<float> x(static_cast<size_t>(rows) * 3, value);
+    EXPECT_TRUE(
+        vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {rows, 3}, x.data())}).ok());
+    auto out = vm.Invoke(0);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? (*out)[0] : nullptr;
+  };
+
+  std::vector<TensorPtr> outputs;
+  outputs.push_back(call(0.0f, 5));  // runs plainly, and stayed on the device
+  EXPECT_FALSE(vm.last_invoke_graph());
+  EXPECT_EQ(vm.graph_stats().recordings, 0u);
+  outputs.push_back(call(1.0f, 5));  // recorded, then launched
+  EXPECT_TRUE(vm.last_invoke_graph());
+  EXPECT_EQ(vm.graph_stats().recordings, 1u);
+  EXPECT_GE(vm.graph_stats().nodes, 2u);  // the Add and Relu kernels at least
+  for (float value : {2.0f, -1.0f, 3.0f}) {
+    outputs.push_back(call(value, 5));
+    EXPECT_TRUE(vm.last_invoke_graph());
+  }
+  EXPECT_EQ(vm.graph_stats().launches, 4u);
+  EXPECT_EQ(vm.graph_stats().recordings, 1u);
+  EXPECT_EQ(vm.last_invoke_function(), 0);
+  // Every output is the caller's: later launches did not overwrite earlier ones.
+  const float values[] = {0.0f, 1.0f, 2.0f, -1.0f, 3.0f};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ASSERT_TRUE(outputs[i]);
+    EXPECT_EQ(Download(*g.device, outputs[i]), AddRelu(values[i], 5)) << "call " << i;
+  }
+  // No transfer with the host in any call: the graph's copies are on the device.
+  EXPECT_EQ(vm.last_invoke_copies().host_to_device_count + vm.last_invoke_copies().device_to_host_count, 0u);
+
+  // Other shapes get their own graph; the first shapes keep theirs.
+  EXPECT_EQ(Download(*g.device, call(4.0f, 7)), AddRelu(4.0f, 7));
+  EXPECT_FALSE(vm.last_invoke_graph());
+  EXPECT_EQ(Download(*g.device, call(5.0f, 5)), AddRelu(5.0f, 5));
+  EXPECT_TRUE(vm.last_invoke_graph());
+  EXPECT_EQ(Download(*g.device, call(6.0f, 7)), AddRelu(6.0f, 7));
+  EXPECT_EQ(vm.graph_stats().recordings, 2u);
+  EXPECT_EQ(vm.graph_stats().live, 2u);
+
+  // A bound output receives the graph's output.
+  auto bound = AllocateTensor(*g.allocator, DType::kFloat32, {5, 3});
+  ASSERT_TRUE(bound.ok());
+  ASSERT_TRUE(vm.SetOutput(0, 0, *bound).ok());
+  TensorPtr into = call(7.0f, 5);
+  EXPECT_TRUE(vm.last_invoke_graph());
+  EXPECT_EQ(into.get(), bound->get());
+  EXPECT_EQ(Download(*g.device, *bound), AddRelu(7.0f, 5));
+  // ... and one of other shapes is refused as without graphs.
+  std::vector<float> x7(21, 1.0f);
+  ASSERT_TRUE(vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {7, 3}, x7.data())}).ok());
+  auto wrong = vm.Invoke(0);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument) << wrong.status().ToString();
+  ASSERT_TRUE(vm.SetOutput(0, 0, nullptr).ok());
+
+  // Graphs hold memory of their own until they go.
+  outputs.clear();
+  into.reset();
+  bound->reset();
+  ASSERT_TRUE(vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {1, 3}, x7.data())}).ok());
+  const uint64_t with_graphs = g.allocator->stats().allocated_bytes;
+  vm.set_device_graphs(false);
+  EXPECT_EQ(vm.graph_stats().live, 0u);
+  EXPECT_LT(g.allocator->stats().allocated_bytes, with_graphs);
+  EXPECT_EQ(Download(*g.device, call(8.0f, 5)), AddRelu(8.0f, 5));
+  EXPECT_FALSE(vm.last_invoke_graph());
+}
+
+// main(x: float32[4, 3]) -> Compress(x, condition, axis 0): float32[3, 3], the
+// condition a host constant. The CUDA Compress uploads the kept indices from pageable
+// host memory at each call, which a capture refuses; the calls themselves move nothing
+// between the host and the device, so only the recording finds out.
+ExecutableDef CompressDef() {
+  ExecutableDef def;
+  def.producer = "cuda_graph_test";
+  ConstantDef condition;
+  condition.dtype = DType::kBool;
+  condition.shape = {4};
+  condition.data = {std::byte{1}, std::byte{0}, std::byte{1}, std::byte{1}};
+  def.constants.push_back(condition);
+  kernels::Attributes attrs;
+  attrs.Set("axis", int64_t{0});
+  def.kernels.push_back({"Compress", attrs, 2, 1, "compress0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {4, 3}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {3, 3}, {}}};
+  fn.num_registers = 3;
+  fn.code = {
+      {Opcode::kLoadConst, {1, 0, 1}, {}},
+      {Opcode::kAllocOutput, {2, 0, static_cast<int64_t>(DType::kFloat32), -1}, {{3, 3}}},
+      {Opcode::kInvokeKernel, {0}, {{0, 1}, {2}}},
+      {Opcode::kRet, {}, {{2}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+TEST(CudaGraphs, AFunctionWhoseKernelCannotBeRecordedRunsWithoutAGraph) {
+  SKIP_WITHOUT_GPU();
+  GraphVm g;
+  std::string why;
+  ASSERT_TRUE(g.Make(CompressDef(), &why)) << why;
+  VirtualMachine& vm = *g.vm;
+  vm.set_device_graphs(true);
+  for (int call = 0; call < 4; ++call) {
+    std::vector<float> x(12);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 100 * call);
+    ASSERT_TRUE(vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {4, 3}, x.data())}).ok());
+    auto out = vm.Invoke(0);
+    ASSERT_TRUE(out.ok()) << "call " << call << ": " << out.status().ToString();
+    EXPECT_FALSE(vm.last_invoke_graph());
+    const std::vector<float> y = Download(*g.device, (*out)[0]);
+    const int kept[3] = {0, 2, 3};
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(y[r * 3 + c], x[kept[r] * 3 + c]) << "call " << call;
+    }
+  }
+  EXPECT_EQ(vm.graph_stats().recordings, 0u);
+  EXPECT_EQ(vm.graph_stats().refusals, 1u);
+  EXPECT_EQ(vm.graph_stats().launches, 0u);
+  const std::string reason = vm.graph_refusal(0, {{4, 3}});
+  EXPECT_NE(reason.find("cudaMemcpyAsync"), std::string::npos) << reason;
+}
+
+}  // namespace
+}  // namespace remex::vm
