@@ -134,6 +134,12 @@ struct ServerConfig {
   // budget and one kernel or one 100 us slice. 0: every invoke and every bookkeeping
   // request goes through the device thread.
   std::chrono::microseconds inline_invoke_below{2000};
+  // Device graphs (--cuda-graphs): every VM the sessions create, and every loadTest
+  // instance, records a function's calls into a CUDA Graph at the second call with the
+  // same input shapes and launches the graph after (vm::VirtualMachine::
+  // set_device_graphs); the graphs' memory is charged to the session. Devices without
+  // graphs (the CPU) ignore it.
+  bool device_graphs = false;
   // On Stop (SIGTERM): how long requests already running may take to finish before
   // they are cancelled (UNAVAILABLE) and the server stops.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};

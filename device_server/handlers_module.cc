@@ -124,6 +124,21 @@ Status Session::VmCreate(wire::VmCreate::Reader req, wire::Reply::Builder reply)
   obj->create_nanos = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
   obj->vm->set_run_control(&control_);
+  obj->vm->set_device_graphs(state_->config.device_graphs);
+  if (obj->vm->device_graphs()) {
+    obj->vm->set_graph_observer([id = id_, exe](int fn, const std::vector<Shape>& shapes, bool recorded,
+                                                const std::string& detail) {
+      std::string inputs;
+      for (const Shape& s : shapes) inputs += (inputs.empty() ? "" : ", ") + ShapeToString(s);
+      const std::string& name = exe->def().functions[fn].name;
+      if (recorded) {
+        spdlog::info("session {}: function '{}' on inputs {}: recorded a device graph of {}", id, name, inputs, detail);
+      } else {
+        spdlog::info("session {}: function '{}' on inputs {}: runs without a device graph: {}", id, name, inputs,
+                     detail);
+      }
+    });
+  }
   for (const auto& fn : exe->def().functions) obj->bound.emplace_back(fn.outputs.size(), 0);
   reply.setVmCreate(Add(std::move(obj)));
   return OkStatus();

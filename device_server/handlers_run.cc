@@ -112,6 +112,7 @@ Status Session::Invoke(wire::Invoke::Reader req, wire::Reply::Builder reply) {
   const int served = obj->vm->last_invoke_function();
   if (served >= 0) r.setFunction(obj->vm->executable().def().functions[served].name);
   r.setAllocations(obj->vm->last_invoke_allocations());
+  r.setGraph(obj->vm->last_invoke_graph());
   auto refs = r.initOutputs(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
     uint64_t bound = obj->bound[fn][k];
@@ -423,6 +424,7 @@ Status Session::LoadTest(wire::LoadTest::Reader req, wire::Reply::Builder reply)
     REMEX_ASSIGN_OR_RETURN(auto inst, streams ? obj->vm->CreateInstance(*queues[i].registry, queues[i].allocator)
                                               : obj->vm->CreateInstance(*obj->registry));
     REMEX_RETURN_IF_ERROR(inst->SetInputValues(fn, inputs));
+    inst->set_device_graphs(state_->config.device_graphs);
     controls.push_back(std::make_unique<vm::RunControl>());
     controls.back()->shutdown_at = control_.shutdown_at;
     inst->set_run_control(controls.back().get());

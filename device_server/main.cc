@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   uint32_t max_invoke_ms = static_cast<uint32_t>(defaults.max_invoke_time.count());
   uint32_t inline_invoke_below_us = static_cast<uint32_t>(defaults.inline_invoke_below.count());
   uint32_t drain_timeout_s = static_cast<uint32_t>(defaults.drain_timeout.count() / 1000);
+  bool cuda_graphs = defaults.device_graphs;
   app.add_option("--session-memory-bytes", session_memory_bytes,
                  "device memory one session may hold at once: tensors, VM constants and arenas, and the "
                  "attachments of a request being received (0: half the device's memory)")
@@ -183,6 +184,11 @@ int main(int argc, char** argv) {
                  "at every loop iteration)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u * 1000u));
+  app.add_flag("--cuda-graphs", cuda_graphs,
+               "cuda devices: record a function's kernels into a CUDA Graph at its second call with the same "
+               "input shapes, and launch the graph at every later one (inputs and outputs are copied on the "
+               "device; calls that move data between host and device run as before); the graphs' memory counts "
+               "against the session");
   app.add_option("--inline-invoke-below-us", inline_invoke_below_us,
                  "cpu device: run an invoke on the I/O thread, without a hand-off to the device thread, when "
                  "that thread is idle and the session's previous invoke took less than this; past it the run moves "
@@ -315,6 +321,7 @@ int main(int argc, char** argv) {
   config.max_invoke_time = std::chrono::milliseconds(max_invoke_ms);
   config.inline_invoke_below = std::chrono::microseconds(inline_invoke_below_us);
   config.drain_timeout = std::chrono::seconds(drain_timeout_s);
+  config.device_graphs = cuda_graphs;
   config.allocator_cache_bytes = allocator_cache_bytes;
   config.inject_device_fault_at_kernel = inject_device_fault;
   config.inject_self_test_failure = inject_self_test_failure;

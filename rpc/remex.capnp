@@ -527,6 +527,7 @@ struct InvokeReply {
                            # shape bucket its dispatcher chose ("main[W=33..64]")
   allocations @4 :UInt64;  # buffers the VM allocated in this call (planned arena slots and
                            # outputs written into bound buffers are not allocations)
+  graph @5 :Bool;          # the call launched a device graph (remex-server --cuda-graphs)
 }
 
 # Transfers between the device's memory and host memory made by the VM in one call

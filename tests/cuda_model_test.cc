@@ -155,5 +155,70 @@ TEST_F(CudaModelTest, RecWidthBucketsMatchTheGenericFunctionOnTheGpu) {
   }
 }
 
+// A server with --cuda-graphs: the classifier, and rec dispatched over width buckets,
+// run again and again in one shell session. The first call with a shape runs as
+// usual, the second and later launch a CUDA Graph (the shell says "a device graph"),
+// and every call's output is the plain GPU server's.
+TEST_F(CudaModelTest, CudaGraphsServeRepeatedCallsWithTheSameOutputs) {
+  ServerProcess graphs(std::vector<std::string>{"--device", "cuda:0", "--cuda-graphs"});
+  ASSERT_NE(graphs.port(), 0) << "remex-server --device cuda:0 --cuda-graphs did not start";
+  const struct {
+    const char* model;
+    const char* compile;
+    const char* shape;
+    int runs;
+  } cases[] = {
+      {"ch_ppocr_mobile_v2.0_cls_infer.onnx", "", "1x3x48x192", 3},
+      {"ch_PP-OCRv4_rec_infer.onnx", "--bound p2o.DynamicDimension.0=1:4 --dispatch p2o.DynamicDimension.1=log:2:32:2048",
+       "1x3x48x64", 2},
+  };
+  for (const auto& c : cases) {
+    const std::string rmx = Compile(models_ + "/" + c.model, std::string("graphs_") + c.model, c.compile);
+    const std::string out = dir_ + "/graphs_" + c.model;
+    // The plain GPU server's output, and the input it ran on.
+    auto plain = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + gpu_->address() +
+                            " --shape x=" + c.shape + " --seed 7 --save-inputs --output-dir " + out + " 2>&1");
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    std::string script = "load " + rmx + "\nupload x=" + out + "/inputs/x.npy\n";
+    for (int i = 0; i < c.runs; ++i) script += "run\n";
+    const std::string script_path = out + "/script.txt";
+    FILE* f = std::fopen(script_path.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs(script.c_str(), f);
+    std::fclose(f);
+    auto shell = RunCommand(std::string(REMEX_CLI_BIN) + " shell --no-history --server " + graphs.address() + " < " +
+                            script_path + " 2>&1");
+    ASSERT_EQ(shell.exit_code, 0) << shell.output;
+    // Each run prints "<model>: main in ... ms (...)[, served by ...][, a device graph]"
+    // and its outputs' first values.
+    std::vector<std::string> calls, values;
+    size_t at = 0;
+    while ((at = shell.output.find(": main in ", at)) != std::string::npos) {
+      const size_t eol = shell.output.find('\n', at);
+      calls.push_back(shell.output.substr(at, eol - at));
+      const size_t next = shell.output.find('\n', eol + 1);
+      values.push_back(shell.output.substr(eol + 1, next - eol - 1));
+      at = eol;
+    }
+    ASSERT_EQ(calls.size(), static_cast<size_t>(c.runs)) << shell.output;
+    // The output's summary (its values, or their statistics), after "%N name: dtype [shape]  ".
+    auto summary = [](const std::string& line) {
+      const size_t shape_end = line.find("]  ", line.find('%'));
+      return shape_end == std::string::npos ? line : line.substr(shape_end + 3);
+    };
+    for (int i = 0; i < c.runs; ++i) {
+      EXPECT_EQ(calls[i].find("a device graph") != std::string::npos, i > 0) << c.model << " call " << i << ": "
+                                                                           << calls[i];
+      EXPECT_EQ(summary(values[i]), summary(values[0])) << c.model << " call " << i;
+    }
+    if (std::string(c.compile).find("--dispatch") != std::string::npos) {
+      EXPECT_NE(calls.back().find("served by main["), std::string::npos) << calls.back();
+    }
+    // The calls' outputs are the plain server's (remex run prints the same summary).
+    EXPECT_NE(plain.output.find(summary(values[0])), std::string::npos)
+        << "plain server:\n" << plain.output << "\ngraphs server: " << values[0];
+  }
+}
+
 }  // namespace
 }  // namespace remex

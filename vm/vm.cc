@@ -771,7 +771,6 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         Status st = kernel_devices_[s[0]]->BeforeKernelLaunch();
         if (st.ok()) st = kernels_[s[0]]->Compute(in_refs, out_refs);
         if (!st.ok()) return fail(st);
-        if (kernel_devices_[s[0]] == &HostDevice() && kernel_devices_[s[0]] != &device) ++host_kernel_runs_;
         // Between kernels: a cancelled or late run stops here, and again after other
         // work had its turn (it may have cancelled this run meanwhile).
         if (control_) {
@@ -1094,15 +1093,19 @@ Status VirtualMachine::RunWithGraphs(int fn, std::vector<Value>& outputs) {
   if (!entry.graph) {
     if (entry.plain_runs == 0) {
       // The first call with these shapes runs plainly; it also tells whether the
-      // function stays on the device for them (no transfer, no host kernel).
+      // function stays on the device for them: no transfer between the host and the
+      // device. Host kernels may run: without a transfer their inputs are host
+      // constants and values of the shapes, the same at every call with these shapes,
+      // and so is what they decide (a shape, a branch taken).
       const CopyStats before = copies_;
-      const uint64_t host_kernels_before = host_kernel_runs_;
       REMEX_RETURN_IF_ERROR(plain());
       const CopyStats moved = copies_ - before;
-      if (moved.host_to_device_count || moved.device_to_host_count || host_kernel_runs_ != host_kernels_before) {
+      if (moved.host_to_device_count || moved.device_to_host_count) {
         entry.refused = true;
-        entry.reason = "the call moved data between the host and the device";
+        entry.reason = "the call copied " + std::to_string(moved.host_to_device_count) + " tensors to the device and " +
+                       std::to_string(moved.device_to_host_count) + " to the host";
         ++graph_stats_.refusals;
+        if (graph_observer_) graph_observer_(fn, it->first, false, entry.reason);
       } else {
         entry.plain_runs = 1;
       }
@@ -1114,8 +1117,10 @@ Status VirtualMachine::RunWithGraphs(int fn, std::vector<Value>& outputs) {
       entry.refused = true;
       entry.reason = recorded.message();
       ++graph_stats_.refusals;
+      if (graph_observer_) graph_observer_(fn, it->first, false, entry.reason);
       return plain();
     }
+    if (graph_observer_) graph_observer_(fn, it->first, true, std::to_string(entry.graph->size()) + " operations");
   }
   return LaunchGraph(fn, entry, outputs);
 }
@@ -1139,7 +1144,7 @@ Status VirtualMachine::RecordGraph(int fn, GraphEntry& entry) {
   {
     // Every buffer allocated while recording (intermediates, outputs, the kernels'
     // workspaces) is the graph's until it goes: each launch writes them again.
-    AllocationHold hold;
+    AllocationHold hold(allocator_);
     REMEX_RETURN_IF_ERROR(device.BeginCapture());
     recording_ = true;
     ran = Run(fn, inputs, unbound, outputs, nullptr);

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -183,8 +184,9 @@ class VirtualMachine {
   // and staying off on a device without them). With them on, calls of a function whose
   // inputs and outputs are tensors are served per set of input shapes:
   //   1st call with the shapes: runs as usual, and tells whether the function stays on
-  //       the device for them (no transfer with the host, no host kernel: no shape read
-  //       from data, no If or Loop deciding on a device value);
+  //       the device for them: no transfer with the host (no shape read from data, no
+  //       If or Loop deciding on a device value); host kernels on host constants and
+  //       shapes may run, they decide the same at every call with the shapes;
   //   2nd call: when it did, the run is recorded into a device graph (DeviceGraph),
   //       then launched;
   //   later calls: the graph is launched, one submission instead of one per kernel.
@@ -210,6 +212,12 @@ class VirtualMachine {
     uint64_t nodes = 0;       // operations recorded, over all recordings
   };
   const GraphStats& graph_stats() const { return graph_stats_; }
+  // Told when a set of input shapes of function `fn` gets its device graph (`recorded`
+  // true; `detail`: "N operations") or is refused one (false; `detail`: why). The
+  // device server logs both. nullptr: nobody.
+  using GraphObserver =
+      std::function<void(int fn, const std::vector<Shape>& shapes, bool recorded, const std::string& detail)>;
+  void set_graph_observer(GraphObserver observer) { graph_observer_ = std::move(observer); }
   // Whether the last Invoke launched a device graph.
   bool last_invoke_graph() const { return last_invoke_graph_; }
   // Why the graph of function `fn` for `input_shapes` was refused; empty when it was
@@ -298,14 +306,12 @@ class VirtualMachine {
   uint64_t device_allocations_ = 0;
   uint64_t device_allocated_bytes_ = 0;
   int last_function_ = -1;
-  // Kernels run on the host for a function of the device (not counted on a device
-  // that is the host's memory), since Create.
-  uint64_t host_kernel_runs_ = 0;
   bool device_graphs_ = false;
   bool recording_ = false;  // a graph is being recorded: the run does not yield
   bool last_invoke_graph_ = false;
   uint64_t graph_clock_ = 0;  // orders GraphEntry::last_used
   GraphStats graph_stats_;
+  GraphObserver graph_observer_;
 };
 
 }  // namespace remex::vm

@@ -154,6 +154,7 @@ void PrintRun(const tooling::RunReport& r, bool verbose, FILE* out) {
     PrintWire(r.session, out);
     PrintCopies(r.copies, out);
     std::fprintf(out, "allocs  %llu buffer allocations in the inference\n", ull(r.allocations));
+    if (r.graph) std::fprintf(out, "graph   the call launched a device graph (CUDA Graph)\n");
   }
   std::fprintf(out, "time    compile %.1f ms, upload %.1f ms, run %.2f ms (server %.2f ms), fetch %.2f ms\n",
                r.session.compile_ms, r.session.upload_ms, r.run_ms, r.server_run_ms, r.fetch_ms);

@@ -827,11 +827,12 @@ Status Shell::Run(const Args& args) {
     const std::string name = k < m->outputs.size() ? m->outputs[k].name : "output" + std::to_string(k);
     made.emplace_back(Add(r.result.outputs[k], name, name + " of " + m->name).id, name);
   }
-  std::fprintf(out_, "%s: %s in %.3f ms (%.3f ms on the server)%s\n", m->name.c_str(), m->main().name.c_str(),
+  std::fprintf(out_, "%s: %s in %.3f ms (%.3f ms on the server)%s%s\n", m->name.c_str(), m->main().name.c_str(),
                r.run_ms, r.result.run_nanos / 1e6,
                r.result.function.empty() || r.result.function == m->main().name
                    ? ""
-                   : (", served by " + r.result.function).c_str());
+                   : (", served by " + r.result.function).c_str(),
+               r.result.graph ? ", a device graph" : "");
   for (const auto& [id, name] : made) {
     REMEX_ASSIGN_OR_RETURN(ShellTensor * t, Find("%" + std::to_string(id)));
     std::string line = "  " + Describe(*t);

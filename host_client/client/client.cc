@@ -155,6 +155,7 @@ StatusOr<InvokeResult> ToInvokeResult(wire::InvokeReply::Reader inv) {
   result.run_nanos = inv.getRunNanos();
   result.function = inv.getFunction();
   result.allocations = inv.getAllocations();
+  result.graph = inv.getGraph();
   auto c = inv.getCopies();
   result.copies = {c.getHostToDeviceCount(), c.getHostToDeviceBytes(), c.getDeviceToHostCount(),
                    c.getDeviceToHostBytes()};

@@ -173,6 +173,8 @@ struct InvokeResult {
   // dispatcher chose ("main[W=33..64]").
   std::string function;
   uint64_t allocations = 0;  // buffers the server's VM allocated in this call
+  // The call launched a device graph (a CUDA Graph: remex-server --cuda-graphs).
+  bool graph = false;
 };
 
 // Time-evaluator settings, as TVM's time_evaluator (see rpc/remex.capnp Benchmark).

@@ -47,6 +47,7 @@ StatusOr<RunReport> RunModel(const ModelRequest& request, PreparedModel& p, cons
   r.function = result.function;
   r.copies = result.copies;
   r.allocations = result.allocations;
+  r.graph = result.graph;
   std::vector<uint64_t> output_handles;
   for (const auto& out : result.outputs) output_handles.push_back(out.handle);
 

@@ -42,6 +42,7 @@ struct RunReport {
   std::string function;          // the function that served the call (a bucket, ...)
   client::DeviceCopies copies;   // device<->host transfers of the call
   uint64_t allocations = 0;      // buffers the VM allocated in the call
+  bool graph = false;            // the call launched a device graph (--cuda-graphs)
   double run_ms = 0, server_run_ms = 0, fetch_ms = 0;
 };
 

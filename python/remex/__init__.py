@@ -389,8 +389,9 @@ class Model:
     @property
     def last_call(self) -> Dict[str, Any]:
         """The last run or invoke: run_ms (round trip on the host), server_run_ms (the
-        VM's time on the server) and function (the one that served it: a shape bucket
-        such as "main[W=257..512]" with dispatch)."""
+        VM's time on the server), function (the one that served it: a shape bucket
+        such as "main[W=257..512]" with dispatch) and graph (True when the call
+        launched a device graph: a server started with --cuda-graphs)."""
         return self._m.last_call
 
     def run(self, inputs: Inputs = None, fetch: Union[str, Iterable[str], None] = "all") -> Dict[str, Any]:

@@ -503,6 +503,7 @@ class Model {
     last_run_ms_ = done.invoke.run_ms;
     last_server_ms_ = done.invoke.result.run_nanos / 1e6;
     last_function_ = done.invoke.result.function;
+    last_graph_ = done.invoke.result.graph;
     return result;
   }
 
@@ -620,6 +621,7 @@ class Model {
     d["run_ms"] = last_run_ms_;
     d["server_run_ms"] = last_server_ms_;
     d["function"] = last_function_;
+    d["graph"] = last_graph_;
     return d;
   }
 
@@ -630,6 +632,7 @@ class Model {
   std::vector<py::object> bound_;  // the Tensor bound to each output, or null
   double last_run_ms_ = 0, last_server_ms_ = 0;
   std::string last_function_;
+  bool last_graph_ = false;  // the last call launched a device graph
 };
 
 // A connected session.

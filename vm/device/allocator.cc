@@ -114,16 +114,26 @@ StatusOr<void*> Allocator::AllocateBlock(size_t size_class, bool* from_device) {
 }
 
 namespace {
-thread_local std::vector<std::shared_ptr<Buffer>>* t_hold = nullptr;  // AllocationHold's
+thread_local AllocationHold* t_hold = nullptr;  // the innermost on this thread
 }  // namespace
 
-AllocationHold::AllocationHold() : outer_(t_hold) { t_hold = &held_; }
+AllocationHold::AllocationHold(std::shared_ptr<Allocator> charge_to)
+    : outer_(t_hold), charge_to_(std::move(charge_to)) {
+  t_hold = this;
+}
 
 AllocationHold::~AllocationHold() { t_hold = outer_; }
 
 StatusOr<std::shared_ptr<Buffer>> Allocator::Allocate(size_t bytes) {
-  StatusOr<std::shared_ptr<Buffer>> buffer = AllocateUnheld(bytes);
-  if (t_hold && buffer.ok()) t_hold->push_back(*buffer);
+  if (!t_hold) return AllocateUnheld(bytes);
+  AllocationHold& hold = *t_hold;
+  Allocator* from = this;
+  if (hold.charge_to_ && hold.charge_to_.get() != this &&
+      &hold.charge_to_->device().memory_space() == &device().memory_space()) {
+    from = hold.charge_to_.get();
+  }
+  StatusOr<std::shared_ptr<Buffer>> buffer = from->AllocateUnheld(bytes);
+  if (buffer.ok()) hold.held_.push_back(*buffer);
   return buffer;
 }
 
@@ -141,7 +151,7 @@ StatusOr<std::shared_ptr<Buffer>> Allocator::AllocateUnheld(size_t bytes) {
     }
     const bool fresh = !block;
     if (fresh) {
-      REMEX_ASSIGN_OR_RETURN(block, parent_->Allocate(size_class));
+      REMEX_ASSIGN_OR_RETURN(block, parent_->AllocateUnheld(size_class));
       // A block new to this queue may come from the device's stream-ordered pool on the
       // parent's queue: complete there before this queue uses it.
       REMEX_RETURN_IF_ERROR(parent_->device().Synchronize());

@@ -148,11 +148,14 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
 // also kept here, so that none returns to a cache before the holder lets go: a device
 // graph's recording (DeviceGraph) takes the buffers its recorded work used, workspaces
 // the kernels released at once included, because every launch of the graph uses them
-// again. Holds nest: an inner one keeps its own and shadows the outer one. Not
+// again. With `charge_to`, a buffer asked of another allocator of the same memory
+// space (the server's, which the kernels take their workspaces from) comes from
+// `charge_to` instead (a session's quota allocator), so that what the holder keeps is
+// charged to it. Holds nest: an inner one keeps its own and shadows the outer one. Not
 // movable; destroyed on the thread that made it.
 class AllocationHold {
  public:
-  AllocationHold();
+  explicit AllocationHold(std::shared_ptr<Allocator> charge_to = nullptr);
   ~AllocationHold();
   AllocationHold(const AllocationHold&) = delete;
   AllocationHold& operator=(const AllocationHold&) = delete;
@@ -160,7 +163,9 @@ class AllocationHold {
   const std::vector<std::shared_ptr<Buffer>>& buffers() const { return held_; }
 
  private:
-  std::vector<std::shared_ptr<Buffer>>* outer_;
+  friend class Allocator;
+  AllocationHold* outer_;
+  std::shared_ptr<Allocator> charge_to_;
   std::vector<std::shared_ptr<Buffer>> held_;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vm/device/allocator.h"
+#include "vm/device/cpu_device.h"
 #include "vm/device/cuda_device.h"
 #include "vm/device/cuda_device_test_util.h"
 #include "vm/executable.h"
@@ -243,6 +244,82 @@ TEST(CudaGraphs, AFunctionWhoseKernelCannotBeRecordedRunsWithoutAGraph) {
   EXPECT_EQ(vm.graph_stats().launches, 0u);
   const std::string reason = vm.graph_refusal(0, {{4, 3}});
   EXPECT_NE(reason.find("cudaMemcpyAsync"), std::string::npos) << reason;
+}
+
+// main(x: float32[1, 3, 9, 8]) -> Conv(x, w, b, pads 0 1 1 2): float32[1, 4, 8, 9]. The
+// CUDA Conv pads X into a workspace block (asymmetric pads), taken from the allocator
+// its registry was made with: the server's, not the session's.
+ExecutableDef PaddedConvDef() {
+  ExecutableDef def;
+  def.producer = "cuda_graph_test";
+  std::vector<float> w(4 * 3 * 3 * 3), b(4);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 8.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i) / 4.0f;
+  def.constants.push_back(FloatConstant({4, 3, 3, 3}, w));
+  def.constants.push_back(FloatConstant({4}, b));
+  kernels::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{0, 1, 1, 2});
+  def.kernels.push_back({"Conv", attrs, 3, 1, "conv0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"x", DType::kFloat32, {1, 3, 9, 8}, {}}};
+  fn.outputs = {{"y", DType::kFloat32, {1, 4, 8, 9}, {}}};
+  fn.num_registers = 4;
+  fn.code = {
+      {Opcode::kLoadConst, {1, 0, 0}, {}},
+      {Opcode::kLoadConst, {2, 1, 0}, {}},
+      {Opcode::kAllocOutput, {3, 0, static_cast<int64_t>(DType::kFloat32), -1}, {{1, 4, 8, 9}}},
+      {Opcode::kInvokeKernel, {0}, {{0, 1, 2}, {3}}},
+      {Opcode::kRet, {}, {{3}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+TEST(CudaGraphs, WhatAGraphHoldsIsChargedToTheVmsAllocator) {
+  SKIP_WITHOUT_GPU();
+  auto device = MustCreate(0);
+  ASSERT_TRUE(device);
+  // As in the server: the kernels' workspaces from the server's allocator, the VM's
+  // memory from a session's quota over it.
+  auto server = Allocator::Create(*device);
+  auto session = Allocator::CreateWithQuota(server, uint64_t{1} << 30, "session 1");
+  std::string why;
+  auto registry = CudaRegistry(CudaKernelContextFor(server), &why);
+  ASSERT_TRUE(registry) << why;
+  if (!registry->FindKernel("Conv", kernels::DeviceKind::kCuda)) GTEST_SKIP() << "no CUDA Conv (built without cuDNN)";
+  auto exe = Executable::FromDef(PaddedConvDef(), *registry);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto made = VirtualMachine::Create(*exe, session, *registry);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  VirtualMachine& vm = **made;
+  std::vector<float> x(3 * 9 * 8);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 11) / 11.0f;
+  std::vector<std::vector<float>> results;
+  for (bool graphs : {false, true}) {
+    vm.set_device_graphs(graphs);
+    for (int call = 0; call < 3; ++call) {
+      ASSERT_TRUE(vm.SetInputs(0, {Upload(*device, *session, DType::kFloat32, {1, 3, 9, 8}, x.data())}).ok());
+      auto out = vm.Invoke(0);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      EXPECT_EQ(vm.last_invoke_graph(), graphs && call > 0);
+      results.push_back(Download(*device, (*out)[0]));
+    }
+  }
+  for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]) << "call " << i;
+  ASSERT_EQ(vm.graph_stats().recordings, 1u);
+  // The graph holds the padded copy's workspace block among its buffers, and every
+  // buffer it holds is the session's.
+  std::vector<const Buffer*> held;
+  vm.HeldBuffers(held);
+  size_t of_session = 0;
+  for (const Buffer* b : held) {
+    if (&b->device() != &HostDevice()) {
+      EXPECT_EQ(b->owner(), session.get()) << b->size() << " bytes held from another allocator";
+      ++of_session;
+    }
+  }
+  EXPECT_GT(of_session, 4u);  // constants, the graph's input and output, the workspace
 }
 
 }  // namespace
