@@ -1114,6 +1114,15 @@ Status VirtualMachine::RunWithGraphs(int fn, std::vector<Value>& outputs) {
     if (Status recorded = RecordGraph(fn, entry); !recorded.ok()) {
       entry = GraphEntry{};
       entry.last_used = graph_clock_;
+      entry.plain_runs = 1;
+      // A run stopped from outside (cancelled, past its deadline, the server stopping)
+      // or a device fault is the call's error, not the recording's: the next call
+      // with these shapes records again.
+      const StatusCode code = recorded.code();
+      if (code == StatusCode::kCancelled || code == StatusCode::kDeadlineExceeded ||
+          code == StatusCode::kUnavailable || code == StatusCode::kAborted) {
+        return recorded;
+      }
       entry.refused = true;
       entry.reason = recorded.message();
       ++graph_stats_.refusals;

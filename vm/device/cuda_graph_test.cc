@@ -132,6 +132,17 @@ TEST(CudaGraphs, TheVmRecordsAtTheSecondCallWithTheSameShapesAndLaunchesAfter) {
   outputs.push_back(call(0.0f, 5));  // runs plainly, and stayed on the device
   EXPECT_FALSE(vm.last_invoke_graph());
   EXPECT_EQ(vm.graph_stats().recordings, 0u);
+  // A recording stopped from outside (here a cancel) is the call's error, and the next
+  // call records again.
+  RunControl control;
+  control.reason = "test cancel";
+  control.cancelled = true;
+  vm.set_run_control(&control);
+  std::vector<float> ones(15, 1.0f);
+  ASSERT_TRUE(vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {5, 3}, ones.data())}).ok());
+  EXPECT_EQ(vm.Invoke(0).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(vm.graph_stats().refusals, 0u);
+  vm.set_run_control(nullptr);
   outputs.push_back(call(1.0f, 5));  // recorded, then launched
   EXPECT_TRUE(vm.last_invoke_graph());
   EXPECT_EQ(vm.graph_stats().recordings, 1u);
