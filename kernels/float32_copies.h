@@ -3,6 +3,8 @@
 // executable's convolutions, products and pooling this way, one rounding per output.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -18,7 +20,8 @@ namespace remex::kernels::internal {
 
 // The float32 copies of float16 constants (TensorRef::constant) one kernel instance
 // keeps across calls for RunAsFloat32, by the constant's address; at most kMax of
-// them (all dropped when full).
+// them (all dropped when full). Made at the model's load when the kernel is a
+// ConstantPrepacker (kernels/prepack.h) that calls Prepack, else on first use.
 class Float32Constants {
  public:
   // The float32 copy of constant float16 `t`, made on first use.
@@ -30,12 +33,30 @@ class Float32Constants {
       std::vector<float>& b = kept_[t.data];
       b.resize(static_cast<size_t>(n));
       HalfToFloatN(static_cast<const Half*>(t.data), b.data(), n);
+      Widened().fetch_add(1, std::memory_order_relaxed);
       return b;
     }
     return it->second;
   }
 
+  // For ConstantPrepacker::Prepack: a float16 constant's float32 copy made now, and the
+  // constant as RunAsFloat32 will pass it on (the float32 copy); any other tensor as
+  // it is.
+  TensorRef Prepack(const TensorRef& t) {
+    if (t.dtype != DType::kFloat16 || !t.constant || !t.present()) return t;
+    const std::vector<float>& kept = Get(t);
+    return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
+  }
+
+  // Float32 copies made so far, by every instance in the process (tests check when
+  // they are made).
+  static uint64_t widened_total() { return Widened().load(std::memory_order_relaxed); }
+
  private:
+  static std::atomic<uint64_t>& Widened() {
+    static std::atomic<uint64_t> count{0};
+    return count;
+  }
   static constexpr size_t kMax = 8;
   std::unordered_map<const void*, std::vector<float>> kept_;
 };

@@ -223,8 +223,9 @@ class PaddedConstantB {
 class MatMulKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
   MatMulKernel(const OpDef& def, const Attributes& attrs) : ValidatedKernel(def, attrs) { WarmUpGemm(); }
+  // B's float32 copy when it is float16, and its padded copy.
   void Prepack(size_t input, const TensorRef& constant) override {
-    if (input == 1) (void)padded_b_.Prepack(constant);
+    if (input == 1) (void)padded_b_.Prepack(f32_constants_.Prepack(constant));
   }
 
  protected:
@@ -395,7 +396,9 @@ class FusedMatMulKernel final : public ValidatedKernel, public ConstantPrepacker
   // B's padded copy (input 1), then with the bias (input 2, which the VM gives after
   // B) the primitive for B's K and N: at the load, not on the first call. A FusedMatMul
   // without a bias compiles its primitive on its first call.
-  void Prepack(size_t input, const TensorRef& constant) override {
+  // A float16 B or bias is widened to float32 first, once.
+  void Prepack(size_t input, const TensorRef& given) override {
+    const TensorRef constant = f32_constants_.Prepack(given);
     if (input == 1) {
       prepacked_b_ = padded_b_.Prepack(constant);
     } else if (input == 2 && prepacked_b_ && constant.dtype == DType::kFloat32) {
@@ -650,8 +653,10 @@ void GemmGeneric(const GemmAttrs& g, const GemmShape& s, const T* a, const T* b,
   }
 }
 
-class GemmKernel final : public ValidatedKernel {
+class GemmKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
+  // Float16 constants (B, C) widened to float32 at the load.
+  void Prepack(size_t, const TensorRef& constant) override { (void)f32_constants_.Prepack(constant); }
   static StatusOr<std::unique_ptr<GemmKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(GemmAttrs parsed, ParseGemmAttrs(attrs));
     return std::make_unique<GemmKernel>(def, attrs, std::move(parsed));

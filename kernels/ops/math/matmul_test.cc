@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/float16.h"
+#include "kernels/float32_copies.h"
 #include "kernels/float_test_util.h"
 #include "kernels/kernels.h"
 #include "kernels/op_attrs.h"
@@ -322,6 +324,54 @@ TEST(MatMulWeights, PrepackMakesThePaddedCopyBeforeTheFirstCall) {
         }
       }
     }
+  }
+}
+
+// Float16 constant weights are widened to float32 by Prepack (kernels/prepack.h), at
+// the model's load: the first call then makes no float32 copy
+// (Float32Constants::widened_total counts them), and its output is that of a kernel
+// that widened them on its first call. Conv, ConvTranspose, MatMul, FusedMatMul, Gemm.
+TEST(Float16Weights, PrepackWidensThemAtTheLoad) {
+  OpRunner runner;
+  std::mt19937 rng(29);
+  const struct {
+    const char* op;
+    Shape x, w, y;
+  } cases[] = {
+      {"Conv", {1, 4, 6, 6}, {5, 4, 3, 3}, {1, 5, 4, 4}},
+      {"ConvTranspose", {1, 4, 5, 5}, {4, 3, 3, 3}, {1, 3, 7, 7}},
+      {"MatMul", {3, 40}, {40, 24}, {3, 24}},
+      {"FusedMatMul", {3, 40}, {40, 24}, {3, 24}},
+      {"Gemm", {3, 40}, {40, 24}, {3, 24}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op);
+    const std::vector<Half> x = ToHalf(Random(rng, c.x, true)), w = ToHalf(Random(rng, c.w, true));
+    const KernelFactory* factory = runner.registry().FindKernel(c.op, DeviceKind::kCpu);
+    ASSERT_NE(factory, nullptr);
+    auto run = [&](bool prepack) {
+      auto kernel = (*factory)(Attributes{});
+      EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
+      const TensorRef weights{const_cast<Half*>(w.data()), DType::kFloat16, c.w, true};
+      if (prepack) {
+        auto* prepacker = dynamic_cast<ConstantPrepacker*>(kernel->get());
+        EXPECT_NE(prepacker, nullptr);
+        const uint64_t before = internal::Float32Constants::widened_total();
+        if (prepacker) prepacker->Prepack(1, weights);
+        EXPECT_EQ(internal::Float32Constants::widened_total(), before + 1);
+      }
+      std::vector<Half> y(static_cast<size_t>(*NumElements(c.y)));
+      const TensorRef in[] = {{const_cast<Half*>(x.data()), DType::kFloat16, c.x}, weights};
+      const TensorRef out[] = {{y.data(), DType::kFloat16, c.y}};
+      const uint64_t before = internal::Float32Constants::widened_total();
+      Status s = (*kernel)->Compute(in, out);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(internal::Float32Constants::widened_total() - before, prepack ? 0u : 1u);
+      std::vector<uint16_t> bits(y.size());
+      std::memcpy(bits.data(), y.data(), y.size() * sizeof(Half));
+      return bits;
+    };
+    EXPECT_EQ(run(true), run(false));
   }
 }
 

@@ -60,6 +60,7 @@
 #include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/prepack.h"
 
 namespace remex::kernels::internal {
 
@@ -239,8 +240,10 @@ void ApplyEpilogue(const ConvEpilogue& e, const TensorRef& y, const float* z) {
 }
 
 // Conv, and FusedConv (`def.name` "FusedConv": the epilogue attributes and Z are read).
-class ConvKernel final : public ValidatedKernel {
+class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
+  // Float16 constants (W, B) widened to float32 at the load.
+  void Prepack(size_t, const TensorRef& constant) override { (void)f32_constants_.Prepack(constant); }
   static StatusOr<std::unique_ptr<ConvKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(ConvAttrs parsed, ParseConvAttrs(attrs, def.name));
     return std::make_unique<ConvKernel>(def, attrs, std::move(parsed));

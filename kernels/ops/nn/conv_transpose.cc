@@ -12,6 +12,7 @@
 #include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/prepack.h"
 
 namespace remex::kernels::internal {
 namespace {
@@ -196,8 +197,10 @@ struct CompiledDeconv {
   std::vector<int64_t> offset;
 };
 
-class ConvTransposeKernel final : public ValidatedKernel {
+class ConvTransposeKernel final : public ValidatedKernel, public ConstantPrepacker {
  public:
+  // Float16 constants (W, B) widened to float32 at the load.
+  void Prepack(size_t, const TensorRef& constant) override { (void)f32_constants_.Prepack(constant); }
   static StatusOr<std::unique_ptr<ConvTransposeKernel>> Create(const OpDef& def, const Attributes& attrs) {
     REMEX_ASSIGN_OR_RETURN(ConvTransposeAttrs parsed, ParseConvTransposeAttrs(attrs));
     return std::make_unique<ConvTransposeKernel>(def, attrs, std::move(parsed));
