@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "host_client/tooling/bench_stats.h"
+#include "kernels/op_cost.h"
 
 namespace remex::tooling {
 
@@ -66,8 +67,23 @@ ProfileReport ProfileReportOf(const client::ProfileResult& profile) {
     e.share_percent = r.total_ms > 0 ? 100.0 * e.median_ms / r.total_ms : 0.0;
     e.inputs = n.inputs;
     e.outputs = n.outputs;
+    auto shapes = [](const std::vector<client::OperandDesc>& list) {
+      std::vector<kernels::OperandShape> out;
+      for (const auto& o : list) out.push_back({o.present, o.dtype, o.shape});
+      return out;
+    };
+    const std::vector<kernels::OperandShape> in = shapes(n.inputs), out = shapes(n.outputs);
+    e.ops = kernels::KernelOps(e.op, in, out);
+    e.bytes = kernels::OperandBytes(in, out);
+    if (e.median_ms > 0 && e.calls > 0) {
+      const double call_seconds = e.median_ms / 1e3 / static_cast<double>(e.calls);
+      e.gops_per_s = e.ops / call_seconds / 1e9;
+      e.gbytes_per_s = e.bytes / call_seconds / 1e9;
+    }
+    r.ops += e.ops * static_cast<double>(e.calls);
     r.nodes.push_back(std::move(e));
   }
+  if (r.total_ms > 0) r.gops_per_s = r.ops / (r.total_ms / 1e3) / 1e9;
   std::stable_sort(r.nodes.begin(), r.nodes.end(), [](const auto& a, const auto& b) {
     return a.median_ms != b.median_ms ? a.median_ms > b.median_ms : a.name < b.name;
   });

@@ -52,6 +52,12 @@ struct ProfileNodeEntry {
   double share_percent = 0;    // median_ms of the median run's whole invoke
   std::vector<double> run_ms;  // its time in each run, in run order
   std::vector<client::OperandDesc> inputs, outputs;
+  // Its arithmetic per call, from the operands' shapes (kernels/op_cost.h): operations
+  // (0 for an op whose cost is memory traffic) and operand bytes; and the rates its
+  // median call achieved, operations and bytes over median_ms / calls: GOP/s (1e9
+  // operations per second) and GB/s (1e9 bytes per second).
+  double ops = 0, bytes = 0;
+  double gops_per_s = 0, gbytes_per_s = 0;
 };
 
 // A profile of one or more invokes of one function.
@@ -65,6 +71,9 @@ struct ProfileReport {
   std::vector<double> run_total_ms;     // per run, in run order (empty from older servers)
   bool synchronized = false;            // each instruction's time holds its device work
   std::vector<ProfileNodeEntry> nodes;  // largest median first (empty from older servers)
+  // The nodes' operations per invoke (ops x calls, summed) and what the median invoke
+  // achieved over its whole time, GOP/s (0 without counted nodes).
+  double ops = 0, gops_per_s = 0;
   // The trace-event JSON of every instruction run (TraceJson) when asked; else null.
   nlohmann::json trace;
   uint64_t trace_dropped = 0;  // events past the reply's limit, not in `trace`

@@ -390,9 +390,15 @@ json ToJson(const ProfileReport& p) {
                      {"share_percent", n.share_percent},
                      {"run_ms", n.run_ms},
                      {"inputs", operands(n.inputs)},
-                     {"outputs", operands(n.outputs)}});
+                     {"outputs", operands(n.outputs)},
+                     {"ops", n.ops},
+                     {"bytes", n.bytes},
+                     {"gops_per_s", n.gops_per_s},
+                     {"gbytes_per_s", n.gbytes_per_s}});
   }
   j["nodes"] = std::move(nodes);
+  j["ops"] = p.ops;
+  j["gops_per_s"] = p.gops_per_s;
   if (p.trace_dropped) j["trace_dropped_events"] = p.trace_dropped;
   return j;
 }

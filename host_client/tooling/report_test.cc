@@ -7,6 +7,8 @@
 #include <string>
 
 #include "host_client/tooling/prepare.h"
+#include "host_client/tooling/profile.h"
+#include "host_client/tooling/text.h"
 #include "host_client/tooling/report_csv.h"
 #include "host_client/tooling/report_html.h"
 #include "host_client/tooling/report_json.h"
@@ -74,6 +76,67 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// The profile's per-node arithmetic (kernels/op_cost.h): each counted op's operations
+// from its operands' shapes, its operand bytes, the rates over its median time per
+// call, and the invoke's whole; ops that move memory count bytes only.
+TEST(ProfileArithmetic, NodesGetTheirOperationsBytesAndRates) {
+  client::ProfileResult p;
+  p.total_nanos = 10'000'000;  // 10 ms
+  p.run_total_nanos = {p.total_nanos};
+  auto f32 = [](Shape s) { return client::OperandDesc{true, DType::kFloat32, std::move(s)}; };
+  auto node = [&](std::string op, uint64_t calls, uint64_t nanos, std::vector<client::OperandDesc> in,
+                  std::vector<client::OperandDesc> out) {
+    client::ProfileNode n;
+    n.name = op + "_0";
+    n.op = std::move(op);
+    n.calls = calls;
+    n.run_nanos = {nanos};
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    p.nodes.push_back(std::move(n));
+  };
+  // Y [1, 8, 6, 6] from W [8, 4, 3, 3]: 288 outputs of 36 multiply-adds each.
+  node("Conv", 1, 2'000'000, {f32({1, 4, 8, 8}), f32({8, 4, 3, 3}), f32({8})}, {f32({1, 8, 6, 6})});
+  // X [1, 4, 5, 5] scattered through W [4, 3, 3, 3]: 100 inputs x 27.
+  node("ConvTranspose", 1, 1'000'000, {f32({1, 4, 5, 5}), f32({4, 3, 3, 3}), client::OperandDesc{}},
+       {f32({1, 3, 7, 7})});
+  // [2, 3, 5] x [5, 7], called twice per invoke.
+  node("MatMul", 2, 1'000'000, {f32({2, 3, 5}), f32({5, 7})}, {f32({2, 3, 7})});
+  node("Gemm", 1, 1'000'000, {f32({3, 40}), f32({40, 24})}, {f32({3, 24})});
+  node("Add", 1, 1'000'000, {f32({1000}), f32({1000})}, {f32({1000})});
+  const ProfileReport r = ProfileReportOf(p);
+  auto find = [&](const std::string& op) -> const ProfileNodeEntry& {
+    for (const auto& n : r.nodes) {
+      if (n.op == op) return n;
+    }
+    ADD_FAILURE() << op;
+    return r.nodes.front();
+  };
+  EXPECT_DOUBLE_EQ(find("Conv").ops, 2.0 * 288 * 36);
+  EXPECT_DOUBLE_EQ(find("Conv").bytes, (256 + 288 + 8 + 288) * 4.0);
+  EXPECT_DOUBLE_EQ(find("Conv").gops_per_s, 2.0 * 288 * 36 / 2e-3 / 1e9);
+  EXPECT_DOUBLE_EQ(find("Conv").gbytes_per_s, (256 + 288 + 8 + 288) * 4.0 / 2e-3 / 1e9);
+  EXPECT_DOUBLE_EQ(find("ConvTranspose").ops, 2.0 * 100 * 27);
+  EXPECT_DOUBLE_EQ(find("MatMul").ops, 2.0 * 42 * 5);
+  EXPECT_DOUBLE_EQ(find("MatMul").gops_per_s, 2.0 * 42 * 5 / 0.5e-3 / 1e9);  // two calls in 1 ms
+  EXPECT_DOUBLE_EQ(find("Gemm").ops, 2.0 * 3 * 24 * 40);
+  EXPECT_EQ(find("Add").ops, 0.0);
+  EXPECT_DOUBLE_EQ(find("Add").gbytes_per_s, 12000.0 / 1e-3 / 1e9);
+  const double ops = 2.0 * 288 * 36 + 2.0 * 100 * 27 + 2 * (2.0 * 42 * 5) + 2.0 * 3 * 24 * 40;
+  EXPECT_DOUBLE_EQ(r.ops, ops);
+  EXPECT_DOUBLE_EQ(r.gops_per_s, ops / 10e-3 / 1e9);
+
+  const std::string text = ProfileText(r);
+  EXPECT_NE(text.find("GOP/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("GOP per invoke"), std::string::npos) << text;
+  const json j = ToJson(r);
+  ASSERT_TRUE(j.contains("nodes"));
+  EXPECT_DOUBLE_EQ(j["ops"].get<double>(), ops);
+  EXPECT_DOUBLE_EQ(j["nodes"][0]["ops"].get<double>(), r.nodes[0].ops);
+  EXPECT_TRUE(j["nodes"][0].contains("gbytes_per_s"));
 }
 
 TEST(BenchCsv, PlainBenchHasOneRowPerSample) {

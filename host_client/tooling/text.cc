@@ -103,17 +103,23 @@ std::string ProfileText(const ProfileReport& p, size_t top) {
   text += ProfileRowsText(p.rows, &p.memory);
   if (top == 0 || p.nodes.empty()) return text;
   const size_t shown = std::min(top, p.nodes.size());
+  if (p.ops > 0) {
+    text += Format("convolutions and products: %.3f GOP per invoke, %.1f GOP/s over the median invoke\n",
+                   p.ops / 1e9, p.gops_per_s);
+  }
   text += Format("slowest nodes: %zu of %zu, by their median time per invoke", shown, p.nodes.size());
-  text += p.runs > 1 ? Format(" over %u invokes\n", p.runs) : std::string("\n");
+  text += p.runs > 1 ? Format(" over %u invokes", p.runs) : std::string();
+  text += "; GOP/s and GB/s: each call's operations and operand bytes over its median time\n";
   std::vector<std::vector<std::string>> cells;
-  cells.push_back(
-      {"#", "node", "op", "inputs -> outputs", "median ms", "min ms", "max ms", "share %", "calls"});
+  cells.push_back({"#", "node", "op", "inputs -> outputs", "median ms", "min ms", "max ms", "share %", "calls",
+                   "GOP/s", "GB/s"});
   for (size_t i = 0; i < shown; ++i) {
     const ProfileNodeEntry& n = p.nodes[i];
     cells.push_back({std::to_string(i + 1), n.name.empty() ? "-" : n.name, n.op + (n.host ? " (host)" : ""),
                      OperandsText(n.inputs) + " -> " + OperandsText(n.outputs), Format("%.4f", n.median_ms),
                      Format("%.4f", n.min_ms), Format("%.4f", n.max_ms), Format("%.1f", n.share_percent),
-                     std::to_string(n.calls)});
+                     std::to_string(n.calls), n.ops > 0 ? Format("%.1f", n.gops_per_s) : std::string("-"),
+                     n.gbytes_per_s > 0 ? Format("%.2f", n.gbytes_per_s) : std::string("-")});
   }
   // "#" right-aligned would misplace the text columns: numbers from the fifth.
   text += FormatTable(cells, "  ", 2, 4);
