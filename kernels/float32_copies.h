@@ -18,25 +18,43 @@
 
 namespace remex::kernels::internal {
 
+// Float32 buffers left uninitialised (no zero fill: every float is written before it is
+// read), 64-byte aligned, and on transparent huge pages from kHugePageMinBytes
+// (base/huge_pages.h), so that a large one costs few page faults.
+struct FreeFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+using FloatBuffer = std::unique_ptr<float, FreeFloats>;
+inline FloatBuffer AllocateFloats(size_t n) {
+  const size_t bytes = (n > 0 ? n : 1) * sizeof(float);
+  const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  FloatBuffer b(static_cast<float*>(std::aligned_alloc(align, rounded)));
+  if (!b) throw std::bad_alloc();
+  AdviseHugePages(b.get(), rounded);
+  return b;
+}
+
 // The float32 copies of float16 constants (TensorRef::constant) one kernel instance
 // keeps across calls for RunAsFloat32, by the constant's address; at most kMax of
 // them (all dropped when full). Made at the model's load when the kernel is a
 // ConstantPrepacker (kernels/prepack.h) that calls Prepack, else on first use.
 class Float32Constants {
  public:
-  // The float32 copy of constant float16 `t`, made on first use.
-  const std::vector<float>& Get(const TensorRef& t) {
+  // The float32 copy of constant float16 `t` (its element count), made on first use.
+  const float* Get(const TensorRef& t) {
     const int64_t n = NumElements(t.shape).value_or(0);
     auto it = kept_.find(t.data);
-    if (it == kept_.end() || it->second.size() != static_cast<size_t>(n)) {
+    if (it == kept_.end() || it->second.n != n) {
       if (kept_.size() >= kMax) kept_.clear();
-      std::vector<float>& b = kept_[t.data];
-      b.resize(static_cast<size_t>(n));
-      HalfToFloatN(static_cast<const Half*>(t.data), b.data(), n);
+      Copy& c = kept_[t.data];
+      c.data = AllocateFloats(static_cast<size_t>(n));
+      c.n = n;
+      HalfToFloatN(static_cast<const Half*>(t.data), c.data.get(), n);
       Widened().fetch_add(1, std::memory_order_relaxed);
-      return b;
+      return c.data.get();
     }
-    return it->second;
+    return it->second.data.get();
   }
 
   // For ConstantPrepacker::Prepack: a float16 constant's float32 copy made now, and the
@@ -44,8 +62,7 @@ class Float32Constants {
   // it is.
   TensorRef Prepack(const TensorRef& t) {
     if (t.dtype != DType::kFloat16 || !t.constant || !t.present()) return t;
-    const std::vector<float>& kept = Get(t);
-    return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
+    return TensorRef{const_cast<float*>(Get(t)), DType::kFloat32, t.shape, true};
   }
 
   // Float32 copies made so far, by every instance in the process (tests check when
@@ -57,8 +74,12 @@ class Float32Constants {
     static std::atomic<uint64_t> count{0};
     return count;
   }
+  struct Copy {
+    FloatBuffer data;
+    int64_t n = 0;
+  };
   static constexpr size_t kMax = 8;
-  std::unordered_map<const void*, std::vector<float>> kept_;
+  std::unordered_map<const void*, Copy> kept_;
 };
 
 // Float32 buffers for RunAsFloat32, per thread and kept from call to call, so that a
@@ -88,14 +109,9 @@ class Float32Scratch {
     Buffer& b = p.buffers[p.used++];
     const size_t want = n > 0 ? static_cast<size_t>(n) : 1;
     if (b.size < want) {
-      // Large buffers on huge pages (base/huge_pages.h): one that is not kept (over
-      // kMaxKeptFloats) is touched afresh on every call.
-      const size_t bytes = want * sizeof(float);
-      const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
-      const size_t rounded = (bytes + align - 1) / align * align;
-      b.data.reset(static_cast<float*>(std::aligned_alloc(align, rounded)));
-      if (!b.data) throw std::bad_alloc();
-      AdviseHugePages(b.data.get(), rounded);
+      // Large buffers on huge pages: one that is not kept (over kMaxKeptFloats) is
+      // touched afresh on every call.
+      b.data = AllocateFloats(want);
       b.size = want;
     }
     return b.data.get();
@@ -103,11 +119,8 @@ class Float32Scratch {
 
  private:
   static constexpr size_t kMaxKeptFloats = size_t{16} << 20;  // 64 MiB
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
   struct Buffer {
-    std::unique_ptr<float, Free> data;
+    FloatBuffer data;
     size_t size = 0;
   };
   struct Pool {
@@ -133,8 +146,7 @@ Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> ou
   auto widen = [&](const TensorRef& t, bool copy) {
     if (!t.present() || t.dtype != DType::kFloat16) return t;
     if (copy && t.constant && constants) {
-      const std::vector<float>& kept = constants->Get(t);
-      return TensorRef{const_cast<float*>(kept.data()), DType::kFloat32, t.shape, true};
+      return TensorRef{const_cast<float*>(constants->Get(t)), DType::kFloat32, t.shape, true};
     }
     const int64_t n = NumElements(t.shape).value_or(0);
     float* b = scratch.Take(n);
