@@ -128,6 +128,7 @@ def test_run_fetches_what_is_asked_and_keeps_the_rest_on_the_server(session, mod
     xt = session.upload(x)
     np.testing.assert_allclose(m.run({"x": xt}, fetch=["y"])["y"], expected)
     assert m.last_call["run_ms"] > 0 and m.last_call["function"] == "main"
+    assert m.last_call["graph"] is False  # the CPU device records no device graphs
 
 
 def test_run_errors_name_the_problem(session, models):
