@@ -194,7 +194,9 @@ class VirtualMachine {
   // afterwards its outputs into the bound output buffers (SetOutput) or new tensors,
   // all on the device: every output handle stays the caller's, as without graphs. A
   // recording that fails (a kernel that waits for the device or reads back data; see
-  // Device::BeginCapture) leaves those shapes to plain calls for good. The bucket a
+  // Device::BeginCapture) leaves those shapes to plain calls for good; one stopped from
+  // outside (cancelled, past its deadline, the server stopping, a device fault) is
+  // the call's error, and the next call with those shapes records again. The bucket a
   // dispatcher chose (TailCall) is part of what is recorded, so each bucket's shapes
   // get a graph of their own. At most kMaxGraphShapes sets of shapes are tracked per
   // function; the least recently used goes, with its graph. A graph holds every buffer
