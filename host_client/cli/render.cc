@@ -102,6 +102,8 @@ void PrintCompile(const tooling::CompileReport& r, const std::string& output, bo
                  "fused epilogues: %d FusedConv, %d FusedMatMul and %d FusedMatMulInteger kernels absorb %d Add, "
                  "activation, Cast and Mul nodes\n",
                  stats.fused_convs, stats.fused_matmuls, stats.fused_matmul_integers, stats.epilogue_nodes);
+    std::fprintf(out, "fused attention: %d FusedAttention kernels replace %d nodes\n", stats.fused_attentions,
+                 stats.attention_nodes);
     std::fprintf(out, "fused elementwise: %d FusedElementwise kernels replace %d nodes; %d FusedQLinearAdd\n",
                  stats.fused_kernels, stats.nodes_fused, stats.quantized_adds);
     std::fprintf(out, "dtype %s: %d nodes converted, %d constants converted, %d casts inserted\n",

@@ -57,6 +57,11 @@ struct CompileOptions {
   // and MatMul by a constant with the bias Add and the activation after it into
   // FusedMatMul nodes (passes/epilogue_fusion.h); runs before elementwise fusion.
   bool fuse_epilogues = true;
+  // With fuse_epilogues: fuse scaled dot-product attention (MatMul, scale, mask Add,
+  // Softmax, MatMul, and the head Transposes around them) into FusedAttention nodes
+  // (passes/attention_fusion.h). Only the CPU device has a FusedAttention kernel:
+  // tooling::CompileForDevice sets it for the CPU device.
+  bool fuse_attention = false;
   // Place small integer shape computations on the host.
   bool place_on_host = true;
   // zstd level of the executable's constant chunks.
@@ -141,6 +146,8 @@ struct CompileStats {
   int fused_matmuls = 0;   // FusedMatMul nodes made by epilogue fusion
   int fused_matmul_integers = 0;  // FusedMatMulInteger nodes made by epilogue fusion
   int epilogue_nodes = 0;  // Add and activation nodes both absorbed
+  int fused_attentions = 0;  // FusedAttention nodes (passes/attention_fusion.h)
+  int attention_nodes = 0;   // nodes they replace, Transposes included
   int kernels = 0;
   int host_kernels = 0;             // kernels placed on the host
   int runtime_shape_functions = 0;  // nodes whose output shapes are known only at run time

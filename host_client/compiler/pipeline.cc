@@ -6,6 +6,7 @@
 
 #include "host_client/compiler/codegen.h"
 #include "host_client/compiler/passes/activation_patterns.h"
+#include "host_client/compiler/passes/attention_fusion.h"
 #include "host_client/compiler/passes/batchnorm_folding.h"
 #include "host_client/compiler/passes/common_subexpressions.h"
 #include "host_client/compiler/passes/dead_code.h"
@@ -92,6 +93,11 @@ StatusOr<vm::ExecutableDef> CompileFunction(Graph graph, const kernels::KernelRe
     EliminateDeadCode(graph);  // casts of inputs only shape readers use
   } else if (options.dtype != DType::kFloat32 && options.dtype != DType::kUndefined) {
     return InvalidArgument("--dtype must be float32 or float16, got " + std::string(DTypeName(options.dtype)));
+  }
+  if (options.fuse_epilogues && options.fuse_attention) {
+    const size_t before = graph.nodes.size();
+    local.fused_attentions = FuseAttention(graph);
+    local.attention_nodes = static_cast<int>(before - graph.nodes.size()) + local.fused_attentions;
   }
   if (options.fuse_epilogues) {
     EpilogueFusionStats epilogues = FuseEpilogues(graph, registry);

@@ -30,9 +30,16 @@ StatusOr<CompileReport> CompileModel(const std::string& onnx_path, const compile
                          compiler::ImportOnnxFile(onnx_path, *registry, options.input_shapes));
   ModelTraits& traits = report.traits;
   for (const compiler::Value& v : graph.values) traits.has_float16 = traits.has_float16 || v.dtype == DType::kFloat16;
+  std::vector<bool> softmax_output(graph.values.size(), false);
   for (const compiler::Node& n : graph.nodes) {
     traits.has_int8_convolutions = traits.has_int8_convolutions || n.op == "QLinearConv" || n.op == "ConvInteger";
     traits.has_float_convolutions = traits.has_float_convolutions || n.op == "Conv";
+    if (n.op == "Softmax") {
+      for (int o : n.outputs) softmax_output[o] = true;
+    }
+    if (n.op == "MatMul" && !n.inputs.empty() && n.inputs[0] >= 0 && softmax_output[n.inputs[0]]) {
+      traits.has_attention = true;
+    }
   }
   report.options = options;
   if (report.options.layout == compiler::Layout::kAuto) report.options.layout = compiler::Layout::kNchw;
@@ -81,6 +88,11 @@ DeviceCompile CompileForDevice(const client::DeviceInfo* device, const ModelTrai
       out.options.layout = compiler::Layout::kNhwc;
       add("with NHWC activations for its convolutions (--layout NCHW keeps NCHW)");
     }
+  }
+  // Only the CPU device has a FusedAttention kernel.
+  if (cpu && model.has_attention && given.fuse_epilogues && !given.fuse_attention) {
+    out.options.fuse_attention = true;
+    add("with its attention fused (--no-fuse-epilogues keeps it apart)");
   }
   // The CPU device's pooling kernels take NHWC; the CUDA device's do not.
   out.options.nhwc_pooling = cpu;

@@ -34,6 +34,7 @@ struct ModelTraits {
   bool has_float16 = false;             // float16 tensors
   bool has_int8_convolutions = false;   // QLinearConv or ConvInteger nodes
   bool has_float_convolutions = false;  // Conv nodes (float32 or float16: Conv takes no other dtype)
+  bool has_attention = false;           // a Softmax whose output a MatMul reads (attention's shape)
 };
 
 // What `remex compile` reports.
@@ -81,6 +82,9 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
 //   output; otherwise NCHW.
 // - nhwc_pooling: on for the CPU device, whose pooling kernels take NHWC (the layout
 //   pass then keeps float pooling channels-last too).
+// - fuse_attention: on for a model with attention on the CPU device, the one with a
+//   FusedAttention kernel (compiler/passes/attention_fusion.h), unless
+//   --no-fuse-epilogues.
 // The caller compiles again when `changes` is not empty.
 struct DeviceCompile {
   compiler::CompileOptions options;  // the options given, those choices made

@@ -318,6 +318,8 @@ json ToJson(const CompileReport& r) {
                 {"fused_matmuls", s.fused_matmuls},
                 {"fused_matmul_integers", s.fused_matmul_integers},
                 {"epilogue_nodes", s.epilogue_nodes},
+                {"fused_attentions", s.fused_attentions},
+                {"attention_nodes", s.attention_nodes},
                 {"fused_kernels", s.fused_kernels},
                 {"nodes_fused", s.nodes_fused},
                 {"precision", {{"nodes_converted", s.precision.nodes_converted},

@@ -158,7 +158,8 @@ TEST(SpecsTest, FetchServerAndCompression) {
 // The choices a user left open, made for the device: a float16 model in float32 on the
 // CPU device, int8 convolutions NHWC on a device whose int8 convolutions are
 // channels-last, float convolutions NHWC on one whose float convolutions are, pooling
-// NHWC on the CPU device only; a choice given is kept, and nothing changes elsewhere.
+// NHWC on the CPU device only, attention fused on the CPU device only; a choice given is
+// kept, and nothing changes elsewhere.
 TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
   client::DeviceInfo cpu{"cpu", "", 0, 0, /*int8_channels_last=*/true, /*float_channels_last=*/true};
   client::DeviceInfo cpu_without_vnni{"cpu", "", 0, 0, false, true};
@@ -196,6 +197,22 @@ TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
   DeviceCompile no_convolutions = CompileForDevice(&cpu, ModelTraits{}, open);
   EXPECT_EQ(no_convolutions.options.layout, compiler::Layout::kNchw);
   EXPECT_EQ(no_convolutions.changes, "");
+  EXPECT_FALSE(no_convolutions.options.fuse_attention);
+
+  // Attention fused for the CPU device only, the one with a FusedAttention kernel, and
+  // not with --no-fuse-epilogues.
+  const ModelTraits transformer{.has_attention = true};
+  DeviceCompile attention = CompileForDevice(&cpu_without_avx512, transformer, open);
+  EXPECT_TRUE(attention.options.fuse_attention);
+  EXPECT_NE(attention.changes.find("attention fused"), std::string::npos) << attention.changes;
+  for (const client::DeviceInfo* d : std::initializer_list<const client::DeviceInfo*>{&gpu, nullptr}) {
+    DeviceCompile c = CompileForDevice(d, transformer, open);
+    EXPECT_FALSE(c.options.fuse_attention) << (d ? d->name : "no device");
+    EXPECT_EQ(c.changes, "");
+  }
+  compiler::CompileOptions unfused = open;
+  unfused.fuse_epilogues = false;
+  EXPECT_FALSE(CompileForDevice(&cpu, transformer, unfused).options.fuse_attention);
 
   compiler::CompileOptions nchw;  // --layout NCHW given
   for (const ModelTraits& m : {int8_model, float_model}) {

@@ -1233,6 +1233,7 @@ StatusOr<TuneReport> Tuner::Run() {
   resolved_.dtype = for_device.options.dtype;
   resolved_.layout = for_device.options.layout;
   resolved_.nhwc_pooling = for_device.options.nhwc_pooling;
+  resolved_.fuse_attention = for_device.options.fuse_attention;
   start_ = ChoicesOf(resolved_);
   const vm::FunctionDef& signature = whole.executable.functions.at(0);
   std::map<std::string, compiler::DimBounds> bounds;

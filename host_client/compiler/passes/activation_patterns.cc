@@ -2,63 +2,19 @@
 #include "host_client/compiler/passes/activation_patterns.h"
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "host_client/compiler/passes/patterns.h"
+
 namespace remex::compiler {
 namespace {
 
-// The value of one-element float32 constant `v` of rank at most `rank`.
-std::optional<float> ScalarConstant(const Graph& g, int v, size_t rank) {
-  if (v < 0 || !g.values[v].constant) return std::nullopt;
-  const vm::ConstantDef& c = g.constants[*g.values[v].constant];
-  if (c.dtype != DType::kFloat32 || c.shape.size() > rank || NumElements(c.shape) != 1 ||
-      c.data.size() != sizeof(float)) {
-    return std::nullopt;
-  }
-  float f;
-  std::memcpy(&f, c.data.data(), sizeof f);
-  return f;
-}
-
-bool Plain(const Node& n, const char* op, size_t inputs) {
-  return n.op == op && !n.host && !n.values_op && n.regions.empty() && n.inputs.size() == inputs &&
-         n.outputs.size() == 1;
-}
-
-// Each value's reads (a graph output counts as one, so that it is never an
-// intermediate) and the node producing it.
-class SingleUse {
- public:
-  explicit SingleUse(const Graph& g) : reads_(g.values.size(), 0), producer_(g.values.size(), -1) {
-    for (int o : g.outputs) ++reads_[o];
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      CountReads(g.nodes[i], reads_);
-      for (int o : g.nodes[i].outputs) producer_[o] = static_cast<int>(i);
-    }
-  }
-  // The node producing `v` when `v` is read once (by a pattern's next step), else null.
-  Node* Producer(Graph& g, int v) const {
-    if (v < 0 || reads_[v] != 1 || producer_[v] < 0) return nullptr;
-    return &g.nodes[producer_[v]];
-  }
-
- private:
-  std::vector<int> reads_;
-  std::vector<int> producer_;
-};
-
-// Drops the nodes marked in `removed` (indexed as g.nodes), keeping the others' order.
-void RemoveNodes(Graph& g, const std::vector<bool>& removed) {
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
-  }
-  g.nodes = std::move(kept);
-}
+using patterns::Plain;
+using patterns::RemoveNodes;
+using patterns::ScalarConstant;
+using patterns::SingleUse;
 
 // Makes `last` the recognised activation `op` of x (no attributes yet), named after
 // every node it runs: `merged` (the removed steps, in order) then itself, joined by "+"

@@ -25,6 +25,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/math/softmax_cpu.h"
 #include "kernels/scalar_ops.h"
 
 namespace remex::kernels::internal {
@@ -61,38 +62,8 @@ std::string_view SoftmaxOpName(SoftmaxMode mode) {
   return "Softmax";
 }
 
-namespace {
-
-StatusOr<std::vector<TensorInfo>> InferSoftmax(std::string_view op, bool flatten, const Attributes& attrs,
-                                               std::span<const ShapeFnArg> in) {
-  if (in.size() != 1) return OpError(op, "expects 1 input");
-  if (!IsFloatType(in[0].dtype)) return OpError(op, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
-  REMEX_RETURN_IF_ERROR(SoftmaxViewOf(op, flatten, attrs, in[0].shape).status());
-  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
-}
-
-// The entry for opsets 1-12 (`since` 1) or 13+.
-OpDef SoftmaxDef(SoftmaxMode mode, int since) {
-  const bool flatten = since < 13;
-  const std::string_view op = SoftmaxOpName(mode);
-  OpDef def;
-  def.name = std::string(op);
-  def.since_version = since;
-  if (flatten) def.end_version = 12;
-  def.infer = [op, flatten](const Attributes& attrs, std::span<const ShapeFnArg> in) {
-    return InferSoftmax(op, flatten, attrs, in);
-  };
-  return def;
-}
-
-// Elements per compute thread at least (smaller inputs run on the calling thread).
-constexpr int64_t kGrainElements = 16384;
-
-// Softmax (or LogSoftmax, `log`) of `rows` contiguous float32 rows of `n` > 0 elements,
-// x to y. The max and the sum run in kLanes independent lanes (then added lane by
-// lane), so that they vectorise; the order of their additions is fixed, the same in
-// every clone. softmax.cc is compiled with -ffp-contract=off (sources.cmake): no clone
-// fuses a multiply-add.
+// Declared in softmax_cpu.h. softmax.cc is compiled with -ffp-contract=off (sources.cmake):
+// no clone fuses a multiply-add.
 REMEX_CPU_CLONES void SoftmaxRowsFloat32(const float* x, float* y, int64_t rows, int64_t n, bool log) {
   constexpr int64_t kLanes = 16;
   for (int64_t r = 0; r < rows; ++r) {
@@ -129,6 +100,33 @@ REMEX_CPU_CLONES void SoftmaxRowsFloat32(const float* x, float* y, int64_t rows,
     }
   }
 }
+
+namespace {
+
+StatusOr<std::vector<TensorInfo>> InferSoftmax(std::string_view op, bool flatten, const Attributes& attrs,
+                                               std::span<const ShapeFnArg> in) {
+  if (in.size() != 1) return OpError(op, "expects 1 input");
+  if (!IsFloatType(in[0].dtype)) return OpError(op, "unsupported dtype " + std::string(DTypeName(in[0].dtype)));
+  REMEX_RETURN_IF_ERROR(SoftmaxViewOf(op, flatten, attrs, in[0].shape).status());
+  return std::vector<TensorInfo>{{in[0].dtype, in[0].shape}};
+}
+
+// The entry for opsets 1-12 (`since` 1) or 13+.
+OpDef SoftmaxDef(SoftmaxMode mode, int since) {
+  const bool flatten = since < 13;
+  const std::string_view op = SoftmaxOpName(mode);
+  OpDef def;
+  def.name = std::string(op);
+  def.since_version = since;
+  if (flatten) def.end_version = 12;
+  def.infer = [op, flatten](const Attributes& attrs, std::span<const ShapeFnArg> in) {
+    return InferSoftmax(op, flatten, attrs, in);
+  };
+  return def;
+}
+
+// Elements per compute thread at least (smaller inputs run on the calling thread).
+constexpr int64_t kGrainElements = 16384;
 
 class SoftmaxKernel final : public ValidatedKernel {
  public:

@@ -6,6 +6,7 @@ target_sources(remex_kernels PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cumsum.cc
   ${CMAKE_CURRENT_LIST_DIR}/determinant.cc
   ${CMAKE_CURRENT_LIST_DIR}/einsum.cc
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cc
 )
 # softmax.cc's float32 row loops vectorise with no-trapping-math and no-math-errno; no
 # fused multiply-adds in their AVX2 and AVX-512 clones, so that every clone rounds alike.
@@ -17,4 +18,5 @@ list(APPEND REMEX_KERNELS_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cumsum_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/determinant_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/einsum_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/attention_test.cc
 )

@@ -1,0 +1,202 @@
+// The attention fusion pass (passes/attention_fusion.h): an encoder layer's attention
+// (heads split by Reshape and Transpose, Div scale, mask Add, Softmax, heads merged)
+// and a decoder step's (K and V from Concat with a cache of dynamic length, K^T by a
+// Transpose, Mul scale) each become one FusedAttention kernel whose results match the
+// same graph compiled without the pass; and what must not fuse (an intermediate that is
+// a graph output, Softmax along another axis, a mask that grows the scores, the option
+// off).
+#include "host_client/compiler/passes/attention_fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "host_client/compiler/compiler.h"
+#include "host_client/compiler/onnx_import.h"
+#include "host_client/compiler/onnx_test_util.h"
+#include "host_client/compiler/vm_test_util.h"
+
+namespace remex::compiler {
+namespace {
+
+using remex::testing::CountKernels;
+using remex::testing::OnnxModelBuilder;
+using remex::testing::Registry;
+using remex::testing::RunFloat32Outputs;
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool fuse, CompileStats* stats = nullptr) {
+  REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));
+  CompileOptions options;
+  options.fuse_attention = fuse;
+  return CompileGraph(std::move(graph), Registry(), options, stats);
+}
+
+// y = MatMul(x, w) with w [in, out] random.
+void Linear(OnnxModelBuilder& b, const std::string& x, const std::string& y, int64_t in, int64_t out,
+            uint32_t seed) {
+  b.FloatInit(y + ".w", {in, out}, Random(static_cast<size_t>(in * out), seed));
+  b.Node("MatMul", {x, y + ".w"}, {y}, y);
+}
+
+// [B, S, H * D] -> [B, H, S, D]: Reshape by `split`, Transpose [0, 2, 1, 3].
+void Heads(OnnxModelBuilder& b, const std::string& x, const std::string& y) {
+  b.Node("Reshape", {x, "split"}, {y + ".bshd"}, y + ".reshape");
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {y + ".bshd"}, {y}, y + ".transpose"), "perm", {0, 2, 1, 3});
+}
+
+struct EncoderVariant {
+  int64_t batch = 2;          // x's batch
+  Shape mask = {2, 1, 1, 6};  // the mask input's shape
+  int64_t softmax_axis = -1;
+  bool probs_output = false;  // the probabilities are a graph output too
+};
+
+// One encoder layer's attention: x [batch, 6, 32], 4 heads of 8, as torch.onnx.export
+// writes a BERT layer: y [2, 6, 32].
+OnnxModelBuilder Encoder(const EncoderVariant& v = {}) {
+  OnnxModelBuilder b(17);
+  b.Input("x", kFloat, {v.batch, 6, 32});
+  b.Input("mask", kFloat, v.mask);
+  b.Int64Init("split", {4}, {v.batch, 6, 4, 8});
+  b.Int64Init("merge", {3}, {2, 6, 32});
+  b.FloatInit("sqrt_d", {}, {std::sqrt(8.0f)});
+  Linear(b, "x", "q", 32, 32, 1);
+  Linear(b, "x", "k", 32, 32, 2);
+  Linear(b, "x", "v", 32, 32, 3);
+  Heads(b, "q", "qh");
+  Heads(b, "k", "kh");
+  Heads(b, "v", "vh");
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"kh"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  b.Node("MatMul", {"qh", "kt"}, {"scores"}, "scores");
+  b.Node("Div", {"scores", "sqrt_d"}, {"scaled"}, "scaled");
+  b.Node("Add", {"scaled", "mask"}, {"masked"}, "masked");
+  OnnxModelBuilder::IntAttr(b.Node("Softmax", {"masked"}, {"probs"}, "probs"), "axis", v.softmax_axis);
+  b.Node("MatMul", {"probs", "vh"}, {"ctx"}, "ctx");
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"ctx"}, {"ctx.bshd"}, "ctx.transpose"), "perm",
+                             {0, 2, 1, 3});
+  b.Node("Reshape", {"ctx.bshd", "merge"}, {"y"}, "y");
+  b.Output("y", kFloat, {2, 6, 32});
+  if (v.probs_output) b.Output("probs", kFloat, {v.batch, 4, 6, 6});
+  return b;
+}
+
+// The outputs of `b` compiled with and without the pass on the same inputs, and the
+// fused executable's FusedAttention kernels.
+struct Comparison {
+  int fused = -1;
+  double max_diff = 1e9;
+  CompileStats stats;
+};
+Comparison Compare(const OnnxModelBuilder& b, const std::vector<Shape>& shapes) {
+  Comparison c;
+  auto fused = Compile(b, true, &c.stats);
+  auto plain = Compile(b, false);
+  EXPECT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_TRUE(plain.ok()) << plain.status().ToString();
+  if (!fused.ok() || !plain.ok()) return c;
+  EXPECT_EQ(CountKernels(*plain, "FusedAttention"), 0);
+  c.fused = CountKernels(*fused, "FusedAttention");
+  std::vector<std::vector<float>> inputs;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    inputs.push_back(Random(static_cast<size_t>(*NumElements(shapes[i])), 10 + i));
+  const auto want = RunFloat32Outputs(*plain, shapes, inputs);
+  const auto got = RunFloat32Outputs(*fused, shapes, inputs);
+  EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size()) return c;
+  c.max_diff = 0;
+  for (size_t o = 0; o < got.size(); ++o) {
+    EXPECT_EQ(got[o].size(), want[o].size());
+    for (size_t i = 0; i < got[o].size() && i < want[o].size(); ++i) {
+      c.max_diff = std::max(c.max_diff, static_cast<double>(std::abs(got[o][i] - want[o][i])));
+    }
+  }
+  return c;
+}
+
+TEST(AttentionFusionTest, AnEncoderLayersAttentionBecomesOneKernel) {
+  const Comparison c = Compare(Encoder(), {{2, 6, 32}, {2, 1, 1, 6}});
+  EXPECT_EQ(c.fused, 1);
+  EXPECT_LT(c.max_diff, 1e-5);
+  EXPECT_EQ(c.stats.fused_attentions, 1);
+  // The Q, K, V and K^T Transposes, two MatMuls, Div, Add, Softmax and the merging Transpose.
+  EXPECT_EQ(c.stats.attention_nodes, 10);
+  auto fused = Compile(Encoder(), true);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(CountKernels(*fused, "Softmax"), 0);
+  EXPECT_EQ(CountKernels(*fused, "Transpose"), 0);
+  // A mask of the scores' whole shape, one without its leading dims, none.
+  EXPECT_EQ(Compare(Encoder({.mask = {2, 4, 6, 6}}), {{2, 6, 32}, {2, 4, 6, 6}}).fused, 1);
+  EXPECT_LT(Compare(Encoder({.mask = {6, 6}}), {{2, 6, 32}, {6, 6}}).max_diff, 1e-5);
+}
+
+TEST(AttentionFusionTest, WhatMustNotFuseStaysApart) {
+  // The probabilities are also a graph output.
+  EXPECT_EQ(Compare(Encoder({.probs_output = true}), {{2, 6, 32}, {2, 1, 1, 6}}).fused, 0);
+  // Softmax along the queries, not the keys.
+  EXPECT_EQ(Compare(Encoder({.softmax_axis = 2}), {{2, 6, 32}, {2, 1, 1, 6}}).fused, 0);
+  // A batch-1 x whose mask has batch 2: the Add grows the scores to [2, 4, 6, 6].
+  EXPECT_EQ(Compare(Encoder({.batch = 1, .mask = {2, 1, 1, 6}}), {{1, 6, 32}, {2, 1, 1, 6}}).fused, 0);
+  // The option off (CompileOptions::fuse_attention; the CUDA device's default).
+  auto plain = Compile(Encoder(), false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(CountKernels(*plain, "Softmax"), 1);
+}
+
+// A decoder step: x [1, 3, 16] (3 new tokens), 2 heads of 8, the caches past_k and past_v
+// [1, 2, past, 8] of dynamic length; present_k and present_v are outputs as well.
+OnnxModelBuilder DecoderStep() {
+  OnnxModelBuilder b(17);
+  b.Input("x", kFloat, {1, 3, 16});
+  b.Input("past_k", kFloat, {1, 2, -1, 8});
+  b.Input("past_v", kFloat, {1, 2, -1, 8});
+  b.Int64Init("split", {4}, {1, 3, 2, 8});
+  b.Int64Init("merge", {3}, {1, 3, 16});
+  b.FloatInit("inv_sqrt_d", {}, {1.0f / std::sqrt(8.0f)});
+  Linear(b, "x", "q", 16, 16, 4);
+  Linear(b, "x", "k", 16, 16, 5);
+  Linear(b, "x", "v", 16, 16, 6);
+  Heads(b, "q", "qh");
+  Heads(b, "k", "kh");
+  Heads(b, "v", "vh");
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"past_k", "kh"}, {"present_k"}, "present_k"), "axis", 2);
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"past_v", "vh"}, {"present_v"}, "present_v"), "axis", 2);
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"present_k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  b.Node("MatMul", {"qh", "kt"}, {"scores"}, "scores");
+  b.Node("Mul", {"inv_sqrt_d", "scores"}, {"scaled"}, "scaled");
+  OnnxModelBuilder::IntAttr(b.Node("Softmax", {"scaled"}, {"probs"}, "probs"), "axis", 3);
+  b.Node("MatMul", {"probs", "present_v"}, {"ctx"}, "ctx");
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"ctx"}, {"ctx.bshd"}, "ctx.transpose"), "perm",
+                             {0, 2, 1, 3});
+  b.Node("Reshape", {"ctx.bshd", "merge"}, {"y"}, "y");
+  b.Output("y", kFloat, {1, 3, 16});
+  b.Output("present_k", kFloat, {1, 2, -1, 8});
+  b.Output("present_v", kFloat, {1, 2, -1, 8});
+  return b;
+}
+
+TEST(AttentionFusionTest, ADecoderStepWithACacheOfAnyLengthBecomesOneKernel) {
+  for (int64_t past : {0, 1, 5}) {
+    const Comparison c = Compare(DecoderStep(), {{1, 3, 16}, {1, 2, past, 8}, {1, 2, past, 8}});
+    EXPECT_EQ(c.fused, 1) << "past " << past;
+    EXPECT_LT(c.max_diff, 1e-5) << "past " << past;
+    // Q's head Transpose, K^T, two MatMuls, Mul, Softmax, the merging Transpose; K's and
+    // V's head Transposes feed the Concats and stay.
+    EXPECT_EQ(c.stats.attention_nodes, 7);
+  }
+}
+
+}  // namespace
+}  // namespace remex::compiler

@@ -1,0 +1,362 @@
+// FusedAttention: scaled dot-product attention in one kernel, made by the compiler from
+// the MatMul, scale, mask Add, Softmax and MatMul an exporter writes
+// (host_client/compiler/passes/attention_fusion.h), with the head split and merge
+// Transposes around it taken in as strides. The computation is that of ONNX
+// Attention-23 without its optional inputs and of "Attention Is All You Need"
+// (Vaswani et al., 2017, eq. 1):
+//
+//   Y = softmax(scale * Q K^T + mask) V
+//
+// Inputs (float32, each of rank r, 3 or 4, in whatever axis order the model holds it):
+//   Q     logical [batch..., Sq, D]  = Transpose(input 0, q_perm)
+//   K     logical [batch..., Sk, D]  = Transpose(input 1, k_perm)   (K, not K^T)
+//   V     logical [batch..., Sk, Dv] = Transpose(input 2, v_perm)
+//   mask  optional (input 3), float32 of rank <= r, broadcasting (right-aligned) to
+//         [batch..., Sq, Sk] without growing it: each of its dims is 1 or the target's
+// Output: Transpose(logical Y [batch..., Sq, Dv], y_perm), so that y_perm [0, 2, 1, 3]
+// writes the heads merged back ([B, Sq, H, Dv]).
+// Attributes: scale (float, default 1), q_perm, k_perm, v_perm, y_perm (ints, a
+// permutation of [0, r); default the identity). The batch dims of Q, K and V must be
+// equal (no broadcasting), D of Q and K and Sk of K and V too.
+//
+// Softmax along the keys as the Softmax kernel computes it (softmax_cpu.h: max skips
+// NaN); Sk = 0 gives Y = 0, as MatMul of the empty product does. The products are
+// oneDNN's sgemm, one (batch, block of query rows) at a time, the blocks spread over the
+// compute threads; the scores live in a per-block scratch of 64 x Sk floats, never in a
+// [batch..., Sq, Sk] tensor. INVALID_ARGUMENT for other dtypes, ranks or shapes.
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/internal.h"
+#include "kernels/ops/math/softmax_cpu.h"
+
+namespace remex::kernels::internal {
+namespace {
+
+constexpr std::string_view kFusedAttention = "FusedAttention";
+// Query rows per block: the scores scratch of a block is kBlockRows x Sk floats.
+constexpr int64_t kBlockRows = 64;
+
+// The attributes: each perm empty (the identity) or a permutation of [0, its size).
+struct AttentionAttrs {
+  float scale = 1.0f;
+  std::vector<int64_t> perm[4];  // q, k, v, y
+};
+
+constexpr const char* kPermNames[4] = {"q_perm", "k_perm", "v_perm", "y_perm"};
+
+StatusOr<AttentionAttrs> ParseAttrs(const Attributes& attrs) {
+  AttentionAttrs a;
+  StatusOr<float> scale = attrs.Float("scale", 1.0f);
+  if (!scale.ok()) return OpError(kFusedAttention, scale.status().message());
+  a.scale = *scale;
+  for (int t = 0; t < 4; ++t) {
+    StatusOr<std::vector<int64_t>> perm = attrs.Ints(kPermNames[t], {});
+    if (!perm.ok()) return OpError(kFusedAttention, perm.status().message());
+    a.perm[t] = *std::move(perm);
+    const int64_t n = static_cast<int64_t>(a.perm[t].size());
+    std::vector<bool> seen(a.perm[t].size(), false);
+    for (int64_t p : a.perm[t]) {
+      if (p < 0 || p >= n || seen[p]) {
+        return OpError(kFusedAttention, std::string(kPermNames[t]) + " must be a permutation of [0, " +
+                                            std::to_string(n) + ")");
+      }
+      seen[p] = true;
+    }
+  }
+  return a;
+}
+
+// The geometry of one call: logical dims and, per operand, the element strides of its
+// logical axes in the stored tensor.
+struct AttentionGeometry {
+  AttentionAttrs attrs;
+  size_t rank = 0;
+  Shape batch;  // the logical batch dims
+  int64_t batches = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  Shape y_shape;                     // the stored output
+  std::vector<int64_t> stride[4];    // q, k, v, y: per logical axis
+  std::vector<int64_t> mask_stride;  // per logical axis of [batch..., Sq, Sk]; 0 where it broadcasts
+  bool has_mask = false;
+};
+
+std::vector<int64_t> ContiguousStrides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<const ShapeFnArg> in) {
+  if (in.size() < 3 || in.size() > 4 || !in[0].present || !in[1].present || !in[2].present) {
+    return OpError(kFusedAttention, "expects Q, K, V and an optional mask");
+  }
+  const bool has_mask = in.size() == 4 && in[3].present;
+  for (size_t i = 0; i < (has_mask ? 4u : 3u); ++i) {
+    if (in[i].dtype != DType::kFloat32) {
+      return OpError(kFusedAttention, "input " + std::to_string(i) + " must be float32, got " +
+                                          std::string(DTypeName(in[i].dtype)));
+    }
+  }
+  const size_t rank = in[0].shape.size();
+  if (rank < 3 || rank > 4 || in[1].shape.size() != rank || in[2].shape.size() != rank) {
+    return OpError(kFusedAttention, "Q, K and V must have one rank, 3 or 4, got " +
+                                        ShapeToString(in[0].shape) + ", " + ShapeToString(in[1].shape) +
+                                        " and " + ShapeToString(in[2].shape));
+  }
+  AttentionGeometry g;
+  g.rank = rank;
+  g.has_mask = has_mask;
+  g.attrs = attrs;
+  for (int t = 0; t < 4; ++t) {
+    if (g.attrs.perm[t].empty()) {
+      for (size_t i = 0; i < rank; ++i) g.attrs.perm[t].push_back(static_cast<int64_t>(i));
+    } else if (g.attrs.perm[t].size() != rank) {
+      return OpError(kFusedAttention, std::string(kPermNames[t]) + " has " +
+                                          std::to_string(g.attrs.perm[t].size()) + " axes, the inputs " +
+                                          std::to_string(rank));
+    }
+  }
+  Shape logical[3];
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<int64_t> stored = ContiguousStrides(in[t].shape);
+    logical[t].resize(rank);
+    g.stride[t].resize(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      logical[t][i] = in[t].shape[g.attrs.perm[t][i]];
+      g.stride[t][i] = stored[g.attrs.perm[t][i]];
+    }
+  }
+  const Shape& q = logical[0];
+  const Shape& k = logical[1];
+  const Shape& v = logical[2];
+  g.batch.assign(q.begin(), q.end() - 2);
+  if (!std::equal(g.batch.begin(), g.batch.end(), k.begin()) ||
+      !std::equal(g.batch.begin(), g.batch.end(), v.begin()) || q[rank - 1] != k[rank - 1] ||
+      k[rank - 2] != v[rank - 2]) {
+    return OpError(kFusedAttention, "Q " + ShapeToString(q) + ", K " + ShapeToString(k) + " and V " +
+                                        ShapeToString(v) + " (logical) do not agree");
+  }
+  for (int64_t b : g.batch) g.batches *= b;
+  g.sq = q[rank - 2];
+  g.d = q[rank - 1];
+  g.sk = k[rank - 2];
+  g.dv = v[rank - 1];
+  Shape y = g.batch;
+  y.push_back(g.sq);
+  y.push_back(g.dv);
+  REMEX_RETURN_IF_ERROR(CheckedNumElements(kFusedAttention, y).status());
+  g.y_shape.resize(rank);
+  for (size_t i = 0; i < rank; ++i) g.y_shape[i] = y[g.attrs.perm[3][i]];
+  // The output is stored as Transpose(Y, y_perm): logical axis y_perm[i] is stored axis i.
+  const std::vector<int64_t> y_stored = ContiguousStrides(g.y_shape);
+  g.stride[3].resize(rank);
+  for (size_t i = 0; i < rank; ++i) g.stride[3][g.attrs.perm[3][i]] = y_stored[i];
+  if (has_mask) {
+    const Shape& m = in[3].shape;
+    Shape target = g.batch;
+    target.push_back(g.sq);
+    target.push_back(g.sk);
+    if (m.size() > rank) {
+      return OpError(kFusedAttention, "mask " + ShapeToString(m) + " has a higher rank than the scores " +
+                                          ShapeToString(target));
+    }
+    const std::vector<int64_t> m_stored = ContiguousStrides(m);
+    g.mask_stride.assign(rank, 0);
+    for (size_t j = 0; j < m.size(); ++j) {
+      const size_t i = rank - m.size() + j;
+      if (m[j] != 1 && m[j] != target[i]) {
+        return OpError(kFusedAttention, "mask " + ShapeToString(m) + " does not broadcast to the scores " +
+                                            ShapeToString(target));
+      }
+      if (m[j] != 1) g.mask_stride[i] = m_stored[j];
+    }
+  }
+  return g;
+}
+
+StatusOr<std::vector<TensorInfo>> InferFusedAttention(const Attributes& attrs,
+                                                      std::span<const ShapeFnArg> in) {
+  REMEX_ASSIGN_OR_RETURN(const AttentionAttrs parsed, ParseAttrs(attrs));
+  REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(parsed, in));
+  return std::vector<TensorInfo>{{DType::kFloat32, g.y_shape}};
+}
+
+OpDef FusedAttentionDef() {
+  OpDef def;
+  def.name = std::string(kFusedAttention);
+  def.min_inputs = 3;
+  def.max_inputs = 4;
+  def.infer = InferFusedAttention;
+  return def;
+}
+
+// A [rows x cols] matrix in memory with element strides (rs, cs), as sgemm takes it
+// (row-major): 'N' with leading dimension rs when its columns are contiguous, 'T' with
+// cs when its rows are (a dim of 1 leaves its stride free). False when neither holds
+// (then the caller packs it).
+bool AsGemmOperand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char* trans, int64_t* ld) {
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1))) {
+    *trans = 'N';
+    *ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    return true;
+  }
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1))) {
+    *trans = 'T';
+    *ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+    return true;
+  }
+  return false;
+}
+
+// Copies a strided [rows x cols] matrix into dst, row-major.
+void Pack(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = src[r * rs + c * cs];
+  }
+}
+
+// One operand of a product: where it is and how sgemm reads it, packed into `scratch`
+// when its strides need it.
+struct GemmOperand {
+  const float* p;
+  char trans;
+  int64_t ld;
+};
+GemmOperand Operand(const float* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                    std::vector<float>& scratch) {
+  GemmOperand o{p, 'N', 0};
+  if (AsGemmOperand(rows, cols, rs, cs, &o.trans, &o.ld)) return o;
+  scratch.resize(static_cast<size_t>(rows * cols));
+  Pack(p, rows, cols, rs, cs, scratch.data());
+  return {scratch.data(), 'N', std::max<int64_t>(cols, 1)};
+}
+
+class FusedAttentionKernel final : public ValidatedKernel {
+ public:
+  static StatusOr<std::unique_ptr<FusedAttentionKernel>> Create(const OpDef& def, const Attributes& attrs) {
+    REMEX_ASSIGN_OR_RETURN(AttentionAttrs parsed, ParseAttrs(attrs));
+    return std::make_unique<FusedAttentionKernel>(def, attrs, std::move(parsed));
+  }
+  FusedAttentionKernel(const OpDef& def, const Attributes& attrs, AttentionAttrs parsed)
+      : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+
+ protected:
+  Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
+    std::vector<ShapeFnArg> args(in.size());
+    for (size_t i = 0; i < in.size(); ++i) args[i] = {in[i].present(), in[i].dtype, in[i].shape, nullptr};
+    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(attrs_, args));
+    float* y = DataAs<float>(out[0]);
+    const size_t r = g.rank;
+    if (g.batches == 0 || g.sq == 0 || g.dv == 0) return OkStatus();
+    if (g.sk == 0) {  // softmax over no keys: the empty sum
+      std::memset(y, 0, static_cast<size_t>(g.batches * g.sq * g.dv) * sizeof(float));
+      return OkStatus();
+    }
+    const float* q = DataAs<const float>(in[0]);
+    const float* k = DataAs<const float>(in[1]);
+    const float* v = DataAs<const float>(in[2]);
+    const float* mask = g.has_mask ? DataAs<const float>(in[3]) : nullptr;
+    // The element offset of logical batch index `b` (flattened) in operand t.
+    auto batch_offset = [&](const std::vector<int64_t>& stride, int64_t b) {
+      int64_t off = 0;
+      for (size_t i = r - 2; i-- > 0;) {
+        off += (b % g.batch[i]) * stride[i];
+        b /= g.batch[i];
+      }
+      return off;
+    };
+    const int64_t blocks = (g.sq + kBlockRows - 1) / kBlockRows;
+    const int64_t tasks = g.batches * blocks;
+    const int64_t macs = g.batches * g.sq * g.sk * (g.d + g.dv);
+    // Small calls on the calling thread, where forking the team costs more than it saves.
+    const int64_t grain = macs < kSmallPrimitiveMacs ? tasks : 1;
+    std::atomic<bool> failed{false};
+    ParallelFor(tasks, grain, [&](int64_t t0, int64_t t1, int) {
+      std::vector<float> scores, packed_q, packed_k, packed_v, staged_y;
+      for (int64_t t = t0; t < t1 && !failed.load(std::memory_order_relaxed); ++t) {
+        const int64_t b = t / blocks, row0 = (t % blocks) * kBlockRows;
+        const int64_t rows = std::min(kBlockRows, g.sq - row0);
+        const float* qb = q + batch_offset(g.stride[0], b) + row0 * g.stride[0][r - 2];
+        const float* kb = k + batch_offset(g.stride[1], b);
+        const float* vb = v + batch_offset(g.stride[2], b);
+        float* yb = y + batch_offset(g.stride[3], b) + row0 * g.stride[3][r - 2];
+        scores.resize(static_cast<size_t>(rows * g.sk));
+        // scores [rows x Sk] = scale * Q [rows x D] . (K [Sk x D])^T
+        const GemmOperand a = g.d == 0
+                                  ? GemmOperand{qb, 'N', 1}
+                                  : Operand(qb, rows, g.d, g.stride[0][r - 2], g.stride[0][r - 1], packed_q);
+        GemmOperand kt = g.d == 0 ? GemmOperand{kb, 'N', 1}
+                                  : Operand(kb, g.sk, g.d, g.stride[1][r - 2], g.stride[1][r - 1], packed_k);
+        kt.trans = kt.trans == 'N' ? 'T' : 'N';  // K^T
+        if (g.d == 0) {
+          std::fill(scores.begin(), scores.end(), 0.0f);
+        } else if (dnnl::sgemm(a.trans, kt.trans, rows, g.sk, g.d, g.attrs.scale, a.p, a.ld, kt.p, kt.ld,
+                               0.0f, scores.data(), g.sk) != dnnl::status::success) {
+          failed = true;
+          break;
+        }
+        if (mask) {
+          int64_t m_off = row0 * g.mask_stride[r - 2];
+          int64_t rest = b;
+          for (size_t i = r - 2; i-- > 0;) {
+            m_off += (rest % g.batch[i]) * g.mask_stride[i];
+            rest /= g.batch[i];
+          }
+          const int64_t ms = g.mask_stride[r - 1];
+          for (int64_t i = 0; i < rows; ++i) {
+            const float* mr = mask + m_off + i * g.mask_stride[r - 2];
+            float* sr = scores.data() + i * g.sk;
+            if (ms == 1) {
+              for (int64_t j = 0; j < g.sk; ++j) sr[j] += mr[j];
+            } else {
+              for (int64_t j = 0; j < g.sk; ++j) sr[j] += mr[j * ms];
+            }
+          }
+        }
+        SoftmaxRowsFloat32(scores.data(), scores.data(), rows, g.sk, false);
+        // Y [rows x Dv] = P [rows x Sk] . V [Sk x Dv], into Y's rows in place when its
+        // columns are contiguous, else through `staged_y`.
+        const GemmOperand vb_op = Operand(vb, g.sk, g.dv, g.stride[2][r - 2], g.stride[2][r - 1], packed_v);
+        const int64_t ys = g.stride[3][r - 2], yd = g.stride[3][r - 1];
+        const bool direct = (yd == 1 || g.dv == 1) && (rows == 1 || ys >= g.dv);
+        float* c = yb;
+        int64_t ldc = rows == 1 ? std::max<int64_t>(g.dv, 1) : ys;
+        if (!direct) {
+          staged_y.resize(static_cast<size_t>(rows * g.dv));
+          c = staged_y.data();
+          ldc = g.dv;
+        }
+        if (dnnl::sgemm('N', vb_op.trans, rows, g.dv, g.sk, 1.0f, scores.data(), g.sk, vb_op.p, vb_op.ld,
+                        0.0f, c, ldc) != dnnl::status::success) {
+          failed = true;
+          break;
+        }
+        if (!direct) {
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < g.dv; ++j) yb[i * ys + j * yd] = staged_y[i * g.dv + j];
+          }
+        }
+      }
+    });
+    if (failed) return OpError(op(), "oneDNN's sgemm failed");
+    return OkStatus();
+  }
+
+ private:
+  const AttentionAttrs attrs_;
+};
+
+}  // namespace
+
+Status AddAttentionOpDefs(KernelRegistry& registry) { return registry.AddOp(FusedAttentionDef()); }
+
+Status AddAttentionCpuKernels(KernelRegistry& registry) {
+  return AddCpuKernel<FusedAttentionKernel>(registry, kFusedAttention);
+}
+
+}  // namespace remex::kernels::internal
