@@ -155,15 +155,29 @@ TEST(AttentionFusionTest, WhatMustNotFuseStaysApart) {
   EXPECT_EQ(CountKernels(*plain, "Softmax"), 1);
 }
 
-// A decoder step: x [1, 3, 16] (3 new tokens), 2 heads of 8, the caches past_k and past_v
-// [1, 2, past, 8] of dynamic length; present_k and present_v are outputs as well.
-OnnxModelBuilder DecoderStep() {
+// A decoder step: x [1, new, 16] (new tokens), 2 heads of 8, the caches past_k and
+// past_v [1, 2, past, 8]: both lengths dynamic, the head shapes computed from x's shape
+// (Shape, Gather, Unsqueeze, Concat) as exporters write them; present_k and present_v are
+// outputs as well. Inference names the keys' length past + new by no expression ("?"),
+// only by its samples. With `causal_mask`, the mask [new, past + new] is built as
+// exporters build it (Range, Less, Where: -1e9 where a key lies after the query).
+OnnxModelBuilder DecoderStep(bool causal_mask) {
   OnnxModelBuilder b(17);
-  b.Input("x", kFloat, {1, 3, 16});
+  b.Input("x", kFloat, {1, -1, 16});
   b.Input("past_k", kFloat, {1, 2, -1, 8});
   b.Input("past_v", kFloat, {1, 2, -1, 8});
-  b.Int64Init("split", {4}, {1, 3, 2, 8});
-  b.Int64Init("merge", {3}, {1, 3, 16});
+  b.Int64Init("one_1", {1}, {1});
+  b.Int64Init("heads_1", {1}, {2});
+  b.Int64Init("dim_1", {1}, {8});
+  b.Int64Init("hidden_1", {1}, {16});
+  b.Int64Init("axis0", {1}, {0});
+  b.Int64Init("axis1", {1}, {1});
+  b.Int64Init("i1", {}, {1});
+  b.Node("Shape", {"x"}, {"x_shape"}, "x_shape");
+  OnnxModelBuilder::IntAttr(b.Node("Gather", {"x_shape", "i1"}, {"new_len"}, "new_len"), "axis", 0);
+  b.Node("Unsqueeze", {"new_len", "axis0"}, {"new_1"}, "new_1");
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"one_1", "new_1", "heads_1", "dim_1"}, {"split"}, "split"), "axis", 0);
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"one_1", "new_1", "hidden_1"}, {"merge"}, "merge"), "axis", 0);
   b.FloatInit("inv_sqrt_d", {}, {1.0f / std::sqrt(8.0f)});
   Linear(b, "x", "q", 16, 16, 4);
   Linear(b, "x", "k", 16, 16, 5);
@@ -176,25 +190,44 @@ OnnxModelBuilder DecoderStep() {
   OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"present_k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
   b.Node("MatMul", {"qh", "kt"}, {"scores"}, "scores");
   b.Node("Mul", {"inv_sqrt_d", "scores"}, {"scaled"}, "scaled");
-  OnnxModelBuilder::IntAttr(b.Node("Softmax", {"scaled"}, {"probs"}, "probs"), "axis", 3);
+  std::string logits = "scaled";
+  if (causal_mask) {
+    b.Int64Init("two", {}, {2});
+    b.Int64Init("zero", {}, {0});
+    b.FloatInit("neg", {}, {-1e9f});
+    b.FloatInit("none", {}, {0.0f});
+    b.Node("Shape", {"past_k"}, {"past_shape"}, "past_shape");
+    OnnxModelBuilder::IntAttr(b.Node("Gather", {"past_shape", "two"}, {"past_len"}, "past_len"), "axis", 0);
+    b.Node("Add", {"past_len", "new_len"}, {"total"}, "total");
+    b.Node("Range", {"past_len", "total", "i1"}, {"rows"}, "rows");
+    b.Node("Range", {"zero", "total", "i1"}, {"cols"}, "cols");
+    b.Node("Unsqueeze", {"rows", "axis1"}, {"rows2"}, "rows2");
+    b.Node("Unsqueeze", {"cols", "axis0"}, {"cols2"}, "cols2");
+    b.Node("Less", {"rows2", "cols2"}, {"later"}, "later");
+    b.Node("Where", {"later", "neg", "none"}, {"mask"}, "mask");
+    b.Node("Add", {"scaled", "mask"}, {"masked"}, "masked");
+    logits = "masked";
+  }
+  OnnxModelBuilder::IntAttr(b.Node("Softmax", {logits}, {"probs"}, "probs"), "axis", 3);
   b.Node("MatMul", {"probs", "present_v"}, {"ctx"}, "ctx");
-  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"ctx"}, {"ctx.bshd"}, "ctx.transpose"), "perm",
-                             {0, 2, 1, 3});
+  OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"ctx"}, {"ctx.bshd"}, "ctx.transpose"), "perm", {0, 2, 1, 3});
   b.Node("Reshape", {"ctx.bshd", "merge"}, {"y"}, "y");
-  b.Output("y", kFloat, {1, 3, 16});
+  b.Output("y", kFloat, {1, -1, 16});
   b.Output("present_k", kFloat, {1, 2, -1, 8});
   b.Output("present_v", kFloat, {1, 2, -1, 8});
   return b;
 }
 
 TEST(AttentionFusionTest, ADecoderStepWithACacheOfAnyLengthBecomesOneKernel) {
-  for (int64_t past : {0, 1, 5}) {
-    const Comparison c = Compare(DecoderStep(), {{1, 3, 16}, {1, 2, past, 8}, {1, 2, past, 8}});
-    EXPECT_EQ(c.fused, 1) << "past " << past;
-    EXPECT_LT(c.max_diff, 1e-5) << "past " << past;
-    // Q's head Transpose, K^T, two MatMuls, Mul, Softmax, the merging Transpose; K's and
-    // V's head Transposes feed the Concats and stay.
-    EXPECT_EQ(c.stats.attention_nodes, 7);
+  for (bool causal_mask : {false, true}) {
+    for (int64_t past : {0, 1, 5}) {
+      const Comparison c = Compare(DecoderStep(causal_mask), {{1, 3, 16}, {1, 2, past, 8}, {1, 2, past, 8}});
+      EXPECT_EQ(c.fused, 1) << "past " << past << " causal mask " << causal_mask;
+      EXPECT_LT(c.max_diff, 1e-5) << "past " << past << " causal mask " << causal_mask;
+      // Q's head Transpose, K^T, two MatMuls, Mul, (Add), Softmax, the merging Transpose;
+      // K's and V's head Transposes feed the Concats and stay.
+      EXPECT_EQ(c.stats.attention_nodes, causal_mask ? 8 : 7);
+    }
   }
 }
 

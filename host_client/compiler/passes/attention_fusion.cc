@@ -57,12 +57,30 @@ bool Float32OfRank(const Value& v, size_t rank) {
 }
 
 // Whether dim i of a and dim j of b are the same: static and equal, or both dynamic with
-// one known symbolic expression.
+// one known symbolic expression, or (where inference found no expression, "?": a
+// cache's past + new length) equal in every sample shape inference evaluated. The
+// FusedAttention kernel checks the dims again at run time, with a clear error.
 bool SameDim(const Value& a, size_t i, const Value& b, size_t j) {
   if (a.shape[i] >= 0 || b.shape[j] >= 0) return a.shape[i] == b.shape[j];
-  if (a.dims.size() != a.shape.size() || b.dims.size() != b.shape.size()) return false;
-  const std::string& s = a.dims[i];
-  return !s.empty() && s != "?" && s == b.dims[j];
+  if (a.dims.size() == a.shape.size() && b.dims.size() == b.shape.size()) {
+    const std::string& s = a.dims[i];
+    if (!s.empty() && s != "?" && s == b.dims[j]) return true;
+  }
+  if (a.samples.empty() || a.samples.size() != b.samples.size()) return false;
+  for (size_t k = 0; k < a.samples.size(); ++k) {
+    const Shape &sa = a.samples[k], &sb = b.samples[k];
+    if (sa.size() != a.shape.size() || sb.size() != b.shape.size() || sa[i] != sb[j]) return false;
+  }
+  return true;
+}
+
+// Whether a and b have one dtype and shape, dim by dim (SameDim).
+bool SameShape(const Value& a, const Value& b) {
+  if (a.dtype != b.dtype || !a.rank_known || !b.rank_known || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    if (!SameDim(a, i, b, i)) return false;
+  }
+  return true;
 }
 
 // An operand followed back through the single-use Transposes producing it: value =
@@ -156,7 +174,7 @@ int FuseAttention(Graph& graph) {
       // The mask broadcasts into the scores without growing them.
       if (m.dtype != DType::kFloat32 || m.kind != vm::ValueKind::kTensor || !m.rank_known ||
           m.shape.size() > rank ||
-          !SameTensorType(g.values[add->outputs[0]], g.values[add->inputs[mask == add->inputs[0] ? 1 : 0]])) {
+          !SameShape(g.values[add->outputs[0]], g.values[add->inputs[mask == add->inputs[0] ? 1 : 0]])) {
         continue;
       }
     } else {
