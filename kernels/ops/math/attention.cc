@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
@@ -39,8 +40,12 @@ namespace remex::kernels::internal {
 namespace {
 
 constexpr std::string_view kFusedAttention = "FusedAttention";
-// Query rows per block: the scores scratch of a block is kBlockRows x Sk floats.
+// Query rows per block: the scores scratch of a block is at most kBlockRows x Sk floats,
+// and fewer rows where Sk is long, so that a block's scratch stays within
+// kScratchFloats (4 MiB) unless one row is longer (then one row, Sk floats: no more
+// than K already holds).
 constexpr int64_t kBlockRows = 64;
+constexpr int64_t kScratchFloats = int64_t{1} << 20;
 
 // The attributes: each perm empty (the identity) or a permutation of [0, its size).
 struct AttentionAttrs {
@@ -251,7 +256,6 @@ class FusedAttentionKernel final : public ValidatedKernel {
     for (size_t i = 0; i < in.size(); ++i) args[i] = {in[i].present(), in[i].dtype, in[i].shape, nullptr};
     REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(attrs_, args));
     float* y = DataAs<float>(out[0]);
-    const size_t r = g.rank;
     if (g.batches == 0 || g.sq == 0 || g.dv == 0) return OkStatus();
     if (g.sk == 0) {  // softmax over no keys: the empty sum
       std::memset(y, 0, static_cast<size_t>(g.batches * g.sq * g.dv) * sizeof(float));
@@ -261,7 +265,35 @@ class FusedAttentionKernel final : public ValidatedKernel {
     const float* k = DataAs<const float>(in[1]);
     const float* v = DataAs<const float>(in[2]);
     const float* mask = g.has_mask ? DataAs<const float>(in[3]) : nullptr;
-    // The element offset of logical batch index `b` (flattened) in operand t.
+    const int64_t block_rows = std::clamp<int64_t>(kScratchFloats / g.sk, 1, kBlockRows);
+    const int64_t blocks = (g.sq + block_rows - 1) / block_rows;
+    const int64_t tasks = g.batches * blocks;
+    // Small calls on the calling thread, where forking the team costs more than it saves.
+    const double macs = static_cast<double>(g.batches) * static_cast<double>(g.sq) *
+                        static_cast<double>(g.sk) * static_cast<double>(g.d + g.dv);
+    const int64_t grain = macs < static_cast<double>(kSmallPrimitiveMacs) ? tasks : 1;
+    std::atomic<bool> failed{false}, out_of_memory{false};
+    ParallelFor(tasks, grain, [&](int64_t t0, int64_t t1, int) {
+      try {
+        RunBlocks(g, q, k, v, mask, y, t0, t1, blocks, block_rows, failed);
+      } catch (const std::bad_alloc&) {  // a scratch: no exception may leave the team
+        out_of_memory = true;
+      }
+    });
+    if (out_of_memory)
+      return ResourceExhausted(op() + ": out of memory for the scores of " + std::to_string(block_rows) +
+                               " x " + std::to_string(g.sk));
+    if (failed) return OpError(op(), "oneDNN's sgemm failed");
+    return OkStatus();
+  }
+
+ private:
+  // Tasks [t0, t1): task t is batch t / blocks, query rows from (t % blocks) * block_rows.
+  static void RunBlocks(const AttentionGeometry& g, const float* q, const float* k, const float* v,
+                        const float* mask, float* y, int64_t t0, int64_t t1, int64_t blocks,
+                        int64_t block_rows, std::atomic<bool>& failed) {
+    const size_t r = g.rank;
+    // The element offset of logical batch index `b` (flattened) in an operand.
     auto batch_offset = [&](const std::vector<int64_t>& stride, int64_t b) {
       int64_t off = 0;
       for (size_t i = r - 2; i-- > 0;) {
@@ -270,17 +302,11 @@ class FusedAttentionKernel final : public ValidatedKernel {
       }
       return off;
     };
-    const int64_t blocks = (g.sq + kBlockRows - 1) / kBlockRows;
-    const int64_t tasks = g.batches * blocks;
-    const int64_t macs = g.batches * g.sq * g.sk * (g.d + g.dv);
-    // Small calls on the calling thread, where forking the team costs more than it saves.
-    const int64_t grain = macs < kSmallPrimitiveMacs ? tasks : 1;
-    std::atomic<bool> failed{false};
-    ParallelFor(tasks, grain, [&](int64_t t0, int64_t t1, int) {
+    {
       std::vector<float> scores, packed_q, packed_k, packed_v, staged_y;
       for (int64_t t = t0; t < t1 && !failed.load(std::memory_order_relaxed); ++t) {
-        const int64_t b = t / blocks, row0 = (t % blocks) * kBlockRows;
-        const int64_t rows = std::min(kBlockRows, g.sq - row0);
+        const int64_t b = t / blocks, row0 = (t % blocks) * block_rows;
+        const int64_t rows = std::min(block_rows, g.sq - row0);
         const float* qb = q + batch_offset(g.stride[0], b) + row0 * g.stride[0][r - 2];
         const float* kb = k + batch_offset(g.stride[1], b);
         const float* vb = v + batch_offset(g.stride[2], b);
@@ -342,12 +368,9 @@ class FusedAttentionKernel final : public ValidatedKernel {
           }
         }
       }
-    });
-    if (failed) return OpError(op(), "oneDNN's sgemm failed");
-    return OkStatus();
+    }
   }
 
- private:
   const AttentionAttrs attrs_;
 };
 

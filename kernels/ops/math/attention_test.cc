@@ -157,12 +157,15 @@ TEST(FusedAttentionTest, MasksBroadcastFromAnyRank) {
   EXPECT_LT(MaxError(causal), 1e-5);
 }
 
-TEST(FusedAttentionTest, LongQueriesSplitIntoBlocksOverTheThreads) {
+TEST(FusedAttentionTest, LongQueriesAndKeysSplitIntoBlocksOverTheThreads) {
   // 150 queries: three blocks of at most 64 rows; 4 x 150 x 130 x 64 x 2 multiply-adds,
   // above the size that runs on one thread.
   Case big{.b = 1, .h = 4, .sq = 150, .sk = 130, .d = 64, .dv = 64, .scale = 0.125f, .mask = {1, 1, 1, 130}};
   big.q_perm = big.k_perm = big.v_perm = big.y_perm = {0, 2, 1, 3};
   EXPECT_LT(MaxError(big), 1e-4);
+  // 40000 keys: blocks of 26 rows keep the scores' scratch within 4 MiB (30 rows: 26 + 4).
+  Case long_keys{.b = 1, .h = 1, .sq = 30, .sk = 40000, .d = 2, .dv = 3};
+  EXPECT_LT(MaxError(long_keys), 1e-5);
 }
 
 TEST(FusedAttentionTest, RankThreeAndNoKeys) {
