@@ -164,7 +164,8 @@ void AddCompileOptions(CLI::App* cmd, tooling::CompileSpecs& specs) {
                   "arithmetic want")
       ->check(CLI::IsMember(Names(tooling::kCompileDTypeNames)));
   cmd->add_flag("--no-fuse-epilogues", [&specs](int64_t) { specs.fuse_epilogues = false; },
-                "keep Conv and MatMul, their Add and their activation as separate kernels");
+                "keep Conv and MatMul, their Add and their activation as separate kernels, and attention's "
+                "MatMuls and Softmax (the CPU device fuses them otherwise)");
   cmd->add_flag("--no-fold-batchnorm", [&specs](int64_t) { specs.fold_batchnorm = false; },
                 "keep inference BatchNormalization apart instead of folding it into the Conv before it");
   cmd->add_flag("--no-fuse-elementwise", [&specs](int64_t) { specs.fuse_elementwise = false; },

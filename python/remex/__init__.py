@@ -614,7 +614,8 @@ class Session:
         convolutions are channels-last; NCHW otherwise); dtype: "float32" or
         "float16" activations and weights (None: the model's own, except a float16 model on a CPU server, which runs in float32 as
         CPUs without float16 arithmetic want; inputs and outputs keep their dtype);
-        fuse_epilogues: Conv/MatMul + bias + activation as one kernel; fold_batchnorm:
+        fuse_epilogues: Conv/MatMul + bias + activation as one kernel, and on a CPU server
+        attention (MatMul, scale, mask, Softmax, MatMul) as one; fold_batchnorm:
         BatchNormalization folded into the Conv before it.
         Only `shapes` applies to an .rmx. Raises InvalidArgument for a bad option,
         NotFound for a missing file, Unimplemented for an op Remex lacks."""
