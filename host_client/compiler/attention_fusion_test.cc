@@ -29,13 +29,7 @@ using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::RandomFloats(n, seed); }
 
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool fuse, CompileStats* stats = nullptr) {
   REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));
@@ -57,6 +51,14 @@ void Heads(OnnxModelBuilder& b, const std::string& x, const std::string& y) {
   OnnxModelBuilder::IntsAttr(b.Node("Transpose", {y + ".bshd"}, {y}, y + ".transpose"), "perm", {0, 2, 1, 3});
 }
 
+// The query, key and value projections of x [B, S, width] split into heads: qh, kh, vh.
+void QueryKeyValueHeads(OnnxModelBuilder& b, int64_t width, uint32_t seed) {
+  for (const char* t : {"q", "k", "v"}) {
+    Linear(b, "x", t, width, width, seed++);
+    Heads(b, t, std::string(t) + "h");
+  }
+}
+
 struct EncoderVariant {
   int64_t batch = 2;          // x's batch
   Shape mask = {2, 1, 1, 6};  // the mask input's shape
@@ -73,12 +75,7 @@ OnnxModelBuilder Encoder(const EncoderVariant& v = {}) {
   b.Int64Init("split", {4}, {v.batch, 6, 4, 8});
   b.Int64Init("merge", {3}, {2, 6, 32});
   b.FloatInit("sqrt_d", {}, {std::sqrt(8.0f)});
-  Linear(b, "x", "q", 32, 32, 1);
-  Linear(b, "x", "k", 32, 32, 2);
-  Linear(b, "x", "v", 32, 32, 3);
-  Heads(b, "q", "qh");
-  Heads(b, "k", "kh");
-  Heads(b, "v", "vh");
+  QueryKeyValueHeads(b, 32, 1);
   OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"kh"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
   b.Node("MatMul", {"qh", "kt"}, {"scores"}, "scores");
   b.Node("Div", {"scores", "sqrt_d"}, {"scaled"}, "scaled");
@@ -179,12 +176,7 @@ OnnxModelBuilder DecoderStep(bool causal_mask) {
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"one_1", "new_1", "heads_1", "dim_1"}, {"split"}, "split"), "axis", 0);
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"one_1", "new_1", "hidden_1"}, {"merge"}, "merge"), "axis", 0);
   b.FloatInit("inv_sqrt_d", {}, {1.0f / std::sqrt(8.0f)});
-  Linear(b, "x", "q", 16, 16, 4);
-  Linear(b, "x", "k", 16, 16, 5);
-  Linear(b, "x", "v", 16, 16, 6);
-  Heads(b, "q", "qh");
-  Heads(b, "k", "kh");
-  Heads(b, "v", "vh");
+  QueryKeyValueHeads(b, 16, 4);
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"past_k", "kh"}, {"present_k"}, "present_k"), "axis", 2);
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"past_v", "vh"}, {"present_v"}, "present_v"), "axis", 2);
   OnnxModelBuilder::IntsAttr(b.Node("Transpose", {"present_k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});

@@ -30,11 +30,7 @@ constexpr int kFloat = onnx::TensorProto::FLOAT;
 const Shape kX = {2, 4, 5, 6};
 
 std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return remex::testing::RandomFloats(n, seed, lo, hi);
 }
 
 // Conv `name` (3x3, pads 1, 4 -> 4 channels, `group`) of `in`, then a

@@ -28,13 +28,7 @@ using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::RandomFloats(n, seed); }
 
 struct Variant {
   bool fuse = true;

@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@ namespace remex::testing {
 inline const kernels::KernelRegistry& Registry() {
   static const auto registry = kernels::CreateCpuRegistry();
   return **registry;
+}
+
+// n floats drawn uniformly from [lo, hi) by a generator seeded with `seed`: the same
+// values on every run, for a test's weights and inputs.
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
 }
 
 class OnnxModelBuilder {
