@@ -50,8 +50,9 @@ TEST(CudaCoverage, EveryCpuOpHasACudaKernelExceptTheTablesCpuOnlyRows) {
   }
   EXPECT_GT(entries, static_cast<int>((*registry)->OpNames().size()));
   EXPECT_EQ(missing, cpu_only_rows);
-  // No op has been left without a CUDA kernel so far.
-  EXPECT_TRUE(cpu_only_rows.empty());
+  // The only op without a CUDA kernel: FusedAttention, which the compiler makes for the
+  // CPU device only (host_client/compiler/passes/attention_fusion.h).
+  EXPECT_EQ(cpu_only_rows, (std::set<std::string>{"FusedAttention-1"}));
 }
 
 #if defined(REMEX_CUDA_EMULATION)
