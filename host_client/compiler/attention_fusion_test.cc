@@ -29,7 +29,7 @@ using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
-std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::RandomFloats(n, seed); }
+std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::UniformFloats(n, seed); }
 
 StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool fuse, CompileStats* stats = nullptr) {
   REMEX_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(b.Bytes(), Registry()));

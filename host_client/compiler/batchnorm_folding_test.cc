@@ -30,7 +30,7 @@ constexpr int kFloat = onnx::TensorProto::FLOAT;
 const Shape kX = {2, 4, 5, 6};
 
 std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  return remex::testing::RandomFloats(n, seed, lo, hi);
+  return remex::testing::UniformFloats(n, seed, lo, hi);
 }
 
 // Conv `name` (3x3, pads 1, 4 -> 4 channels, `group`) of `in`, then a

@@ -36,7 +36,7 @@ StatusOr<vm::ExecutableDef> Compile(const OnnxModelBuilder& b, bool cse, Compile
   return CompileGraph(std::move(graph), Registry(), options, stats);
 }
 
-std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::RandomFloats(n, seed, -2, 2); }
+std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::UniformFloats(n, seed, -2, 2); }
 
 // How many times the main function invokes a kernel of `op` (the kernel table shares
 // one entry among nodes alike).

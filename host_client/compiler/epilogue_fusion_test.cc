@@ -28,7 +28,7 @@ using remex::testing::RunFloat32Outputs;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
-std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::RandomFloats(n, seed); }
+std::vector<float> Random(size_t n, uint32_t seed) { return remex::testing::UniformFloats(n, seed); }
 
 struct Variant {
   bool fuse = true;

@@ -23,7 +23,7 @@ inline const kernels::KernelRegistry& Registry() {
 
 // n floats drawn uniformly from [lo, hi) by a generator seeded with `seed`: the same
 // values on every run, for a test's weights and inputs.
-inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+inline std::vector<float> UniformFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
