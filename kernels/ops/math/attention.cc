@@ -90,12 +90,6 @@ struct AttentionGeometry {
   bool has_mask = false;
 };
 
-std::vector<int64_t> ContiguousStrides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
 StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<const ShapeFnArg> in) {
   if (in.size() < 3 || in.size() > 4 || !in[0].present || !in[1].present || !in[2].present) {
     return OpError(kFusedAttention, "expects Q, K, V and an optional mask");
@@ -128,7 +122,7 @@ StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<co
   }
   Shape logical[3];
   for (int t = 0; t < 3; ++t) {
-    const std::vector<int64_t> stored = ContiguousStrides(in[t].shape);
+    const std::vector<int64_t> stored = RowMajorStrides(in[t].shape);
     logical[t].resize(rank);
     g.stride[t].resize(rank);
     for (size_t i = 0; i < rank; ++i) {
@@ -158,7 +152,7 @@ StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<co
   g.y_shape.resize(rank);
   for (size_t i = 0; i < rank; ++i) g.y_shape[i] = y[g.attrs.perm[3][i]];
   // The output is stored as Transpose(Y, y_perm): logical axis y_perm[i] is stored axis i.
-  const std::vector<int64_t> y_stored = ContiguousStrides(g.y_shape);
+  const std::vector<int64_t> y_stored = RowMajorStrides(g.y_shape);
   g.stride[3].resize(rank);
   for (size_t i = 0; i < rank; ++i) g.stride[3][g.attrs.perm[3][i]] = y_stored[i];
   if (has_mask) {
@@ -170,7 +164,7 @@ StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<co
       return OpError(kFusedAttention, "mask " + ShapeToString(m) + " has a higher rank than the scores " +
                                           ShapeToString(target));
     }
-    const std::vector<int64_t> m_stored = ContiguousStrides(m);
+    const std::vector<int64_t> m_stored = RowMajorStrides(m);
     g.mask_stride.assign(rank, 0);
     for (size_t j = 0; j < m.size(); ++j) {
       const size_t i = rank - m.size() + j;
@@ -252,9 +246,7 @@ class FusedAttentionKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    std::vector<ShapeFnArg> args(in.size());
-    for (size_t i = 0; i < in.size(); ++i) args[i] = {in[i].present(), in[i].dtype, in[i].shape, nullptr};
-    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(attrs_, args));
+    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(attrs_, ToShapeArgs(in)));
     float* y = DataAs<float>(out[0]);
     if (g.batches == 0 || g.sq == 0 || g.dv == 0) return OkStatus();
     if (g.sk == 0) {  // softmax over no keys: the empty sum
