@@ -19,4 +19,9 @@ bool CpuHasInt8DotProducts();
 // thread-safe.
 bool CpuHasChannelsLastFloatConvolutions();
 
+// Whether oneDNN has Winograd float32 convolutions on this CPU (AVX-512: its F(2x2, 3x3)
+// and F(4x4, 3x3) kernels), which the CPU Conv kernel runs for 3x3 stride-1
+// convolutions (kernels/ops/nn/conv.cc). Cheap after the first call; thread-safe.
+bool CpuHasWinogradConvolutions();
+
 }  // namespace remex::kernels

@@ -84,4 +84,6 @@ bool CpuHasInt8DotProducts() { return Isa().int8_dot; }
 
 bool CpuHasChannelsLastFloatConvolutions() { return Isa().avx512_core; }
 
+bool CpuHasWinogradConvolutions() { return Isa().avx512_core; }
+
 }  // namespace remex::kernels

@@ -136,7 +136,8 @@ class Float32Scratch {
 
 // Runs `run` on float32 copies of float16 inputs and outputs: the inputs are widened,
 // the float32 path computes, and each output is rounded to float16 once, on store
-// (float16_cpu.h's bulk conversions). Float32 tensors and absent inputs pass through
+// (float16_cpu.h's bulk conversions). An output in an input's buffer computes in that
+// input's copy. Float32 tensors and absent inputs pass through
 // untouched. With `constants`, constant float16 inputs are widened once and their
 // copies passed on as constants.
 template <typename Run>
@@ -155,7 +156,20 @@ Status RunAsFloat32(std::span<const TensorRef> in, std::span<const TensorRef> ou
   };
   std::vector<TensorRef> in32, out32;
   for (const TensorRef& t : in) in32.push_back(widen(t, true));
-  for (const TensorRef& t : out) out32.push_back(widen(t, false));
+  for (const TensorRef& t : out) {
+    // An output given an input's buffer (OpTraits::output_overwrites_input: FusedConv's
+    // Y over its residual Z) is given that input's float32 copy, so the float32 run
+    // sees the same aliasing and the input is neither copied again nor widened twice.
+    const TensorRef* alias = nullptr;
+    for (size_t j = 0; j < in.size() && t.dtype == DType::kFloat16; ++j) {
+      if (in[j].present() && in[j].data == t.data && in[j].dtype == DType::kFloat16 && !in32[j].constant &&
+          NumElements(in[j].shape) == NumElements(t.shape)) {
+        alias = &in32[j];
+        break;
+      }
+    }
+    out32.push_back(alias ? TensorRef{alias->data, DType::kFloat32, t.shape} : widen(t, false));
+  }
   REMEX_RETURN_IF_ERROR(run(std::span<const TensorRef>(in32), std::span<const TensorRef>(out32)));
   for (size_t k = 0; k < out.size(); ++k) {
     if (out[k].dtype != DType::kFloat16) continue;

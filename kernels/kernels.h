@@ -146,6 +146,9 @@ struct TunableAttr {
 inline constexpr int64_t kCudnnFwdAlgoCount = 8;
 inline constexpr int64_t kCudnnMathTypeCount = 4;
 inline constexpr int64_t kCublasLtAlgoCount = 8;
+// The CPU Conv kernel's tunable `onednn_algo` (kernels/ops/nn/conv.cc): 0 oneDNN's
+// convolution_direct, 1 its convolution_winograd.
+inline constexpr int64_t kOnednnConvAlgoCount = 2;
 
 struct OpTraits {
   // Each output element is a function of the input elements at the same index under
@@ -167,8 +170,9 @@ struct OpTraits {
   // Pow [exponent].
   std::vector<ScalarParam> params;
   // Per-node tuning choices the op's kernels take (Conv and FusedConv: cudnn_algo
-  // [-1, 7] (-1: cuDNN's heuristic) and cudnn_math [-1, 3] (-1: the dtype's default);
-  // MatMul, FusedMatMul and Gemm: cublaslt_algo [0, 7], the heuristic's result index).
+  // [-1, 7] (-1: cuDNN's heuristic) and cudnn_math [-1, 3] (-1: the dtype's default) on
+  // CUDA, onednn_algo [-1, 1] (-1: the CPU kernel's own choice) on the CPU; MatMul,
+  // FusedMatMul and Gemm: cublaslt_algo [0, 7], the heuristic's result index).
   std::vector<TunableAttr> tunable;
   // Output 0 may be written into the buffer of this input (its index; -1: none): every
   // kernel of the op reads each element of it before writing that element, or reads

@@ -234,7 +234,9 @@ TEST_F(CliTuneTest, UsageAndLogErrorsAreClear) {
   EXPECT_NE(r.output.find("--space 'threads=1,2': unknown choice 'threads'"), std::string::npos) << r.output;
   r = Cli("tune " + model_ + Server() + " --space cudnn-algo=0,1 --log " + log + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("the cpu device's kernels take no per-node choices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--space cudnn-algo: the cpu device's kernels do not take cudnn_algo (a cuda device's do)"),
+            std::string::npos)
+      << r.output;
   r = Cli("tune " + model_ + Server() + " --space cudnn-algo=9 --log " + log + " 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("cudnn-algo takes integers in [0, 7], got '9'"), std::string::npos) << r.output;
@@ -264,6 +266,52 @@ TEST_F(CliTuneTest, UsageAndLogErrorsAreClear) {
 
 // Three servers in one pool of a real Redis: the tune leases all three, each measures
 // buckets, and every bucket chooses what a tune on one of them chooses.
+// x [1, 64, 12, 12] -> Conv 3x3 (64, pads 1) -> Relu -> y: a convolution the CPU
+// kernel may run as oneDNN's direct or Winograd algorithm (onednn_algo).
+std::string SaveWinogradConvModel(const std::string& dir) {
+  OnnxModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 64, 12, 12}).Output("y", onnx::TensorProto::FLOAT, {1, 64, 12, 12});
+  std::vector<float> w(64 * 64 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * static_cast<float>(static_cast<int>((i * 37) % 17) - 8) / 8.0f;
+  b.FloatInit("w", {64, 64, 3, 3}, w);
+  auto* c = b.Node("Conv", {"x", "w"}, {"c"}, "conv");
+  OnnxModelBuilder::IntsAttr(c, "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c"}, {"y"}, "relu");
+  const std::string path = dir + "/winograd_conv.onnx";
+  EXPECT_TRUE(b.Save(path));
+  return path;
+}
+
+// The CPU device's per-node axis: each value of onednn-algo is checked against the
+// reference and profiled per node, and the log compiles to the tuned executable again.
+TEST_F(CliTuneTest, TheCpuConvolutionAlgorithmIsTunedPerNode) {
+  const std::string model = SaveWinogradConvModel(dir_);
+  const std::string log = dir_ + "/winograd.jsonl";
+  auto r = Cli("tune " + model + Server() + " --space onednn-algo=0,1" + kQuick + " --log " + log + " -o " + dir_ +
+               "/tuned.rmx --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(r.output);
+  EXPECT_EQ(j["fingerprint"].get<std::string>().rfind("cpu: ", 0), 0u) << j["fingerprint"];
+  ASSERT_EQ(j["buckets"].size(), 1u);
+  EXPECT_TRUE(j["buckets"][0]["complete"].get<bool>());
+  std::set<std::string> labels;
+  for (const json& rec : LogRecords(log)) {
+    if (rec["kind"] != "measure" || rec.value("phase", "") != "nodes") continue;
+    EXPECT_EQ(rec["status"], "ok") << rec.dump();
+    labels.insert(rec["label"].get<std::string>());
+    if (rec.contains("node_median_ms")) EXPECT_TRUE(rec["node_median_ms"].contains("conv+relu")) << rec.dump();
+    for (const auto& [node, attrs] : rec["choice"]["node_attrs"].items()) {
+      EXPECT_TRUE(attrs.contains("onednn_algo")) << node;
+    }
+  }
+  EXPECT_TRUE(labels.count("onednn-algo=0") && labels.count("onednn-algo=1")) << j.dump();
+  auto compiled = Cli("compile " + model + " --tuning-log " + log + " -o " + dir_ + "/compiled.rmx");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  EXPECT_EQ(Bytes(dir_ + "/compiled.rmx"), Bytes(dir_ + "/tuned.rmx"));
+  auto run = Cli("run " + dir_ + "/tuned.rmx" + Server() + " --fetch none");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
 TEST(FarmTuneTest, BucketsSpreadOverThreeServersAndChooseAsOneServerDoes) {
   remex::testing::RedisProcess redis;
   ASSERT_TRUE(redis.ready()) << "redis-server did not start (scripts/setup-deps.sh installs it)";

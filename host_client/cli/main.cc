@@ -1803,7 +1803,7 @@ int main(int argc, char** argv) {
                        "confidence of the ratio's interval a winner must exclude 1 with, in (0, 1)")
       ->capture_default_str();
   tune_cmd->add_option("--profile-runs", tune.options.bench.profile_runs,
-                       "per-node choices (a GPU): invokes profiled per candidate; each node's median decides")
+                       "per-node choices: invokes profiled per candidate; each node's median decides")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   tune_cmd->add_option("--warmup", tune.options.bench.timing.warmup, "untimed calls before each choice's samples")

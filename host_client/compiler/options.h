@@ -90,7 +90,7 @@ struct CompileOptions {
   // compute_threads); 0: the device's own. 0 to kernels::kMaxCpuComputeThreads.
   int compute_threads = 0;
   // Written into the named nodes' attributes after every rewrite, before code
-  // generation: per-node choices of one device's kernels (cuDNN's algorithm, ...).
+  // generation: per-node choices of one device's kernels (cuDNN's or oneDNN's algorithm, ...).
   // INVALID_ARGUMENT for a node the compiled graph lacks, an attribute its op does not
   // list as tunable, or a value out of the op's range.
   NodeAttrs node_attrs;

@@ -47,15 +47,18 @@ std::string AxisValue(const TunedChoices& c, const std::string& key) {
   return BoolText(c.fuse_elementwise);
 }
 
-// A per-node axis: its --space key, the kernel attribute and its range (kernels.h).
+// A per-node axis: its --space key, the kernel attribute and its range (kernels.h), and
+// whether the CPU device's kernels take it (else the CUDA device's do).
 struct NodeAxis {
   const char* key;
   const char* attr;
   int64_t min, max;
+  bool cpu;
 };
-constexpr NodeAxis kNodeAxes[] = {{"cudnn-algo", "cudnn_algo", 0, kernels::kCudnnFwdAlgoCount - 1},
-                                  {"cudnn-math", "cudnn_math", 0, kernels::kCudnnMathTypeCount - 1},
-                                  {"cublaslt-algo", "cublaslt_algo", 0, kernels::kCublasLtAlgoCount - 1}};
+constexpr NodeAxis kNodeAxes[] = {{"cudnn-algo", "cudnn_algo", 0, kernels::kCudnnFwdAlgoCount - 1, false},
+                                  {"cudnn-math", "cudnn_math", 0, kernels::kCudnnMathTypeCount - 1, false},
+                                  {"cublaslt-algo", "cublaslt_algo", 0, kernels::kCublasLtAlgoCount - 1, false},
+                                  {"onednn-algo", "onednn_algo", 0, kernels::kOnednnConvAlgoCount - 1, true}};
 static_assert(std::size(kNodeAxes) == std::size(kNodeTuningKeys));
 
 const NodeAxis* FindNodeAxis(const std::string& key) {
@@ -248,16 +251,14 @@ std::vector<TuningAxis> DefaultTuningSpace(const std::string& device) {
                                    {"fold-batchnorm", {"true", "false"}},
                                    {"fuse-epilogues", {"true", "false"}},
                                    {"fuse-elementwise", {"true", "false"}}};
-  // The CPU device has no float16 arithmetic (compile.h, CompileForDevice), and its
-  // kernels take no per-node choices.
+  // The CPU device has no float16 arithmetic (compile.h, CompileForDevice).
   if (device == "cpu") space.push_back({"compute-threads", {"0", "1"}});
-  if (device != "cpu") {
-    space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
-    for (const NodeAxis& a : kNodeAxes) {
-      TuningAxis axis{a.key, {}};
-      for (int64_t v = a.min; v <= a.max; ++v) axis.values.push_back(std::to_string(v));
-      space.push_back(std::move(axis));
-    }
+  if (device != "cpu") space.insert(space.begin() + 1, TuningAxis{"dtype", {"model", "float16"}});
+  for (const NodeAxis& a : kNodeAxes) {
+    if (a.cpu != (device == "cpu")) continue;
+    TuningAxis axis{a.key, {}};
+    for (int64_t v = a.min; v <= a.max; ++v) axis.values.push_back(std::to_string(v));
+    space.push_back(std::move(axis));
   }
   return space;
 }
@@ -1213,8 +1214,11 @@ StatusOr<TuneReport> Tuner::Run() {
   device_ = devices.empty() ? "" : devices[0].name;
   if (space_.empty()) space_ = DefaultTuningSpace(device_);
   for (const TuningAxis& axis : space_) {
-    if (FindNodeAxis(axis.key) && device_ == "cpu") {
-      return InvalidArgument("--space " + axis.key + ": the cpu device's kernels take no per-node choices");
+    const NodeAxis* node_axis = FindNodeAxis(axis.key);
+    if (node_axis && node_axis->cpu != (device_ == "cpu")) {
+      return InvalidArgument("--space " + axis.key + ": the " + device_ + " device's kernels do not take " +
+                             node_axis->attr + " (" + (node_axis->cpu ? "the cpu device's" : "a cuda device's") +
+                             " do)");
     }
   }
 

@@ -75,11 +75,11 @@ inline constexpr int kTuneSchemaVersion = 1;
 // The axes of the search space, as --variant and --space name them.
 inline constexpr const char* kTuningKeys[] = {"layout",           "dtype",          "fold-batchnorm",
                                               "fuse-epilogues",   "fuse-elementwise", "compute-threads"};
-// The per-node axes (--space only): the tunable attributes of the CUDA kernels
-// (kernels::OpTraits::tunable) as --space names them, each value an integer in the
-// attribute's range: cudnn-algo (cudnn_algo, 0-7), cudnn-math (cudnn_math, 0-3),
-// cublaslt-algo (cublaslt_algo, 0-7).
-inline constexpr const char* kNodeTuningKeys[] = {"cudnn-algo", "cudnn-math", "cublaslt-algo"};
+// The per-node axes: the tunable attributes of the kernels (kernels::OpTraits::tunable)
+// as --space names them, each value an integer in the attribute's range; the CUDA
+// device's cudnn-algo (cudnn_algo, 0-7), cudnn-math (cudnn_math, 0-3) and
+// cublaslt-algo (cublaslt_algo, 0-7), the CPU device's onednn-algo (onednn_algo, 0-1).
+inline constexpr const char* kNodeTuningKeys[] = {"cudnn-algo", "cudnn-math", "cublaslt-algo", "onednn-algo"};
 
 // {"layout": "NCHW"|"NHWC", "dtype": "model"|"float32"|"float16", "fold_batchnorm",
 // "fuse_epilogues", "fuse_elementwise"}, "compute_threads" when not 0, and

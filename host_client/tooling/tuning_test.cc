@@ -60,15 +60,29 @@ TEST(TuningTest, SpaceParsesAndTheDefaultDependsOnTheDevice) {
         << r.status().ToString();
   }
   EXPECT_FALSE(ParseTuningSpace({"layout=NCHW", "layout=NHWC"}).ok());
-  auto has_dtype = [](const std::vector<TuningAxis>& s) {
+  auto has = [](const std::vector<TuningAxis>& s, const std::string& key) {
     for (const auto& a : s) {
-      if (a.key == "dtype") return true;
+      if (a.key == key) return true;
     }
     return false;
   };
-  EXPECT_FALSE(has_dtype(DefaultTuningSpace("cpu")));  // no float16 arithmetic
-  EXPECT_EQ(DefaultTuningSpace("cpu").back().key, "compute-threads");
-  EXPECT_TRUE(has_dtype(DefaultTuningSpace("cuda:0")));
+  const std::vector<TuningAxis> cpu = DefaultTuningSpace("cpu"), cuda = DefaultTuningSpace("cuda:0");
+  EXPECT_FALSE(has(cpu, "dtype"));  // no float16 arithmetic
+  EXPECT_TRUE(has(cuda, "dtype"));
+  EXPECT_TRUE(has(cpu, "compute-threads"));
+  EXPECT_FALSE(has(cuda, "compute-threads"));
+  // Each device's per-node axes, and only its own.
+  EXPECT_TRUE(has(cpu, "onednn-algo"));
+  EXPECT_FALSE(has(cuda, "onednn-algo"));
+  for (const char* key : {"cudnn-algo", "cudnn-math", "cublaslt-algo"}) {
+    EXPECT_FALSE(has(cpu, key)) << key;
+    EXPECT_TRUE(has(cuda, key)) << key;
+  }
+  auto onednn = ParseTuningSpace({"onednn-algo=1,0"});
+  ASSERT_TRUE(onednn.ok()) << onednn.status().ToString();
+  EXPECT_EQ((*onednn)[0].values, (std::vector<std::string>{"1", "0"}));
+  EXPECT_NE(ParseTuningSpace({"onednn-algo=2"}).status().message().find("onednn-algo takes integers in [0, 1], got '2'"),
+            std::string::npos);
 }
 
 TEST(TuningTest, FingerprintNamesTheDeviceItHoldsFor) {

@@ -9,6 +9,15 @@
 //   Y [N, O1.., M] (oneDNN's nwc / nhwc / ndhwc memory formats); W and B keep their
 //   ONNX layouts. The semantics are unchanged: Y_nhwc = transpose(Conv(X_nchw)).
 //   float16 X, W, B are computed in float32 and Y rounded once on store.
+//   The CPU kernel is oneDNN's convolution_forward. A 2-D 3x3 stride-1 convolution
+//   without dilation or groups runs Winograd's algorithm (convolution_winograd: fewer
+//   multiplications, results within a few float32 ulps of the direct sums' magnitude)
+//   where both channel counts are at least 64, the call takes at least 2^26
+//   multiply-adds and oneDNN has it on the CPU (AVX-512); every other one the direct
+//   algorithm. Internal attribute `onednn_algo` (set per
+//   node by `remex tune`, docs/tuning.md): -1 (absent) that choice, 0 direct, 1
+//   Winograd wherever the geometry allows and oneDNN has it (else direct); out of
+//   [-1, 1] INVALID_ARGUMENT.
 //
 // FusedConv (internal; the compiler's conv-epilogue fusion creates it, never ONNX):
 //   Y = activation(Conv(X, W, B) + Z), Conv's inputs, attributes (`layout` included)
@@ -51,12 +60,14 @@
 #include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
 
 #include "kernels/ops/nn/conv_common.h"
 #include "kernels/conv_epilogue.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dnnl_epilogue.h"
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
@@ -110,6 +121,10 @@ struct ConvAttrs {
   int64_t group = 1;
   bool channels_last = false;  // `layout` "NHWC".
   ConvEpilogue epilogue;       // FusedConv only; none for Conv.
+  // The internal attribute `onednn_algo` (`remex tune` sets it per node): -1 (absent)
+  // the kernel's own choice, 0 convolution_direct, 1 convolution_winograd where oneDNN
+  // has it for the call (else direct).
+  int64_t onednn_algo = -1;
 };
 
 // Conv's attributes, and FusedConv's epilogue too when `op` is "FusedConv".
@@ -119,6 +134,13 @@ StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs, std::string_view op 
   REMEX_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(c.op, attrs, /*with_ceil_mode=*/false));
   REMEX_ASSIGN_OR_RETURN(c.group, ParseGroup(c.op, attrs));
   REMEX_ASSIGN_OR_RETURN(c.channels_last, ParseChannelsLast(c.op, attrs));
+  StatusOr<int64_t> algo = attrs.Int("onednn_algo", -1);
+  if (!algo.ok()) return OpError(c.op, algo.status().message());
+  if (*algo < -1 || *algo >= kOnednnConvAlgoCount) {
+    return OpError(c.op, "onednn_algo must be in [-1, " + std::to_string(kOnednnConvAlgoCount - 1) + "], got " +
+                             std::to_string(*algo));
+  }
+  c.onednn_algo = *algo;
   if (c.op == kFusedConv) {
     REMEX_ASSIGN_OR_RETURN(c.epilogue, ParseConvEpilogue(c.op, attrs));
   }
@@ -127,6 +149,27 @@ StatusOr<ConvAttrs> ParseConvAttrs(const Attributes& attrs, std::string_view op 
 
 // Validated geometry of one Conv call.
 using ConvShape = ConvDims;
+
+// From how many input and output channels, and multiply-adds, a 3x3 stride-1
+// convolution takes Winograd's algorithm by default. Measured on a 2-core AVX-512 CPU
+// (oneDNN 2.6, NHWC X and Y reordered around it, caches flushed between calls;
+// docs/benchmarks.md): at ResNet-50's 115 M multiply-adds (56x56x64 to 7x7x512)
+// 0.43-0.60 ms against 0.60-0.73 ms direct; from 20 to 60 M sometimes faster,
+// sometimes slower; slower at 5 M (12x12x64) and at 128 -> 32 channels (DenseNet's
+// growth) whatever the size. `remex tune` decides per node where this does not.
+constexpr int64_t kWinogradMinChannels = 64;
+constexpr int64_t kWinogradMinMacs = int64_t{1} << 26;
+
+// Whether `s` is a convolution oneDNN's Winograd algorithm computes: 2-D, 3x3 kernel,
+// stride 1, no dilation, one group.
+bool WinogradGeometry(const ConvShape& s) {
+  const WindowGeometry& g = s.geometry;
+  if (s.group != 1 || g.kernel.size() != 2) return false;
+  for (size_t i = 0; i < 2; ++i) {
+    if (g.kernel[i] != 3 || g.strides[i] != 1 || g.dilations[i] != 1) return false;
+  }
+  return true;
+}
 
 // Shapes in `s` are channels-first (ONNX's) whatever the layout; `output` is in the
 // node's layout.
@@ -150,9 +193,12 @@ StatusOr<std::vector<TensorInfo>> InferConv(const Attributes& attrs,
   return std::vector<TensorInfo>{{in[0].dtype, s.output}};
 }
 
-// cuDNN's algorithm and math type per node (kernels/ops/nn/cuda/conv.cc).
+// cuDNN's algorithm and math type per node (kernels/ops/nn/cuda/conv.cc), and oneDNN's
+// algorithm (the CPU kernel below).
 std::vector<TunableAttr> ConvTunables() {
-  return {{"cudnn_algo", -1, kCudnnFwdAlgoCount - 1}, {"cudnn_math", -1, kCudnnMathTypeCount - 1}};
+  return {{"cudnn_algo", -1, kCudnnFwdAlgoCount - 1},
+          {"cudnn_math", -1, kCudnnMathTypeCount - 1},
+          {"onednn_algo", -1, kOnednnConvAlgoCount - 1}};
 }
 
 OpDef ConvDef() {
@@ -340,20 +386,20 @@ class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
     for (int64_t k : s.geometry.kernel) pointwise = pointwise && k == 1;
     const memory::format_tag act_tag =
         attrs_.channels_last ? user_tag : pointwise ? PlainTag(rank) : memory::format_tag::any;
-    memory::desc src_any(src_dims, f32, act_tag);
     memory::desc w_any(w_dims, f32, memory::format_tag::any);
-    memory::desc dst_any(dst_dims, f32, act_tag);
     memory::desc user_src_md(src_dims, f32, user_tag);
     memory::desc user_w_md(w_dims, f32, w_tag);
     memory::desc user_dst_md(dst_dims, f32, user_tag);
     memory::desc bias_md({s.m}, f32, memory::format_tag::a);
-    auto desc =
-        has_bias ? dnnl::convolution_forward::desc(
-                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                       src_any, w_any, bias_md, dst_any, strides, dilates, pad_l, pad_r)
-                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct, src_any,
-                                                   w_any, dst_any, strides, dilates, pad_l, pad_r);
+    // The descriptor for `algorithm` with X and Y in layout `tag`.
+    auto make_desc = [&](dnnl::algorithm algorithm, memory::format_tag tag) {
+      memory::desc src_any(src_dims, f32, tag);
+      memory::desc dst_any(dst_dims, f32, tag);
+      return has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src_any,
+                                                        w_any, bias_md, dst_any, strides, dilates, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src_any,
+                                                        w_any, dst_any, strides, dilates, pad_l, pad_r);
+    };
     dnnl::post_ops post_ops;
     if (has_z) post_ops.append_sum(1.f);
     // oneDNN's GEMM-based (pointwise, plain layout) convolution applies eltwise post-ops
@@ -367,9 +413,27 @@ class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
     const int64_t macs = *NumElements(s.output) * (s.c / g) * (*NumElements(in[1].shape) / (s.m * (s.c / g)));
     const int threads = ThreadsForMacs(macs);
     ScopedComputeThreads scoped(threads);
-    dnnl::convolution_forward::primitive_desc pd(desc, pattr, cache_.engine());
+    // Winograd's minimal filtering (Lavin and Gray, "Fast Algorithms for Convolutional
+    // Neural Networks", 2015; oneDNN's F(2x2, 3x3) and F(4x4, 3x3) on AVX-512) for a
+    // 3x3 stride-1 convolution: fewer multiplications, X and Y reordered into its
+    // blocked layout and back. By default from kWinogradMinChannels channels and
+    // kWinogradMinMacs multiply-adds; with onednn_algo 1 wherever the geometry allows;
+    // oneDNN's direct convolution where oneDNN has no Winograd implementation for the call.
+    std::optional<dnnl::convolution_forward::primitive_desc> pd;
+    const bool winograd_by_default =
+        s.c >= kWinogradMinChannels && s.m >= kWinogradMinChannels && macs >= kWinogradMinMacs;
+    if (CpuHasWinogradConvolutions() && WinogradGeometry(s) &&
+        (attrs_.onednn_algo == 1 || (attrs_.onednn_algo == -1 && winograd_by_default))) {
+      try {
+        pd.emplace(make_desc(dnnl::algorithm::convolution_winograd, memory::format_tag::any), pattr,
+                   cache_.engine());
+      } catch (const dnnl::error&) {
+        pd.reset();  // unimplemented here: the direct convolution below.
+      }
+    }
+    if (!pd) pd.emplace(make_desc(dnnl::algorithm::convolution_direct, act_tag), pattr, cache_.engine());
     DnnlConvPrimitive c = MakeDnnlConvPrimitive<dnnl::convolution_forward>(
-        pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
+        *pd, cache_.engine(), user_src_md, user_w_md, user_dst_md, has_bias, bias_md);
     c.threads = threads;
     c.activation_after = activation_after && attrs_.epilogue.activation != ConvActivation::kNone;
     if (has_z) {

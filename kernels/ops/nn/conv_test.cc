@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 
+#include "kernels/cpu_features.h"
 #include "kernels/float16.h"
 #include "kernels/float_test_util.h"
 #include "kernels/kernels.h"
@@ -533,6 +534,46 @@ TEST(FusedConvTest, Float16MatchesFloat32WithinTolerance) {
   }
 }
 
+// Y written over Z's buffer (OpTraits::output_overwrites_input, as the code generator
+// places it) gives the bits of Y in a buffer of its own, float32 and float16 (whose
+// float32 run computes in Z's widened copy), NCHW and NHWC.
+TEST(FusedConvTest, YOverZGivesTheSameBitsAsYApart) {
+  OpRunner r;
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    for (bool nhwc : {false, true}) {
+      const Shape xs = nhwc ? Shape{1, 6, 5, 8} : Shape{1, 8, 6, 5}, ws = {12, 8, 3, 3};
+      const Shape ys = nhwc ? Shape{1, 6, 5, 12} : Shape{1, 12, 6, 5};
+      auto values = [&](const Shape& shape) {
+        std::vector<float> f(*NumElements(shape));
+        for (float& v : f) v = dist(rng);
+        return HostTensor::Of(shape, f);
+      };
+      auto as = [&](HostTensor t) {
+        if (dtype == DType::kFloat32) return t;
+        std::vector<Half> h;
+        for (float v : t.Values<float>()) h.push_back(FloatToHalf(v));
+        return HostTensor::Of(t.shape, h);
+      };
+      HostTensor x = as(values(xs)), w = as(values(ws)), b = as(values({12})), z = as(values(ys));
+      Attributes a = Attrs({{"activation", std::string("Relu")}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+      if (nhwc) a.Set("layout", std::string("NHWC"));
+      auto kernel = (*r.registry().FindKernel("FusedConv", DeviceKind::kCpu))(a);
+      ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+      auto ref = [](HostTensor& t) { return t.Ref(); };
+      HostTensor apart = HostTensor::Zeros(dtype, ys), over = z;
+      const TensorRef in_apart[] = {ref(x), ref(w), ref(b), ref(z)};
+      const TensorRef out_apart[] = {ref(apart)};
+      ASSERT_TRUE((*kernel)->Compute(in_apart, out_apart).ok());
+      const TensorRef in_over[] = {ref(x), ref(w), ref(b), ref(over)};
+      const TensorRef out_over[] = {ref(over)};
+      ASSERT_TRUE((*kernel)->Compute(in_over, out_over).ok());
+      EXPECT_EQ(over.bytes, apart.bytes) << DTypeName(dtype) << (nhwc ? " NHWC" : " NCHW");
+    }
+  }
+}
+
 TEST(FusedConvTest, EmptyInputChannelsHoldTheEpilogueOfTheBias) {
   OpRunner r;
   Attributes a = Attrs({{"activation", std::string("Clip")}, {"activation_params", std::vector<float>{-1.f, 1.f}}});
@@ -686,6 +727,92 @@ TEST(ConvWeights, KeptOnlyForTheSameConstant) {
   EXPECT_EQ(ConvOnce(**kernel, x, w1, true), want1);
   EXPECT_EQ(ConvOnce(**kernel, x, w1, true), want1);
   EXPECT_EQ(ConvOnce(**kernel, x, w2, true), want2);
+}
+
+
+// Winograd (onednn_algo, conv.cc): a 3x3 stride-1 convolution gives the direct sums
+// within float32 rounding whichever algorithm runs, NCHW and NHWC, with FusedConv's
+// residual and activation, through new constant weights; and the algorithm does change
+// with the attribute (the sums are rounded differently) where oneDNN has Winograd.
+TEST(ConvWinogradTest, EveryAlgorithmGivesTheDirectSums) {
+  OpRunner r;
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  struct Case {
+    int64_t c, m, h, w;
+    bool nhwc, fused;
+  };
+  // By default Winograd from 64 channels and 2^26 multiply-adds (the first case), else direct.
+  const Case cases[] = {{64, 64, 44, 44, true, true}, {64, 64, 9, 11, false, false}, {32, 32, 8, 8, true, false}};
+  for (const Case& k : cases) {
+    const Shape xs = {1, k.c, k.h, k.w}, ws = {k.m, k.c, 3, 3}, ys = {1, k.m, k.h, k.w};
+    std::vector<float> x(*NumElements(xs)), w1(*NumElements(ws)), w2(w1.size()), b(k.m), z(*NumElements(ys));
+    for (auto* v : {&x, &w1, &w2, &b, &z}) {
+      for (float& f : *v) f = u(rng);
+    }
+    auto reference = [&](const std::vector<float>& w) {
+      ConvCase c{xs, k.m, {3, 3}, 1, {}, {}, {1, 1, 1, 1}};
+      std::vector<float> want = NaiveConv(c, x, w, b, {1, 1}, ys);
+      if (k.fused) {
+        for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.f, want[i] + z[i]);
+      }
+      return k.nhwc ? ToNhwc(want, ys) : want;
+    };
+    const std::vector<float> want1 = reference(w1), want2 = reference(w2);
+    std::vector<std::vector<float>> by_algo;
+    for (int64_t algo : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+      Attributes a;
+      a.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+      if (algo != -1) a.Set("onednn_algo", algo);
+      if (k.nhwc) a.Set("layout", std::string("NHWC"));
+      if (k.fused) a.Set("activation", std::string("Relu"));
+      const char* op = k.fused ? "FusedConv" : "Conv";
+      auto factory = r.registry().FindKernel(op, DeviceKind::kCpu);
+      ASSERT_NE(factory, nullptr);
+      auto kernel = (*factory)(a);
+      ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+      const Shape x_shape = k.nhwc ? Shape{1, k.h, k.w, k.c} : xs;
+      const Shape y_shape = k.nhwc ? Shape{1, k.h, k.w, k.m} : ys;
+      std::vector<float> xin = k.nhwc ? ToNhwc(x, xs) : x, zin = k.nhwc ? ToNhwc(z, ys) : z;
+      // Two constant weights in turn: the second is reordered anew, not taken for the first.
+      for (std::vector<float>* w : {&w1, &w2}) {
+        const std::vector<float>& want = w == &w1 ? want1 : want2;
+        std::vector<float> y(want.size());
+        std::vector<TensorRef> in = {{xin.data(), DType::kFloat32, x_shape},
+                                     {w->data(), DType::kFloat32, ws, true},
+                                     {b.data(), DType::kFloat32, {k.m}, true}};
+        if (k.fused) in.push_back({zin.data(), DType::kFloat32, y_shape});
+        const TensorRef out[] = {{y.data(), DType::kFloat32, y_shape}};
+        ASSERT_TRUE((*kernel)->Compute(in, out).ok());
+        float scale = 0;
+        for (float v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_NEAR(y[i], want[i], 1e-5f * scale + 1e-6f) << op << " algo " << algo << " channels " << k.c << " at " << i;
+        }
+        if (w == &w1) by_algo.push_back(y);
+      }
+    }
+    // by_algo: default, direct, Winograd.
+    if (!CpuHasWinogradConvolutions()) continue;
+    EXPECT_NE(by_algo[1], by_algo[2]) << "channels " << k.c << ": onednn_algo 1 ran the direct convolution";
+    const bool winograd_by_default = k.c >= 64 && k.m >= 64 && k.c * k.m * 9 * k.h * k.w >= (int64_t{1} << 26);
+    EXPECT_EQ(by_algo[0], winograd_by_default ? by_algo[2] : by_algo[1]) << "channels " << k.c << ": the default algorithm";
+  }
+}
+
+TEST(ConvWinogradTest, AlgorithmOutOfRangeIsRefused) {
+  OpRunner r;
+  const HostTensor x = HostTensor::Zeros(DType::kFloat32, {1, 3, 5, 5});
+  const HostTensor w = HostTensor::Zeros(DType::kFloat32, {4, 3, 3, 3});
+  for (const char* op : {"Conv", "FusedConv"}) {
+    for (int64_t algo : {int64_t{-2}, kOnednnConvAlgoCount}) {
+      const Attributes a = Attrs({{"onednn_algo", algo}});
+      Status s = r.Infer(op, a, {x, w}).status();
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << op;
+      EXPECT_NE(s.message().find("onednn_algo must be in [-1, 1]"), std::string::npos) << s.message();
+      EXPECT_EQ((*r.registry().FindKernel(op, DeviceKind::kCpu))(a).status().code(), StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 }  // namespace
