@@ -54,7 +54,7 @@ struct Case {
   std::vector<int64_t> q_perm = {0, 1, 2, 3}, k_perm = {0, 1, 2, 3}, v_perm = {0, 1, 2, 3},
                        y_perm = {0, 1, 2, 3};
   float scale = 0.5f;
-  Shape mask;                // empty: no mask
+  Shape mask = {};           // empty: no mask
   bool causal_mask = false;  // -1e9 where the key lies after the query (with mask [Sq, Sk])
 };
 

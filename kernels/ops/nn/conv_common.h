@@ -212,7 +212,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
     if (c.reorder_dst) {
       c.user_z.set_data_handle(z);
       c.z_reorder.execute(stream, c.user_z, c.dst);
-    } else if (z != dst) {
+    } else if (z != nullptr && z != dst) {
       std::memcpy(dst, z, c.user_dst.get_desc().get_size());
     }
   }
