@@ -405,9 +405,10 @@ class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
     // oneDNN's GEMM-based (pointwise, plain layout) convolution applies eltwise post-ops
     // element by element, several times slower than the convolution itself at small
     // sizes: the activation runs after it instead (ApplyActivation).
-    const bool activation_after = pointwise && !attrs_.channels_last;
+    bool activation_after = pointwise && !attrs_.channels_last;
+    dnnl::primitive_attr pattr, pattr_without_activation;
+    pattr_without_activation.set_post_ops(post_ops);
     if (!activation_after) AppendActivation(post_ops, attrs_.epilogue);
-    dnnl::primitive_attr pattr;
     pattr.set_post_ops(post_ops);
     // Small convolutions run on one thread: forking the team costs more than it saves.
     const int64_t macs = *NumElements(s.output) * (s.c / g) * (*NumElements(in[1].shape) / (s.m * (s.c / g)));
@@ -419,16 +420,26 @@ class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
     // blocked layout and back. By default from kWinogradMinChannels channels and
     // kWinogradMinMacs multiply-adds; with onednn_algo 1 wherever the geometry allows;
     // oneDNN's direct convolution where oneDNN has no Winograd implementation for the call.
+    // An activation its Winograd kernels do not take as a post-op (Swish: a detector's
+    // SiLU) runs after it, over Y (ApplyActivation).
     std::optional<dnnl::convolution_forward::primitive_desc> pd;
     const bool winograd_by_default =
         s.c >= kWinogradMinChannels && s.m >= kWinogradMinChannels && macs >= kWinogradMinMacs;
     if (CpuHasWinogradConvolutions() && WinogradGeometry(s) &&
         (attrs_.onednn_algo == 1 || (attrs_.onednn_algo == -1 && winograd_by_default))) {
+      const auto desc = make_desc(dnnl::algorithm::convolution_winograd, memory::format_tag::any);
       try {
-        pd.emplace(make_desc(dnnl::algorithm::convolution_winograd, memory::format_tag::any), pattr,
-                   cache_.engine());
+        pd.emplace(desc, pattr, cache_.engine());
       } catch (const dnnl::error&) {
-        pd.reset();  // unimplemented here: the direct convolution below.
+        pd.reset();
+      }
+      if (!pd && !activation_after && attrs_.epilogue.activation != ConvActivation::kNone) {
+        try {
+          pd.emplace(desc, pattr_without_activation, cache_.engine());
+          activation_after = true;
+        } catch (const dnnl::error&) {
+          pd.reset();  // unimplemented here: the direct convolution below.
+        }
       }
     }
     if (!pd) pd.emplace(make_desc(dnnl::algorithm::convolution_direct, act_tag), pattr, cache_.engine());
