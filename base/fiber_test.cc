@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace remex {
-namespace {
+namespace fiber_test {
 
 TEST(FiberTest, TakesTurnsAtEachSuspend) {
   std::vector<std::string> log;
@@ -72,5 +72,5 @@ TEST(FiberTest, RunsDeepCallsOnItsOwnStack) {
   EXPECT_EQ(depth, 2000);
 }
 
-}  // namespace
+}  // namespace fiber_test
 }  // namespace remex

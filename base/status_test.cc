@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace remex {
-namespace {
+namespace status_test {
 
 TEST(StatusTest, WithContextPrependsTheContext) {
   Status s = NotFound("no tensor %3").WithContext("fetching 'y'");
@@ -26,5 +26,5 @@ TEST(StatusTest, WithContextSaysAPrefixOnce) {
             "benchmark: benchmark call 3: x");
 }
 
-}  // namespace
+}  // namespace status_test
 }  // namespace remex

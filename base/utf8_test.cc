@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace remex {
-namespace {
+namespace utf8_test {
 
 TEST(EscapeInvalidUtf8Test, ValidUtf8IsUnchanged) {
   const std::string text = "plain ASCII, caf\xC3\xA9, \xE2\x82\xAC, \xF0\x9F\x98\x80, \xF4\x8F\xBF\xBF, tab\tnewline\n";
@@ -28,5 +28,5 @@ TEST(EscapeInvalidUtf8Test, EachBadByteBecomesHex) {
   EXPECT_EQ(EscapeInvalidUtf8("\xE2\x82z\xE2\x82\xAC"), "\\xE2\\x82z\xE2\x82\xAC");
 }
 
-}  // namespace
+}  // namespace utf8_test
 }  // namespace remex

@@ -17,7 +17,7 @@
 #include "vm/device/cuda_device.h"
 
 namespace remex::server {
-namespace {
+namespace device_choice_test {
 
 ServerConfig LoopbackConfig(std::string device) {
   ServerConfig config;
@@ -140,5 +140,5 @@ TEST(ServerOnCapabilities, GpuServerReportsNoComputeThreads) {
   (*server)->Stop();
 }
 
-}  // namespace
+}  // namespace device_choice_test
 }  // namespace remex::server

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace remex::server {
-namespace {
+namespace device_worker_test {
 
 using namespace std::chrono_literals;
 
@@ -95,5 +95,5 @@ TEST(DeviceWorkerTest, InlineWorkPastItsBudgetMovesToTheDeviceThreadAtAYield) {
   EXPECT_EQ(steps[2], device_thread);
 }
 
-}  // namespace
+}  // namespace device_worker_test
 }  // namespace remex::server

@@ -11,7 +11,7 @@
 #include "vm/device/cpu_device.h"
 
 namespace remex::server {
-namespace {
+namespace environment_test {
 
 namespace fs = std::filesystem;
 
@@ -149,5 +149,5 @@ TEST(EnvironmentTest, ALibraryWithoutNvmlIsUnavailable) {
   EXPECT_NE(nvml.status().message().find("lacks nvmlInit_v2"), std::string::npos) << nvml.status().message();
 }
 
-}  // namespace
+}  // namespace environment_test
 }  // namespace remex::server

@@ -8,7 +8,7 @@
 #include <thread>
 
 namespace remex::server {
-namespace {
+namespace load_test_test {
 
 using std::chrono::milliseconds;
 
@@ -277,5 +277,5 @@ TEST_F(LoadTestTest, OptionsOutOfRangeAreRefusedByName) {
   refused(bad, "minQueries");
 }
 
-}  // namespace
+}  // namespace load_test_test
 }  // namespace remex::server

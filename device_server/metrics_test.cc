@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace remex::rpc {
-namespace {
+namespace metrics_test {
 
 constexpr char kToken[] = "metrics-scraper-token-0123456789";
 
@@ -24,5 +24,5 @@ TEST(BearerTokenTest, MatchesOnlyTheBearerSchemeWithTheWholeToken) {
   EXPECT_FALSE(BearerTokenMatches("Bearer ", ""));
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace remex::rpc

@@ -7,7 +7,7 @@
 #include "base/content_hash.h"
 
 namespace remex::server {
-namespace {
+namespace module_cache_test {
 
 const kernels::KernelRegistry& Registry() {
   static const auto registry = kernels::CreateCpuRegistry();
@@ -85,5 +85,5 @@ TEST(ContentHashTest, IsLowerCaseHexXxh128) {
   EXPECT_FALSE(remex::IsContentHash("99aa06d3"));
 }
 
-}  // namespace
+}  // namespace module_cache_test
 }  // namespace remex::server

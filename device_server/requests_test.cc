@@ -11,7 +11,7 @@
 #include "device_server/metrics.h"
 
 namespace remex::server {
-namespace {
+namespace requests_test {
 
 TEST(RequestTableTest, EveryRequestKindHasARow) {
   const auto fields = capnp::Schema::from<rpc::wire::Request>().getUnionFields();
@@ -73,5 +73,5 @@ TEST(RequestTableTest, MetricsHaveASlotPerRowAndTwoMore) {
   EXPECT_EQ(text.find("kind=\"hello\""), std::string::npos) << text;
 }
 
-}  // namespace
+}  // namespace requests_test
 }  // namespace remex::server

@@ -9,7 +9,7 @@
 #include "vm/device/cpu_device.h"
 
 namespace remex::server {
-namespace {
+namespace time_evaluator_test {
 
 using std::chrono::milliseconds;
 
@@ -260,5 +260,5 @@ TEST_F(TimeEvaluatorTest, ACancelStopsTheRunWithTheSamplesTaken) {
   EXPECT_EQ(r->samples_seconds.size(), 3u);  // calls 1-6; the fourth sample is cut at call 7
 }
 
-}  // namespace
+}  // namespace time_evaluator_test
 }  // namespace remex::server

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace remex::kernels {
-namespace {
+namespace float16_test {
 
 TEST(Float16Test, ExactValues) {
   EXPECT_EQ(FloatToHalf(0.0f).bits, 0x0000);
@@ -144,5 +144,5 @@ TEST(Float16Test, BulkConversionsMatchTheScalarOnes) {
   RecordProperty("f16c", CpuHasF16c() ? "yes" : "no");
 }
 
-}  // namespace
+}  // namespace float16_test
 }  // namespace remex::kernels

@@ -14,7 +14,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace kernels_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -829,11 +829,11 @@ TEST(MatMulTest, Float32AndIntegersMatchReference) {
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{32}));
 }
 
-}  // namespace
+}  // namespace kernels_test
 }  // namespace remex::kernels
 
 namespace remex::kernels {
-namespace {
+namespace kernels_test {
 
 // What the compiler knows of a node whose shapes are unknown: the op's own dtype rule.
 TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
@@ -860,11 +860,11 @@ TEST(RegistryTest, OutputDTypesComeFromTheOpDefinition) {
   EXPECT_EQ(dtypes("ConstantOfShape", {}, {i64}, 1), std::vector<DType>{DType::kFloat32});
 }
 
-}  // namespace
+}  // namespace kernels_test
 }  // namespace remex::kernels
 
 namespace remex::kernels::internal {
-namespace {
+namespace kernels_test {
 
 // ParallelFor covers [0, n) once, in at most CpuComputeThreads() parts of at least
 // `grain` (one part below it), numbering parts below ParallelParts.
@@ -911,5 +911,5 @@ TEST(ParallelFor, ScopedComputeThreadsRestores) {
   EXPECT_EQ(ThreadsForMacs(kSmallPrimitiveMacs), 2);
 }
 
-}  // namespace
+}  // namespace kernels_test
 }  // namespace remex::kernels::internal

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace remex::kernels::internal {
-namespace {
+namespace op_table_test {
 
 // The entries of a full CPU registry with the family each row gives them.
 std::vector<RegisteredOp> AsRegistered(const KernelRegistry& registry) {
@@ -114,5 +114,5 @@ TEST(OpTable, MissingAndUnlistedKernelsAreNamed) {
       << s.ToString();
 }
 
-}  // namespace
+}  // namespace op_table_test
 }  // namespace remex::kernels::internal

@@ -28,7 +28,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace op_traits_test {
 
 using testing::HostTensor;
 using testing::OpRunner;
@@ -372,5 +372,5 @@ TEST(OpTraitsTest, EpilogueActivationsMatchTheirOwnKernel) {
   EXPECT_GE(checked, 7);
 }
 
-}  // namespace
+}  // namespace op_traits_test
 }  // namespace remex::kernels

@@ -14,7 +14,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace op_versions_test {
 
 using testing::HostTensor;
 using testing::OpRunner;
@@ -172,5 +172,5 @@ TEST(OpVersionsTest, RegistryRefusesOverlapsAndEmptyRanges) {
   EXPECT_EQ(reg.FindKernel("Op", 9, DeviceKind::kCuda), nullptr);
 }
 
-}  // namespace
+}  // namespace op_versions_test
 }  // namespace remex::kernels

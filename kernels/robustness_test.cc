@@ -10,7 +10,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace robustness_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -207,5 +207,5 @@ TEST(RobustnessTest, RandomInputsNeverCrash) {
   EXPECT_GT(ran, 1000);
 }
 
-}  // namespace
+}  // namespace robustness_test
 }  // namespace remex::kernels

@@ -9,7 +9,7 @@
 #include <fstream>
 
 namespace remex::rpc {
-namespace {
+namespace auth_test {
 
 TEST(AuthTest, ProofDependsOnTokenRoleChallengeAndNonce) {
   const std::string a = AuthProof("0123456789abcdef", "client", "challenge", "nonce");
@@ -114,5 +114,5 @@ TEST(AuthTest, TokenFileIsTrimmedAndMustBeLongEnough) {
   EXPECT_FALSE(ReadTokenFile(path).ok());
 }
 
-}  // namespace
+}  // namespace auth_test
 }  // namespace remex::rpc

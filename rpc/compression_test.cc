@@ -11,7 +11,7 @@
 #include "rpc/test_data.h"
 
 namespace remex::rpc {
-namespace {
+namespace compression_test {
 
 using testing::Compressible;
 using testing::Random;
@@ -254,5 +254,5 @@ TEST(CompressionTest, StreamIntoFixedDestination) {
   EXPECT_EQ(d.Feed(*z).code(), StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace compression_test
 }  // namespace remex::rpc

@@ -16,7 +16,7 @@
 #include "rpc/redis_test_util.h"
 
 namespace remex::farm {
-namespace {
+namespace farm_test {
 
 using namespace std::chrono_literals;
 
@@ -788,5 +788,5 @@ TEST(FarmRedisDownTest, ConnectingToNothingIsUnavailableNamingTheUrl) {
   EXPECT_EQ(reg.status().code(), StatusCode::kUnavailable);
 }
 
-}  // namespace
+}  // namespace farm_test
 }  // namespace remex::farm

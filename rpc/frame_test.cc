@@ -13,7 +13,7 @@
 #include "rpc/remex.capnp.h"
 
 namespace remex::rpc {
-namespace {
+namespace frame_test {
 
 using testing::Compressible;
 using testing::Random;
@@ -725,5 +725,5 @@ TEST(AttachmentReaderTest, ChunkedIntoVectorGrowsWithTheData) {
   EXPECT_EQ(out, good.data);
 }
 
-}  // namespace
+}  // namespace frame_test
 }  // namespace remex::rpc

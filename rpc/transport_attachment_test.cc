@@ -17,7 +17,7 @@
 #include "rpc/transport_test_util.h"
 
 namespace remex::rpc {
-namespace {
+namespace transport_attachment_test {
 
 using testing::Compressible;
 using testing::Ping;
@@ -363,5 +363,5 @@ TEST_F(InPlaceTest, CorruptChunkAfterDestinationChosen) {
 }
 
 
-}  // namespace
+}  // namespace transport_attachment_test
 }  // namespace remex::rpc

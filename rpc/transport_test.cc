@@ -17,7 +17,7 @@
 #include "rpc/transport_test_util.h"
 
 namespace remex::rpc {
-namespace {
+namespace transport_test {
 
 using testing::Compressible;
 using testing::Ping;
@@ -464,5 +464,5 @@ TEST(ErrorTest, AMessageLargerThanTheFirstSegmentRoundTrips) {
   EXPECT_EQ(s.message(), text);
 }
 
-}  // namespace
+}  // namespace transport_test
 }  // namespace remex::rpc

@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace remex::vm {
-namespace {
+namespace bytecode_test {
 
 TEST(BytecodeTest, EncodeDecodeRoundTrip) {
   std::vector<Instruction> prog = {
@@ -88,5 +88,5 @@ TEST(BytecodeTest, EveryOpcodeHasAKnownSignatureAndVisitsEachOperand) {
   EXPECT_FALSE(TransfersControl(Opcode::kInvokeKernel));
 }
 
-}  // namespace
+}  // namespace bytecode_test
 }  // namespace remex::vm

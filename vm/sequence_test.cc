@@ -7,7 +7,7 @@
 #include "vm/vm.h"
 
 namespace remex::vm {
-namespace {
+namespace sequence_test {
 
 const kernels::KernelRegistry& Registry() {
   static const auto registry = kernels::CreateCpuRegistry();
@@ -264,5 +264,5 @@ TEST(SequenceTest, KindsSurviveSerialisation) {
   EXPECT_EQ(fn.outputs[1].kind, ValueKind::kOptionalTensor);
 }
 
-}  // namespace
+}  // namespace sequence_test
 }  // namespace remex::vm

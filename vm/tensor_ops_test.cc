@@ -11,7 +11,7 @@
 #include "vm/device/cpu_device.h"
 
 namespace remex::vm {
-namespace {
+namespace tensor_ops_test {
 
 class TensorOpsTest : public ::testing::Test {
  protected:
@@ -228,5 +228,5 @@ TEST_F(TensorOpsTest, FillRefusesWhatDoesNotSuitTheDtype) {
   EXPECT_EQ(static_cast<const int32_t*>(t->data())[3], 4);
 }
 
-}  // namespace
+}  // namespace tensor_ops_test
 }  // namespace remex::vm

@@ -7,7 +7,7 @@
 #include "vm/vm_test_util.h"
 
 namespace remex::vm {
-namespace {
+namespace verifier_test {
 
 // Registry with the real op definitions and CPU kernels.
 const kernels::KernelRegistry& Registry() {
@@ -170,5 +170,5 @@ TEST(VerifierTest, StateIsBoundedAndAHugeRegisterFileIsRefusedNotAllocated) {
   EXPECT_NE(exe.status().message().find("block-register states"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace verifier_test
 }  // namespace remex::vm

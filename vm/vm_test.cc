@@ -18,7 +18,7 @@
 #include "vm/vm_test_util.h"
 
 namespace remex::vm {
-namespace {
+namespace vm_test {
 
 // Registry with the real op definitions and CPU kernels.
 const kernels::KernelRegistry& Registry() {
@@ -533,11 +533,11 @@ TEST(ExecutableTest, VerifierRejectsOutOfRangeOperands) {
   EXPECT_EQ(Executable::FromDef(def, Registry()).status().code(), StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace vm_test
 }  // namespace remex::vm
 
 namespace remex::vm {
-namespace {
+namespace vm_test {
 
 // Every attribute kind survives the .rmx round trip, string lists (LSTM's
 // `activations`) included, along with kernel placement and symbols.
@@ -740,11 +740,11 @@ TEST(ExecutableTest, VerifierChecksSlotsAndTailCalls) {
   refused({{Opcode::kIfDimIn, {0, 0, 1, 4, 1}, {}}}, "does not end with Ret or TailCall");
 }
 
-}  // namespace
+}  // namespace vm_test
 }  // namespace remex::vm
 
 namespace remex::vm {
-namespace {
+namespace vm_test {
 
 // main(c: int64 []) -> Identity(CopyToDevice(Increment(c))).
 ExecutableDef IncrementDef() {
@@ -1210,5 +1210,5 @@ TEST(AllocatorTest, AQueueKeepsItsFreedBlocksUntilItGoes) {
   EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace vm_test
 }  // namespace remex::vm

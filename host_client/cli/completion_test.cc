@@ -7,7 +7,7 @@
 #include <algorithm>
 
 namespace remex::cli {
-namespace {
+namespace completion_test {
 
 const CompletionOption* Find(const std::vector<CompletionOption>& options, const std::string& name) {
   for (const CompletionOption& o : options) {
@@ -124,5 +124,5 @@ TEST_F(CompletionModelTest, ZshScriptEscapesDescriptions) {
   EXPECT_NE(s.find("'status:list devices'"), std::string::npos) << s;
 }
 
-}  // namespace
+}  // namespace completion_test
 }  // namespace remex::cli

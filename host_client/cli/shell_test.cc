@@ -23,7 +23,7 @@
 #include "host_client/tooling/results_store.h"
 
 namespace remex::cli {
-namespace {
+namespace shell_test {
 
 namespace fs = std::filesystem;
 using Words = std::vector<std::string>;
@@ -302,5 +302,5 @@ TEST_F(ShellTest, CompletesFilesInputsTensorsAndModels) {
   EXPECT_EQ(shell_->Complete("use "), (Words{"add"}));
 }
 
-}  // namespace
+}  // namespace shell_test
 }  // namespace remex::cli

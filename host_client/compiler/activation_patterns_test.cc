@@ -20,7 +20,7 @@
 #include "host_client/compiler/vm_test_util.h"
 
 namespace remex::compiler {
-namespace {
+namespace activation_patterns_test {
 
 using remex::testing::CountKernels;
 using remex::testing::OnnxModelBuilder;
@@ -515,5 +515,5 @@ TEST(GeluRecognition, AfterAMatMulOrConvItBecomesTheEpilogue) {
   }
 }
 
-}  // namespace
+}  // namespace activation_patterns_test
 }  // namespace remex::compiler

@@ -20,7 +20,7 @@
 #include "host_client/compiler/vm_test_util.h"
 
 namespace remex::compiler {
-namespace {
+namespace attention_fusion_test {
 
 using remex::testing::CountKernels;
 using remex::testing::OnnxModelBuilder;
@@ -223,5 +223,5 @@ TEST(AttentionFusionTest, ADecoderStepWithACacheOfAnyLengthBecomesOneKernel) {
   }
 }
 
-}  // namespace
+}  // namespace attention_fusion_test
 }  // namespace remex::compiler

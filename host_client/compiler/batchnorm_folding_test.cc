@@ -19,7 +19,7 @@
 #include "host_client/compiler/vm_test_util.h"
 
 namespace remex::compiler {
-namespace {
+namespace batchnorm_folding_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -300,5 +300,5 @@ TEST(BatchNormDecomposition, NotWithoutElementwiseFusionNorForTrainingMode) {
   EXPECT_EQ(DecomposeBatchNormalization(g), 0);
 }
 
-}  // namespace
+}  // namespace batchnorm_folding_test
 }  // namespace remex::compiler

@@ -18,7 +18,7 @@
 #include "vm/bytecode.h"
 
 namespace remex::compiler {
-namespace {
+namespace common_subexpressions_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -134,5 +134,5 @@ TEST(CommonSubexpressionsTest, GraphOutputsAreNotMerged) {
   ExpectShared(c, 1, "Sigmoid", 1, 2);
 }
 
-}  // namespace
+}  // namespace common_subexpressions_test
 }  // namespace remex::compiler

@@ -10,7 +10,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace compiler_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -242,5 +242,5 @@ TEST(CompilerTest, ExecutableSurvivesSerialization) {
   EXPECT_EQ(RunFloat32(*parsed, {3, 2}, {1, 2, 3, 4, 5, 6}), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
-}  // namespace
+}  // namespace compiler_test
 }  // namespace remex::compiler

@@ -17,7 +17,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace dispatch_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -414,5 +414,5 @@ TEST(DispatchTest, SpecsMustNameSymbolicInputDims) {
       << def.status().ToString();
 }
 
-}  // namespace
+}  // namespace dispatch_test
 }  // namespace remex::compiler

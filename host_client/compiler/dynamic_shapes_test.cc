@@ -13,7 +13,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace dynamic_shapes_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -456,5 +456,5 @@ TEST(ControlFlowTest, VerifierRejectsAJumpOutOfTheFunction) {
   EXPECT_NE(exe.status().message().find("jump target"), std::string::npos) << exe.status().ToString();
 }
 
-}  // namespace
+}  // namespace dynamic_shapes_test
 }  // namespace remex::compiler

@@ -20,7 +20,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace elementwise_fusion_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -451,5 +451,5 @@ TEST(FusionTest, PpOcrRecHardSwishChainsFuseAndMatchUnfused) {
   EXPECT_LE(max_err, 1e-5);
 }
 
-}  // namespace
+}  // namespace elementwise_fusion_test
 }  // namespace remex::compiler

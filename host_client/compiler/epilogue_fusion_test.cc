@@ -19,7 +19,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace epilogue_fusion_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -692,5 +692,5 @@ TEST(EpilogueFusionTest, QuantizedResidualAddIsOneFusedQLinearAdd) {
   EXPECT_EQ(stats.quantized_adds, 0);
 }
 
-}  // namespace
+}  // namespace epilogue_fusion_test
 }  // namespace remex::compiler

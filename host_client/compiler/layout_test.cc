@@ -20,7 +20,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace layout_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -533,5 +533,5 @@ TEST(LayoutTest, ParseLayout) {
   EXPECT_NE(bad.status().message().find("NCWH"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace layout_test
 }  // namespace remex::compiler

@@ -10,7 +10,7 @@
 #include "vm/bytecode.h"
 
 namespace remex::compiler {
-namespace {
+namespace link_test {
 
 vm::ConstantDef Constant(float value) {
   vm::ConstantDef c;
@@ -97,5 +97,5 @@ TEST(LinkerTest, RefusesAnOperandOutsideThePartsTables) {
   EXPECT_TRUE(out.kernels.empty());
 }
 
-}  // namespace
+}  // namespace link_test
 }  // namespace remex::compiler

@@ -16,7 +16,7 @@
 #include "vm/executable.h"
 
 namespace remex::compiler {
-namespace {
+namespace op_versions_onnx_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -324,5 +324,5 @@ TEST(OpVersionsOnnxTest, AnExecutableNamingAnUncoveredVersionIsRefusedAtLoad) {
   EXPECT_NE(s.message().find("10, 11-12, 13+"), std::string::npos) << s.message();
 }
 
-}  // namespace
+}  // namespace op_versions_onnx_test
 }  // namespace remex::compiler

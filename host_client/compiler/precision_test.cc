@@ -14,7 +14,7 @@
 #include "vm/vm.h"
 
 namespace remex::compiler {
-namespace {
+namespace precision_test {
 
 using remex::testing::OnnxModelBuilder;
 using remex::testing::Registry;
@@ -248,5 +248,5 @@ TEST(PrecisionTest, RefusesOtherDtypes) {
   EXPECT_NE(def.status().message().find("float32 or float16"), std::string::npos) << def.status().ToString();
 }
 
-}  // namespace
+}  // namespace precision_test
 }  // namespace remex::compiler

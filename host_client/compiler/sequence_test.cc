@@ -8,7 +8,7 @@
 #include "host_client/compiler/vm_test_util.h"
 
 namespace remex::compiler {
-namespace {
+namespace sequence_test {
 
 using testing::OnnxModelBuilder;
 using testing::Registry;
@@ -215,5 +215,5 @@ TEST(SequenceCompileTest, ConcatFromSequenceOfAnEmptySequenceIsAnError) {
       << out.status().ToString();
 }
 
-}  // namespace
+}  // namespace sequence_test
 }  // namespace remex::compiler

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace remex::bench {
-namespace {
+namespace bench_stats_test {
 
 TEST(BenchStatsTest, PercentilesInterpolateLikeNumpy) {
   // numpy.percentile([1, 2, 3, 4], [0, 50, 90, 99, 100]) = [1, 2.5, 3.7, 3.97, 4].
@@ -339,5 +339,5 @@ TEST(BenchStatsTest, StableRunFromSplitSamples) {
   EXPECT_GT(st.throughput_deviation, 0.10);
 }
 
-}  // namespace
+}  // namespace bench_stats_test
 }  // namespace remex::bench

@@ -6,7 +6,7 @@
 #include <cstring>
 
 namespace remex::compare {
-namespace {
+namespace compare_test {
 
 using npy::Array;
 
@@ -80,5 +80,5 @@ TEST(CompareTest, MetricsFollowTheSharedRule) {
   EXPECT_EQ(ints.mismatches, 1u);
 }
 
-}  // namespace
+}  // namespace compare_test
 }  // namespace remex::compare

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 namespace remex::tooling {
-namespace {
+namespace environment_test {
 
 // A quiet environment: a known server with the performance governor and a low load,
 // and an idle client host.
@@ -94,5 +94,5 @@ TEST(EnvironmentWarningsTest, ThisHostIsDescribed) {
   EXPECT_GE(h.load_average_1m, 0.0);
 }
 
-}  // namespace
+}  // namespace environment_test
 }  // namespace remex::tooling

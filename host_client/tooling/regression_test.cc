@@ -8,7 +8,7 @@
 #include "host_client/tooling/regression_study.h"
 
 namespace remex::regression {
-namespace {
+namespace regression_test {
 
 NoiseModel QuietNoise() {
   NoiseModel noise;
@@ -274,5 +274,5 @@ TEST(RegressionStudy, FalsePositivesAreRareAndLargeStepsAreFound) {
   EXPECT_EQ((*again)[0].no_change, none.no_change);
 }
 
-}  // namespace
+}  // namespace regression_test
 }  // namespace remex::regression

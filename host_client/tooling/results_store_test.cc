@@ -18,7 +18,7 @@
 #include "tests/postgres_server.h"
 
 namespace remex::tooling {
-namespace {
+namespace results_store_test {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -399,5 +399,5 @@ TEST_F(PostgresStoreTest, UnreachableServerIsUnavailable) {
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
 }
 
-}  // namespace
+}  // namespace results_store_test
 }  // namespace remex::tooling

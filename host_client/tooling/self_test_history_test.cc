@@ -11,7 +11,7 @@
 #include "base/content_hash.h"
 
 namespace remex::tooling {
-namespace {
+namespace self_test_history_test {
 
 namespace fs = std::filesystem;
 
@@ -190,5 +190,5 @@ TEST_F(SelfTestHistoryTest, AFailedTestFailsWithoutAStoreToo) {
   EXPECT_EQ(o.record.verdict, "fail");
 }
 
-}  // namespace
+}  // namespace self_test_history_test
 }  // namespace remex::tooling

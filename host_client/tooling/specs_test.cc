@@ -6,7 +6,7 @@
 #include "host_client/tooling/compile.h"
 
 namespace remex::tooling {
-namespace {
+namespace specs_test {
 
 TEST(SpecsTest, DimsAndShapes) {
   EXPECT_EQ(*ParseDims("1x3x48x192"), (Shape{1, 3, 48, 192}));
@@ -231,5 +231,5 @@ TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
   EXPECT_EQ(CompileForDevice(&cpu, f16_model, f16_given).options.dtype, DType::kFloat16);
 }
 
-}  // namespace
+}  // namespace specs_test
 }  // namespace remex::tooling

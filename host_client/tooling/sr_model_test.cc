@@ -15,7 +15,7 @@
 #include "host_client/compiler/vm_test_util.h"
 
 namespace remex::sr {
-namespace {
+namespace sr_model_test {
 
 using remex::testing::Registry;
 
@@ -193,5 +193,5 @@ TEST(SrModelTest, FlopsCountTheConvolutions) {
   EXPECT_NEAR(SrModelFlops(o) / 1e9, 627.5, 0.5);
 }
 
-}  // namespace
+}  // namespace sr_model_test
 }  // namespace remex::sr

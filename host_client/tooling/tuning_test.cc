@@ -11,7 +11,7 @@
 #include "host_client/tooling/specs.h"
 
 namespace remex::tooling {
-namespace {
+namespace tuning_test {
 
 using compiler::TunedChoices;
 using nlohmann::json;
@@ -165,5 +165,5 @@ TEST(TuningTest, ReadingALogSkipsTornLinesAndRefusesANewerSchema) {
   std::filesystem::remove(path);
 }
 
-}  // namespace
+}  // namespace tuning_test
 }  // namespace remex::tooling

@@ -11,7 +11,7 @@
 #include "host_client/tooling/report_json.h"
 
 namespace remex::tooling {
-namespace {
+namespace variants_test {
 
 using nlohmann::json;
 
@@ -134,5 +134,5 @@ TEST(DiffBenchReports, ReadsTheSamplesAndRefusesOtherReports) {
   EXPECT_EQ(DiffBenchReports(a, "a", negative, "b", 0.95).status().code(), StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace variants_test
 }  // namespace remex::tooling

@@ -26,7 +26,7 @@
 #include "vm/vm.h"
 
 namespace remex::vm {
-namespace {
+namespace cuda_device_gpu_test {
 
 using kernels::DeviceKind;
 using kernels::TensorRef;
@@ -710,5 +710,5 @@ TEST(CudaDevice, TimerMeasuresQueuedWork) {
   EXPECT_EQ(*cpu, nullptr);
 }
 
-}  // namespace
+}  // namespace cuda_device_gpu_test
 }  // namespace remex::vm

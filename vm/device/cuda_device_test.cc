@@ -28,7 +28,7 @@
 #include "vm/vm.h"
 
 namespace remex::vm {
-namespace {
+namespace cuda_device_test {
 
 using kernels::DeviceKind;
 using kernels::TensorRef;
@@ -277,5 +277,5 @@ TEST(CudaKernelWorkspace, ContextForANonCudaDeviceHasNoStream) {
   EXPECT_TRUE(context.workspace);
 }
 
-}  // namespace
+}  // namespace cuda_device_test
 }  // namespace remex::vm

@@ -19,7 +19,7 @@
 #include "vm/vm_test_util.h"
 
 namespace remex::vm {
-namespace {
+namespace cuda_graph_test {
 
 TensorPtr Upload(Device& device, Allocator& allocator, DType dtype, const Shape& shape, const void* data) {
   auto t = AllocateTensor(allocator, dtype, shape);
@@ -333,5 +333,5 @@ TEST(CudaGraphs, WhatAGraphHoldsIsChargedToTheVmsAllocator) {
   EXPECT_GT(of_session, 4u);  // constants, the graph's input and output, the workspace
 }
 
-}  // namespace
+}  // namespace cuda_graph_test
 }  // namespace remex::vm

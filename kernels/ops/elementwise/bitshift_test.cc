@@ -11,7 +11,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace bitshift_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -76,5 +76,5 @@ TEST(BitShiftTest, Errors) {
                    .ok());
 }
 
-}  // namespace
+}  // namespace bitshift_test
 }  // namespace remex::kernels

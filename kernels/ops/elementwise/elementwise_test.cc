@@ -14,7 +14,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace elementwise_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -696,5 +696,5 @@ TEST(ModTest, IntegerAndFloatRules) {
             StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace elementwise_test
 }  // namespace remex::kernels

@@ -14,7 +14,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace logic_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -359,5 +359,5 @@ TEST(DropoutTest, TrainingModeChecksItsRatioAndDtype) {
             StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace logic_test
 }  // namespace remex::kernels

@@ -20,7 +20,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace unary_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -224,5 +224,5 @@ TEST(UnaryOpsTest, IsNaNAndIsInf) {
   }
 }
 
-}  // namespace
+}  // namespace unary_test
 }  // namespace remex::kernels

@@ -17,7 +17,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace fused_test {
 
 using testing::Attrs;
 using testing::ConvertFloat;
@@ -393,5 +393,5 @@ TEST(FusedElementwiseTest, RandomProgramsMatchTheUnfusedOps) {
   EXPECT_GT(elements, 100000);
 }
 
-}  // namespace
+}  // namespace fused_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace detection_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -172,5 +172,5 @@ TEST(MaxUnpoolTest, Errors) {
   EXPECT_FALSE(r.Run("MaxUnpool", attrs, {x, HostTensor::Of<int32_t>({1, 1, 2, 2}, {0, 1, 2, 3})}).ok());
 }
 
-}  // namespace
+}  // namespace detection_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace grid_sample_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -168,5 +168,5 @@ TEST(GridSampleTest, Errors) {
                "float32");
 }
 
-}  // namespace
+}  // namespace grid_sample_test
 }  // namespace remex::kernels

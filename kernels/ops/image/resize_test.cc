@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace resize_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -386,5 +386,5 @@ TEST(ResizeTest, ShapeErrors) {
             StatusCode::kUnimplemented);
 }
 
-}  // namespace
+}  // namespace resize_test
 }  // namespace remex::kernels

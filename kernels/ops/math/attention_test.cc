@@ -17,7 +17,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace attention_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -222,5 +222,5 @@ TEST(FusedAttentionTest, InputsThatDoNotAgreeAreErrors) {
       std::string::npos);
 }
 
-}  // namespace
+}  // namespace attention_test
 }  // namespace remex::kernels

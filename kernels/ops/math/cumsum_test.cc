@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace cumsum_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -100,5 +100,5 @@ TEST(CumSumTest, Errors) {
             StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace cumsum_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace determinant_test {
 
 using testing::HostTensor;
 using testing::OpRunner;
@@ -58,5 +58,5 @@ TEST(DetTest, Errors) {
   EXPECT_FALSE(r.Run("Det", {}, {HostTensor::Of<int32_t>({1, 1}, {1})}).ok());
 }
 
-}  // namespace
+}  // namespace determinant_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace einsum_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -109,5 +109,5 @@ TEST(EinsumTest, Errors) {
           .ok());
 }
 
-}  // namespace
+}  // namespace einsum_test
 }  // namespace remex::kernels

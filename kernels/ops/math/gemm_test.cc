@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace gemm_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -123,5 +123,5 @@ TEST(GemmTest, ShapeErrors) {
   EXPECT_EQ((*info)[0].shape, (Shape{3, 5}));
 }
 
-}  // namespace
+}  // namespace gemm_test
 }  // namespace remex::kernels

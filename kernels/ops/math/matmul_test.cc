@@ -19,7 +19,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace matmul_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -409,5 +409,5 @@ TEST(MatMulWeights, FusedMatMulServesEveryRowCountWithOnePrimitive) {
   }
 }
 
-}  // namespace
+}  // namespace matmul_test
 }  // namespace remex::kernels

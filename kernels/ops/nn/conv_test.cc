@@ -16,7 +16,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace conv_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -675,11 +675,11 @@ TEST(FusedConvTest, ApplyConvActivationIsEachOnnxActivation) {
   EXPECT_EQ(checked, 10 * 18);
 }
 
-}  // namespace
+}  // namespace conv_test
 }  // namespace remex::kernels
 
 namespace remex::kernels {
-namespace {
+namespace conv_test {
 
 // Y of a 3x3 Conv (pads 1) of X [1, 16, 8, 8] by W [16, 16, 3, 3] through `kernel`,
 // W passed as constant or not.
@@ -822,5 +822,5 @@ TEST(ConvWinogradTest, AlgorithmOutOfRangeIsRefused) {
   }
 }
 
-}  // namespace
+}  // namespace conv_test
 }  // namespace remex::kernels

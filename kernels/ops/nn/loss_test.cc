@@ -15,7 +15,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace loss_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -172,5 +172,5 @@ TEST(LossTest, BadInputsAreErrorsNamingTheOp) {
   }
 }
 
-}  // namespace
+}  // namespace loss_test
 }  // namespace remex::kernels

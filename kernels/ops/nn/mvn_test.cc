@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace mvn_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -63,5 +63,5 @@ TEST(MeanVarianceNormalizationTest, Errors) {
                    .ok());
 }
 
-}  // namespace
+}  // namespace mvn_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace nn_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -753,5 +753,5 @@ TEST(NnRobustnessTest, RandomInputsNeverCrash) {
   }
 }
 
-}  // namespace
+}  // namespace nn_test
 }  // namespace remex::kernels

@@ -15,7 +15,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace norm_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -428,5 +428,5 @@ TEST(SoftmaxTest, LogSoftmaxAndHardmax) {
   }
 }
 
-}  // namespace
+}  // namespace norm_test
 }  // namespace remex::kernels

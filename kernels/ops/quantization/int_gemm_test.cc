@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace remex::kernels::internal {
-namespace {
+namespace int_gemm_test {
 
 std::vector<uint32_t> Naive(const std::vector<int16_t>& a, const std::vector<int16_t>& b, int64_t m, int64_t k,
                             int64_t n) {
@@ -80,5 +80,5 @@ TEST(IntGemmTest, EmptyDimensions) {
   IntGemm(nullptr, nullptr, nullptr, 2, 5, 0);
 }
 
-}  // namespace
+}  // namespace int_gemm_test
 }  // namespace remex::kernels::internal

@@ -20,7 +20,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace quantize_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -811,5 +811,5 @@ TEST(QuantizeTest, Errors) {
   }
 }
 
-}  // namespace
+}  // namespace quantize_test
 }  // namespace remex::kernels

@@ -11,7 +11,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace reduce_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -616,5 +616,5 @@ TEST(ReduceRobustnessTest, RandomInputsAndAttributes) {
   EXPECT_GT(ran, 1500);
 }
 
-}  // namespace
+}  // namespace reduce_test
 }  // namespace remex::kernels

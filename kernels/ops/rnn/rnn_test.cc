@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace rnn_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -491,5 +491,5 @@ TEST(LstmTest, SequenceLengthsOutOfRangeAreRefused) {
   }
 }
 
-}  // namespace
+}  // namespace rnn_test
 }  // namespace remex::kernels

@@ -17,7 +17,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace spectral_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -334,5 +334,5 @@ TEST(SpectralTest, Errors) {
                "lower_edge_hertz must be float16");
 }
 
-}  // namespace
+}  // namespace spectral_test
 }  // namespace remex::kernels

@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace window_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -85,5 +85,5 @@ TEST(WindowTest, Errors) {
           .ok());
 }
 
-}  // namespace
+}  // namespace window_test
 }  // namespace remex::kernels

@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace diagonal_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -135,5 +135,5 @@ TEST(OneHotTest, AxesNegativeIndicesAndErrors) {
   EXPECT_NE(axis.status().message().find("OneHot"), std::string::npos) << axis.status().message();
 }
 
-}  // namespace
+}  // namespace diagonal_test
 }  // namespace remex::kernels

@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace gather_elements_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -91,5 +91,5 @@ TEST(GatherElementsTest, Errors) {
   EXPECT_NE(axis.status().message().find("GatherElements"), std::string::npos) << axis.status().message();
 }
 
-}  // namespace
+}  // namespace gather_elements_test
 }  // namespace remex::kernels

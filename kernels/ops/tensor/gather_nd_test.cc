@@ -11,7 +11,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace gather_nd_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -114,5 +114,5 @@ TEST(ScatterNdTest, Errors) {
   EXPECT_FALSE(r.Infer("ScatterND", Attrs({{"reduction", std::string("add")}}), {b, idx, b}).ok());
 }
 
-}  // namespace
+}  // namespace gather_nd_test
 }  // namespace remex::kernels

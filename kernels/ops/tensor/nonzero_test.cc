@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace nonzero_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -84,5 +84,5 @@ TEST(CompressTest, ConditionLength) {
   EXPECT_FALSE(r.Infer("Compress", {}, {x, HostTensor::Of<bool>({1, 1}, {true})}).ok());
 }
 
-}  // namespace
+}  // namespace nonzero_test
 }  // namespace remex::kernels

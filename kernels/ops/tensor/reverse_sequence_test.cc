@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace reverse_sequence_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -61,5 +61,5 @@ TEST(ReverseSequenceTest, Errors) {
           .ok());
 }
 
-}  // namespace
+}  // namespace reverse_sequence_test
 }  // namespace remex::kernels

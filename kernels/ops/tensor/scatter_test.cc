@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace scatter_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -125,5 +125,5 @@ TEST(ScatterTest, Errors) {
             StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace scatter_test
 }  // namespace remex::kernels

@@ -9,7 +9,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace tensor_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -394,5 +394,5 @@ TEST(IdentityTest, Copies) {
   EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
 }
 
-}  // namespace
+}  // namespace tensor_test
 }  // namespace remex::kernels

@@ -12,7 +12,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace transform_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -716,5 +716,5 @@ TEST(BlockNhwcTest, OtherElementSizesAndBadLayouts) {
 
 }  // namespace nhwc
 
-}  // namespace
+}  // namespace transform_test
 }  // namespace remex::kernels

@@ -13,7 +13,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace unique_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -73,5 +73,5 @@ TEST(UniqueTest, Errors) {
   EXPECT_EQ(r.registry().FindOp("Unique")->DepOf(0), ShapeDep::kData);
 }
 
-}  // namespace
+}  // namespace unique_test
 }  // namespace remex::kernels

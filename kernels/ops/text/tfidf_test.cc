@@ -15,7 +15,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace tfidf_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -219,5 +219,5 @@ TEST(TfIdfVectorizerTest, InputErrors) {
   EXPECT_FALSE(r.Run(kOp, attrs, {OnnxInput(), OnnxInput()}).ok());
 }
 
-}  // namespace
+}  // namespace tfidf_test
 }  // namespace remex::kernels

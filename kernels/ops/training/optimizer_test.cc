@@ -14,7 +14,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace optimizer_test {
 
 using testing::Attrs;
 using testing::HostTensor;
@@ -187,5 +187,5 @@ TEST(OptimizerTest, OpsBelongToTheTrainingDomain) {
   EXPECT_TRUE(r.registry().FindOp("Relu")->domain.empty());
 }
 
-}  // namespace
+}  // namespace optimizer_test
 }  // namespace remex::kernels

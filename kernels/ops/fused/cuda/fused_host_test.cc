@@ -59,7 +59,7 @@
 #endif
 
 namespace remex::kernels {
-namespace {
+namespace fused_host_test {
 
 using cuda::FusedParams;
 using testing::HostTensor;
@@ -394,5 +394,5 @@ TEST(FusedHostRun, ThirtyTwoBroadcastingInputsMatchTheCpuKernel) {
   ExpectAllMatchCpu(cases);
 }
 
-}  // namespace
+}  // namespace fused_host_test
 }  // namespace remex::kernels

@@ -27,7 +27,7 @@
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace nn_cuda_test {
 
 using nntest::Floats;
 using nntest::Int64s;
@@ -694,5 +694,5 @@ TEST(NnCudaRegistration, BadAttributesAreRefusedAtCreation) {
   EXPECT_FALSE((*r->FindKernel("LeakyRelu", DeviceKind::kCuda))(Attrs({{"alpha", int64_t{1}}})).ok());
 }
 
-}  // namespace
+}  // namespace nn_cuda_test
 }  // namespace remex::kernels

@@ -13,7 +13,7 @@
 #include "kernels/ops/nn/cuda/nn_cuda_test_util.h"
 
 namespace remex::kernels {
-namespace {
+namespace nn_loss_cuda_test {
 
 using nntest::kFloatTypes;
 using nntest::NnCudaTest;
@@ -61,5 +61,5 @@ TEST_F(NnCudaTest, NllAndSoftmaxCrossEntropyLoss) {
   }
 }
 
-}  // namespace
+}  // namespace nn_loss_cuda_test
 }  // namespace remex::kernels
