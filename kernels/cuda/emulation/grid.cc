@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -121,7 +123,8 @@ struct Worker {
 };
 
 struct Block {
-  const std::function<void()>* body = nullptr;
+  void (*body)(const void* params) = nullptr;
+  const void* params = nullptr;
   uint32_t threads = 0;
   uint32_t next_tid = 0;  // Threads [0, next_tid) have started.
   uint32_t exited = 0;
@@ -181,7 +184,7 @@ void StartWorker(Block& b) {
                            while (b.next_tid < b.threads && !b.aborting) {
                              w.tid = b.next_tid++;
                              SetThreadIndex(w.tid);
-                             (*b.body)();
+                             b.body(b.params);
                              ++b.exited;
                              ++b.warp_exited[w.tid / 32];
                            }
@@ -405,7 +408,7 @@ cudaError_t CheckPointerParameter(const char* kernel, int index, const void* ptr
 }
 
 cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                    const std::function<void()>& thread) {
+                    void (*thread)(const void* params), const LaunchParams& params) {
   // The kernel's readable name is worked out only for a failure's message.
   auto fail = [kernel](cudaError_t error, const char* detail) {
     return Fail(error, ShortName(kernel).c_str(), detail);
@@ -437,8 +440,12 @@ cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_byt
   }
   if (AnyCapture()) {
     // The graph's launch runs the grid on no stream of its own: its nodes run in order.
-    std::function<cudaError_t()> launch = [kernel, grid, block, shared_bytes, thread] {
-      return RunGrid(kernel, grid, block, shared_bytes, nullptr, thread);
+    // The recorded launch owns a copy of the parameters; each launch of the graph runs
+    // the grid on that copy.
+    std::shared_ptr<void> copy(params.clone(params.data), params.destroy);
+    std::function<cudaError_t()> launch = [kernel, grid, block, shared_bytes, thread, copy,
+                                           clone = params.clone, destroy = params.destroy] {
+      return RunGrid(kernel, grid, block, shared_bytes, nullptr, thread, LaunchParams{copy.get(), clone, destroy});
     };
     cudaError_t result;
     if (RecordIfCapturing(stream, kernel, launch, &result)) return result;
@@ -454,7 +461,8 @@ cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_byt
   gridDim = grid;
   const uint32_t warps = static_cast<uint32_t>((threads + 31) / 32);
   Block b;
-  b.body = &thread;
+  b.body = thread;
+  b.params = params.data;
   b.threads = static_cast<uint32_t>(threads);
   std::string fault;
   for (unsigned z = 0; z < grid.z && fault.empty(); ++z) {

@@ -15,8 +15,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
-#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -26,13 +24,25 @@
 
 namespace remex::cuda_emulation {
 
-// Runs `thread` (one device thread's body) for every thread of the grid; see above. On
-// a capturing stream (cudaStreamBeginCapture) the checked launch is recorded instead,
-// `thread` copied, and the grid runs at each launch of the graph.
-// `kernel` is the kernel's name for errors and the coverage record
-// (REMEX_CUDA_EMULATION_TRACE, kernels/cuda/emulation/README.md).
+// A launch's copy of its kernel's parameters, type-erased: `data` points at them,
+// `clone` copies them to the heap and `destroy` frees such a copy (a capture keeps one
+// for every launch of its graph). Plain function pointers, so that each kernel adds two
+// small functions per parameter list and one thread entry, not a std::function and a
+// shared_ptr's control block of its own (about a third of an emulated kernel file's
+// compile under the sanitizers; docs/benchmarks.md, "CI's compile time").
+struct LaunchParams {
+  const void* data = nullptr;
+  void* (*clone)(const void* data) = nullptr;
+  void (*destroy)(void* copy) = nullptr;
+};
+
+// Runs `thread(params.data)` (one device thread's body) for every thread of the grid;
+// see above. On a capturing stream (cudaStreamBeginCapture) the checked launch is
+// recorded instead, with a copy of the parameters (params.clone), and the grid runs at
+// each launch of the graph. `kernel` is the kernel's name for errors and the coverage
+// record (REMEX_CUDA_EMULATION_TRACE, kernels/cuda/emulation/README.md).
 cudaError_t RunGrid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                    const std::function<void()>& thread);
+                    void (*thread)(const void* params), const LaunchParams& params);
 
 // cudaErrorIllegalAddress (reported) when `ptr` is neither null nor device or pinned
 // memory; cudaSuccess otherwise.
@@ -54,22 +64,42 @@ cudaError_t CheckParameter(const char* kernel, int index, const P& p) {
   }
 }
 
+template <typename T>
+void* CloneParams(const void* data) {
+  return new T(*static_cast<const T*>(data));
+}
+template <typename T>
+void DestroyParams(void* copy) {
+  delete static_cast<T*>(copy);
+}
+// One device thread of kernel K on the parameters `data` (a T, the parameter tuple).
+// Direct calls on std::get, not std::apply: fewer functions per kernel to compile.
+template <auto K, typename T, size_t... I>
+void RunThread(const void* data) {
+  const T& t = *static_cast<const T*>(data);
+  K(std::get<I>(t)...);
+}
+
+template <auto K, typename T, size_t... I>
+cudaError_t LaunchTuple(const T& params, std::index_sequence<I...>, dim3 grid, dim3 block, size_t shared_bytes,
+                        cudaStream_t stream) {
+  cudaError_t error = cudaSuccess;
+  ((error = error == cudaSuccess ? CheckParameter(KernelName<K>(), static_cast<int>(I), std::get<I>(params)) : error),
+   ...);
+  if (error != cudaSuccess) return error;
+  return RunGrid(KernelName<K>(), grid, block, shared_bytes, stream, &RunThread<K, T, I...>,
+                 LaunchParams{&params, &CloneParams<T>, &DestroyParams<T>});
+}
+
 template <auto K, typename... Params, typename... Args>
 cudaError_t Launch(void (*)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                    Args&&... args) {
-  // Parameters are copied at launch, as into the GPU's parameter buffer; a launch a
-  // capture records keeps its copy for every launch of the graph.
-  auto params = std::make_shared<std::tuple<std::decay_t<Params>...>>(
-      static_cast<std::decay_t<Params>>(std::forward<Args>(args))...);
-  cudaError_t error = cudaSuccess;
-  std::apply(
-      [&](const auto&... p) {
-        int index = 0;
-        ((error = error == cudaSuccess ? CheckParameter(KernelName<K>(), index, p) : error, ++index), ...);
-      },
-      *params);
-  if (error != cudaSuccess) return error;
-  return RunGrid(KernelName<K>(), grid, block, shared_bytes, stream, [params] { std::apply(K, *params); });
+  // Parameters are copied at launch, as into the GPU's parameter buffer; the grid runs
+  // before this returns, so the copy here lives as long as it needs to, and a launch a
+  // capture records keeps a copy of its own for every launch of the graph.
+  using Tuple = std::tuple<std::decay_t<Params>...>;
+  const Tuple params(static_cast<std::decay_t<Params>>(std::forward<Args>(args))...);
+  return LaunchTuple<K>(params, std::index_sequence_for<Params...>{}, grid, block, shared_bytes, stream);
 }
 
 }  // namespace remex::cuda_emulation
