@@ -38,16 +38,27 @@ Shape Permuted(const Shape& logical, const std::vector<int64_t>& perm) {
   return s;
 }
 
-// Element `idx` (logical, row-major over `logical`) of a tensor stored so that
-// Transpose(stored, perm) is logical.
-size_t StoredIndex(const Shape& logical, const std::vector<int64_t>& perm, const std::vector<int64_t>& idx) {
-  const Shape stored = Permuted(logical, perm);
-  std::vector<int64_t> sidx(idx.size());
-  for (size_t i = 0; i < perm.size(); ++i) sidx[perm[i]] = idx[i];
-  size_t off = 0;
-  for (size_t i = 0; i < stored.size(); ++i) off = off * stored[i] + sidx[i];
-  return off;
-}
+// The offsets of a tensor stored so that Transpose(stored, perm) is `logical`: element
+// (i0, i1, i2, i3) of the logical tensor is at i0 s[0] + i1 s[1] + i2 s[2] + i3 s[3]
+// (stored[perm[i]] = logical[i], so logical axis i steps by the stored stride of axis
+// perm[i]). Worked out once per tensor: the reference loops below index millions of
+// elements.
+struct StoredIndex {
+  StoredIndex(const Shape& logical, const std::vector<int64_t>& perm) {
+    const Shape stored = Permuted(logical, perm);
+    std::vector<size_t> stored_strides(stored.size());
+    size_t stride = 1;
+    for (size_t a = stored.size(); a-- > 0;) {
+      stored_strides[a] = stride;
+      stride *= static_cast<size_t>(stored[a]);
+    }
+    for (size_t i = 0; i < perm.size(); ++i) s[i] = stored_strides[perm[i]];
+  }
+  size_t operator()(int64_t i0, int64_t i1, int64_t i2, int64_t i3) const {
+    return i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3];
+  }
+  size_t s[4] = {};
+};
 
 struct Case {
   int64_t b = 1, h = 2, sq = 3, sk = 5, d = 4, dv = 4;
@@ -99,6 +110,7 @@ double MaxError(const Case& c, uint32_t seed = 1) {
     for (size_t a = 0; a < c.mask.size(); ++a) off = off * c.mask[a] + (c.mask[a] == 1 ? 0 : full[lead + a]);
     return m[off];
   };
+  const StoredIndex qi(ql, c.q_perm), ki(kl, c.k_perm), vi(vl, c.v_perm), yi(yl, c.y_perm);
   double worst = 0;
   for (int64_t b = 0; b < c.b; ++b) {
     for (int64_t h = 0; h < c.h; ++h) {
@@ -108,8 +120,7 @@ double MaxError(const Case& c, uint32_t seed = 1) {
         for (int64_t j = 0; j < c.sk; ++j) {
           double dot = 0;
           for (int64_t t = 0; t < c.d; ++t) {
-            dot += double(q[StoredIndex(ql, c.q_perm, {b, h, i, t})]) *
-                   k[StoredIndex(kl, c.k_perm, {b, h, j, t})];
+            dot += double(q[qi(b, h, i, t)]) * k[ki(b, h, j, t)];
           }
           s[j] = dot * c.scale + mask_at(b, h, i, j);
           mx = std::max(mx, s[j]);
@@ -117,8 +128,8 @@ double MaxError(const Case& c, uint32_t seed = 1) {
         for (double& e : s) sum += (e = std::exp(e - mx));
         for (int64_t t = 0; t < c.dv; ++t) {
           double want = 0;
-          for (int64_t j = 0; j < c.sk; ++j) want += s[j] / sum * v[StoredIndex(vl, c.v_perm, {b, h, j, t})];
-          const double got = y[StoredIndex(yl, c.y_perm, {b, h, i, t})];
+          for (int64_t j = 0; j < c.sk; ++j) want += s[j] / sum * v[vi(b, h, j, t)];
+          const double got = y[yi(b, h, i, t)];
           worst = std::max(worst, std::abs(got - want));
         }
       }
