@@ -369,4 +369,29 @@ struct CompressView {
 };
 StatusOr<CompressView> CompressViewOf(bool negative_axis, const Attributes& attrs, std::span<const ShapeFnArg> in);
 
+
+// FusedAttention (kernels/ops/math/attention.cc): `scale` (float, default 1) and the
+// four axis orders q_perm, k_perm, v_perm, y_perm, each empty (the identity) or a
+// permutation of [0, its size).
+struct AttentionAttrs {
+  float scale = 1.0f;
+  std::vector<int64_t> perm[4];  // q, k, v, y
+};
+StatusOr<AttentionAttrs> AttentionAttrsOf(const Attributes& attrs);
+// One call's geometry (FusedAttention's inputs Q, K, V and the optional mask, checked as
+// its shape function does): the logical dims and, per operand, the element strides of
+// its logical axes in the stored tensor. The perms are filled in (the identity where
+// empty); the output is stored as Transpose(Y [batch..., Sq, Dv], y_perm).
+struct AttentionGeometry {
+  AttentionAttrs attrs;
+  size_t rank = 0;  // 3 or 4
+  Shape batch;      // the logical batch dims
+  int64_t batches = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  Shape y_shape;                     // the stored output
+  std::vector<int64_t> stride[4];    // q, k, v, y: per logical axis
+  std::vector<int64_t> mask_stride;  // per logical axis of [batch..., Sq, Sk]; 0 where it broadcasts
+  bool has_mask = false;
+};
+StatusOr<AttentionGeometry> AttentionGeometryOf(const AttentionAttrs& attrs, std::span<const ShapeFnArg> in);
+
 }  // namespace remex::kernels::internal

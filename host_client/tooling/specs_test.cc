@@ -199,8 +199,8 @@ TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
   EXPECT_EQ(no_convolutions.changes, "");
   EXPECT_FALSE(no_convolutions.options.fuse_attention);
 
-  // Attention fused for the CPU device only, the one with a FusedAttention kernel, and
-  // not with --no-fuse-epilogues.
+  // Attention fused for the CPU device only (the CUDA device's kernel is not yet measured
+  // on a GPU against the unfused graph), and not with --no-fuse-epilogues.
   const ModelTraits transformer{.has_attention = true};
   DeviceCompile attention = CompileForDevice(&cpu_without_avx512, transformer, open);
   EXPECT_TRUE(attention.options.fuse_attention);

@@ -50,9 +50,8 @@ TEST(CudaCoverage, EveryCpuOpHasACudaKernelExceptTheTablesCpuOnlyRows) {
   }
   EXPECT_GT(entries, static_cast<int>((*registry)->OpNames().size()));
   EXPECT_EQ(missing, cpu_only_rows);
-  // The only op without a CUDA kernel: FusedAttention, which the compiler makes for the
-  // CPU device only (host_client/compiler/passes/attention_fusion.h).
-  EXPECT_EQ(cpu_only_rows, (std::set<std::string>{"FusedAttention-1"}));
+  // Every op has a CUDA kernel (FusedAttention, the last without one, since 2026-12-07).
+  EXPECT_EQ(cpu_only_rows, std::set<std::string>{});
 }
 
 #if defined(REMEX_CUDA_EMULATION)

@@ -34,9 +34,10 @@ namespace remex::compiler {
 // in another order, the scale applied in the product, 1 / c for a Div).
 //
 // Run after shape inference and the precision pass, before epilogue and elementwise
-// fusion (which would take the scale and mask Add), and only for a device with a
-// FusedAttention kernel: the CPU device (CompileOptions::fuse_attention). Returns the
-// number of FusedAttention nodes made.
+// fusion (which would take the scale and mask Add), when CompileOptions::fuse_attention
+// asks: tooling::CompileForDevice sets it for the CPU device. (The CUDA device has a
+// FusedAttention kernel too, kernels/ops/math/cuda/attention.cc, not yet measured on a
+// GPU against the unfused graph.) Returns the number of FusedAttention nodes made.
 int FuseAttention(Graph& graph);
 
 }  // namespace remex::compiler

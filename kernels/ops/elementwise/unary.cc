@@ -212,7 +212,8 @@ class UnaryKernel final : public ValidatedKernel {
       using C = ComputeType<T>;
       const C alpha = static_cast<C>(params_.alpha);
       const C beta = static_cast<C>(params_.beta);
-      MapUnary<T>(in[0], out[0], [alpha, beta](C v) {
+      // By value: an op of one input uses neither parameter (hence [=], not a list).
+      MapUnary<T>(in[0], out[0], [=](C v) {
         if constexpr (std::is_invocable_v<F, C, C, C>) {
           return F()(v, alpha, beta);
         } else if constexpr (std::is_invocable_v<F, C, C>) {

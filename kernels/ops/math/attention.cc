@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "kernels/internal.h"
+#include "kernels/op_attrs.h"
 #include "kernels/ops/math/softmax_cpu.h"
 
 namespace remex::kernels::internal {
@@ -47,15 +48,11 @@ constexpr std::string_view kFusedAttention = "FusedAttention";
 constexpr int64_t kBlockRows = 64;
 constexpr int64_t kScratchFloats = int64_t{1} << 20;
 
-// The attributes: each perm empty (the identity) or a permutation of [0, its size).
-struct AttentionAttrs {
-  float scale = 1.0f;
-  std::vector<int64_t> perm[4];  // q, k, v, y
-};
-
 constexpr const char* kPermNames[4] = {"q_perm", "k_perm", "v_perm", "y_perm"};
 
-StatusOr<AttentionAttrs> ParseAttrs(const Attributes& attrs) {
+}  // namespace
+
+StatusOr<AttentionAttrs> AttentionAttrsOf(const Attributes& attrs) {
   AttentionAttrs a;
   StatusOr<float> scale = attrs.Float("scale", 1.0f);
   if (!scale.ok()) return OpError(kFusedAttention, scale.status().message());
@@ -77,20 +74,7 @@ StatusOr<AttentionAttrs> ParseAttrs(const Attributes& attrs) {
   return a;
 }
 
-// The geometry of one call: logical dims and, per operand, the element strides of its
-// logical axes in the stored tensor.
-struct AttentionGeometry {
-  AttentionAttrs attrs;
-  size_t rank = 0;
-  Shape batch;  // the logical batch dims
-  int64_t batches = 1, sq = 0, sk = 0, d = 0, dv = 0;
-  Shape y_shape;                     // the stored output
-  std::vector<int64_t> stride[4];    // q, k, v, y: per logical axis
-  std::vector<int64_t> mask_stride;  // per logical axis of [batch..., Sq, Sk]; 0 where it broadcasts
-  bool has_mask = false;
-};
-
-StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<const ShapeFnArg> in) {
+StatusOr<AttentionGeometry> AttentionGeometryOf(const AttentionAttrs& attrs, std::span<const ShapeFnArg> in) {
   if (in.size() < 3 || in.size() > 4 || !in[0].present || !in[1].present || !in[2].present) {
     return OpError(kFusedAttention, "expects Q, K, V and an optional mask");
   }
@@ -178,10 +162,12 @@ StatusOr<AttentionGeometry> GeometryOf(const AttentionAttrs& attrs, std::span<co
   return g;
 }
 
+namespace {
+
 StatusOr<std::vector<TensorInfo>> InferFusedAttention(const Attributes& attrs,
                                                       std::span<const ShapeFnArg> in) {
-  REMEX_ASSIGN_OR_RETURN(const AttentionAttrs parsed, ParseAttrs(attrs));
-  REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(parsed, in));
+  REMEX_ASSIGN_OR_RETURN(const AttentionAttrs parsed, AttentionAttrsOf(attrs));
+  REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, AttentionGeometryOf(parsed, in));
   return std::vector<TensorInfo>{{DType::kFloat32, g.y_shape}};
 }
 
@@ -238,7 +224,7 @@ GemmOperand Operand(const float* p, int64_t rows, int64_t cols, int64_t rs, int6
 class FusedAttentionKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<FusedAttentionKernel>> Create(const OpDef& def, const Attributes& attrs) {
-    REMEX_ASSIGN_OR_RETURN(AttentionAttrs parsed, ParseAttrs(attrs));
+    REMEX_ASSIGN_OR_RETURN(AttentionAttrs parsed, AttentionAttrsOf(attrs));
     return std::make_unique<FusedAttentionKernel>(def, attrs, std::move(parsed));
   }
   FusedAttentionKernel(const OpDef& def, const Attributes& attrs, AttentionAttrs parsed)
@@ -246,7 +232,7 @@ class FusedAttentionKernel final : public ValidatedKernel {
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, GeometryOf(attrs_, ToShapeArgs(in)));
+    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, AttentionGeometryOf(attrs_, ToShapeArgs(in)));
     float* y = DataAs<float>(out[0]);
     if (g.batches == 0 || g.sq == 0 || g.dv == 0) return OkStatus();
     if (g.sk == 0) {  // softmax over no keys: the empty sum

@@ -5,7 +5,9 @@
 // axis orders, trailing dims, element sizes 1 to 8, and out-of-range lengths, which the
 // CUDA kernel clamps), Det (batches, sizes 1 to 7, singular and empty matrices) and
 // Einsum (matmuls, transposes, sums, diagonals, ellipsis with broadcasting, three
-// inputs, empty extents; every dtype). Windows match within a few ulp (cos runs on each
+// inputs, empty extents; every dtype) and FusedAttention (the head-split axis orders,
+// K given transposed, masks that broadcast and a causal one, keys over several chunks,
+// heads past each shared-array size, rank 3, no keys; within rounding). Windows match within a few ulp (cos runs on each
 // device's own library); the others bit for bit.
 //
 // Tests that run kernels skip themselves when no CUDA GPU is visible; registration
@@ -15,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -36,7 +40,7 @@ TEST(ExtraCudaRegistration, RegistersEveryOpAndEntry) {
   auto registry = CudaRegistry({});
   ASSERT_TRUE(registry);
   for (const char* op :
-       {"HannWindow", "HammingWindow", "BlackmanWindow", "ReverseSequence", "Det", "Einsum"}) {
+       {"HannWindow", "HammingWindow", "BlackmanWindow", "ReverseSequence", "Det", "Einsum", "FusedAttention"}) {
     EXPECT_TRUE(registry->FindKernel(op, DeviceKind::kCuda)) << op;
   }
   EXPECT_TRUE(registry->FindKernel("MeanVarianceNormalization", 9, DeviceKind::kCuda));
@@ -207,6 +211,77 @@ TEST_F(ExtraCudaTest, Einsum) {
       Check("Einsum", Attrs({{"equation", std::string(c.equation)}}), in);
     }
   }
+}
+
+
+// FusedAttention against the CPU kernel (sgemm products, two-pass softmax): the CUDA
+// kernel's online softmax and its sums' order differ, so within rounding: 2e-5 absolute
+// plus 1e-4 relative (outputs are averages of V's rows, of magnitude up to 5).
+TEST_F(ExtraCudaTest, FusedAttention) {
+  struct Case {
+    std::string name;
+    Shape q, k, v, mask;  // stored shapes; mask empty: none
+    std::vector<int64_t> q_perm, k_perm, v_perm, y_perm;
+    float scale = 0.5f;
+    bool causal = false;
+  };
+  const std::vector<int64_t> bshd = {0, 2, 1, 3};
+  const std::vector<Case> cases = {
+      {"identity", {2, 3, 7, 8}, {2, 3, 9, 8}, {2, 3, 9, 6}, {}, {}, {}, {}, {}, 0.35f},
+      {"heads split and merged, key mask", {2, 7, 3, 8}, {2, 9, 3, 8}, {2, 9, 3, 8}, {1, 1, 1, 9}, bshd, bshd,
+       bshd, bshd},
+      {"K transposed, per-head mask", {1, 2, 5, 4}, {1, 2, 4, 11}, {1, 2, 11, 4}, {2, 5, 11}, {}, {0, 1, 3, 2},
+       {}, {}},
+      {"causal decoder step", {1, 2, 3, 16}, {1, 2, 40, 16}, {1, 2, 40, 16}, {3, 40}, {}, {}, {}, {}, 0.25f, true},
+      {"keys over three chunks", {1, 1, 3, 8}, {1, 1, 600, 8}, {1, 1, 600, 5}, {}, {}, {}, {}, {}, 2.0f},
+      {"heads past 128", {1, 1, 2, 200}, {1, 1, 5, 200}, {1, 1, 5, 300}, {}, {}, {}, {}, {}, 0.05f},
+      {"heads past 512", {1, 1, 2, 40}, {1, 1, 5, 40}, {1, 1, 5, 700}, {}, {}, {}, {}, {}, 0.1f},
+      {"rank 3", {4, 6, 8}, {4, 10, 8}, {4, 10, 8}, {}, {}, {}, {}, {}},
+      {"no keys", {2, 3, 4}, {2, 0, 4}, {2, 0, 4}, {}, {}, {}, {}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<HostTensor> in = {Doubles(c.q, DType::kFloat32), Doubles(c.k, DType::kFloat32),
+                                  Doubles(c.v, DType::kFloat32)};
+    if (!c.mask.empty()) {
+      HostTensor m = Doubles(c.mask, DType::kFloat32);
+      if (c.causal) {  // [Sq, Sk]: -1e9 where the key lies after the query
+        const int64_t sq = c.mask[0], sk = c.mask[1];
+        std::vector<float> values(static_cast<size_t>(sq * sk));
+        for (int64_t i = 0; i < sq; ++i) {
+          for (int64_t j = 0; j < sk; ++j) values[i * sk + j] = j > i + (sk - sq) ? -1e9f : 0.0f;
+        }
+        m = HostTensor::Of<float>(c.mask, values);
+      }
+      in.push_back(std::move(m));
+    }
+    Attributes attrs = Attrs({{"scale", c.scale}});
+    if (!c.q_perm.empty()) attrs.Set("q_perm", c.q_perm);
+    if (!c.k_perm.empty()) attrs.Set("k_perm", c.k_perm);
+    if (!c.v_perm.empty()) attrs.Set("v_perm", c.v_perm);
+    if (!c.y_perm.empty()) attrs.Set("y_perm", c.y_perm);
+    auto out = testing::RunOnCpuAndCuda(*registry_, "FusedAttention", attrs, in, std::nullopt, stream_, 0xCD);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const std::vector<float> want = out->cpu[0].Values<float>();
+    ASSERT_EQ(out->cuda[0].bytes.size(), want.size() * sizeof(float));
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), out->cuda[0].bytes.data(), out->cuda[0].bytes.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-5 + 1e-4 * std::fabs(want[i])) << "element " << i;
+    }
+  }
+}
+
+TEST_F(ExtraCudaTest, FusedAttentionRefusesHeadsPastItsSharedArrays) {
+  auto kernel = testing::CreateCudaKernel(*registry_, "FusedAttention", Attrs({}));
+  ASSERT_TRUE(kernel);
+  std::vector<HostTensor> in = {HostTensor::Zeros(DType::kFloat32, {1, 1, 4097}),
+                                HostTensor::Zeros(DType::kFloat32, {1, 1, 4097}),
+                                HostTensor::Zeros(DType::kFloat32, {1, 1, 4})};
+  auto out = testing::RunOnDevice(*kernel, nullptr, in, {TensorInfo{DType::kFloat32, {1, 1, 4}}}, stream_, 0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented) << out.status().ToString();
+  EXPECT_NE(out.status().message().find("at most 4096"), std::string::npos) << out.status().ToString();
 }
 
 }  // namespace
