@@ -15,6 +15,11 @@
 
 namespace remex::kernels::cuda {
 
+// The combiners the kernels reduce with: a sum, and the running maximum of the CPU
+// kernels, which skips NaN (NaN is never greater).
+__device__ __forceinline__ float Add(float a, float b) { return a + b; }
+__device__ __forceinline__ float MaxSkipNan(float a, float b) { return b > a ? b : a; }
+
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at
 // most 1024; `scratch` holds 32 floats. Ends with a barrier, so scratch may be reused.

@@ -29,7 +29,8 @@ namespace remex::cuda_emulation {
 // for every launch of its graph). Plain function pointers, so that each kernel adds two
 // small functions per parameter list and one thread entry, not a std::function and a
 // shared_ptr's control block of its own (about a third of an emulated kernel file's
-// compile under the sanitizers; docs/benchmarks.md, "CI's compile time").
+// compile under the sanitizers; docs/benchmarks.md, "The emulated CUDA launch,
+// and one slow test's reference").
 struct LaunchParams {
   const void* data = nullptr;
   void* (*clone)(const void* data) = nullptr;

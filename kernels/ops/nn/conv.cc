@@ -154,7 +154,7 @@ using ConvShape = ConvDims;
 // convolution takes Winograd's algorithm by default. Measured on a 2-core AVX-512 CPU
 // (oneDNN 2.6, NHWC X and Y reordered around it, caches flushed between calls;
 // docs/benchmarks.md): at ResNet-50's 115 M multiply-adds (56x56x64 to 7x7x512)
-// 0.43-0.60 ms against 0.60-0.73 ms direct; from 20 to 60 M sometimes faster,
+// 0.43-0.60 ms against 0.59-0.73 ms direct; from 20 to 60 M sometimes faster,
 // sometimes slower; slower at 5 M (12x12x64) and at 128 -> 32 channels (DenseNet's
 // growth) whatever the size. `remex tune` decides per node where this does not.
 constexpr int64_t kWinogradMinChannels = 64;
@@ -431,14 +431,14 @@ class ConvKernel final : public ValidatedKernel, public ConstantPrepacker {
       try {
         pd.emplace(desc, pattr, cache_.engine());
       } catch (const dnnl::error&) {
-        pd.reset();
+        // A throwing emplace leaves pd empty: without the activation, or direct, below.
       }
       if (!pd && !activation_after && attrs_.epilogue.activation != ConvActivation::kNone) {
         try {
           pd.emplace(desc, pattr_without_activation, cache_.engine());
           activation_after = true;
         } catch (const dnnl::error&) {
-          pd.reset();  // unimplemented here: the direct convolution below.
+          // Unimplemented here (pd stays empty): the direct convolution below.
         }
       }
     }

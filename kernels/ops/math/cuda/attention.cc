@@ -55,11 +55,12 @@ class FusedAttentionCudaKernel final : public SkipEmptyKernel {
     // The logical axes right-aligned into [batch0, batch1, S, D]: a rank-3 call's batch0 is 1.
     const size_t lead = 4 - g.rank;
     for (size_t i = 0; i < g.batch.size(); ++i) p.batch[lead + i] = g.batch[i];
-    int64_t* strides[5] = {p.q_stride, p.k_stride, p.v_stride, p.y_stride, p.mask_stride};
-    for (int t = 0; t < 5; ++t) {
-      const std::vector<int64_t>& from = t < 4 ? g.stride[t] : g.mask_stride;
-      if (t == 4 && !g.has_mask) break;
-      for (size_t i = 0; i < g.rank; ++i) strides[t][lead + i] = from[i];
+    int64_t* strides[4] = {p.q_stride, p.k_stride, p.v_stride, p.y_stride};
+    for (int t = 0; t < 4; ++t) {
+      for (size_t i = 0; i < g.rank; ++i) strides[t][lead + i] = g.stride[t][i];
+    }
+    if (g.has_mask) {
+      for (size_t i = 0; i < g.rank; ++i) p.mask_stride[lead + i] = g.mask_stride[i];
     }
     return Launch([&] { return LaunchFusedAttention(p, stream()); });
   }

@@ -23,10 +23,6 @@ namespace {
 constexpr int kAttentionThreads = 128;
 constexpr int64_t kChunk = 256;  // keys per chunk of scores
 
-__device__ __forceinline__ float Add(float a, float b) { return a + b; }
-// The CPU kernel's running maximum skips NaN (NaN is never greater).
-__device__ __forceinline__ float MaxSkipNan(float a, float b) { return b > a ? b : a; }
-
 // kMaxHead: the most D and Dv it takes (its shared arrays' size; static, as the
 // emulation of CUDA has no dynamic shared memory).
 template <int kMaxHead>

@@ -20,10 +20,6 @@ namespace {
 // per row would leave most of its threads idle.
 constexpr int64_t kShortRow = 64;
 
-__device__ __forceinline__ float Add(float a, float b) { return a + b; }
-// The CPU kernel's running maximum skips NaN (NaN is never greater).
-__device__ __forceinline__ float MaxSkipNan(float a, float b) { return b > a ? b : a; }
-
 // inner == 1 and long rows: one block per row of n contiguous elements (Softmax and
 // LogSoftmax).
 template <typename T, bool kLog>

@@ -26,8 +26,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ float Add(float a, float b) { return a + b; }
-
 template <typename T>
 __global__ void BatchNormKernel(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y,
                                 int64_t total, int64_t c, int64_t inner, float epsilon) {

@@ -20,8 +20,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ float Add(float a, float b) { return a + b; }
-
 // ---------------------------------------------------------------------------
 // MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, GlobalLpPool.
 
