@@ -20,6 +20,13 @@ namespace remex::kernels::cuda {
 __device__ __forceinline__ float Add(float a, float b) { return a + b; }
 __device__ __forceinline__ float MaxSkipNan(float a, float b) { return b > a ? b : a; }
 
+// Threads for a block that reduces one row of n elements with BlockReduce: n rounded up
+// to whole warps, from one warp to kThreads. A short row (a 6x16 plane: 96 elements)
+// takes 3 warps, not kThreads threads of which most would hold nothing.
+inline int RowThreads(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>((n + 31) / 32 * 32, 32, kThreads));
+}
+
 // Block-wide reduction of one float per thread with `combine` (associative and
 // commutative); every thread gets the result. blockDim.x is a multiple of 32 and at
 // most 1024; `scratch` holds 32 floats. Ends with a barrier, so scratch may be reused.

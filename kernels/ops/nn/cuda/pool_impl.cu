@@ -251,16 +251,16 @@ cudaError_t LaunchLpPool(const T* x, T* y, int p_order, const PoolGeometry& g, c
 template <typename T>
 cudaError_t LaunchGlobalMaxPool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<GlobalMaxPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
-                                                   AsDevice(y), planes, size);
+  LaunchKernel<GlobalMaxPoolKernel<DeviceType<T>>>(Blocks(planes, 1), RowThreads(size), 0, stream,
+                                                   AsDevice(x), AsDevice(y), planes, size);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t size, cudaStream_t stream) {
   if (planes <= 0) return cudaErrorInvalidValue;
-  LaunchKernel<GlobalAveragePoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
-                                                       AsDevice(y), planes, size);
+  LaunchKernel<GlobalAveragePoolKernel<DeviceType<T>>>(Blocks(planes, 1), RowThreads(size), 0, stream,
+                                                       AsDevice(x), AsDevice(y), planes, size);
   return cudaGetLastError();
 }
 
@@ -268,7 +268,7 @@ template <typename T>
 cudaError_t LaunchGlobalLpPool(const T* x, T* y, int64_t planes, int64_t size, int p_order,
                                cudaStream_t stream) {
   if (planes <= 0 || p_order < 1) return cudaErrorInvalidValue;
-  LaunchKernel<GlobalLpPoolKernel<DeviceType<T>>>(Blocks(planes, 1), kThreads, 0, stream, AsDevice(x),
+  LaunchKernel<GlobalLpPoolKernel<DeviceType<T>>>(Blocks(planes, 1), RowThreads(size), 0, stream, AsDevice(x),
                                                   AsDevice(y), planes, size, p_order);
   return cudaGetLastError();
 }
