@@ -22,6 +22,11 @@
 # arguments still narrow them further.
 # REMEX_BUILD_ONLY=1: configure and build, then stop (no model fetch, no tests); CI builds
 # the sanitized tree that way while its fresh-system check runs beside (.ci/run).
+# OMP_WAIT_POLICY is exported as passive unless set: an OpenMP team's threads then sleep
+# as soon as a parallel region ends instead of spinning (LLVM's OpenMP, the sanitized
+# tree's, spins up to 200 ms), which took a core from the test beside; the sanitized suite
+# used 15 % less CPU (docs/benchmarks.md, "The emulated convolution, and OpenMP's spinning
+# in the tests"). The servers and benchmarks users run keep the runtimes' default.
 # REMEX_TEST_JOBS: how many tests run at once (default: the cores plus one, as many of
 # the tests wait on servers, Redis, browsers or their own timeouts part of the time;
 # scripts/test-sanitized.sh sets the cores).
@@ -67,7 +72,9 @@ REMEX_ORT_RUN=$repo/tests/reference/ort_run.js
 REMEX_REAL_MODELS_DIR=$(scripts/fetch-real-models.sh)
 # The model and conformance tests fail, rather than skip, when their data is missing.
 REMEX_REQUIRE_MODELS=1
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export REMEX_MODELS_DIR REMEX_ORT_MODULES REMEX_CONFORMANCE_DIR REMEX_ORT_RUN REMEX_REAL_MODELS_DIR REMEX_REQUIRE_MODELS
+export OMP_WAIT_POLICY
 echo "test: models=$REMEX_MODELS_DIR conformance=$REMEX_CONFORMANCE_DIR"
 
 selection=()
