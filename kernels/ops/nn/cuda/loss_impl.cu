@@ -20,8 +20,6 @@
 namespace remex::kernels::cuda {
 namespace {
 
-__device__ __forceinline__ float AddF(float a, float b) { return a + b; }
-
 template <typename T, typename I>
 __global__ void LossKernel(const T* x, const I* target, const T* weight, T* loss, T* log_prob, int64_t n,
                            int64_t c, int64_t d, LossReduction reduction, bool softmax, bool has_ignore,
@@ -58,8 +56,8 @@ __global__ void LossKernel(const T* x, const I* target, const T* weight, T* loss
     weight_sum += w;
   }
   if (reduction == LossReduction::kNone) return;
-  loss_sum = BlockReduce(loss_sum, AddF, scratch);
-  weight_sum = BlockReduce(weight_sum, AddF, scratch);
+  loss_sum = BlockReduce(loss_sum, Add, scratch);
+  weight_sum = BlockReduce(weight_sum, Add, scratch);
   if (threadIdx.x == 0) loss[0] = Store<T>(reduction == LossReduction::kSum ? loss_sum : loss_sum / weight_sum);
 }
 
