@@ -28,8 +28,11 @@ bool DnnlQConv::PrepareWeights(const QConvCall& call) {
   if (!w.constant) return false;
   const int64_t m = w.shape[0];
   const int64_t per_m = NumElements(w.shape).value_or(0) / std::max<int64_t>(m, 1);
+  const int64_t taps = per_m / std::max<int64_t>(w.shape[1], 1);
   w8_.resize(static_cast<size_t>(m * per_m));
   w8_sums_.assign(static_cast<size_t>(m), 0);
+  residual_.clear();
+  const size_t most_residual = static_cast<size_t>(m * per_m / 64);
   bool fits = true;
   for (int64_t mo = 0; mo < m && fits; ++mo) {
     int32_t sum = 0;
@@ -38,12 +41,17 @@ bool DnnlQConv::PrepareWeights(const QConvCall& call) {
       const int32_t v = (w.dtype == DType::kUint8 ? int32_t{static_cast<const uint8_t*>(w.data)[at]}
                                                   : int32_t{static_cast<const int8_t*>(w.data)[at]}) -
                         zps[static_cast<size_t>(mo)];
-      fits = fits && v >= -128 && v <= 127;
-      w8_[static_cast<size_t>(at)] = static_cast<int8_t>(v);
+      const int32_t clamped = std::clamp(v, -128, 127);
+      if (clamped != v) {
+        residual_.push_back({mo, i / taps, i % taps, v - clamped});
+        fits = residual_.size() <= most_residual;
+      }
+      w8_[static_cast<size_t>(at)] = static_cast<int8_t>(clamped);
       sum += v;
     }
     w8_sums_[static_cast<size_t>(mo)] = sum;
   }
+  if (!fits) residual_.clear();
   w8_from_ = w.data;
   w8_zero_points_.assign(zps.begin(), zps.end());
   w8_fits_ = fits;
@@ -74,10 +82,13 @@ void SetRequantization(dnnl::primitive_attr& attr, std::span<const float> multip
   attr.set_zero_points(DNNL_ARG_DST, 0, {y_zero_point});
 }
 
-// X [N, C, D...] into `to` [N, C, D + pad_begin + pad_end ...] with `value` in the
-// padding (1 to 3 spatial dims; elements of 1 byte).
+// X into `to` with `value` in the padding (1 to 3 spatial dims; elements of 1 byte):
+// [N, C, D...] into [N, C, D + pad_begin + pad_end ...], or with `channels_last`
+// [N, D..., C] into [N, D + pad_begin + pad_end ..., C]. `shape` and `padded` are the
+// channels-first shapes either way. Each output row is written once, the rows split
+// over the compute threads.
 void PadInto(const uint8_t* x, const Shape& shape, const WindowGeometry& g, uint8_t value, uint8_t* to,
-             const Shape& padded) {
+             const Shape& padded, bool channels_last) {
   const size_t sp = shape.size() - 2;
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, begin[3] = {0, 0, 0};
   for (size_t i = 0; i < sp; ++i) {
@@ -85,17 +96,25 @@ void PadInto(const uint8_t* x, const Shape& shape, const WindowGeometry& g, uint
     out[3 - sp + i] = padded[2 + i];
     begin[3 - sp + i] = g.pad_begin[i];
   }
-  const int64_t planes = shape[0] * shape[1];
-  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
-  std::memset(to, value, static_cast<size_t>(planes * out_plane));
-  for (int64_t p = 0; p < planes; ++p) {
-    for (int64_t d0 = 0; d0 < in[0]; ++d0) {
-      for (int64_t d1 = 0; d1 < in[1]; ++d1) {
-        std::memcpy(to + p * out_plane + ((d0 + begin[0]) * out[1] + d1 + begin[1]) * out[2] + begin[2],
-                    x + p * in_plane + (d0 * in[1] + d1) * in[2], static_cast<size_t>(in[2]));
+  // Bytes per element of the innermost spatial dim, and the planes padded apart.
+  const int64_t inner = channels_last ? shape[1] : 1;
+  const int64_t planes = channels_last ? shape[0] : shape[0] * shape[1];
+  const int64_t in_row = in[2] * inner, out_row = out[2] * inner;
+  const int64_t rows = planes * out[0] * out[1];
+  ParallelFor(rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(out_row, 1)), [&](int64_t first, int64_t last, int) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t d1 = r % out[1] - begin[1], d0 = r / out[1] % out[0] - begin[0], p = r / (out[0] * out[1]);
+      uint8_t* row = to + r * out_row;
+      if (d0 < 0 || d0 >= in[0] || d1 < 0 || d1 >= in[1]) {
+        std::memset(row, value, static_cast<size_t>(out_row));
+        continue;
       }
+      const int64_t left = begin[2] * inner;
+      std::memset(row, value, static_cast<size_t>(left));
+      std::memcpy(row + left, x + ((p * in[0] + d0) * in[1] + d1) * in_row, static_cast<size_t>(in_row));
+      std::memset(row + left + in_row, value, static_cast<size_t>(out_row - left - in_row));
     }
-  }
+  });
 }
 
 }  // namespace
@@ -171,6 +190,7 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   const Shape x_first = call.channels_last ? ToChannelsFirst(call.x->shape) : call.x->shape;
   REMEX_ASSIGN_OR_RETURN(ConvDims d, ConvDimsOf(call.op, window, group, x_first, call.w->shape));
   const bool qlinear = call.op == "QLinearConv";
+  if (qlinear && !residual_.empty()) return false;
   // A zero point known only now is taken off after the sums (see int8_dnnl.h).
   const bool run_time_zp = !call.x_zero_point_constant && call.x_zero_point != 0;
   bool padded = false;
@@ -178,7 +198,6 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
     padded = padded || d.geometry.pad_begin[i] != 0 || d.geometry.pad_end[i] != 0;
   }
   const bool pad_copy = run_time_zp && padded;
-  if (pad_copy && call.channels_last) return false;  // PadInto writes channels-first only
   Shape src_shape = x_first;
   if (pad_copy) {
     for (size_t i = 2; i < src_shape.size(); ++i) {
@@ -202,8 +221,8 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   const void* src = call.x->data;
   if (pad_copy) {
     padded_.resize(static_cast<size_t>(*NumElements(src_shape)));
-    PadInto(static_cast<const uint8_t*>(call.x->data), call.x->shape, d.geometry,
-            static_cast<uint8_t>(call.x_zero_point), padded_.data(), src_shape);
+    PadInto(static_cast<const uint8_t*>(call.x->data), x_first, d.geometry,
+            static_cast<uint8_t>(call.x_zero_point), padded_.data(), src_shape, call.channels_last);
     src = padded_.data();
   }
   void* bias = const_cast<int32_t*>(call.bias);
@@ -221,6 +240,9 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
     ExecuteDnnlConv(e->conv, *stream_, const_cast<void*>(src), w8, call.y->data, bias);
   } catch (const dnnl::error& err) {
     return Internal(std::string(call.op) + ": oneDNN: " + err.what());
+  }
+  if (!residual_.empty()) {
+    AddResidual(call, d, src, src_shape, pad_copy, run_time_zp ? 0 : call.x_zero_point);
   }
   if (run_time_zp && !qlinear) {
     // ConvInteger: y[n, m, ...] -= x_zero_point * sum(W'[m]).
@@ -244,6 +266,59 @@ StatusOr<bool> DnnlQConv::Run(const QConvCall& call) {
   }
   ++runs_;
   return true;
+}
+
+// y += residual * (x - baked_zero_point) for each residual weight, the window's taps
+// over `src` (X, or X padded when pad_copy: then no pads are left), positions in the
+// pads contributing nothing, as in the primitive's sums. In uint32, int32 sums wrapping
+// as the primitive's and the int16 path's do. Rows of Y split over the compute threads.
+void DnnlQConv::AddResidual(const QConvCall& call, const ConvDims& d, const void* src, const Shape& src_shape,
+                            bool pad_copy, int32_t baked_zero_point) {
+  const WindowGeometry& g = d.geometry;
+  const size_t sp = src_shape.size() - 2;
+  // Spatial dims right-aligned in 3 (the leading ones 1), as PadInto does.
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1},
+          pad[3] = {0, 0, 0};
+  for (size_t i = 0; i < sp; ++i) {
+    const size_t k = 3 - sp + i;
+    in[k] = src_shape[2 + i];
+    out[k] = d.output[2 + i];
+    kernel[k] = call.w->shape[2 + i];
+    stride[k] = g.strides[i];
+    dil[k] = g.dilations[i];
+    pad[k] = pad_copy ? 0 : g.pad_begin[i];
+  }
+  const int64_t n = src_shape[0], c = src_shape[1], m = d.m;
+  const int64_t c_per_group = c / d.group, m_per_group = m / d.group;
+  const int64_t in_spatial = in[0] * in[1] * in[2], out_spatial = out[0] * out[1] * out[2];
+  const bool last = call.channels_last;
+  const bool is_u8 = call.x->dtype == DType::kUint8;
+  const auto* x8 = static_cast<const uint8_t*>(src);
+  auto* y = static_cast<uint32_t*>(call.y->data);
+  const int64_t rows = n * out[0] * out[1];
+  ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(out[2] * static_cast<int64_t>(residual_.size()), 1)),
+              [&](int64_t first, int64_t last_row, int) {
+    for (int64_t r = first; r < last_row; ++r) {
+      const int64_t o1 = r % out[1], o0 = r / out[1] % out[0], b = r / (out[0] * out[1]);
+      for (const Residual& e : residual_) {
+        const int64_t t2 = e.tap % kernel[2], t1 = e.tap / kernel[2] % kernel[1], t0 = e.tap / (kernel[1] * kernel[2]);
+        const int64_t i0 = o0 * stride[0] + t0 * dil[0] - pad[0], i1 = o1 * stride[1] + t1 * dil[1] - pad[1];
+        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1]) continue;
+        const int64_t ci = e.m / m_per_group * c_per_group + e.c;
+        const int64_t in_row = (i0 * in[1] + i1) * in[2];
+        const int64_t y_row = (o0 * out[1] + o1) * out[2];
+        const uint32_t v = static_cast<uint32_t>(e.value);
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          const int64_t i2 = o2 * stride[2] + t2 * dil[2] - pad[2];
+          if (i2 < 0 || i2 >= in[2]) continue;
+          const int64_t xi = last ? (b * in_spatial + in_row + i2) * c + ci : (b * c + ci) * in_spatial + in_row + i2;
+          const int32_t xv = (is_u8 ? int32_t{x8[xi]} : int32_t{static_cast<int8_t>(x8[xi])}) - baked_zero_point;
+          const int64_t yi = last ? (b * out_spatial + y_row + o2) * m + e.m : (b * m + e.m) * out_spatial + y_row + o2;
+          y[yi] += v * static_cast<uint32_t>(xv);
+        }
+      }
+    }
+  });
 }
 
 bool DnnlQMatMul::PrepareWeights(const QMatMulCall& call) {

@@ -81,7 +81,8 @@ class DnnlQConv {
     DnnlConvPrimitive conv;
   };
   // Converts constant W less its zero points to int8 (kept while the same constant and
-  // zero points come in); false when a value does not fit.
+  // zero points come in): values outside int8 are clamped into w8_ and the rest kept in
+  // residual_. False when more than one value in 64 is outside int8.
   bool PrepareWeights(const QConvCall& call);
   StatusOr<Entry*> FindOrCompile(std::vector<int64_t> key, const QConvCall& call, const ConvDims& d,
                                  const Shape& src_shape, bool pad_copy, bool bake_x_zero_point, bool with_bias);
@@ -93,6 +94,19 @@ class DnnlQConv {
   // were made from.
   std::vector<int8_t> w8_;
   std::vector<int32_t> w8_sums_;
+  // The part of W - w_zero_point outside int8 (uint8 weights at an asymmetric zero point,
+  // as a dynamic quantizer writes them: W - zp in [-255, 255], a few values in a
+  // thousand outside [-128, 127]): each value's output channel, input channel, window
+  // tap and value - clamp(value). ConvInteger adds these products after the primitive
+  // (AddResidual); QLinearConv, whose sums the primitive requantizes, leaves such
+  // weights to the int16 path. w8_sums_ are of the whole values.
+  struct Residual {
+    int64_t m, c, tap;
+    int32_t value;
+  };
+  std::vector<Residual> residual_;
+  void AddResidual(const QConvCall& call, const ConvDims& d, const void* src, const Shape& src_shape, bool pad_copy,
+                   int32_t baked_zero_point);
   const void* w8_from_ = nullptr;
   std::vector<int32_t> w8_zero_points_;
   bool w8_fits_ = false;

@@ -580,7 +580,7 @@ std::vector<uint8_t> ToChannelsLastBytes(const std::vector<uint8_t>& bytes, cons
 // layout "NHWC" (set by the compiler's layout pass): X and Y channels-last give the
 // channels-first values, W constant (oneDNN on a CPU with VNNI) or not (the int16 GEMMs
 // on transposed copies), x_zero_point constant or at run time (with pads, a run-time
-// zero point leaves the oneDNN path too).
+// zero point pads a channels-last copy of X with itself before oneDNN).
 TEST(QuantizeTest, ChannelsLastConvolutionGivesTheChannelsFirstValues) {
   std::mt19937 rng(31);
   const Shape xs{2, 4, 7, 6}, ws{8, 4, 3, 3}, ys{2, 8, 4, 3};
@@ -740,30 +740,44 @@ TEST(QuantizeTest, DnnlInt8ConvolutionTakesOnlyWhatItComputesExactly) {
   call.w_zero_points = zp0;
   call.y = &yt;
   internal::DnnlQConv conv;
-  for (bool constant_zp : {true, false}) {
-    call.x_zero_point = constant_zp ? 0 : 3;
-    call.x_zero_point_constant = constant_zp;
-    auto ran = conv.Run(call);
-    ASSERT_TRUE(ran.ok()) << ran.status().ToString();
-    EXPECT_TRUE(*ran);
-    for (int64_t m = 0; m < 16; ++m) {
-      for (int64_t i = 0; i < 6; ++i) {
-        for (int64_t j = 0; j < 6; ++j) {
-          int64_t want = 0;
-          for (int64_t c = 0; c < 1024; ++c) {
-            for (int64_t p = 0; p < 3; ++p) {
-              for (int64_t q = 0; q < 3; ++q) {
-                if (i - 1 + p < 0 || i - 1 + p >= 6 || j - 1 + q < 0 || j - 1 + q >= 6) continue;
-                want += (255 - call.x_zero_point) * int64_t{w[((m * 1024 + c) * 3 + p) * 3 + q]};
+  // A run-time zero point with pads, channels-last (a dynamically quantized model's
+  // convolutions under the layout pass) included: X padded with the zero point first.
+  const TensorRef xt_last{x.data(), DType::kUint8, {1, 6, 6, 1024}};
+  const TensorRef yt_last{y.data(), DType::kInt32, {1, 6, 6, 16}};
+  for (bool channels_last : {false, true}) {
+    call.channels_last = channels_last;
+    call.x = channels_last ? &xt_last : &xt;
+    call.y = channels_last ? &yt_last : &yt;
+    for (bool constant_zp : {true, false}) {
+      SCOPED_TRACE(std::string(channels_last ? "NHWC" : "NCHW") + (constant_zp ? ", constant zero point" : ""));
+      call.x_zero_point = constant_zp ? 0 : 3;
+      call.x_zero_point_constant = constant_zp;
+      auto ran = conv.Run(call);
+      ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+      EXPECT_TRUE(*ran);
+      for (int64_t m = 0; m < 16; ++m) {
+        for (int64_t i = 0; i < 6; ++i) {
+          for (int64_t j = 0; j < 6; ++j) {
+            int64_t want = 0;
+            for (int64_t c = 0; c < 1024; ++c) {
+              for (int64_t p = 0; p < 3; ++p) {
+                for (int64_t q = 0; q < 3; ++q) {
+                  if (i - 1 + p < 0 || i - 1 + p >= 6 || j - 1 + q < 0 || j - 1 + q >= 6) continue;
+                  want += (255 - call.x_zero_point) * int64_t{w[((m * 1024 + c) * 3 + p) * 3 + q]};
+                }
               }
             }
+            const int32_t got = channels_last ? y[(i * 6 + j) * 16 + m] : y[(m * 6 + i) * 6 + j];
+            ASSERT_EQ(got, want) << m << " " << i << " " << j;
           }
-          ASSERT_EQ(y[(m * 6 + i) * 6 + j], want) << m << " " << i << " " << j;
         }
       }
     }
   }
-  EXPECT_EQ(conv.runs(), 2);
+  call.channels_last = false;
+  call.x = &xt;
+  call.y = &yt;
+  EXPECT_EQ(conv.runs(), 4);
   // uint8 weights 200 at zero point 0: 200 is no int8. At zero point 128: 72 is.
   wt = {w_u8.data(), DType::kUint8, {16, 1024, 3, 3}, true};
   auto ran = conv.Run(call);
@@ -779,7 +793,68 @@ TEST(QuantizeTest, DnnlInt8ConvolutionTakesOnlyWhatItComputesExactly) {
   ran = conv.Run(call);
   ASSERT_TRUE(ran.ok());
   EXPECT_FALSE(*ran);
-  EXPECT_EQ(conv.runs(), 3);
+  EXPECT_EQ(conv.runs(), 5);
+}
+
+// uint8 weights at an asymmetric zero point (a dynamic quantizer's): W - zp outside int8
+// for a few values. oneDNN sums the values clamped into int8 and the rest is added after;
+// the int16 path's bits (W not constant), both layouts, both kinds of x_zero_point,
+// strides, pads, dilations and groups.
+TEST(QuantizeTest, DnnlInt8ConvolutionAddsTheWeightsOutsideInt8) {
+  if (!internal::DnnlQConv::Available()) GTEST_SKIP() << "no VNNI on this CPU: the int16 GEMMs run every case";
+  std::mt19937 rng(37);
+  struct Geometry {
+    Shape xs, ws, ys;
+    Attributes attrs;
+  };
+  const Geometry geometries[] = {
+      {{2, 8, 9, 8}, {16, 4, 3, 2}, {2, 16, 5, 7},
+       Attrs({{"strides", std::vector<int64_t>{2, 1}},
+              {"pads", std::vector<int64_t>{1, 0, 2, 1}},
+              {"dilations", std::vector<int64_t>{1, 2}},
+              {"group", int64_t{2}}})},
+      {{1, 8, 10, 10}, {16, 8, 3, 3}, {1, 16, 10, 10}, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+      {{1, 8, 10, 10}, {16, 8, 3, 3}, {1, 16, 8, 8}, Attrs({})}};
+  const std::vector<int32_t> w_zps(16, 100);
+  for (const Geometry& geo : geometries) {
+    const size_t x_count = static_cast<size_t>(NumElements(geo.xs).value());
+    const size_t w_count = static_cast<size_t>(NumElements(geo.ws).value());
+    std::vector<uint8_t> w(w_count);
+    for (uint8_t& v : w) v = static_cast<uint8_t>(rng() % 228);  // W - 100 in [-100, 127]
+    for (size_t i = 0; i < w_count / 100; ++i) w[rng() % w_count] = static_cast<uint8_t>(228 + rng() % 28);
+    const std::vector<uint8_t> x = RandomValues<uint8_t>(rng, x_count);
+    for (bool x_zp_constant : {true, false}) {
+      const std::vector<HostTensor> in = {U8(geo.xs, x), U8(geo.ws, w), U8({}, {131}), U8({}, {100})};
+      const std::vector<uint8_t> want = RunQuantized("ConvInteger", geo.attrs, in, geo.ys, DType::kInt32, false,
+                                                     x_zp_constant);
+      for (bool channels_last : {false, true}) {
+        SCOPED_TRACE(ShapeToString(geo.ws) + (channels_last ? " NHWC" : " NCHW") +
+                     (x_zp_constant ? ", x_zero_point constant" : ", x_zero_point at run time"));
+        const Shape xs_last{geo.xs[0], geo.xs[2], geo.xs[3], geo.xs[1]};
+        const Shape ys_last{geo.ys[0], geo.ys[2], geo.ys[3], geo.ys[1]};
+        const std::vector<uint8_t> x_bytes = channels_last ? ToChannelsLastBytes(x, geo.xs, 1) : x;
+        std::vector<uint8_t> y(static_cast<size_t>(NumElements(geo.ys).value()) * 4, 0xAB);
+        const TensorRef xt{const_cast<uint8_t*>(x_bytes.data()), DType::kUint8, channels_last ? xs_last : geo.xs};
+        const TensorRef wt{w.data(), DType::kUint8, geo.ws, true};
+        const TensorRef yt{y.data(), DType::kInt32, channels_last ? ys_last : geo.ys};
+        internal::QConvCall call;
+        call.op = "ConvInteger";
+        call.attrs = &geo.attrs;
+        call.x = &xt;
+        call.w = &wt;
+        call.x_zero_point = 131;
+        call.x_zero_point_constant = x_zp_constant;
+        call.w_zero_points = w_zps;
+        call.y = &yt;
+        call.channels_last = channels_last;
+        internal::DnnlQConv conv;
+        auto ran = conv.Run(call);
+        ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+        ASSERT_TRUE(*ran);
+        EXPECT_EQ(y, channels_last ? ToChannelsLastBytes(want, geo.ys, 4) : want);
+      }
+    }
+  }
 }
 
 TEST(QuantizeTest, Errors) {
