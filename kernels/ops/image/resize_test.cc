@@ -212,7 +212,9 @@ TEST(ResizeTest, LinearMatchesDirectInterpolation) {
   struct Case {
     Shape in, out;
   } cases[] = {
-      {{1, 2, 5, 7}, {1, 2, 9, 4}},
+      {{1, 2, 5, 7}, {1, 2, 9, 4}},         // Bilinear over the last two axes (one pass for both)
+      {{2, 3, 6, 8}, {2, 3, 12, 16}},       // ... a 2x upsampling, its edge rows one tap
+      {{1, 2, 9, 9}, {1, 2, 4, 5}},         // ... downsampling
       {{2, 1, 3, 4, 5}, {2, 1, 7, 2, 11}},  // Trilinear.
       {{3, 6}, {5, 6}},                     // Only the outer axis.
       {{2, 3, 4}, {4, 5, 4}},               // Batch axis scaled too.
