@@ -221,6 +221,35 @@ GemmOperand Operand(const float* p, int64_t rows, int64_t cols, int64_t rs, int6
   return {scratch.data(), 'N', std::max<int64_t>(cols, 1)};
 }
 
+// One query row (a decoder step's): scores[j] = scale * (q . K row j), q's D elements
+// `qd` apart, K's rows `ks` apart with D contiguous. For one row sgemm's set-up costs
+// more than the product (at Sk 256, D 64: about 10 times the dot products).
+REMEX_CPU_CLONES void ScoresOfOneRow(const float* q, int64_t qd, const float* k, int64_t ks, int64_t sk, int64_t d,
+                                     float scale, float* q_packed, float* scores) {
+  for (int64_t t = 0; t < d; ++t) q_packed[t] = q[t * qd];
+  for (int64_t j = 0; j < sk; ++j) {
+    const float* kr = k + j * ks;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t t = 0; t < d; ++t) dot += q_packed[t] * kr[t];
+    scores[j] = scale * dot;
+  }
+}
+
+// y [Dv] = sum over j of p[j] * V row j (V's rows `vs` apart, Dv contiguous), summed in
+// acc, written with y's stride `yd`.
+REMEX_CPU_CLONES void WeightedRowsOfOneRow(const float* p, const float* v, int64_t vs, int64_t sk, int64_t dv,
+                                           float* acc, float* y, int64_t yd) {
+  std::fill(acc, acc + dv, 0.0f);
+  for (int64_t j = 0; j < sk; ++j) {
+    const float pj = p[j];
+    const float* vr = v + j * vs;
+#pragma omp simd
+    for (int64_t t = 0; t < dv; ++t) acc[t] += pj * vr[t];
+  }
+  for (int64_t t = 0; t < dv; ++t) y[t * yd] = acc[t];
+}
+
 class FusedAttentionKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<FusedAttentionKernel>> Create(const OpDef& def, const Attributes& attrs) {
@@ -290,14 +319,24 @@ class FusedAttentionKernel final : public ValidatedKernel {
         const float* vb = v + batch_offset(g.stride[2], b);
         float* yb = y + batch_offset(g.stride[3], b) + row0 * g.stride[3][r - 2];
         scores.resize(static_cast<size_t>(rows * g.sk));
+        // One query row with K's and V's rows contiguous: dot products and a weighted
+        // sum of V's rows, no sgemm.
+        const bool one_row = rows == 1 && g.d > 0 && g.dv > 0 && g.stride[1][r - 1] == 1 && g.stride[2][r - 1] == 1;
+        if (one_row) {
+          packed_q.resize(static_cast<size_t>(std::max(g.d, g.dv)));
+          ScoresOfOneRow(qb, g.stride[0][r - 1], kb, g.stride[1][r - 2], g.sk, g.d, g.attrs.scale, packed_q.data(),
+                         scores.data());
+        }
         // scores [rows x Sk] = scale * Q [rows x D] . (K [Sk x D])^T
-        const GemmOperand a = g.d == 0
+        const GemmOperand a = one_row || g.d == 0
                                   ? GemmOperand{qb, 'N', 1}
                                   : Operand(qb, rows, g.d, g.stride[0][r - 2], g.stride[0][r - 1], packed_q);
-        GemmOperand kt = g.d == 0 ? GemmOperand{kb, 'N', 1}
+        GemmOperand kt = one_row || g.d == 0 ? GemmOperand{kb, 'N', 1}
                                   : Operand(kb, g.sk, g.d, g.stride[1][r - 2], g.stride[1][r - 1], packed_k);
         kt.trans = kt.trans == 'N' ? 'T' : 'N';  // K^T
-        if (g.d == 0) {
+        if (one_row) {
+          // computed above
+        } else if (g.d == 0) {
           std::fill(scores.begin(), scores.end(), 0.0f);
         } else if (dnnl::sgemm(a.trans, kt.trans, rows, g.sk, g.d, g.attrs.scale, a.p, a.ld, kt.p, kt.ld,
                                0.0f, scores.data(), g.sk) != dnnl::status::success) {
@@ -323,6 +362,11 @@ class FusedAttentionKernel final : public ValidatedKernel {
           }
         }
         SoftmaxRowsFloat32(scores.data(), scores.data(), rows, g.sk, false);
+        if (one_row) {
+          WeightedRowsOfOneRow(scores.data(), vb, g.stride[2][r - 2], g.sk, g.dv, packed_q.data(), yb,
+                               g.stride[3][r - 1]);
+          continue;
+        }
         // Y [rows x Dv] = P [rows x Sk] . V [Sk x Dv], into Y's rows in place when its
         // columns are contiguous, else through `staged_y`.
         const GemmOperand vb_op = Operand(vb, g.sk, g.dv, g.stride[2][r - 2], g.stride[2][r - 1], packed_v);

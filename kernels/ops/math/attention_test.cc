@@ -179,6 +179,20 @@ TEST(FusedAttentionTest, LongQueriesAndKeysSplitIntoBlocksOverTheThreads) {
   EXPECT_LT(MaxError(long_keys), 1e-5);
 }
 
+TEST(FusedAttentionTest, OneQueryRowAsADecoderStepHasIt) {
+  // One query against a cache of 257 keys, heads merged as exporters write them, a mask
+  // over the keys: dot products and a weighted sum of V's rows.
+  Case step{.b = 1, .h = 4, .sq = 1, .sk = 257, .d = 64, .dv = 64, .scale = 0.125f, .mask = {1, 1, 1, 257}};
+  step.q_perm = step.y_perm = {0, 2, 1, 3};
+  EXPECT_LT(MaxError(step), 1e-5);
+  // Dv != D, Y's Dv strided, and K given as K^T (its D strided: the sgemm path).
+  Case odd{.b = 2, .h = 3, .sq = 1, .sk = 33, .d = 5, .dv = 7};
+  odd.y_perm = {0, 1, 3, 2};
+  EXPECT_LT(MaxError(odd), 1e-5);
+  odd.k_perm = {0, 1, 3, 2};
+  EXPECT_LT(MaxError(odd), 1e-5);
+}
+
 TEST(FusedAttentionTest, RankThreeAndNoKeys) {
   OpRunner r;
   const std::vector<float> q = Random(2 * 3 * 4, 5), k = Random(2 * 6 * 4, 6), v = Random(2 * 6 * 4, 7);

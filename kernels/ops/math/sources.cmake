@@ -12,6 +12,9 @@ target_sources(remex_kernels PRIVATE
 # fused multiply-adds in their AVX2 and AVX-512 clones, so that every clone rounds alike.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/softmax.cc PROPERTIES COMPILE_OPTIONS
                             "-fno-trapping-math;-fno-math-errno;-ffp-contract=off")
+# attention.cc's one-query-row dot products are OpenMP simd reductions (-fopenmp-simd:
+# the pragma without the OpenMP runtime).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/attention.cc PROPERTIES COMPILE_OPTIONS -fopenmp-simd)
 list(APPEND REMEX_KERNELS_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/matmul_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
