@@ -22,8 +22,11 @@
 // Softmax along the keys as the Softmax kernel computes it (softmax_cpu.h: max skips
 // NaN); Sk = 0 gives Y = 0, as MatMul of the empty product does. The products are
 // oneDNN's sgemm, one (batch, block of query rows) at a time, the blocks spread over the
-// compute threads; the scores live in a per-block scratch of 64 x Sk floats, never in a
-// [batch..., Sq, Sk] tensor. INVALID_ARGUMENT for other dtypes, ranks or shapes.
+// compute threads (one query row, a decoder step's, as dot products and a weighted sum
+// of V's rows instead, where the elements of K's and V's rows are contiguous: sgemm's
+// set-up costs more than such a product); the scores live in a per-block scratch of
+// 64 x Sk floats, never in a [batch..., Sq, Sk] tensor. INVALID_ARGUMENT for other
+// dtypes, ranks or shapes.
 
 #include <algorithm>
 #include <atomic>
@@ -319,8 +322,8 @@ class FusedAttentionKernel final : public ValidatedKernel {
         const float* vb = v + batch_offset(g.stride[2], b);
         float* yb = y + batch_offset(g.stride[3], b) + row0 * g.stride[3][r - 2];
         scores.resize(static_cast<size_t>(rows * g.sk));
-        // One query row with K's and V's rows contiguous: dot products and a weighted
-        // sum of V's rows, no sgemm.
+        // One query row, the elements of K's and V's rows contiguous: dot products and a
+        // weighted sum of V's rows, no sgemm.
         const bool one_row = rows == 1 && g.d > 0 && g.dv > 0 && g.stride[1][r - 1] == 1 && g.stride[2][r - 1] == 1;
         if (one_row) {
           packed_q.resize(static_cast<size_t>(std::max(g.d, g.dv)));

@@ -191,6 +191,12 @@ TEST(FusedAttentionTest, OneQueryRowAsADecoderStepHasIt) {
   EXPECT_LT(MaxError(odd), 1e-5);
   odd.k_perm = {0, 1, 3, 2};
   EXPECT_LT(MaxError(odd), 1e-5);
+  // Q with its D strided (packed first), V with its Dv strided (the sgemm path).
+  Case q_strided{.b = 1, .h = 2, .sq = 1, .sk = 20, .d = 6, .dv = 3};
+  q_strided.q_perm = {0, 1, 3, 2};
+  EXPECT_LT(MaxError(q_strided), 1e-5);
+  q_strided.v_perm = {0, 1, 3, 2};
+  EXPECT_LT(MaxError(q_strided), 1e-5);
 }
 
 TEST(FusedAttentionTest, RankThreeAndNoKeys) {

@@ -7,9 +7,12 @@
 // VNNI (AVX512-VNNI, AVX-VNNI), without saturating. Without VNNI its int8 kernels go
 // through saturating int16 pairs (or halve the weights), so this path is taken only
 // where the CPU has VNNI (Available()); elsewhere the int16 GEMM runs. The weights less
-// their zero points must fit int8 (W - w_zero_point in [-128, 127]): uint8 weights with
-// zero point 128, or int8 weights with zero point 0, as quantizers write them; other
-// weights take the int16 path too.
+// their zero points must fit int8 (W - w_zero_point in [-128, 127]), as uint8 weights
+// with zero point 128 and int8 weights with zero point 0 do. ConvInteger also takes
+// weights with at most one value in 64 outside int8 (uint8 weights at an asymmetric
+// zero point, as a dynamic quantizer writes them): the primitive sums the values
+// clamped into int8 and the rest is added after it (DnnlQConv::residual_). Other
+// weights, and QLinearConv's weights outside int8, take the int16 path.
 //
 // Zero points of A (MatMulInteger's A, passed at run time: the product has no padding).
 // Zero points of X. A constant x_zero_point is compiled into the primitive (oneDNN's
@@ -68,7 +71,8 @@ class DnnlQConv {
 
   // Computes `call` into *call.y and returns true, or returns false having written
   // nothing when this path cannot give the int16 path's bits: no VNNI, W not constant,
-  // W less its zero points outside int8, or no oneDNN primitive for the case.
+  // W less its zero points outside int8 (for ConvInteger: more than one value in 64),
+  // or no oneDNN primitive for the case.
   // INTERNAL when oneDNN fails while running.
   StatusOr<bool> Run(const QConvCall& call);
 

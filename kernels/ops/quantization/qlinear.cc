@@ -23,8 +23,9 @@
 // int16 GEMMs (zero points subtracted first; exact modulo 2^32, like the CUDA kernels'
 // element-by-element sums of kernels/ops/quantization/quantize_ops.h) and requantize with that header's
 // functions, so both devices give the same bits. On a CPU with VNNI, constant weights
-// that fit int8 less their zero points go through oneDNN's int8 primitives instead,
-// with the same bits (int8_dnnl.h).
+// that fit int8 less their zero points (for ConvInteger, all but at most one value in
+// 64, the rest added after) go through oneDNN's int8 primitives instead, with the same
+// bits (int8_dnnl.h).
 
 #include <algorithm>
 #include <limits>

@@ -718,8 +718,8 @@ TEST(QuantizeTest, FusedMatMulIntegerScalesAndAddsTheBiasToTheSums) {
 }
 
 // DnnlQConv takes what it can compute exactly and leaves the rest to the int16 path:
-// constant weights that fit int8 less their zero points, on a CPU with VNNI; sums past
-// 2^24 stay exact.
+// constant weights that fit int8 less their zero points (ConvInteger: but for one value
+// in 64 at most), on a CPU with VNNI; sums past 2^24 stay exact.
 TEST(QuantizeTest, DnnlInt8ConvolutionTakesOnlyWhatItComputesExactly) {
   if (!internal::DnnlQConv::Available()) GTEST_SKIP() << "no VNNI on this CPU: the int16 GEMMs run every case";
   const Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
@@ -848,10 +848,21 @@ TEST(QuantizeTest, DnnlInt8ConvolutionAddsTheWeightsOutsideInt8) {
         call.y = &yt;
         call.channels_last = channels_last;
         internal::DnnlQConv conv;
+        for (int call_number = 0; call_number < 2; ++call_number) {  // the second with the weights kept
+          std::fill(y.begin(), y.end(), uint8_t{0xAB});
+          auto ran = conv.Run(call);
+          ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+          ASSERT_TRUE(*ran);
+          EXPECT_EQ(y, channels_last ? ToChannelsLastBytes(want, geo.ys, 4) : want);
+        }
+        // QLinearConv requantizes inside the primitive: such weights are not its.
+        const std::vector<float> multipliers(16, 0.01f);
+        call.op = "QLinearConv";
+        call.multipliers = multipliers;
         auto ran = conv.Run(call);
-        ASSERT_TRUE(ran.ok()) << ran.status().ToString();
-        ASSERT_TRUE(*ran);
-        EXPECT_EQ(y, channels_last ? ToChannelsLastBytes(want, geo.ys, 4) : want);
+        ASSERT_TRUE(ran.ok());
+        EXPECT_FALSE(*ran);
+        EXPECT_EQ(conv.runs(), 2);
       }
     }
   }
