@@ -1,8 +1,9 @@
 // Whole models on the CUDA device: PP-OCR cls, det and rec compiled once and run by
 // `remex run` on a real `remex-server --device cuda:0`, against ONNX Runtime
 // (onnxruntime-node, CPU) on the same inputs; the super-resolution model in float16
-// NHWC on the GPU against float32 NCHW on the CPU server; and rec with width buckets on
-// the GPU against the generic executable. Label `cuda`: without a GPU every test skips
+// NHWC on the GPU against float32 NCHW on the CPU server; a transformer decoder step with
+// a KV cache on the GPU against the CPU server; and rec with width buckets on the GPU
+// against the generic executable. Label `cuda`: without a GPU every test skips
 // itself, before it needs the models. In an emulation build (label `cuda-emu`) the
 // server's cuda:0 is the host emulation, and the images are smaller.
 //
@@ -124,6 +125,50 @@ TEST_F(CudaModelTest, SuperResolutionFloat16NhwcMatchesFloat32OnTheCpu) {
   auto c = compare::CompareArrays(*e, *a, 1e-2, 3e-2);  // float16: 1/64 apart between 16 and 32
   EXPECT_TRUE(c.ok) << c.reason << ", max abs error " << c.max_abs_error;
   std::printf("[cuda] SR float16 NHWC on the GPU vs float32 on the CPU: max abs error %.3g\n", c.max_abs_error);
+}
+
+// A transformer on the GPU: bench/decoder_step.py's two-layer decoder step (as
+// torch.onnx.export writes one: Shape/Gather/Concat into Reshape, LayerNormalization,
+// Erf GELU, attention's MatMul, mask and Softmax (unfused: `remex compile` knows no
+// device, and only the CPU device fuses attention), Concat of the KV cache), written by
+// the onnx package, compiled once and run on the GPU server and the CPU server on the same
+// inputs: three new tokens after a cache of 5 (a causal mask over 8 keys), and one token
+// after 7 (a decode step's single query row). The logits and the grown cache agree.
+TEST_F(CudaModelTest, DecoderStepWithAKvCacheMatchesTheCpuDevice) {
+  const std::string model = dir_ + "/decoder_step.onnx";
+  const std::string script = std::string("import sys, numpy as np, onnx; sys.path.insert(0, '") + REMEX_SOURCE_DIR +
+                             "/bench'); import decoder_step as d; "
+                             "onnx.save(d.build(layers=2, hidden=64, heads=4, ffn=128, vocab=256, seed=3), '" +
+                             model + "'); r = np.random.default_rng(5); o = '" + dir_ + "/'\n"
+                             "for tag, new, past in (('a', 3, 5), ('b', 1, 7)):\n"
+                             "    np.save(o + tag + '_ids.npy', r.integers(0, 256, (1, new)).astype(np.int64))\n"
+                             "    [np.save(o + tag + '_' + n + '.npy', r.standard_normal((1, 4, past, 16)).astype(np.float32))"
+                             " for n in ('past_key_0', 'past_value_0', 'past_key_1', 'past_value_1')]\n";
+  auto g = RunCommand("/usr/bin/python3 -c \"" + script + "\"");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const std::string rmx = Compile(model, "decoder_step");
+  for (const char* tag : {"a", "b"}) {
+    SCOPED_TRACE(tag);
+    std::string inputs = " --input input_ids=" + dir_ + "/" + tag + "_ids.npy";
+    for (const char* n : {"past_key_0", "past_value_0", "past_key_1", "past_value_1"}) {
+      inputs += std::string(" --input ") + n + "=" + dir_ + "/" + tag + "_" + n + ".npy";
+    }
+    const std::string out = dir_ + "/decoder_" + tag;
+    auto gpu = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + gpu_->address() + inputs +
+                          " --output-dir " + out + "/gpu");
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+    auto cpu = RunCommand(std::string(REMEX_CLI_BIN) + " run " + rmx + " --server " + server_.address() + inputs +
+                          " --output-dir " + out + "/cpu");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+    for (const char* output : {"logits", "present_key_0", "present_value_1"}) {
+      auto e = npy::Read(out + "/cpu/" + output + ".npy"), a = npy::Read(out + "/gpu/" + output + ".npy");
+      ASSERT_TRUE(e.ok() && a.ok()) << output;
+      auto c = compare::CompareArrays(*e, *a, 1e-3, 1e-4);
+      EXPECT_TRUE(c.ok) << output << ": " << c.reason << ", max abs error " << c.max_abs_error;
+      std::printf("[cuda] decoder step %s %s on the GPU vs the CPU: max abs error %.3g\n", tag, output,
+                  c.max_abs_error);
+    }
+  }
 }
 
 TEST_F(CudaModelTest, RecWidthBucketsMatchTheGenericFunctionOnTheGpu) {
