@@ -179,7 +179,7 @@ TEST(FusedAttentionTest, LongQueriesAndKeysSplitIntoBlocksOverTheThreads) {
   EXPECT_LT(MaxError(long_keys), 1e-5);
 }
 
-TEST(FusedAttentionTest, OneQueryRowAsADecoderStepHasIt) {
+TEST(FusedAttentionTest, OneQueryRowAsInADecoderStep) {
   // One query against a cache of 257 keys, heads merged as exporters write them, a mask
   // over the keys: dot products and a weighted sum of V's rows.
   Case step{.b = 1, .h = 4, .sq = 1, .sk = 257, .d = 64, .dv = 64, .scale = 0.125f, .mask = {1, 1, 1, 257}};

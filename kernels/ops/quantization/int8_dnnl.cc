@@ -295,26 +295,36 @@ void DnnlQConv::AddResidual(const QConvCall& call, const ConvDims& d, const void
   const bool is_u8 = call.x->dtype == DType::kUint8;
   const auto* x8 = static_cast<const uint8_t*>(src);
   auto* y = static_cast<uint32_t*>(call.y->data);
+  // Each residual weight's window tap and input channel, worked out once per call.
+  struct Tap {
+    int64_t t0, t1, t2, ci, m;
+    uint32_t value;
+  };
+  std::vector<Tap> taps;
+  taps.reserve(residual_.size());
+  for (const Residual& e : residual_) {
+    taps.push_back({e.tap / (kernel[1] * kernel[2]), e.tap / kernel[2] % kernel[1], e.tap % kernel[2],
+                    e.m / m_per_group * c_per_group + e.c, e.m, static_cast<uint32_t>(e.value)});
+  }
   const int64_t rows = n * out[0] * out[1];
   ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(out[2] * static_cast<int64_t>(residual_.size()), 1)),
               [&](int64_t first, int64_t last_row, int) {
     for (int64_t r = first; r < last_row; ++r) {
       const int64_t o1 = r % out[1], o0 = r / out[1] % out[0], b = r / (out[0] * out[1]);
-      for (const Residual& e : residual_) {
-        const int64_t t2 = e.tap % kernel[2], t1 = e.tap / kernel[2] % kernel[1], t0 = e.tap / (kernel[1] * kernel[2]);
-        const int64_t i0 = o0 * stride[0] + t0 * dil[0] - pad[0], i1 = o1 * stride[1] + t1 * dil[1] - pad[1];
+      const int64_t y_row = (o0 * out[1] + o1) * out[2];
+      for (const Tap& e : taps) {
+        const int64_t i0 = o0 * stride[0] + e.t0 * dil[0] - pad[0], i1 = o1 * stride[1] + e.t1 * dil[1] - pad[1];
         if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1]) continue;
-        const int64_t ci = e.m / m_per_group * c_per_group + e.c;
         const int64_t in_row = (i0 * in[1] + i1) * in[2];
-        const int64_t y_row = (o0 * out[1] + o1) * out[2];
-        const uint32_t v = static_cast<uint32_t>(e.value);
         for (int64_t o2 = 0; o2 < out[2]; ++o2) {
-          const int64_t i2 = o2 * stride[2] + t2 * dil[2] - pad[2];
+          const int64_t i2 = o2 * stride[2] + e.t2 * dil[2] - pad[2];
           if (i2 < 0 || i2 >= in[2]) continue;
-          const int64_t xi = last ? (b * in_spatial + in_row + i2) * c + ci : (b * c + ci) * in_spatial + in_row + i2;
+          const int64_t xi =
+              last ? (b * in_spatial + in_row + i2) * c + e.ci : (b * c + e.ci) * in_spatial + in_row + i2;
           const int32_t xv = (is_u8 ? int32_t{x8[xi]} : int32_t{static_cast<int8_t>(x8[xi])}) - baked_zero_point;
-          const int64_t yi = last ? (b * out_spatial + y_row + o2) * m + e.m : (b * m + e.m) * out_spatial + y_row + o2;
-          y[yi] += v * static_cast<uint32_t>(xv);
+          const int64_t yi =
+              last ? (b * out_spatial + y_row + o2) * m + e.m : (b * m + e.m) * out_spatial + y_row + o2;
+          y[yi] += e.value * static_cast<uint32_t>(xv);
         }
       }
     }
