@@ -95,8 +95,14 @@ DeviceCompile CompileForDevice(const client::DeviceInfo* device, const ModelTrai
     out.options.fuse_attention = true;
     add("with its attention fused (--no-fuse-epilogues keeps it apart)");
   }
-  // The CPU device's pooling kernels take NHWC; the CUDA device's do not.
+  // The CPU device's pooling kernels take NHWC; the CUDA device's do not. A layout
+  // resolved to NHWC above compiles again anyway; one given as NHWC compiles again for
+  // its float pooling to follow its convolutions (a DenseNet's pools, transposed to NCHW
+  // and back around each otherwise).
   out.options.nhwc_pooling = cpu;
+  if (cpu && !given.nhwc_pooling && given.layout == compiler::Layout::kNhwc && model.has_float_convolutions) {
+    add("with its float pooling NHWC as well");
+  }
   return out;
 }
 

@@ -194,6 +194,16 @@ TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
     EXPECT_EQ(c.options.layout, compiler::Layout::kNchw) << (d ? d->name : "no device");
     EXPECT_EQ(c.changes, "");
   }
+  // --layout NHWC given: compiled again on the CPU device, its pooling following (the
+  // executable as given has float pools on NCHW, transposed around each).
+  compiler::CompileOptions nhwc;
+  nhwc.layout = compiler::Layout::kNhwc;
+  DeviceCompile given_nhwc = CompileForDevice(&cpu, float_model, nhwc);
+  EXPECT_EQ(given_nhwc.options.layout, compiler::Layout::kNhwc);
+  EXPECT_TRUE(given_nhwc.options.nhwc_pooling);
+  EXPECT_NE(given_nhwc.changes.find("pooling NHWC"), std::string::npos) << given_nhwc.changes;
+  EXPECT_EQ(CompileForDevice(&gpu, float_model, nhwc).changes, "");
+  EXPECT_EQ(CompileForDevice(&cpu, int8_model, nhwc).changes, "") << "int8 MaxPool follows without the option";
   DeviceCompile no_convolutions = CompileForDevice(&cpu, ModelTraits{}, open);
   EXPECT_EQ(no_convolutions.options.layout, compiler::Layout::kNchw);
   EXPECT_EQ(no_convolutions.changes, "");
