@@ -3,7 +3,8 @@
 //
 // The CPU kernel walks the output in blocks of kBlock elements. Per block it loads (or
 // gathers, where an input broadcasts; a per-channel operand of an NHWC value is read
-// from one repeated copy instead) each input into a block-sized slot buffer, runs
+// from one repeated copy instead, and one of an NCHW value is a uniform operand, read
+// once per channel's run, the blocks split at the runs) each input into a block-sized slot buffer, runs
 // every instruction over the block, and stores the last result; intermediate values
 // stay in the slot buffers (a few KiB, in L1/L2) and never reach memory. float32 and
 // float64 inputs that are not broadcast are read in place, and the last instruction
@@ -264,9 +265,15 @@ template <typename F, typename C>
 [[gnu::always_inline]] inline void Map1(F f, const C* a, C* d, int64_t len) {
   for (int64_t i = 0; i < len; ++i) d[i] = f(a[i]);
 }
+// With `b_uniform` (every b[i] is b[0]) b[0] is read once and only it need be set.
 template <typename F, typename C>
-[[gnu::always_inline]] inline void Map2(F f, const C* a, const C* b, C* d, int64_t len) {
-  for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i]);
+[[gnu::always_inline]] inline void Map2(F f, const C* a, const C* b, C* d, int64_t len, bool b_uniform) {
+  if (b_uniform) {
+    const C bv = b[0];
+    for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], bv);
+  } else {
+    for (int64_t i = 0; i < len; ++i) d[i] = f(a[i], b[i]);
+  }
 }
 template <typename F, typename C>
 [[gnu::always_inline]] inline void Map3(F f, const C* a, const C* b, const C* c, C* d, int64_t len) {
@@ -275,15 +282,17 @@ template <typename F, typename C>
 
 // d[i] = op(a[i], b[i], c[i]) for i < len: the functor of op's name in
 // kernels/scalar_ops.h, as the unfused kernels compute it. `b_uniform`: every b[i] is
-// b[0] (an immediate or a one-element input), which lets Pow test its exponent once.
+// b[0] (an immediate, a one-element input, or a per-channel one within a channel's
+// run), which lets Pow test its exponent once; a two-operand op then reads b[0] alone
+// (a three-operand one reads every b[i]: Clip and HardSigmoid).
 template <typename C>
 [[gnu::always_inline]] inline void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
                                         bool b_uniform) {
   switch (op) {
-    case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len);
-    case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len);
-    case FusedOpcode::kMul: return Map2(scalar::Mul(), a, b, d, len);
-    case FusedOpcode::kDiv: return Map2(scalar::Div(), a, b, d, len);
+    case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len, b_uniform);
+    case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len, b_uniform);
+    case FusedOpcode::kMul: return Map2(scalar::Mul(), a, b, d, len, b_uniform);
+    case FusedOpcode::kDiv: return Map2(scalar::Div(), a, b, d, len, b_uniform);
     case FusedOpcode::kPow:
       // scalar::Pow's shortcuts, tested once for a uniform exponent.
       if (b_uniform && b[0] == C(2)) {
@@ -291,11 +300,11 @@ template <typename C>
       } else if (b_uniform && b[0] == C(1)) {
         if (d != a) std::memmove(d, a, static_cast<size_t>(len) * sizeof(C));
       } else {
-        Map2(scalar::Pow(), a, b, d, len);
+        Map2(scalar::Pow(), a, b, d, len, b_uniform);
       }
       return;
-    case FusedOpcode::kMin: return Map2(scalar::Min(), a, b, d, len);
-    case FusedOpcode::kMax: return Map2(scalar::Max(), a, b, d, len);
+    case FusedOpcode::kMin: return Map2(scalar::Min(), a, b, d, len, b_uniform);
+    case FusedOpcode::kMax: return Map2(scalar::Max(), a, b, d, len, b_uniform);
     case FusedOpcode::kRelu: return Map1(scalar::Relu(), a, d, len);
     case FusedOpcode::kSigmoid: return Map1(scalar::Sigmoid(), a, d, len);
     case FusedOpcode::kTanh: return Map1(scalar::Tanh(), a, d, len);
@@ -307,8 +316,8 @@ template <typename C>
     case FusedOpcode::kReciprocal: return Map1(scalar::Reciprocal(), a, d, len);
     case FusedOpcode::kErf: return Map1(scalar::Erf(), a, d, len);
     case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
-    case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len);
-    case FusedOpcode::kSwish: return Map2(scalar::Swish(), a, b, d, len);
+    case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len, b_uniform);
+    case FusedOpcode::kSwish: return Map2(scalar::Swish(), a, b, d, len, b_uniform);
     case FusedOpcode::kGelu: return Map1(scalar::Gelu(), a, d, len);
     case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
     case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
@@ -346,6 +355,10 @@ enum class InputKind {
   kPeriodic, // Broadcast along all but its innermost dims (a per-channel [1, 1, 1, C]
              // operand of an NHWC value): its values repeat with period C along the
              // output, read from one copy of them repeated past a block's length.
+  kRun,      // Broadcast along the output's innermost dims (a per-channel [C, 1, 1]
+             // operand of an NCHW value: one value per H * W run), where every
+             // broadcast input that is not kPeriodic runs as long: blocks then stay
+             // within a run, and the input is uniform in each (its value read per run).
 };
 
 // Period of a kPeriodic input at most (its repeated copy is C + kBlock elements a part).
@@ -470,11 +483,14 @@ class FusedKernel final : public ValidatedKernel {
     // Elements per block actually used: a smaller output needs smaller fills.
     const int64_t block = std::min(kBlock, n);
     uniform_.assign(nslots, false);
-    const std::vector<bool>& uniform = uniform_;
     kind_.resize(nin);
-    const std::vector<InputKind>& kind = kind_;
     plans_.resize(nin);
     for (size_t i = 0; i < nimm; ++i) uniform_[nin + i] = true;
+    // Every broadcast input constant along runs of the same length R of the output (the
+    // per-channel operands of an NCHW value, R = H * W): blocks then never cross a run,
+    // and those inputs are kRun, uniform within each block.
+    int64_t run_len = 0;
+    bool runs = true;
     for (size_t k = 0; k < nin; ++k) {
       const int64_t nk = *NumElements(in[k].shape);
       if (nk == n) {
@@ -488,9 +504,37 @@ class FusedKernel final : public ValidatedKernel {
         const GatherPlan& plan = plans_[k];
         if (plan.dims.size() == 2 && plan.strides[0] == 0 && plan.strides[1] == 1 && plan.dims[1] <= kMaxPeriod) {
           kind_[k] = InputKind::kPeriodic;
+        } else if (plan.strides.back() == 0 && (run_len == 0 || run_len == plan.dims.back())) {
+          run_len = plan.dims.back();
+        } else {
+          runs = false;
         }
       }
     }
+    runs = runs && run_len > 0;
+    // Runs of at most a quarter block go several to a block (`runs_per_block`), their
+    // kRun inputs filled run by run; longer ones one to a block at most.
+    const int64_t runs_per_block = runs && run_len <= kBlock / 4 ? kBlock / run_len : 1;
+    // A kRun input's slot is filled only where some instruction reads more than its
+    // first element: as a, as c, or as b of a three-operand op (see Exec), or where a
+    // block holds several runs.
+    fill_.assign(nin, runs_per_block > 1);
+    if (runs) {
+      for (size_t k = 0; k < nin; ++k) {
+        if (kind_[k] != InputKind::kGather) continue;
+        kind_[k] = InputKind::kRun;
+        uniform_[k] = runs_per_block == 1;
+      }
+      for (const Instr& ins : p.code) {
+        const bool b_whole = FusedOperandCount(static_cast<int64_t>(ins.op)) > 2;
+        for (int32_t slot : {ins.a, ins.c, b_whole ? ins.b : -1}) {
+          if (slot >= 0 && static_cast<size_t>(slot) < nin) fill_[static_cast<size_t>(slot)] = true;
+        }
+      }
+    }
+    const std::vector<bool>& uniform = uniform_;
+    const std::vector<bool>& fill = fill_;
+    const std::vector<InputKind>& kind = kind_;
     T* y = DataAs<T>(out);
     const size_t last = nin + nimm + ncode - 1;
     // Each part's scratch: its slots, then each periodic input's values repeated over
@@ -503,18 +547,28 @@ class FusedKernel final : public ValidatedKernel {
       repeated_at_[k] = part_size;
       part_size += static_cast<size_t>(plans_[k].dims[1] + block);
     }
+    // Blocks: kBlock elements each; with runs, runs_per_block whole runs each, or each
+    // run's first kBlock, next kBlock, ... (`per_run` blocks a run).
+    const int64_t per_run = runs ? (run_len + kBlock - 1) / kBlock : 0;
+    const int64_t run_count = runs ? n / run_len : 0;
+    const int64_t blocks = !runs                 ? (n + kBlock - 1) / kBlock
+                           : runs_per_block > 1 ? (run_count + runs_per_block - 1) / runs_per_block
+                                                : run_count * per_run;
+    const int64_t block_len = !runs ? kBlock : runs_per_block > 1 ? runs_per_block * run_len : std::min(run_len, kBlock);
+    const int64_t grain = std::max<int64_t>(1, kGrainBlocks * kBlock / block_len);
     // Blocks are independent: the compute threads take contiguous runs of them, each
     // with its own slots.
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    const int parts = ParallelParts(blocks, kGrainBlocks);
+    const int parts = ParallelParts(blocks, grain);
     std::vector<C>& scratch = Scratch<C>();
     scratch.resize(static_cast<size_t>(parts) * part_size);
     idx_.resize(static_cast<size_t>(parts));
-    ParallelFor(blocks, kGrainBlocks, [&](int64_t b0, int64_t b1, int part) {
+    ParallelFor(blocks, grain, [&](int64_t b0, int64_t b1, int part) {
       C* base = scratch.data() + static_cast<size_t>(part) * part_size;
       auto buf = [&](size_t slot) { return base + slot * kBlock; };
       std::vector<const C*> ptr(nslots, nullptr);
       std::vector<int64_t>& idx = idx_[part];
+      // Per kRun input: the run whose value its slot holds, -1 for none.
+      std::vector<int64_t> run_in_slot(nin, -1);
       for (size_t k = 0; k < nin; ++k) {
         if (kind[k] != InputKind::kPeriodic) continue;
         const T* x = DataAs<const T>(in[k]);
@@ -530,8 +584,21 @@ class FusedKernel final : public ValidatedKernel {
         if (kind[k] == InputKind::kScalar) std::fill_n(buf(k), block, Load(*DataAs<const T>(in[k])));
         ptr[k] = buf(k);
       }
-      for (int64_t o = b0 * kBlock; o < std::min(n, b1 * kBlock); o += kBlock) {
-        const int64_t len = std::min(kBlock, n - o);
+      for (int64_t bi = b0; bi < b1; ++bi) {
+        int64_t o, len, run = 0;
+        if (runs_per_block > 1) {
+          run = bi * runs_per_block;
+          o = run * run_len;
+          len = std::min(runs_per_block * run_len, n - o);
+        } else if (runs) {
+          run = bi / per_run;
+          const int64_t in_run = bi % per_run * kBlock;
+          o = run * run_len + in_run;
+          len = std::min(kBlock, run_len - in_run);
+        } else {
+          o = bi * kBlock;
+          len = std::min(kBlock, n - o);
+        }
         for (size_t k = 0; k < nin; ++k) {
           const T* x = DataAs<const T>(in[k]);
           switch (kind[k]) {
@@ -548,6 +615,31 @@ class FusedKernel final : public ValidatedKernel {
               break;
             case InputKind::kPeriodic:
               ptr[k] = base + repeated_at_[k] + o % plans_[k].dims[1];
+              break;
+            case InputKind::kRun:
+              if (run != run_in_slot[k]) {
+                // Each run's value: the run's index over the plan's outer dims. The
+                // whole slot only where it is read whole (a later block of the run may
+                // be longer than this one).
+                const GatherPlan& plan = plans_[k];
+                auto value_of = [&](int64_t r) {
+                  if (plan.dims.size() == 2) return Load(x[r * plan.strides[0]]);  // [C, R]: no division
+                  int64_t off = 0;
+                  for (size_t d = plan.dims.size() - 1, rem = static_cast<size_t>(r); d-- > 0;) {
+                    off += static_cast<int64_t>(rem % static_cast<size_t>(plan.dims[d])) * plan.strides[d];
+                    rem /= static_cast<size_t>(plan.dims[d]);
+                  }
+                  return Load(x[off]);
+                };
+                if (runs_per_block > 1) {
+                  for (int64_t i = 0; i < len; i += run_len) std::fill_n(buf(k) + i, run_len, value_of(run + i / run_len));
+                } else if (fill[k]) {
+                  std::fill_n(buf(k), kBlock, value_of(run));
+                } else {
+                  buf(k)[0] = value_of(run);
+                }
+                run_in_slot[k] = run;
+              }
               break;
           }
         }
@@ -577,6 +669,7 @@ class FusedKernel final : public ValidatedKernel {
   // Per-call state, kept to spare allocations.
   std::vector<bool> uniform_;
   std::vector<InputKind> kind_;
+  std::vector<bool> fill_;  // Per kRun input: its slot filled whole.
   std::vector<GatherPlan> plans_;
   std::vector<std::vector<int64_t>> idx_;  // Per part.
   std::vector<size_t> repeated_at_;        // Per input: a periodic one's copy in a part's scratch.

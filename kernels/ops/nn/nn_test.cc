@@ -295,6 +295,7 @@ struct AvgPoolCase {
   bool ceil_mode = false;
   bool count_include_pad = false;
   std::string auto_pad = "NOTSET";
+  std::vector<int64_t> dilations = {};
 };
 
 // CTest's name of each case (gtest_discover_tests) is what this prints: every field, so
@@ -302,7 +303,8 @@ struct AvgPoolCase {
 void PrintTo(const AvgPoolCase& c, std::ostream* os) {
   *os << "x" << ShapeToString(c.x) << " kernel" << ShapeToString(c.kernel) << " strides" << ShapeToString(c.strides)
       << " pads" << ShapeToString(c.pads) << (c.ceil_mode ? " ceil_mode" : "")
-      << (c.count_include_pad ? " count_include_pad" : "") << " " << c.auto_pad;
+      << (c.count_include_pad ? " count_include_pad" : "") << " " << c.auto_pad
+      << (c.dilations.empty() ? "" : " dilations" + ShapeToString(c.dilations));
 }
 
 class AveragePoolRandomTest : public ::testing::TestWithParam<AvgPoolCase> {};
@@ -318,17 +320,19 @@ TEST_P(AveragePoolRandomTest, MatchesDirectComputation) {
   a.Set("ceil_mode", int64_t{c.ceil_mode});
   a.Set("count_include_pad", int64_t{c.count_include_pad});
   a.Set("auto_pad", c.auto_pad);
+  if (!c.dilations.empty()) a.Set("dilations", c.dilations);
   const std::vector<float> x = RandomFloats(*NumElements(c.x), 5);
   auto out = r.Run("AveragePool", a, {HostTensor::Of(c.x, x)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const Shape& os = (*out)[0].shape;
   // Reference: pads and extents computed here per ONNX.
   int64_t in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
-          pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+          pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0}, d[3] = {1, 1, 1};
   for (size_t i = 0; i < nsp; ++i) {
     const size_t j = 3 - nsp + i;
     in[j] = c.x[2 + i];
-    k[j] = c.kernel[i];
+    d[j] = c.dilations.empty() ? 1 : c.dilations[i];
+    k[j] = (c.kernel[i] - 1) * d[j] + 1;  // the dilated window's extent
     s[j] = c.strides.empty() ? 1 : c.strides[i];
     if (c.auto_pad == "SAME_UPPER" || c.auto_pad == "SAME_LOWER") {
       const int64_t o = (in[j] + s[j] - 1) / s[j];
@@ -353,9 +357,9 @@ TEST_P(AveragePoolRandomTest, MatchesDirectComputation) {
         for (int64_t o2 = 0; o2 < on[2]; ++o2) {
           double sum = 0;
           int64_t inside = 0, padded = 0;
-          for (int64_t k0 = 0; k0 < k[0]; ++k0)
-            for (int64_t k1 = 0; k1 < k[1]; ++k1)
-              for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+          for (int64_t k0 = 0; k0 < k[0]; k0 += d[0])
+            for (int64_t k1 = 0; k1 < k[1]; k1 += d[1])
+              for (int64_t k2 = 0; k2 < k[2]; k2 += d[2]) {
                 const int64_t i0 = o0 * s[0] - pb[0] + k0, i1 = o1 * s[1] - pb[1] + k1,
                               i2 = o2 * s[2] - pb[2] + k2;
                 if (i0 < in[0] + pe[0] && i1 < in[1] + pe[1] && i2 < in[2] + pe[2]) ++padded;
@@ -409,7 +413,14 @@ INSTANTIATE_TEST_SUITE_P(
                     .pads = {2, 1},
                     .ceil_mode = false,
                     .count_include_pad = true},                                          // 1-D.
-        AvgPoolCase{.x = {1, 2, 4, 5, 6}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}}));  // 3-D.
+        AvgPoolCase{.x = {1, 2, 4, 5, 6}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}},  // 3-D.
+        AvgPoolCase{.x = {1, 3, 9, 10},
+                    .kernel = {2, 3},
+                    .strides = {1, 2},
+                    .pads = {1, 2, 0, 1},
+                    .count_include_pad = true,
+                    .dilations = {2, 2}},
+        AvgPoolCase{.x = {2, 2, 6, 40}, .kernel = {3, 3}, .strides = {1, 1}, .pads = {1, 1, 1, 1}}));
 
 TEST(AveragePoolTest, HandCheckedAndErrors) {
   OpRunner r;

@@ -709,12 +709,56 @@ class AveragePoolKernel final : public ValidatedKernel {
                                                       : w.tap_begin[j][o + 1] - w.tap_begin[j][o]);
       }
     }
-    FoldPoolWindows(
-        w, g, DataAs<const T>(x), y, C(0), [](C sum, T v) { return sum + Load(v); },
-        [&](C sum, int64_t o0, int64_t o1, int64_t o2) {
-          const int64_t count = counted[0][o0] * counted[1][o1] * counted[2][o2];
-          return Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN() : sum / static_cast<C>(count));
-        });
+    // Along the innermost dim, tap j of the window of output o reads input o * s - p +
+    // j * d; outputs [lo[j], hi[j]) have it inside X.
+    const size_t nsp = g.kernel.size();
+    const int64_t k = g.kernel[nsp - 1], s = g.strides[nsp - 1], d = g.dilations[nsp - 1];
+    const int64_t p = g.pad_begin[nsp - 1], in2 = w.in[2], out2 = w.out[2];
+    std::vector<int64_t> lo(static_cast<size_t>(k), out2), hi(static_cast<size_t>(k), 0);
+    for (int64_t j = 0; j < k; ++j) {
+      for (int64_t o = 0; o < out2; ++o) {
+        const int64_t i = o * s - p + j * d;
+        if (i < 0 || i >= in2) continue;
+        lo[j] = std::min(lo[j], o);
+        hi[j] = o + 1;
+      }
+    }
+    const T* xp = DataAs<const T>(x);
+    int64_t window = 1;
+    for (int64_t kk : g.kernel) window *= kk;
+    const int64_t grain = std::max<int64_t>(1, kGrainTaps / std::max<int64_t>(1, w.out_plane * window));
+    // Per row of outputs, the sums of all its windows at once: each in-bounds tap row,
+    // then each tap column, added over the row's outputs that have it inside X (a
+    // strided run, vectorised). Each window's taps are thus added in row-major order,
+    // as FoldPoolWindows adds them, and divided by the same count.
+    ParallelFor(w.planes, grain, [&](int64_t p0, int64_t p1, int) {
+      std::vector<C> sum_row(static_cast<size_t>(out2));
+      C* __restrict sum = sum_row.data();
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        const T* xplane = xp + plane * w.in_plane;
+        T* yplane = y + plane * w.out_plane;
+        for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+            std::fill(sum, sum + out2, C(0));
+            for (int64_t t0 = w.tap_begin[0][o0]; t0 < w.tap_begin[0][o0 + 1]; ++t0) {
+              for (int64_t t1 = w.tap_begin[1][o1]; t1 < w.tap_begin[1][o1 + 1]; ++t1) {
+                const T* __restrict row = xplane + (w.taps[0][t0] * w.in[1] + w.taps[1][t1]) * in2;
+                for (int64_t j = 0; j < k; ++j) {
+                  const int64_t off = j * d - p;
+                  for (int64_t o = lo[j]; o < hi[j]; ++o) sum[o] += Load(row[o * s + off]);
+                }
+              }
+            }
+            T* __restrict yrow = yplane + (o0 * w.out[1] + o1) * out2;
+            const int64_t rows = counted[0][o0] * counted[1][o1];
+            for (int64_t o = 0; o < out2; ++o) {
+              const int64_t count = rows * counted[2][o];
+              yrow[o] = Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN() : sum[o] / static_cast<C>(count));
+            }
+          }
+        }
+      }
+    });
   }
 
   // X [N, H, W, C] (`first`: its channels-first shape) into y [N, OH, OW, C]: per output
