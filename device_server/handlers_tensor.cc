@@ -74,6 +74,11 @@ Status Session::TensorWrite(wire::TensorWrite::Reader req, rpc::Frame& frame, wi
   } else {
     pending_write_.reset();  // when in place, it was this very tensor
     REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
+    if (t->view()) {
+      return InvalidArgument("tensorWrite: tensor " + std::to_string(handle) + " is " + ShapeToString(t->shape) +
+                             " of a buffer a model grows in place (" + ShapeToString(t->physical) +
+                             "): write a new tensor");
+    }
     if (req.getDesc().getDtype() != 0) {
       REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));
       if (desc.first != t->dtype || desc.second != t->shape) {
@@ -110,7 +115,9 @@ Status Session::TensorWrite(wire::TensorWrite::Reader req, rpc::Frame& frame, wi
 }
 
 Status Session::TensorRead(wire::TensorRead::Reader req, wire::Reply::Builder reply, rpc::OutFrame& out) {
-  REMEX_ASSIGN_OR_RETURN(auto t, Lookup<vm::TensorPtr>(req.getTensor()));
+  REMEX_ASSIGN_OR_RETURN(auto held, Lookup<vm::TensorPtr>(req.getTensor()));
+  // A view (a KV cache grown in place) is sent from a dense copy.
+  REMEX_ASSIGN_OR_RETURN(auto t, vm::DenseTensor(*allocator_, held));
   auto r = reply.initTensor();
   r.setTensor(req.getTensor());
   rpc::WriteTensorDesc(r.initDesc(), t->dtype, t->shape);

@@ -240,7 +240,7 @@ std::span<std::byte> Session::AttachmentDestination(const rpc::Frame& request, s
       auto it = objects_.find(w.getTensor());
       if (it == objects_.end()) return {};
       auto* t = std::get_if<vm::TensorPtr>(&it->second);
-      if (!t || (*t)->nbytes() != raw_size) return {};
+      if (!t || (*t)->view() || (*t)->nbytes() != raw_size) return {};
       if (w.getDesc().getDtype() != 0) {
         auto desc = rpc::ReadTensorDesc(w.getDesc());
         if (!desc.ok() || desc->first != (*t)->dtype || desc->second != (*t)->shape) return {};

@@ -84,8 +84,19 @@ struct TensorRef {
   // kernel instance may keep forms derived from them (oneDNN's reordered weights, a
   // float32 copy of float16 weights) keyed by `data`. False is always safe.
   bool constant = false;
+  // A view that grows in place (vm::Tensor::physical): `shape` is the leading box of a
+  // dense row-major array of dims `physical` at `data`. Empty (dense) for every kernel
+  // but those that read views (OpKernel::ReadsViews).
+  Shape physical = {};
 
   bool present() const { return dtype != DType::kUndefined; }
+  // Row-major strides, in elements, of where the elements lie: of `physical` for a view.
+  std::vector<int64_t> StoredStrides() const {
+    const Shape& dims = physical.empty() ? shape : physical;
+    std::vector<int64_t> strides(dims.size(), 1);
+    for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+    return strides;
+  }
 };
 
 // Dtype and shape of a value; what a shape function computes per output.
@@ -244,6 +255,10 @@ class OpKernel {
   // INVALID_ARGUMENT / UNIMPLEMENTED for dtypes or shapes the kernel does not handle.
   virtual Status Compute(std::span<const TensorRef> inputs,
                          std::span<const TensorRef> outputs) = 0;
+  // Whether Compute takes inputs that are views (TensorRef::physical set: a KV cache
+  // the VM grows in place), reading each through TensorRef::StoredStrides. The VM gives
+  // every other kernel a dense copy of a view.
+  virtual bool ReadsViews() const { return false; }
 };
 
 // Creates a kernel for a node's attributes; INVALID_ARGUMENT for bad attributes.

@@ -247,7 +247,10 @@ CaseResult RunCase(const fs::path& dir) {
     for (size_t k = 0; k < tensors.size(); ++k) {
       const vm::ConstantDef& ex = want.elements[k];
       npy::Array e{ex.dtype, ex.shape, ex.data};
-      const auto& t = tensors[k];
+      // A view the VM grew in place (ConcatAppend), read densely.
+      auto dense = vm::DenseTensor(*allocator, tensors[k]);
+      if (!dense.ok()) return skip(dense.status());
+      const vm::TensorPtr& t = *dense;
       npy::Array a{t->dtype, t->shape, {}};
       a.data.resize(t->nbytes());
       if (!a.data.empty()) std::memcpy(a.data.data(), t->data(), a.data.size());

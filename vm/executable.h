@@ -26,7 +26,7 @@
 
 namespace remex::vm {
 
-inline constexpr uint32_t kExecutableVersion = 5;  // 5: ValueDesc::kind, sequence opcodes.
+inline constexpr uint32_t kExecutableVersion = 6;  // 5: ValueDesc::kind, sequence opcodes; 6: ConcatAppend.
 inline constexpr char kExecutableMagic[4] = {'R', 'M', 'X', 'E'};
 
 // What a function input or output is, as ONNX types it (TypeProto): a tensor, a

@@ -54,6 +54,25 @@ double ToDouble(const T& v) {
 // (once its work is done), else a host copy kept in `scratch`.
 StatusOr<const void*> HostView(Device& device, const Tensor& t, std::vector<std::byte>& scratch) {
   if (t.nbytes() == 0) return static_cast<const void*>(nullptr);
+  if (t.view()) {
+    // A view grown in place along t.axis: its rows over the dims before the axis (equal
+    // to physical's there) are runs of shape[axis:] elements, physical[axis:] apart.
+    const size_t a = static_cast<size_t>(t.axis);
+    const size_t elem = DTypeSize(t.dtype);
+    int64_t rows = 1, run = 1, stride = 1;
+    for (size_t i = 0; i < a; ++i) rows *= t.shape[i];
+    for (size_t i = a; i < t.shape.size(); ++i) {
+      run *= t.shape[i];
+      stride *= t.physical[i];
+    }
+    scratch.resize(t.nbytes());
+    const auto* base = static_cast<const std::byte*>(t.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      REMEX_RETURN_IF_ERROR(device.CopyToHost(scratch.data() + static_cast<size_t>(r * run) * elem,
+                                              base + static_cast<size_t>(r * stride) * elem, static_cast<size_t>(run) * elem));
+    }
+    return static_cast<const void*>(scratch.data());
+  }
   if (device.capabilities().host_addressable) {
     REMEX_RETURN_IF_ERROR(device.Synchronize());
     return static_cast<const void*>(t.data());

@@ -35,11 +35,12 @@ struct TensorStats {
 // the host too: count, mismatches, max_abs_error, max_rel_error, first_mismatch.
 using Comparison = AllcloseStats;
 
-// INVALID_ARGUMENT for a dtype without numbers (undefined); errors of the device copy.
+// Of a dense tensor or a view (Tensor::physical). INVALID_ARGUMENT for a dtype without
+// numbers (undefined); errors of the device copy.
 StatusOr<TensorStats> ComputeStats(Device& device, const Tensor& tensor);
 
-// INVALID_ARGUMENT when the dtypes or shapes differ, or rtol / atol is negative or not
-// finite.
+// Of dense tensors or views. INVALID_ARGUMENT when the dtypes or shapes differ, or
+// rtol / atol is negative or not finite.
 StatusOr<Comparison> CompareTensors(Device& device, const Tensor& a, const Tensor& b, double rtol, double atol,
                                      bool equal_nan = false);
 

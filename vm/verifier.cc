@@ -241,6 +241,17 @@ class FunctionVerifier {
             if (check && s[3] >= 0) REMEX_RETURN_IF_ERROR(need(pc, s[3], kMayBeShape));
             regs[s[0]] = TensorReg(Holds::kOutput, Space::kDevice);
             break;
+          case Opcode::kConcatAppend:
+            for (int64_t r : inst.lists[0]) {
+              if (!check) break;
+              REMEX_RETURN_IF_ERROR(need(pc, r, kMayBeTensor));
+              if (regs[r].space != Space::kDevice) {
+                return Error(pc, "ConcatAppend of %" + std::to_string(r) + ", which holds " + space_name(regs[r].space) +
+                                     ", not device memory");
+              }
+            }
+            regs[s[0]] = TensorReg(Holds::kOutput, Space::kDevice);
+            break;
           case Opcode::kKillRegister: regs[s[0]] = {}; break;
           case Opcode::kListNew: regs[s[0]] = ListReg(); break;
           case Opcode::kListAppend:
@@ -564,6 +575,14 @@ class FunctionVerifier {
                                " values for " + std::to_string(fn_.outputs.size()) + " outputs");
         }
         break;
+      case Opcode::kConcatAppend: {
+        const ValueDesc& out = fn_.outputs[inst.scalars[1]];
+        if (out.kind != ValueKind::kTensor) {
+          return Error(pc, "ConcatAppend for output '" + out.name + "', which is a " + ValueKindName(out.kind));
+        }
+        if (inst.lists[0].empty()) return Error(pc, "ConcatAppend of no tensors");
+        break;
+      }
       case Opcode::kAllocOutput: {
         const ValueDesc& out = fn_.outputs[inst.scalars[1]];
         if (out.kind != ValueKind::kTensor) {

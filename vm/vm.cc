@@ -150,6 +150,9 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
 Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
   const ExecutableDef& def = executable_->def();
   Device& device = allocator_->device();
+  for (const FunctionDef& f : def.functions) {
+    for (const Instruction& inst : f.code) grows_in_place_ = grows_in_place_ || inst.op == Opcode::kConcatAppend;
+  }
   for (const KernelEntry& entry : def.kernels) {
     std::string where = "op '" + entry.op + "'" +
                         (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
@@ -237,8 +240,9 @@ StatusOr<TensorPtr> VirtualMachine::PlacedTensor(int fn, int64_t space, DType dt
   return t;
 }
 
-StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& t) {
-  if (OnHost(*t)) return t;
+StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& given) {
+  if (OnHost(*given)) return given;
+  REMEX_ASSIGN_OR_RETURN(TensorPtr t, DenseTensor(*allocator_, given));
   REMEX_ASSIGN_OR_RETURN(TensorPtr h, Allocate(*host_allocator_, t->dtype, t->shape));
   REMEX_RETURN_IF_ERROR(allocator_->device().CopyToHost(h->data(), t->data(), t->nbytes()));
   copies_.device_to_host_count++;
@@ -247,7 +251,7 @@ StatusOr<TensorPtr> VirtualMachine::ToHost(const TensorPtr& t) {
 }
 
 StatusOr<TensorPtr> VirtualMachine::ToDevice(const TensorPtr& t) {
-  if (!OnHost(*t)) return t;
+  if (!OnHost(*t)) return DenseTensor(*allocator_, t);  // a view: a dense copy
   REMEX_ASSIGN_OR_RETURN(TensorPtr d, Allocate(*allocator_, t->dtype, t->shape));
   REMEX_RETURN_IF_ERROR(allocator_->device().CopyToDevice(d->data(), t->data(), t->nbytes()));
   copies_.host_to_device_count++;
@@ -383,6 +387,11 @@ Status VirtualMachine::SetOutput(int fn, int index, TensorPtr tensor) {
     if (&tensor->buffer->device().memory_space() != &allocator_->device().memory_space()) {
       return InvalidArgument("buffer for output '" + want.name + "' lives on another device");
     }
+    if (tensor->view()) {
+      return InvalidArgument("buffer for output '" + want.name + "' is a view of a tensor grown in place (" +
+                             ShapeToString(tensor->shape) + " of " + ShapeToString(tensor->physical) +
+                             "): bind a tensor of its own");
+    }
     if (tensor->dtype != want.dtype || !ShapeMatches(want.shape, tensor->shape)) {
       return InvalidArgument("buffer for output '" + want.name + "' is " +
                              std::string(DTypeName(tensor->dtype)) + " " + ShapeToString(tensor->shape) +
@@ -423,8 +432,79 @@ StatusOr<std::vector<TensorPtr>> VirtualMachine::Invoke(int fn, Profiler* profil
 
 StatusOr<TensorPtr> VirtualMachine::CopyOf(const TensorPtr& t) {
   REMEX_ASSIGN_OR_RETURN(TensorPtr d, Allocate(*allocator_, t->dtype, t->shape));
-  REMEX_RETURN_IF_ERROR(allocator_->device().CopyOnDevice(d->data(), t->data(), t->nbytes()));
+  REMEX_RETURN_IF_ERROR(CopyBox(allocator_->device(), *t, *d, 0, 0));
   return d;
+}
+
+StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis,
+                                                 const TensorPtr& bound, const std::string& output) {
+  auto refuse = [&](const std::string& why) { return InvalidArgument("Concat for output '" + output + "': " + why); };
+  if (parts.empty()) return refuse("no inputs");
+  const TensorPtr& first = parts[0];
+  const size_t rank = first->shape.size();
+  if (static_cast<size_t>(axis) >= rank) {
+    return refuse("axis " + std::to_string(axis) + " of a rank-" + std::to_string(rank) + " input");
+  }
+  const size_t a = static_cast<size_t>(axis);
+  Shape out = first->shape;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Tensor& t = *parts[i];
+    bool fits = t.dtype == first->dtype && t.shape.size() == rank;
+    for (size_t d = 0; fits && d < rank; ++d) fits = d == a || t.shape[d] == out[d];
+    if (!fits) {
+      return refuse("input " + std::to_string(i) + " is " + std::string(DTypeName(t.dtype)) + " " +
+                    ShapeToString(t.shape) + ", input 0 " + std::string(DTypeName(first->dtype)) + " " +
+                    ShapeToString(first->shape) + ": the dims but the axis must agree");
+    }
+    if (__builtin_add_overflow(out[a], t.shape[a], &out[a])) return refuse("the axis overflows");
+  }
+  for (const TensorPtr& t : parts) {
+    if (OnHost(*t)) return refuse("an input in host memory");
+  }
+  Device& device = allocator_->device();
+  auto write_parts = [&](const Tensor& dst, size_t from, int64_t at) -> Status {
+    for (size_t i = from; i < parts.size(); ++i) {
+      REMEX_RETURN_IF_ERROR(CopyBox(device, *parts[i], dst, static_cast<int>(axis), at));
+      at += parts[i]->shape[a];
+    }
+    return OkStatus();
+  };
+  if (bound) {
+    if (bound->dtype != first->dtype || bound->shape != out) {
+      return InvalidArgument("buffer bound to output '" + output + "' is " + std::string(DTypeName(bound->dtype)) +
+                             " " + ShapeToString(bound->shape) + " but this call produces " +
+                             std::string(DTypeName(first->dtype)) + " " + ShapeToString(out));
+    }
+    REMEX_RETURN_IF_ERROR(write_parts(*bound, 0, 0));
+    return bound;
+  }
+  // In place: after the first input's rows, which end where its buffer's filled rows
+  // do (no other view has grown past them), inside its room.
+  if (first->view() && first->axis == static_cast<int>(axis) && first->filled &&
+      *first->filled == first->shape[a] && first->physical[a] >= out[a] && first->buffer->owner() == allocator_.get()) {
+    auto grown = std::make_shared<Tensor>(*first);
+    grown->shape = out;
+    REMEX_RETURN_IF_ERROR(write_parts(*grown, 1, first->shape[a]));
+    *grown->filled = out[a];
+    return grown;
+  }
+  // A new buffer with room to grow: twice the rows, 16 more at least; the rows alone
+  // where that much memory is not there.
+  Shape physical = out;
+  physical[a] = out[a] > (int64_t{1} << 40) ? out[a] : std::max(out[a] * 2, out[a] + 16);
+  StatusOr<TensorPtr> room = Allocate(*allocator_, first->dtype, physical);
+  if (!room.ok() && room.status().code() == StatusCode::kResourceExhausted) {
+    physical = out;
+    room = Allocate(*allocator_, first->dtype, physical);
+  }
+  if (!room.ok()) return room.status();
+  TensorPtr grown = std::move(room).value();
+  grown->shape = out;
+  grown->physical = std::move(physical);
+  grown->axis = static_cast<int>(axis);
+  grown->filled = std::make_shared<int64_t>(out[a]);
+  REMEX_RETURN_IF_ERROR(write_parts(*grown, 0, 0));
+  return grown;
 }
 
 StatusOr<std::vector<Value>> VirtualMachine::InvokeValues(int fn, Profiler* profiler) {
@@ -479,6 +559,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
   for (size_t i = 0; i < inputs.size(); ++i) regs[i] = ObjectOf(inputs[i]);
 
   std::vector<kernels::TensorRef> in_refs, out_refs;
+  std::vector<TensorPtr> dense_inputs;  // an InvokeKernel's dense copies of views
   std::vector<kernels::ShapeFnArg> args;
   std::vector<TensorPtr> host_copies;
 
@@ -667,6 +748,19 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         }
         break;
       }
+      case Opcode::kConcatAppend: {
+        std::vector<TensorPtr> parts;
+        parts.reserve(inst.lists[0].size());
+        for (int64_t r : inst.lists[0]) {
+          const TensorPtr* t = tensor_at(r);
+          if (!t) return not_tensor(r);
+          parts.push_back(*t);
+        }
+        auto grown = ConcatAppend(parts, s[2], bound_outputs[s[1]], fn.outputs[s[1]].name);
+        if (!grown.ok()) return fail(grown.status());
+        regs[s[0]] = std::move(grown).value();
+        break;
+      }
       case Opcode::kAllocPlanned: {
         const Shape* shape = &inst.lists[0];
         if (s[2] >= 0) {
@@ -757,10 +851,22 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         const auto& outs = inst.lists[1];
         in_refs.assign(ins.size(), {});
         out_refs.assign(outs.size(), {});
+        dense_inputs.clear();
         for (size_t i = 0; i < ins.size(); ++i) {
           if (ins[i] < 0) continue;
           const TensorPtr* t = tensor_at(ins[i]);
           if (!t) return not_tensor(ins[i]);
+          if ((*t)->view() && !kernels_[s[0]]->ReadsViews() &&
+              kernels::InputMemoryOf(*op_defs_[s[0]], i, executable_->def().kernels[s[0]].host) !=
+                  kernels::InputMemory::kAny) {
+            // A view (a KV cache grown in place) for a kernel that reads dense tensors;
+            // one that reads the shape alone (kAny) takes it as it is.
+            auto dense = DenseTensor(*allocator_, *t);
+            if (!dense.ok()) return fail(dense.status());
+            in_refs[i] = (*dense)->Ref();
+            dense_inputs.push_back(std::move(dense).value());
+            continue;
+          }
           in_refs[i] = (*t)->Ref();
         }
         for (size_t i = 0; i < outs.size(); ++i) {
@@ -1137,12 +1243,16 @@ Status VirtualMachine::RunWithGraphs(int fn, std::vector<Value>& outputs) {
 Status VirtualMachine::RecordGraph(int fn, GraphEntry& entry) {
   FunctionState& state = functions_[fn];
   Device& device = allocator_->device();
+  if (grows_in_place_) {
+    // Each call may write another buffer (a KV cache grown in place, or a new one).
+    return FailedPrecondition("the executable grows tensors in place (ConcatAppend)");
+  }
   // The graph's own inputs, filled before each launch.
   std::vector<Value> inputs;
   inputs.reserve(state.inputs.size());
   for (const Value& v : state.inputs) {
     REMEX_ASSIGN_OR_RETURN(TensorPtr t, Allocate(*allocator_, v.tensor->dtype, v.tensor->shape));
-    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(t->data(), v.tensor->data(), v.tensor->nbytes()));
+    REMEX_RETURN_IF_ERROR(CopyBox(device, *v.tensor, *t, 0, 0));
     entry.inputs.push_back(t);
     inputs.push_back(Value::OfTensor(std::move(t)));
   }
@@ -1184,7 +1294,7 @@ Status VirtualMachine::LaunchGraph(int fn, GraphEntry& entry, std::vector<Value>
   Device& device = allocator_->device();
   for (size_t i = 0; i < entry.inputs.size(); ++i) {
     const TensorPtr& given = state.inputs[i].tensor;
-    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(entry.inputs[i]->data(), given->data(), given->nbytes()));
+    REMEX_RETURN_IF_ERROR(CopyBox(device, *given, *entry.inputs[i], 0, 0));
   }
   REMEX_RETURN_IF_ERROR(device.BeforeKernelLaunch());
   REMEX_RETURN_IF_ERROR(entry.graph->Launch().WithContext("function '" + def.name + "': device graph"));

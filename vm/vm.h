@@ -271,6 +271,10 @@ class VirtualMachine {
              std::vector<Value>& outputs, Profiler* profiler);
   // A new device tensor holding `t`'s values (an element of a returned sequence).
   StatusOr<TensorPtr> CopyOf(const TensorPtr& t);
+  // ConcatAppend of `parts` along `axis` for output `output` (`bound`: its bound
+  // buffer, or null); see opcodes.def.
+  StatusOr<TensorPtr> ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis, const TensorPtr& bound,
+                                   const std::string& output);
   // AllocateTensor, counted (device_allocations_ too when `allocator` is allocator_).
   StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
   // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.
@@ -309,6 +313,7 @@ class VirtualMachine {
   uint64_t device_allocated_bytes_ = 0;
   int last_function_ = -1;
   bool device_graphs_ = false;
+  bool grows_in_place_ = false;  // some function has a ConcatAppend: never recorded into a graph
   bool recording_ = false;  // a graph is being recorded: the run does not yield
   bool last_invoke_graph_ = false;
   uint64_t graph_clock_ = 0;  // orders GraphEntry::last_used

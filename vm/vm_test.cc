@@ -985,6 +985,132 @@ TEST_F(VmTest, ALongStretchWithoutKernelsOrJumpsIsCheckedAndYieldsEveryFewInstru
   YieldCounter::control = nullptr;
 }
 
+// main(past: float32[2, S, 3], new: float32[2, N, 3]) -> (present = Concat(past, new)
+// along axis 1 as ConcatAppend, y = Relu(present)): a decoder step's KV cache.
+ExecutableDef AppendDef() {
+  ExecutableDef def;
+  def.producer = "vm_test";
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"past", DType::kFloat32, {2, -1, 3}, {}}, {"new", DType::kFloat32, {2, -1, 3}, {}}};
+  fn.outputs = {{"present", DType::kFloat32, {2, -1, 3}, {}}, {"y", DType::kFloat32, {2, -1, 3}, {}}};
+  fn.num_registers = 5;
+  fn.code = {
+      {Opcode::kConcatAppend, {2, 0, 1}, {{0, 1}}},
+      {Opcode::kInvokeShapeFunc, {0}, {{2}, {3}}},
+      {Opcode::kAllocOutput, {4, 1, 1, 3}, {{}}},
+      {Opcode::kInvokeKernel, {0}, {{2}, {4}}},
+      {Opcode::kRet, {}, {{2, 4}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
+// The values of `t`, a view or dense, in row-major order of its shape.
+std::vector<float> Values(Allocator& allocator, const TensorPtr& t) {
+  auto dense = DenseTensor(allocator, t);
+  EXPECT_TRUE(dense.ok()) << dense.status().ToString();
+  if (!dense.ok()) return {};
+  const float* p = static_cast<const float*>((*dense)->data());
+  return std::vector<float>(p, p + *NumElements(t->shape));
+}
+
+// [2, rows, 3] holding row r of batch b as 100 b + 10 (first + r) + channel.
+std::vector<float> Rows(int64_t first, int64_t rows) {
+  std::vector<float> v;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < 3; ++c) v.push_back(static_cast<float>(100 * b + 10 * (first + r) + c));
+    }
+  }
+  return v;
+}
+
+TEST_F(VmTest, ConcatAppendGrowsTheFirstInputsBufferInPlaceOnlyWhileNothingGrewPastIt) {
+  auto exe = Executable::FromDef(AppendDef(), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto step = [&](const TensorPtr& past, int64_t first, int64_t rows) -> std::vector<TensorPtr> {
+    EXPECT_TRUE((*vm)->SetInputs(0, {past, Input({2, rows, 3}, Rows(first, rows))}).ok());
+    auto out = (*vm)->Invoke(0);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? *out : std::vector<TensorPtr>{};
+  };
+  // From an empty cache: a new buffer with room, the present a view of it.
+  std::vector<TensorPtr> one = step(Input({2, 0, 3}, {}), 0, 1);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_TRUE(one[0]->view());
+  EXPECT_EQ(one[0]->shape, (Shape{2, 1, 3}));
+  EXPECT_GT(one[0]->physical[1], 1);
+  EXPECT_EQ(Values(*allocator_, one[0]), Rows(0, 1));
+  // Relu read a dense copy of it.
+  EXPECT_FALSE(one[1]->view());
+  EXPECT_EQ(Values(*allocator_, one[1]), Rows(0, 1));
+  // Fed back: two rows appended in the same buffer.
+  std::vector<TensorPtr> two = step(one[0], 1, 2);
+  EXPECT_EQ(two[0]->buffer.get(), one[0]->buffer.get());
+  EXPECT_EQ(two[0]->shape, (Shape{2, 3, 3}));
+  EXPECT_EQ(Values(*allocator_, two[0]), Rows(0, 3));
+  EXPECT_EQ(Values(*allocator_, one[0]), Rows(0, 1)) << "the earlier view keeps its rows";
+  // The earlier step's cache again (a branch): its rows end before the buffer's filled
+  // ones, so the append gets a buffer of its own and the later cache stays as it was.
+  std::vector<float> branch_rows = Rows(0, 1);
+  for (float& v : branch_rows) v = -v - 1.0f;
+  ASSERT_TRUE((*vm)->SetInputs(0, {one[0], Input({2, 1, 3}, branch_rows)}).ok());
+  auto branch = (*vm)->Invoke(0);
+  ASSERT_TRUE(branch.ok()) << branch.status().ToString();
+  EXPECT_NE((*branch)[0]->buffer.get(), one[0]->buffer.get());
+  EXPECT_EQ(Values(*allocator_, two[0]), Rows(0, 3));
+  std::vector<float> want = Values(*allocator_, one[0]);
+  std::vector<float> got = Values(*allocator_, (*branch)[0]);
+  ASSERT_EQ(got.size(), 12u);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(got[static_cast<size_t>(b * 6 + c)], want[static_cast<size_t>(b * 3 + c)]);
+      EXPECT_EQ(got[static_cast<size_t>(b * 6 + 3 + c)], branch_rows[static_cast<size_t>(b * 3 + c)]);
+    }
+  }
+  // Growing past its room moves the cache to a larger buffer, values kept.
+  TensorPtr cache = two[0];
+  int64_t rows = 3;
+  const Buffer* first_buffer = cache->buffer.get();
+  while (cache->buffer.get() == first_buffer) {
+    cache = step(cache, rows, 1)[0];
+    ++rows;
+    ASSERT_LT(rows, 100);
+  }
+  EXPECT_EQ(cache->shape, (Shape{2, rows, 3}));
+  EXPECT_EQ(Values(*allocator_, cache), Rows(0, rows));
+  // A view is no buffer to bind an output to.
+  Status bind = (*vm)->SetOutput(0, 0, cache);
+  EXPECT_EQ(bind.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bind.message().find("view"), std::string::npos) << bind.message();
+}
+
+// A bound output takes the concatenation densely, and a dense past is copied whole.
+TEST_F(VmTest, ConcatAppendWritesABoundOutputDensely) {
+  auto exe = Executable::FromDef(AppendDef(), Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  TensorPtr bound = Input({2, 3, 3}, std::vector<float>(18, -1.0f));
+  ASSERT_TRUE((*vm)->SetOutput(0, 0, bound).ok());
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 2, 3}, Rows(0, 2)), Input({2, 1, 3}, Rows(2, 1))}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].get(), bound.get());
+  EXPECT_FALSE(bound->view());
+  EXPECT_EQ(Values(*allocator_, bound), Rows(0, 3));
+  EXPECT_EQ(Values(*allocator_, (*out)[1]), Rows(0, 3));
+  // The bound buffer's shape must be the call's.
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 1, 3}, Rows(0, 1)), Input({2, 1, 3}, Rows(1, 1))}).ok());
+  auto mismatch = (*vm)->Invoke(0);
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("bound to output 'present'"), std::string::npos);
+}
+
 TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
   RunControl control;
   std::unique_ptr<VirtualMachine> vm = SpinVm(control);

@@ -225,12 +225,51 @@ class CodeGenerator {
     return OkStatus();
   }
 
+  // The axis of a Concat the VM grows in place (ConcatAppend), -1 for none: a device
+  // Concat at the top level whose output is a graph output and whose first input a
+  // graph input of a length along the axis known only at run time (a decoder step's
+  // `present = Concat(past, new)` along the sequence axis, the present fed back as the
+  // next step's past).
+  int64_t AppendAxis(const Node& node) const {
+    if (node.op != "Concat" || node.host || depth_ != 0 || node.outputs.size() != 1 || node.inputs.size() < 2 ||
+        !node.regions.empty() || !output_index_.count(node.outputs[0])) {
+      return -1;
+    }
+    for (int in : node.inputs) {
+      if (in < 0 || g_.values[in].kind != vm::ValueKind::kTensor) return -1;
+    }
+    const Value& past = g_.values[node.inputs[0]];
+    if (!past.rank_known || past.constant || past.host ||
+        std::find(g_.inputs.begin(), g_.inputs.end(), node.inputs[0]) == g_.inputs.end()) {
+      return -1;
+    }
+    auto axis = node.attrs.Int("axis");
+    if (!axis.ok()) return -1;
+    const int64_t rank = static_cast<int64_t>(past.shape.size());
+    const int64_t a = *axis < 0 ? *axis + rank : *axis;
+    if (a < 0 || a >= rank || past.shape[static_cast<size_t>(a)] >= 0) return -1;
+    return a;
+  }
+
   // `dies_here(v)`: the node is value v's last reader, and v is no region's or graph's
   // output.
   template <typename DiesHere>
   Status EmitNode(const Node& node, DiesHere dies_here) {
     const kernels::OpDef* op = registry_.FindOp(node.op, node.version);
     if (!op) return Unimplemented("unsupported op '" + node.op + "' in " + Where(node));
+    if (const int64_t axis = AppendAxis(node); axis >= 0) {
+      std::vector<int64_t> ins;
+      for (int in : node.inputs) {
+        REMEX_ASSIGN_OR_RETURN(int64_t r, Use(in, /*host=*/false));
+        ins.push_back(r);
+      }
+      const int v = node.outputs[0];
+      const int64_t dst = next_reg_++;
+      Emit(vm::Opcode::kConcatAppend, {dst, output_index_.at(v), axis}, {ins});
+      produced_.insert(v);
+      Define(v, dst);
+      return OkStatus();
+    }
     std::vector<int64_t> ins;
     bool inputs_static = true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {

@@ -228,6 +228,31 @@ TEST(CompilerTest, OutputThatIsAnInputIsCopied) {
   EXPECT_EQ(RunFloat32(*def, {3}, {-1.0f, 0.5f, 2.0f}), (std::vector<float>{-1.0f, 0.5f, 2.0f}));
 }
 
+// A decoder step's `present = Concat(past, new)`, past a graph input of a length known
+// at run time only and present a graph output, becomes ConcatAppend (the VM grows the
+// cache in place, vm/opcodes.def); a Concat of anything else stays a kernel.
+TEST(CompilerTest, AConcatOfAGrowingInputIntoAnOutputIsAnAppend) {
+  OnnxModelBuilder b(13);
+  b.Input("past", onnx::TensorProto::FLOAT, {1, 2, -1, 2}).Input("new", onnx::TensorProto::FLOAT, {1, 2, 1, 2});
+  b.Output("present", onnx::TensorProto::FLOAT, {1, 2, -1, 2}).Output("pair", onnx::TensorProto::FLOAT, {1, 2, 2, 2});
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"past", "new"}, {"present"}), "axis", -2);
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"new", "new"}, {"pair"}), "axis", 2);
+  auto graph = ImportOnnxBytes(b.Bytes(), Registry());
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto def = CompileGraph(std::move(graph).value(), Registry(), {});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(CountOp(*def, vm::Opcode::kConcatAppend), 1);
+  EXPECT_EQ(testing::CountKernels(*def, "Concat"), 1);
+  const std::vector<float> past = {0, 1, 2, 3, 10, 11, 12, 13};  // [1, 2, 2, 2]
+  const std::vector<float> next = {4, 5, 14, 15};                 // [1, 2, 1, 2]
+  std::vector<Shape> shapes;
+  auto out = testing::RunFloat32Outputs(*def, {{1, 2, 2, 2}, {1, 2, 1, 2}}, {past, next}, &shapes);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(shapes[0], (Shape{1, 2, 3, 2}));
+  EXPECT_EQ(out[0], (std::vector<float>{0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(out[1], (std::vector<float>{4, 5, 4, 5, 14, 15, 14, 15}));
+}
+
 TEST(CompilerTest, ExecutableSurvivesSerialization) {
   auto def = CompileOnnxFile("/nonexistent.onnx", Registry(), {});
   EXPECT_EQ(def.status().code(), StatusCode::kNotFound);

@@ -39,7 +39,12 @@ struct CpuMachine {
   StatusOr<std::vector<vm::TensorPtr>> Run(std::vector<vm::TensorPtr> inputs) {
     if (!vm) return FailedPrecondition("the VM was not created");
     REMEX_RETURN_IF_ERROR(vm->SetInputs(0, std::move(inputs)));
-    return vm->Invoke(0);
+    REMEX_ASSIGN_OR_RETURN(std::vector<vm::TensorPtr> out, vm->Invoke(0));
+    // Outputs the VM grows in place (ConcatAppend) are views: each as a dense tensor.
+    for (vm::TensorPtr& t : out) {
+      REMEX_ASSIGN_OR_RETURN(t, vm::DenseTensor(*allocator, t));
+    }
+    return out;
   }
 };
 

@@ -64,3 +64,33 @@ def test_a_failed_step_loses_nothing(server, decoder):
         assert sorted(h["handle"] for h in s.handles()) == before
         out = m.run({"input_ids": np.array([[2]], np.int64), **past}, fetch=["logits"])
         assert out["logits"].shape == (1, 1, 256)
+
+
+def test_the_cache_grows_in_place_and_an_earlier_cache_stays_as_it_was(server, decoder):
+    with remex.connect(server.address, timeout=60) as s:
+        m = s.load(decoder)
+        past_names = [i.name for i in m.inputs if i.name.startswith("past_")]
+        past = {n: np.zeros((1, 4, 0, 16), np.float32) for n in past_names}
+        caches = []
+        for t in (5, 6, 7):
+            out = m.run({"input_ids": np.array([[t]], np.int64), **past}, fetch=["logits"])
+            past = {n: out["present_" + n[len("past_"):]] for n in past_names}
+            caches.append(past)
+        # Each step appended its row to the buffer of the step before: the three steps'
+        # key caches of layer 0 are one buffer, which the handles count once.
+        keys = [c["past_key_0"] for c in caches]
+        held = {h["handle"]: h["held_bytes"] for h in s.handles()}
+        assert sum(held[k.handle] > 0 for k in keys) == 1, held
+        values = [k.numpy() for k in keys]
+        for i, v in enumerate(values):
+            assert v.shape == (1, 4, i + 1, 16)
+            np.testing.assert_array_equal(v, values[-1][:, :, :i + 1])
+        # A step from the first cache again (another continuation): its own buffer, the
+        # same logits as a fresh run of those tokens, the later caches untouched.
+        out = m.run({"input_ids": np.array([[9]], np.int64), **caches[0]}, fetch=["logits"])
+        fresh = m.run({"input_ids": np.array([[5, 9]], np.int64),
+                       **{n: np.zeros((1, 4, 0, 16), np.float32) for n in past_names}}, fetch=["logits"])
+        np.testing.assert_allclose(out["logits"][0, 0], fresh["logits"][0, 1], rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(keys[2].numpy(), values[2])
+        assert out["present_key_0"].handle not in held
+

@@ -290,4 +290,58 @@ StatusOr<TensorPtr> AllocateTensor(Allocator& allocator, DType dtype, const Shap
   return t;
 }
 
+namespace {
+
+// Row-major strides, in elements, of a tensor's storage: of `physical` for a view.
+std::vector<int64_t> StoredStrides(const Tensor& t) {
+  const Shape& dims = t.view() ? t.physical : t.shape;
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return strides;
+}
+
+}  // namespace
+
+Status CopyBox(Device& device, const Tensor& src, const Tensor& dst, int axis, int64_t at) {
+  const size_t rank = src.shape.size();
+  const size_t elem = DTypeSize(src.dtype);
+  if (NumElements(src.shape).value_or(0) == 0) return OkStatus();
+  // Runs: the dims from `axis` on are contiguous in both where each is dense past it
+  // (a view's rows along its axis are strided, its inner dims dense). One run copies
+  // src's whole extent at and after `axis`, unless src or dst is a view along an axis
+  // past `axis`: then one run per index of the dims up to that one.
+  int split = axis;
+  for (const Tensor* t : {&src, &dst}) {
+    if (t->view()) split = std::max(split, t->axis);
+  }
+  int64_t run = 1;
+  for (size_t i = static_cast<size_t>(split); i < rank; ++i) run *= src.shape[i];
+  int64_t runs = 1;
+  for (size_t i = 0; i < static_cast<size_t>(split); ++i) runs *= src.shape[i];
+  const std::vector<int64_t> ss = StoredStrides(src), ds = StoredStrides(dst);
+  const auto* s = static_cast<const std::byte*>(src.data());
+  auto* d = static_cast<std::byte*>(dst.data());
+  for (int64_t r = 0; r < runs; ++r) {
+    // r's index over dims [0, split), innermost first.
+    int64_t rem = r, so = 0, doff = 0;
+    for (size_t i = static_cast<size_t>(split); i-- > 0;) {
+      const int64_t idx = rem % src.shape[i];
+      rem /= src.shape[i];
+      so += idx * ss[i];
+      doff += (idx + (static_cast<int>(i) == axis ? at : 0)) * ds[i];
+    }
+    if (split == axis && at != 0) doff += at * ds[static_cast<size_t>(axis)];  // (a scalar has no axis 0)
+    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(d + static_cast<size_t>(doff) * elem, s + static_cast<size_t>(so) * elem,
+                                              static_cast<size_t>(run) * elem));
+  }
+  return OkStatus();
+}
+
+StatusOr<TensorPtr> DenseTensor(Allocator& allocator, const TensorPtr& t) {
+  if (!t || !t->view()) return t;
+  REMEX_ASSIGN_OR_RETURN(TensorPtr dense, AllocateTensor(allocator, t->dtype, t->shape));
+  REMEX_RETURN_IF_ERROR(CopyBox(allocator.device(), *t, *dense, 0, 0));
+  return dense;
+}
+
 }  // namespace remex::vm

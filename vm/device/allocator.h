@@ -169,8 +169,9 @@ class AllocationHold {
   std::vector<std::shared_ptr<Buffer>> held_;
 };
 
-// A dense row-major tensor in device memory: its own buffer, or a slot of a larger one
-// (a function's planned arena) at byte `offset`.
+// A row-major tensor in device memory: its own buffer, or a slot of a larger one (a
+// function's planned arena) at byte `offset`. Dense, unless it is a view that grows in
+// place (`physical`).
 struct Tensor {
   std::shared_ptr<Buffer> buffer;
   DType dtype = DType::kUndefined;
@@ -179,15 +180,40 @@ struct Tensor {
   // An executable constant, loaded once by VirtualMachine::Create and never written
   // (see kernels::TensorRef::constant).
   bool constant = false;
+  // A view that grows along `axis` in place (the VM's ConcatAppend: a KV cache growing
+  // by a token a step): `shape` is the leading box of a dense row-major array of dims
+  // `physical` at `offset` (physical[axis] >= shape[axis], every other dim equal to
+  // shape's), so that its rows along `axis` are strided. Empty: dense. Only kernels
+  // that read views (kernels::OpKernel::ReadsViews) see one; the VM and the server give
+  // everything else a dense copy (DenseTensor).
+  Shape physical;
+  int axis = -1;
+  // Of a view: the rows along `axis` that hold data in the buffer, shared by every view
+  // of the buffer. An append goes in place only where the view it extends holds all of
+  // them: a view of fewer (an earlier step's cache, run again) gets a copy.
+  std::shared_ptr<int64_t> filled;
 
+  bool view() const { return !physical.empty(); }
   void* data() const { return buffer ? static_cast<std::byte*>(buffer->data()) + offset : nullptr; }
+  // The bytes of its elements (of `shape`, not `physical`).
   size_t nbytes() const;
-  kernels::TensorRef Ref() const { return {data(), dtype, shape, constant}; }
+  kernels::TensorRef Ref() const { return {data(), dtype, shape, constant, physical}; }
 };
 using TensorPtr = std::shared_ptr<Tensor>;
 
 // Allocates a tensor of `dtype` and `shape`; INVALID_ARGUMENT for a negative or
 // overflowing shape, RESOURCE_EXHAUSTED when out of memory.
 StatusOr<TensorPtr> AllocateTensor(Allocator& allocator, DType dtype, const Shape& shape);
+
+// `t` itself when dense; else a dense copy of the view, from `allocator` (in the memory
+// space of t's buffer), copied a row at a time on allocator.device(). Errors of the
+// allocation and copies.
+StatusOr<TensorPtr> DenseTensor(Allocator& allocator, const TensorPtr& t);
+
+// Copies the elements of `src` (dense or a view) into `dst` (dense or a view) of the
+// same dtype, both of `dst_box`'s rank, at dst's index `at` along `axis` (every other
+// dim equal, src fitting inside dst), one contiguous run at a time on `device`. The
+// caller has checked the shapes.
+Status CopyBox(Device& device, const Tensor& src, const Tensor& dst, int axis, int64_t at);
 
 }  // namespace remex::vm

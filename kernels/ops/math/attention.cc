@@ -261,10 +261,27 @@ class FusedAttentionKernel final : public ValidatedKernel {
   }
   FusedAttentionKernel(const OpDef& def, const Attributes& attrs, AttentionAttrs parsed)
       : ValidatedKernel(def, attrs), attrs_(std::move(parsed)) {}
+  // Q, K, V and the mask may be views (a KV cache the VM grows in place): each is read
+  // through the strides it is stored with.
+  bool ReadsViews() const override { return true; }
 
  protected:
   Status Run(std::span<const TensorRef> in, std::span<const TensorRef> out) override {
-    REMEX_ASSIGN_OR_RETURN(const AttentionGeometry g, AttentionGeometryOf(attrs_, ToShapeArgs(in)));
+    REMEX_ASSIGN_OR_RETURN(AttentionGeometry g, AttentionGeometryOf(attrs_, ToShapeArgs(in)));
+    // A view's strides are those of where its elements lie (AttentionGeometryOf took
+    // every input as dense).
+    for (size_t t = 0; t < 3; ++t) {
+      if (in[t].physical.empty()) continue;
+      const std::vector<int64_t> stored = in[t].StoredStrides();
+      for (size_t i = 0; i < g.rank; ++i) g.stride[t][i] = stored[g.attrs.perm[t][i]];
+    }
+    if (g.has_mask && !in[3].physical.empty()) {
+      const Shape& m = in[3].shape;
+      const std::vector<int64_t> stored = in[3].StoredStrides();
+      for (size_t j = 0; j < m.size(); ++j) {
+        if (m[j] != 1) g.mask_stride[g.rank - m.size() + j] = stored[j];
+      }
+    }
     float* y = DataAs<float>(out[0]);
     if (g.batches == 0 || g.sq == 0 || g.dv == 0) return OkStatus();
     if (g.sk == 0) {  // softmax over no keys: the empty sum
