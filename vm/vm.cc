@@ -168,6 +168,43 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
     kernels_.push_back(std::move(kernel).value());
     kernel_devices_.push_back(&runs_on);
   }
+  // A ConcatAppend whose result an instruction after it would read densely (a kernel
+  // that takes no view, a copy, a list) gives a dense tensor: a view there would cost a
+  // dense copy per reader on top of the append. Read by a kernel that takes views or
+  // reads the shape alone, a shape function, or returned, it grows in place.
+  dense_appends_.assign(def.functions.size(), {});
+  for (size_t f = 0; f < def.functions.size(); ++f) {
+    const std::vector<Instruction>& code = def.functions[f].code;
+    dense_appends_[f].assign(code.size(), false);
+    for (size_t pc = 0; pc < code.size(); ++pc) {
+      if (code[pc].op != Opcode::kConcatAppend) continue;
+      const int64_t reg = code[pc].scalars[0];
+      bool dense = false, redefined = false;
+      for (size_t q = pc + 1; q < code.size() && !dense && !redefined; ++q) {
+        const Instruction& inst = code[q];
+        if (inst.op == Opcode::kInvokeKernel) {
+          const int64_t k = inst.scalars[0];
+          for (size_t i = 0; i < inst.lists[0].size(); ++i) {
+            if (inst.lists[0][i] != reg) continue;
+            dense = dense || !(kernels_[k]->ReadsViews() ||
+                               kernels::InputMemoryOf(*op_defs_[k], i, def.kernels[k].host) == kernels::InputMemory::kAny);
+          }
+          for (int64_t r : inst.lists[1]) redefined = redefined || r == reg;
+          continue;
+        }
+        if (inst.op == Opcode::kRet || inst.op == Opcode::kInvokeShapeFunc) continue;
+        VisitOperands(inst, [&](char kind, int64_t v) {
+          if (v != reg) return;
+          if (kind == 'd' || (inst.op == Opcode::kKillRegister && kind == 'r')) {
+            redefined = true;
+          } else if (kind == 'r' || kind == 'o') {
+            dense = true;
+          }
+        });
+      }
+      dense_appends_[f][pc] = dense;
+    }
+  }
   return OkStatus();
 }
 
@@ -437,7 +474,7 @@ StatusOr<TensorPtr> VirtualMachine::CopyOf(const TensorPtr& t) {
 }
 
 StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis,
-                                                 const TensorPtr& bound, const std::string& output) {
+                                                 const TensorPtr& bound, const std::string& output, bool dense) {
   auto refuse = [&](const std::string& why) { return InvalidArgument("Concat for output '" + output + "': " + why); };
   if (parts.empty()) return refuse("no inputs");
   const TensorPtr& first = parts[0];
@@ -469,6 +506,11 @@ StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& p
     }
     return OkStatus();
   };
+  if (dense && !bound) {
+    REMEX_ASSIGN_OR_RETURN(TensorPtr t, Allocate(*allocator_, first->dtype, out));
+    REMEX_RETURN_IF_ERROR(write_parts(*t, 0, 0));
+    return t;
+  }
   if (bound) {
     if (bound->dtype != first->dtype || bound->shape != out) {
       return InvalidArgument("buffer bound to output '" + output + "' is " + std::string(DTypeName(bound->dtype)) +
@@ -756,7 +798,8 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           if (!t) return not_tensor(r);
           parts.push_back(*t);
         }
-        auto grown = ConcatAppend(parts, s[2], bound_outputs[s[1]], fn.outputs[s[1]].name);
+        auto grown = ConcatAppend(parts, s[2], bound_outputs[s[1]], fn.outputs[s[1]].name,
+                                  dense_appends_[static_cast<size_t>(fn_index)][pc]);
         if (!grown.ok()) return fail(grown.status());
         regs[s[0]] = std::move(grown).value();
         break;

@@ -272,9 +272,10 @@ class VirtualMachine {
   // A new device tensor holding `t`'s values (an element of a returned sequence).
   StatusOr<TensorPtr> CopyOf(const TensorPtr& t);
   // ConcatAppend of `parts` along `axis` for output `output` (`bound`: its bound
-  // buffer, or null); see opcodes.def.
+  // buffer, or null); see opcodes.def. `dense`: into a new dense tensor (its readers
+  // take no view; dense_appends_).
   StatusOr<TensorPtr> ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis, const TensorPtr& bound,
-                                   const std::string& output);
+                                   const std::string& output, bool dense);
   // AllocateTensor, counted (device_allocations_ too when `allocator` is allocator_).
   StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
   // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.
@@ -314,6 +315,8 @@ class VirtualMachine {
   int last_function_ = -1;
   bool device_graphs_ = false;
   bool grows_in_place_ = false;  // some function has a ConcatAppend: never recorded into a graph
+  // Per function and instruction: a ConcatAppend that gives a dense tensor (CreateKernels).
+  std::vector<std::vector<bool>> dense_appends_;
   bool recording_ = false;  // a graph is being recorded: the run does not yield
   bool last_invoke_graph_ = false;
   uint64_t graph_clock_ = 0;  // orders GraphEntry::last_used
