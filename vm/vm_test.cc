@@ -35,7 +35,7 @@ class VmTest : public ::testing::Test {
   TensorPtr Input(Shape shape, std::vector<float> values) {
     auto t = AllocateTensor(*allocator_, DType::kFloat32, shape);
     EXPECT_TRUE(t.ok());
-    std::memcpy((*t)->data(), values.data(), values.size() * 4);
+    if (!values.empty()) std::memcpy((*t)->data(), values.data(), values.size() * 4);
     return *t;
   }
   // A VM of SpinDef (below) with its input bound, run under `control` (which must

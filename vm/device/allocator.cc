@@ -290,18 +290,6 @@ StatusOr<TensorPtr> AllocateTensor(Allocator& allocator, DType dtype, const Shap
   return t;
 }
 
-namespace {
-
-// Row-major strides, in elements, of a tensor's storage: of `physical` for a view.
-std::vector<int64_t> StoredStrides(const Tensor& t) {
-  const Shape& dims = t.view() ? t.physical : t.shape;
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  return strides;
-}
-
-}  // namespace
-
 Status CopyBox(Device& device, const Tensor& src, const Tensor& dst, int axis, int64_t at) {
   const size_t rank = src.shape.size();
   const size_t elem = DTypeSize(src.dtype);
@@ -318,7 +306,7 @@ Status CopyBox(Device& device, const Tensor& src, const Tensor& dst, int axis, i
   for (size_t i = static_cast<size_t>(split); i < rank; ++i) run *= src.shape[i];
   int64_t runs = 1;
   for (size_t i = 0; i < static_cast<size_t>(split); ++i) runs *= src.shape[i];
-  const std::vector<int64_t> ss = StoredStrides(src), ds = StoredStrides(dst);
+  const std::vector<int64_t> ss = src.Ref().StoredStrides(), ds = dst.Ref().StoredStrides();
   const auto* s = static_cast<const std::byte*>(src.data());
   auto* d = static_cast<std::byte*>(dst.data());
   for (int64_t r = 0; r < runs; ++r) {
