@@ -150,9 +150,6 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
 Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
   const ExecutableDef& def = executable_->def();
   Device& device = allocator_->device();
-  for (const FunctionDef& f : def.functions) {
-    for (const Instruction& inst : f.code) grows_in_place_ = grows_in_place_ || inst.op == Opcode::kConcatAppend;
-  }
   for (const KernelEntry& entry : def.kernels) {
     std::string where = "op '" + entry.op + "'" +
                         (entry.node_name.empty() ? "" : " (node '" + entry.node_name + "')");
@@ -203,6 +200,7 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
         });
       }
       dense_appends_[f][pc] = dense;
+      grows_in_place_ = grows_in_place_ || !dense;
     }
   }
   return OkStatus();

@@ -314,7 +314,7 @@ class VirtualMachine {
   uint64_t device_allocated_bytes_ = 0;
   int last_function_ = -1;
   bool device_graphs_ = false;
-  bool grows_in_place_ = false;  // some function has a ConcatAppend: never recorded into a graph
+  bool grows_in_place_ = false;  // some ConcatAppend may give a view: never recorded into a graph
   // Per function and instruction: a ConcatAppend that gives a dense tensor (CreateKernels).
   std::vector<std::vector<bool>> dense_appends_;
   bool recording_ = false;  // a graph is being recorded: the run does not yield

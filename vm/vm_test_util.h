@@ -45,4 +45,28 @@ inline ExecutableDef AddReluDef() {
   return def;
 }
 
+// main(past: float32[2, S, 3], new: float32[2, N, 3]) -> (present = Concat(past, new)
+// along axis 1 as ConcatAppend, y = Relu(present) or, with `relu_of_past`, Relu(past)):
+// a decoder step's KV cache.
+inline ExecutableDef AppendDef(bool relu_of_past) {
+  const int64_t src = relu_of_past ? 0 : 2;
+  ExecutableDef def;
+  def.producer = "vm_test";
+  def.kernels.push_back({"Relu", {}, 1, 1, "relu0"});
+  FunctionDef fn;
+  fn.name = "main";
+  fn.inputs = {{"past", DType::kFloat32, {2, -1, 3}, {}}, {"new", DType::kFloat32, {2, -1, 3}, {}}};
+  fn.outputs = {{"present", DType::kFloat32, {2, -1, 3}, {}}, {"y", DType::kFloat32, {2, -1, 3}, {}}};
+  fn.num_registers = 5;
+  fn.code = {
+      {Opcode::kConcatAppend, {2, 0, 1}, {{0, 1}}},
+      {Opcode::kInvokeShapeFunc, {0}, {{src}, {3}}},
+      {Opcode::kAllocOutput, {4, 1, 1, 3}, {{}}},
+      {Opcode::kInvokeKernel, {0}, {{src}, {4}}},
+      {Opcode::kRet, {}, {{2, 4}}},
+  };
+  def.functions.push_back(std::move(fn));
+  return def;
+}
+
 }  // namespace remex::vm

@@ -257,6 +257,47 @@ TEST(CudaGraphs, AFunctionWhoseKernelCannotBeRecordedRunsWithoutAGraph) {
   EXPECT_NE(reason.find("cudaMemcpyAsync"), std::string::npos) << reason;
 }
 
+// A KV cache the VM may grow in place (ConcatAppend giving a view, vm/README.md) writes
+// another buffer at each call: its executable is never recorded. Where the
+// concatenation is read densely (by Relu), it is a new dense tensor each call, which
+// a graph records like any other output.
+TEST(CudaGraphs, AnExecutableThatGrowsACacheInPlaceRunsWithoutAGraph) {
+  SKIP_WITHOUT_GPU();
+  for (bool relu_of_past : {true, false}) {
+    SCOPED_TRACE(relu_of_past ? "present returned alone: a view" : "present read by Relu: dense");
+    GraphVm g;
+    std::string why;
+    ASSERT_TRUE(g.Make(AppendDef(relu_of_past), &why)) << why;
+    VirtualMachine& vm = *g.vm;
+    vm.set_device_graphs(true);
+    std::vector<float> past(12), next(6), want;
+    for (size_t i = 0; i < past.size(); ++i) past[i] = static_cast<float>(i);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = static_cast<float>(100 + i);
+    for (int b = 0; b < 2; ++b) {
+      want.insert(want.end(), past.begin() + b * 6, past.begin() + b * 6 + 6);
+      want.insert(want.end(), next.begin() + b * 3, next.begin() + b * 3 + 3);
+    }
+    for (int call = 0; call < 3; ++call) {
+      ASSERT_TRUE(vm.SetInputs(0, {Upload(*g.device, *g.allocator, DType::kFloat32, {2, 2, 3}, past.data()),
+                                   Upload(*g.device, *g.allocator, DType::kFloat32, {2, 1, 3}, next.data())})
+                      .ok());
+      auto out = vm.Invoke(0);
+      ASSERT_TRUE(out.ok()) << "call " << call << ": " << out.status().ToString();
+      EXPECT_EQ((*out)[0]->view(), relu_of_past);
+      auto present = DenseTensor(*g.allocator, (*out)[0]);
+      ASSERT_TRUE(present.ok()) << present.status().ToString();
+      EXPECT_EQ(Download(*g.device, *present), want) << "call " << call;
+    }
+    EXPECT_EQ(vm.graph_stats().recordings, relu_of_past ? 0u : 1u);
+    EXPECT_EQ(vm.graph_stats().launches == 0, relu_of_past);
+    if (relu_of_past) {
+      EXPECT_EQ(vm.graph_stats().refusals, 1u);
+      const std::string reason = vm.graph_refusal(0, {{2, 2, 3}, {2, 1, 3}});
+      EXPECT_NE(reason.find("ConcatAppend"), std::string::npos) << reason;
+    }
+  }
+}
+
 // main(x: float32[1, 3, 9, 8]) -> Conv(x, w, b, pads 0 1 1 2): float32[1, 4, 8, 9]. The
 // CUDA Conv pads X into a workspace block (asymmetric pads), taken from the allocator
 // its registry was made with: the server's, not the session's.
