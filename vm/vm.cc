@@ -168,39 +168,44 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
   // A ConcatAppend whose result an instruction after it would read densely (a kernel
   // that takes no view, a copy, a list) gives a dense tensor: a view there would cost a
   // dense copy per reader on top of the append. Read by a kernel that takes views or
-  // reads the shape alone, a shape function, or returned, it grows in place.
+  // reads the shape alone, a shape function, or returned, it grows in place. One
+  // backward pass per function: `dense_read[r]`, whether register r is read densely
+  // after the instruction at hand and before it is next defined.
   dense_appends_.assign(def.functions.size(), {});
   for (size_t f = 0; f < def.functions.size(); ++f) {
-    const std::vector<Instruction>& code = def.functions[f].code;
-    dense_appends_[f].assign(code.size(), false);
-    for (size_t pc = 0; pc < code.size(); ++pc) {
-      if (code[pc].op != Opcode::kConcatAppend) continue;
-      const int64_t reg = code[pc].scalars[0];
-      bool dense = false, redefined = false;
-      for (size_t q = pc + 1; q < code.size() && !dense && !redefined; ++q) {
-        const Instruction& inst = code[q];
-        if (inst.op == Opcode::kInvokeKernel) {
-          const int64_t k = inst.scalars[0];
-          for (size_t i = 0; i < inst.lists[0].size(); ++i) {
-            if (inst.lists[0][i] != reg) continue;
-            dense = dense || !(kernels_[k]->ReadsViews() ||
-                               kernels::InputMemoryOf(*op_defs_[k], i, def.kernels[k].host) == kernels::InputMemory::kAny);
-          }
-          for (int64_t r : inst.lists[1]) redefined = redefined || r == reg;
-          continue;
+    const FunctionDef& fn = def.functions[f];
+    dense_appends_[f].assign(fn.code.size(), false);
+    std::vector<char> dense_read(static_cast<size_t>(std::max(fn.num_registers, 0)), 0);
+    for (size_t pc = fn.code.size(); pc-- > 0;) {
+      const Instruction& inst = fn.code[pc];
+      // Definitions first (an instruction reads its inputs before it writes).
+      auto defines = [&](int64_t r) {
+        if (inst.op == Opcode::kConcatAppend && r == inst.scalars[0]) {
+          dense_appends_[f][pc] = dense_read[static_cast<size_t>(r)] != 0;
+          grows_in_place_ = grows_in_place_ || !dense_appends_[f][pc];
         }
-        if (inst.op == Opcode::kRet || inst.op == Opcode::kInvokeShapeFunc) continue;
-        VisitOperands(inst, [&](char kind, int64_t v) {
-          if (v != reg) return;
-          if (kind == 'd' || (inst.op == Opcode::kKillRegister && kind == 'r')) {
-            redefined = true;
-          } else if (kind == 'r' || kind == 'o') {
-            dense = true;
+        dense_read[static_cast<size_t>(r)] = 0;
+      };
+      if (inst.op == Opcode::kInvokeKernel) {
+        for (int64_t r : inst.lists[1]) defines(r);
+        const int64_t k = inst.scalars[0];
+        for (size_t i = 0; i < inst.lists[0].size(); ++i) {
+          const int64_t r = inst.lists[0][i];
+          if (r < 0) continue;
+          if (!(kernels_[k]->ReadsViews() ||
+                kernels::InputMemoryOf(*op_defs_[k], i, def.kernels[k].host) == kernels::InputMemory::kAny)) {
+            dense_read[static_cast<size_t>(r)] = 1;
           }
-        });
+        }
+        continue;
       }
-      dense_appends_[f][pc] = dense;
-      grows_in_place_ = grows_in_place_ || !dense;
+      VisitOperands(inst, [&](char kind, int64_t r) {
+        if (kind == 'd' || (inst.op == Opcode::kKillRegister && kind == 'r')) defines(r);
+      });
+      if (inst.op == Opcode::kRet || inst.op == Opcode::kInvokeShapeFunc || inst.op == Opcode::kKillRegister) continue;
+      VisitOperands(inst, [&](char kind, int64_t r) {
+        if ((kind == 'r' || kind == 'o') && r >= 0) dense_read[static_cast<size_t>(r)] = 1;
+      });
     }
   }
   return OkStatus();
@@ -472,10 +477,15 @@ StatusOr<TensorPtr> VirtualMachine::CopyOf(const TensorPtr& t) {
 }
 
 StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis,
-                                                 const TensorPtr& bound, const std::string& output, bool dense) {
+                                                 const TensorPtr& bound, const ValueDesc& desc, bool dense) {
+  const std::string& output = desc.name;
   auto refuse = [&](const std::string& why) { return InvalidArgument("Concat for output '" + output + "': " + why); };
   if (parts.empty()) return refuse("no inputs");
   const TensorPtr& first = parts[0];
+  if (first->dtype != desc.dtype) {
+    return refuse("input 0 is " + std::string(DTypeName(first->dtype)) + ", the output " +
+                  std::string(DTypeName(desc.dtype)));
+  }
   const size_t rank = first->shape.size();
   if (static_cast<size_t>(axis) >= rank) {
     return refuse("axis " + std::to_string(axis) + " of a rank-" + std::to_string(rank) + " input");
@@ -796,7 +806,7 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
           if (!t) return not_tensor(r);
           parts.push_back(*t);
         }
-        auto grown = ConcatAppend(parts, s[2], bound_outputs[s[1]], fn.outputs[s[1]].name,
+        auto grown = ConcatAppend(parts, s[2], bound_outputs[s[1]], fn.outputs[s[1]],
                                   dense_appends_[static_cast<size_t>(fn_index)][pc]);
         if (!grown.ok()) return fail(grown.status());
         regs[s[0]] = std::move(grown).value();
@@ -913,6 +923,10 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         for (size_t i = 0; i < outs.size(); ++i) {
           const TensorPtr* t = tensor_at(outs[i]);
           if (!t) return not_tensor(outs[i]);
+          if ((*t)->view()) {
+            // Its rows are other views' too (an executable built so by hand).
+            return fail(InvalidArgument("a kernel output is a tensor grown in place (ConcatAppend)"));
+          }
           out_refs[i] = (*t)->Ref();
         }
         Status st = kernel_devices_[s[0]]->BeforeKernelLaunch();
@@ -1024,10 +1038,12 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         auto out = Allocate(*allocator_, dtype, shape);
         if (!out.ok()) return fail(out.status());
         size_t offset = 0;
-        for (const auto& t : items) {
-          Status st = device.CopyOnDevice(static_cast<std::byte*>((*out)->data()) + offset, t->data(), t->nbytes());
+        for (const auto& item : items) {
+          auto t = DenseTensor(*allocator_, item);  // a view (an executable built so by hand)
+          if (!t.ok()) return fail(t.status());
+          Status st = device.CopyOnDevice(static_cast<std::byte*>((*out)->data()) + offset, (*t)->data(), (*t)->nbytes());
           if (!st.ok()) return fail(st);
-          offset += t->nbytes();
+          offset += (*t)->nbytes();
         }
         regs[s[0]] = std::move(out).value();
         break;

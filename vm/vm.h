@@ -271,11 +271,11 @@ class VirtualMachine {
              std::vector<Value>& outputs, Profiler* profiler);
   // A new device tensor holding `t`'s values (an element of a returned sequence).
   StatusOr<TensorPtr> CopyOf(const TensorPtr& t);
-  // ConcatAppend of `parts` along `axis` for output `output` (`bound`: its bound
-  // buffer, or null); see opcodes.def. `dense`: into a new dense tensor (its readers
+  // ConcatAppend of `parts` along `axis` for the function's output `output` (`bound`:
+  // its bound buffer, or null); see opcodes.def. `dense`: into a new dense tensor (its readers
   // take no view; dense_appends_).
   StatusOr<TensorPtr> ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis, const TensorPtr& bound,
-                                   const std::string& output, bool dense);
+                                   const ValueDesc& output, bool dense);
   // AllocateTensor, counted (device_allocations_ too when `allocator` is allocator_).
   StatusOr<TensorPtr> Allocate(Allocator& allocator, DType dtype, const Shape& shape);
   // The tensor of AllocPlanned: a view of `fn`'s arena in memory space `space`.

@@ -1095,6 +1095,32 @@ TEST_F(VmTest, ConcatAppendIsDenseForADenseReaderAndABoundOutput) {
   EXPECT_NE(mismatch.status().message().find("bound to output 'present'"), std::string::npos);
 }
 
+// What only a hand-built executable does with ConcatAppend is an error, not a write
+// into other views' rows: a kernel writing its result, an output of another dtype.
+TEST_F(VmTest, ConcatAppendRefusesAKernelWritingItsResultAndAnotherDtype) {
+  ExecutableDef overwrite = AppendDef(/*relu_of_past=*/true);
+  overwrite.functions[0].code[3] = {Opcode::kInvokeKernel, {0}, {{0}, {2}}};  // Relu(past) -> present
+  auto exe = Executable::FromDef(overwrite, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 1, 3}, Rows(0, 1)), Input({2, 1, 3}, Rows(1, 1))}).ok());
+  auto out = (*vm)->Invoke(0);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("grown in place"), std::string::npos) << out.status().ToString();
+
+  ExecutableDef other_dtype = AppendDef(/*relu_of_past=*/true);
+  other_dtype.functions[0].outputs[0].dtype = DType::kInt8;
+  exe = Executable::FromDef(other_dtype, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  vm = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_TRUE((*vm)->SetInputs(0, {Input({2, 1, 3}, Rows(0, 1)), Input({2, 1, 3}, Rows(1, 1))}).ok());
+  out = (*vm)->Invoke(0);
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("int8"), std::string::npos) << out.status().ToString();
+}
+
 TEST_F(VmTest, InjectedDeviceFaultFailsTheKernelAndHoldsUntilReset) {
   RunControl control;
   std::unique_ptr<VirtualMachine> vm = SpinVm(control);
