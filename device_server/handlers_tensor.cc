@@ -75,9 +75,9 @@ Status Session::TensorWrite(wire::TensorWrite::Reader req, rpc::Frame& frame, wi
     pending_write_.reset();  // when in place, it was this very tensor
     REMEX_ASSIGN_OR_RETURN(t, Lookup<vm::TensorPtr>(handle));
     if (t->view()) {
-      return InvalidArgument("tensorWrite: tensor " + std::to_string(handle) + " is " + ShapeToString(t->shape) +
-                             " of a buffer a model grows in place (" + ShapeToString(t->physical) +
-                             "): write a new tensor");
+      return InvalidArgument("tensorWrite: tensor " + std::to_string(handle) + " is " +
+                             ShapeToString(t->shape) + " of a buffer a model grows in place (" +
+                             ShapeToString(t->physical) + "): write a new tensor");
     }
     if (req.getDesc().getDtype() != 0) {
       REMEX_ASSIGN_OR_RETURN(auto desc, rpc::ReadTensorDesc(req.getDesc()));

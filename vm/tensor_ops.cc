@@ -69,7 +69,8 @@ StatusOr<const void*> HostView(Device& device, const Tensor& t, std::vector<std:
     const auto* base = static_cast<const std::byte*>(t.data());
     for (int64_t r = 0; r < rows; ++r) {
       REMEX_RETURN_IF_ERROR(device.CopyToHost(scratch.data() + static_cast<size_t>(r * run) * elem,
-                                              base + static_cast<size_t>(r * stride) * elem, static_cast<size_t>(run) * elem));
+                                              base + static_cast<size_t>(r * stride) * elem,
+                                              static_cast<size_t>(run) * elem));
     }
     return static_cast<const void*>(scratch.data());
   }

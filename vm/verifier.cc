@@ -246,8 +246,8 @@ class FunctionVerifier {
               if (!check) break;
               REMEX_RETURN_IF_ERROR(need(pc, r, kMayBeTensor));
               if (regs[r].space != Space::kDevice) {
-                return Error(pc, "ConcatAppend of %" + std::to_string(r) + ", which holds " + space_name(regs[r].space) +
-                                     ", not device memory");
+                return Error(pc, "ConcatAppend of %" + std::to_string(r) + ", which holds " +
+                                     space_name(regs[r].space) + ", not device memory");
               }
             }
             regs[s[0]] = TensorReg(Holds::kOutput, Space::kDevice);
@@ -578,7 +578,8 @@ class FunctionVerifier {
       case Opcode::kConcatAppend: {
         const ValueDesc& out = fn_.outputs[inst.scalars[1]];
         if (out.kind != ValueKind::kTensor) {
-          return Error(pc, "ConcatAppend for output '" + out.name + "', which is a " + ValueKindName(out.kind));
+          return Error(pc,
+                       "ConcatAppend for output '" + out.name + "', which is a " + ValueKindName(out.kind));
         }
         if (inst.lists[0].empty()) return Error(pc, "ConcatAppend of no tensors");
         break;

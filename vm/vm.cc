@@ -202,7 +202,8 @@ Status VirtualMachine::CreateKernels(const kernels::KernelRegistry& registry) {
       VisitOperands(inst, [&](char kind, int64_t r) {
         if (kind == 'd' || (inst.op == Opcode::kKillRegister && kind == 'r')) defines(r);
       });
-      if (inst.op == Opcode::kRet || inst.op == Opcode::kInvokeShapeFunc || inst.op == Opcode::kKillRegister) continue;
+      if (inst.op == Opcode::kRet || inst.op == Opcode::kInvokeShapeFunc || inst.op == Opcode::kKillRegister)
+        continue;
       VisitOperands(inst, [&](char kind, int64_t r) {
         if ((kind == 'r' || kind == 'o') && r >= 0) dense_read[static_cast<size_t>(r)] = 1;
       });
@@ -479,7 +480,9 @@ StatusOr<TensorPtr> VirtualMachine::CopyOf(const TensorPtr& t) {
 StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& parts, int64_t axis,
                                                  const TensorPtr& bound, const ValueDesc& desc, bool dense) {
   const std::string& output = desc.name;
-  auto refuse = [&](const std::string& why) { return InvalidArgument("Concat for output '" + output + "': " + why); };
+  auto refuse = [&](const std::string& why) {
+    return InvalidArgument("Concat for output '" + output + "': " + why);
+  };
   if (parts.empty()) return refuse("no inputs");
   const TensorPtr& first = parts[0];
   if (first->dtype != desc.dtype) {
@@ -521,9 +524,10 @@ StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& p
   }
   if (bound) {
     if (bound->dtype != first->dtype || bound->shape != out) {
-      return InvalidArgument("buffer bound to output '" + output + "' is " + std::string(DTypeName(bound->dtype)) +
-                             " " + ShapeToString(bound->shape) + " but this call produces " +
-                             std::string(DTypeName(first->dtype)) + " " + ShapeToString(out));
+      return InvalidArgument("buffer bound to output '" + output + "' is " +
+                             std::string(DTypeName(bound->dtype)) + " " + ShapeToString(bound->shape) +
+                             " but this call produces " + std::string(DTypeName(first->dtype)) + " " +
+                             ShapeToString(out));
     }
     REMEX_RETURN_IF_ERROR(write_parts(*bound, 0, 0));
     return bound;
@@ -531,7 +535,8 @@ StatusOr<TensorPtr> VirtualMachine::ConcatAppend(const std::vector<TensorPtr>& p
   // In place: after the first input's rows, which end where its buffer's filled rows
   // do (no other view has grown past them), inside its room.
   if (first->view() && first->axis == static_cast<int>(axis) && first->filled &&
-      *first->filled == first->shape[a] && first->physical[a] >= out[a] && first->buffer->owner() == allocator_.get()) {
+      *first->filled == first->shape[a] && first->physical[a] >= out[a] &&
+      first->buffer->owner() == allocator_.get()) {
     auto grown = std::make_shared<Tensor>(*first);
     grown->shape = out;
     REMEX_RETURN_IF_ERROR(write_parts(*grown, 1, first->shape[a]));
@@ -1041,7 +1046,8 @@ Status VirtualMachine::Run(int fn_index, const std::vector<Value>& inputs,
         for (const auto& item : items) {
           auto t = DenseTensor(*allocator_, item);  // a view (an executable built so by hand)
           if (!t.ok()) return fail(t.status());
-          Status st = device.CopyOnDevice(static_cast<std::byte*>((*out)->data()) + offset, (*t)->data(), (*t)->nbytes());
+          Status st = device.CopyOnDevice(static_cast<std::byte*>((*out)->data()) + offset, (*t)->data(),
+                                          (*t)->nbytes());
           if (!st.ok()) return fail(st);
           offset += (*t)->nbytes();
         }

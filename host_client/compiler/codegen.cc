@@ -231,8 +231,8 @@ class CodeGenerator {
   // `present = Concat(past, new)` along the sequence axis, the present fed back as the
   // next step's past).
   int64_t AppendAxis(const Node& node) const {
-    if (node.op != "Concat" || node.host || depth_ != 0 || node.outputs.size() != 1 || node.inputs.size() < 2 ||
-        !node.regions.empty() || !output_index_.count(node.outputs[0])) {
+    if (node.op != "Concat" || node.host || depth_ != 0 || node.outputs.size() != 1 ||
+        node.inputs.size() < 2 || !node.regions.empty() || !output_index_.count(node.outputs[0])) {
       return -1;
     }
     for (int in : node.inputs) {

@@ -233,8 +233,10 @@ TEST(CompilerTest, OutputThatIsAnInputIsCopied) {
 // cache in place, vm/opcodes.def); a Concat of anything else stays a kernel.
 TEST(CompilerTest, AConcatOfAGrowingInputIntoAnOutputIsAnAppend) {
   OnnxModelBuilder b(13);
-  b.Input("past", onnx::TensorProto::FLOAT, {1, 2, -1, 2}).Input("new", onnx::TensorProto::FLOAT, {1, 2, 1, 2});
-  b.Output("present", onnx::TensorProto::FLOAT, {1, 2, -1, 2}).Output("pair", onnx::TensorProto::FLOAT, {1, 2, 2, 2});
+  b.Input("past", onnx::TensorProto::FLOAT, {1, 2, -1, 2})
+      .Input("new", onnx::TensorProto::FLOAT, {1, 2, 1, 2});
+  b.Output("present", onnx::TensorProto::FLOAT, {1, 2, -1, 2})
+      .Output("pair", onnx::TensorProto::FLOAT, {1, 2, 2, 2});
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"past", "new"}, {"present"}), "axis", -2);
   OnnxModelBuilder::IntAttr(b.Node("Concat", {"new", "new"}, {"pair"}), "axis", 2);
   auto graph = ImportOnnxBytes(b.Bytes(), Registry());
@@ -244,7 +246,7 @@ TEST(CompilerTest, AConcatOfAGrowingInputIntoAnOutputIsAnAppend) {
   EXPECT_EQ(CountOp(*def, vm::Opcode::kConcatAppend), 1);
   EXPECT_EQ(testing::CountKernels(*def, "Concat"), 1);
   const std::vector<float> past = {0, 1, 2, 3, 10, 11, 12, 13};  // [1, 2, 2, 2]
-  const std::vector<float> next = {4, 5, 14, 15};                 // [1, 2, 1, 2]
+  const std::vector<float> next = {4, 5, 14, 15};                // [1, 2, 1, 2]
   std::vector<Shape> shapes;
   auto out = testing::RunFloat32Outputs(*def, {{1, 2, 2, 2}, {1, 2, 1, 2}}, {past, next}, &shapes);
   ASSERT_EQ(out.size(), 2u);

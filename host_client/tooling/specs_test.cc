@@ -203,7 +203,8 @@ TEST(SpecsTest, CompileForDeviceMakesTheChoicesLeftOpen) {
   EXPECT_TRUE(given_nhwc.options.nhwc_pooling);
   EXPECT_NE(given_nhwc.changes.find("pooling NHWC"), std::string::npos) << given_nhwc.changes;
   EXPECT_EQ(CompileForDevice(&gpu, float_model, nhwc).changes, "");
-  EXPECT_EQ(CompileForDevice(&cpu, int8_model, nhwc).changes, "") << "int8 MaxPool follows without the option";
+  EXPECT_EQ(CompileForDevice(&cpu, int8_model, nhwc).changes, "")
+      << "int8 MaxPool follows without the option";
   DeviceCompile no_convolutions = CompileForDevice(&cpu, ModelTraits{}, open);
   EXPECT_EQ(no_convolutions.options.layout, compiler::Layout::kNchw);
   EXPECT_EQ(no_convolutions.changes, "");

@@ -319,7 +319,8 @@ Status CopyBox(Device& device, const Tensor& src, const Tensor& dst, int axis, i
       doff += (idx + (static_cast<int>(i) == axis ? at : 0)) * ds[i];
     }
     if (split == axis && at != 0) doff += at * ds[static_cast<size_t>(axis)];  // (a scalar has no axis 0)
-    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(d + static_cast<size_t>(doff) * elem, s + static_cast<size_t>(so) * elem,
+    REMEX_RETURN_IF_ERROR(device.CopyOnDevice(d + static_cast<size_t>(doff) * elem,
+                                              s + static_cast<size_t>(so) * elem,
                                               static_cast<size_t>(run) * elem));
   }
   return OkStatus();

@@ -4,11 +4,11 @@
 // The CPU kernel walks the output in blocks of kBlock elements. Per block it loads (or
 // gathers, where an input broadcasts; a per-channel operand of an NHWC value is read
 // from one repeated copy instead, and one of an NCHW value is a uniform operand, read
-// once per channel's run, the blocks split at the runs) each input into a block-sized slot buffer, runs
-// every instruction over the block, and stores the last result; intermediate values
-// stay in the slot buffers (a few KiB, in L1/L2) and never reach memory. float32 and
-// float64 inputs that are not broadcast are read in place, and the last instruction
-// writes straight into the output.
+// once per channel's run, the blocks split at the runs) each input into a block-sized
+// slot buffer, runs every instruction over the block, and stores the last result;
+// intermediate values stay in the slot buffers (a few KiB, in L1/L2) and never reach
+// memory. float32 and float64 inputs that are not broadcast are read in place, and the
+// last instruction writes straight into the output.
 
 #include "kernels/ops/fused/fused.h"
 
@@ -289,10 +289,14 @@ template <typename C>
 [[gnu::always_inline]] inline void Exec(FusedOpcode op, const C* a, const C* b, const C* c, C* d, int64_t len,
                                         bool b_uniform) {
   switch (op) {
-    case FusedOpcode::kAdd: return Map2(scalar::Add(), a, b, d, len, b_uniform);
-    case FusedOpcode::kSub: return Map2(scalar::Sub(), a, b, d, len, b_uniform);
-    case FusedOpcode::kMul: return Map2(scalar::Mul(), a, b, d, len, b_uniform);
-    case FusedOpcode::kDiv: return Map2(scalar::Div(), a, b, d, len, b_uniform);
+    case FusedOpcode::kAdd:
+      return Map2(scalar::Add(), a, b, d, len, b_uniform);
+    case FusedOpcode::kSub:
+      return Map2(scalar::Sub(), a, b, d, len, b_uniform);
+    case FusedOpcode::kMul:
+      return Map2(scalar::Mul(), a, b, d, len, b_uniform);
+    case FusedOpcode::kDiv:
+      return Map2(scalar::Div(), a, b, d, len, b_uniform);
     case FusedOpcode::kPow:
       // scalar::Pow's shortcuts, tested once for a uniform exponent.
       if (b_uniform && b[0] == C(2)) {
@@ -303,8 +307,10 @@ template <typename C>
         Map2(scalar::Pow(), a, b, d, len, b_uniform);
       }
       return;
-    case FusedOpcode::kMin: return Map2(scalar::Min(), a, b, d, len, b_uniform);
-    case FusedOpcode::kMax: return Map2(scalar::Max(), a, b, d, len, b_uniform);
+    case FusedOpcode::kMin:
+      return Map2(scalar::Min(), a, b, d, len, b_uniform);
+    case FusedOpcode::kMax:
+      return Map2(scalar::Max(), a, b, d, len, b_uniform);
     case FusedOpcode::kRelu: return Map1(scalar::Relu(), a, d, len);
     case FusedOpcode::kSigmoid: return Map1(scalar::Sigmoid(), a, d, len);
     case FusedOpcode::kTanh: return Map1(scalar::Tanh(), a, d, len);
@@ -316,8 +322,10 @@ template <typename C>
     case FusedOpcode::kReciprocal: return Map1(scalar::Reciprocal(), a, d, len);
     case FusedOpcode::kErf: return Map1(scalar::Erf(), a, d, len);
     case FusedOpcode::kHardSwish: return Map1(scalar::HardSwish(), a, d, len);
-    case FusedOpcode::kLeakyRelu: return Map2(scalar::LeakyRelu(), a, b, d, len, b_uniform);
-    case FusedOpcode::kSwish: return Map2(scalar::Swish(), a, b, d, len, b_uniform);
+    case FusedOpcode::kLeakyRelu:
+      return Map2(scalar::LeakyRelu(), a, b, d, len, b_uniform);
+    case FusedOpcode::kSwish:
+      return Map2(scalar::Swish(), a, b, d, len, b_uniform);
     case FusedOpcode::kGelu: return Map1(scalar::Gelu(), a, d, len);
     case FusedOpcode::kHardSigmoid: return Map3(scalar::HardSigmoid(), a, b, c, d, len);
     case FusedOpcode::kClip: return Map3(scalar::Clip(), a, b, c, d, len);
@@ -348,17 +356,17 @@ REMEX_CPU_CLONES void ExecClones(FusedOpcode op, const double* a, const double* 
 
 // Where an input's elements come from, per block.
 enum class InputKind {
-  kInPlace,  // Not broadcast, read where it lies (float32, float64).
-  kConvert,  // Not broadcast, converted into its slot per block (float16).
-  kScalar,   // One element, filled into its slot once.
-  kGather,   // Broadcast: gathered into its slot per block.
-  kPeriodic, // Broadcast along all but its innermost dims (a per-channel [1, 1, 1, C]
-             // operand of an NHWC value): its values repeat with period C along the
-             // output, read from one copy of them repeated past a block's length.
-  kRun,      // Broadcast along the output's innermost dims (a per-channel [C, 1, 1]
-             // operand of an NCHW value: one value per H * W run), where every
-             // broadcast input that is not kPeriodic runs as long: blocks then stay
-             // within a run, and the input is uniform in each (its value read per run).
+  kInPlace,   // Not broadcast, read where it lies (float32, float64).
+  kConvert,   // Not broadcast, converted into its slot per block (float16).
+  kScalar,    // One element, filled into its slot once.
+  kGather,    // Broadcast: gathered into its slot per block.
+  kPeriodic,  // Broadcast along all but its innermost dims (a per-channel [1, 1, 1, C]
+              // operand of an NHWC value): its values repeat with period C along the
+              // output, read from one copy of them repeated past a block's length.
+  kRun,       // Broadcast along the output's innermost dims (a per-channel [C, 1, 1]
+              // operand of an NCHW value: one value per H * W run), where every
+              // broadcast input that is not kPeriodic runs as long: blocks then stay
+              // within a run, and the input is uniform in each (its value read per run).
 };
 
 // Period of a kPeriodic input at most (its repeated copy is C + kBlock elements a part).
@@ -551,10 +559,12 @@ class FusedKernel final : public ValidatedKernel {
     // run's first kBlock, next kBlock, ... (`per_run` blocks a run).
     const int64_t per_run = runs ? (run_len + kBlock - 1) / kBlock : 0;
     const int64_t run_count = runs ? n / run_len : 0;
-    const int64_t blocks = !runs                 ? (n + kBlock - 1) / kBlock
+    const int64_t blocks = !runs                ? (n + kBlock - 1) / kBlock
                            : runs_per_block > 1 ? (run_count + runs_per_block - 1) / runs_per_block
                                                 : run_count * per_run;
-    const int64_t block_len = !runs ? kBlock : runs_per_block > 1 ? runs_per_block * run_len : std::min(run_len, kBlock);
+    const int64_t block_len = !runs                ? kBlock
+                              : runs_per_block > 1 ? runs_per_block * run_len
+                                                   : std::min(run_len, kBlock);
     const int64_t grain = std::max<int64_t>(1, kGrainBlocks * kBlock / block_len);
     // Blocks are independent: the compute threads take contiguous runs of them, each
     // with its own slots.
@@ -632,7 +642,8 @@ class FusedKernel final : public ValidatedKernel {
                   return Load(x[off]);
                 };
                 if (runs_per_block > 1) {
-                  for (int64_t i = 0; i < len; i += run_len) std::fill_n(buf(k) + i, run_len, value_of(run + i / run_len));
+                  for (int64_t i = 0; i < len; i += run_len)
+                    std::fill_n(buf(k) + i, run_len, value_of(run + i / run_len));
                 } else if (fill[k]) {
                   std::fill_n(buf(k), kBlock, value_of(run));
                 } else {

@@ -211,7 +211,8 @@ TEST(FusedElementwiseTest, PerChannelOperandsOfAChannelsFirstValue) {
     // so its slot is filled) and one read as a uniform b: Max(b - x, s).
     const int64_t small = 7;
     std::vector<float> x2(static_cast<size_t>(n * c * small * small));
-    for (size_t i = 0; i < x2.size(); ++i) x2[i] = static_cast<float>(static_cast<int64_t>(i % 29) - 14) / 4.0f;
+    for (size_t i = 0; i < x2.size(); ++i)
+      x2[i] = static_cast<float>(static_cast<int64_t>(i % 29) - 14) / 4.0f;
     Attributes a2 = Program({Op(FusedOpcode::kSub), 2, 0, -1, Op(FusedOpcode::kMax), 3, 1, -1});
     out = r.Run("FusedElementwise", a2,
                 {HostTensor::Of<float>({n, c, small, small}, x2), HostTensor::Of<float>({c, 1, 1}, s),

@@ -301,8 +301,8 @@ struct AvgPoolCase {
 // CTest's name of each case (gtest_discover_tests) is what this prints: every field, so
 // that it is unique and the same in every build (gtest's default prints raw bytes).
 void PrintTo(const AvgPoolCase& c, std::ostream* os) {
-  *os << "x" << ShapeToString(c.x) << " kernel" << ShapeToString(c.kernel) << " strides" << ShapeToString(c.strides)
-      << " pads" << ShapeToString(c.pads) << (c.ceil_mode ? " ceil_mode" : "")
+  *os << "x" << ShapeToString(c.x) << " kernel" << ShapeToString(c.kernel) << " strides"
+      << ShapeToString(c.strides) << " pads" << ShapeToString(c.pads) << (c.ceil_mode ? " ceil_mode" : "")
       << (c.count_include_pad ? " count_include_pad" : "") << " " << c.auto_pad
       << (c.dilations.empty() ? "" : " dilations" + ShapeToString(c.dilations));
 }
@@ -326,8 +326,8 @@ TEST_P(AveragePoolRandomTest, MatchesDirectComputation) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const Shape& os = (*out)[0].shape;
   // Reference: pads and extents computed here per ONNX.
-  int64_t in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
-          pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+  int64_t in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pb[3] = {0, 0, 0},
+          pe[3] = {0, 0, 0}, d[3] = {1, 1, 1};
   for (size_t i = 0; i < nsp; ++i) {
     const size_t j = 3 - nsp + i;
     in[j] = c.x[2 + i];
@@ -412,7 +412,7 @@ INSTANTIATE_TEST_SUITE_P(
                     .strides = {3},
                     .pads = {2, 1},
                     .ceil_mode = false,
-                    .count_include_pad = true},                                          // 1-D.
+                    .count_include_pad = true},                                        // 1-D.
         AvgPoolCase{.x = {1, 2, 4, 5, 6}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}},  // 3-D.
         AvgPoolCase{.x = {1, 3, 9, 10},
                     .kernel = {2, 3},

@@ -753,7 +753,8 @@ class AveragePoolKernel final : public ValidatedKernel {
             const int64_t rows = counted[0][o0] * counted[1][o1];
             for (int64_t o = 0; o < out2; ++o) {
               const int64_t count = rows * counted[2][o];
-              yrow[o] = Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN() : sum[o] / static_cast<C>(count));
+              yrow[o] =
+                  Store<T>(count == 0 ? std::numeric_limits<C>::quiet_NaN() : sum[o] / static_cast<C>(count));
             }
           }
         }

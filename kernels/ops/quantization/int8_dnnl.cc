@@ -313,7 +313,8 @@ void DnnlQConv::AddResidual(const QConvCall& call, const ConvDims& d, const void
       const int64_t o1 = r % out[1], o0 = r / out[1] % out[0], b = r / (out[0] * out[1]);
       const int64_t y_row = (o0 * out[1] + o1) * out[2];
       for (const Tap& e : taps) {
-        const int64_t i0 = o0 * stride[0] + e.t0 * dil[0] - pad[0], i1 = o1 * stride[1] + e.t1 * dil[1] - pad[1];
+        const int64_t i0 = o0 * stride[0] + e.t0 * dil[0] - pad[0],
+                      i1 = o1 * stride[1] + e.t1 * dil[1] - pad[1];
         if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1]) continue;
         const int64_t in_row = (i0 * in[1] + i1) * in[2];
         for (int64_t o2 = 0; o2 < out[2]; ++o2) {
