@@ -28,10 +28,12 @@ sanitized_check_deps "${install[@]}"
 export REMEX_BUILD_DIR=$sanitized_build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# As many tests at a time as cores (scripts/test.sh runs one more): under the sanitizers
-# the tests are CPU-bound, a third job gained 5 % of their wall time, and the timing
-# checks of the wire and farm tests have less margin (docs/benchmarks.md, "CI wall time").
-export REMEX_TEST_JOBS=${REMEX_TEST_JOBS:-$(nproc)}
+# Tests at a time (REMEX_TEST_JOBS): scripts/test.sh's default, the cores plus one.
+# Since remex and remex-server start without relocating themselves
+# (REMEX_PROGRAM_LINK_OPTIONS, scripts/sanitized-tree.sh) and OpenMP's threads sleep
+# (OMP_WAIT_POLICY), two jobs kept 1.6 of the two cores busy, and a third took the suite
+# from 458-479 s to 405 s on them (docs/benchmarks.md, "The CLI and the server not
+# position-independent").
 
 # Scope: the tests of what runs untrusted input and the device, which is what the
 # sanitizers are for: the VM, the kernels, the wire, the server and the client, the

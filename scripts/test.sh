@@ -29,7 +29,7 @@
 # in the tests"). The servers and benchmarks users run keep the runtimes' default.
 # REMEX_TEST_JOBS: how many tests run at once (default: the cores plus one, as many of
 # the tests wait on servers, Redis, browsers or their own timeouts part of the time;
-# scripts/test-sanitized.sh sets the cores).
+# the sanitized suite too).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

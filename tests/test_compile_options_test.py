@@ -4,13 +4,17 @@ executables and nothing else, REMEX_HOST_TOOLING_COMPILE_OPTIONS those of the ho
 tooling that no fuzz target links and nothing else: the sanitized tree
 (scripts/sanitized-tree.sh) compiles those at -O0 without libFuzzer's coverage, and a
 library or fuzz target object that caught the options would lose its optimisation or
-the fuzzer's coverage.
+the fuzzer's coverage. REMEX_PROGRAM_LINK_OPTIONS reaches the link lines of remex and
+remex-server and no other: the sanitized tree links those two -no-pie, and a test program
+or fuzz target so linked reports OpenMP's thread data as leaked.
 
 Configures the real tree (no build) in a temporary folder with a probe definition as
 each option and reads its compile_commands.json: every object of a `*_test` executable
 has the test probe, every object of the libraries (`remex*`) and of the fuzz targets
 (`fuzz_*`) has not, and no other object has it; the tooling probe is in the objects of
-the host tooling targets only, and no fuzz target's link line names one of them.
+the host tooling targets only, and no fuzz target's link line names one of them; the
+link probe is on the link lines of the two programs and not on those of a test program,
+a fuzz target or the embedded server's library.
 
 Usage: test_compile_options_test.py [unittest arguments]
 """
@@ -25,6 +29,7 @@ import unittest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = "-DREMEX_TEST_OBJECT_PROBE=1"
 TOOLING_PROBE = "-DREMEX_HOST_TOOLING_PROBE=1"
+LINK_PROBE = "-Wl,--defsym=remex_program_link_probe=0"
 # CMakeLists.txt's remex_host_tooling: their libraries' files as a link line names them.
 TOOLING = {"remex": None, "remex_tooling": "libremex_tooling.a", "remex_results": "libremex_results.a",
            "remex_client": "libremex_client.a", "remex_farm": "libremex_farm.a", "remex-server": None,
@@ -41,7 +46,8 @@ class TestCompileOptionsTest(unittest.TestCase):
         subprocess.run(
             ["cmake", "-G", "Ninja", "-S", REPO, "-B", build, "-DREMEX_CUDA=OFF",
              "-DREMEX_PYTHON=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-             f"-DREMEX_TEST_COMPILE_OPTIONS={PROBE}", f"-DREMEX_HOST_TOOLING_COMPILE_OPTIONS={TOOLING_PROBE}"],
+             f"-DREMEX_TEST_COMPILE_OPTIONS={PROBE}", f"-DREMEX_HOST_TOOLING_COMPILE_OPTIONS={TOOLING_PROBE}",
+             f"-DREMEX_PROGRAM_LINK_OPTIONS={LINK_PROBE}"],
             check=True, stdout=subprocess.DEVNULL)
         cls.build = build
         with open(os.path.join(build, "compile_commands.json")) as f:
@@ -87,12 +93,23 @@ class TestCompileOptionsTest(unittest.TestCase):
         for target, probes in targets.items():
             self.assertEqual(probes, {target in TOOLING}, target)
 
+    def link_line(self, output):
+        out = subprocess.run(["ninja", "-C", self.build, "-t", "commands", output],
+                             check=True, capture_output=True, text=True).stdout
+        link = out.strip().splitlines()[-1]
+        self.assertIn(f"-o {output}", link)
+        return link
+
+    def test_program_link_options_reach_the_two_programs_only(self):
+        for program in ("host_client/cli/remex", "device_server/remex-server"):
+            self.assertIn(LINK_PROBE, self.link_line(program), program)
+        for other in ("kernels/kernels_test", "tests/farm_test", "tests/fuzz/fuzz_server",
+                      "host_client/cli/libremex_embedded.so"):
+            self.assertNotIn(LINK_PROBE, self.link_line(other), other)
+
     def test_no_fuzz_target_links_the_host_tooling(self):
         for fuzz in FUZZ_TARGETS:
-            out = subprocess.run(["ninja", "-C", self.build, "-t", "commands", f"tests/fuzz/{fuzz}"],
-                                 check=True, capture_output=True, text=True).stdout
-            link = out.strip().splitlines()[-1]
-            self.assertIn(f"-o tests/fuzz/{fuzz}", link)
+            link = self.link_line(f"tests/fuzz/{fuzz}")
             self.assertIn("libremex_base.a", link)
             for target, library in TOOLING.items():
                 if library:
