@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <fcntl.h>
 #include <memory>
 #include <string>
@@ -23,18 +25,29 @@
 
 namespace remex::testing {
 
+// A path that tests/CMakeLists.txt gives relative to the folder the test programs are
+// built in (REMEX_*_BUILT), resolved against the running program's own folder: no object
+// names the tree's folder, so a clone elsewhere hits the compiler cache.
+inline std::string BuiltPath(const char* relative) {
+  std::error_code ec;
+  const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (program.parent_path() / relative).lexically_normal().string();
+}
+
 // The path of a binary the tests start: the environment variable `name` when set (a
 // bundle unpacked elsewhere, scripts/gpu-bundle), else where the build put it.
-inline const char* TestBinary(const char* name, const char* built) {
+inline std::string TestBinary(const char* name, const char* built) {
   const char* v = std::getenv(name);
-  return v && *v ? v : built;
+  return v && *v ? std::string(v) : BuiltPath(built);
 }
 
 }  // namespace remex::testing
 
-// remex-server and remex, as REMEX_SERVER_BIN / REMEX_CLI_BIN name them or as built.
+// remex-server and remex, as REMEX_SERVER_BIN / REMEX_CLI_BIN name them or as built, and
+// the source tree (std::string each).
 #define REMEX_SERVER_BIN ::remex::testing::TestBinary("REMEX_SERVER_BIN", REMEX_SERVER_BIN_BUILT)
 #define REMEX_CLI_BIN ::remex::testing::TestBinary("REMEX_CLI_BIN", REMEX_CLI_BIN_BUILT)
+#define REMEX_SOURCE_DIR ::remex::testing::BuiltPath(REMEX_SOURCE_DIR_BUILT)
 
 namespace remex::testing {
 

@@ -24,7 +24,7 @@ using remex::testing::ExpectServesAddRelu;
 using remex::testing::RunCommand;
 using remex::testing::ServerProcess;
 
-std::string Pki(const std::string& name) { return std::string(REMEX_TLS_DIR) + "/" + name; }
+std::string Pki(const std::string& name) { return remex::testing::BuiltPath(REMEX_TLS_DIR_BUILT) + "/" + name; }
 
 std::vector<std::string> TlsServerArgs(const std::string& cert = "server") {
   return {"--tls-cert", Pki(cert + ".pem"), "--tls-key", Pki(cert + ".key")};

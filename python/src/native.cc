@@ -822,8 +822,8 @@ PYBIND11_MODULE(_native, m) {
   namespace tooling = remex::tooling;
   m.doc() = "The compiled half of the Remex Python client; use the `remex` package.";
   // The project's version (CMake's PROJECT_VERSION, base/version.h) and the commit built.
-  m.attr("version") = remex::kRemexVersion;
-  m.attr("commit") = remex::kRemexCommit;
+  m.attr("version") = py::str(remex::kRemexVersion);
+  m.attr("commit") = py::str(remex::kRemexCommit);
   // Python runs signal handlers on its main thread: only calls made there are
   // interrupted by Ctrl-C (InterruptScope).
   g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
