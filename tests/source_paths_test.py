@@ -29,7 +29,7 @@ CHECKED = re.compile(r"\.(cc|h|cu|cuh|def|md|py|sh|cmake|txt|capnp|toml)$|(^|/)C
 EXTENSIONS = r"(?:cc|h|cu|cuh|def|md|py|sh|cmake|capnp|toml|json|ts|js|html)"
 NOT_CHECKED = {"docs/benchmarks.md", "tests/source_paths_test.py"}  # this file lists INVENTED
 # Build outputs, written into the build tree.
-GENERATED = re.compile(r"\.capnp\.(h|c\+\+)$|^base/version\.h$")
+GENERATED = re.compile(r"\.capnp\.(h|c\+\+)$|^base/version\.cc$")
 # A placeholder for any file: the name in capitals.
 PLACEHOLDER = re.compile(r"/[A-Z][A-Z0-9_]*\.[a-z]+$")
 # Paths a test program invents for a tree of its own: {file: {path, ...}}.
