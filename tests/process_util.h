@@ -23,16 +23,9 @@
 #include <utility>
 #include <vector>
 
-namespace remex::testing {
+#include "tests/built_path.h"
 
-// A path that tests/CMakeLists.txt gives relative to the folder the test programs are
-// built in (REMEX_*_BUILT), resolved against the running program's own folder: no object
-// names the tree's folder, so a clone elsewhere hits the compiler cache.
-inline std::string BuiltPath(const char* relative) {
-  std::error_code ec;
-  const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (program.parent_path() / relative).lexically_normal().string();
-}
+namespace remex::testing {
 
 // The path of a binary the tests start: the environment variable `name` when set (a
 // bundle unpacked elsewhere, scripts/gpu-bundle), else where the build put it.

@@ -16,8 +16,16 @@ the host tooling targets only, and no fuzz target's link line names one of them;
 link probe is on the link lines of the two programs and not on those of a test program,
 a fuzz target or the embedded server's library.
 
+No object names the folder of the tree or of the build, so that a clone in another
+folder (each CI run's) hits the compiler cache: no compile definition holds either path
+(but REMEX_EMBEDDED_BUILD_PATH, on its one-line file), and the test batch files
+(CMakeLists.txt's remex_unity_batches) include their sources by relative paths. The tree
+is configured with REMEX_CUDA=AUTO, so the CUDA tests are checked where CUDA is
+installed.
+
 Usage: test_compile_options_test.py [unittest arguments]
 """
+import glob
 import json
 import os
 import re
@@ -36,6 +44,8 @@ TOOLING = {"remex": None, "remex_tooling": "libremex_tooling.a", "remex_results"
            "remex_embedded": None}
 FUZZ_TARGETS = ("fuzz_frame", "fuzz_server", "fuzz_executable", "fuzz_onnx_import")
 TARGET_DIR = re.compile(r"CMakeFiles/([^/]+)\.dir/")
+# A -DNAME=VALUE of a compile command, its value up to the next space.
+DEFINITION = re.compile(r"-D(\w+)=(\S+)")
 
 
 class TestCompileOptionsTest(unittest.TestCase):
@@ -44,7 +54,7 @@ class TestCompileOptionsTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         build = os.path.join(cls.tmp.name, "build")
         subprocess.run(
-            ["cmake", "-G", "Ninja", "-S", REPO, "-B", build, "-DREMEX_CUDA=OFF",
+            ["cmake", "-G", "Ninja", "-S", REPO, "-B", build, "-DREMEX_CUDA=AUTO",
              "-DREMEX_PYTHON=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
              f"-DREMEX_TEST_COMPILE_OPTIONS={PROBE}", f"-DREMEX_HOST_TOOLING_COMPILE_OPTIONS={TOOLING_PROBE}",
              f"-DREMEX_PROGRAM_LINK_OPTIONS={LINK_PROBE}"],
@@ -106,6 +116,34 @@ class TestCompileOptionsTest(unittest.TestCase):
         for other in ("kernels/kernels_test", "tests/farm_test", "tests/fuzz/fuzz_server",
                       "host_client/cli/libremex_embedded.so"):
             self.assertNotIn(LINK_PROBE, self.link_line(other), other)
+
+    def test_no_compile_definition_names_the_tree_or_the_build(self):
+        folders = (os.path.realpath(REPO), os.path.realpath(self.build), REPO, self.build)
+        checked = 0
+        for entry in self.entries:
+            for name, value in DEFINITION.findall(entry["command"]):
+                checked += 1
+                if name == "REMEX_EMBEDDED_BUILD_PATH":
+                    self.assertTrue(entry["file"].endswith("host_client/tooling/embedded_build_path.cc"),
+                                    entry["file"])
+                    continue
+                path = value.replace("\\", "").strip('"')
+                for folder in folders:
+                    self.assertFalse(path == folder or path.startswith(folder + os.sep),
+                                     f"{entry['file']}: -D{name}={value}")
+        self.assertGreater(checked, 100)
+
+    def test_test_batches_include_relative_paths(self):
+        batches = glob.glob(os.path.join(self.build, "**", "CMakeFiles", "*", "batches", "batch_*.cc"),
+                            recursive=True)
+        self.assertGreater(len(batches), 10)
+        for batch in batches:
+            with open(batch) as f:
+                includes = re.findall(r'^#include "([^"]+)"', f.read(), re.M)
+            self.assertTrue(includes, batch)
+            for path in includes:
+                self.assertFalse(os.path.isabs(path), f"{batch}: #include \"{path}\"")
+                self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(batch), path)), f"{batch}: {path}")
 
     def test_no_fuzz_target_links_the_host_tooling(self):
         for fuzz in FUZZ_TARGETS:

@@ -16,11 +16,11 @@
 #include "base/version.h"
 #include "device_server/embedded_abi.h"
 
-#ifndef REMEX_EMBEDDED_BUILD_PATH
-#define REMEX_EMBEDDED_BUILD_PATH ""
-#endif
-
 namespace remex::tooling {
+
+// libremex_embedded.so in the build tree (embedded_build_path.cc), "" when unknown.
+extern const char kEmbeddedBuildPath[];
+
 namespace {
 
 constexpr char kLibraryName[] = "libremex_embedded.so";
@@ -58,7 +58,7 @@ std::vector<std::string> Candidates() {
       out.push_back((dir.parent_path() / "lib" / kLibraryName).string());
     }
   }
-  if (*REMEX_EMBEDDED_BUILD_PATH != '\0') out.push_back(REMEX_EMBEDDED_BUILD_PATH);
+  if (kEmbeddedBuildPath[0] != '\0') out.push_back(kEmbeddedBuildPath);
   return out;
 }
 

@@ -8,7 +8,8 @@
 //   2. libremex_embedded.so beside the program or shared object holding this code (the
 //      remex executable; the Python module remex/_native*.so), then in ../lib from it
 //      (an installed bin/ and lib/ layout, the GPU bundle);
-//   3. the build tree it was built in (REMEX_EMBEDDED_BUILD_PATH), while it exists.
+//   3. the build tree it was built in (REMEX_EMBEDDED_BUILD_PATH, which
+//      embedded_build_path.cc holds), while it exists.
 // The library stays loaded until the process ends.
 #pragma once
 

@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/op_table.h"
+#include "tests/built_path.h"
 
 namespace remex::kernels {
 namespace {
@@ -66,7 +67,8 @@ TEST(CudaCoverage, EveryCudaKernelRanUnderEmulation) {
   }
   std::set<std::string> kernels;
   const std::regex global(R"(__global__\s+void\s+(\w+)\s*\()");
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(REMEX_CUDA_SOURCE_DIR)) {
+  const std::string source_dir = ::remex::testing::BuiltPath(REMEX_CUDA_SOURCE_DIR_BUILT);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir)) {
     if (entry.path().extension() != ".cu") continue;
     std::ifstream in(entry.path());
     std::stringstream text;
@@ -76,7 +78,7 @@ TEST(CudaCoverage, EveryCudaKernelRanUnderEmulation) {
       kernels.insert((*it)[1].str());
     }
   }
-  ASSERT_GT(kernels.size(), 30u) << "found too few kernels in " << REMEX_CUDA_SOURCE_DIR;
+  ASSERT_GT(kernels.size(), 30u) << "found too few kernels in " << source_dir;
   std::set<std::string> never;
   for (const std::string& k : kernels) {
     if (!ran.count(k)) never.insert(k);

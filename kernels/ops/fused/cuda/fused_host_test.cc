@@ -50,13 +50,16 @@
 #include "kernels/internal.h"
 #include "kernels/scalar_ops.h"
 #include "kernels/test_util.h"
+#include "tests/built_path.h"
 
 #ifndef REMEX_HOST_CXX
 #error "REMEX_HOST_CXX (the host C++ compiler's path) must be defined"
 #endif
-#ifndef REMEX_HOST_INCLUDE_DIR
-#error "REMEX_HOST_INCLUDE_DIR (the directory holding kernels/) must be defined"
+#ifndef REMEX_HOST_INCLUDE_DIR_BUILT
+#error "REMEX_HOST_INCLUDE_DIR_BUILT (the directory holding kernels/, relative to this program's) must be defined"
 #endif
+// The directory holding kernels/ (the source tree), as a std::string.
+#define REMEX_HOST_INCLUDE_DIR ::remex::testing::BuiltPath(REMEX_HOST_INCLUDE_DIR_BUILT)
 
 namespace remex::kernels {
 namespace fused_host_test {
@@ -337,7 +340,7 @@ std::vector<Case> SpecialCases(DType dtype) {
 // when the header changes): every line of the header but its #pragma once and its
 // #includes is in the generated source, in order.
 TEST(FusedHostRun, SourceEmbedsTheScalarOpsHeader) {
-  std::ifstream header(std::string(REMEX_HOST_INCLUDE_DIR) + "/kernels/scalar_ops.h");
+  std::ifstream header(REMEX_HOST_INCLUDE_DIR + "/kernels/scalar_ops.h");
   ASSERT_TRUE(header.good());
   auto source =
       cuda::GenerateFusedKernelSource({Op(FusedOpcode::kHardSwish), 0, -1, -1}, {}, 1, DType::kFloat32);

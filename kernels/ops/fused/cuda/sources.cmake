@@ -39,6 +39,9 @@ add_executable(fused_host_test ${CMAKE_CURRENT_LIST_DIR}/fused_host_test.cc ${CM
                                ${REMEX_SCALAR_OPS_INC})
 target_include_directories(fused_host_test PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 target_link_libraries(fused_host_test PRIVATE remex_kernels GTest::gtest_main ${CMAKE_DL_LIBS})
+# The source tree relative to the test's folder (tests/built_path.h): no absolute path of
+# the clone in a compile definition, so another clone hits the compiler cache.
+file(RELATIVE_PATH remex_fused_host_include_built ${CMAKE_CURRENT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 target_compile_definitions(fused_host_test PRIVATE REMEX_HOST_CXX="${CMAKE_CXX_COMPILER}"
-                           REMEX_HOST_INCLUDE_DIR="${PROJECT_SOURCE_DIR}")
+                           REMEX_HOST_INCLUDE_DIR_BUILT="${remex_fused_host_include_built}")
 remex_discover_tests(fused_host_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
