@@ -270,6 +270,27 @@ class Client::Impl {
       CountSent(frames);
       return OkStatus();
     }
+    size_t sent = 0;
+    if (!stream_.tls()) {
+      // Plaintext: what the socket takes now goes in one sendmsg (a pipeline of any
+      // number of frames, where Asio's write takes 16 buffers a call and goes through
+      // the io_context for the rest: a second write, after the server had answered
+      // the first part). Only what the socket buffer cannot take waits below, with the
+      // replies read meanwhile.
+      error_code ec;
+      sent = detail::WriteAvailable(socket_.native_handle(), buffers, ec);
+      bytes_sent_ += sent;
+      if (ec) {
+        Disarm();
+        return Break(Unavailable("sending frame: " + ec.message()));
+      }
+      if (sent == asio::buffer_size(buffers)) {
+        Disarm();
+        CountSent(frames);
+        return OkStatus();
+      }
+      buffers = detail::SkipBytes(buffers, sent);
+    }
     bool done = false;
     error_code ec;
     size_t n = 0;

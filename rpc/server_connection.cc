@@ -22,20 +22,6 @@ constexpr size_t kMaxLingerBytes = 4u << 20;
 // server's encode threads (ServerOptions::encode_threads), not on the I/O thread.
 constexpr uint64_t kOffThreadEncodeBytes = uint64_t{1} << 20;
 
-// `buffers` without their first `n` bytes.
-std::vector<asio::const_buffer> Skip(const std::vector<asio::const_buffer>& buffers, size_t n) {
-  std::vector<asio::const_buffer> rest;
-  for (const asio::const_buffer& b : buffers) {
-    if (n >= b.size()) {
-      n -= b.size();
-      continue;
-    }
-    rest.push_back(b + n);
-    n = 0;
-  }
-  return rest;
-}
-
 }  // namespace
 
 void LogLine(const ServerOptions& options, const std::string& line) {
@@ -587,7 +573,7 @@ void Connection::WriteCorked() {
     sent = WriteNow(ec);
     if (ec || sent == asio::buffer_size(out_buffers_)) return OnWritten(ec, sent);
     write_progress_at_ = std::chrono::steady_clock::now();
-    out_buffers_ = Skip(out_buffers_, sent);
+    out_buffers_ = SkipBytes(out_buffers_, sent);
   }
   stream_.AsyncWrite(out_buffers_,
                     [weak = weak_from_this()] {
@@ -596,22 +582,7 @@ void Connection::WriteCorked() {
                     [self = shared_from_this(), sent](error_code ec, size_t n) { self->OnWritten(ec, sent + n); });
 }
 
-size_t Connection::WriteNow(error_code& ec) {
-  IovCursor rest(out_buffers_);
-  size_t sent = 0;
-  while (!rest.done()) {
-    msghdr msg = rest.Message();
-    ssize_t k = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) ec = error_code(errno, boost::system::system_category());
-      break;
-    }
-    sent += static_cast<size_t>(k);
-    rest.Advance(static_cast<size_t>(k));
-  }
-  return sent;
-}
+size_t Connection::WriteNow(error_code& ec) { return WriteAvailable(socket_.native_handle(), out_buffers_, ec); }
 
 void Connection::OnWritten(const error_code& ec, size_t n) {
   CancelDeadline();

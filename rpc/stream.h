@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -125,6 +126,43 @@ class IovCursor {
   std::vector<iovec> iov_;
   size_t next_ = 0;
 };
+
+// `buffers` without their first `n` bytes.
+inline std::vector<asio::const_buffer> SkipBytes(const std::vector<asio::const_buffer>& buffers, size_t n) {
+  std::vector<asio::const_buffer> rest;
+  for (const asio::const_buffer& b : buffers) {
+    if (n >= b.size()) {
+      n -= b.size();
+      continue;
+    }
+    rest.push_back(b + n);
+    n = 0;
+  }
+  return rest;
+}
+
+// Writes what the plaintext socket `fd` takes now of `buffers`, without blocking
+// (sendmsg with MSG_DONTWAIT, IOV_MAX pieces a call, so a many-frame gather write is one
+// system call, where Asio's async_write takes 16 buffers a call and goes through the
+// io_context for the rest). Returns the bytes written; `ec` is set on an error other
+// than a full socket buffer. Both ends' plaintext paths write this way first (client.cc,
+// the server's Connection::WriteNow) and leave only the rest to an async write.
+inline size_t WriteAvailable(int fd, const std::vector<asio::const_buffer>& buffers, error_code& ec) {
+  IovCursor rest(buffers);
+  size_t sent = 0;
+  while (!rest.done()) {
+    msghdr msg = rest.Message();
+    ssize_t k = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) ec = error_code(errno, boost::system::system_category());
+      break;
+    }
+    sent += static_cast<size_t>(k);
+    rest.Advance(static_cast<size_t>(k));
+  }
+  return sent;
+}
 
 // A connection's byte stream: the TCP socket, or TLS over it. Reads and writes go
 // through TLS once it is enabled; socket() is always the TCP socket (readiness waits,

@@ -360,6 +360,30 @@ TEST_F(TransportTest, PipelinedRepliesShareOneWrite) {
   EXPECT_EQ(server_->totals().writes.load() - before, 1u);
 }
 
+// A pipeline of many frames reaches the server in one write, however many buffers it
+// takes (each ping is two: header and message). Asio's async write took 16 buffers a
+// system call and sent the rest after a round through the io_context, so the server read
+// the first eight requests alone, answered them, and then the rest: two replies' writes
+// where one does.
+TEST_F(TransportTest, ManyFramePipelineIsOneWrite) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  OutFrame first = Ping(1000);
+  ASSERT_TRUE(client->Call(first).ok());
+  for (int round = 0; round < 20; ++round) {
+    const uint64_t before = server_->totals().writes.load();
+    std::vector<OutFrame> frames;
+    for (uint64_t i = 0; i < 40; ++i) frames.push_back(Ping(100 + i));
+    ASSERT_TRUE(client->SendMany(frames).ok());
+    for (uint64_t i = 0; i < 40; ++i) {
+      StatusOr<Frame> reply = client->Receive();
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      EXPECT_EQ(PongPayload(*reply), 100 + i);
+    }
+    EXPECT_EQ(server_->totals().writes.load() - before, 1u) << "round " << round;
+  }
+}
+
 TEST_F(TransportTest, ServerCloseIsUnavailable) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
