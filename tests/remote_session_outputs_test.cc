@@ -227,6 +227,52 @@ TEST_F(RemoteSessionTest, DownloadIntoACallerBufferAndWriteInPlace) {
   EXPECT_TRUE(s->Ping().ok());
 }
 
+// A decoder's `present = Concat(past, new)` fed back as the next `past` grows in a
+// buffer with room (ConcatAppend, vm/README.md "Tensors grown in place"): each present
+// is a view of that buffer. tensorWrite into such a view is refused, in place or not, and
+// leaves every view and the next append as they were.
+TEST_F(RemoteSessionTest, TensorWriteIntoAGrowingCacheIsRefused) {
+  OnnxModelBuilder b(13);
+  b.Input("past", onnx::TensorProto::FLOAT, {1, 2, -1, 2}).Input("new", onnx::TensorProto::FLOAT, {1, 2, 1, 2});
+  b.Output("present", onnx::TensorProto::FLOAT, {1, 2, -1, 2});
+  OnnxModelBuilder::IntAttr(b.Node("Concat", {"past", "new"}, {"present"}), "axis", -2);
+  auto s = Connect();
+  uint64_t vm = LoadVm(*s, b);
+  auto past = s->Upload(Floats({1, 2, 1, 2}, {0, 1, 10, 11}));
+  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  std::vector<uint64_t> presents;
+  uint64_t cache = past->handle;
+  for (float step = 1; step <= 2; ++step) {
+    auto next = s->Upload(Floats({1, 2, 1, 2}, {2 * step, 2 * step + 1, 10 + 2 * step, 11 + 2 * step}));
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    ASSERT_TRUE(s->SetInputs(vm, "main", {cache, next->handle}).ok());
+    auto out = s->Invoke(vm, "main");
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    cache = out->outputs[0].handle;
+    presents.push_back(cache);
+  }
+  const std::vector<float> second = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15};  // [1, 2, 3, 2]
+  ASSERT_EQ(ToFloats(*s->Download(cache)), second);
+  const std::vector<float> ones(12, 1.0f);
+  std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(ones.data()), ones.size() * 4);
+  for (uint64_t view : presents) {
+    const std::vector<int64_t> shape = {1, 2, view == cache ? 3 : 2, 2};
+    std::span<const std::byte> exact = bytes.first(static_cast<size_t>(shape[2]) * 4 * 4);
+    Status st = s->Write(view, DType::kFloat32, shape, exact);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("grows in place"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(ToFloats(*s->Download(presents[0])), (std::vector<float>{0, 1, 2, 3, 10, 11, 12, 13}));
+  EXPECT_EQ(ToFloats(*s->Download(cache)), second);
+  // The cache grows on from the refused view as before.
+  auto next = s->Upload(Floats({1, 2, 1, 2}, {6, 7, 16, 17}));
+  ASSERT_TRUE(s->SetInputs(vm, "main", {cache, next->handle}).ok());
+  auto out = s->Invoke(vm, "main");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(ToFloats(*s->Download(out->outputs[0].handle)),
+            (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 17}));
+}
+
 TEST_F(RemoteSessionTest, ClientNamedHandlesAreChecked) {
   auto s = Connect();
   uint64_t vm = LoadVm(*s, AddReluModel());
