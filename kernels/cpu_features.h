@@ -12,11 +12,11 @@ namespace remex::kernels {
 // ops run an int16 GEMM. Cheap after the first call; thread-safe.
 bool CpuHasInt8DotProducts();
 
-// Whether oneDNN's float32 convolutions run fastest channels-last on this CPU: AVX-512,
-// where its brgemm convolutions take NHWC activations as they are (measured on
-// ResNet-50's convolutions: docs/benchmarks.md), where the blocked layouts it picks
-// otherwise cost a reorder of X and Y around every call. Cheap after the first call;
-// thread-safe.
+// Whether oneDNN's float32 convolutions run fastest channels-last on this CPU: AVX2 or
+// later, where its convolutions take NHWC activations as they are (brgemm ones on
+// AVX-512, jit:avx2 and jit_1x1:avx2 ones on AVX2), where the blocked layouts it picks
+// otherwise cost a reorder of X and Y around every call (measured on ResNet-50,
+// DenseNet-121 and PP-OCR: docs/benchmarks.md). Cheap after the first call; thread-safe.
 bool CpuHasChannelsLastFloatConvolutions();
 
 // Whether oneDNN has Winograd float32 convolutions on this CPU (AVX-512: its F(2x2, 3x3)

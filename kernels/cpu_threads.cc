@@ -56,21 +56,24 @@ namespace {
 
 // oneDNN's effective instruction set, in the terms of cpu_features.h.
 struct CpuIsa {
-  bool avx512_core = false;  // AVX-512 F, BW, VL, DQ: its brgemm convolutions
+  bool avx2 = false;         // AVX2 or later: its jit convolutions take NHWC as it is
+  bool avx512_core = false;  // AVX-512 F, BW, VL, DQ: its brgemm and Winograd convolutions
   bool int8_dot = false;     // AVX512-VNNI or AVX-VNNI
 };
 
 const CpuIsa& Isa() {
   static const CpuIsa isa = [] {
     switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx2:
+        return CpuIsa{true, false, false};
       case dnnl::cpu_isa::avx2_vnni:
-        return CpuIsa{false, true};
+        return CpuIsa{true, false, true};
       case dnnl::cpu_isa::avx512_core:
-        return CpuIsa{true, false};
+        return CpuIsa{true, true, false};
       case dnnl::cpu_isa::avx512_core_vnni:
       case dnnl::cpu_isa::avx512_core_bf16:
       case dnnl::cpu_isa::avx512_core_amx:
-        return CpuIsa{true, true};
+        return CpuIsa{true, true, true};
       default:
         return CpuIsa{};
     }
@@ -82,7 +85,7 @@ const CpuIsa& Isa() {
 
 bool CpuHasInt8DotProducts() { return Isa().int8_dot; }
 
-bool CpuHasChannelsLastFloatConvolutions() { return Isa().avx512_core; }
+bool CpuHasChannelsLastFloatConvolutions() { return Isa().avx2; }
 
 bool CpuHasWinogradConvolutions() { return Isa().avx512_core; }
 

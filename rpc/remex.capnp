@@ -58,7 +58,7 @@ struct DeviceInfo {
   memoryBytes @2 :UInt64;
   bytesInUse @3 :UInt64;  # device memory held by live tensors of all sessions
   int8ChannelsLast @4 :Bool;  # its int8 convolutions run fastest channels-last (the CPU device with VNNI)
-  floatChannelsLast @5 :Bool;  # its float convolutions run fastest channels-last, and its pooling takes NHWC (the CPU device with AVX-512)
+  floatChannelsLast @5 :Bool;  # its float convolutions run fastest channels-last, and its pooling takes NHWC (the CPU device with AVX2 or AVX-512)
 }
 
 struct Request {

@@ -78,7 +78,7 @@ StatusOr<LoadedExecutable> LoadExecutable(const std::string& model, const compil
 //   (DeviceInfo::int8_channels_last: the CPU device on a CPU with int8 dot products,
 //   VNNI; kernels/ops/quantization/int8_dnnl.h), or with float Conv nodes on a device
 //   whose float convolutions do (DeviceInfo::float_channels_last: the CPU device on a
-//   CPU with AVX-512), which spares each convolution the reorders of its input and
+//   CPU with AVX2 or AVX-512), which spares each convolution the reorders of its input and
 //   output; otherwise NCHW.
 // - nhwc_pooling: on for the CPU device, whose pooling kernels take NHWC (the layout
 //   pass then keeps float pooling channels-last too).

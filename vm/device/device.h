@@ -59,7 +59,7 @@ struct DeviceCapabilities {
   // compile then defaults to NHWC for a model with them (tooling::CompileForDevice).
   bool int8_channels_last = false;
   // Its float32 convolutions run fastest channels-last and its MaxPool, AveragePool and
-  // GlobalAveragePool kernels take NHWC: the CPU device on a CPU with AVX-512
+  // GlobalAveragePool kernels take NHWC: the CPU device on a CPU with AVX2 or AVX-512
   // (kernels::CpuHasChannelsLastFloatConvolutions). Clients compile float models with
   // convolutions NHWC for it by default (tooling::CompileForDevice).
   bool float_channels_last = false;
