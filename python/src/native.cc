@@ -203,11 +203,20 @@ class Core {
     }
   }
 
-  // Handles whose Python objects went away: freed now when the session is idle, else by
-  // the next call.
+  // Handles whose Python objects went away: freed by one free request written with the
+  // next call's requests (a decode loop drops its step's cache tensors one by one: one
+  // request for them all, not one each). That is when a free sent at once would reach
+  // the server too: the client holds an unanswered request until its next write
+  // (rpc::Client::SendUnanswered). At kMaxPendingFrees handles they are handed on at
+  // once when the session is idle, so that one request stays small.
   void Release(std::vector<uint64_t> handles) {
-    WhenIdle([&] { (void)session_->client().FreeWithoutReply(handles); },  // one already gone is nothing to free
-             [&] { pending_.insert(pending_.end(), handles.begin(), handles.end()); });
+    size_t waiting = 0;
+    {
+      std::lock_guard<std::mutex> p(pending_mu_);
+      pending_.insert(pending_.end(), handles.begin(), handles.end());
+      waiting = pending_.size();
+    }
+    if (waiting >= kMaxPendingFrees) WhenIdle([] {}, [] {});  // FlushLocked, when idle
   }
 
   // A model's VM and module, when its Python object goes away (as Release).
@@ -263,7 +272,8 @@ class Core {
   std::mutex mu_;
   std::unique_ptr<tooling::InteractiveSession> session_;
   std::mutex pending_mu_;
-  std::vector<uint64_t> pending_;
+  static constexpr size_t kMaxPendingFrees = 1024;
+  std::vector<uint64_t> pending_;  // handles to free with the next request
   std::vector<tooling::SessionModel*> pending_models_;
 };
 

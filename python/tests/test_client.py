@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import threading
+import urllib.request
 
 import numpy as np
 import pytest
@@ -437,6 +438,39 @@ def test_handles_are_freed_with_their_objects_no_leak_after_10000(session, model
     m.close()
     assert session.handles() == []
     assert session.info()["devices"][0]["bytes_in_use"] == 0
+
+
+def test_tensors_dropped_together_are_freed_by_one_request(models):
+    """A decode loop drops its step's cache tensors one by one: the next call frees them
+    with one free request (the server's /metrics counts requests by kind)."""
+    port = free_port()
+    server = Server("--threads", "1", "--metrics", f"127.0.0.1:{port}")
+    try:
+        def frees():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+            return sum(float(v) for v in re.findall(r'^remex_requests_total\{kind="free",code="[A-Z_]+"\} (\S+)$',
+                                                      text, re.M))
+        s = remex.connect(server.address)
+        kept = [s.upload(np.full((4,), i, np.float32)) for i in range(8)]
+        handles = {t.handle for t in kept}
+        before = frees()
+        del kept
+        gc.collect()
+        left = {h["handle"] for h in s.handles()}  # the next call: the frees go with it
+        assert not handles & left
+        assert frees() - before == 1
+        # At 1024 handles waiting they are handed on at once (one request stays small):
+        # 2500 dropped tensors, three free requests.
+        kept = [s.upload(np.zeros((1,), np.float32)) for _ in range(2500)]
+        before = frees()
+        del kept
+        gc.collect()
+        assert len(s.handles()) == 0
+        assert frees() - before == 3
+        s.close()
+    finally:
+        server.stop()
 
 
 def test_closing_the_session_ends_its_objects(server, models):
