@@ -534,16 +534,27 @@ void Connection::WriteEncoded(StatusOr<EncodedFrame> encoded, const EncodeOption
 }
 
 bool Connection::CanCork() {
-  // Held only while the peer's next request is here whole, so that it is served
-  // without waiting on the socket (a reply is never held while the server waits for
-  // its peer); only replies whose bytes are all their own (no attachment: a tensor's
+  // Held only while the peer's next request is here whole, attachments included, so that
+  // it is served without waiting on the socket (a reply is never held while the server
+  // waits for its peer; a request with attachments larger than the read-ahead is never
+  // whole there); only replies whose bytes are all their own (no attachment: a tensor's
   // bytes are sent from its memory, which a later request of the batch may change).
   if (stream_.tls() || closed_ || corked_.size() >= kMaxCorkedReplies || corked_bytes_ > kMaxCorkedBytes) return false;
   if (corked_.back().attachment_raw_bytes() != 0 || corked_.back().attachment_wire_bytes() != 0) return false;
   const std::span<const std::byte> ahead = ahead_.Peek();
   if (ahead.size() < kFrameHeaderSize) return false;
   StatusOr<FrameHeader> next = DecodeFrameHeader(ahead.first<kFrameHeaderSize>());
-  return next.ok() && next->attachment_count == 0 && ahead.size() - kFrameHeaderSize >= next->message_bytes;
+  if (!next.ok() || ahead.size() - kFrameHeaderSize < next->message_bytes) return false;
+  // Each attachment: its header, then its wire bytes. A header that does not decode is
+  // the request's error to report when it is read, not here.
+  size_t at = kFrameHeaderSize + next->message_bytes;
+  for (uint32_t i = 0; i < next->attachment_count; ++i) {
+    if (ahead.size() - at < kAttachmentHeaderSize) return false;
+    StatusOr<AttachmentHeader> a = DecodeAttachmentHeader(ahead.subspan(at, kAttachmentHeaderSize), options_.limits);
+    if (!a.ok() || ahead.size() - at - kAttachmentHeaderSize < a->wire_size) return false;
+    at += kAttachmentHeaderSize + a->wire_size;
+  }
+  return true;
 }
 
 void Connection::ReadNext() {

@@ -337,22 +337,26 @@ TEST_F(TransportTest, PipelinedRepliesShareOneWrite) {
   }
   EXPECT_EQ(server_->totals().writes.load() - before, 1u);
   // A reply with an attachment is written at once (its bytes may be a tensor's, which a
-  // later request could change), and so is the reply before a request with an
-  // attachment (not held while the server reads on): three writes for these three.
-  before = server_->totals().writes.load();
-  frames.clear();
-  frames.push_back(Ping(20));
-  frames.push_back(Ping(21));
-  frames.back().attachments.push_back(OwnedAttachment(std::vector<std::byte>(100, std::byte{7}), false, 0));
-  frames.push_back(Ping(22));
-  ASSERT_TRUE(client->SendMany(frames).ok());
-  for (uint64_t i = 0; i < 3; ++i) {
-    StatusOr<Frame> reply = client->Receive();
-    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-    EXPECT_EQ(PongPayload(*reply), 20 + i);
-    EXPECT_EQ(reply->attachments.size(), i == 1 ? 1u : 0u);
+  // later request could change), with the replies held before it. The reply before a
+  // request with a small attachment, read whole with it, is held: two writes for these
+  // three. Before one whose attachment is larger than the read-ahead (64 KiB) it is not
+  // held (the server would hold it while it reads on): three writes.
+  for (const size_t bytes : {size_t{100}, size_t{1} << 20}) {
+    before = server_->totals().writes.load();
+    frames.clear();
+    frames.push_back(Ping(20));
+    frames.push_back(Ping(21));
+    frames.back().attachments.push_back(OwnedAttachment(std::vector<std::byte>(bytes, std::byte{7}), false, 0));
+    frames.push_back(Ping(22));
+    ASSERT_TRUE(client->SendMany(frames).ok());
+    for (uint64_t i = 0; i < 3; ++i) {
+      StatusOr<Frame> reply = client->Receive();
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      EXPECT_EQ(PongPayload(*reply), 20 + i);
+      EXPECT_EQ(reply->attachments.size(), i == 1 ? 1u : 0u);
+    }
+    EXPECT_EQ(server_->totals().writes.load() - before, bytes == 100 ? 2u : 3u) << bytes << " bytes";
   }
-  EXPECT_EQ(server_->totals().writes.load() - before, 3u);
   // One request, one write.
   before = server_->totals().writes.load();
   OutFrame last = Ping(30);
