@@ -39,7 +39,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # compile options of remex's (`--dtype float16`: a float16 model kept in float16 on the CPU
 # device, where it is computed in float32 by default; `--layout NCHW`: the
 # convolutions' activations held channels-first, where the CPU device holds them
-# channels-last by default: int8 ones on a CPU with VNNI, float ones on a CPU with AVX-512)
+# channels-last by default: int8 ones on a CPU with VNNI, float ones on a CPU with AVX2)
 CASES = [
     ("ppocr-cls 1x3x48x192", "ppocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", "1x3x48x192", 20, 15, 10),
     ("ppocr-det 1x3x640x640", "ppocr/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640", 1, 15, 3),

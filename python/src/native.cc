@@ -4,10 +4,11 @@
 //
 // Threads: every call of a session takes the session's lock with the GIL released, so
 // other Python threads run while a request is on the wire, and two threads never
-// interleave requests on one connection. A Tensor or Model that goes away frees its
-// handles on the server at once when the session is idle, else with the session's
-// next call; a tensor's free goes with the session's next request, its reply not waited for
-// (client::Session::FreeWithoutReply).
+// interleave requests on one connection. A Tensor that goes away is freed on the server
+// by the session's next call: the tensors dropped since the last call in one free request
+// written with that call's, its reply not waited for (client::Session::FreeWithoutReply).
+// A Model that goes away is unloaded at once when the session is idle, else by the next
+// call.
 //
 // Ctrl-C: while a call made from the main thread runs, SIGINT also reaches a handler of
 // ours (before Python's own, which it calls), whose thread (tooling::Interrupter)
@@ -225,10 +226,13 @@ class Core {
   }
 
   // Closes the connection: the server frees every handle of the session.
+  // Closes the connection: the server frees every handle of the session, so nothing
+  // pending is freed any more.
   void Close() {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
     session_.reset();
+    DropPending();
   }
   bool closed() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -249,12 +253,20 @@ class Core {
       later();
       return;
     }
-    if (!session_) return;
+    if (!session_) return DropPending();  // closed: the server freed everything
     std::optional<py::gil_scoped_release> release;
     if (PyGILState_Check()) release.emplace();
     FlushLocked();
     now();
     lock.unlock();  // before the GIL is taken back
+  }
+
+  // What was left to free or unload, forgotten once the session is closed (Release keeps
+  // adding to it: at most kMaxPendingFrees before WhenIdle drops it again).
+  void DropPending() {
+    std::lock_guard<std::mutex> p(pending_mu_);
+    pending_.clear();
+    pending_models_.clear();
   }
 
   void FlushLocked() {
