@@ -21,6 +21,7 @@ namespace transport_test {
 
 using testing::Compressible;
 using testing::Ping;
+using testing::PingMany;
 using testing::PongPayload;
 using testing::Random;
 using testing::RawExchange;
@@ -267,15 +268,7 @@ TEST_F(TransportTest, ManyPipelinedSmallFramesAreAnsweredInOrder) {
   // in step.
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
-  std::vector<OutFrame> frames;
-  for (uint64_t i = 0; i < 200; ++i) frames.push_back(Ping(1000 + i));
-  ASSERT_TRUE(client->SendMany(frames).ok());
-  for (uint64_t i = 0; i < 200; ++i) {
-    StatusOr<Frame> reply = client->Receive();
-    ASSERT_TRUE(reply.ok()) << i << ": " << reply.status().ToString();
-    EXPECT_EQ(reply->request_id, frames[i].request_id);
-    EXPECT_EQ(PongPayload(*reply), 1000 + i);
-  }
+  ASSERT_NO_FATAL_FAILURE(PingMany(*client, 1000, 200));
   OutFrame ping = Ping(5);
   StatusOr<Frame> reply = client->Call(ping);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -308,14 +301,7 @@ TEST_F(TransportTest, UnansweredRequestsRepliesAreDroppedBeforeTheNextReply) {
   EXPECT_EQ(client->writes() - writes, 3u);
   EXPECT_EQ(server_->totals().frames_handled.load() - handled, 23u);
   // A pipeline of three is one more round trip.
-  std::vector<OutFrame> frames;
-  for (uint64_t i = 0; i < 3; ++i) frames.push_back(Ping(20 + i));
-  ASSERT_TRUE(client->SendMany(frames).ok());
-  for (uint64_t i = 0; i < 3; ++i) {
-    StatusOr<Frame> r = client->Receive();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(PongPayload(*r), 20 + i);
-  }
+  ASSERT_NO_FATAL_FAILURE(PingMany(*client, 20, 3));
   EXPECT_EQ(client->round_trips(), 2u);
 }
 
@@ -327,14 +313,7 @@ TEST_F(TransportTest, PipelinedRepliesShareOneWrite) {
   // Eight requests in one write: the server holds each reply while the next request is
   // already read whole, and writes the eight together.
   uint64_t before = server_->totals().writes.load();
-  std::vector<OutFrame> frames;
-  for (uint64_t i = 0; i < 8; ++i) frames.push_back(Ping(10 + i));
-  ASSERT_TRUE(client->SendMany(frames).ok());
-  for (uint64_t i = 0; i < 8; ++i) {
-    StatusOr<Frame> reply = client->Receive();
-    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-    EXPECT_EQ(PongPayload(*reply), 10 + i);
-  }
+  ASSERT_NO_FATAL_FAILURE(PingMany(*client, 10, 8));
   EXPECT_EQ(server_->totals().writes.load() - before, 1u);
   // A reply with an attachment is written at once (its bytes may be a tensor's, which a
   // later request could change), with the replies held before it. The reply before a
@@ -343,7 +322,7 @@ TEST_F(TransportTest, PipelinedRepliesShareOneWrite) {
   // held (the server would hold it while it reads on): three writes.
   for (const size_t bytes : {size_t{100}, size_t{1} << 20}) {
     before = server_->totals().writes.load();
-    frames.clear();
+    std::vector<OutFrame> frames;
     frames.push_back(Ping(20));
     frames.push_back(Ping(21));
     frames.back().attachments.push_back(OwnedAttachment(std::vector<std::byte>(bytes, std::byte{7}), false, 0));
@@ -376,14 +355,7 @@ TEST_F(TransportTest, ManyFramePipelineIsOneWrite) {
   ASSERT_TRUE(client->Call(first).ok());
   for (int round = 0; round < 20; ++round) {
     const uint64_t before = server_->totals().writes.load();
-    std::vector<OutFrame> frames;
-    for (uint64_t i = 0; i < 40; ++i) frames.push_back(Ping(100 + i));
-    ASSERT_TRUE(client->SendMany(frames).ok());
-    for (uint64_t i = 0; i < 40; ++i) {
-      StatusOr<Frame> reply = client->Receive();
-      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-      EXPECT_EQ(PongPayload(*reply), 100 + i);
-    }
+    ASSERT_NO_FATAL_FAILURE(PingMany(*client, 100, 40));
     EXPECT_EQ(server_->totals().writes.load() - before, 1u) << "round " << round;
   }
 }

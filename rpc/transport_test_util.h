@@ -87,6 +87,20 @@ inline uint64_t PongPayload(const Frame& frame) {
   return reply.isPong() ? reply.getPong().getPayload() : 0;
 }
 
+// Pings `first` .. `first + n - 1` in one SendMany and checks that the replies come back
+// in order, each answering its request (wrap the call in ASSERT_NO_FATAL_FAILURE).
+inline void PingMany(Client& client, uint64_t first, uint64_t n) {
+  std::vector<OutFrame> frames;
+  for (uint64_t i = 0; i < n; ++i) frames.push_back(Ping(first + i));
+  ASSERT_TRUE(client.SendMany(frames).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    StatusOr<Frame> reply = client.Receive();
+    ASSERT_TRUE(reply.ok()) << i << ": " << reply.status().ToString();
+    EXPECT_EQ(reply->request_id, frames[i].request_id);
+    EXPECT_EQ(PongPayload(*reply), first + i);
+  }
+}
+
 inline Status ReplyStatus(const Frame& frame) {
   capnp::FlatArrayMessageReader reader = frame.Reader();
   return ErrorFromReply(reader.getRoot<wire::Reply>());
