@@ -3,6 +3,7 @@ errors, handle lifetimes, isolation of sessions, and recurrent state kept on the
 device."""
 import gc
 import json
+import os
 import re
 import subprocess
 import threading
@@ -30,13 +31,21 @@ def test_info_names_the_server_and_protocol(session):
     assert info["name"] == "remex-server"
     assert info["protocol"] == "1.6"
     assert info["devices"][0]["name"] == "cpu"
-    # The CPU device's int8 convolutions are channels-last where the CPU has VNNI.
+    # The CPU device's int8 convolutions are channels-last where oneDNN uses VNNI, its
+    # float convolutions where it uses AVX2 or later: the CPU's flags, under the cap
+    # ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) may put on oneDNN's instruction set.
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    vnni = "avx512_vnni" in flags or "avx_vnni" in flags
+    order = ["SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI", "AVX512_CORE_BF16",
+             "AVX512_CORE_AMX"]
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
+
+    def allowed(isa):
+        return cap not in order or order.index(isa) <= order.index(cap)
+
+    vnni = ("avx512_vnni" in flags and allowed("AVX512_CORE_VNNI")) or ("avx_vnni" in flags and allowed("AVX2_VNNI"))
     assert info["devices"][0]["int8_channels_last"] is vnni
-    # Its float convolutions are channels-last where the CPU has AVX2 (oneDNN's avx2 or later).
-    assert info["devices"][0]["float_channels_last"] is ("avx2" in flags)
+    assert info["devices"][0]["float_channels_last"] is ("avx2" in flags and allowed("AVX2"))
     assert session.device.startswith("cpu")
     assert session.server.startswith("127.0.0.1:")
 
