@@ -531,6 +531,14 @@ TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
       EXPECT_EQ(RunQuantized("ConvInteger", window, in, ys, DType::kInt32, true, x_zp_constant),
                 RunQuantized("ConvInteger", window, in, ys, DType::kInt32, false, x_zp_constant));
     }
+    {
+      // 16 channels and more: X (uint8) and Y (int32) moved by our own transposes.
+      const Shape xs{2, 16, 9, 7}, ws{18, 16, 3, 3}, ys{2, 18, 9, 7};
+      const std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 2016)),
+                                          U8(ws, RandomValues<uint8_t>(rng, 2592)), U8({}, {131}), U8({}, {128})};
+      EXPECT_EQ(RunQuantized("ConvInteger", same, in, ys, DType::kInt32, true, x_zp_constant),
+                RunQuantized("ConvInteger", same, in, ys, DType::kInt32, false, x_zp_constant));
+    }
     struct Geometry {
       Shape xs, ws, ys;
       Attributes attrs;
@@ -541,7 +549,10 @@ TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
          Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{3, 3, 3, 3}}})},
         {{1, 32, 14, 14}, {24, 32, 1, 1}, {1, 24, 7, 7}, Attrs({{"strides", std::vector<int64_t>{2, 2}}})},
         {{1, 16, 14, 14}, {16, 16, 3, 3}, {1, 16, 7, 7},
-         Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}})}};
+         Attrs({{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}})},
+        // Batches, and X and Y of 16 channels or more moved between NCHW and oneDNN's
+        // channels-last by our own transposes (conv_common.h, MovePlainChannelsLast).
+        {{2, 24, 9, 11}, {20, 24, 3, 3}, {2, 20, 9, 11}, same}};
     for (const Geometry& geo : geometries) {
       for (DType y_dtype : {DType::kUint8, DType::kInt8}) {
         SCOPED_TRACE(ShapeToString(geo.ws));

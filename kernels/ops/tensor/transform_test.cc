@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/kernels.h"
+#include "kernels/ops/tensor/transpose_tiles.h"
 #include "kernels/test_util.h"
 
 namespace remex::kernels {
@@ -103,6 +104,33 @@ TEST(TransposeTest, Every4DPermutationMatchesTheReference) {
       EXPECT_EQ((*out)[0].Values<int32_t>(), NaiveTranspose(x, s, perm))
           << ShapeToString(s) << " perm " << perm[0] << perm[1] << perm[2] << perm[3];
     } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+}
+
+// TransposeMatrices, the convolutions' NCHW <-> channels-last moves (conv_common.h):
+// bytes in 16 x 16 register blocks and 4-byte elements in 4 x 4 ones, with edges that
+// are not multiples of either block or of the tile, over batches and both threads.
+template <typename E>
+void ExpectMatricesTransposed(int64_t batches, int64_t rows, int64_t cols) {
+  SCOPED_TRACE(std::to_string(sizeof(E)) + "-byte elements, " + std::to_string(batches) + " x " +
+               std::to_string(rows) + " x " + std::to_string(cols));
+  std::vector<E> x(static_cast<size_t>(batches * rows * cols)), y(x.size(), E{0});
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<E>(i * 2654435761u >> 7);
+  internal::TransposeMatrices(x.data(), y.data(), batches, rows, cols);
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(y[(b * cols + j) * rows + i], x[(b * rows + i) * cols + j]) << b << " " << i << " " << j;
+      }
+    }
+  }
+}
+
+TEST(TransposeTest, MatricesOfBytesAndWordsInRegisterBlocks) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {16, 16}, {3, 50}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256}}) {
+    ExpectMatricesTransposed<uint8_t>(2, rows, cols);
+    ExpectMatricesTransposed<uint32_t>(2, rows, cols);
   }
 }
 

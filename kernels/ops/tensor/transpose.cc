@@ -14,9 +14,66 @@
 
 #include "kernels/internal.h"
 #include "kernels/op_attrs.h"
+#include "kernels/ops/tensor/transpose_tiles.h"
 #include "kernels/transform_common.h"
 
 namespace remex::kernels::internal {
+
+#if defined(__SSE2__)
+namespace {
+
+// 16 x 16 bytes in registers: dst[j * ds + i] = src[i * ss + j]. Four rounds of
+// interleaves (bytes, then 2-, 4- and 8-byte units of rows ever further apart) leave
+// column 8h + 4g + 2e + f in the f-th half of round four's (h, g, e) result.
+inline __attribute__((always_inline)) void TransposeBytes16x16(const uint8_t* src, int64_t ss, uint8_t* dst,
+                                                               int64_t ds) {
+  __m128i a[16], b[16], c[16], d[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ss));
+  // b[2p + h]: columns 8h.. of rows 2p, 2p + 1 (16-bit units).
+  for (int p = 0; p < 8; ++p) {
+    b[2 * p] = _mm_unpacklo_epi8(a[2 * p], a[2 * p + 1]);
+    b[2 * p + 1] = _mm_unpackhi_epi8(a[2 * p], a[2 * p + 1]);
+  }
+  // c[4q + 2h + g]: columns 8h + 4g.. of rows 4q..4q + 3 (32-bit units).
+  for (int q = 0; q < 4; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      c[4 * q + 2 * h] = _mm_unpacklo_epi16(b[4 * q + h], b[4 * q + 2 + h]);
+      c[4 * q + 2 * h + 1] = _mm_unpackhi_epi16(b[4 * q + h], b[4 * q + 2 + h]);
+    }
+  }
+  // d[8o + 4h + 2g + e]: columns 8h + 4g + 2e.. of rows 8o..8o + 7 (64-bit units).
+  for (int o = 0; o < 2; ++o) {
+    for (int hg = 0; hg < 4; ++hg) {
+      d[8 * o + 2 * hg] = _mm_unpacklo_epi32(c[8 * o + hg], c[8 * o + 4 + hg]);
+      d[8 * o + 2 * hg + 1] = _mm_unpackhi_epi32(c[8 * o + hg], c[8 * o + 4 + hg]);
+    }
+  }
+  for (int k = 0; k < 8; ++k) {  // k = 4h + 2g + e: columns 2k and 2k + 1, all 16 rows
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k) * ds), _mm_unpacklo_epi64(d[k], d[8 + k]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k + 1) * ds), _mm_unpackhi_epi64(d[k], d[8 + k]));
+  }
+}
+
+}  // namespace
+#endif
+
+REMEX_CPU_CLONES void TransposeByteTile(const uint8_t* src, uint8_t* dst, int64_t r0, int64_t r1, int64_t c0,
+                                        int64_t c1, int64_t cs, int64_t rs) {
+  int64_t r = r0;
+#if defined(__SSE2__)
+  for (; r + 16 <= r1; r += 16) {
+    int64_t c = c0;
+    for (; c + 16 <= c1; c += 16) TransposeBytes16x16(src + c * cs + r, cs, dst + r * rs + c, rs);
+    for (; c < c1; ++c) {
+      for (int64_t i = 0; i < 16; ++i) dst[(r + i) * rs + c] = src[c * cs + r + i];
+    }
+  }
+#endif
+  for (; r < r1; ++r) {
+    for (int64_t c = c0; c < c1; ++c) dst[r * rs + c] = src[c * cs + r];
+  }
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -64,49 +121,12 @@ OpDef TransposeDef() {
   return def;
 }
 
-// One 2-D tile: dst[r * rs + c] = src[c * cs + r] for r in [r0, r1), c in [c0, c1).
-template <typename E>
-inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                          int64_t cs, int64_t rs) {
-  int64_t r = r0;
-#if defined(__SSE2__)
-  if constexpr (sizeof(E) == 4) {
-    // 4x4 blocks in registers: four strided row loads, four contiguous stores.
-    for (; r + 4 <= r1; r += 4) {
-      int64_t c = c0;
-      for (; c + 4 <= c1; c += 4) {
-        const E* s = src + c * cs + r;
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + cs));
-        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * cs));
-        const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * cs));
-        const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ef_lo = _mm_unpacklo_epi32(e, f);
-        const __m128i ab_hi = _mm_unpackhi_epi32(a, b), ef_hi = _mm_unpackhi_epi32(e, f);
-        E* d = dst + r * rs + c;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(ab_lo, ef_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + rs), _mm_unpackhi_epi64(ab_lo, ef_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * rs), _mm_unpacklo_epi64(ab_hi, ef_hi));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * rs), _mm_unpackhi_epi64(ab_hi, ef_hi));
-      }
-      for (; c < c1; ++c) {
-        for (int64_t i = 0; i < 4; ++i) dst[(r + i) * rs + c] = src[c * cs + r + i];
-      }
-    }
-  }
-#endif
-  for (; r < r1; ++r) {
-    const E* s = src + r;
-    E* d = dst + r * rs;
-    for (int64_t c = c0; c < c1; ++c) d[c] = s[c * cs];
-  }
-}
-
 // Transposes with the input's contiguous dim at output dim j and another dim last:
 // per combination of the other dims, a 2-D transpose in square tiles so that both
 // the strided reads and the contiguous writes stay in cache.
 template <typename E>
 void TiledTranspose(const E* src, E* dst, const StridedPlan& p, size_t j, int64_t total) {
-  constexpr int64_t kTile = sizeof(E) == 4 ? 32 : (64 / sizeof(E) < 8 ? 8 : 64 / sizeof(E));
+  constexpr int64_t kTile = kTransposeTile<E>;
   const size_t k = p.dims.size();
   std::vector<int64_t> out_stride(k);
   int64_t acc = 1;

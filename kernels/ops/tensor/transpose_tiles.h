@@ -1,0 +1,94 @@
+// Tiled 2-D transposes on the CPU: the Transpose kernel's tiles, and the NCHW <->
+// channels-last (NHWC) moves of the convolutions' activations where oneDNN's primitive
+// takes them channels-last (kernels/ops/nn/conv_common.h).
+#ifndef REMEX_KERNELS_OPS_TENSOR_TRANSPOSE_TILES_H_
+#define REMEX_KERNELS_OPS_TENSOR_TRANSPOSE_TILES_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "kernels/internal.h"
+
+namespace remex::kernels::internal {
+
+// TransposeTile of bytes (transpose.cc): 16 x 16 blocks in registers, built for the
+// CPU's vector extensions (REMEX_CPU_CLONES).
+void TransposeByteTile(const uint8_t* src, uint8_t* dst, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                       int64_t cs, int64_t rs);
+
+// One 2-D tile: dst[r * rs + c] = src[c * cs + r] for r in [r0, r1), c in [c0, c1).
+template <typename E>
+inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t cs,
+                          int64_t rs) {
+  int64_t r = r0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(E) == 4) {
+    // 4x4 blocks in registers: four strided row loads, four contiguous stores.
+    for (; r + 4 <= r1; r += 4) {
+      int64_t c = c0;
+      for (; c + 4 <= c1; c += 4) {
+        const E* s = src + c * cs + r;
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + cs));
+        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * cs));
+        const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * cs));
+        const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ef_lo = _mm_unpacklo_epi32(e, f);
+        const __m128i ab_hi = _mm_unpackhi_epi32(a, b), ef_hi = _mm_unpackhi_epi32(e, f);
+        E* d = dst + r * rs + c;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + rs), _mm_unpackhi_epi64(ab_lo, ef_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * rs), _mm_unpacklo_epi64(ab_hi, ef_hi));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 3 * rs), _mm_unpackhi_epi64(ab_hi, ef_hi));
+      }
+      for (; c < c1; ++c) {
+        for (int64_t i = 0; i < 4; ++i) dst[(r + i) * rs + c] = src[c * cs + r + i];
+      }
+    }
+  }
+#endif
+  if constexpr (sizeof(E) == 1) {
+    TransposeByteTile(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(dst), r0, r1, c0, c1, cs, rs);
+    return;
+  }
+  for (; r < r1; ++r) {
+    const E* s = src + r;
+    E* d = dst + r * rs;
+    for (int64_t c = c0; c < c1; ++c) d[c] = s[c * cs];
+  }
+}
+
+// The tile edge of TransposeTile's callers: square tiles whose strided reads and
+// contiguous writes stay in cache.
+template <typename E>
+constexpr int64_t kTransposeTile = sizeof(E) == 4 ? 32 : (64 / sizeof(E) < 8 ? 8 : 64 / sizeof(E));
+
+// dst[b][j][i] = src[b][i][j] for b < batches, i < rows, j < cols: each of `batches`
+// row-major [rows, cols] matrices transposed, in tiles shared out over the compute
+// threads (NCHW -> NHWC with rows C and cols H * W; NHWC -> NCHW the other way round).
+template <typename E>
+void TransposeMatrices(const E* src, E* dst, int64_t batches, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = kTransposeTile<E>;
+  const int64_t bands = (cols + kTile - 1) / kTile;  // bands of kTile source columns
+  // About 64 KiB of elements a part at least.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / static_cast<int64_t>(sizeof(E)) /
+                                                 std::max<int64_t>(1, rows * kTile));
+  ParallelFor(batches * bands, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / bands, c0 = t % bands * kTile, c1 = std::min(cols, c0 + kTile);
+      const E* s = src + b * rows * cols;
+      E* d = dst + b * rows * cols;
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        // TransposeTile's rows are the source's columns: dst[j * rows + i] = s[i * cols + j].
+        TransposeTile(s, d, c0, c1, r0, std::min(rows, r0 + kTile), cols, rows);
+      }
+    }
+  });
+}
+
+}  // namespace remex::kernels::internal
+
+#endif  // REMEX_KERNELS_OPS_TENSOR_TRANSPOSE_TILES_H_
