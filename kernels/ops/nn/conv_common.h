@@ -151,40 +151,36 @@ struct DnnlConvPrimitive {
   bool has_sum = false;
   dnnl::memory user_z;
   dnnl::reorder z_reorder;
-  // Reorders between the plain layout (NCHW) and channels-last (NHWC) run as our own
-  // tiled transposes (TransposeMatrices, several times oneDNN's reorder's speed on
-  // uint8): X in, Y out, and Z into Y's primitive layout. Each the element size (1 or
-  // 4 bytes) where it does, 0 where the reorder is oneDNN's (or none).
-  int transpose_src = 0, transpose_dst = 0;
+  // Reorders of 1-byte tensors (uint8, int8) between the plain layout (NCHW) and
+  // channels-last (NHWC) run as our own tiled transposes (TransposeMatrices, 2.7-5.2
+  // times oneDNN's reorder: bench/layout_move_bench): X in, Y out, and Z into Y's
+  // primitive layout (each where PlainChannelsLastMove says so; else oneDNN's reorder).
+  bool transpose_src = false, transpose_dst = false;
 };
 
 // Whether moving a tensor from layout `from` to `to` is a transpose between the plain
-// layout and channels-last (either way) of one dtype of 1 or 4 bytes, of at least 16
-// channels: its element size, else 0. (Fewer channels, an int8 stem's 3, leave
-// TransposeTile's register blocks idle: oneDNN's reorder is quicker there.)
-inline int PlainChannelsLastMove(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+// layout and channels-last (either way) of one 1-byte dtype, of at least 16 channels.
+// Elsewhere oneDNN's reorder is the quicker (bench/layout_move_bench: with 3 channels, an
+// int8 stem's, the register blocks stay idle; on float32, 4 x 4 SSE blocks against its
+// AVX-512 reorder).
+inline bool PlainChannelsLastMove(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   using dnnl::memory;
   const memory::dims dims = from.dims();
-  if (dims.size() < 3 || dims != to.dims() || from.data_type() != to.data_type() || dims[1] < 16) return 0;
+  if (dims.size() < 3 || dims != to.dims() || from.data_type() != to.data_type() || dims[1] < 16) return false;
   const memory::desc plain(dims, from.data_type(), PlainTag(dims.size()));
   const memory::desc last(dims, from.data_type(), ChannelsLastTag(dims.size()));
-  if (!((from == plain && to == last) || (from == last && to == plain))) return 0;
-  const size_t bytes = memory::data_type_size(from.data_type());
-  return bytes == 1 || bytes == 4 ? static_cast<int>(bytes) : 0;
+  if (!((from == plain && to == last) || (from == last && to == plain))) return false;
+  return memory::data_type_size(from.data_type()) == 1;
 }
 
-// Moves a dense tensor of dims [N, C, S...] (oneDNN's order) between the plain layout
-// and channels-last: `to_channels_last` [N][C][S] -> [N][S][C], else back.
-inline void MovePlainChannelsLast(const void* src, void* dst, const dnnl::memory::dims& dims, int bytes,
-                                  bool to_channels_last) {
+// Moves a dense tensor of 1-byte elements and dims [N, C, S...] (oneDNN's order)
+// between the plain layout and channels-last: `to_channels_last` [N][C][S] -> [N][S][C],
+// else back.
+inline void MovePlainChannelsLast(const void* src, void* dst, const dnnl::memory::dims& dims, bool to_channels_last) {
   int64_t spatial = 1;
   for (size_t i = 2; i < dims.size(); ++i) spatial *= dims[i];
   const int64_t rows = to_channels_last ? dims[1] : spatial, cols = to_channels_last ? spatial : dims[1];
-  if (bytes == 1) {
-    TransposeMatrices(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), dims[0], rows, cols);
-  } else {
-    TransposeMatrices(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), dims[0], rows, cols);
-  }
+  TransposeMatrices(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), dims[0], rows, cols);
 }
 
 // Builds the Primitive (dnnl::convolution_forward or dnnl::deconvolution_forward) of
@@ -221,8 +217,8 @@ inline DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primiti
     c.dst_reorder = dnnl::reorder(c.dst, c.user_dst);
   }
   // Both moves ours where each is a plain <-> channels-last transpose (Z's is Y's).
-  c.transpose_src = c.reorder_src ? PlainChannelsLastMove(user_src_md, pd.src_desc()) : 0;
-  c.transpose_dst = c.reorder_dst ? PlainChannelsLastMove(pd.dst_desc(), user_dst_md) : 0;
+  c.transpose_src = c.reorder_src && PlainChannelsLastMove(user_src_md, pd.src_desc());
+  c.transpose_dst = c.reorder_dst && PlainChannelsLastMove(pd.dst_desc(), user_dst_md);
   c.args = {{DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
             {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
             {DNNL_ARG_DST, c.reorder_dst ? c.dst : c.user_dst}};
@@ -244,7 +240,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   const dnnl::memory::dims& src_dims = c.user_src.get_desc().dims();
   const dnnl::memory::dims& dst_dims = c.user_dst.get_desc().dims();
   if (c.transpose_src) {
-    MovePlainChannelsLast(src, c.src.get_data_handle(), src_dims, c.transpose_src, /*to_channels_last=*/true);
+    MovePlainChannelsLast(src, c.src.get_data_handle(), src_dims, /*to_channels_last=*/true);
   } else if (c.reorder_src) {
     c.src_reorder.execute(stream, c.user_src, c.src);
   }
@@ -254,7 +250,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   }
   if (c.has_sum) {
     if (c.transpose_dst) {
-      MovePlainChannelsLast(z, c.dst.get_data_handle(), dst_dims, c.transpose_dst, /*to_channels_last=*/true);
+      MovePlainChannelsLast(z, c.dst.get_data_handle(), dst_dims, /*to_channels_last=*/true);
     } else if (c.reorder_dst) {
       c.user_z.set_data_handle(z);
       c.z_reorder.execute(stream, c.user_z, c.dst);
@@ -265,7 +261,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   c.primitive.execute(stream, c.args);
   if (c.transpose_dst) {
     stream.wait();
-    MovePlainChannelsLast(c.dst.get_data_handle(), dst, dst_dims, c.transpose_dst, /*to_channels_last=*/false);
+    MovePlainChannelsLast(c.dst.get_data_handle(), dst, dst_dims, /*to_channels_last=*/false);
   } else if (c.reorder_dst) {
     c.dst_reorder.execute(stream, c.dst, c.user_dst);
   }

@@ -532,7 +532,7 @@ TEST(QuantizeTest, DnnlInt8ConvolutionGivesTheInt16PathsBits) {
                 RunQuantized("ConvInteger", window, in, ys, DType::kInt32, false, x_zp_constant));
     }
     {
-      // 16 channels and more: X (uint8) and Y (int32) moved by our own transposes.
+      // 16 channels and more: X (uint8) moved by our own transposes, Y (int32) by oneDNN.
       const Shape xs{2, 16, 9, 7}, ws{18, 16, 3, 3}, ys{2, 18, 9, 7};
       const std::vector<HostTensor> in = {U8(xs, RandomValues<uint8_t>(rng, 2016)),
                                           U8(ws, RandomValues<uint8_t>(rng, 2592)), U8({}, {131}), U8({}, {128})};
