@@ -69,21 +69,29 @@ constexpr int64_t kTransposeTile = sizeof(E) == 4 ? 32 : (64 / sizeof(E) < 8 ? 8
 // dst[b][j][i] = src[b][i][j] for b < batches, i < rows, j < cols: each of `batches`
 // row-major [rows, cols] matrices transposed, in tiles shared out over the compute
 // threads (NCHW -> NHWC with rows C and cols H * W; NHWC -> NCHW the other way round).
+// The threads split the longer side, each taking whole strips of kTile along it: split
+// along the shorter, two threads would read alternate halves of the same rows.
 template <typename E>
 void TransposeMatrices(const E* src, E* dst, int64_t batches, int64_t rows, int64_t cols) {
   constexpr int64_t kTile = kTransposeTile<E>;
-  const int64_t bands = (cols + kTile - 1) / kTile;  // bands of kTile source columns
+  const bool by_rows = rows > cols;
+  const int64_t strip_len = by_rows ? cols : rows;  // each strip: kTile x strip_len
+  const int64_t strips = ((by_rows ? rows : cols) + kTile - 1) / kTile;
   // About 64 KiB of elements a part at least.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / static_cast<int64_t>(sizeof(E)) /
-                                                 std::max<int64_t>(1, rows * kTile));
-  ParallelFor(batches * bands, grain, [&](int64_t begin, int64_t end, int) {
+                                                 std::max<int64_t>(1, strip_len * kTile));
+  ParallelFor(batches * strips, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / bands, c0 = t % bands * kTile, c1 = std::min(cols, c0 + kTile);
+      const int64_t b = t / strips, k0 = t % strips * kTile;
       const E* s = src + b * rows * cols;
       E* d = dst + b * rows * cols;
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        // TransposeTile's rows are the source's columns: dst[j * rows + i] = s[i * cols + j].
-        TransposeTile(s, d, c0, c1, r0, std::min(rows, r0 + kTile), cols, rows);
+      // TransposeTile's rows are the source's columns: dst[j * rows + i] = s[i * cols + j].
+      if (by_rows) {
+        const int64_t r1 = std::min(rows, k0 + kTile);
+        for (int64_t c0 = 0; c0 < cols; c0 += kTile) TransposeTile(s, d, c0, std::min(cols, c0 + kTile), k0, r1, cols, rows);
+      } else {
+        const int64_t c1 = std::min(cols, k0 + kTile);
+        for (int64_t r0 = 0; r0 < rows; r0 += kTile) TransposeTile(s, d, k0, c1, r0, std::min(rows, r0 + kTile), cols, rows);
       }
     }
   });
