@@ -152,7 +152,7 @@ struct DnnlConvPrimitive {
   dnnl::memory user_z;
   dnnl::reorder z_reorder;
   // Reorders of 1-byte tensors (uint8, int8) between the plain layout (NCHW) and
-  // channels-last (NHWC) run as our own tiled transposes (TransposeMatrices, 2.7-5.2
+  // channels-last (NHWC) run as our own tiled transposes (TransposeMatrices, 2-3.5
   // times oneDNN's reorder: bench/layout_move_bench): X in, Y out, and Z into Y's
   // primitive layout (each where PlainChannelsLastMove says so; else oneDNN's reorder).
   bool transpose_src = false, transpose_dst = false;
