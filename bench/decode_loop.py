@@ -3,7 +3,7 @@
 Runtime in process, side by side, in one run.
 
     bench/decode_loop.py [--build build] [--rounds 3] [--steps 32] [--threads N]
-        [--model MODEL.onnx] [--json]
+        [--model MODEL.onnx] [--json] [--remex-worker [--loops N]]
 
 The model: bench/decoder_step.py's two-layer decoder step (written to a temporary
 folder unless --model names one with its inputs and outputs). The loop, as a user
@@ -17,7 +17,8 @@ argmax of the step's logits; only the logits are fetched.
   ort    bench/ort_decode_loop.js: onnxruntime-node (CPU execution provider, all graph
          optimisations, --threads intra-op threads), each step timed around session.run.
 With --remex-worker (and --model), only one Remex loop runs, in this process, and its
-per-step figures are printed as JSON: what the rounds below are made of.
+per-step figures are printed as JSON: what the rounds below are made of. --loops N runs N
+loops one after another on that session, each from an empty cache (the JSON's "loops").
 Each round runs each runtime once in a new process (the first step's costs included),
 alternating which goes first. Per runtime it prints the median over rounds of the
 per-step median (ms), the largest step after the first, the first step, and for Remex
@@ -37,29 +38,38 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = os.path.join(REPO, ".cache", "npm", "node_modules")
 
 
-def remex_worker(model, steps, threads):
-    """One Remex loop in this process: prints a JSON object like ort_decode_loop.js's."""
+def remex_worker(model, steps, threads, loops=1):
+    """One Remex loop in this process: prints a JSON object like ort_decode_loop.js's. With
+    loops > 1, that many loops one after another on the same session and model, each from
+    an empty cache: the object has the first loop's figures, and "loops" a list of every
+    loop's (steps_ms, server_ms)."""
     import numpy as np
     import remex
+    runs = []
     with remex.embedded(threads=threads) as s:
         m = s.load(model)
-        past = {}
-        for info in m.inputs:
-            if info.name.startswith("past_"):
-                # batch 1, the other symbolic dim (past_sequence) 0: the empty cache.
-                past[info.name] = np.zeros([1 if d == "batch" else 0 if isinstance(d, str) else d
-                                            for d in info.shape], np.float32)
         presents = [o.name for o in m.outputs if o.name.startswith("present_")]
-        token, tokens, steps_ms, server_ms = 1, [1], [], []
-        for _ in range(steps):
-            t = time.perf_counter()
-            out = m.run({"input_ids": np.array([[token]], np.int64), **past}, fetch=["logits"])
-            steps_ms.append((time.perf_counter() - t) * 1e3)
-            server_ms.append(m.last_call["server_run_ms"])
-            token = int(out["logits"][0, -1].argmax())
-            tokens.append(token)
-            past = {"past_" + n[len("present_"):]: out[n] for n in presents}
-    print(json.dumps({"steps_ms": steps_ms, "server_ms": server_ms, "tokens": tokens}))
+        for _ in range(loops):
+            past = {}
+            for info in m.inputs:
+                if info.name.startswith("past_"):
+                    # batch 1, the other symbolic dim (past_sequence) 0: the empty cache.
+                    past[info.name] = np.zeros([1 if d == "batch" else 0 if isinstance(d, str) else d
+                                                for d in info.shape], np.float32)
+            token, tokens, steps_ms, server_ms = 1, [1], [], []
+            for _ in range(steps):
+                t = time.perf_counter()
+                out = m.run({"input_ids": np.array([[token]], np.int64), **past}, fetch=["logits"])
+                steps_ms.append((time.perf_counter() - t) * 1e3)
+                server_ms.append(m.last_call["server_run_ms"])
+                token = int(out["logits"][0, -1].argmax())
+                tokens.append(token)
+                past = {"past_" + n[len("present_"):]: out[n] for n in presents}
+            runs.append({"steps_ms": steps_ms, "server_ms": server_ms, "tokens": tokens})
+    result = dict(runs[0])
+    if loops > 1:
+        result["loops"] = [{"steps_ms": r["steps_ms"], "server_ms": r["server_ms"]} for r in runs]
+    print(json.dumps(result))
 
 
 def run_json(cmd, env=None):
@@ -93,13 +103,17 @@ def main():
     ap.add_argument("--remex-worker", action="store_true",
                     help="run only the Remex loop on --model, once, in this process, and print its JSON "
                          "(steps_ms, server_ms, tokens): each step's figures, the first included")
+    ap.add_argument("--loops", type=int, default=1,
+                    help="with --remex-worker: loops one after another on one session, each from an empty "
+                         "cache (the JSON's \"loops\" has each one's figures): what the first loop's first "
+                         "steps pay once")
     args = ap.parse_args()
-    if not 1 <= args.steps <= 4096 or not 1 <= args.rounds <= 100:
-        ap.error("--steps must be 1 to 4096 and --rounds 1 to 100")
+    if not 1 <= args.steps <= 4096 or not 1 <= args.rounds <= 100 or not 1 <= args.loops <= 100:
+        ap.error("--steps must be 1 to 4096, --rounds and --loops 1 to 100")
     if args.remex_worker:
         if not args.model:
             ap.error("--remex-worker needs --model (bench/decoder_step.py writes one)")
-        remex_worker(args.model, args.steps, args.threads)
+        remex_worker(args.model, args.steps, args.threads, args.loops)
         return 0
     if not os.path.isdir(os.path.join(MODULES, "onnxruntime-node")):
         sys.exit(f"decode_loop: no onnxruntime-node under {MODULES} (run scripts/fetch-models.sh)")
