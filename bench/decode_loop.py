@@ -110,6 +110,8 @@ def main():
     args = ap.parse_args()
     if not 1 <= args.steps <= 4096 or not 1 <= args.rounds <= 100 or not 1 <= args.loops <= 100:
         ap.error("--steps must be 1 to 4096, --rounds and --loops 1 to 100")
+    if args.loops > 1 and not args.remex_worker:
+        ap.error("--loops is for --remex-worker")
     if args.remex_worker:
         if not args.model:
             ap.error("--remex-worker needs --model (bench/decoder_step.py writes one)")

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   std::stringstream list(shapes);
   for (std::string item; std::getline(list, item, ',');) {
     int64_t c = 0, s = 0;
-    if (std::sscanf(item.c_str(), "%ldx%ld", &c, &s) != 2 || c < 1 || s < 1 || c * s > (int64_t{1} << 30)) {
+    if (std::sscanf(item.c_str(), "%" SCNd64 "x%" SCNd64, &c, &s) != 2 || c < 1 || s < 1 || c * s > (int64_t{1} << 30)) {
       std::fprintf(stderr, "layout_move_bench: bad shape '%s' (C x S, e.g. 256x3136)\n", item.c_str());
       return 2;
     }

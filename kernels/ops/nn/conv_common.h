@@ -158,19 +158,22 @@ struct DnnlConvPrimitive {
   bool transpose_src = false, transpose_dst = false;
 };
 
-// Whether moving a tensor from layout `from` to `to` is a transpose between the plain
-// layout and channels-last (either way) of one 1-byte dtype, of at least 16 channels.
-// Elsewhere oneDNN's reorder is the quicker (bench/layout_move_bench: with 3 channels, an
-// int8 stem's, the register blocks stay idle; on float32, 4 x 4 SSE blocks against its
-// AVX-512 reorder).
-inline bool PlainChannelsLastMove(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+// Whether the move between a caller's tensor in layout `user` and the primitive's in
+// layout `primitive` (X and Z into it, or Y out of it) is a transpose of a channels-first
+// tensor (`user` plain) to channels-last (`primitive`) or back, of one 1-byte dtype and
+// at least 16 channels. Elsewhere oneDNN's reorder is the quicker
+// (bench/layout_move_bench: with 3 channels, an int8 stem's, the register blocks stay
+// idle; on float32, 4 x 4 SSE blocks against its AVX-512 reorder), or the move is none
+// of ours (channels-last to oneDNN's plain or blocked layouts).
+inline bool PlainChannelsLastMove(const dnnl::memory::desc& user, const dnnl::memory::desc& primitive) {
   using dnnl::memory;
-  const memory::dims dims = from.dims();
-  if (dims.size() < 3 || dims != to.dims() || from.data_type() != to.data_type() || dims[1] < 16) return false;
-  const memory::desc plain(dims, from.data_type(), PlainTag(dims.size()));
-  const memory::desc last(dims, from.data_type(), ChannelsLastTag(dims.size()));
-  if (!((from == plain && to == last) || (from == last && to == plain))) return false;
-  return memory::data_type_size(from.data_type()) == 1;
+  const memory::dims dims = user.dims();
+  if (memory::data_type_size(user.data_type()) != 1 || user.data_type() != primitive.data_type() ||
+      dims.size() < 3 || dims != primitive.dims() || dims[1] < 16) {
+    return false;
+  }
+  return user == memory::desc(dims, user.data_type(), PlainTag(dims.size())) &&
+         primitive == memory::desc(dims, user.data_type(), ChannelsLastTag(dims.size()));
 }
 
 // Moves a dense tensor of 1-byte elements and dims [N, C, S...] (oneDNN's order)
@@ -218,7 +221,7 @@ inline DnnlConvPrimitive MakeDnnlConvPrimitive(const typename Primitive::primiti
   }
   // Both moves ours where each is a plain <-> channels-last transpose (Z's is Y's).
   c.transpose_src = c.reorder_src && PlainChannelsLastMove(user_src_md, pd.src_desc());
-  c.transpose_dst = c.reorder_dst && PlainChannelsLastMove(pd.dst_desc(), user_dst_md);
+  c.transpose_dst = c.reorder_dst && PlainChannelsLastMove(user_dst_md, pd.dst_desc());
   c.args = {{DNNL_ARG_SRC, c.reorder_src ? c.src : c.user_src},
             {DNNL_ARG_WEIGHTS, c.reorder_weights ? c.weights : c.user_weights},
             {DNNL_ARG_DST, c.reorder_dst ? c.dst : c.user_dst}};
@@ -237,10 +240,8 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   c.user_weights.set_data_handle(weights.data);
   c.user_dst.set_data_handle(dst);
   if (c.has_bias) c.bias.set_data_handle(bias);
-  const dnnl::memory::dims& src_dims = c.user_src.get_desc().dims();
-  const dnnl::memory::dims& dst_dims = c.user_dst.get_desc().dims();
   if (c.transpose_src) {
-    MovePlainChannelsLast(src, c.src.get_data_handle(), src_dims, /*to_channels_last=*/true);
+    MovePlainChannelsLast(src, c.src.get_data_handle(), c.user_src.get_desc().dims(), /*to_channels_last=*/true);
   } else if (c.reorder_src) {
     c.src_reorder.execute(stream, c.user_src, c.src);
   }
@@ -250,7 +251,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   }
   if (c.has_sum) {
     if (c.transpose_dst) {
-      MovePlainChannelsLast(z, c.dst.get_data_handle(), dst_dims, /*to_channels_last=*/true);
+      MovePlainChannelsLast(z, c.dst.get_data_handle(), c.user_dst.get_desc().dims(), /*to_channels_last=*/true);
     } else if (c.reorder_dst) {
       c.user_z.set_data_handle(z);
       c.z_reorder.execute(stream, c.user_z, c.dst);
@@ -261,7 +262,7 @@ inline void ExecuteDnnlConv(DnnlConvPrimitive& c, dnnl::stream& stream, void* sr
   c.primitive.execute(stream, c.args);
   if (c.transpose_dst) {
     stream.wait();
-    MovePlainChannelsLast(c.dst.get_data_handle(), dst, dst_dims, /*to_channels_last=*/false);
+    MovePlainChannelsLast(c.dst.get_data_handle(), dst, c.user_dst.get_desc().dims(), /*to_channels_last=*/false);
   } else if (c.reorder_dst) {
     c.dst_reorder.execute(stream, c.dst, c.user_dst);
   }

@@ -362,8 +362,10 @@ class MaxPoolKernel final : public ValidatedKernel {
       using M = std::conditional_t<std::is_integral_v<T>, T, C>;
       const M least = std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity()
                                                            : std::numeric_limits<M>::lowest();
-      // Windows whose kw columns all lie inside X start at columns [0, span).
-      const int64_t span = std::max<int64_t>(wd - kw + 1, 0);
+      // Windows whose kw columns all lie inside X start at columns [0, span). Where they
+      // overlap (stride below kw, at most 4: MaxPool 3x3 stride 2), every start's maximum
+      // is taken at once in kw vectorised passes; else each window's own, as below.
+      const int64_t span = sw < kw && sw <= 4 ? std::max<int64_t>(wd - kw + 1, 0) : 0;
       ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
         std::vector<M> cols_row(static_cast<size_t>(wd)), slide_row(static_cast<size_t>(span));
         M* __restrict cols = cols_row.data();

@@ -109,7 +109,8 @@ TEST(TransposeTest, Every4DPermutationMatchesTheReference) {
 
 // TransposeMatrices, the convolutions' NCHW <-> channels-last moves (conv_common.h):
 // bytes in 16 x 16 register blocks and 4-byte elements in 4 x 4 ones, with edges that
-// are not multiples of either block or of the tile, over batches and both threads.
+// are not multiples of either block or of the tile, over batches, and split among the
+// compute threads along either side (the last two sizes: over 64 KiB a part).
 template <typename E>
 void ExpectMatricesTransposed(int64_t batches, int64_t rows, int64_t cols) {
   SCOPED_TRACE(std::to_string(sizeof(E)) + "-byte elements, " + std::to_string(batches) + " x " +
@@ -128,7 +129,7 @@ void ExpectMatricesTransposed(int64_t batches, int64_t rows, int64_t cols) {
 
 TEST(TransposeTest, MatricesOfBytesAndWordsInRegisterBlocks) {
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {16, 16}, {3, 50}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256}}) {
+           {16, 16}, {3, 50}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256}, {256, 3136}, {3136, 96}}) {
     ExpectMatricesTransposed<uint8_t>(2, rows, cols);
     ExpectMatricesTransposed<uint32_t>(2, rows, cols);
   }
