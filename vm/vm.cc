@@ -101,13 +101,23 @@ uint64_t ElapsedNanos(std::chrono::steady_clock::time_point start) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
+// The VM's host-memory allocator (host tensors: shape arithmetic, data-dependent
+// inputs, host kernels' outputs), bounded by the quota over `device_allocator` (a
+// session's) where there is one: an executable's host tensors can take no more host
+// memory than its session may take on the device, RESOURCE_EXHAUSTED past it.
+std::shared_ptr<Allocator> HostAllocatorFor(const Allocator& device_allocator) {
+  std::shared_ptr<Allocator> host = Allocator::Create(HostDevice(), 64ull << 20);
+  const uint64_t quota = device_allocator.bounding_quota_bytes();
+  return quota ? Allocator::CreateWithQuota(std::move(host), quota, "host tensors") : host;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::Create(
     std::shared_ptr<const Executable> executable, std::shared_ptr<Allocator> allocator,
     const kernels::KernelRegistry& registry) {
   std::unique_ptr<VirtualMachine> vm(new VirtualMachine(std::move(executable), std::move(allocator)));
-  vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
+  vm->host_allocator_ = HostAllocatorFor(*vm->allocator_);
   const ExecutableDef& def = vm->executable_->def();
   Device& device = vm->allocator_->device();
   REMEX_RETURN_IF_ERROR(vm->CreateKernels(registry));
@@ -220,7 +230,7 @@ StatusOr<std::unique_ptr<VirtualMachine>> VirtualMachine::CreateInstance(
                            allocator_->device().name());
   }
   std::unique_ptr<VirtualMachine> vm(new VirtualMachine(executable_, std::move(allocator)));
-  vm->host_allocator_ = Allocator::Create(HostDevice(), 64ull << 20);
+  vm->host_allocator_ = HostAllocatorFor(*vm->allocator_);
   REMEX_RETURN_IF_ERROR(vm->CreateKernels(registry));
   // The constants are read-only tensors (Tensor::constant): every instance reads the
   // same ones.

@@ -291,7 +291,7 @@ class VirtualMachine {
 
   std::shared_ptr<const Executable> executable_;
   std::shared_ptr<Allocator> allocator_;
-  std::shared_ptr<Allocator> host_allocator_;  // HostDevice() memory
+  std::shared_ptr<Allocator> host_allocator_;  // HostDevice() memory, under allocator_'s quota (HostAllocatorFor)
   const RunControl* control_ = nullptr;
   // The run's turn, for RunControl::slice: when it last yielded (or started), and the
   // instructions since it last checked its bounds.

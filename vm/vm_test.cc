@@ -1272,6 +1272,38 @@ TEST(CpuDeviceTest, LargeBlocksAreAdvisedHugePagesSmallOnesAreNot) {
   device->Deallocate(*small, 64u << 10);
 }
 
+// Host tensors (AllocTensor in memory space 1) are bounded by the quota over the VM's
+// device allocator (a session's), for the VM and its instances: a host tensor past it is
+// RESOURCE_EXHAUSTED naming them, never a host allocation the session is not charged
+// for (a fuzzed executable asked for 4 GiB).
+TEST_F(VmTest, HostTensorsAreBoundedByTheSessionsQuota) {
+  ExecutableDef def = AddReluDef();
+  FunctionDef& fn = def.functions[0];
+  fn.num_registers = 6;
+  fn.code.insert(fn.code.begin(), {Opcode::kAllocTensor, {5, 1, 1}, {{1024, 1024, 16}}});  // 64 MiB on the host
+  fn.code.insert(fn.code.begin() + 1, {Opcode::kKillRegister, {5}, {}});
+  auto exe = Executable::FromDef(def, Registry());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto session = Allocator::CreateWithQuota(allocator_, 4u << 20, "session 1");
+  auto vm = VirtualMachine::Create(*exe, session, Registry());
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto instance = (*vm)->CreateInstance(Registry(), session);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  for (VirtualMachine* v : {vm->get(), instance->get()}) {
+    ASSERT_TRUE(v->SetInputs(0, {Input({1, 3}, {1, 2, 3})}).ok());
+    auto out = v->Invoke(0);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().ToString();
+    EXPECT_NE(out.status().message().find("host tensors"), std::string::npos) << out.status().ToString();
+  }
+  // Without a quota (a VM of its own), the same executable runs.
+  auto unbounded = VirtualMachine::Create(*exe, allocator_, Registry());
+  ASSERT_TRUE(unbounded.ok());
+  ASSERT_TRUE((*unbounded)->SetInputs(0, {Input({1, 3}, {1, 2, 3})}).ok());
+  auto out = (*unbounded)->Invoke(0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+}
+
 TEST(AllocatorTest, QuotaBoundsItsOwnBlocksAndGivesThemBack) {
   auto device = CreateCpuDevice();
   auto root = Allocator::Create(*device);

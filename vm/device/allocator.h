@@ -106,6 +106,11 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   Device& device() const { return device_; }
   // The bound of a quota allocator; 0 for a root one.
   uint64_t quota_bytes() const { return quota_bytes_; }
+  // The nearest quota over this allocator's blocks: its own, else its parent's (a
+  // queue's allocator on a session's); 0 where none bounds them.
+  uint64_t bounding_quota_bytes() const {
+    return quota_bytes_ ? quota_bytes_ : parent_ ? parent_->bounding_quota_bytes() : 0;
+  }
 
  private:
   friend class Buffer;
