@@ -357,64 +357,48 @@ class MaxPoolKernel final : public ValidatedKernel {
       // NaNs never win either step; a NaN first tap (the window's top left) is the
       // window's maximum, as below. Ties are taken in another order: where +0 and -0
       // tie for the maximum, its sign may differ from the loop below.
-      // Integers compare as themselves (vectorised: pmaxub for uint8); floats in their
-      // compute type.
-      using M = std::conditional_t<std::is_integral_v<T>, T, C>;
-      const M least = std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity()
-                                                           : std::numeric_limits<M>::lowest();
       // Windows whose kw columns all lie inside X start at columns [0, span). Where they
       // overlap (stride below kw, at most 4: MaxPool 3x3 stride 2), every start's maximum
       // is taken at once in kw vectorised passes; else each window's own, as below.
       const int64_t span = sw < kw && sw <= 4 ? std::max<int64_t>(wd - kw + 1, 0) : 0;
       ParallelFor(planes, grain, [&](int64_t p0, int64_t p1, int) {
-        std::vector<M> cols_row(static_cast<size_t>(wd)), slide_row(static_cast<size_t>(span));
-        M* __restrict cols = cols_row.data();
-        M* __restrict slide = slide_row.data();
+        std::vector<C> cols_row(static_cast<size_t>(wd)), slide_row(static_cast<size_t>(span));
+        C* __restrict cols = cols_row.data();
+        C* __restrict slide = slide_row.data();
         const int64_t width = wd, kw_local = kw, span_local = span;  // locals: a uint8 store may alias them
         for (int64_t p = p0; p < p1; ++p) {
           const T* xplane = xp + p * in_plane;
           T* yplane = y + p * out_plane;
           for (int64_t oh = 0; oh < out[1]; ++oh) {
             const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min(oh * sh - ph + kh, h);
-            std::fill(cols, cols + width, least);
+            std::fill(cols, cols + width, lowest);
             for (int64_t i = h0; i < h1; ++i) {
               const T* __restrict row = xplane + i * width;
               for (int64_t j = 0; j < width; ++j) {
-                M v;
-                if constexpr (std::is_integral_v<T>) {
-                  v = row[j];
-                } else {
-                  v = Load(row[j]);
-                }
+                const C v = Load(row[j]);
                 cols[j] = v > cols[j] ? v : cols[j];
               }
             }
             // The maximum of each whole window's columns, in the same order as the loop
             // below, kw passes over all of them at once (vectorised).
-            std::fill(slide, slide + span_local, least);
+            std::fill(slide, slide + span_local, lowest);
             for (int64_t t = 0; t < kw_local; ++t) {
               for (int64_t j = 0; j < span_local; ++j) slide[j] = cols[j + t] > slide[j] ? cols[j + t] : slide[j];
             }
             for (int64_t ow = 0; ow < out[2]; ++ow) {
               const int64_t start = ow * sw - pw;
               const int64_t w0 = std::max<int64_t>(start, 0), w1 = std::min(start + kw, wd);
-              M best = least;
+              C best = lowest;
               if (start >= 0 && start < span) {
                 best = slide[start];
               } else {
                 for (int64_t j = w0; j < w1; ++j) best = cols[j] > best ? cols[j] : best;
               }
-              if constexpr (!std::is_integral_v<T>) {
-                if (h0 < h1 && w0 < w1) {
-                  const M first = Load(xplane[h0 * wd + w0]);
-                  if (first != first) best = first;
-                }
+              if (h0 < h1 && w0 < w1) {
+                const C first = Load(xplane[h0 * wd + w0]);
+                if (first != first) best = first;
               }
-              if constexpr (std::is_integral_v<T>) {
-                yplane[oh * out[2] + ow] = best;
-              } else {
-                yplane[oh * out[2] + ow] = Store<T>(best);
-              }
+              yplane[oh * out[2] + ow] = Store<T>(best);
             }
           }
         }
