@@ -299,7 +299,9 @@ TEST_F(CliTuneTest, TheCpuConvolutionAlgorithmIsTunedPerNode) {
     if (rec["kind"] != "measure" || rec.value("phase", "") != "nodes") continue;
     EXPECT_EQ(rec["status"], "ok") << rec.dump();
     labels.insert(rec["label"].get<std::string>());
-    if (rec.contains("node_median_ms")) EXPECT_TRUE(rec["node_median_ms"].contains("conv+relu")) << rec.dump();
+    if (rec.contains("node_median_ms")) {
+      EXPECT_TRUE(rec["node_median_ms"].contains("conv+relu")) << rec.dump();
+    }
     for (const auto& [node, attrs] : rec["choice"]["node_attrs"].items()) {
       EXPECT_TRUE(attrs.contains("onednn_algo")) << node;
     }
@@ -353,11 +355,27 @@ TEST(FarmTuneTest, BucketsSpreadOverThreeServersAndChooseAsOneServerDoes) {
   EXPECT_EQ(o["fingerprint"], f["fingerprint"]);
   ASSERT_EQ(o["buckets"].size(), 4u);
   ASSERT_EQ(f["buckets"].size(), 4u);
+  // A bucket whose choice was confirmed faster than the start beyond the noise chose the
+  // unwidened model, on the farm as on one server. Where a run's search or confirmation
+  // stayed within the noise the choice may be either: three servers share two cores
+  // here, and at the smallest widths float16's widening is small against a call's
+  // overhead.
+  auto confirmed_faster = [](const json& b) {
+    return b["beyond_noise"].get<bool>() && b["ratio"].is_number() && b["ratio"].get<double>() < 1.0;
+  };
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(f["buckets"][i]["bucket"], o["buckets"][i]["bucket"]);
-    EXPECT_EQ(f["buckets"][i]["choice"], o["buckets"][i]["choice"]) << f["buckets"][i]["bucket"];
-    EXPECT_EQ(f["buckets"][i]["choice"]["dtype"], "model");
+    const json& fb = f["buckets"][i];
+    const json& ob = o["buckets"][i];
+    SCOPED_TRACE(fb.dump() + "\n" + ob.dump());
+    EXPECT_EQ(fb["bucket"], ob["bucket"]);
+    if (confirmed_faster(fb) && confirmed_faster(ob)) {
+      EXPECT_EQ(fb["choice"], ob["choice"]);
+      EXPECT_EQ(fb["choice"]["dtype"], "model");
+    }
   }
+  // The widest bucket widens 16 x 64 x 256 values a call: far past the noise on both.
+  EXPECT_TRUE(confirmed_faster(f["buckets"][3])) << f["buckets"][3].dump();
+  EXPECT_TRUE(confirmed_faster(o["buckets"][3])) << o["buckets"][3].dump();
 }
 
 }  // namespace
