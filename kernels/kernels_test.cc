@@ -575,61 +575,65 @@ TEST(MaxPoolTest, ChannelsLastGivesTheChannelsFirstValues) {
   std::mt19937 rng(43);
   std::uniform_real_distribution<float> value(-10.0f, 10.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const int64_t n = 2, c = 5, h = 9, w = 11;
-  auto to_nhwc = [&](const auto& v) {
-    auto out = v;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t k = 0; k < c; ++k)
-        for (int64_t i = 0; i < h; ++i)
-          for (int64_t j = 0; j < w; ++j) out[((b * h + i) * w + j) * c + k] = v[((b * c + k) * h + i) * w + j];
-    return out;
-  };
-  struct Case {
-    int64_t k, s, pad, dilation;
-    bool ceil;
-  };
-  for (const Case cs : {Case{3, 2, 1, 1, false}, Case{2, 2, 0, 1, true}, Case{3, 1, 1, 2, false}}) {
-    Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
-                             {"strides", std::vector<int64_t>{cs.s, cs.s}},
-                             {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
-                             {"dilations", std::vector<int64_t>{cs.dilation, cs.dilation}},
-                             {"ceil_mode", int64_t{cs.ceil}}});
-    Attributes nhwc = nchw;
-    nhwc.Set("layout", std::string("NHWC"));
-    std::vector<float> x(static_cast<size_t>(n * c * h * w));
-    std::vector<uint8_t> xu(x.size());
-    std::vector<int8_t> xi(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = rng() % 9 == 0 ? nan : value(rng);
-      xu[i] = static_cast<uint8_t>(rng());
-      xi[i] = static_cast<int8_t>(rng());
-    }
-    auto check = [&](auto tag, const auto& v) {
-      using T = decltype(tag);
-      auto first = r.Run("MaxPool", nchw, {HostTensor::Of<T>({n, c, h, w}, v)}, 2);
-      auto last = r.Run("MaxPool", nhwc, {HostTensor::Of<T>({n, h, w, c}, to_nhwc(v))}, 1);
-      ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
-      const Shape& s = (*first)[0].shape;
-      ASSERT_EQ((*last)[0].shape, (Shape{s[0], s[2], s[3], s[1]}));
-      const auto a = (*first)[0].template Values<T>(), b = (*last)[0].template Values<T>();
-      for (int64_t bb = 0; bb < s[0]; ++bb)
-        for (int64_t k = 0; k < s[1]; ++k)
-          for (int64_t i = 0; i < s[2]; ++i)
-            for (int64_t j = 0; j < s[3]; ++j) {
-              const T want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
-              const T got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
-              if constexpr (std::is_floating_point_v<T>) {
-                if (std::isnan(want)) {
-                  EXPECT_TRUE(std::isnan(got));
-                  continue;
-                }
-              }
-              EXPECT_EQ(got, want);
-            }
+  const int64_t n = 2, h = 9, w = 11;
+  // 5 channels, and 70: the float kernels' blocks of 64 and a remainder.
+  for (const int64_t c : {int64_t{5}, int64_t{70}}) {
+    SCOPED_TRACE(std::to_string(c) + " channels");
+    auto to_nhwc = [&](const auto& v) {
+      auto out = v;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t k = 0; k < c; ++k)
+          for (int64_t i = 0; i < h; ++i)
+            for (int64_t j = 0; j < w; ++j) out[((b * h + i) * w + j) * c + k] = v[((b * c + k) * h + i) * w + j];
+      return out;
     };
-    check(float{}, x);
-    check(uint8_t{}, xu);
-    check(int8_t{}, xi);
+    struct Case {
+      int64_t k, s, pad, dilation;
+      bool ceil;
+    };
+    for (const Case cs : {Case{3, 2, 1, 1, false}, Case{2, 2, 0, 1, true}, Case{3, 1, 1, 2, false}}) {
+      Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
+                               {"strides", std::vector<int64_t>{cs.s, cs.s}},
+                               {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
+                               {"dilations", std::vector<int64_t>{cs.dilation, cs.dilation}},
+                               {"ceil_mode", int64_t{cs.ceil}}});
+      Attributes nhwc = nchw;
+      nhwc.Set("layout", std::string("NHWC"));
+      std::vector<float> x(static_cast<size_t>(n * c * h * w));
+      std::vector<uint8_t> xu(x.size());
+      std::vector<int8_t> xi(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = rng() % 9 == 0 ? nan : value(rng);
+        xu[i] = static_cast<uint8_t>(rng());
+        xi[i] = static_cast<int8_t>(rng());
+      }
+      auto check = [&](auto tag, const auto& v) {
+        using T = decltype(tag);
+        auto first = r.Run("MaxPool", nchw, {HostTensor::Of<T>({n, c, h, w}, v)}, 2);
+        auto last = r.Run("MaxPool", nhwc, {HostTensor::Of<T>({n, h, w, c}, to_nhwc(v))}, 1);
+        ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+        const Shape& s = (*first)[0].shape;
+        ASSERT_EQ((*last)[0].shape, (Shape{s[0], s[2], s[3], s[1]}));
+        const auto a = (*first)[0].template Values<T>(), b = (*last)[0].template Values<T>();
+        for (int64_t bb = 0; bb < s[0]; ++bb)
+          for (int64_t k = 0; k < s[1]; ++k)
+            for (int64_t i = 0; i < s[2]; ++i)
+              for (int64_t j = 0; j < s[3]; ++j) {
+                const T want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
+                const T got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
+                if constexpr (std::is_floating_point_v<T>) {
+                  if (std::isnan(want)) {
+                    EXPECT_TRUE(std::isnan(got));
+                    continue;
+                  }
+                }
+                EXPECT_EQ(got, want);
+              }
+      };
+      check(float{}, x);
+      check(uint8_t{}, xu);
+      check(int8_t{}, xi);
+    }
   }
   auto indices = r.Run("MaxPool", Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"layout", std::string("NHWC")}}),
                        {HostTensor::Of<uint8_t>({1, 2, 2, 1}, {1, 2, 3, 4})}, 2);
@@ -645,56 +649,60 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
   OpRunner r;
   std::mt19937 rng(47);
   std::uniform_real_distribution<float> value(-10.0f, 10.0f);
-  const int64_t n = 2, c = 5, h = 9, w = 11;
-  std::vector<float> x(static_cast<size_t>(n * c * h * w));
-  for (float& v : x) v = value(rng);
-  std::vector<float> x_nhwc(x.size());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t k = 0; k < c; ++k)
-      for (int64_t i = 0; i < h; ++i)
-        for (int64_t j = 0; j < w; ++j) x_nhwc[((b * h + i) * w + j) * c + k] = x[((b * c + k) * h + i) * w + j];
-  // Y's NCHW values at (b, k, i, j) against the NHWC ones.
-  auto expect_transposed = [](const HostTensor& first, const HostTensor& last, float tolerance) {
-    const Shape& s = first.shape;
-    ASSERT_EQ(last.shape, (Shape{s[0], s[2], s[3], s[1]}));
-    const auto a = first.Values<float>(), b = last.Values<float>();
-    for (int64_t bb = 0; bb < s[0]; ++bb)
-      for (int64_t k = 0; k < s[1]; ++k)
-        for (int64_t i = 0; i < s[2]; ++i)
-          for (int64_t j = 0; j < s[3]; ++j) {
-            const float want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
-            const float got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
-            if (tolerance == 0) {
-              EXPECT_EQ(got, want);
-            } else {
-              EXPECT_NEAR(got, want, tolerance);
+  const int64_t n = 2, h = 9, w = 11;
+  // 5 channels, and 70: the float kernels' blocks of 64 and a remainder.
+  for (const int64_t c : {int64_t{5}, int64_t{70}}) {
+    SCOPED_TRACE(std::to_string(c) + " channels");
+    std::vector<float> x(static_cast<size_t>(n * c * h * w));
+    for (float& v : x) v = value(rng);
+    std::vector<float> x_nhwc(x.size());
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < w; ++j) x_nhwc[((b * h + i) * w + j) * c + k] = x[((b * c + k) * h + i) * w + j];
+    // Y's NCHW values at (b, k, i, j) against the NHWC ones.
+    auto expect_transposed = [](const HostTensor& first, const HostTensor& last, float tolerance) {
+      const Shape& s = first.shape;
+      ASSERT_EQ(last.shape, (Shape{s[0], s[2], s[3], s[1]}));
+      const auto a = first.Values<float>(), b = last.Values<float>();
+      for (int64_t bb = 0; bb < s[0]; ++bb)
+        for (int64_t k = 0; k < s[1]; ++k)
+          for (int64_t i = 0; i < s[2]; ++i)
+            for (int64_t j = 0; j < s[3]; ++j) {
+              const float want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
+              const float got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
+              if (tolerance == 0) {
+                EXPECT_EQ(got, want);
+              } else {
+                EXPECT_NEAR(got, want, tolerance);
+              }
             }
-          }
-  };
-  struct Case {
-    int64_t k, s, pad, dilation;
-    bool ceil, count_pad;
-  };
-  for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true}, Case{2, 2, 0, 1, true, false},
-                        Case{3, 1, 1, 2, false, true}}) {
-    Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
-                             {"strides", std::vector<int64_t>{cs.s, cs.s}},
-                             {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
-                             {"dilations", std::vector<int64_t>{cs.dilation, cs.dilation}},
-                             {"ceil_mode", int64_t{cs.ceil}},
-                             {"count_include_pad", int64_t{cs.count_pad}}});
-    Attributes nhwc = nchw;
-    nhwc.Set("layout", std::string("NHWC"));
-    auto first = r.Run("AveragePool", nchw, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
-    auto last = r.Run("AveragePool", nhwc, {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
+    };
+    struct Case {
+      int64_t k, s, pad, dilation;
+      bool ceil, count_pad;
+    };
+    for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true}, Case{2, 2, 0, 1, true, false},
+                          Case{3, 1, 1, 2, false, true}}) {
+      Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
+                               {"strides", std::vector<int64_t>{cs.s, cs.s}},
+                               {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
+                               {"dilations", std::vector<int64_t>{cs.dilation, cs.dilation}},
+                               {"ceil_mode", int64_t{cs.ceil}},
+                               {"count_include_pad", int64_t{cs.count_pad}}});
+      Attributes nhwc = nchw;
+      nhwc.Set("layout", std::string("NHWC"));
+      auto first = r.Run("AveragePool", nchw, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
+      auto last = r.Run("AveragePool", nhwc, {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
+      ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+      expect_transposed((*first)[0], (*last)[0], 0);
+    }
+    auto first = r.Run("GlobalAveragePool", Attributes{}, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
+    auto last = r.Run("GlobalAveragePool", Attrs({{"layout", std::string("NHWC")}}),
+                      {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
     ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
-    expect_transposed((*first)[0], (*last)[0], 0);
+    expect_transposed((*first)[0], (*last)[0], 1e-6f);
   }
-  auto first = r.Run("GlobalAveragePool", Attributes{}, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
-  auto last = r.Run("GlobalAveragePool", Attrs({{"layout", std::string("NHWC")}}),
-                    {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
-  ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
-  expect_transposed((*first)[0], (*last)[0], 1e-6f);
   auto rank3 = r.Run("AveragePool", Attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"layout", std::string("NHWC")}}),
                      {HostTensor::Of<float>({1, 4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, 1);
   EXPECT_FALSE(rank3.ok());

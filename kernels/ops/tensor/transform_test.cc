@@ -93,7 +93,9 @@ std::vector<T> NaiveTranspose(const std::vector<T>& x, const Shape& s,
 
 TEST(TransposeTest, Every4DPermutationMatchesTheReference) {
   OpRunner r;
-  for (const Shape& s : {Shape{2, 3, 4, 5}, Shape{1, 17, 33, 3}, Shape{2, 40, 1, 70}}) {
+  // {1, 17, 33, 3} and {2, 3, 19, 23}: one RGB image and a batch of two, to and from
+  // channels-last (TransposeMatrices' three-channel shuffles, with edges off their blocks).
+  for (const Shape& s : {Shape{2, 3, 4, 5}, Shape{1, 17, 33, 3}, Shape{2, 40, 1, 70}, Shape{2, 3, 19, 23}}) {
     const int64_t n = *NumElements(s);
     std::vector<int32_t> x(n);
     std::iota(x.begin(), x.end(), 0);
@@ -108,7 +110,8 @@ TEST(TransposeTest, Every4DPermutationMatchesTheReference) {
 }
 
 // TransposeMatrices, the convolutions' NCHW <-> channels-last moves (conv_common.h):
-// bytes in 16 x 16 register blocks and 4-byte elements in 4 x 4 ones, with edges that
+// bytes in 16 x 16 register blocks and 4-byte elements in 4 x 4 ones (three channels:
+// shuffles of four pixels), with edges that
 // are not multiples of either block or of the tile, over batches, and split among the
 // compute threads along either side (the last two sizes: over 64 KiB a part).
 template <typename E>
@@ -129,7 +132,8 @@ void ExpectMatricesTransposed(int64_t batches, int64_t rows, int64_t cols) {
 
 TEST(TransposeTest, MatricesOfBytesAndWordsInRegisterBlocks) {
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {16, 16}, {3, 50}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256}, {256, 3136}, {3136, 96}}) {
+           {16, 16}, {3, 50}, {50, 3}, {3, 7}, {7, 3}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256},
+           {256, 3136}, {3136, 96}, {3, 50177}, {50177, 3}}) {
     ExpectMatricesTransposed<uint8_t>(2, rows, cols);
     ExpectMatricesTransposed<uint32_t>(2, rows, cols);
   }

@@ -195,6 +195,17 @@ class TransposeKernel final : public ValidatedKernel {
       }
       size_t j = 0;
       while (p.strides[j] != 1) ++j;  // The input's innermost dim (extent > 1) is kept.
+      const size_t k = p.dims.size();
+      if (k == 2 && j == 0 && p.strides[1] == p.dims[0]) {
+        // One row-major [dims[1], dims[0]] matrix (NCHW <-> NHWC of one image): in tiles
+        // shared out over the compute threads.
+        TransposeMatrices(x, y, 1, p.dims[1], p.dims[0]);
+        return OkStatus();
+      }
+      if (k == 3 && j == 1 && p.strides[2] == p.dims[1] && p.strides[0] == p.dims[1] * p.dims[2]) {
+        TransposeMatrices(x, y, p.dims[0], p.dims[2], p.dims[1]);  // a batch of them
+        return OkStatus();
+      }
       TiledTranspose(x, y, p, j, total);
       return OkStatus();
     });

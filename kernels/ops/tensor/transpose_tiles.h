@@ -27,6 +27,43 @@ inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t 
   int64_t r = r0;
 #if defined(__SSE2__)
   if constexpr (sizeof(E) == 4) {
+    // Three columns of adjacent rows (rs == 3: NCHW -> NHWC of an RGB image): four rows at
+    // a time, their twelve values shuffled out of three column loads.
+    if (c1 - c0 == 3 && rs == 3) {
+      for (; r + 4 <= r1; r += 4) {
+        const __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(src + c0 * cs + r));
+        const __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(src + (c0 + 1) * cs + r));
+        const __m128 e = _mm_loadu_ps(reinterpret_cast<const float*>(src + (c0 + 2) * cs + r));
+        const __m128 ab_lo = _mm_unpacklo_ps(a, b), ab_hi = _mm_unpackhi_ps(a, b);  // a0 b0 a1 b1, a2 b2 a3 b3
+        const __m128 x = _mm_shuffle_ps(e, ab_lo, _MM_SHUFFLE(2, 2, 0, 0));            // e0 e0 a1 a1
+        const __m128 y = _mm_shuffle_ps(ab_lo, e, _MM_SHUFFLE(1, 1, 3, 3));            // b1 b1 e1 e1
+        const __m128 z = _mm_shuffle_ps(e, ab_hi, _MM_SHUFFLE(3, 2, 3, 2));            // e2 e3 a3 b3
+        float* d = reinterpret_cast<float*>(dst + r * 3 + c0);
+        _mm_storeu_ps(d, _mm_shuffle_ps(ab_lo, x, _MM_SHUFFLE(2, 0, 1, 0)));     // a0 b0 e0 a1
+        _mm_storeu_ps(d + 4, _mm_shuffle_ps(y, ab_hi, _MM_SHUFFLE(1, 0, 2, 0)));  // b1 e1 a2 b2
+        _mm_storeu_ps(d + 8, _mm_shuffle_ps(z, z, _MM_SHUFFLE(1, 3, 2, 0)));      // e2 a3 b3 e3
+      }
+    }
+    // Three rows of adjacent columns (cs == 3: NHWC -> NCHW of an RGB image): four
+    // columns at a time, three contiguous loads shuffled out into the rows.
+    if (r1 - r0 == 3 && cs == 3) {
+      int64_t c = c0;
+      for (; c + 4 <= c1; c += 4) {
+        const float* s = reinterpret_cast<const float*>(src + c * 3 + r0);
+        const __m128 i0 = _mm_loadu_ps(s), i1 = _mm_loadu_ps(s + 4), i2 = _mm_loadu_ps(s + 8);
+        const __m128 p = _mm_shuffle_ps(i0, i1, _MM_SHUFFLE(2, 1, 3, 0));  // a0 a1 e1 a2
+        const __m128 q = _mm_shuffle_ps(p, i2, _MM_SHUFFLE(1, 1, 3, 3));   // a2 a2 a3 a3
+        const __m128 u = _mm_shuffle_ps(i0, i1, _MM_SHUFFLE(3, 0, 1, 1));  // b0 b0 b1 b2
+        const __m128 v = _mm_shuffle_ps(u, i2, _MM_SHUFFLE(2, 2, 3, 3));   // b2 b2 b3 b3
+        const __m128 w = _mm_shuffle_ps(i0, i1, _MM_SHUFFLE(1, 1, 2, 2));  // e0 e0 e1 e1
+        const __m128 t = _mm_shuffle_ps(i2, i2, _MM_SHUFFLE(3, 0, 3, 0));  // e2 e3 e2 e3
+        float* d = reinterpret_cast<float*>(dst + r0 * rs + c);
+        _mm_storeu_ps(d, _mm_shuffle_ps(p, q, _MM_SHUFFLE(2, 0, 1, 0)));           // a0 a1 a2 a3
+        _mm_storeu_ps(d + rs, _mm_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)));      // b0 b1 b2 b3
+        _mm_storeu_ps(d + 2 * rs, _mm_shuffle_ps(w, t, _MM_SHUFFLE(1, 0, 2, 0)));  // e0 e1 e2 e3
+      }
+      c0 = c;  // the columns left over, below
+    }
     // 4x4 blocks in registers: four strided row loads, four contiguous stores.
     for (; r + 4 <= r1; r += 4) {
       int64_t c = c0;
