@@ -8,7 +8,9 @@
 // slot buffer, runs every instruction over the block, and stores the last result;
 // intermediate values stay in the slot buffers (a few KiB, in L1/L2) and never reach
 // memory. float32 and float64 inputs that are not broadcast are read in place, and the
-// last instruction writes straight into the output.
+// last instruction writes straight into the output. A float32 program that is a
+// per-channel affine map, Relu(x * scale + shift) (a BatchNormalization and its Relu),
+// runs instead in one loop over the elements (AffineProgram).
 
 #include "kernels/ops/fused/fused.h"
 
@@ -113,7 +115,7 @@ namespace {
 constexpr std::string_view kOp = "FusedElementwise";
 // Elements per block: small enough that every slot buffer of a typical chain stays in
 // L1/L2, large enough for the per-instruction loops to run at full vector speed.
-constexpr int64_t kBlock = 512;
+constexpr int64_t kBlock = 2048;
 // Blocks per compute thread at least: smaller outputs run on the calling thread alone.
 constexpr int64_t kGrainBlocks = 32;
 
@@ -354,6 +356,104 @@ REMEX_CPU_CLONES void ExecClones(FusedOpcode op, const double* a, const double* 
   Exec<double>(op, a, b, c, d, len, b_uniform);
 }
 
+// A per-channel affine map of one input, rectified or not: y = Relu(x * scale + shift),
+// Mul, Add and Relu each optional but in that order, two of them at least. It is what
+// the compiler makes of a BatchNormalization (and the Relu after it) of a value that no
+// convolution takes in: DenseNet's, before each of its layers. Such a program runs in
+// one pass over memory (AffineClones) in place of the block loops' pass per
+// instruction: the same operations on the same values, so the same results.
+struct AffineProgram {
+  int32_t x = -1, scale = -1, shift = -1;  // input slots; -1: no Mul, no Add
+  bool relu = false;
+};
+
+std::optional<AffineProgram> MatchAffine(const Program& p) {
+  if (p.code.size() < 2 || p.code.size() > 3) return std::nullopt;
+  const int32_t nin = static_cast<int32_t>(p.num_inputs);
+  const int32_t first_result = nin + static_cast<int32_t>(p.immediates.size());
+  auto is_input = [&](int32_t slot) { return slot >= 0 && slot < nin; };
+  AffineProgram a;
+  int32_t value = -1;  // the slot of the map so far
+  for (size_t j = 0; j < p.code.size(); ++j) {
+    const Instr& ins = p.code[j];
+    if (ins.op == FusedOpcode::kMul || ins.op == FusedOpcode::kAdd) {
+      int32_t& operand = ins.op == FusedOpcode::kMul ? a.scale : a.shift;
+      if (a.relu || a.shift >= 0 || operand >= 0) return std::nullopt;  // Mul, then Add, then Relu
+      if (value < 0 && is_input(ins.a) && is_input(ins.b)) {
+        a.x = ins.a;  // or ins.b: Eval takes the one read in place
+        operand = ins.b;
+      } else if (value >= 0 && ins.a == value && is_input(ins.b)) {
+        operand = ins.b;
+      } else if (value >= 0 && ins.b == value && is_input(ins.a)) {
+        operand = ins.a;
+      } else {
+        return std::nullopt;
+      }
+    } else if (ins.op == FusedOpcode::kRelu && value >= 0 && ins.a == value) {
+      a.relu = true;
+    } else {
+      return std::nullopt;
+    }
+    value = first_result + static_cast<int32_t>(j);
+  }
+  return a;
+}
+
+// y[i] = Relu(x[i] * scale[i] + shift[i]) for i < len, each step where its flag is set,
+// as Exec computes them (scalar_ops.h's functors; fused.cc contracts no multiply-add).
+template <bool kScale, bool kShift, bool kRelu>
+[[gnu::always_inline]] inline void AffineLoop(const float* x, const float* scale, const float* shift, float* y,
+                                              int64_t len) {
+  for (int64_t i = 0; i < len; ++i) {
+    float v = x[i];
+    if constexpr (kScale) v = scalar::Mul()(v, scale[i]);
+    if constexpr (kShift) v = scalar::Add()(v, shift[i]);
+    if constexpr (kRelu) v = scalar::Relu()(v);
+    y[i] = v;
+  }
+}
+template <bool kScale, bool kShift, bool kRelu>
+[[gnu::always_inline]] inline void AffineUniformLoop(const float* x, float scale, float shift, float* y,
+                                                     int64_t len) {
+  for (int64_t i = 0; i < len; ++i) {
+    float v = x[i];
+    if constexpr (kScale) v = scalar::Mul()(v, scale);
+    if constexpr (kShift) v = scalar::Add()(v, shift);
+    if constexpr (kRelu) v = scalar::Relu()(v);
+    y[i] = v;
+  }
+}
+
+// The affine map over `rows` rows of `period` elements: with `uniform`, each row's scale
+// and shift are scale[r] and shift[r] (an NCHW value's channel runs); otherwise every
+// row's are scale[0, period) and shift[0, period) (an NHWC value's pixels). A null
+// scale or shift: no Mul or no Add.
+REMEX_CPU_CLONES void AffineClones(const float* x, const float* scale, const float* shift, bool relu, bool uniform,
+                                   float* y, int64_t rows, int64_t period) {
+  auto run = [&](auto s, auto b, auto r) {
+    constexpr bool kS = decltype(s)::value, kB = decltype(b)::value, kR = decltype(r)::value;
+    for (int64_t row = 0; row < rows; ++row) {
+      const float* xr = x + row * period;
+      float* yr = y + row * period;
+      if (uniform) {
+        AffineUniformLoop<kS, kB, kR>(xr, kS ? scale[row] : 0.0f, kB ? shift[row] : 0.0f, yr, period);
+      } else {
+        AffineLoop<kS, kB, kR>(xr, scale, shift, yr, period);
+      }
+    }
+  };
+  using T = std::true_type;
+  using F = std::false_type;
+  const int flags = (scale ? 4 : 0) | (shift ? 2 : 0) | (relu ? 1 : 0);
+  switch (flags) {
+    case 7: return run(T(), T(), T());
+    case 6: return run(T(), T(), F());
+    case 5: return run(T(), F(), T());
+    case 3: return run(F(), T(), T());
+    default: return run(F(), T(), F());  // AffineProgram has two steps at least: never reached with fewer
+  }
+}
+
 // Where an input's elements come from, per block.
 enum class InputKind {
   kInPlace,   // Not broadcast, read where it lies (float32, float64).
@@ -445,6 +545,17 @@ void Gather(const T* x, const GatherPlan& plan, int64_t o, int64_t len, C* dst, 
   }
 }
 
+// The element of a kRun input (its plan's innermost stride 0) that output run r reads.
+int64_t RunOffset(const GatherPlan& plan, int64_t r) {
+  if (plan.dims.size() == 2) return r * plan.strides[0];  // [C, R]: no division
+  int64_t off = 0;
+  for (size_t d = plan.dims.size() - 1, rem = static_cast<size_t>(r); d-- > 0;) {
+    off += static_cast<int64_t>(rem % static_cast<size_t>(plan.dims[d])) * plan.strides[d];
+    rem /= static_cast<size_t>(plan.dims[d]);
+  }
+  return off;
+}
+
 class FusedKernel final : public ValidatedKernel {
  public:
   static StatusOr<std::unique_ptr<FusedKernel>> Create(const OpDef& def, const Attributes& attrs) {
@@ -459,6 +570,7 @@ class FusedKernel final : public ValidatedKernel {
     if (!program_ || program_->num_inputs != static_cast<int64_t>(in.size())) {
       REMEX_ASSIGN_OR_RETURN(Program p, ParseProgram(attrs(), static_cast<int64_t>(in.size())));
       program_ = std::move(p);
+      affine_ = MatchAffine(*program_);
     }
     if (*NumElements(out[0].shape) == 0) return OkStatus();
     return DispatchFloat(op(), in[0].dtype, [&](auto tag) -> Status {
@@ -539,6 +651,9 @@ class FusedKernel final : public ValidatedKernel {
           if (slot >= 0 && static_cast<size_t>(slot) < nin) fill_[static_cast<size_t>(slot)] = true;
         }
       }
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (affine_ && EvalAffine(in, out, *affine_, n, runs ? run_len : 0)) return;
     }
     const std::vector<bool>& uniform = uniform_;
     const std::vector<bool>& fill = fill_;
@@ -632,15 +747,7 @@ class FusedKernel final : public ValidatedKernel {
                 // whole slot only where it is read whole (a later block of the run may
                 // be longer than this one).
                 const GatherPlan& plan = plans_[k];
-                auto value_of = [&](int64_t r) {
-                  if (plan.dims.size() == 2) return Load(x[r * plan.strides[0]]);  // [C, R]: no division
-                  int64_t off = 0;
-                  for (size_t d = plan.dims.size() - 1, rem = static_cast<size_t>(r); d-- > 0;) {
-                    off += static_cast<int64_t>(rem % static_cast<size_t>(plan.dims[d])) * plan.strides[d];
-                    rem /= static_cast<size_t>(plan.dims[d]);
-                  }
-                  return Load(x[off]);
-                };
+                auto value_of = [&](int64_t r) { return Load(x[RunOffset(plan, r)]); };
                 if (runs_per_block > 1) {
                   for (int64_t i = 0; i < len; i += run_len)
                     std::fill_n(buf(k) + i, run_len, value_of(run + i / run_len));
@@ -676,7 +783,54 @@ class FusedKernel final : public ValidatedKernel {
     });
   }
 
+  // The affine program's single pass, where x is read in place and the scale and shift
+  // are both per-channel operands of one kind (kPeriodic: `run_len` 0; or kRun, uniform
+  // over runs of `run_len`). False where they are not: the block loops run it.
+  bool EvalAffine(std::span<const TensorRef> in, const TensorRef& out, AffineProgram a, int64_t n,
+                  int64_t run_len) {
+    if (kind_[static_cast<size_t>(a.x)] != InputKind::kInPlace) {
+      // The first instruction's operands the other way round (Mul and Add commute).
+      std::swap(a.x, a.scale >= 0 ? a.scale : a.shift);
+      if (kind_[static_cast<size_t>(a.x)] != InputKind::kInPlace) return false;
+    }
+    const InputKind want = run_len > 0 ? InputKind::kRun : InputKind::kPeriodic;
+    int64_t period = run_len;
+    for (int32_t k : {a.scale, a.shift}) {
+      if (k < 0) continue;
+      if (kind_[static_cast<size_t>(k)] != want) return false;
+      if (want == InputKind::kPeriodic) {
+        const int64_t pk = plans_[static_cast<size_t>(k)].dims[1];
+        if (period != 0 && pk != period) return false;
+        period = pk;
+      }
+    }
+    const int64_t rows = n / period;
+    const float* x = DataAs<const float>(in[static_cast<size_t>(a.x)]);
+    float* y = DataAs<float>(out);
+    // NCHW: each run's scale and shift gathered into per-run arrays first.
+    const float* scale = a.scale >= 0 ? DataAs<const float>(in[static_cast<size_t>(a.scale)]) : nullptr;
+    const float* shift = a.shift >= 0 ? DataAs<const float>(in[static_cast<size_t>(a.shift)]) : nullptr;
+    if (run_len > 0) {
+      affine_runs_.resize(static_cast<size_t>(2 * rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        if (scale) affine_runs_[static_cast<size_t>(r)] = scale[RunOffset(plans_[static_cast<size_t>(a.scale)], r)];
+        if (shift) affine_runs_[static_cast<size_t>(rows + r)] = shift[RunOffset(plans_[static_cast<size_t>(a.shift)], r)];
+      }
+      if (scale) scale = affine_runs_.data();
+      if (shift) shift = affine_runs_.data() + rows;
+    }
+    const bool uniform = run_len > 0;
+    const int64_t grain = std::max<int64_t>(1, kGrainBlocks * kBlock / period);
+    ParallelFor(rows, grain, [&](int64_t r0, int64_t r1, int) {
+      AffineClones(x + r0 * period, uniform && scale ? scale + r0 : scale, uniform && shift ? shift + r0 : shift,
+                   a.relu, uniform, y + r0 * period, r1 - r0, period);
+    });
+    return true;
+  }
+
   std::optional<Program> program_;
+  std::optional<AffineProgram> affine_;  // program_ as an affine map, where it is one
+  std::vector<float> affine_runs_;      // EvalAffine's per-run scales and shifts
   // Per-call state, kept to spare allocations.
   std::vector<bool> uniform_;
   std::vector<InputKind> kind_;

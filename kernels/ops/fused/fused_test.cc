@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -224,6 +225,88 @@ TEST(FusedElementwiseTest, PerChannelOperandsOfAChannelsFirstValue) {
       expected.push_back(std::max(static_cast<double>(b[k] - x2[i]), static_cast<double>(s[k])));
     }
     ExpectAllClose(FloatValues((*out)[0]), expected, 0, 0, "max(b - x, s)");
+  }
+}
+
+// Per-channel affine programs, Relu(x * s + b) and its parts (the one-pass loop of
+// fused.cc's AffineProgram), against the unfused Mul, Add and Relu kernels run one after
+// another, bit for bit: channels-last (s and b [C]) and channels-first (s [C, 1, 1], b
+// [1, C, 1, 1]) values, batch 2, 70 channels (no multiple of a vector), operands either
+// way round, x with NaNs, infinities, -0 and negatives; also a program that is not one
+// (b as big as x), which the block loops run.
+TEST(FusedElementwiseTest, PerChannelAffineProgramsGiveTheUnfusedOpsBits) {
+  OpRunner r;
+  const int64_t n = 2, c = 70, h = 5, w = 9;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  std::vector<float> x(static_cast<size_t>(n * c * h * w)), s(c), b(c), big(x.size());
+  for (float& v : x) v = value(rng);
+  for (size_t i = 0; i < x.size(); i += 13) x[i] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 5; i < x.size(); i += 29) x[i] = -std::numeric_limits<float>::infinity();
+  for (size_t i = 7; i < x.size(); i += 31) x[i] = -0.0f;
+  for (int64_t k = 0; k < c; ++k) {
+    s[k] = value(rng);
+    b[k] = value(rng);
+  }
+  for (float& v : big) v = value(rng);
+  const int kMul = 1, kAdd = 2, kRelu = 4;
+  struct Case {
+    const char* name;
+    std::vector<int64_t> program;
+    int ops;
+    bool swapped;  // Mul's and Add's operands: the per-channel one first
+  };
+  const int64_t mul = Op(FusedOpcode::kMul), add = Op(FusedOpcode::kAdd), relu = Op(FusedOpcode::kRelu);
+  const std::vector<Case> cases = {
+      {"relu(x * s + b)", {mul, 0, 1, -1, add, 3, 2, -1, relu, 4, -1, -1}, kMul | kAdd | kRelu, false},
+      {"relu(b + s * x)", {mul, 1, 0, -1, add, 2, 3, -1, relu, 4, -1, -1}, kMul | kAdd | kRelu, true},
+      {"x * s + b", {mul, 0, 1, -1, add, 3, 2, -1}, kMul | kAdd, false},
+      {"relu(x * s)", {mul, 0, 1, -1, relu, 3, -1, -1}, kMul | kRelu, false},
+      {"relu(b + x)", {add, 2, 0, -1, relu, 3, -1, -1}, kAdd | kRelu, true},
+  };
+  for (const bool channels_last : {true, false}) {
+    const Shape xs = channels_last ? Shape{n, h, w, c} : Shape{n, c, h, w};
+    const HostTensor st = channels_last ? HostTensor::Of<float>({c}, s) : HostTensor::Of<float>({c, 1, 1}, s);
+    const HostTensor bt = channels_last ? HostTensor::Of<float>({c}, b) : HostTensor::Of<float>({1, c, 1, 1}, b);
+    for (const bool per_channel_b : {true, false}) {
+      const HostTensor b_in = per_channel_b ? bt : HostTensor::Of<float>(xs, big);
+      for (const Case& k : cases) {
+        SCOPED_TRACE(std::string(k.name) + (channels_last ? ", channels-last" : ", channels-first") +
+                     (per_channel_b ? "" : ", b as big as x"));
+        const HostTensor xt = HostTensor::Of<float>(xs, x);
+        auto fused = r.Run("FusedElementwise", Program(k.program), {xt, st, b_in});
+        ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+        // The same ops one at a time, each operand order as the program's.
+        HostTensor v = xt;
+        if (k.ops & kMul) {
+          auto m = k.swapped ? r.Run("Mul", {}, {st, v}) : r.Run("Mul", {}, {v, st});
+          ASSERT_TRUE(m.ok());
+          v = (*m)[0];
+        }
+        if (k.ops & kAdd) {
+          auto m = k.swapped ? r.Run("Add", {}, {b_in, v}) : r.Run("Add", {}, {v, b_in});
+          ASSERT_TRUE(m.ok());
+          v = (*m)[0];
+        }
+        if (k.ops & kRelu) {
+          auto m = r.Run("Relu", {}, {v});
+          ASSERT_TRUE(m.ok());
+          v = (*m)[0];
+        }
+        const std::vector<float> got = (*fused)[0].Values<float>(), want = v.Values<float>();
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << i;
+          } else {
+            uint32_t gb, wb;
+            std::memcpy(&gb, &got[i], 4);
+            std::memcpy(&wb, &want[i], 4);
+            ASSERT_EQ(gb, wb) << i << ": " << got[i] << " against " << want[i];
+          }
+        }
+      }
+    }
   }
 }
 
