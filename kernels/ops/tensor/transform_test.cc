@@ -193,6 +193,34 @@ TEST(TransposeTest, DtypesDefaultPermAndLargeTiles) {
   EXPECT_EQ((*out)[0].shape, (Shape{0, 2, 3}));
 }
 
+// Large 4-byte transposes of batches of matrices (TransposeMatrices shared out over the
+// compute threads), to and from channels-last and a plain 2-D one, float32 whose bits
+// include signalling and quiet NaNs with payloads: every bit as given.
+TEST(TransposeTest, LargeFourByteTransposesCopyEveryBit) {
+  OpRunner r;
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+  };
+  for (const Case& c : {Case{{2, 37, 23, 31}, {0, 2, 3, 1}}, Case{{2, 23, 31, 37}, {0, 3, 1, 2}},
+                        Case{{130, 140}, {1, 0}}, Case{{1, 3, 151, 113}, {0, 2, 3, 1}}}) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    const int64_t n = *NumElements(c.shape);
+    std::vector<uint32_t> bits(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) bits[i] = static_cast<uint32_t>(i * 2654435761u);
+    bits[5] = 0x7f800001u;   // a signalling NaN
+    bits[77] = 0xffc01234u;  // a quiet NaN with a payload
+    std::vector<float> x(bits.size());
+    std::memcpy(x.data(), bits.data(), bits.size() * 4);
+    auto out = r.Run("Transpose", Attrs({{"perm", c.perm}}), {HostTensor::Of<float>(c.shape, x)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const std::vector<float> got = (*out)[0].Values<float>();
+    std::vector<uint32_t> got_bits(got.size());
+    std::memcpy(got_bits.data(), got.data(), got.size() * 4);
+    EXPECT_EQ(got_bits, NaiveTranspose(bits, c.shape, c.perm));
+  }
+}
+
 TEST(TransposeTest, BadPermIsRefused) {
   OpRunner r;
   HostTensor x = HostTensor::Zeros(DType::kFloat32, {2, 3, 4});
