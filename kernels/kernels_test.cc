@@ -584,7 +584,8 @@ TEST(MaxPoolTest, ChannelsLastGivesTheChannelsFirstValues) {
       for (int64_t b = 0; b < n; ++b)
         for (int64_t k = 0; k < c; ++k)
           for (int64_t i = 0; i < h; ++i)
-            for (int64_t j = 0; j < w; ++j) out[((b * h + i) * w + j) * c + k] = v[((b * c + k) * h + i) * w + j];
+            for (int64_t j = 0; j < w; ++j)
+              out[((b * h + i) * w + j) * c + k] = v[((b * c + k) * h + i) * w + j];
       return out;
     };
     struct Case {
@@ -611,7 +612,8 @@ TEST(MaxPoolTest, ChannelsLastGivesTheChannelsFirstValues) {
         using T = decltype(tag);
         auto first = r.Run("MaxPool", nchw, {HostTensor::Of<T>({n, c, h, w}, v)}, 2);
         auto last = r.Run("MaxPool", nhwc, {HostTensor::Of<T>({n, h, w, c}, to_nhwc(v))}, 1);
-        ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+        ASSERT_TRUE(first.ok() && last.ok())
+            << (last.ok() ? first.status().ToString() : last.status().ToString());
         const Shape& s = (*first)[0].shape;
         ASSERT_EQ((*last)[0].shape, (Shape{s[0], s[2], s[3], s[1]}));
         const auto a = (*first)[0].template Values<T>(), b = (*last)[0].template Values<T>();
@@ -659,7 +661,8 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
     for (int64_t b = 0; b < n; ++b)
       for (int64_t k = 0; k < c; ++k)
         for (int64_t i = 0; i < h; ++i)
-          for (int64_t j = 0; j < w; ++j) x_nhwc[((b * h + i) * w + j) * c + k] = x[((b * c + k) * h + i) * w + j];
+          for (int64_t j = 0; j < w; ++j)
+            x_nhwc[((b * h + i) * w + j) * c + k] = x[((b * c + k) * h + i) * w + j];
     // Y's NCHW values at (b, k, i, j) against the NHWC ones.
     auto expect_transposed = [](const HostTensor& first, const HostTensor& last, float tolerance) {
       const Shape& s = first.shape;
@@ -682,8 +685,8 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
       int64_t k, s, pad, dilation;
       bool ceil, count_pad;
     };
-    for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true}, Case{2, 2, 0, 1, true, false},
-                          Case{3, 1, 1, 2, false, true}}) {
+    for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true},
+                          Case{2, 2, 0, 1, true, false}, Case{3, 1, 1, 2, false, true}}) {
       Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
                                {"strides", std::vector<int64_t>{cs.s, cs.s}},
                                {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
@@ -694,7 +697,8 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
       nhwc.Set("layout", std::string("NHWC"));
       auto first = r.Run("AveragePool", nchw, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);
       auto last = r.Run("AveragePool", nhwc, {HostTensor::Of<float>({n, h, w, c}, x_nhwc)}, 1);
-      ASSERT_TRUE(first.ok() && last.ok()) << (last.ok() ? first.status().ToString() : last.status().ToString());
+      ASSERT_TRUE(first.ok() && last.ok())
+          << (last.ok() ? first.status().ToString() : last.status().ToString());
       expect_transposed((*first)[0], (*last)[0], 0);
     }
     auto first = r.Run("GlobalAveragePool", Attributes{}, {HostTensor::Of<float>({n, c, h, w}, x)}, 1);

@@ -115,7 +115,7 @@ namespace {
 constexpr std::string_view kOp = "FusedElementwise";
 // Elements per block: small enough that every slot buffer of a typical chain stays in
 // L1/L2, large enough for the per-instruction loops to run at full vector speed.
-constexpr int64_t kBlock = 2048;
+constexpr int64_t kBlock = 512;
 // Blocks per compute thread at least: smaller outputs run on the calling thread alone.
 constexpr int64_t kGrainBlocks = 32;
 
@@ -361,7 +361,8 @@ REMEX_CPU_CLONES void ExecClones(FusedOpcode op, const double* a, const double* 
 // the compiler makes of a BatchNormalization (and the Relu after it) of a value that no
 // convolution takes in: DenseNet's, before each of its layers. Such a program runs in
 // one pass over memory (AffineClones) in place of the block loops' pass per
-// instruction: the same operations on the same values, so the same results.
+// instruction: the same operations on the same values, so the same results (but for the
+// payload of a NaN where both operands of a Mul or Add are NaNs: x's, not the other's).
 struct AffineProgram {
   int32_t x = -1, scale = -1, shift = -1;  // input slots; -1: no Mul, no Add
   bool relu = false;
@@ -402,8 +403,8 @@ std::optional<AffineProgram> MatchAffine(const Program& p) {
 // y[i] = Relu(x[i] * scale[i] + shift[i]) for i < len, each step where its flag is set,
 // as Exec computes them (scalar_ops.h's functors; fused.cc contracts no multiply-add).
 template <bool kScale, bool kShift, bool kRelu>
-[[gnu::always_inline]] inline void AffineLoop(const float* x, const float* scale, const float* shift, float* y,
-                                              int64_t len) {
+[[gnu::always_inline]] inline void AffineLoop(const float* x, const float* scale, const float* shift,
+                                              float* y, int64_t len) {
   for (int64_t i = 0; i < len; ++i) {
     float v = x[i];
     if constexpr (kScale) v = scalar::Mul()(v, scale[i]);
@@ -428,8 +429,8 @@ template <bool kScale, bool kShift, bool kRelu>
 // and shift are scale[r] and shift[r] (an NCHW value's channel runs); otherwise every
 // row's are scale[0, period) and shift[0, period) (an NHWC value's pixels). A null
 // scale or shift: no Mul or no Add.
-REMEX_CPU_CLONES void AffineClones(const float* x, const float* scale, const float* shift, bool relu, bool uniform,
-                                   float* y, int64_t rows, int64_t period) {
+REMEX_CPU_CLONES void AffineClones(const float* x, const float* scale, const float* shift, bool relu,
+                                   bool uniform, float* y, int64_t rows, int64_t period) {
   auto run = [&](auto s, auto b, auto r) {
     constexpr bool kS = decltype(s)::value, kB = decltype(b)::value, kR = decltype(r)::value;
     for (int64_t row = 0; row < rows; ++row) {
@@ -446,11 +447,16 @@ REMEX_CPU_CLONES void AffineClones(const float* x, const float* scale, const flo
   using F = std::false_type;
   const int flags = (scale ? 4 : 0) | (shift ? 2 : 0) | (relu ? 1 : 0);
   switch (flags) {
-    case 7: return run(T(), T(), T());
-    case 6: return run(T(), T(), F());
-    case 5: return run(T(), F(), T());
-    case 3: return run(F(), T(), T());
-    default: return run(F(), T(), F());  // AffineProgram has two steps at least: never reached with fewer
+    case 7:
+      return run(T(), T(), T());
+    case 6:
+      return run(T(), T(), F());
+    case 5:
+      return run(T(), F(), T());
+    case 3:
+      return run(F(), T(), T());
+    default:
+      return run(F(), T(), F());  // AffineProgram has two steps at least: never reached with fewer
   }
 }
 
@@ -469,6 +475,9 @@ enum class InputKind {
               // within a run, and the input is uniform in each (its value read per run).
 };
 
+// Row length (channels, or a channel's run) below which an affine program keeps the
+// block loops.
+constexpr int64_t kMinAffinePeriod = 16;
 // Period of a kPeriodic input at most (its repeated copy is C + kBlock elements a part).
 constexpr int64_t kMaxPeriod = int64_t{1} << 16;
 
@@ -804,6 +813,9 @@ class FusedKernel final : public ValidatedKernel {
         period = pk;
       }
     }
+    // Rows of a few elements (an RGB value's three channels, NCHW planes of 1 x 3) would
+    // barely vectorise: the block loops run those.
+    if (period < kMinAffinePeriod) return false;
     const int64_t rows = n / period;
     const float* x = DataAs<const float>(in[static_cast<size_t>(a.x)]);
     float* y = DataAs<float>(out);
@@ -813,8 +825,11 @@ class FusedKernel final : public ValidatedKernel {
     if (run_len > 0) {
       affine_runs_.resize(static_cast<size_t>(2 * rows));
       for (int64_t r = 0; r < rows; ++r) {
-        if (scale) affine_runs_[static_cast<size_t>(r)] = scale[RunOffset(plans_[static_cast<size_t>(a.scale)], r)];
-        if (shift) affine_runs_[static_cast<size_t>(rows + r)] = shift[RunOffset(plans_[static_cast<size_t>(a.shift)], r)];
+        const size_t i = static_cast<size_t>(r);
+        const GatherPlan& scale_plan = plans_[static_cast<size_t>(std::max(a.scale, 0))];
+        const GatherPlan& shift_plan = plans_[static_cast<size_t>(std::max(a.shift, 0))];
+        if (scale) affine_runs_[i] = scale[RunOffset(scale_plan, r)];
+        if (shift) affine_runs_[static_cast<size_t>(rows) + i] = shift[RunOffset(shift_plan, r)];
       }
       if (scale) scale = affine_runs_.data();
       if (shift) shift = affine_runs_.data() + rows;
@@ -822,15 +837,15 @@ class FusedKernel final : public ValidatedKernel {
     const bool uniform = run_len > 0;
     const int64_t grain = std::max<int64_t>(1, kGrainBlocks * kBlock / period);
     ParallelFor(rows, grain, [&](int64_t r0, int64_t r1, int) {
-      AffineClones(x + r0 * period, uniform && scale ? scale + r0 : scale, uniform && shift ? shift + r0 : shift,
-                   a.relu, uniform, y + r0 * period, r1 - r0, period);
+      AffineClones(x + r0 * period, uniform && scale ? scale + r0 : scale,
+                   uniform && shift ? shift + r0 : shift, a.relu, uniform, y + r0 * period, r1 - r0, period);
     });
     return true;
   }
 
   std::optional<Program> program_;
   std::optional<AffineProgram> affine_;  // program_ as an affine map, where it is one
-  std::vector<float> affine_runs_;      // EvalAffine's per-run scales and shifts
+  std::vector<float> affine_runs_;       // EvalAffine's per-run scales and shifts
   // Per-call state, kept to spare allocations.
   std::vector<bool> uniform_;
   std::vector<InputKind> kind_;

@@ -183,48 +183,54 @@ TEST(FusedElementwiseTest, PerChannelOperandsOfAChannelsLastValue) {
 // The same of an NCHW value, Relu(x * s + b) with s [C, 1, 1] and b [1, C, 1, 1], at
 // batch 1 and 2: each operand is one value per run of H * W (851, longer than a block
 // and no multiple of it), read once per run; blocks within a run, across runs, and
-// across both compute threads all see their own channel's values.
+// across both compute threads all see their own channel's values. The program as it is
+// (the affine one-pass loop) and with a Max(r, r) after it, which the block loops run.
 TEST(FusedElementwiseTest, PerChannelOperandsOfAChannelsFirstValue) {
-  for (const int64_t n : {int64_t{1}, int64_t{2}}) {
-    SCOPED_TRACE("batch " + std::to_string(n));
-    OpRunner r;
-    const int64_t c = 5, h = 23, w = 37;
-    Attributes a = Program({Op(FusedOpcode::kMul), 0, 1, -1, Op(FusedOpcode::kAdd), 3, 2, -1,
-                            Op(FusedOpcode::kRelu), 4, -1, -1});
-    std::vector<float> x(static_cast<size_t>(n * c * h * w)), s(c), b(c);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int64_t>(i % 37) - 18) / 8.0f;
-    for (int64_t k = 0; k < c; ++k) {
-      s[k] = static_cast<float>(k + 1) / 4.0f;
-      b[k] = static_cast<float>(k % 3 - 1) / 2.0f;
-    }
-    auto out = r.Run("FusedElementwise", a,
-                     {HostTensor::Of<float>({n, c, h, w}, x), HostTensor::Of<float>({c, 1, 1}, s),
-                      HostTensor::Of<float>({1, c, 1, 1}, b)});
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    std::vector<double> expected;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const size_t k = i / static_cast<size_t>(h * w) % static_cast<size_t>(c);
-      expected.push_back(std::max(0.0, static_cast<double>(x[i] * s[k]) + b[k]));
-    }
-    ExpectAllClose(FloatValues((*out)[0]), expected, 0, 1e-6, "per-channel affine");
+  for (const bool affine : {true, false}) {
+    for (const int64_t n : {int64_t{1}, int64_t{2}}) {
+      SCOPED_TRACE("batch " + std::to_string(n) + (affine ? ", affine" : ", block loops"));
+      OpRunner r;
+      const int64_t c = 5, h = 23, w = 37;
+      std::vector<int64_t> program = {Op(FusedOpcode::kMul),  0, 1,  -1, Op(FusedOpcode::kAdd), 3, 2, -1,
+                                      Op(FusedOpcode::kRelu), 4, -1, -1};
+      if (!affine) program.insert(program.end(), {Op(FusedOpcode::kMax), 5, 5, -1});
+      Attributes a = Program(program);
+      std::vector<float> x(static_cast<size_t>(n * c * h * w)), s(c), b(c);
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(static_cast<int64_t>(i % 37) - 18) / 8.0f;
+      for (int64_t k = 0; k < c; ++k) {
+        s[k] = static_cast<float>(k + 1) / 4.0f;
+        b[k] = static_cast<float>(k % 3 - 1) / 2.0f;
+      }
+      auto out = r.Run("FusedElementwise", a,
+                       {HostTensor::Of<float>({n, c, h, w}, x), HostTensor::Of<float>({c, 1, 1}, s),
+                        HostTensor::Of<float>({1, c, 1, 1}, b)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      std::vector<double> expected;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const size_t k = i / static_cast<size_t>(h * w) % static_cast<size_t>(c);
+        expected.push_back(std::max(0.0, static_cast<double>(x[i] * s[k]) + b[k]));
+      }
+      ExpectAllClose(FloatValues((*out)[0]), expected, 0, 1e-6, "per-channel affine");
 
-    // Runs of 7 * 7, shorter than a block, with a per-channel operand read whole (as a,
-    // so its slot is filled) and one read as a uniform b: Max(b - x, s).
-    const int64_t small = 7;
-    std::vector<float> x2(static_cast<size_t>(n * c * small * small));
-    for (size_t i = 0; i < x2.size(); ++i)
-      x2[i] = static_cast<float>(static_cast<int64_t>(i % 29) - 14) / 4.0f;
-    Attributes a2 = Program({Op(FusedOpcode::kSub), 2, 0, -1, Op(FusedOpcode::kMax), 3, 1, -1});
-    out = r.Run("FusedElementwise", a2,
-                {HostTensor::Of<float>({n, c, small, small}, x2), HostTensor::Of<float>({c, 1, 1}, s),
-                 HostTensor::Of<float>({1, c, 1, 1}, b)});
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    expected.clear();
-    for (size_t i = 0; i < x2.size(); ++i) {
-      const size_t k = i / static_cast<size_t>(small * small) % static_cast<size_t>(c);
-      expected.push_back(std::max(static_cast<double>(b[k] - x2[i]), static_cast<double>(s[k])));
+      // Runs of 7 * 7, shorter than a block, with a per-channel operand read whole (as a,
+      // so its slot is filled) and one read as a uniform b: Max(b - x, s).
+      const int64_t small = 7;
+      std::vector<float> x2(static_cast<size_t>(n * c * small * small));
+      for (size_t i = 0; i < x2.size(); ++i)
+        x2[i] = static_cast<float>(static_cast<int64_t>(i % 29) - 14) / 4.0f;
+      Attributes a2 = Program({Op(FusedOpcode::kSub), 2, 0, -1, Op(FusedOpcode::kMax), 3, 1, -1});
+      out = r.Run("FusedElementwise", a2,
+                  {HostTensor::Of<float>({n, c, small, small}, x2), HostTensor::Of<float>({c, 1, 1}, s),
+                   HostTensor::Of<float>({1, c, 1, 1}, b)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      expected.clear();
+      for (size_t i = 0; i < x2.size(); ++i) {
+        const size_t k = i / static_cast<size_t>(small * small) % static_cast<size_t>(c);
+        expected.push_back(std::max(static_cast<double>(b[k] - x2[i]), static_cast<double>(s[k])));
+      }
+      ExpectAllClose(FloatValues((*out)[0]), expected, 0, 0, "max(b - x, s)");
     }
-    ExpectAllClose(FloatValues((*out)[0]), expected, 0, 0, "max(b - x, s)");
   }
 }
 
@@ -267,7 +273,8 @@ TEST(FusedElementwiseTest, PerChannelAffineProgramsGiveTheUnfusedOpsBits) {
   for (const bool channels_last : {true, false}) {
     const Shape xs = channels_last ? Shape{n, h, w, c} : Shape{n, c, h, w};
     const HostTensor st = channels_last ? HostTensor::Of<float>({c}, s) : HostTensor::Of<float>({c, 1, 1}, s);
-    const HostTensor bt = channels_last ? HostTensor::Of<float>({c}, b) : HostTensor::Of<float>({1, c, 1, 1}, b);
+    const HostTensor bt =
+        channels_last ? HostTensor::Of<float>({c}, b) : HostTensor::Of<float>({1, c, 1, 1}, b);
     for (const bool per_channel_b : {true, false}) {
       const HostTensor b_in = per_channel_b ? bt : HostTensor::Of<float>(xs, big);
       for (const Case& k : cases) {

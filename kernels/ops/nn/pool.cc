@@ -55,8 +55,6 @@ constexpr std::string_view kGlobalAveragePool = "GlobalAveragePool";
 constexpr std::string_view kAveragePool = "AveragePool";
 constexpr std::string_view kLrn = "LRN";
 
-}  // namespace
-
 // The channels-last pools' reductions of one output position over its window's taps
 // inside X (`taps`: each tap's `channels` contiguous floats), for float32: 64 channels
 // at a time in four 16-float vectors held in registers, built for the CPU's vector
@@ -66,16 +64,16 @@ constexpr std::string_view kLrn = "LRN";
 // - PoolTapsMean: y = (0 + tap 0 + tap 1 + ...) / divisor.
 using PoolVector = float __attribute__((vector_size(64)));
 // The four vectors v0..v3 of 64 floats at p, and their store.
-#define REMEX_POOL_LOAD4(v, p)            \
-  PoolVector v##0, v##1, v##2, v##3;      \
-  std::memcpy(&v##0, (p), 64);            \
-  std::memcpy(&v##1, (p) + 16, 64);       \
-  std::memcpy(&v##2, (p) + 32, 64);       \
+#define REMEX_POOL_LOAD4(v, p)       \
+  PoolVector v##0, v##1, v##2, v##3; \
+  std::memcpy(&v##0, (p), 64);       \
+  std::memcpy(&v##1, (p) + 16, 64);  \
+  std::memcpy(&v##2, (p) + 32, 64);  \
   std::memcpy(&v##3, (p) + 48, 64)
-#define REMEX_POOL_STORE4(p, v)           \
-  std::memcpy((p), &v##0, 64);            \
-  std::memcpy((p) + 16, &v##1, 64);       \
-  std::memcpy((p) + 32, &v##2, 64);       \
+#define REMEX_POOL_STORE4(p, v)     \
+  std::memcpy((p), &v##0, 64);      \
+  std::memcpy((p) + 16, &v##1, 64); \
+  std::memcpy((p) + 32, &v##2, 64); \
   std::memcpy((p) + 48, &v##3, 64)
 
 REMEX_CPU_CLONES void PoolTapsMax(const float* const* taps, int64_t ntaps, int64_t channels, float* y) {
@@ -128,6 +126,8 @@ REMEX_CPU_CLONES void PoolTapsMean(const float* const* taps, int64_t ntaps, int6
 }
 #undef REMEX_POOL_LOAD4
 #undef REMEX_POOL_STORE4
+
+}  // namespace
 
 StatusOr<MaxPoolAttrs> ParseMaxPoolAttrs(const Attributes& attrs) {
   MaxPoolAttrs p;
@@ -899,8 +899,9 @@ class AveragePoolKernel final : public ValidatedKernel {
                 taps[ntaps++] = xp + ((b * h + w.taps[1][t1]) * wd + w.taps[2][t2]) * ch;
               }
             }
-            const int64_t count = attrs_.count_include_pad ? w.padded[1][oh] * w.padded[2][ow]
-                                                           : rows * (w.tap_begin[2][ow + 1] - w.tap_begin[2][ow]);
+            const int64_t count = attrs_.count_include_pad
+                                      ? w.padded[1][oh] * w.padded[2][ow]
+                                      : rows * (w.tap_begin[2][ow + 1] - w.tap_begin[2][ow]);
             float* py = y + ((b * oh_n + oh) * ow_n + ow) * ch;
             if (count == 0) {
               std::fill(py, py + ch, std::numeric_limits<float>::quiet_NaN());

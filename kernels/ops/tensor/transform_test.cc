@@ -131,9 +131,20 @@ void ExpectMatricesTransposed(int64_t batches, int64_t rows, int64_t cols) {
 }
 
 TEST(TransposeTest, MatricesOfBytesAndWordsInRegisterBlocks) {
-  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {16, 16}, {3, 50}, {50, 3}, {3, 7}, {7, 3}, {37, 49}, {64, 196}, {130, 100}, {256, 49}, {49, 256},
-           {256, 3136}, {3136, 96}, {3, 50177}, {50177, 3}}) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{16, 16},
+                                                                    {3, 50},
+                                                                    {50, 3},
+                                                                    {3, 7},
+                                                                    {7, 3},
+                                                                    {37, 49},
+                                                                    {64, 196},
+                                                                    {130, 100},
+                                                                    {256, 49},
+                                                                    {49, 256},
+                                                                    {256, 3136},
+                                                                    {3136, 96},
+                                                                    {3, 50177},
+                                                                    {50177, 3}}) {
     ExpectMatricesTransposed<uint8_t>(2, rows, cols);
     ExpectMatricesTransposed<uint32_t>(2, rows, cols);
   }

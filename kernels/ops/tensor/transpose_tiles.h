@@ -34,12 +34,13 @@ inline void TransposeTile(const E* src, E* dst, int64_t r0, int64_t r1, int64_t 
         const __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(src + c0 * cs + r));
         const __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(src + (c0 + 1) * cs + r));
         const __m128 e = _mm_loadu_ps(reinterpret_cast<const float*>(src + (c0 + 2) * cs + r));
-        const __m128 ab_lo = _mm_unpacklo_ps(a, b), ab_hi = _mm_unpackhi_ps(a, b);  // a0 b0 a1 b1, a2 b2 a3 b3
-        const __m128 x = _mm_shuffle_ps(e, ab_lo, _MM_SHUFFLE(2, 2, 0, 0));            // e0 e0 a1 a1
-        const __m128 y = _mm_shuffle_ps(ab_lo, e, _MM_SHUFFLE(1, 1, 3, 3));            // b1 b1 e1 e1
-        const __m128 z = _mm_shuffle_ps(e, ab_hi, _MM_SHUFFLE(3, 2, 3, 2));            // e2 e3 a3 b3
+        const __m128 ab_lo = _mm_unpacklo_ps(a, b),
+                     ab_hi = _mm_unpackhi_ps(a, b);                          // a0 b0 a1 b1, a2 b2 a3 b3
+        const __m128 x = _mm_shuffle_ps(e, ab_lo, _MM_SHUFFLE(2, 2, 0, 0));  // e0 e0 a1 a1
+        const __m128 y = _mm_shuffle_ps(ab_lo, e, _MM_SHUFFLE(1, 1, 3, 3));  // b1 b1 e1 e1
+        const __m128 z = _mm_shuffle_ps(e, ab_hi, _MM_SHUFFLE(3, 2, 3, 2));  // e2 e3 a3 b3
         float* d = reinterpret_cast<float*>(dst + r * 3 + c0);
-        _mm_storeu_ps(d, _mm_shuffle_ps(ab_lo, x, _MM_SHUFFLE(2, 0, 1, 0)));     // a0 b0 e0 a1
+        _mm_storeu_ps(d, _mm_shuffle_ps(ab_lo, x, _MM_SHUFFLE(2, 0, 1, 0)));      // a0 b0 e0 a1
         _mm_storeu_ps(d + 4, _mm_shuffle_ps(y, ab_hi, _MM_SHUFFLE(1, 0, 2, 0)));  // b1 e1 a2 b2
         _mm_storeu_ps(d + 8, _mm_shuffle_ps(z, z, _MM_SHUFFLE(1, 3, 2, 0)));      // e2 a3 b3 e3
       }
