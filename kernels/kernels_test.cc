@@ -592,7 +592,9 @@ TEST(MaxPoolTest, ChannelsLastGivesTheChannelsFirstValues) {
       int64_t k, s, pad, dilation;
       bool ceil;
     };
-    for (const Case cs : {Case{3, 2, 1, 1, false}, Case{2, 2, 0, 1, true}, Case{3, 1, 1, 2, false}}) {
+    // {2, 2, 2}: the first output row's and column's windows lie wholly in the padding.
+    for (const Case cs : {Case{3, 2, 1, 1, false}, Case{2, 2, 0, 1, true}, Case{3, 1, 1, 2, false},
+                          Case{2, 2, 2, 1, false}}) {
       Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
                                {"strides", std::vector<int64_t>{cs.s, cs.s}},
                                {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
@@ -674,7 +676,9 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
             for (int64_t j = 0; j < s[3]; ++j) {
               const float want = a[((bb * s[1] + k) * s[2] + i) * s[3] + j];
               const float got = b[((bb * s[2] + i) * s[3] + j) * s[1] + k];
-              if (tolerance == 0) {
+              if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(got));
+              } else if (tolerance == 0) {
                 EXPECT_EQ(got, want);
               } else {
                 EXPECT_NEAR(got, want, tolerance);
@@ -685,8 +689,11 @@ TEST(AveragePoolTest, ChannelsLastGivesTheChannelsFirstValues) {
       int64_t k, s, pad, dilation;
       bool ceil, count_pad;
     };
-    for (const Case cs : {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true},
-                          Case{2, 2, 0, 1, true, false}, Case{3, 1, 1, 2, false, true}}) {
+    // {2, 2, 2}: the first output row's and column's windows lie wholly in the padding
+    // (NaN without count_include_pad, 0 with it).
+    for (const Case cs :
+         {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, false, true}, Case{2, 2, 0, 1, true, false},
+          Case{3, 1, 1, 2, false, true}, Case{2, 2, 2, 1, false, false}, Case{2, 2, 2, 1, false, true}}) {
       Attributes nchw = Attrs({{"kernel_shape", std::vector<int64_t>{cs.k, cs.k}},
                                {"strides", std::vector<int64_t>{cs.s, cs.s}},
                                {"pads", std::vector<int64_t>{cs.pad, cs.pad, cs.pad, cs.pad}},
